@@ -1,0 +1,29 @@
+# Every target sets itself up: a fresh machine needs only Python 3.11, Node.js and make.
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: install synth test test-slurm bench clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(INSTALLED)
+
+# Synthesize the reference organisation (built-in default config unless CONFIG=path) with the
+# compliance packs applied, then print the summary.
+synth: $(INSTALLED)
+	rm -rf cdk.out
+	GPU_GOVERNANCE_CONFIG=$(CONFIG) CDK_OUTDIR=cdk.out $(BIN)/python app.py
+	$(BIN)/gpu-governance report cdk.out
+
+test: $(INSTALLED)
+	$(BIN)/python -m pytest -m "not slurm"
+
+clean:
+	rm -rf cdk.out .pytest_cache .hypothesis
