@@ -1,5 +1,7 @@
 # Every target sets itself up: a fresh machine needs only Python 3.11, Node.js and make.
+# jsii prints a large banner on Node.js 20 (end of life) unless told to stay quiet.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -24,6 +26,11 @@ synth: $(INSTALLED)
 
 test: $(INSTALLED)
 	$(BIN)/python -m pytest -m "not slurm"
+
+# Real local Slurm with accounting (installs Debian packages, needs root), then the slurm suite.
+test-slurm: $(INSTALLED)
+	bash tests/slurm/slurm-up.sh
+	$(BIN)/python -m pytest -m slurm
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Reference CDK app: the organisation from `-c config=PATH`, $GPU_GOVERNANCE_CONFIG or the
+built-in default, with the standard compliance packs applied to every stack."""
+
+import os
+import sys
+
+from aws_cdk import App
+
+from constructs_lib.compliance import apply_standard_packs
+from constructs_lib.errors import GovernanceError
+from constructs_lib.loader import load_model
+from stacks import build_reference_app
+
+
+def main() -> int:
+    app = App(outdir=os.environ.get("CDK_OUTDIR") or "cdk.out")
+    try:
+        model = load_model(app.node.try_get_context("config"))
+    except GovernanceError as error:
+        print(f"invalid governance configuration:\n{error}", file=sys.stderr)
+        return 2
+    build_reference_app(app, model)
+    apply_standard_packs(app)
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

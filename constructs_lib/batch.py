@@ -1,0 +1,299 @@
+"""AWS Batch job queues governed by the model: quota-share queues for SageMaker training jobs
+and fair-share queues over existing EC2 / EKS compute environments."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from aws_cdk import Arn, ArnFormat, Stack, aws_batch as batch, aws_iam as iam
+from constructs import Construct
+
+from .errors import GovernanceError
+from .model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
+
+TEAM_TAG = "gpu-governance:team"
+"""Tag every job carries with its team's name; IAM uses it to scope terminate and update."""
+
+GOVERNANCE_METADATA = "GpuGovernance"
+"""CloudFormation metadata key under which the constructs record team and preset for checks."""
+
+# Waiting RUNNABLE jobs whose reason says they can never run (they ask for more than the
+# service environment or the quota share can ever hold) are terminated after the API's
+# minimum of 10 minutes; jobs waiting for SageMaker capacity only after the pool's timeout.
+_NEVER_RUNNABLE_REASONS = (
+    "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+)
+_CAPACITY_WAIT_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+_MIN_TIME_LIMIT_SECONDS = 600
+
+
+def _check(pool, teams: Sequence[Team]) -> None:
+    problems = check_pool_teams(pool, [(f"teams[{i}]", t) for i, t in enumerate(teams)], "pool")
+    if problems:
+        raise GovernanceError(problems)
+
+
+def _combine(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> iam.Grant:
+    grant: iam.Grant | None = None
+    for statement in statements:
+        one = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=statement.actions,
+            resource_arns=statement.resources,
+            conditions=statement.conditions or None,
+        )
+        grant = one if grant is None else grant.combine(one)
+    assert grant is not None
+    return grant
+
+
+class _GovernedQueue(Construct):
+    """What both queue kinds share: the team list, the queue ARN and the grant helpers."""
+
+    job_queue: batch.CfnJobQueue
+    WILDCARD_REASON: str
+
+    def __init__(self, scope: Construct, id: str, *, teams: Sequence[Team]) -> None:
+        super().__init__(scope, id)
+        self.teams = tuple(teams)
+
+    @property
+    def job_queue_arn(self) -> str:
+        return self.job_queue.attr_job_queue_arn
+
+    def _job_arn(self, resource: str) -> str:
+        return Stack.of(self).format_arn(service="batch", resource=resource, resource_name="*")
+
+    def _require_team(self, team_name: str) -> None:
+        if team_name not in {t.name for t in self.teams}:
+            raise GovernanceError.single(
+                "team_name", "not a team of this queue", team_name, f"one of {[t.name for t in self.teams]}"
+            )
+
+    def grant_submit(self, grantee: iam.IGrantable, team_name: str) -> iam.Grant:
+        """Let ``grantee`` submit, watch, reprioritise and terminate jobs as ``team_name`` only."""
+        return _combine(grantee, self.submit_statements(team_name))
+
+    def grant_observe(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read-only view of the queue (what the reclaim controller and dashboards need)."""
+        return _combine(grantee, self.observe_statements())
+
+    def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
+        raise NotImplementedError
+
+    def observe_statements(self) -> list[iam.PolicyStatement]:
+        raise NotImplementedError
+
+
+class QuotaManagedTrainingQueue(_GovernedQueue):
+    """A SageMaker training job queue under AWS Batch quota management.
+
+    Creates the SAGEMAKER_TRAINING service environment (capacity limits from ``pool.capacity``),
+    a quota-share scheduling policy, the job queue and one ``AWS::Batch::QuotaShare`` per team
+    with its capacity limits, sharing strategy, borrow limit and in-share preemption. Cross-share
+    reclaim is always on in Batch. Each team's quota in ``team.quotas[pool.name]``.
+    """
+
+    WILDCARD_REASON = (
+        "Service job ids do not exist before submission: service-job/* is limited to the team by the "
+        "required team tag; DescribeServiceJob and ListServiceJobs support no resource-level permissions."
+    )
+
+    def __init__(self, scope: Construct, id: str, *, pool: BatchQuotaSharePool, teams: Sequence[Team]) -> None:
+        _check(pool, teams)
+        super().__init__(scope, id, teams=teams)
+        self.pool = pool
+        limits = lambda capacity: [  # noqa: E731
+            {"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(capacity.items())
+        ]
+        self.service_environment = batch.CfnServiceEnvironment(
+            self,
+            "ServiceEnvironment",
+            service_environment_name=pool.name,
+            service_environment_type="SAGEMAKER_TRAINING",
+            capacity_limits=limits(pool.capacity),
+            state="ENABLED",
+        )
+        self.scheduling_policy = batch.CfnSchedulingPolicy(
+            self,
+            "SchedulingPolicy",
+            name=f"{pool.name}-quota-share",
+            quota_share_policy=batch.CfnSchedulingPolicy.QuotaSharePolicyProperty(
+                idle_resource_assignment_strategy="FIFO"
+            ),
+        )
+        self.job_queue = batch.CfnJobQueue(
+            self,
+            "JobQueue",
+            job_queue_name=pool.name,
+            job_queue_type="SAGEMAKER_TRAINING",
+            priority=1,
+            scheduling_policy_arn=self.scheduling_policy.attr_arn,
+            service_environment_order=[
+                batch.CfnJobQueue.ServiceEnvironmentOrderProperty(
+                    order=1, service_environment=self.service_environment.attr_service_environment_arn
+                )
+            ],
+            job_state_time_limit_actions=self._time_limit_actions(pool),
+            state="ENABLED",
+        )
+        self.quota_shares: dict[str, batch.CfnQuotaShare] = {}
+        for team in self.teams:
+            sharing = team.sharing
+            sharing_config = {"strategy": sharing.strategy.value.upper()}
+            if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
+                sharing_config["borrowLimit"] = -1 if sharing.borrow_limit == UNLIMITED else sharing.borrow_limit
+            share = batch.CfnQuotaShare(
+                self,
+                f"Share{team.name}",
+                quota_share_name=team.name,
+                job_queue=self.job_queue.attr_job_queue_arn,
+                capacity_limits=limits(team.quotas[pool.name]),
+                resource_sharing_configuration=sharing_config,
+                preemption_configuration={
+                    "inSharePreemption": "ENABLED" if sharing.in_share_preemption else "DISABLED"
+                },
+                state="ENABLED",
+            )
+            share.cfn_options.metadata = {
+                GOVERNANCE_METADATA: {"team": team.name, "preset": team.preset.value if team.preset else None}
+            }
+            self.quota_shares[team.name] = share
+
+    @staticmethod
+    def _time_limit_actions(pool: BatchQuotaSharePool) -> list[batch.CfnJobQueue.JobStateTimeLimitActionProperty]:
+        waits = [(reason, _MIN_TIME_LIMIT_SECONDS) for reason in _NEVER_RUNNABLE_REASONS]
+        if pool.runnable_timeout_minutes is not None:
+            waits.append((_CAPACITY_WAIT_REASON, pool.runnable_timeout_minutes * 60))
+        return [
+            batch.CfnJobQueue.JobStateTimeLimitActionProperty(
+                action="TERMINATE", max_time_seconds=seconds, reason=reason, state="RUNNABLE"
+            )
+            for reason, seconds in waits
+        ]
+
+    def quota_share_arn(self, team_name: str) -> str:
+        self._require_team(team_name)
+        return Stack.of(self).format_arn(
+            service="batch",
+            resource="job-queue",
+            resource_name=f"{self.pool.name}/quota-share/{team_name}",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+
+    def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
+        """IAM for one team. Batch has no condition key for the quota share name; naming only the
+        team's quota-share ARN as the optional resource of SubmitServiceJob restricts the share,
+        and the required team tag scopes terminate and update to the team's own jobs."""
+        self._require_team(team_name)
+        service_jobs = self._job_arn("service-job")
+        team_tag_on_request = {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}}
+        return [
+            iam.PolicyStatement(
+                actions=["batch:SubmitServiceJob"],
+                resources=[self.job_queue_arn, self.quota_share_arn(team_name), service_jobs],
+                conditions=team_tag_on_request,
+            ),
+            iam.PolicyStatement(actions=["batch:TagResource"], resources=[service_jobs], conditions=team_tag_on_request),
+            iam.PolicyStatement(
+                actions=["batch:TerminateServiceJob", "batch:UpdateServiceJob"],
+                resources=[service_jobs],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": team_name}},
+            ),
+            *self.observe_statements(),
+        ]
+
+    def observe_statements(self) -> list[iam.PolicyStatement]:
+        return [
+            iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=[self.job_queue_arn]),
+            # DescribeServiceJob and ListServiceJobs support no resource-level permissions.
+            iam.PolicyStatement(actions=["batch:DescribeServiceJob", "batch:ListServiceJobs"], resources=["*"]),
+        ]
+
+
+def fair_share_weight_factor(weight: int) -> float:
+    """Batch gives a share compute inversely to its weight factor; the model's weight is
+    "higher gets more", so factor = 1 / weight keeps the ratios (weight 1 -> 1.0, 100 -> 0.01)."""
+    return round(1 / weight, 4)
+
+
+class FairShareJobQueue(_GovernedQueue):
+    """A fair-share job queue over existing EC2 or EKS compute environments, one share
+    identifier per team weighted by ``team.fair_share_weight``.
+
+    Batch never preempts on such queues: a team below its share only gets capacity as other
+    jobs finish. The reclaim controller acts on the same pool and shares (``pool``, ``teams``).
+    """
+
+    WILDCARD_REASON = (
+        "Job ids do not exist before submission: job/* is limited to the team by its share identifier and "
+        "team tag; job definitions are limited to the team's name prefix; ListJobs and DescribeJobs support "
+        "no resource-level permissions."
+    )
+
+    def __init__(self, scope: Construct, id: str, *, pool: BatchFairSharePool, teams: Sequence[Team]) -> None:
+        _check(pool, teams)
+        super().__init__(scope, id, teams=teams)
+        self.pool = pool
+        self.scheduling_policy = batch.CfnSchedulingPolicy(
+            self,
+            "SchedulingPolicy",
+            name=f"{pool.name}-fair-share",
+            fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
+                share_decay_seconds=pool.share_decay_seconds,
+                compute_reservation=pool.compute_reservation,
+                share_distribution=[
+                    batch.CfnSchedulingPolicy.ShareAttributesProperty(
+                        share_identifier=team.name, weight_factor=fair_share_weight_factor(team.fair_share_weight)
+                    )
+                    for team in self.teams
+                ],
+            ),
+        )
+        self.job_queue = batch.CfnJobQueue(
+            self,
+            "JobQueue",
+            job_queue_name=pool.name,
+            priority=pool.queue_priority,
+            scheduling_policy_arn=self.scheduling_policy.attr_arn,
+            compute_environment_order=[
+                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(order=index + 1, compute_environment=arn)
+                for index, arn in enumerate(pool.compute_environments)
+            ],
+            state="ENABLED",
+        )
+
+    def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
+        """SubmitJob only with the team's share identifier (the ``batch:ShareIdentifier`` key)
+        and only with job definitions named after the team; terminate and cancel only jobs
+        tagged with the team."""
+        self._require_team(team_name)
+        jobs = self._job_arn("job")
+        team_definitions = Stack.of(self).format_arn(
+            service="batch", resource="job-definition", resource_name=f"{team_name}-*"
+        )
+        return [
+            iam.PolicyStatement(
+                actions=["batch:SubmitJob"],
+                resources=[self.job_queue_arn, team_definitions, jobs],
+                conditions={
+                    "StringEquals": {"batch:ShareIdentifier": team_name, f"aws:RequestTag/{TEAM_TAG}": team_name}
+                },
+            ),
+            iam.PolicyStatement(
+                actions=["batch:TagResource"],
+                resources=[jobs],
+                conditions={"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}},
+            ),
+            iam.PolicyStatement(
+                actions=["batch:TerminateJob", "batch:CancelJob"],
+                resources=[jobs],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": team_name}},
+            ),
+            *self.observe_statements(),
+        ]
+
+    def observe_statements(self) -> list[iam.PolicyStatement]:
+        # ListJobs and DescribeJobs support no resource-level permissions.
+        return [iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"])]

@@ -1,0 +1,171 @@
+"""Capacity windows in the governance model: when extra GPU capacity is bought, what it feeds,
+and the price, budget and mode that bound the buying.
+
+This module builds on ``model._Frozen`` and model.py imports it back at its end (after
+``_Frozen`` exists) to type ``GovernanceModel.capacity_windows``; keeping the window models here
+keeps model.py about the organisation and this file about one concern.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+
+from pydantic import AwareDatetime, Field, StringConstraints, model_validator
+
+from .errors import Problem
+from .model import DnsLabel, Ec2InstanceType, SageMakerInstanceType, _Frozen
+
+if TYPE_CHECKING:
+    from .model import GovernanceModel
+
+MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
+MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
+AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")]
+LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
+ComputeEnvironmentArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
+]
+
+
+class BatchComputeEnvironmentFeed(_Frozen):
+    """An AWS Batch EC2 compute environment launching from ``launch_template_name``."""
+
+    kind: Literal["batch_compute_environment"]
+    launch_template_name: LaunchTemplateName
+    compute_environment: ComputeEnvironmentArn
+
+
+class EksNodeGroupFeed(_Frozen):
+    """An EKS managed node group launching from ``launch_template_name``."""
+
+    kind: Literal["eks_node_group"]
+    launch_template_name: LaunchTemplateName
+    cluster_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
+    nodegroup_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,62}$")]
+
+
+class HyperPodInstanceGroupFeed(_Frozen):
+    """A HyperPod instance group of a declared pool, through a training plan."""
+
+    kind: Literal["hyperpod_instance_group"]
+    pool: str
+    instance_group: Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+
+
+class TrainingJobsFeed(_Frozen):
+    """SageMaker training jobs (optionally of a declared Batch quota-share pool), through a training plan."""
+
+    kind: Literal["sagemaker_training_jobs"]
+    pool: str | None = None
+
+
+Feed = Annotated[
+    Union[BatchComputeEnvironmentFeed, EksNodeGroupFeed, HyperPodInstanceGroupFeed, TrainingJobsFeed],
+    Field(discriminator="kind"),
+]
+TRAINING_PLAN_FEEDS = ("hyperpod_instance_group", "sagemaker_training_jobs")
+
+
+class CapacityBudget(_Frozen):
+    amount: Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
+    period: Literal["week", "month"] = "month"
+
+
+class CapacityWindow(_Frozen):
+    """Capacity bought for a few hours or days: once (``start``) or every ``repeat_every_days``.
+
+    ``mode`` is ``dry_run`` (report only, the default), ``approval`` (buy once someone runs
+    ``gpu-governance capacity approve``) or ``auto``. Prices are in the offering's currency
+    (USD) per instance-hour of the block bought, not of the window."""
+
+    name: DnsLabel
+    instance_type: Ec2InstanceType | SageMakerInstanceType
+    instance_count: Annotated[int, Field(ge=1, le=64)]
+    start: AwareDatetime
+    duration_hours: Annotated[int, Field(ge=1, le=MAX_BLOCK_HOURS)]
+    repeat_every_days: Annotated[int, Field(ge=1, le=182)] | None = None
+    feeds: Feed
+    max_price_per_instance_hour: Annotated[Decimal, Field(gt=0, max_digits=10, decimal_places=4)]
+    budget: CapacityBudget
+    buy_ahead_days: Annotated[int, Field(ge=1, le=MAX_BUY_AHEAD_DAYS)] = 14
+    availability_zones: tuple[AvailabilityZone, ...] = ()
+    prefer_extension: bool = True
+    mode: Literal["dry_run", "approval", "auto"] = "dry_run"
+    fallback: Literal["on_demand", "none"] = Field(
+        default="on_demand", description="Where new work goes when a block drains: on-demand, or nowhere"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CapacityWindow":
+        sagemaker_type = self.instance_type.startswith("ml.")
+        if self.market == "training_plan" and not sagemaker_type:
+            raise ValueError(f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}")
+        if self.market == "capacity_block" and sagemaker_type:
+            raise ValueError(f"{self.feeds.kind} launches EC2 instances: instance_type must not be ml.*, got {self.instance_type}")
+        if self.repeat_every_days is not None and self.repeat_every_days * 24 < self.duration_hours:
+            raise ValueError(
+                f"repeat_every_days {self.repeat_every_days} is shorter than duration_hours {self.duration_hours}: occurrences would overlap"
+            )
+        return self
+
+    @property
+    def market(self) -> Literal["capacity_block", "training_plan"]:
+        return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
+
+    def to_policy(self) -> dict[str, Any]:
+        """The window as the controller's planner reads it (``planner.Window.from_policy``)."""
+        return {
+            "name": self.name,
+            "market": self.market,
+            "instance_type": self.instance_type,
+            "instance_count": self.instance_count,
+            "start": self.start.isoformat(),
+            "duration_hours": self.duration_hours,
+            "repeat_every_days": self.repeat_every_days,
+            "availability_zones": list(self.availability_zones),
+            "max_price_per_instance_hour": str(self.max_price_per_instance_hour),
+            "budget": str(self.budget.amount),
+            "budget_period": self.budget.period,
+            "buy_ahead_days": self.buy_ahead_days,
+            "prefer_extension": self.prefer_extension,
+            "mode": self.mode,
+            "consumer": self.feeds.model_dump(),
+            "fallback": self.fallback,
+        }
+
+
+def check_windows(model: "GovernanceModel") -> list[Problem]:
+    """Cross-checks between windows and the organisation (called by ``check_organisation``)."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    pools = {p.name: p for p in model.pools}
+    region = model.capacity_account.region
+    for index, window in enumerate(model.capacity_windows):
+        path = f"capacity_windows[{index}]"
+        if window.name in seen:
+            problems.append(Problem(path=f"{path}.name", wrong="duplicate name", value=window.name, allowed="window names must be unique"))
+        seen.add(window.name)
+        for zone_index, zone in enumerate(window.availability_zones):
+            if not zone.startswith(region):
+                problems.append(Problem(
+                    path=f"{path}.availability_zones[{zone_index}]", wrong="zone outside the capacity account's region",
+                    value=zone, allowed=f"a zone of {region}",
+                ))
+        pool_name = getattr(window.feeds, "pool", None)
+        if pool_name is None:
+            continue
+        wanted = ("hyperpod_eks", "hyperpod_slurm") if window.feeds.kind == "hyperpod_instance_group" else ("batch_quota_share",)
+        pool = pools.get(pool_name)
+        if pool is None or pool.backend not in wanted:
+            choices = sorted(p.name for p in model.pools if p.backend in wanted)
+            problems.append(Problem(
+                path=f"{path}.feeds.pool", wrong="undeclared pool" if pool is None else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
+                value=pool_name, allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
+            ))
+        elif window.instance_type not in pool.capacity:
+            problems.append(Problem(
+                path=f"{path}.instance_type", wrong="the pool has no capacity of this instance type",
+                value=window.instance_type, allowed=f"one of {sorted(pool.capacity)}",
+            ))
+    return problems

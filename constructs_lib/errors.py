@@ -1,0 +1,36 @@
+"""One error type for every bad input, with every problem listed at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """One thing wrong with the input: where, what, the offending value and what is allowed."""
+
+    path: str
+    wrong: str
+    value: Any
+    allowed: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<root>'}: {self.wrong} ({_short(self.value)}) - {self.allowed}"
+
+
+class GovernanceError(ValueError):
+    """Raised once with all problems found; ``str()`` gives one line per problem."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    @classmethod
+    def single(cls, path: str, wrong: str, value: Any, allowed: str) -> "GovernanceError":
+        return cls([Problem(path=path, wrong=wrong, value=value, allowed=allowed)])
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

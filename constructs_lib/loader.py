@@ -1,0 +1,84 @@
+"""Read a governance file (YAML or JSON) into a checked :class:`GovernanceModel`."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import GovernanceError, Problem
+from .model import GovernanceModel
+
+MAX_FILE_BYTES = 1024 * 1024  # a governance file is a few KB; refuse anything absurd
+CONFIG_ENVIRONMENT_VARIABLE = "GPU_GOVERNANCE_CONFIG"
+DEFAULT_CONFIG_NAME = "default-governance.yaml"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML without aliases (no billion-laughs expansion) and without duplicate keys
+    (YAML would silently keep the last one)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.MarkedYAMLError(
+                "YAML aliases are not supported", event.start_mark, "repeat the value instead"
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.MarkedYAMLError(
+                    "duplicate key", key_node.start_mark, f"{key!r} appears twice in this mapping"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def default_config_text() -> str:
+    """The built-in reference organisation (what `gpu-governance example` prints)."""
+    return resources.files("constructs_lib").joinpath("data", DEFAULT_CONFIG_NAME).read_text()
+
+
+def parse_config(text: str, source: str) -> GovernanceModel:
+    """Parse and check governance text; every problem raises as one GovernanceError."""
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a SafeLoader
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        reason = " ".join(str(part) for part in (getattr(error, "problem", None), getattr(error, "note", None)) if part)
+        raise GovernanceError(
+            [Problem(path=source, wrong=f"not valid YAML at {where}: {reason or error}", value=where, allowed="a YAML or JSON mapping")]
+        ) from None
+    if data is None:
+        raise GovernanceError(
+            [Problem(path=source, wrong="the file is empty", value="", allowed="a governance mapping; see `gpu-governance example`")]
+        )
+    return GovernanceModel.from_dict(data)
+
+
+def load_model(path: str | os.PathLike[str] | None = None) -> GovernanceModel:
+    """Load ``path``, else ``$GPU_GOVERNANCE_CONFIG``, else the built-in default organisation."""
+    chosen = path or os.environ.get(CONFIG_ENVIRONMENT_VARIABLE) or None
+    if chosen is None:
+        return parse_config(default_config_text(), f"<built-in {DEFAULT_CONFIG_NAME}>")
+    file = Path(chosen)
+    try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise GovernanceError(
+                [Problem(path=str(file), wrong="file too large", value=f"{size} bytes", allowed=f"at most {MAX_FILE_BYTES} bytes")]
+            )
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise GovernanceError(
+            [Problem(path=str(file), wrong="cannot read the file", value=type(error).__name__, allowed=f"a readable UTF-8 file ({error})")]
+        ) from None
+    return parse_config(text, str(file))

@@ -1,0 +1,49 @@
+"""Compile the governance model into the runtime policy document the controllers read.
+
+The document is plain JSON so the Lambda code needs neither pydantic nor CDK; it is derived
+from the model on every synth and never edited by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .model import UNLIMITED, GovernanceModel, Team
+
+POLICY_VERSION = 1
+
+
+def _share(team: Team, pool_name: str) -> dict[str, Any]:
+    sharing = team.sharing
+    return {
+        "name": team.name,
+        "quota": dict(team.quotas[pool_name]),
+        "strategy": sharing.strategy.value,
+        # null means unlimited for lend_and_borrow and "does not borrow" otherwise
+        "borrow_limit": None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit,
+        "in_share_preemption": sharing.in_share_preemption,
+        "fair_share_weight": team.fair_share_weight,
+    }
+
+
+def compile_policy(model: GovernanceModel) -> dict[str, Any]:
+    return {
+        "version": POLICY_VERSION,
+        "organisation": model.organisation,
+        "priority_classes": [{"name": p.name, "weight": p.weight} for p in model.priority_classes],
+        "pools": [
+            {
+                "name": pool.name,
+                "backend": pool.backend,
+                "capacity": dict(pool.capacity),
+                "shares": [_share(team, pool.name) for team in model.teams_in(pool.name)],
+            }
+            for pool in model.pools
+        ],
+    }
+
+
+def policy_json(model: GovernanceModel) -> str:
+    """Stable text (sorted keys) so an unchanged model gives an unchanged Lambda asset hash."""
+    return json.dumps(compile_policy(model), indent=2, sort_keys=True)

@@ -1,0 +1,216 @@
+"""Per-team data and identity. IAM roles, not project membership, decide access: each team gets
+its own KMS key, bucket, training execution role and a submission role that only the team's
+principals may assume."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, aws_iam as iam, aws_kms as kms, aws_s3 as s3
+from constructs import Construct
+
+from .compliance import acknowledge, acknowledge_wildcard_resources
+from .errors import GovernanceError
+from .model import Team
+
+ROLE_PATH = "/gpu-governance/"
+
+# Key administration without use of the key: admins manage it, only the tenant's roles use it.
+_KEY_ADMIN_ACTIONS = [
+    "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
+    "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
+    "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+]
+_KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
+_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
+_BUCKET_ACTIONS = ["s3:ListBucket", "s3:GetBucketLocation"]
+
+
+def submission_role_name(team_name: str) -> str:
+    return f"{team_name}-gpu-submit"
+
+
+def submission_role_arn(account_id: str, team_name: str, partition: str = "aws") -> str:
+    """Known without a cross-stack reference, so consumer accounts can point at it."""
+    return f"arn:{partition}:iam::{account_id}:role{ROLE_PATH}{submission_role_name(team_name)}"
+
+
+def _deployment_role_arn(scope: Construct) -> str | None:
+    synthesizer = Stack.of(scope).synthesizer
+    if isinstance(synthesizer, DefaultStackSynthesizer):
+        # The synthesizer's ARN carries ${AWS::Partition} placeholders for Fn::Sub.
+        return Fn.sub(synthesizer.cloud_formation_execution_role_arn)
+    return None
+
+
+class TeamTenancy(Construct):
+    """A team's KMS key (rotated, RETAIN, key policy naming only the platform admins, the
+    deployment role and the team's roles), its bucket (that key, TLS only, no public access,
+    versioned, access-logged), the SageMaker execution role its training jobs run as, and the
+    submission role its ``submitters`` (default: the team's members) assume from their own
+    accounts. Queues grant the submission role through :meth:`allow_submission`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        team: Team,
+        organisation: str,
+        platform_admins: Sequence[str],
+        access_log_bucket: s3.IBucket,
+        submitters: Sequence[str] | None = None,
+    ) -> None:
+        members = list(submitters if submitters is not None else team.members)
+        if not members:
+            raise GovernanceError.single(
+                "submitters", f"team {team.name} has nobody who may submit", [], "at least one IAM role or user ARN"
+            )
+        super().__init__(scope, id)
+        self.team = team
+        stack = Stack.of(self)
+        admins = [iam.ArnPrincipal(arn) for arn in platform_admins]
+        deployment_role = _deployment_role_arn(self)
+        if deployment_role:
+            admins.append(iam.ArnPrincipal(deployment_role))
+
+        self.key = kms.Key(
+            self,
+            "Key",
+            description=f"Data key of GPU tenant {team.name}",
+            alias=f"alias/{organisation}/{team.name}",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            policy=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        sid="PlatformAdministration", principals=admins, actions=_KEY_ADMIN_ACTIONS, resources=["*"]
+                    )
+                ]
+            ),
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self.key,
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            server_access_logs_bucket=access_log_bucket,
+            server_access_logs_prefix=f"{team.name}/",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+        self.execution_role = iam.Role(
+            self,
+            "ExecutionRole",
+            role_name=f"{team.name}-gpu-training",
+            path=ROLE_PATH,
+            description=f"SageMaker training jobs of team {team.name}",
+            assumed_by=iam.ServicePrincipal(
+                "sagemaker.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+            ),
+        )
+        self.submission_role = iam.Role(
+            self,
+            "SubmissionRole",
+            role_name=submission_role_name(team.name),
+            path=ROLE_PATH,
+            description=f"Submits and manages the GPU jobs of team {team.name}",
+            assumed_by=iam.CompositePrincipal(*(iam.ArnPrincipal(arn) for arn in members)),
+            max_session_duration=Duration.hours(4),
+        )
+        for role in (self.execution_role, self.submission_role):
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(principals=[role], actions=_KEY_USE_ACTIONS, resources=["*"])
+            )
+        self.data_policy = iam.ManagedPolicy(
+            self,
+            "DataAccess",
+            description=f"Read and write the data of team {team.name}",
+            statements=self.data_statements(),
+            roles=[self.execution_role, self.submission_role],
+        )
+        acknowledge_wildcard_resources(
+            self.data_policy, [self.bucket.arn_for_objects("*")],
+            "Objects of the team's own bucket; the team's jobs choose the object keys.",
+        )
+        acknowledge(
+            self.bucket.node.default_child,
+            "Cross-region replication is a disaster-recovery decision of the platform team (a second "
+            "region and key); versioning and RETAIN protect the data in place.",
+            "NIST.800.53.R5-S3BucketReplicationEnabled", "HIPAA.Security-S3BucketReplicationEnabled",
+            "PCI.DSS.321-S3BucketReplicationEnabled",
+        )
+        training_log_groups = stack.format_arn(
+            service="logs", resource="log-group", resource_name="/aws/sagemaker/TrainingJobs:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.training_policy = iam.ManagedPolicy(
+            self,
+            "TrainingRuntime",
+            description=f"What SageMaker training jobs of team {team.name} need at run time",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                    resources=[training_log_groups],
+                ),
+                iam.PolicyStatement(
+                    actions=["cloudwatch:PutMetricData"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}},
+                ),
+            ],
+            roles=[self.execution_role],
+        )
+        acknowledge_wildcard_resources(
+            self.training_policy, [training_log_groups],
+            "SageMaker names one log stream per training job inside this fixed log group.",
+        )
+        acknowledge_wildcard_resources(
+            self.training_policy, ["*"],
+            "cloudwatch:PutMetricData has no resource-level permissions; the namespace condition limits it.",
+        )
+        self.submission_policy = iam.ManagedPolicy(
+            self,
+            "Submission",
+            description=f"Submit GPU jobs as team {team.name}",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[self.execution_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+                )
+            ],
+            roles=[self.submission_role],
+        )
+
+    def data_statements(self) -> list[iam.PolicyStatement]:
+        return [
+            iam.PolicyStatement(actions=_OBJECT_ACTIONS, resources=[self.bucket.arn_for_objects("*")]),
+            iam.PolicyStatement(actions=_BUCKET_ACTIONS, resources=[self.bucket.bucket_arn]),
+            iam.PolicyStatement(actions=_KEY_USE_ACTIONS, resources=[self.key.key_arn]),
+        ]
+
+    def allow_submission(self, statements: Sequence[iam.PolicyStatement], wildcard_reason: str) -> None:
+        """Add a queue's statements for this team (``queue.submit_statements(team.name)``),
+        acknowledging their wildcard resources with the queue's ``wildcard_reason``."""
+        for statement in statements:
+            self.submission_policy.add_statements(statement)
+        acknowledge_wildcard_resources(
+            self.submission_policy, [arn for s in statements for arn in s.resources], wildcard_reason
+        )
+
+    def grant_data(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read and write this team's bucket with its key; the key policy admits only roles it
+        names, so grant other roles through this construct's roles instead."""
+        grant = iam.Grant.add_to_principal(grantee=grantee, actions=_OBJECT_ACTIONS, resource_arns=[self.bucket.arn_for_objects("*")])
+        grant = grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=_BUCKET_ACTIONS, resource_arns=[self.bucket.bucket_arn]))
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(principals=[grantee.grant_principal], actions=_KEY_USE_ACTIONS, resources=["*"])
+        )
+        return grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=_KEY_USE_ACTIONS, resource_arns=[self.key.key_arn]))
+

@@ -1,0 +1,86 @@
+"""The rules of the EC2 Capacity Block and SageMaker training plan market, in one place.
+
+Source: EC2 User Guide, "Capacity Blocks for ML" (durations, lead time, end time, states).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, time, timedelta, timezone
+
+# Blocks run in 1-day steps up to 14 days, then in 7-day steps up to 182 days.
+ALLOWED_DURATION_DAYS: tuple[int, ...] = tuple(range(1, 15)) + tuple(range(21, 183, 7))
+MAX_START_AHEAD = timedelta(weeks=8)
+MAX_INSTANCES_PER_BLOCK = 64
+# Every block ends at 11:30 UTC; instances are terminated 30 minutes before that.
+BLOCK_END_TIME = time(11, 30, tzinfo=timezone.utc)
+TERMINATION_LEAD = timedelta(minutes=30)
+
+# Reservation states: these hold (or will hold) capacity ...
+COVERING_STATES = frozenset({"payment-pending", "scheduled", "active"})
+# ... these never will. payment-failed blocks were never charged and can be bought again.
+DEAD_STATES = frozenset({"payment-failed", "expired", "cancelled", "failed"})
+# Extensions are sold only for blocks that still run or are about to.
+EXTENDABLE_STATES = frozenset({"scheduled", "active"})
+
+# Training plan statuses mapped onto the reservation states above.
+TRAINING_PLAN_STATES = {
+    "Pending": "payment-pending",
+    "Scheduled": "scheduled",
+    "Active": "active",
+    "Expired": "expired",
+    "Failed": "payment-failed",
+}
+
+
+def utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"datetime {value.isoformat()} has no time zone; give it in UTC (e.g. ...Z)")
+    return value.astimezone(timezone.utc)
+
+
+def next_block_end(moment: datetime) -> datetime:
+    """The first 11:30 UTC at or after ``moment``."""
+    moment = utc(moment)
+    end = datetime.combine(moment.date(), BLOCK_END_TIME)
+    return end if end >= moment else end + timedelta(days=1)
+
+
+def ends_at_block_time(moment: datetime) -> bool:
+    moment = utc(moment)
+    return (moment.hour, moment.minute, moment.second, moment.microsecond) == (11, 30, 0, 0)
+
+
+def shortest_block_days(gap_start: datetime, gap_end: datetime) -> int | None:
+    """Fewest allowed whole days of a block that ends at 11:30 UTC and spans the gap, or None
+    when no single block is long enough."""
+    end = next_block_end(gap_end)
+    needed = math.ceil((end - utc(gap_start)) / timedelta(days=1))
+    return next((days for days in ALLOWED_DURATION_DAYS if days >= needed), None)
+
+
+def block_offering_problem(*, start: datetime, end: datetime, duration_hours: int, count: int, now: datetime) -> str | None:
+    """Why an EC2 Capacity Block offering breaks the market rules, or None when it is sound.
+
+    Offerings come from the API or from a file a person typed; an offering that breaks the
+    rules is a sign of a bad input, and buying it would not give what the planner assumed."""
+    if not ends_at_block_time(end):
+        return f"ends {utc(end):%H:%M} UTC, but blocks end at 11:30 UTC"
+    if duration_hours % 24 or duration_hours // 24 not in ALLOWED_DURATION_DAYS:
+        return f"duration {duration_hours} h is not 1-14 days or 7-day steps up to 182 days"
+    if utc(start) - utc(now) > MAX_START_AHEAD:
+        return f"starts {utc(start):%Y-%m-%d}, more than 8 weeks ahead"
+    if not 1 <= count <= MAX_INSTANCES_PER_BLOCK:
+        return f"{count} instances; a block holds 1-{MAX_INSTANCES_PER_BLOCK}"
+    if utc(end) <= utc(start):
+        return "ends before it starts"
+    return None
+
+
+def training_plan_offering_problem(*, start: datetime, end: datetime, now: datetime) -> str | None:
+    """Training plans have no 11:30 rule (SageMaker aligns them itself) but share the horizon."""
+    if utc(start) - utc(now) > MAX_START_AHEAD:
+        return f"starts {utc(start):%Y-%m-%d}, more than 8 weeks ahead"
+    if utc(end) <= utc(start):
+        return "ends before it starts"
+    return None

@@ -1,0 +1,332 @@
+"""Decide, for every capacity window, what to extend, what to buy and what cannot be covered.
+
+Pure and deterministic: the same windows, reservations, offerings, spend and clock give the same
+plan, so the Lambda controller, the tests and ``gpu-governance capacity plan`` share it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Iterable, Literal, Mapping
+
+from . import market
+
+Market = Literal["capacity_block", "training_plan"]
+Mode = Literal["dry_run", "approval", "auto"]
+OfferingKind = Literal["block", "extension", "training_plan"]
+
+# A window rarely needs more than a chain of three blocks (e.g. 14 days + 7 days + an
+# extension); the bound keeps the exhaustive search small and the plan easy to read.
+MAX_PURCHASES_PER_OCCURRENCE = 3
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    """One capacity window as the compiled policy describes it (see constructs_lib.capacity_model)."""
+
+    name: str
+    market: Market
+    instance_type: str
+    instance_count: int
+    start: datetime
+    duration_hours: int
+    repeat_every_days: int | None
+    availability_zones: tuple[str, ...]  # empty: any zone
+    max_price_per_instance_hour: Decimal
+    budget: Decimal
+    budget_period: Literal["week", "month"]
+    buy_ahead_days: int
+    prefer_extension: bool
+    mode: Mode
+    consumer: Mapping[str, Any] = field(default_factory=dict)
+    fallback: Literal["on_demand", "none"] = "on_demand"
+
+    @classmethod
+    def from_policy(cls, data: Mapping[str, Any]) -> "Window":
+        return cls(
+            **{
+                **data,
+                "start": market.utc(datetime.fromisoformat(data["start"])),
+                "availability_zones": tuple(data["availability_zones"]),
+                "max_price_per_instance_hour": Decimal(str(data["max_price_per_instance_hour"])),
+                "budget": Decimal(str(data["budget"])),
+            }
+        )
+
+    def occurrences(self, now: datetime) -> tuple["Occurrence", ...]:
+        """Occurrences not yet over whose start is within the buying horizon."""
+        horizon = now + min(timedelta(days=self.buy_ahead_days), market.MAX_START_AHEAD)
+        length = self.duration_hours * HOUR
+        if self.repeat_every_days is None:
+            starts: Iterable[datetime] = [self.start]
+        else:
+            step = timedelta(days=self.repeat_every_days)
+            skipped = max(0, (now - length - self.start) // step)  # occurrences long over
+            starts = itertools.takewhile(
+                lambda s: s <= horizon, (self.start + (skipped + i) * step for i in itertools.count())
+            )
+        return tuple(
+            Occurrence(window=self.name, start=s, end=s + length)
+            for s in starts
+            if s + length > now and s <= horizon
+        )
+
+    def period_key(self, moment: datetime) -> str:
+        """The budget period a purchase made at ``moment`` counts against."""
+        if self.budget_period == "month":
+            return f"{moment:%Y-%m}"
+        year, week, _ = moment.isocalendar()
+        return f"{year}-W{week:02d}"
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class Occurrence:
+    start: datetime
+    end: datetime
+    window: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.window}@{self.start:%Y%m%dT%H%MZ}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reservation:
+    """A Capacity Block (or training plan) this controller bought for a window."""
+
+    id: str
+    window: str
+    instance_type: str
+    count: int
+    availability_zone: str
+    start: datetime
+    end: datetime
+    state: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offering:
+    id: str
+    kind: OfferingKind
+    instance_type: str
+    count: int
+    availability_zone: str
+    start: datetime
+    end: datetime
+    duration_hours: int
+    upfront_fee: Decimal
+    currency: str = "USD"
+    reservation_id: str | None = None  # the block an extension extends
+
+    @property
+    def price_per_instance_hour(self) -> Decimal:
+        return self.upfront_fee / (self.count * self.duration_hours)
+
+    @property
+    def instance_hours(self) -> int:
+        return self.count * self.duration_hours
+
+
+@dataclass(frozen=True, kw_only=True)
+class Purchase:
+    """Buy (or extend with) ``offering`` for ``occurrence``."""
+
+    window: str
+    occurrence: Occurrence
+    offering: Offering
+    mode: Mode
+
+
+@dataclass(frozen=True, kw_only=True)
+class Uncovered:
+    window: str
+    occurrence: Occurrence
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    purchases: tuple[Purchase, ...]
+    uncovered: tuple[Uncovered, ...]
+    covered: tuple[Occurrence, ...]
+    ignored_offerings: tuple[tuple[str, str], ...]  # (offering id, why)
+
+    def spend(self, window: str) -> Decimal:
+        return sum((p.offering.upfront_fee for p in self.purchases if p.window == window), Decimal(0))
+
+
+# --- coverage ------------------------------------------------------------------------------------
+
+Interval = tuple[datetime, datetime, int]  # start, end, instances
+
+
+def shortfall(occurrence: Occurrence, needed: int, held: Iterable[Interval]) -> list[Interval]:
+    """Pieces of the occurrence where ``held`` gives fewer than ``needed`` instances, with how
+    many are missing there."""
+    held = [h for h in held if h[0] < occurrence.end and h[1] > occurrence.start]
+    cuts = sorted({occurrence.start, occurrence.end} | {t for h in held for t in h[:2] if occurrence.start < t < occurrence.end})
+    pieces: list[Interval] = []
+    for start, end in zip(cuts, cuts[1:]):
+        missing = needed - sum(h[2] for h in held if h[0] <= start and h[1] >= end)
+        if missing <= 0:
+            continue
+        if pieces and pieces[-1][1] == start and pieces[-1][2] == missing:
+            pieces[-1] = (pieces[-1][0], end, missing)
+        else:
+            pieces.append((start, end, missing))
+    return pieces
+
+
+def _interval(offering: Offering, reservations: Mapping[str, Reservation]) -> Interval:
+    if offering.kind == "extension":
+        extended = reservations[offering.reservation_id]
+        return (extended.end, offering.end, extended.count)
+    return (offering.start, offering.end, offering.count)
+
+
+def _covers(gaps: list[Interval], chosen: Iterable[Interval]) -> bool:
+    chosen = list(chosen)
+    return all(
+        not shortfall(Occurrence(window="", start=start, end=end), missing, chosen) for start, end, missing in gaps
+    )
+
+
+# --- planning ------------------------------------------------------------------------------------
+
+
+def plan(
+    *,
+    windows: Iterable[Window],
+    reservations: Iterable[Reservation],
+    offerings: Iterable[Offering],
+    spent: Mapping[str, Decimal],
+    now: datetime,
+) -> Plan:
+    """Cover every occurrence in the horizon at least cost, then least unused instance-hours.
+
+    ``spent`` is what each window already spent (or committed) in its current budget period.
+    Windows are served earliest occurrence first; a purchase planned for one occurrence counts
+    against the budget of the next."""
+    now = market.utc(now)
+    reservations = tuple(reservations)
+    by_id = {r.id: r for r in reservations}
+    sound, ignored = _sound_offerings(offerings, by_id, now)
+    windows = {w.name: w for w in windows}
+    committed = {name: Decimal(spent.get(name, 0)) for name in windows}
+    purchases: list[Purchase] = []
+    uncovered: list[Uncovered] = []
+    covered: list[Occurrence] = []
+
+    for occurrence in sorted(o for w in windows.values() for o in w.occurrences(now)):
+        window = windows[occurrence.window]
+        own = [r for r in reservations if r.window == window.name and _fits(r, window)]
+        held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
+        gaps = shortfall(occurrence, window.instance_count, held + [_interval(p.offering, by_id) for p in purchases if p.window == window.name])
+        if not gaps:
+            covered.append(occurrence)
+            continue
+        candidates = [
+            o for o in sound
+            if _fits(o, window)
+            and _serves(o, window, own)
+            and _overlaps(_interval(o, by_id), gaps)
+            and o.id not in {p.offering.id for p in purchases}
+        ]
+        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.name])
+        if choice is None:
+            uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
+            continue
+        for offering in choice:
+            purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
+            committed[window.name] += offering.upfront_fee
+    return Plan(purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored))
+
+
+def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, Reservation], now: datetime):
+    sound, ignored = [], []
+    for offering in offerings:
+        if offering.kind == "training_plan":
+            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
+        elif offering.kind == "extension" and offering.reservation_id not in reservations:
+            problem = f"extends {offering.reservation_id}, which this controller did not buy"
+        elif offering.kind == "extension" and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
+            problem = f"extends {offering.reservation_id}, which is {reservations[offering.reservation_id].state}"
+        else:
+            problem = market.block_offering_problem(
+                start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now
+            )
+        if problem is None and offering.start < now - HOUR and offering.kind != "extension":
+            problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
+        if problem:
+            ignored.append((offering.id, problem))
+        else:
+            sound.append(offering)
+    return sorted(sound, key=lambda o: o.id), ignored
+
+
+def _fits(item: Reservation | Offering, window: Window) -> bool:
+    zones = window.availability_zones
+    return item.instance_type == window.instance_type and (not zones or item.availability_zone in zones)
+
+
+def _serves(offering: Offering, window: Window, own: list[Reservation]) -> bool:
+    if window.market == "training_plan":
+        return offering.kind == "training_plan"
+    return offering.kind == "block" or offering.reservation_id in {r.id for r in own}
+
+
+def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
+    return any(interval[0] < end and interval[1] > start for start, end, _ in gaps)
+
+
+def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, budget_left: Decimal):
+    """The best combination of offerings covering ``gaps``, or None and the reason."""
+    if not candidates:
+        zones = ", ".join(window.availability_zones) or "any zone"
+        return None, f"no offering of {window.instance_type} in {zones} for {_describe(gaps)}"
+    affordable = [o for o in candidates if o.price_per_instance_hour <= window.max_price_per_instance_hour]
+    best = _cheapest_cover(window, gaps, affordable, reservations)
+    if best is None:
+        if _cheapest_cover(window, gaps, candidates, reservations) is not None:
+            cheapest = min(o.price_per_instance_hour for o in candidates)
+            return None, (
+                f"price cap: offerings cost from {cheapest:.2f} per instance-hour, "
+                f"cap is {window.max_price_per_instance_hour}"
+            )
+        return None, f"no combination of at most {MAX_PURCHASES_PER_OCCURRENCE} offerings covers {_describe(gaps)}"
+    within_budget = _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left)
+    if within_budget is None:
+        cost = sum(o.upfront_fee for o in best)
+        return None, f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}"
+    return within_budget, ""
+
+
+def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):
+    def rank(combo: tuple[Offering, ...]):
+        extends = any(o.kind == "extension" for o in combo)
+        return (
+            not extends if window.prefer_extension else False,
+            sum(o.upfront_fee for o in combo),
+            sum(o.instance_hours for o in combo),  # needed hours are fixed: least unused time
+            len(combo),
+            tuple(o.id for o in combo),
+        )
+
+    best = None
+    for size in range(1, MAX_PURCHASES_PER_OCCURRENCE + 1):
+        for combo in itertools.combinations(offerings, size):
+            if budget_left is not None and sum(o.upfront_fee for o in combo) > budget_left:
+                continue
+            if len({o.reservation_id for o in combo if o.kind == "extension"}) < sum(o.kind == "extension" for o in combo):
+                continue  # one extension per block per plan: a second would start where the first ends
+            if (best is None or rank(combo) < rank(best)) and _covers(gaps, (_interval(o, reservations) for o in combo)):
+                best = combo
+    return best
+
+
+def _describe(gaps: list[Interval]) -> str:
+    return "; ".join(f"{missing} x {start:%Y-%m-%d %H:%M}-{end:%Y-%m-%d %H:%M} UTC" for start, end, missing in gaps)

@@ -1,0 +1,1 @@
+"""Reclaim / preemption: the pure planner, the backend adapters and the Lambda handler."""

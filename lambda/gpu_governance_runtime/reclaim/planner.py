@@ -1,0 +1,497 @@
+"""The reclaim / preemption planner: pure, deterministic, no AWS calls.
+
+Given one pool (its capacity, the teams' shares, the running and the pending jobs) it decides
+which pending jobs start and the smallest set of running jobs to preempt so that they can.
+The Lambda controller, the tests and the ``gpu-governance simulate`` replay all run this code.
+
+Semantics (docs/reclaim.md explains them with examples):
+
+* Every instance type is planned on its own: a job asks for ``count`` instances of one type and
+  quotas are per type, as in AWS Batch quota shares.
+* A share within its quota gets capacity back from shares running above theirs (reclaim).
+  ``reserve`` shares neither lend nor borrow (their idle quota is held for them), ``lend`` shares
+  lend but never borrow, ``lend_and_borrow`` shares borrow idle capacity up to their ceiling.
+* Phase 1, guarantees: pending jobs that fit inside their share's quota, highest priority, then
+  oldest, then job id first. Such a job starts on free capacity, else preempts victims, else
+  waits and holds its size of free capacity against borrowers so that finishing work flows to
+  it rather than to them.
+* Phase 2, borrowing and the rest: remaining jobs, the share with the least borrowed capacity per
+  unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
+  Borrowing never preempts another share; only in-share preemption is possible here.
+* Victims: jobs another share runs above its quota first, then (where the share enables it) the
+  share's own lower-priority jobs; inside each, lower priority, checkpointable, most recently
+  started, job id. Candidates are taken in that order until the job fits, then a reverse pass
+  drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
+  set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
+* Anti-thrash: a preemption always names the job it lets start; a job preempted before is
+  protected until it has run ``min_run_time_s`` again; at most ``max_preemptions_per_tick``
+  preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. Victims are
+  requeued at once and planned again in the same tick, so the plan is a fixed point: planning
+  the applied state again preempts nothing more (unless a cap cut the tick short).
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+
+class Strategy(str, enum.Enum):
+    RESERVE = "reserve"
+    LEND = "lend"
+    LEND_AND_BORROW = "lend_and_borrow"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Share:
+    """A team's share of one pool. ``borrow_limit`` is a percent of the quota the share may
+    borrow on top; None with ``lend_and_borrow`` means unlimited."""
+
+    name: str
+    quota: Mapping[str, int]
+    strategy: Strategy
+    borrow_limit: int | None = None
+    in_share_preemption: bool = False
+    fair_share_weight: int = 10
+
+    def ceiling(self, instance_type: str, capacity: int) -> int:
+        """Most instances of ``instance_type`` the share may hold at once."""
+        quota = self.quota.get(instance_type, 0)
+        if self.strategy is not Strategy.LEND_AND_BORROW:
+            return quota
+        if self.borrow_limit is None:
+            return capacity
+        return min(capacity, quota + quota * self.borrow_limit // 100)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunningJob:
+    job_id: str
+    share: str
+    instance_type: str
+    count: int
+    priority: int
+    started_at: float
+    checkpointable: bool = False
+    times_preempted: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingJob:
+    job_id: str
+    share: str
+    instance_type: str
+    count: int
+    priority: int
+    submitted_at: float
+    checkpointable: bool = False
+    times_preempted: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Anti-thrash and cost limits of one tick."""
+
+    min_run_time_s: float = 600.0
+    max_preemptions_per_tick: int = 20
+    max_preemption_searches_per_tick: int = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolState:
+    capacity: Mapping[str, int]
+    shares: tuple[Share, ...]
+    running: tuple[RunningJob, ...]
+    pending: tuple[PendingJob, ...]
+    now: float
+
+    def __post_init__(self) -> None:
+        problems = _state_problems(self)
+        if problems:
+            raise ValueError("invalid pool state:\n" + "\n".join(problems))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Start:
+    job_id: str
+    share: str
+    instance_type: str
+    count: int
+    borrowed: int  # instances of this job above the share's quota
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preemption:
+    job_id: str
+    share: str
+    instance_type: str
+    count: int
+    kind: str  # "reclaim" or "in_share"
+    for_job: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    starts: tuple[Start, ...]
+    preemptions: tuple[Preemption, ...]
+    capped: bool  # a preemption or search cap stopped the tick early; the next tick continues
+
+
+RECLAIM = "reclaim"
+IN_SHARE = "in_share"
+
+
+def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:
+    """Plan one tick. Deterministic: the same state and settings always give the same plan."""
+    budget = _Budget(settings)
+    starts: list[Start] = []
+    preemptions: list[Preemption] = []
+    for instance_type in sorted(state.capacity):
+        planner = _TypePlanner(state, instance_type, settings, budget)
+        planner.run()
+        starts += planner.starts
+        preemptions += planner.preemptions
+    return Plan(starts=tuple(starts), preemptions=tuple(preemptions), capped=budget.capped)
+
+
+def apply_plan(state: PoolState, plan: Plan) -> PoolState:
+    """The state after the plan is carried out at ``state.now``: victims requeued (counting the
+    preemption), started jobs running. Used by the simulator and the tests."""
+    preempted = {p.job_id for p in plan.preemptions}
+    started = {s.job_id for s in plan.starts}
+    waiting = {j.job_id: j for j in state.pending}
+    for job in state.running:
+        if job.job_id in preempted:
+            waiting[job.job_id] = _requeued(job, state.now)
+    running = [j for j in state.running if j.job_id not in preempted]
+    for start in plan.starts:
+        job = waiting.pop(start.job_id)
+        running.append(_started(job, state.now))
+    return replace(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started))
+
+
+def borrowed_set(state: PoolState, share: str, instance_type: str) -> tuple[RunningJob, ...]:
+    """The jobs of ``share`` a reclaim may take on ``instance_type`` (see the module notes)."""
+    return _TypePlanner(state, instance_type, Settings(), _Budget(Settings())).borrowed_set(share)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShareUsage:
+    """One share's position on one instance type, for metrics and dashboards."""
+
+    share: str
+    instance_type: str
+    guaranteed: int
+    in_use: int
+    borrowed: int
+    lent: int
+    pending: int
+
+
+def share_usage(state: PoolState) -> tuple[ShareUsage, ...]:
+    """Per share and instance type. Capacity borrowers use is attributed first to capacity no
+    share is guaranteed, then to lending shares' idle quota in share-name order (a convention:
+    borrowing does not come from one lender in particular)."""
+    rows = []
+    for instance_type in sorted(state.capacity):
+        in_use = _sum_by_share(state.running, instance_type)
+        pending = _sum_by_share(state.pending, instance_type)
+        quota = {s.name: s.quota.get(instance_type, 0) for s in state.shares}
+        borrowed_total = sum(max(0, in_use.get(n, 0) - q) for n, q in quota.items())
+        unassigned = max(0, state.capacity[instance_type] - sum(quota.values()))
+        to_attribute = max(0, borrowed_total - unassigned)
+        for share in sorted(state.shares, key=lambda s: s.name):
+            q, used = quota[share.name], in_use.get(share.name, 0)
+            lent = 0
+            if share.strategy is not Strategy.RESERVE:
+                lent = min(max(0, q - used), to_attribute)
+                to_attribute -= lent
+            if q or used or pending.get(share.name):
+                rows.append(
+                    ShareUsage(
+                        share=share.name, instance_type=instance_type, guaranteed=q, in_use=used,
+                        borrowed=max(0, used - q), lent=lent, pending=pending.get(share.name, 0),
+                    )
+                )
+    return tuple(rows)
+
+
+# --- implementation ----------------------------------------------------------------------------
+
+
+def _state_problems(state: PoolState) -> list[str]:
+    problems = []
+    names = [s.name for s in state.shares]
+    if len(set(names)) != len(names):
+        problems.append(f"shares: duplicate share names in {sorted(names)}")
+    for share in state.shares:
+        for instance_type, quota in share.quota.items():
+            if instance_type not in state.capacity:
+                problems.append(f"shares.{share.name}.quota.{instance_type}: not in the pool (has {sorted(state.capacity)})")
+            if quota < 0:
+                problems.append(f"shares.{share.name}.quota.{instance_type}: {quota} is negative")
+        if share.borrow_limit is not None and share.strategy is not Strategy.LEND_AND_BORROW:
+            problems.append(f"shares.{share.name}.borrow_limit: only lend_and_borrow borrows, not {share.strategy.value}")
+    known = set(names)
+    seen: set[str] = set()
+    for kind, jobs in (("running", state.running), ("pending", state.pending)):
+        for job in jobs:
+            where = f"{kind}.{job.job_id}"
+            if job.job_id in seen:
+                problems.append(f"{where}: job id appears twice")
+            seen.add(job.job_id)
+            if job.share not in known:
+                problems.append(f"{where}.share: {job.share!r} is not a share of the pool (one of {sorted(known)})")
+            if job.instance_type not in state.capacity:
+                problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(state.capacity)})")
+            if job.count < 1:
+                problems.append(f"{where}.count: {job.count} - at least 1")
+    return problems
+
+
+def _sum_by_share(jobs: Iterable[RunningJob | PendingJob], instance_type: str) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for job in jobs:
+        if job.instance_type == instance_type:
+            totals[job.share] = totals.get(job.share, 0) + job.count
+    return totals
+
+
+def _requeued(job: RunningJob, now: float) -> PendingJob:
+    return PendingJob(
+        job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
+        priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
+        times_preempted=job.times_preempted + 1,
+    )
+
+
+def _started(job: PendingJob, now: float) -> RunningJob:
+    return RunningJob(
+        job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
+        priority=job.priority, started_at=now, checkpointable=job.checkpointable,
+        times_preempted=job.times_preempted,
+    )
+
+
+def _victim_order(job: RunningJob) -> tuple:
+    # lower priority, checkpointable, most recently started, then id for determinism
+    return (job.priority, not job.checkpointable, -job.started_at, job.job_id)
+
+
+def _queue_order(job: PendingJob) -> tuple:
+    return (-job.priority, job.submitted_at, job.job_id)
+
+
+@dataclass
+class _Budget:
+    settings: Settings
+    preemptions: int = 0
+    searches: int = 0
+    capped: bool = False
+
+    def may_search(self) -> bool:
+        if self.preemptions >= self.settings.max_preemptions_per_tick or self.searches >= self.settings.max_preemption_searches_per_tick:
+            self.capped = True
+            return False
+        return True
+
+
+@dataclass
+class _TypePlanner:
+    """Mutable working state for one instance type during one tick."""
+
+    state: PoolState
+    instance_type: str
+    settings: Settings
+    budget: _Budget
+    starts: list[Start] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        t = self.instance_type
+        self.capacity = self.state.capacity[t]
+        self.shares = {s.name: s for s in self.state.shares}
+        self.quota = {s.name: s.quota.get(t, 0) for s in self.state.shares}
+        self.ceiling = {s.name: s.ceiling(t, self.capacity) for s in self.state.shares}
+        self.jobs: dict[str, dict[str, RunningJob]] = {name: {} for name in self.shares}
+        self.usage = dict.fromkeys(self.shares, 0)
+        for job in self.state.running:
+            if job.instance_type == t:
+                self.jobs[job.share][job.job_id] = job
+                self.usage[job.share] += job.count
+        self.used = sum(self.usage.values())
+        self.reserved_idle = sum(self.reserved_idle_of(name) for name in self.shares)
+        self.held = 0  # free capacity held for guaranteed jobs that could not start yet
+        self._started_now: dict[str, PendingJob] = {}
+        self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
+        self.pending = sorted((j for j in self.state.pending if j.instance_type == t), key=_queue_order)
+
+    # -- capacity bookkeeping
+
+    def reserved_idle_of(self, share: str) -> int:
+        if self.shares[share].strategy is not Strategy.RESERVE:
+            return 0
+        return max(0, self.quota[share] - self.usage[share])
+
+    def free_for(self, share: str) -> int:
+        return self.capacity - self.used - self.reserved_idle + self.reserved_idle_of(share)
+
+    def within_guarantee(self, job: PendingJob) -> bool:
+        return self.usage[job.share] + job.count <= self.quota[job.share]
+
+    def _change_usage(self, share: str, delta: int) -> None:
+        before = self.reserved_idle_of(share)
+        self.usage[share] += delta
+        self.reserved_idle += self.reserved_idle_of(share) - before
+        self.used += delta
+        self._borrowed_sets.pop(share, None)
+
+    def borrowed_set(self, share: str) -> tuple[RunningJob, ...]:
+        """The shortest run of the share's jobs, in victim order, whose removal brings it back
+        within quota: the only jobs of this share a reclaim may take."""
+        if share not in self._borrowed_sets:
+            excess = self.usage[share] - self.quota[share]
+            chosen = []
+            for job in sorted(self.jobs[share].values(), key=_victim_order) if excess > 0 else ():
+                if excess <= 0:
+                    break
+                chosen.append(job)
+                excess -= job.count
+            self._borrowed_sets[share] = tuple(chosen)
+        return self._borrowed_sets[share]
+
+    def protected(self, job: RunningJob) -> bool:
+        return job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s
+
+    # -- the two phases
+
+    def run(self) -> None:
+        guaranteed = [(_queue_order(j), j) for j in self.pending]
+        heapq.heapify(guaranteed)
+        rest: dict[str, list[tuple[tuple, PendingJob]]] = {}
+        while guaranteed:
+            _, job = heapq.heappop(guaranteed)
+            if not self.within_guarantee(job):
+                heapq.heappush(rest.setdefault(job.share, []), (_queue_order(job), job))
+                continue
+            victims = self.admit(job, self.free_for(job.share), reclaim=True)
+            if victims is None:
+                self.held += max(0, job.count - self.reserved_idle_of(job.share))
+                continue
+            for victim in victims:
+                heapq.heappush(guaranteed, (_queue_order(victim), victim))
+        self._borrowing_phase(rest)
+
+    def _borrowing_phase(self, rest: dict[str, list[tuple[tuple, PendingJob]]]) -> None:
+        def key(share: str) -> tuple:
+            borrowed = max(0, self.usage[share] - self.quota[share])
+            return (borrowed / self.shares[share].fair_share_weight, share)
+
+        turns = [(key(name), name) for name in rest]
+        heapq.heapify(turns)
+        while turns:
+            _, name = heapq.heappop(turns)
+            _, job = heapq.heappop(rest[name])
+            available = self.free_for(name) - self.held
+            for victim in self.admit(job, available, reclaim=False) or ():
+                heapq.heappush(rest[name], (_queue_order(victim), victim))
+            if rest[name]:
+                heapq.heappush(turns, (key(name), name))
+
+    def admit(self, job: PendingJob, available: int, *, reclaim: bool) -> list[PendingJob] | None:
+        """Start ``job`` on ``available`` free capacity, preempting if needed and allowed.
+        Returns the requeued victims, or None when the job cannot start this tick."""
+        share = job.share
+        need_capacity = job.count - available
+        need_own = self.usage[share] + job.count - self.ceiling[share]
+        if need_capacity <= 0 and need_own <= 0:
+            self._start(job)
+            return []
+        can_preempt = reclaim or self.shares[share].in_share_preemption
+        if not can_preempt or job.count > self.ceiling[share] or not self.budget.may_search():
+            return None
+        self.budget.searches += 1
+        victims = self._choose_victims(job, need_capacity, need_own, reclaim)
+        if victims is None:
+            return None
+        requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
+        self._start(job)
+        return requeued
+
+    def _choose_victims(
+        self, job: PendingJob, need_capacity: int, need_own: int, reclaim: bool
+    ) -> list[tuple[RunningJob, str]] | None:
+        candidates: list[tuple[tuple, RunningJob, str]] = []
+        if reclaim:
+            for other in self.shares:
+                if other != job.share and self.usage[other] > self.quota[other]:
+                    candidates += (
+                        ((0, *_victim_order(v)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
+                    )
+        if self.shares[job.share].in_share_preemption:
+            candidates += (
+                ((1, *_victim_order(v)), v, IN_SHARE)
+                for v in self.jobs[job.share].values()
+                if v.priority < job.priority and not self.protected(v)
+            )
+        if sum(v.count for _, v, _ in candidates) < need_capacity:
+            return None
+        candidates.sort(key=lambda c: c[0])
+        room = self.settings.max_preemptions_per_tick - self.budget.preemptions
+        chosen: list[tuple[RunningJob, str]] = []
+        freed = freed_own = 0
+        for _, victim, kind in candidates:
+            if freed >= need_capacity and freed_own >= need_own:
+                break
+            chosen.append((victim, kind))
+            freed += victim.count
+            freed_own += victim.count if kind == IN_SHARE else 0
+        if freed < need_capacity or freed_own < need_own:
+            return None
+        for victim, kind in reversed(list(chosen)):  # drop every victim the start does not need
+            own = victim.count if kind == IN_SHARE else 0
+            if freed - victim.count >= need_capacity and freed_own - own >= need_own:
+                chosen.remove((victim, kind))
+                freed -= victim.count
+                freed_own -= own
+        if len(chosen) > room:
+            self.budget.capped = True
+            return None
+        return chosen
+
+    def _start(self, job: PendingJob) -> None:
+        self.jobs[job.share][job.job_id] = _started(job, self.state.now)
+        self._started_now[job.job_id] = job
+        self._change_usage(job.share, job.count)
+        borrowed = min(job.count, max(0, self.usage[job.share] - self.quota[job.share]))
+        self.starts.append(
+            Start(job_id=job.job_id, share=job.share, instance_type=self.instance_type, count=job.count, borrowed=borrowed)
+        )
+
+    def _preempt(self, victim: RunningJob, kind: str, job: PendingJob) -> PendingJob:
+        """Take ``victim`` off the pool and return it as a pending job again."""
+        del self.jobs[victim.share][victim.job_id]
+        self._change_usage(victim.share, -victim.count)
+        if victim.job_id in self._started_now:
+            # Started earlier in this very tick: it simply does not start, nothing is lost.
+            self.starts = [s for s in self.starts if s.job_id != victim.job_id]
+            return self._started_now.pop(victim.job_id)
+        self.budget.preemptions += 1
+        amount = f"{victim.count} x {self.instance_type}"
+        if kind == RECLAIM:
+            reason = f"reclaims {amount} lent by team {job.share} to team {victim.share}, for job {job.job_id}"
+        else:
+            reason = (
+                f"in-share preemption in team {job.share}: priority {victim.priority} job {victim.job_id} "
+                f"gives {amount} to priority {job.priority} job {job.job_id}"
+            )
+        self.preemptions.append(
+            Preemption(
+                job_id=victim.job_id, share=victim.share, instance_type=self.instance_type,
+                count=victim.count, kind=kind, for_job=job.job_id, reason=reason,
+            )
+        )
+        return _requeued(victim, self.state.now)

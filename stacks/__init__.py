@@ -1,0 +1,7 @@
+"""Thin reference stacks: the capacity account and one stack per consumer account."""
+
+from .capacity_stack import CapacityAccountStack
+from .consumer_stack import ConsumerAccountStack
+from .reference import build_reference_app
+
+__all__ = ["CapacityAccountStack", "ConsumerAccountStack", "build_reference_app"]

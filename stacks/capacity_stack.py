@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from aws_cdk import Environment, RemovalPolicy, Stack, aws_s3 as s3
+from constructs import Construct
+
+from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
+from constructs_lib.compliance import acknowledge
+from constructs_lib.model import GovernanceModel
+from constructs_lib.tenancy import TeamTenancy
+
+_QUEUE_CONSTRUCTS = {"batch_quota_share": QuotaManagedTrainingQueue, "batch_fair_share": FairShareJobQueue}
+
+
+class CapacityAccountStack(Stack):
+    """Everything the central capacity account owns: queues, tenants, controllers."""
+
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel) -> None:
+        account = model.capacity_account
+        super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.access_logs,
+            "This bucket is the server access log destination; logging it to itself would loop.",
+            "AwsSolutions-S1", "NIST.800.53.R5-S3BucketLoggingEnabled", "HIPAA.Security-S3BucketLoggingEnabled",
+            "PCI.DSS.321-S3BucketLoggingEnabled",
+        )
+        acknowledge(
+            self.access_logs,
+            "S3 server access logs can only be delivered to buckets encrypted with SSE-S3.",
+            "NIST.800.53.R5-S3DefaultEncryptionKMS", "HIPAA.Security-S3DefaultEncryptionKMS",
+            "PCI.DSS.321-S3DefaultEncryptionKMS",
+        )
+        acknowledge(
+            self.access_logs,
+            "Access logs stay in the account that produced them; replicating them is a platform decision.",
+            "NIST.800.53.R5-S3BucketReplicationEnabled", "HIPAA.Security-S3BucketReplicationEnabled",
+            "PCI.DSS.321-S3BucketReplicationEnabled",
+        )
+
+        self.tenants = {
+            team.name: TeamTenancy(
+                self,
+                f"Team{team.name}",
+                team=team,
+                organisation=model.organisation,
+                platform_admins=model.platform_admins,
+                access_log_bucket=self.access_logs,
+            )
+            for team in model.teams
+        }
+        self.queues = {}
+        for pool in model.pools:
+            construct = _QUEUE_CONSTRUCTS.get(pool.backend)
+            if construct is None:
+                continue  # HyperPod pools get their own constructs
+            queue = construct(self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
+            for team in queue.teams:
+                self.tenants[team.name].allow_submission(queue.submit_statements(team.name), queue.WILDCARD_REASON)
+            self.queues[pool.name] = queue

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from aws_cdk import Environment, Stack, aws_iam as iam
+from constructs import Construct
+
+from constructs_lib.model import GovernanceModel
+from constructs_lib.tenancy import submission_role_arn
+
+
+class ConsumerAccountStack(Stack):
+    """One consumer account: lets each of its teams' members assume that team's submission
+    role in the capacity account, and nothing else."""
+
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, account_name: str) -> None:
+        account = model.consumer_accounts[account_name]
+        super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
+        self.policies: dict[str, iam.ManagedPolicy] = {}
+        for team in model.teams_of_account(account_name):
+            local = [arn for arn in team.members if arn.split(":")[4] == account.account_id]
+            roles = [iam.Role.from_role_arn(self, f"{team.name}Member{i}", arn) for i, arn in enumerate(local) if ":role/" in arn]
+            users = [iam.User.from_user_arn(self, f"{team.name}User{i}", arn) for i, arn in enumerate(local) if ":user/" in arn]
+            self.policies[team.name] = iam.ManagedPolicy(
+                self,
+                f"Team{team.name}Submit",
+                description=f"Assume the GPU submission role of team {team.name} in the capacity account",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["sts:AssumeRole"],
+                        resources=[submission_role_arn(model.capacity_account.account_id, team.name)],
+                    )
+                ],
+                roles=roles or None,
+                users=users or None,
+            )

@@ -1,0 +1,88 @@
+import copy
+
+import pytest
+import yaml
+
+from constructs_lib.capacity_model import CapacityWindow
+from constructs_lib.errors import GovernanceError
+from constructs_lib.loader import default_config_text
+from constructs_lib.model import GovernanceModel
+from gpu_governance_runtime.capacity.planner import Window
+
+BASE = yaml.safe_load(default_config_text())
+CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
+
+
+def window(**overrides):
+    values = {
+        "name": "launch-load-test",
+        "instance_type": "p5.48xlarge",
+        "instance_count": 4,
+        "start": "2026-12-10T14:00:00Z",
+        "duration_hours": 6,
+        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE},
+        "max_price_per_instance_hour": "40",
+        "budget": {"amount": 20000},
+    }
+    values.update(overrides)
+    return values
+
+
+def model_with(*windows):
+    data = copy.deepcopy(BASE)
+    data["capacity_windows"] = list(windows)
+    return GovernanceModel.from_dict(data)
+
+
+def problems(*windows):
+    with pytest.raises(GovernanceError) as caught:
+        model_with(*windows)
+    return {p.path: p for p in caught.value.problems}
+
+
+def test_window_defaults_are_safe_and_compile_for_the_planner():
+    model = model_with(window())
+    declared = model.capacity_windows[0]
+    assert (declared.mode, declared.prefer_extension, declared.buy_ahead_days) == ("dry_run", True, 14)
+    runtime = Window.from_policy(declared.to_policy())
+    assert runtime.market == "capacity_block"
+    assert runtime.start.isoformat() == "2026-12-10T14:00:00+00:00"
+    assert str(runtime.max_price_per_instance_hour) == "40"
+    assert runtime.consumer["launch_template_name"] == "gpu-p5"
+
+
+def test_every_field_problem_is_reported_at_once_with_its_path():
+    found = problems(window(instance_count=65, duration_hours=0, start="2026-12-10T14:00:00", mode="yolo", buy_ahead_days=57))
+    assert set(found) >= {
+        "capacity_windows[0].instance_count", "capacity_windows[0].duration_hours", "capacity_windows[0].start",
+        "capacity_windows[0].mode", "capacity_windows[0].buy_ahead_days",
+    }
+    assert "at most 64" in found["capacity_windows[0].instance_count"].allowed
+    assert found["capacity_windows[0].mode"].value == "yolo"
+
+
+def test_training_plan_feeds_need_sagemaker_instance_types():
+    found = problems(window(feeds={"kind": "sagemaker_training_jobs"}))
+    assert "must be ml.*, not p5.48xlarge" in found["capacity_windows[0]"].allowed
+
+
+def test_overlapping_recurrence_is_refused():
+    found = problems(window(duration_hours=48, repeat_every_days=1))
+    assert "occurrences would overlap" in found["capacity_windows[0]"].allowed
+
+
+def test_cross_checks_against_the_organisation():
+    found = problems(
+        window(availability_zones=["us-west-2a"]),
+        window(feeds={"kind": "hyperpod_instance_group", "pool": "ec2-gpu", "instance_group": "workers"}, instance_type="ml.p5.48xlarge"),
+        window(name="launch-load-test", feeds={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}, instance_type="ml.p4d.24xlarge"),
+    )
+    assert found["capacity_windows[0].availability_zones[0]"].allowed == "a zone of us-east-1"
+    assert found["capacity_windows[1].feeds.pool"].wrong == "a batch_fair_share pool cannot take a hyperpod_instance_group"
+    assert found["capacity_windows[2].name"].wrong == "duplicate name"
+    assert found["capacity_windows[2].instance_type"].allowed.startswith("one of ['ml.")
+
+
+def test_window_alone_raises_governance_error():
+    with pytest.raises(GovernanceError, match="instance_count"):
+        CapacityWindow(**window(instance_count=0))
