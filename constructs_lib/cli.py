@@ -1,0 +1,103 @@
+"""`gpu-governance`: validate, explain and inspect a governance model.
+
+Exit codes: 0 success, 1 a check found something (open compliance findings), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Callable, Sequence
+
+from .errors import GovernanceError
+from .explain import deals, render_table
+from .loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
+from .model import GovernanceModel
+
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+
+# Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its parsers.
+SUBCOMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help=f"governance file (YAML or JSON); default ${CONFIG_ENVIRONMENT_VARIABLE}, else the built-in example",
+    )
+
+
+def _validate(args: argparse.Namespace) -> int:
+    model = load_model(args.config)
+    print(
+        f"valid: {len(model.teams)} teams, {len(model.pools)} pools, "
+        f"{len(model.consumer_accounts)} consumer accounts, {len(model.priority_classes)} priority classes"
+    )
+    return EXIT_OK
+
+
+def _example(args: argparse.Namespace) -> int:
+    sys.stdout.write(default_config_text())
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    schema = GovernanceModel.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    print(json.dumps(schema, indent=2))
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace) -> int:
+    print(render_table(deals(load_model(args.config))))
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import render, summarise
+
+    try:
+        summary = summarise(args.outdir)
+    except (OSError, ValueError, KeyError) as error:
+        raise GovernanceError.single("outdir", "not a readable cloud assembly", args.outdir, f"a cdk.out folder ({error})")
+    print(render(summary))
+    return EXIT_FINDINGS if summary.open_findings else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-governance", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    simple: list[tuple[str, str, Callable[[argparse.Namespace], int], bool]] = [
+        ("validate", "check a governance file; exit 2 listing every problem", _validate, True),
+        ("example", "print the built-in reference configuration", _example, False),
+        ("schema", "print the JSON Schema of the governance file", _schema, False),
+        ("explain", "each team's deal per pool: guarantee, borrowing, lending, reclaim, preemption", _explain, True),
+    ]
+    for name, help_text, handler, takes_config in simple:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if takes_config:
+            _config_argument(sub)
+        sub.set_defaults(handler=handler)
+    report = commands.add_parser("report", help="summarise a synthesized cdk.out: stacks, resources, findings")
+    report.add_argument("outdir", nargs="?", default="cdk.out")
+    report.set_defaults(handler=_report)
+    for module_name in SUBCOMMAND_MODULES:
+        importlib.import_module(module_name).register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except GovernanceError as error:
+        print(f"gpu-governance {args.command}: invalid input", file=sys.stderr)
+        print(str(error), file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What each team's deal is, per pool and backend: the table a team lead reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import AnyPool, GovernanceModel, SharingStrategy, Team
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deal:
+    team: str
+    pool: str
+    backend: str
+    guaranteed: str
+    max_with_borrowing: str
+    lends_idle: str
+    reclaimable: str
+    in_share_preemption: str
+
+
+def _counts(counts: dict[str, int | None]) -> str:
+    return ", ".join(f"{n if n is not None else 'unlimited'} x {t}" for t, n in sorted(counts.items()))
+
+
+def deal(team: Team, pool: AnyPool) -> Deal:
+    quota = team.quotas[pool.name]
+    sharing = team.sharing
+    ceiling = {t: sharing.borrow_ceiling(n) for t, n in quota.items()}
+    # Bounded by what the pool holds at all.
+    ceiling = {t: min(c, pool.capacity[t]) if c is not None else pool.capacity[t] for t, c in ceiling.items()}
+    natively_preempts = pool.backend != "batch_fair_share"
+    if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
+        reclaimable = "yes, jobs on borrowed capacity" if natively_preempts else "only by the reclaim controller"
+    else:
+        reclaimable = "no (never borrows)"
+    if pool.backend == "batch_fair_share":
+        preemption = "no (Batch fair share never preempts)"
+    else:
+        preemption = "yes, lower priority first" if sharing.in_share_preemption else "no"
+    return Deal(
+        team=team.name,
+        pool=pool.name,
+        backend=pool.backend,
+        guaranteed=_counts(dict(quota)),
+        max_with_borrowing=_counts(ceiling),
+        lends_idle="yes" if sharing.lends else "no (reserved)",
+        reclaimable=reclaimable,
+        in_share_preemption=preemption,
+    )
+
+
+def deals(model: GovernanceModel) -> list[Deal]:
+    return [deal(team, model.pool(pool_name)) for team in model.teams for pool_name in team.quotas]
+
+
+_COLUMNS = (
+    ("team", "team"),
+    ("pool", "pool"),
+    ("backend", "backend"),
+    ("guaranteed", "guaranteed"),
+    ("max_with_borrowing", "most with borrowing"),
+    ("lends_idle", "idle capacity lent"),
+    ("reclaimable", "jobs can be reclaimed"),
+    ("in_share_preemption", "in-share preemption"),
+)
+
+
+def render_table(rows: list[Deal]) -> str:
+    header = [title for _, title in _COLUMNS]
+    body = [[str(getattr(row, field)) for field, _ in _COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
