@@ -25,7 +25,7 @@ class _StrictLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.MarkedYAMLError(
-                "YAML aliases are not supported", event.start_mark, "repeat the value instead"
+                problem="YAML aliases are not supported", problem_mark=event.start_mark, note="repeat the value instead"
             )
         return super().compose_node(parent, index)
 
@@ -35,7 +35,7 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.MarkedYAMLError(
-                    "duplicate key", key_node.start_mark, f"{key!r} appears twice in this mapping"
+                    problem=f"duplicate key {key!r}", problem_mark=key_node.start_mark, note="each key may appear once"
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -55,7 +55,7 @@ def parse_config(text: str, source: str) -> GovernanceModel:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         reason = " ".join(str(part) for part in (getattr(error, "problem", None), getattr(error, "note", None)) if part)
         raise GovernanceError(
-            [Problem(path=source, wrong=f"not valid YAML at {where}: {reason or error}", value=where, allowed="a YAML or JSON mapping")]
+            [Problem(path=source, wrong=f"not valid YAML: {reason or error}", value=where, allowed="a YAML or JSON mapping")]
         ) from None
     if data is None:
         raise GovernanceError(

@@ -197,7 +197,7 @@ class Team(_Frozen):
             return data
         if not isinstance(overrides, dict):
             return data  # the field check reports the bad type
-        merged = preset.sharing.model_dump(exclude_none=True)
+        merged = preset.sharing.model_dump(mode="json", exclude_none=True)
         if overrides.get("strategy") not in (None, preset.sharing.strategy, preset.sharing.strategy.value):
             merged.pop("borrow_limit", None)  # reported as a contradiction below, not twice
         merged.update(overrides)

@@ -1,0 +1,187 @@
+import re
+
+import pytest
+
+from constructs_lib.errors import GovernanceError
+from constructs_lib.loader import load_model, parse_config
+from constructs_lib.model import (
+    BatchQuotaSharePool,
+    GovernanceModel,
+    Preset,
+    SharingPolicy,
+    SharingStrategy,
+    Team,
+)
+
+from .org import default_data
+
+
+def problems_of(data) -> list[str]:
+    with pytest.raises(GovernanceError) as raised:
+        GovernanceModel.from_dict(data)
+    return str(raised.value).splitlines()
+
+
+def test_default_organisation_uses_all_three_presets():
+    model = load_model()
+    assert {t.preset for t in model.teams} == set(Preset)
+    assert len(model.consumer_accounts) == 2
+
+
+@pytest.mark.parametrize(
+    "preset, strategy, borrow_limit, preemption",
+    [
+        (Preset.BACKGROUND, SharingStrategy.LEND_AND_BORROW, 100, True),
+        (Preset.STEADY, SharingStrategy.LEND, None, False),
+        (Preset.CRITICAL, SharingStrategy.RESERVE, None, True),
+    ],
+)
+def test_presets(preset, strategy, borrow_limit, preemption):
+    team = Team(name="t", preset=preset)
+    assert (team.sharing.strategy, team.sharing.borrow_limit, team.sharing.in_share_preemption) == (
+        strategy,
+        borrow_limit,
+        preemption,
+    )
+
+
+def test_preset_fields_can_be_overridden():
+    team = Team(name="t", preset="background", sharing={"borrow_limit": "unlimited", "in_share_preemption": False})
+    assert team.sharing.strategy is SharingStrategy.LEND_AND_BORROW
+    assert team.sharing.borrow_limit == "unlimited"
+    assert team.sharing.in_share_preemption is False
+    assert team.sharing.borrow_ceiling(4) is None
+
+
+def test_preset_contradiction_is_rejected():
+    with pytest.raises(GovernanceError, match="preset critical means strategy reserve, not lend"):
+        Team(name="t", preset="critical", sharing={"strategy": "lend"})
+
+
+def test_borrow_ceiling():
+    assert SharingPolicy(strategy="lend_and_borrow", borrow_limit=50).borrow_ceiling(4) == 6
+    assert SharingPolicy(strategy="lend").borrow_ceiling(4) == 4
+
+
+def mutate(path, value):
+    data = default_data()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        (("capacity_account", "account_id"), "12345", "capacity_account.account_id: invalid ('12345') - must match ^\\d{12}$"),
+        (("capacity_account", "region"), "mars-1", "capacity_account.region: invalid ('mars-1') - must match"),
+        (("teams", 0, "account"), "finance", "teams[0].account: undeclared account ('finance') - one of ['product', 'research']"),
+        (("teams", 0, "quotas", "sagemaker-training", "ml.p5.48xlarge"), 0, "teams[0].quotas.sagemaker-training.ml.p5.48xlarge: invalid (0) - at least 1"),
+        (("teams", 0, "quotas", "sagemaker-training", "ml.p4d.24xlarge"), 1, "teams[0].quotas.sagemaker-training.ml.p4d.24xlarge: pool has no capacity of this instance type ('ml.p4d.24xlarge') - one of ['ml.g6e.12xlarge', 'ml.p5.48xlarge']"),
+        (("teams", 1, "sharing"), {"borrow_limit": 10}, "teams[1].sharing: invalid ({'strategy': 'lend', 'in_share_preemption': False, 'borrow_limit': 10}) - borrow_limit is only allowed with strategy lend_and_borrow, not lend"),
+        (("teams", 0, "name"), "research team", "teams[0].name: invalid ('research team') - must match ^[A-Za-z0-9][A-Za-z0-9_-]*$"),
+        (("teams", 0, "name"), "r" * 41, "teams[0].name: invalid ('rrrrr"),
+        (("teams", 0, "fair_share_weight"), 101, "teams[0].fair_share_weight: invalid (101) - at most 100"),
+        (("priority_classes", 0, "weight"), 101, "priority_classes[0].weight: invalid (101) - at most 100"),
+        (("priority_classes", 0, "name"), "Urgent", "priority_classes[0].name: invalid ('Urgent') - must match"),
+        (("teams", 0, "members"), ["arn:aws:iam::444455556666:role/*"], "teams[0].members[0]: invalid ('arn:aws:iam::444455556666:role/*') - must match"),
+        (("teams", 0, "quotas", "nowhere"), {"x.large": 1}, "teams[0].quotas.nowhere: undeclared pool ('nowhere') - one of ['ec2-gpu', 'sagemaker-training']"),
+        (("pools", 0, "capacity", "ml.p5.48xlarge"), 7, "pools[0].capacity.ml.p5.48xlarge: teams are guaranteed 8 instances but the pool has fewer (7) - at least 8, or smaller team quotas"),
+        (("pools", 0, "backend"), "slurm", "pools[0].backend: invalid"),
+        (("pools", 0, "runnable_timeout_minutes"), 5, "pools[0].runnable_timeout_minutes: invalid (5) - at least 10"),
+        (("pools", 1, "compute_environments"), ["gpu-ce"], "pools[1].compute_environments[0]: invalid ('gpu-ce') - must match"),
+        (("pools", 1, "capacity"), {"ml.p5.48xlarge": 1}, "pools[1].capacity.ml.p5.48xlarge.[key]: invalid ('ml.p5.48xlarge') - must match"),
+        (("teams", 0, "colour"), "blue", "teams[0].colour: invalid ('blue') - not a known setting"),
+        (("teams", 0, "preset"), "urgent", "teams[0].preset: invalid ('urgent') - allowed: 'background', 'steady' or 'critical'"),
+    ],
+)
+def test_each_rule_names_path_value_and_what_is_allowed(path, value, expected):
+    lines = problems_of(mutate(path, value))
+    assert any(line.startswith(expected) for line in lines), lines
+
+
+def test_duplicate_team_names_ignoring_case():
+    data = default_data()
+    data["teams"].append({**data["teams"][2], "name": "Production"})
+    data["pools"][0]["capacity"] = {"ml.p5.48xlarge": 20, "ml.g6e.12xlarge": 20}
+    data["pools"][1]["capacity"] = {"g6e.12xlarge": 20}
+    assert "teams[3].name: duplicate name ('production') - team names must differ (ignoring case)" in problems_of(data)
+
+
+def test_more_than_twenty_shares_on_one_queue():
+    data = default_data()
+    data["pools"][0]["capacity"] = {"ml.p5.48xlarge": 100, "ml.g6e.12xlarge": 100}
+    for i in range(18):
+        data["teams"].append({"name": f"extra{i}", "account": "research", "preset": "steady",
+                              "members": ["arn:aws:iam::444455556666:role/X"],
+                              "quotas": {"sagemaker-training": {"ml.p5.48xlarge": 1}}})
+    assert "pools[0]: too many teams (quota shares) on one Batch job queue (21) - at most 20" in problems_of(data)
+
+
+def test_more_than_five_capacity_limits_per_share():
+    data = default_data()
+    capacity = {f"ml.p{i}.48xlarge": 1 for i in range(6)}
+    data["pools"][0]["capacity"] = capacity
+    data["teams"] = [data["teams"][0]]
+    data["teams"][0]["quotas"] = {"sagemaker-training": capacity}
+    assert "teams[0].quotas.sagemaker-training: too many instance types for one Batch quota share (6) - at most 5" in problems_of(data)
+
+
+def test_hyperpod_names_are_dns_labels():
+    data = default_data()
+    data["pools"].append({"name": "hp", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": 2},
+                          "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456",
+                          "eks_cluster_name": "hp-eks"})
+    data["teams"][0]["name"] = "Research_Team"
+    data["teams"][0]["quotas"]["hp"] = {"ml.p5.48xlarge": 1}
+    assert "teams[0].name: not a HyperPod team name ('Research_Team') - a lowercase DNS label: a-z, 0-9 and '-', at most 40" in problems_of(data)
+
+
+def test_every_problem_is_listed_at_once():
+    data = default_data()
+    data["capacity_account"]["region"] = "nowhere"
+    data["teams"][0]["fair_share_weight"] = 0
+    data["priority_classes"][1]["weight"] = -1
+    lines = problems_of(data)
+    assert len(lines) == 3
+    assert [line.split(":")[0] for line in lines] == [
+        "capacity_account.region", "priority_classes[1].weight", "teams[0].fair_share_weight"
+    ]
+
+
+def test_organisation_checks_are_listed_together():
+    data = default_data()
+    data["teams"][0]["account"] = "finance"
+    data["teams"][1]["quotas"]["ec2-gpu"] = {"p5.48xlarge": 1}
+    lines = problems_of(data)
+    assert len(lines) == 2
+
+
+def test_typed_construction_reports_the_same_way():
+    with pytest.raises(GovernanceError, match=r"capacity.ml.p5.48xlarge: invalid \(0\) - at least 1"):
+        BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 0})
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "the file is empty"),
+        ("teams: [", "not valid YAML: expected the node content, but found '<stream end>' ('line 1, column 9')"),
+        ("a: &x [1]\nb: *x\n", "YAML aliases are not supported repeat the value instead ('line 2, column 4')"),
+        ("organisation: a\norganisation: b\n", "duplicate key 'organisation' each key may appear once ('line 2, column 1')"),
+        ("[1, 2]", "<root>: not a mapping ('list')"),
+        ("42", "<root>: not a mapping ('int')"),
+    ],
+)
+def test_file_level_errors(text, expected):
+    with pytest.raises(GovernanceError, match=re.escape(expected)):
+        parse_config(text, "test.yaml")
+
+
+def test_huge_file_is_refused(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * (1024 * 1024 + 1))
+    with pytest.raises(GovernanceError, match="file too large"):
+        load_model(big)
