@@ -1,0 +1,51 @@
+"""CDK constructs and a governance model for shared GPU capacity on AWS."""
+
+from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
+from .compliance import acknowledge, apply_standard_packs
+from .errors import GovernanceError, Problem
+from .loader import load_model, parse_config
+from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
+from .model import (
+    Account,
+    BatchFairSharePool,
+    BatchQuotaSharePool,
+    GovernanceModel,
+    HyperPodEksPool,
+    HyperPodSlurmPool,
+    Preset,
+    PriorityClass,
+    SharingPolicy,
+    SharingStrategy,
+    Team,
+)
+from .policy import compile_policy
+from .tenancy import TeamTenancy, submission_role_arn
+
+__all__ = [
+    "TEAM_TAG",
+    "Account",
+    "BatchFairSharePool",
+    "BatchQuotaSharePool",
+    "FairShareJobQueue",
+    "GovernanceError",
+    "GovernanceModel",
+    "GpuGovernanceChecks",
+    "HyperPodEksPool",
+    "HyperPodSlurmPool",
+    "Preset",
+    "PriorityClass",
+    "Problem",
+    "QuotaManagedTrainingQueue",
+    "SharingPolicy",
+    "SharingStrategy",
+    "Team",
+    "TeamTenancy",
+    "acknowledge",
+    "apply_standard_packs",
+    "compile_policy",
+    "declare_capacity_controller",
+    "declare_platform_admin",
+    "load_model",
+    "parse_config",
+    "submission_role_arn",
+]

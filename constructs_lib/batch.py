@@ -8,6 +8,7 @@ from typing import Sequence
 from aws_cdk import Arn, ArnFormat, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
+from .acknowledgements import acknowledge_wildcard_resources
 from .errors import GovernanceError
 from .model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
 
@@ -52,6 +53,7 @@ class _GovernedQueue(Construct):
     """What both queue kinds share: the team list, the queue ARN and the grant helpers."""
 
     job_queue: batch.CfnJobQueue
+    pool: BatchQuotaSharePool | BatchFairSharePool
     WILDCARD_REASON: str
 
     def __init__(self, scope: Construct, id: str, *, teams: Sequence[Team]) -> None:
@@ -78,6 +80,19 @@ class _GovernedQueue(Construct):
     def grant_observe(self, grantee: iam.IGrantable) -> iam.Grant:
         """Read-only view of the queue (what the reclaim controller and dashboards need)."""
         return _combine(grantee, self.observe_statements())
+
+    def submission_policy(
+        self, scope: Construct, id: str, team_name: str, *, roles: Sequence[iam.IRole]
+    ) -> iam.ManagedPolicy:
+        """A managed policy with :meth:`submit_statements` attached to ``roles``. Unlike
+        :meth:`grant_submit` (an inline policy on the grantee) it passes the NIST, HIPAA and PCI
+        packs, and its unavoidable wildcards are acknowledged with the reason."""
+        statements = self.submit_statements(team_name)
+        policy = iam.ManagedPolicy(
+            scope, id, description=f"Submit jobs to {self.pool.name} as team {team_name}", statements=statements, roles=list(roles)
+        )
+        acknowledge_wildcard_resources(policy, [arn for s in statements for arn in s.resources], self.WILDCARD_REASON)
+        return policy
 
     def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
         raise NotImplementedError

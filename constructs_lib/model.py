@@ -43,6 +43,7 @@ MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
 MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
 MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 MAX_BORROW_LIMIT = 10_000  # percent; SageMaker BorrowLimit maximum (Batch has none)
+MAX_HYPERPOD_BORROW_LIMIT = 500  # percent; the range SageMaker documents for HyperPod BorrowLimit
 UNLIMITED: Literal["unlimited"] = "unlimited"
 
 
@@ -75,17 +76,21 @@ class SharingStrategy(str, enum.Enum):
     LEND_AND_BORROW = "lend_and_borrow"  # lends and borrows up to ``borrow_limit``
 
 
-def _sharing_schema(schema: dict[str, Any]) -> None:
-    # A preset supplies the strategy, so files may leave it out; the loader still insists on
-    # one of the two.
-    schema["required"] = [name for name in schema.get("required", []) if name != "strategy"]
+def _preset_may_supply(field: str):
+    """A preset fills ``field`` in, so files may leave it out; the model still insists on one of
+    the two after the preset is applied."""
+
+    def drop_from_required(schema: dict[str, Any]) -> None:
+        schema["required"] = [name for name in schema.get("required", []) if name != field]
+
+    return drop_from_required
 
 
 class SharingPolicy(_Frozen):
     """How a team's capacity is shared. ``borrow_limit`` is a percent of the team's own quota
     (per instance type) that it may borrow on top, or ``"unlimited"``; only with lend-and-borrow."""
 
-    model_config = ConfigDict(json_schema_extra=_sharing_schema)
+    model_config = ConfigDict(json_schema_extra=_preset_may_supply("strategy"))
 
     strategy: SharingStrategy
     borrow_limit: Annotated[int, Field(ge=0, le=MAX_BORROW_LIMIT)] | Literal["unlimited"] | None = None
@@ -163,6 +168,20 @@ class PriorityClass(_Frozen):
     weight: Annotated[int, Field(ge=0, le=100)]
 
 
+InstanceGroupName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+
+
+class KubernetesTenancy(_Frozen):
+    """What a team gets beyond its compute quota on one HyperPod EKS cluster."""
+
+    gpu_quota: Count | None = Field(
+        default=None, description="Kubernetes ResourceQuota on requests.nvidia.com/gpu in the team's namespace"
+    )
+    dedicated_instance_groups: tuple[InstanceGroupName, ...] = Field(
+        default=(), description="Instance groups whose nodes only this team's pods may use, and its pods only those"
+    )
+
+
 class Team(_Frozen):
     """A team: where it lives, who acts for it, how much it is guaranteed and how it shares.
 
@@ -170,6 +189,8 @@ class Team(_Frozen):
     or give ``sharing`` in full. ``quotas`` maps a pool name to ``{instance type: count}``.
     ``fair_share_weight`` (1-100, higher gets more) orders borrowers and fair-share queues.
     """
+
+    model_config = ConfigDict(json_schema_extra=_preset_may_supply("sharing"))
 
     name: TeamName
     account: str | None = Field(
@@ -182,6 +203,9 @@ class Team(_Frozen):
         default=(), description="IAM role or user ARNs allowed to act for the team (no wildcards)"
     )
     quotas: dict[str, dict[str, Count]] = Field(default_factory=dict)
+    kubernetes: dict[str, KubernetesTenancy] = Field(
+        default_factory=dict, description="HyperPod EKS pool name -> the team's extra settings on that cluster"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -252,6 +276,11 @@ class HyperPodEksPool(_Pool):
         str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
     ]
     eks_cluster_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
+    # Kubernetes objects are checked against this version's schema and applied with kubectl
+    # 1.33, which supports clusters one minor version either side.
+    kubernetes_version: Literal["1.32", "1.33", "1.34"] = "1.33"
+    fair_share: bool = Field(default=True, description="Teams borrow idle compute by fair-share weight, not first come")
+    idle_resource_sharing: bool = Field(default=True, description="Teams may lend and borrow idle compute at all")
 
 
 class HyperPodSlurmPool(_Pool):
@@ -343,6 +372,10 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
         for pool_name in team.quotas:
             if pool_name not in pools:
                 problems.append(Problem(path=f"{path}.quotas.{pool_name}", wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}"))
+        for pool_name in team.kubernetes:
+            if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != "hyperpod_eks":
+                eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == "hyperpod_eks")
+                problems.append(Problem(path=f"{path}.kubernetes.{pool_name}", wrong="not a hyperpod_eks pool the team has a quota in", value=pool_name, allowed=f"one of {eks_pools}"))
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
@@ -370,7 +403,15 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
             if not HYPERPOD_TEAM_NAME.match(team.name):
                 problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
             if team.sharing.borrow_limit == UNLIMITED:
-                problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 0-{MAX_BORROW_LIMIT}"))
+                problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
+            elif pool.backend == "hyperpod_eks" and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
+                problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="outside HyperPod's documented borrow limit range", value=team.sharing.borrow_limit, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
+    if pool.backend == "hyperpod_eks":
+        owners: dict[str, str] = {}
+        for path, team in teams:
+            for index, group in enumerate(team.kubernetes.get(pool.name, KubernetesTenancy()).dedicated_instance_groups):
+                if owners.setdefault(group, team.name) != team.name:
+                    problems.append(Problem(path=f"{path}.kubernetes.{pool.name}.dedicated_instance_groups[{index}]", wrong=f"already dedicated to team {owners[group]}", value=group, allowed="an instance group no other team has"))
     if pool.backend == "batch_quota_share" and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
         problems.append(Problem(path=pool_path, wrong="too many teams (quota shares) on one Batch job queue", value=len(teams), allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}"))
     for instance_type, capacity in pool.capacity.items():

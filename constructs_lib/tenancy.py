@@ -4,13 +4,16 @@ principals may assume."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, aws_iam as iam, aws_kms as kms, aws_s3 as s3
 from constructs import Construct
 
-from .compliance import acknowledge, acknowledge_wildcard_resources
+from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .errors import GovernanceError
+
+if TYPE_CHECKING:
+    from .batch import _GovernedQueue
 from .model import Team
 
 ROLE_PATH = "/gpu-governance/"
@@ -174,10 +177,10 @@ class TeamTenancy(Construct):
             self.training_policy, ["*"],
             "cloudwatch:PutMetricData has no resource-level permissions; the namespace condition limits it.",
         )
-        self.submission_policy = iam.ManagedPolicy(
+        self.pass_role_policy = iam.ManagedPolicy(
             self,
-            "Submission",
-            description=f"Submit GPU jobs as team {team.name}",
+            "PassTrainingRole",
+            description=f"Pass the training role of team {team.name} to SageMaker",
             statements=[
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],
@@ -195,14 +198,9 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=_KEY_USE_ACTIONS, resources=[self.key.key_arn]),
         ]
 
-    def allow_submission(self, statements: Sequence[iam.PolicyStatement], wildcard_reason: str) -> None:
-        """Add a queue's statements for this team (``queue.submit_statements(team.name)``),
-        acknowledging their wildcard resources with the queue's ``wildcard_reason``."""
-        for statement in statements:
-            self.submission_policy.add_statements(statement)
-        acknowledge_wildcard_resources(
-            self.submission_policy, [arn for s in statements for arn in s.resources], wildcard_reason
-        )
+    def allow_submission(self, queue: "_GovernedQueue") -> iam.ManagedPolicy:
+        """Let this team's submission role use ``queue`` as the team, and only as the team."""
+        return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
 
     def grant_data(self, grantee: iam.IGrantable) -> iam.Grant:
         """Read and write this team's bucket with its key; the key policy admits only roles it

@@ -4,7 +4,7 @@ from aws_cdk import Environment, RemovalPolicy, Stack, aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
-from constructs_lib.compliance import acknowledge
+from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TeamTenancy
 
@@ -64,5 +64,5 @@ class CapacityAccountStack(Stack):
                 continue  # HyperPod pools get their own constructs
             queue = construct(self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
             for team in queue.teams:
-                self.tenants[team.name].allow_submission(queue.submit_statements(team.name), queue.WILDCARD_REASON)
+                self.tenants[team.name].allow_submission(queue)
             self.queues[pool.name] = queue

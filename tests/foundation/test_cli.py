@@ -1,0 +1,97 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from constructs_lib.cli import main
+from constructs_lib.loader import default_config_text
+
+from .org import default_data
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, data) -> str:
+    path = tmp_path / "governance.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return str(path)
+
+
+def test_validate_default(capsys):
+    code, out, err = run(capsys, "validate")
+    assert code == 0
+    assert out.strip() == "valid: 3 teams, 2 pools, 2 consumer accounts, 3 priority classes"
+
+
+def test_validate_lists_every_problem_on_stderr_with_exit_2(capsys, tmp_path):
+    data = default_data()
+    data["teams"][0]["account"] = "finance"
+    data["capacity_account"]["account_id"] = "1"
+    code, out, err = run(capsys, "validate", write(tmp_path, data))
+    assert code == 2 and out == ""
+    assert "capacity_account.account_id: invalid ('1') - must match" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("content", ["", "::: not yaml", "[1, 2]", "teams: 5", "a" * 10])
+def test_validate_never_tracebacks(capsys, tmp_path, content):
+    code, _, err = run(capsys, "validate", write(tmp_path, content))
+    assert code == 2
+    assert "invalid input" in err and "Traceback" not in err
+
+
+def test_console_script_exit_code_and_stderr(tmp_path):
+    bad = write(tmp_path, "version: 2\n")
+    result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", "validate", bad], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "version: invalid (2) - allowed: 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_from_environment(capsys, tmp_path, monkeypatch):
+    data = default_data()
+    data["teams"] = data["teams"][:1]
+    monkeypatch.setenv("GPU_GOVERNANCE_CONFIG", write(tmp_path, data))
+    code, out, _ = run(capsys, "validate")
+    assert code == 0 and "1 teams" in out
+
+
+def test_example_is_the_default_and_valid(capsys, tmp_path):
+    code, out, _ = run(capsys, "example")
+    assert code == 0 and out == default_config_text()
+    assert run(capsys, "validate", write(tmp_path, out))[0] == 0
+
+
+def test_schema_accepts_the_example_and_rejects_a_bad_one(capsys):
+    code, out, _ = run(capsys, "schema")
+    schema = json.loads(out)
+    jsonschema.validate(yaml.safe_load(default_config_text()), schema)
+    bad = default_data()
+    bad["teams"][0]["fair_share_weight"] = "high"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_explain_shows_each_teams_deal(capsys):
+    code, out, _ = run(capsys, "explain")
+    assert code == 0
+    rows = {tuple(line.split()[:2]): line for line in out.splitlines()[2:]}
+    research = rows[("research", "sagemaker-training")]
+    assert "16 x ml.g6e.12xlarge, 4 x ml.p5.48xlarge" in research  # quota doubled by borrow_limit 100
+    assert "yes, jobs on borrowed capacity" in research
+    production = rows[("production", "sagemaker-training")]
+    assert "no (reserved)" in production and "no (never borrows)" in production
+    assert "only by the reclaim controller" in rows[("research", "ec2-gpu")]
+
+
+def test_report_on_missing_assembly_is_bad_input(capsys, tmp_path):
+    code, _, err = run(capsys, "report", str(tmp_path / "nope"))
+    assert code == 2 and "not a readable cloud assembly" in err
