@@ -22,7 +22,13 @@ def main() -> int:
         return 2
     build_reference_app(app, model)
     apply_standard_packs(app)
-    app.synth()
+    try:
+        app.synth()
+    except RuntimeError as error:  # jsii surfaces the packs' ValidationFailed as RuntimeError
+        if "ValidationFailed" not in str(error):
+            raise
+        print(f"synthesis stopped by unacknowledged compliance findings:\n{error}", file=sys.stderr)
+        return 1
     return 0
 
 
