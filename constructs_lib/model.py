@@ -14,7 +14,6 @@ import re
 from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
-from pydantic._internal._model_construction import ModelMetaclass
 
 from .errors import GovernanceError, Problem
 
@@ -47,7 +46,7 @@ MAX_HYPERPOD_BORROW_LIMIT = 500  # percent; the range SageMaker documents for Hy
 UNLIMITED: Literal["unlimited"] = "unlimited"
 
 
-class _ReportingMeta(ModelMetaclass):
+class _ReportingMeta(type(BaseModel)):  # pydantic's model metaclass, without a private import
     # Converting errors here rather than in __init__ matters: a custom __init__ would make
     # pydantic call it for nested models too, and nest one report inside another.
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:

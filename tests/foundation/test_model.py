@@ -87,7 +87,7 @@ def mutate(path, value):
         (("priority_classes", 0, "weight"), 101, "priority_classes[0].weight: invalid (101) - at most 100"),
         (("priority_classes", 0, "name"), "Urgent", "priority_classes[0].name: invalid ('Urgent') - must match"),
         (("teams", 0, "members"), ["arn:aws:iam::444455556666:role/*"], "teams[0].members[0]: invalid ('arn:aws:iam::444455556666:role/*') - must match"),
-        (("teams", 0, "quotas", "nowhere"), {"x.large": 1}, "teams[0].quotas.nowhere: undeclared pool ('nowhere') - one of ['ec2-gpu', 'sagemaker-training']"),
+        (("teams", 0, "quotas", "nowhere"), {"x.large": 1}, "teams[0].quotas.nowhere: undeclared pool ('nowhere') - one of ['ec2-gpu', "),
         (("pools", 0, "capacity", "ml.p5.48xlarge"), 7, "pools[0].capacity.ml.p5.48xlarge: teams are guaranteed 8 instances but the pool has fewer (7) - at least 8, or smaller team quotas"),
         (("pools", 0, "backend"), "slurm", "pools[0].backend: invalid"),
         (("pools", 0, "runnable_timeout_minutes"), 5, "pools[0].runnable_timeout_minutes: invalid (5) - at least 10"),
