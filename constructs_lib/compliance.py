@@ -1,10 +1,9 @@
-"""The standard cdk-nag 3 packs every stack of the library is checked against."""
+"""The cdk-nag 3 packs every stack of the library is checked against: the standard ones and
+the library's own GpuGovernance pack."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
-
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Validations
 from cdk_nag import (
     AwsSolutionsChecks,
     HIPAASecurityChecks,
@@ -12,7 +11,11 @@ from cdk_nag import (
     PCIDSS321Checks,
     ServerlessChecks,
 )
-from constructs import Construct, IConstruct
+from constructs import Construct
+
+# Re-exported: the acknowledgement helpers live apart so constructs can use them without
+# importing the packs (the governance pack itself reads what the constructs record).
+from .acknowledgements import acknowledge, acknowledge_wildcard_resources  # noqa: F401
 
 STANDARD_PACKS = (AwsSolutionsChecks, NIST80053R5Checks, HIPAASecurityChecks, PCIDSS321Checks, ServerlessChecks)
 
@@ -20,33 +23,7 @@ STANDARD_PACKS = (AwsSolutionsChecks, NIST80053R5Checks, HIPAASecurityChecks, PC
 def apply_standard_packs(scope: Construct) -> None:
     """Add the packs to an App or a Stage. Plugins on an App do not reach stacks inside a
     Stage, so call this for every Stage too."""
-    Validations.of(scope).add_plugins(*(pack(scope) for pack in STANDARD_PACKS))
+    # Imported here: the pack reads the metadata key batch.py defines, and batch.py imports us.
+    from .nag import GpuGovernanceChecks
 
-
-def acknowledge(construct: IConstruct, reason: str, *finding_ids: str) -> None:
-    """Acknowledge named findings on one construct, each with the same real reason."""
-    Validations.of(construct).acknowledge(*(Acknowledgment(id=finding_id, reason=reason) for finding_id in finding_ids))
-
-
-def acknowledge_wildcard_resources(construct: IConstruct, resources: Iterable[str], reason: str) -> None:
-    """Acknowledge AwsSolutions-IAM5 for exactly the wildcard resources named, no others."""
-    stack = Stack.of(construct)
-    finding_ids = sorted(
-        {f"AwsSolutions-IAM5[Resource::{_nag_text(stack.resolve(arn))}]" for arn in resources if "*" in _nag_text(stack.resolve(arn))}
-    )
-    acknowledge(construct, reason, *finding_ids)
-
-
-def _nag_text(value: Any) -> str:
-    """Render a resolved CloudFormation value the way cdk-nag names it in finding ids."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Ref" in value:
-        return f"<{value['Ref']}>"
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        logical_id, attribute = value["Fn::GetAtt"]
-        return f"<{logical_id}.{attribute}>"
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(_nag_text(part) for part in parts)
-    raise ValueError(f"cannot name a cdk-nag finding for {value!r}")
+    Validations.of(scope).add_plugins(*(pack(scope) for pack in (*STANDARD_PACKS, GpuGovernanceChecks)))

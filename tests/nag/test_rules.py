@@ -1,0 +1,150 @@
+"""Each rule on compliant, non-compliant and not-applicable resources, evaluated directly
+(no synth): every case builds its resources in one shared stack."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App, Stack, aws_iam as iam
+from cdk_nag import NagRuleCompliance
+
+from constructs_lib.nag import RULES, declare_capacity_controller, declare_platform_admin
+from constructs_lib.nag.cfn import StackIndex
+
+from .resources import ACCOUNT, QUEUE, access_entry, compute_quota, function, job_queue, key, policy, quota_share, role
+
+OK, NA, BAD = NagRuleCompliance.COMPLIANT, NagRuleCompliance.NOT_APPLICABLE, NagRuleCompliance.NON_COMPLIANT
+RULE = {r.id: r for r in RULES}
+ROOT = f"arn:aws:iam::{ACCOUNT}:root"
+TENANT = f"arn:aws:iam::{ACCOUNT}:role/a-gpu-training"
+SHARE = f"{QUEUE}/quota-share/a"
+JOBS = f"arn:aws:batch:us-east-1:{ACCOUNT}:job/*"
+BLOCKS = f"arn:aws:ec2:us-east-1:{ACCOUNT}:capacity-reservation/*"
+LIMITS = {"GPU_GOVERNANCE_BUDGET": "25000", "GPU_GOVERNANCE_PRICE_CAP": "9000.50"}
+
+
+def _controller(stack: Stack, id: str) -> iam.CfnRole:
+    controller = role(stack, id)
+    declare_capacity_controller(controller)
+    return controller
+
+
+def _purchasing_function(stack: Stack, id: str, *, variables: dict | None, concurrency: int | None):
+    buyer = role(stack, f"{id}Role", {"Action": "ec2:PurchaseCapacityBlock", "Resource": BLOCKS})
+    return function(stack, id, buyer.attr_arn, variables=variables, concurrency=concurrency)
+
+
+def _admin_entry(stack: Stack, id: str):
+    entry = access_entry(stack, id, policies=[("AmazonEKSClusterAdminPolicy", "cluster")])
+    declare_platform_admin(entry)
+    return entry
+
+
+# (rule id, case name, build(stack) -> resource, expected result)
+CASES = [
+    ("BorrowWithoutLimit", "batch-limited", lambda s, i: quota_share(s, i, {"strategy": "LEND_AND_BORROW", "borrowLimit": 100}), OK),
+    ("BorrowWithoutLimit", "batch-unlimited", lambda s, i: quota_share(s, i, {"strategy": "LEND_AND_BORROW", "borrowLimit": -1}), BAD),
+    ("BorrowWithoutLimit", "batch-no-limit-given", lambda s, i: quota_share(s, i, {"strategy": "LEND_AND_BORROW"}), BAD),
+    ("BorrowWithoutLimit", "batch-lends-only", lambda s, i: quota_share(s, i, {"strategy": "LEND"}), NA),
+    ("BorrowWithoutLimit", "hyperpod-default-limit", lambda s, i: compute_quota(s, i, {"Strategy": "LendAndBorrow"}), OK),
+    ("BorrowWithoutLimit", "hyperpod-ceiling", lambda s, i: compute_quota(s, i, {"Strategy": "LendAndBorrow", "BorrowLimit": 10000}), BAD),
+    ("BorrowWithoutLimit", "hyperpod-default-strategy-at-ceiling", lambda s, i: compute_quota(s, i, {"BorrowLimit": 10000, "Strategy": "LendAndBorrow"}), BAD),
+    ("BorrowWithoutLimit", "hyperpod-dont-lend", lambda s, i: compute_quota(s, i, {"Strategy": "DontLend"}), NA),
+    ("BorrowWithoutLimit", "not-a-quota", lambda s, i: key(s, i), NA),
+    ("SharedQueueWithoutPolicy", "with-policy", lambda s, i: job_queue(s, i, f"arn:aws:batch:us-east-1:{ACCOUNT}:scheduling-policy/fs"), OK),
+    ("SharedQueueWithoutPolicy", "fifo", lambda s, i: job_queue(s, i, None), BAD),
+    ("SharedQueueWithoutPolicy", "one-team-queue", lambda s, i: _single_team_queue(s, i), NA),
+    ("SharedQueueWithoutPolicy", "not-a-queue", lambda s, i: quota_share(s, i, {"strategy": "LEND"}), NA),
+    ("CapacityPurchaseGrant", "controller-on-blocks", lambda s, i: policy(s, i, [_controller(s, f"{i}R").ref], {"Action": "ec2:PurchaseCapacityBlock", "Resource": BLOCKS}), OK),
+    ("CapacityPurchaseGrant", "controller-on-star", lambda s, i: policy(s, i, [_controller(s, f"{i}R").ref], {"Action": "ec2:Purchase*", "Resource": "*"}), ["Resource::*"]),
+    ("CapacityPurchaseGrant", "undeclared-role", lambda s, i: policy(s, i, [role(s, f"{i}R").ref], {"Action": "sagemaker:CreateTrainingPlan", "Resource": "arn:aws:sagemaker:us-east-1:111111111111:training-plan/*"}), ["Principal::<undeclaredroleR>"]),
+    ("CapacityPurchaseGrant", "imported-role-and-user", lambda s, i: policy(s, i, ["ops"], {"Action": "ec2:*", "Resource": BLOCKS}, users=["alice"]), ["Principal::ops", "Principal::alice"]),
+    ("CapacityPurchaseGrant", "inline-not-action", lambda s, i: role(s, i, {"NotAction": "iam:*", "Resource": "*"}), ["Resource::*", "Principal::<inlinenotaction>"]),
+    ("CapacityPurchaseGrant", "describe-only", lambda s, i: policy(s, i, ["ops"], {"Action": "ec2:DescribeCapacityBlockOfferings", "Resource": "*"}), NA),
+    ("JobControlWithoutShare", "team-scoped", lambda s, i: policy(s, i, ["t"],
+        {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, SHARE, f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/*"]},
+        {"Action": "batch:SubmitJob", "Resource": [QUEUE, JOBS], "Condition": {"StringEquals": {"batch:ShareIdentifier": "a"}}},
+        {"Action": ["batch:TerminateJob", "batch:CancelJob"], "Resource": JOBS, "Condition": {"StringEquals": {"aws:ResourceTag/gpu-governance:team": "a"}}}), OK),
+    ("JobControlWithoutShare", "queue-without-share", lambda s, i: policy(s, i, ["t"], {"Action": "batch:SubmitServiceJob", "Resource": QUEUE}), ["Action::batch:SubmitServiceJob"]),
+    ("JobControlWithoutShare", "any-share", lambda s, i: policy(s, i, ["t"], {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, f"{QUEUE}/quota-share/*"]}), ["Action::batch:SubmitServiceJob"]),
+    ("JobControlWithoutShare", "batch-star", lambda s, i: policy(s, i, ["t"], {"Action": "batch:*", "Resource": "*"}), [
+        "Action::batch:SubmitServiceJob", "Action::batch:SubmitJob", "Action::batch:TerminateServiceJob",
+        "Action::batch:UpdateServiceJob", "Action::batch:TerminateJob", "Action::batch:CancelJob"]),
+    ("JobControlWithoutShare", "terminate-any", lambda s, i: policy(s, i, ["t"], {"Action": "batch:TerminateJob", "Resource": JOBS}), ["Action::batch:TerminateJob"]),
+    ("JobControlWithoutShare", "observe-only", lambda s, i: policy(s, i, ["t"], {"Action": ["batch:ListJobs", "batch:DescribeJobs"], "Resource": "*"}), NA),
+    ("PassAnyRole", "named-role", lambda s, i: policy(s, i, ["t"], {"Action": "iam:PassRole", "Resource": TENANT}), OK),
+    ("PassAnyRole", "star", lambda s, i: policy(s, i, ["t"], {"Action": "iam:Pass*", "Resource": "*"}), ["Resource::*"]),
+    ("PassAnyRole", "every-role", lambda s, i: policy(s, i, ["t"], {"Action": "iam:PassRole", "Resource": f"arn:aws:iam::{ACCOUNT}:role/*"}), [f"Resource::arn:aws:iam::{ACCOUNT}:role/*"]),
+    ("PassAnyRole", "no-pass", lambda s, i: policy(s, i, ["t"], {"Action": "s3:GetObject", "Resource": "*"}), NA),
+    ("KeyRotation", "rotated", lambda s, i: key(s, i), OK),
+    ("KeyRotation", "not-rotated", lambda s, i: key(s, i, rotation=None), BAD),
+    ("KeyRotation", "asymmetric", lambda s, i: key(s, i, rotation=None, key_spec="RSA_2048"), NA),
+    ("KeyAdmitsAccount", "tenant-roles", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:Create*"}, {"Principal": {"AWS": TENANT}, "Action": "kms:Decrypt"}), OK),
+    ("KeyAdmitsAccount", "account-root", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:*"}), [f"Principal::{ROOT}"]),
+    ("KeyAdmitsAccount", "bare-account-id", lambda s, i: key(s, i, {"Principal": {"AWS": ACCOUNT}, "Action": ["kms:Decrypt"]}), [f"Principal::{ACCOUNT}"]),
+    ("KeyAdmitsAccount", "root-narrowed-to-role", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:Decrypt", "Condition": {"ArnEquals": {"aws:PrincipalArn": TENANT}}}), OK),
+    ("KeyAdmitsAccount", "not-a-key", lambda s, i: job_queue(s, i, None), NA),
+    ("EksAccessScope", "namespace-edit", lambda s, i: access_entry(s, i, policies=[("AmazonEKSEditPolicy", "namespace")]), OK),
+    ("EksAccessScope", "cluster-admin", lambda s, i: access_entry(s, i, policies=[("AmazonEKSClusterAdminPolicy", "cluster")]), ["Policy::AmazonEKSClusterAdminPolicy", "Scope::cluster:AmazonEKSClusterAdminPolicy"]),
+    ("EksAccessScope", "cluster-view", lambda s, i: access_entry(s, i, policies=[("AmazonEKSViewPolicy", "cluster")]), ["Scope::cluster:AmazonEKSViewPolicy"]),
+    ("EksAccessScope", "masters-group", lambda s, i: access_entry(s, i, groups=["system:masters"]), ["Group::system:masters"]),
+    ("EksAccessScope", "declared-admin", _admin_entry, NA),
+    ("EksAccessScope", "node-role", lambda s, i: access_entry(s, i, type="EC2_LINUX"), NA),
+    ("PresetContradiction", "critical-reserves", lambda s, i: quota_share(s, i, {"strategy": "RESERVE"}, "critical"), OK),
+    ("PresetContradiction", "critical-lends", lambda s, i: quota_share(s, i, {"strategy": "LEND"}, "critical"), ["Preset::critical"]),
+    ("PresetContradiction", "steady-borrows-hyperpod", lambda s, i: compute_quota(s, i, {"Strategy": "LendAndBorrow", "BorrowLimit": 50}, "steady"), ["Preset::steady"]),
+    ("PresetContradiction", "steady-default-hyperpod", lambda s, i: compute_quota(s, i, None, "steady"), ["Preset::steady"]),
+    ("PresetContradiction", "background-hyperpod", lambda s, i: compute_quota(s, i, {"Strategy": "LendAndBorrow", "BorrowLimit": 100}, "background"), OK),
+    ("PresetContradiction", "unknown-preset", lambda s, i: quota_share(s, i, {"strategy": "LEND"}, "vip"), ["Preset::vip"]),
+    ("PresetContradiction", "no-preset", lambda s, i: quota_share(s, i, {"strategy": "LEND"}), NA),
+    ("PurchaserLimits", "limited", lambda s, i: _purchasing_function(s, i, variables=LIMITS, concurrency=1), OK),
+    ("PurchaserLimits", "no-limits-concurrent", lambda s, i: _purchasing_function(s, i, variables=None, concurrency=None),
+        ["Missing::GPU_GOVERNANCE_BUDGET", "Missing::GPU_GOVERNANCE_PRICE_CAP", "Concurrency::unreserved"]),
+    ("PurchaserLimits", "bad-amounts", lambda s, i: _purchasing_function(s, i, variables={"GPU_GOVERNANCE_BUDGET": "0", "GPU_GOVERNANCE_PRICE_CAP": "lots"}, concurrency=1),
+        ["Missing::GPU_GOVERNANCE_BUDGET", "Missing::GPU_GOVERNANCE_PRICE_CAP"]),
+    ("PurchaserLimits", "declared-controller-via-policy", lambda s, i: _function_of_declared_controller(s, i), ["Concurrency::unreserved"]),
+    ("PurchaserLimits", "ordinary-function", lambda s, i: function(s, i, role(s, f"{i}Role", {"Action": "s3:GetObject", "Resource": "*"}).attr_arn, variables=None, concurrency=None), NA),
+]
+
+
+def _single_team_queue(stack, id):
+    queue = job_queue(stack, id, None)
+    queue.cfn_options.metadata = {"GpuGovernance": {"team": "a"}}
+    return queue
+
+
+def _function_of_declared_controller(stack, id):
+    controller = _controller(stack, f"{id}Role")
+    return function(stack, id, controller.attr_arn, variables=LIMITS, concurrency=None)
+
+
+@pytest.fixture(scope="module")
+def built():
+    stack = Stack(App(), "Rules")
+    return {(rule, name): build(stack, name.replace("-", "")) for rule, name, build, _ in CASES}
+
+
+@pytest.mark.parametrize("rule_id,name,expected", [(r, n, e) for r, n, _, e in CASES], ids=[f"{r}:{n}" for r, n, _, _ in CASES])
+def test_rule(built, rule_id, name, expected):
+    result = RULE[rule_id].evaluate(built[(rule_id, name)], StackIndex())
+    if isinstance(expected, list):
+        assert sorted(result) == sorted(expected)
+    else:
+        assert result == expected
+
+
+def test_every_rule_has_compliant_non_compliant_and_not_applicable_cases():
+    kinds = {rule.id: set() for rule in RULES}
+    for rule_id, _, _, expected in CASES:
+        kinds[rule_id].add("non-compliant" if isinstance(expected, list) or expected is BAD else expected.name)
+    assert all(k == {"COMPLIANT", "NOT_APPLICABLE", "non-compliant"} for k in kinds.values()), kinds
+
+
+def test_rule_ids_are_unique_and_documented():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "governance-checks.md").read_text()
+    ids = [rule.id for rule in RULES]
+    assert len(ids) == len(set(ids))
+    for rule in RULES:
+        assert f"GpuGovernance-{rule.id}" in docs
+        assert len(rule.info) < 120 and "\n" not in rule.info
