@@ -19,7 +19,7 @@ from .model import GovernanceModel
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its parsers.
-SUBCOMMAND_MODULES: tuple[str, ...] = ()
+SUBCOMMAND_MODULES: tuple[str, ...] = ("constructs_lib.simulate", "constructs_lib.cli_capacity", "constructs_lib.slurm.cli")
 
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:

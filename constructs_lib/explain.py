@@ -30,21 +30,31 @@ def deal(team: Team, pool: AnyPool) -> Deal:
     # Bounded by what the pool holds at all.
     ceiling = {t: min(c, pool.capacity[t]) if c is not None else pool.capacity[t] for t, c in ceiling.items()}
     natively_preempts = pool.backend != "batch_fair_share"
+    lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         reclaimable = "yes, jobs on borrowed capacity" if natively_preempts else "only by the reclaim controller"
     else:
         reclaimable = "no (never borrows)"
+    if pool.backend == "hyperpod_eks":
+        # HyperPod semantics that differ from the model (docs/hyperpod-eks.md).
+        if not pool.idle_resource_sharing:
+            ceiling = dict(quota)
+            lends_idle = reclaimable = "no (idle resource sharing off on the cluster)"
+        elif sharing.strategy is SharingStrategy.RESERVE:
+            lends_idle = "no (DontLend: HyperPod documents only that it does not lend)"
     if pool.backend == "batch_fair_share":
         preemption = "no (Batch fair share never preempts)"
     else:
         preemption = "yes, lower priority first" if sharing.in_share_preemption else "no"
+        if pool.backend == "hyperpod_eks":
+            preemption += f" (PreemptTeamTasks {'LowerPriority' if sharing.in_share_preemption else 'Never'})"
     return Deal(
         team=team.name,
         pool=pool.name,
         backend=pool.backend,
         guaranteed=_counts(dict(quota)),
         max_with_borrowing=_counts(ceiling),
-        lends_idle="yes" if sharing.lends else "no (reserved)",
+        lends_idle=lends_idle,
         reclaimable=reclaimable,
         in_share_preemption=preemption,
     )

@@ -301,6 +301,41 @@ AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperP
 HYPERPOD_BACKENDS = ("hyperpod_eks", "hyperpod_slurm")
 
 
+# A root, OU or account id (the AWS::Organizations::Policy TargetIds pattern).
+OrganisationTargetId = Annotated[str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|\d{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")]
+# Like PrincipalArn, but "*" may stand in the account or the name (IAM Identity Center roles
+# carry a random suffix); a name of wildcards alone would exempt everyone and is refused.
+ExemptPrincipalArn = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^arn:aws[a-z-]*:iam::(\d{12}|\*):role/[A-Za-z0-9+=,.@_/*-]*[A-Za-z0-9+=,.@_-][A-Za-z0-9+=,.@_/*-]*$", max_length=600
+    ),
+]
+TagEnforcedFor = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+:([a-z0-9-]+|ALL_SUPPORTED)$")]
+
+
+class Guardrails(_Frozen):
+    """Organisation guardrails, deployed only when declared: service control policies that leave
+    buying capacity and changing quotas to the platform's roles, and a tag policy for the team tag.
+    Deployed to the management (or delegated administrator) account; see docs/delivery.md."""
+
+    management_account: Account
+    target_ids: tuple[OrganisationTargetId, ...] = Field(min_length=1, description="Root, OU or account ids the policies attach to")
+    exempt_principals: tuple[ExemptPrincipalArn, ...] = Field(
+        default=(), description="Further role ARNs (e.g. break-glass) exempt from both service control policies"
+    )
+    tag_enforced_for: tuple[TagEnforcedFor, ...] = Field(
+        default=(), description="Resource types ('service:type' or 'service:ALL_SUPPORTED') where a wrong team tag is refused, not only reported"
+    )
+
+    @model_validator(mode="after")
+    def _no_duplicate_targets(self) -> "Guardrails":
+        repeated = sorted({t for t in self.target_ids if self.target_ids.count(t) > 1})
+        if repeated:
+            raise ValueError(f"target_ids must be unique; repeated: {repeated}")
+        return self
+
+
 class GovernanceModel(_Frozen):
     """The whole organisation: accounts, priority classes, capacity pools and teams."""
 
@@ -315,6 +350,7 @@ class GovernanceModel(_Frozen):
     pools: tuple[Pool, ...] = Field(min_length=1)
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[capacity_model.CapacityWindow, ...] = ()
+    guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
 
     @model_validator(mode="after")
     def _organisation_is_consistent(self) -> "GovernanceModel":

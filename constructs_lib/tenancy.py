@@ -19,12 +19,12 @@ from .model import Team
 ROLE_PATH = "/gpu-governance/"
 
 # Key administration without use of the key: admins manage it, only the tenant's roles use it.
-_KEY_ADMIN_ACTIONS = [
+KEY_ADMIN_ACTIONS = [
     "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
     "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
     "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
 ]
-_KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
+KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 _OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
 _BUCKET_ACTIONS = ["s3:ListBucket", "s3:GetBucketLocation"]
 
@@ -87,7 +87,7 @@ class TeamTenancy(Construct):
             policy=iam.PolicyDocument(
                 statements=[
                     iam.PolicyStatement(
-                        sid="PlatformAdministration", principals=admins, actions=_KEY_ADMIN_ACTIONS, resources=["*"]
+                        sid="PlatformAdministration", principals=admins, actions=KEY_ADMIN_ACTIONS, resources=["*"]
                     )
                 ]
             ),
@@ -128,7 +128,7 @@ class TeamTenancy(Construct):
         )
         for role in (self.execution_role, self.submission_role):
             self.key.add_to_resource_policy(
-                iam.PolicyStatement(principals=[role], actions=_KEY_USE_ACTIONS, resources=["*"])
+                iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"])
             )
         self.data_policy = iam.ManagedPolicy(
             self,
@@ -195,12 +195,18 @@ class TeamTenancy(Construct):
         return [
             iam.PolicyStatement(actions=_OBJECT_ACTIONS, resources=[self.bucket.arn_for_objects("*")]),
             iam.PolicyStatement(actions=_BUCKET_ACTIONS, resources=[self.bucket.bucket_arn]),
-            iam.PolicyStatement(actions=_KEY_USE_ACTIONS, resources=[self.key.key_arn]),
+            iam.PolicyStatement(actions=KEY_USE_ACTIONS, resources=[self.key.key_arn]),
         ]
 
     def allow_submission(self, queue: "_GovernedQueue") -> iam.ManagedPolicy:
         """Let this team's submission role use ``queue`` as the team, and only as the team."""
         return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
+
+    def admit_to_data(self, role: iam.IRole) -> None:
+        """Give another role of the team exactly the team's data access: the managed data policy
+        and a place in the key policy (no inline policy)."""
+        self.data_policy.attach_to_role(role)
+        self.key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
 
     def grant_data(self, grantee: iam.IGrantable) -> iam.Grant:
         """Read and write this team's bucket with its key; the key policy admits only roles it
@@ -208,7 +214,7 @@ class TeamTenancy(Construct):
         grant = iam.Grant.add_to_principal(grantee=grantee, actions=_OBJECT_ACTIONS, resource_arns=[self.bucket.arn_for_objects("*")])
         grant = grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=_BUCKET_ACTIONS, resource_arns=[self.bucket.bucket_arn]))
         self.key.add_to_resource_policy(
-            iam.PolicyStatement(principals=[grantee.grant_principal], actions=_KEY_USE_ACTIONS, resources=["*"])
+            iam.PolicyStatement(principals=[grantee.grant_principal], actions=KEY_USE_ACTIONS, resources=["*"])
         )
-        return grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=_KEY_USE_ACTIONS, resource_arns=[self.key.key_arn]))
+        return grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=KEY_USE_ACTIONS, resource_arns=[self.key.key_arn]))
 

@@ -2,6 +2,7 @@
 
 from .capacity_stack import CapacityAccountStack
 from .consumer_stack import ConsumerAccountStack
+from .guardrails_stack import OrganisationGuardrailsStack
 from .reference import build_reference_app
 
-__all__ = ["CapacityAccountStack", "ConsumerAccountStack", "build_reference_app"]
+__all__ = ["CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "build_reference_app"]

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from aws_cdk import Environment, RemovalPolicy, Stack, aws_s3 as s3
+from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
+from constructs_lib.capacity import CapacityController
+from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TeamTenancy
@@ -58,11 +60,22 @@ class CapacityAccountStack(Stack):
             for team in model.teams
         }
         self.queues = {}
+        self.hyperpod_eks_clusters = {}
         for pool in model.pools:
+            if pool.backend == "hyperpod_eks":
+                self.hyperpod_eks_clusters[pool.name] = HyperPodEksGovernance(
+                    self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name),
+                    priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=self.tenants,
+                )
+                continue
             construct = _QUEUE_CONSTRUCTS.get(pool.backend)
             if construct is None:
-                continue  # HyperPod pools get their own constructs
+                continue  # HyperPod Slurm pools get their own constructs
             queue = construct(self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
             for team in queue.teams:
                 self.tenants[team.name].allow_submission(queue)
             self.queues[pool.name] = queue
+        if model.capacity_windows:
+            self.capacity_controller = CapacityController(self, "CapacityController", model=model)
+            # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
+            CfnOutput(self, "CapacityLedgerTable", value=self.capacity_controller.ledger.table_name)

@@ -23,7 +23,11 @@ CAPACITY_CONTROLLER = "capacityController"
 PLATFORM_ADMIN = "platformAdmin"
 """Declared on an EKS access entry whose principal administers the platform."""
 
-PURCHASE_ACTIONS = ("ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan")
+PURCHASE_ACTIONS = (
+    "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
+    "sagemaker:ExtendTrainingPlan",
+)
+"""Every IAM action that buys GPU capacity (the nag rules and the organisation guardrails)."""
 
 
 def _cfn(construct: IConstruct) -> CfnResource:

@@ -30,6 +30,13 @@ install_packages() {
     ((${#missing[@]} == 0)) && return
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # Keep the packages' maintainer scripts from starting daemons with their stock configuration
+    # (this script starts them with its own); a policy already in place is left as it is.
+    local policy=/usr/sbin/policy-rc.d
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
@@ -103,7 +110,8 @@ SlurmdTimeout=30
 MessageTimeout=10
 NodeName=DEFAULT CPUs=$CPUS_PER_NODE RealMemory=1000 Gres=gpu:$GPUS_PER_NODE State=UNKNOWN
 $(port=6821; for n in "${NODES[@]}"; do echo "NodeName=$n NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port"; port=$((port + 1)); done)
-PartitionName=all Nodes=$NODE_RANGE Default=YES MaxTime=INFINITE State=UP
+# Administrators only: tenants reach the nodes through the governance partitions alone.
+PartitionName=all Nodes=$NODE_RANGE Default=YES MaxTime=INFINITE AllowAccounts=root State=UP
 Include $CONF_DIR/gpu-governance.conf
 EOF
 )

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+from operator import itemgetter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
@@ -327,7 +328,6 @@ class _TypePlanner:
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
-        self.pending = sorted((j for j in self.state.pending if j.instance_type == t), key=_queue_order)
 
     # -- capacity bookkeeping
 
@@ -369,20 +369,27 @@ class _TypePlanner:
     # -- the two phases
 
     def run(self) -> None:
-        guaranteed = [(_queue_order(j), j) for j in self.pending]
-        heapq.heapify(guaranteed)
+        # Queue entries carry their sort key, computed once: with 50,000 pending jobs the key
+        # function would otherwise dominate a tick.
+        queue = sorted(((_queue_order(j), j) for j in self.state.pending if j.instance_type == self.instance_type), key=itemgetter(0))
+        requeued: list[tuple[tuple, PendingJob]] = []  # victims, planned again in this tick
         rest: dict[str, list[tuple[tuple, PendingJob]]] = {}
-        while guaranteed:
-            _, job = heapq.heappop(guaranteed)
+        index = 0
+        while index < len(queue) or requeued:
+            if requeued and (index == len(queue) or requeued[0][0] < queue[index][0]):
+                entry = heapq.heappop(requeued)
+            else:
+                entry, index = queue[index], index + 1
+            job = entry[1]
             if not self.within_guarantee(job):
-                heapq.heappush(rest.setdefault(job.share, []), (_queue_order(job), job))
+                heapq.heappush(rest.setdefault(job.share, []), entry)
                 continue
             victims = self.admit(job, self.free_for(job.share), reclaim=True)
             if victims is None:
                 self.held += max(0, job.count - self.reserved_idle_of(job.share))
                 continue
             for victim in victims:
-                heapq.heappush(guaranteed, (_queue_order(victim), victim))
+                heapq.heappush(requeued, (_queue_order(victim), victim))
         self._borrowing_phase(rest)
 
     def _borrowing_phase(self, rest: dict[str, list[tuple[tuple, PendingJob]]]) -> None:
@@ -396,8 +403,13 @@ class _TypePlanner:
             _, name = heapq.heappop(turns)
             _, job = heapq.heappop(rest[name])
             available = self.free_for(name) - self.held
-            for victim in self.admit(job, available, reclaim=False) or ():
+            victims = self.admit(job, available, reclaim=False)
+            for victim in victims or ():
                 heapq.heappush(rest[name], (_queue_order(victim), victim))
+            if victims is None and min(available, self.ceiling[name] - self.usage[name]) <= 0:
+                # No room at all and no in-share victim for this job: the share's later jobs have
+                # no higher priority, so none of them can start this tick either.
+                continue
             if rest[name]:
                 heapq.heappush(turns, (key(name), name))
 

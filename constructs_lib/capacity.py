@@ -1,0 +1,193 @@
+"""The capacity controller: one Lambda function that plans, buys exactly once, rotates and
+drains, with its ledger, notification topic, triggers, alarms and the only IAM role allowed to
+buy capacity.
+
+Minimal use, in the capacity account's stack::
+
+    CapacityController(self, "CapacityController", model=model)
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from aws_cdk import (
+    ArnFormat, Duration, RemovalPolicy, Stack,
+    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_dynamodb as dynamodb, aws_events as events,
+    aws_events_targets as targets, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_, aws_logs as logs, aws_sns as sns,
+    aws_sqs as sqs,
+)
+from constructs import Construct
+
+from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+from .errors import GovernanceError
+from .model import GovernanceModel
+from .nag import BUDGET_VARIABLE, PRICE_CAP_VARIABLE, declare_capacity_controller
+from .policy import policy_json
+from .tenancy import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
+
+RUNTIME_FOLDER = Path(__file__).resolve().parents[1] / "lambda"
+TAG_MANAGED_BY = "gpu-governance:managed-by"  # the runtime's aws.TAG_MANAGED_BY
+TAG_KEYS = ["gpu-governance:intent", "gpu-governance:window", TAG_MANAGED_BY]
+BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
+
+
+class CapacityController(Construct):
+    """Buys the model's capacity windows (dry run unless a window says otherwise).
+
+    ``schedule``: how often the controller plans (default every 15 minutes; approvals are acted
+    on at the next run). Exposes ``function``, ``role``, ``ledger``, ``topic`` and ``alarms``.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15)) -> None:
+        super().__init__(scope, id)
+        if not model.capacity_windows:
+            raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
+        stack = Stack.of(self)
+        self.controller_id = f"{model.organisation}-capacity"
+        windows = model.capacity_windows
+
+        # The account administers the key; only the controller role and the services named use it.
+        self.key = kms.Key(self, "Key", description=f"{self.controller_id}: ledger, topic, logs and dead letters",
+                           enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
+                           policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
+                               principals=[iam.AccountRootPrincipal()], actions=KEY_ADMIN_ACTIONS, resources=["*"])]))
+        self.ledger = dynamodb.Table(
+            self, "Ledger", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST, encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key, point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
+            deletion_protection=True, removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(self.ledger, "Point-in-time recovery (35 days) is the ledger's backup; it is small and every purchase is also "
+                    "tagged on the reservation itself, so it can be rebuilt from AWS.",
+                    "NIST.800.53.R5-DynamoDBInBackupPlan", "HIPAA.Security-DynamoDBInBackupPlan", "PCI.DSS.321-DynamoDBInBackupPlan")
+        self.topic = sns.Topic(self, "Topic", display_name="GPU capacity windows", master_key=self.key, enforce_ssl=True)
+        self.dead_letters = sqs.Queue(self, "DeadLetters", encryption=sqs.QueueEncryption.KMS, encryption_master_key=self.key,
+                                      enforce_ssl=True, retention_period=Duration.days(14))
+        acknowledge(self.dead_letters, "This queue is itself the dead-letter queue of the controller and its triggers.",
+                    "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
+
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)")
+        declare_capacity_controller(self.role)
+        for user in (self.role, iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com"),
+                     iam.ServicePrincipal("cloudwatch.amazonaws.com")):  # cloudwatch: alarm actions publish to the topic
+            self.key.add_to_resource_policy(iam.PolicyStatement(principals=[user], actions=KEY_USE_ACTIONS, resources=["*"]))
+        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
+        self.function = lambda_.Function(
+            self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
+            handler="gpu_governance_runtime.capacity.handler.handle", code=lambda_.Code.from_asset(str(_bundle(policy_json(model)))),
+            role=self.role, timeout=Duration.minutes(5), memory_size=512, reserved_concurrent_executions=1,
+            log_group=log_group, logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,
+            dead_letter_queue=self.dead_letters, environment_encryption=self.key,
+        )
+        # Set on the L1 rather than through the L2's lazy environment, which cdk-nag rules reading
+        # the resource's properties (GpuGovernance-PurchaserLimits) see as empty.
+        self.function.node.default_child.environment = lambda_.CfnFunction.EnvironmentProperty(variables={
+            "CONTROLLER_ID": self.controller_id, "LEDGER_TABLE": self.ledger.table_name, "TOPIC_ARN": self.topic.topic_arn,
+            # A second, independent statement of the limits: the handler refuses a policy above them.
+            BUDGET_VARIABLE: str(max(w.budget.amount for w in windows)),
+            PRICE_CAP_VARIABLE: str(max(w.max_price_per_instance_hour for w in windows)),
+        })
+        acknowledge(self.function, "The controller calls only public AWS APIs (EC2, SageMaker, DynamoDB, SNS); "
+                    "a VPC would add NAT cost and no isolation.",
+                    "NIST.800.53.R5-LambdaInsideVPC", "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC")
+        self.ledger.grant_read_write_data(self.role)
+        self.topic.grant_publish(self.role)
+        self._grant_capacity(model)
+
+        target = targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=2, max_event_age=Duration.hours(1))
+        events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
+        events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
+            source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
+        self.alarms = self._alarms(model)
+
+    def _grant_capacity(self, model: GovernanceModel) -> None:
+        stack = Stack.of(self)
+        arn = lambda service, resource: stack.format_arn(service=service, resource=resource, resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)  # noqa: E731
+        tagged_by_us = {"StringEquals": {f"aws:RequestTag/{TAG_MANAGED_BY}": self.controller_id}, "ForAllValues:StringEquals": {"aws:TagKeys": TAG_KEYS}}
+        reservations = arn("ec2", "capacity-reservation")
+        statements = [
+            # No instance-type condition key exists for these actions: region (via the ARN) and our
+            # own tags are as tight as IAM allows; the price cap and budget live in the controller.
+            iam.PolicyStatement(actions=["ec2:PurchaseCapacityBlock"], resources=[reservations], conditions=tagged_by_us),
+            iam.PolicyStatement(actions=["ec2:CreateTags"], resources=[reservations],
+                                conditions={"StringEquals": {"ec2:CreateAction": "PurchaseCapacityBlock"}}),
+            iam.PolicyStatement(actions=["ec2:PurchaseCapacityBlockExtension"], resources=[reservations],
+                                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
+            iam.PolicyStatement(actions=["ec2:DescribeCapacityReservations", "ec2:DescribeCapacityBlockOfferings",
+                                         "ec2:DescribeCapacityBlockExtensionOfferings", "ec2:DescribeCapacityBlockExtensionHistory",
+                                         "ec2:DescribeLaunchTemplateVersions"], resources=["*"]),
+            iam.PolicyStatement(actions=["events:PutEvents"], resources=[stack.format_arn(service="events", resource="event-bus", resource_name="default")]),
+        ]
+        feeds = [w.feeds for w in model.capacity_windows]
+        templates = [f for f in feeds if hasattr(f, "launch_template_name")]
+        if templates:
+            statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate"],
+                                                  resources=[arn("ec2", "launch-template")]))
+        compute_environments = sorted({f.compute_environment for f in feeds if f.kind == "batch_compute_environment"})
+        if compute_environments:
+            statements.append(iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=compute_environments))
+        node_groups = sorted({stack.format_arn(service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*")
+                              for f in feeds if f.kind == "eks_node_group"})
+        if node_groups:
+            statements.append(iam.PolicyStatement(actions=["eks:UpdateNodegroupVersion"], resources=node_groups))
+        if any(w.market == "training_plan" for w in model.capacity_windows):
+            plans = arn("sagemaker", "training-plan")
+            statements += [
+                iam.PolicyStatement(actions=["sagemaker:CreateTrainingPlan", "sagemaker:AddTags"], resources=[plans], conditions=tagged_by_us),
+                iam.PolicyStatement(actions=["sagemaker:CreateReservedCapacity"], resources=[arn("sagemaker", "reserved-capacity")]),
+                iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan"], resources=[plans]),
+                iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
+            ]
+        for statement in statements:
+            self.role.add_to_policy(statement)
+        policy = self.role.node.find_child("DefaultPolicy")
+        acknowledge(policy, "The purchase permission must stay with this one role: an inline policy cannot be attached to "
+                    "any other principal, a managed policy could.",
+                    "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy")
+        acknowledge(policy, "DynamoDB and SNS grants name these KMS wildcards; the key policy itself allows this role only "
+                    "Encrypt, Decrypt, GenerateDataKey and DescribeKey on this one key.",
+                    "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
+        acknowledge_wildcard_resources(
+            policy, [r for s in statements for r in s.resources] + ["*"],
+            "Describe/List/Search calls support no resource-level permission; purchases are limited to this region's "
+            "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
+            "launch template ARNs carry ids, not the names the governance file declares.",
+        )
+
+    def _alarms(self, model: GovernanceModel) -> list[cloudwatch.Alarm]:
+        def metric(name: str, dimensions: dict[str, str] | None = None, statistic: str = "Maximum") -> cloudwatch.Metric:
+            return cloudwatch.Metric(namespace="GpuGovernance/Capacity", metric_name=name, dimensions_map=dimensions,
+                                     statistic=statistic, period=Duration.minutes(15))
+
+        specs = [
+            ("WindowsUncovered", metric("WindowsUncovered"), 0, "a capacity window cannot be covered (price cap, budget or no offering)"),
+            ("PurchaseFailures", metric("PurchaseFailures", statistic="Sum"), 0, "a capacity purchase failed"),
+            ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(15)), 0, "the capacity controller failed"),
+            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(15)), 0,
+             "a capacity event or run was not delivered"),
+        ] + [
+            (f"Budget{w.name}", metric("BudgetUsedPercent", {"Window": w.name}), 90, f"window {w.name} used over 90% of its budget")
+            for w in model.capacity_windows
+        ]
+        alarms = []
+        for name, source, threshold, description in specs:
+            alarm = cloudwatch.Alarm(self, f"{name}Alarm", metric=source, threshold=threshold, evaluation_periods=1,
+                                     alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+            alarm.add_alarm_action(actions.SnsAction(self.topic))
+            alarms.append(alarm)
+        return alarms
+
+
+def _bundle(policy: str) -> Path:
+    """The Lambda asset: the runtime package plus the compiled policy, staged without Docker.
+    The asset hash is over the content, so an unchanged model gives an unchanged asset."""
+    staging = Path(tempfile.mkdtemp(prefix="gpu-governance-capacity-"))
+    shutil.copytree(RUNTIME_FOLDER / "gpu_governance_runtime", staging / "gpu_governance_runtime",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (staging / "gpu_governance_runtime" / "policy.json").write_text(policy)
+    return staging

@@ -1,0 +1,175 @@
+"""`gpu-governance capacity plan|approve`: try windows against offerings, approve a purchase.
+
+``plan`` runs the controller's own planner on offerings looked up with the AWS CLI, so a
+platform team sees what would be bought and why before anything is deployed::
+
+    aws ec2 describe-capacity-block-offerings --instance-type p5.48xlarge --instance-count 4 \\
+        --capacity-duration-hours 24 > offerings.json
+    gpu-governance capacity plan --config governance.yaml --offerings offerings.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from .errors import GovernanceError, Problem
+from .loader import load_model
+
+LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
+OFFERING_LISTS = ("CapacityBlockOfferings", "TrainingPlanOfferings", "CapacityReservations")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    capacity = subparsers.add_parser("capacity", help="capacity windows: plan purchases, approve one")
+    commands = capacity.add_subparsers(dest="capacity_command", required=True, metavar="COMMAND")
+
+    plan = commands.add_parser("plan", help="what the controller would buy for the windows, and why")
+    plan.add_argument("--config", required=True, help="governance file (YAML or JSON) with capacity_windows")
+    plan.add_argument("--offerings", required=True, action="append",
+                      help="JSON from `aws ec2 describe-capacity-block-offerings`, `aws sagemaker search-training-plan-offerings` "
+                           "or `aws ec2 describe-capacity-reservations` (repeatable)")
+    plan.add_argument("--now", help="plan as of this UTC time (ISO 8601; default: now)")
+    plan.add_argument("--spent", action="append", default=[], metavar="WINDOW=AMOUNT", help="already spent this budget period")
+    plan.add_argument("--json", action="store_true", help="print one JSON object")
+    plan.set_defaults(handler=_plan)
+
+    approve = commands.add_parser("approve", help="approve a purchase the controller proposed (approval mode)")
+    approve.add_argument("intent_id", metavar="ID", help="the intent id from the approval notification")
+    approve.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
+                         help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
+    approve.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
+    approve.set_defaults(handler=_approve)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from gpu_governance_runtime.capacity.planner import Window, plan
+
+    model = load_model(args.config)
+    if not model.capacity_windows:
+        raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window to plan")
+    now = _utc_time(args.now, "--now") if args.now else datetime.now(timezone.utc)
+    offerings, reservations = [], []
+    for path in args.offerings:
+        found_offerings, found_reservations = _read_market(path)
+        offerings += found_offerings
+        reservations += found_reservations
+    windows = [Window.from_policy(w.to_policy()) for w in model.capacity_windows]
+    result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
+    print(json.dumps(_as_json(result), indent=2) if args.json else _as_text(result, windows))
+    return 0
+
+
+def _approve(args: argparse.Namespace) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpu_governance_runtime.capacity.ledger import ClaimRefused, Ledger
+
+    if not args.table:
+        raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
+    ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table)
+    try:
+        intent = ledger.approve(args.intent_id, now=datetime.now(timezone.utc))
+    except ClaimRefused as refusal:
+        raise GovernanceError.single("ID", "cannot be approved", args.intent_id, str(refusal)) from None
+    except (BotoCoreError, ClientError) as error:
+        raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
+    offering = intent.offering
+    print(f"approved {intent.id}: {offering.count} x {offering.instance_type} in {offering.availability_zone}, "
+          f"{offering.start:%Y-%m-%d %H:%M} to {offering.end:%Y-%m-%d %H:%M} UTC, {offering.upfront_fee} {offering.currency}; "
+          "the controller buys it on its next run if the offering is still for sale at that price")
+    return 0
+
+
+def _read_market(path: str):
+    from gpu_governance_runtime.capacity.aws import block_offering, reservation_from_api, training_plan_offering
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise GovernanceError.single(path, "cannot read the file", type(error).__name__, f"a readable JSON file ({error})") from None
+    except json.JSONDecodeError as error:
+        raise GovernanceError.single(path, f"not valid JSON at line {error.lineno}, column {error.colno}", error.msg, "AWS CLI JSON output") from None
+    if not isinstance(data, dict) or not any(key in data for key in OFFERING_LISTS):
+        raise GovernanceError.single(path, "no offerings or reservations found", type(data).__name__, f"a mapping with one of {list(OFFERING_LISTS)}")
+    parsers = {"CapacityBlockOfferings": block_offering, "TrainingPlanOfferings": training_plan_offering, "CapacityReservations": reservation_from_api}
+    parsed: dict[str, list] = {key: [] for key in OFFERING_LISTS}
+    problems = []
+    for key, parse in parsers.items():
+        for index, item in enumerate(data.get(key, [])):
+            try:
+                parsed[key].append(parse(item))
+            except (KeyError, TypeError, ValueError, IndexError, InvalidOperation) as error:
+                problems.append(Problem(path=f"{path}: {key}[{index}]", wrong=f"unreadable ({type(error).__name__}: {error})",
+                                        value=item, allowed="an item as the AWS CLI prints it"))
+    if problems:
+        raise GovernanceError(problems)
+    return parsed["CapacityBlockOfferings"] + parsed["TrainingPlanOfferings"], parsed["CapacityReservations"]
+
+
+def _utc_time(text: str, path: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        value = None
+    if value is None or value.tzinfo is None:
+        raise GovernanceError.single(path, "not a UTC time", text, "ISO 8601 with a zone, e.g. 2026-12-01T09:00:00Z")
+    return value.astimezone(timezone.utc)
+
+
+def _spent(items: list[str], windows) -> dict[str, Decimal]:
+    names = sorted(w.name for w in windows)
+    spent, problems = {}, []
+    for item in items:
+        name, _, amount = item.partition("=")
+        try:
+            value = Decimal(amount)
+        except InvalidOperation:
+            value = None
+        if name not in names or value is None or value < 0:
+            problems.append(Problem(path="--spent", wrong="invalid", value=item, allowed=f"WINDOW=AMOUNT with WINDOW one of {names} and AMOUNT >= 0"))
+        else:
+            spent[name] = value
+    if problems:
+        raise GovernanceError(problems)
+    return spent
+
+
+def _as_text(result, windows) -> str:
+    caps = {w.name: w for w in windows}
+    lines = []
+    for p in result.purchases:
+        o, w = p.offering, caps[p.window]
+        unused = o.instance_hours - w.instance_count * w.duration_hours
+        verb = {"dry_run": "WOULD BUY (dry run)", "approval": "WOULD ASK APPROVAL FOR", "auto": "BUY"}[p.mode]
+        what = "extension of " + (o.reservation_id or "") if o.kind == "extension" else o.kind.replace("_", " ")
+        lines.append(
+            f"{verb} {what} {o.id} for {p.occurrence.key}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
+            f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "
+            f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour}); "
+            f"cheapest cover, then least unused time ({max(unused, 0)} instance-hours unused)"
+        )
+    lines += [f"COVERED {o.key} by blocks already held" for o in result.covered]
+    lines += [f"NOT COVERED {u.occurrence.key}: {u.reason}" for u in result.uncovered]
+    lines += [f"IGNORED offering {offering_id}: {why}" for offering_id, why in result.ignored_offerings]
+    for w in windows:
+        if result.spend(w.name):
+            lines.append(f"SPEND {w.name}: {result.spend(w.name)} of {w.budget} per {w.budget_period}")
+    return "\n".join(lines) or "nothing to buy: no occurrence of any window is within its buying horizon"
+
+
+def _as_json(result) -> dict[str, Any]:
+    return {
+        "purchases": [{"window": p.window, "occurrence": p.occurrence.key, "mode": p.mode, "offering": p.offering.id, "kind": p.offering.kind,
+                       "upfront_fee": str(p.offering.upfront_fee), "start": p.offering.start.isoformat(), "end": p.offering.end.isoformat(),
+                       "availability_zone": p.offering.availability_zone} for p in result.purchases],
+        "covered": [o.key for o in result.covered],
+        "uncovered": [{"occurrence": u.occurrence.key, "reason": u.reason} for u in result.uncovered],
+        "ignored_offerings": [{"offering": i, "reason": r} for i, r in result.ignored_offerings],
+    }

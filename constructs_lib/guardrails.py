@@ -1,0 +1,140 @@
+"""Organisation guardrails for the management (or delegated administrator) account: one service
+control policy that leaves buying GPU capacity and changing quotas to the platform's roles, and
+a tag policy that allows only the declared team names in the team tag.
+
+Optional: the reference app deploys them only when the governance file has a ``guardrails``
+section. Minimal use, in a stack of the management account::
+
+    OrganisationGuardrails(self, "Guardrails", model=model)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import aws_organizations as organizations
+from constructs import Construct
+
+from .batch import TEAM_TAG
+from .errors import GovernanceError, Problem
+from .model import GovernanceModel, Guardrails
+from .nag.cfn import PURCHASE_ACTIONS
+
+QUOTA_CHANGE_ACTIONS = (
+    "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
+    "sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
+    "sagemaker:CreateClusterSchedulerConfig", "sagemaker:UpdateClusterSchedulerConfig",
+    "sagemaker:DeleteClusterSchedulerConfig",
+)
+"""Every IAM action that changes who is guaranteed how much capacity, or how it is shared."""
+
+# AWS Organizations quotas on a policy document, in characters.
+SCP_MAX_CHARACTERS = 5120
+TAG_POLICY_MAX_CHARACTERS = 10_000
+
+
+def capacity_controller_role_name(organisation: str) -> str:
+    """The fixed name the capacity controller's role carries, so an SCP in another account can
+    name it exactly (a generated name cannot be known there)."""
+    return f"{organisation}-capacity-controller"
+
+
+def _role_arn(account_id: str, name: str) -> str:
+    # "arn:*": the account id already pins the principal; the partition need not be guessed.
+    return f"arn:*:iam::{account_id}:role/{name}"
+
+
+def purchase_exemptions(model: GovernanceModel, guardrails: Guardrails) -> tuple[str, ...]:
+    """Principals that may still buy capacity: the platform admins, the capacity controller of
+    the capacity account and any extra exemptions. CloudFormation buys nothing, so its role is
+    not among them."""
+    controller = _role_arn(model.capacity_account.account_id, capacity_controller_role_name(model.organisation))
+    return _unique((*model.platform_admins, controller, *guardrails.exempt_principals))
+
+
+def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> tuple[str, ...]:
+    """Principals that may still change quota shares, compute quotas and scheduler configs: the
+    platform admins, the CDK CloudFormation execution role of the capacity account (any bootstrap
+    qualifier; it deploys the quotas) and any extra exemptions."""
+    account = model.capacity_account
+    deployer = _role_arn(account.account_id, f"cdk-*-cfn-exec-role-{account.account_id}-{account.region}")
+    return _unique((*model.platform_admins, deployer, *guardrails.exempt_principals))
+
+
+def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def service_control_policy(model: GovernanceModel, guardrails: Guardrails) -> dict[str, Any]:
+    """One SCP with both denials: an account or OU may hold at most five SCPs."""
+
+    def deny(sid: str, actions: tuple[str, ...], exempt: tuple[str, ...]) -> dict[str, Any]:
+        return {"Sid": sid, "Effect": "Deny", "Action": list(actions), "Resource": "*",
+                "Condition": {"ArnNotLike": {"aws:PrincipalArn": list(exempt)}}}
+
+    return {"Version": "2012-10-17", "Statement": [
+        deny("DenyGpuCapacityPurchase", PURCHASE_ACTIONS, purchase_exemptions(model, guardrails)),
+        deny("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_change_exemptions(model, guardrails)),
+    ]}
+
+
+def team_tag_policy(model: GovernanceModel, guardrails: Guardrails) -> dict[str, Any]:
+    """Tag policy: the team tag keeps its exact spelling and holds a declared team name. Reported
+    as non-compliant everywhere, refused only on ``guardrails.tag_enforced_for``."""
+    rule: dict[str, Any] = {"tag_key": {"@@assign": TEAM_TAG}, "tag_value": {"@@assign": [team.name for team in model.teams]}}
+    if guardrails.tag_enforced_for:
+        rule["enforced_for"] = {"@@assign": list(guardrails.tag_enforced_for)}
+    # The policy's own key is the lower-case tag key (TEAM_TAG already is).
+    return {"tags": {TEAM_TAG.lower(): rule}}
+
+
+def document_size(document: dict[str, Any]) -> int:
+    """Characters Organizations counts: the document as JSON without insignificant whitespace."""
+    return len(json.dumps(document, separators=(",", ":")))
+
+
+def declared_guardrails(model: GovernanceModel, guardrails: Guardrails | None = None) -> Guardrails:
+    """``guardrails`` if given, else the model's section; an error when neither is declared."""
+    found = guardrails or model.guardrails
+    if found is None:
+        raise GovernanceError.single("guardrails", "missing", None, "a guardrails section (management_account, target_ids) or the guardrails argument")
+    return found
+
+
+def _size_problem(path: str, document: dict[str, Any], limit: int, remedy: str) -> list[Problem]:
+    size = document_size(document)
+    if size <= limit:
+        return []
+    return [Problem(path=path, wrong=f"policy document is {size} characters, over the AWS Organizations quota", value=size,
+                    allowed=f"at most {limit} characters; {remedy}")]
+
+
+class OrganisationGuardrails(Construct):
+    """The service control policy and the team tag policy, attached to ``guardrails.target_ids``
+    (default: the model's ``guardrails`` section). Exposes ``service_control_policy`` and
+    ``tag_policy`` (L1 ``CfnPolicy``). Raises :class:`GovernanceError` when nothing is declared
+    or a document would exceed its AWS Organizations size quota."""
+
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, guardrails: Guardrails | None = None) -> None:
+        super().__init__(scope, id)
+        guardrails = declared_guardrails(model, guardrails)
+        scp = service_control_policy(model, guardrails)
+        tags = team_tag_policy(model, guardrails)
+        problems = (
+            _size_problem("guardrails", scp, SCP_MAX_CHARACTERS,
+                          "name fewer platform_admins / exempt_principals (one wildcard ARN can cover several roles)")
+            + _size_problem("teams", tags, TAG_POLICY_MAX_CHARACTERS, "declare fewer teams or shorter team names")
+        )
+        if problems:
+            raise GovernanceError(problems)
+        targets = list(guardrails.target_ids)
+        self.service_control_policy = organizations.CfnPolicy(
+            self, "CapacityServiceControlPolicy", name=f"{model.organisation}-gpu-capacity-guardrails",
+            type="SERVICE_CONTROL_POLICY", content=scp, target_ids=targets,
+            description="Only the GPU platform's roles may buy capacity or change quota shares, compute quotas and scheduler configs",
+        )
+        self.tag_policy = organizations.CfnPolicy(
+            self, "TeamTagPolicy", name=f"{model.organisation}-gpu-team-tag", type="TAG_POLICY", content=tags,
+            target_ids=targets, description=f"{TEAM_TAG} holds one of the declared GPU teams",
+        )

@@ -1,0 +1,316 @@
+"""SageMaker HyperPod on EKS governed by the model: task governance (one cluster scheduler
+config, one compute quota per team) and tenant isolation on the cluster (access entries, RBAC,
+network policies, GPU quota, pod identity, dedicated nodes)."""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping, Sequence
+
+from aws_cdk import Arn, ArnFormat, CfnOutput, CfnResource, Duration, Stack, Token, aws_eks_v2 as eks, aws_iam as iam, aws_sagemaker as sagemaker
+from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from constructs import Construct
+
+from . import kubernetes
+from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+from .batch import GOVERNANCE_METADATA
+from .errors import GovernanceError, Problem
+from .nag import declare_platform_admin
+from .model import HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams
+from .tenancy import ROLE_PATH, TeamTenancy
+
+SHARING_STRATEGY = {
+    SharingStrategy.RESERVE: "DontLend",
+    SharingStrategy.LEND: "Lend",
+    SharingStrategy.LEND_AND_BORROW: "LendAndBorrow",
+}
+"""The model's sharing strategies as HyperPod compute quota strategies."""
+
+SCHEDULER_CONFIG_NAME = "gpu-governance"
+_SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
+_CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+# HyperPod creates the team namespace asynchronously after the compute quota.
+_NAMESPACE_WAIT = Duration.minutes(10)
+
+
+def _enabled(flag: bool) -> str:
+    return "Enabled" if flag else "Disabled"
+
+
+def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
+    """The ``AWS::SageMaker::ComputeQuota`` properties of one team (no L1 class exists)."""
+    sharing = team.sharing
+    resource_sharing: dict = {"Strategy": SHARING_STRATEGY[sharing.strategy]}
+    if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
+        resource_sharing["BorrowLimit"] = sharing.borrow_limit
+    return {
+        "Name": team.name,
+        "ClusterArn": pool.cluster_arn,
+        "ActivationState": "Enabled",
+        "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": [
+                {"InstanceType": instance_type, "Count": count} for instance_type, count in sorted(team.quotas[pool.name].items())
+            ],
+            "ResourceSharingConfig": resource_sharing,
+            "PreemptTeamTasks": "LowerPriority" if sharing.in_share_preemption else "Never",
+        },
+    }
+
+
+class HyperPodEksGovernance(Construct):
+    """Task governance and tenant isolation for an existing HyperPod cluster orchestrated by EKS.
+
+    ``tenants`` holds each team's :class:`TeamTenancy` (key, bucket, submission role). Each
+    team's submission role, and its members in the cluster's account (for instance SageMaker
+    Unified Studio project roles), are mapped by EKS access entries to the team's namespace-level
+    group; ``platform_admins`` get cluster admin; nobody else gets an entry. Kubernetes objects
+    are applied by a kubectl provider (a Lambda function reaching the cluster endpoint): pass
+    ``kubectl_provider`` to reuse one bound to the cluster's VPC (it then needs cluster-admin
+    access of its own), or leave it out to create one with cluster-admin access.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        pool: HyperPodEksPool,
+        teams: Sequence[Team],
+        priority_classes: Sequence[PriorityClass],
+        platform_admins: Sequence[str],
+        tenants: Mapping[str, TeamTenancy],
+        kubectl_provider: eks.IKubectlProvider | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self._check(pool, teams, tenants)
+        self.pool = pool
+        self.teams = tuple(teams)
+        self.cluster_account = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN).account
+
+        self.scheduler_config = sagemaker.CfnClusterSchedulerConfig(
+            self,
+            "SchedulerConfig",
+            name=SCHEDULER_CONFIG_NAME,
+            cluster_arn=pool.cluster_arn,
+            scheduler_config=sagemaker.CfnClusterSchedulerConfig.SchedulerConfigProperty(
+                priority_classes=[
+                    sagemaker.CfnClusterSchedulerConfig.PriorityClassProperty(name=p.name, weight=p.weight)
+                    for p in priority_classes
+                ],
+                fair_share=_enabled(pool.fair_share),
+                idle_resource_sharing=_enabled(pool.idle_resource_sharing),
+            ),
+        )
+        self.compute_quotas: dict[str, CfnResource] = {}
+        for team in self.teams:
+            quota = CfnResource(self, f"Quota{team.name}", type="AWS::SageMaker::ComputeQuota", properties=compute_quota_properties(pool, team))
+            quota.add_metadata(GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None})
+            # Priority classes named by the teams' jobs exist before any team can submit.
+            quota.node.add_dependency(self.scheduler_config)
+            acknowledge(
+                quota, "aws-cdk-lib's own schema list has no L1 for this CloudFormation type; cfn-lint knows it and "
+                "checks these properties (tests/hyperpod_eks).", "CloudFormation-Validate::F3006",
+            )
+            self.compute_quotas[team.name] = quota
+
+        self.admin_access_entries = [self._admin_access_entry(f"Admin{index}", arn) for index, arn in enumerate(platform_admins)]
+        self.team_access_entries: dict[str, list[eks.CfnAccessEntry]] = {}
+        self.workload_roles: dict[str, iam.Role] = {}
+        self.pod_identity_associations: dict[str, eks.CfnPodIdentityAssociation] = {}
+        for team in self.teams:
+            tenancy = tenants[team.name]
+            principals = [tenancy.submission_role.role_arn, *(arn for arn in team.members if arn.split(":")[4] == self.cluster_account)]
+            self.team_access_entries[team.name] = [
+                self._access_entry(f"Team{team.name}{index}", principal, kubernetes_groups=[kubernetes.team_group(team.name)])
+                for index, principal in enumerate(principals)
+            ]
+            self._let_submitters_find_cluster(tenancy)
+            self._workload_identity(team, tenancy)
+
+        self._apply_kubernetes_objects(kubectl_provider)
+
+    # --- validation -----------------------------------------------------------------------
+
+    def _check(self, pool: HyperPodEksPool, teams: Sequence[Team], tenants: Mapping[str, TeamTenancy]) -> None:
+        problems = check_pool_teams(pool, [(f"teams[{i}]", t) for i, t in enumerate(teams)], "pool")
+        problems += [
+            Problem(path=f"teams[{i}]", wrong="no TeamTenancy given for the team", value=t.name, allowed=f"one of {sorted(tenants)}")
+            for i, t in enumerate(teams)
+            if t.name not in tenants
+        ]
+        stack = Stack.of(self)
+        cluster = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN)
+        for field, stack_value, cluster_value in (("account", stack.account, cluster.account), ("region", stack.region, cluster.region)):
+            if not Token.is_unresolved(stack_value) and stack_value != cluster_value:
+                problems.append(Problem(
+                    path="pool.cluster_arn", wrong=f"cluster is in another {field} than the stack", value=pool.cluster_arn,
+                    allowed=f"a cluster in {field} {stack_value} (deploy this construct where the cluster is)",
+                ))
+        if problems:
+            raise GovernanceError(problems)
+
+    # --- AWS side -------------------------------------------------------------------------
+
+    @staticmethod
+    def _cluster_admin_policy() -> eks.CfnAccessEntry.AccessPolicyProperty:
+        return eks.CfnAccessEntry.AccessPolicyProperty(
+            policy_arn=_CLUSTER_ADMIN_POLICY, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")
+        )
+
+    def _admin_access_entry(self, id: str, principal_arn: str) -> eks.CfnAccessEntry:
+        entry = self._access_entry(id, principal_arn, access_policies=[self._cluster_admin_policy()])
+        declare_platform_admin(entry)
+        return entry
+
+    def _access_entry(self, id: str, principal_arn: str, **mapping) -> eks.CfnAccessEntry:
+        return eks.CfnAccessEntry(self, f"Access{id}", cluster_name=self.pool.eks_cluster_name, principal_arn=principal_arn, type="STANDARD", **mapping)
+
+    def _let_submitters_find_cluster(self, tenancy: TeamTenancy) -> None:
+        # `aws eks update-kubeconfig` needs DescribeCluster; Kubernetes RBAC decides the rest.
+        iam.ManagedPolicy(
+            tenancy,
+            f"Describe{self.node.id}",
+            description=f"Find EKS cluster {self.pool.eks_cluster_name} to submit jobs to it",
+            statements=[iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[self.eks_cluster_arn])],
+            roles=[tenancy.submission_role],
+        )
+
+    @property
+    def eks_cluster_arn(self) -> str:
+        return Stack.of(self).format_arn(service="eks", resource="cluster", resource_name=self.pool.eks_cluster_name)
+
+    def _workload_identity(self, team: Team, tenancy: TeamTenancy) -> None:
+        """A role for the team's pods, usable only from its service account on this cluster,
+        that reads and writes the team's bucket with its key and nothing else."""
+        stack = Stack.of(self)
+        role = iam.Role(
+            self,
+            f"Workload{team.name}",
+            role_name=f"{team.name}-gpu-pods",
+            path=ROLE_PATH,
+            description=f"Pods of team {team.name} on HyperPod cluster {self.pool.eks_cluster_name}",
+            assumed_by=iam.SessionTagsPrincipal(
+                iam.ServicePrincipal(
+                    "pods.eks.amazonaws.com",
+                    conditions={
+                        "StringEquals": {
+                            "aws:SourceAccount": stack.account,
+                            "aws:RequestTag/eks-cluster-name": self.pool.eks_cluster_name,
+                            "aws:RequestTag/kubernetes-namespace": kubernetes.namespace(team.name),
+                            "aws:RequestTag/kubernetes-service-account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
+                        }
+                    },
+                )
+            ),
+        )
+        tenancy.admit_to_data(role)
+        self.workload_roles[team.name] = role
+        self.pod_identity_associations[team.name] = eks.CfnPodIdentityAssociation(
+            self,
+            f"PodIdentity{team.name}",
+            cluster_name=self.pool.eks_cluster_name,
+            namespace=kubernetes.namespace(team.name),
+            service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT,
+            role_arn=role.role_arn,
+        )
+
+    # --- Kubernetes side ------------------------------------------------------------------
+
+    def _apply_kubernetes_objects(self, kubectl_provider: eks.IKubectlProvider | None) -> None:
+        provider_access: eks.CfnAccessEntry | None = None
+        if kubectl_provider is None:
+            target = eks.Cluster.from_cluster_attributes(self, "KubectlTarget", cluster_name=self.pool.eks_cluster_name)
+            provider = eks.KubectlProvider(self, "KubectlProvider", cluster=target, kubectl_layer=KubectlV33Layer(self, "KubectlLayer"))
+            _acknowledge_kubectl_provider(provider)
+            # It applies cluster-scoped objects (cluster roles, admission policies): platform tooling.
+            provider_access = self._admin_access_entry("KubectlProvider", provider.role.role_arn)
+            kubectl_provider = provider
+        self.cluster = eks.Cluster.from_cluster_attributes(
+            self, "Cluster", cluster_name=self.pool.eks_cluster_name, kubectl_provider=kubectl_provider
+        )
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        for team in self.teams:
+            tenancy = team.kubernetes.get(self.pool.name, KubernetesTenancy())
+            # Nothing is applied before HyperPod has made the team's namespace from its quota.
+            namespace_ready = eks.KubernetesObjectValue(
+                self,
+                f"Namespace{team.name}",
+                cluster=self.cluster,
+                object_type="namespace",
+                object_name=kubernetes.namespace(team.name),
+                json_path=".metadata.name",
+                timeout=_NAMESPACE_WAIT,
+            )
+            namespace_ready.node.add_dependency(self.compute_quotas[team.name])
+            manifest = eks.KubernetesManifest(
+                self,
+                f"Objects{team.name}",
+                cluster=self.cluster,
+                manifest=kubernetes.team_objects(team.name, tenancy),
+                overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
+            )
+            manifest.node.add_dependency(namespace_ready)
+            if provider_access is not None:
+                namespace_ready.node.add_dependency(provider_access)
+            self.manifests[team.name] = manifest
+            if tenancy.dedicated_instance_groups:
+                CfnOutput(
+                    self,
+                    f"DedicatedNodes{team.name}",
+                    description=(
+                        f"KubernetesConfig for instance groups {', '.join(tenancy.dedicated_instance_groups)} "
+                        f"of HyperPod cluster {self.pool.eks_cluster_name} (UpdateCluster)"
+                    ),
+                    value=json.dumps(kubernetes.dedicated_node_config(team.name), sort_keys=True),
+                )
+
+
+def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
+    """The kubectl provider is aws-cdk-lib's own custom-resource machinery (two functions that
+    run only while CloudFormation deploys); its findings are acknowledged on it alone."""
+    handler, framework = provider.node.find_child("Handler"), provider.node.find_child("Provider").node.find_child("framework-onEvent")
+    for function in (handler, framework):
+        acknowledge(
+            function,
+            "Runs only during CloudFormation deployments of this stack, called synchronously by the custom-resource "
+            "framework, which reports failures to CloudFormation: no dead-letter queue, reserved concurrency or "
+            "tracing is needed. It reaches the EKS endpoint and AWS APIs; pass a VPC-bound kubectl_provider for "
+            "private-only clusters.",
+            "NIST.800.53.R5-LambdaConcurrency", "HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaDLQ",
+            "HIPAA.Security-LambdaDLQ", "Serverless-LambdaDLQ", "Serverless-LambdaTracing", "NIST.800.53.R5-LambdaInsideVPC",
+            "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC",
+        )
+        acknowledge(
+            function.node.find_child("ServiceRole"),
+            "Roles and policies generated by aws-cdk-lib's kubectl provider; AWSLambdaBasicExecutionRole only writes the "
+            "function's own logs and the ECR read-only policies let kubectl pull nothing but images the cluster already uses.",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]",
+            "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy",
+        )
+    # The ECR Public policy is attached only in partitions that have ECR Public (a condition).
+    ecr_public = Stack.of(handler).get_logical_id(handler.node.find_child("HasEcrPublic"))
+    ecr_public_policy = json.dumps(
+        {"Fn::If": [ecr_public, {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]}, {"Ref": "AWS::NoValue"}]},
+        separators=(",", ":"),
+    )
+    acknowledge(
+        handler.node.find_child("ServiceRole"),
+        "kubectl may pull public images only through the read-only ECR Public policy aws-cdk-lib attaches.",
+        f"AwsSolutions-IAM4[Policy::{ecr_public_policy}]",
+    )
+    acknowledge_wildcard_resources(
+        framework.node.find_child("ServiceRole").node.find_child("DefaultPolicy"), [f"{handler.function_arn}:*"],
+        "The custom-resource framework invokes any version of the one kubectl handler function it fronts.",
+    )
+    acknowledge(
+        handler.node.find_child("Resource"),
+        "aws-cdk-lib picks the newest Python runtime it knows for the kubectl handler and pins it with the library version.",
+        "AwsSolutions-L1", "Serverless-LambdaLatestVersion",
+    )
+    acknowledge(
+        framework,
+        "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
+        "Serverless-LambdaDefaultMemorySize",
+    )

@@ -1,0 +1,120 @@
+"""Deliver the Slurm governance of one HyperPod pool: the apply script as an S3 asset (the
+lifecycle-script fragment HyperPod runs at cluster creation) and an SSM document that re-runs
+the same script on the cluster's nodes when the policy changes."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from aws_cdk import aws_iam as iam, aws_s3_assets as s3_assets, aws_ssm as ssm
+from constructs import Construct
+
+from gpu_governance_runtime.slurm import render_apply_script
+from gpu_governance_runtime.slurm.render import plan_digest
+
+from ..model import GovernanceModel
+from .mapping import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
+
+SCRIPT_NAME = "gpu-governance-slurm.sh"
+# Where the lifecycle step and the SSM document put the script on a node.
+NODE_DIRECTORY = "/opt/gpu-governance"
+APPLY_TIMEOUT_SECONDS = 900
+
+
+class HyperPodSlurmGovernance(Construct):
+    """The Slurm governance of one ``hyperpod_slurm`` pool of ``model``.
+
+    Wiring (capacity-account stack): give the HyperPod cluster the ``instance_groups``, call
+    ``grant_read_script`` for the cluster's execution role, and have the lifecycle
+    ``on_create.sh`` run ``lifecycle_command(os_only=...)`` after Slurm is up (full on the
+    controller, ``os_only=True`` on login and compute nodes). Platform admins re-apply with
+    ``aws ssm send-command --document-name <document_name>`` (dry run by default).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model: GovernanceModel,
+        pool_name: str,
+        data_root: str = DEFAULT_DATA_ROOT,
+    ) -> None:
+        super().__init__(scope, id)
+        plan = slurm_plan(model, pool_name, data_root=data_root)
+        self.policy_digest = plan_digest(plan)
+        self.instance_groups: tuple[InstanceGroup, ...] = hyperpod_instance_groups(model, pool_name)
+        # The asset is hashed by content, so an unchanged policy keeps the same S3 object.
+        script = Path(tempfile.mkdtemp(prefix="gpu-governance-slurm-")) / SCRIPT_NAME
+        script.write_text(render_apply_script(plan))
+        self.script = s3_assets.Asset(self, "ApplyScript", path=str(script))
+        self.document = ssm.CfnDocument(
+            self,
+            "ApplyDocument",
+            document_type="Command",
+            document_format="JSON",
+            update_method="NewVersion",
+            content=self._document_content(model.organisation, pool_name),
+        )
+
+    @property
+    def document_name(self) -> str:
+        return self.document.ref
+
+    def lifecycle_command(self, *, os_only: bool = False) -> str:
+        """Shell line for HyperPod's on_create.sh: fetch the fragment and apply it."""
+        return self._fetch_and_apply(" --os-only" if os_only else "")
+
+    def _fetch_and_apply(self, flags: str) -> str:
+        script = f"{NODE_DIRECTORY}/{SCRIPT_NAME}"
+        return f"mkdir -p {NODE_DIRECTORY} && aws s3 cp {self.script.s3_object_url} {script} && bash {script}{flags}"
+
+    def grant_read_script(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let the cluster's nodes (their execution role) download the script: GetObject on
+        this one object, nothing else in the asset bucket."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[self.script.bucket.arn_for_objects(self.script.s3_object_key)],
+        )
+
+    def _document_content(self, organisation: str, pool_name: str) -> dict:
+        return {
+            "schemaVersion": "2.2",
+            "description": (
+                f"Re-apply the Slurm governance of {organisation}, pool {pool_name} (policy {self.policy_digest}). "
+                "Idempotent; removing a team never cancels its jobs."
+            ),
+            "parameters": {
+                # Changing QoS preemption or partitions can requeue running jobs: look first.
+                "Mode": {
+                    "type": "String",
+                    "allowedValues": ["dry-run", "apply"],
+                    "default": "dry-run",
+                    "description": "dry-run reports what would change; apply changes it.",
+                },
+                "Scope": {
+                    "type": "String",
+                    "allowedValues": ["controller", "os-only"],
+                    "default": "controller",
+                    "description": "controller on the Slurm head node; os-only on login and compute nodes.",
+                },
+            },
+            "mainSteps": [
+                {
+                    "action": "aws:runShellScript",
+                    "name": "ApplyGovernance",
+                    "inputs": {
+                        "timeoutSeconds": str(APPLY_TIMEOUT_SECONDS),
+                        "runCommand": [
+                            "set -eu",
+                            "flags=''",
+                            "[ '{{ Mode }}' = dry-run ] && flags=--dry-run",
+                            "[ '{{ Scope }}' = os-only ] && flags=\"$flags --os-only\"",
+                            self._fetch_and_apply(" $flags"),
+                        ],
+                    },
+                },
+            ],
+        }

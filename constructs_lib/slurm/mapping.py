@@ -1,0 +1,191 @@
+"""The governance model of one ``hyperpod_slurm`` pool as a Slurm plan (see docs/slurm.md).
+
+Capacity is physical, order is QoS: each team's quota becomes its own HyperPod instance groups
+behind a partition only its account may use; lending teams' nodes (and unassigned capacity)
+also form the ``borrow`` partition, reachable only through preemptible borrow QoS.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from gpu_governance_runtime.slurm import (
+    BORROW_PARTITION,
+    DataPath,
+    PosixGroup,
+    SlurmAccount,
+    SlurmPartition,
+    SlurmPlan,
+    SlurmQos,
+    SlurmUser,
+    borrow_qos_name,
+    class_qos_name,
+)
+from gpu_governance_runtime.slurm.plan import BORROW_TIER
+
+from ..errors import GovernanceError, Problem
+from ..model import UNLIMITED, GovernanceModel, HyperPodSlurmPool, Team
+
+POSIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+INSTANCE_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+GROUP_PREFIX = "gg-"
+# Team groups get GIDs from a hash of the organisation and team name, so every node (and every
+# re-generation) computes the same id without shared state; the range avoids system and
+# typical LDAP/AD ranges.
+GID_BASE, GID_SPAN = 600_000, 400_000
+UNASSIGNED_OWNER = "shared"
+DEFAULT_DATA_ROOT = "/fsx/teams"
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceGroup:
+    """A HyperPod instance group the cluster needs: one per team and instance type, plus the
+    unassigned remainder of each instance type."""
+
+    name: str
+    instance_type: str
+    count: int
+    owner: str  # team name, or "shared" for unassigned capacity
+
+
+def instance_group_name(owner: str, instance_type: str) -> str:
+    return f"{owner}-{instance_type.removeprefix('ml.').replace('.', '-')}"
+
+
+def posix_user_name(principal_arn: str) -> str:
+    """Cluster login of an IAM principal: the last segment of its name, lower-cased, with
+    characters a POSIX name cannot hold replaced by '-'. (On HyperPod the principal reaches the
+    head node through SSM with tag ``SSMSessionRunAs`` set to this name.)"""
+    return re.sub(r"[^a-z0-9_-]", "-", principal_arn.rsplit("/", 1)[-1].lower())
+
+
+def team_gid(organisation: str, team: str) -> int:
+    return GID_BASE + zlib.crc32(f"{organisation}/{team}".encode()) % GID_SPAN
+
+
+def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[InstanceGroup, ...]:
+    """The instance groups a HyperPod cluster for this pool must have, in a stable order."""
+    pool = _slurm_pool(model, pool_name)
+    groups = []
+    for team in model.teams_in(pool.name):
+        for instance_type, count in sorted(team.quotas[pool.name].items()):
+            groups.append(InstanceGroup(name=instance_group_name(team.name, instance_type), instance_type=instance_type, count=count, owner=team.name))
+    for instance_type, capacity in sorted(pool.capacity.items()):
+        assigned = sum(t.quotas[pool.name].get(instance_type, 0) for t in model.teams_in(pool.name))
+        if capacity > assigned:
+            groups.append(InstanceGroup(name=instance_group_name(UNASSIGNED_OWNER, instance_type), instance_type=instance_type, count=capacity - assigned, owner=UNASSIGNED_OWNER))
+    return tuple(groups)
+
+
+def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
+    """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
+    pool = _slurm_pool(model, pool_name)
+    teams = model.teams_in(pool.name)
+    groups = hyperpod_instance_groups(model, pool_name)
+    _check(model, pool, teams, groups)
+
+    classes = sorted(model.priority_classes, key=lambda c: (-c.weight, c.name))
+    borrowers = [t for t in teams if t.sharing.borrows]
+    lent_groups = [g.name for g in groups if g.owner == UNASSIGNED_OWNER or _team(teams, g.owner).sharing.lends]
+    qos, accounts, users, partitions, posix_groups, data_paths = [], [], [], [], [], []
+    for team in teams:
+        own_qos = [class_qos_name(team.name, c.name) for c in classes]
+        for index, priority_class in enumerate(classes):
+            # Borrowers only ever run on lent nodes, so only a lender's jobs need to reclaim.
+            preempts = [borrow_qos_name(b.name) for b in borrowers] if team.sharing.lends else []
+            if team.sharing.in_share_preemption:
+                preempts += [class_qos_name(team.name, c.name) for c in classes[index + 1 :] if c.weight < priority_class.weight]
+            qos.append(SlurmQos(name=own_qos[index], priority=priority_class.weight, preempts=tuple(preempts)))
+        account_qos = list(own_qos)
+        if team.sharing.borrows:
+            qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=_borrow_gpus(team, pool)))
+            account_qos.append(borrow_qos_name(team.name))
+        # A job that names no class gets the least urgent one: asking is how to go first.
+        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1]))
+        members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
+        users += [SlurmUser(name=member, account=team.name) for member in members]
+        partitions.append(SlurmPartition(
+            name=team.name,
+            instance_groups=tuple(g.name for g in groups if g.owner == team.name),
+            allow_accounts=(team.name,),
+            allow_qos=tuple(own_qos),
+        ))
+        group_name = GROUP_PREFIX + team.name
+        posix_groups.append(PosixGroup(name=group_name, gid=team_gid(model.organisation, team.name), members=members))
+        data_paths.append(DataPath(path=f"{data_root.rstrip('/')}/{team.name}", group=group_name))
+    if borrowers and lent_groups:
+        partitions.append(SlurmPartition(
+            name=BORROW_PARTITION,
+            instance_groups=tuple(lent_groups),
+            allow_accounts=tuple(b.name for b in borrowers),
+            allow_qos=tuple(borrow_qos_name(b.name) for b in borrowers),
+        ))
+    return SlurmPlan(
+        organisation=model.organisation,
+        qos=tuple(qos),
+        accounts=tuple(accounts),
+        users=tuple(users),
+        partitions=tuple(partitions),
+        groups=tuple(posix_groups),
+        data_paths=tuple(data_paths),
+    )
+
+
+def _team(teams: tuple[Team, ...], name: str) -> Team:
+    return next(t for t in teams if t.name == name)
+
+
+def _borrow_gpus(team: Team, pool: HyperPodSlurmPool) -> int | None:
+    """GPUs a team may hold on borrowed nodes: its borrow limit, per instance type, in GPUs."""
+    if team.sharing.borrow_limit == UNLIMITED:
+        return None
+    quota = team.quotas[pool.name]
+    return sum((team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t] for t, count in quota.items())
+
+
+def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
+    pools = {p.name: p for p in model.pools}
+    pool = pools.get(pool_name)
+    if not isinstance(pool, HyperPodSlurmPool):
+        slurm_pools = sorted(p.name for p in model.pools if isinstance(p, HyperPodSlurmPool))
+        raise GovernanceError.single("pools", "no hyperpod_slurm pool of this name", pool_name, f"one of {slurm_pools}")
+    return pool
+
+
+def _check(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, ...], groups: tuple[InstanceGroup, ...]) -> None:
+    problems: list[Problem] = []
+    pool_path = f"pools[{model.pools.index(pool)}]"
+    for instance_type in sorted(pool.capacity):
+        if instance_type not in pool.gpus_per_instance:
+            problems.append(Problem(path=f"{pool_path}.gpus_per_instance.{instance_type}", wrong="missing", value=None, allowed="the GPUs of one instance (1-64): Slurm quotas are in GPUs"))
+    for index, priority_class in enumerate(model.priority_classes):
+        if priority_class.name == BORROW_TIER:
+            problems.append(Problem(path=f"priority_classes[{index}].name", wrong="reserved on Slurm for the borrowing tier", value=priority_class.name, allowed="any other name"))
+    team_index = {t.name: i for i, t in enumerate(model.teams)}
+    owners = {UNASSIGNED_OWNER, BORROW_PARTITION}
+    gids: dict[int, str] = {}
+    users: dict[str, str] = {}
+    for team in teams:
+        path = f"teams[{team_index[team.name]}]"
+        if team.name in owners:
+            problems.append(Problem(path=f"{path}.name", wrong="reserved on Slurm", value=team.name, allowed=f"any name but {sorted(owners)}"))
+        if len(GROUP_PREFIX + team.name) > 32:
+            problems.append(Problem(path=f"{path}.name", wrong="too long for its OS group gg-<team>", value=team.name, allowed=f"at most {32 - len(GROUP_PREFIX)} characters on Slurm"))
+        gid = team_gid(model.organisation, team.name)
+        if gid in gids:
+            problems.append(Problem(path=f"{path}.name", wrong=f"its group id {gid} collides with team {gids[gid]}'s", value=team.name, allowed="a different team name"))
+        gids[gid] = team.name
+        for member_index, arn in enumerate(team.members):
+            name = posix_user_name(arn)
+            member_path = f"{path}.members[{member_index}]"
+            if not POSIX_NAME.match(name):
+                problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, not a POSIX name", value=arn, allowed="a role or user name of at most 32 of a-z, 0-9, '_', '-', not starting with a digit or '-'"))
+            elif users.setdefault(name, arn) != arn:
+                problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, as does {users[name]}", value=arn, allowed="principals whose names differ"))
+    for group in groups:
+        if not INSTANCE_GROUP_NAME.match(group.name):
+            problems.append(Problem(path=f"teams[{team_index.get(group.owner, '?')}].name" if group.owner in team_index else pool_path, wrong=f"gives HyperPod instance group {group.name!r}, longer than 63 characters", value=group.owner, allowed="a shorter team name"))
+    if problems:
+        raise GovernanceError(problems)

@@ -1,0 +1,257 @@
+"""The AWS side of buying: read offerings and reservations, purchase with the intent tag.
+
+Purchases go through clients with retries switched off (``PURCHASE_CLIENT_CONFIG``): botocore
+would otherwise resend a purchase after a 5xx or a timeout, and ``PurchaseCapacityBlock`` has
+no idempotency token, so a resend can buy a second block. We retry only where the request was
+certainly refused (throttling, validation) and reconcile from tags everywhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Iterable, Literal
+
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, ReadTimeoutError
+
+from . import market
+from .planner import HOUR, Offering, Reservation, Window, shortfall
+
+PURCHASE_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, read_timeout=30)
+TAG_INTENT = "gpu-governance:intent"
+TAG_WINDOW = "gpu-governance:window"
+TAG_MANAGED_BY = "gpu-governance:managed-by"
+THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"})
+TRAINING_PLAN_TARGETS = {"hyperpod_instance_group": "hyperpod-cluster", "sagemaker_training_jobs": "training-job"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What a purchase call tells us. ``uncertain``: it may have gone through."""
+
+    result: Literal["purchased", "refused", "uncertain"]
+    reservation_id: str | None = None
+    reason: str = ""
+
+
+def classify(error: Exception) -> Outcome:
+    """Throttled or rejected requests were not carried out; 5xx and timeouts may have been."""
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+        if code in THROTTLING_CODES:
+            return Outcome(result="refused", reason=f"throttled ({code}); retried next run")
+        if status >= 500 or code in {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"}:
+            return Outcome(result="uncertain", reason=f"server error {code}; reconciling from tags")
+        return Outcome(result="refused", reason=f"{code}: {error.response.get('Error', {}).get('Message', '')}".strip())
+    if isinstance(error, (ReadTimeoutError, BotoConnectionError)):
+        return Outcome(result="uncertain", reason=f"{type(error).__name__}; reconciling from tags")
+    raise error
+
+
+class CapacityMarket:
+    """EC2 Capacity Blocks and SageMaker training plans for one controller."""
+
+    def __init__(self, *, ec2: Any, sagemaker: Any, controller_id: str, purchase_ec2: Any = None, purchase_sagemaker: Any = None):
+        """``ec2``/``sagemaker`` read (retries welcome); ``purchase_*`` buy and must be built with
+        ``PURCHASE_CLIENT_CONFIG`` (default: the reading clients, which then must be too)."""
+        self.ec2 = ec2
+        self.sagemaker = sagemaker
+        self.purchase_ec2 = purchase_ec2 or ec2
+        self.purchase_sagemaker = purchase_sagemaker or sagemaker
+        self.controller_id = controller_id
+
+    # --- reservations ---------------------------------------------------------------------------
+
+    def owned(self, windows: Iterable[Window]) -> list[tuple[Reservation, str | None]]:
+        """Every block and training plan this controller bought, with its intent id."""
+        found = []
+        pages = self.ec2.get_paginator("describe_capacity_reservations").paginate(
+            Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}]
+        )
+        for page in pages:
+            for item in page["CapacityReservations"]:
+                found.append((reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT)))
+        plan_windows = [w.name for w in windows if w.market == "training_plan"]
+        if plan_windows:
+            # Training plans are named after their intent (``<window>-<start>-<seq>``).
+            for page in self.sagemaker.get_paginator("list_training_plans").paginate():
+                for summary in page["TrainingPlanSummaries"]:
+                    window = next((w for w in plan_windows if _names_intent_of(summary["TrainingPlanName"], w)), None)
+                    if window:
+                        found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
+        return found
+
+    def outcome_of(self, intent_id: str, offering: Offering, window: str) -> Reservation | None:
+        """What an earlier purchase attempt produced, looked up by its intent, or None."""
+        if offering.kind == "block":
+            items = self.ec2.describe_capacity_reservations(
+                Filters=[{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}]
+            )["CapacityReservations"]
+            return reservation_from_api(items[0]) if items else None
+        if offering.kind == "extension":
+            history = self.ec2.describe_capacity_block_extension_history(CapacityReservationIds=[offering.reservation_id])
+            match = next((e for e in history["CapacityBlockExtensions"] if e["CapacityBlockExtensionOfferingId"] == offering.id), None)
+            if match is None:
+                return None
+            state = "payment-failed" if match["CapacityBlockExtensionStatus"] == "payment-failed" else "scheduled"
+            return Reservation(
+                id=offering.reservation_id, window=window, instance_type=match["InstanceType"], count=match["InstanceCount"],
+                availability_zone=match["AvailabilityZone"], start=match["CapacityBlockExtensionStartDate"],
+                end=match["CapacityBlockExtensionEndDate"], state=state,
+            )
+        try:
+            plan = self.sagemaker.describe_training_plan(TrainingPlanName=intent_id)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ResourceNotFound":
+                return None
+            raise
+        return _training_plan(plan, window)
+
+    # --- offerings ------------------------------------------------------------------------------
+
+    def offerings(self, window: Window, held: Iterable[Reservation], now: datetime) -> list[Offering]:
+        """Offerings that could fill the gaps of the window's occurrences in the horizon."""
+        held = [r for r in held if r.window == window.name and r.state in market.COVERING_STATES]
+        found: dict[str, Offering] = {}
+        for occurrence in window.occurrences(now):
+            for gap_start, gap_end, missing in shortfall(occurrence, window.instance_count, [(r.start, r.end, r.count) for r in held]):
+                days = market.shortest_block_days(max(gap_start, now), gap_end)
+                if days is None:
+                    continue
+                if window.market == "training_plan":
+                    found.update((o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, days, now))
+                    continue
+                found.update((o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now))
+                if window.prefer_extension:
+                    for reservation in held:
+                        if reservation.state in market.EXTENDABLE_STATES and gap_start <= reservation.end < gap_end:
+                            found.update((o.id, o) for o in self._extension_offerings(reservation, gap_end))
+        return sorted(found.values(), key=lambda o: o.id)
+
+    def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
+        response = self.ec2.describe_capacity_block_offerings(
+            InstanceType=window.instance_type, InstanceCount=missing, CapacityDurationHours=days * 24,
+            StartDateRange=max(now, gap_end - timedelta(days=days)), EndDateRange=gap_start + timedelta(days=days),
+        )
+        return [block_offering(o) for o in response["CapacityBlockOfferings"]]
+
+    def _extension_offerings(self, reservation, gap_end):
+        days = market.shortest_block_days(reservation.end, gap_end)
+        if days is None:
+            return []
+        response = self.ec2.describe_capacity_block_extension_offerings(
+            CapacityBlockExtensionDurationHours=days * 24, CapacityReservationId=reservation.id
+        )
+        return self._extensions(response, reservation.id)
+
+    @staticmethod
+    def _extensions(response, reservation_id):
+        return [
+            Offering(
+                id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"], count=o["InstanceCount"],
+                availability_zone=o["AvailabilityZone"], start=o["CapacityBlockExtensionStartDate"], end=o["CapacityBlockExtensionEndDate"],
+                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=Decimal(o["UpfrontFee"]),
+                currency=o["CurrencyCode"], reservation_id=reservation_id,
+            )
+            for o in response["CapacityBlockExtensionOfferings"]
+        ]
+
+    def _training_plan_offerings(self, window, missing, gap_start, gap_end, days, now):
+        response = self.sagemaker.search_training_plan_offerings(
+            InstanceType=window.instance_type, InstanceCount=missing,
+            StartTimeAfter=max(now, gap_end - timedelta(days=days)), EndTimeBefore=gap_start + timedelta(days=days),
+            DurationHours=days * 24, TargetResources=[TRAINING_PLAN_TARGETS[window.consumer["kind"]]],
+        )
+        return [training_plan_offering(o) for o in response["TrainingPlanOfferings"]]
+
+    def still_offered(self, offering: Offering, window: Window) -> Offering | None:
+        """The same offering as the market shows it now (its fee may have changed), or None."""
+        if offering.kind == "block":
+            found = self._block_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
+        elif offering.kind == "extension":
+            response = self.ec2.describe_capacity_block_extension_offerings(
+                CapacityBlockExtensionDurationHours=offering.duration_hours, CapacityReservationId=offering.reservation_id
+            )
+            found = [o for o in self._extensions(response, offering.reservation_id)]
+        else:
+            found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
+        return next((o for o in found if o.id == offering.id), None)
+
+    # --- purchases ------------------------------------------------------------------------------
+
+    def purchase(self, offering: Offering, *, intent_id: str, window: str) -> Outcome:
+        tags = {TAG_INTENT: intent_id, TAG_WINDOW: window, TAG_MANAGED_BY: self.controller_id}
+        try:
+            if offering.kind == "block":
+                response = self.purchase_ec2.purchase_capacity_block(
+                    CapacityBlockOfferingId=offering.id, InstancePlatform="Linux/UNIX",
+                    TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+                )
+                return Outcome(result="purchased", reservation_id=response["CapacityReservation"]["CapacityReservationId"])
+            if offering.kind == "extension":
+                # The extension keeps the reservation id, which already carries our tags.
+                self.purchase_ec2.purchase_capacity_block_extension(
+                    CapacityBlockExtensionOfferingId=offering.id, CapacityReservationId=offering.reservation_id
+                )
+                return Outcome(result="purchased", reservation_id=offering.reservation_id)
+            response = self.purchase_sagemaker.create_training_plan(
+                TrainingPlanName=intent_id, TrainingPlanOfferingId=offering.id, Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+            )
+            return Outcome(result="purchased", reservation_id=response["TrainingPlanArn"])
+        except (ClientError, ReadTimeoutError, BotoConnectionError) as error:
+            return classify(error)
+
+
+def block_offering(o: dict[str, Any]) -> Offering:
+    """An offering as DescribeCapacityBlockOfferings returns it (boto3 or AWS CLI JSON)."""
+    return Offering(
+        id=o["CapacityBlockOfferingId"], kind="block", instance_type=o["InstanceType"], count=o["InstanceCount"],
+        availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
+        duration_hours=o["CapacityBlockDurationHours"], upfront_fee=Decimal(o["UpfrontFee"]), currency=o["CurrencyCode"],
+    )
+
+
+def training_plan_offering(o: dict[str, Any]) -> Offering:
+    """An offering as SearchTrainingPlanOfferings returns it (boto3 or AWS CLI JSON)."""
+    capacity = o["ReservedCapacityOfferings"][0]
+    start = _when(capacity["StartTime"])
+    return Offering(
+        id=o["TrainingPlanOfferingId"], kind="training_plan", instance_type=capacity["InstanceType"],
+        count=capacity["InstanceCount"], availability_zone=capacity.get("AvailabilityZone", ""),
+        start=start, end=start + o["DurationHours"] * HOUR, duration_hours=o["DurationHours"],
+        upfront_fee=Decimal(o["UpfrontFee"]), currency=o.get("CurrencyCode", "USD"),
+    )
+
+
+def _when(value: datetime | str) -> datetime:
+    return market.utc(value if isinstance(value, datetime) else datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+def _tags(tags: list[dict[str, str]]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in tags}
+
+
+def _names_intent_of(name: str, window: str) -> bool:
+    rest = name.removeprefix(f"{window}-")
+    return rest != name and bool(re.fullmatch(r"\d{12}-\d+", rest))
+
+
+def _training_plan(plan: dict[str, Any], window: str) -> Reservation:
+    capacity = (plan.get("ReservedCapacitySummaries") or [{}])[0]
+    return Reservation(
+        id=plan["TrainingPlanArn"], window=window, instance_type=capacity.get("InstanceType", ""),
+        count=plan.get("TotalInstanceCount", 0), availability_zone=capacity.get("AvailabilityZone", ""),
+        start=plan["StartTime"], end=plan["EndTime"], state=market.TRAINING_PLAN_STATES[plan["Status"]],
+    )
+
+
+def reservation_from_api(item: dict[str, Any]) -> Reservation:
+    return Reservation(
+        id=item["CapacityReservationId"], window=_tags(item.get("Tags", [])).get(TAG_WINDOW, ""),
+        instance_type=item["InstanceType"], count=item["TotalInstanceCount"], availability_zone=item["AvailabilityZone"],
+        start=_when(item["StartDate"]), end=_when(item["EndDate"]), state=item["State"],
+    )

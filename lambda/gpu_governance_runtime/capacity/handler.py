@@ -1,0 +1,152 @@
+"""Lambda entry point of the capacity controller (reserved concurrency 1: runs never overlap
+within one controller; the ledger guards against everything else).
+
+Scheduled events run the controller. ``aws.ec2`` events whose detail-type starts with
+``Capacity Block`` (the documented names differ between versions) rotate the consumer onto a
+delivered block or drain it at the expiration warning, then run the controller too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from . import controller, rotation
+from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket
+from .ledger import Ledger
+from .planner import Window
+
+METRIC_NAMESPACE = "GpuGovernance/Capacity"
+POLICY_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Clients:
+    ec2: Any
+    sagemaker: Any
+    purchase_ec2: Any  # built with PURCHASE_CLIENT_CONFIG: never resends a purchase
+    purchase_sagemaker: Any
+    dynamodb: Any
+    sns: Any
+    events: Any
+    batch: Any
+    eks: Any
+
+
+def _clients() -> Clients | None:
+    if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
+        return None  # imported by tests or the CLI: they bring their own clients
+    return Clients(
+        ec2=boto3.client("ec2"), sagemaker=boto3.client("sagemaker"),
+        purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
+        dynamodb=boto3.client("dynamodb"), sns=boto3.client("sns"), events=boto3.client("events"),
+        batch=boto3.client("batch"), eks=boto3.client("eks"),
+    )
+
+
+CLIENTS = _clients()  # module level: reused by warm invocations
+
+
+def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    return process(event, clients=CLIENTS, settings=dict(os.environ), now=datetime.now(timezone.utc))
+
+
+def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime) -> dict[str, Any]:
+    windows = load_windows(settings)
+    capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings["CONTROLLER_ID"],
+                              purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
+    result: dict[str, Any] = {}
+    if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
+        result["block_event"] = _on_block_event(event, windows, capacity, clients, now)
+    ledger = Ledger(client=clients.dynamodb, table_name=settings["LEDGER_TABLE"])
+    notify = _notifier(clients.sns, settings["TOPIC_ARN"])
+    report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now)
+    spent = {name: ledger.spent(window, now) for name, window in windows.items()}
+    _emit_metrics(report, windows, spent)
+    result["run"] = {
+        "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
+        "failed": [list(f) for f in report.failed], "in_flight": list(report.in_flight), "refused": list(report.refused),
+        "uncovered": [list(u) for u in report.uncovered],
+        "planned": [{"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode} for p in report.plan.purchases],
+    }
+    _log("capacity controller run", **result)
+    return result
+
+
+def load_windows(settings: dict[str, str]) -> dict[str, Window]:
+    """Windows from the policy bundled with the code, checked against the function's own
+    budget and price cap: two declarations that must agree before anything is bought."""
+    document = json.loads(Path(settings.get("POLICY_FILE", Path(__file__).parents[1] / "policy.json")).read_text())
+    if document.get("version") != POLICY_VERSION:
+        raise ValueError(f"policy version {document.get('version')!r}; this controller reads {POLICY_VERSION}")
+    windows = {w["name"]: Window.from_policy(w) for w in document.get("capacity_windows", [])}
+    budget_limit, cap_limit = Decimal(settings["GPU_GOVERNANCE_BUDGET"]), Decimal(settings["GPU_GOVERNANCE_PRICE_CAP"])
+    for window in windows.values():
+        if window.budget > budget_limit or window.max_price_per_instance_hour > cap_limit:
+            raise ValueError(f"window {window.name}: budget {window.budget} / cap {window.max_price_per_instance_hour} exceed the "
+                             f"function's limits {budget_limit} / {cap_limit}; redeploy so both come from the same model")
+    return windows
+
+
+def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, now: datetime) -> dict[str, Any]:
+    detail_type, reservation_id = event["detail-type"], event["detail"]["capacity-reservation-id"]
+    items = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    window = windows.get(next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), ""))
+    if window is None or window.consumer.get("kind") not in ("batch_compute_environment", "eks_node_group"):
+        return {"ignored": reservation_id, "reason": "not a block this controller rotates"}
+    if "Delivered" in detail_type:
+        version, changed = rotation.rotate(consumer=window.consumer, reservation_id=reservation_id, ec2=clients.ec2, batch=clients.batch, eks=clients.eks)
+        return {"rotated": reservation_id, "launch_template_version": version, "changed": changed}
+    if "Expiration Warning" in detail_type:
+        ends_at = datetime.fromisoformat(event["detail"]["end-date"].replace("Z", "+00:00"))
+        following = sorted(
+            (r for r, _ in capacity.owned([window]) if r.window == window.name and r.id != reservation_id
+             and r.state in ("scheduled", "active") and r.start <= ends_at < r.end),
+            key=lambda r: r.start,
+        )
+        drained = rotation.drain(window=window.name, consumer=window.consumer, fallback=window.fallback, reservation_id=reservation_id,
+                                 next_block=following[0].id if following else None, ends_at=ends_at,
+                                 ec2=clients.ec2, batch=clients.batch, eks=clients.eks, events=clients.events)
+        warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+        _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"))
+        return drained
+    return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
+
+
+def _notifier(sns, topic_arn: str):
+    def notify(subject: str, message: dict[str, Any]) -> None:
+        sns.publish(TopicArn=topic_arn, Subject=subject[:100], Message=json.dumps(message, indent=2, sort_keys=True))
+
+    return notify
+
+
+def _emit_metrics(report: controller.RunReport, windows: dict[str, Window], spent: dict[str, Decimal]) -> None:
+    _metric({}, WindowsUncovered=(len(report.uncovered), "Count"), Purchases=(len(report.bought), "Count"),
+            PurchaseFailures=(len(report.failed), "Count"), PurchasesInFlight=(len(report.in_flight), "Count"),
+            AwaitingApproval=(len(report.awaiting_approval), "Count"))
+    for name, window in windows.items():
+        used = float(spent[name] / window.budget * 100) if window.budget else 0.0
+        _metric({"Window": name}, Spend=(float(spent[name]), "None"), BudgetUsedPercent=(used, "Percent"))
+
+
+def _metric(dimensions: dict[str, str], **values: tuple[float, str]) -> None:
+    """One CloudWatch embedded-metric-format record on stdout."""
+    print(json.dumps({
+        "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [{
+            "Namespace": METRIC_NAMESPACE, "Dimensions": [sorted(dimensions)],
+            "Metrics": [{"Name": name, "Unit": unit} for name, (_, unit) in values.items()],
+        }]},
+        **dimensions, **{name: value for name, (value, _) in values.items()},
+    }))
+
+
+def _log(message: str, **fields: Any) -> None:
+    print(json.dumps({"level": "INFO", "message": message, **fields}, default=str))

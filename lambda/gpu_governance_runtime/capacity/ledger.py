@@ -1,0 +1,251 @@
+"""The purchase ledger: intent recorded before any purchase, budget reserved in the same write.
+
+One DynamoDB table, key ``pk``. Three kinds of item:
+
+- ``slot#<window>@<occurrence>``: ``seq`` (intents so far) and ``open_intent`` while a purchase
+  for that occurrence is undecided. Claiming sets ``open_intent`` on condition that none is set,
+  so two runs at once, or one event delivered twice, cannot both buy for the same occurrence.
+- ``intent#<id>``: what is bought, for how much, and its ``status``.
+- ``spend#<window>#<period>``: ``total`` committed this budget period. The claim adds the fee on
+  condition that the total stays within the budget, so concurrent runs cannot overspend.
+
+All three change in one transaction, so a crash leaves either a full claim or none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from .planner import Offering, Purchase, Window
+
+Status = Literal["awaiting_approval", "approved", "purchasing", "purchased", "failed"]
+# Statuses in which money may be (or may become) spent: the slot stays locked and the fee
+# stays counted against the budget until the outcome is known.
+OPEN_STATUSES = ("awaiting_approval", "approved", "purchasing")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Intent:
+    id: str
+    window: str
+    occurrence: str
+    offering: Offering
+    period: str
+    status: Status
+    created_at: datetime
+    updated_at: datetime
+    reservation_id: str | None = None
+    reason: str = ""
+
+    @property
+    def slot(self) -> str:
+        return f"slot#{self.occurrence}"
+
+
+class ClaimRefused(Exception):
+    """Another run holds the occurrence, or the budget would be exceeded."""
+
+
+class Ledger:
+    def __init__(self, *, client: Any, table_name: str):
+        self._db = client
+        self._table = table_name
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def spent(self, window: Window, now: datetime) -> Decimal:
+        item = self._db.get_item(TableName=self._table, Key=_key(f"spend#{window.name}#{window.period_key(now)}"), ConsistentRead=True).get("Item")
+        return Decimal(item["total"]["N"]) if item else Decimal(0)
+
+    def intent(self, intent_id: str) -> Intent | None:
+        item = self._db.get_item(TableName=self._table, Key=_key(f"intent#{intent_id}"), ConsistentRead=True).get("Item")
+        return _intent(item) if item else None
+
+    def open_intents(self) -> list[Intent]:
+        """Undecided intents: the reconciler settles these before anything new is bought."""
+        found, start = [], None
+        while True:
+            page = self._db.scan(
+                TableName=self._table,
+                FilterExpression="begins_with(pk, :intent) AND #status IN (:a, :b, :c)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":intent": {"S": "intent#"}, **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES)}},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            found += [_intent(item) for item in page["Items"]]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return sorted(found, key=lambda i: i.id)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def claim(self, purchase: Purchase, window: Window, *, status: Status, now: datetime) -> Intent:
+        """Record the intent to buy, lock the occurrence and reserve the fee, all or nothing."""
+        fee = purchase.offering.upfront_fee
+        if fee > window.budget:
+            raise ClaimRefused(f"fee {fee} exceeds the whole budget {window.budget}")
+        slot_key = f"slot#{purchase.occurrence.key}"
+        slot = self._db.get_item(TableName=self._table, Key=_key(slot_key), ConsistentRead=True).get("Item")
+        seq = int(slot["seq"]["N"]) if slot else 0
+        if slot and "open_intent" in slot:
+            raise ClaimRefused(f"{purchase.occurrence.key} already has an undecided purchase {slot['open_intent']['S']}")
+        intent = Intent(
+            id=f"{window.name}-{purchase.occurrence.start:%Y%m%d%H%M}-{seq + 1}",
+            window=window.name, occurrence=purchase.occurrence.key, offering=purchase.offering,
+            period=window.period_key(now), status=status, created_at=now, updated_at=now,
+        )
+        slot_condition = (
+            ("seq = :seq AND attribute_not_exists(open_intent)", {":seq": {"N": str(seq)}}) if slot else ("attribute_not_exists(pk)", {})
+        )
+        try:
+            self._db.transact_write_items(TransactItems=[
+                {"Update": {
+                    "TableName": self._table, "Key": _key(slot_key),
+                    "UpdateExpression": "SET seq = :next, open_intent = :id",
+                    "ConditionExpression": slot_condition[0],
+                    "ExpressionAttributeValues": {":next": {"N": str(seq + 1)}, ":id": {"S": intent.id}, **slot_condition[1]},
+                }},
+                {"Put": {
+                    "TableName": self._table, "Item": _item(intent), "ConditionExpression": "attribute_not_exists(pk)",
+                }},
+                {"Update": {
+                    "TableName": self._table, "Key": _key(f"spend#{window.name}#{intent.period}"),
+                    "UpdateExpression": "ADD #total :fee",
+                    "ConditionExpression": "attribute_not_exists(#total) OR #total <= :limit",
+                    "ExpressionAttributeNames": {"#total": "total"},
+                    "ExpressionAttributeValues": {":fee": {"N": str(fee)}, ":limit": {"N": str(window.budget - fee)}},
+                }},
+            ])
+        except self._db.exceptions.TransactionCanceledException as error:
+            reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+            # Budget only when the occurrence itself was free; a conflict means another run.
+            over_budget = reasons[2:3] == ["ConditionalCheckFailed"] and "ConditionalCheckFailed" not in reasons[:2]
+            what = "budget" if over_budget else "another run claimed it first"
+            raise ClaimRefused(f"{purchase.occurrence.key}: {what}") from None
+        return intent
+
+    def approve(self, intent_id: str, *, now: datetime) -> Intent:
+        """Mark an intent awaiting approval as approved; anything else is refused."""
+        try:
+            self._db.update_item(
+                TableName=self._table, Key=_key(f"intent#{intent_id}"),
+                UpdateExpression="SET #status = :approved, updated_at = :now",
+                ConditionExpression="#status = :awaiting",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":approved": {"S": "approved"}, ":awaiting": {"S": "awaiting_approval"}, ":now": {"S": now.isoformat()}},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            current = self.intent(intent_id)
+            raise ClaimRefused(
+                f"intent {intent_id} " + ("does not exist" if current is None else f"is {current.status}, not awaiting_approval")
+            ) from None
+        return self.intent(intent_id)
+
+    def start_purchase(self, intent: Intent, *, now: datetime) -> None:
+        """approved -> purchasing, so two runs cannot both act on one approval."""
+        self._transition(intent, "purchasing", expected=("approved",), now=now)
+
+    def settle(self, intent: Intent, *, status: Literal["purchased", "failed"], now: datetime, reservation_id: str | None = None, reason: str = "") -> bool:
+        """Close an undecided intent: unlock its occurrence and, when nothing was bought, give
+        the fee back to the budget. False when another run settled it already."""
+        items = [
+            {"Update": {
+                "TableName": self._table, "Key": _key(f"intent#{intent.id}"),
+                "UpdateExpression": "SET #status = :status, updated_at = :now, reservation_id = :rid, reason = :reason",
+                "ConditionExpression": "#status IN (:a, :b, :c)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":status": {"S": status}, ":now": {"S": now.isoformat()}, ":rid": {"S": reservation_id or ""}, ":reason": {"S": reason},
+                    **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES)},
+                },
+            }},
+            {"Update": {
+                "TableName": self._table, "Key": _key(intent.slot), "UpdateExpression": "REMOVE open_intent",
+                "ConditionExpression": "open_intent = :id", "ExpressionAttributeValues": {":id": {"S": intent.id}},
+            }},
+        ]
+        if status == "failed":
+            items.append({"Update": {
+                "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
+                "UpdateExpression": "ADD #total :refund", "ExpressionAttributeNames": {"#total": "total"},
+                "ExpressionAttributeValues": {":refund": {"N": str(-intent.offering.upfront_fee)}},
+            }})
+        try:
+            self._db.transact_write_items(TransactItems=items)
+        except self._db.exceptions.TransactionCanceledException:
+            return False
+        return True
+
+    def refund_payment_failure(self, intent: Intent, *, now: datetime, reason: str) -> bool:
+        """A purchased block later went payment-failed: nothing was charged, give the fee back once."""
+        try:
+            self._db.transact_write_items(TransactItems=[
+                {"Update": {
+                    "TableName": self._table, "Key": _key(f"intent#{intent.id}"),
+                    "UpdateExpression": "SET #status = :failed, updated_at = :now, reason = :reason",
+                    "ConditionExpression": "#status = :purchased",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":failed": {"S": "failed"}, ":purchased": {"S": "purchased"}, ":now": {"S": now.isoformat()}, ":reason": {"S": reason}},
+                }},
+                {"Update": {
+                    "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
+                    "UpdateExpression": "ADD #total :refund", "ExpressionAttributeNames": {"#total": "total"},
+                    "ExpressionAttributeValues": {":refund": {"N": str(-intent.offering.upfront_fee)}},
+                }},
+            ])
+        except self._db.exceptions.TransactionCanceledException:
+            return False
+        return True
+
+    def _transition(self, intent: Intent, status: Status, *, expected: tuple[Status, ...], now: datetime) -> None:
+        try:
+            self._db.update_item(
+                TableName=self._table, Key=_key(f"intent#{intent.id}"),
+                UpdateExpression="SET #status = :status, updated_at = :now",
+                ConditionExpression="#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":status": {"S": status}, ":now": {"S": now.isoformat()}, **{f":e{i}": {"S": s} for i, s in enumerate(expected)}},
+            )
+        except self._db.exceptions.ConditionalCheckFailedException:
+            raise ClaimRefused(f"intent {intent.id} is no longer {' or '.join(expected)}") from None
+
+
+def _key(pk: str) -> dict[str, Any]:
+    return {"pk": {"S": pk}}
+
+
+def _item(intent: Intent) -> dict[str, Any]:
+    offering = intent.offering
+    return {
+        "pk": {"S": f"intent#{intent.id}"},
+        "id": {"S": intent.id},
+        "window": {"S": intent.window},
+        "occurrence": {"S": intent.occurrence},
+        "period": {"S": intent.period},
+        "status": {"S": intent.status},
+        "created_at": {"S": intent.created_at.isoformat()},
+        "updated_at": {"S": intent.updated_at.isoformat()},
+        "fee": {"N": str(offering.upfront_fee)},
+        "offering": {"S": json.dumps({
+            **offering.__dict__, "start": offering.start.isoformat(), "end": offering.end.isoformat(), "upfront_fee": str(offering.upfront_fee),
+        }, sort_keys=True)},
+    }
+
+
+def _intent(item: dict[str, Any]) -> Intent:
+    offering = json.loads(item["offering"]["S"])
+    return Intent(
+        id=item["id"]["S"], window=item["window"]["S"], occurrence=item["occurrence"]["S"], period=item["period"]["S"],
+        status=item["status"]["S"],
+        created_at=datetime.fromisoformat(item["created_at"]["S"]), updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
+        reservation_id=item.get("reservation_id", {}).get("S") or None, reason=item.get("reason", {}).get("S", ""),
+        offering=Offering(**{
+            **offering, "start": datetime.fromisoformat(offering["start"]), "end": datetime.fromisoformat(offering["end"]),
+            "upfront_fee": Decimal(offering["upfront_fee"]),
+        }),
+    )

@@ -1,0 +1,264 @@
+"""Backends the reclaim controller reads and acts on. Each adapter turns a backend's queue into
+the planner's :class:`PoolState` and carries out preemptions; none of them decides anything.
+
+* :class:`BatchFairShareAdapter` - AWS Batch fair-share job queue on EC2/EKS compute
+  environments. Batch never preempts there, so the controller terminates victims with a reason;
+  their retry strategy requeues them (give such jobs ``retryStrategy.attempts`` >= 2).
+* :class:`SlurmAdapter` - SageMaker HyperPod Slurm, through SSM Run Command on the head node:
+  reads ``squeue``, requeues victims (``scontrol requeue``) and re-routes borrowing starts to
+  the shared ``borrow`` partition under the team's borrow QoS (the mapping in
+  ``gpu_governance_runtime.slurm.plan``). Own-capacity starts are left to Slurm's scheduler.
+* :class:`BatchQuotaShareObserver` - AWS Batch quota-share queue: observe only. Batch reclaims
+  and preempts natively there; the controller only publishes metrics.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Protocol
+
+from ..policy import Policy, PoolPolicy
+from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
+from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
+
+# Job tags that describe what a Batch fair-share job holds (Batch does not say which instance
+# type a job landed on): instances (default: nodes of a multi-node job, else 1), the instance
+# type (default: the pool's only type) and whether it checkpoints.
+TAG_INSTANCES = "gpu-governance:instances"
+TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
+TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionResult:
+    job_id: str
+    outcome: str  # "done", "skipped" (finished meanwhile or no longer as planned), "failed"
+    detail: str = ""
+
+
+class Adapter(Protocol):
+    acts: bool  # False: observe and publish metrics only
+    reroutes_borrowers: bool  # True: a borrowing start needs an action (Slurm partition/QoS)
+
+    def read(self, now: float) -> PoolState: ...
+
+    def preempt(self, preemption: Preemption) -> ActionResult: ...
+
+    def start(self, start: Start) -> ActionResult: ...
+
+    def attempt_of(self, job_id: str) -> str: ...
+
+
+# --- AWS Batch fair share -----------------------------------------------------------------------
+
+
+class BatchFairShareAdapter:
+    acts = True
+    reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
+
+    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
+        self.batch, self.job_queue, self.pool = batch, job_queue, pool
+        self._jobs: dict[str, dict] = {}
+
+    def read(self, now: float) -> PoolState:
+        shares = {s.name for s in self.pool.shares}
+        running, pending = [], []
+        for status in ("STARTING", "RUNNING", "RUNNABLE"):
+            for job in self._describe(self._list(status)):
+                if job.get("shareIdentifier") not in shares:
+                    continue  # not a governed team's job: never touched
+                fields = self._fields(job)
+                if fields["instance_type"] not in self.pool.capacity:
+                    continue  # untagged job in a pool of several types: cannot be planned
+                self._jobs[job["jobId"]] = job
+                if status == "RUNNABLE":
+                    pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
+                else:
+                    running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+
+    def _list(self, status: str) -> list[str]:
+        ids = []
+        for page in self.batch.get_paginator("list_jobs").paginate(jobQueue=self.job_queue, jobStatus=status):
+            ids += [summary["jobId"] for summary in page["jobSummaryList"]]
+        return ids
+
+    def _describe(self, ids: list[str]) -> list[dict]:
+        jobs = []
+        for offset in range(0, len(ids), 100):  # DescribeJobs takes at most 100 ids
+            jobs += self.batch.describe_jobs(jobs=ids[offset : offset + 100])["jobs"]
+        return sorted(jobs, key=lambda j: j["jobId"])
+
+    def _fields(self, job: dict) -> dict:
+        tags = job.get("tags", {})
+        only_type = next(iter(self.pool.capacity)) if len(self.pool.capacity) == 1 else None
+        instances = tags.get(TAG_INSTANCES) or job.get("nodeProperties", {}).get("numNodes", 1)
+        return dict(
+            job_id=job["jobId"], share=job["shareIdentifier"], instance_type=tags.get(TAG_INSTANCE_TYPE, only_type),
+            count=int(instances), priority=int(job.get("schedulingPriority", 0)),
+            checkpointable=tags.get(TAG_CHECKPOINTABLE, "false").lower() == "true",
+            times_preempted=len(job.get("attempts", [])),
+        )
+
+    def attempt_of(self, job_id: str) -> str:
+        return str(len(self._jobs.get(job_id, {}).get("attempts", [])))
+
+    def preempt(self, preemption: Preemption) -> ActionResult:
+        (current,) = self.batch.describe_jobs(jobs=[preemption.job_id])["jobs"] or ({},)
+        if current.get("status") not in ("STARTING", "RUNNING") or self.attempt_of(preemption.job_id) != str(len(current.get("attempts", []))):
+            return ActionResult(job_id=preemption.job_id, outcome="skipped", detail=f"now {current.get('status', 'gone')}")
+        # Batch keeps at most 1024 characters of reason
+        self.batch.terminate_job(jobId=preemption.job_id, reason=f"gpu-governance: {preemption.reason}"[:1024])
+        return ActionResult(job_id=preemption.job_id, outcome="done")
+
+    def start(self, start: Start) -> ActionResult:
+        raise RuntimeError("Batch starts fair-share jobs itself")
+
+
+# --- Batch quota share (observe only) -----------------------------------------------------------
+
+
+class BatchQuotaShareObserver:
+    """Reads the queue snapshot; Batch reclaims and preempts natively on quota-share queues."""
+
+    acts = False
+    reroutes_borrowers = False
+
+    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
+        self.batch, self.job_queue, self.pool = batch, job_queue, pool
+
+    def read(self, now: float) -> PoolState:
+        snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
+        utilization = snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
+        shares = {s.name for s in self.pool.shares}
+        running = []
+        for entry in utilization:
+            if entry["quotaShareName"] not in shares:
+                continue
+            for usage in entry.get("capacityUsage", []):
+                if usage["capacityUnit"] in self.pool.capacity and usage["quantity"] >= 1:
+                    # the snapshot gives totals, not jobs: one aggregate "job" per share and type
+                    running.append(
+                        RunningJob(
+                            job_id=f"{entry['quotaShareName']}/{usage['capacityUnit']}", share=entry["quotaShareName"],
+                            instance_type=usage["capacityUnit"], count=int(usage["quantity"]), priority=0, started_at=now,
+                        )
+                    )
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=(), now=now)
+
+    def preempt(self, preemption: Preemption) -> ActionResult:
+        raise RuntimeError("quota-share queues are observed only")
+
+    def start(self, start: Start) -> ActionResult:
+        raise RuntimeError("quota-share queues are observed only")
+
+    def attempt_of(self, job_id: str) -> str:
+        return "0"
+
+
+# --- Slurm on HyperPod through SSM ----------------------------------------------------------------
+
+SQUEUE_FORMAT = "%i|%a|%q|%T|%D|%S|%V"
+SQUEUE = f"squeue --noheader --states=RUNNING,PENDING --format='{SQUEUE_FORMAT}'"
+_SLURM_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class SlurmAdapter:
+    acts = True
+    reroutes_borrowers = True
+
+    def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
+                 poll_seconds: float = 1.0, timeout_seconds: float = 60.0, sleep: Callable[[float], None] = time.sleep):
+        self.ssm, self.instance_id, self.instance_type = ssm, instance_id, instance_type
+        self.pool, self.policy = pool, policy
+        self.poll_seconds, self.timeout_seconds, self.sleep = poll_seconds, timeout_seconds, sleep
+        self._restarts: dict[str, str] = {}
+
+    def run(self, commands: list[str]) -> str:
+        """Run shell commands on the head node and return their standard output."""
+        sent = self.ssm.send_command(
+            InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript",
+            Parameters={"commands": commands}, Comment="gpu-governance reclaim controller",
+        )
+        command_id = sent["Command"]["CommandId"]
+        waited = 0.0
+        while True:
+            self.sleep(self.poll_seconds)
+            waited += self.poll_seconds
+            try:
+                result = self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
+            except self.ssm.exceptions.InvocationDoesNotExist:
+                result = {"Status": "Pending"}
+            if result["Status"] == "Success":
+                return result.get("StandardOutputContent", "")
+            if result["Status"] in ("Cancelled", "TimedOut", "Failed"):
+                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
+            if waited >= self.timeout_seconds:
+                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {self.timeout_seconds:.0f} s")
+
+    def read(self, now: float) -> PoolState:
+        running, pending = [], []
+        for job in parse_squeue(self.run([SQUEUE]), self.pool, self.policy, self.instance_type):
+            self._restarts[job["job_id"]] = job.pop("restarts")
+            state, times = job.pop("state"), job.pop("times")
+            if state == "RUNNING":
+                running.append(RunningJob(started_at=times["start"], **job))
+            else:
+                pending.append(PendingJob(submitted_at=times["submit"], **job))
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+
+    def attempt_of(self, job_id: str) -> str:
+        return self._restarts.get(job_id, "0")
+
+    def preempt(self, preemption: Preemption) -> ActionResult:
+        job_id = _checked(preemption.job_id, _SLURM_JOB_ID)
+        # requeue only if it still runs: a job that ended between read and act is left alone
+        output = self.run([f"state=$(squeue --noheader --jobs={job_id} --format=%T 2>/dev/null); "
+                           f"if [ \"$state\" = RUNNING ]; then scontrol requeue {job_id} && echo requeued; else echo \"gone $state\"; fi"])
+        if "requeued" in output:
+            return ActionResult(job_id=preemption.job_id, outcome="done")
+        return ActionResult(job_id=preemption.job_id, outcome="skipped", detail=output.strip())
+
+    def start(self, start: Start) -> ActionResult:
+        """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
+        job_id = _checked(start.job_id, _SLURM_JOB_ID)
+        qos = _checked(borrow_qos_name(start.share), _SLURM_NAME)
+        self.run([f"scontrol update JobId={job_id} Partition={BORROW_PARTITION} QOS={qos}"])
+        return ActionResult(job_id=start.job_id, outcome="done", detail=f"re-routed to {BORROW_PARTITION} as {qos}")
+
+
+def _checked(value: str, pattern: re.Pattern) -> str:
+    # values end up in a shell command on the head node: only plain identifiers pass
+    if not pattern.match(value):
+        raise ValueError(f"refusing unsafe Slurm identifier {value!r}")
+    return value
+
+
+def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: str) -> Iterable[dict]:
+    """Rows of ``squeue --format='%i|%a|%q|%T|%D|%S|%V'`` for governed accounts, as planner fields.
+    The QoS ``<team>.<class>`` gives the priority; a borrow QoS job runs at priority 0."""
+    shares = {s.name for s in pool.shares}
+    weights = {p.name: p.weight for p in policy.priority_classes}
+    for line in output.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 7 or parts[1] not in shares:
+            continue
+        job_id, account, qos, state, nodes, start, submit = parts
+        priority_class = qos.split(".", 1)[1] if qos.startswith(account + ".") else ""
+        yield dict(
+            job_id=job_id, share=account, instance_type=instance_type, count=int(nodes),
+            priority=weights.get(priority_class, 0), checkpointable=False, times_preempted=0,
+            # a requeued job keeps its id and starts again later: the start time tells attempts apart
+            restarts=start, state=state, times={"start": _slurm_time(start), "submit": _slurm_time(submit)},
+        )
+
+
+def _slurm_time(text: str) -> float:
+    try:
+        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))  # HyperPod nodes run in UTC
+    except ValueError:
+        return 0.0  # "N/A" for pending jobs' start

@@ -1,0 +1,172 @@
+"""The reclaim controller Lambda: one tick per scheduled invocation (reserved concurrency 1, so
+ticks never overlap). Dry-run unless ``DRY_RUN=false``.
+
+Environment:
+  POLICY_PATH        compiled policy document (default: policy.json at the asset root)
+  RECLAIM_TARGETS    JSON list, one entry per governed pool:
+                     {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
+                     {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
+  LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
+  DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
+  METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
+  MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..policy import Policy, read_policy_file
+from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
+from .ledger import DONE, FAILED, ActionKey, Ledger
+from .planner import Plan, PoolState, Settings, apply_plan, plan_tick, share_usage
+
+DEFAULT_NAMESPACE = "GpuGovernance/Reclaim"
+SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
+
+# Standard retry mode backs off on throttling (TooManyRequestsException, ThrottlingException).
+_RETRIES = Config(retries={"mode": "standard", "max_attempts": 8})
+batch = boto3.client("batch", config=_RETRIES)
+ssm = boto3.client("ssm", config=_RETRIES)
+dynamodb = boto3.resource("dynamodb", config=_RETRIES)
+
+
+def log(record: Mapping[str, Any]) -> None:
+    print(json.dumps(record, default=str, sort_keys=True), flush=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TickResult:
+    pool: str
+    preemptions: int
+    starts: int
+    acted: int
+    failed: int
+
+
+def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    policy = read_policy_file(os.environ.get("POLICY_PATH") or Path(__file__).resolve().parents[2] / "policy.json")
+    settings = Settings(
+        min_run_time_s=float(os.environ.get("MIN_RUN_TIME_S", Settings().min_run_time_s)),
+        max_preemptions_per_tick=int(os.environ.get("MAX_PREEMPTIONS_PER_TICK", Settings().max_preemptions_per_tick)),
+    )
+    ledger = Ledger(dynamodb.Table(os.environ["LEDGER_TABLE"]))
+    dry_run = os.environ.get("DRY_RUN", "true").lower() != "false"
+    namespace = os.environ.get("METRICS_NAMESPACE", DEFAULT_NAMESPACE)
+    results = []
+    for target in json.loads(os.environ.get("RECLAIM_TARGETS", "[]")):
+        adapter = build_adapter(target, policy)
+        try:
+            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time()))
+        except (ClientError, BotoCoreError, RuntimeError) as error:
+            # one pool failing to read must not stop the others; the error alarm sees this
+            log({"event": "pool_failed", "pool": target["pool"], "error": str(error)})
+    return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
+
+
+def build_adapter(target: Mapping[str, Any], policy: Policy) -> Adapter:
+    pool = policy.pool(target["pool"])
+    if pool.backend == "batch_fair_share":
+        return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool)
+    if pool.backend == "batch_quota_share":
+        return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool)
+    if pool.backend == "hyperpod_slurm":
+        return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy)
+    raise ValueError(f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)")
+
+
+def run_tick(
+    pool: str, adapter: Adapter, ledger: Ledger, *, settings: Settings, dry_run: bool, namespace: str, now: float,
+    emit: Callable[[Mapping[str, Any]], None] = log,
+) -> TickResult:
+    state = adapter.read(now)
+    plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
+    acting = adapter.acts and not dry_run
+    acted = failed = 0
+    blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
+    for preemption in plan.preemptions:
+        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting, lambda: adapter.preempt(preemption))
+        emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
+              "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
+              "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
+        acted += outcome == DONE
+        failed += outcome == FAILED
+        if outcome in (FAILED, "already_claimed"):
+            blocked.add(preemption.for_job)
+    for start in plan.starts:
+        if start.job_id in blocked:
+            outcome = "blocked"
+        elif acting and start.borrowed and adapter.reroutes_borrowers:
+            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda: adapter.start(start))
+        else:
+            outcome = "left_to_scheduler" if acting else "planned"
+        emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
+              "instance_type": start.instance_type, "borrowed": start.borrowed, "dry_run": not acting, "outcome": outcome})
+    for record in share_metrics(pool, state, plan, namespace=namespace, now=now):
+        emit(record)
+    return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
+
+
+def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call) -> str:
+    if not acting:
+        return "planned"
+    key = ActionKey(pool=pool, job_id=job_id, attempt=adapter.attempt_of(job_id), action=action)
+    if not ledger.claim(key, now=now, reason=reason):
+        return "already_claimed"
+    try:
+        result = call()
+    except (ClientError, BotoCoreError, RuntimeError) as error:
+        ledger.record(key, status=FAILED, detail=str(error))
+        return FAILED
+    ledger.record(key, status=result.outcome, detail=result.detail)
+    return result.outcome
+
+
+def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float) -> list[dict[str, Any]]:
+    """One CloudWatch embedded-metric-format record per share (summed over instance types)."""
+    after = apply_plan(state, plan)
+    started_by = {j.job_id: j for j in state.running}
+    totals: dict[str, dict[str, float]] = {s.name: dict.fromkeys(SHARE_METRICS, 0) for s in state.shares}
+    for row in share_usage(state):
+        for metric, value in (("Guaranteed", row.guaranteed), ("InUse", row.in_use), ("Borrowed", row.borrowed), ("Lent", row.lent), ("Pending", row.pending)):
+            totals[row.share][metric] += value
+    for preemption in plan.preemptions:
+        victim = started_by[preemption.job_id]
+        totals[preemption.share]["Preemptions"] += 1
+        if not victim.checkpointable:  # a checkpointing job resumes; the rest restarts from zero
+            totals[preemption.share]["LostCapacitySeconds"] += max(0.0, now - victim.started_at) * victim.count
+    for share in starved_shares(after):
+        totals[share]["StarvedBelowGuarantee"] = 1
+    return [
+        {
+            "_aws": {
+                "Timestamp": int(now * 1000),
+                "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [["Pool", "Share"]], "Metrics": [{"Name": m, "Unit": "Seconds" if m == "LostCapacitySeconds" else "Count"} for m in SHARE_METRICS]}],
+            },
+            "Pool": pool,
+            "Share": share,
+            **values,
+        }
+        for share, values in totals.items()
+    ]
+
+
+def starved_shares(state: PoolState) -> set[str]:
+    """Shares with a pending job that fits inside their guarantee but is not running."""
+    usage: dict[tuple[str, str], int] = {}
+    for job in state.running:
+        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
+    quotas = {s.name: s.quota for s in state.shares}
+    return {
+        job.share for job in state.pending
+        if usage.get((job.share, job.instance_type), 0) + job.count <= quotas[job.share].get(job.instance_type, 0)
+    }

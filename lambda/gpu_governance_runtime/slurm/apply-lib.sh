@@ -1,0 +1,301 @@
+# Functions of the generated governance script (render.py puts them ahead of the plan's calls).
+#
+# Every gg_* function compares what the cluster has with what the plan wants and changes only
+# the difference, logging one line per change, so a second run reports `changed=0`. Nothing here
+# cancels, requeues or signals a job: objects that still have jobs are left in place with a
+# warning, and the run says so in its summary.
+#
+# Environment: GG_DRY_RUN=1 reports what would change and changes nothing.
+#              GG_NODE_MAP=file with lines "<instance group> <slurm hostlist>"; unset on HyperPod,
+#              where the map is read from GG_RESOURCE_CONFIG (HyperPod's resource_config.json).
+#              GG_FRAGMENT=slurm.conf fragment this script owns (default beside slurm.conf).
+
+GG_DRY_RUN=${GG_DRY_RUN:-0}
+GG_RESOURCE_CONFIG=${GG_RESOURCE_CONFIG:-/opt/ml/config/resource_config.json}
+GG_CHANGED=0
+GG_UNCHANGED=0
+GG_WARNINGS=0
+GG_FRAGMENT_BODY=""
+declare -A GG_DECLARED_QOS=() GG_DECLARED_ACCOUNTS=() GG_DECLARED_USERS=() GG_NODES=()
+# What slurmdbd had when the run began, read in two sacctmgr calls rather than one per object.
+# Each object is compared once, and objects are created before anything refers to them, so the
+# snapshot never needs refreshing.
+declare -A GG_HAVE_QOS=() GG_HAVE_PREEMPT=() GG_HAVE_ACCOUNT=() GG_HAVE_USER=()
+
+gg_log() { printf 'gpu-governance: %s\n' "$*"; }
+gg_warn() { GG_WARNINGS=$((GG_WARNINGS + 1)); gg_log "WARNING: $*"; }
+gg_fail() { gg_log "ERROR: $*"; exit 1; }
+gg_same() { GG_UNCHANGED=$((GG_UNCHANGED + 1)); }
+
+# Log and perform one change (or only log it in a dry run).
+gg_change() {
+    local what=$1; shift
+    GG_CHANGED=$((GG_CHANGED + 1))
+    if [[ $GG_DRY_RUN == 1 ]]; then
+        gg_log "would change: $what"
+        return
+    fi
+    gg_log "changed: $what"
+    "$@" >/dev/null || gg_fail "command failed for '$what': $*"
+}
+
+gg_sacctmgr() { sacctmgr -i "$@"; }
+gg_show() { sacctmgr -n -P show "$@"; }
+
+gg_begin() {
+    local tool
+    [[ $EUID -eq 0 ]] || gg_fail "run as root: it manages OS groups, directories and Slurm accounting"
+    if [[ $GG_OS_ONLY == 0 ]]; then
+        for tool in sacctmgr scontrol squeue; do
+            command -v "$tool" >/dev/null || gg_fail "$tool not found; run this on the Slurm head node (or pass --os-only)"
+        done
+        sacctmgr -n list cluster >/dev/null 2>&1 || gg_fail "sacctmgr cannot reach slurmdbd: accounting must be enabled"
+        gg_read_accounting
+    fi
+    gg_log "applying governance of organisation $GG_ORGANISATION (policy $GG_POLICY_DIGEST)$([[ $GG_DRY_RUN == 1 ]] && echo ', dry run')$([[ $GG_OS_ONLY == 1 ]] && echo ', OS only')"
+}
+
+# --- accounting ---------------------------------------------------------------------------
+
+gg_read_accounting() {
+    local name priority grptres description preempt account user rest
+    while IFS='|' read -r name priority grptres description preempt; do
+        GG_HAVE_QOS[$name]="$priority|$grptres|$description"
+        GG_HAVE_PREEMPT[$name]=$preempt
+    done < <(gg_show qos format=name,priority,grptres,description,preempt)
+    while IFS='|' read -r account user rest; do
+        if [[ -z $user ]]; then GG_HAVE_ACCOUNT[$account]=$rest; else GG_HAVE_USER["$user@$account"]=1; fi
+    done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos)
+}
+
+# gg_qos NAME PRIORITY GRP_GPUS(empty = none)
+gg_qos() {
+    local name=$1 priority=$2 gpus=$3 have want
+    GG_DECLARED_QOS[$name]=1
+    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER"
+    have=${GG_HAVE_QOS[$name]:-}
+    if [[ -z $have ]]; then
+        gg_change "add qos $name" gg_sacctmgr add qos "$name" priority="$priority" \
+            grptres="gres/gpu=${gpus:--1}" description="$GG_MARKER"
+    elif [[ $have != "$want" ]]; then
+        gg_change "qos $name: $have -> $want" gg_sacctmgr modify qos where name="$name" set \
+            priority="$priority" grptres="gres/gpu=${gpus:--1}" description="$GG_MARKER"
+    else
+        gg_same
+    fi
+}
+
+# gg_qos_preempts NAME COMMA_LIST (after every QoS exists: the list names other QoS)
+gg_qos_preempts() {
+    local name=$1 want=$2 have
+    have=${GG_HAVE_PREEMPT[$name]:-}
+    if [[ $have != "$want" ]]; then
+        gg_change "qos $name preempts: '$have' -> '$want'" gg_sacctmgr modify qos where name="$name" set preempt="$want"
+    else
+        gg_same
+    fi
+}
+
+# gg_account NAME PARENT FAIRSHARE [QOS_LIST DEFAULT_QOS]; without QoS the account inherits
+# its parent's (sacctmgr then shows the inherited list, so only the given fields are compared).
+gg_account() {
+    local name=$1 parent=$2 fairshare=$3 qos=${4:-} default_qos=${5:-} have want
+    GG_DECLARED_ACCOUNTS[$name]=1
+    have=${GG_HAVE_ACCOUNT[$name]:-}
+    want="$parent|$fairshare"
+    if [[ -n $qos ]]; then
+        want+="|$qos|$default_qos"
+    else
+        have=$(cut -d'|' -f1,2 <<<"$have")
+    fi
+    if [[ -z $have ]]; then
+        gg_change "add account $name" gg_sacctmgr add account "$name" parent="$parent" fairshare="$fairshare" \
+            ${qos:+qos="$qos" defaultqos="$default_qos"} description="$GG_MARKER" organization="$GG_ORGANISATION"
+    elif [[ $have != "$want" ]]; then
+        gg_change "account $name: $have -> $want" gg_sacctmgr modify account where name="$name" set \
+            parent="$parent" fairshare="$fairshare" ${qos:+qos="$qos" defaultqos="$default_qos"}
+    else
+        gg_same
+    fi
+}
+
+# gg_user NAME ACCOUNT
+gg_user() {
+    local name=$1 account=$2
+    GG_DECLARED_USERS["$name@$account"]=1
+    if [[ -n ${GG_HAVE_USER["$name@$account"]:-} ]]; then
+        gg_same
+    else
+        gg_change "add user $name to account $account" gg_sacctmgr add user "$name" account="$account"
+    fi
+}
+
+# Jobs still pending or running for one filter (squeue option and value), as "id,id,...".
+gg_active_jobs() { squeue -h -t PD,R,S,CG,CF -o '%i' "$@" | paste -sd, -; }
+
+# Remove what an earlier policy created and this one no longer declares - unless jobs still use
+# it: those are never cancelled, they keep running and the object stays until a later run.
+gg_remove_undeclared() {
+    local user account name jobs
+    while IFS='|' read -r user account; do
+        [[ -n ${GG_DECLARED_ACCOUNTS[$account]:-} && -z ${GG_DECLARED_USERS["$user@$account"]:-} ]] || continue
+        jobs=$(gg_active_jobs -u "$user" -A "$account")
+        if [[ -n $jobs ]]; then
+            gg_warn "user $user left the policy of account $account but has jobs $jobs; kept until they end"
+        else
+            gg_change "remove user $user from account $account" gg_sacctmgr delete user where name="$user" account="$account"
+        fi
+    done < <(gg_show assoc format=user,account | awk -F'|' '$1 != ""')
+
+    while IFS='|' read -r name; do
+        [[ -z ${GG_DECLARED_ACCOUNTS[$name]:-} ]] || continue
+        jobs=$(gg_active_jobs -A "$name")
+        if [[ -n $jobs ]]; then
+            gg_warn "account $name left the policy but has jobs $jobs; kept until they end"
+            continue
+        fi
+        gg_change "remove account $name" gg_sacctmgr delete account where name="$name"
+    done < <(gg_show account format=account,description | awk -F'|' -v m="$GG_MARKER" '$2 == m { print $1 }')
+
+    while IFS='|' read -r name; do
+        [[ -z ${GG_DECLARED_QOS[$name]:-} ]] || continue
+        jobs=$(gg_active_jobs -q "$name")
+        if [[ -n $jobs ]]; then
+            gg_warn "qos $name left the policy but has jobs $jobs; kept until they end"
+            continue
+        fi
+        gg_change "remove qos $name" gg_sacctmgr delete qos where name="$name"
+    done < <(gg_show qos format=name,description | awk -F'|' -v m="$GG_MARKER" '$2 == m { print $1 }')
+}
+
+# --- OS identity and data paths -----------------------------------------------------------
+
+# gg_group NAME GID MEMBER...
+gg_group() {
+    local name=$1 gid=$2; shift 2
+    local entry have_gid member current
+    entry=$(getent group "$name" || true)
+    if [[ -z $entry ]]; then
+        gg_change "add group $name (gid $gid)" groupadd --gid "$gid" "$name"
+        entry="$name:x:$gid:"
+    else
+        have_gid=$(cut -d: -f3 <<<"$entry")
+        [[ $have_gid == "$gid" ]] || gg_warn "group $name has gid $have_gid, the policy says $gid; not renumbered (files on shared storage carry the old id)"
+        gg_same
+    fi
+    current=",$(cut -d: -f4 <<<"$entry"),"
+    for member in "$@"; do
+        if ! id -u "$member" >/dev/null 2>&1; then
+            gg_warn "user $member does not exist on this node; create it (same uid on every node) and re-apply"
+        elif [[ $current != *",$member,"* ]]; then
+            gg_change "add $member to group $name" gpasswd -a "$member" "$name"
+        else
+            gg_same
+        fi
+    done
+    local wanted=" $* "
+    for member in $(tr ',' ' ' <<<"${current//,,/,}"); do
+        [[ $wanted == *" $member "* ]] || gg_change "remove $member from group $name" gpasswd -d "$member" "$name"
+    done
+}
+
+# gg_data_path PATH GROUP MODE
+gg_data_path() {
+    local path=$1 group=$2 mode=$3 have
+    if [[ ! -d $path ]]; then
+        gg_change "create $path" install -d -o root -g "$group" -m "$mode" "$path"
+        return
+    fi
+    have=$(stat -c '%U:%G %a' "$path")
+    if [[ $have != "root:$group ${mode#0}" ]]; then
+        gg_change "$path: $have -> root:$group $mode" bash -c 'chown "root:$1" "$2" && chmod "$3" "$2"' _ "$group" "$path" "$mode"
+    else
+        gg_same
+    fi
+}
+
+# --- partitions and slurm.conf ------------------------------------------------------------
+
+gg_load_node_map() {
+    local group hosts
+    if [[ -z ${GG_NODE_MAP:-} ]]; then
+        [[ -f $GG_RESOURCE_CONFIG ]] || gg_fail "set GG_NODE_MAP (no HyperPod $GG_RESOURCE_CONFIG here)"
+        GG_NODE_MAP=$(mktemp)
+        # HyperPod names each Slurm node after its private IP address: ip-10-1-2-3.
+        python3 - "$GG_RESOURCE_CONFIG" >"$GG_NODE_MAP" <<'PY'
+import json, sys
+for group in json.load(open(sys.argv[1]))["InstanceGroups"]:
+    hosts = ["ip-" + i["CustomerIpAddress"].replace(".", "-") for i in group.get("Instances", [])]
+    print(group["Name"], ",".join(hosts))
+PY
+    fi
+    while read -r group hosts; do
+        [[ -z $group || $group == \#* ]] || GG_NODES[$group]=$hosts
+    done <"$GG_NODE_MAP"
+}
+
+# gg_setting KEY VALUE: a slurm.conf setting the governance depends on.
+gg_setting() { GG_FRAGMENT_BODY+="$1=$2"$'\n'; }
+
+# gg_partition NAME GROUPS ACCOUNTS QOS (comma lists)
+gg_partition() {
+    local name=$1 groups=$2 accounts=$3 qos=$4 group nodes=""
+    for group in ${groups//,/ }; do
+        if [[ -n ${GG_NODES[$group]:-} ]]; then
+            nodes+="${nodes:+,}${GG_NODES[$group]}"
+        else
+            gg_warn "instance group $group has no nodes; partition $name does not include it"
+        fi
+    done
+    if [[ -z $nodes ]]; then
+        gg_warn "partition $name has no nodes and is left out"
+        return
+    fi
+    GG_FRAGMENT_BODY+="PartitionName=$name Nodes=$nodes AllowAccounts=$accounts AllowQos=$qos OverSubscribe=NO State=UP"$'\n'
+}
+
+# Partitions of the previous fragment that this policy drops keep their line, drained (no new
+# jobs), while jobs still run there.
+gg_keep_busy_partitions() {
+    local line name jobs
+    [[ -f $GG_FRAGMENT ]] || return 0
+    while read -r line; do
+        name=${line#PartitionName=}; name=${name%% *}
+        grep -q "^PartitionName=$name " <<<"$GG_FRAGMENT_BODY" && continue
+        jobs=$(gg_active_jobs -p "$name")
+        [[ -z $jobs ]] && continue
+        gg_warn "partition $name left the policy but has jobs $jobs; kept, drained, until they end"
+        GG_FRAGMENT_BODY+="${line/State=UP/State=DRAIN}"$'\n'
+    done < <(grep '^PartitionName=' "$GG_FRAGMENT")
+}
+
+gg_write_fragment() {
+    local text="# Written by cdk-gpu-governance (policy $GG_POLICY_DIGEST); re-applied, never edit by hand."$'\n'
+    gg_keep_busy_partitions
+    text+=$GG_FRAGMENT_BODY
+    if [[ -f $GG_FRAGMENT && "$(cat "$GG_FRAGMENT")"$'\n' == "$text" ]]; then
+        gg_same
+    else
+        gg_change "write $GG_FRAGMENT and reconfigure slurmctld" bash -c 'printf "%s" "$1" >"$2" && scontrol reconfigure' _ "$text" "$GG_FRAGMENT"
+    fi
+    local slurm_conf include="Include $GG_FRAGMENT"
+    slurm_conf=$(dirname "$GG_FRAGMENT")/slurm.conf
+    if ! grep -qxF "$include" "$slurm_conf"; then
+        gg_change "add '$include' to $slurm_conf" bash -c 'printf "%s\n" "$1" >>"$2" && scontrol reconfigure' _ "$include" "$slurm_conf"
+    fi
+}
+
+# Settings that only a slurmctld restart activates: say so rather than restart under load.
+gg_check_restart_settings() {
+    local key want have
+    [[ $GG_DRY_RUN == 1 ]] && return
+    for key in PreemptType SelectType PriorityType; do
+        want=$(sed -n "s/^$key=//p" <<<"$GG_FRAGMENT_BODY")
+        have=$(scontrol show config | sed -n "s/^$key *= *//p")
+        [[ -z $want || $have == "$want" ]] || gg_warn "$key is $have, the policy needs $want: restart slurmctld to activate it"
+    done
+}
+
+gg_end() {
+    gg_log "summary changed=$GG_CHANGED unchanged=$GG_UNCHANGED warnings=$GG_WARNINGS"
+}

@@ -1,0 +1,103 @@
+"""The controller construct, synthesized once with every compliance pack (synth raises on any
+unacknowledged finding)."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from aws_cdk import App, Environment, Stack
+from aws_cdk.assertions import Match, Template
+
+from constructs_lib.capacity import CapacityController
+from constructs_lib.compliance import apply_standard_packs
+from constructs_lib.errors import GovernanceError
+from constructs_lib.loader import default_config_text
+from constructs_lib.model import GovernanceModel
+
+BASE = yaml.safe_load(default_config_text())
+WINDOWS = [
+    {"name": "launch-load-test", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
+     "duration_hours": 6, "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
+     "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
+    {"name": "finetune-eval", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 8,
+     "feeds": {"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}, "max_price_per_instance_hour": 45, "budget": {"amount": 10000}},
+]
+
+
+def model(windows):
+    data = copy.deepcopy(BASE)
+    data["capacity_windows"] = windows
+    return GovernanceModel.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = Stack(app, "Capacity", env=Environment(account="111122223333", region="us-east-1"))
+    controller = CapacityController(stack, "CapacityController", model=model(WINDOWS))
+    apply_standard_packs(app)
+    assembly = app.synth()  # raises ValidationFailed on any unacknowledged finding of any pack
+    return Template.from_stack(stack), controller, Path(assembly.directory)
+
+
+def statements(template):
+    policies = template.find_resources("AWS::IAM::Policy")
+    return [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def test_function_runs_alone_with_its_limits(synthesized):
+    template, _, _ = synthesized
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": "gpu_governance_runtime.capacity.handler.handle", "ReservedConcurrentExecutions": 1,
+        "Environment": {"Variables": Match.object_like({"GPU_GOVERNANCE_BUDGET": "20000", "GPU_GOVERNANCE_PRICE_CAP": "45", "CONTROLLER_ID": "acme-ml-capacity"})},
+        "TracingConfig": {"Mode": "Active"}, "DeadLetterConfig": Match.any_value(),
+    })
+
+
+def test_triggers_schedule_and_capacity_block_events_by_prefix(synthesized):
+    template, _, _ = synthesized
+    template.has_resource_properties("AWS::Events::Rule", {"EventPattern": {"source": ["aws.ec2"], "detail-type": [{"prefix": "Capacity Block"}]}})
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)"})
+
+
+def test_ledger_is_retained_with_point_in_time_recovery(synthesized):
+    template, _, _ = synthesized
+    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain", "Properties": Match.object_like({
+        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}, "DeletionProtectionEnabled": True,
+        "SSESpecification": Match.object_like({"SSEEnabled": True, "SSEType": "KMS"})})})
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+
+
+def test_purchases_are_scoped_to_region_and_the_controllers_tags(synthesized):
+    template, _, _ = synthesized
+    purchase = [s for s in statements(template) if s["Action"] == "ec2:PurchaseCapacityBlock"]
+    assert len(purchase) == 1
+    assert purchase[0]["Condition"]["StringEquals"] == {"aws:RequestTag/gpu-governance:managed-by": "acme-ml-capacity"}
+    assert "capacity-reservation/*" in json.dumps(purchase[0]["Resource"]) and ":us-east-1:" in json.dumps(purchase[0]["Resource"])
+    plans = [s for s in statements(template) if "sagemaker:CreateTrainingPlan" in s["Action"]]
+    assert plans[0]["Condition"]["StringEquals"] == {"aws:RequestTag/gpu-governance:managed-by": "acme-ml-capacity"}
+    buying = ("ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan")
+    assert not [s for s in statements(template) if s["Resource"] == "*" and set(buying) & set(s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+
+
+def test_alarms_publish_to_the_topic(synthesized):
+    template, _, _ = synthesized
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    assert len(alarms) == 4 + len(WINDOWS)
+    assert all(a["Properties"]["AlarmActions"] for a in alarms.values())
+
+
+def test_asset_carries_the_runtime_and_the_compiled_windows(synthesized):
+    template, controller, outdir = synthesized
+    code = template.find_resources("AWS::Lambda::Function")
+    asset_hash = next(iter(code.values()))["Properties"]["Code"]["S3Key"].split(".")[0]
+    policy = json.loads((outdir / f"asset.{asset_hash}" / "gpu_governance_runtime" / "policy.json").read_text())
+    assert [w["name"] for w in policy["capacity_windows"]] == ["launch-load-test", "finetune-eval"]
+    assert (outdir / f"asset.{asset_hash}" / "gpu_governance_runtime" / "capacity" / "handler.py").exists()
+
+
+def test_no_windows_is_a_clear_error():
+    with pytest.raises(GovernanceError, match="capacity_windows: no capacity windows declared"):
+        CapacityController(Stack(App(), "S"), "C", model=model([]))

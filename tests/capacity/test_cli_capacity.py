@@ -1,0 +1,90 @@
+import json
+
+import pytest
+import yaml
+from moto import mock_aws
+
+from constructs_lib.cli import main
+from constructs_lib.loader import default_config_text
+from gpu_governance_runtime.capacity.planner import plan
+
+from .builders import NOW, at, block, window
+from .stubbed_aws import TABLE, create_ledger_table
+
+
+def offering_json(id, start, end, fee, zone="us-east-1a", hours=24):
+    return {"CapacityBlockOfferingId": id, "InstanceType": "p5.48xlarge", "AvailabilityZone": zone, "InstanceCount": 4,
+            "StartDate": start, "EndDate": end, "CapacityBlockDurationHours": hours, "UpfrontFee": fee, "CurrencyCode": "USD"}
+
+
+@pytest.fixture
+def files(tmp_path):
+    data = yaml.safe_load(default_config_text())
+    data["capacity_windows"] = [{
+        "name": "launch-load-test", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
+        "duration_hours": 6, "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
+        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+                  "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"},
+    }]
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    offerings = tmp_path / "offerings.json"  # the shape `aws ec2 describe-capacity-block-offerings` prints
+    offerings.write_text(json.dumps({"CapacityBlockOfferings": [
+        offering_json("cb-0000000000000001", "2026-12-10T11:30:00+00:00", "2026-12-11T11:30:00+00:00", "2784.00"),
+        offering_json("cb-0000000000000002", "2026-12-10T11:30:00+00:00", "2026-12-11T12:00:00+00:00", "1000.00"),
+    ]}))
+    return config, offerings
+
+
+def test_plan_prints_what_would_be_bought_and_why(files, capsys):
+    config, offerings = files
+    assert main(["capacity", "plan", "--config", str(config), "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("WOULD BUY (dry run) block cb-0000000000000001 for launch-load-test@20261210T1400Z: 4 x p5.48xlarge in us-east-1a")
+    assert "2784.00 USD (29.00/instance-hour, cap 40)" in out[0]
+    assert out[1] == "IGNORED offering cb-0000000000000002: ends 12:00 UTC, but blocks end at 11:30 UTC"
+
+
+def test_plan_json_and_spent_budget(files, capsys):
+    config, offerings = files
+    args = ["capacity", "plan", "--config", str(config), "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z", "--json"]
+    assert main(args + ["--spent", "launch-load-test=18000"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["purchases"] == []
+    assert result["uncovered"] == [{"occurrence": "launch-load-test@20261210T1400Z", "reason": "budget: cheapest cover costs 2784.00, 2000 left this month"}]
+
+
+@pytest.mark.parametrize("argv_tail, message", [
+    (["--now", "yesterday"], "--now: not a UTC time ('yesterday')"),
+    (["--spent", "nobody=5"], "--spent: invalid ('nobody=5') - WINDOW=AMOUNT with WINDOW one of ['launch-load-test']"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(files, capsys, argv_tail, message):
+    config, offerings = files
+    assert main(["capacity", "plan", "--config", str(config), "--offerings", str(offerings)] + argv_tail) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_offerings_file_names_the_item(files, tmp_path, capsys):
+    config, _ = files
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"CapacityBlockOfferings": [{"CapacityBlockOfferingId": "cb-1", "UpfrontFee": "abc"}]}))
+    assert main(["capacity", "plan", "--config", str(config), "--offerings", str(broken)]) == 2
+    assert f"{broken}: CapacityBlockOfferings[0]: unreadable (KeyError" in capsys.readouterr().err
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{")
+    assert main(["capacity", "plan", "--config", str(config), "--offerings", str(not_json)]) == 2
+    assert "not valid JSON at line 1" in capsys.readouterr().err
+
+
+def test_approve_marks_the_intent_and_refuses_twice(capsys, monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        ledger = create_ledger_table()
+        w = window(mode="approval")
+        purchase = plan(windows=[w], reservations=[], offerings=[block("cbo-1", at(10), 1)], spent={}, now=NOW).purchases[0]
+        intent = ledger.claim(purchase, w, status="awaiting_approval", now=NOW)
+        assert main(["capacity", "approve", intent.id, "--table", TABLE]) == 0
+        assert capsys.readouterr().out.startswith(f"approved {intent.id}: 4 x p5.48xlarge in us-east-1a, 2026-12-10 11:30 to 2026-12-11 11:30 UTC")
+        assert ledger.intent(intent.id).status == "approved"
+        assert main(["capacity", "approve", intent.id, "--table", TABLE]) == 2
+        assert "is approved, not awaiting_approval" in capsys.readouterr().err

@@ -1,0 +1,209 @@
+"""Organisation guardrails: the SCP and its exemptions, the team tag policy, the size quota,
+input errors, the opt-in switch of the reference app; clean under the packs and cfn-lint."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Match, Template
+
+from constructs_lib.batch import TEAM_TAG
+from constructs_lib.compliance import apply_standard_packs
+from constructs_lib.errors import GovernanceError
+from constructs_lib.guardrails import (
+    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, OrganisationGuardrails, capacity_controller_role_name,
+    document_size, service_control_policy,
+)
+from constructs_lib.loader import load_model
+from constructs_lib.model import GovernanceModel
+from constructs_lib.nag.cfn import PURCHASE_ACTIONS
+from constructs_lib.report import summarise
+from stacks import OrganisationGuardrailsStack, build_reference_app
+
+CAPACITY = "111122223333"  # the default organisation's capacity account
+CONSUMER = "444455556666"
+BREAK_GLASS = "arn:aws:iam::*:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_*"
+TARGETS = ["ou-ab12-abcdefgh", "222233334444"]
+GUARDRAILS = {
+    "management_account": {"account_id": "999988887777", "region": "us-east-1"},
+    "target_ids": TARGETS,
+    "exempt_principals": [BREAK_GLASS],
+    "tag_enforced_for": ["sagemaker:training-job"],
+}
+
+
+def model_with(guardrails=GUARDRAILS, **changes) -> GovernanceModel:
+    data = load_model(None).model_dump(mode="json", exclude_none=True)
+    return GovernanceModel.from_dict({**data, **changes, "guardrails": guardrails})
+
+
+@pytest.fixture(scope="module")
+def model() -> GovernanceModel:
+    return model_with()
+
+
+@pytest.fixture(scope="module")
+def synthesized(model, tmp_path_factory):
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = App(outdir=str(outdir))
+    stack = OrganisationGuardrailsStack(app, "Guardrails", model=model)
+    apply_standard_packs(app)
+    app.synth()  # raises on any unacknowledged finding
+    return stack, Template.from_stack(stack), Path(outdir)
+
+
+def policy_of(template: Template, kind: str) -> dict:
+    (policy,) = template.find_resources("AWS::Organizations::Policy", {"Properties": {"Type": kind}}).values()
+    return policy["Properties"]
+
+
+def statement(template: Template, sid: str) -> dict:
+    return next(s for s in policy_of(template, "SERVICE_CONTROL_POLICY")["Content"]["Statement"] if s["Sid"] == sid)
+
+
+def denied(statement: dict, principal_arn: str, action: str) -> bool:
+    """How Organizations evaluates one of our Deny statements: the action is listed and the
+    principal matches none of the ArnNotLike patterns (ArnLike: case-sensitive, * and ?)."""
+    exempt = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    return action in statement["Action"] and not any(fnmatch.fnmatchcase(principal_arn, pattern) for pattern in exempt)
+
+
+def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
+    _, template, _ = synthesized
+    template.has_resource_properties("AWS::Organizations::Policy", {
+        "Type": "SERVICE_CONTROL_POLICY", "TargetIds": TARGETS, "Name": "acme-ml-gpu-capacity-guardrails",
+        "Content": {"Version": "2012-10-17", "Statement": [
+            Match.object_like({"Sid": "DenyGpuCapacityPurchase", "Effect": "Deny", "Resource": "*", "Action": [
+                "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
+                "sagemaker:ExtendTrainingPlan"]}),
+            Match.object_like({"Sid": "DenyGpuQuotaChanges", "Effect": "Deny", "Resource": "*", "Action": [
+                "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
+                "sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
+                "sagemaker:CreateClusterSchedulerConfig", "sagemaker:UpdateClusterSchedulerConfig",
+                "sagemaker:DeleteClusterSchedulerConfig"]}),
+        ]},
+    })
+    # One SCP, not one per concern: an account or OU may hold at most five.
+    assert len(template.find_resources("AWS::Organizations::Policy", {"Properties": {"Type": "SERVICE_CONTROL_POLICY"}})) == 1
+
+
+def test_exemption_lists_name_exactly_the_platform_roles(synthesized):
+    _, template, _ = synthesized
+    admin = "arn:aws:iam::111122223333:role/GpuPlatformAdmin"
+    controller = f"arn:*:iam::{CAPACITY}:role/{capacity_controller_role_name('acme-ml')}"
+    deployer = f"arn:*:iam::{CAPACITY}:role/cdk-*-cfn-exec-role-{CAPACITY}-us-east-1"
+    purchase = statement(template, "DenyGpuCapacityPurchase")["Condition"]
+    quota = statement(template, "DenyGpuQuotaChanges")["Condition"]
+    # CloudFormation buys nothing; the controller changes no quotas.
+    assert purchase == {"ArnNotLike": {"aws:PrincipalArn": [admin, controller, BREAK_GLASS]}}
+    assert quota == {"ArnNotLike": {"aws:PrincipalArn": [admin, deployer, BREAK_GLASS]}}
+
+
+@pytest.mark.parametrize("principal, action, is_denied", [
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", False),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", True),
+    (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", True),  # same name, other account
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateQuotaShare", False),
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "sagemaker:CreateTrainingPlan", True),
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-west-2", "batch:UpdateQuotaShare", True),
+    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:ExtendTrainingPlan", False),
+    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:DeleteClusterSchedulerConfig", False),
+    ("arn:aws:iam::111122223333:role/gpuplatformadmin", "batch:DeleteQuotaShare", True),  # ArnLike is case-sensitive
+    (f"arn:aws:iam::{CONSUMER}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_0a1b2c", "batch:CreateQuotaShare", False),
+    (f"arn:aws:iam::{CONSUMER}:role/research-gpu-submit", "ec2:PurchaseCapacityBlockExtension", True),
+    (f"arn:aws:iam::{CONSUMER}:role/research-gpu-submit", "sagemaker:CreateComputeQuota", True),
+])
+def test_who_the_scp_stops(synthesized, principal, action, is_denied):
+    _, template, _ = synthesized
+    statements = policy_of(template, "SERVICE_CONTROL_POLICY")["Content"]["Statement"]
+    assert any(denied(s, principal, action) for s in statements) is is_denied
+
+
+def test_every_denied_action_is_a_real_iam_action():
+    # cfn-lint ships the IAM Service Authorization Reference; a misspelt action would deny nothing.
+    import cfnlint
+
+    known = json.loads((Path(cfnlint.__file__).parent / "data/AdditionalSpecs/Policies.json").read_text())
+    for action in (*PURCHASE_ACTIONS, *QUOTA_CHANGE_ACTIONS):
+        service, name = action.split(":")
+        assert name.lower() in {a.lower() for a in known[service]["Actions"]}, action
+
+
+def test_tag_policy_allows_only_declared_team_names(synthesized, model):
+    _, template, _ = synthesized
+    policy = policy_of(template, "TAG_POLICY")
+    assert policy["TargetIds"] == TARGETS
+    assert policy["Content"] == {"tags": {TEAM_TAG: {
+        "tag_key": {"@@assign": TEAM_TAG},
+        "tag_value": {"@@assign": [team.name for team in model.teams]},
+        "enforced_for": {"@@assign": ["sagemaker:training-job"]},
+    }}}
+    assert [t.name for t in model.teams] == ["research", "training", "production"]
+
+
+def test_tag_policy_only_reports_unless_enforcement_is_asked_for():
+    stack = Stack(App(), "ReportOnly")
+    guardrails = OrganisationGuardrails(stack, "G", model=model_with({**GUARDRAILS, "tag_enforced_for": []}))
+    content = stack.resolve(guardrails.tag_policy.content)
+    assert "enforced_for" not in content["tags"][TEAM_TAG]
+
+
+def _admins(count: int) -> list[str]:
+    return [f"arn:aws:iam::{CAPACITY}:role/platform-administrator-{index:04d}" for index in range(count)]
+
+
+def test_scp_over_the_size_quota_is_refused_before_synth():
+    # Grow the exemption list one admin at a time until the document passes the quota.
+    count = 1
+    while document_size(service_control_policy(model_with(platform_admins=_admins(count + 1)), model_with().guardrails)) <= SCP_MAX_CHARACTERS:
+        count += 1
+    fits, too_big = model_with(platform_admins=_admins(count)), model_with(platform_admins=_admins(count + 1))
+    OrganisationGuardrails(Stack(App(), "Fits"), "G", model=fits)  # exactly at or under the quota: accepted
+    with pytest.raises(GovernanceError) as raised:
+        OrganisationGuardrails(Stack(App(), "TooBig"), "G", model=too_big)
+    (problem,) = raised.value.problems
+    size = document_size(service_control_policy(too_big, too_big.guardrails))
+    assert size > SCP_MAX_CHARACTERS
+    assert problem.path == "guardrails" and problem.value == size
+    assert "at most 5120 characters" in str(raised.value)
+
+
+def test_undeclared_guardrails_are_an_error_and_the_reference_app_leaves_them_out():
+    default = load_model(None)
+    assert default.guardrails is None
+    with pytest.raises(GovernanceError, match=r"guardrails: missing \(None\) - a guardrails section"):
+        OrganisationGuardrails(Stack(App(), "None"), "G", model=default)
+    without = {s.stack_name for s in build_reference_app(App(), default)}
+    with_guardrails = {s.stack_name: s for s in build_reference_app(App(), model_with())}
+    assert "acme-ml-guardrails" not in without
+    assert set(with_guardrails) - without == {"acme-ml-guardrails"}
+    assert with_guardrails["acme-ml-guardrails"].account == "999988887777"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"target_ids": ["ou-ab12-abcdefgh", "ou-ab12-abcdefgh"]}, r"guardrails: invalid .* target_ids must be unique; repeated: \['ou-ab12-abcdefgh'\]"),
+    ({"target_ids": ["finance"]}, r"guardrails\.target_ids\[0\]: invalid \('finance'\) - must match"),
+    ({"target_ids": []}, r"guardrails\.target_ids: invalid \(\[\]\) - at least 1 item"),
+    ({"exempt_principals": ["arn:aws:iam::*:role/*"]}, r"guardrails\.exempt_principals\[0\]: invalid \('arn:aws:iam::\*:role/\*'\)"),
+    ({"exempt_principals": ["arn:aws:sts::123456789012:assumed-role/Admin/me"]}, r"guardrails\.exempt_principals\[0\]: invalid"),
+    ({"tag_enforced_for": ["training jobs"]}, r"guardrails\.tag_enforced_for\[0\]: invalid \('training jobs'\) - must match"),
+    ({"management_account": None}, r"guardrails\.management_account: invalid \(None\) - a mapping"),
+])
+def test_bad_guardrails_are_reported_with_their_path(change, message):
+    with pytest.raises(GovernanceError, match=message):
+        model_with({**GUARDRAILS, **change})
+
+
+def test_no_open_findings_and_cfn_lint_is_clean(synthesized):
+    from cfnlint.api import lint
+
+    _, _, outdir = synthesized
+    summary = summarise(outdir)
+    assert summary.open_findings == []
+    assert summary.stacks["Guardrails"]["AWS::Organizations::Policy"] == 2
+    template = (outdir / "Guardrails.template.json").read_text()
+    assert [str(m) for m in lint(template, regions=["us-east-1"])] == []

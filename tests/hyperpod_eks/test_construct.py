@@ -1,0 +1,308 @@
+"""HyperPodEksGovernance synthesized once, with the standard packs, for a small organisation."""
+
+import json
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+from aws_cdk import App, Environment, RemovalPolicy, Stack, aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from constructs_lib.acknowledgements import acknowledge
+from constructs_lib.batch import GOVERNANCE_METADATA
+from constructs_lib.compliance import apply_standard_packs
+from constructs_lib.errors import GovernanceError
+from constructs_lib.hyperpod_eks import HyperPodEksGovernance
+from constructs_lib.model import GovernanceModel
+from constructs_lib.report import summarise
+from constructs_lib.tenancy import TeamTenancy
+
+CAPACITY = "111122223333"
+CLUSTER_ARN = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:cluster/abcd1234efgh"
+STUDIO_PROJECT_ROLE = f"arn:aws:iam::{CAPACITY}:role/datazone_usr_role_abc123"
+
+
+def org(**pool_overrides) -> GovernanceModel:
+    pool = {
+        "name": "hp", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": 8, "ml.g5.12xlarge": 4},
+        "cluster_arn": CLUSTER_ARN, "eks_cluster_name": "shared-gpu", **pool_overrides,
+    }
+    return GovernanceModel.from_dict({
+        "organisation": "acme",
+        "capacity_account": {"account_id": CAPACITY, "region": "us-east-1"},
+        "consumer_accounts": {"lab": {"account_id": "444455556666", "region": "us-east-1"}},
+        "platform_admins": [f"arn:aws:iam::{CAPACITY}:role/Admin"],
+        "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "batch", "weight": 10}],
+        "pools": [pool],
+        "teams": [
+            {"name": "vision", "account": "lab", "preset": "background", "sharing": {"borrow_limit": 150}, "fair_share_weight": 60,
+             "members": ["arn:aws:iam::444455556666:role/Vision", STUDIO_PROJECT_ROLE],
+             "quotas": {"hp": {"ml.p5.48xlarge": 4, "ml.g5.12xlarge": 2}},
+             "kubernetes": {"hp": {"gpu_quota": 32, "dedicated_instance_groups": ["vision-p5"]}}},
+            {"name": "speech", "account": "lab", "preset": "steady", "members": ["arn:aws:iam::444455556666:role/Speech"],
+             "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
+            {"name": "prod", "account": "lab", "preset": "critical", "members": ["arn:aws:iam::444455556666:role/Prod"],
+             "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
+        ],
+    })
+
+
+def build(stack: Stack, model: GovernanceModel) -> HyperPodEksGovernance:
+    logs = s3.Bucket(stack, "Logs", enforce_ssl=True, versioned=True, removal_policy=RemovalPolicy.RETAIN,
+                     encryption=s3.BucketEncryption.S3_MANAGED, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                     object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED)
+    acknowledge(logs, "Test fixture: the access-log destination bucket of the tenants' buckets in this test.",
+                "AwsSolutions-S1", "NIST.800.53.R5-S3BucketLoggingEnabled", "HIPAA.Security-S3BucketLoggingEnabled",
+                "PCI.DSS.321-S3BucketLoggingEnabled", "NIST.800.53.R5-S3DefaultEncryptionKMS", "HIPAA.Security-S3DefaultEncryptionKMS",
+                "PCI.DSS.321-S3DefaultEncryptionKMS", "NIST.800.53.R5-S3BucketReplicationEnabled",
+                "HIPAA.Security-S3BucketReplicationEnabled", "PCI.DSS.321-S3BucketReplicationEnabled")
+    tenants = {
+        t.name: TeamTenancy(stack, f"Team{t.name}", team=t, organisation=model.organisation,
+                            platform_admins=model.platform_admins, access_log_bucket=logs)
+        for t in model.teams
+    }
+    pool = model.pools[0]
+    return HyperPodEksGovernance(stack, "HyperPod", pool=pool, teams=model.teams_in(pool.name),
+                                 priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=tenants)
+
+
+def new_stack(app: App, account: str = CAPACITY, region: str = "us-east-1") -> Stack:
+    return Stack(app, "Gpu", env=Environment(account=account, region=region))
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = App(outdir=str(outdir))
+    stack = new_stack(app)
+    governance = build(stack, org())
+    apply_standard_packs(app)
+    app.synth()  # raises ValidationFailed on any unacknowledged finding
+    return governance, Template.from_stack(stack), outdir
+
+
+def resources(template, kind):
+    return template.find_resources(kind)
+
+
+def test_compliance_packs_are_clean(synthesized):
+    _, _, outdir = synthesized
+    assert summarise(outdir).open_findings == []
+
+
+def test_cfn_lint_reports_no_errors(synthesized):
+    from cfnlint.api import lint
+
+    _, _, outdir = synthesized
+    (template,) = Path(outdir).glob("*.template.json")
+    matches = lint(template.read_text(), regions=["us-east-1"])
+    assert [str(m) for m in matches if m.rule.id.startswith("E")] == []
+    # cfn-lint knows the ComputeQuota type and checks its properties (no "unknown type").
+    assert not [m for m in matches if "ComputeQuota" in str(m)]
+
+
+def test_one_scheduler_config_with_the_model_priority_classes(synthesized):
+    _, template, _ = synthesized
+    template.resource_count_is("AWS::SageMaker::ClusterSchedulerConfig", 1)
+    template.has_resource_properties("AWS::SageMaker::ClusterSchedulerConfig", {
+        "ClusterArn": CLUSTER_ARN,
+        "SchedulerConfig": {
+            "PriorityClasses": [{"Name": "urgent", "Weight": 90}, {"Name": "batch", "Weight": 10}],
+            "FairShare": "Enabled",
+            "IdleResourceSharing": "Enabled",
+        },
+    })
+
+
+def test_scheduler_switches_follow_the_pool():
+    stack = new_stack(App())
+    build(stack, org(fair_share=False, idle_resource_sharing=False))
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::SageMaker::ClusterSchedulerConfig",
+        {"SchedulerConfig": Match.object_like({"FairShare": "Disabled", "IdleResourceSharing": "Disabled"})},
+    )
+
+
+def _quotas(template):
+    return {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: r for r in resources(template, "AWS::SageMaker::ComputeQuota").values()}
+
+
+def test_every_team_gets_a_compute_quota_with_its_sharing_mapped(synthesized):
+    _, template, _ = synthesized
+    quotas = _quotas(template)
+    assert set(quotas) == {"vision", "speech", "prod"}
+    vision = quotas["vision"]["Properties"]
+    assert vision["ClusterArn"] == CLUSTER_ARN and vision["ActivationState"] == "Enabled"
+    assert vision["ComputeQuotaTarget"] == {"TeamName": "vision", "FairShareWeight": 60}
+    assert vision["ComputeQuotaConfig"] == {
+        "ComputeQuotaResources": [{"InstanceType": "ml.g5.12xlarge", "Count": 2}, {"InstanceType": "ml.p5.48xlarge", "Count": 4}],
+        "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 150},
+        "PreemptTeamTasks": "LowerPriority",
+    }
+    speech = quotas["speech"]["Properties"]["ComputeQuotaConfig"]
+    assert speech["ResourceSharingConfig"] == {"Strategy": "Lend"}
+    assert speech["PreemptTeamTasks"] == "Never"
+    prod = quotas["prod"]["Properties"]["ComputeQuotaConfig"]
+    assert prod["ResourceSharingConfig"] == {"Strategy": "DontLend"}
+    assert prod["PreemptTeamTasks"] == "LowerPriority"
+
+
+def test_compute_quotas_record_team_and_preset_and_follow_the_scheduler_config(synthesized):
+    _, template, _ = synthesized
+    (scheduler_id,) = resources(template, "AWS::SageMaker::ClusterSchedulerConfig")
+    for team, quota in _quotas(template).items():
+        assert quota["Metadata"][GOVERNANCE_METADATA]["team"] == team
+        assert quota["Metadata"][GOVERNANCE_METADATA]["preset"] in {"background", "steady", "critical"}
+        assert scheduler_id in quota["DependsOn"]
+
+
+def _entries(template):
+    return list(resources(template, "AWS::EKS::AccessEntry").values())
+
+
+def test_team_principals_map_to_the_team_group_only(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    team_entries = [e["Properties"] for e in _entries(template) if "KubernetesGroups" in e["Properties"]]
+    by_group = {}
+    for entry in team_entries:
+        assert entry["ClusterName"] == "shared-gpu" and entry["Type"] == "STANDARD"
+        assert "AccessPolicies" not in entry  # no EKS access policy: Kubernetes RBAC in the namespace decides
+        (group,) = entry["KubernetesGroups"]
+        by_group.setdefault(group, []).append(entry["PrincipalArn"])
+    assert set(by_group) == {f"hyperpod-ns-{t}-namespace-level-group" for t in ("vision", "speech", "prod")}
+    # The team's submission role, plus the Unified Studio project role listed among its members in
+    # the cluster's account; members in other accounts come through the submission role.
+    vision = by_group["hyperpod-ns-vision-namespace-level-group"]
+    assert STUDIO_PROJECT_ROLE in vision and len(vision) == 2
+    submission = stack.resolve(governance.node.scope.node.find_child("Teamvision").submission_role.role_arn)
+    assert submission in vision
+    assert len(by_group["hyperpod-ns-speech-namespace-level-group"]) == 1
+
+
+def test_only_platform_admins_and_the_kubectl_provider_are_cluster_admins(synthesized):
+    governance, template, _ = synthesized
+    admins = [e for e in _entries(template) if "AccessPolicies" in e["Properties"]]
+    assert len(admins) == 2
+    principals = [e["Properties"]["PrincipalArn"] for e in admins]
+    assert f"arn:aws:iam::{CAPACITY}:role/Admin" in principals
+    for entry in admins:
+        (policy,) = entry["Properties"]["AccessPolicies"]
+        assert policy == {"PolicyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", "AccessScope": {"Type": "cluster"}}
+        assert entry["Metadata"][GOVERNANCE_METADATA]["platformAdmin"] is True
+    assert len(_entries(template)) == 2 + 4  # admins + (vision: 2, speech: 1, prod: 1)
+
+
+def test_pod_identity_binds_each_team_service_account_to_its_own_role(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    associations = {a["Properties"]["Namespace"]: a["Properties"] for a in resources(template, "AWS::EKS::PodIdentityAssociation").values()}
+    assert set(associations) == {"hyperpod-ns-vision", "hyperpod-ns-speech", "hyperpod-ns-prod"}
+    for team, role in governance.workload_roles.items():
+        association = associations[f"hyperpod-ns-{team}"]
+        assert association["ServiceAccount"] == "gpu-workload" and association["ClusterName"] == "shared-gpu"
+        assert association["RoleArn"] == stack.resolve(role.role_arn)
+
+
+def test_workload_role_trusts_only_its_namespace_service_account_on_this_cluster(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    role = resources(template, "AWS::IAM::Role")[stack.get_logical_id(governance.workload_roles["vision"].node.default_child)]
+    (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert set(statement["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
+    assert statement["Condition"]["StringEquals"] == {
+        "aws:SourceAccount": CAPACITY,
+        "aws:RequestTag/eks-cluster-name": "shared-gpu",
+        "aws:RequestTag/kubernetes-namespace": "hyperpod-ns-vision",
+        "aws:RequestTag/kubernetes-service-account": "gpu-workload",
+    }
+
+
+def test_workload_role_uses_only_its_own_bucket_and_key(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    tenancy = governance.node.scope.node.find_child("Teamvision")
+    role_id = stack.get_logical_id(governance.workload_roles["vision"].node.default_child)
+    attached = [p for p in resources(template, "AWS::IAM::ManagedPolicy").values() if {"Ref": role_id} in p["Properties"].get("Roles", [])]
+    assert len(attached) == 1
+    statements = attached[0]["Properties"]["PolicyDocument"]["Statement"]
+    allowed = {json.dumps(r, sort_keys=True) for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])}
+    expected = {json.dumps(stack.resolve(arn), sort_keys=True) for arn in (
+        tenancy.bucket.arn_for_objects("*"), tenancy.bucket.bucket_arn, tenancy.key.key_arn)}
+    assert allowed == expected
+    assert not [p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"].get("Roles", [])]
+    key = resources(template, "AWS::KMS::Key")[stack.get_logical_id(tenancy.key.node.default_child)]
+    key_principals = [s["Principal"] for s in key["Properties"]["KeyPolicy"]["Statement"]]
+    assert {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}} in key_principals
+    other_key = resources(template, "AWS::KMS::Key")[stack.get_logical_id(governance.node.scope.node.find_child("Teamspeech").key.node.default_child)]
+    assert {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}} not in [s["Principal"] for s in other_key["Properties"]["KeyPolicy"]["Statement"]]
+
+
+def _applied(template):
+    """Team -> (manifest resource, the Kubernetes objects it applies)."""
+    out = {}
+    for logical_id, resource in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
+        objects = json.loads(resource["Properties"]["Manifest"])
+        team = objects[0]["metadata"]["labels"]["gpu-governance/team"]
+        out[team] = (logical_id, resource, objects)
+    return out
+
+
+def test_every_applied_object_is_valid_for_the_cluster_version(synthesized):
+    _, template, _ = synthesized
+    applied = _applied(template)
+    assert set(applied) == {"vision", "speech", "prod"}
+    count = 0
+    for _, _, objects in applied.values():
+        for manifest in objects:
+            kubernetes_validate.validate(manifest, "1.33", strict=True)
+            count += 1
+    assert count == 14 + 11 + 11
+
+
+def test_gpu_quota_and_dedicated_nodes_only_where_declared(synthesized):
+    _, template, _ = synthesized
+    applied = _applied(template)
+    kinds = {team: [o["kind"] for o in objects] for team, (_, _, objects) in applied.items()}
+    assert "ResourceQuota" in kinds["vision"] and "ValidatingAdmissionPolicy" in kinds["vision"]
+    assert "ResourceQuota" not in kinds["speech"] and "ValidatingAdmissionPolicy" not in kinds["speech"]
+    outputs = template.find_outputs("*")
+    dedicated = [o for o in outputs.values() if "vision-p5" in o.get("Description", "")]
+    assert len(dedicated) == 1
+    assert json.loads(dedicated[0]["Value"])["Labels"] == {"gpu-governance/dedicated-team": "vision"}
+
+
+def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    waits = resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue")
+    quotas = {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: lid for lid, r in resources(template, "AWS::SageMaker::ComputeQuota").items()}
+    for team, (_, manifest, _) in _applied(template).items():
+        (wait_id,) = [lid for lid in manifest["DependsOn"] if lid in waits]
+        wait = waits[wait_id]["Properties"]
+        assert wait["ObjectType"] == "namespace" and wait["ObjectName"] == f"hyperpod-ns-{team}"
+        assert quotas[team] in waits[wait_id]["DependsOn"]
+        # ...and the kubectl provider can act on the cluster by then.
+        provider_entry = stack.get_logical_id(governance.node.find_child("AccessKubectlProvider"))
+        assert provider_entry in waits[wait_id]["DependsOn"]
+
+
+def test_manifests_are_applied_idempotently(synthesized):
+    _, template, _ = synthesized
+    for _, manifest, _ in _applied(template).values():
+        assert manifest["Properties"]["Overwrite"] is True
+
+
+def test_a_cluster_in_another_account_is_refused():
+    with pytest.raises(GovernanceError) as error:
+        build(new_stack(App(), account="999988887777"), org())
+    assert "pool.cluster_arn" in str(error.value) and "account 999988887777" in str(error.value)
+
+
+def test_a_team_without_tenancy_is_refused():
+    model = org()
+    stack = new_stack(App())
+    with pytest.raises(GovernanceError, match=r"teams\[1\]: no TeamTenancy given for the team \('speech'\)"):
+        HyperPodEksGovernance(stack, "HyperPod", pool=model.pools[0], teams=model.teams, priority_classes=model.priority_classes,
+                              platform_admins=model.platform_admins, tenants={})

@@ -1,0 +1,157 @@
+"""The Kubernetes objects a team gets, checked against the Kubernetes schema offline."""
+
+import kubernetes_validate
+import pytest
+
+from constructs_lib import kubernetes
+from constructs_lib.model import HyperPodEksPool, KubernetesTenancy
+
+SUPPORTED_VERSIONS = HyperPodEksPool.model_fields["kubernetes_version"].annotation.__args__
+FULL = KubernetesTenancy(gpu_quota=16, dedicated_instance_groups=("p5-research",))
+
+
+def by_kind_and_name(objects):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_every_object_is_valid_for_every_supported_version(version):
+    objects = kubernetes.team_objects("research", FULL)
+    assert len(objects) == 14
+    for manifest in objects:
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+def test_the_schema_check_catches_a_misspelt_field():
+    role = kubernetes.rbac("research")[0]
+    broken = {**role, "rules": [{**role["rules"][0], "verb": ["get"]}]}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.33", strict=True)
+
+
+def test_optional_objects_only_where_declared():
+    kinds = [o["kind"] for o in kubernetes.team_objects("research", KubernetesTenancy())]
+    assert "ResourceQuota" not in kinds and "ValidatingAdmissionPolicy" not in kinds
+    assert kinds.count("NetworkPolicy") == 6
+
+
+def test_namespaced_objects_live_in_the_team_namespace_and_serve_its_group():
+    objects = kubernetes.team_objects("research", FULL)
+    namespaced = [o for o in objects if "namespace" in o["metadata"]]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {"hyperpod-ns-research"}
+    bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    assert len(bindings) == 2
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "Group", "name": "hyperpod-ns-research-namespace-level-group", "apiGroup": "rbac.authorization.k8s.io"}
+        ]
+
+
+def test_team_role_submits_and_watches_jobs_but_never_touches_secrets():
+    role = by_kind_and_name(kubernetes.rbac("research"))[("Role", "gpu-governance-team")]
+    rules = {(group, resource): set(rule["verbs"]) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert {"create", "watch", "delete"} <= rules[("kubeflow.org", "pytorchjobs")]
+    assert {"create", "watch"} <= rules[("batch", "jobs")]
+    assert {"create", "watch"} <= rules[("sagemaker.amazonaws.com", "hyperpodpytorchjobs")]
+    assert rules[("", "pods")] == {"get", "list", "watch"}
+    assert rules[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch"}
+    assert not any("secrets" in resource or resource == "*" for _, resource in rules)
+    assert not any("*" in verbs for verbs in rules.values())
+
+
+def test_cluster_queue_access_is_read_only_and_limited_to_its_own_queue():
+    cluster_role = by_kind_and_name(kubernetes.rbac("research"))[("ClusterRole", "gpu-governance-research-clusterqueue-reader")]
+    (rule,) = cluster_role["rules"]
+    assert rule["resources"] == ["clusterqueues"]
+    assert rule["resourceNames"] == ["hyperpod-ns-research-clusterqueue"]
+    assert set(rule["verbs"]) == {"get", "list", "watch"}
+
+
+def _policies(team="research"):
+    return {p["metadata"]["name"]: p["spec"] for p in kubernetes.network_policies(team)}
+
+
+def test_default_deny_covers_every_pod_both_ways():
+    deny = _policies()["default-deny"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
+def test_allows_are_exactly_the_documented_ones():
+    assert set(_policies()) == {
+        "default-deny", "allow-dns", "allow-same-namespace", "allow-operators", "allow-pod-identity-agent", "allow-https-egress",
+    }
+    docs = (__import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "hyperpod-eks.md").read_text()
+    for name in _policies():
+        assert f"`{name}`" in docs, f"docs/hyperpod-eks.md does not explain {name}"
+
+
+def test_dns_allow_reaches_only_coredns_on_port_53():
+    (rule,) = _policies()["allow-dns"]["egress"]
+    (peer,) = rule["to"]
+    assert peer["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert peer["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system"]
+    assert {(p["protocol"], p["port"]) for p in rule["ports"]} == {("UDP", 53), ("TCP", 53)}
+
+
+def test_same_namespace_allow_names_no_other_namespace():
+    spec = _policies()["allow-same-namespace"]
+    # A bare podSelector (no namespaceSelector) matches pods of the policy's own namespace only.
+    assert spec["ingress"] == [{"from": [{"podSelector": {}}]}]
+    assert spec["egress"] == [{"to": [{"podSelector": {}}]}]
+
+
+def test_operator_allow_names_the_kueue_and_training_operator_namespaces():
+    spec = _policies()["allow-operators"]
+    (ingress_peer,) = spec["ingress"][0]["from"]
+    namespaces = ingress_peer["namespaceSelector"]["matchExpressions"][0]["values"]
+    assert {"kueue-system", "kubeflow", "aws-hyperpod"} == set(namespaces)
+    assert "podSelector" not in ingress_peer or ingress_peer["podSelector"] == {}
+
+
+def test_no_allow_lets_another_tenant_namespace_in():
+    for name, spec in _policies().items():
+        for rule in spec.get("ingress", []):
+            for peer in rule["from"]:
+                selected = peer.get("namespaceSelector", {}).get("matchExpressions", [{}])[0].get("values", [])
+                assert not any(ns.startswith("hyperpod-ns-") for ns in selected), name
+                assert "ipBlock" not in peer, name
+
+
+def test_egress_to_the_world_is_https_only_and_pod_identity_agent_is_reachable():
+    policies = _policies()
+    (https,) = policies["allow-https-egress"]["egress"]
+    assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+    (agent,) = policies["allow-pod-identity-agent"]["egress"]
+    assert [peer["ipBlock"]["cidr"] for peer in agent["to"]] == ["169.254.170.23/32", "fd00:ec2::23/128"]
+    assert agent["ports"] == [{"protocol": "TCP", "port": 80}]
+
+
+def test_gpu_quota_uses_the_only_form_kubernetes_accepts():
+    quota = kubernetes.gpu_quota("research", 16)
+    assert quota["spec"] == {"hard": {"requests.nvidia.com/gpu": "16"}}
+
+
+def test_dedicated_nodes_policy_guards_both_directions():
+    policy, binding = kubernetes.dedicated_node_admission("research")
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["pods"]
+    others, own = spec["validations"]
+    assert others["expression"] == "variables.ownNamespace || !variables.toleratesTaint"
+    assert "variables.selectsNodes && variables.toleratesTaint" in own["expression"]
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    assert variables["ownNamespace"] == "request.namespace == 'hyperpod-ns-research'"
+    assert "'gpu-governance/dedicated-team'" in variables["toleratesTaint"] and "'research'" in variables["toleratesTaint"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    exempt = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
+    assert exempt["operator"] == "NotIn" and "kube-system" in exempt["values"]
+    assert not any(ns.startswith("hyperpod-ns-") for ns in exempt["values"])
+
+
+def test_dedicated_node_config_matches_the_admission_policy():
+    config = kubernetes.dedicated_node_config("research")
+    assert config == {
+        "Labels": {"gpu-governance/dedicated-team": "research"},
+        "Taints": [{"Key": "gpu-governance/dedicated-team", "Value": "research", "Effect": "NoSchedule"}],
+    }

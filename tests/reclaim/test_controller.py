@@ -1,0 +1,260 @@
+"""The reclaim controller against AWS stand-ins: moto for DynamoDB (the ledger), botocore
+Stubber for Batch (moto drops shareIdentifier and finishes jobs at once, so it cannot hold a
+running fair-share queue; quota-share snapshots it lacks entirely) and for SSM command output
+(moto's send_command runs nothing). Stubber checks every request against the service model."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.stub import ANY, Stubber
+from moto import mock_aws
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+from gpu_governance_runtime.policy import parse_policy  # noqa: E402
+from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
+from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter, parse_squeue  # noqa: E402
+from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
+from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
+
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
+G6E = "g6e.12xlarge"
+NOW = 1_800_000_000.0
+POLICY = parse_policy({
+    "version": 1, "organisation": "acme", "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}],
+    "pools": [
+        {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": [
+            {"name": "research", "quota": {G6E: 2}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
+            {"name": "training", "quota": {G6E: 6}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]},
+        {"name": "slurm", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 4}, "shares": [
+            {"name": "research", "quota": {"ml.p5.48xlarge": 1}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
+            {"name": "training", "quota": {"ml.p5.48xlarge": 3}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]},
+        {"name": "sagemaker", "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 8}, "shares": [
+            {"name": "research", "quota": {"ml.p5.48xlarge": 2}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]},
+    ],
+})
+SETTINGS = Settings()
+
+
+def batch_job(job_id, share, status, nodes=1, priority=10, started=NOW - 3600, attempts=0, checkpointable="false"):
+    return {
+        "jobId": job_id, "jobName": job_id, "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/{job_id}", "jobQueue": QUEUE,
+        "status": status, "shareIdentifier": share, "schedulingPriority": priority, "createdAt": int((started - 60) * 1000),
+        "startedAt": int(started * 1000), "jobDefinition": "arn:aws:batch:us-east-1:111122223333:job-definition/train:1",
+        "attempts": [{"exitCode": 143}] * attempts, "tags": {"gpu-governance:instances": str(nodes), "gpu-governance:checkpointable": checkpointable},
+    }
+
+
+def summary(job):
+    return {"jobId": job["jobId"], "jobName": job["jobName"]}
+
+
+@pytest.fixture
+def ledger_table():
+    with mock_aws():
+        dynamodb = boto3.resource("dynamodb")
+        table = dynamodb.create_table(
+            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
+        )
+        yield table
+
+
+def stubbed(service):
+    client = boto3.client(service, config=Config(retries={"max_attempts": 1}))  # let faults surface
+    return client, Stubber(client)
+
+
+RUNNING = [batch_job("borrow-big", "research", "RUNNING", nodes=4, started=NOW - 600), batch_job("borrow-small", "research", "RUNNING", nodes=2, started=NOW - 300),
+           batch_job("base", "research", "RUNNING", nodes=2, started=NOW - 9000)]
+WAITING = [batch_job("train", "training", "RUNNABLE", nodes=6, priority=50)]
+
+
+def expect_read(stubber, running=RUNNING, waiting=WAITING):
+    for status, jobs in (("STARTING", []), ("RUNNING", running), ("RUNNABLE", waiting)):
+        stubber.add_response("list_jobs", {"jobSummaryList": [summary(j) for j in jobs]}, {"jobQueue": QUEUE, "jobStatus": status})
+        if jobs:
+            stubber.add_response("describe_jobs", {"jobs": jobs}, {"jobs": [j["jobId"] for j in jobs]})
+
+
+def tick(adapter, table, *, dry_run, records):
+    return controller.run_tick(adapter.pool.name, adapter, Ledger(table), settings=SETTINGS, dry_run=dry_run, namespace="Test", now=NOW, emit=records.append)
+
+
+def test_dry_run_plans_logs_and_publishes_but_terminates_nothing(ledger_table):
+    client, stubber = stubbed("batch")
+    expect_read(stubber)
+    records = []
+    with stubber:  # any terminate_job call would fail: none is queued
+        result = tick(BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), ledger_table, dry_run=True, records=records)
+    stubber.assert_no_pending_responses()
+    assert (result.preemptions, result.acted) == (2, 0)
+    decisions = [r for r in records if r.get("event") == "preemption"]
+    assert {d["job_id"] for d in decisions} == {"borrow-big", "borrow-small"}
+    assert all(d["outcome"] == "planned" and d["dry_run"] for d in decisions)
+    assert ledger_table.scan()["Items"] == []
+
+
+def test_acting_terminates_each_victim_once_with_its_reason_and_records_it(ledger_table):
+    client, stubber = stubbed("batch")
+    adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"))
+    expect_read(stubber)
+    for job_id in ("borrow-big", "borrow-small"):
+        stubber.add_response("describe_jobs", {"jobs": [next(j for j in RUNNING if j["jobId"] == job_id)]}, {"jobs": [job_id]})
+        stubber.add_response("terminate_job", {}, {"jobId": job_id, "reason": ANY})
+    records = []
+    with stubber:
+        result = tick(adapter, ledger_table, dry_run=False, records=records)
+    stubber.assert_no_pending_responses()
+    assert (result.acted, result.failed) == (2, 0)
+    items = {i["job_id"]: i for i in ledger_table.scan()["Items"]}
+    assert {k: v["status"] for k, v in items.items()} == {"borrow-big": "done", "borrow-small": "done"}
+    assert "lent by team training to team research, for job train" in items["borrow-big"]["reason"]
+
+    # A duplicate tick over the same (not yet updated) queue claims nothing and terminates nothing.
+    client2, stubber2 = stubbed("batch")
+    expect_read(stubber2)
+    with stubber2:
+        again = tick(BatchFairShareAdapter(client2, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), ledger_table, dry_run=False, records=records)
+    stubber2.assert_no_pending_responses()
+    assert again.acted == 0
+    assert [r["outcome"] for r in records[-20:] if r.get("event") == "preemption"][-2:] == ["already_claimed", "already_claimed"]
+
+
+def test_a_job_that_finished_meanwhile_is_skipped_and_a_throttled_terminate_fails_alone(ledger_table):
+    client, stubber = stubbed("batch")
+    adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"))
+    expect_read(stubber)
+    finished = {**RUNNING[0], "status": "SUCCEEDED"}
+    stubber.add_response("describe_jobs", {"jobs": [finished]}, {"jobs": ["borrow-big"]})  # planned first
+    stubber.add_response("describe_jobs", {"jobs": [RUNNING[1]]}, {"jobs": ["borrow-small"]})
+    stubber.add_client_error("terminate_job", service_error_code="TooManyRequestsException", http_status_code=429)
+    records = []
+    with stubber:
+        result = tick(adapter, ledger_table, dry_run=False, records=records)
+    stubber.assert_no_pending_responses()
+    outcomes = {r["job_id"]: r["outcome"] for r in records if r.get("event") == "preemption"}
+    assert outcomes == {"borrow-big": "skipped", "borrow-small": "failed"}
+    assert result.failed == 1
+    start = next(r for r in records if r.get("event") == "start")
+    assert (start["job_id"], start["outcome"]) == ("train", "blocked")
+    # the failed (throttled) terminate may be retried next tick; the skipped one is settled
+    ledger = Ledger(ledger_table)
+    from gpu_governance_runtime.reclaim.ledger import ActionKey
+
+    assert ledger.claim(ActionKey(pool="ec2-gpu", job_id="borrow-small", attempt="0", action="preempt"), now=NOW, reason="retry")
+    assert not ledger.claim(ActionKey(pool="ec2-gpu", job_id="borrow-big", attempt="0", action="preempt"), now=NOW, reason="retry")
+
+
+def test_jobs_of_ungoverned_shares_are_never_read_into_the_plan(ledger_table):
+    client, stubber = stubbed("batch")
+    stranger = batch_job("stranger", "someone-else", "RUNNING", nodes=8)
+    expect_read(stubber, running=[stranger, *RUNNING])
+    with stubber:
+        state = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")).read(NOW)
+    assert "stranger" not in {j.job_id for j in state.running}
+    assert {j.job_id: j.count for j in state.running} == {"base": 2, "borrow-big": 4, "borrow-small": 2}
+
+
+def test_emf_metrics_per_share(ledger_table):
+    client, stubber = stubbed("batch")
+    expect_read(stubber)
+    records = []
+    with stubber:
+        tick(BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), ledger_table, dry_run=True, records=records)
+    metrics = {r["Share"]: r for r in records if "_aws" in r}
+    research, training = metrics["research"], metrics["training"]
+    definition = research["_aws"]["CloudWatchMetrics"][0]
+    assert definition["Namespace"] == "Test" and definition["Dimensions"] == [["Pool", "Share"]]
+    assert {m["Name"] for m in definition["Metrics"]} == set(controller.SHARE_METRICS)
+    assert (research["Guaranteed"], research["InUse"], research["Borrowed"], research["Preemptions"]) == (2, 8, 6, 2)
+    assert research["LostCapacitySeconds"] == 4 * 600 + 2 * 300  # neither victim checkpoints
+    assert (training["Pending"], training["Lent"], training["StarvedBelowGuarantee"]) == (6, 6, 0)
+    json.dumps(records)  # every record is one JSON log line
+
+
+def test_quota_share_queues_are_observed_only(ledger_table):
+    client, stubber = stubbed("batch")
+    stubber.add_response(
+        "get_job_queue_snapshot",
+        {"queueUtilization": {"quotaShareUtilization": {"topCapacityUtilization": [
+            {"quotaShareName": "research", "capacityUsage": [{"capacityUnit": "ml.p5.48xlarge", "quantity": 5.0}]}]}}},
+        {"jobQueue": QUEUE},
+    )
+    records = []
+    with stubber:
+        result = tick(BatchQuotaShareObserver(client, job_queue=QUEUE, pool=POLICY.pool("sagemaker")), ledger_table, dry_run=False, records=records)
+    assert (result.preemptions, result.starts, result.acted) == (0, 0, 0)
+    (metric,) = [r for r in records if "_aws" in r]
+    assert (metric["InUse"], metric["Borrowed"]) == (5, 3)
+
+
+SQUEUE_OUTPUT = "\n".join([
+    "101|research|research.borrow|RUNNING|2|2027-01-15T08:00:00|2027-01-15T07:59:00",
+    "102|research|research.standard|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00",
+    "103|training|training.urgent|PENDING|3|N/A|2027-01-15T08:10:00",
+    "104|outsider|outsider.x|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00",
+])
+
+
+def expect_ssm(stubber, command_fragment, output, command_id):
+    stubber.add_response("send_command", {"Command": {"CommandId": command_id}}, {
+        "InstanceIds": ["i-0123456789abcdef0"], "DocumentName": "AWS-RunShellScript", "Parameters": {"commands": ANY}, "Comment": ANY})
+    stubber.add_response("get_command_invocation", {"Status": "Success", "StandardOutputContent": output},
+                         {"CommandId": command_id, "InstanceId": "i-0123456789abcdef0"})
+
+
+def test_slurm_reads_squeue_and_requeues_victims_over_ssm(ledger_table):
+    client, stubber = stubbed("ssm")
+    adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=lambda s: None)
+    expect_ssm(stubber, "squeue", SQUEUE_OUTPUT, "c-read")
+    expect_ssm(stubber, "requeue", "requeued\n", "c-requeue")
+    records = []
+    with stubber:
+        result = tick(adapter, ledger_table, dry_run=False, records=records)
+    stubber.assert_no_pending_responses()
+    (preemption,) = [r for r in records if r.get("event") == "preemption"]
+    assert (preemption["job_id"], preemption["outcome"], preemption["count"]) == ("101", "done", 2)
+    assert result.acted == 1
+
+
+def test_parse_squeue_maps_accounts_qos_and_skips_outsiders():
+    rows = {r["job_id"]: r for r in parse_squeue(SQUEUE_OUTPUT, POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")}
+    assert set(rows) == {"101", "102", "103"}
+    assert (rows["101"]["priority"], rows["102"]["priority"], rows["103"]["priority"]) == (0, 50, 90)
+    assert rows["103"]["state"] == "PENDING" and rows["103"]["count"] == 3
+
+
+def test_slurm_refuses_identifiers_that_could_inject_shell():
+    from gpu_governance_runtime.reclaim.planner import Preemption
+
+    adapter = SlurmAdapter(object(), instance_id="i-1", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY)
+    with pytest.raises(ValueError, match="unsafe Slurm identifier"):
+        adapter.preempt(Preemption(job_id="1; rm -rf /", share="research", instance_type="ml.p5.48xlarge", count=1, kind="reclaim", for_job="2", reason="r"))
+
+
+def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp_path, monkeypatch):
+    policy_path = tmp_path / "policy.json"
+    policy_path.write_text(json.dumps({"version": 1, "organisation": "acme", "priority_classes": [], "pools": [
+        {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": [
+            {"name": "research", "quota": {G6E: 2}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
+            {"name": "training", "quota": {G6E: 6}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]}]}))
+    client, stubber = stubbed("batch")
+    expect_read(stubber)
+    monkeypatch.setattr(controller, "batch", client)
+    monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
+    monkeypatch.setenv("POLICY_PATH", str(policy_path))
+    monkeypatch.setenv("LEDGER_TABLE", "ledger")
+    monkeypatch.setenv("RECLAIM_TARGETS", json.dumps([{"pool": "ec2-gpu", "job_queue": QUEUE}]))
+    monkeypatch.delenv("DRY_RUN", raising=False)
+    with stubber:
+        result = controller.handler({}, None)
+    assert result["dry_run"] is True
+    assert result["pools"] == [{"pool": "ec2-gpu", "preemptions": 2, "starts": 1, "acted": 0, "failed": 0}]

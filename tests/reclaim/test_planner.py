@@ -1,0 +1,194 @@
+"""Worked scenarios for the planner: each pins down one rule of docs/reclaim.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_governance_runtime.reclaim.planner import (
+    IN_SHARE,
+    RECLAIM,
+    PendingJob,
+    PoolState,
+    RunningJob,
+    Settings,
+    Share,
+    ShareUsage,
+    Strategy,
+    apply_plan,
+    plan_tick,
+    share_usage,
+)
+
+P5 = "ml.p5.48xlarge"
+NOW = 10_000.0
+
+
+def share(name, quota, strategy=Strategy.LEND, **extra):
+    return Share(name=name, quota={P5: quota}, strategy=strategy, **extra)
+
+
+def running(job_id, team, count, priority=1, started_at=0.0, **extra):
+    return RunningJob(job_id=job_id, share=team, instance_type=P5, count=count, priority=priority, started_at=started_at, **extra)
+
+
+def pending(job_id, team, count, priority=1, submitted_at=0.0, **extra):
+    return PendingJob(job_id=job_id, share=team, instance_type=P5, count=count, priority=priority, submitted_at=submitted_at, **extra)
+
+
+def pool(shares, running_jobs=(), pending_jobs=(), capacity=16):
+    return PoolState(capacity={P5: capacity}, shares=tuple(shares), running=tuple(running_jobs), pending=tuple(pending_jobs), now=NOW)
+
+
+RESEARCH_BORROWS = share("research", 4, Strategy.LEND_AND_BORROW, borrow_limit=None, in_share_preemption=True)
+VISION_LENDS = share("vision", 8)
+
+
+def test_a_lender_within_quota_reclaims_exactly_what_it_needs_with_a_readable_reason():
+    state = pool(
+        [RESEARCH_BORROWS, VISION_LENDS],
+        [running("r-old", "research", 4, started_at=100), running("r-new", "research", 8, started_at=200), running("r-small", "research", 2, started_at=300, priority=5)],
+        [pending("J", "vision", 8)],
+        capacity=14,
+    )
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["J"]
+    # r-new (priority 1, most recent of the lowest priority) frees 8; r-small has higher priority
+    assert [(p.job_id, p.kind) for p in plan.preemptions] == [("r-new", RECLAIM)]
+    assert plan.preemptions[0].reason == f"reclaims 8 x {P5} lent by team vision to team research, for job J"
+
+
+def test_reverse_pass_drops_victims_that_are_not_needed():
+    state = pool(
+        [RESEARCH_BORROWS, VISION_LENDS],
+        # victim order: lowest priority first, so the 1-instance job comes before the 8
+        [running("tiny", "research", 1, priority=0), running("big", "research", 8, priority=1), running("base", "research", 3, priority=9)],
+        [pending("J", "vision", 8)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    assert [p.job_id for p in plan.preemptions] == ["big"]
+
+
+def test_checkpointable_and_recent_jobs_are_preempted_first_among_equals():
+    state = pool(
+        [RESEARCH_BORROWS, VISION_LENDS],
+        [
+            running("old-ckpt", "research", 4, started_at=100, checkpointable=True),
+            running("new-plain", "research", 4, started_at=900),
+            running("new-ckpt", "research", 4, started_at=800, checkpointable=True),
+        ],
+        [pending("J", "vision", 4)],
+        capacity=12,
+    )
+    assert [p.job_id for p in plan_tick(state).preemptions] == ["new-ckpt"]
+
+
+def test_reserve_share_capacity_is_never_lent_and_lend_share_never_borrows():
+    reserve = share("prod", 6, Strategy.RESERVE)
+    lender = share("train", 4)
+    state = pool([reserve, lender], [], [pending("t1", "train", 4), pending("t2", "train", 2), pending("p1", "prod", 2)], capacity=12)
+    after = apply_plan(state, plan_tick(state))
+    assert sorted(j.job_id for j in after.running) == ["p1", "t1"]  # t2 would borrow: train only lends
+    assert [j.job_id for j in after.pending] == ["t2"]
+
+
+def test_borrowing_is_capped_by_the_borrow_limit():
+    borrower = share("research", 4, Strategy.LEND_AND_BORROW, borrow_limit=50)
+    state = pool([borrower, share("idle", 8)], [], [pending(f"r{i}", "research", 1, submitted_at=i) for i in range(10)], capacity=12)
+    plan = plan_tick(state)
+    assert len(plan.starts) == 6  # 4 + 50 % of 4
+    assert [s.borrowed for s in plan.starts] == [0, 0, 0, 0, 1, 1]
+
+
+def test_idle_capacity_goes_to_the_borrower_with_least_borrowed_per_weight():
+    heavy = share("heavy", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, fair_share_weight=30)
+    light = share("light", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, fair_share_weight=10)
+    jobs = [pending(f"{team}{i}", team, 1, submitted_at=i) for team in ("heavy", "light") for i in range(8)]
+    after = apply_plan(pool([heavy, light], [], jobs, capacity=10), plan_tick(pool([heavy, light], [], jobs, capacity=10)))
+    held = {team: sum(j.count for j in after.running if j.share == team) for team in ("heavy", "light")}
+    # 8 borrowed instances split 3:1 by weight (6 and 2) on top of one guaranteed each
+    assert held == {"heavy": 7, "light": 3}
+
+
+def test_in_share_preemption_takes_only_lower_priority_and_only_where_enabled():
+    for enabled in (True, False):
+        team = share("vision", 4, in_share_preemption=enabled)
+        state = pool(
+            [team, share("other", 4, Strategy.RESERVE)],
+            [running("low", "vision", 4, priority=1), running("other-job", "other", 4, priority=0)],
+            [pending("urgent", "vision", 2, priority=9), pending("same", "vision", 2, priority=1)],
+            capacity=8,
+        )
+        plan = plan_tick(state)
+        if enabled:
+            assert [(p.job_id, p.kind) for p in plan.preemptions] == [("low", IN_SHARE)]
+            assert "priority 1 job low gives 4 x" in plan.preemptions[0].reason
+            # the freed 4 admit the urgent job and then the equal-priority job on the rest
+            assert [s.job_id for s in plan.starts] == ["urgent", "same"]
+        else:
+            assert plan.preemptions == () and plan.starts == ()
+
+
+def test_a_job_preempted_before_is_protected_for_the_minimum_run_time():
+    state = pool(
+        [RESEARCH_BORROWS, VISION_LENDS],
+        [running("again", "research", 8, started_at=NOW - 60, times_preempted=1), running("base", "research", 4)],
+        [pending("J", "vision", 8)],
+        capacity=12,
+    )
+    assert plan_tick(state, Settings(min_run_time_s=600)).preemptions == ()
+    assert [p.job_id for p in plan_tick(state, Settings(min_run_time_s=30)).preemptions] == ["again"]
+
+
+def test_a_blocked_guaranteed_job_holds_free_capacity_against_borrowers():
+    state = pool(
+        [RESEARCH_BORROWS, VISION_LENDS],
+        [running("again", "research", 8, started_at=NOW, times_preempted=1)],
+        [pending("J", "vision", 6), pending("borrow", "research", 2)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    assert plan.starts == () and plan.preemptions == ()
+
+
+def test_the_preemption_cap_defers_work_to_the_next_tick():
+    team = share("vision", 8, in_share_preemption=True)
+    state = pool(
+        [team],
+        [running(f"low{i}", "vision", 1, priority=0) for i in range(8)],
+        [pending(f"hi{i}", "vision", 1, priority=5) for i in range(8)],
+        capacity=8,
+    )
+    plan = plan_tick(state, Settings(max_preemptions_per_tick=3))
+    assert len(plan.preemptions) == 3 and plan.capped
+    follow_up = plan_tick(apply_plan(state, plan), Settings(max_preemptions_per_tick=3))
+    assert len(follow_up.preemptions) == 3
+
+
+def test_share_usage_attributes_borrowing_to_unassigned_capacity_then_lenders():
+    state = pool(
+        [RESEARCH_BORROWS, VISION_LENDS, share("prod", 2, Strategy.RESERVE)],
+        [running("r", "research", 9)],
+        [pending("v", "vision", 3)],
+        capacity=16,
+    )
+    rows = {row.share: row for row in share_usage(state)}
+    # research borrows 5: 2 from unassigned capacity, 3 from vision's idle quota; prod never lends
+    assert rows["research"] == ShareUsage(share="research", instance_type=P5, guaranteed=4, in_use=9, borrowed=5, lent=0, pending=0)
+    assert rows["vision"].lent == 3 and rows["vision"].pending == 3
+    assert rows["prod"].lent == 0
+
+
+def test_invalid_state_names_every_bad_field():
+    with pytest.raises(ValueError) as error:
+        PoolState(
+            capacity={P5: 4},
+            shares=(share("a", 2),),
+            running=(running("x", "ghost", 1),),
+            pending=(PendingJob(job_id="y", share="a", instance_type="ml.g5.xlarge", count=0, priority=1, submitted_at=0),),
+            now=0,
+        )
+    text = str(error.value)
+    assert "running.x.share: 'ghost' is not a share of the pool" in text
+    assert "pending.y.instance_type: 'ml.g5.xlarge' is not in the pool" in text
+    assert "pending.y.count: 0 - at least 1" in text

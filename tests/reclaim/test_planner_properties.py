@@ -1,0 +1,151 @@
+"""Properties of the planner over generated pool states (see strategies.py for the knobs)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpu_governance_runtime.reclaim.planner import (
+    IN_SHARE,
+    RECLAIM,
+    Settings,
+    Strategy,
+    _victim_order,
+    apply_plan,
+    plan_tick,
+)
+
+from .strategies import PROPERTY_SETTINGS, pool_states, state_is_valid
+
+UNCAPPED = Settings(min_run_time_s=600, max_preemptions_per_tick=10_000, max_preemption_searches_per_tick=10_000)
+
+
+def _shares(state):
+    return {s.name: s for s in state.shares}
+
+
+def _pending(state):
+    return {j.job_id: j for j in state.pending}
+
+
+def _running(state):
+    return {j.job_id: j for j in state.running}
+
+
+@PROPERTY_SETTINGS
+@given(pool_states(), st.randoms(use_true_random=False))
+def test_the_same_input_always_gives_the_same_plan(state, random):
+    plan = plan_tick(state)
+    running, pending = list(state.running), list(state.pending)
+    random.shuffle(running)
+    random.shuffle(pending)
+    shuffled = replace(state, running=tuple(running), pending=tuple(pending))
+    assert plan_tick(state) == plan
+    assert plan_tick(shuffled) == plan
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_applied_plan_fits_the_pool_and_every_share_ceiling(state):
+    plan = plan_tick(state, UNCAPPED)
+    running, pending = _running(state), _pending(state)
+    preempted = [p.job_id for p in plan.preemptions]
+    assert len(set(preempted)) == len(preempted), "a job preempted twice"
+    assert set(preempted) <= set(running), "a preemption outside the running jobs"
+    started = [s.job_id for s in plan.starts]
+    assert len(set(started)) == len(started)
+    assert set(started) <= set(pending) | set(preempted), "a start of a job nobody asked for"
+    assert state_is_valid(apply_plan(state, plan))
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_every_preemption_lets_a_named_job_start(state):
+    plan = plan_tick(state, UNCAPPED)
+    started = {s.job_id for s in plan.starts}
+    for preemption in plan.preemptions:
+        assert preemption.for_job in started
+        assert preemption.for_job in preemption.reason
+        assert f"team {preemption.share}" in preemption.reason
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_no_job_inside_its_guarantee_is_reclaimed_and_reserve_shares_are_untouched(state):
+    plan = plan_tick(state, UNCAPPED)
+    shares, running, everyone = _shares(state), _running(state), {**_running(state), **_pending(state)}
+    reclaimed: dict[tuple[str, str], list] = {}
+    for p in plan.preemptions:
+        if p.kind == RECLAIM:
+            assert everyone[p.for_job].share != p.share
+            assert shares[p.share].strategy is not Strategy.RESERVE, "a reserve share lost capacity to another share"
+            reclaimed.setdefault((p.share, p.instance_type), []).append(running[p.job_id])
+    for (share, instance_type), victims in reclaimed.items():
+        usage = sum(j.count for j in state.running if j.share == share and j.instance_type == instance_type)
+        for victim in sorted(victims, key=_victim_order):
+            # when the reclaim reached this job its share still ran above its quota
+            assert usage > shares[share].quota.get(instance_type, 0)
+            usage -= victim.count
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_reserve_share_jobs_within_quota_always_start(state):
+    after = apply_plan(state, plan_tick(state, UNCAPPED))
+    shares = _shares(after)
+    for job in after.pending:
+        share = shares[job.share]
+        if share.strategy is Strategy.RESERVE and job.times_preempted == 0:
+            used = sum(j.count for j in after.running if j.share == job.share and j.instance_type == job.instance_type)
+            assert used + job.count > share.quota.get(job.instance_type, 0), f"{job.job_id} waits inside its reservation"
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_in_share_preemption_only_where_enabled_and_only_of_lower_priority(state):
+    plan = plan_tick(state, UNCAPPED)
+    shares, running, everyone = _shares(state), _running(state), {**_running(state), **_pending(state)}
+    for p in plan.preemptions:
+        if p.kind == IN_SHARE:
+            beneficiary = everyone[p.for_job]
+            assert shares[p.share].in_share_preemption
+            assert beneficiary.share == p.share
+            assert running[p.job_id].priority < beneficiary.priority
+
+
+@PROPERTY_SETTINGS
+@given(pool_states(pending=(1, 1)))
+def test_no_preemption_when_the_pending_job_fits_anyway(state):
+    (job,) = state.pending
+    share = _shares(state)[job.share]
+    capacity = state.capacity[job.instance_type]
+    used = {s.name: sum(j.count for j in state.running if j.share == s.name and j.instance_type == job.instance_type) for s in state.shares}
+    reserved_idle = sum(
+        max(0, s.quota.get(job.instance_type, 0) - used[s.name])
+        for s in state.shares
+        if s.strategy is Strategy.RESERVE and s.name != job.share
+    )
+    free = capacity - sum(used.values()) - reserved_idle
+    fits = job.count <= free and used[job.share] + job.count <= share.ceiling(job.instance_type, capacity)
+    plan = plan_tick(state, UNCAPPED)
+    if fits:
+        assert plan.preemptions == ()
+        assert [s.job_id for s in plan.starts] == [job.job_id]
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_a_second_tick_over_the_applied_plan_preempts_nothing_more(state):
+    plan = plan_tick(state, UNCAPPED)
+    second = plan_tick(apply_plan(state, plan), UNCAPPED)
+    assert second.preemptions == ()
+
+
+@PROPERTY_SETTINGS
+@given(pool_states(max_jobs=20, pending=(0, 20)), st.integers(0, 3))
+def test_the_preemption_cap_is_never_exceeded(state, cap):
+    plan = plan_tick(state, Settings(max_preemptions_per_tick=cap))
+    assert len(plan.preemptions) <= cap
+    assert state_is_valid(apply_plan(state, plan))

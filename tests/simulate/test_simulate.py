@@ -1,0 +1,161 @@
+"""The simulator, the trace format, the openb converter and the `simulate` CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from constructs_lib.cli import main
+from constructs_lib.errors import GovernanceError
+from constructs_lib.simulate import compare, simulate, static_shares
+from constructs_lib.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+
+G5 = "ml.g5.xlarge"
+SHARES = (
+    Share(name="serving", quota={G5: 4}, strategy=Strategy.LEND),
+    Share(name="research", quota={G5: 0}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+)
+CAPACITY = {G5: 4}
+
+
+def job(job_id, team, submit, duration, count, priority=10, checkpointable=False):
+    return TraceJob(job_id=job_id, team=team, submit_time=submit, duration=duration, instance_type=G5, count=count, priority=priority, checkpointable=checkpointable)
+
+
+@pytest.mark.parametrize("checkpointable, expected_finish, expected_lost", [(True, 660 + 880.0, 0.0), (False, 660 + 1_000.0, 4 * 120.0)])
+def test_a_borrower_is_reclaimed_and_resumes_or_restarts(checkpointable, expected_finish, expected_lost):
+    jobs = [job("borrow", "research", 0, 1_000, 4, checkpointable=checkpointable), job("lender", "serving", 100, 500, 4, priority=90)]
+    result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    # The lender arrives at 100; the tick at 120 reclaims the pool; it runs 120..620. The borrower
+    # starts again at the 660 tick and resumes its 880 s of remaining work, or restarts all 1000.
+    assert result.preemptions == 1
+    assert result.lost_work_capacity_s == expected_lost
+    assert result.jobs_completed == 2
+    assert result.makespan_s == expected_finish
+    assert result.teams["serving"].wait_p50_s == 20.0  # submitted at 100, started at the 120 tick
+    assert result.guarantee_breaches == 0
+
+
+def test_static_partitioning_never_lends_and_pooled_ignores_quotas():
+    jobs = [job("borrow", "research", 0, 1_000, 2), job("lender", "serving", 100, 500, 4, priority=90)]
+    results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert results["static"].jobs_unfinished == 1  # research has no quota of its own
+    assert results["policy"].jobs_completed == 2
+    # pooled: the borrower is never preempted, the lender waits for it
+    assert results["pooled"].preemptions == 0
+    assert results["pooled"].teams["serving"].wait_p50_s == 1_000 - 100 + 20
+    # utilization counts completed capacity-seconds over capacity x makespan
+    pooled = results["pooled"]
+    assert pooled.utilization == pytest.approx((2 * 1_000 + 4 * 500) / (4 * pooled.makespan_s))
+
+
+def test_capped_reclaim_counts_guarantee_breaches():
+    jobs = [job("borrow", "research", 0, 1_000, 4), job("lender", "serving", 100, 500, 4, priority=90)]
+    result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings(max_preemptions_per_tick=0))
+    assert result.preemptions == 0
+    # The lender waits inside its guarantee from its first tick (120) until the borrower ends at
+    # 1000; a capped plan makes the controller look again every tick: 180, 240, ..., 960 breach.
+    assert result.guarantee_breaches == 14
+
+
+def test_static_shares_reserve_exactly_the_quota():
+    assert all(s.strategy is Strategy.RESERVE and not s.in_share_preemption for s in static_shares(SHARES))
+
+
+def test_trace_round_trip_and_errors_name_the_line(tmp_path):
+    path = tmp_path / "trace.csv"
+    jobs = [job("a", "serving", 0.5, 10, 1, checkpointable=True), job("b", "research", 3, 7.25, 2)]
+    write_trace(jobs, path)
+    assert read_trace(path) == tuple(jobs)
+    path.write_text(",".join(TRACE_COLUMNS) + "\nx,serving,-1,0,ml.g5.xlarge,0,high,maybe\ny,research,1,1,ml.g5.xlarge,1,1\n")
+    with pytest.raises(GovernanceError) as error:
+        read_trace(path)
+    text = str(error.value)
+    for expected in (":2.submit_time: invalid ('-1')", ":2.duration: invalid ('0')", ":2.count: invalid", ":2.priority: invalid ('high')", ":2.checkpointable: invalid ('maybe') - true or false", ":3: wrong number of fields (7)"):
+        assert expected in text
+    path.write_text("id,team\n")
+    with pytest.raises(GovernanceError, match=":1: wrong header"):
+        read_trace(path)
+
+
+OPENB = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+pod-ls,12000,16384,1,1000,,LS,Running,0,500,10
+pod-frac,6000,12288,1,460,,BE,Failed,5,105,5
+pod-eight,6000,12288,8,1000,,Burstable,Succeeded,7,1007,17
+pod-cpu,6000,12288,0,0,,LS,Running,0,500,0
+pod-never,6000,12288,1,1000,,BE,Pending,20,900,
+"""
+
+
+def test_openb_mapping_is_the_documented_one(tmp_path):
+    source = tmp_path / "openb.csv"
+    source.write_text(OPENB)
+    jobs = {j.job_id: j for j in convert_openb(source)}
+    assert set(jobs) == {"pod-ls", "pod-frac", "pod-eight"}  # CPU-only and never-scheduled dropped
+    assert jobs["pod-ls"] == TraceJob(job_id="pod-ls", team="serving", submit_time=0, duration=490, instance_type=G5, count=1, priority=90, checkpointable=False)
+    assert (jobs["pod-frac"].team, jobs["pod-frac"].count, jobs["pod-frac"].checkpointable, jobs["pod-frac"].priority) == ("research", 1, True, 10)
+    assert (jobs["pod-eight"].team, jobs["pod-eight"].count, jobs["pod-eight"].duration) == ("platform", 8, 990)
+    assert {j.instance_type for j in convert_openb(source, OpenbMapping(instance_type="ml.g6.xlarge"))} == {"ml.g6.xlarge"}
+
+
+CONFIG = "examples/openb-governance.yaml"
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    """A slice of the openb mapping's shape, generated here so the test needs no ../shared."""
+    path = tmp_path_factory.mktemp("trace") / "trace.csv"
+    jobs = [job(f"r{i}", "research", i * 30, 900, 4, checkpointable=True) for i in range(30)]
+    jobs += [job(f"s{i}", "serving", 200 + i * 20, 300, 6, priority=90) for i in range(8)]
+    jobs += [job(f"p{i}", "platform", 100 + i * 50, 400, 4, priority=50) for i in range(6)]
+    write_trace(jobs, path)
+    return path
+
+
+def test_cli_json_has_the_documented_shape(small_trace, capsys):
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"policy", "baselines"} and set(result["baselines"]) == {"static", "pooled"}
+    for metrics in (result["policy"], *result["baselines"].values()):
+        assert {"utilization", "makespan_s", "jobs_completed", "preemptions", "lost_work_capacity_s", "teams"} <= set(metrics)
+        assert metrics["jobs_completed"] == 44
+        assert set(metrics["teams"]) == {"research", "serving", "platform"}
+        assert set(metrics["teams"]["serving"]) == {"jobs", "wait_p50_s", "wait_p95_s"}
+    assert "guarantee_breaches" in result["policy"]
+    assert "guarantee_breaches" not in result["baselines"]["static"]
+    # the policy lends research idle capacity the static split would leave unused
+    assert result["policy"]["utilization"] > 5 * result["baselines"]["static"]["utilization"]
+    assert result["policy"]["preemptions"] > 0 and result["policy"]["guarantee_breaches"] == 0
+
+
+def test_cli_plot_writes_a_png(small_trace, tmp_path, capsys):
+    png = tmp_path / "out.png"
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "guarantee breaches under the policy" in capsys.readouterr().out
+
+
+def test_cli_bad_input_exits_2_with_the_line(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(",".join(TRACE_COLUMNS) + "\nx,nobody,0,10,ml.g5.xlarge,1,1,false\ny,serving,0,10,ml.g5.xlarge,one,1,false\n")
+    assert main(["simulate", "--config", CONFIG, "--trace", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv:3.count: invalid ('one')" in err and "Traceback" not in err
+    bad.write_text(",".join(TRACE_COLUMNS) + "\nx,nobody,0,10,ml.g5.xlarge,1,1,false\n")
+    assert main(["simulate", "--config", CONFIG, "--trace", str(bad)]) == 2
+    assert "job x.team: team has no quota in the pool ('nobody')" in capsys.readouterr().err
+    assert main(["simulate", "--config", CONFIG, "--trace", str(bad), "--pool", "nope"]) == 2
+    assert "--pool: no such pool ('nope')" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--config", CONFIG, "--trace", str(bad), "--tick", "-5"])
+    assert exit_.value.code == 2
+
+
+def test_openb_cli_converts(tmp_path, capsys):
+    source, output = tmp_path / "openb.csv", tmp_path / "trace.csv"
+    source.write_text(OPENB)
+    assert main(["openb-trace", str(source), str(output)]) == 0
+    assert len(read_trace(output)) == 3
+    assert "wrote 3 jobs" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""Unit tests of the model -> Slurm plan mapping (no Slurm needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from constructs_lib.errors import GovernanceError
+from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
+from constructs_lib.slurm.mapping import team_gid
+
+from .models import INSTANCE_TYPE, POOL, default_teams, governance_model, model_data, team
+
+
+def by_name(items):
+    return {item.name: item for item in items}
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return slurm_plan(governance_model(), POOL, data_root="/fsx/teams/")
+
+
+def test_each_team_is_an_account_under_the_organisation_with_its_fair_share(plan) -> None:
+    accounts = by_name(plan.accounts)
+    assert plan.organisation == "acme-ml"
+    assert {name: a.fairshare for name, a in accounts.items()} == {"critical": 50, "steady": 30, "burst": 20}
+    assert accounts["burst"].qos == ("burst.urgent", "burst.standard", "burst.low", "burst.borrow")
+    assert accounts["steady"].default_qos == "steady.low"  # unasked jobs get the least urgent class
+
+
+def test_members_become_users_of_their_team_account(plan) -> None:
+    assert sorted((u.name, u.account) for u in plan.users) == [
+        ("alice", "critical"), ("bob", "steady"), ("carol", "burst"), ("dave", "burst"),
+    ]
+
+
+def test_priority_classes_become_qos_priorities(plan) -> None:
+    qos = by_name(plan.qos)
+    assert [qos[f"steady.{c}"].priority for c in ("urgent", "standard", "low")] == [90, 50, 10]
+    assert qos["burst.borrow"].priority == 0
+
+
+def test_lenders_preempt_borrowers_and_in_share_preemption_only_where_on(plan) -> None:
+    qos = by_name(plan.qos)
+    assert qos["steady.urgent"].preempts == ("burst.borrow",)  # steady: in-share preemption off
+    assert qos["burst.standard"].preempts == ("burst.borrow", "burst.low")  # burst: on
+    # A reserve team lends nothing, so nobody borrows on its nodes; only its own classes.
+    assert qos["critical.urgent"].preempts == ("critical.standard", "critical.low")
+    assert qos["critical.low"].preempts == ()
+
+
+def test_borrow_qos_caps_gpus_at_the_borrow_limit(plan) -> None:
+    assert by_name(plan.qos)["burst.borrow"].grp_gpus == 4  # 100% of one 4-GPU instance
+    teams = default_teams()
+    teams[2] = team("burst", "background", ["carol"], borrow_limit=50)
+    teams[2]["quotas"] = {POOL: {INSTANCE_TYPE: 2}}
+    half = slurm_plan(governance_model(teams=teams, capacity=4), POOL)
+    assert by_name(half.qos)["burst.borrow"].grp_gpus == 4  # 50% of two instances = 1 x 4 GPUs
+    assert "steady.borrow" not in by_name(half.qos)  # lenders that do not borrow have none
+
+
+def test_partitions_dedicate_quota_nodes_and_pool_lent_ones(plan) -> None:
+    partitions = by_name(plan.partitions)
+    assert partitions["critical"].instance_groups == ("critical-g5-12xlarge",)
+    assert partitions["critical"].allow_accounts == ("critical",)
+    borrow = partitions["borrow"]
+    assert borrow.instance_groups == ("steady-g5-12xlarge", "burst-g5-12xlarge")  # never critical's
+    assert borrow.allow_accounts == ("burst",)
+    assert borrow.allow_qos == ("burst.borrow",)
+
+
+def test_unassigned_capacity_is_lent_through_a_shared_instance_group() -> None:
+    model = governance_model(capacity=5)
+    groups = {g.name: (g.instance_type, g.count, g.owner) for g in hyperpod_instance_groups(model, POOL)}
+    assert groups["shared-g5-12xlarge"] == (INSTANCE_TYPE, 2, "shared")
+    assert groups["critical-g5-12xlarge"] == (INSTANCE_TYPE, 1, "critical")
+    plan = slurm_plan(model, POOL)
+    assert "shared-g5-12xlarge" in by_name(plan.partitions)["borrow"].instance_groups
+
+
+def test_no_borrowers_means_no_borrow_partition() -> None:
+    plan = slurm_plan(governance_model(teams=default_teams()[:2]), POOL)
+    assert "borrow" not in by_name(plan.partitions)
+    assert all(q.preempts == () for q in plan.qos if q.name.startswith("steady."))
+
+
+def test_groups_and_data_paths_per_team(plan) -> None:
+    groups = by_name(plan.groups)
+    assert groups["gg-burst"].members == ("carol", "dave")
+    assert groups["gg-burst"].gid == team_gid("acme-ml", "burst")
+    assert len({g.gid for g in plan.groups}) == 3
+    assert [(d.path, d.group, d.mode) for d in plan.data_paths][0] == ("/fsx/teams/critical", "gg-critical", "2770")
+
+
+def test_posix_user_name_from_principal() -> None:
+    assert posix_user_name("arn:aws:iam::444455556666:role/ml/Alice.Smith") == "alice-smith"
+
+
+def test_bad_input_names_the_field_value_and_what_is_allowed() -> None:
+    data = model_data()
+    data["pools"][0]["gpus_per_instance"] = {}
+    data["priority_classes"].append({"name": "borrow", "weight": 5})
+    data["teams"][0]["members"].append("arn:aws:iam::444455556666:role/9lives")
+    data["teams"][1]["members"].append("arn:aws:iam::444455556666:role/Alice")  # alice is in critical
+    from constructs_lib.model import GovernanceModel
+
+    with pytest.raises(GovernanceError) as raised:
+        slurm_plan(GovernanceModel.from_dict(data), POOL)
+    problems = {p.path: p for p in raised.value.problems}
+    assert set(problems) == {
+        "pools[0].gpus_per_instance.ml.g5.12xlarge",
+        "priority_classes[3].name",
+        "teams[0].members[1]",
+        "teams[1].members[1]",
+    }
+    assert "1-64" in problems["pools[0].gpus_per_instance.ml.g5.12xlarge"].allowed
+    assert problems["teams[0].members[1]"].value == "arn:aws:iam::444455556666:role/9lives"
+    assert "as does arn:aws:iam::444455556666:role/alice" in problems["teams[1].members[1]"].wrong
+
+
+def test_reserved_team_names_and_unknown_pools_are_refused() -> None:
+    teams = default_teams()
+    teams[0]["name"] = "borrow"
+    with pytest.raises(GovernanceError, match=r"teams\[0\]\.name: reserved on Slurm \('borrow'\)"):
+        slurm_plan(governance_model(teams=teams), POOL)
+    with pytest.raises(GovernanceError, match=r"pools: no hyperpod_slurm pool of this name \('nope'\) - one of \['research-slurm'\]"):
+        slurm_plan(governance_model(), "nope")

@@ -1,0 +1,200 @@
+"""The generated governance applied to a real Slurm with accounting, then proven with sleep
+jobs: each sharing strategy's behaviour under contention, preemption by requeue, idempotence.
+
+The local cluster (tests/slurm/slurm-up.sh) has three 4-GPU nodes: gpu-1 is team critical's
+(reserve), gpu-2 team steady's (lend), gpu-3 team burst's (lend and borrow, borrow limit 100%
+= 4 GPUs). Partition `borrow` spans gpu-2 and gpu-3.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from .cluster import Cluster, ensure_os_users, require_running_slurm, run
+from .models import default_teams, governance_model
+
+pytestmark = pytest.mark.slurm
+
+USERS = {"alice", "bob", "carol", "dave"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
+    require_running_slurm()
+    ensure_os_users(USERS)
+    cluster = Cluster(tmp_path_factory.mktemp("slurm"))
+    cluster.cancel_all()
+    cluster.apply(governance_model())
+    yield cluster
+    cluster.cancel_all()
+
+
+@pytest.fixture
+def idle(cluster: Cluster) -> Cluster:
+    cluster.cancel_all()
+    yield cluster
+    cluster.cancel_all()
+
+
+def own(cluster: Cluster, user: str, team: str, priority_class: str = "low", gpus: int = 4) -> str:
+    return cluster.submit(user, account=team, partition=team, qos=f"{team}.{priority_class}", gpus=gpus)
+
+
+def borrowing(cluster: Cluster, gpus: int) -> str:
+    return cluster.submit("carol", account="burst", partition="borrow", qos="burst.borrow", gpus=gpus)
+
+
+def test_accounts_fair_share_and_users_follow_the_model(cluster: Cluster) -> None:
+    tree = run("sacctmgr", "-n", "-P", "show", "assoc", "where", "parent=acme-ml", "format=account,fairshare").stdout
+    assert sorted(tree.split()) == ["burst|20", "critical|50", "steady|30"]
+    members = run("sacctmgr", "-n", "-P", "show", "assoc", "where", "account=burst", "format=user").stdout.split()
+    assert sorted(members) == ["carol", "dave"]
+    shares = run("sshare", "-n", "-P", "-A", "critical,steady,burst", "-o", "account,rawshares").stdout
+    assert {"critical|50", "steady|30", "burst|20"} <= set(shares.split())
+
+
+def test_qos_carry_priority_borrow_cap_and_preemption(cluster: Cluster) -> None:
+    qos = {
+        line.split("|")[0]: line.split("|")[1:]
+        for line in run("sacctmgr", "-n", "-P", "show", "qos", "format=name,priority,preempt,grptres").stdout.split()
+    }
+    assert qos["burst.borrow"] == ["0", "", "gres/gpu=4"]
+    assert qos["steady.urgent"] == ["90", "burst.borrow", ""]  # a lender reclaims, nothing else
+    assert qos["critical.urgent"] == ["90", "critical.low,critical.standard", ""]  # in-share on
+    assert qos["steady.low"][1] == "burst.borrow"  # in-share off: no steady.* here
+
+
+def test_partitions_put_each_quota_on_its_own_nodes(cluster: Cluster) -> None:
+    partitions = {}
+    for line in run("scontrol", "-o", "show", "partition").stdout.splitlines():
+        fields = dict(pair.split("=", 1) for pair in line.split() if "=" in pair)
+        partitions[fields["PartitionName"]] = (fields["Nodes"], fields["AllowAccounts"])
+    assert partitions["critical"] == ("gpu-1", "critical")
+    assert partitions["steady"] == ("gpu-2", "steady")
+    assert partitions["burst"] == ("gpu-3", "burst")
+    assert partitions["borrow"] == ("gpu-[2-3]", "burst")
+
+
+def test_reapplying_changes_nothing(cluster: Cluster) -> None:
+    before = cluster.accounting()
+    fragment = run("bash", "-c", "stat -c %Y /etc/slurm/gpu-governance.conf").stdout
+    applied = cluster.apply(governance_model())
+    assert applied.changed == 0, applied.output
+    assert "changed:" not in applied.output
+    assert cluster.accounting() == before
+    assert run("bash", "-c", "stat -c %Y /etc/slurm/gpu-governance.conf").stdout == fragment
+
+
+def test_dry_run_reports_a_change_without_making_it(cluster: Cluster) -> None:
+    before = cluster.accounting()
+    teams = default_teams()
+    teams[1]["fair_share_weight"] = 45
+    applied = cluster.apply(governance_model(teams=teams), "--dry-run")
+    changes = [line for line in applied.output.splitlines() if "would change" in line]
+    # The fragment names the policy digest, so it records the new version too.
+    assert len(changes) == 2 == applied.changed, changes
+    assert "would change: account steady: acme-ml|30|" in changes[0]
+    assert "would change: write /etc/slurm/gpu-governance.conf" in changes[1]
+    assert cluster.accounting() == before
+
+
+def test_reserve_capacity_is_never_used_by_other_teams(idle: Cluster) -> None:
+    own(idle, "carol", "burst")
+    own(idle, "bob", "steady")
+    extra = borrowing(idle, 1)
+    # Every lent GPU is busy; critical's four idle GPUs are not reachable by borrowing.
+    idle.wait_pending_for(extra, "Resources")
+    error = idle.submit_refused("carol", account="burst", partition="critical", qos="burst.low", gpus=1)
+    assert "Invalid account or account/partition combination" in error, error
+
+
+def test_borrower_runs_on_idle_lent_capacity(idle: Cluster) -> None:
+    mine = idle.wait_running(own(idle, "carol", "burst"))
+    borrowed = idle.wait_running(borrowing(idle, 4))
+    assert mine.nodes == "gpu-3"
+    assert borrowed.nodes == "gpu-2"  # steady's node, idle, lent
+
+
+def test_borrowing_stops_at_the_borrow_limit(idle: Cluster) -> None:
+    idle.wait_running(borrowing(idle, 4))
+    over = borrowing(idle, 1)
+    # Four lent GPUs are still idle: the limit, not the capacity, holds the job back.
+    idle.wait_pending_for(over, "QOSGrpGRES")
+
+
+def test_lender_reclaims_lent_capacity_by_requeueing_the_borrower(idle: Cluster) -> None:
+    idle.wait_running(own(idle, "carol", "burst"))
+    borrowed = idle.wait_running(borrowing(idle, 4))
+    assert borrowed.nodes == "gpu-2"
+    lender = idle.wait_running(own(idle, "bob", "steady"))
+    assert lender.nodes == "gpu-2"
+    requeued = idle.wait_for(borrowed.id, "was requeued", lambda j: j.state == "PENDING" and j.restarts == 1)
+    assert requeued.restarts == 1
+
+
+def test_in_share_preemption_requeues_the_lower_class(idle: Cluster) -> None:
+    low = idle.wait_running(own(idle, "alice", "critical", "low"))
+    urgent = idle.wait_running(own(idle, "alice", "critical", "urgent"))
+    assert urgent.nodes == "gpu-1"
+    assert idle.wait_for(low.id, "was requeued", lambda j: j.restarts == 1).state == "PENDING"
+
+
+def test_without_in_share_preemption_the_urgent_job_waits(idle: Cluster) -> None:
+    low = idle.wait_running(own(idle, "bob", "steady", "low"))
+    urgent = own(idle, "bob", "steady", "urgent")
+    # Once the scheduler has tried and failed to place it, nothing was preempted.
+    idle.wait_pending_for(urgent, "Resources")
+    still = idle.job(low.id)
+    assert (still.state, still.restarts) == ("RUNNING", 0)
+
+
+def test_removing_a_team_keeps_its_running_jobs_and_says_so(idle: Cluster) -> None:
+    job = idle.wait_running(own(idle, "carol", "burst"))
+    without_burst = governance_model(teams=default_teams()[:2])
+    applied = idle.apply(without_burst)
+    assert f"account burst left the policy but has jobs {job.id}" in applied.output
+    assert f"partition burst left the policy but has jobs {job.id}" in applied.output
+    assert idle.job(job.id).state == "RUNNING"
+    partition = run("scontrol", "-o", "show", "partition", "burst").stdout
+    assert "State=DRAIN" in partition
+    idle.cancel_all()
+    applied = idle.apply(without_burst)
+    assert "changed: remove account burst" in applied.output
+    assert run("sacctmgr", "-n", "-P", "show", "account", "burst", "format=account").stdout.strip() == ""
+    assert run("scontrol", "show", "partition", "burst", check=False).returncode != 0
+    restored = idle.apply(governance_model())
+    assert "changed: add account burst" in restored.output
+
+
+def test_tenant_data_paths_keep_teams_apart(cluster: Cluster) -> None:
+    burst_dir = cluster.data_root / "burst"
+    steady_dir = cluster.data_root / "steady"
+    wrote = run("runuser", "-u", "carol", "--", "touch", str(burst_dir / "carol.txt"), check=False)
+    assert wrote.returncode == 0, wrote.stderr
+    assert burst_dir.joinpath("carol.txt").stat().st_gid == burst_dir.stat().st_gid  # setgid dir
+    for user, path in (("carol", steady_dir), ("bob", burst_dir)):
+        denied = subprocess.run(["runuser", "-u", user, "--", "ls", str(path)], capture_output=True, text=True)
+        assert denied.returncode != 0 and "Permission denied" in denied.stderr
+
+
+def test_os_only_leaves_accounting_alone(cluster: Cluster) -> None:
+    before = cluster.accounting()
+    teams = default_teams()
+    teams[1]["fair_share_weight"] = 45  # an accounting change the OS-only run must not make
+    applied = cluster.apply(governance_model(teams=teams), "--os-only")
+    assert ", OS only" in applied.output
+    assert applied.changed == 0, applied.output
+    assert cluster.accounting() == before
+
+
+def test_the_controller_move_documented_in_docs_slurm_md_works(idle: Cluster) -> None:
+    """docs/slurm.md names what the reclaim controller must do; its first step, run for real."""
+    idle.wait_running(own(idle, "carol", "burst", "standard"))
+    waiting = idle.wait_pending_for(own(idle, "carol", "burst", "low"), "Resources")
+    run("scontrol", "update", f"JobId={waiting.id}", "Partition=borrow", "QOS=burst.borrow",
+        "AdminComment=gg-moved-from=burst/burst.low")
+    moved = idle.wait_running(waiting.id)
+    assert moved.nodes == "gpu-2"  # steady's idle, lent node
+    assert "AdminComment=gg-moved-from=burst/burst.low" in run("scontrol", "show", "job", waiting.id).stdout

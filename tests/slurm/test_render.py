@@ -1,0 +1,83 @@
+"""Unit tests of the generated apply script (bash runs here; Slurm is not needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from constructs_lib.slurm import slurm_plan
+from gpu_governance_runtime.slurm import SlurmPlan, SlurmQos, render_apply_script
+from gpu_governance_runtime.slurm.render import library_text, plan_digest
+
+from .models import POOL, governance_model
+
+
+@pytest.fixture(scope="module")
+def plan() -> SlurmPlan:
+    return slurm_plan(governance_model(), POOL)
+
+
+def bash(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script, "bash", *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_script_is_valid_bash_and_calls_every_object_once(plan: SlurmPlan) -> None:
+    script = render_apply_script(plan)
+    assert bash(f"bash -n <<'EOF'\n{script}\nEOF").returncode == 0
+    calls = [line.split()[0:2] for line in script.splitlines() if line.startswith("gg_")]
+    assert calls.count(["gg_qos", "burst.borrow"]) == 1
+    assert ["gg_account", "burst"] in calls and ["gg_user", "dave"] in calls
+    assert "gg_partition borrow steady-g5-12xlarge,burst-g5-12xlarge burst burst.borrow" in script
+    assert "gg_qos burst.borrow 0 4" in script
+    assert "gg_qos_preempts burst.urgent burst.borrow,burst.low,burst.standard" in script  # sorted like sacctmgr
+
+
+def test_values_are_shell_quoted(plan: SlurmPlan) -> None:
+    hostile = replace(plan, data_paths=(replace(plan.data_paths[0], path="/fsx/a b;rm -rf /"),))
+    assert "gg_data_path '/fsx/a b;rm -rf /' gg-critical 2770" in render_apply_script(hostile)
+
+
+def test_digest_names_the_policy_version(plan: SlurmPlan) -> None:
+    assert plan_digest(plan) == plan_digest(slurm_plan(governance_model(), POOL))
+    changed = replace(plan, qos=plan.qos[:-1] + (replace(plan.qos[-1], grp_gpus=8),))
+    assert plan_digest(changed) != plan_digest(plan)
+    assert f"GG_POLICY_DIGEST={plan_digest(plan)}" in render_apply_script(plan)
+
+
+def test_plan_refuses_references_to_undeclared_objects(plan: SlurmPlan) -> None:
+    with pytest.raises(ValueError, match="undeclared objects: qos nobody.borrow"):
+        replace(plan, qos=plan.qos + (SlurmQos(name="x", priority=1, preempts=("nobody.borrow",)),))
+
+
+def test_unknown_option_is_refused_before_anything_runs(plan: SlurmPlan, tmp_path) -> None:
+    script = tmp_path / "apply.sh"
+    script.write_text(render_apply_script(plan))
+    result = subprocess.run(["bash", str(script), "--force"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "unknown option --force (allowed: --dry-run, --os-only)" in result.stdout
+
+
+def test_node_map_comes_from_hyperpod_resource_config(tmp_path) -> None:
+    config = tmp_path / "resource_config.json"
+    config.write_text(json.dumps({"InstanceGroups": [
+        {"Name": "steady-p5-48xlarge", "Instances": [{"CustomerIpAddress": "10.1.2.3"}, {"CustomerIpAddress": "10.1.2.4"}]},
+        {"Name": "controller", "Instances": [{"CustomerIpAddress": "10.1.0.9"}]},
+    ]}))
+    result = bash(
+        library_text() + '\ngg_load_node_map; for g in "${!GG_NODES[@]}"; do echo "$g=${GG_NODES[$g]}"; done',
+        env={"PATH": "/usr/bin:/bin", "GG_RESOURCE_CONFIG": str(config)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.split()) == ["controller=ip-10-1-0-9", "steady-p5-48xlarge=ip-10-1-2-3,ip-10-1-2-4"]
+
+
+def test_missing_node_map_is_a_clear_error(tmp_path) -> None:
+    result = bash(
+        library_text() + "\ngg_load_node_map",
+        env={"PATH": "/usr/bin:/bin", "GG_RESOURCE_CONFIG": str(tmp_path / "absent.json")},
+    )
+    assert result.returncode == 1
+    assert f"set GG_NODE_MAP (no HyperPod {tmp_path / 'absent.json'} here)" in result.stdout
