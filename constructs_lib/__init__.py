@@ -1,5 +1,12 @@
 """CDK constructs and a governance model for shared GPU capacity on AWS."""
 
+import os
+
+# jsii (under aws_cdk) prints a large banner on Node.js 20 unless told not to; only defaults,
+# so a host app that sets these keeps its own choice.
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
 from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
 from .compliance import acknowledge, apply_standard_packs
 from .errors import GovernanceError, Problem

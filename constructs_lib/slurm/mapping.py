@@ -81,6 +81,8 @@ def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[In
 
 def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
+    if not data_root.startswith("/"):
+        raise GovernanceError.single("data_root", "not an absolute path", data_root, "an absolute directory on the shared file system, e.g. /fsx/teams")
     pool = _slurm_pool(model, pool_name)
     teams = model.teams_in(pool.name)
     groups = hyperpod_instance_groups(model, pool_name)
@@ -186,6 +188,7 @@ def _check(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, .
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, as does {users[name]}", value=arn, allowed="principals whose names differ"))
     for group in groups:
         if not INSTANCE_GROUP_NAME.match(group.name):
-            problems.append(Problem(path=f"teams[{team_index.get(group.owner, '?')}].name" if group.owner in team_index else pool_path, wrong=f"gives HyperPod instance group {group.name!r}, longer than 63 characters", value=group.owner, allowed="a shorter team name"))
+            path = f"teams[{team_index[group.owner]}].quotas" if group.owner in team_index else f"{pool_path}.capacity"
+            problems.append(Problem(path=path, wrong="gives a HyperPod instance group name over 63 characters", value=group.name, allowed="a shorter team name or instance type"))
     if problems:
         raise GovernanceError(problems)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG
@@ -207,3 +207,16 @@ def test_no_open_findings_and_cfn_lint_is_clean(synthesized):
     assert summary.stacks["Guardrails"]["AWS::Organizations::Policy"] == 2
     template = (outdir / "Guardrails.template.json").read_text()
     assert [str(m) for m in lint(template, regions=["us-east-1"])] == []
+
+
+def test_the_packs_do_check_the_guardrails_stack(model, tmp_path):
+    # Control for the test above: an empty report must mean "checked and clean", not "not checked".
+    app = App(outdir=str(tmp_path))
+    stack = OrganisationGuardrailsStack(app, "Guardrails", model=model)
+    kms.CfnKey(stack, "UnrotatedKey", enable_key_rotation=False)
+    apply_standard_packs(app)
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    findings = summarise(tmp_path).open_findings
+    assert any("GpuGovernance-KeyRotation" in f for f in findings)
+    assert findings and all("UnrotatedKey" in f for f in findings)

@@ -125,3 +125,8 @@ def test_reserved_team_names_and_unknown_pools_are_refused() -> None:
         slurm_plan(governance_model(teams=teams), POOL)
     with pytest.raises(GovernanceError, match=r"pools: no hyperpod_slurm pool of this name \('nope'\) - one of \['research-slurm'\]"):
         slurm_plan(governance_model(), "nope")
+
+
+def test_relative_data_root_is_refused() -> None:
+    with pytest.raises(GovernanceError, match=r"data_root: not an absolute path \('fsx/teams'\) - an absolute directory"):
+        slurm_plan(governance_model(), POOL, data_root="fsx/teams")

@@ -2,7 +2,7 @@
 ticks never overlap). Dry-run unless ``DRY_RUN=false``.
 
 Environment:
-  POLICY_PATH        compiled policy document (default: policy.json at the asset root)
+  POLICY_PATH        compiled policy document (default: gpu_governance_runtime/policy.json in the asset)
   RECLAIM_TARGETS    JSON list, one entry per governed pool:
                      {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
                      {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..policy import Policy, read_policy_file
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
-from .planner import Plan, PoolState, Settings, apply_plan, plan_tick, share_usage
+from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 
 DEFAULT_NAMESPACE = "GpuGovernance/Reclaim"
 SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
@@ -54,7 +54,7 @@ class TickResult:
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    policy = read_policy_file(os.environ.get("POLICY_PATH") or Path(__file__).resolve().parents[2] / "policy.json")
+    policy = read_policy_file(os.environ.get("POLICY_PATH") or Path(__file__).resolve().parents[1] / "policy.json")
     settings = Settings(
         min_run_time_s=float(os.environ.get("MIN_RUN_TIME_S", Settings().min_run_time_s)),
         max_preemptions_per_tick=int(os.environ.get("MAX_PREEMPTIONS_PER_TICK", Settings().max_preemptions_per_tick)),
@@ -132,8 +132,9 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
 
 
 def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float) -> list[dict[str, Any]]:
-    """One CloudWatch embedded-metric-format record per share (summed over instance types)."""
-    after = apply_plan(state, plan)
+    """One CloudWatch embedded-metric-format record per share (summed over instance types).
+    Starvation is read from the queue as it is, not as planned: a reclaim that works clears it by
+    the next tick, one that does not (dry run, failures, protected victims) keeps it raised."""
     started_by = {j.job_id: j for j in state.running}
     totals: dict[str, dict[str, float]] = {s.name: dict.fromkeys(SHARE_METRICS, 0) for s in state.shares}
     for row in share_usage(state):
@@ -144,7 +145,7 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
         totals[preemption.share]["Preemptions"] += 1
         if not victim.checkpointable:  # a checkpointing job resumes; the rest restarts from zero
             totals[preemption.share]["LostCapacitySeconds"] += max(0.0, now - victim.started_at) * victim.count
-    for share in starved_shares(after):
+    for share in starved_shares(state):
         totals[share]["StarvedBelowGuarantee"] = 1
     return [
         {

@@ -1,0 +1,257 @@
+"""The reclaim / preemption controller: a scheduled Lambda that gives AWS Batch fair-share
+queues and HyperPod Slurm the model's lend / borrow / reclaim semantics, observes Batch
+quota-share queues, and publishes per-team metrics, alarms and a dashboard.
+
+Minimal use, in the capacity account's stack::
+
+    ReclaimController(self, "ReclaimController", model=model, targets=[
+        ReclaimTarget(pool="ec2-gpu", job_queue_arn=queue.job_queue_arn),
+    ])
+
+Dry run by default: it plans, logs every decision and publishes metrics, and acts only with
+``dry_run=False``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from aws_cdk import (
+    ArnFormat, Duration, RemovalPolicy, Stack, Token,
+    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_dynamodb as dynamodb, aws_events as events,
+    aws_events_targets as event_targets, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_, aws_logs as logs, aws_sns as sns,
+    aws_sqs as sqs,
+)
+from constructs import Construct
+
+from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+from .batch import TEAM_TAG
+from .capacity import _bundle as bundle_runtime
+from .errors import GovernanceError, Problem
+from .model import GovernanceModel
+from .policy import policy_json
+from .tenancy import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
+
+NAMESPACE = "GpuGovernance/Reclaim"  # the handler's DEFAULT_NAMESPACE
+ACTING_BACKENDS = ("batch_fair_share", "hyperpod_slurm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReclaimTarget:
+    """One governed pool. Batch pools (fair share: acted on; quota share: observed) need
+    ``job_queue_arn``; a HyperPod Slurm pool needs the head node's SSM target
+    ``head_node_instance_id`` and the ``instance_type`` its partitions hold."""
+
+    pool: str
+    job_queue_arn: str | None = None
+    head_node_instance_id: str | None = None
+    instance_type: str | None = None
+
+
+class ReclaimController(Construct):
+    """Exposes ``function``, ``role``, ``ledger``, ``topic``, ``alarms`` and ``dashboard``.
+
+    ``schedule``: tick interval (default 1 minute); ``starved_ticks``: ticks a team may wait below
+    its guarantee before its alarm fires (default 3); ``min_run_time`` and
+    ``max_preemptions_per_tick``: the planner's anti-thrash limits.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, model: GovernanceModel, targets: Sequence[ReclaimTarget],
+        dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
+        min_run_time: Duration = Duration.minutes(10), max_preemptions_per_tick: int = 20,
+    ) -> None:
+        super().__init__(scope, id)
+        _check(model, targets, starved_ticks, max_preemptions_per_tick)
+        self.model, self.targets, self.schedule = model, tuple(targets), schedule
+        controller_id = f"{model.organisation}-reclaim"
+
+        self.key = kms.Key(self, "Key", description=f"{controller_id}: ledger, topic, logs, environment and dead letters",
+                           enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
+                           policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
+                               principals=[iam.AccountRootPrincipal()], actions=KEY_ADMIN_ACTIONS, resources=["*"])]))
+        self.ledger = dynamodb.Table(
+            self, "Ledger", partition_key=dynamodb.Attribute(name="action_id", type=dynamodb.AttributeType.STRING),
+            time_to_live_attribute="expires_at", billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED, encryption_key=self.key,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
+            deletion_protection=True, removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(self.ledger, "Point-in-time recovery (35 days) backs up the action ledger; its items expire after a week "
+                    "and only guard against acting twice, so a separate backup plan adds nothing.",
+                    "NIST.800.53.R5-DynamoDBInBackupPlan", "HIPAA.Security-DynamoDBInBackupPlan", "PCI.DSS.321-DynamoDBInBackupPlan")
+        self.topic = sns.Topic(self, "Topic", display_name="GPU reclaim controller alarms", master_key=self.key, enforce_ssl=True)
+        self.dead_letters = sqs.Queue(self, "DeadLetters", encryption=sqs.QueueEncryption.KMS, encryption_master_key=self.key,
+                                      enforce_ssl=True, retention_period=Duration.days(14))
+        acknowledge(self.dead_letters, "This queue is itself the dead-letter queue of the controller and its schedule.",
+                    "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
+
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="Reclaim controller: reads GPU queues, preempts planned victims")
+        stack = Stack.of(self)
+        for user in (self.role, iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com"),
+                     iam.ServicePrincipal("cloudwatch.amazonaws.com")):
+            self.key.add_to_resource_policy(iam.PolicyStatement(principals=[user], actions=KEY_USE_ACTIONS, resources=["*"]))
+        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
+        self.function = lambda_.Function(
+            self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
+            handler="gpu_governance_runtime.reclaim.handler.handler", code=lambda_.Code.from_asset(str(bundle_runtime(policy_json(model)))),
+            role=self.role, timeout=Duration.seconds(50), memory_size=1024,
+            # one tick at a time: an overlapping invocation is throttled rather than run twice
+            reserved_concurrent_executions=1,
+            log_group=log_group, tracing=lambda_.Tracing.ACTIVE, dead_letter_queue=self.dead_letters, environment_encryption=self.key,
+            environment={
+                "RECLAIM_TARGETS": json.dumps([_target_entry(t) for t in targets], sort_keys=True),
+                "LEDGER_TABLE": self.ledger.table_name, "DRY_RUN": "true" if dry_run else "false", "METRICS_NAMESPACE": NAMESPACE,
+                "MIN_RUN_TIME_S": str(min_run_time.to_seconds()), "MAX_PREEMPTIONS_PER_TICK": str(max_preemptions_per_tick),
+            },
+        )
+        acknowledge(self.function, "The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
+                    "and no isolation.", "NIST.800.53.R5-LambdaInsideVPC", "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC")
+        self._grant()
+
+        # A missed tick is not worth retrying: the next one reads the queue afresh.
+        target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
+        events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
+        self.alarms = self._alarms(starved_ticks)
+        self.dashboard = self._dashboard()
+
+    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum") -> cloudwatch.Metric:
+        """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
+        Preemptions, LostCapacitySeconds, StarvedBelowGuarantee)."""
+        return cloudwatch.Metric(namespace=NAMESPACE, metric_name=metric_name, dimensions_map={"Pool": pool, "Share": share},
+                                 statistic=statistic, period=self.schedule)
+
+    def _grant(self) -> None:
+        stack = Stack.of(self)
+        statements = [iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
+        backends = {t.pool: self.model.pool(t.pool).backend for t in self.targets}
+        if "batch_fair_share" in backends.values() or "batch_quota_share" in backends.values():
+            statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
+        if "batch_fair_share" in backends.values():
+            # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
+            # this account and region that carry a governed team's tag (set and checked at submit).
+            teams = sorted({team.name for t in self.targets if backends[t.pool] == "batch_fair_share" for team in self.model.teams_in(t.pool)})
+            statements.append(iam.PolicyStatement(
+                actions=["batch:TerminateJob"],
+                resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
+            ))
+        observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == "batch_quota_share"]
+        if observed:
+            statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
+        head_nodes = [t.head_node_instance_id for t in self.targets if backends[t.pool] == "hyperpod_slurm"]
+        if head_nodes:
+            document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
+                                        arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+            statements += [
+                iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
+                iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
+            ]
+        for statement in statements:
+            self.role.add_to_policy(statement)
+        self.key.grant_encrypt_decrypt(self.role)
+        policy = self.role.node.find_child("DefaultPolicy")
+        acknowledge(policy, "An inline policy keeps the preemption permission with this one role; a managed policy could be "
+                    "attached to other principals.",
+                    "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy")
+        acknowledge(policy, "The CDK KMS grant names these wildcards; the key is this controller's own and its policy lets "
+                    "this role only encrypt, decrypt and generate data keys.",
+                    "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
+        acknowledge_wildcard_resources(
+            policy, [r for s in statements for r in s.resources],
+            "batch:ListJobs, batch:DescribeJobs and ssm:GetCommandInvocation support no resource-level permission; "
+            "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
+            "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned.",
+        )
+
+    def _alarms(self, starved_ticks: int) -> list[cloudwatch.Alarm]:
+        specs = [
+            (f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
+             f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
+            for t in self.targets for team in self.model.teams_in(t.pool)
+        ] + [
+            ("ControllerErrors", self.function.metric_errors(period=self.schedule), 1, "the reclaim controller failed"),
+            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
+             "a reclaim tick was not delivered"),
+        ]
+        alarms = []
+        for name, metric, periods, description in specs:
+            alarm = cloudwatch.Alarm(self, f"{name}Alarm", metric=metric, threshold=1, evaluation_periods=periods,
+                                     alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+            alarm.add_alarm_action(actions.SnsAction(self.topic))
+            alarms.append(alarm)
+        return alarms
+
+    def _dashboard(self) -> cloudwatch.Dashboard:
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{self.model.organisation}-gpu-reclaim")
+        for target in self.targets:
+            teams = self.model.teams_in(target.pool)
+            dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Pool {target.pool}", width=24, height=1))
+            dashboard.add_widgets(*(
+                cloudwatch.GraphWidget(
+                    title=f"{team.name}: guarantee vs use vs borrowed", width=8,
+                    left=[self.metric_share(target.pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")],
+                )
+                for team in teams
+            ))
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self.metric_share(target.pool, t.name, "Pending") for t in teams]),
+                cloudwatch.GraphWidget(title="preemptions", width=8, left=[self.metric_share(target.pool, t.name, "Preemptions", statistic="Sum") for t in teams]),
+                cloudwatch.GraphWidget(title="capacity-seconds lost to preemption", width=8,
+                                       left=[self.metric_share(target.pool, t.name, "LostCapacitySeconds", statistic="Sum") for t in teams]),
+            )
+        return dashboard
+
+
+def _target_entry(target: ReclaimTarget) -> dict:
+    if target.head_node_instance_id is not None:
+        return {"pool": target.pool, "instance_id": target.head_node_instance_id, "instance_type": target.instance_type}
+    return {"pool": target.pool, "job_queue": target.job_queue_arn}
+
+
+def _ssm_target_arn(stack: Stack, target_id: str) -> str:
+    if target_id.startswith("i-"):
+        return stack.format_arn(service="ec2", resource="instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+    return stack.format_arn(service="ssm", resource="managed-instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
+
+
+def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int) -> None:
+    problems: list[Problem] = []
+    pools = {p.name: p for p in model.pools}
+    if not targets:
+        problems.append(Problem(path="targets", wrong="no pool to govern", value=[], allowed="at least one ReclaimTarget"))
+    seen: set[str] = set()
+    for index, target in enumerate(targets):
+        path = f"targets[{index}]"
+        pool = pools.get(target.pool)
+        if target.pool in seen:
+            problems.append(Problem(path=f"{path}.pool", wrong="pool governed twice", value=target.pool, allowed="each pool once"))
+        seen.add(target.pool)
+        if pool is None:
+            problems.append(Problem(path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"))
+            continue
+        if pool.backend == "hyperpod_eks":
+            problems.append(Problem(path=f"{path}.pool", wrong="HyperPod EKS reclaims natively (Kueue)", value=target.pool,
+                                    allowed="a batch_fair_share, batch_quota_share or hyperpod_slurm pool"))
+        elif pool.backend == "hyperpod_slurm":
+            if not target.head_node_instance_id:
+                problems.append(Problem(path=f"{path}.head_node_instance_id", wrong="missing", value=None, allowed="the head node's SSM target id"))
+            if target.instance_type not in pool.capacity:
+                problems.append(Problem(path=f"{path}.instance_type", wrong="not in the pool", value=target.instance_type, allowed=f"one of {sorted(pool.capacity)}"))
+        elif not target.job_queue_arn or (not Token.is_unresolved(target.job_queue_arn) and ":job-queue/" not in target.job_queue_arn):
+            problems.append(Problem(path=f"{path}.job_queue_arn", wrong="missing or not a job queue ARN", value=target.job_queue_arn,
+                                    allowed="arn:aws:batch:<region>:<account>:job-queue/<name>"))
+    if not 1 <= starved_ticks <= 100:
+        problems.append(Problem(path="starved_ticks", wrong="out of range", value=starved_ticks, allowed="1-100"))
+    if not 0 <= max_preemptions <= 1000:
+        problems.append(Problem(path="max_preemptions_per_tick", wrong="out of range", value=max_preemptions, allowed="0-1000"))
+    if problems:
+        raise GovernanceError(problems)

@@ -1,0 +1,95 @@
+"""The ReclaimController construct, synthesized once with every compliance pack (synth raises
+ValidationFailed on any unacknowledged finding)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from aws_cdk import App, Environment, Stack
+from aws_cdk.assertions import Match, Template
+
+from constructs_lib.compliance import apply_standard_packs
+from constructs_lib.errors import GovernanceError
+from constructs_lib.loader import default_config_text
+from constructs_lib.model import GovernanceModel
+from constructs_lib.reclaim import ReclaimController, ReclaimTarget
+
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-fair-share"
+QUOTA_QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
+MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))
+TARGETS = [ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE), ReclaimTarget(pool="sagemaker-training", job_queue_arn=QUOTA_QUEUE)]
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = Stack(app, "Capacity", env=Environment(account="111122223333", region="us-east-1"))
+    controller = ReclaimController(stack, "ReclaimController", model=MODEL, targets=TARGETS)
+    apply_standard_packs(app)
+    app.synth()  # raises on any unacknowledged finding of AwsSolutions, NIST 800-53 R5, HIPAA, PCI DSS, Serverless
+    return Template.from_stack(stack), controller
+
+
+def statements(template):
+    return [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def test_one_tick_at_a_time_dry_run_by_default(synthesized):
+    template, _ = synthesized
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": "gpu_governance_runtime.reclaim.handler.handler", "ReservedConcurrentExecutions": 1,
+        "Environment": {"Variables": Match.object_like({"DRY_RUN": "true", "RECLAIM_TARGETS": json.dumps(
+            [{"job_queue": QUEUE, "pool": "ec2-gpu"}, {"job_queue": QUOTA_QUEUE, "pool": "sagemaker-training"}], sort_keys=True)})},
+    })
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(1 minute)"})
+
+
+def test_only_fair_share_jobs_may_be_terminated_and_the_snapshot_is_scoped_to_its_queue(synthesized):
+    template, _ = synthesized
+    by_action = {json.dumps(s["Action"]): s for s in statements(template)}
+    terminate = by_action['"batch:TerminateJob"']
+    assert "job/*" in json.dumps(terminate["Resource"]) and ":us-east-1:111122223333:" in json.dumps(terminate["Resource"])
+    teams = sorted(t.name for t in MODEL.teams_in("ec2-gpu"))
+    assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/gpu-governance:team": teams}}
+    assert by_action['"batch:GetJobQueueSnapshot"']["Resource"] == QUOTA_QUEUE
+    assert not any("ssm:SendCommand" in json.dumps(s["Action"]) for s in statements(template))
+
+
+def test_ledger_retained_with_expiry_and_starvation_alarms_per_team(synthesized):
+    template, controller = synthesized
+    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain", "Properties": Match.object_like({
+        "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True}, "DeletionProtectionEnabled": True})})
+    starved = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+               if a["Properties"].get("MetricName") == "StarvedBelowGuarantee"]
+    assert {(tuple(sorted((d["Name"], d["Value"]) for d in a["Dimensions"]))) for a in starved} == {
+        (("Pool", t.pool), ("Share", team.name)) for t in TARGETS for team in MODEL.teams_in(t.pool)}
+    assert all(a["EvaluationPeriods"] == 3 and a["Threshold"] == 1 and a["Namespace"] == "GpuGovernance/Reclaim" and a["AlarmActions"] for a in starved)
+    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    assert controller.metric_share("ec2-gpu", "research", "Borrowed").metric_name == "Borrowed"
+
+
+def test_slurm_target_may_send_commands_only_to_its_head_node():
+    data = copy.deepcopy(yaml.safe_load(default_config_text()))
+    data["pools"].append({"name": "slurm", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 4}, "cluster_name": "ml-slurm"})
+    data["teams"][0]["quotas"]["slurm"] = {"ml.p5.48xlarge": 2}
+    model = GovernanceModel.from_dict(data)
+    stack = Stack(App(), "S", env=Environment(account="111122223333", region="us-east-1"))
+    ReclaimController(stack, "R", model=model, targets=[ReclaimTarget(pool="slurm", head_node_instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge")])
+    send = next(s for s in statements(Template.from_stack(stack)) if s["Action"] == "ssm:SendCommand")
+    text = json.dumps(send["Resource"])
+    assert "document/AWS-RunShellScript" in text and "instance/i-0123456789abcdef0" in text and "*" not in text
+
+
+def test_bad_targets_are_all_reported():
+    stack = Stack(App(), "Bad")
+    with pytest.raises(GovernanceError) as error:
+        ReclaimController(stack, "R", model=MODEL, starved_ticks=0, targets=[
+            ReclaimTarget(pool="nope"), ReclaimTarget(pool="ec2-gpu", job_queue_arn="arn:aws:s3:::bucket"),
+            ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE)])
+    text = str(error.value)
+    for expected in ("targets[0].pool: undeclared pool ('nope')", "targets[1].job_queue_arn: missing or not a job queue ARN",
+                     "targets[2].pool: pool governed twice", "starved_ticks: out of range (0) - 1-100"):
+        assert expected in text
