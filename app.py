@@ -5,6 +5,7 @@ built-in default, with the standard compliance packs applied to every stack."""
 import os
 import sys
 
+import constructs_lib  # noqa: F401  first: it quiets jsii's Node.js banner before aws_cdk starts
 from aws_cdk import App
 
 from constructs_lib.compliance import apply_standard_packs

@@ -10,6 +10,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
 from .compliance import acknowledge, apply_standard_packs
 from .errors import GovernanceError, Problem
+from .guardrails import OrganisationGuardrails
 from .loader import load_model, parse_config
 from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
 from .model import (
@@ -17,6 +18,7 @@ from .model import (
     BatchFairSharePool,
     BatchQuotaSharePool,
     GovernanceModel,
+    Guardrails,
     HyperPodEksPool,
     HyperPodSlurmPool,
     Preset,
@@ -37,8 +39,10 @@ __all__ = [
     "GovernanceError",
     "GovernanceModel",
     "GpuGovernanceChecks",
+    "Guardrails",
     "HyperPodEksPool",
     "HyperPodSlurmPool",
+    "OrganisationGuardrails",
     "Preset",
     "PriorityClass",
     "Problem",

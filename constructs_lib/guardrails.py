@@ -102,11 +102,11 @@ def declared_guardrails(model: GovernanceModel, guardrails: Guardrails | None = 
     return found
 
 
-def _size_problem(path: str, document: dict[str, Any], limit: int, remedy: str) -> list[Problem]:
+def _size_problem(path: str, kind: str, document: dict[str, Any], limit: int, remedy: str) -> list[Problem]:
     size = document_size(document)
     if size <= limit:
         return []
-    return [Problem(path=path, wrong=f"policy document is {size} characters, over the AWS Organizations quota", value=size,
+    return [Problem(path=path, wrong=f"{kind} document too long for AWS Organizations (characters)", value=size,
                     allowed=f"at most {limit} characters; {remedy}")]
 
 
@@ -122,9 +122,9 @@ class OrganisationGuardrails(Construct):
         scp = service_control_policy(model, guardrails)
         tags = team_tag_policy(model, guardrails)
         problems = (
-            _size_problem("guardrails", scp, SCP_MAX_CHARACTERS,
+            _size_problem("guardrails", "service control policy", scp, SCP_MAX_CHARACTERS,
                           "name fewer platform_admins / exempt_principals (one wildcard ARN can cover several roles)")
-            + _size_problem("teams", tags, TAG_POLICY_MAX_CHARACTERS, "declare fewer teams or shorter team names")
+            + _size_problem("teams", "tag policy", tags, TAG_POLICY_MAX_CHARACTERS, "declare fewer teams or shorter team names")
         )
         if problems:
             raise GovernanceError(problems)

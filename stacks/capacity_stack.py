@@ -6,6 +6,7 @@ from constructs import Construct
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.capacity import CapacityController
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
+from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TeamTenancy
@@ -61,6 +62,7 @@ class CapacityAccountStack(Stack):
         }
         self.queues = {}
         self.hyperpod_eks_clusters = {}
+        self.hyperpod_slurm_clusters = {}
         for pool in model.pools:
             if pool.backend == "hyperpod_eks":
                 self.hyperpod_eks_clusters[pool.name] = HyperPodEksGovernance(
@@ -68,10 +70,15 @@ class CapacityAccountStack(Stack):
                     priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=self.tenants,
                 )
                 continue
-            construct = _QUEUE_CONSTRUCTS.get(pool.backend)
-            if construct is None:
-                continue  # HyperPod Slurm pools get their own constructs
-            queue = construct(self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
+            if pool.backend == "hyperpod_slurm":
+                slurm = HyperPodSlurmGovernance(self, f"Pool{pool.name}", model=model, pool_name=pool.name)
+                # What the platform team puts into the cluster's on_create.sh and runs to re-apply.
+                CfnOutput(self, f"SlurmLifecycle{pool.name}", value=slurm.lifecycle_command())
+                CfnOutput(self, f"SlurmApplyDocument{pool.name}", value=slurm.document_name)
+                self.hyperpod_slurm_clusters[pool.name] = slurm
+                continue
+            queue_construct = _QUEUE_CONSTRUCTS[pool.backend]
+            queue = queue_construct(self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
             for team in queue.teams:
                 self.tenants[team.name].allow_submission(queue)
             self.queues[pool.name] = queue

@@ -172,6 +172,20 @@ def test_scp_over_the_size_quota_is_refused_before_synth():
     assert "at most 5120 characters" in str(raised.value)
 
 
+def test_tag_policy_over_the_size_quota_is_refused():
+    # 250 teams with 40-character names: about 10,800 characters of allowed values.
+    pool = {"name": "many", "backend": "batch_fair_share", "capacity": {"g6e.12xlarge": 250},
+            "compute_environments": [f"arn:aws:batch:us-east-1:{CAPACITY}:compute-environment/gpu"]}
+    teams = [{"name": f"team-{index:03d}-" + "x" * 31, "account": "research", "preset": "steady",
+              "members": [f"arn:aws:iam::{CONSUMER}:role/Member"], "quotas": {"many": {"g6e.12xlarge": 1}}} for index in range(250)]
+    many = model_with(pools=[pool], teams=teams, capacity_windows=[])
+    with pytest.raises(GovernanceError) as raised:
+        OrganisationGuardrails(Stack(App(), "ManyTeams"), "G", model=many)
+    (problem,) = raised.value.problems
+    assert problem.path == "teams" and problem.value > 10_000
+    assert "tag policy document too long" in problem.wrong and "at most 10000 characters" in problem.allowed
+
+
 def test_undeclared_guardrails_are_an_error_and_the_reference_app_leaves_them_out():
     default = load_model(None)
     assert default.guardrails is None

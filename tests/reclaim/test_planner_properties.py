@@ -83,11 +83,13 @@ def test_no_job_inside_its_guarantee_is_reclaimed_and_reserve_shares_are_untouch
             assert shares[p.share].strategy is not Strategy.RESERVE, "a reserve share lost capacity to another share"
             reclaimed.setdefault((p.share, p.instance_type), []).append(running[p.job_id])
     for (share, instance_type), victims in reclaimed.items():
-        usage = sum(j.count for j in state.running if j.share == share and j.instance_type == instance_type)
-        for victim in sorted(victims, key=_victim_order):
-            # when the reclaim reached this job its share still ran above its quota
-            assert usage > shares[share].quota.get(instance_type, 0)
-            usage -= victim.count
+        jobs = [j for j in state.running if j.share == share and j.instance_type == instance_type]
+        excess = sum(j.count for j in jobs) - shares[share].quota.get(instance_type, 0)
+        for victim in victims:
+            # Only the share's borrowed capacity may be reclaimed: the jobs it would give up first
+            # (in victim order) until back within quota. Jobs past that point are its guarantee.
+            ahead = sum(j.count for j in jobs if _victim_order(j) < _victim_order(victim))
+            assert ahead < excess, f"{victim.job_id} runs inside team {share}'s guarantee"
 
 
 @PROPERTY_SETTINGS
