@@ -34,6 +34,12 @@ TAG_KEYS = ["gpu-governance:intent", "gpu-governance:window", TAG_MANAGED_BY]
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
 
 
+def capacity_controller_role_name(organisation: str) -> str:
+    """The fixed name the capacity controller's role carries, so an SCP in another account can
+    name it exactly (a generated name cannot be known there)."""
+    return f"{organisation}-capacity-controller"
+
+
 class CapacityController(Construct):
     """Buys the model's capacity windows (dry run unless a window says otherwise).
 
@@ -70,6 +76,7 @@ class CapacityController(Construct):
                     "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
 
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             role_name=capacity_controller_role_name(model.organisation),
                              description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)")
         declare_capacity_controller(self.role)
         for user in (self.role, iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com"),

@@ -17,6 +17,7 @@ from aws_cdk import aws_organizations as organizations
 from constructs import Construct
 
 from .batch import TEAM_TAG
+from .capacity import capacity_controller_role_name
 from .errors import GovernanceError, Problem
 from .model import GovernanceModel, Guardrails
 from .nag.cfn import PURCHASE_ACTIONS
@@ -32,12 +33,6 @@ QUOTA_CHANGE_ACTIONS = (
 # AWS Organizations quotas on a policy document, in characters.
 SCP_MAX_CHARACTERS = 5120
 TAG_POLICY_MAX_CHARACTERS = 10_000
-
-
-def capacity_controller_role_name(organisation: str) -> str:
-    """The fixed name the capacity controller's role carries, so an SCP in another account can
-    name it exactly (a generated name cannot be known there)."""
-    return f"{organisation}-capacity-controller"
 
 
 def _role_arn(account_id: str, name: str) -> str:

@@ -101,3 +101,10 @@ def test_asset_carries_the_runtime_and_the_compiled_windows(synthesized):
 def test_no_windows_is_a_clear_error():
     with pytest.raises(GovernanceError, match="capacity_windows: no capacity windows declared"):
         CapacityController(Stack(App(), "S"), "C", model=model([]))
+
+
+def test_controller_role_has_the_name_the_guardrails_exempt(synthesized):
+    from constructs_lib.capacity import capacity_controller_role_name
+
+    template, _, _ = synthesized
+    template.has_resource_properties("AWS::IAM::Role", {"RoleName": capacity_controller_role_name(model(WINDOWS).organisation)})

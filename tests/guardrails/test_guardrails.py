@@ -12,10 +12,11 @@ from aws_cdk import App, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG
+from constructs_lib.capacity import capacity_controller_role_name
 from constructs_lib.compliance import apply_standard_packs
 from constructs_lib.errors import GovernanceError
 from constructs_lib.guardrails import (
-    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, OrganisationGuardrails, capacity_controller_role_name,
+    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, OrganisationGuardrails,
     document_size, service_control_policy,
 )
 from constructs_lib.loader import load_model

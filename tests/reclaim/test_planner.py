@@ -69,6 +69,18 @@ def test_reverse_pass_drops_victims_that_are_not_needed():
     assert [p.job_id for p in plan.preemptions] == ["big"]
 
 
+def test_reclaim_takes_only_borrowed_capacity_even_when_one_guaranteed_job_would_do():
+    state = pool(
+        [share("lender", 4), share("t", 4, Strategy.LEND_AND_BORROW, borrow_limit=None), share("w", 1, Strategy.LEND_AND_BORROW, borrow_limit=None)],
+        [running("t-borrowed", "t", 1, priority=0), running("t-guaranteed", "t", 4, priority=1),
+         running("w-borrowed", "w", 3, priority=2), running("w-guaranteed", "w", 1, priority=5)],
+        [pending("J", "lender", 4)],
+        capacity=9,
+    )
+    # t-guaranteed alone would free enough, but it sits inside team t's quota
+    assert sorted(p.job_id for p in plan_tick(state).preemptions) == ["t-borrowed", "w-borrowed"]
+
+
 def test_checkpointable_and_recent_jobs_are_preempted_first_among_equals():
     state = pool(
         [RESEARCH_BORROWS, VISION_LENDS],
