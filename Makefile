@@ -32,5 +32,10 @@ test-slurm: $(INSTALLED)
 	bash tests/slurm/slurm-up.sh
 	$(BIN)/python -m pytest -m slurm
 
+# Speed figures recorded in docs/performance.md (prints tables; no timing assertions anywhere).
+bench: $(INSTALLED)
+	$(BIN)/python benchmarks/reclaim_planner.py
+	$(BIN)/python benchmarks/simulator.py --jobs 100000
+
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

@@ -4,7 +4,7 @@
     python benchmarks/simulator.py --jobs 1000000         # the one-million-job figure
 
 The trace: Poisson arrivals at about 90 % of a 64-instance pool's capacity, three teams shaped
-like examples/openb-governance.yaml (serving, platform, research), 1-8 instances per job,
+like examples/openb-governance.yaml (serving, platform, research), 1-4 instances per job,
 exponential durations (mean 20 minutes). Times the policy run only (the baselines cost about
 the same each).
 """

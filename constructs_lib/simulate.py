@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
     PoolState,
-    RunningJob,
     Settings,
     Share,
     Strategy,
@@ -31,7 +31,10 @@ from gpu_governance_runtime.reclaim.planner import (
 )
 
 from .errors import GovernanceError, Problem
-from .traces import OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from .loader import load_model
+from .model import GovernanceModel
+from .policy import compile_policy
+from .traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 
 POOLED_SHARE = "everyone"
 
@@ -181,10 +184,10 @@ def simulate(
                 clock, changed = max(tick + tick_s, expiry), True
 
     unfinished = [entry for entry in progress.values() if entry.remaining > 0]
-    waits: dict[str, tuple[float, ...]] = {}
+    waits: dict[str, list[float]] = {}
     for entry in progress.values():
         if entry.remaining <= 0:
-            waits[entry.job.team] = waits.get(entry.job.team, ()) + (entry.waited,)
+            waits.setdefault(entry.job.team, []).append(entry.waited)
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
     return RunMetrics(
@@ -197,7 +200,7 @@ def simulate(
         guarantee_breaches=breaches,
         teams={team: _stats(values) for team, values in waits.items()},
         usage_timeline=tuple(timeline),
-        waits=waits,
+        waits={team: tuple(values) for team, values in waits.items()},
     )
 
 
@@ -294,7 +297,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``simulate`` and ``openb-trace`` to the gpu-governance CLI."""
     simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
     simulate_parser.add_argument("--config", required=True, help="governance file (YAML or JSON)")
-    simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(("job_id", "team", "submit_time", "duration", "instance_type", "count", "priority", "checkpointable")))
+    simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
     simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first)")
     simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
     simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
@@ -320,12 +323,8 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def pool_shares(model, pool_name: str | None):
+def pool_shares(model: GovernanceModel, pool_name: str | None) -> tuple[tuple[Share, ...], dict[str, int]]:
     """The planner shares and capacity of one pool of a governance model, via the compiled policy."""
-    from gpu_governance_runtime.policy import parse_policy
-
-    from .policy import compile_policy
-
     policy = parse_policy(compile_policy(model))
     name = pool_name or policy.pools[0].name
     if name not in [p.name for p in policy.pools]:
@@ -335,8 +334,6 @@ def pool_shares(model, pool_name: str | None):
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from .loader import load_model
-
     if args.max_preemptions < 0:
         raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
     shares, capacity = pool_shares(load_model(args.config), args.pool)

@@ -269,3 +269,23 @@ def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp
         result = controller.handler({}, None)
     assert result["dry_run"] is True
     assert result["pools"] == [{"pool": "ec2-gpu", "preemptions": 2, "starts": 1, "acted": 0, "failed": 0}]
+
+
+def test_slurm_borrowing_start_is_rerouted_to_the_borrow_partition(ledger_table):
+    client, stubber = stubbed("ssm")
+    adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=lambda s: None)
+    expect_ssm(stubber, "squeue", "105|research|research.standard|PENDING|2|N/A|2027-01-15T07:00:00", "11111111-2222-3333-4444-777777777777")
+    expect_ssm(stubber, "scontrol update JobId=105 Partition=borrow QOS=research.borrow", "", "11111111-2222-3333-4444-888888888888")
+    records = []
+    with stubber:
+        tick(adapter, ledger_table, dry_run=False, records=records)
+    stubber.assert_no_pending_responses()
+    (start,) = [r for r in records if r.get("event") == "start"]
+    assert (start["job_id"], start["borrowed"], start["outcome"]) == ("105", 1, "done")
+
+
+def test_hyperpod_eks_pools_are_refused_as_targets():
+    policy = parse_policy({"version": 1, "organisation": "o", "priority_classes": [], "pools": [
+        {"name": "eks", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": 1}, "shares": []}]})
+    with pytest.raises(ValueError, match="HyperPod EKS reclaims natively"):
+        controller.build_adapter({"pool": "eks"}, policy)

@@ -174,11 +174,6 @@ def apply_plan(state: PoolState, plan: Plan) -> PoolState:
     return replace(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started))
 
 
-def borrowed_set(state: PoolState, share: str, instance_type: str) -> tuple[RunningJob, ...]:
-    """The jobs of ``share`` a reclaim may take on ``instance_type`` (see the module notes)."""
-    return _TypePlanner(state, instance_type, Settings(), _Budget(Settings())).borrowed_set(share)
-
-
 @dataclass(frozen=True, kw_only=True)
 class ShareUsage:
     """One share's position on one instance type, for metrics and dashboards."""
@@ -277,8 +272,8 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     )
 
 
-def _victim_order(job: RunningJob) -> tuple:
-    # lower priority, checkpointable, most recently started, then id for determinism
+def victim_order(job: RunningJob) -> tuple:
+    """Preempt first: lower priority, checkpointable, most recently started, then job id."""
     return (job.priority, not job.checkpointable, -job.started_at, job.job_id)
 
 
@@ -355,7 +350,7 @@ class _TypePlanner:
         if share not in self._borrowed_sets:
             excess = self.usage[share] - self.quota[share]
             chosen = []
-            for job in sorted(self.jobs[share].values(), key=_victim_order) if excess > 0 else ():
+            for job in sorted(self.jobs[share].values(), key=victim_order) if excess > 0 else ():
                 if excess <= 0:
                     break
                 chosen.append(job)
@@ -441,11 +436,11 @@ class _TypePlanner:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
                     candidates += (
-                        ((0, *_victim_order(v)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
+                        ((0, *victim_order(v)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
                     )
         if self.shares[job.share].in_share_preemption:
             candidates += (
-                ((1, *_victim_order(v)), v, IN_SHARE)
+                ((1, *victim_order(v)), v, IN_SHARE)
                 for v in self.jobs[job.share].values()
                 if v.priority < job.priority and not self.protected(v)
             )
