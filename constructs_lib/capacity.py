@@ -9,9 +9,6 @@ Minimal use, in the capacity account's stack::
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
 
 from aws_cdk import (
     ArnFormat, Duration, RemovalPolicy, Stack,
@@ -25,10 +22,9 @@ from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .errors import GovernanceError
 from .model import GovernanceModel
 from .nag import BUDGET_VARIABLE, PRICE_CAP_VARIABLE, declare_capacity_controller
-from .policy import policy_json
+from .runtime_asset import runtime_code
 from .tenancy import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
 
-RUNTIME_FOLDER = Path(__file__).resolve().parents[1] / "lambda"
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the runtime's aws.TAG_MANAGED_BY
 TAG_KEYS = ["gpu-governance:intent", "gpu-governance:window", TAG_MANAGED_BY]
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
@@ -85,7 +81,7 @@ class CapacityController(Construct):
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
         self.function = lambda_.Function(
             self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
-            handler="gpu_governance_runtime.capacity.handler.handle", code=lambda_.Code.from_asset(str(_bundle(policy_json(model)))),
+            handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(model),
             role=self.role, timeout=Duration.minutes(5), memory_size=512, reserved_concurrent_executions=1,
             log_group=log_group, logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,
             dead_letter_queue=self.dead_letters, environment_encryption=self.key,
@@ -188,13 +184,3 @@ class CapacityController(Construct):
             alarm.add_alarm_action(actions.SnsAction(self.topic))
             alarms.append(alarm)
         return alarms
-
-
-def _bundle(policy: str) -> Path:
-    """The Lambda asset: the runtime package plus the compiled policy, staged without Docker.
-    The asset hash is over the content, so an unchanged model gives an unchanged asset."""
-    staging = Path(tempfile.mkdtemp(prefix="gpu-governance-capacity-"))
-    shutil.copytree(RUNTIME_FOLDER / "gpu_governance_runtime", staging / "gpu_governance_runtime",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (staging / "gpu_governance_runtime" / "policy.json").write_text(policy)
-    return staging

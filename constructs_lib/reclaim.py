@@ -28,10 +28,9 @@ from constructs import Construct
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import TEAM_TAG
-from .capacity import _bundle as bundle_runtime
 from .errors import GovernanceError, Problem
 from .model import GovernanceModel
-from .policy import policy_json
+from .runtime_asset import runtime_code
 from .tenancy import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
 
 NAMESPACE = "GpuGovernance/Reclaim"  # the handler's DEFAULT_NAMESPACE
@@ -97,7 +96,7 @@ class ReclaimController(Construct):
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
         self.function = lambda_.Function(
             self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
-            handler="gpu_governance_runtime.reclaim.handler.handler", code=lambda_.Code.from_asset(str(bundle_runtime(policy_json(model)))),
+            handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(model),
             role=self.role, timeout=Duration.seconds(50), memory_size=1024,
             # one tick at a time: an overlapping invocation is throttled rather than run twice
             reserved_concurrent_executions=1,

@@ -9,6 +9,7 @@ from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.model import GovernanceModel
+from constructs_lib.reclaim import ReclaimController, ReclaimTarget
 from constructs_lib.tenancy import TeamTenancy
 
 _QUEUE_CONSTRUCTS = {"batch_quota_share": QuotaManagedTrainingQueue, "batch_fair_share": FairShareJobQueue}
@@ -82,6 +83,15 @@ class CapacityAccountStack(Stack):
             for team in queue.teams:
                 self.tenants[team.name].allow_submission(queue)
             self.queues[pool.name] = queue
+        if self.queues:
+            # Dry run until the platform team switches it to act (docs/reclaim.md). Slurm pools
+            # join as targets once their head node's SSM target id is known.
+            self.reclaim_controller = ReclaimController(
+                self,
+                "ReclaimController",
+                model=model,
+                targets=[ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()],
+            )
         if model.capacity_windows:
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
