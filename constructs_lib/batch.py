@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from aws_cdk import Arn, ArnFormat, Stack, aws_batch as batch, aws_iam as iam
+from aws_cdk import ArnFormat, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
 from .acknowledgements import acknowledge_wildcard_resources

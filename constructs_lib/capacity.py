@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from aws_cdk import (
     ArnFormat, Duration, RemovalPolicy, Stack,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_dynamodb as dynamodb, aws_events as events,
-    aws_events_targets as targets, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_, aws_logs as logs, aws_sns as sns,
-    aws_sqs as sqs,
+    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
+    aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
 )
 from constructs import Construct
 
@@ -22,8 +21,8 @@ from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .errors import GovernanceError
 from .model import GovernanceModel
 from .nag import BUDGET_VARIABLE, PRICE_CAP_VARIABLE, declare_capacity_controller
+from .controller_resources import controller_resources
 from .runtime_asset import runtime_code
-from .tenancy import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
 
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the runtime's aws.TAG_MANAGED_BY
 TAG_KEYS = ["gpu-governance:intent", "gpu-governance:window", TAG_MANAGED_BY]
@@ -47,37 +46,23 @@ class CapacityController(Construct):
         super().__init__(scope, id)
         if not model.capacity_windows:
             raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
-        stack = Stack.of(self)
         self.controller_id = f"{model.organisation}-capacity"
         windows = model.capacity_windows
 
-        # The account administers the key; only the controller role and the services named use it.
-        self.key = kms.Key(self, "Key", description=f"{self.controller_id}: ledger, topic, logs and dead letters",
-                           enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
-                           policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
-                               principals=[iam.AccountRootPrincipal()], actions=KEY_ADMIN_ACTIONS, resources=["*"])]))
-        self.ledger = dynamodb.Table(
-            self, "Ledger", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST, encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=self.key, point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
-            deletion_protection=True, removal_policy=RemovalPolicy.RETAIN,
+        base = controller_resources(
+            self,
+            controller_id=self.controller_id,
+            ledger_key="pk",
+            ledger_backup_reason="Point-in-time recovery (35 days) is the ledger's backup; it is small and every purchase is "
+            "also tagged on the reservation itself, so it can be rebuilt from AWS.",
+            topic_name="GPU capacity windows",
+            role_name=capacity_controller_role_name(model.organisation),
+            role_description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)",
         )
-        acknowledge(self.ledger, "Point-in-time recovery (35 days) is the ledger's backup; it is small and every purchase is also "
-                    "tagged on the reservation itself, so it can be rebuilt from AWS.",
-                    "NIST.800.53.R5-DynamoDBInBackupPlan", "HIPAA.Security-DynamoDBInBackupPlan", "PCI.DSS.321-DynamoDBInBackupPlan")
-        self.topic = sns.Topic(self, "Topic", display_name="GPU capacity windows", master_key=self.key, enforce_ssl=True)
-        self.dead_letters = sqs.Queue(self, "DeadLetters", encryption=sqs.QueueEncryption.KMS, encryption_master_key=self.key,
-                                      enforce_ssl=True, retention_period=Duration.days(14))
-        acknowledge(self.dead_letters, "This queue is itself the dead-letter queue of the controller and its triggers.",
-                    "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
-
-        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                             role_name=capacity_controller_role_name(model.organisation),
-                             description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)")
+        self.key, self.ledger, self.topic, self.dead_letters, self.role = (
+            base.key, base.ledger, base.topic, base.dead_letters, base.role
+        )
         declare_capacity_controller(self.role)
-        for user in (self.role, iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com"),
-                     iam.ServicePrincipal("cloudwatch.amazonaws.com")):  # cloudwatch: alarm actions publish to the topic
-            self.key.add_to_resource_policy(iam.PolicyStatement(principals=[user], actions=KEY_USE_ACTIONS, resources=["*"]))
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
         self.function = lambda_.Function(
             self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,

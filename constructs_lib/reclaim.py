@@ -20,9 +20,8 @@ from typing import Sequence
 
 from aws_cdk import (
     ArnFormat, Duration, RemovalPolicy, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_dynamodb as dynamodb, aws_events as events,
-    aws_events_targets as event_targets, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_, aws_logs as logs, aws_sns as sns,
-    aws_sqs as sqs,
+    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
+    aws_events_targets as event_targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
 )
 from constructs import Construct
 
@@ -30,8 +29,8 @@ from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import TEAM_TAG
 from .errors import GovernanceError, Problem
 from .model import GovernanceModel
+from .controller_resources import controller_resources
 from .runtime_asset import runtime_code
-from .tenancy import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
 
 NAMESPACE = "GpuGovernance/Reclaim"  # the handler's DEFAULT_NAMESPACE
 ACTING_BACKENDS = ("batch_fair_share", "hyperpod_slurm")
@@ -67,32 +66,19 @@ class ReclaimController(Construct):
         self.model, self.targets, self.schedule = model, tuple(targets), schedule
         controller_id = f"{model.organisation}-reclaim"
 
-        self.key = kms.Key(self, "Key", description=f"{controller_id}: ledger, topic, logs, environment and dead letters",
-                           enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
-                           policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
-                               principals=[iam.AccountRootPrincipal()], actions=KEY_ADMIN_ACTIONS, resources=["*"])]))
-        self.ledger = dynamodb.Table(
-            self, "Ledger", partition_key=dynamodb.Attribute(name="action_id", type=dynamodb.AttributeType.STRING),
-            time_to_live_attribute="expires_at", billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED, encryption_key=self.key,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
-            deletion_protection=True, removal_policy=RemovalPolicy.RETAIN,
+        base = controller_resources(
+            self,
+            controller_id=controller_id,
+            ledger_key="action_id",
+            ledger_expiry_attribute="expires_at",
+            ledger_backup_reason="Point-in-time recovery (35 days) backs up the action ledger; its items expire after a week "
+            "and only guard against acting twice, so a separate backup plan adds nothing.",
+            topic_name="GPU reclaim controller alarms",
+            role_description="Reclaim controller: reads GPU queues, preempts planned victims",
         )
-        acknowledge(self.ledger, "Point-in-time recovery (35 days) backs up the action ledger; its items expire after a week "
-                    "and only guard against acting twice, so a separate backup plan adds nothing.",
-                    "NIST.800.53.R5-DynamoDBInBackupPlan", "HIPAA.Security-DynamoDBInBackupPlan", "PCI.DSS.321-DynamoDBInBackupPlan")
-        self.topic = sns.Topic(self, "Topic", display_name="GPU reclaim controller alarms", master_key=self.key, enforce_ssl=True)
-        self.dead_letters = sqs.Queue(self, "DeadLetters", encryption=sqs.QueueEncryption.KMS, encryption_master_key=self.key,
-                                      enforce_ssl=True, retention_period=Duration.days(14))
-        acknowledge(self.dead_letters, "This queue is itself the dead-letter queue of the controller and its schedule.",
-                    "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
-
-        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                             description="Reclaim controller: reads GPU queues, preempts planned victims")
-        stack = Stack.of(self)
-        for user in (self.role, iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com"),
-                     iam.ServicePrincipal("cloudwatch.amazonaws.com")):
-            self.key.add_to_resource_policy(iam.PolicyStatement(principals=[user], actions=KEY_USE_ACTIONS, resources=["*"]))
+        self.key, self.ledger, self.topic, self.dead_letters, self.role = (
+            base.key, base.ledger, base.topic, base.dead_letters, base.role
+        )
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
         self.function = lambda_.Function(
             self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
