@@ -53,11 +53,12 @@ class _GovernedQueue(Construct):
     """What both queue kinds share: the team list, the queue ARN and the grant helpers."""
 
     job_queue: batch.CfnJobQueue
-    pool: BatchQuotaSharePool | BatchFairSharePool
     WILDCARD_REASON: str
 
-    def __init__(self, scope: Construct, id: str, *, teams: Sequence[Team]) -> None:
+    def __init__(self, scope: Construct, id: str, *, pool: BatchQuotaSharePool | BatchFairSharePool, teams: Sequence[Team]) -> None:
+        _check(pool, teams)  # before any resource exists: nothing half-built on bad props
         super().__init__(scope, id)
+        self.pool = pool
         self.teams = tuple(teams)
 
     @property
@@ -116,9 +117,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
     )
 
     def __init__(self, scope: Construct, id: str, *, pool: BatchQuotaSharePool, teams: Sequence[Team]) -> None:
-        _check(pool, teams)
-        super().__init__(scope, id, teams=teams)
-        self.pool = pool
+        super().__init__(scope, id, pool=pool, teams=teams)
         limits = lambda capacity: [  # noqa: E731
             {"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(capacity.items())
         ]
@@ -248,9 +247,7 @@ class FairShareJobQueue(_GovernedQueue):
     )
 
     def __init__(self, scope: Construct, id: str, *, pool: BatchFairSharePool, teams: Sequence[Team]) -> None:
-        _check(pool, teams)
-        super().__init__(scope, id, teams=teams)
-        self.pool = pool
+        super().__init__(scope, id, pool=pool, teams=teams)
         self.scheduling_policy = batch.CfnSchedulingPolicy(
             self,
             "SchedulingPolicy",
