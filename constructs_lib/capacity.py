@@ -116,12 +116,27 @@ class CapacityController(Construct):
             statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate"],
                                                   resources=[arn("ec2", "launch-template")]))
         compute_environments = sorted({f.compute_environment for f in feeds if f.kind == "batch_compute_environment"})
+        requeue_statements = []
         if compute_environments:
-            statements.append(iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=compute_environments))
+            statements += [
+                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=compute_environments),
+                iam.PolicyStatement(actions=["batch:DescribeComputeEnvironments", "batch:DescribeJobQueues", "batch:ListJobs",
+                                             "batch:DescribeJobs", "ec2:DescribeInstances"], resources=["*"]),
+            ]
+            # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
+            requeue_statements = [
+                iam.PolicyStatement(actions=["ecs:ListContainerInstances"], resources=[arn("ecs", "cluster")]),
+                iam.PolicyStatement(actions=["batch:TerminateJob", "batch:TagResource"], resources=[arn("batch", "job")]),
+                iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]),
+            ]
         node_groups = sorted({stack.format_arn(service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*")
                               for f in feeds if f.kind == "eks_node_group"})
         if node_groups:
             statements.append(iam.PolicyStatement(actions=["eks:UpdateNodegroupVersion"], resources=node_groups))
+        pools = {p.name: p for p in model.pools}
+        clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == "hyperpod_instance_group"})
+        if clusters:
+            statements.append(iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=clusters))
         if any(w.market == "training_plan" for w in model.capacity_windows):
             plans = arn("sagemaker", "training-plan")
             statements += [
@@ -130,7 +145,7 @@ class CapacityController(Construct):
                 iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan"], resources=[plans]),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
-        for statement in statements:
+        for statement in statements + requeue_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")
         acknowledge(policy, "The purchase permission must stay with this one role: an inline policy cannot be attached to "
@@ -145,6 +160,18 @@ class CapacityController(Construct):
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template ARNs carry ids, not the names the governance file declares.",
         )
+        if requeue_statements:
+            acknowledge_wildcard_resources(
+            policy, [r for s in requeue_statements for r in s.resources],
+            "Requeueing a Batch job at drain terminates it and submits a copy to the queue that ran it with its own job "
+            "definition; queue, job definition and the compute environment's ECS cluster are named by Batch at run time. "
+            "The controller only touches jobs running on instances of its own Capacity Block.",
+            )
+            acknowledge(policy, "At drain the controller requeues whichever team's job runs on its own expiring Capacity Block: it "
+                        "stops the job and submits an identical copy with the job's own share identifier and tags, so no team "
+                        "loses its place or takes another's.",
+                        "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
+                        "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]")
 
     def _alarms(self, model: GovernanceModel) -> list[cloudwatch.Alarm]:
         def metric(name: str, dimensions: dict[str, str] | None = None, statistic: str = "Maximum") -> cloudwatch.Metric:
@@ -154,6 +181,8 @@ class CapacityController(Construct):
         specs = [
             ("WindowsUncovered", metric("WindowsUncovered"), 0, "a capacity window cannot be covered (price cap, budget or no offering)"),
             ("PurchaseFailures", metric("PurchaseFailures", statistic="Sum"), 0, "a capacity purchase failed"),
+            ("ConsumerErrors", metric("ConsumerErrors", statistic="Sum"), 0,
+             "a requeue or HyperPod instance-group update failed, or the declared instance group is missing"),
             ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(15)), 0, "the capacity controller failed"),
             ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(15)), 0,
              "a capacity event or run was not delivered"),

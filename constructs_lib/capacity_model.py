@@ -46,7 +46,8 @@ class EksNodeGroupFeed(_Frozen):
 
 
 class HyperPodInstanceGroupFeed(_Frozen):
-    """A HyperPod instance group of a declared pool, through a training plan."""
+    """A HyperPod instance group of a declared pool (which names its ``cluster_arn``), through a
+    training plan the controller points the group at while it is active."""
 
     kind: Literal["hyperpod_instance_group"]
     pool: str
@@ -113,8 +114,12 @@ class CapacityWindow(_Frozen):
     def market(self) -> Literal["capacity_block", "training_plan"]:
         return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
 
-    def to_policy(self) -> dict[str, Any]:
-        """The window as the controller's planner reads it (``planner.Window.from_policy``)."""
+    def to_policy(self, model: "GovernanceModel") -> dict[str, Any]:
+        """The window as the controller's planner reads it (``planner.Window.from_policy``), its
+        consumer completed from ``model`` with what the controller acts on (a pool's cluster ARN)."""
+        consumer = self.feeds.model_dump()
+        if self.feeds.kind == "hyperpod_instance_group":
+            consumer["cluster_arn"] = next(p.cluster_arn for p in model.pools if p.name == self.feeds.pool)
         return {
             "name": self.name,
             "market": self.market,
@@ -130,7 +135,7 @@ class CapacityWindow(_Frozen):
             "buy_ahead_days": self.buy_ahead_days,
             "prefer_extension": self.prefer_extension,
             "mode": self.mode,
-            "consumer": self.feeds.model_dump(),
+            "consumer": consumer,
             "fallback": self.fallback,
         }
 
@@ -162,6 +167,11 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
             problems.append(Problem(
                 path=f"{path}.feeds.pool", wrong="undeclared pool" if pool is None else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
                 value=pool_name, allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
+            ))
+        elif window.feeds.kind == "hyperpod_instance_group" and pool.cluster_arn is None:
+            problems.append(Problem(
+                path=f"{path}.feeds.pool", wrong="the pool declares no cluster_arn, which re-pointing its instance group needs",
+                value=pool_name, allowed=f"set cluster_arn (arn:aws:sagemaker:{region}:<account>:cluster/<id>) on pool {pool_name}",
             ))
         elif window.instance_type not in pool.capacity:
             problems.append(Problem(

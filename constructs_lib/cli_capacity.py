@@ -59,7 +59,7 @@ def _plan(args: argparse.Namespace) -> int:
         found_offerings, found_reservations = _read_market(path)
         offerings += found_offerings
         reservations += found_reservations
-    windows = [Window.from_policy(w.to_policy()) for w in model.capacity_windows]
+    windows = [Window.from_policy(w.to_policy(model)) for w in model.capacity_windows]
     result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
     print(json.dumps(_as_json(result), indent=2) if args.json else _as_text(result, windows))
     return 0

@@ -266,14 +266,17 @@ class BatchFairSharePool(_Pool):
     queue_priority: Annotated[int, Field(ge=0, le=1000)] = 10
 
 
+HyperPodClusterArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
+]
+
+
 class HyperPodEksPool(_Pool):
     """A SageMaker HyperPod cluster orchestrated by EKS (task governance)."""
 
     backend: Literal["hyperpod_eks"] = "hyperpod_eks"
     capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
-    cluster_arn: Annotated[
-        str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
-    ]
+    cluster_arn: HyperPodClusterArn
     eks_cluster_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
     # Kubernetes objects are checked against this version's schema and applied with kubectl
     # 1.33, which supports clusters one minor version either side.
@@ -288,6 +291,9 @@ class HyperPodSlurmPool(_Pool):
     backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"
     capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
     cluster_name: Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+    cluster_arn: HyperPodClusterArn | None = Field(
+        default=None, description="Needed by capacity windows that feed its instance groups (IAM names the cluster by ARN)"
+    )
     gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(
         default_factory=dict
     )

@@ -41,7 +41,7 @@ def compile_policy(model: GovernanceModel) -> dict[str, Any]:
             }
             for pool in model.pools
         ],
-        "capacity_windows": [window.to_policy() for window in model.capacity_windows],
+        "capacity_windows": [window.to_policy(model) for window in model.capacity_windows],
     }
 
 

@@ -10,7 +10,7 @@ import gpu_governance_runtime.capacity as package
 
 # How the runtime names its clients -> the service each one is.
 CLIENT_NAMES = {"ec2": "ec2", "purchase_ec2": "ec2", "sagemaker": "sagemaker", "purchase_sagemaker": "sagemaker", "_db": "dynamodb", "dynamodb": "dynamodb", "sns": "sns",
-                "events": "events", "batch": "batch", "eks": "eks"}
+                "events": "events", "batch": "batch", "eks": "eks", "ecs": "ecs"}
 NOT_OPERATIONS = {"get_paginator", "meta", "exceptions"}
 
 
@@ -30,7 +30,8 @@ def calls():
 
 def test_the_scan_finds_the_purchase_calls():
     assert {("ec2", "purchase_capacity_block"), ("ec2", "purchase_capacity_block_extension"),
-            ("sagemaker", "create_training_plan"), ("dynamodb", "transact_write_items")} <= set(calls())
+            ("sagemaker", "create_training_plan"), ("dynamodb", "transact_write_items"),
+            ("batch", "terminate_job"), ("batch", "submit_job"), ("ecs", "list_container_instances"), ("sagemaker", "update_cluster")} <= set(calls())
 
 
 @pytest.mark.parametrize("service, operation", calls())

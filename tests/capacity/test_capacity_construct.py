@@ -23,6 +23,13 @@ WINDOWS = [
      "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
     {"name": "finetune-eval", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 8,
      "feeds": {"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}, "max_price_per_instance_hour": 45, "budget": {"amount": 10000}},
+    {"name": "batch-burst", "instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
+     "max_price_per_instance_hour": 40, "budget": {"amount": 5000},
+     "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+               "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}},
+    {"name": "hyperpod-burst", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
+     "max_price_per_instance_hour": 40, "budget": {"amount": 5000},
+     "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}},
 ]
 
 
@@ -82,10 +89,19 @@ def test_purchases_are_scoped_to_region_and_the_controllers_tags(synthesized):
     assert not [s for s in statements(template) if s["Resource"] == "*" and set(buying) & set(s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
 
 
+def test_consumers_are_acted_on_only_where_declared(synthesized):
+    template, _, _ = synthesized
+    found = {json.dumps(s["Action"]): s["Resource"] for s in statements(template)}
+    assert found['["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]'] == "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"
+    assert found['"batch:UpdateComputeEnvironment"'] == "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
+    assert "job/*" in json.dumps(found['["batch:TerminateJob", "batch:TagResource"]'])
+    assert "cluster/*" in json.dumps(found['"ecs:ListContainerInstances"'])
+
+
 def test_alarms_publish_to_the_topic(synthesized):
     template, _, _ = synthesized
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 4 + len(WINDOWS)
+    assert len(alarms) == 5 + len(WINDOWS)
     assert all(a["Properties"]["AlarmActions"] for a in alarms.values())
 
 
@@ -94,7 +110,8 @@ def test_asset_carries_the_runtime_and_the_compiled_windows(synthesized):
     code = template.find_resources("AWS::Lambda::Function")
     asset_hash = next(iter(code.values()))["Properties"]["Code"]["S3Key"].split(".")[0]
     policy = json.loads((outdir / f"asset.{asset_hash}" / "gpu_governance_runtime" / "policy.json").read_text())
-    assert [w["name"] for w in policy["capacity_windows"]] == ["launch-load-test", "finetune-eval"]
+    assert [w["name"] for w in policy["capacity_windows"]] == [w["name"] for w in WINDOWS]
+    assert policy["capacity_windows"][3]["consumer"]["cluster_arn"] == "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"
     assert (outdir / f"asset.{asset_hash}" / "gpu_governance_runtime" / "capacity" / "handler.py").exists()
 
 
@@ -108,3 +125,13 @@ def test_controller_role_has_the_name_the_guardrails_exempt(synthesized):
 
     template, _, _ = synthesized
     template.has_resource_properties("AWS::IAM::Role", {"RoleName": capacity_controller_role_name(model(WINDOWS).organisation)})
+
+
+def test_docs_list_every_acknowledgement_reason_of_every_feed_kind(synthesized):
+    from constructs_lib.report import summarise
+
+    _, _, outdir = synthesized
+    docs = "\n".join(path.read_text() for path in sorted((Path(__file__).parents[2] / "docs").glob("*.md")))
+    reasons = set(summarise(outdir).acknowledged.values())
+    assert any("requeues whichever team's job" in r for r in reasons)
+    assert not {r for r in reasons if r not in docs}

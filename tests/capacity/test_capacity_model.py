@@ -44,7 +44,7 @@ def test_window_defaults_are_safe_and_compile_for_the_planner():
     model = model_with(window())
     declared = model.capacity_windows[0]
     assert (declared.mode, declared.prefer_extension, declared.buy_ahead_days) == ("dry_run", True, 14)
-    runtime = Window.from_policy(declared.to_policy())
+    runtime = Window.from_policy(declared.to_policy(model))
     assert runtime.market == "capacity_block"
     assert runtime.start.isoformat() == "2026-12-10T14:00:00+00:00"
     assert str(runtime.max_price_per_instance_hour) == "40"
@@ -81,6 +81,25 @@ def test_cross_checks_against_the_organisation():
     assert found["capacity_windows[1].feeds.pool"].wrong == "a batch_fair_share pool cannot take a hyperpod_instance_group"
     assert found["capacity_windows[2].name"].wrong == "duplicate name"
     assert found["capacity_windows[2].instance_type"].allowed.startswith("one of ['ml.")
+
+
+def test_hyperpod_feed_compiles_with_its_pools_cluster_arn():
+    feeds = {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}
+    model = model_with(window(feeds=feeds, instance_type="ml.p5.48xlarge"))
+    consumer = Window.from_policy(model.capacity_windows[0].to_policy(model)).consumer
+    assert consumer == {**feeds, "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"}
+
+
+def test_a_slurm_pool_must_name_its_cluster_arn_before_a_window_feeds_it():
+    feeds = {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "workers"}
+    found = problems(window(feeds=feeds, instance_type="ml.p5.48xlarge"))
+    assert found["capacity_windows[0].feeds.pool"].wrong == "the pool declares no cluster_arn, which re-pointing its instance group needs"
+    assert "on pool hyperpod-slurm" in found["capacity_windows[0].feeds.pool"].allowed
+    data = copy.deepcopy(BASE)
+    next(p for p in data["pools"] if p["name"] == "hyperpod-slurm")["cluster_arn"] = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
+    data["capacity_windows"] = [window(feeds=feeds, instance_type="ml.p5.48xlarge")]
+    model = GovernanceModel.from_dict(data)
+    assert model.capacity_windows[0].to_policy(model)["consumer"]["cluster_arn"].endswith("cluster/slurm1234abc")
 
 
 def test_window_alone_raises_governance_error():

@@ -5,12 +5,19 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
+from gpu_governance_runtime.capacity.handler import Clients, load_windows, process
 from moto import mock_aws
 
-from gpu_governance_runtime.capacity.handler import Clients, load_windows, process
-
+from . import stubbed_batch as batch_side
 from .builders import NOW, at, block
-from .stubbed_aws import CONTROLLER, TABLE, StubbedAws, capacity_reservation, create_ledger_table
+from .stubbed_aws import (
+    CONTROLLER,
+    TABLE,
+    StubbedAws,
+    capacity_reservation,
+    create_ledger_table,
+    training_plan_summary,
+)
 
 WINDOW = {
     "name": "launch-load-test", "market": "capacity_block", "instance_type": "p5.48xlarge", "instance_count": 4,
@@ -34,7 +41,7 @@ def env(tmp_path):
         eks_stub.activate()
         clients = Clients(ec2=stubbed.ec2, sagemaker=stubbed.sagemaker, purchase_ec2=stubbed.ec2, purchase_sagemaker=stubbed.sagemaker, dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
                           sns=boto3.client("sns", region_name="us-east-1"), events=boto3.client("events", region_name="us-east-1"),
-                          batch=boto3.client("batch", region_name="us-east-1"), eks=eks)
+                          batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"))
         settings = {"POLICY_FILE": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
                     "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40"}
         yield stubbed, clients, settings, eks_stub
@@ -93,3 +100,67 @@ class _split_ec2:
 
     def __getattr__(self, name):
         return getattr(self._templates if "launch_template" in name else self._capacity, name)
+
+
+HYPERPOD_WINDOW = {**WINDOW, "name": "weekly-validation", "market": "training_plan", "instance_type": "ml.p5.48xlarge", "instance_count": 2,
+                   "start": "2026-12-07T09:00:00+00:00", "duration_hours": 8, "mode": "auto",
+                   "consumer": {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers",
+                                "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"}}
+
+
+@pytest.mark.parametrize("groups, outcome", [(["workers"], "pointed"), (["controller"], "missing")])
+def test_scheduled_run_points_the_hyperpod_group_at_the_active_plan(env, tmp_path, capsys, groups, outcome):
+    stubbed, clients, settings, _ = env
+    policy = tmp_path / "hyperpod.json"
+    policy.write_text(json.dumps({"version": 1, "capacity_windows": [HYPERPOD_WINDOW]}))
+    cluster = HYPERPOD_WINDOW["consumer"]["cluster_arn"]
+    plan = block("tpo-1", at(7, 9, 0), 1, per_hour="29", count=2, instance_type="ml.p5.48xlarge")
+    summary = training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active")
+    stubbed.owned()
+    stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": [summary]}, {})
+    stubbed.sm_stub.add_response("describe_cluster", {"ClusterArn": cluster, "ClusterStatus": "InService", "InstanceGroups": [
+        {"InstanceGroupName": name, "InstanceType": "ml.p5.48xlarge", "TargetCount": 2, "ExecutionRole": "arn:aws:iam::111122223333:role/nodes"}
+        for name in groups]}, {"ClusterName": cluster})
+    if outcome == "pointed":
+        stubbed.sm_stub.add_response("update_cluster", {"ClusterArn": cluster}, {"ClusterName": cluster, "InstanceGroups": [{
+            "InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
+            "ExecutionRole": "arn:aws:iam::111122223333:role/nodes", "TrainingPlanArn": summary["TrainingPlanArn"]}]})
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
+                     settings={**settings, "POLICY_FILE": str(policy)}, now=at(7, 9, 5))
+    [repointed] = result["hyperpod"]
+    errors = next(r for r in emf_records(capsys.readouterr().out) if "ConsumerErrors" in r)["ConsumerErrors"]
+    if outcome == "pointed":
+        assert (repointed["changed"], repointed["to"], errors) == (True, summary["TrainingPlanArn"], 0)
+    else:
+        assert "has no instance group 'workers'; it has ['controller']" in repointed["error"] and errors == 1
+    stubbed.done()
+
+
+def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
+    stubbed, clients, settings, _ = env
+    window = {**WINDOW, "mode": "auto", "consumer": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+                                                    "compute_environment": batch_side.CE}}
+    policy = tmp_path / "batch.json"
+    policy.write_text(json.dumps({"version": 1, "capacity_windows": [window]}))
+    templates = boto3.client("ec2", region_name="us-east-1")
+    templates.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
+    batch, ecs = boto3.client("batch", region_name="us-east-1"), boto3.client("ecs", region_name="us-east-1")
+    stubs = {"ec2": stubbed.ec2_stub, "batch": Stubber(batch), "ecs": Stubber(ecs)}
+    stubs["batch"].activate()
+    stubs["ecs"].activate()
+    clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, templates), "batch": batch, "ecs": ecs})
+    reservation = capacity_reservation(block("cbo-1", at(10), 1, per_hour="29"), intent_id="launch-load-test-202612101400-1",
+                                       window="launch-load-test", state="active")
+    stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]},
+                                  {"CapacityReservationIds": [batch_side.BLOCK]})
+    stubbed.owned(reservation)  # no block follows
+    batch_side.discovery(stubs)
+    batch_side.expect_terminate(stubs)
+    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, batch_side.COPY)
+    stubbed.owned(reservation)  # the controller run after the event
+    event = {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning", "time": "2026-12-11T10:50:00Z",
+             "detail": {"capacity-reservation-id": batch_side.BLOCK, "end-date": "2026-12-11T11:30:00Z"}}
+    result = process(event, clients=clients, settings={**settings, "POLICY_FILE": str(policy)}, now=batch_side.NOW)
+    assert result["block_event"]["requeue"]["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    for stub in stubs.values():
+        stub.assert_no_pending_responses()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import boto3
 import pytest
@@ -197,10 +198,12 @@ def test_quota_share_queues_are_observed_only(ledger_table):
 
 
 SQUEUE_OUTPUT = "\n".join([
-    "101|research|research.borrow|RUNNING|2|2027-01-15T08:00:00|2027-01-15T07:59:00",
-    "102|research|research.standard|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00",
-    "103|training|training.urgent|PENDING|3|N/A|2027-01-15T08:10:00",
-    "104|outsider|outsider.x|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00",
+    "101|research|research.borrow|RUNNING|2|2027-01-15T08:00:00|2027-01-15T07:59:00|0|None",
+    "102|research|research.standard|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00|1|None",
+    "103|training|training.urgent|PENDING|3|N/A|2027-01-15T08:10:00|0|Resources",
+    "104|outsider|outsider.x|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00|0|None",
+    "105|training|training.urgent|PENDING|1|N/A|2027-01-15T08:10:00|0|JobHeldUser",
+    "gg-end-of-queue",
 ])
 
 
@@ -225,8 +228,8 @@ def expect_ssm(stubber, command_fragment, output, command_id):
 def test_slurm_reads_squeue_and_requeues_victims_over_ssm(ledger_table):
     client, stubber = stubbed("ssm")
     adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=lambda s: None)
-    expect_ssm(stubber, "squeue --noheader --states=RUNNING,PENDING", SQUEUE_OUTPUT, "11111111-2222-3333-4444-555555555555")
-    expect_ssm(stubber, "scontrol requeue 101", "requeued\n", "11111111-2222-3333-4444-666666666666")
+    expect_ssm(stubber, "squeue --noheader --array --states=RUNNING,PENDING --account=research,training", SQUEUE_OUTPUT, "11111111-2222-3333-4444-555555555555")
+    expect_ssm(stubber, "= 'RUNNING|0' ]; then scontrol requeue 101 && echo done", "done\n", "11111111-2222-3333-4444-666666666666")
     records = []
     with stubber:
         result = tick(adapter, ledger_table, dry_run=False, records=records)
@@ -236,11 +239,20 @@ def test_slurm_reads_squeue_and_requeues_victims_over_ssm(ledger_table):
     assert result.acted == 1
 
 
-def test_parse_squeue_maps_accounts_qos_and_skips_outsiders():
-    rows = {r["job_id"]: r for r in parse_squeue(SQUEUE_OUTPUT, POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")}
-    assert set(rows) == {"101", "102", "103"}
-    assert (rows["101"]["priority"], rows["102"]["priority"], rows["103"]["priority"]) == (0, 50, 90)
-    assert rows["103"]["state"] == "PENDING" and rows["103"]["count"] == 3
+def test_parse_squeue_maps_accounts_qos_and_skips_outsiders_and_held_jobs():
+    running, pending = parse_squeue(SQUEUE_OUTPUT, POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
+    assert {j.job_id: (j.priority, j.count, j.times_preempted) for j in running} == {"101": (0, 2, 0), "102": (50, 1, 1)}
+    assert {j.job_id: (j.priority, j.count) for j in pending} == {"103": (90, 3)}  # 105 is held: it cannot start
+
+
+def test_a_cut_short_squeue_output_is_never_planned_on(ledger_table):
+    # GetCommandInvocation returns the first 24,000 characters only; without the end marker the
+    # queue may be partial, and planning on part of it could preempt wrongly.
+    truncated = SQUEUE_OUTPUT.rsplit("\n", 2)[0]
+    with pytest.raises(RuntimeError, match="squeue output ends without 'gg-end-of-queue'"):
+        parse_squeue(truncated, POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
+    with pytest.raises(RuntimeError, match=re.escape("squeue line '101|research|x|RUNNING|two|")):
+        parse_squeue("101|research|x|RUNNING|two|N/A|N/A|0|None\ngg-end-of-queue", POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
 
 
 def test_slurm_refuses_identifiers_that_could_inject_shell():
@@ -274,8 +286,8 @@ def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp
 def test_slurm_borrowing_start_is_rerouted_to_the_borrow_partition(ledger_table):
     client, stubber = stubbed("ssm")
     adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=lambda s: None)
-    expect_ssm(stubber, "squeue", "105|research|research.standard|PENDING|2|N/A|2027-01-15T07:00:00", "11111111-2222-3333-4444-777777777777")
-    expect_ssm(stubber, "scontrol update JobId=105 Partition=borrow QOS=research.borrow", "", "11111111-2222-3333-4444-888888888888")
+    expect_ssm(stubber, "squeue", "105|research|research.standard|PENDING|2|N/A|2027-01-15T07:00:00|0|Priority\ngg-end-of-queue", "11111111-2222-3333-4444-777777777777")
+    expect_ssm(stubber, "= 'PENDING|0' ]; then scontrol update JobId=105 Partition=borrow QOS=research.borrow && echo done", "done\n", "11111111-2222-3333-4444-888888888888")
     records = []
     with stubber:
         tick(adapter, ledger_table, dry_run=False, records=records)

@@ -32,6 +32,7 @@ class RunReport:
     in_flight: tuple[str, ...] = ()  # intents whose outcome is not known yet
     refused: tuple[str, ...] = ()  # claims another run or the budget refused
     uncovered: tuple[tuple[str, str], ...] = ()  # (occurrence, why): planned as such, or its purchase failed
+    owned: tuple[Reservation, ...] = ()  # every block and training plan this controller holds, as listed this run
 
 
 @dataclass(kw_only=True)
@@ -68,7 +69,7 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
     return RunReport(plan=result, bought=tuple(log.bought), awaiting_approval=tuple(log.awaiting), failed=tuple(log.failed),
-                     in_flight=tuple(log.in_flight), refused=tuple(log.refused), uncovered=tuple(uncovered))
+                     in_flight=tuple(log.in_flight), refused=tuple(log.refused), uncovered=tuple(uncovered), owned=tuple(owned))
 
 
 def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> list[Reservation]:

@@ -3,7 +3,9 @@ within one controller; the ledger guards against everything else).
 
 Scheduled events run the controller. ``aws.ec2`` events whose detail-type starts with
 ``Capacity Block`` (the documented names differ between versions) rotate the consumer onto a
-delivered block or drain it at the expiration warning, then run the controller too.
+delivered block or drain it at the expiration warning (requeueing the Batch jobs on it), then
+run the controller too. Every run first finishes requeues an earlier run left open and, after
+buying, points HyperPod instance groups at their window's active training plan.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import boto3
 
-from . import controller, rotation
+from . import controller, hyperpod, requeue, rotation
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket
 from .ledger import Ledger
 from .planner import Window
@@ -39,6 +41,7 @@ class Clients:
     events: Any
     batch: Any
     eks: Any
+    ecs: Any
 
 
 def _clients() -> Clients | None:
@@ -48,7 +51,7 @@ def _clients() -> Clients | None:
         ec2=boto3.client("ec2"), sagemaker=boto3.client("sagemaker"),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
         dynamodb=boto3.client("dynamodb"), sns=boto3.client("sns"), events=boto3.client("events"),
-        batch=boto3.client("batch"), eks=boto3.client("eks"),
+        batch=boto3.client("batch"), eks=boto3.client("eks"), ecs=boto3.client("ecs"),
     )
 
 
@@ -63,14 +66,19 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     windows = load_windows(settings)
     capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings["CONTROLLER_ID"],
                               purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
-    result: dict[str, Any] = {}
-    if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
-        result["block_event"] = _on_block_event(event, windows, capacity, clients, now)
     ledger = Ledger(client=clients.dynamodb, table_name=settings["LEDGER_TABLE"])
     notify = _notifier(clients.sns, settings["TOPIC_ARN"])
+    # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
+    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now)}
+    if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
+        result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now)
+    result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
+    consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
+                       + [r for r in result["hyperpod"] if "error" in r])
+    _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
         "failed": [list(f) for f in report.failed], "in_flight": list(report.in_flight), "refused": list(report.refused),
@@ -96,7 +104,7 @@ def load_windows(settings: dict[str, str]) -> dict[str, Window]:
     return windows
 
 
-def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, now: datetime) -> dict[str, Any]:
+def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime) -> dict[str, Any]:
     detail_type, reservation_id = event["detail-type"], event["detail"]["capacity-reservation-id"]
     items = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     window = windows.get(next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), ""))
@@ -115,10 +123,30 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
         drained = rotation.drain(window=window.name, consumer=window.consumer, fallback=window.fallback, reservation_id=reservation_id,
                                  next_block=following[0].id if following else None, ends_at=ends_at,
                                  ec2=clients.ec2, batch=clients.batch, eks=clients.eks, events=clients.events)
+        if window.consumer["kind"] == "batch_compute_environment":
+            drained["requeue"] = requeue.requeue(
+                window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
+                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, now=now)
         warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
-        _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"))
+        _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
+                JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
         return drained
     return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
+
+
+def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime) -> list[dict[str, Any]]:
+    results = []
+    for window in windows.values():
+        if window.consumer.get("kind") != "hyperpod_instance_group":
+            continue
+        try:
+            results.append(hyperpod.repoint(
+                window=window.name, cluster_arn=window.consumer["cluster_arn"], instance_group=window.consumer["instance_group"],
+                plans=owned, fallback=window.fallback, dry_run=window.mode == "dry_run", sagemaker=clients.sagemaker, ledger=ledger, now=now))
+        except hyperpod.MissingInstanceGroup as error:
+            results.append({"window": window.name, "error": str(error)})
+            notify("HyperPod instance group not found", {"window": window.name, "error": str(error)})
+    return results
 
 
 def _notifier(sns, topic_arn: str):

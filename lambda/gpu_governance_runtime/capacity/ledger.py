@@ -10,6 +10,11 @@ One DynamoDB table, key ``pk``. Three kinds of item:
   condition that the total stays within the budget, so concurrent runs cannot overspend.
 
 All three change in one transaction, so a crash leaves either a full claim or none.
+
+A fourth kind records what the controller did to consumers: ``action#<what>#<id>`` with a
+``status`` and JSON ``details``. Requeueing a Batch job claims its item first (only if none
+exists), so a duplicate event never stops a job twice; re-pointing a HyperPod instance group
+records each call made.
 """
 
 from __future__ import annotations
@@ -202,6 +207,38 @@ class Ledger:
             return False
         return True
 
+    # --- actions on consumers -----------------------------------------------------------------
+
+    def claim_action(self, action_id: str, *, status: str, details: dict[str, Any], now: datetime) -> bool:
+        """Record a new action; False when it was recorded before (a duplicate event or run)."""
+        try:
+            self._db.put_item(TableName=self._table, Item=_action_item(action_id, status, details, now),
+                              ConditionExpression="attribute_not_exists(pk)")
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def record_action(self, action_id: str, *, status: str, details: dict[str, Any], now: datetime) -> None:
+        self._db.put_item(TableName=self._table, Item=_action_item(action_id, status, details, now))
+
+    def actions(self, prefix: str, statuses: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]]]:
+        """(action id, status, details) of the actions under ``prefix`` in one of ``statuses``."""
+        found, start = [], None
+        names = {f":s{i}": {"S": s} for i, s in enumerate(statuses)}
+        while True:
+            page = self._db.scan(
+                TableName=self._table,
+                FilterExpression=f"begins_with(pk, :prefix) AND #status IN ({', '.join(names)})",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":prefix": {"S": f"action#{prefix}"}, **names},
+                ConsistentRead=True,
+                **({"ExclusiveStartKey": start} if start else {}),
+            )
+            found += [(i["pk"]["S"].removeprefix("action#"), i["status"]["S"], json.loads(i["details"]["S"])) for i in page["Items"]]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return sorted(found)
+
     def _transition(self, intent: Intent, status: Status, *, expected: tuple[Status, ...], now: datetime) -> None:
         try:
             self._db.update_item(
@@ -235,6 +272,11 @@ def _item(intent: Intent) -> dict[str, Any]:
             **offering.__dict__, "start": offering.start.isoformat(), "end": offering.end.isoformat(), "upfront_fee": str(offering.upfront_fee),
         }, sort_keys=True)},
     }
+
+
+def _action_item(action_id: str, status: str, details: dict[str, Any], now: datetime) -> dict[str, Any]:
+    return {"pk": {"S": f"action#{action_id}"}, "status": {"S": status}, "updated_at": {"S": now.isoformat()},
+            "details": {"S": json.dumps(details, sort_keys=True, default=str)}}
 
 
 def _intent(item: dict[str, Any]) -> Intent:

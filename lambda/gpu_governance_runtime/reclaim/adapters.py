@@ -17,7 +17,7 @@ from __future__ import annotations
 import calendar
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from ..policy import Policy, PoolPolicy
@@ -161,10 +161,25 @@ class BatchQuotaShareObserver:
 
 # --- Slurm on HyperPod through SSM ----------------------------------------------------------------
 
-SQUEUE_FORMAT = "%i|%a|%q|%T|%D|%S|%V"
-SQUEUE = f"squeue --noheader --states=RUNNING,PENDING --format='{SQUEUE_FORMAT}'"
+# One line per job (per array task with --array, so every id is one scontrol can name), fields
+# '|'-separated and unpadded (size 0).
+SQUEUE_FORMAT = "JobArrayID:0|,Account:0|,QOS:0|,State:0|,NumNodes:0|,StartTime:0|,SubmitTime:0|,RestartCnt:0|,Reason:0"
+# SSM returns only the first 24,000 characters of output: this last line proves the queue was read whole.
+END_OF_QUEUE = "gg-end-of-queue"
+# Pending for these reasons a job cannot start however much capacity is free (held, waiting on
+# another job or on its begin time; a requeued job waits about two minutes with BeginTime), so
+# nothing is preempted or moved for it.
+NOT_STARTABLE = frozenset({"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime"})
 _SLURM_JOB_ID = re.compile(r"^\d+(_\d+)?$")
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def squeue_command(accounts: Iterable[str]) -> str:
+    """The queue of the governed accounts, times in UTC ISO format whatever the head node's time
+    zone or ``SLURM_TIME_FORMAT``."""
+    names = ",".join(_checked(a, _SLURM_NAME) for a in sorted(accounts))
+    return (f"TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array --states=RUNNING,PENDING "
+            f"--account={names} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
 
 
 class SlurmAdapter:
@@ -176,7 +191,7 @@ class SlurmAdapter:
         self.ssm, self.instance_id, self.instance_type = ssm, instance_id, instance_type
         self.pool, self.policy = pool, policy
         self.poll_seconds, self.timeout_seconds, self.sleep = poll_seconds, timeout_seconds, sleep
-        self._restarts: dict[str, str] = {}
+        self._restarts: dict[str, int] = {}
 
     def run(self, commands: list[str]) -> str:
         """Run shell commands on the head node and return their standard output."""
@@ -201,34 +216,36 @@ class SlurmAdapter:
                 raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {self.timeout_seconds:.0f} s")
 
     def read(self, now: float) -> PoolState:
-        running, pending = [], []
-        for job in parse_squeue(self.run([SQUEUE]), self.pool, self.policy, self.instance_type):
-            self._restarts[job["job_id"]] = job.pop("restarts")
-            state, times = job.pop("state"), job.pop("times")
-            if state == "RUNNING":
-                running.append(RunningJob(started_at=times["start"], **job))
-            else:
-                pending.append(PendingJob(submitted_at=times["submit"], **job))
+        output = self.run([squeue_command(s.name for s in self.pool.shares)])
+        running, pending = parse_squeue(output, self.pool, self.policy, self.instance_type)
+        self._restarts = {job.job_id: job.times_preempted for job in (*running, *pending)}
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
 
     def attempt_of(self, job_id: str) -> str:
-        return self._restarts.get(job_id, "0")
+        return str(self._restarts.get(job_id, 0))
 
     def preempt(self, preemption: Preemption) -> ActionResult:
         job_id = _checked(preemption.job_id, _SLURM_JOB_ID)
-        # requeue only if it still runs: a job that ended between read and act is left alone
-        output = self.run([f"state=$(squeue --noheader --jobs={job_id} --format=%T 2>/dev/null); "
-                           f"if [ \"$state\" = RUNNING ]; then scontrol requeue {job_id} && echo requeued; else echo \"gone $state\"; fi"])
-        if "requeued" in output:
-            return ActionResult(job_id=preemption.job_id, outcome="done")
-        return ActionResult(job_id=preemption.job_id, outcome="skipped", detail=output.strip())
+        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {job_id}")
 
     def start(self, start: Start) -> ActionResult:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
         job_id = _checked(start.job_id, _SLURM_JOB_ID)
         qos = _checked(borrow_qos_name(start.share), _SLURM_NAME)
-        self.run([f"scontrol update JobId={job_id} Partition={BORROW_PARTITION} QOS={qos}"])
-        return ActionResult(job_id=start.job_id, outcome="done", detail=f"re-routed to {BORROW_PARTITION} as {qos}")
+        result = self._if_unchanged(job_id, "PENDING", f"scontrol update JobId={job_id} Partition={BORROW_PARTITION} QOS={qos}")
+        return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
+
+    def _if_unchanged(self, job_id: str, state: str, command: str) -> ActionResult:
+        """Run ``command`` only while the job is as read (state and restart count): a job that
+        ended, started or was requeued since is left alone and reported ``skipped``."""
+        expected = f"{state}|{self.attempt_of(job_id)}"
+        output = self.run([
+            f"now=$(squeue --noheader --array --jobs={job_id} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
+            f"if [ \"$now\" = '{expected}' ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi"
+        ])
+        if output.strip() == "done":
+            return ActionResult(job_id=job_id, outcome="done")
+        return ActionResult(job_id=job_id, outcome="skipped", detail=f"{output.strip()}, read as {expected}")
 
 
 def _checked(value: str, pattern: re.Pattern) -> str:
@@ -238,27 +255,33 @@ def _checked(value: str, pattern: re.Pattern) -> str:
     return value
 
 
-def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: str) -> Iterable[dict]:
-    """Rows of ``squeue --format='%i|%a|%q|%T|%D|%S|%V'`` for governed accounts, as planner fields.
-    The QoS ``<team>.<class>`` gives the priority; a borrow QoS job runs at priority 0."""
+def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: str) -> tuple[list[RunningJob], list[PendingJob]]:
+    """The governed accounts' jobs in the output of :func:`squeue_command`, as planner jobs. The
+    QoS ``<team>.<class>`` gives the priority; a borrow QoS job runs at priority 0. Slurm's
+    restart count is the number of times a job was preempted (requeued)."""
+    lines = output.splitlines()
+    if not lines or lines[-1].strip() != END_OF_QUEUE:
+        raise RuntimeError(f"squeue output ends without {END_OF_QUEUE!r}: more than SSM's 24,000 characters, or cut short; not planning on part of the queue")
     shares = {s.name for s in pool.shares}
     weights = {p.name: p.weight for p in policy.priority_classes}
-    for line in output.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 7 or parts[1] not in shares:
+    running, pending = [], []
+    for line in lines[:-1]:
+        parts = line.strip().split("|", 8)
+        if len(parts) != 9 or parts[1] not in shares:
             continue
-        job_id, account, qos, state, nodes, start, submit = parts
+        job_id, account, qos, state, nodes, start, submit, restarts, reason = parts
         priority_class = qos.split(".", 1)[1] if qos.startswith(account + ".") else ""
-        yield dict(
-            job_id=job_id, share=account, instance_type=instance_type, count=int(nodes),
-            priority=weights.get(priority_class, 0), checkpointable=False, times_preempted=0,
-            # a requeued job keeps its id and starts again later: the start time tells attempts apart
-            restarts=start, state=state, times={"start": _slurm_time(start), "submit": _slurm_time(submit)},
-        )
+        try:
+            fields = dict(job_id=job_id, share=account, instance_type=instance_type, count=int(nodes),
+                          priority=weights.get(priority_class, 0), checkpointable=False, times_preempted=int(restarts))
+            if state == "RUNNING":
+                running.append(RunningJob(started_at=_utc(start), **fields))
+            elif reason not in NOT_STARTABLE:
+                pending.append(PendingJob(submitted_at=_utc(submit), **fields))
+        except ValueError as error:
+            raise RuntimeError(f"squeue line {line!r}: {error}") from None
+    return running, pending
 
 
-def _slurm_time(text: str) -> float:
-    try:
-        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))  # HyperPod nodes run in UTC
-    except ValueError:
-        return 0.0  # "N/A" for pending jobs' start
+def _utc(text: str) -> float:
+    return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))  # squeue_command asks for UTC
