@@ -374,7 +374,7 @@ def _load_pyplot():
         matplotlib.use("Agg")
         from matplotlib import pyplot
     except ImportError:
-        raise GovernanceError([Problem(path="--plot", wrong="matplotlib is not installed", value="matplotlib", allowed="pip install matplotlib, or leave out --plot")]) from None
+        raise GovernanceError([Problem(path="--plot", wrong="matplotlib is not installed", value="matplotlib", allowed="pip install 'cdk-gpu-governance[plot]', or leave out --plot")]) from None
     return pyplot
 
 
