@@ -15,11 +15,13 @@ def acknowledge(construct: IConstruct, reason: str, *finding_ids: str) -> None:
 
 def acknowledge_wildcard_resources(construct: IConstruct, resources: Iterable[str], reason: str) -> None:
     """Acknowledge AwsSolutions-IAM5 for exactly the wildcard resources named, no others."""
-    stack = Stack.of(construct)
-    finding_ids = sorted(
-        {f"AwsSolutions-IAM5[Resource::{_nag_text(stack.resolve(arn))}]" for arn in resources if "*" in _nag_text(stack.resolve(arn))}
-    )
-    acknowledge(construct, reason, *finding_ids)
+    named = {nag_resource(construct, arn) for arn in resources}
+    acknowledge(construct, reason, *sorted(f"AwsSolutions-IAM5[Resource::{text}]" for text in named if "*" in text))
+
+
+def nag_resource(construct: IConstruct, value: Any) -> str:
+    """A resource (ARN, possibly with tokens) as cdk-nag names it in finding ids."""
+    return _nag_text(Stack.of(construct).resolve(value))
 
 
 def _nag_text(value: Any) -> str:

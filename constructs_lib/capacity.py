@@ -22,6 +22,7 @@ from .errors import GovernanceError
 from .model import GovernanceModel
 from .nag import BUDGET_VARIABLE, PRICE_CAP_VARIABLE, declare_capacity_controller
 from .controller_resources import controller_resources
+from .hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from .runtime_asset import runtime_code
 
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the runtime's aws.TAG_MANAGED_BY
@@ -135,8 +136,7 @@ class CapacityController(Construct):
             statements.append(iam.PolicyStatement(actions=["eks:UpdateNodegroupVersion"], resources=node_groups))
         pools = {p.name: p for p in model.pools}
         clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == "hyperpod_instance_group"})
-        if clusters:
-            statements.append(iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=clusters))
+        cluster_statements = update_cluster_statements(self, clusters) if clusters else []
         if any(w.market == "training_plan" for w in model.capacity_windows):
             plans = arn("sagemaker", "training-plan")
             statements += [
@@ -145,7 +145,7 @@ class CapacityController(Construct):
                 iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan"], resources=[plans]),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
-        for statement in statements + requeue_statements:
+        for statement in statements + requeue_statements + cluster_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")
         acknowledge(policy, "The purchase permission must stay with this one role: an inline policy cannot be attached to "
@@ -160,6 +160,8 @@ class CapacityController(Construct):
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template ARNs carry ids, not the names the governance file declares.",
         )
+        if cluster_statements:
+            acknowledge_update_cluster(policy)
         if requeue_statements:
             acknowledge_wildcard_resources(
             policy, [r for s in requeue_statements for r in s.resources],

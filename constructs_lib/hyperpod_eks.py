@@ -7,16 +7,21 @@ from __future__ import annotations
 import json
 from typing import Mapping, Sequence
 
-from aws_cdk import Arn, ArnFormat, CfnOutput, CfnResource, Duration, Stack, Token, aws_eks_v2 as eks, aws_iam as iam, aws_sagemaker as sagemaker
+from aws_cdk import (
+    Arn, ArnFormat, CfnResource, CustomResource, Duration, RemovalPolicy, Stack, Token, aws_eks_v2 as eks, aws_iam as iam,
+    aws_lambda as lambda_, aws_logs as logs, aws_sagemaker as sagemaker, custom_resources,
+)
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from . import kubernetes
+from .hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import GOVERNANCE_METADATA
 from .errors import GovernanceError, Problem
 from .nag import declare_platform_admin
 from .model import HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams
+from .runtime_asset import runtime_code
 from .tenancy import ROLE_PATH, TeamTenancy
 
 SHARING_STRATEGY = {
@@ -67,7 +72,9 @@ class HyperPodEksGovernance(Construct):
     group; ``platform_admins`` get cluster admin; nobody else gets an entry. Kubernetes objects
     are applied by a kubectl provider (a Lambda function reaching the cluster endpoint): pass
     ``kubectl_provider`` to reuse one bound to the cluster's VPC (it then needs cluster-admin
-    access of its own), or leave it out to create one with cluster-admin access.
+    access of its own), or leave it out to create one with cluster-admin access. Instance groups
+    the teams dedicate get their label and taint at deploy time from a custom resource
+    (``dedicated_nodes``, ``None`` when no team dedicates a group).
     """
 
     def __init__(
@@ -254,16 +261,77 @@ class HyperPodEksGovernance(Construct):
             if provider_access is not None:
                 namespace_ready.node.add_dependency(provider_access)
             self.manifests[team.name] = manifest
-            if tenancy.dedicated_instance_groups:
-                CfnOutput(
-                    self,
-                    f"DedicatedNodes{team.name}",
-                    description=(
-                        f"KubernetesConfig for instance groups {', '.join(tenancy.dedicated_instance_groups)} "
-                        f"of HyperPod cluster {self.pool.eks_cluster_name} (UpdateCluster)"
-                    ),
-                    value=json.dumps(kubernetes.dedicated_node_config(team.name), sort_keys=True),
-                )
+        dedicated = {
+            group: team.name
+            for team in self.teams
+            for group in team.kubernetes.get(self.pool.name, KubernetesTenancy()).dedicated_instance_groups
+        }
+        self.dedicated_nodes = self._dedicate_instance_groups(dedicated) if dedicated else None
+
+    # --- dedicated instance groups --------------------------------------------------------
+
+    def _dedicate_instance_groups(self, groups: Mapping[str, str]) -> CustomResource:
+        """A custom resource whose handler (``gpu_governance_runtime.dedicated_nodes``) sets each
+        group's label and taint with ``UpdateCluster`` at deploy time, and removes them again."""
+        role = iam.Role(self, "DedicatedNodesRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"Label and taint the dedicated instance groups of HyperPod cluster {self.pool.eks_cluster_name}")
+        log_group = logs.LogGroup(self, "DedicatedNodesLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=RemovalPolicy.RETAIN)
+        policy = iam.ManagedPolicy(self, "DedicatedNodesPolicy", roles=[role], description=f"Label and taint instance groups of {self.pool.cluster_arn}",
+                                   statements=[
+            *update_cluster_statements(self, [self.pool.cluster_arn]),
+            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[f"{log_group.log_group_arn}:*"]),
+        ])
+        handler = lambda_.Function(
+            self, "DedicatedNodesHandler", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
+            handler="gpu_governance_runtime.dedicated_nodes.handler", code=runtime_code(), role=role,
+            # room for botocore's backoff (eight attempts, at most 20 s apart) on both of its calls
+            timeout=Duration.minutes(3), memory_size=256, log_group=log_group, logging_format=lambda_.LoggingFormat.JSON,
+        )
+        handler.node.add_dependency(policy)
+        provider = custom_resources.Provider(self, "DedicatedNodesProvider", on_event_handler=handler, log_group=log_group)
+        _acknowledge_dedicated_nodes(handler, provider, policy, log_group)
+        return CustomResource(
+            self, "DedicatedNodes", service_token=provider.service_token, resource_type="Custom::HyperPodDedicatedNodes",
+            properties={"ClusterArn": self.pool.cluster_arn, "Groups": dict(sorted(groups.items()))},
+        )
+
+
+def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_resources.Provider, policy: iam.ManagedPolicy,
+                                 log_group: logs.LogGroup) -> None:
+    """The dedicated-nodes handler and its custom-resource framework run only while
+    CloudFormation deploys; their findings are acknowledged on them alone."""
+    framework = provider.node.find_child("framework-onEvent")
+    for function in (handler, framework):
+        acknowledge(
+            function,
+            "Deploy-time function of the dedicated instance groups: the custom-resource framework calls it synchronously "
+            "and reports every failure to CloudFormation, so no dead-letter queue, reserved concurrency or tracing is "
+            "needed. It calls only the public SageMaker API; a VPC would add NAT cost and no isolation.",
+            "NIST.800.53.R5-LambdaConcurrency", "HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaDLQ",
+            "HIPAA.Security-LambdaDLQ", "Serverless-LambdaDLQ", "Serverless-LambdaTracing", "NIST.800.53.R5-LambdaInsideVPC",
+            "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC",
+        )
+    acknowledge(
+        log_group,
+        "The dedicated-nodes log holds only the cluster ARN, instance group and team names; CloudWatch Logs encrypts it "
+        "at rest with its own keys, and a customer managed key for it would protect no tenant data.",
+        "NIST.800.53.R5-CloudWatchLogGroupEncrypted", "HIPAA.Security-CloudWatchLogGroupEncrypted", "PCI.DSS.321-CloudWatchLogGroupEncrypted",
+    )
+    acknowledge_update_cluster(policy)
+    acknowledge_wildcard_resources(policy, [f"{log_group.log_group_arn}:*"],
+                                   "The dedicated-nodes handler writes the log streams of its own log group only.")
+    framework_role = framework.node.find_child("ServiceRole")
+    acknowledge(
+        framework_role,
+        "The custom-resource framework role of aws-cdk-lib: AWSLambdaBasicExecutionRole only writes the framework's own "
+        "logs, and its inline policy only invokes the dedicated-nodes handler.",
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+        "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy",
+    )
+    acknowledge_wildcard_resources(framework_role.node.find_child("DefaultPolicy"), [f"{handler.function_arn}:*"],
+                                   "The custom-resource framework invokes any version of the one dedicated-nodes handler it fronts.")
+    acknowledge(framework, "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
+                "Serverless-LambdaDefaultMemorySize")
 
 
 def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+# The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
+from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY, dedicated_node_config  # noqa: F401
+
 from .model import KubernetesTenancy
 
 Manifest = dict[str, Any]
 
 WORKLOAD_SERVICE_ACCOUNT = "gpu-workload"
 """Service account in each team namespace bound to the team's workload IAM role (pod identity)."""
-
-DEDICATED_NODE_KEY = "gpu-governance/dedicated-team"
-"""Node label and taint key marking a node as dedicated to the team named in the value."""
 
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "aws-hyperpod", "kueue-system", "kubeflow", "amazon-cloudwatch")
 """Namespaces of cluster add-ons; their daemon sets tolerate every taint and must run on every node."""
@@ -161,15 +161,6 @@ def gpu_quota(team: str, gpus: int) -> Manifest:
         "metadata": _meta("gpu-governance-gpus", team),
         # Kubernetes quota for extended resources accepts only the requests. form.
         "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}},
-    }
-
-
-def dedicated_node_config(team: str) -> dict[str, Any]:
-    """Labels and taints for the team's dedicated instance groups, in the shape of the
-    ``KubernetesConfig`` of a HyperPod instance group (CreateCluster / UpdateCluster)."""
-    return {
-        "Labels": {DEDICATED_NODE_KEY: team},
-        "Taints": [{"Key": DEDICATED_NODE_KEY, "Value": team, "Effect": "NoSchedule"}],
     }
 
 

@@ -16,9 +16,12 @@ from .policy import policy_json
 RUNTIME_PACKAGE = Path(gpu_governance_runtime.__file__).resolve().parent
 
 
-def runtime_code(model: GovernanceModel) -> lambda_.Code:
-    """The asset hash is over the content, so an unchanged model gives an unchanged asset."""
+def runtime_code(model: GovernanceModel | None = None) -> lambda_.Code:
+    """The asset hash is over the content, so an unchanged model gives an unchanged asset.
+    Without a model the package carries no policy: for handlers that read none, whose code then
+    does not change with the model."""
     staging = Path(tempfile.mkdtemp(prefix="gpu-governance-runtime-"))
     shutil.copytree(RUNTIME_PACKAGE, staging / RUNTIME_PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (staging / RUNTIME_PACKAGE.name / "policy.json").write_text(policy_json(model))
+    if model is not None:
+        (staging / RUNTIME_PACKAGE.name / "policy.json").write_text(policy_json(model))
     return lambda_.Code.from_asset(str(staging))

@@ -261,16 +261,62 @@ def test_every_applied_object_is_valid_for_the_cluster_version(synthesized):
     assert count == 14 + 11 + 11
 
 
-def test_gpu_quota_and_dedicated_nodes_only_where_declared(synthesized):
+def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
     _, template, _ = synthesized
     applied = _applied(template)
     kinds = {team: [o["kind"] for o in objects] for team, (_, _, objects) in applied.items()}
     assert "ResourceQuota" in kinds["vision"] and "ValidatingAdmissionPolicy" in kinds["vision"]
     assert "ResourceQuota" not in kinds["speech"] and "ValidatingAdmissionPolicy" not in kinds["speech"]
-    outputs = template.find_outputs("*")
-    dedicated = [o for o in outputs.values() if "vision-p5" in o.get("Description", "")]
-    assert len(dedicated) == 1
-    assert json.loads(dedicated[0]["Value"])["Labels"] == {"gpu-governance/dedicated-team": "vision"}
+
+
+def test_dedicated_groups_are_labelled_and_tainted_by_one_custom_resource(synthesized):
+    governance, template, outdir = synthesized
+    stack = Stack.of(governance)
+    (resource,) = resources(template, "Custom::HyperPodDedicatedNodes").values()
+    assert resource["Properties"]["ClusterArn"] == CLUSTER_ARN
+    assert resource["Properties"]["Groups"] == {"vision-p5": "vision"}  # speech and prod dedicate nothing
+    handler = resources(template, "AWS::Lambda::Function")[stack.get_logical_id(governance.node.find_child("DedicatedNodesHandler").node.default_child)]
+    assert handler["Properties"]["Handler"] == "gpu_governance_runtime.dedicated_nodes.handler"
+    # The framework in front of it is the one the custom resource calls.
+    provider = governance.node.find_child("DedicatedNodesProvider")
+    assert resource["Properties"]["ServiceToken"] == stack.resolve(provider.service_token)
+    # The asset is the runtime package without a policy: its code does not change with the model.
+    asset_hash = handler["Properties"]["Code"]["S3Key"].removesuffix(".zip")
+    asset = Path(outdir) / f"asset.{asset_hash}" / "gpu_governance_runtime"
+    assert (asset / "dedicated_nodes.py").is_file() and (asset / "hyperpod_cluster.py").is_file()
+    assert not (asset / "policy.json").exists()
+    assert not template.find_outputs("*")  # nothing left for a human to apply by hand
+
+
+def test_dedicated_nodes_role_reads_and_updates_only_this_cluster(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    role_id = stack.get_logical_id(governance.node.find_child("DedicatedNodesRole").node.default_child)
+    (policy,) = [p for p in resources(template, "AWS::IAM::ManagedPolicy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+    assert not [p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+    assert "ManagedPolicyArns" not in resources(template, "AWS::IAM::Role")[role_id]["Properties"]
+    statements = {json.dumps(s["Action"]): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(statements) == {'["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]', '"iam:PassRole"',
+                               '["logs:CreateLogStream", "logs:PutLogEvents"]'}
+    assert statements['["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]']["Resource"] == CLUSTER_ARN
+    pass_role = statements['"iam:PassRole"']
+    # UpdateCluster resends each group's ExecutionRole: roles of this account, to SageMaker only.
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    assert pass_role["Resource"] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":iam::{CAPACITY}:role/*"]]}
+    log_group = stack.get_logical_id(governance.node.find_child("DedicatedNodesLogs").node.default_child)
+    assert statements['["logs:CreateLogStream", "logs:PutLogEvents"]']["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [log_group, "Arn"]}, ":*"]]}
+
+
+def test_no_custom_resource_without_dedicated_groups():
+    model = org()
+    stack = new_stack(App())
+    undedicated = model.model_copy(update={"teams": tuple(t.model_copy(update={"kubernetes": {}}) for t in model.teams)})
+    governance = build(stack, undedicated)
+    assert governance.dedicated_nodes is None
+    template = Template.from_stack(stack)
+    template.resource_count_is("Custom::HyperPodDedicatedNodes", 0)
+    assert not [f for f in resources(template, "AWS::Lambda::Function").values()
+                if f["Properties"].get("Handler") == "gpu_governance_runtime.dedicated_nodes.handler"]
 
 
 def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):

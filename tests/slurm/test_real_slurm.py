@@ -12,8 +12,11 @@ import subprocess
 
 import pytest
 
+from constructs_lib.model import GovernanceModel
+from constructs_lib.slurm import slurm_plan
+
 from .cluster import Cluster, ensure_os_users, require_running_slurm, run
-from .models import default_teams, governance_model
+from .models import POOL, default_teams, governance_model
 
 pytestmark = pytest.mark.slurm
 
@@ -85,6 +88,41 @@ def test_reapplying_changes_nothing(cluster: Cluster) -> None:
     assert "changed:" not in applied.output
     assert cluster.accounting() == before
     assert run("bash", "-c", "stat -c %Y /etc/slurm/gpu-governance.conf").stdout == fragment
+
+
+def preempt_lists(cluster: Cluster) -> dict[str, str]:
+    shown = run("sacctmgr", "-n", "-P", "show", "qos", "format=name,preempt,description").stdout.splitlines()
+    rows = (line.split("|") for line in shown)
+    return {name: preempt for name, preempt, description in rows if description.startswith("gpu-governance:")}
+
+
+def planned_preempt_lists(model: GovernanceModel) -> dict[str, str]:
+    return {q.name: ",".join(sorted(q.preempts)) for q in slurm_plan(model, POOL).qos}
+
+
+def test_preempt_lists_can_be_emptied_and_filled_again(cluster: Cluster) -> None:
+    """Slurm 22.05 refuses to name a QoS in a preempt list once that QoS's own list was emptied
+    ("QOS Preemption loop detected"), so turning preemption off and on again must still apply."""
+    lending = governance_model()
+    teams = default_teams()
+    teams[0]["sharing"] = {"in_share_preemption": False}  # critical.urgent and .standard: emptied
+    # steady.low is emptied and, in the same run, named by steady.standard and steady.urgent.
+    teams[1] |= {"preset": None, "sharing": {"strategy": "reserve", "in_share_preemption": True}}
+    reserving = governance_model(teams=teams)
+    assert planned_preempt_lists(reserving)["steady.standard"] == "steady.low"
+
+    before = cluster.accounting()
+    dry = cluster.apply(reserving, "--dry-run")
+    assert "would change: qos critical.urgent preempts: 'critical.low,critical.standard' -> ''" in dry.output
+    assert "would change: qos steady.low preempts: 'burst.borrow' -> ''" in dry.output
+    assert cluster.accounting() == before
+    for model in (reserving, lending):
+        cluster.apply(model)
+        assert preempt_lists(cluster) == planned_preempt_lists(model)
+    assert preempt_lists(cluster)["critical.urgent"] == "critical.low,critical.standard"
+    assert preempt_lists(cluster)["steady.low"] == "burst.borrow"
+    again = cluster.apply(lending)
+    assert again.changed == 0, again.output
 
 
 def test_dry_run_reports_a_change_without_making_it(cluster: Cluster) -> None:

@@ -81,3 +81,20 @@ def test_missing_node_map_is_a_clear_error(tmp_path) -> None:
     )
     assert result.returncode == 1
     assert f"set GG_NODE_MAP (no HyperPod {tmp_path / 'absent.json'} here)" in result.stdout
+
+
+def test_preempt_lists_are_set_after_the_lists_they_name(plan: SlurmPlan) -> None:
+    """Slurm 22.05 caches an emptied list with a phantom entry; the script resets empty lists
+    before the first list that may name them, so empty lists come first, then each QoS after
+    the QoS it preempts."""
+    calls = [line.split()[1:] for line in render_apply_script(plan).splitlines() if line.startswith("gg_qos_preempts ")]
+    order = [name for name, _ in calls]
+    lists = {name: [] if listed == "''" else listed.split(",") for name, listed in calls}
+    assert sorted(order) == sorted(q.name for q in plan.qos)
+    empty = [name for name in order if not lists[name]]
+    assert order[: len(empty)] == empty and "burst.borrow" in empty and "critical.low" in empty
+    for position, name in enumerate(order):
+        assert set(lists[name]) <= set(order[:position]), f"{name} is set before a QoS it names"
+    # Plan order is the other way round (most urgent class first), so the sort did the work.
+    assert order.index("critical.standard") < order.index("critical.urgent")
+    assert [q.name for q in plan.qos].index("critical.urgent") < [q.name for q in plan.qos].index("critical.standard")

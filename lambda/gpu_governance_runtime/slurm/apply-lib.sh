@@ -85,14 +85,36 @@ gg_qos() {
     fi
 }
 
+# Preempt lists and a Slurm 22.05 quirk (docs/slurm.md): slurmdbd checks a new list for loops
+# against the lists it has cached, and `preempt=` (empty), like any `preempt+=`/`preempt-=` on a
+# non-empty list, leaves a phantom QoS id 0 in the cached list of the QoS it changes. Naming that
+# QoS in any preempt list then fails with "QOS Preemption loop detected" until slurmdbd restarts.
+# Only a whole non-empty list (`preempt=a,b`) is cached cleanly, and `preempt-=<itself>` on an
+# empty list clears the phantom. render.py calls gg_qos_preempts with empty lists first and every
+# QoS after the QoS it preempts, so every empty list - emptied now, by an earlier run or by hand -
+# is reset before the first list that may name it is set.
+declare -a GG_EMPTY_PREEMPT=()
+
+gg_set_preempts() {
+    local empty
+    for empty in "${GG_EMPTY_PREEMPT[@]}"; do
+        gg_sacctmgr modify qos where name="$empty" set preempt-="$empty" || return
+    done
+    GG_EMPTY_PREEMPT=()
+    gg_sacctmgr modify qos where name="$1" set preempt="$2"
+}
+
 # gg_qos_preempts NAME COMMA_LIST (after every QoS exists: the list names other QoS)
 gg_qos_preempts() {
     local name=$1 want=$2 have
     have=${GG_HAVE_PREEMPT[$name]:-}
-    if [[ $have != "$want" ]]; then
-        gg_change "qos $name preempts: '$have' -> '$want'" gg_sacctmgr modify qos where name="$name" set preempt="$want"
-    else
+    [[ -n $want ]] || GG_EMPTY_PREEMPT+=("$name")
+    if [[ $have == "$want" ]]; then
         gg_same
+    elif [[ -z $want ]]; then
+        gg_change "qos $name preempts: '$have' -> ''" gg_sacctmgr modify qos where name="$name" set preempt=
+    else
+        gg_change "qos $name preempts: '$have' -> '$want'" gg_set_preempts "$name" "$want"
     fi
 }
 

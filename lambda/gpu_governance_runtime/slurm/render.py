@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict
+from graphlib import TopologicalSorter
 from importlib import resources
 from shlex import quote
 
-from .plan import MANAGED_MARKER, SlurmPlan
+from .plan import MANAGED_MARKER, SlurmPlan, SlurmQos
 
 # slurm.conf settings the mapping relies on. Written into the governance fragment (the Include
 # at the end of slurm.conf overrides earlier lines), so the cluster cannot silently lack them.
@@ -41,6 +42,15 @@ def plan_digest(plan: SlurmPlan) -> str:
 def _csv(names: tuple[str, ...] | list[str]) -> str:
     # sacctmgr prints QoS lists sorted; comparing like with like keeps re-runs change-free.
     return ",".join(sorted(names))
+
+
+def _preempt_order(qos: tuple[SlurmQos, ...]) -> list[SlurmQos]:
+    """QoS in the order their preempt lists are applied: every QoS after the QoS it preempts, so
+    all empty lists come first. slurmdbd checks a new list for loops against the lists it holds;
+    in this order those are already final, and apply-lib.sh resets every empty list before the
+    first list that may name it (a Slurm 22.05 quirk, docs/slurm.md)."""
+    by_name = {q.name: q for q in qos}
+    return [by_name[name] for name in TopologicalSorter({q.name: q.preempts for q in qos}).static_order()]
 
 
 def _call(*words: str | int | None) -> str:
@@ -86,7 +96,7 @@ def render_apply_script(plan: SlurmPlan) -> str:
         "# QoS first (accounts and preempt lists refer to them), then the account tree and users.",
     ]
     lines += [_call("gg_qos", q.name, q.priority, q.grp_gpus) for q in plan.qos]
-    lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in plan.qos]
+    lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in _preempt_order(plan.qos)]
     lines.append(_call("gg_account", plan.organisation, "root", 1))
     lines += [
         _call("gg_account", a.name, plan.organisation, a.fairshare, _csv(a.qos), a.default_qos)
