@@ -17,11 +17,12 @@ from stacks import build_reference_app
 def main() -> int:
     app = App(outdir=os.environ.get("CDK_OUTDIR") or "cdk.out")
     try:
-        model = load_model(app.node.try_get_context("config"))
+        # Constructs check what only their backend knows (Slurm GPU counts, for one), so the
+        # build belongs inside the same guard as the file.
+        build_reference_app(app, load_model(app.node.try_get_context("config")))
     except GovernanceError as error:
         print(f"invalid governance configuration:\n{error}", file=sys.stderr)
         return 2
-    build_reference_app(app, model)
     apply_standard_packs(app)
     try:
         app.synth()

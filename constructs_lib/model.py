@@ -420,6 +420,12 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
+    if not problems:  # the Slurm names are derived from a model whose references hold
+        from .slurm.mapping import slurm_problems  # imported here: the mapping builds on this module
+
+        for pool in model.pools:
+            if pool.backend == "hyperpod_slurm":
+                problems += slurm_problems(model, pool.name)
     problems += capacity_model.check_windows(model)
     return problems
 

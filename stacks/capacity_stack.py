@@ -1,15 +1,16 @@
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, aws_s3 as s3
+from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.capacity import CapacityController
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
-from constructs_lib.slurm.construct import HyperPodSlurmGovernance
-from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.model import GovernanceModel
 from constructs_lib.reclaim import ReclaimController, ReclaimTarget
+from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
 
 _QUEUE_CONSTRUCTS = {"batch_quota_share": QuotaManagedTrainingQueue, "batch_fair_share": FairShareJobQueue}

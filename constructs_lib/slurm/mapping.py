@@ -83,10 +83,12 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
     if not data_root.startswith("/"):
         raise GovernanceError.single("data_root", "not an absolute path", data_root, "an absolute directory on the shared file system, e.g. /fsx/teams")
+    problems = slurm_problems(model, pool_name)
+    if problems:
+        raise GovernanceError(problems)
     pool = _slurm_pool(model, pool_name)
     teams = model.teams_in(pool.name)
     groups = hyperpod_instance_groups(model, pool_name)
-    _check(model, pool, teams, groups)
 
     classes = sorted(model.priority_classes, key=lambda c: (-c.weight, c.name))
     borrowers = [t for t in teams if t.sharing.borrows]
@@ -156,7 +158,12 @@ def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
     return pool
 
 
-def _check(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, ...], groups: tuple[InstanceGroup, ...]) -> None:
+def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
+    """What Slurm and the OS would refuse about one ``hyperpod_slurm`` pool (the organisation
+    check runs this too, so `gpu-governance validate` finds it before a synth does)."""
+    pool = _slurm_pool(model, pool_name)
+    teams = model.teams_in(pool.name)
+    groups = hyperpod_instance_groups(model, pool_name)
     problems: list[Problem] = []
     pool_path = f"pools[{model.pools.index(pool)}]"
     for instance_type in sorted(pool.capacity):
@@ -190,5 +197,4 @@ def _check(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, .
         if not INSTANCE_GROUP_NAME.match(group.name):
             path = f"teams[{team_index[group.owner]}].quotas" if group.owner in team_index else f"{pool_path}.capacity"
             problems.append(Problem(path=path, wrong="gives a HyperPod instance group name over 63 characters", value=group.name, allowed="a shorter team name or instance type"))
-    if problems:
-        raise GovernanceError(problems)
+    return problems

@@ -185,3 +185,13 @@ def test_huge_file_is_refused(tmp_path):
     big.write_text("#" * (1024 * 1024 + 1))
     with pytest.raises(GovernanceError, match="file too large"):
         load_model(big)
+
+
+def test_slurm_pools_need_the_gpus_of_each_instance_type():
+    data = default_data()
+    slurm = next(i for i, p in enumerate(data["pools"]) if p["backend"] == "hyperpod_slurm")
+    data["pools"][slurm]["gpus_per_instance"] = {}
+    assert (
+        f"pools[{slurm}].gpus_per_instance.ml.p5.48xlarge: missing (None) - the GPUs of one instance (1-64): Slurm quotas are in GPUs"
+        in problems_of(data)
+    )
