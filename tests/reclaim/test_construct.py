@@ -73,7 +73,7 @@ def test_ledger_retained_with_expiry_and_starvation_alarms_per_team(synthesized)
 
 def test_slurm_target_may_send_commands_only_to_its_head_node():
     data = copy.deepcopy(yaml.safe_load(default_config_text()))
-    data["pools"].append({"name": "slurm", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 4}, "cluster_name": "ml-slurm"})
+    data["pools"].append({"name": "slurm", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 4}, "cluster_name": "ml-slurm", "gpus_per_instance": {"ml.p5.48xlarge": 8}})
     data["teams"][0]["quotas"]["slurm"] = {"ml.p5.48xlarge": 2}
     model = GovernanceModel.from_dict(data)
     stack = Stack(App(), "S", env=Environment(account="111122223333", region="us-east-1"))
