@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
 from aws_cdk import Acknowledgment, Stack, Validations
@@ -21,19 +22,24 @@ def acknowledge_wildcard_resources(construct: IConstruct, resources: Iterable[st
 
 def nag_resource(construct: IConstruct, value: Any) -> str:
     """A resource (ARN, possibly with tokens) as cdk-nag names it in finding ids."""
-    return _nag_text(Stack.of(construct).resolve(value))
+    return cfn_text(Stack.of(construct).resolve(value))
 
 
-def _nag_text(value: Any) -> str:
-    """Render a resolved CloudFormation value the way cdk-nag names it in finding ids."""
+def cfn_text(value: Any) -> str:
+    """A resolved CloudFormation value as one string, the way cdk-nag names it in finding ids:
+    ``<LogicalId>`` for a Ref, ``<LogicalId.Attribute>`` for a GetAtt, joins joined, anything
+    else as compact JSON (as cdk-nag's JSON.stringify does)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, dict) and "Ref" in value:
-        return f"<{value['Ref']}>"
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        logical_id, attribute = value["Fn::GetAtt"]
-        return f"<{logical_id}.{attribute}>"
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(_nag_text(part) for part in parts)
-    raise ValueError(f"cannot name a cdk-nag finding for {value!r}")
+    if isinstance(value, dict) and len(value) == 1:
+        (function, argument), = value.items()
+        if function == "Ref":
+            return f"<{argument}>"
+        if function == "Fn::GetAtt":
+            return f"<{'.'.join(argument) if isinstance(argument, list) else argument}>"
+        if function == "Fn::Join":
+            separator, parts = argument
+            return separator.join(cfn_text(part) for part in parts)
+        if function == "Fn::Sub":
+            return argument if isinstance(argument, str) else argument[0]
+    return json.dumps(value, separators=(",", ":"))

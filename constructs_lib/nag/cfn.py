@@ -9,13 +9,13 @@ are applied after validation and are not seen, exactly as with cdk-nag's own rul
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from aws_cdk import CfnResource, Stack
 from constructs import IConstruct
 
+from ..acknowledgements import cfn_text as text  # noqa: F401  rules render values as findings name them
 from ..batch import GOVERNANCE_METADATA
 
 CAPACITY_CONTROLLER = "capacityController"
@@ -64,24 +64,6 @@ def governance_metadata(node: CfnResource) -> dict[str, Any]:
 def properties(node: CfnResource) -> dict[str, Any]:
     """The resource's CloudFormation properties, tokens resolved to intrinsics."""
     return Stack.of(node).resolve(node._render_properties(node._cfn_properties)) or {}
-
-
-def text(value: Any) -> str:
-    """A resolved CloudFormation value as one readable string (used in findings and matching)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        (function, argument), = value.items()
-        if function == "Ref":
-            return f"<{argument}>"
-        if function == "Fn::GetAtt":
-            return f"<{'.'.join(argument) if isinstance(argument, list) else argument}>"
-        if function == "Fn::Join":
-            separator, parts = argument
-            return separator.join(text(part) for part in parts)
-        if function == "Fn::Sub":
-            return argument if isinstance(argument, str) else argument[0]
-    return json.dumps(value, sort_keys=True)
 
 
 def as_list(value: Any) -> list[Any]:
