@@ -19,16 +19,15 @@ class Deal:
     in_share_preemption: str
 
 
-def _counts(counts: dict[str, int | None]) -> str:
-    return ", ".join(f"{n if n is not None else 'unlimited'} x {t}" for t, n in sorted(counts.items()))
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
 
 
 def deal(team: Team, pool: AnyPool) -> Deal:
     quota = team.quotas[pool.name]
     sharing = team.sharing
-    ceiling = {t: sharing.borrow_ceiling(n) for t, n in quota.items()}
-    # Bounded by what the pool holds at all.
-    ceiling = {t: min(c, pool.capacity[t]) if c is not None else pool.capacity[t] for t, c in ceiling.items()}
+    # An unlimited borrower (ceiling None) and every other is bounded by what the pool holds.
+    ceiling = {t: min(sharing.borrow_ceiling(n) or pool.capacity[t], pool.capacity[t]) for t, n in quota.items()}
     natively_preempts = pool.backend != "batch_fair_share"
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:

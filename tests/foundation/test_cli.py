@@ -96,3 +96,12 @@ def test_explain_shows_each_teams_deal(capsys):
 def test_report_on_missing_assembly_is_bad_input(capsys, tmp_path):
     code, _, err = run(capsys, "report", str(tmp_path / "nope"))
     assert code == 2 and "not a readable cloud assembly" in err
+
+
+def test_unlimited_borrowing_is_bounded_by_the_pool():
+    from constructs_lib.explain import deal
+    from constructs_lib.model import BatchQuotaSharePool, Team
+
+    pool = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 8})
+    team = Team(name="t", sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"}, quotas={"q": {"ml.p5.48xlarge": 2}})
+    assert deal(team, pool).max_with_borrowing == "8 x ml.p5.48xlarge"
