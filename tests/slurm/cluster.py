@@ -14,7 +14,10 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.slurm import slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 
-from .models import NODE_MAP, POOL
+from .models import NODE_MAP, POOL, governance_model
+
+# The cluster users the test organisation's members map to.
+MEMBER_USERS = {"alice", "bob", "carol", "dave"}
 
 UP_HINT = "start it with `bash tests/slurm/slurm-up.sh` (as root), or run `make test-slurm`"
 SUMMARY = re.compile(r"summary changed=(\d+) unchanged=(\d+) warnings=(\d+)")
@@ -150,3 +153,13 @@ def ensure_os_users(names: set[str]) -> None:
     for name in sorted(names):
         if run("id", "-u", name, check=False).returncode != 0:
             run("useradd", "--create-home", name)
+
+
+def governed_cluster(directory: Path) -> "Cluster":
+    """The running local Slurm with the test organisation applied and no jobs left."""
+    require_running_slurm()
+    ensure_os_users(MEMBER_USERS)
+    cluster = Cluster(directory)
+    cluster.cancel_all()
+    cluster.apply(governance_model())
+    return cluster

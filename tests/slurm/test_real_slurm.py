@@ -15,21 +15,16 @@ import pytest
 from constructs_lib.model import GovernanceModel
 from constructs_lib.slurm import slurm_plan
 
-from .cluster import Cluster, ensure_os_users, require_running_slurm, run
+from .cluster import Cluster, governed_cluster, run
 from .models import POOL, default_teams, governance_model
 
 pytestmark = pytest.mark.slurm
 
-USERS = {"alice", "bob", "carol", "dave"}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    require_running_slurm()
-    ensure_os_users(USERS)
-    cluster = Cluster(tmp_path_factory.mktemp("slurm"))
-    cluster.cancel_all()
-    cluster.apply(governance_model())
+    cluster = governed_cluster(tmp_path_factory.mktemp("slurm"))
     yield cluster
     cluster.cancel_all()
 

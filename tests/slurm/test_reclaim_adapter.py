@@ -35,12 +35,11 @@ from gpu_governance_runtime.reclaim.handler import TickResult, run_tick  # noqa:
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import PoolState, Settings, plan_tick  # noqa: E402
 
-from .cluster import Cluster, ensure_os_users, require_running_slurm, run  # noqa: E402
+from .cluster import Cluster, governed_cluster, run  # noqa: E402
 from .models import INSTANCE_TYPE, POOL, governance_model  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 
-USERS = {"alice", "bob", "carol", "dave"}
 HEAD_NODE = "i-0123456789abcdef0"
 BORROW_QOS = "burst.borrow"
 SSM_OUTPUT_LIMIT = 24_000  # GetCommandInvocation returns the first 24,000 characters of stdout
@@ -90,11 +89,7 @@ def adapter(transport: LocalRunCommand, kind: type[SlurmAdapter] = SlurmAdapter)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    require_running_slurm()
-    ensure_os_users(USERS)
-    cluster = Cluster(tmp_path_factory.mktemp("slurm-reclaim"))
-    cluster.cancel_all()
-    cluster.apply(governance_model())
+    cluster = governed_cluster(tmp_path_factory.mktemp("slurm-reclaim"))
     # Slurm's own reclaim off: a borrow job is exempt from QoS preemption for an hour (this
     # leaves the generated preempt lists alone; `scontrol requeue` ignores the exemption).
     run("sacctmgr", "-i", "modify", "qos", "where", f"name={BORROW_QOS}", "set", "PreemptExemptTime=01:00:00")
