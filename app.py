@@ -5,8 +5,12 @@ built-in default, with the standard compliance packs applied to every stack."""
 import os
 import sys
 
-import constructs_lib  # noqa: F401  first: it quiets jsii's Node.js banner before aws_cdk starts
-from aws_cdk import App
+# jsii prints a large banner on Node.js 20 unless told not to; set before aws_cdk starts Node.js
+# (the library itself changes no environment). Only defaults: a caller's own choice wins.
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from aws_cdk import App  # noqa: E402
 
 from constructs_lib.compliance import apply_standard_packs
 from constructs_lib.errors import GovernanceError

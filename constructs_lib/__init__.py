@@ -1,62 +1,144 @@
-"""CDK constructs and a governance model for shared GPU capacity on AWS."""
+"""CDK constructs and a governance model for shared GPU capacity on AWS.
 
-import os
+Every public name is importable from here. Nothing is imported until it is first used (PEP 562):
+the commands that synthesize nothing (``gpu-governance validate``, ``simulate``, ...) never start
+aws_cdk and jsii, and importing the package changes nothing in the process (no environment
+variable, no Node.js process).
+"""
 
-# jsii (under aws_cdk) prints a large banner on Node.js 20 unless told not to; only defaults,
-# so a host app that sets these keeps its own choice.
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+from __future__ import annotations
 
-from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
-from .compliance import acknowledge, apply_standard_packs
-from .errors import GovernanceError, Problem
-from .guardrails import OrganisationGuardrails
-from .loader import load_model, parse_config
-from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
-from .model import (
-    Account,
-    BatchFairSharePool,
-    BatchQuotaSharePool,
-    GovernanceModel,
-    Guardrails,
-    HyperPodEksPool,
-    HyperPodSlurmPool,
-    Preset,
-    PriorityClass,
-    SharingPolicy,
-    SharingStrategy,
-    Team,
-)
-from .policy import compile_policy
-from .tenancy import TeamTenancy, submission_role_arn
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The submodule that defines each public name (one place; tests/foundation/test_public_api.py
+# checks that it, __all__ and the TYPE_CHECKING imports below agree).
+_DEFINED_IN = {
+    "errors": ("GovernanceError", "Problem"),
+    "loader": ("load_model", "parse_config"),
+    "model": (
+        "UNLIMITED", "Account", "BatchFairSharePool", "BatchQuotaSharePool", "GovernanceModel", "Guardrails",
+        "HyperPodEksPool", "HyperPodSlurmPool", "KubernetesTenancy", "Preset", "PriorityClass", "SharingPolicy",
+        "SharingStrategy", "Team",
+    ),
+    "capacity_model": (
+        "BatchComputeEnvironmentFeed", "CapacityBudget", "CapacityWindow", "EksNodeGroupFeed",
+        "HyperPodInstanceGroupFeed", "TrainingJobsFeed",
+    ),
+    "policy": ("compile_policy",),
+    "acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
+    "compliance": ("STANDARD_PACKS", "apply_standard_packs"),
+    "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
+    "batch": ("TEAM_TAG", "FairShareJobQueue", "QuotaManagedTrainingQueue"),
+    "tenancy": ("TeamTenancy", "submission_role_arn"),
+    "hyperpod_eks": ("HyperPodEksGovernance",),
+    "slurm": ("HyperPodSlurmGovernance", "slurm_plan"),
+    "capacity": ("CapacityController",),
+    "reclaim": ("ReclaimController", "ReclaimTarget"),
+    "guardrails": ("OrganisationGuardrails",),
+    "pipeline": ("GovernancePipelineStack", "GovernanceStage", "PipelineSource"),
+}
+_MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
 __all__ = [
+    "STANDARD_PACKS",
     "TEAM_TAG",
+    "UNLIMITED",
     "Account",
+    "BatchComputeEnvironmentFeed",
     "BatchFairSharePool",
     "BatchQuotaSharePool",
+    "CapacityBudget",
+    "CapacityController",
+    "CapacityWindow",
+    "EksNodeGroupFeed",
     "FairShareJobQueue",
     "GovernanceError",
     "GovernanceModel",
+    "GovernancePipelineStack",
+    "GovernanceStage",
     "GpuGovernanceChecks",
     "Guardrails",
+    "HyperPodEksGovernance",
     "HyperPodEksPool",
+    "HyperPodInstanceGroupFeed",
+    "HyperPodSlurmGovernance",
     "HyperPodSlurmPool",
+    "KubernetesTenancy",
     "OrganisationGuardrails",
+    "PipelineSource",
     "Preset",
     "PriorityClass",
     "Problem",
     "QuotaManagedTrainingQueue",
+    "ReclaimController",
+    "ReclaimTarget",
     "SharingPolicy",
     "SharingStrategy",
     "Team",
     "TeamTenancy",
+    "TrainingJobsFeed",
     "acknowledge",
+    "acknowledge_wildcard_resources",
     "apply_standard_packs",
     "compile_policy",
     "declare_capacity_controller",
     "declare_platform_admin",
     "load_model",
     "parse_config",
+    "slurm_plan",
     "submission_role_arn",
 ]
+
+if TYPE_CHECKING:
+    from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+    from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
+    from .capacity import CapacityController
+    from .capacity_model import (
+        BatchComputeEnvironmentFeed,
+        CapacityBudget,
+        CapacityWindow,
+        EksNodeGroupFeed,
+        HyperPodInstanceGroupFeed,
+        TrainingJobsFeed,
+    )
+    from .compliance import STANDARD_PACKS, apply_standard_packs
+    from .errors import GovernanceError, Problem
+    from .guardrails import OrganisationGuardrails
+    from .hyperpod_eks import HyperPodEksGovernance
+    from .loader import load_model, parse_config
+    from .model import (
+        UNLIMITED,
+        Account,
+        BatchFairSharePool,
+        BatchQuotaSharePool,
+        GovernanceModel,
+        Guardrails,
+        HyperPodEksPool,
+        HyperPodSlurmPool,
+        KubernetesTenancy,
+        Preset,
+        PriorityClass,
+        SharingPolicy,
+        SharingStrategy,
+        Team,
+    )
+    from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
+    from .pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
+    from .policy import compile_policy
+    from .reclaim import ReclaimController, ReclaimTarget
+    from .slurm import HyperPodSlurmGovernance, slurm_plan
+    from .tenancy import TeamTenancy, submission_role_arn
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # resolved once; later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -6,20 +6,22 @@ Exit codes: 0 success, 1 a check found something (open compliance findings), 2 b
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from typing import Callable, Sequence
 
+from . import cli_capacity, simulate
 from .errors import GovernanceError
 from .explain import deals, render_table
 from .loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
 from .model import GovernanceModel
+from .slurm import cli as slurm_cli
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
-# Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its parsers.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("constructs_lib.simulate", "constructs_lib.cli_capacity", "constructs_lib.slurm.cli")
+# Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
+# parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
+SUBCOMMAND_MODULES = (simulate, cli_capacity, slurm_cli)
 
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:
@@ -84,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="summarise a synthesized cdk.out: stacks, resources, findings")
     report.add_argument("outdir", nargs="?", default="cdk.out")
     report.set_defaults(handler=_report)
-    for module_name in SUBCOMMAND_MODULES:
-        importlib.import_module(module_name).register(commands)
+    for module in SUBCOMMAND_MODULES:
+        module.register(commands)
     return parser
 
 

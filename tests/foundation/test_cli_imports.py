@@ -1,0 +1,102 @@
+"""Commands that synthesize nothing start without aws_cdk and jsii (about 2 s of imports), and
+importing the package changes nothing in the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+OPENB_POD_LIST = """name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+pod-ls,12000,16384,1,1000,,LS,Running,0,500,10
+pod-be,6000,12288,1,460,,BE,Failed,5,105,5
+"""
+
+
+def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
+    """Every command that synthesizes nothing, as a command line and its expected exit code, with
+    the inputs it needs written into ``folder``; benchmarks/cli_startup.py times the same lines."""
+    trace = folder / "trace.csv"
+    trace.write_text("job_id,team,submit_time,duration,instance_type,count,priority,checkpointable\n"
+                     "j1,research,0,600,ml.p5.48xlarge,1,10,true\n")
+    openb = folder / "openb.csv"
+    openb.write_text(OPENB_POD_LIST)
+    offerings = folder / "offerings.json"
+    offerings.write_text(json.dumps({"CapacityBlockOfferings": []}))
+    config = str(ROOT / "constructs_lib" / "data" / "default-governance.yaml")
+    return {
+        "validate": (["validate"], 0),
+        "example": (["example"], 0),
+        "schema": (["schema"], 0),
+        "explain": (["explain"], 0),
+        "simulate": (["simulate", "--config", config, "--trace", str(trace), "--pool", "sagemaker-training", "--json"], 0),
+        "openb-trace": (["openb-trace", str(openb), str(folder / "openb-trace.csv")], 0),
+        "capacity plan": (["capacity", "plan", "--config", config, "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"], 0),
+        # refused before any AWS call (no ledger table named): the imports are what is checked
+        "capacity approve": (["capacity", "approve", "intent-1"], 2),
+        "slurm script": (["slurm", "script", "--pool", "hyperpod-slurm"], 0),
+        "report": (["report", str(folder / "no-cloud-assembly")], 2),
+    }
+
+
+# Runs one command in a fresh interpreter and reports, on the last line, its exit code, which of
+# the heavy modules it loaded and whether the environment changed.
+PROBE = """
+import json, os, sys
+before = dict(os.environ)
+from constructs_lib.cli import main
+code = main(json.loads(sys.argv[1]))
+loaded = sorted(m for m in ("aws_cdk", "jsii", "constructs", "cdk_nag") if m in sys.modules)
+print("\\n" + json.dumps({"code": code, "loaded": loaded, "environ_changed": dict(os.environ) != before}))
+"""
+
+
+def probe(argv: list[str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_") and k not in ("GPU_GOVERNANCE_CONFIG", "GPU_GOVERNANCE_CAPACITY_TABLE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "lambda")])
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def commands(tmp_path_factory):
+    return offline_commands(tmp_path_factory.mktemp("inputs"))
+
+
+COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
+            "slurm script", "report")
+
+
+def test_every_command_is_probed(commands):
+    from constructs_lib.cli import build_parser
+
+    (subcommands,) = (action for action in build_parser()._actions if action.dest == "command")
+    assert set(commands) == set(COMMANDS)
+    assert {name.split()[0] for name in COMMANDS} == set(subcommands.choices)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_that_synthesizes_nothing_imports_no_cdk(commands, name):
+    argv, expected_code = commands[name]
+    outcome = probe(argv)
+    assert outcome["code"] == expected_code
+    assert outcome["loaded"] == []
+    assert not outcome["environ_changed"]
+
+
+def test_package_import_sets_no_environment_variable_and_loads_no_cdk():
+    code = ("import json, os, sys; before = dict(os.environ); import constructs_lib; "
+            "print(json.dumps([dict(os.environ) == before, 'aws_cdk' in sys.modules, 'jsii' in sys.modules]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "lambda")])
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == [True, False, False]
