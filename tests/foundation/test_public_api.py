@@ -1,0 +1,56 @@
+"""The whole public API is importable from `constructs_lib`, and the docs import it from there."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import constructs_lib
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_all_lists_every_lazy_name_once_and_sorted():
+    assert constructs_lib.__all__ == sorted(set(constructs_lib.__all__), key=lambda n: (not n.isupper(), n))
+    assert set(constructs_lib.__all__) == set(constructs_lib._MODULE_OF)
+
+
+@pytest.mark.parametrize("name", constructs_lib.__all__)
+def test_every_public_name_resolves_to_its_definition(name):
+    module = importlib.import_module(f"constructs_lib.{constructs_lib._MODULE_OF[name]}")
+    assert getattr(constructs_lib, name) is getattr(module, name)
+
+
+def test_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        constructs_lib.NoSuchThing  # noqa: B018
+
+
+def test_type_checking_imports_match_the_lazy_table():
+    tree = ast.parse(Path(constructs_lib.__file__).read_text())
+    (block,) = (node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    imported = {alias.name: node.module for node in block.body for alias in node.names}
+    assert imported == dict(constructs_lib._MODULE_OF)
+
+
+def python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+def library_imports(path: Path) -> list[str]:
+    return [statement for block in python_blocks(path) for statement in re.findall(
+        r"^from constructs_lib[.\w]* import [^\n(]+(?:\([^)]*\))?", block, re.M)]
+
+
+def test_docs_import_from_the_package_root_and_the_imports_work():
+    statements = {str(path.relative_to(ROOT)): library_imports(path) for path in DOCUMENTS}
+    assert sum(map(len, statements.values())) >= 6  # README, capacity, delivery, reclaim, slurm, governance-checks
+    for document, imports in statements.items():
+        for statement in imports:
+            assert statement.startswith("from constructs_lib import "), f"{document}: {statement}"
+            exec(statement, {})  # noqa: S102  every name it imports exists
