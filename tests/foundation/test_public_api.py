@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +58,29 @@ def test_docs_import_from_the_package_root_and_the_imports_work():
         for statement in imports:
             assert statement.startswith("from constructs_lib import "), f"{document}: {statement}"
             exec(statement, {})  # noqa: S102  every name it imports exists
+
+
+FIRST_IMPORT = """
+import importlib, json, pkgutil, sys
+import constructs_lib
+names = sorted(m.name for m in pkgutil.walk_packages(constructs_lib.__path__, "constructs_lib."))
+failures = {}
+for name in names:
+    for loaded in [m for m in sys.modules if m.startswith("constructs_lib.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failures[name] = repr(error)
+print(json.dumps([len(names), failures]))
+"""
+
+
+def test_every_module_imports_first_in_a_fresh_package():
+    # The package root imports nothing, so no import order hides a cycle between submodules.
+    result = subprocess.run([sys.executable, "-c", FIRST_IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])})
+    assert result.returncode == 0, result.stderr[-2000:]
+    count, failures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert count > 30
+    assert failures == {}

@@ -3,7 +3,8 @@ from __future__ import annotations
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
-from ...hyperpod_eks import SHARING_STRATEGY as _HYPERPOD
+# The module, not the name: hyperpod_eks imports this pack, so it may still be loading here.
+from ... import hyperpod_eks
 from ...model import Preset, SharingStrategy
 from ..cfn import StackIndex, governance_metadata, properties
 from ..rule import GovernanceRule, Result
@@ -23,7 +24,7 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
         actual, spelled = (props.get("ResourceSharingConfiguration") or {}).get("Strategy"), _BATCH[expected]
     else:
         sharing = (props.get("ComputeQuotaConfig") or {}).get("ResourceSharingConfig") or {}
-        actual, spelled = sharing.get("Strategy", "LendAndBorrow"), _HYPERPOD[expected]
+        actual, spelled = sharing.get("Strategy", "LendAndBorrow"), hyperpod_eks.SHARING_STRATEGY[expected]
     return [] if actual == spelled else [f"Preset::{preset_name}"]
 
 
