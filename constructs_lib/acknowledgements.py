@@ -9,9 +9,35 @@ from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
 
-def acknowledge(construct: IConstruct, reason: str, *finding_ids: str) -> None:
-    """Acknowledge named findings on one construct, each with the same real reason."""
-    Validations.of(construct).acknowledge(*(Acknowledgment(id=finding_id, reason=reason) for finding_id in finding_ids))
+# The standard packs (compliance.STANDARD_PACKS) that apply each rule the library acknowledges in
+# more than one pack, by the rule's cdk-nag name; tests/nag/test_acknowledgements.py checks it
+# against the packs of the installed cdk-nag. A pack absent here does not have the rule, and
+# acknowledging an id no pack reports would only hide a typo.
+_CONTROL_PACKS = ("NIST.800.53.R5", "HIPAA.Security", "PCI.DSS.321")
+PACKS_WITH_RULE: dict[str, tuple[str, ...]] = {
+    "DynamoDBInBackupPlan": ("NIST.800.53.R5", "HIPAA.Security"),
+    "IAMNoInlinePolicy": _CONTROL_PACKS,
+    "LambdaInsideVPC": _CONTROL_PACKS,
+}
+
+
+def finding_ids(finding_or_rule: str) -> tuple[str, ...]:
+    """``Pack-Rule[...]`` as it is; a bare rule name (no pack prefix) as that rule in every
+    standard pack that has it, in PACKS_WITH_RULE's order."""
+    if "-" in finding_or_rule:
+        return (finding_or_rule,)
+    if finding_or_rule not in PACKS_WITH_RULE:
+        raise ValueError(f"{finding_or_rule}: no pack prefix and not in PACKS_WITH_RULE ({sorted(PACKS_WITH_RULE)})")
+    return tuple(f"{pack}-{finding_or_rule}" for pack in PACKS_WITH_RULE[finding_or_rule])
+
+
+def acknowledge(construct: IConstruct, reason: str, *findings: str) -> None:
+    """Acknowledge findings on one construct, each with the same real reason. A finding is an id
+    (``AwsSolutions-IAM5[Action::kms:ReEncrypt*]``) or a bare rule name (``LambdaInsideVPC``),
+    which stands for the rule in every standard pack that has it."""
+    Validations.of(construct).acknowledge(
+        *(Acknowledgment(id=finding_id, reason=reason) for finding in findings for finding_id in finding_ids(finding))
+    )
 
 
 def acknowledge_wildcard_resources(construct: IConstruct, resources: Iterable[str], reason: str) -> None:

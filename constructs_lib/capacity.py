@@ -82,7 +82,7 @@ class CapacityController(Construct):
         })
         acknowledge(self.function, "The controller calls only public AWS APIs (EC2, SageMaker, DynamoDB, SNS); "
                     "a VPC would add NAT cost and no isolation.",
-                    "NIST.800.53.R5-LambdaInsideVPC", "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC")
+                    "LambdaInsideVPC")
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)
         self._grant_capacity(model)
@@ -150,7 +150,7 @@ class CapacityController(Construct):
         policy = self.role.node.find_child("DefaultPolicy")
         acknowledge(policy, "The purchase permission must stay with this one role: an inline policy cannot be attached to "
                     "any other principal, a managed policy could.",
-                    "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy")
+                    "IAMNoInlinePolicy")
         acknowledge(policy, "DynamoDB and SNS grants name these KMS wildcards; the key policy itself allows this role only "
                     "Encrypt, Decrypt, GenerateDataKey and DescribeKey on this one key.",
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from .errors import Problem
-from .model import DnsLabel, Ec2InstanceType, SageMakerInstanceType, _Frozen
+from .model import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, _Frozen
 
 if TYPE_CHECKING:
     from .model import GovernanceModel
@@ -23,9 +23,6 @@ MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
 AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")]
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
-ComputeEnvironmentArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
-]
 
 
 class BatchComputeEnvironmentFeed(_Frozen):
@@ -41,7 +38,7 @@ class EksNodeGroupFeed(_Frozen):
 
     kind: Literal["eks_node_group"]
     launch_template_name: LaunchTemplateName
-    cluster_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
+    cluster_name: EksClusterName
     nodegroup_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,62}$")]
 
 
@@ -51,7 +48,7 @@ class HyperPodInstanceGroupFeed(_Frozen):
 
     kind: Literal["hyperpod_instance_group"]
     pool: str
-    instance_group: Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+    instance_group: InstanceGroupName
 
 
 class TrainingJobsFeed(_Frozen):

@@ -1,5 +1,6 @@
 """The cdk-nag 3 packs every stack of the library is checked against: the standard ones and
-the library's own GpuGovernance pack."""
+the library's own GpuGovernance pack. Constructs acknowledge findings with
+``acknowledgements.acknowledge``, which needs no pack."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from cdk_nag import (
 )
 from constructs import Construct
 
-# Re-exported: the acknowledgement helpers live apart so constructs can use them without
-# importing the packs (the governance pack itself reads what the constructs record).
-from .acknowledgements import acknowledge, acknowledge_wildcard_resources  # noqa: F401
+from .nag import GpuGovernanceChecks
 
 STANDARD_PACKS = (AwsSolutionsChecks, NIST80053R5Checks, HIPAASecurityChecks, PCIDSS321Checks, ServerlessChecks)
 
@@ -25,7 +24,4 @@ def apply_standard_packs(scope: Construct) -> None:
     App also check the stacks inside its Stages (tests/pipeline proves it), so add them once:
     to the App, or to each Stage when the App holds only a pipeline, never to both (every
     finding would be reported twice)."""
-    # Imported here: the pack reads the metadata key batch.py defines, and batch.py imports us.
-    from .nag import GpuGovernanceChecks
-
     Validations.of(scope).add_plugins(*(pack(scope) for pack in (*STANDARD_PACKS, GpuGovernanceChecks)))

@@ -57,8 +57,7 @@ def controller_resources(
         point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
         deletion_protection=True, removal_policy=RemovalPolicy.RETAIN,
     )
-    acknowledge(ledger, ledger_backup_reason,
-                "NIST.800.53.R5-DynamoDBInBackupPlan", "HIPAA.Security-DynamoDBInBackupPlan", "PCI.DSS.321-DynamoDBInBackupPlan")
+    acknowledge(ledger, ledger_backup_reason, "DynamoDBInBackupPlan")
     topic = sns.Topic(scope, "Topic", display_name=topic_name, master_key=key, enforce_ssl=True)
     dead_letters = sqs.Queue(scope, "DeadLetters", encryption=sqs.QueueEncryption.KMS, encryption_master_key=key,
                              enforce_ssl=True, retention_period=Duration.days(14))

@@ -167,7 +167,14 @@ class PriorityClass(_Frozen):
     weight: Annotated[int, Field(ge=0, le=100)]
 
 
-InstanceGroupName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+# SageMaker names a cluster and an instance group alike.
+SAGEMAKER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+InstanceGroupName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATTERN)]
+HyperPodClusterName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATTERN)]
+EksClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
+ComputeEnvironmentArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
+]
 
 
 class KubernetesTenancy(_Frozen):
@@ -257,10 +264,7 @@ class BatchFairSharePool(_Pool):
 
     backend: Literal["batch_fair_share"] = "batch_fair_share"
     capacity: dict[Ec2InstanceType, Count] = Field(min_length=1)
-    compute_environments: tuple[
-        Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")],
-        ...,
-    ] = Field(min_length=1, max_length=3)
+    compute_environments: tuple[ComputeEnvironmentArn, ...] = Field(min_length=1, max_length=3)
     share_decay_seconds: Annotated[int, Field(ge=0, le=604800)] = 3600
     compute_reservation: Annotated[int, Field(ge=0, le=99)] = 0
     queue_priority: Annotated[int, Field(ge=0, le=1000)] = 10
@@ -277,7 +281,7 @@ class HyperPodEksPool(_Pool):
     backend: Literal["hyperpod_eks"] = "hyperpod_eks"
     capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
     cluster_arn: HyperPodClusterArn
-    eks_cluster_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
+    eks_cluster_name: EksClusterName
     # Kubernetes objects are checked against this version's schema and applied with kubectl
     # 1.33, which supports clusters one minor version either side.
     kubernetes_version: Literal["1.32", "1.33", "1.34"] = "1.33"
@@ -290,7 +294,7 @@ class HyperPodSlurmPool(_Pool):
 
     backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"
     capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
-    cluster_name: Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+    cluster_name: HyperPodClusterName
     cluster_arn: HyperPodClusterArn | None = Field(
         default=None, description="Needed by capacity windows that feed its instance groups (IAM names the cluster by ARN)"
     )

@@ -26,10 +26,10 @@ from gpu_governance_runtime.slurm import (
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
 from ..errors import GovernanceError, Problem
-from ..model import UNLIMITED, GovernanceModel, HyperPodSlurmPool, Team
+from ..model import SAGEMAKER_NAME_PATTERN, UNLIMITED, GovernanceModel, HyperPodSlurmPool, Team
 
 POSIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-INSTANCE_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
 GROUP_PREFIX = "gg-"
 # Team groups get GIDs from a hash of the organisation and team name, so every node (and every
 # re-generation) computes the same id without shared state; the range avoids system and
