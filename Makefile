@@ -6,8 +6,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+# The AWS CDK CLI (npm aws-cdk) at one version, installed into this project's node_modules, never
+# globally; tests/foundation/test_cdk_cli.py runs it. The stamp reinstalls on a version change.
+CDK_CLI_VERSION := 2.1148.1
+CDK_CLI := node_modules/.aws-cdk-$(CDK_CLI_VERSION)
 
-.PHONY: install synth test test-slurm bench clean
+.PHONY: install cdk-cli synth test test-slurm bench clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +21,12 @@ $(INSTALLED): pyproject.toml
 
 install: $(INSTALLED)
 
+$(CDK_CLI):
+	npm install --no-save --no-audit --no-fund --prefix . aws-cdk@$(CDK_CLI_VERSION)
+	touch $@
+
+cdk-cli: $(CDK_CLI)
+
 # Synthesize the reference organisation (built-in default config unless CONFIG=path) with the
 # compliance packs applied, then print the summary.
 synth: $(INSTALLED)
@@ -24,7 +34,7 @@ synth: $(INSTALLED)
 	GPU_GOVERNANCE_CONFIG=$(CONFIG) CDK_OUTDIR=cdk.out $(BIN)/python app.py
 	$(BIN)/gpu-governance report cdk.out
 
-test: $(INSTALLED)
+test: $(INSTALLED) $(CDK_CLI)
 	$(BIN)/python -m pytest -m "not slurm"
 
 # Real local Slurm with accounting (installs Debian packages, needs root), then the slurm suite.
@@ -36,6 +46,7 @@ test-slurm: $(INSTALLED)
 bench: $(INSTALLED)
 	$(BIN)/python benchmarks/reclaim_planner.py
 	$(BIN)/python benchmarks/simulator.py --jobs 100000
+	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

@@ -2,8 +2,10 @@
 """Reference CDK app: the organisation from `-c config=PATH`, $GPU_GOVERNANCE_CONFIG or the
 built-in default, with the standard compliance packs applied to every stack."""
 
+import json
 import os
 import sys
+from pathlib import Path
 
 # jsii prints a large banner on Node.js 20 unless told not to; set before aws_cdk starts Node.js
 # (the library itself changes no environment). Only defaults: a caller's own choice wins.
@@ -18,8 +20,15 @@ from constructs_lib.loader import load_model
 from stacks import build_reference_app
 
 
+def cdk_json_context() -> dict:
+    """cdk.json's context (the feature flags): the CDK CLI passes it to the app, `python app.py`
+    (make synth) reads it here, so both synthesize the same templates. Only defaults: context
+    from the CLI (-c, cdk.json, cdk.context.json) wins."""
+    return json.loads(Path(__file__).with_name("cdk.json").read_text())["context"]
+
+
 def main() -> int:
-    app = App(outdir=os.environ.get("CDK_OUTDIR") or "cdk.out")
+    app = App(outdir=os.environ.get("CDK_OUTDIR") or "cdk.out", context=cdk_json_context())
     try:
         # Constructs check what only their backend knows (Slurm GPU counts, for one), so the
         # build belongs inside the same guard as the file.

@@ -1,0 +1,78 @@
+"""The real AWS CDK CLI (npm aws-cdk, installed into the project by `make cdk-cli`, which
+`make test` runs) drives the reference app offline, and produces what `make synth` produces."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .assembly_diff import differences
+from .org import default_data
+
+ROOT = Path(__file__).resolve().parents[2]
+CDK = ROOT / "node_modules" / ".bin" / "cdk"
+
+pytestmark = pytest.mark.slow
+
+
+def environment() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+           # offline and quiet: no version check, no telemetry (notices: --no-notices)
+           "CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
+    for variable in ("GPU_GOVERNANCE_CONFIG", "CDK_OUTDIR", "CDK_CONTEXT_JSON"):
+        env.pop(variable, None)
+    return env
+
+
+def cdk(*arguments: str) -> subprocess.CompletedProcess:
+    if not CDK.exists():
+        pytest.fail(f"{CDK.relative_to(ROOT)} is missing: `make cdk-cli` installs the CDK CLI into the project")
+    # cdk.json names the project's .venv interpreter; the test runs the same app.py with its own.
+    return subprocess.run([str(CDK), *arguments, "--app", f"{sys.executable} app.py", "--no-notices"], cwd=ROOT,
+                          env=environment(), capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def direct_synth(tmp_path_factory) -> Path:
+    """The assembly `make synth` writes: app.py run by Python, without the CLI."""
+    outdir = tmp_path_factory.mktemp("direct")
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env={**environment(), "CDK_OUTDIR": str(outdir)},
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return outdir
+
+
+def test_cdk_json_runs_app_py():
+    assert json.loads((ROOT / "cdk.json").read_text())["app"].endswith(" app.py")
+
+
+def test_cdk_synth_produces_what_make_synth_produces(direct_synth, tmp_path):
+    result = cdk("synth", "--quiet", "--output", str(tmp_path / "cli"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert differences(direct_synth, tmp_path / "cli") == []
+
+
+def test_cdk_ls_lists_the_reference_stacks(direct_synth, tmp_path):
+    result = cdk("ls", "--output", str(tmp_path / "cli"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = sorted(path.name.removesuffix(".template.json") for path in direct_synth.glob("*.template.json"))
+    assert sorted(result.stdout.split()) == expected
+
+
+def test_bad_governance_file_fails_with_the_one_line_message_and_no_traceback(tmp_path):
+    data = default_data()
+    data["teams"][0]["account"] = "finance"
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    result = cdk("synth", "--quiet", "--output", str(tmp_path / "cli"), "-c", f"config={config}")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "teams[0].account: undeclared account ('finance') - one of ['product', 'research']" in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "cli" / "manifest.json").exists()
