@@ -57,10 +57,15 @@ print("\\n" + json.dumps({"code": code, "loaded": loaded, "environ_changed": dic
 """
 
 
+def clean_environment() -> dict[str, str]:
+    """No jsii settings (so a change to them would show) and no governance defaults."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("JSII_") and k not in ("GPU_GOVERNANCE_CONFIG", "GPU_GOVERNANCE_CAPACITY_TABLE")}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])}
+
+
 def probe(argv: list[str]) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_") and k not in ("GPU_GOVERNANCE_CONFIG", "GPU_GOVERNANCE_CAPACITY_TABLE")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "lambda")])
-    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], cwd=ROOT, env=clean_environment(),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -95,8 +100,6 @@ def test_command_that_synthesizes_nothing_imports_no_cdk(commands, name):
 def test_package_import_sets_no_environment_variable_and_loads_no_cdk():
     code = ("import json, os, sys; before = dict(os.environ); import constructs_lib; "
             "print(json.dumps([dict(os.environ) == before, 'aws_cdk' in sys.modules, 'jsii' in sys.modules]))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "lambda")])
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_environment(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout) == [True, False, False]
