@@ -169,8 +169,8 @@ def test_typed_construction_reports_the_same_way():
     [
         ("", "the file is empty"),
         ("teams: [", "not valid YAML: expected the node content, but found '<stream end>' ('line 1, column 9')"),
-        ("a: &x [1]\nb: *x\n", "YAML aliases are not supported repeat the value instead ('line 2, column 4')"),
-        ("organisation: a\norganisation: b\n", "duplicate key 'organisation' each key may appear once ('line 2, column 1')"),
+        ("a: &x [1]\nb: *x\n", "YAML aliases are not supported; repeat the value instead ('line 2, column 4')"),
+        ("organisation: a\norganisation: b\n", "duplicate key 'organisation'; each key may appear once ('line 2, column 1')"),
         ("[1, 2]", "<root>: not a mapping ('list')"),
         ("42", "<root>: not a mapping ('int')"),
     ],
