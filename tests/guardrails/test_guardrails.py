@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from aws_cdk import App, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
@@ -323,3 +324,10 @@ def test_the_packs_do_check_the_guardrails_stack(model, tmp_path):
     findings = summarise(tmp_path).open_findings
     assert any("GpuGovernance-KeyRotation" in f for f in findings)
     assert findings and all("UnrotatedKey" in f for f in findings)
+
+
+def test_the_documented_guardrails_section_is_valid():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "delivery.md").read_text()
+    block = next(b for b in text.split("```yaml\n")[1:] if b.startswith("guardrails:")).split("```")[0]
+    documented = yaml.safe_load(block)["guardrails"]
+    assert model_with(documented).guardrails.exempt_principals == tuple(documented["exempt_principals"])
