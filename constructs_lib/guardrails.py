@@ -19,7 +19,7 @@ from constructs import Construct
 from .batch import TEAM_TAG
 from .capacity import capacity_controller_role_name
 from .errors import GovernanceError, Problem
-from .model import GovernanceModel, Guardrails, account_of
+from .model import GovernanceModel, Guardrails, account_of, check_exemptions
 from .nag.cfn import PURCHASE_ACTIONS
 
 QUOTA_CHANGE_ACTIONS = (
@@ -132,8 +132,9 @@ def _size_problem(path: str, kind: str, document: dict[str, Any], limit: int, re
 class OrganisationGuardrails(Construct):
     """The service control policy and the team tag policy, attached to ``guardrails.target_ids``
     (default: the model's ``guardrails`` section). Exposes ``service_control_policy`` and
-    ``tag_policy`` (L1 ``CfnPolicy``). Raises :class:`GovernanceError` when nothing is declared
-    or a document would exceed its AWS Organizations size quota."""
+    ``tag_policy`` (L1 ``CfnPolicy``). Raises :class:`GovernanceError` when nothing is declared,
+    an exemption lies outside the platform's accounts, or a document would exceed its AWS
+    Organizations size quota."""
 
     def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, guardrails: Guardrails | None = None) -> None:
         super().__init__(scope, id)
@@ -141,7 +142,8 @@ class OrganisationGuardrails(Construct):
         scp = service_control_policy(model, guardrails)
         tags = team_tag_policy(model, guardrails)
         problems = (
-            _size_problem("guardrails", "service control policy", scp, SCP_MAX_CHARACTERS,
+            check_exemptions(model, guardrails)
+            + _size_problem("guardrails", "service control policy", scp, SCP_MAX_CHARACTERS,
                           "name fewer platform_admins / exempt_principals")
             + _size_problem("teams", "tag policy", tags, TAG_POLICY_MAX_CHARACTERS, "declare fewer teams or shorter team names")
         )

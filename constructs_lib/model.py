@@ -505,12 +505,26 @@ def check_principals(model: GovernanceModel) -> list[Problem]:
         (f"teams[{t}].members[{m}]", arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts")
         for t, team in enumerate(model.teams) for m, arn in enumerate(team.members)
     ]
+    problems += _principal_problems(model, checked)
     if model.guardrails is not None:
-        platform = {capacity, model.guardrails.management_account.account_id}
-        checked += [
-            (f"guardrails.exempt_principals[{i}]", arn, platform, f"a role of the capacity ({capacity}) or management ({model.guardrails.management_account.account_id}) account")
-            for i, arn in enumerate(model.guardrails.exempt_principals)
-        ]
+        problems += check_exemptions(model, model.guardrails)
+    return problems
+
+
+def check_exemptions(model: GovernanceModel, guardrails: Guardrails) -> list[Problem]:
+    """Guardrail exemptions must be roles of the platform's accounts (capacity, management), not
+    roles a tenant can create in its own account, and not roles the library creates. Also used
+    for guardrails handed to the construct apart from the model."""
+    capacity, management = model.capacity_account.account_id, guardrails.management_account.account_id
+    allowed = f"a role of the capacity ({capacity}) or management ({management}) account"
+    return _principal_problems(model, [
+        (f"guardrails.exempt_principals[{i}]", arn, {capacity, management}, allowed) for i, arn in enumerate(guardrails.exempt_principals)
+    ])
+
+
+def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, set[str], str]]) -> list[Problem]:
+    """``checked``: (path, principal ARN, the accounts it may belong to, what is allowed)."""
+    problems: list[Problem] = []
     for path, arn, accounts, allowed in checked:
         if account_of(arn) not in accounts:
             problems.append(Problem(path=path, wrong=f"account {account_of(arn)} is not allowed here", value=arn, allowed=allowed))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Sequence
 
-from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, aws_iam as iam, aws_kms as kms, aws_s3 as s3
+from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_iam as iam, aws_kms as kms, aws_s3 as s3
 from constructs import Construct
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
@@ -112,6 +112,10 @@ class TeamTenancy(Construct):
             raise GovernanceError.single(
                 "submitters", f"team {team.name} has nobody who may submit", [], "at least one IAM role or user ARN"
             )
+        key_account = Stack.of(scope).account
+        strangers = [arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account]
+        if strangers:  # the administrators of that other account could then operate the key
+            raise GovernanceError.single("platform_admins", "not in the account of the tenant key", strangers, f"roles or users of account {key_account}")
         super().__init__(scope, id)
         self.team = team
         stack = Stack.of(self)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aws_cdk import App, Stack, aws_kms as kms
+from aws_cdk import App, DefaultStackSynthesizer, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG
@@ -21,7 +21,7 @@ from constructs_lib.guardrails import (
     document_size, service_control_policy,
 )
 from constructs_lib.loader import load_model
-from constructs_lib.model import GovernanceModel
+from constructs_lib.model import GovernanceModel, Guardrails
 from constructs_lib.nag.cfn import PURCHASE_ACTIONS
 from constructs_lib.report import summarise
 from stacks import OrganisationGuardrailsStack, build_reference_app
@@ -331,3 +331,18 @@ def test_the_documented_guardrails_section_is_valid():
     block = next(b for b in text.split("```yaml\n")[1:] if b.startswith("guardrails:")).split("```")[0]
     documented = yaml.safe_load(block)["guardrails"]
     assert model_with(documented).guardrails.exempt_principals == tuple(documented["exempt_principals"])
+
+
+def test_guardrails_given_apart_from_the_model_are_held_to_the_same_accounts():
+    tenant_made = Guardrails(**{**GUARDRAILS, "exempt_principals": [f"arn:aws:iam::{CONSUMER}:role/BreakGlass"]})
+    with pytest.raises(GovernanceError, match=r"guardrails\.exempt_principals\[0\]: account 444455556666 is not allowed here"):
+        OrganisationGuardrails(Stack(App(), "Apart"), "G", model=load_model(None), guardrails=tenant_made)
+
+
+def test_the_stack_refuses_a_qualifier_other_than_the_apps():
+    assert Guardrails(**GUARDRAILS).cdk_bootstrap_qualifier == DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    app = App(context={"@aws-cdk/core:bootstrapQualifier": "gpuplat01"})
+    with pytest.raises(GovernanceError, match=r"guardrails\.cdk_bootstrap_qualifier: differs from this app's CDK bootstrap qualifier 'gpuplat01'"):
+        OrganisationGuardrailsStack(app, "Guardrails", model=model_with())
+    matching = model_with({**GUARDRAILS, "cdk_bootstrap_qualifier": "gpuplat01"})
+    OrganisationGuardrailsStack(App(context={"@aws-cdk/core:bootstrapQualifier": "gpuplat01"}), "Guardrails", model=matching)

@@ -155,3 +155,11 @@ def test_no_role_the_library_creates_can_be_a_member_or_an_admin(assembly):
             GovernanceModel.from_dict(data)
         paths = {problem.path for problem in raised.value.problems}
         assert {"teams[1].members[0]", "platform_admins[0]"} <= paths, arn
+
+
+def test_a_tenant_key_refuses_admins_of_another_account():
+    stack = Stack(App(), "Keys", env={"account": "111122223333", "region": "us-east-1"})
+    stranger = "arn:aws:iam::444455556666:role/GpuPlatformAdmin"
+    with pytest.raises(GovernanceError, match=r"platform_admins: not in the account of the tenant key .*444455556666.* - roles or users of account 111122223333"):
+        TeamTenancy(stack, "T", team=load_model().teams[0], organisation="acme-ml", platform_admins=[ADMIN, stranger],
+                    access_log_bucket=s3.Bucket(stack, "Logs"))
