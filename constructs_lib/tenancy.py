@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from .batch import _GovernedQueue
 from .model import ROLE_PATH, Team, account_of
 
-# Key administration without use of the key, for the CloudFormation execution role that deploys
-# the key: it must keep kms:PutKeyPolicy (CreateKey refuses a policy that locks its creator out).
+# Full key administration without use of the key: for the CloudFormation execution role on
+# tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
+# out) and for the account on controller keys.
 KEY_ADMIN_ACTIONS = [
     "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
     "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
