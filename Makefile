@@ -27,11 +27,11 @@ $(CDK_CLI):
 
 cdk-cli: $(CDK_CLI)
 
-# Synthesize the reference organisation (built-in default config unless CONFIG=path) with the
-# compliance packs applied, then print the summary.
+# Synthesize the reference organisation (CONFIG=path or $GPU_GOVERNANCE_CONFIG, else the
+# built-in default config) with the compliance packs applied, then print the summary.
 synth: $(INSTALLED)
 	rm -rf cdk.out
-	GPU_GOVERNANCE_CONFIG=$(CONFIG) CDK_OUTDIR=cdk.out $(BIN)/python app.py
+	$(if $(CONFIG),GPU_GOVERNANCE_CONFIG='$(CONFIG)' )CDK_OUTDIR=cdk.out $(BIN)/python app.py
 	$(BIN)/gpu-governance report cdk.out
 
 test: $(INSTALLED) $(CDK_CLI)

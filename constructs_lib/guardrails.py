@@ -19,16 +19,22 @@ from constructs import Construct
 from .batch import TEAM_TAG
 from .capacity import capacity_controller_role_name
 from .errors import GovernanceError, Problem
-from .model import GovernanceModel, Guardrails
+from .model import GovernanceModel, Guardrails, account_of, check_exemptions
 from .nag.cfn import PURCHASE_ACTIONS
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
+    "batch:UpdateSchedulingPolicy", "batch:DeleteSchedulingPolicy",
+    "batch:CreateJobQueue", "batch:UpdateJobQueue", "batch:DeleteJobQueue",
+    "batch:UpdateServiceEnvironment", "batch:DeleteServiceEnvironment",
     "sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
     "sagemaker:CreateClusterSchedulerConfig", "sagemaker:UpdateClusterSchedulerConfig",
     "sagemaker:DeleteClusterSchedulerConfig",
 )
-"""Every IAM action that changes who is guaranteed how much capacity, or how it is shared."""
+"""Every IAM action that changes who is guaranteed how much of the shared capacity, or how it is
+shared: quota shares, fair-share weights, queues on the shared compute and service environments,
+service environment capacity, HyperPod compute quotas and scheduler configs. A new scheduling
+policy or service environment changes nothing until a job queue uses it, and that is denied."""
 
 # AWS Organizations quotas on a policy document, in characters.
 SCP_MAX_CHARACTERS = 5120
@@ -48,30 +54,48 @@ def purchase_exemptions(model: GovernanceModel, guardrails: Guardrails) -> tuple
     return _unique((*model.platform_admins, controller, *guardrails.exempt_principals))
 
 
-def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> tuple[str, ...]:
-    """Principals that may still change quota shares, compute quotas and scheduler configs: the
-    platform admins, the CDK CloudFormation execution role of the capacity account (any bootstrap
-    qualifier; it deploys the quotas) and any extra exemptions."""
+def deployment_role_arn(model: GovernanceModel, guardrails: Guardrails) -> str:
+    """The CDK CloudFormation execution role of the capacity account, for the declared bootstrap
+    qualifier: it deploys the quotas. A wildcard qualifier would also exempt a role that anyone
+    allowed to create roles there names cdk-x-cfn-exec-role-..."""
     account = model.capacity_account
-    deployer = _role_arn(account.account_id, f"cdk-*-cfn-exec-role-{account.account_id}-{account.region}")
-    return _unique((*model.platform_admins, deployer, *guardrails.exempt_principals))
+    return _role_arn(account.account_id, f"cdk-{guardrails.cdk_bootstrap_qualifier}-cfn-exec-role-{account.account_id}-{account.region}")
+
+
+def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> tuple[str, ...]:
+    """Principals that may still change quota shares, queues, compute quotas and scheduler
+    configs: the platform admins, the CDK CloudFormation execution role of the capacity account
+    and any extra exemptions."""
+    return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
 
+def quota_resources(model: GovernanceModel) -> list[str]:
+    """The shared capacity's queues, quotas and clusters live in the capacity account; every
+    quota action names such a resource, so the denial leaves other accounts' own Batch and
+    SageMaker resources alone."""
+    account = model.capacity_account.account_id
+    return [f"arn:*:batch:*:{account}:*", f"arn:*:sagemaker:*:{account}:*"]
+
+
 def service_control_policy(model: GovernanceModel, guardrails: Guardrails) -> dict[str, Any]:
-    """One SCP with both denials: an account or OU may hold at most five SCPs."""
-
-    def deny(sid: str, actions: tuple[str, ...], exempt: tuple[str, ...]) -> dict[str, Any]:
-        return {"Sid": sid, "Effect": "Deny", "Action": list(actions), "Resource": "*",
-                "Condition": {"ArnNotLike": {"aws:PrincipalArn": list(exempt)}}}
-
-    return {"Version": "2012-10-17", "Statement": [
-        deny("DenyGpuCapacityPurchase", PURCHASE_ACTIONS, purchase_exemptions(model, guardrails)),
-        deny("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_change_exemptions(model, guardrails)),
-    ]}
+    """One SCP (an account or OU may hold at most five). Each denial comes twice: once unless the
+    principal is one of the exempt ARNs, once unless it belongs to one of their accounts, so an
+    exemption holds only for that role in that account."""
+    groups = (
+        ("DenyGpuCapacityPurchase", PURCHASE_ACTIONS, "*", purchase_exemptions(model, guardrails)),
+        ("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_resources(model), quota_change_exemptions(model, guardrails)),
+    )
+    statements = []
+    for sid, actions, resources, exempt in groups:
+        accounts = sorted({account_of(arn) for arn in exempt})
+        for suffix, condition in (("", {"ArnNotLike": {"aws:PrincipalArn": list(exempt)}}),
+                                  ("OutsidePlatformAccounts", {"StringNotEquals": {"aws:PrincipalAccount": accounts}})):
+            statements.append({"Sid": sid + suffix, "Effect": "Deny", "Action": list(actions), "Resource": resources, "Condition": condition})
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def team_tag_policy(model: GovernanceModel, guardrails: Guardrails) -> dict[str, Any]:
@@ -108,8 +132,9 @@ def _size_problem(path: str, kind: str, document: dict[str, Any], limit: int, re
 class OrganisationGuardrails(Construct):
     """The service control policy and the team tag policy, attached to ``guardrails.target_ids``
     (default: the model's ``guardrails`` section). Exposes ``service_control_policy`` and
-    ``tag_policy`` (L1 ``CfnPolicy``). Raises :class:`GovernanceError` when nothing is declared
-    or a document would exceed its AWS Organizations size quota."""
+    ``tag_policy`` (L1 ``CfnPolicy``). Raises :class:`GovernanceError` when nothing is declared,
+    an exemption lies outside the platform's accounts, or a document would exceed its AWS
+    Organizations size quota."""
 
     def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, guardrails: Guardrails | None = None) -> None:
         super().__init__(scope, id)
@@ -117,8 +142,9 @@ class OrganisationGuardrails(Construct):
         scp = service_control_policy(model, guardrails)
         tags = team_tag_policy(model, guardrails)
         problems = (
-            _size_problem("guardrails", "service control policy", scp, SCP_MAX_CHARACTERS,
-                          "name fewer platform_admins / exempt_principals (one wildcard ARN can cover several roles)")
+            check_exemptions(model, guardrails)
+            + _size_problem("guardrails", "service control policy", scp, SCP_MAX_CHARACTERS,
+                          "name fewer platform_admins / exempt_principals")
             + _size_problem("teams", "tag policy", tags, TAG_POLICY_MAX_CHARACTERS, "declare fewer teams or shorter team names")
         )
         if problems:
@@ -127,7 +153,7 @@ class OrganisationGuardrails(Construct):
         self.service_control_policy = organizations.CfnPolicy(
             self, "CapacityServiceControlPolicy", name=f"{model.organisation}-gpu-capacity-guardrails",
             type="SERVICE_CONTROL_POLICY", content=scp, target_ids=targets,
-            description="Only the GPU platform's roles may buy capacity or change quota shares, compute quotas and scheduler configs",
+            description="Only the GPU platform's roles may buy capacity or change quota shares, queues, compute quotas and scheduler configs",
         )
         self.tag_policy = organizations.CfnPolicy(
             self, "TeamTagPolicy", name=f"{model.organisation}-gpu-team-tag", type="TAG_POLICY", content=tags,

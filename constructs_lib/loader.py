@@ -17,9 +17,15 @@ CONFIG_ENVIRONMENT_VARIABLE = "GPU_GOVERNANCE_CONFIG"
 DEFAULT_CONFIG_NAME = "default-governance.yaml"
 
 
+MAX_NESTING = 32  # a governance file nests about six levels; deeper input only costs recursion
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML without aliases (no billion-laughs expansion) and without duplicate keys
-    (YAML would silently keep the last one)."""
+    """Safe YAML without aliases (no billion-laughs expansion), without duplicate keys (YAML
+    would silently keep the last one), with text keys only (`on:` is a boolean in YAML 1.1, and
+    a list cannot be a key) and a bounded nesting depth (composing recurses per level)."""
+
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -27,12 +33,26 @@ class _StrictLoader(yaml.SafeLoader):
             raise yaml.MarkedYAMLError(
                 problem="YAML aliases are not supported", problem_mark=event.start_mark, note="repeat the value instead"
             )
-        return super().compose_node(parent, index)
+        if self._depth >= MAX_NESTING:
+            raise yaml.MarkedYAMLError(
+                problem=f"nested more than {MAX_NESTING} levels deep", problem_mark=self.peek_event().start_mark,
+                note="a governance file nests a few levels",
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
+            key = self.construct_object(key_node, deep=deep) if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str):
+                raise yaml.MarkedYAMLError(
+                    problem=f"the key {key!r} is not text" if key_node.id == "scalar" else f"a {key_node.id} is used as a key",
+                    problem_mark=key_node.start_mark, note="write keys as text; quote them (\"on\", \"1\")",
+                )
             if key in seen:
                 raise yaml.MarkedYAMLError(
                     problem=f"duplicate key {key!r}", problem_mark=key_node.start_mark, note="each key may appear once"
@@ -53,7 +73,7 @@ def parse_config(text: str, source: str) -> GovernanceModel:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        reason = " ".join(str(part) for part in (getattr(error, "problem", None), getattr(error, "note", None)) if part)
+        reason = "; ".join(str(part) for part in (getattr(error, "problem", None), getattr(error, "note", None)) if part)
         raise GovernanceError(
             [Problem(path=source, wrong=f"not valid YAML: {reason or error}", value=where, allowed="a YAML or JSON mapping")]
         ) from None
@@ -71,12 +91,14 @@ def load_model(path: str | os.PathLike[str] | None = None) -> GovernanceModel:
         return parse_config(default_config_text(), f"<built-in {DEFAULT_CONFIG_NAME}>")
     file = Path(chosen)
     try:
-        size = file.stat().st_size
-        if size > MAX_FILE_BYTES:
+        # Read at most one byte past the limit: st_size says 0 for /dev/zero or a pipe.
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
             raise GovernanceError(
-                [Problem(path=str(file), wrong="file too large", value=f"{size} bytes", allowed=f"at most {MAX_FILE_BYTES} bytes")]
+                [Problem(path=str(file), wrong="file too large", value=f"more than {MAX_FILE_BYTES} bytes", allowed=f"at most {MAX_FILE_BYTES} bytes")]
             )
-        text = file.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise GovernanceError(
             [Problem(path=str(file), wrong="cannot read the file", value=type(error).__name__, allowed=f"a readable UTF-8 file ({error})")]

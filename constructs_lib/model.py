@@ -19,11 +19,17 @@ from .errors import GovernanceError, Problem
 
 # --- names and identifiers ------------------------------------------------------------------
 
-AccountId = Annotated[str, StringConstraints(pattern=r"^\d{12}$")]
-Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")]
+# Patterns say [0-9], never \d: pydantic's regex engine lets \d match any Unicode digit, and a
+# full-width account id would validate and then break synthesis.
+AccountId = Annotated[str, StringConstraints(pattern=r"^[0-9]{12}$")]
+Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$")]
 PrincipalArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
 ]
+OrganizationId = Annotated[str, StringConstraints(pattern=r"^o-[a-z0-9]{10,32}$")]
+# The CDK bootstrap template's own pattern for a qualifier.
+BootstrapQualifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,10}$")]
+DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
 # Team names become Batch quota share and fair-share identifiers, IAM role names (64 max with
 # the longest suffix we add) and KMS aliases: 40 of [A-Za-z0-9_-] fits all of them.
 TEAM_NAME_MAX = 40
@@ -173,7 +179,7 @@ InstanceGroupName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATT
 HyperPodClusterName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATTERN)]
 EksClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
 ComputeEnvironmentArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
 ]
 
 
@@ -271,7 +277,7 @@ class BatchFairSharePool(_Pool):
 
 
 HyperPodClusterArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$")
 ]
 
 
@@ -311,14 +317,47 @@ AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperP
 HYPERPOD_BACKENDS = ("hyperpod_eks", "hyperpod_slurm")
 
 
+# --- roles the library creates -------------------------------------------------------------
+
+ROLE_PATH = "/gpu-governance/"
+"""The IAM path of every team role the library creates (submission, training, pods)."""
+_TEAM_ROLE_SUFFIXES = ("-gpu-submit", "-gpu-training", "-gpu-pods")
+
+
+def library_role(arn: str, organisation: str) -> str | None:
+    """What ``arn`` is if it names a role this library (or the CDK deploying it) creates, else
+    None. Such roles must never become a member, an admin or an exemption: another team's role
+    or a controller would then act as a team or as the platform. Role names are unique ignoring
+    case, so they are compared so."""
+    kind, _, path_and_name = arn.split(":", 5)[-1].partition("/")
+    if kind != "role":
+        return None
+    path_and_name = "/" + path_and_name.lower()
+    name = path_and_name.rsplit("/", 1)[-1]
+    if path_and_name.startswith(ROLE_PATH):
+        return f"a role under the library's path {ROLE_PATH}"
+    if name.endswith(_TEAM_ROLE_SUFFIXES):
+        return f"named like a team role of the library (*{'/*'.join(_TEAM_ROLE_SUFFIXES)})"
+    if name.startswith(f"{organisation}-capacity-".lower()):
+        return f"named like a role of the capacity stack ({organisation}-capacity-*: the controllers)"
+    if name.startswith("cdk-"):
+        return "named like a CDK bootstrap role (cdk-*)"
+    return None
+
+
+def account_of(arn: str) -> str:
+    return arn.split(":")[4]
+
+
 # A root, OU or account id (the AWS::Organizations::Policy TargetIds pattern).
-OrganisationTargetId = Annotated[str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|\d{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")]
-# Like PrincipalArn, but "*" may stand in the account or the name (IAM Identity Center roles
-# carry a random suffix); a name of wildcards alone would exempt everyone and is refused.
+OrganisationTargetId = Annotated[str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|[0-9]{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")]
+# A role ARN without wildcards, or an IAM Identity Center role whose random suffix is "*". Which
+# accounts may hold one (the capacity and management accounts) is checked with the organisation.
 ExemptPrincipalArn = Annotated[
     str,
     StringConstraints(
-        pattern=r"^arn:aws[a-z-]*:iam::(\d{12}|\*):role/[A-Za-z0-9+=,.@_/*-]*[A-Za-z0-9+=,.@_-][A-Za-z0-9+=,.@_/*-]*$", max_length=600
+        pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/(aws-reserved/sso\.amazonaws\.com/([a-z0-9-]+/)?"
+        r"AWSReservedSSO_[A-Za-z0-9_+=,.@-]{1,32}_(\*|[0-9a-f]{16})|[A-Za-z0-9+=,.@_/-]{1,512})$",
     ),
 ]
 TagEnforcedFor = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+:([a-z0-9-]+|ALL_SUPPORTED)$")]
@@ -332,7 +371,13 @@ class Guardrails(_Frozen):
     management_account: Account
     target_ids: tuple[OrganisationTargetId, ...] = Field(min_length=1, description="Root, OU or account ids the policies attach to")
     exempt_principals: tuple[ExemptPrincipalArn, ...] = Field(
-        default=(), description="Further role ARNs (e.g. break-glass) exempt from both service control policies"
+        default=(),
+        description="Further roles (e.g. break-glass) exempt from the service control policy: role ARNs in the capacity or "
+        "management account, no wildcards except the random suffix of an IAM Identity Center role",
+    )
+    cdk_bootstrap_qualifier: BootstrapQualifier = Field(
+        default=DEFAULT_BOOTSTRAP_QUALIFIER,
+        description="CDK bootstrap qualifier of the capacity account: its CloudFormation execution role may change quotas",
     )
     tag_enforced_for: tuple[TagEnforcedFor, ...] = Field(
         default=(), description="Resource types ('service:type' or 'service:ALL_SUPPORTED') where a wrong team tag is refused, not only reported"
@@ -354,7 +399,15 @@ class GovernanceModel(_Frozen):
     capacity_account: Account
     consumer_accounts: dict[DnsLabel, Account] = Field(min_length=1)
     platform_admins: tuple[PrincipalArn, ...] = Field(
-        min_length=1, description="Roles that administer the platform (key admins, cluster admins)"
+        min_length=1, description="Roles or users of the capacity account that administer the platform (key and cluster admins)"
+    )
+    organization_id: OrganizationId | None = Field(
+        default=None, description="AWS Organizations id (o-...); when given, cross-account trust requires aws:PrincipalOrgID"
+    )
+    external_accounts: tuple[AccountId, ...] = Field(
+        default=(),
+        description="Accounts outside this organisation's declared accounts whose principals may still be team members "
+        "(explicit opt-in; their trust carries no aws:PrincipalOrgID condition)",
     )
     priority_classes: tuple[PriorityClass, ...] = Field(min_length=1, max_length=MAX_PRIORITY_CLASSES)
     pools: tuple[Pool, ...] = Field(min_length=1)
@@ -377,6 +430,9 @@ class GovernanceModel(_Frozen):
             raise GovernanceError(
                 [Problem(path="", wrong="not a mapping", value=type(data).__name__, allowed="a mapping of governance settings")]
             )
+        keys = [key for key in data if not isinstance(key, str)]
+        if keys:  # keyword arguments must be text; YAML turns `on:` or `1:` into True or 1
+            raise GovernanceError([Problem(path="", wrong="a setting name is not text", value=keys[0], allowed="setting names as text; quote the key")])
         return cls(**data)
 
     def pool(self, name: str) -> AnyPool:
@@ -431,6 +487,54 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
             if pool.backend == "hyperpod_slurm":
                 problems += slurm_problems(model, pool.name)
     problems += capacity_model.check_windows(model)
+    problems += check_principals(model)
+    return problems
+
+
+def check_principals(model: GovernanceModel) -> list[Problem]:
+    """Who may act where: admins only from the capacity account, members only from declared
+    accounts, exemptions only in the platform's accounts, and never a role the library creates."""
+    problems: list[Problem] = []
+    capacity = model.capacity_account.account_id
+    declared = {capacity, *(account.account_id for account in model.consumer_accounts.values())}
+    for index, account_id in enumerate(model.external_accounts):
+        if account_id in declared:
+            problems.append(Problem(path=f"external_accounts[{index}]", wrong="already a declared account", value=account_id, allowed="an account that is neither the capacity account nor a consumer account"))
+    checked: list[tuple[str, str, set[str], str]] = [
+        (f"platform_admins[{i}]", arn, {capacity}, f"a role or user of the capacity account {capacity}: admins hold every tenant key, cluster and guardrail exemption")
+        for i, arn in enumerate(model.platform_admins)
+    ]
+    member_accounts = declared | set(model.external_accounts)
+    checked += [
+        (f"teams[{t}].members[{m}]", arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts")
+        for t, team in enumerate(model.teams) for m, arn in enumerate(team.members)
+    ]
+    problems += _principal_problems(model, checked)
+    if model.guardrails is not None:
+        problems += check_exemptions(model, model.guardrails)
+    return problems
+
+
+def check_exemptions(model: GovernanceModel, guardrails: Guardrails) -> list[Problem]:
+    """Guardrail exemptions must be roles of the platform's accounts (capacity, management), not
+    roles a tenant can create in its own account, and not roles the library creates. Also used
+    for guardrails handed to the construct apart from the model."""
+    capacity, management = model.capacity_account.account_id, guardrails.management_account.account_id
+    allowed = f"a role of the capacity ({capacity}) or management ({management}) account"
+    return _principal_problems(model, [
+        (f"guardrails.exempt_principals[{i}]", arn, {capacity, management}, allowed) for i, arn in enumerate(guardrails.exempt_principals)
+    ])
+
+
+def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, set[str], str]]) -> list[Problem]:
+    """``checked``: (path, principal ARN, the accounts it may belong to, what is allowed)."""
+    problems: list[Problem] = []
+    for path, arn, accounts, allowed in checked:
+        if account_of(arn) not in accounts:
+            problems.append(Problem(path=path, wrong=f"account {account_of(arn)} is not allowed here", value=arn, allowed=allowed))
+        reason = library_role(arn, model.organisation)
+        if reason:
+            problems.append(Problem(path=path, wrong=reason, value=arn, allowed="a role the platform or the team owns, not one this library creates"))
     return problems
 
 
@@ -565,7 +669,7 @@ def _path(location: tuple[Any, ...]) -> str:
     for part in location:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif part in _UNION_TAGS or _PYDANTIC_BRANCH.match(part):
+        elif str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)):
             continue  # pydantic's internal union branch names say nothing to a user
         else:
             text += f".{part}" if text else str(part)

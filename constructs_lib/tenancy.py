@@ -4,9 +4,10 @@ principals may assume."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Sequence
 
-from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, aws_iam as iam, aws_kms as kms, aws_s3 as s3
+from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_iam as iam, aws_kms as kms, aws_s3 as s3
 from constructs import Construct
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
@@ -14,15 +15,24 @@ from .errors import GovernanceError
 
 if TYPE_CHECKING:
     from .batch import _GovernedQueue
-from .model import Team
+from .model import ROLE_PATH, Team, account_of
 
-ROLE_PATH = "/gpu-governance/"
-
-# Key administration without use of the key: admins manage it, only the tenant's roles use it.
+# Full key administration without use of the key: for the CloudFormation execution role on
+# tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
+# out) and for the account on controller keys.
 KEY_ADMIN_ACTIONS = [
     "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
     "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
     "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+]
+# What a platform admin needs to operate a tenant key: read it, switch it off and on, rotate
+# it, revoke a grant and schedule or cancel its deletion. Nothing that widens who may use it
+# (PutKeyPolicy, CreateGrant) or that access conditions may read (aliases, tags): those
+# change only through the deployment.
+PLATFORM_KEY_ADMIN_ACTIONS = [
+    "kms:DescribeKey", "kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListGrants", "kms:ListKeyPolicies",
+    "kms:ListKeyRotations", "kms:ListResourceTags", "kms:EnableKey", "kms:DisableKey", "kms:EnableKeyRotation",
+    "kms:RotateKeyOnDemand", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
 ]
 KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 _OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
@@ -46,12 +56,44 @@ def _deployment_role_arn(scope: Construct) -> str | None:
     return None
 
 
+class _TrustedArns(iam.PrincipalBase):
+    """Principal ARNs trusted in one statement under one set of conditions. CompositePrincipal
+    writes one statement per ARN once conditions apply, which fills the 2,048-character trust
+    policy quota after about ten members."""
+
+    def __init__(self, arns: Sequence[str], conditions: dict[str, dict[str, str]]) -> None:
+        super().__init__()
+        self._arns, self._conditions = list(arns), conditions
+
+    @property
+    def policy_fragment(self) -> iam.PrincipalPolicyFragment:
+        return iam.PrincipalPolicyFragment({"AWS": self._arns}, self._conditions)
+
+    def dedupe_string(self) -> str:
+        return json.dumps([self._arns, self._conditions], sort_keys=True)
+
+
+def member_trust(members: Sequence[str], organization_id: str | None, external_accounts: Sequence[str]) -> iam.IPrincipal:
+    """Who may assume a team's submission role: its members, each only from inside the
+    organisation when ``organization_id`` is known, except members of the explicitly listed
+    ``external_accounts``."""
+    inside = [arn for arn in members if organization_id and account_of(arn) not in external_accounts]
+    trusted = [_TrustedArns(inside, {"StringEquals": {"aws:PrincipalOrgID": organization_id}})] if inside else []
+    outside = [arn for arn in members if arn not in inside]
+    if outside:
+        trusted.append(_TrustedArns(outside, {}))
+    return trusted[0] if len(trusted) == 1 else iam.CompositePrincipal(*trusted)
+
+
 class TeamTenancy(Construct):
     """A team's KMS key (rotated, RETAIN, key policy naming only the platform admins, the
     deployment role and the team's roles), its bucket (that key, TLS only, no public access,
     versioned, access-logged), the SageMaker execution role its training jobs run as, and the
     submission role its ``submitters`` (default: the team's members) assume from their own
-    accounts. Queues grant the submission role through :meth:`allow_submission`."""
+    accounts: with ``organization_id``, only from inside the organisation, except principals of
+    ``external_accounts``. Platform admins operate the key (``PLATFORM_KEY_ADMIN_ACTIONS``) but
+    neither use it nor change who may. Queues grant the submission role through
+    :meth:`allow_submission`."""
 
     def __init__(
         self,
@@ -63,19 +105,29 @@ class TeamTenancy(Construct):
         platform_admins: Sequence[str],
         access_log_bucket: s3.IBucket,
         submitters: Sequence[str] | None = None,
+        organization_id: str | None = None,
+        external_accounts: Sequence[str] = (),
     ) -> None:
         members = list(submitters if submitters is not None else team.members)
         if not members:
             raise GovernanceError.single(
                 "submitters", f"team {team.name} has nobody who may submit", [], "at least one IAM role or user ARN"
             )
+        key_account = Stack.of(scope).account
+        strangers = [arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account]
+        if strangers:  # the administrators of that other account could then operate the key
+            raise GovernanceError.single("platform_admins", "not in the account of the tenant key", strangers, f"roles or users of account {key_account}")
         super().__init__(scope, id)
         self.team = team
         stack = Stack.of(self)
-        admins = [iam.ArnPrincipal(arn) for arn in platform_admins]
+        administration = [
+            iam.PolicyStatement(sid="PlatformAdministration", principals=[iam.ArnPrincipal(arn) for arn in platform_admins],
+                                actions=PLATFORM_KEY_ADMIN_ACTIONS, resources=["*"])
+        ]
         deployment_role = _deployment_role_arn(self)
         if deployment_role:
-            admins.append(iam.ArnPrincipal(deployment_role))
+            administration.append(iam.PolicyStatement(sid="DeploymentAdministration", principals=[iam.ArnPrincipal(deployment_role)],
+                                                      actions=KEY_ADMIN_ACTIONS, resources=["*"]))
 
         self.key = kms.Key(
             self,
@@ -84,13 +136,7 @@ class TeamTenancy(Construct):
             alias=f"alias/{organisation}/{team.name}",
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
-            policy=iam.PolicyDocument(
-                statements=[
-                    iam.PolicyStatement(
-                        sid="PlatformAdministration", principals=admins, actions=KEY_ADMIN_ACTIONS, resources=["*"]
-                    )
-                ]
-            ),
+            policy=iam.PolicyDocument(statements=administration),
         )
         self.bucket = s3.Bucket(
             self,
@@ -123,7 +169,7 @@ class TeamTenancy(Construct):
             role_name=submission_role_name(team.name),
             path=ROLE_PATH,
             description=f"Submits and manages the GPU jobs of team {team.name}",
-            assumed_by=iam.CompositePrincipal(*(iam.ArnPrincipal(arn) for arn in members)),
+            assumed_by=member_trust(members, organization_id, external_accounts),
             max_session_duration=Duration.hours(4),
         )
         for role in (self.execution_role, self.submission_role):

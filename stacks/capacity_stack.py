@@ -59,6 +59,8 @@ class CapacityAccountStack(Stack):
                 organisation=model.organisation,
                 platform_admins=model.platform_admins,
                 access_log_bucket=self.access_logs,
+                organization_id=model.organization_id,
+                external_accounts=model.external_accounts,
             )
             for team in model.teams
         }

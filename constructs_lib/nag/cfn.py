@@ -25,9 +25,11 @@ PLATFORM_ADMIN = "platformAdmin"
 
 PURCHASE_ACTIONS = (
     "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
-    "sagemaker:ExtendTrainingPlan",
+    "sagemaker:ExtendTrainingPlan", "ec2:CreateCapacityReservation", "ec2:CreateCapacityReservationFleet",
+    "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
 )
-"""Every IAM action that buys GPU capacity (the nag rules and the organisation guardrails)."""
+"""Every IAM action that buys GPU capacity, or commits to paying for it (reservations, Savings
+Plans): the nag rules and the organisation guardrails."""
 
 
 def _cfn(construct: IConstruct) -> CfnResource:

@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .org import default_data
+from .test_cli import hostile_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,3 +39,43 @@ def test_invalid_config_exits_2_without_traceback_or_output(tmp_path):
     assert "teams[0].account: undeclared account ('finance')" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def run_app_from_environment(tmp_path, config: str):
+    env = {**os.environ, "GPU_GOVERNANCE_CONFIG": config, "CDK_OUTDIR": str(tmp_path / "out")}
+    env.pop("CDK_CONTEXT_JSON", None)
+    return subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("name", ["unhashable-key", "boolean-key", "deeply-nested", "full-width-account", "endless"])
+def test_hostile_files_exit_2_with_the_usual_message(tmp_path, name):
+    path = hostile_files(tmp_path)[name]
+    result = run_app_from_environment(tmp_path, path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    header, problem = result.stderr.strip().splitlines()
+    assert header == "invalid governance configuration:"
+    assert problem.startswith(("capacity_account.account_id: invalid", f"{path}: "))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("spelling", ["CONFIG", "GPU_GOVERNANCE_CONFIG"])
+def test_make_synth_builds_the_named_file_in_either_spelling(tmp_path, spelling):
+    # A bad file must stop `make synth`, never be swapped for the built-in example. The Makefile
+    # runs in a scratch folder (it removes ./cdk.out) with this interpreter's environment.
+    for name in ("Makefile", "app.py", "pyproject.toml"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / ".installed").touch()  # newer than pyproject.toml: nothing to install
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 2\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("CONFIG", "GPU_GOVERNANCE_CONFIG", "CDK_CONTEXT_JSON")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "lambda")])
+    command = ["make", "--no-print-directory", "synth", f"BIN={Path(sys.executable).parent}"]
+    if spelling == "CONFIG":
+        command.append(f"CONFIG={bad}")
+    else:
+        env["GPU_GOVERNANCE_CONFIG"] = str(bad)
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0
+    assert "invalid governance configuration:\nversion: invalid (2) - allowed: 1" in result.stderr
+    assert not (tmp_path / "cdk.out" / "manifest.json").exists()

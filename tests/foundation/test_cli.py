@@ -49,6 +49,35 @@ def test_validate_never_tracebacks(capsys, tmp_path, content):
     assert "invalid input" in err and "Traceback" not in err
 
 
+def hostile_files(tmp_path) -> dict[str, str]:
+    """Inputs that once crashed (TypeError, RecursionError, MemoryError, a jsii failure after
+    validation) instead of being refused. Shared with tests/foundation/test_app.py."""
+    full_width = default_data()
+    full_width["capacity_account"]["account_id"] = "\uff11" * 12
+    texts = {
+        "unhashable-key": "? [a, b]\n: 1\n",
+        "boolean-key": "on: 1\n",
+        "deeply-nested": "organisation: " + "[" * 100_000,
+        "full-width-account": yaml.safe_dump(full_width, allow_unicode=True),
+    }
+    files = {}
+    for name, text in texts.items():
+        files[name] = str(tmp_path / f"{name}.yaml")
+        Path(files[name]).write_text(text, encoding="utf-8")
+    files["endless"] = "/dev/zero"
+    return files
+
+
+@pytest.mark.parametrize("name", ["unhashable-key", "boolean-key", "deeply-nested", "full-width-account", "endless"])
+def test_hostile_files_are_refused_in_one_line(capsys, tmp_path, name):
+    path = hostile_files(tmp_path)[name]
+    code, out, err = run(capsys, "validate", path)
+    assert code == 2 and out == ""
+    header, problem = err.strip().splitlines()  # the usual header and one problem line
+    assert header == "gpu-governance validate: invalid input"
+    assert problem.startswith(("capacity_account.account_id: invalid", f"{path}: "))
+
+
 def test_console_script_exit_code_and_stderr(tmp_path):
     bad = write(tmp_path, "version: 2\n")
     result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", "validate", bad], capture_output=True, text=True)

@@ -75,7 +75,7 @@ def mutate(path, value):
 @pytest.mark.parametrize(
     "path, value, expected",
     [
-        (("capacity_account", "account_id"), "12345", "capacity_account.account_id: invalid ('12345') - must match ^\\d{12}$"),
+        (("capacity_account", "account_id"), "12345", "capacity_account.account_id: invalid ('12345') - must match ^[0-9]{12}$"),
         (("capacity_account", "region"), "mars-1", "capacity_account.region: invalid ('mars-1') - must match"),
         (("teams", 0, "account"), "finance", "teams[0].account: undeclared account ('finance') - one of ['product', 'research']"),
         (("teams", 0, "quotas", "sagemaker-training", "ml.p5.48xlarge"), 0, "teams[0].quotas.sagemaker-training.ml.p5.48xlarge: invalid (0) - at least 1"),
@@ -95,6 +95,19 @@ def mutate(path, value):
         (("pools", 1, "capacity"), {"ml.p5.48xlarge": 1}, "pools[1].capacity.ml.p5.48xlarge.[key]: invalid ('ml.p5.48xlarge') - must match"),
         (("teams", 0, "colour"), "blue", "teams[0].colour: invalid ('blue') - not a known setting"),
         (("teams", 0, "preset"), "urgent", "teams[0].preset: invalid ('urgent') - allowed: 'background', 'steady' or 'critical'"),
+        # Full-width digits are digits to \d; they would validate and then break synthesis.
+        (("capacity_account", "account_id"), "\uff11" * 12, "capacity_account.account_id: invalid ('\uff11"),
+        (("capacity_account", "region"), "us-east-\u0661", "capacity_account.region: invalid ('us-east-\u0661') - must match"),
+        (("teams", 0, "members"), ["arn:aws:iam::\uff14\uff14\uff14\uff14\uff15\uff15\uff15\uff15\uff16\uff16\uff16\uff16:role/R"], "teams[0].members[0]: invalid"),
+        (("platform_admins",), ["arn:aws:iam::444455556666:role/GpuPlatformAdmin"], "platform_admins[0]: account 444455556666 is not allowed here ('arn:aws:iam::444455556666:role/GpuPlatformAdmin') - a role or user of the capacity account 111122223333"),
+        (("teams", 0, "members"), ["arn:aws:iam::123412341234:role/Stranger"], "teams[0].members[0]: account 123412341234 is not allowed here ('arn:aws:iam::123412341234:role/Stranger') - an account of capacity_account or consumer_accounts, or one listed in external_accounts"),
+        (("teams", 0, "members"), ["arn:aws:iam::111122223333:role/gpu-governance/training-gpu-submit"], "teams[0].members[0]: a role under the library's path /gpu-governance/"),
+        (("teams", 0, "members"), ["arn:aws:iam::444455556666:role/training-gpu-submit"], "teams[0].members[0]: named like a team role of the library"),
+        (("teams", 0, "members"), ["arn:aws:iam::111122223333:role/acme-ml-capacity-controller"], "teams[0].members[0]: named like a role of the capacity stack"),
+        (("teams", 0, "members"), ["arn:aws:iam::111122223333:role/ACME-ML-Capacity-ReclaimControllerRole-X1"], "teams[0].members[0]: named like a role of the capacity stack"),
+        (("teams", 0, "members"), ["arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-us-east-1"], "teams[0].members[0]: named like a CDK bootstrap role"),
+        (("organization_id",), "o-short", "organization_id: invalid ('o-short') - must match"),
+        (("external_accounts",), ["444455556666"], "external_accounts[0]: already a declared account ('444455556666')"),
     ],
 )
 def test_each_rule_names_path_value_and_what_is_allowed(path, value, expected):
@@ -169,8 +182,8 @@ def test_typed_construction_reports_the_same_way():
     [
         ("", "the file is empty"),
         ("teams: [", "not valid YAML: expected the node content, but found '<stream end>' ('line 1, column 9')"),
-        ("a: &x [1]\nb: *x\n", "YAML aliases are not supported repeat the value instead ('line 2, column 4')"),
-        ("organisation: a\norganisation: b\n", "duplicate key 'organisation' each key may appear once ('line 2, column 1')"),
+        ("a: &x [1]\nb: *x\n", "YAML aliases are not supported; repeat the value instead ('line 2, column 4')"),
+        ("organisation: a\norganisation: b\n", "duplicate key 'organisation'; each key may appear once ('line 2, column 1')"),
         ("[1, 2]", "<root>: not a mapping ('list')"),
         ("42", "<root>: not a mapping ('int')"),
     ],
@@ -195,3 +208,56 @@ def test_slurm_pools_need_the_gpus_of_each_instance_type():
         f"pools[{slurm}].gpus_per_instance.ml.p5.48xlarge: missing (None) - the GPUs of one instance (1-64): Slurm quotas are in GPUs"
         in problems_of(data)
     )
+
+
+def test_members_of_a_listed_external_account_are_accepted():
+    data = default_data()
+    data["teams"][0]["members"].append("arn:aws:iam::123412341234:role/PartnerCI")
+    data["external_accounts"] = ["123412341234"]
+    data["organization_id"] = "o-a1b2c3d4e5"
+    model = GovernanceModel.from_dict(data)
+    assert model.external_accounts == ("123412341234",) and model.organization_id == "o-a1b2c3d4e5"
+
+
+def test_no_pattern_lets_unicode_digits_or_letters_through():
+    # pydantic's regex engine gives \d, \w and \s their Unicode meaning; the model spells ranges.
+    import json
+
+    patterns = [value for key, value in _walk(GovernanceModel.model_json_schema()) if key == "pattern"]
+    assert len(patterns) > 10
+    assert [p for p in patterns if any(escape in p for escape in ("\\d", "\\w", "\\s", "\\D", "\\W"))] == [], json.dumps(patterns)
+
+
+def _walk(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("? [a, b]\n: 1\n", "test.yaml: not valid YAML: a sequence is used as a key"),
+    ("a: {? {x: 1} : 2}\n", "test.yaml: not valid YAML: a mapping is used as a key"),
+    ("on: 1\n", "test.yaml: not valid YAML: the key True is not text; write keys as text; quote them"),
+    ("organisation: x\n1: 2\n", "test.yaml: not valid YAML: the key 1 is not text"),
+    ("a: " + "[" * 10_000, "test.yaml: not valid YAML: nested more than 32 levels deep"),
+    ("a: " + "{b: " * 5_000 + "1" + "}" * 5_000, "test.yaml: not valid YAML: nested more than 32 levels deep"),
+])
+def test_keys_that_are_not_text_and_deep_nesting_are_refused(text, expected):
+    with pytest.raises(GovernanceError) as raised:
+        parse_config(text, "test.yaml")
+    assert str(raised.value).startswith(expected) and "\n" not in str(raised.value)
+
+
+def test_non_text_setting_names_from_python_are_refused():
+    with pytest.raises(GovernanceError, match=r"<root>: a setting name is not text \(True\) - setting names as text"):
+        GovernanceModel.from_dict({**default_data(), True: 1})
+
+
+def test_a_file_without_end_is_read_only_up_to_the_limit():
+    # /dev/zero reports size 0 and never ends: the size guard must not trust st_size.
+    with pytest.raises(GovernanceError, match=r"/dev/zero: file too large \('more than 1048576 bytes'\)"):
+        load_model("/dev/zero")

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack, aws_kms as kms
+import yaml
+from aws_cdk import App, DefaultStackSynthesizer, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG
@@ -20,21 +21,25 @@ from constructs_lib.guardrails import (
     document_size, service_control_policy,
 )
 from constructs_lib.loader import load_model
-from constructs_lib.model import GovernanceModel
+from constructs_lib.model import GovernanceModel, Guardrails
 from constructs_lib.nag.cfn import PURCHASE_ACTIONS
 from constructs_lib.report import summarise
 from stacks import OrganisationGuardrailsStack, build_reference_app
 
 CAPACITY = "111122223333"  # the default organisation's capacity account
 CONSUMER = "444455556666"
-BREAK_GLASS = "arn:aws:iam::*:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_*"
+MANAGEMENT = "999988887777"
+BREAK_GLASS = f"arn:aws:iam::{CAPACITY}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_*"
+AUDIT = f"arn:aws:iam::{MANAGEMENT}:role/aws-reserved/sso.amazonaws.com/eu-west-1/AWSReservedSSO_GpuAudit_0a1b2c3d4e5f6a7b"
 TARGETS = ["ou-ab12-abcdefgh", "222233334444"]
 GUARDRAILS = {
-    "management_account": {"account_id": "999988887777", "region": "us-east-1"},
+    "management_account": {"account_id": MANAGEMENT, "region": "us-east-1"},
     "target_ids": TARGETS,
-    "exempt_principals": [BREAK_GLASS],
+    "exempt_principals": [BREAK_GLASS, AUDIT],
     "tag_enforced_for": ["sagemaker:training-job"],
 }
+CAPACITY_QUEUE = f"arn:aws:batch:us-east-1:{CAPACITY}:job-queue/sagemaker-training"
+CONSUMER_QUEUE = f"arn:aws:batch:us-east-1:{CONSUMER}:job-queue/their-own-cpu-queue"
 
 
 def model_with(guardrails=GUARDRAILS, **changes) -> GovernanceModel:
@@ -62,32 +67,59 @@ def policy_of(template: Template, kind: str) -> dict:
     return policy["Properties"]
 
 
+def scp_statements(template: Template) -> list[dict]:
+    return policy_of(template, "SERVICE_CONTROL_POLICY")["Content"]["Statement"]
+
+
 def statement(template: Template, sid: str) -> dict:
-    return next(s for s in policy_of(template, "SERVICE_CONTROL_POLICY")["Content"]["Statement"] if s["Sid"] == sid)
+    return next(s for s in scp_statements(template) if s["Sid"] == sid)
 
 
-def denied(statement: dict, principal_arn: str, action: str) -> bool:
-    """How Organizations evaluates one of our Deny statements: the action is listed and the
-    principal matches none of the ArnNotLike patterns (ArnLike: case-sensitive, * and ?)."""
-    exempt = statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
-    return action in statement["Action"] and not any(fnmatch.fnmatchcase(principal_arn, pattern) for pattern in exempt)
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def denied(statement: dict, principal_arn: str, action: str, resource: str = "*") -> bool:
+    """How Organizations evaluates one of our Deny statements: the action is listed, the resource
+    matches (ARN wildcards), and the condition holds: ArnNotLike (case-sensitive, * and ?) on
+    aws:PrincipalArn, or StringNotEquals on aws:PrincipalAccount."""
+    if action not in statement["Action"]:
+        return False
+    if resource != "*" and not any(fnmatch.fnmatchcase(resource, pattern) for pattern in _listed(statement["Resource"])):
+        return False
+    ((operator, condition),) = statement["Condition"].items()
+    ((key, values),) = condition.items()
+    if operator == "ArnNotLike" and key == "aws:PrincipalArn":
+        return not any(fnmatch.fnmatchcase(principal_arn, pattern) for pattern in values)
+    if operator == "StringNotEquals" and key == "aws:PrincipalAccount":
+        return principal_arn.split(":")[4] not in values
+    raise AssertionError(f"unexpected condition {statement['Condition']}")
+
+
+def denied_by_scp(template: Template, principal: str, action: str, resource: str = "*") -> bool:
+    return any(denied(s, principal, action, resource) for s in scp_statements(template))
 
 
 def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
     _, template, _ = synthesized
+    purchase = [
+        "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
+        "sagemaker:ExtendTrainingPlan", "ec2:CreateCapacityReservation", "ec2:CreateCapacityReservationFleet",
+        "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
+    ]
+    capacity_resources = [f"arn:*:batch:*:{CAPACITY}:*", f"arn:*:sagemaker:*:{CAPACITY}:*"]
     template.has_resource_properties("AWS::Organizations::Policy", {
         "Type": "SERVICE_CONTROL_POLICY", "TargetIds": TARGETS, "Name": "acme-ml-gpu-capacity-guardrails",
         "Content": {"Version": "2012-10-17", "Statement": [
-            Match.object_like({"Sid": "DenyGpuCapacityPurchase", "Effect": "Deny", "Resource": "*", "Action": [
-                "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
-                "sagemaker:ExtendTrainingPlan"]}),
-            Match.object_like({"Sid": "DenyGpuQuotaChanges", "Effect": "Deny", "Resource": "*", "Action": [
-                "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
-                "sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
-                "sagemaker:CreateClusterSchedulerConfig", "sagemaker:UpdateClusterSchedulerConfig",
-                "sagemaker:DeleteClusterSchedulerConfig"]}),
+            Match.object_like({"Sid": "DenyGpuCapacityPurchase", "Effect": "Deny", "Resource": "*", "Action": purchase}),
+            Match.object_like({"Sid": "DenyGpuCapacityPurchaseOutsidePlatformAccounts", "Effect": "Deny", "Resource": "*", "Action": purchase}),
+            Match.object_like({"Sid": "DenyGpuQuotaChanges", "Effect": "Deny", "Resource": capacity_resources, "Action": list(QUOTA_CHANGE_ACTIONS)}),
+            Match.object_like({"Sid": "DenyGpuQuotaChangesOutsidePlatformAccounts", "Effect": "Deny", "Resource": capacity_resources,
+                               "Action": list(QUOTA_CHANGE_ACTIONS)}),
         ]},
     })
+    for action in ("batch:UpdateSchedulingPolicy", "batch:UpdateJobQueue", "batch:UpdateServiceEnvironment", "batch:CreateJobQueue"):
+        assert action in QUOTA_CHANGE_ACTIONS
     # One SCP, not one per concern: an account or OU may hold at most five.
     assert len(template.find_resources("AWS::Organizations::Policy", {"Properties": {"Type": "SERVICE_CONTROL_POLICY"}})) == 1
 
@@ -96,32 +128,80 @@ def test_exemption_lists_name_exactly_the_platform_roles(synthesized):
     _, template, _ = synthesized
     admin = "arn:aws:iam::111122223333:role/GpuPlatformAdmin"
     controller = f"arn:*:iam::{CAPACITY}:role/{capacity_controller_role_name('acme-ml')}"
-    deployer = f"arn:*:iam::{CAPACITY}:role/cdk-*-cfn-exec-role-{CAPACITY}-us-east-1"
+    deployer = f"arn:*:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1"  # the qualifier, pinned
     purchase = statement(template, "DenyGpuCapacityPurchase")["Condition"]
     quota = statement(template, "DenyGpuQuotaChanges")["Condition"]
     # CloudFormation buys nothing; the controller changes no quotas.
-    assert purchase == {"ArnNotLike": {"aws:PrincipalArn": [admin, controller, BREAK_GLASS]}}
-    assert quota == {"ArnNotLike": {"aws:PrincipalArn": [admin, deployer, BREAK_GLASS]}}
+    assert purchase == {"ArnNotLike": {"aws:PrincipalArn": [admin, controller, BREAK_GLASS, AUDIT]}}
+    assert quota == {"ArnNotLike": {"aws:PrincipalArn": [admin, deployer, BREAK_GLASS, AUDIT]}}
 
 
-@pytest.mark.parametrize("principal, action, is_denied", [
-    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", False),
-    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", True),
-    (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", True),  # same name, other account
-    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateQuotaShare", False),
-    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "sagemaker:CreateTrainingPlan", True),
-    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-west-2", "batch:UpdateQuotaShare", True),
-    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:ExtendTrainingPlan", False),
-    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:DeleteClusterSchedulerConfig", False),
-    ("arn:aws:iam::111122223333:role/gpuplatformadmin", "batch:DeleteQuotaShare", True),  # ArnLike is case-sensitive
-    (f"arn:aws:iam::{CONSUMER}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_0a1b2c", "batch:CreateQuotaShare", False),
-    (f"arn:aws:iam::{CONSUMER}:role/research-gpu-submit", "ec2:PurchaseCapacityBlockExtension", True),
-    (f"arn:aws:iam::{CONSUMER}:role/research-gpu-submit", "sagemaker:CreateComputeQuota", True),
-])
-def test_who_the_scp_stops(synthesized, principal, action, is_denied):
+def test_every_exemption_is_paired_with_its_account(synthesized):
     _, template, _ = synthesized
-    statements = policy_of(template, "SERVICE_CONTROL_POLICY")["Content"]["Statement"]
-    assert any(denied(s, principal, action) for s in statements) is is_denied
+    for sid in ("DenyGpuCapacityPurchase", "DenyGpuQuotaChanges"):
+        by_arn, by_account = statement(template, sid), statement(template, sid + "OutsidePlatformAccounts")
+        assert (by_account["Action"], by_account["Resource"]) == (by_arn["Action"], by_arn["Resource"])
+        accounts = by_account["Condition"]["StringNotEquals"]["aws:PrincipalAccount"]
+        assert set(accounts) == {arn.split(":")[4] for arn in by_arn["Condition"]["ArnNotLike"]["aws:PrincipalArn"]}
+        assert set(accounts) <= {CAPACITY, MANAGEMENT}
+
+
+def test_the_bootstrap_qualifier_comes_from_the_model():
+    custom = model_with({**GUARDRAILS, "cdk_bootstrap_qualifier": "gpuplat01"})
+    exempt = service_control_policy(custom, custom.guardrails)["Statement"][2]["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    assert f"arn:*:iam::{CAPACITY}:role/cdk-gpuplat01-cfn-exec-role-{CAPACITY}-us-east-1" in exempt
+    assert not any("hnb659fds" in arn or "cdk-*" in arn for arn in exempt)
+
+
+SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a tenant's role in the capacity account
+
+
+@pytest.mark.parametrize("principal, action, resource, is_denied", [
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", False),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/q", True),
+    (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", True),  # same name, other account
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateQuotaShare", CAPACITY_QUEUE, False),
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "sagemaker:CreateTrainingPlan", "*", True),
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-west-2", "batch:UpdateQuotaShare", CAPACITY_QUEUE, True),
+    # A role anyone allowed to create roles in the capacity account could name: another qualifier.
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-mine-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateSchedulingPolicy", CAPACITY_QUEUE, True),
+    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:ExtendTrainingPlan", "*", False),
+    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "savingsplans:CreateSavingsPlan", "*", False),
+    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:DeleteClusterSchedulerConfig", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:cluster-scheduler-config/c", False),
+    ("arn:aws:iam::111122223333:role/gpuplatformadmin", "batch:DeleteQuotaShare", CAPACITY_QUEUE, True),  # ArnLike is case-sensitive
+    (f"arn:aws:iam::{CAPACITY}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_0a1b2c", "batch:CreateQuotaShare", CAPACITY_QUEUE, False),
+    (AUDIT, "ec2:PurchaseCapacityBlock", "*", False),
+    # Tenants: roles they can create in their own accounts, Identity Center roles there, and their
+    # library-made roles in the capacity account.
+    (f"arn:aws:iam::{CONSUMER}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_0a1b2c", "ec2:PurchaseCapacityBlock", "*", True),
+    (f"arn:aws:iam::{CONSUMER}:role/BreakGlass", "ec2:CreateCapacityReservation", "*", True),
+    (f"arn:aws:iam::{CONSUMER}:role/MyAdminTool", "ec2:CreateCapacityReservationFleet", "*", True),
+    (f"arn:aws:iam::{CONSUMER}:role/MyAdminTool", "ec2:PurchaseReservedInstancesOffering", "*", True),
+    (f"arn:aws:iam::{CONSUMER}:role/MyAdminTool", "savingsplans:CreateSavingsPlan", "*", True),
+    (f"arn:aws:iam::{CONSUMER}:role/research-gpu-submit", "ec2:PurchaseCapacityBlockExtension", "*", True),
+    (SUBMIT, "sagemaker:CreateComputeQuota", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:cluster/abcd1234efgh", True),
+    (SUBMIT, "batch:UpdateSchedulingPolicy", f"arn:aws:batch:us-east-1:{CAPACITY}:scheduling-policy/ec2-gpu", True),
+    (SUBMIT, "batch:UpdateJobQueue", CAPACITY_QUEUE, True),
+    (SUBMIT, "batch:CreateJobQueue", f"arn:aws:batch:us-east-1:{CAPACITY}:compute-environment/gpu-g6e", True),
+    (SUBMIT, "batch:UpdateServiceEnvironment", f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training", True),
+    # A consumer account's own queues are its own business.
+    (f"arn:aws:iam::{CONSUMER}:role/MyAdminTool", "batch:UpdateJobQueue", CONSUMER_QUEUE, False),
+])
+def test_who_the_scp_stops(synthesized, principal, action, resource, is_denied):
+    _, template, _ = synthesized
+    assert denied_by_scp(template, principal, action, resource) is is_denied
+
+
+def test_every_quota_action_names_a_resource_the_scope_can_match():
+    # The quota denial names the capacity account's resources; an action without resource-level
+    # permissions is evaluated against "*" and would slip past it.
+    import cfnlint
+
+    known = json.loads((Path(cfnlint.__file__).parent / "data/AdditionalSpecs/Policies.json").read_text())
+    for action in QUOTA_CHANGE_ACTIONS:
+        service, name = action.split(":")
+        entry = {a.lower(): v for a, v in known[service]["Actions"].items()}[name.lower()]
+        assert entry.get("Resources"), action
 
 
 def test_every_denied_action_is_a_real_iam_action():
@@ -205,6 +285,15 @@ def test_undeclared_guardrails_are_an_error_and_the_reference_app_leaves_them_ou
     ({"target_ids": []}, r"guardrails\.target_ids: invalid \(\[\]\) - at least 1 item"),
     ({"exempt_principals": ["arn:aws:iam::*:role/*"]}, r"guardrails\.exempt_principals\[0\]: invalid \('arn:aws:iam::\*:role/\*'\)"),
     ({"exempt_principals": ["arn:aws:sts::123456789012:assumed-role/Admin/me"]}, r"guardrails\.exempt_principals\[0\]: invalid"),
+    # Satisfiable by a tenant: any account, name patterns, an undeclared account, any permission set.
+    ({"exempt_principals": ["arn:aws:iam::*:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_BreakGlass_*"]}, r"guardrails\.exempt_principals\[0\]: invalid"),
+    ({"exempt_principals": [f"arn:aws:iam::{CAPACITY}:role/*Admin*"]}, r"guardrails\.exempt_principals\[0\]: invalid"),
+    ({"exempt_principals": [f"arn:aws:iam::{CAPACITY}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_*"]}, r"guardrails\.exempt_principals\[0\]: invalid"),
+    ({"exempt_principals": [f"arn:aws:iam::{CONSUMER}:role/BreakGlass"]}, r"guardrails\.exempt_principals\[0\]: account 444455556666 is not allowed here .* - a role of the capacity \(111122223333\) or management \(999988887777\) account"),
+    ({"exempt_principals": [f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"]}, r"guardrails\.exempt_principals\[0\]: a role under the library's path /gpu-governance/"),
+    ({"exempt_principals": [f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-deploy-role-{CAPACITY}-us-east-1"]}, r"guardrails\.exempt_principals\[0\]: named like a CDK bootstrap role"),
+    ({"cdk_bootstrap_qualifier": "*"}, r"guardrails\.cdk_bootstrap_qualifier: invalid \('\*'\) - must match"),
+    ({"cdk_bootstrap_qualifier": "much-too-long"}, r"guardrails\.cdk_bootstrap_qualifier: invalid"),
     ({"tag_enforced_for": ["training jobs"]}, r"guardrails\.tag_enforced_for\[0\]: invalid \('training jobs'\) - must match"),
     ({"management_account": None}, r"guardrails\.management_account: invalid \(None\) - a mapping"),
 ])
@@ -235,3 +324,25 @@ def test_the_packs_do_check_the_guardrails_stack(model, tmp_path):
     findings = summarise(tmp_path).open_findings
     assert any("GpuGovernance-KeyRotation" in f for f in findings)
     assert findings and all("UnrotatedKey" in f for f in findings)
+
+
+def test_the_documented_guardrails_section_is_valid():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "delivery.md").read_text()
+    block = next(b for b in text.split("```yaml\n")[1:] if b.startswith("guardrails:")).split("```")[0]
+    documented = yaml.safe_load(block)["guardrails"]
+    assert model_with(documented).guardrails.exempt_principals == tuple(documented["exempt_principals"])
+
+
+def test_guardrails_given_apart_from_the_model_are_held_to_the_same_accounts():
+    tenant_made = Guardrails(**{**GUARDRAILS, "exempt_principals": [f"arn:aws:iam::{CONSUMER}:role/BreakGlass"]})
+    with pytest.raises(GovernanceError, match=r"guardrails\.exempt_principals\[0\]: account 444455556666 is not allowed here"):
+        OrganisationGuardrails(Stack(App(), "Apart"), "G", model=load_model(None), guardrails=tenant_made)
+
+
+def test_the_stack_refuses_a_qualifier_other_than_the_apps():
+    assert Guardrails(**GUARDRAILS).cdk_bootstrap_qualifier == DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    app = App(context={"@aws-cdk/core:bootstrapQualifier": "gpuplat01"})
+    with pytest.raises(GovernanceError, match=r"guardrails\.cdk_bootstrap_qualifier: differs from this app's CDK bootstrap qualifier 'gpuplat01'"):
+        OrganisationGuardrailsStack(app, "Guardrails", model=model_with())
+    matching = model_with({**GUARDRAILS, "cdk_bootstrap_qualifier": "gpuplat01"})
+    OrganisationGuardrailsStack(App(context={"@aws-cdk/core:bootstrapQualifier": "gpuplat01"}), "Guardrails", model=matching)
