@@ -425,7 +425,8 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
 
         for pool in model.pools:
             if pool.backend == "hyperpod_slurm":
-                problems += slurm_problems(model, pool.name)
+                # Organisation-wide findings come once however many Slurm pools repeat them.
+                problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += capacity_model.check_windows(model)
     return problems
 
