@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
-AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")]
+AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")]
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
 ComputeEnvironmentArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
 ]
 
 

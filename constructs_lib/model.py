@@ -19,10 +19,11 @@ from .errors import GovernanceError, Problem
 
 # --- names and identifiers ------------------------------------------------------------------
 
-AccountId = Annotated[str, StringConstraints(pattern=r"^\d{12}$")]
-Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")]
+# [0-9], not \d: \d also matches other scripts' digits (a full-width account id would validate).
+AccountId = Annotated[str, StringConstraints(pattern=r"^[0-9]{12}$")]
+Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", max_length=32)]
 PrincipalArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
 ]
 # Team names become Batch quota share and fair-share identifiers, IAM role names (64 max with
 # the longest suffix we add) and KMS aliases: 40 of [A-Za-z0-9_-] fits all of them.
@@ -31,10 +32,12 @@ TeamName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*
 # HyperPod team names (and the Kubernetes namespaces made from them) are DNS labels.
 HYPERPOD_TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Batch job queue / service environment names.
-QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128)]
+# Pool names: Batch names the scheduling policy <pool>-quota-share, within 128 characters.
+QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128 - len("-quota-share"))]
 DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
-SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")]
-Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")]
+# Instance types are short (ml.p4de.24xlarge); the cap keeps derived names within AWS limits.
+SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", max_length=40)]
+Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", max_length=40)]
 Count = Annotated[int, Field(ge=1, le=100_000)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
@@ -258,7 +261,7 @@ class BatchFairSharePool(_Pool):
     backend: Literal["batch_fair_share"] = "batch_fair_share"
     capacity: dict[Ec2InstanceType, Count] = Field(min_length=1)
     compute_environments: tuple[
-        Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")],
+        Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")],
         ...,
     ] = Field(min_length=1, max_length=3)
     share_decay_seconds: Annotated[int, Field(ge=0, le=604800)] = 3600
@@ -267,7 +270,7 @@ class BatchFairSharePool(_Pool):
 
 
 HyperPodClusterArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:cluster/[a-z0-9]{12}$")
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$")
 ]
 
 
@@ -308,16 +311,16 @@ HYPERPOD_BACKENDS = ("hyperpod_eks", "hyperpod_slurm")
 
 
 # A root, OU or account id (the AWS::Organizations::Policy TargetIds pattern).
-OrganisationTargetId = Annotated[str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|\d{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")]
+OrganisationTargetId = Annotated[str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|[0-9]{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")]
 # Like PrincipalArn, but "*" may stand in the account or the name (IAM Identity Center roles
 # carry a random suffix); a name of wildcards alone would exempt everyone and is refused.
 ExemptPrincipalArn = Annotated[
     str,
     StringConstraints(
-        pattern=r"^arn:aws[a-z-]*:iam::(\d{12}|\*):role/[A-Za-z0-9+=,.@_/*-]*[A-Za-z0-9+=,.@_-][A-Za-z0-9+=,.@_/*-]*$", max_length=600
+        pattern=r"^arn:aws[a-z-]*:iam::([0-9]{12}|\*):role/[A-Za-z0-9+=,.@_/*-]*[A-Za-z0-9+=,.@_-][A-Za-z0-9+=,.@_/*-]*$", max_length=600
     ),
 ]
-TagEnforcedFor = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+:([a-z0-9-]+|ALL_SUPPORTED)$")]
+TagEnforcedFor = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+:([a-z0-9-]+|ALL_SUPPORTED)$", max_length=128)]
 
 
 class Guardrails(_Frozen):
@@ -553,7 +556,8 @@ def governance_error_from(error: ValidationError) -> GovernanceError:
     return GovernanceError(_dedupe(problems))
 
 
-_UNION_TAGS = {"batch_quota_share", "batch_fair_share", "hyperpod_eks", "hyperpod_slurm"}
+_UNION_TAGS = {"batch_quota_share", "batch_fair_share", "hyperpod_eks", "hyperpod_slurm",  # pool backends
+               "batch_compute_environment", "eks_node_group", "hyperpod_instance_group", "sagemaker_training_jobs"}  # feed kinds
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
 
 

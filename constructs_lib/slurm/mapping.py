@@ -53,7 +53,7 @@ RESERVED_USERS = frozenset({
 })
 RESERVED_USER_PREFIXES = ("_", "systemd-")
 DEFAULT_DATA_ROOT = "/fsx/teams"
-DATA_ROOT_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
+DATA_ROOT_PATTERN = re.compile(r"(/[A-Za-z0-9._-]{1,255}){1,32}/?")  # NAME_MAX per segment
 # The apply script runs as root and creates <data root>/<team> writable by the team: never inside
 # system trees, nor directly in a directory whose children are system or user paths (a team
 # named mysql under /var/lib, or ubuntu under /home).
@@ -170,7 +170,7 @@ def data_root_problems(data_root: str) -> list[Problem]:
     allowed = "an absolute directory on shared storage, e.g. /fsx/teams"
     if not DATA_ROOT_PATTERN.fullmatch(data_root) or {".", ".."} & set(data_root.split("/")):
         return [Problem(path="data_root", wrong="not a plain absolute path", value=data_root,
-                        allowed=f"{allowed}: '/'-separated names of A-Z, a-z, 0-9, '.', '_', '-', none of them '.' or '..'")]
+                        allowed=f"{allowed}: up to 32 '/'-separated names of 1-255 of A-Z, a-z, 0-9, '.', '_', '-', none of them '.' or '..'")]
     root = data_root.rstrip("/")
     system = next((d for d in SYSTEM_DIRECTORIES if root == d or root.startswith(d + "/")), None)
     if system or root in SHARED_PARENTS:

@@ -75,7 +75,7 @@ def mutate(path, value):
 @pytest.mark.parametrize(
     "path, value, expected",
     [
-        (("capacity_account", "account_id"), "12345", "capacity_account.account_id: invalid ('12345') - must match ^\\d{12}$"),
+        (("capacity_account", "account_id"), "12345", "capacity_account.account_id: invalid ('12345') - must match ^[0-9]{12}$"),
         (("capacity_account", "region"), "mars-1", "capacity_account.region: invalid ('mars-1') - must match"),
         (("teams", 0, "account"), "finance", "teams[0].account: undeclared account ('finance') - one of ['product', 'research']"),
         (("teams", 0, "quotas", "sagemaker-training", "ml.p5.48xlarge"), 0, "teams[0].quotas.sagemaker-training.ml.p5.48xlarge: invalid (0) - at least 1"),
