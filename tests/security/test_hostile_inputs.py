@@ -348,3 +348,100 @@ def test_manifests_keep_lookalike_names_as_strings(team: str) -> None:
         labels = manifest["metadata"].get("labels", {})
         assert all(isinstance(value, str) for value in labels.values())
         assert labels.get("gpu-governance/team", team) == team
+
+
+# --- rendered inert: policies and resource names -------------------------------------------------
+
+# Limits AWS sets on the names the library derives from the governance file.
+NAME_LIMITS = {
+    ("AWS::Batch::SchedulingPolicy", "Name"): 128,
+    ("AWS::Batch::JobQueue", "JobQueueName"): 128,
+    ("AWS::Batch::ServiceEnvironment", "ServiceEnvironmentName"): 128,
+    ("AWS::Batch::QuotaShare", "QuotaShareName"): 128,
+    ("AWS::IAM::Role", "RoleName"): 64,
+    ("AWS::IAM::Policy", "PolicyName"): 128,
+    ("AWS::KMS::Alias", "AliasName"): 256,
+    ("AWS::SageMaker::ComputeQuota", "Name"): 63,
+    ("AWS::CloudWatch::Dashboard", "DashboardName"): 255,
+    ("AWS::Organizations::Policy", "Name"): 128,
+}
+# A member ARN with every punctuation mark the pattern admits, and a path.
+ODD_MEMBER = "arn:aws:iam::444455556666:role/ml+ops=a,b.c@d_e-f/Odd+Name=x,y.z@w_v-u"
+
+
+def longest(model_class: type, field: str) -> int:
+    """The longest value a name field admits, read from the field itself."""
+    return next(m.max_length for m in model_class.model_fields[field].metadata if getattr(m, "max_length", None))
+
+
+def longest_organisation() -> dict[str, Any]:
+    """The base organisation with every name at the longest its fields (and Slurm, HyperPod)
+    allow, and members full of ARN punctuation."""
+    from constructs_lib.capacity_model import CapacityWindow
+    from constructs_lib.model import PriorityClass, Team
+    from constructs_lib.model import _Pool as Pool
+    from constructs_lib.slurm.mapping import GROUP_PREFIX
+
+    data = base_data()
+    data["organisation"] = "o" * longest(GovernanceModel, "organisation")
+    data["priority_classes"][0]["name"] = "c" * longest(PriorityClass, "name")
+    pools = {}
+    for pool in data["pools"]:
+        pools[pool["name"]] = (pool["name"] + "-" + "p" * 200)[: longest(Pool, "name")]
+        pool["name"] = pools[pool["name"]]
+    # Every team has a Slurm quota here, and gg-<team> is an OS group of at most 32 characters.
+    team_length = min(longest(Team, "name"), 32 - len(GROUP_PREFIX))
+    for index, team in enumerate(data["teams"]):
+        team["name"] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
+        team["quotas"] = {pools[name]: quota for name, quota in team["quotas"].items()}
+        team["kubernetes"] = {pools[name]: settings for name, settings in team.get("kubernetes", {}).items()}
+        team["members"].append(ODD_MEMBER.replace("Odd", f"Odd{index}"))
+    for window in data["capacity_windows"]:
+        window["name"] = (window["name"][:2] + "w" * 100)[: longest(CapacityWindow, "name")]
+        if window["feeds"].get("pool"):
+            window["feeds"]["pool"] = pools[window["feeds"]["pool"]]
+    return data
+
+
+@pytest.fixture(scope="module")
+def longest_app(tmp_path_factory):
+    from aws_cdk import App
+
+    from constructs_lib.compliance import apply_standard_packs
+    from stacks import build_reference_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = App(outdir=str(outdir))
+    model = GovernanceModel.from_dict(longest_organisation())
+    build_reference_app(app, model)
+    apply_standard_packs(app)
+    app.synth()  # raises on any unacknowledged finding
+    return model, {path.name: json.loads(path.read_text()) for path in outdir.glob("*.template.json")}
+
+
+def test_the_longest_valid_names_fit_every_name_derived_from_them(longest_app) -> None:
+    _, templates = longest_app
+    seen = set()
+    for template in templates.values():
+        for resource in template["Resources"].values():
+            for (kind, name_property), limit in NAME_LIMITS.items():
+                value = resource["Properties"].get(name_property) if resource["Type"] == kind else None
+                if isinstance(value, str):
+                    seen.add((kind, name_property))
+                    assert len(value) <= limit, (kind, value)
+    assert seen == set(NAME_LIMITS)
+
+
+def test_policies_carry_hostile_but_valid_values_verbatim_and_lint_clean(longest_app) -> None:
+    from cfnlint.api import lint
+
+    model, templates = longest_app
+    for name, template in templates.items():
+        errors = [str(m) for m in lint(json.dumps(template), regions=["us-east-1"]) if m.rule.id.startswith("E")]
+        assert errors == [], name
+    principals = json.dumps([
+        s.get("Principal") for t in templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Role"
+        for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    ])
+    for team in model.teams:
+        assert json.dumps(team.members[-1]) in principals  # a whole JSON string, unchanged
