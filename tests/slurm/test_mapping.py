@@ -198,3 +198,13 @@ def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wr
     (problem,) = raised.value.problems
     assert (problem.path, problem.value) == ("teams[2].members[2]", arn)
     assert problem.wrong.startswith(wrong)
+
+
+def test_docs_list_every_reserved_name_and_system_directory() -> None:
+    from pathlib import Path
+
+    from constructs_lib.slurm.mapping import RESERVED_USER_PREFIXES, RESERVED_USERS, SHARED_PARENTS, SLURM_ROOT_ACCOUNT, SYSTEM_DIRECTORIES
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "slurm.md").read_text()
+    listed = [*RESERVED_USERS, *RESERVED_USER_PREFIXES, SLURM_ROOT_ACCOUNT, *SYSTEM_DIRECTORIES, *SHARED_PARENTS]
+    assert [name for name in listed if f"`{name}`" not in docs and f"`{name}*" not in docs] == []
