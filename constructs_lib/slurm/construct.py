@@ -48,7 +48,8 @@ class HyperPodSlurmGovernance(Construct):
         self.instance_groups: tuple[InstanceGroup, ...] = hyperpod_instance_groups(model, pool_name)
         # The asset is hashed by content, so an unchanged policy keeps the same S3 object.
         script = Path(tempfile.mkdtemp(prefix="gpu-governance-slurm-")) / SCRIPT_NAME
-        script.write_bytes(text := render_apply_script(plan).encode())
+        text = render_apply_script(plan).encode()
+        script.write_bytes(text)
         # Nodes run the script as root: they check it against this digest before running it, so
         # whoever can write the asset bucket still cannot change what runs.
         self.script_sha256 = hashlib.sha256(text).hexdigest()

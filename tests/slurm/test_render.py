@@ -183,6 +183,15 @@ def test_no_team_directory_where_others_could_swap_it_for_a_link(tmp_path: Path,
 
 
 @root_only
+def test_a_missing_data_root_is_not_created_in_someone_elses_directory(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    result = data_path(theirs / "teams" / "burst")
+    assert not (theirs / "teams").exists() and "not created" in result.stdout
+
+
+@root_only
 def test_a_link_owned_by_someone_else_above_the_data_root_is_refused(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     link = tmp_path / "shared"

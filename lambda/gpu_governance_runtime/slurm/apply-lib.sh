@@ -242,7 +242,7 @@ gg_trusted_dir() {
             path=$(dirname -- "$path")
         done
     done
-    GG_TRUSTED[$dir]=1
+    [[ ! -d $dir ]] || GG_TRUSTED[$dir]=1
 }
 
 # gg_data_path PATH GROUP MODE: create PATH (root:GROUP, MODE) if it is missing. The owner and
@@ -264,9 +264,10 @@ gg_data_path() {
         fi
         return
     fi
-    # mkdir -p changes nothing that exists; the check that follows sees the whole chain.
-    [[ -d $parent || $GG_DRY_RUN == 1 ]] || gg_change "create $parent" mkdir -p -m 0755 -- "$parent"
-    if ! gg_trusted_dir "$parent"; then
+    # Checked before creating a missing data root (nothing is created in someone else's tree)
+    # and again after (mkdir -p changes nothing that exists, and the chain is then complete).
+    if ! gg_trusted_dir "$parent" || { [[ ! -d $parent && $GG_DRY_RUN == 0 ]] &&
+        gg_change "create $parent" mkdir -p -m 0755 -- "$parent" && ! gg_trusted_dir "$parent"; }; then
         gg_warn "$parent (or a directory above it) can be changed by users other than root; $path not created"
         return
     fi
