@@ -65,9 +65,18 @@ def controller_resources(
                 "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
     role = iam.Role(scope, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                     role_name=role_name, description=role_description)
-    region = Stack.of(scope).region
-    # cloudwatch: alarm actions publish to the topic; logs and events encrypt with the key too.
-    for user in (role, iam.ServicePrincipal(f"logs.{region}.amazonaws.com"), iam.ServicePrincipal("events.amazonaws.com"),
-                 iam.ServicePrincipal("cloudwatch.amazonaws.com")):
-        key.add_to_resource_policy(iam.PolicyStatement(principals=[user], actions=KEY_USE_ACTIONS, resources=["*"]))
+    key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
+    # cloudwatch: alarm actions publish to the topic; logs and events encrypt with the key too -
+    # each only for this account's own resources (no confused deputy), logs only for this
+    # account's log groups in this region.
+    stack = Stack.of(scope)
+    own_account = {"StringEquals": {"aws:SourceAccount": stack.account}}
+    log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
+    for service, conditions in (
+        (f"logs.{stack.region}.amazonaws.com", {**own_account, "ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}}),
+        ("events.amazonaws.com", own_account),
+        ("cloudwatch.amazonaws.com", own_account),
+    ):
+        key.add_to_resource_policy(iam.PolicyStatement(
+            principals=[iam.ServicePrincipal(service)], actions=KEY_USE_ACTIONS, resources=["*"], conditions=conditions))
     return ControllerResources(key=key, ledger=ledger, topic=topic, dead_letters=dead_letters, role=role)

@@ -16,7 +16,9 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
-        return f"{self.path or '<root>'}: {self.wrong} ({_short(self.value)}) - {self.allowed}"
+        # A path can hold a mapping key from the input: escape what would break the one line.
+        path = "".join(c if c.isprintable() else repr(c)[1:-1] for c in self.path)
+        return f"{path or '<root>'}: {self.wrong} ({_short(self.value)}) - {self.allowed}"
 
 
 class GovernanceError(ValueError):

@@ -19,10 +19,9 @@ from .errors import GovernanceError, Problem
 
 # --- names and identifiers ------------------------------------------------------------------
 
-# Patterns say [0-9], never \d: pydantic's regex engine lets \d match any Unicode digit, and a
-# full-width account id would validate and then break synthesis.
+# [0-9], not \d: \d also matches other scripts' digits (a full-width account id would validate).
 AccountId = Annotated[str, StringConstraints(pattern=r"^[0-9]{12}$")]
-Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$")]
+Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", max_length=32)]
 PrincipalArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
 ]
@@ -37,10 +36,12 @@ TeamName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*
 # HyperPod team names (and the Kubernetes namespaces made from them) are DNS labels.
 HYPERPOD_TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Batch job queue / service environment names.
-QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128)]
+# Pool names: Batch names the scheduling policy <pool>-quota-share, within 128 characters.
+QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128 - len("-quota-share"))]
 DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
-SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")]
-Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")]
+# Instance types are short (ml.p4de.24xlarge); the cap keeps derived names within AWS limits.
+SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", max_length=40)]
+Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", max_length=40)]
 Count = Annotated[int, Field(ge=1, le=100_000)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
@@ -360,7 +361,7 @@ ExemptPrincipalArn = Annotated[
         r"AWSReservedSSO_[A-Za-z0-9_+=,.@-]{1,32}_(\*|[0-9a-f]{16})|[A-Za-z0-9+=,.@_/-]{1,512})$",
     ),
 ]
-TagEnforcedFor = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+:([a-z0-9-]+|ALL_SUPPORTED)$")]
+TagEnforcedFor = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+:([a-z0-9-]+|ALL_SUPPORTED)$", max_length=128)]
 
 
 class Guardrails(_Frozen):
@@ -485,7 +486,8 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
 
         for pool in model.pools:
             if pool.backend == "hyperpod_slurm":
-                problems += slurm_problems(model, pool.name)
+                # Organisation-wide findings come once however many Slurm pools repeat them.
+                problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += capacity_model.check_windows(model)
     problems += check_principals(model)
     return problems
@@ -660,7 +662,8 @@ def governance_error_from(error: ValidationError) -> GovernanceError:
     return GovernanceError(_dedupe(problems))
 
 
-_UNION_TAGS = {"batch_quota_share", "batch_fair_share", "hyperpod_eks", "hyperpod_slurm"}
+_UNION_TAGS = {"batch_quota_share", "batch_fair_share", "hyperpod_eks", "hyperpod_slurm",  # pool backends
+               "batch_compute_environment", "eks_node_group", "hyperpod_instance_group", "sagemaker_training_jobs"}  # feed kinds
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
 
 

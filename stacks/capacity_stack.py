@@ -22,13 +22,17 @@ class CapacityAccountStack(Stack):
     def __init__(self, scope: Construct, id: str, *, model: GovernanceModel) -> None:
         account = model.capacity_account
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
+        # Access logs arrive under a bucket policy, not an ACL: each tenant bucket gets a
+        # statement for logging.s3.amazonaws.com pinned by aws:SourceArn and aws:SourceAccount.
+        # Set here, not only in cdk.json, so that every app building this stack gets it.
+        self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             versioned=True,
             removal_policy=RemovalPolicy.RETAIN,
         )

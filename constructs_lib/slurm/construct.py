@@ -4,6 +4,7 @@ the same script on the cluster's nodes when the policy changes."""
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -47,7 +48,11 @@ class HyperPodSlurmGovernance(Construct):
         self.instance_groups: tuple[InstanceGroup, ...] = hyperpod_instance_groups(model, pool_name)
         # The asset is hashed by content, so an unchanged policy keeps the same S3 object.
         script = Path(tempfile.mkdtemp(prefix="gpu-governance-slurm-")) / SCRIPT_NAME
-        script.write_text(render_apply_script(plan))
+        text = render_apply_script(plan).encode()
+        script.write_bytes(text)
+        # Nodes run the script as root: they check it against this digest before running it, so
+        # whoever can write the asset bucket still cannot change what runs.
+        self.script_sha256 = hashlib.sha256(text).hexdigest()
         self.script = s3_assets.Asset(self, "ApplyScript", path=str(script))
         self.document = ssm.CfnDocument(
             self,
@@ -67,8 +72,15 @@ class HyperPodSlurmGovernance(Construct):
         return self._fetch_and_apply(" --os-only" if os_only else "")
 
     def _fetch_and_apply(self, flags: str) -> str:
+        """Download, verify, then run: a script whose digest differs is deleted and never runs,
+        and the command fails (fail closed)."""
         script = f"{NODE_DIRECTORY}/{SCRIPT_NAME}"
-        return f"mkdir -p {NODE_DIRECTORY} && aws s3 cp {self.script.s3_object_url} {script} && bash {script}{flags}"
+        download = f"{script}.download"
+        return (
+            f"mkdir -p -m 0700 {NODE_DIRECTORY} && aws s3 cp {self.script.s3_object_url} {download}"
+            f" && {{ echo '{self.script_sha256}  {download}' | sha256sum --check --strict - || {{ rm -f {download}; false; }}; }}"
+            f" && mv {download} {script} && bash {script}{flags}"
+        )
 
     def grant_read_script(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let the cluster's nodes (their execution role) download the script: GetObject on

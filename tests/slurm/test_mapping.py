@@ -127,6 +127,84 @@ def test_reserved_team_names_and_unknown_pools_are_refused() -> None:
         slurm_plan(governance_model(), "nope")
 
 
-def test_relative_data_root_is_refused() -> None:
-    with pytest.raises(GovernanceError, match=r"data_root: not an absolute path \('fsx/teams'\) - an absolute directory"):
-        slurm_plan(governance_model(), POOL, data_root="fsx/teams")
+@pytest.mark.parametrize("data_root", [
+    "fsx/teams", "/", "//", "/fsx/../etc", "/fsx/teams/..", "/fsx/./teams", "/fsx//teams", "/fsx/te ams", "/fsx/$(id)", "/fsx/teams\n",
+])
+def test_data_root_that_is_not_a_plain_absolute_path_is_refused(data_root: str) -> None:
+    with pytest.raises(GovernanceError) as raised:
+        slurm_plan(governance_model(), POOL, data_root=data_root)
+    (problem,) = raised.value.problems
+    assert (problem.path, problem.wrong, problem.value) == ("data_root", "not a plain absolute path", data_root)
+
+
+@pytest.mark.parametrize("data_root", [
+    "/etc", "/etc/teams", "/usr/local/teams", "/var/lib/slurm/teams", "/var/spool/x", "/root/teams", "/run/x", "/boot/",
+    "/var/lib", "/home", "/tmp/", "/opt",
+])
+def test_data_root_in_a_system_directory_is_refused(data_root: str) -> None:
+    """A team named etc under data root / (or /fsx/..) once rendered `gg_data_path /etc gg-etc 2770`."""
+    with pytest.raises(GovernanceError, match=r"^data_root: a system directory \(/"):
+        slurm_plan(governance_model(), POOL, data_root=data_root)
+
+
+@pytest.mark.parametrize("data_root", ["/fsx/teams/", "/var/lib/gpu-governance-slurm/tenant-data", "/shared/data.v2", "/home/shared"])
+def test_plain_data_roots_are_accepted_without_a_trailing_slash(data_root: str) -> None:
+    paths = [d.path for d in slurm_plan(governance_model(), POOL, data_root=data_root).data_paths]
+    assert paths == [f"{data_root.rstrip('/')}/{t}" for t in ("critical", "steady", "burst")]
+
+
+@pytest.mark.parametrize("name", ["root", "acme-ml"])
+def test_team_named_like_slurm_root_or_the_organisation_account_is_refused(name: str) -> None:
+    teams = default_teams()
+    teams[1]["name"] = name
+    data = model_data(teams=teams)
+    from constructs_lib.model import GovernanceModel
+
+    with pytest.raises(GovernanceError, match=rf"teams\[1\]\.name: reserved on Slurm \('{name}'\)"):
+        GovernanceModel.from_dict(data)
+
+
+def test_organisation_named_root_is_refused_once() -> None:
+    data = model_data()
+    data["organisation"] = "root"
+    data["pools"].append({**data["pools"][0], "name": "second-slurm"})
+    from constructs_lib.model import GovernanceModel
+
+    with pytest.raises(GovernanceError) as raised:
+        GovernanceModel.from_dict(data)
+    assert [str(p) for p in raised.value.problems if p.path == "organisation"] == [
+        "organisation: Slurm's root account ('root') - any name but 'root' on Slurm"
+    ]
+
+
+@pytest.mark.parametrize(("arn", "wrong"), [
+    ("arn:aws:iam::444455556666:role/root", "gives cluster user 'root', a system or privileged account"),
+    ("arn:aws:iam::444455556666:user/Ubuntu", "gives cluster user 'ubuntu', a system or privileged account"),
+    ("arn:aws:iam::444455556666:role/ops/slurm", "gives cluster user 'slurm', a system or privileged account"),
+    ("arn:aws:iam::444455556666:role/_apt", "gives cluster user '_apt', a system or privileged account"),
+    ("arn:aws:iam::444455556666:role/systemd-network", "gives cluster user 'systemd-network', a system or privileged account"),
+    ("arn:aws:iam::444455556666:role/x/../root", "has an empty, '.' or '..' path segment"),
+    ("arn:aws:iam::444455556666:role/x/../eve", "has an empty, '.' or '..' path segment"),
+    ("arn:aws:iam::444455556666:role/./eve", "has an empty, '.' or '..' path segment"),
+    ("arn:aws:iam::444455556666:role/x//eve", "has an empty, '.' or '..' path segment"),
+])
+def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wrong: str) -> None:
+    data = model_data()
+    data["teams"][2]["members"].append(arn)
+    from constructs_lib.model import GovernanceModel
+
+    with pytest.raises(GovernanceError) as raised:
+        GovernanceModel.from_dict(data)
+    (problem,) = raised.value.problems
+    assert (problem.path, problem.value) == ("teams[2].members[2]", arn)
+    assert problem.wrong.startswith(wrong)
+
+
+def test_docs_list_every_reserved_name_and_system_directory() -> None:
+    from pathlib import Path
+
+    from constructs_lib.slurm.mapping import RESERVED_USER_PREFIXES, RESERVED_USERS, SHARED_PARENTS, SLURM_ROOT_ACCOUNT, SYSTEM_DIRECTORIES
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "slurm.md").read_text()
+    listed = [*RESERVED_USERS, *RESERVED_USER_PREFIXES, SLURM_ROOT_ACCOUNT, *SYSTEM_DIRECTORIES, *SHARED_PARENTS]
+    assert [name for name in listed if f"`{name}`" not in docs and f"`{name}*" not in docs] == []

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import grp
 import json
+import os
+import shlex
+import stat
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +103,99 @@ def test_preempt_lists_are_set_after_the_lists_they_name(plan: SlurmPlan) -> Non
     # Plan order is the other way round (most urgent class first), so the sort did the work.
     assert order.index("critical.standard") < order.index("critical.urgent")
     assert [q.name for q in plan.qos].index("critical.urgent") < [q.name for q in plan.qos].index("critical.standard")
+
+
+# --- data paths: the only place the script hands tenants write access -----------------------
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="creates root-owned directories")
+GROUP = grp.getgrgid(1).gr_name  # any existing group other than root's (daemon on Debian)
+
+
+def data_path(path: Path, *, dry_run: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the script's own gg_data_path, as the generated script calls it."""
+    script = f"set -euo pipefail\n{library_text()}\n{_call_line('gg_data_path', str(path), GROUP, '2770')}\ngg_end"
+    return bash(script, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "GG_DRY_RUN": "1" if dry_run else "0"})
+
+
+def _call_line(*words: str) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def owner_and_mode(path: Path) -> tuple[int, int, int]:
+    info = path.lstat()
+    return info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)
+
+
+@root_only
+def test_missing_data_path_is_created_for_the_team_and_its_root_too(tmp_path: Path) -> None:
+    path = tmp_path / "teams" / "burst"
+    result = data_path(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert owner_and_mode(path) == (0, 1, 0o2770)
+    assert owner_and_mode(path.parent)[0] == 0 and "changed=2" in result.stdout
+    again = data_path(path)
+    assert "changed=0 unchanged=1 warnings=0" in again.stdout
+
+
+@root_only
+def test_dry_run_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "teams" / "burst"
+    result = data_path(path, dry_run=True)
+    assert "would change: create " + str(path) in result.stdout and not path.parent.exists()
+
+
+@root_only
+def test_an_existing_directory_is_never_chowned_or_chmodded(tmp_path: Path) -> None:
+    """A user's home (a team named ubuntu under /fsx) or a system directory keeps its owner and mode."""
+    path = tmp_path / "teams" / "ubuntu"
+    path.mkdir(parents=True)
+    os.chown(path, 65534, 65534)
+    path.chmod(0o750)
+    result = data_path(path)
+    assert result.returncode == 0
+    assert owner_and_mode(path) == (65534, 65534, 0o750)
+    assert "the script never changes a directory it did not create" in result.stdout and "warnings=1" in result.stdout
+
+
+@root_only
+def test_a_link_in_place_of_the_team_directory_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "etc"
+    victim.mkdir(mode=0o755)
+    (tmp_path / "teams").mkdir()
+    (tmp_path / "teams" / "eve").symlink_to(victim)
+    result = data_path(tmp_path / "teams" / "eve")
+    assert owner_and_mode(victim) == (0, 0, 0o755)
+    assert "is not a directory this script created; left alone" in result.stdout
+
+
+@root_only
+@pytest.mark.parametrize(("uid", "mode"), [(65534, 0o755), (0, 0o775), (0, 0o757)])
+def test_no_team_directory_where_others_could_swap_it_for_a_link(tmp_path: Path, uid: int, mode: int) -> None:
+    """A data root that a user owns, or that a group or everyone may write, lets them put a link
+    to /etc where the next team's directory goes between the check and the creation."""
+    root = tmp_path / "teams"
+    root.mkdir()
+    os.chown(root, uid, 0)
+    root.chmod(mode)
+    result = data_path(root / "burst")
+    assert not (root / "burst").exists()
+    assert f"{root} (or a directory above it) can be changed by users other than root; {root / 'burst'} not created" in result.stdout
+
+
+@root_only
+def test_a_missing_data_root_is_not_created_in_someone_elses_directory(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    result = data_path(theirs / "teams" / "burst")
+    assert not (theirs / "teams").exists() and "not created" in result.stdout
+
+
+@root_only
+def test_a_link_owned_by_someone_else_above_the_data_root_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "shared"
+    link.symlink_to(tmp_path / "real")
+    os.lchown(link, 65534, 65534)
+    result = data_path(link / "burst")
+    assert not (tmp_path / "real" / "burst").exists() and "not created" in result.stdout

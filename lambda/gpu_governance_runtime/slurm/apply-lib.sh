@@ -221,19 +221,57 @@ gg_group() {
     done
 }
 
-# gg_data_path PATH GROUP MODE
+# The script runs as root and hands tenants write access to the directories it creates, so it
+# creates them only where nobody but root can add, remove or replace an entry on the way from /
+# (checked for the path as written and as resolved): every existing component owned by root, and
+# every directory among them writable by root only, or sticky like /tmp, where nobody may
+# replace what root owns.
+declare -A GG_TRUSTED=()
+
+gg_trusted_dir() {
+    local dir=$1 path uid mode kind
+    [[ -n ${GG_TRUSTED[$dir]:-} ]] && return 0
+    for path in "$dir" "$(realpath -m -- "$dir")"; do
+        while :; do
+            if [[ -e $path || -L $path ]]; then
+                read -r uid mode kind < <(stat -c '%u %a %F' -- "$path")
+                [[ $uid == 0 ]] || return 1
+                [[ $kind != directory ]] || (( !(8#$mode & 8#022) || (8#$mode & 8#1000) )) || return 1
+            fi
+            [[ $path == / ]] && break
+            path=$(dirname -- "$path")
+        done
+    done
+    [[ ! -d $dir ]] || GG_TRUSTED[$dir]=1
+}
+
+# gg_data_path PATH GROUP MODE: create PATH (root:GROUP, MODE) if it is missing. The owner and
+# mode of anything already there are never changed - it may be a user's directory or a link to
+# one (a team named like a user, or a data root shared with home directories) - only reported.
 gg_data_path() {
-    local path=$1 group=$2 mode=$3 have
-    if [[ ! -d $path ]]; then
-        gg_change "create $path" install -d -o root -g "$group" -m "$mode" "$path"
+    local path=$1 group=$2 mode=$3 parent have
+    parent=$(dirname -- "$path")
+    if [[ -L $path || ( -e $path && ! -d $path ) ]]; then
+        gg_warn "$path is not a directory this script created; left alone (the policy wants a directory root:$group $mode)"
         return
     fi
-    have=$(stat -c '%U:%G %a' "$path")
-    if [[ $have != "root:$group ${mode#0}" ]]; then
-        gg_change "$path: $have -> root:$group $mode" bash -c 'chown "root:$1" "$2" && chmod "$3" "$2"' _ "$group" "$path" "$mode"
-    else
-        gg_same
+    if [[ -d $path ]]; then
+        have=$(stat -c '%U:%G %a' -- "$path")
+        if [[ $have == "root:$group ${mode#0}" ]]; then
+            gg_same
+        else
+            gg_warn "$path is $have, the policy wants root:$group $mode; left alone: the script never changes a directory it did not create"
+        fi
+        return
     fi
+    # Checked before creating a missing data root (nothing is created in someone else's tree)
+    # and again after (mkdir -p changes nothing that exists, and the chain is then complete).
+    if ! gg_trusted_dir "$parent" || { [[ ! -d $parent && $GG_DRY_RUN == 0 ]] &&
+        gg_change "create $parent" mkdir -p -m 0755 -- "$parent" && ! gg_trusted_dir "$parent"; }; then
+        gg_warn "$parent (or a directory above it) can be changed by users other than root; $path not created"
+        return
+    fi
+    gg_change "create $path" install -d -o root -g "$group" -m "$mode" -- "$path"
 }
 
 # --- partitions and slurm.conf ------------------------------------------------------------
