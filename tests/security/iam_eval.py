@@ -39,6 +39,7 @@ class Template:
     def __init__(self, name: str, body: Mapping[str, Any], account: str, region: str) -> None:
         self.name, self.account, self.region = name, account, region
         self.resources: dict[str, dict[str, Any]] = body.get("Resources", {})
+        self.conditions: dict[str, Any] = body.get("Conditions", {})
 
     def props(self, logical_id: str) -> dict[str, Any]:
         return self.resources[logical_id].get("Properties", {})
@@ -109,9 +110,28 @@ class Template:
                 return self.resolve(text).split(separator)
             if key == "Fn::Sub":
                 return self._sub(*(arg if isinstance(arg, list) else [arg, {}]))
+            if key == "Fn::If":
+                name, when_true, when_false = arg
+                return self.resolve(when_true if self.condition(name) else when_false)
             if key.startswith("Fn::"):
                 raise ValueError(f"{self.name}: intrinsic {key} is not supported by the evaluator")
         return {k: self.resolve(v) for k, v in value.items()}
+
+    def condition(self, name_or_expression: Any) -> bool:
+        """A template condition (Fn::Equals / Not / And / Or / Condition) on the stack's values."""
+        expression = self.conditions[name_or_expression] if isinstance(name_or_expression, str) else name_or_expression
+        (key, arg), = expression.items()
+        if key == "Condition":
+            return self.condition(arg)
+        if key == "Fn::Equals":
+            return self.resolve(arg[0]) == self.resolve(arg[1])
+        if key == "Fn::Not":
+            return not self.condition(arg[0])
+        if key == "Fn::And":
+            return all(self.condition(a) for a in arg)
+        if key == "Fn::Or":
+            return any(self.condition(a) for a in arg)
+        raise ValueError(f"{self.name}: condition function {key} is not supported by the evaluator")
 
     def _sub(self, text: str, variables: Mapping[str, Any]) -> str:
         def replace(match: re.Match[str]) -> str:

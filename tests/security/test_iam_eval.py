@@ -177,7 +177,7 @@ def test_pass_role_is_identity_only_and_scps_intersect():
 
 
 def test_template_resolves_intrinsics_to_arns():
-    template = Template("s", {"Resources": {
+    template = Template("s", {"Conditions": {"Aws": {"Fn::Equals": [{"Ref": "AWS::Partition"}, "aws"]}, "NotAws": {"Fn::Not": [{"Condition": "Aws"}]}}, "Resources": {
         "Role": {"Type": "AWS::IAM::Role", "Properties": {"RoleName": "r", "Path": "/p/"}},
         "Key": {"Type": "AWS::KMS::Key", "Properties": {}},
         "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "b"}},
@@ -187,5 +187,7 @@ def test_template_resolves_intrinsics_to_arns():
     assert template.resolve({"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:x/${Role}"}) == f"arn:aws:logs:eu-west-1:{A}:x/r"
     assert template.resolve({"Fn::Sub": ["${Arn}/x-${!Literal}", {"Arn": {"Fn::GetAtt": ["Key", "Arn"]}}]}) == f"arn:aws:kms:eu-west-1:{A}:key/key/x-${{Literal}}"
     assert template.resolve({"Fn::Select": [1, {"Fn::Split": [",", "a,b"]}]}) == "b"
-    with pytest.raises(ValueError, match="Fn::If"):
-        template.resolve({"Fn::If": ["C", 1, 2]})
+    assert template.resolve({"Fn::If": ["Aws", "a", "b"]}) == "a"
+    assert template.resolve({"Fn::If": ["NotAws", "a", "b"]}) == "b"
+    with pytest.raises(ValueError, match="Fn::ImportValue"):
+        template.resolve({"Fn::ImportValue": "x"})
