@@ -66,6 +66,11 @@ CASES = [
         {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, SHARE, f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/*"]},
         {"Action": "batch:SubmitJob", "Resource": [QUEUE, JOBS], "Condition": {"StringEquals": {"batch:ShareIdentifier": "a"}}},
         {"Action": ["batch:TerminateJob", "batch:CancelJob"], "Resource": JOBS, "Condition": {"StringEquals": {"aws:ResourceTag/gpu-governance:team": "a"}}}), OK),
+    ("JobControlWithoutShare", "definitions-by-tag", lambda s, i: policy(s, i, ["t"],
+        {"Action": "batch:SubmitJob", "Resource": [QUEUE, JOBS], "Condition": {"StringEquals": {"batch:ShareIdentifier": "a"}}},
+        {"Action": "batch:SubmitJob", "Resource": f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/a-*:*", "Condition": {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "a"}}}), OK),
+    ("JobControlWithoutShare", "definitions-and-jobs-without-share", lambda s, i: policy(s, i, ["t"],
+        {"Action": "batch:SubmitJob", "Resource": [f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/a-*:*", JOBS]}), ["Action::batch:SubmitJob"]),
     ("JobControlWithoutShare", "queue-without-share", lambda s, i: policy(s, i, ["t"], {"Action": "batch:SubmitServiceJob", "Resource": QUEUE}), ["Action::batch:SubmitServiceJob"]),
     ("JobControlWithoutShare", "any-share", lambda s, i: policy(s, i, ["t"], {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, f"{QUEUE}/quota-share/*"]}), ["Action::batch:SubmitServiceJob"]),
     ("JobControlWithoutShare", "batch-star", lambda s, i: policy(s, i, ["t"], {"Action": "batch:*", "Resource": "*"}), [

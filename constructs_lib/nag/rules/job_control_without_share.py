@@ -26,7 +26,10 @@ def _submit_service_job_restricted(statement: Statement) -> bool:
 
 
 def _submit_job_restricted(statement: Statement) -> bool:
-    return "batch:shareidentifier" in statement.condition_keys()
+    # SubmitJob needs the queue and the job authorised too: a statement on job definitions only
+    # decides which definitions, not which share.
+    only_definitions = bool(statement.resources) and all(":job-definition/" in r for r in statement.resources)
+    return only_definitions or "batch:shareidentifier" in statement.condition_keys()
 
 
 def _control_restricted(statement: Statement) -> bool:
