@@ -112,7 +112,9 @@ def _read_identities(world: World, template: Template, members: list[str]) -> No
 
 
 def _attach_scp(world: World, model: GovernanceModel, content: dict) -> None:
-    management = getattr(getattr(model, "guardrails", None), "management_account", None)
+    """Beside AWS's default FullAWSAccess, on every account of the organisation but the
+    management account (SCPs never apply there; the proof does not read target ids)."""
+    management = model.guardrails.management_account.account_id if model.guardrails else None
     accounts = {model.capacity_account.account_id, *(a.account_id for a in model.consumer_accounts.values())}
     for account in accounts - {management}:
         world.scps.setdefault(account, [{"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}]).append(content)

@@ -2,7 +2,8 @@
 the synthesized templates (identity, trust, key, bucket policies and SCPs, intrinsics resolved).
 
 Expected: nothing, except the Describe/List reads that Batch cannot scope (docs/security.md
-names them). Run on the reference organisation and on a generated one of 22 teams in 3 accounts.
+names them). Run on the reference organisation (with and without the guardrails SCP) and on a
+generated one of 22 teams in 3 accounts.
 """
 
 from __future__ import annotations
@@ -64,10 +65,18 @@ def generated_model() -> GovernanceModel:
     return GovernanceModel.from_dict(data)
 
 
-@pytest.fixture(scope="module", params=["reference", "generated"])
+def with_guardrails() -> GovernanceModel:
+    data = default_data()
+    data["guardrails"] = {"management_account": {"account_id": "999988887777", "region": "us-east-1"}, "target_ids": ["r-ab12"]}
+    return GovernanceModel.from_dict(data)
+
+
+@pytest.fixture(scope="module", params=["reference", "reference-with-guardrails", "generated"])
 def organisation(request, tmp_path_factory):
-    model = load_model() if request.param == "reference" else generated_model()
-    return model, synthesized(model, tmp_path_factory.mktemp(request.param))
+    model = {"reference": load_model, "reference-with-guardrails": with_guardrails, "generated": generated_model}[request.param]()
+    org = synthesized(model, tmp_path_factory.mktemp(request.param))
+    assert bool(org.world.scps) == (model.guardrails is not None)  # the SCP is read when deployed
+    return model, org
 
 
 def cross_tenant_allows(org: Organisation) -> list[tuple[str, str, str, str]]:
