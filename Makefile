@@ -50,3 +50,9 @@ bench: $(INSTALLED)
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis
+
+# Opt-in, never in CI: in a sandbox capacity account, checks what no offline test can (README,
+# docs/security.md). VERIFY_ARGS="--queue Q --team-a A --team-b B --image I --instance-type T --output S3"
+.PHONY: verify-live
+verify-live: $(INSTALLED)
+	$(BIN)/python tests/live/verify_live.py $(VERIFY_ARGS)

@@ -38,6 +38,10 @@ def _check(pool, teams: Sequence[Team]) -> None:
 def _combine(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> iam.Grant:
     grant: iam.Grant | None = None
     for statement in statements:
+        if statement.effect == iam.Effect.DENY:
+            # A Grant only allows; the guard statements go on the principal's policy as they are.
+            grantee.grant_principal.add_to_principal_policy(statement)
+            continue
         one = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=statement.actions,
@@ -67,6 +71,31 @@ class _GovernedQueue(Construct):
 
     def _job_arn(self, resource: str) -> str:
         return Stack.of(self).format_arn(service="batch", resource=resource, resource_name="*")
+
+    @staticmethod
+    def _team_tag_statements(team_name: str, jobs: str) -> list[iam.PolicyStatement]:
+        """The team tag is set once, when the job is created, and never changed or removed.
+
+        Tagging is authorised on the job's ARN, so a grant limited only by ``aws:RequestTag``
+        would let a team re-tag another team's job as its own and then stop it (the terminate
+        and update statements trust ``aws:ResourceTag``). The policy reference lists no
+        ``batch:CreateAction`` key for Batch, so "only at creation" is written as "only on a job
+        that carries no team tag yet": at submission the job does not exist, so the key is absent.
+        The two Deny statements hold even where another policy of the same role allows tagging."""
+        tag = f"aws:ResourceTag/{TEAM_TAG}"
+        names_team_tag = {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG]}}
+        return [
+            iam.PolicyStatement(
+                actions=["batch:TagResource"],
+                resources=[jobs],
+                conditions={"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}, "Null": {tag: "true"}},
+            ),
+            iam.PolicyStatement(effect=iam.Effect.DENY, actions=["batch:UntagResource"], resources=[jobs], conditions=names_team_tag),
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY, actions=["batch:TagResource"], resources=[jobs],
+                conditions={**names_team_tag, "Null": {tag: "false"}},
+            ),
+        ]
 
     def _require_team(self, team_name: str) -> None:
         if team_name not in {t.name for t in self.teams}:
@@ -209,7 +238,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
                 resources=[self.job_queue_arn, self.quota_share_arn(team_name), service_jobs],
                 conditions=team_tag_on_request,
             ),
-            iam.PolicyStatement(actions=["batch:TagResource"], resources=[service_jobs], conditions=team_tag_on_request),
+            *self._team_tag_statements(team_name, service_jobs),
             iam.PolicyStatement(
                 actions=["batch:TerminateServiceJob", "batch:UpdateServiceJob"],
                 resources=[service_jobs],
@@ -242,8 +271,8 @@ class FairShareJobQueue(_GovernedQueue):
 
     WILDCARD_REASON = (
         "Job ids do not exist before submission: job/* is limited to the team by its share identifier and "
-        "team tag; job definitions are limited to the team's name prefix; ListJobs and DescribeJobs support "
-        "no resource-level permissions."
+        "team tag; job definitions are limited to the team's name prefix and team tag; ListJobs and DescribeJobs "
+        "support no resource-level permissions."
     )
 
     def __init__(self, scope: Construct, id: str, *, pool: BatchFairSharePool, teams: Sequence[Team]) -> None:
@@ -278,26 +307,31 @@ class FairShareJobQueue(_GovernedQueue):
 
     def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
         """SubmitJob only with the team's share identifier (the ``batch:ShareIdentifier`` key)
-        and only with job definitions named after the team; terminate and cancel only jobs
-        tagged with the team."""
+        and only with job definition revisions named after the team *and* tagged with it;
+        terminate and cancel only jobs tagged with the team.
+
+        The name prefix alone is not an owner: ``research-*`` also matches the definitions of a
+        team called ``research-x``. The team tag on the definition is (the tag is checked only on
+        a revision ARN, hence ``:*``; a submission without a revision matches no statement)."""
         self._require_team(team_name)
         jobs = self._job_arn("job")
         team_definitions = Stack.of(self).format_arn(
-            service="batch", resource="job-definition", resource_name=f"{team_name}-*"
+            service="batch", resource="job-definition", resource_name=f"{team_name}-*:*"
         )
         return [
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
-                resources=[self.job_queue_arn, team_definitions, jobs],
+                resources=[self.job_queue_arn, jobs],
                 conditions={
                     "StringEquals": {"batch:ShareIdentifier": team_name, f"aws:RequestTag/{TEAM_TAG}": team_name}
                 },
             ),
             iam.PolicyStatement(
-                actions=["batch:TagResource"],
-                resources=[jobs],
-                conditions={"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}},
+                actions=["batch:SubmitJob"],
+                resources=[team_definitions],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": team_name}},
             ),
+            *self._team_tag_statements(team_name, jobs),
             iam.PolicyStatement(
                 actions=["batch:TerminateJob", "batch:CancelJob"],
                 resources=[jobs],

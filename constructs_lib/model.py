@@ -461,6 +461,12 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     _duplicates([p.name for p in model.priority_classes], "priority_classes", problems)
     _duplicates([p.name for p in model.pools], "pools", problems)
     _duplicates([t.name.lower() for t in model.teams], "teams", problems, "team names must differ (ignoring case)")
+    # Training job names and their log streams are scoped by "<team>-*" (no tags there), which
+    # also covers every team whose name is "<team>-<more>".
+    names = sorted({t.name.lower() for t in model.teams})
+    for index, team in enumerate(model.teams):
+        for other in (n for n in names if team.name.lower().startswith(f"{n}-")):
+            problems.append(Problem(path=f"teams[{index}].name", wrong=f"begins with team {other}'s name and '-'", value=team.name, allowed=f"a name that does not start with '{other}-' (its training-job and log-stream prefix)"))
 
     pools = {p.name: p for p in model.pools}
     for index, team in enumerate(model.teams):

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from .batch import _GovernedQueue
 from .model import ROLE_PATH, Team, account_of
 
+TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+
 # Full key administration without use of the key: for the CloudFormation execution role on
 # tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
 # out) and for the account on controller keys.
@@ -37,6 +39,18 @@ PLATFORM_KEY_ADMIN_ACTIONS = [
 KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 _OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
 _BUCKET_ACTIONS = ["s3:ListBucket", "s3:GetBucketLocation"]
+
+
+BATCH_TRAINING_JOB_PREFIX = "AWSBatch"
+"""Batch's service-linked role may create only ``training-job/AWSBatch*`` (managed policy
+AWSBatchServiceRolePolicyForSageMaker): Batch names the training jobs of service jobs so."""
+
+
+def training_job_name_patterns(team_name: str) -> tuple[str, ...]:
+    """Names a training job of the team may have: ``<team>-...`` when created directly, and the
+    same after Batch's prefix when Batch creates it from a service job's payload (assumed to keep
+    the payload's ``TrainingJobName``; ``make verify-live`` prints the name Batch gave)."""
+    return (f"{team_name}-*", f"{BATCH_TRAINING_JOB_PREFIX}{team_name}-*")
 
 
 def submission_role_name(team_name: str) -> str:
@@ -159,8 +173,14 @@ class TeamTenancy(Construct):
             role_name=f"{team.name}-gpu-training",
             path=ROLE_PATH,
             description=f"SageMaker training jobs of team {team.name}",
+            # Only training jobs named after the team may run as its role: the name then tells
+            # whose job it is, and its log streams fall under the team's log scope below.
             assumed_by=iam.ServicePrincipal(
-                "sagemaker.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+                "sagemaker.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": [self._training_job_arn(name) for name in training_job_name_patterns(team.name)]},
+                },
             ),
         )
         self.submission_role = iam.Role(
@@ -194,19 +214,20 @@ class TeamTenancy(Construct):
             "NIST.800.53.R5-S3BucketReplicationEnabled", "HIPAA.Security-S3BucketReplicationEnabled",
             "PCI.DSS.321-S3BucketReplicationEnabled",
         )
-        training_log_groups = stack.format_arn(
-            service="logs", resource="log-group", resource_name="/aws/sagemaker/TrainingJobs:*",
+        training_log_group = stack.format_arn(
+            service="logs", resource="log-group", resource_name=TRAINING_LOG_GROUP,
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
+        # SageMaker names each stream <training-job-name>/algo-N-<time>: writing only to streams
+        # of the team's job names keeps one team from forging or polluting another's job logs.
+        team_log_streams = [f"{training_log_group}:log-stream:{name}" for name in training_job_name_patterns(team.name)]
         self.training_policy = iam.ManagedPolicy(
             self,
             "TrainingRuntime",
             description=f"What SageMaker training jobs of team {team.name} need at run time",
             statements=[
-                iam.PolicyStatement(
-                    actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                    resources=[training_log_groups],
-                ),
+                iam.PolicyStatement(actions=["logs:CreateLogGroup", "logs:DescribeLogStreams"], resources=[training_log_group]),
+                iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=team_log_streams),
                 iam.PolicyStatement(
                     actions=["cloudwatch:PutMetricData"],
                     resources=["*"],
@@ -216,8 +237,9 @@ class TeamTenancy(Construct):
             roles=[self.execution_role],
         )
         acknowledge_wildcard_resources(
-            self.training_policy, [training_log_groups],
-            "SageMaker names one log stream per training job inside this fixed log group.",
+            self.training_policy, team_log_streams,
+            "SageMaker names one log stream per training job inside this fixed log group; the team writes only "
+            "to streams of training jobs named after it.",
         )
         acknowledge_wildcard_resources(
             self.training_policy, ["*"],
@@ -236,6 +258,9 @@ class TeamTenancy(Construct):
             ],
             roles=[self.submission_role],
         )
+
+    def _training_job_arn(self, name: str) -> str:
+        return Stack.of(self).format_arn(service="sagemaker", resource="training-job", resource_name=name)
 
     def data_statements(self) -> list[iam.PolicyStatement]:
         return [

@@ -151,9 +151,24 @@ def test_grant_submit_scopes_to_the_share_and_team_tag(synthesized):
     assert "quota-share/nlp" not in resources
     terminate = next(s for s in statements if s["Action"] == ["batch:TerminateServiceJob", "batch:UpdateServiceJob"])
     assert terminate["Condition"] == {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "vision"}}
-    fair_submit = next(s for s in statements if s["Action"] == "batch:SubmitJob")
-    assert fair_submit["Condition"]["StringEquals"]["batch:ShareIdentifier"] == "lab"
-    assert "job-definition/lab-*" in json.dumps(fair_submit["Resource"])
+    fair_submit = [s for s in statements if s["Action"] == "batch:SubmitJob"]
+    assert fair_submit[0]["Condition"]["StringEquals"]["batch:ShareIdentifier"] == "lab"
+    # Job definitions by name prefix AND team tag: "lab-*" alone also matches team "lab-x"'s.
+    assert "job-definition/lab-*:*" in json.dumps(fair_submit[1]["Resource"])
+    assert fair_submit[1]["Condition"] == {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "lab"}}
+
+
+def test_team_tag_is_set_at_creation_and_never_changed(synthesized):
+    _, _, template = synthesized
+    statements = _statements(template, "Submitter")
+    tagging = [s for s in statements if s["Action"] == "batch:TagResource" and s["Effect"] == "Allow"]
+    assert len(tagging) == 2  # service jobs (quota share) and jobs (fair share)
+    for statement in tagging:
+        # Only on a job with no team tag yet: another team's job cannot be re-tagged as ours.
+        assert statement["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "true"}
+    denies = {json.dumps(s["Action"]): s for s in statements if s["Effect"] == "Deny"}
+    assert denies['"batch:UntagResource"']["Condition"] == {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG]}}
+    assert denies['"batch:TagResource"']["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "false"}
 
 
 def test_grant_observe_is_read_only(synthesized):

@@ -18,6 +18,8 @@ ROOT = f"arn:aws:iam::{ACCOUNT}:root"
 TENANT = f"arn:aws:iam::{ACCOUNT}:role/a-gpu-training"
 SHARE = f"{QUEUE}/quota-share/a"
 JOBS = f"arn:aws:batch:us-east-1:{ACCOUNT}:job/*"
+SERVICE_JOBS = f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/*"
+TEAM_TAG = "gpu-governance:team"
 BLOCKS = f"arn:aws:ec2:us-east-1:{ACCOUNT}:capacity-reservation/*"
 LIMITS = {"GPU_GOVERNANCE_BUDGET": "25000", "GPU_GOVERNANCE_PRICE_CAP": "9000.50"}
 
@@ -64,6 +66,11 @@ CASES = [
         {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, SHARE, f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/*"]},
         {"Action": "batch:SubmitJob", "Resource": [QUEUE, JOBS], "Condition": {"StringEquals": {"batch:ShareIdentifier": "a"}}},
         {"Action": ["batch:TerminateJob", "batch:CancelJob"], "Resource": JOBS, "Condition": {"StringEquals": {"aws:ResourceTag/gpu-governance:team": "a"}}}), OK),
+    ("JobControlWithoutShare", "definitions-by-tag", lambda s, i: policy(s, i, ["t"],
+        {"Action": "batch:SubmitJob", "Resource": [QUEUE, JOBS], "Condition": {"StringEquals": {"batch:ShareIdentifier": "a"}}},
+        {"Action": "batch:SubmitJob", "Resource": f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/a-*:*", "Condition": {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "a"}}}), OK),
+    ("JobControlWithoutShare", "definitions-and-jobs-without-share", lambda s, i: policy(s, i, ["t"],
+        {"Action": "batch:SubmitJob", "Resource": [f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/a-*:*", JOBS]}), ["Action::batch:SubmitJob"]),
     ("JobControlWithoutShare", "queue-without-share", lambda s, i: policy(s, i, ["t"], {"Action": "batch:SubmitServiceJob", "Resource": QUEUE}), ["Action::batch:SubmitServiceJob"]),
     ("JobControlWithoutShare", "any-share", lambda s, i: policy(s, i, ["t"], {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, f"{QUEUE}/quota-share/*"]}), ["Action::batch:SubmitServiceJob"]),
     ("JobControlWithoutShare", "batch-star", lambda s, i: policy(s, i, ["t"], {"Action": "batch:*", "Resource": "*"}), [
@@ -71,6 +78,14 @@ CASES = [
         "Action::batch:UpdateServiceJob", "Action::batch:TerminateJob", "Action::batch:CancelJob"]),
     ("JobControlWithoutShare", "terminate-any", lambda s, i: policy(s, i, ["t"], {"Action": "batch:TerminateJob", "Resource": JOBS}), ["Action::batch:TerminateJob"]),
     ("JobControlWithoutShare", "observe-only", lambda s, i: policy(s, i, ["t"], {"Action": ["batch:ListJobs", "batch:DescribeJobs"], "Resource": "*"}), NA),
+    # Re-tag, then terminate: a team-tag grant that also works on existing jobs defeats aws:ResourceTag.
+    ("JobControlWithoutShare", "tag-only-at-creation", lambda s, i: policy(s, i, ["t"], *_team_tagging({"Null": {f"aws:ResourceTag/{TEAM_TAG}": "true"}})), OK),
+    ("JobControlWithoutShare", "tag-with-create-action", lambda s, i: policy(s, i, ["t"], *_team_tagging({"StringEquals": {"batch:CreateAction": ["SubmitJob", "SubmitServiceJob"]}})), OK),
+    ("JobControlWithoutShare", "retag-by-request-tag", lambda s, i: policy(s, i, ["t"], *_team_tagging({})), ["Action::batch:TagResource"]),
+    ("JobControlWithoutShare", "retag-any-job-beside-tag-scoped-control", lambda s, i: policy(s, i, ["t"],
+        {"Action": "batch:Tag*", "Resource": "*"},
+        {"Action": "batch:TerminateJob", "Resource": JOBS, "Condition": {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "a"}}}), ["Action::batch:TagResource"]),
+    ("JobControlWithoutShare", "tag-a-queue-only", lambda s, i: policy(s, i, ["t"], {"Action": "batch:TagResource", "Resource": QUEUE, "Condition": {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": "a"}}}), OK),
     ("PassAnyRole", "named-role", lambda s, i: policy(s, i, ["t"], {"Action": "iam:PassRole", "Resource": TENANT}), OK),
     ("PassAnyRole", "star", lambda s, i: policy(s, i, ["t"], {"Action": "iam:Pass*", "Resource": "*"}), ["Resource::*"]),
     ("PassAnyRole", "every-role", lambda s, i: policy(s, i, ["t"], {"Action": "iam:PassRole", "Resource": f"arn:aws:iam::{ACCOUNT}:role/*"}), [f"Resource::arn:aws:iam::{ACCOUNT}:role/*"]),
@@ -104,6 +119,18 @@ CASES = [
     ("PurchaserLimits", "declared-controller-via-policy", lambda s, i: _function_of_declared_controller(s, i), ["Concurrency::unreserved"]),
     ("PurchaserLimits", "ordinary-function", lambda s, i: function(s, i, role(s, f"{i}Role", {"Action": "s3:GetObject", "Resource": "*"}).attr_arn, variables=None, concurrency=None), NA),
 ]
+
+
+def _team_tagging(extra_conditions: dict) -> list[dict]:
+    """The library's shape of a team's tag grant plus tag-scoped terminate, with ``extra_conditions``
+    on the tag grant."""
+    request_tag = {f"aws:RequestTag/{TEAM_TAG}": "a"}
+    equals = {**request_tag, **extra_conditions.get("StringEquals", {})}
+    return [
+        {"Action": "batch:TagResource", "Resource": [JOBS, SERVICE_JOBS], "Condition": {**extra_conditions, "StringEquals": equals}},
+        {"Action": ["batch:TerminateJob", "batch:TerminateServiceJob"], "Resource": [JOBS, SERVICE_JOBS],
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "a"}}},
+    ]
 
 
 def _single_team_queue(stack, id):

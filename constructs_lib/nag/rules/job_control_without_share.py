@@ -14,6 +14,9 @@ _JOB_CONTROL = ("batch:TerminateServiceJob", "batch:UpdateServiceJob", "batch:Te
 # A quota-share ARN that names one share: .../job-queue/QUEUE/quota-share/SHARE, no wildcard in SHARE.
 _ONE_QUOTA_SHARE = re.compile(r":job-queue/[^*/]+/quota-share/[^*/]+$")
 _ANY_QUEUE = re.compile(r"^\*$|:job-queue/\*$|:\*$")
+_TAG_RESOURCE = "batch:TagResource"
+# A wildcard that reaches jobs or service jobs of other principals.
+_ANY_JOB = re.compile(r"^\*$|:\*$|:(service-)?job/.*\*")
 
 
 def _submit_service_job_restricted(statement: Statement) -> bool:
@@ -23,12 +26,41 @@ def _submit_service_job_restricted(statement: Statement) -> bool:
 
 
 def _submit_job_restricted(statement: Statement) -> bool:
-    return "batch:shareidentifier" in statement.condition_keys()
+    # SubmitJob needs the queue and the job authorised too: a statement on job definitions only
+    # decides which definitions, not which share.
+    only_definitions = bool(statement.resources) and all(":job-definition/" in r for r in statement.resources)
+    return only_definitions or "batch:shareidentifier" in statement.condition_keys()
 
 
 def _control_restricted(statement: Statement) -> bool:
-    tag_scoped = any(key.startswith("aws:resourcetag/") for key in statement.condition_keys())
-    return tag_scoped or not any("*" in r for r in statement.resources)
+    return _tag_scoped(statement) or not any("*" in r for r in statement.resources)
+
+
+def _tag_scoped(statement: Statement) -> bool:
+    return any(key.startswith("aws:resourcetag/") for key in statement.condition_keys())
+
+
+def _tagging_only_at_creation(statement: Statement) -> bool:
+    # batch:CreateAction (where a service offers it) or "the job carries no tag of that key yet"
+    # (Null aws:ResourceTag/KEY = true) both confine tagging to a job being created.
+    if "batch:createaction" in statement.condition_keys():
+        return True
+    absent = {key.lower(): str(value).lower() for key, value in (statement.conditions.get("Null") or {}).items()}
+    return any(key.startswith("aws:resourcetag/") and value == "true" for key, value in absent.items())
+
+
+def _retag_findings(statements: tuple[Statement, ...]) -> list[str]:
+    """Tagging jobs after creation turns every aws:ResourceTag scope into a formality: tag the
+    other team's job as your own, then stop it. Flagged where control is tag-scoped in the
+    same policy, or where the tag grant itself relies on aws:RequestTag (a team-tag grant)."""
+    control_by_tag = any(_tag_scoped(s) for s in statements if any(s.allows(a) for a in _JOB_CONTROL))
+    for statement in statements:
+        if not statement.allows(_TAG_RESOURCE) or not any(_ANY_JOB.search(r) for r in statement.resources):
+            continue
+        team_tag_grant = any(key.startswith("aws:requesttag/") for key in statement.condition_keys())
+        if (control_by_tag or team_tag_grant) and not _tagging_only_at_creation(statement):
+            return [f"Action::{_TAG_RESOURCE}"]
+    return []
 
 
 _RESTRICTIONS = (
@@ -48,17 +80,21 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
             applicable = applicable or bool(statements)
             if any(not restricted(s) for s in statements):
                 findings.append(f"Action::{action}")
-    return findings if applicable else NagRuleCompliance.NOT_APPLICABLE
+    retag = _retag_findings(policy.statements)
+    applicable = applicable or bool(retag) or any(s.allows(_TAG_RESOURCE) for s in policy.statements)
+    return findings + retag if applicable else NagRuleCompliance.NOT_APPLICABLE
 
 
 RULE = GovernanceRule(
     id="JobControlWithoutShare",
-    info="The IAM policy lets submit to or stop jobs in a Batch queue without restriction to one share or team.",
+    info="The IAM policy lets submit to, re-tag or stop jobs in a Batch queue without restriction to one share or team.",
     explanation=(
         "A principal that can submit to any share, or terminate any job, can spend another team's "
         "guaranteed capacity or stop its work. Restrict batch:SubmitServiceJob to a quota-share ARN "
         "(job-queue/QUEUE/quota-share/SHARE), batch:SubmitJob with the batch:ShareIdentifier condition "
-        "key, and terminate, cancel and update to named jobs or an aws:ResourceTag condition."
+        "key, and terminate, cancel and update to named jobs or an aws:ResourceTag condition. An "
+        "aws:ResourceTag scope holds only if the tag cannot be changed: allow batch:TagResource on jobs "
+        "only at creation (batch:CreateAction, or Null aws:ResourceTag/KEY = true) and deny removing it."
     ),
     resource_types=IDENTITY_POLICY_TYPES,
     check=_check,

@@ -1,0 +1,222 @@
+"""The tenants of a synthesized organisation as an attacker sees them: every role a team can act
+as, every resource that belongs to a team, and the requests one team makes against another's.
+
+Ownership comes from the library's naming contract (role ``<team>-gpu-<kind>``, key alias
+``alias/<org>/<team>``, a bucket encrypted with the team's key, quota share named after the team,
+fair-share identifier = team), never from logical ids, so the proof reads any organisation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from constructs_lib.batch import TEAM_TAG
+from constructs_lib.model import GovernanceModel
+from constructs_lib.tenancy import TRAINING_LOG_GROUP, training_job_name_patterns
+
+from .iam_eval import Principal, Request, Template, World, as_list
+
+ROLE_KINDS = ("submit", "training", "pods")
+SAGEMAKER = Principal(service="sagemaker.amazonaws.com")
+TLS = {"aws:SecureTransport": ["true"]}
+
+
+@dataclass
+class Tenant:
+    name: str
+    roles: dict[str, str] = field(default_factory=dict)  # kind -> role ARN (kinds above, member:<arn>)
+    key: str = ""
+    bucket: str = ""
+    quota_shares: list[tuple[str, str]] = field(default_factory=list)  # (queue ARN, share ARN)
+    fair_share_queues: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Organisation:
+    world: World
+    tenants: dict[str, Tenant]
+    capacity: Template
+
+
+def read_organisation(model: GovernanceModel, templates: list[Template]) -> Organisation:
+    world = World()
+    tenants = {t.name: Tenant(t.name) for t in model.teams}
+    capacity = next(t for t in templates if t.account == model.capacity_account.account_id and t.region == model.capacity_account.region)
+    members = [arn for team in model.teams for arn in team.members]
+    for template in templates:
+        _read_identities(world, template, members)
+        for logical_id, props in template.of_type("AWS::KMS::Key"):
+            world.key_policies[template.get_att(logical_id, "Arn")] = template.resolve(props["KeyPolicy"])
+        for _, props in template.of_type("AWS::S3::BucketPolicy"):
+            bucket = template.resolve(props["Bucket"])
+            world.bucket_policies.setdefault(bucket, []).append(template.resolve(props["PolicyDocument"]))
+        for logical_id, _ in template.of_type("AWS::S3::Bucket"):
+            world.bucket_accounts[template.ref(logical_id)] = template.account
+        for _, props in template.of_type("AWS::Organizations::Policy"):
+            if props.get("Type") == "SERVICE_CONTROL_POLICY":
+                _attach_scp(world, model, template.resolve(props["Content"]))
+    for team in model.teams:
+        tenant = tenants[team.name]
+        for kind in ROLE_KINDS:
+            arn = next((a for a in world.trust if a.endswith(f"/{team.name}-gpu-{kind}")), None)
+            if arn:
+                tenant.roles[kind] = arn
+        for member in team.members:
+            tenant.roles[f"member:{member}"] = member
+    for logical_id, props in capacity.of_type("AWS::KMS::Alias"):
+        team = props["AliasName"].removeprefix(f"alias/{model.organisation}/")
+        if team in tenants:
+            tenants[team].key = capacity.resolve(props["TargetKeyId"])
+    for logical_id, props in capacity.of_type("AWS::S3::Bucket"):
+        rules = capacity.resolve(props.get("BucketEncryption", {})).get("ServerSideEncryptionConfiguration", [])
+        keys = {r["ServerSideEncryptionByDefault"].get("KMSMasterKeyID") for r in rules}
+        for tenant in tenants.values():
+            if tenant.key in keys:
+                tenant.bucket = capacity.ref(logical_id)
+    for _, props in capacity.of_type("AWS::Batch::QuotaShare"):
+        queue = capacity.resolve(props["JobQueue"])
+        tenants[props["QuotaShareName"]].quota_shares.append((queue, f"{queue}/quota-share/{props['QuotaShareName']}"))
+    for logical_id, props in capacity.of_type("AWS::Batch::JobQueue"):
+        policy_id = props["SchedulingPolicyArn"]["Fn::GetAtt"][0]
+        for share in capacity.props(policy_id).get("FairsharePolicy", {}).get("ShareDistribution", []):
+            tenants[share["ShareIdentifier"]].fair_share_queues.append(capacity.get_att(logical_id, "JobQueueArn"))
+    return Organisation(world, tenants, capacity)
+
+
+def _read_identities(world: World, template: Template, members: list[str]) -> None:
+    """Identity policies by principal ARN: inline policies, AWS::IAM::Policy and managed
+    policies attached to roles by reference or by name (imported member roles and users)."""
+    role_arns: dict[str, str] = {}
+    for logical_id, props in template.of_type("AWS::IAM::Role"):
+        arn = template.get_att(logical_id, "Arn")
+        role_arns[template.ref(logical_id)] = arn
+        world.trust[arn] = template.resolve(props["AssumeRolePolicyDocument"])
+        for policy in as_list(props.get("Policies")):
+            world.add_identity(arn, template.resolve(policy["PolicyDocument"]))
+    managed = {template.ref(k): template.resolve(p["PolicyDocument"]) for k, p in template.of_type("AWS::IAM::ManagedPolicy")}
+    for logical_id, props in template.of_type("AWS::IAM::Role"):
+        for policy_arn in template.resolve(as_list(props.get("ManagedPolicyArns"))):
+            if policy_arn in managed:
+                world.add_identity(template.get_att(logical_id, "Arn"), managed[policy_arn])
+    for _, props in template.of_type("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        document = template.resolve(props["PolicyDocument"])
+        for kind, names in (("role", props.get("Roles")), ("user", props.get("Users"))):
+            for name in template.resolve(as_list(names)):
+                if kind == "role" and name in role_arns:
+                    world.add_identity(role_arns[name], document)
+                    continue
+                # Imported roles and users are attached by name: the declared members so named.
+                for member in members:
+                    if member.startswith(f"arn:aws:iam::{template.account}:{kind}/") and member.rsplit("/", 1)[1] == name:
+                        world.add_identity(member, document)
+
+
+def _attach_scp(world: World, model: GovernanceModel, content: dict) -> None:
+    """Beside AWS's default FullAWSAccess, on every account of the organisation but the
+    management account (SCPs never apply there; the proof does not read target ids)."""
+    management = model.guardrails.management_account.account_id if model.guardrails else None
+    accounts = {model.capacity_account.account_id, *(a.account_id for a in model.consumer_accounts.values())}
+    for account in accounts - {management}:
+        world.scps.setdefault(account, [{"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}]).append(content)
+
+
+# --- what one team asks of another ---------------------------------------------------------------
+
+
+def _batch_arn(capacity: Template, resource: str) -> str:
+    return f"arn:aws:batch:{capacity.region}:{capacity.account}:{resource}"
+
+
+def log_streams(capacity: Template, team: str) -> list[str]:
+    group = f"arn:aws:logs:{capacity.region}:{capacity.account}:log-group:{TRAINING_LOG_GROUP}"
+    return [f"{group}:log-stream:{pattern.replace('*', 'job-1')}/algo-1-1700000000" for pattern in training_job_name_patterns(team)]
+
+
+def training_job(capacity: Template, name: str) -> dict[str, list[str]]:
+    return {
+        "aws:SourceArn": [f"arn:aws:sagemaker:{capacity.region}:{capacity.account}:training-job/{name}"],
+        "aws:SourceAccount": [capacity.account],
+    }
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question: may ``principal`` do ``action`` on every one of ``resources`` (IAM authorises
+    each resource of a request on its own), with the request's ``context`` plus each resource's
+    own keys (its tags)?"""
+
+    label: str
+    action: str
+    resources: tuple[str, ...]
+    context: dict
+    resource_context: tuple[dict, ...] = ()
+
+    def allowed(self, world: World, principal: Principal) -> bool:
+        extra = self.resource_context or tuple({} for _ in self.resources)
+        return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra))
+
+
+def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator[Probe]:
+    """Everything ``attacker``'s roles must not do to ``victim``; ``_reads`` are the Describe/List
+    calls AWS cannot scope, asked so the proof shows exactly which cross-tenant reads remain."""
+    capacity = org.capacity
+    if victim.key:
+        for action in ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:DescribeKey",
+                       "kms:CreateGrant", "kms:PutKeyPolicy", "kms:ScheduleKeyDeletion"):
+            yield Probe(f"key {action}", action, (victim.key,), {})
+    if victim.bucket:
+        objects = f"arn:aws:s3:::{victim.bucket}/data/x"
+        for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+            yield Probe(f"bucket {action}", action, (objects,), TLS)
+        for action in ("s3:ListBucket", "s3:PutBucketPolicy"):
+            yield Probe(f"bucket {action}", action, (f"arn:aws:s3:::{victim.bucket}",), TLS)
+    new_service_job = _batch_arn(capacity, "service-job/new")
+    for queue, share in victim.quota_shares:
+        for tag in {attacker, victim.name}:
+            context = {f"aws:RequestTag/{TEAM_TAG}": [tag], "aws:TagKeys": [TEAM_TAG]}
+            yield Probe("submit into share", "batch:SubmitServiceJob", (queue, share, new_service_job), context)
+    new_job = _batch_arn(capacity, "job/new")
+    victim_definition = _batch_arn(capacity, f"job-definition/{victim.name}-train:1")
+    for queue in victim.fair_share_queues:
+        for share in {attacker, victim.name}:
+            context = {"batch:ShareIdentifier": [share], f"aws:RequestTag/{TEAM_TAG}": [attacker], "aws:TagKeys": [TEAM_TAG]}
+            owned_by_victim = {f"aws:ResourceTag/{TEAM_TAG}": [victim.name]}
+            yield Probe("submit with the team's job definition", "batch:SubmitJob", (queue, new_job, victim_definition), context, ({}, {}, owned_by_victim))
+    for role_kind, role in victim.roles.items():
+        if role_kind.startswith("member:"):
+            continue
+        yield Probe(f"assume {role_kind} role", "sts:AssumeRole", (role,), {})
+        for service in ("sagemaker.amazonaws.com", "pods.eks.amazonaws.com", "batch.amazonaws.com"):
+            yield Probe(f"pass {role_kind} role to {service}", "iam:PassRole", (role,), {"iam:PassedToService": [service]})
+    for stream in log_streams(capacity, victim.name):
+        for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+            yield Probe(f"write training logs {action}", action, (stream,), {})
+    for action, resource in (("batch:DescribeServiceJob", "*"), ("batch:ListServiceJobs", "*"), ("batch:DescribeJobs", "*"), ("batch:ListJobs", "*")):
+        yield Probe(f"read {action}", action, (resource,), {})
+
+
+JOB_CONTROL = {
+    "service-job": ("batch:TerminateServiceJob", "batch:UpdateServiceJob"),
+    "job": ("batch:TerminateJob", "batch:CancelJob"),
+}
+
+
+def job_attack(org: Organisation, principal: Principal, attacker: str, victim: Tenant) -> list[str]:
+    """Stop or reprioritise the victim's running jobs, directly or in two steps: remove or
+    overwrite the team tag, then act on a job that now looks like the attacker's."""
+    found = []
+    world = org.world
+    for kind, controls in JOB_CONTROL.items():
+        job = _batch_arn(org.capacity, f"{kind}/victim-{victim.name}")
+        tags = {TEAM_TAG: victim.name}
+        steps = []
+        as_resource = lambda: {f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}  # noqa: E731
+        if world.is_allowed(Request(principal, "batch:UntagResource", job, {**as_resource(), "aws:TagKeys": [TEAM_TAG]})):
+            tags, steps = {}, steps + ["UntagResource"]
+        retag = {**as_resource(), f"aws:RequestTag/{TEAM_TAG}": [attacker], "aws:TagKeys": [TEAM_TAG]}
+        if world.is_allowed(Request(principal, "batch:TagResource", job, retag)):
+            tags, steps = {TEAM_TAG: attacker}, steps + ["TagResource"]
+        for action in controls:
+            if world.is_allowed(Request(principal, action, job, as_resource())):
+                found.append(" then ".join(steps + [action]))
+    return found
