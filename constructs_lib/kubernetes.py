@@ -54,11 +54,11 @@ def namespace(team: str) -> str:
 
 
 def team_group(team: str) -> str:
-    return f"hyperpod-ns-{team}-namespace-level-group"
+    return f"{namespace(team)}-namespace-level-group"
 
 
 def cluster_queue(team: str) -> str:
-    return f"hyperpod-ns-{team}-clusterqueue"
+    return f"{namespace(team)}-clusterqueue"
 
 
 def _meta(name: str, team: str | None, namespaced: bool = True) -> dict[str, Any]:
