@@ -293,7 +293,7 @@ BASELINE_CHECKS: tuple[tuple[str, str], ...] = (
      "host namespaces: hostNetwork, hostPID and hostIPC are forbidden"),
     (_each_container(f"!{_CONTAINER_SC}.?privileged.orValue(false)"), "privileged containers are forbidden"),
     (_each_container(f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x in {_cel_list(BASELINE_CAPABILITIES)})"),
-     f"capabilities beyond the Pod Security baseline set may not be added (allowed: {', '.join(BASELINE_CAPABILITIES)})"),
+     f"capabilities outside the baseline set may not be added (allowed: {', '.join(BASELINE_CAPABILITIES)})"),
     (_each_pod("p.spec.?volumes.orValue([]).all(v, !has(v.hostPath))"), "hostPath volumes are forbidden"),
     (_each_container("c.?ports.orValue([]).all(port, port.?hostPort.orValue(0) == 0)"), "hostPort is forbidden"),
     (_both(lambda sc: f"!{sc}.?windowsOptions.?hostProcess.orValue(false)"), "Windows HostProcess containers are forbidden"),
