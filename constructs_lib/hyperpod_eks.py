@@ -1,6 +1,6 @@
 """SageMaker HyperPod on EKS governed by the model: task governance (one cluster scheduler
 config, one compute quota per team) and tenant isolation on the cluster (access entries, RBAC,
-network policies, GPU quota, pod identity, dedicated nodes)."""
+network policies, GPU quota, pod identity, pod security, dedicated nodes)."""
 
 from __future__ import annotations
 
@@ -236,7 +236,17 @@ class HyperPodEksGovernance(Construct):
         self.cluster = eks.Cluster.from_cluster_attributes(
             self, "Cluster", cluster_name=self.pool.eks_cluster_name, kubectl_provider=kubectl_provider
         )
+        # Pod security before any tenant namespace: HyperPod makes a team's namespace from its
+        # compute quota, so no quota is created until the admission policies are in force.
+        self.pod_security = eks.KubernetesManifest(
+            self, "PodSecurity", cluster=self.cluster, manifest=kubernetes.pod_security_objects(), overwrite=True
+        )
+        if provider_access is not None:
+            self.pod_security.node.add_dependency(provider_access)
+        for quota in self.compute_quotas.values():
+            quota.node.add_dependency(self.pod_security)
         self.manifests: dict[str, eks.KubernetesManifest] = {}
+        self.pod_security_labels: dict[str, eks.KubernetesPatch] = {}
         for team in self.teams:
             tenancy = team.kubernetes.get(self.pool.name, KubernetesTenancy())
             # Nothing is applied before HyperPod has made the team's namespace from its quota.
@@ -257,10 +267,24 @@ class HyperPodEksGovernance(Construct):
                 manifest=kubernetes.team_objects(team.name, tenancy),
                 overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
             )
-            manifest.node.add_dependency(namespace_ready)
+            manifest.node.add_dependency(namespace_ready, self.pod_security)
             if provider_access is not None:
                 namespace_ready.node.add_dependency(provider_access)
             self.manifests[team.name] = manifest
+            # Kubernetes' own Pod Security admission as well, on the namespace HyperPod owns: a
+            # patch (not a manifest) so that deleting the stack removes the labels, not the namespace.
+            labels = kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version)
+            patch = eks.KubernetesPatch(
+                self, f"PodSecurityLabels{team.name}", cluster=self.cluster, resource_name=f"namespace/{kubernetes.namespace(team.name)}",
+                apply_patch={"metadata": {"labels": labels}}, restore_patch={}, patch_type=eks.PatchType.MERGE,
+            )
+            # A JSON merge patch removes a label set to null; jsii drops None from maps, so the
+            # restore patch goes in as JSON.
+            patch.node.find_child("Resource").node.default_child.add_property_override(
+                "RestorePatchJson", json.dumps({"metadata": {"labels": dict.fromkeys(labels)}}, separators=(",", ":"))
+            )
+            patch.node.add_dependency(namespace_ready)
+            self.pod_security_labels[team.name] = patch
         dedicated = {
             group: team.name
             for team in self.teams

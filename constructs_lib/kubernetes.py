@@ -14,9 +14,12 @@ from typing import Any, Sequence
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY, dedicated_node_config  # noqa: F401
 
-from .model import KubernetesTenancy
+from .model import KubernetesTenancy, PodSecurityLevel
 
 Manifest = dict[str, Any]
+
+TENANT_NAMESPACE_PREFIX = "hyperpod-ns-"
+"""HyperPod task governance makes one namespace per team with this prefix."""
 
 WORKLOAD_SERVICE_ACCOUNT = "gpu-workload"
 """Service account in each team namespace bound to the team's workload IAM role (pod identity)."""
@@ -35,20 +38,33 @@ _NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namesp
 _SUBMIT_VERBS = ["create", "get", "list", "watch", "delete"]
 _READ_VERBS = ["get", "list", "watch"]
 
+TEAM_WORKLOADS: dict[tuple[str, str], str] = {
+    ("batch", "jobs"): "[object.spec.template]",
+    ("kubeflow.org", "pytorchjobs"): "object.spec.pytorchReplicaSpecs.map(r, object.spec.pytorchReplicaSpecs[r].template)",
+    ("kubeflow.org", "mpijobs"): "object.spec.mpiReplicaSpecs.map(r, object.spec.mpiReplicaSpecs[r].template)",
+    ("sagemaker.amazonaws.com", "hyperpodpytorchjobs"): "object.spec.replicaSpecs.map(r, r.template)",
+}
+"""(API group, resource) of every workload a team may create -> CEL listing the pod templates in
+one such object. The team's Role grants exactly these, and the pod security policy checks their
+templates, so the two cannot drift apart."""
+
 
 def namespace(team: str) -> str:
-    return f"hyperpod-ns-{team}"
+    return f"{TENANT_NAMESPACE_PREFIX}{team}"
 
 
 def team_group(team: str) -> str:
-    return f"hyperpod-ns-{team}-namespace-level-group"
+    return f"{namespace(team)}-namespace-level-group"
 
 
 def cluster_queue(team: str) -> str:
-    return f"hyperpod-ns-{team}-clusterqueue"
+    return f"{namespace(team)}-clusterqueue"
 
 
-def _meta(name: str, team: str, namespaced: bool = True) -> dict[str, Any]:
+def _meta(name: str, team: str | None, namespaced: bool = True) -> dict[str, Any]:
+    """Metadata of one object; ``team`` None for the cluster-wide objects no team owns."""
+    if team is None:
+        return {"name": name, "labels": dict(_MANAGED_BY)}
     meta: dict[str, Any] = {"name": name, "labels": {**_MANAGED_BY, "gpu-governance/team": team}}
     if namespaced:
         meta["namespace"] = namespace(team)
@@ -68,9 +84,7 @@ def rbac(team: str) -> list[Manifest]:
         "kind": "Role",
         "metadata": _meta("gpu-governance-team", team),
         "rules": [
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _SUBMIT_VERBS},
-            {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "mpijobs"], "verbs": _SUBMIT_VERBS},
-            {"apiGroups": ["sagemaker.amazonaws.com"], "resources": ["hyperpodpytorchjobs"], "verbs": _SUBMIT_VERBS},
+            *({"apiGroups": [group], "resources": [resource], "verbs": _SUBMIT_VERBS} for group, resource in TEAM_WORKLOADS),
             {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": _READ_VERBS},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": _READ_VERBS},
         ],
@@ -164,61 +178,218 @@ def gpu_quota(team: str, gpus: int) -> Manifest:
     }
 
 
+_ADMISSION_API = "admissionregistration.k8s.io/v1"
+_PODS = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+
+
+def admission_policy(
+    name: str,
+    team: str | None,
+    resource_rules: Sequence[dict[str, Any]],
+    validations: Sequence[tuple[str, str]],
+    variables: Sequence[tuple[str, str]] = (),
+    match_conditions: Sequence[tuple[str, str]] = (),
+) -> Manifest:
+    """A ValidatingAdmissionPolicy (built into Kubernetes, no controller to install) that denies,
+    and fails closed: a rule that cannot be evaluated denies too. ``validations`` are
+    (CEL expression, message) pairs, ``variables`` and ``match_conditions`` (name, CEL) pairs."""
+    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": list(resource_rules)}}
+    if match_conditions:
+        spec["matchConditions"] = [{"name": n, "expression": e} for n, e in match_conditions]
+    if variables:
+        spec["variables"] = [{"name": n, "expression": e} for n, e in variables]
+    spec["validations"] = [{"expression": e, "message": m, "reason": "Forbidden"} for e, m in validations]
+    return {"apiVersion": _ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name, team, namespaced=False), "spec": spec}
+
+
+def admission_binding(name: str, team: str | None, policy: str, namespace_selector: dict[str, Any] | None = None) -> Manifest:
+    """Binds ``policy`` with action Deny, to the namespaces ``namespace_selector`` selects (all without one)."""
+    spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
+    if namespace_selector is not None:
+        spec["matchResources"] = {"namespaceSelector": namespace_selector}
+    return {"apiVersion": _ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": _meta(name, team, namespaced=False), "spec": spec}
+
+
 def dedicated_node_admission(team: str, system_namespaces: Sequence[str] = SYSTEM_NAMESPACES) -> list[Manifest]:
-    """A ValidatingAdmissionPolicy and its binding (built into Kubernetes, no controller to
-    install): pods of other namespaces may not tolerate the team's taint, and new pods of the
-    team must select and tolerate its dedicated nodes. System namespaces are exempt because
-    their daemon sets run on every node."""
+    """Pods of other namespaces may not tolerate the team's taint, and new pods of the team must
+    select and tolerate its dedicated nodes. System namespaces are exempt because their daemon
+    sets run on every node."""
     name = f"gpu-governance-dedicated-{team}"
     key, own = DEDICATED_NODE_KEY, namespace(team)
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": _meta(name, team, namespaced=False),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
-            },
-            "variables": [
-                {"name": "ownNamespace", "expression": f"request.namespace == '{own}'"},
-                # An empty key with operator Exists tolerates every taint, ours included.
-                {"name": "toleratesTaint", "expression": (
-                    "has(object.spec.tolerations) && object.spec.tolerations.exists(t, "
-                    f"(!has(t.key) || t.key == '' || t.key == '{key}') && "
-                    f"((has(t.operator) && t.operator == 'Exists') || (has(t.value) && t.value == '{team}')))"
-                )},
-                {"name": "selectsNodes", "expression": (
-                    f"has(object.spec.nodeSelector) && '{key}' in object.spec.nodeSelector && "
-                    f"object.spec.nodeSelector['{key}'] == '{team}'"
-                )},
-            ],
-            "validations": [
-                {
-                    "expression": "variables.ownNamespace || !variables.toleratesTaint",
-                    "message": f"only pods in namespace {own} may tolerate taint {key}={team} (nodes dedicated to team {team})",
-                    "reason": "Forbidden",
-                },
-                {
-                    # nodeSelector and tolerations cannot be removed later, so checking new pods suffices.
-                    "expression": "!variables.ownNamespace || request.operation != 'CREATE' || (variables.selectsNodes && variables.toleratesTaint)",
-                    "message": f"pods of team {team} must run on its dedicated nodes: nodeSelector {key}: {team} and a toleration for {key}={team}:NoSchedule",
-                    "reason": "Forbidden",
-                },
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": _meta(name, team, namespaced=False),
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": _NAME_LABEL, "operator": "NotIn", "values": list(system_namespaces)}]}},
-        },
-    }
+    policy = admission_policy(
+        name, team,
+        [{**_PODS, "operations": ["CREATE", "UPDATE"]}],
+        variables=[
+            ("ownNamespace", f"request.namespace == '{own}'"),
+            # An empty key with operator Exists tolerates every taint, ours included.
+            ("toleratesTaint", (
+                "has(object.spec.tolerations) && object.spec.tolerations.exists(t, "
+                f"(!has(t.key) || t.key == '' || t.key == '{key}') && "
+                f"((has(t.operator) && t.operator == 'Exists') || (has(t.value) && t.value == '{team}')))"
+            )),
+            ("selectsNodes", f"has(object.spec.nodeSelector) && '{key}' in object.spec.nodeSelector && object.spec.nodeSelector['{key}'] == '{team}'"),
+        ],
+        validations=[
+            ("variables.ownNamespace || !variables.toleratesTaint",
+             f"only pods in namespace {own} may tolerate taint {key}={team} (nodes dedicated to team {team})"),
+            # nodeSelector and tolerations cannot be removed later, so checking new pods suffices.
+            ("!variables.ownNamespace || request.operation != 'CREATE' || (variables.selectsNodes && variables.toleratesTaint)",
+             f"pods of team {team} must run on its dedicated nodes: nodeSelector {key}: {team} and a toleration for {key}={team}:NoSchedule"),
+        ],
+    )
+    binding = admission_binding(name, team, name, {"matchExpressions": [{"key": _NAME_LABEL, "operator": "NotIn", "values": list(system_namespaces)}]})
     return [policy, binding]
+
+
+# --- Pod Security Standards ------------------------------------------------------------------
+# The checks of Kubernetes' own Pod Security admission (k8s.io/pod-security-admission/policy),
+# written in CEL over a pod template ``p`` ({metadata, spec}) and its containers ``c``. Where a
+# Kubernetes version widened an allow-list (sysctls, SELinux types) the narrowest list is used.
+
+POD_SECURITY_POLICY = "gpu-governance-pod-security"
+_POD_SECURITY_LABEL = "pod-security.kubernetes.io"
+
+BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+                         "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
+SAFE_SYSCTLS = ("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range")
+RESTRICTED_VOLUME_TYPES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret")
+_SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t")
+_APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+
+_POD_SC = "p.spec.?securityContext"
+_CONTAINER_SC = "c.?securityContext"
+_CONTAINERS = "(p.spec.containers + p.spec.?initContainers.orValue([]) + p.spec.?ephemeralContainers.orValue([]))"
+_HOST_FIELDS = [f"c.?{probe}.?{handler}.?host" for probe in ("livenessProbe", "readinessProbe", "startupProbe") for handler in ("httpGet", "tcpSocket")] + [
+    f"c.?lifecycle.?{hook}.?{handler}.?host" for hook in ("postStart", "preStop") for handler in ("httpGet", "tcpSocket")
+]
+
+
+def _cel_list(values: Sequence[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _each_pod(expression: str) -> str:
+    return f"variables.pods.all(p, {expression})"
+
+
+def _each_container(expression: str) -> str:
+    return _each_pod(f"{_CONTAINERS}.all(c, {expression})")
+
+
+def _both(check) -> str:
+    """A check of a security context that Kubernetes reads at pod and at container level."""
+    return f"{_each_pod(check(_POD_SC))} && {_each_container(check(_CONTAINER_SC))}"
+
+
+def _selinux(sc: str) -> str:
+    options = f"{sc}.?seLinuxOptions"
+    return (f"{options}.?type.orValue('') in {_cel_list(_SELINUX_TYPES)} && "
+            f"{options}.?user.orValue('') == '' && {options}.?role.orValue('') == ''")
+
+
+BASELINE_CHECKS: tuple[tuple[str, str], ...] = (
+    (_each_pod("!p.spec.?hostNetwork.orValue(false) && !p.spec.?hostPID.orValue(false) && !p.spec.?hostIPC.orValue(false)"),
+     "host namespaces: hostNetwork, hostPID and hostIPC are forbidden"),
+    (_each_container(f"!{_CONTAINER_SC}.?privileged.orValue(false)"), "privileged containers are forbidden"),
+    (_each_container(f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x in {_cel_list(BASELINE_CAPABILITIES)})"),
+     f"capabilities outside the baseline set may not be added (allowed: {', '.join(BASELINE_CAPABILITIES)})"),
+    (_each_pod("p.spec.?volumes.orValue([]).all(v, !has(v.hostPath))"), "hostPath volumes are forbidden"),
+    (_each_container("c.?ports.orValue([]).all(port, port.?hostPort.orValue(0) == 0)"), "hostPort is forbidden"),
+    (_both(lambda sc: f"!{sc}.?windowsOptions.?hostProcess.orValue(false)"), "Windows HostProcess containers are forbidden"),
+    (_both(lambda sc: f"{sc}.?appArmorProfile.?type.orValue('RuntimeDefault') in ['RuntimeDefault', 'Localhost']") + " && " + _each_pod(
+        f"p.?metadata.?annotations.orValue({{}}).all(k, !k.startsWith('{_APPARMOR_ANNOTATION}') || "
+        "p.metadata.annotations[k] == 'runtime/default' || p.metadata.annotations[k].startsWith('localhost/'))"),
+     "AppArmor may not be disabled (profile RuntimeDefault or Localhost only)"),
+    (_both(_selinux), f"SELinux: type only one of {', '.join(t for t in _SELINUX_TYPES if t)}; user and role may not be set"),
+    (_each_container(f"{_CONTAINER_SC}.?procMount.orValue('Default') == 'Default'"), "procMount other than Default is forbidden"),
+    (_both(lambda sc: f"{sc}.?seccompProfile.?type.orValue('RuntimeDefault') != 'Unconfined'"), "seccomp profile Unconfined is forbidden"),
+    (_each_pod(f"{_POD_SC}.?sysctls.orValue([]).all(s, s.name in {_cel_list(SAFE_SYSCTLS)})"),
+     f"only the safe sysctls may be set ({', '.join(SAFE_SYSCTLS)})"),
+    (_each_container(" && ".join(f"{field}.orValue('') == ''" for field in _HOST_FIELDS)),
+     "probes and lifecycle hooks may not name a host (the kubelet would connect to it from the node)"),
+    # Not part of the standard: a pod that names its node skips the scheduler, so taints,
+    # dedicated nodes and Kueue's placement. Only at creation: running pods have a node.
+    ("request.operation != 'CREATE' || " + _each_pod("p.spec.?nodeName.orValue('') == ''"),
+     "spec.nodeName may not be set: the scheduler places tenant pods"),
+)
+"""(CEL, message) of every Pod Security Standards baseline control, and the library's nodeName rule."""
+
+RESTRICTED_CHECKS: tuple[tuple[str, str], ...] = (
+    (_each_pod(f"p.spec.?volumes.orValue([]).all(v, v.all(k, k in {_cel_list(('name', *RESTRICTED_VOLUME_TYPES))}))"),
+     f"volume types other than {', '.join(RESTRICTED_VOLUME_TYPES)} are forbidden"),
+    (_each_container(f"{_CONTAINER_SC}.?allowPrivilegeEscalation.orValue(true) == false"),
+     "every container must set securityContext.allowPrivilegeEscalation: false"),
+    (_each_container(f"{_CONTAINER_SC}.?runAsNonRoot.orValue({_POD_SC}.?runAsNonRoot.orValue(false)) == true"),
+     "runAsNonRoot must be true (on the pod or on every container)"),
+    (_both(lambda sc: f"{sc}.?runAsUser.orValue(1) != 0"), "runAsUser 0 (root) is forbidden"),
+    (_each_container(f"{_CONTAINER_SC}.?seccompProfile.?type.orValue({_POD_SC}.?seccompProfile.?type.orValue('')) in ['RuntimeDefault', 'Localhost']"),
+     "seccomp profile RuntimeDefault or Localhost must be set (on the pod or on every container)"),
+    (_each_container(f"{_CONTAINER_SC}.?capabilities.?drop.orValue([]).exists(x, x == 'ALL') && "
+                     f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x == 'NET_BIND_SERVICE')"),
+     "every container must drop ALL capabilities and may add only NET_BIND_SERVICE"),
+)
+"""(CEL, message) of the controls the Pod Security Standards restricted level adds to baseline."""
+
+
+def _pod_security_rules() -> list[dict[str, Any]]:
+    # Pods are checked at creation whoever creates them (the training operators included), and
+    # when containers are added to a running pod; the workloads a team creates are checked too,
+    # so a bad template is refused at once rather than as pod events the team may never read.
+    # Pod security fields of a pod cannot change after creation.
+    return [
+        {**_PODS, "operations": ["CREATE"]},
+        {**_PODS, "resources": ["pods/ephemeralcontainers"], "operations": ["UPDATE"]},
+        *({"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE"]} for group, resource in TEAM_WORKLOADS),
+    ]
+
+
+def _pod_templates() -> str:
+    """CEL: the pod templates of the object under review, for pods the pod itself."""
+    chain = [("pods", "[object]"), *((resource, cel) for (_, resource), cel in TEAM_WORKLOADS.items())]
+    expression = chain[-1][1]  # the last matched resource needs no test of its own
+    for resource, cel in reversed(chain[:-1]):
+        expression = f"request.resource.resource == '{resource}' ? {cel} : {expression}"
+    return expression
+
+
+def pod_security_policy(level: PodSecurityLevel) -> Manifest:
+    """The policy for one level; restricted holds only what it adds, baseline applies as well.
+    Baseline matches every tenant namespace HyperPod makes, declared team or not, by name: a
+    request's namespace cannot be relabelled away from it."""
+    restricted = level is PodSecurityLevel.RESTRICTED
+    return admission_policy(
+        f"{POD_SECURITY_POLICY}-{level.value}", None, _pod_security_rules(),
+        validations=[(cel, f"Pod Security {level.value}: {message}") for cel, message in (RESTRICTED_CHECKS if restricted else BASELINE_CHECKS)],
+        variables=[("pods", _pod_templates())],
+        match_conditions=() if restricted else [("tenant-namespace", f"request.namespace.startsWith('{TENANT_NAMESPACE_PREFIX}')")],
+    )
+
+
+def pod_security_objects() -> list[Manifest]:
+    """Cluster-wide, applied once per cluster: baseline bound everywhere (its match condition
+    narrows it to tenant namespaces) and restricted, bound per team by :func:`team_objects`."""
+    baseline = f"{POD_SECURITY_POLICY}-{PodSecurityLevel.BASELINE.value}"
+    return [
+        pod_security_policy(PodSecurityLevel.BASELINE),
+        admission_binding(baseline, None, baseline),
+        pod_security_policy(PodSecurityLevel.RESTRICTED),
+    ]
+
+
+def restricted_binding(team: str) -> Manifest:
+    policy = f"{POD_SECURITY_POLICY}-{PodSecurityLevel.RESTRICTED.value}"
+    return admission_binding(f"{policy}-{team}", team, policy, _namespaces([namespace(team)])["namespaceSelector"])
+
+
+def pod_security_labels(level: PodSecurityLevel, kubernetes_version: str) -> dict[str, str]:
+    """Namespace labels for Kubernetes' own Pod Security admission: enforce, audit and warn at the
+    team's level, each pinned to the cluster's version so an upgrade does not change the rules."""
+    return {
+        f"{_POD_SECURITY_LABEL}/{mode}{suffix}": value
+        for mode in ("enforce", "audit", "warn")
+        for suffix, value in (("", level.value), ("-version", f"v{kubernetes_version}"))
+    }
 
 
 def team_objects(team: str, tenancy: KubernetesTenancy) -> list[Manifest]:
@@ -229,4 +400,6 @@ def team_objects(team: str, tenancy: KubernetesTenancy) -> list[Manifest]:
         objects.append(gpu_quota(team, tenancy.gpu_quota))
     if tenancy.dedicated_instance_groups:
         objects += dedicated_node_admission(team)
+    if tenancy.pod_security is PodSecurityLevel.RESTRICTED:
+        objects.append(restricted_binding(team))
     return objects

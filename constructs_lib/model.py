@@ -184,8 +184,20 @@ ComputeEnvironmentArn = Annotated[
 ]
 
 
+class PodSecurityLevel(str, enum.Enum):
+    """The Pod Security Standards levels a team's pods may be held to (privileged is not offered:
+    a tenant pod that may escape to the node reaches every other tenant on it)."""
+
+    BASELINE = "baseline"  # no host namespaces, host paths, privileged or extra capabilities
+    RESTRICTED = "restricted"  # baseline, and non-root, no privilege escalation, drop ALL, seccomp
+
+
 class KubernetesTenancy(_Frozen):
     """What a team gets beyond its compute quota on one HyperPod EKS cluster."""
+
+    pod_security: PodSecurityLevel = Field(
+        default=PodSecurityLevel.BASELINE, description="Pod Security Standards level enforced on the team's pods: baseline or restricted"
+    )
 
     gpu_quota: Count | None = Field(
         default=None, description="Kubernetes ResourceQuota on requests.nvidia.com/gpu in the team's namespace"

@@ -40,7 +40,7 @@ def org(**pool_overrides) -> GovernanceModel:
              "quotas": {"hp": {"ml.p5.48xlarge": 4, "ml.g5.12xlarge": 2}},
              "kubernetes": {"hp": {"gpu_quota": 32, "dedicated_instance_groups": ["vision-p5"]}}},
             {"name": "speech", "account": "lab", "preset": "steady", "members": ["arn:aws:iam::444455556666:role/Speech"],
-             "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
+             "quotas": {"hp": {"ml.p5.48xlarge": 2}}, "kubernetes": {"hp": {"pod_security": "restricted"}}},
             {"name": "prod", "account": "lab", "preset": "critical", "members": ["arn:aws:iam::444455556666:role/Prod"],
              "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
         ],
@@ -240,11 +240,12 @@ def test_workload_role_uses_only_its_own_bucket_and_key(synthesized):
 
 
 def _applied(template):
-    """Team -> (manifest resource, the Kubernetes objects it applies)."""
+    """Team -> (manifest resource, the Kubernetes objects it applies); None -> the cluster-wide manifest."""
     out = {}
     for logical_id, resource in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
         objects = json.loads(resource["Properties"]["Manifest"])
-        team = objects[0]["metadata"]["labels"]["gpu-governance/team"]
+        team = objects[0]["metadata"]["labels"].get("gpu-governance/team")
+        assert team not in out
         out[team] = (logical_id, resource, objects)
     return out
 
@@ -252,13 +253,13 @@ def _applied(template):
 def test_every_applied_object_is_valid_for_the_cluster_version(synthesized):
     _, template, _ = synthesized
     applied = _applied(template)
-    assert set(applied) == {"vision", "speech", "prod"}
+    assert set(applied) == {"vision", "speech", "prod", None}
     count = 0
     for _, _, objects in applied.values():
         for manifest in objects:
             kubernetes_validate.validate(manifest, "1.33", strict=True)
             count += 1
-    assert count == 14 + 11 + 11
+    assert count == 14 + 12 + 11 + 3  # speech is restricted: its binding; 3 cluster-wide pod security objects
 
 
 def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
@@ -267,6 +268,40 @@ def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
     kinds = {team: [o["kind"] for o in objects] for team, (_, _, objects) in applied.items()}
     assert "ResourceQuota" in kinds["vision"] and "ValidatingAdmissionPolicy" in kinds["vision"]
     assert "ResourceQuota" not in kinds["speech"] and "ValidatingAdmissionPolicy" not in kinds["speech"]
+
+
+def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized):
+    governance, template, _ = synthesized
+    stack = Stack.of(governance)
+    applied = _applied(template)
+    cluster_id, cluster_manifest, objects = applied.pop(None)
+    assert [o["metadata"]["name"] for o in objects] == [
+        "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-restricted"]
+    assert stack.get_logical_id(governance.node.find_child("AccessKubectlProvider")) in cluster_manifest["DependsOn"]
+    # HyperPod makes a team's namespace from its compute quota: no quota before the policies.
+    for quota in resources(template, "AWS::SageMaker::ComputeQuota").values():
+        assert cluster_id in quota["DependsOn"]
+    for _, manifest, _ in applied.values():
+        assert cluster_id in manifest["DependsOn"]
+    bindings = {team: [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+                for team, (_, _, objects) in applied.items()}
+    assert bindings == {"vision": ["gpu-governance-dedicated-vision"], "speech": ["gpu-governance-pod-security-restricted"], "prod": []}
+
+
+def test_each_team_namespace_gets_pod_security_labels_it_loses_again_on_delete(synthesized):
+    _, template, _ = synthesized
+    patches = {r["Properties"]["ResourceName"]: r for r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").values()}
+    assert set(patches) == {f"namespace/hyperpod-ns-{team}" for team in ("vision", "speech", "prod")}
+    waits = {r["Properties"]["ObjectName"]: lid for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()}
+    for team, level in (("vision", "baseline"), ("speech", "restricted"), ("prod", "baseline")):
+        patch = patches[f"namespace/hyperpod-ns-{team}"]
+        labels = json.loads(patch["Properties"]["ApplyPatchJson"])["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == labels["pod-security.kubernetes.io/warn"] == level
+        assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.33"  # the pool's Kubernetes version
+        # A JSON merge patch deletes keys set to null: the namespace itself stays (HyperPod owns it).
+        assert json.loads(patch["Properties"]["RestorePatchJson"]) == {"metadata": {"labels": dict.fromkeys(labels)}}
+        assert patch["Properties"]["PatchType"] == "merge"
+        assert waits[f"hyperpod-ns-{team}"] in patch["DependsOn"]
 
 
 def test_dedicated_groups_are_labelled_and_tainted_by_one_custom_resource(synthesized):
@@ -324,7 +359,9 @@ def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):
     stack = Stack.of(governance)
     waits = resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue")
     quotas = {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: lid for lid, r in resources(template, "AWS::SageMaker::ComputeQuota").items()}
-    for team, (_, manifest, _) in _applied(template).items():
+    applied = _applied(template)
+    del applied[None]  # cluster-wide: needs no team namespace
+    for team, (_, manifest, _) in applied.items():
         (wait_id,) = [lid for lid in manifest["DependsOn"] if lid in waits]
         wait = waits[wait_id]["Properties"]
         assert wait["ObjectType"] == "namespace" and wait["ObjectName"] == f"hyperpod-ns-{team}"

@@ -4,10 +4,10 @@ import kubernetes_validate
 import pytest
 
 from constructs_lib import kubernetes
-from constructs_lib.model import HyperPodEksPool, KubernetesTenancy
+from constructs_lib.model import HyperPodEksPool, KubernetesTenancy, PodSecurityLevel
 
 SUPPORTED_VERSIONS = HyperPodEksPool.model_fields["kubernetes_version"].annotation.__args__
-FULL = KubernetesTenancy(gpu_quota=16, dedicated_instance_groups=("p5-research",))
+FULL = KubernetesTenancy(gpu_quota=16, dedicated_instance_groups=("p5-research",), pod_security=PodSecurityLevel.RESTRICTED)
 
 
 def by_kind_and_name(objects):
@@ -16,8 +16,8 @@ def by_kind_and_name(objects):
 
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
 def test_every_object_is_valid_for_every_supported_version(version):
-    objects = kubernetes.team_objects("research", FULL)
-    assert len(objects) == 14
+    objects = kubernetes.team_objects("research", FULL) + kubernetes.pod_security_objects()
+    assert len(objects) == 15 + 3
     for manifest in objects:
         kubernetes_validate.validate(manifest, version, strict=True)
 
@@ -32,6 +32,7 @@ def test_the_schema_check_catches_a_misspelt_field():
 def test_optional_objects_only_where_declared():
     kinds = [o["kind"] for o in kubernetes.team_objects("research", KubernetesTenancy())]
     assert "ResourceQuota" not in kinds and "ValidatingAdmissionPolicy" not in kinds
+    assert "ValidatingAdmissionPolicyBinding" not in kinds  # baseline is bound once for every tenant namespace
     assert kinds.count("NetworkPolicy") == 6
 
 
@@ -57,6 +58,30 @@ def test_team_role_submits_and_watches_jobs_but_never_touches_secrets():
     assert rules[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch"}
     assert not any("secrets" in resource or resource == "*" for _, resource in rules)
     assert not any("*" in verbs for verbs in rules.values())
+
+
+def test_no_team_object_lets_the_team_edit_a_namespace_or_an_admission_policy():
+    # Pod security labels and admission policies hold only if a tenant cannot change them: no
+    # rule names namespaces or the admission API, and nothing may be updated or patched.
+    for rule in [r for o in kubernetes.rbac("research") if "rules" in o for r in o["rules"]]:
+        assert "namespaces" not in rule["resources"] and "admissionregistration.k8s.io" not in rule["apiGroups"]
+        assert not {"update", "patch", "*"} & set(rule["verbs"])
+
+
+def test_pod_security_labels_enforce_audit_and_warn_pinned_to_the_cluster_version():
+    labels = kubernetes.pod_security_labels(PodSecurityLevel.RESTRICTED, "1.33")
+    assert labels == {
+        **{f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")},
+        **{f"pod-security.kubernetes.io/{mode}-version": "v1.33" for mode in ("enforce", "audit", "warn")},
+    }
+
+
+def test_restricted_is_bound_to_the_team_namespace_only():
+    (binding,) = [o for o in kubernetes.team_objects("research", FULL) if o["metadata"]["name"].startswith("gpu-governance-pod-security")]
+    assert binding["spec"]["policyName"] == "gpu-governance-pod-security-restricted"
+    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["hyperpod-ns-research"]}
+    ]
 
 
 def test_cluster_queue_access_is_read_only_and_limited_to_its_own_queue():

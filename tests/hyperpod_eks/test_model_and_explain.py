@@ -50,6 +50,19 @@ def test_an_instance_group_is_dedicated_to_one_team_only():
     assert "dedicated_instance_groups[0]: already dedicated to team research ('production-p5')" in text
 
 
+def test_pod_security_defaults_to_baseline_and_offers_restricted_only_besides():
+    data = hyperpod_data()
+    model = GovernanceModel.from_dict(data)
+    assert {t.kubernetes["hyperpod-eks"].pod_security.value for t in model.teams if "hyperpod-eks" in t.kubernetes} == {"baseline"}
+    team(data, "research")["kubernetes"]["hyperpod-eks"]["pod_security"] = "restricted"
+    research = next(t for t in GovernanceModel.from_dict(data).teams if t.name == "research")
+    assert research.kubernetes["hyperpod-eks"].pod_security.value == "restricted"
+    # privileged would let a tenant pod onto the node, where other tenants' credentials are.
+    team(data, "research")["kubernetes"]["hyperpod-eks"]["pod_security"] = "privileged"
+    text = problems(data)
+    assert "teams[0].kubernetes.hyperpod-eks.pod_security: " in text and "'privileged'" in text and "restricted" in text
+
+
 def test_unknown_kubernetes_version_is_refused_with_the_allowed_ones():
     data = hyperpod_data()
     next(p for p in data["pools"] if p["backend"] == "hyperpod_eks")["kubernetes_version"] = "1.20"

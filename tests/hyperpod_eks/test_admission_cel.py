@@ -1,0 +1,295 @@
+"""The CEL of every admission policy the library ships, evaluated with a real CEL runtime
+(cel-expr-python) against pods and training jobs a tenant could submit. Schema validation
+(test_manifests.py) proves the objects are well formed; only this proves what they admit."""
+
+import copy
+
+import pytest
+
+from constructs_lib import kubernetes
+from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
+
+from .admission import Admission, CelError, compile_expression, evaluate
+
+BASELINE, RESTRICTED, DEDICATED = "research", "vision", "prod"
+TEAMS = {
+    BASELINE: KubernetesTenancy(),
+    RESTRICTED: KubernetesTenancy(pod_security=PodSecurityLevel.RESTRICTED),
+    DEDICATED: KubernetesTenancy(dedicated_instance_groups=("prod-p5",)),
+}
+SHIPPED = kubernetes.pod_security_objects() + [o for team, tenancy in TEAMS.items() for o in kubernetes.team_objects(team, tenancy)]
+ADMISSION = Admission(SHIPPED)
+NS = {team: kubernetes.namespace(team) for team in TEAMS}
+
+
+def gpu_pod() -> dict:
+    """A distributed-training pod as the training operators make them: GPUs and EFA, shared
+    memory, the FSx claim and the pod identity token volume."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "llama-worker-0", "labels": {"kueue.x-k8s.io/queue-name": "localqueue"},
+                     "annotations": {"container.apparmor.security.beta.kubernetes.io/trainer": "runtime/default"}},
+        "spec": {
+            "serviceAccountName": "gpu-workload",
+            "initContainers": [{"name": "fetch", "image": "public.ecr.aws/aws-cli/aws-cli:2", "command": ["aws", "s3", "sync"]}],
+            "containers": [{
+                "name": "trainer", "image": "111122223333.dkr.ecr.us-east-1.amazonaws.com/llama:1", "command": ["torchrun"],
+                "ports": [{"containerPort": 29500}, {"containerPort": 8080, "hostPort": 0}],
+                "resources": {"limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "memory": "1000Gi"}},
+                "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "fsx", "mountPath": "/fsx"}],
+                "securityContext": {"privileged": False, "capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"]}},
+                "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
+            }],
+            "volumes": [
+                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+                {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}},
+                {"name": "eks-pod-identity-token", "projected": {"sources": [{"serviceAccountToken": {
+                    "audience": "pods.eks.amazonaws.com", "expirationSeconds": 86400, "path": "eks-pod-identity-token"}}]}},
+            ],
+            "securityContext": {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "1024 65000"}],
+                                "seLinuxOptions": {"type": "container_t"}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+
+
+def hardened(pod: dict) -> dict:
+    """The same pod as the restricted level wants it."""
+    pod = copy.deepcopy(pod)
+    pod["spec"]["securityContext"].update({"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}})
+    for container in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
+        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+    return pod
+
+
+def changed(pod: dict, change) -> dict:
+    pod = copy.deepcopy(pod)
+    change(pod["spec"], pod["spec"]["containers"][0], pod["metadata"])
+    return pod
+
+
+def sc(container: dict) -> dict:
+    return container.setdefault("securityContext", {})
+
+
+# (id, change(spec, first container, metadata), words of the message it must be refused with)
+BASELINE_VIOLATIONS = [
+    ("privileged", lambda s, c, m: sc(c).update(privileged=True), "privileged containers"),
+    ("privileged-init-container", lambda s, c, m: sc(s["initContainers"][0]).update(privileged=True), "privileged containers"),
+    ("host-network", lambda s, c, m: s.update(hostNetwork=True), "host namespaces"),
+    ("host-pid", lambda s, c, m: s.update(hostPID=True), "host namespaces"),
+    ("host-ipc", lambda s, c, m: s.update(hostIPC=True), "host namespaces"),
+    ("host-path", lambda s, c, m: s["volumes"].append({"name": "root", "hostPath": {"path": "/var/lib/kubelet"}}), "hostPath volumes"),
+    ("host-port", lambda s, c, m: c["ports"].append({"containerPort": 80, "hostPort": 80}), "hostPort"),
+    ("sys-admin", lambda s, c, m: sc(c)["capabilities"]["add"].append("SYS_ADMIN"), "capabilities"),
+    ("cap-prefixed-sys-admin", lambda s, c, m: sc(c)["capabilities"]["add"].append("CAP_SYS_ADMIN"), "capabilities"),
+    ("net-admin-on-init", lambda s, c, m: sc(s["initContainers"][0]).setdefault("capabilities", {}).setdefault("add", []).append("NET_ADMIN"),
+     "capabilities"),
+    ("proc-mount", lambda s, c, m: sc(c).update(procMount="Unmasked"), "procMount"),
+    ("unsafe-sysctl", lambda s, c, m: s["securityContext"]["sysctls"].append({"name": "kernel.msgmax", "value": "65536"}), "sysctls"),
+    ("selinux-type", lambda s, c, m: sc(c).update(seLinuxOptions={"type": "spc_t"}), "SELinux"),
+    ("selinux-user", lambda s, c, m: s["securityContext"].update(seLinuxOptions={"user": "system_u"}), "SELinux"),
+    ("apparmor-unconfined", lambda s, c, m: sc(c).update(appArmorProfile={"type": "Unconfined"}), "AppArmor"),
+    ("apparmor-annotation", lambda s, c, m: m["annotations"].update({"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"}), "AppArmor"),
+    ("seccomp-unconfined-pod", lambda s, c, m: s["securityContext"].update(seccompProfile={"type": "Unconfined"}), "seccomp"),
+    ("seccomp-unconfined-container", lambda s, c, m: sc(c).update(seccompProfile={"type": "Unconfined"}), "seccomp"),
+    ("windows-host-process", lambda s, c, m: s["securityContext"].update(windowsOptions={"hostProcess": True}), "HostProcess"),
+    # The kubelet runs probes from the node: a probe host reaches node-local endpoints such as IMDS.
+    ("probe-host", lambda s, c, m: c["livenessProbe"]["httpGet"].update(host="169.254.169.254"), "probes and lifecycle hooks"),
+    ("lifecycle-host", lambda s, c, m: c.update(lifecycle={"preStop": {"tcpSocket": {"port": 22, "host": "10.0.0.1"}}}), "probes and lifecycle hooks"),
+    ("node-name", lambda s, c, m: s.update(nodeName="ip-10-1-2-3.ec2.internal"), "nodeName"),
+]
+
+# Admitted at baseline, refused at restricted.
+RESTRICTED_VIOLATIONS = [
+    ("runs-as-root", lambda s, c, m: s["securityContext"].update(runAsNonRoot=False), "runAsNonRoot"),
+    ("container-overrides-non-root", lambda s, c, m: sc(c).update(runAsNonRoot=False), "runAsNonRoot"),
+    ("user-zero", lambda s, c, m: sc(c).update(runAsUser=0), "runAsUser 0"),
+    ("privilege-escalation", lambda s, c, m: sc(c).pop("allowPrivilegeEscalation"), "allowPrivilegeEscalation"),
+    ("no-seccomp", lambda s, c, m: s["securityContext"].pop("seccompProfile"), "seccomp"),
+    ("keeps-capabilities", lambda s, c, m: sc(c)["capabilities"].pop("drop"), "drop ALL"),
+    ("adds-chown", lambda s, c, m: sc(c)["capabilities"]["add"].append("CHOWN"), "drop ALL"),
+    ("nfs-volume", lambda s, c, m: s["volumes"].append({"name": "nfs", "nfs": {"server": "10.0.0.2", "path": "/"}}), "volume types"),
+]
+
+
+def as_workload(kind: str, bad: dict, good: dict) -> dict:
+    """``bad`` as one pod template of a workload of ``kind``, beside a clean template ``good``."""
+    bad_t, good_t = ({"metadata": p["metadata"], "spec": p["spec"]} for p in (bad, good))
+    if kind == "Pod":
+        return bad
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": bad_t}}
+    if kind == "PyTorchJob":
+        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": good_t}, "Worker": {"replicas": 3, "template": bad_t}}}}
+    if kind == "MPIJob":
+        return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "j"},
+                "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": bad_t}, "Worker": {"replicas": 2, "template": good_t}}}}
+    assert kind == "HyperPodPyTorchJob"
+    return {"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob", "metadata": {"name": "j"},
+            "spec": {"nprocPerNode": "8", "replicaSpecs": [{"name": "head", "replicas": 1, "template": good_t},
+                                                           {"name": "pods", "replicas": 4, "template": bad_t}]}}
+
+
+KINDS = ["Pod", "Job", "PyTorchJob", "MPIJob", "HyperPodPyTorchJob"]
+
+
+def messages(obj: dict, team: str, **kwargs) -> list[str]:
+    return [d.message for d in ADMISSION.review(obj, NS[team], **kwargs)]
+
+
+# --- the harness itself -----------------------------------------------------------------------
+
+
+def test_every_shipped_expression_compiles_without_kubernetes_extensions():
+    expressions = ADMISSION.expressions()
+    assert len(expressions) > 20
+    for expression in expressions:
+        compile_expression(expression)
+    # The environment really lacks them, so a policy relying on one would fail here.
+    with pytest.raises(CelError):
+        compile_expression("quantity('1Gi').isGreaterThan(quantity('1Mi'))")
+
+
+def test_the_runtime_reports_errors_instead_of_guessing():
+    with pytest.raises(CelError):
+        evaluate("object.spec.missing", {"object": {"spec": {}}, "request": {}, "variables": {}, "oldObject": None})
+
+
+# --- baseline ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_normal_gpu_training_pod_is_admitted_at_baseline(kind):
+    assert messages(as_workload(kind, gpu_pod(), gpu_pod()), BASELINE) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_hardened_pod_is_admitted_at_restricted(kind):
+    pod = hardened(gpu_pod())
+    assert messages(as_workload(kind, pod, pod), RESTRICTED) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case, change, words", BASELINE_VIOLATIONS, ids=[v[0] for v in BASELINE_VIOLATIONS])
+def test_every_baseline_violation_is_refused_in_pods_and_in_every_workload_template(case, change, words, kind):
+    refused = messages(as_workload(kind, changed(gpu_pod(), change), gpu_pod()), BASELINE)
+    assert len(refused) == 1 and words in refused[0] and refused[0].startswith("Pod Security baseline: "), refused
+    # Restricted includes baseline (an added capability breaks restricted's own rule as well).
+    pod = hardened(gpu_pod())
+    refused = messages(as_workload(kind, changed(pod, change), pod), RESTRICTED)
+    baseline_refusals = [m for m in refused if m.startswith("Pod Security baseline: ")]
+    assert len(baseline_refusals) == 1 and words in baseline_refusals[0], refused
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case, change, words", RESTRICTED_VIOLATIONS, ids=[v[0] for v in RESTRICTED_VIOLATIONS])
+def test_restricted_only_violations_are_refused_only_for_restricted_teams(case, change, words, kind):
+    pod = hardened(gpu_pod())
+    obj = as_workload(kind, changed(pod, change), pod)
+    refused = messages(obj, RESTRICTED)
+    assert len(refused) == 1 and words in refused[0] and refused[0].startswith("Pod Security restricted"), refused
+    assert messages(obj, BASELINE) == []
+
+
+def test_the_plain_gpu_pod_fails_restricted_on_each_missing_hardening():
+    refused = messages(gpu_pod(), RESTRICTED)
+    for words in ("allowPrivilegeEscalation", "runAsNonRoot", "seccomp", "drop ALL"):
+        assert [m for m in refused if words in m and m.startswith("Pod Security restricted: ")], words
+    assert len(refused) == 4
+
+
+def test_undeclared_hyperpod_namespaces_are_held_to_baseline_whatever_their_labels():
+    privileged = changed(gpu_pod(), lambda s, c, m: sc(c).update(privileged=True))
+    relabelled = {"pod-security.kubernetes.io/enforce": "privileged"}
+    refused = ADMISSION.review(privileged, "hyperpod-ns-newteam", namespace_labels=relabelled)
+    assert [d.policy for d in refused] == ["gpu-governance-pod-security-baseline"]
+    assert ADMISSION.review(privileged, NS[BASELINE], namespace_labels=relabelled) != []
+
+
+def test_system_namespaces_keep_their_privileged_daemons():
+    daemon = changed(gpu_pod(), lambda s, c, m: (s.update(hostNetwork=True), sc(c).update(privileged=True)))
+    assert ADMISSION.review(daemon, "kube-system") == []
+    assert ADMISSION.review(daemon, "aws-hyperpod") == []
+
+
+def test_ephemeral_containers_added_to_a_running_pod_are_checked():
+    running = changed(gpu_pod(), lambda s, c, m: s.update(nodeName="ip-10-1-2-3.ec2.internal"))
+    debug = {"name": "debug", "image": "busybox", "targetContainerName": "trainer"}
+    running["spec"]["ephemeralContainers"] = [debug]
+    assert messages(running, BASELINE, operation="UPDATE", subresource="ephemeralcontainers") == []
+    debug["securityContext"] = {"privileged": True}
+    assert messages(running, BASELINE, operation="UPDATE", subresource="ephemeralcontainers") == [
+        "Pod Security baseline: privileged containers are forbidden"
+    ]
+
+
+def test_a_template_the_policy_cannot_read_fails_closed():
+    # The API server denies when a rule cannot be evaluated (failurePolicy Fail).
+    broken = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+              "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}}
+    with pytest.raises(CelError):
+        ADMISSION.review(broken, NS[BASELINE])
+    assert all(p["failurePolicy"] == "Fail" for p in ADMISSION.policies.values())
+
+
+def test_every_workload_the_team_may_create_is_checked():
+    role = kubernetes.rbac(BASELINE)[0]
+    creatable = {(g, r) for rule in role["rules"] if "create" in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert creatable == set(kubernetes.TEAM_WORKLOADS)
+    for level in PodSecurityLevel:
+        rules = kubernetes.pod_security_policy(level)["spec"]["matchConstraints"]["resourceRules"]
+        covered = {(g, r) for rule in rules if "CREATE" in rule["operations"] for g in rule["apiGroups"] for r in rule["resources"]}
+        assert creatable | {("", "pods")} <= covered
+
+
+def test_a_deployment_is_not_a_tenant_workload_but_its_pods_are_checked():
+    # The team cannot create Deployments; if someone else does in a tenant namespace, the pods
+    # the controller creates are admitted one by one like any other.
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"template": changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True))}}
+    assert ADMISSION.review(deployment, NS[BASELINE]) == []
+    assert messages(changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True)), BASELINE) != []
+
+
+# --- dedicated nodes -----------------------------------------------------------------------
+
+KEY = kubernetes.DEDICATED_NODE_KEY
+
+
+def dedicated_denials(pod, namespace, operation="CREATE"):
+    return [d for d in ADMISSION.review(pod, namespace, operation=operation) if d.policy == f"gpu-governance-dedicated-{DEDICATED}"]
+
+
+@pytest.mark.parametrize("toleration", [
+    {"operator": "Exists"},  # tolerates every taint
+    {"key": KEY, "operator": "Exists"},
+    {"key": KEY, "operator": "Equal", "value": DEDICATED, "effect": "NoSchedule"},
+    {"key": "", "operator": "Exists", "effect": "NoSchedule"},
+])
+def test_other_tenants_may_not_tolerate_a_dedicated_taint(toleration):
+    pod = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append(toleration))
+    for operation in ("CREATE", "UPDATE"):  # tolerations may be added to a running pod
+        assert len(dedicated_denials(pod, NS[BASELINE], operation)) == 1
+
+
+def test_other_tolerations_and_system_daemons_are_admitted():
+    other_value = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append({"key": KEY, "operator": "Equal", "value": BASELINE}))
+    assert dedicated_denials(other_value, NS[BASELINE]) == []
+    daemon = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append({"operator": "Exists"}))
+    assert dedicated_denials(daemon, "kube-system") == []
+
+
+def test_the_owning_team_must_select_and_tolerate_its_nodes():
+    def pinned(s, c, m):
+        s["nodeSelector"] = {KEY: DEDICATED}
+        s["tolerations"].append({"key": KEY, "operator": "Equal", "value": DEDICATED, "effect": "NoSchedule"})
+
+    assert messages(changed(gpu_pod(), pinned), DEDICATED) == []
+    unpinned = messages(gpu_pod(), DEDICATED)
+    assert len(unpinned) == 1 and "must run on its dedicated nodes" in unpinned[0]
+    tolerates_only = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append({"key": KEY, "operator": "Exists"}))
+    assert len(messages(tolerates_only, DEDICATED)) == 1
+    # A running pod is not re-checked for its placement (nodeSelector cannot change).
+    assert messages(gpu_pod(), DEDICATED, operation="UPDATE") == []
