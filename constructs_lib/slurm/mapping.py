@@ -28,8 +28,8 @@ from gpu_governance_runtime.slurm.plan import BORROW_TIER
 from ..errors import GovernanceError, Problem
 from ..model import UNLIMITED, GovernanceModel, HyperPodSlurmPool, Team
 
-POSIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-INSTANCE_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
+INSTANCE_GROUP_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 GROUP_PREFIX = "gg-"
 # Team groups get GIDs from a hash of the organisation and team name, so every node (and every
 # re-generation) computes the same id without shared state; the range avoids system and
@@ -189,12 +189,12 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
         for member_index, arn in enumerate(team.members):
             name = posix_user_name(arn)
             member_path = f"{path}.members[{member_index}]"
-            if not POSIX_NAME.match(name):
+            if not POSIX_NAME.fullmatch(name):
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, not a POSIX name", value=arn, allowed="a role or user name of at most 32 of a-z, 0-9, '_', '-', not starting with a digit or '-'"))
             elif users.setdefault(name, arn) != arn:
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, as does {users[name]}", value=arn, allowed="principals whose names differ"))
     for group in groups:
-        if not INSTANCE_GROUP_NAME.match(group.name):
+        if not INSTANCE_GROUP_NAME.fullmatch(group.name):
             path = f"teams[{team_index[group.owner]}].quotas" if group.owner in team_index else f"{pool_path}.capacity"
             problems.append(Problem(path=path, wrong="gives a HyperPod instance group name over 63 characters", value=group.name, allowed="a shorter team name or instance type"))
     return problems

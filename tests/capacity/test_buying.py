@@ -1,6 +1,7 @@
 """Fault-injection matrix for exactly-once buying. Every case asserts: no double purchase, no
 spend beyond the budget, and every window left uncovered is reported."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -115,7 +116,7 @@ def test_server_error_without_purchase_waits_for_settling_then_buys_again(aws):
     stubbed.by_intent(INTENT_1)
     stubbed.offerings(OFFER)
     stubbed.purchase(OFFER, INTENT_2, WINDOW.name)
-    report, _ = run(aws, later(NOW, 11))
+    report, _ = run(aws, NOW + controller.SETTLE_AFTER + timedelta(minutes=1))
     assert report.failed[0][0] == INTENT_1 and "not bought" in report.failed[0][1]
     assert [i.id for i in report.bought] == [INTENT_2]
     assert len(stubbed.purchase_attempts) == 2

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import shlex
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
@@ -170,8 +171,9 @@ END_OF_QUEUE = "gg-end-of-queue"
 # another job or on its begin time; a requeued job waits about two minutes with BeginTime), so
 # nothing is preempted or moved for it.
 NOT_STARTABLE = frozenset({"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime"})
-_SLURM_JOB_ID = re.compile(r"^\d+(_\d+)?$")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Always fullmatch: with .match a `$` anchor accepts a trailing newline, i.e. a second shell line.
+_SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def squeue_command(accounts: Iterable[str]) -> str:
@@ -179,7 +181,7 @@ def squeue_command(accounts: Iterable[str]) -> str:
     zone or ``SLURM_TIME_FORMAT``."""
     names = ",".join(_checked(a, _SLURM_NAME) for a in sorted(accounts))
     return (f"TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array --states=RUNNING,PENDING "
-            f"--account={names} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
+            f"--account={shlex.quote(names)} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
 
 
 class SlurmAdapter:
@@ -226,13 +228,13 @@ class SlurmAdapter:
 
     def preempt(self, preemption: Preemption) -> ActionResult:
         job_id = _checked(preemption.job_id, _SLURM_JOB_ID)
-        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {job_id}")
+        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}")
 
     def start(self, start: Start) -> ActionResult:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
         job_id = _checked(start.job_id, _SLURM_JOB_ID)
         qos = _checked(borrow_qos_name(start.share), _SLURM_NAME)
-        result = self._if_unchanged(job_id, "PENDING", f"scontrol update JobId={job_id} Partition={BORROW_PARTITION} QOS={qos}")
+        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}")
         return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
 
     def _if_unchanged(self, job_id: str, state: str, command: str) -> ActionResult:
@@ -240,8 +242,8 @@ class SlurmAdapter:
         ended, started or was requeued since is left alone and reported ``skipped``."""
         expected = f"{state}|{self.attempt_of(job_id)}"
         output = self.run([
-            f"now=$(squeue --noheader --array --jobs={job_id} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
-            f"if [ \"$now\" = '{expected}' ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi"
+            f"now=$(squeue --noheader --array --jobs={shlex.quote(job_id)} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
+            f"if [ \"$now\" = {shlex.quote(expected)} ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi"
         ])
         if output.strip() == "done":
             return ActionResult(job_id=job_id, outcome="done")
@@ -249,8 +251,8 @@ class SlurmAdapter:
 
 
 def _checked(value: str, pattern: re.Pattern) -> str:
-    # values end up in a shell command on the head node: only plain identifiers pass
-    if not pattern.match(value):
+    # values end up in a shell command on the head node: only plain identifiers pass (and are quoted anyway)
+    if not pattern.fullmatch(value):
         raise ValueError(f"refusing unsafe Slurm identifier {value!r}")
     return value
 
