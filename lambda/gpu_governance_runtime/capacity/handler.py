@@ -59,20 +59,30 @@ CLIENTS = _clients()  # module level: reused by warm invocations
 
 
 def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    return process(event, clients=CLIENTS, settings=dict(os.environ), now=datetime.now(timezone.utc))
+    return process(event, clients=CLIENTS, settings=dict(os.environ), now=datetime.now(timezone.utc),
+                   clock=lambda: datetime.now(timezone.utc), time_left=_time_left(context))
 
 
-def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime) -> dict[str, Any]:
+def _time_left(context: Any):
+    """Seconds the invocation has left, from the Lambda context (unlimited without one)."""
+    if context is None:
+        return lambda: float("inf")
+    return lambda: context.get_remaining_time_in_millis() / 1000
+
+
+def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime,
+            clock=None, time_left=None) -> dict[str, Any]:
     windows = load_windows(settings)
     capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings["CONTROLLER_ID"],
                               purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
     ledger = Ledger(client=clients.dynamodb, table_name=settings["LEDGER_TABLE"])
     notify = _notifier(clients.sns, settings["TOPIC_ARN"])
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
-    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now)}
+    time_left = time_left or (lambda: float("inf"))
+    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
     if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
-        result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now)
-    report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now)
+        result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
+    report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
@@ -82,7 +92,8 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
         "failed": [list(f) for f in report.failed], "in_flight": list(report.in_flight), "refused": list(report.refused),
-        "uncovered": [list(u) for u in report.uncovered],
+        "uncovered": [list(u) for u in report.uncovered], "found_late": [i.id for i in report.found_late],
+        "deferred": list(report.deferred), "errors": [list(e) for e in report.errors],
         "planned": [{"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode} for p in report.plan.purchases],
     }
     _log("capacity controller run", **result)
@@ -104,7 +115,7 @@ def load_windows(settings: dict[str, str]) -> dict[str, Window]:
     return windows
 
 
-def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime) -> dict[str, Any]:
+def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime, time_left) -> dict[str, Any]:
     detail_type, reservation_id = event["detail-type"], event["detail"]["capacity-reservation-id"]
     items = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     window = windows.get(next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), ""))
@@ -126,7 +137,8 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
         if window.consumer["kind"] == "batch_compute_environment":
             drained["requeue"] = requeue.requeue(
                 window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
-                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, now=now)
+                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, now=now,
+                time_left=time_left)
         warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
         _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
                 JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
@@ -159,7 +171,10 @@ def _notifier(sns, topic_arn: str):
 def _emit_metrics(report: controller.RunReport, windows: dict[str, Window], spent: dict[str, Decimal]) -> None:
     _metric({}, WindowsUncovered=(len(report.uncovered), "Count"), Purchases=(len(report.bought), "Count"),
             PurchaseFailures=(len(report.failed), "Count"), PurchasesInFlight=(len(report.in_flight), "Count"),
-            AwaitingApproval=(len(report.awaiting_approval), "Count"))
+            AwaitingApproval=(len(report.awaiting_approval), "Count"), PurchasesFoundLate=(len(report.found_late), "Count"),
+            PurchasesDeferred=(len(report.deferred), "Count"), RunErrors=(len(report.errors), "Count"))
+    for what, why in report.errors:
+        print(json.dumps({"level": "ERROR", "message": "capacity controller step failed", "what": what, "error": why}))
     for name, window in windows.items():
         used = float(spent[name] / window.budget * 100) if window.budget else 0.0
         _metric({"Window": name}, Spend=(float(spent[name]), "None"), BudgetUsedPercent=(used, "Percent"))
