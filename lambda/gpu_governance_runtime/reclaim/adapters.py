@@ -31,6 +31,9 @@ from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 TAG_INSTANCES = "gpu-governance:instances"
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
+# Longest wait for one SSM command's result; with the read and one action, within the function's
+# timeout (reclaim.ledger.FUNCTION_TIMEOUT_SECONDS).
+SSM_WAIT_SECONDS = 20.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +46,7 @@ class ActionResult:
 class Adapter(Protocol):
     acts: bool  # False: observe and publish metrics only
     reroutes_borrowers: bool  # True: a borrowing start needs an action (Slurm partition/QoS)
+    action_seconds: float  # the longest one read or action can take: none starts with less time left
 
     def read(self, now: float) -> PoolState: ...
 
@@ -59,6 +63,7 @@ class Adapter(Protocol):
 class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
+    action_seconds = 15.0  # DescribeJobs + TerminateJob with the handler's client timeouts
 
     def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
         self.batch, self.job_queue, self.pool = batch, job_queue, pool
@@ -127,6 +132,7 @@ class BatchQuotaShareObserver:
 
     acts = False
     reroutes_borrowers = False
+    action_seconds = 15.0
 
     def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
         self.batch, self.job_queue, self.pool = batch, job_queue, pool
@@ -189,14 +195,20 @@ class SlurmAdapter:
     reroutes_borrowers = True
 
     def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
-                 poll_seconds: float = 1.0, timeout_seconds: float = 60.0, sleep: Callable[[float], None] = time.sleep):
+                 poll_seconds: float = 1.0, timeout_seconds: float = SSM_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep,
+                 time_left: Callable[[], float] = lambda: float("inf")):
         self.ssm, self.instance_id, self.instance_type = ssm, instance_id, instance_type
         self.pool, self.policy = pool, policy
-        self.poll_seconds, self.timeout_seconds, self.sleep = poll_seconds, timeout_seconds, sleep
+        self.poll_seconds, self.timeout_seconds, self.sleep, self.time_left = poll_seconds, timeout_seconds, sleep, time_left
+        self.action_seconds = timeout_seconds + 5  # the wait plus sending the command
         self._restarts: dict[str, int] = {}
 
     def run(self, commands: list[str]) -> str:
-        """Run shell commands on the head node and return their standard output."""
+        """Run shell commands on the head node and return their standard output; never waits
+        past the invocation's time left (less a margin to record the outcome)."""
+        wait = min(self.timeout_seconds, self.time_left() - 5)
+        if wait < self.poll_seconds:
+            raise RuntimeError(f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left")
         sent = self.ssm.send_command(
             InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript",
             Parameters={"commands": commands}, Comment="gpu-governance reclaim controller",
@@ -214,8 +226,8 @@ class SlurmAdapter:
                 return result.get("StandardOutputContent", "")
             if result["Status"] in ("Cancelled", "TimedOut", "Failed"):
                 raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
-            if waited >= self.timeout_seconds:
-                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {self.timeout_seconds:.0f} s")
+            if waited >= wait:
+                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s")
 
     def read(self, now: float) -> PoolState:
         output = self.run([squeue_command(s.name for s in self.pool.shares)])
