@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 
+from .. import api_check
 from . import controller, hyperpod, requeue, rotation
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket
 from .ledger import Ledger
@@ -28,6 +29,18 @@ from .planner import Window
 
 METRIC_NAMESPACE = "GpuGovernance/Capacity"
 POLICY_VERSION = 1
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
+REQUIRED_OPERATIONS = {
+    "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
+            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
+            "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
+    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeTrainingPlan", "ListTrainingPlans", "SearchTrainingPlanOfferings",
+                  "UpdateCluster"),
+    "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
+    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "ListJobs", "SubmitJob", "TerminateJob",
+              "UpdateComputeEnvironment"),
+    "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,12 +60,14 @@ class Clients:
 def _clients() -> Clients | None:
     if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
         return None  # imported by tests or the CLI: they bring their own clients
-    return Clients(
+    clients = Clients(
         ec2=boto3.client("ec2"), sagemaker=boto3.client("sagemaker"),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
         dynamodb=boto3.client("dynamodb"), sns=boto3.client("sns"), events=boto3.client("events"),
         batch=boto3.client("batch"), eks=boto3.client("eks"), ecs=boto3.client("ecs"),
     )
+    api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
+    return clients
 
 
 CLIENTS = _clients()  # module level: reused by warm invocations

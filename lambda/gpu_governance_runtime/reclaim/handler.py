@@ -25,6 +25,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .. import api_check
 from ..policy import Policy, read_policy_file
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
@@ -40,6 +41,15 @@ _RETRIES = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeo
 batch = boto3.client("batch", config=_RETRIES)
 ssm = boto3.client("ssm", config=_RETRIES)
 dynamodb = boto3.resource("dynamodb", config=_RETRIES)
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
+REQUIRED_OPERATIONS = {
+    "batch": ("DescribeJobs", "GetJobQueueSnapshot", "ListJobs", "TerminateJob"),
+    "ssm": ("GetCommandInvocation", "SendCommand"),
+    "dynamodb": ("PutItem", "UpdateItem"),
+}
+if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
+    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client}, REQUIRED_OPERATIONS,
+                      namespace=os.environ.get("METRICS_NAMESPACE", DEFAULT_NAMESPACE))
 
 
 def log(record: Mapping[str, Any]) -> None:
