@@ -164,3 +164,30 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     assert result["block_event"]["requeue"]["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     for stub in stubs.values():
         stub.assert_no_pending_responses()
+
+
+def test_without_time_left_the_instance_group_is_left_for_the_next_run(env, tmp_path, capsys):
+    stubbed, clients, settings, _ = env
+    policy = tmp_path / "hyperpod.json"
+    policy.write_text(json.dumps({"version": 1, "capacity_windows": [HYPERPOD_WINDOW]}))
+    plan = block("tpo-1", at(7, 9, 0), 1, per_hour="29", count=2, instance_type="ml.p5.48xlarge")
+    stubbed.owned()
+    stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": [
+        training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active")]}, {})
+    # No DescribeCluster / UpdateCluster queued: the Stubber fails the test if either is called.
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
+                     settings={**settings, "POLICY_FILE": str(policy)}, now=at(7, 9, 5), time_left=lambda: 10)
+    assert result["hyperpod"] == [{"window": "weekly-validation", "deferred": "too little of the invocation left; the next run does it"}]
+    stubbed.done()
+
+
+def test_a_failed_step_is_logged_as_an_error_and_counted(env, capsys):
+    stubbed, clients, settings, _ = env
+    stubbed.owned()
+    stubbed.ec2_stub.add_client_error("describe_capacity_block_offerings", service_error_code="Unavailable", http_status_code=503)
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings=settings, now=NOW)
+    assert result["run"]["errors"][0][0] == "window launch-load-test"
+    out = capsys.readouterr().out
+    assert next(r for r in emf_records(out) if "RunErrors" in r)["RunErrors"] == 1
+    assert any('"level": "ERROR"' in line and "window launch-load-test" in line for line in out.splitlines())
+    stubbed.done()

@@ -98,7 +98,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
-    result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now)
+    result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
@@ -161,10 +161,18 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
     return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
 
 
-def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime) -> list[dict[str, Any]]:
+# DescribeCluster, UpdateCluster and the ledger record of one instance group.
+REPOINT_SECONDS = 20
+
+
+def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime,
+                             time_left) -> list[dict[str, Any]]:
     results = []
     for window in windows.values():
         if window.consumer.get("kind") != "hyperpod_instance_group":
+            continue
+        if time_left() < REPOINT_SECONDS:
+            results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
             continue
         try:
             results.append(hyperpod.repoint(
