@@ -340,10 +340,14 @@ def test_the_checker_catches_what_it_claims_to(tmp_path):
         "    for item in r['CapacityReservations']:\n"
         "        item['Size']\n"
         "    batch.terminate_job(jobId='j')\n"
+        "    return [o['Price'] for o in _all(ec2, 'describe_capacity_block_extension_offerings', 'CapacityBlockExtensionOfferings')]\n"
+        "def block_offering(o):\n"
+        "    return o.get('Fee')\n"
     )
     found = "\n".join(Checker(source).check().problems)
     for expected in ("has no parameter Tag", "'Windows 95' is not one of", "reads 'Offerings'", "no member 'Valuez'",
-                     "reads 'Size'", "misses required ['reason']"):
+                     "reads 'Size'", "misses required ['reason']", "reads 'Price'", "reads 'Fee'",
+                     "DescribeCapacityBlockExtensionOfferings misses required"):
         assert expected in found, found
     assert Checker(source).check().single_page == {("ec2", "DescribeCapacityBlockOfferings"), ("ec2", "DescribeCapacityReservations")}
 
