@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from .. import api_check
-from . import controller, hyperpod, requeue, rotation
-from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket
+from . import controller, hyperpod, market, requeue, rotation
+from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
 
@@ -132,11 +133,14 @@ def load_windows(settings: dict[str, str]) -> dict[str, Window]:
 
 def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime, time_left) -> dict[str, Any]:
     detail_type, reservation_id = event["detail-type"], event["detail"]["capacity-reservation-id"]
-    items = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
-    window = windows.get(next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), ""))
+    window_name, ends_at = _block_of(reservation_id, clients.ec2, ledger)
+    window = windows.get(window_name)
     if window is None or window.consumer.get("kind") not in ("batch_compute_environment", "eks_node_group"):
         return {"ignored": reservation_id, "reason": "not a block this controller rotates"}
     if "Delivered" in detail_type:
+        if now >= ends_at - market.WARNING_LEAD:
+            # Events can arrive out of order: a block whose expiration warning is due must not take new work.
+            return {"ignored": reservation_id, "reason": f"delivered event after the block's expiration warning (ends {ends_at.isoformat()})"}
         version, changed = rotation.rotate(consumer=window.consumer, reservation_id=reservation_id, ec2=clients.ec2, batch=clients.batch, eks=clients.eks)
         return {"rotated": reservation_id, "launch_template_version": version, "changed": changed}
     if "Expiration Warning" in detail_type:
@@ -163,6 +167,26 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
 
 # DescribeCluster, UpdateCluster and the ledger record of one instance group.
 REPOINT_SECONDS = 20
+
+
+def _block_of(reservation_id: str, ec2: Any, ledger: Ledger) -> tuple[str, datetime | None]:
+    """(window, end) of a block: from its listing, or, while EC2 does not list it yet (eventually
+    consistent), from the purchased intent that recorded it; ("", None) when it is not ours."""
+    items = _described(reservation_id, ec2)
+    tagged = next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), None)
+    if tagged:
+        return tagged, reservation_from_api(items[0]).end
+    recorded = next((i for i in ledger.intents("purchased") if i.reservation_id == reservation_id), None)
+    return (recorded.window, recorded.offering.end) if recorded else ("", None)
+
+
+def _described(reservation_id: str, ec2: Any) -> list[dict[str, Any]]:
+    try:
+        return ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
+            return []  # not listed yet, or not in this account
+        raise
 
 
 def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime,
