@@ -8,11 +8,14 @@ import pytest
 import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    ClientError, ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, HTTPClientError, ParamValidationError,
+    ReadTimeoutError, SSLError,
+)
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import controller
-from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
+from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG, classify
 from gpu_governance_runtime.capacity.ledger import ClaimRefused, Ledger
 
 from .builders import NOW, at, block, window
@@ -259,3 +262,17 @@ def test_purchase_client_never_resends_after_a_server_error(config, sends):
     with pytest.raises(ClientError, match="InternalError"):
         ec2.purchase_capacity_block(CapacityBlockOfferingId="cbo-1", InstancePlatform="Linux/UNIX")
     assert len(sent) == sends
+
+
+@pytest.mark.parametrize("error, result", [
+    (ConnectionClosedError(endpoint_url="https://ec2"), "uncertain"),  # an HTTPClientError, not a ConnectionError
+    (ReadTimeoutError(endpoint_url="https://ec2"), "uncertain"),
+    (HTTPClientError(error="reset"), "uncertain"),
+    (SSLError(endpoint_url="https://ec2", error="bad record mac"), "uncertain"),
+    (RuntimeError("anything unforeseen"), "uncertain"),
+    (EndpointConnectionError(endpoint_url="https://ec2"), "refused"),  # the connection never opened
+    (ConnectTimeoutError(endpoint_url="https://ec2"), "refused"),
+    (ParamValidationError(report="bad"), "refused"),
+])
+def test_every_error_after_the_request_may_have_left_is_uncertain(error, result):
+    assert classify(error).result == result
