@@ -183,3 +183,11 @@ def test_any_sequence_of_runs_events_delays_and_faults_buys_at_most_once_and_rec
         world.sim.page_takes = timedelta(0)
         world.quiesce()
         world.assert_exactly_once(purchases=None)
+
+
+def test_offerings_are_read_to_the_last_page(aws):
+    """The simulated market answers one offering per page: the cheapest is on the second."""
+    world = World(lag_minutes=1)
+    world.sim.offerings = [OFFERS[1], OFFERS[0]]
+    world.run_at(0)
+    assert [p.offering.id for p in world.sim.made] == [OFFERS[0].id]
