@@ -77,21 +77,16 @@ class CapacityMarket:
 
     def owned(self, windows: Iterable[Window]) -> list[tuple[Reservation, str | None]]:
         """Every block and training plan this controller bought, with its intent id."""
-        found = []
-        pages = self.ec2.get_paginator("describe_capacity_reservations").paginate(
-            Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}]
-        )
-        for page in pages:
-            for item in page["CapacityReservations"]:
-                found.append((reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT)))
+        found = [(reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT)) for item in _all(
+            self.ec2, "describe_capacity_reservations", "CapacityReservations",
+            Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}])]
         plan_windows = [w.name for w in windows if w.market == "training_plan"]
         if plan_windows:
             # Training plans are named after their intent (``<window>-<start>-<seq>``).
-            for page in self.sagemaker.get_paginator("list_training_plans").paginate():
-                for summary in page["TrainingPlanSummaries"]:
-                    window = next((w for w in plan_windows if _names_intent_of(summary["TrainingPlanName"], w)), None)
-                    if window:
-                        found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
+            for summary in _all(self.sagemaker, "list_training_plans", "TrainingPlanSummaries"):
+                window = next((w for w in plan_windows if _names_intent_of(summary["TrainingPlanName"], w)), None)
+                if window:
+                    found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
         return found
 
     def outcome_of(self, intent_id: str, offering: Offering, window: str) -> Reservation | None:
@@ -162,7 +157,7 @@ class CapacityMarket:
             Offering(
                 id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"], count=o["InstanceCount"],
                 availability_zone=o["AvailabilityZone"], start=o["CapacityBlockExtensionStartDate"], end=o["CapacityBlockExtensionEndDate"],
-                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=Decimal(o["UpfrontFee"]),
+                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=_fee(o["UpfrontFee"]),
                 currency=o["CurrencyCode"], reservation_id=reservation_id,
             )
             for o in offered
