@@ -180,6 +180,8 @@ def test_any_sequence_of_runs_events_delays_and_faults_buys_at_most_once_and_rec
             world.sim.faults = [fault]
             world.sim.during_call = [world.run] * overlapping
             world.run_at((world.sim.now - NOW) / MINUTE + gap)
+            # At every moment the ledger counts at least what was paid (undecided fees stay reserved).
+            assert world.ledger.spent(WINDOW, NOW) >= sum((p.offering.upfront_fee for p in world.sim.made), Decimal(0))
         world.sim.page_takes = timedelta(0)
         world.quiesce()
         world.assert_exactly_once(purchases=None)
