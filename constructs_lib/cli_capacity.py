@@ -102,10 +102,14 @@ def _read_market(path: str):
     parsed: dict[str, list] = {key: [] for key in OFFERING_LISTS}
     problems = []
     for key, parse in parsers.items():
-        for index, item in enumerate(data.get(key, [])):
+        items = data.get(key, [])
+        if not isinstance(items, list):
+            problems.append(Problem(path=f"{path}: {key}", wrong="not a list", value=items, allowed="a list of items as the AWS CLI prints it"))
+            continue
+        for index, item in enumerate(items):
             try:
                 parsed[key].append(parse(item))
-            except (KeyError, TypeError, ValueError, IndexError, InvalidOperation) as error:
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError, InvalidOperation) as error:
                 problems.append(Problem(path=f"{path}: {key}[{index}]", wrong=f"unreadable ({type(error).__name__}: {error})",
                                         value=item, allowed="an item as the AWS CLI prints it"))
     if problems:

@@ -575,7 +575,7 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
         if limit and len(quota) > limit[0]:
             problems.append(Problem(path=qpath, wrong=f"too many instance types for one {limit[1]}", value=len(quota), allowed=f"at most {limit[0]}"))
         if pool.backend in HYPERPOD_BACKENDS:
-            if not HYPERPOD_TEAM_NAME.match(team.name):
+            if not HYPERPOD_TEAM_NAME.fullmatch(team.name):
                 problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
             if team.sharing.borrow_limit == UNLIMITED:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))

@@ -24,6 +24,7 @@ from aws_cdk import (
     aws_events_targets as event_targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
 )
 from constructs import Construct
+from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import TEAM_TAG
@@ -83,7 +84,8 @@ class ReclaimController(Construct):
         self.function = lambda_.Function(
             self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
             handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(model),
-            role=self.role, timeout=Duration.seconds(50), memory_size=1024,
+            # The handler never starts an action it cannot finish within this (the runtime's contract).
+            role=self.role, timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=1024,
             # one tick at a time: an overlapping invocation is throttled rather than run twice
             reserved_concurrent_executions=1,
             log_group=log_group, tracing=lambda_.Tracing.ACTIVE, dead_letter_queue=self.dead_letters, environment_encryption=self.key,

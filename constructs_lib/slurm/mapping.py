@@ -28,7 +28,7 @@ from gpu_governance_runtime.slurm.plan import BORROW_TIER
 from ..errors import GovernanceError, Problem
 from ..model import SAGEMAKER_NAME_PATTERN, UNLIMITED, GovernanceModel, HyperPodSlurmPool, Team
 
-POSIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
 GROUP_PREFIX = "gg-"
 # Team groups get GIDs from a hash of the organisation and team name, so every node (and every

@@ -24,6 +24,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from . import api_check
 from .hyperpod_cluster import described_groups, group_specification
 
 DEDICATED_NODE_KEY = "gpu-governance/dedicated-team"
@@ -31,6 +32,8 @@ DEDICATED_NODE_KEY = "gpu-governance/dedicated-team"
 
 RETRY_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 8})
 METRIC_NAMESPACE = "GpuGovernance/HyperPod"
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
+REQUIRED_OPERATIONS = {"sagemaker": ("DescribeCluster", "UpdateCluster")}
 
 Groups = Mapping[str, "str | None"]
 """Instance group name -> the team it is dedicated to, or None: not dedicated by us."""
@@ -122,7 +125,9 @@ def physical_id(cluster_arn: str) -> str:
 def _client() -> Any:
     if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
         return None  # imported by tests: they bring their own client
-    return boto3.client("sagemaker", config=RETRY_CONFIG)
+    sagemaker = boto3.client("sagemaker", config=RETRY_CONFIG)
+    api_check.require({"sagemaker": sagemaker}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
+    return sagemaker
 
 
 SAGEMAKER = _client()  # module level: reused by warm invocations

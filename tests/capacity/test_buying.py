@@ -1,17 +1,21 @@
 """Fault-injection matrix for exactly-once buying. Every case asserts: no double purchase, no
 spend beyond the budget, and every window left uncovered is reported."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    ClientError, ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, HTTPClientError, ParamValidationError,
+    ReadTimeoutError, SSLError,
+)
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import controller
-from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
+from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG, classify
 from gpu_governance_runtime.capacity.ledger import ClaimRefused, Ledger
 
 from .builders import NOW, at, block, window
@@ -115,7 +119,7 @@ def test_server_error_without_purchase_waits_for_settling_then_buys_again(aws):
     stubbed.by_intent(INTENT_1)
     stubbed.offerings(OFFER)
     stubbed.purchase(OFFER, INTENT_2, WINDOW.name)
-    report, _ = run(aws, later(NOW, 11))
+    report, _ = run(aws, NOW + controller.SETTLE_AFTER + timedelta(minutes=1))
     assert report.failed[0][0] == INTENT_1 and "not bought" in report.failed[0][1]
     assert [i.id for i in report.bought] == [INTENT_2]
     assert len(stubbed.purchase_attempts) == 2
@@ -258,3 +262,17 @@ def test_purchase_client_never_resends_after_a_server_error(config, sends):
     with pytest.raises(ClientError, match="InternalError"):
         ec2.purchase_capacity_block(CapacityBlockOfferingId="cbo-1", InstancePlatform="Linux/UNIX")
     assert len(sent) == sends
+
+
+@pytest.mark.parametrize("error, result", [
+    (ConnectionClosedError(endpoint_url="https://ec2"), "uncertain"),  # an HTTPClientError, not a ConnectionError
+    (ReadTimeoutError(endpoint_url="https://ec2"), "uncertain"),
+    (HTTPClientError(error="reset"), "uncertain"),
+    (SSLError(endpoint_url="https://ec2", error="bad record mac"), "uncertain"),
+    (RuntimeError("anything unforeseen"), "uncertain"),
+    (EndpointConnectionError(endpoint_url="https://ec2"), "refused"),  # the connection never opened
+    (ConnectTimeoutError(endpoint_url="https://ec2"), "refused"),
+    (ParamValidationError(report="bad"), "refused"),
+])
+def test_every_error_after_the_request_may_have_left_is_uncertain(error, result):
+    assert classify(error).result == result

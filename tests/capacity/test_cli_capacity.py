@@ -88,3 +88,30 @@ def test_approve_marks_the_intent_and_refuses_twice(capsys, monkeypatch):
         assert ledger.intent(intent.id).status == "approved"
         assert main(["capacity", "approve", intent.id, "--table", TABLE]) == 2
         assert "is approved, not awaiting_approval" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"CapacityBlockOfferings": None}, "CapacityBlockOfferings: not a list (None) - a list of items as the AWS CLI prints it"),
+    ({"InstanceCount": "4"}, "CapacityBlockOfferings[0]: unreadable (ValueError: InstanceCount '4' is not a whole number)"),
+    ({"StartDate": 1796815800}, "CapacityBlockOfferings[0]: unreadable (ValueError: time 1796815800 is not an ISO 8601 text with a zone"),
+    ({"UpfrontFee": [1]}, "CapacityBlockOfferings[0]: unreadable (ValueError: UpfrontFee [1] is not an amount)"),
+])
+def test_odd_offerings_exit_2_naming_the_field(files, tmp_path, capsys, change, message):
+    config, _ = files
+    item = {**offering_json("cb-1", "2026-12-10T11:30:00+00:00", "2026-12-11T11:30:00+00:00", "2784.00"), **change}
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"CapacityBlockOfferings": None} if change == {"CapacityBlockOfferings": None} else {"CapacityBlockOfferings": [item]}))
+    assert main(["capacity", "plan", "--config", str(config), "--offerings", str(odd), "--now", "2026-12-01T09:00:00Z"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_numeric_fee_prints_as_written(files, tmp_path, capsys):
+    config, _ = files
+    numeric = tmp_path / "numeric.json"
+    numeric.write_text(json.dumps({"CapacityBlockOfferings": [
+        offering_json("cb-1", "2026-12-10T11:30:00+00:00", "2026-12-11T11:30:00+00:00", 2784.84)]}))
+    args = ["capacity", "plan", "--config", str(config), "--offerings", str(numeric), "--now", "2026-12-01T09:00:00Z"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "2784.84 USD (29.01/instance-hour" in out and "2784.840000" not in out

@@ -164,3 +164,75 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     assert result["block_event"]["requeue"]["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     for stub in stubs.values():
         stub.assert_no_pending_responses()
+
+
+def test_without_time_left_the_instance_group_is_left_for_the_next_run(env, tmp_path, capsys):
+    stubbed, clients, settings, _ = env
+    policy = tmp_path / "hyperpod.json"
+    policy.write_text(json.dumps({"version": 1, "capacity_windows": [HYPERPOD_WINDOW]}))
+    plan = block("tpo-1", at(7, 9, 0), 1, per_hour="29", count=2, instance_type="ml.p5.48xlarge")
+    stubbed.owned()
+    stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": [
+        training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active")]}, {})
+    # No DescribeCluster / UpdateCluster queued: the Stubber fails the test if either is called.
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
+                     settings={**settings, "POLICY_FILE": str(policy)}, now=at(7, 9, 5), time_left=lambda: 10)
+    assert result["hyperpod"] == [{"window": "weekly-validation", "deferred": "too little of the invocation left; the next run does it"}]
+    stubbed.done()
+
+
+def test_a_failed_step_is_logged_as_an_error_and_counted(env, capsys):
+    stubbed, clients, settings, _ = env
+    stubbed.owned()
+    stubbed.ec2_stub.add_client_error("describe_capacity_block_offerings", service_error_code="Unavailable", http_status_code=503)
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings=settings, now=NOW)
+    assert result["run"]["errors"][0][0] == "window launch-load-test"
+    out = capsys.readouterr().out
+    assert next(r for r in emf_records(out) if "RunErrors" in r)["RunErrors"] == 1
+    assert any('"level": "ERROR"' in line and "window launch-load-test" in line for line in out.splitlines())
+    stubbed.done()
+
+
+def _delivered(reservation_id="cr-0123456789abcdef0"):
+    return {"source": "aws.ec2", "detail-type": "Capacity Block Delivered", "time": "2026-12-10T11:30:05Z",
+            "detail": {"capacity-reservation-id": reservation_id, "end-date": "2026-12-11T11:30:00Z"}}
+
+
+def test_a_delivered_event_arriving_after_the_expiration_warning_moves_nothing_onto_the_block(env):
+    stubbed, clients, settings, _ = env
+    offer = block("cbo-1", at(10), 1, per_hour="29")
+    reservation = capacity_reservation(offer, intent_id="launch-load-test-202612101400-1", window="launch-load-test", state="active")
+    stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]},
+                                  {"CapacityReservationIds": ["cr-0123456789abcdef0"]})
+    stubbed.owned(reservation)
+    # Out of order: the block ends at 11:30 and its warning (10:50) has come; no launch template call is queued.
+    result = process(_delivered(), clients=clients, settings=settings, now=at(11, 10, 55))
+    assert result["block_event"]["ignored"] == "cr-0123456789abcdef0"
+    assert "after the block's expiration warning" in result["block_event"]["reason"]
+    stubbed.done()
+
+
+def test_a_delivered_block_ec2_does_not_list_yet_is_found_in_the_ledger_and_rotated(env):
+    from gpu_governance_runtime.capacity.ledger import Ledger
+    from gpu_governance_runtime.capacity.planner import Window, plan
+
+    stubbed, clients, settings, eks_stub = env
+    ledger = Ledger(client=clients.dynamodb, table_name=TABLE)
+    window = Window.from_policy(WINDOW)
+    offer = block("cbo-1", at(10), 1, per_hour="10")  # 960, within the window's 1000 budget
+    [purchase] = plan(windows=[window], reservations=[], offerings=[offer], spent={}, now=NOW).purchases
+    intent = ledger.claim(purchase, window, status="purchasing", now=NOW)
+    ledger.settle(intent, status="purchased", now=NOW, reservation_id="cr-0123456789abcdef0")
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    ec2.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
+    clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, ec2)})
+    stubbed.ec2_stub.add_client_error("describe_capacity_reservations", service_error_code="InvalidCapacityReservationId.NotFound",
+                                      expected_params={"CapacityReservationIds": ["cr-0123456789abcdef0"]})
+    eks_stub.add_response("update_nodegroup_version", {"update": {"id": "u-1"}},
+                          {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}})
+    stubbed.owned()  # still not listed: the purchased intent holds the window, nothing is bought or looked up
+    result = process(_delivered(), clients=clients, settings=settings, now=at(10, 11, 31))
+    assert result["block_event"] == {"rotated": "cr-0123456789abcdef0", "launch_template_version": 2, "changed": True}
+    assert result["run"]["planned"] == [] and result["run"]["uncovered"] == []
+    stubbed.done()
+    eks_stub.assert_no_pending_responses()

@@ -71,7 +71,16 @@ def test_equal_cost_prefers_least_unused_time():
 def test_price_cap_leaves_window_uncovered_with_reason():
     result = run([window(max_price_per_instance_hour=Decimal("25"))], [block("cbo", at(10), 1, per_hour="31.464")])
     assert result.purchases == ()
-    assert result.uncovered[0].reason.startswith("price cap: offerings cost from 31.46 per instance-hour, cap is 25")
+    assert result.uncovered[0].reason.startswith("price cap: covering offerings cost from 31.46 per instance-hour, cap is 25")
+
+
+def test_price_cap_reason_names_only_prices_of_offerings_that_cover_the_window():
+    # A cheap 2-instance block overlaps the window but cannot cover 4 instances alone or with the
+    # 4-instance block (a cover needs only that one); the reason names the covering price.
+    cheap_partial = block("cbo-cheap", at(10), 1, per_hour="5", count=2, zone="us-east-1b")
+    covering = block("cbo-cover", at(10), 1, per_hour="31.464")
+    result = run([window(max_price_per_instance_hour=Decimal("25"), instance_count=4)], [cheap_partial, covering])
+    assert result.uncovered[0].reason == "price cap: covering offerings cost from 31.46 per instance-hour, cap is 25"
 
 
 def test_budget_is_shared_by_recurring_occurrences_and_never_exceeded():

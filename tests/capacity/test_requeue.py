@@ -10,6 +10,7 @@ import pytest
 from botocore.stub import Stubber
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
 from gpu_governance_runtime.capacity.requeue import (
+    JOB_SECONDS,
     TAG_REQUEUED_FROM,
     copy_request,
     requeue,
@@ -61,7 +62,7 @@ def test_only_the_job_on_the_block_is_terminated_and_resubmitted_once(aws):
     discovery(stubs)
     expect_terminate(stubs)
     stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, COPY)
-    assert drain(clients, ledger) == {"requeued": [{"job": "job-on-block", "new_job": "job-copy"}], "already_handled": [], "errors": []}
+    assert drain(clients, ledger) == {"requeued": [{"job": "job-on-block", "new_job": "job-copy"}], "already_handled": [], "errors": [], "deferred": []}
     [(action, status, details)] = ledger.actions("requeue#", ("requeued",))
     assert (action, details["new_job"], details["reservation"]) == ("requeue#job-on-block", "job-copy", BLOCK)
     # The warning is delivered again while the terminated job still shows RUNNING: nothing is stopped twice.
@@ -107,4 +108,19 @@ def test_a_block_without_instances_touches_no_job(aws):
     stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)
     stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [
         {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "ecsClusterArn": ECS_CLUSTER}]}, {"computeEnvironments": [CE]})
-    assert drain(clients, ledger) == {"requeued": [], "already_handled": [], "errors": []}
+    assert drain(clients, ledger) == {"requeued": [], "already_handled": [], "errors": [], "deferred": []}
+
+
+def test_a_job_claimed_without_time_left_is_not_touched_and_the_next_run_finishes_it(aws):
+    clients, stubs, ledger = aws
+    discovery(stubs)
+    # Too little of the invocation left: the job is claimed (so it is not forgotten) but not stopped.
+    result = requeue(window="launch-load-test", compute_environment=CE, reservation_id=BLOCK, ends_at=ENDS, dry_run=False,
+                     ledger=ledger, now=NOW, time_left=lambda: JOB_SECONDS - 1, **clients)
+    assert (result["requeued"], result["deferred"]) == ([], ["job-on-block"])
+    assert [status for _, status, _ in ledger.actions("requeue#", ("claimed",))] == ["claimed"]
+    expect_terminate(stubs)
+    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
+                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
+    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, COPY)
+    assert resume(ledger=ledger, batch=clients["batch"], now=NOW + timedelta(minutes=1))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]

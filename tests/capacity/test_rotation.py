@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import boto3
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity.rotation import DRAIN_EVENT_TYPE, drain, rotate
@@ -93,3 +93,64 @@ def test_drain_with_fallback_none_leaves_the_template(aws):
     result = drain(window="w", consumer=BATCH_CONSUMER, fallback="none", reservation_id="cr-0aaaaaaaaaaaaaaa1",
                    next_block=None, ends_at=ENDS, ec2=ec2, batch=batch, eks=eks, events=events)
     assert (result["changed"], result["moved_to"], default_data(ec2)[0]) == (False, None, 1)
+
+
+# --- real launch templates: the description carries members the create call refuses ---------
+
+from gpu_governance_runtime.capacity.rotation import set_default_version, into_block, on_demand  # noqa: E402
+from gpu_governance_runtime.request_shapes import conform  # noqa: E402
+
+from .shape_examples import example, problems  # noqa: E402
+
+HARDENED = {  # a hardened GPU template as DescribeLaunchTemplateVersions returns it
+    "ImageId": "ami-0123456789abcdef0", "InstanceType": "p5.48xlarge", "EbsOptimized": True,
+    "IamInstanceProfile": {"Arn": "arn:aws:iam::111122223333:instance-profile/gpu-nodes"},
+    "MetadataOptions": {"State": "applied", "HttpTokens": "required", "HttpPutResponseHopLimit": 2, "HttpEndpoint": "enabled",
+                        "HttpProtocolIpv6": "disabled", "InstanceMetadataTags": "disabled"},
+    "NetworkInterfaces": [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", "SubnetId": "subnet-0123456789abcdef0",
+                           "Groups": ["sg-0123456789abcdef0"], "DeleteOnTermination": True,
+                           "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1", "IsPrimaryIpv6": True}], "PrimaryIpv6": True}],
+    "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 500, "VolumeType": "gp3", "Iops": 16000,
+                                                               "Throughput": 1000, "Encrypted": True, "DeleteOnTermination": True}}],
+    "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": "team", "Value": "research"}]}],
+    "Operator": {"Managed": False, "Principal": "", "HiddenByDefault": False},
+}
+OUTPUT_ONLY = {("MetadataOptions", "State"), ("Operator", "Managed"), ("Operator", "HiddenByDefault")}
+
+
+def stubbed_templates(data):
+    ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ec2)
+    stub.add_response("describe_launch_template_versions", {"LaunchTemplateVersions": [
+        {"LaunchTemplateName": "gpu-p5", "VersionNumber": 4, "DefaultVersion": True, "LaunchTemplateData": data}]},
+        {"LaunchTemplateName": "gpu-p5", "Versions": ["$Default"]})
+    return ec2, stub
+
+
+@pytest.mark.parametrize("transform, target", [(into_block("cr-0123456789abcdef0"), "block"), (on_demand, "on_demand")])
+def test_a_hardened_template_is_rotated_with_only_what_the_create_call_accepts(transform, target):
+    current = {**HARDENED, **({"InstanceMarketOptions": {"MarketType": "capacity-block"}, "CapacityReservationSpecification": {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0aaaaaaaaaaaaaaa1"}}} if target == "on_demand" else {})}
+    ec2, stub = stubbed_templates(current)
+    sent = {k: ({m: x for m, x in v.items() if (k, m) not in OUTPUT_ONLY} if isinstance(v, dict) else v) for k, v in HARDENED.items()}
+    sent["NetworkInterfaces"] = [{**HARDENED["NetworkInterfaces"][0], "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1"}]}]
+    if target == "block":
+        sent.update(InstanceMarketOptions={"MarketType": "capacity-block"},
+                    CapacityReservationSpecification={"CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}})
+    # The Stubber checks the request against the model: the description sent back unchanged fails.
+    stub.add_response("create_launch_template_version", {"LaunchTemplateVersion": {"VersionNumber": 5}},
+                      {"LaunchTemplateName": "gpu-p5", "LaunchTemplateData": sent, "VersionDescription": ANY})
+    stub.add_response("modify_launch_template", {}, {"LaunchTemplateName": "gpu-p5", "DefaultVersion": "5"})
+    with stub:
+        assert set_default_version(ec2, "gpu-p5", transform, "gpu-governance: test") == (5, True)
+    stub.assert_no_pending_responses()
+
+
+def test_the_fullest_possible_description_conforms_to_the_create_request():
+    model = boto3.client("ec2", region_name="us-east-1").meta.service_model
+    described = model.operation_model("DescribeLaunchTemplateVersions").output_shape.members["LaunchTemplateVersions"].member.members["LaunchTemplateData"]
+    request = model.operation_model("CreateLaunchTemplateVersion").input_shape.members["LaunchTemplateData"]
+    data = example(described)
+    assert problems(data, request)  # the raw description is refused ...
+    for transform in (into_block("cr-0123456789abcdef0"), on_demand):
+        assert problems(transform(conform(data, request)), request) == ""  # ... the conformed one is not

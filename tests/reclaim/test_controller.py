@@ -259,8 +259,9 @@ def test_slurm_refuses_identifiers_that_could_inject_shell():
     from gpu_governance_runtime.reclaim.planner import Preemption
 
     adapter = SlurmAdapter(object(), instance_id="i-1", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY)
-    with pytest.raises(ValueError, match="unsafe Slurm identifier"):
-        adapter.preempt(Preemption(job_id="1; rm -rf /", share="research", instance_type="ml.p5.48xlarge", count=1, kind="reclaim", for_job="2", reason="r"))
+    for job_id in ("1; rm -rf /", "101\n", "101\nscancel --user=root"):  # `$` with .match accepts a trailing newline
+        with pytest.raises(ValueError, match="unsafe Slurm identifier"):
+            adapter.preempt(Preemption(job_id=job_id, share="research", instance_type="ml.p5.48xlarge", count=1, kind="reclaim", for_job="2", reason="r"))
 
 
 def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp_path, monkeypatch):
@@ -301,3 +302,62 @@ def test_hyperpod_eks_pools_are_refused_as_targets():
         {"name": "eks", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": 1}, "shares": []}]})
     with pytest.raises(ValueError, match="HyperPod EKS reclaims natively"):
         controller.build_adapter({"pool": "eks"}, policy)
+
+
+# --- time: nothing is started that the invocation cannot finish ----------------------------------
+
+
+def test_the_slurm_wait_and_every_action_fit_the_functions_timeout():
+    from gpu_governance_runtime.reclaim.adapters import SSM_WAIT_SECONDS
+    from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+
+    adapter = SlurmAdapter(object(), instance_id="i-1", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY)
+    # One tick reads the queue (one SSM round trip) and can then act at least once.
+    assert adapter.timeout_seconds == SSM_WAIT_SECONDS and 2 * adapter.action_seconds <= FUNCTION_TIMEOUT_SECONDS
+
+
+def test_an_ssm_wait_stops_at_the_invocations_time_left(ledger_table):
+    client, stubber = stubbed("ssm")
+    left = [30.0]
+
+    def sleep(seconds):
+        left[0] -= seconds
+
+    adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"),
+                           policy=POLICY, sleep=sleep, timeout_seconds=60, time_left=lambda: left[0])
+    stubber.add_response("send_command", {"Command": {"CommandId": "11111111-2222-3333-4444-555555555555"}}, None)
+    for _ in range(25):
+        stubber.add_response("get_command_invocation", {"Status": "InProgress"}, None)
+    with stubber, pytest.raises(RuntimeError, match="no result after 25 s"):
+        adapter.run(["squeue"])
+    assert left[0] == 5  # stopped with time left to record the outcome
+    with pytest.raises(RuntimeError, match="not sent: 5 s of the invocation left"):
+        adapter.run(["squeue"])
+
+
+def test_an_action_without_time_left_is_deferred_unclaimed(ledger_table):
+    client, stubber = stubbed("ssm")
+    left = [100.0]
+    adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"),
+                           policy=POLICY, sleep=lambda s: left.__setitem__(0, adapter.action_seconds - 1), time_left=lambda: left[0])
+    expect_ssm(stubber, "squeue", SQUEUE_OUTPUT, "11111111-2222-3333-4444-555555555555")
+    records = []
+    with stubber:
+        result = controller.run_tick("slurm", adapter, Ledger(ledger_table), settings=SETTINGS, dry_run=False, namespace="ns", now=NOW,
+                                     emit=records.append, time_left=lambda: left[0])
+    stubber.assert_no_pending_responses()  # no requeue command was sent
+    (preemption,) = [r for r in records if r.get("event") == "preemption"]
+    assert preemption["outcome"] == "deferred" and result.acted == 0
+    assert "Item" not in ledger_table.get_item(Key={"action_id": "slurm#101#0#preempt"})  # the next tick is free to act
+
+
+def test_a_claim_left_by_a_killed_invocation_is_taken_again_after_the_timeout(ledger_table):
+    from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+
+    ledger = Ledger(ledger_table)
+    key = ActionKey(pool="ec2-gpu", job_id="borrow-big", attempt="0", action="preempt")
+    assert ledger.claim(key, now=NOW, reason="r")  # the invocation dies here, outcome never recorded
+    assert not ledger.claim(key, now=NOW + FUNCTION_TIMEOUT_SECONDS - 1, reason="r")  # it may still be running
+    assert ledger.claim(key, now=NOW + FUNCTION_TIMEOUT_SECONDS + 1, reason="r")  # it cannot be: not stuck for 7 days
+    ledger.record(key, status="done")
+    assert not ledger.claim(key, now=NOW + 3600, reason="r")  # a recorded outcome is never redone

@@ -3,7 +3,8 @@
 Purchases go through clients with retries switched off (``PURCHASE_CLIENT_CONFIG``): botocore
 would otherwise resend a purchase after a 5xx or a timeout, and ``PurchaseCapacityBlock`` has
 no idempotency token, so a resend can buy a second block. We retry only where the request was
-certainly refused (throttling, validation) and reconcile from tags everywhere else.
+certainly refused (throttling, validation, a connection that never opened) and reconcile from
+tags everywhere else: any other error, whatever its type, may have come after the request left.
 """
 
 from __future__ import annotations
@@ -15,15 +16,21 @@ from decimal import Decimal
 from typing import Any, Iterable, Literal
 
 from botocore.config import Config
-from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ParamValidationError, ProxyConnectionError,
+)
 
 from . import market
 from .planner import HOUR, Offering, Reservation, Window, shortfall
 
-PURCHASE_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, read_timeout=30)
+PURCHASE_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30)
+# The longest one purchase call can take with that client (connect, then wait for the answer).
+PURCHASE_CALL_SECONDS = 40
 TAG_INTENT = "gpu-governance:intent"
 TAG_WINDOW = "gpu-governance:window"
 TAG_MANAGED_BY = "gpu-governance:managed-by"
+# Raised before a single byte of the request was sent: nothing can have been bought.
+NOT_SENT = (ParamValidationError, NoCredentialsError, EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
 THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"})
 TRAINING_PLAN_TARGETS = {"hyperpod_instance_group": "hyperpod-cluster", "sagemaker_training_jobs": "training-job"}
 
@@ -38,7 +45,9 @@ class Outcome:
 
 
 def classify(error: Exception) -> Outcome:
-    """Throttled or rejected requests were not carried out; 5xx and timeouts may have been."""
+    """Throttled or rejected requests and requests never sent were not carried out; 5xx answers
+    and every other error (a read timeout, a connection closed mid-answer, anything unforeseen)
+    may come after the purchase was made."""
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
@@ -47,9 +56,9 @@ def classify(error: Exception) -> Outcome:
         if status >= 500 or code in {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"}:
             return Outcome(result="uncertain", reason=f"server error {code}; reconciling from tags")
         return Outcome(result="refused", reason=f"{code}: {error.response.get('Error', {}).get('Message', '')}".strip())
-    if isinstance(error, (ReadTimeoutError, BotoConnectionError)):
-        return Outcome(result="uncertain", reason=f"{type(error).__name__}; reconciling from tags")
-    raise error
+    if isinstance(error, NOT_SENT):
+        return Outcome(result="refused", reason=f"not sent ({type(error).__name__}: {error}); retried next run")
+    return Outcome(result="uncertain", reason=f"{type(error).__name__}: {error}; reconciling from tags")
 
 
 class CapacityMarket:
@@ -68,33 +77,29 @@ class CapacityMarket:
 
     def owned(self, windows: Iterable[Window]) -> list[tuple[Reservation, str | None]]:
         """Every block and training plan this controller bought, with its intent id."""
-        found = []
-        pages = self.ec2.get_paginator("describe_capacity_reservations").paginate(
-            Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}]
-        )
-        for page in pages:
-            for item in page["CapacityReservations"]:
-                found.append((reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT)))
+        found = [(reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT)) for item in _all(
+            self.ec2, "describe_capacity_reservations", "CapacityReservations",
+            Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}])]
         plan_windows = [w.name for w in windows if w.market == "training_plan"]
         if plan_windows:
             # Training plans are named after their intent (``<window>-<start>-<seq>``).
-            for page in self.sagemaker.get_paginator("list_training_plans").paginate():
-                for summary in page["TrainingPlanSummaries"]:
-                    window = next((w for w in plan_windows if _names_intent_of(summary["TrainingPlanName"], w)), None)
-                    if window:
-                        found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
+            for summary in _all(self.sagemaker, "list_training_plans", "TrainingPlanSummaries"):
+                window = next((w for w in plan_windows if _names_intent_of(summary["TrainingPlanName"], w)), None)
+                if window:
+                    found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
         return found
 
     def outcome_of(self, intent_id: str, offering: Offering, window: str) -> Reservation | None:
         """What an earlier purchase attempt produced, looked up by its intent, or None."""
         if offering.kind == "block":
-            items = self.ec2.describe_capacity_reservations(
-                Filters=[{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}]
-            )["CapacityReservations"]
+            # A filtered EC2 listing may answer with empty pages and a NextToken: read them all.
+            items = _all(self.ec2, "describe_capacity_reservations", "CapacityReservations",
+                         Filters=[{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}])
             return reservation_from_api(items[0]) if items else None
         if offering.kind == "extension":
-            history = self.ec2.describe_capacity_block_extension_history(CapacityReservationIds=[offering.reservation_id])
-            match = next((e for e in history["CapacityBlockExtensions"] if e["CapacityBlockExtensionOfferingId"] == offering.id), None)
+            history = _all(self.ec2, "describe_capacity_block_extension_history", "CapacityBlockExtensions",
+                           CapacityReservationIds=[offering.reservation_id])
+            match = next((e for e in history if e["CapacityBlockExtensionOfferingId"] == offering.id), None)
             if match is None:
                 return None
             state = "payment-failed" if match["CapacityBlockExtensionStatus"] == "payment-failed" else "scheduled"
@@ -133,31 +138,29 @@ class CapacityMarket:
         return sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
-        response = self.ec2.describe_capacity_block_offerings(
+        return [block_offering(o) for o in _all(
+            self.ec2, "describe_capacity_block_offerings", "CapacityBlockOfferings",
             InstanceType=window.instance_type, InstanceCount=missing, CapacityDurationHours=days * 24,
             StartDateRange=max(now, gap_end - timedelta(days=days)), EndDateRange=gap_start + timedelta(days=days),
-        )
-        return [block_offering(o) for o in response["CapacityBlockOfferings"]]
+        )]
 
     def _extension_offerings(self, reservation, gap_end):
         days = market.shortest_block_days(reservation.end, gap_end)
         if days is None:
             return []
-        response = self.ec2.describe_capacity_block_extension_offerings(
-            CapacityBlockExtensionDurationHours=days * 24, CapacityReservationId=reservation.id
-        )
-        return self._extensions(response, reservation.id)
+        return self._extensions(days * 24, reservation.id)
 
-    @staticmethod
-    def _extensions(response, reservation_id):
+    def _extensions(self, duration_hours, reservation_id):
+        offered = _all(self.ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings",
+                       CapacityBlockExtensionDurationHours=duration_hours, CapacityReservationId=reservation_id)
         return [
             Offering(
                 id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"], count=o["InstanceCount"],
                 availability_zone=o["AvailabilityZone"], start=o["CapacityBlockExtensionStartDate"], end=o["CapacityBlockExtensionEndDate"],
-                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=Decimal(o["UpfrontFee"]),
+                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=_fee(o["UpfrontFee"]),
                 currency=o["CurrencyCode"], reservation_id=reservation_id,
             )
-            for o in response["CapacityBlockExtensionOfferings"]
+            for o in offered
         ]
 
     def _training_plan_offerings(self, window, missing, gap_start, gap_end, days, now):
@@ -173,10 +176,7 @@ class CapacityMarket:
         if offering.kind == "block":
             found = self._block_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
         elif offering.kind == "extension":
-            response = self.ec2.describe_capacity_block_extension_offerings(
-                CapacityBlockExtensionDurationHours=offering.duration_hours, CapacityReservationId=offering.reservation_id
-            )
-            found = [o for o in self._extensions(response, offering.reservation_id)]
+            found = self._extensions(offering.duration_hours, offering.reservation_id)
         else:
             found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
         return next((o for o in found if o.id == offering.id), None)
@@ -202,16 +202,22 @@ class CapacityMarket:
                 TrainingPlanName=intent_id, TrainingPlanOfferingId=offering.id, Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
             )
             return Outcome(result="purchased", reservation_id=response["TrainingPlanArn"])
-        except (ClientError, ReadTimeoutError, BotoConnectionError) as error:
+        except Exception as error:  # noqa: BLE001 - an unforeseen error after sending must not look like "not bought"
             return classify(error)
+
+
+def _all(client: Any, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item of a paginated listing: the first page alone may be empty or partial."""
+    return [item for page in client.get_paginator(operation).paginate(**params) for item in page.get(key) or []]
 
 
 def block_offering(o: dict[str, Any]) -> Offering:
     """An offering as DescribeCapacityBlockOfferings returns it (boto3 or AWS CLI JSON)."""
     return Offering(
-        id=o["CapacityBlockOfferingId"], kind="block", instance_type=o["InstanceType"], count=o["InstanceCount"],
+        id=o["CapacityBlockOfferingId"], kind="block", instance_type=o["InstanceType"], count=_whole(o["InstanceCount"], "InstanceCount"),
         availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
-        duration_hours=o["CapacityBlockDurationHours"], upfront_fee=Decimal(o["UpfrontFee"]), currency=o["CurrencyCode"],
+        duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
+        currency=o["CurrencyCode"],
     )
 
 
@@ -221,14 +227,30 @@ def training_plan_offering(o: dict[str, Any]) -> Offering:
     start = _when(capacity["StartTime"])
     return Offering(
         id=o["TrainingPlanOfferingId"], kind="training_plan", instance_type=capacity["InstanceType"],
-        count=capacity["InstanceCount"], availability_zone=capacity.get("AvailabilityZone", ""),
-        start=start, end=start + o["DurationHours"] * HOUR, duration_hours=o["DurationHours"],
-        upfront_fee=Decimal(o["UpfrontFee"]), currency=o.get("CurrencyCode", "USD"),
+        count=_whole(capacity["InstanceCount"], "InstanceCount"), availability_zone=capacity.get("AvailabilityZone", ""),
+        start=start, end=start + _whole(o["DurationHours"], "DurationHours") * HOUR, duration_hours=o["DurationHours"],
+        upfront_fee=_fee(o["UpfrontFee"]), currency=o.get("CurrencyCode", "USD"),
     )
 
 
 def _when(value: datetime | str) -> datetime:
+    if not isinstance(value, (datetime, str)):
+        raise ValueError(f"time {value!r} is not an ISO 8601 text with a zone (e.g. 2026-12-10T11:30:00Z)")
     return market.utc(value if isinstance(value, datetime) else datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+def _whole(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} {value!r} is not a whole number")
+    return value
+
+
+def _fee(value: Any) -> Decimal:
+    """The API sends fees as text; a number (hand-written JSON) is read as written, not as the
+    binary float it became (9123.84, not 9123.840000000000145...)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        raise ValueError(f"UpfrontFee {value!r} is not an amount")
+    return Decimal(str(value))
 
 
 def _tags(tags: list[dict[str, str]]) -> dict[str, str]:
@@ -252,6 +274,6 @@ def _training_plan(plan: dict[str, Any], window: str) -> Reservation:
 def reservation_from_api(item: dict[str, Any]) -> Reservation:
     return Reservation(
         id=item["CapacityReservationId"], window=_tags(item.get("Tags", [])).get(TAG_WINDOW, ""),
-        instance_type=item["InstanceType"], count=item["TotalInstanceCount"], availability_zone=item["AvailabilityZone"],
+        instance_type=item["InstanceType"], count=_whole(item["TotalInstanceCount"], "TotalInstanceCount"), availability_zone=item["AvailabilityZone"],
         start=_when(item["StartDate"]), end=_when(item["EndDate"]), state=item["State"],
     )

@@ -2,25 +2,40 @@
 
 Order matters. Undecided intents are settled from what AWS shows (tags, extension history,
 training plan names) *before* anything new is planned, and an intent is recorded, with its fee
-reserved, *before* the purchase call. So a crash, a timeout, a duplicate event or a second run
-at the same time finds the record and never buys twice.
+reserved, *before* the purchase call, and the moment of the call just before it. So a crash, a
+timeout, a duplicate event or a second run at the same time finds the record and never buys
+twice.
+
+What AWS shows lags: ``DescribeCapacityReservations`` may not list a block for a while after
+it was bought. So an intent recorded as purchased counts as held until the listing shows its
+block (or its window is over), an uncertain attempt is settled as not bought only when
+``SETTLE_AFTER`` has passed since the call itself, and a block that turns up for an intent
+already settled as failed marks it purchased again, re-counts its fee and alerts.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
-from .aws import CapacityMarket
-from .ledger import ClaimRefused, Intent, Ledger
+from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
+from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
 from .planner import Plan, Purchase, Reservation, Window, plan
 
 # DescribeCapacityReservations is eventually consistent: an attempt with no trace this long
-# after it was made did not go through, and the occurrence may be tried again.
-SETTLE_AFTER = timedelta(minutes=10)
+# after the call was made did not go through, and the occurrence may be tried again. The
+# controller assumes AWS lists a bought block within this time; a block listed later still is
+# recorded (``Ledger.revive``) and alerted on, but a second one may have been bought meanwhile.
+SETTLE_AFTER = timedelta(minutes=15)
+# A purchase is started only with this much of the invocation left: the call itself plus the
+# ledger writes around it (claim, call time, outcome).
+PURCHASE_SECONDS = PURCHASE_CALL_SECONDS + 20
 
 Notify = Callable[[str, dict], None]  # (subject, message)
+Clock = Callable[[], datetime]
+TimeLeft = Callable[[], float]  # seconds the invocation has left
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +48,9 @@ class RunReport:
     refused: tuple[str, ...] = ()  # claims another run or the budget refused
     uncovered: tuple[tuple[str, str], ...] = ()  # (occurrence, why): planned as such, or its purchase failed
     owned: tuple[Reservation, ...] = ()  # every block and training plan this controller holds, as listed this run
+    found_late: tuple[Intent, ...] = ()  # settled as failed, then listed after all: purchased again, fee re-counted
+    deferred: tuple[str, ...] = ()  # purchases not started: too little of the invocation left
+    errors: tuple[tuple[str, str], ...] = ()  # (what, why): a step that failed without stopping the others
 
 
 @dataclass(kw_only=True)
@@ -43,93 +61,168 @@ class _Log:
     in_flight: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     uncovered: list[tuple[str, str]] = field(default_factory=list)
+    found_late: list[Intent] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def step(self, what: str, action: Callable[[], object]) -> bool:
+        """Run one step; an error is recorded (and reported) instead of ending the run, so one
+        window or intent that fails never keeps the others from being served."""
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001 - reported to the operator with its type
+            self.errors.append((what, f"{type(error).__name__}: {error}"))
+            return False
+        return True
 
 
-def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime) -> RunReport:
+@dataclass(frozen=True, kw_only=True)
+class _Run:
+    ledger: Ledger
+    capacity: CapacityMarket
+    notify: Notify
+    now: datetime
+    clock: Clock
+    time_left: TimeLeft
+    log: _Log
+
+
+def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime,
+        clock: Clock | None = None, time_left: TimeLeft | None = None) -> RunReport:
+    """``clock`` gives the time as the run goes on (default: ``now`` throughout); ``time_left``
+    the seconds the invocation has left (default: unlimited)."""
     windows = {w.name: w for w in windows}
-    log = _Log()
+    ctx = _Run(ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock or (lambda: now),
+               time_left=time_left or (lambda: math.inf), log=_Log())
+    log = ctx.log
+    # Without the listing nothing is known about what is held: the run stops (and alarms).
     owned = reconcile(windows=windows, ledger=ledger, capacity=capacity, notify=notify, now=now, log=log)
     for intent in ledger.open_intents():
         if intent.status == "approved" and intent.window in windows:
-            _buy_approved(intent, windows[intent.window], ledger, capacity, notify, now, log)
-    # An undecided intent holds its occurrence as if bought: plan around it, never twice for it.
-    # So does a block bought moments ago that the listing above could not show yet.
-    listed = {r.id for r in owned}
-    held = owned + [_as_reservation(i) for i in ledger.open_intents() + log.bought if i.reservation_id not in listed]
-    offerings = [o for w in windows.values() for o in capacity.offerings(w, held, now)]
-    result = plan(windows=windows.values(), reservations=held, offerings=offerings,
+            log.step(f"intent {intent.id}", lambda: _buy_approved(intent, windows[intent.window], ctx))
+    held = _held(owned, ledger, now)
+    offerings, unread = [], set()
+    for window in windows.values():
+        if not log.step(f"window {window.name}", lambda: offerings.extend(capacity.offerings(window, held, now))):
+            unread.add(window.name)  # not planned this run: "no offering" would be a false reason
+    result = plan(windows=[w for w in windows.values() if w.name not in unread], reservations=held, offerings=offerings,
                   spent={w.name: ledger.spent(w, now) for w in windows.values()}, now=now)
     for purchase in result.purchases:
         window = windows[purchase.window]
         if window.mode == "approval":
-            _request_approval(purchase, window, ledger, notify, now, log)
+            log.step(f"occurrence {purchase.occurrence.key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
         elif window.mode == "auto":
-            _buy(purchase, window, ledger, capacity, notify, now, log)
+            log.step(f"occurrence {purchase.occurrence.key}", lambda: _buy(purchase, window, ctx))
     uncovered = [(u.occurrence.key, u.reason) for u in result.uncovered] + log.uncovered
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
+    for what, why in log.errors:
+        notify("Capacity controller step failed", {"what": what, "error": why, "retry": "next run"})
     return RunReport(plan=result, bought=tuple(log.bought), awaiting_approval=tuple(log.awaiting), failed=tuple(log.failed),
-                     in_flight=tuple(log.in_flight), refused=tuple(log.refused), uncovered=tuple(uncovered), owned=tuple(owned))
+                     in_flight=tuple(log.in_flight), refused=tuple(log.refused), uncovered=tuple(uncovered), owned=tuple(owned),
+                     found_late=tuple(log.found_late), deferred=tuple(log.deferred), errors=tuple(log.errors))
+
+
+def _held(owned: list[Reservation], ledger: Ledger, now: datetime) -> list[Reservation]:
+    """What the planner must count as held: the listed reservations, every undecided intent,
+    and every purchased one the listing does not show yet (an extension keeps its block's id:
+    it shows once the block's end has moved)."""
+    listed = {r.id: r for r in owned}
+
+    def unlisted(intent: Intent) -> bool:
+        reservation = listed.get(intent.reservation_id)
+        return reservation is None or reservation.end < intent.offering.end
+
+    pending = [i for i in ledger.intents(*OPEN_STATUSES, "purchased") if i.offering.end > now and unlisted(i)]
+    return owned + [_as_reservation(i) for i in pending]
 
 
 def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> list[Reservation]:
     """Settle every undecided intent from what AWS shows; return what this controller owns."""
     owned = capacity.owned(windows.values())
     by_intent = {intent_id: r for r, intent_id in owned if intent_id}
+    open_ids = set()
     for intent in ledger.open_intents():
-        if intent.status in ("awaiting_approval", "approved"):
-            if intent.offering.start <= now:
-                ledger.settle(intent, status="failed", now=now, reason="approval expired: the offering has started")
-                log.failed.append((intent.id, "approval expired"))
-            continue
-        found = by_intent.get(intent.id) or capacity.outcome_of(intent.id, intent.offering, intent.window)
-        if found is not None and found.state == "payment-failed":
-            _fail(ledger, intent, f"{found.id} is payment-failed", notify, now, log)
-        elif found is not None:
-            if ledger.settle(intent, status="purchased", now=now, reservation_id=found.id):
-                log.bought.append(replace(intent, status="purchased", reservation_id=found.id))
-        elif now - intent.updated_at >= SETTLE_AFTER:
-            _fail(ledger, intent, f"no trace {SETTLE_AFTER} after the attempt: not bought", notify, now, log)
-        else:
-            log.in_flight.append(intent.id)
-    # A block can go payment-failed after it was recorded as bought: nothing was charged.
+        open_ids.add(intent.id)
+        log.step(f"intent {intent.id}", lambda: _settle_open(intent, by_intent, ledger, capacity, notify, now, log))
+    purchased = {i.id for i in ledger.intents("purchased")}
     for reservation, intent_id in owned:
-        if reservation.state == "payment-failed" and intent_id:
+        if not intent_id or intent_id in open_ids:
+            continue
+        if reservation.state == "payment-failed" and intent_id in purchased:
+            # A block can go payment-failed after it was recorded as bought: nothing was charged.
             intent = ledger.intent(intent_id)
-            if intent is not None and intent.status == "purchased" and ledger.refund_payment_failure(intent, now=now, reason=f"{reservation.id} is payment-failed"):
+            if ledger.refund_payment_failure(intent, now=now, reason=f"{reservation.id} is payment-failed"):
                 log.failed.append((intent.id, "payment-failed"))
                 notify("Capacity Block payment failed", {"intent": intent.id, "reservation": reservation.id, "window": intent.window})
+        elif reservation.state != "payment-failed" and intent_id not in purchased:
+            intent = ledger.intent(intent_id)
+            if intent is not None and intent.status == "failed" and ledger.revive(intent, reservation_id=reservation.id, now=now):
+                log.found_late.append(replace(intent, status="purchased", reservation_id=reservation.id))
+                notify("Capacity purchase found after it was settled as failed", {
+                    "intent": intent.id, "window": intent.window, "occurrence": intent.occurrence, "reservation": reservation.id,
+                    "fee": str(intent.offering.upfront_fee), "failed_because": intent.reason,
+                    "check": "the fee is counted again; AWS listed the block later than the settle grace, so look for a second "
+                             "block bought for the same occurrence",
+                })
     return [r for r, _ in owned]
 
 
-def _buy(purchase: Purchase, window: Window, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> None:
-    try:
-        intent = ledger.claim(purchase, window, status="purchasing", now=now)
-    except ClaimRefused as refusal:
-        log.refused.append(str(refusal))
+def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> None:
+    if intent.status in ("awaiting_approval", "approved"):
+        if intent.offering.start <= now:
+            ledger.settle(intent, status="failed", now=now, reason="approval expired: the offering has started")
+            log.failed.append((intent.id, "approval expired"))
         return
-    _purchase(intent, ledger, capacity, notify, now, log)
+    found = by_intent.get(intent.id) or capacity.outcome_of(intent.id, intent.offering, intent.window)
+    if found is not None and found.state == "payment-failed":
+        _fail(ledger, intent, f"{found.id} is payment-failed", notify, now, log)
+    elif found is not None:
+        if ledger.settle(intent, status="purchased", now=now, reservation_id=found.id):
+            log.bought.append(replace(intent, status="purchased", reservation_id=found.id))
+    elif now - intent.attempted_at >= SETTLE_AFTER:
+        _fail(ledger, intent, f"no trace {SETTLE_AFTER} after the purchase call: not bought", notify, now, log)
+    else:
+        log.in_flight.append(intent.id)
 
 
-def _buy_approved(intent: Intent, window: Window, ledger, capacity, notify, now, log) -> None:
+def _buy(purchase: Purchase, window: Window, ctx: _Run) -> None:
+    if ctx.time_left() < PURCHASE_SECONDS:
+        ctx.log.deferred.append(purchase.occurrence.key)  # claimed by the next run, which has the time
+        return
+    try:
+        intent = ctx.ledger.claim(purchase, window, status="purchasing", now=ctx.now)
+    except ClaimRefused as refusal:
+        ctx.log.refused.append(str(refusal))
+        return
+    _purchase(intent, ctx)
+
+
+def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
     """Honour an approval only while the offering is still for sale at no more than approved."""
-    current = capacity.still_offered(intent.offering, window)
+    ledger, notify, now, log = ctx.ledger, ctx.notify, ctx.now, ctx.log
+    current = ctx.capacity.still_offered(intent.offering, window)
     if current is None:
         _fail(ledger, intent, "offering no longer for sale", notify, now, log)
         return
     if current.upfront_fee > intent.offering.upfront_fee or current.price_per_instance_hour > window.max_price_per_instance_hour:
         _fail(ledger, intent, f"price changed from {intent.offering.upfront_fee} to {current.upfront_fee}", notify, now, log)
         return
+    if ctx.time_left() < PURCHASE_SECONDS:
+        log.deferred.append(intent.occurrence)  # stays approved: the next run buys it
+        return
     try:
         ledger.start_purchase(intent, now=now)
     except ClaimRefused as refusal:
         log.refused.append(str(refusal))
         return
-    _purchase(replace(intent, status="purchasing"), ledger, capacity, notify, now, log)
+    _purchase(replace(intent, status="purchasing"), ctx)
 
 
-def _purchase(intent: Intent, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> None:
-    outcome = capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window)
+def _purchase(intent: Intent, ctx: _Run) -> None:
+    ledger, notify, now, log = ctx.ledger, ctx.notify, ctx.now, ctx.log
+    ledger.mark_called(intent, at=ctx.clock())  # the settle grace counts from here, not from the run's start
+    outcome = ctx.capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window)
     if outcome.result == "purchased":
         ledger.settle(intent, status="purchased", now=now, reservation_id=outcome.reservation_id)
         log.bought.append(replace(intent, status="purchased", reservation_id=outcome.reservation_id))

@@ -20,14 +20,28 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
-from . import controller, hyperpod, requeue, rotation
-from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket
+from .. import api_check
+from . import controller, hyperpod, market, requeue, rotation
+from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
 
 METRIC_NAMESPACE = "GpuGovernance/Capacity"
 POLICY_VERSION = 1
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
+REQUIRED_OPERATIONS = {
+    "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
+            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
+            "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
+    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeTrainingPlan", "ListTrainingPlans", "SearchTrainingPlanOfferings",
+                  "UpdateCluster"),
+    "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
+    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "ListJobs", "SubmitJob", "TerminateJob",
+              "UpdateComputeEnvironment"),
+    "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,33 +61,45 @@ class Clients:
 def _clients() -> Clients | None:
     if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
         return None  # imported by tests or the CLI: they bring their own clients
-    return Clients(
+    clients = Clients(
         ec2=boto3.client("ec2"), sagemaker=boto3.client("sagemaker"),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
         dynamodb=boto3.client("dynamodb"), sns=boto3.client("sns"), events=boto3.client("events"),
         batch=boto3.client("batch"), eks=boto3.client("eks"), ecs=boto3.client("ecs"),
     )
+    api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
+    return clients
 
 
 CLIENTS = _clients()  # module level: reused by warm invocations
 
 
 def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    return process(event, clients=CLIENTS, settings=dict(os.environ), now=datetime.now(timezone.utc))
+    return process(event, clients=CLIENTS, settings=dict(os.environ), now=datetime.now(timezone.utc),
+                   clock=lambda: datetime.now(timezone.utc), time_left=_time_left(context))
 
 
-def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime) -> dict[str, Any]:
+def _time_left(context: Any):
+    """Seconds the invocation has left, from the Lambda context (unlimited without one)."""
+    if context is None:
+        return lambda: float("inf")
+    return lambda: context.get_remaining_time_in_millis() / 1000
+
+
+def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime,
+            clock=None, time_left=None) -> dict[str, Any]:
     windows = load_windows(settings)
     capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings["CONTROLLER_ID"],
                               purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
     ledger = Ledger(client=clients.dynamodb, table_name=settings["LEDGER_TABLE"])
     notify = _notifier(clients.sns, settings["TOPIC_ARN"])
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
-    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now)}
+    time_left = time_left or (lambda: float("inf"))
+    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
     if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
-        result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now)
-    report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now)
-    result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now)
+        result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
+    report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
+    result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
@@ -82,7 +108,8 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
         "failed": [list(f) for f in report.failed], "in_flight": list(report.in_flight), "refused": list(report.refused),
-        "uncovered": [list(u) for u in report.uncovered],
+        "uncovered": [list(u) for u in report.uncovered], "found_late": [i.id for i in report.found_late],
+        "deferred": list(report.deferred), "errors": [list(e) for e in report.errors],
         "planned": [{"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode} for p in report.plan.purchases],
     }
     _log("capacity controller run", **result)
@@ -104,13 +131,16 @@ def load_windows(settings: dict[str, str]) -> dict[str, Window]:
     return windows
 
 
-def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime) -> dict[str, Any]:
+def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime, time_left) -> dict[str, Any]:
     detail_type, reservation_id = event["detail-type"], event["detail"]["capacity-reservation-id"]
-    items = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
-    window = windows.get(next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), ""))
+    window_name, ends_at = _block_of(reservation_id, clients.ec2, ledger)
+    window = windows.get(window_name)
     if window is None or window.consumer.get("kind") not in ("batch_compute_environment", "eks_node_group"):
         return {"ignored": reservation_id, "reason": "not a block this controller rotates"}
     if "Delivered" in detail_type:
+        if now >= ends_at - market.WARNING_LEAD:
+            # Events can arrive out of order: a block whose expiration warning is due must not take new work.
+            return {"ignored": reservation_id, "reason": f"delivered event after the block's expiration warning (ends {ends_at.isoformat()})"}
         version, changed = rotation.rotate(consumer=window.consumer, reservation_id=reservation_id, ec2=clients.ec2, batch=clients.batch, eks=clients.eks)
         return {"rotated": reservation_id, "launch_template_version": version, "changed": changed}
     if "Expiration Warning" in detail_type:
@@ -126,7 +156,8 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
         if window.consumer["kind"] == "batch_compute_environment":
             drained["requeue"] = requeue.requeue(
                 window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
-                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, now=now)
+                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, now=now,
+                time_left=time_left)
         warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
         _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
                 JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
@@ -134,10 +165,38 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
     return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
 
 
-def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime) -> list[dict[str, Any]]:
+# DescribeCluster, UpdateCluster and the ledger record of one instance group.
+REPOINT_SECONDS = 20
+
+
+def _block_of(reservation_id: str, ec2: Any, ledger: Ledger) -> tuple[str, datetime | None]:
+    """(window, end) of a block: from its listing, or, while EC2 does not list it yet (eventually
+    consistent), from the purchased intent that recorded it; ("", None) when it is not ours."""
+    items = _described(reservation_id, ec2)
+    tagged = next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), None)
+    if tagged:
+        return tagged, reservation_from_api(items[0]).end
+    recorded = next((i for i in ledger.intents("purchased") if i.reservation_id == reservation_id), None)
+    return (recorded.window, recorded.offering.end) if recorded else ("", None)
+
+
+def _described(reservation_id: str, ec2: Any) -> list[dict[str, Any]]:
+    try:
+        return ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
+            return []  # not listed yet, or not in this account
+        raise
+
+
+def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime,
+                             time_left) -> list[dict[str, Any]]:
     results = []
     for window in windows.values():
         if window.consumer.get("kind") != "hyperpod_instance_group":
+            continue
+        if time_left() < REPOINT_SECONDS:
+            results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
             continue
         try:
             results.append(hyperpod.repoint(
@@ -159,7 +218,10 @@ def _notifier(sns, topic_arn: str):
 def _emit_metrics(report: controller.RunReport, windows: dict[str, Window], spent: dict[str, Decimal]) -> None:
     _metric({}, WindowsUncovered=(len(report.uncovered), "Count"), Purchases=(len(report.bought), "Count"),
             PurchaseFailures=(len(report.failed), "Count"), PurchasesInFlight=(len(report.in_flight), "Count"),
-            AwaitingApproval=(len(report.awaiting_approval), "Count"))
+            AwaitingApproval=(len(report.awaiting_approval), "Count"), PurchasesFoundLate=(len(report.found_late), "Count"),
+            PurchasesDeferred=(len(report.deferred), "Count"), RunErrors=(len(report.errors), "Count"))
+    for what, why in report.errors:
+        print(json.dumps({"level": "ERROR", "message": "capacity controller step failed", "what": what, "error": why}))
     for name, window in windows.items():
         used = float(spent[name] / window.budget * 100) if window.budget else 0.0
         _metric({"Window": name}, Spend=(float(spent[name]), "None"), BudgetUsedPercent=(used, "Percent"))

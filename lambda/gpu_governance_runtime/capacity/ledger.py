@@ -5,7 +5,8 @@ One DynamoDB table, key ``pk``. Three kinds of item:
 - ``slot#<window>@<occurrence>``: ``seq`` (intents so far) and ``open_intent`` while a purchase
   for that occurrence is undecided. Claiming sets ``open_intent`` on condition that none is set,
   so two runs at once, or one event delivered twice, cannot both buy for the same occurrence.
-- ``intent#<id>``: what is bought, for how much, and its ``status``.
+- ``intent#<id>``: what is bought, for how much, its ``status`` and ``called_at``, the moment
+  just before the purchase call was sent (written first: an intent without it was never sent).
 - ``spend#<window>#<period>``: ``total`` committed this budget period. The claim adds the fee on
   condition that the total stays within the budget, so concurrent runs cannot overspend.
 
@@ -45,6 +46,12 @@ class Intent:
     updated_at: datetime
     reservation_id: str | None = None
     reason: str = ""
+    called_at: datetime | None = None
+
+    @property
+    def attempted_at(self) -> datetime:
+        """When the purchase call was (or may have been) made: the settle grace counts from here."""
+        return self.called_at or self.updated_at
 
     @property
     def slot(self) -> str:
@@ -72,13 +79,18 @@ class Ledger:
 
     def open_intents(self) -> list[Intent]:
         """Undecided intents: the reconciler settles these before anything new is bought."""
+        return self.intents(*OPEN_STATUSES)
+
+    def intents(self, *statuses: Status) -> list[Intent]:
+        """Intents in one of ``statuses``, by id."""
         found, start = [], None
+        names = {f":s{i}": {"S": s} for i, s in enumerate(statuses)}
         while True:
             page = self._db.scan(
                 TableName=self._table,
-                FilterExpression="begins_with(pk, :intent) AND #status IN (:a, :b, :c)",
+                FilterExpression=f"begins_with(pk, :intent) AND #status IN ({', '.join(names)})",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":intent": {"S": "intent#"}, **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES)}},
+                ExpressionAttributeValues={":intent": {"S": "intent#"}, **names},
                 ConsistentRead=True,
                 **({"ExclusiveStartKey": start} if start else {}),
             )
@@ -154,6 +166,39 @@ class Ledger:
     def start_purchase(self, intent: Intent, *, now: datetime) -> None:
         """approved -> purchasing, so two runs cannot both act on one approval."""
         self._transition(intent, "purchasing", expected=("approved",), now=now)
+
+    def mark_called(self, intent: Intent, *, at: datetime) -> None:
+        """Record, just before the purchase call, that it is being made."""
+        self._db.update_item(
+            TableName=self._table, Key=_key(f"intent#{intent.id}"),
+            UpdateExpression="SET called_at = :at", ConditionExpression="#status = :purchasing",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":purchasing": {"S": "purchasing"}},
+        )
+
+    def revive(self, intent: Intent, *, reservation_id: str, now: datetime) -> bool:
+        """A purchase settled as failed turned up after all (AWS listed it later than the settle
+        grace): mark it purchased and count its fee again, once. False when already done."""
+        try:
+            self._db.transact_write_items(TransactItems=[
+                {"Update": {
+                    "TableName": self._table, "Key": _key(f"intent#{intent.id}"),
+                    "UpdateExpression": "SET #status = :purchased, updated_at = :now, reservation_id = :rid, reason = :reason",
+                    "ConditionExpression": "#status = :failed",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":purchased": {"S": "purchased"}, ":failed": {"S": "failed"}, ":now": {"S": now.isoformat()},
+                                                  ":rid": {"S": reservation_id}, ":reason": {"S": f"found {reservation_id} after it was settled as failed"}},
+                }},
+                {"Update": {
+                    # Unconditional: the money is spent, the record must say so even above the budget.
+                    "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
+                    "UpdateExpression": "ADD #total :fee", "ExpressionAttributeNames": {"#total": "total"},
+                    "ExpressionAttributeValues": {":fee": {"N": str(intent.offering.upfront_fee)}},
+                }},
+            ])
+        except self._db.exceptions.TransactionCanceledException:
+            return False
+        return True
 
     def settle(self, intent: Intent, *, status: Literal["purchased", "failed"], now: datetime, reservation_id: str | None = None, reason: str = "") -> bool:
         """Close an undecided intent: unlock its occurrence and, when nothing was bought, give
@@ -286,6 +331,7 @@ def _intent(item: dict[str, Any]) -> Intent:
         status=item["status"]["S"],
         created_at=datetime.fromisoformat(item["created_at"]["S"]), updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
         reservation_id=item.get("reservation_id", {}).get("S") or None, reason=item.get("reason", {}).get("S", ""),
+        called_at=datetime.fromisoformat(item["called_at"]["S"]) if "called_at" in item else None,
         offering=Offering(**{
             **offering, "start": datetime.fromisoformat(offering["start"]), "end": datetime.fromisoformat(offering["end"]),
             "upfront_fee": Decimal(offering["upfront_fee"]),

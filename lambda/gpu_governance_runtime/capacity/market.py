@@ -15,6 +15,8 @@ MAX_INSTANCES_PER_BLOCK = 64
 # Every block ends at 11:30 UTC; instances are terminated 30 minutes before that.
 BLOCK_END_TIME = time(11, 30, tzinfo=timezone.utc)
 TERMINATION_LEAD = timedelta(minutes=30)
+# EC2 sends the expiration warning this long before the end.
+WARNING_LEAD = timedelta(minutes=40)
 
 # Reservation states: these hold (or will hold) capacity ...
 COVERING_STATES = frozenset({"payment-pending", "scheduled", "active"})

@@ -292,9 +292,9 @@ def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, b
     best = _cheapest_cover(window, gaps, affordable, reservations)
     if best is None:
         if _cheapest_cover(window, gaps, candidates, reservations) is not None:
-            cheapest = min(o.price_per_instance_hour for o in candidates)
+            needed = _lowest_covering_price(window, gaps, candidates, reservations)
             return None, (
-                f"price cap: offerings cost from {cheapest:.2f} per instance-hour, "
+                f"price cap: covering offerings cost from {needed:.2f} per instance-hour, "
                 f"cap is {window.max_price_per_instance_hour}"
             )
         return None, f"no combination of at most {MAX_PURCHASES_PER_OCCURRENCE} offerings covers {_describe(gaps)}"
@@ -303,6 +303,20 @@ def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, b
         cost = sum(o.upfront_fee for o in best)
         return None, f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}"
     return within_budget, ""
+
+
+def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], reservations) -> Decimal:
+    """The lowest cap per instance-hour under which some combination covers ``gaps``: a price
+    named to the operator must come from offerings that actually cover the window."""
+    prices = sorted({o.price_per_instance_hour for o in candidates})
+    low, high = 0, len(prices) - 1  # covering is monotone in the cap; the highest price covers
+    while low < high:
+        middle = (low + high) // 2
+        if _cheapest_cover(window, gaps, [o for o in candidates if o.price_per_instance_hour <= prices[middle]], reservations) is None:
+            low = middle + 1
+        else:
+            high = middle
+    return prices[low]
 
 
 def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):

@@ -30,6 +30,9 @@ from .ledger import Ledger
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"
 OPEN_STATUSES = ("claimed", "terminated")
 DESCRIBE_JOBS_LIMIT = 100
+# A job is only touched with this much of the invocation left (terminate, record, look up, submit,
+# record); a claimed job left untouched is resumed by the next run.
+JOB_SECONDS = 20
 
 
 def jobs_on_block(*, compute_environment: str, reservation_id: str, ec2: Any, ecs: Any, batch: Any) -> list[dict[str, Any]]:
@@ -73,30 +76,43 @@ def copy_request(job: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in request.items() if v is not None}
 
 
+def _unlimited() -> float:
+    return float("inf")
+
+
 def requeue(*, window: str, compute_environment: str, reservation_id: str, ends_at: datetime, dry_run: bool,
-            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, now: datetime) -> dict[str, Any]:
+            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
     """Requeue every job on the block once; in dry run only say which."""
     jobs = jobs_on_block(compute_environment=compute_environment, reservation_id=reservation_id, ec2=ec2, ecs=ecs, batch=batch)
     if dry_run:
         return {"would_requeue": sorted(j["jobId"] for j in jobs)}
     reason = (f"gpu-governance: Capacity Block {reservation_id} of window {window} ends {ends_at:%Y-%m-%d %H:%M} UTC and its "
               f"instances terminate 30 minutes earlier; requeued as a new job tagged {TAG_REQUEUED_FROM}")
-    done, skipped, errors = [], [], []
-    for job in jobs:
+    done, skipped, errors, deferred = [], [], [], []
+    claimed = []
+    for job in jobs:  # claimed first, all of them: what this invocation cannot finish, the next run resumes
         details = {"window": window, "reservation": reservation_id, "job": job["jobId"], "reason": reason, "request": copy_request(job)}
-        if not ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
+        if ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
+            claimed.append(details)
+        else:
             skipped.append(job["jobId"])  # handled by an earlier delivery of the same warning
+    for details in claimed:
+        if time_left() < JOB_SECONDS:
+            deferred.append(details["job"])
             continue
         _advance(details, "claimed", ledger=ledger, batch=batch, now=now, resumed=False, done=done, errors=errors)
-    return {"requeued": done, "already_handled": skipped, "errors": errors}
+    return {"requeued": done, "already_handled": skipped, "errors": errors, "deferred": deferred}
 
 
-def resume(*, ledger: Ledger, batch: Any, now: datetime) -> dict[str, Any]:
+def resume(*, ledger: Ledger, batch: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
     """Finish requeues an earlier run left open (throttled, timed out or crashed)."""
-    done, errors = [], []
+    done, errors, deferred = [], [], []
     for _, status, details in ledger.actions("requeue#", OPEN_STATUSES):
+        if time_left() < JOB_SECONDS:
+            deferred.append(details["job"])
+            continue
         _advance(details, status, ledger=ledger, batch=batch, now=now, resumed=True, done=done, errors=errors)
-    return {"requeued": done, "errors": errors}
+    return {"requeued": done, "errors": errors, "deferred": deferred}
 
 
 def _advance(details, status, *, ledger: Ledger, batch, now, resumed: bool, done: list, errors: list) -> None:

@@ -5,7 +5,9 @@ launches into the block (market type ``capacity-block`` and the reservation as t
 drain at the expiration warning makes one that launches into the next block or on demand.
 Both compare with the current default first, so a duplicate event changes nothing. The Batch
 compute environment or EKS node group is then pointed at the version explicitly: neither
-follows ``$Default`` on its own.
+follows ``$Default`` on its own. The new version's data is the current default's, as described,
+conformed to the request shape (``request_shapes.conform``: the description has output-only
+members such as ``MetadataOptions.State`` that ``CreateLaunchTemplateVersion`` refuses).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any, Callable, Mapping
+
+from ..request_shapes import conform
 
 DRAIN_EVENT_SOURCE = "gpu-governance.capacity"
 DRAIN_EVENT_TYPE = "Capacity Window Draining"
@@ -38,7 +42,8 @@ def on_demand(data: dict[str, Any]) -> dict[str, Any]:
 def set_default_version(ec2: Any, launch_template_name: str, transform: Transform, description: str) -> tuple[int, bool]:
     """Make ``transform(current default data)`` the default version; (version, changed)."""
     current = ec2.describe_launch_template_versions(LaunchTemplateName=launch_template_name, Versions=["$Default"])["LaunchTemplateVersions"][0]
-    wanted = transform(current["LaunchTemplateData"])
+    request_shape = ec2.meta.service_model.operation_model("CreateLaunchTemplateVersion").input_shape.members["LaunchTemplateData"]
+    wanted = transform(conform(current["LaunchTemplateData"], request_shape))
     if _launch_target(wanted) == _launch_target(current["LaunchTemplateData"]):
         return current["VersionNumber"], False
     created = ec2.create_launch_template_version(

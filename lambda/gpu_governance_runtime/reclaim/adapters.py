@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import re
+import shlex
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
@@ -30,6 +31,9 @@ from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 TAG_INSTANCES = "gpu-governance:instances"
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
+# Longest wait for one SSM command's result; with the read and one action, within the function's
+# timeout (reclaim.ledger.FUNCTION_TIMEOUT_SECONDS).
+SSM_WAIT_SECONDS = 20.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +46,7 @@ class ActionResult:
 class Adapter(Protocol):
     acts: bool  # False: observe and publish metrics only
     reroutes_borrowers: bool  # True: a borrowing start needs an action (Slurm partition/QoS)
+    action_seconds: float  # the longest one read or action can take: none starts with less time left
 
     def read(self, now: float) -> PoolState: ...
 
@@ -58,6 +63,7 @@ class Adapter(Protocol):
 class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
+    action_seconds = 15.0  # DescribeJobs + TerminateJob with the handler's client timeouts
 
     def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
         self.batch, self.job_queue, self.pool = batch, job_queue, pool
@@ -126,6 +132,7 @@ class BatchQuotaShareObserver:
 
     acts = False
     reroutes_borrowers = False
+    action_seconds = 15.0
 
     def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
         self.batch, self.job_queue, self.pool = batch, job_queue, pool
@@ -170,8 +177,9 @@ END_OF_QUEUE = "gg-end-of-queue"
 # another job or on its begin time; a requeued job waits about two minutes with BeginTime), so
 # nothing is preempted or moved for it.
 NOT_STARTABLE = frozenset({"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime"})
-_SLURM_JOB_ID = re.compile(r"^\d+(_\d+)?$")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Always fullmatch: with .match a `$` anchor accepts a trailing newline, i.e. a second shell line.
+_SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def squeue_command(accounts: Iterable[str]) -> str:
@@ -179,7 +187,7 @@ def squeue_command(accounts: Iterable[str]) -> str:
     zone or ``SLURM_TIME_FORMAT``."""
     names = ",".join(_checked(a, _SLURM_NAME) for a in sorted(accounts))
     return (f"TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array --states=RUNNING,PENDING "
-            f"--account={names} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
+            f"--account={shlex.quote(names)} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
 
 
 class SlurmAdapter:
@@ -187,14 +195,20 @@ class SlurmAdapter:
     reroutes_borrowers = True
 
     def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
-                 poll_seconds: float = 1.0, timeout_seconds: float = 60.0, sleep: Callable[[float], None] = time.sleep):
+                 poll_seconds: float = 1.0, timeout_seconds: float = SSM_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep,
+                 time_left: Callable[[], float] = lambda: float("inf")):
         self.ssm, self.instance_id, self.instance_type = ssm, instance_id, instance_type
         self.pool, self.policy = pool, policy
-        self.poll_seconds, self.timeout_seconds, self.sleep = poll_seconds, timeout_seconds, sleep
+        self.poll_seconds, self.timeout_seconds, self.sleep, self.time_left = poll_seconds, timeout_seconds, sleep, time_left
+        self.action_seconds = timeout_seconds + 5  # the wait plus sending the command
         self._restarts: dict[str, int] = {}
 
     def run(self, commands: list[str]) -> str:
-        """Run shell commands on the head node and return their standard output."""
+        """Run shell commands on the head node and return their standard output; never waits
+        past the invocation's time left (less a margin to record the outcome)."""
+        wait = min(self.timeout_seconds, self.time_left() - 5)
+        if wait < self.poll_seconds:
+            raise RuntimeError(f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left")
         sent = self.ssm.send_command(
             InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript",
             Parameters={"commands": commands}, Comment="gpu-governance reclaim controller",
@@ -212,8 +226,8 @@ class SlurmAdapter:
                 return result.get("StandardOutputContent", "")
             if result["Status"] in ("Cancelled", "TimedOut", "Failed"):
                 raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
-            if waited >= self.timeout_seconds:
-                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {self.timeout_seconds:.0f} s")
+            if waited >= wait:
+                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s")
 
     def read(self, now: float) -> PoolState:
         output = self.run([squeue_command(s.name for s in self.pool.shares)])
@@ -226,13 +240,13 @@ class SlurmAdapter:
 
     def preempt(self, preemption: Preemption) -> ActionResult:
         job_id = _checked(preemption.job_id, _SLURM_JOB_ID)
-        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {job_id}")
+        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}")
 
     def start(self, start: Start) -> ActionResult:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
         job_id = _checked(start.job_id, _SLURM_JOB_ID)
         qos = _checked(borrow_qos_name(start.share), _SLURM_NAME)
-        result = self._if_unchanged(job_id, "PENDING", f"scontrol update JobId={job_id} Partition={BORROW_PARTITION} QOS={qos}")
+        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}")
         return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
 
     def _if_unchanged(self, job_id: str, state: str, command: str) -> ActionResult:
@@ -240,8 +254,8 @@ class SlurmAdapter:
         ended, started or was requeued since is left alone and reported ``skipped``."""
         expected = f"{state}|{self.attempt_of(job_id)}"
         output = self.run([
-            f"now=$(squeue --noheader --array --jobs={job_id} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
-            f"if [ \"$now\" = '{expected}' ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi"
+            f"now=$(squeue --noheader --array --jobs={shlex.quote(job_id)} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
+            f"if [ \"$now\" = {shlex.quote(expected)} ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi"
         ])
         if output.strip() == "done":
             return ActionResult(job_id=job_id, outcome="done")
@@ -249,8 +263,8 @@ class SlurmAdapter:
 
 
 def _checked(value: str, pattern: re.Pattern) -> str:
-    # values end up in a shell command on the head node: only plain identifiers pass
-    if not pattern.match(value):
+    # values end up in a shell command on the head node: only plain identifiers pass (and are quoted anyway)
+    if not pattern.fullmatch(value):
         raise ValueError(f"refusing unsafe Slurm identifier {value!r}")
     return value
 

@@ -25,19 +25,31 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .. import api_check
 from ..policy import Policy, read_policy_file
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 
 DEFAULT_NAMESPACE = "GpuGovernance/Reclaim"
+DEFERRED = "deferred"  # too little of the invocation left to start the action
 SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
 
-# Standard retry mode backs off on throttling (TooManyRequestsException, ThrottlingException).
-_RETRIES = Config(retries={"mode": "standard", "max_attempts": 8})
+# Standard retry mode backs off on throttling (TooManyRequestsException, ThrottlingException);
+# short timeouts keep one call well inside an action's time (adapters' ``action_seconds``).
+_RETRIES = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3, read_timeout=5)
 batch = boto3.client("batch", config=_RETRIES)
 ssm = boto3.client("ssm", config=_RETRIES)
 dynamodb = boto3.resource("dynamodb", config=_RETRIES)
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
+REQUIRED_OPERATIONS = {
+    "batch": ("DescribeJobs", "GetJobQueueSnapshot", "ListJobs", "TerminateJob"),
+    "ssm": ("GetCommandInvocation", "SendCommand"),
+    "dynamodb": ("PutItem", "UpdateItem"),
+}
+if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
+    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client}, REQUIRED_OPERATIONS,
+                      namespace=os.environ.get("METRICS_NAMESPACE", DEFAULT_NAMESPACE))
 
 
 def log(record: Mapping[str, Any]) -> None:
@@ -62,31 +74,37 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     ledger = Ledger(dynamodb.Table(os.environ["LEDGER_TABLE"]))
     dry_run = os.environ.get("DRY_RUN", "true").lower() != "false"
     namespace = os.environ.get("METRICS_NAMESPACE", DEFAULT_NAMESPACE)
+    time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else (lambda: float("inf"))
     results = []
     for target in json.loads(os.environ.get("RECLAIM_TARGETS", "[]")):
-        adapter = build_adapter(target, policy)
+        adapter = build_adapter(target, policy, time_left)
+        if time_left() < adapter.action_seconds:
+            log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+            continue
         try:
-            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time()))
+            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time(),
+                                    time_left=time_left))
         except (ClientError, BotoCoreError, RuntimeError) as error:
             # one pool failing to read must not stop the others; the error alarm sees this
             log({"event": "pool_failed", "pool": target["pool"], "error": str(error)})
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
-def build_adapter(target: Mapping[str, Any], policy: Policy) -> Adapter:
+def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable[[], float] = lambda: float("inf")) -> Adapter:
     pool = policy.pool(target["pool"])
     if pool.backend == "batch_fair_share":
         return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool)
     if pool.backend == "batch_quota_share":
         return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool)
     if pool.backend == "hyperpod_slurm":
-        return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy)
+        return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy,
+                            time_left=time_left)
     raise ValueError(f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)")
 
 
 def run_tick(
     pool: str, adapter: Adapter, ledger: Ledger, *, settings: Settings, dry_run: bool, namespace: str, now: float,
-    emit: Callable[[Mapping[str, Any]], None] = log,
+    emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
 ) -> TickResult:
     state = adapter.read(now)
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
@@ -94,19 +112,19 @@ def run_tick(
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
-        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting, lambda: adapter.preempt(preemption))
+        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting, lambda: adapter.preempt(preemption), time_left)
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
         acted += outcome == DONE
         failed += outcome == FAILED
-        if outcome in (FAILED, "already_claimed"):
+        if outcome in (FAILED, "already_claimed", DEFERRED):
             blocked.add(preemption.for_job)
     for start in plan.starts:
         if start.job_id in blocked:
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
-            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda: adapter.start(start))
+            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda: adapter.start(start), time_left)
         else:
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
@@ -116,9 +134,12 @@ def run_tick(
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
 
 
-def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call) -> str:
+def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call,
+         time_left: Callable[[], float] = lambda: float("inf")) -> str:
     if not acting:
         return "planned"
+    if time_left() < adapter.action_seconds:
+        return DEFERRED  # not claimed: the next tick plans it afresh
     key = ActionKey(pool=pool, job_id=job_id, attempt=adapter.attempt_of(job_id), action=action)
     if not ledger.claim(key, now=now, reason=reason):
         return "already_claimed"
