@@ -48,12 +48,13 @@ def _consumer_account_id(account: int) -> str:
     return f"{400000000000 + account * 111111111:012d}"
 
 
-def organisation(teams: int, name: str = "scale-ml") -> dict:
+def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_team") -> dict:
     """The organisation as plain data (what the governance file holds)."""
     quota_pools = sorted({quota_pool_name(i) for i in range(teams)})
     return {
         "version": 1,
         "organisation": name,
+        "stack_layout": stack_layout,
         "capacity_account": {"account_id": CAPACITY_ACCOUNT, "region": "us-east-1"},
         "consumer_accounts": {
             f"unit-{a}": {"account_id": _consumer_account_id(a), "region": "us-east-1"} for a in range(ACCOUNTS)
