@@ -27,6 +27,15 @@ def model_of(data: dict) -> GovernanceModel:
     return GovernanceModel.from_dict(data)
 
 
+def without_slurm(data: dict) -> dict:
+    """The organisation without its Slurm pool, whose own naming rules (POSIX user names, group
+    ids) would refuse the extreme inputs these tests need first."""
+    data["pools"] = [p for p in data["pools"] if p["backend"] != "hyperpod_slurm"]
+    for t in data["teams"]:
+        t["quotas"].pop("hyperpod-slurm", None)
+    return data
+
+
 def run_app(tmp_path: Path, data: dict) -> subprocess.CompletedProcess:
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
@@ -37,9 +46,10 @@ def run_app(tmp_path: Path, data: dict) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def small_per_team(tmp_path_factory):
-    """Four teams on every backend, one stack each, synthesized by app.py (packs included)."""
+    """Five teams on every backend (one per consumer account), one stack each, synthesized by
+    app.py (packs included)."""
     tmp = tmp_path_factory.mktemp("small")
-    data = organisation(4)
+    data = organisation(5)
     data["teams"][1]["members"].append("arn:aws:iam::111122223333:role/InClusterAccount")  # a second access entry
     result = run_app(tmp, data)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -47,7 +57,7 @@ def small_per_team(tmp_path_factory):
 
 
 def resources_by_stack(outdir: Path) -> dict[str, int]:
-    return {p.name.removesuffix(".template.json"): len(json.loads(p.read_text())["Resources"]) for p in outdir.glob("*.template.json")}
+    return {p.name.removesuffix(".template.json"): len(json.loads(p.read_text()).get("Resources", {})) for p in outdir.glob("*.template.json")}
 
 
 def test_estimate_covers_every_stack_of_a_synthesis(small_per_team):
@@ -67,6 +77,17 @@ def test_per_team_counts_match_the_team_stacks(small_per_team):
         synthesized = actual[f"{model.organisation}-team-{t.name}"]
         assert team_resources(model, t) <= synthesized <= team_resources(model, t) * MARGIN, t.name
     assert actual[f"{model.organisation}-capacity"] <= shared_resources(model) * MARGIN
+
+
+def test_submission_role_policies_are_counted_as_synthesized(small_per_team):
+    """validate's count of managed policies on a submission role (2 + one per Batch or EKS pool)
+    is what the synthesized team stack attaches."""
+    model, outdir = small_per_team
+    template = json.loads((outdir / "scale-ml-team-team-000.template.json").read_text())
+    role = next(lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role" and "SubmissionRole" in lid)
+    attached = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])]
+    pools = [p for p in model.teams[0].quotas if model.pool(p).backend != "hyperpod_slurm"]
+    assert len(attached) == 2 + len(pools)
 
 
 def test_synthesized_templates_pass_the_post_synthesis_check(small_per_team):
@@ -102,7 +123,7 @@ def test_validate_reports_the_limit_before_any_synthesis(tmp_path, capsys):
 
 
 def test_team_names_that_cannot_name_a_stack_are_refused_with_per_team():
-    data = organisation(2)
+    data = organisation(5)
     data["teams"][1]["name"] = "team_one"
     for pool in ("hyperpod-eks", "hyperpod-slurm"):  # HyperPod wants DNS labels anyway
         del data["teams"][1]["quotas"][pool]
@@ -114,16 +135,25 @@ def test_team_names_that_cannot_name_a_stack_are_refused_with_per_team():
     assert check_model(model_of(data)) == []
 
 
+def test_a_consumer_account_without_teams_is_refused():
+    """Its stack would have no resources, which CloudFormation refuses to deploy."""
+    data = organisation(4)
+    assert [str(p) for p in check_model(model_of(data))] == [
+        "consumer_accounts.unit-4: no team works from this account; its stack would hold no resources ('unit-4') - "
+        "a team with account unit-4, or no such account (CloudFormation refuses an empty stack)"
+    ]
+
+
 def test_too_many_members_for_a_trust_policy_are_refused():
-    data = organisation(1)
+    data = without_slurm(organisation(5))
     data["teams"][0]["members"] = [f"arn:aws:iam::400000000000:role/ResearchScientistsOfTheLongNamedDepartment{i:03d}" for i in range(40)]
     (problem,) = check_model(model_of(data))
     assert problem.path == "teams[0].members" and "trust policy" in problem.wrong and problem.value > 2048
 
 
 def test_too_many_pools_for_one_role_are_refused():
-    data = organisation(1)
-    extra = [{"name": f"extra-{i}", "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 1}} for i in range(7)]
+    data = without_slurm(organisation(5))
+    extra = [{"name": f"extra-{i}", "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 1}} for i in range(6)]
     data["pools"] += extra
     data["teams"][0]["quotas"].update({p["name"]: {"ml.p5.48xlarge": 1} for p in extra})
     problems = check_model(model_of(data))
@@ -131,13 +161,13 @@ def test_too_many_pools_for_one_role_are_refused():
 
 
 def test_a_reclaim_dashboard_past_cloudwatch_limits_is_refused():
-    data = organisation(520)
+    data = without_slurm(organisation(520))
     problems = [p for p in check_model(model_of(data)) if "dashboard" in p.wrong]
     assert {p.path for p in problems} == {"pools"} and any("widgets" in p.wrong for p in problems)
 
 
 def test_guardrail_documents_are_measured_by_validate():
-    data = organisation(1)
+    data = organisation(5)
     data["guardrails"] = {
         "management_account": {"account_id": "999999999999", "region": "us-east-1"}, "target_ids": ["r-abcd"],
         "exempt_principals": [f"arn:aws:iam::{i:012d}:role/BreakGlassRoleWithAVeryLongNameForTheAuditors" for i in range(100)],
