@@ -36,6 +36,7 @@ test-slurm: $(INSTALLED)
 bench: $(INSTALLED)
 	$(BIN)/python benchmarks/reclaim_planner.py
 	$(BIN)/python benchmarks/simulator.py --jobs 100000
+	$(BIN)/python benchmarks/synth_scale.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

@@ -136,10 +136,6 @@ def check_model(model: GovernanceModel) -> list[Problem]:
         if stack.template_bytes > MAX_TEMPLATE_BYTES:
             problems.append(Problem(path=stack.path, wrong=f"template of stack {stack.name} would be about {stack.template_bytes} bytes",
                                     value=model.stack_layout, allowed=f"at most {MAX_TEMPLATE_BYTES} bytes per template; {remedy}"))
-    for name in model.consumer_accounts:
-        if not model.teams_of_account(name):
-            problems.append(Problem(path=f"consumer_accounts.{name}", wrong="no team works from this account; its stack would hold no resources",
-                                    value=name, allowed=f"a team with account {name}, or no such account (CloudFormation refuses an empty stack)"))
     for index, team in enumerate(model.teams):
         path = f"teams[{index}]"
         if model.stack_layout == "per_team" and "_" in team.name:

@@ -46,8 +46,7 @@ def run_app(tmp_path: Path, data: dict) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def small_per_team(tmp_path_factory):
-    """Five teams on every backend (one per consumer account), one stack each, synthesized by
-    app.py (packs included)."""
+    """Five teams on every backend, one stack each, synthesized by app.py (packs included)."""
     tmp = tmp_path_factory.mktemp("small")
     data = organisation(5)
     data["teams"][1]["members"].append("arn:aws:iam::111122223333:role/InClusterAccount")  # a second access entry
@@ -133,15 +132,6 @@ def test_team_names_that_cannot_name_a_stack_are_refused_with_per_team():
     ]
     data["stack_layout"] = "single"
     assert check_model(model_of(data)) == []
-
-
-def test_a_consumer_account_without_teams_is_refused():
-    """Its stack would have no resources, which CloudFormation refuses to deploy."""
-    data = organisation(4)
-    assert [str(p) for p in check_model(model_of(data))] == [
-        "consumer_accounts.unit-4: no team works from this account; its stack would hold no resources ('unit-4') - "
-        "a team with account unit-4, or no such account (CloudFormation refuses an empty stack)"
-    ]
 
 
 def test_too_many_members_for_a_trust_policy_are_refused():
