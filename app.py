@@ -48,6 +48,10 @@ def main() -> int:
     except GovernanceError as error:
         print(f"invalid governance configuration:\n{error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:  # the CDK refusing a construct, through jsii
+        message, code = synthesis_failure(error)
+        print(message, file=sys.stderr)
+        return code
     try:
         apply_standard_packs(app)
         app.synth()

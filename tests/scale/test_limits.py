@@ -198,3 +198,17 @@ def test_every_synthesis_failure_is_one_line_with_an_exit_code():
     message, code = synthesis_failure(RuntimeError("Error: Something else broke\n    at foo (bar.js:1:1)"))
     assert (message, code) == ("synthesis failed: Error: Something else broke", 1)
     assert synthesis_failure(RuntimeError("ValidationFailed: 2 findings"))[1] == 1
+
+
+def test_a_real_jsii_failure_in_synthesis_is_one_line_and_exit_2(tmp_path):
+    """With the estimate switched off, 30 teams in one stack reach the CDK's own
+    TooManyResourcesInStack inside jsii: one line and exit 2, no traceback."""
+    config = tmp_path / "big.yaml"
+    config.write_text(yaml.safe_dump(organisation(30, stack_layout="single")))
+    script = "import sys, app; app.check_model = lambda model: []; sys.exit(app.main())"
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "TooManyResourcesInStack" in line and "is greater than allowed maximum of 500" in line and "per_team" in line
