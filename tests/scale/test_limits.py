@@ -64,6 +64,7 @@ def test_estimate_covers_every_stack_of_a_synthesis(small_per_team):
     actual = resources_by_stack(outdir)
     for stack in estimate(model):
         assert actual[stack.name] <= stack.resources, stack
+        assert (outdir / f"{stack.name}.template.json").stat().st_size <= stack.template_bytes, stack
         assert stack.resources <= actual[stack.name] * 2, f"estimate of {stack.name} is no longer derived from the code"
 
 
@@ -212,3 +213,14 @@ def test_a_real_jsii_failure_in_synthesis_is_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "TooManyResourcesInStack" in line and "is greater than allowed maximum of 500" in line and "per_team" in line
+
+
+def test_the_controllers_package_with_the_compiled_policy_is_measured(monkeypatch):
+    import constructs_lib.limits as limits
+
+    model = model_of(organisation(5))
+    assert check_model(model) == []
+    monkeypatch.setattr(limits, "MAX_LAMBDA_UNZIPPED_BYTES", 1_000)
+    assert [(p.path, p.wrong) for p in check_model(model)] == [
+        ("teams", "compiled policy document and controller code too large for Lambda (bytes)")
+    ]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from constructs_lib.limits import check_assembly
+from constructs_lib.limits import check_assembly, estimate
+from constructs_lib.model import GovernanceModel
 from constructs_lib.report import summarise
 
 from .generate import organisation, team
@@ -61,6 +62,15 @@ def test_synthesizes_clean_under_every_pack_and_within_every_limit(before):
     assert summary.open_findings == []
     assert len(templates(outdir)) == 1 + TEAMS + 5
     assert check_assembly(outdir) == []
+
+
+def test_the_estimate_covers_every_stack(before):
+    """What `validate` said before synthesis holds for each of the 201 capacity-account stacks."""
+    data, outdir = before
+    for stack in estimate(GovernanceModel.from_dict(data)):
+        template = outdir / f"{stack.name}.template.json"
+        assert len(json.loads(template.read_text())["Resources"]) <= stack.resources, stack
+        assert template.stat().st_size <= stack.template_bytes, stack
 
 
 def test_cfn_lint_is_clean_on_the_shared_stack_and_a_team_stack(before):
