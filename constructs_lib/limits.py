@@ -23,7 +23,6 @@ from .model import GovernanceModel, Team
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
 MAX_RESOURCES = 500
 MAX_TEMPLATE_BYTES = 1_048_576
-MAX_INLINE_TEMPLATE_BYTES = 51_200
 MAX_OUTPUTS = 200
 MAX_PARAMETERS = 200
 # IAM (characters of the policy without whitespace; default quotas)
