@@ -15,7 +15,7 @@ from constructs_lib.report import summarise
 from .generate import organisation, team
 from .test_limits import ROOT, run_app
 
-pytestmark = pytest.mark.slow  # two syntheses of about 80 s each on the 2-core CI machine
+pytestmark = pytest.mark.slow  # two syntheses of 45 to 90 s each on the shared 2-core machine
 
 TEAMS = 200
 
