@@ -94,14 +94,6 @@ def test_synthesized_templates_pass_the_post_synthesis_check(small_per_team):
     assert check_assembly(small_per_team[1]) == []
 
 
-def test_reference_organisation_estimate_covers_its_single_stack(tmp_path):
-    data = yaml.safe_load(default_config_text())
-    result = run_app(tmp_path, data)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (stack,) = estimate(model_of(data))
-    assert resources_by_stack(tmp_path / "out")[stack.name] <= stack.resources
-
-
 def test_single_layout_too_large_is_refused_before_synthesis_with_exit_2(tmp_path):
     data = organisation(30, stack_layout="single")
     problems = check_model(model_of(data))
