@@ -47,6 +47,7 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/reclaim_planner.py
 	$(BIN)/python benchmarks/simulator.py --jobs 100000
 	$(BIN)/python benchmarks/cli_startup.py
+	$(BIN)/python benchmarks/synth_scale.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

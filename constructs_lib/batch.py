@@ -10,6 +10,7 @@ from constructs import Construct
 
 from .acknowledgements import acknowledge_wildcard_resources
 from .errors import GovernanceError
+from .placement import team_scope
 from .model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
 
 TEAM_TAG = "gpu-governance:team"
@@ -188,7 +189,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
             if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
                 sharing_config["borrowLimit"] = -1 if sharing.borrow_limit == UNLIMITED else sharing.borrow_limit
             share = batch.CfnQuotaShare(
-                self,
+                team_scope(self, team.name),
                 f"Share{team.name}",
                 quota_share_name=team.name,
                 job_queue=self.job_queue.attr_job_queue_arn,

@@ -33,10 +33,21 @@ def _config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from .limits import check_model, estimate
+
     model = load_model(args.config)
+    problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
+    if problems:
+        raise GovernanceError(problems)
+    stacks = estimate(model)
+    largest = max(stacks, key=lambda s: s.resources)
     print(
         f"valid: {len(model.teams)} teams, {len(model.pools)} pools, "
         f"{len(model.consumer_accounts)} consumer accounts, {len(model.priority_classes)} priority classes"
+    )
+    print(
+        f"stack layout {model.stack_layout}: {len(stacks)} capacity-account stack(s), the largest "
+        f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
     return EXIT_OK
 

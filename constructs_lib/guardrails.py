@@ -129,6 +129,16 @@ def _size_problem(path: str, kind: str, document: dict[str, Any], limit: int, re
                     allowed=f"at most {limit} characters; {remedy}")]
 
 
+def guardrail_size_problems(model: GovernanceModel, guardrails: Guardrails) -> list[Problem]:
+    """The AWS Organizations size quotas of both documents (also estimated by `validate`)."""
+    return (
+        _size_problem("guardrails", "service control policy", service_control_policy(model, guardrails), SCP_MAX_CHARACTERS,
+                      "name fewer platform_admins / exempt_principals (one wildcard ARN can cover several roles)")
+        + _size_problem("teams", "tag policy", team_tag_policy(model, guardrails), TAG_POLICY_MAX_CHARACTERS,
+                        "declare fewer teams or shorter team names")
+    )
+
+
 class OrganisationGuardrails(Construct):
     """The service control policy and the team tag policy, attached to ``guardrails.target_ids``
     (default: the model's ``guardrails`` section). Exposes ``service_control_policy`` and
@@ -141,12 +151,7 @@ class OrganisationGuardrails(Construct):
         guardrails = declared_guardrails(model, guardrails)
         scp = service_control_policy(model, guardrails)
         tags = team_tag_policy(model, guardrails)
-        problems = (
-            check_exemptions(model, guardrails)
-            + _size_problem("guardrails", "service control policy", scp, SCP_MAX_CHARACTERS,
-                          "name fewer platform_admins / exempt_principals")
-            + _size_problem("teams", "tag policy", tags, TAG_POLICY_MAX_CHARACTERS, "declare fewer teams or shorter team names")
-        )
+        problems = check_exemptions(model, guardrails) + guardrail_size_problems(model, guardrails)
         if problems:
             raise GovernanceError(problems)
         targets = list(guardrails.target_ids)

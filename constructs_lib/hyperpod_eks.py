@@ -21,6 +21,7 @@ from .batch import GOVERNANCE_METADATA
 from .errors import GovernanceError, Problem
 from .nag import declare_platform_admin
 from .model import HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams
+from .placement import team_scope
 from .runtime_asset import runtime_code
 from .tenancy import ROLE_PATH, TeamTenancy
 
@@ -111,7 +112,7 @@ class HyperPodEksGovernance(Construct):
         )
         self.compute_quotas: dict[str, CfnResource] = {}
         for team in self.teams:
-            quota = CfnResource(self, f"Quota{team.name}", type="AWS::SageMaker::ComputeQuota", properties=compute_quota_properties(pool, team))
+            quota = CfnResource(team_scope(self, team.name), f"Quota{team.name}", type="AWS::SageMaker::ComputeQuota", properties=compute_quota_properties(pool, team))
             quota.add_metadata(GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None})
             # Priority classes named by the teams' jobs exist before any team can submit.
             quota.node.add_dependency(self.scheduler_config)
@@ -129,7 +130,7 @@ class HyperPodEksGovernance(Construct):
             tenancy = tenants[team.name]
             principals = [tenancy.submission_role.role_arn, *(arn for arn in team.members if arn.split(":")[4] == self.cluster_account)]
             self.team_access_entries[team.name] = [
-                self._access_entry(f"Team{team.name}{index}", principal, kubernetes_groups=[kubernetes.team_group(team.name)])
+                self._access_entry(f"Team{team.name}{index}", principal, scope=team_scope(self, team.name), kubernetes_groups=[kubernetes.team_group(team.name)])
                 for index, principal in enumerate(principals)
             ]
             self._let_submitters_find_cluster(tenancy)
@@ -170,8 +171,8 @@ class HyperPodEksGovernance(Construct):
         declare_platform_admin(entry)
         return entry
 
-    def _access_entry(self, id: str, principal_arn: str, **mapping) -> eks.CfnAccessEntry:
-        return eks.CfnAccessEntry(self, f"Access{id}", cluster_name=self.pool.eks_cluster_name, principal_arn=principal_arn, type="STANDARD", **mapping)
+    def _access_entry(self, id: str, principal_arn: str, scope: Construct | None = None, **mapping) -> eks.CfnAccessEntry:
+        return eks.CfnAccessEntry(scope or self, f"Access{id}", cluster_name=self.pool.eks_cluster_name, principal_arn=principal_arn, type="STANDARD", **mapping)
 
     def _let_submitters_find_cluster(self, tenancy: TeamTenancy) -> None:
         # `aws eks update-kubeconfig` needs DescribeCluster; Kubernetes RBAC decides the rest.
@@ -191,8 +192,9 @@ class HyperPodEksGovernance(Construct):
         """A role for the team's pods, usable only from its service account on this cluster,
         that reads and writes the team's bucket with its key and nothing else."""
         stack = Stack.of(self)
+        scope = team_scope(self, team.name)
         role = iam.Role(
-            self,
+            scope,
             f"Workload{team.name}",
             role_name=f"{team.name}-gpu-pods",
             path=ROLE_PATH,
@@ -214,7 +216,7 @@ class HyperPodEksGovernance(Construct):
         tenancy.admit_to_data(role)
         self.workload_roles[team.name] = role
         self.pod_identity_associations[team.name] = eks.CfnPodIdentityAssociation(
-            self,
+            scope,
             f"PodIdentity{team.name}",
             cluster_name=self.pool.eks_cluster_name,
             namespace=kubernetes.namespace(team.name),
@@ -251,7 +253,7 @@ class HyperPodEksGovernance(Construct):
             tenancy = team.kubernetes.get(self.pool.name, KubernetesTenancy())
             # Nothing is applied before HyperPod has made the team's namespace from its quota.
             namespace_ready = eks.KubernetesObjectValue(
-                self,
+                team_scope(self, team.name),
                 f"Namespace{team.name}",
                 cluster=self.cluster,
                 object_type="namespace",
@@ -261,7 +263,7 @@ class HyperPodEksGovernance(Construct):
             )
             namespace_ready.node.add_dependency(self.compute_quotas[team.name])
             manifest = eks.KubernetesManifest(
-                self,
+                team_scope(self, team.name),
                 f"Objects{team.name}",
                 cluster=self.cluster,
                 manifest=kubernetes.team_objects(team.name, tenancy),

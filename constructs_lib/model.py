@@ -427,6 +427,12 @@ class GovernanceModel(_Frozen):
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[capacity_model.CapacityWindow, ...] = ()
     guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
+    stack_layout: Literal["single", "per_team"] = Field(
+        default="single",
+        description="single: every capacity-account resource in one stack (about 20 teams fit); per_team: shared "
+        "resources in the capacity stack and each team's in a stack of its own (docs/architecture.md). Changing it "
+        "moves resources between stacks, so choose once",
+    )
 
     @model_validator(mode="after")
     def _organisation_is_consistent(self) -> "GovernanceModel":

@@ -30,6 +30,7 @@ from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import TEAM_TAG
 from .errors import GovernanceError, Problem
 from .model import GovernanceModel
+from .placement import team_scope
 from .controller_resources import controller_resources
 from .runtime_asset import runtime_code
 
@@ -111,6 +112,12 @@ class ReclaimController(Construct):
         return cloudwatch.Metric(namespace=NAMESPACE, metric_name=metric_name, dimensions_map={"Pool": pool, "Share": share},
                                  statistic=statistic, period=self.schedule)
 
+    def _every_share(self, pool: str, metric_name: str, statistic: str) -> cloudwatch.MathExpression:
+        # One search expression draws every share of the pool: a dashboard holds at most 2,500
+        # metrics, and one metric per team and graph would reach that near 200 teams.
+        search = f"SEARCH('{{{NAMESPACE},Pool,Share}} MetricName=\"{metric_name}\" Pool=\"{pool}\"', '{statistic}', {int(self.schedule.to_seconds())})"
+        return cloudwatch.MathExpression(expression=search, using_metrics={}, label="", period=self.schedule)
+
     def _grant(self) -> None:
         stack = Stack.of(self)
         statements = [iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
@@ -156,17 +163,18 @@ class ReclaimController(Construct):
 
     def _alarms(self, starved_ticks: int) -> list[cloudwatch.Alarm]:
         specs = [
-            (f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
+            (team.name, f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
             for t in self.targets for team in self.model.teams_in(t.pool)
         ] + [
-            ("ControllerErrors", self.function.metric_errors(period=self.schedule), 1, "the reclaim controller failed"),
-            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
+            (None, "ControllerErrors", self.function.metric_errors(period=self.schedule), 1, "the reclaim controller failed"),
+            (None, "DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
              "a reclaim tick was not delivered"),
         ]
         alarms = []
-        for name, metric, periods, description in specs:
-            alarm = cloudwatch.Alarm(self, f"{name}Alarm", metric=metric, threshold=1, evaluation_periods=periods,
+        for team_name, name, metric, periods, description in specs:
+            scope = self if team_name is None else team_scope(self, team_name)
+            alarm = cloudwatch.Alarm(scope, f"{name}Alarm", metric=metric, threshold=1, evaluation_periods=periods,
                                      alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                                      treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
             alarm.add_alarm_action(actions.SnsAction(self.topic))
@@ -186,10 +194,10 @@ class ReclaimController(Construct):
                 for team in teams
             ))
             dashboard.add_widgets(
-                cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self.metric_share(target.pool, t.name, "Pending") for t in teams]),
-                cloudwatch.GraphWidget(title="preemptions", width=8, left=[self.metric_share(target.pool, t.name, "Preemptions", statistic="Sum") for t in teams]),
+                cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(target.pool, "Pending", "Maximum")]),
+                cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(target.pool, "Preemptions", "Sum")]),
                 cloudwatch.GraphWidget(title="capacity-seconds lost to preemption", width=8,
-                                       left=[self.metric_share(target.pool, t.name, "LostCapacitySeconds", statistic="Sum") for t in teams]),
+                                       left=[self._every_share(target.pool, "LostCapacitySeconds", "Sum")]),
             )
         return dashboard
 

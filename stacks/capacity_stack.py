@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from typing import Mapping
+
 from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack
-from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_iam as iam, aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib.acknowledgements import acknowledge
@@ -13,19 +15,24 @@ from constructs_lib.reclaim import ReclaimController, ReclaimTarget
 from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
 
+from .team_stack import TeamStack
+
 _QUEUE_CONSTRUCTS = {"batch_quota_share": QuotaManagedTrainingQueue, "batch_fair_share": FairShareJobQueue}
 
 
 class CapacityAccountStack(Stack):
-    """Everything the central capacity account owns: queues, tenants, controllers."""
+    """Everything the central capacity account owns: queues, tenants, controllers. Given
+    ``team_stacks`` (team name -> :class:`TeamStack`), each of those teams' resources go to its
+    stack and only the shared ones stay here."""
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel) -> None:
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, team_stacks: Mapping[str, TeamStack] | None = None) -> None:
         account = model.capacity_account
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
         # Access logs arrive under a bucket policy, not an ACL: each tenant bucket gets a
         # statement for logging.s3.amazonaws.com pinned by aws:SourceArn and aws:SourceAccount.
         # Set here, not only in cdk.json, so that every app building this stack gets it.
         self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
+        self.team_stacks = dict(team_stacks or {})
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
@@ -55,14 +62,16 @@ class CapacityAccountStack(Stack):
             "PCI.DSS.321-S3BucketReplicationEnabled",
         )
 
+        if self.team_stacks:
+            self._let_team_buckets_log()
         self.tenants = {
             team.name: TeamTenancy(
-                self,
+                self.team_stacks.get(team.name, self),
                 f"Team{team.name}",
                 team=team,
                 organisation=model.organisation,
                 platform_admins=model.platform_admins,
-                access_log_bucket=self.access_logs,
+                access_log_bucket=self._access_logs_in(self.team_stacks.get(team.name, self)),
                 organization_id=model.organization_id,
                 external_accounts=model.external_accounts,
             )
@@ -103,3 +112,29 @@ class CapacityAccountStack(Stack):
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
             CfnOutput(self, "CapacityLedgerTable", value=self.capacity_controller.ledger.table_name)
+
+    def team_scope(self, owner: Construct, team_name: str) -> Construct:
+        """Where ``owner`` (a construct of this stack) puts the resources of ``team_name``
+        (constructs_lib.placement): the same path in the team's stack, or ``owner`` itself."""
+        team_stack = self.team_stacks.get(team_name)
+        if team_stack is None:
+            return owner
+        return team_stack.mirror(owner.node.path.split("/")[len(self.node.path.split("/")):])
+
+    def _access_logs_in(self, stack: Stack) -> s3.IBucket:
+        if stack is self:
+            return self.access_logs
+        # Imported by name: the log bucket's policy names no team bucket (which would make this
+        # stack depend on every team stack); _let_team_buckets_log admits the account instead.
+        return s3.Bucket.from_bucket_name(stack, "AccessLogs", self.access_logs.bucket_name)
+
+    def _let_team_buckets_log(self) -> None:
+        self.access_logs.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="TeamBucketsServerAccessLogs",
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                actions=["s3:PutObject"],
+                resources=[self.access_logs.arn_for_objects("*")],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+            )
+        )

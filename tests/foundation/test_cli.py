@@ -29,7 +29,7 @@ def test_validate_default(capsys):
     code, out, err = run(capsys, "validate")
     assert code == 0
     data = default_data()
-    assert out.strip() == f"valid: 3 teams, {len(data['pools'])} pools, 2 consumer accounts, 3 priority classes"
+    assert out.splitlines()[0] == f"valid: 3 teams, {len(data['pools'])} pools, 2 consumer accounts, 3 priority classes"
 
 
 def test_validate_lists_every_problem_on_stderr_with_exit_2(capsys, tmp_path):

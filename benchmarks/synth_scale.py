@@ -1,0 +1,87 @@
+"""Synthesis time and peak memory of generated organisations (tests/scale/generate.py), as the
+CDK CLI runs it: `python app.py` in a child process, compliance packs included.
+
+    python benchmarks/synth_scale.py                  # 50, 100 and 200 teams
+    python benchmarks/synth_scale.py --teams 20 200   # other sizes
+
+Memory: the Python process and its node child (jsii) together. tracemalloc and getrusage in this
+process would see neither, so /proc is sampled every 0.1 s and the largest sum of the tree's
+resident set sizes is kept (Linux only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "lambda")]
+
+from tests.scale.generate import organisation  # noqa: E402
+
+
+def _tree(pid: int) -> list[int]:
+    pids, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        pids.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                queue += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return pids
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def measure(teams: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="synth-scale-") as tmp:
+        config = Path(tmp) / "governance.yaml"
+        config.write_text(yaml.safe_dump(organisation(teams)))
+        env = {**os.environ, "CDK_OUTDIR": str(Path(tmp) / "out"), "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}),
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])}
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, sum(_rss_kib(pid) for pid in _tree(process.pid)))
+            time.sleep(0.1)
+        seconds = time.perf_counter() - started
+        stderr = process.stderr.read()
+        if process.returncode != 0:
+            raise SystemExit(f"{teams} teams: app.py exited {process.returncode}: {stderr[-2000:]}")
+        stacks = len(list((Path(tmp) / "out").glob("*.template.json")))
+    return {"teams": teams, "stacks": stacks, "seconds": round(seconds, 1), "peak_rss_mib": round(peak / 1024)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teams", type=int, nargs="+", default=[50, 100, 200])
+    args = parser.parse_args()
+    print("| teams | stacks | synthesis (s) | s per team | peak RSS, python + node (MiB) |")
+    print("| --- | --- | --- | --- | --- |")
+    for teams in args.teams:
+        row = measure(teams)
+        print(f"| {row['teams']} | {row['stacks']} | {row['seconds']} | {row['seconds'] / teams:.2f} | {row['peak_rss_mib']} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""The hard limits of CloudFormation, IAM, CloudWatch and Lambda that the synthesized organisation
+must stay within, checked twice:
+
+- :func:`check_model` estimates from the model alone, before anything is synthesized
+  (``gpu-governance validate`` and app.py), and names the setting to change;
+- :func:`check_assembly` measures the synthesized templates (app.py's safety net after synthesis).
+
+Both return :class:`Problem` lines (``path: what (value) - allowed``). No aws_cdk import: the
+estimate runs in commands that synthesize nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import Problem
+from .model import GovernanceModel, Team
+
+# CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
+# 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
+MAX_RESOURCES = 500
+MAX_TEMPLATE_BYTES = 1_048_576
+MAX_OUTPUTS = 200
+MAX_PARAMETERS = 200
+# IAM (characters of the policy without whitespace; default quotas)
+MAX_MANAGED_POLICIES_PER_ROLE = 10
+MAX_MANAGED_POLICY_CHARACTERS = 6_144
+MAX_INLINE_CHARACTERS_PER_ROLE = 10_240
+MAX_TRUST_POLICY_CHARACTERS = 2_048
+# CloudWatch: per dashboard
+MAX_DASHBOARD_WIDGETS = 500
+MAX_DASHBOARD_METRICS = 2_500
+# Lambda: the unzipped deployment package that carries the compiled policy document
+MAX_LAMBDA_UNZIPPED_BYTES = 262_144_000
+
+# What one team adds to the stack that holds its resources, per backend of the pools it is in
+# (tests/scale/test_limits.py compares these with a synthesis). TEAM_BASE: key, alias, bucket,
+# bucket policy, training and submission roles, data / training-runtime / pass-role policies.
+TEAM_BASE = 9
+# batch_quota_share: quota share, submit policy, starvation alarm; batch_fair_share: submit policy,
+# alarm; hyperpod_eks: compute quota, describe policy, pod role, pod identity, namespace wait,
+# Kubernetes objects (plus one access entry per principal, counted apart).
+TEAM_PER_POOL = {"batch_quota_share": 3, "batch_fair_share": 2, "hyperpod_eks": 6, "hyperpod_slurm": 0}
+# Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
+# scheduler config, kubectl provider and its access entry; platform admins' entries apart).
+SHARED_BASE = 2
+SHARED_PER_POOL = {"batch_quota_share": 3, "batch_fair_share": 2, "hyperpod_eks": 10, "hyperpod_slurm": 1}
+SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
+SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
+SHARED_CAPACITY_CONTROLLER = 25  # when capacity windows exist
+# Other engineers add resources per team (tenant isolation); the estimate keeps a margin for that.
+MARGIN = 1.15
+# Measured about 1,300 bytes per resource in team and capacity stacks; the dashboard and the
+# fair-share policy grow with the teams and are counted apart.
+BYTES_PER_RESOURCE = 2_000
+DASHBOARD_BYTES_PER_TEAM_GRAPH = 1_200
+FAIR_SHARE_BYTES_PER_TEAM = 80
+# The reclaim controller's inline policy: fixed part, plus a team name per fair-share team and a
+# queue ARN per quota-share pool.
+RECLAIM_POLICY_BASE = 2_500
+_TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
+_BATCH = ("batch_quota_share", "batch_fair_share")
+
+
+@dataclass(frozen=True)
+class StackEstimate:
+    name: str
+    resources: int
+    template_bytes: int
+    path: str  # the model path that grows this stack
+
+
+def _access_entries(model: GovernanceModel, team: Team, pool) -> int:
+    cluster_account = pool.cluster_arn.split(":")[4]
+    return 1 + sum(1 for arn in team.members if arn.split(":")[4] == cluster_account)
+
+
+def team_resources(model: GovernanceModel, team: Team) -> int:
+    """Resources of one team, wherever the layout puts them (before the margin)."""
+    count = TEAM_BASE
+    for pool_name in team.quotas:
+        pool = model.pool(pool_name)
+        count += TEAM_PER_POOL[pool.backend]
+        if pool.backend == "hyperpod_eks":
+            count += _access_entries(model, team, pool)
+    return count
+
+
+def shared_resources(model: GovernanceModel) -> int:
+    count = SHARED_BASE
+    for pool in model.pools:
+        count += SHARED_PER_POOL[pool.backend]
+        if pool.backend == "hyperpod_eks":
+            count += len(model.platform_admins)
+            if any(t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups for t in model.teams_in(pool.name)):
+                count += SHARED_DEDICATED_NODES
+    if any(p.backend in _BATCH for p in model.pools):
+        count += SHARED_RECLAIM
+    if model.capacity_windows:
+        count += SHARED_CAPACITY_CONTROLLER
+    return count
+
+
+def _shared_bytes(model: GovernanceModel) -> int:
+    graphs = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend in _BATCH)
+    fair_share = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend == "batch_fair_share")
+    return graphs * DASHBOARD_BYTES_PER_TEAM_GRAPH + fair_share * FAIR_SHARE_BYTES_PER_TEAM
+
+
+def estimate(model: GovernanceModel) -> list[StackEstimate]:
+    """The capacity-account stacks the reference app would synthesize, with margins applied."""
+    def sized(name: str, resources: int, extra_bytes: int, path: str) -> StackEstimate:
+        resources = int(resources * MARGIN) + 1
+        return StackEstimate(name, resources, resources * BYTES_PER_RESOURCE + extra_bytes, path)
+
+    shared, extra = shared_resources(model), _shared_bytes(model)
+    if model.stack_layout == "single":
+        return [sized(f"{model.organisation}-capacity", shared + sum(team_resources(model, t) for t in model.teams), extra, "stack_layout")]
+    return [sized(f"{model.organisation}-capacity", shared, extra, "pools")] + [
+        sized(f"{model.organisation}-team-{t.name}", team_resources(model, t), 0, f"teams[{i}]") for i, t in enumerate(model.teams)
+    ]
+
+
+def check_model(model: GovernanceModel) -> list[Problem]:
+    """Every limit the synthesis or the deployment of ``model`` would hit, estimated."""
+    problems: list[Problem] = []
+    remedy = "set stack_layout: per_team" if model.stack_layout == "single" else "fewer pools or teams per stack"
+    for stack in estimate(model):
+        if stack.resources > MAX_RESOURCES:
+            problems.append(Problem(path=stack.path, wrong=f"stack {stack.name} would hold about {stack.resources} resources",
+                                    value=model.stack_layout, allowed=f"at most {MAX_RESOURCES} per stack; {remedy}"))
+        if stack.template_bytes > MAX_TEMPLATE_BYTES:
+            problems.append(Problem(path=stack.path, wrong=f"template of stack {stack.name} would be about {stack.template_bytes} bytes",
+                                    value=model.stack_layout, allowed=f"at most {MAX_TEMPLATE_BYTES} bytes per template; {remedy}"))
+    for index, team in enumerate(model.teams):
+        path = f"teams[{index}]"
+        if model.stack_layout == "per_team" and "_" in team.name:
+            problems.append(Problem(path=f"{path}.name", wrong="not usable in a stack name (stack_layout per_team)", value=team.name,
+                                    allowed="letters, digits and '-'"))
+        # DataAccess and PassTrainingRole, one submit policy per Batch pool, one describe per EKS pool.
+        policies = 2 + sum(1 for p in team.quotas if model.pool(p).backend in (*_BATCH, "hyperpod_eks"))
+        if policies > MAX_MANAGED_POLICIES_PER_ROLE:
+            problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 2)",
+                                    value=policies, allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team"))
+        trust = _TRUST_POLICY_BASE + sum(len(arn) + 3 for arn in team.members)
+        if trust > MAX_TRUST_POLICY_CHARACTERS:
+            problems.append(Problem(path=f"{path}.members", wrong="trust policy of the submission role too long (characters)", value=trust,
+                                    allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}: fewer members, e.g. one role the people assume"))
+    problems += _reclaim_problems(model)
+    problems += _policy_document_problems(model)
+    problems += _guardrail_problems(model)
+    return problems
+
+
+def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
+    batch_pools = [p for p in model.pools if p.backend in _BATCH]
+    if not batch_pools:
+        return []
+    problems = []
+    widgets = sum(1 + len(model.teams_in(p.name)) + 3 for p in batch_pools)
+    metrics = sum(4 * len(model.teams_in(p.name)) + 3 for p in batch_pools)
+    for what, value, limit in (("widgets", widgets, MAX_DASHBOARD_WIDGETS), ("metrics", metrics, MAX_DASHBOARD_METRICS)):
+        if value > limit:
+            problems.append(Problem(path="pools", wrong=f"the reclaim dashboard would show too many {what} (one graph of 4 metrics per team and Batch pool)",
+                                    value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
+    fair_share_teams = {t.name for p in batch_pools if p.backend == "batch_fair_share" for t in model.teams_in(p.name)}
+    account, region = model.capacity_account.account_id, model.capacity_account.region
+    queues = [p.name for p in batch_pools if p.backend == "batch_quota_share"]
+    size = RECLAIM_POLICY_BASE + sum(len(n) + 3 for n in fair_share_teams) + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{q}") + 3 for q in queues)
+    if size > MAX_INLINE_CHARACTERS_PER_ROLE:
+        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every fair-share team and quota-share queue)",
+                                value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
+    return problems
+
+
+def _policy_document_problems(model: GovernanceModel) -> list[Problem]:
+    from gpu_governance_runtime import __file__ as runtime_init
+
+    from .policy import policy_json
+
+    package = sum(f.stat().st_size for f in Path(runtime_init).parent.rglob("*") if f.is_file())
+    size = package + len(policy_json(model).encode())
+    if size <= MAX_LAMBDA_UNZIPPED_BYTES:
+        return []
+    return [Problem(path="teams", wrong="compiled policy document and controller code too large for Lambda (bytes)", value=size,
+                    allowed=f"at most {MAX_LAMBDA_UNZIPPED_BYTES} unzipped")]
+
+
+def _guardrail_problems(model: GovernanceModel) -> list[Problem]:
+    if model.guardrails is None:
+        return []
+    # The guardrails module builds the documents (and imports aws_cdk): only when declared.
+    from .guardrails import guardrail_size_problems
+
+    return guardrail_size_problems(model, model.guardrails)
+
+
+# --- after synthesis --------------------------------------------------------------------------
+
+
+def _size(document: Any) -> int:
+    # Intrinsic functions stand for ARNs of about the same length; close enough for a safety net.
+    return len(json.dumps(document, separators=(",", ":")))
+
+
+def check_template(name: str, template: dict, body_bytes: int) -> list[Problem]:
+    """The per-stack limits of one synthesized template."""
+    problems = []
+    resources = template.get("Resources", {})
+    for section, limit in (("Resources", MAX_RESOURCES), ("Outputs", MAX_OUTPUTS), ("Parameters", MAX_PARAMETERS)):
+        count = len(template.get(section, {}))
+        if count > limit:
+            problems.append(Problem(path=f"{name}.{section}", wrong="too many in one stack", value=count, allowed=f"at most {limit}"))
+    if body_bytes > MAX_TEMPLATE_BYTES:
+        problems.append(Problem(path=name, wrong="template too large (bytes)", value=body_bytes, allowed=f"at most {MAX_TEMPLATE_BYTES}"))
+    managed: dict[str, int] = {}
+    inline: dict[str, int] = {}
+    for logical_id, resource in resources.items():
+        kind, props = resource.get("Type"), resource.get("Properties", {})
+        roles = [r["Ref"] for r in props.get("Roles", []) if isinstance(r, dict) and "Ref" in r]
+        if kind == "AWS::IAM::ManagedPolicy":
+            size = _size(props.get("PolicyDocument", {}))
+            if size > MAX_MANAGED_POLICY_CHARACTERS:
+                problems.append(Problem(path=f"{name}.{logical_id}", wrong="managed policy too long (characters)", value=size,
+                                        allowed=f"at most {MAX_MANAGED_POLICY_CHARACTERS}"))
+            for role in roles:
+                managed[role] = managed.get(role, 0) + 1
+        elif kind == "AWS::IAM::Policy":
+            for role in roles:
+                inline[role] = inline.get(role, 0) + _size(props.get("PolicyDocument", {}))
+        elif kind == "AWS::IAM::Role":
+            managed[logical_id] = managed.get(logical_id, 0) + len(props.get("ManagedPolicyArns", []))
+            inline[logical_id] = inline.get(logical_id, 0) + sum(_size(p.get("PolicyDocument", {})) for p in props.get("Policies", []))
+            trust = _size(props.get("AssumeRolePolicyDocument", {}))
+            if trust > MAX_TRUST_POLICY_CHARACTERS:
+                problems.append(Problem(path=f"{name}.{logical_id}", wrong="trust policy too long (characters)", value=trust,
+                                        allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}"))
+    for role, count in managed.items():
+        if count > MAX_MANAGED_POLICIES_PER_ROLE:
+            problems.append(Problem(path=f"{name}.{role}", wrong="too many managed policies on one role", value=count,
+                                    allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE}"))
+    for role, size in inline.items():
+        if size > MAX_INLINE_CHARACTERS_PER_ROLE:
+            problems.append(Problem(path=f"{name}.{role}", wrong="inline policies of one role too long (characters)", value=size,
+                                    allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE}"))
+    return problems
+
+
+def template_files(outdir: str | Path) -> Iterable[Path]:
+    """The stack templates of a cloud assembly, nested assemblies (Stages) included."""
+    return sorted(Path(outdir).rglob("*.template.json"))
+
+
+def check_assembly(outdir: str | Path) -> list[Problem]:
+    problems: list[Problem] = []
+    for path in template_files(outdir):
+        problems += check_template(path.name.removesuffix(".template.json"), json.loads(path.read_text()), path.stat().st_size)
+    return problems

@@ -1,0 +1,18 @@
+"""Where a governance construct puts the resources of one team.
+
+A construct that makes resources per team (a quota share, a compute quota, an access entry, an
+alarm) asks :func:`team_scope` for their scope instead of using itself. By default the answer is
+the construct itself, so nothing moves. A stack that defines ``team_scope(owner, team_name)``
+(the reference app's ``per_team`` layout, docs/architecture.md) answers with a construct in that
+team's own stack instead; construct ids stay the same, only the stack differs.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from constructs import Construct
+
+
+def team_scope(owner: Construct, team_name: str) -> Construct:
+    placer = getattr(Stack.of(owner), "team_scope", None)
+    return owner if placer is None else placer(owner, team_name)

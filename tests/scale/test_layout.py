@@ -1,0 +1,60 @@
+"""The reference organisation (dedicated instance groups, capacity windows, every backend) in
+both stack layouts: the same resources with the same logical ids, only the stacks differ."""
+
+import json
+
+import pytest
+import yaml
+
+from constructs_lib.limits import estimate
+from constructs_lib.loader import default_config_text
+from constructs_lib.model import GovernanceModel
+from constructs_lib.report import summarise
+
+from .test_limits import resources_by_stack, run_app
+
+
+def synthesize(tmp_path_factory, layout: str):
+    data = yaml.safe_load(default_config_text())
+    data["stack_layout"] = layout
+    tmp = tmp_path_factory.mktemp(layout)
+    result = run_app(tmp, data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return data, tmp / "out"
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    return synthesize(tmp_path_factory, "single")
+
+
+@pytest.fixture(scope="module")
+def per_team(tmp_path_factory):
+    return synthesize(tmp_path_factory, "per_team")
+
+
+def resource_ids(outdir, pattern: str) -> set[str]:
+    return {lid for path in outdir.glob(pattern) for lid in json.loads(path.read_text())["Resources"]}
+
+
+def test_single_is_the_default_and_keeps_one_capacity_stack(single):
+    data, outdir = single
+    assert GovernanceModel.from_dict({k: v for k, v in data.items() if k != "stack_layout"}).stack_layout == "single"
+    assert sorted(p.name for p in outdir.glob("*.template.json")) == [
+        "acme-ml-capacity.template.json", "acme-ml-consumer-product.template.json", "acme-ml-consumer-research.template.json",
+    ]
+    (stack,) = estimate(GovernanceModel.from_dict(data))
+    assert resources_by_stack(outdir)[stack.name] <= stack.resources
+
+
+def test_per_team_holds_the_same_resources_under_the_same_logical_ids(single, per_team):
+    """What moves is the stack, not the logical id: CloudFormation stack refactoring can move an
+    existing organisation's resources from one layout to the other by these ids."""
+    teams = [t["name"] for t in per_team[0]["teams"]]
+    assert sorted(p.name for p in per_team[1].glob("acme-ml-team-*.template.json")) == sorted(f"acme-ml-team-{t}.template.json" for t in teams)
+    capacity_ids = resource_ids(single[1], "acme-ml-capacity.template.json")
+    assert resource_ids(per_team[1], "acme-ml-capacity.template.json") | resource_ids(per_team[1], "acme-ml-team-*.template.json") == capacity_ids
+
+
+def test_per_team_is_clean_under_every_pack(per_team):
+    assert summarise(per_team[1]).open_findings == []

@@ -1,0 +1,218 @@
+"""The limits estimate (constructs_lib/limits.py) against real synthesis, and every limit refused
+early with the usual one-line message, before anything is synthesized."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from constructs_lib.cli import main as cli_main
+from constructs_lib.errors import GovernanceError
+from constructs_lib.limits import (
+    MAX_RESOURCES, MARGIN, check_assembly, check_model, check_template, estimate, shared_resources, team_resources,
+)
+from constructs_lib.loader import default_config_text
+from constructs_lib.model import GovernanceModel
+
+from .generate import organisation
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def model_of(data: dict) -> GovernanceModel:
+    return GovernanceModel.from_dict(data)
+
+
+def without_slurm(data: dict) -> dict:
+    """The organisation without its Slurm pool, whose own naming rules (POSIX user names, group
+    ids) would refuse the extreme inputs these tests need first."""
+    data["pools"] = [p for p in data["pools"] if p["backend"] != "hyperpod_slurm"]
+    for t in data["teams"]:
+        t["quotas"].pop("hyperpod-slurm", None)
+    return data
+
+
+def run_app(tmp_path: Path, data: dict) -> subprocess.CompletedProcess:
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
+    env.pop("GPU_GOVERNANCE_CONFIG", None)
+    return subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def small_per_team(tmp_path_factory):
+    """Five teams on every backend, one stack each, synthesized by app.py (packs included)."""
+    tmp = tmp_path_factory.mktemp("small")
+    data = organisation(5)
+    data["teams"][1]["members"].append("arn:aws:iam::111122223333:role/InClusterAccount")  # a second access entry
+    result = run_app(tmp, data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return model_of(data), tmp / "out"
+
+
+def resources_by_stack(outdir: Path) -> dict[str, int]:
+    return {p.name.removesuffix(".template.json"): len(json.loads(p.read_text()).get("Resources", {})) for p in outdir.glob("*.template.json")}
+
+
+def test_estimate_covers_every_stack_of_a_synthesis(small_per_team):
+    model, outdir = small_per_team
+    actual = resources_by_stack(outdir)
+    for stack in estimate(model):
+        assert actual[stack.name] <= stack.resources, stack
+        assert (outdir / f"{stack.name}.template.json").stat().st_size <= stack.template_bytes, stack
+        assert stack.resources <= actual[stack.name] * 2, f"estimate of {stack.name} is no longer derived from the code"
+
+
+def test_per_team_counts_match_the_team_stacks(small_per_team):
+    """The per-backend counts are what one team stack holds; tenant-isolation work that adds a
+    resource per team fails here first, and the margin (MARGIN) covers it meanwhile."""
+    model, outdir = small_per_team
+    actual = resources_by_stack(outdir)
+    for t in model.teams:
+        synthesized = actual[f"{model.organisation}-team-{t.name}"]
+        assert team_resources(model, t) <= synthesized <= team_resources(model, t) * MARGIN, t.name
+    assert actual[f"{model.organisation}-capacity"] <= shared_resources(model) * MARGIN
+
+
+def test_submission_role_policies_are_counted_as_synthesized(small_per_team):
+    """validate's count of managed policies on a submission role (2 + one per Batch or EKS pool)
+    is what the synthesized team stack attaches."""
+    model, outdir = small_per_team
+    template = json.loads((outdir / "scale-ml-team-team-000.template.json").read_text())
+    role = next(lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role" and "SubmissionRole" in lid)
+    attached = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])]
+    pools = [p for p in model.teams[0].quotas if model.pool(p).backend != "hyperpod_slurm"]
+    assert len(attached) == 2 + len(pools)
+
+
+def test_synthesized_templates_pass_the_post_synthesis_check(small_per_team):
+    assert check_assembly(small_per_team[1]) == []
+
+
+def test_single_layout_too_large_is_refused_before_synthesis_with_exit_2(tmp_path):
+    data = organisation(30, stack_layout="single")
+    problems = check_model(model_of(data))
+    assert any(p.path == "stack_layout" and f"at most {MAX_RESOURCES}" in p.allowed and "per_team" in p.allowed for p in problems)
+    result = run_app(tmp_path, data)
+    assert result.returncode == 2
+    assert "stack_layout: stack scale-ml-capacity would hold about" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_validate_reports_the_limit_before_any_synthesis(tmp_path, capsys):
+    config = tmp_path / "big.yaml"
+    config.write_text(yaml.safe_dump(organisation(30, stack_layout="single")))
+    assert cli_main(["validate", str(config)]) == 2
+    assert "would hold about" in capsys.readouterr().err
+    config.write_text(yaml.safe_dump(organisation(30)))
+    assert cli_main(["validate", str(config)]) == 0
+    assert "stack layout per_team: 31 capacity-account stack(s)" in capsys.readouterr().out
+
+
+def test_team_names_that_cannot_name_a_stack_are_refused_with_per_team():
+    data = organisation(5)
+    data["teams"][1]["name"] = "team_one"
+    for pool in ("hyperpod-eks", "hyperpod-slurm"):  # HyperPod wants DNS labels anyway
+        del data["teams"][1]["quotas"][pool]
+    del data["teams"][1]["kubernetes"]
+    assert [str(p) for p in check_model(model_of(data))] == [
+        "teams[1].name: not usable in a stack name (stack_layout per_team) ('team_one') - letters, digits and '-'"
+    ]
+    data["stack_layout"] = "single"
+    assert check_model(model_of(data)) == []
+
+
+def test_too_many_members_for_a_trust_policy_are_refused():
+    data = without_slurm(organisation(5))
+    data["teams"][0]["members"] = [f"arn:aws:iam::400000000000:role/ResearchScientistsOfTheLongNamedDepartment{i:03d}" for i in range(40)]
+    (problem,) = check_model(model_of(data))
+    assert problem.path == "teams[0].members" and "trust policy" in problem.wrong and problem.value > 2048
+
+
+def test_too_many_pools_for_one_role_are_refused():
+    data = without_slurm(organisation(5))
+    extra = [{"name": f"extra-{i}", "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 1}} for i in range(6)]
+    data["pools"] += extra
+    data["teams"][0]["quotas"].update({p["name"]: {"ml.p5.48xlarge": 1} for p in extra})
+    problems = check_model(model_of(data))
+    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 11)]
+
+
+def test_a_reclaim_dashboard_past_cloudwatch_limits_is_refused():
+    data = without_slurm(organisation(520))
+    problems = [p for p in check_model(model_of(data)) if "dashboard" in p.wrong]
+    assert {p.path for p in problems} == {"pools"} and any("widgets" in p.wrong for p in problems)
+
+
+def test_guardrail_documents_are_measured_by_validate():
+    data = organisation(5)
+    data["guardrails"] = {
+        "management_account": {"account_id": "999999999999", "region": "us-east-1"}, "target_ids": ["r-abcd"],
+        "exempt_principals": [f"arn:aws:iam::{i:012d}:role/BreakGlassRoleWithAVeryLongNameForTheAuditors" for i in range(100)],
+    }
+    assert any(p.path == "guardrails" and "service control policy" in p.wrong for p in check_model(model_of(data)))
+
+
+def _role(managed: int = 0, members: int = 1) -> dict:
+    return {"Type": "AWS::IAM::Role", "Properties": {
+        "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"AWS": [f"arn:aws:iam::111122223333:role/r{i:060d}" for i in range(members)]}}]},
+        "ManagedPolicyArns": [f"arn:aws:iam::aws:policy/P{i}" for i in range(managed)],
+    }}
+
+
+def test_post_synthesis_check_finds_each_limit():
+    resources = {f"R{i}": {"Type": "AWS::SNS::Topic"} for i in range(501)}
+    resources["Crowded"] = _role(managed=9)
+    resources["Trusting"] = _role(members=40)
+    resources["Extra1"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"Roles": [{"Ref": "Crowded"}], "PolicyDocument": {}}}
+    resources["Extra2"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"Roles": [{"Ref": "Crowded"}], "PolicyDocument": {"Statement": ["x" * 7000]}}}
+    problems = {(p.path, p.wrong) for p in check_template("big", {"Resources": resources}, 2_000_000)}
+    assert problems == {
+        ("big.Resources", "too many in one stack"),
+        ("big", "template too large (bytes)"),
+        ("big.Crowded", "too many managed policies on one role"),
+        ("big.Trusting", "trust policy too long (characters)"),
+        ("big.Extra2", "managed policy too long (characters)"),
+    }
+
+
+def test_every_synthesis_failure_is_one_line_with_an_exit_code():
+    sys.path.insert(0, str(ROOT))
+    from app import synthesis_failure
+
+    jsii = RuntimeError("Error: TooManyResourcesInStack: Number of resources in stack 'x-capacity': 541 is greater than allowed maximum of 500\n    at Stack.synthesize (/tmp/jsii/stack.js:1:1)")
+    message, code = synthesis_failure(jsii)
+    assert code == 2 and "\n" not in message and "541 is greater" in message and "per_team" in message
+    message, code = synthesis_failure(RuntimeError("Error: Something else broke\n    at foo (bar.js:1:1)"))
+    assert (message, code) == ("synthesis failed: Error: Something else broke", 1)
+    assert synthesis_failure(RuntimeError("ValidationFailed: 2 findings"))[1] == 1
+
+
+def test_a_real_jsii_failure_in_synthesis_is_one_line_and_exit_2(tmp_path):
+    """With the estimate switched off, 30 teams in one stack reach the CDK's own
+    TooManyResourcesInStack inside jsii: one line and exit 2, no traceback."""
+    config = tmp_path / "big.yaml"
+    config.write_text(yaml.safe_dump(organisation(30, stack_layout="single")))
+    script = "import sys, app; app.check_model = lambda model: []; sys.exit(app.main())"
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "TooManyResourcesInStack" in line and "is greater than allowed maximum of 500" in line and "per_team" in line
+
+
+def test_the_controllers_package_with_the_compiled_policy_is_measured(monkeypatch):
+    import constructs_lib.limits as limits
+
+    model = model_of(organisation(5))
+    assert check_model(model) == []
+    monkeypatch.setattr(limits, "MAX_LAMBDA_UNZIPPED_BYTES", 1_000)
+    assert [(p.path, p.wrong) for p in check_model(model)] == [
+        ("teams", "compiled policy document and controller code too large for Lambda (bytes)")
+    ]
