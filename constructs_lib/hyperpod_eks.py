@@ -277,7 +277,7 @@ class HyperPodEksGovernance(Construct):
             # patch (not a manifest) so that deleting the stack removes the labels, not the namespace.
             labels = kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version)
             patch = eks.KubernetesPatch(
-                self, f"PodSecurityLabels{team.name}", cluster=self.cluster, resource_name=f"namespace/{kubernetes.namespace(team.name)}",
+                team_scope(self, team.name), f"PodSecurityLabels{team.name}", cluster=self.cluster, resource_name=f"namespace/{kubernetes.namespace(team.name)}",
                 apply_patch={"metadata": {"labels": labels}}, restore_patch={}, patch_type=eks.PatchType.MERGE,
             )
             # A JSON merge patch removes a label set to null; jsii drops None from maps, so the

@@ -134,10 +134,12 @@ class TeamTenancy(Construct):
         super().__init__(scope, id)
         self.team = team
         stack = Stack.of(self)
+        # No admins (an app that operates keys only by deployment): no statement, since a key
+        # policy statement without a principal is refused.
         administration = [
             iam.PolicyStatement(sid="PlatformAdministration", principals=[iam.ArnPrincipal(arn) for arn in platform_admins],
                                 actions=PLATFORM_KEY_ADMIN_ACTIONS, resources=["*"])
-        ]
+        ] if platform_admins else []
         deployment_role = _deployment_role_arn(self)
         if deployment_role:
             administration.append(iam.PolicyStatement(sid="DeploymentAdministration", principals=[iam.ArnPrincipal(deployment_role)],

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam, aws_s3 as s3
 from constructs import Construct
 
@@ -77,6 +77,12 @@ class CapacityAccountStack(Stack):
             )
             for team in model.teams
         }
+        for name in self.team_stacks:
+            # The bucket policy that aws-cdk-lib cannot add to an imported log bucket is
+            # _let_team_buckets_log's statement.
+            Annotations.of(self.tenants[name].bucket).acknowledge_warning(
+                "@aws-cdk/aws-s3:accessLogsPolicyNotAdded", "the capacity stack's log bucket admits this account's buckets"
+            )
         self.queues = {}
         self.hyperpod_eks_clusters = {}
         self.hyperpod_slurm_clusters = {}

@@ -62,7 +62,7 @@ def test_hostile_files_exit_2_with_the_usual_message(tmp_path, name):
 def test_make_synth_builds_the_named_file_in_either_spelling(tmp_path, spelling):
     # A bad file must stop `make synth`, never be swapped for the built-in example. The Makefile
     # runs in a scratch folder (it removes ./cdk.out) with this interpreter's environment.
-    for name in ("Makefile", "app.py", "pyproject.toml"):
+    for name in ("Makefile", "app.py", "cdk.json", "pyproject.toml"):
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / ".installed").touch()  # newer than pyproject.toml: nothing to install
