@@ -1,6 +1,6 @@
 """Generate a large organisation: one Batch quota-share pool per 20 teams (the quota shares per
 job queue limit), one fair-share pool, one HyperPod EKS and one HyperPod Slurm pool, every team
-on all four, spread over 5 consumer accounts.
+on all four, spread over 5 consumer accounts (or as many as asked).
 
     python tests/scale/generate.py 200 > examples/org-200-teams.yaml
 """
@@ -26,14 +26,14 @@ def quota_pool_name(team_index: int) -> str:
     return f"training-{team_index // MAX_SHARES_PER_QUOTA_QUEUE:02d}"
 
 
-def team(index: int) -> dict:
-    account = f"unit-{index % ACCOUNTS}"
+def team(index: int, accounts: int = ACCOUNTS) -> dict:
+    account = f"unit-{index % accounts}"
     return {
         "name": team_name(index),
         "account": account,
         "preset": PRESETS[index % len(PRESETS)],
         "fair_share_weight": 1 + index % 100,
-        "members": [f"arn:aws:iam::{_consumer_account_id(index % ACCOUNTS)}:role/Team{index:03d}Scientists"],
+        "members": [f"arn:aws:iam::{_consumer_account_id(index % accounts)}:role/Team{index:03d}Scientists"],
         "quotas": {
             quota_pool_name(index): {"ml.p5.48xlarge": 1},
             "ec2-gpu": {"g6e.12xlarge": 1},
@@ -48,7 +48,7 @@ def _consumer_account_id(account: int) -> str:
     return f"{400000000000 + account * 111111111:012d}"
 
 
-def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_team") -> dict:
+def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_team", accounts: int = ACCOUNTS) -> dict:
     """The organisation as plain data (what the governance file holds)."""
     quota_pools = sorted({quota_pool_name(i) for i in range(teams)})
     return {
@@ -57,7 +57,7 @@ def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_te
         "stack_layout": stack_layout,
         "capacity_account": {"account_id": CAPACITY_ACCOUNT, "region": "us-east-1"},
         "consumer_accounts": {
-            f"unit-{a}": {"account_id": _consumer_account_id(a), "region": "us-east-1"} for a in range(ACCOUNTS)
+            f"unit-{a}": {"account_id": _consumer_account_id(a), "region": "us-east-1"} for a in range(accounts)
         },
         "platform_admins": [f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/GpuPlatformAdmin"],
         "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}, {"name": "opportunistic", "weight": 10}],
@@ -71,7 +71,7 @@ def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_te
             {"name": "hyperpod-slurm", "backend": "hyperpod_slurm", "cluster_name": "scale-slurm",
              "capacity": {"ml.p5.48xlarge": teams}, "gpus_per_instance": {"ml.p5.48xlarge": 8}},
         ],
-        "teams": [team(i) for i in range(teams)],
+        "teams": [team(i, accounts) for i in range(teams)],
     }
 
 

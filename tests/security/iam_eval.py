@@ -14,8 +14,11 @@ This one implements the parts of AWS's evaluation logic the library's policies u
   that account's identity policies; KMS keys require their key policy; a role's trust policy is
   the resource policy of ``sts:AssumeRole``; ``iam:PassRole`` is decided by identity policies.
 
-CloudFormation intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub, Fn::Select, Fn::Split) resolve
-to concrete ARNs through :class:`Template`, so what is evaluated is what CloudFormation deploys.
+CloudFormation intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub, Fn::Select, Fn::Split, Fn::If,
+and Fn::ImportValue against the exports of the assembly's other stacks) resolve to concrete ARNs
+through :class:`Template`, so what is evaluated is what CloudFormation deploys. A value the
+evaluator cannot compute never silently matches nothing: it fails the evaluation loudly
+(:class:`UnresolvedIntrinsic`) as soon as a request depends on it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,28 @@ PARTITION = "aws"
 # --- CloudFormation ----------------------------------------------------------------------------
 
 
+class UnresolvedIntrinsic(ValueError):
+    """A value the evaluator cannot compute: a guess would make a statement silently match nothing."""
+
+
+# Stands for a Ref / Fn::GetAtt the evaluator does not model (a Lambda function's ARN, a
+# parameter). Controllers' policies hold many; only a request that depends on one must fail.
+_UNRESOLVED = "<unresolved "
+
+
+def _unresolved_in(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value if _UNRESOLVED in value else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((found for found in map(_unresolved_in, items) if found), None)
+
+
+def unreadable_policy(what: str) -> dict:
+    """A policy whose document the assembly does not hold (an AWS managed policy): any request of
+    a principal it is attached to fails loudly instead of ignoring what it may grant."""
+    return {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": f"{_UNRESOLVED}{what}>"}]}
+
+
 class Template:
     """One synthesized stack with its account and region; resolves intrinsics to values."""
 
@@ -40,6 +65,9 @@ class Template:
         self.name, self.account, self.region = name, account, region
         self.resources: dict[str, dict[str, Any]] = body.get("Resources", {})
         self.conditions: dict[str, Any] = body.get("Conditions", {})
+        self.outputs: dict[str, Any] = body.get("Outputs", {})
+        self.parameters: dict[str, Any] = body.get("Parameters", {})
+        self.exports: dict[str, tuple[Template, Any]] = {}  # export name -> (exporting stack, value); see link_exports
 
     def props(self, logical_id: str) -> dict[str, Any]:
         return self.resources[logical_id].get("Properties", {})
@@ -57,6 +85,8 @@ class Template:
         pseudo = self._pseudo(logical_id)
         if pseudo is not None:
             return pseudo
+        if logical_id not in self.resources:
+            return self._unknown(logical_id, "Ref")
         kind, props = self.resources[logical_id]["Type"], self.props(logical_id)
         if kind == "AWS::IAM::Role":
             return self.resolve(props.get("RoleName")) or f"{self.name}-{logical_id}"
@@ -65,12 +95,14 @@ class Template:
         if kind == "AWS::S3::Bucket":
             return self.resolve(props.get("BucketName")) or f"{self.name}-{logical_id}".lower()
         if kind == "AWS::KMS::Key":
-            return logical_id.lower()
+            return f"{self.name}-{logical_id}".lower()  # a key id is unique, also across stacks
         if kind == "AWS::Batch::JobQueue":
             return self.get_att(logical_id, "JobQueueArn")
-        return logical_id
+        return self._unknown(logical_id, "Ref")
 
     def get_att(self, logical_id: str, attribute: str) -> str:
+        if logical_id not in self.resources:
+            raise UnresolvedIntrinsic(f"{self.name}: Fn::GetAtt of {logical_id}, which the stack does not define")
         kind, props = self.resources[logical_id]["Type"], self.props(logical_id)
         if kind == "AWS::IAM::Role" and attribute == "Arn":
             path = self.resolve(props.get("Path")) or "/"
@@ -85,7 +117,12 @@ class Template:
         if kind == "AWS::Logs::LogGroup" and attribute == "Arn":
             name = self.resolve(props.get("LogGroupName")) or logical_id
             return f"arn:{PARTITION}:logs:{self.region}:{self.account}:log-group:{name}:*"
-        return f"{logical_id}.{attribute}"  # opaque but stable: no policy of interest depends on it
+        return self._unknown(logical_id, attribute)
+
+    def _unknown(self, logical_id: str, attribute: str) -> str:
+        if logical_id not in self.resources and logical_id not in self.parameters:
+            raise UnresolvedIntrinsic(f"{self.name}: Ref of {logical_id}, which the stack does not define")
+        return f"{_UNRESOLVED}{self.name}:{logical_id}.{attribute}>"
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -107,9 +144,18 @@ class Template:
                 return self.resolve(items)[int(self.resolve(index))]
             if key == "Fn::Split":
                 separator, text = arg
-                return self.resolve(text).split(separator)
+                text = self.resolve(text)
+                if _unresolved_in(text):  # the pieces would lose the mark
+                    raise UnresolvedIntrinsic(f"{self.name}: Fn::Split of {text}")
+                return text.split(separator)
             if key == "Fn::Sub":
                 return self._sub(*(arg if isinstance(arg, list) else [arg, {}]))
+            if key == "Fn::ImportValue":
+                name = self.resolve(arg)
+                if name not in self.exports:
+                    raise UnresolvedIntrinsic(f"{self.name}: Fn::ImportValue {name}: no stack in {self.account}/{self.region} exports it")
+                exporter, exported = self.exports[name]
+                return exporter.resolve(exported)
             if key == "Fn::If":
                 name, when_true, when_false = arg
                 return self.resolve(when_true if self.condition(name) else when_false)
@@ -158,7 +204,23 @@ def load_assembly(outdir: str | Path) -> list[Template]:
         account, region = artifact["environment"].removeprefix("aws://").split("/")
         body = json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
         templates.append(Template(name, body, account, region))
+    link_exports(templates)
     return templates
+
+
+def link_exports(templates: list[Template]) -> None:
+    """Give each stack the exports its Fn::ImportValue can see: those of the stacks in its own
+    account and region (CloudFormation refuses a second export of the same name there)."""
+    exports: dict[tuple[str, str, str], tuple[Template, Any]] = {}
+    for template in templates:
+        for output in template.outputs.values():
+            if "Export" in output:
+                name = (template.account, template.region, template.resolve(output["Export"]["Name"]))
+                if name in exports:
+                    raise UnresolvedIntrinsic(f"{template.name}: export {name[2]} is also exported by {exports[name][0].name}")
+                exports[name] = (template, output["Value"])
+    for template in templates:
+        template.exports = {name: value for (account, region, name), value in exports.items() if (account, region) == (template.account, template.region)}
 
 
 # --- one policy document -----------------------------------------------------------------------
@@ -321,6 +383,9 @@ def statement_applies(statement: Mapping[str, Any], request: Request, *, resourc
             return False, False
     elif any(_wildcard(a.lower(), action) for a in as_list(statement.get("NotAction"))):
         return False, False
+    unresolved = _unresolved_in(statement)
+    if unresolved:
+        raise UnresolvedIntrinsic(f"{request.action} on {request.resource} depends on {unresolved}, which the evaluator cannot compute")
 
     def resource_matches(patterns: list[str]) -> bool:
         return any(

@@ -3,7 +3,9 @@ as, every resource that belongs to a team, and the requests one team makes again
 
 Ownership comes from the library's naming contract (role ``<team>-gpu-<kind>``, key alias
 ``alias/<org>/<team>``, a bucket encrypted with the team's key, quota share named after the team,
-fair-share identifier = team), never from logical ids, so the proof reads any organisation."""
+fair-share identifier = team), never from logical ids or stack names, so the proof reads any
+organisation in either stack layout (``per_team`` puts each team's resources in its own stack of
+the capacity account)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TRAINING_LOG_GROUP, training_job_name_patterns
 
-from .iam_eval import Principal, Request, Template, World, as_list
+from .iam_eval import Principal, Request, Template, World, as_list, unreadable_policy
 
 ROLE_KINDS = ("submit", "training", "pods")
 SAGEMAKER = Principal(service="sagemaker.amazonaws.com")
+EKS_POD_IDENTITY = Principal(service="pods.eks.amazonaws.com")
 TLS = {"aws:SecureTransport": ["true"]}
 
 
@@ -29,19 +32,20 @@ class Tenant:
     bucket: str = ""
     quota_shares: list[tuple[str, str]] = field(default_factory=list)  # (queue ARN, share ARN)
     fair_share_queues: list[str] = field(default_factory=list)
+    pod_sessions: list[dict] = field(default_factory=list)  # what EKS Pod Identity asks with, per association of the pods role
 
 
 @dataclass
 class Organisation:
     world: World
     tenants: dict[str, Tenant]
-    capacity: Template
+    capacity: Template  # one stack of the capacity account: its account and region name the ARNs
 
 
 def read_organisation(model: GovernanceModel, templates: list[Template]) -> Organisation:
     world = World()
     tenants = {t.name: Tenant(t.name) for t in model.teams}
-    capacity = next(t for t in templates if t.account == model.capacity_account.account_id and t.region == model.capacity_account.region)
+    in_capacity = [t for t in templates if (t.account, t.region) == (model.capacity_account.account_id, model.capacity_account.region)]
     members = [arn for team in model.teams for arn in team.members]
     for template in templates:
         _read_identities(world, template, members)
@@ -63,24 +67,50 @@ def read_organisation(model: GovernanceModel, templates: list[Template]) -> Orga
                 tenant.roles[kind] = arn
         for member in team.members:
             tenant.roles[f"member:{member}"] = member
-    for logical_id, props in capacity.of_type("AWS::KMS::Alias"):
+    for template in in_capacity:
+        _read_team_resources(template, model, tenants)
+    for template in in_capacity:  # keys first: a bucket is the team's by its key, in any stack
+        _read_team_buckets(template, tenants)
+        _read_pod_identities(template, tenants)
+    return Organisation(world, tenants, in_capacity[0])
+
+
+def _read_team_resources(template: Template, model: GovernanceModel, tenants: dict[str, Tenant]) -> None:
+    for _, props in template.of_type("AWS::KMS::Alias"):
         team = props["AliasName"].removeprefix(f"alias/{model.organisation}/")
         if team in tenants:
-            tenants[team].key = capacity.resolve(props["TargetKeyId"])
-    for logical_id, props in capacity.of_type("AWS::S3::Bucket"):
-        rules = capacity.resolve(props.get("BucketEncryption", {})).get("ServerSideEncryptionConfiguration", [])
+            tenants[team].key = template.resolve(props["TargetKeyId"])
+    for _, props in template.of_type("AWS::Batch::QuotaShare"):
+        queue = template.resolve(props["JobQueue"])
+        tenants[props["QuotaShareName"]].quota_shares.append((queue, f"{queue}/quota-share/{props['QuotaShareName']}"))
+    for logical_id, props in template.of_type("AWS::Batch::JobQueue"):
+        policy_id = props["SchedulingPolicyArn"]["Fn::GetAtt"][0]
+        for share in template.props(policy_id).get("FairsharePolicy", {}).get("ShareDistribution", []):
+            tenants[share["ShareIdentifier"]].fair_share_queues.append(template.get_att(logical_id, "JobQueueArn"))
+
+
+def _read_team_buckets(template: Template, tenants: dict[str, Tenant]) -> None:
+    for logical_id, props in template.of_type("AWS::S3::Bucket"):
+        rules = template.resolve(props.get("BucketEncryption", {})).get("ServerSideEncryptionConfiguration", [])
         keys = {r["ServerSideEncryptionByDefault"].get("KMSMasterKeyID") for r in rules}
         for tenant in tenants.values():
             if tenant.key in keys:
-                tenant.bucket = capacity.ref(logical_id)
-    for _, props in capacity.of_type("AWS::Batch::QuotaShare"):
-        queue = capacity.resolve(props["JobQueue"])
-        tenants[props["QuotaShareName"]].quota_shares.append((queue, f"{queue}/quota-share/{props['QuotaShareName']}"))
-    for logical_id, props in capacity.of_type("AWS::Batch::JobQueue"):
-        policy_id = props["SchedulingPolicyArn"]["Fn::GetAtt"][0]
-        for share in capacity.props(policy_id).get("FairsharePolicy", {}).get("ShareDistribution", []):
-            tenants[share["ShareIdentifier"]].fair_share_queues.append(capacity.get_att(logical_id, "JobQueueArn"))
-    return Organisation(world, tenants, capacity)
+                tenant.bucket = template.ref(logical_id)
+
+
+def _read_pod_identities(template: Template, tenants: dict[str, Tenant]) -> None:
+    """The request EKS Pod Identity makes to assume the role of an association: the session tags
+    it sets from the association (and the cluster's account as the source)."""
+    owners = {t.roles["pods"]: t for t in tenants.values() if "pods" in t.roles}
+    for _, props in template.of_type("AWS::EKS::PodIdentityAssociation"):
+        role = template.resolve(props["RoleArn"])
+        if role in owners:
+            owners[role].pod_sessions.append({
+                "aws:SourceAccount": [template.account],
+                "aws:RequestTag/eks-cluster-name": [template.resolve(props["ClusterName"])],
+                "aws:RequestTag/kubernetes-namespace": [template.resolve(props["Namespace"])],
+                "aws:RequestTag/kubernetes-service-account": [template.resolve(props["ServiceAccount"])],
+            })
 
 
 def _read_identities(world: World, template: Template, members: list[str]) -> None:
@@ -96,8 +126,7 @@ def _read_identities(world: World, template: Template, members: list[str]) -> No
     managed = {template.ref(k): template.resolve(p["PolicyDocument"]) for k, p in template.of_type("AWS::IAM::ManagedPolicy")}
     for logical_id, props in template.of_type("AWS::IAM::Role"):
         for policy_arn in template.resolve(as_list(props.get("ManagedPolicyArns"))):
-            if policy_arn in managed:
-                world.add_identity(template.get_att(logical_id, "Arn"), managed[policy_arn])
+            world.add_identity(template.get_att(logical_id, "Arn"), managed.get(policy_arn) or unreadable_policy(policy_arn))
     for _, props in template.of_type("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
         document = template.resolve(props["PolicyDocument"])
         for kind, names in (("role", props.get("Roles")), ("user", props.get("Users"))):

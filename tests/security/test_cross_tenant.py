@@ -3,12 +3,14 @@ the synthesized templates (identity, trust, key, bucket policies and SCPs, intri
 
 Expected: nothing, except the Describe/List reads that Batch cannot scope (docs/security.md
 names them). Run on the reference organisation (with and without the guardrails SCP) and on a
-generated one of 22 teams in 3 accounts.
+generated one of 22 teams in 3 consumer accounts on every backend, one stack per team
+(``stack_layout: per_team``, so the team stacks' Fn::ImportValue of the capacity stack's exports
+are resolved too). One synthesis per organisation.
 """
 
 from __future__ import annotations
 
-import copy
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,12 +22,14 @@ from constructs_lib.model import GovernanceModel
 from stacks import build_reference_app
 
 from tests.foundation.org import default_data
+from tests.scale.generate import organisation as generated_organisation
 from .iam_eval import Principal, Request, load_assembly
-from .tenants import SAGEMAKER, TLS, Organisation, job_attack, log_streams, probes_against, read_organisation, training_job
+from .tenants import EKS_POD_IDENTITY, SAGEMAKER, TLS, Organisation, job_attack, log_streams, probes_against, read_organisation, training_job
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSCOPABLE_READS = {"batch:DescribeServiceJob", "batch:ListServiceJobs", "batch:DescribeJobs", "batch:ListJobs"}
 GENERATED_TEAMS = 22
+GENERATED_ACCOUNTS = 3
 
 
 def synthesized(model: GovernanceModel, outdir: Path) -> Organisation:
@@ -36,33 +40,10 @@ def synthesized(model: GovernanceModel, outdir: Path) -> Organisation:
 
 
 def generated_model() -> GovernanceModel:
-    """22 teams over 3 consumer accounts, on two quota-share queues (Batch allows 20 shares per
-    queue) and one fair-share queue. Without HyperPod pools: with every backend the capacity
-    stack passes CloudFormation's 500 resources at about 21 teams (fixed separately)."""
-    data = default_data()
-    template = copy.deepcopy(data["teams"][0])
-    template.pop("kubernetes", None)
-    accounts = {"research": "444455556666", "product": "777788889999", "platform": "123412341234"}
-    data["consumer_accounts"]["platform"] = {"account_id": accounts["platform"], "region": "eu-west-1"}
-    halves = ("sagemaker-a", "sagemaker-b")
-    per_half = GENERATED_TEAMS // 2
-    data["pools"] = [
-        *({"name": name, "backend": "batch_quota_share", "capacity": {"ml.g6e.12xlarge": per_half}} for name in halves),
-        {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {"g6e.12xlarge": GENERATED_TEAMS},
-         "compute_environments": ["arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e"]},
-    ]
-    data.pop("capacity_windows", None)
-    data["teams"] = []
-    for index in range(GENERATED_TEAMS):
-        account = list(accounts)[index % 3]
-        team = copy.deepcopy(template)
-        team.update(
-            name=f"team-{index:02d}", account=account,
-            members=[f"arn:aws:iam::{accounts[account]}:role/ml/Team{index:02d}Scientists"],
-            quotas={halves[index % 2]: {"ml.g6e.12xlarge": 1}, "ec2-gpu": {"g6e.12xlarge": 1}},
-        )
-        data["teams"].append(team)
-    return GovernanceModel.from_dict(data)
+    """22 teams over 3 consumer accounts, each on one of two quota-share queues (Batch allows 20
+    shares per queue), the fair-share queue, HyperPod EKS (so a pod identity role each) and
+    HyperPod Slurm, one stack per team: tests/scale/generate.py's organisation."""
+    return GovernanceModel.from_dict(generated_organisation(GENERATED_TEAMS, accounts=GENERATED_ACCOUNTS))
 
 
 def with_guardrails() -> GovernanceModel:
@@ -79,33 +60,46 @@ def organisation(request, tmp_path_factory):
     return model, org
 
 
-def cross_tenant_allows(org: Organisation) -> list[tuple[str, str, str, str]]:
-    """(attacker team, attacker role, victim team, what) for every request that is allowed."""
-    found = []
+def cross_tenant_requests(org: Organisation) -> list[tuple[str, str, str, str, bool]]:
+    """(attacker team, attacker role kind, victim team, what, allowed) for every request asked."""
+    asked = []
     for attacker in org.tenants.values():
         for kind, role in attacker.roles.items():
-            principal = Principal(arn=role)
+            principal, kind = Principal(arn=role), kind.partition(":")[0]
             for victim in org.tenants.values():
                 if victim is attacker:
                     continue
-                found += [(attacker.name, kind, victim.name, p.label) for p in probes_against(org, attacker.name, victim) if p.allowed(org.world, principal)]
-                found += [(attacker.name, kind, victim.name, attack) for attack in job_attack(org, principal, attacker.name, victim)]
-    return found
+                asked += [(attacker.name, kind, victim.name, p.label, p.allowed(org.world, principal)) for p in probes_against(org, attacker.name, victim)]
+                asked += [(attacker.name, kind, victim.name, attack, True) for attack in job_attack(org, principal, attacker.name, victim)]
+    return asked
+
+
+def on_hyperpod_eks(model: GovernanceModel) -> set[str]:
+    pools = {p.name for p in model.pools if p.backend == "hyperpod_eks"}
+    return {t.name for t in model.teams if pools & set(t.quotas)}
 
 
 def test_organisation_has_the_roles_and_resources_the_proof_attacks(organisation):
     model, org = organisation
-    assert len(org.tenants) >= (3 if len(model.teams) == 3 else 20)
-    assert len({a.account_id for a in model.consumer_accounts.values()}) >= 2
+    if len(model.teams) == GENERATED_TEAMS:
+        assert model.stack_layout == "per_team"
+        assert len({a.account_id for a in model.consumer_accounts.values()}) == GENERATED_ACCOUNTS
+        assert Counter(p.backend for p in model.pools) == {"batch_quota_share": 2, "batch_fair_share": 1, "hyperpod_eks": 1, "hyperpod_slurm": 1}
+    else:
+        assert len(org.tenants) == 3 and len({a.account_id for a in model.consumer_accounts.values()}) >= 2
+    assert on_hyperpod_eks(model) == set(org.tenants)  # every team has a pod identity role to attack with and to attack
     for tenant in org.tenants.values():
-        assert {"submit", "training"} <= set(tenant.roles), tenant.name
-        assert tenant.key and tenant.bucket and tenant.quota_shares and tenant.fair_share_queues, tenant.name
-    assert any("pods" in t.roles for t in org.tenants.values()) == (len(model.teams) == 3)  # HyperPod only in the reference
+        assert {"submit", "training", "pods"} <= set(tenant.roles), tenant.name
+        assert tenant.key and tenant.bucket and tenant.quota_shares and tenant.fair_share_queues and tenant.pod_sessions, tenant.name
 
 
 def test_no_team_reaches_another_except_unscopable_reads(organisation):
     _, org = organisation
-    allows = cross_tenant_allows(org)
+    asked = cross_tenant_requests(org)
+    # Every kind of role attacks, and the pod identity role is attacked (assume and pass) too.
+    assert {kind for _, kind, *_ in asked} == {"submit", "training", "pods", "member"}
+    assert {label for *_, label, _ in asked} >= {"assume pods role", "pass pods role to pods.eks.amazonaws.com"}
+    allows = [a for a in asked if a[4]]
     unexpected = [a for a in allows if not a[3].startswith("read ")]
     assert unexpected == [], f"{len(unexpected)} cross-tenant allows, e.g. {unexpected[:8]}"
     reads = {a[3].removeprefix("read ") for a in allows}
@@ -132,7 +126,7 @@ def test_each_team_can_still_do_its_own_work(organisation):
             job = f"arn:aws:batch:{capacity.region}:{capacity.account}:{kind}/mine"
             assert world.is_allowed(Request(submit, action, job, {f"aws:ResourceTag/{TEAM_TAG}": [team.name]}))
         assert world.is_allowed(Request(submit, "iam:PassRole", team.roles["training"], {"iam:PassedToService": ["sagemaker.amazonaws.com"]}))
-        for principal in (submit, training):
+        for principal in (submit, training, Principal(arn=team.roles["pods"])):
             assert world.is_allowed(Request(principal, "s3:GetObject", f"arn:aws:s3:::{team.bucket}/data/x", TLS))
             assert world.is_allowed(Request(principal, "kms:Decrypt", team.key))
         for stream in log_streams(capacity, team.name):
@@ -151,6 +145,19 @@ def test_sagemaker_runs_a_team_role_only_for_jobs_named_after_the_team(organisat
         for attacker in org.tenants.values():
             if attacker is not victim:
                 assert not org.world.is_allowed(Request(SAGEMAKER, "sts:AssumeRole", role, training_job(org.capacity, f"{attacker.name}-train")))
+
+
+def test_eks_gives_a_team_pod_role_only_to_pods_of_the_team_namespace(organisation):
+    """A pod identity association in another team's namespace (a cluster admin's slip, or one
+    made through a lent node's credentials) still cannot assume the role: the trust policy pins
+    the session tags EKS sets."""
+    _, org = organisation
+    for victim in org.tenants.values():
+        role = victim.roles["pods"]
+        assert all(org.world.is_allowed(Request(EKS_POD_IDENTITY, "sts:AssumeRole", role, s)) for s in victim.pod_sessions)
+        for attacker in org.tenants.values():
+            if attacker is not victim:
+                assert not any(org.world.is_allowed(Request(EKS_POD_IDENTITY, "sts:AssumeRole", role, s)) for s in attacker.pod_sessions)
 
 
 def test_docs_name_every_read_that_remains():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .iam_eval import Principal, Request, Template, World, conditions_hold, evaluate
+from .iam_eval import Principal, Request, Template, UnresolvedIntrinsic, World, conditions_hold, evaluate, link_exports, unreadable_policy
 
 A = "111111111111"
 B = "222222222222"
@@ -185,9 +185,46 @@ def test_template_resolves_intrinsics_to_arns():
     assert template.resolve({"Fn::GetAtt": ["Role", "Arn"]}) == f"arn:aws:iam::{A}:role/p/r"
     assert template.resolve({"Fn::Join": ["", [{"Fn::GetAtt": ["Bucket", "Arn"]}, "/*"]]}) == "arn:aws:s3:::b/*"
     assert template.resolve({"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:x/${Role}"}) == f"arn:aws:logs:eu-west-1:{A}:x/r"
-    assert template.resolve({"Fn::Sub": ["${Arn}/x-${!Literal}", {"Arn": {"Fn::GetAtt": ["Key", "Arn"]}}]}) == f"arn:aws:kms:eu-west-1:{A}:key/key/x-${{Literal}}"
+    assert template.resolve({"Fn::Sub": ["${Arn}/x-${!Literal}", {"Arn": {"Fn::GetAtt": ["Key", "Arn"]}}]}) == f"arn:aws:kms:eu-west-1:{A}:key/s-key/x-${{Literal}}"
     assert template.resolve({"Fn::Select": [1, {"Fn::Split": [",", "a,b"]}]}) == "b"
     assert template.resolve({"Fn::If": ["Aws", "a", "b"]}) == "a"
     assert template.resolve({"Fn::If": ["NotAws", "a", "b"]}) == "b"
-    with pytest.raises(ValueError, match="Fn::ImportValue"):
+    with pytest.raises(UnresolvedIntrinsic, match="Fn::ImportValue x: no stack"):
         template.resolve({"Fn::ImportValue": "x"})
+
+
+def stack(name, resources, account=A, region="us-east-1", outputs=None):
+    return Template(name, {"Resources": resources, "Outputs": outputs or {}, "Parameters": {"Version": {"Type": "String"}}}, account, region)
+
+
+def test_import_value_resolves_against_the_exports_of_the_same_account_and_region():
+    exported = {"Queue": {"Value": {"Fn::GetAtt": ["Queue", "JobQueueArn"]}, "Export": {"Name": "cap:Queue"}}}
+    capacity = stack("cap", {"Queue": {"Type": "AWS::Batch::JobQueue", "Properties": {"JobQueueName": "q"}}}, outputs=exported)
+    team, elsewhere = stack("team", {}), stack("team", {}, region="eu-west-1")
+    link_exports([capacity, team, elsewhere])
+    # Resolved in the exporting stack: its account, region and resources, not the importer's.
+    assert team.resolve({"Fn::Join": ["", [{"Fn::ImportValue": "cap:Queue"}, "/quota-share/a"]]}) == f"arn:aws:batch:us-east-1:{A}:job-queue/q/quota-share/a"
+    with pytest.raises(UnresolvedIntrinsic, match="no stack in .*/eu-west-1 exports it"):
+        elsewhere.resolve({"Fn::ImportValue": "cap:Queue"})
+    with pytest.raises(UnresolvedIntrinsic, match="also exported by cap"):
+        link_exports([capacity, stack("other", capacity.resources, outputs=exported)])
+
+
+def test_a_value_the_evaluator_cannot_compute_fails_every_request_that_depends_on_it():
+    """Never 'matches nothing': an Allow on an unmodelled ARN could be the very hole looked for."""
+    template = stack("s", {"Fn": {"Type": "AWS::Lambda::Function", "Properties": {}}})
+    with pytest.raises(UnresolvedIntrinsic, match="does not define"):
+        template.resolve({"Ref": "Missing"})
+    with pytest.raises(UnresolvedIntrinsic, match="does not define"):
+        template.resolve({"Fn::GetAtt": ["Missing", "Arn"]})
+    with pytest.raises(UnresolvedIntrinsic, match="Fn::Split"):
+        template.resolve({"Fn::Split": [":", {"Fn::GetAtt": ["Fn", "Arn"]}]})
+    policy = template.resolve(doc(allow("lambda:InvokeFunction", {"Fn::GetAtt": ["Fn", "Arn"]}), allow("s3:GetObject", {"Fn::Sub": "${Version}/*"})))
+    world = World(identity={ALICE.arn: [policy]})
+    for action in ("lambda:InvokeFunction", "s3:GetObject"):
+        with pytest.raises(UnresolvedIntrinsic, match="s:(Fn.Arn|Version.Ref)"):
+            world.is_allowed(Request(ALICE, action, "arn:aws:lambda:us-east-1:1:function:f"))
+    assert not world.is_allowed(Request(ALICE, "sqs:SendMessage", "*"))  # no statement depends on it
+    world.add_identity(BOB.arn, unreadable_policy("arn:aws:iam::aws:policy/AdministratorAccess"))
+    with pytest.raises(UnresolvedIntrinsic, match="AdministratorAccess"):
+        world.is_allowed(Request(BOB, "sqs:SendMessage", "*"))
