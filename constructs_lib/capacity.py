@@ -16,6 +16,7 @@ from aws_cdk import (
     aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
 )
 from constructs import Construct
+from gpu_governance_runtime.capacity.handler import METRIC_NAMESPACE
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .errors import GovernanceError
@@ -40,7 +41,8 @@ class CapacityController(Construct):
     """Buys the model's capacity windows (dry run unless a window says otherwise).
 
     ``schedule``: how often the controller plans (default every 15 minutes; approvals are acted
-    on at the next run). Exposes ``function``, ``role``, ``ledger``, ``topic`` and ``alarms``.
+    on at the next run). Exposes ``function``, ``role``, ``ledger``, ``topic`` and ``alarms``;
+    ``metric()`` gives any metric the function publishes.
     """
 
     def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15)) -> None:
@@ -175,26 +177,45 @@ class CapacityController(Construct):
                         "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
                         "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]")
 
-    def _alarms(self, model: GovernanceModel) -> list[cloudwatch.Alarm]:
-        def metric(name: str, dimensions: dict[str, str] | None = None, statistic: str = "Maximum") -> cloudwatch.Metric:
-            return cloudwatch.Metric(namespace="GpuGovernance/Capacity", metric_name=name, dimensions_map=dimensions,
-                                     statistic=statistic, period=Duration.minutes(15))
+    def metric(self, metric_name: str, *, dimensions: dict[str, str] | None = None, statistic: str = "Maximum",
+               period: Duration = Duration.minutes(15)) -> cloudwatch.Metric:
+        """A metric the function publishes in its namespace (the runtime's ``METRIC_NAMESPACE``):
+        ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
+        ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
+        ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``."""
+        return cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name=metric_name, dimensions_map=dimensions,
+                                 statistic=statistic, period=period)
 
+    def _alarms(self, model: GovernanceModel) -> list[cloudwatch.Alarm]:
+        # (name, metric, threshold, periods that must breach in a row, description)
         specs = [
-            ("WindowsUncovered", metric("WindowsUncovered"), 0, "a capacity window cannot be covered (price cap, budget or no offering)"),
-            ("PurchaseFailures", metric("PurchaseFailures", statistic="Sum"), 0, "a capacity purchase failed"),
-            ("ConsumerErrors", metric("ConsumerErrors", statistic="Sum"), 0,
+            ("WindowsUncovered", self.metric("WindowsUncovered"), 0, 1, "a capacity window cannot be covered (price cap, budget or no offering)"),
+            ("PurchaseFailures", self.metric("PurchaseFailures", statistic="Sum"), 0, 1, "a capacity purchase failed"),
+            ("ConsumerErrors", self.metric("ConsumerErrors", statistic="Sum"), 0, 1,
              "a requeue or HyperPod instance-group update failed, or the declared instance group is missing"),
-            ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(15)), 0, "the capacity controller failed"),
-            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(15)), 0,
+            ("RunErrors", self.metric("RunErrors", statistic="Sum"), 0, 1,
+             "a step of a capacity controller run failed (a window's offerings, an intent or a purchase); the other windows "
+             "were served and the next run retries: see the 'Capacity controller step failed' message or ERROR log line"),
+            ("PurchasesFoundLate", self.metric("PurchasesFoundLate", statistic="Sum"), 0, 1,
+             "a capacity purchase settled as failed was listed after all: its fee is counted again and the occurrence may "
+             "have been bought twice; check the 'Capacity purchase found after it was settled as failed' message"),
+            # One deferral is caught up by the next run; deferrals two periods running mean runs keep
+            # running out of time and purchases are not being made.
+            ("PurchasesDeferred", self.metric("PurchasesDeferred", statistic="Sum"), 0, 2,
+             "capacity purchases were deferred for lack of invocation time in two periods running"),
+            ("MissingApiOperations", self.metric("MissingApiOperations"), 0, 1,
+             "the Lambda runtime's boto3 lacks operations the capacity controller calls; it refuses to start (see its ERROR log line)"),
+            ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(15)), 0, 1, "the capacity controller failed"),
+            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(15)), 0, 1,
              "a capacity event or run was not delivered"),
         ] + [
-            (f"Budget{w.name}", metric("BudgetUsedPercent", {"Window": w.name}), 90, f"window {w.name} used over 90% of its budget")
+            (f"Budget{w.name}", self.metric("BudgetUsedPercent", dimensions={"Window": w.name}), 90, 1,
+             f"window {w.name} used over 90% of its budget")
             for w in model.capacity_windows
         ]
         alarms = []
-        for name, source, threshold, description in specs:
-            alarm = cloudwatch.Alarm(self, f"{name}Alarm", metric=source, threshold=threshold, evaluation_periods=1,
+        for name, source, threshold, periods, description in specs:
+            alarm = cloudwatch.Alarm(self, f"{name}Alarm", metric=source, threshold=threshold, evaluation_periods=periods,
                                      alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                                      treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
             alarm.add_alarm_action(actions.SnsAction(self.topic))

@@ -36,6 +36,7 @@ from .runtime_asset import runtime_code
 
 NAMESPACE = "GpuGovernance/Reclaim"  # the handler's DEFAULT_NAMESPACE
 ACTING_BACKENDS = ("batch_fair_share", "hyperpod_slurm")
+POOL_ERROR_TICKS = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +113,16 @@ class ReclaimController(Construct):
         return cloudwatch.Metric(namespace=NAMESPACE, metric_name=metric_name, dimensions_map={"Pool": pool, "Share": share},
                                  statistic=statistic, period=self.schedule)
 
+    def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
+        """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);
+        the other pools were still served and the invocation succeeded."""
+        return cloudwatch.Metric(namespace=NAMESPACE, metric_name="PoolErrors", dimensions_map={"Pool": pool}, statistic="Sum", period=self.schedule)
+
+    def metric_missing_api_operations(self) -> cloudwatch.Metric:
+        """Published by every cold start that refuses to run: the count of operations the handler
+        calls that the Lambda runtime's boto3 lacks (no dimensions)."""
+        return cloudwatch.Metric(namespace=NAMESPACE, metric_name="MissingApiOperations", statistic="Maximum", period=self.schedule)
+
     def _every_share(self, pool: str, metric_name: str, statistic: str) -> cloudwatch.MathExpression:
         # One search expression draws every share of the pool: a dashboard holds at most 2,500
         # metrics, and one metric per team and graph would reach that near 200 teams.
@@ -167,7 +178,15 @@ class ReclaimController(Construct):
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
             for t in self.targets for team in self.model.teams_in(t.pool)
         ] + [
+            # A single failed tick is retried by the next; a pool unread for POOL_ERROR_TICKS ticks
+            # is also a pool whose share metrics (and starvation alarms) have gone silent.
+            (None, f"PoolErrors{_pascal(t.pool)}", self.metric_pool_errors(t.pool), POOL_ERROR_TICKS,
+             f"the reclaim controller could not read or act on pool {t.pool} for {POOL_ERROR_TICKS} ticks (see its pool_failed log lines)")
+            for t in self.targets
+        ] + [
             (None, "ControllerErrors", self.function.metric_errors(period=self.schedule), 1, "the reclaim controller failed"),
+            (None, "MissingApiOperations", self.metric_missing_api_operations(), 1,
+             "the Lambda runtime's boto3 lacks operations the reclaim controller calls; it refuses to start (see its ERROR log line)"),
             (None, "DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
              "a reclaim tick was not delivered"),
         ]

@@ -101,8 +101,63 @@ def test_consumers_are_acted_on_only_where_declared(synthesized):
 def test_alarms_publish_to_the_topic(synthesized):
     template, _, _ = synthesized
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 5 + len(WINDOWS)
-    assert all(a["Properties"]["AlarmActions"] for a in alarms.values())
+    assert len(alarms) == 9 + len(WINDOWS)
+    [topic] = template.find_resources("AWS::SNS::Topic")
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic}] for a in alarms.values())
+    assert all(a["Properties"]["TreatMissingData"] == "notBreaching" for a in alarms.values())
+
+
+def custom_alarms(template):
+    """(namespace, metric, ((dimension, value), ...)) -> alarm properties, for the metrics the function publishes."""
+    return {(a["Namespace"], a["MetricName"], tuple(sorted((d["Name"], d["Value"]) for d in a.get("Dimensions", [])))): a
+            for a in (r["Properties"] for r in template.find_resources("AWS::CloudWatch::Alarm").values())
+            if not a["Namespace"].startswith("AWS/")}
+
+
+@pytest.mark.parametrize("metric, statistic, periods, what", [
+    ("RunErrors", "Sum", 1, "a step of a run failed"),
+    ("PurchasesFoundLate", "Sum", 1, "a block settled as failed was listed after all"),
+    ("PurchasesDeferred", "Sum", 2, "runs keep running out of time"),
+    ("MissingApiOperations", "Maximum", 1, "the runtime's boto3 lacks an operation"),
+])
+def test_each_run_outcome_an_operator_must_hear_of_alarms(synthesized, metric, statistic, periods, what):
+    from gpu_governance_runtime.capacity.handler import METRIC_NAMESPACE
+
+    template, controller, _ = synthesized
+    alarm = custom_alarms(template)[(METRIC_NAMESPACE, metric, ())]
+    assert (alarm["Statistic"], alarm["EvaluationPeriods"], alarm["Threshold"], alarm["ComparisonOperator"], alarm["Period"]) == (
+        statistic, periods, 0, "GreaterThanThreshold", 900), what
+    assert controller.metric(metric).metric_name == metric and controller.metric(metric).namespace == METRIC_NAMESPACE
+
+
+def test_every_alarmed_metric_is_one_the_runtime_emits(synthesized, capsys, monkeypatch):
+    """Runs the runtime's own metric writers (a run's report with one of each outcome, and a cold
+    start whose boto3 lacks an operation) and matches every alarm on a custom metric to a
+    record's namespace, name and dimensions: a rename on either side fails here."""
+    from decimal import Decimal
+
+    from gpu_governance_runtime.capacity import controller, handler
+
+    template, _, outdir = synthesized
+    [function] = template.find_resources("AWS::Lambda::Function").values()
+    asset = outdir / f"asset.{function['Properties']['Code']['S3Key'].split('.')[0]}"
+    windows = handler.load_windows({**function["Properties"]["Environment"]["Variables"],  # the deployed policy and limits
+                                    "POLICY_FILE": str(asset / "gpu_governance_runtime" / "policy.json")})
+    handler._emit_metrics(controller.RunReport(plan=None, uncovered=(("w@t", "budget"),), failed=(("i", "throttled"),),
+                                               found_late=("intent",), deferred=("intent",), errors=(("window w", "boom"),)),
+                          windows, dict.fromkeys(windows, Decimal(1)))
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "capacity")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setattr(handler, "REQUIRED_OPERATIONS", {**handler.REQUIRED_OPERATIONS, "ec2": ("PurchaseCapacityBlockFromTheFuture",)})
+    with pytest.raises(RuntimeError, match="PurchaseCapacityBlockFromTheFuture"):
+        handler._clients()
+    emitted = {(m["Namespace"], metric["Name"], tuple(sorted((name, record[name]) for name in names)))
+               for record in (json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line)
+               for m in record["_aws"]["CloudWatchMetrics"] for names in m["Dimensions"] for metric in m["Metrics"]}
+    # ConsumerErrors is written by process() itself; tests/capacity/test_handler.py reads it there.
+    alarmed = {key for key in custom_alarms(template) if key[1] != "ConsumerErrors"}
+    assert {"RunErrors", "PurchasesFoundLate", "PurchasesDeferred", "MissingApiOperations"} <= {name for _, name, _ in alarmed}
+    assert alarmed <= emitted, alarmed - emitted
 
 
 def test_asset_carries_the_runtime_and_the_compiled_windows(synthesized):

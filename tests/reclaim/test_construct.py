@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -93,3 +94,70 @@ def test_bad_targets_are_all_reported():
     for expected in ("targets[0].pool: undeclared pool ('nope')", "targets[1].job_queue_arn: missing or not a job queue ARN",
                      "targets[2].pool: pool governed twice", "starved_ticks: out of range (0) - 1-100"):
         assert expected in text
+
+
+def custom_alarms(template):
+    """(namespace, metric, ((dimension, value), ...)) -> alarm properties, for the metrics the function publishes."""
+    return {(a["Namespace"], a["MetricName"], tuple(sorted((d["Name"], d["Value"]) for d in a.get("Dimensions", [])))): a
+            for a in (r["Properties"] for r in template.find_resources("AWS::CloudWatch::Alarm").values())
+            if not a["Namespace"].startswith("AWS/")}
+
+
+def emitted(output: str) -> set[tuple]:
+    """(namespace, metric, ((dimension, value), ...)) of each embedded-metric record on stdout."""
+    return {(m["Namespace"], metric["Name"], tuple(sorted((name, record[name]) for name in names)))
+            for record in (json.loads(line) for line in output.splitlines() if '"_aws"' in line)
+            for m in record["_aws"]["CloudWatchMetrics"] for names in m["Dimensions"] for metric in m["Metrics"]}
+
+
+def test_a_failing_pool_and_a_runtime_without_an_operation_alarm_to_the_topic(synthesized):
+    template, controller = synthesized
+    alarms = custom_alarms(template)
+    [topic] = template.find_resources("AWS::SNS::Topic")
+    for pool in (t.pool for t in TARGETS):
+        alarm = alarms[("GpuGovernance/Reclaim", "PoolErrors", (("Pool", pool),))]
+        assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+            "Sum", 60, 3, 1, "GreaterThanOrEqualToThreshold")
+    missing = alarms[("GpuGovernance/Reclaim", "MissingApiOperations", ())]
+    assert (missing["Statistic"], missing["EvaluationPeriods"], missing["Threshold"]) == ("Maximum", 1, 1)
+    every = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
+    assert all(a["AlarmActions"] == [{"Ref": topic}] and a["TreatMissingData"] == "notBreaching" for a in every)
+    assert controller.metric_pool_errors("ec2-gpu").metric_name == "PoolErrors"
+
+
+def test_the_alarms_watch_what_the_deployed_handler_emits(synthesized, monkeypatch, capsys):
+    """Runs the handler with the synthesized function's environment and compiled policy, against a
+    Batch that refuses every call, then cold-starts a copy of it whose boto3 lacks an operation:
+    every PoolErrors / MissingApiOperations alarm must match a record it wrote (namespace, name,
+    dimensions and values), so a rename on either side fails here."""
+    import importlib.util
+
+    from botocore.exceptions import ClientError
+
+    template, controller = synthesized
+    [function] = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.reclaim.handler.handler"}}).values()
+    code = Path(App.of(controller).outdir) / f"asset.{function['Properties']['Code']['S3Key'].split('.')[0]}"
+    for name, value in function["Properties"]["Environment"]["Variables"].items():
+        monkeypatch.setenv(name, value if isinstance(value, str) else "ledger")  # the table name is a reference
+    for name, value in (("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("POLICY_PATH", str(code / "gpu_governance_runtime" / "policy.json"))):
+        monkeypatch.setenv(name, value)
+    from gpu_governance_runtime import api_check
+    from gpu_governance_runtime.reclaim import handler
+
+    class Refusing:  # every call: AccessDenied, as after a permission was taken away
+        def __getattr__(self, operation):
+            def call(*args, **kwargs):
+                raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, operation)
+            return call
+
+    monkeypatch.setattr(handler, "batch", Refusing())
+    assert handler.handler({}, None)["pools"] == []  # the invocation succeeds: only the metric tells
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "reclaim")
+    monkeypatch.setattr(api_check, "missing", lambda clients, required: ["batch:GetJobQueueSnapshot"])
+    spec = importlib.util.spec_from_file_location("gpu_governance_runtime.reclaim.cold_start", handler.__file__)
+    with pytest.raises(RuntimeError, match="GetJobQueueSnapshot"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    alarmed = {key for key in custom_alarms(template) if key[1] in ("PoolErrors", "MissingApiOperations")}
+    assert len(alarmed) == len(TARGETS) + 1
+    assert alarmed <= emitted(capsys.readouterr().out)

@@ -85,8 +85,12 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time(),
                                     time_left=time_left))
         except (ClientError, BotoCoreError, RuntimeError) as error:
-            # one pool failing to read must not stop the others; the error alarm sees this
+            # One pool failing to read must not stop the others. The invocation still succeeds, so
+            # the function's error alarm never sees this: the PoolErrors metric (alarmed) does.
             log({"event": "pool_failed", "pool": target["pool"], "error": str(error)})
+            log({"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
+                {"Namespace": namespace, "Dimensions": [["Pool"]], "Metrics": [{"Name": "PoolErrors", "Unit": "Count"}]}]},
+                 "Pool": target["pool"], "PoolErrors": 1})
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
