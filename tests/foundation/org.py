@@ -1,4 +1,5 @@
-"""A small valid organisation as plain data, for tests to mutate one field at a time."""
+"""A small valid organisation as plain data, for tests to mutate one field at a time, and the
+reference app synthesized from a model."""
 
 import copy
 
@@ -9,3 +10,19 @@ from constructs_lib.loader import default_config_text
 
 def default_data() -> dict:
     return copy.deepcopy(yaml.safe_load(default_config_text()))
+
+
+def synthesize_reference(model, outdir, *, packs: bool = True) -> list:
+    """The reference app's stacks for ``model``, synthesized into ``outdir``. With ``packs`` the
+    standard compliance packs run, and synthesis raises on any unacknowledged finding."""
+    from aws_cdk import App  # here, not at the top: the CLI tests import this module too
+
+    from constructs_lib.compliance import apply_standard_packs
+    from stacks import build_reference_app
+
+    app = App(outdir=str(outdir))
+    stacks = build_reference_app(app, model)
+    if packs:
+        apply_standard_packs(app)
+    app.synth()
+    return stacks

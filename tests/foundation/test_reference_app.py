@@ -4,14 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
-from aws_cdk import App
 from aws_cdk.assertions import Match, Template
 
-from constructs_lib.compliance import apply_standard_packs
 from constructs_lib.loader import load_model
 from constructs_lib.report import summarise
 from constructs_lib.tenancy import submission_role_arn
-from stacks import build_reference_app
+from .org import synthesize_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,11 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def assembly(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = App(outdir=str(outdir))
     model = load_model()
-    stacks = build_reference_app(app, model)
-    apply_standard_packs(app)
-    app.synth()  # raises ValidationFailed on any unacknowledged finding
+    stacks = synthesize_reference(model, outdir)
     return model, {s.stack_name: Template.from_stack(s) for s in stacks}, outdir
 
 

@@ -13,15 +13,13 @@ import pytest
 from aws_cdk import App, Stack, aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from constructs_lib.compliance import apply_standard_packs
 from constructs_lib.errors import GovernanceError
 from constructs_lib.loader import load_model
 from constructs_lib.model import GovernanceModel
 from constructs_lib.report import summarise
 from constructs_lib.tenancy import TeamTenancy
-from stacks import build_reference_app
 
-from tests.foundation.org import default_data
+from tests.foundation.org import default_data, synthesize_reference
 
 ORGANIZATION_ID = "o-a1b2c3d4e5"
 PARTNER = "123412341234"  # an account outside the organisation, listed in external_accounts
@@ -45,11 +43,8 @@ def organisation_data() -> dict:
 @pytest.fixture(scope="module")
 def assembly(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = App(outdir=str(outdir))
     model = GovernanceModel.from_dict(organisation_data())
-    stacks = build_reference_app(app, model)
-    apply_standard_packs(app)
-    app.synth()  # raises on any unacknowledged finding
+    stacks = synthesize_reference(model, outdir)
     capacity = next(s for s in stacks if s.stack_name == "acme-ml-capacity")
     return model, capacity, Template.from_stack(capacity), outdir
 

@@ -14,14 +14,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from aws_cdk import App
 
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.loader import load_model
 from constructs_lib.model import GovernanceModel
-from stacks import build_reference_app
 
-from tests.foundation.org import default_data
+from tests.foundation.org import default_data, synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
 from .iam_eval import Principal, Request, load_assembly
 from .tenants import EKS_POD_IDENTITY, SAGEMAKER, TLS, Organisation, job_attack, log_streams, probes_against, read_organisation, training_job
@@ -33,9 +31,7 @@ GENERATED_ACCOUNTS = 3
 
 
 def synthesized(model: GovernanceModel, outdir: Path) -> Organisation:
-    app = App(outdir=str(outdir))
-    build_reference_app(app, model)
-    app.synth()
+    synthesize_reference(model, outdir, packs=False)
     return read_organisation(model, load_assembly(outdir))
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
@@ -23,10 +23,11 @@ import yaml
 from constructs_lib import kubernetes
 from constructs_lib.cli import main
 from constructs_lib.errors import GovernanceError, Problem
-from constructs_lib.loader import default_config_text, parse_config
+from constructs_lib.loader import default_config_text
 from constructs_lib.model import GovernanceModel, KubernetesTenancy
 from constructs_lib.slurm import slurm_plan
 from gpu_governance_runtime.slurm import SlurmPlan, render_apply_script
+from tests.foundation.org import synthesize_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -405,17 +406,9 @@ def longest_organisation() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def longest_app(tmp_path_factory):
-    from aws_cdk import App
-
-    from constructs_lib.compliance import apply_standard_packs
-    from stacks import build_reference_app
-
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = App(outdir=str(outdir))
     model = GovernanceModel.from_dict(longest_organisation())
-    build_reference_app(app, model)
-    apply_standard_packs(app)
-    app.synth()  # raises on any unacknowledged finding
+    synthesize_reference(model, outdir)
     return model, {path.name: json.loads(path.read_text()) for path in outdir.glob("*.template.json")}
 
 

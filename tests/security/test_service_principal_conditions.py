@@ -6,20 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
-from constructs_lib.compliance import apply_standard_packs
 from constructs_lib.loader import load_model
-from stacks import build_reference_app
+from tests.foundation.org import synthesize_reference
 
 
 @pytest.fixture(scope="module")
 def stacks(tmp_path_factory) -> list[tuple[Stack, dict]]:
-    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
-    built = build_reference_app(app, load_model())
-    apply_standard_packs(app)
-    app.synth()  # raises on any unacknowledged finding of the packs
+    built = synthesize_reference(load_model(), tmp_path_factory.mktemp("cdk.out"))
     return [(s, Template.from_stack(s).to_json()) for s in built]
 
 
