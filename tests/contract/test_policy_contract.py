@@ -9,6 +9,7 @@ import ast
 import copy
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -218,11 +219,13 @@ def functions(model):
     handlers = {r["Properties"]["Handler"]: r["Properties"].get("Environment", {}).get("Variables", {})
                 for r in resources if r["Type"] == "AWS::Lambda::Function" and "gpu_governance_runtime" in str(r["Properties"].get("Handler"))}
     alarms = [r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and "Namespace" in r["Properties"]]
-    return handlers, alarms
+    dashboards = ["".join(p for p in r["Properties"]["DashboardBody"]["Fn::Join"][1] if isinstance(p, str))
+                  for r in resources if r["Type"] == "AWS::CloudWatch::Dashboard"]
+    return handlers, alarms, dashboards
 
 
 def test_the_functions_carry_exactly_the_contracts_environment_variables(functions):
-    handlers, _ = functions
+    handlers, _, _ = functions
     assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
         contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP}
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
@@ -232,7 +235,7 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
 
 
 def test_alarms_watch_only_metrics_the_handlers_publish(functions):
-    _, alarms = functions
+    _, alarms, _ = functions
     published = {contract.CAPACITY_NAMESPACE: set(contract.CAPACITY_METRICS), contract.RECLAIM_NAMESPACE: set(contract.SHARE_METRICS)}
     watched = {(a["Namespace"], a["MetricName"]) for a in alarms if a["Namespace"].startswith("GpuGovernance/")}
     assert {namespace for namespace, _ in watched} == set(published)
@@ -244,3 +247,13 @@ def test_the_capacity_handler_publishes_only_the_contracts_metric_names():
     names = {k.arg for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_metric"
              for k in node.keywords if k.arg}
     assert names == set(contract.CAPACITY_METRICS)
+
+
+def test_the_reclaim_dashboard_draws_only_metrics_the_handler_publishes(functions):
+    _, _, dashboards = functions
+    (body,) = dashboards
+    drawn = re.findall(r'"GpuGovernance/(\w+)","(\w+)"', body)  # a widget's metric: [namespace, name, dimensions...]
+    searched = re.findall(r"\{GpuGovernance/(\w+),Pool,Share\} MetricName=\\\"(\w+)", body)  # one search draws every share
+    assert drawn and searched
+    assert {f"GpuGovernance/{n}" for n, _ in drawn + searched} == {contract.RECLAIM_NAMESPACE}
+    assert {name for _, name in drawn + searched} <= set(contract.SHARE_METRICS)
