@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from gpu_governance_runtime import contract
 from aws_cdk import ArnFormat, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
@@ -13,7 +14,7 @@ from .errors import GovernanceError
 from .placement import team_scope
 from .model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
 
-TEAM_TAG = "gpu-governance:team"
+TEAM_TAG = contract.TAG_TEAM
 """Tag every job carries with its team's name; IAM uses it to scope terminate and update."""
 
 GOVERNANCE_METADATA = "GpuGovernance"

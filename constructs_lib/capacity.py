@@ -16,18 +16,19 @@ from aws_cdk import (
     aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
 )
 from constructs import Construct
-from gpu_governance_runtime.capacity.handler import METRIC_NAMESPACE
+from gpu_governance_runtime.contract import (
+    CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+)
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .errors import GovernanceError
 from .model import GovernanceModel
-from .nag import BUDGET_VARIABLE, PRICE_CAP_VARIABLE, declare_capacity_controller
+from .nag import declare_capacity_controller
 from .controller_resources import controller_resources
 from .hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from .runtime_asset import runtime_code
 
-TAG_MANAGED_BY = "gpu-governance:managed-by"  # the runtime's aws.TAG_MANAGED_BY
-TAG_KEYS = ["gpu-governance:intent", "gpu-governance:window", TAG_MANAGED_BY]
+TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
 
 
@@ -77,10 +78,10 @@ class CapacityController(Construct):
         # Set on the L1 rather than through the L2's lazy environment, which cdk-nag rules reading
         # the resource's properties (GpuGovernance-PurchaserLimits) see as empty.
         self.function.node.default_child.environment = lambda_.CfnFunction.EnvironmentProperty(variables={
-            "CONTROLLER_ID": self.controller_id, "LEDGER_TABLE": self.ledger.table_name, "TOPIC_ARN": self.topic.topic_arn,
+            ENV_CONTROLLER_ID: self.controller_id, ENV_LEDGER_TABLE: self.ledger.table_name, ENV_TOPIC_ARN: self.topic.topic_arn,
             # A second, independent statement of the limits: the handler refuses a policy above them.
-            BUDGET_VARIABLE: str(max(w.budget.amount for w in windows)),
-            PRICE_CAP_VARIABLE: str(max(w.max_price_per_instance_hour for w in windows)),
+            ENV_BUDGET: str(max(w.budget.amount for w in windows)),
+            ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
         })
         acknowledge(self.function, "The controller calls only public AWS APIs (EC2, SageMaker, DynamoDB, SNS); "
                     "a VPC would add NAT cost and no isolation.",
@@ -179,11 +180,11 @@ class CapacityController(Construct):
 
     def metric(self, metric_name: str, *, dimensions: dict[str, str] | None = None, statistic: str = "Maximum",
                period: Duration = Duration.minutes(15)) -> cloudwatch.Metric:
-        """A metric the function publishes in its namespace (the runtime's ``METRIC_NAMESPACE``):
+        """A metric the function publishes in its namespace (the contract's ``CAPACITY_NAMESPACE``):
         ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
         ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
         ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``."""
-        return cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name=metric_name, dimensions_map=dimensions,
+        return cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=metric_name, dimensions_map=dimensions,
                                  statistic=statistic, period=period)
 
     def _alarms(self, model: GovernanceModel) -> list[cloudwatch.Alarm]:

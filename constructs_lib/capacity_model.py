@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
+from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS
+
 from .errors import Problem
 from .model import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, _Frozen
 
@@ -112,7 +114,7 @@ class CapacityWindow(_Frozen):
         return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
 
     def to_policy(self, model: "GovernanceModel") -> dict[str, Any]:
-        """The window as the controller's planner reads it (``planner.Window.from_policy``), its
+        """The window as the controller reads it (``gpu_governance_runtime.policy.read_policy``), its
         consumer completed from ``model`` with what the controller acts on (a pool's cluster ARN)."""
         consumer = self.feeds.model_dump()
         if self.feeds.kind == "hyperpod_instance_group":
@@ -157,7 +159,7 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
         pool_name = getattr(window.feeds, "pool", None)
         if pool_name is None:
             continue
-        wanted = ("hyperpod_eks", "hyperpod_slurm") if window.feeds.kind == "hyperpod_instance_group" else ("batch_quota_share",)
+        wanted = HYPERPOD_BACKENDS if window.feeds.kind == "hyperpod_instance_group" else (BATCH_QUOTA_SHARE,)
         pool = pools.get(pool_name)
         if pool is None or pool.backend not in wanted:
             choices = sorted(p.name for p in model.pools if p.backend in wanted)

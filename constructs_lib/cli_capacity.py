@@ -48,7 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from gpu_governance_runtime.capacity.planner import Window, plan
+    from gpu_governance_runtime.capacity.planner import plan
+    from gpu_governance_runtime.policy import parse_policy
+
+    from .policy import compile_policy
 
     model = load_model(args.config)
     if not model.capacity_windows:
@@ -59,7 +62,7 @@ def _plan(args: argparse.Namespace) -> int:
         found_offerings, found_reservations = _read_market(path)
         offerings += found_offerings
         reservations += found_reservations
-    windows = [Window.from_policy(w.to_policy(model)) for w in model.capacity_windows]
+    windows = list(parse_policy(compile_policy(model)).capacity_windows)  # what the controller reads, through its reader
     result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
     print(json.dumps(_as_json(result), indent=2) if args.json else _as_text(result, windows))
     return 0

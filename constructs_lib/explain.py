@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_EKS
+
 from .model import AnyPool, GovernanceModel, SharingStrategy, Team
 
 
@@ -28,24 +30,24 @@ def deal(team: Team, pool: AnyPool) -> Deal:
     sharing = team.sharing
     # An unlimited borrower (ceiling None) and every other is bounded by what the pool holds.
     ceiling = {t: min(sharing.borrow_ceiling(n) or pool.capacity[t], pool.capacity[t]) for t, n in quota.items()}
-    natively_preempts = pool.backend != "batch_fair_share"
+    natively_preempts = pool.backend != BATCH_FAIR_SHARE
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         reclaimable = "yes, jobs on borrowed capacity" if natively_preempts else "only by the reclaim controller"
     else:
         reclaimable = "no (never borrows)"
-    if pool.backend == "hyperpod_eks":
+    if pool.backend == HYPERPOD_EKS:
         # HyperPod semantics that differ from the model (docs/hyperpod-eks.md).
         if not pool.idle_resource_sharing:
             ceiling = dict(quota)
             lends_idle = reclaimable = "no (idle resource sharing off on the cluster)"
         elif sharing.strategy is SharingStrategy.RESERVE:
             lends_idle = "no (DontLend: HyperPod documents only that it does not lend)"
-    if pool.backend == "batch_fair_share":
+    if pool.backend == BATCH_FAIR_SHARE:
         preemption = "no (Batch fair share never preempts)"
     else:
         preemption = "yes, lower priority first" if sharing.in_share_preemption else "no"
-        if pool.backend == "hyperpod_eks":
+        if pool.backend == HYPERPOD_EKS:
             preemption += f" (PreemptTeamTasks {'LowerPriority' if sharing.in_share_preemption else 'Never'})"
     return Deal(
         team=team.name,

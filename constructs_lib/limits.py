@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
+
 from .errors import Problem
 from .model import GovernanceModel, Team
 
@@ -43,11 +45,11 @@ TEAM_BASE = 9
 # batch_quota_share: quota share, submit policy, starvation alarm; batch_fair_share: submit policy,
 # alarm; hyperpod_eks: compute quota, describe policy, pod role, pod identity, namespace wait,
 # Kubernetes objects (plus one access entry per principal, counted apart).
-TEAM_PER_POOL = {"batch_quota_share": 3, "batch_fair_share": 2, "hyperpod_eks": 6, "hyperpod_slurm": 0}
+TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 3, BATCH_FAIR_SHARE: 2, HYPERPOD_EKS: 6, HYPERPOD_SLURM: 0}
 # Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
-SHARED_PER_POOL = {"batch_quota_share": 3, "batch_fair_share": 2, "hyperpod_eks": 10, "hyperpod_slurm": 1}
+SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 3, BATCH_FAIR_SHARE: 2, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
 SHARED_CAPACITY_CONTROLLER = 25  # when capacity windows exist
@@ -62,7 +64,7 @@ FAIR_SHARE_BYTES_PER_TEAM = 80
 # queue ARN per quota-share pool.
 RECLAIM_POLICY_BASE = 2_500
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
-_BATCH = ("batch_quota_share", "batch_fair_share")
+_BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def team_resources(model: GovernanceModel, team: Team) -> int:
     for pool_name in team.quotas:
         pool = model.pool(pool_name)
         count += TEAM_PER_POOL[pool.backend]
-        if pool.backend == "hyperpod_eks":
+        if pool.backend == HYPERPOD_EKS:
             count += _access_entries(model, team, pool)
     return count
 
@@ -93,7 +95,7 @@ def shared_resources(model: GovernanceModel) -> int:
     count = SHARED_BASE
     for pool in model.pools:
         count += SHARED_PER_POOL[pool.backend]
-        if pool.backend == "hyperpod_eks":
+        if pool.backend == HYPERPOD_EKS:
             count += len(model.platform_admins)
             if any(t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups for t in model.teams_in(pool.name)):
                 count += SHARED_DEDICATED_NODES
@@ -106,7 +108,7 @@ def shared_resources(model: GovernanceModel) -> int:
 
 def _shared_bytes(model: GovernanceModel) -> int:
     graphs = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend in _BATCH)
-    fair_share = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend == "batch_fair_share")
+    fair_share = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend == BATCH_FAIR_SHARE)
     return graphs * DASHBOARD_BYTES_PER_TEAM_GRAPH + fair_share * FAIR_SHARE_BYTES_PER_TEAM
 
 
@@ -141,7 +143,7 @@ def check_model(model: GovernanceModel) -> list[Problem]:
             problems.append(Problem(path=f"{path}.name", wrong="not usable in a stack name (stack_layout per_team)", value=team.name,
                                     allowed="letters, digits and '-'"))
         # DataAccess and PassTrainingRole, one submit policy per Batch pool, one describe per EKS pool.
-        policies = 2 + sum(1 for p in team.quotas if model.pool(p).backend in (*_BATCH, "hyperpod_eks"))
+        policies = 2 + sum(1 for p in team.quotas if model.pool(p).backend in (*_BATCH, HYPERPOD_EKS))
         if policies > MAX_MANAGED_POLICIES_PER_ROLE:
             problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 2)",
                                     value=policies, allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team"))
@@ -166,9 +168,9 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
         if value > limit:
             problems.append(Problem(path="pools", wrong=f"the reclaim dashboard would show too many {what} (one graph of 4 metrics per team and Batch pool)",
                                     value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
-    fair_share_teams = {t.name for p in batch_pools if p.backend == "batch_fair_share" for t in model.teams_in(p.name)}
+    fair_share_teams = {t.name for p in batch_pools if p.backend == BATCH_FAIR_SHARE for t in model.teams_in(p.name)}
     account, region = model.capacity_account.account_id, model.capacity_account.region
-    queues = [p.name for p in batch_pools if p.backend == "batch_quota_share"]
+    queues = [p.name for p in batch_pools if p.backend == BATCH_QUOTA_SHARE]
     size = RECLAIM_POLICY_BASE + sum(len(n) + 3 for n in fair_share_teams) + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{q}") + 3 for q in queues)
     if size > MAX_INLINE_CHARACTERS_PER_ROLE:
         problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every fair-share team and quota-share queue)",

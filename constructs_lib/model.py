@@ -15,6 +15,10 @@ from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from gpu_governance_runtime.contract import (
+    BACKENDS, BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
+)
+
 from .errors import GovernanceError, Problem
 
 # --- names and identifiers ------------------------------------------------------------------
@@ -74,14 +78,6 @@ class _Frozen(BaseModel, metaclass=_ReportingMeta):
 # --- sharing ----------------------------------------------------------------------------------
 
 
-class SharingStrategy(str, enum.Enum):
-    """What a team does with idle capacity (the AWS Batch quota share strategies)."""
-
-    RESERVE = "reserve"  # keeps its idle capacity, never borrows
-    LEND = "lend"  # lends idle capacity, reclaims it when needed, never borrows
-    LEND_AND_BORROW = "lend_and_borrow"  # lends and borrows up to ``borrow_limit``
-
-
 def _preset_may_supply(field: str):
     """A preset fills ``field`` in, so files may leave it out; the model still insists on one of
     the two after the preset is applied."""
@@ -125,11 +121,7 @@ class SharingPolicy(_Frozen):
 
     def borrow_ceiling(self, quota: int) -> int | None:
         """Most instances a team with ``quota`` can hold by borrowing; None when unlimited."""
-        if not self.borrows:
-            return quota
-        if self.borrow_limit == UNLIMITED:
-            return None
-        return quota + quota * int(self.borrow_limit) // 100
+        return borrow_ceiling(self.strategy, quota, None if self.borrow_limit == UNLIMITED else self.borrow_limit)
 
 
 class Preset(str, enum.Enum):
@@ -327,7 +319,6 @@ Pool = Annotated[
     Field(discriminator="backend"),
 ]
 AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperPodSlurmPool]
-HYPERPOD_BACKENDS = ("hyperpod_eks", "hyperpod_slurm")
 
 
 # --- roles the library creates -------------------------------------------------------------
@@ -499,8 +490,8 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
             if pool_name not in pools:
                 problems.append(Problem(path=f"{path}.quotas.{pool_name}", wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}"))
         for pool_name in team.kubernetes:
-            if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != "hyperpod_eks":
-                eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == "hyperpod_eks")
+            if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != HYPERPOD_EKS:
+                eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == HYPERPOD_EKS)
                 problems.append(Problem(path=f"{path}.kubernetes.{pool_name}", wrong="not a hyperpod_eks pool the team has a quota in", value=pool_name, allowed=f"one of {eks_pools}"))
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
@@ -509,7 +500,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
         from .slurm.mapping import slurm_problems  # imported here: the mapping builds on this module
 
         for pool in model.pools:
-            if pool.backend == "hyperpod_slurm":
+            if pool.backend == HYPERPOD_SLURM:
                 # Organisation-wide findings come once however many Slurm pools repeat them.
                 problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += capacity_model.check_windows(model)
@@ -585,15 +576,15 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
                 problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
             if team.sharing.borrow_limit == UNLIMITED:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
-            elif pool.backend == "hyperpod_eks" and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
+            elif pool.backend == HYPERPOD_EKS and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="outside HyperPod's documented borrow limit range", value=team.sharing.borrow_limit, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
-    if pool.backend == "hyperpod_eks":
+    if pool.backend == HYPERPOD_EKS:
         owners: dict[str, str] = {}
         for path, team in teams:
             for index, group in enumerate(team.kubernetes.get(pool.name, KubernetesTenancy()).dedicated_instance_groups):
                 if owners.setdefault(group, team.name) != team.name:
                     problems.append(Problem(path=f"{path}.kubernetes.{pool.name}.dedicated_instance_groups[{index}]", wrong=f"already dedicated to team {owners[group]}", value=group, allowed="an instance group no other team has"))
-    if pool.backend == "batch_quota_share" and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
+    if pool.backend == BATCH_QUOTA_SHARE and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
         problems.append(Problem(path=pool_path, wrong="too many teams (quota shares) on one Batch job queue", value=len(teams), allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}"))
     for instance_type, capacity in pool.capacity.items():
         guaranteed = sum(t.quotas.get(pool.name, {}).get(instance_type, 0) for _, t in teams)
@@ -608,8 +599,8 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
 
 
 _QUOTA_TYPES_PER_TEAM = {
-    "batch_quota_share": (MAX_LIMITS_PER_QUOTA_SHARE, "Batch quota share"),
-    "hyperpod_eks": (MAX_HYPERPOD_QUOTA_RESOURCES, "HyperPod compute quota"),
+    BATCH_QUOTA_SHARE: (MAX_LIMITS_PER_QUOTA_SHARE, "Batch quota share"),
+    HYPERPOD_EKS: (MAX_HYPERPOD_QUOTA_RESOURCES, "HyperPod compute quota"),
 }
 
 
@@ -686,7 +677,7 @@ def governance_error_from(error: ValidationError) -> GovernanceError:
     return GovernanceError(_dedupe(problems))
 
 
-_UNION_TAGS = {"batch_quota_share", "batch_fair_share", "hyperpod_eks", "hyperpod_slurm",  # pool backends
+_UNION_TAGS = {*BACKENDS,  # pool backends
                "batch_compute_environment", "eks_node_group", "hyperpod_instance_group", "sagemaker_training_jobs"}  # feed kinds
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .model import UNLIMITED, GovernanceModel, Team
+from gpu_governance_runtime.contract import POLICY_VERSION
 
-POLICY_VERSION = 1
+from .model import UNLIMITED, GovernanceModel, Team
 
 
 def _share(team: Team, pool_name: str) -> dict[str, Any]:

@@ -24,18 +24,21 @@ from aws_cdk import (
     aws_events_targets as event_targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
 )
 from constructs import Construct
+from gpu_governance_runtime.contract import (
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
+    ENV_RECLAIM_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+)
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
-from .batch import TEAM_TAG
 from .errors import GovernanceError, Problem
 from .model import GovernanceModel
 from .placement import team_scope
 from .controller_resources import controller_resources
 from .runtime_asset import runtime_code
 
-NAMESPACE = "GpuGovernance/Reclaim"  # the handler's DEFAULT_NAMESPACE
-ACTING_BACKENDS = ("batch_fair_share", "hyperpod_slurm")
+NAMESPACE = RECLAIM_NAMESPACE
+ACTING_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
 POOL_ERROR_TICKS = 3
 
 
@@ -92,9 +95,9 @@ class ReclaimController(Construct):
             reserved_concurrent_executions=1,
             log_group=log_group, tracing=lambda_.Tracing.ACTIVE, dead_letter_queue=self.dead_letters, environment_encryption=self.key,
             environment={
-                "RECLAIM_TARGETS": json.dumps([_target_entry(t) for t in targets], sort_keys=True),
-                "LEDGER_TABLE": self.ledger.table_name, "DRY_RUN": "true" if dry_run else "false", "METRICS_NAMESPACE": NAMESPACE,
-                "MIN_RUN_TIME_S": str(min_run_time.to_seconds()), "MAX_PREEMPTIONS_PER_TICK": str(max_preemptions_per_tick),
+                ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t) for t in targets], sort_keys=True),
+                ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
+                ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
             },
         )
         acknowledge(self.function, "The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
@@ -116,12 +119,12 @@ class ReclaimController(Construct):
     def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
         """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);
         the other pools were still served and the invocation succeeded."""
-        return cloudwatch.Metric(namespace=NAMESPACE, metric_name="PoolErrors", dimensions_map={"Pool": pool}, statistic="Sum", period=self.schedule)
+        return cloudwatch.Metric(namespace=NAMESPACE, metric_name=POOL_ERRORS, dimensions_map={"Pool": pool}, statistic="Sum", period=self.schedule)
 
     def metric_missing_api_operations(self) -> cloudwatch.Metric:
         """Published by every cold start that refuses to run: the count of operations the handler
         calls that the Lambda runtime's boto3 lacks (no dimensions)."""
-        return cloudwatch.Metric(namespace=NAMESPACE, metric_name="MissingApiOperations", statistic="Maximum", period=self.schedule)
+        return cloudwatch.Metric(namespace=NAMESPACE, metric_name=MISSING_API_OPERATIONS, statistic="Maximum", period=self.schedule)
 
     def _every_share(self, pool: str, metric_name: str, statistic: str) -> cloudwatch.MathExpression:
         # One search expression draws every share of the pool: a dashboard holds at most 2,500
@@ -133,21 +136,21 @@ class ReclaimController(Construct):
         stack = Stack.of(self)
         statements = [iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
         backends = {t.pool: self.model.pool(t.pool).backend for t in self.targets}
-        if "batch_fair_share" in backends.values() or "batch_quota_share" in backends.values():
+        if BATCH_FAIR_SHARE in backends.values() or BATCH_QUOTA_SHARE in backends.values():
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
-        if "batch_fair_share" in backends.values():
+        if BATCH_FAIR_SHARE in backends.values():
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
             # this account and region that carry a governed team's tag (set and checked at submit).
-            teams = sorted({team.name for t in self.targets if backends[t.pool] == "batch_fair_share" for team in self.model.teams_in(t.pool)})
+            teams = sorted({team.name for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE for team in self.model.teams_in(t.pool)})
             statements.append(iam.PolicyStatement(
                 actions=["batch:TerminateJob"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
                 conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
             ))
-        observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == "batch_quota_share"]
+        observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
         if observed:
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
-        head_nodes = [t.head_node_instance_id for t in self.targets if backends[t.pool] == "hyperpod_slurm"]
+        head_nodes = [t.head_node_instance_id for t in self.targets if backends[t.pool] == HYPERPOD_SLURM]
         if head_nodes:
             document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
@@ -252,10 +255,10 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
         if pool is None:
             problems.append(Problem(path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"))
             continue
-        if pool.backend == "hyperpod_eks":
+        if pool.backend == HYPERPOD_EKS:
             problems.append(Problem(path=f"{path}.pool", wrong="HyperPod EKS reclaims natively (Kueue)", value=target.pool,
                                     allowed="a batch_fair_share, batch_quota_share or hyperpod_slurm pool"))
-        elif pool.backend == "hyperpod_slurm":
+        elif pool.backend == HYPERPOD_SLURM:
             if not target.head_node_instance_id:
                 problems.append(Problem(path=f"{path}.head_node_instance_id", wrong="missing", value=None, allowed="the head node's SSM target id"))
             if target.instance_type not in pool.capacity:

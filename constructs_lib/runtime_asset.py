@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gpu_governance_runtime
 from aws_cdk import aws_lambda as lambda_
+from gpu_governance_runtime.contract import POLICY_FILE_NAME
 
 from .model import GovernanceModel
 from .policy import policy_json
@@ -23,5 +24,5 @@ def runtime_code(model: GovernanceModel | None = None) -> lambda_.Code:
     staging = Path(tempfile.mkdtemp(prefix="gpu-governance-runtime-"))
     shutil.copytree(RUNTIME_PACKAGE, staging / RUNTIME_PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if model is not None:
-        (staging / RUNTIME_PACKAGE.name / "policy.json").write_text(policy_json(model))
+        (staging / RUNTIME_PACKAGE.name / POLICY_FILE_NAME).write_text(policy_json(model))
     return lambda_.Code.from_asset(str(staging))

@@ -5,6 +5,7 @@ from typing import Mapping
 from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam, aws_s3 as s3
 from constructs import Construct
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
@@ -17,7 +18,7 @@ from constructs_lib.tenancy import TeamTenancy
 
 from .team_stack import TeamStack
 
-_QUEUE_CONSTRUCTS = {"batch_quota_share": QuotaManagedTrainingQueue, "batch_fair_share": FairShareJobQueue}
+_QUEUE_CONSTRUCTS = {BATCH_QUOTA_SHARE: QuotaManagedTrainingQueue, BATCH_FAIR_SHARE: FairShareJobQueue}
 
 
 class CapacityAccountStack(Stack):
@@ -87,13 +88,13 @@ class CapacityAccountStack(Stack):
         self.hyperpod_eks_clusters = {}
         self.hyperpod_slurm_clusters = {}
         for pool in model.pools:
-            if pool.backend == "hyperpod_eks":
+            if pool.backend == HYPERPOD_EKS:
                 self.hyperpod_eks_clusters[pool.name] = HyperPodEksGovernance(
                     self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name),
                     priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=self.tenants,
                 )
                 continue
-            if pool.backend == "hyperpod_slurm":
+            if pool.backend == HYPERPOD_SLURM:
                 slurm = HyperPodSlurmGovernance(self, f"Pool{pool.name}", model=model, pool_name=pool.name)
                 # What the platform team puts into the cluster's on_create.sh and runs to re-apply.
                 CfnOutput(self, f"SlurmLifecycle{pool.name}", value=slurm.lifecycle_command())

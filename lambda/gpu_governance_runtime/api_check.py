@@ -19,6 +19,8 @@ from typing import Any, Iterable, Mapping
 
 import botocore
 
+from .contract import MISSING_API_OPERATIONS
+
 Required = Mapping[str, Iterable[str]]  # service name -> operation names (PascalCase, as in the API)
 
 
@@ -43,7 +45,7 @@ def require(clients: Mapping[str, Any], required: Required, *, namespace: str) -
     }), flush=True)
     print(json.dumps({
         "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-            {"Namespace": namespace, "Dimensions": [[]], "Metrics": [{"Name": "MissingApiOperations", "Unit": "Count"}]}]},
-        "MissingApiOperations": len(absent),
+            {"Namespace": namespace, "Dimensions": [[]], "Metrics": [{"Name": MISSING_API_OPERATIONS, "Unit": "Count"}]}]},
+        MISSING_API_OPERATIONS: len(absent),
     }), flush=True)
     raise RuntimeError(f"botocore {botocore.__version__} lacks {', '.join(absent)}")

@@ -25,13 +25,14 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from . import api_check
+from .contract import HYPERPOD_NAMESPACE
 from .hyperpod_cluster import described_groups, group_specification
 
 DEDICATED_NODE_KEY = "gpu-governance/dedicated-team"
 """Node label and taint key marking a node as dedicated to the team named in the value."""
 
 RETRY_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 8})
-METRIC_NAMESPACE = "GpuGovernance/HyperPod"
+METRIC_NAMESPACE = HYPERPOD_NAMESPACE
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {"sagemaker": ("DescribeCluster", "UpdateCluster")}
 

@@ -1,17 +1,21 @@
-"""Read the compiled policy document (``constructs_lib.policy.compile_policy``) into the
-planner's own value types. Plain Python: this runs inside the Lambda function."""
+"""The one validating reader of the compiled policy document (``constructs_lib.policy.compile_policy``),
+used by both controllers: pools and shares become the reclaim planner's value types, capacity
+windows the capacity planner's. Every bad field is named before anything acts on the document.
+Plain Python: this runs inside the Lambda function. The names it reads are in ``contract``."""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, get_args
 
-from .reclaim.planner import Share, Strategy
-
-SUPPORTED_VERSION = 1
-BACKENDS = ("batch_quota_share", "batch_fair_share", "hyperpod_eks", "hyperpod_slurm")
+from .capacity.planner import Market, Mode, Window
+from .contract import BACKENDS, CONSUMER_FIELDS, ENV_POLICY_PATH, POLICY_FILE_NAME, POLICY_VERSION, SharingStrategy
+from .reclaim.planner import Share
 
 
 class PolicyError(ValueError):
@@ -37,6 +41,7 @@ class Policy:
     organisation: str
     priority_classes: tuple[PriorityClass, ...]
     pools: tuple[PoolPolicy, ...]
+    capacity_windows: tuple[Window, ...]
 
     def pool(self, name: str) -> PoolPolicy:
         for pool in self.pools:
@@ -51,6 +56,15 @@ class Policy:
         raise PolicyError(
             f"priority_classes: no class named {class_name!r} (one of {[p.name for p in self.priority_classes]})"
         )
+
+
+def policy_path(environment: Mapping[str, str]) -> Path:
+    """Where a controller finds its policy: ``POLICY_PATH`` if set, else the document bundled in the asset."""
+    return Path(environment.get(ENV_POLICY_PATH) or Path(__file__).resolve().parent / POLICY_FILE_NAME)
+
+
+def read_policy(environment: Mapping[str, str] = os.environ) -> Policy:
+    return read_policy_file(policy_path(environment))
 
 
 def read_policy_file(path: str | Path) -> Policy:
@@ -93,14 +107,16 @@ class _Reader:
 
     def policy(self, document: Any) -> Policy:
         if not self.expect(document, dict, "<root>", "a JSON object"):
-            return Policy(organisation="", priority_classes=(), pools=())
-        if document.get("version") != SUPPORTED_VERSION:
-            self.problems.append(f"version: {document.get('version')!r} - this controller reads version {SUPPORTED_VERSION}")
+            return Policy(organisation="", priority_classes=(), pools=(), capacity_windows=())
+        if document.get("version") != POLICY_VERSION:
+            self.problems.append(f"version: {document.get('version')!r} - this controller reads version {POLICY_VERSION}")
         self.expect(document.get("organisation"), str, "organisation", "a string")
-        classes = document.get("priority_classes", [])
-        pools = document.get("pools", [])
+        classes = document.get("priority_classes")
+        pools = document.get("pools")
+        windows = document.get("capacity_windows")
         self.expect(classes, list, "priority_classes", "a list")
         self.expect(pools, list, "pools", "a list")
+        self.expect(windows, list, "capacity_windows", "a list")
         return Policy(
             organisation=str(document.get("organisation", "")),
             priority_classes=tuple(
@@ -112,6 +128,12 @@ class _Reader:
                 self.pool(p, f"pools[{i}]")
                 for i, p in enumerate(pools if isinstance(pools, list) else [])
                 if self.expect(p, dict, f"pools[{i}]", "an object")
+            ),
+            capacity_windows=tuple(
+                window
+                for i, w in enumerate(windows if isinstance(windows, list) else [])
+                if self.expect(w, dict, f"capacity_windows[{i}]", "an object")
+                and (window := self.window(w, f"capacity_windows[{i}]")) is not None
             ),
         )
 
@@ -134,14 +156,14 @@ class _Reader:
 
     def share(self, data: dict, path: str) -> Share:
         try:
-            strategy = Strategy(data.get("strategy"))
+            strategy = SharingStrategy(data.get("strategy"))
         except ValueError:
-            self.problems.append(f"{path}.strategy: {data.get('strategy')!r} - one of {', '.join(s.value for s in Strategy)}")
-            strategy = Strategy.RESERVE
+            self.problems.append(f"{path}.strategy: {data.get('strategy')!r} - one of {', '.join(s.value for s in SharingStrategy)}")
+            strategy = SharingStrategy.RESERVE
         borrow_limit = data.get("borrow_limit")
         if borrow_limit is not None:
             self.count(borrow_limit, f"{path}.borrow_limit", 0)
-            if strategy is not Strategy.LEND_AND_BORROW:
+            if strategy is not SharingStrategy.LEND_AND_BORROW:
                 self.problems.append(f"{path}.borrow_limit: {borrow_limit!r} - only lend_and_borrow shares borrow; use null")
         in_share = data.get("in_share_preemption", False)
         self.expect(in_share, bool, f"{path}.in_share_preemption", "true or false")
@@ -154,3 +176,65 @@ class _Reader:
             in_share_preemption=bool(in_share),
             fair_share_weight=self.count(data.get("fair_share_weight", 10), f"{path}.fair_share_weight", 1),
         )
+
+    def window(self, data: dict, path: str) -> Window | None:
+        """A capacity window: every field the compiler writes, none it does not; None if any is bad."""
+        before = len(self.problems)
+        fields = set(Window.__dataclass_fields__)
+        for name in sorted(fields - data.keys()):
+            self.problems.append(f"{path}.{name}: missing - the compiled policy always sets it")
+        for name in sorted(data.keys() - fields):
+            self.problems.append(f"{path}.{name}: {data[name]!r} - not a window field (one of {', '.join(sorted(fields))})")
+        checks = {
+            "name": lambda v, p: self.expect(v, str, p, "a string"),
+            "instance_type": lambda v, p: self.expect(v, str, p, "an instance type"),
+            "market": lambda v, p: self.one_of(v, p, get_args(Market)),
+            "mode": lambda v, p: self.one_of(v, p, get_args(Mode)),
+            "budget_period": lambda v, p: self.one_of(v, p, ("week", "month")),
+            "fallback": lambda v, p: self.one_of(v, p, ("on_demand", "none")),
+            "instance_count": lambda v, p: self.count(v, p, 1),
+            "duration_hours": lambda v, p: self.count(v, p, 1),
+            "buy_ahead_days": lambda v, p: self.count(v, p, 1),
+            "repeat_every_days": lambda v, p: v is None or self.count(v, p, 1),
+            "prefer_extension": lambda v, p: self.expect(v, bool, p, "true or false"),
+            "availability_zones": lambda v, p: self.expect(v, list, p, "a list of zone names")
+            and all(self.expect(zone, str, f"{p}[{i}]", "a zone name") for i, zone in enumerate(v)),
+            "max_price_per_instance_hour": lambda v, p: self.amount(v, p, positive=True),
+            "budget": lambda v, p: self.amount(v, p, positive=False),
+            "start": self.timestamp,
+            "consumer": self.consumer,
+        }
+        for name in sorted(fields & data.keys()):
+            checks[name](data[name], f"{path}.{name}")
+        return Window.from_policy(data) if len(self.problems) == before else None
+
+    def one_of(self, value: Any, path: str, allowed: tuple[str, ...]) -> None:
+        if value not in allowed:
+            self.problems.append(f"{path}: {value!r} - one of {', '.join(allowed)}")
+
+    def amount(self, value: Any, path: str, *, positive: bool) -> None:
+        allowed = "a decimal string " + ("> 0" if positive else ">= 0")
+        try:
+            number = Decimal(value) if isinstance(value, str) else None
+        except InvalidOperation:
+            number = None
+        if number is None or not number.is_finite() or number < 0 or (positive and number == 0):
+            self.problems.append(f"{path}: {value!r} - {allowed}")
+
+    def timestamp(self, value: Any, path: str) -> None:
+        try:
+            aware = isinstance(value, str) and datetime.fromisoformat(value).tzinfo is not None
+        except ValueError:
+            aware = False
+        if not aware:
+            self.problems.append(f"{path}: {value!r} - an ISO 8601 time with a UTC offset")
+
+    def consumer(self, value: Any, path: str) -> None:
+        if not self.expect(value, dict, path, "an object with a kind"):
+            return
+        wanted = CONSUMER_FIELDS.get(value.get("kind"))
+        if wanted is None:
+            self.problems.append(f"{path}.kind: {value.get('kind')!r} - one of {', '.join(CONSUMER_FIELDS)}")
+            return
+        for name in wanted:
+            self.expect(value.get(name), str, f"{path}.{name}", f"a string (a {value['kind']} names it)")

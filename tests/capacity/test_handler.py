@@ -31,7 +31,7 @@ WINDOW = {
 @pytest.fixture
 def env(tmp_path):
     policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps({"version": 1, "capacity_windows": [WINDOW]}))
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [WINDOW]}))
     with mock_aws():
         create_ledger_table()
         topic = boto3.client("sns", region_name="us-east-1").create_topic(Name="capacity")["TopicArn"]
@@ -42,7 +42,7 @@ def env(tmp_path):
         clients = Clients(ec2=stubbed.ec2, sagemaker=stubbed.sagemaker, purchase_ec2=stubbed.ec2, purchase_sagemaker=stubbed.sagemaker, dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
                           sns=boto3.client("sns", region_name="us-east-1"), events=boto3.client("events", region_name="us-east-1"),
                           batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"))
-        settings = {"POLICY_FILE": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
+        settings = {"POLICY_PATH": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
                     "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40"}
         yield stubbed, clients, settings, eks_stub
 
@@ -112,7 +112,7 @@ HYPERPOD_WINDOW = {**WINDOW, "name": "weekly-validation", "market": "training_pl
 def test_scheduled_run_points_the_hyperpod_group_at_the_active_plan(env, tmp_path, capsys, groups, outcome):
     stubbed, clients, settings, _ = env
     policy = tmp_path / "hyperpod.json"
-    policy.write_text(json.dumps({"version": 1, "capacity_windows": [HYPERPOD_WINDOW]}))
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [HYPERPOD_WINDOW]}))
     cluster = HYPERPOD_WINDOW["consumer"]["cluster_arn"]
     plan = block("tpo-1", at(7, 9, 0), 1, per_hour="29", count=2, instance_type="ml.p5.48xlarge")
     summary = training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active")
@@ -126,7 +126,7 @@ def test_scheduled_run_points_the_hyperpod_group_at_the_active_plan(env, tmp_pat
             "InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
             "ExecutionRole": "arn:aws:iam::111122223333:role/nodes", "TrainingPlanArn": summary["TrainingPlanArn"]}]})
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
-                     settings={**settings, "POLICY_FILE": str(policy)}, now=at(7, 9, 5))
+                     settings={**settings, "POLICY_PATH": str(policy)}, now=at(7, 9, 5))
     [repointed] = result["hyperpod"]
     errors = next(r for r in emf_records(capsys.readouterr().out) if "ConsumerErrors" in r)["ConsumerErrors"]
     if outcome == "pointed":
@@ -141,7 +141,7 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     window = {**WINDOW, "mode": "auto", "consumer": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
                                                     "compute_environment": batch_side.CE}}
     policy = tmp_path / "batch.json"
-    policy.write_text(json.dumps({"version": 1, "capacity_windows": [window]}))
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [window]}))
     templates = boto3.client("ec2", region_name="us-east-1")
     templates.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
     batch, ecs = boto3.client("batch", region_name="us-east-1"), boto3.client("ecs", region_name="us-east-1")
@@ -160,7 +160,7 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     stubbed.owned(reservation)  # the controller run after the event
     event = {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning", "time": "2026-12-11T10:50:00Z",
              "detail": {"capacity-reservation-id": batch_side.BLOCK, "end-date": "2026-12-11T11:30:00Z"}}
-    result = process(event, clients=clients, settings={**settings, "POLICY_FILE": str(policy)}, now=batch_side.NOW)
+    result = process(event, clients=clients, settings={**settings, "POLICY_PATH": str(policy)}, now=batch_side.NOW)
     assert result["block_event"]["requeue"]["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     for stub in stubs.values():
         stub.assert_no_pending_responses()
@@ -169,14 +169,14 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
 def test_without_time_left_the_instance_group_is_left_for_the_next_run(env, tmp_path, capsys):
     stubbed, clients, settings, _ = env
     policy = tmp_path / "hyperpod.json"
-    policy.write_text(json.dumps({"version": 1, "capacity_windows": [HYPERPOD_WINDOW]}))
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [HYPERPOD_WINDOW]}))
     plan = block("tpo-1", at(7, 9, 0), 1, per_hour="29", count=2, instance_type="ml.p5.48xlarge")
     stubbed.owned()
     stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": [
         training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active")]}, {})
     # No DescribeCluster / UpdateCluster queued: the Stubber fails the test if either is called.
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
-                     settings={**settings, "POLICY_FILE": str(policy)}, now=at(7, 9, 5), time_left=lambda: 10)
+                     settings={**settings, "POLICY_PATH": str(policy)}, now=at(7, 9, 5), time_left=lambda: 10)
     assert result["hyperpod"] == [{"window": "weekly-validation", "deferred": "too little of the invocation left; the next run does it"}]
     stubbed.done()
 

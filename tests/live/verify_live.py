@@ -31,11 +31,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG  # plain Python: no aws_cdk
+
 ENFORCED, HOLE, INCONCLUSIVE = "enforced", "NOT enforced", "inconclusive"
 AS_ASSUMED, DIFFERS = "as assumed", "differs"  # (c) is an observation, not a control
 BATCH_TRAINING_JOB_PREFIX = "AWSBatch"  # constructs_lib.tenancy, without importing aws_cdk
 _STARTED = {"SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED"}
-TEAM_TAG = "gpu-governance:team"  # constructs_lib.batch.TEAM_TAG, without importing aws_cdk
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 G6E = "g6e.12xlarge"
 NOW = 1_800_000_000.0
 POLICY = parse_policy({
-    "version": 1, "organisation": "acme", "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}],
+    "version": 1, "organisation": "acme", "capacity_windows": [], "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}],
     "pools": [
         {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": [
             {"name": "research", "quota": {G6E: 2}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
@@ -266,7 +266,7 @@ def test_slurm_refuses_identifiers_that_could_inject_shell():
 
 def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp_path, monkeypatch):
     policy_path = tmp_path / "policy.json"
-    policy_path.write_text(json.dumps({"version": 1, "organisation": "acme", "priority_classes": [], "pools": [
+    policy_path.write_text(json.dumps({"version": 1, "organisation": "acme", "priority_classes": [], "capacity_windows": [], "pools": [
         {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": [
             {"name": "research", "quota": {G6E: 2}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
             {"name": "training", "quota": {G6E: 6}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]}]}))
@@ -298,7 +298,7 @@ def test_slurm_borrowing_start_is_rerouted_to_the_borrow_partition(ledger_table)
 
 
 def test_hyperpod_eks_pools_are_refused_as_targets():
-    policy = parse_policy({"version": 1, "organisation": "o", "priority_classes": [], "pools": [
+    policy = parse_policy({"version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [], "pools": [
         {"name": "eks", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": 1}, "shares": []}]})
     with pytest.raises(ValueError, match="HyperPod EKS reclaims natively"):
         controller.build_adapter({"pool": "eks"}, policy)

@@ -29,7 +29,7 @@ def test_reads_the_policy_compiled_from_the_default_organisation(tmp_path):
 
 def test_null_borrow_limit_with_lend_and_borrow_means_unlimited():
     document = {
-        "version": 1, "organisation": "o", "priority_classes": [],
+        "version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [],
         "pools": [{"name": "p", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 8}, "shares": [
             {"name": "a", "quota": {"ml.p5.48xlarge": 2}, "strategy": "lend_and_borrow", "borrow_limit": None,
              "in_share_preemption": False, "fair_share_weight": 5}]}],

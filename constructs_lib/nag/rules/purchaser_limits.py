@@ -4,6 +4,7 @@ from decimal import Decimal, InvalidOperation
 
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
+from gpu_governance_runtime import contract
 
 from ..cfn import (
     CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, PURCHASE_ACTIONS, StackIndex, allowed, governance_metadata,
@@ -11,8 +12,8 @@ from ..cfn import (
 )
 from ..rule import GovernanceRule, Result
 
-BUDGET_VARIABLE = "GPU_GOVERNANCE_BUDGET"
-PRICE_CAP_VARIABLE = "GPU_GOVERNANCE_PRICE_CAP"
+BUDGET_VARIABLE = contract.ENV_BUDGET
+PRICE_CAP_VARIABLE = contract.ENV_PRICE_CAP
 
 
 def _buys_capacity(node: CfnResource, index: StackIndex, role_id: str) -> bool:

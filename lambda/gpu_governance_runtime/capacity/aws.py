@@ -20,15 +20,13 @@ from botocore.exceptions import (
     ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ParamValidationError, ProxyConnectionError,
 )
 
+from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
 from .planner import HOUR, Offering, Reservation, Window, shortfall
 
 PURCHASE_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30)
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40
-TAG_INTENT = "gpu-governance:intent"
-TAG_WINDOW = "gpu-governance:window"
-TAG_MANAGED_BY = "gpu-governance:managed-by"
 # Raised before a single byte of the request was sent: nothing can have been bought.
 NOT_SENT = (ParamValidationError, NoCredentialsError, EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
 THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"})

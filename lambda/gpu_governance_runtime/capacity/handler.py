@@ -16,20 +16,20 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
 
 from .. import api_check
+from ..contract import CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN
+from ..policy import PolicyError, read_policy
 from . import controller, hyperpod, market, requeue, rotation
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
 
-METRIC_NAMESPACE = "GpuGovernance/Capacity"
-POLICY_VERSION = 1
+METRIC_NAMESPACE = CAPACITY_NAMESPACE
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
@@ -89,10 +89,10 @@ def _time_left(context: Any):
 def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime,
             clock=None, time_left=None) -> dict[str, Any]:
     windows = load_windows(settings)
-    capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings["CONTROLLER_ID"],
+    capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
                               purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
-    ledger = Ledger(client=clients.dynamodb, table_name=settings["LEDGER_TABLE"])
-    notify = _notifier(clients.sns, settings["TOPIC_ARN"])
+    ledger = Ledger(client=clients.dynamodb, table_name=settings[ENV_LEDGER_TABLE])
+    notify = _notifier(clients.sns, settings[ENV_TOPIC_ARN])
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
     time_left = time_left or (lambda: float("inf"))
     result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
@@ -119,14 +119,11 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
 def load_windows(settings: dict[str, str]) -> dict[str, Window]:
     """Windows from the policy bundled with the code, checked against the function's own
     budget and price cap: two declarations that must agree before anything is bought."""
-    document = json.loads(Path(settings.get("POLICY_FILE", Path(__file__).parents[1] / "policy.json")).read_text())
-    if document.get("version") != POLICY_VERSION:
-        raise ValueError(f"policy version {document.get('version')!r}; this controller reads {POLICY_VERSION}")
-    windows = {w["name"]: Window.from_policy(w) for w in document.get("capacity_windows", [])}
-    budget_limit, cap_limit = Decimal(settings["GPU_GOVERNANCE_BUDGET"]), Decimal(settings["GPU_GOVERNANCE_PRICE_CAP"])
+    windows = {w.name: w for w in read_policy(settings).capacity_windows}
+    budget_limit, cap_limit = Decimal(settings[ENV_BUDGET]), Decimal(settings[ENV_PRICE_CAP])
     for window in windows.values():
         if window.budget > budget_limit or window.max_price_per_instance_hour > cap_limit:
-            raise ValueError(f"window {window.name}: budget {window.budget} / cap {window.max_price_per_instance_hour} exceed the "
+            raise PolicyError(f"window {window.name}: budget {window.budget} / cap {window.max_price_per_instance_hour} exceed the "
                              f"function's limits {budget_limit} / {cap_limit}; redeploy so both come from the same model")
     return windows
 

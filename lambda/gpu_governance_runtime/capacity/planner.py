@@ -47,6 +47,7 @@ class Window:
 
     @classmethod
     def from_policy(cls, data: Mapping[str, Any]) -> "Window":
+        """A window from a compiled one; ``policy.read_policy`` validates it first."""
         return cls(
             **{
                 **data,

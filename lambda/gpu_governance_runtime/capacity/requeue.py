@@ -25,9 +25,9 @@ from typing import Any, Iterable
 
 from botocore.exceptions import ClientError
 
+from ..contract import TAG_REQUEUED_FROM
 from .ledger import Ledger
 
-TAG_REQUEUED_FROM = "gpu-governance:requeued-from"
 OPEN_STATUSES = ("claimed", "terminated")
 DESCRIBE_JOBS_LIMIT = 100
 # A job is only touched with this much of the invocation left (terminate, record, look up, submit,

@@ -22,15 +22,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from ..policy import Policy, PoolPolicy
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
-# Job tags that describe what a Batch fair-share job holds (Batch does not say which instance
+# Job tags (TAG_INSTANCES, TAG_INSTANCE_TYPE, TAG_CHECKPOINTABLE) describe what a Batch fair-share job holds (Batch does not say which instance
 # type a job landed on): instances (default: nodes of a multi-node job, else 1), the instance
 # type (default: the pool's only type) and whether it checkpoints.
-TAG_INSTANCES = "gpu-governance:instances"
-TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
-TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
 # Longest wait for one SSM command's result; with the read and one action, within the function's
 # timeout (reclaim.ledger.FUNCTION_TIMEOUT_SECONDS).
 SSM_WAIT_SECONDS = 20.0

@@ -18,7 +18,6 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import boto3
@@ -26,14 +25,16 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
-from ..policy import Policy, read_policy_file
+from ..contract import (
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
+    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
+)
+from ..policy import Policy, read_policy
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 
-DEFAULT_NAMESPACE = "GpuGovernance/Reclaim"
 DEFERRED = "deferred"  # too little of the invocation left to start the action
-SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
 
 # Standard retry mode backs off on throttling (TooManyRequestsException, ThrottlingException);
 # short timeouts keep one call well inside an action's time (adapters' ``action_seconds``).
@@ -49,7 +50,7 @@ REQUIRED_OPERATIONS = {
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
     api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client}, REQUIRED_OPERATIONS,
-                      namespace=os.environ.get("METRICS_NAMESPACE", DEFAULT_NAMESPACE))
+                      namespace=os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
 
 
 def log(record: Mapping[str, Any]) -> None:
@@ -66,17 +67,17 @@ class TickResult:
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    policy = read_policy_file(os.environ.get("POLICY_PATH") or Path(__file__).resolve().parents[1] / "policy.json")
+    policy = read_policy(os.environ)
     settings = Settings(
-        min_run_time_s=float(os.environ.get("MIN_RUN_TIME_S", Settings().min_run_time_s)),
-        max_preemptions_per_tick=int(os.environ.get("MAX_PREEMPTIONS_PER_TICK", Settings().max_preemptions_per_tick)),
+        min_run_time_s=float(os.environ.get(ENV_MIN_RUN_TIME_S, Settings().min_run_time_s)),
+        max_preemptions_per_tick=int(os.environ.get(ENV_MAX_PREEMPTIONS_PER_TICK, Settings().max_preemptions_per_tick)),
     )
-    ledger = Ledger(dynamodb.Table(os.environ["LEDGER_TABLE"]))
-    dry_run = os.environ.get("DRY_RUN", "true").lower() != "false"
-    namespace = os.environ.get("METRICS_NAMESPACE", DEFAULT_NAMESPACE)
+    ledger = Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE]))
+    dry_run = os.environ.get(ENV_DRY_RUN, "true").lower() != "false"
+    namespace = os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE)
     time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else (lambda: float("inf"))
     results = []
-    for target in json.loads(os.environ.get("RECLAIM_TARGETS", "[]")):
+    for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
         adapter = build_adapter(target, policy, time_left)
         if time_left() < adapter.action_seconds:
             log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
@@ -89,18 +90,18 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             # the function's error alarm never sees this: the PoolErrors metric (alarmed) does.
             log({"event": "pool_failed", "pool": target["pool"], "error": str(error)})
             log({"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-                {"Namespace": namespace, "Dimensions": [["Pool"]], "Metrics": [{"Name": "PoolErrors", "Unit": "Count"}]}]},
-                 "Pool": target["pool"], "PoolErrors": 1})
+                {"Namespace": namespace, "Dimensions": [["Pool"]], "Metrics": [{"Name": POOL_ERRORS, "Unit": "Count"}]}]},
+                 "Pool": target["pool"], POOL_ERRORS: 1})
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
 def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable[[], float] = lambda: float("inf")) -> Adapter:
     pool = policy.pool(target["pool"])
-    if pool.backend == "batch_fair_share":
+    if pool.backend == BATCH_FAIR_SHARE:
         return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool)
-    if pool.backend == "batch_quota_share":
+    if pool.backend == BATCH_QUOTA_SHARE:
         return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool)
-    if pool.backend == "hyperpod_slurm":
+    if pool.backend == HYPERPOD_SLURM:
         return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy,
                             time_left=time_left)
     raise ValueError(f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)")

@@ -32,17 +32,12 @@ Semantics (docs/reclaim.md explains them with examples):
 
 from __future__ import annotations
 
-import enum
 import heapq
 from operator import itemgetter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
-
-class Strategy(str, enum.Enum):
-    RESERVE = "reserve"
-    LEND = "lend"
-    LEND_AND_BORROW = "lend_and_borrow"
+from ..contract import SharingStrategy as Strategy, borrow_ceiling
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,12 +54,11 @@ class Share:
 
     def ceiling(self, instance_type: str, capacity: int) -> int:
         """Most instances of ``instance_type`` the share may hold at once."""
-        quota = self.quota.get(instance_type, 0)
-        if self.strategy is not Strategy.LEND_AND_BORROW:
-            return quota
-        if self.borrow_limit is None:
+        ceiling = borrow_ceiling(self.strategy, self.quota.get(instance_type, 0), self.borrow_limit)
+        if ceiling is None:
             return capacity
-        return min(capacity, quota + quota * self.borrow_limit // 100)
+        # Borrowing stops at the pool's size; a quota is taken as given.
+        return min(capacity, ceiling) if self.strategy is Strategy.LEND_AND_BORROW else ceiling
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,99 @@
+"""The contract between the constructs (``constructs_lib``) and the Lambda controllers.
+
+Both sides import these names; nothing here is kept in step by a comment. It holds the compiled
+policy document's version, the backend names, the sharing strategies and the borrow ceiling,
+the environment variables the constructs set and the functions read, the tag keys, and the
+metric namespaces and names the handlers publish and the constructs' alarms and dashboards
+read. The one validating reader of the policy document is ``gpu_governance_runtime.policy``
+(it builds the planners' own types, which import this module, so it cannot live here).
+
+Plain Python with no imports from the rest of the runtime: the constructs import it at synth
+time without pulling in a controller.
+"""
+
+from __future__ import annotations
+
+import enum
+
+# --- the compiled policy document -------------------------------------------------------------
+
+POLICY_VERSION = 1
+POLICY_FILE_NAME = "policy.json"  # bundled at the top of the runtime package in the asset
+
+BATCH_QUOTA_SHARE = "batch_quota_share"
+BATCH_FAIR_SHARE = "batch_fair_share"
+HYPERPOD_EKS = "hyperpod_eks"
+HYPERPOD_SLURM = "hyperpod_slurm"
+BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM)
+HYPERPOD_BACKENDS = (HYPERPOD_EKS, HYPERPOD_SLURM)
+# What a capacity window's consumer must name, by kind: what the capacity controller acts on.
+CONSUMER_FIELDS = {
+    "batch_compute_environment": ("launch_template_name", "compute_environment"),
+    "eks_node_group": ("launch_template_name", "cluster_name", "nodegroup_name"),
+    "hyperpod_instance_group": ("pool", "instance_group", "cluster_arn"),
+    "sagemaker_training_jobs": (),
+}
+
+
+class SharingStrategy(str, enum.Enum):
+    """What a team does with idle capacity (the AWS Batch quota share strategies)."""
+
+    RESERVE = "reserve"  # keeps its idle capacity, never borrows
+    LEND = "lend"  # lends idle capacity, reclaims it when needed, never borrows
+    LEND_AND_BORROW = "lend_and_borrow"  # lends and borrows up to ``borrow_limit``
+
+
+def borrow_ceiling(strategy: SharingStrategy, quota: int, borrow_limit: int | None) -> int | None:
+    """Most instances a share with ``quota`` may hold at once; None when unlimited.
+
+    ``borrow_limit`` is a percent of the quota borrowed on top (None: unlimited); only
+    ``lend_and_borrow`` shares borrow at all."""
+    if strategy is not SharingStrategy.LEND_AND_BORROW:
+        return quota
+    if borrow_limit is None:
+        return None
+    return quota + quota * borrow_limit // 100
+
+
+# --- environment variables the constructs set and the functions read --------------------------
+
+ENV_POLICY_PATH = "POLICY_PATH"  # optional: the bundled POLICY_FILE_NAME when unset
+ENV_CONTROLLER_ID = "CONTROLLER_ID"
+ENV_LEDGER_TABLE = "LEDGER_TABLE"
+ENV_TOPIC_ARN = "TOPIC_ARN"
+ENV_BUDGET = "GPU_GOVERNANCE_BUDGET"  # capacity: the largest window budget, stated a second time
+ENV_PRICE_CAP = "GPU_GOVERNANCE_PRICE_CAP"  # capacity: the largest price cap, stated a second time
+ENV_RECLAIM_TARGETS = "RECLAIM_TARGETS"
+ENV_DRY_RUN = "DRY_RUN"
+ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
+ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
+ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
+
+# --- tag keys ---------------------------------------------------------------------------------
+
+TAG_TEAM = "gpu-governance:team"  # a team's queues, job definitions and jobs
+TAG_INTENT = "gpu-governance:intent"  # a purchase's intent id (exactly-once buying)
+TAG_WINDOW = "gpu-governance:window"  # the capacity window a purchase serves
+TAG_MANAGED_BY = "gpu-governance:managed-by"  # the controller id that bought it
+PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY)  # every tag a purchase carries, no more
+TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
+TAG_INSTANCES = "gpu-governance:instances"  # Batch job tags the reclaim adapter reads
+TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
+TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
+
+# --- metrics ----------------------------------------------------------------------------------
+
+RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
+CAPACITY_NAMESPACE = "GpuGovernance/Capacity"
+HYPERPOD_NAMESPACE = "GpuGovernance/HyperPod"
+# Published by every controller whose runtime's boto3 lacks an operation it calls (api_check).
+MISSING_API_OPERATIONS = "MissingApiOperations"
+# Per Pool, published by the reclaim handler when a pool's tick raised.
+POOL_ERRORS = "PoolErrors"
+# Per (Pool, Share), published by the reclaim handler every tick.
+SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
+RECLAIM_METRICS = (*SHARE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all the reclaim function publishes
+# Published by the capacity handler: per run, and per Window (Spend, BudgetUsedPercent, DrainSeconds, JobsRequeued).
+CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
+                    "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors", MISSING_API_OPERATIONS,
+                    "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")

@@ -1,0 +1,259 @@
+"""The contract between constructs and controllers, tested from both sides: what
+``constructs_lib.policy`` (with ``capacity_model``) compiles is exactly what both controllers read
+through the one reader, a document the reader does not understand is refused with every bad field
+named, and the synthesized functions carry the contract's environment variables and alarm metrics."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients at import
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+from constructs_lib.capacity_model import Feed  # noqa: E402
+from constructs_lib.loader import default_config_text, load_model  # noqa: E402
+from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel  # noqa: E402
+from constructs_lib.policy import compile_policy, policy_json  # noqa: E402
+from gpu_governance_runtime import contract  # noqa: E402
+from gpu_governance_runtime.capacity import handler as capacity_handler  # noqa: E402
+from gpu_governance_runtime.policy import PolicyError, parse_policy, policy_path, read_policy  # noqa: E402
+from gpu_governance_runtime.reclaim import handler as reclaim_handler  # noqa: E402
+
+RUNTIME = Path(contract.__file__).resolve().parent
+CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
+SLURM_ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
+
+
+def windows_of_every_feed() -> list[dict]:
+    """One window per consumer kind, each bought in its own market."""
+    base = {"instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 6, "max_price_per_instance_hour": "40.5",
+            "budget": {"amount": 20000, "period": "week"}}
+    return [
+        {**base, "name": "batch-ce", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "mode": "auto",
+         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE}},
+        {**base, "name": "eks-nodes", "instance_type": "p5.48xlarge", "repeat_every_days": 7, "fallback": "none",
+         "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
+        {**base, "name": "slurm-group", "instance_type": "ml.p5.48xlarge", "mode": "approval", "prefer_extension": False,
+         "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "workers"}},
+        {**base, "name": "training-jobs", "instance_type": "ml.p5.48xlarge", "buy_ahead_days": 30,
+         "feeds": {"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}},
+    ]
+
+
+@pytest.fixture(scope="module")
+def model() -> GovernanceModel:
+    """The reference organisation, with a capacity window for every kind of consumer."""
+    data = yaml.safe_load(default_config_text())
+    next(p for p in data["pools"] if p["name"] == "hyperpod-slurm")["cluster_arn"] = SLURM_ARN
+    data["capacity_windows"] = windows_of_every_feed()
+    return GovernanceModel.from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def policy_file(model, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("asset") / contract.POLICY_FILE_NAME
+    path.write_text(policy_json(model))  # the text the runtime asset bundles
+    return path
+
+
+def capacity_settings(model, path: Path) -> dict[str, str]:
+    """The capacity function's environment as the construct states it, pointing at ``path``."""
+    return {contract.ENV_POLICY_PATH: str(path), contract.ENV_BUDGET: str(max(w.budget.amount for w in model.capacity_windows)),
+            contract.ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in model.capacity_windows))}
+
+
+# --- round trips ------------------------------------------------------------------------------
+
+
+def test_the_model_declares_exactly_the_contracts_backends():
+    assert {pool.model_fields["backend"].default for pool in AnyPool.__args__} == set(contract.BACKENDS)
+
+
+@pytest.mark.parametrize("backend", contract.BACKENDS)
+def test_each_backend_reads_back_as_the_model_declares_it(backend, model, policy_file):
+    policy = read_policy({contract.ENV_POLICY_PATH: str(policy_file)})
+    pools = [p for p in model.pools if p.backend == backend]
+    assert pools, f"the reference organisation has no {backend} pool"
+    assert {c.name: c.weight for c in policy.priority_classes} == {c.name: c.weight for c in model.priority_classes}
+    for declared in pools:
+        read = policy.pool(declared.name)
+        assert (read.backend, read.capacity) == (backend, dict(declared.capacity))
+        teams = model.teams_in(declared.name)
+        assert [s.name for s in read.shares] == [t.name for t in teams]
+        for share, team in zip(read.shares, teams):
+            sharing = team.sharing
+            assert share.strategy is sharing.strategy  # one enum on both sides, not two that agree
+            assert share.quota == dict(team.quotas[declared.name])
+            assert share.borrow_limit == (None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit)
+            assert (share.in_share_preemption, share.fair_share_weight) == (sharing.in_share_preemption, team.fair_share_weight)
+            for instance_type, quota in share.quota.items():
+                capacity = declared.capacity[instance_type]
+                ceiling = sharing.borrow_ceiling(quota)
+                expected = capacity if ceiling is None else min(capacity, ceiling) if sharing.borrows else quota
+                assert share.ceiling(instance_type, capacity) == expected
+
+
+def test_the_reference_organisation_shares_every_strategy(model):
+    """Otherwise the per-backend round trip above would not exercise every strategy."""
+    assert {t.sharing.strategy for t in model.teams} == set(contract.SharingStrategy)
+
+
+def test_capacity_windows_read_back_as_the_model_declares_them(model, policy_file):
+    windows = capacity_handler.load_windows(capacity_settings(model, policy_file))
+    assert list(windows) == [w.name for w in model.capacity_windows]
+    pools = {p.name: p for p in model.pools}
+    for declared in model.capacity_windows:
+        read = windows[declared.name]
+        consumer = declared.feeds.model_dump()
+        if declared.feeds.kind == "hyperpod_instance_group":
+            consumer["cluster_arn"] = pools[declared.feeds.pool].cluster_arn
+        assert read.consumer == consumer
+        assert set(contract.CONSUMER_FIELDS[declared.feeds.kind]) <= set(read.consumer)
+        assert read.start == declared.start and read.start.utcoffset().total_seconds() == 0
+        assert (read.max_price_per_instance_hour, read.budget, read.budget_period) == (
+            declared.max_price_per_instance_hour, declared.budget.amount, declared.budget.period)
+        assert read.availability_zones == declared.availability_zones
+        for name in ("market", "instance_type", "instance_count", "duration_hours", "repeat_every_days", "buy_ahead_days",
+                     "prefer_extension", "mode", "fallback"):
+            assert getattr(read, name) == getattr(declared, name), name
+    assert {w.feeds.kind for w in model.capacity_windows} == set(contract.CONSUMER_FIELDS)
+
+
+def test_every_feed_kind_of_the_model_is_a_consumer_of_the_contract():
+    kinds = {branch.model_fields["kind"].annotation.__args__[0] for branch in Feed.__origin__.__args__}
+    assert kinds == set(contract.CONSUMER_FIELDS)
+
+
+def test_both_controllers_read_the_same_document_through_the_one_reader(model, policy_file, monkeypatch):
+    monkeypatch.setenv(contract.ENV_POLICY_PATH, str(policy_file))
+    monkeypatch.setenv(contract.ENV_RECLAIM_TARGETS, "[]")  # no pool: the handler reads the policy, then does nothing
+    monkeypatch.setenv(contract.ENV_LEDGER_TABLE, "ledger")
+    assert reclaim_handler.handler({}, None) == {"dry_run": True, "pools": []}
+    document = json.loads(policy_file.read_text())
+    document["version"] = contract.POLICY_VERSION + 1
+    policy_file.write_text(json.dumps(document))
+    try:
+        expected = f"version: {contract.POLICY_VERSION + 1} - this controller reads version {contract.POLICY_VERSION}"
+        with pytest.raises(PolicyError, match=expected):
+            reclaim_handler.handler({}, None)
+        with pytest.raises(PolicyError, match=expected):
+            capacity_handler.load_windows(capacity_settings(model, policy_file))
+    finally:
+        policy_file.write_text(policy_json(model))
+
+
+def test_without_policy_path_both_read_the_document_bundled_next_to_the_runtime():
+    assert policy_path({}) == RUNTIME / contract.POLICY_FILE_NAME
+
+
+# --- refusals ---------------------------------------------------------------------------------
+
+
+def problems_of(document) -> str:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(document)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda d: d.update(version=2), "version: 2 - this controller reads version 1"),
+    (lambda d: d.pop("capacity_windows"), "capacity_windows: None - a list"),
+    (lambda d: d.pop("pools"), "pools: None - a list"),
+    (lambda d: d["capacity_windows"][0].pop("budget"), "capacity_windows[0].budget: missing - the compiled policy always sets it"),
+    (lambda d: d["capacity_windows"][1].update(spot=True), "capacity_windows[1].spot: True - not a window field"),
+    (lambda d: d["capacity_windows"][0].update(max_price_per_instance_hour="NaN"),
+     "capacity_windows[0].max_price_per_instance_hour: 'NaN' - a decimal string > 0"),
+    (lambda d: d["capacity_windows"][0].update(budget="-1"), "capacity_windows[0].budget: '-1' - a decimal string >= 0"),
+    (lambda d: d["capacity_windows"][0].update(start="2026-12-10T14:00:00"),
+     "capacity_windows[0].start: '2026-12-10T14:00:00' - an ISO 8601 time with a UTC offset"),
+    (lambda d: d["capacity_windows"][0].update(mode="yolo"), "capacity_windows[0].mode: 'yolo' - one of dry_run, approval, auto"),
+    (lambda d: d["capacity_windows"][0].update(instance_count=0), "capacity_windows[0].instance_count: 0 - a whole number >= 1"),
+    (lambda d: d["capacity_windows"][0]["consumer"].pop("compute_environment"),
+     "capacity_windows[0].consumer.compute_environment: None - a string (a batch_compute_environment names it)"),
+    (lambda d: d["capacity_windows"][2]["consumer"].update(kind="ec2_fleet"), "capacity_windows[2].consumer.kind: 'ec2_fleet' - one of"),
+    (lambda d: d["pools"][0]["shares"][0].update(strategy="hoard"), "pools[0].shares[0].strategy: 'hoard' - one of reserve, lend, lend_and_borrow"),
+])
+def test_a_document_the_reader_does_not_understand_is_refused_naming_the_field(model, change, expected):
+    document = copy.deepcopy(compile_policy(model))
+    change(document)
+    assert expected in problems_of(document)
+
+
+def test_every_problem_is_reported_at_once_one_line_each(model):
+    document = copy.deepcopy(compile_policy(model))
+    document["version"] = 0
+    del document["capacity_windows"][0]["mode"]
+    document["capacity_windows"][3]["fallback"] = "spot"
+    lines = problems_of(document).splitlines()
+    assert lines[0] == "invalid policy document:"
+    assert lines[1:] == [
+        "version: 0 - this controller reads version 1",
+        "capacity_windows[0].mode: missing - the compiled policy always sets it",
+        "capacity_windows[3].fallback: 'spot' - one of on_demand, none",
+    ]
+
+
+# --- the synthesized functions ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def functions(model):
+    """Environment variables and alarms of the reference app's controllers, synthesized once."""
+    from aws_cdk import App
+    from aws_cdk.assertions import Template
+
+    from stacks import build_reference_app
+
+    app = App()
+    templates = [Template.from_stack(s).to_json() for s in build_reference_app(app, load_model())]
+    resources = [r for t in templates for r in t["Resources"].values()]
+    handlers = {r["Properties"]["Handler"]: r["Properties"].get("Environment", {}).get("Variables", {})
+                for r in resources if r["Type"] == "AWS::Lambda::Function" and "gpu_governance_runtime" in str(r["Properties"].get("Handler"))}
+    alarms = [r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and "Namespace" in r["Properties"]]
+    dashboards = ["".join(p for p in r["Properties"]["DashboardBody"]["Fn::Join"][1] if isinstance(p, str))
+                  for r in resources if r["Type"] == "AWS::CloudWatch::Dashboard"]
+    return handlers, alarms, dashboards
+
+
+def test_the_functions_carry_exactly_the_contracts_environment_variables(functions):
+    handlers, _, _ = functions
+    assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
+        contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP}
+    reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
+    assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,
+                            contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK}
+    assert reclaim[contract.ENV_METRICS_NAMESPACE] == contract.RECLAIM_NAMESPACE
+
+
+def test_alarms_watch_only_metrics_the_handlers_publish(functions):
+    _, alarms, _ = functions
+    published = {contract.CAPACITY_NAMESPACE: set(contract.CAPACITY_METRICS), contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS)}
+    watched = {(a["Namespace"], a["MetricName"]) for a in alarms if a["Namespace"].startswith("GpuGovernance/")}
+    assert {namespace for namespace, _ in watched} == set(published)
+    assert all(name in published[namespace] for namespace, name in watched), watched
+
+
+def test_the_capacity_handler_publishes_only_the_contracts_metric_names():
+    tree = ast.parse(Path(capacity_handler.__file__).read_text())
+    names = {k.arg for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_metric"
+             for k in node.keywords if k.arg}
+    assert names == set(contract.CAPACITY_METRICS)
+
+
+def test_the_reclaim_dashboard_draws_only_metrics_the_handler_publishes(functions):
+    _, _, dashboards = functions
+    (body,) = dashboards
+    drawn = re.findall(r'"GpuGovernance/(\w+)","(\w+)"', body)  # a widget's metric: [namespace, name, dimensions...]
+    searched = re.findall(r"\{GpuGovernance/(\w+),Pool,Share\} MetricName=\\\"(\w+)", body)  # one search draws every share
+    assert drawn and searched
+    assert {f"GpuGovernance/{n}" for n, _ in drawn + searched} == {contract.RECLAIM_NAMESPACE}
+    assert {name for _, name in drawn + searched} <= set(contract.SHARE_METRICS)
