@@ -49,10 +49,11 @@ TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 3, BATCH_FAIR_SHARE: 2, HYPERPOD_EKS: 6, HYP
 # Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
-SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 3, BATCH_FAIR_SHARE: 2, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
+# Batch pools: plus the reclaim controller's PoolErrors alarm of the pool.
+SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
-SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
-SHARED_CAPACITY_CONTROLLER = 25  # when capacity windows exist
+SHARED_RECLAIM = 16  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
+SHARED_CAPACITY_CONTROLLER = 29  # when capacity windows exist
 # Other engineers add resources per team (tenant isolation); the estimate keeps a margin for that.
 MARGIN = 1.15
 # Measured about 1,300 bytes per resource in team and capacity stacks; the dashboard and the

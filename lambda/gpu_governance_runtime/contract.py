@@ -86,7 +86,7 @@ TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
 RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
 CAPACITY_NAMESPACE = "GpuGovernance/Capacity"
 HYPERPOD_NAMESPACE = "GpuGovernance/HyperPod"
-# Published by every controller whose runtime's boto3 lacks an operation it calls (api_check).
+# Published by any controller whose runtime's boto3 lacks an operation it calls (api_check), in its namespace.
 MISSING_API_OPERATIONS = "MissingApiOperations"
 # Per Pool, published by the reclaim handler when a pool's tick raised.
 POOL_ERRORS = "PoolErrors"
@@ -95,5 +95,5 @@ SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preempti
 RECLAIM_METRICS = (*SHARE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all the reclaim function publishes
 # Published by the capacity handler: per run, and per Window (Spend, BudgetUsedPercent, DrainSeconds, JobsRequeued).
 CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
-                    "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors", MISSING_API_OPERATIONS,
+                    "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",
                     "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")

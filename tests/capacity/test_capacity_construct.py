@@ -137,12 +137,13 @@ def test_every_alarmed_metric_is_one_the_runtime_emits(synthesized, capsys, monk
     from decimal import Decimal
 
     from gpu_governance_runtime.capacity import controller, handler
+    from gpu_governance_runtime.contract import ENV_POLICY_PATH
 
     template, _, outdir = synthesized
     [function] = template.find_resources("AWS::Lambda::Function").values()
     asset = outdir / f"asset.{function['Properties']['Code']['S3Key'].split('.')[0]}"
     windows = handler.load_windows({**function["Properties"]["Environment"]["Variables"],  # the deployed policy and limits
-                                    "POLICY_FILE": str(asset / "gpu_governance_runtime" / "policy.json")})
+                                    ENV_POLICY_PATH: str(asset / "gpu_governance_runtime" / "policy.json")})
     handler._emit_metrics(controller.RunReport(plan=None, uncovered=(("w@t", "budget"),), failed=(("i", "throttled"),),
                                                found_late=("intent",), deferred=("intent",), errors=(("window w", "boom"),)),
                           windows, dict.fromkeys(windows, Decimal(1)))
