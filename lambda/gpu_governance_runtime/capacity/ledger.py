@@ -189,12 +189,8 @@ class Ledger:
                     "ExpressionAttributeValues": {":purchased": {"S": "purchased"}, ":failed": {"S": "failed"}, ":now": {"S": now.isoformat()},
                                                   ":rid": {"S": reservation_id}, ":reason": {"S": f"found {reservation_id} after it was settled as failed"}},
                 }},
-                {"Update": {
-                    # Unconditional: the money is spent, the record must say so even above the budget.
-                    "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
-                    "UpdateExpression": "ADD #total :fee", "ExpressionAttributeNames": {"#total": "total"},
-                    "ExpressionAttributeValues": {":fee": {"N": str(intent.offering.upfront_fee)}},
-                }},
+                # Unconditional: the money is spent, the record must say so even above the budget.
+                self._spend_change(intent, intent.offering.upfront_fee),
             ])
         except self._db.exceptions.TransactionCanceledException:
             return False
@@ -220,11 +216,7 @@ class Ledger:
             }},
         ]
         if status == "failed":
-            items.append({"Update": {
-                "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
-                "UpdateExpression": "ADD #total :refund", "ExpressionAttributeNames": {"#total": "total"},
-                "ExpressionAttributeValues": {":refund": {"N": str(-intent.offering.upfront_fee)}},
-            }})
+            items.append(self._spend_change(intent, -intent.offering.upfront_fee))
         try:
             self._db.transact_write_items(TransactItems=items)
         except self._db.exceptions.TransactionCanceledException:
@@ -242,15 +234,20 @@ class Ledger:
                     "ExpressionAttributeNames": {"#status": "status"},
                     "ExpressionAttributeValues": {":failed": {"S": "failed"}, ":purchased": {"S": "purchased"}, ":now": {"S": now.isoformat()}, ":reason": {"S": reason}},
                 }},
-                {"Update": {
-                    "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
-                    "UpdateExpression": "ADD #total :refund", "ExpressionAttributeNames": {"#total": "total"},
-                    "ExpressionAttributeValues": {":refund": {"N": str(-intent.offering.upfront_fee)}},
-                }},
+                self._spend_change(intent, -intent.offering.upfront_fee),
             ])
         except self._db.exceptions.TransactionCanceledException:
             return False
         return True
+
+    def _spend_change(self, intent: Intent, amount: Decimal) -> dict[str, Any]:
+        """The transaction item that adds ``amount`` (a fee, or minus a fee for a refund) to the
+        spend of the intent's window and budget period."""
+        return {"Update": {
+            "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
+            "UpdateExpression": "ADD #total :amount", "ExpressionAttributeNames": {"#total": "total"},
+            "ExpressionAttributeValues": {":amount": {"N": str(amount)}},
+        }}
 
     # --- actions on consumers -----------------------------------------------------------------
 
