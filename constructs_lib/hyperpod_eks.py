@@ -20,7 +20,7 @@ from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import GOVERNANCE_METADATA
 from .errors import GovernanceError, Problem
 from .nag import declare_platform_admin
-from .model import HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams
+from .model import POD_ROLE_SUFFIX, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, account_of, check_pool_teams
 from .placement import team_scope
 from .runtime_asset import runtime_code
 from .tenancy import ROLE_PATH, TeamTenancy
@@ -128,7 +128,7 @@ class HyperPodEksGovernance(Construct):
         self.pod_identity_associations: dict[str, eks.CfnPodIdentityAssociation] = {}
         for team in self.teams:
             tenancy = tenants[team.name]
-            principals = [tenancy.submission_role.role_arn, *(arn for arn in team.members if arn.split(":")[4] == self.cluster_account)]
+            principals = [tenancy.submission_role.role_arn, *(arn for arn in team.members if account_of(arn) == self.cluster_account)]
             self.team_access_entries[team.name] = [
                 self._access_entry(f"Team{team.name}{index}", principal, scope=team_scope(self, team.name), kubernetes_groups=[kubernetes.team_group(team.name)])
                 for index, principal in enumerate(principals)
@@ -196,7 +196,7 @@ class HyperPodEksGovernance(Construct):
         role = iam.Role(
             scope,
             f"Workload{team.name}",
-            role_name=f"{team.name}-gpu-pods",
+            role_name=f"{team.name}{POD_ROLE_SUFFIX}",
             path=ROLE_PATH,
             description=f"Pods of team {team.name} on HyperPod cluster {self.pool.eks_cluster_name}",
             assumed_by=iam.SessionTagsPrincipal(

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from .errors import Problem
-from .model import GovernanceModel, Team
+from .model import GovernanceModel, Team, account_of
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -76,9 +76,9 @@ class StackEstimate:
     path: str  # the model path that grows this stack
 
 
-def _access_entries(model: GovernanceModel, team: Team, pool) -> int:
-    cluster_account = pool.cluster_arn.split(":")[4]
-    return 1 + sum(1 for arn in team.members if arn.split(":")[4] == cluster_account)
+def _access_entries(team: Team, pool) -> int:
+    cluster_account = account_of(pool.cluster_arn)
+    return 1 + sum(1 for arn in team.members if account_of(arn) == cluster_account)
 
 
 def team_resources(model: GovernanceModel, team: Team) -> int:
@@ -88,7 +88,7 @@ def team_resources(model: GovernanceModel, team: Team) -> int:
         pool = model.pool(pool_name)
         count += TEAM_PER_POOL[pool.backend]
         if pool.backend == HYPERPOD_EKS:
-            count += _access_entries(model, team, pool)
+            count += _access_entries(team, pool)
     return count
 
 

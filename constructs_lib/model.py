@@ -325,7 +325,9 @@ AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperP
 
 ROLE_PATH = "/gpu-governance/"
 """The IAM path of every team role the library creates (submission, training, pods)."""
-_TEAM_ROLE_SUFFIXES = ("-gpu-submit", "-gpu-training", "-gpu-pods")
+SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, POD_ROLE_SUFFIX = "-gpu-submit", "-gpu-training", "-gpu-pods"
+"""Team role names are ``<team><suffix>``; the suffixes also tell a library role from a member."""
+_TEAM_ROLE_SUFFIXES = (SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, POD_ROLE_SUFFIX)
 
 
 def library_role(arn: str, organisation: str) -> str | None:

@@ -15,7 +15,7 @@ from .errors import GovernanceError
 
 if TYPE_CHECKING:
     from .batch import _GovernedQueue
-from .model import ROLE_PATH, Team, account_of
+from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -54,7 +54,7 @@ def training_job_name_patterns(team_name: str) -> tuple[str, ...]:
 
 
 def submission_role_name(team_name: str) -> str:
-    return f"{team_name}-gpu-submit"
+    return f"{team_name}{SUBMISSION_ROLE_SUFFIX}"
 
 
 def submission_role_arn(account_id: str, team_name: str, partition: str = "aws") -> str:
@@ -172,7 +172,7 @@ class TeamTenancy(Construct):
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
-            role_name=f"{team.name}-gpu-training",
+            role_name=f"{team.name}{TRAINING_ROLE_SUFFIX}",
             path=ROLE_PATH,
             description=f"SageMaker training jobs of team {team.name}",
             # Only training jobs named after the team may run as its role: the name then tells

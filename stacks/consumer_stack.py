@@ -3,7 +3,7 @@ from __future__ import annotations
 from aws_cdk import Environment, Stack, aws_iam as iam
 from constructs import Construct
 
-from constructs_lib.model import GovernanceModel
+from constructs_lib.model import GovernanceModel, account_of
 from constructs_lib.tenancy import submission_role_arn
 
 
@@ -16,7 +16,7 @@ class ConsumerAccountStack(Stack):
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
         self.policies: dict[str, iam.ManagedPolicy] = {}
         for team in model.teams_of_account(account_name):
-            local = [arn for arn in team.members if arn.split(":")[4] == account.account_id]
+            local = [arn for arn in team.members if account_of(arn) == account.account_id]
             roles = [iam.Role.from_role_arn(self, f"{team.name}Member{i}", arn) for i, arn in enumerate(local) if ":role/" in arn]
             users = [iam.User.from_user_arn(self, f"{team.name}User{i}", arn) for i, arn in enumerate(local) if ":user/" in arn]
             self.policies[team.name] = iam.ManagedPolicy(
