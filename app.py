@@ -3,7 +3,7 @@
 built-in default, with the standard compliance packs applied to every stack.
 
 Exit codes as the CLI's: 0 synthesized, 1 synthesis failed or a synthesized template breaks a
-limit (constructs_lib/limits.py), 2 the governance file (or the size of the organisation for its
+limit (constructs_lib/organisation/limits.py), 2 the governance file (or the size of the organisation for its
 stack layout) is refused. Never a traceback."""
 
 import json
@@ -18,10 +18,10 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import App  # noqa: E402
 
-from constructs_lib.compliance import apply_standard_packs
-from constructs_lib.errors import GovernanceError
-from constructs_lib.limits import check_assembly, check_model
-from constructs_lib.loader import load_model
+from constructs_lib.organisation.compliance import apply_standard_packs
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.organisation.limits import check_assembly, check_model
+from constructs_lib.model.loader import load_model
 from stacks import build_reference_app
 
 # Errors the CDK raises (through jsii, as RuntimeError) that the size of the organisation causes.

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "lambda")]
 
-from constructs_lib.loader import load_model  # noqa: E402
+from constructs_lib.model.loader import load_model  # noqa: E402
 from constructs_lib.simulate import pool_shares, simulate  # noqa: E402
 from constructs_lib.traces import TraceJob  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402

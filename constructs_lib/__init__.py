@@ -14,29 +14,29 @@ from typing import TYPE_CHECKING, Any
 # The submodule that defines each public name (one place; tests/foundation/test_public_api.py
 # checks that it, __all__ and the TYPE_CHECKING imports below agree).
 _DEFINED_IN = {
-    "errors": ("GovernanceError", "Problem"),
-    "loader": ("load_model", "parse_config"),
+    "core.errors": ("GovernanceError", "Problem"),
+    "model.loader": ("load_model", "parse_config"),
     "model": (
         "UNLIMITED", "Account", "BatchFairSharePool", "BatchQuotaSharePool", "GovernanceModel", "Guardrails",
         "HyperPodEksPool", "HyperPodSlurmPool", "KubernetesTenancy", "Preset", "PriorityClass", "SharingPolicy",
         "SharingStrategy", "Team",
     ),
-    "capacity_model": (
+    "model.capacity": (
         "BatchComputeEnvironmentFeed", "CapacityBudget", "CapacityWindow", "EksNodeGroupFeed",
         "HyperPodInstanceGroupFeed", "TrainingJobsFeed",
     ),
-    "policy": ("compile_policy",),
-    "acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
-    "compliance": ("STANDARD_PACKS", "apply_standard_packs"),
+    "model.policy": ("compile_policy",),
+    "core.acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
+    "organisation.compliance": ("STANDARD_PACKS", "apply_standard_packs"),
     "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
     "batch": ("TEAM_TAG", "FairShareJobQueue", "QuotaManagedTrainingQueue"),
     "tenancy": ("TeamTenancy", "submission_role_arn"),
     "hyperpod_eks": ("HyperPodEksGovernance",),
     "slurm": ("HyperPodSlurmGovernance", "slurm_plan"),
-    "capacity": ("CapacityController",),
-    "reclaim": ("ReclaimController", "ReclaimTarget"),
-    "guardrails": ("OrganisationGuardrails",),
-    "pipeline": ("GovernancePipelineStack", "GovernanceStage", "PipelineSource"),
+    "controllers.capacity": ("CapacityController",),
+    "controllers.reclaim": ("ReclaimController", "ReclaimTarget"),
+    "organisation.guardrails": ("OrganisationGuardrails",),
+    "organisation.pipeline": ("GovernancePipelineStack", "GovernanceStage", "PipelineSource"),
 }
 _MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
@@ -91,10 +91,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+    from .core.acknowledgements import acknowledge, acknowledge_wildcard_resources
     from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
-    from .capacity import CapacityController
-    from .capacity_model import (
+    from .controllers.capacity import CapacityController
+    from .model.capacity import (
         BatchComputeEnvironmentFeed,
         CapacityBudget,
         CapacityWindow,
@@ -102,11 +102,11 @@ if TYPE_CHECKING:
         HyperPodInstanceGroupFeed,
         TrainingJobsFeed,
     )
-    from .compliance import STANDARD_PACKS, apply_standard_packs
-    from .errors import GovernanceError, Problem
-    from .guardrails import OrganisationGuardrails
+    from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
+    from .core.errors import GovernanceError, Problem
+    from .organisation.guardrails import OrganisationGuardrails
     from .hyperpod_eks import HyperPodEksGovernance
-    from .loader import load_model, parse_config
+    from .model.loader import load_model, parse_config
     from .model import (
         UNLIMITED,
         Account,
@@ -124,9 +124,9 @@ if TYPE_CHECKING:
         Team,
     )
     from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
-    from .pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
-    from .policy import compile_policy
-    from .reclaim import ReclaimController, ReclaimTarget
+    from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
+    from .model.policy import compile_policy
+    from .controllers.reclaim import ReclaimController, ReclaimTarget
     from .slurm import HyperPodSlurmGovernance, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn
 

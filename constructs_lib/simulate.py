@@ -30,10 +30,10 @@ from gpu_governance_runtime.reclaim.planner import (
     plan_tick,
 )
 
-from .errors import GovernanceError, Problem
-from .loader import load_model
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.loader import load_model
 from .model import GovernanceModel
-from .policy import compile_policy
+from constructs_lib.model.policy import compile_policy
 from .traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 
 POOLED_SHARE = "everyone"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from .errors import GovernanceError, Problem
+from constructs_lib.core.errors import GovernanceError, Problem
 
 TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration", "instance_type", "count", "priority", "checkpointable")
 

@@ -7,12 +7,12 @@ from aws_cdk import aws_iam as iam, aws_s3 as s3
 from constructs import Construct
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
-from constructs_lib.acknowledgements import acknowledge
+from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
-from constructs_lib.capacity import CapacityController
+from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.model import GovernanceModel
-from constructs_lib.reclaim import ReclaimController, ReclaimTarget
+from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
 from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
 
@@ -47,20 +47,17 @@ class CapacityAccountStack(Stack):
         acknowledge(
             self.access_logs,
             "This bucket is the server access log destination; logging it to itself would loop.",
-            "AwsSolutions-S1", "NIST.800.53.R5-S3BucketLoggingEnabled", "HIPAA.Security-S3BucketLoggingEnabled",
-            "PCI.DSS.321-S3BucketLoggingEnabled",
+            "AwsSolutions-S1", "S3BucketLoggingEnabled",
         )
         acknowledge(
             self.access_logs,
             "S3 server access logs can only be delivered to buckets encrypted with SSE-S3.",
-            "NIST.800.53.R5-S3DefaultEncryptionKMS", "HIPAA.Security-S3DefaultEncryptionKMS",
-            "PCI.DSS.321-S3DefaultEncryptionKMS",
+            "S3DefaultEncryptionKMS",
         )
         acknowledge(
             self.access_logs,
             "Access logs stay in the account that produced them; replicating them is a platform decision.",
-            "NIST.800.53.R5-S3BucketReplicationEnabled", "HIPAA.Security-S3BucketReplicationEnabled",
-            "PCI.DSS.321-S3BucketReplicationEnabled",
+            "S3BucketReplicationEnabled",
         )
 
         if self.team_stacks:
@@ -122,7 +119,7 @@ class CapacityAccountStack(Stack):
 
     def team_scope(self, owner: Construct, team_name: str) -> Construct:
         """Where ``owner`` (a construct of this stack) puts the resources of ``team_name``
-        (constructs_lib.placement): the same path in the team's stack, or ``owner`` itself."""
+        (constructs_lib.core.placement): the same path in the team's stack, or ``owner`` itself."""
         team_stack = self.team_stacks.get(team_name)
         if team_stack is None:
             return owner

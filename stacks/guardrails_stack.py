@@ -3,8 +3,8 @@ from __future__ import annotations
 from aws_cdk import DefaultStackSynthesizer, Environment, Stack
 from constructs import Construct
 
-from constructs_lib.errors import GovernanceError
-from constructs_lib.guardrails import OrganisationGuardrails, declared_guardrails
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.organisation.guardrails import OrganisationGuardrails, declared_guardrails
 from constructs_lib.model import GovernanceModel
 
 

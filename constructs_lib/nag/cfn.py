@@ -15,21 +15,14 @@ from typing import Any, Iterable, Iterator
 from aws_cdk import CfnResource, Stack
 from constructs import IConstruct
 
-from ..acknowledgements import cfn_text as text  # noqa: F401  rules render values as findings name them
-from ..batch import GOVERNANCE_METADATA
+from constructs_lib.core.acknowledgements import cfn_text as text  # noqa: F401  rules render values as findings name them
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 
 CAPACITY_CONTROLLER = "capacityController"
 """Declared on an IAM role that may buy capacity (Capacity Blocks, training plans)."""
 PLATFORM_ADMIN = "platformAdmin"
 """Declared on an EKS access entry whose principal administers the platform."""
 
-PURCHASE_ACTIONS = (
-    "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
-    "sagemaker:ExtendTrainingPlan", "ec2:CreateCapacityReservation", "ec2:CreateCapacityReservationFleet",
-    "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
-)
-"""Every IAM action that buys GPU capacity, or commits to paying for it (reservations, Savings
-Plans): the nag rules and the organisation guardrails."""
 
 
 def _cfn(construct: IConstruct) -> CfnResource:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .mapping import InstanceGroup, hyperpod_instance_groups, posix_user_name, slurm_plan
+from constructs_lib.model.slurm import InstanceGroup, hyperpod_instance_groups, posix_user_name, slurm_plan
 
 if TYPE_CHECKING:
     from .construct import HyperPodSlurmGovernance

@@ -15,7 +15,7 @@ from gpu_governance_runtime.slurm import render_apply_script
 from gpu_governance_runtime.slurm.render import plan_digest
 
 from ..model import GovernanceModel
-from .mapping import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
+from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
 
 SCRIPT_NAME = "gpu-governance-slurm.sh"
 # Where the lifecycle step and the SSM document put the script on a node.

@@ -35,7 +35,7 @@ import gpu_governance_runtime
 from .shape_examples import example, problems
 
 RUNTIME = Path(gpu_governance_runtime.__file__).parent
-SOURCES = sorted(RUNTIME.rglob("*.py")) + [Path(__file__).parents[2] / "constructs_lib" / "cli_capacity.py"]
+SOURCES = sorted(RUNTIME.rglob("*.py")) + [Path(__file__).parents[2] / "constructs_lib" / "cli" / "capacity.py"]
 
 # How the code names its clients -> the service each one is.
 CLIENT_NAMES = {"ec2": "ec2", "purchase_ec2": "ec2", "sagemaker": "sagemaker", "purchase_sagemaker": "sagemaker", "_db": "dynamodb",

@@ -10,10 +10,10 @@ import yaml
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Match, Template
 
-from constructs_lib.capacity import CapacityController
-from constructs_lib.compliance import apply_standard_packs
-from constructs_lib.errors import GovernanceError
-from constructs_lib.loader import default_config_text
+from constructs_lib.controllers.capacity import CapacityController
+from constructs_lib.organisation.compliance import apply_standard_packs
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 
 BASE = yaml.safe_load(default_config_text())
@@ -177,14 +177,14 @@ def test_no_windows_is_a_clear_error():
 
 
 def test_controller_role_has_the_name_the_guardrails_exempt(synthesized):
-    from constructs_lib.capacity import capacity_controller_role_name
+    from constructs_lib.controllers.capacity import capacity_controller_role_name
 
     template, _, _ = synthesized
     template.has_resource_properties("AWS::IAM::Role", {"RoleName": capacity_controller_role_name(model(WINDOWS).organisation)})
 
 
 def test_docs_list_every_acknowledgement_reason_of_every_feed_kind(synthesized):
-    from constructs_lib.report import summarise
+    from constructs_lib.cli.report import summarise
 
     _, _, outdir = synthesized
     docs = "\n".join(path.read_text() for path in sorted((Path(__file__).parents[2] / "docs").glob("*.md")))

@@ -3,9 +3,9 @@ import copy
 import pytest
 import yaml
 
-from constructs_lib.capacity_model import CapacityWindow
-from constructs_lib.errors import GovernanceError
-from constructs_lib.loader import default_config_text
+from constructs_lib.model.capacity import CapacityWindow
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.capacity.planner import Window
 

@@ -5,7 +5,7 @@ import yaml
 from moto import mock_aws
 
 from constructs_lib.cli import main
-from constructs_lib.loader import default_config_text
+from constructs_lib.model.loader import default_config_text
 from gpu_governance_runtime.capacity.planner import plan
 
 from .builders import NOW, at, block, window

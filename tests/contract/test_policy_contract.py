@@ -1,5 +1,5 @@
 """The contract between constructs and controllers, tested from both sides: what
-``constructs_lib.policy`` (with ``capacity_model``) compiles is exactly what both controllers read
+``constructs_lib.model.policy`` (with ``capacity_model``) compiles is exactly what both controllers read
 through the one reader, a document the reader does not understand is refused with every bad field
 named, and the synthesized functions carry the contract's environment variables and alarm metrics."""
 
@@ -19,10 +19,10 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
-from constructs_lib.capacity_model import Feed  # noqa: E402
-from constructs_lib.loader import default_config_text, load_model  # noqa: E402
+from constructs_lib.model.capacity import Feed  # noqa: E402
+from constructs_lib.model.loader import default_config_text, load_model  # noqa: E402
 from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel  # noqa: E402
-from constructs_lib.policy import compile_policy, policy_json  # noqa: E402
+from constructs_lib.model.policy import compile_policy, policy_json  # noqa: E402
 from gpu_governance_runtime import contract  # noqa: E402
 from gpu_governance_runtime.capacity import handler as capacity_handler  # noqa: E402
 from gpu_governance_runtime.policy import PolicyError, parse_policy, policy_path, read_policy  # noqa: E402

@@ -5,7 +5,7 @@ import copy
 
 import yaml
 
-from constructs_lib.loader import default_config_text
+from constructs_lib.model.loader import default_config_text
 
 
 def default_data() -> dict:
@@ -17,7 +17,7 @@ def synthesize_reference(model, outdir, *, packs: bool = True) -> list:
     standard compliance packs run, and synthesis raises on any unacknowledged finding."""
     from aws_cdk import App  # here, not at the top: the CLI tests import this module too
 
-    from constructs_lib.compliance import apply_standard_packs
+    from constructs_lib.organisation.compliance import apply_standard_packs
     from stacks import build_reference_app
 
     app = App(outdir=str(outdir))

@@ -5,7 +5,7 @@ from aws_cdk import App, Stack, aws_iam as iam
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue, fair_share_weight_factor
-from constructs_lib.errors import GovernanceError
+from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
 
 QUOTA_POOL = BatchQuotaSharePool(name="training", capacity={"ml.p5.48xlarge": 8, "ml.g6e.12xlarge": 4}, runnable_timeout_minutes=60)

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from constructs_lib.errors import GovernanceError
-from constructs_lib.loader import load_model, parse_config
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import load_model, parse_config
 from constructs_lib.model import (
     BatchQuotaSharePool,
     GovernanceModel,

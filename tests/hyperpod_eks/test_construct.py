@@ -8,13 +8,13 @@ import pytest
 from aws_cdk import App, Environment, RemovalPolicy, Stack, aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-from constructs_lib.acknowledgements import acknowledge
-from constructs_lib.batch import GOVERNANCE_METADATA
-from constructs_lib.compliance import apply_standard_packs
-from constructs_lib.errors import GovernanceError
+from constructs_lib.core.acknowledgements import acknowledge
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from constructs_lib.organisation.compliance import apply_standard_packs
+from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.model import GovernanceModel
-from constructs_lib.report import summarise
+from constructs_lib.cli.report import summarise
 from constructs_lib.tenancy import TeamTenancy
 
 CAPACITY = "111122223333"

@@ -3,7 +3,7 @@
 import kubernetes_validate
 import pytest
 
-from constructs_lib import kubernetes
+from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import HyperPodEksPool, KubernetesTenancy, PodSecurityLevel
 
 SUPPORTED_VERSIONS = HyperPodEksPool.model_fields["kubernetes_version"].annotation.__args__

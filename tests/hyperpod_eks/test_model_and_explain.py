@@ -2,8 +2,8 @@
 
 import pytest
 
-from constructs_lib.errors import GovernanceError
-from constructs_lib.explain import deal
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.cli.explain import deal
 from constructs_lib.model import GovernanceModel
 from tests.foundation.org import default_data
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import CfnResource, Stack, aws_batch as batch, aws_eks as eks, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_
 
-from constructs_lib.batch import GOVERNANCE_METADATA
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 
 ACCOUNT = "111111111111"
 QUEUE = f"arn:aws:batch:us-east-1:{ACCOUNT}:job-queue/gpu"

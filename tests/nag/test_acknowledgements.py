@@ -11,8 +11,8 @@ import cdk_nag
 import pytest
 from aws_cdk import App
 
-from constructs_lib.acknowledgements import PACKS_WITH_RULE, finding_ids
-from constructs_lib.compliance import STANDARD_PACKS
+from constructs_lib.core.acknowledgements import PACKS_WITH_RULE, finding_ids
+from constructs_lib.organisation.compliance import STANDARD_PACKS
 
 
 def installed_pack_rules() -> dict[str, dict[str, str]]:

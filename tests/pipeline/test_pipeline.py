@@ -14,9 +14,9 @@ from aws_cdk import App, Stack, Stage, Validations, aws_kms as kms
 from aws_cdk.assertions import Template
 
 from constructs_lib import GpuGovernanceChecks
-from constructs_lib.loader import load_model
+from constructs_lib.model.loader import load_model
 from constructs_lib.model import Account
-from constructs_lib.pipeline import SYNTH_COMMANDS, GovernancePipelineStack, GovernanceStage, PipelineSource
+from constructs_lib.organisation.pipeline import SYNTH_COMMANDS, GovernancePipelineStack, GovernanceStage, PipelineSource
 from stacks import CapacityAccountStack, ConsumerAccountStack
 
 

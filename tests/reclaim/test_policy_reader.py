@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from constructs_lib.loader import load_model
-from constructs_lib.policy import compile_policy
+from constructs_lib.model.loader import load_model
+from constructs_lib.model.policy import compile_policy
 from gpu_governance_runtime.policy import PolicyError, parse_policy, read_policy_file
 from gpu_governance_runtime.reclaim.planner import Share, Strategy
 

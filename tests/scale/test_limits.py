@@ -1,4 +1,4 @@
-"""The limits estimate (constructs_lib/limits.py) against real synthesis, and every limit refused
+"""The limits estimate (constructs_lib/organisation/limits.py) against real synthesis, and every limit refused
 early with the usual one-line message, before anything is synthesized."""
 
 import json
@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from constructs_lib.cli import main as cli_main
-from constructs_lib.errors import GovernanceError
-from constructs_lib.limits import (
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.organisation.limits import (
     MAX_RESOURCES, MARGIN, check_assembly, check_model, check_template, estimate, shared_resources, team_resources,
 )
-from constructs_lib.loader import default_config_text
+from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 
 from .generate import organisation
@@ -208,7 +208,7 @@ def test_a_real_jsii_failure_in_synthesis_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_controllers_package_with_the_compiled_policy_is_measured(monkeypatch):
-    import constructs_lib.limits as limits
+    import constructs_lib.organisation.limits as limits
 
     model = model_of(organisation(5))
     assert check_model(model) == []

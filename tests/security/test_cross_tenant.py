@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from constructs_lib.batch import TEAM_TAG
-from constructs_lib.loader import load_model
+from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
 
 from tests.foundation.org import default_data, synthesize_reference

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import App, Environment, Stack, aws_s3 as s3
 
 from constructs_lib.batch import FairShareJobQueue
-from constructs_lib.errors import GovernanceError
+from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, GovernanceModel, Team
 from constructs_lib.tenancy import TeamTenancy
 from tests.foundation.org import default_data

@@ -9,7 +9,7 @@ import pytest
 from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
-from constructs_lib.loader import load_model
+from constructs_lib.model.loader import load_model
 from tests.foundation.org import synthesize_reference
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from constructs_lib.cli import main
-from constructs_lib.errors import GovernanceError
+from constructs_lib.core.errors import GovernanceError
 from constructs_lib.simulate import compare, simulate, static_shares
 from constructs_lib.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy

@@ -28,7 +28,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
-from constructs_lib.policy import compile_policy  # noqa: E402
+from constructs_lib.model.policy import compile_policy  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.handler import TickResult, run_tick  # noqa: E402

@@ -3,7 +3,9 @@ from __future__ import annotations
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
-from ..cfn import CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, PURCHASE_ACTIONS, StackIndex, allowed, identity_policy
+from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
+
+from ..cfn import CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, StackIndex, allowed, identity_policy
 from ..rule import GovernanceRule, Result
 
 

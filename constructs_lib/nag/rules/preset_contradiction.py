@@ -4,7 +4,7 @@ from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
 # The module, not the name: hyperpod_eks imports this pack, so it may still be loading here.
-from ... import hyperpod_eks
+from constructs_lib.core.vocabulary import HYPERPOD_SHARING_STRATEGY
 from ...model import Preset, SharingStrategy
 from ..cfn import StackIndex, governance_metadata, properties
 from ..rule import GovernanceRule, Result
@@ -24,7 +24,7 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
         actual, spelled = (props.get("ResourceSharingConfiguration") or {}).get("Strategy"), _BATCH[expected]
     else:
         sharing = (props.get("ComputeQuotaConfig") or {}).get("ResourceSharingConfig") or {}
-        actual, spelled = sharing.get("Strategy", "LendAndBorrow"), hyperpod_eks.SHARING_STRATEGY[expected]
+        actual, spelled = sharing.get("Strategy", "LendAndBorrow"), HYPERPOD_SHARING_STRATEGY[expected]
     return [] if actual == spelled else [f"Preset::{preset_name}"]
 
 

@@ -6,8 +6,10 @@ from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 from gpu_governance_runtime import contract
 
+from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
+
 from ..cfn import (
-    CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, PURCHASE_ACTIONS, StackIndex, allowed, governance_metadata,
+    CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, StackIndex, allowed, governance_metadata,
     identity_policy, properties, referenced_logical_id,
 )
 from ..rule import GovernanceRule, Result

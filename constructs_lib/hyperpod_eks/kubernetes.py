@@ -14,7 +14,7 @@ from typing import Any, Sequence
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY, dedicated_node_config  # noqa: F401
 
-from .model import KubernetesTenancy, PodSecurityLevel
+from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 
 Manifest = dict[str, Any]
 

@@ -5,38 +5,19 @@ principals may assume."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_iam as iam, aws_kms as kms, aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, Node
 
-from .acknowledgements import acknowledge, acknowledge_wildcard_resources
-from .errors import GovernanceError
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 
-if TYPE_CHECKING:
-    from .batch import _GovernedQueue
-from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of
+from constructs_lib.model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
-# Full key administration without use of the key: for the CloudFormation execution role on
-# tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
-# out) and for the account on controller keys.
-KEY_ADMIN_ACTIONS = [
-    "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
-    "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
-    "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
-]
-# What a platform admin needs to operate a tenant key: read it, switch it off and on, rotate
-# it, revoke a grant and schedule or cancel its deletion. Nothing that widens who may use it
-# (PutKeyPolicy, CreateGrant) or that access conditions may read (aliases, tags): those
-# change only through the deployment.
-PLATFORM_KEY_ADMIN_ACTIONS = [
-    "kms:DescribeKey", "kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListGrants", "kms:ListKeyPolicies",
-    "kms:ListKeyRotations", "kms:ListResourceTags", "kms:EnableKey", "kms:DisableKey", "kms:EnableKeyRotation",
-    "kms:RotateKeyOnDemand", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
-]
-KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 _OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
 _BUCKET_ACTIONS = ["s3:ListBucket", "s3:GetBucketLocation"]
 
@@ -97,6 +78,17 @@ def member_trust(members: Sequence[str], organization_id: str | None, external_a
     if outside:
         trusted.append(_TrustedArns(outside, {}))
     return trusted[0] if len(trusted) == 1 else iam.CompositePrincipal(*trusted)
+
+
+
+class SubmissionTarget(Protocol):
+    """A queue a team submits to (both Batch queue constructs are): it writes the team's
+    submission policy, so tenancy needs no backend module."""
+
+    @property
+    def node(self) -> Node: ...
+
+    def submission_policy(self, scope: Construct, id: str, team_name: str, *, roles: Sequence[iam.IRole]) -> iam.ManagedPolicy: ...
 
 
 class TeamTenancy(Construct):
@@ -213,8 +205,7 @@ class TeamTenancy(Construct):
             self.bucket.node.default_child,
             "Cross-region replication is a disaster-recovery decision of the platform team (a second "
             "region and key); versioning and RETAIN protect the data in place.",
-            "NIST.800.53.R5-S3BucketReplicationEnabled", "HIPAA.Security-S3BucketReplicationEnabled",
-            "PCI.DSS.321-S3BucketReplicationEnabled",
+            "S3BucketReplicationEnabled",
         )
         training_log_group = stack.format_arn(
             service="logs", resource="log-group", resource_name=TRAINING_LOG_GROUP,
@@ -271,7 +262,7 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=KEY_USE_ACTIONS, resources=[self.key.key_arn]),
         ]
 
-    def allow_submission(self, queue: "_GovernedQueue") -> iam.ManagedPolicy:
+    def allow_submission(self, queue: "SubmissionTarget") -> iam.ManagedPolicy:
         """Let this team's submission role use ``queue`` as the team, and only as the team."""
         return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
 

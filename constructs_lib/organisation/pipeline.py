@@ -10,8 +10,8 @@ from typing import Callable
 from aws_cdk import Environment, Stack, Stage, pipelines
 from constructs import Construct
 
-from .compliance import apply_standard_packs
-from .model import Account, GovernanceModel
+from constructs_lib.organisation.compliance import apply_standard_packs
+from constructs_lib.model import Account, GovernanceModel
 
 # The synth step runs the project's own checks before anything is deployed: the tests (not the
 # real-Slurm suite, which needs root and Debian packages), the synth with every pack (fails on

@@ -18,8 +18,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from .errors import GovernanceError, Problem
-from .loader import load_model
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.loader import load_model
 
 LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
 OFFERING_LISTS = ("CapacityBlockOfferings", "TrainingPlanOfferings", "CapacityReservations")
@@ -51,7 +51,7 @@ def _plan(args: argparse.Namespace) -> int:
     from gpu_governance_runtime.capacity.planner import plan
     from gpu_governance_runtime.policy import parse_policy
 
-    from .policy import compile_policy
+    from constructs_lib.model.policy import compile_policy
 
     model = load_model(args.config)
     if not model.capacity_windows:

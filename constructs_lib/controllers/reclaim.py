@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from aws_cdk import (
-    ArnFormat, Duration, RemovalPolicy, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
-    aws_events_targets as event_targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
+    ArnFormat, Duration, Stack, Token,
+    aws_cloudwatch as cloudwatch, aws_events as events,
+    aws_events_targets as event_targets, aws_iam as iam,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
@@ -30,12 +30,13 @@ from gpu_governance_runtime.contract import (
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
-from .acknowledgements import acknowledge, acknowledge_wildcard_resources
-from .errors import GovernanceError, Problem
-from .model import GovernanceModel
-from .placement import team_scope
-from .controller_resources import controller_resources
-from .runtime_asset import runtime_code
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model import GovernanceModel
+from constructs_lib.core.placement import team_scope
+from constructs_lib.controllers.base import GovernanceController
+from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.model.policy import policy_json
 
 NAMESPACE = RECLAIM_NAMESPACE
 ACTING_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
@@ -54,7 +55,7 @@ class ReclaimTarget:
     instance_type: str | None = None
 
 
-class ReclaimController(Construct):
+class ReclaimController(GovernanceController):
     """Exposes ``function``, ``role``, ``ledger``, ``topic``, ``alarms`` and ``dashboard``.
 
     ``schedule``: tick interval (default 1 minute); ``starved_ticks``: ticks a team may wait below
@@ -62,19 +63,17 @@ class ReclaimController(Construct):
     ``max_preemptions_per_tick``: the planner's anti-thrash limits.
     """
 
+    namespace = NAMESPACE
+
     def __init__(
         self, scope: Construct, id: str, *, model: GovernanceModel, targets: Sequence[ReclaimTarget],
         dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
         min_run_time: Duration = Duration.minutes(10), max_preemptions_per_tick: int = 20,
     ) -> None:
-        super().__init__(scope, id)
-        _check(model, targets, starved_ticks, max_preemptions_per_tick)
-        self.model, self.targets, self.schedule = model, tuple(targets), schedule
-        controller_id = f"{model.organisation}-reclaim"
-
-        base = controller_resources(
-            self,
-            controller_id=controller_id,
+        _check(model, targets, starved_ticks, max_preemptions_per_tick)  # before any resource exists
+        super().__init__(
+            scope, id,
+            controller_id=f"{model.organisation}-reclaim",
             ledger_key="action_id",
             ledger_expiry_attribute="expires_at",
             ledger_backup_reason="Point-in-time recovery (35 days) backs up the action ledger; its items expire after a week "
@@ -82,49 +81,41 @@ class ReclaimController(Construct):
             topic_name="GPU reclaim controller alarms",
             role_description="Reclaim controller: reads GPU queues, preempts planned victims",
         )
-        self.key, self.ledger, self.topic, self.dead_letters, self.role = (
-            base.key, base.ledger, base.topic, base.dead_letters, base.role
-        )
-        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
-        self.function = lambda_.Function(
-            self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
-            handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(model),
+        self.model, self.targets, self.schedule = model, tuple(targets), schedule
+        self._add_function(
+            handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(policy_json(model)),
             # The handler never starts an action it cannot finish within this (the runtime's contract).
-            role=self.role, timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=1024,
-            # one tick at a time: an overlapping invocation is throttled rather than run twice
-            reserved_concurrent_executions=1,
-            log_group=log_group, tracing=lambda_.Tracing.ACTIVE, dead_letter_queue=self.dead_letters, environment_encryption=self.key,
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=1024,
             environment={
                 ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t) for t in targets], sort_keys=True),
                 ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
                 ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
             },
+            vpc_reason="The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
+            "and no isolation.",
         )
-        acknowledge(self.function, "The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
-                    "and no isolation.", "LambdaInsideVPC")
         self._grant()
 
         # A missed tick is not worth retrying: the next one reads the queue afresh.
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
-        self.alarms = self._alarms(starved_ticks)
+        self._alarms(starved_ticks)
         self.dashboard = self._dashboard()
 
     def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum") -> cloudwatch.Metric:
         """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
         Preemptions, LostCapacitySeconds, StarvedBelowGuarantee)."""
-        return cloudwatch.Metric(namespace=NAMESPACE, metric_name=metric_name, dimensions_map={"Pool": pool, "Share": share},
-                                 statistic=statistic, period=self.schedule)
+        return self.metric(metric_name, dimensions={"Pool": pool, "Share": share}, statistic=statistic, period=self.schedule)
 
     def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
         """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);
         the other pools were still served and the invocation succeeded."""
-        return cloudwatch.Metric(namespace=NAMESPACE, metric_name=POOL_ERRORS, dimensions_map={"Pool": pool}, statistic="Sum", period=self.schedule)
+        return self.metric(POOL_ERRORS, dimensions={"Pool": pool}, statistic="Sum", period=self.schedule)
 
     def metric_missing_api_operations(self) -> cloudwatch.Metric:
         """Published by every cold start that refuses to run: the count of operations the handler
         calls that the Lambda runtime's boto3 lacks (no dimensions)."""
-        return cloudwatch.Metric(namespace=NAMESPACE, metric_name=MISSING_API_OPERATIONS, statistic="Maximum", period=self.schedule)
+        return self.metric(MISSING_API_OPERATIONS, period=self.schedule)
 
     def _every_share(self, pool: str, metric_name: str, statistic: str) -> cloudwatch.MathExpression:
         # One search expression draws every share of the pool: a dashboard holds at most 2,500
@@ -175,7 +166,7 @@ class ReclaimController(Construct):
             "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned.",
         )
 
-    def _alarms(self, starved_ticks: int) -> list[cloudwatch.Alarm]:
+    def _alarms(self, starved_ticks: int) -> None:
         specs = [
             (team.name, f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
@@ -193,15 +184,10 @@ class ReclaimController(Construct):
             (None, "DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
              "a reclaim tick was not delivered"),
         ]
-        alarms = []
         for team_name, name, metric, periods, description in specs:
             scope = self if team_name is None else team_scope(self, team_name)
-            alarm = cloudwatch.Alarm(scope, f"{name}Alarm", metric=metric, threshold=1, evaluation_periods=periods,
-                                     alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-            alarm.add_alarm_action(actions.SnsAction(self.topic))
-            alarms.append(alarm)
-        return alarms
+            self._add_alarm(scope, name, metric, threshold=1, periods=periods, description=description,
+                            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
 
     def _dashboard(self) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{self.model.organisation}-gpu-reclaim")

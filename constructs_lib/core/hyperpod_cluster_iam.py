@@ -8,7 +8,7 @@ from typing import Sequence
 from aws_cdk import Stack, aws_iam as iam
 from constructs import IConstruct
 
-from .acknowledgements import acknowledge, nag_resource
+from constructs_lib.core.acknowledgements import acknowledge, nag_resource
 
 
 def _passable_roles(scope: IConstruct) -> str:

@@ -15,22 +15,16 @@ from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from . import kubernetes
-from .hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
-from .acknowledgements import acknowledge, acknowledge_wildcard_resources
-from .batch import GOVERNANCE_METADATA
-from .errors import GovernanceError, Problem
-from .nag import declare_platform_admin
-from .model import POD_ROLE_SUFFIX, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, account_of, check_pool_teams
-from .placement import team_scope
-from .runtime_asset import runtime_code
-from .tenancy import ROLE_PATH, TeamTenancy
+from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.nag import declare_platform_admin
+from constructs_lib.model import POD_ROLE_SUFFIX, ROLE_PATH, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, account_of, check_pool_teams
+from constructs_lib.core.placement import team_scope
+from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.tenancy import TeamTenancy
 
-SHARING_STRATEGY = {
-    SharingStrategy.RESERVE: "DontLend",
-    SharingStrategy.LEND: "Lend",
-    SharingStrategy.LEND_AND_BORROW: "LendAndBorrow",
-}
-"""The model's sharing strategies as HyperPod compute quota strategies."""
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
@@ -46,7 +40,7 @@ def _enabled(flag: bool) -> str:
 def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     """The ``AWS::SageMaker::ComputeQuota`` properties of one team (no L1 class exists)."""
     sharing = team.sharing
-    resource_sharing: dict = {"Strategy": SHARING_STRATEGY[sharing.strategy]}
+    resource_sharing: dict = {"Strategy": HYPERPOD_SHARING_STRATEGY[sharing.strategy]}
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         resource_sharing["BorrowLimit"] = sharing.borrow_limit
     return {
@@ -333,15 +327,13 @@ def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_res
             "Deploy-time function of the dedicated instance groups: the custom-resource framework calls it synchronously "
             "and reports every failure to CloudFormation, so no dead-letter queue, reserved concurrency or tracing is "
             "needed. It calls only the public SageMaker API; a VPC would add NAT cost and no isolation.",
-            "NIST.800.53.R5-LambdaConcurrency", "HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaDLQ",
-            "HIPAA.Security-LambdaDLQ", "Serverless-LambdaDLQ", "Serverless-LambdaTracing", "NIST.800.53.R5-LambdaInsideVPC",
-            "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC",
+            "LambdaConcurrency", "LambdaDLQ", "Serverless-LambdaTracing", "LambdaInsideVPC",
         )
     acknowledge(
         log_group,
         "The dedicated-nodes log holds only the cluster ARN, instance group and team names; CloudWatch Logs encrypts it "
         "at rest with its own keys, and a customer managed key for it would protect no tenant data.",
-        "NIST.800.53.R5-CloudWatchLogGroupEncrypted", "HIPAA.Security-CloudWatchLogGroupEncrypted", "PCI.DSS.321-CloudWatchLogGroupEncrypted",
+        "CloudWatchLogGroupEncrypted",
     )
     acknowledge_update_cluster(policy)
     acknowledge_wildcard_resources(policy, [f"{log_group.log_group_arn}:*"],
@@ -352,7 +344,7 @@ def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_res
         "The custom-resource framework role of aws-cdk-lib: AWSLambdaBasicExecutionRole only writes the framework's own "
         "logs, and its inline policy only invokes the dedicated-nodes handler.",
         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-        "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy",
+        "IAMNoInlinePolicy",
     )
     acknowledge_wildcard_resources(framework_role.node.find_child("DefaultPolicy"), [f"{handler.function_arn}:*"],
                                    "The custom-resource framework invokes any version of the one dedicated-nodes handler it fronts.")
@@ -371,9 +363,7 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
             "framework, which reports failures to CloudFormation: no dead-letter queue, reserved concurrency or "
             "tracing is needed. It reaches the EKS endpoint and AWS APIs; pass a VPC-bound kubectl_provider for "
             "private-only clusters.",
-            "NIST.800.53.R5-LambdaConcurrency", "HIPAA.Security-LambdaConcurrency", "NIST.800.53.R5-LambdaDLQ",
-            "HIPAA.Security-LambdaDLQ", "Serverless-LambdaDLQ", "Serverless-LambdaTracing", "NIST.800.53.R5-LambdaInsideVPC",
-            "HIPAA.Security-LambdaInsideVPC", "PCI.DSS.321-LambdaInsideVPC",
+            "LambdaConcurrency", "LambdaDLQ", "Serverless-LambdaTracing", "LambdaInsideVPC",
         )
         acknowledge(
             function.node.find_child("ServiceRole"),
@@ -381,7 +371,7 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
             "function's own logs and the ECR read-only policies let kubectl pull nothing but images the cluster already uses.",
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]",
-            "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy",
+            "IAMNoInlinePolicy",
         )
     # The ECR Public policy is attached only in partitions that have ECR Public (a condition).
     ecr_public = Stack.of(handler).get_logical_id(handler.node.find_child("HasEcrPublic"))

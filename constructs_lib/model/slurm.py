@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
@@ -23,10 +24,14 @@ from gpu_governance_runtime.slurm import (
     borrow_qos_name,
     class_qos_name,
 )
+from gpu_governance_runtime.contract import HYPERPOD_SLURM
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from ..errors import GovernanceError, Problem
-from ..model import SAGEMAKER_NAME_PATTERN, UNLIMITED, GovernanceModel, HyperPodSlurmPool, Team
+from constructs_lib.core.errors import GovernanceError, Problem
+from .base import SAGEMAKER_NAME_PATTERN, UNLIMITED
+
+if TYPE_CHECKING:
+    from .organisation import GovernanceModel, HyperPodSlurmPool, Team
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -194,8 +199,8 @@ def _borrow_gpus(team: Team, pool: HyperPodSlurmPool) -> int | None:
 def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
     pools = {p.name: p for p in model.pools}
     pool = pools.get(pool_name)
-    if not isinstance(pool, HyperPodSlurmPool):
-        slurm_pools = sorted(p.name for p in model.pools if isinstance(p, HyperPodSlurmPool))
+    if pool is None or pool.backend != HYPERPOD_SLURM:
+        slurm_pools = sorted(p.name for p in model.pools if p.backend == HYPERPOD_SLURM)
         raise GovernanceError.single("pools", "no hyperpod_slurm pool of this name", pool_name, f"one of {slurm_pools}")
     return pool
 

@@ -1,9 +1,8 @@
 """Capacity windows in the governance model: when extra GPU capacity is bought, what it feeds,
 and the price, budget and mode that bound the buying.
 
-This module builds on ``model._Frozen`` and model.py imports it back at its end (after
-``_Frozen`` exists) to type ``GovernanceModel.capacity_windows``; keeping the window models here
-keeps model.py about the organisation and this file about one concern.
+Windows build on the model's base (``base.py``); the organisation (``organisation.py``) types
+``GovernanceModel.capacity_windows`` with them and runs ``check_windows``.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS
 
-from .errors import Problem
-from .model import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, _Frozen
+from constructs_lib.core.errors import Problem
+from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, _Frozen
 
 if TYPE_CHECKING:
-    from .model import GovernanceModel
+    from .organisation import GovernanceModel
 
 MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead

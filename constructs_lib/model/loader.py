@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from .errors import GovernanceError, Problem
-from .model import GovernanceModel
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model import GovernanceModel
 
 MAX_FILE_BYTES = 1024 * 1024  # a governance file is a few KB; refuse anything absurd
 CONFIG_ENVIRONMENT_VARIABLE = "GPU_GOVERNANCE_CONFIG"

@@ -10,12 +10,13 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from . import cli_capacity, simulate
-from .errors import GovernanceError
-from .explain import deals, render_table
-from .loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
-from .model import GovernanceModel
-from .slurm import cli as slurm_cli
+from constructs_lib.cli import capacity as cli_capacity
+from constructs_lib import simulate
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.cli.explain import deals, render_table
+from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
+from constructs_lib.model import GovernanceModel
+from constructs_lib.cli import slurm as slurm_cli
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -33,7 +34,7 @@ def _config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from .limits import check_model, estimate
+    from constructs_lib.organisation.limits import check_model, estimate
 
     model = load_model(args.config)
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
@@ -70,7 +71,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import render, summarise
+    from constructs_lib.cli.report import render, summarise
 
     try:
         summary = summarise(args.outdir)
@@ -111,6 +112,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,8 +8,8 @@ import sys
 
 from gpu_governance_runtime.slurm import render_apply_script
 
-from ..loader import CONFIG_ENVIRONMENT_VARIABLE, load_model
-from .mapping import DEFAULT_DATA_ROOT, slurm_plan
+from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, load_model
+from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, slurm_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

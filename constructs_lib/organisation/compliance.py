@@ -14,7 +14,7 @@ from cdk_nag import (
 )
 from constructs import Construct
 
-from .nag import GpuGovernanceChecks
+from constructs_lib.nag import GpuGovernanceChecks
 
 STANDARD_PACKS = (AwsSolutionsChecks, NIST80053R5Checks, HIPAASecurityChecks, PCIDSS321Checks, ServerlessChecks)
 

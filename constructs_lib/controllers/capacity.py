@@ -11,22 +11,23 @@ from __future__ import annotations
 
 
 from aws_cdk import (
-    ArnFormat, Duration, RemovalPolicy, Stack,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
-    aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
+    ArnFormat, Duration, Stack,
+    aws_cloudwatch as cloudwatch, aws_events as events,
+    aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
 )
 
-from .acknowledgements import acknowledge, acknowledge_wildcard_resources
-from .errors import GovernanceError
-from .model import GovernanceModel
-from .nag import declare_capacity_controller
-from .controller_resources import controller_resources
-from .hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
-from .runtime_asset import runtime_code
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import GovernanceModel
+from constructs_lib.nag import declare_capacity_controller
+from constructs_lib.controllers.base import GovernanceController
+from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
+from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.model.policy import policy_json
 
 TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
@@ -38,24 +39,25 @@ def capacity_controller_role_name(organisation: str) -> str:
     return f"{organisation}-capacity-controller"
 
 
-class CapacityController(Construct):
+class CapacityController(GovernanceController):
     """Buys the model's capacity windows (dry run unless a window says otherwise).
 
     ``schedule``: how often the controller plans (default every 15 minutes; approvals are acted
     on at the next run). Exposes ``function``, ``role``, ``ledger``, ``topic`` and ``alarms``;
-    ``metric()`` gives any metric the function publishes.
+    ``metric()`` gives any metric the function publishes in the contract's ``CAPACITY_NAMESPACE``:
+    ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
+    ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
+    ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``.
     """
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15)) -> None:
-        super().__init__(scope, id)
-        if not model.capacity_windows:
-            raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
-        self.controller_id = f"{model.organisation}-capacity"
-        windows = model.capacity_windows
+    namespace = CAPACITY_NAMESPACE
 
-        base = controller_resources(
-            self,
-            controller_id=self.controller_id,
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15)) -> None:
+        if not model.capacity_windows:  # before any resource exists: nothing half-built on bad props
+            raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
+        super().__init__(
+            scope, id,
+            controller_id=f"{model.organisation}-capacity",
             ledger_key="pk",
             ledger_backup_reason="Point-in-time recovery (35 days) is the ledger's backup; it is small and every purchase is "
             "also tagged on the reservation itself, so it can be rebuilt from AWS.",
@@ -63,17 +65,13 @@ class CapacityController(Construct):
             role_name=capacity_controller_role_name(model.organisation),
             role_description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)",
         )
-        self.key, self.ledger, self.topic, self.dead_letters, self.role = (
-            base.key, base.ledger, base.topic, base.dead_letters, base.role
-        )
+        windows = model.capacity_windows
         declare_capacity_controller(self.role)
-        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
-        self.function = lambda_.Function(
-            self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
-            handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(model),
-            role=self.role, timeout=Duration.minutes(5), memory_size=512, reserved_concurrent_executions=1,
-            log_group=log_group, logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,
-            dead_letter_queue=self.dead_letters, environment_encryption=self.key,
+        self._add_function(
+            handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(policy_json(model)),
+            timeout=Duration.minutes(5), memory_size=512, logging_format=lambda_.LoggingFormat.JSON,
+            vpc_reason="The controller calls only public AWS APIs (EC2, SageMaker, DynamoDB, SNS); "
+            "a VPC would add NAT cost and no isolation.",
         )
         # Set on the L1 rather than through the L2's lazy environment, which cdk-nag rules reading
         # the resource's properties (GpuGovernance-PurchaserLimits) see as empty.
@@ -83,9 +81,6 @@ class CapacityController(Construct):
             ENV_BUDGET: str(max(w.budget.amount for w in windows)),
             ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
         })
-        acknowledge(self.function, "The controller calls only public AWS APIs (EC2, SageMaker, DynamoDB, SNS); "
-                    "a VPC would add NAT cost and no isolation.",
-                    "LambdaInsideVPC")
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)
         self._grant_capacity(model)
@@ -94,7 +89,7 @@ class CapacityController(Construct):
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
             source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
-        self.alarms = self._alarms(model)
+        self._alarms(model)
 
     def _grant_capacity(self, model: GovernanceModel) -> None:
         stack = Stack.of(self)
@@ -178,16 +173,7 @@ class CapacityController(Construct):
                         "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
                         "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]")
 
-    def metric(self, metric_name: str, *, dimensions: dict[str, str] | None = None, statistic: str = "Maximum",
-               period: Duration = Duration.minutes(15)) -> cloudwatch.Metric:
-        """A metric the function publishes in its namespace (the contract's ``CAPACITY_NAMESPACE``):
-        ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
-        ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
-        ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``."""
-        return cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=metric_name, dimensions_map=dimensions,
-                                 statistic=statistic, period=period)
-
-    def _alarms(self, model: GovernanceModel) -> list[cloudwatch.Alarm]:
+    def _alarms(self, model: GovernanceModel) -> None:
         # (name, metric, threshold, periods that must breach in a row, description)
         specs = [
             ("WindowsUncovered", self.metric("WindowsUncovered"), 0, 1, "a capacity window cannot be covered (price cap, budget or no offering)"),
@@ -214,11 +200,6 @@ class CapacityController(Construct):
              f"window {w.name} used over 90% of its budget")
             for w in model.capacity_windows
         ]
-        alarms = []
         for name, source, threshold, periods, description in specs:
-            alarm = cloudwatch.Alarm(self, f"{name}Alarm", metric=source, threshold=threshold, evaluation_periods=periods,
-                                     alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-            alarm.add_alarm_action(actions.SnsAction(self.topic))
-            alarms.append(alarm)
-        return alarms
+            self._add_alarm(self, name, source, threshold=threshold, periods=periods, description=description,
+                            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)

@@ -9,16 +9,15 @@ from gpu_governance_runtime import contract
 from aws_cdk import ArnFormat, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
-from .acknowledgements import acknowledge_wildcard_resources
-from .errors import GovernanceError
-from .placement import team_scope
-from .model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
+from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from constructs_lib.core.placement import team_scope
+from constructs_lib.model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
 
 TEAM_TAG = contract.TAG_TEAM
 """Tag every job carries with its team's name; IAM uses it to scope terminate and update."""
 
-GOVERNANCE_METADATA = "GpuGovernance"
-"""CloudFormation metadata key under which the constructs record team and preset for checks."""
 
 # Waiting RUNNABLE jobs whose reason says they can never run (they ask for more than the
 # service environment or the quota share can ever hold) are terminated after the API's

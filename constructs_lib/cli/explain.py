@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_EKS
 
-from .model import AnyPool, GovernanceModel, SharingStrategy, Team
+from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
 
 
 @dataclass(frozen=True, kw_only=True)

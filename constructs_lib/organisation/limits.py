@@ -18,8 +18,8 @@ from typing import Any, Iterable
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
-from .errors import Problem
-from .model import GovernanceModel, Team, account_of
+from constructs_lib.core.errors import Problem
+from constructs_lib.model import GovernanceModel, Team, account_of
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -182,7 +182,7 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
 def _policy_document_problems(model: GovernanceModel) -> list[Problem]:
     from gpu_governance_runtime import __file__ as runtime_init
 
-    from .policy import policy_json
+    from constructs_lib.model.policy import policy_json
 
     package = sum(f.stat().st_size for f in Path(runtime_init).parent.rglob("*") if f.is_file())
     size = package + len(policy_json(model).encode())
@@ -196,7 +196,7 @@ def _guardrail_problems(model: GovernanceModel) -> list[Problem]:
     if model.guardrails is None:
         return []
     # The guardrails module builds the documents (and imports aws_cdk): only when declared.
-    from .guardrails import guardrail_size_problems
+    from constructs_lib.organisation.guardrails import guardrail_size_problems
 
     return guardrail_size_problems(model, model.guardrails)
 

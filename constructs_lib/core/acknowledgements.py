@@ -15,9 +15,15 @@ from constructs import IConstruct
 # acknowledging an id no pack reports would only hide a typo.
 _CONTROL_PACKS = ("NIST.800.53.R5", "HIPAA.Security", "PCI.DSS.321")
 PACKS_WITH_RULE: dict[str, tuple[str, ...]] = {
+    "CloudWatchLogGroupEncrypted": _CONTROL_PACKS,
     "DynamoDBInBackupPlan": ("NIST.800.53.R5", "HIPAA.Security"),
     "IAMNoInlinePolicy": _CONTROL_PACKS,
+    "LambdaConcurrency": ("NIST.800.53.R5", "HIPAA.Security"),
+    "LambdaDLQ": ("NIST.800.53.R5", "HIPAA.Security", "Serverless"),
     "LambdaInsideVPC": _CONTROL_PACKS,
+    "S3BucketLoggingEnabled": _CONTROL_PACKS,
+    "S3BucketReplicationEnabled": _CONTROL_PACKS,
+    "S3DefaultEncryptionKMS": _CONTROL_PACKS,
 }
 
 

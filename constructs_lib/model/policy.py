@@ -11,7 +11,7 @@ from typing import Any
 
 from gpu_governance_runtime.contract import POLICY_VERSION
 
-from .model import UNLIMITED, GovernanceModel, Team
+from constructs_lib.model import UNLIMITED, GovernanceModel, Team
 
 
 def _share(team: Team, pool_name: str) -> dict[str, Any]:

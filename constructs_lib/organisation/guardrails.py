@@ -16,11 +16,11 @@ from typing import Any
 from aws_cdk import aws_organizations as organizations
 from constructs import Construct
 
-from .batch import TEAM_TAG
-from .capacity import capacity_controller_role_name
-from .errors import GovernanceError, Problem
-from .model import GovernanceModel, Guardrails, account_of, check_exemptions
-from .nag.cfn import PURCHASE_ACTIONS
+from constructs_lib.controllers.capacity import capacity_controller_role_name
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
+from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
+from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",

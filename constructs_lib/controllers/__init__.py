@@ -1,0 +1,8 @@
+"""The constructs that deploy the Lambda controllers (code in ``lambda/gpu_governance_runtime``):
+``capacity`` buys and rotates capacity for declared windows, ``reclaim`` lends, borrows and
+reclaims where a backend cannot. Both build on ``base.GovernanceController``."""
+
+from .capacity import CapacityController
+from .reclaim import ReclaimController, ReclaimTarget
+
+__all__ = ["CapacityController", "ReclaimController", "ReclaimTarget"]

@@ -1,0 +1,47 @@
+"""The shared vocabulary of the constructs, the nag pack and the guardrails: the metadata key
+the constructs record governance facts under, the IAM action sets more than one part grants or
+denies, and the model's sharing strategies in HyperPod's words. Pure Python (no aws_cdk), so the
+nag pack, usable in any CDK app, depends on this and not on a construct module. Tag keys, metric
+and environment names shared with the Lambda controllers live in the runtime's ``contract``.
+"""
+
+from __future__ import annotations
+
+from gpu_governance_runtime.contract import SharingStrategy
+
+GOVERNANCE_METADATA = "GpuGovernance"
+"""CloudFormation metadata key under which the constructs record team and preset for checks."""
+
+PURCHASE_ACTIONS = (
+    "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
+    "sagemaker:ExtendTrainingPlan", "ec2:CreateCapacityReservation", "ec2:CreateCapacityReservationFleet",
+    "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
+)
+"""Every IAM action that buys GPU capacity, or commits to paying for it (reservations, Savings
+Plans): the nag rules and the organisation guardrails."""
+
+# Full key administration without use of the key: for the CloudFormation execution role on
+# tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
+# out) and for the account on controller keys.
+KEY_ADMIN_ACTIONS = [
+    "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
+    "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
+    "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+]
+# What a platform admin needs to operate a tenant key: read it, switch it off and on, rotate
+# it, revoke a grant and schedule or cancel its deletion. Nothing that widens who may use it
+# (PutKeyPolicy, CreateGrant) or that access conditions may read (aliases, tags): those
+# change only through the deployment.
+PLATFORM_KEY_ADMIN_ACTIONS = [
+    "kms:DescribeKey", "kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListGrants", "kms:ListKeyPolicies",
+    "kms:ListKeyRotations", "kms:ListResourceTags", "kms:EnableKey", "kms:DisableKey", "kms:EnableKeyRotation",
+    "kms:RotateKeyOnDemand", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+]
+KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
+
+HYPERPOD_SHARING_STRATEGY = {
+    SharingStrategy.RESERVE: "DontLend",
+    SharingStrategy.LEND: "Lend",
+    SharingStrategy.LEND_AND_BORROW: "LendAndBorrow",
+}
+"""The model's sharing strategies as HyperPod compute quota strategies."""

@@ -1,0 +1,221 @@
+"""The model's base: the names, identifiers and limits every part of the model shares, the
+frozen base class whose validation errors become `path: what is wrong (value) - what is allowed`
+lines, and the names of the roles the library creates.
+
+Nothing here knows a team, a pool or an organisation: those build on this module
+(`organisation.py`, `capacity.py`, `slurm.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from gpu_governance_runtime.contract import BACKENDS
+
+from constructs_lib.core.errors import GovernanceError, Problem
+
+# --- names and identifiers ------------------------------------------------------------------
+
+# [0-9], not \d: \d also matches other scripts' digits (a full-width account id would validate).
+AccountId = Annotated[str, StringConstraints(pattern=r"^[0-9]{12}$")]
+Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", max_length=32)]
+PrincipalArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
+]
+OrganizationId = Annotated[str, StringConstraints(pattern=r"^o-[a-z0-9]{10,32}$")]
+# The CDK bootstrap template's own pattern for a qualifier.
+BootstrapQualifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,10}$")]
+DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
+# Team names become Batch quota share and fair-share identifiers, IAM role names (64 max with
+# the longest suffix we add) and KMS aliases: 40 of [A-Za-z0-9_-] fits all of them.
+TEAM_NAME_MAX = 40
+TeamName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=TEAM_NAME_MAX)]
+# HyperPod team names (and the Kubernetes namespaces made from them) are DNS labels.
+HYPERPOD_TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Batch job queue / service environment names.
+# Pool names: Batch names the scheduling policy <pool>-quota-share, within 128 characters.
+QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128 - len("-quota-share"))]
+DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
+# Instance types are short (ml.p4de.24xlarge); the cap keeps derived names within AWS limits.
+SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", max_length=40)]
+Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", max_length=40)]
+Count = Annotated[int, Field(ge=1, le=100_000)]
+
+MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
+MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
+MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
+MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
+MAX_BORROW_LIMIT = 10_000  # percent; SageMaker BorrowLimit maximum (Batch has none)
+MAX_HYPERPOD_BORROW_LIMIT = 500  # percent; the range SageMaker documents for HyperPod BorrowLimit
+UNLIMITED: Literal["unlimited"] = "unlimited"
+
+
+class _ReportingMeta(type(BaseModel)):  # pydantic's model metaclass, without a private import
+    # Converting errors here rather than in __init__ matters: a custom __init__ would make
+    # pydantic call it for nested models too, and nest one report inside another.
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as error:
+            raise governance_error_from(error) from None
+        except _OrganisationProblems as error:
+            raise GovernanceError(error.problems) from None
+
+
+class _Frozen(BaseModel, metaclass=_ReportingMeta):
+    """Base for model objects: immutable, unknown keys rejected, errors as GovernanceError."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _OrganisationProblems(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+
+
+# SageMaker names a cluster and an instance group alike.
+SAGEMAKER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+InstanceGroupName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATTERN)]
+HyperPodClusterName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATTERN)]
+EksClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
+ComputeEnvironmentArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
+]
+HyperPodClusterArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$")
+]
+
+
+# --- roles the library creates -------------------------------------------------------------
+
+ROLE_PATH = "/gpu-governance/"
+"""The IAM path of every team role the library creates (submission, training, pods)."""
+SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, POD_ROLE_SUFFIX = "-gpu-submit", "-gpu-training", "-gpu-pods"
+"""Team role names are ``<team><suffix>``; the suffixes also tell a library role from a member."""
+_TEAM_ROLE_SUFFIXES = (SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, POD_ROLE_SUFFIX)
+
+
+def library_role(arn: str, organisation: str) -> str | None:
+    """What ``arn`` is if it names a role this library (or the CDK deploying it) creates, else
+    None. Such roles must never become a member, an admin or an exemption: another team's role
+    or a controller would then act as a team or as the platform. Role names are unique ignoring
+    case, so they are compared so."""
+    kind, _, path_and_name = arn.split(":", 5)[-1].partition("/")
+    if kind != "role":
+        return None
+    path_and_name = "/" + path_and_name.lower()
+    name = path_and_name.rsplit("/", 1)[-1]
+    if path_and_name.startswith(ROLE_PATH):
+        return f"a role under the library's path {ROLE_PATH}"
+    if name.endswith(_TEAM_ROLE_SUFFIXES):
+        return f"named like a team role of the library (*{'/*'.join(_TEAM_ROLE_SUFFIXES)})"
+    if name.startswith(f"{organisation}-capacity-".lower()):
+        return f"named like a role of the capacity stack ({organisation}-capacity-*: the controllers)"
+    if name.startswith("cdk-"):
+        return "named like a CDK bootstrap role (cdk-*)"
+    return None
+
+
+def account_of(arn: str) -> str:
+    return arn.split(":")[4]
+
+
+# --- pydantic errors as problems --------------------------------------------------------------
+
+_ALLOWED_BY_TYPE = {
+    "missing": "required",
+    "extra_forbidden": "not a known setting; see `gpu-governance schema`",
+    "literal_error": "allowed: {expected}",
+    "enum": "allowed: {expected}",
+    "string_pattern_mismatch": "must match {pattern}",
+    "string_too_long": "at most {max_length} characters",
+    "greater_than_equal": "at least {ge}",
+    "less_than_equal": "at most {le}",
+    "too_short": "at least {min_length} item(s)",
+    "too_long": "at most {max_length} item(s)",
+    "union_tag_invalid": "one of {expected_tags}",
+    "union_tag_not_found": "one of batch_quota_share, batch_fair_share, hyperpod_eks, hyperpod_slurm",
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "dict_type": "a mapping",
+    "tuple_type": "a list",
+    "list_type": "a list",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+_REQUIRED_SHARING = "required: a preset (background, steady, critical) or a sharing strategy"
+
+
+def governance_error_from(error: ValidationError) -> GovernanceError:
+    """Turn pydantic's report into our `path: what is wrong (value) - what is allowed` lines."""
+    problems = []
+    items = error.errors(include_url=False)
+    failing_paths = {_path(item["loc"]) for item in items}
+    for item in items:
+        location = _path(item["loc"])
+        kind = item["type"]
+        if kind == "too_short" and any(p.startswith(location + "[") for p in failing_paths):
+            continue  # a list whose items failed is not also too short
+        if kind.startswith("union_tag"):
+            location += ".backend"
+        if kind == "missing" and location.endswith(".sharing"):
+            if location.removesuffix(".sharing") + ".preset" in failing_paths:
+                continue  # the bad preset is the problem, already reported
+            item = {**item, "ctx": None}
+            template = _REQUIRED_SHARING
+        else:
+            template = _ALLOWED_BY_TYPE.get(kind)
+        context = item.get("ctx") or {}
+        if kind == "value_error":
+            wrong, allowed = "invalid", str(context.get("error", item["msg"]))
+        elif template is None:
+            wrong, allowed = "invalid", item["msg"]
+        else:
+            wrong = "missing" if kind == "missing" else "invalid"
+            try:
+                allowed = template.format(**context)
+            except (KeyError, IndexError):
+                allowed = item["msg"]
+        value = item.get("input") if kind != "missing" else None
+        problems.append(Problem(path=location, wrong=wrong, value=value, allowed=allowed))
+    return GovernanceError(_dedupe(problems))
+
+
+_UNION_TAGS = {*BACKENDS,  # pool backends
+               "batch_compute_environment", "eks_node_group", "hyperpod_instance_group", "sagemaker_training_jobs"}  # feed kinds
+_PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
+
+
+def _path(location: tuple[Any, ...]) -> str:
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)):
+            continue  # pydantic's internal union branch names say nothing to a user
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    # A value that fails every branch of `int | "unlimited" | None` yields one error per branch;
+    # keep one line per path and say what all branches allow.
+    by_path: dict[str, list[Problem]] = {}
+    for problem in problems:
+        by_path.setdefault(problem.path, []).append(problem)
+    merged = []
+    for path, items in by_path.items():
+        if len(items) == 1:
+            merged.append(items[0])
+        else:
+            allowed = "; or ".join(dict.fromkeys(p.allowed for p in items))
+            merged.append(Problem(path=path, wrong=items[0].wrong, value=items[0].value, allowed=allowed))
+    return merged
