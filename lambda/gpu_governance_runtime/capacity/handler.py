@@ -112,7 +112,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         "deferred": list(report.deferred), "errors": [list(e) for e in report.errors],
         "planned": [{"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode} for p in report.plan.purchases],
     }
-    _log("capacity controller run", **result)
+    log.info("capacity controller run", **result)
     return result
 
 
@@ -227,6 +227,3 @@ def _emit_metrics(report: controller.RunReport, windows: dict[str, Window], spen
 def _metric(dimensions: dict[str, str], **values: tuple[float, str]) -> None:
     """One CloudWatch embedded-metric-format record on stdout (the contract test reads these calls' names)."""
     metrics.publish(METRIC_NAMESPACE, dimensions, values)
-
-
-_log = log.info
