@@ -13,12 +13,11 @@ is half done.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any, Iterable, Mapping
 
 import botocore
 
+from .common import log, metrics
 from .contract import MISSING_API_OPERATIONS
 
 Required = Mapping[str, Iterable[str]]  # service name -> operation names (PascalCase, as in the API)
@@ -38,14 +37,7 @@ def require(clients: Mapping[str, Any], required: Required, *, namespace: str) -
     absent = missing(clients, required)
     if not absent:
         return
-    print(json.dumps({
-        "level": "ERROR", "message": "the Lambda runtime's boto3 lacks operations this function calls; it will not start",
-        "missing": absent, "botocore": botocore.__version__,
-        "fix": "use a newer Lambda Python runtime (or region) whose boto3 has them",
-    }), flush=True)
-    print(json.dumps({
-        "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-            {"Namespace": namespace, "Dimensions": [[]], "Metrics": [{"Name": MISSING_API_OPERATIONS, "Unit": "Count"}]}]},
-        MISSING_API_OPERATIONS: len(absent),
-    }), flush=True)
+    log.error("the Lambda runtime's boto3 lacks operations this function calls; it will not start",
+              missing=absent, botocore=botocore.__version__, fix="use a newer Lambda Python runtime (or region) whose boto3 has them")
+    metrics.publish(namespace, {}, {MISSING_API_OPERATIONS: (len(absent), "Count")})
     raise RuntimeError(f"botocore {botocore.__version__} lacks {', '.join(absent)}")

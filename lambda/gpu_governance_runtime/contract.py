@@ -97,3 +97,8 @@ RECLAIM_METRICS = (*SHARE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all t
 CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
                     "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",
                     "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")
+# Per Cluster, published by the HyperPod dedicated-nodes custom resource on each event.
+DEDICATED_GROUPS_UPDATED = "DedicatedGroupsUpdated"
+HYPERPOD_METRICS = (DEDICATED_GROUPS_UPDATED, MISSING_API_OPERATIONS)
+# Every metric name a function may publish (gpu_governance_runtime.common.metrics refuses others).
+METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *HYPERPOD_METRICS))

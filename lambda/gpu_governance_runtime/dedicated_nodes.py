@@ -17,21 +17,20 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any, Mapping
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from . import api_check
-from .contract import HYPERPOD_NAMESPACE
+from .common import log, metrics
+from .common.clients import DESIRED_STATE as RETRY_CONFIG  # the name its tests use
+from .contract import DEDICATED_GROUPS_UPDATED, HYPERPOD_NAMESPACE
 from .hyperpod_cluster import described_groups, group_specification
 
 DEDICATED_NODE_KEY = "gpu-governance/dedicated-team"
 """Node label and taint key marking a node as dedicated to the team named in the value."""
 
-RETRY_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 8})
 METRIC_NAMESPACE = HYPERPOD_NAMESPACE
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {"sagemaker": ("DescribeCluster", "UpdateCluster")}
@@ -145,18 +144,7 @@ def handler(event: Mapping[str, Any], context: Any = None, *, sagemaker: Any = N
         if event["RequestType"] != "Delete" or error.response.get("Error", {}).get("Code") != "ResourceNotFound":
             raise
         updated = []
-    _log(request=event["RequestType"], cluster=cluster_arn, wanted=wanted, updated=updated)
-    _metric(cluster_arn, len(updated))
+    log.info("dedicated instance groups reconciled", request=event["RequestType"], cluster=cluster_arn, wanted=wanted, updated=updated)
+    metrics.publish(METRIC_NAMESPACE, {"Cluster": cluster_arn}, {DEDICATED_GROUPS_UPDATED: (len(updated), "Count")})
     return {"PhysicalResourceId": physical_id(cluster_arn), "Data": {"UpdatedGroups": ",".join(updated)}}
 
-
-def _log(**fields: Any) -> None:
-    print(json.dumps({"level": "INFO", "message": "dedicated instance groups reconciled", **fields}, sort_keys=True), flush=True)
-
-
-def _metric(cluster_arn: str, updated: int) -> None:
-    print(json.dumps({
-        "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-            {"Namespace": METRIC_NAMESPACE, "Dimensions": [["Cluster"]], "Metrics": [{"Name": "DedicatedGroupsUpdated", "Unit": "Count"}]}]},
-        "Cluster": cluster_arn, "DedicatedGroupsUpdated": updated,
-    }), flush=True)

@@ -15,16 +15,15 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Literal
 
-from botocore.config import Config
 from botocore.exceptions import (
     ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ParamValidationError, ProxyConnectionError,
 )
 
+from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
 from .planner import HOUR, Offering, Reservation, Window, shortfall
 
-PURCHASE_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30)
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40
 # Raised before a single byte of the request was sent: nothing can have been bought.

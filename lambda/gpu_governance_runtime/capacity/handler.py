@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -22,6 +21,8 @@ import boto3
 from botocore.exceptions import ClientError
 
 from .. import api_check
+from ..common import log, metrics
+from ..common.clients import CAPACITY_READS
 from ..contract import CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN
 from ..policy import PolicyError, read_policy
 from . import controller, hyperpod, market, requeue, rotation
@@ -62,10 +63,9 @@ def _clients() -> Clients | None:
     if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
         return None  # imported by tests or the CLI: they bring their own clients
     clients = Clients(
-        ec2=boto3.client("ec2"), sagemaker=boto3.client("sagemaker"),
+        ec2=boto3.client("ec2", config=CAPACITY_READS), sagemaker=boto3.client("sagemaker", config=CAPACITY_READS),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
-        dynamodb=boto3.client("dynamodb"), sns=boto3.client("sns"), events=boto3.client("events"),
-        batch=boto3.client("batch"), eks=boto3.client("eks"), ecs=boto3.client("ecs"),
+        **{service: boto3.client(service, config=CAPACITY_READS) for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs")},
     )
     api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
     return clients
@@ -112,7 +112,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         "deferred": list(report.deferred), "errors": [list(e) for e in report.errors],
         "planned": [{"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode} for p in report.plan.purchases],
     }
-    _log("capacity controller run", **result)
+    log.info("capacity controller run", **result)
     return result
 
 
@@ -218,22 +218,12 @@ def _emit_metrics(report: controller.RunReport, windows: dict[str, Window], spen
             AwaitingApproval=(len(report.awaiting_approval), "Count"), PurchasesFoundLate=(len(report.found_late), "Count"),
             PurchasesDeferred=(len(report.deferred), "Count"), RunErrors=(len(report.errors), "Count"))
     for what, why in report.errors:
-        print(json.dumps({"level": "ERROR", "message": "capacity controller step failed", "what": what, "error": why}))
+        log.error("capacity controller step failed", what=what, error=why)
     for name, window in windows.items():
         used = float(spent[name] / window.budget * 100) if window.budget else 0.0
         _metric({"Window": name}, Spend=(float(spent[name]), "None"), BudgetUsedPercent=(used, "Percent"))
 
 
 def _metric(dimensions: dict[str, str], **values: tuple[float, str]) -> None:
-    """One CloudWatch embedded-metric-format record on stdout."""
-    print(json.dumps({
-        "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [{
-            "Namespace": METRIC_NAMESPACE, "Dimensions": [sorted(dimensions)],
-            "Metrics": [{"Name": name, "Unit": unit} for name, (_, unit) in values.items()],
-        }]},
-        **dimensions, **{name: value for name, (value, _) in values.items()},
-    }))
-
-
-def _log(message: str, **fields: Any) -> None:
-    print(json.dumps({"level": "INFO", "message": message, **fields}, default=str))
+    """One CloudWatch embedded-metric-format record on stdout (the contract test reads these calls' names)."""
+    metrics.publish(METRIC_NAMESPACE, dimensions, values)

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
+from ..common import metrics
+from ..common.clients import WITHIN_A_TICK
+from ..common.log import write as log
 from ..contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
     ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
@@ -36,12 +38,9 @@ from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
-# Standard retry mode backs off on throttling (TooManyRequestsException, ThrottlingException);
-# short timeouts keep one call well inside an action's time (adapters' ``action_seconds``).
-_RETRIES = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3, read_timeout=5)
-batch = boto3.client("batch", config=_RETRIES)
-ssm = boto3.client("ssm", config=_RETRIES)
-dynamodb = boto3.resource("dynamodb", config=_RETRIES)
+batch = boto3.client("batch", config=WITHIN_A_TICK)
+ssm = boto3.client("ssm", config=WITHIN_A_TICK)
+dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "batch": ("DescribeJobs", "GetJobQueueSnapshot", "ListJobs", "TerminateJob"),
@@ -51,10 +50,6 @@ REQUIRED_OPERATIONS = {
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
     api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client}, REQUIRED_OPERATIONS,
                       namespace=os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
-
-
-def log(record: Mapping[str, Any]) -> None:
-    print(json.dumps(record, default=str, sort_keys=True), flush=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,9 +84,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             # One pool failing to read must not stop the others. The invocation still succeeds, so
             # the function's error alarm never sees this: the PoolErrors metric (alarmed) does.
             log({"event": "pool_failed", "pool": target["pool"], "error": str(error)})
-            log({"_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [
-                {"Namespace": namespace, "Dimensions": [["Pool"]], "Metrics": [{"Name": POOL_ERRORS, "Unit": "Count"}]}]},
-                 "Pool": target["pool"], POOL_ERRORS: 1})
+            metrics.publish(namespace, {"Pool": target["pool"]}, {POOL_ERRORS: (1, "Count")})
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
@@ -174,15 +167,8 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
     for share in starved_shares(state):
         totals[share]["StarvedBelowGuarantee"] = 1
     return [
-        {
-            "_aws": {
-                "Timestamp": int(now * 1000),
-                "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [["Pool", "Share"]], "Metrics": [{"Name": m, "Unit": "Seconds" if m == "LostCapacitySeconds" else "Count"} for m in SHARE_METRICS]}],
-            },
-            "Pool": pool,
-            "Share": share,
-            **values,
-        }
+        metrics.document(namespace, {"Pool": pool, "Share": share},
+                         {m: (v, "Seconds" if m == "LostCapacitySeconds" else "Count") for m, v in values.items()}, timestamp=now)
         for share, values in totals.items()
     ]
 
