@@ -318,10 +318,13 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=team_log_streams),
             iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_log_group]),
             iam.PolicyStatement(actions=[*ECR_PULL_ACTIONS, *ECR_PUSH_ACTIONS], resources=[self.repository.repository_arn]),
+            # Only CreateSecret (and UpdateSecret, not granted) carry secretsmanager:KmsKeyArn: a new
+            # secret must use the team's key; new values of a secret keep the secret's key.
             iam.PolicyStatement(
-                actions=["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue"], resources=[self._secrets_arn()],
+                actions=["secretsmanager:CreateSecret"], resources=[self._secrets_arn()],
                 conditions={"StringEquals": {"secretsmanager:KmsKeyArn": [self.key.key_arn, key_alias]}},
             ),
+            iam.PolicyStatement(actions=["secretsmanager:PutSecretValue"], resources=[self._secrets_arn()]),
             # No resource-level permissions: every training job name, and every metric of the
             # account and region (docs/security.md, "Documented limits").
             iam.PolicyStatement(actions=["sagemaker:ListTrainingJobs", "ecr:GetAuthorizationToken", "cloudwatch:GetMetricData",
