@@ -360,7 +360,9 @@ class TeamTenancy(Construct):
             parameters[pool.name] = ssm.StringParameter(
                 self, f"Discovery{pool.name}",
                 parameter_name=discovery_parameter_name(model.organisation, self.team.name, pool.name),
-                string_value=Stack.of(self).to_json_string(document),
+                # json.dumps, not Stack.to_json_string, which drops the None of an absent borrow QoS;
+                # the bucket name and key ARN stay tokens inside the text.
+                string_value=json.dumps(document, separators=(",", ":")),
                 description=f"Where team {self.team.name} finds its capacity in pool {pool.name} (JSON)",
                 tier=ssm.ParameterTier.STANDARD,
             )
