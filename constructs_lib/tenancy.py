@@ -191,7 +191,6 @@ class TeamTenancy(Construct):
         self.repository = ecr.Repository(
             self,
             "Repository",
-            repository_name=repository,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             image_scan_on_push=True,
             encryption=ecr.RepositoryEncryption.KMS,
@@ -200,6 +199,9 @@ class TeamTenancy(Construct):
                                                description="Untagged images: left over from interrupted pushes")],
             removal_policy=RemovalPolicy.RETAIN,
         )
+        # Named on the L1: aws-cdk-lib checks a narrower pattern than the ECR API (one '-' between
+        # characters), which would refuse valid team names such as "nlp--v2".
+        self.repository.node.default_child.repository_name = repository
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
