@@ -91,6 +91,7 @@ def test_organisation_has_the_roles_and_resources_the_proof_attacks(organisation
     for tenant in org.tenants.values():
         assert {"submit", "training", "pods"} <= set(tenant.roles), tenant.name
         assert tenant.key and tenant.bucket and tenant.quota_shares and tenant.fair_share_queues and tenant.pod_sessions, tenant.name
+        assert tenant.repository and tenant.parameters, tenant.name  # the member journey's resources, attacked too
 
 
 def test_no_team_reaches_another_except_unscopable_reads(organisation):
@@ -98,7 +99,9 @@ def test_no_team_reaches_another_except_unscopable_reads(organisation):
     asked = cross_tenant_requests(org)
     # Every kind of role attacks, and the pod identity role is attacked (assume and pass) too.
     assert {kind for _, kind, *_ in asked} == {"submit", "training", "pods", "member"}
-    assert {label for *_, label, _ in asked} >= {"assume pods role", "pass pods role to pods.eks.amazonaws.com"}
+    assert {label for *_, label, _ in asked} >= {"assume pods role", "pass pods role to pods.eks.amazonaws.com", "images ecr:BatchGetImage",
+                                                 "discovery ssm:GetParameter", "secret secretsmanager:GetSecretValue",
+                                                 "training job sagemaker:StopTrainingJob", "training logs logs:GetLogEvents"}
     allows = [a for a in asked if a[4]]
     unexpected = [a for a in allows if not a[3].startswith("read ")]
     assert unexpected == [], f"{len(unexpected)} cross-tenant allows, e.g. {unexpected[:8]}"
