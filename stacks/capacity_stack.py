@@ -72,9 +72,12 @@ class CapacityAccountStack(Stack):
                 access_log_bucket=self._access_logs_in(self.team_stacks.get(team.name, self)),
                 organization_id=model.organization_id,
                 external_accounts=model.external_accounts,
+                shared_image_repositories=model.shared_image_repositories,
             )
             for team in model.teams
         }
+        for tenancy in self.tenants.values():
+            tenancy.publish(model)  # discovery parameters and outputs, in the team's stack with per_team
         for name in self.team_stacks:
             # The bucket policy that aws-cdk-lib cannot add to an imported log bucket is
             # _let_team_buckets_log's statement.

@@ -10,9 +10,10 @@ Both report every problem at once as a :class:`GovernanceError`.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
-from pydantic import ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from gpu_governance_runtime.contract import (
     BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
@@ -304,6 +305,22 @@ class Guardrails(_Frozen):
         return self
 
 
+# The repository name pattern of the ECR API (2-256 characters), in an ARN without wildcards.
+_ECR_REPOSITORY_NAME = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*"
+_ECR_REPOSITORY_ARN = re.compile(rf"arn:aws[a-z-]*:ecr:[a-z]{{2}}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]:[0-9]{{12}}:repository/(?P<name>{_ECR_REPOSITORY_NAME})")
+
+
+def _ecr_repository_arn(value: str) -> str:
+    found = _ECR_REPOSITORY_ARN.fullmatch(value)
+    if not found or not 2 <= len(found.group("name")) <= 256:
+        raise ValueError("an ECR repository ARN without wildcards, arn:aws:ecr:<region>:<account id>:repository/<name>; "
+                         "the name of 2-256 lowercase letters and digits separated by '.', '_', '__', '-' or '/'")
+    return value
+
+
+EcrRepositoryArn = Annotated[str, AfterValidator(_ecr_repository_arn)]
+
+
 class GovernanceModel(_Frozen):
     """The whole organisation: accounts, priority classes, capacity pools and teams."""
 
@@ -327,6 +344,11 @@ class GovernanceModel(_Frozen):
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[CapacityWindow, ...] = ()
     guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
+    shared_image_repositories: tuple[EcrRepositoryArn, ...] = Field(
+        default=(), max_length=20,
+        description="ECR repositories of shared base images (ARNs, no wildcards) every team's training jobs may pull from; a "
+        "repository in another account must also allow the teams' execution roles in its repository policy",
+    )
     stack_layout: Literal["single", "per_team"] = Field(
         default="single",
         description="single: every capacity-account resource in one stack (about 20 teams fit); per_team: shared "

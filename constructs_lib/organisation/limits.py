@@ -40,12 +40,14 @@ MAX_LAMBDA_UNZIPPED_BYTES = 262_144_000
 
 # What one team adds to the stack that holds its resources, per backend of the pools it is in
 # (tests/scale/test_limits.py compares these with a synthesis). TEAM_BASE: key, alias, bucket,
-# bucket policy, training and submission roles, data / training-runtime / pass-role policies.
-TEAM_BASE = 9
+# bucket policy, training and submission roles, data / training-runtime / pass-role / member-access
+# policies, image repository.
+TEAM_BASE = 11
 # batch_quota_share: quota share, submit policy, starvation alarm; batch_fair_share: submit policy,
 # alarm; hyperpod_eks: compute quota, describe policy, pod role, pod identity, namespace wait,
-# Kubernetes objects (plus one access entry per principal, counted apart).
-TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 3, BATCH_FAIR_SHARE: 2, HYPERPOD_EKS: 6, HYPERPOD_SLURM: 0}
+# Kubernetes objects (plus one access entry per principal, counted apart); each pool: the team's
+# discovery parameter.
+TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 7, HYPERPOD_SLURM: 1}
 # Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
@@ -143,10 +145,10 @@ def check_model(model: GovernanceModel) -> list[Problem]:
         if model.stack_layout == "per_team" and "_" in team.name:
             problems.append(Problem(path=f"{path}.name", wrong="not usable in a stack name (stack_layout per_team)", value=team.name,
                                     allowed="letters, digits and '-'"))
-        # DataAccess and PassTrainingRole, one submit policy per Batch pool, one describe per EKS pool.
-        policies = 2 + sum(1 for p in team.quotas if model.pool(p).backend in (*_BATCH, HYPERPOD_EKS))
+        # DataAccess, PassTrainingRole, MemberAccess, one submit policy per Batch pool, one describe per EKS pool.
+        policies = 3 + sum(1 for p in team.quotas if model.pool(p).backend in (*_BATCH, HYPERPOD_EKS))
         if policies > MAX_MANAGED_POLICIES_PER_ROLE:
-            problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 2)",
+            problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 3)",
                                     value=policies, allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team"))
         trust = _TRUST_POLICY_BASE + sum(len(arn) + 3 for arn in team.members)
         if trust > MAX_TRUST_POLICY_CHARACTERS:

@@ -7,19 +7,34 @@ from __future__ import annotations
 import json
 from typing import Protocol, Sequence
 
-from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_iam as iam, aws_kms as kms, aws_s3 as s3
+from aws_cdk import (
+    ArnFormat, CfnOutput, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_ecr as ecr, aws_iam as iam, aws_kms as kms,
+    aws_s3 as s3, aws_ssm as ssm,
+)
 from constructs import Construct, Node
+
+from gpu_governance_runtime.contract import discovery_parameter_name, discovery_parameter_path
 
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
-
-from constructs_lib.model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of
+from constructs_lib.discovery import describe, repository_name, secrets_prefix
+from constructs_lib.model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 _OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
 _BUCKET_ACTIONS = ["s3:ListBucket", "s3:GetBucketLocation"]
+ECR_PULL_ACTIONS = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]
+ECR_PUSH_ACTIONS = ["ecr:PutImage", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload",
+                    "ecr:DescribeImages", "ecr:ListImages", "ecr:DescribeImageScanFindings"]
+# What the team repository's policy refuses to every principal but the team's roles: reading,
+# writing and deleting its images. Repository administration stays with IAM (the platform).
+_ECR_IMAGE_ACTIONS = [*ECR_PULL_ACTIONS, *ECR_PUSH_ACTIONS, "ecr:BatchDeleteImage", "ecr:StartImageScan", "ecr:ReplicateImage"]
+SECRET_READ_ACTIONS = ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"]
+DISCOVERY_READ_ACTIONS = ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"]
+# Untagged images are left over from interrupted pushes (tags are immutable, so never moved).
+UNTAGGED_IMAGE_DAYS = 14
 
 
 BATCH_TRAINING_JOB_PREFIX = "AWSBatch"
@@ -113,6 +128,7 @@ class TeamTenancy(Construct):
         submitters: Sequence[str] | None = None,
         organization_id: str | None = None,
         external_accounts: Sequence[str] = (),
+        shared_image_repositories: Sequence[str] = (),
     ) -> None:
         members = list(submitters if submitters is not None else team.members)
         if not members:
@@ -123,8 +139,10 @@ class TeamTenancy(Construct):
         strangers = [arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account]
         if strangers:  # the administrators of that other account could then operate the key
             raise GovernanceError.single("platform_admins", "not in the account of the tenant key", strangers, f"roles or users of account {key_account}")
+        repository = repository_name(organisation, team.name)  # before any resource: refuses a name ECR cannot take
         super().__init__(scope, id)
         self.team = team
+        self.organisation = organisation
         stack = Stack.of(self)
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
@@ -161,6 +179,20 @@ class TeamTenancy(Construct):
             removal_policy=RemovalPolicy.RETAIN,
         )
 
+        self.repository = ecr.Repository(
+            self,
+            "Repository",
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            image_scan_on_push=True,
+            encryption=ecr.RepositoryEncryption.KMS,
+            encryption_key=self.key,
+            lifecycle_rules=[ecr.LifecycleRule(tag_status=ecr.TagStatus.UNTAGGED, max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
+                                               description="Untagged images: left over from interrupted pushes")],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        # Named on the L1: aws-cdk-lib checks a narrower pattern than the ECR API (one '-' between
+        # characters), which would refuse valid team names such as "nlp--v2".
+        self.repository.node.default_child.repository_name = repository
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
@@ -186,6 +218,12 @@ class TeamTenancy(Construct):
             assumed_by=member_trust(members, organization_id, external_accounts),
             max_session_duration=Duration.hours(4),
         )
+        # Identity policies of other roles in this account could allow the images; this cannot be
+        # outweighed by any Allow: only the team's roles read, write or delete them.
+        self.repository.add_to_resource_policy(iam.PolicyStatement(
+            sid="OnlyTheTeamsRoles", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()], actions=_ECR_IMAGE_ACTIONS,
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": [self.execution_role.role_arn, self.submission_role.role_arn]}},
+        ))
         for role in (self.execution_role, self.submission_role):
             self.key.add_to_resource_policy(
                 iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"])
@@ -198,8 +236,9 @@ class TeamTenancy(Construct):
             roles=[self.execution_role, self.submission_role],
         )
         acknowledge_wildcard_resources(
-            self.data_policy, [self.bucket.arn_for_objects("*")],
-            "Objects of the team's own bucket; the team's jobs choose the object keys.",
+            self.data_policy, [self.bucket.arn_for_objects("*"), self._secrets_arn(), self._discovery_arn("/*")],
+            "Objects of the team's own bucket, secrets under the team's own name prefix (Secrets Manager appends a random "
+            "suffix to every secret ARN) and the team's own discovery parameters, one per pool.",
         )
         acknowledge(
             self.bucket.node.default_child,
@@ -221,6 +260,9 @@ class TeamTenancy(Construct):
             statements=[
                 iam.PolicyStatement(actions=["logs:CreateLogGroup", "logs:DescribeLogStreams"], resources=[training_log_group]),
                 iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=team_log_streams),
+                # Pull the team's images and the organisation's shared base images.
+                iam.PolicyStatement(actions=ECR_PULL_ACTIONS, resources=[self.repository.repository_arn, *shared_image_repositories]),
+                iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
                 iam.PolicyStatement(
                     actions=["cloudwatch:PutMetricData"],
                     resources=["*"],
@@ -236,8 +278,10 @@ class TeamTenancy(Construct):
         )
         acknowledge_wildcard_resources(
             self.training_policy, ["*"],
-            "cloudwatch:PutMetricData has no resource-level permissions; the namespace condition limits it.",
+            "cloudwatch:PutMetricData has no resource-level permissions (the namespace condition limits it), nor has "
+            "ecr:GetAuthorizationToken (a registry login; the repository ARNs limit what it pulls).",
         )
+        self.member_policy = self._member_access(training_log_group, team_log_streams)
         self.pass_role_policy = iam.ManagedPolicy(
             self,
             "PassTrainingRole",
@@ -252,6 +296,73 @@ class TeamTenancy(Construct):
             roles=[self.submission_role],
         )
 
+    def _member_access(self, training_log_group: str, team_log_streams: list[str]) -> iam.ManagedPolicy:
+        """What the team's members need beside submitting: watch and stop the team's own training
+        jobs (by name: the execution role's trust lets only jobs named after the team run as it,
+        while their tags come from the member's own payload), read their logs and the metrics,
+        push and pull the team's images, and keep secrets under the team's prefix, encrypted with
+        the team's key."""
+        stack = Stack.of(self)
+        training_jobs = [self._training_job_arn(name) for name in training_job_name_patterns(self.team.name)]
+        key_alias = stack.format_arn(service="kms", resource="alias", resource_name=f"{self.organisation}/{self.team.name}")
+        statements = [
+            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob"], resources=training_jobs),
+            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=team_log_streams),
+            iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_log_group]),
+            iam.PolicyStatement(actions=[*ECR_PULL_ACTIONS, *ECR_PUSH_ACTIONS], resources=[self.repository.repository_arn]),
+            # Only CreateSecret (and UpdateSecret, not granted) carry secretsmanager:KmsKeyArn: a new
+            # secret must use the team's key; new values of a secret keep the secret's key.
+            iam.PolicyStatement(
+                actions=["secretsmanager:CreateSecret"], resources=[self._secrets_arn()],
+                conditions={"StringEquals": {"secretsmanager:KmsKeyArn": [self.key.key_arn, key_alias]}},
+            ),
+            iam.PolicyStatement(actions=["secretsmanager:PutSecretValue"], resources=[self._secrets_arn()]),
+            # No resource-level permissions: every training job name, and every metric of the
+            # account and region (docs/security.md, "Documented limits").
+            iam.PolicyStatement(actions=["sagemaker:ListTrainingJobs", "ecr:GetAuthorizationToken", "cloudwatch:GetMetricData",
+                                         "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics"], resources=["*"]),
+        ]
+        policy = iam.ManagedPolicy(self, "MemberAccess", description=f"Watch and stop the training jobs of team {self.team.name}, "
+                                   "read their logs and metrics, push its images, keep its secrets", statements=statements,
+                                   roles=[self.submission_role])
+        acknowledge_wildcard_resources(
+            policy, [*training_jobs, *team_log_streams, self._secrets_arn(), "*"],
+            "Training jobs and log streams named after the team (the trust of its execution role enforces the name), "
+            "secrets under the team's prefix; ListTrainingJobs, GetAuthorizationToken and the CloudWatch reads have no "
+            "resource-level permissions.",
+        )
+        return policy
+
+    def _secrets_arn(self) -> str:
+        return Stack.of(self).format_arn(service="secretsmanager", resource="secret", resource_name=f"{secrets_prefix(self.organisation, self.team.name)}*",
+                                         arn_format=ArnFormat.COLON_RESOURCE_NAME)
+
+    def _discovery_arn(self, suffix: str = "") -> str:
+        # format_arn adds the "/" between "parameter" and the name; the name's own leading "/" goes.
+        return Stack.of(self).format_arn(service="ssm", resource="parameter",
+                                         resource_name=discovery_parameter_path(self.organisation, self.team.name).lstrip("/") + suffix)
+
+    def publish(self, model: GovernanceModel) -> dict[str, ssm.StringParameter]:
+        """One discovery parameter per pool the team has a quota in (constructs_lib.discovery),
+        readable by the team's roles (the data policy), and the two values only a deployment
+        knows as outputs of this construct's stack. Pool name -> parameter."""
+        parameters = {}
+        for pool in (p for p in model.pools if p.name in self.team.quotas):
+            document = describe(model, self.team.name, pool.name, bucket=self.bucket.bucket_name, kms_key_arn=self.key.key_arn)
+            parameters[pool.name] = ssm.StringParameter(
+                self, f"Discovery{pool.name}",
+                parameter_name=discovery_parameter_name(model.organisation, self.team.name, pool.name),
+                # json.dumps, not Stack.to_json_string, which drops the None of an absent borrow QoS;
+                # the bucket name and key ARN stay tokens inside the text.
+                string_value=json.dumps(document, separators=(",", ":")),
+                description=f"Where team {self.team.name} finds its capacity in pool {pool.name} (JSON)",
+                tier=ssm.ParameterTier.STANDARD,
+            )
+        CfnOutput(self, "BucketName", value=self.bucket.bucket_name, description=f"Bucket of team {self.team.name}")
+        CfnOutput(self, "DiscoveryPath", value=discovery_parameter_path(model.organisation, self.team.name),
+                  description=f"SSM path of the discovery parameters of team {self.team.name}, one per pool")
+        return parameters
+
     def _training_job_arn(self, name: str) -> str:
         return Stack.of(self).format_arn(service="sagemaker", resource="training-job", resource_name=name)
 
@@ -260,6 +371,8 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=_OBJECT_ACTIONS, resources=[self.bucket.arn_for_objects("*")]),
             iam.PolicyStatement(actions=_BUCKET_ACTIONS, resources=[self.bucket.bucket_arn]),
             iam.PolicyStatement(actions=KEY_USE_ACTIONS, resources=[self.key.key_arn]),
+            iam.PolicyStatement(actions=SECRET_READ_ACTIONS, resources=[self._secrets_arn()]),
+            iam.PolicyStatement(actions=DISCOVERY_READ_ACTIONS, resources=[self._discovery_arn(), self._discovery_arn("/*")]),
         ]
 
     def allow_submission(self, queue: "SubmissionTarget") -> iam.ManagedPolicy:

@@ -102,3 +102,42 @@ DEDICATED_GROUPS_UPDATED = "DedicatedGroupsUpdated"
 HYPERPOD_METRICS = (DEDICATED_GROUPS_UPDATED, MISSING_API_OPERATIONS)
 # Every metric name a function may publish (gpu_governance_runtime.common.metrics refuses others).
 METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *HYPERPOD_METRICS))
+
+# --- discovery: where a team's tooling finds its queue, roles, bucket, key and images ----------
+
+# One SSM String parameter per team and pool, named discovery_parameter_name(...), holding one
+# JSON object: the keys of DISCOVERY_KEYS, plus those of DISCOVERY_BACKEND_KEYS[backend].
+# constructs_lib/discovery.py writes it (and `gpu-governance team show` prints it offline);
+# member clients read it with the team's own roles.
+DISCOVERY_VERSION = 1
+DISCOVERY_PARAMETER_ROOT = "/gpu-governance"
+
+
+def discovery_parameter_path(organisation: str, team: str) -> str:
+    """The path under which every discovery parameter of ``team`` lives (GetParametersByPath)."""
+    return f"{DISCOVERY_PARAMETER_ROOT}/{organisation}/teams/{team}"
+
+
+def discovery_parameter_name(organisation: str, team: str, pool: str) -> str:
+    return f"{discovery_parameter_path(organisation, team)}/{pool}"
+
+
+DISCOVERY_KEYS = (
+    "version", "organisation", "team", "pool", "backend", "account", "region",
+    "submission_role_arn", "execution_role_arn",
+    "bucket", "kms_key_arn", "kms_key_alias", "checkpoint_prefix",  # bucket and key ARN: null offline
+    "ecr_repository_uri", "secrets_prefix", "team_tag",
+    "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
+)
+DISCOVERY_BACKEND_KEYS = {
+    BATCH_QUOTA_SHARE: ("job_queue", "job_queue_arn", "quota_share", "quota_share_arn", "training_job_name_prefix"),
+    BATCH_FAIR_SHARE: ("job_queue", "job_queue_arn", "share_identifier", "job_definition_prefix"),
+    HYPERPOD_EKS: ("cluster_arn", "eks_cluster_name", "namespace", "local_queue", "service_account"),
+    HYPERPOD_SLURM: ("cluster_name", "slurm_account", "partition", "qos", "default_qos", "borrow_partition", "borrow_qos"),
+}
+# What a priority class is called where the backend takes it: Batch schedulingPriority (the
+# weight), the Kueue label kueue.x-k8s.io/priority-class, the team's Slurm QoS of that class.
+DISCOVERY_PRIORITY_KEY = {
+    BATCH_QUOTA_SHARE: "scheduling_priority", BATCH_FAIR_SHARE: "scheduling_priority",
+    HYPERPOD_EKS: "kueue_priority_class", HYPERPOD_SLURM: "qos",
+}

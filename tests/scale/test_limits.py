@@ -80,14 +80,14 @@ def test_per_team_counts_match_the_team_stacks(small_per_team):
 
 
 def test_submission_role_policies_are_counted_as_synthesized(small_per_team):
-    """validate's count of managed policies on a submission role (2 + one per Batch or EKS pool)
+    """validate's count of managed policies on a submission role (3 + one per Batch or EKS pool)
     is what the synthesized team stack attaches."""
     model, outdir = small_per_team
     template = json.loads((outdir / "scale-ml-team-team-000.template.json").read_text())
     role = next(lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role" and "SubmissionRole" in lid)
     attached = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])]
     pools = [p for p in model.teams[0].quotas if model.pool(p).backend != "hyperpod_slurm"]
-    assert len(attached) == 2 + len(pools)
+    assert len(attached) == 3 + len(pools)  # DataAccess, PassTrainingRole, MemberAccess
 
 
 def test_synthesized_templates_pass_the_post_synthesis_check(small_per_team):
@@ -140,7 +140,7 @@ def test_too_many_pools_for_one_role_are_refused():
     data["pools"] += extra
     data["teams"][0]["quotas"].update({p["name"]: {"ml.p5.48xlarge": 1} for p in extra})
     problems = check_model(model_of(data))
-    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 11)]
+    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 12)]
 
 
 def test_a_reclaim_dashboard_past_cloudwatch_limits_is_refused():

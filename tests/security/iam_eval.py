@@ -98,6 +98,8 @@ class Template:
             return f"{self.name}-{logical_id}".lower()  # a key id is unique, also across stacks
         if kind == "AWS::Batch::JobQueue":
             return self.get_att(logical_id, "JobQueueArn")
+        if kind == "AWS::ECR::Repository" and "RepositoryName" in props:
+            return self.resolve(props["RepositoryName"])
         return self._unknown(logical_id, "Ref")
 
     def get_att(self, logical_id: str, attribute: str) -> str:
@@ -114,6 +116,8 @@ class Template:
         if kind == "AWS::Batch::JobQueue" and attribute == "JobQueueArn":
             name = self.resolve(props.get("JobQueueName")) or logical_id
             return f"arn:{PARTITION}:batch:{self.region}:{self.account}:job-queue/{name}"
+        if kind == "AWS::ECR::Repository" and attribute == "Arn" and "RepositoryName" in props:
+            return f"arn:{PARTITION}:ecr:{self.region}:{self.account}:repository/{self.ref(logical_id)}"
         if kind == "AWS::Logs::LogGroup" and attribute == "Arn":
             name = self.resolve(props.get("LogGroupName")) or logical_id
             return f"arn:{PARTITION}:logs:{self.region}:{self.account}:log-group:{name}:*"
@@ -439,13 +443,14 @@ def evaluate(documents: Iterable[Mapping[str, Any] | None], request: Request, *,
 @dataclass
 class World:
     """Identity policies of principals, resource policies by resource ARN (KMS key policies, bucket
-    policies, role trust policies) and SCPs by account, as deployed."""
+    policies, ECR repository policies, role trust policies) and SCPs by account, as deployed."""
 
     identity: dict[str, list[dict]] = field(default_factory=dict)  # principal ARN -> documents
     key_policies: dict[str, dict] = field(default_factory=dict)  # key ARN -> key policy
     bucket_policies: dict[str, list[dict]] = field(default_factory=dict)  # bucket name -> documents
     trust: dict[str, dict] = field(default_factory=dict)  # role ARN -> trust policy
     bucket_accounts: dict[str, str] = field(default_factory=dict)
+    repository_policies: dict[str, dict] = field(default_factory=dict)  # ECR repository ARN -> repository policy
     scps: dict[str, list[dict]] = field(default_factory=dict)  # account -> SCP documents
 
     def add_identity(self, principal_arn: str, document: dict) -> None:
@@ -458,6 +463,8 @@ class World:
             return self.bucket_accounts.get(bucket, ""), self.bucket_policies.get(bucket, []), False
         if resource in self.key_policies:
             return arn_account(resource), [self.key_policies[resource]], True
+        if resource in self.repository_policies:
+            return arn_account(resource), [self.repository_policies[resource]], False
         return arn_account(resource), [], False
 
     def is_allowed(self, request: Request) -> bool:

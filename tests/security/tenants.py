@@ -15,6 +15,7 @@ from typing import Iterator
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TRAINING_LOG_GROUP, training_job_name_patterns
+from gpu_governance_runtime.contract import DISCOVERY_PARAMETER_ROOT
 
 from .iam_eval import Principal, Request, Template, World, as_list, unreadable_policy
 
@@ -33,6 +34,8 @@ class Tenant:
     quota_shares: list[tuple[str, str]] = field(default_factory=list)  # (queue ARN, share ARN)
     fair_share_queues: list[str] = field(default_factory=list)
     pod_sessions: list[dict] = field(default_factory=list)  # what EKS Pod Identity asks with, per association of the pods role
+    repository: str = ""  # ECR repository ARN
+    parameters: list[str] = field(default_factory=list)  # discovery parameter ARNs, one per pool
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Organisation:
     world: World
     tenants: dict[str, Tenant]
     capacity: Template  # one stack of the capacity account: its account and region name the ARNs
+    organisation: str = ""
 
 
 def read_organisation(model: GovernanceModel, templates: list[Template]) -> Organisation:
@@ -56,6 +60,9 @@ def read_organisation(model: GovernanceModel, templates: list[Template]) -> Orga
             world.bucket_policies.setdefault(bucket, []).append(template.resolve(props["PolicyDocument"]))
         for logical_id, _ in template.of_type("AWS::S3::Bucket"):
             world.bucket_accounts[template.ref(logical_id)] = template.account
+        for logical_id, props in template.of_type("AWS::ECR::Repository"):
+            if "RepositoryPolicyText" in props:
+                world.repository_policies[template.get_att(logical_id, "Arn")] = template.resolve(props["RepositoryPolicyText"])
         for _, props in template.of_type("AWS::Organizations::Policy"):
             if props.get("Type") == "SERVICE_CONTROL_POLICY":
                 _attach_scp(world, model, template.resolve(props["Content"]))
@@ -72,7 +79,7 @@ def read_organisation(model: GovernanceModel, templates: list[Template]) -> Orga
     for template in in_capacity:  # keys first: a bucket is the team's by its key, in any stack
         _read_team_buckets(template, tenants)
         _read_pod_identities(template, tenants)
-    return Organisation(world, tenants, in_capacity[0])
+    return Organisation(world, tenants, in_capacity[0], model.organisation)
 
 
 def _read_team_resources(template: Template, model: GovernanceModel, tenants: dict[str, Tenant]) -> None:
@@ -80,6 +87,15 @@ def _read_team_resources(template: Template, model: GovernanceModel, tenants: di
         team = props["AliasName"].removeprefix(f"alias/{model.organisation}/")
         if team in tenants:
             tenants[team].key = template.resolve(props["TargetKeyId"])
+    by_lowercase = {name.lower(): tenant for name, tenant in tenants.items()}
+    for logical_id, props in template.of_type("AWS::ECR::Repository"):
+        tenant = by_lowercase.get(props["RepositoryName"].removeprefix(f"{model.organisation}/"))
+        if tenant:
+            tenant.repository = template.get_att(logical_id, "Arn")
+    for _, props in template.of_type("AWS::SSM::Parameter"):
+        team, _, pool = props["Name"].removeprefix(f"{DISCOVERY_PARAMETER_ROOT}/{model.organisation}/teams/").partition("/")
+        if team in tenants and pool:
+            tenants[team].parameters.append(f"arn:aws:ssm:{template.region}:{template.account}:parameter{props['Name']}")
     for _, props in template.of_type("AWS::Batch::QuotaShare"):
         queue = template.resolve(props["JobQueue"])
         tenants[props["QuotaShareName"]].quota_shares.append((queue, f"{queue}/quota-share/{props['QuotaShareName']}"))
@@ -161,6 +177,16 @@ def log_streams(capacity: Template, team: str) -> list[str]:
     return [f"{group}:log-stream:{pattern.replace('*', 'job-1')}/algo-1-1700000000" for pattern in training_job_name_patterns(team)]
 
 
+def training_job_arns(capacity: Template, team: str) -> list[str]:
+    """A training job of the team as created directly and as Batch creates it."""
+    return [f"arn:aws:sagemaker:{capacity.region}:{capacity.account}:training-job/{p.replace('*', 'job-1')}" for p in training_job_name_patterns(team)]
+
+
+def secret_arn(capacity: Template, organisation: str, team: str) -> str:
+    """A secret under the team's prefix, with the random suffix Secrets Manager appends."""
+    return f"arn:aws:secretsmanager:{capacity.region}:{capacity.account}:secret:{organisation}/{team}/hf-token-AbCdEf"
+
+
 def training_job(capacity: Template, name: str) -> dict[str, list[str]]:
     return {
         "aws:SourceArn": [f"arn:aws:sagemaker:{capacity.region}:{capacity.account}:training-job/{name}"],
@@ -220,7 +246,26 @@ def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator
     for stream in log_streams(capacity, victim.name):
         for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
             yield Probe(f"write training logs {action}", action, (stream,), {})
-    for action, resource in (("batch:DescribeServiceJob", "*"), ("batch:ListServiceJobs", "*"), ("batch:DescribeJobs", "*"), ("batch:ListJobs", "*")):
+    for job in training_job_arns(capacity, victim.name):
+        for action in ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob"):
+            yield Probe(f"training job {action}", action, (job,), {})
+    for stream in log_streams(capacity, victim.name):
+        yield Probe("training logs logs:GetLogEvents", "logs:GetLogEvents", (stream,), {})
+    if victim.repository:
+        for action in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:PutImage", "ecr:InitiateLayerUpload", "ecr:BatchDeleteImage", "ecr:ListImages"):
+            yield Probe(f"images {action}", action, (victim.repository,), {})
+    for parameter in victim.parameters:
+        for action in ("ssm:GetParameter", "ssm:GetParameters"):
+            yield Probe(f"discovery {action}", action, (parameter,), {})
+    secret = secret_arn(capacity, org.organisation, victim.name)
+    for action in ("secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret", "secretsmanager:PutSecretValue"):
+        yield Probe(f"secret {action}", action, (secret,), {})
+    for key in {victim.key, f"arn:aws:kms:{capacity.region}:{capacity.account}:alias/{org.organisation}/{attacker}"}:
+        # Create a secret under B's prefix, even with A's own key.
+        yield Probe("secret secretsmanager:CreateSecret", "secretsmanager:CreateSecret", (secret,), {"secretsmanager:KmsKeyArn": [key]})
+    group = f"arn:aws:logs:{capacity.region}:{capacity.account}:log-group:{TRAINING_LOG_GROUP}"
+    for action, resource in (("batch:DescribeServiceJob", "*"), ("batch:ListServiceJobs", "*"), ("batch:DescribeJobs", "*"), ("batch:ListJobs", "*"),
+                             ("sagemaker:ListTrainingJobs", "*"), ("cloudwatch:GetMetricData", "*"), ("logs:DescribeLogStreams", group)):
         yield Probe(f"read {action}", action, (resource,), {})
 
 

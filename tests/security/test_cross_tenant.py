@@ -22,10 +22,14 @@ from constructs_lib.model import GovernanceModel
 from tests.foundation.org import default_data, synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
 from .iam_eval import Principal, Request, load_assembly
-from .tenants import EKS_POD_IDENTITY, SAGEMAKER, TLS, Organisation, job_attack, log_streams, probes_against, read_organisation, training_job
+from .tenants import (
+    EKS_POD_IDENTITY, SAGEMAKER, TLS, Organisation, job_attack, log_streams, probes_against, read_organisation, secret_arn, training_job,
+    training_job_arns,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-UNSCOPABLE_READS = {"batch:DescribeServiceJob", "batch:ListServiceJobs", "batch:DescribeJobs", "batch:ListJobs"}
+UNSCOPABLE_READS = {"batch:DescribeServiceJob", "batch:ListServiceJobs", "batch:DescribeJobs", "batch:ListJobs",
+                    "sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData", "logs:DescribeLogStreams"}
 GENERATED_TEAMS = 22
 GENERATED_ACCOUNTS = 3
 
@@ -87,6 +91,7 @@ def test_organisation_has_the_roles_and_resources_the_proof_attacks(organisation
     for tenant in org.tenants.values():
         assert {"submit", "training", "pods"} <= set(tenant.roles), tenant.name
         assert tenant.key and tenant.bucket and tenant.quota_shares and tenant.fair_share_queues and tenant.pod_sessions, tenant.name
+        assert tenant.repository and tenant.parameters, tenant.name  # the member journey's resources, attacked too
 
 
 def test_no_team_reaches_another_except_unscopable_reads(organisation):
@@ -94,7 +99,9 @@ def test_no_team_reaches_another_except_unscopable_reads(organisation):
     asked = cross_tenant_requests(org)
     # Every kind of role attacks, and the pod identity role is attacked (assume and pass) too.
     assert {kind for _, kind, *_ in asked} == {"submit", "training", "pods", "member"}
-    assert {label for *_, label, _ in asked} >= {"assume pods role", "pass pods role to pods.eks.amazonaws.com"}
+    assert {label for *_, label, _ in asked} >= {"assume pods role", "pass pods role to pods.eks.amazonaws.com", "images ecr:BatchGetImage",
+                                                 "discovery ssm:GetParameter", "secret secretsmanager:GetSecretValue",
+                                                 "training job sagemaker:StopTrainingJob", "training logs logs:GetLogEvents"}
     allows = [a for a in asked if a[4]]
     unexpected = [a for a in allows if not a[3].startswith("read ")]
     assert unexpected == [], f"{len(unexpected)} cross-tenant allows, e.g. {unexpected[:8]}"
@@ -130,6 +137,60 @@ def test_each_team_can_still_do_its_own_work(organisation):
         for kind, member in team.roles.items():
             if kind.startswith("member:"):
                 assert world.is_allowed(Request(Principal(arn=member), "sts:AssumeRole", team.roles["submit"]))
+
+
+def member_journey(org: Organisation, team) -> list[tuple[str, str, Request]]:
+    """(step, role kind, request) of a member's whole journey on the team's own resources: find
+    the team's settings, push and pull its image, run (SageMaker as the execution role: pull,
+    log, checkpoint, read a secret), watch, read the logs and metrics, stop."""
+    capacity, world = org.capacity, org.world
+    submit, training = Principal(arn=team.roles["submit"]), Principal(arn=team.roles["training"])
+    checkpoint = f"arn:aws:s3:::{team.bucket}/checkpoints/run-1/step-100.pt"
+    secret = secret_arn(capacity, org.organisation, team.name)
+    steps = [("discover", "submit", Request(submit, action, p)) for p in team.parameters for action in ("ssm:GetParameter", "ssm:GetParameters")]
+    steps += [("discover by path", "submit", Request(submit, "ssm:GetParametersByPath", team.parameters[0].rsplit("/", 1)[0]))]
+    steps += [("registry login", kind, Request(p, "ecr:GetAuthorizationToken", "*")) for kind, p in (("submit", submit), ("training", training))]
+    steps += [("push image", "submit", Request(submit, a, team.repository)) for a in ("ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage")]
+    steps += [("pull image", kind, Request(p, a, team.repository)) for kind, p in (("submit", submit), ("training", training))
+              for a in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability")]
+    steps += [("keep a secret", "submit", Request(submit, "secretsmanager:CreateSecret", secret, {"secretsmanager:KmsKeyArn": [team.key]})),
+              ("keep a secret", "submit", Request(submit, "secretsmanager:PutSecretValue", secret)),
+              ("keep a secret", "submit", Request(submit, "kms:GenerateDataKey", team.key))]
+    steps += [("read a secret", kind, Request(p, "secretsmanager:GetSecretValue", secret)) for kind, p in (("submit", submit), ("training", training))]
+    steps += [("read a secret", kind, Request(p, "kms:Decrypt", team.key)) for kind, p in (("submit", submit), ("training", training))]
+    steps += [("checkpoint", "training", Request(training, a, checkpoint, TLS)) for a in ("s3:PutObject", "s3:GetObject")]
+    steps += [("read checkpoints", "submit", Request(submit, "s3:GetObject", checkpoint, TLS))]
+    steps += [("write logs", "training", Request(training, a, s)) for s in log_streams(capacity, team.name) for a in ("logs:CreateLogStream", "logs:PutLogEvents")]
+    steps += [("watch", "submit", Request(submit, a, job)) for job in training_job_arns(capacity, team.name)
+              for a in ("sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob")]
+    steps += [("watch", "submit", Request(submit, a, "*")) for a in ("sagemaker:ListTrainingJobs", "cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics",
+                                                                      "cloudwatch:ListMetrics", "batch:DescribeServiceJob", "batch:ListServiceJobs")]
+    steps += [("read logs", "submit", Request(submit, "logs:GetLogEvents", s)) for s in log_streams(capacity, team.name)]
+    return steps
+
+
+def test_each_member_journey_is_allowed_on_the_teams_own_resources(organisation):
+    """Discover, push, submit (test_each_team_can_still_do_its_own_work), run, watch, read logs
+    and metrics, stop: every step allowed for the team's own resources. The same requests
+    against every other team's resources are probes_against's, denied above."""
+    model, org = organisation
+    for team in org.tenants.values():
+        assert team.repository and len(team.parameters) == len(next(t for t in model.teams if t.name == team.name).quotas), team.name
+        refused = [(step, kind, r.action, r.resource) for step, kind, r in member_journey(org, team) if not org.world.is_allowed(r)]
+        assert refused == [], f"{team.name}: {refused[:6]}"
+
+
+def test_a_team_creates_secrets_only_with_its_own_key(organisation):
+    """CreateSecret needs the team's key (ARN or alias): a secret left on the account's default
+    key would be readable by any role of the account that IAM lets read it."""
+    _, org = organisation
+    for team in org.tenants.values():
+        submit, secret = Principal(arn=team.roles["submit"]), secret_arn(org.capacity, org.organisation, team.name)
+        alias = f"arn:aws:kms:{org.capacity.region}:{org.capacity.account}:alias/{org.organisation}/{team.name}"
+        assert all(org.world.is_allowed(Request(submit, "secretsmanager:CreateSecret", secret, {"secretsmanager:KmsKeyArn": [k]})) for k in (team.key, alias))
+        default_key = f"arn:aws:kms:{org.capacity.region}:{org.capacity.account}:alias/aws/secretsmanager"
+        assert not org.world.is_allowed(Request(submit, "secretsmanager:CreateSecret", secret, {"secretsmanager:KmsKeyArn": [default_key]}))
+        assert not org.world.is_allowed(Request(submit, "secretsmanager:CreateSecret", secret))
 
 
 def test_sagemaker_runs_a_team_role_only_for_jobs_named_after_the_team(organisation):

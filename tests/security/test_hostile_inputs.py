@@ -43,6 +43,7 @@ def _base_data() -> dict[str, Any]:
         "tag_enforced_for": ["batch:job"],
     }
     data["pools"][3]["cluster_arn"] = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234567"
+    data["shared_image_repositories"] = ["arn:aws:ecr:us-east-1:111122223333:repository/base/pytorch"]
     window = data["capacity_windows"][0]
     window["availability_zones"] = ["us-east-1a"]
     common = {k: window[k] for k in ("start", "duration_hours", "max_price_per_instance_hour", "budget")}
@@ -114,6 +115,7 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "guardrails.target_ids[0]": ("guardrails", "target_ids", 0),
     "guardrails.exempt_principals[0]": ("guardrails", "exempt_principals", 0),
     "guardrails.tag_enforced_for[0]": ("guardrails", "tag_enforced_for", 0),
+    "shared_image_repositories[0]": ("shared_image_repositories", 0),
 }
 
 PAYLOADS: dict[str, str] = {
@@ -365,6 +367,8 @@ NAME_LIMITS = {
     ("AWS::SageMaker::ComputeQuota", "Name"): 63,
     ("AWS::CloudWatch::Dashboard", "DashboardName"): 255,
     ("AWS::Organizations::Policy", "Name"): 128,
+    ("AWS::ECR::Repository", "RepositoryName"): 256,
+    ("AWS::SSM::Parameter", "Name"): 1011 - len("arn:aws:ssm:us-east-1:111122223333:parameter"),  # the limit counts the whole ARN
 }
 # A member ARN with every punctuation mark the pattern admits, and a path.
 ODD_MEMBER = "arn:aws:iam::444455556666:role/ml+ops=a,b.c@d_e-f/Odd+Name=x,y.z@w_v-u"

@@ -228,3 +228,20 @@ def test_a_value_the_evaluator_cannot_compute_fails_every_request_that_depends_o
     world.add_identity(BOB.arn, unreadable_policy("arn:aws:iam::aws:policy/AdministratorAccess"))
     with pytest.raises(UnresolvedIntrinsic, match="AdministratorAccess"):
         world.is_allowed(Request(BOB, "sqs:SendMessage", "*"))
+
+
+def test_an_ecr_repository_policy_deny_outweighs_an_identity_allow_and_its_absence_delegates_to_iam():
+    """ECR repository policies are resource policies: in the owner's account an identity Allow
+    suffices unless the repository policy denies; across accounts both must allow."""
+    repository = f"arn:aws:ecr:us-east-1:{A}:repository/org/team"
+    world = World()
+    world.add_identity(ALICE.arn, doc(allow("ecr:BatchGetImage")))
+    world.add_identity(BOB.arn, doc(allow("ecr:BatchGetImage")))
+    pull = lambda who: world.is_allowed(Request(who, "ecr:BatchGetImage", repository))  # noqa: E731
+    assert pull(ALICE) and not pull(BOB)  # no repository policy: IAM in the account, nothing across
+    world.repository_policies[repository] = doc(deny("ecr:BatchGetImage", Principal={"AWS": "*"},
+                                                     Condition={"ArnNotEquals": {"aws:PrincipalArn": [f"arn:aws:iam::{A}:role/owner"]}}))
+    assert not pull(ALICE)
+    assert world.is_allowed(Request(Principal(arn=f"arn:aws:iam::{A}:role/owner"), "ecr:BatchGetImage", repository)) is False  # no identity allow
+    world.add_identity(f"arn:aws:iam::{A}:role/owner", doc(allow("ecr:*")))
+    assert world.is_allowed(Request(Principal(arn=f"arn:aws:iam::{A}:role/owner"), "ecr:BatchGetImage", repository))

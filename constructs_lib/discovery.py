@@ -1,0 +1,131 @@
+"""What a team's tooling needs to find its capacity, computed from the model alone.
+
+One document per team and pool (the keys are the runtime contract's ``DISCOVERY_*``): the
+constructs publish it as an SSM parameter the team's roles may read, and ``gpu-governance team
+show`` prints the same offline. Only the bucket name and the key ARN are generated at deployment;
+offline they are None. No aws_cdk import (the CLI synthesizes nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpu_governance_runtime.contract import (
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DISCOVERY_PRIORITY_KEY, DISCOVERY_VERSION, HYPERPOD_EKS, HYPERPOD_SLURM, TAG_TEAM,
+    discovery_parameter_name,
+)
+
+from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.core.errors import GovernanceError
+from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel
+
+CHECKPOINT_PREFIX = "checkpoints/"
+"""Where in the team's bucket training jobs keep checkpoints (the bucket is the team's alone)."""
+
+# The repository name pattern of the ECR API; team names may hold what it refuses (a trailing
+# '-' or '_', '___', '_-').
+_ECR_NAME = re.compile(r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*")
+
+
+def partition(region: str) -> str:
+    return "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+
+
+def repository_name(organisation: str, team_name: str) -> str:
+    """The team's ECR repository: ``<organisation>/<team>`` in lowercase (ECR accepts nothing
+    else; team names are unique ignoring case, so no two teams share one)."""
+    name = f"{organisation}/{team_name.lower()}"
+    if not _ECR_NAME.fullmatch(name):
+        raise GovernanceError.single(
+            "teams.name", "cannot name an ECR repository (the team's image repository)", team_name,
+            "letters and digits separated by single '-' runs, '_' or '__', not ending in '-' or '_'",
+        )
+    return name
+
+
+def secrets_prefix(organisation: str, team_name: str) -> str:
+    """Secrets Manager names the team's roles may read: ``<organisation>/<team>/...``."""
+    return f"{organisation}/{team_name}/"
+
+
+def role_arn(model: GovernanceModel, team_name: str, suffix: str) -> str:
+    account = model.capacity_account
+    return f"arn:{partition(account.region)}:iam::{account.account_id}:role{ROLE_PATH}{team_name}{suffix}"
+
+
+def kueue_priority_class(name: str) -> str:
+    """HyperPod task governance names the Kueue WorkloadPriorityClass of a class ``<name>-priority``."""
+    return f"{name}-priority"
+
+
+def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: Any = None, kms_key_arn: Any = None) -> dict[str, Any]:
+    """The discovery document of ``team_name`` in ``pool_name``. ``bucket`` and ``kms_key_arn``
+    are the deployed values (tokens at synthesis), None offline."""
+    team = next((t for t in model.teams if t.name == team_name), None)
+    if team is None:
+        raise GovernanceError.single("team", "no such team", team_name, f"one of {[t.name for t in model.teams]}")
+    if pool_name not in team.quotas:
+        raise GovernanceError.single("pool", f"team {team_name} has no quota in this pool", pool_name, f"one of {sorted(team.quotas)}")
+    pool, account = model.pool(pool_name), model.capacity_account
+    arn_prefix = f"arn:{partition(account.region)}"
+    url_suffix = "amazonaws.com.cn" if account.region.startswith("cn-") else "amazonaws.com"
+    classes = sorted(model.priority_classes, key=lambda c: (-c.weight, c.name))
+    document: dict[str, Any] = {
+        "version": DISCOVERY_VERSION,
+        "organisation": model.organisation,
+        "team": team.name,
+        "pool": pool.name,
+        "backend": pool.backend,
+        "account": account.account_id,
+        "region": account.region,
+        "submission_role_arn": role_arn(model, team.name, SUBMISSION_ROLE_SUFFIX),
+        "execution_role_arn": role_arn(model, team.name, TRAINING_ROLE_SUFFIX),
+        "bucket": bucket,
+        "kms_key_arn": kms_key_arn,
+        "kms_key_alias": f"alias/{model.organisation}/{team.name}",
+        "checkpoint_prefix": CHECKPOINT_PREFIX,
+        "ecr_repository_uri": f"{account.account_id}.dkr.ecr.{account.region}.{url_suffix}/{repository_name(model.organisation, team.name)}",
+        "secrets_prefix": secrets_prefix(model.organisation, team.name),
+        "team_tag": {TAG_TEAM: team.name},
+    }
+    priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
+    if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):
+        queue_arn = f"{arn_prefix}:batch:{account.region}:{account.account_id}:job-queue/{pool.name}"
+        document.update(job_queue=pool.name, job_queue_arn=queue_arn)
+        if pool.backend == BATCH_QUOTA_SHARE:
+            document.update(quota_share=team.name, quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
+                            training_job_name_prefix=f"{team.name}-")
+        else:
+            document.update(share_identifier=team.name, job_definition_prefix=f"{team.name}-")
+    elif pool.backend == HYPERPOD_EKS:
+        namespace = kubernetes.namespace(team.name)
+        document.update(cluster_arn=pool.cluster_arn, eks_cluster_name=pool.eks_cluster_name, namespace=namespace,
+                        local_queue=f"{namespace}-localqueue", service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT)
+        priority = {c.name: kueue_priority_class(c.name) for c in classes}
+    elif pool.backend == HYPERPOD_SLURM:
+        from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
+
+        from constructs_lib.model.slurm import slurm_plan
+
+        plan = slurm_plan(model, pool.name)
+        slurm_account = next(a for a in plan.accounts if a.name == team.name)
+        borrows = any(p.name == BORROW_PARTITION and team.name in p.allow_accounts for p in plan.partitions)
+        document.update(
+            cluster_name=pool.cluster_name, slurm_account=slurm_account.name, partition=team.name,
+            qos=list(slurm_account.qos), default_qos=slurm_account.default_qos,
+            borrow_partition=BORROW_PARTITION if borrows else None, borrow_qos=borrow_qos_name(team.name) if borrows else None,
+        )
+        priority = {c.name: class_qos_name(team.name, c.name) for c in classes}
+    key = DISCOVERY_PRIORITY_KEY[pool.backend]
+    document["priority_classes"] = [{"name": c.name, "weight": c.weight, key: priority[c.name]} for c in classes]
+    return document
+
+
+def describe_team(model: GovernanceModel, team_name: str) -> dict[str, dict[str, Any]]:
+    """Parameter name -> document, for every pool the team has a quota in (declaration order)."""
+    team = next((t for t in model.teams if t.name == team_name), None)
+    if team is None:
+        raise GovernanceError.single("team", "no such team", team_name, f"one of {[t.name for t in model.teams]}")
+    pools = [p.name for p in model.pools if p.name in team.quotas]
+    return {discovery_parameter_name(model.organisation, team_name, pool): describe(model, team_name, pool) for pool in pools}
