@@ -42,7 +42,7 @@ def model_trainer(
     (``base_job_name`` starts with ``<team>-``). Checkpoints go to ``<prefix>/<base_job_name>/``,
     so a resubmitted job with the same base name resumes from them."""
     from sagemaker.core.shapes import Tag
-    from sagemaker.train.configs import CheckpointConfig, Compute, OutputDataConfig, StoppingCondition
+    from sagemaker.core.training.configs import CheckpointConfig, Compute, OutputDataConfig, StoppingCondition
     from sagemaker.train.model_trainer import ModelTrainer
 
     setup.require("execution_role_arn", "bucket", "kms_key_arn")

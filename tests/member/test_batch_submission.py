@@ -12,26 +12,11 @@ import pytest
 from botocore.stub import Stubber
 
 from constructs_lib.errors import GovernanceError
-from constructs_lib.loader import load_model
 from constructs_lib.member import TeamSetup, service_job_request, submit_training_job, team_setup, unique_job_name
 from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems, problems
-
-BUCKET, KEY = "acme-research-bucket-1x2y3z", "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-governance/research:1"
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model(None)
-
-
-@pytest.fixture(scope="module")
-def deployed(model) -> TeamSetup:
-    """The research team's setup as its discovery document would give it once deployed."""
-    return dataclasses.replace(team_setup(model, "research", backend="batch"), bucket=BUCKET, kms_key_arn=KEY, image_uri=IMAGE)
-
+from .conftest import BUCKET, IMAGE, KEY
 
 def job(setup: TeamSetup, **overrides):
     return {"job_name": unique_job_name(setup.team, "llama"), "priority_class": "urgent", "instance_type": "ml.p5.48xlarge", **overrides}
