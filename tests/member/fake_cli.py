@@ -67,6 +67,8 @@ def aws(args: list[str]) -> None:
             words.append(args[index])
             index += 1
     service, command, rest = words[0], words[1], words[2:]
+    if (service, command) == ("eks", "update-kubeconfig"):  # an AWS CLI command, not an API: it calls DescribeCluster
+        command = "describe-cluster"
     name = "".join(part.capitalize() for part in command.split("-"))
     try:
         model = operation(service, name)

@@ -65,7 +65,9 @@ def test_boto3_example_refuses_a_class_that_does_not_exist_in_one_line(setup_fil
                                                "one of ['opportunistic', 'standard', 'urgent']")
 
 
-def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys):
+def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
+    """Run the SDK example with ``argv`` against a stubbed Batch client; returns its exit code and
+    the SubmitServiceJob request the SDK sent."""
     pytest.importorskip("sagemaker.train.aws_batch", reason="the [member] extra (sagemaker-train) is not installed")
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.train.aws_batch import batch_api_helper
@@ -77,10 +79,15 @@ def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch,
     session = Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"))
     with Stubber(client) as stub:
         stub.add_response("submit_service_job", ANSWER)
-        code = example("submit_sagemaker_sdk").main(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type",
-                                                     "ml.p5.48xlarge", "--job-name", "llama"], sagemaker_session=session, batch_client=client)
+        code = example("submit_sagemaker_sdk").main(argv, sagemaker_session=session, batch_client=client)
         stub.assert_no_pending_responses()
-    assert code == 0 and ANSWER["jobArn"] in capsys.readouterr().out
     (request,) = sent
+    return code, request
+
+
+def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys):
+    code, request = run_sdk_example(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type", "ml.p5.48xlarge",
+                                     "--job-name", "llama"], monkeypatch)
+    assert code == 0 and ANSWER["jobArn"] in capsys.readouterr().out
     assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == ("research", 90, {contract.TAG_TEAM: "research"})
     assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])["TrainingJobName"].startswith("research-llama-")
