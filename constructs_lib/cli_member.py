@@ -106,7 +106,8 @@ def _dedicated(args: argparse.Namespace, setup: TeamSetup) -> bool:
 
 
 def _batch_snippet(setup: TeamSetup, **job: str) -> str:
-    placeholders = {key: "${%s}" % variable for key, variable in UNKNOWN_UNTIL_DEPLOYED.items() if getattr(setup, key) is None}
+    # ${NAME:?}: the shell stops with "NAME: parameter null or not set" instead of sending an empty bucket.
+    placeholders = {key: "${%s:?}" % variable for key, variable in UNKNOWN_UNTIL_DEPLOYED.items() if getattr(setup, key) is None}
     filled = replace(setup, **placeholders)
     request = service_job_request(filled, **job)
     file = f"{setup.team}-job.json"

@@ -79,9 +79,9 @@ class TeamSetup:
             value = values[key]
             if value is not None and not (isinstance(value, dict) and all(isinstance(v, kind) and not isinstance(v, bool) for v in value.values())):
                 problems.append(Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed=f"an object of names to {kind.__name__}s"))
-        for key in set(contract.SETUP_KEYS) - {"priority_classes", "quota", "slurm_qos"}:
-            if values[key] is not None and not isinstance(values[key], str):
-                problems.append(Problem(path=f"parameter.{key}", wrong="invalid", value=values[key], allowed="a string or null"))
+        problems += [Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed="a string or null")
+                     for key, value in values.items()
+                     if key not in ("priority_classes", "quota", "slurm_qos") and value is not None and not isinstance(value, str)]
         if problems:
             raise GovernanceError(problems)
         return cls(**values)
