@@ -141,3 +141,9 @@ DISCOVERY_PRIORITY_KEY = {
     BATCH_QUOTA_SHARE: "scheduling_priority", BATCH_FAIR_SHARE: "scheduling_priority",
     HYPERPOD_EKS: "kueue_priority_class", HYPERPOD_SLURM: "qos",
 }
+
+# --- a team's discovery document (JSON; one SSM parameter per team and pool) ------------------
+# The keys members' tooling reads (constructs_lib.member.TeamSetup.from_parameter); backend-specific keys are null elsewhere.
+SETUP_KEYS = ("team", "pool", "backend", "region", "priority_classes", "quota", "submission_role_arn", "execution_role_arn", "bucket",
+              "kms_key_arn", "checkpoint_prefix", "image_uri", "job_queue", "quota_share", "eks_cluster_name", "namespace",
+              "local_queue", "slurm_account", "slurm_partition", "slurm_qos")

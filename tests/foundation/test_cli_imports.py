@@ -41,6 +41,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         # refused before any AWS call (no ledger table named): the imports are what is checked
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
         "slurm script": (["slurm", "script", "--pool", "hyperpod-slurm"], 0),
+        "team submit-example": (["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1"], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
         "team show": (["team", "show", "research", "--config", config, "--json"], 0),
     }
@@ -78,7 +79,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
-            "slurm script", "report", "team show")
+            "slurm script", "report", "team show", "team submit-example")
 
 
 def test_every_command_is_probed(commands):

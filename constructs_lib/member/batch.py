@@ -1,0 +1,115 @@
+"""Submit a SageMaker training job into the team's quota share with boto3 only.
+
+One request builder serves the boto3 path, the AWS CLI snippet (`gpu-governance team
+submit-example --backend batch`) and the tests that validate it against botocore's models.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from gpu_governance_runtime.contract import TAG_TEAM
+
+from constructs_lib.core.errors import GovernanceError
+from .setup import TeamSetup
+
+SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
+# SageMaker's TrainingJobName (botocore model): 1-63 characters.
+TRAINING_JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"  # SageMaker syncs this folder with CheckpointConfig.S3Uri
+DEFAULT_MAX_RUNTIME_SECONDS = 24 * 3600
+DEFAULT_VOLUME_GB = 100
+
+
+def unique_job_name(team: str, base: str, now: datetime | None = None) -> str:
+    """``<team>-<base>-<UTC time>``: the execution role trusts only training jobs named
+    ``<team>-*`` (docs/security.md), and a time suffix keeps retries apart."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    return check_job_name(team, f"{team}-{base}-{stamp}")
+
+
+def check_job_name(team: str, name: str) -> str:
+    if not name.startswith(f"{team}-") or not TRAINING_JOB_NAME.fullmatch(name):
+        raise GovernanceError.single("job_name", "not a training job name of the team", name,
+                                     f"'{team}-' then letters, digits and '-', at most 63 characters")
+    return name
+
+
+def service_job_request(
+    setup: TeamSetup,
+    *,
+    job_name: str,
+    priority_class: str,
+    instance_type: str,
+    instance_count: int = 1,
+    image_uri: str | None = None,
+    inputs: Mapping[str, str] | None = None,
+    hyperparameters: Mapping[str, str] | None = None,
+    environment: Mapping[str, str] | None = None,
+    max_runtime_seconds: int = DEFAULT_MAX_RUNTIME_SECONDS,
+    volume_size_gb: int = DEFAULT_VOLUME_GB,
+    preemption_retries: int | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of ``batch.submit_service_job`` for one training job of the team:
+    its queue and quota share, the class's scheduling priority, the team tag on the Batch job
+    and on the training job, and a CreateTrainingJob payload that runs as the team's execution
+    role, writes output and checkpoints to the team's bucket under the team's key."""
+    setup.require("job_queue", "quota_share", "execution_role_arn", "bucket", "kms_key_arn")
+    if setup.backend != "batch_quota_share":
+        raise GovernanceError.single("setup.backend", "not a Batch quota-share pool", setup.backend, "the setup of a batch_quota_share pool")
+    check_job_name(setup.team, job_name)
+    priority = setup.priority(priority_class)
+    if instance_type not in setup.quota:
+        raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
+    image = image_uri or setup.image_uri
+    if not image:
+        raise GovernanceError.single("image_uri", "missing", None, "the training image (the team's ECR repository in its discovery document, or pass one)")
+    all_tags = dict(tags or {})
+    if all_tags.get(TAG_TEAM, setup.team) != setup.team:
+        raise GovernanceError.single(f"tags.{TAG_TEAM}", "names another team", all_tags[TAG_TEAM], f"{setup.team!r} (set for you)")
+    all_tags[TAG_TEAM] = setup.team
+    payload: dict[str, Any] = {
+        "TrainingJobName": job_name,
+        "RoleArn": setup.execution_role_arn,
+        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File"},
+        "OutputDataConfig": {"S3OutputPath": f"s3://{setup.bucket}/output/", "KmsKeyId": setup.kms_key_arn},
+        "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": instance_count, "VolumeSizeInGB": volume_size_gb,
+                           "VolumeKmsKeyId": setup.kms_key_arn},
+        "StoppingCondition": {"MaxRuntimeInSeconds": max_runtime_seconds},
+        "CheckpointConfig": {"S3Uri": setup.checkpoint_uri(job_name), "LocalPath": CHECKPOINT_LOCAL_PATH},
+        "EnableInterContainerTrafficEncryption": True,
+        "Tags": [{"Key": key, "Value": value} for key, value in sorted(all_tags.items())],
+    }
+    if inputs:
+        payload["InputDataConfig"] = [
+            {"ChannelName": channel, "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}}}
+            for channel, uri in sorted(inputs.items())
+        ]
+    if hyperparameters:
+        payload["HyperParameters"] = dict(hyperparameters)
+    if environment:
+        payload["Environment"] = dict(environment)
+    request: dict[str, Any] = {
+        "jobName": job_name,
+        "jobQueue": setup.job_queue,
+        "serviceJobType": SAGEMAKER_TRAINING,
+        # quotaShareName, not shareIdentifier: a quota-share queue refuses a job without it, and
+        # the submission role may submit only to its own share's ARN.
+        "quotaShareName": setup.quota_share,
+        "schedulingPriority": priority,
+        "serviceRequestPayload": json.dumps(payload, sort_keys=True),
+        "tags": all_tags,
+    }
+    if preemption_retries is not None:
+        request["preemptionConfiguration"] = {"preemptionRetriesBeforeTermination": preemption_retries}
+    return request
+
+
+def submit_training_job(batch_client: Any, setup: TeamSetup, **job: Any) -> dict[str, Any]:
+    """Submit with a boto3 Batch client (the team's submission role); returns Batch's answer
+    (``jobArn``, ``jobName``, ``jobId``). ``job``: the arguments of :func:`service_job_request`."""
+    return batch_client.submit_service_job(**service_job_request(setup, **job))

@@ -1,0 +1,79 @@
+"""A training job for the team's namespace on a HyperPod EKS cluster: a ``batch/v1`` Job that
+HyperPod task governance (Kueue) admits through the team's local queue at its priority class.
+
+It passes the cluster's admission policies as shipped (``constructs_lib.hyperpod_eks.kubernetes``): Pod
+Security baseline and restricted alike (non-root, no privilege escalation, all capabilities
+dropped, RuntimeDefault seccomp), no node name, and on dedicated instance groups the node
+selector and toleration of the team's nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
+
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.hyperpod_eks.kubernetes import WORKLOAD_SERVICE_ACCOUNT
+from .batch import check_job_name
+from .setup import TeamSetup
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+PRIORITY_CLASS_SUFFIX = "-priority"  # HyperPod names the Kueue workload priority class of each of its classes so
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+NON_ROOT_UID = 1000
+
+
+def workload_priority_class(priority_class: str) -> str:
+    return f"{priority_class}{PRIORITY_CLASS_SUFFIX}"
+
+
+def training_job_manifest(
+    setup: TeamSetup,
+    *,
+    job_name: str,
+    priority_class: str,
+    image: str,
+    command: Sequence[str],
+    instance_type: str,
+    gpus: int,
+    dedicated_team_nodes: bool = False,
+) -> dict[str, Any]:
+    """A suspended-until-admitted ``batch/v1`` Job in the team's namespace with the local queue
+    and priority-class labels, running as the team's workload service account (its pod identity
+    role reads the team's bucket). ``dedicated_team_nodes``: the team owns dedicated instance
+    groups, and its pods must select and tolerate them."""
+    setup.require("namespace", "local_queue")
+    check_job_name(setup.team, job_name)
+    setup.priority(priority_class)
+    if instance_type not in setup.quota:
+        raise GovernanceError.single("instance_type", f"not in team {setup.team}'s compute quota", instance_type, f"one of {sorted(setup.quota)}")
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
+        "containers": [{
+            "name": "trainer",
+            "image": image,
+            "command": list(command),
+            "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }],
+    }
+    if dedicated_team_nodes:
+        pod_spec["nodeSelector"][DEDICATED_NODE_KEY] = setup.team
+        pod_spec["tolerations"] = [{"key": DEDICATED_NODE_KEY, "operator": "Equal", "value": setup.team, "effect": "NoSchedule"}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": setup.namespace,
+            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_LABEL: workload_priority_class(priority_class)},
+        },
+        # Kueue unsuspends the job when it admits it; created suspended, no pod starts before.
+        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": pod_spec}},
+    }

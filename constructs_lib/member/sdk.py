@@ -1,0 +1,101 @@
+"""Submit through the SageMaker Python SDK's AWS Batch support (``sagemaker.train.aws_batch``,
+package ``sagemaker-train``; extra ``[member]``). Imported lazily: the rest of
+``constructs_lib.member`` needs only boto3.
+
+What ``TrainingQueue.submit`` sends (sagemaker-train 1.27.0, read in its source): jobName (the
+training job's generated name unless given), jobQueue, serviceJobType SAGEMAKER_TRAINING,
+retryStrategy (1 attempt, retry only on SageMaker's InternalServerError), timeoutConfig (one
+day unless given), quotaShareName, preemptionConfiguration, tags, and the CreateTrainingJob
+payload of the ``ModelTrainer``. Two gaps handled here:
+
+- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 is dropped: we set it
+  with ``UpdateServiceJob`` right after submitting.
+- the payload's ``Tags`` are moved to the Batch job's tags, so the training job SageMaker
+  creates carries none from the payload (the boto3 path keeps them on both).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gpu_governance_runtime.contract import TAG_TEAM
+
+from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name
+from .setup import TeamSetup
+from constructs_lib.core.errors import GovernanceError
+
+
+def model_trainer(
+    setup: TeamSetup,
+    *,
+    base_job_name: str,
+    instance_type: str,
+    instance_count: int = 1,
+    image_uri: str | None = None,
+    max_runtime_seconds: int = DEFAULT_MAX_RUNTIME_SECONDS,
+    volume_size_gb: int = DEFAULT_VOLUME_GB,
+    sagemaker_session: Any = None,
+    **trainer_options: Any,
+):
+    """A ``ModelTrainer`` that runs as the team's execution role, writes output and checkpoints
+    to the team's bucket under its key, and names its jobs ``<base_job_name>-<time>``
+    (``base_job_name`` starts with ``<team>-``). Checkpoints go to ``<prefix>/<base_job_name>/``,
+    so a resubmitted job with the same base name resumes from them."""
+    from sagemaker.core.shapes import Tag
+    from sagemaker.core.training.configs import CheckpointConfig, Compute, OutputDataConfig, StoppingCondition
+    from sagemaker.train.model_trainer import ModelTrainer
+
+    setup.require("execution_role_arn", "bucket", "kms_key_arn")
+    check_job_name(setup.team, base_job_name)
+    if instance_type not in setup.quota:
+        raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
+    image = image_uri or setup.image_uri
+    if not image:
+        raise GovernanceError.single("image_uri", "missing", None, "the training image (the team's ECR repository in its discovery document, or pass one)")
+    return ModelTrainer(
+        training_image=image,
+        role=setup.execution_role_arn,
+        base_job_name=base_job_name,
+        sagemaker_session=sagemaker_session,
+        compute=Compute(instance_type=instance_type, instance_count=instance_count, volume_size_in_gb=volume_size_gb,
+                        volume_kms_key_id=setup.kms_key_arn),
+        output_data_config=OutputDataConfig(s3_output_path=f"s3://{setup.bucket}/output/", kms_key_id=setup.kms_key_arn),
+        checkpoint_config=CheckpointConfig(s3_uri=setup.checkpoint_uri(base_job_name), local_path=CHECKPOINT_LOCAL_PATH),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=max_runtime_seconds),
+        tags=[Tag(key=TAG_TEAM, value=setup.team)],
+        **trainer_options,
+    )
+
+
+def submit_with_sdk(
+    setup: TeamSetup,
+    trainer: Any,
+    *,
+    priority_class: str,
+    inputs: Any = None,
+    tags: Mapping[str, str] | None = None,
+    preemption_retries: int | None = None,
+    batch_client: Any = None,
+):
+    """``TrainingQueue(<team's queue>).submit(...)`` into the team's quota share with the
+    class's priority and the team tag; returns the SDK's ``TrainingQueuedJob``. ``batch_client``
+    (default: boto3's) sets a priority of 0 the SDK drops."""
+    from sagemaker.train.aws_batch.training_queue import TrainingQueue
+
+    setup.require("job_queue", "quota_share")
+    priority = setup.priority(priority_class)
+    all_tags = dict(tags or {})
+    if all_tags.get(TAG_TEAM, setup.team) != setup.team:
+        raise GovernanceError.single(f"tags.{TAG_TEAM}", "names another team", all_tags[TAG_TEAM], f"{setup.team!r} (set for you)")
+    all_tags[TAG_TEAM] = setup.team
+    queued = TrainingQueue(setup.job_queue).submit(
+        trainer, inputs, priority=priority, quota_share_name=setup.quota_share, tags=all_tags,
+        preemption_config={"preemptionRetriesBeforeTermination": preemption_retries} if preemption_retries is not None else None,
+    )
+    if priority == 0:  # the SDK sends schedulingPriority only when it is truthy
+        if batch_client is None:
+            import boto3
+
+            batch_client = boto3.client("batch", region_name=setup.region)
+        batch_client.update_service_job(jobId=queued.job_arn, schedulingPriority=0)
+    return queued

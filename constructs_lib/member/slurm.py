@@ -1,0 +1,20 @@
+"""The ``sbatch`` line that runs a job on the team's own nodes of a HyperPod Slurm cluster, at a
+priority class: account, partition and QoS as the apply script creates them (docs/slurm.md)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Sequence
+
+from .setup import TeamSetup
+
+
+def sbatch_arguments(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> list[str]:
+    setup.require("slurm_account", "slurm_partition", "slurm_qos")
+    setup.priority(priority_class)
+    return ["sbatch", f"--account={setup.slurm_account}", f"--partition={setup.slurm_partition}",
+            f"--qos={setup.slurm_qos[priority_class]}", f"--gres=gpu:{gpus}", *script]
+
+
+def sbatch_line(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> str:
+    return shlex.join(sbatch_arguments(setup, priority_class=priority_class, gpus=gpus, script=script))

@@ -1,0 +1,50 @@
+"""Submit a SageMaker training job into your team's quota share with the SageMaker Python SDK's
+AWS Batch support (``pip install 'cdk-gpu-governance[member]'``: sagemaker-train >= 1.27).
+
+Run it with the team's submission role's credentials (docs/team-guide.md):
+
+    python examples/member/submit_sagemaker_sdk.py --setup setup.json --priority-class standard \\
+        --instance-type ml.p5.48xlarge --job-name llama
+
+``setup.json`` is your team's discovery document. The SDK names the training job
+``<team>-<job-name>-<time>`` and checkpoints to ``<checkpoint prefix>/<team>-<job-name>/``, so
+resubmitting the same job name resumes from its checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.member import TeamSetup, model_trainer, submit_with_sdk
+
+
+def main(argv: list[str] | None = None, sagemaker_session=None, batch_client=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setup", required=True, help="the team's discovery document (JSON)")
+    parser.add_argument("--priority-class", required=True)
+    parser.add_argument("--instance-type", required=True)
+    parser.add_argument("--instance-count", type=int, default=1)
+    parser.add_argument("--job-name", required=True, help="the part after '<team>-'")
+    parser.add_argument("--image", help="training image (default: the team's, from the document)")
+    args = parser.parse_args(argv)
+    # The SDK checks the execution role with iam:SimulatePrincipalPolicy, which the team's
+    # submission role may not call (the SDK then only warns); the platform checked the role.
+    os.environ.setdefault("SAGEMAKER_VALIDATE_ROLE", "false")
+    try:
+        setup = TeamSetup.from_parameter(Path(args.setup).read_text(encoding="utf-8"))
+        trainer = model_trainer(setup, base_job_name=f"{setup.team}-{args.job_name}", instance_type=args.instance_type,
+                                instance_count=args.instance_count, image_uri=args.image, sagemaker_session=sagemaker_session)
+        queued = submit_with_sdk(setup, trainer, priority_class=args.priority_class, batch_client=batch_client)
+    except GovernanceError as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(f"submitted {queued.job_name} ({queued.job_arn}) to {setup.job_queue} (quota share {setup.quota_share})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The boto3 path: the team's setup from the model and from its discovery document, and the
+SubmitServiceJob request checked by botocore's Stubber (Batch's model) and its payload against
+SageMaker's CreateTrainingJob."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.member import TeamSetup, service_job_request, submit_training_job, team_setup, unique_job_name
+from gpu_governance_runtime import contract
+
+from .aws_models import payload_problems, problems
+from .conftest import BUCKET, IMAGE, KEY
+
+def job(setup: TeamSetup, **overrides):
+    return {"job_name": unique_job_name(setup.team, "llama"), "priority_class": "urgent", "instance_type": "ml.p5.48xlarge", **overrides}
+
+
+def test_the_setup_names_what_the_deployment_creates(model):
+    setup = team_setup(model, "research", backend="batch")
+    assert (setup.job_queue, setup.quota_share, setup.pool) == ("sagemaker-training", "research", "sagemaker-training")
+    assert setup.execution_role_arn == "arn:aws:iam::111122223333:role/gpu-governance/research-gpu-training"
+    assert setup.submission_role_arn == "arn:aws:iam::111122223333:role/gpu-governance/research-gpu-submit"
+    assert setup.priority_classes == {c.name: c.weight for c in model.priority_classes}
+    assert setup.quota == model.teams[0].quotas["sagemaker-training"]
+    assert setup.bucket is None and setup.kms_key_arn is None  # generated names: only the discovery document knows them
+
+
+def test_the_dataclass_reads_exactly_the_contract_keys():
+    assert tuple(f.name for f in dataclasses.fields(TeamSetup)) == contract.SETUP_KEYS
+
+
+def test_discovery_document_round_trips_and_ignores_keys_it_does_not_know(deployed):
+    document = json.loads(deployed.to_parameter())
+    assert TeamSetup.from_parameter(json.dumps({**document, "ecr_repository": "x"})) == deployed
+
+
+@pytest.mark.parametrize("change, line", [
+    (lambda d: d.pop("job_queue"), "parameter.job_queue: missing (None) - a value in the team's discovery document"),
+    (lambda d: d.update(backend="ec2"), "parameter.backend: not a backend members submit to ('ec2') - one of"),
+    (lambda d: d.update(priority_classes={"urgent": "90"}), "parameter.priority_classes: invalid ({'urgent': '90'}) - an object of names to ints"),
+    (lambda d: d.update(bucket=7), "parameter.bucket: invalid (7) - a string or null"),
+])
+def test_a_bad_discovery_document_is_refused_naming_key_value_and_allowed(deployed, change, line):
+    document = json.loads(deployed.to_parameter())
+    change(document)
+    with pytest.raises(GovernanceError) as error:
+        TeamSetup.from_parameter(json.dumps(document))
+    assert str(error.value).startswith(line)
+    for text in ("[]", "{not json"):
+        with pytest.raises(GovernanceError, match=r"^parameter: not (a )?JSON"):
+            TeamSetup.from_parameter(text)
+
+
+def test_request_validates_against_batch_and_its_payload_against_sagemaker(deployed):
+    request = service_job_request(deployed, **job(deployed), inputs={"train": f"s3://{BUCKET}/data/"}, preemption_retries=2)
+    assert problems("batch", "SubmitServiceJob", request) == ""
+    assert payload_problems(request) == ""
+
+
+def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data_settings(deployed):
+    client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    request = service_job_request(deployed, **job(deployed, job_name="research-llama-1"))
+    with Stubber(client) as stub:  # Stubber refuses parameters the Batch model does not accept
+        stub.add_response("submit_service_job", {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/1", "jobName": "research-llama-1",
+                                                 "jobId": "1"}, request)
+        submit_training_job(client, deployed, **job(deployed, job_name="research-llama-1"))
+        stub.assert_no_pending_responses()
+    assert request["quotaShareName"] == "research" and "shareIdentifier" not in request
+    assert request["schedulingPriority"] == deployed.priority_classes["urgent"]
+    assert request["tags"] == {contract.TAG_TEAM: "research"}
+    payload = json.loads(request["serviceRequestPayload"])
+    assert payload["TrainingJobName"] == request["jobName"] == "research-llama-1"
+    assert payload["RoleArn"] == deployed.execution_role_arn
+    assert payload["OutputDataConfig"] == {"S3OutputPath": f"s3://{BUCKET}/output/", "KmsKeyId": KEY}
+    assert payload["ResourceConfig"]["VolumeKmsKeyId"] == KEY
+    assert payload["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/checkpoints/research-llama-1/"
+    assert {"Key": contract.TAG_TEAM, "Value": "research"} in payload["Tags"]
+
+
+def test_a_class_of_weight_zero_is_sent_as_zero(deployed):
+    setup = dataclasses.replace(deployed, priority_classes={**deployed.priority_classes, "idle": 0})
+    assert service_job_request(setup, **job(setup, priority_class="idle"))["schedulingPriority"] == 0
+
+
+@pytest.mark.parametrize("overrides, line", [
+    ({"priority_class": "vip"}, "priority_class: not a priority class of the organisation ('vip') - one of ['opportunistic', 'standard', 'urgent']"),
+    ({"instance_type": "ml.p4d.24xlarge"}, "instance_type: not in team research's quota share ('ml.p4d.24xlarge') - one of ['ml.g6e.12xlarge', 'ml.p5.48xlarge']"),
+    ({"job_name": "training-llama"}, "job_name: not a training job name of the team ('training-llama') - 'research-' then"),
+    ({"tags": {contract.TAG_TEAM: "training"}}, f"tags.{contract.TAG_TEAM}: names another team ('training') - 'research' (set for you)"),
+])
+def test_bad_submissions_are_refused_in_one_line_naming_field_value_and_allowed(deployed, overrides, line):
+    with pytest.raises(GovernanceError) as error:
+        service_job_request(deployed, **job(deployed, **overrides))
+    assert str(error.value).startswith(line) and "\n" not in str(error.value)
+
+
+def test_a_setup_from_the_model_alone_cannot_submit_and_says_what_to_read(model):
+    setup = team_setup(model, "research", backend="batch")
+    with pytest.raises(GovernanceError) as error:
+        service_job_request(setup, **job(setup), image_uri=IMAGE)
+    assert str(error.value).splitlines() == [
+        "setup.bucket: unknown (None) - read the team's discovery document (TeamSetup.from_parameter) or pass it",
+        "setup.kms_key_arn: unknown (None) - read the team's discovery document (TeamSetup.from_parameter) or pass it",
+    ]
+
+
+@pytest.mark.parametrize("arguments, line", [
+    ({"team_name": "nobody"}, "team: not a team of the model ('nobody') - one of ['production', 'research', 'training']"),
+    ({"team_name": "research", "backend": "ec2"}, "backend: not a backend members submit to ('ec2') - one of ['batch', 'hyperpod_eks', 'slurm']"),
+    ({"team_name": "research", "backend": "batch", "pool": "hyperpod-eks"}, "pool: not a pool of team research on batch ('hyperpod-eks') - one of ['sagemaker-training']"),
+    ({"team_name": "research"}, "pool: team research has 3 such pools (None) - one of ['hyperpod-eks', 'hyperpod-slurm', 'sagemaker-training']"),
+])
+def test_team_and_pool_that_do_not_exist_are_refused(model, arguments, line):
+    with pytest.raises(GovernanceError) as error:
+        team_setup(model, **arguments)
+    assert str(error.value) == line

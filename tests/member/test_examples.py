@@ -1,0 +1,93 @@
+"""examples/member run end to end against stubbed Batch clients (Stubber validates every request
+against Batch's model; the payload is checked against SageMaker's CreateTrainingJob)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from gpu_governance_runtime import contract
+
+from .aws_models import payload_problems
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "member"
+ANSWER = {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc", "jobName": "research-llama", "jobId": "abc"}
+
+
+def example(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def setup_file(tmp_path, deployed):
+    path = tmp_path / "setup.json"
+    path.write_text(deployed.to_parameter())
+    return path
+
+
+def batch_client():
+    return boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+
+
+def recorded(client) -> list[dict]:
+    sent: list[dict] = []
+    client.meta.events.register("before-parameter-build.batch.SubmitServiceJob", lambda params, **_: sent.append(dict(params)))
+    return sent
+
+
+def test_boto3_example_submits_a_valid_job_into_the_share(setup_file, capsys):
+    client = batch_client()
+    sent = recorded(client)
+    with Stubber(client) as stub:
+        stub.add_response("submit_service_job", ANSWER, {"jobName": ANY, "jobQueue": "sagemaker-training", "serviceJobType": "SAGEMAKER_TRAINING",
+                                                         "quotaShareName": "research", "schedulingPriority": 50,
+                                                         "serviceRequestPayload": ANY, "tags": {contract.TAG_TEAM: "research"}})
+        code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "standard", "--instance-type", "ml.p5.48xlarge",
+                                             "--job-name", "llama", "--input", "train=s3://acme-research-bucket-1x2y3z/data/"], batch_client=client)
+        stub.assert_no_pending_responses()
+    assert code == 0 and "service job abc" in capsys.readouterr().out
+    assert payload_problems(sent[0]) == ""
+
+
+def test_boto3_example_refuses_a_class_that_does_not_exist_in_one_line(setup_file, capsys):
+    code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "vip", "--instance-type", "ml.p5.48xlarge",
+                                         "--job-name", "llama", "--dry-run"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == ("priority_class: not a priority class of the organisation ('vip') - "
+                                               "one of ['opportunistic', 'standard', 'urgent']")
+
+
+def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
+    """Run the SDK example with ``argv`` against a stubbed Batch client; returns its exit code and
+    the SubmitServiceJob request the SDK sent."""
+    pytest.importorskip("sagemaker.train.aws_batch", reason="the [member] extra (sagemaker-train) is not installed")
+    from sagemaker.core.helper.session_helper import Session
+    from sagemaker.train.aws_batch import batch_api_helper
+
+    monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")
+    client = batch_client()
+    sent = recorded(client)
+    monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: client)
+    session = Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"))
+    with Stubber(client) as stub:
+        stub.add_response("submit_service_job", ANSWER)
+        code = example("submit_sagemaker_sdk").main(argv, sagemaker_session=session, batch_client=client)
+        stub.assert_no_pending_responses()
+    (request,) = sent
+    return code, request
+
+
+def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys):
+    code, request = run_sdk_example(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type", "ml.p5.48xlarge",
+                                     "--job-name", "llama"], monkeypatch)
+    assert code == 0 and ANSWER["jobArn"] in capsys.readouterr().out
+    assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == ("research", 90, {contract.TAG_TEAM: "research"})
+    assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])["TrainingJobName"].startswith("research-llama-")
