@@ -44,7 +44,7 @@ ssm = boto3.client("ssm", config=_RETRIES)
 dynamodb = boto3.resource("dynamodb", config=_RETRIES)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "batch": ("DescribeJobs", "GetJobQueueSnapshot", "ListJobs", "TerminateJob"),
+    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "TerminateJob"),
     "ssm": ("GetCommandInvocation", "SendCommand"),
     "dynamodb": ("PutItem", "UpdateItem"),
 }
