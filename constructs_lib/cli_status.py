@@ -91,14 +91,12 @@ def _only_job(status, job: str):
 
 
 def _batch(args: argparse.Namespace, pool, model):
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     from .status_readers import BATCH_CALLS, batch_observation
 
     try:
-        client = boto3.client("batch", region_name=args.region or model.capacity_account.region)
-        return batch_observation(client, pool, args.team, args.job)
+        return batch_observation(batch_client(args.region or model.capacity_account.region), pool, args.team, args.job)
     except NoCredentialsError:
         raise Unreadable("no AWS credentials: assume your team's submission role (it may call " + ", ".join(BATCH_CALLS) + ")") from None
     except ClientError as error:
@@ -109,6 +107,13 @@ def _batch(args: argparse.Namespace, pool, model):
         raise Unreadable(f"batch:{operation} failed: {code}: {error.response.get('Error', {}).get('Message', '')}") from None
     except BotoCoreError as error:
         raise Unreadable(f"AWS Batch could not be reached: {error}") from None
+
+
+def batch_client(region: str):
+    import boto3
+
+    # a session of its own: the credentials of this run's environment, never ones cached earlier in the process
+    return boto3.session.Session(region_name=region).client("batch")
 
 
 def _eks(args: argparse.Namespace, pool, model):

@@ -30,6 +30,8 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
     offerings = folder / "offerings.json"
     offerings.write_text(json.dumps({"CapacityBlockOfferings": []}))
     config = str(ROOT / "constructs_lib" / "data" / "default-governance.yaml")
+    squeue = folder / "squeue.txt"
+    squeue.write_text("7|train|research|research.standard|PENDING|1|research|100|2026-12-01T09:00:00|Resources\n")
     return {
         "validate": (["validate"], 0),
         "example": (["example"], 0),
@@ -42,6 +44,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
         "slurm script": (["slurm", "script", "--pool", "hyperpod-slurm"], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
+        "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue)], 0),
     }
 
 
@@ -77,7 +80,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
-            "slurm script", "report")
+            "slurm script", "report", "status")
 
 
 def test_every_command_is_probed(commands):

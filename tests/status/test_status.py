@@ -14,7 +14,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-from constructs_lib import cli
+from constructs_lib import cli, cli_status
 from constructs_lib.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 from constructs_lib.policy import compile_policy
@@ -334,7 +334,7 @@ def test_access_denied_is_one_line_naming_the_call(capsys, monkeypatch):
     stubber = Stubber(client)
     stubber.add_client_error("get_job_queue_snapshot", service_error_code="AccessDeniedException", http_status_code=403)
     stubber.activate()
-    monkeypatch.setattr(boto3, "client", lambda *a, **k: client)
+    monkeypatch.setattr(cli_status, "batch_client", lambda region: client)
     code, _, err = run(capsys, "--team", "research", "--pool", "sagemaker-training")
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "AccessDeniedException on batch:GetJobQueueSnapshot" in err
