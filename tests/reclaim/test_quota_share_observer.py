@@ -31,7 +31,7 @@ from constructs_lib.policy import compile_policy  # noqa: E402
 from constructs_lib.reclaim import ReclaimController, ReclaimTarget  # noqa: E402
 from gpu_governance_runtime.contract import ENV_METRICS_NAMESPACE, ENV_RECLAIM_TARGETS  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchQuotaShareObserver  # noqa: E402
+from gpu_governance_runtime.reclaim.adapters import DESCRIBED_PER_SHARE, BatchQuotaShareObserver  # noqa: E402
 from gpu_governance_runtime.reclaim.handler import run_tick  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 
@@ -247,6 +247,23 @@ def test_a_throttled_listing_keeps_the_alarm_firing(synthesized, environment):
     assert ticks[1]["research"]["Pending"] == 9 + 2  # what was read, plus the front job
     alarm = starved_alarm(synthesized, "research")
     assert alarm_states(alarm, [t["research"]["StarvedBelowGuarantee"] for t in ticks])[alarm["EvaluationPeriods"] - 1]
+
+
+def test_listed_jobs_without_a_size_are_described_a_few_per_tick(environment):
+    unsized = [{**summary(f"r-{i}", "research", P5, 1), "capacityUsage": [], "createdAt": int(NOW * 1000) - 600_000 + i}
+               for i in range(DESCRIBED_PER_SHARE + 2)]
+
+    def queue(stubber):
+        stubber.add_response("get_job_queue_snapshot", snapshot(FULL, {"research": ["r-5"]}), {"jobQueue": QUEUE})
+        empty_listings(stubber, "production")
+        listing(stubber, "research", [list(reversed(unsized))])  # newest first
+        # the front job first, then the oldest, up to the bound
+        for job_id in ["r-5", *(f"r-{i}" for i in range(DESCRIBED_PER_SHARE + 2) if i != 5)][:DESCRIBED_PER_SHARE]:
+            stubber.add_response("describe_service_job", described(job_id, "research", P5, 1), {"jobId": job_id})
+        empty_listings(stubber, "training")
+
+    research = tick(environment, queue)["research"]
+    assert (research["Pending"], research["StarvedBelowGuarantee"]) == (DESCRIBED_PER_SHARE, 1)
 
 
 def test_other_listing_errors_fail_the_pool(environment):

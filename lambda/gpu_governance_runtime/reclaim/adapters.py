@@ -166,11 +166,17 @@ class BatchQuotaShareObserver:
         for share in sorted(shares):
             jobs = self._runnable(share)
             front_ids = [job_id_of(f["jobArn"]) for f in fronts.get(share, []) if f.get("jobArn")]
-            missing = [i for i in front_ids if i not in {j["jobId"] for j in jobs}]
-            if missing:  # listing behind the snapshot (or failed): the front job is waiting all the same
-                jobs += [self.batch.describe_service_job(jobId=i) for i in missing]
+            listed = {j["jobId"] for j in jobs}
+            # listing behind the snapshot (or failed): the front job is waiting all the same
+            jobs = [self.batch.describe_service_job(jobId=i) for i in front_ids if i not in listed] + sorted(
+                jobs, key=lambda j: (j["jobId"] not in front_ids, j.get("createdAt", 0)))
+            described = 0
             for job in jobs:
                 size = service_job_size(job, self.pool.capacity)
+                if size is None and not job.get("capacityUsage") and "serviceRequestPayload" not in job and described < DESCRIBED_PER_SHARE:
+                    # a listing that gives no size: the job's request says it (front and oldest first, a few per tick)
+                    job, described = self.batch.describe_service_job(jobId=job["jobId"]), described + 1
+                    size = service_job_size(job, self.pool.capacity)
                 if size is not None:
                     # ListServiceJobs has no priority; the metrics this observer feeds do not use it
                     pending.append(PendingJob(job_id=job["jobId"], share=share, instance_type=size[0], count=size[1], priority=0,
@@ -206,6 +212,9 @@ class BatchQuotaShareObserver:
         return "0"
 
 
+# Listed jobs without a size described per share and tick: bounds the calls within action_seconds;
+# the front and oldest come first, and starvation needs only one waiting job that fits.
+DESCRIBED_PER_SHARE = 10
 # Errors after which a partial listing is still worth using: the service asked us to slow down.
 THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
 
