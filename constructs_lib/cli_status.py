@@ -40,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--config", help="governance file (YAML or JSON); default as `gpu-governance validate`")
     status.add_argument("--workloads", help="HyperPod EKS: JSON of `kubectl get workloads -n hyperpod-ns-TEAM -o json` (default: run it)")
     status.add_argument("--cluster-queues", help="HyperPod EKS: JSON of `kubectl get clusterqueues -o json` (default: run it)")
-    status.add_argument("--squeue", help=f"Slurm: output of `TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array "
-                                         f"--states=PENDING,RUNNING -o '...'` (default: run it; see docs/status.md)")
+    status.add_argument("--squeue", help="Slurm: output of `TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array "
+                                         "--states=PENDING,RUNNING -o '...'` (default: run it; see docs/status.md)")
     status.add_argument("--region", help="AWS region of the capacity account (default: from the model)")
     status.set_defaults(handler=_status)
 
@@ -121,9 +121,12 @@ def _eks(args: argparse.Namespace, pool, model):
 
     namespace = f"hyperpod-ns-{args.team}"
     workloads = _text(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
-    queues = _text(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))
     try:
-        return kueue_observation(read_json(workloads, "workloads"), read_json(queues, "cluster queues"), pool, args.team)
+        queues = _text(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))
+    except Unreadable:
+        queues = None  # cluster-scoped: a namespace-level member may not list them; the jobs still explain
+    try:
+        return kueue_observation(read_json(workloads, "workloads"), queues and read_json(queues, "cluster queues"), pool, args.team)
     except (ValueError, KeyError, TypeError) as error:
         raise GovernanceError.single("--workloads/--cluster-queues", "not Kueue v1beta1 objects as kubectl prints them", str(error)[:200],
                                      "`kubectl get workloads|clusterqueues -o json` output") from None

@@ -110,7 +110,7 @@ def kueue_observation(workloads: Mapping[str, Any], cluster_queues: Mapping[str,
             cohort_gpus[flavor] = cohort_gpus.get(flavor, 0) + gpus
     jobs = tuple(_workload_job(w, team, in_use, nominal.get(team, {}), borrowing_limit, cohort_gpus) for w in workloads.get("items", []))
     nominal = nominal.get(team, {})
-    notes = () if cluster_queues else ("no ClusterQueue objects given (--cluster-queues): use and guarantees are not shown",)
+    notes = () if cluster_queues else ("no ClusterQueue objects read (--cluster-queues): use and guarantees are not shown",)
     return Observation(backend="hyperpod_eks", pool=pool.name, unit="GPUs", in_use=in_use, jobs=tuple(j for j in jobs if j),
                        notes=notes, guaranteed=nominal if cluster_queues else {})
 
@@ -123,7 +123,8 @@ def _workload_job(workload: Mapping[str, Any], team: str, in_use: Mapping[str, M
         return None
     owners = meta.get("ownerReferences", [])
     gpus = sum(
-        int(ps.get("count", 1)) * sum(_quantity(c.get("resources", {}).get("requests", {}).get(GPU, 0)) for c in ps.get("template", {}).get("spec", {}).get("containers", []))
+        int(ps.get("count", 1))
+        * sum(_quantity(c.get("resources", {}).get("requests", {}).get(GPU, 0)) for c in ps.get("template", {}).get("spec", {}).get("containers", []))
         for ps in spec.get("podSets", [])
     )
     admission = status.get("admission") or {}
@@ -144,11 +145,14 @@ def _workload_job(workload: Mapping[str, Any], team: str, in_use: Mapping[str, M
     requeue = status.get("requeueState") or {}
     if requeue:
         words.append(f"requeued {requeue.get('count', 0)} time(s), next try at {requeue.get('requeueAt', 'once capacity frees')}")
-    figures: dict[str, object] = {"used": in_use.get(team, {}).get(flavor or "", 0), "quota": nominal.get(flavor or "", "?"),
-                                  "capacity": cohort_gpus.get(flavor or "", "?"), "in_use": sum(u.get(flavor or "", 0) for u in in_use.values())}
+    # Kueue's figures, in GPUs; "?" where no ClusterQueue says (never the policy's instance counts)
+    known = flavor in nominal
     limit = borrowing_limit.get(flavor or "")
-    if limit is not None and isinstance(figures["quota"], int):
-        figures["ceiling"] = figures["quota"] + limit
+    figures: dict[str, object] = {
+        "used": in_use.get(team, {}).get(flavor, 0) if known else "?", "quota": nominal[flavor] if known else "?",
+        "capacity": cohort_gpus[flavor] if known else "?", "in_use": sum(u.get(flavor, 0) for u in in_use.values()) if known else "?",
+        "ceiling": nominal[flavor] + limit if known and limit is not None else "?",
+    }
     return ObservedJob(state=WAITING, reason=_kueue_reason(message, preempted, evicted, figures, limit), backend_reason="; ".join(words),
                        details=figures, **base)
 

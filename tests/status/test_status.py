@@ -6,7 +6,6 @@ are v1beta1 Workloads and ClusterQueues as `kubectl get -o json` prints them."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -300,6 +299,20 @@ def test_command_reads_kueue_objects_from_files(tmp_path, capsys):
                          "--cluster-queues", str(tmp_path / "q.json"))
     assert code == 0, err
     assert "waits (job-waits-1a2b3): waiting #1 - inside your guarantee" in out
+
+
+def test_kueue_without_cluster_queues_still_explains_the_jobs(tmp_path, capsys, monkeypatch):
+    (tmp_path / "w.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [OVER_LIMIT]}))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no kubectl here: the cluster queues cannot be listed
+    code, out, err = run(capsys, "--team", "research", "--pool", "hyperpod-eks", "--workloads", str(tmp_path / "w.json"))
+    assert code == 0, err
+    assert "greedy (job-greedy-1a2b3): waiting #1 - borrowing at its limit" in out and "no ClusterQueue objects read" in out
+
+
+def test_kubectl_missing_for_workloads_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = run(capsys, "--team", "research", "--pool", "hyperpod-eks")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "kubectl get workloads -n hyperpod-ns-research -o json" in err
 
 
 @pytest.mark.parametrize("argv, wrong", [
