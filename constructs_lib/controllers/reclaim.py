@@ -141,6 +141,8 @@ class ReclaimController(GovernanceController):
         observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
         if observed:
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
+            # each share's waiting jobs; these two support no resource-level permission
+            statements.append(iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"]))
         head_nodes = [t.head_node_instance_id for t in self.targets if backends[t.pool] == HYPERPOD_SLURM]
         if head_nodes:
             document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
@@ -161,7 +163,8 @@ class ReclaimController(GovernanceController):
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
         acknowledge_wildcard_resources(
             policy, [r for s in statements for r in s.resources],
-            "batch:ListJobs, batch:DescribeJobs and ssm:GetCommandInvocation support no resource-level permission; "
+            "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob and ssm:GetCommandInvocation "
+            "support no resource-level permission; "
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
             "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned.",
         )

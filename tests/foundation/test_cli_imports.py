@@ -30,6 +30,8 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
     offerings = folder / "offerings.json"
     offerings.write_text(json.dumps({"CapacityBlockOfferings": []}))
     config = str(ROOT / "constructs_lib" / "data" / "default-governance.yaml")
+    squeue = folder / "squeue.txt"
+    squeue.write_text("7|train|research|research.standard|PENDING|1|research|100|2026-12-01T09:00:00|Resources\n")
     return {
         "validate": (["validate"], 0),
         "example": (["example"], 0),
@@ -44,6 +46,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "team submit-example": (["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1"], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
         "team show": (["team", "show", "research", "--config", config, "--json"], 0),
+        "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue)], 0),
     }
 
 
@@ -79,7 +82,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
-            "slurm script", "report", "team show", "team submit-example")
+            "slurm script", "report", "team show", "team submit-example", "status")
 
 
 def test_every_command_is_probed(commands):

@@ -189,6 +189,8 @@ def test_quota_share_queues_are_observed_only(ledger_table):
             {"quotaShareName": "research", "capacityUsage": [{"capacityUnit": "ml.p5.48xlarge", "quantity": 5.0}]}]}}},
         {"jobQueue": QUEUE},
     )
+    stubber.add_response("list_service_jobs", {"jobSummaryList": []},
+                         {"jobQueue": QUEUE, "jobStatus": "RUNNABLE", "filters": [{"name": "QUOTA_SHARE_NAME", "values": ["research"]}]})
     records = []
     with stubber:
         result = tick(BatchQuotaShareObserver(client, job_queue=QUEUE, pool=POLICY.pool("sagemaker")), ledger_table, dry_run=False, records=records)

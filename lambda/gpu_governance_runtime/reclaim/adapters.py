@@ -15,11 +15,14 @@ the planner's :class:`PoolState` and carries out preemptions; none of them decid
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import shlex
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
+
+from botocore.exceptions import ClientError
 
 from ..policy import Policy, PoolPolicy
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
@@ -126,7 +129,13 @@ class BatchFairShareAdapter:
 
 
 class BatchQuotaShareObserver:
-    """Reads the queue snapshot; Batch reclaims and preempts natively on quota-share queues."""
+    """Reads use per share from the queue snapshot and each share's waiting work from
+    ``ListServiceJobs`` (RUNNABLE, filtered by quota share), so ``Pending`` and
+    ``StarvedBelowGuarantee`` are real; Batch reclaims and preempts natively on these queues.
+
+    A share's listing can lag or fail where the snapshot did not: its front job
+    (``frontOfQuotaShares``) is then counted as waiting, so one throttled listing neither hides a
+    starved share nor breaks its alarm's run of ticks (missing data does not breach)."""
 
     acts = False
     reroutes_borrowers = False
@@ -138,6 +147,7 @@ class BatchQuotaShareObserver:
     def read(self, now: float) -> PoolState:
         snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
         utilization = snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
+        fronts = snapshot.get("frontOfQuotaShares", {}).get("quotaShares", {})
         shares = {s.name for s in self.pool.shares}
         running = []
         for entry in utilization:
@@ -152,7 +162,45 @@ class BatchQuotaShareObserver:
                             instance_type=usage["capacityUnit"], count=int(usage["quantity"]), priority=0, started_at=now,
                         )
                     )
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=(), now=now)
+        pending = []
+        for share in sorted(shares):
+            jobs = self._runnable(share)
+            front_ids = [job_id_of(f["jobArn"]) for f in fronts.get(share, []) if f.get("jobArn")]
+            listed = {j["jobId"] for j in jobs}
+            # listing behind the snapshot (or failed): the front job is waiting all the same
+            jobs = [self.batch.describe_service_job(jobId=i) for i in front_ids if i not in listed] + sorted(
+                jobs, key=lambda j: (j["jobId"] not in front_ids, j.get("createdAt", 0)))
+            described = 0
+            for job in jobs:
+                size = service_job_size(job, self.pool.capacity)
+                if size is None and not job.get("capacityUsage") and "serviceRequestPayload" not in job and described < DESCRIBED_PER_SHARE:
+                    # a listing that gives no size: the job's request says it (front and oldest first, a few per tick)
+                    job, described = self.batch.describe_service_job(jobId=job["jobId"]), described + 1
+                    size = service_job_size(job, self.pool.capacity)
+                if size is not None:
+                    # ListServiceJobs has no priority; the metrics this observer feeds do not use it
+                    pending.append(PendingJob(job_id=job["jobId"], share=share, instance_type=size[0], count=size[1], priority=0,
+                                              submitted_at=job.get("createdAt", now * 1000) / 1000))
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+
+    def _runnable(self, share: str) -> list[dict]:
+        """The share's RUNNABLE jobs, each once: newest first, so a job submitted while paging
+        pushes older ones onto the next page and one can be listed twice. A listing that fails
+        part-way (throttled past the client's retries) gives what was read."""
+        jobs: dict[str, dict] = {}
+        pages = self.batch.get_paginator("list_service_jobs").paginate(
+            jobQueue=self.job_queue, jobStatus="RUNNABLE", filters=[{"name": "QUOTA_SHARE_NAME", "values": [share]}])
+        try:
+            for page in pages:
+                for summary in page["jobSummaryList"]:
+                    if summary.get("quotaShareName", share) == share:
+                        jobs.setdefault(summary["jobId"], summary)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
+                raise
+            print(json.dumps({"event": "listing_incomplete", "queue": self.job_queue, "share": share, "read": len(jobs),
+                              "error": str(error)}), flush=True)
+        return list(jobs.values())
 
     def preempt(self, preemption: Preemption) -> ActionResult:
         raise RuntimeError("quota-share queues are observed only")
@@ -162,6 +210,32 @@ class BatchQuotaShareObserver:
 
     def attempt_of(self, job_id: str) -> str:
         return "0"
+
+
+# Listed jobs without a size described per share and tick: bounds the calls within action_seconds;
+# the front and oldest come first, and starvation needs only one waiting job that fits.
+DESCRIBED_PER_SHARE = 10
+# Errors after which a partial listing is still worth using: the service asked us to slow down.
+THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
+
+
+def job_id_of(job_arn: str) -> str:
+    """``arn:aws:batch:REGION:ACCOUNT:service-job/ID`` -> ``ID``."""
+    return job_arn.rsplit("/", 1)[-1]
+
+
+def service_job_size(job: dict, capacity: Mapping[str, int]) -> tuple[str, int] | None:
+    """(instance type, instances) a service job asks for: its ``capacityUsage`` when Batch gives
+    one, else the training job request it carries (``DescribeServiceJob`` only); None when it asks
+    for a type the pool does not hold (Batch never runs it there)."""
+    usage = [(u["capacityUnit"], int(u["quantity"])) for u in job.get("capacityUsage", []) if u.get("quantity", 0) >= 1]
+    if not usage and job.get("serviceRequestPayload"):
+        try:
+            resources = json.loads(job["serviceRequestPayload"]).get("ResourceConfig", {})
+            usage = [(resources["InstanceType"], int(resources.get("InstanceCount", 1)))]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            usage = []
+    return next(((t, n) for t, n in usage if t in capacity), None)
 
 
 # --- Slurm on HyperPod through SSM ----------------------------------------------------------------

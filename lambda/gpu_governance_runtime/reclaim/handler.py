@@ -43,7 +43,7 @@ ssm = boto3.client("ssm", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "batch": ("DescribeJobs", "GetJobQueueSnapshot", "ListJobs", "TerminateJob"),
+    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "TerminateJob"),
     "ssm": ("GetCommandInvocation", "SendCommand"),
     "dynamodb": ("PutItem", "UpdateItem"),
 }

@@ -1,0 +1,158 @@
+"""`gpu-governance status --team TEAM`: why is my job waiting, per backend, in plain words.
+
+Batch quota-share pools are read with AWS credentials (the team's submission role is enough:
+``batch:GetJobQueueSnapshot``, ``batch:ListServiceJobs``, ``batch:DescribeServiceJob``).
+HyperPod EKS pools are read from `kubectl get workloads -n hyperpod-ns-TEAM -o json` and
+`kubectl get clusterqueues -o json`, run here or given as files; Slurm pools from `squeue`, run
+here or given as a file. Exit codes: 0 shown, 1 the backend could not be read (AWS refused, no
+credentials, command failed), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import load_model
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_BAD_INPUT = 0, 1, 2
+BACKENDS = ("batch_quota_share", "hyperpod_eks", "hyperpod_slurm")
+
+
+class Unreadable(Exception):
+    """A backend could not be read; the message names what is missing."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    status = subparsers.add_parser("status", help="your team's use and jobs per pool, and why each waiting job waits")
+    status.add_argument("--team", required=True, help="the team (quota share, HyperPod namespace, Slurm account)")
+    status.add_argument("--pool", help="one pool (default: every pool the team has a quota in)")
+    status.add_argument("--job", help="show this job (and the team's waiting jobs ahead of it)")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.add_argument("--config", help="governance file (YAML or JSON); default as `gpu-governance validate`")
+    status.add_argument("--workloads", help="HyperPod EKS: JSON of `kubectl get workloads -n hyperpod-ns-TEAM -o json` (default: run it)")
+    status.add_argument("--cluster-queues", help="HyperPod EKS: JSON of `kubectl get clusterqueues -o json` (default: run it)")
+    status.add_argument("--squeue", help="Slurm: output of `TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array "
+                                         "--states=PENDING,RUNNING -o '...'` (default: run it; see docs/status.md)")
+    status.add_argument("--region", help="AWS region of the capacity account (default: from the model)")
+    status.set_defaults(handler=_status)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from gpu_governance_runtime.policy import parse_policy
+
+    from constructs_lib.model.policy import compile_policy
+    from .waiting import explain, render
+
+    model = load_model(args.config)
+    team = next((t for t in model.teams if t.name == args.team), None)
+    if team is None:
+        raise GovernanceError.single("--team", "no such team", args.team, f"one of {', '.join(t.name for t in model.teams)}")
+    pools = [p for p in model.pools if p.name in team.quotas and p.backend in BACKENDS]
+    if args.pool is not None:
+        pools = [p for p in pools if p.name == args.pool]
+        if not pools:
+            allowed = [p.name for p in model.pools if p.name in team.quotas and p.backend in BACKENDS]
+            raise GovernanceError.single("--pool", f"not a pool team {team.name} has a quota in that status reads", args.pool,
+                                         f"one of {', '.join(allowed) or '(none)'}")
+    policy = parse_policy(compile_policy(model))
+    now = datetime.now(timezone.utc)
+    statuses = []
+    for pool in pools:
+        readers: dict[str, Callable] = {"batch_quota_share": _batch, "hyperpod_eks": _eks, "hyperpod_slurm": _slurm}
+        try:
+            observation = readers[pool.backend](args, policy.pool(pool.name), model)
+        except Unreadable as error:
+            print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        statuses.append(explain(policy.pool(pool.name), team.name, observation, windows=policy.capacity_windows, now=now,
+                                preset=team.preset.value if team.preset else None))
+    if args.job is not None:
+        statuses = [_only_job(s, args.job) for s in statuses]
+        if not any(s.jobs for s in statuses):
+            raise GovernanceError.single("--job", f"no job of team {team.name} with this id or name in the pools read", args.job,
+                                         "a running or waiting job of the team")
+    print(json.dumps([asdict(s) for s in statuses], indent=2, default=str) if args.json else render(statuses))
+    return EXIT_OK
+
+
+def _only_job(status, job: str):
+    from dataclasses import replace
+
+    return replace(status, jobs=tuple(j for j in status.jobs if job in (j.job_id, j.name)))
+
+
+def _batch(args: argparse.Namespace, pool, model):
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from .status_readers import BATCH_CALLS, batch_observation
+
+    try:
+        return batch_observation(batch_client(args.region or model.capacity_account.region), pool, args.team, args.job)
+    except NoCredentialsError:
+        raise Unreadable("no AWS credentials: assume your team's submission role (it may call " + ", ".join(BATCH_CALLS) + ")") from None
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        operation = getattr(error, "operation_name", "")
+        if "AccessDenied" in code or code in ("UnauthorizedOperation", "UnrecognizedClientException", "ExpiredTokenException"):
+            raise Unreadable(f"{code} on batch:{operation}: use your team's submission role, which may call {', '.join(BATCH_CALLS)}") from None
+        raise Unreadable(f"batch:{operation} failed: {code}: {error.response.get('Error', {}).get('Message', '')}") from None
+    except BotoCoreError as error:
+        raise Unreadable(f"AWS Batch could not be reached: {error}") from None
+
+
+def batch_client(region: str):
+    import boto3
+
+    # a session of its own: the credentials of this run's environment, never ones cached earlier in the process
+    return boto3.session.Session(region_name=region).client("batch")
+
+
+def _eks(args: argparse.Namespace, pool, model):
+    from .status_readers import kueue_observation, read_json
+
+    namespace = f"hyperpod-ns-{args.team}"
+    workloads = _text(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
+    try:
+        queues = _text(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))
+    except Unreadable:
+        queues = None  # cluster-scoped: a namespace-level member may not list them; the jobs still explain
+    try:
+        return kueue_observation(read_json(workloads, "workloads"), queues and read_json(queues, "cluster queues"), pool, args.team)
+    except (ValueError, KeyError, TypeError) as error:
+        raise GovernanceError.single("--workloads/--cluster-queues", "not Kueue v1beta1 objects as kubectl prints them", str(error)[:200],
+                                     "`kubectl get workloads|clusterqueues -o json` output") from None
+
+
+def _slurm(args: argparse.Namespace, pool, model):
+    from .status_readers import SQUEUE_COMMAND, slurm_observation
+
+    text = _text(args.squeue, "--squeue", SQUEUE_COMMAND, env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"})
+    try:
+        return slurm_observation(text, pool, args.team)
+    except ValueError as error:
+        raise GovernanceError.single("--squeue", "not the squeue output status reads", str(error)[:200], "see docs/status.md") from None
+
+
+def _text(path: str | None, option: str, command: tuple[str, ...], env: dict | None = None) -> str:
+    """A file's text, or the command's output when no file is given."""
+    if path is not None:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise GovernanceError.single(option, "cannot read the file", path, f"a readable file ({error.strerror})") from None
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise Unreadable(f"`{' '.join(command)}` could not run ({error}); give its output with {option} FILE") from None
+    if result.returncode != 0:
+        raise Unreadable(f"`{' '.join(command)}` failed: {result.stderr.strip()[:300]}")
+    return result.stdout

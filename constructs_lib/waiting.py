@@ -1,0 +1,199 @@
+"""Why is my job waiting: the reasoning behind `gpu-governance status`, pure and backend-neutral.
+
+Inputs are plain data: the pool's compiled policy (quotas, sharing strategies, borrow limits),
+what a backend reader observed (use per share and the jobs, each with the reason the backend
+itself gave, already sorted into a :data:`REASONS` code where the backend's words are clear) and
+the capacity windows. Output: the team's use against its guarantee per instance type, and one
+plain-words explanation per job. Readers live in ``constructs_lib.status_readers``; the reasons
+table is docs/status.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from gpu_governance_runtime.capacity.planner import Window
+from gpu_governance_runtime.contract import SharingStrategy
+from gpu_governance_runtime.policy import PoolPolicy
+
+RUNNING, WAITING = "running", "waiting"
+NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large"})
+
+# Reason code -> what it means, in the words a member reads (docs/status.md says what to do).
+REASONS = {
+    "running": "running",
+    "next": "next in line: it fits now and the scheduler should start it shortly",
+    "lower_priority": "behind {ahead} higher-priority or older job(s) of your team",
+    "share_at_limit": "your team uses {used} of its {quota} guaranteed {unit} and its sharing strategy ({strategy}) does not borrow",
+    "borrow_limit": "borrowing at its limit: {limit}",
+    "pool_full": "the pool is full ({in_use} of {capacity} {unit} in use); no idle capacity to borrow",
+    "reclaiming": "inside your guarantee, but the pool is full: capacity is being reclaimed from teams that borrowed it",
+    "window_not_active": "needs {instance_type}, which capacity window {window} supplies from {start}",
+    "too_large": "asks for {count} {unit}, more than your team can ever hold here ({ceiling})",
+    "held": "held: release it (or ask an administrator) before it can start",
+    "dependency": "waits for another job it depends on",
+    "begin_time": "not allowed to start before its begin time (a requeued job waits about two minutes)",
+    "preempted": "was preempted and is queued again",
+    "misconfigured": "cannot run as submitted",
+    "backend": "the scheduler says",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservedJob:
+    job_id: str
+    team: str
+    state: str  # RUNNING, WAITING, or the backend's own word for any other state
+    instance_type: str | None = None
+    count: int = 0
+    priority: int = 0
+    submitted_at: float = 0.0
+    name: str = ""
+    reason: str | None = None  # a REASONS code when the backend's words say it plainly
+    backend_reason: str = ""  # the backend's own words, always shown
+    details: Mapping[str, object] = field(default_factory=dict)  # figures in the backend's own units (Kueue's GPUs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    backend: str
+    pool: str
+    unit: str  # what quotas count: "instances", "nodes", "GPUs"
+    in_use: Mapping[str, Mapping[str, int]]  # share -> instance type -> units held
+    jobs: tuple[ObservedJob, ...]
+    notes: tuple[str, ...] = ()  # what the reader could not see
+    guaranteed: Mapping[str, int] | None = None  # the team's quota in ``unit`` where it is not the policy's (Kueue)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    instance_type: str
+    in_use: int
+    guaranteed: int
+    borrowed: int
+    lent: int  # idle guarantee others may be using (none for a reserve share)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation:
+    job_id: str
+    name: str
+    state: str
+    reason: str
+    text: str
+    position: int | None = None
+    backend_reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status:
+    team: str
+    pool: str
+    backend: str
+    unit: str
+    usage: tuple[Usage, ...]
+    jobs: tuple[Explanation, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows: Iterable[Window] = (), now: datetime,
+            preset: str | None = None) -> Status:
+    share = next(s for s in policy.shares if s.name == team)
+    mine = observation.in_use.get(team, {})
+    quota = share.quota if observation.guaranteed is None else observation.guaranteed
+    usage = tuple(
+        Usage(instance_type=t, in_use=mine.get(t, 0), guaranteed=quota.get(t, 0), borrowed=max(0, mine.get(t, 0) - quota.get(t, 0)),
+              lent=0 if share.strategy is SharingStrategy.RESERVE else max(0, quota.get(t, 0) - mine.get(t, 0)))
+        for t in sorted({*quota, *mine})
+    )
+    waiting = sorted((j for j in observation.jobs if j.team == team and j.state == WAITING), key=lambda j: (-j.priority, j.submitted_at, j.job_id))
+    position = {j.job_id: i + 1 for i, j in enumerate(waiting)}
+    strategy = share.strategy.value + (f", preset {preset}" if preset else "")
+    explanations = []
+    for job in sorted((j for j in observation.jobs if j.team == team), key=lambda j: (j.state != RUNNING, position.get(j.job_id, 0), j.job_id)):
+        if job.state != WAITING:
+            code = "running" if job.state == RUNNING else "backend"
+            explanations.append(Explanation(job_id=job.job_id, name=job.name, state=job.state, reason=code,
+                                            text=REASONS[code] if job.state == RUNNING else job.backend_reason or job.state.lower(),
+                                            backend_reason=job.backend_reason))
+            continue
+        # only jobs that could start count as ahead: a held or impossible job holds no one back
+        ahead = [a for a in waiting[: position[job.job_id] - 1] if a.instance_type == job.instance_type and a.reason not in NOT_STARTABLE]
+        code, details = job.reason, _figures(policy, share, observation, job)
+        if code is None:
+            code, found = _computed(policy, share, observation, job, ahead, windows, now)
+            details.update(found)
+        details.update(unit=observation.unit, strategy=strategy, ahead=len(ahead), count=job.count, instance_type=job.instance_type)
+        details.setdefault("limit", f"your team holds {details['used']} {observation.unit}, and this job would pass its ceiling of {details['ceiling']}")
+        text = REASONS[code].format_map(_Figures(details))
+        if job.backend_reason:  # the scheduler's own words, for searching its documentation
+            text = f"{text}: {job.backend_reason}" if code in ("misconfigured", "backend", "preempted") else f"{text} (scheduler: {job.backend_reason})"
+        explanations.append(Explanation(job_id=job.job_id, name=job.name, state=job.state, reason=code, text=text,
+                                        position=position[job.job_id], backend_reason=job.backend_reason))
+    return Status(team=team, pool=observation.pool, backend=observation.backend, unit=observation.unit, usage=usage,
+                  jobs=tuple(explanations), notes=observation.notes)
+
+
+class _Figures(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"  # a figure the backend did not report
+
+
+def _figures(policy: PoolPolicy, share, observation: Observation, job: ObservedJob) -> dict:
+    kind = job.instance_type or ""
+    capacity = policy.capacity.get(kind, 0)
+    figures = {"used": observation.in_use.get(job.team, {}).get(kind, 0), "quota": share.quota.get(kind, 0),
+               "ceiling": share.ceiling(kind, capacity) if capacity else 0, "capacity": capacity,
+               "in_use": sum(by.get(kind, 0) for by in observation.in_use.values())}
+    return {**figures, **job.details}
+
+
+def _computed(policy: PoolPolicy, share, observation: Observation, job: ObservedJob, ahead: list[ObservedJob],
+              windows: Iterable[Window], now: datetime) -> tuple[str, dict]:
+    """The reason from the numbers, in the order a member can act on: what can never run, what
+    waits for capacity that does not exist yet, then the team's own limits, then the pool."""
+    kind = job.instance_type
+    capacity = policy.capacity.get(kind or "", 0)
+    if not capacity:
+        for window in windows:
+            if window.instance_type == kind and window.consumer.get("pool") == policy.name:
+                upcoming = window.occurrences(now)
+                start = upcoming[0].start if upcoming else window.start
+                if start > now:
+                    return "window_not_active", {"window": window.name, "start": f"{start:%Y-%m-%d %H:%M} UTC"}
+        return "too_large", {"ceiling": 0}
+    quota = share.quota.get(kind, 0)
+    ceiling = share.ceiling(kind, capacity)
+    used = observation.in_use.get(job.team, {}).get(kind, 0)
+    if job.count > ceiling:
+        return "too_large", {"ceiling": ceiling}
+    if ahead:
+        return "lower_priority", {}
+    in_use = sum(by.get(kind, 0) for by in observation.in_use.values())
+    if used + job.count <= quota:
+        return ("next", {}) if in_use + job.count <= capacity else ("reclaiming", {})
+    if share.strategy is not SharingStrategy.LEND_AND_BORROW:
+        return "share_at_limit", {"used": used, "quota": quota}
+    if used + job.count > ceiling:
+        return "borrow_limit", {"used": used, "ceiling": ceiling}
+    if in_use + job.count > capacity:
+        return "pool_full", {"in_use": in_use, "capacity": capacity}
+    return "next", {}
+
+
+def render(statuses: Iterable[Status]) -> str:
+    lines = []
+    for status in statuses:
+        lines.append(f"{status.team} in pool {status.pool} ({status.backend}), in {status.unit}:")
+        for u in status.usage:
+            lines.append(f"  {u.instance_type}: in use {u.in_use}, guaranteed {u.guaranteed}, borrowed {u.borrowed}, lent or idle {u.lent}")
+        if not status.jobs:
+            lines.append("  no jobs")
+        for job in status.jobs:
+            where = f"#{job.position} " if job.position else ""
+            label = f"{job.job_id}" + (f" ({job.name})" if job.name and job.name != job.job_id else "")
+            lines.append(f"  {label}: running" if job.state == RUNNING else f"  {label}: {job.state} {where}- {job.text}")
+        lines += [f"  note: {n}" for n in status.notes]
+    return "\n".join(lines)
