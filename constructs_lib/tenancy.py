@@ -15,7 +15,7 @@ from .errors import GovernanceError
 
 if TYPE_CHECKING:
     from .batch import _GovernedQueue
-from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of
+from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, team_role_arn
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -59,7 +59,7 @@ def submission_role_name(team_name: str) -> str:
 
 def submission_role_arn(account_id: str, team_name: str, partition: str = "aws") -> str:
     """Known without a cross-stack reference, so consumer accounts can point at it."""
-    return f"arn:{partition}:iam::{account_id}:role{ROLE_PATH}{submission_role_name(team_name)}"
+    return team_role_arn(account_id, team_name, SUBMISSION_ROLE_SUFFIX, partition)
 
 
 def _deployment_role_arn(scope: Construct) -> str | None:
