@@ -20,7 +20,7 @@ from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .batch import GOVERNANCE_METADATA
 from .errors import GovernanceError, Problem
 from .nag import declare_platform_admin
-from .model import POD_ROLE_SUFFIX, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, account_of, check_pool_teams
+from .model import POD_ROLE_SUFFIX, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account
 from .placement import team_scope
 from .runtime_asset import runtime_code
 from .tenancy import ROLE_PATH, TeamTenancy
@@ -128,7 +128,7 @@ class HyperPodEksGovernance(Construct):
         self.pod_identity_associations: dict[str, eks.CfnPodIdentityAssociation] = {}
         for team in self.teams:
             tenancy = tenants[team.name]
-            principals = [tenancy.submission_role.role_arn, *(arn for arn in team.members if account_of(arn) == self.cluster_account)]
+            principals = [tenancy.submission_role.role_arn, *members_in_account(team, self.cluster_account)]
             self.team_access_entries[team.name] = [
                 self._access_entry(f"Team{team.name}{index}", principal, scope=team_scope(self, team.name), kubernetes_groups=[kubernetes.team_group(team.name)])
                 for index, principal in enumerate(principals)

@@ -358,6 +358,17 @@ def account_of(arn: str) -> str:
     return arn.split(":")[4]
 
 
+def team_key_alias(organisation: str, team_name: str) -> str:
+    """The alias of a team's data key."""
+    return f"alias/{organisation}/{team_name}"
+
+
+def members_in_account(team: Team, account_id: str) -> tuple[str, ...]:
+    """The team's members of ``account_id``: on a cluster there they get the team's access entry
+    themselves; members elsewhere reach it through the team's submission role."""
+    return tuple(arn for arn in team.members if account_of(arn) == account_id)
+
+
 def team_role_arn(account_id: str, team_name: str, suffix: str, partition: str = "aws") -> str:
     """The ARN of a team role the library creates (``suffix`` one of the team role suffixes)."""
     return f"arn:{partition}:iam::{account_id}:role{ROLE_PATH}{team_name}{suffix}"
@@ -416,6 +427,10 @@ ProjectName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_
 DomainUnitName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _-]*$", max_length=128)]
 
 
+PROJECT_OWNER, PROJECT_CONTRIBUTOR = "PROJECT_OWNER", "PROJECT_CONTRIBUTOR"
+"""Unified Studio designations of a project's owner and of its members."""
+
+
 class DomainUnitGrantPolicy(str, enum.Enum):
     """DataZone policies a principal may get on the project's domain unit. They act inside Unified
     Studio only (who may create projects or add members there); none of them is an IAM permission."""
@@ -468,6 +483,10 @@ class Project(_Frozen):
     owner: PrincipalArn = Field(description="IAM role or user ARN that owns the project")
     members: tuple[PrincipalArn, ...] = Field(default=(), description="IAM role or user ARNs collaborating in the project (no access of their own)")
     unified_studio: UnifiedStudio | None = Field(default=None, description="The project's SageMaker Unified Studio domain; none is created without it")
+
+    def designations(self) -> dict[str, str]:
+        """Principal ARN -> Unified Studio designation: the owner owns, every other member contributes."""
+        return {**{arn: PROJECT_CONTRIBUTOR for arn in self.members}, self.owner: PROJECT_OWNER}
 
 
 class GovernanceModel(_Frozen):

@@ -15,7 +15,7 @@ from .errors import GovernanceError
 
 if TYPE_CHECKING:
     from .batch import _GovernedQueue
-from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, team_role_arn
+from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, team_key_alias, team_role_arn
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -149,7 +149,7 @@ class TeamTenancy(Construct):
             self,
             "Key",
             description=f"Data key of GPU tenant {team.name}",
-            alias=f"alias/{organisation}/{team.name}",
+            alias=team_key_alias(organisation, team.name),
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
             policy=iam.PolicyDocument(statements=administration),

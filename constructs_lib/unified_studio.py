@@ -17,9 +17,6 @@ from constructs import Construct
 from .acknowledgements import acknowledge
 from .model import DomainUnitGrantPolicy, GovernanceModel, Project
 
-PROJECT_OWNER, PROJECT_CONTRIBUTOR = "PROJECT_OWNER", "PROJECT_CONTRIBUTOR"
-"""Unified Studio designations of a project's owner and of its members."""
-
 _GRANT = datazone.CfnPolicyGrant
 _GRANT_DETAIL = {
     DomainUnitGrantPolicy.ADD_TO_PROJECT_MEMBER_POOL: ("add_to_project_member_pool", _GRANT.AddToProjectMemberPoolPolicyGrantDetailProperty),
@@ -27,11 +24,6 @@ _GRANT_DETAIL = {
     DomainUnitGrantPolicy.OVERRIDE_PROJECT_OWNERS: ("override_project_owners", _GRANT.OverrideProjectOwnersPolicyGrantDetailProperty),
 }
 """Each grantable policy's PolicyGrantDetail member and its struct."""
-
-
-def project_designations(project: Project) -> dict[str, str]:
-    """Principal ARN -> designation: the owner owns, every other member contributes."""
-    return {**{arn: PROJECT_CONTRIBUTOR for arn in project.members}, project.owner: PROJECT_OWNER}
 
 
 class UnifiedStudioProjects(Construct):
@@ -77,7 +69,7 @@ class UnifiedStudioProjects(Construct):
             )
             project_id = created.attr_id
         self.projects[project.name] = project_id
-        for index, (principal, designation) in enumerate(project_designations(project).items()):
+        for index, (principal, designation) in enumerate(project.designations().items()):
             # Not the project's MembershipAssignments: that property is create-only, so a new
             # member would replace the project.
             membership = datazone.CfnProjectMembership(
