@@ -26,6 +26,12 @@ _GRANT_DETAIL = {
 """Each grantable policy's PolicyGrantDetail member and its struct."""
 
 
+def _principal_id(arn: str) -> str:
+    """A construct id naming the principal, not its position: removing one member leaves the
+    others' logical ids (and so their memberships) as they are."""
+    return arn.split(":", 4)[4].replace("/", "-")
+
+
 class UnifiedStudioProjects(Construct):
     """Every project of ``model`` that declares ``unified_studio``; ``projects`` maps a project's
     name to its project id (a token for the projects created here)."""
@@ -50,10 +56,10 @@ class UnifiedStudioProjects(Construct):
                 description=f"GPU governance project {project.name} of {model.organisation}",
             )
             unit_id = unit.attr_id
-        for index, grant in enumerate(studio.policy_grants):
+        for grant in studio.policy_grants:
             member, detail = _GRANT_DETAIL[grant.policy]
             _GRANT(
-                scope, f"Grant{index}", domain_identifier=domain, entity_type="DOMAIN_UNIT", entity_identifier=unit_id,
+                scope, f"Grant{grant.policy.value}{_principal_id(grant.principal)}", domain_identifier=domain, entity_type="DOMAIN_UNIT", entity_identifier=unit_id,
                 policy_type=grant.policy.value.upper(),
                 principal=_GRANT.PolicyGrantPrincipalProperty(user=_GRANT.UserPolicyGrantPrincipalProperty(user_identifier=grant.principal)),
                 detail=_GRANT.PolicyGrantDetailProperty(**{member: detail(include_child_domain_units=grant.include_child_domain_units)}),
@@ -69,11 +75,11 @@ class UnifiedStudioProjects(Construct):
             )
             project_id = created.attr_id
         self.projects[project.name] = project_id
-        for index, (principal, designation) in enumerate(project.designations().items()):
+        for principal, designation in project.designations().items():
             # Not the project's MembershipAssignments: that property is create-only, so a new
             # member would replace the project.
             membership = datazone.CfnProjectMembership(
-                scope, f"Member{index}", domain_identifier=domain, project_identifier=project_id, designation=designation,
+                scope, f"Member{_principal_id(principal)}", domain_identifier=domain, project_identifier=project_id, designation=designation,
                 member=datazone.CfnProjectMembership.MemberProperty(user_identifier=principal),
             )
             acknowledge(

@@ -42,6 +42,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
         "slurm script": (["slurm", "script", "--pool", "hyperpod-slurm"], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
+        "audit": (["audit", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
     }
 
 
@@ -77,7 +78,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
-            "slurm script", "report")
+            "slurm script", "report", "audit")
 
 
 def test_every_command_is_probed(commands):
