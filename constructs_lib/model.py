@@ -422,9 +422,9 @@ class Guardrails(_Frozen):
 DataZoneDomainId = Annotated[str, StringConstraints(pattern=r"^dzd[-_][a-zA-Z0-9_-]{1,36}$")]
 DataZoneDomainUnitId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$", max_length=256)]
 DataZoneId = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,36}$")]  # project, project profile
-# A DataZone project or domain unit name allows [\w -]; ASCII only here, as every other name.
+# DataZone project and domain unit names allow [\w -]; here, as every other name, ASCII without spaces.
 ProjectName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=64)]
-DomainUnitName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9 _-]*$", max_length=128)]
+DomainUnitName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128)]
 
 
 PROJECT_OWNER, PROJECT_CONTRIBUTOR = "PROJECT_OWNER", "PROJECT_CONTRIBUTOR"

@@ -128,3 +128,38 @@ def test_audit_json_has_every_team_and_layer(capsys):
     assert main(["audit"]) == 0  # without projects: no project layer, the rest as before
     text = capsys.readouterr().out
     assert "  project " not in text and "  cluster " in text
+
+
+PROJECT_FIELDS = {
+    "projects[0].name": "projects.0.name",
+    "projects[0].teams[0]": "projects.0.teams.0",
+    "projects[0].owner": "projects.0.owner",
+    "projects[0].members[1]": "projects.0.members.1",
+    "projects[0].unified_studio.domain_id": f"{US}.domain_id",
+    "projects[0].unified_studio.domain_unit.name": f"{US}.domain_unit.name",
+    "projects[0].unified_studio.domain_unit.parent_domain_unit_id": f"{US}.domain_unit.parent_domain_unit_id",
+    "projects[0].unified_studio.project_profile_id": f"{US}.project_profile_id",
+    "projects[0].unified_studio.policy_grants[0].principal": f"{US}.policy_grants.0.principal",
+    "projects[1].unified_studio.project_id": "projects.1.unified_studio.project_id",
+}
+
+
+@pytest.mark.parametrize("field", PROJECT_FIELDS)
+def test_hostile_values_in_project_fields_are_refused_or_inert(field):
+    """The payloads of tests/security/test_hostile_inputs.py, in every string field of a project."""
+    from tests.security.test_hostile_inputs import INERT, PAYLOADS, placements
+
+    location = PROJECT_FIELDS[field]
+    base = example_data()
+    node = base
+    for part in location.split("."):
+        node = node[int(part)] if part.isdigit() else node[part]
+    for payload in PAYLOADS.values():
+        for value in placements(node, payload):
+            try:
+                GovernanceModel.from_dict(_set(example_data(), location, value))
+            except GovernanceError as error:
+                assert any(p.path.startswith(field) for p in error.problems), (field, value, str(error))
+                assert all("\n" not in line for line in str(error).splitlines())
+                continue
+            assert INERT.fullmatch(value), f"{field} accepted {value!r}"
