@@ -15,6 +15,7 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
 from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
+from constructs_lib.unified_studio import UnifiedStudioProjects
 
 from .team_stack import TeamStack
 
@@ -119,6 +120,9 @@ class CapacityAccountStack(Stack):
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
             CfnOutput(self, "CapacityLedgerTable", value=self.capacity_controller.ledger.table_name)
+        if any(project.unified_studio for project in model.projects):
+            # Collaboration only: no role, policy or access entry (docs/unified-studio.md).
+            self.unified_studio = UnifiedStudioProjects(self, "UnifiedStudio", model=model)
 
     def team_scope(self, owner: Construct, team_name: str) -> Construct:
         """Where ``owner`` (a construct of this stack) puts the resources of ``team_name``

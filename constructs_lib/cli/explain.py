@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_EKS
 
@@ -19,6 +19,7 @@ class Deal:
     lends_idle: str
     reclaimable: str
     in_share_preemption: str
+    project: str = "-"  # the team's project, if any (a collaboration boundary, not an access one)
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -62,7 +63,8 @@ def deal(team: Team, pool: AnyPool) -> Deal:
 
 
 def deals(model: GovernanceModel) -> list[Deal]:
-    return [deal(team, model.pool(pool_name)) for team in model.teams for pool_name in team.quotas]
+    projects = {team: project.name for project in model.projects for team in project.teams}
+    return [replace(deal(team, model.pool(pool_name)), project=projects.get(team.name, "-")) for team in model.teams for pool_name in team.quotas]
 
 
 _COLUMNS = (
@@ -74,6 +76,7 @@ _COLUMNS = (
     ("lends_idle", "idle capacity lent"),
     ("reclaimable", "jobs can be reclaimed"),
     ("in_share_preemption", "in-share preemption"),
+    ("project", "project"),
 )
 
 

@@ -20,7 +20,9 @@ from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildca
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.nag import declare_platform_admin
-from constructs_lib.model import POD_ROLE_SUFFIX, ROLE_PATH, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, account_of, check_pool_teams
+from constructs_lib.model import (
+    POD_ROLE_SUFFIX, ROLE_PATH, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account,
+)
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.tenancy import TeamTenancy
@@ -122,7 +124,7 @@ class HyperPodEksGovernance(Construct):
         self.pod_identity_associations: dict[str, eks.CfnPodIdentityAssociation] = {}
         for team in self.teams:
             tenancy = tenants[team.name]
-            principals = [tenancy.submission_role.role_arn, *(arn for arn in team.members if account_of(arn) == self.cluster_account)]
+            principals = [tenancy.submission_role.role_arn, *members_in_account(team, self.cluster_account)]
             self.team_access_entries[team.name] = [
                 self._access_entry(f"Team{team.name}{index}", principal, scope=team_scope(self, team.name), kubernetes_groups=[kubernetes.team_group(team.name)])
                 for index, principal in enumerate(principals)

@@ -123,6 +123,16 @@ def account_of(arn: str) -> str:
     return arn.split(":")[4]
 
 
+def team_key_alias(organisation: str, team_name: str) -> str:
+    """The alias of a team's data key."""
+    return f"alias/{organisation}/{team_name}"
+
+
+def team_role_arn(account_id: str, team_name: str, suffix: str, partition: str = "aws") -> str:
+    """The ARN of a team role the library creates (``suffix`` one of the team role suffixes)."""
+    return f"arn:{partition}:iam::{account_id}:role{ROLE_PATH}{team_name}{suffix}"
+
+
 # --- pydantic errors as problems --------------------------------------------------------------
 
 _ALLOWED_BY_TYPE = {

@@ -238,6 +238,9 @@ class HyperPodEksPool(_Pool):
     # Kubernetes objects are checked against this version's schema and applied with kubectl
     # 1.33, which supports clusters one minor version either side.
     kubernetes_version: Literal["1.32", "1.33", "1.34"] = "1.33"
+    cluster_name: HyperPodClusterName | None = Field(
+        default=None, description="The HyperPod cluster's name; needed where a Unified Studio project connects to the cluster"
+    )
     fair_share: bool = Field(default=True, description="Teams borrow idle compute by fair-share weight, not first come")
     idle_resource_sharing: bool = Field(default=True, description="Teams may lend and borrow idle compute at all")
 
@@ -261,6 +264,12 @@ Pool = Annotated[
     Field(discriminator="backend"),
 ]
 AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperPodSlurmPool]
+
+
+def members_in_account(team: Team, account_id: str) -> tuple[str, ...]:
+    """The team's members of ``account_id``: on a cluster there they get the team's access entry
+    themselves; members elsewhere reach it through the team's submission role."""
+    return tuple(arn for arn in team.members if account_of(arn) == account_id)
 
 
 # A root, OU or account id (the AWS::Organizations::Policy TargetIds pattern).
@@ -321,6 +330,79 @@ def _ecr_repository_arn(value: str) -> str:
 EcrRepositoryArn = Annotated[str, AfterValidator(_ecr_repository_arn)]
 
 
+# --- projects (collaboration, not security: docs/unified-studio.md) ----------------------------
+
+# The AWS::DataZone::* CloudFormation schemas' own patterns.
+DataZoneDomainId = Annotated[str, StringConstraints(pattern=r"^dzd[-_][a-zA-Z0-9_-]{1,36}$")]
+DataZoneDomainUnitId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$", max_length=256)]
+DataZoneId = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,36}$")]  # project, project profile
+# DataZone project and domain unit names allow [\w -]; here, as every other name, ASCII without spaces.
+ProjectName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=64)]
+DomainUnitName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128)]
+
+
+PROJECT_OWNER, PROJECT_CONTRIBUTOR = "PROJECT_OWNER", "PROJECT_CONTRIBUTOR"
+"""Unified Studio designations of a project's owner and of its members."""
+
+
+class DomainUnitGrantPolicy(str, enum.Enum):
+    """DataZone policies a principal may get on the project's domain unit. They act inside Unified
+    Studio only (who may create projects or add members there); none of them is an IAM permission."""
+
+    ADD_TO_PROJECT_MEMBER_POOL = "add_to_project_member_pool"
+    CREATE_PROJECT = "create_project"
+    OVERRIDE_PROJECT_OWNERS = "override_project_owners"
+
+
+class DomainUnitGrant(_Frozen):
+    policy: DomainUnitGrantPolicy
+    principal: PrincipalArn = Field(description="IAM role or user ARN (a Unified Studio IAM user profile)")
+    include_child_domain_units: bool = False
+
+
+class NewDomainUnit(_Frozen):
+    name: DomainUnitName
+    parent_domain_unit_id: DataZoneDomainUnitId
+
+
+class UnifiedStudio(_Frozen):
+    """Where a project lives in SageMaker Unified Studio: a domain, and either an existing project
+    (``project_id``) or a new one, in an existing domain unit (``domain_unit_id``), a new one
+    (``domain_unit``) or the domain's root unit."""
+
+    domain_id: DataZoneDomainId
+    project_id: DataZoneId | None = Field(default=None, description="An existing project: memberships and connections are added to it")
+    domain_unit_id: DataZoneDomainUnitId | None = Field(default=None, description="Existing domain unit the new project is created in")
+    domain_unit: NewDomainUnit | None = Field(default=None, description="A domain unit to create for the new project")
+    project_profile_id: DataZoneId | None = Field(default=None, description="Project profile of the new project")
+    policy_grants: tuple[DomainUnitGrant, ...] = Field(default=(), description="DataZone policy grants on the project's domain unit")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "UnifiedStudio":
+        if self.domain_unit_id is not None and self.domain_unit is not None:
+            raise ValueError("give domain_unit_id (an existing unit) or domain_unit (a new one), not both")
+        if self.project_id is not None and (self.domain_unit_id or self.domain_unit or self.project_profile_id):
+            raise ValueError("project_id names an existing project: domain_unit_id, domain_unit and project_profile_id apply only to a project this library creates")
+        if self.policy_grants and self.domain_unit_id is None and self.domain_unit is None:
+            raise ValueError("policy_grants apply to the project's domain unit: give domain_unit_id or domain_unit")
+        return self
+
+
+class Project(_Frozen):
+    """People collaborating on ML work across teams. A project gives its members no access of
+    its own: they act through the team roles, as members of a team (docs/unified-studio.md)."""
+
+    name: ProjectName
+    teams: tuple[TeamName, ...] = Field(min_length=1, description="Teams of the project; a team belongs to at most one project")
+    owner: PrincipalArn = Field(description="IAM role or user ARN that owns the project")
+    members: tuple[PrincipalArn, ...] = Field(default=(), description="IAM role or user ARNs collaborating in the project (no access of their own)")
+    unified_studio: UnifiedStudio | None = Field(default=None, description="The project's SageMaker Unified Studio domain; none is created without it")
+
+    def designations(self) -> dict[str, str]:
+        """Principal ARN -> Unified Studio designation: the owner owns, every other member contributes."""
+        return {**{arn: PROJECT_CONTRIBUTOR for arn in self.members}, self.owner: PROJECT_OWNER}
+
+
 class GovernanceModel(_Frozen):
     """The whole organisation: accounts, priority classes, capacity pools and teams."""
 
@@ -343,6 +425,7 @@ class GovernanceModel(_Frozen):
     pools: tuple[Pool, ...] = Field(min_length=1)
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[CapacityWindow, ...] = ()
+    projects: tuple[Project, ...] = Field(default=(), description="Projects grouping teams, optionally in SageMaker Unified Studio")
     guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
     shared_image_repositories: tuple[EcrRepositoryArn, ...] = Field(
         default=(), max_length=20,
@@ -386,6 +469,14 @@ class GovernanceModel(_Frozen):
     def teams_of_account(self, account_name: str) -> tuple[Team, ...]:
         return tuple(t for t in self.teams if t.account == account_name)
 
+    def project_of(self, team_name: str) -> Project | None:
+        return next((p for p in self.projects if team_name in p.teams), None)
+
+    def hyperpod_pools_of(self, project: Project) -> tuple[AnyPool, ...]:
+        """The HyperPod pools (clusters) the project's teams have a quota in, in pool order."""
+        used = {pool for team in self.teams if team.name in project.teams for pool in team.quotas}
+        return tuple(p for p in self.pools if p.name in used and p.backend in HYPERPOD_BACKENDS)
+
 
 # --- whole-organisation checks ----------------------------------------------------------------
 
@@ -428,7 +519,30 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
                 # Organisation-wide findings come once however many Slurm pools repeat them.
                 problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += check_windows(model)
+    problems += check_projects(model)
     problems += check_principals(model)
+    return problems
+
+
+def check_projects(model: GovernanceModel) -> list[Problem]:
+    """Projects name declared teams, each team at most once, and a project in Unified Studio
+    names every cluster it connects to."""
+    problems: list[Problem] = []
+    _duplicates([p.name.lower() for p in model.projects], "projects", problems, "project names must differ (ignoring case)")
+    teams, owner = {t.name for t in model.teams}, {}
+    for index, project in enumerate(model.projects):
+        for t, team in enumerate(project.teams):
+            path = f"projects[{index}].teams[{t}]"
+            if team not in teams:
+                problems.append(Problem(path=path, wrong="undeclared team", value=team, allowed=f"one of {sorted(teams)}"))
+            elif owner.setdefault(team, project.name) != project.name:
+                problems.append(Problem(path=path, wrong=f"already in project {owner[team]}", value=team, allowed="a team of no other project"))
+        if project.unified_studio is None:
+            continue
+        for pool in model.hyperpod_pools_of(project):
+            if pool.cluster_name is None:  # only hyperpod_eks pools may lack it
+                pool_index = model.pools.index(pool)
+                problems.append(Problem(path=f"projects[{index}].unified_studio", wrong=f"the project connects to pool {pool.name}, whose HyperPod cluster name is not declared", value=pool.cluster_arn, allowed=f"pools[{pool_index}].cluster_name set to the cluster's name"))
     return problems
 
 
@@ -450,6 +564,11 @@ def check_principals(model: GovernanceModel) -> list[Problem]:
         (f"teams[{t}].members[{m}]", arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts")
         for t, team in enumerate(model.teams) for m, arn in enumerate(team.members)
     ]
+    for p, project in enumerate(model.projects):
+        people = [(f"projects[{p}].owner", project.owner), *((f"projects[{p}].members[{m}]", arn) for m, arn in enumerate(project.members))]
+        if project.unified_studio is not None:
+            people += [(f"projects[{p}].unified_studio.policy_grants[{g}].principal", grant.principal) for g, grant in enumerate(project.unified_studio.policy_grants)]
+        checked += [(path, arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts") for path, arn in people]
     problems += _principal_problems(model, checked)
     if model.guardrails is not None:
         problems += check_exemptions(model, model.guardrails)

@@ -19,7 +19,9 @@ from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildca
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.discovery import describe, repository_name, secrets_prefix
-from constructs_lib.model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of
+from constructs_lib.model import (
+    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, team_key_alias, team_role_arn,
+)
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -55,7 +57,7 @@ def submission_role_name(team_name: str) -> str:
 
 def submission_role_arn(account_id: str, team_name: str, partition: str = "aws") -> str:
     """Known without a cross-stack reference, so consumer accounts can point at it."""
-    return f"arn:{partition}:iam::{account_id}:role{ROLE_PATH}{submission_role_name(team_name)}"
+    return team_role_arn(account_id, team_name, SUBMISSION_ROLE_SUFFIX, partition)
 
 
 def _deployment_role_arn(scope: Construct) -> str | None:
@@ -159,7 +161,7 @@ class TeamTenancy(Construct):
             self,
             "Key",
             description=f"Data key of GPU tenant {team.name}",
-            alias=f"alias/{organisation}/{team.name}",
+            alias=team_key_alias(organisation, team.name),
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
             policy=iam.PolicyDocument(statements=administration),

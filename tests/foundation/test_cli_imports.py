@@ -47,6 +47,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
         "team show": (["team", "show", "research", "--config", config, "--json"], 0),
         "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue)], 0),
+        "audit": (["audit", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
     }
 
 
@@ -82,7 +83,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
-            "slurm script", "report", "team show", "team submit-example", "status")
+            "slurm script", "report", "team show", "team submit-example", "status", "audit")
 
 
 def test_every_command_is_probed(commands):

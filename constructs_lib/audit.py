@@ -1,0 +1,170 @@
+"""Who can do what, per team and per governance layer, computed from the model alone (no
+synthesis, no AWS call): the access review a platform team runs before and after a change.
+
+Layers: organisation (accounts, roles, guardrails), project (Unified Studio memberships, which
+grant no access), cluster (EKS access entries and namespace RBAC, Slurm accounts and QoS),
+workload (queues, shares, quotas, priority) and data (keys, buckets, shared file system paths).
+Every name comes from the definitions the constructs use (role suffixes and key alias in
+``model``, namespaces and RBAC in ``kubernetes``, the Slurm plan in ``slurm.mapping``), and
+``tests/projects`` checks the result against synthesized templates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
+
+from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.cli.explain import deal
+from .model import (
+    POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
+    team_key_alias, team_role_arn,
+)
+from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
+
+LAYERS = ("organisation", "project", "cluster", "workload", "data")
+PLATFORM = "(platform)"
+"""The ``team`` of what holds across teams: admins and guardrails."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Access:
+    team: str
+    layer: str
+    who: str  # an IAM principal ARN, a Kubernetes group, a Slurm user or a named set of them
+    can: str
+    on: str
+
+
+def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
+    """The roles the library creates for ``team``: kind -> ARN (the pod role only on HyperPod EKS)."""
+    account = model.capacity_account.account_id
+    roles = {"submission": SUBMISSION_ROLE_SUFFIX, "training": TRAINING_ROLE_SUFFIX}
+    if any(model.pool(p).backend == HYPERPOD_EKS for p in team.quotas):
+        roles["pods"] = POD_ROLE_SUFFIX
+    return {kind: team_role_arn(account, team.name, suffix) for kind, suffix in roles.items()}
+
+
+def audit(model: GovernanceModel) -> list[Access]:
+    rows = _platform(model)
+    for team in model.teams:
+        rows += _organisation(model, team) + _project(model, team) + _cluster(model, team) + _workload(model, team) + _data(model, team)
+    return rows
+
+
+def _platform(model: GovernanceModel) -> list[Access]:
+    rows = [Access(team=PLATFORM, layer="organisation", who=admin, can="operate every team key (never use it), administer every HyperPod EKS cluster",
+                   on=f"capacity account {model.capacity_account.account_id}") for admin in model.platform_admins]
+    if model.guardrails is not None:
+        exempt = ", ".join((*model.platform_admins, *model.guardrails.exempt_principals))
+        rows.append(Access(team=PLATFORM, layer="organisation", who=f"everyone except {exempt}, the capacity controller (buying) and the CDK deployment role (quotas)",
+                           can="nothing: buying GPU capacity and changing quotas, queues or compute quotas is denied (service control policy)",
+                           on=", ".join(model.guardrails.target_ids)))
+    return rows
+
+
+def _organisation(model: GovernanceModel, team: Team) -> list[Access]:
+    consumer = model.consumer_accounts[team.account]
+    submission = team_roles(model, team)["submission"]
+    rows = []
+    for member in team.members:
+        where = f"consumer account {team.account} ({consumer.account_id})" if account_of(member) == consumer.account_id else f"account {account_of(member)}"
+        rows.append(Access(team=team.name, layer="organisation", who=member, can=f"assume the team's submission role, from {where}", on=submission))
+    return rows
+
+
+def _project(model: GovernanceModel, team: Team) -> list[Access]:
+    project = model.project_of(team.name)
+    if project is None:
+        return []
+    studio = project.unified_studio
+    where = f"project {project.name}"
+    if studio is not None:
+        where += f" (Unified Studio domain {studio.domain_id}" + (f", project {studio.project_id})" if studio.project_id else ")")
+    rows = [Access(team=team.name, layer="project", who=arn, can=f"{designation}: collaborate; no IAM, cluster, key or bucket access of its own", on=where)
+            for arn, designation in project.designations().items()]
+    if studio is not None:
+        rows += [Access(team=team.name, layer="project", who="project members", can="see the connection; act on it only through a team role", on=f"HyperPod cluster {pool.cluster_name}")
+                 for pool in model.hyperpod_pools_of(project)]
+        unit = studio.domain_unit_id or (studio.domain_unit.name if studio.domain_unit else None)
+        rows += [Access(team=team.name, layer="project", who=grant.principal, can=f"{grant.policy.value} (Unified Studio only)", on=f"domain unit {unit}")
+                 for grant in studio.policy_grants]
+    return rows
+
+
+def _cluster(model: GovernanceModel, team: Team) -> list[Access]:
+    rows = []
+    for pool in (model.pool(name) for name in team.quotas):
+        if pool.backend == HYPERPOD_EKS:
+            group, namespace = kubernetes.team_group(team.name), kubernetes.namespace(team.name)
+            principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
+            rows += [Access(team=team.name, layer="cluster", who=p, can=f"EKS access entry as Kubernetes group {group}", on=f"EKS cluster {pool.eks_cluster_name}")
+                     for p in principals]
+            for manifest in kubernetes.rbac(team.name):
+                if manifest["kind"] not in ("Role", "ClusterRole"):
+                    continue
+                scope = f"namespace {namespace}" if manifest["kind"] == "Role" else "cluster"
+                for rule in manifest["rules"]:
+                    what = ", ".join(f"{g}/{r}" if g else r for g in rule["apiGroups"] for r in rule["resources"])
+                    names = f" named {', '.join(rule['resourceNames'])}" if "resourceNames" in rule else ""
+                    rows.append(Access(team=team.name, layer="cluster", who=group, can=f"{' '.join(rule['verbs'])} {what}{names}", on=f"{scope} of EKS cluster {pool.eks_cluster_name}"))
+        elif pool.backend == HYPERPOD_SLURM:
+            plan = slurm_plan(model, pool.name)
+            account = next(a for a in plan.accounts if a.name == team.name)
+            partitions = [p.name for p in plan.partitions if team.name in p.allow_accounts]
+            for user in (u for u in plan.users if u.account == team.name):
+                rows.append(Access(team=team.name, layer="cluster", who=f"Slurm user {user.name}", can=f"run jobs as Slurm account {account.name} with QoS {', '.join(account.qos)} (default {account.default_qos})",
+                                   on=f"partitions {', '.join(partitions)} of Slurm cluster {pool.cluster_name}"))
+    return rows
+
+
+def _workload(model: GovernanceModel, team: Team) -> list[Access]:
+    rows = []
+    submission = team_roles(model, team)["submission"]
+    priorities = ", ".join(f"{c.name} ({c.weight})" for c in model.priority_classes)
+    for pool in (model.pool(name) for name in team.quotas):
+        terms = deal(team, pool)
+        share = f"guaranteed {terms.guaranteed}, at most {terms.max_with_borrowing}; idle lent: {terms.lends_idle}; priority classes {priorities}"
+        if pool.backend == BATCH_QUOTA_SHARE:
+            who, where = submission, f"quota share {team.name} of Batch job queue {pool.name}"
+        elif pool.backend == BATCH_FAIR_SHARE:
+            who, where = submission, f"share identifier {team.name} of Batch job queue {pool.name}"
+        elif pool.backend == HYPERPOD_EKS:
+            who, where = kubernetes.team_group(team.name), f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}"
+        else:
+            who, where = f"Slurm account {team.name}", f"partition {team.name} of Slurm cluster {pool.cluster_name}"
+        rows.append(Access(team=team.name, layer="workload", who=who, can=f"submit: {share}", on=where))
+    return rows
+
+
+def _data(model: GovernanceModel, team: Team) -> list[Access]:
+    alias = team_key_alias(model.organisation, team.name)
+    rows = [Access(team=team.name, layer="data", who=role, can=f"use key {alias}; read and write the team bucket (encrypted with it)", on=f"capacity account {model.capacity_account.account_id}")
+            for role in team_roles(model, team).values()]
+    for pool in (model.pool(name) for name in team.quotas):
+        if pool.backend == HYPERPOD_SLURM:
+            for path in slurm_plan(model, pool.name).data_paths:
+                if path.group == GROUP_PREFIX + team.name:
+                    rows.append(Access(team=team.name, layer="data", who=f"POSIX group {path.group}", can=f"read and write (mode {path.mode})", on=f"{path.path} on Slurm cluster {pool.cluster_name}"))
+    return rows
+
+
+def as_json(rows: list[Access]) -> dict[str, Any]:
+    by_team: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for row in rows:
+        entry = {k: v for k, v in asdict(row).items() if k not in ("team", "layer")}
+        by_team.setdefault(row.team, {layer: [] for layer in LAYERS})[row.layer].append(entry)
+    return {"layers": list(LAYERS), "teams": by_team}
+
+
+def render(rows: list[Access]) -> str:
+    lines: list[str] = []
+    for team in dict.fromkeys(row.team for row in rows):
+        lines.append(f"{'platform' if team == PLATFORM else 'team ' + team}")
+        for layer in LAYERS:
+            for row in (r for r in rows if r.team == team and r.layer == layer):
+                lines.append(f"  {layer:<12}  {row.who}\n                can {row.can}\n                on  {row.on}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
