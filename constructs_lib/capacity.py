@@ -20,6 +20,7 @@ from gpu_governance_runtime.contract import (
     CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
 )
 
+from .chargeback import route_alarm, subscribe_alerts
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
 from .errors import GovernanceError
 from .model import GovernanceModel
@@ -94,6 +95,7 @@ class CapacityController(Construct):
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
             source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
+        subscribe_alerts(self.topic, model)
         self.alarms = self._alarms(model)
 
     def _grant_capacity(self, model: GovernanceModel) -> None:
@@ -220,5 +222,6 @@ class CapacityController(Construct):
                                      alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                                      treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
             alarm.add_alarm_action(actions.SnsAction(self.topic))
+            route_alarm(alarm, model)
             alarms.append(alarm)
         return alarms

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
@@ -47,6 +48,15 @@ DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-
 SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", max_length=40)]
 Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", max_length=40)]
 Count = Annotated[int, Field(ge=1, le=100_000)]
+# Contacts for alerts and budgets: an email address, or an existing SNS topic (AWS Chatbot's
+# Slack / Teams integrations subscribe to one) that the alarms also publish to.
+EMAIL_PATTERN = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$"
+SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
+EmailAddress = Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
+AlertTarget = Annotated[str, StringConstraints(pattern=f"({EMAIL_PATTERN})|({SNS_TOPIC_ARN_PATTERN})", max_length=300)]
+# A cost allocation tag value (the characters AWS tags allow).
+CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 _.:/=+@-]{1,128}$")]
+UsdAmount = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
 MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
@@ -222,6 +232,15 @@ class Team(_Frozen):
     quotas: dict[str, dict[str, Count]] = Field(default_factory=dict)
     kubernetes: dict[str, KubernetesTenancy] = Field(
         default_factory=dict, description="HyperPod EKS pool name -> the team's extra settings on that cluster"
+    )
+    owner: EmailAddress | None = Field(
+        default=None, description="Email address of the team's owner: the team's alarms and budget notifications go there"
+    )
+    cost_centre: CostCentre | None = Field(
+        default=None, description="Cost centre charged for the team: the gpu-governance:cost-centre tag on its resources"
+    )
+    monthly_budget_usd: UsdAmount | None = Field(
+        default=None, description="Monthly AWS Budgets budget (USD) of the cost tagged with the team; none unless declared"
     )
 
     @model_validator(mode="before")
@@ -420,6 +439,11 @@ class GovernanceModel(_Frozen):
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[capacity_model.CapacityWindow, ...] = ()
     guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
+    alerts: tuple[AlertTarget, ...] = Field(
+        default=(),
+        description="Where platform alerts go: email addresses (subscribed to the controllers' alarm topics, and told of "
+        "budgets) and existing SNS topic ARNs in the capacity account's region (alarms publish to them; e.g. AWS Chatbot)",
+    )
     stack_layout: Literal["single", "per_team"] = Field(
         default="single",
         description="single: every capacity-account resource in one stack (about 20 teams fit); per_team: shared "
@@ -507,7 +531,17 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
                 problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += capacity_model.check_windows(model)
     problems += check_principals(model)
+    problems += check_alert_topics(model)
     return problems
+
+
+def check_alert_topics(model: GovernanceModel) -> list[Problem]:
+    """CloudWatch alarms publish only to topics of their own region."""
+    region = model.capacity_account.region
+    return [
+        Problem(path=f"alerts[{i}]", wrong="SNS topic in another region than the alarms", value=target, allowed=f"a topic in {region} (the capacity account's region)")
+        for i, target in enumerate(model.alerts) if target.startswith("arn:") and target.split(":")[3] != region
+    ]
 
 
 def check_principals(model: GovernanceModel) -> list[Problem]:

@@ -21,16 +21,17 @@ from typing import Sequence
 from aws_cdk import (
     ArnFormat, Duration, RemovalPolicy, Stack, Token,
     aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
-    aws_events_targets as event_targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs,
+    aws_events_targets as event_targets, aws_iam as iam, aws_lambda as lambda_, aws_logs as logs, aws_sns as sns,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_RECLAIM_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+from .chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
 from .errors import GovernanceError, Problem
 from .model import GovernanceModel
 from .placement import team_scope
@@ -98,6 +99,7 @@ class ReclaimController(Construct):
                 ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t) for t in targets], sort_keys=True),
                 ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
                 ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
+                ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
             },
         )
         acknowledge(self.function, "The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
@@ -107,6 +109,8 @@ class ReclaimController(Construct):
         # A missed tick is not worth retrying: the next one reads the queue afresh.
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
+        subscribe_alerts(self.topic, model)
+        self.team_topics: dict[str, sns.Topic | None] = {}  # per team with alarms: its owner's topic
         self.alarms = self._alarms(starved_ticks)
         self.dashboard = self._dashboard()
 
@@ -177,7 +181,7 @@ class ReclaimController(Construct):
 
     def _alarms(self, starved_ticks: int) -> list[cloudwatch.Alarm]:
         specs = [
-            (team.name, f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
+            ((team, t.pool), f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
             for t in self.targets for team in self.model.teams_in(t.pool)
         ] + [
@@ -194,12 +198,20 @@ class ReclaimController(Construct):
              "a reclaim tick was not delivered"),
         ]
         alarms = []
-        for team_name, name, metric, periods, description in specs:
-            scope = self if team_name is None else team_scope(self, team_name)
+        for owner, name, metric, periods, description in specs:
+            team, pool = owner or (None, None)
+            scope = self if team is None else team_scope(self, team.name)
             alarm = cloudwatch.Alarm(scope, f"{name}Alarm", metric=metric, threshold=1, evaluation_periods=periods,
                                      alarm_description=description, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                                      treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
             alarm.add_alarm_action(actions.SnsAction(self.topic))
+            route_alarm(alarm, self.model)
+            if team is not None:  # the team's owner hears of it too
+                if team.name not in self.team_topics:
+                    self.team_topics[team.name] = team_alert_topic(self, team, self.key)
+                if self.team_topics[team.name] is not None:
+                    alarm.add_alarm_action(actions.SnsAction(self.team_topics[team.name]))
+                tag_for_cost_allocation(alarm, team, pool)
             alarms.append(alarm)
         return alarms
 

@@ -11,6 +11,7 @@ from aws_cdk import ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPol
 from constructs import Construct
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+from .chargeback import tag_for_cost_allocation
 from .errors import GovernanceError
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ class TeamTenancy(Construct):
             raise GovernanceError.single("platform_admins", "not in the account of the tenant key", strangers, f"roles or users of account {key_account}")
         super().__init__(scope, id)
         self.team = team
+        tag_for_cost_allocation(self, team)
         stack = Stack.of(self)
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
@@ -274,6 +276,12 @@ class TeamTenancy(Construct):
     def allow_submission(self, queue: "_GovernedQueue") -> iam.ManagedPolicy:
         """Let this team's submission role use ``queue`` as the team, and only as the team."""
         return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
+
+    def allow_dashboard(self, dashboard_arn: str) -> iam.ManagedPolicy:
+        """Let the team's submission role open the team's own usage dashboard (and no other)."""
+        return iam.ManagedPolicy(self, "ReadDashboard", description=f"Read the usage dashboard of team {self.team.name}",
+                                 statements=[iam.PolicyStatement(actions=["cloudwatch:GetDashboard"], resources=[dashboard_arn])],
+                                 roles=[self.submission_role])
 
     def admit_to_data(self, role: iam.IRole) -> None:
         """Give another role of the team exactly the team's data access: the managed data policy

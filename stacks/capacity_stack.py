@@ -10,6 +10,7 @@ from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE,
 from constructs_lib.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.capacity import CapacityController
+from constructs_lib.chargeback import Chargeback
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.model import GovernanceModel
 from constructs_lib.reclaim import ReclaimController, ReclaimTarget
@@ -119,6 +120,10 @@ class CapacityAccountStack(Stack):
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
             CfnOutput(self, "CapacityLedgerTable", value=self.capacity_controller.ledger.table_name)
+        self.chargeback = Chargeback(
+            self, "Chargeback", model=model, reclaim=getattr(self, "reclaim_controller", None), tenants=self.tenants,
+            purchases_controller_id=self.capacity_controller.controller_id if model.capacity_windows else None,
+        )
 
     def team_scope(self, owner: Construct, team_name: str) -> Construct:
         """Where ``owner`` (a construct of this stack) puts the resources of ``team_name``
