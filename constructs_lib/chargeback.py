@@ -137,7 +137,7 @@ class Chargeback(Construct):
     exist), the organisation's usage dashboard and one dashboard per team the reclaim controller
     observes, readable by that team's submission role. ``purchases_controller_id``: the capacity
     controller whose purchases the purchases budget covers. Exposes ``budgets`` (per team),
-    ``purchases_budget`` (or None), ``dashboard`` and ``team_dashboards``."""
+    ``purchases_budget`` (or None), ``dashboard`` (None with nothing to draw) and ``team_dashboards``."""
 
     def __init__(
         self, scope: Construct, id: str, *, model: GovernanceModel, reclaim: "ReclaimController | None" = None,
@@ -160,7 +160,7 @@ class Chargeback(Construct):
                 tag_key=TAG_MANAGED_BY, tag_value=purchases_controller_id, emails=platform)
         self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
         pools = [t.pool for t in reclaim.targets] if reclaim is not None else []
-        self.dashboard = self._organisation_dashboard(pools)
+        self.dashboard = self._organisation_dashboard(pools) if pools or model.capacity_windows else None
         self.team_dashboards: dict[str, cloudwatch.Dashboard] = {}
         for team in model.teams:
             team_pools = [p for p in pools if p in team.quotas]
@@ -179,6 +179,7 @@ class Chargeback(Construct):
                                          using_metrics={}, label=label, period=period)
 
     def _organisation_dashboard(self, pools: Sequence[str]) -> cloudwatch.Dashboard:
+        """Every team at once, drawn by search expressions (its size does not grow with the teams)."""
         day = Duration.days(1)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=organisation_dashboard_name(self.model.organisation))
         if pools:
