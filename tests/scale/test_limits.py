@@ -140,7 +140,7 @@ def test_too_many_pools_for_one_role_are_refused():
     data["pools"] += extra
     data["teams"][0]["quotas"].update({p["name"]: {"ml.p5.48xlarge": 1} for p in extra})
     problems = check_model(model_of(data))
-    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 11)]
+    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 12)]  # 2 + 9 pools + its dashboard's
 
 
 def test_a_reclaim_dashboard_past_cloudwatch_limits_is_refused():
