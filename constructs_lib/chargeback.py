@@ -153,6 +153,7 @@ class Chargeback(Construct):
                 self.budgets[team.name] = cost_budget(
                     team_scope(self, team.name), f"Budget{team.name}", name=f"{model.organisation}-gpu-team-{team.name}",
                     amount=team.monthly_budget_usd, tag_key=TAG_TEAM, tag_value=team.name, emails=[*([team.owner] if team.owner else []), *platform])
+                tag_for_cost_allocation(self.budgets[team.name], team)
         if model.capacity_windows and purchases_controller_id is not None:
             # Purchases carry the buying controller's id (TAG_MANAGED_BY), not a team's tag.
             self.purchases_budget = cost_budget(

@@ -104,6 +104,7 @@ def test_budgets_only_where_declared_filtered_by_the_team_tag_and_told_to_the_ow
     for notification in research["NotificationsWithSubscribers"]:
         assert {s["Address"] for s in notification["Subscribers"]} == {"research-lead@example.com", "gpu-platform@example.com"}
     assert {n["Notification"]["NotificationType"] for n in research["NotificationsWithSubscribers"]} == {"ACTUAL", "FORECASTED"}
+    assert {t["Key"]: t["Value"] for t in research["ResourceTags"]}[TAG_TEAM] == "research"
     production = budgets["acme-ml-gpu-team-production"]  # no owner: the platform only
     assert {s["Address"] for n in production["NotificationsWithSubscribers"] for s in n["Subscribers"]} == {"gpu-platform@example.com"}
     purchases = budgets["acme-ml-gpu-purchases"]
