@@ -20,8 +20,8 @@ from gpu_governance_runtime.contract import (
     CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
 )
 
-from .chargeback import route_alarm, subscribe_alerts
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
+from .chargeback import route_alarm, subscribe_alerts
 from .errors import GovernanceError
 from .model import GovernanceModel
 from .nag import declare_capacity_controller

@@ -30,8 +30,8 @@ from ..contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
     ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
-from ..usage import usage_records
 from ..policy import Policy, read_policy
+from ..usage import usage_records
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
