@@ -42,6 +42,8 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
         "slurm script": (["slurm", "script", "--pool", "hyperpod-slurm"], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
+        # refused before any AWS call (--to before --from): the imports (boto3 included) are what is checked
+        "usage report": (["usage", "report", "--from", "2026-12-01", "--to", "2026-11-01"], 2),
     }
 
 
@@ -77,7 +79,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
-            "slurm script", "report")
+            "slurm script", "report", "usage report")
 
 
 def test_every_command_is_probed(commands):
