@@ -53,11 +53,11 @@ def tag_for_cost_allocation(scope: Construct, team: Team, pool: str | None = Non
 
 
 def alert_emails(model: GovernanceModel) -> list[str]:
-    return [target for target in model.alerts if not target.startswith("arn:")]
+    return list(dict.fromkeys(target for target in model.alerts if not target.startswith("arn:")))
 
 
 def alert_topic_arns(model: GovernanceModel) -> list[str]:
-    return [target for target in model.alerts if target.startswith("arn:")]
+    return list(dict.fromkeys(target for target in model.alerts if target.startswith("arn:")))
 
 
 def subscribe_email(topic: sns.Topic, id: str, email: str) -> sns.Subscription:
@@ -75,8 +75,8 @@ def subscribe_alerts(topic: sns.Topic, model: GovernanceModel) -> None:
 
 def route_alarm(alarm: cloudwatch.Alarm, model: GovernanceModel) -> None:
     """Also publish ``alarm`` to the organisation's existing alert topics (e.g. AWS Chatbot)."""
-    for arn in alert_topic_arns(model):
-        alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{arn.rsplit(':', 1)[1]}", arn)))
+    for index, arn in enumerate(alert_topic_arns(model)):  # imported: the id names no resource
+        alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
 
 
 def team_alert_topic(owner: Construct, team: Team, key: kms.IKey) -> sns.Topic | None:

@@ -116,7 +116,7 @@ def shared_resources(model: GovernanceModel) -> int:
             count += len(model.platform_admins)
             if any(t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups for t in model.teams_in(pool.name)):
                 count += SHARED_DEDICATED_NODES
-    emails = sum(1 for target in model.alerts if not target.startswith("arn:"))
+    emails = len({target for target in model.alerts if not target.startswith("arn:")})
     if any(p.backend in _BATCH for p in model.pools):
         count += SHARED_RECLAIM + emails
     if model.capacity_windows:

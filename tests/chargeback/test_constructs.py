@@ -149,3 +149,23 @@ def test_per_team_layout_puts_each_teams_topic_budget_and_dashboard_in_its_stack
             team_dashboard_name("acme-ml", team.name)]
     capacity = templates["acme-ml-capacity"]["Resources"]
     assert [b["Properties"]["Budget"]["BudgetName"] for b in of_type(capacity, "AWS::Budgets::Budget").values()] == ["acme-ml-gpu-purchases"]
+
+
+def test_repeated_alert_targets_are_routed_once_and_same_named_topics_both():
+    from aws_cdk import App, Stack, aws_cloudwatch as cloudwatch, aws_sns as sns
+    from aws_cdk.assertions import Template
+
+    from constructs_lib.chargeback import route_alarm, subscribe_alerts
+
+    data = default_data()
+    other = "arn:aws:sns:us-east-1:444455556666:gpu-platform-chatbot"  # same name, another account
+    data["alerts"] = ["ops@example.com", "ops@example.com", CHATBOT, other, CHATBOT]
+    model = GovernanceModel.from_dict(data)
+    stack = Stack(App(), "s")
+    alarm = cloudwatch.Alarm(stack, "A", metric=cloudwatch.Metric(namespace="n", metric_name="m"), threshold=1, evaluation_periods=1)
+    route_alarm(alarm, model)
+    subscribe_alerts(sns.Topic(stack, "T"), model)
+    template = Template.from_stack(stack).to_json()["Resources"]
+    [routed] = of_type(template, "AWS::CloudWatch::Alarm").values()
+    assert routed["Properties"]["AlarmActions"] == [CHATBOT, other]
+    assert len(of_type(template, "AWS::SNS::Subscription")) == 1
