@@ -10,6 +10,7 @@ from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE,
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.controllers.capacity import CapacityController
+from constructs_lib.chargeback import Chargeback
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
@@ -123,6 +124,10 @@ class CapacityAccountStack(Stack):
         if any(project.unified_studio for project in model.projects):
             # Collaboration only: no role, policy or access entry (docs/unified-studio.md).
             self.unified_studio = UnifiedStudioProjects(self, "UnifiedStudio", model=model)
+        self.chargeback = Chargeback(
+            self, "Chargeback", model=model, reclaim=getattr(self, "reclaim_controller", None), tenants=self.tenants,
+            purchases_controller_id=self.capacity_controller.controller_id if model.capacity_windows else None,
+        )
 
     def team_scope(self, owner: Construct, team_name: str) -> Construct:
         """Where ``owner`` (a construct of this stack) puts the resources of ``team_name``

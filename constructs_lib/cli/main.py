@@ -11,7 +11,7 @@ import sys
 from typing import Callable, Sequence
 
 from constructs_lib.cli import capacity as cli_capacity
-from constructs_lib import cli_audit, cli_member, cli_status, cli_team, simulate
+from constructs_lib import cli_audit, cli_member, cli_status, cli_team, cli_usage, simulate
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.cli.explain import deals, render_table
 from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
@@ -22,7 +22,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
 # parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
-SUBCOMMAND_MODULES = (simulate, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit)
+SUBCOMMAND_MODULES = (simulate, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit, cli_usage)
 
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ from gpu_governance_runtime.contract import (
     CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
 )
 
+from constructs_lib.chargeback import route_alarm, subscribe_alerts
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
@@ -89,6 +90,7 @@ class CapacityController(GovernanceController):
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
             source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
+        subscribe_alerts(self.topic, model)
         self._alarms(model)
 
     def _grant_capacity(self, model: GovernanceModel) -> None:
@@ -201,5 +203,6 @@ class CapacityController(GovernanceController):
             for w in model.capacity_windows
         ]
         for name, source, threshold, periods, description in specs:
-            self._add_alarm(self, name, source, threshold=threshold, periods=periods, description=description,
-                            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
+            alarm = self._add_alarm(self, name, source, threshold=threshold, periods=periods, description=description,
+                                    comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
+            route_alarm(alarm, model)

@@ -20,16 +20,17 @@ from typing import Sequence
 
 from aws_cdk import (
     ArnFormat, Duration, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_events as events,
-    aws_events_targets as event_targets, aws_iam as iam,
+    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
+    aws_events_targets as event_targets, aws_iam as iam, aws_sns as sns,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_RECLAIM_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
+from constructs_lib.chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
@@ -90,6 +91,7 @@ class ReclaimController(GovernanceController):
                 ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t) for t in targets], sort_keys=True),
                 ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
                 ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
+                ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
             },
             vpc_reason="The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
             "and no isolation.",
@@ -99,6 +101,8 @@ class ReclaimController(GovernanceController):
         # A missed tick is not worth retrying: the next one reads the queue afresh.
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
+        subscribe_alerts(self.topic, model)
+        self.team_topics: dict[str, sns.Topic | None] = {}  # per team with alarms: its owner's topic
         self._alarms(starved_ticks)
         self.dashboard = self._dashboard()
 
@@ -171,7 +175,7 @@ class ReclaimController(GovernanceController):
 
     def _alarms(self, starved_ticks: int) -> None:
         specs = [
-            (team.name, f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
+            ((team, t.pool), f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
             for t in self.targets for team in self.model.teams_in(t.pool)
         ] + [
@@ -187,10 +191,18 @@ class ReclaimController(GovernanceController):
             (None, "DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
              "a reclaim tick was not delivered"),
         ]
-        for team_name, name, metric, periods, description in specs:
-            scope = self if team_name is None else team_scope(self, team_name)
-            self._add_alarm(scope, name, metric, threshold=1, periods=periods, description=description,
-                            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
+        for owner, name, metric, periods, description in specs:
+            team, pool = owner or (None, None)
+            scope = self if team is None else team_scope(self, team.name)
+            alarm = self._add_alarm(scope, name, metric, threshold=1, periods=periods, description=description,
+                                    comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
+            route_alarm(alarm, self.model)
+            if team is not None:  # the team's owner hears of it too
+                if team.name not in self.team_topics:
+                    self.team_topics[team.name] = team_alert_topic(self, team, self.key)
+                if self.team_topics[team.name] is not None:
+                    alarm.add_alarm_action(actions.SnsAction(self.team_topics[team.name]))
+                tag_for_cost_allocation(alarm, team, pool)
 
     def _dashboard(self) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{self.model.organisation}-gpu-reclaim")

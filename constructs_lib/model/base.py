@@ -9,6 +9,7 @@ Nothing here knows a team, a pool or an organisation: those build on this module
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -43,6 +44,16 @@ DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-
 SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", max_length=40)]
 Ec2InstanceType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", max_length=40)]
 Count = Annotated[int, Field(ge=1, le=100_000)]
+
+# Contacts for alerts and budgets: an email address, or an existing SNS topic (AWS Chatbot's
+# Slack / Teams integrations subscribe to one) that the alarms also publish to.
+EMAIL_PATTERN = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$"
+SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
+EmailAddress = Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
+AlertTarget = Annotated[str, StringConstraints(pattern=f"({EMAIL_PATTERN})|({SNS_TOPIC_ARN_PATTERN})", max_length=300)]
+# A cost allocation tag value (the characters AWS tags allow).
+CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 _.:/=+@-]{1,128}$")]
+UsdAmount = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
 MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue

@@ -24,7 +24,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from .base import (
     DEFAULT_BOOTSTRAP_QUALIFIER, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
     MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
-    AccountId, BootstrapQualifier, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
+    AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PrincipalArn, QueueName, Region,
     SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, library_role,
 )
@@ -169,6 +169,15 @@ class Team(_Frozen):
     quotas: dict[str, dict[str, Count]] = Field(default_factory=dict)
     kubernetes: dict[str, KubernetesTenancy] = Field(
         default_factory=dict, description="HyperPod EKS pool name -> the team's extra settings on that cluster"
+    )
+    owner: EmailAddress | None = Field(
+        default=None, description="Email address of the team's owner: the team's alarms and budget notifications go there"
+    )
+    cost_centre: CostCentre | None = Field(
+        default=None, description="Cost centre charged for the team: the gpu-governance:cost-centre tag on its resources"
+    )
+    monthly_budget_usd: UsdAmount | None = Field(
+        default=None, description="Monthly AWS Budgets budget (USD) of the cost tagged with the team; none unless declared"
     )
 
     @model_validator(mode="before")
@@ -432,6 +441,11 @@ class GovernanceModel(_Frozen):
         description="ECR repositories of shared base images (ARNs, no wildcards) every team's training jobs may pull from; a "
         "repository in another account must also allow the teams' execution roles in its repository policy",
     )
+    alerts: tuple[AlertTarget, ...] = Field(
+        default=(),
+        description="Where platform alerts go: email addresses (subscribed to the controllers' alarm topics, and told of "
+        "budgets) and existing SNS topic ARNs in the capacity account's region (alarms publish to them; e.g. AWS Chatbot)",
+    )
     stack_layout: Literal["single", "per_team"] = Field(
         default="single",
         description="single: every capacity-account resource in one stack (about 20 teams fit); per_team: shared "
@@ -521,6 +535,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += check_windows(model)
     problems += check_projects(model)
     problems += check_principals(model)
+    problems += check_alert_topics(model)
     return problems
 
 
@@ -544,6 +559,15 @@ def check_projects(model: GovernanceModel) -> list[Problem]:
                 pool_index = model.pools.index(pool)
                 problems.append(Problem(path=f"projects[{index}].unified_studio", wrong=f"the project connects to pool {pool.name}, whose HyperPod cluster name is not declared", value=pool.cluster_arn, allowed=f"pools[{pool_index}].cluster_name set to the cluster's name"))
     return problems
+
+
+def check_alert_topics(model: GovernanceModel) -> list[Problem]:
+    """CloudWatch alarms publish only to topics of their own region."""
+    region = model.capacity_account.region
+    return [
+        Problem(path=f"alerts[{i}]", wrong="SNS topic in another region than the alarms", value=target, allowed=f"a topic in {region} (the capacity account's region)")
+        for i, target in enumerate(model.alerts) if target.startswith("arn:") and target.split(":")[3] != region
+    ]
 
 
 def check_principals(model: GovernanceModel) -> list[Problem]:

@@ -48,6 +48,10 @@ TEAM_BASE = 11
 # Kubernetes objects (plus one access entry per principal, counted apart); each pool: the team's
 # discovery parameter.
 TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 7, HYPERPOD_SLURM: 1}
+# Chargeback (constructs_lib/chargeback.py): a team in a Batch pool (observed by the reclaim
+# controller) gets a usage dashboard and the policy that reads it, and with an owner an alert topic
+# and its subscription; a team with a monthly budget, the budget.
+TEAM_DASHBOARD, TEAM_OWNER_TOPIC, TEAM_BUDGET = 2, 2, 1
 # Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
@@ -56,6 +60,9 @@ SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 10, 
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 16  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
 SHARED_CAPACITY_CONTROLLER = 29  # when capacity windows exist
+# Chargeback: the organisation's usage dashboard (with a Batch pool or capacity windows), the
+# purchases budget (with windows), one subscription per alert email on each controller's topic.
+SHARED_USAGE_DASHBOARD, SHARED_PURCHASES_BUDGET = 1, 1
 # Other engineers add resources per team (tenant isolation); the estimate keeps a margin for that.
 MARGIN = 1.15
 # Measured about 1,300 bytes per resource in team and capacity stacks; the dashboard and the
@@ -85,13 +92,23 @@ def _access_entries(team: Team, pool) -> int:
 
 def team_resources(model: GovernanceModel, team: Team) -> int:
     """Resources of one team, wherever the layout puts them (before the margin)."""
-    count = TEAM_BASE
+    count = TEAM_BASE + (TEAM_BUDGET if team.monthly_budget_usd is not None else 0)
+    if any(model.pool(p).backend in _BATCH for p in team.quotas):
+        count += TEAM_DASHBOARD + (TEAM_OWNER_TOPIC if team.owner else 0)
     for pool_name in team.quotas:
         pool = model.pool(pool_name)
         count += TEAM_PER_POOL[pool.backend]
         if pool.backend == HYPERPOD_EKS:
             count += _access_entries(team, pool)
     return count
+
+
+def submission_role_policies(model: GovernanceModel, team: Team) -> int:
+    """Managed policies on the team's submission role: DataAccess, PassTrainingRole and
+    MemberAccess, one submit policy per Batch pool, one describe policy per EKS pool, and
+    ReadDashboard with a Batch pool."""
+    backends = [model.pool(p).backend for p in team.quotas]
+    return 3 + sum(1 for b in backends if b in (*_BATCH, HYPERPOD_EKS)) + any(b in _BATCH for b in backends)
 
 
 def shared_resources(model: GovernanceModel) -> int:
@@ -102,10 +119,13 @@ def shared_resources(model: GovernanceModel) -> int:
             count += len(model.platform_admins)
             if any(t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups for t in model.teams_in(pool.name)):
                 count += SHARED_DEDICATED_NODES
+    emails = len({target for target in model.alerts if not target.startswith("arn:")})
     if any(p.backend in _BATCH for p in model.pools):
-        count += SHARED_RECLAIM
+        count += SHARED_RECLAIM + emails
     if model.capacity_windows:
-        count += SHARED_CAPACITY_CONTROLLER
+        count += SHARED_CAPACITY_CONTROLLER + emails + SHARED_PURCHASES_BUDGET
+    if model.capacity_windows or any(p.backend in _BATCH for p in model.pools):
+        count += SHARED_USAGE_DASHBOARD
     return count
 
 
@@ -145,10 +165,9 @@ def check_model(model: GovernanceModel) -> list[Problem]:
         if model.stack_layout == "per_team" and "_" in team.name:
             problems.append(Problem(path=f"{path}.name", wrong="not usable in a stack name (stack_layout per_team)", value=team.name,
                                     allowed="letters, digits and '-'"))
-        # DataAccess, PassTrainingRole, MemberAccess, one submit policy per Batch pool, one describe per EKS pool.
-        policies = 3 + sum(1 for p in team.quotas if model.pool(p).backend in (*_BATCH, HYPERPOD_EKS))
+        policies = submission_role_policies(model, team)
         if policies > MAX_MANAGED_POLICIES_PER_ROLE:
-            problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 3)",
+            problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 3, plus its usage dashboard's)",
                                     value=policies, allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team"))
         trust = _TRUST_POLICY_BASE + sum(len(arn) + 3 for arn in team.members)
         if trust > MAX_TRUST_POLICY_CHARACTERS:

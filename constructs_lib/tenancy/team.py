@@ -15,6 +15,8 @@ from constructs import Construct, Node
 
 from gpu_governance_runtime.contract import discovery_parameter_name, discovery_parameter_path
 
+from constructs_lib.chargeback import tag_for_cost_allocation
+
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
@@ -145,6 +147,7 @@ class TeamTenancy(Construct):
         super().__init__(scope, id)
         self.team = team
         self.organisation = organisation
+        tag_for_cost_allocation(self, team)
         stack = Stack.of(self)
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
@@ -380,6 +383,12 @@ class TeamTenancy(Construct):
     def allow_submission(self, queue: "SubmissionTarget") -> iam.ManagedPolicy:
         """Let this team's submission role use ``queue`` as the team, and only as the team."""
         return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
+
+    def allow_dashboard(self, dashboard_arn: str) -> iam.ManagedPolicy:
+        """Let the team's submission role open the team's own usage dashboard (and no other)."""
+        return iam.ManagedPolicy(self, "ReadDashboard", description=f"Read the usage dashboard of team {self.team.name}",
+                                 statements=[iam.PolicyStatement(actions=["cloudwatch:GetDashboard"], resources=[dashboard_arn])],
+                                 roles=[self.submission_role])
 
     def admit_to_data(self, role: iam.IRole) -> None:
         """Give another role of the team exactly the team's data access: the managed data policy

@@ -68,6 +68,7 @@ ENV_DRY_RUN = "DRY_RUN"
 ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
+ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim: the schedule's interval, which one tick's usage covers
 
 # --- tag keys ---------------------------------------------------------------------------------
 
@@ -80,6 +81,10 @@ TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's pre
 TAG_INSTANCES = "gpu-governance:instances"  # Batch job tags the reclaim adapter reads
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
+# Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team.
+TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one pool
+TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the team's declared cost centre
+COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 
 # --- metrics ----------------------------------------------------------------------------------
 
@@ -92,7 +97,13 @@ MISSING_API_OPERATIONS = "MissingApiOperations"
 POOL_ERRORS = "PoolErrors"
 # Per (Pool, Share), published by the reclaim handler every tick.
 SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
-RECLAIM_METRICS = (*SHARE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all the reclaim function publishes
+SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
+# Per (Pool, Share), published by the reclaim handler every tick (gpu_governance_runtime.usage):
+# instance-hours over the tick, so a Sum over any period is that period's instance-hours.
+USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS = (
+    "UsedInstanceHours", "GuaranteedInstanceHours", "BorrowedInstanceHours", "LentInstanceHours")
+USAGE_METRICS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
+RECLAIM_METRICS = (*SHARE_METRICS, *USAGE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all the reclaim function publishes
 # Published by the capacity handler: per run, and per Window (Spend, BudgetUsedPercent, DrainSeconds, JobsRequeued).
 CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
                     "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",

@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -230,7 +231,7 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
         contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP}
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
     assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,
-                            contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK}
+                            contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK, contract.ENV_TICK_SECONDS}
     assert reclaim[contract.ENV_METRICS_NAMESPACE] == contract.RECLAIM_NAMESPACE
 
 
@@ -250,11 +251,66 @@ def test_the_capacity_handler_publishes_only_the_contracts_metric_names():
     assert names == set(contract.CAPACITY_METRICS)
 
 
-def test_the_reclaim_dashboard_draws_only_metrics_the_handler_publishes(functions):
+def _drawn(body: str) -> set[tuple[str, str, tuple[str, ...]]]:
+    """(namespace, metric, dimension names) of every metric a dashboard body draws or searches."""
+    drawn = {(ns, name, tuple(re.findall(r'"([^"]*)"', rest)[0::2]))
+             for ns, name, rest in re.findall(r'\["(GpuGovernance/\w+)","(\w+)"((?:,"[^"]*")*)', body)}
+    searched = {(ns, name, tuple(keys.split(",")))
+                for ns, keys, name in re.findall(r"\{(GpuGovernance/\w+),([\w,]+)\} MetricName=\\\"(\w+)", body)}
+    return drawn | searched
+
+
+def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
+    """What the reclaim handler writes for one pool in one tick (namespace, name, dimensions)."""
+    from gpu_governance_runtime.reclaim import handler
+    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, Strategy
+
+    class Observed:  # an observe-only backend: the tick reads, plans nothing, publishes
+        acts, reroutes_borrowers, action_seconds = False, False, 1.0
+
+        def read(self, now):
+            return PoolState(capacity={"g": 4}, shares=(Share(name="a", quota={"g": 2}, strategy=Strategy.LEND_AND_BORROW),
+                                                        Share(name="b", quota={"g": 2}, strategy=Strategy.LEND)),
+                             running=(RunningJob(job_id="r", share="a", instance_type="g", count=3, priority=1, started_at=0),),
+                             pending=(PendingJob(job_id="p", share="b", instance_type="g", count=2, priority=1, submitted_at=0),), now=now)
+
+    records: list = []
+    handler.run_tick("pool", Observed(), ledger=None, settings=Settings(), dry_run=True, namespace=contract.RECLAIM_NAMESPACE, now=1e9, emit=records.append)
+    return {(d["Namespace"], m["Name"], tuple(dims)) for r in records if "_aws" in r
+            for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
+
+
+def test_every_dashboard_draws_only_metrics_the_handlers_publish(functions):
+    """The reclaim, organisation-usage and team dashboards: namespace, metric name and dimension
+    names, against the contract and (for per-share metrics) against what a tick really writes."""
     _, _, dashboards = functions
-    (body,) = dashboards
-    drawn = re.findall(r'"GpuGovernance/(\w+)","(\w+)"', body)  # a widget's metric: [namespace, name, dimensions...]
-    searched = re.findall(r"\{GpuGovernance/(\w+),Pool,Share\} MetricName=\\\"(\w+)", body)  # one search draws every share
-    assert drawn and searched
-    assert {f"GpuGovernance/{n}" for n, _ in drawn + searched} == {contract.RECLAIM_NAMESPACE}
-    assert {name for _, name in drawn + searched} <= set(contract.SHARE_METRICS)
+    assert len(dashboards) >= 3  # reclaim, organisation usage, at least one team
+    emitted = _emitted_by_a_reclaim_tick()
+    published = {contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS), contract.CAPACITY_NAMESPACE: set(contract.CAPACITY_METRICS)}
+    for body in dashboards:
+        drawn = _drawn(body)
+        assert drawn, body[:200]
+        for namespace, name, dimensions in drawn:
+            assert name in published[namespace], (namespace, name)
+            if dimensions == contract.SHARE_DIMENSIONS:
+                assert (namespace, name, dimensions) in emitted
+    usage = {(n, m, d) for body in dashboards for n, m, d in _drawn(body) if m in contract.USAGE_METRICS}
+    assert {m for _, m, _ in usage} == set(contract.USAGE_METRICS)
+    assert {(n, m, d) for n, m, d in emitted if m in contract.USAGE_METRICS} == {
+        (contract.RECLAIM_NAMESPACE, m, contract.SHARE_DIMENSIONS) for m in contract.USAGE_METRICS}
+
+
+def test_the_usage_report_reads_exactly_what_a_tick_writes():
+    from constructs_lib.cli_usage import read_usage
+
+    class Recorder:
+        def get_metric_data(self, **request):
+            self.request = request
+            return {"MetricDataResults": []}
+
+    recorder = Recorder()
+    read_usage(recorder, load_model(), ["research"], datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 2, tzinfo=timezone.utc))
+    read = {(q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"], tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]))
+            for q in recorder.request["MetricDataQueries"]}
+    emitted = {e for e in _emitted_by_a_reclaim_tick() if e[1] in contract.USAGE_METRICS}
+    assert read == emitted

@@ -41,6 +41,9 @@ def team(index: int, accounts: int = ACCOUNTS) -> dict:
             "hyperpod-slurm": {"ml.p5.48xlarge": 1},
         },
         "kubernetes": {"hyperpod-eks": {"gpu_quota": 8}},
+        "owner": f"{team_name(index)}-lead@example.com",
+        "cost_centre": f"CC-{index % 10:04d}",
+        "monthly_budget_usd": 10000,
     }
 
 
@@ -60,6 +63,7 @@ def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_te
             f"unit-{a}": {"account_id": _consumer_account_id(a), "region": "us-east-1"} for a in range(accounts)
         },
         "platform_admins": [f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/GpuPlatformAdmin"],
+        "alerts": ["gpu-platform@example.com", f"arn:aws:sns:us-east-1:{CAPACITY_ACCOUNT}:gpu-platform-chatbot"],
         "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}, {"name": "opportunistic", "weight": 10}],
         "pools": [
             *({"name": pool, "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": MAX_SHARES_PER_QUOTA_QUEUE}}

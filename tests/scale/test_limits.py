@@ -13,7 +13,8 @@ import yaml
 from constructs_lib.cli import main as cli_main
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.organisation.limits import (
-    MAX_RESOURCES, MARGIN, check_assembly, check_model, check_template, estimate, shared_resources, team_resources,
+    MAX_RESOURCES, MARGIN, check_assembly, check_model, check_template, estimate, shared_resources, submission_role_policies,
+    team_resources,
 )
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
@@ -80,14 +81,13 @@ def test_per_team_counts_match_the_team_stacks(small_per_team):
 
 
 def test_submission_role_policies_are_counted_as_synthesized(small_per_team):
-    """validate's count of managed policies on a submission role (3 + one per Batch or EKS pool)
-    is what the synthesized team stack attaches."""
+    """validate's count of managed policies on a submission role is what the synthesized team
+    stack attaches."""
     model, outdir = small_per_team
     template = json.loads((outdir / "scale-ml-team-team-000.template.json").read_text())
     role = next(lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role" and "SubmissionRole" in lid)
     attached = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])]
-    pools = [p for p in model.teams[0].quotas if model.pool(p).backend != "hyperpod_slurm"]
-    assert len(attached) == 3 + len(pools)  # DataAccess, PassTrainingRole, MemberAccess
+    assert len(attached) == submission_role_policies(model, model.teams[0])
 
 
 def test_synthesized_templates_pass_the_post_synthesis_check(small_per_team):
@@ -140,7 +140,7 @@ def test_too_many_pools_for_one_role_are_refused():
     data["pools"] += extra
     data["teams"][0]["quotas"].update({p["name"]: {"ml.p5.48xlarge": 1} for p in extra})
     problems = check_model(model_of(data))
-    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 12)]
+    assert [(p.path, p.value) for p in problems] == [("teams[0].quotas", 13)]  # 3 + 9 pools + its dashboard's
 
 
 def test_a_reclaim_dashboard_past_cloudwatch_limits_is_refused():

@@ -1,0 +1,225 @@
+"""Who used what, and what it cost: cost allocation tags, alert routing, AWS Budgets and the usage
+dashboards (docs/chargeback.md).
+
+Minimal use, in the capacity account's stack, after the reclaim controller::
+
+    Chargeback(self, "Chargeback", model=model, reclaim=reclaim_controller, tenants=tenants)
+
+Budgets exist only where the model declares them (``teams[].monthly_budget_usd``; capacity
+windows for the purchases budget). Every metric drawn is named in the runtime contract.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from aws_cdk import Duration, Stack, Tags, aws_budgets as budgets, aws_cloudwatch as cloudwatch, aws_kms as kms, aws_sns as sns
+from aws_cdk import aws_cloudwatch_actions as actions
+from constructs import Construct
+from gpu_governance_runtime.contract import (
+    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_COST_CENTRE,
+    TAG_MANAGED_BY, TAG_POOL, TAG_TEAM, USED_HOURS,
+)
+
+from constructs_lib.core.acknowledgements import acknowledge
+from .model import GovernanceModel, Team
+from constructs_lib.core.placement import team_scope
+
+if TYPE_CHECKING:
+    from constructs_lib.controllers.reclaim import ReclaimController
+    from .tenancy import TeamTenancy
+
+# Budget notifications: spend passed 80% of the month's amount, or is forecast to pass it.
+BUDGET_THRESHOLDS = (("ACTUAL", 80), ("FORECASTED", 100))
+MAX_BUDGET_SUBSCRIBERS = 10  # email subscribers per budget notification (AWS Budgets quota)
+WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
+
+
+def cost_allocation_tags(team: Team, pool: str | None = None) -> dict[str, str]:
+    """The cost allocation tags of a resource of ``team`` (and of ``pool`` when it has one)."""
+    tags = {TAG_TEAM: team.name}
+    if pool is not None:
+        tags[TAG_POOL] = pool
+    if team.cost_centre is not None:
+        tags[TAG_COST_CENTRE] = team.cost_centre
+    return tags
+
+
+def tag_for_cost_allocation(scope: Construct, team: Team, pool: str | None = None) -> None:
+    """Tag every taggable resource under ``scope`` for ``team``'s cost allocation."""
+    for key, value in cost_allocation_tags(team, pool).items():
+        Tags.of(scope).add(key, value)
+
+
+def alert_emails(model: GovernanceModel) -> list[str]:
+    return list(dict.fromkeys(target for target in model.alerts if not target.startswith("arn:")))
+
+
+def alert_topic_arns(model: GovernanceModel) -> list[str]:
+    return list(dict.fromkeys(target for target in model.alerts if target.startswith("arn:")))
+
+
+def subscribe_email(topic: sns.Topic, id: str, email: str) -> sns.Subscription:
+    subscription = sns.Subscription(topic, id, topic=topic, endpoint=email, protocol=sns.SubscriptionProtocol.EMAIL)
+    acknowledge(subscription, "An email address that cannot be reached is a contact to correct, not a message to replay: "
+                "the alarm stays in ALARM, in its history and on the dashboards.", "Serverless-SNSRedrivePolicy")
+    return subscription
+
+
+def subscribe_alerts(topic: sns.Topic, model: GovernanceModel) -> None:
+    """Platform alert emails receive everything published to ``topic`` (it stays encrypted)."""
+    for email in alert_emails(model):
+        subscribe_email(topic, f"Alert{email}", email)
+
+
+def route_alarm(alarm: cloudwatch.Alarm, model: GovernanceModel) -> None:
+    """Also publish ``alarm`` to the organisation's existing alert topics (e.g. AWS Chatbot)."""
+    for index, arn in enumerate(alert_topic_arns(model)):  # imported: the id names no resource
+        alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
+
+
+def team_alert_topic(owner: Construct, team: Team, key: kms.IKey) -> sns.Topic | None:
+    """A topic (encrypted with ``key``) that the team's owner is subscribed to, in the team's
+    scope; None when the team names no owner."""
+    if team.owner is None:
+        return None
+    scope = team_scope(owner, team.name)
+    topic = sns.Topic(scope, f"TeamAlerts{team.name}", display_name=f"GPU alerts of team {team.name}", master_key=key, enforce_ssl=True)
+    subscribe_email(topic, "Owner", team.owner)
+    tag_for_cost_allocation(topic, team)
+    return topic
+
+
+def team_dashboard_name(organisation: str, team_name: str) -> str:
+    return f"{organisation}-gpu-team-{team_name}"
+
+
+def organisation_dashboard_name(organisation: str) -> str:
+    return f"{organisation}-gpu-usage"
+
+
+def _budget_notifications(emails: Sequence[str]) -> list[budgets.CfnBudget.NotificationWithSubscribersProperty]:
+    subscribers = [budgets.CfnBudget.SubscriberProperty(address=e, subscription_type="EMAIL") for e in dict.fromkeys(emails)][:MAX_BUDGET_SUBSCRIBERS]
+    if not subscribers:
+        return []
+    return [
+        budgets.CfnBudget.NotificationWithSubscribersProperty(
+            notification=budgets.CfnBudget.NotificationProperty(
+                notification_type=kind, comparison_operator="GREATER_THAN", threshold=threshold, threshold_type="PERCENTAGE"),
+            subscribers=subscribers,
+        )
+        for kind, threshold in BUDGET_THRESHOLDS
+    ]
+
+
+def cost_budget(scope: Construct, id: str, *, name: str, amount: Decimal, tag_key: str, tag_value: str, emails: Sequence[str]) -> budgets.CfnBudget:
+    """A monthly COST budget of the spend carrying a cost allocation tag (``user:`` + key, as the
+    Billing console and AWS Budgets name user-defined tags)."""
+    return budgets.CfnBudget(
+        scope, id,
+        budget=budgets.CfnBudget.BudgetDataProperty(
+            budget_name=name, budget_type="COST", time_unit="MONTHLY",
+            budget_limit=budgets.CfnBudget.SpendProperty(amount=float(amount), unit="USD"),
+            cost_filters={"TagKeyValue": [f"user:{tag_key}${tag_value}"]},
+        ),
+        notifications_with_subscribers=_budget_notifications(emails),
+    )
+
+
+def purchases_monthly_amount(model: GovernanceModel) -> Decimal:
+    """What the capacity windows may spend in a month: each window's budget, weekly ones scaled."""
+    return sum((w.budget.amount * (WEEKS_PER_MONTH if w.budget.period == "week" else 1) for w in model.capacity_windows), Decimal(0)).quantize(Decimal("0.01"))
+
+
+class Chargeback(Construct):
+    """Budgets (per team with ``monthly_budget_usd``, and one for capacity purchases when windows
+    exist), the organisation's usage dashboard and one dashboard per team the reclaim controller
+    observes, readable by that team's submission role. ``purchases_controller_id``: the capacity
+    controller whose purchases the purchases budget covers. Exposes ``budgets`` (per team),
+    ``purchases_budget`` (or None), ``dashboard`` (None with nothing to draw) and ``team_dashboards``."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, model: GovernanceModel, reclaim: "ReclaimController | None" = None,
+        tenants: Mapping[str, "TeamTenancy"] | None = None, purchases_controller_id: str | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.model = model
+        self.budgets: dict[str, budgets.CfnBudget] = {}
+        self.purchases_budget: budgets.CfnBudget | None = None
+        platform = alert_emails(model)
+        for team in model.teams:
+            if team.monthly_budget_usd is not None:
+                self.budgets[team.name] = cost_budget(
+                    team_scope(self, team.name), f"Budget{team.name}", name=f"{model.organisation}-gpu-team-{team.name}",
+                    amount=team.monthly_budget_usd, tag_key=TAG_TEAM, tag_value=team.name, emails=[*([team.owner] if team.owner else []), *platform])
+                tag_for_cost_allocation(self.budgets[team.name], team)
+        if model.capacity_windows and purchases_controller_id is not None:
+            # Purchases carry the buying controller's id (TAG_MANAGED_BY), not a team's tag.
+            self.purchases_budget = cost_budget(
+                self, "PurchasesBudget", name=f"{model.organisation}-gpu-purchases", amount=purchases_monthly_amount(model),
+                tag_key=TAG_MANAGED_BY, tag_value=purchases_controller_id, emails=platform)
+        self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
+        pools = [t.pool for t in reclaim.targets] if reclaim is not None else []
+        self.dashboard = self._organisation_dashboard(pools) if pools or model.capacity_windows else None
+        self.team_dashboards: dict[str, cloudwatch.Dashboard] = {}
+        for team in model.teams:
+            team_pools = [p for p in pools if p in team.quotas]
+            if team_pools:
+                self.team_dashboards[team.name] = self._team_dashboard(team, team_pools, (tenants or {}).get(team.name))
+
+    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
+        return cloudwatch.Metric(namespace=RECLAIM_NAMESPACE, metric_name=metric_name, dimensions_map=dict(zip(SHARE_DIMENSIONS, (pool, share))),
+                                 statistic=statistic, period=period or self.schedule)
+
+    def _search(self, metric_name: str, statistic: str, period: Duration, namespace: str = RECLAIM_NAMESPACE, dimensions: Sequence[str] = SHARE_DIMENSIONS,
+                label: str = "") -> cloudwatch.MathExpression:
+        # One search draws every team: the dashboard's size does not grow with the organisation.
+        keys = ",".join((namespace, *dimensions))
+        return cloudwatch.MathExpression(expression=f"SEARCH('{{{keys}}} MetricName=\"{metric_name}\"', '{statistic}', {int(period.to_seconds())})",
+                                         using_metrics={}, label=label, period=period)
+
+    def _organisation_dashboard(self, pools: Sequence[str]) -> cloudwatch.Dashboard:
+        """Every team at once, drawn by search expressions (its size does not grow with the teams)."""
+        day = Duration.days(1)
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=organisation_dashboard_name(self.model.organisation))
+        if pools:
+            dashboard.add_widgets(*(
+                cloudwatch.GraphWidget(title=f"{title} (instance-hours per day, per pool and team)", width=12,
+                                       left=[self._search(metric, "Sum", day)])
+                for title, metric in (("used", USED_HOURS), ("guaranteed", GUARANTEED_HOURS), ("borrowed", BORROWED_HOURS), ("lent", LENT_HOURS))
+            ))
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(title="waiting work (instances)", width=8, left=[self._search("Pending", "Maximum", self.schedule)]),
+                cloudwatch.GraphWidget(title="teams starved below their guarantee", width=8, left=[self._search("StarvedBelowGuarantee", "Maximum", self.schedule)]),
+                cloudwatch.GraphWidget(title="reclaims and preemptions", width=8, left=[self._search("Preemptions", "Sum", Duration.hours(1))]),
+            )
+        if self.model.capacity_windows:
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(title="capacity purchases", width=12, left=[
+                    cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=name, statistic="Sum", period=day) for name in ("Purchases", "PurchaseFailures")]),
+                cloudwatch.GraphWidget(title="spend per capacity window (USD)", width=12,
+                                       left=[self._search("Spend", "Maximum", day, namespace=CAPACITY_NAMESPACE, dimensions=("Window",))]),
+            )
+        return dashboard
+
+    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: "TeamTenancy | None") -> cloudwatch.Dashboard:
+        scope = team_scope(self, team.name)
+        name = team_dashboard_name(self.model.organisation, team.name)
+        dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
+        day = Duration.days(1)
+        for pool in pools:
+            dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1))
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(title="guarantee vs use vs borrowed vs lent (instances)", width=12,
+                                       left=[self.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
+                cloudwatch.GraphWidget(title="instance-hours per day", width=12,
+                                       left=[self.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
+                cloudwatch.GraphWidget(title="waiting (instances) and starved below guarantee", width=12,
+                                       left=[self.metric_share(pool, team.name, "Pending")], right=[self.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
+                cloudwatch.GraphWidget(title="reclaims and preemptions", width=12,
+                                       left=[self.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")]),
+            )
+        if tenancy is not None:
+            tenancy.allow_dashboard(Stack.of(dashboard).format_arn(service="cloudwatch", region="", resource="dashboard", resource_name=name))
+        return dashboard

@@ -1,0 +1,236 @@
+"""`gpu-governance usage report`: who used what, and what the organisation paid for it.
+
+Per team and pool: GPU instance-hours used, guaranteed, borrowed and lent (the reclaim
+controller's usage metrics in CloudWatch, read with GetMetricData), the guaranteed hours nobody
+used, and the capacity purchases of the period with their fees (the capacity controller's ledger
+in DynamoDB)::
+
+    gpu-governance usage report --from 2026-11-01 --to 2026-12-01 --config governance.yaml \\
+        --ledger-table acme-ml-capacity-ledger --format md --plot usage.png
+
+Dates are UTC days; ``--to`` is exclusive. No aws_cdk import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from gpu_governance_runtime.contract import (
+    BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, USAGE_METRICS, USED_HOURS,
+)
+from gpu_governance_runtime.usage import idle_guaranteed_hours
+
+from constructs_lib.cli.capacity import LEDGER_TABLE_VARIABLE
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.loader import load_model
+from .model import GovernanceModel
+
+DAY = 86_400
+MAX_QUERIES_PER_CALL = 500  # GetMetricData: metric data queries per request
+MAX_DAYS = 455  # CloudWatch keeps one-hour data (and so daily sums) for 455 days
+FORMATS = ("md", "csv", "json")
+_FIELDS = {USED_HOURS: "used", GUARANTEED_HOURS: "guaranteed", BORROWED_HOURS: "borrowed", LENT_HOURS: "lent"}
+
+
+@dataclass(frozen=True)
+class TeamUsage:
+    team: str
+    pool: str
+    used: float
+    guaranteed: float
+    borrowed: float
+    lent: float
+    idle_guaranteed: float
+
+
+@dataclass(frozen=True)
+class PurchaseLine:
+    intent: str
+    window: str
+    instance_type: str
+    count: int
+    start: str
+    end: str
+    fee: str
+    currency: str
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    usage = subparsers.add_parser("usage", help="GPU usage per team: instance-hours and purchases")
+    commands = usage.add_subparsers(dest="usage_command", required=True, metavar="COMMAND")
+    report = commands.add_parser("report", help="per team used / guaranteed / borrowed / lent instance-hours, idle guarantees, purchases")
+    report.add_argument("--from", dest="start", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
+    report.add_argument("--to", dest="end", required=True, metavar="DATE", help="UTC day after the last (YYYY-MM-DD, exclusive)")
+    report.add_argument("--team", help="only this team")
+    report.add_argument("--format", choices=FORMATS, default="md", help="markdown tables (default), CSV or one JSON object")
+    report.add_argument("--plot", metavar="PNG", help="write a per-team chart of daily instance-hours (needs matplotlib)")
+    report.add_argument("--config", help="governance file (default $GPU_GOVERNANCE_CONFIG, else the built-in example)")
+    report.add_argument("--ledger-table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
+                        help=f"the capacity controller's ledger table, for purchases (default ${LEDGER_TABLE_VARIABLE}; none: no purchases)")
+    report.add_argument("--region", help="region of the capacity account (default: the governance file's)")
+    report.set_defaults(handler=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    import boto3
+
+    model = load_model(args.config)
+    start, end = report_period(args.start, args.end)
+    teams = _teams(model, args.team)
+    region = args.region or model.capacity_account.region
+    series = read_usage(boto3.client("cloudwatch", region_name=region), model, teams, start, end)
+    purchases = read_purchases(boto3.client("dynamodb", region_name=region), args.ledger_table, start, end) if args.ledger_table else []
+    rows = usage_rows(series)
+    print(render(rows, purchases, args.format, start, end))
+    if args.plot:
+        write_plot(series, Path(args.plot))
+    return 0
+
+
+def report_period(first: str, after_last: str) -> tuple[datetime, datetime]:
+    bounds = []
+    for flag, text in (("--from", first), ("--to", after_last)):
+        try:
+            bounds.append(datetime.combine(date.fromisoformat(text), time(), tzinfo=timezone.utc))
+        except (TypeError, ValueError):
+            raise GovernanceError.single(flag, "not a date", text, "a UTC day as YYYY-MM-DD") from None
+    start, end = bounds
+    if not start < end or (end - start).days > MAX_DAYS:
+        raise GovernanceError.single("--to", f"must be 1 to {MAX_DAYS} days after --from {first}", after_last,
+                                     "a later day within CloudWatch's retention of hourly data")
+    return start, end
+
+
+def _teams(model: GovernanceModel, name: str | None) -> list[str]:
+    names = [t.name for t in model.teams]
+    if name is None:
+        return names
+    if name not in names:
+        raise GovernanceError.single("--team", "not a team of the governance file", name, f"one of {names}")
+    return [name]
+
+
+def queries(model: GovernanceModel, teams: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+    """GetMetricData queries by id: (pool, team, metric), one per usage metric, team and pool the team has a quota in."""
+    wanted = [(pool, team.name, metric) for team in model.teams if team.name in teams for pool in team.quotas for metric in USAGE_METRICS]
+    return {f"q{i}": key for i, key in enumerate(wanted)}
+
+
+def read_usage(cloudwatch: Any, model: GovernanceModel, teams: Sequence[str], start: datetime, end: datetime) -> dict[tuple[str, str, str], dict[datetime, float]]:
+    """Daily sums per (pool, team, metric), every page of every batch of queries."""
+    by_id = queries(model, teams)
+    series: dict[tuple[str, str, str], dict[datetime, float]] = {key: {} for key in by_id.values()}
+    ids = list(by_id)
+    for offset in range(0, len(ids), MAX_QUERIES_PER_CALL):
+        batch = [{
+            "Id": query_id, "ReturnData": True,
+            "MetricStat": {"Metric": {"Namespace": RECLAIM_NAMESPACE, "MetricName": by_id[query_id][2],
+                                      "Dimensions": [{"Name": n, "Value": v} for n, v in zip(SHARE_DIMENSIONS, by_id[query_id][:2])]},
+                           "Period": DAY, "Stat": "Sum"},
+        } for query_id in ids[offset:offset + MAX_QUERIES_PER_CALL]]
+        token = None
+        while True:
+            page = cloudwatch.get_metric_data(MetricDataQueries=batch, StartTime=start, EndTime=end, ScanBy="TimestampAscending",
+                                              **({"NextToken": token} if token else {}))
+            for result in page["MetricDataResults"]:
+                points = series[by_id[result["Id"]]]
+                for stamp, value in zip(result["Timestamps"], result["Values"]):
+                    points[stamp] = points.get(stamp, 0.0) + value
+            token = page.get("NextToken")
+            if not token:
+                break
+    return series
+
+
+def usage_rows(series: dict[tuple[str, str, str], dict[datetime, float]]) -> list[TeamUsage]:
+    totals: dict[tuple[str, str], dict[str, float]] = {}
+    for (pool, team, metric), points in series.items():
+        totals.setdefault((team, pool), {})[metric] = sum(points.values())
+    return [
+        TeamUsage(team=team, pool=pool, **{_FIELDS[m]: round(values.get(m, 0.0), 2) for m in USAGE_METRICS},
+                  idle_guaranteed=round(idle_guaranteed_hours(values), 2))
+        for (team, pool), values in sorted(totals.items())
+    ]
+
+
+def read_purchases(dynamodb: Any, table: str, start: datetime, end: datetime) -> list[PurchaseLine]:
+    """Purchased blocks and plans whose capacity starts in the period (the ledger's intents)."""
+    from gpu_governance_runtime.capacity.ledger import Ledger
+
+    bought = Ledger(client=dynamodb, table_name=table).intents("purchased")
+    return [
+        PurchaseLine(intent=i.id, window=i.window, instance_type=i.offering.instance_type, count=i.offering.count,
+                     start=i.offering.start.isoformat(), end=i.offering.end.isoformat(), fee=str(i.offering.upfront_fee), currency=i.offering.currency)
+        for i in bought if start <= i.offering.start < end
+    ]
+
+
+def render(rows: Sequence[TeamUsage], purchases: Sequence[PurchaseLine], fmt: str, start: datetime, end: datetime) -> str:
+    if fmt == "json":
+        return json.dumps({"from": start.date().isoformat(), "to": end.date().isoformat(), "unit": "instance-hours",
+                           "teams": [asdict(r) for r in rows], "purchases": [asdict(p) for p in purchases],
+                           "purchase_fees": {c: str(t) for c, t in _fees(purchases).items()}}, indent=2)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["record", *TeamUsage.__dataclass_fields__, *PurchaseLine.__dataclass_fields__])
+        blanks_usage, blanks_purchase = [""] * len(TeamUsage.__dataclass_fields__), [""] * len(PurchaseLine.__dataclass_fields__)
+        writer.writerows(["usage", *asdict(r).values(), *blanks_purchase] for r in rows)
+        writer.writerows(["purchase", *blanks_usage, *asdict(p).values()] for p in purchases)
+        return out.getvalue().rstrip("\n")
+    lines = [f"# GPU usage {start.date()} to {end.date()} (exclusive), instance-hours", "",
+             "| team | pool | used | guaranteed | borrowed | lent | idle guaranteed |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r.team} | {r.pool} | {r.used:.2f} | {r.guaranteed:.2f} | {r.borrowed:.2f} | {r.lent:.2f} | {r.idle_guaranteed:.2f} |" for r in rows]
+    lines += ["", "## Purchases", ""]
+    if purchases:
+        lines += ["| intent | window | instances | start | end | fee |", "| --- | --- | --- | --- | --- | ---: |"]
+        lines += [f"| {p.intent} | {p.window} | {p.count} x {p.instance_type} | {p.start} | {p.end} | {p.fee} {p.currency} |" for p in purchases]
+        lines += ["", "Total fees: " + ", ".join(f"{t} {c}" for c, t in _fees(purchases).items())]
+    else:
+        lines.append("none in the period (or no --ledger-table)")
+    return "\n".join(lines)
+
+
+def _fees(purchases: Iterable[PurchaseLine]) -> dict[str, Decimal]:
+    totals: dict[str, Decimal] = {}
+    for p in purchases:
+        totals[p.currency] = totals.get(p.currency, Decimal(0)) + Decimal(p.fee)
+    return totals
+
+
+def write_plot(series: dict[tuple[str, str, str], dict[datetime, float]], path: Path) -> None:
+    """One panel per team: daily instance-hours used, guaranteed, borrowed and lent (all pools)."""
+    from .simulate import _load_pyplot
+
+    pyplot = _load_pyplot()
+    per_team: dict[str, dict[str, dict[datetime, float]]] = {}
+    for (_, team, metric), points in series.items():
+        daily = per_team.setdefault(team, {}).setdefault(metric, {})
+        for stamp, value in points.items():
+            daily[stamp] = daily.get(stamp, 0.0) + value
+    teams = sorted(per_team) or ["(no teams)"]
+    figure, axes = pyplot.subplots(len(teams), 1, figsize=(10, 2.8 * len(teams)), squeeze=False)
+    for axis, team in zip(axes[:, 0], teams):
+        for metric in USAGE_METRICS:
+            points = sorted(per_team.get(team, {}).get(metric, {}).items())
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_FIELDS[metric])
+        axis.set_title(f"team {team}")
+        axis.set_ylabel("instance-hours / day")
+        axis.legend(loc="upper right", fontsize="small")
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    try:
+        figure.savefig(path, format="png")
+    except OSError as error:
+        raise GovernanceError([Problem(path="--plot", wrong=f"cannot write the chart ({error.strerror})", value=str(path), allowed="a writable PNG path")]) from None
+    finally:
+        pyplot.close(figure)

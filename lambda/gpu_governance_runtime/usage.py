@@ -1,0 +1,57 @@
+"""GPU usage for chargeback: one observation of a pool (its shares' guaranteed, used, borrowed and
+lent instances, as :func:`gpu_governance_runtime.reclaim.planner.share_usage` attributes them)
+turned into instance-hours over one tick, as CloudWatch embedded-metric-format records.
+
+Each record covers ``tick_seconds`` (the schedule's interval): a Sum of the metric over any period
+is the instance-hours of that period, whatever the statistic period of the reader. A missed tick
+counts nothing (usage is under-reported, never invented). Pure: no AWS call, no clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Protocol
+
+from .contract import BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, SHARE_DIMENSIONS, USAGE_METRICS, USED_HOURS
+
+
+class ShareObservation(Protocol):
+    share: str
+    guaranteed: int
+    in_use: int
+    borrowed: int
+    lent: int
+
+
+def instance_hours(rows: Iterable[ShareObservation], tick_seconds: float) -> dict[str, dict[str, float]]:
+    """Per share (summed over instance types): each usage metric's instance-hours in one tick."""
+    hours = tick_seconds / 3600
+    totals: dict[str, dict[str, float]] = {}
+    for row in rows:
+        share = totals.setdefault(row.share, dict.fromkeys(USAGE_METRICS, 0.0))
+        for metric, instances in ((USED_HOURS, row.in_use), (GUARANTEED_HOURS, row.guaranteed), (BORROWED_HOURS, row.borrowed), (LENT_HOURS, row.lent)):
+            share[metric] += instances * hours
+    return totals
+
+
+def idle_guaranteed_hours(values: Mapping[str, float]) -> float:
+    """Guaranteed instance-hours nobody used: neither the team (its use within its guarantee is
+    used - borrowed) nor the borrowers it lent them to."""
+    own_use = values.get(USED_HOURS, 0.0) - values.get(BORROWED_HOURS, 0.0)
+    return max(0.0, values.get(GUARANTEED_HOURS, 0.0) - own_use - values.get(LENT_HOURS, 0.0))
+
+
+def usage_records(pool: str, rows: Iterable[ShareObservation], *, tick_seconds: float, namespace: str, now: float) -> list[dict[str, Any]]:
+    """One embedded-metric-format record per share of ``pool``."""
+    return [
+        {
+            "_aws": {
+                "Timestamp": int(now * 1000),
+                "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [list(SHARE_DIMENSIONS)],
+                                       "Metrics": [{"Name": m, "Unit": "None"} for m in USAGE_METRICS]}],
+            },
+            SHARE_DIMENSIONS[0]: pool,
+            SHARE_DIMENSIONS[1]: share,
+            **values,
+        }
+        for share, values in sorted(instance_hours(rows, tick_seconds).items())
+    ]

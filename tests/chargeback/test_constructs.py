@@ -1,0 +1,171 @@
+"""What the reference app deploys for chargeback: cost allocation tags, alert routing to the
+platform and to each team's owner, budgets, and the usage dashboards readable by their team.
+Synthesized once per layout, with the compliance packs (synthesis fails on any open finding)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from constructs_lib.chargeback import organisation_dashboard_name, purchases_monthly_amount, team_dashboard_name
+from constructs_lib.model import GovernanceModel
+from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_MANAGED_BY, TAG_POOL, TAG_TEAM
+from tests.foundation.org import default_data, synthesize_reference
+
+CHATBOT = "arn:aws:sns:us-east-1:111122223333:gpu-platform-chatbot"
+
+
+def _templates(outdir) -> dict[str, dict]:
+    return {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")}
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    data = default_data()
+    data["alerts"].append(CHATBOT)
+    data["teams"][2].pop("owner")  # production: no owner, so no owner topic
+    data["teams"][2].pop("cost_centre")
+    data["teams"][1].pop("monthly_budget_usd")  # training: no budget
+    model = GovernanceModel.from_dict(data)
+    outdir = tmp_path_factory.mktemp("single")
+    synthesize_reference(model, outdir)
+    return model, _templates(outdir)["acme-ml-capacity"]["Resources"]
+
+
+@pytest.fixture(scope="module")
+def per_team(tmp_path_factory):
+    data = default_data()
+    data["stack_layout"] = "per_team"
+    model = GovernanceModel.from_dict(data)
+    outdir = tmp_path_factory.mktemp("per_team")
+    synthesize_reference(model, outdir)
+    return model, _templates(outdir)
+
+
+def of_type(resources: dict, kind: str) -> dict[str, dict]:
+    return {k: r for k, r in resources.items() if r["Type"] == kind}
+
+
+def tags(resource: dict) -> dict[str, str]:
+    found = resource["Properties"].get("Tags", [])
+    return found if isinstance(found, dict) else {t["Key"]: t["Value"] for t in found}
+
+
+def test_team_resources_carry_the_team_and_cost_centre_tags(single):
+    model, resources = single
+    research = next(t for t in model.teams if t.name == "research")
+    for logical_id, resource in resources.items():
+        if logical_id.startswith("Teamresearch") and resource["Type"] in ("AWS::KMS::Key", "AWS::S3::Bucket", "AWS::IAM::Role"):
+            assert tags(resource)[TAG_TEAM] == "research" and tags(resource)[TAG_COST_CENTRE] == research.cost_centre, logical_id
+    production_key = next(r for k, r in of_type(resources, "AWS::KMS::Key").items() if k.startswith("Teamproduction"))
+    assert tags(production_key)[TAG_TEAM] == "production" and TAG_COST_CENTRE not in tags(production_key)
+
+
+def test_a_starvation_alarm_is_tagged_with_its_team_and_pool(single):
+    _, resources = single
+    alarm = next(r for k, r in of_type(resources, "AWS::CloudWatch::Alarm").items() if k.startswith("ReclaimControllerStarvedEc2GpuResearch"))
+    assert {k: tags(alarm)[k] for k in (TAG_TEAM, TAG_POOL)} == {TAG_TEAM: "research", TAG_POOL: "ec2-gpu"}
+
+
+def test_team_alarms_go_to_the_platform_the_owner_and_the_chat_topic(single):
+    model, resources = single
+    topics = of_type(resources, "AWS::SNS::Topic")
+    platform = next(k for k in topics if k.startswith("ReclaimControllerTopic"))
+    owner_topics = {k: t for k, t in topics.items() if k.startswith("ReclaimControllerTeamAlerts")}
+    assert sorted(owner_topics) and all("KmsMasterKeyId" in t["Properties"] for t in topics.values())  # encrypted, every one
+    assert not any("production" in k for k in owner_topics)  # no owner declared: no topic
+    subscriptions = {(s["Properties"]["TopicArn"]["Ref"], s["Properties"]["Endpoint"]) for s in of_type(resources, "AWS::SNS::Subscription").values()}
+    research_topic = next(k for k in owner_topics if "research" in k)
+    assert (research_topic, "research-lead@example.com") in subscriptions
+    assert (platform, "gpu-platform@example.com") in subscriptions
+    assert all(s["Properties"]["Protocol"] == "email" for s in of_type(resources, "AWS::SNS::Subscription").values())
+    capacity_topic = next(k for k in topics if k.startswith("CapacityControllerTopic"))
+    for logical_id, alarm in of_type(resources, "AWS::CloudWatch::Alarm").items():
+        actions = alarm["Properties"]["AlarmActions"]
+        own = capacity_topic if logical_id.startswith("CapacityController") else platform
+        assert actions[0] == {"Ref": own} and CHATBOT in actions, logical_id
+        if logical_id.startswith("ReclaimControllerStarved") and "Production" not in logical_id:
+            assert any(a == {"Ref": k} for k in owner_topics for a in actions), logical_id
+        elif logical_id.startswith("ReclaimControllerStarved"):
+            assert len(actions) == 2  # platform and chat only
+    assert (capacity_topic, "gpu-platform@example.com") in subscriptions
+
+
+def test_budgets_only_where_declared_filtered_by_the_team_tag_and_told_to_the_owner(single):
+    model, resources = single
+    budgets = {r["Properties"]["Budget"]["BudgetName"]: r["Properties"] for r in of_type(resources, "AWS::Budgets::Budget").values()}
+    assert set(budgets) == {"acme-ml-gpu-team-research", "acme-ml-gpu-team-production", "acme-ml-gpu-purchases"}
+    research = budgets["acme-ml-gpu-team-research"]
+    assert research["Budget"]["CostFilters"] == {"TagKeyValue": [f"user:{TAG_TEAM}$research"]}
+    assert (research["Budget"]["BudgetType"], research["Budget"]["TimeUnit"], research["Budget"]["BudgetLimit"]) == (
+        "COST", "MONTHLY", {"Amount": 60000, "Unit": "USD"})
+    for notification in research["NotificationsWithSubscribers"]:
+        assert {s["Address"] for s in notification["Subscribers"]} == {"research-lead@example.com", "gpu-platform@example.com"}
+    assert {n["Notification"]["NotificationType"] for n in research["NotificationsWithSubscribers"]} == {"ACTUAL", "FORECASTED"}
+    assert {t["Key"]: t["Value"] for t in research["ResourceTags"]}[TAG_TEAM] == "research"
+    production = budgets["acme-ml-gpu-team-production"]  # no owner: the platform only
+    assert {s["Address"] for n in production["NotificationsWithSubscribers"] for s in n["Subscribers"]} == {"gpu-platform@example.com"}
+    purchases = budgets["acme-ml-gpu-purchases"]
+    assert purchases["Budget"]["CostFilters"] == {"TagKeyValue": [f"user:{TAG_MANAGED_BY}$acme-ml-capacity"]}
+    assert Decimal(str(purchases["Budget"]["BudgetLimit"]["Amount"])) == purchases_monthly_amount(model) == Decimal("20000.00")
+
+
+def test_a_weekly_window_budget_counts_52_weeks_a_year():
+    data = default_data()
+    data["capacity_windows"][0]["budget"] = {"amount": 1200, "period": "week"}
+    assert purchases_monthly_amount(GovernanceModel.from_dict(data)) == Decimal("5200.00")
+
+
+def test_an_organisation_dashboard_and_one_per_observed_team(single):
+    model, resources = single
+    names = {r["Properties"]["DashboardName"] for r in of_type(resources, "AWS::CloudWatch::Dashboard").values()}
+    assert {organisation_dashboard_name("acme-ml"), *(team_dashboard_name("acme-ml", t.name) for t in model.teams)} <= names
+
+
+def test_each_team_reads_its_own_dashboard_only(single):
+    model, resources = single
+    readers = {}
+    for policy in of_type(resources, "AWS::IAM::ManagedPolicy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if "cloudwatch:GetDashboard" in json.dumps(statement["Action"]):
+                [role] = policy["Properties"]["Roles"]
+                assert statement["Action"] == "cloudwatch:GetDashboard"  # and nothing else
+                readers[role["Ref"]] = json.dumps(statement["Resource"])
+    for team in model.teams:
+        role = next(k for k, r in of_type(resources, "AWS::IAM::Role").items() if k.startswith(f"Team{team.name}SubmissionRole"))
+        assert readers[role].endswith(f':dashboard/{team_dashboard_name("acme-ml", team.name)}"]]}}'), readers[role]
+    assert len(readers) == len(model.teams)
+
+
+def test_per_team_layout_puts_each_teams_topic_budget_and_dashboard_in_its_stack(per_team):
+    model, templates = per_team
+    for team in model.teams:
+        resources = templates[f"acme-ml-team-{team.name}"]["Resources"]
+        assert len(of_type(resources, "AWS::Budgets::Budget")) == 1
+        assert len(of_type(resources, "AWS::SNS::Topic")) == 1 and len(of_type(resources, "AWS::SNS::Subscription")) == 1
+        assert [d["Properties"]["DashboardName"] for d in of_type(resources, "AWS::CloudWatch::Dashboard").values()] == [
+            team_dashboard_name("acme-ml", team.name)]
+    capacity = templates["acme-ml-capacity"]["Resources"]
+    assert [b["Properties"]["Budget"]["BudgetName"] for b in of_type(capacity, "AWS::Budgets::Budget").values()] == ["acme-ml-gpu-purchases"]
+
+
+def test_repeated_alert_targets_are_routed_once_and_same_named_topics_both():
+    from aws_cdk import App, Stack, aws_cloudwatch as cloudwatch, aws_sns as sns
+    from aws_cdk.assertions import Template
+
+    from constructs_lib.chargeback import route_alarm, subscribe_alerts
+
+    data = default_data()
+    other = "arn:aws:sns:us-east-1:444455556666:gpu-platform-chatbot"  # same name, another account
+    data["alerts"] = ["ops@example.com", "ops@example.com", CHATBOT, other, CHATBOT]
+    model = GovernanceModel.from_dict(data)
+    stack = Stack(App(), "s")
+    alarm = cloudwatch.Alarm(stack, "A", metric=cloudwatch.Metric(namespace="n", metric_name="m"), threshold=1, evaluation_periods=1)
+    route_alarm(alarm, model)
+    subscribe_alerts(sns.Topic(stack, "T"), model)
+    template = Template.from_stack(stack).to_json()["Resources"]
+    [routed] = of_type(template, "AWS::CloudWatch::Alarm").values()
+    assert routed["Properties"]["AlarmActions"] == [CHATBOT, other]
+    assert len(of_type(template, "AWS::SNS::Subscription")) == 1
