@@ -10,13 +10,14 @@ from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE,
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.controllers.capacity import CapacityController
-from constructs_lib.chargeback import Chargeback
+from constructs_lib.member.parameters import publish_discovery
+from constructs_lib.organisation.chargeback import Chargeback
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
 from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
-from constructs_lib.unified_studio import UnifiedStudioProjects
+from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
 
 from .team_stack import TeamStack
 
@@ -79,7 +80,7 @@ class CapacityAccountStack(Stack):
             for team in model.teams
         }
         for tenancy in self.tenants.values():
-            tenancy.publish(model)  # discovery parameters and outputs, in the team's stack with per_team
+            publish_discovery(tenancy, model)  # discovery parameters and outputs, in the team's stack with per_team
         for name in self.team_stacks:
             # The bucket policy that aws-cdk-lib cannot add to an imported log bucket is
             # _let_team_buckets_log's statement.

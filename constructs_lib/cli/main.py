@@ -10,10 +10,11 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from constructs_lib.cli import capacity as cli_capacity
-from constructs_lib import cli_audit, cli_member, cli_status, cli_team, cli_usage, simulate
+from constructs_lib import simulate
+from constructs_lib.cli import audit as cli_audit, capacity as cli_capacity, member as cli_member, status as cli_status
+from constructs_lib.cli import team as cli_team, usage as cli_usage
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.cli.explain import deals, render_table
+from constructs_lib.model.explain import deals, render_table
 from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
 from constructs_lib.model import GovernanceModel
 from constructs_lib.cli import slurm as slurm_cli

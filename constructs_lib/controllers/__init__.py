@@ -2,7 +2,13 @@
 ``capacity`` buys and rotates capacity for declared windows, ``reclaim`` lends, borrows and
 reclaims where a backend cannot. Both build on ``base.GovernanceController``."""
 
-from .capacity import CapacityController
-from .reclaim import ReclaimController, ReclaimTarget
+from typing import TYPE_CHECKING
+
+from constructs_lib.core.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .capacity import CapacityController
+    from .reclaim import ReclaimController, ReclaimTarget
 
 __all__ = ["CapacityController", "ReclaimController", "ReclaimTarget"]
+__getattr__, __dir__ = lazy_exports(__name__, {"CapacityController": "capacity", "ReclaimController": "reclaim", "ReclaimTarget": "reclaim"})

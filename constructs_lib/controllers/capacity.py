@@ -20,7 +20,7 @@ from gpu_governance_runtime.contract import (
     CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
 )
 
-from constructs_lib.chargeback import route_alarm, subscribe_alerts
+from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel

@@ -30,7 +30,7 @@ from gpu_governance_runtime.contract import (
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
-from constructs_lib.chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
+from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel

@@ -134,6 +134,28 @@ def account_of(arn: str) -> str:
     return arn.split(":")[4]
 
 
+# The repository name pattern of the ECR API; team names may hold what it refuses (a trailing
+# '-' or '_', '___', '_-').
+_ECR_NAME = re.compile(r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*")
+
+
+def repository_name(organisation: str, team_name: str) -> str:
+    """The team's ECR repository: ``<organisation>/<team>`` in lowercase (ECR accepts nothing
+    else; team names are unique ignoring case, so no two teams share one)."""
+    name = f"{organisation}/{team_name.lower()}"
+    if not _ECR_NAME.fullmatch(name):
+        raise GovernanceError.single(
+            "teams.name", "cannot name an ECR repository (the team's image repository)", team_name,
+            "letters and digits separated by single '-' runs, '_' or '__', not ending in '-' or '_'",
+        )
+    return name
+
+
+def secrets_prefix(organisation: str, team_name: str) -> str:
+    """Secrets Manager names the team's roles may read: ``<organisation>/<team>/...``."""
+    return f"{organisation}/{team_name}/"
+
+
 def team_key_alias(organisation: str, team_name: str) -> str:
     """The alias of a team's data key."""
     return f"alias/{organisation}/{team_name}"

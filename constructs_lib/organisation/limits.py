@@ -48,7 +48,7 @@ TEAM_BASE = 11
 # Kubernetes objects (plus one access entry per principal, counted apart); each pool: the team's
 # discovery parameter.
 TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 7, HYPERPOD_SLURM: 1}
-# Chargeback (constructs_lib/chargeback.py): a team in a Batch pool (observed by the reclaim
+# Chargeback (constructs_lib/organisation/chargeback.py): a team in a Batch pool (observed by the reclaim
 # controller) gets a usage dashboard and the policy that reads it, and with an owner an alert topic
 # and its subscription; a team with a monthly budget, the budget.
 TEAM_DASHBOARD, TEAM_OWNER_TOPIC, TEAM_BUDGET = 2, 2, 1

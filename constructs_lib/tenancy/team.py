@@ -8,21 +8,20 @@ import json
 from typing import Protocol, Sequence
 
 from aws_cdk import (
-    ArnFormat, CfnOutput, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_ecr as ecr, aws_iam as iam, aws_kms as kms,
-    aws_s3 as s3, aws_ssm as ssm,
+    ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_ecr as ecr, aws_iam as iam, aws_kms as kms,
+    aws_s3 as s3,
 )
 from constructs import Construct, Node
 
-from gpu_governance_runtime.contract import discovery_parameter_name, discovery_parameter_path
+from gpu_governance_runtime.contract import discovery_parameter_path
 
-from constructs_lib.chargeback import tag_for_cost_allocation
+from constructs_lib.core.chargeback import tag_for_cost_allocation
 
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
-from constructs_lib.discovery import describe, repository_name, secrets_prefix
 from constructs_lib.model import (
-    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, team_key_alias, team_role_arn,
+    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, repository_name, secrets_prefix, team_key_alias, team_role_arn,
 )
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -346,27 +345,6 @@ class TeamTenancy(Construct):
         # format_arn adds the "/" between "parameter" and the name; the name's own leading "/" goes.
         return Stack.of(self).format_arn(service="ssm", resource="parameter",
                                          resource_name=discovery_parameter_path(self.organisation, self.team.name).lstrip("/") + suffix)
-
-    def publish(self, model: GovernanceModel) -> dict[str, ssm.StringParameter]:
-        """One discovery parameter per pool the team has a quota in (constructs_lib.discovery),
-        readable by the team's roles (the data policy), and the two values only a deployment
-        knows as outputs of this construct's stack. Pool name -> parameter."""
-        parameters = {}
-        for pool in (p for p in model.pools if p.name in self.team.quotas):
-            document = describe(model, self.team.name, pool.name, bucket=self.bucket.bucket_name, kms_key_arn=self.key.key_arn)
-            parameters[pool.name] = ssm.StringParameter(
-                self, f"Discovery{pool.name}",
-                parameter_name=discovery_parameter_name(model.organisation, self.team.name, pool.name),
-                # json.dumps, not Stack.to_json_string, which drops the None of an absent borrow QoS;
-                # the bucket name and key ARN stay tokens inside the text.
-                string_value=json.dumps(document, separators=(",", ":")),
-                description=f"Where team {self.team.name} finds its capacity in pool {pool.name} (JSON)",
-                tier=ssm.ParameterTier.STANDARD,
-            )
-        CfnOutput(self, "BucketName", value=self.bucket.bucket_name, description=f"Bucket of team {self.team.name}")
-        CfnOutput(self, "DiscoveryPath", value=discovery_parameter_path(model.organisation, self.team.name),
-                  description=f"SSM path of the discovery parameters of team {self.team.name}, one per pool")
-        return parameters
 
     def _training_job_arn(self, name: str) -> str:
         return Stack.of(self).format_arn(service="sagemaker", resource="training-job", resource_name=name)

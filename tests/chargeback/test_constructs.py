@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from constructs_lib.chargeback import organisation_dashboard_name, purchases_monthly_amount, team_dashboard_name
+from constructs_lib.core.chargeback import organisation_dashboard_name, team_dashboard_name
+from constructs_lib.organisation.chargeback import purchases_monthly_amount
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_MANAGED_BY, TAG_POOL, TAG_TEAM
 from tests.foundation.org import default_data, synthesize_reference
@@ -155,7 +156,7 @@ def test_repeated_alert_targets_are_routed_once_and_same_named_topics_both():
     from aws_cdk import App, Stack, aws_cloudwatch as cloudwatch, aws_sns as sns
     from aws_cdk.assertions import Template
 
-    from constructs_lib.chargeback import route_alarm, subscribe_alerts
+    from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
 
     data = default_data()
     other = "arn:aws:sns:us-east-1:444455556666:gpu-platform-chatbot"  # same name, another account

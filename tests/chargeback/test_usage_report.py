@@ -14,7 +14,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from constructs_lib.cli import EXIT_BAD_INPUT, EXIT_OK, main
-from constructs_lib.cli_usage import MAX_QUERIES_PER_CALL, queries
+from constructs_lib.cli.usage import MAX_QUERIES_PER_CALL, queries
 from constructs_lib.model.loader import load_model
 from gpu_governance_runtime.contract import BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, USED_HOURS
 
@@ -130,7 +130,7 @@ def test_the_plot_is_a_real_png_with_one_panel_per_team(aws, capsys, tmp_path):
 
 
 def test_queries_are_batched_within_the_get_metric_data_limit():
-    from constructs_lib.cli_usage import read_usage
+    from constructs_lib.cli.usage import read_usage
 
     model = load_model(str(ROOT / "examples" / "org-200-teams.yaml"))
     calls: list[int] = []

@@ -301,7 +301,7 @@ def test_every_dashboard_draws_only_metrics_the_handlers_publish(functions):
 
 
 def test_the_usage_report_reads_exactly_what_a_tick_writes():
-    from constructs_lib.cli_usage import read_usage
+    from constructs_lib.cli.usage import read_usage
 
     class Recorder:
         def get_metric_data(self, **request):

@@ -19,6 +19,7 @@ LAYERS = (
     ("nag",),
     ("tenancy",),
     ("batch", "hyperpod_eks", "slurm"),
+    ("member",),
     ("controllers",),
     ("organisation",),
     ("traces",),
@@ -26,7 +27,7 @@ LAYERS = (
     ("cli",),
 )
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
-MODEL_ORDER = ("base", ("capacity", "slurm"), "organisation", ("loader", "policy"))
+MODEL_ORDER = ("base", ("capacity", "slurm"), "organisation", ("loader", "policy", "explain"))
 MODEL_RANK = {m: r for r, ms in enumerate(MODEL_ORDER) for m in ((ms,) if isinstance(ms, str) else ms)}
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.cli.explain import deal
+from constructs_lib.model.explain import deal
 from constructs_lib.model import GovernanceModel
 from tests.foundation.org import default_data
 

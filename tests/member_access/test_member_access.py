@@ -14,7 +14,7 @@ import json
 import pytest
 
 from constructs_lib.cli import main
-from constructs_lib.discovery import describe, describe_team, repository_name
+from constructs_lib.member.discovery import describe, describe_team, repository_name
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.organisation.limits import MAX_OUTPUTS, MAX_RESOURCES, TEAM_BASE, TEAM_PER_POOL, shared_resources
 from constructs_lib.model import GovernanceModel

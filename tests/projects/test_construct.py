@@ -7,7 +7,7 @@ from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
 from constructs_lib.model import GovernanceModel
-from constructs_lib.unified_studio import UnifiedStudioProjects
+from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
 
 from .test_model import example_data
 

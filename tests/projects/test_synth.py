@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from constructs_lib.audit import audit
+from constructs_lib.organisation.audit import audit
 from constructs_lib.model.loader import load_model
 from constructs_lib.model import PROJECT_CONTRIBUTOR, PROJECT_OWNER, GovernanceModel
 from constructs_lib.cli.report import summarise

@@ -1,4 +1,4 @@
-"""`gpu-governance status`: the pure reasoning (constructs_lib.waiting), the three backend readers
+"""`gpu-governance status`: the pure reasoning (constructs_lib.member.waiting), the three backend readers
 on recorded / stubbed backend output, and the command's exits. Batch is botocore's Stubber with
 full response shapes (every optional member), validated against the Batch model; Kueue objects
 are v1beta1 Workloads and ClusterQueues as `kubectl get -o json` prints them."""
@@ -13,12 +13,13 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-from constructs_lib import cli, cli_status
+from constructs_lib import cli
+from constructs_lib.cli import status as cli_status
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.policy import compile_policy
-from constructs_lib.status_readers import batch_observation, kueue_observation, slurm_observation
-from constructs_lib.waiting import RUNNING, WAITING, Observation, ObservedJob, explain
+from constructs_lib.member.status import batch_observation, kueue_observation, slurm_observation
+from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob, explain
 from gpu_governance_runtime.policy import parse_policy
 
 MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))

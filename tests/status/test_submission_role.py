@@ -1,6 +1,6 @@
 """`gpu-governance status` runs with the team's own submission role and needs nothing more: the
 offline policy evaluation of the synthesized reference organisation allows each team's
-submission role every call the Batch reader makes (constructs_lib.status_readers.BATCH_CALLS)
+submission role every call the Batch reader makes (constructs_lib.member.status.BATCH_CALLS)
 on the team's quota-share queues."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from constructs_lib.model.loader import load_model
-from constructs_lib.status_readers import BATCH_CALLS
+from constructs_lib.member.status import BATCH_CALLS
 from tests.foundation.org import synthesize_reference
 from tests.security.iam_eval import Principal, Request, load_assembly
 from tests.security.tenants import read_organisation

@@ -17,8 +17,8 @@ from typing import Any
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from constructs_lib.hyperpod_eks import kubernetes
-from constructs_lib.cli.explain import deal
-from .model import (
+from constructs_lib.model.explain import deal
+from constructs_lib.model import (
     POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
     team_key_alias, team_role_arn,
 )

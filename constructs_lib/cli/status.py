@@ -50,7 +50,7 @@ def _status(args: argparse.Namespace) -> int:
     from gpu_governance_runtime.policy import parse_policy
 
     from constructs_lib.model.policy import compile_policy
-    from .waiting import explain, render
+    from constructs_lib.member.waiting import explain, render
 
     model = load_model(args.config)
     team = next((t for t in model.teams if t.name == args.team), None)
@@ -93,7 +93,7 @@ def _only_job(status, job: str):
 def _batch(args: argparse.Namespace, pool, model):
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    from .status_readers import BATCH_CALLS, batch_observation
+    from constructs_lib.member.status import BATCH_CALLS, batch_observation
 
     try:
         return batch_observation(batch_client(args.region or model.capacity_account.region), pool, args.team, args.job)
@@ -117,7 +117,7 @@ def batch_client(region: str):
 
 
 def _eks(args: argparse.Namespace, pool, model):
-    from .status_readers import kueue_observation, read_json
+    from constructs_lib.member.status import kueue_observation, read_json
 
     namespace = f"hyperpod-ns-{args.team}"
     workloads = _text(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
@@ -133,7 +133,7 @@ def _eks(args: argparse.Namespace, pool, model):
 
 
 def _slurm(args: argparse.Namespace, pool, model):
-    from .status_readers import SQUEUE_COMMAND, slurm_observation
+    from constructs_lib.member.status import SQUEUE_COMMAND, slurm_observation
 
     text = _text(args.squeue, "--squeue", SQUEUE_COMMAND, env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"})
     try:

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .discovery import describe_team
+    from constructs_lib.member.discovery import describe_team
 
     documents = describe_team(load_model(args.config), args.team)
     print(json.dumps(documents, indent=2) if args.json else _as_text(documents))

@@ -1,5 +1,5 @@
 """One small reader per backend for `gpu-governance status`: each turns what the backend shows a
-team member into a :class:`constructs_lib.waiting.Observation`. Only the Batch reader calls AWS;
+team member into a :class:`constructs_lib.member.waiting.Observation`. Only the Batch reader calls AWS;
 the HyperPod EKS and Slurm readers parse the text `kubectl` and `squeue` print.
 
 Batch (quota-share queue ``pool.name``), with the team's submission role, calls exactly:
@@ -18,7 +18,7 @@ from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
 from gpu_governance_runtime.slurm.plan import borrow_qos_name
 
-from .waiting import RUNNING, WAITING, Observation, ObservedJob
+from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 
 # --- AWS Batch quota share -------------------------------------------------------------------------
 

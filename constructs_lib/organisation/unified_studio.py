@@ -15,7 +15,7 @@ from aws_cdk import aws_datazone as datazone
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge
-from .model import DomainUnitGrantPolicy, GovernanceModel, Project
+from constructs_lib.model import DomainUnitGrantPolicy, GovernanceModel, Project
 
 _GRANT = datazone.CfnPolicyGrant
 _GRANT_DETAIL = {

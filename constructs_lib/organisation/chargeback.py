@@ -14,89 +14,24 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from aws_cdk import Duration, Stack, Tags, aws_budgets as budgets, aws_cloudwatch as cloudwatch, aws_kms as kms, aws_sns as sns
-from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_COST_CENTRE,
-    TAG_MANAGED_BY, TAG_POOL, TAG_TEAM, USED_HOURS,
+    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, USED_HOURS,
 )
 
-from constructs_lib.core.acknowledgements import acknowledge
-from .model import GovernanceModel, Team
+from constructs_lib.model import GovernanceModel, Team
+from constructs_lib.core.chargeback import alert_emails, organisation_dashboard_name, tag_for_cost_allocation, team_dashboard_name
 from constructs_lib.core.placement import team_scope
 
 if TYPE_CHECKING:
     from constructs_lib.controllers.reclaim import ReclaimController
-    from .tenancy import TeamTenancy
+    from constructs_lib.tenancy import TeamTenancy
 
 # Budget notifications: spend passed 80% of the month's amount, or is forecast to pass it.
 BUDGET_THRESHOLDS = (("ACTUAL", 80), ("FORECASTED", 100))
 MAX_BUDGET_SUBSCRIBERS = 10  # email subscribers per budget notification (AWS Budgets quota)
 WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
-
-
-def cost_allocation_tags(team: Team, pool: str | None = None) -> dict[str, str]:
-    """The cost allocation tags of a resource of ``team`` (and of ``pool`` when it has one)."""
-    tags = {TAG_TEAM: team.name}
-    if pool is not None:
-        tags[TAG_POOL] = pool
-    if team.cost_centre is not None:
-        tags[TAG_COST_CENTRE] = team.cost_centre
-    return tags
-
-
-def tag_for_cost_allocation(scope: Construct, team: Team, pool: str | None = None) -> None:
-    """Tag every taggable resource under ``scope`` for ``team``'s cost allocation."""
-    for key, value in cost_allocation_tags(team, pool).items():
-        Tags.of(scope).add(key, value)
-
-
-def alert_emails(model: GovernanceModel) -> list[str]:
-    return list(dict.fromkeys(target for target in model.alerts if not target.startswith("arn:")))
-
-
-def alert_topic_arns(model: GovernanceModel) -> list[str]:
-    return list(dict.fromkeys(target for target in model.alerts if target.startswith("arn:")))
-
-
-def subscribe_email(topic: sns.Topic, id: str, email: str) -> sns.Subscription:
-    subscription = sns.Subscription(topic, id, topic=topic, endpoint=email, protocol=sns.SubscriptionProtocol.EMAIL)
-    acknowledge(subscription, "An email address that cannot be reached is a contact to correct, not a message to replay: "
-                "the alarm stays in ALARM, in its history and on the dashboards.", "Serverless-SNSRedrivePolicy")
-    return subscription
-
-
-def subscribe_alerts(topic: sns.Topic, model: GovernanceModel) -> None:
-    """Platform alert emails receive everything published to ``topic`` (it stays encrypted)."""
-    for email in alert_emails(model):
-        subscribe_email(topic, f"Alert{email}", email)
-
-
-def route_alarm(alarm: cloudwatch.Alarm, model: GovernanceModel) -> None:
-    """Also publish ``alarm`` to the organisation's existing alert topics (e.g. AWS Chatbot)."""
-    for index, arn in enumerate(alert_topic_arns(model)):  # imported: the id names no resource
-        alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
-
-
-def team_alert_topic(owner: Construct, team: Team, key: kms.IKey) -> sns.Topic | None:
-    """A topic (encrypted with ``key``) that the team's owner is subscribed to, in the team's
-    scope; None when the team names no owner."""
-    if team.owner is None:
-        return None
-    scope = team_scope(owner, team.name)
-    topic = sns.Topic(scope, f"TeamAlerts{team.name}", display_name=f"GPU alerts of team {team.name}", master_key=key, enforce_ssl=True)
-    subscribe_email(topic, "Owner", team.owner)
-    tag_for_cost_allocation(topic, team)
-    return topic
-
-
-def team_dashboard_name(organisation: str, team_name: str) -> str:
-    return f"{organisation}-gpu-team-{team_name}"
-
-
-def organisation_dashboard_name(organisation: str) -> str:
-    return f"{organisation}-gpu-usage"
 
 
 def _budget_notifications(emails: Sequence[str]) -> list[budgets.CfnBudget.NotificationWithSubscribersProperty]:

@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from .audit import as_json, audit, render
+    from constructs_lib.organisation.audit import as_json, audit, render
 
     rows = audit(load_model(args.config))
     print(json.dumps(as_json(rows), indent=2) if args.json else render(rows), end="\n" if args.json else "")

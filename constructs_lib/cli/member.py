@@ -21,7 +21,7 @@ from pathlib import Path
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, load_model
-from .member import MEMBER_BACKENDS, TeamSetup, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
+from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
 
 # Shell variables the batch snippet reads for what only a deployment knows.
 UNKNOWN_UNTIL_DEPLOYED = {"bucket": "TEAM_BUCKET", "kms_key_arn": "TEAM_KMS_KEY"}

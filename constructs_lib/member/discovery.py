@@ -8,7 +8,6 @@ offline they are None. No aws_cdk import (the CLI synthesizes nothing).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gpu_governance_runtime.contract import (
@@ -18,35 +17,13 @@ from gpu_governance_runtime.contract import (
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
-from .model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel
+from constructs_lib.model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, secrets_prefix
 
 CHECKPOINT_PREFIX = "checkpoints/"
 """Where in the team's bucket training jobs keep checkpoints (the bucket is the team's alone)."""
 
-# The repository name pattern of the ECR API; team names may hold what it refuses (a trailing
-# '-' or '_', '___', '_-').
-_ECR_NAME = re.compile(r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*")
-
-
 def partition(region: str) -> str:
     return "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
-
-
-def repository_name(organisation: str, team_name: str) -> str:
-    """The team's ECR repository: ``<organisation>/<team>`` in lowercase (ECR accepts nothing
-    else; team names are unique ignoring case, so no two teams share one)."""
-    name = f"{organisation}/{team_name.lower()}"
-    if not _ECR_NAME.fullmatch(name):
-        raise GovernanceError.single(
-            "teams.name", "cannot name an ECR repository (the team's image repository)", team_name,
-            "letters and digits separated by single '-' runs, '_' or '__', not ending in '-' or '_'",
-        )
-    return name
-
-
-def secrets_prefix(organisation: str, team_name: str) -> str:
-    """Secrets Manager names the team's roles may read: ``<organisation>/<team>/...``."""
-    return f"{organisation}/{team_name}/"
 
 
 def role_arn(model: GovernanceModel, team_name: str, suffix: str) -> str:

@@ -32,7 +32,7 @@ from gpu_governance_runtime.usage import idle_guaranteed_hours
 from constructs_lib.cli.capacity import LEDGER_TABLE_VARIABLE
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.loader import load_model
-from .model import GovernanceModel
+from constructs_lib.model import GovernanceModel
 
 DAY = 86_400
 MAX_QUERIES_PER_CALL = 500  # GetMetricData: metric data queries per request
@@ -209,7 +209,7 @@ def _fees(purchases: Iterable[PurchaseLine]) -> dict[str, Decimal]:
 
 def write_plot(series: dict[tuple[str, str, str], dict[datetime, float]], path: Path) -> None:
     """One panel per team: daily instance-hours used, guaranteed, borrowed and lent (all pools)."""
-    from .simulate import _load_pyplot
+    from constructs_lib.simulate import _load_pyplot
 
     pyplot = _load_pyplot()
     per_team: dict[str, dict[str, dict[datetime, float]]] = {}

@@ -4,7 +4,7 @@ Inputs are plain data: the pool's compiled policy (quotas, sharing strategies, b
 what a backend reader observed (use per share and the jobs, each with the reason the backend
 itself gave, already sorted into a :data:`REASONS` code where the backend's words are clear) and
 the capacity windows. Output: the team's use against its guarantee per instance type, and one
-plain-words explanation per job. Readers live in ``constructs_lib.status_readers``; the reasons
+plain-words explanation per job. Readers live in ``constructs_lib.member.status``; the reasons
 table is docs/status.md.
 """
 

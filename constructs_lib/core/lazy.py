@@ -1,0 +1,23 @@
+"""Packages whose names load on first use (PEP 562): importing a pure submodule of a package
+(``hyperpod_eks.kubernetes``, ``tenancy``'s names) must not start aws_cdk through the package's
+``__init__``, or the commands that synthesize nothing would pay for it."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Mapping
+
+
+def lazy_exports(package: str, defined_in: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for ``package``, given each public name's submodule."""
+
+    def __getattr__(name: str) -> Any:
+        module = defined_in.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+    def __dir__() -> list[str]:
+        return sorted(defined_in)
+
+    return __getattr__, __dir__
