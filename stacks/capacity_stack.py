@@ -50,7 +50,8 @@ class CapacityAccountStack(Stack):
         acknowledge(
             self.access_logs,
             "This bucket is the server access log destination; logging it to itself would loop.",
-            "AwsSolutions-S1", "S3BucketLoggingEnabled",
+            "AwsSolutions-S1", "NIST.800.53.R5-S3BucketLoggingEnabled", "HIPAA.Security-S3BucketLoggingEnabled",
+            "PCI.DSS.321-S3BucketLoggingEnabled",
         )
         acknowledge(
             self.access_logs,

@@ -21,7 +21,6 @@ PACKS_WITH_RULE: dict[str, tuple[str, ...]] = {
     "LambdaConcurrency": ("NIST.800.53.R5", "HIPAA.Security"),
     "LambdaDLQ": ("NIST.800.53.R5", "HIPAA.Security", "Serverless"),
     "LambdaInsideVPC": _CONTROL_PACKS,
-    "S3BucketLoggingEnabled": _CONTROL_PACKS,
     "S3BucketReplicationEnabled": _CONTROL_PACKS,
     "S3DefaultEncryptionKMS": _CONTROL_PACKS,
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Protocol
 
+from .common import metrics
 from .contract import BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, SHARE_DIMENSIONS, USAGE_METRICS, USED_HOURS
 
 
@@ -43,15 +44,6 @@ def idle_guaranteed_hours(values: Mapping[str, float]) -> float:
 def usage_records(pool: str, rows: Iterable[ShareObservation], *, tick_seconds: float, namespace: str, now: float) -> list[dict[str, Any]]:
     """One embedded-metric-format record per share of ``pool``."""
     return [
-        {
-            "_aws": {
-                "Timestamp": int(now * 1000),
-                "CloudWatchMetrics": [{"Namespace": namespace, "Dimensions": [list(SHARE_DIMENSIONS)],
-                                       "Metrics": [{"Name": m, "Unit": "None"} for m in USAGE_METRICS]}],
-            },
-            SHARE_DIMENSIONS[0]: pool,
-            SHARE_DIMENSIONS[1]: share,
-            **values,
-        }
+        metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share))), {m: (v, "None") for m, v in values.items()}, timestamp=now)
         for share, values in sorted(instance_hours(rows, tick_seconds).items())
     ]

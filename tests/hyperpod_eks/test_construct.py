@@ -219,7 +219,8 @@ def test_workload_role_trusts_only_its_namespace_service_account_on_this_cluster
     }
 
 
-def test_workload_role_uses_only_its_own_bucket_and_key(synthesized):
+def test_workload_role_uses_only_its_own_teams_data(synthesized):
+    # its own bucket and key, and (issue 13) its own team's secrets and discovery parameters
     governance, template, _ = synthesized
     stack = Stack.of(governance)
     tenancy = governance.node.scope.node.find_child("Teamvision")
@@ -229,7 +230,8 @@ def test_workload_role_uses_only_its_own_bucket_and_key(synthesized):
     statements = attached[0]["Properties"]["PolicyDocument"]["Statement"]
     allowed = {json.dumps(r, sort_keys=True) for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])}
     expected = {json.dumps(stack.resolve(arn), sort_keys=True) for arn in (
-        tenancy.bucket.arn_for_objects("*"), tenancy.bucket.bucket_arn, tenancy.key.key_arn)}
+        tenancy.bucket.arn_for_objects("*"), tenancy.bucket.bucket_arn, tenancy.key.key_arn,
+        tenancy._secrets_arn(), tenancy._discovery_arn(), tenancy._discovery_arn("/*"))}
     assert allowed == expected
     assert not [p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"].get("Roles", [])]
     key = resources(template, "AWS::KMS::Key")[stack.get_logical_id(tenancy.key.node.default_child)]

@@ -174,7 +174,10 @@ def tick(environment: dict, queue_reads) -> dict[str, dict]:
         stubber.assert_no_pending_responses()
     metrics = [r for r in records if "_aws" in r]
     assert {m["_aws"]["CloudWatchMetrics"][0]["Namespace"] for m in metrics} == {environment[ENV_METRICS_NAMESPACE]}
-    return {m["Share"]: m for m in metrics}
+    by_share: dict[str, dict] = {}
+    for m in metrics:  # the share metrics and the usage metrics are separate documents
+        by_share.setdefault(m["Share"], {}).update(m)
+    return by_share
 
 
 # training borrows the whole pool's p5; research waits for 2 p5 inside its guarantee (starved);

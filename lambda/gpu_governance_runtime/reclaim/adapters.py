@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from botocore.exceptions import ClientError
 
+from ..common import log
 from ..policy import Policy, PoolPolicy
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
@@ -198,8 +199,7 @@ class BatchQuotaShareObserver:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
                 raise
-            print(json.dumps({"event": "listing_incomplete", "queue": self.job_queue, "share": share, "read": len(jobs),
-                              "error": str(error)}), flush=True)
+            log.write({"event": "listing_incomplete", "queue": self.job_queue, "share": share, "read": len(jobs), "error": str(error)})
         return list(jobs.values())
 
     def preempt(self, preemption: Preemption) -> ActionResult:
