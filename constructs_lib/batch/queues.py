@@ -1,12 +1,16 @@
 """AWS Batch job queues governed by the model: quota-share queues for SageMaker training jobs
-and fair-share queues over existing EC2 / EKS compute environments."""
+and fair-share queues over existing EC2 / EKS compute environments.
+
+The fair-share queue is built from aws-cdk-lib's L2s; the quota-share queue stays on L1s because
+aws-cdk-lib has no L2 for service environments, quota shares or quota-share scheduling policies."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Sequence
 
 from gpu_governance_runtime import contract
-from aws_cdk import ArnFormat, Stack, aws_batch as batch, aws_iam as iam
+from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
@@ -52,6 +56,29 @@ def _combine(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement])
         grant = one if grant is None else grant.combine(one)
     assert grant is not None
     return grant
+
+
+def l1_logical_id(construct: Construct) -> str:
+    """The logical id CDK gives a CloudFormation resource at ``construct``'s own path.
+
+    An L2 puts its resource one level down, under ``Resource``, and CDK hashes that name into
+    the logical id; the fair-share queue's L2s are pinned to the ids their L1s had, as a new id
+    would make CloudFormation replace the named queue and policy. This is CDK's ``makeUniqueId``
+    for the path below the stack (``Default`` left out, the path's names without repeats and
+    non-alphanumerics, then the first 8 hex digits of the path's MD5), which CDK keeps fixed as
+    every deployed stack depends on it; ``tests/foundation/test_batch_constructs.py`` checks it
+    against CDK's own ids."""
+    scopes = construct.node.scopes
+    path = [s.node.id for s in scopes[scopes.index(Stack.of(construct)) + 1:] if s.node.id != "Default"]
+    alphanumeric = lambda name: "".join(c for c in name if c.isascii() and c.isalnum())  # noqa: E731
+    if len(path) == 1 and len(alphanumeric(path[0])) <= 255:
+        return alphanumeric(path[0])
+    human: list[str] = []
+    for name in path:
+        if not human or not human[-1].endswith(name):
+            human.append(name)
+    digest = hashlib.md5("/".join(path).encode()).hexdigest()[:8].upper()
+    return "".join(alphanumeric(name) for name in human if name != "Resource")[:240] + digest
 
 
 class _GovernedQueue(Construct):
@@ -276,35 +303,45 @@ class FairShareJobQueue(_GovernedQueue):
         "support no resource-level permissions."
     )
 
+    job_queue: batch.JobQueue  # type: ignore[assignment]  # the L2; the quota-share queue's is an L1
+
     def __init__(self, scope: Construct, id: str, *, pool: BatchFairSharePool, teams: Sequence[Team]) -> None:
         super().__init__(scope, id, pool=pool, teams=teams)
-        self.scheduling_policy = batch.CfnSchedulingPolicy(
+        self.scheduling_policy = batch.FairshareSchedulingPolicy(
             self,
             "SchedulingPolicy",
-            name=f"{pool.name}-fair-share",
-            fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
-                share_decay_seconds=pool.share_decay_seconds,
-                compute_reservation=pool.compute_reservation,
-                share_distribution=[
-                    batch.CfnSchedulingPolicy.ShareAttributesProperty(
-                        share_identifier=team.name, weight_factor=fair_share_weight_factor(team.fair_share_weight)
-                    )
-                    for team in self.teams
-                ],
-            ),
+            scheduling_policy_name=f"{pool.name}-fair-share",
+            share_decay=Duration.seconds(pool.share_decay_seconds),
+            compute_reservation=pool.compute_reservation,
+            shares=[
+                batch.Share(share_identifier=team.name, weight_factor=fair_share_weight_factor(team.fair_share_weight))
+                for team in self.teams
+            ],
         )
-        self.job_queue = batch.CfnJobQueue(
+        self.job_queue = batch.JobQueue(
             self,
             "JobQueue",
             job_queue_name=pool.name,
             priority=pool.queue_priority,
-            scheduling_policy_arn=self.scheduling_policy.attr_arn,
-            compute_environment_order=[
-                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(order=index + 1, compute_environment=arn)
+            scheduling_policy=self.scheduling_policy,
+            # The queue reads only the ARN of each imported environment, EC2 or EKS alike.
+            compute_environments=[
+                batch.OrderedComputeEnvironment(
+                    order=index + 1,
+                    compute_environment=batch.UnmanagedComputeEnvironment.from_unmanaged_compute_environment_arn(
+                        self, f"ComputeEnvironment{index + 1}", arn
+                    ),
+                )
                 for index, arn in enumerate(pool.compute_environments)
             ],
-            state="ENABLED",
+            enabled=True,
         )
+        for l2 in (self.scheduling_policy, self.job_queue):  # the L1s' ids: nothing deployed is replaced
+            l2.node.default_child.override_logical_id(l1_logical_id(l2))
+
+    @property
+    def job_queue_arn(self) -> str:
+        return self.job_queue.job_queue_arn
 
     def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
         """SubmitJob only with the team's share identifier (the ``batch:ShareIdentifier`` key)

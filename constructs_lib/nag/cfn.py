@@ -57,8 +57,11 @@ def governance_metadata(node: CfnResource) -> dict[str, Any]:
 
 
 def properties(node: CfnResource) -> dict[str, Any]:
-    """The resource's CloudFormation properties, tokens resolved to intrinsics."""
-    return Stack.of(node).resolve(node._render_properties(node._cfn_properties)) or {}
+    """The resource's CloudFormation properties, tokens resolved to intrinsics.
+
+    Resolved first, then rendered, as CDK itself does: an L2 may hold a property as a lazy value
+    (the compute environments of ``aws_batch.JobQueue``) that only resolves to plain data."""
+    return node._render_properties(Stack.of(node).resolve(node._cfn_properties)) or {}
 
 
 def as_list(value: Any) -> list[Any]:

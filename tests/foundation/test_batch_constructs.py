@@ -1,10 +1,12 @@
 import json
 
 import pytest
-from aws_cdk import App, Stack, aws_iam as iam
+from aws_cdk import App, CfnResource, Stack, aws_batch as batch, aws_iam as iam
 from aws_cdk.assertions import Match, Template
+from constructs import Construct
 
 from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue, fair_share_weight_factor
+from constructs_lib.batch.queues import l1_logical_id
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
 
@@ -127,6 +129,34 @@ def test_fair_share_queue(synthesized):
         "JobQueueName": "ec2",
         "ComputeEnvironmentOrder": [{"ComputeEnvironment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu", "Order": 1}],
     })
+
+
+def test_fair_share_queue_keeps_the_logical_ids_of_its_former_l1s(synthesized):
+    # The queue and policy are L2s now; new logical ids would replace the deployed, named ones.
+    _, _, template = synthesized
+    stack = Stack(App(), "Queues")
+    former = Construct(stack, "Fair")
+    expected = {
+        "AWS::Batch::SchedulingPolicy": stack.resolve(batch.CfnSchedulingPolicy(former, "SchedulingPolicy").logical_id),
+        "AWS::Batch::JobQueue": stack.resolve(
+            batch.CfnJobQueue(former, "JobQueue", priority=1, compute_environment_order=[]).logical_id
+        ),
+    }
+    for kind, logical_id in expected.items():
+        assert logical_id in template.find_resources(kind)
+
+
+@pytest.mark.parametrize("path", [
+    ["Queue"], ["Pool", "Queue"], ["Poolec2-gpu", "JobQueue"], ["Pool", "Default", "Queue"], ["Queue", "Queue"],
+    ["MyQueue", "Queue"], ["Pool", "Resource", "Queue"], ["x" * 250, "Queue"], ["y" * 260], ["é-1", "Queue"],
+])
+def test_l1_logical_id_is_cdks(path):
+    stack = Stack(App(), "Ids")
+    scope: Construct = stack
+    for name in path[:-1]:
+        scope = Construct(scope, name)
+    resource = CfnResource(scope, path[-1], type="Test::Resource")
+    assert l1_logical_id(resource) == stack.resolve(resource.logical_id)
 
 
 def test_weight_factor_keeps_ratios_inverted():

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import App, Stack, aws_iam as iam
+from aws_cdk import App, Stack, aws_batch as batch, aws_iam as iam
 from cdk_nag import NagRuleCompliance
 
 from constructs_lib.nag import RULES, declare_capacity_controller, declare_platform_admin
@@ -54,6 +54,7 @@ CASES = [
     ("BorrowWithoutLimit", "not-a-quota", lambda s, i: key(s, i), NA),
     ("SharedQueueWithoutPolicy", "with-policy", lambda s, i: job_queue(s, i, f"arn:aws:batch:us-east-1:{ACCOUNT}:scheduling-policy/fs"), OK),
     ("SharedQueueWithoutPolicy", "fifo", lambda s, i: job_queue(s, i, None), BAD),
+    ("SharedQueueWithoutPolicy", "l2-queue-with-policy", lambda s, i: _l2_queue(s, i), OK),
     ("SharedQueueWithoutPolicy", "one-team-queue", lambda s, i: _single_team_queue(s, i), NA),
     ("SharedQueueWithoutPolicy", "not-a-queue", lambda s, i: quota_share(s, i, {"strategy": "LEND"}), NA),
     ("CapacityPurchaseGrant", "controller-on-blocks", lambda s, i: policy(s, i, [_controller(s, f"{i}R").ref], {"Action": "ec2:PurchaseCapacityBlock", "Resource": BLOCKS}), OK),
@@ -131,6 +132,18 @@ def _team_tagging(extra_conditions: dict) -> list[dict]:
         {"Action": ["batch:TerminateJob", "batch:TerminateServiceJob"], "Resource": [JOBS, SERVICE_JOBS],
          "Condition": {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "a"}}},
     ]
+
+
+def _l2_queue(stack, id):
+    """aws_batch.JobQueue holds its compute environments as a lazy value: the rules must read it."""
+    environment = batch.UnmanagedComputeEnvironment.from_unmanaged_compute_environment_arn(
+        stack, f"{id}Environment", f"arn:aws:batch:us-east-1:{ACCOUNT}:compute-environment/ce"
+    )
+    queue = batch.JobQueue(
+        stack, id, scheduling_policy=batch.FairshareSchedulingPolicy(stack, f"{id}Policy"),
+        compute_environments=[batch.OrderedComputeEnvironment(compute_environment=environment, order=1)],
+    )
+    return queue.node.default_child
 
 
 def _single_team_queue(stack, id):
