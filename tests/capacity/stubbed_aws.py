@@ -84,7 +84,7 @@ class StubbedAws:
 def block_offering(o):
     return {"CapacityBlockOfferingId": o.id, "InstanceType": o.instance_type, "AvailabilityZone": o.availability_zone,
             "InstanceCount": o.count, "StartDate": o.start, "EndDate": o.end, "CapacityBlockDurationHours": o.duration_hours,
-            "UpfrontFee": str(o.upfront_fee), "CurrencyCode": "USD"}
+            "CapacityBlockDurationMinutes": o.duration_minutes, "UpfrontFee": str(o.upfront_fee), "CurrencyCode": "USD"}
 
 
 def capacity_reservation(offering, *, intent_id, window, state="scheduled", reservation_id="cr-0123456789abcdef0"):

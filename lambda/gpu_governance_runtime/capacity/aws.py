@@ -10,7 +10,7 @@ tags everywhere else: any other error, whatever its type, may have come after th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Literal
@@ -22,7 +22,7 @@ from botocore.exceptions import (
 
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
-from .planner import HOUR, Offering, Reservation, Window, shortfall
+from .planner import HOUR, Offering, Reservation, Window, coverable, shortfall
 
 PURCHASE_CLIENT_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30)
 # The longest one purchase call can take with that client (connect, then wait for the answer).
@@ -121,7 +121,7 @@ class CapacityMarket:
         held = [r for r in held if r.window == window.name and r.state in market.COVERING_STATES]
         found: dict[str, Offering] = {}
         for occurrence in window.occurrences(now):
-            for gap_start, gap_end, missing in shortfall(occurrence, window.instance_count, [(r.start, r.end, r.count) for r in held]):
+            for gap_start, gap_end, missing in shortfall(coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]):
                 days = market.shortest_block_days(max(gap_start, now), gap_end)
                 if days is None:
                     continue
@@ -136,7 +136,7 @@ class CapacityMarket:
         return sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
-        return [block_offering(o) for o in _all(
+        return [replace(block_offering(o), requested_hours=days * 24) for o in _all(
             self.ec2, "describe_capacity_block_offerings", "CapacityBlockOfferings",
             InstanceType=window.instance_type, InstanceCount=missing, CapacityDurationHours=days * 24,
             StartDateRange=max(now, gap_end - timedelta(days=days)), EndDateRange=gap_start + timedelta(days=days),
@@ -167,16 +167,17 @@ class CapacityMarket:
             StartTimeAfter=max(now, gap_end - timedelta(days=days)), EndTimeBefore=gap_start + timedelta(days=days),
             DurationHours=days * 24, TargetResources=[TRAINING_PLAN_TARGETS[window.consumer["kind"]]],
         )
-        return [training_plan_offering(o) for o in response["TrainingPlanOfferings"]]
+        return [replace(training_plan_offering(o), requested_hours=days * 24) for o in response["TrainingPlanOfferings"]]
 
     def still_offered(self, offering: Offering, window: Window) -> Offering | None:
         """The same offering as the market shows it now (its fee may have changed), or None."""
+        days = (offering.requested_hours or offering.duration_hours) // 24  # searched again as it was found
         if offering.kind == "block":
-            found = self._block_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
+            found = self._block_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
         elif offering.kind == "extension":
             found = self._extensions(offering.duration_hours, offering.reservation_id)
         else:
-            found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
+            found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
         return next((o for o in found if o.id == offering.id), None)
 
     # --- purchases ------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ def block_offering(o: dict[str, Any]) -> Offering:
         id=o["CapacityBlockOfferingId"], kind="block", instance_type=o["InstanceType"], count=_whole(o["InstanceCount"], "InstanceCount"),
         availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
         duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
-        currency=o["CurrencyCode"],
+        currency=o["CurrencyCode"], duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
     )
 
 
@@ -223,10 +224,12 @@ def training_plan_offering(o: dict[str, Any]) -> Offering:
     """An offering as SearchTrainingPlanOfferings returns it (boto3 or AWS CLI JSON)."""
     capacity = o["ReservedCapacityOfferings"][0]
     start = _when(capacity["StartTime"])
+    hours = _whole(o["DurationHours"], "DurationHours")
+    minutes = _whole(o.get("DurationMinutes", 0), "DurationMinutes")
     return Offering(
         id=o["TrainingPlanOfferingId"], kind="training_plan", instance_type=capacity["InstanceType"],
         count=_whole(capacity["InstanceCount"], "InstanceCount"), availability_zone=capacity.get("AvailabilityZone", ""),
-        start=start, end=start + _whole(o["DurationHours"], "DurationHours") * HOUR, duration_hours=o["DurationHours"],
+        start=start, end=start + hours * HOUR + minutes * timedelta(minutes=1), duration_hours=hours, duration_minutes=minutes,
         upfront_fee=_fee(o["UpfrontFee"]), currency=o.get("CurrencyCode", "USD"),
     )
 

@@ -7,7 +7,7 @@ plan, so the Lambda controller, the tests and ``gpu-governance capacity plan`` s
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Literal, Mapping
@@ -122,14 +122,20 @@ class Offering:
     upfront_fee: Decimal
     currency: str = "USD"
     reservation_id: str | None = None  # the block an extension extends
+    duration_minutes: int = 0  # on top of duration_hours: blocks end at 11:30 UTC, whenever they start
+    requested_hours: int | None = None  # the whole-day duration searched for that found it (None: read from a file)
+
+    @property
+    def hours(self) -> Decimal:
+        return self.duration_hours + Decimal(self.duration_minutes) / 60
 
     @property
     def price_per_instance_hour(self) -> Decimal:
-        return self.upfront_fee / (self.count * self.duration_hours)
+        return self.upfront_fee / (self.count * self.hours)
 
     @property
-    def instance_hours(self) -> int:
-        return self.count * self.duration_hours
+    def instance_hours(self) -> Decimal:
+        return self.count * self.hours
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +188,12 @@ def shortfall(occurrence: Occurrence, needed: int, held: Iterable[Interval]) -> 
     return pieces
 
 
+def coverable(occurrence: Occurrence, now: datetime) -> Occurrence:
+    """The part of the occurrence that can still be bought (see ``market.instant_start_cover_from``)."""
+    start = min(market.instant_start_cover_from(occurrence.start, now), occurrence.end)
+    return replace(occurrence, start=start)
+
+
 def _interval(offering: Offering, reservations: Mapping[str, Reservation]) -> Interval:
     if offering.kind == "extension":
         extended = reservations[offering.reservation_id]
@@ -226,7 +238,8 @@ def plan(
         window = windows[occurrence.window]
         own = [r for r in reservations if r.window == window.name and _fits(r, window)]
         held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
-        gaps = shortfall(occurrence, window.instance_count, held + [_interval(p.offering, by_id) for p in purchases if p.window == window.name])
+        gaps = shortfall(coverable(occurrence, now), window.instance_count,
+                         held + [_interval(p.offering, by_id) for p in purchases if p.window == window.name])
         if not gaps:
             covered.append(occurrence)
             continue
@@ -258,7 +271,8 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
             problem = f"extends {offering.reservation_id}, which is {reservations[offering.reservation_id].state}"
         else:
             problem = market.block_offering_problem(
-                start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now
+                start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now,
+                duration_minutes=offering.duration_minutes,
             )
         if problem is None and offering.start < now - HOUR and offering.kind != "extension":
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
