@@ -64,7 +64,7 @@ def _plan(args: argparse.Namespace) -> int:
         reservations += found_reservations
     windows = list(parse_policy(compile_policy(model)).capacity_windows)  # what the controller reads, through its reader
     result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
-    print(json.dumps(_as_json(result), indent=2) if args.json else _as_text(result, windows))
+    print(json.dumps(_as_json(result, windows), indent=2) if args.json else _as_text(result, windows))
     return 0
 
 
@@ -160,10 +160,10 @@ def _as_text(result, windows) -> str:
             f"{verb} {what} {o.id} for {p.occurrence.key}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
             f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "
             f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour}); "
-            f"cheapest cover, then least unused time ({max(unused, 0)} instance-hours unused)"
+            f"cheapest cover, then least unused time ({max(unused, 0).quantize(Decimal('0.01')).normalize():f} instance-hours unused); serves {w.owner}"
         )
     lines += [f"COVERED {o.key} by blocks already held" for o in result.covered]
-    lines += [f"NOT COVERED {u.occurrence.key}: {u.reason}" for u in result.uncovered]
+    lines += [f"NOT COVERED {u.occurrence.key} ({caps[u.window].owner}): {u.reason}" for u in result.uncovered]
     lines += [f"IGNORED offering {offering_id}: {why}" for offering_id, why in result.ignored_offerings]
     for w in windows:
         if result.spend(w.name):
@@ -171,9 +171,10 @@ def _as_text(result, windows) -> str:
     return "\n".join(lines) or "nothing to buy: no occurrence of any window is within its buying horizon"
 
 
-def _as_json(result) -> dict[str, Any]:
+def _as_json(result, windows) -> dict[str, Any]:
+    owners = {w.name: w.owner_fields for w in windows}
     return {
-        "purchases": [{"window": p.window, "occurrence": p.occurrence.key, "mode": p.mode, "offering": p.offering.id, "kind": p.offering.kind,
+        "purchases": [{"window": p.window, **owners[p.window], "occurrence": p.occurrence.key, "mode": p.mode, "offering": p.offering.id, "kind": p.offering.kind,
                        "upfront_fee": str(p.offering.upfront_fee), "start": p.offering.start.isoformat(), "end": p.offering.end.isoformat(),
                        "availability_zone": p.offering.availability_zone} for p in result.purchases],
         "covered": [o.key for o in result.covered],

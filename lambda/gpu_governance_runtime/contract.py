@@ -75,7 +75,10 @@ TAG_TEAM = "gpu-governance:team"  # a team's queues, job definitions and jobs
 TAG_INTENT = "gpu-governance:intent"  # a purchase's intent id (exactly-once buying)
 TAG_WINDOW = "gpu-governance:window"  # the capacity window a purchase serves
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the controller id that bought it
-PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY)  # every tag a purchase carries, no more
+TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the cost centre a capacity window's purchases are charged to
+# Every tag a purchase carries, no more: the intent, its window, its controller, and the window's
+# owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
+PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
 TAG_INSTANCES = "gpu-governance:instances"  # Batch job tags the reclaim adapter reads
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"

@@ -187,6 +187,8 @@ class _Reader:
             self.problems.append(f"{path}.{name}: {data[name]!r} - not a window field (one of {', '.join(sorted(fields))})")
         checks = {
             "name": lambda v, p: self.expect(v, str, p, "a string"),
+            "team": lambda v, p: self.expect(v, str, p, "a team name") and (v != "" or self.problems.append(f"{p}: '' - a team name")),
+            "cost_centre": lambda v, p: v is None or self.expect(v, str, p, "a string or null"),
             "instance_type": lambda v, p: self.expect(v, str, p, "an instance type"),
             "market": lambda v, p: self.one_of(v, p, get_args(Market)),
             "mode": lambda v, p: self.one_of(v, p, get_args(Mode)),

@@ -45,7 +45,7 @@ def _base_data() -> dict[str, Any]:
     data["pools"][3]["cluster_arn"] = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234567"
     window = data["capacity_windows"][0]
     window["availability_zones"] = ["us-east-1a"]
-    common = {k: window[k] for k in ("start", "duration_hours", "max_price_per_instance_hour", "budget")}
+    common = {k: window[k] for k in ("team", "start", "duration_hours", "max_price_per_instance_hour", "budget")}
     data["capacity_windows"] += [
         {**common, "name": "batch-ce", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "batch_compute_environment", "launch_template_name": "gpu-launch",

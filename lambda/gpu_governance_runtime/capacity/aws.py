@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Mapping
 
 from botocore.config import Config
 from botocore.exceptions import (
@@ -182,8 +182,10 @@ class CapacityMarket:
 
     # --- purchases ------------------------------------------------------------------------------
 
-    def purchase(self, offering: Offering, *, intent_id: str, window: str) -> Outcome:
-        tags = {TAG_INTENT: intent_id, TAG_WINDOW: window, TAG_MANAGED_BY: self.controller_id}
+    def purchase(self, offering: Offering, *, intent_id: str, window: str, owner: Mapping[str, str] | None = None) -> Outcome:
+        """Buy with the tags on the request itself (tag-on-create): the intent, window and
+        controller, then ``owner`` (``Window.owner_tags``: team and cost centre)."""
+        tags = {TAG_INTENT: intent_id, TAG_WINDOW: window, TAG_MANAGED_BY: self.controller_id, **(owner or {})}
         try:
             if offering.kind == "block":
                 response = self.purchase_ec2.purchase_capacity_block(

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Literal, Mapping
 
+from ..contract import TAG_COST_CENTRE, TAG_TEAM
 from . import market
 
 Market = Literal["capacity_block", "training_plan"]
@@ -44,6 +45,25 @@ class Window:
     mode: Mode
     consumer: Mapping[str, Any] = field(default_factory=dict)
     fallback: Literal["on_demand", "none"] = "on_demand"
+    # The owner: the compiled policy always names the team; the defaults serve tests and what-if runs.
+    team: str = ""
+    cost_centre: str | None = None
+
+    @property
+    def owner_fields(self) -> dict[str, str]:
+        """Whom the window serves, as notifications and ``--json`` name it (unset fields left out)."""
+        return {key: value for key, value in (("team", self.team), ("cost_centre", self.cost_centre)) if value}
+
+    @property
+    def owner_tags(self) -> dict[str, str]:
+        """The owner's tags on every purchase for this window (contract.PURCHASE_TAG_KEYS)."""
+        keys = {"team": TAG_TEAM, "cost_centre": TAG_COST_CENTRE}
+        return {keys[name]: value for name, value in self.owner_fields.items()}
+
+    @property
+    def owner(self) -> str:
+        """Whom the window serves, as reports name it."""
+        return f"team {self.team or '?'}" + (f", cost centre {self.cost_centre}" if self.cost_centre else "")
 
     @classmethod
     def from_policy(cls, data: Mapping[str, Any]) -> "Window":
