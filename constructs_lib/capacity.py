@@ -17,7 +17,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
 )
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
@@ -94,6 +94,9 @@ class CapacityController(Construct):
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
             source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
+        # On-demand windows asked for by an event (a person's tool, an alarm's action): see capacity/requests.py.
+        events.Rule(self, "CapacityRequests", event_pattern=events.EventPattern(
+            source=[CAPACITY_EVENT_SOURCE], detail_type=[CAPACITY_REQUEST_DETAIL_TYPE]), targets=[target])
         self.alarms = self._alarms(model)
 
     def _grant_capacity(self, model: GovernanceModel) -> None:

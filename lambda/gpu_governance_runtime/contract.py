@@ -100,3 +100,10 @@ RECLAIM_METRICS = (*SHARE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all t
 CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
                     "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",
                     "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")
+
+# --- capacity requests (on-demand windows) ----------------------------------------------------
+
+CAPACITY_EVENT_SOURCE = "gpu-governance.capacity"  # events the capacity controller sends and takes
+# An EventBridge event of this detail-type asks for an on-demand window; its detail carries
+# team, instance_type, count, hours, optional start (ISO 8601 or "now"), window and token.
+CAPACITY_REQUEST_DETAIL_TYPE = "Capacity Request"

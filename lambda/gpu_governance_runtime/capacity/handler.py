@@ -22,9 +22,12 @@ import boto3
 from botocore.exceptions import ClientError
 
 from .. import api_check
-from ..contract import CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN
+from ..contract import (
+    CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
+    ENV_TOPIC_ARN,
+)
 from ..policy import PolicyError, read_policy
-from . import controller, hyperpod, market, requeue, rotation
+from . import controller, hyperpod, market, requests, requeue, rotation
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -96,6 +99,9 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
     time_left = time_left or (lambda: float("inf"))
     result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
+    if event.get("source") == CAPACITY_EVENT_SOURCE and event.get("detail-type") == CAPACITY_REQUEST_DETAIL_TYPE:
+        result["request"] = _on_request(event, windows, ledger, notify, now)
+    windows = {**windows, **requests.requested_windows(ledger, windows)}  # on-demand windows, within their declared window's limits
     if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
@@ -160,6 +166,15 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
                 JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
         return drained
     return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
+
+
+def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime) -> dict[str, Any]:
+    try:
+        request, new = requests.submit(ledger, windows.values(), now=now, **requests.from_event(event))
+    except requests.RequestRefused as refusal:
+        notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
+        return {"refused": str(refusal)}
+    return {"window": request.name, "team": request.team, "new": new}
 
 
 # DescribeCluster, UpdateCluster and the ledger record of one instance group.

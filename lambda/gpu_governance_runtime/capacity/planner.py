@@ -48,6 +48,13 @@ class Window:
     # The owner: the compiled policy always names the team; the defaults serve tests and what-if runs.
     team: str = ""
     cost_centre: str | None = None
+    # Set only on a requested window (capacity/requests.py): the declared window whose budget it spends.
+    budget_window: str | None = None
+
+    @property
+    def budget_key(self) -> str:
+        """Whose budget a purchase for this window counts against."""
+        return self.budget_window or self.name
 
     @property
     def owner_fields(self) -> dict[str, str]:
@@ -249,7 +256,9 @@ def plan(
     by_id = {r.id: r for r in reservations}
     sound, ignored = _sound_offerings(offerings, by_id, now)
     windows = {w.name: w for w in windows}
-    committed = {name: Decimal(spent.get(name, 0)) for name in windows}
+    committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
+    for name, w in windows.items():
+        committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
     purchases: list[Purchase] = []
     uncovered: list[Uncovered] = []
     covered: list[Occurrence] = []
@@ -270,13 +279,13 @@ def plan(
             and _overlaps(_interval(o, by_id), gaps)
             and o.id not in {p.offering.id for p in purchases}
         ]
-        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.name])
+        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key])
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
         for offering in choice:
             purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
-            committed[window.name] += offering.upfront_fee
+            committed[window.budget_key] += offering.upfront_fee
     return Plan(purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored))
 
 
