@@ -255,6 +255,9 @@ def plan(
     reservations = tuple(reservations)
     by_id = {r.id: r for r in reservations}
     sound, ignored = _sound_offerings(offerings, by_id, now)
+    of_type: dict[str, list[Offering]] = {}  # an occurrence looks only at offerings of its type
+    for offering in sound:
+        of_type.setdefault(offering.instance_type, []).append(offering)
     windows = {w.name: w for w in windows}
     committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
     for name, w in windows.items():
@@ -262,6 +265,7 @@ def plan(
     purchases: list[Purchase] = []
     uncovered: list[Uncovered] = []
     covered: list[Occurrence] = []
+    purchased: set[str] = set()
 
     for occurrence in sorted(o for w in windows.values() for o in w.occurrences(now)):
         window = windows[occurrence.window]
@@ -272,12 +276,13 @@ def plan(
         if not gaps:
             covered.append(occurrence)
             continue
+        own_ids = {r.id for r in own}
         candidates = [
-            o for o in sound
+            o for o in of_type.get(window.instance_type, ())
             if _fits(o, window)
-            and _serves(o, window, own)
+            and _serves(o, window, own_ids)
             and _overlaps(_interval(o, by_id), gaps)
-            and o.id not in {p.offering.id for p in purchases}
+            and o.id not in purchased
         ]
         choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key])
         if choice is None:
@@ -285,6 +290,7 @@ def plan(
             continue
         for offering in choice:
             purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
+            purchased.add(offering.id)
             committed[window.budget_key] += offering.upfront_fee
     return Plan(purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored))
 
@@ -317,10 +323,10 @@ def _fits(item: Reservation | Offering, window: Window) -> bool:
     return item.instance_type == window.instance_type and (not zones or item.availability_zone in zones)
 
 
-def _serves(offering: Offering, window: Window, own: list[Reservation]) -> bool:
+def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
     if window.market == "training_plan":
         return offering.kind == "training_plan"
-    return offering.kind == "block" or offering.reservation_id in {r.id for r in own}
+    return offering.kind == "block" or offering.reservation_id in own_ids
 
 
 def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
@@ -342,7 +348,8 @@ def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, b
                 f"cap is {window.max_price_per_instance_hour}"
             )
         return None, f"no combination of at most {MAX_PURCHASES_PER_OCCURRENCE} offerings covers {_describe(gaps)}"
-    within_budget = _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left)
+    within_budget = best if sum(o.upfront_fee for o in best) <= budget_left else (  # the best cover, if affordable, is the best affordable one
+        _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left))
     if within_budget is None:
         cost = sum(o.upfront_fee for o in best)
         return None, f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}"
@@ -363,27 +370,67 @@ def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], res
     return prices[low]
 
 
-def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):
-    def rank(combo: tuple[Offering, ...]):
-        extends = any(o.kind == "extension" for o in combo)
-        return (
-            not extends if window.prefer_extension else False,
-            sum(o.upfront_fee for o in combo),
-            sum(o.instance_hours for o in combo),  # needed hours are fixed: least unused time
-            len(combo),
-            tuple(o.id for o in combo),
-        )
+def _first_missing(gaps: list[Interval], chosen: list[Interval]) -> tuple[datetime, int] | None:
+    """The earliest moment of ``gaps`` that ``chosen`` leaves short, and by how many instances;
+    None when ``chosen`` covers them."""
+    short = [piece for start, end, missing in gaps for piece in shortfall(Occurrence(window="", start=start, end=end), missing, chosen)[:1]]
+    return min(((start, missing) for start, _, missing in short), default=None)
 
-    best = None
-    for size in range(1, MAX_PURCHASES_PER_OCCURRENCE + 1):
-        for combo in itertools.combinations(offerings, size):
-            if budget_left is not None and sum(o.upfront_fee for o in combo) > budget_left:
-                continue
-            if len({o.reservation_id for o in combo if o.kind == "extension"}) < sum(o.kind == "extension" for o in combo):
-                continue  # one extension per block per plan: a second would start where the first ends
-            if (best is None or rank(combo) < rank(best)) and _covers(gaps, (_interval(o, reservations) for o in combo)):
-                best = combo
-    return best
+
+def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):
+    """The best combination of at most ``MAX_PURCHASES_PER_OCCURRENCE`` offerings covering
+    ``gaps``: with ``prefer_extension`` one that extends a block if any does, then the cheapest,
+    then the fewest purchased instance-hours (least unused time), then the fewest purchases.
+
+    The same answer as trying every combination (tests/capacity/test_planner_search.py), found
+    faster. A cover must contain an offering that spans the earliest moment the offerings chosen
+    so far leave short, so only those are tried next; cheapest first, and a branch stops as soon
+    as its fee passes the best cover's or the budget (adding an offering never lowers the fee),
+    or when even the largest such offerings cannot make up the shortfall in the purchases left."""
+    by_fee = sorted(offerings, key=lambda o: (o.upfront_fee, o.id))
+    intervals = {o.id: _interval(o, reservations) for o in by_fee}
+
+    def rank(combo: tuple[Offering, ...]):
+        return (sum(o.upfront_fee for o in combo), sum(o.instance_hours for o in combo), len(combo), tuple(sorted(o.id for o in combo)))
+
+    def search(need_extension: bool):
+        best, best_rank = None, None
+
+        def extend(combo: tuple[Offering, ...], fee: Decimal) -> None:
+            nonlocal best, best_rank
+            missing = _first_missing(gaps, [intervals[o.id] for o in combo])
+            if missing is None:  # covers, but lacks the extension this search needs: only an extension can be added
+                options = [o for o in by_fee if o.kind == "extension"]
+            else:
+                moment, short = missing
+                options = [o for o in by_fee if intervals[o.id][0] <= moment < intervals[o.id][1]]
+                left = MAX_PURCHASES_PER_OCCURRENCE - len(combo)
+                if left * max((intervals[o.id][2] for o in options), default=0) < short:
+                    return
+            for offering in options:
+                total = fee + offering.upfront_fee
+                if (best_rank is not None and total > best_rank[0]) or (budget_left is not None and total > budget_left):
+                    break  # every later option costs at least as much
+                if offering in combo or (offering.kind == "extension"
+                                         and offering.reservation_id in {o.reservation_id for o in combo if o.kind == "extension"}):
+                    continue  # one extension per block per plan: a second would start where the first ends
+                chosen = combo + (offering,)
+                qualifies = not need_extension or any(o.kind == "extension" for o in chosen)
+                if qualifies and _first_missing(gaps, [intervals[o.id] for o in chosen]) is None:
+                    if best_rank is None or rank(chosen) < best_rank:
+                        best, best_rank = chosen, rank(chosen)
+                elif len(chosen) < MAX_PURCHASES_PER_OCCURRENCE:
+                    extend(chosen, total)
+
+        extend((), Decimal(0))
+        return best
+
+    if window.prefer_extension and any(o.kind == "extension" for o in offerings):
+        extending = search(need_extension=True)
+        if extending is not None:
+            return tuple(sorted(extending, key=lambda o: o.id))
+    best = search(need_extension=False)
+    return None if best is None else tuple(sorted(best, key=lambda o: o.id))
 
 
 def _describe(gaps: list[Interval]) -> str:
