@@ -18,6 +18,7 @@ from aws_cdk import (
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    team_training_plans_parameter,
 )
 
 from .acknowledgements import acknowledge, acknowledge_wildcard_resources
@@ -151,6 +152,12 @@ class CapacityController(Construct):
                 iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan"], resources=[plans]),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
+        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
+        if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
+            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
+                stack.format_arn(service="ssm", resource="parameter",
+                                 resource_name=team_training_plans_parameter(model.organisation, team).lstrip("/"))
+                for team in plan_teams]))
         for statement in statements + requeue_statements + cluster_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")

@@ -107,3 +107,10 @@ CAPACITY_EVENT_SOURCE = "gpu-governance.capacity"  # events the capacity control
 # An EventBridge event of this detail-type asks for an on-demand window; its detail carries
 # team, instance_type, count, hours, optional start (ISO 8601 or "now"), window and token.
 CAPACITY_REQUEST_DETAIL_TYPE = "Capacity Request"
+
+
+def team_training_plans_parameter(organisation: str, team: str) -> str:
+    """The SSM parameter naming a team's active training plans for SageMaker training jobs: a JSON
+    list of ``{"arn", "window", "ends"}`` (``[]`` when none), written by the capacity controller.
+    Beside the team's other discovery parameters, under a name of its own."""
+    return f"/gpu-governance/{organisation}/teams/{team}/training-plans"

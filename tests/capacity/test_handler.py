@@ -41,7 +41,8 @@ def env(tmp_path):
         eks_stub.activate()
         clients = Clients(ec2=stubbed.ec2, sagemaker=stubbed.sagemaker, purchase_ec2=stubbed.ec2, purchase_sagemaker=stubbed.sagemaker, dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
                           sns=boto3.client("sns", region_name="us-east-1"), events=boto3.client("events", region_name="us-east-1"),
-                          batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"))
+                          batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"),
+                          ssm=boto3.client("ssm", region_name="us-east-1"))
         settings = {"POLICY_PATH": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
                     "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40"}
         yield stubbed, clients, settings, eks_stub

@@ -27,7 +27,7 @@ from ..contract import (
     ENV_TOPIC_ARN,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, hyperpod, market, requests, requeue, rotation
+from . import controller, delivery, hyperpod, market, requests, requeue, rotation
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -44,6 +44,7 @@ REQUIRED_OPERATIONS = {
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "ListJobs", "SubmitJob", "TerminateJob",
               "UpdateComputeEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
+    "ssm": ("GetParameter", "PutParameter"),
 }
 
 
@@ -59,6 +60,7 @@ class Clients:
     batch: Any
     eks: Any
     ecs: Any
+    ssm: Any  # publishes each team's active training plans (delivery.py)
 
 
 def _clients() -> Clients | None:
@@ -68,7 +70,7 @@ def _clients() -> Clients | None:
         ec2=boto3.client("ec2"), sagemaker=boto3.client("sagemaker"),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
         dynamodb=boto3.client("dynamodb"), sns=boto3.client("sns"), events=boto3.client("events"),
-        batch=boto3.client("batch"), eks=boto3.client("eks"), ecs=boto3.client("ecs"),
+        batch=boto3.client("batch"), eks=boto3.client("eks"), ecs=boto3.client("ecs"), ssm=boto3.client("ssm"),
     )
     api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
     return clients
@@ -106,10 +108,12 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
+    result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm,
+                                                organisation=read_policy(settings).organisation)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] if "error" in r])
+                       + [r for r in result["hyperpod"] + result["training_plans"] if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
