@@ -149,7 +149,9 @@ class CapacityController(Construct):
             statements += [
                 iam.PolicyStatement(actions=["sagemaker:CreateTrainingPlan", "sagemaker:AddTags"], resources=[plans], conditions=tagged_by_us),
                 iam.PolicyStatement(actions=["sagemaker:CreateReservedCapacity"], resources=[arn("sagemaker", "reserved-capacity")]),
-                iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan"], resources=[plans]),
+                iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan", "sagemaker:DescribeTrainingPlanExtensionHistory"], resources=[plans]),
+                iam.PolicyStatement(actions=["sagemaker:ExtendTrainingPlan"], resources=[plans],
+                                    conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
         plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})

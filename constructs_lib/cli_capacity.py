@@ -201,7 +201,7 @@ def _as_text(result, windows) -> str:
         o, w = p.offering, caps[p.window]
         unused = o.instance_hours - w.instance_count * w.duration_hours
         verb = {"dry_run": "WOULD BUY (dry run)", "approval": "WOULD ASK APPROVAL FOR", "auto": "BUY"}[p.mode]
-        what = "extension of " + (o.reservation_id or "") if o.kind == "extension" else o.kind.replace("_", " ")
+        what = f"{o.kind.replace('_', ' ')} of {o.reservation_id}" if o.extends else o.kind.replace("_", " ")
         lines.append(
             f"{verb} {what} {o.id} for {p.occurrence.key}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
             f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "

@@ -33,7 +33,8 @@ class StubbedAws:
         self.ec2_stub.activate()
         self.sm_stub.activate()
         self.purchase_attempts: list[dict] = []
-        for client, operation in ((self.ec2, "PurchaseCapacityBlock"), (self.ec2, "PurchaseCapacityBlockExtension"), (self.sagemaker, "CreateTrainingPlan")):
+        for client, operation in ((self.ec2, "PurchaseCapacityBlock"), (self.ec2, "PurchaseCapacityBlockExtension"), (self.sagemaker, "CreateTrainingPlan"),
+                                  (self.sagemaker, "ExtendTrainingPlan")):
             client.meta.events.register_first(f"provide-client-params.*.{operation}", self._count)
         self.market = CapacityMarket(ec2=self.ec2, sagemaker=self.sagemaker, controller_id=CONTROLLER)
 

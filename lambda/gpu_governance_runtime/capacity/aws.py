@@ -106,6 +106,18 @@ class CapacityMarket:
                 availability_zone=match["AvailabilityZone"], start=match["CapacityBlockExtensionStartDate"],
                 end=match["CapacityBlockExtensionEndDate"], state=state,
             )
+        if offering.kind == "training_plan_extension":
+            history = _all(self.sagemaker, "describe_training_plan_extension_history", "TrainingPlanExtensions",
+                           TrainingPlanArn=offering.reservation_id)
+            match = next((e for e in history if e["TrainingPlanExtensionOfferingId"] == offering.id), None)
+            if match is None:
+                return None
+            failed = "fail" in f"{match.get('Status', '')} {match.get('PaymentStatus', '')}".lower()
+            return Reservation(
+                id=offering.reservation_id, window=window, instance_type=offering.instance_type, count=offering.count,
+                availability_zone=match.get("AvailabilityZone", offering.availability_zone), start=match.get("StartDate", offering.start),
+                end=match.get("EndDate", offering.end), state="payment-failed" if failed else "scheduled",
+            )
         try:
             plan = self.sagemaker.describe_training_plan(TrainingPlanName=intent_id)
         except ClientError as error:
@@ -127,12 +139,12 @@ class CapacityMarket:
                     continue
                 if window.market == "training_plan":
                     found.update((o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, days, now))
-                    continue
-                found.update((o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now))
+                else:
+                    found.update((o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now))
                 if window.prefer_extension:
                     for reservation in held:
                         if reservation.state in market.EXTENDABLE_STATES and gap_start <= reservation.end < gap_end:
-                            found.update((o.id, o) for o in self._extension_offerings(reservation, gap_end))
+                            found.update((o.id, o) for o in self._extension_offerings(reservation, gap_end, window.market))
         return sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
@@ -142,11 +154,27 @@ class CapacityMarket:
             StartDateRange=max(now, gap_end - timedelta(days=days)), EndDateRange=gap_start + timedelta(days=days),
         )]
 
-    def _extension_offerings(self, reservation, gap_end):
+    def _extension_offerings(self, reservation, gap_end, kind="capacity_block"):
         days = market.shortest_block_days(reservation.end, gap_end)
         if days is None:
             return []
+        if kind == "training_plan":
+            return self._training_plan_extensions(days * 24, reservation)
         return self._extensions(days * 24, reservation.id)
+
+    def _training_plan_extensions(self, duration_hours, plan: Reservation):
+        """Extension offerings of a plan (SearchTrainingPlanOfferings with its TrainingPlanArn):
+        the plan keeps its ARN, its end moves."""
+        response = self.sagemaker.search_training_plan_offerings(TrainingPlanArn=plan.id, DurationHours=duration_hours)
+        return [
+            Offering(
+                id=o["TrainingPlanExtensionOfferingId"], kind="training_plan_extension", instance_type=plan.instance_type, count=plan.count,
+                availability_zone=o.get("AvailabilityZone", plan.availability_zone), start=_when(o["StartDate"]), end=_when(o["EndDate"]),
+                duration_hours=_whole(o["DurationHours"], "DurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
+                currency=o.get("CurrencyCode", "USD"), reservation_id=plan.id, requested_hours=duration_hours,
+            )
+            for o in response.get("TrainingPlanExtensionOfferings") or []
+        ]
 
     def _extensions(self, duration_hours, reservation_id):
         offered = _all(self.ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings",
@@ -176,6 +204,10 @@ class CapacityMarket:
             found = self._block_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
         elif offering.kind == "extension":
             found = self._extensions(offering.duration_hours, offering.reservation_id)
+        elif offering.kind == "training_plan_extension":
+            plan = Reservation(id=offering.reservation_id, window=window.name, instance_type=offering.instance_type, count=offering.count,
+                               availability_zone=offering.availability_zone, start=offering.start, end=offering.end, state="active")
+            found = self._training_plan_extensions(offering.requested_hours or offering.duration_hours, plan)
         else:
             found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
         return next((o for o in found if o.id == offering.id), None)
@@ -193,6 +225,10 @@ class CapacityMarket:
                     TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
                 )
                 return Outcome(result="purchased", reservation_id=response["CapacityReservation"]["CapacityReservationId"])
+            if offering.kind == "training_plan_extension":
+                # Like a block extension: the plan keeps its ARN, name and tags.
+                self.purchase_sagemaker.extend_training_plan(TrainingPlanExtensionOfferingId=offering.id)
+                return Outcome(result="purchased", reservation_id=offering.reservation_id)
             if offering.kind == "extension":
                 # The extension keeps the reservation id, which already carries our tags.
                 self.purchase_ec2.purchase_capacity_block_extension(

@@ -17,7 +17,8 @@ from . import market
 
 Market = Literal["capacity_block", "training_plan"]
 Mode = Literal["dry_run", "approval", "auto"]
-OfferingKind = Literal["block", "extension", "training_plan"]
+OfferingKind = Literal["block", "extension", "training_plan", "training_plan_extension"]
+EXTENSION_KINDS = ("extension", "training_plan_extension")  # keep the reservation (plan) id, extend its end
 
 # A window rarely needs more than a chain of three blocks (e.g. 14 days + 7 days + an
 # extension); the bound keeps the exhaustive search small and the plan easy to read.
@@ -153,6 +154,10 @@ class Offering:
     requested_hours: int | None = None  # the whole-day duration searched for that found it (None: read from a file)
 
     @property
+    def extends(self) -> bool:
+        return self.kind in EXTENSION_KINDS
+
+    @property
     def hours(self) -> Decimal:
         return self.duration_hours + Decimal(self.duration_minutes) / 60
 
@@ -222,7 +227,7 @@ def coverable(occurrence: Occurrence, now: datetime) -> Occurrence:
 
 
 def _interval(offering: Offering, reservations: Mapping[str, Reservation]) -> Interval:
-    if offering.kind == "extension":
+    if offering.extends:
         extended = reservations[offering.reservation_id]
         return (extended.end, offering.end, extended.count)
     return (offering.start, offering.end, offering.count)
@@ -298,18 +303,18 @@ def plan(
 def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, Reservation], now: datetime):
     sound, ignored = [], []
     for offering in offerings:
-        if offering.kind == "training_plan":
-            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
-        elif offering.kind == "extension" and offering.reservation_id not in reservations:
+        if offering.extends and offering.reservation_id not in reservations:
             problem = f"extends {offering.reservation_id}, which this controller did not buy"
-        elif offering.kind == "extension" and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
+        elif offering.extends and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
             problem = f"extends {offering.reservation_id}, which is {reservations[offering.reservation_id].state}"
+        elif offering.kind in ("training_plan", "training_plan_extension"):
+            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
         else:
             problem = market.block_offering_problem(
                 start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now,
                 duration_minutes=offering.duration_minutes,
             )
-        if problem is None and offering.start < now - HOUR and offering.kind != "extension":
+        if problem is None and offering.start < now - HOUR and not offering.extends:
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
         if problem:
             ignored.append((offering.id, problem))
@@ -325,8 +330,8 @@ def _fits(item: Reservation | Offering, window: Window) -> bool:
 
 def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
     if window.market == "training_plan":
-        return offering.kind == "training_plan"
-    return offering.kind == "block" or offering.reservation_id in own_ids
+        return offering.kind == "training_plan" or (offering.kind == "training_plan_extension" and offering.reservation_id in own_ids)
+    return offering.kind == "block" or (offering.kind == "extension" and offering.reservation_id in own_ids)
 
 
 def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
@@ -400,7 +405,7 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
             nonlocal best, best_rank
             missing = _first_missing(gaps, [intervals[o.id] for o in combo])
             if missing is None:  # covers, but lacks the extension this search needs: only an extension can be added
-                options = [o for o in by_fee if o.kind == "extension"]
+                options = [o for o in by_fee if o.extends]
             else:
                 moment, short = missing
                 options = [o for o in by_fee if intervals[o.id][0] <= moment < intervals[o.id][1]]
@@ -411,11 +416,10 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
                 total = fee + offering.upfront_fee
                 if (best_rank is not None and total > best_rank[0]) or (budget_left is not None and total > budget_left):
                     break  # every later option costs at least as much
-                if offering in combo or (offering.kind == "extension"
-                                         and offering.reservation_id in {o.reservation_id for o in combo if o.kind == "extension"}):
+                if offering in combo or (offering.extends and offering.reservation_id in {o.reservation_id for o in combo if o.extends}):
                     continue  # one extension per block per plan: a second would start where the first ends
                 chosen = combo + (offering,)
-                qualifies = not need_extension or any(o.kind == "extension" for o in chosen)
+                qualifies = not need_extension or any(o.extends for o in chosen)
                 if qualifies and _first_missing(gaps, [intervals[o.id] for o in chosen]) is None:
                     if best_rank is None or rank(chosen) < best_rank:
                         best, best_rank = chosen, rank(chosen)
@@ -425,7 +429,7 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
         extend((), Decimal(0))
         return best
 
-    if window.prefer_extension and any(o.kind == "extension" for o in offerings):
+    if window.prefer_extension and any(o.extends for o in offerings):
         extending = search(need_extension=True)
         if extending is not None:
             return tuple(sorted(extending, key=lambda o: o.id))
