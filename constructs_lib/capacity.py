@@ -17,7 +17,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
@@ -153,6 +153,15 @@ class CapacityController(Construct):
                 iam.PolicyStatement(actions=["sagemaker:ExtendTrainingPlan"], resources=[plans],
                                     conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
+            ]
+        raised = sorted({(w.feeds.pool, w.team) for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs" and w.feeds.pool
+                         and any(p.name == w.feeds.pool and p.backend == BATCH_QUOTA_SHARE for p in model.pools)})
+        if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
+            queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
+            statements += [
+                iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})),
+                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
+                                    resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
             ]
         plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
         if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)

@@ -23,11 +23,11 @@ from botocore.exceptions import ClientError
 
 from .. import api_check
 from ..contract import (
-    CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
     ENV_TOPIC_ARN,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, delivery, hyperpod, market, requests, requeue, rotation
+from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -41,8 +41,8 @@ REQUIRED_OPERATIONS = {
     "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory", "ExtendTrainingPlan",
                   "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
-    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "ListJobs", "SubmitJob", "TerminateJob",
-              "UpdateComputeEnvironment"),
+    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "ListJobs", "ListQuotaShares",
+              "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
     "ssm": ("GetParameter", "PutParameter"),
 }
@@ -108,12 +108,15 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
-    result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm,
-                                                organisation=read_policy(settings).organisation)
+    policy = read_policy(settings)
+    result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
+    result["shares"] = shares.apply(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now,
+                                                                  pools={p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}),
+                                    batch=clients.batch, ledger=ledger, now=now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] if "error" in r])
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
