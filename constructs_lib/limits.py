@@ -53,7 +53,7 @@ SHARED_BASE = 2
 SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 16  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
-SHARED_CAPACITY_CONTROLLER = 29  # when capacity windows exist
+SHARED_CAPACITY_CONTROLLER = 31  # when capacity windows exist (with the Capacity Request rule and its permission)
 # Other engineers add resources per team (tenant isolation); the estimate keeps a margin for that.
 MARGIN = 1.15
 # Measured about 1,300 bytes per resource in team and capacity stacks; the dashboard and the
