@@ -325,6 +325,8 @@ def test_hostile_but_valid_names_stay_inert_in_the_apply_script(tmp_path) -> Non
     names = {"research": "0", "training": "true", "production": "x--1e3"}
     for team in data["teams"]:
         team["name"] = names[team["name"]]
+    for window in data["capacity_windows"]:
+        window["team"] = names[window["team"]]
     data["teams"][0]["members"] = ["arn:aws:iam::444455556666:role/ml+ops/a+b=c,d.e@f_g"]
     data["organisation"] = "null"
     plan = slurm_plan(GovernanceModel.from_dict(data), "hyperpod-slurm", data_root="/fsx/-rf/.x")
@@ -392,13 +394,15 @@ def longest_organisation() -> dict[str, Any]:
         pool["name"] = pools[pool["name"]]
     # Every team has a Slurm quota here, and gg-<team> is an OS group of at most 32 characters.
     team_length = min(longest(Team, "name"), 32 - len(GROUP_PREFIX))
+    teams = {}
     for index, team in enumerate(data["teams"]):
-        team["name"] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
+        team["name"] = teams[team["name"]] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
         team["quotas"] = {pools[name]: quota for name, quota in team["quotas"].items()}
         team["kubernetes"] = {pools[name]: settings for name, settings in team.get("kubernetes", {}).items()}
         team["members"].append(ODD_MEMBER.replace("Odd", f"Odd{index}"))
     for window in data["capacity_windows"]:
         window["name"] = (window["name"][:2] + "w" * 100)[: longest(CapacityWindow, "name")]
+        window["team"] = teams[window["team"]]
         if window["feeds"].get("pool"):
             window["feeds"]["pool"] = pools[window["feeds"]["pool"]]
     return data
