@@ -396,7 +396,8 @@ def longest_organisation() -> dict[str, Any]:
     team_length = min(longest(Team, "name"), 32 - len(GROUP_PREFIX))
     teams = {}
     for index, team in enumerate(data["teams"]):
-        team["name"] = teams[team["name"]] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
+        teams[team["name"]] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
+        team["name"] = teams[team["name"]]
         team["quotas"] = {pools[name]: quota for name, quota in team["quotas"].items()}
         team["kubernetes"] = {pools[name]: settings for name, settings in team.get("kubernetes", {}).items()}
         team["members"].append(ODD_MEMBER.replace("Odd", f"Odd{index}"))
