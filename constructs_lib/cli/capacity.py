@@ -1,4 +1,5 @@
-"""`gpu-governance capacity plan|approve`: try windows against offerings, approve a purchase.
+"""`gpu-governance capacity plan|approve|request`: try windows against offerings, approve a purchase,
+ask for capacity on demand.
 
 ``plan`` runs the controller's own planner on offerings looked up with the AWS CLI, so a
 platform team sees what would be bought and why before anything is deployed::
@@ -26,7 +27,7 @@ OFFERING_LISTS = ("CapacityBlockOfferings", "TrainingPlanOfferings", "CapacityRe
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    capacity = subparsers.add_parser("capacity", help="capacity windows: plan purchases, approve one")
+    capacity = subparsers.add_parser("capacity", help="capacity windows: plan purchases, approve one, request one")
     commands = capacity.add_subparsers(dest="capacity_command", required=True, metavar="COMMAND")
 
     plan = commands.add_parser("plan", help="what the controller would buy for the windows, and why")
@@ -46,6 +47,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     approve.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
     approve.set_defaults(handler=_approve)
 
+    request = commands.add_parser("request", help="ask for capacity now or soon: an on-demand window within a declared window's limits")
+    request.add_argument("--config", required=True, help="governance file (YAML or JSON) the controller was deployed with")
+    request.add_argument("--team", required=True, help="the declared team the capacity serves")
+    request.add_argument("--instance-type", required=True, help="instance type of one of the team's declared windows")
+    request.add_argument("--count", required=True, type=int, help="instances (1-64)")
+    request.add_argument("--hours", required=True, type=int, help="how long (hours)")
+    request.add_argument("--start", default="now", help="now (default) or a UTC time (ISO 8601)")
+    request.add_argument("--window", help="the declared window to draw on, when the team has several of that instance type")
+    request.add_argument("--token", help="idempotency token: the same token is the same window (default: from the arguments, "
+                                         "with a start of now read to the minute)")
+    request.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
+                         help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
+    request.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
+    request.set_defaults(handler=_request)
+
 
 def _plan(args: argparse.Namespace) -> int:
     from gpu_governance_runtime.capacity.planner import plan
@@ -64,7 +80,7 @@ def _plan(args: argparse.Namespace) -> int:
         reservations += found_reservations
     windows = list(parse_policy(compile_policy(model)).capacity_windows)  # what the controller reads, through its reader
     result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
-    print(json.dumps(_as_json(result), indent=2) if args.json else _as_text(result, windows))
+    print(json.dumps(_as_json(result, windows), indent=2) if args.json else _as_text(result, windows))
     return 0
 
 
@@ -87,6 +103,36 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"approved {intent.id}: {offering.count} x {offering.instance_type} in {offering.availability_zone}, "
           f"{offering.start:%Y-%m-%d %H:%M} to {offering.end:%Y-%m-%d %H:%M} UTC, {offering.upfront_fee} {offering.currency}; "
           "the controller buys it on its next run if the offering is still for sale at that price")
+    return 0
+
+
+def _request(args: argparse.Namespace) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpu_governance_runtime.capacity import requests
+    from gpu_governance_runtime.capacity.ledger import Ledger
+    from gpu_governance_runtime.policy import parse_policy
+
+    from constructs_lib.model.policy import compile_policy
+
+    if not args.table:
+        raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
+    windows = parse_policy(compile_policy(load_model(args.config))).capacity_windows
+    now = datetime.now(timezone.utc)
+    start = None if args.start == "now" else _utc_time(args.start, "--start")
+    token = args.token or "-".join((args.team, args.instance_type, f"{args.count}x{args.hours}h", f"{start or now:%Y%m%dT%H%M}"))
+    ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table)
+    try:
+        request, new = requests.submit(ledger, windows, token=token, team=args.team, instance_type=args.instance_type, count=args.count,
+                                       hours=args.hours, start=start, now=now, window=args.window)
+    except requests.RequestRefused as refusal:
+        raise GovernanceError.single("request", "refused", token, str(refusal)) from None
+    except (BotoCoreError, ClientError) as error:
+        raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
+    print(f"{'requested' if new else 'already requested'} window {request.name} (token {request.token}) for team {request.team}: "
+          f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window "
+          f"{request.window}'s price cap, budget and mode; the controller serves it on its next run")
     return 0
 
 
@@ -155,15 +201,15 @@ def _as_text(result, windows) -> str:
         o, w = p.offering, caps[p.window]
         unused = o.instance_hours - w.instance_count * w.duration_hours
         verb = {"dry_run": "WOULD BUY (dry run)", "approval": "WOULD ASK APPROVAL FOR", "auto": "BUY"}[p.mode]
-        what = "extension of " + (o.reservation_id or "") if o.kind == "extension" else o.kind.replace("_", " ")
+        what = f"{o.kind.replace('_', ' ')} of {o.reservation_id}" if o.extends else o.kind.replace("_", " ")
         lines.append(
             f"{verb} {what} {o.id} for {p.occurrence.key}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
             f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "
             f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour}); "
-            f"cheapest cover, then least unused time ({max(unused, 0)} instance-hours unused)"
+            f"cheapest cover, then least unused time ({max(unused, 0).quantize(Decimal('0.01')).normalize():f} instance-hours unused); serves {w.owner}"
         )
     lines += [f"COVERED {o.key} by blocks already held" for o in result.covered]
-    lines += [f"NOT COVERED {u.occurrence.key}: {u.reason}" for u in result.uncovered]
+    lines += [f"NOT COVERED {u.occurrence.key} ({caps[u.window].owner}): {u.reason}" for u in result.uncovered]
     lines += [f"IGNORED offering {offering_id}: {why}" for offering_id, why in result.ignored_offerings]
     for w in windows:
         if result.spend(w.name):
@@ -171,9 +217,10 @@ def _as_text(result, windows) -> str:
     return "\n".join(lines) or "nothing to buy: no occurrence of any window is within its buying horizon"
 
 
-def _as_json(result) -> dict[str, Any]:
+def _as_json(result, windows) -> dict[str, Any]:
+    owners = {w.name: w.owner_fields for w in windows}
     return {
-        "purchases": [{"window": p.window, "occurrence": p.occurrence.key, "mode": p.mode, "offering": p.offering.id, "kind": p.offering.kind,
+        "purchases": [{"window": p.window, **owners[p.window], "occurrence": p.occurrence.key, "mode": p.mode, "offering": p.offering.id, "kind": p.offering.kind,
                        "upfront_fee": str(p.offering.upfront_fee), "start": p.offering.start.isoformat(), "end": p.offering.end.isoformat(),
                        "availability_zone": p.offering.availability_zone} for p in result.purchases],
         "covered": [o.key for o in result.covered],

@@ -17,7 +17,8 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    team_training_plans_parameter,
 )
 
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
@@ -90,6 +91,9 @@ class CapacityController(GovernanceController):
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
             source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
+        # On-demand windows asked for by an event (a person's tool, an alarm's action): see capacity/requests.py.
+        events.Rule(self, "CapacityRequests", event_pattern=events.EventPattern(
+            source=[CAPACITY_EVENT_SOURCE], detail_type=[CAPACITY_REQUEST_DETAIL_TYPE]), targets=[target])
         subscribe_alerts(self.topic, model)
         self._alarms(model)
 
@@ -142,9 +146,26 @@ class CapacityController(GovernanceController):
             statements += [
                 iam.PolicyStatement(actions=["sagemaker:CreateTrainingPlan", "sagemaker:AddTags"], resources=[plans], conditions=tagged_by_us),
                 iam.PolicyStatement(actions=["sagemaker:CreateReservedCapacity"], resources=[arn("sagemaker", "reserved-capacity")]),
-                iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan"], resources=[plans]),
+                iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan", "sagemaker:DescribeTrainingPlanExtensionHistory"], resources=[plans]),
+                iam.PolicyStatement(actions=["sagemaker:ExtendTrainingPlan"], resources=[plans],
+                                    conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
+        raised = sorted({(w.feeds.pool, w.team) for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs" and w.feeds.pool
+                         and any(p.name == w.feeds.pool and p.backend == BATCH_QUOTA_SHARE for p in model.pools)})
+        if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
+            queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
+            statements += [
+                iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})),
+                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
+                                    resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
+            ]
+        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
+        if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
+            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
+                stack.format_arn(service="ssm", resource="parameter",
+                                 resource_name=team_training_plans_parameter(model.organisation, team).lstrip("/"))
+                for team in plan_teams]))
         for statement in statements + requeue_statements + cluster_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")

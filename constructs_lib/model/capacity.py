@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS
 
 from constructs_lib.core.errors import Problem
-from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, _Frozen
+from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
 
 if TYPE_CHECKING:
     from .organisation import GovernanceModel
@@ -24,6 +24,8 @@ MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
 AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")]
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
+# A tag value on the purchase (EC2 and SageMaker accept these characters, up to 256).
+CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_ .:/=+@-]{1,256}$")]
 
 
 class BatchComputeEnvironmentFeed(_Frozen):
@@ -79,6 +81,8 @@ class CapacityWindow(_Frozen):
     (USD) per instance-hour of the block bought, not of the window."""
 
     name: DnsLabel
+    team: TeamName = Field(description="The declared team the capacity serves: named on the purchase's tags and in every report")
+    cost_centre: CostCentre | None = Field(default=None, description="Tagged on the purchase for cost allocation")
     instance_type: Ec2InstanceType | SageMakerInstanceType
     instance_count: Annotated[int, Field(ge=1, le=64)]
     start: AwareDatetime
@@ -120,6 +124,8 @@ class CapacityWindow(_Frozen):
             consumer["cluster_arn"] = next(p.cluster_arn for p in model.pools if p.name == self.feeds.pool)
         return {
             "name": self.name,
+            "team": self.team,
+            "cost_centre": self.cost_centre,
             "market": self.market,
             "instance_type": self.instance_type,
             "instance_count": self.instance_count,
@@ -143,12 +149,15 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
     problems: list[Problem] = []
     seen: set[str] = set()
     pools = {p.name: p for p in model.pools}
+    teams = sorted(t.name for t in model.teams)
     region = model.capacity_account.region
     for index, window in enumerate(model.capacity_windows):
         path = f"capacity_windows[{index}]"
         if window.name in seen:
             problems.append(Problem(path=f"{path}.name", wrong="duplicate name", value=window.name, allowed="window names must be unique"))
         seen.add(window.name)
+        if window.team not in teams:
+            problems.append(Problem(path=f"{path}.team", wrong="undeclared team", value=window.team, allowed=f"one of {teams}"))
         for zone_index, zone in enumerate(window.availability_zones):
             if not zone.startswith(region):
                 problems.append(Problem(

@@ -59,7 +59,7 @@ SHARED_BASE = 2
 SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 16  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
-SHARED_CAPACITY_CONTROLLER = 29  # when capacity windows exist
+SHARED_CAPACITY_CONTROLLER = 31  # when capacity windows exist (with the Capacity Request rule and its permission)
 # Chargeback: the organisation's usage dashboard (with a Batch pool or capacity windows), the
 # purchases budget (with windows), one subscription per alert email on each controller's topic.
 SHARED_USAGE_DASHBOARD, SHARED_PURCHASES_BUDGET = 1, 1

@@ -76,7 +76,10 @@ TAG_TEAM = "gpu-governance:team"  # a team's queues, job definitions and jobs
 TAG_INTENT = "gpu-governance:intent"  # a purchase's intent id (exactly-once buying)
 TAG_WINDOW = "gpu-governance:window"  # the capacity window a purchase serves
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the controller id that bought it
-PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY)  # every tag a purchase carries, no more
+TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the cost centre a capacity window's purchases are charged to
+# Every tag a purchase carries, no more: the intent, its window, its controller, and the window's
+# owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
+PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
 TAG_INSTANCES = "gpu-governance:instances"  # Batch job tags the reclaim adapter reads
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
@@ -158,3 +161,18 @@ DISCOVERY_PRIORITY_KEY = {
 SETUP_KEYS = ("team", "pool", "backend", "region", "priority_classes", "quota", "submission_role_arn", "execution_role_arn", "bucket",
               "kms_key_arn", "checkpoint_prefix", "image_uri", "job_queue", "quota_share", "eks_cluster_name", "namespace",
               "local_queue", "slurm_account", "slurm_partition", "slurm_qos")
+
+# --- capacity requests (on-demand windows) ----------------------------------------------------
+
+CAPACITY_EVENT_SOURCE = "gpu-governance.capacity"  # events the capacity controller sends and takes
+# An EventBridge event of this detail-type asks for an on-demand window; its detail carries
+# team, instance_type, count, hours, optional start (ISO 8601 or "now"), window and token.
+CAPACITY_REQUEST_DETAIL_TYPE = "Capacity Request"
+
+
+def team_training_plans_parameter(organisation: str, team: str) -> str:
+    """The SSM parameter naming a team's active training plans for SageMaker training jobs: a JSON
+    list of ``{"arn", "window", "ends"}`` (``[]`` when none), written by the capacity controller.
+    Beside the team's discovery parameters, one level deeper: a pool name has no "/", so no pool's
+    discovery parameter can take this name."""
+    return f"{discovery_parameter_path(organisation, team)}/capacity/training-plans"

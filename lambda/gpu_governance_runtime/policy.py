@@ -1,4 +1,4 @@
-"""The one validating reader of the compiled policy document (``constructs_lib.policy.compile_policy``),
+"""The one validating reader of the compiled policy document (``constructs_lib.model.policy.compile_policy``),
 used by both controllers: pools and shares become the reclaim planner's value types, capacity
 windows the capacity planner's. Every bad field is named before anything acts on the document.
 Plain Python: this runs inside the Lambda function. The names it reads are in ``contract``."""
@@ -180,13 +180,15 @@ class _Reader:
     def window(self, data: dict, path: str) -> Window | None:
         """A capacity window: every field the compiler writes, none it does not; None if any is bad."""
         before = len(self.problems)
-        fields = set(Window.__dataclass_fields__)
+        fields = set(Window.__dataclass_fields__) - {"budget_window"}  # only requested windows have one
         for name in sorted(fields - data.keys()):
             self.problems.append(f"{path}.{name}: missing - the compiled policy always sets it")
         for name in sorted(data.keys() - fields):
             self.problems.append(f"{path}.{name}: {data[name]!r} - not a window field (one of {', '.join(sorted(fields))})")
         checks = {
             "name": lambda v, p: self.expect(v, str, p, "a string"),
+            "team": lambda v, p: self.expect(v, str, p, "a team name") and (v != "" or self.problems.append(f"{p}: '' - a team name")),
+            "cost_centre": lambda v, p: v is None or self.expect(v, str, p, "a string or null"),
             "instance_type": lambda v, p: self.expect(v, str, p, "an instance type"),
             "market": lambda v, p: self.one_of(v, p, get_args(Market)),
             "mode": lambda v, p: self.one_of(v, p, get_args(Mode)),

@@ -33,7 +33,8 @@ class StubbedAws:
         self.ec2_stub.activate()
         self.sm_stub.activate()
         self.purchase_attempts: list[dict] = []
-        for client, operation in ((self.ec2, "PurchaseCapacityBlock"), (self.ec2, "PurchaseCapacityBlockExtension"), (self.sagemaker, "CreateTrainingPlan")):
+        for client, operation in ((self.ec2, "PurchaseCapacityBlock"), (self.ec2, "PurchaseCapacityBlockExtension"), (self.sagemaker, "CreateTrainingPlan"),
+                                  (self.sagemaker, "ExtendTrainingPlan")):
             client.meta.events.register_first(f"provide-client-params.*.{operation}", self._count)
         self.market = CapacityMarket(ec2=self.ec2, sagemaker=self.sagemaker, controller_id=CONTROLLER)
 
@@ -84,7 +85,7 @@ class StubbedAws:
 def block_offering(o):
     return {"CapacityBlockOfferingId": o.id, "InstanceType": o.instance_type, "AvailabilityZone": o.availability_zone,
             "InstanceCount": o.count, "StartDate": o.start, "EndDate": o.end, "CapacityBlockDurationHours": o.duration_hours,
-            "UpfrontFee": str(o.upfront_fee), "CurrencyCode": "USD"}
+            "CapacityBlockDurationMinutes": o.duration_minutes, "UpfrontFee": str(o.upfront_fee), "CurrencyCode": "USD"}
 
 
 def capacity_reservation(offering, *, intent_id, window, state="scheduled", reservation_id="cr-0123456789abcdef0"):

@@ -18,16 +18,16 @@ from constructs_lib.model import GovernanceModel
 
 BASE = yaml.safe_load(default_config_text())
 WINDOWS = [
-    {"name": "launch-load-test", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
+    {"team": "research", "name": "launch-load-test", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
      "duration_hours": 6, "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
      "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
-    {"name": "finetune-eval", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 8,
+    {"team": "research", "name": "finetune-eval", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 8,
      "feeds": {"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}, "max_price_per_instance_hour": 45, "budget": {"amount": 10000}},
-    {"name": "batch-burst", "instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
+    {"team": "research", "name": "batch-burst", "instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
      "max_price_per_instance_hour": 40, "budget": {"amount": 5000},
      "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
                "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}},
-    {"name": "hyperpod-burst", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
+    {"team": "research", "name": "hyperpod-burst", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
      "max_price_per_instance_hour": 40, "budget": {"amount": 5000},
      "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}},
 ]

@@ -16,6 +16,7 @@ CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 def window(**overrides):
     values = {
         "name": "launch-load-test",
+        "team": "research",
         "instance_type": "p5.48xlarge",
         "instance_count": 4,
         "start": "2026-12-10T14:00:00Z",

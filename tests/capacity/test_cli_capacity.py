@@ -21,7 +21,7 @@ def offering_json(id, start, end, fee, zone="us-east-1a", hours=24):
 def files(tmp_path):
     data = yaml.safe_load(default_config_text())
     data["capacity_windows"] = [{
-        "name": "launch-load-test", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
+        "name": "launch-load-test", "team": "research", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
         "duration_hours": 6, "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
                   "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"},

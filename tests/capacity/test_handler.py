@@ -20,7 +20,7 @@ from .stubbed_aws import (
 )
 
 WINDOW = {
-    "name": "launch-load-test", "market": "capacity_block", "instance_type": "p5.48xlarge", "instance_count": 4,
+    "name": "launch-load-test", "team": "research", "cost_centre": None, "market": "capacity_block", "instance_type": "p5.48xlarge", "instance_count": 4,
     "start": "2026-12-10T14:00:00+00:00", "duration_hours": 6, "repeat_every_days": None, "availability_zones": [],
     "max_price_per_instance_hour": "40", "budget": "1000", "budget_period": "month", "buy_ahead_days": 14,
     "prefer_extension": False, "mode": "dry_run", "fallback": "on_demand",
@@ -41,7 +41,8 @@ def env(tmp_path):
         eks_stub.activate()
         clients = Clients(ec2=stubbed.ec2, sagemaker=stubbed.sagemaker, purchase_ec2=stubbed.ec2, purchase_sagemaker=stubbed.sagemaker, dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
                           sns=boto3.client("sns", region_name="us-east-1"), events=boto3.client("events", region_name="us-east-1"),
-                          batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"))
+                          batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"),
+                          ssm=boto3.client("ssm", region_name="us-east-1"))
         settings = {"POLICY_PATH": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
                     "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40"}
         yield stubbed, clients, settings, eks_stub

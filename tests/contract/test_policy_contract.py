@@ -36,7 +36,7 @@ SLURM_ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
 
 def windows_of_every_feed() -> list[dict]:
     """One window per consumer kind, each bought in its own market."""
-    base = {"instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 6, "max_price_per_instance_hour": "40.5",
+    base = {"team": "research", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 6, "max_price_per_instance_hour": "40.5",
             "budget": {"amount": 20000, "period": "week"}}
     return [
         {**base, "name": "batch-ce", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "mode": "auto",

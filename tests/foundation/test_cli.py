@@ -89,6 +89,8 @@ def test_console_script_exit_code_and_stderr(tmp_path):
 def test_config_from_environment(capsys, tmp_path, monkeypatch):
     data = default_data()
     data["teams"] = data["teams"][:1]
+    for window in data["capacity_windows"]:
+        window["team"] = data["teams"][0]["name"]  # a window's owner must be a declared team
     monkeypatch.setenv("GPU_GOVERNANCE_CONFIG", write(tmp_path, data))
     code, out, _ = run(capsys, "validate")
     assert code == 0 and "1 teams" in out

@@ -46,7 +46,7 @@ def _base_data() -> dict[str, Any]:
     data["shared_image_repositories"] = ["arn:aws:ecr:us-east-1:111122223333:repository/base/pytorch"]
     window = data["capacity_windows"][0]
     window["availability_zones"] = ["us-east-1a"]
-    common = {k: window[k] for k in ("start", "duration_hours", "max_price_per_instance_hour", "budget")}
+    common = {k: window[k] for k in ("team", "start", "duration_hours", "max_price_per_instance_hour", "budget")}
     data["capacity_windows"] += [
         {**common, "name": "batch-ce", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "batch_compute_environment", "launch_template_name": "gpu-launch",
@@ -327,6 +327,8 @@ def test_hostile_but_valid_names_stay_inert_in_the_apply_script(tmp_path) -> Non
     names = {"research": "0", "training": "true", "production": "x--1e3"}
     for team in data["teams"]:
         team["name"] = names[team["name"]]
+    for window in data["capacity_windows"]:
+        window["team"] = names[window["team"]]
     data["teams"][0]["members"] = ["arn:aws:iam::444455556666:role/ml+ops/a+b=c,d.e@f_g"]
     data["organisation"] = "null"
     plan = slurm_plan(GovernanceModel.from_dict(data), "hyperpod-slurm", data_root="/fsx/-rf/.x")
@@ -396,13 +398,16 @@ def longest_organisation() -> dict[str, Any]:
         pool["name"] = pools[pool["name"]]
     # Every team has a Slurm quota here, and gg-<team> is an OS group of at most 32 characters.
     team_length = min(longest(Team, "name"), 32 - len(GROUP_PREFIX))
+    teams = {}
     for index, team in enumerate(data["teams"]):
-        team["name"] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
+        teams[team["name"]] = (team["name"] + "-" * team_length)[: team_length - 1] + str(index)
+        team["name"] = teams[team["name"]]
         team["quotas"] = {pools[name]: quota for name, quota in team["quotas"].items()}
         team["kubernetes"] = {pools[name]: settings for name, settings in team.get("kubernetes", {}).items()}
         team["members"].append(ODD_MEMBER.replace("Odd", f"Odd{index}"))
     for window in data["capacity_windows"]:
         window["name"] = (window["name"][:2] + "w" * 100)[: longest(CapacityWindow, "name")]
+        window["team"] = teams[window["team"]]
         if window["feeds"].get("pool"):
             window["feeds"]["pool"] = pools[window["feeds"]["pool"]]
     return data

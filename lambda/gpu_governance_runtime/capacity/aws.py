@@ -10,10 +10,10 @@ tags everywhere else: any other error, whatever its type, may have come after th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Mapping
 
 from botocore.exceptions import (
     ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ParamValidationError, ProxyConnectionError,
@@ -22,7 +22,7 @@ from botocore.exceptions import (
 from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
-from .planner import HOUR, Offering, Reservation, Window, shortfall
+from .planner import HOUR, Offering, Reservation, Window, coverable, shortfall
 
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40
@@ -105,6 +105,18 @@ class CapacityMarket:
                 availability_zone=match["AvailabilityZone"], start=match["CapacityBlockExtensionStartDate"],
                 end=match["CapacityBlockExtensionEndDate"], state=state,
             )
+        if offering.kind == "training_plan_extension":
+            history = _all(self.sagemaker, "describe_training_plan_extension_history", "TrainingPlanExtensions",
+                           TrainingPlanArn=offering.reservation_id)
+            match = next((e for e in history if e["TrainingPlanExtensionOfferingId"] == offering.id), None)
+            if match is None:
+                return None
+            failed = "fail" in f"{match.get('Status', '')} {match.get('PaymentStatus', '')}".lower()
+            return Reservation(
+                id=offering.reservation_id, window=window, instance_type=offering.instance_type, count=offering.count,
+                availability_zone=match.get("AvailabilityZone", offering.availability_zone), start=match.get("StartDate", offering.start),
+                end=match.get("EndDate", offering.end), state="payment-failed" if failed else "scheduled",
+            )
         try:
             plan = self.sagemaker.describe_training_plan(TrainingPlanName=intent_id)
         except ClientError as error:
@@ -120,32 +132,48 @@ class CapacityMarket:
         held = [r for r in held if r.window == window.name and r.state in market.COVERING_STATES]
         found: dict[str, Offering] = {}
         for occurrence in window.occurrences(now):
-            for gap_start, gap_end, missing in shortfall(occurrence, window.instance_count, [(r.start, r.end, r.count) for r in held]):
+            for gap_start, gap_end, missing in shortfall(coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]):
                 days = market.shortest_block_days(max(gap_start, now), gap_end)
                 if days is None:
                     continue
                 if window.market == "training_plan":
                     found.update((o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, days, now))
-                    continue
-                found.update((o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now))
+                else:
+                    found.update((o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now))
                 if window.prefer_extension:
                     for reservation in held:
                         if reservation.state in market.EXTENDABLE_STATES and gap_start <= reservation.end < gap_end:
-                            found.update((o.id, o) for o in self._extension_offerings(reservation, gap_end))
+                            found.update((o.id, o) for o in self._extension_offerings(reservation, gap_end, window.market))
         return sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
-        return [block_offering(o) for o in _all(
+        return [replace(block_offering(o), requested_hours=days * 24) for o in _all(
             self.ec2, "describe_capacity_block_offerings", "CapacityBlockOfferings",
             InstanceType=window.instance_type, InstanceCount=missing, CapacityDurationHours=days * 24,
             StartDateRange=max(now, gap_end - timedelta(days=days)), EndDateRange=gap_start + timedelta(days=days),
         )]
 
-    def _extension_offerings(self, reservation, gap_end):
+    def _extension_offerings(self, reservation, gap_end, kind="capacity_block"):
         days = market.shortest_block_days(reservation.end, gap_end)
         if days is None:
             return []
+        if kind == "training_plan":
+            return self._training_plan_extensions(days * 24, reservation)
         return self._extensions(days * 24, reservation.id)
+
+    def _training_plan_extensions(self, duration_hours, plan: Reservation):
+        """Extension offerings of a plan (SearchTrainingPlanOfferings with its TrainingPlanArn):
+        the plan keeps its ARN, its end moves."""
+        response = self.sagemaker.search_training_plan_offerings(TrainingPlanArn=plan.id, DurationHours=duration_hours)
+        return [
+            Offering(
+                id=o["TrainingPlanExtensionOfferingId"], kind="training_plan_extension", instance_type=plan.instance_type, count=plan.count,
+                availability_zone=o.get("AvailabilityZone", plan.availability_zone), start=_when(o["StartDate"]), end=_when(o["EndDate"]),
+                duration_hours=_whole(o["DurationHours"], "DurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
+                currency=o.get("CurrencyCode", "USD"), reservation_id=plan.id, requested_hours=duration_hours,
+            )
+            for o in response.get("TrainingPlanExtensionOfferings") or []
+        ]
 
     def _extensions(self, duration_hours, reservation_id):
         offered = _all(self.ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings",
@@ -166,22 +194,29 @@ class CapacityMarket:
             StartTimeAfter=max(now, gap_end - timedelta(days=days)), EndTimeBefore=gap_start + timedelta(days=days),
             DurationHours=days * 24, TargetResources=[TRAINING_PLAN_TARGETS[window.consumer["kind"]]],
         )
-        return [training_plan_offering(o) for o in response["TrainingPlanOfferings"]]
+        return [replace(training_plan_offering(o), requested_hours=days * 24) for o in response["TrainingPlanOfferings"]]
 
     def still_offered(self, offering: Offering, window: Window) -> Offering | None:
         """The same offering as the market shows it now (its fee may have changed), or None."""
+        days = (offering.requested_hours or offering.duration_hours) // 24  # searched again as it was found
         if offering.kind == "block":
-            found = self._block_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
+            found = self._block_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
         elif offering.kind == "extension":
             found = self._extensions(offering.duration_hours, offering.reservation_id)
+        elif offering.kind == "training_plan_extension":
+            plan = Reservation(id=offering.reservation_id, window=window.name, instance_type=offering.instance_type, count=offering.count,
+                               availability_zone=offering.availability_zone, start=offering.start, end=offering.end, state="active")
+            found = self._training_plan_extensions(offering.requested_hours or offering.duration_hours, plan)
         else:
-            found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, offering.duration_hours // 24, offering.start)
+            found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
         return next((o for o in found if o.id == offering.id), None)
 
     # --- purchases ------------------------------------------------------------------------------
 
-    def purchase(self, offering: Offering, *, intent_id: str, window: str) -> Outcome:
-        tags = {TAG_INTENT: intent_id, TAG_WINDOW: window, TAG_MANAGED_BY: self.controller_id}
+    def purchase(self, offering: Offering, *, intent_id: str, window: str, owner: Mapping[str, str] | None = None) -> Outcome:
+        """Buy with the tags on the request itself (tag-on-create): the intent, window and
+        controller, then ``owner`` (``Window.owner_tags``: team and cost centre)."""
+        tags = {TAG_INTENT: intent_id, TAG_WINDOW: window, TAG_MANAGED_BY: self.controller_id, **(owner or {})}
         try:
             if offering.kind == "block":
                 response = self.purchase_ec2.purchase_capacity_block(
@@ -189,6 +224,10 @@ class CapacityMarket:
                     TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
                 )
                 return Outcome(result="purchased", reservation_id=response["CapacityReservation"]["CapacityReservationId"])
+            if offering.kind == "training_plan_extension":
+                # Like a block extension: the plan keeps its ARN, name and tags.
+                self.purchase_sagemaker.extend_training_plan(TrainingPlanExtensionOfferingId=offering.id)
+                return Outcome(result="purchased", reservation_id=offering.reservation_id)
             if offering.kind == "extension":
                 # The extension keeps the reservation id, which already carries our tags.
                 self.purchase_ec2.purchase_capacity_block_extension(
@@ -214,7 +253,7 @@ def block_offering(o: dict[str, Any]) -> Offering:
         id=o["CapacityBlockOfferingId"], kind="block", instance_type=o["InstanceType"], count=_whole(o["InstanceCount"], "InstanceCount"),
         availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
         duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
-        currency=o["CurrencyCode"],
+        currency=o["CurrencyCode"], duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
     )
 
 
@@ -222,10 +261,12 @@ def training_plan_offering(o: dict[str, Any]) -> Offering:
     """An offering as SearchTrainingPlanOfferings returns it (boto3 or AWS CLI JSON)."""
     capacity = o["ReservedCapacityOfferings"][0]
     start = _when(capacity["StartTime"])
+    hours = _whole(o["DurationHours"], "DurationHours")
+    minutes = _whole(o.get("DurationMinutes", 0), "DurationMinutes")
     return Offering(
         id=o["TrainingPlanOfferingId"], kind="training_plan", instance_type=capacity["InstanceType"],
         count=_whole(capacity["InstanceCount"], "InstanceCount"), availability_zone=capacity.get("AvailabilityZone", ""),
-        start=start, end=start + _whole(o["DurationHours"], "DurationHours") * HOUR, duration_hours=o["DurationHours"],
+        start=start, end=start + hours * HOUR + minutes * timedelta(minutes=1), duration_hours=hours, duration_minutes=minutes,
         upfront_fee=_fee(o["UpfrontFee"]), currency=o.get("CurrencyCode", "USD"),
     )
 

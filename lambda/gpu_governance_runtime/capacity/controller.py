@@ -195,7 +195,7 @@ def _buy(purchase: Purchase, window: Window, ctx: _Run) -> None:
     except ClaimRefused as refusal:
         ctx.log.refused.append(str(refusal))
         return
-    _purchase(intent, ctx)
+    _purchase(intent, window, ctx)
 
 
 def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
@@ -216,17 +216,17 @@ def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
     except ClaimRefused as refusal:
         log.refused.append(str(refusal))
         return
-    _purchase(replace(intent, status="purchasing"), ctx)
+    _purchase(replace(intent, status="purchasing"), window, ctx)
 
 
-def _purchase(intent: Intent, ctx: _Run) -> None:
+def _purchase(intent: Intent, window: Window, ctx: _Run) -> None:
     ledger, notify, now, log = ctx.ledger, ctx.notify, ctx.now, ctx.log
     ledger.mark_called(intent, at=ctx.clock())  # the settle grace counts from here, not from the run's start
-    outcome = ctx.capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window)
+    outcome = ctx.capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window, owner=window.owner_tags)
     if outcome.result == "purchased":
         ledger.settle(intent, status="purchased", now=now, reservation_id=outcome.reservation_id)
         log.bought.append(replace(intent, status="purchased", reservation_id=outcome.reservation_id))
-        notify("Capacity bought", {"intent": intent.id, "window": intent.window, "reservation": outcome.reservation_id,
+        notify("Capacity bought", {"intent": intent.id, "window": intent.window, **window.owner_fields, "reservation": outcome.reservation_id,
                                    "fee": str(intent.offering.upfront_fee), "start": intent.offering.start.isoformat(), "end": intent.offering.end.isoformat()})
     elif outcome.result == "refused":
         _fail(ledger, intent, outcome.reason, notify, now, log)
@@ -244,7 +244,7 @@ def _request_approval(purchase: Purchase, window: Window, ledger: Ledger, notify
     log.awaiting.append(intent)
     offering = intent.offering
     notify("Capacity purchase awaiting approval", {
-        "intent": intent.id, "window": window.name, "what": f"{offering.count} x {offering.instance_type}",
+        "intent": intent.id, "window": window.name, **window.owner_fields, "what": f"{offering.count} x {offering.instance_type}",
         "where": offering.availability_zone, "when": f"{offering.start.isoformat()} to {offering.end.isoformat()}",
         "how_much": f"{offering.upfront_fee} {offering.currency}", "kind": offering.kind,
         "approve": f"gpu-governance capacity approve {intent.id}",

@@ -23,9 +23,12 @@ from botocore.exceptions import ClientError
 from .. import api_check
 from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
-from ..contract import CAPACITY_NAMESPACE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN
+from ..contract import (
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
+    ENV_TOPIC_ARN,
+)
 from ..policy import PolicyError, read_policy
-from . import controller, hyperpod, market, requeue, rotation
+from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -36,12 +39,13 @@ REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
             "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
             "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
-    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeTrainingPlan", "ListTrainingPlans", "SearchTrainingPlanOfferings",
-                  "UpdateCluster"),
+    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory", "ExtendTrainingPlan",
+                  "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
-    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "ListJobs", "SubmitJob", "TerminateJob",
-              "UpdateComputeEnvironment"),
+    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "ListJobs", "ListQuotaShares",
+              "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
+    "ssm": ("GetParameter", "PutParameter"),
 }
 
 
@@ -57,6 +61,7 @@ class Clients:
     batch: Any
     eks: Any
     ecs: Any
+    ssm: Any  # publishes each team's active training plans (delivery.py)
 
 
 def _clients() -> Clients | None:
@@ -65,7 +70,7 @@ def _clients() -> Clients | None:
     clients = Clients(
         ec2=boto3.client("ec2", config=CAPACITY_READS), sagemaker=boto3.client("sagemaker", config=CAPACITY_READS),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
-        **{service: boto3.client(service, config=CAPACITY_READS) for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs")},
+        **{service: boto3.client(service, config=CAPACITY_READS) for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs", "ssm")},
     )
     api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
     return clients
@@ -96,14 +101,22 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
     time_left = time_left or (lambda: float("inf"))
     result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
+    if event.get("source") == CAPACITY_EVENT_SOURCE and event.get("detail-type") == CAPACITY_REQUEST_DETAIL_TYPE:
+        result["request"] = _on_request(event, windows, ledger, notify, now)
+    windows = {**windows, **requests.requested_windows(ledger, windows)}  # on-demand windows, within their declared window's limits
     if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
+    policy = read_policy(settings)
+    result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
+    result["shares"] = shares.apply(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now,
+                                                                  pools={p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}),
+                                    batch=clients.batch, ledger=ledger, now=now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] if "error" in r])
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
@@ -160,6 +173,15 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
                 JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
         return drained
     return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
+
+
+def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime) -> dict[str, Any]:
+    try:
+        request, new = requests.submit(ledger, windows.values(), now=now, **requests.from_event(event))
+    except requests.RequestRefused as refusal:
+        notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
+        return {"refused": str(refusal)}
+    return {"window": request.name, "team": request.team, "new": new}
 
 
 # DescribeCluster, UpdateCluster and the ledger record of one instance group.

@@ -8,14 +8,16 @@ One DynamoDB table, key ``pk``. Three kinds of item:
 - ``intent#<id>``: what is bought, for how much, its ``status`` and ``called_at``, the moment
   just before the purchase call was sent (written first: an intent without it was never sent).
 - ``spend#<window>#<period>``: ``total`` committed this budget period. The claim adds the fee on
-  condition that the total stays within the budget, so concurrent runs cannot overspend.
+  condition that the total stays within the budget, so concurrent runs cannot overspend. A
+  requested window (``requests.py``) spends its declared window's budget: the intent records
+  which (``budget``), so refunds go back where the fee was taken.
 
 All three change in one transaction, so a crash leaves either a full claim or none.
 
 A fourth kind records what the controller did to consumers: ``action#<what>#<id>`` with a
 ``status`` and JSON ``details``. Requeueing a Batch job claims its item first (only if none
 exists), so a duplicate event never stops a job twice; re-pointing a HyperPod instance group
-records each call made.
+records each call made; ``action#request#<token>`` is an on-demand window (``requests.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ class Intent:
     reservation_id: str | None = None
     reason: str = ""
     called_at: datetime | None = None
+    budget: str = ""  # the budget its fee counts against (Window.budget_key); "" on older items: its window's
+
+    @property
+    def budget_key(self) -> str:
+        return self.budget or self.window
 
     @property
     def attempted_at(self) -> datetime:
@@ -70,7 +77,7 @@ class Ledger:
     # --- reads ----------------------------------------------------------------------------------
 
     def spent(self, window: Window, now: datetime) -> Decimal:
-        item = self._db.get_item(TableName=self._table, Key=_key(f"spend#{window.name}#{window.period_key(now)}"), ConsistentRead=True).get("Item")
+        item = self._db.get_item(TableName=self._table, Key=_key(f"spend#{window.budget_key}#{window.period_key(now)}"), ConsistentRead=True).get("Item")
         return Decimal(item["total"]["N"]) if item else Decimal(0)
 
     def intent(self, intent_id: str) -> Intent | None:
@@ -114,7 +121,7 @@ class Ledger:
         intent = Intent(
             id=f"{window.name}-{purchase.occurrence.start:%Y%m%d%H%M}-{seq + 1}",
             window=window.name, occurrence=purchase.occurrence.key, offering=purchase.offering,
-            period=window.period_key(now), status=status, created_at=now, updated_at=now,
+            period=window.period_key(now), status=status, created_at=now, updated_at=now, budget=window.budget_key,
         )
         slot_condition = (
             ("seq = :seq AND attribute_not_exists(open_intent)", {":seq": {"N": str(seq)}}) if slot else ("attribute_not_exists(pk)", {})
@@ -131,7 +138,7 @@ class Ledger:
                     "TableName": self._table, "Item": _item(intent), "ConditionExpression": "attribute_not_exists(pk)",
                 }},
                 {"Update": {
-                    "TableName": self._table, "Key": _key(f"spend#{window.name}#{intent.period}"),
+                    "TableName": self._table, "Key": _key(f"spend#{intent.budget_key}#{intent.period}"),
                     "UpdateExpression": "ADD #total :fee",
                     "ConditionExpression": "attribute_not_exists(#total) OR #total <= :limit",
                     "ExpressionAttributeNames": {"#total": "total"},
@@ -244,7 +251,7 @@ class Ledger:
         """The transaction item that adds ``amount`` (a fee, or minus a fee for a refund) to the
         spend of the intent's window and budget period."""
         return {"Update": {
-            "TableName": self._table, "Key": _key(f"spend#{intent.window}#{intent.period}"),
+            "TableName": self._table, "Key": _key(f"spend#{intent.budget_key}#{intent.period}"),
             "UpdateExpression": "ADD #total :amount", "ExpressionAttributeNames": {"#total": "total"},
             "ExpressionAttributeValues": {":amount": {"N": str(amount)}},
         }}
@@ -306,6 +313,7 @@ def _item(intent: Intent) -> dict[str, Any]:
         "window": {"S": intent.window},
         "occurrence": {"S": intent.occurrence},
         "period": {"S": intent.period},
+        "budget": {"S": intent.budget_key},
         "status": {"S": intent.status},
         "created_at": {"S": intent.created_at.isoformat()},
         "updated_at": {"S": intent.updated_at.isoformat()},
@@ -329,6 +337,7 @@ def _intent(item: dict[str, Any]) -> Intent:
         created_at=datetime.fromisoformat(item["created_at"]["S"]), updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
         reservation_id=item.get("reservation_id", {}).get("S") or None, reason=item.get("reason", {}).get("S", ""),
         called_at=datetime.fromisoformat(item["called_at"]["S"]) if "called_at" in item else None,
+        budget=item.get("budget", {}).get("S", ""),
         offering=Offering(**{
             **offering, "start": datetime.fromisoformat(offering["start"]), "end": datetime.fromisoformat(offering["end"]),
             "upfront_fee": Decimal(offering["upfront_fee"]),

@@ -1,6 +1,16 @@
 """The rules of the EC2 Capacity Block and SageMaker training plan market, in one place.
 
-Source: EC2 User Guide, "Capacity Blocks for ML" (durations, lead time, end time, states).
+Source: EC2 User Guide, "Capacity Blocks for ML" (durations, lead time, end time, states), and
+the ``CapacityBlockOffering`` shape of the EC2 API (``CapacityBlockDurationHours`` plus
+``CapacityBlockDurationMinutes``).
+
+A search asks for a duration in whole days (``CapacityDurationHours``: 1-14 days, then 7-day
+steps up to 182 days). What comes back does not last exactly that long: every block ends at
+11:30 UTC, so blocks starting at other times of day last a little less or a little more than
+asked (AWS: "one block will have a duration that is slightly less than your desired duration,
+while the other will have a duration slightly greater"), down to hours and minutes (an instant
+start at 04:55 that ends at 11:30 the same day lasts 6 h 35 min). An offering is sound when it
+ends at 11:30 UTC and lasts less than a day more or less than a duration one may ask for.
 """
 
 from __future__ import annotations
@@ -15,6 +25,9 @@ MAX_INSTANCES_PER_BLOCK = 64
 # Every block ends at 11:30 UTC; instances are terminated 30 minutes before that.
 BLOCK_END_TIME = time(11, 30, tzinfo=timezone.utc)
 TERMINATION_LEAD = timedelta(minutes=30)
+# Offerings for a window that begins now start a few minutes after the search ("instant start",
+# e.g. 04:55 for a search at 04:50): such a window is covered from this long after now.
+INSTANT_START_LEAD = timedelta(minutes=30)
 # EC2 sends the expiration warning this long before the end.
 WARNING_LEAD = timedelta(minutes=40)
 
@@ -61,15 +74,23 @@ def shortest_block_days(gap_start: datetime, gap_end: datetime) -> int | None:
     return next((days for days in ALLOWED_DURATION_DAYS if days >= needed), None)
 
 
-def block_offering_problem(*, start: datetime, end: datetime, duration_hours: int, count: int, now: datetime) -> str | None:
+def searchable_duration(length: timedelta) -> bool:
+    """Whether a block of ``length`` can answer a search for an allowed whole-day duration:
+    strictly less than a day shorter or longer than one."""
+    return length > timedelta(0) and any(abs(length - timedelta(days=days)) < timedelta(days=1) for days in ALLOWED_DURATION_DAYS)
+
+
+def block_offering_problem(*, start: datetime, end: datetime, duration_hours: int, count: int, now: datetime,
+                           duration_minutes: int = 0) -> str | None:
     """Why an EC2 Capacity Block offering breaks the market rules, or None when it is sound.
 
     Offerings come from the API or from a file a person typed; an offering that breaks the
     rules is a sign of a bad input, and buying it would not give what the planner assumed."""
     if not ends_at_block_time(end):
         return f"ends {utc(end):%H:%M} UTC, but blocks end at 11:30 UTC"
-    if duration_hours % 24 or duration_hours // 24 not in ALLOWED_DURATION_DAYS:
-        return f"duration {duration_hours} h is not 1-14 days or 7-day steps up to 182 days"
+    if not 0 <= duration_minutes < 60 or not searchable_duration(timedelta(hours=duration_hours, minutes=duration_minutes)):
+        return (f"duration {duration_hours} h {duration_minutes} min is not within a day of 1-14 days or of 7-day steps "
+                "up to 182 days")
     if utc(start) - utc(now) > MAX_START_AHEAD:
         return f"starts {utc(start):%Y-%m-%d}, more than 8 weeks ahead"
     if not 1 <= count <= MAX_INSTANCES_PER_BLOCK:
@@ -77,6 +98,13 @@ def block_offering_problem(*, start: datetime, end: datetime, duration_hours: in
     if utc(end) <= utc(start):
         return "ends before it starts"
     return None
+
+
+def instant_start_cover_from(occurrence_start: datetime, now: datetime) -> datetime:
+    """From when an occurrence can still be covered: its start, or, for one that has begun or
+    begins within ``INSTANT_START_LEAD``, that long after ``now`` (an instant-start offering
+    starts minutes after it is found; the time already past cannot be bought)."""
+    return max(occurrence_start, now + INSTANT_START_LEAD)
 
 
 def training_plan_offering_problem(*, start: datetime, end: datetime, now: datetime) -> str | None:

@@ -7,16 +7,18 @@ plan, so the Lambda controller, the tests and ``gpu-governance capacity plan`` s
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Literal, Mapping
 
+from ..contract import TAG_COST_CENTRE, TAG_TEAM
 from . import market
 
 Market = Literal["capacity_block", "training_plan"]
 Mode = Literal["dry_run", "approval", "auto"]
-OfferingKind = Literal["block", "extension", "training_plan"]
+OfferingKind = Literal["block", "extension", "training_plan", "training_plan_extension"]
+EXTENSION_KINDS = ("extension", "training_plan_extension")  # keep the reservation (plan) id, extend its end
 
 # A window rarely needs more than a chain of three blocks (e.g. 14 days + 7 days + an
 # extension); the bound keeps the exhaustive search small and the plan easy to read.
@@ -26,7 +28,7 @@ HOUR = timedelta(hours=1)
 
 @dataclass(frozen=True, kw_only=True)
 class Window:
-    """One capacity window as the compiled policy describes it (see constructs_lib.capacity_model)."""
+    """One capacity window as the compiled policy describes it (see constructs_lib.model.capacity)."""
 
     name: str
     market: Market
@@ -44,6 +46,32 @@ class Window:
     mode: Mode
     consumer: Mapping[str, Any] = field(default_factory=dict)
     fallback: Literal["on_demand", "none"] = "on_demand"
+    # The owner: the compiled policy always names the team; the defaults serve tests and what-if runs.
+    team: str = ""
+    cost_centre: str | None = None
+    # Set only on a requested window (capacity/requests.py): the declared window whose budget it spends.
+    budget_window: str | None = None
+
+    @property
+    def budget_key(self) -> str:
+        """Whose budget a purchase for this window counts against."""
+        return self.budget_window or self.name
+
+    @property
+    def owner_fields(self) -> dict[str, str]:
+        """Whom the window serves, as notifications and ``--json`` name it (unset fields left out)."""
+        return {key: value for key, value in (("team", self.team), ("cost_centre", self.cost_centre)) if value}
+
+    @property
+    def owner_tags(self) -> dict[str, str]:
+        """The owner's tags on every purchase for this window (contract.PURCHASE_TAG_KEYS)."""
+        keys = {"team": TAG_TEAM, "cost_centre": TAG_COST_CENTRE}
+        return {keys[name]: value for name, value in self.owner_fields.items()}
+
+    @property
+    def owner(self) -> str:
+        """Whom the window serves, as reports name it."""
+        return f"team {self.team or '?'}" + (f", cost centre {self.cost_centre}" if self.cost_centre else "")
 
     @classmethod
     def from_policy(cls, data: Mapping[str, Any]) -> "Window":
@@ -122,14 +150,24 @@ class Offering:
     upfront_fee: Decimal
     currency: str = "USD"
     reservation_id: str | None = None  # the block an extension extends
+    duration_minutes: int = 0  # on top of duration_hours: blocks end at 11:30 UTC, whenever they start
+    requested_hours: int | None = None  # the whole-day duration searched for that found it (None: read from a file)
+
+    @property
+    def extends(self) -> bool:
+        return self.kind in EXTENSION_KINDS
+
+    @property
+    def hours(self) -> Decimal:
+        return self.duration_hours + Decimal(self.duration_minutes) / 60
 
     @property
     def price_per_instance_hour(self) -> Decimal:
-        return self.upfront_fee / (self.count * self.duration_hours)
+        return self.upfront_fee / (self.count * self.hours)
 
     @property
-    def instance_hours(self) -> int:
-        return self.count * self.duration_hours
+    def instance_hours(self) -> Decimal:
+        return self.count * self.hours
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,8 +220,14 @@ def shortfall(occurrence: Occurrence, needed: int, held: Iterable[Interval]) -> 
     return pieces
 
 
+def coverable(occurrence: Occurrence, now: datetime) -> Occurrence:
+    """The part of the occurrence that can still be bought (see ``market.instant_start_cover_from``)."""
+    start = min(market.instant_start_cover_from(occurrence.start, now), occurrence.end)
+    return replace(occurrence, start=start)
+
+
 def _interval(offering: Offering, reservations: Mapping[str, Reservation]) -> Interval:
-    if offering.kind == "extension":
+    if offering.extends:
         extended = reservations[offering.reservation_id]
         return (extended.end, offering.end, extended.count)
     return (offering.start, offering.end, offering.count)
@@ -216,51 +260,61 @@ def plan(
     reservations = tuple(reservations)
     by_id = {r.id: r for r in reservations}
     sound, ignored = _sound_offerings(offerings, by_id, now)
+    of_type: dict[str, list[Offering]] = {}  # an occurrence looks only at offerings of its type
+    for offering in sound:
+        of_type.setdefault(offering.instance_type, []).append(offering)
     windows = {w.name: w for w in windows}
-    committed = {name: Decimal(spent.get(name, 0)) for name in windows}
+    committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
+    for name, w in windows.items():
+        committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
     purchases: list[Purchase] = []
     uncovered: list[Uncovered] = []
     covered: list[Occurrence] = []
+    purchased: set[str] = set()
 
     for occurrence in sorted(o for w in windows.values() for o in w.occurrences(now)):
         window = windows[occurrence.window]
         own = [r for r in reservations if r.window == window.name and _fits(r, window)]
         held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
-        gaps = shortfall(occurrence, window.instance_count, held + [_interval(p.offering, by_id) for p in purchases if p.window == window.name])
+        gaps = shortfall(coverable(occurrence, now), window.instance_count,
+                         held + [_interval(p.offering, by_id) for p in purchases if p.window == window.name])
         if not gaps:
             covered.append(occurrence)
             continue
+        own_ids = {r.id for r in own}
         candidates = [
-            o for o in sound
+            o for o in of_type.get(window.instance_type, ())
             if _fits(o, window)
-            and _serves(o, window, own)
+            and _serves(o, window, own_ids)
             and _overlaps(_interval(o, by_id), gaps)
-            and o.id not in {p.offering.id for p in purchases}
+            and o.id not in purchased
         ]
-        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.name])
+        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key])
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
         for offering in choice:
             purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
-            committed[window.name] += offering.upfront_fee
+            purchased.add(offering.id)
+            committed[window.budget_key] += offering.upfront_fee
     return Plan(purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored))
 
 
 def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, Reservation], now: datetime):
     sound, ignored = [], []
     for offering in offerings:
-        if offering.kind == "training_plan":
-            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
-        elif offering.kind == "extension" and offering.reservation_id not in reservations:
+        if offering.extends and offering.reservation_id not in reservations:
             problem = f"extends {offering.reservation_id}, which this controller did not buy"
-        elif offering.kind == "extension" and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
+        elif offering.extends and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
             problem = f"extends {offering.reservation_id}, which is {reservations[offering.reservation_id].state}"
+        elif offering.kind in ("training_plan", "training_plan_extension"):
+            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
         else:
             problem = market.block_offering_problem(
-                start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now
+                start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now,
+                duration_minutes=offering.duration_minutes,
             )
-        if problem is None and offering.start < now - HOUR and offering.kind != "extension":
+        if problem is None and offering.start < now - HOUR and not offering.extends:
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
         if problem:
             ignored.append((offering.id, problem))
@@ -274,10 +328,10 @@ def _fits(item: Reservation | Offering, window: Window) -> bool:
     return item.instance_type == window.instance_type and (not zones or item.availability_zone in zones)
 
 
-def _serves(offering: Offering, window: Window, own: list[Reservation]) -> bool:
+def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
     if window.market == "training_plan":
-        return offering.kind == "training_plan"
-    return offering.kind == "block" or offering.reservation_id in {r.id for r in own}
+        return offering.kind == "training_plan" or (offering.kind == "training_plan_extension" and offering.reservation_id in own_ids)
+    return offering.kind == "block" or (offering.kind == "extension" and offering.reservation_id in own_ids)
 
 
 def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
@@ -299,7 +353,8 @@ def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, b
                 f"cap is {window.max_price_per_instance_hour}"
             )
         return None, f"no combination of at most {MAX_PURCHASES_PER_OCCURRENCE} offerings covers {_describe(gaps)}"
-    within_budget = _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left)
+    within_budget = best if sum(o.upfront_fee for o in best) <= budget_left else (  # the best cover, if affordable, is the best affordable one
+        _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left))
     if within_budget is None:
         cost = sum(o.upfront_fee for o in best)
         return None, f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}"
@@ -320,27 +375,66 @@ def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], res
     return prices[low]
 
 
-def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):
-    def rank(combo: tuple[Offering, ...]):
-        extends = any(o.kind == "extension" for o in combo)
-        return (
-            not extends if window.prefer_extension else False,
-            sum(o.upfront_fee for o in combo),
-            sum(o.instance_hours for o in combo),  # needed hours are fixed: least unused time
-            len(combo),
-            tuple(o.id for o in combo),
-        )
+def _first_missing(gaps: list[Interval], chosen: list[Interval]) -> tuple[datetime, int] | None:
+    """The earliest moment of ``gaps`` that ``chosen`` leaves short, and by how many instances;
+    None when ``chosen`` covers them."""
+    short = [piece for start, end, missing in gaps for piece in shortfall(Occurrence(window="", start=start, end=end), missing, chosen)[:1]]
+    return min(((start, missing) for start, _, missing in short), default=None)
 
-    best = None
-    for size in range(1, MAX_PURCHASES_PER_OCCURRENCE + 1):
-        for combo in itertools.combinations(offerings, size):
-            if budget_left is not None and sum(o.upfront_fee for o in combo) > budget_left:
-                continue
-            if len({o.reservation_id for o in combo if o.kind == "extension"}) < sum(o.kind == "extension" for o in combo):
-                continue  # one extension per block per plan: a second would start where the first ends
-            if (best is None or rank(combo) < rank(best)) and _covers(gaps, (_interval(o, reservations) for o in combo)):
-                best = combo
-    return best
+
+def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):
+    """The best combination of at most ``MAX_PURCHASES_PER_OCCURRENCE`` offerings covering
+    ``gaps``: with ``prefer_extension`` one that extends a block if any does, then the cheapest,
+    then the fewest purchased instance-hours (least unused time), then the fewest purchases.
+
+    The same answer as trying every combination (tests/capacity/test_planner_search.py), found
+    faster. A cover must contain an offering that spans the earliest moment the offerings chosen
+    so far leave short, so only those are tried next; cheapest first, and a branch stops as soon
+    as its fee passes the best cover's or the budget (adding an offering never lowers the fee),
+    or when even the largest such offerings cannot make up the shortfall in the purchases left."""
+    by_fee = sorted(offerings, key=lambda o: (o.upfront_fee, o.id))
+    intervals = {o.id: _interval(o, reservations) for o in by_fee}
+
+    def rank(combo: tuple[Offering, ...]):
+        return (sum(o.upfront_fee for o in combo), sum(o.instance_hours for o in combo), len(combo), tuple(sorted(o.id for o in combo)))
+
+    def search(need_extension: bool):
+        best, best_rank = None, None
+
+        def extend(combo: tuple[Offering, ...], fee: Decimal) -> None:
+            nonlocal best, best_rank
+            missing = _first_missing(gaps, [intervals[o.id] for o in combo])
+            if missing is None:  # covers, but lacks the extension this search needs: only an extension can be added
+                options = [o for o in by_fee if o.extends]
+            else:
+                moment, short = missing
+                options = [o for o in by_fee if intervals[o.id][0] <= moment < intervals[o.id][1]]
+                left = MAX_PURCHASES_PER_OCCURRENCE - len(combo)
+                if left * max((intervals[o.id][2] for o in options), default=0) < short:
+                    return
+            for offering in options:
+                total = fee + offering.upfront_fee
+                if (best_rank is not None and total > best_rank[0]) or (budget_left is not None and total > budget_left):
+                    break  # every later option costs at least as much
+                if offering in combo or (offering.extends and offering.reservation_id in {o.reservation_id for o in combo if o.extends}):
+                    continue  # one extension per block per plan: a second would start where the first ends
+                chosen = combo + (offering,)
+                qualifies = not need_extension or any(o.extends for o in chosen)
+                if qualifies and _first_missing(gaps, [intervals[o.id] for o in chosen]) is None:
+                    if best_rank is None or rank(chosen) < best_rank:
+                        best, best_rank = chosen, rank(chosen)
+                elif len(chosen) < MAX_PURCHASES_PER_OCCURRENCE:
+                    extend(chosen, total)
+
+        extend((), Decimal(0))
+        return best
+
+    if window.prefer_extension and any(o.extends for o in offerings):
+        extending = search(need_extension=True)
+        if extending is not None:
+            return tuple(sorted(extending, key=lambda o: o.id))
+    best = search(need_extension=False)
+    return None if best is None else tuple(sorted(best, key=lambda o: o.id))
 
 
 def _describe(gaps: list[Interval]) -> str:

@@ -16,9 +16,10 @@ import json
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
+from ..contract import CAPACITY_EVENT_SOURCE
 from ..request_shapes import conform
 
-DRAIN_EVENT_SOURCE = "gpu-governance.capacity"
+DRAIN_EVENT_SOURCE = CAPACITY_EVENT_SOURCE
 DRAIN_EVENT_TYPE = "Capacity Window Draining"
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]

@@ -1,0 +1,45 @@
+"""Training plans delivered: each team learns the ARNs of its active training plans for SageMaker
+training jobs from an SSM parameter (``contract.team_training_plans_parameter``), which a job
+passes as ``ResourceConfig.TrainingPlanArn``. HyperPod instance groups are pointed at their plan
+by ``hyperpod.py`` instead.
+
+Idempotent: the parameter is read first and written only when the list changed, so a repeated
+run or event writes nothing, and a run that crashed midway is completed by the next. A team
+whose plans have all ended gets ``[]``, so no job is sent to an expired plan.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from botocore.exceptions import ClientError
+
+from ..contract import team_training_plans_parameter
+from .planner import Reservation, Window
+
+TRAINING_JOBS = "sagemaker_training_jobs"
+
+
+def publish(*, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm: Any, organisation: str) -> list[dict[str, Any]]:
+    plans: dict[str, list[dict[str, str]]] = {w.team: [] for w in windows.values() if w.consumer.get("kind") == TRAINING_JOBS}
+    for plan in owned:
+        window = windows.get(plan.window)
+        if window is not None and window.consumer.get("kind") == TRAINING_JOBS and plan.state == "active":
+            plans[window.team].append({"arn": plan.id, "window": window.name, "ends": plan.end.isoformat()})
+    results = []
+    for team, active in sorted(plans.items()):
+        name = team_training_plans_parameter(organisation, team)
+        value = json.dumps(sorted(active, key=lambda p: p["arn"]), sort_keys=True)
+        try:
+            try:
+                current = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+            except ssm.exceptions.ParameterNotFound:
+                current = None
+            if current != value:
+                ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+        except ClientError as error:  # reported and retried next run; the other teams are still served
+            results.append({"team": team, "parameter": name, "error": f"{error.response['Error']['Code']}: {error}"})
+            continue
+        results.append({"team": team, "parameter": name, "plans": [p["arn"] for p in active], "changed": current != value})
+    return results
