@@ -20,7 +20,7 @@ from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
-from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG
+from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
@@ -69,6 +69,18 @@ def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> t
     return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
+SHARE_RAISE_ACTIONS = ("batch:UpdateQuotaShare",)
+"""What the capacity controller does to quotas: it raises a team's quota share while the team's
+training plan is active and lowers it back (capacity/shares.py). Its own IAM names those shares."""
+
+
+def raises_quota_shares(model: GovernanceModel) -> bool:
+    """Whether a capacity window feeds SageMaker training jobs on a Batch quota-share pool (the
+    controller then changes that pool's quota shares)."""
+    return any(w.feeds.kind == "sagemaker_training_jobs" and w.feeds.pool and model.pool(w.feeds.pool).backend == BATCH_QUOTA_SHARE
+               for w in model.capacity_windows)
+
+
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
@@ -85,10 +97,15 @@ def service_control_policy(model: GovernanceModel, guardrails: Guardrails) -> di
     """One SCP (an account or OU may hold at most five). Each denial comes twice: once unless the
     principal is one of the exempt ARNs, once unless it belongs to one of their accounts, so an
     exemption holds only for that role in that account."""
-    groups = (
+    quota_exempt = quota_change_exemptions(model, guardrails)
+    groups = [
         ("DenyGpuCapacityPurchase", PURCHASE_ACTIONS, "*", purchase_exemptions(model, guardrails)),
-        ("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_resources(model), quota_change_exemptions(model, guardrails)),
-    )
+        ("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_resources(model), quota_exempt),
+    ]
+    if raises_quota_shares(model):  # the controller is exempt from the share updates alone
+        controller = _role_arn(model.capacity_account.account_id, capacity_controller_role_name(model.organisation))
+        groups[1] = ("DenyGpuQuotaChanges", tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in SHARE_RAISE_ACTIONS), quota_resources(model), quota_exempt)
+        groups.append(("DenyGpuQuotaShareUpdates", SHARE_RAISE_ACTIONS, quota_resources(model), _unique((*quota_exempt, controller))))
     statements = []
     for sid, actions, resources, exempt in groups:
         accounts = sorted({account_of(arn) for arn in exempt})

@@ -17,7 +17,7 @@ from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.organisation.guardrails import (
-    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, OrganisationGuardrails,
+    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, SHARE_RAISE_ACTIONS, OrganisationGuardrails,
     document_size, service_control_policy,
 )
 from constructs_lib.model.loader import load_model
@@ -108,14 +108,20 @@ def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
         "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
     ]
     capacity_resources = [f"arn:*:batch:*:{CAPACITY}:*", f"arn:*:sagemaker:*:{CAPACITY}:*"]
+    others = [a for a in QUOTA_CHANGE_ACTIONS if a not in SHARE_RAISE_ACTIONS]
     template.has_resource_properties("AWS::Organizations::Policy", {
         "Type": "SERVICE_CONTROL_POLICY", "TargetIds": TARGETS, "Name": "acme-ml-gpu-capacity-guardrails",
         "Content": {"Version": "2012-10-17", "Statement": [
             Match.object_like({"Sid": "DenyGpuCapacityPurchase", "Effect": "Deny", "Resource": "*", "Action": purchase}),
             Match.object_like({"Sid": "DenyGpuCapacityPurchaseOutsidePlatformAccounts", "Effect": "Deny", "Resource": "*", "Action": purchase}),
-            Match.object_like({"Sid": "DenyGpuQuotaChanges", "Effect": "Deny", "Resource": capacity_resources, "Action": list(QUOTA_CHANGE_ACTIONS)}),
+            Match.object_like({"Sid": "DenyGpuQuotaChanges", "Effect": "Deny", "Resource": capacity_resources, "Action": others}),
             Match.object_like({"Sid": "DenyGpuQuotaChangesOutsidePlatformAccounts", "Effect": "Deny", "Resource": capacity_resources,
-                               "Action": list(QUOTA_CHANGE_ACTIONS)}),
+                               "Action": others}),
+            # The reference raises a quota share while a training plan is active: the capacity
+            # controller is exempt from that one action, in a statement of its own.
+            Match.object_like({"Sid": "DenyGpuQuotaShareUpdates", "Effect": "Deny", "Resource": capacity_resources, "Action": list(SHARE_RAISE_ACTIONS)}),
+            Match.object_like({"Sid": "DenyGpuQuotaShareUpdatesOutsidePlatformAccounts", "Effect": "Deny", "Resource": capacity_resources,
+                               "Action": list(SHARE_RAISE_ACTIONS)}),
         ]},
     })
     for action in ("batch:UpdateSchedulingPolicy", "batch:UpdateJobQueue", "batch:UpdateServiceEnvironment", "batch:CreateJobQueue"):
@@ -160,6 +166,12 @@ SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", False),
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/q", True),
     (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", True),  # same name, other account
+    # The controller raises and lowers quota shares (issue 14) and changes nothing else of the quotas.
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", False),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:DeleteQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateSchedulingPolicy", CAPACITY_QUEUE, True),
+    (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
+    (SUBMIT, "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateQuotaShare", CAPACITY_QUEUE, False),
     (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "sagemaker:CreateTrainingPlan", "*", True),
     (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-west-2", "batch:UpdateQuotaShare", CAPACITY_QUEUE, True),
@@ -235,6 +247,18 @@ def test_tag_policy_only_reports_unless_enforcement_is_asked_for():
 
 def _admins(count: int) -> list[str]:
     return [f"arn:aws:iam::{CAPACITY}:role/platform-administrator-{index:04d}" for index in range(count)]
+
+
+def test_without_share_raising_windows_the_controller_changes_no_quota():
+    # No capacity window feeds training jobs on a quota-share pool: UpdateQuotaShare stays in the
+    # one quota statement, and the controller is exempt from none of it.
+    plain = model_with(capacity_windows=[])
+    document = service_control_policy(plain, plain.guardrails)
+    sids = [s["Sid"] for s in document["Statement"]]
+    assert "DenyGpuQuotaShareUpdates" not in sids
+    quota = next(s for s in document["Statement"] if s["Sid"] == "DenyGpuQuotaChanges")
+    assert quota["Action"] == list(QUOTA_CHANGE_ACTIONS)
+    assert not any("capacity-controller" in arn for arn in quota["Condition"]["ArnNotLike"]["aws:PrincipalArn"])
 
 
 def test_scp_over_the_size_quota_is_refused_before_synth():
