@@ -68,8 +68,7 @@ def test_boto3_example_refuses_a_class_that_does_not_exist_in_one_line(setup_fil
 
 def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
     """Run the SDK example with ``argv`` against a stubbed Batch client; returns its exit code and
-    the SubmitServiceJob request the SDK sent."""
-    pytest.importorskip("sagemaker.train.aws_batch", reason="the [member] extra (sagemaker-train) is not installed")
+    the SubmitServiceJob request the SDK sent (tests calling it are marked member_sdk)."""
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.train.aws_batch import batch_api_helper
 
@@ -86,6 +85,7 @@ def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
     return code, request
 
 
+@pytest.mark.member_sdk
 def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys):
     code, request = run_sdk_example(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type", "ml.p5.48xlarge",
                                      "--job-name", "llama", "--image", IMAGE], monkeypatch)

@@ -99,6 +99,7 @@ def test_slurm_blocks_submit_with_the_teams_account_partition_and_qos(ran):
     ]
 
 
+@pytest.mark.member_sdk
 def test_the_sdk_block_submits_through_the_sdk(ran, monkeypatch):
     folder, _, _ = ran
     (body,) = blocks("stubbed")
