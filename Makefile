@@ -11,7 +11,7 @@ INSTALLED := $(VENV)/.installed
 CDK_CLI_VERSION := 2.1148.1
 CDK_CLI := node_modules/.aws-cdk-$(CDK_CLI_VERSION)
 
-.PHONY: install cdk-cli synth test test-slurm bench clean
+.PHONY: install cdk-cli synth test test-member test-slurm bench clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ synth: $(INSTALLED)
 	$(BIN)/gpu-governance report cdk.out
 
 test: $(INSTALLED) $(CDK_CLI)
-	$(BIN)/python -m pytest -m "not slurm"
+	$(BIN)/python -m pytest -m "not slurm and not member_sdk"
+
+# The SageMaker Python SDK path: the [member] extra (sagemaker-train) and the tests marked member_sdk.
+test-member: $(INSTALLED)
+	$(BIN)/pip install --quiet -e ".[test,member]"
+	$(BIN)/python -m pytest -m member_sdk
 
 # Real local Slurm with accounting (installs Debian packages, needs root), then the slurm suite.
 test-slurm: $(INSTALLED)

@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     example.add_argument("--priority-class", help="default: the least urgent class")
     example.add_argument("--instance-type", help="default: the first instance type of the team's quota")
     example.add_argument("--gpus", type=int, default=1, help="GPUs per node (hyperpod_eks, slurm; default 1)")
-    example.add_argument("--image", help="training image (batch, hyperpod_eks; default: the discovery document's)")
+    example.add_argument("--image", help="training image (batch, hyperpod_eks), e.g. <the team's ecr_repository_uri>:<tag>")
     example.add_argument("--job-name", default="train", help="job name after '<team>-' (a time is appended for batch and hyperpod_eks)")
     example.add_argument("--script", default="train.sh", help="batch script (slurm; default train.sh)")
     example.set_defaults(handler=_submit_example)
@@ -58,17 +58,16 @@ def _team_commands(subparsers: argparse._SubParsersAction) -> argparse._SubParse
 
 def _submit_example(args: argparse.Namespace) -> int:
     setup = _setup(args)
-    classes = sorted(setup.priority_classes, key=lambda name: (setup.priority_classes[name], name))
-    priority_class = args.priority_class or classes[0]
+    priority_class = args.priority_class or setup.least_urgent()
     instance_type = args.instance_type or sorted(setup.quota)[0]
     if args.gpus < 1:
         raise GovernanceError.single("--gpus", "invalid", args.gpus, "at least 1")
     if args.backend == "slurm":
         print(sbatch_line(setup, priority_class=priority_class, gpus=args.gpus, script=shlex.split(args.script)))
         return 0
-    image = args.image or setup.image_uri
+    image = args.image
     if not image:
-        raise GovernanceError.single("--image", "missing", None, "a training image, or --setup with the team's image_uri")
+        raise GovernanceError.single("--image", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
     if not IMAGE_REFERENCE.fullmatch(image):
         raise GovernanceError.single("--image", "not an image reference", image, "registry/repository:tag or @sha256:digest")
     job_name = unique_job_name(setup.team, args.job_name)

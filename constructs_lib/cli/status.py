@@ -117,9 +117,10 @@ def batch_client(region: str):
 
 
 def _eks(args: argparse.Namespace, pool, model):
+    from constructs_lib.hyperpod_eks.kubernetes import namespace as team_namespace
     from constructs_lib.member.status import kueue_observation, read_json
 
-    namespace = f"hyperpod-ns-{args.team}"
+    namespace = team_namespace(args.team)
     workloads = _text(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
     try:
         queues = _text(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))

@@ -61,6 +61,16 @@ def cluster_queue(team: str) -> str:
     return f"{namespace(team)}-clusterqueue"
 
 
+def local_queue(team: str) -> str:
+    """The Kueue local queue task governance makes in the team's namespace (jobs name it)."""
+    return f"{namespace(team)}-localqueue"
+
+
+def workload_priority_class(priority_class: str) -> str:
+    """Task governance names the Kueue WorkloadPriorityClass of each of its classes so."""
+    return f"{priority_class}-priority"
+
+
 def _meta(name: str, team: str | None, namespaced: bool = True) -> dict[str, Any]:
     """Metadata of one object; ``team`` None for the cluster-wide objects no team owns."""
     if team is None:

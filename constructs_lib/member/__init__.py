@@ -6,14 +6,13 @@ Plain Python and boto3 (the SageMaker SDK path imports ``sagemaker`` only when u
 from .batch import check_job_name, service_job_request, submit_training_job, unique_job_name
 from .hyperpod import training_job_manifest
 from .sdk import model_trainer, submit_with_sdk
-from .setup import MEMBER_BACKENDS, TeamSetup, local_queue, team_setup
+from .setup import MEMBER_BACKENDS, TeamSetup, team_setup
 from .slurm import sbatch_arguments, sbatch_line
 
 __all__ = [
     "MEMBER_BACKENDS",
     "TeamSetup",
     "check_job_name",
-    "local_queue",
     "model_trainer",
     "sbatch_arguments",
     "sbatch_line",

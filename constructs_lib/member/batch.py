@@ -65,9 +65,8 @@ def service_job_request(
     priority = setup.priority(priority_class)
     if instance_type not in setup.quota:
         raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
-    image = image_uri or setup.image_uri
-    if not image:
-        raise GovernanceError.single("image_uri", "missing", None, "the training image (the team's ECR repository in its discovery document, or pass one)")
+    if not image_uri:
+        raise GovernanceError.single("image_uri", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
     all_tags = dict(tags or {})
     if all_tags.get(TAG_TEAM, setup.team) != setup.team:
         raise GovernanceError.single(f"tags.{TAG_TEAM}", "names another team", all_tags[TAG_TEAM], f"{setup.team!r} (set for you)")
@@ -75,7 +74,7 @@ def service_job_request(
     payload: dict[str, Any] = {
         "TrainingJobName": job_name,
         "RoleArn": setup.execution_role_arn,
-        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {"TrainingImage": image_uri, "TrainingInputMode": "File"},
         "OutputDataConfig": {"S3OutputPath": f"s3://{setup.bucket}/output/", "KmsKeyId": setup.kms_key_arn},
         "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": instance_count, "VolumeSizeInGB": volume_size_gb,
                            "VolumeKmsKeyId": setup.kms_key_arn},

@@ -17,23 +17,13 @@ from gpu_governance_runtime.contract import (
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, secrets_prefix
+from constructs_lib.model import (
+    SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, aws_partition, repository_name, secrets_prefix, team_key_alias,
+    team_role_arn,
+)
 
 CHECKPOINT_PREFIX = "checkpoints/"
 """Where in the team's bucket training jobs keep checkpoints (the bucket is the team's alone)."""
-
-def partition(region: str) -> str:
-    return "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
-
-
-def role_arn(model: GovernanceModel, team_name: str, suffix: str) -> str:
-    account = model.capacity_account
-    return f"arn:{partition(account.region)}:iam::{account.account_id}:role{ROLE_PATH}{team_name}{suffix}"
-
-
-def kueue_priority_class(name: str) -> str:
-    """HyperPod task governance names the Kueue WorkloadPriorityClass of a class ``<name>-priority``."""
-    return f"{name}-priority"
 
 
 def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: Any = None, kms_key_arn: Any = None) -> dict[str, Any]:
@@ -45,7 +35,8 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
     if pool_name not in team.quotas:
         raise GovernanceError.single("pool", f"team {team_name} has no quota in this pool", pool_name, f"one of {sorted(team.quotas)}")
     pool, account = model.pool(pool_name), model.capacity_account
-    arn_prefix = f"arn:{partition(account.region)}"
+    partition = aws_partition(account.region)
+    arn_prefix = f"arn:{partition}"
     url_suffix = "amazonaws.com.cn" if account.region.startswith("cn-") else "amazonaws.com"
     classes = sorted(model.priority_classes, key=lambda c: (-c.weight, c.name))
     document: dict[str, Any] = {
@@ -56,15 +47,16 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "backend": pool.backend,
         "account": account.account_id,
         "region": account.region,
-        "submission_role_arn": role_arn(model, team.name, SUBMISSION_ROLE_SUFFIX),
-        "execution_role_arn": role_arn(model, team.name, TRAINING_ROLE_SUFFIX),
+        "submission_role_arn": team_role_arn(account.account_id, team.name, SUBMISSION_ROLE_SUFFIX, partition),
+        "execution_role_arn": team_role_arn(account.account_id, team.name, TRAINING_ROLE_SUFFIX, partition),
         "bucket": bucket,
         "kms_key_arn": kms_key_arn,
-        "kms_key_alias": f"alias/{model.organisation}/{team.name}",
+        "kms_key_alias": team_key_alias(model.organisation, team.name),
         "checkpoint_prefix": CHECKPOINT_PREFIX,
         "ecr_repository_uri": f"{account.account_id}.dkr.ecr.{account.region}.{url_suffix}/{repository_name(model.organisation, team.name)}",
         "secrets_prefix": secrets_prefix(model.organisation, team.name),
         "team_tag": {TAG_TEAM: team.name},
+        "quota": dict(team.quotas[pool.name]),
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
     if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):
@@ -76,10 +68,9 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         else:
             document.update(share_identifier=team.name, job_definition_prefix=f"{team.name}-")
     elif pool.backend == HYPERPOD_EKS:
-        namespace = kubernetes.namespace(team.name)
-        document.update(cluster_arn=pool.cluster_arn, eks_cluster_name=pool.eks_cluster_name, namespace=namespace,
-                        local_queue=f"{namespace}-localqueue", service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT)
-        priority = {c.name: kueue_priority_class(c.name) for c in classes}
+        document.update(cluster_arn=pool.cluster_arn, eks_cluster_name=pool.eks_cluster_name, namespace=kubernetes.namespace(team.name),
+                        local_queue=kubernetes.local_queue(team.name), service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT)
+        priority = {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
     elif pool.backend == HYPERPOD_SLURM:
         from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
 
@@ -95,6 +86,7 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         )
         priority = {c.name: class_qos_name(team.name, c.name) for c in classes}
     key = DISCOVERY_PRIORITY_KEY[pool.backend]
+    # Last, after the backend's keys (the order of the contract's note).
     document["priority_classes"] = [{"name": c.name, "weight": c.weight, key: priority[c.name]} for c in classes]
     return document
 

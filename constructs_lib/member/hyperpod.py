@@ -14,20 +14,14 @@ from typing import Any, Sequence
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks.kubernetes import WORKLOAD_SERVICE_ACCOUNT
 from .batch import check_job_name
 from .setup import TeamSetup
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-PRIORITY_CLASS_SUFFIX = "-priority"  # HyperPod names the Kueue workload priority class of each of its classes so
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_RESOURCE = "nvidia.com/gpu"
 NON_ROOT_UID = 1000
-
-
-def workload_priority_class(priority_class: str) -> str:
-    return f"{priority_class}{PRIORITY_CLASS_SUFFIX}"
 
 
 def training_job_manifest(
@@ -45,13 +39,13 @@ def training_job_manifest(
     and priority-class labels, running as the team's workload service account (its pod identity
     role reads the team's bucket). ``dedicated_team_nodes``: the team owns dedicated instance
     groups, and its pods must select and tolerate them."""
-    setup.require("namespace", "local_queue")
+    setup.require("namespace", "local_queue", "service_account")
     check_job_name(setup.team, job_name)
-    setup.priority(priority_class)
+    kueue_class = setup.priority(priority_class)
     if instance_type not in setup.quota:
         raise GovernanceError.single("instance_type", f"not in team {setup.team}'s compute quota", instance_type, f"one of {sorted(setup.quota)}")
     pod_spec: dict[str, Any] = {
-        "serviceAccountName": WORKLOAD_SERVICE_ACCOUNT,
+        "serviceAccountName": setup.service_account,
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "seccompProfile": {"type": "RuntimeDefault"}},
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
@@ -72,7 +66,7 @@ def training_job_manifest(
         "metadata": {
             "name": job_name,
             "namespace": setup.namespace,
-            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_LABEL: workload_priority_class(priority_class)},
+            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_LABEL: kueue_class},
         },
         # Kueue unsuspends the job when it admits it; created suspended, no pod starts before.
         "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": pod_spec}},

@@ -49,11 +49,10 @@ def model_trainer(
     check_job_name(setup.team, base_job_name)
     if instance_type not in setup.quota:
         raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
-    image = image_uri or setup.image_uri
-    if not image:
-        raise GovernanceError.single("image_uri", "missing", None, "the training image (the team's ECR repository in its discovery document, or pass one)")
+    if not image_uri:
+        raise GovernanceError.single("image_uri", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
     return ModelTrainer(
-        training_image=image,
+        training_image=image_uri,
         role=setup.execution_role_arn,
         base_job_name=base_job_name,
         sagemaker_session=sagemaker_session,

@@ -1,6 +1,7 @@
-"""Where a team submits on one pool: queue and share, roles, bucket, key, priority classes, and
-the HyperPod namespace or Slurm account. Built offline from the governance model, or from the
-team's discovery document (the JSON the platform publishes per team and pool).
+"""Where a team submits on one pool, as its tooling reads it: the team's discovery document
+(``constructs_lib.member.discovery.describe``, the one writer; the platform publishes it per team
+and pool as an SSM parameter). ``TeamSetup.from_parameter`` reads the published JSON;
+``team_setup`` reads the same document built from the governance model, offline.
 
 No aws_cdk here: members' laptops and notebooks import this without the CDK.
 """
@@ -8,93 +9,115 @@ No aws_cdk here: members' laptops and notebooks import this without the CDK.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from gpu_governance_runtime import contract
-from gpu_governance_runtime.slurm import class_qos_name
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.hyperpod_eks.kubernetes import namespace as team_namespace
-from ..model import ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel
+from constructs_lib.model import GovernanceModel
+
+from .discovery import describe
 
 # The backends a member submits to, by the name the CLI takes.
 MEMBER_BACKENDS = {"batch": contract.BATCH_QUOTA_SHARE, "hyperpod_eks": contract.HYPERPOD_EKS, "slurm": contract.HYPERPOD_SLURM}
-CHECKPOINT_FOLDER = "checkpoints"  # s3://<team bucket>/checkpoints/<job name>/ when the document names no prefix
-# What each backend's submission needs beyond the keys every document has.
-_NEEDED = {
-    contract.BATCH_QUOTA_SHARE: ("job_queue", "quota_share", "execution_role_arn"),
-    contract.HYPERPOD_EKS: ("namespace", "local_queue"),
-    contract.HYPERPOD_SLURM: ("slurm_account", "slurm_partition", "slurm_qos"),
-}
+# Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
+_MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos"))
+_NOT_STRINGS = {"version": int, "team_tag": dict, "quota": dict, "priority_classes": list, "qos": list}
 
 
 @dataclass(frozen=True, kw_only=True)
 class TeamSetup:
-    """One team on one pool. Field names are the discovery document's keys (``contract.SETUP_KEYS``).
+    """One team on one pool: the discovery document's keys (``contract.DISCOVERY_KEYS`` and, for
+    its backend, ``contract.DISCOVERY_BACKEND_KEYS``), by the same names; the other backends'
+    keys are None. ``bucket`` and ``kms_key_arn`` are known only once deployed (None offline)."""
 
-    ``bucket``, ``kms_key_arn`` and ``image_uri`` are known only once deployed (generated names):
-    the model leaves them None and the discovery document fills them in."""
-
+    version: int
+    organisation: str
     team: str
     pool: str
     backend: str
+    account: str
     region: str
-    priority_classes: Mapping[str, int]  # class name -> weight (Batch scheduling priority, HyperPod weight, Slurm QoS priority)
+    submission_role_arn: str
+    execution_role_arn: str
+    bucket: str | None
+    kms_key_arn: str | None
+    kms_key_alias: str
+    checkpoint_prefix: str  # in the bucket; each job checkpoints in <prefix><job name>/
+    ecr_repository_uri: str
+    secrets_prefix: str
+    team_tag: Mapping[str, str]
     quota: Mapping[str, int]  # instance type -> guaranteed instances
-    submission_role_arn: str | None = None
-    execution_role_arn: str | None = None
-    bucket: str | None = None
-    kms_key_arn: str | None = None
-    checkpoint_prefix: str | None = None  # s3://bucket/prefix/ under which each job checkpoints in <job name>/
-    image_uri: str | None = None
+    priority_classes: Sequence[Mapping[str, Any]]  # most urgent first: name, weight, DISCOVERY_PRIORITY_KEY[backend]
     job_queue: str | None = None
+    job_queue_arn: str | None = None
     quota_share: str | None = None
+    quota_share_arn: str | None = None
+    training_job_name_prefix: str | None = None
+    share_identifier: str | None = None
+    job_definition_prefix: str | None = None
+    cluster_arn: str | None = None
     eks_cluster_name: str | None = None
     namespace: str | None = None
     local_queue: str | None = None
+    service_account: str | None = None
+    cluster_name: str | None = None
     slurm_account: str | None = None
-    slurm_partition: str | None = None
-    slurm_qos: Mapping[str, str] | None = None  # class name -> QoS
+    partition: str | None = None
+    qos: Sequence[str] | None = None
+    default_qos: str | None = None
+    borrow_partition: str | None = None
+    borrow_qos: str | None = None
 
     @classmethod
     def from_parameter(cls, text: str | bytes) -> "TeamSetup":
-        """Read the team's discovery document (the SSM parameter's value). Keys this version
-        does not know are ignored, so the platform may publish more."""
+        """Read the team's discovery document (the SSM parameter's value)."""
         try:
             data = json.loads(text)
         except (TypeError, ValueError) as error:
             raise GovernanceError.single("parameter", "not JSON", str(text)[:60], f"the JSON of a team's discovery document ({error})") from None
+        return cls.from_document(data)
+
+    @classmethod
+    def from_document(cls, data: Any) -> "TeamSetup":
+        """Check and read a discovery document. Keys this version does not know are ignored, so
+        the platform may publish more; every key of the document's backend must be there."""
         if not isinstance(data, dict):
-            raise GovernanceError.single("parameter", "not a JSON object", type(data).__name__, f"an object with keys {list(contract.SETUP_KEYS)}")
-        values = {key: data.get(key) for key in contract.SETUP_KEYS}
-        problems = [
-            Problem(path=f"parameter.{key}", wrong="missing", value=None, allowed="a value in the team's discovery document")
-            for key in ("team", "pool", "backend", "region", "priority_classes", "quota", *_NEEDED.get(values["backend"], ()))
-            if values[key] in (None, "", {})
-        ]
-        if values["backend"] not in _NEEDED:
-            problems.append(Problem(path="parameter.backend", wrong="not a backend members submit to", value=values["backend"], allowed=f"one of {sorted(_NEEDED)}"))
-        for key, kind in (("priority_classes", int), ("quota", int), ("slurm_qos", str)):
-            value = values[key]
-            if value is not None and not (isinstance(value, dict) and all(isinstance(v, kind) and not isinstance(v, bool) for v in value.values())):
-                problems.append(Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed=f"an object of names to {kind.__name__}s"))
-        problems += [Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed="a string or null")
-                     for key, value in values.items()
-                     if key not in ("priority_classes", "quota", "slurm_qos") and value is not None and not isinstance(value, str)]
+            raise GovernanceError.single("parameter", "not a JSON object", type(data).__name__, "a team's discovery document")
+        if data.get("version") != contract.DISCOVERY_VERSION:
+            raise GovernanceError.single("parameter.version", "not a version this library reads", data.get("version"), str(contract.DISCOVERY_VERSION))
+        backend = data.get("backend")
+        if backend not in contract.DISCOVERY_BACKEND_KEYS:
+            raise GovernanceError.single("parameter.backend", "not a backend", backend, f"one of {list(contract.DISCOVERY_BACKEND_KEYS)}")
+        keys = (*contract.DISCOVERY_KEYS, *contract.DISCOVERY_BACKEND_KEYS[backend])
+        problems = []
+        for key in keys:
+            value, kind = data.get(key), _NOT_STRINGS.get(key, str)
+            if value is None and key not in _MAY_BE_NULL:
+                problems.append(Problem(path=f"parameter.{key}", wrong="missing", value=None, allowed="a value in the team's discovery document"))
+            elif value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                problems.append(Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed=f"a {kind.__name__}"))
+        if not problems:
+            problems += _class_problems(data["priority_classes"], contract.DISCOVERY_PRIORITY_KEY[backend])
+            problems += [Problem(path=f"parameter.quota.{name}", wrong="invalid", value=count, allowed="a whole number")
+                         for name, count in data["quota"].items() if not isinstance(count, int) or isinstance(count, bool)]
         if problems:
             raise GovernanceError(problems)
-        return cls(**values)
+        return cls(**{key: data[key] for key in keys})
 
-    def to_parameter(self) -> str:
-        """The discovery document of this setup (what :meth:`from_parameter` reads)."""
-        return json.dumps({key: asdict(self)[key] for key in contract.SETUP_KEYS}, indent=2, sort_keys=False)
+    def priority(self, priority_class: str) -> Any:
+        """What the backend takes for a priority class: Batch's scheduling priority (the
+        weight), the Kueue priority class, the team's Slurm QoS; one-line error naming the classes."""
+        for entry in self.priority_classes:
+            if entry["name"] == priority_class:
+                return entry[contract.DISCOVERY_PRIORITY_KEY[self.backend]]
+        raise GovernanceError.single("priority_class", "not a priority class of the organisation", priority_class,
+                                     f"one of {[c['name'] for c in self.priority_classes]}")
 
-    def priority(self, priority_class: str) -> int:
-        """The weight of a priority class; one-line error naming the classes there are."""
-        if priority_class not in self.priority_classes:
-            raise GovernanceError.single("priority_class", "not a priority class of the organisation", priority_class, f"one of {sorted(self.priority_classes)}")
-        return self.priority_classes[priority_class]
+    def least_urgent(self) -> str:
+        """The class a job that names none should use."""
+        return min(self.priority_classes, key=lambda c: (c["weight"], c["name"]))["name"]
 
     def require(self, *keys: str) -> None:
         """Refuse, naming every key, when the setup lacks what a submission needs."""
@@ -106,13 +129,22 @@ class TeamSetup:
             ])
 
     def checkpoint_uri(self, job_name: str) -> str:
-        prefix = self.checkpoint_prefix or f"s3://{self.bucket}/{CHECKPOINT_FOLDER}/"
-        return f"{prefix.rstrip('/')}/{job_name}/"
+        return f"s3://{self.bucket}/{self.checkpoint_prefix.strip('/')}/{job_name}/"
 
 
-def team_setup(model: GovernanceModel, team_name: str, *, backend: str | None = None, pool: str | None = None) -> TeamSetup:
-    """A team's setup on one pool from the model, offline. ``backend`` (batch, hyperpod_eks,
-    slurm) and ``pool`` choose the pool; either is enough when it names one pool of the team."""
+def _class_problems(classes: list[Any], key: str) -> list[Problem]:
+    return [Problem(path=f"parameter.priority_classes[{index}]", wrong="invalid", value=entry, allowed=f"an object with name, weight and {key}")
+            for index, entry in enumerate(classes)
+            if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("weight"), int)
+                    and entry.get(key) is not None)]
+
+
+def team_setup(model: GovernanceModel, team_name: str, *, backend: str | None = None, pool: str | None = None,
+               bucket: str | None = None, kms_key_arn: str | None = None) -> TeamSetup:
+    """A team's setup on one pool from the model, offline: the discovery document ``describe``
+    builds (``bucket`` and ``kms_key_arn``: the deployed values, None unless given).
+    ``backend`` (batch, hyperpod_eks, slurm) and ``pool`` choose the pool; either is enough
+    when it names one pool of the team."""
     teams = {t.name: t for t in model.teams}
     team = teams.get(team_name)
     if team is None:
@@ -120,7 +152,7 @@ def team_setup(model: GovernanceModel, team_name: str, *, backend: str | None = 
     if backend is not None and backend not in MEMBER_BACKENDS:
         raise GovernanceError.single("backend", "not a backend members submit to", backend, f"one of {sorted(MEMBER_BACKENDS)}")
     wanted = MEMBER_BACKENDS.get(backend) if backend else None
-    candidates = [p for p in model.pools if p.name in team.quotas and p.backend in _NEEDED and (wanted is None or p.backend == wanted)]
+    candidates = [p for p in model.pools if p.name in team.quotas and p.backend in MEMBER_BACKENDS.values() and (wanted is None or p.backend == wanted)]
     if pool is not None:
         chosen = [p for p in candidates if p.name == pool]
     else:
@@ -128,25 +160,4 @@ def team_setup(model: GovernanceModel, team_name: str, *, backend: str | None = 
     if not chosen:
         wrong = f"not a pool of team {team.name}" + (f" on {backend}" if backend else "") if pool else f"team {team.name} has {len(candidates)} such pools"
         raise GovernanceError.single("pool", wrong, pool, f"one of {sorted(p.name for p in candidates)}")
-    selected = chosen[0]
-    capacity = model.capacity_account
-    roles = f"arn:aws:iam::{capacity.account_id}:role{ROLE_PATH}{team.name}"
-    values: dict[str, Any] = {
-        "team": team.name, "pool": selected.name, "backend": selected.backend, "region": capacity.region,
-        "priority_classes": {c.name: c.weight for c in model.priority_classes}, "quota": dict(team.quotas[selected.name]),
-        "submission_role_arn": f"{roles}{SUBMISSION_ROLE_SUFFIX}",
-    }
-    if selected.backend == contract.BATCH_QUOTA_SHARE:
-        # The queue is named after the pool and each quota share after its team (batch.QuotaManagedTrainingQueue).
-        values |= {"job_queue": selected.name, "quota_share": team.name, "execution_role_arn": f"{roles}{TRAINING_ROLE_SUFFIX}"}
-    elif selected.backend == contract.HYPERPOD_EKS:
-        values |= {"eks_cluster_name": selected.eks_cluster_name, "namespace": team_namespace(team.name), "local_queue": local_queue(team.name)}
-    else:  # Slurm: an account and a partition per team, a QoS per class (constructs_lib.model.slurm)
-        values |= {"slurm_account": team.name, "slurm_partition": team.name,
-                   "slurm_qos": {c.name: class_qos_name(team.name, c.name) for c in model.priority_classes}}
-    return TeamSetup(**values)
-
-
-def local_queue(team: str) -> str:
-    """The Kueue local queue HyperPod task governance makes in the team's namespace."""
-    return f"{team_namespace(team)}-localqueue"
+    return TeamSetup.from_document(describe(model, team.name, chosen[0].name, bucket=bucket, kms_key_arn=kms_key_arn))

@@ -10,10 +10,9 @@ from .setup import TeamSetup
 
 
 def sbatch_arguments(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> list[str]:
-    setup.require("slurm_account", "slurm_partition", "slurm_qos")
-    setup.priority(priority_class)
-    return ["sbatch", f"--account={setup.slurm_account}", f"--partition={setup.slurm_partition}",
-            f"--qos={setup.slurm_qos[priority_class]}", f"--gres=gpu:{gpus}", *script]
+    setup.require("slurm_account", "partition")
+    return ["sbatch", f"--account={setup.slurm_account}", f"--partition={setup.partition}",
+            f"--qos={setup.priority(priority_class)}", f"--gres=gpu:{gpus}", *script]
 
 
 def sbatch_line(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> str:

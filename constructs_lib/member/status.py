@@ -18,6 +18,7 @@ from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
 from gpu_governance_runtime.slurm.plan import borrow_qos_name
 
+from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 
 # --- AWS Batch quota share -------------------------------------------------------------------------
@@ -74,10 +75,6 @@ GPU = "nvidia.com/gpu"
 _FLAVOR = re.compile(r"in flavor ([^,\s]+)")
 
 
-def kueue_cluster_queue(team: str) -> str:
-    return f"hyperpod-ns-{team}-clusterqueue"
-
-
 def kueue_observation(workloads: Mapping[str, Any], cluster_queues: Mapping[str, Any] | None, pool: PoolPolicy, team: str) -> Observation:
     """``workloads``: `kubectl get workloads -n hyperpod-ns-<team> -o json`; ``cluster_queues``:
     `kubectl get clusterqueues -o json` (optional: without it, use and quota are not shown)."""
@@ -85,11 +82,11 @@ def kueue_observation(workloads: Mapping[str, Any], cluster_queues: Mapping[str,
     nominal: dict[str, dict[str, int]] = {}  # cluster queue's share -> flavor -> GPUs
     borrowing_limit: dict[str, int | None] = {}
     queues = (cluster_queues or {}).get("items", [])
-    cohort = next((q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kueue_cluster_queue(team)), None)
+    cohort = next((q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kubernetes.cluster_queue(team)), None)
     for queue in queues:
         name = queue["metadata"]["name"]
-        share = name.removeprefix("hyperpod-ns-").removesuffix("-clusterqueue")
-        if name != kueue_cluster_queue(team) and (cohort is None or queue.get("spec", {}).get("cohort") != cohort):
+        share = name.removeprefix(kubernetes.TENANT_NAMESPACE_PREFIX).removesuffix("-clusterqueue")  # kubernetes.cluster_queue, read back
+        if name != kubernetes.cluster_queue(team) and (cohort is None or queue.get("spec", {}).get("cohort") != cohort):
             continue  # only the team's cohort shares its capacity
         for flavor in queue.get("status", {}).get("flavorsUsage", []):
             for resource in flavor.get("resources", []):

@@ -161,6 +161,11 @@ def team_key_alias(organisation: str, team_name: str) -> str:
     return f"alias/{organisation}/{team_name}"
 
 
+def aws_partition(region: str) -> str:
+    """The ARN partition of a region (China and GovCloud have their own)."""
+    return "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+
+
 def team_role_arn(account_id: str, team_name: str, suffix: str, partition: str = "aws") -> str:
     """The ARN of a team role the library creates (``suffix`` one of the team role suffixes)."""
     return f"arn:{partition}:iam::{account_id}:role{ROLE_PATH}{team_name}{suffix}"

@@ -20,7 +20,7 @@ from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model.explain import deal
 from constructs_lib.model import (
     POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
-    team_key_alias, team_role_arn,
+    aws_partition, team_key_alias, team_role_arn,
 )
 from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
 
@@ -40,11 +40,11 @@ class Access:
 
 def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
     """The roles the library creates for ``team``: kind -> ARN (the pod role only on HyperPod EKS)."""
-    account = model.capacity_account.account_id
+    account = model.capacity_account
     roles = {"submission": SUBMISSION_ROLE_SUFFIX, "training": TRAINING_ROLE_SUFFIX}
     if any(model.pool(p).backend == HYPERPOD_EKS for p in team.quotas):
         roles["pods"] = POD_ROLE_SUFFIX
-    return {kind: team_role_arn(account, team.name, suffix) for kind, suffix in roles.items()}
+    return {kind: team_role_arn(account.account_id, team.name, suffix, aws_partition(account.region)) for kind, suffix in roles.items()}
 
 
 def audit(model: GovernanceModel) -> list[Access]:

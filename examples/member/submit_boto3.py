@@ -3,7 +3,8 @@
 Run it with the team's submission role's credentials (docs/team-guide.md):
 
     python examples/member/submit_boto3.py --setup setup.json --priority-class standard \\
-        --instance-type ml.p5.48xlarge --job-name llama
+        --instance-type ml.p5.48xlarge --job-name llama \\
+        --image 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:1
 
 ``setup.json`` is your team's discovery document (the value of its SSM parameter). Prints the
 service job's id; ``--dry-run`` prints the request instead of sending it.
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None, batch_client=None) -> int:
     parser.add_argument("--instance-type", required=True)
     parser.add_argument("--instance-count", type=int, default=1)
     parser.add_argument("--job-name", required=True, help="the part after '<team>-'; a UTC time is appended")
-    parser.add_argument("--image", help="training image (default: the team's, from the document)")
+    parser.add_argument("--image", required=True, help="training image, e.g. <the document's ecr_repository_uri>:<tag>")
     parser.add_argument("--input", action="append", default=[], metavar="CHANNEL=S3URI", help="an input channel (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="print the request, send nothing")
     args = parser.parse_args(argv)

@@ -4,7 +4,8 @@ AWS Batch support (``pip install 'cdk-gpu-governance[member]'``: sagemaker-train
 Run it with the team's submission role's credentials (docs/team-guide.md):
 
     python examples/member/submit_sagemaker_sdk.py --setup setup.json --priority-class standard \\
-        --instance-type ml.p5.48xlarge --job-name llama
+        --instance-type ml.p5.48xlarge --job-name llama \\
+        --image 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:1
 
 ``setup.json`` is your team's discovery document. The SDK names the training job
 ``<team>-<job-name>-<time>`` and checkpoints to ``<checkpoint prefix>/<team>-<job-name>/``, so
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None, sagemaker_session=None, batch_client=Non
     parser.add_argument("--instance-type", required=True)
     parser.add_argument("--instance-count", type=int, default=1)
     parser.add_argument("--job-name", required=True, help="the part after '<team>-'")
-    parser.add_argument("--image", help="training image (default: the team's, from the document)")
+    parser.add_argument("--image", required=True, help="training image, e.g. <the document's ecr_repository_uri>:<tag>")
     args = parser.parse_args(argv)
     # The SDK checks the execution role with iam:SimulatePrincipalPolicy, which the team's
     # submission role may not call (the SDK then only warns); the platform checked the role.

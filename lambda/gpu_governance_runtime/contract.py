@@ -121,8 +121,9 @@ METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *HYPERPOD_METRICS
 
 # One SSM String parameter per team and pool, named discovery_parameter_name(...), holding one
 # JSON object: the keys of DISCOVERY_KEYS, plus those of DISCOVERY_BACKEND_KEYS[backend].
-# constructs_lib/discovery.py writes it (and `gpu-governance team show` prints it offline);
-# member clients read it with the team's own roles.
+# constructs_lib/member/discovery.py `describe` is its one writer (the constructs publish it,
+# `gpu-governance team show` prints it offline); constructs_lib.member.TeamSetup.from_parameter
+# reads it, with the team's own roles.
 DISCOVERY_VERSION = 1
 DISCOVERY_PARAMETER_ROOT = "/gpu-governance"
 
@@ -141,6 +142,7 @@ DISCOVERY_KEYS = (
     "submission_role_arn", "execution_role_arn",
     "bucket", "kms_key_arn", "kms_key_alias", "checkpoint_prefix",  # bucket and key ARN: null offline
     "ecr_repository_uri", "secrets_prefix", "team_tag",
+    "quota",  # {instance type: guaranteed instances} of the team in this pool
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
 DISCOVERY_BACKEND_KEYS = {
@@ -155,12 +157,6 @@ DISCOVERY_PRIORITY_KEY = {
     BATCH_QUOTA_SHARE: "scheduling_priority", BATCH_FAIR_SHARE: "scheduling_priority",
     HYPERPOD_EKS: "kueue_priority_class", HYPERPOD_SLURM: "qos",
 }
-
-# --- a team's discovery document (JSON; one SSM parameter per team and pool) ------------------
-# The keys members' tooling reads (constructs_lib.member.TeamSetup.from_parameter); backend-specific keys are null elsewhere.
-SETUP_KEYS = ("team", "pool", "backend", "region", "priority_classes", "quota", "submission_role_arn", "execution_role_arn", "bucket",
-              "kms_key_arn", "checkpoint_prefix", "image_uri", "job_queue", "quota_share", "eks_cluster_name", "namespace",
-              "local_queue", "slurm_account", "slurm_partition", "slurm_qos")
 
 # --- capacity requests (on-demand windows) ----------------------------------------------------
 

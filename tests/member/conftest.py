@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+import json
 
 import pytest
 
 from constructs_lib.model.loader import load_model
-from constructs_lib.member import TeamSetup, team_setup
+from constructs_lib.member import TeamSetup
+from constructs_lib.member.discovery import describe
 
 BUCKET, KEY = "acme-research-bucket-1x2y3z", "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-governance/research:1"
+IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:1"  # the team's repository, an image tag pushed there
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +20,12 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def deployed(model) -> TeamSetup:
-    """The research team's setup as its discovery document would give it once deployed."""
-    return dataclasses.replace(team_setup(model, "research", backend="batch"), bucket=BUCKET, kms_key_arn=KEY, image_uri=IMAGE)
+def published(model) -> str:
+    """The research team's discovery parameter on the quota-share pool, as deployed."""
+    return json.dumps(describe(model, "research", "sagemaker-training", bucket=BUCKET, kms_key_arn=KEY))
+
+
+@pytest.fixture(scope="module")
+def deployed(published) -> TeamSetup:
+    """The research team's setup as its discovery document gives it once deployed."""
+    return TeamSetup.from_parameter(published)

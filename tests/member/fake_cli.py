@@ -100,7 +100,11 @@ def aws(args: list[str]) -> None:
         print(json.dumps({"jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{params['jobName']}",
                           "jobName": params["jobName"], "jobId": "a1b2c3d4-0000-0000-0000-000000000001"}))
     elif name == "GetParameter":
-        value = Path(os.environ["FAKE_SETUP"]).read_text(encoding="utf-8")
+        # FAKE_PARAMETERS: the published parameters, name -> value; any other name does not exist.
+        published = json.loads(Path(os.environ["FAKE_PARAMETERS"]).read_text(encoding="utf-8"))
+        if params["Name"] not in published:
+            fail(f"aws: An error occurred (ParameterNotFound) when calling the GetParameter operation: {params['Name']}")
+        value = published[params["Name"]]
         print(value if options.get("--query") == "Parameter.Value" else json.dumps({"Parameter": {"Name": params["Name"], "Value": value}}))
     else:
         print("{}")

@@ -19,7 +19,8 @@ from .aws_models import payload_problems, problems
 from .conftest import BUCKET, IMAGE, KEY
 
 def job(setup: TeamSetup, **overrides):
-    return {"job_name": unique_job_name(setup.team, "llama"), "priority_class": "urgent", "instance_type": "ml.p5.48xlarge", **overrides}
+    return {"job_name": unique_job_name(setup.team, "llama"), "priority_class": "urgent", "instance_type": "ml.p5.48xlarge", "image_uri": IMAGE,
+            **overrides}
 
 
 def test_the_setup_names_what_the_deployment_creates(model):
@@ -27,28 +28,33 @@ def test_the_setup_names_what_the_deployment_creates(model):
     assert (setup.job_queue, setup.quota_share, setup.pool) == ("sagemaker-training", "research", "sagemaker-training")
     assert setup.execution_role_arn == "arn:aws:iam::111122223333:role/gpu-governance/research-gpu-training"
     assert setup.submission_role_arn == "arn:aws:iam::111122223333:role/gpu-governance/research-gpu-submit"
-    assert setup.priority_classes == {c.name: c.weight for c in model.priority_classes}
+    assert {c["name"]: c["weight"] for c in setup.priority_classes} == {c.name: c.weight for c in model.priority_classes}
+    assert all(setup.priority(c.name) == c.weight for c in model.priority_classes)  # Batch: the scheduling priority is the weight
     assert setup.quota == model.teams[0].quotas["sagemaker-training"]
     assert setup.bucket is None and setup.kms_key_arn is None  # generated names: only the discovery document knows them
 
 
-def test_the_dataclass_reads_exactly_the_contract_keys():
-    assert tuple(f.name for f in dataclasses.fields(TeamSetup)) == contract.SETUP_KEYS
+def test_the_dataclass_reads_exactly_the_discovery_keys():
+    backend_keys = {key for keys in contract.DISCOVERY_BACKEND_KEYS.values() for key in keys}
+    assert {f.name for f in dataclasses.fields(TeamSetup)} == {*contract.DISCOVERY_KEYS, *backend_keys}
 
 
-def test_discovery_document_round_trips_and_ignores_keys_it_does_not_know(deployed):
-    document = json.loads(deployed.to_parameter())
-    assert TeamSetup.from_parameter(json.dumps({**document, "ecr_repository": "x"})) == deployed
+def test_a_discovery_document_with_keys_this_version_does_not_know_still_reads(published, deployed):
+    assert TeamSetup.from_parameter(json.dumps({**json.loads(published), "ecr_repository": "x"})) == deployed
 
 
 @pytest.mark.parametrize("change, line", [
     (lambda d: d.pop("job_queue"), "parameter.job_queue: missing (None) - a value in the team's discovery document"),
-    (lambda d: d.update(backend="ec2"), "parameter.backend: not a backend members submit to ('ec2') - one of"),
-    (lambda d: d.update(priority_classes={"urgent": "90"}), "parameter.priority_classes: invalid ({'urgent': '90'}) - an object of names to ints"),
-    (lambda d: d.update(bucket=7), "parameter.bucket: invalid (7) - a string or null"),
+    (lambda d: d.pop("quota"), "parameter.quota: missing (None) - a value in the team's discovery document"),
+    (lambda d: d.update(backend="ec2"), "parameter.backend: not a backend ('ec2') - one of"),
+    (lambda d: d.update(version=2), "parameter.version: not a version this library reads (2) - 1"),
+    (lambda d: d.update(priority_classes=[{"name": "urgent", "weight": 90}]),
+     "parameter.priority_classes[0]: invalid ({'name': 'urgent', 'weight': 90}) - an object with name, weight and scheduling_priority"),
+    (lambda d: d.update(quota={"ml.p5.48xlarge": "2"}), "parameter.quota.ml.p5.48xlarge: invalid ('2') - a whole number"),
+    (lambda d: d.update(bucket=7), "parameter.bucket: invalid (7) - a str"),
 ])
-def test_a_bad_discovery_document_is_refused_naming_key_value_and_allowed(deployed, change, line):
-    document = json.loads(deployed.to_parameter())
+def test_a_bad_discovery_document_is_refused_naming_key_value_and_allowed(published, change, line):
+    document = json.loads(published)
     change(document)
     with pytest.raises(GovernanceError) as error:
         TeamSetup.from_parameter(json.dumps(document))
@@ -73,7 +79,7 @@ def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data
         submit_training_job(client, deployed, **job(deployed, job_name="research-llama-1"))
         stub.assert_no_pending_responses()
     assert request["quotaShareName"] == "research" and "shareIdentifier" not in request
-    assert request["schedulingPriority"] == deployed.priority_classes["urgent"]
+    assert request["schedulingPriority"] == deployed.priority("urgent")
     assert request["tags"] == {contract.TAG_TEAM: "research"}
     payload = json.loads(request["serviceRequestPayload"])
     assert payload["TrainingJobName"] == request["jobName"] == "research-llama-1"
@@ -85,12 +91,13 @@ def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data
 
 
 def test_a_class_of_weight_zero_is_sent_as_zero(deployed):
-    setup = dataclasses.replace(deployed, priority_classes={**deployed.priority_classes, "idle": 0})
+    setup = dataclasses.replace(deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}])
     assert service_job_request(setup, **job(setup, priority_class="idle"))["schedulingPriority"] == 0
 
 
 @pytest.mark.parametrize("overrides, line", [
-    ({"priority_class": "vip"}, "priority_class: not a priority class of the organisation ('vip') - one of ['opportunistic', 'standard', 'urgent']"),
+    ({"priority_class": "vip"}, "priority_class: not a priority class of the organisation ('vip') - one of ['urgent', 'standard', 'opportunistic']"),
+    ({"image_uri": None}, "image_uri: missing (None) - a training image, e.g. 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:<tag>"),
     ({"instance_type": "ml.p4d.24xlarge"}, "instance_type: not in team research's quota share ('ml.p4d.24xlarge') - one of ['ml.g6e.12xlarge', 'ml.p5.48xlarge']"),
     ({"job_name": "training-llama"}, "job_name: not a training job name of the team ('training-llama') - 'research-' then"),
     ({"tags": {contract.TAG_TEAM: "training"}}, f"tags.{contract.TAG_TEAM}: names another team ('training') - 'research' (set for you)"),
@@ -104,7 +111,7 @@ def test_bad_submissions_are_refused_in_one_line_naming_field_value_and_allowed(
 def test_a_setup_from_the_model_alone_cannot_submit_and_says_what_to_read(model):
     setup = team_setup(model, "research", backend="batch")
     with pytest.raises(GovernanceError) as error:
-        service_job_request(setup, **job(setup), image_uri=IMAGE)
+        service_job_request(setup, **job(setup))
     assert str(error.value).splitlines() == [
         "setup.bucket: unknown (None) - read the team's discovery document (TeamSetup.from_parameter) or pass it",
         "setup.kms_key_arn: unknown (None) - read the team's discovery document (TeamSetup.from_parameter) or pass it",

@@ -14,9 +14,9 @@ import pytest
 from constructs_lib.cli import main
 
 from .aws_models import payload_problems
+from .conftest import IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/research:1"
 
 
 def run_snippet(snippet: str, folder: Path, **variables: str) -> subprocess.CompletedProcess[str]:
@@ -55,32 +55,32 @@ def test_without_bucket_and_key_the_snippet_stops_before_calling_aws(tmp_path, c
     assert not (tmp_path / "log").exists()
 
 
-def test_from_the_discovery_document_the_snippet_is_complete(tmp_path, deployed, capsys):
+def test_from_the_discovery_document_the_snippet_is_complete(tmp_path, published, capsys):
     setup = tmp_path / "setup.json"
-    setup.write_text(deployed.to_parameter())
-    main(["team", "submit-example", "research", "--backend", "batch", "--setup", str(setup)])
+    setup.write_text(published)
+    main(["team", "submit-example", "research", "--backend", "batch", "--setup", str(setup), "--image", IMAGE])
     snippet = capsys.readouterr().out
     assert "${" not in snippet
     assert run_snippet(snippet, tmp_path).returncode == 0
-    assert json.loads(submitted(tmp_path)["serviceRequestPayload"])["AlgorithmSpecification"]["TrainingImage"] == deployed.image_uri
+    assert json.loads(submitted(tmp_path)["serviceRequestPayload"])["AlgorithmSpecification"]["TrainingImage"] == IMAGE
 
 
 @pytest.mark.parametrize("argv, line", [
     (["nobody", "--backend", "slurm"], "team: not a team of the model ('nobody') - one of ['production', 'research', 'training']"),
     (["research", "--backend", "slurm", "--priority-class", "vip"],
-     "priority_class: not a priority class of the organisation ('vip') - one of ['opportunistic', 'standard', 'urgent']"),
+     "priority_class: not a priority class of the organisation ('vip') - one of ['urgent', 'standard', 'opportunistic']"),
     (["research", "--backend", "batch", "--pool", "ec2-gpu", "--image", IMAGE],
      "pool: not a pool of team research on batch ('ec2-gpu') - one of ['sagemaker-training']"),
     (["research", "--backend", "batch", "--image", "x$(id)"], "--image: not an image reference ('x$(id)') - registry/repository:tag or @sha256:digest"),
-    (["research", "--backend", "hyperpod_eks"], "--image: missing (None) - a training image, or --setup with the team's image_uri"),
+    (["research", "--backend", "hyperpod_eks"], "--image: missing (None) - a training image, e.g. 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:<tag> (the team's repository)"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, line, capsys):
     assert main(["team", "submit-example", *argv]) == 2
     assert capsys.readouterr().err.splitlines() == ["gpu-governance team: invalid input", line]
 
 
-def test_a_discovery_document_of_another_team_is_refused(tmp_path, deployed, capsys):
+def test_a_discovery_document_of_another_team_is_refused(tmp_path, published, capsys):
     setup = tmp_path / "setup.json"
-    setup.write_text(deployed.to_parameter())
+    setup.write_text(published)
     assert main(["team", "submit-example", "training", "--backend", "batch", "--setup", str(setup)]) == 2
     assert "--setup: describes another team, backend or pool ('research/batch_quota_share/sagemaker-training')" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from botocore.stub import ANY, Stubber
 from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems
+from .conftest import IMAGE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "member"
 ANSWER = {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc", "jobName": "research-llama", "jobId": "abc"}
@@ -27,9 +28,9 @@ def example(name: str):
 
 
 @pytest.fixture
-def setup_file(tmp_path, deployed):
+def setup_file(tmp_path, published):
     path = tmp_path / "setup.json"
-    path.write_text(deployed.to_parameter())
+    path.write_text(published)
     return path
 
 
@@ -51,7 +52,7 @@ def test_boto3_example_submits_a_valid_job_into_the_share(setup_file, capsys):
                                                          "quotaShareName": "research", "schedulingPriority": 50,
                                                          "serviceRequestPayload": ANY, "tags": {contract.TAG_TEAM: "research"}})
         code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "standard", "--instance-type", "ml.p5.48xlarge",
-                                             "--job-name", "llama", "--input", "train=s3://acme-research-bucket-1x2y3z/data/"], batch_client=client)
+                                             "--job-name", "llama", "--image", IMAGE, "--input", "train=s3://acme-research-bucket-1x2y3z/data/"], batch_client=client)
         stub.assert_no_pending_responses()
     assert code == 0 and "service job abc" in capsys.readouterr().out
     assert payload_problems(sent[0]) == ""
@@ -59,16 +60,15 @@ def test_boto3_example_submits_a_valid_job_into_the_share(setup_file, capsys):
 
 def test_boto3_example_refuses_a_class_that_does_not_exist_in_one_line(setup_file, capsys):
     code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "vip", "--instance-type", "ml.p5.48xlarge",
-                                         "--job-name", "llama", "--dry-run"])
+                                         "--job-name", "llama", "--image", IMAGE, "--dry-run"])
     assert code == 2
     assert capsys.readouterr().err.strip() == ("priority_class: not a priority class of the organisation ('vip') - "
-                                               "one of ['opportunistic', 'standard', 'urgent']")
+                                               "one of ['urgent', 'standard', 'opportunistic']")
 
 
 def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
     """Run the SDK example with ``argv`` against a stubbed Batch client; returns its exit code and
-    the SubmitServiceJob request the SDK sent."""
-    pytest.importorskip("sagemaker.train.aws_batch", reason="the [member] extra (sagemaker-train) is not installed")
+    the SubmitServiceJob request the SDK sent (tests calling it are marked member_sdk)."""
     from sagemaker.core.helper.session_helper import Session
     from sagemaker.train.aws_batch import batch_api_helper
 
@@ -85,9 +85,10 @@ def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
     return code, request
 
 
+@pytest.mark.member_sdk
 def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys):
     code, request = run_sdk_example(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type", "ml.p5.48xlarge",
-                                     "--job-name", "llama"], monkeypatch)
+                                     "--job-name", "llama", "--image", IMAGE], monkeypatch)
     assert code == 0 and ANSWER["jobArn"] in capsys.readouterr().out
     assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == ("research", 90, {contract.TAG_TEAM: "research"})
     assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])["TrainingJobName"].startswith("research-llama-")

@@ -15,8 +15,11 @@ from constructs_lib.member import model_trainer, submit_with_sdk
 from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems
+from .conftest import IMAGE
 
-pytest.importorskip("sagemaker.train.aws_batch", reason="the [member] extra (sagemaker-train) is not installed")
+# Deselected by `make test`, run by `make test-member` (the [member] extra): never skipped, so a
+# missing SDK fails here instead of passing unnoticed.
+pytestmark = pytest.mark.member_sdk
 
 RESPONSE = {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc", "jobName": "research-llama", "jobId": "abc"}
 
@@ -42,13 +45,13 @@ def batch(monkeypatch):
 def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkpoints(batch, deployed):
     stub, client, sent, session = batch
     stub.add_response("submit_service_job", RESPONSE)  # the client validates the parameters against Batch's model
-    trainer = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", sagemaker_session=session)
+    trainer = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
     queued = submit_with_sdk(deployed, trainer, priority_class="standard", batch_client=client)
     stub.assert_no_pending_responses()
     (request,) = sent
     assert queued.job_arn == RESPONSE["jobArn"]
     assert request["jobQueue"] == "sagemaker-training" and request["quotaShareName"] == "research"
-    assert request["schedulingPriority"] == deployed.priority_classes["standard"]
+    assert request["schedulingPriority"] == deployed.priority("standard")
     assert request["tags"] == {contract.TAG_TEAM: "research"}
     # What the SDK adds on its own: one attempt, a day's timeout.
     assert request["retryStrategy"]["attempts"] == 1 and request["timeoutConfig"] == {"attemptDurationSeconds": 86400}
@@ -65,11 +68,11 @@ def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkp
 
 def test_a_priority_of_zero_the_sdk_drops_is_set_right_after_submitting(batch, deployed):
     stub, client, sent, session = batch
-    setup = dataclasses.replace(deployed, priority_classes={**deployed.priority_classes, "idle": 0})
+    setup = dataclasses.replace(deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}])
     stub.add_response("submit_service_job", RESPONSE)
     stub.add_response("update_service_job", {"jobArn": RESPONSE["jobArn"], "jobName": "research-llama", "jobId": "abc"},
                       {"jobId": RESPONSE["jobArn"], "schedulingPriority": 0})
-    trainer = model_trainer(setup, base_job_name="research-llama", instance_type="ml.p5.48xlarge", sagemaker_session=session)
+    trainer = model_trainer(setup, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
     submit_with_sdk(setup, trainer, priority_class="idle", batch_client=client)
     stub.assert_no_pending_responses()
     assert "schedulingPriority" not in sent[0]  # the SDK's own request lacks it: the workaround is needed

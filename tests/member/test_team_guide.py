@@ -38,7 +38,7 @@ def test_every_shell_block_of_the_guide_is_run():
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory, request):
-    deployed = request.getfixturevalue("deployed")
+    model, published = request.getfixturevalue("model"), request.getfixturevalue("published")
     folder = tmp_path_factory.mktemp("guide")
     tools = folder / "bin"
     tools.mkdir()
@@ -48,12 +48,13 @@ def ran(tmp_path_factory, request):
         (tools / name).write_text(f"#!/bin/sh\n{line}\n")
         (tools / name).chmod(0o755)
     (folder / "examples").symlink_to(ROOT / "examples")
-    setup = folder / "published-setup.json"
-    setup.write_text(deployed.to_parameter())
+    parameters = folder / "published-parameters.json"
+    name = contract.discovery_parameter_name(model.organisation, "research", "sagemaker-training")
+    parameters.write_text(json.dumps({name: published}))
     log = folder / "calls.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in ("GPU_GOVERNANCE_CONFIG", "TEAM_BUCKET", "TEAM_KMS_KEY")}
-    env |= {"PATH": f"{tools}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}", "FAKE_LOG": str(log), "FAKE_SETUP": str(setup),
-            "TEAM_PARAMETER": "/gpu-governance/acme-ml/research/sagemaker-training", "USER": MEMBER_LOGIN}
+    env |= {"PATH": f"{tools}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}", "FAKE_LOG": str(log), "FAKE_PARAMETERS": str(parameters),
+            "USER": MEMBER_LOGIN}
     script = "set -euo pipefail\n" + "\n".join(blocks("test"))
     result = subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -98,6 +99,7 @@ def test_slurm_blocks_submit_with_the_teams_account_partition_and_qos(ran):
     ]
 
 
+@pytest.mark.member_sdk
 def test_the_sdk_block_submits_through_the_sdk(ran, monkeypatch):
     folder, _, _ = ran
     (body,) = blocks("stubbed")
@@ -111,12 +113,13 @@ def test_the_sdk_block_submits_through_the_sdk(ran, monkeypatch):
 def test_the_stand_ins_refuse_what_the_services_would(ran, tmp_path):
     folder, _, _ = ran
     env = {**os.environ, "PATH": f"{folder / 'bin'}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}",
-           "FAKE_LOG": str(tmp_path / "log"), "USER": MEMBER_LOGIN}
+           "FAKE_LOG": str(tmp_path / "log"), "FAKE_PARAMETERS": str(folder / "published-parameters.json"), "USER": MEMBER_LOGIN}
     refused = {
         "another team's Slurm account": "sbatch --account=training --partition=training --qos=training.urgent --gres=gpu:1 x.sh",
         "a QoS of another team": "sbatch --account=research --partition=research --qos=training.urgent --gres=gpu:1 x.sh",
         "a Batch member that does not exist": "aws batch describe-service-job --job-name x",
         "another team's namespace": "kubectl get workloads -n hyperpod-ns-nobody",
+        "a discovery parameter never published": "aws ssm get-parameter --name /gpu-governance/acme-ml/research/sagemaker-training",
     }
     for what, line in refused.items():
         result = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=120)

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from constructs_lib.cli import main
+from constructs_lib.member import TeamSetup
 from constructs_lib.member.discovery import describe, describe_team, repository_name
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.organisation.limits import MAX_OUTPUTS, MAX_RESOURCES, TEAM_BASE, TEAM_PER_POOL, shared_resources
@@ -108,6 +109,18 @@ def test_discovery_parameters_name_the_deployed_resources(reference):
         # `team show` prints the same offline; only what the deployment generates is unknown there.
         offline = describe_team(model, document["team"])[name]
         assert offline == {**document, "bucket": None, "kms_key_arn": None}
+
+
+def test_each_synthesized_parameter_reads_as_the_teams_setup(reference):
+    """The published value (tokens resolved to the deployed bucket and key) is what members read:
+    ``TeamSetup.from_parameter`` takes it and gives the setup ``describe`` makes with those values."""
+    model, templates, _ = reference
+    values = [t.resolve(props["Value"]) for t in templates for _, props in t.of_type("AWS::SSM::Parameter")]
+    assert values
+    for value in values:
+        setup = TeamSetup.from_parameter(value)
+        assert setup == TeamSetup.from_document(describe(model, setup.team, setup.pool, bucket=setup.bucket, kms_key_arn=setup.kms_key_arn))
+        assert setup.bucket and setup.kms_key_arn
 
 
 def test_a_teams_settings_reach_its_own_backend_names(reference):
