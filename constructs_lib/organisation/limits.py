@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from constructs_lib.core.errors import Problem
-from constructs_lib.model import GovernanceModel, Team, account_of
+from constructs_lib.model import GovernanceModel, Project, Team, account_of
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -126,7 +126,18 @@ def shared_resources(model: GovernanceModel) -> int:
         count += SHARED_CAPACITY_CONTROLLER + emails + SHARED_PURCHASES_BUDGET
     if model.capacity_windows or any(p.backend in _BATCH for p in model.pools):
         count += SHARED_USAGE_DASHBOARD
-    return count
+    return count + sum(unified_studio_resources(model, project) for project in model.projects)
+
+
+def unified_studio_resources(model: GovernanceModel, project: Project) -> int:
+    """The DataZone resources of one project in the capacity stack (organisation/unified_studio.py):
+    a new domain unit and project, the policy grants, one membership per person, one connection
+    per HyperPod cluster its teams use; none without ``unified_studio``."""
+    studio = project.unified_studio
+    if studio is None:
+        return 0
+    return ((studio.domain_unit is not None) + (studio.project_id is None) + len(studio.policy_grants)
+            + len(project.designations()) + len(model.hyperpod_pools_of(project)))
 
 
 def _shared_bytes(model: GovernanceModel) -> int:

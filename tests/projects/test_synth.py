@@ -192,3 +192,13 @@ def test_the_audit_names_the_deployed_keys_shares_quotas_and_slurm_accounts(synt
         assert f"Slurm user {user.name}" in text and user.name in scripts
     for account in plan.accounts:
         assert all(qos in scripts and qos in text for qos in account.qos)
+
+
+def test_the_limits_estimate_counts_the_datazone_resources(synthesized):
+    # validate's estimate (organisation/limits.py) knows each project's DataZone resources, so a
+    # large organisation is refused before synthesis rather than by CloudFormation.
+    from constructs_lib.organisation.limits import unified_studio_resources
+
+    model, outdir, _ = synthesized
+    created = sum(1 for _, body in stack_templates(outdir).values() for r in body["Resources"].values() if r["Type"].startswith(DATAZONE))
+    assert created == sum(unified_studio_resources(model, project) for project in model.projects) > 0
