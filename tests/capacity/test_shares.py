@@ -82,4 +82,4 @@ def test_a_team_without_a_share_in_the_pool_is_left_alone():
                    consumer={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"})
     assert shares.desired_limits(windows={"x": other}, owned=[], pools={POOL.name: POOL}, now=at(10)) == {}
     assert shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=at(10) - timedelta(hours=1)) == {
-        ("sagemaker-training", "research"): {"ml.p5.48xlarge": 2}}
+        ("sagemaker-training", "research"): ({"ml.p5.48xlarge": 2}, {"ml.p5.48xlarge": 2})}
