@@ -155,8 +155,12 @@ class CapacityController(GovernanceController):
                          and any(p.name == w.feeds.pool and p.backend == BATCH_QUOTA_SHARE for p in model.pools)})
         if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
             queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
+            environment = lambda pool: stack.format_arn(service="batch", resource="service-environment", resource_name=pool)  # noqa: E731
             statements += [
                 iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})),
+                # The pool's service environment holds the raised guarantees (the environment is named after the pool).
+                iam.PolicyStatement(actions=["batch:UpdateServiceEnvironment"], resources=sorted({environment(pool) for pool, _ in raised})),
+                iam.PolicyStatement(actions=["batch:DescribeServiceEnvironments"], resources=["*"]),
                 iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
                                     resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
             ]

@@ -69,19 +69,20 @@ def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> t
     return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
-QUOTA_RAISES = {("sagemaker_training_jobs", BATCH_QUOTA_SHARE): "batch:UpdateQuotaShare",
-                ("hyperpod_instance_group", HYPERPOD_EKS): "sagemaker:UpdateComputeQuota"}
+QUOTA_RAISES = {("sagemaker_training_jobs", BATCH_QUOTA_SHARE): ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"),
+                ("hyperpod_instance_group", HYPERPOD_EKS): ("sagemaker:UpdateComputeQuota",)}
 """What the capacity controller does to quotas, by what a window feeds and on which backend: it
-raises the owner's quota share (Batch) or compute quota (HyperPod EKS) while the window's training
-plan is active and lowers it back (capacity/shares.py). Its own IAM names those quotas."""
+raises the owner's quota share and the pool's service environment (Batch) or the owner's compute
+quota (HyperPod EKS) while the window's training plan is active and lowers them back
+(capacity/shares.py). Its own IAM names those resources."""
 
 
 def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
     """The quota updates the capacity controller makes for this model's windows (none when no
     window feeds a quota it raises)."""
-    raised = {QUOTA_RAISES.get((w.feeds.kind, model.pool(w.feeds.pool).backend)) for w in model.capacity_windows
-              if getattr(w.feeds, "pool", None)}
-    return tuple(action for action in QUOTA_RAISES.values() if action in raised)
+    raised = {action for w in model.capacity_windows if getattr(w.feeds, "pool", None)
+              for action in QUOTA_RAISES.get((w.feeds.kind, model.pool(w.feeds.pool).backend), ())}
+    return tuple(action for actions in QUOTA_RAISES.values() for action in actions if action in raised)
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:

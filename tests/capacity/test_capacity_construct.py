@@ -204,6 +204,7 @@ def test_the_owners_quotas_are_the_only_quotas_it_may_raise(synthesized):
     assert found['["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"]'] == \
         "arn:aws:sagemaker:us-east-1:111122223333:compute-quota/*"
     assert found['"sagemaker:ListComputeQuotas"'] == "*"
+    assert json.dumps(found['"batch:UpdateServiceEnvironment"']).endswith(':batch:us-east-1:111122223333:service-environment/sagemaker-training"]]}')
     without = CapacityController(Stack(App(), "NoHyperPod"), "C", model=model([w for w in WINDOWS if w["name"] != "hyperpod-burst"]))
     actions = json.dumps(Stack.of(without).resolve(without.role.node.find_child("DefaultPolicy").document.to_json()))
     assert "ComputeQuota" not in actions

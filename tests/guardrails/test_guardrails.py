@@ -108,7 +108,8 @@ def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
         "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
     ]
     capacity_resources = [f"arn:*:batch:*:{CAPACITY}:*", f"arn:*:sagemaker:*:{CAPACITY}:*"]
-    others = [a for a in QUOTA_CHANGE_ACTIONS if a != "batch:UpdateQuotaShare"]
+    raises = ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
+    others = [a for a in QUOTA_CHANGE_ACTIONS if a not in raises]
     template.has_resource_properties("AWS::Organizations::Policy", {
         "Type": "SERVICE_CONTROL_POLICY", "TargetIds": TARGETS, "Name": "acme-ml-gpu-capacity-guardrails",
         "Content": {"Version": "2012-10-17", "Statement": [
@@ -119,9 +120,9 @@ def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
                                "Action": others}),
             # The reference raises a quota share while a training plan is active: the capacity
             # controller is exempt from that one action, in a statement of its own.
-            Match.object_like({"Sid": "DenyGpuQuotaRaises", "Effect": "Deny", "Resource": capacity_resources, "Action": ["batch:UpdateQuotaShare"]}),
+            Match.object_like({"Sid": "DenyGpuQuotaRaises", "Effect": "Deny", "Resource": capacity_resources, "Action": raises}),
             Match.object_like({"Sid": "DenyGpuQuotaRaisesOutsidePlatformAccounts", "Effect": "Deny", "Resource": capacity_resources,
-                               "Action": ["batch:UpdateQuotaShare"]}),
+                               "Action": raises}),
         ]},
     })
     for action in ("batch:UpdateSchedulingPolicy", "batch:UpdateJobQueue", "batch:UpdateServiceEnvironment", "batch:CreateJobQueue"):
@@ -161,6 +162,7 @@ def test_the_bootstrap_qualifier_comes_from_the_model():
 
 SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a tenant's role in the capacity account
 CONTROLLER = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller"
+CAPACITY_ENVIRONMENT = f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training"
 COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-0123456789ab"
 
 
@@ -172,6 +174,8 @@ COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-012345
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", False),
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:DeleteQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateSchedulingPolicy", CAPACITY_QUEUE, True),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateServiceEnvironment", CAPACITY_ENVIRONMENT, False),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:DeleteServiceEnvironment", CAPACITY_ENVIRONMENT, True),
     (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (SUBMIT, "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateQuotaShare", CAPACITY_QUEUE, False),
@@ -208,7 +212,7 @@ COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-012345
     (CONTROLLER, "sagemaker:CreateComputeQuota", COMPUTE_QUOTA, True),
     (CONTROLLER, "sagemaker:DeleteComputeQuota", COMPUTE_QUOTA, True),
     (CONTROLLER, "sagemaker:UpdateClusterSchedulerConfig", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:cluster-scheduler-config/c", True),
-    (CONTROLLER, "batch:UpdateServiceEnvironment", f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training", True),
+    (CONTROLLER, "batch:DeleteServiceEnvironment", f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training", True),
     (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, True),
     (SUBMIT, "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, True),
     (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, False),
@@ -233,8 +237,8 @@ def with_compute_quota_window(tmp_path_factory):
 def test_without_a_compute_quota_window_the_controller_changes_no_compute_quota(synthesized, with_compute_quota_window):
     # Only the actions the windows need leave the quota statement for the controller's own.
     raises = lambda template: next(s for s in scp_statements(template) if s["Sid"] == "DenyGpuQuotaRaises")["Action"]  # noqa: E731
-    assert raises(synthesized[1]) == ["batch:UpdateQuotaShare"]
-    assert raises(with_compute_quota_window[1]) == ["batch:UpdateQuotaShare", "sagemaker:UpdateComputeQuota"]
+    assert raises(synthesized[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
+    assert raises(with_compute_quota_window[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment", "sagemaker:UpdateComputeQuota"]
 
 
 def test_every_quota_action_names_a_resource_the_scope_can_match():

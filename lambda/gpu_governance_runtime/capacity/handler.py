@@ -42,8 +42,8 @@ REQUIRED_OPERATIONS = {
     "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
                   "ExtendTrainingPlan", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
-    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "ListJobs", "ListQuotaShares",
-              "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare"),
+    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
+              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
     "ssm": ("GetParameter", "PutParameter"),
 }
@@ -110,9 +110,9 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     policy = read_policy(settings)
     result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
-    result["shares"] = shares.apply(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now,
-                                                                  pools={p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}),
-                                    batch=clients.batch, ledger=ledger, now=now)
+    quota_shares = {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}
+    result["shares"] = shares.apply_batch(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, pools=quota_shares),
+                                          pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
     result["shares"] += shares.apply_compute_quotas(
         desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP,
                                       pools={p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}),

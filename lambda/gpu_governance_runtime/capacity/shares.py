@@ -2,7 +2,9 @@
 ``LOWER_LEAD`` before the plan ends, on two backends:
 
 - AWS Batch quota-share pools (windows feeding ``sagemaker_training_jobs``): the owning team's
-  quota share (``DescribeQuotaShare`` / ``UpdateQuotaShare``, ledger ``share#<queue>/<share>``);
+  quota share (``DescribeQuotaShare`` / ``UpdateQuotaShare``, ledger ``share#<queue>/<share>``)
+  and the pool's service environment, which holds the declared capacity plus every raise
+  (``DescribeServiceEnvironments`` / ``UpdateServiceEnvironment``, ledger ``environment#<pool>``);
 - HyperPod EKS pools (windows feeding a ``hyperpod_instance_group``): the owning team's compute
   quota on the window's cluster, found by the cluster ARN and the team's name (the name
   ``HyperPodEksGovernance`` gives it) (``ListComputeQuotas`` / ``DescribeComputeQuota`` /
@@ -92,11 +94,46 @@ def converge(*, label: dict[str, str], key: str, declared: list, wanted: list, r
     return {**label, "limits": wanted, "changed": True}
 
 
+def _limits(counts: Mapping[str, int]) -> list[dict[str, Any]]:
+    return [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(counts.items()) if count >= 1]
+
+
+def apply_batch(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], pools: Mapping[str, Any], batch: Any,
+                ledger: Ledger, now: datetime) -> list[dict[str, Any]]:
+    """Batch quota-share pools: the shares (``apply``) and the pool's service environment (named
+    after the pool), whose capacity limits hold the declared capacity plus every raise in the pool,
+    so the raised guarantees still fit in it. An environment is raised before the shares and
+    lowered after them, once no plan of its pool is active."""
+    environments: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+    for (pool, _), (declared, wanted) in desired.items():
+        _, capacity = environments.setdefault(pool, (dict(pools[pool].capacity), dict(pools[pool].capacity)))
+        for unit, count in wanted.items():
+            capacity[unit] = capacity.get(unit, 0) + count - declared.get(unit, 0)
+    raised = {pool: limits for pool, limits in environments.items() if limits[0] != limits[1]}
+    lowered = {pool: limits for pool, limits in environments.items() if limits[0] == limits[1]}
+    return (_apply_environments(raised, batch, ledger, now) + apply(desired=desired, batch=batch, ledger=ledger, now=now)
+            + _apply_environments(lowered, batch, ledger, now))
+
+
+def _apply_environments(desired: Mapping[str, tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger,
+                        now: datetime) -> list[dict[str, Any]]:
+    def reader(name: str):
+        def read() -> tuple[list, None]:
+            found = batch.describe_service_environments(serviceEnvironments=[name]).get("serviceEnvironments") or []
+            if not found:
+                raise MissingQuota(f"no service environment {name}")
+            return sorted(found[0].get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), None
+        return read
+
+    return [converge(label={"service_environment": name}, key=f"environment#{name}", declared=_limits(declared), wanted=_limits(wanted),
+                     read=reader(name), write=lambda wanted, _, name=name: batch.update_service_environment(serviceEnvironment=name, capacityLimits=wanted),
+                     ledger=ledger, now=now)
+            for name, (declared, wanted) in sorted(desired.items())]
+
+
 def apply(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger,
           now: datetime) -> list[dict[str, Any]]:
     """Batch quota shares (``desired_limits`` with ``kind=TRAINING_JOBS``)."""
-    def limits(counts: Mapping[str, int]) -> list[dict[str, Any]]:
-        return [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(counts.items()) if count >= 1]
 
     def reader(queue: str, share: str):
         def read() -> tuple[list, str]:
@@ -108,7 +145,7 @@ def apply(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[
             return sorted(batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), arn
         return read
 
-    return [converge(label={"share": f"{queue}/{share}"}, key=f"share#{queue}/{share}", declared=limits(declared), wanted=limits(wanted),
+    return [converge(label={"share": f"{queue}/{share}"}, key=f"share#{queue}/{share}", declared=_limits(declared), wanted=_limits(wanted),
                      read=reader(queue, share), write=lambda wanted, arn: batch.update_quota_share(quotaShareArn=arn, capacityLimits=wanted),
                      ledger=ledger, now=now)
             for (queue, share), (declared, wanted) in sorted(desired.items())]
