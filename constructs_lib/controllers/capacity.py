@@ -17,7 +17,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, HYPERPOD_EKS, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
@@ -155,10 +155,23 @@ class CapacityController(GovernanceController):
                          and any(p.name == w.feeds.pool and p.backend == BATCH_QUOTA_SHARE for p in model.pools)})
         if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
             queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
+            environment = lambda pool: stack.format_arn(service="batch", resource="service-environment", resource_name=pool)  # noqa: E731
             statements += [
                 iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})),
+                # The pool's service environment holds the raised guarantees (the environment is named after the pool).
+                iam.PolicyStatement(actions=["batch:UpdateServiceEnvironment"], resources=sorted({environment(pool) for pool, _ in raised})),
+                iam.PolicyStatement(actions=["batch:DescribeServiceEnvironments"], resources=["*"]),
                 iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
                                     resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
+            ]
+        quota_clusters = sorted({pools[w.feeds.pool].cluster_arn for w in model.capacity_windows
+                                 if w.feeds.kind == "hyperpod_instance_group" and pools[w.feeds.pool].backend == HYPERPOD_EKS})
+        if quota_clusters:  # the owner's HyperPod compute quota raised while its plan is active (capacity/shares.py)
+            # Compute quota ARNs end in an id SageMaker generates; the controller finds each team's by cluster and name.
+            quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in quota_clusters})
+            statements += [
+                iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
+                iam.PolicyStatement(actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas),
             ]
         plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
         if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
@@ -179,7 +192,7 @@ class CapacityController(GovernanceController):
             policy, [r for s in statements for r in s.resources] + ["*"],
             "Describe/List/Search calls support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
-            "launch template ARNs carry ids, not the names the governance file declares.",
+            "launch template and compute quota ARNs carry ids, not the names the governance file declares.",
         )
         if cluster_statements:
             acknowledge_update_cluster(policy)

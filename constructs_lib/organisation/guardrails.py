@@ -20,7 +20,7 @@ from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
-from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, TAG_TEAM as TEAM_TAG
+from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_EKS, TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
@@ -69,16 +69,20 @@ def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> t
     return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
-SHARE_RAISE_ACTIONS = ("batch:UpdateQuotaShare",)
-"""What the capacity controller does to quotas: it raises a team's quota share while the team's
-training plan is active and lowers it back (capacity/shares.py). Its own IAM names those shares."""
+QUOTA_RAISES = {("sagemaker_training_jobs", BATCH_QUOTA_SHARE): ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"),
+                ("hyperpod_instance_group", HYPERPOD_EKS): ("sagemaker:UpdateComputeQuota",)}
+"""What the capacity controller does to quotas, by what a window feeds and on which backend: it
+raises the owner's quota share and the pool's service environment (Batch) or the owner's compute
+quota (HyperPod EKS) while the window's training plan is active and lowers them back
+(capacity/shares.py). Its own IAM names those resources."""
 
 
-def raises_quota_shares(model: GovernanceModel) -> bool:
-    """Whether a capacity window feeds SageMaker training jobs on a Batch quota-share pool (the
-    controller then changes that pool's quota shares)."""
-    return any(w.feeds.kind == "sagemaker_training_jobs" and w.feeds.pool and model.pool(w.feeds.pool).backend == BATCH_QUOTA_SHARE
-               for w in model.capacity_windows)
+def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
+    """The quota updates the capacity controller makes for this model's windows (none when no
+    window feeds a quota it raises)."""
+    raised = {action for w in model.capacity_windows if getattr(w.feeds, "pool", None)
+              for action in QUOTA_RAISES.get((w.feeds.kind, model.pool(w.feeds.pool).backend), ())}
+    return tuple(action for actions in QUOTA_RAISES.values() for action in actions if action in raised)
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -102,10 +106,11 @@ def service_control_policy(model: GovernanceModel, guardrails: Guardrails) -> di
         ("DenyGpuCapacityPurchase", PURCHASE_ACTIONS, "*", purchase_exemptions(model, guardrails)),
         ("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_resources(model), quota_exempt),
     ]
-    if raises_quota_shares(model):  # the controller is exempt from the share updates alone
+    raises = quota_raise_actions(model)
+    if raises:  # the controller is exempt from the quota raises its windows need alone
         controller = _role_arn(model.capacity_account.account_id, capacity_controller_role_name(model.organisation))
-        groups[1] = ("DenyGpuQuotaChanges", tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in SHARE_RAISE_ACTIONS), quota_resources(model), quota_exempt)
-        groups.append(("DenyGpuQuotaShareUpdates", SHARE_RAISE_ACTIONS, quota_resources(model), _unique((*quota_exempt, controller))))
+        groups[1] = ("DenyGpuQuotaChanges", tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in raises), quota_resources(model), quota_exempt)
+        groups.append(("DenyGpuQuotaRaises", raises, quota_resources(model), _unique((*quota_exempt, controller))))
     statements = []
     for sid, actions, resources, exempt in groups:
         accounts = sorted({account_of(arn) for arn in exempt})

@@ -48,6 +48,7 @@ ONE_CALL_READS_ALL = {
     ("ec2", "DescribeCapacityReservations"): "CapacityReservationIds names the one reservation of the event",
     ("ec2", "DescribeLaunchTemplateVersions"): "Versions names the one $Default version",
     ("batch", "DescribeComputeEnvironments"): "computeEnvironments names the one compute environment",
+    ("batch", "DescribeServiceEnvironments"): "serviceEnvironments names the one service environment",
     ("dynamodb", "Scan"): "the ledgers page by hand, looping on LastEvaluatedKey / ExclusiveStartKey",
 }
 # Functions that read response items handed to them: (function, parameter) -> [(service, operation, member or None)].

@@ -191,3 +191,20 @@ def test_docs_list_every_acknowledgement_reason_of_every_feed_kind(synthesized):
     reasons = set(summarise(outdir).acknowledged.values())
     assert any("requeues whichever team's job" in r for r in reasons)
     assert not {r for r in reasons if r not in docs}
+
+
+def test_the_owners_quotas_are_the_only_quotas_it_may_raise(synthesized):
+    # finetune-eval raises research's Batch quota share, hyperpod-burst research's HyperPod compute
+    # quota. Compute quota ARNs end in an id SageMaker generates: the cluster's account and region
+    # are as tight as IAM allows; the controller finds the team's quota by cluster and name.
+    template, _, _ = synthesized
+    found = {json.dumps(s["Action"]): s["Resource"] for s in statements(template)}
+    assert json.dumps(found['["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"]']).endswith(
+        ':batch:us-east-1:111122223333:job-queue/sagemaker-training/quota-share/research"]]}')
+    assert found['["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"]'] == \
+        "arn:aws:sagemaker:us-east-1:111122223333:compute-quota/*"
+    assert found['"sagemaker:ListComputeQuotas"'] == "*"
+    assert json.dumps(found['"batch:UpdateServiceEnvironment"']).endswith(':batch:us-east-1:111122223333:service-environment/sagemaker-training"]]}')
+    without = CapacityController(Stack(App(), "NoHyperPod"), "C", model=model([w for w in WINDOWS if w["name"] != "hyperpod-burst"]))
+    actions = json.dumps(Stack.of(without).resolve(without.role.node.find_child("DefaultPolicy").document.to_json()))
+    assert "ComputeQuota" not in actions

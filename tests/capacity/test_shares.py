@@ -82,4 +82,49 @@ def test_a_team_without_a_share_in_the_pool_is_left_alone():
                    consumer={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"})
     assert shares.desired_limits(windows={"x": other}, owned=[], pools={POOL.name: POOL}, now=at(10)) == {}
     assert shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=at(10) - timedelta(hours=1)) == {
-        ("sagemaker-training", "research"): {"ml.p5.48xlarge": 2}}
+        ("sagemaker-training", "research"): ({"ml.p5.48xlarge": 2}, {"ml.p5.48xlarge": 2})}
+
+
+ENVIRONMENT_ARN = "arn:aws:batch:us-east-1:111122223333:service-environment/sagemaker-training"
+
+
+def environment_shows(stub, count, update_to=None):
+    stub.add_response("describe_service_environments", {"serviceEnvironments": [{
+        "serviceEnvironmentName": "sagemaker-training", "serviceEnvironmentArn": ENVIRONMENT_ARN, "serviceEnvironmentType": "SAGEMAKER_TRAINING",
+        "state": "ENABLED", "status": "VALID", "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": count}], "tags": {}}]},
+        {"serviceEnvironments": ["sagemaker-training"]})
+    if update_to is not None:
+        stub.add_response("update_service_environment", {"serviceEnvironmentName": "sagemaker-training", "serviceEnvironmentArn": ENVIRONMENT_ARN},
+                          {"serviceEnvironment": "sagemaker-training", "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": update_to}]})
+
+
+def run_pool(batch, ledger, now):
+    desired = shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=now)
+    return shares.apply_batch(desired=desired, pools={POOL.name: POOL}, batch=batch, ledger=ledger, now=now)
+
+
+def test_the_service_environment_holds_the_raise_before_the_share_and_after_it(aws):
+    # Pool capacity 8 with a guarantee of 2 raised by the plan's 4: the environment goes to 12
+    # first, so the raised guarantees still fit; at the end the share goes back first, then the
+    # environment. Stubber checks the order of the calls.
+    batch, stub, ledger = aws
+    environment_shows(stub, 8, update_to=12)
+    share_shows(stub, 2, update_to=6)
+    assert [r.get("changed") for r in run_pool(batch, ledger, at(10, 12, 0))] == [True, True]
+    share_shows(stub, 6, update_to=2)
+    environment_shows(stub, 12, update_to=8)
+    assert [next(iter(r)) for r in run_pool(batch, ledger, PLAN.end - shares.LOWER_LEAD)] == ["share", "service_environment"]
+    share_shows(stub, 2)  # after the end: nothing to change
+    environment_shows(stub, 8)
+    shares.apply_batch(desired=shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=PLAN.end),
+                       pools={POOL.name: POOL}, batch=batch, ledger=ledger, now=PLAN.end)
+    stub.assert_no_pending_responses()
+    assert [a.split("@")[0] for a, status, _ in ledger.actions("environment#", ("done",))] == ["environment#sagemaker-training"] * 2
+
+
+def test_a_share_changed_by_someone_else_is_left_alone(aws):
+    batch, stub, ledger = aws
+    share_shows(stub, 3)  # neither the declared 2 nor a value the controller wrote
+    (left,) = run(batch, ledger, at(10, 12, 0))
+    assert "changed outside the capacity controller" in left["error"]
+    stub.assert_no_pending_responses()

@@ -17,7 +17,7 @@ from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.organisation.guardrails import (
-    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, SHARE_RAISE_ACTIONS, OrganisationGuardrails,
+    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, OrganisationGuardrails,
     document_size, service_control_policy,
 )
 from constructs_lib.model.loader import load_model
@@ -108,7 +108,8 @@ def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
         "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
     ]
     capacity_resources = [f"arn:*:batch:*:{CAPACITY}:*", f"arn:*:sagemaker:*:{CAPACITY}:*"]
-    others = [a for a in QUOTA_CHANGE_ACTIONS if a not in SHARE_RAISE_ACTIONS]
+    raises = ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
+    others = [a for a in QUOTA_CHANGE_ACTIONS if a not in raises]
     template.has_resource_properties("AWS::Organizations::Policy", {
         "Type": "SERVICE_CONTROL_POLICY", "TargetIds": TARGETS, "Name": "acme-ml-gpu-capacity-guardrails",
         "Content": {"Version": "2012-10-17", "Statement": [
@@ -119,9 +120,9 @@ def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
                                "Action": others}),
             # The reference raises a quota share while a training plan is active: the capacity
             # controller is exempt from that one action, in a statement of its own.
-            Match.object_like({"Sid": "DenyGpuQuotaShareUpdates", "Effect": "Deny", "Resource": capacity_resources, "Action": list(SHARE_RAISE_ACTIONS)}),
-            Match.object_like({"Sid": "DenyGpuQuotaShareUpdatesOutsidePlatformAccounts", "Effect": "Deny", "Resource": capacity_resources,
-                               "Action": list(SHARE_RAISE_ACTIONS)}),
+            Match.object_like({"Sid": "DenyGpuQuotaRaises", "Effect": "Deny", "Resource": capacity_resources, "Action": raises}),
+            Match.object_like({"Sid": "DenyGpuQuotaRaisesOutsidePlatformAccounts", "Effect": "Deny", "Resource": capacity_resources,
+                               "Action": raises}),
         ]},
     })
     for action in ("batch:UpdateSchedulingPolicy", "batch:UpdateJobQueue", "batch:UpdateServiceEnvironment", "batch:CreateJobQueue"):
@@ -160,9 +161,12 @@ def test_the_bootstrap_qualifier_comes_from_the_model():
 
 
 SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a tenant's role in the capacity account
+CONTROLLER = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller"
+CAPACITY_ENVIRONMENT = f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training"
+COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-0123456789ab"
 
 
-@pytest.mark.parametrize("principal, action, resource, is_denied", [
+@pytest.mark.parametrize("organisation, principal, action, resource, is_denied", [("synthesized", *case) for case in [
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", False),
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/q", True),
     (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", True),  # same name, other account
@@ -170,6 +174,8 @@ SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", False),
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:DeleteQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateSchedulingPolicy", CAPACITY_QUEUE, True),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateServiceEnvironment", CAPACITY_ENVIRONMENT, False),
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:DeleteServiceEnvironment", CAPACITY_ENVIRONMENT, True),
     (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (SUBMIT, "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "batch:UpdateQuotaShare", CAPACITY_QUEUE, False),
@@ -198,10 +204,41 @@ SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a
     (SUBMIT, "batch:UpdateServiceEnvironment", f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training", True),
     # A consumer account's own queues are its own business.
     (f"arn:aws:iam::{CONSUMER}:role/MyAdminTool", "batch:UpdateJobQueue", CONSUMER_QUEUE, False),
-])
-def test_who_the_scp_stops(synthesized, principal, action, resource, is_denied):
-    _, template, _ = synthesized
+]] + [("with_compute_quota_window", *case) for case in [
+    # A window also feeds a HyperPod EKS instance group: the controller raises the owner's compute
+    # quota too, and still changes nothing else of the quotas; nobody else gains anything.
+    (CONTROLLER, "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, False),
+    (CONTROLLER, "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", False),
+    (CONTROLLER, "sagemaker:CreateComputeQuota", COMPUTE_QUOTA, True),
+    (CONTROLLER, "sagemaker:DeleteComputeQuota", COMPUTE_QUOTA, True),
+    (CONTROLLER, "sagemaker:UpdateClusterSchedulerConfig", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:cluster-scheduler-config/c", True),
+    (CONTROLLER, "batch:DeleteServiceEnvironment", f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training", True),
+    (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, True),
+    (SUBMIT, "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, True),
+    (f"arn:aws:iam::{CAPACITY}:role/cdk-hnb659fds-cfn-exec-role-{CAPACITY}-us-east-1", "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, False),
+    ("arn:aws:iam::111122223333:role/GpuPlatformAdmin", "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, False),
+]])
+def test_who_the_scp_stops(organisation, principal, action, resource, is_denied, request):
+    _, template, _ = request.getfixturevalue(organisation)
     assert denied_by_scp(template, principal, action, resource) is is_denied
+
+
+@pytest.fixture(scope="module")
+def with_compute_quota_window(tmp_path_factory):
+    reference = load_model(None).model_dump(mode="json", exclude_none=True)
+    hyperpod = {**reference["capacity_windows"][0], "name": "hyperpod-validation", "team": "research",
+                "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}}
+    model = model_with(capacity_windows=[*reference["capacity_windows"], hyperpod])
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = OrganisationGuardrailsStack(app, "Guardrails", model=model)
+    return stack, Template.from_stack(stack), None
+
+
+def test_without_a_compute_quota_window_the_controller_changes_no_compute_quota(synthesized, with_compute_quota_window):
+    # Only the actions the windows need leave the quota statement for the controller's own.
+    raises = lambda template: next(s for s in scp_statements(template) if s["Sid"] == "DenyGpuQuotaRaises")["Action"]  # noqa: E731
+    assert raises(synthesized[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
+    assert raises(with_compute_quota_window[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment", "sagemaker:UpdateComputeQuota"]
 
 
 def test_every_quota_action_names_a_resource_the_scope_can_match():
@@ -255,7 +292,7 @@ def test_without_share_raising_windows_the_controller_changes_no_quota():
     plain = model_with(capacity_windows=[])
     document = service_control_policy(plain, plain.guardrails)
     sids = [s["Sid"] for s in document["Statement"]]
-    assert "DenyGpuQuotaShareUpdates" not in sids
+    assert "DenyGpuQuotaRaises" not in sids
     quota = next(s for s in document["Statement"] if s["Sid"] == "DenyGpuQuotaChanges")
     assert quota["Action"] == list(QUOTA_CHANGE_ACTIONS)
     assert not any("capacity-controller" in arn for arn in quota["Condition"]["ArnNotLike"]["aws:PrincipalArn"])

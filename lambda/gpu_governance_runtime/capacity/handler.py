@@ -25,7 +25,7 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
 from ..contract import (
     BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
-    ENV_TOPIC_ARN,
+    ENV_TOPIC_ARN, HYPERPOD_EKS,
 )
 from ..policy import PolicyError, read_policy
 from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares
@@ -39,11 +39,11 @@ REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
             "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
             "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
-    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory", "ExtendTrainingPlan",
-                  "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster"),
+    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
+                  "ExtendTrainingPlan", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
-    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "ListJobs", "ListQuotaShares",
-              "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare"),
+    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
+              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
     "ssm": ("GetParameter", "PutParameter"),
 }
@@ -110,9 +110,13 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     policy = read_policy(settings)
     result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
-    result["shares"] = shares.apply(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now,
-                                                                  pools={p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}),
-                                    batch=clients.batch, ledger=ledger, now=now)
+    quota_shares = {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}
+    result["shares"] = shares.apply_batch(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, pools=quota_shares),
+                                          pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
+    result["shares"] += shares.apply_compute_quotas(
+        desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP,
+                                      pools={p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}),
+        sagemaker=clients.sagemaker, ledger=ledger, now=now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])

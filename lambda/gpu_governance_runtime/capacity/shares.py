@@ -1,20 +1,31 @@
-"""Bought capacity reaches the owner's share (AWS Batch quota-share pools): while a window's
-training plan for SageMaker training jobs is active, the owning team's quota share in the window's
-pool may hold that many more instances; ``LOWER_LEAD`` before the plan ends it is lowered back.
+"""Bought capacity reaches the owner's share while its training plan is active, and leaves it
+``LOWER_LEAD`` before the plan ends, on two backends:
 
-Absolute, not incremental: every run computes each affected share's capacity limits from the
-policy (the declared quota) plus the plans active now, reads the share (``DescribeQuotaShare``)
-and calls ``UpdateQuotaShare`` only when they differ. So a repeated run or event changes nothing,
-a crash between the call and its record or a failed call is put right by the next run, and the
-same computation lowers the share when the plan ends: the raise is always undone by the
-controller that made it. Each call is recorded in the ledger before and after
-(``action#share#<queue>/<share>@<time>``: ``calling``, then ``done`` or ``failed``).
+- AWS Batch quota-share pools (windows feeding ``sagemaker_training_jobs``): the owning team's
+  quota share (``DescribeQuotaShare`` / ``UpdateQuotaShare``, ledger ``share#<queue>/<share>``)
+  and the pool's service environment, which holds the declared capacity plus every raise
+  (``DescribeServiceEnvironments`` / ``UpdateServiceEnvironment``, ledger ``environment#<pool>``);
+- HyperPod EKS pools (windows feeding a ``hyperpod_instance_group``): the owning team's compute
+  quota on the window's cluster, found by the cluster ARN and the team's name (the name
+  ``HyperPodEksGovernance`` gives it) (``ListComputeQuotas`` / ``DescribeComputeQuota`` /
+  ``UpdateComputeQuota`` with the version read, ledger ``compute-quota#<cluster arn>/<team>``).
+
+One place (``converge``) does the rest for both. Absolute, not incremental: every run computes
+each affected quota from the policy (the declared quota) plus the plans active now, reads it and
+writes only when they differ. So a repeated run or event changes nothing, a crash between the
+call and its record or a failed (throttled) call is put right by the next run, and the same
+computation lowers the quota when the plan ends: the raise is always undone by the controller that
+made it. Each call is recorded in the ledger before and after (``calling``, then ``done`` or
+``failed``). A quota that shows neither the declared value nor one of the controller's last
+recorded call was changed by someone else (a platform admin): it is left alone and reported
+(``error``, counted in ``ConsumerErrors``) until it shows one of them again or the governance
+file declares it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -22,55 +33,150 @@ from . import market
 from .ledger import Ledger
 from .planner import Reservation, Window
 
-# Lowered when EC2/SageMaker warn of the end: jobs above the declared quota become preemptible
-# (Batch reclaims a lowered share's excess) before the capacity goes away.
+# Lowered when EC2/SageMaker warn of the end: work above the declared quota becomes preemptible
+# (Batch and HyperPod task governance reclaim a lowered quota's excess) before the capacity goes away.
 LOWER_LEAD = market.WARNING_LEAD
 TRAINING_JOBS = "sagemaker_training_jobs"
+INSTANCE_GROUP = "hyperpod_instance_group"
+STATUSES = ("calling", "done", "failed")
+GONE = ("Deleting", "Deleted", "DeleteFailed", "DeleteRollbackFailed")
+
+
+class MissingQuota(Exception):
+    """The declared quota share or compute quota does not exist (yet)."""
 
 
 def desired_limits(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any],
-                   now: datetime) -> dict[tuple[str, str], dict[str, int]]:
-    """(queue, share) -> instance type -> limit, for every team owning a training-jobs window in a
-    quota-share pool: its declared quota plus the instances of its plans active now."""
+                   now: datetime, kind: str = TRAINING_JOBS) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]]:
+    """(place, team) -> (declared quota, quota wanted now) by instance type, for every team owning
+    a ``kind`` window in one of ``pools`` (place: the Batch pool, i.e. its job queue, or the
+    HyperPod cluster ARN): the declared quota plus the instances of its plans active now."""
     owned = list(owned)
-    limits: dict[tuple[str, str], dict[str, int]] = {}
+    limits: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
     for window in windows.values():
-        pool = pools.get(window.consumer.get("pool") or "") if window.consumer.get("kind") == TRAINING_JOBS else None
+        pool = pools.get(window.consumer.get("pool") or "") if window.consumer.get("kind") == kind else None
         share = next((s for s in pool.shares if s.name == window.team), None) if pool is not None else None
         if share is None:
             continue  # no pool, or the team has no share in it: nothing to raise
-        wanted = limits.setdefault((pool.name, share.name), dict(share.quota))
+        place = window.consumer["cluster_arn"] if kind == INSTANCE_GROUP else pool.name
+        _, wanted = limits.setdefault((place, share.name), (dict(share.quota), dict(share.quota)))
         extra = sum(r.count for r in owned if r.window == window.name and r.state == "active" and r.start <= now < r.end - LOWER_LEAD)
         wanted[window.instance_type] = wanted.get(window.instance_type, 0) + extra
     return limits
 
 
-def apply(*, desired: Mapping[tuple[str, str], Mapping[str, int]], batch: Any, ledger: Ledger, now: datetime) -> list[dict[str, Any]]:
-    results = []
-    for (queue, share), limits in sorted(desired.items()):
-        wanted = [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(limits.items()) if count >= 1]
-        try:
+def converge(*, label: dict[str, str], key: str, declared: list, wanted: list, read: Callable[[], tuple[list, Any]],
+             write: Callable[[list, Any], None], ledger: Ledger, now: datetime) -> dict[str, Any]:
+    """Make one quota show ``wanted``: ``read()`` gives (current, what ``write`` needs); written
+    only when they differ and the current value is the declared one or one the controller's last
+    recorded call left (from, or to after a crash), every call recorded under ``key``."""
+    try:
+        current, handle = read()
+    except MissingQuota as missing:
+        return {**label, "error": str(missing)}
+    except ClientError as error:
+        return {**label, "error": f"{error.response['Error']['Code']}: {error}"}
+    if current == wanted or not wanted:
+        return {**label, "limits": wanted, "changed": False}
+    last = ledger.actions(f"{key}@", STATUSES)[-1:]
+    if current != declared and not any(current in (details.get("from"), details.get("to")) for _, _, details in last):
+        return {**label, "limits": current, "changed": False,
+                "error": f"changed outside the capacity controller (shows {current}, declared {declared}); left alone until it shows "
+                         "the declared quota again or the governance file declares it"}
+    action = f"{key}@{now:%Y%m%dT%H%M%SZ}"
+    ledger.record_action(action, status="calling", details={"from": current, "to": wanted}, now=now)
+    try:
+        write(wanted, handle)
+    except ClientError as error:  # throttled, or changed since read: retried next run, from what the quota then shows
+        ledger.record_action(action, status="failed", details={"from": current, "to": wanted, "error": str(error)}, now=now)
+        return {**label, "error": f"{error.response['Error']['Code']}: {error}"}
+    ledger.record_action(action, status="done", details={"from": current, "to": wanted}, now=now)
+    return {**label, "limits": wanted, "changed": True}
+
+
+def _limits(counts: Mapping[str, int]) -> list[dict[str, Any]]:
+    return [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(counts.items()) if count >= 1]
+
+
+def apply_batch(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], pools: Mapping[str, Any], batch: Any,
+                ledger: Ledger, now: datetime) -> list[dict[str, Any]]:
+    """Batch quota-share pools: the shares (``apply``) and the pool's service environment (named
+    after the pool), whose capacity limits hold the declared capacity plus every raise in the pool,
+    so the raised guarantees still fit in it. An environment is raised before the shares and
+    lowered after them, once no plan of its pool is active."""
+    environments: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+    for (pool, _), (declared, wanted) in desired.items():
+        _, capacity = environments.setdefault(pool, (dict(pools[pool].capacity), dict(pools[pool].capacity)))
+        for unit, count in wanted.items():
+            capacity[unit] = capacity.get(unit, 0) + count - declared.get(unit, 0)
+    raised = {pool: limits for pool, limits in environments.items() if limits[0] != limits[1]}
+    lowered = {pool: limits for pool, limits in environments.items() if limits[0] == limits[1]}
+    return (_apply_environments(raised, batch, ledger, now) + apply(desired=desired, batch=batch, ledger=ledger, now=now)
+            + _apply_environments(lowered, batch, ledger, now))
+
+
+def _apply_environments(desired: Mapping[str, tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger,
+                        now: datetime) -> list[dict[str, Any]]:
+    def reader(name: str):
+        def read() -> tuple[list, None]:
+            found = batch.describe_service_environments(serviceEnvironments=[name]).get("serviceEnvironments") or []
+            if not found:
+                raise MissingQuota(f"no service environment {name}")
+            return sorted(found[0].get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), None
+        return read
+
+    return [converge(label={"service_environment": name}, key=f"environment#{name}", declared=_limits(declared), wanted=_limits(wanted),
+                     read=reader(name), write=lambda wanted, _, name=name: batch.update_service_environment(serviceEnvironment=name, capacityLimits=wanted),
+                     ledger=ledger, now=now)
+            for name, (declared, wanted) in sorted(desired.items())]
+
+
+def apply(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger,
+          now: datetime) -> list[dict[str, Any]]:
+    """Batch quota shares (``desired_limits`` with ``kind=TRAINING_JOBS``)."""
+
+    def reader(queue: str, share: str):
+        def read() -> tuple[list, str]:
             listed = [q for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=queue) for q in page.get("quotaShares") or []
                       if q["quotaShareName"] == share]
             if not listed:
-                results.append({"share": f"{queue}/{share}", "error": f"job queue {queue} has no quota share {share}"})
-                continue
+                raise MissingQuota(f"job queue {queue} has no quota share {share}")
             arn = listed[0]["quotaShareArn"]
-            current = sorted(batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [], key=lambda c: c["capacityUnit"])
-        except ClientError as error:
-            results.append({"share": f"{queue}/{share}", "error": f"{error.response['Error']['Code']}: {error}"})
-            continue
-        if current == wanted or not wanted:
-            results.append({"share": f"{queue}/{share}", "limits": wanted, "changed": False})
-            continue
-        action = f"share#{queue}/{share}@{now:%Y%m%dT%H%M%SZ}"
-        ledger.record_action(action, status="calling", details={"from": current, "to": wanted}, now=now)
-        try:
-            batch.update_quota_share(quotaShareArn=arn, capacityLimits=wanted)
-        except ClientError as error:  # retried next run, from what the share then shows
-            ledger.record_action(action, status="failed", details={"from": current, "to": wanted, "error": str(error)}, now=now)
-            results.append({"share": f"{queue}/{share}", "error": f"{error.response['Error']['Code']}: {error}"})
-            continue
-        ledger.record_action(action, status="done", details={"from": current, "to": wanted}, now=now)
-        results.append({"share": f"{queue}/{share}", "limits": wanted, "changed": True})
-    return results
+            return sorted(batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), arn
+        return read
+
+    return [converge(label={"share": f"{queue}/{share}"}, key=f"share#{queue}/{share}", declared=_limits(declared), wanted=_limits(wanted),
+                     read=reader(queue, share), write=lambda wanted, arn: batch.update_quota_share(quotaShareArn=arn, capacityLimits=wanted),
+                     ledger=ledger, now=now)
+            for (queue, share), (declared, wanted) in sorted(desired.items())]
+
+
+def apply_compute_quotas(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], sagemaker: Any,
+                         ledger: Ledger, now: datetime) -> list[dict[str, Any]]:
+    """HyperPod EKS compute quotas (``desired_limits`` with ``kind=INSTANCE_GROUP``). Only the
+    instance counts change; the sharing strategy, borrow limit and preemption are sent back as read,
+    with the version read (``TargetVersion``), so a change made since is refused, not overwritten."""
+    def resources(counts: Mapping[str, int]) -> list[dict[str, Any]]:
+        return [{"InstanceType": unit, "Count": count} for unit, count in sorted(counts.items())]
+
+    def reader(cluster: str, team: str):
+        def read() -> tuple[list, dict]:
+            listed = [q for page in sagemaker.get_paginator("list_compute_quotas").paginate(ClusterArn=cluster, NameContains=team)
+                      for q in page.get("ComputeQuotaSummaries") or [] if q["Name"] == team and q["Status"] not in GONE]
+            if not listed:
+                raise MissingQuota(f"cluster {cluster} has no compute quota {team}")
+            described = sagemaker.describe_compute_quota(ComputeQuotaId=listed[0]["ComputeQuotaId"])
+            config = described.get("ComputeQuotaConfig") or {}
+            current = sorted(({"InstanceType": r["InstanceType"], "Count": r.get("Count", 0)} for r in config.get("ComputeQuotaResources") or []),
+                             key=lambda r: r["InstanceType"])
+            return current, described
+
+        return read
+
+    def write(wanted: list, described: dict) -> None:
+        sagemaker.update_compute_quota(ComputeQuotaId=described["ComputeQuotaId"], TargetVersion=described["ComputeQuotaVersion"],
+                                       ComputeQuotaConfig={**described.get("ComputeQuotaConfig", {}), "ComputeQuotaResources": wanted})
+
+    return [converge(label={"compute_quota": f"{cluster}/{team}"}, key=f"compute-quota#{cluster}/{team}", declared=resources(declared),
+                     wanted=resources(wanted), read=reader(cluster, team), write=write, ledger=ledger, now=now)
+            for (cluster, team), (declared, wanted) in sorted(desired.items())]
