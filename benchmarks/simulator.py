@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "lambda")]
 
 from constructs_lib.loader import load_model  # noqa: E402
-from constructs_lib.simulate import pool_shares, simulate  # noqa: E402
-from constructs_lib.traces import TraceJob  # noqa: E402
+from constructs_lib.simulator import simulate
+from constructs_lib.simulator.cli import pool_shares  # noqa: E402
+from constructs_lib.simulator.traces import TraceJob  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 
 TEAMS = (("serving", 90, False, 0.5), ("platform", 50, False, 0.2), ("research", 10, True, 0.3))

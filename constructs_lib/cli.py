@@ -10,7 +10,8 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from . import cli_capacity, simulate
+from . import cli_capacity
+from .simulator import cli as simulator_cli
 from .errors import GovernanceError
 from .explain import deals, render_table
 from .loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
@@ -21,7 +22,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
 # parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
-SUBCOMMAND_MODULES = (simulate, cli_capacity, slurm_cli)
+SUBCOMMAND_MODULES = (simulator_cli, cli_capacity, slurm_cli)
 
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:

@@ -88,7 +88,7 @@ def test_no_job_inside_its_guarantee_is_reclaimed_and_reserve_shares_are_untouch
         for victim in victims:
             # Only the share's borrowed capacity may be reclaimed: the jobs it would give up first
             # (in victim order) until back within quota. Jobs past that point are its guarantee.
-            ahead = sum(j.count for j in jobs if victim_order(j) < victim_order(victim))
+            ahead = sum(j.count for j in jobs if victim_order(j, state.now) < victim_order(victim, state.now))
             assert ahead < excess, f"{victim.job_id} runs inside team {share}'s guarantee"
 
 

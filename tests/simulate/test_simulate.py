@@ -8,8 +8,8 @@ import pytest
 
 from constructs_lib.cli import main
 from constructs_lib.errors import GovernanceError
-from constructs_lib.simulate import compare, simulate, static_shares
-from constructs_lib.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from constructs_lib.simulator import compare, simulate, static_shares
+from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
@@ -24,12 +24,16 @@ def job(job_id, team, submit, duration, count, priority=10, checkpointable=False
     return TraceJob(job_id=job_id, team=team, submit_time=submit, duration=duration, instance_type=G5, count=count, priority=priority, checkpointable=checkpointable)
 
 
-@pytest.mark.parametrize("checkpointable, expected_finish, expected_lost", [(True, 660 + 880.0, 0.0), (False, 660 + 1_000.0, 4 * 120.0)])
+BACKOFF = Settings().reborrow_backoff_s
+
+
+@pytest.mark.parametrize("checkpointable, expected_finish, expected_lost", [(True, 660 + 880.0, 0.0), (False, 120 + BACKOFF + 1_000.0, 4 * 120.0)])
 def test_a_borrower_is_reclaimed_and_resumes_or_restarts(checkpointable, expected_finish, expected_lost):
     jobs = [job("borrow", "research", 0, 1_000, 4, checkpointable=checkpointable), job("lender", "serving", 100, 500, 4, priority=90)]
     result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    # The lender arrives at 100; the tick at 120 reclaims the pool; it runs 120..620. The borrower
-    # starts again at the 660 tick and resumes its 880 s of remaining work, or restarts all 1000.
+    # The lender arrives at 100; the tick at 120 reclaims the pool; it runs 120..620. A
+    # checkpointing borrower starts again at the 660 tick and resumes its 880 s of remaining work;
+    # one that restarts from zero (all 1000 s) borrows again only after the backoff from 120.
     assert result.preemptions == 1
     assert result.lost_work_capacity_s == expected_lost
     assert result.jobs_completed == 2

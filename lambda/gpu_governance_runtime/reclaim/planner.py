@@ -71,6 +71,7 @@ class RunningJob:
     started_at: float
     checkpointable: bool = False
     times_preempted: int = 0
+    max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +81,10 @@ class PendingJob:
     instance_type: str
     count: int
     priority: int
-    submitted_at: float
+    submitted_at: float  # a requeued victim's is the time it was requeued
     checkpointable: bool = False
     times_preempted: int = 0
+    max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +94,13 @@ class Settings:
     min_run_time_s: float = 600.0
     max_preemptions_per_tick: int = 20
     max_preemption_searches_per_tick: int = 200
+    # A preempted job that cannot checkpoint borrows again only reborrow_backoff_s x 2^(n-1) after
+    # its n-th preemption (inside its own quota it restarts at once): a reclaimed job cannot go
+    # straight back onto lent capacity and lose its work again (docs/reclaim.md, Anti-thrash).
+    reborrow_backoff_s: float = 3_600.0
+    # When set, a job that cannot checkpoint borrows only if it declares a maximum run time of at
+    # most this many seconds: lent capacity is expected back within it. None: any such job borrows.
+    borrow_horizon_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,7 +263,7 @@ def _requeued(job: RunningJob, now: float) -> PendingJob:
     return PendingJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted + 1,
+        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s,
     )
 
 
@@ -262,13 +271,43 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     return RunningJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, started_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted,
+        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s,
     )
 
 
-def victim_order(job: RunningJob) -> tuple:
-    """Preempt first: lower priority, checkpointable, most recently started, then job id."""
-    return (job.priority, not job.checkpointable, -job.started_at, job.job_id)
+def victim_order(job: RunningJob, now: float) -> tuple:
+    """Preempt first: lower priority, checkpointable, least work lost (instances x time run, for
+    a job that restarts from zero), most recently started, then job id."""
+    lost = 0.0 if job.checkpointable else job.count * (now - job.started_at)
+    return (job.priority, not job.checkpointable, lost, -job.started_at, job.job_id)
+
+
+def reborrow_at(job: PendingJob, settings: Settings) -> float:
+    """When a preempted job that cannot checkpoint may borrow again (exponential backoff)."""
+    if job.checkpointable or not job.times_preempted:
+        return job.submitted_at
+    return job.submitted_at + _backoff(job.times_preempted, settings)
+
+
+def _backoff(times_preempted: int, settings: Settings) -> float:
+    return settings.reborrow_backoff_s * 2 ** min(times_preempted - 1, 30)
+
+
+def may_borrow(job: PendingJob, now: float, settings: Settings) -> bool:
+    """Whether ``job`` may start on capacity above its share's quota at ``now``."""
+    if job.checkpointable:
+        return True
+    if settings.borrow_horizon_s is not None and (job.max_run_time_s is None or job.max_run_time_s > settings.borrow_horizon_s):
+        return False
+    return now >= reborrow_at(job, settings)
+
+
+def next_change_at(state: PoolState, settings: Settings) -> float | None:
+    """The earliest time after ``state.now`` at which a plan may change with nothing else
+    happening: a protected job becomes preemptible, or a backed-off job may borrow again."""
+    times = [job.started_at + settings.min_run_time_s for job in state.running if job.times_preempted]
+    times += [reborrow_at(job, settings) for job in state.pending if job.times_preempted]
+    return min((t for t in times if t > state.now), default=None)
 
 
 def _queue_order(job: PendingJob) -> tuple:
@@ -344,7 +383,8 @@ class _TypePlanner:
         if share not in self._borrowed_sets:
             excess = self.usage[share] - self.quota[share]
             chosen = []
-            for job in sorted(self.jobs[share].values(), key=victim_order) if excess > 0 else ():
+            jobs = sorted(self.jobs[share].values(), key=lambda j: victim_order(j, self.state.now)) if excess > 0 else ()
+            for job in jobs:
                 if excess <= 0:
                     break
                 chosen.append(job)
@@ -406,13 +446,16 @@ class _TypePlanner:
         """Start ``job`` on ``available`` free capacity, preempting if needed and allowed.
         Returns the requeued victims, or None when the job cannot start this tick."""
         share = job.share
+        # A job that may not borrow (backed off, or no short declared run time) is held to its
+        # share's quota: it still starts, or preempts in-share, inside its own guarantee.
+        ceiling = self.ceiling[share] if may_borrow(job, self.state.now, self.settings) else min(self.ceiling[share], self.quota[share])
         need_capacity = job.count - available
-        need_own = self.usage[share] + job.count - self.ceiling[share]
+        need_own = self.usage[share] + job.count - ceiling
         if need_capacity <= 0 and need_own <= 0:
             self._start(job)
             return []
         can_preempt = reclaim or self.shares[share].in_share_preemption
-        if not can_preempt or job.count > self.ceiling[share] or not self.budget.may_search():
+        if not can_preempt or job.count > ceiling or not self.budget.may_search():
             return None
         self.budget.searches += 1
         victims = self._choose_victims(job, need_capacity, need_own, reclaim)
@@ -430,11 +473,11 @@ class _TypePlanner:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
                     candidates += (
-                        ((0, *victim_order(v)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
+                        ((0, *victim_order(v, self.state.now)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
                     )
         if self.shares[job.share].in_share_preemption:
             candidates += (
-                ((1, *victim_order(v)), v, IN_SHARE)
+                ((1, *victim_order(v, self.state.now)), v, IN_SHARE)
                 for v in self.jobs[job.share].values()
                 if v.priority < job.priority and not self.protected(v)
             )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from .errors import GovernanceError, Problem
+from ..errors import GovernanceError, Problem
 
 TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration", "instance_type", "count", "priority", "checkpointable")
 
@@ -32,6 +32,7 @@ class TraceJob:
     count: int
     priority: int
     checkpointable: bool
+    max_run_time: float | None = None  # the declared limit, when the source has one
 
 
 def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
