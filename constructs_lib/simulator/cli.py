@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from gpu_governance_runtime.policy import parse_policy
@@ -28,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
     simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
     simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
+    simulate_parser.add_argument("--reborrow-backoff", type=_positive_float, default=Settings().reborrow_backoff_s, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption")
+    simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: any job)")
+    simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
     simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
     simulate_parser.add_argument("--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)")
     simulate_parser.set_defaults(handler=_run_simulate)
@@ -75,7 +79,12 @@ def _run_simulate(args: argparse.Namespace) -> int:
         raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
     shares, capacity = pool_shares(load_model(args.config), args.pool)
     jobs = read_trace(args.trace)
-    settings = Settings(min_run_time_s=args.min_run_time, max_preemptions_per_tick=args.max_preemptions)
+    if args.declared_run_time:
+        jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
+    settings = Settings(
+        min_run_time_s=args.min_run_time, max_preemptions_per_tick=args.max_preemptions,
+        reborrow_backoff_s=args.reborrow_backoff, borrow_horizon_s=args.borrow_horizon,
+    )
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
     results = compare(jobs, shares=shares, capacity=capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
     if pyplot is not None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from constructs_lib.cli import main
 from constructs_lib.errors import GovernanceError
@@ -163,3 +167,22 @@ def test_openb_cli_converts(tmp_path, capsys):
     assert main(["openb-trace", str(source), str(output)]) == 0
     assert len(read_trace(output)) == 3
     assert "wrote 3 jobs" in capsys.readouterr().err
+
+
+@settings(max_examples=int(os.environ.get("PLANNER_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    borrowers=st.lists(st.tuples(st.integers(0, 3_000), st.integers(600, 20_000), st.integers(1, 4)), min_size=1, max_size=4),
+    lenders=st.lists(st.tuples(st.integers(0, 40_000), st.integers(60, 3_000), st.integers(1, 4)), min_size=1, max_size=25),
+    backoff=st.sampled_from([300.0, 1_800.0]),
+)
+def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often(borrowers, lenders, backoff):
+    """Each preemption of a job that restarts from zero at least doubles the time before it may
+    borrow again, so its n-th preemption comes backoff x (2^(n-1) - 1) after its first at the
+    earliest: n <= 1 + log2(1 + span / backoff), however often the lender comes back."""
+    jobs = [job(f"b{i}", "research", at, duration, count) for i, (at, duration, count) in enumerate(borrowers)]
+    jobs += [job(f"l{i}", "serving", at, duration, count, priority=90) for i, (at, duration, count) in enumerate(lenders)]
+    result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings(reborrow_backoff_s=backoff, min_run_time_s=1))
+    assert result.jobs_completed == len(jobs)
+    for job_id, times in result.preempted_at.items():
+        span = times[-1] - times[0]
+        assert len(times) <= 1 + math.log2(1 + span / backoff), f"{job_id} preempted at {times}"
