@@ -12,11 +12,12 @@ something changed. The baselines run through the very same planner with transfor
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
+    Plan,
     PoolState,
     Settings,
     Share,
@@ -24,6 +25,7 @@ from gpu_governance_runtime.reclaim.planner import (
     apply_plan,
     next_change_at,
     plan_tick,
+    unchecked_state,
 )
 
 from ..errors import GovernanceError, Problem
@@ -105,6 +107,7 @@ def simulate(
     record_timeline: bool = False,
 ) -> RunMetrics:
     """Replay ``jobs``; with ``pooled`` every job joins the single pooled share."""
+    _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
     share_of = (lambda job: POOLED_SHARE) if pooled else (lambda job: job.team)
     arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
     progress: dict[str, _Progress] = {}
@@ -164,8 +167,8 @@ def simulate(
                     max_run_time_s=job.max_run_time,
                 )
             )
-        state = replace(state, running=tuple(running.values()), pending=tuple(pending), now=tick)
-        plan = plan_tick(state, settings)
+        state = unchecked_state(state, running=tuple(running.values()), pending=tuple(pending), now=tick)
+        plan = plan_tick(state, settings) if pending else _NOTHING  # nothing waits: nothing to plan
         changed = bool(plan.starts or plan.preemptions or plan.capped)
         for preemption in plan.preemptions:
             entry = progress[preemption.job_id]
@@ -189,7 +192,7 @@ def simulate(
             entry.started_at = tick
             entry.version += 1
             heapq.heappush(completions, (tick + entry.remaining, entry.version, start.job_id))
-        if not pooled:
+        if not pooled and state.pending:
             breaches += _guarantee_breaches(state, guarantees, progress, tick - tick_s)
         if record_timeline:
             timeline.append((tick, _usage_by_team(state, progress)))
@@ -224,6 +227,21 @@ def simulate(
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
     )
+
+
+def _check_jobs(jobs: Sequence[TraceJob], teams: Sequence[str], capacity: Mapping[str, int], pooled: bool) -> None:
+    """What the planner's state would check on every tick, once: the replay builds its states
+    unchecked (planner.unchecked_state)."""
+    if not pooled:
+        check_trace_fits_pool(jobs, [Share(name=t, quota={}, strategy=Strategy.LEND) for t in teams], capacity)
+    problems = [Problem(path=f"job {job.job_id}.count", wrong="not a whole number of instances >= 1", value=job.count, allowed="1 or more") for job in jobs if job.count < 1]
+    if len({job.job_id for job in jobs}) != len(jobs):
+        problems.append(Problem(path="jobs", wrong="duplicate job ids", value=len(jobs) - len({job.job_id for job in jobs}), allowed="unique ids"))
+    if problems:
+        raise GovernanceError(problems[:20])
+
+
+_NOTHING = Plan(starts=(), preemptions=(), capped=False)
 
 
 def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False) -> tuple[str, ...]:

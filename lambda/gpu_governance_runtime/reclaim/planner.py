@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 from operator import itemgetter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..contract import SharingStrategy as Strategy, borrow_ceiling
@@ -174,7 +174,17 @@ def apply_plan(state: PoolState, plan: Plan) -> PoolState:
     for start in plan.starts:
         job = waiting.pop(start.job_id)
         running.append(_started(job, state.now))
-    return replace(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started))
+    return unchecked_state(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started), now=state.now)
+
+
+def unchecked_state(state: PoolState, *, running: tuple[RunningJob, ...], pending: tuple[PendingJob, ...], now: float) -> PoolState:
+    """``state`` with other jobs, without the validation of ``PoolState``: only for callers that
+    keep the state valid themselves (``apply_plan``, whose result the property tests check, and
+    the simulator, which checks its jobs once up front). Validation would dominate a replay."""
+    new = object.__new__(PoolState)
+    for name, value in (("capacity", state.capacity), ("shares", state.shares), ("running", running), ("pending", pending), ("now", now)):
+        object.__setattr__(new, name, value)
+    return new
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,16 +248,23 @@ def _state_problems(state: PoolState) -> list[str]:
     seen: set[str] = set()
     for kind, jobs in (("running", state.running), ("pending", state.pending)):
         for job in jobs:
-            where = f"{kind}.{job.job_id}"
-            if job.job_id in seen:
-                problems.append(f"{where}: job id appears twice")
+            # The check runs on every tick of a replay: the message is built only for a bad job.
+            if job.job_id in seen or job.share not in known or job.instance_type not in state.capacity or job.count < 1:
+                problems += _job_problems(f"{kind}.{job.job_id}", job, seen, known, state.capacity)
             seen.add(job.job_id)
-            if job.share not in known:
-                problems.append(f"{where}.share: {job.share!r} is not a share of the pool (one of {sorted(known)})")
-            if job.instance_type not in state.capacity:
-                problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(state.capacity)})")
-            if job.count < 1:
-                problems.append(f"{where}.count: {job.count} - at least 1")
+    return problems
+
+
+def _job_problems(where: str, job: RunningJob | PendingJob, seen: set[str], known: set[str], capacity: Mapping[str, int]) -> list[str]:
+    problems = []
+    if job.job_id in seen:
+        problems.append(f"{where}: job id appears twice")
+    if job.share not in known:
+        problems.append(f"{where}.share: {job.share!r} is not a share of the pool (one of {sorted(known)})")
+    if job.instance_type not in capacity:
+        problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(capacity)})")
+    if job.count < 1:
+        problems.append(f"{where}.count: {job.count} - at least 1")
     return problems
 
 
