@@ -15,13 +15,14 @@ from ..errors import GovernanceError, Problem
 from ..loader import load_model
 from ..model import GovernanceModel
 from ..policy import compile_policy
-from .engine import compare
-from .report import comparison_json, load_pyplot, table, write_plot
+from .engine import compare, simulate
+from .importers import SACCT_COMMAND, ImportOptions, from_batch, from_kueue, from_sacct, priorities
+from .report import COMPARED, comparison_json, load_pyplot, table, write_plot
 from .traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``simulate`` and ``openb-trace`` to the gpu-governance CLI."""
+    """Add ``simulate``, ``openb-trace`` and ``trace from-sacct|from-batch|from-kueue``."""
     simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
     simulate_parser.add_argument("--config", required=True, help="governance file (YAML or JSON)")
     simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
@@ -32,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate_parser.add_argument("--reborrow-backoff", type=_positive_float, default=Settings().reborrow_backoff_s, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption")
     simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: any job)")
     simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
+    simulate_parser.add_argument("--compare", metavar="OLD", help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'")
     simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
     simulate_parser.add_argument("--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)")
     simulate_parser.set_defaults(handler=_run_simulate)
@@ -42,6 +44,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     openb_parser.add_argument("--instance-type", default=OpenbMapping().instance_type, help="one-GPU instance type for the jobs")
     openb_parser.add_argument("--since-day", type=_non_negative_float, default=0.0, help="keep only tasks created on or after this day of the trace (default 0)")
     openb_parser.set_defaults(handler=_run_openb)
+
+    trace_parser = subparsers.add_parser("trace", help="make a simulator trace from a platform's own job history")
+    sources = trace_parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, reader, text in (
+        ("from-sacct", from_sacct, f"Slurm accounting: {SACCT_COMMAND} (run with TZ=UTC)"),
+        ("from-batch", from_batch, "AWS Batch: ListJobs/DescribeJobs or ListServiceJobs/DescribeServiceJob JSON (one response or a list of pages)"),
+        ("from-kueue", from_kueue, "Kueue: kubectl get workloads -A -o json"),
+    ):
+        source = sources.add_parser(name, help=text, description=text)
+        source.add_argument("file", help="the recorded output")
+        source.add_argument("output", help="trace CSV to write")
+        source.add_argument("--instance-type", required=True, help="instance type of jobs whose record names none")
+        source.add_argument("--priority", action="append", default=[], metavar="CLASS=N", help="priority of a priority class (Slurm QoS <team>.<class>, Kueue priorityClassName); repeat")
+        source.add_argument("--checkpointable", action="append", default=[], metavar="TEAM", help="a team whose jobs checkpoint; repeat")
+        source.set_defaults(handler=_run_import, reader=reader)
 
 
 def _non_negative_float(text: str) -> float:
@@ -87,6 +104,9 @@ def _run_simulate(args: argparse.Namespace) -> int:
     )
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
     results = compare(jobs, shares=shares, capacity=capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
+    if args.compare:
+        old_shares, old_capacity = pool_shares(load_model(args.compare), args.pool)
+        results[COMPARED] = simulate(jobs, shares=old_shares, capacity=old_capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
     if pyplot is not None:
         write_plot(pyplot, results, Path(args.plot))
     if args.json:
@@ -95,6 +115,12 @@ def _run_simulate(args: argparse.Namespace) -> int:
         print(table(results))
     return 0
 
+def _run_import(args: argparse.Namespace) -> int:
+    options = ImportOptions(instance_type=args.instance_type, priorities=priorities(args.priority), checkpointable_teams=frozenset(args.checkpointable))
+    imported = args.reader(args.file, options)
+    written = write_trace(imported.jobs, args.output)
+    print(f"wrote {written} jobs to {args.output}; skipped {imported.skipped} records that are not finished jobs", file=sys.stderr)
+    return 0
 
 
 def _run_openb(args: argparse.Namespace) -> int:

@@ -9,11 +9,17 @@ from ..errors import GovernanceError, Problem
 from .engine import RunMetrics
 
 
+COMPARED = "compared"  # the policy under the --compare governance file
+
+
 def comparison_json(results: Mapping[str, RunMetrics]) -> dict[str, Any]:
-    return {
+    result = {
         "policy": results["policy"].as_json(with_breaches=True),
         "baselines": {name: results[name].as_json(with_breaches=False) for name in ("static", "pooled")},
     }
+    if COMPARED in results:
+        result[COMPARED] = results[COMPARED].as_json(with_breaches=True)
+    return result
 
 
 
@@ -33,6 +39,8 @@ def table(results: Mapping[str, RunMetrics]) -> str:
             cells.append(f"{(f'{stats.wait_p50_s:.0f} / {stats.wait_p95_s:.0f}' if stats else '-'):>28}")
         lines.append(f"{team:<12} " + " ".join(cells))
     lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
+    if COMPARED in results:
+        lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
     for name, m in results.items():
         if m.never_runnable:
             lines.append(f"{name}: {len(m.never_runnable)} jobs can never run (larger than their team may hold), e.g. {', '.join(m.never_runnable[:3])}")
