@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from constructs_lib.cli import main
 from constructs_lib.errors import GovernanceError
 from constructs_lib.simulator import compare, simulate, static_shares
+from constructs_lib.simulator.report import table
 from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
@@ -44,6 +45,10 @@ def test_a_borrower_is_reclaimed_and_resumes_or_restarts(checkpointable, expecte
     assert result.makespan_s == expected_finish
     assert result.teams["serving"].wait_p50_s == 20.0  # submitted at 100, started at the 120 tick
     assert result.guarantee_breaches == 0
+    # The trace window is 0..100 (first to last submission): the borrower fills the pool, but
+    # only a checkpointing borrower keeps that work; the other loses it and it is no goodput.
+    assert result.window_utilization == 1.0
+    assert result.goodput == (1.0 if checkpointable else 0.0)
 
 
 def test_static_partitioning_never_lends_and_pooled_ignores_quotas():
@@ -66,6 +71,15 @@ def test_capped_reclaim_counts_guarantee_breaches():
     # The lender waits inside its guarantee from its first tick (120) until the borrower ends at
     # 1000; a capped plan makes the controller look again every tick: 180, 240, ..., 960 breach.
     assert result.guarantee_breaches == 14
+
+
+def test_jobs_that_can_never_run_are_counted_and_named(capsys):
+    jobs = [job("big", "research", 0, 100, 2), job("small", "serving", 0, 100, 1)]
+    results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert results["static"].never_runnable == ("big",)  # research has no quota under static
+    assert results["policy"].never_runnable == () and results["policy"].jobs_completed == 2
+    assert results["static"].as_json(with_breaches=False)["jobs_never_runnable"] == 1
+    assert "static: 1 jobs can never run (larger than their team may hold), e.g. big" in table(results)
 
 
 def test_static_shares_reserve_exactly_the_quota():
@@ -136,6 +150,20 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
     # the policy lends research idle capacity the static split would leave unused
     assert result["policy"]["utilization"] > 5 * result["baselines"]["static"]["utilization"]
     assert result["policy"]["preemptions"] > 0 and result["policy"]["guarantee_breaches"] == 0
+
+
+def test_cli_compare_replays_the_policy_under_the_old_configuration(small_trace, tmp_path, capsys):
+    old = tmp_path / "old.yaml"
+    # the old configuration: platform could not borrow (steady), research had a smaller quota
+    text = open(CONFIG).read().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
+    old.write_text(text)
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(old), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["compared"] != result["policy"] and result["compared"]["jobs_completed"] == 44
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", CONFIG, "--json"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert same["compared"] == same["policy"]  # the same file replays the same
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(tmp_path / "missing.yaml")]) == 2
 
 
 def test_cli_plot_writes_a_png(small_trace, tmp_path, capsys):
