@@ -151,3 +151,16 @@ def test_the_preemption_cap_is_never_exceeded(state, cap):
     plan = plan_tick(state, Settings(max_preemptions_per_tick=cap))
     assert len(plan.preemptions) <= cap
     assert state_is_valid(apply_plan(state, plan))
+
+
+@PROPERTY_SETTINGS
+@given(pool_states(), st.integers(1, 3), st.floats(0, 7_200))
+def test_a_requeued_job_that_cannot_checkpoint_borrows_only_after_its_backoff(state, times, requeued_ago):
+    requeued = tuple(replace(j, times_preempted=times, submitted_at=state.now - requeued_ago) for j in state.pending)
+    state = replace(state, pending=requeued)
+    settings = replace(UNCAPPED, reborrow_backoff_s=1_800)
+    backoff_over = requeued_ago >= 1_800 * 2 ** (times - 1)
+    pending = _pending(state)
+    for start in plan_tick(state, settings).starts:
+        if not pending[start.job_id].checkpointable and not backoff_over:
+            assert start.borrowed == 0, f"{start.job_id} borrowed {start.borrowed} during its backoff"
