@@ -19,13 +19,16 @@ Semantics (docs/reclaim.md explains them with examples):
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
   Borrowing never preempts another share; only in-share preemption is possible here.
 * Victims: jobs another share runs above its quota first, then (where the share enables it) the
-  share's own lower-priority jobs; inside each, lower priority, checkpointable, most recently
-  started, job id. Candidates are taken in that order until the job fits, then a reverse pass
+  share's own lower-priority jobs; inside each, lower priority, checkpointable, least work lost
+  (instances x time run, for jobs that restart from zero), most recently started, job id. Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
 * Anti-thrash: a preemption always names the job it lets start; a job preempted before is
   protected until it has run ``min_run_time_s`` again; at most ``max_preemptions_per_tick``
-  preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. Victims are
+  preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. A preempted job
+  that cannot checkpoint borrows again only after ``reborrow_backoff_s`` x 2^(n-1) (inside its
+  quota it restarts at once); with ``borrow_horizon_s`` only jobs that checkpoint or declare a
+  run time within it borrow. Victims are
   requeued at once and planned again in the same tick, so the plan is a fixed point: planning
   the applied state again preempts nothing more (unless a cap cut the tick short).
 """
