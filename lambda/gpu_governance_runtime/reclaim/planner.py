@@ -375,6 +375,7 @@ class _TypePlanner:
         self.reserved_idle = sum(self.reserved_idle_of(name) for name in self.shares)
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
+        self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
 
     # -- capacity bookkeeping
@@ -540,10 +541,18 @@ class _TypePlanner:
         del self.jobs[victim.share][victim.job_id]
         self._change_usage(victim.share, -victim.count)
         if victim.job_id in self._started_now:
-            # Started earlier in this very tick: it simply does not start, nothing is lost.
+            # Started earlier in this very tick: it simply does not start, nothing is lost. What
+            # was preempted for it now makes room for ``job`` (same share, higher priority), which
+            # starts in this plan: name that job, so every preemption names a job that starts.
             self.starts = [s for s in self.starts if s.job_id != victim.job_id]
+            self.preemptions = [self._preemption(*self._victims[p.job_id], job) if p.for_job == victim.job_id else p for p in self.preemptions]
             return self._started_now.pop(victim.job_id)
         self.budget.preemptions += 1
+        self._victims[victim.job_id] = (victim, kind)
+        self.preemptions.append(self._preemption(victim, kind, job))
+        return _requeued(victim, self.state.now)
+
+    def _preemption(self, victim: RunningJob, kind: str, job: PendingJob) -> Preemption:
         amount = f"{victim.count} x {self.instance_type}"
         if kind == RECLAIM:
             reason = f"reclaims {amount} lent by team {job.share} to team {victim.share}, for job {job.job_id}"
@@ -552,10 +561,7 @@ class _TypePlanner:
                 f"in-share preemption in team {job.share}: priority {victim.priority} job {victim.job_id} "
                 f"gives {amount} to priority {job.priority} job {job.job_id}"
             )
-        self.preemptions.append(
-            Preemption(
-                job_id=victim.job_id, share=victim.share, instance_type=self.instance_type,
-                count=victim.count, kind=kind, for_job=job.job_id, reason=reason,
-            )
+        return Preemption(
+            job_id=victim.job_id, share=victim.share, instance_type=self.instance_type,
+            count=victim.count, kind=kind, for_job=job.job_id, reason=reason,
         )
-        return _requeued(victim, self.state.now)
