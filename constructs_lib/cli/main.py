@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from constructs_lib import simulate
+from constructs_lib.cli import simulate as simulator_cli
 from constructs_lib.cli import audit as cli_audit, capacity as cli_capacity, member as cli_member, status as cli_status
 from constructs_lib.cli import team as cli_team, usage as cli_usage
 from constructs_lib.core.errors import GovernanceError
@@ -23,7 +23,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
 # parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
-SUBCOMMAND_MODULES = (simulate, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit, cli_usage)
+SUBCOMMAND_MODULES = (simulator_cli, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit, cli_usage)
 
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:

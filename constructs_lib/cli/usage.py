@@ -209,9 +209,9 @@ def _fees(purchases: Iterable[PurchaseLine]) -> dict[str, Decimal]:
 
 def write_plot(series: dict[tuple[str, str, str], dict[datetime, float]], path: Path) -> None:
     """One panel per team: daily instance-hours used, guaranteed, borrowed and lent (all pools)."""
-    from constructs_lib.simulate import _load_pyplot
+    from constructs_lib.simulator.report import load_pyplot
 
-    pyplot = _load_pyplot()
+    pyplot = load_pyplot()
     per_team: dict[str, dict[str, dict[datetime, float]]] = {}
     for (_, team, metric), points in series.items():
         daily = per_team.setdefault(team, {}).setdefault(metric, {})

@@ -27,6 +27,9 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
                      "j1,research,0,600,ml.p5.48xlarge,1,10,true\n")
     openb = folder / "openb.csv"
     openb.write_text(OPENB_POD_LIST)
+    sacct = folder / "sacct.txt"
+    sacct.write_text("JobID|Account|QOS|Submit|Start|End|NNodes|TimelimitRaw|State\n"
+                     "1|research|research.low|2026-12-01T00:00:00|2026-12-01T00:00:01|2026-12-01T01:00:01|1|60|COMPLETED\n")
     offerings = folder / "offerings.json"
     offerings.write_text(json.dumps({"CapacityBlockOfferings": []}))
     config = str(ROOT / "constructs_lib" / "data" / "default-governance.yaml")
@@ -39,6 +42,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "explain": (["explain"], 0),
         "simulate": (["simulate", "--config", config, "--trace", str(trace), "--pool", "sagemaker-training", "--json"], 0),
         "openb-trace": (["openb-trace", str(openb), str(folder / "openb-trace.csv")], 0),
+        "trace from-sacct": (["trace", "from-sacct", str(sacct), str(folder / "sacct-trace.csv"), "--instance-type", "ml.p5.48xlarge"], 0),
         "capacity plan": (["capacity", "plan", "--config", config, "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"], 0),
         # refused before any AWS call (no ledger table named): the imports are what is checked
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
@@ -84,7 +88,7 @@ def commands(tmp_path_factory):
     return offline_commands(tmp_path_factory.mktemp("inputs"))
 
 
-COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "capacity plan", "capacity approve",
+COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "trace from-sacct", "capacity plan", "capacity approve",
             "slurm script", "report", "team show", "team submit-example", "status", "audit", "usage report")
 
 

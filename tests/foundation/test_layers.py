@@ -22,8 +22,7 @@ LAYERS = (
     ("member",),
     ("controllers",),
     ("organisation",),
-    ("traces",),
-    ("simulate",),
+    ("simulator",),
     ("cli",),
 )
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}

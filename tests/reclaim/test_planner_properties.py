@@ -88,7 +88,7 @@ def test_no_job_inside_its_guarantee_is_reclaimed_and_reserve_shares_are_untouch
         for victim in victims:
             # Only the share's borrowed capacity may be reclaimed: the jobs it would give up first
             # (in victim order) until back within quota. Jobs past that point are its guarantee.
-            ahead = sum(j.count for j in jobs if victim_order(j) < victim_order(victim))
+            ahead = sum(j.count for j in jobs if victim_order(j, state.now) < victim_order(victim, state.now))
             assert ahead < excess, f"{victim.job_id} runs inside team {share}'s guarantee"
 
 
@@ -151,3 +151,19 @@ def test_the_preemption_cap_is_never_exceeded(state, cap):
     plan = plan_tick(state, Settings(max_preemptions_per_tick=cap))
     assert len(plan.preemptions) <= cap
     assert state_is_valid(apply_plan(state, plan))
+
+
+@PROPERTY_SETTINGS
+@given(pool_states(), st.integers(1, 3), st.floats(0, 7_200))
+def test_a_requeued_job_that_cannot_checkpoint_borrows_only_after_its_backoff(state, times, requeued_ago):
+    requeued = tuple(replace(j, times_preempted=times, submitted_at=state.now - requeued_ago) for j in state.pending)
+    state = replace(state, pending=requeued)
+    settings = replace(UNCAPPED, reborrow_backoff_s=1_800)
+    backoff_over = requeued_ago >= 1_800 * 2 ** (times - 1)
+    everyone = {**_running(state), **_pending(state)}
+    for start in plan_tick(state, settings).starts:
+        job = everyone[start.job_id]
+        # a running job restarted in the same tick was requeued just now: its backoff has begun
+        in_backoff = not backoff_over if start.job_id in _pending(state) else True
+        if not job.checkpointable and in_backoff:
+            assert start.borrowed == 0, f"{start.job_id} borrowed {start.borrowed} during its backoff"

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.simulate import compare, simulate, static_shares
-from constructs_lib.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from constructs_lib.simulator import compare, simulate, static_shares
+from constructs_lib.simulator.report import table
+from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
@@ -24,18 +29,26 @@ def job(job_id, team, submit, duration, count, priority=10, checkpointable=False
     return TraceJob(job_id=job_id, team=team, submit_time=submit, duration=duration, instance_type=G5, count=count, priority=priority, checkpointable=checkpointable)
 
 
-@pytest.mark.parametrize("checkpointable, expected_finish, expected_lost", [(True, 660 + 880.0, 0.0), (False, 660 + 1_000.0, 4 * 120.0)])
+BACKOFF = Settings().reborrow_backoff_s
+
+
+@pytest.mark.parametrize("checkpointable, expected_finish, expected_lost", [(True, 660 + 880.0, 0.0), (False, 120 + BACKOFF + 1_000.0, 4 * 120.0)])
 def test_a_borrower_is_reclaimed_and_resumes_or_restarts(checkpointable, expected_finish, expected_lost):
     jobs = [job("borrow", "research", 0, 1_000, 4, checkpointable=checkpointable), job("lender", "serving", 100, 500, 4, priority=90)]
     result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    # The lender arrives at 100; the tick at 120 reclaims the pool; it runs 120..620. The borrower
-    # starts again at the 660 tick and resumes its 880 s of remaining work, or restarts all 1000.
+    # The lender arrives at 100; the tick at 120 reclaims the pool; it runs 120..620. A
+    # checkpointing borrower starts again at the 660 tick and resumes its 880 s of remaining work;
+    # one that restarts from zero (all 1000 s) borrows again only after the backoff from 120.
     assert result.preemptions == 1
     assert result.lost_work_capacity_s == expected_lost
     assert result.jobs_completed == 2
     assert result.makespan_s == expected_finish
     assert result.teams["serving"].wait_p50_s == 20.0  # submitted at 100, started at the 120 tick
     assert result.guarantee_breaches == 0
+    # The trace window is 0..100 (first to last submission): the borrower fills the pool, but
+    # only a checkpointing borrower keeps that work; the other loses it and it is no goodput.
+    assert result.window_utilization == 1.0
+    assert result.goodput == (1.0 if checkpointable else 0.0)
 
 
 def test_static_partitioning_never_lends_and_pooled_ignores_quotas():
@@ -58,6 +71,15 @@ def test_capped_reclaim_counts_guarantee_breaches():
     # The lender waits inside its guarantee from its first tick (120) until the borrower ends at
     # 1000; a capped plan makes the controller look again every tick: 180, 240, ..., 960 breach.
     assert result.guarantee_breaches == 14
+
+
+def test_jobs_that_can_never_run_are_counted_and_named(capsys):
+    jobs = [job("big", "research", 0, 100, 2), job("small", "serving", 0, 100, 1)]
+    results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert results["static"].never_runnable == ("big",)  # research has no quota under static
+    assert results["policy"].never_runnable == () and results["policy"].jobs_completed == 2
+    assert results["static"].as_json(with_breaches=False)["jobs_never_runnable"] == 1
+    assert "static: 1 jobs can never run (larger than their team may hold), e.g. big" in table(results)
 
 
 def test_static_shares_reserve_exactly_the_quota():
@@ -130,6 +152,20 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
     assert result["policy"]["preemptions"] > 0 and result["policy"]["guarantee_breaches"] == 0
 
 
+def test_cli_compare_replays_the_policy_under_the_old_configuration(small_trace, tmp_path, capsys):
+    old = tmp_path / "old.yaml"
+    # the old configuration: platform could not borrow (steady), research had a smaller quota
+    text = open(CONFIG).read().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
+    old.write_text(text)
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(old), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["compared"] != result["policy"] and result["compared"]["jobs_completed"] == 44
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", CONFIG, "--json"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert same["compared"] == same["policy"]  # the same file replays the same
+    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(tmp_path / "missing.yaml")]) == 2
+
+
 def test_cli_plot_writes_a_png(small_trace, tmp_path, capsys):
     png = tmp_path / "out.png"
     assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--plot", str(png)]) == 0
@@ -159,3 +195,22 @@ def test_openb_cli_converts(tmp_path, capsys):
     assert main(["openb-trace", str(source), str(output)]) == 0
     assert len(read_trace(output)) == 3
     assert "wrote 3 jobs" in capsys.readouterr().err
+
+
+@settings(max_examples=int(os.environ.get("PLANNER_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    borrowers=st.lists(st.tuples(st.integers(0, 3_000), st.integers(600, 20_000), st.integers(1, 4)), min_size=1, max_size=4),
+    lenders=st.lists(st.tuples(st.integers(0, 40_000), st.integers(60, 3_000), st.integers(1, 4)), min_size=1, max_size=25),
+    backoff=st.sampled_from([300.0, 1_800.0]),
+)
+def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often(borrowers, lenders, backoff):
+    """Each preemption of a job that restarts from zero at least doubles the time before it may
+    borrow again, so its n-th preemption comes backoff x (2^(n-1) - 1) after its first at the
+    earliest: n <= 1 + log2(1 + span / backoff), however often the lender comes back."""
+    jobs = [job(f"b{i}", "research", at, duration, count) for i, (at, duration, count) in enumerate(borrowers)]
+    jobs += [job(f"l{i}", "serving", at, duration, count, priority=90) for i, (at, duration, count) in enumerate(lenders)]
+    result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings(reborrow_backoff_s=backoff, min_run_time_s=1))
+    assert result.jobs_completed == len(jobs)
+    for job_id, times in result.preempted_at.items():
+        span = times[-1] - times[0]
+        assert len(times) <= 1 + math.log2(1 + span / backoff), f"{job_id} preempted at {times}"

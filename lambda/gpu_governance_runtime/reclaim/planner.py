@@ -19,13 +19,16 @@ Semantics (docs/reclaim.md explains them with examples):
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
   Borrowing never preempts another share; only in-share preemption is possible here.
 * Victims: jobs another share runs above its quota first, then (where the share enables it) the
-  share's own lower-priority jobs; inside each, lower priority, checkpointable, most recently
-  started, job id. Candidates are taken in that order until the job fits, then a reverse pass
+  share's own lower-priority jobs; inside each, lower priority, checkpointable, least work lost
+  (instances x time run, for jobs that restart from zero), most recently started, job id. Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
 * Anti-thrash: a preemption always names the job it lets start; a job preempted before is
   protected until it has run ``min_run_time_s`` again; at most ``max_preemptions_per_tick``
-  preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. Victims are
+  preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. A preempted job
+  that cannot checkpoint borrows again only after ``reborrow_backoff_s`` x 2^(n-1) (inside its
+  quota it restarts at once); with ``borrow_horizon_s`` only jobs that checkpoint or declare a
+  run time within it borrow. Victims are
   requeued at once and planned again in the same tick, so the plan is a fixed point: planning
   the applied state again preempts nothing more (unless a cap cut the tick short).
 """
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import heapq
 from operator import itemgetter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..contract import SharingStrategy as Strategy, borrow_ceiling
@@ -71,6 +74,7 @@ class RunningJob:
     started_at: float
     checkpointable: bool = False
     times_preempted: int = 0
+    max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +84,10 @@ class PendingJob:
     instance_type: str
     count: int
     priority: int
-    submitted_at: float
+    submitted_at: float  # a requeued victim's is the time it was requeued
     checkpointable: bool = False
     times_preempted: int = 0
+    max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +97,13 @@ class Settings:
     min_run_time_s: float = 600.0
     max_preemptions_per_tick: int = 20
     max_preemption_searches_per_tick: int = 200
+    # A preempted job that cannot checkpoint borrows again only reborrow_backoff_s x 2^(n-1) after
+    # its n-th preemption (inside its own quota it restarts at once): a reclaimed job cannot go
+    # straight back onto lent capacity and lose its work again (docs/reclaim.md, Anti-thrash).
+    reborrow_backoff_s: float = 3_600.0
+    # When set, a job that cannot checkpoint borrows only if it declares a maximum run time of at
+    # most this many seconds: lent capacity is expected back within it. None: any such job borrows.
+    borrow_horizon_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,7 +177,17 @@ def apply_plan(state: PoolState, plan: Plan) -> PoolState:
     for start in plan.starts:
         job = waiting.pop(start.job_id)
         running.append(_started(job, state.now))
-    return replace(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started))
+    return unchecked_state(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started), now=state.now)
+
+
+def unchecked_state(state: PoolState, *, running: tuple[RunningJob, ...], pending: tuple[PendingJob, ...], now: float) -> PoolState:
+    """``state`` with other jobs, without the validation of ``PoolState``: only for callers that
+    keep the state valid themselves (``apply_plan``, whose result the property tests check, and
+    the simulator, which checks its jobs once up front). Validation would dominate a replay."""
+    new = object.__new__(PoolState)
+    for name, value in (("capacity", state.capacity), ("shares", state.shares), ("running", running), ("pending", pending), ("now", now)):
+        object.__setattr__(new, name, value)
+    return new
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,16 +251,23 @@ def _state_problems(state: PoolState) -> list[str]:
     seen: set[str] = set()
     for kind, jobs in (("running", state.running), ("pending", state.pending)):
         for job in jobs:
-            where = f"{kind}.{job.job_id}"
-            if job.job_id in seen:
-                problems.append(f"{where}: job id appears twice")
+            # The check runs on every tick of a replay: the message is built only for a bad job.
+            if job.job_id in seen or job.share not in known or job.instance_type not in state.capacity or job.count < 1:
+                problems += _job_problems(f"{kind}.{job.job_id}", job, seen, known, state.capacity)
             seen.add(job.job_id)
-            if job.share not in known:
-                problems.append(f"{where}.share: {job.share!r} is not a share of the pool (one of {sorted(known)})")
-            if job.instance_type not in state.capacity:
-                problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(state.capacity)})")
-            if job.count < 1:
-                problems.append(f"{where}.count: {job.count} - at least 1")
+    return problems
+
+
+def _job_problems(where: str, job: RunningJob | PendingJob, seen: set[str], known: set[str], capacity: Mapping[str, int]) -> list[str]:
+    problems = []
+    if job.job_id in seen:
+        problems.append(f"{where}: job id appears twice")
+    if job.share not in known:
+        problems.append(f"{where}.share: {job.share!r} is not a share of the pool (one of {sorted(known)})")
+    if job.instance_type not in capacity:
+        problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(capacity)})")
+    if job.count < 1:
+        problems.append(f"{where}.count: {job.count} - at least 1")
     return problems
 
 
@@ -254,7 +283,7 @@ def _requeued(job: RunningJob, now: float) -> PendingJob:
     return PendingJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted + 1,
+        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s,
     )
 
 
@@ -262,13 +291,43 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     return RunningJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, started_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted,
+        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s,
     )
 
 
-def victim_order(job: RunningJob) -> tuple:
-    """Preempt first: lower priority, checkpointable, most recently started, then job id."""
-    return (job.priority, not job.checkpointable, -job.started_at, job.job_id)
+def victim_order(job: RunningJob, now: float) -> tuple:
+    """Preempt first: lower priority, checkpointable, least work lost (instances x time run, for
+    a job that restarts from zero), most recently started, then job id."""
+    lost = 0.0 if job.checkpointable else job.count * (now - job.started_at)
+    return (job.priority, not job.checkpointable, lost, -job.started_at, job.job_id)
+
+
+def reborrow_at(job: PendingJob, settings: Settings) -> float:
+    """When a preempted job that cannot checkpoint may borrow again (exponential backoff)."""
+    if job.checkpointable or not job.times_preempted:
+        return job.submitted_at
+    return job.submitted_at + _backoff(job.times_preempted, settings)
+
+
+def _backoff(times_preempted: int, settings: Settings) -> float:
+    return settings.reborrow_backoff_s * 2 ** min(times_preempted - 1, 30)
+
+
+def may_borrow(job: PendingJob, now: float, settings: Settings) -> bool:
+    """Whether ``job`` may start on capacity above its share's quota at ``now``."""
+    if job.checkpointable:
+        return True
+    if settings.borrow_horizon_s is not None and (job.max_run_time_s is None or job.max_run_time_s > settings.borrow_horizon_s):
+        return False
+    return now >= reborrow_at(job, settings)
+
+
+def next_change_at(state: PoolState, settings: Settings) -> float | None:
+    """The earliest time after ``state.now`` at which a plan may change with nothing else
+    happening: a protected job becomes preemptible, or a backed-off job may borrow again."""
+    times = [job.started_at + settings.min_run_time_s for job in state.running if job.times_preempted]
+    times += [reborrow_at(job, settings) for job in state.pending if job.times_preempted]
+    return min((t for t in times if t > state.now), default=None)
 
 
 def _queue_order(job: PendingJob) -> tuple:
@@ -316,6 +375,7 @@ class _TypePlanner:
         self.reserved_idle = sum(self.reserved_idle_of(name) for name in self.shares)
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
+        self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
 
     # -- capacity bookkeeping
@@ -344,7 +404,8 @@ class _TypePlanner:
         if share not in self._borrowed_sets:
             excess = self.usage[share] - self.quota[share]
             chosen = []
-            for job in sorted(self.jobs[share].values(), key=victim_order) if excess > 0 else ():
+            jobs = sorted(self.jobs[share].values(), key=lambda j: victim_order(j, self.state.now)) if excess > 0 else ()
+            for job in jobs:
                 if excess <= 0:
                     break
                 chosen.append(job)
@@ -406,13 +467,16 @@ class _TypePlanner:
         """Start ``job`` on ``available`` free capacity, preempting if needed and allowed.
         Returns the requeued victims, or None when the job cannot start this tick."""
         share = job.share
+        # A job that may not borrow (backed off, or no short declared run time) is held to its
+        # share's quota: it still starts, or preempts in-share, inside its own guarantee.
+        ceiling = self.ceiling[share] if may_borrow(job, self.state.now, self.settings) else min(self.ceiling[share], self.quota[share])
         need_capacity = job.count - available
-        need_own = self.usage[share] + job.count - self.ceiling[share]
+        need_own = self.usage[share] + job.count - ceiling
         if need_capacity <= 0 and need_own <= 0:
             self._start(job)
             return []
         can_preempt = reclaim or self.shares[share].in_share_preemption
-        if not can_preempt or job.count > self.ceiling[share] or not self.budget.may_search():
+        if not can_preempt or job.count > ceiling or not self.budget.may_search():
             return None
         self.budget.searches += 1
         victims = self._choose_victims(job, need_capacity, need_own, reclaim)
@@ -430,11 +494,11 @@ class _TypePlanner:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
                     candidates += (
-                        ((0, *victim_order(v)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
+                        ((0, *victim_order(v, self.state.now)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
                     )
         if self.shares[job.share].in_share_preemption:
             candidates += (
-                ((1, *victim_order(v)), v, IN_SHARE)
+                ((1, *victim_order(v, self.state.now)), v, IN_SHARE)
                 for v in self.jobs[job.share].values()
                 if v.priority < job.priority and not self.protected(v)
             )
@@ -477,10 +541,18 @@ class _TypePlanner:
         del self.jobs[victim.share][victim.job_id]
         self._change_usage(victim.share, -victim.count)
         if victim.job_id in self._started_now:
-            # Started earlier in this very tick: it simply does not start, nothing is lost.
+            # Started earlier in this very tick: it simply does not start, nothing is lost. What
+            # was preempted for it now makes room for ``job`` (same share, higher priority), which
+            # starts in this plan: name that job, so every preemption names a job that starts.
             self.starts = [s for s in self.starts if s.job_id != victim.job_id]
+            self.preemptions = [self._preemption(*self._victims[p.job_id], job) if p.for_job == victim.job_id else p for p in self.preemptions]
             return self._started_now.pop(victim.job_id)
         self.budget.preemptions += 1
+        self._victims[victim.job_id] = (victim, kind)
+        self.preemptions.append(self._preemption(victim, kind, job))
+        return _requeued(victim, self.state.now)
+
+    def _preemption(self, victim: RunningJob, kind: str, job: PendingJob) -> Preemption:
         amount = f"{victim.count} x {self.instance_type}"
         if kind == RECLAIM:
             reason = f"reclaims {amount} lent by team {job.share} to team {victim.share}, for job {job.job_id}"
@@ -489,10 +561,7 @@ class _TypePlanner:
                 f"in-share preemption in team {job.share}: priority {victim.priority} job {victim.job_id} "
                 f"gives {amount} to priority {job.priority} job {job.job_id}"
             )
-        self.preemptions.append(
-            Preemption(
-                job_id=victim.job_id, share=victim.share, instance_type=self.instance_type,
-                count=victim.count, kind=kind, for_job=job.job_id, reason=reason,
-            )
+        return Preemption(
+            job_id=victim.job_id, share=victim.share, instance_type=self.instance_type,
+            count=victim.count, kind=kind, for_job=job.job_id, reason=reason,
         )
-        return _requeued(victim, self.state.now)

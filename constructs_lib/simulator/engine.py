@@ -1,4 +1,4 @@
-"""``gpu-governance simulate``: replay a job trace through the reclaim planner and two baselines.
+"""The replay: a job trace through the reclaim planner and two baselines.
 
 A discrete-event simulation of one pool. Jobs arrive at their submit time and finish when their
 remaining work is done; the planner runs on a fixed tick (as the controller does) whenever
@@ -11,30 +11,25 @@ something changed. The baselines run through the very same planner with transfor
 
 from __future__ import annotations
 
-import argparse
 import heapq
-import json
-import sys
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
+    Plan,
     PoolState,
     Settings,
     Share,
     Strategy,
     apply_plan,
+    next_change_at,
     plan_tick,
+    unchecked_state,
 )
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.loader import load_model
-from .model import GovernanceModel
-from constructs_lib.model.policy import compile_policy
-from .traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from .traces import TraceJob
 
 POOLED_SHARE = "everyone"
 
@@ -48,23 +43,31 @@ class TeamStats:
 
 @dataclass(frozen=True, kw_only=True)
 class RunMetrics:
-    utilization: float
+    utilization: float  # completed work / (capacity x makespan): one late job moves it
+    # Over the trace window (first to last submission), which the runs share:
+    window_utilization: float  # capacity-seconds in use, work later lost included
+    goodput: float  # work of completed jobs done in the window, lost work excluded
     makespan_s: float
     jobs_completed: int
-    jobs_unfinished: int  # jobs that can never start (larger than what their team may hold)
+    jobs_unfinished: int  # jobs that never finished: the never-runnable ones below
+    never_runnable: tuple[str, ...]  # jobs larger than what their team may ever hold here
     preemptions: int
     lost_work_capacity_s: float
     guarantee_breaches: int
     teams: Mapping[str, TeamStats]
     usage_timeline: tuple[tuple[float, Mapping[str, int]], ...] = field(repr=False, default=())
     waits: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
+    preempted_at: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)  # job -> times
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
             "utilization": round(self.utilization, 4),
+            "window_utilization": round(self.window_utilization, 4),
+            "goodput": round(self.goodput, 4),
             "makespan_s": self.makespan_s,
             "jobs_completed": self.jobs_completed,
             "jobs_unfinished": self.jobs_unfinished,
+            "jobs_never_runnable": len(self.never_runnable),
             "preemptions": self.preemptions,
             "lost_work_capacity_s": round(self.lost_work_capacity_s, 1),
             "teams": {name: vars(stats) for name, stats in sorted(self.teams.items())},
@@ -89,6 +92,7 @@ class _Progress:
     waiting_since: float
     waited: float = 0.0
     started_at: float = 0.0
+    useful: float = 0.0  # capacity-seconds in the window kept by checkpoints so far
     version: int = 0  # invalidates a completion event after a preemption
 
 
@@ -103,6 +107,7 @@ def simulate(
     record_timeline: bool = False,
 ) -> RunMetrics:
     """Replay ``jobs``; with ``pooled`` every job joins the single pooled share."""
+    _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
     share_of = (lambda job: POOLED_SHARE) if pooled else (lambda job: job.team)
     arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
     progress: dict[str, _Progress] = {}
@@ -114,9 +119,16 @@ def simulate(
     preemptions = breaches = 0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     last_finish = first_submit
+    window_end = arrivals[-1].submit_time if arrivals else 0.0
+    busy = useful = 0.0
+
+    def in_window(start: float, end: float, count: int) -> float:
+        return count * max(0.0, min(end, window_end) - max(start, first_submit))
+
     changed = False
     timeline: list[tuple[float, Mapping[str, int]]] = []
     guarantees = {s.name: s for s in shares}
+    preempted_at: dict[str, list[float]] = {}
 
     while True:
         # the next moment something happens: an arrival, a completion, or a follow-up tick
@@ -139,6 +151,9 @@ def simulate(
                 continue
             del running[job_id]
             work_done += entry.job.duration * entry.job.count
+            segment = in_window(entry.started_at, finished_at, entry.job.count)
+            busy += segment
+            useful += entry.useful + segment
             last_finish = max(last_finish, finished_at)
             entry.remaining = 0.0
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_time <= tick:
@@ -149,19 +164,24 @@ def simulate(
                 PendingJob(
                     job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count,
                     priority=job.priority, submitted_at=job.submit_time, checkpointable=job.checkpointable,
+                    max_run_time_s=job.max_run_time,
                 )
             )
-        state = replace(state, running=tuple(running.values()), pending=tuple(pending), now=tick)
-        plan = plan_tick(state, settings)
+        state = unchecked_state(state, running=tuple(running.values()), pending=tuple(pending), now=tick)
+        plan = plan_tick(state, settings) if pending else _NOTHING  # nothing waits: nothing to plan
         changed = bool(plan.starts or plan.preemptions or plan.capped)
         for preemption in plan.preemptions:
             entry = progress[preemption.job_id]
             elapsed = tick - entry.started_at
+            segment = in_window(entry.started_at, tick, entry.job.count)
+            busy += segment
             entry.version += 1
             entry.waiting_since = tick
             preemptions += 1
+            preempted_at.setdefault(preemption.job_id, []).append(tick)
             if entry.job.checkpointable:
                 entry.remaining -= elapsed
+                entry.useful += segment
             else:
                 lost += elapsed * entry.job.count
                 entry.remaining = entry.job.duration
@@ -172,14 +192,14 @@ def simulate(
             entry.started_at = tick
             entry.version += 1
             heapq.heappush(completions, (tick + entry.remaining, entry.version, start.job_id))
-        if not pooled:
+        if not pooled and state.pending:
             breaches += _guarantee_breaches(state, guarantees, progress, tick - tick_s)
         if record_timeline:
             timeline.append((tick, _usage_by_team(state, progress)))
         clock = tick + tick_s if changed else tick
         if not changed and state.pending:
-            # a victim protected by the minimum run time becomes preemptible later: look again then
-            expiry = _next_protection_expiry(state, settings)
+            # a protected victim becomes preemptible, or a backed-off job may borrow: look again then
+            expiry = next_change_at(state, settings)
             if expiry is not None:
                 clock, changed = max(tick + tick_s, expiry), True
 
@@ -190,27 +210,47 @@ def simulate(
             waits.setdefault(entry.job.team, []).append(entry.waited)
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
+    window = total_capacity * (window_end - first_submit)
     return RunMetrics(
         utilization=work_done / (total_capacity * makespan) if makespan else 0.0,
+        window_utilization=busy / window if window else 0.0,
+        goodput=useful / window if window else 0.0,
         makespan_s=makespan,
         jobs_completed=len(progress) - len(unfinished),
         jobs_unfinished=len(unfinished) + len(arrivals) - next_arrival,
+        never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
         teams={team: _stats(values) for team, values in waits.items()},
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
+        preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
     )
 
 
-def _next_protection_expiry(state: PoolState, settings: Settings) -> float | None:
-    expiries = [
-        job.started_at + settings.min_run_time_s
-        for job in state.running
-        if job.times_preempted and job.started_at + settings.min_run_time_s > state.now
-    ]
-    return min(expiries, default=None)
+def _check_jobs(jobs: Sequence[TraceJob], teams: Sequence[str], capacity: Mapping[str, int], pooled: bool) -> None:
+    """What the planner's state would check on every tick, once: the replay builds its states
+    unchecked (planner.unchecked_state)."""
+    if not pooled:
+        check_trace_fits_pool(jobs, [Share(name=t, quota={}, strategy=Strategy.LEND) for t in teams], capacity)
+    problems = [Problem(path=f"job {job.job_id}.count", wrong="not a whole number of instances >= 1", value=job.count, allowed="1 or more") for job in jobs if job.count < 1]
+    if len({job.job_id for job in jobs}) != len(jobs):
+        problems.append(Problem(path="jobs", wrong="duplicate job ids", value=len(jobs) - len({job.job_id for job in jobs}), allowed="unique ids"))
+    if problems:
+        raise GovernanceError(problems[:20])
+
+
+_NOTHING = Plan(starts=(), preemptions=(), capped=False)
+
+
+def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False) -> tuple[str, ...]:
+    """Ids of the jobs larger than their share's ceiling: they wait for ever under these shares."""
+    ceilings = {(s.name, t): s.ceiling(t, size) for s in shares for t, size in capacity.items()}
+    return tuple(
+        job.job_id for job in jobs
+        if job.count > ceilings.get((POOLED_SHARE if pooled else job.team, job.instance_type), 0)
+    )
 
 
 def _tick_at_or_after(time: float, tick_s: float) -> float:
@@ -254,7 +294,7 @@ def _percentile(values: Sequence[float], percent: float) -> float:
     return float(ordered[int(index)])
 
 
-# --- the comparison and the CLI ---------------------------------------------------------------
+# --- the comparison ---------------------------------------------------------------------------
 
 
 def compare(
@@ -267,13 +307,6 @@ def compare(
         "policy": run(shares=shares),
         "static": run(shares=static_shares(shares)),
         "pooled": run(shares=pooled_share(capacity), pooled=True),
-    }
-
-
-def comparison_json(results: Mapping[str, RunMetrics]) -> dict[str, Any]:
-    return {
-        "policy": results["policy"].as_json(with_breaches=True),
-        "baselines": {name: results[name].as_json(with_breaches=False) for name in ("static", "pooled")},
     }
 
 
@@ -291,126 +324,3 @@ def check_trace_fits_pool(jobs: Sequence[TraceJob], shares: Sequence[Share], cap
             break
     if problems:
         raise GovernanceError(problems)
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``simulate`` and ``openb-trace`` to the gpu-governance CLI."""
-    simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
-    simulate_parser.add_argument("--config", required=True, help="governance file (YAML or JSON)")
-    simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
-    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first)")
-    simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
-    simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
-    simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
-    simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
-    simulate_parser.add_argument("--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)")
-    simulate_parser.set_defaults(handler=_run_simulate)
-
-    openb_parser = subparsers.add_parser("openb-trace", help="convert an Alibaba openb pod list into a simulator trace")
-    openb_parser.add_argument("source", help="openb_pod_list_*.csv")
-    openb_parser.add_argument("output", help="trace CSV to write")
-    openb_parser.add_argument("--instance-type", default=OpenbMapping().instance_type, help="one-GPU instance type for the jobs")
-    openb_parser.set_defaults(handler=_run_openb)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
-def pool_shares(model: GovernanceModel, pool_name: str | None) -> tuple[tuple[Share, ...], dict[str, int]]:
-    """The planner shares and capacity of one pool of a governance model, via the compiled policy."""
-    policy = parse_policy(compile_policy(model))
-    name = pool_name or policy.pools[0].name
-    if name not in [p.name for p in policy.pools]:
-        raise GovernanceError([Problem(path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}")])
-    pool = policy.pool(name)
-    return pool.shares, pool.capacity
-
-
-def _run_simulate(args: argparse.Namespace) -> int:
-    if args.max_preemptions < 0:
-        raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
-    shares, capacity = pool_shares(load_model(args.config), args.pool)
-    jobs = read_trace(args.trace)
-    settings = Settings(min_run_time_s=args.min_run_time, max_preemptions_per_tick=args.max_preemptions)
-    pyplot = _load_pyplot() if args.plot else None  # fail before a long run, not after
-    results = compare(jobs, shares=shares, capacity=capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
-    if pyplot is not None:
-        _write_plot(pyplot, results, Path(args.plot))
-    if args.json:
-        print(json.dumps(comparison_json(results), indent=2))
-    else:
-        print(_table(results))
-    return 0
-
-
-def _table(results: Mapping[str, RunMetrics]) -> str:
-    lines = [f"{'run':<8} {'util':>6} {'makespan_s':>12} {'done':>6} {'preempt':>8} {'lost_cap_s':>12}"]
-    for name, m in results.items():
-        lines.append(f"{name:<8} {m.utilization:>6.3f} {m.makespan_s:>12.0f} {m.jobs_completed:>6} {m.preemptions:>8} {m.lost_work_capacity_s:>12.0f}")
-    lines.append("")
-    lines.append(f"{'team':<12} " + " ".join(f"{name + ' p50/p95 wait s':>28}" for name in results))
-    teams = sorted({t for m in results.values() for t in m.teams})
-    for team in teams:
-        cells = []
-        for m in results.values():
-            stats = m.teams.get(team)
-            cells.append(f"{(f'{stats.wait_p50_s:.0f} / {stats.wait_p95_s:.0f}' if stats else '-'):>28}")
-        lines.append(f"{team:<12} " + " ".join(cells))
-    lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
-    return "\n".join(lines)
-
-
-def _load_pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot
-    except ImportError:
-        raise GovernanceError([Problem(path="--plot", wrong="matplotlib is not installed", value="matplotlib", allowed="pip install 'cdk-gpu-governance[plot]', or leave out --plot")]) from None
-    return pyplot
-
-
-def _write_plot(pyplot, results: Mapping[str, RunMetrics], path: Path) -> None:
-    """Capacity in use over time per team for each run, then each team's waiting times."""
-    teams = sorted({team for m in results.values() for team in m.teams})
-    figure, axes = pyplot.subplots(len(results) + 1, 1, figsize=(11, 3.2 * (len(results) + 1)))
-    for axis, (name, metrics) in zip(axes, results.items()):
-        times = [t / 3600 for t, _ in metrics.usage_timeline]
-        stacks = [[usage.get(team, 0) for _, usage in metrics.usage_timeline] for team in teams]
-        if times:
-            axis.stackplot(times, stacks, labels=teams, step="post")
-        axis.set_title(f"{name}: capacity in use (utilization {metrics.utilization:.2f})")
-        axis.set_ylabel("instances")
-        axis.legend(loc="upper right", fontsize="small")
-    from matplotlib.patches import Patch
-
-    waits = axes[-1]
-    colours = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
-    for offset, (name, metrics) in enumerate(results.items()):
-        data = [[w / 60 for w in metrics.waits.get(team, ())] or [0.0] for team in teams]
-        at = [i * (len(results) + 1) + offset for i in range(len(teams))]
-        boxes = waits.boxplot(data, positions=at, widths=0.8, showfliers=False, patch_artist=True)
-        for box in boxes["boxes"]:
-            box.set_facecolor(colours[offset % len(colours)])
-    waits.legend(handles=[Patch(color=colours[i % len(colours)], label=name) for i, name in enumerate(results)], fontsize="small")
-    waits.set_xticks([i * (len(results) + 1) + 1 for i in range(len(teams))], teams)
-    waits.set_ylabel("wait (minutes)")
-    waits.set_title("waiting time per team (box: p25-p75, whiskers 1.5 IQR) for " + ", ".join(results))
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    pyplot.close(figure)
-
-
-def _run_openb(args: argparse.Namespace) -> int:
-    mapping = OpenbMapping(instance_type=args.instance_type)
-    written = write_trace(convert_openb(args.source, mapping), args.output)
-    print(f"wrote {written} jobs to {args.output}", file=sys.stderr)
-    return 0

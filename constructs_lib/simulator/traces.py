@@ -6,7 +6,8 @@ Trace format, header exactly::
     job_id,team,submit_time,duration,instance_type,count,priority,checkpointable
 
 Times in seconds (floats allowed), ``count`` whole instances, ``priority`` an integer (higher is
-more urgent), ``checkpointable`` true/false.
+more urgent), ``checkpointable`` true/false. An optional last column ``max_run_time`` holds the
+declared run-time limit in seconds (empty: none declared); the importers write it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Iterable, Iterator, Mapping
 from constructs_lib.core.errors import GovernanceError, Problem
 
 TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration", "instance_type", "count", "priority", "checkpointable")
+WITH_LIMIT = (*TRACE_COLUMNS, "max_run_time")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +34,7 @@ class TraceJob:
     count: int
     priority: int
     checkpointable: bool
+    max_run_time: float | None = None  # the declared limit, when the source has one
 
 
 def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
@@ -42,13 +45,14 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
         with open(path, newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
             header = next(reader, None)
-            if tuple(header or ()) != TRACE_COLUMNS:
+            columns = tuple(header or ())
+            if columns not in (TRACE_COLUMNS, WITH_LIMIT):
                 raise GovernanceError(
-                    [Problem(path=f"{path}:1", wrong="wrong header", value=",".join(header or ()), allowed=",".join(TRACE_COLUMNS))]
+                    [Problem(path=f"{path}:1", wrong="wrong header", value=",".join(columns), allowed=",".join(TRACE_COLUMNS) + "[,max_run_time]")]
                 )
             seen: set[str] = set()
             for line, row in enumerate(reader, start=2):
-                job = _parse_row(row, f"{path}:{line}", problems)
+                job = _parse_row(row, columns, f"{path}:{line}", problems)
                 if job is None:
                     continue
                 if job.job_id in seen:
@@ -62,11 +66,11 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
     return tuple(jobs)
 
 
-def _parse_row(row: list[str], where: str, problems: list[Problem]) -> TraceJob | None:
-    if len(row) != len(TRACE_COLUMNS):
-        problems.append(Problem(path=where, wrong="wrong number of fields", value=len(row), allowed=f"{len(TRACE_COLUMNS)}: {','.join(TRACE_COLUMNS)}"))
+def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: list[Problem]) -> TraceJob | None:
+    if len(row) != len(columns):
+        problems.append(Problem(path=where, wrong="wrong number of fields", value=len(row), allowed=f"{len(columns)}: {','.join(columns)}"))
         return None
-    values = dict(zip(TRACE_COLUMNS, (cell.strip() for cell in row)))
+    values = dict(zip(columns, (cell.strip() for cell in row)))
     before = len(problems)
 
     def number(column: str, convert, allowed: str, ok) -> float | int:
@@ -83,6 +87,7 @@ def _parse_row(row: list[str], where: str, problems: list[Problem]) -> TraceJob 
     duration = number("duration", float, "seconds > 0", lambda v: math.isfinite(v) and v > 0)
     count = number("count", int, "a whole number of instances >= 1", lambda v: v >= 1)
     priority = number("priority", int, "an integer (higher is more urgent)", lambda v: True)
+    limit = number("max_run_time", float, "seconds > 0, or empty", lambda v: math.isfinite(v) and v > 0) if values.get("max_run_time") else None
     checkpointable = values["checkpointable"].lower()
     if checkpointable not in ("true", "false"):
         problems.append(Problem(path=f"{where}.checkpointable", wrong="invalid", value=values["checkpointable"], allowed="true or false"))
@@ -94,6 +99,7 @@ def _parse_row(row: list[str], where: str, problems: list[Problem]) -> TraceJob 
     return TraceJob(
         job_id=values["job_id"], team=values["team"], submit_time=submit, duration=duration,
         instance_type=values["instance_type"], count=count, priority=priority, checkpointable=checkpointable == "true",
+        max_run_time=limit,
     )
 
 
@@ -101,10 +107,11 @@ def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> int:
     written = 0
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(TRACE_COLUMNS)
+        writer.writerow(WITH_LIMIT)
         for job in jobs:
             writer.writerow(
-                [job.job_id, job.team, _seconds(job.submit_time), _seconds(job.duration), job.instance_type, job.count, job.priority, str(job.checkpointable).lower()]
+                [job.job_id, job.team, _seconds(job.submit_time), _seconds(job.duration), job.instance_type, job.count, job.priority, str(job.checkpointable).lower(),
+                 "" if job.max_run_time is None else _seconds(job.max_run_time)]
             )
             written += 1
     return written

@@ -1,0 +1,131 @@
+"""``gpu-governance simulate`` and ``gpu-governance trace ...``: the simulator's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from gpu_governance_runtime.policy import parse_policy
+from gpu_governance_runtime.reclaim.planner import Settings, Share
+
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.loader import load_model
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.policy import compile_policy
+from constructs_lib.simulator.engine import compare, simulate
+from constructs_lib.simulator.importers import SACCT_COMMAND, ImportOptions, from_batch, from_kueue, from_sacct, priorities
+from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, table, write_plot
+from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``simulate``, ``openb-trace`` and ``trace from-sacct|from-batch|from-kueue``."""
+    simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
+    simulate_parser.add_argument("--config", required=True, help="governance file (YAML or JSON)")
+    simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
+    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first)")
+    simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
+    simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
+    simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
+    simulate_parser.add_argument("--reborrow-backoff", type=_positive_float, default=Settings().reborrow_backoff_s, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption")
+    simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: any job)")
+    simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
+    simulate_parser.add_argument("--compare", metavar="OLD", help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'")
+    simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate_parser.add_argument("--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)")
+    simulate_parser.set_defaults(handler=_run_simulate)
+
+    openb_parser = subparsers.add_parser("openb-trace", help="convert an Alibaba openb pod list into a simulator trace")
+    openb_parser.add_argument("source", help="openb_pod_list_*.csv")
+    openb_parser.add_argument("output", help="trace CSV to write")
+    openb_parser.add_argument("--instance-type", default=OpenbMapping().instance_type, help="one-GPU instance type for the jobs")
+    openb_parser.add_argument("--since-day", type=_non_negative_float, default=0.0, help="keep only tasks created on or after this day of the trace (default 0)")
+    openb_parser.set_defaults(handler=_run_openb)
+
+    trace_parser = subparsers.add_parser("trace", help="make a simulator trace from a platform's own job history")
+    sources = trace_parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, reader, text in (
+        ("from-sacct", from_sacct, f"Slurm accounting: {SACCT_COMMAND} (run with TZ=UTC)"),
+        ("from-batch", from_batch, "AWS Batch: ListJobs/DescribeJobs or ListServiceJobs/DescribeServiceJob JSON (one response or a list of pages)"),
+        ("from-kueue", from_kueue, "Kueue: kubectl get workloads -A -o json"),
+    ):
+        source = sources.add_parser(name, help=text, description=text)
+        source.add_argument("file", help="the recorded output")
+        source.add_argument("output", help="trace CSV to write")
+        source.add_argument("--instance-type", required=True, help="instance type of jobs whose record names none")
+        source.add_argument("--priority", action="append", default=[], metavar="CLASS=N", help="priority of a priority class (Slurm QoS <team>.<class>, Kueue priorityClassName); repeat")
+        source.add_argument("--checkpointable", action="append", default=[], metavar="TEAM", help="a team whose jobs checkpoint; repeat")
+        source.set_defaults(handler=_run_import, reader=reader)
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def pool_shares(model: GovernanceModel, pool_name: str | None) -> tuple[tuple[Share, ...], dict[str, int]]:
+    """The planner shares and capacity of one pool of a governance model, via the compiled policy."""
+    policy = parse_policy(compile_policy(model))
+    name = pool_name or policy.pools[0].name
+    if name not in [p.name for p in policy.pools]:
+        raise GovernanceError([Problem(path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}")])
+    pool = policy.pool(name)
+    return pool.shares, pool.capacity
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    if args.max_preemptions < 0:
+        raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
+    shares, capacity = pool_shares(load_model(args.config), args.pool)
+    jobs = read_trace(args.trace)
+    if args.declared_run_time:
+        jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
+    settings = Settings(
+        min_run_time_s=args.min_run_time, max_preemptions_per_tick=args.max_preemptions,
+        reborrow_backoff_s=args.reborrow_backoff, borrow_horizon_s=args.borrow_horizon,
+    )
+    pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
+    results = compare(jobs, shares=shares, capacity=capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
+    if args.compare:
+        old_shares, old_capacity = pool_shares(load_model(args.compare), args.pool)
+        results[COMPARED] = simulate(jobs, shares=old_shares, capacity=old_capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
+    if pyplot is not None:
+        write_plot(pyplot, results, Path(args.plot))
+    if args.json:
+        print(json.dumps(comparison_json(results), indent=2))
+    else:
+        print(table(results))
+    return 0
+
+def _run_import(args: argparse.Namespace) -> int:
+    options = ImportOptions(instance_type=args.instance_type, priorities=priorities(args.priority), checkpointable_teams=frozenset(args.checkpointable))
+    imported = args.reader(args.file, options)
+    written = write_trace(imported.jobs, args.output)
+    print(f"wrote {written} jobs to {args.output}; skipped {imported.skipped} records that are not finished jobs", file=sys.stderr)
+    return 0
+
+
+def _run_openb(args: argparse.Namespace) -> int:
+    mapping = OpenbMapping(instance_type=args.instance_type)
+    since = args.since_day * 86_400
+    written = write_trace((job for job in convert_openb(args.source, mapping) if job.submit_time >= since), args.output)
+    print(f"wrote {written} jobs to {args.output}", file=sys.stderr)
+    return 0
