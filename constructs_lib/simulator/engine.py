@@ -7,24 +7,29 @@ something changed. The baselines run through the very same planner with transfor
 * ``static``: every team is a reserve share of exactly its quota, no in-share preemption.
 * ``pooled``: everyone in one reserve share as large as the pool, no preemption; one queue,
   highest priority then oldest first, quotas ignored.
+
+Both baselines hand the planner only the jobs that could start this tick (``_Queues``): a team
+far over its quota otherwise builds a backlog that every tick would plan over again.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
     Plan,
     PoolState,
+    RunningJob,
     Settings,
     Share,
     Strategy,
     apply_plan,
     next_change_at,
     plan_tick,
+    queue_order,
     unchecked_state,
 )
 
@@ -125,6 +130,7 @@ def simulate(
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
 
+    queues = _Queues() if _independent_queues(shares, capacity) else None
     changed = False
     timeline: list[tuple[float, Mapping[str, int]]] = []
     guarantees = {s.name: s for s in shares}
@@ -137,7 +143,7 @@ def simulate(
             candidates.append(arrivals[next_arrival].submit_time)
         if completions:
             candidates.append(completions[0][0])
-        if changed and state.pending:
+        if changed and (state.pending or queues):
             candidates.append(clock)
         if not candidates:
             break
@@ -160,13 +166,14 @@ def simulate(
             job = arrivals[next_arrival]
             next_arrival += 1
             progress[job.job_id] = _Progress(job=job, remaining=job.duration, waiting_since=job.submit_time)
-            pending.append(
-                PendingJob(
-                    job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count,
-                    priority=job.priority, submitted_at=job.submit_time, checkpointable=job.checkpointable,
-                    max_run_time_s=job.max_run_time,
-                )
+            waiting = PendingJob(
+                job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count,
+                priority=job.priority, submitted_at=job.submit_time, checkpointable=job.checkpointable,
+                max_run_time_s=job.max_run_time,
             )
+            (queues.add if queues is not None else pending.append)(waiting)
+        if queues is not None:
+            pending = queues.take_candidates(state.shares, running.values())
         state = unchecked_state(state, running=tuple(running.values()), pending=tuple(pending), now=tick)
         plan = plan_tick(state, settings) if pending else _NOTHING  # nothing waits: nothing to plan
         changed = bool(plan.starts or plan.preemptions or plan.capped)
@@ -186,6 +193,10 @@ def simulate(
                 lost += elapsed * entry.job.count
                 entry.remaining = entry.job.duration
         state = apply_plan(state, plan)
+        if queues is not None:  # the candidates that did not start wait in their queues again
+            for waiting in state.pending:
+                queues.add(waiting)
+            state = unchecked_state(state, running=state.running, pending=(), now=tick)
         for start in plan.starts:
             entry = progress[start.job_id]
             entry.waited += tick - entry.waiting_since
@@ -197,7 +208,7 @@ def simulate(
         if record_timeline:
             timeline.append((tick, _usage_by_team(state, progress)))
         clock = tick + tick_s if changed else tick
-        if not changed and state.pending:
+        if not changed and (state.pending or queues):
             # a protected victim becomes preemptible, or a backed-off job may borrow: look again then
             expiry = next_change_at(state, settings)
             if expiry is not None:
@@ -242,6 +253,53 @@ def _check_jobs(jobs: Sequence[TraceJob], teams: Sequence[str], capacity: Mappin
 
 
 _NOTHING = Plan(starts=(), preemptions=(), capped=False)
+
+
+def _independent_queues(shares: Sequence[Share], capacity: Mapping[str, int]) -> bool:
+    """Whether every share is a reserve share without in-share preemption and, per instance
+    type, the quotas fit the pool (both baselines). Then no share lends, borrows or preempts, a
+    share's free room is exactly its quota minus its use, and the planner starts a share's job
+    exactly when it fits the room left by the share's jobs before it in queue order."""
+    return all(s.strategy is Strategy.RESERVE and not s.in_share_preemption for s in shares) and all(
+        sum(s.quota.get(t, 0) for s in shares) <= size for t, size in capacity.items()
+    )
+
+
+class _Queues:
+    """The waiting jobs under ``_independent_queues``, per share, instance type and size, each
+    in the planner's queue order. A job of size c that starts with room r was preceded in its
+    bucket only by jobs that started too (each fitted: the room only shrinks), so only the first
+    r // c jobs of each bucket with c <= r can start this tick: the planner gets those and
+    decides, and the backlog is never walked."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[tuple[str, str], dict[int, list[tuple[tuple, PendingJob]]]] = {}
+        self._size = 0
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def add(self, job: PendingJob) -> None:
+        sizes = self._buckets.setdefault((job.share, job.instance_type), {})
+        heapq.heappush(sizes.setdefault(job.count, []), (queue_order(job), job))
+        self._size += 1
+
+    def take_candidates(self, shares: Sequence[Share], running: Iterable[RunningJob]) -> list[PendingJob]:
+        """Remove and return the jobs that could start now; the caller adds back those that do not."""
+        usage: dict[tuple[str, str], int] = {}
+        for job in running:
+            usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
+        quotas = {s.name: s.quota for s in shares}
+        taken: list[PendingJob] = []
+        for (share, instance_type), sizes in self._buckets.items():
+            room = quotas[share].get(instance_type, 0) - usage.get((share, instance_type), 0)
+            for size in [c for c in sizes if c <= room]:
+                bucket = sizes[size]
+                taken += (heapq.heappop(bucket)[1] for _ in range(min(room // size, len(bucket))))
+                if not bucket:
+                    del sizes[size]
+        self._size -= len(taken)
+        return taken
 
 
 def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False) -> tuple[str, ...]:

@@ -330,7 +330,7 @@ def next_change_at(state: PoolState, settings: Settings) -> float | None:
     return min((t for t in times if t > state.now), default=None)
 
 
-def _queue_order(job: PendingJob) -> tuple:
+def queue_order(job: PendingJob) -> tuple:
     return (-job.priority, job.submitted_at, job.job_id)
 
 
@@ -421,7 +421,7 @@ class _TypePlanner:
     def run(self) -> None:
         # Queue entries carry their sort key, computed once: with 50,000 pending jobs the key
         # function would otherwise dominate a tick.
-        queue = sorted(((_queue_order(j), j) for j in self.state.pending if j.instance_type == self.instance_type), key=itemgetter(0))
+        queue = sorted(((queue_order(j), j) for j in self.state.pending if j.instance_type == self.instance_type), key=itemgetter(0))
         requeued: list[tuple[tuple, PendingJob]] = []  # victims, planned again in this tick
         rest: dict[str, list[tuple[tuple, PendingJob]]] = {}
         index = 0
@@ -439,7 +439,7 @@ class _TypePlanner:
                 self.held += max(0, job.count - self.reserved_idle_of(job.share))
                 continue
             for victim in victims:
-                heapq.heappush(requeued, (_queue_order(victim), victim))
+                heapq.heappush(requeued, (queue_order(victim), victim))
         self._borrowing_phase(rest)
 
     def _borrowing_phase(self, rest: dict[str, list[tuple[tuple, PendingJob]]]) -> None:
@@ -455,7 +455,7 @@ class _TypePlanner:
             available = self.free_for(name) - self.held
             victims = self.admit(job, available, reclaim=False)
             for victim in victims or ():
-                heapq.heappush(rest[name], (_queue_order(victim), victim))
+                heapq.heappush(rest[name], (queue_order(victim), victim))
             if victims is None and min(available, self.ceiling[name] - self.usage[name]) <= 0:
                 # No room at all and no in-share victim for this job: the share's later jobs have
                 # no higher priority, so none of them can start this tick either.
