@@ -8,8 +8,9 @@ variable, no Node.js process).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .core.lazy import lazy_exports
 
 # The submodule that defines each public name (one place; tests/foundation/test_public_api.py
 # checks that it, __all__ and the TYPE_CHECKING imports below agree).
@@ -131,14 +132,4 @@ if TYPE_CHECKING:
     from .tenancy import TeamTenancy, submission_role_arn
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # resolved once; later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Callable, Mapping
 
 
@@ -15,9 +16,11 @@ def lazy_exports(package: str, defined_in: Mapping[str, str]) -> tuple[Callable[
         module = defined_in.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        setattr(sys.modules[package], name, value)  # resolved once; later lookups skip this function
+        return value
 
     def __dir__() -> list[str]:
-        return sorted(defined_in)
+        return sorted({*vars(sys.modules[package]), *defined_in})
 
     return __getattr__, __dir__

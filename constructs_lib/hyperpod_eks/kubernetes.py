@@ -57,8 +57,16 @@ def team_group(team: str) -> str:
     return f"{namespace(team)}-namespace-level-group"
 
 
+_CLUSTER_QUEUE_SUFFIX = "-clusterqueue"
+
+
 def cluster_queue(team: str) -> str:
-    return f"{namespace(team)}-clusterqueue"
+    return f"{namespace(team)}{_CLUSTER_QUEUE_SUFFIX}"
+
+
+def cluster_queue_team(name: str) -> str:
+    """The team whose cluster queue ``name`` is (the inverse of :func:`cluster_queue`)."""
+    return name.removeprefix(TENANT_NAMESPACE_PREFIX).removesuffix(_CLUSTER_QUEUE_SUFFIX)
 
 
 def local_queue(team: str) -> str:

@@ -85,7 +85,7 @@ def kueue_observation(workloads: Mapping[str, Any], cluster_queues: Mapping[str,
     cohort = next((q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kubernetes.cluster_queue(team)), None)
     for queue in queues:
         name = queue["metadata"]["name"]
-        share = name.removeprefix(kubernetes.TENANT_NAMESPACE_PREFIX).removesuffix("-clusterqueue")  # kubernetes.cluster_queue, read back
+        share = kubernetes.cluster_queue_team(name)
         if name != kubernetes.cluster_queue(team) and (cohort is None or queue.get("spec", {}).get("cohort") != cohort):
             continue  # only the team's cohort shares its capacity
         for flavor in queue.get("status", {}).get("flavorsUsage", []):
