@@ -10,6 +10,9 @@ Minimal use, in the capacity account's stack::
 
 Dry run by default: it plans, logs every decision and publishes metrics, and acts only with
 ``dry_run=False``.
+
+Every ``hyperpod_slurm`` pool it knows the head node of (a target, or one of ``usage_targets``
+for a pool it only observes) gets hourly usage from Slurm accounting (docs/chargeback.md).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from aws_cdk import (
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
@@ -61,7 +64,9 @@ class ReclaimController(GovernanceController):
 
     ``schedule``: tick interval (default 1 minute); ``starved_ticks``: ticks a team may wait below
     its guarantee before its alarm fires (default 3); ``min_run_time`` and
-    ``max_preemptions_per_tick``: the planner's anti-thrash limits.
+    ``max_preemptions_per_tick``: the planner's anti-thrash limits. ``usage_targets``:
+    ``hyperpod_slurm`` pools (head node and instance type, as in ``targets``) whose usage is read
+    from Slurm accounting without reclaiming them (default none; Slurm targets get it anyway).
     """
 
     namespace = NAMESPACE
@@ -69,9 +74,9 @@ class ReclaimController(GovernanceController):
     def __init__(
         self, scope: Construct, id: str, *, model: GovernanceModel, targets: Sequence[ReclaimTarget],
         dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
-        min_run_time: Duration = Duration.minutes(10), max_preemptions_per_tick: int = 20,
+        min_run_time: Duration = Duration.minutes(10), max_preemptions_per_tick: int = 20, usage_targets: Sequence[ReclaimTarget] = (),
     ) -> None:
-        _check(model, targets, starved_ticks, max_preemptions_per_tick)  # before any resource exists
+        _check(model, targets, starved_ticks, max_preemptions_per_tick, usage_targets)  # before any resource exists
         super().__init__(
             scope, id,
             controller_id=f"{model.organisation}-reclaim",
@@ -82,7 +87,8 @@ class ReclaimController(GovernanceController):
             topic_name="GPU reclaim controller alarms",
             role_description="Reclaim controller: reads GPU queues, preempts planned victims",
         )
-        self.model, self.targets, self.schedule = model, tuple(targets), schedule
+        self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
+        slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if model.pool(t.pool).backend == HYPERPOD_SLURM]
         self._add_function(
             handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(policy_json(model)),
             # The handler never starts an action it cannot finish within this (the runtime's contract).
@@ -92,6 +98,7 @@ class ReclaimController(GovernanceController):
                 ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
                 ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
                 ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
+                **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
             },
             vpc_reason="The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
             "and no isolation.",
@@ -147,7 +154,7 @@ class ReclaimController(GovernanceController):
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
             # each share's waiting jobs; these two support no resource-level permission
             statements.append(iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"]))
-        head_nodes = [t.head_node_instance_id for t in self.targets if backends[t.pool] == HYPERPOD_SLURM]
+        head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if self.model.pool(t.pool).backend == HYPERPOD_SLURM]
         if head_nodes:
             document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
@@ -183,7 +190,7 @@ class ReclaimController(GovernanceController):
             # is also a pool whose share metrics (and starvation alarms) have gone silent.
             (None, f"PoolErrors{_pascal(t.pool)}", self.metric_pool_errors(t.pool), POOL_ERROR_TICKS,
              f"the reclaim controller could not read or act on pool {t.pool} for {POOL_ERROR_TICKS} ticks (see its pool_failed log lines)")
-            for t in self.targets
+            for t in (*self.targets, *self.usage_targets)
         ] + [
             (None, "ControllerErrors", self.function.metric_errors(period=self.schedule), 1, "the reclaim controller failed"),
             (None, "MissingApiOperations", self.metric_missing_api_operations(), 1,
@@ -231,6 +238,11 @@ def _target_entry(target: ReclaimTarget) -> dict:
     return {"pool": target.pool, "job_queue": target.job_queue_arn}
 
 
+def _usage_entry(model: GovernanceModel, target: ReclaimTarget) -> dict:
+    gpus = model.pool(target.pool).gpus_per_instance[target.instance_type]  # slurm_problems requires it for every type
+    return {**_target_entry(target), "gpus_per_instance": gpus}
+
+
 def _ssm_target_arn(stack: Stack, target_id: str) -> str:
     if target_id.startswith("i-"):
         return stack.format_arn(service="ec2", resource="instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)
@@ -241,14 +253,14 @@ def _pascal(name: str) -> str:
     return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
 
 
-def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int) -> None:
+def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int,
+           usage_targets: Sequence[ReclaimTarget] = ()) -> None:
     problems: list[Problem] = []
     pools = {p.name: p for p in model.pools}
-    if not targets:
+    if not targets and not usage_targets:
         problems.append(Problem(path="targets", wrong="no pool to govern", value=[], allowed="at least one ReclaimTarget"))
     seen: set[str] = set()
-    for index, target in enumerate(targets):
-        path = f"targets[{index}]"
+    for path, target in [(f"targets[{i}]", t) for i, t in enumerate(targets)] + [(f"usage_targets[{i}]", t) for i, t in enumerate(usage_targets)]:
         pool = pools.get(target.pool)
         if target.pool in seen:
             problems.append(Problem(path=f"{path}.pool", wrong="pool governed twice", value=target.pool, allowed="each pool once"))
@@ -256,7 +268,10 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
         if pool is None:
             problems.append(Problem(path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"))
             continue
-        if pool.backend == HYPERPOD_EKS:
+        if path.startswith("usage_") and pool.backend != HYPERPOD_SLURM:
+            problems.append(Problem(path=f"{path}.pool", wrong=f"a {pool.backend} pool", value=target.pool,
+                                    allowed="a hyperpod_slurm pool (the other backends' usage comes with their targets)"))
+        elif pool.backend == HYPERPOD_EKS:
             problems.append(Problem(path=f"{path}.pool", wrong="HyperPod EKS reclaims natively (Kueue)", value=target.pool,
                                     allowed="a batch_fair_share, batch_quota_share or hyperpod_slurm pool"))
         elif pool.backend == HYPERPOD_SLURM:

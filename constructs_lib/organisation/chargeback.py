@@ -95,7 +95,8 @@ class Chargeback(Construct):
                 self, "PurchasesBudget", name=f"{model.organisation}-gpu-purchases", amount=purchases_monthly_amount(model),
                 tag_key=TAG_MANAGED_BY, tag_value=purchases_controller_id, emails=platform)
         self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
-        pools = [t.pool for t in reclaim.targets] if reclaim is not None else []
+        # Slurm pools observed for usage only have no queue metrics, but their instance-hours (Slurm accounting).
+        pools = [t.pool for t in (*reclaim.targets, *reclaim.usage_targets)] if reclaim is not None else []
         self.dashboard = self._organisation_dashboard(pools) if pools or model.capacity_windows else None
         self.team_dashboards: dict[str, cloudwatch.Dashboard] = {}
         for team in model.teams:

@@ -69,6 +69,7 @@ ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
 ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim: the schedule's interval, which one tick's usage covers
+ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose usage is read from Slurm accounting
 
 # --- tag keys ---------------------------------------------------------------------------------
 
@@ -102,7 +103,9 @@ POOL_ERRORS = "PoolErrors"
 SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
 SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
 # Per (Pool, Share), published by the reclaim handler every tick (gpu_governance_runtime.usage):
-# instance-hours over the tick, so a Sum over any period is that period's instance-hours.
+# instance-hours over the tick, so a Sum over any period is that period's instance-hours. For
+# hyperpod_slurm pools once per hour instead, from Slurm accounting, stamped with the hour's start
+# (gpu_governance_runtime.reclaim.slurm_usage).
 USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS = (
     "UsedInstanceHours", "GuaranteedInstanceHours", "BorrowedInstanceHours", "LentInstanceHours")
 USAGE_METRICS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)

@@ -11,6 +11,8 @@ Environment:
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
   MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
+  USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
+                     {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from ..common.clients import WITHIN_A_TICK
 from ..common.log import write as log
 from ..contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
-    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
+    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
 from ..policy import Policy, read_policy
 from ..usage import usage_records
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
+from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
@@ -83,11 +86,25 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time(),
                                     time_left=time_left))
         except (ClientError, BotoCoreError, RuntimeError) as error:
-            # One pool failing to read must not stop the others. The invocation still succeeds, so
-            # the function's error alarm never sees this: the PoolErrors metric (alarmed) does.
-            log({"event": "pool_failed", "pool": target["pool"], "error": str(error)})
-            metrics.publish(namespace, {"Pool": target["pool"]}, {POOL_ERRORS: (1, "Count")})
+            _pool_failed(target["pool"], error, namespace)
+    for target in json.loads(os.environ.get(ENV_USAGE_TARGETS, "[]")):
+        head_node = build_adapter(target, policy, time_left)  # its SSM runner reads the pool's accounting
+        if time_left() < head_node.action_seconds:
+            log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+            continue
+        try:
+            SlurmUsageObserver(head_node.run, pool=policy.pool(target["pool"]), instance_type=target["instance_type"],
+                               gpus_per_instance=int(target["gpus_per_instance"]), ledger=ledger, namespace=namespace).observe(time.time())
+        except (ClientError, BotoCoreError, RuntimeError) as error:
+            _pool_failed(target["pool"], error, namespace)
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
+
+
+def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
+    # One pool failing to read must not stop the others. The invocation still succeeds, so the
+    # function's error alarm never sees this: the PoolErrors metric (alarmed) does.
+    log({"event": "pool_failed", "pool": pool, "error": str(error)})
+    metrics.publish(namespace, {"Pool": pool}, {POOL_ERRORS: (1, "Count")})
 
 
 def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable[[], float] = lambda: float("inf")) -> Adapter:
@@ -131,8 +148,9 @@ def run_tick(
               "instance_type": start.instance_type, "borrowed": start.borrowed, "dry_run": not acting, "outcome": outcome})
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now):
         emit(record)
-    for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
-        emit(record)
+    if not isinstance(adapter, SlurmAdapter):  # a Slurm pool's usage comes from accounting (USAGE_TARGETS), not the queue
+        for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
+            emit(record)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
 
 
