@@ -235,6 +235,29 @@ def test_missed_ticks_and_failed_reads_lose_no_hour(head_node, ledger):
     assert sorted(figures(records)) == [*caught_up, H + HOUR, H + 2 * HOUR, H + 3 * HOUR]
 
 
+def test_a_ledger_failure_publishes_nothing_and_a_later_tick_publishes_the_hour_once(head_node, ledger):
+    from botocore.exceptions import ClientError
+
+    class FailingOnce(Ledger):
+        failed = False
+
+        def record(self, key, **fields):
+            if not self.failed:
+                self.failed = True
+                raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "UpdateItem")
+            super().record(key, **fields)
+
+    records: list = []
+    failing = FailingOnce(ledger.table)
+    with pytest.raises(ClientError):
+        observer(head_node, failing, records, published_before(H)).observe(settled(H))
+    assert records == []
+    # the claim is left as claimed: taken again once no invocation can still hold it (the function's timeout)
+    assert observer(head_node, failing, records, published_before(H)).observe(settled(H) + 30) == []
+    assert observer(head_node, failing, records, published_before(H)).observe(settled(H) + 60) == [H]
+    assert sorted(figures(records)) == [H]
+
+
 def test_cut_output_publishes_and_claims_nothing(ledger):
     records: list = []
     runs = {"output": f"partition|critical|gpu-1\ndbd-queue|0\ngpu-seconds|{H}|critical|critical||3600\n"}  # no end marker

@@ -10,10 +10,12 @@ lending needs. sacct reads the job records themselves, written as jobs start and
 
 One hour at a time, with the hour's start as the metric timestamp. CloudWatch does not overwrite a
 datapoint sent twice: it keeps both, and a Sum counts the hour twice. So each (pool, hour) is
-claimed in the reclaim ledger before it is published: a later tick, a retried one or a new
-container finds the claim and publishes nothing. An hour is read once it is ``SETTLE_SECONDS``
-old and slurmdbd has nothing queued (``sdiag``), and any unpublished hour of the last
-``LOOKBACK_HOURS`` is still read, so missed ticks and failed reads lose nothing.
+claimed in the reclaim ledger and recorded done before it is published: a later tick, a retried
+one or a new container finds the claim and publishes nothing (at most once: an invocation killed
+between recording and printing loses that hour; one that fails earlier leaves a claim that goes
+stale after the function's timeout, and a later tick publishes the hour). An hour is read once
+it is ``SETTLE_SECONDS`` old and slurmdbd has nothing queued (``sdiag``), and any unpublished hour
+of the last ``LOOKBACK_HOURS`` is still read, so missed ticks and failed reads lose nothing.
 
 Attribution (the mapping of ``constructs_lib.model.slurm``): a job in its team's partition runs on
 the team's own nodes; a job anywhere else (the ``borrow`` partition, under the team's borrow QoS)
@@ -199,10 +201,12 @@ class SlurmUsageObserver:
                                       gpus_per_instance=self.gpus_per_instance).items():
             key = ActionKey(pool=self.pool.name, job_id=f"usage-{hour}", attempt="0", action="usage")
             if self.ledger.claim(key, now=now, reason=f"Slurm usage of the hour from {hour}"):
+                # Recorded done before printing: a failure up to here leaves a claim that goes
+                # stale and a later tick publishes the hour; only dying between the two loses it.
+                self.ledger.record(key, status=DONE)
                 # Each row is a mean over one hour: its instance-hours are its instances.
                 for record in usage_records(self.pool.name, rows, tick_seconds=HOUR, namespace=self.namespace, now=hour):
                     self.emit(record)
-                self.ledger.record(key, status=DONE)
                 published.append(hour)
             self.published.add((self.pool.name, hour))
         log({"event": "usage_published", "pool": self.pool.name, "hours": published})
