@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
-from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS
+from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS
 
 from constructs_lib.core.errors import Problem
 from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
@@ -211,3 +211,14 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
                 value=window.instance_type, allowed=f"one of {sorted(pool.capacity)}",
             ))
     return problems
+
+
+def raising_windows(model: "GovernanceModel") -> list[CapacityWindow]:
+    """The windows whose capacity raises the owner's quota while active (capacity/shares.py):
+    training jobs of a Batch quota-share pool, instance groups of a HyperPod EKS pool, when the
+    team has a share in the pool."""
+    wanted = {"sagemaker_training_jobs": BATCH_QUOTA_SHARE, "hyperpod_instance_group": HYPERPOD_EKS}
+    pools = {p.name: p for p in model.pools}
+    return [w for w in model.capacity_windows
+            if (pool := pools.get(getattr(w.feeds, "pool", None) or "")) is not None and pool.backend == wanted.get(w.feeds.kind)
+            and w.team in {t.name for t in model.teams_in(pool.name)}]

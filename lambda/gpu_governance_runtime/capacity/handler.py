@@ -198,9 +198,12 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
 
 
 def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime, arguments) -> dict[str, Any]:
-    """Record the on-demand window ``arguments(event)`` asks for (``requests.from_event`` or ``from_alarm``)."""
+    """Record the on-demand window ``arguments(event)`` asks for (``requests.from_event`` or ``from_alarm``; None: nothing asked)."""
     try:
-        request, new = requests.submit(ledger, windows.values(), now=now, **arguments(event))
+        asked = arguments(event)
+        if asked is None:
+            return {"ignored": "not a change to ALARM"}
+        request, new = requests.submit(ledger, windows.values(), now=now, **asked)
     except requests.RequestRefused as refusal:
         notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
         return {"refused": str(refusal)}

@@ -171,16 +171,19 @@ def from_event(event: Mapping[str, Any]) -> dict[str, Any]:
         raise RequestRefused(f"detail: {detail!r} - team, instance_type, count, hours, optional start/window/token ({error})") from None
 
 
-def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str, Any]:
+def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str, Any] | None:
     """The arguments of ``submit`` from a ``CloudWatch Alarm State Change`` event to ALARM of an
     alarm a declared window names in ``alarm_requests``: that window's team and instance type,
     the declared count and hours, starting now. The token is the alarm's name and the time of the
     state change (``detail.state.timestamp``): EventBridge delivering the event again gives the
-    same token (the same window), the alarm's next OK -> ALARM a new one."""
+    same token (the same window), the alarm's next OK -> ALARM a new one. None for a change to
+    another state: nothing is requested."""
     detail = event.get("detail") or {}
     name, state = detail.get("alarmName"), detail.get("state") or {}
-    if state.get("value") != ALARM_STATE or not state.get("timestamp"):
-        raise RequestRefused(f"detail.state: {state.get('value')!r} at {state.get('timestamp')!r} - a change to {ALARM_STATE} with its timestamp")
+    if state.get("value") != ALARM_STATE:
+        return None
+    if not isinstance(state.get("timestamp"), str) or not state["timestamp"]:
+        raise RequestRefused(f"detail.state.timestamp: {state.get('timestamp')!r} - the time of the change to {ALARM_STATE}")
     found = [(w, spec) for w in windows if w.budget_window is None for spec in w.alarm_requests if spec["alarm_name"] == name]
     if not found:
         raise RequestRefused(f"detail.alarmName: {name!r} - an alarm a capacity window declares in alarm_requests")
