@@ -13,7 +13,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from gpu_governance_runtime import contract
-from gpu_governance_runtime.capacity import raised, shares
+from gpu_governance_runtime.capacity import raised, raised_reader, shares
 from gpu_governance_runtime.capacity.handler import Clients, process
 
 from .builders import at, block
@@ -49,9 +49,9 @@ def test_what_the_quotas_show_is_published_until_it_is_lowered(aws):
     assert entries == [ENTRY]
     assert raised.publish(entries, ssm=ssm, name=PARAMETER) == {"parameter": PARAMETER, "raises": 1, "changed": True}
     assert raised.publish(entries, ssm=ssm, name=PARAMETER)["changed"] is False  # a repeated run writes nothing
-    assert raised.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == [ENTRY]
+    assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == [ENTRY]
     # A parameter the controller stopped updating inflates nothing past the raise's end.
-    assert raised.read(ssm=ssm, name=PARAMETER, now=PLAN.end - shares.LOWER_LEAD) == []
+    assert raised_reader.read(ssm=ssm, name=PARAMETER, now=PLAN.end - shares.LOWER_LEAD) == []
     share_shows(stub, 6, update_to=2)
     environment_shows(stub, 12, update_to=8)
     assert applied_after(batch, ledger, PLAN.end - shares.LOWER_LEAD) == []  # lowered: nothing published
@@ -73,11 +73,11 @@ def test_a_raise_the_quota_does_not_show_is_not_published(aws, environment_updat
 
 def test_no_parameter_yet_reads_as_no_raise_and_a_foreign_document_is_refused(aws):
     *_, ssm = aws
-    assert raised.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == []
+    assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == []
     for value in ('{"pool": "x"}', json.dumps([{**ENTRY, "instances": "4"}]), json.dumps([{**ENTRY, "until": "soon"}]), "not json"):
         ssm.put_parameter(Name=PARAMETER, Value=value, Type="String", Overwrite=True)
         with pytest.raises(RuntimeError, match="raised-guarantees"):
-            raised.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+            raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
 
 
 def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, tmp_path):  # noqa: F811 - the fixture
@@ -110,6 +110,6 @@ def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, 
     assert result["stack_update"] == event["detail"]["stack-id"]
     assert [r["changed"] for r in result["shares"]] == [True, True]
     assert result["raised_guarantees"] == {"parameter": PARAMETER, "raises": 1, "changed": True}
-    (entry,) = raised.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1))
+    (entry,) = raised_reader.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1))
     assert (entry["team"], entry["instances"], entry["until"]) == ("research", 4, (plan.end - shares.LOWER_LEAD).isoformat())
     stubbed.done()

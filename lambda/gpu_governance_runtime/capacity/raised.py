@@ -12,7 +12,8 @@ changed, like the training-plan parameters (``delivery.py``). ``until`` is when 
 lowered (``LOWER_LEAD`` before the plan ends): the reader ignores entries past it, so a
 parameter the controller stopped updating never inflates a guarantee beyond the plan.
 
-The parameter, not the ledger table: the reclaim role may read exactly one parameter, and the
+The reclaim controller reads it with ``raised_reader.read`` (a module of its own, so the reclaim
+function's code holds no call that writes). The parameter, not the ledger table: the reclaim role may read exactly one parameter, and the
 ledger holds purchases and budgets no other controller should read.
 """
 
@@ -24,7 +25,6 @@ from typing import Any, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..contract import RAISED_GUARANTEE_KEYS
 from . import shares
 from .planner import Reservation, Window
 
@@ -57,22 +57,3 @@ def publish(entries: list[dict[str, Any]], *, ssm: Any, name: str) -> dict[str, 
     except ClientError as error:  # reported (ConsumerErrors) and written by the next run
         return {"parameter": name, "error": f"{error.response['Error']['Code']}: {error}"}
     return {"parameter": name, "raises": len(entries), "changed": current != value}
-
-
-def read(*, ssm: Any, name: str, now: datetime) -> list[dict[str, Any]]:
-    """The raises still in force at ``now`` (the reclaim controller's side); [] when the capacity
-    controller has written none yet. A document that is not the capacity controller's format
-    raises RuntimeError: the reclaim controller fails the pool's tick (``PoolErrors``) rather than plan on a guess."""
-    try:
-        value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
-    except ssm.exceptions.ParameterNotFound:
-        return []
-    problem = f"{name}: {value[:200]!r} - a JSON list of {{{', '.join(RAISED_GUARANTEE_KEYS)}}} with instances >= 1 and until ISO 8601"
-    try:
-        entries = json.loads(value)
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and set(e) == set(RAISED_GUARANTEE_KEYS)
-                                                    and type(e["instances"]) is int and e["instances"] >= 1 for e in entries):
-            raise RuntimeError(problem)
-        return [e for e in entries if datetime.fromisoformat(e["until"]) > now]
-    except (ValueError, TypeError) as error:
-        raise RuntimeError(f"{problem} ({error})") from None

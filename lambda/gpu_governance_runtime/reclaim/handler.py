@@ -12,7 +12,7 @@ Environment:
   MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
   RAISED_GUARANTEES_PARAMETER  optional: the SSM parameter of the guarantees the capacity controller has
-                     raised (capacity/raised.py); each tick plans and reports with them added
+                     raised (capacity/raised.py, read by capacity/raised_reader.py); each tick plans and reports with them added
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ..contract import (
     ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
 from ..policy import Policy, read_policy
-from ..capacity import raised as raised_guarantees
+from ..capacity import raised_reader
 from ..usage import usage_records
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
@@ -89,7 +89,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             now = time.time()
             if raises is None:
                 name = os.environ.get(ENV_RAISED_GUARANTEES)
-                raises = raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
+                raises = raised_reader.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
             results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=now,
                                     time_left=time_left, raises=raises))
         except (ClientError, BotoCoreError, RuntimeError) as error:
