@@ -74,7 +74,8 @@ def test_a_raise_the_quota_does_not_show_is_not_published(aws, environment_updat
 def test_no_parameter_yet_reads_as_no_raise_and_a_foreign_document_is_refused(aws):
     *_, ssm = aws
     assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == []
-    for value in ('{"pool": "x"}', json.dumps([{**ENTRY, "instances": "4"}]), json.dumps([{**ENTRY, "until": "soon"}]), "not json"):
+    for value in ('{"pool": "x"}', json.dumps([{**ENTRY, "instances": "4"}]), json.dumps([{**ENTRY, "until": "soon"}]),
+                  json.dumps([{**ENTRY, "instance_type": ["ml.p5.48xlarge"]}]), json.dumps([{**ENTRY, "until": "2026-12-10T12:00:00"}]), "not json"):
         ssm.put_parameter(Name=PARAMETER, Value=value, Type="String", Overwrite=True)
         with pytest.raises(RuntimeError, match="raised-guarantees"):
             raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))

@@ -13,8 +13,9 @@ lowered (``LOWER_LEAD`` before the plan ends): the reader ignores entries past i
 parameter the controller stopped updating never inflates a guarantee beyond the plan.
 
 The reclaim controller reads it with ``raised_reader.read`` (a module of its own, so the reclaim
-function's code holds no call that writes). The parameter, not the ledger table: the reclaim role may read exactly one parameter, and the
-ledger holds purchases and budgets no other controller should read.
+function's code holds no call that writes). The parameter, not the ledger table: the reclaim
+role may read exactly one parameter, and the ledger holds purchases and budgets no other
+controller should read.
 """
 
 from __future__ import annotations

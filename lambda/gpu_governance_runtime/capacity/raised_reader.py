@@ -14,7 +14,8 @@ from ..contract import RAISED_GUARANTEE_KEYS
 def read(*, ssm: Any, name: str, now: datetime) -> list[dict[str, Any]]:
     """The raises still in force at ``now`` (the reclaim controller's side); [] when the capacity
     controller has written none yet. A document that is not the capacity controller's format
-    raises RuntimeError: the reclaim controller fails the pool's tick (``PoolErrors``) rather than plan on a guess."""
+    raises RuntimeError: the reclaim controller fails the pool's tick (``PoolErrors``) rather than
+    plan on a guess."""
     try:
         value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
     except ssm.exceptions.ParameterNotFound:
@@ -22,8 +23,9 @@ def read(*, ssm: Any, name: str, now: datetime) -> list[dict[str, Any]]:
     problem = f"{name}: {value[:200]!r} - a JSON list of {{{', '.join(RAISED_GUARANTEE_KEYS)}}} with instances >= 1 and until ISO 8601"
     try:
         entries = json.loads(value)
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and set(e) == set(RAISED_GUARANTEE_KEYS)
-                                                    and type(e["instances"]) is int and e["instances"] >= 1 for e in entries):
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and set(e) == set(RAISED_GUARANTEE_KEYS) and type(e["instances"]) is int and e["instances"] >= 1
+                and all(isinstance(e[k], str) for k in RAISED_GUARANTEE_KEYS if k != "instances") for e in entries):
             raise RuntimeError(problem)
         return [e for e in entries if datetime.fromisoformat(e["until"]) > now]
     except (ValueError, TypeError) as error:
