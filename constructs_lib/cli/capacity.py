@@ -1,5 +1,5 @@
-"""`gpu-governance capacity plan|approve|request`: try windows against offerings, approve a purchase,
-ask for capacity on demand.
+"""`gpu-governance capacity plan|approve|request|requests`: try windows against offerings, approve a
+purchase, ask for capacity on demand, list the requests (open or closed).
 
 ``plan`` runs the controller's own planner on offerings looked up with the AWS CLI, so a
 platform team sees what would be bought and why before anything is deployed::
@@ -61,6 +61,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
     request.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
     request.set_defaults(handler=_request)
+
+    listing = commands.add_parser("requests", help="the on-demand windows recorded in the ledger, open or closed")
+    listing.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
+                         help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
+    listing.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
+    listing.add_argument("--json", action="store_true", help="print one JSON object")
+    listing.set_defaults(handler=_requests)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -133,6 +140,28 @@ def _request(args: argparse.Namespace) -> int:
     print(f"{'requested' if new else 'already requested'} window {request.name} (token {request.token}) for team {request.team}: "
           f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window "
           f"{request.window}'s price cap, budget and mode; the controller serves it on its next run")
+    return 0
+
+
+def _requests(args: argparse.Namespace) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpu_governance_runtime.capacity import requests
+    from gpu_governance_runtime.capacity.ledger import Ledger
+
+    if not args.table:
+        raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
+    try:
+        found = requests.listed(Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table))
+    except (BotoCoreError, ClientError) as error:
+        raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may read ({error})") from None
+    if args.json:
+        print(json.dumps({"requests": [{**request.details(), "name": request.name, "status": status} for request, status in found]}, indent=2))
+        return 0
+    for request, status in found:
+        print(f"{status.upper()} window {request.name} (token {request.token}) for team {request.team}: {request.count} x "
+              f"{request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window {request.window}")
     return 0
 
 

@@ -17,14 +17,18 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
+    ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
+    STACK_UPDATED_STATUSES, raised_guarantees_parameter,
     BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, HYPERPOD_EKS, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
+from constructs_lib.core.placement import team_scope
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.capacity import raising_windows
 from constructs_lib.nag import declare_capacity_controller
 from constructs_lib.controllers.base import GovernanceController
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
@@ -82,6 +86,8 @@ class CapacityController(GovernanceController):
             # A second, independent statement of the limits: the handler refuses a policy above them.
             ENV_BUDGET: str(max(w.budget.amount for w in windows)),
             ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
+            # The raises it applies, published for the reclaim controller (capacity/raised.py).
+            **({ENV_RAISED_GUARANTEES: raised_guarantees_parameter(model.organisation)} if raising_windows(model) else {}),
         })
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)
@@ -94,8 +100,37 @@ class CapacityController(GovernanceController):
         # On-demand windows asked for by an event (a person's tool, an alarm's action): see capacity/requests.py.
         events.Rule(self, "CapacityRequests", event_pattern=events.EventPattern(
             source=[CAPACITY_EVENT_SOURCE], detail_type=[CAPACITY_REQUEST_DETAIL_TYPE]), targets=[target])
+        # On-demand windows asked for by a window's alarms going to ALARM (requests.from_alarm), one rule per window.
+        for window in windows:
+            if window.alarm_requests:
+                events.Rule(self, f"AlarmRequests{window.name}", event_pattern=events.EventPattern(
+                    source=[ALARM_EVENT_SOURCE], detail_type=[ALARM_STATE_CHANGE_DETAIL_TYPE],
+                    detail={"alarmName": sorted(a.alarm_name for a in window.alarm_requests), "state": {"value": [ALARM_STATE]}}),
+                    targets=[target])
+        self.raised_stacks = self._quota_stacks(model)
+        if self.raised_stacks:
+            # An update of a stack holding a raised quota redeploys the declared quota: run at once
+            # to raise it again, not at the next scheduled run (docs/capacity.md, the remaining gap).
+            events.Rule(self, "QuotaStackUpdates", event_pattern=events.EventPattern(
+                source=[STACK_EVENT_SOURCE], detail_type=[STACK_STATUS_CHANGE_DETAIL_TYPE],
+                detail={"stack-id": events.Match.any_of(*(events.Match.prefix(self._stack_id_prefix(name)) for name in self.raised_stacks)),
+                        "status-details": {"status": list(STACK_UPDATED_STATUSES)}}),
+                targets=[target])
         subscribe_alerts(self.topic, model)
         self._alarms(model)
+
+    def _quota_stacks(self, model: GovernanceModel) -> list[str]:
+        """Names of the stacks holding a quota a window raises: this stack (the pools' service
+        environments) and the stack each raising team's quota share or compute quota goes to."""
+        raising = raising_windows(model)
+        if not raising:
+            return []
+        return sorted({Stack.of(self).stack_name} | {Stack.of(team_scope(self, w.team)).stack_name for w in raising})
+
+    def _stack_id_prefix(self, stack_name: str) -> str:
+        # A stack id is arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid>; the uuid is known after creation only.
+        return Stack.of(self).format_arn(service="cloudformation", resource="stack", resource_name=f"{stack_name}/",
+                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
 
     def _grant_capacity(self, model: GovernanceModel) -> None:
         stack = Stack.of(self)
@@ -179,6 +214,9 @@ class CapacityController(GovernanceController):
                 stack.format_arn(service="ssm", resource="parameter",
                                  resource_name=team_training_plans_parameter(model.organisation, team).lstrip("/"))
                 for team in plan_teams]))
+        if raising_windows(model):  # the raises applied, for the reclaim controller (capacity/raised.py)
+            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
+                stack.format_arn(service="ssm", resource="parameter", resource_name=raised_guarantees_parameter(model.organisation).lstrip("/"))]))
         for statement in statements + requeue_statements + cluster_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")

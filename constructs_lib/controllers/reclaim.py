@@ -29,7 +29,8 @@ from aws_cdk import (
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    raised_guarantees_parameter,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
@@ -37,6 +38,7 @@ from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, tag_fo
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.capacity import raising_windows
 from constructs_lib.core.placement import team_scope
 from constructs_lib.controllers.base import GovernanceController
 from constructs_lib.core.runtime_asset import runtime_code
@@ -89,6 +91,9 @@ class ReclaimController(GovernanceController):
         )
         self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
         slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if model.pool(t.pool).backend == HYPERPOD_SLURM]
+        # A capacity window raising a share of a governed pool: plan and report with the raise (capacity/raised.py).
+        self.raised_guarantees = (raised_guarantees_parameter(model.organisation)
+                                  if {w.feeds.pool for w in raising_windows(model)} & {t.pool for t in targets} else None)
         self._add_function(
             handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(policy_json(model)),
             # The handler never starts an action it cannot finish within this (the runtime's contract).
@@ -99,6 +104,7 @@ class ReclaimController(GovernanceController):
                 ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
                 ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
                 **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
+                **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
             },
             vpc_reason="The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
             "and no isolation.",
@@ -162,6 +168,9 @@ class ReclaimController(GovernanceController):
                 iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
                 iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
             ]
+        if self.raised_guarantees:  # read-only, that one parameter
+            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[
+                stack.format_arn(service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/"))]))
         for statement in statements:
             self.role.add_to_policy(statement)
         self.key.grant_encrypt_decrypt(self.role)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
-from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS
+from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS
 
 from constructs_lib.core.errors import Problem
 from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
@@ -68,6 +68,21 @@ Feed = Annotated[
 TRAINING_PLAN_FEEDS = ("hyperpod_instance_group", "sagemaker_training_jobs")
 
 
+# A CloudWatch alarm name: 1-255 characters, no control characters (PutMetricAlarm).
+AlarmName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,255}$")]
+MAX_ALARMS_PER_WINDOW = 5  # one EventBridge rule per window matches them by name
+
+
+class AlarmRequest(_Frozen):
+    """Capacity requested for the window when this CloudWatch alarm (in the capacity account and
+    region) goes to ALARM: ``count`` instances of the window's type for ``hours``, starting then,
+    within the window's price cap, budget and mode; once per alarm transition."""
+
+    alarm_name: AlarmName
+    count: Annotated[int, Field(ge=1, le=64)]
+    hours: Annotated[int, Field(ge=1, le=MAX_BLOCK_HOURS)]
+
+
 class CapacityBudget(_Frozen):
     amount: Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
     period: Literal["week", "month"] = "month"
@@ -98,6 +113,7 @@ class CapacityWindow(_Frozen):
     fallback: Literal["on_demand", "none"] = Field(
         default="on_demand", description="Where new work goes when a block drains: on-demand, or nowhere"
     )
+    alarm_requests: Annotated[tuple[AlarmRequest, ...], Field(max_length=MAX_ALARMS_PER_WINDOW)] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> "CapacityWindow":
@@ -141,6 +157,7 @@ class CapacityWindow(_Frozen):
             "mode": self.mode,
             "consumer": consumer,
             "fallback": self.fallback,
+            "alarm_requests": [a.model_dump() for a in self.alarm_requests],
         }
 
 
@@ -148,6 +165,7 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
     """Cross-checks between windows and the organisation (called by ``check_organisation``)."""
     problems: list[Problem] = []
     seen: set[str] = set()
+    alarms: dict[str, str] = {}
     pools = {p.name: p for p in model.pools}
     teams = sorted(t.name for t in model.teams)
     region = model.capacity_account.region
@@ -156,6 +174,13 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
         if window.name in seen:
             problems.append(Problem(path=f"{path}.name", wrong="duplicate name", value=window.name, allowed="window names must be unique"))
         seen.add(window.name)
+        for alarm_index, request in enumerate(window.alarm_requests):
+            if request.alarm_name in alarms:
+                problems.append(Problem(
+                    path=f"{path}.alarm_requests[{alarm_index}].alarm_name", wrong=f"already requests for window {alarms[request.alarm_name]}",
+                    value=request.alarm_name, allowed="an alarm requests capacity for one window only",
+                ))
+            alarms.setdefault(request.alarm_name, window.name)
         if window.team not in teams:
             problems.append(Problem(path=f"{path}.team", wrong="undeclared team", value=window.team, allowed=f"one of {teams}"))
         for zone_index, zone in enumerate(window.availability_zones):
@@ -186,3 +211,14 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
                 value=window.instance_type, allowed=f"one of {sorted(pool.capacity)}",
             ))
     return problems
+
+
+def raising_windows(model: "GovernanceModel") -> list[CapacityWindow]:
+    """The windows whose capacity raises the owner's quota while active (capacity/shares.py):
+    training jobs of a Batch quota-share pool, instance groups of a HyperPod EKS pool, when the
+    team has a share in the pool."""
+    wanted = {"sagemaker_training_jobs": BATCH_QUOTA_SHARE, "hyperpod_instance_group": HYPERPOD_EKS}
+    pools = {p.name: p for p in model.pools}
+    return [w for w in model.capacity_windows
+            if (pool := pools.get(getattr(w.feeds, "pool", None) or "")) is not None and pool.backend == wanted.get(w.feeds.kind)
+            and w.team in {t.name for t in model.teams_in(pool.name)}]

@@ -70,6 +70,9 @@ ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
 ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim: the schedule's interval, which one tick's usage covers
 ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose usage is read from Slurm accounting
+# Set on both controllers when a capacity window raises a guarantee: the raised_guarantees_parameter
+# the capacity controller writes and the reclaim controller reads.
+ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
 
 # --- tag keys ---------------------------------------------------------------------------------
 
@@ -167,6 +170,12 @@ CAPACITY_EVENT_SOURCE = "gpu-governance.capacity"  # events the capacity control
 # An EventBridge event of this detail-type asks for an on-demand window; its detail carries
 # team, instance_type, count, hours, optional start (ISO 8601 or "now"), window and token.
 CAPACITY_REQUEST_DETAIL_TYPE = "Capacity Request"
+# A capacity window's alarm_requests: the alarm's state change requests capacity when it goes to ALARM.
+ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, ALARM_STATE = "aws.cloudwatch", "CloudWatch Alarm State Change", "ALARM"
+# A stack holding a raised quota share or compute quota finished an update (which put the declared
+# quota back): the capacity controller runs at once to raise it again.
+STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE = "aws.cloudformation", "CloudFormation Stack Status Change"
+STACK_UPDATED_STATUSES = ("UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
 
 
 def team_training_plans_parameter(organisation: str, team: str) -> str:
@@ -175,3 +184,14 @@ def team_training_plans_parameter(organisation: str, team: str) -> str:
     Beside the team's discovery parameters, one level deeper: a pool name has no "/", so no pool's
     discovery parameter can take this name."""
     return f"{discovery_parameter_path(organisation, team)}/capacity/training-plans"
+
+
+def raised_guarantees_parameter(organisation: str) -> str:
+    """The SSM parameter holding the guarantees the capacity controller has raised and not yet
+    lowered: a JSON list of ``{"pool", "team", "instance_type", "instances", "until", "window"}``
+    (``until``: ISO 8601 UTC, when the raise is lowered), written by the capacity controller
+    (capacity/raised.py), read by the reclaim controller. Outside every team's path."""
+    return f"{DISCOVERY_PARAMETER_ROOT}/{organisation}/capacity/raised-guarantees"
+
+
+RAISED_GUARANTEE_KEYS = ("pool", "team", "instance_type", "instances", "until", "window")

@@ -205,10 +205,25 @@ class _Reader:
             "budget": lambda v, p: self.amount(v, p, positive=False),
             "start": self.timestamp,
             "consumer": self.consumer,
+            "alarm_requests": self.alarm_requests,
         }
         for name in sorted(fields & data.keys()):
             checks[name](data[name], f"{path}.{name}")
         return Window.from_policy(data) if len(self.problems) == before else None
+
+    def alarm_requests(self, value: Any, path: str) -> None:
+        if not self.expect(value, list, path, "a list of {alarm_name, count, hours}"):
+            return
+        for i, spec in enumerate(value):
+            where = f"{path}[{i}]"
+            if not self.expect(spec, dict, where, "an object"):
+                continue
+            if set(spec) != {"alarm_name", "count", "hours"}:
+                self.problems.append(f"{where}: {sorted(spec)} - exactly alarm_name, count, hours")
+                continue
+            self.expect(spec["alarm_name"], str, f"{where}.alarm_name", "an alarm name")
+            self.count(spec["count"], f"{where}.count", 1)
+            self.count(spec["hours"], f"{where}.hours", 1)
 
     def one_of(self, value: Any, path: str, allowed: tuple[str, ...]) -> None:
         if value not in allowed:

@@ -23,7 +23,7 @@ WINDOW = {
     "name": "launch-load-test", "team": "research", "cost_centre": None, "market": "capacity_block", "instance_type": "p5.48xlarge", "instance_count": 4,
     "start": "2026-12-10T14:00:00+00:00", "duration_hours": 6, "repeat_every_days": None, "availability_zones": [],
     "max_price_per_instance_hour": "40", "budget": "1000", "budget_period": "month", "buy_ahead_days": 14,
-    "prefer_extension": False, "mode": "dry_run", "fallback": "on_demand",
+    "prefer_extension": False, "mode": "dry_run", "fallback": "on_demand", "alarm_requests": [],
     "consumer": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"},
 }
 

@@ -161,3 +161,45 @@ def test_capacity_request_event_is_served_once(env, capsys):  # noqa: F811 - the
     bad = process({**EVENT, "id": "other", "detail": {"team": "research"}}, clients=clients, settings=settings, now=NOW)
     assert bad["request"]["refused"].startswith("detail: {'team': 'research'} - team, instance_type, count, hours")
     stubbed.done()
+
+
+def test_a_request_past_its_end_is_closed_once_and_not_planned_again(env, capsys):  # noqa: F811 - the fixture
+    stubbed, clients, settings, _ = env
+    stubbed.owned()
+    stubbed.offerings()
+    stubbed.offerings()
+    name = process(EVENT, clients=clients, settings=settings, now=NOW)["request"]["window"]  # 09:00-13:00 today
+    over = NOW + timedelta(hours=4, minutes=5)
+    stubbed.owned()
+    stubbed.offerings()  # the declared window only: the request's occurrence is over
+    assert process({"source": "aws.events"}, clients=clients, settings=settings, now=over)["closed_requests"] == [name]
+    stubbed.owned()
+    stubbed.offerings()
+    again = process({"source": "aws.events"}, clients=clients, settings=settings, now=over + timedelta(minutes=15))
+    assert again["closed_requests"] == [] and name not in str(again["run"])
+    # EventBridge delivering the request once more is still the same (closed) window, not a new one.
+    stubbed.owned()
+    stubbed.offerings()
+    late = process(EVENT, clients=clients, settings=settings, now=over + timedelta(minutes=20))
+    assert late["request"] == {"window": name, "team": "research", "token": EVENT["id"], "new": False} and late["closed_requests"] == []
+    stubbed.done()
+    capsys.readouterr()  # the runs' log lines
+    assert main(["capacity", "requests", "--table", TABLE, "--region", "us-east-1"]) == 0
+    assert capsys.readouterr().out.startswith(f"CLOSED window {name} (token {EVENT['id']}) for team research: 2 x p5.48xlarge")
+
+
+def test_a_request_is_not_closed_while_its_capacity_is_held_bought_or_its_quota_not_back(aws):
+    from .builders import reservation
+
+    _, ledger = aws
+    request, _ = submit(ledger, hours=4)  # 09:00-13:00
+    requested = requests.requested_windows(ledger, {BASE.name: BASE})
+    over = NOW + timedelta(hours=5)
+    held = reservation("cr-1", NOW, 1, state="active", window_name=request.name)  # ends tomorrow 09:00
+    assert requests.close_ended(ledger, requested, owned=[held], unsettled=set(), now=over) == []
+    assert requests.close_ended(ledger, requested, owned=[], unsettled={request.name}, now=over) == []  # its quota step failed
+    assert requests.close_ended(ledger, requested, owned=[], unsettled=set(), now=NOW + timedelta(hours=3)) == []  # not over yet
+    assert requests.close_ended(ledger, requested, owned=[held], unsettled=set(), now=held.end) == [request.name]
+    assert requests.close_ended(ledger, requested, owned=[], unsettled=set(), now=held.end) == []  # closed once
+    assert [status for _, status in requests.listed(ledger)] == [requests.CLOSED]
+    assert requests.requested_windows(ledger, {BASE.name: BASE}) == {}

@@ -228,10 +228,12 @@ def functions(model):
 def test_the_functions_carry_exactly_the_contracts_environment_variables(functions):
     handlers, _, _ = functions
     assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
-        contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP}
+        contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP,
+        contract.ENV_RAISED_GUARANTEES}  # the reference window raises a quota share of a pool the reclaim controller observes
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
     assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,
-                            contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK, contract.ENV_TICK_SECONDS}
+                            contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK, contract.ENV_TICK_SECONDS,
+                            contract.ENV_RAISED_GUARANTEES}
     assert reclaim[contract.ENV_METRICS_NAMESPACE] == contract.RECLAIM_NAMESPACE
 
 

@@ -5,7 +5,12 @@ Scheduled events run the controller. ``aws.ec2`` events whose detail-type starts
 ``Capacity Block`` (the documented names differ between versions) rotate the consumer onto a
 delivered block or drain it at the expiration warning (requeueing the Batch jobs on it), then
 run the controller too. Every run first finishes requeues an earlier run left open and, after
-buying, points HyperPod instance groups at their window's active training plan.
+buying, points HyperPod instance groups at their window's active training plan, raises or lowers
+the owners' quotas, publishes the raises for the reclaim controller and closes ended requests.
+``Capacity Request`` events and ``CloudWatch Alarm State Change`` events to ALARM of an alarm a
+window declares record an on-demand window first; a ``CloudFormation Stack Status Change`` of a
+stack holding a raised quota (the rule matches those stacks only) is a plain run that puts the
+raise the update reset back.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ from .. import api_check
 from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
 from ..contract import (
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
-    ENV_TOPIC_ARN, HYPERPOD_EKS,
+    ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
+    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_TOPIC_ARN, HYPERPOD_EKS, STACK_EVENT_SOURCE,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares
+from . import controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -102,25 +107,38 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     time_left = time_left or (lambda: float("inf"))
     result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
     if event.get("source") == CAPACITY_EVENT_SOURCE and event.get("detail-type") == CAPACITY_REQUEST_DETAIL_TYPE:
-        result["request"] = _on_request(event, windows, ledger, notify, now)
-    windows = {**windows, **requests.requested_windows(ledger, windows)}  # on-demand windows, within their declared window's limits
+        result["request"] = _on_request(event, windows, ledger, notify, now, requests.from_event)
+    if event.get("source") == ALARM_EVENT_SOURCE and event.get("detail-type") == ALARM_STATE_CHANGE_DETAIL_TYPE:
+        result["alarm_request"] = _on_request(event, windows, ledger, notify, now, lambda e: requests.from_alarm(e, windows.values()))
+    if event.get("source") == STACK_EVENT_SOURCE:  # an update put a declared quota back: this run raises it again
+        result["stack_update"] = (event.get("detail") or {}).get("stack-id")
+    requested = requests.requested_windows(ledger, windows)  # on-demand windows, within their declared window's limits
+    windows = {**windows, **requested}
     if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     policy = read_policy(settings)
     result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
-    quota_shares = {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE}
+    raising = {shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
+               shares.INSTANCE_GROUP: {p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}}
+    quota_shares = raising[shares.TRAINING_JOBS]
     result["shares"] = shares.apply_batch(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, pools=quota_shares),
                                           pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
     result["shares"] += shares.apply_compute_quotas(
-        desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP,
-                                      pools={p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}),
+        desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP, pools=raising[shares.INSTANCE_GROUP]),
         sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    if settings.get(ENV_RAISED_GUARANTEES):  # the reclaim controller counts what is raised now (raised.py)
+        result["raised_guarantees"] = raised.publish(
+            raised.applied(windows=windows, owned=report.owned, pools=raising, results=result["shares"], now=now),
+            ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES])
+    result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
+                                                     unsettled=_unsettled(requested, result, raising))
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] if "error" in r])
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + [result.get("raised_guarantees", {})]
+                          if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
@@ -179,13 +197,30 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
     return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
 
 
-def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime) -> dict[str, Any]:
+def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime, arguments) -> dict[str, Any]:
+    """Record the on-demand window ``arguments(event)`` asks for (``requests.from_event`` or ``from_alarm``; None: nothing asked)."""
     try:
-        request, new = requests.submit(ledger, windows.values(), now=now, **requests.from_event(event))
+        asked = arguments(event)
+        if asked is None:
+            return {"ignored": "not a change to ALARM"}
+        request, new = requests.submit(ledger, windows.values(), now=now, **asked)
     except requests.RequestRefused as refusal:
         notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
         return {"refused": str(refusal)}
-    return {"window": request.name, "team": request.team, "new": new}
+    return {"window": request.name, "team": request.team, "token": request.token, "new": new}
+
+
+def _unsettled(requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]]) -> set[str]:
+    """Requested windows whose consumer step failed or was deferred this run: not closed yet."""
+    names = {r["window"] for r in result["hyperpod"] if "error" in r or "deferred" in r}
+    for window in requested.values():
+        kind = window.consumer.get("kind")
+        pool = raising.get(kind, {}).get(window.consumer.get("pool") or "")
+        if pool is not None:
+            place = window.consumer["cluster_arn"] if kind == shares.INSTANCE_GROUP else pool.name
+            if shares.failed(result["shares"], shares.label(kind, place, window.team)):
+                names.add(window.name)
+    return names
 
 
 # DescribeCluster, UpdateCluster and the ledger record of one instance group.

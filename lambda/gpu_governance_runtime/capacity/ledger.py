@@ -270,6 +270,18 @@ class Ledger:
     def record_action(self, action_id: str, *, status: str, details: dict[str, Any], now: datetime) -> None:
         self._db.put_item(TableName=self._table, Item=_action_item(action_id, status, details, now))
 
+    def close_action(self, action_id: str, *, expected: str, status: str, now: datetime) -> bool:
+        """Move an action from ``expected`` to ``status``, details kept; False when it was not in
+        ``expected`` (another run moved it first)."""
+        try:
+            self._db.update_item(TableName=self._table, Key={"pk": {"S": f"action#{action_id}"}},
+                                 UpdateExpression="SET #status = :status, updated_at = :now", ConditionExpression="#status = :expected",
+                                 ExpressionAttributeNames={"#status": "status"},
+                                 ExpressionAttributeValues={":status": {"S": status}, ":expected": {"S": expected}, ":now": {"S": now.isoformat()}})
+        except self._db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def actions(self, prefix: str, statuses: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]]]:
         """(action id, status, details) of the actions under ``prefix`` in one of ``statuses``."""
         found, start = [], None

@@ -51,6 +51,8 @@ class Window:
     cost_centre: str | None = None
     # Set only on a requested window (capacity/requests.py): the declared window whose budget it spends.
     budget_window: str | None = None
+    # CloudWatch alarms that request capacity for this window: {"alarm_name", "count", "hours"} each.
+    alarm_requests: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def budget_key(self) -> str:
@@ -81,6 +83,7 @@ class Window:
                 **data,
                 "start": market.utc(datetime.fromisoformat(data["start"])),
                 "availability_zones": tuple(data["availability_zones"]),
+                "alarm_requests": tuple(dict(a) for a in data.get("alarm_requests", ())),
                 "max_price_per_instance_hour": Decimal(str(data["max_price_per_instance_hour"])),
                 "budget": Decimal(str(data["budget"])),
             }

@@ -11,6 +11,12 @@ code and changes only with a deployment, while a request must take effect on the
 the ledger already gives the conditional write that makes a repeated request (same token) the
 same window, and the controller already reads it on every run. A request whose token is taken
 by a different request is refused.
+
+A request is closed (``closed``, ``Ledger.close_action``, once) by the first run after its end in
+which nothing bought for it still holds capacity, no purchase for it is undecided and its
+consumer steps succeeded (the owner's quota is back, the instance group moved off its plan):
+closed requests are not planned again. A window may also declare ``alarm_requests``: a CloudWatch
+alarm going to ALARM requests capacity for it (``from_alarm``), once per transition.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
 from . import market
-from .ledger import Ledger
-from .planner import HOUR, Window
+from ..contract import ALARM_STATE
+from .ledger import OPEN_STATUSES, Ledger
+from .planner import HOUR, Reservation, Window
 
 ACTION_PREFIX = "request#"
 MAX_HOURS = 182 * 24
-OPEN = "open"
+OPEN, CLOSED = "open", "closed"
+MAX_TOKEN = 128
 
 
 class RequestRefused(ValueError):
@@ -82,8 +90,8 @@ def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, 
         problems.append(f"start: {start.isoformat()} - the window would be over already")
     if start - now > market.MAX_START_AHEAD:
         problems.append(f"start: {start.isoformat()} - at most 8 weeks ahead")
-    if not token or len(token) > 128:
-        problems.append(f"token: {token!r} - 1 to 128 characters")
+    if not token or len(token) > MAX_TOKEN:
+        problems.append(f"token: {token!r} - 1 to {MAX_TOKEN} characters")
     if problems:
         raise RequestRefused("; ".join(problems))
     request = Request(token=token, team=team, instance_type=instance_type, count=count, hours=hours,
@@ -107,7 +115,30 @@ def _request(details: Mapping[str, Any]) -> Request:
 
 def _recorded(ledger: Ledger, token: str) -> dict[str, Any] | None:
     key = ACTION_PREFIX + token
-    return next((details for action, _, details in ledger.actions(key, (OPEN,)) if action == key), None)
+    return next((details for action, _, details in ledger.actions(key, (OPEN, CLOSED)) if action == key), None)
+
+
+def listed(ledger: Ledger) -> list[tuple[Request, str]]:
+    """Every request with its status (open or closed), by start then token."""
+    found = [(_request(details), status) for _, status, details in ledger.actions(ACTION_PREFIX, (OPEN, CLOSED))]
+    return sorted(found, key=lambda pair: (pair[0].start, pair[0].token))
+
+
+def close_ended(ledger: Ledger, requested: Mapping[str, Window], *, owned: Iterable[Reservation], unsettled: set[str],
+                now: datetime) -> list[str]:
+    """Close every requested window whose end has passed and whose capacity is gone: none of its
+    blocks or plans still holds capacity, no purchase for it is undecided, and this run's steps
+    for its consumer (``unsettled``: window names whose step failed or was deferred) succeeded.
+    The names closed by this call; a repeated run finds them closed and changes nothing."""
+    owned = list(owned)
+    ended = [w for w in requested.values() if w.start + w.duration_hours * HOUR <= now and w.name not in unsettled
+             and not any(r.window == w.name and r.state in market.COVERING_STATES and r.end > now for r in owned)]
+    if not ended:
+        return []
+    undecided = {i.window for i in ledger.intents(*OPEN_STATUSES)}
+    tokens = {_request(details).name: action for action, _, details in ledger.actions(ACTION_PREFIX, (OPEN,))}
+    return [w.name for w in ended if w.name not in undecided and w.name in tokens
+            and ledger.close_action(tokens[w.name], expected=OPEN, status=CLOSED, now=now)]
 
 
 def requested_windows(ledger: Ledger, declared: Mapping[str, Window]) -> dict[str, Window]:
@@ -122,6 +153,7 @@ def requested_windows(ledger: Ledger, declared: Mapping[str, Window]) -> dict[st
         found[request.name] = replace(
             base, name=request.name, instance_count=request.count, start=request.start, duration_hours=request.hours,
             repeat_every_days=None, buy_ahead_days=market.MAX_START_AHEAD // timedelta(days=1), budget_window=base.name,
+            alarm_requests=(),  # the declared window's alarms request for it, not for its requests
         )
     return found
 
@@ -137,3 +169,27 @@ def from_event(event: Mapping[str, Any]) -> dict[str, Any]:
                 "count": int(detail["count"]), "hours": int(detail["hours"]), "start": when, "window": detail.get("window")}
     except (KeyError, TypeError, ValueError) as error:
         raise RequestRefused(f"detail: {detail!r} - team, instance_type, count, hours, optional start/window/token ({error})") from None
+
+
+def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str, Any] | None:
+    """The arguments of ``submit`` from a ``CloudWatch Alarm State Change`` event to ALARM of an
+    alarm a declared window names in ``alarm_requests``: that window's team and instance type,
+    the declared count and hours, starting now. The token is the alarm's name and the time of the
+    state change (``detail.state.timestamp``): EventBridge delivering the event again gives the
+    same token (the same window), the alarm's next OK -> ALARM a new one. None for a change to
+    another state: nothing is requested."""
+    detail = event.get("detail") or {}
+    name, state = detail.get("alarmName"), detail.get("state") or {}
+    if state.get("value") != ALARM_STATE:
+        return None
+    if not isinstance(state.get("timestamp"), str) or not state["timestamp"]:
+        raise RequestRefused(f"detail.state.timestamp: {state.get('timestamp')!r} - the time of the change to {ALARM_STATE}")
+    found = [(w, spec) for w in windows if w.budget_window is None for spec in w.alarm_requests if spec["alarm_name"] == name]
+    if not found:
+        raise RequestRefused(f"detail.alarmName: {name!r} - an alarm a capacity window declares in alarm_requests")
+    (window, spec), *_ = found  # the model allows an alarm in one window only
+    token = f"alarm:{name}@{state['timestamp']}"
+    if len(token) > MAX_TOKEN:  # alarm names run to 255 characters
+        token = f"alarm:{hashlib.sha256(token.encode()).hexdigest()}"
+    return {"token": token, "team": window.team, "instance_type": window.instance_type, "count": spec["count"], "hours": spec["hours"],
+            "start": None, "window": window.name}

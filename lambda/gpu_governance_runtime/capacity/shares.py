@@ -25,7 +25,7 @@ file declares it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -46,22 +46,40 @@ class MissingQuota(Exception):
     """The declared quota share or compute quota does not exist (yet)."""
 
 
-def desired_limits(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any],
-                   now: datetime, kind: str = TRAINING_JOBS) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]]:
-    """(place, team) -> (declared quota, quota wanted now) by instance type, for every team owning
-    a ``kind`` window in one of ``pools`` (place: the Batch pool, i.e. its job queue, or the
-    HyperPod cluster ARN): the declared quota plus the instances of its plans active now."""
+def raising(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any], now: datetime,
+            kind: str = TRAINING_JOBS) -> Iterator[tuple[Window, Any, str, Any, list[Reservation]]]:
+    """(window, pool, place, share, plans raising it now) for every ``kind`` window whose team has a
+    share in one of ``pools`` (place: the Batch pool, i.e. its job queue, or the HyperPod cluster
+    ARN). A plan raises the share while it is active, until ``LOWER_LEAD`` before its end."""
     owned = list(owned)
-    limits: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
     for window in windows.values():
         pool = pools.get(window.consumer.get("pool") or "") if window.consumer.get("kind") == kind else None
         share = next((s for s in pool.shares if s.name == window.team), None) if pool is not None else None
         if share is None:
             continue  # no pool, or the team has no share in it: nothing to raise
         place = window.consumer["cluster_arn"] if kind == INSTANCE_GROUP else pool.name
+        yield window, pool, place, share, [r for r in owned if r.window == window.name and r.state == "active" and r.start <= now < r.end - LOWER_LEAD]
+
+
+def label(kind: str, place: str, team: str) -> dict[str, str]:
+    """How a run's result names the quota of ``team`` at ``place``."""
+    return {"compute_quota" if kind == INSTANCE_GROUP else "share": f"{place}/{team}"}
+
+
+def failed(results: Iterable[Mapping[str, Any]], *labels: Mapping[str, str]) -> bool:
+    """Whether a result of one of ``labels`` reports an error: that quota may not show what was wanted."""
+    return any("error" in r and all(r.get(k) == v for k, v in where.items()) for r in results for where in labels)
+
+
+def desired_limits(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any],
+                   now: datetime, kind: str = TRAINING_JOBS) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]]:
+    """(place, team) -> (declared quota, quota wanted now) by instance type, for every team owning
+    a ``kind`` window in one of ``pools`` (``raising``): the declared quota plus the instances of
+    its plans active now."""
+    limits: dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]] = {}
+    for window, _, place, share, plans in raising(windows=windows, owned=owned, pools=pools, now=now, kind=kind):
         _, wanted = limits.setdefault((place, share.name), (dict(share.quota), dict(share.quota)))
-        extra = sum(r.count for r in owned if r.window == window.name and r.state == "active" and r.start <= now < r.end - LOWER_LEAD)
-        wanted[window.instance_type] = wanted.get(window.instance_type, 0) + extra
+        wanted[window.instance_type] = wanted.get(window.instance_type, 0) + sum(r.count for r in plans)
     return limits
 
 
@@ -145,7 +163,7 @@ def apply(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[
             return sorted(batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), arn
         return read
 
-    return [converge(label={"share": f"{queue}/{share}"}, key=f"share#{queue}/{share}", declared=_limits(declared), wanted=_limits(wanted),
+    return [converge(label=label(TRAINING_JOBS, queue, share), key=f"share#{queue}/{share}", declared=_limits(declared), wanted=_limits(wanted),
                      read=reader(queue, share), write=lambda wanted, arn: batch.update_quota_share(quotaShareArn=arn, capacityLimits=wanted),
                      ledger=ledger, now=now)
             for (queue, share), (declared, wanted) in sorted(desired.items())]
@@ -177,6 +195,6 @@ def apply_compute_quotas(*, desired: Mapping[tuple[str, str], tuple[Mapping[str,
         sagemaker.update_compute_quota(ComputeQuotaId=described["ComputeQuotaId"], TargetVersion=described["ComputeQuotaVersion"],
                                        ComputeQuotaConfig={**described.get("ComputeQuotaConfig", {}), "ComputeQuotaResources": wanted})
 
-    return [converge(label={"compute_quota": f"{cluster}/{team}"}, key=f"compute-quota#{cluster}/{team}", declared=resources(declared),
+    return [converge(label=label(INSTANCE_GROUP, cluster, team), key=f"compute-quota#{cluster}/{team}", declared=resources(declared),
                      wanted=resources(wanted), read=reader(cluster, team), write=write, ledger=ledger, now=now)
             for (cluster, team), (declared, wanted) in sorted(desired.items())]

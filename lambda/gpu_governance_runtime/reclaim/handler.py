@@ -13,6 +13,8 @@ Environment:
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
   USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
                      {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
+  RAISED_GUARANTEES_PARAMETER  optional: the SSM parameter of the guarantees the capacity controller has
+                     raised (capacity/raised.py, read by capacity/raised_reader.py); each tick plans and reports with them added
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -31,10 +35,11 @@ from ..common import metrics
 from ..common.clients import WITHIN_A_TICK
 from ..common.log import write as log
 from ..contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
     ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
 from ..policy import Policy, read_policy
+from ..capacity import raised_reader
 from ..usage import usage_records
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
@@ -49,7 +54,7 @@ dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "TerminateJob"),
-    "ssm": ("GetCommandInvocation", "SendCommand"),
+    "ssm": ("GetCommandInvocation", "GetParameter", "SendCommand"),
     "dynamodb": ("PutItem", "UpdateItem"),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
@@ -77,14 +82,19 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     namespace = os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE)
     time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else (lambda: float("inf"))
     results = []
+    raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
     for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
         adapter = build_adapter(target, policy, time_left)
         if time_left() < adapter.action_seconds:
             log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
             continue
         try:
-            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time(),
-                                    time_left=time_left))
+            now = time.time()
+            if raises is None:
+                name = os.environ.get(ENV_RAISED_GUARANTEES)
+                raises = raised_reader.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
+            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=now,
+                                    time_left=time_left, raises=raises))
         except (ClientError, BotoCoreError, RuntimeError) as error:
             _pool_failed(target["pool"], error, namespace)
     for target in json.loads(os.environ.get(ENV_USAGE_TARGETS, "[]")):
@@ -122,8 +132,9 @@ def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable
 def run_tick(
     pool: str, adapter: Adapter, ledger: Ledger, *, settings: Settings, dry_run: bool, namespace: str, now: float,
     emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
+    raises: Iterable[Mapping[str, Any]] = (),
 ) -> TickResult:
-    state = adapter.read(now)
+    state = with_raises(adapter.read(now), pool, raises)
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
     acting = adapter.acts and not dry_run
     acted = failed = 0
@@ -152,6 +163,26 @@ def run_tick(
         for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
             emit(record)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
+
+
+def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]) -> PoolState:
+    """The pool as the capacity controller has raised it (``capacity/raised.py``, entries still in
+    force): each raised share's guarantee holds the bought instances, and so does the pool's
+    capacity (the service environment is raised by as much), so the planner never reclaims the
+    owner's jobs on them and ``Guaranteed`` / ``GuaranteedInstanceHours`` count them."""
+    names = {s.name for s in state.shares}
+    extra = Counter()
+    for entry in raises:
+        if entry["pool"] == pool and entry["team"] in names:
+            extra[entry["team"], entry["instance_type"]] += entry["instances"]
+    if not extra:
+        return state
+    capacity = Counter(state.capacity)
+    for (_, instance_type), instances in extra.items():
+        capacity[instance_type] += instances
+    shares = tuple(replace(share, quota=dict(Counter(share.quota) + Counter({t: n for (team, t), n in extra.items() if team == share.name})))
+                   for share in state.shares)
+    return replace(state, capacity=dict(capacity), shares=shares)
 
 
 def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call,
