@@ -75,6 +75,11 @@ def eks_token(cluster_name: str, credentials: Any, region: str, sts_endpoint: st
     return TOKEN_PREFIX + base64.urlsafe_b64encode(request.url.encode()).decode().rstrip("=")
 
 
+def sts_endpoint(eks: Any) -> str:
+    """The regional STS endpoint beside the EKS client's: the same region and partition."""
+    return eks.meta.endpoint_url.replace("://eks.", "://sts.", 1)
+
+
 @dataclass(frozen=True)
 class ClusterApi:
     endpoint: str
@@ -263,8 +268,7 @@ def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: st
     cluster = target["eks_cluster"]
     try:
         api = cluster_api(eks, cluster)
-        sts_endpoint = eks.meta.endpoint_url.replace("://eks.", "://sts.", 1)  # the same region and partition
-        token = eks_token(cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint)
+        token = eks_token(cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint(eks))
         queues = list_cluster_queues(api, token, time_left=time_left)
         rows = share_usage(queues, pool, target["gpus_per_instance"])
     except (ClientError, BotoCoreError, EksUsageError) as error:
