@@ -50,7 +50,7 @@ def _key_usage(**on: bool) -> x509.KeyUsage:
 def authority(name: str) -> Authority:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1))
@@ -63,7 +63,7 @@ def authority(name: str) -> Authority:
 
 def server_certificate(ca: Authority, directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
             .issuer_name(ca.cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
@@ -102,7 +102,7 @@ def serve(directory: Path) -> tuple[KubeApi, Callable[[], None]]:
     api = KubeApi(url="", ca=ca, respond=lambda path, query, headers: Reply(404, {}))
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
+        def do_GET(self):
             parts = urllib.parse.urlsplit(self.path)
             query = dict(urllib.parse.parse_qsl(parts.query))
             headers = {k.lower(): v for k, v in self.headers.items()}

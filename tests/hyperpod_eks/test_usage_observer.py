@@ -136,8 +136,8 @@ def test_the_token_is_a_presigned_get_caller_identity_that_signs_the_cluster_nam
     assert query["X-Amz-SignedHeaders"] == "host;x-k8s-aws-id" and query["X-Amz-Expires"] == "60"
     assert query["X-Amz-Credential"].startswith("AKIDEXAMPLE/") and query["X-Amz-Credential"].endswith("/us-east-1/sts/aws4_request")
     assert query["X-Amz-Security-Token"] == "session-token"
-    signed_at = datetime.datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
-    assert abs((datetime.datetime.now(datetime.timezone.utc) - signed_at).total_seconds()) < 60
+    signed_at = datetime.datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
+    assert abs((datetime.datetime.now(datetime.UTC) - signed_at).total_seconds()) < 60
     # The signature covers the cluster's name: the same URL is worthless for another cluster.
     assert query["X-Amz-Signature"] == _signature_for(url, CLUSTER)
     assert query["X-Amz-Signature"] != _signature_for(url, "another-cluster")

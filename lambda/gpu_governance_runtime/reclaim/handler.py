@@ -81,7 +81,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
         if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
             eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), time_left=time_left)
+                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left)
             continue
         adapter = build_adapter(target, policy, time_left)
         if time_left() < adapter.action_seconds:
