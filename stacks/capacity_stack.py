@@ -110,14 +110,17 @@ class CapacityAccountStack(Stack):
             for team in queue.teams:
                 self.tenants[team.name].allow_submission(queue)
             self.queues[pool.name] = queue
-        if self.queues:
+        # HyperPod EKS pools are observed for usage once the governance file gives their GPUs per instance.
+        observed_eks = [name for name in self.hyperpod_eks_clusters if model.pool(name).gpus_per_instance]
+        if self.queues or observed_eks:
             # Dry run until the platform team switches it to act (docs/reclaim.md). Slurm pools
             # join as targets once their head node's SSM target id is known.
             self.reclaim_controller = ReclaimController(
                 self,
                 "ReclaimController",
                 model=model,
-                targets=[ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()],
+                targets=[ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()]
+                + [ReclaimTarget(pool=name) for name in observed_eks],
             )
         if model.capacity_windows:
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)

@@ -1,6 +1,7 @@
 """The reclaim / preemption controller: a scheduled Lambda that gives AWS Batch fair-share
 queues and HyperPod Slurm the model's lend / borrow / reclaim semantics, observes Batch
-quota-share queues, and publishes per-team metrics, alarms and a dashboard.
+quota-share queues and the Kueue ClusterQueues of HyperPod EKS clusters, and publishes per-team
+metrics, alarms and a dashboard.
 
 Minimal use, in the capacity account's stack::
 
@@ -22,13 +23,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from aws_cdk import (
-    ArnFormat, Duration, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_events as events,
+    Arn, ArnFormat, Duration, Stack, Token,
+    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_eks_v2 as eks, aws_events as events,
     aws_events_targets as event_targets, aws_iam as iam, aws_sns as sns,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, EKS_USAGE_READER_GROUP, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
     ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
@@ -37,7 +38,7 @@ from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model import GovernanceModel
+from constructs_lib.model import GovernanceModel, HyperPodEksPool
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.core.placement import team_scope
 from constructs_lib.controllers.base import GovernanceController
@@ -53,7 +54,9 @@ POOL_ERROR_TICKS = 3
 class ReclaimTarget:
     """One governed pool. Batch pools (fair share: acted on; quota share: observed) need
     ``job_queue_arn``; a HyperPod Slurm pool needs the head node's SSM target
-    ``head_node_instance_id`` and the ``instance_type`` its partitions hold."""
+    ``head_node_instance_id`` and the ``instance_type`` its partitions hold. A HyperPod EKS pool
+    (observed for usage only) needs nothing more: the model names its EKS cluster and
+    ``gpus_per_instance``, and the cluster must be in this stack's account and region."""
 
     pool: str
     job_queue_arn: str | None = None
@@ -78,7 +81,7 @@ class ReclaimController(GovernanceController):
         dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
         min_run_time: Duration = Duration.minutes(10), max_preemptions_per_tick: int = 20, usage_targets: Sequence[ReclaimTarget] = (),
     ) -> None:
-        _check(model, targets, starved_ticks, max_preemptions_per_tick, usage_targets)  # before any resource exists
+        _check(model, targets, starved_ticks, max_preemptions_per_tick, Stack.of(scope), usage_targets)  # before any resource exists
         super().__init__(
             scope, id,
             controller_id=f"{model.organisation}-reclaim",
@@ -99,15 +102,15 @@ class ReclaimController(GovernanceController):
             # The handler never starts an action it cannot finish within this (the runtime's contract).
             timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=1024,
             environment={
-                ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t) for t in targets], sort_keys=True),
+                ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t, model) for t in targets], sort_keys=True),
                 ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
                 ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
                 ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
                 **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
                 **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
             },
-            vpc_reason="The controller calls only public AWS APIs (Batch, SSM, DynamoDB); a VPC would add NAT cost "
-            "and no isolation.",
+            vpc_reason="The controller calls public AWS APIs (Batch, SSM, DynamoDB, EKS) and the public API endpoints of "
+            "observed HyperPod EKS clusters (docs/hyperpod-eks.md, Usage metrics); a VPC would add NAT cost and no isolation.",
         )
         self._grant()
 
@@ -160,6 +163,17 @@ class ReclaimController(GovernanceController):
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
             # each share's waiting jobs; these two support no resource-level permission
             statements.append(iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"]))
+        eks_clusters = sorted({self.model.pool(t.pool).eks_cluster_name for t in self.targets if backends[t.pool] == HYPERPOD_EKS})
+        if eks_clusters:
+            # The usage observer finds each cluster's endpoint and CA; Kubernetes RBAC decides the rest.
+            statements.append(iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[
+                stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in eks_clusters]))
+        # The role's Kubernetes identity on each cluster: a group that may only get and list ClusterQueues.
+        self.usage_access_entries = {
+            name: eks.CfnAccessEntry(self, f"UsageAccess{_pascal(name)}", cluster_name=name, principal_arn=self.role.role_arn,
+                                     type="STANDARD", kubernetes_groups=[EKS_USAGE_READER_GROUP])
+            for name in eks_clusters
+        }
         head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if self.model.pool(t.pool).backend == HYPERPOD_SLURM]
         if head_nodes:
             document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
@@ -193,7 +207,8 @@ class ReclaimController(GovernanceController):
         specs = [
             ((team, t.pool), f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
-            for t in self.targets for team in self.model.teams_in(t.pool)
+            # Kueue's status shows no waiting work in instances: a HyperPod EKS pool has no starvation alarm.
+            for t in self.targets if self.model.pool(t.pool).backend != HYPERPOD_EKS for team in self.model.teams_in(t.pool)
         ] + [
             # A single failed tick is retried by the next; a pool unread for POOL_ERROR_TICKS ticks
             # is also a pool whose share metrics (and starvation alarms) have gone silent.
@@ -232,6 +247,8 @@ class ReclaimController(GovernanceController):
                 )
                 for team in teams
             ))
+            if self.model.pool(target.pool).backend == HYPERPOD_EKS:
+                continue  # usage only: no pending work, preemptions or lost capacity are read from Kueue
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(target.pool, "Pending", "Maximum")]),
                 cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(target.pool, "Preemptions", "Sum")]),
@@ -241,7 +258,10 @@ class ReclaimController(GovernanceController):
         return dashboard
 
 
-def _target_entry(target: ReclaimTarget) -> dict:
+def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
+    pool = model.pool(target.pool)
+    if pool.backend == HYPERPOD_EKS:
+        return {"pool": target.pool, "eks_cluster": pool.eks_cluster_name, "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items()))}
     if target.head_node_instance_id is not None:
         return {"pool": target.pool, "instance_id": target.head_node_instance_id, "instance_type": target.instance_type}
     return {"pool": target.pool, "job_queue": target.job_queue_arn}
@@ -262,7 +282,7 @@ def _pascal(name: str) -> str:
     return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
 
 
-def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int,
+def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int, stack: Stack,
            usage_targets: Sequence[ReclaimTarget] = ()) -> None:
     problems: list[Problem] = []
     pools = {p.name: p for p in model.pools}
@@ -281,8 +301,7 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
             problems.append(Problem(path=f"{path}.pool", wrong=f"a {pool.backend} pool", value=target.pool,
                                     allowed="a hyperpod_slurm pool (the other backends' usage comes with their targets)"))
         elif pool.backend == HYPERPOD_EKS:
-            problems.append(Problem(path=f"{path}.pool", wrong="HyperPod EKS reclaims natively (Kueue)", value=target.pool,
-                                    allowed="a batch_fair_share, batch_quota_share or hyperpod_slurm pool"))
+            problems += _eks_problems(path, pool, stack)
         elif pool.backend == HYPERPOD_SLURM:
             if not target.head_node_instance_id:
                 problems.append(Problem(path=f"{path}.head_node_instance_id", wrong="missing", value=None, allowed="the head node's SSM target id"))
@@ -297,3 +316,19 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
         problems.append(Problem(path="max_preemptions_per_tick", wrong="out of range", value=max_preemptions, allowed="0-1000"))
     if problems:
         raise GovernanceError(problems)
+
+
+def _eks_problems(path: str, pool: HyperPodEksPool, stack: Stack) -> list[Problem]:
+    """Usage is reported in instances of the pool's types (Kueue counts GPUs), and the role's
+    access entry can only be made on a cluster of this stack's account and region."""
+    problems = [
+        Problem(path=f"{path}.pool", wrong=f"the pool declares no gpus_per_instance for {instance_type}", value=pool.name,
+                allowed="gpus_per_instance (GPUs of one instance, 1-64) for every instance type of the pool's capacity")
+        for instance_type in sorted(set(pool.capacity) - set(pool.gpus_per_instance))
+    ]
+    cluster = Arn.split(pool.cluster_arn, ArnFormat.SLASH_RESOURCE_NAME)
+    for field, stack_value, cluster_value in (("account", stack.account, cluster.account), ("region", stack.region, cluster.region)):
+        if not Token.is_unresolved(stack_value) and stack_value != cluster_value:
+            problems.append(Problem(path=f"{path}.pool", wrong=f"the pool's cluster is in another {field} than the stack", value=pool.cluster_arn,
+                                    allowed=f"a cluster in {field} {stack_value} (deploy the controller where the cluster is)"))
+    return problems

@@ -239,8 +239,14 @@ class HyperPodEksGovernance(Construct):
         self.pod_security = eks.KubernetesManifest(
             self, "PodSecurity", cluster=self.cluster, manifest=kubernetes.pod_security_objects(), overwrite=True
         )
+        # Lets the reclaim controller's role (mapped by its own access entry) read Kueue's
+        # ClusterQueues for the usage metrics; grants nothing until some entry maps that group.
+        self.usage_reader = eks.KubernetesManifest(
+            self, "UsageReader", cluster=self.cluster, manifest=kubernetes.usage_reader_objects(), overwrite=True
+        )
         if provider_access is not None:
             self.pod_security.node.add_dependency(provider_access)
+            self.usage_reader.node.add_dependency(provider_access)
         for quota in self.compute_quotas.values():
             quota.node.add_dependency(self.pod_security)
         self.manifests: dict[str, eks.KubernetesManifest] = {}

@@ -13,12 +13,15 @@ from typing import Any, Sequence
 
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY, dedicated_node_config  # noqa: F401
+from gpu_governance_runtime.contract import (
+    EKS_USAGE_READER_GROUP, HYPERPOD_CLUSTER_QUEUE_SUFFIX, HYPERPOD_NAMESPACE_PREFIX, hyperpod_cluster_queue,
+)
 
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 
 Manifest = dict[str, Any]
 
-TENANT_NAMESPACE_PREFIX = "hyperpod-ns-"
+TENANT_NAMESPACE_PREFIX = HYPERPOD_NAMESPACE_PREFIX
 """HyperPod task governance makes one namespace per team with this prefix."""
 
 WORKLOAD_SERVICE_ACCOUNT = "gpu-workload"
@@ -57,16 +60,13 @@ def team_group(team: str) -> str:
     return f"{namespace(team)}-namespace-level-group"
 
 
-_CLUSTER_QUEUE_SUFFIX = "-clusterqueue"
-
-
 def cluster_queue(team: str) -> str:
-    return f"{namespace(team)}{_CLUSTER_QUEUE_SUFFIX}"
+    return hyperpod_cluster_queue(team)
 
 
 def cluster_queue_team(name: str) -> str:
     """The team whose cluster queue ``name`` is (the inverse of :func:`cluster_queue`)."""
-    return name.removeprefix(TENANT_NAMESPACE_PREFIX).removesuffix(_CLUSTER_QUEUE_SUFFIX)
+    return name.removeprefix(TENANT_NAMESPACE_PREFIX).removesuffix(HYPERPOD_CLUSTER_QUEUE_SUFFIX)
 
 
 def local_queue(team: str) -> str:
@@ -132,6 +132,29 @@ def rbac(team: str) -> list[Manifest]:
         "subjects": _group_subject(team),
     }
     return [role, binding, cluster_role, cluster_binding]
+
+
+USAGE_READER = "gpu-governance-usage-reader"
+
+
+def usage_reader_objects() -> list[Manifest]:
+    """Cluster-wide, applied once per cluster: group ``EKS_USAGE_READER_GROUP`` (the reclaim
+    function's role, through its EKS access entry) may get and list Kueue ClusterQueues, which
+    carry each team's quota and use in GPUs, and nothing else: no workload, pod or secret."""
+    cluster_role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(USAGE_READER, None),
+        "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": _meta(USAGE_READER, None),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": USAGE_READER},
+        "subjects": [{"kind": "Group", "name": EKS_USAGE_READER_GROUP, "apiGroup": "rbac.authorization.k8s.io"}],
+    }
+    return [cluster_role, binding]
 
 
 def _namespaces(names: Sequence[str]) -> dict[str, Any]:

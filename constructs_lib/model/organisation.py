@@ -252,6 +252,9 @@ class HyperPodEksPool(_Pool):
     )
     fair_share: bool = Field(default=True, description="Teams borrow idle compute by fair-share weight, not first come")
     idle_resource_sharing: bool = Field(default=True, description="Teams may lend and borrow idle compute at all")
+    gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(
+        default_factory=dict, description="GPUs of one instance per type: Kueue counts GPUs, usage is reported in instances (docs/chargeback.md)"
+    )
 
 
 class HyperPodSlurmPool(_Pool):

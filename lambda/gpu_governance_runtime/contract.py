@@ -74,6 +74,22 @@ ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose u
 # the capacity controller writes and the reclaim controller reads.
 ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
 
+# --- HyperPod EKS: what task governance names in Kueue, and what the usage observer reads ------
+
+HYPERPOD_NAMESPACE_PREFIX = "hyperpod-ns-"  # task governance makes namespace hyperpod-ns-<team> per team
+HYPERPOD_CLUSTER_QUEUE_SUFFIX = "-clusterqueue"  # ... and Kueue ClusterQueue hyperpod-ns-<team>-clusterqueue
+
+
+def hyperpod_cluster_queue(team: str) -> str:
+    return f"{HYPERPOD_NAMESPACE_PREFIX}{team}{HYPERPOD_CLUSTER_QUEUE_SUFFIX}"
+
+
+KUEUE_CLUSTER_QUEUES_PATH = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"  # listed by the reclaim function
+GPU_RESOURCE = "nvidia.com/gpu"  # the Kubernetes resource Kueue counts GPUs in
+# The Kubernetes group an EKS access entry maps the reclaim function's role into; a ClusterRole
+# bound to it may only get and list ClusterQueues (constructs_lib/hyperpod_eks/kubernetes.py).
+EKS_USAGE_READER_GROUP = "gpu-governance-usage-readers"
+
 # --- tag keys ---------------------------------------------------------------------------------
 
 TAG_TEAM = "gpu-governance:team"  # a team's queues, job definitions and jobs

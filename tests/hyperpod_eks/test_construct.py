@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import kubernetes_validate
+from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 import pytest
 from aws_cdk import App, Environment, RemovalPolicy, Stack, aws_s3 as s3
 from aws_cdk.assertions import Match, Template
@@ -13,6 +14,7 @@ from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
+from constructs_lib.hyperpod_eks.kubernetes import USAGE_READER
 from constructs_lib.model import GovernanceModel
 from constructs_lib.cli.report import summarise
 from constructs_lib.tenancy import TeamTenancy
@@ -242,11 +244,13 @@ def test_workload_role_uses_only_its_own_teams_data(synthesized):
 
 
 def _applied(template):
-    """Team -> (manifest resource, the Kubernetes objects it applies); None -> the cluster-wide manifest."""
+    """Team -> (manifest resource, the Kubernetes objects it applies); None -> the cluster-wide pod
+    security manifest, USAGE_READER -> the cluster-wide usage reader."""
     out = {}
     for logical_id, resource in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
         objects = json.loads(resource["Properties"]["Manifest"])
-        team = objects[0]["metadata"]["labels"].get("gpu-governance/team")
+        first = objects[0]["metadata"]
+        team = first["labels"].get("gpu-governance/team", USAGE_READER if first["name"] == USAGE_READER else None)
         assert team not in out
         out[team] = (logical_id, resource, objects)
     return out
@@ -255,13 +259,13 @@ def _applied(template):
 def test_every_applied_object_is_valid_for_the_cluster_version(synthesized):
     _, template, _ = synthesized
     applied = _applied(template)
-    assert set(applied) == {"vision", "speech", "prod", None}
+    assert set(applied) == {"vision", "speech", "prod", None, USAGE_READER}
     count = 0
     for _, _, objects in applied.values():
         for manifest in objects:
             kubernetes_validate.validate(manifest, "1.33", strict=True)
             count += 1
-    assert count == 14 + 12 + 11 + 3  # speech is restricted: its binding; 3 cluster-wide pod security objects
+    assert count == 14 + 12 + 11 + 3 + 2  # speech is restricted: its binding; 3 cluster-wide pod security objects; the usage reader
 
 
 def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
@@ -277,6 +281,7 @@ def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized
     stack = Stack.of(governance)
     applied = _applied(template)
     cluster_id, cluster_manifest, objects = applied.pop(None)
+    del applied[USAGE_READER]  # cluster-wide, grants only reads of Kueue's quotas: no tenant namespace waits for it
     assert [o["metadata"]["name"] for o in objects] == [
         "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-restricted"]
     assert stack.get_logical_id(governance.node.find_child("AccessKubectlProvider")) in cluster_manifest["DependsOn"]
@@ -362,7 +367,7 @@ def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):
     waits = resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue")
     quotas = {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: lid for lid, r in resources(template, "AWS::SageMaker::ComputeQuota").items()}
     applied = _applied(template)
-    del applied[None]  # cluster-wide: needs no team namespace
+    del applied[None], applied[USAGE_READER]  # cluster-wide: need no team namespace
     for team, (_, manifest, _) in applied.items():
         (wait_id,) = [lid for lid in manifest["DependsOn"] if lid in waits]
         wait = waits[wait_id]["Properties"]
@@ -371,6 +376,19 @@ def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):
         # ...and the kubectl provider can act on the cluster by then.
         provider_entry = stack.get_logical_id(governance.node.find_child("AccessKubectlProvider"))
         assert provider_entry in waits[wait_id]["DependsOn"]
+
+
+def test_the_usage_reader_group_may_only_read_cluster_queues_once_the_provider_can_apply(synthesized):
+    governance, template, _ = synthesized
+    manifest_id, manifest, objects = _applied(template)[USAGE_READER]
+    assert Stack.of(governance).get_logical_id(governance.node.find_child("AccessKubectlProvider")) in manifest["DependsOn"]
+    role, binding = objects
+    assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "Group", "name": EKS_USAGE_READER_GROUP, "apiGroup": "rbac.authorization.k8s.io"}]
+    # No access entry of this construct maps the group: only the reclaim controller's role gets it.
+    assert not [e for e in resources(template, "AWS::EKS::AccessEntry").values()
+                if EKS_USAGE_READER_GROUP in e["Properties"].get("KubernetesGroups", [])]
 
 
 def test_manifests_are_applied_idempotently(synthesized):

@@ -2,6 +2,7 @@
 
 import kubernetes_validate
 import pytest
+from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import HyperPodEksPool, KubernetesTenancy, PodSecurityLevel
@@ -20,6 +21,18 @@ def test_every_object_is_valid_for_every_supported_version(version):
     assert len(objects) == 15 + 3
     for manifest in objects:
         kubernetes_validate.validate(manifest, version, strict=True)
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_the_usage_reader_is_valid_and_may_only_get_and_list_cluster_queues(version):
+    role, binding = kubernetes.usage_reader_objects()
+    for manifest in (role, binding):
+        kubernetes_validate.validate(manifest, version, strict=True)
+    # cluster-scoped (ClusterQueues are), read only, no resourceNames: the observer lists them all
+    assert "namespace" not in role["metadata"] and "namespace" not in binding["metadata"]
+    assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}]
+    assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == ("ClusterRole", role["metadata"]["name"])
+    assert [s["name"] for s in binding["subjects"]] == [EKS_USAGE_READER_GROUP]
 
 
 def test_the_schema_check_catches_a_misspelt_field():

@@ -6,6 +6,7 @@ Environment:
   RECLAIM_TARGETS    JSON list, one entry per governed pool:
                      {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
                      {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
+                     {"pool": NAME, "eks_cluster": NAME, "gpus_per_instance": {T: N}}  hyperpod_eks (usage only: eks_usage)
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
@@ -36,11 +37,12 @@ from ..common.clients import WITHIN_A_TICK
 from ..common.log import write as log
 from ..contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
-    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
+    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
 from ..policy import Policy, read_policy
 from ..capacity import raised_reader
 from ..usage import usage_records
+from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
@@ -50,15 +52,17 @@ DEFERRED = "deferred"  # too little of the invocation left to start the action
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
 ssm = boto3.client("ssm", config=WITHIN_A_TICK)
+eks = boto3.client("eks", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "TerminateJob"),
     "ssm": ("GetCommandInvocation", "GetParameter", "SendCommand"),
     "dynamodb": ("PutItem", "UpdateItem"),
+    "eks": ("DescribeCluster",),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
-    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client}, REQUIRED_OPERATIONS,
+    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client, "eks": eks}, REQUIRED_OPERATIONS,
                       namespace=os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
 
 
@@ -84,6 +88,10 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     results = []
     raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
     for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
+        if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
+            eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
+                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left)
+            continue
         adapter = build_adapter(target, policy, time_left)
         if time_left() < adapter.action_seconds:
             log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
