@@ -69,6 +69,9 @@ ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
 ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim: the schedule's interval, which one tick's usage covers
+# reclaim: a pool's default re-borrow backoff (governance file ``reclaim.reborrow_backoff_seconds``,
+# policy document ``reclaim.reborrow_backoff_s``, planner ``Settings``); docs/performance.md measures it
+DEFAULT_REBORROW_BACKOFF_S = 3_600
 
 # --- tag keys ---------------------------------------------------------------------------------
 

@@ -286,6 +286,25 @@ def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp
     assert result["pools"] == [{"pool": "ec2-gpu", "preemptions": 2, "starts": 1, "acted": 0, "failed": 0}]
 
 
+def test_handler_plans_each_pool_with_its_reclaim_settings_from_the_policy(ledger_table, tmp_path, monkeypatch):
+    policy_path = tmp_path / "policy.json"
+    policy_path.write_text(json.dumps({"version": 1, "organisation": "acme", "priority_classes": [], "capacity_windows": [], "pools": [
+        {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8}, "reclaim": {"reborrow_backoff_s": 7_200, "borrow_horizon_s": 600},
+         "shares": [{"name": "research", "quota": {G6E: 8}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]}]}))
+    client, stubber = stubbed("batch")
+    expect_read(stubber, running=[], waiting=[batch_job("w", "research", "RUNNABLE")])
+    planned_with = []
+    monkeypatch.setattr(controller, "plan_tick", lambda state, settings: planned_with.append(settings) or controller.Plan(starts=(), preemptions=(), capped=False))
+    monkeypatch.setattr(controller, "batch", client)
+    monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
+    for name, value in (("POLICY_PATH", str(policy_path)), ("LEDGER_TABLE", "ledger"), ("MIN_RUN_TIME_S", "30"),
+                        ("RECLAIM_TARGETS", json.dumps([{"pool": "ec2-gpu", "job_queue": QUEUE}]))):
+        monkeypatch.setenv(name, value)
+    with stubber:
+        controller.handler({}, None)
+    assert planned_with == [Settings(min_run_time_s=30, reborrow_backoff_s=7_200, borrow_horizon_s=600)]
+
+
 def test_slurm_borrowing_start_is_rerouted_to_the_borrow_partition(ledger_table):
     client, stubber = stubbed("ssm")
     adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=lambda s: None)

@@ -9,7 +9,8 @@ Environment:
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
-  MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings
+  MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings (a pool's re-borrow backoff and
+                     borrow horizon are in the policy document, from the governance file's ``reclaim``)
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
 """
 
@@ -80,7 +81,8 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
             continue
         try:
-            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=time.time(),
+            # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
+            results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=time.time(),
                                     time_left=time_left))
         except (ClientError, BotoCoreError, RuntimeError) as error:
             # One pool failing to read must not stop the others. The invocation still succeeds, so

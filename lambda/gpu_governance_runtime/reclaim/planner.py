@@ -42,7 +42,7 @@ from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ..contract import SharingStrategy as Strategy, borrow_ceiling
+from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +104,7 @@ class Settings:
     # A preempted job that cannot checkpoint borrows again only reborrow_backoff_s x 2^(n-1) after
     # its n-th preemption (inside its own quota it restarts at once): a reclaimed job cannot go
     # straight back onto lent capacity and lose its work again (docs/reclaim.md, Anti-thrash).
-    reborrow_backoff_s: float = 3_600.0
+    reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
     # When set, a job that cannot checkpoint borrows only if it declares a maximum run time of at
     # most this many seconds: lent capacity is expected back within it. None: any such job borrows.
     borrow_horizon_s: float | None = None
