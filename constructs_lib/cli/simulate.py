@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from gpu_governance_runtime.policy import parse_policy
+from gpu_governance_runtime.policy import PoolPolicy, parse_policy
 from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -30,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
     simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
     simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
-    simulate_parser.add_argument("--reborrow-backoff", type=_positive_float, default=Settings().reborrow_backoff_s, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption")
-    simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: any job)")
+    simulate_parser.add_argument("--reborrow-backoff", type=_non_negative_float, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption (default: the pool's reclaim.reborrow_backoff_seconds in --config)")
+    simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: the pool's reclaim.borrow_horizon_seconds in --config; unset there: any job)")
     simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
     simulate_parser.add_argument("--compare", metavar="OLD", help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'")
     simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -81,32 +81,43 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def pool_shares(model: GovernanceModel, pool_name: str | None) -> tuple[tuple[Share, ...], dict[str, int]]:
-    """The planner shares and capacity of one pool of a governance model, via the compiled policy."""
+def pool_policy(model: GovernanceModel, pool_name: str | None) -> PoolPolicy:
+    """One pool of a governance model as the reclaim controller reads it: via the compiled policy."""
     policy = parse_policy(compile_policy(model))
     name = pool_name or policy.pools[0].name
     if name not in [p.name for p in policy.pools]:
         raise GovernanceError([Problem(path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}")])
-    pool = policy.pool(name)
+    return policy.pool(name)
+
+
+def pool_shares(model: GovernanceModel, pool_name: str | None) -> tuple[tuple[Share, ...], dict[str, int]]:
+    """The planner shares and capacity of one pool of a governance model, via the compiled policy."""
+    pool = pool_policy(model, pool_name)
     return pool.shares, pool.capacity
+
+
+def _settings(pool: PoolPolicy, args: argparse.Namespace) -> Settings:
+    """The pool's settings as the controller plans with them; options given override them."""
+    settings = pool.settings(Settings(min_run_time_s=args.min_run_time, max_preemptions_per_tick=args.max_preemptions))
+    if args.reborrow_backoff is not None:
+        settings = replace(settings, reborrow_backoff_s=args.reborrow_backoff)
+    if args.borrow_horizon is not None:
+        settings = replace(settings, borrow_horizon_s=args.borrow_horizon)
+    return settings
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
     if args.max_preemptions < 0:
         raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
-    shares, capacity = pool_shares(load_model(args.config), args.pool)
+    pool = pool_policy(load_model(args.config), args.pool)
     jobs = read_trace(args.trace)
     if args.declared_run_time:
         jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
-    settings = Settings(
-        min_run_time_s=args.min_run_time, max_preemptions_per_tick=args.max_preemptions,
-        reborrow_backoff_s=args.reborrow_backoff, borrow_horizon_s=args.borrow_horizon,
-    )
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
-    results = compare(jobs, shares=shares, capacity=capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
+    results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, settings=_settings(pool, args), record_timeline=bool(args.plot))
     if args.compare:
-        old_shares, old_capacity = pool_shares(load_model(args.compare), args.pool)
-        results[COMPARED] = simulate(jobs, shares=old_shares, capacity=old_capacity, tick_s=args.tick, settings=settings, record_timeline=bool(args.plot))
+        old = pool_policy(load_model(args.compare), args.pool)
+        results[COMPARED] = simulate(jobs, shares=old.shares, capacity=old.capacity, tick_s=args.tick, settings=_settings(old, args), record_timeline=bool(args.plot))
     if pyplot is not None:
         write_plot(pyplot, results, Path(args.plot))
     if args.json:

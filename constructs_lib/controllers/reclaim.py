@@ -68,8 +68,10 @@ class ReclaimController(GovernanceController):
     """Exposes ``function``, ``role``, ``ledger``, ``topic``, ``alarms`` and ``dashboard``.
 
     ``schedule``: tick interval (default 1 minute); ``starved_ticks``: ticks a team may wait below
-    its guarantee before its alarm fires (default 3); ``min_run_time`` and
-    ``max_preemptions_per_tick``: the planner's anti-thrash limits. ``usage_targets``:
+    its guarantee before its alarm fires (default 3); ``min_run_time`` (default one tick: longer
+    makes reclaims take older victims, docs/performance.md) and ``max_preemptions_per_tick``: the
+    planner's anti-thrash limits. Each pool's re-borrow backoff and borrow horizon are in the model
+    (``reclaim`` of the pool). ``usage_targets``:
     ``hyperpod_slurm`` pools (head node and instance type, as in ``targets``) whose usage is read
     from Slurm accounting without reclaiming them (default none; Slurm targets get it anyway).
     """
@@ -79,7 +81,7 @@ class ReclaimController(GovernanceController):
     def __init__(
         self, scope: Construct, id: str, *, model: GovernanceModel, targets: Sequence[ReclaimTarget],
         dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
-        min_run_time: Duration = Duration.minutes(10), max_preemptions_per_tick: int = 20, usage_targets: Sequence[ReclaimTarget] = (),
+        min_run_time: Duration = Duration.minutes(1), max_preemptions_per_tick: int = 20, usage_targets: Sequence[ReclaimTarget] = (),
     ) -> None:
         _check(model, targets, starved_ticks, max_preemptions_per_tick, Stack.of(scope), usage_targets)  # before any resource exists
         super().__init__(

@@ -29,7 +29,7 @@ from .organisation import (
     DataZoneDomainId, DataZoneDomainUnitId, DataZoneId, DomainUnitGrant, DomainUnitGrantPolicy, DomainUnitName,
     EcrRepositoryArn, ExemptPrincipalArn, GovernanceModel, Guardrails, HyperPodEksPool, HyperPodSlurmPool,
     KubernetesTenancy, NewDomainUnit, OrganisationTargetId, PodSecurityLevel, Pool, Preset, PriorityClass, Project,
-    ProjectName, SharingPolicy, TagEnforcedFor, Team, UnifiedStudio, check_alert_topics, check_exemptions,
+    ProjectName, ReclaimSettings, SharingPolicy, TagEnforcedFor, Team, UnifiedStudio, check_alert_topics, check_exemptions,
     check_organisation, check_pool_teams, check_principals, check_projects, members_in_account,
 )
 
@@ -45,7 +45,7 @@ __all__ = [
     "EksClusterName", "EmailAddress", "ExemptPrincipalArn", "GovernanceModel", "Guardrails", "HyperPodClusterArn",
     "HyperPodClusterName", "HyperPodEksPool", "HyperPodSlurmPool", "InstanceGroupName", "KubernetesTenancy",
     "NewDomainUnit", "OrganisationTargetId", "OrganizationId", "PodSecurityLevel", "Pool", "Preset", "PrincipalArn",
-    "PriorityClass", "Project", "ProjectName", "QueueName", "Region", "SageMakerInstanceType", "SharingPolicy",
+    "PriorityClass", "Project", "ProjectName", "QueueName", "ReclaimSettings", "Region", "SageMakerInstanceType", "SharingPolicy",
     "SharingStrategy", "TagEnforcedFor", "Team", "TeamName", "UnifiedStudio", "UsdAmount", "account_of",
     "check_alert_topics", "check_exemptions", "check_organisation", "check_pool_teams", "check_principals",
     "check_projects", "governance_error_from", "library_role", "members_in_account", "repository_name",

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
+    BATCH_QUOTA_SHARE, DEFAULT_REBORROW_BACKOFF_S, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
 )
 
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -215,7 +215,31 @@ class _Pool(_Frozen):
     capacity: dict[str, Count] = Field(min_length=1, description="Instance type -> instances in the pool")
 
 
-class BatchQuotaSharePool(_Pool):
+YEAR_SECONDS = 365 * 86_400
+
+
+class ReclaimSettings(_Frozen):
+    """How the reclaim controller (and ``gpu-governance simulate``) treats a pool's jobs that cannot
+    checkpoint (docs/reclaim.md, Anti-thrash)."""
+
+    reborrow_backoff_seconds: Annotated[int, Field(ge=0, le=YEAR_SECONDS)] = Field(
+        default=DEFAULT_REBORROW_BACKOFF_S,
+        description="A reclaimed job borrows again only this long after its requeue, doubled per reclaim (0-31536000 s; "
+        "a year: it restarts only inside its team's quota)",
+    )
+    borrow_horizon_seconds: Annotated[int, Field(ge=60, le=YEAR_SECONDS)] | None = Field(
+        default=None,
+        description="Only jobs declaring a maximum run time of at most this (Slurm --time, Batch timeout) borrow; unset: any job",
+    )
+
+
+class _ReclaimedPool(_Pool):
+    """A pool the reclaim controller governs (HyperPod EKS reclaims natively, with Kueue)."""
+
+    reclaim: ReclaimSettings = Field(default_factory=ReclaimSettings)
+
+
+class BatchQuotaSharePool(_ReclaimedPool):
     """An AWS Batch quota-management job queue for SageMaker training jobs."""
 
     backend: Literal["batch_quota_share"] = "batch_quota_share"
@@ -226,7 +250,7 @@ class BatchQuotaSharePool(_Pool):
     )
 
 
-class BatchFairSharePool(_Pool):
+class BatchFairSharePool(_ReclaimedPool):
     """An AWS Batch fair-share job queue over existing EC2 or EKS compute environments."""
 
     backend: Literal["batch_fair_share"] = "batch_fair_share"
@@ -257,7 +281,7 @@ class HyperPodEksPool(_Pool):
     )
 
 
-class HyperPodSlurmPool(_Pool):
+class HyperPodSlurmPool(_ReclaimedPool):
     """A SageMaker HyperPod cluster orchestrated by Slurm."""
 
     backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpu_governance_runtime.contract import POLICY_VERSION
 
-from constructs_lib.model import UNLIMITED, GovernanceModel, Team
+from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel, Team
 
 
 def _share(team: Team, pool_name: str) -> dict[str, Any]:
@@ -27,6 +27,13 @@ def _share(team: Team, pool_name: str) -> dict[str, Any]:
     }
 
 
+def _reclaim(pool: AnyPool) -> dict[str, Any]:
+    settings = getattr(pool, "reclaim", None)  # HyperPod EKS pools reclaim with Kueue: none
+    if settings is None:
+        return {}
+    return {"reclaim": {"reborrow_backoff_s": settings.reborrow_backoff_seconds, "borrow_horizon_s": settings.borrow_horizon_seconds}}
+
+
 def compile_policy(model: GovernanceModel) -> dict[str, Any]:
     return {
         "version": POLICY_VERSION,
@@ -38,6 +45,7 @@ def compile_policy(model: GovernanceModel) -> dict[str, Any]:
                 "backend": pool.backend,
                 "capacity": dict(pool.capacity),
                 "shares": [_share(team, pool.name) for team in model.teams_in(pool.name)],
+                **_reclaim(pool),
             }
             for pool in model.pools
         ],

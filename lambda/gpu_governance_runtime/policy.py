@@ -6,16 +6,17 @@ Plain Python: this runs inside the Lambda function. The names it reads are in ``
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Mapping, get_args
 
 from .capacity.planner import Market, Mode, Window
-from .contract import BACKENDS, CONSUMER_FIELDS, ENV_POLICY_PATH, POLICY_FILE_NAME, POLICY_VERSION, SharingStrategy
-from .reclaim.planner import Share
+from .contract import BACKENDS, CONSUMER_FIELDS, DEFAULT_REBORROW_BACKOFF_S, ENV_POLICY_PATH, POLICY_FILE_NAME, POLICY_VERSION, SharingStrategy
+from .reclaim.planner import Settings, Share
 
 
 class PolicyError(ValueError):
@@ -34,6 +35,13 @@ class PoolPolicy:
     backend: str
     capacity: dict[str, int]
     shares: tuple[Share, ...]
+    # the pool's anti-thrash settings (governance file ``reclaim``); absent: the planner defaults
+    reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
+    borrow_horizon_s: float | None = None
+
+    def settings(self, base: Settings = Settings()) -> Settings:
+        """``base`` (the controller's tick-wide limits) with this pool's reclaim settings."""
+        return replace(base, reborrow_backoff_s=self.reborrow_backoff_s, borrow_horizon_s=self.borrow_horizon_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +151,11 @@ class _Reader:
         self.expect(data.get("name"), str, f"{path}.name", "a string")
         shares = data.get("shares", [])
         self.expect(shares, list, f"{path}.shares", "a list")
+        reclaim = data.get("reclaim", {})
+        if not self.expect(reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s and borrow_horizon_s"):
+            reclaim = {}
+        backoff = self.seconds(reclaim.get("reborrow_backoff_s", DEFAULT_REBORROW_BACKOFF_S), f"{path}.reclaim.reborrow_backoff_s", positive=False)
+        horizon = reclaim.get("borrow_horizon_s")
         return PoolPolicy(
             name=str(data.get("name")),
             backend=str(data.get("backend")),
@@ -152,7 +165,17 @@ class _Reader:
                 for i, s in enumerate(shares if isinstance(shares, list) else [])
                 if self.expect(s, dict, f"{path}.shares[{i}]", "an object")
             ),
+            reborrow_backoff_s=backoff,
+            borrow_horizon_s=None if horizon is None else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
         )
+
+    def seconds(self, value: Any, path: str, *, positive: bool) -> float:
+        allowed = "a finite number of seconds " + ("> 0" if positive else ">= 0")
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if number is None or not math.isfinite(number) or number < 0 or (positive and number == 0):
+            self.problems.append(f"{path}: {value!r} - {allowed}")
+            return 0.0
+        return float(number)
 
     def share(self, data: dict, path: str) -> Share:
         try:

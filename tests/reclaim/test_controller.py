@@ -21,7 +21,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter, parse_squeue  # noqa: E402
+from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter, parse_squeue, slurm_time_limit  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import ActionKey, Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 
@@ -181,6 +181,14 @@ def test_emf_metrics_per_share(ledger_table):
     json.dumps(records)  # every record is one JSON log line
 
 
+def test_a_fair_share_jobs_timeout_is_its_declared_run_time():
+    client, stubber = stubbed("batch")  # DescribeJobs responses checked against the real JobDetail shape
+    expect_read(stubber, running=[{**RUNNING[0], "timeout": {"attemptDurationSeconds": 7_200}}, *RUNNING[1:]], waiting=[])
+    with stubber:
+        state = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")).read(NOW)
+    assert {j.job_id: j.max_run_time_s for j in state.running} == {"borrow-big": 7_200, "borrow-small": None, "base": None}
+
+
 def test_quota_share_queues_are_observed_only(ledger_table):
     client, stubber = stubbed("batch")
     stubber.add_response(
@@ -200,11 +208,11 @@ def test_quota_share_queues_are_observed_only(ledger_table):
 
 
 SQUEUE_OUTPUT = "\n".join([
-    "101|research|research.borrow|RUNNING|2|2027-01-15T08:00:00|2027-01-15T07:59:00|0|None",
-    "102|research|research.standard|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00|1|None",
-    "103|training|training.urgent|PENDING|3|N/A|2027-01-15T08:10:00|0|Resources",
-    "104|outsider|outsider.x|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00|0|None",
-    "105|training|training.urgent|PENDING|1|N/A|2027-01-15T08:10:00|0|JobHeldUser",
+    "101|research|research.borrow|RUNNING|2|2027-01-15T08:00:00|2027-01-15T07:59:00|0|30:00|None",
+    "102|research|research.standard|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00|1|UNLIMITED|None",
+    "103|training|training.urgent|PENDING|3|N/A|2027-01-15T08:10:00|0|1-02:04:00|Resources",
+    "104|outsider|outsider.x|RUNNING|1|2027-01-15T06:00:00|2027-01-15T05:00:00|0|1:00|None",
+    "105|training|training.urgent|PENDING|1|N/A|2027-01-15T08:10:00|0|NOT_SET|JobHeldUser",
     "gg-end-of-queue",
 ])
 
@@ -245,6 +253,24 @@ def test_parse_squeue_maps_accounts_qos_and_skips_outsiders_and_held_jobs():
     running, pending = parse_squeue(SQUEUE_OUTPUT, POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
     assert {j.job_id: (j.priority, j.count, j.times_preempted) for j in running} == {"101": (0, 2, 0), "102": (50, 1, 1)}
     assert {j.job_id: (j.priority, j.count) for j in pending} == {"103": (90, 3)}  # 105 is held: it cannot start
+    # squeue's TimeLimit (--time) is the declared run time; UNLIMITED declares none
+    assert {j.job_id: j.max_run_time_s for j in (*running, *pending)} == {"101": 1_800, "102": None, "103": 93_840}
+
+
+@pytest.mark.parametrize("limit, seconds", [
+    ("30", 1_800), ("45:30", 2_730), ("1:00", 60), ("1:30:00", 5_400), ("2-0", 172_800), ("2-3:04", 183_840),
+    ("1-02:03:04", 93_784), ("UNLIMITED", None), ("INFINITE", None), ("NOT_SET", None), ("Partition_Limit", None), ("N/A", None),
+])
+def test_every_slurm_time_format_is_read(limit, seconds):
+    assert slurm_time_limit(limit) == seconds
+
+
+@pytest.mark.parametrize("limit", ["1:2:3:4", "1-", "1.5", "-5", "soon", "1-2-3"])
+def test_a_garbled_time_limit_is_an_error_not_a_guess(limit):
+    with pytest.raises(ValueError, match="is not a Slurm time"):
+        slurm_time_limit(limit)
+    with pytest.raises(RuntimeError, match="squeue line"):
+        parse_squeue(f"101|research|x|RUNNING|1|2027-01-15T08:00:00|N/A|0|{limit}|None\ngg-end-of-queue", POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
 
 
 def test_a_cut_short_squeue_output_is_never_planned_on(ledger_table):
@@ -254,7 +280,7 @@ def test_a_cut_short_squeue_output_is_never_planned_on(ledger_table):
     with pytest.raises(RuntimeError, match="squeue output ends without 'gg-end-of-queue'"):
         parse_squeue(truncated, POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
     with pytest.raises(RuntimeError, match=re.escape("squeue line '101|research|x|RUNNING|two|")):
-        parse_squeue("101|research|x|RUNNING|two|N/A|N/A|0|None\ngg-end-of-queue", POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
+        parse_squeue("101|research|x|RUNNING|two|N/A|N/A|0|30:00|None\ngg-end-of-queue", POLICY.pool("slurm"), POLICY, "ml.p5.48xlarge")
 
 
 def test_slurm_refuses_identifiers_that_could_inject_shell():
@@ -286,10 +312,29 @@ def test_handler_reads_policy_and_targets_from_the_environment(ledger_table, tmp
     assert result["pools"] == [{"pool": "ec2-gpu", "preemptions": 2, "starts": 1, "acted": 0, "failed": 0}]
 
 
+def test_handler_plans_each_pool_with_its_reclaim_settings_from_the_policy(ledger_table, tmp_path, monkeypatch):
+    policy_path = tmp_path / "policy.json"
+    policy_path.write_text(json.dumps({"version": 1, "organisation": "acme", "priority_classes": [], "capacity_windows": [], "pools": [
+        {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8}, "reclaim": {"reborrow_backoff_s": 7_200, "borrow_horizon_s": 600},
+         "shares": [{"name": "research", "quota": {G6E: 8}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]}]}))
+    client, stubber = stubbed("batch")
+    expect_read(stubber, running=[], waiting=[batch_job("w", "research", "RUNNABLE")])
+    planned_with = []
+    monkeypatch.setattr(controller, "plan_tick", lambda state, settings: planned_with.append(settings) or controller.Plan(starts=(), preemptions=(), capped=False))
+    monkeypatch.setattr(controller, "batch", client)
+    monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
+    for name, value in (("POLICY_PATH", str(policy_path)), ("LEDGER_TABLE", "ledger"), ("MIN_RUN_TIME_S", "30"),
+                        ("RECLAIM_TARGETS", json.dumps([{"pool": "ec2-gpu", "job_queue": QUEUE}]))):
+        monkeypatch.setenv(name, value)
+    with stubber:
+        controller.handler({}, None)
+    assert planned_with == [Settings(min_run_time_s=30, reborrow_backoff_s=7_200, borrow_horizon_s=600)]
+
+
 def test_slurm_borrowing_start_is_rerouted_to_the_borrow_partition(ledger_table):
     client, stubber = stubbed("ssm")
     adapter = SlurmAdapter(client, instance_id="i-0123456789abcdef0", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=lambda s: None)
-    expect_ssm(stubber, "squeue", "105|research|research.standard|PENDING|2|N/A|2027-01-15T07:00:00|0|Priority\ngg-end-of-queue", "11111111-2222-3333-4444-777777777777")
+    expect_ssm(stubber, "squeue", "105|research|research.standard|PENDING|2|N/A|2027-01-15T07:00:00|0|UNLIMITED|Priority\ngg-end-of-queue", "11111111-2222-3333-4444-777777777777")
     expect_ssm(stubber, "= 'PENDING|0' ]; then scontrol update JobId=105 Partition=borrow QOS=research.borrow && echo done", "done\n", "11111111-2222-3333-4444-888888888888")
     records = []
     with stubber:

@@ -83,6 +83,18 @@ def test_reclaim_takes_only_borrowed_capacity_even_when_one_guaranteed_job_would
     assert sorted(p.job_id for p in plan_tick(state).preemptions) == ["t-borrowed", "w-borrowed"]
 
 
+def test_a_reclaim_across_teams_takes_the_youngest_borrower_before_an_old_one_of_lower_priority():
+    # serving (critical) borrowed 10 minutes ago, platform (standard) a week ago: restarting
+    # platform's job would throw away a week of work, serving's ten minutes
+    state = pool(
+        [share("research", 1), share("serving", 0, Strategy.LEND_AND_BORROW), share("platform", 0, Strategy.LEND_AND_BORROW)],
+        [running("serving-new", "serving", 1, priority=90, started_at=NOW - 600), running("platform-week", "platform", 1, priority=50, started_at=NOW - 604_800)],
+        [pending("R", "research", 1)],
+        capacity=2,
+    )
+    assert [(p.job_id, p.kind) for p in plan_tick(state).preemptions] == [("serving-new", RECLAIM)]
+
+
 def test_checkpointable_and_recent_jobs_are_preempted_first_among_equals():
     state = pool(
         [RESEARCH_BORROWS, VISION_LENDS],

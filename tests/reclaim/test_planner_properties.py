@@ -11,6 +11,10 @@ from gpu_governance_runtime.reclaim.planner import (
     IN_SHARE,
     RECLAIM,
     Settings,
+    PendingJob,
+    PoolState,
+    RunningJob,
+    Share,
     Strategy,
     victim_order,
     apply_plan,
@@ -159,7 +163,8 @@ def test_a_requeued_job_that_cannot_checkpoint_borrows_only_after_its_backoff(st
     requeued = tuple(replace(j, times_preempted=times, submitted_at=state.now - requeued_ago) for j in state.pending)
     state = replace(state, pending=requeued)
     settings = replace(UNCAPPED, reborrow_backoff_s=1_800)
-    backoff_over = requeued_ago >= 1_800 * 2 ** (times - 1)
+    # from the requeue time as stored, as the planner does (now - ago + backoff may round to now)
+    backoff_over = state.now >= (state.now - requeued_ago) + 1_800 * 2 ** (times - 1)
     everyone = {**_running(state), **_pending(state)}
     for start in plan_tick(state, settings).starts:
         job = everyone[start.job_id]
@@ -167,3 +172,43 @@ def test_a_requeued_job_that_cannot_checkpoint_borrows_only_after_its_backoff(st
         in_backoff = not backoff_over if start.job_id in _pending(state) else True
         if not job.checkpointable and in_backoff:
             assert start.borrowed == 0, f"{start.job_id} borrowed {start.borrowed} during its backoff"
+
+
+@st.composite
+def full_pools_of_single_instance_borrowers(draw):
+    """A full pool: a lender whose quota borrowers hold, one-instance jobs of random priority,
+    age and checkpointing in two or three borrowing teams, and lender jobs inside its quota."""
+    teams = [f"b{i}" for i in range(draw(st.integers(2, 3)))]
+    size = draw(st.integers(2, 12))
+    shares = (Share(name="lender", quota={"p5": size}, strategy=Strategy.LEND),) + tuple(
+        Share(name=t, quota={}, strategy=Strategy.LEND_AND_BORROW) for t in teams
+    )
+    running = tuple(
+        RunningJob(job_id=f"r{i}", share=draw(st.sampled_from(teams)), instance_type="p5", count=1,
+                   priority=draw(st.integers(0, 9)), started_at=draw(st.integers(0, 9_000)) * 1.0,
+                   checkpointable=draw(st.booleans()))
+        for i in range(size)
+    )
+    pending = tuple(
+        PendingJob(job_id=f"p{i}", share="lender", instance_type="p5", count=1, priority=0, submitted_at=0.0)
+        for i in range(draw(st.integers(1, size)))
+    )
+    return PoolState(capacity={"p5": size}, shares=shares, running=running, pending=pending, now=10_000.0)
+
+
+@PROPERTY_SETTINGS
+@given(full_pools_of_single_instance_borrowers())
+def test_a_reclaim_takes_the_borrowed_jobs_that_lose_least_whatever_their_priority(state):
+    """Across teams, a reclaim throws away as little work as it can: no job left running on lent
+    capacity is checkpointable where a victim is not, or loses less work on a restart than a
+    victim of its kind, even if its priority is higher (reclaim_order)."""
+    plan = plan_tick(state, UNCAPPED)
+    assert len(plan.preemptions) == len(state.pending)  # one instance each: one victim per lender job
+
+    def cost(job):
+        return (not job.checkpointable, 0.0 if job.checkpointable else state.now - job.started_at)
+
+    preempted = {p.job_id for p in plan.preemptions}
+    victims = [j for j in state.running if j.job_id in preempted]
+    survivors = [j for j in state.running if j.job_id not in preempted]
+    assert max(map(cost, victims)) <= min(map(cost, survivors), default=(True, float("inf")))

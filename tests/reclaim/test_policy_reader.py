@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from constructs_lib.model.loader import load_model
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import load_model, parse_config
 from constructs_lib.model.policy import compile_policy
 from gpu_governance_runtime.policy import PolicyError, parse_policy, read_policy_file
-from gpu_governance_runtime.reclaim.planner import Share, Strategy
+from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 
 def test_reads_the_policy_compiled_from_the_default_organisation(tmp_path):
@@ -64,3 +66,55 @@ def test_unreadable_file_is_a_policy_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(PolicyError, match="cannot read a JSON policy document"):
         read_policy_file(path)
+
+
+OPENB = "benchmarks/openb-lend-and-borrow.yaml"
+
+
+def _with_reclaim(settings: str):
+    text = open(OPENB, encoding="utf-8").read().replace("      ml.g5.xlarge: 40\n", f"      ml.g5.xlarge: 40\n    reclaim: {settings}\n", 1)
+    return parse_config(text, "openb")
+
+
+def test_a_pools_reclaim_settings_reach_the_planner_settings_through_the_policy():
+    pool = parse_policy(compile_policy(_with_reclaim("{reborrow_backoff_seconds: 86400, borrow_horizon_seconds: 7200}"))).pool("openb")
+    base = Settings(min_run_time_s=120, max_preemptions_per_tick=5)
+    assert pool.settings(base) == replace(base, reborrow_backoff_s=86_400, borrow_horizon_s=7_200)
+    # unset: the planner's defaults, stated in the document all the same
+    default = compile_policy(_with_reclaim("{}"))["pools"][0]["reclaim"]
+    assert default == {"reborrow_backoff_s": Settings().reborrow_backoff_s, "borrow_horizon_s": None}
+    assert parse_policy(compile_policy(_with_reclaim("{}"))).pool("openb").settings(base) == base
+
+
+def test_hyperpod_eks_pools_have_no_reclaim_settings_kueue_reclaims():
+    model = load_model()
+    eks = [p for p in compile_policy(model)["pools"] if p["backend"] == "hyperpod_eks"]
+    assert eks and all("reclaim" not in p for p in eks)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ("{reborrow_backoff_seconds: -1}", "pools[0].reclaim.reborrow_backoff_seconds: invalid (-1) - at least 0"),
+    ("{borrow_horizon_seconds: 0}", "pools[0].reclaim.borrow_horizon_seconds: invalid (0) - at least 60"),
+    ("{reborrow_backoff_seconds: soon}", "pools[0].reclaim.reborrow_backoff_seconds:"),
+    ("{backoff: 60}", "pools[0].reclaim.backoff: invalid (60) - not a known setting"),
+])
+def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(settings, message):
+    with pytest.raises(GovernanceError) as error:
+        _with_reclaim(settings)
+    lines = str(error.value).splitlines()
+    assert any(line.startswith(message) for line in lines), lines
+
+
+@pytest.mark.parametrize("reclaim, message", [
+    ({"reborrow_backoff_s": -5}, "pools[0].reclaim.reborrow_backoff_s: -5 - a finite number of seconds >= 0"),
+    ({"reborrow_backoff_s": True}, "pools[0].reclaim.reborrow_backoff_s: True - a finite number of seconds >= 0"),
+    ({"borrow_horizon_s": 0}, "pools[0].reclaim.borrow_horizon_s: 0 - a finite number of seconds > 0"),
+    ({"borrow_horizon_s": float("inf")}, "pools[0].reclaim.borrow_horizon_s: inf - a finite number of seconds > 0"),
+    ([], "pools[0].reclaim: [] - an object with reborrow_backoff_s and borrow_horizon_s"),
+])
+def test_bad_reclaim_settings_in_the_policy_document_are_named(reclaim, message):
+    document = {"version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [],
+                "pools": [{"name": "p", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 1}, "shares": [], "reclaim": reclaim}]}
+    with pytest.raises(PolicyError) as error:
+        parse_policy(document)
+    assert message in str(error.value).splitlines()

@@ -282,3 +282,27 @@ def test_the_controller_may_list_and_describe_service_jobs(synthesized):
     actions = {a for p in synthesized.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
                for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert {"batch:GetJobQueueSnapshot", "batch:ListServiceJobs", "batch:DescribeServiceJob"} <= actions
+
+
+@pytest.mark.parametrize("stopping, timeout, declared", [
+    (None, 86_400, 86_400),  # the Batch attempt timeout
+    (7_200, 86_400, 7_200),  # the training job stops sooner by itself
+    (7_200, None, 7_200),
+    (None, None, None),  # neither: no declared run time
+])
+def test_a_described_job_declares_its_run_time(stopping, timeout, declared):
+    job = described("r-1", "research", P5, 2)
+    if stopping is not None:
+        payload = json.loads(job["serviceRequestPayload"])
+        job["serviceRequestPayload"] = json.dumps({**payload, "StoppingCondition": {"MaxRuntimeInSeconds": stopping}})
+    if timeout is None:
+        del job["timeoutConfig"]
+    client = boto3.client("batch", config=Config(retries={"max_attempts": 1}))
+    stubber = Stubber(client)  # the response is checked against DescribeServiceJob's real shape
+    stubber.add_response("get_job_queue_snapshot", snapshot(FULL, {"research": ["r-1"]}), {"jobQueue": QUEUE})
+    empty_listings(stubber, "production", "research")
+    stubber.add_response("describe_service_job", job, {"jobId": "r-1"})
+    empty_listings(stubber, "training")
+    with stubber:
+        state = BatchQuotaShareObserver(client, job_queue=QUEUE, pool=parse_policy(compile_policy(MODEL)).pool(POOL)).read(NOW)
+    assert {j.job_id: j.max_run_time_s for j in state.pending} == {"r-1": declared}

@@ -214,3 +214,19 @@ def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often
     for job_id, times in result.preempted_at.items():
         span = times[-1] - times[0]
         assert len(times) <= 1 + math.log2(1 + span / backoff), f"{job_id} preempted at {times}"
+
+
+def test_simulate_replays_with_the_pools_reclaim_settings_and_options_override_them(tmp_path, capsys):
+    config = tmp_path / "governance.yaml"
+    config.write_text(open("benchmarks/openb-lend-and-borrow.yaml").read().replace(
+        "      ml.g5.xlarge: 40\n", "      ml.g5.xlarge: 40\n    reclaim: {reborrow_backoff_seconds: 7200}\n", 1))
+    trace = tmp_path / "trace.csv"
+    # platform borrows 24 of 40 without checkpoints; serving takes its 20 back at the 120 tick
+    write_trace([job("borrow", "platform", 0, 1_000, 32), job("lender", "serving", 100, 500, 20, priority=90)], trace)
+
+    def makespan(*options):
+        assert main(["simulate", "--config", str(config), "--trace", str(trace), "--json", *options]) == 0
+        return json.loads(capsys.readouterr().out)["policy"]["makespan_s"]
+
+    assert makespan() == 120 + 7_200 + 1_000  # the file's backoff, as the controller would plan
+    assert makespan("--reborrow-backoff", "60") == 660 + 1_000  # restarts once serving's 500 s end

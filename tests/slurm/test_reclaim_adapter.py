@@ -250,3 +250,17 @@ def test_a_borrowing_start_is_moved_onto_the_borrow_partition(idle: Cluster, led
     assert moved.nodes == "gpu-2"  # steady's idle, lent node
     fields = run("squeue", "-h", "-j", waiting.id, "-O", "Partition:0|,QOS:0").stdout.strip()
     assert fields == "borrow|burst.borrow"
+
+
+def test_the_adapter_reads_each_jobs_time_limit_as_its_declared_run_time(idle: Cluster) -> None:
+    jobs = {}
+    for limit in ("90", "1-02:03:04", "45:30", None):  # minutes; D-H:M:S; M:S; none (the partition has no limit)
+        jobs[limit] = run("runuser", "-u", "carol", "--", "sbatch", "--parsable", "--account=burst", "--partition=burst", "--qos=burst.low",
+                          "--gres=gpu:1", *([f"--time={limit}"] if limit else []), "--chdir=/tmp", "--output=/dev/null",
+                          "--wrap", "sleep 600").stdout.strip().split(";")[0]
+
+    state = adapter(LocalRunCommand()).read(time.time())
+
+    declared = {j.job_id: j.max_run_time_s for j in (*state.running, *state.pending)}
+    # Slurm keeps limits in whole minutes, rounding up: 1-02:03:04 is printed 1-02:04:00, 45:30 is 46:00
+    assert declared == {jobs["90"]: 5_400, jobs["1-02:03:04"]: 93_840, jobs["45:30"]: 2_760, jobs[None]: None}

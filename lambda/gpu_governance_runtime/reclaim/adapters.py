@@ -109,6 +109,7 @@ class BatchFairShareAdapter:
             count=int(instances), priority=int(job.get("schedulingPriority", 0)),
             checkpointable=tags.get(TAG_CHECKPOINTABLE, "false").lower() == "true",
             times_preempted=len(job.get("attempts", [])),
+            max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
         )
 
     def attempt_of(self, job_id: str) -> str:
@@ -181,7 +182,7 @@ class BatchQuotaShareObserver:
                 if size is not None:
                     # ListServiceJobs has no priority; the metrics this observer feeds do not use it
                     pending.append(PendingJob(job_id=job["jobId"], share=share, instance_type=size[0], count=size[1], priority=0,
-                                              submitted_at=job.get("createdAt", now * 1000) / 1000))
+                                              submitted_at=job.get("createdAt", now * 1000) / 1000, max_run_time_s=service_job_time_limit(job)))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
 
     def _runnable(self, share: str) -> list[dict]:
@@ -238,11 +239,28 @@ def service_job_size(job: dict, capacity: Mapping[str, int]) -> tuple[str, int] 
     return next(((t, n) for t, n in usage if t in capacity), None)
 
 
+def service_job_time_limit(job: dict) -> float | None:
+    """Seconds a service job may run at most (``DescribeServiceJob`` only; listings carry neither):
+    the shorter of the Batch attempt timeout (``timeoutConfig``) and the training job's own
+    ``StoppingCondition.MaxRuntimeInSeconds`` in its request; None when neither is given."""
+    limits = [_seconds(job.get("timeoutConfig", {}).get("attemptDurationSeconds"))]
+    try:
+        limits.append(_seconds(json.loads(job.get("serviceRequestPayload") or "{}").get("StoppingCondition", {}).get("MaxRuntimeInSeconds")))
+    except (ValueError, TypeError, AttributeError):
+        pass  # an unreadable request declares nothing
+    return min((limit for limit in limits if limit is not None), default=None)
+
+
+def _seconds(value: Any) -> float | None:
+    """A declared limit in seconds; None unless a positive whole number."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 # --- Slurm on HyperPod through SSM ----------------------------------------------------------------
 
 # One line per job (per array task with --array, so every id is one scontrol can name), fields
 # '|'-separated and unpadded (size 0).
-SQUEUE_FORMAT = "JobArrayID:0|,Account:0|,QOS:0|,State:0|,NumNodes:0|,StartTime:0|,SubmitTime:0|,RestartCnt:0|,Reason:0"
+SQUEUE_FORMAT = "JobArrayID:0|,Account:0|,QOS:0|,State:0|,NumNodes:0|,StartTime:0|,SubmitTime:0|,RestartCnt:0|,TimeLimit:0|,Reason:0"
 # SSM returns only the first 24,000 characters of output: this last line proves the queue was read whole.
 END_OF_QUEUE = "gg-end-of-queue"
 # Pending for these reasons a job cannot start however much capacity is free (held, waiting on
@@ -344,7 +362,8 @@ def _checked(value: str, pattern: re.Pattern) -> str:
 def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: str) -> tuple[list[RunningJob], list[PendingJob]]:
     """The governed accounts' jobs in the output of :func:`squeue_command`, as planner jobs. The
     QoS ``<team>.<class>`` gives the priority; a borrow QoS job runs at priority 0. Slurm's
-    restart count is the number of times a job was preempted (requeued)."""
+    restart count is the number of times a job was preempted (requeued); its time limit is the
+    job's declared maximum run time (``--time``), which the planner's borrow horizon reads."""
     lines = output.splitlines()
     if not lines or lines[-1].strip() != END_OF_QUEUE:
         raise RuntimeError(f"squeue output ends without {END_OF_QUEUE!r}: more than SSM's 24,000 characters, or cut short; not planning on part of the queue")
@@ -352,14 +371,15 @@ def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: s
     weights = {p.name: p.weight for p in policy.priority_classes}
     running, pending = [], []
     for line in lines[:-1]:
-        parts = line.strip().split("|", 8)
-        if len(parts) != 9 or parts[1] not in shares:
+        parts = line.strip().split("|", 9)
+        if len(parts) != 10 or parts[1] not in shares:
             continue
-        job_id, account, qos, state, nodes, start, submit, restarts, reason = parts
+        job_id, account, qos, state, nodes, start, submit, restarts, limit, reason = parts
         priority_class = qos.split(".", 1)[1] if qos.startswith(account + ".") else ""
         try:
             fields = dict(job_id=job_id, share=account, instance_type=instance_type, count=int(nodes),
-                          priority=weights.get(priority_class, 0), checkpointable=False, times_preempted=int(restarts))
+                          priority=weights.get(priority_class, 0), checkpointable=False, times_preempted=int(restarts),
+                          max_run_time_s=slurm_time_limit(limit))
             if state == "RUNNING":
                 running.append(RunningJob(started_at=_utc(start), **fields))
             elif reason not in NOT_STARTABLE:
@@ -367,6 +387,29 @@ def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: s
         except ValueError as error:
             raise RuntimeError(f"squeue line {line!r}: {error}") from None
     return running, pending
+
+
+# Time limits that are no limit, or none set: the job declares no run time.
+NO_TIME_LIMIT = frozenset({"", "UNLIMITED", "INFINITE", "NOT_SET", "N/A", "NONE", "PARTITION_LIMIT"})
+_SLURM_TIME = re.compile(r"(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?")
+
+
+def slurm_time_limit(text: str) -> float | None:
+    """Seconds of a Slurm time limit as squeue / scontrol / sacct print it or ``--time`` takes it:
+    "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S"; None for no limit ("UNLIMITED", "NOT_SET",
+    "Partition_Limit", ...). Anything else raises ValueError."""
+    text = text.strip()
+    if text.upper() in NO_TIME_LIMIT:
+        return None
+    match = _SLURM_TIME.fullmatch(text)
+    if match is None:
+        raise ValueError(f"time limit {text!r} is not a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED)")
+    days, a, b, c = (int(part) if part is not None else None for part in match.group("days", "a", "b", "c"))
+    if days is None:  # M, M:S, H:M:S
+        hours, minutes, seconds = (0, a, b or 0) if c is None else (a, b, c)
+    else:  # D-H, D-H:M, D-H:M:S
+        hours, minutes, seconds = a, b or 0, c or 0
+    return float((((days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
 def _utc(text: str) -> float:

@@ -10,7 +10,8 @@ Environment:
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
-  MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings
+  MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings (a pool's re-borrow backoff and
+                     borrow horizon are in the policy document, from the governance file's ``reclaim``)
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
   USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
                      {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
@@ -98,10 +99,11 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             continue
         try:
             now = time.time()
+            # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             if raises is None:
                 name = os.environ.get(ENV_RAISED_GUARANTEES)
                 raises = raised_reader.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
-            results.append(run_tick(target["pool"], adapter, ledger, settings=settings, dry_run=dry_run, namespace=namespace, now=now,
+            results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=now,
                                     time_left=time_left, raises=raises))
         except (ClientError, BotoCoreError, RuntimeError) as error:
             _pool_failed(target["pool"], error, namespace)

@@ -19,8 +19,10 @@ Semantics (docs/reclaim.md explains them with examples):
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
   Borrowing never preempts another share; only in-share preemption is possible here.
 * Victims: jobs another share runs above its quota first, then (where the share enables it) the
-  share's own lower-priority jobs; inside each, lower priority, checkpointable, least work lost
-  (instances x time run, for jobs that restart from zero), most recently started, job id. Candidates are taken in that order until the job fits, then a reverse pass
+  share's own lower-priority jobs. Inside a share: lower priority, checkpointable, least work lost
+  (instances x time run, for jobs that restart from zero), most recently started, job id; across
+  the shares a reclaim takes from, checkpointable and least work lost come before priority
+  (``reclaim_order``). Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
 * Anti-thrash: a preemption always names the job it lets start; a job preempted before is
@@ -40,7 +42,7 @@ from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ..contract import SharingStrategy as Strategy, borrow_ceiling
+from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,13 +96,15 @@ class PendingJob:
 class Settings:
     """Anti-thrash and cost limits of one tick."""
 
-    min_run_time_s: float = 600.0
+    # One tick: a restarted victim is the cheapest one to take again, so protecting it longer makes
+    # a reclaim take an older job instead; the re-borrow backoff is what stops repeated loss.
+    min_run_time_s: float = 60.0
     max_preemptions_per_tick: int = 20
     max_preemption_searches_per_tick: int = 200
     # A preempted job that cannot checkpoint borrows again only reborrow_backoff_s x 2^(n-1) after
     # its n-th preemption (inside its own quota it restarts at once): a reclaimed job cannot go
     # straight back onto lent capacity and lose its work again (docs/reclaim.md, Anti-thrash).
-    reborrow_backoff_s: float = 3_600.0
+    reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
     # When set, a job that cannot checkpoint borrows only if it declares a maximum run time of at
     # most this many seconds: lent capacity is expected back within it. None: any such job borrows.
     borrow_horizon_s: float | None = None
@@ -302,6 +306,16 @@ def victim_order(job: RunningJob, now: float) -> tuple:
     return (job.priority, not job.checkpointable, lost, -job.started_at, job.job_id)
 
 
+def reclaim_order(job: RunningJob, now: float) -> tuple:
+    """Among the borrowed sets of other shares, reclaim first: checkpointable, least work lost,
+    then lower priority, most recently started, job id. Every candidate runs on lent capacity the
+    lender is owed, so the borrower's priority does not outweigh the work a restart throws away:
+    a critical team's ten-minute borrowed job goes before a standard team's week-old one
+    (Kueue's reclaimWithinCohort: Any takes borrowers regardless of priority too)."""
+    priority, not_checkpointable, lost, *rest = victim_order(job, now)
+    return (not_checkpointable, lost, priority, *rest)
+
+
 def reborrow_at(job: PendingJob, settings: Settings) -> float:
     """When a preempted job that cannot checkpoint may borrow again (exponential backoff)."""
     if job.checkpointable or not job.times_preempted:
@@ -494,7 +508,7 @@ class _TypePlanner:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
                     candidates += (
-                        ((0, *victim_order(v, self.state.now)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
+                        ((0, *reclaim_order(v, self.state.now)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
                     )
         if self.shares[job.share].in_share_preemption:
             candidates += (
