@@ -271,7 +271,7 @@ def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
 
 def _usage_entry(model: GovernanceModel, target: ReclaimTarget) -> dict:
     gpus = model.pool(target.pool).gpus_per_instance[target.instance_type]  # slurm_problems requires it for every type
-    return {**_target_entry(target), "gpus_per_instance": gpus}
+    return {**_target_entry(target, model), "gpus_per_instance": gpus}
 
 
 def _ssm_target_arn(stack: Stack, target_id: str) -> str:
