@@ -25,10 +25,10 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
 from ..contract import (
     BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
-    ENV_TOPIC_ARN, HYPERPOD_EKS,
+    ENV_SLURM_HEAD_NODES, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares
+from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares, slurm_window
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -39,13 +39,13 @@ REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
             "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
             "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
-    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
-                  "ExtendTrainingPlan", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
+    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
+                  "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
               "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
-    "ssm": ("GetParameter", "PutParameter"),
+    "ssm": ("GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
 }
 
 
@@ -61,7 +61,7 @@ class Clients:
     batch: Any
     eks: Any
     ecs: Any
-    ssm: Any  # publishes each team's active training plans (delivery.py)
+    ssm: Any  # publishes each team's active training plans (delivery.py); commands on Slurm head nodes (slurm_window.py)
 
 
 def _clients() -> Clients | None:
@@ -117,10 +117,14 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP,
                                       pools={p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}),
         sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: drained before the plan ends, resumed at the next
+        windows=windows, owned=report.owned, slurm_pools=[p.name for p in policy.pools if p.backend == HYPERPOD_SLURM],
+        head_nodes=json.loads(settings.get(ENV_SLURM_HEAD_NODES) or "{}"), sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
+        now=now, time_left=time_left)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] if "error" in r])
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
