@@ -68,7 +68,7 @@ class CapacityController(GovernanceController):
                  slurm_head_nodes: Mapping[str, str] | None = None) -> None:
         if not model.capacity_windows:  # before any resource exists: nothing half-built on bad props
             raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
-        self.slurm_head_nodes = _checked_head_nodes(model, dict(slurm_head_nodes or {}))
+        head_nodes = _checked_head_nodes(model, dict(slurm_head_nodes or {}))
         super().__init__(
             scope, id,
             controller_id=f"{model.organisation}-capacity",
@@ -80,6 +80,7 @@ class CapacityController(GovernanceController):
             role_description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)",
         )
         windows = model.capacity_windows
+        self.slurm_head_nodes = head_nodes
         declare_capacity_controller(self.role)
         self._add_function(
             handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(policy_json(model)),
