@@ -62,7 +62,7 @@ def test_ssm_commands_only_on_the_head_node_with_run_shell_script(template) -> N
 
 
 def test_node_listing_only_on_the_windows_cluster(template) -> None:
-    assert statements(template)['["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"]'] == [CLUSTER]
+    assert statements(template)['["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"]'] == CLUSTER
 
 
 def test_the_function_knows_the_head_nodes(template) -> None:
