@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -39,13 +40,18 @@ def policy_of(controller: CapacityController) -> str:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Template:
+def synthesized(tmp_path_factory) -> tuple[Template, Path]:
     app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = Stack(app, "Capacity", env=Environment(account="111122223333", region="us-east-1"))
     CapacityController(stack, "CapacityController", model=model([SLURM_WINDOW]), slurm_head_nodes={"hyperpod-slurm": HEAD})
     apply_standard_packs(app)
-    app.synth()  # raises ValidationFailed on any unacknowledged finding of any pack
-    return Template.from_stack(stack)
+    assembly = app.synth()  # raises ValidationFailed on any unacknowledged finding of any pack
+    return Template.from_stack(stack), Path(assembly.directory)
+
+
+@pytest.fixture(scope="module")
+def template(synthesized) -> Template:
+    return synthesized[0]
 
 
 def statements(template: Template) -> dict[str, object]:
@@ -68,6 +74,15 @@ def test_node_listing_only_on_the_windows_cluster(template) -> None:
 def test_the_function_knows_the_head_nodes(template) -> None:
     template.has_resource_properties("AWS::Lambda::Function", {
         "Environment": {"Variables": Match.object_like({"SLURM_HEAD_NODES": json.dumps({"hyperpod-slurm": HEAD})})}})
+
+
+def test_docs_give_every_acknowledgement_reason(synthesized) -> None:
+    from constructs_lib.cli.report import summarise
+
+    docs = "\n".join(path.read_text() for path in sorted((Path(__file__).parents[2] / "docs").glob("*.md")))
+    reasons = set(summarise(synthesized[1]).acknowledged.values())
+    assert any("ssm:GetCommandInvocation" in r for r in reasons)
+    assert not {r for r in reasons if r not in docs}
 
 
 def test_without_a_slurm_window_there_is_no_command_permission() -> None:
