@@ -14,7 +14,7 @@ import re
 from typing import Mapping
 
 from aws_cdk import (
-    ArnFormat, Duration, Stack, Token,
+    Annotations, ArnFormat, Duration, Stack, Token,
     aws_cloudwatch as cloudwatch, aws_events as events,
     aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_,
 )
@@ -59,7 +59,8 @@ class CapacityController(GovernanceController):
 
     ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
     its head node (``i-...`` or ``mi-...``), where the controller drains and resumes the window's
-    nodes (docs/capacity.md).
+    nodes (docs/capacity.md). A fed pool without one is a synth warning, and an error the
+    controller reports every run: its nodes are left as they are.
     """
 
     namespace = CAPACITY_NAMESPACE
@@ -81,6 +82,11 @@ class CapacityController(GovernanceController):
         )
         windows = model.capacity_windows
         self.slurm_head_nodes = head_nodes
+        unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
+        if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are
+            Annotations.of(self).add_warning_v2("gpu-governance:slurm-head-node", (
+                f"capacity windows feed hyperpod_slurm pools {unreached} but slurm_head_nodes names no head node for them: their nodes are "
+                "neither drained before a plan ends nor resumed after (the controller reports it every run, ConsumerErrors)"))
         declare_capacity_controller(self.role)
         self._add_function(
             handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(policy_json(model)),
@@ -269,20 +275,23 @@ class CapacityController(GovernanceController):
             route_alarm(alarm, model)
 
 
-def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> dict[str, str]:
-    """Exactly the ``hyperpod_slurm`` pools windows feed, each with an SSM target id."""
+def _slurm_pools_fed(model: GovernanceModel) -> list[str]:
     pools = {p.name: p for p in model.pools}
-    fed = sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == "hyperpod_instance_group"
-                  and pools.get(w.feeds.pool) is not None and pools[w.feeds.pool].backend == HYPERPOD_SLURM})
-    allowed = "the head node's SSM target id (i-<8 or 17 hex> or mi-<17 hex>)"
-    problems = [Problem(path=f"slurm_head_nodes.{pool}", wrong="missing: a window feeds this Slurm pool", value=None, allowed=allowed)
-                for pool in fed if pool not in head_nodes]
+    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == "hyperpod_instance_group"
+                   and pools.get(w.feeds.pool) is not None and pools[w.feeds.pool].backend == HYPERPOD_SLURM})
+
+
+def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> dict[str, str]:
+    """Head nodes only of ``hyperpod_slurm`` pools windows feed, each an SSM target id."""
+    fed = _slurm_pools_fed(model)
+    problems = []
     for pool, node in sorted(head_nodes.items()):
         if pool not in fed:
             problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="no capacity window feeds this hyperpod_slurm pool", value=pool,
                                     allowed=f"one of {fed}" if fed else "no slurm_head_nodes without such a window"))
         elif not isinstance(node, str) or (not Token.is_unresolved(node) and not SSM_TARGET.fullmatch(node)):
-            problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="not an SSM target id", value=node, allowed=allowed))
+            problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="not an SSM target id", value=node,
+                                    allowed="the head node's SSM target id (i-<8 or 17 hex> or mi-<17 hex>)"))
     if problems:
         raise GovernanceError(problems)
     return head_nodes

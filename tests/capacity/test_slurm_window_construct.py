@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from aws_cdk import App, Environment, Stack
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.core.errors import GovernanceError
@@ -93,8 +93,6 @@ def test_without_a_slurm_window_there_is_no_command_permission() -> None:
 
 
 @pytest.mark.parametrize("head_nodes, line", [
-    (None, "slurm_head_nodes.hyperpod-slurm: missing: a window feeds this Slurm pool (None) - the head node's SSM target id "
-           "(i-<8 or 17 hex> or mi-<17 hex>)"),
     ({"hyperpod-slurm": "i-0123; reboot"}, "slurm_head_nodes.hyperpod-slurm: not an SSM target id ('i-0123; reboot') - the head node's "
                                            "SSM target id (i-<8 or 17 hex> or mi-<17 hex>)"),
     ({"hyperpod-slurm": HEAD, "sagemaker-training": HEAD}, "slurm_head_nodes.sagemaker-training: no capacity window feeds this "
@@ -106,3 +104,11 @@ def test_head_nodes_are_checked_before_anything_is_built(head_nodes, line) -> No
         CapacityController(stack, "C", model=model([SLURM_WINDOW]), slurm_head_nodes=head_nodes)
     assert str(raised.value).splitlines() == [line]
     assert stack.node.try_find_child("C") is None or not stack.node.find_child("C").node.children
+
+
+def test_a_fed_pool_without_a_head_node_synthesizes_with_a_warning_and_no_command_permission() -> None:
+    stack = Stack(App(), "NoHead", env=Environment(account="111122223333", region="us-east-1"))
+    controller = CapacityController(stack, "C", model=model([SLURM_WINDOW]))
+    Annotations.from_stack(stack).has_warning("/NoHead/C", Match.string_like_regexp(
+        r"capacity windows feed hyperpod_slurm pools \['hyperpod-slurm'\] but slurm_head_nodes names no head node"))
+    assert "ssm:SendCommand" not in policy_of(controller)
