@@ -130,7 +130,7 @@ def test_at_lower_lead_nodes_without_a_reason_are_drained_and_an_admins_drain_is
     assert result["left_alone"] == {NAMES[2]: ADMIN_REASON} and "requeue" not in result  # jobs keep running until REQUEUE_LEAD
     drain = sent[1]
     assert len(drain) == 2 and all(f"Reason='Reason={OURS}'" not in c and f"'Reason={OURS}'" in c and "State=DRAIN" in c for c in drain)
-    assert records(ledger) == [(f"slurm-nodes#{CLUSTER}/{GROUP}", "done", {"drain": NAMES[:2], "window": WINDOW.name, "done": NAMES[:2], "skipped": {}})]
+    assert records(ledger) == [(f"slurm-nodes#{CLUSTER}/{GROUP}", "done", {"drain": NAMES[:2], "window": WINDOW.name, "done": NAMES[:2], "skipped": {}, "failed": []})]
 
 
 def test_near_the_end_jobs_still_running_are_requeued_only_as_read(aws):
@@ -208,6 +208,21 @@ def test_the_next_plan_resumes_only_the_controllers_drains(aws):
     assert result["resume"] == {"done": [NAMES[0]], "skipped": {NAMES[1]: f"now {ADMIN_REASON}"}}
     assert len(sent[1]) == 2 and all("State=RESUME" in c and f"{slurm_window.MARKER}" in c for c in sent[1])
     assert [(status, details["resume"]) for _, status, details in records(ledger)] == [("done", NAMES[:2])]
+
+
+def test_a_node_whose_scontrol_failed_is_reported_and_tried_again(aws):
+    _, sm_stub, _, ssm_stub, _, ledger = aws
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, slurm_shows({}))
+    ssm_answers(ssm_stub, f"{NAMES[0]} drained\n{NAMES[2]} drained\n")  # node 1's scontrol failed: no answer line
+    (result,) = run(aws, DRAINING)
+    assert result["drain"] == {"done": [NAMES[0], NAMES[2]], "failed": [NAMES[1]], "error": f"drain failed for {[NAMES[1]]}"}
+    assert result["error"] == f"drain failed for {[NAMES[1]]}" and records(ledger)[0][2]["failed"] == [NAMES[1]]
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, slurm_shows({0: OURS, 2: OURS}))
+    ssm_answers(ssm_stub, f"{NAMES[1]} drained\n")
+    (result,) = run(aws, DRAINING + timedelta(minutes=15))
+    assert result["drain"] == {"done": [NAMES[1]]} and "error" not in result
 
 
 def test_a_node_outside_the_owners_partition_is_reported(aws):

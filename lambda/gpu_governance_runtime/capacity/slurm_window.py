@@ -173,26 +173,26 @@ def _converge(label: dict[str, Any], cluster: str, group: str, fed: list[Window]
         return {**label, "nodes": [], "changed": False}
     nodes, jobs = parse_read(head.run(read_commands(names)))
     window = next(w for w in fed if w.name == plan.window)
-    result: dict[str, Any] = {**label, "window": window.name, "plan": plan.id, "ends": plan.end.isoformat(), "nodes": names, "changed": False}
+    result: dict[str, Any] = {**label, "window": window.name, "plan": plan.id, "ends": plan.end.isoformat(), "nodes": names}
+    errors = []
     if step == "serve":
         changes = {n: resume_command(n) for n, s in sorted(nodes.items()) if s["reason"].startswith(MARKER)}
         outside = sorted(n for n, s in nodes.items() if window.team not in s["partitions"])
         if outside:  # the owner cannot use them: the governance script has not been applied since they came
-            result["error"] = (f"nodes {outside} of instance group {group} are not in partition {window.team}: "
-                               "re-apply the Slurm governance (its SSM document) so they join it")
+            errors.append(f"nodes {outside} of instance group {group} are not in partition {window.team}: "
+                          "re-apply the Slurm governance (its SSM document) so they join it")
     else:
         reason = f"{MARKER} {window.name} ends {plan.end:%Y-%m-%dT%H:%MZ}"
         changes = {n: drain_command(n, reason) for n, s in sorted(nodes.items()) if s["reason"] == "none"}
         result["left_alone"] = {n: s["reason"] for n, s in sorted(nodes.items()) if s["reason"] != "none" and not s["reason"].startswith(MARKER)}
-    verb = "resume" if step == "serve" else "drain"
-    result[verb] = _act(f"slurm-nodes#{cluster}/{group}", verb, changes, window, head, ledger, now)
+    acted = {("resume" if step == "serve" else "drain"): (f"slurm-nodes#{cluster}/{group}", changes)}
     if step == "requeue":
-        result["requeue"] = _act(f"slurm-requeue#{cluster}/{group}", "requeue",
-                                 {job: requeue_command(job, restarts) for job, restarts in sorted(jobs.items())}, window, head, ledger, now)
-    result["changed"] = any(result.get(k, {}).get("done") for k in ("resume", "drain", "requeue"))
-    if any("error" in result.get(k, {}) for k in ("resume", "drain", "requeue")):
-        result["error"] = "; ".join(result[k]["error"] for k in ("resume", "drain", "requeue") if "error" in result.get(k, {}))
-    return result
+        acted["requeue"] = (f"slurm-requeue#{cluster}/{group}", {job: requeue_command(job, n) for job, n in sorted(jobs.items())})
+    for verb, (key, commands) in acted.items():
+        result[verb] = _act(key, verb, commands, window, head, ledger, now)
+        errors += [result[verb]["error"]] if "error" in result[verb] else []
+    result["changed"] = any(result[verb].get("done") for verb in acted)
+    return {**result, **({"error": "; ".join(errors)} if errors else {})}
 
 
 def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head: HeadNode, ledger: Ledger, now: datetime) -> dict[str, Any]:
@@ -211,6 +211,8 @@ def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head:
         return {"error": f"{verb}: {error}"}
     outcome = dict(line.split(" ", 1) for line in output.splitlines() if " " in line)
     done = sorted(k for k, v in outcome.items() if v.strip() in ("drained", "resumed", "done"))
-    skipped = {k: v.strip() for k, v in sorted(outcome.items()) if k not in done}
-    ledger.record_action(action, status="done", details={**details, "done": done, "skipped": skipped}, now=now)
-    return {"done": done, **({"skipped": skipped} if skipped else {})}
+    skipped = {k: v.strip() for k, v in sorted(outcome.items()) if k in commands and k not in done}
+    unanswered = sorted(set(commands) - set(outcome))  # its scontrol failed: the next run reads it and tries again
+    ledger.record_action(action, status="done", details={**details, "done": done, "skipped": skipped, "failed": unanswered}, now=now)
+    return {"done": done, **({"skipped": skipped} if skipped else {}),
+            **({"failed": unanswered, "error": f"{verb} failed for {unanswered}"} if unanswered else {})}
