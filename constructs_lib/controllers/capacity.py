@@ -9,9 +9,12 @@ Minimal use, in the capacity account's stack::
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Mapping
 
 from aws_cdk import (
-    ArnFormat, Duration, Stack,
+    Annotations, ArnFormat, Duration, Stack, Token,
     aws_cloudwatch as cloudwatch, aws_events as events,
     aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_,
 )
@@ -19,24 +22,27 @@ from constructs import Construct
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES, raised_guarantees_parameter,
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, HYPERPOD_EKS, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
-from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.nag import declare_capacity_controller
 from constructs_lib.controllers.base import GovernanceController
+from constructs_lib.controllers.reclaim import _ssm_target_arn
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model.policy import policy_json
 
 TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
+# An SSM Run Command target: an EC2 instance or a hybrid managed instance.
+SSM_TARGET = re.compile(r"(i-[0-9a-f]{8}|i-[0-9a-f]{17}|mi-[0-9a-f]{17})")
 
 
 def capacity_controller_role_name(organisation: str) -> str:
@@ -54,13 +60,20 @@ class CapacityController(GovernanceController):
     ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
     ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
     ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``.
+
+    ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
+    its head node (``i-...`` or ``mi-...``), where the controller drains and resumes the window's
+    nodes (docs/capacity.md). A fed pool without one is a synth warning, and an error the
+    controller reports every run: its nodes are left as they are.
     """
 
     namespace = CAPACITY_NAMESPACE
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15)) -> None:
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15),
+                 slurm_head_nodes: Mapping[str, str] | None = None) -> None:
         if not model.capacity_windows:  # before any resource exists: nothing half-built on bad props
             raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
+        head_nodes = _checked_head_nodes(model, dict(slurm_head_nodes or {}))
         super().__init__(
             scope, id,
             controller_id=f"{model.organisation}-capacity",
@@ -72,6 +85,12 @@ class CapacityController(GovernanceController):
             role_description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)",
         )
         windows = model.capacity_windows
+        self.slurm_head_nodes = head_nodes
+        unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
+        if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are
+            Annotations.of(self).add_warning_v2("gpu-governance:slurm-head-node", (
+                f"capacity windows feed hyperpod_slurm pools {unreached} but slurm_head_nodes names no head node for them: their nodes are "
+                "neither drained before a plan ends nor resumed after (the controller reports it every run, ConsumerErrors)"))
         declare_capacity_controller(self.role)
         self._add_function(
             handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(policy_json(model)),
@@ -88,6 +107,7 @@ class CapacityController(GovernanceController):
             ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
             # The raises it applies, published for the reclaim controller (capacity/raised.py).
             **({ENV_RAISED_GUARANTEES: raised_guarantees_parameter(model.organisation)} if raising_windows(model) else {}),
+            **({ENV_SLURM_HEAD_NODES: json.dumps(self.slurm_head_nodes, sort_keys=True)} if self.slurm_head_nodes else {}),
         })
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)
@@ -208,6 +228,17 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
                 iam.PolicyStatement(actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas),
             ]
+        slurm_statements = []
+        if self.slurm_head_nodes:  # the window's nodes drained and resumed on the head node (capacity/slurm_window.py)
+            document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
+                                        arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+            slurm_clusters = sorted({pools[pool].cluster_arn for pool in self.slurm_head_nodes})
+            slurm_statements = [
+                iam.PolicyStatement(actions=["ssm:SendCommand"],
+                                    resources=[document, *(_ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items()))]),
+                iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
+                iam.PolicyStatement(actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters),
+            ]
         plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
         if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
@@ -217,7 +248,7 @@ class CapacityController(GovernanceController):
         if raising_windows(model):  # the raises applied, for the reclaim controller (capacity/raised.py)
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
                 stack.format_arn(service="ssm", resource="parameter", resource_name=raised_guarantees_parameter(model.organisation).lstrip("/"))]))
-        for statement in statements + requeue_statements + cluster_statements:
+        for statement in statements + requeue_statements + cluster_statements + slurm_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")
         acknowledge(policy, "The purchase permission must stay with this one role: an inline policy cannot be attached to "
@@ -230,7 +261,9 @@ class CapacityController(GovernanceController):
             policy, [r for s in statements for r in s.resources] + ["*"],
             "Describe/List/Search calls support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
-            "launch template and compute quota ARNs carry ids, not the names the governance file declares.",
+            "launch template and compute quota ARNs carry ids, not the names the governance file declares."
+            + (" ssm:GetCommandInvocation supports none either: it reads the output of commands this role sent, and ssm:SendCommand "
+               "is limited to AWS-RunShellScript on the declared Slurm head nodes." if slurm_statements else ""),
         )
         if cluster_statements:
             acknowledge_update_cluster(policy)
@@ -278,3 +311,25 @@ class CapacityController(GovernanceController):
             alarm = self._add_alarm(self, name, source, threshold=threshold, periods=periods, description=description,
                                     comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
             route_alarm(alarm, model)
+
+
+def _slurm_pools_fed(model: GovernanceModel) -> list[str]:
+    pools = {p.name: p for p in model.pools}
+    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == "hyperpod_instance_group"
+                   and pools.get(w.feeds.pool) is not None and pools[w.feeds.pool].backend == HYPERPOD_SLURM})
+
+
+def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> dict[str, str]:
+    """Head nodes only of ``hyperpod_slurm`` pools windows feed, each an SSM target id."""
+    fed = _slurm_pools_fed(model)
+    problems = []
+    for pool, node in sorted(head_nodes.items()):
+        if pool not in fed:
+            problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="no capacity window feeds this hyperpod_slurm pool", value=pool,
+                                    allowed=f"one of {fed}" if fed else "no slurm_head_nodes without such a window"))
+        elif not isinstance(node, str) or (not Token.is_unresolved(node) and not SSM_TARGET.fullmatch(node)):
+            problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="not an SSM target id", value=node,
+                                    allowed="the head node's SSM target id (i-<8 or 17 hex> or mi-<17 hex>)"))
+    if problems:
+        raise GovernanceError(problems)
+    return head_nodes

@@ -47,7 +47,9 @@ class EksNodeGroupFeed(_Frozen):
 
 class HyperPodInstanceGroupFeed(_Frozen):
     """A HyperPod instance group of a declared pool (which names its ``cluster_arn``), through a
-    training plan the controller points the group at while it is active."""
+    training plan the controller points the group at while it is active. On a ``hyperpod_slurm``
+    pool the group is the window's own and joins its team's partition only; the controller drains
+    its nodes before each plan ends (``model/slurm.py``, docs/capacity.md)."""
 
     kind: Literal["hyperpod_instance_group"]
     pool: str

@@ -2,7 +2,9 @@
 
 Capacity is physical, order is QoS: each team's quota becomes its own HyperPod instance groups
 behind a partition only its account may use; lending teams' nodes (and unassigned capacity)
-also form the ``borrow`` partition, reachable only through preemptible borrow QoS.
+also form the ``borrow`` partition, reachable only through preemptible borrow QoS. A capacity
+window feeding an instance group of the pool adds that group to its owner's partition only: what
+the window's training plan brings is the owner's alone, never lent.
 """
 
 from __future__ import annotations
@@ -112,6 +114,15 @@ def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[In
     return tuple(groups)
 
 
+def window_instance_groups(model: GovernanceModel, pool_name: str) -> dict[str, str]:
+    """Instance group -> owning team, for every capacity window feeding a group of this pool."""
+    return {w.feeds.instance_group: w.team for w in model.capacity_windows if _feeds(w, pool_name)}
+
+
+def _feeds(window, pool_name: str) -> bool:
+    return window.feeds.kind == "hyperpod_instance_group" and window.feeds.pool == pool_name
+
+
 def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
     problems = data_root_problems(data_root) + slurm_problems(model, pool_name)
@@ -121,6 +132,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
     pool = _slurm_pool(model, pool_name)
     teams = model.teams_in(pool.name)
     groups = hyperpod_instance_groups(model, pool_name)
+    window_groups = window_instance_groups(model, pool_name)
 
     classes = sorted(model.priority_classes, key=lambda c: (-c.weight, c.name))
     borrowers = [t for t in teams if t.sharing.borrows]
@@ -144,7 +156,8 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
         users += [SlurmUser(name=member, account=team.name) for member in members]
         partitions.append(SlurmPartition(
             name=team.name,
-            instance_groups=tuple(g.name for g in groups if g.owner == team.name),
+            # The team's quota groups, then the groups its capacity windows feed (never lent: not in `borrow`).
+            instance_groups=tuple(g.name for g in groups if g.owner == team.name) + tuple(sorted(g for g, owner in window_groups.items() if owner == team.name)),
             allow_accounts=(team.name,),
             allow_qos=tuple(own_qos),
         ))
@@ -247,8 +260,37 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, not a POSIX name", value=arn, allowed="a role or user name of at most 32 of a-z, 0-9, '_', '-', not starting with a digit or '-'"))
             elif users.setdefault(name, arn) != arn:
                 problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, as does {users[name]}", value=arn, allowed="principals whose names differ"))
+    problems += _window_problems(model, pool, teams, groups)
     for group in groups:
         if not INSTANCE_GROUP_NAME.fullmatch(group.name):
             path = f"teams[{team_index[group.owner]}].quotas" if group.owner in team_index else f"{pool_path}.capacity"
             problems.append(Problem(path=path, wrong="gives a HyperPod instance group name over 63 characters", value=group.name, allowed="a shorter team name or instance type"))
+    return problems
+
+
+def _window_problems(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, ...], groups: tuple[InstanceGroup, ...]) -> list[Problem]:
+    """A window's instance group joins its owner's partition and is drained before each plan
+    ends: it must be a group of its own, and the owner must have a partition in the pool."""
+    problems: list[Problem] = []
+    generated = {g.name: g.owner for g in groups}
+    members = sorted(t.name for t in teams)
+    fed: dict[str, str] = {}
+    declared = {t.name for t in model.teams}
+    for index, window in enumerate(model.capacity_windows):
+        if not _feeds(window, pool.name):
+            continue
+        path, group = f"capacity_windows[{index}]", window.feeds.instance_group
+        if group in generated:
+            owner = generated[group]
+            whose = ("the pool's unassigned (lent) capacity" if owner == UNASSIGNED_OWNER
+                     else "the team's own quota, whose nodes the window's end would drain" if owner == window.team else f"team {owner}'s quota")
+            problems.append(Problem(path=f"{path}.feeds.instance_group", wrong=f"a group the pool generates for {whose}", value=group,
+                                    allowed=f"a group of the window's own, none of {sorted(generated)}"))
+        if window.team in declared and window.team not in members:
+            problems.append(Problem(path=f"{path}.team", wrong=f"has no quota in Slurm pool {pool.name}, so no partition for the window's nodes",
+                                    value=window.team, allowed=f"one of {members}"))
+        other = fed.setdefault(group, window.team)
+        if other != window.team:
+            problems.append(Problem(path=f"{path}.feeds.instance_group", wrong=f"also fed by a window of team {other}: its nodes would be in two teams' partitions",
+                                    value=group, allowed=f"a group only team {window.team}'s windows feed"))
     return problems

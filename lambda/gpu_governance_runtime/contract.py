@@ -64,6 +64,7 @@ ENV_TOPIC_ARN = "TOPIC_ARN"
 ENV_BUDGET = "GPU_GOVERNANCE_BUDGET"  # capacity: the largest window budget, stated a second time
 ENV_PRICE_CAP = "GPU_GOVERNANCE_PRICE_CAP"  # capacity: the largest price cap, stated a second time
 ENV_RECLAIM_TARGETS = "RECLAIM_TARGETS"
+ENV_SLURM_HEAD_NODES = "SLURM_HEAD_NODES"  # capacity: JSON {hyperpod_slurm pool: head node SSM target id}
 ENV_DRY_RUN = "DRY_RUN"
 ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"

@@ -387,8 +387,8 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("handler, modules", [
-    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py")),
-    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "capacity/raised_reader.py")),
+    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py")),
+    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "capacity/raised_reader.py")),
     ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
 ])
 def test_each_function_declares_exactly_the_operations_its_code_calls(handler, modules, monkeypatch):

@@ -237,3 +237,31 @@ def test_a_delivered_block_ec2_does_not_list_yet_is_found_in_the_ledger_and_rota
     assert result["run"]["planned"] == [] and result["run"]["uncovered"] == []
     stubbed.done()
     eks_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("head_nodes", [None, {"research-slurm": "i-0123456789abcdef0"}])
+def test_a_slurm_window_reaches_its_head_node_or_the_missing_one_is_counted(env, tmp_path, capsys, head_nodes):
+    stubbed, clients, settings, _ = env
+    window = {**HYPERPOD_WINDOW, "consumer": {**HYPERPOD_WINDOW["consumer"], "pool": "research-slurm", "instance_group": "research-window"}}
+    pool = {"name": "research-slurm", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 2}, "shares": []}
+    policy = tmp_path / "slurm.json"
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [pool], "capacity_windows": [window]}))
+    cluster = window["consumer"]["cluster_arn"]
+    summary = training_plan_summary(block("tpo-1", at(7, 9, 0), 1, per_hour="29", count=2, instance_type="ml.p5.48xlarge"),
+                                    "weekly-validation-202612070900-1", status="Active")
+    stubbed.owned()
+    stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": [summary]}, {})
+    stubbed.sm_stub.add_response("describe_cluster", {"ClusterArn": cluster, "ClusterStatus": "InService", "InstanceGroups": [
+        {"InstanceGroupName": "research-window", "InstanceType": "ml.p5.48xlarge", "TargetCount": 2, "TrainingPlanArn": summary["TrainingPlanArn"],
+         "ExecutionRole": "arn:aws:iam::111122223333:role/nodes"}]}, {"ClusterName": cluster})
+    if head_nodes:  # the plan's instances are not up yet: nothing to read on the head node
+        stubbed.sm_stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": []}, {"ClusterName": cluster, "InstanceGroupNameContains": "research-window"})
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, now=at(7, 9, 5),
+                     settings={**settings, "POLICY_PATH": str(policy), **({"SLURM_HEAD_NODES": json.dumps(head_nodes)} if head_nodes else {})})
+    [nodes] = result["slurm_nodes"]
+    errors = next(r for r in emf_records(capsys.readouterr().out) if "ConsumerErrors" in r)["ConsumerErrors"]
+    if head_nodes:
+        assert (nodes["phase"], nodes["nodes"], errors) == ("serve", [], 0)
+    else:
+        assert "no head node for Slurm pool research-slurm" in nodes["error"] and errors == 1
+    stubbed.done()

@@ -54,7 +54,7 @@ def _base_data() -> dict[str, Any]:
         {**common, "name": "eks-ng", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "eks_node_group", "launch_template_name": "gpu-launch", "cluster_name": "acme-eks", "nodegroup_name": "gpu-nodes"}},
         {**common, "name": "hp-ig", "instance_type": "ml.p5.48xlarge", "instance_count": 1, "feeds": {
-            "kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "research-p5-48xlarge"}},
+            "kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "research-window"}},
     ]
     return data
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,3 +165,41 @@ def governed_cluster(directory: Path) -> "Cluster":
     cluster.cancel_all()
     cluster.apply(governance_model())
     return cluster
+
+
+HEAD_NODE = "i-0123456789abcdef0"
+SSM_OUTPUT_LIMIT = 24_000  # GetCommandInvocation returns the first 24,000 characters of stdout
+# A head node whose clock is not in UTC and whose environment asks for relative times: the
+# adapter's commands must read the queue correctly all the same.
+HEAD_NODE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TZ": "Asia/Kolkata", "SLURM_TIME_FORMAT": "relative"}
+
+
+class LocalRunCommand:
+    """SSM Run Command, `AWS-RunShellScript` on the head node, run on this machine instead: like
+    the SSM agent's aws:runShellScript plugin it writes the commands to a script and runs it with
+    `sh`, and it reports like GetCommandInvocation (Success on exit 0, else Failed; the first
+    24,000 characters of output)."""
+
+    def __init__(self) -> None:
+        self.invocations: dict[str, dict] = {}
+        self.scripts: list[str] = []
+
+    def send_command(self, *, InstanceIds, DocumentName, Parameters, Comment):
+        assert (InstanceIds, DocumentName) == ([HEAD_NODE], "AWS-RunShellScript")
+        script = "\n".join(Parameters["commands"])
+        self.scripts.append(script)
+        with tempfile.NamedTemporaryFile("w", suffix=".sh") as file:
+            file.write(script + "\n")
+            file.flush()
+            result = subprocess.run(["sh", file.name], capture_output=True, text=True, timeout=60, env=HEAD_NODE_ENV, check=False)
+        command_id = str(uuid.uuid4())
+        self.invocations[command_id] = {
+            "Status": "Success" if result.returncode == 0 else "Failed",
+            "StandardOutputContent": result.stdout[:SSM_OUTPUT_LIMIT],
+            "StandardErrorContent": result.stderr[:8_000],
+        }
+        return {"Command": {"CommandId": command_id}}
+
+    def get_command_invocation(self, *, CommandId, InstanceId):
+        assert InstanceId == HEAD_NODE
+        return self.invocations[CommandId]

@@ -30,10 +30,11 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
 from ..contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
-    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_TOPIC_ARN, HYPERPOD_EKS, STACK_EVENT_SOURCE,
+    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_SLURM_HEAD_NODES, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
+    STACK_EVENT_SOURCE,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares
+from . import controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -44,13 +45,13 @@ REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
             "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
             "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
-    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
-                  "ExtendTrainingPlan", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
+    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
+                  "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
               "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
-    "ssm": ("GetParameter", "PutParameter"),
+    "ssm": ("GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
 }
 
 
@@ -66,7 +67,7 @@ class Clients:
     batch: Any
     eks: Any
     ecs: Any
-    ssm: Any  # publishes each team's active training plans (delivery.py)
+    ssm: Any  # publishes each team's active training plans (delivery.py); commands on Slurm head nodes (slurm_window.py)
 
 
 def _clients() -> Clients | None:
@@ -128,6 +129,10 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["shares"] += shares.apply_compute_quotas(
         desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP, pools=raising[shares.INSTANCE_GROUP]),
         sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: drained before the plan ends, resumed at the next
+        windows=windows, owned=report.owned, slurm_pools=[p.name for p in policy.pools if p.backend == HYPERPOD_SLURM],
+        head_nodes=json.loads(settings.get(ENV_SLURM_HEAD_NODES) or "{}"), sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
+        now=now, time_left=time_left)
     if settings.get(ENV_RAISED_GUARANTEES):  # the reclaim controller counts what is raised now (raised.py)
         result["raised_guarantees"] = raised.publish(
             raised.applied(windows=windows, owned=report.owned, pools=raising, results=result["shares"], now=now),
@@ -137,7 +142,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + [result.get("raised_guarantees", {})]
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + [result.get("raised_guarantees", {})]
                           if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {

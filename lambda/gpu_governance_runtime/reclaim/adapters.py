@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import re
 import shlex
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +27,7 @@ from ..common import log
 from ..policy import Policy, PoolPolicy
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
+from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
 # Job tags (TAG_INSTANCES, TAG_INSTANCE_TYPE, TAG_CHECKPOINTABLE) describe what a Batch fair-share job holds (Batch does not say which instance
@@ -267,15 +267,12 @@ END_OF_QUEUE = "gg-end-of-queue"
 # another job or on its begin time; a requeued job waits about two minutes with BeginTime), so
 # nothing is preempted or moved for it.
 NOT_STARTABLE = frozenset({"JobHeldUser", "JobHeldAdmin", "Dependency", "DependencyNeverSatisfied", "BeginTime"})
-# Always fullmatch: with .match a `$` anchor accepts a trailing newline, i.e. a second shell line.
-_SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
-_SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def squeue_command(accounts: Iterable[str]) -> str:
     """The queue of the governed accounts, times in UTC ISO format whatever the head node's time
     zone or ``SLURM_TIME_FORMAT``."""
-    names = ",".join(_checked(a, _SLURM_NAME) for a in sorted(accounts))
+    names = ",".join(checked(a, SLURM_NAME) for a in sorted(accounts))
     return (f"TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array --states=RUNNING,PENDING "
             f"--account={shlex.quote(names)} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
 
@@ -287,37 +284,17 @@ class SlurmAdapter:
     def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
                  poll_seconds: float = 1.0, timeout_seconds: float = SSM_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep,
                  time_left: Callable[[], float] = lambda: float("inf")):
-        self.ssm, self.instance_id, self.instance_type = ssm, instance_id, instance_type
+        self.instance_id, self.instance_type = instance_id, instance_type
         self.pool, self.policy = pool, policy
-        self.poll_seconds, self.timeout_seconds, self.sleep, self.time_left = poll_seconds, timeout_seconds, sleep, time_left
+        self.timeout_seconds = timeout_seconds
+        self.head_node = HeadNode(ssm, instance_id=instance_id, comment="gpu-governance reclaim controller", poll_seconds=poll_seconds,
+                                  timeout_seconds=timeout_seconds, sleep=sleep, time_left=time_left)
         self.action_seconds = timeout_seconds + 5  # the wait plus sending the command
         self._restarts: dict[str, int] = {}
 
     def run(self, commands: list[str]) -> str:
-        """Run shell commands on the head node and return their standard output; never waits
-        past the invocation's time left (less a margin to record the outcome)."""
-        wait = min(self.timeout_seconds, self.time_left() - 5)
-        if wait < self.poll_seconds:
-            raise RuntimeError(f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left")
-        sent = self.ssm.send_command(
-            InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript",
-            Parameters={"commands": commands}, Comment="gpu-governance reclaim controller",
-        )
-        command_id = sent["Command"]["CommandId"]
-        waited = 0.0
-        while True:
-            self.sleep(self.poll_seconds)
-            waited += self.poll_seconds
-            try:
-                result = self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
-            except self.ssm.exceptions.InvocationDoesNotExist:
-                result = {"Status": "Pending"}
-            if result["Status"] == "Success":
-                return result.get("StandardOutputContent", "")
-            if result["Status"] in ("Cancelled", "TimedOut", "Failed"):
-                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
-            if waited >= wait:
-                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s")
+        """Run shell commands on the head node (``slurm.ssm.HeadNode``) and return their output."""
+        return self.head_node.run(commands)
 
     def read(self, now: float) -> PoolState:
         output = self.run([squeue_command(s.name for s in self.pool.shares)])
@@ -329,13 +306,13 @@ class SlurmAdapter:
         return str(self._restarts.get(job_id, 0))
 
     def preempt(self, preemption: Preemption) -> ActionResult:
-        job_id = _checked(preemption.job_id, _SLURM_JOB_ID)
+        job_id = checked(preemption.job_id, SLURM_JOB_ID)
         return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}")
 
     def start(self, start: Start) -> ActionResult:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
-        job_id = _checked(start.job_id, _SLURM_JOB_ID)
-        qos = _checked(borrow_qos_name(start.share), _SLURM_NAME)
+        job_id = checked(start.job_id, SLURM_JOB_ID)
+        qos = checked(borrow_qos_name(start.share), SLURM_NAME)
         result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}")
         return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
 
@@ -343,20 +320,10 @@ class SlurmAdapter:
         """Run ``command`` only while the job is as read (state and restart count): a job that
         ended, started or was requeued since is left alone and reported ``skipped``."""
         expected = f"{state}|{self.attempt_of(job_id)}"
-        output = self.run([
-            f"now=$(squeue --noheader --array --jobs={shlex.quote(job_id)} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
-            f"if [ \"$now\" = {shlex.quote(expected)} ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi"
-        ])
+        output = self.run([if_unchanged(job_id, expected, command)])
         if output.strip() == "done":
             return ActionResult(job_id=job_id, outcome="done")
         return ActionResult(job_id=job_id, outcome="skipped", detail=f"{output.strip()}, read as {expected}")
-
-
-def _checked(value: str, pattern: re.Pattern) -> str:
-    # values end up in a shell command on the head node: only plain identifiers pass (and are quoted anyway)
-    if not pattern.fullmatch(value):
-        raise ValueError(f"refusing unsafe Slurm identifier {value!r}")
-    return value
 
 
 def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: str) -> tuple[list[RunningJob], list[PendingJob]]:

@@ -1,0 +1,66 @@
+"""Shell commands on a HyperPod Slurm head node through SSM Run Command (``AWS-RunShellScript``).
+
+One transport for every controller that acts on Slurm: the reclaim controller's adapter and the
+capacity controller's window nodes (``capacity/slurm_window.py``). Slurm offers no AWS API, so
+both send shell lines to the head node and read their standard output.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from typing import Any, Callable
+
+# Always fullmatch: with .match a `$` anchor accepts a trailing newline, i.e. a second shell line.
+SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def checked(value: str, pattern: re.Pattern) -> str:
+    # values end up in a shell command on the head node: only plain identifiers pass (and are quoted anyway)
+    if not pattern.fullmatch(value):
+        raise ValueError(f"refusing unsafe Slurm identifier {value!r}")
+    return value
+
+
+def if_unchanged(job_id: str, expected: str, command: str) -> str:
+    """Shell: run ``command`` only while the job shows ``expected`` (``State|RestartCnt``); prints
+    ``done``, or ``now <state|restarts>`` (``now gone`` for a job that ended), so a job that
+    ended, started or was requeued since it was read is left alone."""
+    return (f"now=$(squeue --noheader --array --jobs={shlex.quote(job_id)} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
+            f"if [ \"$now\" = {shlex.quote(expected)} ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi")
+
+
+class HeadNode:
+    """Runs shell commands on one head node (an SSM target id: ``i-...`` or ``mi-...``) and
+    returns their standard output; never waits past the invocation's time left (less a margin
+    to record the outcome). SSM returns only the first 24,000 characters of output."""
+
+    def __init__(self, ssm: Any, *, instance_id: str, comment: str, poll_seconds: float = 1.0, timeout_seconds: float = 20.0,
+                 sleep: Callable[[float], None] = time.sleep, time_left: Callable[[], float] = lambda: float("inf")):
+        self.ssm, self.instance_id, self.comment = ssm, instance_id, comment
+        self.poll_seconds, self.timeout_seconds, self.sleep, self.time_left = poll_seconds, timeout_seconds, sleep, time_left
+
+    def run(self, commands: list[str]) -> str:
+        wait = min(self.timeout_seconds, self.time_left() - 5)
+        if wait < self.poll_seconds:
+            raise RuntimeError(f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left")
+        sent = self.ssm.send_command(
+            InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript", Parameters={"commands": commands}, Comment=self.comment,
+        )
+        command_id = sent["Command"]["CommandId"]
+        waited = 0.0
+        while True:
+            self.sleep(self.poll_seconds)
+            waited += self.poll_seconds
+            try:
+                result = self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
+            except self.ssm.exceptions.InvocationDoesNotExist:
+                result = {"Status": "Pending"}
+            if result["Status"] == "Success":
+                return result.get("StandardOutputContent", "")
+            if result["Status"] in ("Cancelled", "TimedOut", "Failed"):
+                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
+            if waited >= wait:
+                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s")
