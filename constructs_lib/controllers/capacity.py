@@ -17,7 +17,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TOPIC_ARN, HYPERPOD_EKS, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
@@ -82,6 +82,7 @@ class CapacityController(GovernanceController):
             # A second, independent statement of the limits: the handler refuses a policy above them.
             ENV_BUDGET: str(max(w.budget.amount for w in windows)),
             ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
+            ENV_TICK_SECONDS: str(int(schedule.to_seconds())),  # the hours one scheduled run's block utilisation covers
         })
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)

@@ -68,7 +68,7 @@ ENV_DRY_RUN = "DRY_RUN"
 ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
-ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim: the schedule's interval, which one tick's usage covers
+ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim and capacity: the schedule's interval, which one tick's usage covers
 
 # --- tag keys ---------------------------------------------------------------------------------
 
@@ -111,11 +111,21 @@ RECLAIM_METRICS = (*SHARE_METRICS, *USAGE_METRICS, POOL_ERRORS, MISSING_API_OPER
 CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
                     "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",
                     "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")
+# Published by the capacity controller for chargeback (capacity/chargeback.py). Per Team, once per
+# purchase when the ledger records it (minus the fee when a bought block's payment fails):
+PURCHASE_FEES = "PurchaseFees"  # USD
+PURCHASE_FEE_DIMENSIONS = ("Team",)
+# Per active Capacity Block or training plan, on each scheduled run: its instance-hours over the run's
+# interval (a Sum over any period is that period's instance-hours), and the share of them in use.
+PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION = (
+    "PurchasedInstanceHours", "PurchasedUsedInstanceHours", "PurchasedUtilisation")
+PURCHASED_DIMENSIONS = ("Window", "Team", "Reservation")  # Reservation: the block's id or the plan's ARN
+CAPACITY_CHARGEBACK_METRICS = (PURCHASE_FEES, PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION)
 # Per Cluster, published by the HyperPod dedicated-nodes custom resource on each event.
 DEDICATED_GROUPS_UPDATED = "DedicatedGroupsUpdated"
 HYPERPOD_METRICS = (DEDICATED_GROUPS_UPDATED, MISSING_API_OPERATIONS)
 # Every metric name a function may publish (gpu_governance_runtime.common.metrics refuses others).
-METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *HYPERPOD_METRICS))
+METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *CAPACITY_CHARGEBACK_METRICS, *HYPERPOD_METRICS))
 
 # --- discovery: where a team's tooling finds its queue, roles, bucket, key and images ----------
 

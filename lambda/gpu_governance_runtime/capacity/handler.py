@@ -25,10 +25,10 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
 from ..contract import (
     BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP,
-    ENV_TOPIC_ARN, HYPERPOD_EKS,
+    ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, delivery, hyperpod, market, requests, requeue, rotation, shares
+from . import chargeback, controller, delivery, hyperpod, market, requests, requeue, rotation, shares
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -117,10 +117,14 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP,
                                       pools={p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}),
         sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    if chargeback.is_scheduled(event):  # only scheduled runs count instance-hours (chargeback.py says why)
+        result["utilisation"] = chargeback.publish_utilisation(
+            owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
+            tick_seconds=float(settings[ENV_TICK_SECONDS]), now=now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] if "error" in r])
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result.get("utilisation", []) if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
         "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
