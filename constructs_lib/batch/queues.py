@@ -131,6 +131,12 @@ class _GovernedQueue(Construct):
                 "team_name", "not a team of this queue", team_name, f"one of {[t.name for t in self.teams]}"
             )
 
+    def _tags_on_request(self, team_name: str) -> dict[str, str]:
+        """The ``aws:RequestTag`` conditions of a submission: the team tag, and the team's cost
+        centre when it declares one (``contract.submission_tags``, which members' tooling sends)."""
+        team = next(t for t in self.teams if t.name == team_name)
+        return {f"aws:RequestTag/{key}": value for key, value in contract.submission_tags(team.name, team.cost_centre).items()}
+
     def grant_submit(self, grantee: iam.IGrantable, team_name: str) -> iam.Grant:
         """Let ``grantee`` submit, watch, reprioritise and terminate jobs as ``team_name`` only."""
         return _combine(grantee, self.submit_statements(team_name))
@@ -259,7 +265,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
         and the required team tag scopes terminate and update to the team's own jobs."""
         self._require_team(team_name)
         service_jobs = self._job_arn("service-job")
-        team_tag_on_request = {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}}
+        team_tag_on_request = {"StringEquals": self._tags_on_request(team_name)}
         return [
             iam.PolicyStatement(
                 actions=["batch:SubmitServiceJob"],
@@ -360,9 +366,7 @@ class FairShareJobQueue(_GovernedQueue):
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
                 resources=[self.job_queue_arn, jobs],
-                conditions={
-                    "StringEquals": {"batch:ShareIdentifier": team_name, f"aws:RequestTag/{TEAM_TAG}": team_name}
-                },
+                conditions={"StringEquals": {"batch:ShareIdentifier": team_name, **self._tags_on_request(team_name)}},
             ),
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],

@@ -89,6 +89,13 @@ TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one poo
 TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the team's declared cost centre
 COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 
+
+def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:
+    """The tags every job a team submits must carry, which IAM requires at submission (the queues'
+    submit statements) and the discovery document tells the team's tooling to send: the team, and
+    its cost centre when it declares one."""
+    return {TAG_TEAM: team, **({TAG_COST_CENTRE: cost_centre} if cost_centre else {})}
+
 # --- metrics ----------------------------------------------------------------------------------
 
 RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
@@ -152,6 +159,7 @@ DISCOVERY_KEYS = (
     "submission_role_arn", "execution_role_arn",
     "bucket", "kms_key_arn", "kms_key_alias", "checkpoint_prefix",  # bucket and key ARN: null offline
     "ecr_repository_uri", "secrets_prefix", "team_tag",
+    "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
