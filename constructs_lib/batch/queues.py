@@ -14,6 +14,7 @@ from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as i
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.core.placement import team_scope
@@ -236,6 +237,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
             share.cfn_options.metadata = {
                 GOVERNANCE_METADATA: {"team": team.name, "preset": team.preset.value if team.preset else None}
             }
+            tag_for_cost_allocation(share, team, pool.name)  # Tags update in place (docs/chargeback.md)
             self.quota_shares[team.name] = share
 
     @staticmethod

@@ -218,3 +218,30 @@ def test_a_team_that_only_buys_capacity_gets_a_dashboard_too():
     stack = Stack(App(), "Only")
     chargeback = Chargeback(stack, "Chargeback", model=model)  # no reclaim controller: no observed pool
     assert sorted(chargeback.team_dashboards) == sorted({w.team for w in model.capacity_windows})
+
+
+@pytest.mark.parametrize("kind, name_of", [("AWS::Batch::QuotaShare", lambda p: p["QuotaShareName"]),
+                                           ("AWS::SageMaker::ComputeQuota", lambda p: p["ComputeQuotaTarget"]["TeamName"])])
+def test_quota_shares_and_compute_quotas_carry_the_team_pool_and_cost_centre_tags(single, kind, name_of):
+    """Both types update their tags in place (the CloudFormation schemas cfn-lint ships: Tags is
+    not createOnly, tagUpdatable true), so tagging them replaces nothing."""
+    model, resources = single
+    teams = {t.name: t for t in model.teams}
+    pools = {p.name for p in model.pools}
+    quotas = of_type(resources, kind).values()
+    assert {name_of(q["Properties"]) for q in quotas} >= {"research", "production"}
+    for quota in quotas:
+        team = teams[name_of(quota["Properties"])]
+        found = tags(quota)
+        assert found[TAG_TEAM] == team.name and found[TAG_POOL] in pools and team.quotas[found[TAG_POOL]]
+        assert found.get(TAG_COST_CENTRE) == team.cost_centre  # production declares none in this organisation
+
+
+def test_tags_of_quota_shares_and_compute_quotas_update_in_place():
+    """The schema evidence docs/chargeback.md cites: a tag change is an update, not a replacement."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    for kind in ("AWS::Batch::QuotaShare", "AWS::SageMaker::ComputeQuota"):
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", kind).schema
+        assert "/properties/Tags" not in schema.get("createOnlyProperties", []), kind
+        assert schema["tagging"]["tagUpdatable"] is True and schema["tagging"]["tagProperty"] == "/properties/Tags", kind
