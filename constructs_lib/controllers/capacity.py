@@ -49,7 +49,10 @@ class CapacityController(GovernanceController):
     ``metric()`` gives any metric the function publishes in the contract's ``CAPACITY_NAMESPACE``:
     ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
     ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
-    ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``.
+    ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``;
+    for chargeback (docs/chargeback.md) ``PurchaseFees`` per ``Team`` and, per ``Window``, ``Team``
+    and ``Reservation``, ``PurchasedInstanceHours``, ``PurchasedUsedInstanceHours``,
+    ``PurchasedUtilisation`` (scheduled runs cover ``schedule`` each).
     """
 
     namespace = CAPACITY_NAMESPACE

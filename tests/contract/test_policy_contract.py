@@ -282,7 +282,7 @@ def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
             for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
 
 
-def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tuple[str, ...]]]:
+def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tuple[str, ...]]]:  # noqa: F811
     """What one scheduled run of the capacity handler writes (namespace, name, dimensions) when it
     buys a block for a team and another block of the team is active."""
     from gpu_governance_runtime.capacity.handler import process
@@ -309,7 +309,7 @@ def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tup
             for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
 
 
-def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tmp_path, capsys):
+def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tmp_path, capsys):  # noqa: F811
     """The reclaim, organisation-usage and team dashboards: every metric drawn or searched, with
     its namespace and dimension names, is one that a reclaim tick or a capacity run (buying, and
     reading an active block) really writes."""
