@@ -14,6 +14,7 @@ from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as i
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.core.placement import team_scope
@@ -131,6 +132,12 @@ class _GovernedQueue(Construct):
                 "team_name", "not a team of this queue", team_name, f"one of {[t.name for t in self.teams]}"
             )
 
+    def _tags_on_request(self, team_name: str) -> dict[str, str]:
+        """The ``aws:RequestTag`` conditions of a submission: the team tag, and the team's cost
+        centre when it declares one (``contract.submission_tags``, which members' tooling sends)."""
+        team = next(t for t in self.teams if t.name == team_name)
+        return {f"aws:RequestTag/{key}": value for key, value in contract.submission_tags(team.name, team.cost_centre).items()}
+
     def grant_submit(self, grantee: iam.IGrantable, team_name: str) -> iam.Grant:
         """Let ``grantee`` submit, watch, reprioritise and terminate jobs as ``team_name`` only."""
         return _combine(grantee, self.submit_statements(team_name))
@@ -230,6 +237,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
             share.cfn_options.metadata = {
                 GOVERNANCE_METADATA: {"team": team.name, "preset": team.preset.value if team.preset else None}
             }
+            tag_for_cost_allocation(share, team, pool.name)  # Tags update in place (docs/chargeback.md)
             self.quota_shares[team.name] = share
 
     @staticmethod
@@ -259,7 +267,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
         and the required team tag scopes terminate and update to the team's own jobs."""
         self._require_team(team_name)
         service_jobs = self._job_arn("service-job")
-        team_tag_on_request = {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}}
+        team_tag_on_request = {"StringEquals": self._tags_on_request(team_name)}
         return [
             iam.PolicyStatement(
                 actions=["batch:SubmitServiceJob"],
@@ -360,9 +368,7 @@ class FairShareJobQueue(_GovernedQueue):
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
                 resources=[self.job_queue_arn, jobs],
-                conditions={
-                    "StringEquals": {"batch:ShareIdentifier": team_name, f"aws:RequestTag/{TEAM_TAG}": team_name}
-                },
+                conditions={"StringEquals": {"batch:ShareIdentifier": team_name, **self._tags_on_request(team_name)}},
             ),
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],

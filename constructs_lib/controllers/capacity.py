@@ -22,7 +22,7 @@ from constructs import Construct
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES, raised_guarantees_parameter,
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
@@ -59,7 +59,11 @@ class CapacityController(GovernanceController):
     ``metric()`` gives any metric the function publishes in the contract's ``CAPACITY_NAMESPACE``:
     ``WindowsUncovered``, ``Purchases``, ``PurchaseFailures``, ``PurchasesInFlight``,
     ``AwaitingApproval``, ``PurchasesFoundLate``, ``PurchasesDeferred``, ``RunErrors``,
-    ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``.
+    ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``;
+    for chargeback (docs/chargeback.md) ``PurchaseFees`` per ``Team`` and, per ``Window``, ``Team``
+    and ``Reservation``, ``PurchasedInstanceHours``, ``PurchasedUsedInstanceHours``,
+    ``PurchasedUtilisation`` (scheduled runs cover ``schedule`` each).
+
 
     ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
     its head node (``i-...`` or ``mi-...``), where the controller drains and resumes the window's
@@ -108,6 +112,7 @@ class CapacityController(GovernanceController):
             # The raises it applies, published for the reclaim controller (capacity/raised.py).
             **({ENV_RAISED_GUARANTEES: raised_guarantees_parameter(model.organisation)} if raising_windows(model) else {}),
             **({ENV_SLURM_HEAD_NODES: json.dumps(self.slurm_head_nodes, sort_keys=True)} if self.slurm_head_nodes else {}),
+            ENV_TICK_SECONDS: str(int(schedule.to_seconds())),  # the hours one scheduled run's block utilisation covers
         })
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)

@@ -17,6 +17,7 @@ from constructs import Construct
 from . import kubernetes
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import cost_allocation_tags
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.nag import declare_platform_admin
@@ -108,7 +109,11 @@ class HyperPodEksGovernance(Construct):
         )
         self.compute_quotas: dict[str, CfnResource] = {}
         for team in self.teams:
-            quota = CfnResource(team_scope(self, team.name), f"Quota{team.name}", type="AWS::SageMaker::ComputeQuota", properties=compute_quota_properties(pool, team))
+            # Tags.of does not reach a CfnResource of a type aws-cdk-lib does not know: set them here
+            # (they update in place, docs/chargeback.md).
+            tags = [{"Key": key, "Value": value} for key, value in cost_allocation_tags(team, pool.name).items()]
+            quota = CfnResource(team_scope(self, team.name), f"Quota{team.name}", type="AWS::SageMaker::ComputeQuota",
+                                properties={**compute_quota_properties(pool, team), "Tags": tags})
             quota.add_metadata(GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None})
             # Priority classes named by the teams' jobs exist before any team can submit.
             quota.node.add_dependency(self.scheduler_config)

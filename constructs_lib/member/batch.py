@@ -38,6 +38,19 @@ def check_job_name(team: str, name: str) -> str:
     return name
 
 
+def with_submission_tags(setup: TeamSetup, tags: Mapping[str, str] | None) -> dict[str, str]:
+    """``tags`` plus the tags IAM requires on every job of the team (``setup.submission_tags``:
+    the team, and its cost centre when it declares one); a tag naming another value is refused
+    here rather than by IAM."""
+    all_tags = dict(tags or {})
+    for key, value in setup.submission_tags.items():
+        if all_tags.get(key, value) != value:
+            wrong = "names another team" if key == TAG_TEAM else "is not the team's"
+            raise GovernanceError.single(f"tags.{key}", wrong, all_tags[key], f"{value!r} (set for you)")
+        all_tags[key] = value
+    return all_tags
+
+
 def service_job_request(
     setup: TeamSetup,
     *,
@@ -55,8 +68,8 @@ def service_job_request(
     tags: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``batch.submit_service_job`` for one training job of the team:
-    its queue and quota share, the class's scheduling priority, the team tag on the Batch job
-    and on the training job, and a CreateTrainingJob payload that runs as the team's execution
+    its queue and quota share, the class's scheduling priority, the team's submission tags (team,
+    cost centre) on the Batch job and on the training job, and a CreateTrainingJob payload that runs as the team's execution
     role, writes output and checkpoints to the team's bucket under the team's key."""
     setup.require("job_queue", "quota_share", "execution_role_arn", "bucket", "kms_key_arn")
     if setup.backend != "batch_quota_share":
@@ -67,10 +80,7 @@ def service_job_request(
         raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
     if not image_uri:
         raise GovernanceError.single("image_uri", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
-    all_tags = dict(tags or {})
-    if all_tags.get(TAG_TEAM, setup.team) != setup.team:
-        raise GovernanceError.single(f"tags.{TAG_TEAM}", "names another team", all_tags[TAG_TEAM], f"{setup.team!r} (set for you)")
-    all_tags[TAG_TEAM] = setup.team
+    all_tags = with_submission_tags(setup, tags)
     payload: dict[str, Any] = {
         "TrainingJobName": job_name,
         "RoleArn": setup.execution_role_arn,

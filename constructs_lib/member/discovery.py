@@ -12,7 +12,7 @@ from typing import Any
 
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DISCOVERY_PRIORITY_KEY, DISCOVERY_VERSION, HYPERPOD_EKS, HYPERPOD_SLURM, TAG_TEAM,
-    discovery_parameter_name,
+    discovery_parameter_name, submission_tags,
 )
 
 from constructs_lib.hyperpod_eks import kubernetes
@@ -56,6 +56,7 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "ecr_repository_uri": f"{account.account_id}.dkr.ecr.{account.region}.{url_suffix}/{repository_name(model.organisation, team.name)}",
         "secrets_prefix": secrets_prefix(model.organisation, team.name),
         "team_tag": {TAG_TEAM: team.name},
+        "submission_tags": submission_tags(team.name, team.cost_centre),
         "quota": dict(team.quotas[pool.name]),
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpu_governance_runtime.contract import TAG_TEAM
-
-from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name
+from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name, with_submission_tags
 from .setup import TeamSetup
 from constructs_lib.core.errors import GovernanceError
 
@@ -61,7 +59,7 @@ def model_trainer(
         output_data_config=OutputDataConfig(s3_output_path=f"s3://{setup.bucket}/output/", kms_key_id=setup.kms_key_arn),
         checkpoint_config=CheckpointConfig(s3_uri=setup.checkpoint_uri(base_job_name), local_path=CHECKPOINT_LOCAL_PATH),
         stopping_condition=StoppingCondition(max_runtime_in_seconds=max_runtime_seconds),
-        tags=[Tag(key=TAG_TEAM, value=setup.team)],
+        tags=[Tag(key=key, value=value) for key, value in setup.submission_tags.items()],
         **trainer_options,
     )
 
@@ -77,16 +75,13 @@ def submit_with_sdk(
     batch_client: Any = None,
 ):
     """``TrainingQueue(<team's queue>).submit(...)`` into the team's quota share with the
-    class's priority and the team tag; returns the SDK's ``TrainingQueuedJob``. ``batch_client``
+    class's priority and the team's submission tags (team, cost centre); returns the SDK's ``TrainingQueuedJob``. ``batch_client``
     (default: boto3's) sets a priority of 0 the SDK drops."""
     from sagemaker.train.aws_batch.training_queue import TrainingQueue
 
     setup.require("job_queue", "quota_share")
     priority = setup.priority(priority_class)
-    all_tags = dict(tags or {})
-    if all_tags.get(TAG_TEAM, setup.team) != setup.team:
-        raise GovernanceError.single(f"tags.{TAG_TEAM}", "names another team", all_tags[TAG_TEAM], f"{setup.team!r} (set for you)")
-    all_tags[TAG_TEAM] = setup.team
+    all_tags = with_submission_tags(setup, tags)
     queued = TrainingQueue(setup.job_queue).submit(
         trainer, inputs, priority=priority, quota_share_name=setup.quota_share, tags=all_tags,
         preemption_config={"preemptionRetriesBeforeTermination": preemption_retries} if preemption_retries is not None else None,

@@ -23,7 +23,7 @@ from .discovery import describe
 MEMBER_BACKENDS = {"batch": contract.BATCH_QUOTA_SHARE, "hyperpod_eks": contract.HYPERPOD_EKS, "slurm": contract.HYPERPOD_SLURM}
 # Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
 _MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos"))
-_NOT_STRINGS = {"version": int, "team_tag": dict, "quota": dict, "priority_classes": list, "qos": list}
+_NOT_STRINGS = {"version": int, "team_tag": dict, "submission_tags": dict, "quota": dict, "priority_classes": list, "qos": list}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +48,7 @@ class TeamSetup:
     ecr_repository_uri: str
     secrets_prefix: str
     team_tag: Mapping[str, str]
+    submission_tags: Mapping[str, str]  # every job must carry them: the team tag, and the cost centre's when declared
     quota: Mapping[str, int]  # instance type -> guaranteed instances
     priority_classes: Sequence[Mapping[str, Any]]  # most urgent first: name, weight, DISCOVERY_PRIORITY_KEY[backend]
     job_queue: str | None = None

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, USED_HOURS,
+    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, LENT_HOURS, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS,
+    PURCHASED_USED_HOURS, PURCHASED_UTILISATION, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, USED_HOURS,
 )
 
 from constructs_lib.model import GovernanceModel, Team
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 BUDGET_THRESHOLDS = (("ACTUAL", 80), ("FORECASTED", 100))
 MAX_BUDGET_SUBSCRIBERS = 10  # email subscribers per budget notification (AWS Budgets quota)
 WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
+# Fees are drawn per 30 days (CloudWatch has no calendar month) over the last 90, against monthly budgets.
+FEE_PERIOD, FEE_RANGE = Duration.days(30), "-P90D"
 
 
 def _budget_notifications(emails: Sequence[str]) -> list[budgets.CfnBudget.NotificationWithSubscribersProperty]:
@@ -70,7 +73,9 @@ def purchases_monthly_amount(model: GovernanceModel) -> Decimal:
 class Chargeback(Construct):
     """Budgets (per team with ``monthly_budget_usd``, and one for capacity purchases when windows
     exist), the organisation's usage dashboard and one dashboard per team the reclaim controller
-    observes, readable by that team's submission role. ``purchases_controller_id``: the capacity
+    observes or whose capacity windows buy capacity, readable by that team's submission role.
+    With capacity windows the dashboards also draw purchase fees against the budgets and the
+    utilisation of each purchased block and plan. ``purchases_controller_id``: the capacity
     controller whose purchases the purchases budget covers. Exposes ``budgets`` (per team),
     ``purchases_budget`` (or None), ``dashboard`` (None with nothing to draw) and ``team_dashboards``."""
 
@@ -99,21 +104,51 @@ class Chargeback(Construct):
         pools = [t.pool for t in (*reclaim.targets, *reclaim.usage_targets)] if reclaim is not None else []
         self.dashboard = self._organisation_dashboard(pools) if pools or model.capacity_windows else None
         self.team_dashboards: dict[str, cloudwatch.Dashboard] = {}
+        buyers = {w.team for w in model.capacity_windows}  # teams whose windows buy capacity for them
         for team in model.teams:
             team_pools = [p for p in pools if p in team.quotas]
-            if team_pools:
-                self.team_dashboards[team.name] = self._team_dashboard(team, team_pools, (tenants or {}).get(team.name))
+            if team_pools or team.name in buyers:
+                self.team_dashboards[team.name] = self._team_dashboard(team, team_pools, (tenants or {}).get(team.name), buys=team.name in buyers)
 
     def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
         return cloudwatch.Metric(namespace=RECLAIM_NAMESPACE, metric_name=metric_name, dimensions_map=dict(zip(SHARE_DIMENSIONS, (pool, share))),
                                  statistic=statistic, period=period or self.schedule)
 
     def _search(self, metric_name: str, statistic: str, period: Duration, namespace: str = RECLAIM_NAMESPACE, dimensions: Sequence[str] = SHARE_DIMENSIONS,
-                label: str = "") -> cloudwatch.MathExpression:
+                label: str = "", team: str | None = None, total: bool = False) -> cloudwatch.MathExpression:
         # One search draws every team: the dashboard's size does not grow with the organisation.
+        # ``team``: only that team's series (a quoted value matches exactly); ``total``: their sum.
         keys = ",".join((namespace, *dimensions))
-        return cloudwatch.MathExpression(expression=f"SEARCH('{{{keys}}} MetricName=\"{metric_name}\"', '{statistic}', {int(period.to_seconds())})",
-                                         using_metrics={}, label=label, period=period)
+        only = f' Team=\"{team}\"' if team is not None else ""
+        search = f"SEARCH('{{{keys}}} MetricName=\"{metric_name}\"{only}', '{statistic}', {int(period.to_seconds())})"
+        return cloudwatch.MathExpression(expression=f"SUM({search})" if total else search, using_metrics={}, label=label, period=period)
+
+    def _purchases_widgets(self, team: Team | None = None) -> list[cloudwatch.GraphWidget]:
+        """Spend vs budget and the utilisation of what was bought: for the organisation (every
+        team's fees, their total against the purchases budget) or for ``team`` (its fees against
+        its own monthly budget; its blocks and plans)."""
+        hour, day = Duration.hours(1), Duration.days(1)
+        of_team = team.name if team is not None else None
+        search = lambda metric, statistic, period, **kw: self._search(  # noqa: E731
+            metric, statistic, period, namespace=CAPACITY_NAMESPACE, dimensions=PURCHASED_DIMENSIONS, team=of_team, **kw)
+        if team is None:
+            fees = [self._search(PURCHASE_FEES, "Sum", FEE_PERIOD, namespace=CAPACITY_NAMESPACE, dimensions=PURCHASE_FEE_DIMENSIONS),
+                    self._search(PURCHASE_FEES, "Sum", FEE_PERIOD, namespace=CAPACITY_NAMESPACE, dimensions=PURCHASE_FEE_DIMENSIONS,
+                                 label="all teams", total=True)]
+            budget, budget_label, whose = purchases_monthly_amount(self.model), "purchases budget per month", "per team"
+        else:
+            fees = [cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=PURCHASE_FEES, dimensions_map=dict(zip(PURCHASE_FEE_DIMENSIONS, (team.name,))),
+                                      statistic="Sum", period=FEE_PERIOD, label=f"fees of team {team.name}")]
+            budget, budget_label, whose = team.monthly_budget_usd, f"monthly budget of team {team.name}", f"of team {team.name}"
+        annotations = [cloudwatch.HorizontalAnnotation(value=float(budget), label=budget_label)] if budget else []
+        return [
+            cloudwatch.GraphWidget(title=f"purchase fees {whose} (USD per 30 days) vs budget", width=8, left=fees, left_annotations=annotations,
+                                   start=FEE_RANGE),
+            cloudwatch.GraphWidget(title="utilisation of each purchased block and plan (%)", width=8, left=[search(PURCHASED_UTILISATION, "Average", hour)],
+                                   left_y_axis=cloudwatch.YAxisProps(min=0, max=100)),
+            cloudwatch.GraphWidget(title="purchased vs used instance-hours per day", width=8, left=[
+                search(PURCHASED_HOURS, "Sum", day, label="purchased", total=True), search(PURCHASED_USED_HOURS, "Sum", day, label="used", total=True)]),
+        ]
 
     def _organisation_dashboard(self, pools: Sequence[str]) -> cloudwatch.Dashboard:
         """Every team at once, drawn by search expressions (its size does not grow with the teams)."""
@@ -137,9 +172,10 @@ class Chargeback(Construct):
                 cloudwatch.GraphWidget(title="spend per capacity window (USD)", width=12,
                                        left=[self._search("Spend", "Maximum", day, namespace=CAPACITY_NAMESPACE, dimensions=("Window",))]),
             )
+            dashboard.add_widgets(*self._purchases_widgets())
         return dashboard
 
-    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: "TeamTenancy | None") -> cloudwatch.Dashboard:
+    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: "TeamTenancy | None", *, buys: bool = False) -> cloudwatch.Dashboard:
         scope = team_scope(self, team.name)
         name = team_dashboard_name(self.model.organisation, team.name)
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
@@ -156,6 +192,9 @@ class Chargeback(Construct):
                 cloudwatch.GraphWidget(title="reclaims and preemptions", width=12,
                                        left=[self.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")]),
             )
+        if buys:
+            dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1))
+            dashboard.add_widgets(*self._purchases_widgets(team))
         if tenancy is not None:
             tenancy.allow_dashboard(Stack.of(dashboard).format_arn(service="cloudwatch", region="", resource="dashboard", resource_name=name))
         return dashboard

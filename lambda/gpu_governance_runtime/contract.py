@@ -69,7 +69,7 @@ ENV_DRY_RUN = "DRY_RUN"
 ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
-ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim: the schedule's interval, which one tick's usage covers
+ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim and capacity: the schedule's interval, which one tick's usage covers
 ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose usage is read from Slurm accounting
 # Set on both controllers when a capacity window raises a guarantee: the raised_guarantees_parameter
 # the capacity controller writes and the reclaim controller reads.
@@ -113,6 +113,13 @@ TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one poo
 TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the team's declared cost centre
 COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 
+
+def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:
+    """The tags every job a team submits must carry, which IAM requires at submission (the queues'
+    submit statements) and the discovery document tells the team's tooling to send: the team, and
+    its cost centre when it declares one."""
+    return {TAG_TEAM: team, **({TAG_COST_CENTRE: cost_centre} if cost_centre else {})}
+
 # --- metrics ----------------------------------------------------------------------------------
 
 RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
@@ -137,11 +144,21 @@ RECLAIM_METRICS = (*SHARE_METRICS, *USAGE_METRICS, POOL_ERRORS, MISSING_API_OPER
 CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
                     "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",
                     "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")
+# Published by the capacity controller for chargeback (capacity/chargeback.py). Per Team, once per
+# purchase when the ledger records it (minus the fee when a bought block's payment fails):
+PURCHASE_FEES = "PurchaseFees"  # USD
+PURCHASE_FEE_DIMENSIONS = ("Team",)
+# Per active Capacity Block or training plan, on each scheduled run: its instance-hours over the run's
+# interval (a Sum over any period is that period's instance-hours), and the share of them in use.
+PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION = (
+    "PurchasedInstanceHours", "PurchasedUsedInstanceHours", "PurchasedUtilisation")
+PURCHASED_DIMENSIONS = ("Window", "Team", "Reservation")  # Reservation: the block's id or the plan's ARN
+CAPACITY_CHARGEBACK_METRICS = (PURCHASE_FEES, PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION)
 # Per Cluster, published by the HyperPod dedicated-nodes custom resource on each event.
 DEDICATED_GROUPS_UPDATED = "DedicatedGroupsUpdated"
 HYPERPOD_METRICS = (DEDICATED_GROUPS_UPDATED, MISSING_API_OPERATIONS)
 # Every metric name a function may publish (gpu_governance_runtime.common.metrics refuses others).
-METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *HYPERPOD_METRICS))
+METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *CAPACITY_CHARGEBACK_METRICS, *HYPERPOD_METRICS))
 
 # --- discovery: where a team's tooling finds its queue, roles, bucket, key and images ----------
 
@@ -168,6 +185,7 @@ DISCOVERY_KEYS = (
     "submission_role_arn", "execution_role_arn",
     "bucket", "kms_key_arn", "kms_key_alias", "checkpoint_prefix",  # bucket and key ARN: null offline
     "ecr_repository_uri", "secrets_prefix", "team_tag",
+    "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )

@@ -44,8 +44,17 @@ def env(tmp_path):
                           batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"),
                           ssm=boto3.client("ssm", region_name="us-east-1"))
         settings = {"POLICY_PATH": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
-                    "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40"}
+                    "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40", "TICK_SECONDS": "900"}
         yield stubbed, clients, settings, eks_stub
+
+
+def read_utilisation(stubbed, *plans):
+    """The reads a scheduled run ends with (tests/chargeback/test_purchased_capacity.py checks them):
+    no active block, and ``plans`` (DescribeTrainingPlan answers) in order."""
+    stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": []}, {"Filters": [
+        {"Name": "tag:gpu-governance:managed-by", "Values": [CONTROLLER]}, {"Name": "state", "Values": ["active"]}]})
+    for plan in plans:
+        stubbed.sm_stub.add_response("describe_training_plan", plan, {"TrainingPlanName": plan["TrainingPlanArn"]})
 
 
 def emf_records(output: str):
@@ -62,6 +71,7 @@ def test_scheduled_run_reports_uncovered_windows_as_metrics(env, capsys):
     stubbed, clients, settings, _ = env
     stubbed.owned()
     stubbed.offerings(block("cbo-1", at(10), 1, per_hour="29"))  # 2784 > the 1000 budget
+    read_utilisation(stubbed)
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings=settings, now=NOW)
     assert result["run"]["uncovered"] == [["launch-load-test@20261210T1400Z", "budget: cheapest cover costs 2784, 1000 left this month"]]
     records = emf_records(capsys.readouterr().out)
@@ -126,6 +136,7 @@ def test_scheduled_run_points_the_hyperpod_group_at_the_active_plan(env, tmp_pat
         stubbed.sm_stub.add_response("update_cluster", {"ClusterArn": cluster}, {"ClusterName": cluster, "InstanceGroups": [{
             "InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
             "ExecutionRole": "arn:aws:iam::111122223333:role/nodes", "TrainingPlanArn": summary["TrainingPlanArn"]}]})
+    read_utilisation(stubbed, summary)
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
                      settings={**settings, "POLICY_PATH": str(policy)}, now=at(7, 9, 5))
     [repointed] = result["hyperpod"]
@@ -176,6 +187,7 @@ def test_without_time_left_the_instance_group_is_left_for_the_next_run(env, tmp_
     stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": [
         training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active")]}, {})
     # No DescribeCluster / UpdateCluster queued: the Stubber fails the test if either is called.
+    read_utilisation(stubbed, training_plan_summary(plan, "weekly-validation-202612070900-1", status="Active"))
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients,
                      settings={**settings, "POLICY_PATH": str(policy)}, now=at(7, 9, 5), time_left=lambda: 10)
     assert result["hyperpod"] == [{"window": "weekly-validation", "deferred": "too little of the invocation left; the next run does it"}]
@@ -186,6 +198,7 @@ def test_a_failed_step_is_logged_as_an_error_and_counted(env, capsys):
     stubbed, clients, settings, _ = env
     stubbed.owned()
     stubbed.ec2_stub.add_client_error("describe_capacity_block_offerings", service_error_code="Unavailable", http_status_code=503)
+    read_utilisation(stubbed)
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings=settings, now=NOW)
     assert result["run"]["errors"][0][0] == "window launch-load-test"
     out = capsys.readouterr().out

@@ -170,3 +170,78 @@ def test_repeated_alert_targets_are_routed_once_and_same_named_topics_both():
     [routed] = of_type(template, "AWS::CloudWatch::Alarm").values()
     assert routed["Properties"]["AlarmActions"] == [CHATBOT, other]
     assert len(of_type(template, "AWS::SNS::Subscription")) == 1
+
+
+def _body(resources: dict, name: str) -> str:
+    [dashboard] = [d for d in of_type(resources, "AWS::CloudWatch::Dashboard").values() if d["Properties"]["DashboardName"] == name]
+    return "".join(p for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1] if isinstance(p, str))
+
+
+def _widget(body: str, title_start: str) -> dict:
+    return next(w["properties"] for w in json.loads(body)["widgets"] if w["properties"].get("title", "").startswith(title_start))
+
+
+def test_fees_are_drawn_against_the_purchases_budget_and_each_buying_teams_own(single):
+    """production owns the capacity window: its dashboard draws its fees against its monthly
+    budget; the organisation's draws every team's fees and their total against the purchases budget."""
+    model, resources = single
+    production = next(t for t in model.teams if t.name == "production")
+    organisation = _widget(_body(resources, organisation_dashboard_name("acme-ml")), "purchase fees per team")
+    assert organisation["annotations"]["horizontal"] == [
+        {"value": float(purchases_monthly_amount(model)), "label": "purchases budget per month", "yAxis": "left"}]
+    searched = [m[0]["expression"] for m in organisation["metrics"]]
+    assert searched[1] == f"SUM({searched[0]})" and '{GpuGovernance/Capacity,Team} MetricName=\"PurchaseFees\"' in searched[0]
+    team = _widget(_body(resources, team_dashboard_name("acme-ml", "production")), "purchase fees of team production")
+    assert team["annotations"]["horizontal"] == [
+        {"value": float(production.monthly_budget_usd), "label": "monthly budget of team production", "yAxis": "left"}]
+    assert team["metrics"] == [["GpuGovernance/Capacity", "PurchaseFees", "Team", "production", {"label": "fees of team production", "period": 2592000,
+                                                                                                   "stat": "Sum"}]]
+    assert organisation["start"] == team["start"] == "-P90D"  # three 30-day periods
+
+
+def test_a_teams_utilisation_widgets_search_only_its_own_blocks_and_plans(single):
+    _, resources = single
+    body = _body(resources, team_dashboard_name("acme-ml", "production"))
+    for title in ("utilisation of each purchased block and plan", "purchased vs used instance-hours"):
+        for [query] in _widget(body, title)["metrics"]:
+            assert 'Team=\"production\"' in query["expression"], query
+    # Teams that buy nothing draw no purchases (research has no capacity window).
+    assert "PurchaseFees" not in _body(resources, team_dashboard_name("acme-ml", "research"))
+
+
+def test_a_team_that_only_buys_capacity_gets_a_dashboard_too():
+    from aws_cdk import App, Stack
+
+    from constructs_lib.organisation.chargeback import Chargeback
+
+    model = GovernanceModel.from_dict(default_data())
+    stack = Stack(App(), "Only")
+    chargeback = Chargeback(stack, "Chargeback", model=model)  # no reclaim controller: no observed pool
+    assert sorted(chargeback.team_dashboards) == sorted({w.team for w in model.capacity_windows})
+
+
+@pytest.mark.parametrize("kind, name_of", [("AWS::Batch::QuotaShare", lambda p: p["QuotaShareName"]),
+                                           ("AWS::SageMaker::ComputeQuota", lambda p: p["ComputeQuotaTarget"]["TeamName"])])
+def test_quota_shares_and_compute_quotas_carry_the_team_pool_and_cost_centre_tags(single, kind, name_of):
+    """Both types update their tags in place (the CloudFormation schemas cfn-lint ships: Tags is
+    not createOnly, tagUpdatable true), so tagging them replaces nothing."""
+    model, resources = single
+    teams = {t.name: t for t in model.teams}
+    pools = {p.name for p in model.pools}
+    quotas = of_type(resources, kind).values()
+    assert {name_of(q["Properties"]) for q in quotas} >= {"research", "production"}
+    for quota in quotas:
+        team = teams[name_of(quota["Properties"])]
+        found = tags(quota)
+        assert found[TAG_TEAM] == team.name and found[TAG_POOL] in pools and team.quotas[found[TAG_POOL]]
+        assert found.get(TAG_COST_CENTRE) == team.cost_centre  # production declares none in this organisation
+
+
+def test_tags_of_quota_shares_and_compute_quotas_update_in_place():
+    """The schema evidence docs/chargeback.md cites: a tag change is an update, not a replacement."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    for kind in ("AWS::Batch::QuotaShare", "AWS::SageMaker::ComputeQuota"):
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", kind).schema
+        assert "/properties/Tags" not in schema.get("createOnlyProperties", []), kind
+        assert schema["tagging"]["tagUpdatable"] is True and schema["tagging"]["tagProperty"] == "/properties/Tags", kind

@@ -29,6 +29,8 @@ from gpu_governance_runtime.capacity import handler as capacity_handler  # noqa:
 from gpu_governance_runtime.policy import PolicyError, parse_policy, policy_path, read_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as reclaim_handler  # noqa: E402
 
+from tests.capacity.test_handler import env  # noqa: E402,F401  (the capacity handler's fixture)
+
 RUNTIME = Path(contract.__file__).resolve().parent
 CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 SLURM_ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
@@ -228,7 +230,7 @@ def functions(model):
 def test_the_functions_carry_exactly_the_contracts_environment_variables(functions):
     handlers, _, _ = functions
     assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
-        contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP,
+        contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP, contract.ENV_TICK_SECONDS,
         contract.ENV_RAISED_GUARANTEES}  # the reference window raises a quota share of a pool the reclaim controller observes
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
     assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,
@@ -282,20 +284,46 @@ def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
             for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
 
 
-def test_every_dashboard_draws_only_metrics_the_handlers_publish(functions):
-    """The reclaim, organisation-usage and team dashboards: namespace, metric name and dimension
-    names, against the contract and (for per-share metrics) against what a tick really writes."""
+def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tuple[str, ...]]]:  # noqa: F811
+    """What one scheduled run of the capacity handler writes (namespace, name, dimensions) when it
+    buys a block for a team and another block of the team is active."""
+    from gpu_governance_runtime.capacity.handler import process
+
+    from tests.capacity.builders import NOW, at, block
+    from tests.capacity.test_handler import WINDOW, emf_records
+    from tests.chargeback.test_purchased_capacity import active_block, expect_blocks, expect_purchase
+
+    stubbed, clients, settings, _ = env
+    policy = tmp_path / "auto.json"
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [],
+                                  "capacity_windows": [{**WINDOW, "mode": "auto"}]}))
+    offer = block("cbo-1", at(10), 1, per_hour="10")  # 960 within the window's 1000
+    stubbed.owned()
+    stubbed.offerings(offer)
+    expect_purchase(stubbed, offer, "launch-load-test-202612101400-1", WINDOW["team"])
+    expect_blocks(stubbed, active_block("cr-0aaaaaaaaaaaaaaa1", window_name=WINDOW["name"], total=4, available=1))
+    capsys.readouterr()
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings={**settings, contract.ENV_POLICY_PATH: str(policy)},
+                     now=NOW)
+    stubbed.done()
+    assert result["run"]["bought"] == ["launch-load-test-202612101400-1"]
+    return {(d["Namespace"], m["Name"], tuple(dims)) for r in emf_records(capsys.readouterr().out)
+            for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
+
+
+def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tmp_path, capsys):  # noqa: F811
+    """The reclaim, organisation-usage and team dashboards: every metric drawn or searched, with
+    its namespace and dimension names, is one that a reclaim tick or a capacity run (buying, and
+    reading an active block) really writes."""
     _, _, dashboards = functions
     assert len(dashboards) >= 3  # reclaim, organisation usage, at least one team
-    emitted = _emitted_by_a_reclaim_tick()
-    published = {contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS), contract.CAPACITY_NAMESPACE: set(contract.CAPACITY_METRICS)}
+    emitted = {(n, m, tuple(sorted(d))) for n, m, d in _emitted_by_a_reclaim_tick() | _emitted_by_a_capacity_run(env, tmp_path, capsys)}
+    drawn = set()
     for body in dashboards:
-        drawn = _drawn(body)
-        assert drawn, body[:200]
-        for namespace, name, dimensions in drawn:
-            assert name in published[namespace], (namespace, name)
-            if dimensions == contract.SHARE_DIMENSIONS:
-                assert (namespace, name, dimensions) in emitted
+        assert _drawn(body), body[:200]
+        drawn |= {(n, m, tuple(sorted(d))) for n, m, d in _drawn(body)}
+    assert drawn - emitted == set()
+    assert {m for _, m, _ in drawn} >= {*contract.CAPACITY_CHARGEBACK_METRICS}  # fees and utilisation are drawn
     usage = {(n, m, d) for body in dashboards for n, m, d in _drawn(body) if m in contract.USAGE_METRICS}
     assert {m for _, m, _ in usage} == set(contract.USAGE_METRICS)
     assert {(n, m, d) for n, m, d in emitted if m in contract.USAGE_METRICS} == {

@@ -13,9 +13,11 @@ from botocore.stub import Stubber
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import TeamSetup, service_job_request, submit_training_job, team_setup, unique_job_name
+from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems, problems
+from tests.foundation.org import default_data
 from .conftest import BUCKET, IMAGE, KEY
 
 def job(setup: TeamSetup, **overrides):
@@ -70,7 +72,7 @@ def test_request_validates_against_batch_and_its_payload_against_sagemaker(deplo
     assert payload_problems(request) == ""
 
 
-def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data_settings(deployed):
+def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data_settings(deployed, research_tags):
     client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     request = service_job_request(deployed, **job(deployed, job_name="research-llama-1"))
     with Stubber(client) as stub:  # Stubber refuses parameters the Batch model does not accept
@@ -80,14 +82,14 @@ def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data
         stub.assert_no_pending_responses()
     assert request["quotaShareName"] == "research" and "shareIdentifier" not in request
     assert request["schedulingPriority"] == deployed.priority("urgent")
-    assert request["tags"] == {contract.TAG_TEAM: "research"}
+    assert request["tags"] == research_tags
     payload = json.loads(request["serviceRequestPayload"])
     assert payload["TrainingJobName"] == request["jobName"] == "research-llama-1"
     assert payload["RoleArn"] == deployed.execution_role_arn
     assert payload["OutputDataConfig"] == {"S3OutputPath": f"s3://{BUCKET}/output/", "KmsKeyId": KEY}
     assert payload["ResourceConfig"]["VolumeKmsKeyId"] == KEY
     assert payload["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/checkpoints/research-llama-1/"
-    assert {"Key": contract.TAG_TEAM, "Value": "research"} in payload["Tags"]
+    assert payload["Tags"] == [{"Key": key, "Value": value} for key, value in sorted(research_tags.items())]
 
 
 def test_a_class_of_weight_zero_is_sent_as_zero(deployed):
@@ -101,6 +103,7 @@ def test_a_class_of_weight_zero_is_sent_as_zero(deployed):
     ({"instance_type": "ml.p4d.24xlarge"}, "instance_type: not in team research's quota share ('ml.p4d.24xlarge') - one of ['ml.g6e.12xlarge', 'ml.p5.48xlarge']"),
     ({"job_name": "training-llama"}, "job_name: not a training job name of the team ('training-llama') - 'research-' then"),
     ({"tags": {contract.TAG_TEAM: "training"}}, f"tags.{contract.TAG_TEAM}: names another team ('training') - 'research' (set for you)"),
+    ({"tags": {contract.TAG_COST_CENTRE: "CC-2210"}}, f"tags.{contract.TAG_COST_CENTRE}: is not the team's ('CC-2210') - 'CC-1042' (set for you)"),
 ])
 def test_bad_submissions_are_refused_in_one_line_naming_field_value_and_allowed(deployed, overrides, line):
     with pytest.raises(GovernanceError) as error:
@@ -128,3 +131,15 @@ def test_team_and_pool_that_do_not_exist_are_refused(model, arguments, line):
     with pytest.raises(GovernanceError) as error:
         team_setup(model, **arguments)
     assert str(error.value) == line
+
+
+def test_the_cost_centre_is_sent_only_by_a_team_that_declares_one(model, research_tags):
+    """The discovery document says what to send (tests/security/test_cost_centre.py: what IAM requires)."""
+    declared = service_job_request(team_setup(model, "research", backend="batch", bucket=BUCKET, kms_key_arn=KEY),
+                                   **job(team_setup(model, "research", backend="batch"), tags={"project": "llama"}))
+    assert declared["tags"] == {**research_tags, "project": "llama"}
+    data = default_data()
+    next(t for t in data["teams"] if t["name"] == "research").pop("cost_centre")
+    setup = team_setup(GovernanceModel.from_dict(data), "research", backend="batch", bucket=BUCKET, kms_key_arn=KEY)
+    assert setup.submission_tags == {contract.TAG_TEAM: "research"}
+    assert service_job_request(setup, **job(setup))["tags"] == {contract.TAG_TEAM: "research"}

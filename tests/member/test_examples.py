@@ -11,7 +11,6 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems
 from .conftest import IMAGE
@@ -44,13 +43,13 @@ def recorded(client) -> list[dict]:
     return sent
 
 
-def test_boto3_example_submits_a_valid_job_into_the_share(setup_file, capsys):
+def test_boto3_example_submits_a_valid_job_into_the_share(setup_file, capsys, research_tags):
     client = batch_client()
     sent = recorded(client)
     with Stubber(client) as stub:
         stub.add_response("submit_service_job", ANSWER, {"jobName": ANY, "jobQueue": "sagemaker-training", "serviceJobType": "SAGEMAKER_TRAINING",
                                                          "quotaShareName": "research", "schedulingPriority": 50,
-                                                         "serviceRequestPayload": ANY, "tags": {contract.TAG_TEAM: "research"}})
+                                                         "serviceRequestPayload": ANY, "tags": research_tags})
         code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "standard", "--instance-type", "ml.p5.48xlarge",
                                              "--job-name", "llama", "--image", IMAGE, "--input", "train=s3://acme-research-bucket-1x2y3z/data/"], batch_client=client)
         stub.assert_no_pending_responses()
@@ -86,9 +85,9 @@ def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
 
 
 @pytest.mark.member_sdk
-def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys):
+def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys, research_tags):
     code, request = run_sdk_example(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type", "ml.p5.48xlarge",
                                      "--job-name", "llama", "--image", IMAGE], monkeypatch)
     assert code == 0 and ANSWER["jobArn"] in capsys.readouterr().out
-    assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == ("research", 90, {contract.TAG_TEAM: "research"})
+    assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == ("research", 90, research_tags)
     assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])["TrainingJobName"].startswith("research-llama-")

@@ -12,7 +12,6 @@ import pytest
 from botocore.stub import Stubber
 
 from constructs_lib.member import model_trainer, submit_with_sdk
-from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems
 from .conftest import IMAGE
@@ -42,7 +41,7 @@ def batch(monkeypatch):
         yield stub, client, sent, session
 
 
-def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkpoints(batch, deployed):
+def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkpoints(batch, deployed, research_tags):
     stub, client, sent, session = batch
     stub.add_response("submit_service_job", RESPONSE)  # the client validates the parameters against Batch's model
     trainer = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
@@ -52,7 +51,7 @@ def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkp
     assert queued.job_arn == RESPONSE["jobArn"]
     assert request["jobQueue"] == "sagemaker-training" and request["quotaShareName"] == "research"
     assert request["schedulingPriority"] == deployed.priority("standard")
-    assert request["tags"] == {contract.TAG_TEAM: "research"}
+    assert request["tags"] == research_tags
     # What the SDK adds on its own: one attempt, a day's timeout.
     assert request["retryStrategy"]["attempts"] == 1 and request["timeoutConfig"] == {"attemptDurationSeconds": 86400}
     assert payload_problems(request) == ""

@@ -62,12 +62,12 @@ def ran(tmp_path_factory, request):
     return folder, calls, result.stdout
 
 
-def test_batch_blocks_submit_a_valid_job_into_the_teams_share_and_watch_and_stop_it(ran, deployed):
+def test_batch_blocks_submit_a_valid_job_into_the_teams_share_and_watch_and_stop_it(ran, deployed, research_tags):
     _, calls, _ = ran
     submitted = [c["params"] for c in calls if c.get("operation") == "SubmitServiceJob"]
     (request,) = submitted
     assert (request["jobQueue"], request["quotaShareName"], request["schedulingPriority"]) == ("sagemaker-training", "research", 50)
-    assert request["tags"] == {contract.TAG_TEAM: "research"} and payload_problems(request) == ""
+    assert request["tags"] == research_tags and payload_problems(request) == ""
     payload = json.loads(request["serviceRequestPayload"])
     assert payload["OutputDataConfig"]["KmsKeyId"] == deployed.kms_key_arn and payload["RoleArn"] == deployed.execution_role_arn
     operations = [c.get("operation") for c in calls if c["tool"] == "aws"]

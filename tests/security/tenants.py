@@ -15,7 +15,7 @@ from typing import Iterator
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TRAINING_LOG_GROUP, training_job_name_patterns
-from gpu_governance_runtime.contract import DISCOVERY_PARAMETER_ROOT
+from gpu_governance_runtime.contract import DISCOVERY_PARAMETER_ROOT, TAG_COST_CENTRE, submission_tags
 
 from .iam_eval import Principal, Request, Template, World, as_list, unreadable_policy
 
@@ -36,6 +36,7 @@ class Tenant:
     pod_sessions: list[dict] = field(default_factory=list)  # what EKS Pod Identity asks with, per association of the pods role
     repository: str = ""  # ECR repository ARN
     parameters: list[str] = field(default_factory=list)  # discovery parameter ARNs, one per pool
+    submission_tags: dict[str, str] = field(default_factory=dict)  # what its own jobs carry (team, cost centre)
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Organisation:
 
 def read_organisation(model: GovernanceModel, templates: list[Template]) -> Organisation:
     world = World()
-    tenants = {t.name: Tenant(t.name) for t in model.teams}
+    tenants = {t.name: Tenant(t.name, submission_tags=submission_tags(t.name, t.cost_centre)) for t in model.teams}
     in_capacity = [t for t in templates if (t.account, t.region) == (model.capacity_account.account_id, model.capacity_account.region)]
     members = [arn for team in model.teams for arn in team.members]
     for template in templates:
@@ -211,6 +212,17 @@ class Probe:
         return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra))
 
 
+def sent_tags(org: Organisation, attacker: str, victim: Tenant) -> Iterator[dict]:
+    """The request tags an attacker may submit with: its team's name or the victim's, with its own
+    cost centre, the victim's or none (the attacker's own tags included: its real submission)."""
+    own = org.tenants[attacker].submission_tags if attacker in org.tenants else {}
+    centres = {own.get(TAG_COST_CENTRE), victim.submission_tags.get(TAG_COST_CENTRE), None}
+    for team in sorted({attacker, victim.name}):
+        for centre in sorted(centres, key=str):
+            tags = {TEAM_TAG: team, **({TAG_COST_CENTRE: centre} if centre else {})}
+            yield {**{f"aws:RequestTag/{k}": [v] for k, v in tags.items()}, "aws:TagKeys": list(tags)}
+
+
 def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator[Probe]:
     """Everything ``attacker``'s roles must not do to ``victim``; ``_reads`` are the Describe/List
     calls AWS cannot scope, asked so the proof shows exactly which cross-tenant reads remain."""
@@ -227,16 +239,17 @@ def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator
             yield Probe(f"bucket {action}", action, (f"arn:aws:s3:::{victim.bucket}",), TLS)
     new_service_job = _batch_arn(capacity, "service-job/new")
     for queue, share in victim.quota_shares:
-        for tag in {attacker, victim.name}:
-            context = {f"aws:RequestTag/{TEAM_TAG}": [tag], "aws:TagKeys": [TEAM_TAG]}
+        for context in sent_tags(org, attacker, victim):
             yield Probe("submit into share", "batch:SubmitServiceJob", (queue, share, new_service_job), context)
     new_job = _batch_arn(capacity, "job/new")
     victim_definition = _batch_arn(capacity, f"job-definition/{victim.name}-train:1")
     for queue in victim.fair_share_queues:
+        owned_by_victim = {f"aws:ResourceTag/{TEAM_TAG}": [victim.name]}
         for share in {attacker, victim.name}:
-            context = {"batch:ShareIdentifier": [share], f"aws:RequestTag/{TEAM_TAG}": [attacker], "aws:TagKeys": [TEAM_TAG]}
-            owned_by_victim = {f"aws:ResourceTag/{TEAM_TAG}": [victim.name]}
-            yield Probe("submit with the team's job definition", "batch:SubmitJob", (queue, new_job, victim_definition), context, ({}, {}, owned_by_victim))
+            for tags in sent_tags(org, attacker, victim):
+                context = {"batch:ShareIdentifier": [share], **tags}
+                yield Probe("submit with the team's job definition", "batch:SubmitJob", (queue, new_job, victim_definition), context,
+                            ({}, {}, owned_by_victim))
     for role_kind, role in victim.roles.items():
         if role_kind.startswith("member:"):
             continue

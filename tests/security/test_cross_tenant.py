@@ -115,7 +115,8 @@ def test_each_team_can_still_do_its_own_work(organisation):
     world, capacity = org.world, org.capacity
     for team in org.tenants.values():
         submit, training = Principal(arn=team.roles["submit"]), Principal(arn=team.roles["training"])
-        own_tag = {f"aws:RequestTag/{TEAM_TAG}": [team.name], "aws:TagKeys": [TEAM_TAG]}
+        # What the team's tooling sends (the discovery document's submission_tags): team and cost centre.
+        own_tag = {**{f"aws:RequestTag/{k}": [v] for k, v in team.submission_tags.items()}, "aws:TagKeys": list(team.submission_tags)}
         for queue, share in team.quota_shares:
             new = f"arn:aws:batch:{capacity.region}:{capacity.account}:service-job/new"
             assert all(world.is_allowed(Request(submit, "batch:SubmitServiceJob", r, own_tag)) for r in (queue, share, new))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
+from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
 from .planner import Plan, Purchase, Reservation, Window, plan
@@ -144,7 +145,8 @@ def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Noti
     open_ids = set()
     for intent in ledger.open_intents():
         open_ids.add(intent.id)
-        log.step(f"intent {intent.id}", lambda: _settle_open(intent, by_intent, ledger, capacity, notify, now, log))
+        log.step(f"intent {intent.id}", lambda: _settle_open(intent, by_intent, ledger, capacity, notify, now, log,
+                                                                 team=chargeback.team_of(windows, intent.window)))
     purchased = {i.id for i in ledger.intents("purchased")}
     for reservation, intent_id in owned:
         if not intent_id or intent_id in open_ids:
@@ -153,11 +155,13 @@ def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Noti
             # A block can go payment-failed after it was recorded as bought: nothing was charged.
             intent = ledger.intent(intent_id)
             if ledger.refund_payment_failure(intent, now=now, reason=f"{reservation.id} is payment-failed"):
+                chargeback.publish_fee(intent, chargeback.team_of(windows, intent.window), refund=True)
                 log.failed.append((intent.id, "payment-failed"))
                 notify("Capacity Block payment failed", {"intent": intent.id, "reservation": reservation.id, "window": intent.window})
         elif reservation.state != "payment-failed" and intent_id not in purchased:
             intent = ledger.intent(intent_id)
             if intent is not None and intent.status == "failed" and ledger.revive(intent, reservation_id=reservation.id, now=now):
+                chargeback.publish_fee(intent, chargeback.team_of(windows, intent.window))
                 log.found_late.append(replace(intent, status="purchased", reservation_id=reservation.id))
                 notify("Capacity purchase found after it was settled as failed", {
                     "intent": intent.id, "window": intent.window, "occurrence": intent.occurrence, "reservation": reservation.id,
@@ -168,7 +172,8 @@ def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Noti
     return [r for r, _ in owned]
 
 
-def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> None:
+def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log, *,
+                 team: str) -> None:
     if intent.status in ("awaiting_approval", "approved"):
         if intent.offering.start <= now:
             ledger.settle(intent, status="failed", now=now, reason="approval expired: the offering has started")
@@ -179,6 +184,7 @@ def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMa
         _fail(ledger, intent, f"{found.id} is payment-failed", notify, now, log)
     elif found is not None:
         if ledger.settle(intent, status="purchased", now=now, reservation_id=found.id):
+            chargeback.publish_fee(intent, team)
             log.bought.append(replace(intent, status="purchased", reservation_id=found.id))
     elif now - intent.attempted_at >= SETTLE_AFTER:
         _fail(ledger, intent, f"no trace {SETTLE_AFTER} after the purchase call: not bought", notify, now, log)
@@ -224,7 +230,8 @@ def _purchase(intent: Intent, window: Window, ctx: _Run) -> None:
     ledger.mark_called(intent, at=ctx.clock())  # the settle grace counts from here, not from the run's start
     outcome = ctx.capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window, owner=window.owner_tags)
     if outcome.result == "purchased":
-        ledger.settle(intent, status="purchased", now=now, reservation_id=outcome.reservation_id)
+        if ledger.settle(intent, status="purchased", now=now, reservation_id=outcome.reservation_id):
+            chargeback.publish_fee(intent, window.team)  # the ledger's record is the exactly-once point
         log.bought.append(replace(intent, status="purchased", reservation_id=outcome.reservation_id))
         notify("Capacity bought", {"intent": intent.id, "window": intent.window, **window.owner_fields, "reservation": outcome.reservation_id,
                                    "fee": str(intent.offering.upfront_fee), "start": intent.offering.start.isoformat(), "end": intent.offering.end.isoformat()})

@@ -30,11 +30,11 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS
 from ..contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
-    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_SLURM_HEAD_NODES, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
+    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_SLURM_HEAD_NODES, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
     STACK_EVENT_SOURCE,
 )
 from ..policy import PolicyError, read_policy
-from . import controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window
+from . import chargeback, controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -139,10 +139,15 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
             ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES])
     result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
                                                      unsettled=_unsettled(requested, result, raising))
+    if chargeback.is_scheduled(event):  # only scheduled runs count instance-hours (chargeback.py says why)
+        result["utilisation"] = chargeback.publish_utilisation(
+            owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
+            tick_seconds=float(settings[ENV_TICK_SECONDS]), now=now)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + [result.get("raised_guarantees", {})]
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", [])
+                          + [result.get("raised_guarantees", {})]
                           if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
