@@ -319,3 +319,17 @@ def test_a_hostile_host_name_never_reaches_the_shell(aws):
 ])
 def test_phases(now, expected):
     assert slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], now), now) == expected
+
+
+@pytest.mark.parametrize("offset_seconds", range(0, int(slurm_window.SCHEDULE_LIMIT.total_seconds()), 20))
+def test_runs_every_schedule_limit_drain_and_requeue_before_the_instances_go(offset_seconds):
+    """Whatever the runs' phase against the plan: one run drains before REQUEUE_LEAD and one
+    requeues before the termination (TERMINATION_LEAD before the end)."""
+    from gpu_governance_runtime.capacity.market import TERMINATION_LEAD
+
+    first = PLAN.end - timedelta(hours=1) + timedelta(seconds=offset_seconds)
+    runs = [first + n * slurm_window.SCHEDULE_LIMIT for n in range(20)]
+    phases = {t: slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], t), t) for t in runs}
+    assert any(p == "drain" for p in phases.values())
+    assert any(p == "requeue" and t < PLAN.end - TERMINATION_LEAD for t, p in phases.items())
+    assert slurm_window.SCHEDULE_LIMIT == timedelta(minutes=5)  # the construct's rate is whole minutes

@@ -61,6 +61,10 @@ MARKER = "gpu-governance: capacity window"
 # are terminated (30 minutes before the end, like a Capacity Block's), so they go back to the
 # queue whole instead of failing with their node.
 REQUEUE_LEAD = market.TERMINATION_LEAD + timedelta(minutes=5)
+# The longest schedule that still starts a run between REQUEUE_LEAD and the termination (and one
+# between LOWER_LEAD and REQUEUE_LEAD): the construct runs the controller at least this often
+# while it drains a Slurm window's nodes.
+SCHEDULE_LIMIT = REQUEUE_LEAD - market.TERMINATION_LEAD
 # Listed nodes in these states have no Slurm node to act on.
 NOT_IN_SLURM = ("ShuttingDown", "NotFound")
 END = "gg-end-of-nodes"  # the last output line: SSM returns only the first 24,000 characters
