@@ -67,7 +67,7 @@ class CapacityController(GovernanceController):
 
 
     ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
-    its head node (``i-...`` or ``mi-...``), where the controller drains and resumes the window's
+    its head node (``i-...`` or ``mi-...``), where the controller puts the window's nodes in the owner's partition, drains and resumes
     nodes (docs/capacity.md). A fed pool without one is a synth warning, and an error the
     controller reports every run: its nodes are left as they are. With a head node the controller
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
