@@ -67,8 +67,8 @@ class CapacityController(GovernanceController):
 
 
     ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
-    its head node (``i-...`` or ``mi-...``), where the controller puts the window's nodes in the owner's partition, drains and resumes
-    nodes (docs/capacity.md). A fed pool without one is a synth warning, and an error the
+    its head node (``i-...`` or ``mi-...``), where the controller puts the window's nodes in the
+    owner's partition, drains and resumes them (docs/capacity.md). A fed pool without one is a synth warning, and an error the
     controller reports every run: its nodes are left as they are. With a head node the controller
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
     shortened to it), so the drain and the requeue land before the plan's instances go.
