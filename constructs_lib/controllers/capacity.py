@@ -37,6 +37,7 @@ from constructs_lib.controllers.base import GovernanceController
 from constructs_lib.controllers.reclaim import _ssm_target_arn
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.runtime_asset import runtime_code
+from gpu_governance_runtime.capacity.slurm_window import SCHEDULE_LIMIT
 from constructs_lib.model.policy import policy_json
 
 TAG_KEYS = list(PURCHASE_TAG_KEYS)
@@ -66,9 +67,11 @@ class CapacityController(GovernanceController):
 
 
     ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
-    its head node (``i-...`` or ``mi-...``), where the controller drains and resumes the window's
-    nodes (docs/capacity.md). A fed pool without one is a synth warning, and an error the
-    controller reports every run: its nodes are left as they are.
+    its head node (``i-...`` or ``mi-...``), where the controller puts the window's nodes in the
+    owner's partition, drains and resumes them (docs/capacity.md). A fed pool without one is a synth warning, and an error the
+    controller reports every run: its nodes are left as they are. With a head node the controller
+    runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
+    shortened to it), so the drain and the requeue land before the plan's instances go.
     """
 
     namespace = CAPACITY_NAMESPACE
@@ -90,6 +93,9 @@ class CapacityController(GovernanceController):
         )
         windows = model.capacity_windows
         self.slurm_head_nodes = head_nodes
+        limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
+        if head_nodes and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
+            schedule = limit
         unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
         if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are
             Annotations.of(self).add_warning_v2("gpu-governance:slurm-head-node", (

@@ -95,13 +95,14 @@ def ssm_answers(stub, output: str, *, status: str = "Success") -> None:
                       {"CommandId": command_id, "InstanceId": HEAD})
 
 
-def slurm_shows(reasons: dict[int, str], *, jobs: dict[str, int] | None = None, partition: str = "critical") -> str:
-    """The read's output: node n (0-2) with its reason, in the owner's partition and the default one."""
+def slurm_shows(reasons: dict[int, str], *, jobs: dict[str, int] | None = None, partition: str = "critical",
+                partitions: dict[int, list[str]] | None = None) -> str:
+    """The read's output: node n (0-2) with its reason, in the owner's partition (or ``partitions[n]``) and the default one."""
     lines = []
     for n, ip in enumerate(NODES.values()):
         reason = reasons.get(n, "none")
         state = "idle" if reason == "none" else "drained"
-        lines += [f"N|{slurm_name(ip)}|{state}|{partition}|{reason}", f"N|{slurm_name(ip)}|{state}|all*|{reason}"]
+        lines += [f"N|{slurm_name(ip)}|{state}|{p}|{reason}" for p in (partitions or {}).get(n, [partition]) + ["all*"]]
     lines += [f"J|{job}|{restarts}" for job, restarts in (jobs or {}).items()]
     return "\n".join(lines + [slurm_window.END]) + "\n"
 
@@ -109,7 +110,7 @@ def slurm_shows(reasons: dict[int, str], *, jobs: dict[str, int] | None = None, 
 def run(aws, now, *, plans=(PLAN,), mode="auto", head_nodes=None):
     sagemaker, _, ssm, _, _, ledger = aws
     return slurm_window.apply(windows={WINDOW.name: WINDOW.__class__(**{**WINDOW.__dict__, "mode": mode})}, owned=list(plans),
-                              slurm_pools=["research-slurm"], head_nodes={"research-slurm": HEAD} if head_nodes is None else head_nodes,
+                              slurm_pools={"research-slurm": ["critical", "steady"]}, head_nodes={"research-slurm": HEAD} if head_nodes is None else head_nodes,
                               sagemaker=sagemaker, ssm=ssm, ledger=ledger, now=now, sleep=lambda s: None)
 
 
@@ -225,12 +226,51 @@ def test_a_node_whose_scontrol_failed_is_reported_and_tried_again(aws):
     assert result["drain"] == {"done": [NAMES[1]]} and "error" not in result
 
 
-def test_a_node_outside_the_owners_partition_is_reported(aws):
-    _, sm_stub, _, ssm_stub, _, _ = aws
+def test_nodes_missing_from_the_owners_partition_join_it_live_and_a_repeated_run_changes_nothing(aws):
+    _, sm_stub, _, ssm_stub, sent, ledger = aws
     cluster_lists(sm_stub)
-    ssm_answers(ssm_stub, slurm_shows({}, partition="borrow"))
+    ssm_answers(ssm_stub, slurm_shows({}, partitions={0: [], 1: ["dev"]}))  # HyperPod brought them after the script ran
+    ssm_answers(ssm_stub, "critical done\n")
     (result,) = run(aws, SERVING)
-    assert "not in partition critical" in result["error"] and "re-apply the Slurm governance" in result["error"]
+    assert result["join"] == {"done": ["critical"]} and result["changed"] is True and "error" not in result
+    (join,) = sent[1]
+    assert "scontrol -o show partition critical" in join and f"-v ours={NAMES[0]},{NAMES[1]} -v join=1" in join
+    assert "scontrol update PartitionName=critical \"Nodes=$new\" && echo critical done" in join
+    assert records(ledger) == [(f"slurm-join#{CLUSTER}/{GROUP}", "done", {
+        "join": {"critical": NAMES[:2]}, "window": WINDOW.name, "done": ["critical"], "skipped": {}, "failed": []})]
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, slurm_shows({}, partitions={0: ["critical"], 1: ["dev", "critical"]}))
+    (result,) = run(aws, SERVING + timedelta(minutes=5))
+    assert result["changed"] is False and "join" not in result and len(sent) == 3 and len(records(ledger)) == 1
+
+
+def test_a_join_found_done_since_the_read_is_skipped_and_nodes_are_joined_only_while_serving(aws):
+    _, sm_stub, _, ssm_stub, _, ledger = aws
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, slurm_shows({}, partitions={2: []}))
+    ssm_answers(ssm_stub, "critical now has them\n")  # the governance script listed it since the read
+    (result,) = run(aws, SERVING)
+    assert result["join"] == {"done": [], "skipped": {"critical": "now has them"}} and result["changed"] is False
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, slurm_shows({}, partitions={2: []}))
+    ssm_answers(ssm_stub, "".join(f"{n} drained\n" for n in NAMES))
+    (result,) = run(aws, DRAINING)  # about to go: drained, not handed to the owner
+    assert "join" not in result and result["drain"] == {"done": NAMES}
+
+
+def test_a_node_in_borrow_or_another_teams_partition_is_taken_out_in_any_phase(aws):
+    _, sm_stub, _, ssm_stub, sent, ledger = aws
+    cluster_lists(sm_stub)
+    # Node 0 also in borrow, node 1 in steady's partition, node 2 in a partition governance does not make.
+    ssm_answers(ssm_stub, slurm_shows({0: OURS, 1: OURS, 2: OURS}, partitions={0: ["critical", "borrow"], 1: ["critical", "steady"], 2: ["critical", "dev"]}))
+    ssm_answers(ssm_stub, "borrow done\nsteady done\n")
+    (result,) = run(aws, REQUEUEING)
+    assert result["leave"] == {"done": ["borrow", "steady"]} and result["changed"] is True
+    borrow, steady = sent[1]
+    assert f"-v ours={NAMES[0]} -v join=0" in borrow and "PartitionName=borrow" in borrow
+    assert f"-v ours={NAMES[1]} -v join=0" in steady and "PartitionName=steady" in steady and "dev" not in borrow + steady
+    assert records(ledger)[0][:2] == (f"slurm-leave#{CLUSTER}/{GROUP}", "done")
+    assert records(ledger)[0][2]["leave"] == {"borrow": [NAMES[0]], "steady": [NAMES[1]]}
 
 
 def test_dry_run_reads_and_reports_without_changing(aws):
@@ -240,6 +280,11 @@ def test_dry_run_reads_and_reports_without_changing(aws):
     (result,) = run(aws, REQUEUEING, mode="dry_run")
     assert result["drain"] == {"would_drain": NAMES[:2]} and result["requeue"] == {"would_requeue": ["41"]}
     assert len(sent) == 1 and "scontrol" not in "\n".join(sent[0]) and records(ledger) == []
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, slurm_shows({}, partitions={0: ["borrow"]}))
+    (result,) = run(aws, SERVING, mode="dry_run")
+    assert result["join"] == {"would_join": {"critical": [NAMES[0]]}} and result["leave"] == {"would_leave": {"borrow": [NAMES[0]]}}
+    assert len(sent) == 2 and "scontrol" not in "\n".join(sent[1]) and records(ledger) == []
 
 
 def test_without_an_active_plan_nothing_is_called(aws):
@@ -274,3 +319,17 @@ def test_a_hostile_host_name_never_reaches_the_shell(aws):
 ])
 def test_phases(now, expected):
     assert slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], now), now) == expected
+
+
+@pytest.mark.parametrize("offset_seconds", range(0, int(slurm_window.SCHEDULE_LIMIT.total_seconds()), 20))
+def test_runs_every_schedule_limit_drain_and_requeue_before_the_instances_go(offset_seconds):
+    """Whatever the runs' phase against the plan: one run drains before REQUEUE_LEAD and one
+    requeues before the termination (TERMINATION_LEAD before the end)."""
+    from gpu_governance_runtime.capacity.market import TERMINATION_LEAD
+
+    first = PLAN.end - timedelta(hours=1) + timedelta(seconds=offset_seconds)
+    runs = [first + n * slurm_window.SCHEDULE_LIMIT for n in range(20)]
+    phases = {t: slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], t), t) for t in runs}
+    assert any(p == "drain" for p in phases.values())
+    assert any(p == "requeue" and t < PLAN.end - TERMINATION_LEAD for t, p in phases.items())
+    assert slurm_window.SCHEDULE_LIMIT == timedelta(minutes=5)  # the construct's rate is whole minutes

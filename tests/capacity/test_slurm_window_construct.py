@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aws_cdk import App, Environment, Stack
+from aws_cdk import App, Duration, Environment, Stack
 from aws_cdk.assertions import Annotations, Match, Template
 
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.core.errors import GovernanceError
+from gpu_governance_runtime.contract import ENV_TICK_SECONDS
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.organisation.compliance import apply_standard_packs
@@ -83,6 +84,25 @@ def test_docs_give_every_acknowledgement_reason(synthesized) -> None:
     reasons = set(summarise(synthesized[1]).acknowledged.values())
     assert any("ssm:GetCommandInvocation" in r for r in reasons)
     assert not {r for r in reasons if r not in docs}
+
+
+def schedule_of(controller: CapacityController) -> str:
+    return controller.node.find_child("Schedule").node.default_child.schedule_expression
+
+
+def test_with_a_head_node_the_controller_runs_every_5_minutes_and_counts_utilisation_by_it(template) -> None:
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(5 minutes)"})  # the default 15 shortened
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({ENV_TICK_SECONDS: "300"})}})
+
+
+@pytest.mark.parametrize("head_nodes, schedule, expected", [
+    ({"hyperpod-slurm": HEAD}, Duration.minutes(2), "rate(2 minutes)"),  # a shorter schedule is kept
+    ({}, Duration.minutes(15), "rate(15 minutes)"),  # nothing drained without a head node
+])
+def test_the_schedule_is_shortened_only_to_drain_on_time(head_nodes, schedule, expected) -> None:
+    stack = Stack(App(), "Schedules", env=Environment(account="111122223333", region="us-east-1"))
+    assert schedule_of(CapacityController(stack, "C", model=model([SLURM_WINDOW]), schedule=schedule, slurm_head_nodes=head_nodes)) == expected
 
 
 def test_without_a_slurm_window_there_is_no_command_permission() -> None:

@@ -101,7 +101,7 @@ class Controller:
             "InstanceGroupName": GROUP, "InstanceId": "i-0aaaaaaaaaaaaaaa3", "InstanceType": INSTANCE_TYPE, "LaunchTime": PLAN.start,
             "InstanceStatus": {"Status": "Running", "Message": ""}, "PrivateDnsHostname": f"{WINDOW_NODE}.cluster.internal"}]},
             {"ClusterName": CLUSTER, "InstanceGroupNameContains": GROUP})
-        (result,) = slurm_window.apply(windows={self.window.name: self.window}, owned=list(plans), slurm_pools=[POOL], head_nodes={POOL: HEAD_NODE},
+        (result,) = slurm_window.apply(windows={self.window.name: self.window}, owned=list(plans), slurm_pools={POOL: ["critical", "steady"]}, head_nodes={POOL: HEAD_NODE},
                                        sagemaker=self.sagemaker, ssm=self.ssm, ledger=self.ledger, now=now, sleep=lambda s: None)
         self.stub.assert_no_pending_responses()
         assert "error" not in result, result
@@ -177,3 +177,55 @@ def test_an_admins_drain_is_left_alone(cluster: Cluster, controller: Controller)
         assert node(WINDOW_NODE) == ("drained", "GPU 2 fails its health check")
     finally:
         run("scontrol", "update", f"NodeName={WINDOW_NODE}", "State=RESUME")
+
+
+def partition_nodes(name: str) -> list[str]:
+    listed = run("sinfo", "--noheader", f"--partition={name}", "--format=%N").stdout.strip()
+    return run("scontrol", "show", "hostnames", listed).stdout.split() if listed else []
+
+
+def test_a_window_node_the_script_has_not_listed_joins_the_owners_partition_live(cluster: Cluster, controller: Controller) -> None:
+    """HyperPod brought gpu-3 after the governance script last ran (its node map lacks the
+    window's group): the controller adds it to critical live, takes it out of another team's
+    partition it was put in, and the script re-applied later keeps it."""
+    cluster.cancel_all()
+    window_map = cluster.node_map.read_text()
+    fragment = run("scontrol", "show", "config").stdout.split("SLURM_CONF", 1)[1].split("=", 1)[1].split()[0].rsplit("/", 1)[0] + "/gpu-governance.conf"
+    try:
+        cluster.node_map.write_text("".join(line for line in window_map.splitlines(keepends=True) if WINDOW_NODE not in line))
+        assert "instance group critical-window has no nodes" in cluster.apply(window_model()).output
+        run("scontrol", "reconfigure")  # HyperPod restarts slurmctld when it adds nodes: critical is the fragment's again
+        run("scontrol", "update", "PartitionName=steady", f"Nodes=gpu-2,{WINDOW_NODE}")  # an admin's slip, or a stale script
+        assert WINDOW_NODE not in partition_nodes("critical") and WINDOW_NODE in partition_nodes("steady")
+
+        serving = PLAN.start + timedelta(hours=3)
+        joined = controller.run(serving)
+        assert (joined["join"], joined["leave"]) == ({"done": ["critical"]}, {"done": ["steady"]})
+        assert (partition_nodes("critical"), partition_nodes("steady")) == (["gpu-1", WINDOW_NODE], ["gpu-2"])
+        assert cluster.wait_running(submit("alice", node_name=WINDOW_NODE)).nodes == WINDOW_NODE  # the owner's job runs there
+        refused = run("runuser", "-u", "bob", "--", "sbatch", "--account=steady", "--partition=steady", "--qos=steady.standard",
+                      f"--nodelist={WINDOW_NODE}", "--gres=gpu:4", "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 600", check=False)
+        assert refused.returncode != 0, refused.stdout  # another team cannot reach it
+        assert controller.run(serving + timedelta(minutes=5))["changed"] is False  # a repeated run changes nothing
+
+        # slurmctld re-reads slurm.conf: the live addition is gone, the next run puts it back.
+        run("scontrol", "reconfigure")
+        assert WINDOW_NODE not in partition_nodes("critical")
+        assert controller.run(serving + timedelta(minutes=10))["join"] == {"done": ["critical"]}
+
+        # The governance script rewrites its fragment (here: someone edited it) and keeps the node it does not map.
+        with open(fragment, "a") as file:
+            file.write("# edited by hand\n")
+        applied = cluster.apply(window_model())
+        assert f"keep nodes outside the node map in partition critical: Nodes=gpu-1,{WINDOW_NODE}" in applied.output
+        assert partition_nodes("critical") == ["gpu-1", WINDOW_NODE] and WINDOW_NODE not in partition_nodes("steady")
+        assert controller.run(serving + timedelta(minutes=15))["changed"] is False
+        assert cluster.apply(window_model()).changed == 0  # nor does the script, run again
+        statuses = sorted((action.split("#")[0], status) for action, status, _ in controller.ledger.actions("slurm-", ("calling", "done", "failed"))
+                          if action.startswith(("slurm-join", "slurm-leave")))
+        assert statuses == [("slurm-join", "done"), ("slurm-join", "done"), ("slurm-leave", "done")]
+    finally:
+        cluster.cancel_all()
+        cluster.node_map.write_text(window_map)
+        cluster.apply(window_model())
+        assert (partition_nodes("critical"), partition_nodes("steady")) == (["gpu-1", WINDOW_NODE], ["gpu-2"])

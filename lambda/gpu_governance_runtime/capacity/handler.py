@@ -129,8 +129,8 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["shares"] += shares.apply_compute_quotas(
         desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP, pools=raising[shares.INSTANCE_GROUP]),
         sagemaker=clients.sagemaker, ledger=ledger, now=now)
-    result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: drained before the plan ends, resumed at the next
-        windows=windows, owned=report.owned, slurm_pools=[p.name for p in policy.pools if p.backend == HYPERPOD_SLURM],
+    result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
+        windows=windows, owned=report.owned, slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if p.backend == HYPERPOD_SLURM},
         head_nodes=json.loads(settings.get(ENV_SLURM_HEAD_NODES) or "{}"), sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
         now=now, time_left=time_left)
     if settings.get(ENV_RAISED_GUARANTEES):  # the reclaim controller counts what is raised now (raised.py)

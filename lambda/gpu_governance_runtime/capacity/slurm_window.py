@@ -10,8 +10,12 @@ the listing lacks it, ``DescribeClusterNode``).
 
 Per instance group, from its windows' plan that is active now (the latest starting):
 
+- while the plan is active: a node of the group found in another governed partition (``borrow``
+  or another team's) is taken out of it, live (``scontrol update PartitionName=P Nodes=...``);
 - until ``LOWER_LEAD`` before the plan ends: nodes the controller drained (their reason starts
   with ``MARKER``) are resumed, so a new occurrence's nodes take work; an admin's drain is left;
+  nodes missing from the owner's partition ``<team>`` are added to it, live (HyperPod brings
+  them after the governance script last listed the partition's nodes);
 - from ``LOWER_LEAD`` before the end: every node without a reason is drained
   (``State=DRAIN Reason="gpu-governance: capacity window W ends T"``): running jobs go on, no new
   job starts there;
@@ -27,6 +31,12 @@ on the head node right before the change, so one changed since the read (an admi
 job ended) is left alone. A throttled, failed or timed-out call is recorded ``failed`` and tried
 again by the next run. In ``dry_run`` only the read is made (it changes nothing) and what would
 change is reported.
+
+A partition is changed by rewriting its whole node list (Slurm 22.05's ``scontrol update`` has no
+``Nodes+=``), read and written in one shell command on the head node, so the list written is the
+one found then plus or minus the group's nodes. Live changes last until slurmctld re-reads
+slurm.conf (a restart or ``scontrol reconfigure``); the next run puts them back, and the
+governance script keeps them when it reconfigures (``gg_keep_unmapped_nodes`` in apply-lib.sh).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..slurm.plan import BORROW_PARTITION
 from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
 from . import market
 from .ledger import Ledger
@@ -50,6 +61,10 @@ MARKER = "gpu-governance: capacity window"
 # are terminated (30 minutes before the end, like a Capacity Block's), so they go back to the
 # queue whole instead of failing with their node.
 REQUEUE_LEAD = market.TERMINATION_LEAD + timedelta(minutes=5)
+# The longest schedule that still starts a run between REQUEUE_LEAD and the termination (and one
+# between LOWER_LEAD and REQUEUE_LEAD): the construct runs the controller at least this often
+# while it drains a Slurm window's nodes.
+SCHEDULE_LIMIT = REQUEUE_LEAD - market.TERMINATION_LEAD
 # Listed nodes in these states have no Slurm node to act on.
 NOT_IN_SLURM = ("ShuttingDown", "NotFound")
 END = "gg-end-of-nodes"  # the last output line: SSM returns only the first 24,000 characters
@@ -137,11 +152,30 @@ def requeue_command(job_id: str, restarts: int) -> str:
     return f"printf '%s ' {shlex.quote(job_id)}; " + if_unchanged(job_id, f"RUNNING|{restarts}", f"scontrol requeue {shlex.quote(job_id)}")
 
 
-def apply(*, windows: Mapping[str, Window], owned: Iterable[Reservation], slurm_pools: Iterable[str], head_nodes: Mapping[str, str],
+def partition_command(partition: str, nodes: list[str], *, join: bool) -> str:
+    """Add ``nodes`` to (``join``) or take them out of ``partition``: its node list is read on the
+    head node (hostlist expanded), changed only if it lacks (holds) one of them, and written whole."""
+    name = shlex.quote(partition)
+    # awk prints the new list, comma separated, and exits 1 when it is the list read.
+    change = (f"awk -v ours={shlex.quote(','.join(nodes))} -v join={int(join)} '"
+              'BEGIN { n = split(ours, o, ","); for (i = 1; i <= n; i++) mine[o[i]] = 1 } '
+              'NF { if (!join && ($0 in mine)) { changed = 1; next } out = out sep $0; sep = ","; seen[$0] = 1 } '
+              'END { if (join) for (i = 1; i <= n; i++) if (!(o[i] in seen)) { out = out sep o[i]; sep = ","; changed = 1 } '
+              "print out; exit !changed }'")
+    return (f"if p=$(scontrol -o show partition {name}); then "
+            "have=$(printf '%s\\n' \"$p\" | sed -n 's/.* Nodes=\\([^ ]*\\).*/\\1/p'); "
+            "if [ -n \"$have\" ] && [ \"$have\" != '(null)' ]; then have=$(scontrol show hostnames \"$have\"); else have=; fi; "
+            f"if new=$(printf '%s\\n' \"$have\" | {change}); then "
+            f"scontrol update {shlex.quote(f'PartitionName={partition}')} \"Nodes=$new\" && echo {name} done; "
+            f"else echo {name} now {'has' if join else 'lacks'} them; fi; "
+            f"else echo {name} now missing; fi")
+
+
+def apply(*, windows: Mapping[str, Window], owned: Iterable[Reservation], slurm_pools: Mapping[str, Iterable[str]], head_nodes: Mapping[str, str],
           sagemaker: Any, ssm: Any, ledger: Ledger, now: datetime, time_left: Callable[[], float] = lambda: float("inf"),
           sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
-    """One result per instance group that windows of ``slurm_pools`` feed."""
-    owned, pools = list(owned), set(slurm_pools)
+    """One result per instance group that windows of ``slurm_pools`` (pool -> its teams) feed."""
+    owned, pools = list(owned), dict(slurm_pools)
     groups: dict[tuple[str, str, str], list[Window]] = {}
     for window in windows.values():
         consumer = window.consumer
@@ -155,14 +189,16 @@ def apply(*, windows: Mapping[str, Window], owned: Iterable[Reservation], slurm_
             continue
         head = HeadNode(ssm, instance_id=head_nodes[pool], comment=COMMENT, time_left=time_left, sleep=sleep)
         try:
-            results.append(_converge(label, cluster, group, fed, owned, head, sagemaker, ledger, now))
+            # The partitions the governance script makes: one per team of the pool, and borrow.
+            governed = {*pools[pool], BORROW_PARTITION}
+            results.append(_converge(label, cluster, group, fed, owned, head, sagemaker, ledger, now, governed))
         except (ClientError, BotoCoreError, RuntimeError, ValueError) as error:  # throttled, timed out, unreadable: the next run
             results.append({**label, "error": f"{type(error).__name__}: {error}"})
     return results
 
 
 def _converge(label: dict[str, Any], cluster: str, group: str, fed: list[Window], owned: list[Reservation], head: HeadNode, sagemaker: Any,
-              ledger: Ledger, now: datetime) -> dict[str, Any]:
+              ledger: Ledger, now: datetime, governed: set[str]) -> dict[str, Any]:
     plan = current_plan(owned, (w.name for w in fed), now)
     step = phase(plan, now)
     label = {**label, "phase": step}
@@ -177,32 +213,40 @@ def _converge(label: dict[str, Any], cluster: str, group: str, fed: list[Window]
     errors = []
     if step == "serve":
         changes = {n: resume_command(n) for n, s in sorted(nodes.items()) if s["reason"].startswith(MARKER)}
-        outside = sorted(n for n, s in nodes.items() if window.team not in s["partitions"])
-        if outside:  # the owner cannot use them: the governance script has not been applied since they came
-            errors.append(f"nodes {outside} of instance group {group} are not in partition {window.team}: "
-                          "re-apply the Slurm governance (its SSM document) so they join it")
     else:
         reason = f"{MARKER} {window.name} ends {plan.end:%Y-%m-%dT%H:%MZ}"
         changes = {n: drain_command(n, reason) for n, s in sorted(nodes.items()) if s["reason"] == "none"}
         result["left_alone"] = {n: s["reason"] for n, s in sorted(nodes.items()) if s["reason"] != "none" and not s["reason"].startswith(MARKER)}
-    acted = {("resume" if step == "serve" else "drain"): (f"slurm-nodes#{cluster}/{group}", changes)}
+    acted = {("resume" if step == "serve" else "drain"): (f"slurm-nodes#{cluster}/{group}", changes, None)}
+    # Bought capacity is the owner's alone: out of borrow and other teams' partitions whenever found there.
+    elsewhere: dict[str, list[str]] = {}
+    for name, state in sorted(nodes.items()):
+        for partition in sorted(set(state["partitions"]) & (governed - {window.team})):
+            elsewhere.setdefault(partition, []).append(name)
+    acted["leave"] = (f"slurm-leave#{cluster}/{group}", {p: partition_command(p, n, join=False) for p, n in elsewhere.items()}, elsewhere)
+    # HyperPod brought them after the governance script last listed the partition's nodes: the owner could not use them.
+    outside = sorted(n for n, s in nodes.items() if window.team not in s["partitions"])
+    if step == "serve" and outside:
+        acted["join"] = (f"slurm-join#{cluster}/{group}", {window.team: partition_command(window.team, outside, join=True)}, {window.team: outside})
     if step == "requeue":
-        acted["requeue"] = (f"slurm-requeue#{cluster}/{group}", {job: requeue_command(job, n) for job, n in sorted(jobs.items())})
-    for verb, (key, commands) in acted.items():
-        result[verb] = _act(key, verb, commands, window, head, ledger, now)
+        acted["requeue"] = (f"slurm-requeue#{cluster}/{group}", {job: requeue_command(job, n) for job, n in sorted(jobs.items())}, None)
+    for verb, (key, commands, what) in acted.items():
+        result[verb] = _act(key, verb, commands, window, head, ledger, now, what)
         errors += [result[verb]["error"]] if "error" in result[verb] else []
     result["changed"] = any(result[verb].get("done") for verb in acted)
     return {**result, **({"error": "; ".join(errors)} if errors else {})}
 
 
-def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head: HeadNode, ledger: Ledger, now: datetime) -> dict[str, Any]:
-    """Send ``commands`` (one per node or job) as one SSM command, recorded before and after."""
+def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head: HeadNode, ledger: Ledger, now: datetime,
+         what: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+    """Send ``commands`` (one per node, job or partition) as one SSM command, recorded before and
+    after; ``what`` names the nodes of each partition command."""
     if not commands:
         return {}
     if window.mode == "dry_run":
-        return {f"would_{verb}": sorted(commands)}
+        return {f"would_{verb}": dict(what) if what else sorted(commands)}
     action = f"{key}@{now:%Y%m%dT%H%M%SZ}"
-    details = {verb: sorted(commands), "window": window.name}
+    details = {verb: dict(what) if what else sorted(commands), "window": window.name}
     ledger.record_action(action, status="calling", details=details, now=now)
     try:
         output = head.run(list(commands.values()))

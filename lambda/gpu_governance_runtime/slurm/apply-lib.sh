@@ -329,14 +329,41 @@ gg_keep_busy_partitions() {
     done < <(grep '^PartitionName=' "$GG_FRAGMENT")
 }
 
+# Nodes in partition $1 now that the node map places in no instance group, comma separated: the
+# capacity controller added them live (a capacity window's nodes HyperPod brought after the map
+# was read; capacity/slurm_window.py). A reconfigure would drop them.
+gg_unmapped_nodes() {
+    local listed node mapped group
+    listed=$(scontrol -o show partition "$1" 2>/dev/null | sed -n 's/.* Nodes=\([^ ]*\).*/\1/p') || return 0  # not there yet
+    if [[ -z $listed || $listed == "(null)" ]]; then return 0; fi
+    mapped=" "
+    for group in "${!GG_NODES[@]}"; do mapped+="$(scontrol show hostnames "${GG_NODES[$group]}" | tr '\n' ' ')"; done
+    for node in $(scontrol show hostnames "$listed"); do
+        [[ $mapped == *" $node "* ]] || printf '%s,' "$node"
+    done
+}
+
 gg_write_fragment() {
     local text="# Written by cdk-gpu-governance (policy $GG_POLICY_DIGEST); re-applied, never edit by hand."$'\n'
+    local line name nodes extra kept=()
     gg_keep_busy_partitions
     text+=$GG_FRAGMENT_BODY
     if [[ -f $GG_FRAGMENT && "$(cat "$GG_FRAGMENT")"$'\n' == "$text" ]]; then
         gg_same
     else
+        # The capacity controller's live additions survive the reconfigure (never in borrow: bought
+        # capacity is not lent); the fragment itself names only mapped nodes.
+        while read -r line; do
+            name=${line#PartitionName=}; name=${name%% *}; nodes=${line#* Nodes=}; nodes=${nodes%% *}
+            if [[ $name == "$GG_BORROW_PARTITION" ]]; then continue; fi
+            extra=$(gg_unmapped_nodes "$name")
+            if [[ -n $extra ]]; then kept+=("$name $nodes,${extra%,}"); fi
+        done < <(grep '^PartitionName=' <<<"$GG_FRAGMENT_BODY")
         gg_change "write $GG_FRAGMENT and reconfigure slurmctld" bash -c 'printf "%s" "$1" >"$2" && scontrol reconfigure' _ "$text" "$GG_FRAGMENT"
+        for line in "${kept[@]}"; do
+            read -r name nodes <<<"$line"
+            gg_change "keep nodes outside the node map in partition $name: Nodes=$nodes" scontrol update "PartitionName=$name" "Nodes=$nodes"
+        done
     fi
     local slurm_conf include="Include $GG_FRAGMENT"
     slurm_conf=$(dirname "$GG_FRAGMENT")/slurm.conf

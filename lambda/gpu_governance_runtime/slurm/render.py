@@ -13,7 +13,7 @@ from graphlib import TopologicalSorter
 from importlib import resources
 from shlex import quote
 
-from .plan import MANAGED_MARKER, SlurmPlan, SlurmQos
+from .plan import BORROW_PARTITION, MANAGED_MARKER, SlurmPlan, SlurmQos
 
 # slurm.conf settings the mapping relies on. Written into the governance fragment (the Include
 # at the end of slurm.conf overrides earlier lines), so the cluster cannot silently lack them.
@@ -75,6 +75,7 @@ def render_apply_script(plan: SlurmPlan) -> str:
         f"GG_POLICY_DIGEST={plan_digest(plan)}",
         f"GG_MARKER={quote(f'{MANAGED_MARKER}:{plan.organisation}')}",
         "GG_OS_ONLY=0",
+        f"GG_BORROW_PARTITION={quote(BORROW_PARTITION)}",
         library,
         'for arg in "$@"; do',
         "    case $arg in",
