@@ -209,8 +209,7 @@ class ReclaimController(GovernanceController):
         specs = [
             ((team, t.pool), f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
-            # Kueue's status shows no waiting work in instances: a HyperPod EKS pool has no starvation alarm.
-            for t in self.targets if self.model.pool(t.pool).backend != HYPERPOD_EKS for team in self.model.teams_in(t.pool)
+            for t in self.targets for team in self.model.teams_in(t.pool)
         ] + [
             # A single failed tick is retried by the next; a pool unread for POOL_ERROR_TICKS ticks
             # is also a pool whose share metrics (and starvation alarms) have gone silent.
@@ -249,8 +248,10 @@ class ReclaimController(GovernanceController):
                 )
                 for team in teams
             ))
-            if self.model.pool(target.pool).backend == HYPERPOD_EKS:
-                continue  # usage only: no pending work, preemptions or lost capacity are read from Kueue
+            if self.model.pool(target.pool).backend == HYPERPOD_EKS:  # Kueue preempts natively: no preemptions are read
+                dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
+                                                             left=[self._every_share(target.pool, "Pending", "Maximum")]))
+                continue
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(target.pool, "Pending", "Maximum")]),
                 cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(target.pool, "Preemptions", "Sum")]),

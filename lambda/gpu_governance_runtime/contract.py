@@ -130,6 +130,8 @@ MISSING_API_OPERATIONS = "MissingApiOperations"
 POOL_ERRORS = "PoolErrors"
 # Per (Pool, Share), published by the reclaim handler every tick.
 SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
+# Pending is in instances, except on hyperpod_eks pools: there the workloads waiting (Kueue's status counts
+# workloads, not what they ask for; reclaim/eks_usage.py). StarvedBelowGuarantee means the same on every backend.
 SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
 # Per (Pool, Share), published by the reclaim handler every tick (gpu_governance_runtime.usage):
 # instance-hours over the tick, so a Sum over any period is that period's instance-hours. For
