@@ -340,7 +340,13 @@ def test_a_server_whose_certificate_the_clusters_ca_did_not_sign_is_refused(api)
 def test_a_private_endpoint_is_named_as_the_reason_not_timed_out_on(api):
     published, records = run(api, public=False)
     assert not published and api.requests == []
-    assert_failed(records, f"EKS cluster {CLUSTER}", "private", "docs/hyperpod-eks.md")
+    assert_failed(records, f"EKS cluster {CLUSTER}", "private", "outside any VPC", "vpc", "docs/hyperpod-eks.md")
+
+
+def test_a_function_in_a_vpc_reads_a_private_endpoint(api):
+    published, records = run(api, public=False, in_vpc=True)
+    assert published and len(api.requests) == 3
+    assert {r["Share"] for r in records if contract.USED_HOURS in r} == {"vision", "speech", "prod"}
 
 
 def test_a_missing_cluster_reports_an_error(api):
@@ -398,7 +404,8 @@ def test_anything_else_is_refused(text):
 # --- the reclaim handler runs it for every HyperPod EKS pool ---------------------------------------
 
 
-def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("public, in_vpc", [(True, None), (False, "true")])  # IN_VPC: the construct was given a vpc
+def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, monkeypatch, capsys, public, in_vpc):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
     from gpu_governance_runtime.reclaim import handler
 
@@ -407,8 +414,10 @@ def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, mo
          "shares": [{"name": s.name, "quota": s.quota, "strategy": s.strategy.value, "borrow_limit": None} for s in POOL.shares]}]}
     assert parse_policy(policy).pool("hp").shares == POOL.shares
     (tmp_path / "policy.json").write_text(json.dumps(policy))
-    eks, stubber = eks_client(api)
+    eks, stubber = eks_client(api, public=public)
     monkeypatch.setattr(handler, "eks", eks)
+    if in_vpc:
+        monkeypatch.setenv(contract.ENV_IN_VPC, in_vpc)
     for name, value in {"POLICY_PATH": str(tmp_path / "policy.json"), "RECLAIM_TARGETS": json.dumps([TARGET]), "LEDGER_TABLE": "unused",
                         "TICK_SECONDS": "120", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"}.items():
         monkeypatch.setenv(name, value)

@@ -91,11 +91,14 @@ class ClusterApi:
     context: ssl.SSLContext
 
 
-def cluster_api(eks: Any, cluster_name: str) -> ClusterApi:
+def cluster_api(eks: Any, cluster_name: str, *, in_vpc: bool = False) -> ClusterApi:
+    """The cluster's endpoint and CA. A private-only endpoint resolves to addresses in the cluster's
+    VPC: outside any VPC that is said at once rather than timed out on; inside one it is tried (the
+    VPC must be the cluster's, or reach it, and the cluster's security group must admit 443)."""
     cluster = eks.describe_cluster(name=cluster_name)["cluster"]
-    if cluster.get("resourcesVpcConfig", {}).get("endpointPublicAccess") is False:
-        raise EksUsageError(f"EKS cluster {cluster_name}: its API endpoint is private; the reclaim function runs outside the "
-                            "cluster's VPC and cannot reach it (docs/hyperpod-eks.md, Usage metrics)")
+    if not in_vpc and cluster.get("resourcesVpcConfig", {}).get("endpointPublicAccess") is False:
+        raise EksUsageError(f"EKS cluster {cluster_name}: its API endpoint is private and the reclaim function runs outside any "
+                            "VPC: give the ReclaimController the cluster's vpc (docs/hyperpod-eks.md, Usage metrics)")
     try:
         context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificateAuthority"]["data"]).decode())
     except (KeyError, ValueError, ssl.SSLError) as error:
@@ -308,7 +311,7 @@ def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple
 
 def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: str, now: float, tick_seconds: float,
          emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
-         credentials: Any = None) -> bool:
+         credentials: Any = None, in_vpc: bool = False) -> bool:
     """Read the pool's cluster and emit its gauges and usage records; True when they were emitted.
     A failure emits ``pool_failed`` and ``PoolErrors`` (alarmed) and nothing else."""
     if time_left() < READ_SECONDS:
@@ -316,7 +319,7 @@ def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: st
         return False
     cluster = target["eks_cluster"]
     try:
-        api = cluster_api(eks, cluster)
+        api = cluster_api(eks, cluster, in_vpc=in_vpc)
         token = eks_token(cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint(eks))
         queues = list_cluster_queues(api, token, time_left=time_left)
         rows = share_usage(queues, pool, target["gpus_per_instance"])
