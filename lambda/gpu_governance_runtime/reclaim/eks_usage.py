@@ -220,7 +220,7 @@ def _gpu_figures(queues: Iterable[Mapping[str, Any]]) -> Iterator[_Gpus]:
             flavor: (quantity(resource.get("total", 0), f"{where}.total"), quantity(resource.get("borrowed", 0), f"{where}.borrowed"))
             for flavor, resource, where in _gpu_resources(status.get("flavorsUsage"), f"{name}.status.flavorsUsage")
         }
-        # A Kueue without flavorsReservation (older than v0.5) reserves what it admits.
+        # A Kueue that reports no flavorsReservation is read as reserving what it admits.
         reserved = {flavor: total for flavor, (total, _) in used.items()} if status.get("flavorsReservation") is None else {
             flavor: quantity(resource.get("total", 0), f"{where}.total")
             for flavor, resource, where in _gpu_resources(status["flavorsReservation"], f"{name}.status.flavorsReservation")
