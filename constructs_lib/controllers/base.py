@@ -67,7 +67,7 @@ class GovernanceController(Construct):
             raise GovernanceError(problems)
         super().__init__(scope, id)
         self.controller_id = controller_id
-        self._placement = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": list(security_groups) or None} if vpc else {}
+        self._placement = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": list(security_groups) or None} if vpc is not None else {}
         self.alarms: list[cloudwatch.Alarm] = []
         # The account administers the key; only the controller role and the services named use it.
         key = kms.Key(

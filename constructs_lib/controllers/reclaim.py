@@ -117,7 +117,7 @@ class ReclaimController(GovernanceController):
                 ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
                 **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
                 **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
-                **({ENV_IN_VPC: "true"} if vpc else {}),  # private EKS endpoints are then worth trying
+                **({ENV_IN_VPC: "true"} if vpc is not None else {}),  # private EKS endpoints are then worth trying
             },
             vpc_reason="The controller calls public AWS APIs (Batch, SSM, DynamoDB, EKS) and the public API endpoints of "
             "observed HyperPod EKS clusters (docs/hyperpod-eks.md, Usage metrics); a VPC would add NAT cost and no isolation.",
