@@ -4,11 +4,15 @@ encrypted dead-letter queue, the Lambda role, the function with its encrypted lo
 that notify the topic, and ``metric`` in the controller's namespace. The resources are created
 directly in the controller's scope, so their construct ids stay ``Key``, ``Ledger``, ``Topic``,
 ``DeadLetters``, ``Role``, ``Logs`` and ``Function``. A new controller subclasses it, adds its
-permissions, triggers and alarms, and reads the policy through the runtime's contract."""
+permissions, triggers and alarms, and reads the policy through the runtime's contract.
+
+The function runs outside any VPC unless ``vpc`` is given (optionally with ``vpc_subnets``, by
+default the VPC's private subnets, and ``security_groups``, by default one that allows all
+outbound traffic): then it runs in that VPC, and reaches AWS through the VPC's endpoints or NAT."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from aws_cdk import (
     Duration,
@@ -17,6 +21,7 @@ from aws_cdk import (
     aws_cloudwatch as cloudwatch,
     aws_cloudwatch_actions as actions,
     aws_dynamodb as dynamodb,
+    aws_ec2 as ec2,
     aws_iam as iam,
     aws_kms as kms,
     aws_lambda as lambda_,
@@ -27,7 +32,11 @@ from aws_cdk import (
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge
+from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
+
+
+VPC_ACCESS_POLICY = "AWSLambdaVPCAccessExecutionRole"
 
 
 class GovernanceController(Construct):
@@ -49,9 +58,16 @@ class GovernanceController(Construct):
         role_description: str,
         ledger_expiry_attribute: str | None = None,
         role_name: str | None = None,
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+        security_groups: Sequence[ec2.ISecurityGroup] = (),
     ) -> None:
+        problems = vpc_problems(vpc, vpc_subnets, security_groups)
+        if problems:
+            raise GovernanceError(problems)
         super().__init__(scope, id)
         self.controller_id = controller_id
+        self._placement = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": list(security_groups) or None} if vpc is not None else {}
         self.alarms: list[cloudwatch.Alarm] = []
         # The account administers the key; only the controller role and the services named use it.
         key = kms.Key(
@@ -104,9 +120,17 @@ class GovernanceController(Construct):
             handler=handler, code=code, role=self.role, timeout=timeout, memory_size=memory_size,
             reserved_concurrent_executions=1, log_group=log_group, logging_format=logging_format,
             tracing=lambda_.Tracing.ACTIVE, dead_letter_queue=self.dead_letters, environment_encryption=self.key,
-            environment=dict(environment) if environment else None,
+            environment=dict(environment) if environment else None, **self._placement,
         )
-        acknowledge(self.function, vpc_reason, "LambdaInsideVPC")
+        if self._placement:
+            # Lambda creates the function's network interfaces in the VPC with the function's role (the
+            # CDK attaches this policy only to roles it makes itself).
+            self.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(f"service-role/{VPC_ACCESS_POLICY}"))
+            acknowledge(self.role, f"{VPC_ACCESS_POLICY} is the policy AWS maintains for what Lambda needs to create, describe "
+                        "and delete a function's network interfaces in a VPC (EC2 allows describing them on no narrower resource).",
+                        f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{VPC_ACCESS_POLICY}]")
+        else:
+            acknowledge(self.function, vpc_reason, "LambdaInsideVPC")
         return self.function
 
     def metric(self, metric_name: str, *, dimensions: Mapping[str, str] | None = None, statistic: str = "Maximum",
@@ -124,3 +148,11 @@ class GovernanceController(Construct):
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         self.alarms.append(alarm)
         return alarm
+
+
+def vpc_problems(vpc: ec2.IVpc | None, vpc_subnets: ec2.SubnetSelection | None, security_groups: Sequence[ec2.ISecurityGroup]) -> list[Problem]:
+    """Subnets and security groups place the function in a VPC: without one they would be ignored."""
+    if vpc is not None:
+        return []
+    return [Problem(path=name, wrong="given without vpc", value=value, allowed="only with vpc (the VPC they belong to)")
+            for name, value in (("vpc_subnets", vpc_subnets), ("security_groups", list(security_groups))) if value]

@@ -25,12 +25,12 @@ from typing import Sequence
 from aws_cdk import (
     Arn, ArnFormat, Duration, Stack, Token,
     aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_eks_v2 as eks, aws_events as events,
-    aws_events_targets as event_targets, aws_iam as iam, aws_sns as sns,
+    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_sns as sns,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, EKS_USAGE_READER_GROUP, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    ENV_IN_VPC, ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
@@ -41,7 +41,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, HyperPodEksPool
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.core.placement import team_scope
-from constructs_lib.controllers.base import GovernanceController
+from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model.policy import policy_json
 
@@ -74,6 +74,10 @@ class ReclaimController(GovernanceController):
     (``reclaim`` of the pool). ``usage_targets``:
     ``hyperpod_slurm`` pools (head node and instance type, as in ``targets``) whose usage is read
     from Slurm accounting without reclaiming them (default none; Slurm targets get it anyway).
+    ``vpc`` (with optional ``vpc_subnets`` and ``security_groups``): run the function in that VPC,
+    e.g. the one of a HyperPod EKS cluster whose API endpoint is private (default: outside any VPC;
+    what the VPC must then provide: docs/hyperpod-eks.md, Usage metrics). Let the cluster's security
+    group accept it with ``cluster_sg.connections.allow_from(controller.function, ec2.Port.tcp(443))``.
     """
 
     namespace = NAMESPACE
@@ -82,8 +86,10 @@ class ReclaimController(GovernanceController):
         self, scope: Construct, id: str, *, model: GovernanceModel, targets: Sequence[ReclaimTarget],
         dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
         min_run_time: Duration = Duration.minutes(1), max_preemptions_per_tick: int = 20, usage_targets: Sequence[ReclaimTarget] = (),
+        vpc: ec2.IVpc | None = None, vpc_subnets: ec2.SubnetSelection | None = None, security_groups: Sequence[ec2.ISecurityGroup] = (),
     ) -> None:
-        _check(model, targets, starved_ticks, max_preemptions_per_tick, Stack.of(scope), usage_targets)  # before any resource exists
+        _check(model, targets, starved_ticks, max_preemptions_per_tick, Stack.of(scope), usage_targets,  # before any resource exists
+               vpc_problems(vpc, vpc_subnets, security_groups))
         super().__init__(
             scope, id,
             controller_id=f"{model.organisation}-reclaim",
@@ -93,6 +99,7 @@ class ReclaimController(GovernanceController):
             "and only guard against acting twice, so a separate backup plan adds nothing.",
             topic_name="GPU reclaim controller alarms",
             role_description="Reclaim controller: reads GPU queues, preempts planned victims",
+            vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups,
         )
         self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
         slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if model.pool(t.pool).backend == HYPERPOD_SLURM]
@@ -110,6 +117,7 @@ class ReclaimController(GovernanceController):
                 ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
                 **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
                 **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
+                **({ENV_IN_VPC: "true"} if vpc is not None else {}),  # private EKS endpoints are then worth trying
             },
             vpc_reason="The controller calls public AWS APIs (Batch, SSM, DynamoDB, EKS) and the public API endpoints of "
             "observed HyperPod EKS clusters (docs/hyperpod-eks.md, Usage metrics); a VPC would add NAT cost and no isolation.",
@@ -209,8 +217,7 @@ class ReclaimController(GovernanceController):
         specs = [
             ((team, t.pool), f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
              f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
-            # Kueue's status shows no waiting work in instances: a HyperPod EKS pool has no starvation alarm.
-            for t in self.targets if self.model.pool(t.pool).backend != HYPERPOD_EKS for team in self.model.teams_in(t.pool)
+            for t in self.targets for team in self.model.teams_in(t.pool)
         ] + [
             # A single failed tick is retried by the next; a pool unread for POOL_ERROR_TICKS ticks
             # is also a pool whose share metrics (and starvation alarms) have gone silent.
@@ -249,8 +256,10 @@ class ReclaimController(GovernanceController):
                 )
                 for team in teams
             ))
-            if self.model.pool(target.pool).backend == HYPERPOD_EKS:
-                continue  # usage only: no pending work, preemptions or lost capacity are read from Kueue
+            if self.model.pool(target.pool).backend == HYPERPOD_EKS:  # Kueue preempts natively: no preemptions are read
+                dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
+                                                             left=[self._every_share(target.pool, "Pending", "Maximum")]))
+                continue
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(target.pool, "Pending", "Maximum")]),
                 cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(target.pool, "Preemptions", "Sum")]),
@@ -285,8 +294,8 @@ def _pascal(name: str) -> str:
 
 
 def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int, stack: Stack,
-           usage_targets: Sequence[ReclaimTarget] = ()) -> None:
-    problems: list[Problem] = []
+           usage_targets: Sequence[ReclaimTarget] = (), placement_problems: Sequence[Problem] = ()) -> None:
+    problems: list[Problem] = list(placement_problems)
     pools = {p.name: p for p in model.pools}
     if not targets and not usage_targets:
         problems.append(Problem(path="targets", wrong="no pool to govern", value=[], allowed="at least one ReclaimTarget"))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, LENT_HOURS, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS,
+    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, HYPERPOD_EKS, LENT_HOURS, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS,
     PURCHASED_USED_HOURS, PURCHASED_UTILISATION, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, USED_HOURS,
 )
 
@@ -161,7 +161,8 @@ class Chargeback(Construct):
                 for title, metric in (("used", USED_HOURS), ("guaranteed", GUARANTEED_HOURS), ("borrowed", BORROWED_HOURS), ("lent", LENT_HOURS))
             ))
             dashboard.add_widgets(
-                cloudwatch.GraphWidget(title="waiting work (instances)", width=8, left=[self._search("Pending", "Maximum", self.schedule)]),
+                cloudwatch.GraphWidget(title="waiting work (instances; workloads on HyperPod EKS pools)", width=8,
+                                       left=[self._search("Pending", "Maximum", self.schedule)]),
                 cloudwatch.GraphWidget(title="teams starved below their guarantee", width=8, left=[self._search("StarvedBelowGuarantee", "Maximum", self.schedule)]),
                 cloudwatch.GraphWidget(title="reclaims and preemptions", width=8, left=[self._search("Preemptions", "Sum", Duration.hours(1))]),
             )
@@ -181,16 +182,17 @@ class Chargeback(Construct):
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
         day = Duration.days(1)
         for pool in pools:
+            kueue = self.model.pool(pool).backend == HYPERPOD_EKS  # waiting workloads, not instances; Kueue preempts unseen
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1))
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="guarantee vs use vs borrowed vs lent (instances)", width=12,
                                        left=[self.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
                 cloudwatch.GraphWidget(title="instance-hours per day", width=12,
                                        left=[self.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
-                cloudwatch.GraphWidget(title="waiting (instances) and starved below guarantee", width=12,
+                cloudwatch.GraphWidget(title=f"waiting ({'workloads' if kueue else 'instances'}) and starved below guarantee", width=12,
                                        left=[self.metric_share(pool, team.name, "Pending")], right=[self.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
-                cloudwatch.GraphWidget(title="reclaims and preemptions", width=12,
-                                       left=[self.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")]),
+                *([] if kueue else [cloudwatch.GraphWidget(title="reclaims and preemptions", width=12, left=[
+                    self.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])]),
             )
         if buys:
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1))

@@ -70,6 +70,7 @@ ENV_METRICS_NAMESPACE = "METRICS_NAMESPACE"
 ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
 ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim and capacity: the schedule's interval, which one tick's usage covers
+ENV_IN_VPC = "IN_VPC"  # reclaim: "true" when the function runs in a VPC (it may then reach private EKS endpoints)
 ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose usage is read from Slurm accounting
 # Set on both controllers when a capacity window raises a guarantee: the raised_guarantees_parameter
 # the capacity controller writes and the reclaim controller reads.
@@ -130,6 +131,8 @@ MISSING_API_OPERATIONS = "MissingApiOperations"
 POOL_ERRORS = "PoolErrors"
 # Per (Pool, Share), published by the reclaim handler every tick.
 SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
+# Pending is in instances, except on hyperpod_eks pools: there the workloads waiting (Kueue's status counts
+# workloads, not what they ask for; reclaim/eks_usage.py). StarvedBelowGuarantee means the same on every backend.
 SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
 # Per (Pool, Share), published by the reclaim handler every tick (gpu_governance_runtime.usage):
 # instance-hours over the tick, so a Sum over any period is that period's instance-hours. For

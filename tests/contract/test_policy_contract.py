@@ -344,3 +344,57 @@ def test_the_usage_report_reads_exactly_what_a_tick_writes():
             for q in recorder.request["MetricDataQueries"]}
     emitted = {e for e in _emitted_by_a_reclaim_tick() if e[1] in contract.USAGE_METRICS}
     assert read == emitted
+
+# --- HyperPod EKS pools: everything drawn and alarmed for them, their own observer writes -----------
+
+
+def _read_for_pool(alarms, dashboards, pool: str) -> set[tuple[str, str]]:
+    """(namespace, metric) of every alarm, explicit dashboard metric and search that names ``pool``."""
+    read = {(a["Namespace"], a["MetricName"]) for a in alarms if {"Name": "Pool", "Value": pool} in a.get("Dimensions", [])}
+    for body in dashboards:
+        for namespace, name, rest in re.findall(r'\["(GpuGovernance/\w+)","(\w+)"((?:,"[^"]*")*)', body):
+            values = re.findall(r'"([^"]*)"', rest)
+            if dict(zip(values[0::2], values[1::2])).get("Pool") == pool:
+                read.add((namespace, name))
+        read |= {(namespace, name) for namespace, name, searched in re.findall(
+            r'\{(GpuGovernance/\w+),[\w,]+\} MetricName=\\"(\w+)\\" Pool=\\"([\w-]+)\\"', body) if searched == pool}
+    return read
+
+
+def _emitted_by_eks_ticks(pool, directory: Path) -> set[tuple[str, str]]:
+    """What HyperPod EKS ticks write (namespace, metric) against the local Kubernetes API server:
+    one that reads every team's ClusterQueue, and one the server refuses."""
+    from gpu_governance_runtime.reclaim import eks_usage
+
+    from tests.hyperpod_eks.kube_api import Reply, cluster_queue, pages, serve, status_object
+    from tests.hyperpod_eks.test_usage_observer import CREDENTIALS, eks_client
+
+    api, stop = serve(directory)
+    records: list = []
+    target = {"pool": pool.name, "eks_cluster": "acme-hyperpod", "gpus_per_instance": dict.fromkeys(pool.capacity, 8)}
+    try:
+        for respond, succeeds in (
+            (pages([cluster_queue(contract.hyperpod_cluster_queue(share.name), cohort="c", flavors={
+                t: {"nominal": n * 8, "total": 0, "borrowed": 0} for t, n in share.quota.items()}) for share in pool.shares], size=10), True),
+            (lambda path, query, headers: Reply(401, status_object(401, "Unauthorized", "Unauthorized")), False),
+        ):
+            api.respond = respond
+            eks, _ = eks_client(api)
+            assert eks_usage.tick(target, pool, eks=eks, namespace=contract.RECLAIM_NAMESPACE, now=1e9, tick_seconds=60, emit=records.append,
+                                  credentials=CREDENTIALS) is succeeds
+    finally:
+        stop()
+    return {(d["Namespace"], m["Name"]) for r in records if "_aws" in r for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+
+
+def test_every_metric_read_for_a_hyperpod_eks_pool_is_one_its_observer_writes(functions, tmp_path):
+    """Alarms and dashboards of the reference app's HyperPod EKS pool read only what an EKS tick
+    (reading the cluster, or failing to) writes, and its waiting work and starvation are among them."""
+    _, alarms, dashboards = functions
+    reference = load_model()
+    (eks_pool,) = [p.name for p in reference.pools if p.backend == contract.HYPERPOD_EKS]
+    pool = parse_policy(json.loads(policy_json(reference))).pool(eks_pool)
+    read = _read_for_pool(alarms, dashboards, eks_pool)
+    written = _emitted_by_eks_ticks(pool, tmp_path)
+    assert read - written == set()
+    assert {(contract.RECLAIM_NAMESPACE, m) for m in ("Pending", "StarvedBelowGuarantee", contract.POOL_ERRORS)} <= read

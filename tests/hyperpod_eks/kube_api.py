@@ -141,9 +141,11 @@ def serve(directory: Path) -> tuple[KubeApi, Callable[[], None]]:
 # --- Kueue v1beta1 objects ------------------------------------------------------------------------
 
 
-def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str, Any]],
+                  workloads: tuple[int, int, int] = (2, 1, 1)) -> dict[str, Any]:
     """A ClusterQueue as the API server returns it, with every optional field. ``flavors``:
-    flavor -> {"nominal", "total", "borrowed", and optionally "lending_limit", "borrowing_limit"} in GPUs."""
+    flavor -> {"nominal", "total", "borrowed", and optionally "lending_limit", "borrowing_limit",
+    "reserved" (default: total)} in GPUs; ``workloads``: pending, reserving, admitted."""
     def quota(resource: str, nominal: Any, figures: dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": resource, "nominalQuota": nominal}
         if resource == GPU and figures.get("borrowing_limit") is not None:
@@ -152,8 +154,8 @@ def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str,
             entry["lendingLimit"] = str(figures["lending_limit"])
         return entry
 
-    def usage(figures: dict[str, Any]) -> list[dict[str, Any]]:
-        gpus = figures.get("total", 0)
+    def usage(figures: dict[str, Any], field: str = "total") -> list[dict[str, Any]]:
+        gpus = figures.get(field, figures.get("total", 0))
         return [
             {"name": "cpu", "total": f"{gpus * 12}", "borrowed": "0"},
             {"name": "memory", "total": f"{gpus * 100}Gi", "borrowed": "0"},
@@ -196,9 +198,9 @@ def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str,
         "status": {
             "conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "Can admit new workloads",
                             "lastTransitionTime": "2027-01-10T08:00:05Z", "observedGeneration": 3}],
-            "flavorsReservation": [{"name": flavor, "resources": usage(f)} for flavor, f in flavors.items()],
+            "flavorsReservation": [{"name": flavor, "resources": usage(f, "reserved")} for flavor, f in flavors.items()],
             "flavorsUsage": [{"name": flavor, "resources": usage(f)} for flavor, f in flavors.items()],
-            "pendingWorkloads": 2, "reservingWorkloads": 1, "admittedWorkloads": 1,
+            **dict(zip(("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"), workloads)),
             "pendingWorkloadsStatus": {"clusterQueuePendingWorkload": [{"name": "job-a-1", "namespace": "hyperpod-ns-x"}],
                                        "lastChangeTime": "2027-01-15T07:00:00Z"},
             "fairSharing": {"weightedShare": 125, "admissionFairSharingStatus": {"consumedResources": {GPU: "4"},

@@ -71,13 +71,14 @@ def test_the_function_is_told_the_cluster_and_its_gpus_per_instance(synthesized)
     assert {"pool": "hyperpod-eks", "eks_cluster": EKS_POOL.eks_cluster_name, "gpus_per_instance": dict(EKS_POOL.gpus_per_instance)} in targets
 
 
-def test_pool_errors_are_alarmed_but_no_starvation_kueue_cannot_show(synthesized):
+def test_pool_errors_and_each_teams_starvation_are_alarmed(synthesized):
     template, _, _ = synthesized
     alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
     eks_pool_errors = [a for a in alarms if a.get("MetricName") == "PoolErrors" and {"Name": "Pool", "Value": "hyperpod-eks"} in a["Dimensions"]]
     assert len(eks_pool_errors) == 1
-    starved_pools = {d["Value"] for a in alarms if a.get("MetricName") == "StarvedBelowGuarantee" for d in a["Dimensions"] if d["Name"] == "Pool"}
-    assert starved_pools == {"ec2-gpu"}
+    starved = [{d["Name"]: d["Value"] for d in a["Dimensions"]} for a in alarms if a.get("MetricName") == "StarvedBelowGuarantee"]
+    assert {d["Pool"] for d in starved} == {"ec2-gpu", "hyperpod-eks"}
+    assert sorted(d["Share"] for d in starved if d["Pool"] == "hyperpod-eks") == sorted(t.name for t in MODEL.teams_in("hyperpod-eks"))
 
 
 def _model(**pool_changes) -> GovernanceModel:

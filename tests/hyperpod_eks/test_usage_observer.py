@@ -225,6 +225,63 @@ def test_the_tick_emits_gauges_and_instance_hours_per_team_and_nothing_for_teams
     assert not [r for r in records if r.get("event") == "pool_failed"]
 
 
+# --- waiting work and starvation ------------------------------------------------------------------
+
+
+def waiting_queues():
+    """vision waits with every flavor's guarantee in use (borrowing besides); speech's workloads
+    hold their quota while admission checks run; prod waits for quota with half its guarantee idle;
+    research has no GPU quota at all and waits; a queue of no governed team waits too."""
+    return [
+        cluster_queue("hyperpod-ns-vision-clusterqueue", cohort="shared", workloads=(3, 4, 4), flavors={
+            P5: {"nominal": 32, "total": 48, "borrowed": 16}, G5: {"nominal": 8, "total": 8, "borrowed": 0}}),
+        cluster_queue("hyperpod-ns-speech-clusterqueue", cohort="shared", workloads=(0, 2, 0), flavors={
+            P5: {"nominal": 16, "total": 0, "borrowed": 0, "reserved": 16}}),
+        cluster_queue("hyperpod-ns-prod-clusterqueue", cohort="shared", workloads=(1, 1, 1), flavors={
+            P5: {"nominal": 16, "total": 8, "borrowed": 0}}),
+        cluster_queue("hyperpod-ns-research-clusterqueue", cohort="shared", workloads=(2, 0, 0), flavors={
+            "cpu-only": {"nominal": 0, "total": 0, "borrowed": 0}}),
+        cluster_queue("platform-clusterqueue", cohort="shared", workloads=(7, 0, 0), flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}}),
+    ]
+
+
+WAITING_POOL = PoolPolicy(name="hp", backend=contract.HYPERPOD_EKS, capacity=POOL.capacity, shares=(
+    *POOL.shares, Share(name="research", quota={}, strategy=Strategy.LEND_AND_BORROW)))
+
+
+def test_waiting_work_counts_workloads_and_starvation_is_waiting_for_quota_below_guarantee():
+    waiting = {w.share: (w.pending, w.starved) for w in eks_usage.waiting_work(waiting_queues(), WAITING_POOL)}
+    assert waiting == {
+        "vision": (3, False),  # waits, but uses all it is guaranteed on every flavor
+        "speech": (2, False),  # 2 workloads hold their quota, admission checks pending: waiting, not for quota
+        "prod": (1, True),  # waits for quota with 8 of its 16 GPUs idle
+        "research": (2, False),  # no guarantee, so never below it
+    }  # absent has no queue; the platform queue is no governed team's
+
+
+def test_a_kueue_without_flavors_reservation_reserves_what_it_admits():
+    items = waiting_queues()
+    for queue in items:
+        queue["status"].pop("flavorsReservation")
+    waiting = {w.share: w.starved for w in eks_usage.waiting_work(items, WAITING_POOL)}
+    assert waiting == {"vision": False, "speech": False, "prod": True, "research": False}  # speech admitted nothing: 0 < 16, but waits for no quota
+
+
+def test_the_tick_publishes_pending_and_starvation_per_team_with_the_other_backends_names(api):
+    api.respond = pages(waiting_queues(), size=2)
+    published, records = run(api, pool=WAITING_POOL)
+    assert published
+    by_share = {r["Share"]: r for r in records if "_aws" in r and "Pending" in r}
+    assert {share: (r["Pending"], r["StarvedBelowGuarantee"]) for share, r in by_share.items()} == {
+        "vision": (3, 0), "speech": (2, 0), "prod": (1, 1), "research": (2, 0)}
+    for record in by_share.values():
+        (directive,) = record["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == contract.RECLAIM_NAMESPACE and directive["Dimensions"] == [list(contract.SHARE_DIMENSIONS)]
+        assert {"Pending", "StarvedBelowGuarantee"} <= {m["Name"] for m in directive["Metrics"]} <= set(contract.SHARE_METRICS) | set(contract.USAGE_METRICS)
+    assert by_share["prod"]["Guaranteed"] == 2 and by_share["prod"]["InUse"] == 1  # one document with the gauges
+    assert "Guaranteed" not in by_share["research"]  # no GPUs: waiting work only
+
+
 # --- a bad day: every failure is a PoolErrors metric and no usage ----------------------------------
 
 
@@ -283,7 +340,13 @@ def test_a_server_whose_certificate_the_clusters_ca_did_not_sign_is_refused(api)
 def test_a_private_endpoint_is_named_as_the_reason_not_timed_out_on(api):
     published, records = run(api, public=False)
     assert not published and api.requests == []
-    assert_failed(records, f"EKS cluster {CLUSTER}", "private", "docs/hyperpod-eks.md")
+    assert_failed(records, f"EKS cluster {CLUSTER}", "private", "outside any VPC", "vpc", "docs/hyperpod-eks.md")
+
+
+def test_a_function_in_a_vpc_reads_a_private_endpoint(api):
+    published, records = run(api, public=False, in_vpc=True)
+    assert published and len(api.requests) == 3
+    assert {r["Share"] for r in records if contract.USED_HOURS in r} == {"vision", "speech", "prod"}
 
 
 def test_a_missing_cluster_reports_an_error(api):
@@ -298,6 +361,9 @@ def test_a_missing_cluster_reports_an_error(api):
     (lambda q: q[0]["status"]["flavorsUsage"].append({"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "total": "8"}]}),
      ("'default-flavor'", "gpus_per_instance")),
     (lambda q: q[2]["metadata"].pop("name"), ("clusterqueues[2].metadata.name",)),
+    (lambda q: q[1]["status"].update(pendingWorkloads=-1), ("hyperpod-ns-speech-clusterqueue.status.pendingWorkloads", "-1")),
+    (lambda q: q[2]["status"].update(admittedWorkloads="1"), ("hyperpod-ns-prod-clusterqueue.status.admittedWorkloads", "'1'")),
+    (lambda q: q[0]["status"]["flavorsReservation"][0]["resources"][2].update(total="x"), ("flavorsReservation", "'x'")),
 ])
 def test_figures_the_observer_cannot_convert_are_an_error_not_a_guess(api, breakage, words):
     items = queues()
@@ -338,7 +404,8 @@ def test_anything_else_is_refused(text):
 # --- the reclaim handler runs it for every HyperPod EKS pool ---------------------------------------
 
 
-def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("public, in_vpc", [(True, None), (False, "true")])  # IN_VPC: the construct was given a vpc
+def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, monkeypatch, capsys, public, in_vpc):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
     from gpu_governance_runtime.reclaim import handler
 
@@ -347,8 +414,10 @@ def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, mo
          "shares": [{"name": s.name, "quota": s.quota, "strategy": s.strategy.value, "borrow_limit": None} for s in POOL.shares]}]}
     assert parse_policy(policy).pool("hp").shares == POOL.shares
     (tmp_path / "policy.json").write_text(json.dumps(policy))
-    eks, stubber = eks_client(api)
+    eks, stubber = eks_client(api, public=public)
     monkeypatch.setattr(handler, "eks", eks)
+    if in_vpc:
+        monkeypatch.setenv(contract.ENV_IN_VPC, in_vpc)
     for name, value in {"POLICY_PATH": str(tmp_path / "policy.json"), "RECLAIM_TARGETS": json.dumps([TARGET]), "LEDGER_TABLE": "unused",
                         "TICK_SECONDS": "120", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"}.items():
         monkeypatch.setenv(name, value)
@@ -359,3 +428,6 @@ def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, mo
     usage = {r["Share"]: r for r in lines if contract.USED_HOURS in r}
     assert set(usage) == {"vision", "speech", "prod"}
     assert usage["vision"][contract.USED_HOURS] == pytest.approx(7.5 * 120 / 3600)  # TICK_SECONDS is the time a tick covers
+    # ... and each team's waiting work, which its starvation alarm reads (fixture: 2 pending, 1 reserving and admitted)
+    assert {r["Share"]: (r["Pending"], r["StarvedBelowGuarantee"]) for r in lines if "Pending" in r} == {
+        "vision": (2, 1), "speech": (2, 1), "prod": (2, 1)}  # each has a flavor below its guarantee

@@ -13,7 +13,11 @@ One tick, for one pool (a ``RECLAIM_TARGETS`` entry ``{"pool", "eks_cluster", "g
    with plain urllib verifying the cluster's CA (no Kubernetes client in the Lambda asset);
 4. per team ClusterQueue and flavor (the flavor is the instance type, as task governance names
    it): ``spec`` nominal quota, ``status.flavorsUsage`` total and borrowed, in GPUs, divided by
-   the pool's GPUs per instance.
+   the pool's GPUs per instance;
+5. per team ClusterQueue, its waiting work (``waiting_work``): ``Pending`` counts workloads, not
+   instances (Kueue's status counts them; their requests are in Workload objects, whose pod
+   templates this function is not let read), and ``StarvedBelowGuarantee`` is 1 while workloads
+   wait for quota and the team reserves less than its nominal GPU quota on some flavor.
 
 Lent is attributed as ``planner.share_usage`` does: per cohort and flavor, what the cohort's
 queues borrowed comes first from the idle quota of queues that are no governed team's, then from
@@ -57,6 +61,7 @@ PAGE_SIZE = 100
 # botocore's retries and a few pages of ClusterQueues.
 READ_SECONDS = 20.0
 GAUGES = ("Guaranteed", "InUse", "Borrowed", "Lent")  # of contract.SHARE_METRICS: what Kueue's status shows
+WAITING = ("Pending", "StarvedBelowGuarantee")  # of contract.SHARE_METRICS: from each ClusterQueue's workload counts
 
 
 class EksUsageError(RuntimeError):
@@ -86,11 +91,14 @@ class ClusterApi:
     context: ssl.SSLContext
 
 
-def cluster_api(eks: Any, cluster_name: str) -> ClusterApi:
+def cluster_api(eks: Any, cluster_name: str, *, in_vpc: bool = False) -> ClusterApi:
+    """The cluster's endpoint and CA. A private-only endpoint resolves to addresses in the cluster's
+    VPC: outside any VPC that is said at once rather than timed out on; inside one it is tried (the
+    VPC must be the cluster's, or reach it, and the cluster's security group must admit 443)."""
     cluster = eks.describe_cluster(name=cluster_name)["cluster"]
-    if cluster.get("resourcesVpcConfig", {}).get("endpointPublicAccess") is False:
-        raise EksUsageError(f"EKS cluster {cluster_name}: its API endpoint is private; the reclaim function runs outside the "
-                            "cluster's VPC and cannot reach it (docs/hyperpod-eks.md, Usage metrics)")
+    if not in_vpc and cluster.get("resourcesVpcConfig", {}).get("endpointPublicAccess") is False:
+        raise EksUsageError(f"EKS cluster {cluster_name}: its API endpoint is private and the reclaim function runs outside any "
+                            "VPC: give the ReclaimController the cluster's vpc (docs/hyperpod-eks.md, Usage metrics)")
     try:
         context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificateAuthority"]["data"]).decode())
     except (KeyError, ValueError, ssl.SSLError) as error:
@@ -186,6 +194,7 @@ class _Gpus:
     lending_limit: Decimal | None
     total: Decimal
     borrowed: Decimal
+    reserved: Decimal  # quota held by workloads admitted or still passing admission checks (flavorsReservation)
 
     def lendable(self) -> Decimal:
         if self.cohort is None:  # outside a cohort a queue neither lends nor borrows
@@ -211,10 +220,15 @@ def _gpu_figures(queues: Iterable[Mapping[str, Any]]) -> Iterator[_Gpus]:
             flavor: (quantity(resource.get("total", 0), f"{where}.total"), quantity(resource.get("borrowed", 0), f"{where}.borrowed"))
             for flavor, resource, where in _gpu_resources(status.get("flavorsUsage"), f"{name}.status.flavorsUsage")
         }
-        for flavor in sorted(nominal.keys() | used.keys()):
+        # A Kueue that reports no flavorsReservation is read as reserving what it admits.
+        reserved = {flavor: total for flavor, (total, _) in used.items()} if status.get("flavorsReservation") is None else {
+            flavor: quantity(resource.get("total", 0), f"{where}.total")
+            for flavor, resource, where in _gpu_resources(status["flavorsReservation"], f"{name}.status.flavorsReservation")
+        }
+        for flavor in sorted(nominal.keys() | used.keys() | reserved.keys()):
             total, borrowed = used.get(flavor, (Decimal(0), Decimal(0)))
             yield _Gpus(queue=name, cohort=spec.get("cohort") or None, flavor=flavor, nominal=nominal.get(flavor, Decimal(0)),
-                        lending_limit=lending.get(flavor), total=total, borrowed=borrowed)
+                        lending_limit=lending.get(flavor), total=total, borrowed=borrowed, reserved=reserved.get(flavor, Decimal(0)))
 
 
 def _gpu_resources(flavors: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:
@@ -254,12 +268,50 @@ def share_usage(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy, gpus_per_
     return tuple(rows)
 
 
+@dataclass(frozen=True, kw_only=True)
+class EksWaiting:
+    """One team's waiting work: ``pending`` workloads (not instances), and whether it is starved."""
+
+    share: str
+    pending: int
+    starved: bool
+
+
+def _workloads(status: Mapping[str, Any], field: str, queue: str) -> int:
+    value = status.get(field, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise EksUsageError(f"{queue}.status.{field}: {value!r} - a non-negative count of workloads")
+    return value
+
+
+def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple[EksWaiting, ...]:
+    """Per governed team whose ClusterQueue exists. Waiting: the workloads waiting for quota
+    (``pendingWorkloads``) and those holding quota while their admission checks run (``reservingWorkloads``
+    - ``admittedWorkloads``): neither runs yet. Starved, as ``handler.starved_shares`` means it: work
+    waits for quota while the team reserves less than its guarantee. Kueue's status does not say
+    what a waiting workload asks for, so "less" is per flavor, in GPUs: a workload larger than the
+    idle guarantee, or for another flavor, counts as starving the team too (docs/hyperpod-eks.md)."""
+    queues = list(queues)
+    teams = {hyperpod_cluster_queue(share.name): share.name for share in pool.shares}
+    below_guarantee = {g.queue for g in _gpu_figures(queues) if g.queue in teams and g.reserved < g.nominal}
+    rows = []
+    for queue in queues:
+        name = (queue.get("metadata") or {}).get("name")
+        if name not in teams:
+            continue
+        status = queue.get("status") or {}
+        waiting_for_quota = _workloads(status, "pendingWorkloads", name)
+        checking = max(0, _workloads(status, "reservingWorkloads", name) - _workloads(status, "admittedWorkloads", name))
+        rows.append(EksWaiting(share=teams[name], pending=waiting_for_quota + checking, starved=bool(waiting_for_quota) and name in below_guarantee))
+    return tuple(sorted(rows, key=lambda row: row.share))
+
+
 # --- one tick -------------------------------------------------------------------------------------
 
 
 def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: str, now: float, tick_seconds: float,
          emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
-         credentials: Any = None) -> bool:
+         credentials: Any = None, in_vpc: bool = False) -> bool:
     """Read the pool's cluster and emit its gauges and usage records; True when they were emitted.
     A failure emits ``pool_failed`` and ``PoolErrors`` (alarmed) and nothing else."""
     if time_left() < READ_SECONDS:
@@ -267,10 +319,11 @@ def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: st
         return False
     cluster = target["eks_cluster"]
     try:
-        api = cluster_api(eks, cluster)
+        api = cluster_api(eks, cluster, in_vpc=in_vpc)
         token = eks_token(cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint(eks))
         queues = list_cluster_queues(api, token, time_left=time_left)
         rows = share_usage(queues, pool, target["gpus_per_instance"])
+        waiting = waiting_work(queues, pool)
     except (ClientError, BotoCoreError, EksUsageError) as error:
         emit({"event": "pool_failed", "pool": pool.name, "error": str(error)})
         emit(metrics.document(namespace, {"Pool": pool.name}, {POOL_ERRORS: (1, "Count")}, timestamp=now))
@@ -279,19 +332,21 @@ def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: st
     missing = sorted(s.name for s in pool.shares if hyperpod_cluster_queue(s.name) not in found)
     if missing:  # task governance has not (yet) made their queues: nothing to report for them
         emit({"event": "cluster_queues_missing", "pool": pool.name, "teams": missing})
-    for record in share_gauges(pool.name, rows, namespace=namespace, now=now):
+    for record in share_gauges(pool.name, rows, waiting, namespace=namespace, now=now):
         emit(record)
     for record in usage_records(pool.name, rows, tick_seconds=tick_seconds, namespace=namespace, now=now):
         emit(record)
     return True
 
 
-def share_gauges(pool: str, rows: Iterable[EksShareUsage], *, namespace: str, now: float) -> list[dict[str, Any]]:
-    """The instances each team holds now (summed over instance types), as the reclaim dashboards draw them."""
-    totals: dict[str, dict[str, float]] = {}
+def share_gauges(pool: str, rows: Iterable[EksShareUsage], waiting: Iterable[EksWaiting] = (), *, namespace: str,
+                 now: float) -> list[dict[str, Any]]:
+    """The instances each team holds now (summed over instance types) and its waiting work, as the
+    dashboards draw them and the starvation alarms read them (0 while not starved, as the other backends)."""
+    totals: dict[str, dict[str, float]] = {w.share: dict(zip(WAITING, (w.pending, int(w.starved)))) for w in waiting}
     for row in rows:
-        share = totals.setdefault(row.share, dict.fromkeys(GAUGES, 0.0))
+        share = totals.setdefault(row.share, {})
         for metric, value in zip(GAUGES, (row.guaranteed, row.in_use, row.borrowed, row.lent)):
-            share[metric] += value
+            share[metric] = share.get(metric, 0.0) + value
     return [metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share))), {m: (v, "Count") for m, v in values.items()}, timestamp=now)
             for share, values in sorted(totals.items())]

@@ -37,7 +37,7 @@ from ..common import metrics
 from ..common.clients import WITHIN_A_TICK
 from ..common.log import write as log
 from ..contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_IN_VPC, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
     ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
 from ..policy import Policy, read_policy
@@ -91,7 +91,8 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
         if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
             eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left)
+                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left,
+                           in_vpc=os.environ.get(ENV_IN_VPC) == "true")
             continue
         adapter = build_adapter(target, policy, time_left)
         if time_left() < adapter.action_seconds:
