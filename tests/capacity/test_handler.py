@@ -269,6 +269,7 @@ def test_a_slurm_window_reaches_its_head_node_or_the_missing_one_is_counted(env,
          "ExecutionRole": "arn:aws:iam::111122223333:role/nodes"}]}, {"ClusterName": cluster})
     if head_nodes:  # the plan's instances are not up yet: nothing to read on the head node
         stubbed.sm_stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": []}, {"ClusterName": cluster, "InstanceGroupNameContains": "research-window"})
+    read_utilisation(stubbed, summary)
     result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, now=at(7, 9, 5),
                      settings={**settings, "POLICY_PATH": str(policy), **({"SLURM_HEAD_NODES": json.dumps(head_nodes)} if head_nodes else {})})
     [nodes] = result["slurm_nodes"]
