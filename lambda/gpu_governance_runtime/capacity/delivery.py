@@ -32,14 +32,21 @@ def publish(*, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm:
         name = team_training_plans_parameter(organisation, team)
         value = json.dumps(sorted(active, key=lambda p: p["arn"]), sort_keys=True)
         try:
-            try:
-                current = ssm.get_parameter(Name=name)["Parameter"]["Value"]
-            except ssm.exceptions.ParameterNotFound:
-                current = None
-            if current != value:
-                ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+            changed = put_if_changed(ssm, name, value)
         except ClientError as error:  # reported and retried next run; the other teams are still served
             results.append({"team": team, "parameter": name, "error": f"{error.response['Error']['Code']}: {error}"})
             continue
-        results.append({"team": team, "parameter": name, "plans": [p["arn"] for p in active], "changed": current != value})
+        results.append({"team": team, "parameter": name, "plans": [p["arn"] for p in active], "changed": changed})
     return results
+
+
+def put_if_changed(ssm: Any, name: str, value: str) -> bool:
+    """Write the SSM parameter only when its value differs (a write bumps its version and costs a
+    call every run otherwise); whether it was written. A ClientError goes to the caller."""
+    try:
+        current = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    except ssm.exceptions.ParameterNotFound:
+        current = None
+    if current != value:
+        ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+    return current != value

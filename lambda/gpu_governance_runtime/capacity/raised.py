@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from botocore.exceptions import ClientError
 
 from . import shares
+from .delivery import put_if_changed
 from .planner import Reservation, Window
 
 
@@ -47,14 +48,8 @@ def applied(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pool
 
 
 def publish(entries: list[dict[str, Any]], *, ssm: Any, name: str) -> dict[str, Any]:
-    value = json.dumps(entries, sort_keys=True)
     try:
-        try:
-            current = ssm.get_parameter(Name=name)["Parameter"]["Value"]
-        except ssm.exceptions.ParameterNotFound:
-            current = None
-        if current != value:
-            ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+        changed = put_if_changed(ssm, name, json.dumps(entries, sort_keys=True))
     except ClientError as error:  # reported (ConsumerErrors) and written by the next run
         return {"parameter": name, "error": f"{error.response['Error']['Code']}: {error}"}
-    return {"parameter": name, "raises": len(entries), "changed": current != value}
+    return {"parameter": name, "raises": len(entries), "changed": changed}
