@@ -282,15 +282,17 @@ class HyperPodEksGovernance(Construct):
             self.manifests[team.name] = manifest
             # Kubernetes' own Pod Security admission as well, on the namespace HyperPod owns: a
             # patch (not a manifest) so that deleting the stack removes the labels, not the namespace.
-            labels = kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version)
+            # With them, the team and cost-centre labels cost tools allocate the namespace's spend by.
+            cost = kubernetes.cost_metadata(team.name, team.cost_centre)
+            metadata = {**cost, "labels": {**kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version), **cost["labels"]}}
             patch = eks.KubernetesPatch(
                 team_scope(self, team.name), f"PodSecurityLabels{team.name}", cluster=self.cluster, resource_name=f"namespace/{kubernetes.namespace(team.name)}",
-                apply_patch={"metadata": {"labels": labels}}, restore_patch={}, patch_type=eks.PatchType.MERGE,
+                apply_patch={"metadata": metadata}, restore_patch={}, patch_type=eks.PatchType.MERGE,
             )
             # A JSON merge patch removes a label set to null; jsii drops None from maps, so the
             # restore patch goes in as JSON.
             patch.node.find_child("Resource").node.default_child.add_property_override(
-                "RestorePatchJson", json.dumps({"metadata": {"labels": dict.fromkeys(labels)}}, separators=(",", ":"))
+                "RestorePatchJson", json.dumps({"metadata": {key: dict.fromkeys(values) for key, values in metadata.items()}}, separators=(",", ":"))
             )
             patch.node.add_dependency(namespace_ready)
             self.pod_security_labels[team.name] = patch

@@ -9,6 +9,7 @@ CLI binds team roles to group ``hyperpod-ns-<team>-namespace-level-group``.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
@@ -37,6 +38,11 @@ POD_IDENTITY_AGENT = ("169.254.170.23/32", "fd00:ec2::23/128")
 """Link-local addresses of the EKS Pod Identity Agent on every node (IPv4, IPv6), port 80."""
 
 _MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-governance"}
+# Cost allocation by label (Kubecost, OpenCost; docs/chargeback.md): on each team namespace and on
+# the workloads the member's manifests make.
+TEAM_LABEL = "gpu-governance/team"
+COST_CENTRE_LABEL = "gpu-governance/cost-centre"
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 _SUBMIT_VERBS = ["create", "get", "list", "watch", "delete"]
 _READ_VERBS = ["get", "list", "watch"]
@@ -83,7 +89,7 @@ def _meta(name: str, team: str | None, namespaced: bool = True) -> dict[str, Any
     """Metadata of one object; ``team`` None for the cluster-wide objects no team owns."""
     if team is None:
         return {"name": name, "labels": dict(_MANAGED_BY)}
-    meta: dict[str, Any] = {"name": name, "labels": {**_MANAGED_BY, "gpu-governance/team": team}}
+    meta: dict[str, Any] = {"name": name, "labels": {**_MANAGED_BY, TEAM_LABEL: team}}
     if namespaced:
         meta["namespace"] = namespace(team)
     return meta
@@ -431,6 +437,17 @@ def pod_security_labels(level: PodSecurityLevel, kubernetes_version: str) -> dic
         for mode in ("enforce", "audit", "warn")
         for suffix, value in (("", level.value), ("-version", f"v{kubernetes_version}"))
     }
+
+
+def cost_metadata(team: str, cost_centre: str | None) -> dict[str, dict[str, str]]:
+    """Labels and annotations that attribute a namespace or workload to its team and cost centre.
+    A cost centre is a label only when it is a valid label value (at most 63 letters, digits, '-',
+    '_' and '.', alphanumeric at both ends; tag values allow more); it is always an annotation,
+    which takes any text, so no declared cost centre is lost."""
+    labels = {TEAM_LABEL: team}
+    if cost_centre and _LABEL_VALUE.match(cost_centre):
+        labels[COST_CENTRE_LABEL] = cost_centre
+    return {"labels": labels, **({"annotations": {COST_CENTRE_LABEL: cost_centre}} if cost_centre else {})}
 
 
 def team_objects(team: str, tenancy: KubernetesTenancy) -> list[Manifest]:

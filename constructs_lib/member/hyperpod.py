@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from gpu_governance_runtime.contract import TAG_COST_CENTRE
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
 
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.hyperpod_eks.kubernetes import cost_metadata
 from .batch import check_job_name
 from .setup import TeamSetup
 
@@ -60,14 +62,17 @@ def training_job_manifest(
     if dedicated_team_nodes:
         pod_spec["nodeSelector"][DEDICATED_NODE_KEY] = setup.team
         pod_spec["tolerations"] = [{"key": DEDICATED_NODE_KEY, "operator": "Equal", "value": setup.team, "effect": "NoSchedule"}]
+    # The team and its cost centre on the Job and its pods, which cost tools allocate by.
+    cost = cost_metadata(setup.team, setup.submission_tags.get(TAG_COST_CENTRE))
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
+            **cost,
             "name": job_name,
             "namespace": setup.namespace,
-            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_LABEL: kueue_class},
+            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_LABEL: kueue_class, **cost["labels"]},
         },
         # Kueue unsuspends the job when it admits it; created suspended, no pod starts before.
-        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": pod_spec}},
+        "spec": {"suspend": True, "backoffLimit": 0, "template": {"metadata": cost, "spec": pod_spec}},
     }

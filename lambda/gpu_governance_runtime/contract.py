@@ -101,7 +101,7 @@ TAG_TEAM = "gpu-governance:team"  # a team's queues, job definitions and jobs
 TAG_INTENT = "gpu-governance:intent"  # a purchase's intent id (exactly-once buying)
 TAG_WINDOW = "gpu-governance:window"  # the capacity window a purchase serves
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the controller id that bought it
-TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the cost centre a capacity window's purchases are charged to
+TAG_COST_CENTRE = "gpu-governance:cost-centre"  # a team's declared cost centre, and the one a window's purchases are charged to
 # Every tag a purchase carries, no more: the intent, its window, its controller, and the window's
 # owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
 PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
@@ -111,7 +111,6 @@ TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
 # Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team.
 TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one pool
-TAG_COST_CENTRE = "gpu-governance:cost-centre"  # the team's declared cost centre
 COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 
 

@@ -37,11 +37,11 @@ def org(**pool_overrides) -> GovernanceModel:
         "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "batch", "weight": 10}],
         "pools": [pool],
         "teams": [
-            {"name": "vision", "account": "lab", "preset": "background", "sharing": {"borrow_limit": 150}, "fair_share_weight": 60,
+            {"name": "vision", "account": "lab", "preset": "background", "cost_centre": "CC-1042", "sharing": {"borrow_limit": 150}, "fair_share_weight": 60,
              "members": ["arn:aws:iam::444455556666:role/Vision", STUDIO_PROJECT_ROLE],
              "quotas": {"hp": {"ml.p5.48xlarge": 4, "ml.g5.12xlarge": 2}},
              "kubernetes": {"hp": {"gpu_quota": 32, "dedicated_instance_groups": ["vision-p5"]}}},
-            {"name": "speech", "account": "lab", "preset": "steady", "members": ["arn:aws:iam::444455556666:role/Speech"],
+            {"name": "speech", "account": "lab", "preset": "steady", "cost_centre": "Lab/Speech 7", "members": ["arn:aws:iam::444455556666:role/Speech"],
              "quotas": {"hp": {"ml.p5.48xlarge": 2}}, "kubernetes": {"hp": {"pod_security": "restricted"}}},
             {"name": "prod", "account": "lab", "preset": "critical", "members": ["arn:aws:iam::444455556666:role/Prod"],
              "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
@@ -302,13 +302,28 @@ def test_each_team_namespace_gets_pod_security_labels_it_loses_again_on_delete(s
     waits = {r["Properties"]["ObjectName"]: lid for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()}
     for team, level in (("vision", "baseline"), ("speech", "restricted"), ("prod", "baseline")):
         patch = patches[f"namespace/hyperpod-ns-{team}"]
-        labels = json.loads(patch["Properties"]["ApplyPatchJson"])["metadata"]["labels"]
+        metadata = json.loads(patch["Properties"]["ApplyPatchJson"])["metadata"]
+        labels = metadata["labels"]
         assert labels["pod-security.kubernetes.io/enforce"] == labels["pod-security.kubernetes.io/warn"] == level
         assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.33"  # the pool's Kubernetes version
         # A JSON merge patch deletes keys set to null: the namespace itself stays (HyperPod owns it).
-        assert json.loads(patch["Properties"]["RestorePatchJson"]) == {"metadata": {"labels": dict.fromkeys(labels)}}
+        assert json.loads(patch["Properties"]["RestorePatchJson"]) == {"metadata": {k: dict.fromkeys(v) for k, v in metadata.items()}}
         assert patch["Properties"]["PatchType"] == "merge"
         assert waits[f"hyperpod-ns-{team}"] in patch["DependsOn"]
+
+
+def test_each_team_namespace_carries_its_team_and_cost_centre_for_cost_tools(synthesized):
+    _, template, _ = synthesized
+    patches = {r["Properties"]["ResourceName"]: json.loads(r["Properties"]["ApplyPatchJson"])["metadata"]
+               for r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").values()}
+    cost = {team: {k: v for k, v in patches[f"namespace/hyperpod-ns-{team}"]["labels"].items() if k.startswith("gpu-governance/")}
+            for team in ("vision", "speech", "prod")}
+    assert cost == {"vision": {"gpu-governance/team": "vision", "gpu-governance/cost-centre": "CC-1042"},
+                    # "Lab/Speech 7" is a valid tag value but not a label value: kept as an annotation only
+                    "speech": {"gpu-governance/team": "speech"}, "prod": {"gpu-governance/team": "prod"}}
+    assert patches["namespace/hyperpod-ns-speech"]["annotations"] == {"gpu-governance/cost-centre": "Lab/Speech 7"}
+    assert patches["namespace/hyperpod-ns-vision"]["annotations"] == {"gpu-governance/cost-centre": "CC-1042"}
+    assert "annotations" not in patches["namespace/hyperpod-ns-prod"]
 
 
 def test_dedicated_groups_are_labelled_and_tainted_by_one_custom_resource(synthesized):

@@ -36,8 +36,14 @@ def test_the_job_is_valid_for_every_supported_version(model, version):
 def test_the_job_goes_to_the_teams_namespace_local_queue_and_priority_class(model):
     job = manifest(model, "research")
     assert job["metadata"]["namespace"] == "hyperpod-ns-research"
+    cost_centre = next(t.cost_centre for t in model.teams if t.name == "research")
+    assert cost_centre
     assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "hyperpod-ns-research-localqueue",
-                                         "kueue.x-k8s.io/priority-class": "urgent-priority"}
+                                         "kueue.x-k8s.io/priority-class": "urgent-priority",
+                                         "gpu-governance/team": "research", "gpu-governance/cost-centre": cost_centre}
+    # The pods carry the team and cost centre too: cost tools allocate by the pods' labels.
+    assert job["spec"]["template"]["metadata"] == {"labels": {"gpu-governance/team": "research", "gpu-governance/cost-centre": cost_centre},
+                                                   "annotations": {"gpu-governance/cost-centre": cost_centre}}
     assert job["spec"]["suspend"] is True  # Kueue starts it on admission
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == kubernetes.WORKLOAD_SERVICE_ACCOUNT
 

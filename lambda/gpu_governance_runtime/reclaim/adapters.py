@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import re
 import shlex
 import time
 from dataclasses import dataclass, replace

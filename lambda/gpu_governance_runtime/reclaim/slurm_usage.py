@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..common.log import write as log
 from ..policy import PoolPolicy
 from ..usage import usage_records
-from .adapters import _SLURM_NAME, _checked  # the one check of names that go into a head node's shell
+from ..slurm.ssm import SLURM_NAME, checked  # the one check of names that go into a head node's shell
 from .ledger import DONE, ActionKey, Ledger
 
 HOUR = 3600
@@ -84,7 +84,7 @@ def accounting_command(accounts: Iterable[str], start: int, end: int) -> str:
     """The head node's partitions, slurmdbd's backlog and the governed accounts' GPU-seconds per
     hour from ``start`` to ``end`` (epoch seconds), ending with :data:`END_OF_USAGE` only when
     every part was read (sacct's output is kept in a variable: the head node's sh has no pipefail)."""
-    names = ",".join(_checked(a, _SLURM_NAME) for a in sorted(accounts))
+    names = ",".join(checked(a, SLURM_NAME) for a in sorted(accounts))
     window = " ".join(f"--{flag}={time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(t))}" for flag, t in (("starttime", start), ("endtime", end)))
     return (
         f"sinfo --noheader --all --format='{PARTITIONS}|%R|%N' && "
