@@ -268,13 +268,12 @@ class CapacityController(GovernanceController):
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
         acknowledge_wildcard_resources(
             policy, [r for s in statements for r in s.resources] + ["*"],
-            "Describe/List/Search calls support no resource-level permission; purchases are limited to this region's "
+            "Describe/List/Search calls and Cost Explorer's GetCostAndUsage (granted when a team declares a monthly budget) "
+            "support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template and compute quota ARNs carry ids, not the names the governance file declares."
             + (" ssm:GetCommandInvocation supports none either: it reads the output of commands this role sent, and ssm:SendCommand "
-               "is limited to AWS-RunShellScript on the declared Slurm head nodes." if slurm_statements else "")
-            + (" ce:GetCostAndUsage has no resources at all: the controller reads the month-to-date cost per team tag once a "
-               "day for the dashboards." if polls_team_spend(model) else ""),
+               "is limited to AWS-RunShellScript on the declared Slurm head nodes." if slurm_statements else ""),
         )
         if cluster_statements:
             acknowledge_update_cluster(policy)
