@@ -160,13 +160,13 @@ class Chargeback(Construct):
         ]
 
     def _spend_widgets(self, team: Team | None = None) -> list[cloudwatch.GraphWidget]:
-        """Month-to-date spend (Cost Explorer, a day behind) against the monthly budgets: every
+        """Month-to-date spend (Cost Explorer, a day or two behind) against the monthly budgets: every
         team's, with a line per budget amount, and what carries no team tag; or ``team``'s own."""
         day = Duration.days(1)
         spend = lambda team_name, label: cloudwatch.Metric(  # noqa: E731
             namespace=CAPACITY_NAMESPACE, metric_name=TEAM_SPEND, dimensions_map=dict(zip(TEAM_SPEND_DIMENSIONS, (team_name,))),
             statistic="Maximum", period=day, label=label)
-        title = "spend this month (USD, Cost Explorer, about a day behind)"
+        title = "spend this month (USD, Cost Explorer, a day or two behind)"
         if team is not None:
             budget = team.monthly_budget_usd
             annotations = [cloudwatch.HorizontalAnnotation(value=float(budget), label=f"monthly budget of team {team.name}")] if budget else []

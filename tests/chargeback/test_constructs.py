@@ -249,7 +249,7 @@ def test_tags_of_quota_shares_and_compute_quotas_update_in_place():
 
 # --- spend from Cost Explorer (capacity/spend.py) --------------------------------------------------
 
-SPEND_TITLE = "spend this month (USD, Cost Explorer, about a day behind)"
+SPEND_TITLE = "spend this month (USD, Cost Explorer, a day or two behind)"
 
 
 def test_the_capacity_controller_reads_spend_with_the_one_permission_it_needs(single):

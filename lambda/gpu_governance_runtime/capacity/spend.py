@@ -1,7 +1,7 @@
 """Each team's spend this month, from Cost Explorer, once a day (docs/chargeback.md).
 
-AWS Budgets publishes no CloudWatch metric, so the dashboards could not draw a team's spend
-against its monthly budget. Once a day a scheduled capacity run asks Cost Explorer
+AWS Budgets publishes no CloudWatch metric for the dashboards to draw a team's spend against
+its monthly budget with. Once a day a scheduled capacity run asks Cost Explorer
 (``GetCostAndUsage``) for the month-to-date ``UnblendedCost`` grouped by the team tag, the cost
 a ``COST`` budget tracks by default, and publishes ``TeamSpendUsd`` per ``Team``: costs
 without the tag under ``UNTAGGED_TEAM``, a declared team with no cost yet as 0, a tag value
