@@ -22,7 +22,7 @@ from constructs import Construct
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES, raised_guarantees_parameter,
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
@@ -63,7 +63,8 @@ class CapacityController(GovernanceController):
     ``ConsumerErrors``, ``MissingApiOperations``; per ``Window``: ``Spend``, ``BudgetUsedPercent``;
     for chargeback (docs/chargeback.md) ``PurchaseFees`` per ``Team`` and, per ``Window``, ``Team``
     and ``Reservation``, ``PurchasedInstanceHours``, ``PurchasedUsedInstanceHours``,
-    ``PurchasedUtilisation`` (scheduled runs cover ``schedule`` each).
+    ``PurchasedUtilisation`` (scheduled runs cover ``schedule`` each); once a day, when a team declares
+    ``monthly_budget_usd``, ``TeamSpendUsd`` per ``Team`` (month to date, from Cost Explorer).
 
 
     ``slurm_head_nodes``: for each ``hyperpod_slurm`` pool a window feeds, the SSM target id of
@@ -119,6 +120,7 @@ class CapacityController(GovernanceController):
             **({ENV_RAISED_GUARANTEES: raised_guarantees_parameter(model.organisation)} if raising_windows(model) else {}),
             **({ENV_SLURM_HEAD_NODES: json.dumps(self.slurm_head_nodes, sort_keys=True)} if self.slurm_head_nodes else {}),
             ENV_TICK_SECONDS: str(int(schedule.to_seconds())),  # the hours one scheduled run's block utilisation covers
+            **({ENV_TEAM_SPEND: "daily"} if polls_team_spend(model) else {}),  # each team's spend from Cost Explorer (capacity/spend.py)
         })
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)
@@ -259,6 +261,8 @@ class CapacityController(GovernanceController):
         if raising_windows(model):  # the raises applied, for the reclaim controller (capacity/raised.py)
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
                 stack.format_arn(service="ssm", resource="parameter", resource_name=raised_guarantees_parameter(model.organisation).lstrip("/"))]))
+        if polls_team_spend(model):
+            statements.append(iam.PolicyStatement(actions=["ce:GetCostAndUsage"], resources=["*"]))
         for statement in statements + requeue_statements + cluster_statements + slurm_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")
@@ -270,7 +274,8 @@ class CapacityController(GovernanceController):
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
         acknowledge_wildcard_resources(
             policy, [r for s in statements for r in s.resources] + ["*"],
-            "Describe/List/Search calls support no resource-level permission; purchases are limited to this region's "
+            "Describe/List/Search calls and Cost Explorer's GetCostAndUsage (granted when a team declares a monthly budget) "
+            "support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template and compute quota ARNs carry ids, not the names the governance file declares."
             + (" ssm:GetCommandInvocation supports none either: it reads the output of commands this role sent, and ssm:SendCommand "
@@ -297,7 +302,8 @@ class CapacityController(GovernanceController):
             ("WindowsUncovered", self.metric("WindowsUncovered"), 0, 1, "a capacity window cannot be covered (price cap, budget or no offering)"),
             ("PurchaseFailures", self.metric("PurchaseFailures", statistic="Sum"), 0, 1, "a capacity purchase failed"),
             ("ConsumerErrors", self.metric("ConsumerErrors", statistic="Sum"), 0, 1,
-             "a requeue or HyperPod instance-group update failed, or the declared instance group is missing"),
+             "a requeue or HyperPod instance-group update failed, the declared instance group is missing, or the day's read of "
+             "the teams' spend from Cost Explorer failed"),
             ("RunErrors", self.metric("RunErrors", statistic="Sum"), 0, 1,
              "a step of a capacity controller run failed (a window's offerings, an intent or a purchase); the other windows "
              "were served and the next run retries: see the 'Capacity controller step failed' message or ERROR log line"),
@@ -322,6 +328,12 @@ class CapacityController(GovernanceController):
             alarm = self._add_alarm(self, name, source, threshold=threshold, periods=periods, description=description,
                                     comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
             route_alarm(alarm, model)
+
+
+def polls_team_spend(model: GovernanceModel) -> bool:
+    """Whether the capacity controller reads each team's spend from Cost Explorer once a day:
+    when a team declares a monthly budget, which needs the team tag activated for cost allocation anyway."""
+    return any(team.monthly_budget_usd is not None for team in model.teams)
 
 
 def _slurm_pools_fed(model: GovernanceModel) -> list[str]:

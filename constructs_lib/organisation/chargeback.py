@@ -18,12 +18,14 @@ from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as c
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, HYPERPOD_EKS, LENT_HOURS, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS,
-    PURCHASED_USED_HOURS, PURCHASED_UTILISATION, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, USED_HOURS,
+    PURCHASED_USED_HOURS, PURCHASED_UTILISATION, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, TEAM_SPEND, TEAM_SPEND_DIMENSIONS,
+    UNTAGGED_TEAM, USED_HOURS,
 )
 
 from constructs_lib.model import GovernanceModel, Team
 from constructs_lib.core.chargeback import alert_emails, organisation_dashboard_name, tag_for_cost_allocation, team_dashboard_name
 from constructs_lib.core.placement import team_scope
+from constructs_lib.controllers.capacity import polls_team_spend
 
 if TYPE_CHECKING:
     from constructs_lib.controllers.reclaim import ReclaimController
@@ -35,6 +37,8 @@ MAX_BUDGET_SUBSCRIBERS = 10  # email subscribers per budget notification (AWS Bu
 WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
 # Fees are drawn per 30 days (CloudWatch has no calendar month) over the last 90, against monthly budgets.
 FEE_PERIOD, FEE_RANGE = Duration.days(30), "-P90D"
+# The organisation's spend graph draws one line per distinct team budget amount, at most this many.
+MAX_BUDGET_LINES = 10
 
 
 def _budget_notifications(emails: Sequence[str]) -> list[budgets.CfnBudget.NotificationWithSubscribersProperty]:
@@ -76,7 +80,9 @@ class Chargeback(Construct):
     observes or whose capacity windows buy capacity, readable by that team's submission role.
     With capacity windows the dashboards also draw purchase fees against the budgets and the
     utilisation of each purchased block and plan. ``purchases_controller_id``: the capacity
-    controller whose purchases the purchases budget covers. Exposes ``budgets`` (per team),
+    controller whose purchases the purchases budget covers; when a team declares a monthly budget,
+    that controller also reads each team's spend once a day, and the dashboards draw it against
+    the budgets (every team with a budget then gets a dashboard). Exposes ``budgets`` (per team),
     ``purchases_budget`` (or None), ``dashboard`` (None with nothing to draw) and ``team_dashboards``."""
 
     def __init__(
@@ -100,6 +106,8 @@ class Chargeback(Construct):
                 self, "PurchasesBudget", name=f"{model.organisation}-gpu-purchases", amount=purchases_monthly_amount(model),
                 tag_key=TAG_MANAGED_BY, tag_value=purchases_controller_id, emails=platform)
         self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
+        # The capacity controller publishes each team's spend (capacity/spend.py).
+        self.draws_spend = bool(model.capacity_windows) and purchases_controller_id is not None and polls_team_spend(model)
         # Slurm pools observed for usage only have no queue metrics, but their instance-hours (Slurm accounting).
         pools = [t.pool for t in (*reclaim.targets, *reclaim.usage_targets)] if reclaim is not None else []
         self.dashboard = self._organisation_dashboard(pools) if pools or model.capacity_windows else None
@@ -107,7 +115,7 @@ class Chargeback(Construct):
         buyers = {w.team for w in model.capacity_windows}  # teams whose windows buy capacity for them
         for team in model.teams:
             team_pools = [p for p in pools if p in team.quotas]
-            if team_pools or team.name in buyers:
+            if team_pools or team.name in buyers or (self.draws_spend and team.monthly_budget_usd is not None):
                 self.team_dashboards[team.name] = self._team_dashboard(team, team_pools, (tenants or {}).get(team.name), buys=team.name in buyers)
 
     def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
@@ -115,12 +123,13 @@ class Chargeback(Construct):
                                  statistic=statistic, period=period or self.schedule)
 
     def _search(self, metric_name: str, statistic: str, period: Duration, namespace: str = RECLAIM_NAMESPACE, dimensions: Sequence[str] = SHARE_DIMENSIONS,
-                label: str = "", team: str | None = None, total: bool = False) -> cloudwatch.MathExpression:
+                label: str = "", team: str | None = None, total: bool = False, not_team: str | None = None) -> cloudwatch.MathExpression:
         # One search draws every team: the dashboard's size does not grow with the organisation.
         # ``team``: only that team's series (a quoted value matches exactly); ``total``: their sum.
         keys = ",".join((namespace, *dimensions))
         only = f' Team=\"{team}\"' if team is not None else ""
-        search = f"SEARCH('{{{keys}}} MetricName=\"{metric_name}\"{only}', '{statistic}', {int(period.to_seconds())})"
+        excluding = f' NOT Team=\"{not_team}\"' if not_team is not None else ""
+        search = f"SEARCH('{{{keys}}} MetricName=\"{metric_name}\"{only}{excluding}', '{statistic}', {int(period.to_seconds())})"
         return cloudwatch.MathExpression(expression=f"SUM({search})" if total else search, using_metrics={}, label=label, period=period)
 
     def _purchases_widgets(self, team: Team | None = None) -> list[cloudwatch.GraphWidget]:
@@ -150,6 +159,33 @@ class Chargeback(Construct):
                 search(PURCHASED_HOURS, "Sum", day, label="purchased", total=True), search(PURCHASED_USED_HOURS, "Sum", day, label="used", total=True)]),
         ]
 
+    def _spend_widgets(self, team: Team | None = None) -> list[cloudwatch.GraphWidget]:
+        """Month-to-date spend (Cost Explorer, a day or two behind) against the monthly budgets: every
+        team's, with a line per budget amount, and what carries no team tag; or ``team``'s own."""
+        day = Duration.days(1)
+        spend = lambda team_name, label: cloudwatch.Metric(  # noqa: E731
+            namespace=CAPACITY_NAMESPACE, metric_name=TEAM_SPEND, dimensions_map=dict(zip(TEAM_SPEND_DIMENSIONS, (team_name,))),
+            statistic="Maximum", period=day, label=label)
+        title = "spend this month (USD, Cost Explorer, a day or two behind)"
+        if team is not None:
+            budget = team.monthly_budget_usd
+            annotations = [cloudwatch.HorizontalAnnotation(value=float(budget), label=f"monthly budget of team {team.name}")] if budget else []
+            return [cloudwatch.GraphWidget(title=f"{title} vs budget", width=12, left=[spend(team.name, f"spend of team {team.name}")],
+                                           left_annotations=annotations, start=FEE_RANGE)]
+        by_amount: dict[Decimal, list[str]] = {}
+        for budgeted in self.model.teams:
+            if budgeted.monthly_budget_usd is not None:
+                by_amount.setdefault(budgeted.monthly_budget_usd, []).append(budgeted.name)
+        annotations = [cloudwatch.HorizontalAnnotation(value=float(amount), label=_budget_label(names))
+                       for amount, names in sorted(by_amount.items())[:MAX_BUDGET_LINES]]
+        return [
+            cloudwatch.GraphWidget(title=f"{title} per team vs monthly budgets", width=12, left_annotations=annotations, start=FEE_RANGE,
+                                   left=[self._search(TEAM_SPEND, "Maximum", day, namespace=CAPACITY_NAMESPACE, dimensions=TEAM_SPEND_DIMENSIONS,
+                                                      not_team=UNTAGGED_TEAM)]),
+            cloudwatch.GraphWidget(title=f"{title} without a team tag (shared pools, everything else)", width=12, start=FEE_RANGE,
+                                   left=[spend(UNTAGGED_TEAM, "without a team tag")]),
+        ]
+
     def _organisation_dashboard(self, pools: Sequence[str]) -> cloudwatch.Dashboard:
         """Every team at once, drawn by search expressions (its size does not grow with the teams)."""
         day = Duration.days(1)
@@ -174,6 +210,8 @@ class Chargeback(Construct):
                                        left=[self._search("Spend", "Maximum", day, namespace=CAPACITY_NAMESPACE, dimensions=("Window",))]),
             )
             dashboard.add_widgets(*self._purchases_widgets())
+        if self.draws_spend:
+            dashboard.add_widgets(*self._spend_widgets())
         return dashboard
 
     def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: "TeamTenancy | None", *, buys: bool = False) -> cloudwatch.Dashboard:
@@ -197,6 +235,14 @@ class Chargeback(Construct):
         if buys:
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1))
             dashboard.add_widgets(*self._purchases_widgets(team))
+        if self.draws_spend:
+            dashboard.add_widgets(*self._spend_widgets(team))
         if tenancy is not None:
             tenancy.allow_dashboard(Stack.of(dashboard).format_arn(service="cloudwatch", region="", resource="dashboard", resource_name=name))
         return dashboard
+
+
+def _budget_label(teams: Sequence[str]) -> str:
+    """The label of one budget line: its teams, the first three named."""
+    named = ", ".join(teams[:3]) + (f" and {len(teams) - 3} more" if len(teams) > 3 else "")
+    return f"monthly budget of team{'s' if len(teams) > 1 else ''} {named}"

@@ -71,6 +71,7 @@ ENV_MIN_RUN_TIME_S = "MIN_RUN_TIME_S"
 ENV_MAX_PREEMPTIONS_PER_TICK = "MAX_PREEMPTIONS_PER_TICK"
 ENV_TICK_SECONDS = "TICK_SECONDS"  # reclaim and capacity: the schedule's interval, which one tick's usage covers
 ENV_IN_VPC = "IN_VPC"  # reclaim: "true" when the function runs in a VPC (it may then reach private EKS endpoints)
+ENV_TEAM_SPEND = "TEAM_SPEND"  # capacity: "daily" when a team declares monthly_budget_usd: its spend is read once a day (capacity/spend.py)
 ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose usage is read from Slurm accounting
 # Set on both controllers when a capacity window raises a guarantee: the raised_guarantees_parameter
 # the capacity controller writes and the reclaim controller reads.
@@ -155,7 +156,12 @@ PURCHASE_FEE_DIMENSIONS = ("Team",)
 PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION = (
     "PurchasedInstanceHours", "PurchasedUsedInstanceHours", "PurchasedUtilisation")
 PURCHASED_DIMENSIONS = ("Window", "Team", "Reservation")  # Reservation: the block's id or the plan's ARN
-CAPACITY_CHARGEBACK_METRICS = (PURCHASE_FEES, PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION)
+# Per Team, once a day (capacity/spend.py): the month-to-date cost (USD, Cost Explorer's UnblendedCost,
+# what a COST budget tracks) of everything tagged TAG_TEAM = the team; Team = UNTAGGED_TEAM for costs without it.
+TEAM_SPEND = "TeamSpendUsd"
+TEAM_SPEND_DIMENSIONS = ("Team",)
+UNTAGGED_TEAM = "(untagged)"  # no team name can take it (names start with a letter or digit)
+CAPACITY_CHARGEBACK_METRICS = (PURCHASE_FEES, PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION, TEAM_SPEND)
 # Per Cluster, published by the HyperPod dedicated-nodes custom resource on each event.
 DEDICATED_GROUPS_UPDATED = "DedicatedGroupsUpdated"
 HYPERPOD_METRICS = (DEDICATED_GROUPS_UPDATED, MISSING_API_OPERATIONS)

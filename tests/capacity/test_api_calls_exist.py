@@ -40,7 +40,7 @@ SOURCES = sorted(RUNTIME.rglob("*.py")) + [Path(__file__).parents[2] / "construc
 # How the code names its clients -> the service each one is.
 CLIENT_NAMES = {"ec2": "ec2", "purchase_ec2": "ec2", "sagemaker": "sagemaker", "purchase_sagemaker": "sagemaker", "_db": "dynamodb",
                 "dynamodb": "dynamodb", "sns": "sns", "events": "events", "batch": "batch", "eks": "eks", "ecs": "ecs", "ssm": "ssm",
-                "table": "dynamodb"}
+                "table": "dynamodb", "ce": "ce"}
 RESOURCES = {"table"}  # boto3 resources: the resource fills in TableName
 NOT_OPERATIONS = {"get_paginator", "meta", "exceptions", "Table", "can_paginate"}
 # Operations that paginate but are read in one call, and why that reads everything.

@@ -245,3 +245,96 @@ def test_tags_of_quota_shares_and_compute_quotas_update_in_place():
         schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", kind).schema
         assert "/properties/Tags" not in schema.get("createOnlyProperties", []), kind
         assert schema["tagging"]["tagUpdatable"] is True and schema["tagging"]["tagProperty"] == "/properties/Tags", kind
+
+
+# --- spend from Cost Explorer (capacity/spend.py) --------------------------------------------------
+
+SPEND_TITLE = "spend this month (USD, Cost Explorer, a day or two behind)"
+
+
+def test_the_capacity_controller_reads_spend_with_the_one_permission_it_needs(single):
+    """Teams declare budgets: the function is told to read spend, and may call GetCostAndUsage,
+    which has no resource-level permission (acknowledged on the policy, packs clean)."""
+    from gpu_governance_runtime.contract import ENV_TEAM_SPEND
+
+    _, resources = single
+    [function] = [r for r in of_type(resources, "AWS::Lambda::Function").values()
+                  if r["Properties"].get("Handler") == "gpu_governance_runtime.capacity.handler.handle"]
+    assert function["Properties"]["Environment"]["Variables"][ENV_TEAM_SPEND] == "daily"
+    statements = [s for p in of_type(resources, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+                  if "ce:" in json.dumps(s["Action"])]
+    assert statements == [{"Action": "ce:GetCostAndUsage", "Effect": "Allow", "Resource": "*"}]
+
+
+def test_spend_is_drawn_against_every_budget_and_the_untagged_apart(single):
+    model, resources = single
+    body = _body(resources, organisation_dashboard_name("acme-ml"))
+    per_team = _widget(body, f"{SPEND_TITLE} per team")
+    [[search]] = per_team["metrics"]
+    assert search["expression"] == ("SEARCH('{GpuGovernance/Capacity,Team} MetricName=\"TeamSpendUsd\" NOT Team=\"(untagged)\"', "
+                                    "'Maximum', 86400)")
+    budgeted = sorted((t.monthly_budget_usd, t.name) for t in model.teams if t.monthly_budget_usd is not None)
+    assert per_team["annotations"]["horizontal"] == [
+        {"value": float(amount), "label": f"monthly budget of team {name}", "yAxis": "left"} for amount, name in budgeted]
+    untagged = _widget(body, f"{SPEND_TITLE} without a team tag")
+    assert untagged["metrics"] == [["GpuGovernance/Capacity", "TeamSpendUsd", "Team", "(untagged)",
+                                    {"label": "without a team tag", "period": 86400, "stat": "Maximum"}]]
+    research = _widget(_body(resources, team_dashboard_name("acme-ml", "research")), SPEND_TITLE)
+    assert research["metrics"] == [["GpuGovernance/Capacity", "TeamSpendUsd", "Team", "research",
+                                    {"label": "spend of team research", "period": 86400, "stat": "Maximum"}]]
+    assert research["annotations"]["horizontal"] == [{"value": 60000.0, "label": "monthly budget of team research", "yAxis": "left"}]
+    training = _widget(_body(resources, team_dashboard_name("acme-ml", "training")), SPEND_TITLE)  # no budget: its spend alone
+    assert "annotations" not in training and training["metrics"][0][3] == "training"
+    assert per_team["start"] == untagged["start"] == research["start"] == "-P90D"
+
+
+def _light(data: dict, **chargeback) -> tuple:
+    """The capacity controller and the chargeback construct alone, without the packs (quick)."""
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from constructs_lib.controllers.capacity import CapacityController
+    from constructs_lib.organisation.chargeback import Chargeback
+
+    model = GovernanceModel.from_dict(data)
+    stack = Stack(App(), "Light")
+    controller = CapacityController(stack, "CapacityController", model=model)
+    built = Chargeback(stack, "Chargeback", model=model, purchases_controller_id=controller.controller_id, **chargeback)
+    return built, Template.from_stack(stack).to_json()["Resources"]
+
+
+def test_without_a_team_budget_nothing_reads_or_draws_spend():
+    data = default_data()
+    for team in data["teams"]:
+        team.pop("monthly_budget_usd", None)
+    chargeback, resources = _light(data)
+    assert "TEAM_SPEND" not in json.dumps(of_type(resources, "AWS::Lambda::Function"))
+    assert "ce:GetCostAndUsage" not in json.dumps(of_type(resources, "AWS::IAM::Policy"))
+    assert "TeamSpendUsd" not in json.dumps(of_type(resources, "AWS::CloudWatch::Dashboard"))
+    assert sorted(chargeback.team_dashboards) == ["production"]  # the window's owner only, as before
+
+
+def test_every_budgeted_team_gets_a_dashboard_and_budget_lines_are_shared_and_capped(monkeypatch):
+    """No reclaim controller here, so no observed pool: the teams with a budget get a dashboard
+    for their spend. Teams with the same amount share a line; beyond the cap, the lowest amounts."""
+    from constructs_lib.organisation import chargeback as module
+
+    monkeypatch.setattr(module, "MAX_BUDGET_LINES", 1)
+    data = default_data()
+    for team in data["teams"]:
+        team["monthly_budget_usd"] = 50000
+    chargeback, resources = _light(data)
+    assert sorted(chargeback.team_dashboards) == sorted(t["name"] for t in data["teams"])
+    [line] = _widget(_body(resources, organisation_dashboard_name("acme-ml")), f"{SPEND_TITLE} per team")["annotations"]["horizontal"]
+    assert (line["value"], line["label"]) == (50000, "monthly budget of teams research, training, production")
+    data["teams"][0]["monthly_budget_usd"] = 90000
+    _, resources = _light(data)
+    [line] = _widget(_body(resources, organisation_dashboard_name("acme-ml")), f"{SPEND_TITLE} per team")["annotations"]["horizontal"]
+    assert (line["value"], line["label"]) == (50000, "monthly budget of teams training, production")
+
+
+def test_a_budget_line_names_three_teams_and_counts_the_rest():
+    from constructs_lib.organisation.chargeback import _budget_label
+
+    assert _budget_label(["a"]) == "monthly budget of team a"
+    assert _budget_label(["a", "b", "c", "d", "e"]) == "monthly budget of teams a, b, c and 2 more"

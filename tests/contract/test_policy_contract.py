@@ -10,7 +10,7 @@ import copy
 import json
 import os
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -231,7 +231,8 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
     handlers, _, _ = functions
     assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
         contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP, contract.ENV_TICK_SECONDS,
-        contract.ENV_RAISED_GUARANTEES}  # the reference window raises a quota share of a pool the reclaim controller observes
+        contract.ENV_RAISED_GUARANTEES,  # the reference window raises a quota share of a pool the reclaim controller observes
+        contract.ENV_TEAM_SPEND}  # its teams declare monthly budgets
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
     assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,
                             contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK, contract.ENV_TICK_SECONDS,
@@ -286,12 +287,18 @@ def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
 
 def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tuple[str, ...]]]:  # noqa: F811
     """What one scheduled run of the capacity handler writes (namespace, name, dimensions) when it
-    buys a block for a team and another block of the team is active."""
+    buys a block for a team and another block of the team is active, and reads the day's spend."""
+    from dataclasses import replace
+
+    import boto3
+    from botocore.stub import Stubber
+
     from gpu_governance_runtime.capacity.handler import process
 
     from tests.capacity.builders import NOW, at, block
     from tests.capacity.test_handler import WINDOW, emf_records
     from tests.chargeback.test_purchased_capacity import active_block, expect_blocks, expect_purchase
+    from tests.chargeback.test_team_spend import cost_page, cost_request
 
     stubbed, clients, settings, _ = env
     policy = tmp_path / "auto.json"
@@ -302,10 +309,17 @@ def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tup
     stubbed.offerings(offer)
     expect_purchase(stubbed, offer, "launch-load-test-202612101400-1", WINDOW["team"])
     expect_blocks(stubbed, active_block("cr-0aaaaaaaaaaaaaaa1", window_name=WINDOW["name"], total=4, available=1))
+    ce = boto3.client("ce", region_name="us-east-1")
     capsys.readouterr()
-    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings={**settings, contract.ENV_POLICY_PATH: str(policy)},
-                     now=NOW)
+    with Stubber(ce) as ce_stub:
+        today, tomorrow = NOW.date(), NOW.date() + timedelta(days=1)
+        ce_stub.add_response("get_cost_and_usage", cost_page({WINDOW["team"]: "960", "": "12.5"}, start=f"{today:%Y-%m-01}", end=f"{tomorrow}"),
+                             cost_request(start=f"{today:%Y-%m-01}", end=f"{tomorrow}"))
+        result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=replace(clients, ce=ce),
+                         settings={**settings, contract.ENV_POLICY_PATH: str(policy), contract.ENV_TEAM_SPEND: "daily"}, now=NOW)
+        ce_stub.assert_no_pending_responses()
     stubbed.done()
+    assert [set(r["teams"]) for r in result["spend"]] == [{WINDOW["team"], contract.UNTAGGED_TEAM}]
     assert result["run"]["bought"] == ["launch-load-test-202612101400-1"]
     return {(d["Namespace"], m["Name"], tuple(dims)) for r in emf_records(capsys.readouterr().out)
             for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
@@ -314,7 +328,7 @@ def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tup
 def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tmp_path, capsys):  # noqa: F811
     """The reclaim, organisation-usage and team dashboards: every metric drawn or searched, with
     its namespace and dimension names, is one that a reclaim tick or a capacity run (buying, and
-    reading an active block) really writes."""
+    reading an active block, reading the day's spend) really writes."""
     _, _, dashboards = functions
     assert len(dashboards) >= 3  # reclaim, organisation usage, at least one team
     emitted = {(n, m, tuple(sorted(d))) for n, m, d in _emitted_by_a_reclaim_tick() | _emitted_by_a_capacity_run(env, tmp_path, capsys)}
@@ -323,7 +337,7 @@ def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tm
         assert _drawn(body), body[:200]
         drawn |= {(n, m, tuple(sorted(d))) for n, m, d in _drawn(body)}
     assert drawn - emitted == set()
-    assert {m for _, m, _ in drawn} >= {*contract.CAPACITY_CHARGEBACK_METRICS}  # fees and utilisation are drawn
+    assert {m for _, m, _ in drawn} >= {*contract.CAPACITY_CHARGEBACK_METRICS}  # fees, utilisation and spend are drawn
     usage = {(n, m, d) for body in dashboards for n, m, d in _drawn(body) if m in contract.USAGE_METRICS}
     assert {m for _, m, _ in usage} == set(contract.USAGE_METRICS)
     assert {(n, m, d) for n, m, d in emitted if m in contract.USAGE_METRICS} == {

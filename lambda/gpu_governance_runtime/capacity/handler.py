@@ -27,14 +27,14 @@ from botocore.exceptions import ClientError
 
 from .. import api_check
 from ..common import log, metrics
-from ..common.clients import CAPACITY_READS
+from ..common.clients import CAPACITY_READS, COST_EXPLORER
 from ..contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
-    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_SLURM_HEAD_NODES, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
+    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
     STACK_EVENT_SOURCE,
 )
 from ..policy import PolicyError, read_policy
-from . import chargeback, controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window
+from . import chargeback, controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window, spend
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -52,6 +52,7 @@ REQUIRED_OPERATIONS = {
               "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
     "ssm": ("GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
+    "ce": ("GetCostAndUsage",),
 }
 
 
@@ -68,6 +69,7 @@ class Clients:
     eks: Any
     ecs: Any
     ssm: Any  # publishes each team's active training plans (delivery.py); commands on Slurm head nodes (slurm_window.py)
+    ce: Any = None  # Cost Explorer (spend.py): its partition's global endpoint, whatever the function's region
 
 
 def _clients() -> Clients | None:
@@ -77,6 +79,7 @@ def _clients() -> Clients | None:
         ec2=boto3.client("ec2", config=CAPACITY_READS), sagemaker=boto3.client("sagemaker", config=CAPACITY_READS),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
         **{service: boto3.client(service, config=CAPACITY_READS) for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs", "ssm")},
+        ce=boto3.client("ce", config=COST_EXPLORER),
     )
     api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
     return clients
@@ -143,10 +146,12 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         result["utilisation"] = chargeback.publish_utilisation(
             owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
             tick_seconds=float(settings[ENV_TICK_SECONDS]), now=now)
+        if settings.get(ENV_TEAM_SPEND):  # once a day, not every run (spend.py says why)
+            result["spend"] = spend.publish_daily(ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", [])
+                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", []) + result.get("spend", [])
                           + [result.get("raised_guarantees", {})]
                           if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))

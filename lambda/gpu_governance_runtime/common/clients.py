@@ -28,3 +28,9 @@ CAPACITY_READS = Config()
 # purchase, buying twice; instead the ledger's intent records the call and the reconciler finds
 # out from the listings what happened. The long read timeout gives AWS time to answer once.
 PURCHASE = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=30)
+
+# Cost Explorer (the capacity controller's daily read of each team's spend, capacity/spend.py): a
+# request costs USD 0.01, so few attempts; standard mode, because Cost Explorer throttles with
+# LimitExceededException, which botocore's legacy mode does not retry. Short timeouts keep the
+# read within what is left of the capacity run (spend.CALL_SECONDS).
+COST_EXPLORER = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5, read_timeout=20)
