@@ -279,50 +279,67 @@ def _check_jobs(jobs: Sequence[TraceJob], teams: Sequence[str], capacity: Mappin
 
 class _Planner:
     """The general decider: every waiting job goes to the planner on every tick (the policy, and
-    a baseline whose quotas overbook the pool). The pool state is kept from tick to tick: the
-    planner's own plan applied (``apply_plan``), finished jobs removed, arrivals added."""
+    a baseline whose quotas overbook the pool). The jobs are kept from tick to tick, by id in the
+    order the planner's ``apply_plan`` would leave them: finished jobs leave, arrivals join."""
 
     def __init__(self, shares: Sequence[Share], capacity: Mapping[str, int], settings: Settings) -> None:
         self.state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0)
         self.settings = settings
-        self.guarantees = {s.name: s for s in shares}
-        self.running: tuple[RunningJob, ...] = ()
-        self.pending: list[PendingJob] = []
-        self.finished: set[str] = set()  # removed from ``running`` when the planner next looks
+        self.quotas = {s.name: s.quota for s in shares}
+        self.running: dict[str, RunningJob] = {}
+        self.pending: dict[str, PendingJob] = {}
+        self.usage: dict[tuple[str, str], int] = {}  # instances in use per share and type
 
     def waiting(self) -> bool:
         return bool(self.pending)
 
     def arrive(self, entry: _Progress) -> None:
         job = entry.job
-        self.pending.append(PendingJob(
+        self.pending[job.job_id] = PendingJob(
             job_id=job.job_id, share=entry.share, instance_type=job.instance_type, count=job.count, priority=job.priority,
             submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
-        ))
+        )
 
     def finish(self, entry: _Progress) -> None:
-        self.finished.add(entry.job.job_id)
+        job = self.running.pop(entry.job.job_id)
+        self.usage[job.share, job.instance_type] -= job.count
 
     def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], bool]:
         """The jobs that start and the jobs preempted at ``tick``, and whether a cap cut the plan short."""
         if not self.pending:  # nothing waits: nothing to plan
             return (), (), False
-        if self.finished:
-            self.running = tuple(job for job in self.running if job.job_id not in self.finished)
-            self.finished.clear()
-        self.state = unchecked_state(self.state, running=self.running, pending=tuple(self.pending), now=tick)
+        self.state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=tick)
         plan = plan_tick(self.state, self.settings)
         if plan.starts or plan.preemptions:
-            self.state = apply_plan(self.state, plan)
-            self.running, self.pending = self.state.running, list(self.state.pending)
+            # apply_plan on just the jobs the plan moves (a victim may start again in the same
+            # tick): it makes the started jobs running and requeues the victims, the others stay
+            victims = tuple(self.running.pop(p.job_id) for p in plan.preemptions)
+            starting = tuple(self.pending.pop(s.job_id) for s in plan.starts if s.job_id in self.pending)
+            moved = apply_plan(unchecked_state(self.state, running=victims, pending=starting, now=tick), plan)
+            for job in victims:
+                self.usage[job.share, job.instance_type] -= job.count
+            for job in moved.running:
+                self.running[job.job_id] = job
+                self.usage[job.share, job.instance_type] = self.usage.get((job.share, job.instance_type), 0) + job.count
+            self.pending.update((job.job_id, job) for job in moved.pending)
         return [s.job_id for s in plan.starts], [p.job_id for p in plan.preemptions], plan.capped
 
     def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        """After ``plan``: see _guarantee_breaches."""
-        return _guarantee_breaches(self.state, self.guarantees, progress, waited_before) if self.pending else 0
+        """Shares with a job inside their guarantee that has waited longer than a tick while
+        another share still runs on borrowed capacity of the same type: lent capacity not
+        reclaimed in time."""
+        borrowing = {t for (name, t), used in self.usage.items() if used > self.quotas[name].get(t, 0)}
+        breached = set()
+        for job in self.pending.values() if borrowing else ():
+            if job.instance_type not in borrowing or progress[job.job_id].waiting_since > waited_before:
+                continue
+            if self.usage.get((job.share, job.instance_type), 0) + job.count <= self.quotas[job.share].get(job.instance_type, 0):
+                breached.add(job.share)
+        return len(breached)
 
     def next_change_at(self) -> float | None:
-        return next_change_at(self.state, self.settings)
+        state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=self.state.now)
+        return next_change_at(state, self.settings)
 
 
 def _independent_queues(shares: Sequence[Share], capacity: Mapping[str, int]) -> bool:
@@ -406,23 +423,6 @@ def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: 
 def _tick_at_or_after(time: float, tick_s: float) -> float:
     ticks = -(-time // tick_s)
     return ticks * tick_s
-
-
-def _guarantee_breaches(state: PoolState, shares: Mapping[str, Share], progress: Mapping[str, _Progress], waited_before: float) -> int:
-    """Teams with a job inside their guarantee that has waited longer than a tick while another
-    team still runs on borrowed capacity of the same type: lent capacity not reclaimed in time."""
-    usage: dict[tuple[str, str], int] = {}
-    for job in state.running:
-        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
-    borrowing = {t for (name, t), used in usage.items() if used > shares[name].quota.get(t, 0)}
-    breached = set()
-    for job in state.pending:
-        if job.instance_type not in borrowing or progress[job.job_id].waiting_since > waited_before:
-            continue
-        quota = shares[job.share].quota.get(job.instance_type, 0)
-        if usage.get((job.share, job.instance_type), 0) + job.count <= quota:
-            breached.add(job.share)
-    return len(breached)
 
 
 def _stats(values: Sequence[float]) -> TeamStats:
