@@ -285,7 +285,7 @@ class _Planner:
     def __init__(self, shares: Sequence[Share], capacity: Mapping[str, int], settings: Settings) -> None:
         self.state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0)
         self.settings = settings
-        self.quotas = {s.name: s.quota for s in shares}
+        self.quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
         self.running: dict[str, RunningJob] = {}
         self.pending: dict[str, PendingJob] = {}
         self.usage: dict[tuple[str, str], int] = {}  # instances in use per share and type
@@ -328,12 +328,12 @@ class _Planner:
         """Shares with a job inside their guarantee that has waited longer than a tick while
         another share still runs on borrowed capacity of the same type: lent capacity not
         reclaimed in time."""
-        borrowing = {t for (name, t), used in self.usage.items() if used > self.quotas[name].get(t, 0)}
+        usage, quotas = self.usage, self.quotas
+        borrowing = {instance_type for (share, instance_type), used in usage.items() if used > quotas.get((share, instance_type), 0)}
         breached = set()
         for job in self.pending.values() if borrowing else ():
-            if job.instance_type not in borrowing or progress[job.job_id].waiting_since > waited_before:
-                continue
-            if self.usage.get((job.share, job.instance_type), 0) + job.count <= self.quotas[job.share].get(job.instance_type, 0):
+            where = (job.share, job.instance_type)
+            if job.instance_type in borrowing and usage.get(where, 0) + job.count <= quotas.get(where, 0) and progress[job.job_id].waiting_since <= waited_before:
                 breached.add(job.share)
         return len(breached)
 
