@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
@@ -178,9 +178,9 @@ def _replay(
         tick = _tick_at_or_after(moment, tick_s)
         while completions and completions[0][0] <= tick:
             finished_at, version, job_id = heapq.heappop(completions)
-            entry = progress[job_id]
-            if version != entry.version:
-                continue  # the run this event ended was preempted
+            entry = progress.get(job_id)
+            if entry is None or version != entry.version:
+                continue  # the run this event ended was preempted (its job may have finished since)
             del progress[job_id]
             job = entry.job
             work_done += job.duration * job.count
