@@ -13,6 +13,7 @@ exponential durations (mean 20 minutes). Peak memory is the process's maximum re
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import sys
@@ -48,13 +49,13 @@ def synthetic_trace(jobs: int, capacity: int, instance_type: str, seed: int = 11
 
 def replay(label: str, trace, config: Path) -> None:
     shares, capacity = pool_shares(load_model(config), None)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     results = compare(trace, shares=shares, capacity=capacity, tick_s=60, settings=Settings())
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     policy = results["policy"]
-    print(f"{label}: jobs={len(trace)} three_replays_s={seconds:.1f} jobs_per_second_per_replay={3 * len(trace) / seconds:,.0f} "
+    print(f"{label}: jobs={len(trace)} three_replays_s={seconds:.1f} cpu_s={cpu:.1f} jobs_per_second_per_replay={3 * len(trace) / seconds:,.0f} "
           f"policy_window_utilization={policy.window_utilization:.3f} preemptions={policy.preemptions} "
-          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}", flush=True)
+          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} load_average={os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main() -> None:

@@ -2,25 +2,29 @@
 
 A discrete-event simulation of one pool. Jobs arrive at their submit time and finish when their
 remaining work is done; the planner runs on a fixed tick (as the controller does) whenever
-something changed. The baselines run through the very same planner with transformed shares:
+something changed. The baselines replay the trace under transformed shares:
 
 * ``static``: every team is a reserve share of exactly its quota, no in-share preemption.
 * ``pooled``: everyone in one reserve share as large as the pool, no preemption; one queue,
   highest priority then oldest first, quotas ignored.
 
-Both baselines hand the planner only the jobs that could start this tick (``_Queues``): a team
-far over its quota otherwise builds a backlog that every tick would plan over again.
+Under such shares the planner's decision is simple: a job starts when it fits the room its share's
+quota leaves after the share's jobs before it in queue order. The baselines take that decision
+directly (``_Queues``), without the planner's fixed cost per tick; a baseline whose quotas
+overbook the pool goes through the planner like the policy (``_Planner``). Both keep their state
+from tick to tick; tests/simulate/test_replay_reference.py proves every job's runs identical to
+a replay that hands the planner the whole pool on every tick.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
-    Plan,
     PoolState,
     RunningJob,
     Settings,
@@ -29,7 +33,6 @@ from gpu_governance_runtime.reclaim.planner import (
     apply_plan,
     next_change_at,
     plan_tick,
-    queue_order,
     unchecked_state,
 )
 
@@ -63,6 +66,7 @@ class RunMetrics:
     usage_timeline: tuple[tuple[float, Mapping[str, int]], ...] = field(repr=False, default=())
     waits: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
     preempted_at: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)  # job -> times
+    runs: Mapping[str, tuple[tuple[float, float], ...]] = field(repr=False, default_factory=dict)  # job -> (start, end) of each run, if recorded
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
@@ -90,9 +94,13 @@ def pooled_share(capacity: Mapping[str, int]) -> tuple[Share, ...]:
     return (Share(name=POOLED_SHARE, quota=dict(capacity), strategy=Strategy.RESERVE),)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Progress:
+    """A job that arrived and has not finished yet."""
+
     job: TraceJob
+    index: int  # position in arrival order, in which the waits are reported
+    share: str
     remaining: float
     waiting_since: float
     waited: float = 0.0
@@ -110,115 +118,131 @@ def simulate(
     settings: Settings = Settings(),
     pooled: bool = False,
     record_timeline: bool = False,
+    record_runs: bool = False,
 ) -> RunMetrics:
-    """Replay ``jobs``; with ``pooled`` every job joins the single pooled share."""
+    """Replay ``jobs``; with ``pooled`` every job joins the single pooled share. ``record_runs``
+    keeps every job's runs (``RunMetrics.runs``): memory per job, for tests and small traces."""
     _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
-    share_of = (lambda job: POOLED_SHARE) if pooled else (lambda job: job.team)
-    arrivals = sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
+    return _replay(
+        jobs, _arrival_order(jobs), shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled,
+        record_timeline=record_timeline, record_runs=record_runs,
+    )
+
+
+def _arrival_order(jobs: Sequence[TraceJob]) -> list[TraceJob]:
+    return sorted(jobs, key=lambda j: (j.submit_time, j.job_id))
+
+
+def _replay(
+    jobs: Sequence[TraceJob],
+    arrivals: Sequence[TraceJob],
+    *,
+    shares: Sequence[Share],
+    capacity: Mapping[str, int],
+    tick_s: float,
+    settings: Settings,
+    pooled: bool,
+    record_timeline: bool,
+    record_runs: bool,
+) -> RunMetrics:
+    """The event loop over checked jobs, ``arrivals`` being them in arrival order."""
+    decider = _Queues(shares) if _independent_queues(shares, capacity) else _Planner(shares, capacity, settings)
     progress: dict[str, _Progress] = {}
-    state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0)
+    waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
     completions: list[tuple[float, int, str]] = []
+    usage: dict[str, int] = {}  # instances in use per team
     next_arrival = 0
     clock = 0.0
-    work_done = lost = 0.0
+    changed = False
+    work_done = lost = busy = useful = 0.0
     preemptions = breaches = 0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     last_finish = first_submit
     window_end = arrivals[-1].submit_time if arrivals else 0.0
-    busy = useful = 0.0
+    timeline: list[tuple[float, Mapping[str, int]]] = []
+    preempted_at: dict[str, list[float]] = {}
+    runs: dict[str, list[tuple[float, float]]] = {}
 
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
 
-    queues = _Queues() if _independent_queues(shares, capacity) else None
-    changed = False
-    timeline: list[tuple[float, Mapping[str, int]]] = []
-    guarantees = {s.name: s for s in shares}
-    preempted_at: dict[str, list[float]] = {}
-
     while True:
         # the next moment something happens: an arrival, a completion, or a follow-up tick
-        candidates = []
-        if next_arrival < len(arrivals):
-            candidates.append(arrivals[next_arrival].submit_time)
-        if completions:
-            candidates.append(completions[0][0])
-        if changed and (state.pending or queues):
-            candidates.append(clock)
-        if not candidates:
+        moment = arrivals[next_arrival].submit_time if next_arrival < len(arrivals) else math.inf
+        if completions and completions[0][0] < moment:
+            moment = completions[0][0]
+        if changed and clock < moment and decider.waiting():
+            moment = clock
+        if moment == math.inf:
             break
-        tick = _tick_at_or_after(min(candidates), tick_s)
-        running = {j.job_id: j for j in state.running}
-        pending = list(state.pending)
+        tick = _tick_at_or_after(moment, tick_s)
         while completions and completions[0][0] <= tick:
             finished_at, version, job_id = heapq.heappop(completions)
-            entry = progress[job_id]
-            if version != entry.version or job_id not in running:
-                continue
-            del running[job_id]
-            work_done += entry.job.duration * entry.job.count
-            segment = in_window(entry.started_at, finished_at, entry.job.count)
+            entry = progress.get(job_id)
+            if entry is None or version != entry.version:
+                continue  # the run this event ended was preempted (its job may have finished since)
+            del progress[job_id]
+            job = entry.job
+            work_done += job.duration * job.count
+            segment = in_window(entry.started_at, finished_at, job.count)
             busy += segment
             useful += entry.useful + segment
             last_finish = max(last_finish, finished_at)
-            entry.remaining = 0.0
+            waited[entry.index] = entry.waited
+            usage[job.team] -= job.count
+            decider.finish(entry)
+            if record_runs:
+                runs[job_id].append((entry.started_at, finished_at))
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_time <= tick:
             job = arrivals[next_arrival]
+            entry = progress[job.job_id] = _Progress(job, next_arrival, POOLED_SHARE if pooled else job.team, job.duration, job.submit_time)
+            decider.arrive(entry)
             next_arrival += 1
-            progress[job.job_id] = _Progress(job=job, remaining=job.duration, waiting_since=job.submit_time)
-            waiting = PendingJob(
-                job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count,
-                priority=job.priority, submitted_at=job.submit_time, checkpointable=job.checkpointable,
-                max_run_time_s=job.max_run_time,
-            )
-            (queues.add if queues is not None else pending.append)(waiting)
-        if queues is not None:
-            pending = queues.take_candidates(state.shares, running.values())
-        state = unchecked_state(state, running=tuple(running.values()), pending=tuple(pending), now=tick)
-        plan = plan_tick(state, settings) if pending else _NOTHING  # nothing waits: nothing to plan
-        changed = bool(plan.starts or plan.preemptions or plan.capped)
-        for preemption in plan.preemptions:
-            entry = progress[preemption.job_id]
+        starts, preempted, capped = decider.plan(tick)
+        changed = bool(starts or preempted or capped)
+        for job_id in preempted:
+            entry = progress[job_id]
+            job = entry.job
             elapsed = tick - entry.started_at
-            segment = in_window(entry.started_at, tick, entry.job.count)
+            segment = in_window(entry.started_at, tick, job.count)
             busy += segment
             entry.version += 1
             entry.waiting_since = tick
+            usage[job.team] -= job.count
             preemptions += 1
-            preempted_at.setdefault(preemption.job_id, []).append(tick)
-            if entry.job.checkpointable:
+            preempted_at.setdefault(job_id, []).append(tick)
+            if record_runs:
+                runs[job_id].append((entry.started_at, tick))
+            if job.checkpointable:
                 entry.remaining -= elapsed
                 entry.useful += segment
             else:
-                lost += elapsed * entry.job.count
-                entry.remaining = entry.job.duration
-        state = apply_plan(state, plan)
-        if queues is not None:  # the candidates that did not start wait in their queues again
-            for waiting in state.pending:
-                queues.add(waiting)
-            state = unchecked_state(state, running=state.running, pending=(), now=tick)
-        for start in plan.starts:
-            entry = progress[start.job_id]
+                lost += elapsed * job.count
+                entry.remaining = job.duration
+        for job_id in starts:
+            entry = progress[job_id]
             entry.waited += tick - entry.waiting_since
             entry.started_at = tick
             entry.version += 1
-            heapq.heappush(completions, (tick + entry.remaining, entry.version, start.job_id))
-        if not pooled and state.pending:
-            breaches += _guarantee_breaches(state, guarantees, progress, tick - tick_s)
+            usage[entry.job.team] = usage.get(entry.job.team, 0) + entry.job.count
+            heapq.heappush(completions, (tick + entry.remaining, entry.version, job_id))
+            if record_runs:
+                runs.setdefault(job_id, [])
+        if not pooled:
+            breaches += decider.guarantee_breaches(progress, tick - tick_s)
         if record_timeline:
-            timeline.append((tick, _usage_by_team(state, progress)))
+            timeline.append((tick, {team: used for team, used in usage.items() if used}))
         clock = tick + tick_s if changed else tick
-        if not changed and (state.pending or queues):
+        if not changed and decider.waiting():
             # a protected victim becomes preemptible, or a backed-off job may borrow: look again then
-            expiry = next_change_at(state, settings)
+            expiry = decider.next_change_at()
             if expiry is not None:
                 clock, changed = max(tick + tick_s, expiry), True
 
-    unfinished = [entry for entry in progress.values() if entry.remaining > 0]
     waits: dict[str, list[float]] = {}
-    for entry in progress.values():
-        if entry.remaining <= 0:
-            waits.setdefault(entry.job.team, []).append(entry.waited)
+    for job, wait in zip(arrivals, waited):
+        if wait is not None:
+            waits.setdefault(job.team, []).append(wait)
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
     window = total_capacity * (window_end - first_submit)
@@ -227,8 +251,8 @@ def simulate(
         window_utilization=busy / window if window else 0.0,
         goodput=useful / window if window else 0.0,
         makespan_s=makespan,
-        jobs_completed=len(progress) - len(unfinished),
-        jobs_unfinished=len(unfinished) + len(arrivals) - next_arrival,
+        jobs_completed=next_arrival - len(progress),
+        jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
@@ -237,6 +261,7 @@ def simulate(
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
+        runs={job_id: tuple(job_runs) for job_id, job_runs in runs.items()},
     )
 
 
@@ -252,7 +277,69 @@ def _check_jobs(jobs: Sequence[TraceJob], teams: Sequence[str], capacity: Mappin
         raise GovernanceError(problems[:20])
 
 
-_NOTHING = Plan(starts=(), preemptions=(), capped=False)
+class _Planner:
+    """The general decider: every waiting job goes to the planner on every tick (the policy, and
+    a baseline whose quotas overbook the pool). The jobs are kept from tick to tick, by id in the
+    order the planner's ``apply_plan`` would leave them: finished jobs leave, arrivals join."""
+
+    def __init__(self, shares: Sequence[Share], capacity: Mapping[str, int], settings: Settings) -> None:
+        self.state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0)
+        self.settings = settings
+        self.quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
+        self.running: dict[str, RunningJob] = {}
+        self.pending: dict[str, PendingJob] = {}
+        self.usage: dict[tuple[str, str], int] = {}  # instances in use per share and type
+
+    def waiting(self) -> bool:
+        return bool(self.pending)
+
+    def arrive(self, entry: _Progress) -> None:
+        job = entry.job
+        self.pending[job.job_id] = PendingJob(
+            job_id=job.job_id, share=entry.share, instance_type=job.instance_type, count=job.count, priority=job.priority,
+            submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+        )
+
+    def finish(self, entry: _Progress) -> None:
+        job = self.running.pop(entry.job.job_id)
+        self.usage[job.share, job.instance_type] -= job.count
+
+    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], bool]:
+        """The jobs that start and the jobs preempted at ``tick``, and whether a cap cut the plan short."""
+        if not self.pending:  # nothing waits: nothing to plan
+            return (), (), False
+        self.state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=tick)
+        plan = plan_tick(self.state, self.settings)
+        if plan.starts or plan.preemptions:
+            # apply_plan on just the jobs the plan moves (a victim may start again in the same
+            # tick): it makes the started jobs running and requeues the victims, the others stay
+            victims = tuple(self.running.pop(p.job_id) for p in plan.preemptions)
+            starting = tuple(self.pending.pop(s.job_id) for s in plan.starts if s.job_id in self.pending)
+            moved = apply_plan(unchecked_state(self.state, running=victims, pending=starting, now=tick), plan)
+            for job in victims:
+                self.usage[job.share, job.instance_type] -= job.count
+            for job in moved.running:
+                self.running[job.job_id] = job
+                self.usage[job.share, job.instance_type] = self.usage.get((job.share, job.instance_type), 0) + job.count
+            self.pending.update((job.job_id, job) for job in moved.pending)
+        return [s.job_id for s in plan.starts], [p.job_id for p in plan.preemptions], plan.capped
+
+    def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
+        """Shares with a job inside their guarantee that has waited longer than a tick while
+        another share still runs on borrowed capacity of the same type: lent capacity not
+        reclaimed in time."""
+        usage, quotas = self.usage, self.quotas
+        borrowing = {instance_type for (share, instance_type), used in usage.items() if used > quotas.get((share, instance_type), 0)}
+        breached = set()
+        for job in self.pending.values() if borrowing else ():
+            where = (job.share, job.instance_type)
+            if job.instance_type in borrowing and usage.get(where, 0) + job.count <= quotas.get(where, 0) and progress[job.job_id].waiting_since <= waited_before:
+                breached.add(job.share)
+        return len(breached)
+
+    def next_change_at(self) -> float | None:
+        state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=self.state.now)
+        return next_change_at(state, self.settings)
 
 
 def _independent_queues(shares: Sequence[Share], capacity: Mapping[str, int]) -> bool:
@@ -266,40 +353,62 @@ def _independent_queues(shares: Sequence[Share], capacity: Mapping[str, int]) ->
 
 
 class _Queues:
-    """The waiting jobs under ``_independent_queues``, per share, instance type and size, each
-    in the planner's queue order. A job of size c that starts with room r was preceded in its
-    bucket only by jobs that started too (each fitted: the room only shrinks), so only the first
-    r // c jobs of each bucket with c <= r can start this tick: the planner gets those and
-    decides, and the backlog is never walked."""
+    """The decider under ``_independent_queues``: the planner's decision there, taken directly
+    (tests/simulate/test_replay_reference.py proves every job's runs the same as the planner's).
+    The waiting jobs wait per share, instance type and size, each bucket a heap in the planner's
+    queue order (``queue_order``: priority, then age; nobody is requeued here). Walking the
+    share's queue in that order and starting every job that fits its room starts, one after the
+    other, the first job of the buckets that fit the room: the backlog is never walked. A share
+    whose room grew by no finished job and which got no new job since the last tick starts
+    nothing, and is not looked at."""
 
-    def __init__(self) -> None:
-        self._buckets: dict[tuple[str, str], dict[int, list[tuple[tuple, PendingJob]]]] = {}
+    def __init__(self, shares: Sequence[Share]) -> None:
+        self._room = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}  # quota minus use
+        self._buckets: dict[tuple[str, str], dict[int, list[tuple[tuple, TraceJob]]]] = {}
+        self._touched: dict[tuple[str, str], None] = {}  # room freed or a job arrived since the last tick
         self._size = 0
 
-    def __bool__(self) -> bool:
+    def waiting(self) -> bool:
         return self._size > 0
 
-    def add(self, job: PendingJob) -> None:
-        sizes = self._buckets.setdefault((job.share, job.instance_type), {})
-        heapq.heappush(sizes.setdefault(job.count, []), (queue_order(job), job))
+    def arrive(self, entry: _Progress) -> None:
+        job = entry.job
+        where = (entry.share, job.instance_type)
+        heapq.heappush(self._buckets.setdefault(where, {}).setdefault(job.count, []), ((-job.priority, job.submit_time, job.job_id), job))
+        self._touched[where] = None
         self._size += 1
 
-    def take_candidates(self, shares: Sequence[Share], running: Iterable[RunningJob]) -> list[PendingJob]:
-        """Remove and return the jobs that could start now; the caller adds back those that do not."""
-        usage: dict[tuple[str, str], int] = {}
-        for job in running:
-            usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
-        quotas = {s.name: s.quota for s in shares}
-        taken: list[PendingJob] = []
-        for (share, instance_type), sizes in self._buckets.items():
-            room = quotas[share].get(instance_type, 0) - usage.get((share, instance_type), 0)
-            for size in [c for c in sizes if c <= room]:
-                bucket = sizes[size]
-                taken += (heapq.heappop(bucket)[1] for _ in range(min(room // size, len(bucket))))
-                if not bucket:
-                    del sizes[size]
-        self._size -= len(taken)
-        return taken
+    def finish(self, entry: _Progress) -> None:
+        where = (entry.share, entry.job.instance_type)
+        self._room[where] += entry.job.count
+        self._touched[where] = None
+
+    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], bool]:
+        started: list[str] = []
+        for where in self._touched:
+            sizes = self._buckets.get(where)
+            room = self._room.get(where, 0)
+            while sizes:
+                first = None  # the bucket whose first job comes first in queue order, among those that fit
+                for size, bucket in sizes.items():
+                    if size <= room and (first is None or bucket[0][0] < first[0][0]):
+                        first, first_size = bucket, size
+                if first is None:
+                    break
+                started.append(heapq.heappop(first)[1].job_id)
+                room -= first_size
+                if not first:
+                    del sizes[first_size]
+            self._room[where] = room
+        self._touched.clear()
+        self._size -= len(started)
+        return started, (), False
+
+    def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
+        return 0  # nobody borrows
+
+    def next_change_at(self) -> float | None:
+        return None  # nobody is preempted, protected or backed off
 
 
 def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False) -> tuple[str, ...]:
@@ -314,31 +423,6 @@ def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: 
 def _tick_at_or_after(time: float, tick_s: float) -> float:
     ticks = -(-time // tick_s)
     return ticks * tick_s
-
-
-def _guarantee_breaches(state: PoolState, shares: Mapping[str, Share], progress: Mapping[str, _Progress], waited_before: float) -> int:
-    """Teams with a job inside their guarantee that has waited longer than a tick while another
-    team still runs on borrowed capacity of the same type: lent capacity not reclaimed in time."""
-    usage: dict[tuple[str, str], int] = {}
-    for job in state.running:
-        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
-    borrowing = {t for (name, t), used in usage.items() if used > shares[name].quota.get(t, 0)}
-    breached = set()
-    for job in state.pending:
-        if job.instance_type not in borrowing or progress[job.job_id].waiting_since > waited_before:
-            continue
-        quota = shares[job.share].quota.get(job.instance_type, 0)
-        if usage.get((job.share, job.instance_type), 0) + job.count <= quota:
-            breached.add(job.share)
-    return len(breached)
-
-
-def _usage_by_team(state: PoolState, progress: Mapping[str, _Progress]) -> dict[str, int]:
-    usage: dict[str, int] = {}
-    for job in state.running:
-        team = progress[job.job_id].job.team
-        usage[team] = usage.get(team, 0) + job.count
-    return usage
 
 
 def _stats(values: Sequence[float]) -> TeamStats:
@@ -358,13 +442,16 @@ def _percentile(values: Sequence[float], percent: float) -> float:
 def compare(
     jobs: Sequence[TraceJob], *, shares: Sequence[Share], capacity: Mapping[str, int], tick_s: float, settings: Settings, record_timeline: bool = False
 ) -> dict[str, RunMetrics]:
-    """The policy and both baselines over the same trace."""
-    check_trace_fits_pool(jobs, shares, capacity)
-    run = lambda **how: simulate(jobs, capacity=capacity, tick_s=tick_s, settings=settings, record_timeline=record_timeline, **how)  # noqa: E731
+    """The policy and both baselines over the same trace, checked and ordered once."""
+    _check_jobs(jobs, [s.name for s in shares], capacity, pooled=False)  # the pooled run's checks included
+    arrivals = _arrival_order(jobs)
+    run = lambda shares, pooled=False: _replay(  # noqa: E731
+        jobs, arrivals, shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled, record_timeline=record_timeline, record_runs=False
+    )
     return {
-        "policy": run(shares=shares),
-        "static": run(shares=static_shares(shares)),
-        "pooled": run(shares=pooled_share(capacity), pooled=True),
+        "policy": run(shares),
+        "static": run(static_shares(shares)),
+        "pooled": run(pooled_share(capacity), pooled=True),
     }
 
 

@@ -24,7 +24,7 @@ TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration", "instance_type", "
 WITH_LIMIT = (*TRACE_COLUMNS, "max_run_time")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)  # slots: a million-job trace is held in memory
 class TraceJob:
     job_id: str
     team: str
