@@ -199,7 +199,7 @@ def _replay(
             decider.arrive(entry)
             next_arrival += 1
         starts, preempted, capped = decider.plan(tick)
-        changed = bool(starts or preempted or capped)
+        changed = bool(starts or preempted)
         for job_id in preempted:
             entry = progress[job_id]
             job = entry.job
@@ -230,6 +230,11 @@ def _replay(
                 runs.setdefault(job_id, [])
         if not pooled:
             breaches += decider.guarantee_breaches(progress, tick - tick_s)
+        # A capped plan that moved nothing looks again next tick only while a job waits inside its
+        # guarantee with others borrowing (each such tick may count a breach; the borrowers end):
+        # otherwise the pool is as it was and every later tick would plan the same, for ever
+        # (time-bound changes come from next_change_at below).
+        changed = changed or (capped and decider.guarantee_breaches(progress, tick) > 0)
         if record_timeline:
             timeline.append((tick, {team: used for team, used in usage.items() if used}))
         clock = tick + tick_s if changed else tick
@@ -412,8 +417,13 @@ class _Queues:
 
 
 def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False) -> tuple[str, ...]:
-    """Ids of the jobs larger than their share's ceiling: they wait for ever under these shares."""
-    ceilings = {(s.name, t): s.ceiling(t, size) for s in shares for t, size in capacity.items()}
+    """Ids of the jobs larger than their share can ever hold: its ceiling, and at most the pool
+    less what other shares reserve (a reserve is never lent): they wait for ever under these shares."""
+    reserved = {t: sum(s.quota.get(t, 0) for s in shares if s.strategy is Strategy.RESERVE) for t in capacity}
+    ceilings = {
+        (s.name, t): min(s.ceiling(t, size), size - reserved[t] + (s.quota.get(t, 0) if s.strategy is Strategy.RESERVE else 0))
+        for s in shares for t, size in capacity.items()
+    }
     return tuple(
         job.job_id for job in jobs
         if job.count > ceilings.get((POOLED_SHARE if pooled else job.team, job.instance_type), 0)

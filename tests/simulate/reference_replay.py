@@ -90,7 +90,7 @@ def reference_replay(
             ))
         state = PoolState(capacity=state.capacity, shares=state.shares, running=tuple(running.values()), pending=tuple(pending), now=tick)
         plan = plan_tick(state, settings)
-        changed = bool(plan.starts or plan.preemptions or plan.capped)
+        changed = bool(plan.starts or plan.preemptions)
         for preemption in plan.preemptions:
             entry = progress[preemption.job_id]
             elapsed = tick - entry.started_at
@@ -116,6 +116,8 @@ def reference_replay(
             heapq.heappush(completions, (tick + entry.remaining, entry.version, start.job_id))
         if not pooled and state.pending:
             breaches += _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick - tick_s)
+            # a capped plan that moved nothing: again next tick only while a guarantee waits on borrowers
+            changed = changed or (plan.capped and _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick) > 0)
         usage: dict[str, int] = {}
         for job in state.running:
             usage[progress[job.job_id].job.team] = usage.get(progress[job.job_id].job.team, 0) + job.count

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -71,6 +72,24 @@ def test_capped_reclaim_counts_guarantee_breaches():
     # The lender waits inside its guarantee from its first tick (120) until the borrower ends at
     # 1000; a capped plan makes the controller look again every tick: 180, 240, ..., 960 breach.
     assert result.guarantee_breaches == 14
+
+
+def test_a_capped_plan_that_moves_nothing_and_breaches_nothing_does_not_replay_for_ever():
+    # Two teams' jobs that only in-share preemption could fit (the pool less the reserve is 2):
+    # the first search finds no victim, the cap stops the second, and nothing ever changes. A
+    # replay that looked again every tick because of the cap never ended.
+    shares = (Share(name="reserve", quota={G5: 2}, strategy=Strategy.RESERVE),
+              *(Share(name=team, quota={G5: 1}, strategy=Strategy.LEND_AND_BORROW, in_share_preemption=True) for team in ("b", "c")))
+    jobs = [job("b-big", "b", 0, 600, 3), job("c-big", "c", 0, 600, 3), job("b-small", "b", 60, 600, 1)]
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the replay did not end"))
+    signal.alarm(30)
+    try:
+        result = simulate(jobs, shares=shares, capacity=CAPACITY, tick_s=60, settings=Settings(max_preemption_searches_per_tick=1))
+    finally:
+        signal.alarm(0)
+    assert (result.jobs_completed, result.jobs_unfinished) == (1, 2)
+    # they could only ever run on the reserve, which is never lent: named, not silently unfinished
+    assert result.never_runnable == ("b-big", "c-big")
 
 
 def test_jobs_that_can_never_run_are_counted_and_named(capsys):
