@@ -33,8 +33,8 @@ How a trace job maps to a PAI job (pai_rows):
 What does not map: priorities, teams' guarantees, lending and reclaim (PAI has one queue and no
 quotas; its preemption only follows capacity patterns, off by default), checkpointing, declared run
 times, several instance types. PAI's FIFO replay is therefore comparable to our pooled replay (one
-queue over the whole pool), not to the policy. PAI advances time one second per tick; ours ticks
-every 60 s (the command's default), so its makespan is a little shorter.
+queue over the whole pool), not to the policy. PAI advances time one second per tick, ours every
+60 s (the command's default), so the makespans differ slightly.
 """
 
 from __future__ import annotations
