@@ -9,8 +9,9 @@ are applied after validation and are not seen, exactly as with cdk-nag's own rul
 from __future__ import annotations
 
 import fnmatch
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from aws_cdk import CfnResource, Stack
 from constructs import IConstruct
@@ -56,12 +57,39 @@ def governance_metadata(node: CfnResource) -> dict[str, Any]:
     return node.get_metadata(GOVERNANCE_METADATA) or {}
 
 
+_memo: dict[tuple[str, str], Any] | None = None
+
+
+@contextmanager
+def one_resource_check() -> Iterator[None]:
+    """While one resource's rules run (``GpuGovernanceChecks._check_resource``), each resource's
+    properties and identity policy are resolved once and shared by the rules: resolving is a
+    round of jsii calls, and several rules read the same policy. Outside, every call resolves
+    afresh, so a later aspect's change (tags, say) is seen by the next check. Callers must not
+    mutate what they get."""
+    global _memo
+    _memo = {}
+    try:
+        yield
+    finally:
+        _memo = None
+
+
+def _once(what: str, node: CfnResource, compute: Callable[[], Any]) -> Any:
+    if _memo is None:
+        return compute()
+    key = (what, node.__jsii_ref__.ref)  # the jsii object's id: no round trip
+    if key not in _memo:
+        _memo[key] = compute()
+    return _memo[key]
+
+
 def properties(node: CfnResource) -> dict[str, Any]:
     """The resource's CloudFormation properties, tokens resolved to intrinsics.
 
     Resolved first, then rendered, as CDK itself does: an L2 may hold a property as a lazy value
     (the compute environments of ``aws_batch.JobQueue``) that only resolves to plain data."""
-    return node._render_properties(Stack.of(node).resolve(node._cfn_properties)) or {}
+    return _once("properties", node, lambda: node._render_properties(Stack.of(node).resolve(node._cfn_properties)) or {})
 
 
 def as_list(value: Any) -> list[Any]:
@@ -121,6 +149,10 @@ IDENTITY_POLICY_TYPES = frozenset(_POLICY_TYPES | _INLINE_OWNERS)
 def identity_policy(node: CfnResource) -> IdentityPolicy:
     """The identity policy a resource of ``IDENTITY_POLICY_TYPES`` defines (policy resources,
     or the inline policies of a role, user or group)."""
+    return _once("identity_policy", node, lambda: _identity_policy(node))
+
+
+def _identity_policy(node: CfnResource) -> IdentityPolicy:
     kind = node.cfn_resource_type
     props = properties(node)
     if kind in _POLICY_TYPES:

@@ -7,7 +7,7 @@ from aws_cdk import CfnResource
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
-from .cfn import StackIndex
+from .cfn import StackIndex, one_resource_check
 from .rule import GovernanceRule
 from .rules import RULES
 
@@ -62,6 +62,7 @@ class GpuGovernanceChecks(NagPack):
     def _check_resource(self, node: CfnResource) -> None:
         # Filtering by type here saves a round trip through jsii per rule and resource.
         resource_type = node.cfn_resource_type
-        for rule in RULES:
-            if resource_type in rule.resource_types:
-                self._apply_rule(_AppliedRule(rule, node, self._index))
+        with one_resource_check():
+            for rule in RULES:
+                if resource_type in rule.resource_types:
+                    self._apply_rule(_AppliedRule(rule, node, self._index))
