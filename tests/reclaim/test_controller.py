@@ -13,7 +13,6 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.stub import ANY, Stubber
-from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -24,6 +23,7 @@ from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter, parse_squeue, slurm_time_limit  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import ActionKey, Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 G6E = "g6e.12xlarge"
@@ -59,12 +59,7 @@ def summary(job):
 
 @pytest.fixture
 def ledger_table():
-    with mock_aws():
-        dynamodb = boto3.resource("dynamodb")
-        table = dynamodb.create_table(
-            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
-        )
+    with reclaim_ledger_table() as table:
         yield table
 
 

@@ -13,18 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .cluster import Cluster, governed_cluster, run
+from .cluster import Cluster, run
 from .models import POOL, model_data
 
 pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    cluster = governed_cluster(tmp_path_factory.mktemp("slurm"))
-    yield cluster
-    cluster.cancel_all()
 
 
 @pytest.fixture(scope="module")

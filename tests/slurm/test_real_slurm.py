@@ -15,18 +15,10 @@ import pytest
 from constructs_lib.model import GovernanceModel
 from constructs_lib.slurm import slurm_plan
 
-from .cluster import Cluster, governed_cluster, run
+from .cluster import Cluster, run
 from .models import POOL, default_teams, governance_model
 
 pytestmark = pytest.mark.slurm
-
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    cluster = governed_cluster(tmp_path_factory.mktemp("slurm"))
-    yield cluster
-    cluster.cancel_all()
 
 
 @pytest.fixture

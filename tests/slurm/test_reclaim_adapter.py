@@ -17,9 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-import boto3
 import pytest
-from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -34,6 +32,7 @@ from gpu_governance_runtime.reclaim.planner import PoolState, Settings, plan_tic
 
 from .cluster import HEAD_NODE, Cluster, LocalRunCommand, governed_cluster, run  # noqa: E402
 from .models import INSTANCE_TYPE, POOL, governance_model  # noqa: E402
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 
@@ -70,11 +69,7 @@ def idle(cluster: Cluster) -> Cluster:
 
 @pytest.fixture
 def ledger():
-    with mock_aws():
-        table = boto3.resource("dynamodb").create_table(
-            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
-        )
+    with reclaim_ledger_table() as table:
         yield table
 
 

@@ -11,16 +11,9 @@ import pytest
 
 from constructs_lib.simulator.importers import SACCT_FIELDS, ImportOptions, from_sacct
 
-from .cluster import Cluster, governed_cluster, run
+from .cluster import Cluster, run
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    cluster = governed_cluster(tmp_path_factory.mktemp("slurm"))
-    yield cluster
-    cluster.cancel_all()
 
 
 def sacct(job_ids: list[str]) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -35,6 +34,7 @@ from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
 )
 
 from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa: E402
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 POLICY = parse_policy(compile_policy(governance_model()))
 TEAMS = ("burst", "critical", "steady")
@@ -143,11 +143,7 @@ class HeadNode:
 
 @pytest.fixture
 def ledger():
-    with mock_aws():
-        table = boto3.resource("dynamodb").create_table(
-            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
-        )
+    with reclaim_ledger_table() as table:
         yield Ledger(table)
 
 
@@ -312,10 +308,7 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
     monkeypatch.setenv("RECLAIM_TARGETS", "[]")
     monkeypatch.setenv("USAGE_TARGETS", json.dumps([{"pool": POOL, "instance_id": "i-0123", "instance_type": INSTANCE_TYPE,
                                                      "gpus_per_instance": GPUS_PER_NODE}]))
-    with mock_aws():
-        boto3.resource("dynamodb").create_table(
-            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+    with reclaim_ledger_table():
         monkeypatch.setattr(handler, "dynamodb", boto3.resource("dynamodb"))
         handler.handler({}, None)
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

@@ -15,17 +15,10 @@ import yaml
 
 from constructs_lib import cli
 
-from .cluster import Cluster, governed_cluster
+from .cluster import Cluster
 from .models import POOL, model_data
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    cluster = governed_cluster(tmp_path_factory.mktemp("slurm-status"))
-    yield cluster
-    cluster.cancel_all()
 
 
 @pytest.fixture(scope="module")

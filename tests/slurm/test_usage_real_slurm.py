@@ -18,9 +18,7 @@ import subprocess
 import tempfile
 import time
 
-import boto3
 import pytest
-from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -34,8 +32,9 @@ from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
     HOUR, LOOKBACK_HOURS, SETTLE_SECONDS, SlurmUsageObserver, accounting_command, parse_accounting, share_hours,
 )
 
-from .cluster import Cluster, governed_cluster, run  # noqa: E402
+from .cluster import Cluster, run  # noqa: E402
 from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa: E402
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 
@@ -43,13 +42,6 @@ POLICY = parse_policy(compile_policy(governance_model()))
 TEAMS = ("burst", "critical", "steady")
 HEAD_NODE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TZ": "Asia/Kolkata", "SLURM_TIME_FORMAT": "relative"}
 METRICS = (USED_HOURS, BORROWED_HOURS, LENT_HOURS)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    cluster = governed_cluster(tmp_path_factory.mktemp("slurm-usage"))
-    yield cluster
-    cluster.cancel_all()
 
 
 def head_node(commands: list[str]) -> str:
@@ -126,10 +118,7 @@ def test_emitted_instance_hours_are_the_jobs_gpu_seconds(cluster: Cluster) -> No
     first, last = start // HOUR * HOUR, end // HOUR * HOUR
     before = {r.share: r for r in share_hours(parse_accounting(head_node([accounting_command(TEAMS, first, start)]), TEAMS),
                                                [first], pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE, gpus_per_instance=GPUS_PER_NODE)[first]}
-    with mock_aws():
-        table = boto3.resource("dynamodb").create_table(
-            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+    with reclaim_ledger_table() as table:
         records: list = []
 
         def observe() -> list[int]:
