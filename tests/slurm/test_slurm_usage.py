@@ -320,7 +320,7 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
         assert [r["PoolErrors"] for r in lines if "PoolErrors" in r] == [1]
 
     class QueueRead:  # a pool's queue, observed
-        acts, reroutes_borrowers, action_seconds = False, False, 1.0
+        acts, reroutes_borrowers, usage_from_queue, action_seconds = False, False, True, 1.0
 
         def read(self, now):
             from gpu_governance_runtime.reclaim.planner import PoolState, RunningJob
@@ -328,9 +328,8 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
             return PoolState(capacity=pool.capacity, shares=pool.shares, now=now, pending=(),
                              running=(RunningJob(job_id="1", share="burst", instance_type=INSTANCE_TYPE, count=1, priority=1, started_at=0),))
 
-    class SlurmQueueRead(QueueRead, handler.SlurmAdapter):  # the same queue, read from Slurm
-        def __init__(self):
-            pass
+    class SlurmQueueRead(QueueRead):  # the same queue, read from Slurm
+        usage_from_queue = handler.SlurmAdapter.usage_from_queue
 
     for adapter, counted in ((QueueRead(), True), (SlurmQueueRead(), False)):
         records: list = []

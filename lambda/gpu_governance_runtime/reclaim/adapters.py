@@ -49,6 +49,9 @@ class ActionResult:
 class Adapter(Protocol):
     acts: bool  # False: observe and publish metrics only
     reroutes_borrowers: bool  # True: a borrowing start needs an action (Slurm partition/QoS)
+    # True: each tick's usage metrics come from the queue read; False: from the backend's own
+    # accounting (Slurm: reclaim.slurm_usage, hourly), which would otherwise be counted twice
+    usage_from_queue: bool
     action_seconds: float  # the longest one read or action can take: none starts with less time left
 
     def read(self, now: float) -> PoolState: ...
@@ -66,6 +69,7 @@ class Adapter(Protocol):
 class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
+    usage_from_queue = True
     action_seconds = 15.0  # DescribeJobs + TerminateJob with the handler's client timeouts
 
     def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
@@ -142,6 +146,7 @@ class BatchQuotaShareObserver:
 
     acts = False
     reroutes_borrowers = False
+    usage_from_queue = True
     action_seconds = 15.0
 
     def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
@@ -281,6 +286,7 @@ def squeue_command(accounts: Iterable[str]) -> str:
 class SlurmAdapter:
     acts = True
     reroutes_borrowers = True
+    usage_from_queue = False
 
     def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
                  poll_seconds: float = 1.0, timeout_seconds: float = SSM_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep,

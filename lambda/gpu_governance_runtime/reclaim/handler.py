@@ -100,10 +100,10 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             continue
         try:
             now = time.time()
-            # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             if raises is None:
                 name = os.environ.get(ENV_RAISED_GUARANTEES)
                 raises = raised_reader.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
+            # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=now,
                                     time_left=time_left, raises=raises))
         except (ClientError, BotoCoreError, RuntimeError) as error:
@@ -170,7 +170,7 @@ def run_tick(
               "instance_type": start.instance_type, "borrowed": start.borrowed, "dry_run": not acting, "outcome": outcome})
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now):
         emit(record)
-    if not isinstance(adapter, SlurmAdapter):  # a Slurm pool's usage comes from accounting (USAGE_TARGETS), not the queue
+    if adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
             emit(record)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
