@@ -203,3 +203,23 @@ def test_a_request_is_not_closed_while_its_capacity_is_held_bought_or_its_quota_
     assert requests.close_ended(ledger, requested, owned=[], unsettled=set(), now=held.end) == []  # closed once
     assert [status for _, status in requests.listed(ledger)] == [requests.CLOSED]
     assert requests.requested_windows(ledger, {BASE.name: BASE}) == {}
+
+
+def test_a_request_whose_quota_or_instance_group_step_failed_this_run_is_unsettled():
+    from gpu_governance_runtime.capacity import shares
+    from gpu_governance_runtime.capacity.handler import _unsettled
+
+    from .test_shares import JOBS, POOL
+
+    requested = {JOBS.name: JOBS}
+    raising = {shares.TRAINING_JOBS: {POOL.name: POOL}, shares.INSTANCE_GROUP: {}}
+    ok = {"hyperpod": [], "shares": [{**shares.label(shares.TRAINING_JOBS, POOL.name, "research"), "changed": True}]}
+    assert _unsettled(requested, ok, raising, NOW) == set()
+    # its team's quota share did not take the lowering: not closed until a run puts it back
+    share_failed = {"hyperpod": [], "shares": [{**shares.label(shares.TRAINING_JOBS, POOL.name, "research"), "error": "Throttling"}]}
+    assert _unsettled(requested, share_failed, raising, NOW) == {JOBS.name}
+    # another team's failure at the same place is not this request's
+    other = {"hyperpod": [], "shares": [{**shares.label(shares.TRAINING_JOBS, POOL.name, "training"), "error": "Throttling"}]}
+    assert _unsettled(requested, other, raising, NOW) == set()
+    deferred = {"hyperpod": [{"window": JOBS.name, "deferred": "too little time left"}], "shares": []}
+    assert _unsettled(requested, deferred, raising, NOW) == {JOBS.name}

@@ -141,7 +141,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
             raised.applied(windows=windows, owned=report.owned, pools=raising, results=result["shares"], now=now),
             ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES])
     result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
-                                                     unsettled=_unsettled(requested, result, raising))
+                                                     unsettled=_unsettled(requested, result, raising, now))
     if chargeback.is_scheduled(event):  # only scheduled runs count instance-hours (chargeback.py says why)
         result["utilisation"] = chargeback.publish_utilisation(
             owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
@@ -225,15 +225,12 @@ def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: 
     return {"window": request.name, "team": request.team, "token": request.token, "new": new}
 
 
-def _unsettled(requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]]) -> set[str]:
+def _unsettled(requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]], now: datetime) -> set[str]:
     """Requested windows whose consumer step failed or was deferred this run: not closed yet."""
     names = {r["window"] for r in result["hyperpod"] if "error" in r or "deferred" in r}
-    for window in requested.values():
-        kind = window.consumer.get("kind")
-        pool = raising.get(kind, {}).get(window.consumer.get("pool") or "")
-        if pool is not None:
-            place = window.consumer["cluster_arn"] if kind == shares.INSTANCE_GROUP else pool.name
-            if shares.failed(result["shares"], shares.label(kind, place, window.team)):
+    for kind, pools in raising.items():
+        for window, _, place, share, _ in shares.raising(windows=requested, owned=(), pools=pools, now=now, kind=kind):
+            if shares.failed(result["shares"], shares.label(kind, place, share.name)):
                 names.add(window.name)
     return names
 
