@@ -19,6 +19,7 @@ from gpu_governance_runtime.reclaim.planner import (
     apply_plan,
     plan_tick,
     share_usage,
+    starved_shares,
 )
 
 P5 = "ml.p5.48xlarge"
@@ -264,3 +265,62 @@ def test_a_reclaim_for_a_job_unstarted_in_the_same_tick_names_the_job_that_takes
     assert [s.job_id for s in plan.starts] == ["p0"]
     assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p0")]
     assert plan.preemptions[0].reason.endswith("for job p0")
+
+
+# --- the guarantee definition (issue 29) --------------------------------------------------------
+
+
+def lender_behind_its_own_low_priority_job(a_low_protected=False):
+    """Issue 29: team a (lend, in-share preemption, quota 2) runs a-low; b borrows the rest; a's
+    priority-5 job of 2 fits a's quota only once a-low is set aside, and the pool only once b's
+    borrowed job is reclaimed."""
+    return pool(
+        [share("a", 2, Strategy.LEND, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+        [running("a-low", "a", 1, priority=0, started_at=9_000, times_preempted=1 if a_low_protected else 0),
+         running("b-borrowed", "b", 1, priority=0, started_at=9_000)],
+        [pending("a-high", "a", 2, priority=5)], capacity=2)
+
+
+def test_a_guarantee_reached_only_by_in_share_preemption_and_a_reclaim_starts():
+    plan = plan_tick(lender_behind_its_own_low_priority_job())
+    assert [s.job_id for s in plan.starts] == ["a-high"]
+    assert {(p.job_id, p.kind, p.for_job) for p in plan.preemptions} == {("a-low", IN_SHARE, "a-high"), ("b-borrowed", RECLAIM, "a-high")}
+    after = apply_plan(lender_behind_its_own_low_priority_job(), plan)
+    assert {j.job_id: j.count for j in after.running} == {"a-high": 2}  # team a exactly at its guarantee
+    assert plan_tick(after).preemptions == ()
+
+
+def test_a_guarantee_job_that_could_borrow_free_capacity_preempts_nothing():
+    # a may borrow and the pool has room: a-high starts beside a-low, above a's quota, no victim.
+    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+                 [running("a-low", "a", 1, priority=0)], [pending("a-high", "a", 2, priority=5)], capacity=4)
+    plan = plan_tick(state)
+    assert ([s.job_id for s in plan.starts], plan.preemptions) == (["a-high"], ())
+
+
+def test_a_guarantee_job_that_preempts_lands_inside_its_quota_rather_than_reclaiming_to_borrow():
+    # a may borrow up to the pool, but a reclaim serves only its guarantee: with one free
+    # instance, a-high takes a-low's (in-share) and leaves b's borrowed job alone, since keeping
+    # a-low and reclaiming b's job would put team a above its quota on reclaimed capacity.
+    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+                 [running("a-low", "a", 1, priority=0), running("b-borrowed", "b", 2, priority=0, started_at=9_000)],
+                 [pending("a-high", "a", 2, priority=5)], capacity=4)
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["a-high"]
+    assert [(p.job_id, p.kind) for p in plan.preemptions] == [("a-low", IN_SHARE)]
+
+
+def test_a_share_without_in_share_preemption_keeps_the_old_definition():
+    state = replace(lender_behind_its_own_low_priority_job(), shares=(share("a", 2, Strategy.LEND), share("b", 0, Strategy.LEND_AND_BORROW)))
+    plan = plan_tick(state)
+    assert (plan.starts, plan.preemptions) == ((), ())
+    assert starved_shares(state) == set()  # a-high does not fit a's quota beside a-low, which it may not preempt
+
+
+def test_a_guarantee_job_kept_waiting_by_a_protected_victim_is_starved():
+    # Anti-thrash (a-low restarted 1,000 s ago, under a 3,600 s minimum run time) is the one
+    # thing that may make it wait, and the share is then reported starved so the alarm fires.
+    state = lender_behind_its_own_low_priority_job(a_low_protected=True)
+    plan = plan_tick(state, Settings(min_run_time_s=3_600))
+    assert (plan.starts, plan.preemptions) == ((), ())
+    assert starved_shares(state) == {"a"}

@@ -46,7 +46,7 @@ from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
-from .planner import Plan, PoolState, Settings, plan_tick, share_usage
+from .planner import Plan, PoolState, Settings, plan_tick, share_usage, starved_shares
 from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
@@ -235,15 +235,3 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
                          {m: (v, "Seconds" if m == "LostCapacitySeconds" else "Count") for m, v in values.items()}, timestamp=now)
         for share, values in totals.items()
     ]
-
-
-def starved_shares(state: PoolState) -> set[str]:
-    """Shares with a pending job that fits inside their guarantee but is not running."""
-    usage: dict[tuple[str, str], int] = {}
-    for job in state.running:
-        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
-    quotas = {s.name: s.quota for s in state.shares}
-    return {
-        job.share for job in state.pending
-        if usage.get((job.share, job.instance_type), 0) + job.count <= quotas[job.share].get(job.instance_type, 0)
-    }

@@ -11,10 +11,12 @@ Semantics (docs/reclaim.md explains them with examples):
 * A share within its quota gets capacity back from shares running above theirs (reclaim).
   ``reserve`` shares neither lend nor borrow (their idle quota is held for them), ``lend`` shares
   lend but never borrow, ``lend_and_borrow`` shares borrow idle capacity up to their ceiling.
-* Phase 1, guarantees: pending jobs that fit inside their share's quota, highest priority, then
-  oldest, then job id first. Such a job starts on free capacity, else preempts victims, else
-  waits and holds its size of free capacity against borrowers so that finishing work flows to
-  it rather than to them.
+* Phase 1, guarantees: guarantee jobs (``is_guarantee_job``: the job fits its share's quota once
+  the share's own lower-priority jobs it may preempt in-share are set aside), highest priority,
+  then oldest, then job id first. Such a job starts on free capacity, else preempts victims (its
+  share's lower-priority jobs and other shares' borrowed sets) so that it runs inside its quota,
+  else waits and holds its size of free capacity against borrowers so that finishing work flows
+  to it rather than to them.
 * Phase 2, borrowing and the rest: remaining jobs, the share with the least borrowed capacity per
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
   Borrowing never preempts another share; only in-share preemption is possible here.
@@ -40,7 +42,7 @@ from __future__ import annotations
 import heapq
 from operator import itemgetter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling
 
@@ -299,6 +301,46 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     )
 
 
+def is_guarantee_job(job: PendingJob, share: Share, in_use: int, preemptible: Callable[[], int]) -> bool:
+    """The one definition of a job inside its team's guarantee (planner, ``starved_shares``, the
+    simulator's breach count and ``status`` all ask this): it fits the share's quota once the
+    share's own jobs it may preempt in-share are set aside. What is still missing is reclaimed
+    from borrowers. ``in_use``: the share's instances of the job's type; ``preemptible()``
+    (called only when it matters): ``preemptible_in_share`` of the share's running jobs."""
+    quota = share.quota.get(job.instance_type, 0)
+    if in_use + job.count <= quota:
+        return True
+    return share.in_share_preemption and in_use - preemptible() + job.count <= quota
+
+
+def pending_guarantee_jobs(shares: Iterable[Share], running: Iterable[RunningJob], pending: Iterable[PendingJob]) -> Iterable[PendingJob]:
+    """The pending jobs that are guarantee jobs (``is_guarantee_job``) against these running jobs."""
+    by_name = {s.name: s for s in shares}
+    own: dict[tuple[str, str], list[RunningJob]] = {}
+    in_use: dict[tuple[str, str], int] = {}
+    for job in running:
+        own.setdefault((job.share, job.instance_type), []).append(job)
+        in_use[job.share, job.instance_type] = in_use.get((job.share, job.instance_type), 0) + job.count
+    for job in pending:
+        where, share = (job.share, job.instance_type), by_name[job.share]
+        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):
+            yield job
+
+
+def starved_shares(state: PoolState) -> set[str]:
+    """Shares with a pending guarantee job (``is_guarantee_job``) that is not running."""
+    return {job.share for job in pending_guarantee_jobs(state.shares, state.running, state.pending)}
+
+
+def preemptible_in_share(share: Share, priority: int, own_running: Iterable[RunningJob]) -> int:
+    """Instances of the share's running jobs (of one type) a job of ``priority`` may preempt in its
+    own share: strictly lower priority, where the share enables it. A victim's anti-thrash
+    protection does not count here: it can make a guarantee job wait, and then says so."""
+    if not share.in_share_preemption:
+        return 0
+    return sum(job.count for job in own_running if job.priority < priority)
+
+
 def victim_order(job: RunningJob, now: float) -> tuple:
     """Preempt first: lower priority, checkpointable, least work lost (instances x time run, for
     a job that restarts from zero), most recently started, then job id."""
@@ -391,6 +433,7 @@ class _TypePlanner:
         self._started_now: dict[str, PendingJob] = {}
         self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
+        self._preemptible: dict[str, dict[int, int]] = {}
 
     # -- capacity bookkeeping
 
@@ -403,7 +446,16 @@ class _TypePlanner:
         return self.capacity - self.used - self.reserved_idle + self.reserved_idle_of(share)
 
     def within_guarantee(self, job: PendingJob) -> bool:
-        return self.usage[job.share] + job.count <= self.quota[job.share]
+        share = job.share
+        return is_guarantee_job(job, self.shares[share], self.usage[share], lambda: self.preemptible(share, job.priority))
+
+    def preemptible(self, share: str, priority: int) -> int:
+        """``preemptible_in_share`` for the share's jobs now, cached until the share's use changes
+        (with thousands of pending jobs, walking the share's jobs for each would dominate a tick)."""
+        by_priority = self._preemptible.setdefault(share, {})
+        if priority not in by_priority:
+            by_priority[priority] = preemptible_in_share(self.shares[share], priority, self.jobs[share].values())
+        return by_priority[priority]
 
     def _change_usage(self, share: str, delta: int) -> None:
         before = self.reserved_idle_of(share)
@@ -411,6 +463,7 @@ class _TypePlanner:
         self.reserved_idle += self.reserved_idle_of(share) - before
         self.used += delta
         self._borrowed_sets.pop(share, None)
+        self._preemptible.pop(share, None)
 
     def borrowed_set(self, share: str) -> tuple[RunningJob, ...]:
         """The shortest run of the share's jobs, in victim order, whose removal brings it back
@@ -493,7 +546,18 @@ class _TypePlanner:
         if not can_preempt or job.count > ceiling or not self.budget.may_search():
             return None
         self.budget.searches += 1
-        victims = self._choose_victims(job, need_capacity, need_own, reclaim)
+        beyond_quota = self.usage[share] + job.count - self.quota[share]
+        victims = None
+        if reclaim and beyond_quota > 0:
+            # A guarantee job that fits its quota only once its share's lower-priority jobs are set
+            # aside: those jobs make room first, even if the share then borrows (Kueue preempts
+            # only inside a ClusterQueue above its nominal quota, TestPreemption "preemptions from
+            # cq when target queue is exhausted ..."); a reclaim needs the job to land inside its
+            # quota, for capacity is reclaimed only for a guarantee, never to borrow.
+            victims = self._choose_victims(job, need_capacity, need_own, reclaim=False)
+            need_own = max(need_own, beyond_quota)
+        if victims is None:
+            victims = self._choose_victims(job, need_capacity, need_own, reclaim)
         if victims is None:
             return None
         requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
