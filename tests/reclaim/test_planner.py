@@ -298,16 +298,27 @@ def test_a_guarantee_job_that_could_borrow_free_capacity_preempts_nothing():
     assert ([s.job_id for s in plan.starts], plan.preemptions) == (["a-high"], ())
 
 
-def test_a_guarantee_job_that_preempts_lands_inside_its_quota_rather_than_reclaiming_to_borrow():
-    # a may borrow up to the pool, but a reclaim serves only its guarantee: with one free
-    # instance, a-high takes a-low's (in-share) and leaves b's borrowed job alone, since keeping
-    # a-low and reclaiming b's job would put team a above its quota on reclaimed capacity.
+def test_a_guarantee_job_takes_its_own_lower_priority_jobs_first_and_may_then_borrow():
+    # One free instance and a-low's make room: a-high takes a-low's (in-share) and leaves b's
+    # borrowed jobs alone (Kueue preempts only inside a ClusterQueue above its nominal quota).
     state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
                  [running("a-low", "a", 1, priority=0), running("b-borrowed", "b", 2, priority=0, started_at=9_000)],
                  [pending("a-high", "a", 2, priority=5)], capacity=4)
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["a-high"]
     assert [(p.job_id, p.kind) for p in plan.preemptions] == [("a-low", IN_SHARE)]
+
+
+def test_a_guarantee_job_that_reclaims_lands_inside_its_quota_rather_than_borrowing_reclaimed_capacity():
+    # a-low alone frees too little, so a-high reclaims; it may not keep a-low and take both of b's
+    # borrowed jobs, which would put team a at 3, above its quota of 2, on reclaimed capacity.
+    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+                 [running("a-low", "a", 1, priority=0), running("b1", "b", 1, priority=0, started_at=9_000),
+                  running("b2", "b", 1, priority=0, started_at=9_100)],
+                 [pending("a-high", "a", 2, priority=5)], capacity=3)
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["a-high"]
+    assert sorted((p.job_id, p.kind) for p in plan.preemptions) == [("a-low", IN_SHARE), ("b2", RECLAIM)]
 
 
 def test_a_share_without_in_share_preemption_keeps_the_old_definition():
@@ -323,4 +334,5 @@ def test_a_guarantee_job_kept_waiting_by_a_protected_victim_is_starved():
     state = lender_behind_its_own_low_priority_job(a_low_protected=True)
     plan = plan_tick(state, Settings(min_run_time_s=3_600))
     assert (plan.starts, plan.preemptions) == ((), ())
+    assert [(w.job_id, w.reason) for w in plan.waits] == [("a-high", "min_run_time_s")]
     assert starved_shares(state) == {"a"}

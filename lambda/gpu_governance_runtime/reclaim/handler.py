@@ -168,6 +168,9 @@ def run_tick(
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
               "instance_type": start.instance_type, "borrowed": start.borrowed, "dry_run": not acting, "outcome": outcome})
+    for wait in plan.waits:  # a guarantee job kept waiting by an anti-thrash limit: its team is starved
+        emit({"event": "guarantee_wait", "pool": pool, "job_id": wait.job_id, "share": wait.share, "count": wait.count,
+              "instance_type": wait.instance_type, "reason": wait.reason, "dry_run": not acting})
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now):
         emit(record)
     if adapter.usage_from_queue:

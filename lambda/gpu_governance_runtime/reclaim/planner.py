@@ -13,10 +13,11 @@ Semantics (docs/reclaim.md explains them with examples):
   lend but never borrow, ``lend_and_borrow`` shares borrow idle capacity up to their ceiling.
 * Phase 1, guarantees: guarantee jobs (``is_guarantee_job``: the job fits its share's quota once
   the share's own lower-priority jobs it may preempt in-share are set aside), highest priority,
-  then oldest, then job id first. Such a job starts on free capacity, else preempts victims (its
-  share's lower-priority jobs and other shares' borrowed sets) so that it runs inside its quota,
-  else waits and holds its size of free capacity against borrowers so that finishing work flows
-  to it rather than to them.
+  then oldest, then job id first. Such a job starts on free capacity, else preempts victims: its
+  share's lower-priority jobs alone if they make room, else with other shares' borrowed sets, and
+  then it runs inside its quota (a reclaim serves a guarantee, never borrowing); else it waits,
+  named in ``Plan.waits`` with the anti-thrash limit that stops it, and holds its size of free
+  capacity against borrowers so that finishing work flows to it rather than to them.
 * Phase 2, borrowing and the rest: remaining jobs, the share with the least borrowed capacity per
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
   Borrowing never preempts another share; only in-share preemption is possible here.
@@ -147,10 +148,32 @@ class Preemption:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GuaranteeWait:
+    """A guarantee job (``is_guarantee_job``) that does not start this tick, and the anti-thrash
+    limit that keeps it waiting: a ``Settings`` field name, or NO_VICTIM, which the capacity
+    argument of docs/reclaim.md rules out (the property tests check that it never occurs)."""
+
+    job_id: str
+    share: str
+    instance_type: str
+    count: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     starts: tuple[Start, ...]
     preemptions: tuple[Preemption, ...]
     capped: bool  # a preemption or search cap stopped the tick early; the next tick continues
+    waits: tuple[GuaranteeWait, ...] = ()  # guarantee jobs that wait, each with its reason
+
+
+# Why a guarantee job waits: the anti-thrash limits (Settings fields), and what must never happen.
+MIN_RUN_TIME = "min_run_time_s"
+PREEMPTION_CAP = "max_preemptions_per_tick"
+SEARCH_CAP = "max_preemption_searches_per_tick"
+ANTI_THRASH = (MIN_RUN_TIME, PREEMPTION_CAP, SEARCH_CAP)
+NO_VICTIM = "no_victim"
 
 
 RECLAIM = "reclaim"
@@ -162,12 +185,14 @@ def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:
     budget = _Budget(settings)
     starts: list[Start] = []
     preemptions: list[Preemption] = []
+    waits: list[GuaranteeWait] = []
     for instance_type in sorted(state.capacity):
         planner = _TypePlanner(state, instance_type, settings, budget)
         planner.run()
         starts += planner.starts
         preemptions += planner.preemptions
-    return Plan(starts=tuple(starts), preemptions=tuple(preemptions), capped=budget.capped)
+        waits += planner.waits
+    return Plan(starts=tuple(starts), preemptions=tuple(preemptions), capped=budget.capped, waits=tuple(waits))
 
 
 def apply_plan(state: PoolState, plan: Plan) -> PoolState:
@@ -397,11 +422,15 @@ class _Budget:
     searches: int = 0
     capped: bool = False
 
-    def may_search(self) -> bool:
-        if self.preemptions >= self.settings.max_preemptions_per_tick or self.searches >= self.settings.max_preemption_searches_per_tick:
+    def limit(self) -> str | None:
+        """The cap this tick has reached, if any (and then the plan is capped)."""
+        if self.preemptions >= self.settings.max_preemptions_per_tick:
             self.capped = True
-            return False
-        return True
+            return PREEMPTION_CAP
+        if self.searches >= self.settings.max_preemption_searches_per_tick:
+            self.capped = True
+            return SEARCH_CAP
+        return None
 
 
 @dataclass
@@ -414,6 +443,7 @@ class _TypePlanner:
     budget: _Budget
     starts: list[Start] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+    waits: list[GuaranteeWait] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         t = self.instance_type
@@ -434,6 +464,7 @@ class _TypePlanner:
         self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
         self._preemptible: dict[str, dict[int, int]] = {}
+        self._why_not = NO_VICTIM  # why the last victim search found no set
 
     # -- capacity bookkeeping
 
@@ -504,6 +535,7 @@ class _TypePlanner:
             victims = self.admit(job, self.free_for(job.share), reclaim=True)
             if victims is None:
                 self.held += max(0, job.count - self.reserved_idle_of(job.share))
+                self.waits.append(GuaranteeWait(job_id=job.job_id, share=job.share, instance_type=self.instance_type, count=job.count, reason=self._why_not))
                 continue
             for victim in victims:
                 heapq.heappush(requeued, (queue_order(victim), victim))
@@ -543,7 +575,10 @@ class _TypePlanner:
             self._start(job)
             return []
         can_preempt = reclaim or self.shares[share].in_share_preemption
-        if not can_preempt or job.count > ceiling or not self.budget.may_search():
+        if not can_preempt or job.count > ceiling:
+            return None
+        self._why_not = self.budget.limit() or NO_VICTIM
+        if self._why_not != NO_VICTIM:
             return None
         self.budget.searches += 1
         beyond_quota = self.usage[share] + job.count - self.quota[share]
@@ -568,18 +603,21 @@ class _TypePlanner:
         self, job: PendingJob, need_capacity: int, need_own: int, reclaim: bool
     ) -> list[tuple[RunningJob, str]] | None:
         candidates: list[tuple[tuple, RunningJob, str]] = []
+        protected = False  # a victim left out as protected: the anti-thrash reason if none is found
         if reclaim:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
-                    candidates += (
-                        ((0, *reclaim_order(v, self.state.now)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
-                    )
+                    for v in self.borrowed_set(other):
+                        protected = protected or self.protected(v)
+                        if not self.protected(v):
+                            candidates.append(((0, *reclaim_order(v, self.state.now)), v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
-            candidates += (
-                ((1, *victim_order(v, self.state.now)), v, IN_SHARE)
-                for v in self.jobs[job.share].values()
-                if v.priority < job.priority and not self.protected(v)
-            )
+            for v in self.jobs[job.share].values():
+                if v.priority < job.priority:
+                    protected = protected or self.protected(v)
+                    if not self.protected(v):
+                        candidates.append(((1, *victim_order(v, self.state.now)), v, IN_SHARE))
+        self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None
         candidates.sort(key=lambda c: c[0])
@@ -602,6 +640,7 @@ class _TypePlanner:
                 freed_own -= own
         if len(chosen) > room:
             self.budget.capped = True
+            self._why_not = PREEMPTION_CAP
             return None
         return chosen
 
