@@ -574,11 +574,13 @@ class _TypePlanner:
         if need_capacity <= 0 and need_own <= 0:
             self._start(job)
             return []
+        self._why_not = NO_VICTIM
         can_preempt = reclaim or self.shares[share].in_share_preemption
         if not can_preempt or job.count > ceiling:
             return None
-        self._why_not = self.budget.limit() or NO_VICTIM
-        if self._why_not != NO_VICTIM:
+        limit = self.budget.limit()
+        if limit:
+            self._why_not = limit
             return None
         self.budget.searches += 1
         beyond_quota = self.usage[share] + job.count - self.quota[share]
@@ -608,15 +610,18 @@ class _TypePlanner:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
                     for v in self.borrowed_set(other):
-                        protected = protected or self.protected(v)
-                        if not self.protected(v):
+                        if self.protected(v):
+                            protected = True
+                        else:
                             candidates.append(((0, *reclaim_order(v, self.state.now)), v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
-                if v.priority < job.priority:
-                    protected = protected or self.protected(v)
-                    if not self.protected(v):
-                        candidates.append(((1, *victim_order(v, self.state.now)), v, IN_SHARE))
+                if v.priority >= job.priority:
+                    continue
+                if self.protected(v):
+                    protected = True
+                else:
+                    candidates.append(((1, *victim_order(v, self.state.now)), v, IN_SHARE))
         self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None
