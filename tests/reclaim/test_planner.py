@@ -298,15 +298,28 @@ def test_a_guarantee_job_that_could_borrow_free_capacity_preempts_nothing():
     assert ([s.job_id for s in plan.starts], plan.preemptions) == (["a-high"], ())
 
 
-def test_a_guarantee_job_takes_its_own_lower_priority_jobs_first_and_may_then_borrow():
+def test_a_guarantee_job_of_a_share_under_its_quota_preempts_the_fewest_jobs():
     # One free instance and a-low's make room: a-high takes a-low's (in-share) and leaves b's
-    # borrowed jobs alone (Kueue preempts only inside a ClusterQueue above its nominal quota).
+    # borrowed 2 alone; a reclaim of them would have to take a-low as well (to land in quota).
     state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
                  [running("a-low", "a", 1, priority=0), running("b-borrowed", "b", 2, priority=0, started_at=9_000)],
                  [pending("a-high", "a", 2, priority=5)], capacity=4)
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["a-high"]
     assert [(p.job_id, p.kind) for p in plan.preemptions] == [("a-low", IN_SHARE)]
+
+
+def test_a_guarantee_job_of_a_share_under_its_quota_reclaims_what_it_is_owed_before_restarting_its_own_work():
+    # a holds 6 of its 7; a-new (3) fits only once a's priority-0 jobs are set aside. a is owed 1
+    # instance by b: a-new takes that back and a1's 2, not a0's and a1's (a0 would then be a
+    # guarantee job again and restart at once by reclaiming the same instance, its work lost).
+    state = pool([share("a", 7, Strategy.LEND, in_share_preemption=True), share("b", 3, Strategy.LEND_AND_BORROW)],
+                 [running("a0", "a", 1, priority=0), running("a1", "a", 2, priority=0), running("a2", "a", 3, priority=0),
+                  *(running(f"b{n}", "b", 1, priority=0) for n in range(4))],
+                 [pending("a-new", "a", 3, priority=1)], capacity=10)
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["a-new"]
+    assert sorted((p.job_id, p.kind) for p in plan.preemptions) == [("a1", IN_SHARE), ("b0", RECLAIM)]
 
 
 def test_a_guarantee_job_that_reclaims_lands_inside_its_quota_rather_than_borrowing_reclaimed_capacity():

@@ -14,8 +14,9 @@ Semantics (docs/reclaim.md explains them with examples):
 * Phase 1, guarantees: guarantee jobs (``is_guarantee_job``: the job fits its share's quota once
   the share's own lower-priority jobs it may preempt in-share are set aside), highest priority,
   then oldest, then job id first. Such a job starts on free capacity, else preempts victims: its
-  share's lower-priority jobs alone if they make room, else with other shares' borrowed sets, and
-  then it runs inside its quota (a reclaim serves a guarantee, never borrowing); else it waits,
+  share's lower-priority jobs alone if the share is at or above its quota and they make room,
+  else with other shares' borrowed sets, and then it runs inside its quota (a reclaim serves a
+  guarantee, never borrowing); else it waits,
   named in ``Plan.waits`` with the anti-thrash limit that stops it, and holds its size of free
   capacity against borrowers so that finishing work flows to it rather than to them.
 * Phase 2, borrowing and the rest: remaining jobs, the share with the least borrowed capacity per
@@ -587,11 +588,13 @@ class _TypePlanner:
         victims = None
         if reclaim and beyond_quota > 0:
             # A guarantee job that fits its quota only once its share's lower-priority jobs are set
-            # aside: those jobs make room first, even if the share then borrows (Kueue preempts
-            # only inside a ClusterQueue above its nominal quota, TestPreemption "preemptions from
-            # cq when target queue is exhausted ..."); a reclaim needs the job to land inside its
-            # quota, for capacity is reclaimed only for a guarantee, never to borrow.
-            victims = self._choose_victims(job, need_capacity, need_own, reclaim=False)
+            # aside. A share already at or above its quota is owed nothing: those jobs alone make
+            # room, even if the share then still borrows (Kueue preempts only inside a
+            # ClusterQueue at its nominal quota, TestPreemption "preemptions from cq when target
+            # queue is exhausted ..."). Otherwise, and when they cannot, a reclaim may help, and
+            # then the job must land inside its quota: capacity is reclaimed only for a guarantee.
+            if self.usage[share] >= self.quota[share]:
+                victims = self._choose_victims(job, need_capacity, need_own, reclaim=False)
             need_own = max(need_own, beyond_quota)
         if victims is None:
             victims = self._choose_victims(job, need_capacity, need_own, reclaim)
