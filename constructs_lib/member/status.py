@@ -65,6 +65,7 @@ def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[s
     return ObservedJob(
         job_id=job["jobId"], name=job.get("jobName", ""), team=job.get("quotaShareName", team), state=state,
         instance_type=size[0] if size else None, count=size[1] if size else 0, priority=int(job.get("schedulingPriority", 0)),
+        priority_known="schedulingPriority" in job,
         submitted_at=job.get("createdAt", 0) / 1000, reason=code if state == WAITING else None, backend_reason=reason_text,
     )
 

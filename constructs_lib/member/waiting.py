@@ -10,13 +10,14 @@ table is docs/status.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Iterable, Mapping
 
 from gpu_governance_runtime.capacity.planner import Window
 from gpu_governance_runtime.contract import SharingStrategy
 from gpu_governance_runtime.policy import PoolPolicy
+from gpu_governance_runtime.reclaim.planner import is_guarantee_job, preemptible_in_share
 
 RUNNING, WAITING = "running", "waiting"
 NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large"})
@@ -30,6 +31,7 @@ REASONS = {
     "borrow_limit": "borrowing at its limit: {limit}",
     "pool_full": "the pool is full ({in_use} of {capacity} {unit} in use); no idle capacity to borrow",
     "reclaiming": "inside your guarantee, but the pool is full: capacity is being reclaimed from teams that borrowed it",
+    "making_way": "inside your guarantee once your team's lower-priority jobs make way: they are preempted for it (and capacity reclaimed from teams that borrowed it)",
     "window_not_active": "needs {instance_type}, which capacity window {window} supplies from {start}",
     "too_large": "asks for {count} {unit}, more than your team can ever hold here ({ceiling})",
     "held": "held: release it (or ask an administrator) before it can start",
@@ -49,6 +51,7 @@ class ObservedJob:
     instance_type: str | None = None
     count: int = 0
     priority: int = 0
+    priority_known: bool = True  # False where the backend's listing does not give it (a running Batch service job)
     submitted_at: float = 0.0
     name: str = ""
     reason: str | None = None  # a REASONS code when the backend's words say it plainly
@@ -172,8 +175,12 @@ def _computed(policy: PoolPolicy, share, observation: Observation, job: Observed
     if ahead:
         return "lower_priority", {}
     in_use = sum(by.get(kind, 0) for by in observation.in_use.values())
-    if used + job.count <= quota:
-        return ("next", {}) if in_use + job.count <= capacity else ("reclaiming", {})
+    # the team's running jobs the planner could set aside: only those whose priority is known
+    own = [j for j in observation.jobs if j.team == job.team and j.state == RUNNING and j.instance_type == kind and j.priority_known]
+    if is_guarantee_job(job, replace(share, quota={kind: quota}), used, lambda: preemptible_in_share(share, job.priority, own)):
+        if in_use + job.count <= capacity and used + job.count <= ceiling:
+            return "next", {}
+        return ("reclaiming", {}) if used + job.count <= quota else ("making_way", {})
     if share.strategy is not SharingStrategy.LEND_AND_BORROW:
         return "share_at_limit", {"used": used, "quota": quota}
     if used + job.count > ceiling:

@@ -32,6 +32,7 @@ from gpu_governance_runtime.reclaim.planner import (
     Strategy,
     apply_plan,
     next_change_at,
+    pending_guarantee_jobs,
     plan_tick,
     unchecked_state,
 )
@@ -335,12 +336,12 @@ class _Planner:
         reclaimed in time."""
         usage, quotas = self.usage, self.quotas
         borrowing = {instance_type for (share, instance_type), used in usage.items() if used > quotas.get((share, instance_type), 0)}
-        breached = set()
-        for job in self.pending.values() if borrowing else ():
-            where = (job.share, job.instance_type)
-            if job.instance_type in borrowing and usage.get(where, 0) + job.count <= quotas.get(where, 0) and progress[job.job_id].waiting_since <= waited_before:
-                breached.add(job.share)
-        return len(breached)
+        if not borrowing:
+            return 0
+        waited = [job for job in self.pending.values() if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before]
+        if not waited:
+            return 0
+        return len({job.share for job in pending_guarantee_jobs(self.state.shares, self.running.values(), waited)})
 
     def next_change_at(self) -> float | None:
         state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=self.state.now)

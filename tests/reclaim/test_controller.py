@@ -6,6 +6,7 @@ running fair-share queue; quota-share snapshots it lacks entirely) and for SSM c
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import os
 import re
 
@@ -403,3 +404,17 @@ def test_a_claim_left_by_a_killed_invocation_is_taken_again_after_the_timeout(le
     assert ledger.claim(key, now=NOW + FUNCTION_TIMEOUT_SECONDS + 1, reason="r")  # it cannot be: not stuck for 7 days
     ledger.record(key, status="done")
     assert not ledger.claim(key, now=NOW + 3600, reason="r")  # a recorded outcome is never redone
+
+
+def test_a_guarantee_job_held_by_the_preemption_cap_is_logged_with_that_limit(ledger_table):
+    # The same queue as above with no preemption allowed this tick: training's job waits inside
+    # its guarantee, and the log says which anti-thrash limit keeps it waiting.
+    client, stubber = stubbed("batch")
+    expect_read(stubber)
+    records = []
+    with stubber:
+        controller.run_tick("ec2-gpu", BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), Ledger(ledger_table),
+                            settings=replace(SETTINGS, max_preemptions_per_tick=0), dry_run=True, namespace="Test", now=NOW, emit=records.append)
+    waits = [r for r in records if r.get("event") == "guarantee_wait"]
+    assert [(w["share"], w["reason"], w["dry_run"]) for w in waits] == [("training", "max_preemptions_per_tick", True)]
+    assert not [r for r in records if r.get("event") == "preemption"]

@@ -19,6 +19,7 @@ from gpu_governance_runtime.reclaim.planner import (
     apply_plan,
     plan_tick,
     share_usage,
+    starved_shares,
 )
 
 P5 = "ml.p5.48xlarge"
@@ -264,3 +265,87 @@ def test_a_reclaim_for_a_job_unstarted_in_the_same_tick_names_the_job_that_takes
     assert [s.job_id for s in plan.starts] == ["p0"]
     assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p0")]
     assert plan.preemptions[0].reason.endswith("for job p0")
+
+
+# --- the guarantee definition (issue 29) --------------------------------------------------------
+
+
+def lender_behind_its_own_low_priority_job(a_low_protected=False):
+    """Issue 29: team a (lend, in-share preemption, quota 2) runs a-low; b borrows the rest; a's
+    priority-5 job of 2 fits a's quota only once a-low is set aside, and the pool only once b's
+    borrowed job is reclaimed."""
+    return pool(
+        [share("a", 2, Strategy.LEND, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+        [running("a-low", "a", 1, priority=0, started_at=9_000, times_preempted=1 if a_low_protected else 0),
+         running("b-borrowed", "b", 1, priority=0, started_at=9_000)],
+        [pending("a-high", "a", 2, priority=5)], capacity=2)
+
+
+def test_a_guarantee_reached_only_by_in_share_preemption_and_a_reclaim_starts():
+    plan = plan_tick(lender_behind_its_own_low_priority_job())
+    assert [s.job_id for s in plan.starts] == ["a-high"]
+    assert {(p.job_id, p.kind, p.for_job) for p in plan.preemptions} == {("a-low", IN_SHARE, "a-high"), ("b-borrowed", RECLAIM, "a-high")}
+    after = apply_plan(lender_behind_its_own_low_priority_job(), plan)
+    assert {j.job_id: j.count for j in after.running} == {"a-high": 2}  # team a exactly at its guarantee
+    assert plan_tick(after).preemptions == ()
+
+
+def test_a_guarantee_job_that_could_borrow_free_capacity_preempts_nothing():
+    # a may borrow and the pool has room: a-high starts beside a-low, above a's quota, no victim.
+    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+                 [running("a-low", "a", 1, priority=0)], [pending("a-high", "a", 2, priority=5)], capacity=4)
+    plan = plan_tick(state)
+    assert ([s.job_id for s in plan.starts], plan.preemptions) == (["a-high"], ())
+
+
+def test_a_guarantee_job_of_a_share_under_its_quota_preempts_the_fewest_jobs():
+    # One free instance and a-low's make room: a-high takes a-low's (in-share) and leaves b's
+    # borrowed 2 alone; a reclaim of them would have to take a-low as well (to land in quota).
+    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+                 [running("a-low", "a", 1, priority=0), running("b-borrowed", "b", 2, priority=0, started_at=9_000)],
+                 [pending("a-high", "a", 2, priority=5)], capacity=4)
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["a-high"]
+    assert [(p.job_id, p.kind) for p in plan.preemptions] == [("a-low", IN_SHARE)]
+
+
+def test_a_guarantee_job_of_a_share_under_its_quota_reclaims_what_it_is_owed_before_restarting_its_own_work():
+    # a holds 6 of its 7; a-new (3) fits only once a's priority-0 jobs are set aside. a is owed 1
+    # instance by b: a-new takes that back and a1's 2, not a0's and a1's (a0 would then be a
+    # guarantee job again and restart at once by reclaiming the same instance, its work lost).
+    state = pool([share("a", 7, Strategy.LEND, in_share_preemption=True), share("b", 3, Strategy.LEND_AND_BORROW)],
+                 [running("a0", "a", 1, priority=0), running("a1", "a", 2, priority=0), running("a2", "a", 3, priority=0),
+                  *(running(f"b{n}", "b", 1, priority=0) for n in range(4))],
+                 [pending("a-new", "a", 3, priority=1)], capacity=10)
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["a-new"]
+    assert sorted((p.job_id, p.kind) for p in plan.preemptions) == [("a1", IN_SHARE), ("b0", RECLAIM)]
+
+
+def test_a_guarantee_job_that_reclaims_lands_inside_its_quota_rather_than_borrowing_reclaimed_capacity():
+    # a-low alone frees too little, so a-high reclaims; it may not keep a-low and take both of b's
+    # borrowed jobs, which would put team a at 3, above its quota of 2, on reclaimed capacity.
+    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+                 [running("a-low", "a", 1, priority=0), running("b1", "b", 1, priority=0, started_at=9_000),
+                  running("b2", "b", 1, priority=0, started_at=9_100)],
+                 [pending("a-high", "a", 2, priority=5)], capacity=3)
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["a-high"]
+    assert sorted((p.job_id, p.kind) for p in plan.preemptions) == [("a-low", IN_SHARE), ("b2", RECLAIM)]
+
+
+def test_a_share_without_in_share_preemption_keeps_the_old_definition():
+    state = replace(lender_behind_its_own_low_priority_job(), shares=(share("a", 2, Strategy.LEND), share("b", 0, Strategy.LEND_AND_BORROW)))
+    plan = plan_tick(state)
+    assert (plan.starts, plan.preemptions) == ((), ())
+    assert starved_shares(state) == set()  # a-high does not fit a's quota beside a-low, which it may not preempt
+
+
+def test_a_guarantee_job_kept_waiting_by_a_protected_victim_is_starved():
+    # Anti-thrash (a-low restarted 1,000 s ago, under a 3,600 s minimum run time) is the one
+    # thing that may make it wait, and the share is then reported starved so the alarm fires.
+    state = lender_behind_its_own_low_priority_job(a_low_protected=True)
+    plan = plan_tick(state, Settings(min_run_time_s=3_600))
+    assert (plan.starts, plan.preemptions) == ((), ())
+    assert [(w.job_id, w.reason) for w in plan.waits] == [("a-high", "min_run_time_s")]
+    assert starved_shares(state) == {"a"}

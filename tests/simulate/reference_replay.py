@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, _stats, never_runnable
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, Settings, Share, apply_plan, next_change_at, plan_tick
+from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, Settings, Share, apply_plan, next_change_at, pending_guarantee_jobs, plan_tick
 
 
 @dataclass
@@ -160,10 +160,5 @@ def _guarantee_breaches(state: PoolState, shares: Mapping[str, Share], progress:
     for job in state.running:
         usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
     borrowing = {t for (name, t), used in usage.items() if used > shares[name].quota.get(t, 0)}
-    breached = set()
-    for job in state.pending:
-        if job.instance_type not in borrowing or progress[job.job_id].waiting_since > waited_before:
-            continue
-        if usage.get((job.share, job.instance_type), 0) + job.count <= shares[job.share].quota.get(job.instance_type, 0):
-            breached.add(job.share)
-    return len(breached)
+    waited = [job for job in state.pending if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before]
+    return len({job.share for job in pending_guarantee_jobs(shares.values(), state.running, waited)})

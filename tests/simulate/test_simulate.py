@@ -249,3 +249,17 @@ def test_simulate_replays_with_the_pools_reclaim_settings_and_options_override_t
 
     assert makespan() == 120 + 7_200 + 1_000  # the file's backoff, as the controller would plan
     assert makespan("--reborrow-backoff", "60") == 660 + 1_000  # restarts once serving's 500 s end
+
+
+def test_a_lender_kept_below_its_guarantee_behind_its_own_low_priority_job_counts_as_a_breach():
+    # Issue 29: team a's priority-5 job of 2 fits a's quota only once a's own priority-0 job is
+    # set aside (in-share preemption), and the pool only once b's borrowed job is reclaimed.
+    shares = (Share(name="a", quota={G5: 2}, strategy=Strategy.LEND, in_share_preemption=True),
+              Share(name="b", quota={G5: 0}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None))
+    jobs = [job("a-low", "a", 0, 1_000, 1, priority=0), job("b-borrowed", "b", 0, 1_000, 1, priority=0), job("a-high", "a", 100, 500, 2, priority=5)]
+    served = simulate(jobs, shares=shares, capacity={G5: 2}, tick_s=60, settings=Settings())
+    assert (served.preemptions, served.guarantee_breaches, served.teams["a"].wait_p50_s) == (2, 0, 20.0)
+    # Without preemption a-high waits from its first tick (120) until both end at 1000: the
+    # ticks 180, 240, ..., 960 each breach, as for a lender behind a borrower alone.
+    starved = simulate(jobs, shares=shares, capacity={G5: 2}, tick_s=60, settings=Settings(max_preemptions_per_tick=0))
+    assert (starved.preemptions, starved.guarantee_breaches) == (0, 14)

@@ -6,6 +6,7 @@ are v1beta1 Workloads and ClusterQueues as `kubectl get -o json` prints them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -352,3 +353,23 @@ def test_access_denied_is_one_line_naming_the_call(capsys, monkeypatch):
     code, _, err = run(capsys, "--team", "research", "--pool", "sagemaker-training")
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "AccessDeniedException on batch:GetJobQueueSnapshot" in err
+
+
+def test_a_job_inside_its_guarantee_once_its_own_lower_priority_jobs_make_way_is_not_told_the_share_is_at_its_limit():
+    # Issue 29: training (lend, quota 4) with in-share preemption runs 3 at priority 10; its
+    # priority-90 job of 4 is a guarantee job (the planner's definition): the priority-10 jobs
+    # make way. A job of the same priority is not: the share is at its limit.
+    pool = replace(BATCH, shares=tuple(replace(s, in_share_preemption=True) if s.name == "training" else s for s in BATCH.shares))
+    low = ObservedJob(job_id="low", team="training", state=RUNNING, instance_type=P5, count=3, priority=10)
+    for priority, reason in ((90, "making_way"), (10, "share_at_limit")):
+        observation = Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use={"training": {P5: 3}},
+                                  jobs=(low, waiting("j", "training", 4, priority=priority)))
+        status = explain(pool, "training", observation, now=NOW)
+        assert reasons(status) == {"low": "running", "j": reason}
+        if reason == "making_way":
+            assert "lower-priority jobs make way" in status.jobs[1].text
+    # A running Batch service job's priority is not listed: it is not set aside on a guess.
+    unknown = replace(low, priority_known=False)
+    observation = Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use={"training": {P5: 3}},
+                              jobs=(unknown, waiting("j", "training", 4, priority=90)))
+    assert reasons(explain(pool, "training", observation, now=NOW))["j"] == "share_at_limit"

@@ -287,7 +287,7 @@ def _workloads(status: Mapping[str, Any], field: str, queue: str) -> int:
 def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple[EksWaiting, ...]:
     """Per governed team whose ClusterQueue exists. Waiting: the workloads waiting for quota
     (``pendingWorkloads``) and those holding quota while their admission checks run (``reservingWorkloads``
-    - ``admittedWorkloads``): neither runs yet. Starved, as ``handler.starved_shares`` means it: work
+    - ``admittedWorkloads``): neither runs yet. Starved, as ``planner.starved_shares`` means it: work
     waits for quota while the team reserves less than its guarantee. Kueue's status does not say
     what a waiting workload asks for, so "less" is per flavor, in GPUs: a workload larger than the
     idle guarantee, or for another flavor, counts as starving the team too (docs/hyperpod-eks.md)."""

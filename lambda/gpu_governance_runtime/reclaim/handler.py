@@ -46,7 +46,7 @@ from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import DONE, FAILED, ActionKey, Ledger
-from .planner import Plan, PoolState, Settings, plan_tick, share_usage
+from .planner import Plan, PoolState, Settings, plan_tick, share_usage, starved_shares
 from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
@@ -168,6 +168,9 @@ def run_tick(
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
               "instance_type": start.instance_type, "borrowed": start.borrowed, "dry_run": not acting, "outcome": outcome})
+    for wait in plan.waits:  # a guarantee job kept waiting by an anti-thrash limit: its team is starved
+        emit({"event": "guarantee_wait", "pool": pool, "job_id": wait.job_id, "share": wait.share, "count": wait.count,
+              "instance_type": wait.instance_type, "reason": wait.reason, "dry_run": not acting})
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now):
         emit(record)
     if adapter.usage_from_queue:
@@ -235,15 +238,3 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
                          {m: (v, "Seconds" if m == "LostCapacitySeconds" else "Count") for m, v in values.items()}, timestamp=now)
         for share, values in totals.items()
     ]
-
-
-def starved_shares(state: PoolState) -> set[str]:
-    """Shares with a pending job that fits inside their guarantee but is not running."""
-    usage: dict[tuple[str, str], int] = {}
-    for job in state.running:
-        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
-    quotas = {s.name: s.quota for s in state.shares}
-    return {
-        job.share for job in state.pending
-        if usage.get((job.share, job.instance_type), 0) + job.count <= quotas[job.share].get(job.instance_type, 0)
-    }

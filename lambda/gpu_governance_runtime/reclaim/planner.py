@@ -11,10 +11,14 @@ Semantics (docs/reclaim.md explains them with examples):
 * A share within its quota gets capacity back from shares running above theirs (reclaim).
   ``reserve`` shares neither lend nor borrow (their idle quota is held for them), ``lend`` shares
   lend but never borrow, ``lend_and_borrow`` shares borrow idle capacity up to their ceiling.
-* Phase 1, guarantees: pending jobs that fit inside their share's quota, highest priority, then
-  oldest, then job id first. Such a job starts on free capacity, else preempts victims, else
-  waits and holds its size of free capacity against borrowers so that finishing work flows to
-  it rather than to them.
+* Phase 1, guarantees: guarantee jobs (``is_guarantee_job``: the job fits its share's quota once
+  the share's own lower-priority jobs it may preempt in-share are set aside), highest priority,
+  then oldest, then job id first. Such a job starts on free capacity, else preempts victims: its
+  share's lower-priority jobs alone if the share is at or above its quota and they make room,
+  else with other shares' borrowed sets, and then it runs inside its quota (a reclaim serves a
+  guarantee, never borrowing); else it waits,
+  named in ``Plan.waits`` with the anti-thrash limit that stops it, and holds its size of free
+  capacity against borrowers so that finishing work flows to it rather than to them.
 * Phase 2, borrowing and the rest: remaining jobs, the share with the least borrowed capacity per
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
   Borrowing never preempts another share; only in-share preemption is possible here.
@@ -40,7 +44,7 @@ from __future__ import annotations
 import heapq
 from operator import itemgetter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling
 
@@ -145,10 +149,32 @@ class Preemption:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GuaranteeWait:
+    """A guarantee job (``is_guarantee_job``) that does not start this tick, and the anti-thrash
+    limit that keeps it waiting: a ``Settings`` field name, or NO_VICTIM, which the capacity
+    argument of docs/reclaim.md rules out (the property tests check that it never occurs)."""
+
+    job_id: str
+    share: str
+    instance_type: str
+    count: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     starts: tuple[Start, ...]
     preemptions: tuple[Preemption, ...]
     capped: bool  # a preemption or search cap stopped the tick early; the next tick continues
+    waits: tuple[GuaranteeWait, ...] = ()  # guarantee jobs that wait, each with its reason
+
+
+# Why a guarantee job waits: the anti-thrash limits (Settings fields), and what must never happen.
+MIN_RUN_TIME = "min_run_time_s"
+PREEMPTION_CAP = "max_preemptions_per_tick"
+SEARCH_CAP = "max_preemption_searches_per_tick"
+ANTI_THRASH = (MIN_RUN_TIME, PREEMPTION_CAP, SEARCH_CAP)
+NO_VICTIM = "no_victim"
 
 
 RECLAIM = "reclaim"
@@ -160,12 +186,14 @@ def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:
     budget = _Budget(settings)
     starts: list[Start] = []
     preemptions: list[Preemption] = []
+    waits: list[GuaranteeWait] = []
     for instance_type in sorted(state.capacity):
         planner = _TypePlanner(state, instance_type, settings, budget)
         planner.run()
         starts += planner.starts
         preemptions += planner.preemptions
-    return Plan(starts=tuple(starts), preemptions=tuple(preemptions), capped=budget.capped)
+        waits += planner.waits
+    return Plan(starts=tuple(starts), preemptions=tuple(preemptions), capped=budget.capped, waits=tuple(waits))
 
 
 def apply_plan(state: PoolState, plan: Plan) -> PoolState:
@@ -299,6 +327,46 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     )
 
 
+def is_guarantee_job(job: PendingJob, share: Share, in_use: int, preemptible: Callable[[], int]) -> bool:
+    """The one definition of a job inside its team's guarantee (planner, ``starved_shares``, the
+    simulator's breach count and ``status`` all ask this): it fits the share's quota once the
+    share's own jobs it may preempt in-share are set aside. What is still missing is reclaimed
+    from borrowers. ``in_use``: the share's instances of the job's type; ``preemptible()``
+    (called only when it matters): ``preemptible_in_share`` of the share's running jobs."""
+    quota = share.quota.get(job.instance_type, 0)
+    if in_use + job.count <= quota:
+        return True
+    return share.in_share_preemption and in_use - preemptible() + job.count <= quota
+
+
+def pending_guarantee_jobs(shares: Iterable[Share], running: Iterable[RunningJob], pending: Iterable[PendingJob]) -> Iterable[PendingJob]:
+    """The pending jobs that are guarantee jobs (``is_guarantee_job``) against these running jobs."""
+    by_name = {s.name: s for s in shares}
+    own: dict[tuple[str, str], list[RunningJob]] = {}
+    in_use: dict[tuple[str, str], int] = {}
+    for job in running:
+        own.setdefault((job.share, job.instance_type), []).append(job)
+        in_use[job.share, job.instance_type] = in_use.get((job.share, job.instance_type), 0) + job.count
+    for job in pending:
+        where, share = (job.share, job.instance_type), by_name[job.share]
+        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):
+            yield job
+
+
+def starved_shares(state: PoolState) -> set[str]:
+    """Shares with a pending guarantee job (``is_guarantee_job``) that is not running."""
+    return {job.share for job in pending_guarantee_jobs(state.shares, state.running, state.pending)}
+
+
+def preemptible_in_share(share: Share, priority: int, own_running: Iterable[RunningJob]) -> int:
+    """Instances of the share's running jobs (of one type) a job of ``priority`` may preempt in its
+    own share: strictly lower priority, where the share enables it. A victim's anti-thrash
+    protection does not count here: it can make a guarantee job wait, and then says so."""
+    if not share.in_share_preemption:
+        return 0
+    return sum(job.count for job in own_running if job.priority < priority)
+
+
 def victim_order(job: RunningJob, now: float) -> tuple:
     """Preempt first: lower priority, checkpointable, least work lost (instances x time run, for
     a job that restarts from zero), most recently started, then job id."""
@@ -355,11 +423,15 @@ class _Budget:
     searches: int = 0
     capped: bool = False
 
-    def may_search(self) -> bool:
-        if self.preemptions >= self.settings.max_preemptions_per_tick or self.searches >= self.settings.max_preemption_searches_per_tick:
+    def limit(self) -> str | None:
+        """The cap this tick has reached, if any (and then the plan is capped)."""
+        if self.preemptions >= self.settings.max_preemptions_per_tick:
             self.capped = True
-            return False
-        return True
+            return PREEMPTION_CAP
+        if self.searches >= self.settings.max_preemption_searches_per_tick:
+            self.capped = True
+            return SEARCH_CAP
+        return None
 
 
 @dataclass
@@ -372,6 +444,7 @@ class _TypePlanner:
     budget: _Budget
     starts: list[Start] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+    waits: list[GuaranteeWait] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         t = self.instance_type
@@ -391,6 +464,8 @@ class _TypePlanner:
         self._started_now: dict[str, PendingJob] = {}
         self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
+        self._preemptible: dict[str, dict[int, int]] = {}
+        self._why_not = NO_VICTIM  # why the last victim search found no set
 
     # -- capacity bookkeeping
 
@@ -403,7 +478,16 @@ class _TypePlanner:
         return self.capacity - self.used - self.reserved_idle + self.reserved_idle_of(share)
 
     def within_guarantee(self, job: PendingJob) -> bool:
-        return self.usage[job.share] + job.count <= self.quota[job.share]
+        share = job.share
+        return is_guarantee_job(job, self.shares[share], self.usage[share], lambda: self.preemptible(share, job.priority))
+
+    def preemptible(self, share: str, priority: int) -> int:
+        """``preemptible_in_share`` for the share's jobs now, cached until the share's use changes
+        (with thousands of pending jobs, walking the share's jobs for each would dominate a tick)."""
+        by_priority = self._preemptible.setdefault(share, {})
+        if priority not in by_priority:
+            by_priority[priority] = preemptible_in_share(self.shares[share], priority, self.jobs[share].values())
+        return by_priority[priority]
 
     def _change_usage(self, share: str, delta: int) -> None:
         before = self.reserved_idle_of(share)
@@ -411,6 +495,7 @@ class _TypePlanner:
         self.reserved_idle += self.reserved_idle_of(share) - before
         self.used += delta
         self._borrowed_sets.pop(share, None)
+        self._preemptible.pop(share, None)
 
     def borrowed_set(self, share: str) -> tuple[RunningJob, ...]:
         """The shortest run of the share's jobs, in victim order, whose removal brings it back
@@ -451,6 +536,7 @@ class _TypePlanner:
             victims = self.admit(job, self.free_for(job.share), reclaim=True)
             if victims is None:
                 self.held += max(0, job.count - self.reserved_idle_of(job.share))
+                self.waits.append(GuaranteeWait(job_id=job.job_id, share=job.share, instance_type=self.instance_type, count=job.count, reason=self._why_not))
                 continue
             for victim in victims:
                 heapq.heappush(requeued, (queue_order(victim), victim))
@@ -489,11 +575,29 @@ class _TypePlanner:
         if need_capacity <= 0 and need_own <= 0:
             self._start(job)
             return []
+        self._why_not = NO_VICTIM
         can_preempt = reclaim or self.shares[share].in_share_preemption
-        if not can_preempt or job.count > ceiling or not self.budget.may_search():
+        if not can_preempt or job.count > ceiling:
+            return None
+        limit = self.budget.limit()
+        if limit:
+            self._why_not = limit
             return None
         self.budget.searches += 1
-        victims = self._choose_victims(job, need_capacity, need_own, reclaim)
+        beyond_quota = self.usage[share] + job.count - self.quota[share]
+        victims = None
+        if reclaim and beyond_quota > 0:
+            # A guarantee job that fits its quota only once its share's lower-priority jobs are set
+            # aside. A share already at or above its quota is owed nothing: those jobs alone make
+            # room, even if the share then still borrows (Kueue preempts only inside a
+            # ClusterQueue at its nominal quota, TestPreemption "preemptions from cq when target
+            # queue is exhausted ..."). Otherwise, and when they cannot, a reclaim may help, and
+            # then the job must land inside its quota: capacity is reclaimed only for a guarantee.
+            if self.usage[share] >= self.quota[share]:
+                victims = self._choose_victims(job, need_capacity, need_own, reclaim=False)
+            need_own = max(need_own, beyond_quota)
+        if victims is None:
+            victims = self._choose_victims(job, need_capacity, need_own, reclaim)
         if victims is None:
             return None
         requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
@@ -504,18 +608,24 @@ class _TypePlanner:
         self, job: PendingJob, need_capacity: int, need_own: int, reclaim: bool
     ) -> list[tuple[RunningJob, str]] | None:
         candidates: list[tuple[tuple, RunningJob, str]] = []
+        protected = False  # a victim left out as protected: the anti-thrash reason if none is found
         if reclaim:
             for other in self.shares:
                 if other != job.share and self.usage[other] > self.quota[other]:
-                    candidates += (
-                        ((0, *reclaim_order(v, self.state.now)), v, RECLAIM) for v in self.borrowed_set(other) if not self.protected(v)
-                    )
+                    for v in self.borrowed_set(other):
+                        if self.protected(v):
+                            protected = True
+                        else:
+                            candidates.append(((0, *reclaim_order(v, self.state.now)), v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
-            candidates += (
-                ((1, *victim_order(v, self.state.now)), v, IN_SHARE)
-                for v in self.jobs[job.share].values()
-                if v.priority < job.priority and not self.protected(v)
-            )
+            for v in self.jobs[job.share].values():
+                if v.priority >= job.priority:
+                    continue
+                if self.protected(v):
+                    protected = True
+                else:
+                    candidates.append(((1, *victim_order(v, self.state.now)), v, IN_SHARE))
+        self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None
         candidates.sort(key=lambda c: c[0])
@@ -538,6 +648,7 @@ class _TypePlanner:
                 freed_own -= own
         if len(chosen) > room:
             self.budget.capped = True
+            self._why_not = PREEMPTION_CAP
             return None
         return chosen
 
