@@ -1,9 +1,7 @@
-"""Thin reference stacks: the capacity account and one stack per consumer account."""
+"""The reference app's stacks: the library's (constructs_lib.deployment), named here for app.py."""
 
-from .capacity_stack import CapacityAccountStack
-from .consumer_stack import ConsumerAccountStack
-from .guardrails_stack import OrganisationGuardrailsStack
-from .reference import build_reference_app, team_stack_name
-from .team_stack import TeamStack
+from constructs_lib.deployment import (
+    CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_reference_app, team_stack_name,
+)
 
 __all__ = ["CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_reference_app", "team_stack_name"]

@@ -4,10 +4,10 @@ from constructs import Construct
 
 from constructs_lib.model import GovernanceModel
 
-from .capacity_stack import CapacityAccountStack
-from .consumer_stack import ConsumerAccountStack
-from .guardrails_stack import OrganisationGuardrailsStack
-from .team_stack import TeamStack
+from .capacity import CapacityAccountStack
+from .consumer import ConsumerAccountStack
+from .guardrails import OrganisationGuardrailsStack
+from .team import TeamStack
 
 
 def build_reference_app(scope: Construct, model: GovernanceModel) -> list:
