@@ -39,7 +39,8 @@ _DEFINED_IN = {
     "organisation.guardrails": ("OrganisationGuardrails",),
     "organisation.pipeline": ("GovernancePipelineStack", "GovernanceStage", "PipelineSource"),
     "deployment": (
-        "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_reference_app", "team_stack_name",
+        "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_capacity_account",
+        "build_consumer_account", "build_reference_app", "consumer_stack_name", "team_stack_name",
     ),
 }
 _MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in names}
@@ -89,8 +90,11 @@ __all__ = [
     "acknowledge",
     "acknowledge_wildcard_resources",
     "apply_standard_packs",
+    "build_capacity_account",
+    "build_consumer_account",
     "build_reference_app",
     "compile_policy",
+    "consumer_stack_name",
     "declare_capacity_controller",
     "declare_platform_admin",
     "load_model",
@@ -105,7 +109,8 @@ if TYPE_CHECKING:
     from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
     from .controllers.capacity import CapacityController
     from .deployment import (
-        CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_reference_app, team_stack_name,
+        CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account,
+        build_consumer_account, build_reference_app, consumer_stack_name, team_stack_name,
     )
     from .model.capacity import (
         BatchComputeEnvironmentFeed,

@@ -1,7 +1,11 @@
 """The reference app's stacks: the library's (constructs_lib.deployment), named here for app.py."""
 
 from constructs_lib.deployment import (
-    CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_reference_app, team_stack_name,
+    CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account, build_consumer_account,
+    build_reference_app, consumer_stack_name, team_stack_name,
 )
 
-__all__ = ["CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_reference_app", "team_stack_name"]
+__all__ = [
+    "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_capacity_account",
+    "build_consumer_account", "build_reference_app", "consumer_stack_name", "team_stack_name",
+]

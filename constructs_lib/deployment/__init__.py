@@ -7,7 +7,12 @@ installed package."""
 from .capacity import CapacityAccountStack
 from .consumer import ConsumerAccountStack
 from .guardrails import OrganisationGuardrailsStack
-from .reference import build_reference_app, team_stack_name
+from .reference import (
+    build_capacity_account, build_consumer_account, build_reference_app, consumer_stack_name, team_stack_name,
+)
 from .team import TeamStack
 
-__all__ = ["CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_reference_app", "team_stack_name"]
+__all__ = [
+    "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_capacity_account",
+    "build_consumer_account", "build_reference_app", "consumer_stack_name", "team_stack_name",
+]

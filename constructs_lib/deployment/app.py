@@ -16,6 +16,7 @@ from aws_cdk import App
 
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.organisation.deploy_checks import check_deployable
 from constructs_lib.organisation.limits import check_assembly, check_model
 from constructs_lib.model.loader import load_model
 from .reference import build_reference_app
@@ -74,6 +75,10 @@ def main(cdk_json: Path = Path("cdk.json")) -> int:
     problems = check_assembly(outdir)
     if problems:
         print("synthesized templates break limits:\n" + "\n".join(str(p) for p in problems), file=sys.stderr)
+        return 1
+    problems = check_deployable(outdir)
+    if problems:
+        print("synthesized templates would be refused at deployment:\n" + "\n".join(str(p) for p in problems), file=sys.stderr)
         return 1
     return 0
 

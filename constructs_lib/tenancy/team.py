@@ -211,7 +211,12 @@ class TeamTenancy(Construct):
             encryption_key=self.key,
             lifecycle_rules=[ecr.LifecycleRule(tag_status=ecr.TagStatus.UNTAGGED, max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
                                                description="Untagged images: left over from interrupted pushes")],
-            removal_policy=RemovalPolicy.RETAIN,
+            # Deleted with the team, images and all: its fixed name must be free when the team is
+            # added again or a failed first deployment is retried. The images are the team's build
+            # output, encrypted with a key a re-added team's roles could not use anyway; its data
+            # (bucket and key) is retained.
+            removal_policy=RemovalPolicy.DESTROY,
+            empty_on_delete=True,
         )
         # Named on the L1: aws-cdk-lib checks a narrower pattern than the ECR API (one '-' between
         # characters), which would refuse valid team names such as "nlp--v2".
