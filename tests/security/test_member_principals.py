@@ -10,6 +10,7 @@ https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_pri
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,14 @@ def test_identity_center_patterns_follow_the_documented_role_path():
     model = load_model(None)
     research = next(t for t in model.teams if t.name == "research")
     assert research.permission_sets and identity_center_roles(model, research)  # the reference example has one
+
+
+def test_audit_shows_identity_center_members_and_the_policy_their_permission_set_needs(capsys):
+    from constructs_lib.cli import main
+
+    example = Path(__file__).resolve().parents[2] / "constructs_lib" / "data" / "default-governance.yaml"
+    assert main(["audit", str(example), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["teams"]["research"]["organisation"]
+    (row,) = [r for r in rows if "DataScientists" in r["who"]]
+    assert row["who"] == "IAM Identity Center users of permission set DataScientists in consumer account research (444455556666)"
+    assert "acme-ml-research-gpu-submit" in row["can"] and row["on"].endswith(":role/gpu-governance/research-gpu-submit")
