@@ -1,4 +1,4 @@
-"""The reference app's stacks: the library's (constructs_lib.deployment), named here for app.py."""
+"""The reference stacks, defined in the package (constructs_lib.deployment) so an installed package builds them too."""
 
 from constructs_lib.deployment import (
     CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account, build_consumer_account,
