@@ -177,6 +177,11 @@ def submission_policy_name(organisation: str, team_name: str) -> str:
     return f"{organisation}-{team_name}-gpu-submit"
 
 
+def is_arn_pattern(arn: str) -> bool:
+    """An ARN with IAM wildcards (an Identity Center role pattern), matched with ArnLike."""
+    return "*" in arn or "?" in arn
+
+
 def identity_center_role_patterns(account_id: str, permission_set: str, partition: str = "aws") -> tuple[str, str]:
     """The ARNs of the role IAM Identity Center creates in ``account_id`` for ``permission_set``:
     ``role/aws-reserved/sso.amazonaws.com/[<region>/]AWSReservedSSO_<name>_<suffix>``, with no region

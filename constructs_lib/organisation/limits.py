@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from constructs_lib.core.errors import Problem
-from constructs_lib.model import GovernanceModel, Project, Team, account_of
+from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -199,8 +199,8 @@ _TRUST_STATEMENT = len('{"Action":"sts:AssumeRole","Condition":{"ArnEquals":{"aw
 def submission_trust_characters(principals: tuple[str, ...]) -> int:
     """An upper bound of the submission role's trust policy size: a statement per kind (exact,
     pattern), each ARN once and each account root once per statement."""
-    kinds = {"*" in arn for arn in principals}
-    roots = {(("*" in arn), arn.split(":")[4]) for arn in principals}
+    kinds = {is_arn_pattern(arn) for arn in principals}
+    roots = {(is_arn_pattern(arn), account_of(arn)) for arn in principals}
     return (_TRUST_POLICY_BASE + len(kinds) * _TRUST_STATEMENT + sum(len(arn) + 3 for arn in principals)
             + len(roots) * (len("arn:aws-us-gov:iam::123456789012:root") + 3))
 

@@ -21,7 +21,8 @@ from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildca
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.model import (
-    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, repository_name, secrets_prefix, team_key_alias, team_role_arn,
+    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, is_arn_pattern, repository_name, secrets_prefix,
+    team_key_alias, team_role_arn,
 )
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -91,10 +92,6 @@ class _PrincipalsOfAccounts(iam.PrincipalBase):
 
     def dedupe_string(self) -> str:
         return json.dumps([self._arns, self._operator, self._conditions], sort_keys=True)
-
-
-def is_arn_pattern(arn: str) -> bool:
-    return "*" in arn or "?" in arn
 
 
 def principals_named(arns: Sequence[str], conditions: dict[str, dict[str, object]] | None = None) -> list[iam.IPrincipal]:
