@@ -1,12 +1,9 @@
 #!/usr/bin/env python3
 """Reference CDK app: the organisation from `-c config=PATH`, $GPU_GOVERNANCE_CONFIG or the
-built-in default, with the standard compliance packs applied to every stack.
+built-in default, with the standard compliance packs applied to every stack
+(constructs_lib.deployment.app, which an installed package runs as `python -m
+constructs_lib.deployment`). Reads the feature flags of the cdk.json beside it."""
 
-Exit codes as the CLI's: 0 synthesized, 1 synthesis failed or a synthesized template breaks a
-limit (constructs_lib/organisation/limits.py), 2 the governance file (or the size of the organisation for its
-stack layout) is refused. Never a traceback."""
-
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,68 +13,7 @@ from pathlib import Path
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import App  # noqa: E402
-
-from constructs_lib.organisation.compliance import apply_standard_packs
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.organisation.limits import check_assembly, check_model
-from constructs_lib.model.loader import load_model
-from stacks import build_reference_app
-
-# Errors the CDK raises (through jsii, as RuntimeError) that the size of the organisation causes.
-_INPUT_LIMITS = ("TooManyResourcesInStack",)
-
-
-def synthesis_failure(error: Exception) -> tuple[str, int]:
-    """One line for any error from synthesis, and the exit code."""
-    text = str(error)
-    if "ValidationFailed" in text:  # the packs' unacknowledged findings: the list is the message
-        return f"synthesis stopped by unacknowledged compliance findings:\n{text}", 1
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
-    first = lines[0] if lines else type(error).__name__
-    if any(name in text for name in _INPUT_LIMITS):
-        return f"synthesis refused: {first} - set stack_layout: per_team (docs/architecture.md)", 2
-    return f"synthesis failed: {first}", 1
-
-
-def cdk_json_context() -> dict:
-    """cdk.json's context (the feature flags): the CDK CLI passes it to the app, `python app.py`
-    (make synth) reads it here, so both synthesize the same templates. Only defaults: context
-    from the CLI (-c, cdk.json, cdk.context.json) wins."""
-    return json.loads(Path(__file__).with_name("cdk.json").read_text())["context"]
-
-
-def main() -> int:
-    outdir = os.environ.get("CDK_OUTDIR") or "cdk.out"
-    app = App(outdir=outdir, context=cdk_json_context())
-    try:
-        model = load_model(app.node.try_get_context("config"))
-        problems = check_model(model)
-        if problems:
-            raise GovernanceError(problems)
-        # Constructs check what only their backend knows (Slurm GPU counts, for one), so the
-        # build belongs inside the same guard as the file.
-        build_reference_app(app, model)
-    except GovernanceError as error:
-        print(f"invalid governance configuration:\n{error}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:  # the CDK refusing a construct, through jsii
-        message, code = synthesis_failure(error)
-        print(message, file=sys.stderr)
-        return code
-    try:
-        apply_standard_packs(app)
-        app.synth()
-    except Exception as error:  # jsii raises RuntimeError (JSIIError and others): never a traceback
-        message, code = synthesis_failure(error)
-        print(message, file=sys.stderr)
-        return code
-    problems = check_assembly(outdir)
-    if problems:
-        print("synthesized templates break limits:\n" + "\n".join(str(p) for p in problems), file=sys.stderr)
-        return 1
-    return 0
-
+from constructs_lib.deployment.app import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(Path(__file__).with_name("cdk.json")))

@@ -38,6 +38,10 @@ _DEFINED_IN = {
     "controllers.reclaim": ("ReclaimController", "ReclaimTarget"),
     "organisation.guardrails": ("OrganisationGuardrails",),
     "organisation.pipeline": ("GovernancePipelineStack", "GovernanceStage", "PipelineSource"),
+    "deployment": (
+        "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_capacity_account",
+        "build_consumer_account", "build_reference_app", "consumer_stack_name", "team_stack_name",
+    ),
 }
 _MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
@@ -49,9 +53,11 @@ __all__ = [
     "BatchComputeEnvironmentFeed",
     "BatchFairSharePool",
     "BatchQuotaSharePool",
+    "CapacityAccountStack",
     "CapacityBudget",
     "CapacityController",
     "CapacityWindow",
+    "ConsumerAccountStack",
     "EksNodeGroupFeed",
     "FairShareJobQueue",
     "GovernanceError",
@@ -67,6 +73,7 @@ __all__ = [
     "HyperPodSlurmPool",
     "KubernetesTenancy",
     "OrganisationGuardrails",
+    "OrganisationGuardrailsStack",
     "PipelineSource",
     "Preset",
     "PriorityClass",
@@ -77,24 +84,34 @@ __all__ = [
     "SharingPolicy",
     "SharingStrategy",
     "Team",
+    "TeamStack",
     "TeamTenancy",
     "TrainingJobsFeed",
     "acknowledge",
     "acknowledge_wildcard_resources",
     "apply_standard_packs",
+    "build_capacity_account",
+    "build_consumer_account",
+    "build_reference_app",
     "compile_policy",
+    "consumer_stack_name",
     "declare_capacity_controller",
     "declare_platform_admin",
     "load_model",
     "parse_config",
     "slurm_plan",
     "submission_role_arn",
+    "team_stack_name",
 ]
 
 if TYPE_CHECKING:
     from .core.acknowledgements import acknowledge, acknowledge_wildcard_resources
     from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
     from .controllers.capacity import CapacityController
+    from .deployment import (
+        CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account,
+        build_consumer_account, build_reference_app, consumer_stack_name, team_stack_name,
+    )
     from .model.capacity import (
         BatchComputeEnvironmentFeed,
         CapacityBudget,

@@ -1,9 +1,11 @@
-"""Thin reference stacks: the capacity account and one stack per consumer account."""
+"""The reference stacks, defined in the package (constructs_lib.deployment) so an installed package builds them too."""
 
-from .capacity_stack import CapacityAccountStack
-from .consumer_stack import ConsumerAccountStack
-from .guardrails_stack import OrganisationGuardrailsStack
-from .reference import build_reference_app, team_stack_name
-from .team_stack import TeamStack
+from constructs_lib.deployment import (
+    CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account, build_consumer_account,
+    build_reference_app, consumer_stack_name, team_stack_name,
+)
 
-__all__ = ["CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_reference_app", "team_stack_name"]
+__all__ = [
+    "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_capacity_account",
+    "build_consumer_account", "build_reference_app", "consumer_stack_name", "team_stack_name",
+]

@@ -22,14 +22,15 @@ from .base import (
     ComputeEnvironmentArn, CostCentre, Count, DnsLabel, Ec2InstanceType, EksClusterName, EmailAddress,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PrincipalArn, QueueName, Region,
     SageMakerInstanceType, TeamName, UsdAmount, account_of, governance_error_from, library_role, repository_name,
-    secrets_prefix, team_key_alias, team_role_arn, aws_partition,
+    secrets_prefix, team_key_alias, team_role_arn, aws_partition, identity_center_role_patterns, is_arn_pattern,
+    submission_policy_name, PermissionSetName,
 )
 from .organisation import (
     PRESET_SHARING, PROJECT_CONTRIBUTOR, PROJECT_OWNER, Account, AnyPool, BatchFairSharePool, BatchQuotaSharePool,
     DataZoneDomainId, DataZoneDomainUnitId, DataZoneId, DomainUnitGrant, DomainUnitGrantPolicy, DomainUnitName,
     EcrRepositoryArn, ExemptPrincipalArn, GovernanceModel, Guardrails, HyperPodEksPool, HyperPodSlurmPool,
     KubernetesTenancy, NewDomainUnit, OrganisationTargetId, PodSecurityLevel, Pool, Preset, PriorityClass, Project,
-    ProjectName, ReclaimSettings, SharingPolicy, TagEnforcedFor, Team, UnifiedStudio, check_alert_topics, check_exemptions,
+    ProjectName, PermissionSetMember, SlurmHeadNode, ReclaimSettings, SharingPolicy, TagEnforcedFor, Team, UnifiedStudio, check_alert_topics, check_exemptions,
     check_organisation, check_pool_teams, check_principals, check_projects, members_in_account,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "SharingStrategy", "TagEnforcedFor", "Team", "TeamName", "UnifiedStudio", "UsdAmount", "account_of",
     "check_alert_topics", "check_exemptions", "check_organisation", "check_pool_teams", "check_principals",
     "check_projects", "governance_error_from", "library_role", "members_in_account", "repository_name",
-    "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition",
+    "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition", "identity_center_role_patterns",
+    "is_arn_pattern", "submission_policy_name", "PermissionSetName", "PermissionSetMember", "SlurmHeadNode",
 ]

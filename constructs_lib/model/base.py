@@ -26,6 +26,9 @@ Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-
 PrincipalArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
 ]
+# An IAM Identity Center permission set name: the sso-admin service model's PermissionSetName
+# (CreatePermissionSet: 1-32 of [\w+=,.@-], \w being ASCII there).
+PermissionSetName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_+=,.@-]{1,32}$")]
 OrganizationId = Annotated[str, StringConstraints(pattern=r"^o-[a-z0-9]{10,32}$")]
 # The CDK bootstrap template's own pattern for a qualifier.
 BootstrapQualifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,10}$")]
@@ -164,6 +167,29 @@ def team_key_alias(organisation: str, team_name: str) -> str:
 def aws_partition(region: str) -> str:
     """The ARN partition of a region (China and GovCloud have their own)."""
     return "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+
+
+def submission_policy_name(organisation: str, team_name: str) -> str:
+    """The customer managed policy each consumer account of a team holds that lets its members
+    assume the team's submission role: named, so an Identity Center permission set can reference
+    it (a permission set names customer managed policies by name and path, the same in every
+    account it is assigned in)."""
+    return f"{organisation}-{team_name}-gpu-submit"
+
+
+def is_arn_pattern(arn: str) -> bool:
+    """An ARN with IAM wildcards (an Identity Center role pattern), matched with ArnLike."""
+    return "*" in arn or "?" in arn
+
+
+def identity_center_role_patterns(account_id: str, permission_set: str, partition: str = "aws") -> tuple[str, str]:
+    """The ARNs of the role IAM Identity Center creates in ``account_id`` for ``permission_set``:
+    ``role/aws-reserved/sso.amazonaws.com/[<region>/]AWSReservedSSO_<name>_<suffix>``, with no region
+    when the Identity Center instance is in us-east-1, and a suffix that changes whenever the role is
+    re-created (https://docs.aws.amazon.com/singlesignon/latest/userguide/referencingpermissionsets.html).
+    The roles' path is reserved to Identity Center, so nobody else can create a role matching them."""
+    base = f"arn:{partition}:iam::{account_id}:role/aws-reserved/sso.amazonaws.com/"
+    return f"{base}AWSReservedSSO_{permission_set}_*", f"{base}*/AWSReservedSSO_{permission_set}_*"
 
 
 def team_role_arn(account_id: str, team_name: str, suffix: str, partition: str = "aws") -> str:

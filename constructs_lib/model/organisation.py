@@ -25,8 +25,8 @@ from .base import (
     DEFAULT_BOOTSTRAP_QUALIFIER, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
     MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
     AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
-    HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PrincipalArn, QueueName, Region,
-    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, library_role,
+    HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PermissionSetName, PrincipalArn, QueueName, Region,
+    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role,
 )
 from .capacity import CapacityWindow, check_windows
 from .slurm import slurm_problems
@@ -146,6 +146,18 @@ class KubernetesTenancy(_Frozen):
     )
 
 
+class PermissionSetMember(_Frozen):
+    """People who sign in through IAM Identity Center: the permission set assigned to them in an
+    account. They act as the role Identity Center creates for it there, whose name ends in a
+    suffix that changes whenever the role is re-created, so the library admits them by pattern
+    (``identity_center_role_patterns``) rather than by an exact ARN."""
+
+    name: PermissionSetName = Field(description="The permission set's name (1-32 of letters, digits and _+=,.@-)")
+    account: str | None = Field(
+        default=None, description="Name of the consumer account it is assigned in (default: the team's account)"
+    )
+
+
 class Team(_Frozen):
     """A team: where it lives, who acts for it, how much it is guaranteed and how it shares.
 
@@ -165,6 +177,9 @@ class Team(_Frozen):
     fair_share_weight: Annotated[int, Field(ge=1, le=100)] = 10
     members: tuple[PrincipalArn, ...] = Field(
         default=(), description="IAM role or user ARNs allowed to act for the team (no wildcards)"
+    )
+    permission_sets: tuple[PermissionSetMember, ...] = Field(
+        default=(), description="IAM Identity Center permission sets whose users act for the team, each in its account"
     )
     quotas: dict[str, dict[str, Count]] = Field(default_factory=dict)
     kubernetes: dict[str, KubernetesTenancy] = Field(
@@ -281,6 +296,20 @@ class HyperPodEksPool(_Pool):
     )
 
 
+# What SSM Run Command targets: an EC2 instance (HyperPod nodes are) or a managed instance.
+SsmTargetId = Annotated[str, StringConstraints(pattern=r"^(i-[0-9a-f]{8,17}|mi-[0-9a-f]{17})$")]
+
+
+class SlurmHeadNode(_Frozen):
+    """The cluster's head (controller) node, where the reclaim controller reads accounting and
+    requeues jobs through SSM Run Command (docs/slurm.md)."""
+
+    instance_id: SsmTargetId = Field(description="The head node's SSM target id (i-...)")
+    instance_type: SageMakerInstanceType | None = Field(
+        default=None, description="The instance type the pool's partitions hold (default: the pool's only one)"
+    )
+
+
 class HyperPodSlurmPool(_ReclaimedPool):
     """A SageMaker HyperPod cluster orchestrated by Slurm."""
 
@@ -293,6 +322,25 @@ class HyperPodSlurmPool(_ReclaimedPool):
     gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(
         default_factory=dict
     )
+    head_node: SlurmHeadNode | None = Field(
+        default=None, description="The head node: with it the reclaim controller governs the pool (without it, Slurm alone does)"
+    )
+
+    @model_validator(mode="after")
+    def _head_node_type(self) -> "HyperPodSlurmPool":
+        if self.head_node is not None:
+            if self.head_node.instance_type is None and len(self.capacity) > 1:
+                raise ValueError(f"head_node.instance_type is missing: the pool holds several types, give one of {sorted(self.capacity)}")
+            if self.head_node.instance_type is not None and self.head_node.instance_type not in self.capacity:
+                raise ValueError(f"head_node.instance_type {self.head_node.instance_type!r} is not in the pool: give one of {sorted(self.capacity)}")
+        return self
+
+    @property
+    def reclaimed_instance_type(self) -> str | None:
+        """The instance type the reclaim controller counts on this cluster (with a head node)."""
+        if self.head_node is None:
+            return None
+        return self.head_node.instance_type or next(iter(self.capacity))
 
 
 Pool = Annotated[
@@ -463,6 +511,10 @@ class GovernanceModel(_Frozen):
     capacity_windows: tuple[CapacityWindow, ...] = ()
     projects: tuple[Project, ...] = Field(default=(), description="Projects grouping teams, optionally in SageMaker Unified Studio")
     guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
+    reclaim_mode: Literal["dry_run", "act"] = Field(
+        default="dry_run",
+        description="dry_run: the reclaim controller only records what it would preempt; act: it preempts (docs/reclaim.md)",
+    )
     shared_image_repositories: tuple[EcrRepositoryArn, ...] = Field(
         default=(), max_length=20,
         description="ECR repositories of shared base images (ARNs, no wildcards) every team's training jobs may pull from; a "
@@ -507,6 +559,17 @@ class GovernanceModel(_Frozen):
         """Teams with a quota in the pool, in declaration order."""
         return tuple(t for t in self.teams if pool_name in t.quotas)
 
+    def member_principals(self, team: Team) -> tuple[str, ...]:
+        """Who may act for ``team``: its members' ARNs, then the role ARN patterns of its
+        permission sets (an undeclared account's permission sets are left out: validation
+        reports them)."""
+        patterns = []
+        for permission_set in team.permission_sets:
+            account = self.consumer_accounts.get(permission_set.account or team.account or "")
+            if account is not None:
+                patterns += identity_center_role_patterns(account.account_id, permission_set.name, aws_partition(account.region))
+        return (*team.members, *patterns)
+
     def teams_of_account(self, account_name: str) -> tuple[Team, ...]:
         return tuple(t for t in self.teams if t.account == account_name)
 
@@ -542,8 +605,11 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
             problems.append(Problem(path=f"{path}.account", wrong="undeclared account" if team.account else "missing", value=team.account, allowed=f"one of {sorted(model.consumer_accounts)}"))
         if not team.quotas:
             problems.append(Problem(path=f"{path}.quotas", wrong="team has no quota in any pool", value={}, allowed=f"at least one of {sorted(pools)}"))
-        if not team.members:
-            problems.append(Problem(path=f"{path}.members", wrong="nobody may act for the team", value=[], allowed="at least one IAM role or user ARN"))
+        if not team.members and not team.permission_sets:
+            problems.append(Problem(path=f"{path}.members", wrong="nobody may act for the team", value=[], allowed="at least one IAM role or user ARN, or a permission_sets entry"))
+        for member_index, permission_set in enumerate(team.permission_sets):
+            if permission_set.account is not None and permission_set.account not in model.consumer_accounts:
+                problems.append(Problem(path=f"{path}.permission_sets[{member_index}].account", wrong="undeclared account", value=permission_set.account, allowed=f"one of {sorted(model.consumer_accounts)}"))
         for pool_name in team.quotas:
             if pool_name not in pools:
                 problems.append(Problem(path=f"{path}.quotas.{pool_name}", wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}"))

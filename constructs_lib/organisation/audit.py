@@ -20,7 +20,7 @@ from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model.explain import deal
 from constructs_lib.model import (
     POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
-    aws_partition, team_key_alias, team_role_arn,
+    aws_partition, submission_policy_name, team_key_alias, team_role_arn,
 )
 from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
 
@@ -72,6 +72,15 @@ def _organisation(model: GovernanceModel, team: Team) -> list[Access]:
     for member in team.members:
         where = f"consumer account {team.account} ({consumer.account_id})" if account_of(member) == consumer.account_id else f"account {account_of(member)}"
         rows.append(Access(team=team.name, layer="organisation", who=member, can=f"assume the team's submission role, from {where}", on=submission))
+    for permission_set in team.permission_sets:
+        name = permission_set.account or team.account
+        account = model.consumer_accounts[name]
+        rows.append(Access(
+            team=team.name, layer="organisation",
+            who=f"IAM Identity Center users of permission set {permission_set.name} in consumer account {name} ({account.account_id})",
+            can=f"assume the team's submission role once the permission set holds the policy {submission_policy_name(model.organisation, team.name)}",
+            on=submission,
+        ))
     return rows
 
 

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from constructs_lib.core.errors import Problem
-from constructs_lib.model import GovernanceModel, Project, Team, account_of
+from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -180,7 +180,7 @@ def check_model(model: GovernanceModel) -> list[Problem]:
         if policies > MAX_MANAGED_POLICIES_PER_ROLE:
             problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 3, plus its usage dashboard's)",
                                     value=policies, allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team"))
-        trust = _TRUST_POLICY_BASE + sum(len(arn) + 3 for arn in team.members)
+        trust = submission_trust_characters(model.member_principals(team))
         if trust > MAX_TRUST_POLICY_CHARACTERS:
             problems.append(Problem(path=f"{path}.members", wrong="trust policy of the submission role too long (characters)", value=trust,
                                     allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}: fewer members, e.g. one role the people assume"))
@@ -188,6 +188,21 @@ def check_model(model: GovernanceModel) -> list[Problem]:
     problems += _policy_document_problems(model)
     problems += _guardrail_problems(model)
     return problems
+
+
+# One statement of the submission role's trust (tenancy.member_trust): the members' accounts as
+# principal, their ARNs under aws:PrincipalArn, the organisation condition at its longest.
+_TRUST_STATEMENT = len('{"Action":"sts:AssumeRole","Condition":{"ArnEquals":{"aws:PrincipalArn":[]},"StringEquals":'
+                       '{"aws:PrincipalOrgID":"o-0123456789abcdefghijklmnopqrstuv"}},"Effect":"Allow","Principal":{"AWS":[]}},')
+
+
+def submission_trust_characters(principals: tuple[str, ...]) -> int:
+    """An upper bound of the submission role's trust policy size: a statement per kind (exact,
+    pattern), each ARN once and each account root once per statement."""
+    kinds = {is_arn_pattern(arn) for arn in principals}
+    roots = {(is_arn_pattern(arn), account_of(arn)) for arn in principals}
+    return (_TRUST_POLICY_BASE + len(kinds) * _TRUST_STATEMENT + sum(len(arn) + 3 for arn in principals)
+            + len(roots) * (len("arn:aws-us-gov:iam::123456789012:root") + 3))
 
 
 def _reclaim_problems(model: GovernanceModel) -> list[Problem]:

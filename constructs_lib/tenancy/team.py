@@ -21,7 +21,8 @@ from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildca
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.model import (
-    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, repository_name, secrets_prefix, team_key_alias, team_role_arn,
+    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, is_arn_pattern, repository_name, secrets_prefix,
+    team_key_alias, team_role_arn,
 )
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -69,34 +70,49 @@ def _deployment_role_arn(scope: Construct) -> str | None:
     return None
 
 
-class _TrustedArns(iam.PrincipalBase):
-    """Principal ARNs trusted in one statement under one set of conditions. CompositePrincipal
-    writes one statement per ARN once conditions apply, which fills the 2,048-character trust
-    policy quota after about ten members."""
+class _PrincipalsOfAccounts(iam.PrincipalBase):
+    """Principals of named accounts, narrowed to ``arns`` by ``aws:PrincipalArn``: the accounts
+    (``arn:<partition>:iam::<account>:root``) as the statement's principal and the ARNs in a
+    condition. IAM and KMS accept a policy naming an account whether or not the ARNs exist yet
+    ("Invalid principal in policy" otherwise), and keep matching a role that is deleted and
+    re-created under the same name (a principal ARN is stored as the role's unique id):
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_principal.html#principal-roles.
+    Exact ARNs are matched with ArnEquals, Identity Center role patterns (a ``*`` in place of the
+    suffix) with ArnLike; one statement per kind, since operators in one condition block must
+    all hold."""
 
-    def __init__(self, arns: Sequence[str], conditions: dict[str, dict[str, str]]) -> None:
+    def __init__(self, arns: Sequence[str], operator: str, conditions: dict[str, dict[str, object]]) -> None:
         super().__init__()
-        self._arns, self._conditions = list(arns), conditions
+        self._arns, self._operator, self._conditions = sorted(set(arns)), operator, conditions
 
     @property
     def policy_fragment(self) -> iam.PrincipalPolicyFragment:
-        return iam.PrincipalPolicyFragment({"AWS": self._arns}, self._conditions)
+        accounts = sorted({f"arn:{arn.split(':')[1]}:iam::{account_of(arn)}:root" for arn in self._arns})
+        return iam.PrincipalPolicyFragment({"AWS": accounts}, {**self._conditions, self._operator: {"aws:PrincipalArn": self._arns}})
 
     def dedupe_string(self) -> str:
-        return json.dumps([self._arns, self._conditions], sort_keys=True)
+        return json.dumps([self._arns, self._operator, self._conditions], sort_keys=True)
+
+
+def principals_named(arns: Sequence[str], conditions: dict[str, dict[str, object]] | None = None) -> list[iam.IPrincipal]:
+    """The principals a trust or key policy names for ``arns`` (role or user ARNs, or Identity
+    Center role patterns), each kind under ``conditions`` too: every place the library names a
+    principal it did not create builds it here."""
+    exact = [arn for arn in arns if not is_arn_pattern(arn)]
+    patterns = [arn for arn in arns if is_arn_pattern(arn)]
+    return [_PrincipalsOfAccounts(group, operator, dict(conditions or {}))
+            for group, operator in ((exact, "ArnEquals"), (patterns, "ArnLike")) if group]
 
 
 def member_trust(members: Sequence[str], organization_id: str | None, external_accounts: Sequence[str]) -> iam.IPrincipal:
-    """Who may assume a team's submission role: its members, each only from inside the
-    organisation when ``organization_id`` is known, except members of the explicitly listed
-    ``external_accounts``."""
+    """Who may assume a team's submission role: its members (ARNs or Identity Center role
+    patterns), each only from inside the organisation when ``organization_id`` is known, except
+    members of the explicitly listed ``external_accounts``."""
     inside = [arn for arn in members if organization_id and account_of(arn) not in external_accounts]
-    trusted = [_TrustedArns(inside, {"StringEquals": {"aws:PrincipalOrgID": organization_id}})] if inside else []
     outside = [arn for arn in members if arn not in inside]
-    if outside:
-        trusted.append(_TrustedArns(outside, {}))
+    trusted = principals_named(inside, {"StringEquals": {"aws:PrincipalOrgID": organization_id}}) if inside else []
+    trusted += principals_named(outside)
     return trusted[0] if len(trusted) == 1 else iam.CompositePrincipal(*trusted)
-
 
 
 class SubmissionTarget(Protocol):
@@ -151,9 +167,9 @@ class TeamTenancy(Construct):
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
         administration = [
-            iam.PolicyStatement(sid="PlatformAdministration", principals=[iam.ArnPrincipal(arn) for arn in platform_admins],
-                                actions=PLATFORM_KEY_ADMIN_ACTIONS, resources=["*"])
-        ] if platform_admins else []
+            iam.PolicyStatement(sid="PlatformAdministration", principals=[principal], actions=PLATFORM_KEY_ADMIN_ACTIONS, resources=["*"])
+            for principal in principals_named(platform_admins)
+        ]
         deployment_role = _deployment_role_arn(self)
         if deployment_role:
             administration.append(iam.PolicyStatement(sid="DeploymentAdministration", principals=[iam.ArnPrincipal(deployment_role)],
@@ -192,7 +208,12 @@ class TeamTenancy(Construct):
             encryption_key=self.key,
             lifecycle_rules=[ecr.LifecycleRule(tag_status=ecr.TagStatus.UNTAGGED, max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
                                                description="Untagged images: left over from interrupted pushes")],
-            removal_policy=RemovalPolicy.RETAIN,
+            # Deleted with the team, images and all: its fixed name must be free when the team is
+            # added again or a failed first deployment is retried. The images are the team's build
+            # output, encrypted with a key a re-added team's roles could not use anyway; its data
+            # (bucket and key) is retained.
+            removal_policy=RemovalPolicy.DESTROY,
+            empty_on_delete=True,
         )
         # Named on the L1: aws-cdk-lib checks a narrower pattern than the ECR API (one '-' between
         # characters), which would refuse valid team names such as "nlp--v2".

@@ -214,7 +214,7 @@ def functions(model):
     from aws_cdk import App
     from aws_cdk.assertions import Template
 
-    from stacks import build_reference_app
+    from constructs_lib.deployment import build_reference_app
 
     app = App()
     templates = [Template.from_stack(s).to_json() for s in build_reference_app(app, load_model())]

@@ -18,7 +18,7 @@ def synthesize_reference(model, outdir, *, packs: bool = True) -> list:
     from aws_cdk import App  # here, not at the top: the CLI tests import this module too
 
     from constructs_lib.organisation.compliance import apply_standard_packs
-    from stacks import build_reference_app
+    from constructs_lib.deployment import build_reference_app
 
     app = App(outdir=str(outdir))
     stacks = build_reference_app(app, model)

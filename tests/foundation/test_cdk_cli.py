@@ -33,8 +33,8 @@ def environment() -> dict[str, str]:
 def cdk(*arguments: str) -> subprocess.CompletedProcess:
     if not CDK.exists():
         pytest.fail(f"{CDK.relative_to(ROOT)} is missing: `make cdk-cli` installs the CDK CLI into the project")
-    # cdk.json names the project's .venv interpreter; the test runs the same app.py with its own.
-    return subprocess.run([str(CDK), *arguments, "--app", f"{sys.executable} app.py", "--no-notices"], cwd=ROOT,
+    # cdk.json's own app command: the .venv interpreter `make install` sets up, as a user runs it.
+    return subprocess.run([str(CDK), *arguments, "--no-notices"], cwd=ROOT,
                           env=environment(), capture_output=True, text=True, timeout=900)
 
 
@@ -48,8 +48,13 @@ def direct_synth(tmp_path_factory) -> Path:
     return outdir
 
 
-def test_cdk_json_runs_app_py():
-    assert json.loads((ROOT / "cdk.json").read_text())["app"].endswith(" app.py")
+def test_cdk_json_runs_app_py_with_the_interpreter_make_install_sets_up():
+    """A fresh clone: `make install` (the README's setup command for the CDK CLI) creates .venv,
+    whose interpreter cdk.json's app command names."""
+    assert json.loads((ROOT / "cdk.json").read_text())["app"] == ".venv/bin/python app.py"
+    assert "VENV := .venv" in (ROOT / "Makefile").read_text() and "\ninstall: $(INSTALLED)" in (ROOT / "Makefile").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert readme.index("`make install`") < readme.index("npx cdk synth")
 
 
 def test_cdk_synth_produces_what_make_synth_produces(direct_synth, tmp_path):

@@ -22,6 +22,7 @@ LAYERS = (
     ("member",),
     ("controllers",),
     ("organisation",),
+    ("deployment",),
     ("simulator",),
     ("cli",),
 )

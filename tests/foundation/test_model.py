@@ -261,3 +261,48 @@ def test_a_file_without_end_is_read_only_up_to_the_limit():
     # /dev/zero reports size 0 and never ends: the size guard must not trust st_size.
     with pytest.raises(GovernanceError, match=r"/dev/zero: file too large \('more than 1048576 bytes'\)"):
         load_model("/dev/zero")
+
+
+@pytest.mark.parametrize("name,wrong", [
+    ("D" * 33, "teams[0].permission_sets[0].name: invalid"),  # IAM Identity Center: at most 32
+    ("Data Scientists", "teams[0].permission_sets[0].name: invalid"),  # no spaces: [\w+=,.@-]
+    ("Datenwissenschaftlerinnen_ü", "teams[0].permission_sets[0].name: invalid"),  # ASCII word characters only
+])
+def test_permission_set_names_follow_identity_center(name, wrong):
+    data = default_data()
+    data["teams"][0]["permission_sets"] = [{"name": name}]
+    assert any(p.startswith(wrong) for p in problems_of(data))
+
+
+def test_a_permission_set_is_assigned_in_a_declared_account():
+    data = default_data()
+    data["teams"][0]["permission_sets"] = [{"name": "DataScientists", "account": "finance"}]
+    assert "teams[0].permission_sets[0].account: undeclared account ('finance') - one of ['product', 'research']" in problems_of(data)
+    data["teams"][0]["permission_sets"] = [{"name": "ML.Ops+1@x=y,z-_", "account": "product"}]
+    model = GovernanceModel.from_dict(data)
+    assert model.member_principals(model.teams[0])[-1] == (
+        "arn:aws:iam::777788889999:role/aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_ML.Ops+1@x=y,z-__*")
+
+
+def test_a_team_of_identity_center_users_only_is_a_team_with_members():
+    data = default_data()
+    data["teams"][0]["members"] = []
+    assert GovernanceModel.from_dict(data).teams[0].permission_sets  # valid: the reference team has a permission set
+    data["teams"][0]["permission_sets"] = []
+    assert "teams[0].members: nobody may act for the team ([]) - at least one IAM role or user ARN, or a permission_sets entry" in problems_of(data)
+
+
+def test_reclaim_mode_and_slurm_head_nodes_come_from_the_file():
+    data = default_data()
+    assert load_model(None).reclaim_mode == "dry_run"  # the default: only records what it would do
+    data["reclaim_mode"] = "preempt"
+    assert any(p.startswith("reclaim_mode: invalid ('preempt')") for p in problems_of(data))
+    data["reclaim_mode"] = "act"
+    slurm = next(p for p in data["pools"] if p["backend"] == "hyperpod_slurm")
+    slurm["head_node"] = {"instance_id": "i-0123456789abcdef0"}
+    model = GovernanceModel.from_dict(data)
+    assert model.reclaim_mode == "act" and model.pool(slurm["name"]).reclaimed_instance_type == "ml.p5.48xlarge"
+    slurm["head_node"] = {"instance_id": "head-node-1"}
+    assert any(p.startswith("pools[3].head_node.instance_id: invalid ('head-node-1')") for p in problems_of(data))
+    slurm["head_node"] = {"instance_id": "i-0123456789abcdef0", "instance_type": "ml.g6e.48xlarge"}
+    assert any("head_node.instance_type 'ml.g6e.48xlarge' is not in the pool" in p for p in problems_of(data))

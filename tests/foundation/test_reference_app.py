@@ -70,11 +70,13 @@ def test_tenant_key_admits_only_admins_deployer_and_team_roles(assembly):
     for key in keys.values():
         assert key["Properties"]["EnableKeyRotation"] is True
         assert key["DeletionPolicy"] == "Retain"
-        principals = json.dumps([s["Principal"] for s in key["Properties"]["KeyPolicy"]["Statement"]])
-        assert ":root" not in principals  # never the whole account
-        assert "GpuPlatformAdmin" in principals and "cfn-exec-role" in principals
-        admin = key["Properties"]["KeyPolicy"]["Statement"][0]
-        assert "kms:Decrypt" not in admin["Action"]  # admins manage, tenants use
+        statements = key["Properties"]["KeyPolicy"]["Statement"]
+        for statement in statements:  # the account only with the admins' ARNs as a condition, never the whole account
+            if ":root" in json.dumps(statement["Principal"]):
+                assert statement["Condition"] == {"ArnEquals": {"aws:PrincipalArn": ["arn:aws:iam::111122223333:role/GpuPlatformAdmin"]}}
+        assert "cfn-exec-role" in json.dumps([s["Principal"] for s in statements])
+        admin = statements[0]
+        assert admin["Sid"] == "PlatformAdministration" and "kms:Decrypt" not in admin["Action"]  # admins manage, tenants use
 
 
 def test_tenant_bucket_is_encrypted_private_versioned_logged(assembly):
@@ -102,7 +104,13 @@ def test_submission_role_trusts_exactly_the_team_members(assembly):
         "Path": "/gpu-governance/",
         "AssumeRolePolicyDocument": {"Statement": [{
             "Action": "sts:AssumeRole", "Effect": "Allow",
-            "Principal": {"AWS": "arn:aws:iam::444455556666:role/ResearchScientists"}}]},
+            "Principal": {"AWS": "arn:aws:iam::444455556666:root"},
+            "Condition": {"ArnEquals": {"aws:PrincipalArn": ["arn:aws:iam::444455556666:role/ResearchScientists"]}}}, {
+            "Action": "sts:AssumeRole", "Effect": "Allow",
+            "Principal": {"AWS": "arn:aws:iam::444455556666:root"},
+            "Condition": {"ArnLike": {"aws:PrincipalArn": [
+                "arn:aws:iam::444455556666:role/aws-reserved/sso.amazonaws.com/*/AWSReservedSSO_DataScientists_*",
+                "arn:aws:iam::444455556666:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_DataScientists_*"]}}}]},
     })
     statements = [s for p in capacity.find_resources("AWS::IAM::ManagedPolicy").values()
                   if p["Properties"].get("Description", "").endswith("team research")

@@ -24,7 +24,7 @@ from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel, Guardrails
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from constructs_lib.cli.report import summarise
-from stacks import OrganisationGuardrailsStack, build_reference_app
+from constructs_lib.deployment import OrganisationGuardrailsStack, build_reference_app
 
 CAPACITY = "111122223333"  # the default organisation's capacity account
 CONSUMER = "444455556666"

@@ -8,6 +8,7 @@ account declared, under the standard compliance packs."""
 from __future__ import annotations
 
 import fnmatch
+import json
 
 import pytest
 from aws_cdk import App, Stack, aws_s3 as s3
@@ -76,7 +77,9 @@ def test_platform_admins_operate_tenant_keys_but_cannot_widen_who_uses_them(asse
     policies = tenant_key_policies(template)
     assert len(policies) == len(model.teams)
     for logical_id, statements in policies.items():
-        admin_statements = [s for s in statements if ADMIN in _aws_principals(s)]
+        # The admins' account as principal, narrowed to the admins by aws:PrincipalArn (issue 30).
+        admin_statements = [s for s in statements if ADMIN in json.dumps(s.get("Condition", {}))]
+        assert all(s["Condition"] == {"ArnEquals": {"aws:PrincipalArn": [ADMIN]}} for s in admin_statements), logical_id
         assert admin_statements, logical_id
         for statement in admin_statements:
             actions = _listed(statement["Action"])
@@ -106,11 +109,12 @@ def test_every_trust_of_an_outside_principal_requires_the_organisation(assembly)
                     continue  # a reference to a role of the same stack
                 account = principal.split(":")[4]
                 condition = statement.get("Condition", {})
+                members = [arn for arn in condition.get("ArnEquals", {}).get("aws:PrincipalArn", [])]
                 if account == PARTNER:
-                    assert condition == {}, (logical_id, principal)  # the documented opt-in
+                    assert set(condition) == {"ArnEquals"}, (logical_id, principal)  # the documented opt-in
                 elif account != capacity:
-                    assert condition == {"StringEquals": {"aws:PrincipalOrgID": ORGANIZATION_ID}}, (logical_id, principal)
-                    checked += 1
+                    assert condition["StringEquals"] == {"aws:PrincipalOrgID": ORGANIZATION_ID}, (logical_id, principal)
+                    checked += len(members)
     assert checked == sum(len(team.members) for team in model.teams) - 1  # every member but the partner's
 
 
@@ -121,9 +125,10 @@ def test_without_an_organisation_id_members_share_one_unconditioned_statement():
     TeamTenancy(stack, "T", team=team, organisation="acme-ml", platform_admins=[ADMIN],
                 access_log_bucket=s3.Bucket(stack, "Logs"), submitters=members)
     (role,) = Template.from_stack(stack).find_resources("AWS::IAM::Role", {"Properties": {"RoleName": "research-gpu-submit"}}).values()
-    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
-        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"AWS": members}}
-    ]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [{
+        "Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::444455556666:root"},
+        "Condition": {"ArnEquals": {"aws:PrincipalArn": members}},
+    }]
 
 
 def _deployed_role_arns(capacity: Stack, template: Template) -> list[str]:

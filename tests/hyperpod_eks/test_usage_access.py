@@ -107,7 +107,7 @@ def test_a_cluster_in_another_account_or_region_is_refused():
 
 
 def test_the_reference_app_observes_its_hyperpod_eks_pool():
-    from stacks.capacity_stack import CapacityAccountStack
+    from constructs_lib.deployment import CapacityAccountStack
 
     stack = CapacityAccountStack(App(), "Capacity", model=MODEL)
     assert "hyperpod-eks" in [t.pool for t in stack.reclaim_controller.targets]

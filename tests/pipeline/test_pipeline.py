@@ -17,7 +17,7 @@ from constructs_lib import GpuGovernanceChecks
 from constructs_lib.model.loader import load_model
 from constructs_lib.model import Account
 from constructs_lib.organisation.pipeline import SYNTH_COMMANDS, GovernancePipelineStack, GovernanceStage, PipelineSource
-from stacks import CapacityAccountStack, ConsumerAccountStack
+from constructs_lib.deployment import build_capacity_account, build_consumer_account
 
 
 def _app_with_unrotated_key_in_a_stage(tmp_path) -> tuple[App, Stage]:
@@ -64,8 +64,8 @@ def pipeline(tmp_path_factory):
         app, "Delivery", model=model,
         source=PipelineSource(repository="example/gpu-platform", connection_arn="arn:aws:codeconnections:us-east-1:999999999999:connection/abc"),
         pipeline_account=Account(account_id="999999999999", region="us-east-1"),
-        capacity_stacks=lambda stage: CapacityAccountStack(stage, f"{model.organisation}-capacity", model=model),
-        consumer_stacks=lambda stage, name: ConsumerAccountStack(stage, f"{model.organisation}-consumer-{name}", model=model, account_name=name),
+        capacity_stacks=lambda stage: build_capacity_account(stage, model),
+        consumer_stacks=lambda stage, name: build_consumer_account(stage, model, name),
     )
     app.synth()  # the packs inside every stage raise on any open finding
     return model, stack, Template.from_stack(stack)

@@ -182,8 +182,7 @@ def test_post_synthesis_check_finds_each_limit():
 
 
 def test_every_synthesis_failure_is_one_line_with_an_exit_code():
-    sys.path.insert(0, str(ROOT))
-    from app import synthesis_failure
+    from constructs_lib.deployment.app import synthesis_failure
 
     jsii = RuntimeError("Error: TooManyResourcesInStack: Number of resources in stack 'x-capacity': 541 is greater than allowed maximum of 500\n    at Stack.synthesize (/tmp/jsii/stack.js:1:1)")
     message, code = synthesis_failure(jsii)
@@ -198,7 +197,7 @@ def test_a_real_jsii_failure_in_synthesis_is_one_line_and_exit_2(tmp_path):
     TooManyResourcesInStack inside jsii: one line and exit 2, no traceback."""
     config = tmp_path / "big.yaml"
     config.write_text(yaml.safe_dump(organisation(30, stack_layout="single")))
-    script = "import sys, app; app.check_model = lambda model: []; sys.exit(app.main())"
+    script = "import sys; from constructs_lib.deployment import app; app.check_model = lambda model: []; sys.exit(app.main())"
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 2, result.stderr[-2000:]

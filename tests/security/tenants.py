@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from constructs_lib.batch import TEAM_TAG
-from constructs_lib.model import GovernanceModel
+from constructs_lib.model import GovernanceModel, Team, submission_policy_name
 from constructs_lib.tenancy import TRAINING_LOG_GROUP, training_job_name_patterns
 from gpu_governance_runtime.contract import DISCOVERY_PARAMETER_ROOT, TAG_COST_CENTRE, submission_tags
 
@@ -67,8 +67,12 @@ def read_organisation(model: GovernanceModel, templates: list[Template]) -> Orga
         for _, props in template.of_type("AWS::Organizations::Policy"):
             if props.get("Type") == "SERVICE_CONTROL_POLICY":
                 _attach_scp(world, model, template.resolve(props["Content"]))
+    for template in templates:
+        _read_permission_set_policies(world, template, model)
     for team in model.teams:
         tenant = tenants[team.name]
+        for role in identity_center_roles(model, team):
+            tenant.roles[f"member:{role}"] = role
         for kind in ROLE_KINDS:
             arn = next((a for a in world.trust if a.endswith(f"/{team.name}-gpu-{kind}")), None)
             if arn:
@@ -155,6 +159,29 @@ def _read_identities(world: World, template: Template, members: list[str]) -> No
                 for member in members:
                     if member.startswith(f"arn:aws:iam::{template.account}:{kind}/") and member.rsplit("/", 1)[1] == name:
                         world.add_identity(member, document)
+
+
+def identity_center_roles(model: GovernanceModel, team: Team) -> list[str]:
+    """Roles IAM Identity Center may create for the team's permission sets: with the Identity
+    Center region in the path and without (an instance in us-east-1), each with a suffix."""
+    roles = []
+    for permission_set in team.permission_sets:
+        account = model.consumer_accounts[permission_set.account or team.account].account_id
+        roles += [f"arn:aws:iam::{account}:role/aws-reserved/sso.amazonaws.com/eu-west-2/AWSReservedSSO_{permission_set.name}_0123456789abcdef",
+                  f"arn:aws:iam::{account}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_{permission_set.name}_fedcba9876543210"]
+    return roles
+
+
+def _read_permission_set_policies(world: World, template: Template, model: GovernanceModel) -> None:
+    """A permission set carries the team's submit policy of its account by name (docs/team-guide.md):
+    its Identity Center roles there hold that policy."""
+    for _, props in template.of_type("AWS::IAM::ManagedPolicy"):
+        name = template.resolve(props.get("ManagedPolicyName"))
+        for team in model.teams:
+            if name == submission_policy_name(model.organisation, team.name):
+                for role in identity_center_roles(model, team):
+                    if role.split(":")[4] == template.account:
+                        world.add_identity(role, template.resolve(props["PolicyDocument"]))
 
 
 def _attach_scp(world: World, model: GovernanceModel, content: dict) -> None:

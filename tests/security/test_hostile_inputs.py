@@ -441,8 +441,8 @@ def test_policies_carry_hostile_but_valid_values_verbatim_and_lint_clean(longest
     for name, template in templates.items():
         errors = [str(m) for m in lint(json.dumps(template), regions=["us-east-1"]) if m.rule.id.startswith("E")]
         assert errors == [], name
-    principals = json.dumps([
-        s.get("Principal") for t in templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Role"
+    principals = json.dumps([  # members are matched in the trust's aws:PrincipalArn condition
+        s.get("Condition") for t in templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Role"
         for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     ])
     for team in model.teams:

@@ -19,7 +19,7 @@ from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
 from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
 
-from .team_stack import TeamStack
+from .team import TeamStack
 
 _QUEUE_CONSTRUCTS = {BATCH_QUOTA_SHARE: QuotaManagedTrainingQueue, BATCH_FAIR_SHARE: FairShareJobQueue}
 
@@ -71,6 +71,7 @@ class CapacityAccountStack(Stack):
                 self.team_stacks.get(team.name, self),
                 f"Team{team.name}",
                 team=team,
+                submitters=model.member_principals(team),
                 organisation=model.organisation,
                 platform_admins=model.platform_admins,
                 access_log_bucket=self._access_logs_in(self.team_stacks.get(team.name, self)),
@@ -112,15 +113,19 @@ class CapacityAccountStack(Stack):
             self.queues[pool.name] = queue
         # HyperPod EKS pools are observed for usage once the governance file gives their GPUs per instance.
         observed_eks = [name for name in self.hyperpod_eks_clusters if model.pool(name).gpus_per_instance]
-        if self.queues or observed_eks:
-            # Dry run until the platform team switches it to act (docs/reclaim.md). Slurm pools
-            # join as targets once their head node's SSM target id is known.
+        # Slurm pools join once the governance file names their head node (its SSM target id).
+        governed_slurm = [pool for pool in model.pools if pool.backend == HYPERPOD_SLURM and pool.head_node is not None]
+        if self.queues or observed_eks or governed_slurm:
+            # Dry run unless the governance file says act (reclaim_mode, docs/reclaim.md).
             self.reclaim_controller = ReclaimController(
                 self,
                 "ReclaimController",
                 model=model,
                 targets=[ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()]
-                + [ReclaimTarget(pool=name) for name in observed_eks],
+                + [ReclaimTarget(pool=name) for name in observed_eks]
+                + [ReclaimTarget(pool=pool.name, head_node_instance_id=pool.head_node.instance_id, instance_type=pool.reclaimed_instance_type)
+                   for pool in governed_slurm],
+                dry_run=model.reclaim_mode != "act",
             )
         if model.capacity_windows:
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
