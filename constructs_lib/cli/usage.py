@@ -31,7 +31,7 @@ from gpu_governance_runtime.usage import idle_guaranteed_hours
 
 from constructs_lib.cli.capacity import LEDGER_TABLE_VARIABLE
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.loader import load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.model import GovernanceModel
 
 DAY = 86_400
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--team", help="only this team")
     report.add_argument("--format", choices=FORMATS, default="md", help="markdown tables (default), CSV or one JSON object")
     report.add_argument("--plot", metavar="PNG", help="write a per-team chart of daily instance-hours (needs matplotlib)")
-    report.add_argument("--config", help="governance file (default $GPU_GOVERNANCE_CONFIG, else the built-in example)")
+    add_config_arguments(report)
     report.add_argument("--ledger-table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
                         help=f"the capacity controller's ledger table, for purchases (default ${LEDGER_TABLE_VARIABLE}; none: no purchases)")
     report.add_argument("--region", help="region of the capacity account (default: the governance file's)")
@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     import boto3
 
-    model = load_model(args.config)
+    model = model_from(args)
     start, end = report_period(args.start, args.end)
     teams = _teams(model, args.team)
     region = args.region or model.capacity_account.region

@@ -38,7 +38,7 @@ def submitted(folder: Path) -> dict:
 
 
 def test_from_the_model_alone_the_snippet_takes_bucket_and_key_from_the_shell(tmp_path, capsys):
-    assert main(["team", "submit-example", "research", "--backend", "batch", "--image", IMAGE, "--priority-class", "urgent"]) == 0
+    assert main(["team", "submit-example", "research", "--example", "--backend", "batch", "--image", IMAGE, "--priority-class", "urgent"]) == 0
     snippet = capsys.readouterr().out
     result = run_snippet(snippet, tmp_path, TEAM_BUCKET="research-bucket", TEAM_KMS_KEY="arn:aws:kms:us-east-1:111122223333:key/k")
     assert result.returncode == 0, result.stderr
@@ -49,7 +49,7 @@ def test_from_the_model_alone_the_snippet_takes_bucket_and_key_from_the_shell(tm
 
 
 def test_without_bucket_and_key_the_snippet_stops_before_calling_aws(tmp_path, capsys):
-    main(["team", "submit-example", "research", "--backend", "batch", "--image", IMAGE])
+    main(["team", "submit-example", "research", "--example", "--backend", "batch", "--image", IMAGE])
     result = run_snippet(capsys.readouterr().out, tmp_path)
     assert result.returncode != 0 and "TEAM_BUCKET" in result.stderr
     assert not (tmp_path / "log").exists()
@@ -75,7 +75,7 @@ def test_from_the_discovery_document_the_snippet_is_complete(tmp_path, published
     (["research", "--backend", "hyperpod_eks"], "--image: missing (None) - a training image, e.g. 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:<tag> (the team's repository)"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, line, capsys):
-    assert main(["team", "submit-example", *argv]) == 2
+    assert main(["team", "submit-example", "--example", *argv]) == 2
     assert capsys.readouterr().err.splitlines() == ["gpu-governance team: invalid input", line]
 
 

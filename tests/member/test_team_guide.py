@@ -18,6 +18,8 @@ import pytest
 
 from gpu_governance_runtime import contract
 
+from constructs_lib.model.loader import default_config_text
+
 from .aws_models import payload_problems
 from .test_examples import run_sdk_example
 
@@ -52,6 +54,7 @@ def ran(tmp_path_factory, request):
     name = contract.discovery_parameter_name(model.organisation, "research", "sagemaker-training")
     parameters.write_text(json.dumps({name: published}))
     log = folder / "calls.jsonl"
+    (folder / "governance.yaml").write_text(default_config_text())  # the file the platform team shares
     env = {k: v for k, v in os.environ.items() if k not in ("GPU_GOVERNANCE_CONFIG", "TEAM_BUCKET", "TEAM_KMS_KEY")}
     env |= {"PATH": f"{tools}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}", "FAKE_LOG": str(log), "FAKE_PARAMETERS": str(parameters),
             "USER": MEMBER_LOGIN}

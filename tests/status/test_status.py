@@ -277,7 +277,7 @@ def test_slurm_reader_maps_reason_codes():
 
 
 def run(capsys, *argv):
-    code = cli.main(["status", *argv])
+    code = cli.main(["status", "--example", *argv])
     out = capsys.readouterr()
     return code, out.out, out.err
 
