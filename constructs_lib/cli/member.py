@@ -21,6 +21,7 @@ from pathlib import Path
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.model.loader import dump_yaml
 from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
 
 # Shell variables the batch snippet reads for what only a deployment knows.
@@ -75,9 +76,7 @@ def _submit_example(args: argparse.Namespace) -> int:
         dedicated = _dedicated(args, setup)
         manifest = training_job_manifest(setup, job_name=job_name, priority_class=priority_class, image=image,
                                          command=[args.script], instance_type=instance_type, gpus=args.gpus, dedicated_team_nodes=dedicated)
-        import yaml
-
-        sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False))
+        sys.stdout.write(dump_yaml(manifest))
         return 0
     sys.stdout.write(_batch_snippet(setup, job_name=job_name, priority_class=priority_class, instance_type=instance_type, image_uri=image))
     return 0

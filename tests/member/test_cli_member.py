@@ -84,3 +84,16 @@ def test_a_discovery_document_of_another_team_is_refused(tmp_path, published, ca
     setup.write_text(published)
     assert main(["team", "submit-example", "training", "--backend", "batch", "--setup", str(setup)]) == 2
     assert "--setup: describes another team, backend or pool ('research/batch_quota_share/sagemaker-training')" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("team", ["research", "production"])  # production: with its dedicated nodes' selector and toleration
+def test_the_job_manifest_has_no_yaml_anchors_and_reads_back_with_the_librarys_own_loader(team, capsys):
+    import yaml
+
+    from constructs_lib.model.loader import _StrictLoader
+
+    assert main(["team", "submit-example", team, "--example", "--backend", "hyperpod_eks", "--image", IMAGE]) == 0
+    printed = capsys.readouterr().out
+    assert "&id" not in printed and "*id" not in printed
+    manifest = yaml.load(printed, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader that refuses aliases
+    assert manifest["kind"] == "Job" and manifest["metadata"]["namespace"] == f"hyperpod-ns-{team}"
