@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
     add_config_arguments(simulate_parser)
     simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
-    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first)")
+    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first, named on stderr)")
     simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
     simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
     simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
@@ -87,6 +87,8 @@ def pool_policy(model: GovernanceModel, pool_name: str | None) -> PoolPolicy:
     """One pool of a governance model as the reclaim controller reads it: via the compiled policy."""
     policy = parse_policy(compile_policy(model))
     name = pool_name or policy.pools[0].name
+    if pool_name is None and len(policy.pools) > 1:  # say so: a replay of the wrong pool looks just as plausible
+        print(f"gpu-governance simulate: pool {name} (the first of {', '.join(p.name for p in policy.pools)}; choose with --pool)", file=sys.stderr)
     if name not in [p.name for p in policy.pools]:
         raise GovernanceError([Problem(path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}")])
     return policy.pool(name)
@@ -118,10 +120,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
     results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, settings=_settings(pool, args), record_timeline=bool(args.plot))
     if args.compare:
-        old = pool_policy(load_model(args.compare), args.pool)
+        old = pool_policy(load_model(args.compare), pool.name)  # the same pool under the other file
         results[COMPARED] = simulate(jobs, shares=old.shares, capacity=old.capacity, tick_s=args.tick, settings=_settings(old, args), record_timeline=bool(args.plot))
     if pyplot is not None:
-        write_plot(pyplot, results, Path(args.plot))
+        write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity)
     if args.json:
         print(json.dumps(comparison_json(results), indent=2))
     else:
