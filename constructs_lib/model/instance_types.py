@@ -6,7 +6,13 @@ governance file's ``allow_unlisted_instance_types`` (or by upgrading botocore)."
 from __future__ import annotations
 
 import difflib
+import gzip
+import importlib.util
+import json
+import re
 from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from constructs_lib.core.errors import Problem
@@ -23,12 +29,25 @@ EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS n
 
 @lru_cache(maxsize=None)
 def known(enumeration: tuple[str, str]) -> frozenset[str]:
-    """The instance types the installed botocore's service model lists (read once per process;
-    the loader alone, no session: a validation should not pay for an AWS client)."""
-    from botocore.loaders import Loader
-
+    """The instance types the service model in the installed botocore lists, read once per process
+    from botocore's data files (its newest API version of the service) without importing botocore,
+    which would cost every validation about a second."""
     service, shape = enumeration
-    return frozenset(Loader().load_service_model(service, "service-2")["shapes"][shape]["enum"])
+    (package,) = importlib.util.find_spec("botocore").submodule_search_locations
+    versions = Path(package) / "data" / service
+    folder = versions / max(p.name for p in versions.iterdir() if p.is_dir())  # API versions are dates: the newest sorts last
+    compressed = folder / "service-2.json.gz"
+    raw = gzip.decompress(compressed.read_bytes()) if compressed.exists() else (folder / "service-2.json").read_bytes()
+    # Only the one shape's enumeration is parsed: the whole EC2 model is megabytes of JSON.
+    # tests/foundation/test_instance_types.py checks the result against botocore's own reading.
+    found = re.compile(rb'"%s"\s*:\s*\{[^{}]*?"enum"\s*:\s*(\[[^\]]*\])' % re.escape(shape.encode())).search(raw)
+    if found is None:
+        raise LookupError(f"botocore's {service} model has no enumeration {shape}")
+    return frozenset(json.loads(found.group(1)))
+
+
+def botocore_version() -> str:
+    return metadata.version("botocore")
 
 
 def _enumerations(backend: str) -> tuple[tuple[str, str], ...]:
@@ -39,11 +58,9 @@ def _problem(path: str, instance_type: str, enumerations: tuple[tuple[str, str],
     names = frozenset().union(*(known(e) for e in enumerations))
     if instance_type in names:
         return None
-    import botocore
-
     where = " or ".join(f"{service} {shape}" for service, shape in enumerations)
     near = difflib.get_close_matches(instance_type, sorted(names), n=3, cutoff=0.6)
-    return Problem(path=path, wrong=f"not an instance type AWS knows ({where} in botocore {botocore.__version__})", value=instance_type,
+    return Problem(path=path, wrong=f"not an instance type AWS knows ({where} in botocore {botocore_version()})", value=instance_type,
                    allowed=(f"e.g. {', '.join(near)}; " if near else "") + "a type newer than this botocore: upgrade botocore, or list it "
                            "in allow_unlisted_instance_types")
 

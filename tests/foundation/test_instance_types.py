@@ -69,3 +69,13 @@ def test_the_shipped_examples_use_only_types_aws_knows():
     root = Path(__file__).resolve().parents[2]
     for path in [*root.glob("examples/*.yaml"), *root.glob("benchmarks/*.yaml"), root / "constructs_lib" / "data" / "default-governance.yaml"]:
         assert load_model(path).allow_unlisted_instance_types == (), path
+
+
+def test_the_enumerations_read_are_botocores_own():
+    import botocore.session
+
+    from constructs_lib.model.instance_types import CLUSTER, EC2, TRAINING, known
+
+    session = botocore.session.get_session()
+    for service, shape in (TRAINING, CLUSTER, EC2):
+        assert known((service, shape)) == set(session.get_service_model(service).shape_for(shape).enum), shape

@@ -77,6 +77,13 @@ def test_batch_blocks_submit_a_valid_job_into_the_teams_share_and_watch_and_stop
     assert {"GetParameter", "ListServiceJobs", "DescribeServiceJob", "UpdateServiceJob", "TerminateServiceJob"} <= set(operations)
 
 
+def test_every_aws_call_of_the_guide_names_the_teams_region(ran, deployed):
+    # a member's default region may be another one: every call says where the team's setup lives
+    _, calls, _ = ran
+    regions = {c["operation"]: c["options"].get("--region") for c in calls if c["tool"] == "aws"}
+    assert regions and set(regions.values()) == {deployed.region}, regions
+
+
 def test_the_boto3_example_in_the_guide_prints_the_request_it_would_send(ran):
     _, _, stdout = ran
     start = stdout.index('{\n  "jobName"')  # the pretty-printed request, after the CLI snippet's one-line answer
