@@ -16,7 +16,7 @@ CDK_CLI := node_modules/.aws-cdk-$(CDK_CLI_VERSION)
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[cdk,test]"
 	touch $@
 
 install: $(INSTALLED)
@@ -39,7 +39,7 @@ test: $(INSTALLED) $(CDK_CLI)
 
 # The SageMaker Python SDK path: the [member] extra (sagemaker-train) and the tests marked member_sdk.
 test-member: $(INSTALLED)
-	$(BIN)/pip install --quiet -e ".[test,member]"
+	$(BIN)/pip install --quiet -e ".[cdk,test,member]"
 	$(BIN)/python -m pytest -m member_sdk
 
 # Real local Slurm with accounting (installs Debian packages, needs root), then the slurm suite.

@@ -2,7 +2,7 @@
 
     git clone --depth 1 https://github.com/alibaba/clusterdata /tmp/clusterdata   # the PAI simulator is
     #   its folder cluster-trace-gpu-v2020/simulator (needs numpy and matplotlib; not part of this project)
-    gpu-governance openb-trace ../shared/traces/openb_pod_list_gpuspec33.csv /tmp/openb115.csv --since-day 115
+    gpu-governance openb-trace openb_pod_list_gpuspec33.csv /tmp/openb115.csv --since-day 115
     python benchmarks/pai_comparison.py --pai-dir /tmp/clusterdata/cluster-trace-gpu-v2020/simulator --trace /tmp/openb115.csv
 
 In one run it converts the trace to the PAI simulator's input, runs the PAI simulator's own entry

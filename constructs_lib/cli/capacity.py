@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.loader import load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
 
 LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
 OFFERING_LISTS = ("CapacityBlockOfferings", "TrainingPlanOfferings", "CapacityReservations")
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = capacity.add_subparsers(dest="capacity_command", required=True, metavar="COMMAND")
 
     plan = commands.add_parser("plan", help="what the controller would buy for the windows, and why")
-    plan.add_argument("--config", required=True, help="governance file (YAML or JSON) with capacity_windows")
+    add_config_arguments(plan)
     plan.add_argument("--offerings", required=True, action="append",
                       help="JSON from `aws ec2 describe-capacity-block-offerings`, `aws sagemaker search-training-plan-offerings` "
                            "or `aws ec2 describe-capacity-reservations` (repeatable)")
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     approve.set_defaults(handler=_approve)
 
     request = commands.add_parser("request", help="ask for capacity now or soon: an on-demand window within a declared window's limits")
-    request.add_argument("--config", required=True, help="governance file (YAML or JSON) the controller was deployed with")
+    add_config_arguments(request)
     request.add_argument("--team", required=True, help="the declared team the capacity serves")
     request.add_argument("--instance-type", required=True, help="instance type of one of the team's declared windows")
     request.add_argument("--count", required=True, type=int, help="instances (1-64)")
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                          "with a start of now read to the minute)")
     request.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
                          help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
-    request.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
+    request.add_argument("--region", help="AWS region of the capacity account (default: the governance file's)")
     request.set_defaults(handler=_request)
 
     listing = commands.add_parser("requests", help="the on-demand windows recorded in the ledger, open or closed")
@@ -76,7 +76,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     from constructs_lib.model.policy import compile_policy
 
-    model = load_model(args.config)
+    model = model_from(args)
     if not model.capacity_windows:
         raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window to plan")
     now = _utc_time(args.now, "--now") if args.now else datetime.now(timezone.utc)
@@ -93,7 +93,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _approve(args: argparse.Namespace) -> int:
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
     from gpu_governance_runtime.capacity.ledger import ClaimRefused, Ledger
 
@@ -104,6 +104,8 @@ def _approve(args: argparse.Namespace) -> int:
         intent = ledger.approve(args.intent_id, now=datetime.now(timezone.utc))
     except ClaimRefused as refusal:
         raise GovernanceError.single("ID", "cannot be approved", args.intent_id, str(refusal)) from None
+    except (NoCredentialsError, NoRegionError):
+        raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
         raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
     offering = intent.offering
@@ -115,7 +117,7 @@ def _approve(args: argparse.Namespace) -> int:
 
 def _request(args: argparse.Namespace) -> int:
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
     from gpu_governance_runtime.capacity import requests
     from gpu_governance_runtime.capacity.ledger import Ledger
@@ -125,16 +127,20 @@ def _request(args: argparse.Namespace) -> int:
 
     if not args.table:
         raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
-    windows = parse_policy(compile_policy(load_model(args.config))).capacity_windows
+    model = model_from(args)
+    windows = parse_policy(compile_policy(model)).capacity_windows
     now = datetime.now(timezone.utc)
     start = None if args.start == "now" else _utc_time(args.start, "--start")
     token = args.token or "-".join((args.team, args.instance_type, f"{args.count}x{args.hours}h", f"{start or now:%Y%m%dT%H%M}"))
-    ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table)
+    # the ledger lives in the capacity account's region, which the governance file names
+    ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region or model.capacity_account.region), table_name=args.table)
     try:
         request, new = requests.submit(ledger, windows, token=token, team=args.team, instance_type=args.instance_type, count=args.count,
                                        hours=args.hours, start=start, now=now, window=args.window)
     except requests.RequestRefused as refusal:
         raise GovernanceError.single("request", "refused", token, str(refusal)) from None
+    except (NoCredentialsError, NoRegionError):
+        raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
         raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
     print(f"{'requested' if new else 'already requested'} window {request.name} (token {request.token}) for team {request.team}: "
@@ -145,7 +151,7 @@ def _request(args: argparse.Namespace) -> int:
 
 def _requests(args: argparse.Namespace) -> int:
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
     from gpu_governance_runtime.capacity import requests
     from gpu_governance_runtime.capacity.ledger import Ledger
@@ -154,6 +160,8 @@ def _requests(args: argparse.Namespace) -> int:
         raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
     try:
         found = requests.listed(Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table))
+    except (NoCredentialsError, NoRegionError):
+        raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
         raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may read ({error})") from None
     if args.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -15,40 +16,35 @@ from constructs_lib.cli import audit as cli_audit, capacity as cli_capacity, mem
 from constructs_lib.cli import team as cli_team, usage as cli_usage
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.explain import deals, render_table
-from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.cli.wording import counted
+from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 from constructs_lib.cli import slurm as slurm_cli
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+DISTRIBUTION = "cdk-gpu-governance"
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
 # parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
 SUBCOMMAND_MODULES = (simulator_cli, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit, cli_usage)
 
 
-def _config_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "config",
-        nargs="?",
-        help=f"governance file (YAML or JSON); default ${CONFIG_ENVIRONMENT_VARIABLE}, else the built-in example",
-    )
-
-
 def _validate(args: argparse.Namespace) -> int:
     from constructs_lib.organisation.limits import check_model, estimate
 
-    model = load_model(args.config)
+    model = model_from(args)
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
     if problems:
         raise GovernanceError(problems)
     stacks = estimate(model)
     largest = max(stacks, key=lambda s: s.resources)
     print(
-        f"valid: {len(model.teams)} teams, {len(model.pools)} pools, "
-        f"{len(model.consumer_accounts)} consumer accounts, {len(model.priority_classes)} priority classes"
+        f"valid: {counted(len(model.teams), 'team')}, {counted(len(model.pools), 'pool')}, "
+        f"{counted(len(model.consumer_accounts), 'consumer account')}, {counted(len(model.priority_classes), 'priority class')}"
     )
     print(
-        f"stack layout {model.stack_layout}: {len(stacks)} capacity-account stack(s), the largest "
+        f"stack layout {model.stack_layout}: {counted(len(stacks), 'capacity-account stack')}, the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
     return EXIT_OK
@@ -67,7 +63,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    print(render_table(deals(load_model(args.config))))
+    print(render_table(deals(model_from(args))))
     return EXIT_OK
 
 
@@ -82,8 +78,19 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if summary.open_findings else EXIT_OK
 
 
+def installed_version() -> str:
+    """The version of the installed distribution (its metadata: one place, pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-governance", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simple: list[tuple[str, str, Callable[[argparse.Namespace], int], bool]] = [
         ("validate", "check a governance file; exit 2 listing every problem", _validate, True),
@@ -94,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text, handler, takes_config in simple:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if takes_config:
-            _config_argument(sub)
+            add_config_arguments(sub, positional_alias=True)
         sub.set_defaults(handler=handler)
     report = commands.add_parser("report", help="summarise a synthesized cdk.out: stacks, resources, findings")
     report.add_argument("outdir", nargs="?", default="cdk.out")
@@ -107,9 +114,35 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handling below, not at interpreter exit
+        return code
     except GovernanceError as error:
         print(f"gpu-governance {args.command}: invalid input", file=sys.stderr)
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # The reader went away (`status --json | head`): nothing more to say, and nowhere to say it.
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FINDINGS
+    except KeyboardInterrupt:
+        print(f"gpu-governance {args.command}: interrupted", file=sys.stderr)
+        return EXIT_FINDINGS
+    except Exception as error:  # noqa: BLE001 - only AWS's own errors are turned into a line; anything else is a bug
+        if not type(error).__module__.startswith("botocore"):
+            raise
+        print(f"gpu-governance {args.command}: AWS could not be reached: {_aws_hint(error)}", file=sys.stderr)
+        return EXIT_FINDINGS
+
+
+def _aws_hint(error: Exception) -> str:
+    """One line for an AWS client error: what is missing and how to give it."""
+    from botocore.exceptions import NoCredentialsError, NoRegionError
+
+    if isinstance(error, NoRegionError):
+        return "no AWS region configured; pass --region or set AWS_REGION"
+    if isinstance(error, NoCredentialsError):
+        return "no AWS credentials; sign in (e.g. `aws sso login`) or assume the role the command needs"
+    return " ".join(str(error).split())
 

@@ -20,7 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.model.loader import dump_yaml
 from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
 
 # Shell variables the batch snippet reads for what only a deployment knows.
@@ -35,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     example.add_argument("team", metavar="TEAM")
     example.add_argument("--backend", required=True, choices=sorted(MEMBER_BACKENDS))
     example.add_argument("--pool", help="the pool, when the team has several of this backend")
-    example.add_argument("--config", help=f"governance file; default ${CONFIG_ENVIRONMENT_VARIABLE}, else the built-in example")
+    add_config_arguments(example)
     example.add_argument("--setup", help="the team's discovery document (JSON, the value of its SSM parameter) instead of the model")
     example.add_argument("--priority-class", help="default: the least urgent class")
     example.add_argument("--instance-type", help="default: the first instance type of the team's quota")
@@ -75,9 +76,7 @@ def _submit_example(args: argparse.Namespace) -> int:
         dedicated = _dedicated(args, setup)
         manifest = training_job_manifest(setup, job_name=job_name, priority_class=priority_class, image=image,
                                          command=[args.script], instance_type=instance_type, gpus=args.gpus, dedicated_team_nodes=dedicated)
-        import yaml
-
-        sys.stdout.write(yaml.safe_dump(manifest, sort_keys=False))
+        sys.stdout.write(dump_yaml(manifest))
         return 0
     sys.stdout.write(_batch_snippet(setup, job_name=job_name, priority_class=priority_class, instance_type=instance_type, image_uri=image))
     return 0
@@ -85,7 +84,7 @@ def _submit_example(args: argparse.Namespace) -> int:
 
 def _setup(args: argparse.Namespace) -> TeamSetup:
     if not args.setup:
-        return team_setup(load_model(args.config), args.team, backend=args.backend, pool=args.pool)
+        return team_setup(model_from(args), args.team, backend=args.backend, pool=args.pool)
     try:
         setup = TeamSetup.from_parameter(Path(args.setup).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
@@ -99,7 +98,7 @@ def _setup(args: argparse.Namespace) -> TeamSetup:
 def _dedicated(args: argparse.Namespace, setup: TeamSetup) -> bool:
     """Whether the team's pods must use its dedicated instance groups (the admission policy
     refuses them elsewhere); only the model says so."""
-    model = load_model(args.config)
+    model = model_from(args)
     team = next((t for t in model.teams if t.name == setup.team), None)
     return bool(team and setup.pool in team.kubernetes and team.kubernetes[setup.pool].dedicated_instance_groups)
 

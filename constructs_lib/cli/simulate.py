@@ -12,6 +12,8 @@ from gpu_governance_runtime.policy import PoolPolicy, parse_policy
 from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.cli.wording import counted
 from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.policy import compile_policy
@@ -24,9 +26,9 @@ from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``simulate``, ``openb-trace`` and ``trace from-sacct|from-batch|from-kueue``."""
     simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
-    simulate_parser.add_argument("--config", required=True, help="governance file (YAML or JSON)")
+    add_config_arguments(simulate_parser)
     simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
-    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first)")
+    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first, named on stderr)")
     simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
     simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
     simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
@@ -85,6 +87,8 @@ def pool_policy(model: GovernanceModel, pool_name: str | None) -> PoolPolicy:
     """One pool of a governance model as the reclaim controller reads it: via the compiled policy."""
     policy = parse_policy(compile_policy(model))
     name = pool_name or policy.pools[0].name
+    if pool_name is None and len(policy.pools) > 1:  # say so: a replay of the wrong pool looks just as plausible
+        print(f"gpu-governance simulate: pool {name} (the first of {', '.join(p.name for p in policy.pools)}; choose with --pool)", file=sys.stderr)
     if name not in [p.name for p in policy.pools]:
         raise GovernanceError([Problem(path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}")])
     return policy.pool(name)
@@ -109,17 +113,17 @@ def _settings(pool: PoolPolicy, args: argparse.Namespace) -> Settings:
 def _run_simulate(args: argparse.Namespace) -> int:
     if args.max_preemptions < 0:
         raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
-    pool = pool_policy(load_model(args.config), args.pool)
+    pool = pool_policy(model_from(args), args.pool)
     jobs = read_trace(args.trace)
     if args.declared_run_time:
         jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
     results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, settings=_settings(pool, args), record_timeline=bool(args.plot))
     if args.compare:
-        old = pool_policy(load_model(args.compare), args.pool)
+        old = pool_policy(load_model(args.compare), pool.name)  # the same pool under the other file
         results[COMPARED] = simulate(jobs, shares=old.shares, capacity=old.capacity, tick_s=args.tick, settings=_settings(old, args), record_timeline=bool(args.plot))
     if pyplot is not None:
-        write_plot(pyplot, results, Path(args.plot))
+        write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity)
     if args.json:
         print(json.dumps(comparison_json(results), indent=2))
     else:
@@ -130,7 +134,7 @@ def _run_import(args: argparse.Namespace) -> int:
     options = ImportOptions(instance_type=args.instance_type, priorities=priorities(args.priority), checkpointable_teams=frozenset(args.checkpointable))
     imported = args.reader(args.file, options)
     written = write_trace(imported.jobs, args.output)
-    print(f"wrote {written} jobs to {args.output}; skipped {imported.skipped} records that are not finished jobs", file=sys.stderr)
+    print(f"wrote {counted(written, 'job')} to {args.output}; skipped {counted(imported.skipped, 'record')} that are not finished jobs", file=sys.stderr)
     return 0
 
 
@@ -138,5 +142,5 @@ def _run_openb(args: argparse.Namespace) -> int:
     mapping = OpenbMapping(instance_type=args.instance_type)
     since = args.since_day * 86_400
     written = write_trace((job for job in convert_openb(args.source, mapping) if job.submit_time >= since), args.output)
-    print(f"wrote {written} jobs to {args.output}", file=sys.stderr)
+    print(f"wrote {counted(written, 'job')} to {args.output}", file=sys.stderr)
     return 0

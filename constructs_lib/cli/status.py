@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_BAD_INPUT = 0, 1, 2
 BACKENDS = ("batch_quota_share", "hyperpod_eks", "hyperpod_slurm")
@@ -36,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--team", required=True, help="the team (quota share, HyperPod namespace, Slurm account)")
     status.add_argument("--pool", help="one pool (default: every pool the team has a quota in)")
     status.add_argument("--job", help="show this job (and the team's waiting jobs ahead of it)")
-    status.add_argument("--json", action="store_true", help="print one JSON object")
-    status.add_argument("--config", help="governance file (YAML or JSON); default as `gpu-governance validate`")
+    status.add_argument("--json", action="store_true", help="print one JSON list: an object per pool read")
+    add_config_arguments(status)
     status.add_argument("--workloads", help="HyperPod EKS: JSON of `kubectl get workloads -n hyperpod-ns-TEAM -o json` (default: run it)")
     status.add_argument("--cluster-queues", help="HyperPod EKS: JSON of `kubectl get clusterqueues -o json` (default: run it)")
     status.add_argument("--squeue", help="Slurm: output of `TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array "
@@ -52,7 +52,7 @@ def _status(args: argparse.Namespace) -> int:
     from constructs_lib.model.policy import compile_policy
     from constructs_lib.member.waiting import explain, render
 
-    model = load_model(args.config)
+    model = model_from(args)
     team = next((t for t in model.teams if t.name == args.team), None)
     if team is None:
         raise GovernanceError.single("--team", "no such team", args.team, f"one of {', '.join(t.name for t in model.teams)}")

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from constructs_lib.model.loader import load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
 
 _UNKNOWN = "(known after deployment: read the parameter)"
 
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
     show = commands.add_parser("show", help="the team's discovery parameters (queue, share, roles, bucket, key, images, priorities), per pool")
     show.add_argument("team", metavar="TEAM")
-    show.add_argument("--config", help="governance file (YAML or JSON); default $GPU_GOVERNANCE_CONFIG, else the built-in example")
+    add_config_arguments(show)
     show.add_argument("--json", action="store_true", help="print one JSON object: parameter name -> document")
     show.set_defaults(handler=_show)
 
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _show(args: argparse.Namespace) -> int:
     from constructs_lib.member.discovery import describe_team
 
-    documents = describe_team(load_model(args.config), args.team)
+    documents = describe_team(model_from(args), args.team)
     print(json.dumps(documents, indent=2) if args.json else _as_text(documents))
     return 0
 

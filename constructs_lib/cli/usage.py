@@ -31,7 +31,7 @@ from gpu_governance_runtime.usage import idle_guaranteed_hours
 
 from constructs_lib.cli.capacity import LEDGER_TABLE_VARIABLE
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.loader import load_model
+from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.model import GovernanceModel
 
 DAY = 86_400
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--team", help="only this team")
     report.add_argument("--format", choices=FORMATS, default="md", help="markdown tables (default), CSV or one JSON object")
     report.add_argument("--plot", metavar="PNG", help="write a per-team chart of daily instance-hours (needs matplotlib)")
-    report.add_argument("--config", help="governance file (default $GPU_GOVERNANCE_CONFIG, else the built-in example)")
+    add_config_arguments(report)
     report.add_argument("--ledger-table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
                         help=f"the capacity controller's ledger table, for purchases (default ${LEDGER_TABLE_VARIABLE}; none: no purchases)")
     report.add_argument("--region", help="region of the capacity account (default: the governance file's)")
@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _report(args: argparse.Namespace) -> int:
     import boto3
 
-    model = load_model(args.config)
+    model = model_from(args)
     start, end = report_period(args.start, args.end)
     teams = _teams(model, args.team)
     region = args.region or model.capacity_account.region
@@ -208,29 +208,37 @@ def _fees(purchases: Iterable[PurchaseLine]) -> dict[str, Decimal]:
 
 
 def write_plot(series: dict[tuple[str, str, str], dict[datetime, float]], path: Path) -> None:
-    """One panel per team: daily instance-hours used, guaranteed, borrowed and lent (all pools)."""
+    """One panel per team and pool (a p5 instance-hour is not a g6e one, so pools are never summed):
+    daily instance-hours used, guaranteed, borrowed and lent, on one y scale for every panel."""
     from constructs_lib.simulator.report import load_pyplot
 
     pyplot = load_pyplot()
-    per_team: dict[str, dict[str, dict[datetime, float]]] = {}
-    for (_, team, metric), points in series.items():
-        daily = per_team.setdefault(team, {}).setdefault(metric, {})
-        for stamp, value in points.items():
-            daily[stamp] = daily.get(stamp, 0.0) + value
-    teams = sorted(per_team) or ["(no teams)"]
-    figure, axes = pyplot.subplots(len(teams), 1, figsize=(10, 2.8 * len(teams)), squeeze=False)
-    for axis, team in zip(axes[:, 0], teams):
-        for metric in USAGE_METRICS:
-            points = sorted(per_team.get(team, {}).get(metric, {}).items())
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_FIELDS[metric])
-        axis.set_title(f"team {team}")
-        axis.set_ylabel("instance-hours / day")
-        axis.legend(loc="upper right", fontsize="small")
-    figure.autofmt_xdate()
-    figure.tight_layout()
+    figure = usage_figure(pyplot, series)
     try:
         figure.savefig(path, format="png")
     except OSError as error:
         raise GovernanceError([Problem(path="--plot", wrong=f"cannot write the chart ({error.strerror})", value=str(path), allowed="a writable PNG path")]) from None
     finally:
         pyplot.close(figure)
+
+
+def usage_figure(pyplot, series: dict[tuple[str, str, str], dict[datetime, float]]):
+    """The chart :func:`write_plot` writes."""
+    teams = sorted({team for _, team, _ in series}) or ["(no teams)"]
+    pools = sorted({pool for pool, _, _ in series}) or ["(no pools)"]
+    figure, axes = pyplot.subplots(len(teams), len(pools), figsize=(max(10, 4.5 * len(pools)), 2.8 * len(teams)),
+                                   squeeze=False, sharex=True, sharey=True, layout="constrained")
+    for row, team in enumerate(teams):
+        for column, pool in enumerate(pools):
+            axis = axes[row, column]
+            for metric in USAGE_METRICS:
+                points = sorted(series.get((pool, team, metric), {}).items())
+                axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=_FIELDS[metric])
+            axis.set_title(f"team {team}, pool {pool}", fontsize="medium")
+            axis.set_xlabel("UTC day")
+            axis.set_ylabel("instance-hours per day")
+            axis.tick_params(axis="x", labelrotation=30)
+            if not any((pool, team, metric) in series for metric in USAGE_METRICS):
+                axis.text(0.5, 0.5, "no quota here", transform=axis.transAxes, ha="center", va="center", color="grey")
+    axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    return figure

@@ -8,6 +8,9 @@ import importlib
 import sys
 from typing import Any, Callable, Mapping
 
+# What the [cdk] extra installs; the member install (the CLI, the submission helpers) needs none.
+CDK_MODULES = frozenset({"aws_cdk", "constructs", "cdk_nag", "jsii"})
+
 
 def lazy_exports(package: str, defined_in: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``, given each public name's submodule."""
@@ -16,7 +19,14 @@ def lazy_exports(package: str, defined_in: Mapping[str, str]) -> tuple[Callable[
         module = defined_in.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        try:
+            value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        except ModuleNotFoundError as error:
+            # the light (member) install has no CDK: say which extra brings it, not just "No module named aws_cdk"
+            if (error.name or "").split(".")[0] not in CDK_MODULES:
+                raise
+            raise ModuleNotFoundError(f"{package}.{name} builds CDK constructs: install the [cdk] extra "
+                                      f"(pip install 'cdk-gpu-governance[cdk]'); {error.name} is missing", name=error.name) from error
         setattr(sys.modules[package], name, value)  # resolved once; later lookups skip this function
         return value
 

@@ -20,6 +20,13 @@ PURCHASE_ACTIONS = (
 """Every IAM action that buys GPU capacity, or commits to paying for it (reservations, Savings
 Plans): the nag rules and the organisation guardrails."""
 
+PURCHASING_MANAGED_POLICIES = ("AdministratorAccess", "PowerUserAccess", "AmazonEC2FullAccess", "AmazonSageMakerFullAccess")
+"""AWS-managed policies whose statements allow purchase actions above: ``*`` (AdministratorAccess),
+every action but IAM, Organizations and Account (PowerUserAccess), ``ec2:*`` (AmazonEC2FullAccess,
+Capacity Blocks and reservations), ``sagemaker:*`` outside Studio resources
+(AmazonSageMakerFullAccess, training plans). Their documents:
+https://docs.aws.amazon.com/aws-managed-policy/latest/reference/<name>.html"""
+
 # Full key administration without use of the key: for the CloudFormation execution role on
 # tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
 # out) and for the account on controller keys.

@@ -16,7 +16,8 @@ payload of the ``ModelTrainer``. Two gaps handled here:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name, with_submission_tags
 from .setup import TeamSetup
@@ -44,6 +45,11 @@ def model_trainer(
     from sagemaker.train.model_trainer import ModelTrainer
 
     setup.require("execution_role_arn", "bucket", "kms_key_arn")
+    if sagemaker_session is None:  # the team's region, not the caller's default (the SDK's own default)
+        import boto3
+        from sagemaker.core.helper.session_helper import Session
+
+        sagemaker_session = Session(boto_session=boto3.Session(region_name=setup.region))
     check_job_name(setup.team, base_job_name)
     if instance_type not in setup.quota:
         raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
@@ -82,10 +88,11 @@ def submit_with_sdk(
     setup.require("job_queue", "quota_share")
     priority = setup.priority(priority_class)
     all_tags = with_submission_tags(setup, tags)
-    queued = TrainingQueue(setup.job_queue).submit(
-        trainer, inputs, priority=priority, quota_share_name=setup.quota_share, tags=all_tags,
-        preemption_config={"preemptionRetriesBeforeTermination": preemption_retries} if preemption_retries is not None else None,
-    )
+    with default_region(setup.region):
+        queued = TrainingQueue(setup.job_queue).submit(
+            trainer, inputs, priority=priority, quota_share_name=setup.quota_share, tags=all_tags,
+            preemption_config={"preemptionRetriesBeforeTermination": preemption_retries} if preemption_retries is not None else None,
+        )
     if priority == 0:  # the SDK sends schedulingPriority only when it is truthy
         if batch_client is None:
             import boto3
@@ -93,3 +100,19 @@ def submit_with_sdk(
             batch_client = boto3.client("batch", region_name=setup.region)
         batch_client.update_service_job(jobId=queued.job_arn, schedulingPriority=0)
     return queued
+
+
+@contextmanager
+def default_region(region: str) -> Iterator[None]:
+    """boto3's default session in ``region`` for the duration: the SDK's Batch client is
+    ``boto3.client("batch")`` with no region (sagemaker-train 1.27, ``batch_api_helper``), which
+    would otherwise send the team's job to the caller's default region. The caller's credentials
+    chain is unchanged; the previous default session is restored."""
+    import boto3
+
+    previous = boto3.DEFAULT_SESSION
+    boto3.DEFAULT_SESSION = boto3.session.Session(region_name=region)
+    try:
+        yield
+    finally:
+        boto3.DEFAULT_SESSION = previous

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
-from gpu_governance_runtime.slurm.plan import borrow_qos_name
+from gpu_governance_runtime.slurm.plan import BORROW_PARTITION, borrow_qos_name
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
@@ -242,6 +242,8 @@ def slurm_observation(text: str, pool: PoolPolicy, team: str) -> Observation:
         if reason == "QOSGrpGRES":  # the generated QoS: only a team's borrow QoS carries a GPU limit (its borrow limit)
             code = "borrow_limit" if qos == borrow_qos_name(team) else "share_at_limit"
             details = {"limit": f"the GPUs its borrow QoS {qos} allows (GrpTRES) are all in use"}
+        elif partition == team:  # the generated mapping: the team's own partition, its own nodes only (docs/slurm.md)
+            details = {"own_partition": partition, "borrow_partition": BORROW_PARTITION, "borrow_qos": borrow_qos_name(team)}
         jobs.append(ObservedJob(
             job_id=job_id, name=name, team=account, state=RUNNING if state == "RUNNING" else WAITING if state == "PENDING" else state,
             instance_type=instance_type, count=int(nodes), priority=int(priority), submitted_at=_timestamp(submitted if submitted[:1].isdigit() else None),

@@ -29,6 +29,8 @@ REASONS = {
     "lower_priority": "behind {ahead} higher-priority or older job(s) of your team",
     "share_at_limit": "your team uses {used} of its {quota} guaranteed {unit} and its sharing strategy ({strategy}) does not borrow",
     "borrow_limit": "borrowing at its limit: {limit}",
+    "own_partition_full": ("your team uses {used} of its {quota} guaranteed {unit}, all its own partition {own_partition} holds; "
+                           "idle {unit} other teams lend are reached only through partition {borrow_partition} with QoS {borrow_qos}"),
     "pool_full": "the pool is full ({in_use} of {capacity} {unit} in use); no idle capacity to borrow",
     "reclaiming": "inside your guarantee, but the pool is full: capacity is being reclaimed from teams that borrowed it",
     "making_way": "inside your guarantee once your team's lower-priority jobs make way: they are preempted for it (and capacity reclaimed from teams that borrowed it)",
@@ -183,6 +185,8 @@ def _computed(policy: PoolPolicy, share, observation: Observation, job: Observed
         return ("reclaiming", {}) if used + job.count <= quota else ("making_way", {})
     if share.strategy is not SharingStrategy.LEND_AND_BORROW:
         return "share_at_limit", {"used": used, "quota": quota}
+    if job.details.get("own_partition"):  # Slurm: a team's own partition holds its own nodes only; borrowing is another partition
+        return "own_partition_full", {"used": used, "quota": quota}
     if used + job.count > ceiling:
         return "borrow_limit", {"used": used, "ceiling": ceiling}
     if in_use + job.count > capacity:

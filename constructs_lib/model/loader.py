@@ -61,6 +61,19 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _AliasFreeDumper(yaml.SafeDumper):
+    """Writes an object used twice in full both times: no ``&id001`` anchors, which
+    :class:`_StrictLoader` (and a reader of the YAML) would have to resolve."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML that this module's own loader reads back: keys in their given order, no aliases."""
+    return yaml.dump(data, Dumper=_AliasFreeDumper, sort_keys=False)
+
+
 def default_config_text() -> str:
     """The built-in reference organisation (what `gpu-governance example` prints)."""
     return resources.files("constructs_lib").joinpath("data", DEFAULT_CONFIG_NAME).read_text()

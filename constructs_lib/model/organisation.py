@@ -29,6 +29,7 @@ from .base import (
     SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role,
 )
 from .capacity import CapacityWindow, check_windows
+from .instance_types import check_instance_types
 from .slurm import slurm_problems
 
 
@@ -525,6 +526,11 @@ class GovernanceModel(_Frozen):
         description="Where platform alerts go: email addresses (subscribed to the controllers' alarm topics, and told of "
         "budgets) and existing SNS topic ARNs in the capacity account's region (alarms publish to them; e.g. AWS Chatbot)",
     )
+    allow_unlisted_instance_types: tuple[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9.-]*\.[a-z0-9]+$", max_length=40)], ...] = Field(
+        default=(), max_length=20,
+        description="Instance types to accept although the installed botocore's service models do not list them (a type "
+        "newer than botocore); every other type must be one the EC2 or SageMaker API lists",
+    )
     stack_layout: Literal["single", "per_team"] = Field(
         default="single",
         description="single: every capacity-account resource in one stack (about 20 teams fit); per_team: shared "
@@ -626,6 +632,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
                 # Organisation-wide findings come once however many Slurm pools repeat them.
                 problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += check_windows(model)
+    problems += check_instance_types(model)
     problems += check_projects(model)
     problems += check_principals(model)
     problems += check_alert_topics(model)

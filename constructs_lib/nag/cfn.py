@@ -13,11 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from aws_cdk import CfnResource, Stack
+from aws_cdk import CfnResource, Stack, TagManager
 from constructs import IConstruct
 
 from constructs_lib.core.acknowledgements import cfn_text as text  # noqa: F401  rules render values as findings name them
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from gpu_governance_runtime.contract import TAG_TEAM
 
 CAPACITY_CONTROLLER = "capacityController"
 """Declared on an IAM role that may buy capacity (Capacity Blocks, training plans)."""
@@ -55,6 +56,25 @@ def declare_platform_admin(access_entry: IConstruct) -> None:
 
 def governance_metadata(node: CfnResource) -> dict[str, Any]:
     return node.get_metadata(GOVERNANCE_METADATA) or {}
+
+
+def team_of(node: CfnResource) -> str | None:
+    """The team a resource belongs to: the team this library's constructs recorded on it, else its
+    ``gpu-governance:team`` tag (the cost allocation tag the constructs set, and the way to mark a
+    hand-written resource as a team's). None: not a team's resource."""
+    recorded = governance_metadata(node).get("team")
+    if recorded:
+        return recorded
+    if not TagManager.is_taggable(node):
+        return None
+    value = node.tags.tag_values().get(TAG_TEAM)
+    return text(Stack.of(node).resolve(value)) if value is not None else None
+
+
+def aws_managed_policies(node: CfnResource) -> list[str]:
+    """The names of the AWS-managed policies a role, user or group attaches (``ManagedPolicyArns``)."""
+    arns = [text(arn) for arn in as_list(properties(node).get("ManagedPolicyArns"))]
+    return [arn.rsplit("/", 1)[-1] for arn in arns if ":iam::aws:policy/" in arn]
 
 
 _memo: dict[tuple[str, str], Any] | None = None

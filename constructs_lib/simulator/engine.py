@@ -64,7 +64,7 @@ class RunMetrics:
     lost_work_capacity_s: float
     guarantee_breaches: int
     teams: Mapping[str, TeamStats]
-    usage_timeline: tuple[tuple[float, Mapping[str, int]], ...] = field(repr=False, default=())
+    usage_timeline: tuple[tuple[float, Mapping[tuple[str, str], int]], ...] = field(repr=False, default=())  # (team, instance type) -> instances
     waits: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
     preempted_at: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)  # job -> times
     runs: Mapping[str, tuple[tuple[float, float], ...]] = field(repr=False, default_factory=dict)  # job -> (start, end) of each run, if recorded
@@ -151,7 +151,7 @@ def _replay(
     progress: dict[str, _Progress] = {}
     waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
     completions: list[tuple[float, int, str]] = []
-    usage: dict[str, int] = {}  # instances in use per team
+    usage: dict[tuple[str, str], int] = {}  # instances in use per team and instance type: a p5 is not a g6e
     next_arrival = 0
     clock = 0.0
     changed = False
@@ -160,7 +160,7 @@ def _replay(
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     last_finish = first_submit
     window_end = arrivals[-1].submit_time if arrivals else 0.0
-    timeline: list[tuple[float, Mapping[str, int]]] = []
+    timeline: list[tuple[float, Mapping[tuple[str, str], int]]] = []
     preempted_at: dict[str, list[float]] = {}
     runs: dict[str, list[tuple[float, float]]] = {}
 
@@ -190,7 +190,7 @@ def _replay(
             useful += entry.useful + segment
             last_finish = max(last_finish, finished_at)
             waited[entry.index] = entry.waited
-            usage[job.team] -= job.count
+            usage[job.team, job.instance_type] -= job.count
             decider.finish(entry)
             if record_runs:
                 runs[job_id].append((entry.started_at, finished_at))
@@ -209,7 +209,7 @@ def _replay(
             busy += segment
             entry.version += 1
             entry.waiting_since = tick
-            usage[job.team] -= job.count
+            usage[job.team, job.instance_type] -= job.count
             preemptions += 1
             preempted_at.setdefault(job_id, []).append(tick)
             if record_runs:
@@ -225,7 +225,8 @@ def _replay(
             entry.waited += tick - entry.waiting_since
             entry.started_at = tick
             entry.version += 1
-            usage[entry.job.team] = usage.get(entry.job.team, 0) + entry.job.count
+            key = (entry.job.team, entry.job.instance_type)
+            usage[key] = usage.get(key, 0) + entry.job.count
             heapq.heappush(completions, (tick + entry.remaining, entry.version, job_id))
             if record_runs:
                 runs.setdefault(job_id, [])
@@ -237,7 +238,7 @@ def _replay(
         # (time-bound changes come from next_change_at below).
         changed = changed or (capped and decider.guarantee_breaches(progress, tick) > 0)
         if record_timeline:
-            timeline.append((tick, {team: used for team, used in usage.items() if used}))
+            timeline.append((tick, {key: used for key, used in usage.items() if used}))
         clock = tick + tick_s if changed else tick
         if not changed and decider.waiting():
             # a protected victim becomes preemptible, or a backed-off job may borrow: look again then

@@ -58,32 +58,60 @@ def load_pyplot():
     return pyplot
 
 
-def write_plot(pyplot, results: Mapping[str, RunMetrics], path: Path) -> None:
-    """Capacity in use over time per team for each run, then each team's waiting times."""
+# Runs in shades of grey, so that they never look like a team (teams take the colour cycle).
+RUN_COLOURS = ("#303030", "#808080", "#c0c0c0", "#ffffff")
+
+
+def write_plot(pyplot, results: Mapping[str, RunMetrics], path: Path, *, pool: str, capacity: Mapping[str, int]) -> None:
+    """:func:`figure` as a PNG."""
+    chart = figure(pyplot, results, pool=pool, capacity=capacity)
+    try:
+        chart.savefig(path, dpi=90)
+    finally:
+        pyplot.close(chart)
+
+
+def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Mapping[str, int]):
+    """One row per run, one column per instance type of the pool: the instances each team holds
+    (stacked) under the pool's capacity, with the same y scale down a column; then each team's
+    waiting times per run."""
     teams = sorted({team for m in results.values() for team in m.teams})
-    figure, axes = pyplot.subplots(len(results) + 1, 1, figsize=(11, 3.2 * (len(results) + 1)))
-    for axis, (name, metrics) in zip(axes, results.items()):
-        times = [t / 3600 for t, _ in metrics.usage_timeline]
-        stacks = [[usage.get(team, 0) for _, usage in metrics.usage_timeline] for team in teams]
-        if times:
-            axis.stackplot(times, stacks, labels=teams, step="post")
-        axis.set_title(f"{name}: capacity in use (utilization {metrics.utilization:.2f})")
-        axis.set_ylabel("instances")
-        axis.legend(loc="upper right", fontsize="small")
+    types = sorted(capacity)
+    team_colours = dict(zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1)))
+    chart = pyplot.figure(figsize=(max(10, 5.5 * len(types) + 1), 2.8 * (len(results) + 1)), layout="constrained")
+    grid = chart.add_gridspec(len(results) + 1, len(types))
+    column_axes: dict[str, object] = {}
+    for row, (name, metrics) in enumerate(results.items()):
+        hours = [t / 3600 for t, _ in metrics.usage_timeline]
+        for column, kind in enumerate(types):
+            axis = chart.add_subplot(grid[row, column], sharex=column_axes.get(types[0]), sharey=column_axes.get(kind))
+            column_axes.setdefault(kind, axis)
+            if hours:
+                stacks = [[usage.get((team, kind), 0) for _, usage in metrics.usage_timeline] for team in teams]
+                axis.stackplot(hours, stacks, labels=teams, colors=[team_colours[t] for t in teams], step="post")
+            axis.axhline(capacity[kind], color="black", linestyle="--", linewidth=1, label=f"pool capacity ({capacity[kind]})")
+            axis.set_ylim(0, capacity[kind] * 1.15)
+            axis.set_title(f"{name}: {kind} in use (utilization {metrics.utilization:.2f})", fontsize="medium")
+            axis.set_ylabel(f"{kind} instances")
+            axis.set_xlabel("hours since the first submission")
+            if row == 0 and column == len(types) - 1:
+                axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title=f"pool {pool}")
     from matplotlib.patches import Patch
 
-    waits = axes[-1]
-    colours = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+    waits = chart.add_subplot(grid[len(results), :])
     for offset, (name, metrics) in enumerate(results.items()):
         data = [[w / 60 for w in metrics.waits.get(team, ())] or [0.0] for team in teams]
         at = [i * (len(results) + 1) + offset for i in range(len(teams))]
         boxes = waits.boxplot(data, positions=at, widths=0.8, showfliers=False, patch_artist=True)
         for box in boxes["boxes"]:
-            box.set_facecolor(colours[offset % len(colours)])
-    waits.legend(handles=[Patch(color=colours[i % len(colours)], label=name) for i, name in enumerate(results)], fontsize="small")
-    waits.set_xticks([i * (len(results) + 1) + 1 for i in range(len(teams))], teams)
+            box.set_facecolor(RUN_COLOURS[offset % len(RUN_COLOURS)])
+            box.set_edgecolor("black")
+        for median in boxes["medians"]:
+            median.set_color("#d62728" if offset == 0 else "black")
+    waits.legend(handles=[Patch(facecolor=RUN_COLOURS[i % len(RUN_COLOURS)], edgecolor="black", label=name) for i, name in enumerate(results)],
+                 loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title="run")
+    waits.set_xticks([i * (len(results) + 1) + (len(results) - 1) / 2 for i in range(len(teams))], teams)
+    waits.set_xlabel("team")
     waits.set_ylabel("wait (minutes)")
-    waits.set_title("waiting time per team (box: p25-p75, whiskers 1.5 IQR) for " + ", ".join(results))
-    figure.tight_layout()
-    figure.savefig(path, dpi=90)
-    pyplot.close(figure)
+    waits.set_title("waiting time per team and run (box: p25-p75, whiskers 1.5 IQR, outliers hidden)", fontsize="medium")
+    return chart

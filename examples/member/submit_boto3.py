@@ -45,11 +45,20 @@ def main(argv: list[str] | None = None, batch_client=None) -> int:
     if args.dry_run:
         print(json.dumps(request, indent=2))
         return 0
-    if batch_client is None:
-        import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-        batch_client = boto3.client("batch", region_name=setup.region)
-    answer = batch_client.submit_service_job(**request)
+    try:
+        if batch_client is None:
+            import boto3
+
+            batch_client = boto3.client("batch", region_name=setup.region)  # the team's region, not the caller's default
+        answer = batch_client.submit_service_job(**request)
+    except NoCredentialsError:
+        print(f"no AWS credentials: act as your team's submission role ({setup.submission_role_arn})", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError) as error:
+        print(f"AWS Batch refused or could not be reached: {' '.join(str(error).split())}", file=sys.stderr)
+        return 1
     print(f"submitted {answer['jobName']} as service job {answer['jobId']} to {setup.job_queue} (quota share {setup.quota_share})")
     return 0
 

@@ -84,7 +84,7 @@ def aws(monkeypatch):
 
 
 def report(capsys, *extra: str) -> tuple[int, str]:
-    code = main(["usage", "report", "--from", "2026-11-01", "--to", "2026-12-01", "--team", "research", "--ledger-table", "acme-ledger", *extra])
+    code = main(["usage", "report", "--example", "--from", "2026-11-01", "--to", "2026-12-01", "--team", "research", "--ledger-table", "acme-ledger", *extra])
     out, err = capsys.readouterr()
     return code, out + err
 
@@ -153,7 +153,7 @@ def test_queries_are_batched_within_the_get_metric_data_limit():
 ])
 def test_bad_input_exits_2_with_one_line(arguments, message, capsys):
     try:
-        code = main(["usage", "report", *arguments])
+        code = main(["usage", "report", "--example", *arguments])
     except SystemExit as exit:  # argparse's own refusal (choices)
         code = exit.code
     assert code == EXIT_BAD_INPUT

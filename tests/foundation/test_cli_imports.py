@@ -36,22 +36,22 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
     squeue = folder / "squeue.txt"
     squeue.write_text("7|train|research|research.standard|PENDING|1|research|100|2026-12-01T09:00:00|Resources\n")
     return {
-        "validate": (["validate"], 0),
+        "validate": (["validate", "--example"], 0),
         "example": (["example"], 0),
         "schema": (["schema"], 0),
-        "explain": (["explain"], 0),
+        "explain": (["explain", "--example"], 0),
         "simulate": (["simulate", "--config", config, "--trace", str(trace), "--pool", "sagemaker-training", "--json"], 0),
         "openb-trace": (["openb-trace", str(openb), str(folder / "openb-trace.csv")], 0),
         "trace from-sacct": (["trace", "from-sacct", str(sacct), str(folder / "sacct-trace.csv"), "--instance-type", "ml.p5.48xlarge"], 0),
         "capacity plan": (["capacity", "plan", "--config", config, "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"], 0),
         # refused before any AWS call (no ledger table named): the imports are what is checked
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
-        "slurm script": (["slurm", "script", "--pool", "hyperpod-slurm"], 0),
-        "team submit-example": (["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1"], 0),
+        "slurm script": (["slurm", "script", "--example", "--pool", "hyperpod-slurm"], 0),
+        "team submit-example": (["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1", "--config", config], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
         "team show": (["team", "show", "research", "--config", config, "--json"], 0),
-        "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue)], 0),
-        "audit": (["audit", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
+        "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue), "--config", config], 0),
+        "audit": (["audit", "--config", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
         # refused before any AWS call (--to before --from): the imports (boto3 included) are what is checked
         "usage report": (["usage", "report", "--from", "2026-12-01", "--to", "2026-11-01"], 2),
     }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aws_cdk import App, DefaultStackSynthesizer, Stack, aws_kms as kms
+from aws_cdk import App, CfnTag, DefaultStackSynthesizer, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG
@@ -378,7 +378,8 @@ def test_the_packs_do_check_the_guardrails_stack(model, tmp_path):
     # Control for the test above: an empty report must mean "checked and clean", not "not checked".
     app = App(outdir=str(tmp_path))
     stack = OrganisationGuardrailsStack(app, "Guardrails", model=model)
-    kms.CfnKey(stack, "UnrotatedKey", enable_key_rotation=False)
+    # a team's data key (the pack checks teams' keys only) that does not rotate
+    kms.CfnKey(stack, "UnrotatedKey", enable_key_rotation=False, tags=[CfnTag(key="gpu-governance:team", value="research")])
     apply_standard_packs(app)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()

@@ -143,3 +143,17 @@ def test_the_cost_centre_is_sent_only_by_a_team_that_declares_one(model, researc
     setup = team_setup(GovernanceModel.from_dict(data), "research", backend="batch", bucket=BUCKET, kms_key_arn=KEY)
     assert setup.submission_tags == {contract.TAG_TEAM: "research"}
     assert service_job_request(setup, **job(setup))["tags"] == {contract.TAG_TEAM: "research"}
+
+
+def test_the_sdk_path_sends_to_the_teams_region_not_the_callers_default(monkeypatch):
+    # what sagemaker-train's Batch helper does: boto3.client("batch") with no region
+    import boto3
+
+    from constructs_lib.member.sdk import default_region
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    before = boto3.DEFAULT_SESSION
+    with default_region("us-east-1"):
+        assert boto3.client("batch").meta.region_name == "us-east-1"
+    assert boto3.DEFAULT_SESSION is before
+    assert boto3.client("batch").meta.region_name == "us-west-2"

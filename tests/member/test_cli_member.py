@@ -38,7 +38,7 @@ def submitted(folder: Path) -> dict:
 
 
 def test_from_the_model_alone_the_snippet_takes_bucket_and_key_from_the_shell(tmp_path, capsys):
-    assert main(["team", "submit-example", "research", "--backend", "batch", "--image", IMAGE, "--priority-class", "urgent"]) == 0
+    assert main(["team", "submit-example", "research", "--example", "--backend", "batch", "--image", IMAGE, "--priority-class", "urgent"]) == 0
     snippet = capsys.readouterr().out
     result = run_snippet(snippet, tmp_path, TEAM_BUCKET="research-bucket", TEAM_KMS_KEY="arn:aws:kms:us-east-1:111122223333:key/k")
     assert result.returncode == 0, result.stderr
@@ -49,7 +49,7 @@ def test_from_the_model_alone_the_snippet_takes_bucket_and_key_from_the_shell(tm
 
 
 def test_without_bucket_and_key_the_snippet_stops_before_calling_aws(tmp_path, capsys):
-    main(["team", "submit-example", "research", "--backend", "batch", "--image", IMAGE])
+    main(["team", "submit-example", "research", "--example", "--backend", "batch", "--image", IMAGE])
     result = run_snippet(capsys.readouterr().out, tmp_path)
     assert result.returncode != 0 and "TEAM_BUCKET" in result.stderr
     assert not (tmp_path / "log").exists()
@@ -75,7 +75,7 @@ def test_from_the_discovery_document_the_snippet_is_complete(tmp_path, published
     (["research", "--backend", "hyperpod_eks"], "--image: missing (None) - a training image, e.g. 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:<tag> (the team's repository)"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, line, capsys):
-    assert main(["team", "submit-example", *argv]) == 2
+    assert main(["team", "submit-example", "--example", *argv]) == 2
     assert capsys.readouterr().err.splitlines() == ["gpu-governance team: invalid input", line]
 
 
@@ -84,3 +84,16 @@ def test_a_discovery_document_of_another_team_is_refused(tmp_path, published, ca
     setup.write_text(published)
     assert main(["team", "submit-example", "training", "--backend", "batch", "--setup", str(setup)]) == 2
     assert "--setup: describes another team, backend or pool ('research/batch_quota_share/sagemaker-training')" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("team", ["research", "production"])  # production: with its dedicated nodes' selector and toleration
+def test_the_job_manifest_has_no_yaml_anchors_and_reads_back_with_the_librarys_own_loader(team, capsys):
+    import yaml
+
+    from constructs_lib.model.loader import _StrictLoader
+
+    assert main(["team", "submit-example", team, "--example", "--backend", "hyperpod_eks", "--image", IMAGE]) == 0
+    printed = capsys.readouterr().out
+    assert "&id" not in printed and "*id" not in printed
+    manifest = yaml.load(printed, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader that refuses aliases
+    assert manifest["kind"] == "Job" and manifest["metadata"]["namespace"] == f"hyperpod-ns-{team}"

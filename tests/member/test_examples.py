@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import boto3
@@ -15,7 +18,8 @@ from botocore.stub import ANY, Stubber
 from .aws_models import payload_problems
 from .conftest import IMAGE
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "member"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "member"
 ANSWER = {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc", "jobName": "research-llama", "jobId": "abc"}
 
 
@@ -63,6 +67,21 @@ def test_boto3_example_refuses_a_class_that_does_not_exist_in_one_line(setup_fil
     assert code == 2
     assert capsys.readouterr().err.strip() == ("priority_class: not a priority class of the organisation ('vip') - "
                                                "one of ['urgent', 'standard', 'opportunistic']")
+
+
+@pytest.mark.parametrize("credentials", [{}, {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x"}])
+def test_boto3_example_without_credentials_or_reachable_aws_is_one_line(setup_file, credentials, tmp_path):
+    # a member's shell: no AWS configuration (or keys but no network), a default region that is not the team's
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+           "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_DEFAULT_REGION": "us-west-2", "AWS_MAX_ATTEMPTS": "1", "AWS_ENDPOINT_URL_BATCH": "http://127.0.0.1:9", **credentials}
+    result = subprocess.run([sys.executable, str(EXAMPLES / "submit_boto3.py"), "--setup", str(setup_file), "--priority-class", "standard",
+                             "--instance-type", "ml.p5.48xlarge", "--job-name", "llama", "--image", IMAGE],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert ("no AWS credentials: act as your team's submission role" in result.stderr) if not credentials else \
+        ("could not be reached" in result.stderr)
 
 
 def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:

@@ -18,6 +18,8 @@ import pytest
 
 from gpu_governance_runtime import contract
 
+from constructs_lib.model.loader import default_config_text
+
 from .aws_models import payload_problems
 from .test_examples import run_sdk_example
 
@@ -52,6 +54,7 @@ def ran(tmp_path_factory, request):
     name = contract.discovery_parameter_name(model.organisation, "research", "sagemaker-training")
     parameters.write_text(json.dumps({name: published}))
     log = folder / "calls.jsonl"
+    (folder / "governance.yaml").write_text(default_config_text())  # the file the platform team shares
     env = {k: v for k, v in os.environ.items() if k not in ("GPU_GOVERNANCE_CONFIG", "TEAM_BUCKET", "TEAM_KMS_KEY")}
     env |= {"PATH": f"{tools}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}", "FAKE_LOG": str(log), "FAKE_PARAMETERS": str(parameters),
             "USER": MEMBER_LOGIN}
@@ -72,6 +75,13 @@ def test_batch_blocks_submit_a_valid_job_into_the_teams_share_and_watch_and_stop
     assert payload["OutputDataConfig"]["KmsKeyId"] == deployed.kms_key_arn and payload["RoleArn"] == deployed.execution_role_arn
     operations = [c.get("operation") for c in calls if c["tool"] == "aws"]
     assert {"GetParameter", "ListServiceJobs", "DescribeServiceJob", "UpdateServiceJob", "TerminateServiceJob"} <= set(operations)
+
+
+def test_every_aws_call_of_the_guide_names_the_teams_region(ran, deployed):
+    # a member's default region may be another one: every call says where the team's setup lives
+    _, calls, _ = ran
+    regions = {c["operation"]: c["options"].get("--region") for c in calls if c["tool"] == "aws"}
+    assert regions and set(regions.values()) == {deployed.region}, regions
 
 
 def test_the_boto3_example_in_the_guide_prints_the_request_it_would_send(ran):

@@ -188,7 +188,7 @@ def test_shared_repositories_must_be_ecr_repository_arns(value, tmp_path, capsys
     assert problem.path == "shared_image_repositories[1]" and "ECR repository ARN without wildcards" in problem.allowed
     config = tmp_path / "governance.json"
     config.write_text(json.dumps(data))
-    assert main(["validate", str(config)]) == 2
+    assert main(["validate", "--config", str(config)]) == 2
     assert capsys.readouterr().err.splitlines() == ["gpu-governance validate: invalid input", str(problem)]
 
 
@@ -218,13 +218,13 @@ def test_a_team_name_ecr_cannot_take_is_refused_in_one_line(capsys, tmp_path):
 
 
 def test_team_show_prints_every_pool_and_refuses_an_unknown_team(capsys):
-    assert main(["team", "show", "research", "--json"]) == 0
+    assert main(["team", "show", "research", "--example", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     model = GovernanceModel.from_dict(default_data())
     assert printed == describe_team(model, "research") and len(printed) == 4
-    assert main(["team", "show", "research"]) == 0
+    assert main(["team", "show", "research", "--example"]) == 0
     text = capsys.readouterr().out
     assert all(f"SSM parameter {name}" in text for name in printed)
     assert "bucket: (known after deployment: read the parameter)" in text
-    assert main(["team", "show", "nobody"]) == 2
+    assert main(["team", "show", "nobody", "--example"]) == 2
     assert capsys.readouterr().err.splitlines()[1] == "team: no such team ('nobody') - one of ['research', 'training', 'production']"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnResource, Stack, aws_batch as batch, aws_eks as eks, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_
+from aws_cdk import CfnResource, CfnTag, Stack, aws_batch as batch, aws_eks as eks, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_
 
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from gpu_governance_runtime.contract import TAG_TEAM
 
 ACCOUNT = "111111111111"
 QUEUE = f"arn:aws:batch:us-east-1:{ACCOUNT}:job-queue/gpu"
@@ -58,10 +59,11 @@ def policy(stack: Stack, id: str, roles: list, *statements: dict, users: list | 
     return iam.CfnPolicy(stack, id, policy_name=id, policy_document=document(*statements), roles=roles or None, users=users)
 
 
-def key(stack: Stack, id: str, *statements: dict, rotation: bool | None = True, key_spec: str | None = None) -> kms.CfnKey:
+def key(stack: Stack, id: str, *statements: dict, rotation: bool | None = True, key_spec: str | None = None, team: str | None = "a") -> kms.CfnKey:
+    """A team's data key (tagged with the team, as the constructs tag theirs), or with ``team=None`` any other key."""
     return kms.CfnKey(stack, id, enable_key_rotation=rotation, key_spec=key_spec, key_policy={"Version": "2012-10-17", "Statement": [
         {"Effect": ALLOW, "Resource": "*", **s} for s in statements
-    ]})
+    ]}, tags=[CfnTag(key=TAG_TEAM, value=team)] if team else None)
 
 
 def access_entry(stack: Stack, id: str, *, policies: list[tuple[str, str]] = (), groups: list[str] | None = None, type: str | None = None) -> eks.CfnAccessEntry:

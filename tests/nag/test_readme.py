@@ -37,3 +37,14 @@ def test_example_without_acknowledgement_fails_on_the_finding(tmp_path):
     result = _run(tmp_path, "\n".join(kept))
     assert result.returncode != 0
     assert "GpuGovernance-BorrowWithoutLimit" in result.stdout + result.stderr
+
+
+def test_example_template_is_cfn_lint_clean(tmp_path):
+    # a quota-share queue needs a service environment: without it cfn-lint warns (and Batch refuses it)
+    from cfnlint.api import lint
+
+    result = _run(tmp_path, readme_block("Governance checks in your pipeline"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (template,) = (tmp_path / "cdk.out" / "assembly-Prod").glob("*.template.json")
+    assert "AWS::Batch::ServiceEnvironment" in template.read_text()
+    assert [str(match) for match in lint(template.read_text(), regions=["us-east-1"])] == []

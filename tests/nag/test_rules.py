@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import App, Stack, aws_batch as batch, aws_iam as iam
+from aws_cdk import App, Stack, aws_batch as batch, aws_iam as iam, aws_kms as kms
 from cdk_nag import NagRuleCompliance
 
 from constructs_lib.nag import RULES, declare_capacity_controller, declare_platform_admin
@@ -62,6 +62,13 @@ CASES = [
     ("CapacityPurchaseGrant", "undeclared-role", lambda s, i: policy(s, i, [role(s, f"{i}R").ref], {"Action": "sagemaker:CreateTrainingPlan", "Resource": "arn:aws:sagemaker:us-east-1:111111111111:training-plan/*"}), ["Principal::<undeclaredroleR>"]),
     ("CapacityPurchaseGrant", "imported-role-and-user", lambda s, i: policy(s, i, ["ops"], {"Action": "ec2:*", "Resource": BLOCKS}, users=["alice"]), ["Principal::ops", "Principal::alice"]),
     ("CapacityPurchaseGrant", "inline-not-action", lambda s, i: role(s, i, {"NotAction": "iam:*", "Resource": "*"}), ["Resource::*", "Principal::<inlinenotaction>"]),
+    ("CapacityPurchaseGrant", "admin-managed-policy", lambda s, i: _with_managed(role(s, i), "AdministratorAccess"), ["ManagedPolicy::AdministratorAccess"]),
+    ("CapacityPurchaseGrant", "power-user-l2-role", lambda s, i: _l2_role(s, i, "PowerUserAccess", "ReadOnlyAccess"), ["ManagedPolicy::PowerUserAccess"]),
+    ("CapacityPurchaseGrant", "ec2-and-sagemaker-full-access-user", lambda s, i: _with_managed(iam.CfnUser(s, i), "AmazonEC2FullAccess", "AmazonSageMakerFullAccess"),
+        ["ManagedPolicy::AmazonEC2FullAccess", "ManagedPolicy::AmazonSageMakerFullAccess"]),
+    ("CapacityPurchaseGrant", "managed-and-inline", lambda s, i: _with_managed(role(s, i, {"Action": "ec2:PurchaseCapacityBlock", "Resource": BLOCKS}), "AdministratorAccess"),
+        ["ManagedPolicy::AdministratorAccess", f"Principal::<managedandinline>"]),
+    ("CapacityPurchaseGrant", "read-only-managed-policy", lambda s, i: _l2_role(s, i, "ReadOnlyAccess"), NA),
     ("CapacityPurchaseGrant", "describe-only", lambda s, i: policy(s, i, ["ops"], {"Action": "ec2:DescribeCapacityBlockOfferings", "Resource": "*"}), NA),
     ("JobControlWithoutShare", "team-scoped", lambda s, i: policy(s, i, ["t"],
         {"Action": "batch:SubmitServiceJob", "Resource": [QUEUE, SHARE, f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/*"]},
@@ -94,11 +101,17 @@ CASES = [
     ("KeyRotation", "rotated", lambda s, i: key(s, i), OK),
     ("KeyRotation", "not-rotated", lambda s, i: key(s, i, rotation=None), BAD),
     ("KeyRotation", "asymmetric", lambda s, i: key(s, i, rotation=None, key_spec="RSA_2048"), NA),
+    ("KeyRotation", "not-a-teams-unrotated-key", lambda s, i: key(s, i, rotation=None, team=None), NA),
+    ("KeyRotation", "l2-default-key-of-team-a", lambda s, i: _l2_key(s, i, team="a"), BAD),
+    ("KeyRotation", "l2-default-plain-key", lambda s, i: _l2_key(s, i, team=None), NA),
     ("KeyAdmitsAccount", "tenant-roles", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:Create*"}, {"Principal": {"AWS": TENANT}, "Action": "kms:Decrypt"}), OK),
     ("KeyAdmitsAccount", "account-root", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:*"}), [f"Principal::{ROOT}"]),
     ("KeyAdmitsAccount", "bare-account-id", lambda s, i: key(s, i, {"Principal": {"AWS": ACCOUNT}, "Action": ["kms:Decrypt"]}), [f"Principal::{ACCOUNT}"]),
     ("KeyAdmitsAccount", "root-narrowed-to-role", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:Decrypt", "Condition": {"ArnEquals": {"aws:PrincipalArn": TENANT}}}), OK),
     ("KeyAdmitsAccount", "not-a-key", lambda s, i: job_queue(s, i, None), NA),
+    ("KeyAdmitsAccount", "not-a-teams-key", lambda s, i: key(s, i, {"Principal": {"AWS": ROOT}, "Action": "kms:*"}, team=None), NA),
+    ("KeyAdmitsAccount", "l2-default-key-of-a-team", lambda s, i: _l2_key(s, i, team="a"), ["Principal::arn:<AWS::Partition>:iam::<AWS::AccountId>:root"]),
+    ("KeyAdmitsAccount", "l2-default-key", lambda s, i: _l2_key(s, i, team=None), NA),
     ("EksAccessScope", "namespace-edit", lambda s, i: access_entry(s, i, policies=[("AmazonEKSEditPolicy", "namespace")]), OK),
     ("EksAccessScope", "cluster-admin", lambda s, i: access_entry(s, i, policies=[("AmazonEKSClusterAdminPolicy", "cluster")]), ["Policy::AmazonEKSClusterAdminPolicy", "Scope::cluster:AmazonEKSClusterAdminPolicy"]),
     ("EksAccessScope", "cluster-view", lambda s, i: access_entry(s, i, policies=[("AmazonEKSViewPolicy", "cluster")]), ["Scope::cluster:AmazonEKSViewPolicy"]),
@@ -120,6 +133,25 @@ CASES = [
     ("PurchaserLimits", "declared-controller-via-policy", lambda s, i: _function_of_declared_controller(s, i), ["Concurrency::unreserved"]),
     ("PurchaserLimits", "ordinary-function", lambda s, i: function(s, i, role(s, f"{i}Role", {"Action": "s3:GetObject", "Resource": "*"}).attr_arn, variables=None, concurrency=None), NA),
 ]
+
+
+def _with_managed(owner, *names: str):
+    owner.managed_policy_arns = [f"arn:aws:iam::aws:policy/{name}" for name in names]
+    return owner
+
+
+def _l2_role(stack, id, *names: str):
+    """An L2 role with AWS-managed policies, as CDK renders their ARNs (Fn::Join with the partition)."""
+    l2 = iam.Role(stack, id, assumed_by=iam.AccountRootPrincipal(), managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in names])
+    return l2.node.default_child
+
+
+def _l2_key(stack, id, *, team: str | None):
+    """A kms.Key with CDK's defaults (account root may use it, no rotation), of a team or not."""
+    l2 = kms.Key(stack, id)
+    if team:
+        l2.node.default_child.tags.set_tag(TEAM_TAG, team)  # what Tags.of(...).add does at synthesis
+    return l2.node.default_child
 
 
 def _team_tagging(extra_conditions: dict) -> list[dict]:

@@ -10,20 +10,26 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, Stack, Stage, Validations, aws_kms as kms
+from aws_cdk import App, CfnTag, Stack, Stage, Validations, aws_kms as kms
 from aws_cdk.assertions import Template
 
 from constructs_lib import GpuGovernanceChecks
+from gpu_governance_runtime.contract import TAG_TEAM
 from constructs_lib.model.loader import load_model
 from constructs_lib.model import Account
 from constructs_lib.organisation.pipeline import SYNTH_COMMANDS, GovernancePipelineStack, GovernanceStage, PipelineSource
 from constructs_lib.deployment import build_capacity_account, build_consumer_account
 
 
+def _unrotated_team_key(scope) -> kms.CfnKey:
+    """A team's data key (the pack checks teams' keys only) that does not rotate: one finding."""
+    return kms.CfnKey(Stack(scope, "Data"), "Key", enable_key_rotation=False, tags=[CfnTag(key=TAG_TEAM, value="research")])
+
+
 def _app_with_unrotated_key_in_a_stage(tmp_path) -> tuple[App, Stage]:
     app = App(outdir=str(tmp_path))
     stage = Stage(app, "Prod")
-    kms.CfnKey(Stack(stage, "Data"), "Key", enable_key_rotation=False)
+    _unrotated_team_key(stage)
     return app, stage
 
 
@@ -49,7 +55,7 @@ def test_governance_stage_checks_its_stacks_without_app_plugins(tmp_path):
     app = App(outdir=str(tmp_path))
     GovernanceStage(
         app, "Prod", account=Account(account_id="111111111111", region="us-east-1"),
-        build=lambda stage: kms.CfnKey(Stack(stage, "Data"), "Key", enable_key_rotation=False),
+        build=_unrotated_team_key,
     )
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()

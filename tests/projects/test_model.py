@@ -100,23 +100,23 @@ def test_bad_projects_exit_2_in_one_line_per_problem(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_set(example_data(), f"{P}.teams", ["ghost"])))
     for command in ("validate", "explain", "audit"):
-        assert main([command, str(bad)]) == 2
+        assert main([command, "--config", str(bad)]) == 2
         err = capsys.readouterr().err
         assert "projects[0].teams[0]: undeclared team ('ghost')" in err and "Traceback" not in err
 
 
 def test_explain_shows_each_teams_project(capsys):
-    assert main(["explain", str(EXAMPLE)]) == 0
+    assert main(["explain", "--config", str(EXAMPLE)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[-1] == "project"
     projects = {line.split()[0]: line.split()[-1] for line in lines[2:]}
     assert projects == {"research": "vision", "training": "vision", "production": "assistant"}
-    assert main(["explain"]) == 0  # the reference organisation has none
+    assert main(["explain", "--example"]) == 0  # the reference organisation has none
     assert {line.split()[-1] for line in capsys.readouterr().out.splitlines()[2:]} == {"-"}
 
 
 def test_audit_json_has_every_team_and_layer(capsys):
-    assert main(["audit", str(EXAMPLE), "--json"]) == 0
+    assert main(["audit", "--config", str(EXAMPLE), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["layers"] == ["organisation", "project", "cluster", "workload", "data"]
     assert set(report["teams"]) == {"(platform)", "research", "training", "production"}
@@ -125,7 +125,7 @@ def test_audit_json_has_every_team_and_layer(capsys):
     project = report["teams"]["production"]["project"]
     assert {row["who"] for row in project} >= {"arn:aws:iam::777788889999:role/ProductLead", "arn:aws:iam::111122223333:role/datazone_usr_role_assistant"}
     assert all("no IAM" in row["can"] for row in project if row["who"].startswith("arn:"))
-    assert main(["audit"]) == 0  # without projects: no project layer, the rest as before
+    assert main(["audit", "--example"]) == 0  # without projects: no project layer, the rest as before
     text = capsys.readouterr().out
     assert "  project " not in text and "  cluster " in text
 

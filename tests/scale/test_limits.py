@@ -107,11 +107,11 @@ def test_single_layout_too_large_is_refused_before_synthesis_with_exit_2(tmp_pat
 def test_validate_reports_the_limit_before_any_synthesis(tmp_path, capsys):
     config = tmp_path / "big.yaml"
     config.write_text(yaml.safe_dump(organisation(30, stack_layout="single")))
-    assert cli_main(["validate", str(config)]) == 2
+    assert cli_main(["validate", "--config", str(config)]) == 2
     assert "would hold about" in capsys.readouterr().err
     config.write_text(yaml.safe_dump(organisation(30)))
-    assert cli_main(["validate", str(config)]) == 0
-    assert "stack layout per_team: 31 capacity-account stack(s)" in capsys.readouterr().out
+    assert cli_main(["validate", "--config", str(config)]) == 0
+    assert "stack layout per_team: 31 capacity-account stacks" in capsys.readouterr().out
 
 
 def test_team_names_that_cannot_name_a_stack_are_refused_with_per_team():

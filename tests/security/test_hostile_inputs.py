@@ -194,7 +194,7 @@ def validate(tmp_path: Path, data: dict[str, Any], capsys) -> tuple[int, str]:
     """`gpu-governance validate` on the data written as a UTF-8 file (JSON, which is YAML)."""
     config = tmp_path / "governance.yaml"
     config.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    code = main(["validate", str(config)])
+    code = main(["validate", "--config", str(config)])
     return code, capsys.readouterr().err
 
 
@@ -225,7 +225,7 @@ def test_every_field_refuses_or_only_takes_inert_values(field: str, payload: str
 def test_slurm_data_root_is_refused_by_the_command_line(payload: str) -> None:
     """Through a real process: exit 2, the one-line message, no traceback."""
     result = subprocess.run(
-        [sys.executable, "-m", "constructs_lib.cli", "slurm", "script", "--pool", "hyperpod-slurm", "--data-root", payload],
+        [sys.executable, "-m", "constructs_lib.cli", "slurm", "script", "--example", "--pool", "hyperpod-slurm", "--data-root", payload],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )
     assert result.returncode == 2 and result.stdout == ""

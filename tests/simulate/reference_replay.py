@@ -118,9 +118,10 @@ def reference_replay(
             breaches += _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick - tick_s)
             # a capped plan that moved nothing: again next tick only while a guarantee waits on borrowers
             changed = changed or (plan.capped and _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick) > 0)
-        usage: dict[str, int] = {}
+        usage: dict[tuple[str, str], int] = {}
         for job in state.running:
-            usage[progress[job.job_id].job.team] = usage.get(progress[job.job_id].job.team, 0) + job.count
+            key = (progress[job.job_id].job.team, job.instance_type)
+            usage[key] = usage.get(key, 0) + job.count
         timeline.append((tick, usage))
         clock = tick + tick_s if changed else tick
         if not changed and state.pending:

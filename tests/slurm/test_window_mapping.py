@@ -91,5 +91,5 @@ def test_the_cli_refuses_it_in_one_line_with_exit_code_2(tmp_path, capsys) -> No
     data["capacity_windows"] = [window("warmup", "critical", "steady-g5-12xlarge")]
     path = tmp_path / "governance.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert main(["validate", str(path)]) == 2
+    assert main(["validate", "--config", str(path)]) == 2
     assert "capacity_windows[0].feeds.instance_group: a group the pool generates for team steady's quota" in capsys.readouterr().err

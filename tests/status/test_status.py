@@ -274,11 +274,32 @@ def test_slurm_reader_maps_reason_codes():
     assert "preset steady" not in training.jobs[1].text  # no preset passed here
 
 
+
+def test_a_slurm_job_waiting_in_its_teams_own_partition_is_told_its_limit_and_the_borrow_partition():
+    # research (lend and borrow) holds its 2 nodes in its own partition; the pool's other 4 are busy too
+    squeue = "\n".join([
+        "21|a|research|research.standard|RUNNING|2|research|4000|2027-01-15T07:00:00|None",
+        "22|b|training|training.urgent|RUNNING|2|training|9000|2027-01-15T07:01:00|None",
+        "23|c|production|production.urgent|RUNNING|2|production|9000|2027-01-15T07:01:00|None",
+        "24|d|research|research.standard|PENDING|1|research|4000|2027-01-15T07:02:00|Resources",
+    ])
+    research = explain(SLURM, "research", slurm_observation(squeue, SLURM, "research"), now=NOW)
+    waiting = next(j for j in research.jobs if j.job_id == "24")
+    assert waiting.reason == "own_partition_full"
+    assert "uses 2 of its 2 guaranteed nodes, all its own partition research holds" in waiting.text
+    assert "partition borrow with QoS research.borrow" in waiting.text and "no idle capacity to borrow" not in waiting.text
+    # the same job in the borrow partition waits for idle capacity, as before
+    borrowing = explain(SLURM, "research", slurm_observation(squeue.replace("1|research|4000|2027-01-15T07:02", "1|borrow|4000|2027-01-15T07:02"),
+                                                              SLURM, "research"), now=NOW)
+    assert next(j for j in borrowing.jobs if j.job_id == "24").reason == "pool_full"
+
+
+
 # --- the command ------------------------------------------------------------------------------------
 
 
 def run(capsys, *argv):
-    code = cli.main(["status", *argv])
+    code = cli.main(["status", "--example", *argv])
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -5,7 +5,9 @@ import re
 
 from aws_cdk import CfnResource
 
-from ..cfn import StackIndex, as_list, properties, text
+from cdk_nag import NagRuleCompliance
+
+from ..cfn import StackIndex, as_list, properties, team_of, text
 from ..rule import GovernanceRule, Result
 
 _KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom")
@@ -33,6 +35,8 @@ def _grants_use(statement: dict) -> bool:
 
 
 def _check(node: CfnResource, index: StackIndex) -> Result:
+    if team_of(node) is None:
+        return NagRuleCompliance.NOT_APPLICABLE  # not a team's data key: the rule governs tenants' keys only
     policy = properties(node).get("KeyPolicy") or {}
     findings = set()
     for statement in as_list(policy.get("Statement")):
@@ -44,7 +48,7 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
 
 RULE = GovernanceRule(
     id="KeyAdmitsAccount",
-    info="The KMS key policy lets a whole account (or anyone) use the key, not named roles.",
+    info="The team's KMS key policy lets a whole account (or anyone) use the key, not named roles.",
     explanation=(
         "A key policy statement for an account root lets every role of that account that its IAM "
         "policies allow decrypt with the key: one broad IAM policy anywhere in the account opens a "
