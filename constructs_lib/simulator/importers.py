@@ -69,6 +69,11 @@ class _Findings:
     def guess(self, what: str, record: str) -> None:
         self.guessed.setdefault(what, []).append(record)
 
+    def default_type(self, options: ImportOptions, record: str) -> str:
+        """--instance-type, for a record that names no instance type."""
+        self.guess(f"instance type {options.instance_type} (--instance-type)", record)
+        return options.instance_type
+
     def imported(self, jobs: list[TraceJob]) -> Imported:
         """Submit times from the earliest submission, so a month of history replays from zero;
         a job that ran for no time has nothing to replay."""
@@ -103,7 +108,8 @@ UNSET = ("Unknown", "None", "")  # what sacct prints for a time it does not have
 def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
     """``sacct --parsable2`` output with at least ``SACCT_FIELDS`` (any order, a header line).
     Account = team; QoS ``<team>.<class>`` gives the priority class; NNodes = instances (one
-    HyperPod node is one instance); TimelimitRaw (minutes) = declared run time. sacct prints QoS
+    HyperPod node is one instance) of --instance-type (sacct names none, so every row says it
+    was guessed); TimelimitRaw (minutes) = declared run time. sacct prints QoS
     ``Unknown`` for a job whose QoS id slurmdbd does not know (a QoS deleted since, a record
     written while slurmdbd restarted, or read before slurmdbd has it): such a row is skipped and
     named unless ``--priority Unknown=N`` maps it, like any class --priority does not name."""
@@ -142,7 +148,7 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
             continue
         jobs.append(
             TraceJob(
-                job_id=job_id, team=team, submit_time=submit, duration=end - start, instance_type=options.instance_type,
+                job_id=job_id, team=team, submit_time=submit, duration=end - start, instance_type=findings.default_type(options, job_id),
                 count=max(1, nodes), priority=priority, checkpointable=team in options.checkpointable_teams, max_run_time=limit,
             )
         )
@@ -244,11 +250,9 @@ def _batch_size(job_id: str, record: Mapping[str, Any], tags: Mapping[str, str],
     counted = next((n for unit, n in usage if unit.upper() == "NUM_INSTANCES"), None)
     instance_type = tags.get(TAG_INSTANCE_TYPE) or (typed[0] if typed else None)
     count = tags.get(TAG_INSTANCES) or (typed[1] if typed else counted) or (record.get("nodeProperties") or {}).get("numNodes")
-    if instance_type is None:
-        findings.guess(f"instance type {options.instance_type} (--instance-type)", job_id)
     if count is None:
         findings.guess("instance count 1", job_id)
-    return instance_type or options.instance_type, int(count or 1)
+    return instance_type or findings.default_type(options, job_id), int(count or 1)
 
 
 # --- Kueue ------------------------------------------------------------------------------------
@@ -293,7 +297,7 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
             team = team_named(queue) or team_named(metadata.get("namespace", ""))
             if team is None:
                 findings.guess(f"team = ClusterQueue name (neither it nor the namespace is {cluster_queue('<team>')} / {namespace('<team>')})", job_id)
-            assigned = {a["name"]: a for a in admission.get("podSetAssignments") or ()}
+            assigned = {a.get("name", "main"): a for a in admission.get("podSetAssignments") or ()}
             limit = spec.get("maximumExecutionTimeSeconds")
             jobs.append(
                 TraceJob(
@@ -318,8 +322,7 @@ def _kueue_instance_type(job_id: str, assignments: list[Mapping[str, Any]], opti
         if flavor and flavor not in flavors:
             flavors.append(flavor)
     if not flavors:
-        findings.guess(f"instance type {options.instance_type} (--instance-type; no flavor assigned)", job_id)
-        return options.instance_type
+        return findings.default_type(options, job_id)
     if len(flavors) > 1:
         findings.guess(f"instance type of its first pod set (pod sets on flavors {', '.join(flavors)})", job_id)
     return flavors[0]

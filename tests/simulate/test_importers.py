@@ -35,7 +35,7 @@ def test_sacct_finished_allocations_become_trace_jobs(tmp_path):
     path.write_text(SACCT)
     imported = from_sacct(path, OPTIONS)
     assert imported.skipped == {"job step (sacct --allocations leaves them out)": ("12.batch",), NOT_FINISHED: ("14", "15")}
-    assert imported.guessed == {}
+    assert imported.guessed == {f"instance type {G5} (--instance-type)": ("12", "13")}  # sacct names none
     jobs = {j.job_id: j for j in imported.jobs}
     assert set(jobs) == {"12", "13"}
     assert (jobs["12"].team, jobs["12"].count, jobs["12"].duration, jobs["12"].priority, jobs["12"].checkpointable, jobs["12"].max_run_time) == ("burst", 2, 3_600, 10, True, 7_200)
@@ -91,7 +91,8 @@ def test_trace_from_sacct_says_in_one_line_what_it_skipped(tmp_path, capsys):
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (f"wrote 2 jobs to {output}; skipped 6 records: 1 job step (sacct --allocations leaves them out) [12.batch]; "
                     f"2 {NOT_FINISHED} [14, 15]; 2 with priority class 'Unknown' that --priority does not map (map it: --priority Unknown=N) [16, 18]; "
-                    "1 with priority class 'gold' that --priority does not map (map it: --priority gold=N) [17]")
+                    "1 with priority class 'gold' that --priority does not map (map it: --priority gold=N) [17]; "
+                    f"guessed 2 records: 2 instance type {G5} (--instance-type) [12, 13]")
     assert [j.job_id for j in read_trace(output)] == ["12", "13"]
     assert main(["trace", "from-sacct", str(source), str(output), "--instance-type", G5, *priorities, "--priority", "Unknown=0", "--priority", "gold=50"]) == 0
     assert "priority class" not in capsys.readouterr().err
@@ -255,7 +256,7 @@ def test_kueue_finished_workloads_become_trace_jobs(tmp_path):
     assert imported.skipped == {NOT_FINISHED: ("team-a/running",)}
     assert imported.guessed == {  # not task governance's names, and no flavor assigned
         "team = ClusterQueue name (neither it nor the namespace is hyperpod-ns-<team>-clusterqueue / hyperpod-ns-<team>)": ("team-a/w1", "team-a/w2"),
-        f"instance type {G5} (--instance-type; no flavor assigned)": ("team-a/w1", "team-a/w2"),
+        f"instance type {G5} (--instance-type)": ("team-a/w1", "team-a/w2"),
     }
     w1, w2 = imported.jobs
     assert (w1.job_id, w1.team, w1.count, w1.duration, w1.priority, w1.max_run_time) == ("team-a/w1", "cq-vision", 4, 7_200, 100, 10_800)

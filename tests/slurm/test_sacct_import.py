@@ -24,7 +24,7 @@ def test_finished_slurm_jobs_import_with_their_account_size_class_and_limit(clus
     path = tmp_path / "sacct.txt"
     path.write_text(recorded.text)
     imported = from_sacct(path, ImportOptions(instance_type="ml.g5.xlarge", priorities={"low": 10, "standard": 50, "urgent": 90, "borrow": 0}))
-    assert (imported.skipped, imported.guessed) == ({}, {})
+    assert (imported.skipped, imported.guessed) == ({}, {"instance type ml.g5.xlarge (--instance-type)": (short,)})
     (job,) = imported.jobs
     assert (job.job_id, job.team, job.count, job.priority, job.max_run_time, job.submit_time) == (short, "burst", 1, 10, 300.0, 0.0)
     assert 2 <= job.duration <= 30  # sleep 3, in whole seconds as sacct prints them
