@@ -262,7 +262,8 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
     """``kubectl get workloads -A -o json``: a List of Kueue Workloads (or one Workload). Team =
     the one whose task-governance ClusterQueue (``hyperpod-ns-<team>-clusterqueue``) admitted it,
     else whose namespace (``hyperpod-ns-<team>``) it is in; instance type = the ResourceFlavor
-    admission assigned its GPUs (task governance names each flavor after its instance type);
+    admission assigned its GPUs (task governance names each flavor after its instance type, as the
+    reclaim controller reads ClusterQueues in reclaim/eks_usage.py);
     instances = pods admitted, over all pod sets; submit = creation; run = from the Admitted to
     the Finished condition; priority = spec.priority, else the priority class looked up in
     --priority, else 0; declared run time = spec.maximumExecutionTimeSeconds. Fields as
