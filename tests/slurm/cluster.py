@@ -168,9 +168,9 @@ class Cluster:
     def wait_pending_for(self, job_id: str, reason: str) -> Job:
         return self.wait_for(job_id, f"pended for {reason}", lambda j: j.state == "PENDING" and j.reason == reason)
 
-    def wait_requeued(self, job_id: str, times: int = 1) -> Job:
-        """Back in the queue: requeued ``times`` and PENDING, past COMPLETING and REQUEUED."""
-        return self.wait_for(job_id, f"requeued {times} time(s)", lambda j: j.state == "PENDING" and j.restarts == times)
+    def wait_requeued(self, job_id: str) -> Job:
+        """Back in the queue once: requeued and PENDING, past COMPLETING and REQUEUED."""
+        return self.wait_for(job_id, "requeued", lambda j: j.state == "PENDING" and j.restarts == 1)
 
     def cancel_all(self) -> None:
         """No job left, in slurmctld nor in slurmdbd: sacctmgr refuses to remove an account that
