@@ -3,6 +3,7 @@ sleep jobs as tenant users, and read back what Slurm did."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ from .models import NODE_MAP, POOL, governance_model
 # The cluster users the test organisation's members map to.
 MEMBER_USERS = {"alice", "bob", "carol", "dave"}
 
+STATE = Path("/var/lib/gpu-governance-slurm")  # slurm-up.sh's state directory
 UP_HINT = "start it with `bash tests/slurm/slurm-up.sh` (as root), or run `make test-slurm`"
 SUMMARY = re.compile(r"summary changed=(\d+) unchanged=(\d+) warnings=(\d+)")
 
@@ -109,7 +111,7 @@ class Cluster:
     def __init__(self, workdir: Path):
         self.workdir = workdir
         # Beside the cluster's state (slurm-up.sh), where tenants can traverse to their directory.
-        self.data_root = Path("/var/lib/gpu-governance-slurm/tenant-data")
+        self.data_root = STATE / "tenant-data"
         self.node_map = workdir / "node-map"
         self.node_map.write_text("".join(f"{group} {node}\n" for group, node in NODE_MAP.items()))
 
@@ -215,9 +217,38 @@ def ensure_os_users(names: set[str]) -> None:
             run("useradd", "--create-home", name)
 
 
+# Held, once taken, until this test process ends (the kernel drops the lock with the process).
+_held: list = []
+
+
+def hold_the_cluster(timeout: float = 900) -> None:
+    """One test run at a time on the machine's one cluster: a second run's cancel_all and
+    re-applied governance would cancel this run's jobs and remove its partitions under it (seen
+    with two engineers' runs on one machine). Waits for the other run to end, bounded."""
+    if _held:
+        return
+    lock = open(STATE / "test-suite.lock", "a+")
+    wait_until("the cluster free of another test run", lambda: _other_holder(lock), lambda holder: holder is None, timeout=timeout)
+    lock.truncate(0)
+    lock.write(f"pid {os.getpid()}\n")
+    lock.flush()
+    _held.append(lock)
+
+
+def _other_holder(lock) -> str | None:
+    """None once this process holds the lock; else who does, as the holder wrote it."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        lock.seek(0)
+        return lock.read().strip() or "a run that has not written its pid yet"
+
+
 def governed_cluster(directory: Path) -> "Cluster":
-    """The running local Slurm with the test organisation applied and no jobs left."""
+    """The running local Slurm, this run's alone, with the test organisation applied and no jobs left."""
     require_running_slurm()
+    hold_the_cluster()
     ensure_os_users(MEMBER_USERS)
     cluster = Cluster(directory)
     cluster.cancel_all()
