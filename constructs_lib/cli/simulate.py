@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         source.add_argument("file", help="the recorded output")
         source.add_argument("output", help="trace CSV to write")
         source.add_argument("--instance-type", required=True, help="instance type of jobs whose record names none")
-        source.add_argument("--priority", action="append", default=[], metavar="CLASS=N", help="priority of a priority class (Slurm QoS <team>.<class>, Kueue priorityClassName); repeat")
+        source.add_argument("--priority", action="append", default=[], metavar="CLASS=N", help="priority of a priority class (Slurm QoS <team>.<class>, Kueue priorityClassName); repeat; records of a class not given are skipped and named (sacct's QoS Unknown: --priority Unknown=N)")
         source.add_argument("--checkpointable", action="append", default=[], metavar="TEAM", help="a team whose jobs checkpoint; repeat")
         source.set_defaults(handler=_run_import, reader=reader)
 
@@ -134,7 +134,8 @@ def _run_import(args: argparse.Namespace) -> int:
     options = ImportOptions(instance_type=args.instance_type, priorities=priorities(args.priority), checkpointable_teams=frozenset(args.checkpointable))
     imported = args.reader(args.file, options)
     written = write_trace(imported.jobs, args.output)
-    print(f"wrote {counted(written, 'job')} to {args.output}; skipped {counted(imported.skipped, 'record')} that are not finished jobs", file=sys.stderr)
+    warning = imported.warning()
+    print(f"wrote {counted(written, 'job')} to {args.output}" + (f"; {warning}" if warning else ""), file=sys.stderr)
     return 0
 
 

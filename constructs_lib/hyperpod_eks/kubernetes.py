@@ -75,6 +75,12 @@ def cluster_queue_team(name: str) -> str:
     return name.removeprefix(TENANT_NAMESPACE_PREFIX).removesuffix(HYPERPOD_CLUSTER_QUEUE_SUFFIX)
 
 
+def team_named(name: str) -> str | None:
+    """The team whose namespace or cluster queue ``name`` is; None when it is neither."""
+    team = cluster_queue_team(name)
+    return team if team and name in (namespace(team), cluster_queue(team)) else None
+
+
 def local_queue(team: str) -> str:
     """The Kueue local queue task governance makes in the team's namespace (jobs name it)."""
     return f"{namespace(team)}-localqueue"

@@ -3,6 +3,8 @@ sleep jobs as tenant users, and read back what Slurm did."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from constructs_lib.model import GovernanceModel
 from constructs_lib.slurm import slurm_plan
@@ -21,12 +24,71 @@ from .models import NODE_MAP, POOL, governance_model
 # The cluster users the test organisation's members map to.
 MEMBER_USERS = {"alice", "bob", "carol", "dave"}
 
+STATE = Path("/var/lib/gpu-governance-slurm")  # slurm-up.sh's state directory
 UP_HINT = "start it with `bash tests/slurm/slurm-up.sh` (as root), or run `make test-slurm`"
 SUMMARY = re.compile(r"summary changed=(\d+) unchanged=(\d+) warnings=(\d+)")
 
 
-def run(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, check=check, timeout=120)
+# How long a test waits for Slurm to show a change: generous, since the suite runs on a machine
+# doing other work, and the wait ends as soon as the change shows.
+WAIT_SECONDS = 90.0
+
+Reading = TypeVar("Reading")
+
+
+def run(*command: str, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, check=check, timeout=120, env={**os.environ, **env} if env else None)
+
+
+def wait_until(what: str, read: Callable[[], Reading], ready: Callable[[Reading], bool], timeout: float = WAIT_SECONDS) -> Reading:
+    """Read until ``ready`` holds for a reading, and return that reading: the caller asserts on
+    exactly what was waited for, never on a second, later read. Slurm shows a change in steps (a
+    requeued job is COMPLETING or REQUEUED before PENDING; slurmdbd learns of a job after
+    slurmctld, and can print its QoS as Unknown or lack its end for a while), so waiting for one
+    field and then reading another races. Fails with the last reading, never on a timing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reading = read()
+        if ready(reading):
+            return reading
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s; last seen: {reading}")
+        time.sleep(0.25)
+
+
+# What sacct prints for a field slurmdbd has not recorded (yet): no time, no node, or a QoS id it
+# cannot name ("Unknown").
+UNRECORDED = ("", "Unknown", "None", "None assigned")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accounting:
+    text: str  # sacct --parsable2 output, header first
+    rows: tuple[dict[str, str], ...]
+    queued: int  # messages slurmctld had not yet sent slurmdbd just before sacct ran (sdiag)
+
+
+def accounting(job_ids: Iterable[str], fields: Iterable[str], *, recorded: Iterable[str] | None = None, duplicates: bool = False) -> Accounting:
+    """The jobs' allocations as sacct reports them (times in UTC), once slurmdbd holds all of it:
+    a row for every job, every ``recorded`` field (default: all of ``fields``) set in every row, and
+    nothing queued in slurmctld for slurmdbd. slurmctld sends job records to slurmdbd on its own
+    agent thread, so right after a job ends sacct may not have its end, its state or its QoS yet.
+    ``duplicates``: every run of a requeued job, each its own record."""
+    ids, fields = list(job_ids), ["JobID", *(f for f in fields if f != "JobID")]
+    required = list(recorded) if recorded is not None else fields
+
+    def read() -> Accounting:
+        queued = int(re.search(r"DBD Agent queue size: (\d+)", run("sdiag").stdout)[1])
+        text = run("sacct", "--allusers", "--allocations", "--parsable2", *(["--duplicates"] if duplicates else []),
+                   "--format=" + ",".join(fields), "-j", ",".join(ids), env={"TZ": "UTC"}).stdout
+        header, *lines = text.splitlines()
+        return Accounting(text=text, rows=tuple(dict(zip(header.split("|"), line.split("|"))) for line in lines), queued=queued)
+
+    def complete(seen: Accounting) -> bool:
+        return (seen.queued == 0 and {row["JobID"] for row in seen.rows} >= set(ids)
+                and all(row[field] not in UNRECORDED for row in seen.rows for field in required))
+
+    return wait_until(f"slurmdbd's records of jobs {ids} with {required}", read, complete)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +111,7 @@ class Cluster:
     def __init__(self, workdir: Path):
         self.workdir = workdir
         # Beside the cluster's state (slurm-up.sh), where tenants can traverse to their directory.
-        self.data_root = Path("/var/lib/gpu-governance-slurm/tenant-data")
+        self.data_root = STATE / "tenant-data"
         self.node_map = workdir / "node-map"
         self.node_map.write_text("".join(f"{group} {node}\n" for group, node in NODE_MAP.items()))
 
@@ -98,16 +160,9 @@ class Cluster:
             restarts=int(fields["Restarts"]),
         )
 
-    def wait_for(self, job_id: str, what: str, predicate, timeout: float = 30) -> Job:
-        """Poll until the scheduler has acted; fails with the job's last state, not a timing."""
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.job(job_id)
-            if predicate(job):
-                return job
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} never {what}: {job}")
-            time.sleep(0.25)
+    def wait_for(self, job_id: str, what: str, predicate: Callable[[Job], bool]) -> Job:
+        """The job as scontrol shows it once the scheduler has acted (see :func:`wait_until`)."""
+        return wait_until(f"job {job_id} {what}", lambda: self.job(job_id), predicate)
 
     def wait_running(self, job_id: str) -> Job:
         return self.wait_for(job_id, "started", lambda j: j.state == "RUNNING")
@@ -115,14 +170,19 @@ class Cluster:
     def wait_pending_for(self, job_id: str, reason: str) -> Job:
         return self.wait_for(job_id, f"pended for {reason}", lambda j: j.state == "PENDING" and j.reason == reason)
 
+    def wait_requeued(self, job_id: str) -> Job:
+        """Back in the queue once: requeued and PENDING, past COMPLETING and REQUEUED."""
+        return self.wait_for(job_id, "requeued", lambda j: j.state == "PENDING" and j.restarts == 1)
+
     def cancel_all(self) -> None:
+        """No job left, in slurmctld nor in slurmdbd: sacctmgr refuses to remove an account that
+        slurmdbd still sees running jobs in, and usage read from accounting would count them."""
         jobs = self._job_ids()
         if jobs:
             run("scancel", *jobs, check=False)
-        deadline = time.monotonic() + 30
-        while self._job_ids():
-            assert time.monotonic() < deadline, f"jobs did not end: {self._job_ids()}"
-            time.sleep(0.25)
+        wait_until("every job ended", self._job_ids, lambda left: not left)
+        if jobs:
+            accounting(jobs, ["State", "End"])
 
     def _job_ids(self) -> list[str]:
         return run("squeue", "-h", "-o", "%i").stdout.split()
@@ -157,9 +217,38 @@ def ensure_os_users(names: set[str]) -> None:
             run("useradd", "--create-home", name)
 
 
+# Held, once taken, until this test process ends (the kernel drops the lock with the process).
+_held: list = []
+
+
+def hold_the_cluster(timeout: float = 900) -> None:
+    """One test run at a time on the machine's one cluster: a second run's cancel_all and
+    re-applied governance would cancel this run's jobs and remove its partitions under it (seen
+    with two engineers' runs on one machine). Waits for the other run to end, bounded."""
+    if _held:
+        return
+    lock = open(STATE / "test-suite.lock", "a+")
+    wait_until("the cluster free of another test run", lambda: _other_holder(lock), lambda holder: holder is None, timeout=timeout)
+    lock.truncate(0)
+    lock.write(f"pid {os.getpid()}\n")
+    lock.flush()
+    _held.append(lock)
+
+
+def _other_holder(lock) -> str | None:
+    """None once this process holds the lock; else who does, as the holder wrote it."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        lock.seek(0)
+        return lock.read().strip() or "a run that has not written its pid yet"
+
+
 def governed_cluster(directory: Path) -> "Cluster":
-    """The running local Slurm with the test organisation applied and no jobs left."""
+    """The running local Slurm, this run's alone, with the test organisation applied and no jobs left."""
     require_running_slurm()
+    hold_the_cluster()
     ensure_os_users(MEMBER_USERS)
     cluster = Cluster(directory)
     cluster.cancel_all()

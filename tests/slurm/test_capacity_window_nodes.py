@@ -32,7 +32,7 @@ from gpu_governance_runtime.capacity.shares import LOWER_LEAD  # noqa: E402
 
 from ..capacity.builders import at, reservation  # noqa: E402
 from ..capacity.stubbed_aws import create_ledger_table  # noqa: E402
-from .cluster import HEAD_NODE, Cluster, LocalRunCommand, governed_cluster, run  # noqa: E402
+from .cluster import HEAD_NODE, Cluster, LocalRunCommand, governed_cluster, run, wait_until  # noqa: E402
 from .models import INSTANCE_TYPE, NODE_MAP, POOL, default_teams, governance_model, model_data  # noqa: E402
 
 pytestmark = pytest.mark.slurm
@@ -150,10 +150,11 @@ def test_drain_requeue_and_resume_of_the_windows_node(cluster: Cluster, controll
     # REQUEUE_LEAD before the end: the job still on it is requeued and moves to the owner's other node.
     requeued = controller.run(REQUEUEING)
     assert requeued["requeue"] == {"done": [on_window.id]}
-    assert cluster.wait_for(on_window.id, "requeued", lambda j: j.state == "PENDING").restarts == 1
+    cluster.wait_requeued(on_window.id)
     run("scontrol", "update", f"JobId={on_window.id}", "StartTime=now")  # skip Slurm's requeue delay (BeginTime, ~2 minutes)
     assert cluster.wait_running(on_window.id).nodes == "gpu-1"
-    assert node(WINDOW_NODE)[0] == "drained" and cluster.job(pinned.id).state == "PENDING"
+    wait_until(f"{WINDOW_NODE} drained once the requeued job left it", lambda: node(WINDOW_NODE)[0], lambda state: state == "drained")
+    assert cluster.job(pinned.id).state == "PENDING"
     assert controller.run(REQUEUEING + timedelta(minutes=1))["changed"] is False
 
     # The next plan is active: the controller's drain is lifted and the waiting job starts there.

@@ -155,15 +155,14 @@ def test_lender_reclaims_lent_capacity_by_requeueing_the_borrower(idle: Cluster)
     assert borrowed.nodes == "gpu-2"
     lender = idle.wait_running(own(idle, "bob", "steady"))
     assert lender.nodes == "gpu-2"
-    requeued = idle.wait_for(borrowed.id, "was requeued", lambda j: j.state == "PENDING" and j.restarts == 1)
-    assert requeued.restarts == 1
+    idle.wait_requeued(borrowed.id)
 
 
 def test_in_share_preemption_requeues_the_lower_class(idle: Cluster) -> None:
     low = idle.wait_running(own(idle, "alice", "critical", "low"))
     urgent = idle.wait_running(own(idle, "alice", "critical", "urgent"))
     assert urgent.nodes == "gpu-1"
-    assert idle.wait_for(low.id, "was requeued", lambda j: j.restarts == 1).state == "PENDING"
+    idle.wait_requeued(low.id)
 
 
 def test_without_in_share_preemption_the_urgent_job_waits(idle: Cluster) -> None:

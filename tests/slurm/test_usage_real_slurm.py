@@ -7,8 +7,9 @@ node's odd time zone and time format), and its instance-hours must equal the job
 as sacct reports them per run. The ledger runs on moto's DynamoDB (a stand-in for AWS only).
 
 Accounting lag: sacct reads the job records slurmctld sends slurmdbd as jobs start and end (no
-rollup, unlike sreport), so the test waits until every run's end is recorded and sdiag shows
-nothing queued for slurmdbd; the observer itself refuses to read while something is.
+rollup, unlike sreport), so the test waits until every run's record has the fields it reads and
+sdiag shows nothing queued for slurmdbd (``cluster.accounting``); the observer itself refuses to
+read while something is.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
     HOUR, LOOKBACK_HOURS, SETTLE_SECONDS, SlurmUsageObserver, accounting_command, parse_accounting, share_hours,
 )
 
-from .cluster import Cluster, run  # noqa: E402
+from .cluster import Cluster, accounting, run  # noqa: E402
 from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
@@ -60,12 +61,11 @@ def sbatch(user: str, team: str, qos_class: str, *, partition: str | None = None
                f"sleep {seconds}").stdout.strip().split(";")[0]
 
 
-def runs(job_ids: list[str]) -> list[dict[str, str]]:
-    """Every run of the jobs (a requeued job's earlier ones too), as sacct records them."""
-    output = run("sacct", "--noheader", "--parsable2", "--allocations", "--duplicates", "-j", ",".join(job_ids),
-                 "--format=JobID,Account,Partition,NodeList,ElapsedRaw,AllocTRES,State,End").stdout
-    keys = ("job", "account", "partition", "nodes", "elapsed", "tres", "state", "end")
-    return [dict(zip(keys, line.split("|"))) for line in output.splitlines()]
+def runs(job_ids: list[str]) -> tuple[dict[str, str], ...]:
+    """Every run of the jobs (a requeued job's earlier ones too), once slurmdbd has recorded each
+    one's end. A run cancelled while it waited holds no node nor GPU, so those may be empty."""
+    return accounting(job_ids, ["Account", "Partition", "NodeList", "ElapsedRaw", "AllocTRES", "State", "End"],
+                      recorded=["Account", "Partition", "ElapsedRaw", "State", "End"], duplicates=True).rows
 
 
 def gpus(tres: str) -> int:
@@ -86,24 +86,20 @@ def test_emitted_instance_hours_are_the_jobs_gpu_seconds(cluster: Cluster) -> No
     cluster.wait_running(requeued)
     time.sleep(3)
     run("scontrol", "requeue", requeued)  # its first run ends here; it then waits (BeginTime) and is cancelled
-    cluster.wait_for(requeued, "requeued", lambda j: j.restarts == 1)
+    cluster.wait_requeued(requeued)
     run("scancel", requeued)
-    jobs = [own, borrower, short, requeued]
-    deadline = time.monotonic() + 60
-    while any(not r["end"].startswith("20") for r in runs(jobs)) or "DBD Agent queue size: 0" not in run("sdiag").stdout:
-        assert time.monotonic() < deadline, f"accounting never recorded every run's end: {runs(jobs)}"
-        time.sleep(0.5)
+    recorded = runs([own, borrower, short, requeued])
     end = int(time.time()) + 1
 
     # what the jobs held, from sacct's own per-run figures (GPUs x elapsed seconds)
     held = {t: dict.fromkeys(METRICS, 0.0) for t in TEAMS}
-    for record in runs(jobs):
-        hours = gpus(record["tres"]) * int(record["elapsed"]) / GPUS_PER_NODE / HOUR
-        held[record["account"]][USED_HOURS] += hours
-        if record["partition"] == "borrow":
-            held[record["account"]][BORROWED_HOURS] += hours
+    for record in recorded:
+        hours = gpus(record["AllocTRES"]) * int(record["ElapsedRaw"]) / GPUS_PER_NODE / HOUR
+        held[record["Account"]][USED_HOURS] += hours
+        if record["Partition"] == "borrow":
+            held[record["Account"]][BORROWED_HOURS] += hours
             held["steady"][LENT_HOURS] += hours
-    assert sum(r["state"] == "REQUEUED" for r in runs(jobs)) == 1 and held["steady"][LENT_HOURS] > 0
+    assert sum(r["State"] == "REQUEUED" for r in recorded) == 1 and held["steady"][LENT_HOURS] > 0
 
     # the controller's command over exactly [start, end): the same figures
     accounting = parse_accounting(head_node([accounting_command(TEAMS, start, end)]), TEAMS)

@@ -231,18 +231,24 @@ def job_id_of(job_arn: str) -> str:
     return job_arn.rsplit("/", 1)[-1]
 
 
-def service_job_size(job: dict, capacity: Mapping[str, int]) -> tuple[str, int] | None:
+def service_job_usage(job: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(instance type, instances) a service job asks for: its ``capacityUsage`` when Batch gives
-    one, else the training job request it carries (``DescribeServiceJob`` only); None when it asks
-    for a type the pool does not hold (Batch never runs it there)."""
-    usage = [(u["capacityUnit"], int(u["quantity"])) for u in job.get("capacityUsage", []) if u.get("quantity", 0) >= 1]
+    one (for service jobs the unit is the instance type), else the training job request it
+    carries (``DescribeServiceJob`` only); empty when the record says neither."""
+    usage = [(u["capacityUnit"], int(u["quantity"])) for u in job.get("capacityUsage") or [] if u.get("quantity", 0) >= 1]
     if not usage and job.get("serviceRequestPayload"):
         try:
             resources = json.loads(job["serviceRequestPayload"]).get("ResourceConfig", {})
             usage = [(resources["InstanceType"], int(resources.get("InstanceCount", 1)))]
         except (ValueError, KeyError, TypeError, AttributeError):
             usage = []
-    return next(((t, n) for t, n in usage if t in capacity), None)
+    return usage
+
+
+def service_job_size(job: dict, capacity: Mapping[str, int]) -> tuple[str, int] | None:
+    """The :func:`service_job_usage` of a type the pool holds; None when it asks for another type
+    (Batch never runs it there)."""
+    return next(((t, n) for t, n in service_job_usage(job) if t in capacity), None)
 
 
 def service_job_time_limit(job: dict) -> float | None:
