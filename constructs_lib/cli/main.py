@@ -35,12 +35,15 @@ def _config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from constructs_lib.model.capacity import window_warnings
     from constructs_lib.organisation.limits import check_model, estimate
 
     model = load_model(args.config)
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
     if problems:
         raise GovernanceError(problems)
+    for warning in window_warnings(model):  # valid, but worth a second look
+        print(f"warning: {warning}", file=sys.stderr)
     stacks = estimate(model)
     largest = max(stacks, key=lambda s: s.resources)
     print(

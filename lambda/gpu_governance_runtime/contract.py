@@ -76,6 +76,8 @@ ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose u
 # Set on both controllers when a capacity window raises a guarantee: the raised_guarantees_parameter
 # the capacity controller writes and the reclaim controller reads.
 ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
+# capacity: the controller's own KMS key, the only key the raised guarantees are written under (SecureString).
+ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
 
 # --- HyperPod EKS: what task governance names in Kueue, and what the usage observer reads ------
 
