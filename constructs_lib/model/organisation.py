@@ -621,8 +621,33 @@ def check_principals(model: GovernanceModel) -> list[Problem]:
             people += [(f"projects[{p}].unified_studio.policy_grants[{g}].principal", grant.principal) for g, grant in enumerate(project.unified_studio.policy_grants)]
         checked += [(path, arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts") for path, arn in people]
     problems += _principal_problems(model, checked)
+    problems += _shared_member_roles(model)
     if model.guardrails is not None:
         problems += check_exemptions(model, model.guardrails)
+    return problems
+
+
+def _shared_member_roles(model: GovernanceModel) -> list[Problem]:
+    """An IAM role listed among the members of two teams: whoever can act as it (every member of a
+    Unified Studio project, for a project's role) gets both teams' roles, keys, buckets and jobs,
+    so the teams are no longer apart. A person in two teams is listed by a role of their own per
+    team (docs/unified-studio.md). Role names are unique per account ignoring case (and path)."""
+    listings: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for t, team in enumerate(model.teams):
+        for m, arn in enumerate(team.members):
+            kind, _, path_and_name = arn.split(":", 5)[-1].partition("/")
+            if kind == "role":
+                role = (account_of(arn), path_and_name.rsplit("/", 1)[-1].lower())
+                listings.setdefault(role, []).append((f"teams[{t}].members[{m}]", team.name, arn))
+    problems = []
+    for listed in listings.values():
+        teams = sorted({team for _, team, _ in listed})
+        if len(teams) > 1:
+            for path, _, arn in listed:
+                problems.append(Problem(
+                    path=path, wrong=f"role is a member of teams {' and '.join(teams)}", value=arn,
+                    allowed="a role of one team only: whoever acts as it (every member of a project, for a Unified Studio project role) "
+                    "would get every team's access; list each person's own role in each team instead"))
     return problems
 
 
