@@ -144,6 +144,14 @@ class KubernetesTenancy(_Frozen):
     dedicated_instance_groups: tuple[InstanceGroupName, ...] = Field(
         default=(), description="Instance groups whose nodes only this team's pods may use, and its pods only those"
     )
+    priority_classes: tuple[DnsLabel, ...] | None = Field(
+        default=None, description="The declared priority classes the team's workloads may name (Kueue label "
+        "kueue.x-k8s.io/priority-class: <class>-priority); default every declared class. An admission policy refuses the others"
+    )
+
+    def granted_priority_classes(self, declared: Sequence["PriorityClass"]) -> tuple[str, ...]:
+        """The class names the team may use: those it is granted, every declared one by default."""
+        return self.priority_classes if self.priority_classes is not None else tuple(p.name for p in declared)
 
 
 class Team(_Frozen):
@@ -551,6 +559,11 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
             if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != HYPERPOD_EKS:
                 eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == HYPERPOD_EKS)
                 problems.append(Problem(path=f"{path}.kubernetes.{pool_name}", wrong="not a hyperpod_eks pool the team has a quota in", value=pool_name, allowed=f"one of {eks_pools}"))
+            declared = [c.name for c in model.priority_classes]
+            for class_index, name in enumerate(team.kubernetes[pool_name].priority_classes or ()):
+                if name not in declared:
+                    problems.append(Problem(path=f"{path}.kubernetes.{pool_name}.priority_classes[{class_index}]", wrong="undeclared priority class",
+                                            value=name, allowed=f"one of {declared}"))
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
