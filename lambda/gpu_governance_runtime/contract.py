@@ -79,6 +79,10 @@ ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
 # capacity: the controller's own KMS key, the only key the raised guarantees are written under (SecureString).
 ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
 
+# guard: JSON {job queue ARN: {"pool", "teams": {team: {"execution_role_arn", "repository", "cost_centre"}},
+# "shared_repositories": [image repository URIs], "team_topics": {team: SNS topic ARN}}} (guard/handler.py)
+ENV_GUARD_QUEUES = "GUARD_QUEUES"
+
 # --- HyperPod EKS: what task governance names in Kueue, and what the usage observer reads ------
 
 HYPERPOD_NAMESPACE_PREFIX = "hyperpod-ns-"  # task governance makes namespace hyperpod-ns-<team> per team
@@ -127,6 +131,7 @@ def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:
 
 RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
 CAPACITY_NAMESPACE = "GpuGovernance/Capacity"
+GUARD_NAMESPACE = "GpuGovernance/Guard"  # the submission guard publishes only MISSING_API_OPERATIONS
 HYPERPOD_NAMESPACE = "GpuGovernance/HyperPod"
 # Published by any controller whose runtime's boto3 lacks an operation it calls (api_check), in its namespace.
 MISSING_API_OPERATIONS = "MissingApiOperations"
