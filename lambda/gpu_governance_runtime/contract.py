@@ -79,9 +79,15 @@ ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
 # capacity: the controller's own KMS key, the only key the raised guarantees are written under (SecureString).
 ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
 
-# guard: JSON {job queue ARN: {"pool", "teams": {team: {"execution_role_arn", "repository", "cost_centre"}},
-# "shared_repositories": [image repository URIs], "team_topics": {team: SNS topic ARN}}} (guard/handler.py)
+# guard: JSON list of {"job_queue": ARN, "pool", "teams": {team: {"execution_role_arn", "repository", "cost_centre"}},
+# "shared_repositories": [image repository URIs], "team_topics": {team: SNS topic ARN}} (guard/handler.py)
 ENV_GUARD_QUEUES = "GUARD_QUEUES"
+# The events the guard takes (https://docs.aws.amazon.com/batch/latest/userguide/service-job-events.html: none for the
+# initial submission; neither tags nor the payload in the detail). States before the training job runs, and RUNNING as
+# the last chance; a job already stopped or finished is left alone
+# (https://docs.aws.amazon.com/batch/latest/userguide/service-job-status.html).
+SERVICE_JOB_EVENT = ("aws.batch", "Batch Service Job State Change")
+GUARDED_STATES = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 
 # --- HyperPod EKS: what task governance names in Kueue, and what the usage observer reads ------
 

@@ -7,8 +7,8 @@ recorded in the ledger first (who submitted what), then the job is stopped with
 hear of it, once per job however often the events come.
 
 Environment:
-  GUARD_QUEUES   JSON {job queue ARN: {"pool", "teams": {team: {"execution_role_arn", "repository",
-                 "cost_centre"}}, "shared_repositories": [...], "team_topics": {team: topic ARN}}}
+  GUARD_QUEUES   JSON list, one per guarded queue: {"job_queue": ARN, "pool", "teams": {team: {"execution_role_arn",
+                 "repository", "cost_centre"}}, "shared_repositories": [...], "team_topics": {team: topic ARN}}
   LEDGER_TABLE   DynamoDB table of actions (partition key ``action_id``), the reclaim ledger's format
   TOPIC_ARN      the platform's topic
   DRY_RUN        "false" to stop jobs; anything else records and alerts only
@@ -27,14 +27,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .. import api_check
 from ..common.clients import WITHIN_A_TICK
 from ..common.log import write as log
-from ..contract import ENV_DRY_RUN, ENV_GUARD_QUEUES, GUARD_NAMESPACE, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, TAG_TEAM
+from ..contract import ENV_DRY_RUN, ENV_GUARD_QUEUES, GUARD_NAMESPACE, GUARDED_STATES, SERVICE_JOB_EVENT, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, TAG_TEAM
 from ..reclaim.ledger import DONE, FAILED, ActionKey, Ledger
 from . import checks
 
-SERVICE_JOB_EVENT = ("aws.batch", "Batch Service Job State Change")
-# States before the training job runs, and RUNNING as the last chance: a job already stopped or
-# finished is left alone (https://docs.aws.amazon.com/batch/latest/userguide/service-job-status.html).
-GUARDED_STATES = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 ACTION = "guard-terminate"
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
@@ -50,7 +46,7 @@ if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    return guard(event, queues=json.loads(os.environ[ENV_GUARD_QUEUES]), ledger=Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE])),
+    return guard(event, queues={q["job_queue"]: q for q in json.loads(os.environ[ENV_GUARD_QUEUES])}, ledger=Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE])),
                  dry_run=os.environ.get(ENV_DRY_RUN, "true").lower() != "false", platform_topic=os.environ[ENV_TOPIC_ARN],
                  batch=batch, sagemaker=sagemaker, sns=sns, now=time.time())
 
