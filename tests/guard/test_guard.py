@@ -225,6 +225,6 @@ def test_a_submission_tagged_for_a_team_outside_the_queue_or_in_anothers_share_i
     request["Tags"] = [{"Key": contract.TAG_COST_CENTRE, "Value": "anything"}]
     _, found = violations(described(share="training", request=request), teams, lambda arn: None)
     assert found == ["quotaShareName: 'training' - the team's own share 'research'",
-                     "Tags.gpu-governance:cost-centre: 'anything' - the team's own None"]
+                     "Tags.gpu-governance:cost-centre: 'anything' - none: the team declares no cost centre"]
     _, found = violations({**described(), "serviceRequestPayload": "{not json"}, teams, lambda arn: None)
     assert found[-1].startswith("serviceRequestPayload: '{not json' - a CreateTrainingJob request")

@@ -75,5 +75,6 @@ def _tags(tags: Any, team: str, rules: TeamRules) -> list[str]:
     if not isinstance(tags, list) or not all(isinstance(t, dict) for t in tags):
         return [f"Tags: {str(tags)[:100]!r} - a list of {{Key, Value}}"]
     wanted = {TAG_TEAM: team, TAG_COST_CENTRE: rules.cost_centre}
-    return [f"Tags.{tag.get('Key')}: {tag.get('Value')!r} - the team's own {wanted[tag.get('Key')]!r}"
+    return [f"Tags.{tag.get('Key')}: {tag.get('Value')!r} - "
+            + (f"the team's own {wanted[tag.get('Key')]!r}" if wanted[tag.get("Key")] is not None else "none: the team declares no cost centre")
             for tag in tags if tag.get("Key") in wanted and tag.get("Value") != wanted[tag.get("Key")]]

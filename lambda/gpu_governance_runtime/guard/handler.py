@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -113,6 +113,6 @@ def _alert(sns: Any, topics: list[str | None], record: Mapping[str, Any], outcom
             log({"event": "guard_alert_failed", "topic": topic, "error": str(error)})
 
 
-def _logged(document: dict[str, Any], emit: Callable[[Mapping[str, Any]], None] = log) -> dict[str, Any]:
-    emit(document)
+def _logged(document: dict[str, Any]) -> dict[str, Any]:
+    log(document)
     return document
