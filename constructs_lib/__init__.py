@@ -36,6 +36,7 @@ _DEFINED_IN = {
     "slurm": ("HyperPodSlurmGovernance", "slurm_plan"),
     "controllers.capacity": ("CapacityController",),
     "controllers.reclaim": ("ReclaimController", "ReclaimTarget"),
+    "controllers.guard": ("SubmissionGuard",),
     "organisation.guardrails": ("OrganisationGuardrails",),
     "organisation.pipeline": ("GovernancePipelineStack", "GovernanceStage", "PipelineSource"),
     "deployment": (
@@ -83,6 +84,7 @@ __all__ = [
     "ReclaimTarget",
     "SharingPolicy",
     "SharingStrategy",
+    "SubmissionGuard",
     "Team",
     "TeamStack",
     "TeamTenancy",
@@ -144,6 +146,7 @@ if TYPE_CHECKING:
     from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
     from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
     from .model.policy import compile_policy
+    from .controllers.guard import SubmissionGuard
     from .controllers.reclaim import ReclaimController, ReclaimTarget
     from .slurm import HyperPodSlurmGovernance, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn

@@ -135,8 +135,9 @@ def _request(args: argparse.Namespace) -> int:
     # the ledger lives in the capacity account's region, which the governance file names
     ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region or model.capacity_account.region), table_name=args.table)
     try:
+        requested_by = boto3.client("sts", region_name=args.region).get_caller_identity()["Arn"]  # recorded with the request
         request, new = requests.submit(ledger, windows, token=token, team=args.team, instance_type=args.instance_type, count=args.count,
-                                       hours=args.hours, start=start, now=now, window=args.window)
+                                       hours=args.hours, start=start, now=now, window=args.window, requested_by=requested_by)
     except requests.RequestRefused as refusal:
         raise GovernanceError.single("request", "refused", token, str(refusal)) from None
     except (NoCredentialsError, NoRegionError):
@@ -169,7 +170,8 @@ def _requests(args: argparse.Namespace) -> int:
         return 0
     for request, status in found:
         print(f"{status.upper()} window {request.name} (token {request.token}) for team {request.team}: {request.count} x "
-              f"{request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window {request.window}")
+              f"{request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window {request.window}"
+              + (f", requested by {request.requested_by}" if request.requested_by else ""))
     return 0
 
 

@@ -20,7 +20,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
+    ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES, raised_guarantees_parameter,
     BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
@@ -94,6 +94,8 @@ class CapacityController(GovernanceController):
         )
         windows = model.capacity_windows
         self.slurm_head_nodes = head_nodes
+        # The raises it applies, published for the reclaim controller (capacity/raised.py); None when no window raises a quota.
+        self.raised_guarantees = raised_guarantees_parameter(model.organisation) if raising_windows(model) else None
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
         if head_nodes and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
             schedule = limit
@@ -116,8 +118,7 @@ class CapacityController(GovernanceController):
             # A second, independent statement of the limits: the handler refuses a policy above them.
             ENV_BUDGET: str(max(w.budget.amount for w in windows)),
             ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
-            # The raises it applies, published for the reclaim controller (capacity/raised.py).
-            **({ENV_RAISED_GUARANTEES: raised_guarantees_parameter(model.organisation)} if raising_windows(model) else {}),
+            **({ENV_RAISED_GUARANTEES: self.raised_guarantees, ENV_RAISED_GUARANTEES_KEY: self.key.key_arn} if self.raised_guarantees else {}),
             **({ENV_SLURM_HEAD_NODES: json.dumps(self.slurm_head_nodes, sort_keys=True)} if self.slurm_head_nodes else {}),
             ENV_TICK_SECONDS: str(int(schedule.to_seconds())),  # the hours one scheduled run's block utilisation covers
             **({ENV_TEAM_SPEND: "daily"} if polls_team_spend(model) else {}),  # each team's spend from Cost Explorer (capacity/spend.py)
@@ -151,6 +152,20 @@ class CapacityController(GovernanceController):
                 targets=[target])
         subscribe_alerts(self.topic, model)
         self._alarms(model)
+
+    def grant_read_raised_guarantees(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` (the reclaim controller's role) decrypt the raised guarantees: a
+        SecureString under this controller's key, which only this controller's role may encrypt
+        with, so nobody else can write a document the reader accepts (capacity/raised.py). The
+        reader still needs ``ssm:GetParameter`` on it (the reclaim controller has it)."""
+        stack = Stack.of(self)
+        parameter = stack.format_arn(service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/"))
+        # SSM decrypts a SecureString with the parameter's ARN as encryption context: this key opens nothing else.
+        only_this_parameter = {"StringEquals": {"kms:EncryptionContext:PARAMETER_ARN": parameter}}
+        # The key policy names the role itself (it delegates nothing to IAM but administration).
+        self.key.add_to_resource_policy(iam.PolicyStatement(principals=[grantee.grant_principal], actions=["kms:Decrypt"], resources=["*"],
+                                                            conditions=only_this_parameter))
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["kms:Decrypt"], resource_arns=[self.key.key_arn], conditions=only_this_parameter)
 
     def _quota_stacks(self, model: GovernanceModel) -> list[str]:
         """Names of the stacks holding a quota a window raises: this stack (the pools' service

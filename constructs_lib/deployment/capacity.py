@@ -131,6 +131,9 @@ class CapacityAccountStack(Stack):
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
             CfnOutput(self, "CapacityLedgerTable", value=self.capacity_controller.ledger.table_name)
+            reclaim = getattr(self, "reclaim_controller", None)
+            if reclaim is not None and reclaim.raised_guarantees:  # a SecureString under the capacity controller's key
+                self.capacity_controller.grant_read_raised_guarantees(reclaim.role)
         if any(project.unified_studio for project in model.projects):
             # Collaboration only: no role, policy or access entry (docs/unified-studio.md).
             self.unified_studio = UnifiedStudioProjects(self, "UnifiedStudio", model=model)

@@ -91,6 +91,7 @@ class HyperPodEksGovernance(Construct):
         self._check(pool, teams, tenants)
         self.pool = pool
         self.teams = tuple(teams)
+        self.priority_classes = tuple(priority_classes)
         self.cluster_account = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN).account
 
         self.scheduler_config = sagemaker.CfnClusterSchedulerConfig(
@@ -273,7 +274,7 @@ class HyperPodEksGovernance(Construct):
                 team_scope(self, team.name),
                 f"Objects{team.name}",
                 cluster=self.cluster,
-                manifest=kubernetes.team_objects(team.name, tenancy),
+                manifest=kubernetes.team_objects(team.name, tenancy, tenancy.granted_priority_classes(self.priority_classes)),
                 overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
             )
             manifest.node.add_dependency(namespace_ready, self.pod_security)

@@ -365,8 +365,12 @@ BASELINE_CHECKS: tuple[tuple[str, str], ...] = (
     # dedicated nodes and Kueue's placement. Only at creation: running pods have a node.
     ("request.operation != 'CREATE' || " + _each_pod("p.spec.?nodeName.orValue('') == ''"),
      "spec.nodeName may not be set: the scheduler places tenant pods"),
+    # Not part of the standard either: a claim naming a volume binds that PersistentVolume if it is
+    # unclaimed, another team's static FSx volume for example (volume_binding_objects guards the binding itself).
+    (_each_pod("p.spec.?volumes.orValue([]).all(v, v.?ephemeral.?volumeClaimTemplate.?spec.?volumeName.orValue('') == '')"),
+     "ephemeral volume claim templates may not name a volume (volumeName): they get storage provisioned for them"),
 )
-"""(CEL, message) of every Pod Security Standards baseline control, and the library's nodeName rule."""
+"""(CEL, message) of every Pod Security Standards baseline control, and the library's nodeName and volumeName rules."""
 
 RESTRICTED_CHECKS: tuple[tuple[str, str], ...] = (
     (_each_pod(f"p.spec.?volumes.orValue([]).all(v, v.all(k, k in {_cel_list(('name', *RESTRICTED_VOLUME_TYPES))}))"),
@@ -421,13 +425,66 @@ def pod_security_policy(level: PodSecurityLevel) -> Manifest:
 
 def pod_security_objects() -> list[Manifest]:
     """Cluster-wide, applied once per cluster: baseline bound everywhere (its match condition
-    narrows it to tenant namespaces) and restricted, bound per team by :func:`team_objects`."""
+    narrows it to tenant namespaces) and restricted, bound per team by :func:`team_objects`; and
+    the volume binding policy (:func:`volume_binding_objects`)."""
     baseline = f"{POD_SECURITY_POLICY}-{PodSecurityLevel.BASELINE.value}"
     return [
         pod_security_policy(PodSecurityLevel.BASELINE),
         admission_binding(baseline, None, baseline),
         pod_security_policy(PodSecurityLevel.RESTRICTED),
+        *volume_binding_objects(),
     ]
+
+
+VOLUME_BINDING_POLICY = "gpu-governance-volume-binding"
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"  # set by the provisioner on a volume it made for a claim
+
+
+def volume_binding_objects() -> list[Manifest]:
+    """A PersistentVolume may be bound to a claim of a tenant namespace ``hyperpod-ns-<team>``
+    only if it is that team's storage: labelled ``gpu-governance/team: <team>`` (the platform
+    labels each team's static volumes, FSx for example), or provisioned for that very claim
+    (the provisioner's annotation, and the claim's namespace never changed since). Checked on the
+    volume, where the binding is written (claimRef): every way to a volume (a claim's volumeName,
+    an ephemeral volume, a volume whose claimRef someone cleared) passes here. Only the platform
+    creates volumes (tenants' RBAC has no PersistentVolume verb)."""
+    tenant_claim = f"object.spec.?claimRef.?namespace.orValue('').startsWith('{TENANT_NAMESPACE_PREFIX}')"
+    labelled = (f"object.?metadata.?labels.orValue({{}}).exists(k, k == '{TEAM_LABEL}' && "
+                f"'{TENANT_NAMESPACE_PREFIX}' + object.metadata.labels[k] == object.spec.claimRef.namespace)")
+    provisioned = (f"object.?metadata.?annotations.orValue({{}}).exists(k, k == '{PROVISIONED_BY}') && (request.operation == 'CREATE' || "
+                   "oldObject.spec.?claimRef.?namespace.orValue(object.spec.claimRef.namespace) == object.spec.claimRef.namespace)")
+    policy = admission_policy(
+        VOLUME_BINDING_POLICY, None,
+        [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["persistentvolumes"], "operations": ["CREATE", "UPDATE"]}],
+        validations=[(f"!({tenant_claim}) || ({labelled}) || ({provisioned})",
+                      f"a volume is bound to a claim of {TENANT_NAMESPACE_PREFIX}<team> only if it is labelled {TEAM_LABEL}: <team> "
+                      "or was provisioned for that claim")],
+    )
+    return [policy, admission_binding(VOLUME_BINDING_POLICY, None, VOLUME_BINDING_POLICY)]
+
+
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def priority_class_admission(team: str, granted: Sequence[str]) -> list[Manifest]:
+    """The team's workloads and pods may name only the priority classes it is granted
+    (``kubernetes.<pool>.priority_classes``; Kueue reads the label on the job, or on the pod for
+    plain pods): on the object and on every pod template, at creation and on every update (a
+    label can be changed later)."""
+    name = f"gpu-governance-priority-{team}"
+    allowed = _cel_list([workload_priority_class(c) for c in granted])
+    label_ok = lambda labels: f"(!('{PRIORITY_CLASS_LABEL}' in {labels}) || {labels}['{PRIORITY_CLASS_LABEL}'] in {allowed})"  # noqa: E731
+    rules = [{**_PODS, "operations": ["CREATE", "UPDATE"]},
+             *({"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE", "UPDATE"]}
+               for group, resource in TEAM_WORKLOADS)]
+    policy = admission_policy(
+        name, team, rules,
+        variables=[("pods", _pod_templates())],
+        validations=[(f"{label_ok('object.?metadata.?labels.orValue({})')} && variables.pods.all(p, {label_ok('p.?metadata.?labels.orValue({})')})",
+                      f"team {team} may use only the priority classes {', '.join(granted) or '(none)'} "
+                      f"(label {PRIORITY_CLASS_LABEL}: {', '.join(workload_priority_class(c) for c in granted) or '-'})")],
+    )
+    return [policy, admission_binding(name, team, name, _namespaces([namespace(team)])["namespaceSelector"])]
 
 
 def restricted_binding(team: str) -> Manifest:
@@ -456,10 +513,11 @@ def cost_metadata(team: str, cost_centre: str | None) -> dict[str, dict[str, str
     return {"labels": labels, **({"annotations": {COST_CENTRE_LABEL: cost_centre}} if cost_centre else {})}
 
 
-def team_objects(team: str, tenancy: KubernetesTenancy) -> list[Manifest]:
+def team_objects(team: str, tenancy: KubernetesTenancy, priority_classes: Sequence[str]) -> list[Manifest]:
     """Everything the team gets on the cluster, in apply order; all of it needs the team's
-    namespace (created by HyperPod with the compute quota) to exist first."""
-    objects = [service_account(team), *rbac(team), *network_policies(team)]
+    namespace (created by HyperPod with the compute quota) to exist first. ``priority_classes``:
+    the names it may use (``tenancy.granted_priority_classes``)."""
+    objects = [service_account(team), *rbac(team), *network_policies(team), *priority_class_admission(team, priority_classes)]
     if tenancy.gpu_quota is not None:
         objects.append(gpu_quota(team, tenancy.gpu_quota))
     if tenancy.dedicated_instance_groups:

@@ -21,7 +21,7 @@ from .base import (
     TEAM_NAME_MAX, TRAINING_ROLE_SUFFIX, UNLIMITED, AccountId, AlertTarget, BootstrapQualifier,
     ComputeEnvironmentArn, CostCentre, Count, DnsLabel, Ec2InstanceType, EksClusterName, EmailAddress,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PrincipalArn, QueueName, Region,
-    SageMakerInstanceType, TeamName, UsdAmount, account_of, governance_error_from, library_role, repository_name,
+    SageMakerInstanceType, TeamName, UsdAmount, account_of, governance_error_from, library_role, project_role, repository_name,
     secrets_prefix, team_key_alias, team_role_arn, aws_partition, identity_center_role_patterns, is_arn_pattern,
     submission_policy_name, PermissionSetName,
 )
@@ -49,7 +49,7 @@ __all__ = [
     "PriorityClass", "Project", "ProjectName", "QueueName", "ReclaimSettings", "Region", "SageMakerInstanceType", "SharingPolicy",
     "SharingStrategy", "TagEnforcedFor", "Team", "TeamName", "UnifiedStudio", "UsdAmount", "account_of",
     "check_alert_topics", "check_exemptions", "check_organisation", "check_pool_teams", "check_principals",
-    "check_projects", "governance_error_from", "library_role", "members_in_account", "repository_name",
+    "check_projects", "governance_error_from", "library_role", "members_in_account", "project_role", "repository_name",
     "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition", "identity_center_role_patterns",
     "is_arn_pattern", "submission_policy_name", "PermissionSetName", "PermissionSetMember", "SlurmHeadNode",
 ]

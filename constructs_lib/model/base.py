@@ -133,6 +133,17 @@ def library_role(arn: str, organisation: str) -> str | None:
     return None
 
 
+# SageMaker Unified Studio names a project's IAM role datazone_usr_role_<project id>_<environment id>:
+# every member of the project (owners, contributors, readers, people of the project's other teams) acts as it.
+UNIFIED_STUDIO_PROJECT_ROLE_PREFIX = "datazone_usr_role_"
+
+
+def project_role(arn: str) -> bool:
+    """Whether ``arn`` is a SageMaker Unified Studio project's role, which every member of the project acts as."""
+    kind, _, path_and_name = arn.split(":", 5)[-1].partition("/")
+    return kind == "role" and path_and_name.rsplit("/", 1)[-1].lower().startswith(UNIFIED_STUDIO_PROJECT_ROLE_PREFIX)
+
+
 def account_of(arn: str) -> str:
     return arn.split(":")[4]
 

@@ -73,6 +73,16 @@ TRAINING_PLAN_FEEDS = ("hyperpod_instance_group", "sagemaker_training_jobs")
 # A CloudWatch alarm name: 1-255 characters, no control characters (PutMetricAlarm).
 AlarmName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,255}$")]
 MAX_ALARMS_PER_WINDOW = 5  # one EventBridge rule per window matches them by name
+# <namespace>/<metric name>: a namespace may hold "/" (AWS/SQS, GpuGovernance/Reclaim), the metric name is after the last one.
+AlarmMetric = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/][^\x00-\x1f\x7f]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")]
+# Metrics any tenant moves by submitting work: an alarm on one, in an auto window, lets a team buy capacity
+# (within the window's cap and budget) by queueing jobs. Names matched ignoring case; namespaces as CloudWatch spells them.
+TENANT_DRIVEN_METRICS = {
+    "GpuGovernance/Reclaim": ("Pending", "StarvedBelowGuarantee", "InUse", "Borrowed", "UsedInstanceHours", "BorrowedInstanceHours"),
+    "AWS/SQS": ("ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible", "ApproximateAgeOfOldestMessage",
+                "NumberOfMessagesSent", "ApproximateNumberOfMessagesDelayed"),
+}
+TENANT_DRIVEN_WORDS = ("pending", "queuedepth", "queue_depth", "queue-depth", "backlog", "waiting", "runnable")
 
 
 class AlarmRequest(_Frozen):
@@ -83,6 +93,9 @@ class AlarmRequest(_Frozen):
     alarm_name: AlarmName
     count: Annotated[int, Field(ge=1, le=64)]
     hours: Annotated[int, Field(ge=1, le=MAX_BLOCK_HOURS)]
+    metric: AlarmMetric | None = Field(
+        default=None, description="What the alarm watches, <namespace>/<metric name> (e.g. AWS/ApplicationELB/TargetResponseTime): "
+        "`validate` warns when an auto window's alarm watches a metric tenants drive, or does not say")
 
 
 class CapacityBudget(_Frozen):
@@ -159,8 +172,35 @@ class CapacityWindow(_Frozen):
             "mode": self.mode,
             "consumer": consumer,
             "fallback": self.fallback,
-            "alarm_requests": [a.model_dump() for a in self.alarm_requests],
+            "alarm_requests": [a.model_dump(exclude={"metric"}) for a in self.alarm_requests],  # what the alarm watches: for validate only
         }
+
+
+def tenant_driven(metric: str) -> bool:
+    """Whether tenants move ``metric`` (<namespace>/<name>) by what they submit: queue depth, pending work."""
+    namespace, _, name = metric.rpartition("/")
+    return name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS)
+
+
+def window_warnings(model: "GovernanceModel") -> list[str]:
+    """What `validate` warns of, deployable but worth a second look: an ``auto`` window buying
+    when an alarm on a metric tenants drive (pending jobs, queue depth) goes off, so a team that
+    queues enough work buys capacity without anyone approving it; or an alarm that does not say
+    what it watches."""
+    warnings = []
+    for index, window in enumerate(model.capacity_windows):
+        if window.mode != "auto":
+            continue
+        for alarm_index, request in enumerate(window.alarm_requests):
+            path = f"capacity_windows[{index}].alarm_requests[{alarm_index}]"
+            if request.metric is None:
+                warnings.append(f"{path}.metric: not given - window {window.name} buys automatically when alarm {request.alarm_name!r} "
+                                "goes off; name the metric it watches so validate can tell whether tenants drive it")
+            elif tenant_driven(request.metric):
+                warnings.append(f"{path}.metric: {request.metric} - tenants drive it (pending jobs, queue depth): by queueing work a team makes "
+                                f"window {window.name} buy up to {request.count} x {window.instance_type} for {request.hours} h without approval; "
+                                "use mode approval, or an alarm on a metric only the platform moves")
+    return warnings
 
 
 def check_windows(model: "GovernanceModel") -> list[Problem]:

@@ -145,6 +145,14 @@ class KubernetesTenancy(_Frozen):
     dedicated_instance_groups: tuple[InstanceGroupName, ...] = Field(
         default=(), description="Instance groups whose nodes only this team's pods may use, and its pods only those"
     )
+    priority_classes: tuple[DnsLabel, ...] | None = Field(
+        default=None, description="The declared priority classes the team's workloads may name (Kueue label "
+        "kueue.x-k8s.io/priority-class: <class>-priority); default every declared class. An admission policy refuses the others"
+    )
+
+    def granted_priority_classes(self, declared: Sequence["PriorityClass"]) -> tuple[str, ...]:
+        """The class names the team may use: those it is granted, every declared one by default."""
+        return self.priority_classes if self.priority_classes is not None else tuple(p.name for p in declared)
 
 
 class PermissionSetMember(_Frozen):
@@ -623,6 +631,11 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
             if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != HYPERPOD_EKS:
                 eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == HYPERPOD_EKS)
                 problems.append(Problem(path=f"{path}.kubernetes.{pool_name}", wrong="not a hyperpod_eks pool the team has a quota in", value=pool_name, allowed=f"one of {eks_pools}"))
+            declared = [c.name for c in model.priority_classes]
+            for class_index, name in enumerate(team.kubernetes[pool_name].priority_classes or ()):
+                if name not in declared:
+                    problems.append(Problem(path=f"{path}.kubernetes.{pool_name}.priority_classes[{class_index}]", wrong="undeclared priority class",
+                                            value=name, allowed=f"one of {declared}"))
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
@@ -694,8 +707,33 @@ def check_principals(model: GovernanceModel) -> list[Problem]:
             people += [(f"projects[{p}].unified_studio.policy_grants[{g}].principal", grant.principal) for g, grant in enumerate(project.unified_studio.policy_grants)]
         checked += [(path, arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts") for path, arn in people]
     problems += _principal_problems(model, checked)
+    problems += _shared_member_roles(model)
     if model.guardrails is not None:
         problems += check_exemptions(model, model.guardrails)
+    return problems
+
+
+def _shared_member_roles(model: GovernanceModel) -> list[Problem]:
+    """An IAM role listed among the members of two teams: whoever can act as it (every member of a
+    Unified Studio project, for a project's role) gets both teams' roles, keys, buckets and jobs,
+    so the teams are no longer apart. A person in two teams is listed by a role of their own per
+    team (docs/unified-studio.md). Role names are unique per account ignoring case (and path)."""
+    listings: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for t, team in enumerate(model.teams):
+        for m, arn in enumerate(team.members):
+            kind, _, path_and_name = arn.split(":", 5)[-1].partition("/")
+            if kind == "role":
+                role = (account_of(arn), path_and_name.rsplit("/", 1)[-1].lower())
+                listings.setdefault(role, []).append((f"teams[{t}].members[{m}]", team.name, arn))
+    problems = []
+    for listed in listings.values():
+        teams = sorted({team for _, team, _ in listed})
+        if len(teams) > 1:
+            for path, _, arn in listed:
+                problems.append(Problem(
+                    path=path, wrong=f"role is a member of teams {' and '.join(teams)}", value=arn,
+                    allowed="a role of one team only: whoever acts as it (every member of a project, for a Unified Studio project role) "
+                    "would get every team's access; list each person's own role in each team instead"))
     return problems
 
 

@@ -20,7 +20,7 @@ from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model.explain import deal
 from constructs_lib.model import (
     POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
-    aws_partition, submission_policy_name, team_key_alias, team_role_arn,
+    aws_partition, project_role, submission_policy_name, team_key_alias, team_role_arn,
 )
 from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
 
@@ -72,6 +72,11 @@ def _organisation(model: GovernanceModel, team: Team) -> list[Access]:
     for member in team.members:
         where = f"consumer account {team.account} ({consumer.account_id})" if account_of(member) == consumer.account_id else f"account {account_of(member)}"
         rows.append(Access(team=team.name, layer="organisation", who=member, can=f"assume the team's submission role, from {where}", on=submission))
+        if project_role(member):  # what listing it really grants: every row of this team, to every person of the project
+            rows.append(Access(team=team.name, layer="organisation", who=f"everyone who acts as {member}: {_project_people(model, member)}",
+                               can=f"everything {member} can below, as a member of team {team.name}: its submission role, access entries, "
+                               "key, bucket, secrets and jobs (a Unified Studio project role; docs/unified-studio.md gives the safe pattern)",
+                               on=f"team {team.name}"))
     for permission_set in team.permission_sets:
         name = permission_set.account or team.account
         account = model.consumer_accounts[name]
@@ -82,6 +87,15 @@ def _organisation(model: GovernanceModel, team: Team) -> list[Access]:
             on=submission,
         ))
     return rows
+
+
+def _project_people(model: GovernanceModel, role: str) -> str:
+    """Who acts as a Unified Studio project role: the people of the project that lists it, when the file declares it."""
+    projects = [p for p in model.projects if role in p.designations()]
+    if not projects:
+        return "every member of its Unified Studio project (owners, contributors, readers; not declared in this file)"
+    return "; ".join(f"every member of project {p.name} (teams {', '.join(p.teams)}): "
+                     + ", ".join(sorted(arn for arn in p.designations() if arn != role)) for p in projects)
 
 
 def _project(model: GovernanceModel, team: Team) -> list[Access]:

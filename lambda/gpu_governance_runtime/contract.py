@@ -76,6 +76,18 @@ ENV_USAGE_TARGETS = "USAGE_TARGETS"  # reclaim: the hyperpod_slurm pools whose u
 # Set on both controllers when a capacity window raises a guarantee: the raised_guarantees_parameter
 # the capacity controller writes and the reclaim controller reads.
 ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
+# capacity: the controller's own KMS key, the only key the raised guarantees are written under (SecureString).
+ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
+
+# guard: JSON list of {"job_queue": ARN, "pool", "teams": {team: {"execution_role_arn", "repository", "cost_centre"}},
+# "shared_repositories": [image repository URIs], "team_topics": {team: SNS topic ARN}} (guard/handler.py)
+ENV_GUARD_QUEUES = "GUARD_QUEUES"
+# The events the guard takes (https://docs.aws.amazon.com/batch/latest/userguide/service-job-events.html: none for the
+# initial submission; neither tags nor the payload in the detail). States before the training job runs, and RUNNING as
+# the last chance; a job already stopped or finished is left alone
+# (https://docs.aws.amazon.com/batch/latest/userguide/service-job-status.html).
+SERVICE_JOB_EVENT = ("aws.batch", "Batch Service Job State Change")
+GUARDED_STATES = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 
 # --- HyperPod EKS: what task governance names in Kueue, and what the usage observer reads ------
 
@@ -125,6 +137,7 @@ def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:
 
 RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
 CAPACITY_NAMESPACE = "GpuGovernance/Capacity"
+GUARD_NAMESPACE = "GpuGovernance/Guard"  # the submission guard publishes only MISSING_API_OPERATIONS
 HYPERPOD_NAMESPACE = "GpuGovernance/HyperPod"
 # Published by any controller whose runtime's boto3 lacks an operation it calls (api_check), in its namespace.
 MISSING_API_OPERATIONS = "MissingApiOperations"

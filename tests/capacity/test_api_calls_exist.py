@@ -390,6 +390,7 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
     ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py")),
     ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "capacity/raised_reader.py")),
     ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
+    ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
 ])
 def test_each_function_declares_exactly_the_operations_its_code_calls(handler, modules, monkeypatch):
     import importlib

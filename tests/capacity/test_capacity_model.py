@@ -106,3 +106,33 @@ def test_a_slurm_pool_must_name_its_cluster_arn_before_a_window_feeds_it():
 def test_window_alone_raises_governance_error():
     with pytest.raises(GovernanceError, match="instance_count"):
         CapacityWindow(**window(instance_count=0))
+
+
+def test_validate_warns_when_an_auto_window_buys_on_an_alarm_tenants_drive(tmp_path, capsys):
+    from constructs_lib.cli import main
+
+    alarms = [{"alarm_name": "research-pending-high", "count": 2, "hours": 4, "metric": "GpuGovernance/Reclaim/Pending"},
+              {"alarm_name": "jobs-queue-deep", "count": 2, "hours": 4, "metric": "AWS/SQS/ApproximateNumberOfMessagesVisible"},
+              {"alarm_name": "latency-high", "count": 2, "hours": 4, "metric": "AWS/ApplicationELB/TargetResponseTime"},
+              {"alarm_name": "unsaid", "count": 2, "hours": 4}]
+    data = copy.deepcopy(BASE)
+    data["capacity_windows"] = [window(mode="auto", alarm_requests=alarms), window(name="approved", mode="approval", alarm_requests=[
+        {"alarm_name": "approved-pending", "count": 1, "hours": 1, "metric": "GpuGovernance/Reclaim/Pending"}])]
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(config)]) == 0  # deployable: a warning, not a refusal
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert [w.split(" - ")[0] for w in warnings] == [
+        "warning: capacity_windows[0].alarm_requests[0].metric: GpuGovernance/Reclaim/Pending",
+        "warning: capacity_windows[0].alarm_requests[1].metric: AWS/SQS/ApproximateNumberOfMessagesVisible",
+        "warning: capacity_windows[0].alarm_requests[3].metric: not given"]
+    assert "without approval" in warnings[0] and "2 x p5.48xlarge for 4 h" in warnings[0]
+    # The metric is for validate only: the controller's policy holds what it reads.
+    from constructs_lib.model.policy import compile_policy
+    (compiled, _) = compile_policy(GovernanceModel.from_dict(data))["capacity_windows"]
+    assert compiled["alarm_requests"][0] == {"alarm_name": "research-pending-high", "count": 2, "hours": 4}
+
+
+def test_an_alarm_metric_must_name_a_namespace_and_a_metric():
+    found = problems(window(alarm_requests=[{"alarm_name": "a", "count": 1, "hours": 1, "metric": "Pending"}]))
+    assert "capacity_windows[0].alarm_requests[0].metric" in found

@@ -61,6 +61,7 @@ def synthesized(tmp_path_factory):
     governance = model(WINDOWS)
     capacity = CapacityController(stack, "CapacityController", model=governance)
     reclaim = ReclaimController(stack, "ReclaimController", model=governance, targets=[ReclaimTarget(pool="sagemaker-training", job_queue_arn=QUEUE)])
+    capacity.grant_read_raised_guarantees(reclaim.role)
     apply_standard_packs(app)
     app.synth()  # raises on any unacknowledged finding of any pack
     return Template.from_stack(stack), capacity, reclaim
@@ -116,6 +117,19 @@ def test_both_controllers_name_the_one_parameter_and_only_the_reclaim_side_reads
     assert reclaim == [{"Action": "ssm:GetParameter", "Effect": "Allow", "Resource": PARAMETER_ARN}]
     capacity = [s for s in policy_statements(template, "CapacityController") if s["Resource"] == PARAMETER_ARN]
     assert capacity == [{"Action": ["ssm:GetParameter", "ssm:PutParameter"], "Effect": "Allow", "Resource": PARAMETER_ARN}]
+
+
+def test_only_the_capacity_controller_can_write_a_raise_the_reclaim_controller_reads(synthesized):
+    template, capacity, reclaim = synthesized
+    stack = capacity.key.stack
+    (function,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.capacity.handler.handle"}}).values()
+    assert function["Properties"]["Environment"]["Variables"][contract.ENV_RAISED_GUARANTEES_KEY] == stack.resolve(capacity.key.key_arn)
+    key_policy = template.to_json()["Resources"][stack.get_logical_id(capacity.key.node.default_child)]["Properties"]["KeyPolicy"]["Statement"]
+    encrypters = [s["Principal"] for s in key_policy if "kms:Encrypt" in s["Action"] or "kms:GenerateDataKey*" in s["Action"]]
+    assert {"AWS": stack.resolve(capacity.role.role_arn)} in encrypters
+    assert {"AWS": stack.resolve(reclaim.role.role_arn)} not in encrypters  # the reclaim role never encrypts: it cannot write one
+    (decrypt,) = [s for s in key_policy if s["Principal"] == {"AWS": stack.resolve(reclaim.role.role_arn)}]
+    assert decrypt["Action"] == "kms:Decrypt" and decrypt["Condition"] == {"StringEquals": {"kms:EncryptionContext:PARAMETER_ARN": PARAMETER_ARN}}
 
 
 def test_without_a_raising_window_there_is_no_parameter_and_no_stack_rule(tmp_path):

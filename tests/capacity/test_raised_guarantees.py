@@ -47,8 +47,9 @@ def test_what_the_quotas_show_is_published_until_it_is_lowered(aws):
     share_shows(stub, 2, update_to=6)
     entries = applied_after(batch, ledger, at(10, 12, 0))
     assert entries == [ENTRY]
-    assert raised.publish(entries, ssm=ssm, name=PARAMETER) == {"parameter": PARAMETER, "raises": 1, "changed": True}
-    assert raised.publish(entries, ssm=ssm, name=PARAMETER)["changed"] is False  # a repeated run writes nothing
+    key = boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]
+    assert raised.publish(entries, ssm=ssm, name=PARAMETER, key_id=key) == {"parameter": PARAMETER, "raises": 1, "changed": True}
+    assert raised.publish(entries, ssm=ssm, name=PARAMETER, key_id=key)["changed"] is False  # a repeated run writes nothing
     assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == [ENTRY]
     # A parameter the controller stopped updating inflates nothing past the raise's end.
     assert raised_reader.read(ssm=ssm, name=PARAMETER, now=PLAN.end - shares.LOWER_LEAD) == []
@@ -76,9 +77,33 @@ def test_no_parameter_yet_reads_as_no_raise_and_a_foreign_document_is_refused(aw
     assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == []
     for value in ('{"pool": "x"}', json.dumps([{**ENTRY, "instances": "4"}]), json.dumps([{**ENTRY, "until": "soon"}]),
                   json.dumps([{**ENTRY, "instance_type": ["ml.p5.48xlarge"]}]), json.dumps([{**ENTRY, "until": "2026-12-10T12:00:00"}]), "not json"):
-        ssm.put_parameter(Name=PARAMETER, Value=value, Type="String", Overwrite=True)
+        ssm.put_parameter(Name=PARAMETER, Value=value, Type="SecureString", Overwrite=True)
         with pytest.raises(RuntimeError, match="raised-guarantees"):
             raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+
+
+@pytest.mark.parametrize("entry", [
+    {**ENTRY, "instances": 65},  # more than any block or plan holds
+    {**ENTRY, "until": "2027-12-10T12:00:00+00:00"},  # lowered a year from now: no purchase lasts that long
+])
+def test_a_raise_beyond_what_any_purchase_holds_is_refused(aws, entry):
+    *_, ssm = aws
+    ssm.put_parameter(Name=PARAMETER, Value=json.dumps([entry]), Type="SecureString")
+    with pytest.raises(RuntimeError, match="instances 1 to 64 and until ISO 8601 at most 238 days ahead"):
+        raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+
+
+def test_a_plain_string_written_by_someone_else_is_refused_and_the_controller_writes_it_back_encrypted(aws):
+    *_, ssm = aws
+    ssm.put_parameter(Name=PARAMETER, Value=json.dumps([{**ENTRY, "instances": 40}]), Type="String")  # ssm:PutParameter on *
+    with pytest.raises(RuntimeError, match="a String parameter - a SecureString under the capacity controller's key"):
+        raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+    key = boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]
+    assert raised.publish([ENTRY], ssm=ssm, name=PARAMETER, key_id=key)["changed"] is True
+    assert raised.publish([{**ENTRY, "instances": 40}], ssm=ssm, name=PARAMETER, key_id=key)["changed"] is True
+    ssm.put_parameter(Name=PARAMETER, Value=json.dumps([{**ENTRY, "instances": 40}], sort_keys=True), Type="String", Overwrite=True)
+    assert raised.publish([{**ENTRY, "instances": 40}], ssm=ssm, name=PARAMETER, key_id=key)["changed"] is True  # same value, wrong type
+    assert ssm.get_parameter(Name=PARAMETER)["Parameter"]["Type"] == "SecureString"
 
 
 def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, tmp_path):  # noqa: F811 - the fixture
@@ -106,7 +131,8 @@ def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, 
         environment_shows(stub, 8, update_to=12)
         share_shows(stub, 2, update_to=6)
         result = process(event, clients=clients, now=at(10, 12, 1),
-                         settings={**settings, "POLICY_PATH": str(policy), contract.ENV_RAISED_GUARANTEES: PARAMETER})
+                         settings={**settings, "POLICY_PATH": str(policy), contract.ENV_RAISED_GUARANTEES: PARAMETER,
+                                   contract.ENV_RAISED_GUARANTEES_KEY: boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]})
         stub.assert_no_pending_responses()
     assert result["stack_update"] == event["detail"]["stack-id"]
     assert [r["changed"] for r in result["shares"]] == [True, True]

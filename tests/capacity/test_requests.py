@@ -34,7 +34,7 @@ def aws():
 
 
 def submit(ledger, token="page-42", count=4, hours=4, start=None, now=NOW, windows=(BASE,)):
-    return requests.submit(ledger, windows, token=token, team="research", instance_type="p5.48xlarge", count=count, hours=hours,
+    return requests.submit(ledger, windows, token=token, team="research", instance_type="p5.48xlarge", count=count, hours=hours, requested_by="account:111111111111",
                            start=start, now=now)
 
 
@@ -110,9 +110,9 @@ def test_request_over_budget_is_refused_and_a_request_never_adds_money(aws):
 def test_a_request_needs_a_declared_window_of_the_team(aws):
     _, ledger = aws
     with pytest.raises(requests.RequestRefused, match="team research: no declared window of g6e.12xlarge"):
-        requests.submit(ledger, [BASE], token="t", team="research", instance_type="g6e.12xlarge", count=1, hours=4, start=None, now=NOW)
+        requests.submit(ledger, [BASE], token="t", team="research", instance_type="g6e.12xlarge", count=1, hours=4, start=None, now=NOW, requested_by="account:111111111111")
     with pytest.raises(requests.RequestRefused, match="team training: no declared window"):
-        requests.submit(ledger, [BASE], token="t", team="training", instance_type="p5.48xlarge", count=1, hours=4, start=None, now=NOW)
+        requests.submit(ledger, [BASE], token="t", team="training", instance_type="p5.48xlarge", count=1, hours=4, start=None, now=NOW, requested_by="account:111111111111")
     with pytest.raises(requests.RequestRefused, match="count: 65 - 1 to 64; hours: 0 - 1 to 4368"):
         submit(ledger, count=65, hours=0)
 
@@ -140,7 +140,7 @@ def test_capacity_request_command_is_idempotent(tmp_path, capsys):
         assert "already used for a different request" in err and "Traceback" not in err
 
 
-EVENT = {"id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718", "source": contract.CAPACITY_EVENT_SOURCE,
+EVENT = {"id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718", "source": contract.CAPACITY_EVENT_SOURCE, "account": "222222222222",
          "detail-type": contract.CAPACITY_REQUEST_DETAIL_TYPE, "time": "2026-12-01T09:00:00Z",
          "detail": {"team": "research", "instance_type": "p5.48xlarge", "count": 2, "hours": 4}}
 
@@ -159,7 +159,9 @@ def test_capacity_request_event_is_served_once(env, capsys):  # noqa: F811 - the
     stubbed.offerings()
     stubbed.offerings()
     bad = process({**EVENT, "id": "other", "detail": {"team": "research"}}, clients=clients, settings=settings, now=NOW)
-    assert bad["request"]["refused"].startswith("detail: {'team': 'research'} - team, instance_type, count, hours")
+    assert bad["request"]["refused"] == ("detail.instance_type: missing - an instance type such as p5.48xlarge; "
+                                         "detail.count: missing - a whole number of instances, 1 to 64; "
+                                         "detail.hours: missing - a whole number of hours, 1 to 4368")
     stubbed.done()
 
 
@@ -223,3 +225,45 @@ def test_a_request_whose_quota_or_instance_group_step_failed_this_run_is_unsettl
     assert _unsettled(requested, other, raising, NOW) == set()
     deferred = {"hyperpod": [{"window": JOBS.name, "deferred": "too little time left"}], "shares": []}
     assert _unsettled(requested, deferred, raising, NOW) == {JOBS.name}
+
+
+@pytest.mark.parametrize(("detail", "refused"), [
+    ({**EVENT["detail"], "count": True}, "detail.count: True - a whole number of instances"),
+    ({**EVENT["detail"], "count": 2.9}, "detail.count: 2.9 - a whole number of instances"),
+    ({**EVENT["detail"], "count": "2"}, "detail.count: '2' - a whole number of instances"),
+    ({**EVENT["detail"], "hours": 4.99}, "detail.hours: 4.99 - a whole number of hours"),
+    ({**EVENT["detail"], "token": {"a": 1}}, "detail.token: {'a': 1} - 1 to 128 characters"),
+    ({**EVENT["detail"], "team": ["research"]}, "detail.team: ['research'] - a team name"),
+    ({**EVENT["detail"], "start": "tomorrow"}, "detail.start: 'tomorrow' - \"now\" or an ISO 8601 time"),
+    ({**EVENT["detail"], "requested_by": "someone-else"}, "detail.requested_by: unknown field - one of team, instance_type"),
+    ("research p5 x2", "detail: 'research p5 x2' - an object with team, instance_type, count, hours"),
+    (["research"], "detail: \"['research']\" - an object with team"),
+    (None, "detail: 'None' - an object with team"),
+])
+def test_a_capacity_request_event_is_read_as_strictly_as_the_governance_file(detail, refused):
+    with pytest.raises(requests.RequestRefused) as raised:
+        requests.from_event({**EVENT, "detail": detail})
+    assert str(raised.value).startswith(refused)
+
+
+def test_a_bad_capacity_request_detail_is_refused_and_logged_never_raised_out_of_the_run(env):  # noqa: F811 - the fixture
+    stubbed, clients, settings, _ = env
+    for detail in ("a string", ["a", "list"], {"team": "research", "instance_type": "p5.48xlarge", "count": True, "hours": 4}):
+        stubbed.owned()
+        stubbed.offerings()
+        result = process({**EVENT, "id": f"bad-{detail!s:.8}", "detail": detail}, clients=clients, settings=settings, now=NOW)
+        assert result["request"]["refused"].startswith("detail")
+        assert not any(w.startswith("launch-load-test-r") for w, _ in result["run"]["uncovered"])  # nothing was requested
+    stubbed.done()
+
+
+def test_each_request_records_who_sent_it_and_a_repeat_by_someone_else_is_the_same_request(aws):
+    _, ledger = aws
+    asked = requests.from_event(EVENT)
+    assert asked["requested_by"] == "account:222222222222" and asked["count"] == 2 and type(asked["count"]) is int
+    request, new = requests.submit(ledger, [BASE], now=NOW, **asked)
+    assert new and request.requested_by == "account:222222222222"
+    again, new = requests.submit(ledger, [BASE], now=NOW, **{**asked, "requested_by": "arn:aws:iam::333333333333:role/oncall"})
+    assert not new and again.requested_by == "account:222222222222"  # the first requester stays recorded
+    (recorded,) = ledger.actions(requests.ACTION_PREFIX, (requests.OPEN,))
+    assert recorded[2]["requested_by"] == "account:222222222222"

@@ -231,7 +231,7 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
     handlers, _, _ = functions
     assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
         contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP, contract.ENV_TICK_SECONDS,
-        contract.ENV_RAISED_GUARANTEES,  # the reference window raises a quota share of a pool the reclaim controller observes
+        contract.ENV_RAISED_GUARANTEES, contract.ENV_RAISED_GUARANTEES_KEY,  # the reference window raises a quota share of a pool the reclaim controller observes
         contract.ENV_TEAM_SPEND}  # its teams declare monthly budgets
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
     assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,

@@ -28,6 +28,7 @@ RESOURCES = {
     "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
     "HyperPodPyTorchJob": ("sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs"),
     "Deployment": ("apps", "v1", "deployments"),
+    "PersistentVolume": ("", "v1", "persistentvolumes"),
 }
 
 _ENV = cel.NewEnv(
@@ -105,8 +106,9 @@ class Admission:
         return out
 
     def review(self, obj: dict[str, Any], namespace: str, operation: str = "CREATE", subresource: str = "",
-               namespace_labels: dict[str, str] | None = None) -> list[Denial]:
-        """The denials the API server would return for ``obj`` (empty: admitted)."""
+               namespace_labels: dict[str, str] | None = None, old_object: dict[str, Any] | None = None) -> list[Denial]:
+        """The denials the API server would return for ``obj`` (empty: admitted); an UPDATE's old
+        object is ``old_object``, or ``obj`` itself when not given."""
         group, version, resource = RESOURCES[obj["kind"]]
         request = {
             "operation": operation, "namespace": namespace, "name": obj.get("metadata", {}).get("name", ""), "subResource": subresource,
@@ -116,7 +118,7 @@ class Admission:
         }
         labels = {**(namespace_labels or {}), "kubernetes.io/metadata.name": namespace}
         path = f"{resource}/{subresource}" if subresource else resource
-        data = {"object": obj, "oldObject": obj if operation == "UPDATE" else None, "request": request}
+        data = {"object": obj, "oldObject": (old_object or obj) if operation == "UPDATE" else None, "request": request}
         denials = []
         for binding in self.bindings:
             name = binding["policyName"]

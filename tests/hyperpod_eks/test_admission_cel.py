@@ -17,7 +17,9 @@ TEAMS = {
     RESTRICTED: KubernetesTenancy(pod_security=PodSecurityLevel.RESTRICTED),
     DEDICATED: KubernetesTenancy(dedicated_instance_groups=("prod-p5",)),
 }
-SHIPPED = kubernetes.pod_security_objects() + [o for team, tenancy in TEAMS.items() for o in kubernetes.team_objects(team, tenancy)]
+CLASSES = ("urgent", "standard", "opportunistic")  # declared, most urgent first
+GRANTED = {BASELINE: CLASSES, RESTRICTED: CLASSES, DEDICATED: ("standard", "opportunistic")}  # prod may not use urgent
+SHIPPED = kubernetes.pod_security_objects() + [o for team, tenancy in TEAMS.items() for o in kubernetes.team_objects(team, tenancy, GRANTED[team])]
 ADMISSION = Admission(SHIPPED)
 NS = {team: kubernetes.namespace(team) for team in TEAMS}
 
@@ -98,6 +100,9 @@ BASELINE_VIOLATIONS = [
     ("probe-host", lambda s, c, m: c["livenessProbe"]["httpGet"].update(host="169.254.169.254"), "probes and lifecycle hooks"),
     ("lifecycle-host", lambda s, c, m: c.update(lifecycle={"preStop": {"tcpSocket": {"port": 22, "host": "10.0.0.1"}}}), "probes and lifecycle hooks"),
     ("node-name", lambda s, c, m: s.update(nodeName="ip-10-1-2-3.ec2.internal"), "nodeName"),
+    # An ephemeral claim naming a volume binds that PersistentVolume if unclaimed: another team's static FSx volume.
+    ("ephemeral-volume-name", lambda s, c, m: s["volumes"].append({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteMany"], "volumeName": "fsx-speech-static", "resources": {"requests": {"storage": "1200Gi"}}}}}}), "volumeName"),
 ]
 
 # Admitted at baseline, refused at restricted.
@@ -293,3 +298,100 @@ def test_the_owning_team_must_select_and_tolerate_its_nodes():
     assert len(messages(tolerates_only, DEDICATED)) == 1
     # A running pod is not re-checked for its placement (nodeSelector cannot change).
     assert messages(gpu_pod(), DEDICATED, operation="UPDATE") == []
+
+
+# --- priority classes: each team only those the governance file grants it --------------------
+
+
+def labelled(obj: dict, priority: str | None, on_templates: bool = False) -> dict:
+    obj = copy.deepcopy(obj)
+    targets = [obj["metadata"]] if not on_templates or obj["kind"] == "Pod" else [
+        t["metadata"] for t in _templates(obj)]
+    for metadata in targets:
+        labels = metadata.setdefault("labels", {})
+        labels.pop("kueue.x-k8s.io/priority-class", None)
+        if priority is not None:
+            labels["kueue.x-k8s.io/priority-class"] = priority
+    return obj
+
+
+def _templates(obj: dict) -> list[dict]:
+    spec = obj["spec"]
+    if obj["kind"] == "Job":
+        return [spec["template"]]
+    if obj["kind"] == "HyperPodPyTorchJob":
+        return [r["template"] for r in spec["replicaSpecs"]]
+    return [r["template"] for r in (spec.get("pytorchReplicaSpecs") or spec["mpiReplicaSpecs"]).values()]
+
+
+def priority_denials(obj: dict, team: str, **kwargs) -> list[str]:
+    return [d.message for d in ADMISSION.review(obj, NS[team], **kwargs) if d.policy == f"gpu-governance-priority-{team}"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("on_templates", [False, True])
+def test_a_team_may_label_its_workloads_only_with_the_priority_classes_it_is_granted(kind, on_templates):
+    workload = as_workload(kind, gpu_pod(), gpu_pod())
+    for allowed in (None, "standard-priority", "opportunistic-priority"):
+        assert priority_denials(labelled(workload, allowed, on_templates), DEDICATED) == [], allowed
+    for refused in ("urgent-priority", "urgent", "made-up-priority", ""):
+        assert priority_denials(labelled(workload, refused, on_templates), DEDICATED) == [
+            "team prod may use only the priority classes standard, opportunistic "
+            "(label kueue.x-k8s.io/priority-class: standard-priority, opportunistic-priority)"], refused
+    # A team granted every class uses the highest; the grant of one team binds only its own namespace.
+    assert priority_denials(labelled(workload, "urgent-priority", on_templates), BASELINE) == []
+
+
+def test_the_priority_class_label_cannot_be_raised_by_an_update():
+    job = labelled(as_workload("PyTorchJob", gpu_pod(), gpu_pod()), "standard-priority")
+    assert priority_denials(labelled(job, "urgent-priority"), DEDICATED, operation="UPDATE", old_object=job)
+    assert priority_denials(labelled(gpu_pod(), "urgent-priority"), DEDICATED, operation="UPDATE", old_object=gpu_pod())
+
+
+def test_a_team_granted_no_class_may_name_none():
+    (policy, _) = kubernetes.priority_class_admission("idle", ())
+    admission = Admission([policy, kubernetes.admission_binding("b", "idle", policy["metadata"]["name"])])
+    assert admission.review(labelled(gpu_pod(), "opportunistic-priority"), "hyperpod-ns-idle")
+    assert admission.review(gpu_pod(), "hyperpod-ns-idle") == []
+
+
+# --- volumes: a claim of a team binds only the team's storage ---------------------------------
+
+
+def volume(name: str, claim_namespace: str | None, team_label: str | None = None, provisioned: bool = False) -> dict:
+    metadata: dict = {"name": name}
+    if team_label is not None:
+        metadata["labels"] = {kubernetes.TEAM_LABEL: team_label}
+    if provisioned:
+        metadata["annotations"] = {"pv.kubernetes.io/provisioned-by": "fsx.csi.aws.com"}
+    spec: dict = {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": "fs-1"}}
+    if claim_namespace is not None:
+        spec["claimRef"] = {"namespace": claim_namespace, "name": "data"}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": metadata, "spec": spec}
+
+
+def volume_denials(pv: dict, **kwargs) -> list[str]:
+    return [d.message for d in ADMISSION.review(pv, "", **kwargs) if d.policy == kubernetes.VOLUME_BINDING_POLICY]
+
+
+def test_another_teams_static_volume_is_not_bound_to_a_claim_of_this_team():
+    unbound = volume("fsx-speech-static", None, team_label="speech")
+    assert volume_denials(unbound) == []  # the platform creates it, unbound
+    # The PV controller binds it to research's claim (volumeName, or an ephemeral volume): refused.
+    stolen = volume("fsx-speech-static", NS[BASELINE], team_label="speech")
+    assert volume_denials(stolen, operation="UPDATE", old_object=unbound) == [
+        "a volume is bound to a claim of hyperpod-ns-<team> only if it is labelled gpu-governance/team: <team> or was provisioned for that claim"]
+    assert volume_denials(volume("unlabelled-static", NS[BASELINE]), operation="UPDATE", old_object=volume("unlabelled-static", None))
+    # A look-alike team name is not the team: research's label does not open hyperpod-ns-research-2.
+    assert volume_denials(volume("fsx-research", "hyperpod-ns-research-2", team_label="research"), operation="UPDATE")
+
+
+def test_the_teams_own_volumes_and_volumes_provisioned_for_its_claims_are_bound():
+    assert volume_denials(volume("fsx-research", NS[BASELINE], team_label=BASELINE), operation="UPDATE",
+                          old_object=volume("fsx-research", None, team_label=BASELINE)) == []
+    provisioned = volume("pvc-1234", NS[BASELINE], provisioned=True)
+    assert volume_denials(provisioned) == []  # created by the provisioner for that claim
+    assert volume_denials(provisioned, operation="UPDATE") == []
+    # Released, its claimRef moved to another team's claim: no longer provisioned for it.
+    assert volume_denials(volume("pvc-1234", NS[RESTRICTED], provisioned=True), operation="UPDATE", old_object=provisioned)
+    assert volume_denials(volume("system-volume", "kube-system"), operation="UPDATE") == []  # outside tenant namespaces: not ours to judge

@@ -42,7 +42,7 @@ def org(**pool_overrides) -> GovernanceModel:
              "quotas": {"hp": {"ml.p5.48xlarge": 4, "ml.g5.12xlarge": 2}},
              "kubernetes": {"hp": {"gpu_quota": 32, "dedicated_instance_groups": ["vision-p5"]}}},
             {"name": "speech", "account": "lab", "preset": "steady", "cost_centre": "Lab/Speech 7", "members": ["arn:aws:iam::444455556666:role/Speech"],
-             "quotas": {"hp": {"ml.p5.48xlarge": 2}}, "kubernetes": {"hp": {"pod_security": "restricted"}}},
+             "quotas": {"hp": {"ml.p5.48xlarge": 2}}, "kubernetes": {"hp": {"pod_security": "restricted", "priority_classes": ["batch"]}}},
             {"name": "prod", "account": "lab", "preset": "critical", "members": ["arn:aws:iam::444455556666:role/Prod"],
              "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
         ],
@@ -265,15 +265,27 @@ def test_every_applied_object_is_valid_for_the_cluster_version(synthesized):
         for manifest in objects:
             kubernetes_validate.validate(manifest, "1.33", strict=True)
             count += 1
-    assert count == 14 + 12 + 11 + 3 + 2  # speech is restricted: its binding; 3 cluster-wide pod security objects; the usage reader
+    # Each team's priority-class policy and binding; speech is restricted: its binding; 3 cluster-wide pod security objects and
+    # the volume binding policy with its binding; the usage reader.
+    assert count == 16 + 14 + 13 + 5 + 2
 
 
 def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
     _, template, _ = synthesized
     applied = _applied(template)
     kinds = {team: [o["kind"] for o in objects] for team, (_, _, objects) in applied.items()}
-    assert "ResourceQuota" in kinds["vision"] and "ValidatingAdmissionPolicy" in kinds["vision"]
-    assert "ResourceQuota" not in kinds["speech"] and "ValidatingAdmissionPolicy" not in kinds["speech"]
+    policies = {team: [o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"] for team, (_, _, objects) in applied.items()}
+    assert "ResourceQuota" in kinds["vision"] and policies["vision"] == ["gpu-governance-priority-vision", "gpu-governance-dedicated-vision"]
+    assert "ResourceQuota" not in kinds["speech"] and policies["speech"] == ["gpu-governance-priority-speech"]
+
+
+def test_each_team_may_use_only_the_priority_classes_it_is_granted(synthesized):
+    _, template, _ = synthesized
+    applied = _applied(template)
+    allowed = {team: next(o for o in objects if o["metadata"]["name"] == f"gpu-governance-priority-{team}")["spec"]["validations"][0]["message"]
+               for team, (_, _, objects) in applied.items() if team in ("vision", "speech", "prod")}
+    assert allowed["speech"] == "team speech may use only the priority classes batch (label kueue.x-k8s.io/priority-class: batch-priority)"
+    assert "urgent, batch" in allowed["vision"] and "urgent, batch" in allowed["prod"]  # no grant: every declared class
 
 
 def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized):
@@ -283,7 +295,8 @@ def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized
     cluster_id, cluster_manifest, objects = applied.pop(None)
     del applied[USAGE_READER]  # cluster-wide, grants only reads of Kueue's quotas: no tenant namespace waits for it
     assert [o["metadata"]["name"] for o in objects] == [
-        "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-restricted"]
+        "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-restricted",
+        "gpu-governance-volume-binding", "gpu-governance-volume-binding"]
     assert stack.get_logical_id(governance.node.find_child("AccessKubectlProvider")) in cluster_manifest["DependsOn"]
     # HyperPod makes a team's namespace from its compute quota: no quota before the policies.
     for quota in resources(template, "AWS::SageMaker::ComputeQuota").values():
@@ -292,7 +305,8 @@ def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized
         assert cluster_id in manifest["DependsOn"]
     bindings = {team: [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
                 for team, (_, _, objects) in applied.items()}
-    assert bindings == {"vision": ["gpu-governance-dedicated-vision"], "speech": ["gpu-governance-pod-security-restricted"], "prod": []}
+    assert bindings == {"vision": ["gpu-governance-priority-vision", "gpu-governance-dedicated-vision"],
+                        "speech": ["gpu-governance-priority-speech", "gpu-governance-pod-security-restricted"], "prod": ["gpu-governance-priority-prod"]}
 
 
 def test_each_team_namespace_gets_pod_security_labels_it_loses_again_on_delete(synthesized):

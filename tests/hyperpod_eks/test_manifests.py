@@ -8,6 +8,7 @@ from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import HyperPodEksPool, KubernetesTenancy, PodSecurityLevel
 
 SUPPORTED_VERSIONS = HyperPodEksPool.model_fields["kubernetes_version"].annotation.__args__
+CLASSES = ("urgent", "standard")
 FULL = KubernetesTenancy(gpu_quota=16, dedicated_instance_groups=("p5-research",), pod_security=PodSecurityLevel.RESTRICTED)
 
 
@@ -17,8 +18,8 @@ def by_kind_and_name(objects):
 
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
 def test_every_object_is_valid_for_every_supported_version(version):
-    objects = kubernetes.team_objects("research", FULL) + kubernetes.pod_security_objects()
-    assert len(objects) == 15 + 3
+    objects = kubernetes.team_objects("research", FULL, CLASSES) + kubernetes.pod_security_objects()
+    assert len(objects) == 17 + 5  # the team's 17 (priority classes: a policy and its binding) and the cluster's 5 (volume binding: the same)
     for manifest in objects:
         kubernetes_validate.validate(manifest, version, strict=True)
 
@@ -43,14 +44,16 @@ def test_the_schema_check_catches_a_misspelt_field():
 
 
 def test_optional_objects_only_where_declared():
-    kinds = [o["kind"] for o in kubernetes.team_objects("research", KubernetesTenancy())]
-    assert "ResourceQuota" not in kinds and "ValidatingAdmissionPolicy" not in kinds
-    assert "ValidatingAdmissionPolicyBinding" not in kinds  # baseline is bound once for every tenant namespace
+    objects = kubernetes.team_objects("research", KubernetesTenancy(), CLASSES)
+    kinds = [o["kind"] for o in objects]
+    assert "ResourceQuota" not in kinds
+    # Only the team's priority classes are its own policy: baseline is bound once for every tenant namespace.
+    assert [o["metadata"]["name"] for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")] == ["gpu-governance-priority-research"] * 2
     assert kinds.count("NetworkPolicy") == 6
 
 
 def test_namespaced_objects_live_in_the_team_namespace_and_serve_its_group():
-    objects = kubernetes.team_objects("research", FULL)
+    objects = kubernetes.team_objects("research", FULL, CLASSES)
     namespaced = [o for o in objects if "namespace" in o["metadata"]]
     assert {o["metadata"]["namespace"] for o in namespaced} == {"hyperpod-ns-research"}
     bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
@@ -90,7 +93,7 @@ def test_pod_security_labels_enforce_audit_and_warn_pinned_to_the_cluster_versio
 
 
 def test_restricted_is_bound_to_the_team_namespace_only():
-    (binding,) = [o for o in kubernetes.team_objects("research", FULL) if o["metadata"]["name"].startswith("gpu-governance-pod-security")]
+    (binding,) = [o for o in kubernetes.team_objects("research", FULL, CLASSES) if o["metadata"]["name"].startswith("gpu-governance-pod-security")]
     assert binding["spec"]["policyName"] == "gpu-governance-pod-security-restricted"
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["hyperpod-ns-research"]}

@@ -86,3 +86,15 @@ def test_explain_shows_no_borrowing_when_the_cluster_shares_no_idle_compute():
     research = deal(next(t for t in model.teams if t.name == "research"), model.pool("hyperpod-eks"))
     assert research.max_with_borrowing == research.guaranteed
     assert research.lends_idle == research.reclaimable == "no (idle resource sharing off on the cluster)"
+
+
+def test_a_team_is_granted_only_declared_priority_classes_and_every_one_by_default():
+    data = hyperpod_data()
+    team(data, "research")["kubernetes"]["hyperpod-eks"]["priority_classes"] = ["standard", "top-secret"]
+    assert ("teams[0].kubernetes.hyperpod-eks.priority_classes[1]: undeclared priority class ('top-secret') - "
+            "one of ['urgent', 'standard', 'opportunistic']") in problems(data)
+    team(data, "research")["kubernetes"]["hyperpod-eks"]["priority_classes"] = ["standard"]
+    model = GovernanceModel.from_dict(data)
+    research, production = (next(t for t in model.teams if t.name == name) for name in ("research", "production"))
+    assert research.kubernetes["hyperpod-eks"].granted_priority_classes(model.priority_classes) == ("standard",)
+    assert production.kubernetes["hyperpod-eks"].granted_priority_classes(model.priority_classes) == ("urgent", "standard", "opportunistic")

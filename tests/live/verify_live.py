@@ -17,6 +17,16 @@ It asks, as team A's submission role:
 (c) naming: the SageMaker training job name Batch gave, which the execution role's trust and
     log scope assume to be ``AWSBatch<payload TrainingJobName>``.
 
+And what the submission guard (``SubmissionGuard``, docs/security.md) checks because IAM cannot:
+does Batch or SageMaker itself refuse, into A's own share and as A's own role,
+
+(d) tags: a payload whose training-job ``Tags`` name team B (B's budget and TeamSpendUsd)?
+(e) plan: a payload whose ``ResourceConfig.TrainingPlanArn`` is B's plan (``--plan-b``)?
+(f) image: a payload whose ``TrainingImage`` is in B's repository (``--image-b``; A's execution
+    role is refused by B's repository policy, but only once an instance pulls it)?
+
+"NOT enforced" there means only the guard stops such a job: deploy it with ``dry_run=False``.
+
 Every job it starts is terminated at once. Exit 0: both enforced and the naming as assumed;
 1: a check found a hole; 3: inconclusive (setup, or no capacity before the timeout) or the
 naming differs. docs/security.md says what to do in each case.
@@ -120,6 +130,33 @@ def check_pass_role(batch, *, queue: str, team_a: str, team_b: str, body: str, t
     return Outcome("pass role", INCONCLUSIVE, f"job ended {status} ({reason or 'no capacity before the timeout?'})"), naming
 
 
+def check_payload_refused(batch, *, check: str, queue: str, team: str, body: str, timeout_s: float,
+                          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """(d)-(f): does Batch or SageMaker refuse ``body`` (submitted into the team's own share) before
+    its training job starts? Started: only the guard stops it (NOT enforced); refused at submission
+    or failed before starting: enforced, with AWS's reason."""
+    try:
+        job_id = _submit(batch, queue=queue, share=team, team=team, body=body, name=f"verify-live-{check}")
+    except Exception as error:  # noqa: BLE001
+        return Outcome(check, ENFORCED if _denied(error) or "ClientException" in str(error) else INCONCLUSIVE, f"SubmitServiceJob refused: {error}")
+    deadline, job = clock() + timeout_s, {}
+    try:
+        while clock() < deadline:
+            job = batch.describe_service_job(jobId=job_id)
+            if job["status"] in _STARTED or job["status"] == "FAILED":
+                break
+            sleep(15)
+    finally:
+        if job.get("status") not in ("SUCCEEDED", "FAILED"):
+            _terminate(batch, job_id)
+    status, reason = job.get("status", "?"), job.get("statusReason", "")
+    if status in _STARTED:
+        return Outcome(check, HOLE, f"job {job_id} reached {status} (terminated): only the submission guard stops it")
+    if status == "FAILED":
+        return Outcome(check, ENFORCED, f"job failed before starting: {reason}")
+    return Outcome(check, INCONCLUSIVE, f"job ended {status} ({reason or 'no capacity before the timeout?'})")
+
+
 def main(argv: list[str] | None = None) -> int:
     import boto3
 
@@ -132,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, help="S3 output path team A may write")
     parser.add_argument("--region")
     parser.add_argument("--timeout-minutes", type=float, default=20)
+    parser.add_argument("--plan-b", help="(e): a training plan ARN bought for team B (tagged gpu-governance:team = B)")
+    parser.add_argument("--image-b", help="(f): an image URI in team B's repository")
     args = parser.parse_args(argv)
 
     session = boto3.Session(region_name=args.region)
@@ -147,6 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = [check_quota_share(as_team_a, queue=args.queue, team_a=args.team_a, team_b=args.team_b, body=body)]
     outcomes += check_pass_role(as_team_a, queue=args.queue, team_a=args.team_a, team_b=args.team_b,
                                 body=body(f"{args.team_b}-verify-live-b", args.team_b), timeout_s=args.timeout_minutes * 60)
+    # (d)-(f): a payload otherwise A's own, with one thing of B's in it.
+    own = json.loads(body(f"{args.team_a}-verify-live-guard"))
+    probes = {"tags": {**own, "Tags": [{"Key": TEAM_TAG, "Value": args.team_b}]}}
+    if args.plan_b:
+        probes["plan"] = {**own, "ResourceConfig": {**own["ResourceConfig"], "TrainingPlanArn": args.plan_b}}
+    if args.image_b:
+        probes["image"] = {**own, "AlgorithmSpecification": {**own["AlgorithmSpecification"], "TrainingImage": args.image_b}}
+    outcomes += [check_payload_refused(as_team_a, check=check, queue=args.queue, team=args.team_a, body=json.dumps(probe),
+                                       timeout_s=args.timeout_minutes * 60) for check, probe in probes.items()]
     for outcome in outcomes:
         print(f"{outcome.check:12} {outcome.verdict:14} {outcome.detail}")
     verdicts = {o.verdict for o in outcomes}

@@ -19,7 +19,8 @@ def _admission() -> Admission:
     model = load_model(None)
     objects = kubernetes.pod_security_objects()
     for team in model.teams_in(EKS_POOL):
-        objects += kubernetes.team_objects(team.name, team.kubernetes.get(EKS_POOL, KubernetesTenancy()))
+        tenancy = team.kubernetes.get(EKS_POOL, KubernetesTenancy())
+        objects += kubernetes.team_objects(team.name, tenancy, tenancy.granted_priority_classes(model.priority_classes))
     return Admission(objects)
 
 

@@ -13,10 +13,11 @@ from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 from tests.hyperpod_eks.admission import Admission
 
 IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-governance/research:1"
+CLASSES = ("urgent", "standard", "opportunistic")  # the reference organisation's priority classes, all granted
 # The shipped policies for three tenancies: baseline, restricted, and dedicated nodes.
 TENANCIES = {"research": KubernetesTenancy(), "training": KubernetesTenancy(pod_security=PodSecurityLevel.RESTRICTED),
              "production": KubernetesTenancy(dedicated_instance_groups=("production-p5",))}
-ADMISSION = Admission(kubernetes.pod_security_objects() + [o for t, k in TENANCIES.items() for o in kubernetes.team_objects(t, k)])
+ADMISSION = Admission(kubernetes.pod_security_objects() + [o for t, k in TENANCIES.items() for o in kubernetes.team_objects(t, k, CLASSES)])
 
 
 def manifest(model, team: str, **overrides):

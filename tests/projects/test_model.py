@@ -14,6 +14,7 @@ from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.audit import audit
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "org-projects.yaml"
@@ -163,3 +164,37 @@ def test_hostile_values_in_project_fields_are_refused_or_inert(field):
                 assert all("\n" not in line for line in str(error).splitlines())
                 continue
             assert INERT.fullmatch(value), f"{field} accepted {value!r}"
+
+
+def test_a_role_listed_by_two_teams_is_refused_naming_both_teams_and_the_role(tmp_path, capsys):
+    data = example_data()
+    shared = "arn:aws:iam::111122223333:role/datazone_usr_role_vision_env1"
+    teams = {t["name"]: t for t in data["teams"]}
+    teams["research"]["members"].append(shared)
+    teams["training"]["members"].append(shared.replace("datazone_usr_role_vision", "DataZone_Usr_Role_Vision"))  # names ignore case
+    config = tmp_path / "shared.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(config)]) == 2
+    err = capsys.readouterr().err
+    research = next(i for i, t in enumerate(data["teams"]) if t["name"] == "research")
+    assert f"teams[{research}].members[{len(teams['research']['members']) - 1}]: role is a member of teams research and training ('{shared}')" in err
+    assert "Traceback" not in err
+    # A person's own role per team is fine: different roles, even of one person.
+    teams["training"]["members"][-1] = "arn:aws:iam::111122223333:role/alice-training"
+    teams["research"]["members"][-1] = "arn:aws:iam::111122223333:role/alice-research"
+    GovernanceModel.from_dict(data)
+
+
+def test_audit_says_every_project_member_gets_the_team_when_a_project_role_is_a_member(capsys):
+    data = example_data()
+    project_role = "arn:aws:iam::111122223333:role/datazone_usr_role_assistant"  # the assistant project lists it
+    next(t for t in data["teams"] if t["name"] == "production")["members"].append(project_role)
+    rows = [r for r in audit(GovernanceModel.from_dict(data))
+            if r.team == "production" and r.who.startswith("everyone who acts as")]
+    (row,) = rows
+    assert row.who.startswith(f"everyone who acts as {project_role}: every member of project assistant (teams production): ")
+    assert "arn:aws:iam::777788889999:role/ProductLead" in row.who
+    assert "submission role, access entries, key, bucket, secrets and jobs" in row.can
+    # Without a project role among the members, no such row: the example's teams list people only.
+    assert not [r for r in audit(load_model(str(EXAMPLE)))
+                if r.who.startswith("everyone who acts as")]

@@ -59,7 +59,7 @@ def test_the_owners_jobs_on_raised_capacity_are_inside_its_guarantee(ledger_tabl
 def test_raises_of_other_pools_teams_without_a_share_or_past_their_end_count_nothing(ledger_table, monkeypatch):  # noqa: F811
     with mock_aws():
         ssm = boto3.client("ssm", region_name="us-east-1")
-        ssm.put_parameter(Name=PARAMETER, Type="String", Value=json.dumps([
+        ssm.put_parameter(Name=PARAMETER, Type="SecureString", Value=json.dumps([
             raise_of(6, WHEN - timedelta(minutes=1)),  # lowered a minute ago: stale, however long the parameter says it
             raise_of(6, WHEN + timedelta(hours=1), pool="sagemaker"), raise_of(6, WHEN + timedelta(hours=1), team="outsider")]))
         in_force = raised_reader.read(ssm=ssm, name=PARAMETER, now=WHEN)
@@ -82,14 +82,14 @@ def test_the_handler_reads_the_parameter_once_and_an_unreadable_one_fails_the_po
         ssm = boto3.client("ssm", region_name="us-east-1")
         monkeypatch.setattr(controller, "ssm", ssm)
         now = datetime.now(timezone.utc)
-        ssm.put_parameter(Name=PARAMETER, Type="String", Value=json.dumps([raise_of(6, now + timedelta(hours=1))]))
+        ssm.put_parameter(Name=PARAMETER, Type="SecureString", Value=json.dumps([raise_of(6, now + timedelta(hours=1))]))
         client, stubber = stubbed("batch")
         expect_read(stubber)
         monkeypatch.setattr(controller, "batch", client)
         with stubber:
             result = controller.handler({}, None)
         assert result["pools"] == [{"pool": "ec2-gpu", "preemptions": 0, "starts": 1, "acted": 0, "failed": 0}]
-        ssm.put_parameter(Name=PARAMETER, Type="String", Overwrite=True, Value="[{\"pool\": \"ec2-gpu\"}]")
+        ssm.put_parameter(Name=PARAMETER, Type="SecureString", Overwrite=True, Value="[{\"pool\": \"ec2-gpu\"}]")
         capsys.readouterr()
         assert controller.handler({}, None)["pools"] == []  # nothing planned on a guess
     failure = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "pool_failed" in line]

@@ -345,7 +345,7 @@ YAML_LOOKALIKES = ["true", "false", "yes", "no", "on", "off", "y", "n", "null", 
 @pytest.mark.parametrize("team", YAML_LOOKALIKES)
 def test_manifests_keep_lookalike_names_as_strings(team: str) -> None:
     GovernanceModel.from_dict(with_value(base_data(), ("teams", 0, "name"), team))  # valid, so it must be inert
-    objects = kubernetes.team_objects(team, KubernetesTenancy(gpu_quota=8, dedicated_instance_groups=("research-p5",)))
+    objects = kubernetes.team_objects(team, KubernetesTenancy(gpu_quota=8, dedicated_instance_groups=("research-p5",)), ("urgent",))
     # CDK ships manifests as JSON; kubectl reads them as YAML. Either way the values stay strings.
     assert yaml.safe_load(json.dumps(objects)) == objects
     assert yaml.safe_load(yaml.safe_dump(objects)) == objects

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from tests.live.verify_live import AS_ASSUMED, DIFFERS, ENFORCED, HOLE, INCONCLUSIVE, check_pass_role, check_quota_share, payload
+from tests.live.verify_live import AS_ASSUMED, DIFFERS, ENFORCED, HOLE, INCONCLUSIVE, check_pass_role, check_payload_refused, check_quota_share, payload
 
 QUEUE = "sagemaker-training"
 BODY = payload("training-verify-live-b", "arn:aws:iam::111122223333:role/gpu-governance/training-gpu-training", "img", "ml.g6e.12xlarge", "s3://b/o/")
@@ -96,3 +96,38 @@ def test_refused_at_submission_is_enforced(batch):
     role, naming = _pass_role(client)
     assert (role.verdict, naming.verdict) == (ENFORCED, INCONCLUSIVE)
     assert json.loads(BODY)["RoleArn"].endswith("/training-gpu-training")
+
+
+def _payload_check(client):
+    return check_payload_refused(client, check="plan", queue=QUEUE, team="research", body=BODY, timeout_s=60, sleep=lambda s: None)
+
+
+def test_a_payload_batch_starts_is_one_only_the_guard_stops(batch):
+    client, stubber = batch
+    _submitted(stubber, "probe", "research")
+    _describe(stubber, "probe", "RUNNABLE")
+    _describe(stubber, "probe", "STARTING")
+    _terminated(stubber, "probe")
+    outcome = _payload_check(client)
+    assert outcome.verdict == HOLE and "only the submission guard stops it" in outcome.detail
+
+
+def test_a_payload_refused_at_submission_or_failed_before_starting_is_enforced(batch):
+    client, stubber = batch
+    stubber.add_client_error("submit_service_job", "ClientException", "TrainingPlanArn belongs to another principal")
+    assert _payload_check(client).verdict == ENFORCED
+    _submitted(stubber, "probe", "research")
+    _describe(stubber, "probe", "FAILED", reason="Received status from SageMaker: the training plan is not available to this job")
+    outcome = _payload_check(client)
+    assert outcome.verdict == ENFORCED and "training plan is not available" in outcome.detail
+
+
+def test_a_payload_still_waiting_at_the_timeout_is_inconclusive_and_stopped(batch):
+    client, stubber = batch
+    _submitted(stubber, "probe", "research")
+    _describe(stubber, "probe", "RUNNABLE")
+    _terminated(stubber, "probe")
+    ticks = iter([0, 0, 120])
+    outcome = check_payload_refused(client, check="image", queue=QUEUE, team="research", body=BODY, timeout_s=60, sleep=lambda s: None,
+                                    clock=lambda: next(ticks))
+    assert outcome.verdict == INCONCLUSIVE

@@ -40,13 +40,17 @@ def publish(*, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm:
     return results
 
 
-def put_if_changed(ssm: Any, name: str, value: str) -> bool:
+def put_if_changed(ssm: Any, name: str, value: str, *, key_id: str | None = None) -> bool:
     """Write the SSM parameter only when its value differs (a write bumps its version and costs a
-    call every run otherwise); whether it was written. A ClientError goes to the caller."""
+    call every run otherwise); whether it was written. With ``key_id``, a SecureString under that
+    KMS key (rewritten too when someone left a plain String of the same value). A ClientError goes
+    to the caller."""
+    wanted = ("SecureString" if key_id else "String", value)
     try:
-        current = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+        found = ssm.get_parameter(Name=name, **({"WithDecryption": True} if key_id else {}))["Parameter"]
+        current = (found["Type"], found["Value"])
     except ssm.exceptions.ParameterNotFound:
         current = None
-    if current != value:
-        ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
-    return current != value
+    if current != wanted:
+        ssm.put_parameter(Name=name, Value=value, Type=wanted[0], Overwrite=True, **({"KeyId": key_id} if key_id else {}))
+    return current != wanted

@@ -30,7 +30,7 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS, COST_EXPLORER
 from ..contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
-    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
+    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
     STACK_EVENT_SOURCE,
 )
 from ..policy import PolicyError, read_policy
@@ -139,7 +139,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     if settings.get(ENV_RAISED_GUARANTEES):  # the reclaim controller counts what is raised now (raised.py)
         result["raised_guarantees"] = raised.publish(
             raised.applied(windows=windows, owned=report.owned, pools=raising, results=result["shares"], now=now),
-            ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES])
+            ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES], key_id=settings[ENV_RAISED_GUARANTEES_KEY])
     result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
                                                      unsettled=_unsettled(requested, result, raising, now))
     if chargeback.is_scheduled(event):  # only scheduled runs count instance-hours (chargeback.py says why)

@@ -50,6 +50,10 @@ class Request:
     hours: int
     start: datetime
     window: str  # the declared window it draws on
+    # Who asked (recorded, not part of what makes two requests the same): "account:<id>" for a
+    # Capacity Request event (EventBridge sets the envelope's account to the caller's; the calling
+    # principal is only in CloudTrail), "alarm:<name>" for an alarm, the caller's ARN for the CLI.
+    requested_by: str = ""
 
     @property
     def name(self) -> str:
@@ -58,6 +62,13 @@ class Request:
 
     def details(self) -> dict[str, Any]:
         return {**asdict(self), "start": self.start.isoformat()}
+
+    def same_as(self, recorded: Mapping[str, Any], *, starts_now: bool) -> bool:
+        """Whether ``recorded`` (a ledger entry) is this request: anyone may repeat a request, and
+        a start of "now" matches any recorded start."""
+        ignored = {"requested_by", *(("start",) if starts_now else ())}
+        mine = {k: v for k, v in self.details().items() if k not in ignored}
+        return mine == {k: v for k, v in recorded.items() if k not in ignored}
 
 
 def base_window(windows: Iterable[Window], *, team: str, instance_type: str, window: str | None = None) -> Window:
@@ -75,10 +86,10 @@ def base_window(windows: Iterable[Window], *, team: str, instance_type: str, win
 
 
 def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, instance_type: str, count: int, hours: int,
-           start: datetime | None, now: datetime, window: str | None = None) -> tuple[Request, bool]:
+           start: datetime | None, now: datetime, requested_by: str, window: str | None = None) -> tuple[Request, bool]:
     """Record a request once: (the request, True) when new, (the recorded request, False) when the
-    token was used before for the same request (``start`` None, "now", matches any start);
-    refused otherwise."""
+    token was used before for the same request (``start`` None, "now", matches any start; whoever
+    repeats it); refused otherwise. ``requested_by`` is recorded with it."""
     base = base_window(windows, team=team, instance_type=instance_type, window=window)
     starts_now, start = start is None, market.utc(start or now)
     problems = []
@@ -95,7 +106,7 @@ def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, 
     if problems:
         raise RequestRefused("; ".join(problems))
     request = Request(token=token, team=team, instance_type=instance_type, count=count, hours=hours,
-                      start=start.replace(second=0, microsecond=0), window=base.name)
+                      start=start.replace(second=0, microsecond=0), window=base.name, requested_by=requested_by)
     recorded = _recorded(ledger, token)
     if recorded is None:
         spent = ledger.spent(base, now)
@@ -104,7 +115,7 @@ def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, 
         if ledger.claim_action(ACTION_PREFIX + token, status=OPEN, details=request.details(), now=now):
             return request, True
         recorded = _recorded(ledger, token)  # the same token was recorded a moment ago
-    if recorded != {**request.details(), **({"start": recorded["start"]} if starts_now else {})}:
+    if not request.same_as(recorded, starts_now=starts_now):
         raise RequestRefused(f"token: {token!r} - already used for a different request ({recorded}); use a new token")
     return _request(recorded), False
 
@@ -158,17 +169,51 @@ def requested_windows(ledger: Ledger, declared: Mapping[str, Window]) -> dict[st
     return found
 
 
+# What a Capacity Request event's detail may hold: name -> (allowed JSON types, what is allowed).
+# Checked as strictly as the governance file: a bool is no integer, 2.9 and "2" are no count.
+REQUEST_FIELDS = {
+    "team": ((str,), "a team name"), "instance_type": ((str,), "an instance type such as p5.48xlarge"),
+    "count": ((int,), f"a whole number of instances, 1 to {market.MAX_INSTANCES_PER_BLOCK}"),
+    "hours": ((int,), f"a whole number of hours, 1 to {MAX_HOURS}"),
+    "start": ((str,), '"now" or an ISO 8601 time'), "window": ((str,), "the name of a declared window of the team"),
+    "token": ((str,), f"1 to {MAX_TOKEN} characters"),
+}
+REQUIRED_REQUEST_FIELDS = ("team", "instance_type", "count", "hours")
+
+
 def from_event(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments of ``submit`` from a ``Capacity Request`` event. The token defaults to the
-    event's id, which EventBridge keeps when it delivers an event again."""
-    detail = event.get("detail") or {}
-    start = detail.get("start", "now")
-    try:
-        when = None if start == "now" else market.utc(datetime.fromisoformat(str(start).replace("Z", "+00:00")))
-        return {"token": str(detail.get("token") or event["id"]), "team": str(detail["team"]), "instance_type": str(detail["instance_type"]),
-                "count": int(detail["count"]), "hours": int(detail["hours"]), "start": when, "window": detail.get("window")}
-    except (KeyError, TypeError, ValueError) as error:
-        raise RequestRefused(f"detail: {detail!r} - team, instance_type, count, hours, optional start/window/token ({error})") from None
+    """The arguments of ``submit`` from a ``Capacity Request`` event, refused (``RequestRefused``
+    naming every bad field) unless its detail is an object of ``REQUEST_FIELDS`` with the right
+    types; the bounds are ``submit``'s. The token defaults to the event's id, which EventBridge
+    keeps when it delivers an event again. The requester is the envelope's ``account``: EventBridge
+    sets it to the account that called PutEvents (a sender cannot choose it); who in that account
+    sent it is only in CloudTrail (PutEvents data events, when a trail records them)."""
+    detail = event.get("detail")
+    if not isinstance(detail, dict):
+        raise RequestRefused(f"detail: {str(detail)[:200]!r} - an object with {', '.join(REQUIRED_REQUEST_FIELDS)} "
+                             f"and optional {', '.join(f for f in REQUEST_FIELDS if f not in REQUIRED_REQUEST_FIELDS)}")
+    problems = [f"detail.{key}: unknown field - one of {', '.join(REQUEST_FIELDS)}" for key in sorted(set(detail) - set(REQUEST_FIELDS), key=str)]
+    problems += [f"detail.{key}: missing - {REQUEST_FIELDS[key][1]}" for key in REQUIRED_REQUEST_FIELDS if key not in detail]
+    for key, value in detail.items():
+        kinds, allowed = REQUEST_FIELDS.get(key, ((), ""))
+        if kinds and (not isinstance(value, kinds) or isinstance(value, bool)):
+            problems.append(f"detail.{key}: {value!r} - {allowed}")
+    start, when = detail.get("start", "now"), None
+    if isinstance(start, str) and start != "now":
+        try:
+            when = market.utc(datetime.fromisoformat(start.replace("Z", "+00:00")))
+        except ValueError:
+            problems.append(f"detail.start: {start!r} - {REQUEST_FIELDS['start'][1]}")
+    token, account = detail.get("token") or event.get("id"), event.get("account")
+    if not isinstance(token, str):
+        problems.append(f"id: {token!r} - the event's id (EventBridge sets it), or detail.token")
+    if not isinstance(account, str) or not account:
+        problems.append(f"account: {account!r} - the sending account EventBridge puts on every event")
+    if problems:
+        raise RequestRefused("; ".join(problems))
+    return {"token": token, "team": detail["team"], "instance_type": detail["instance_type"],
+            "count": detail["count"], "hours": detail["hours"], "start": when, "window": detail.get("window"),
+            "requested_by": f"account:{account}"}
 
 
 def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str, Any] | None:
@@ -192,4 +237,4 @@ def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str,
     if len(token) > MAX_TOKEN:  # alarm names run to 255 characters
         token = f"alarm:{hashlib.sha256(token.encode()).hexdigest()}"
     return {"token": token, "team": window.team, "instance_type": window.instance_type, "count": spec["count"], "hours": spec["hours"],
-            "start": None, "window": window.name}
+            "start": None, "window": window.name, "requested_by": f"alarm:{name}"}

@@ -1,0 +1,130 @@
+"""The submission guard: a Lambda on Batch service-job state changes of the governed quota-share
+queues that checks what IAM cannot see, the SageMaker payload of each service job, against the
+submitting team (code: ``gpu_governance_runtime.guard``; docs/security.md).
+
+Minimal use, in the capacity account's stack::
+
+    SubmissionGuard(self, "SubmissionGuard", model=model, job_queues={"sagemaker-training": queue.job_queue_arn})
+
+Dry run by default: it records and alerts, and stops jobs (``TerminateServiceJob``) only with
+``dry_run=False``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from aws_cdk import ArnFormat, Duration, Stack, Token, aws_cloudwatch as cloudwatch, aws_events as events, aws_events_targets as event_targets, aws_iam as iam
+from constructs import Construct
+from gpu_governance_runtime.contract import (
+    BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_GUARD_QUEUES, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, GUARD_NAMESPACE, GUARDED_STATES, MISSING_API_OPERATIONS,
+    SERVICE_JOB_EVENT, TAG_TEAM,
+)
+from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+
+from constructs_lib.controllers.base import GovernanceController
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, team_alert_topic
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.model import TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, team_role_arn
+from constructs_lib.model.policy import policy_json
+
+
+class SubmissionGuard(GovernanceController):
+    """Exposes ``function``, ``role``, ``ledger``, ``topic`` (the platform's: the organisation's
+    alert emails), ``team_topics`` (each guarded team with an ``owner``: its owner's topic),
+    ``rule`` and ``alarms``. ``job_queues``: pool name -> job queue ARN, for ``batch_quota_share``
+    pools (the queues the organisation's teams submit service jobs to)."""
+
+    namespace = GUARD_NAMESPACE
+
+    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, job_queues: Mapping[str, str], dry_run: bool = True) -> None:
+        _check(model, job_queues)
+        super().__init__(
+            scope, id, controller_id=f"{model.organisation}-guard", ledger_key="action_id", ledger_expiry_attribute="expires_at",
+            ledger_backup_reason="Point-in-time recovery (35 days) backs up the guard's ledger; its items expire after a week and only "
+            "keep one job from being stopped or reported twice (the log group keeps each decision for a year).",
+            topic_name="GPU submission guard", role_description="Submission guard: reads service jobs, stops those outside their team",
+        )
+        stack = Stack.of(self)
+        self.model, self.job_queues = model, dict(job_queues)
+        guarded = {team.name: team for pool in sorted(job_queues) for team in model.teams_in(pool)}
+        teams = sorted(guarded)
+        self.team_topics = {name: topic for name in teams if (topic := team_alert_topic(self, guarded[name], self.key)) is not None}
+        shared = [_repository_uri(arn) for arn in model.shared_image_repositories]
+        queues = [{
+            "job_queue": arn, "pool": pool, "shared_repositories": shared,
+            "teams": {team.name: {
+                "execution_role_arn": team_role_arn(stack.account, team.name, TRAINING_ROLE_SUFFIX, stack.partition),
+                "repository": f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}/{repository_name(model.organisation, team.name)}",
+                "cost_centre": team.cost_centre} for team in model.teams_in(pool)},
+            "team_topics": {team.name: self.team_topics[team.name].topic_arn for team in model.teams_in(pool) if team.name in self.team_topics},
+        } for pool, arn in sorted(job_queues.items())]
+        self._add_function(
+            handler="gpu_governance_runtime.guard.handler.handler", code=runtime_code(policy_json(model)),
+            # Its claims in the ledger go stale after this (the reclaim ledger's contract, reused).
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=256,
+            environment={ENV_GUARD_QUEUES: stack.to_json_string(queues), ENV_LEDGER_TABLE: self.ledger.table_name,
+                         ENV_TOPIC_ARN: self.topic.topic_arn, ENV_DRY_RUN: "true" if dry_run else "false"},
+            vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, DynamoDB); a VPC would add NAT cost and no isolation.",
+        )
+        # Every state before the training job runs, and RUNNING as the last chance; a repeated event finds the ledger's claim.
+        source, detail_type = SERVICE_JOB_EVENT
+        target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=3, max_event_age=Duration.hours(1))
+        self.rule = events.Rule(self, "ServiceJobStates", targets=[target], event_pattern=events.EventPattern(
+            source=[source], detail_type=[detail_type], detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)}))
+        self._grant(stack, teams)
+        subscribe_alerts(self.topic, model)
+        for name, metric, description in (
+            ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(5)), "the submission guard failed"),
+            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
+             "a service job state change never reached the submission guard"),
+            ("MissingApiOperations", self.metric(MISSING_API_OPERATIONS, period=Duration.minutes(5)),
+             "the Lambda runtime's boto3 lacks operations the submission guard calls; it refuses to start"),
+        ):
+            route_alarm(self._add_alarm(self, name, metric, threshold=1, periods=1, description=description,
+                                        comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD), model)
+
+    def _grant(self, stack: Stack, teams: list[str]) -> None:
+        service_jobs = stack.format_arn(service="batch", resource="service-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        plans = stack.format_arn(service="sagemaker", resource="training-plan", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        statements = [
+            iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn]),
+            iam.PolicyStatement(actions=["batch:DescribeServiceJob"], resources=["*"]),  # no resource-level permission
+            # Only the governed teams' service jobs (the team tag is required at submission).
+            iam.PolicyStatement(actions=["batch:TerminateServiceJob"], resources=[service_jobs],
+                                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_TEAM}": teams}}),
+            iam.PolicyStatement(actions=["sagemaker:ListTags"], resources=[plans]),  # whose plan a payload names
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn, *(t.topic_arn for t in self.team_topics.values())]),
+        ]
+        for statement in statements:
+            self.role.add_to_policy(statement)
+        policy = self.role.node.find_child("DefaultPolicy")
+        acknowledge(policy, "An inline policy keeps the permission to stop service jobs with this one role; a managed policy could be "
+                    "attached to other principals.", "IAMNoInlinePolicy")
+        acknowledge_wildcard_resources(
+            policy, ["*", service_jobs, plans],
+            "batch:DescribeServiceJob supports no resource-level permission; batch:TerminateServiceJob is limited to service jobs "
+            "tagged with a governed team (their ids do not exist before submission); sagemaker:ListTags reads the tags of any "
+            "training plan a payload names, to tell whose it is.")
+
+
+def _repository_uri(arn: str) -> str:
+    """The image URI prefix of an ECR repository ARN: arn:<partition>:ecr:<region>:<account>:repository/<name>."""
+    _, partition, _, region, account, resource = arn.split(":", 5)
+    return f"{account}.dkr.ecr.{region}.amazonaws.com{'.cn' if partition == 'aws-cn' else ''}/{resource.split('/', 1)[1]}"
+
+
+def _check(model: GovernanceModel, job_queues: Mapping[str, str]) -> None:
+    pools = {p.name: p for p in model.pools}
+    problems = [Problem(path="job_queues", wrong="no queue to guard", value={}, allowed="at least one batch_quota_share pool name -> its job queue ARN")] if not job_queues else []
+    for pool, arn in job_queues.items():
+        if pools.get(pool) is None or pools[pool].backend != BATCH_QUOTA_SHARE:
+            problems.append(Problem(path=f"job_queues.{pool}", wrong="not a batch_quota_share pool", value=pool,
+                                    allowed=f"one of {sorted(p for p in pools if pools[p].backend == BATCH_QUOTA_SHARE)}"))
+        if not Token.is_unresolved(arn) and ":job-queue/" not in str(arn):
+            problems.append(Problem(path=f"job_queues.{pool}", wrong="not a job queue ARN", value=arn, allowed="arn:aws:batch:<region>:<account>:job-queue/<name>"))
+    if problems:
+        raise GovernanceError(problems)

@@ -1,0 +1,76 @@
+"""The SubmissionGuard construct: a rule on the governed queues' service-job state changes, a
+function that may read service jobs and training plan tags and stop only governed teams' service
+jobs, dry run by default, and every compliance pack clean (synth raises on any finding)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk import App, Environment, Stack
+from aws_cdk.assertions import Template
+
+from constructs_lib import SubmissionGuard
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import load_model
+from constructs_lib.organisation.compliance import apply_standard_packs
+from gpu_governance_runtime import contract
+
+ENV = Environment(account="111122223333", region="us-east-1")
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    model = load_model(None)
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = Stack(app, "Capacity", env=ENV)
+    guard = SubmissionGuard(stack, "SubmissionGuard", model=model, job_queues={"sagemaker-training": QUEUE})
+    apply_standard_packs(app)
+    app.synth()  # raises on any unacknowledged finding of any pack
+    return model, guard, Template.from_stack(stack)
+
+
+def test_the_rule_sends_every_state_before_the_job_runs_of_the_governed_queue(synthesized):
+    _, guard, template = synthesized
+    (rule,) = template.find_resources("AWS::Events::Rule").values()
+    assert rule["Properties"]["EventPattern"] == {
+        "source": ["aws.batch"], "detail-type": ["Batch Service Job State Change"],
+        "detail": {"jobQueue": [QUEUE], "status": ["SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"]}}
+    (target,) = rule["Properties"]["Targets"]
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3 and "DeadLetterConfig" in target
+
+
+def test_the_function_knows_each_teams_role_repository_cost_centre_and_owner_topic_and_is_dry_run(synthesized):
+    model, guard, template = synthesized
+    (function,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.guard.handler.handler"}}).values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables[contract.ENV_DRY_RUN] == "true"
+    (queue,) = json.loads("".join(p if isinstance(p, str) else "<token>" for p in variables[contract.ENV_GUARD_QUEUES]["Fn::Join"][1]))
+    assert queue["job_queue"] == QUEUE and queue["pool"] == "sagemaker-training"
+    teams = {t.name: t for t in model.teams_in("sagemaker-training")}
+    assert set(queue["teams"]) == set(teams)
+    for name, rules in queue["teams"].items():
+        assert rules["execution_role_arn"] == f"arn:<token>:iam::111122223333:role/gpu-governance/{name}-gpu-training"
+        assert rules["repository"] == f"111122223333.dkr.ecr.us-east-1.<token>/{model.organisation}/{name}"
+        assert rules["cost_centre"] == teams[name].cost_centre
+    assert set(queue["team_topics"]) == {name for name, team in teams.items() if team.owner}
+
+
+def test_it_may_stop_only_governed_teams_service_jobs_and_read_only_what_it_checks(synthesized):
+    model, guard, template = synthesized
+    (policy,) = [p for lid, p in template.find_resources("AWS::IAM::Policy").items() if "SubmissionGuard" in lid]
+    statements = {s["Action"] if isinstance(s["Action"], str) else tuple(s["Action"]): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    terminate = statements["batch:TerminateServiceJob"]
+    assert terminate["Condition"] == {"StringEquals": {f"aws:ResourceTag/{contract.TAG_TEAM}": sorted(t.name for t in model.teams_in("sagemaker-training"))}}
+    assert "service-job/*" in json.dumps(terminate["Resource"])
+    assert "training-plan/*" in json.dumps(statements["sagemaker:ListTags"]["Resource"])
+    assert not any(a.startswith(("batch:Submit", "batch:Update", "sagemaker:Stop", "sagemaker:Create")) for a in statements if isinstance(a, str))
+
+
+def test_only_quota_share_pools_can_be_guarded():
+    stack = Stack(App(), "Bad", env=ENV)
+    with pytest.raises(GovernanceError) as raised:
+        SubmissionGuard(stack, "Guard", model=load_model(None), job_queues={"ec2-gpu": QUEUE, "sagemaker-training": "not-an-arn"})
+    text = str(raised.value)
+    assert "job_queues.ec2-gpu: not a batch_quota_share pool ('ec2-gpu')" in text and "job_queues.sagemaker-training: not a job queue ARN" in text
