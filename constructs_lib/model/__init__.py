@@ -22,7 +22,8 @@ from .base import (
     ComputeEnvironmentArn, CostCentre, Count, DnsLabel, Ec2InstanceType, EksClusterName, EmailAddress,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PrincipalArn, QueueName, Region,
     SageMakerInstanceType, TeamName, UsdAmount, account_of, governance_error_from, library_role, repository_name,
-    secrets_prefix, team_key_alias, team_role_arn, aws_partition,
+    secrets_prefix, team_key_alias, team_role_arn, aws_partition, BATCH_TRAINING_JOB_PREFIX, scopes_overlap, team_name_scopes,
+    training_job_name_patterns,
 )
 from .organisation import (
     PRESET_SHARING, PROJECT_CONTRIBUTOR, PROJECT_OWNER, Account, AnyPool, BatchFairSharePool, BatchQuotaSharePool,
@@ -49,5 +50,6 @@ __all__ = [
     "SharingStrategy", "TagEnforcedFor", "Team", "TeamName", "UnifiedStudio", "UsdAmount", "account_of",
     "check_alert_topics", "check_exemptions", "check_organisation", "check_pool_teams", "check_principals",
     "check_projects", "governance_error_from", "library_role", "members_in_account", "repository_name",
-    "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition",
+    "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition", "BATCH_TRAINING_JOB_PREFIX", "scopes_overlap",
+    "team_name_scopes", "training_job_name_patterns",
 ]

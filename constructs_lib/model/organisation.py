@@ -26,7 +26,7 @@ from .base import (
     MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
     AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PrincipalArn, QueueName, Region,
-    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, library_role,
+    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, library_role, scopes_overlap, team_name_scopes,
 )
 from .capacity import CapacityWindow, check_windows
 from .slurm import slurm_problems
@@ -528,12 +528,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     _duplicates([p.name for p in model.priority_classes], "priority_classes", problems)
     _duplicates([p.name for p in model.pools], "pools", problems)
     _duplicates([t.name.lower() for t in model.teams], "teams", problems, "team names must differ (ignoring case)")
-    # Training job names and their log streams are scoped by "<team>-*" (no tags there), which
-    # also covers every team whose name is "<team>-<more>".
-    names = sorted({t.name.lower() for t in model.teams})
-    for index, team in enumerate(model.teams):
-        for other in (n for n in names if team.name.lower().startswith(f"{n}-")):
-            problems.append(Problem(path=f"teams[{index}].name", wrong=f"begins with team {other}'s name and '-'", value=team.name, allowed=f"a name that does not start with '{other}-' (its training-job and log-stream prefix)"))
+    problems += check_name_scopes(model)
 
     pools = {p.name: p for p in model.pools}
     for index, team in enumerate(model.teams):
@@ -563,6 +558,25 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += check_projects(model)
     problems += check_principals(model)
     problems += check_alert_topics(model)
+    return problems
+
+
+def check_name_scopes(model: GovernanceModel) -> list[Problem]:
+    """No name scope derived from a team's name covers another team's, in any case: training-job
+    names and their log streams, secrets, discovery parameters and HyperPod namespaces are granted
+    by name (no tags there), so ``AWSBatch<team>`` or ``<team>-x`` beside ``<team>`` would reach
+    the other team's. One problem per later team of a clashing pair, naming both scopes."""
+    problems: list[Problem] = []
+    scopes = [[(what, pattern) for what, patterns in team_name_scopes(model.organisation, t.name).items() for pattern in patterns] for t in model.teams]
+    for index, team in enumerate(model.teams):
+        for earlier, other in enumerate(model.teams[:index]):
+            if team.name.lower() == other.name.lower():
+                continue  # the duplicate check names it
+            clash = next(((what, mine, theirs) for what, mine in scopes[index] for _, theirs in scopes[earlier] if scopes_overlap(mine, theirs)), None)
+            if clash:
+                what, mine, theirs = clash
+                problems.append(Problem(path=f"teams[{index}].name", wrong=f"its {what} scope '{mine}' overlaps team {other.name}'s '{theirs}'",
+                                        value=team.name, allowed="a name whose derived names (docs/security.md) no other team's name covers, ignoring case"))
     return problems
 
 
