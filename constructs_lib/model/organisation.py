@@ -9,6 +9,7 @@ Both report every problem at once as a :class:`GovernanceError`.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from typing import Annotated, Any, Literal, Mapping, Sequence, Union
@@ -565,19 +566,29 @@ def check_name_scopes(model: GovernanceModel) -> list[Problem]:
     """No name scope derived from a team's name covers another team's, in any case: training-job
     names and their log streams, secrets, discovery parameters and HyperPod namespaces are granted
     by name (no tags there), so ``AWSBatch<team>`` or ``<team>-x`` beside ``<team>`` would reach
-    the other team's. One problem per later team of a clashing pair, naming both scopes."""
-    problems: list[Problem] = []
-    scopes = [[(what, pattern) for what, patterns in team_name_scopes(model.organisation, t.name).items() for pattern in patterns] for t in model.teams]
-    for index, team in enumerate(model.teams):
-        for earlier, other in enumerate(model.teams[:index]):
-            if team.name.lower() == other.name.lower():
-                continue  # the duplicate check names it
-            clash = next(((what, mine, theirs) for what, mine in scopes[index] for _, theirs in scopes[earlier] if scopes_overlap(mine, theirs)), None)
-            if clash:
-                what, mine, theirs = clash
-                problems.append(Problem(path=f"teams[{index}].name", wrong=f"its {what} scope '{mine}' overlaps team {other.name}'s '{theirs}'",
-                                        value=team.name, allowed="a name whose derived names (docs/security.md) no other team's name covers, ignoring case"))
-    return problems
+    the other team's. One problem per later team of a clashing pair, naming both scopes.
+
+    Scopes are literals with at most a trailing ``*`` (``scopes_overlap``): sorted by literal, an
+    open scope overlaps exactly the run of literals that start with it, so a pass over the sorted
+    list finds every clash without comparing every pair (organisations have hundreds of teams)."""
+    entries = sorted((pattern.lower().rstrip("*"), pattern.endswith("*"), index, order, what, pattern)
+                     for index, team in enumerate(model.teams)
+                     for order, (what, pattern) in enumerate((w, p) for w, ps in team_name_scopes(model.organisation, team.name).items() for p in ps))
+    literals = [entry[0] for entry in entries]
+    clashes: dict[int, tuple[int, int, str, str, str]] = {}  # later team -> (earlier team, order, what, its pattern, the earlier's)
+    for literal, is_open, index, order, what, pattern in entries:
+        position = bisect.bisect_left(literals, literal)
+        while position < len(entries) and (literals[position].startswith(literal) if is_open else literals[position] == literal):
+            _, _, other, other_order, other_what, other_pattern = entries[position]
+            position += 1
+            if other == index or model.teams[other].name.lower() == model.teams[index].name.lower():
+                continue  # the duplicate check names equal names
+            clash = (other, order, what, pattern, other_pattern) if index > other else (index, other_order, other_what, other_pattern, pattern)
+            later = max(index, other)
+            clashes[later] = min(clashes.get(later, clash), clash)
+    return [Problem(path=f"teams[{later}].name", wrong=f"its {what} scope '{mine}' overlaps team {model.teams[earlier].name}'s '{theirs}'",
+                    value=model.teams[later].name, allowed="a name whose derived names (docs/security.md) no other team's name covers, ignoring case")
+            for later, (earlier, _, what, mine, theirs) in sorted(clashes.items())]
 
 
 def check_projects(model: GovernanceModel) -> list[Problem]:
