@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping
 
 import cvc5
 from cvc5 import Kind
-
-from fnmatch import fnmatchcase
 
 from .iam_eval import _UNRESOLVED, Principal, World, _principal_matches, as_list
 from .ownership import CREATED, CREATING_ACTIONS, OWNER_TAG, Owned, owned_by_name, owned_by_tag
@@ -334,8 +333,7 @@ class Prover:
         self.tagged = owned_by_tag(org)
         self.answers: list[Answer] = []
         world = self.world
-        # Resource policies: (where it applies, statements, required, owner account or None for the ARN's own).
-        e = self.encoder
+        # Resource policies: (kind, the resource, statements, required, owner account or None for the ARN's own).
         self._bearers: list[tuple[str, str, list[Mapping[str, Any]], bool, str | None]] = []
         self._bearers += [("key", key, _statements([p]), True, None) for key, p in world.key_policies.items()]
         self._bearers += [("bucket", b, _statements(docs), False, world.bucket_accounts.get(b, "")) for b, docs in world.bucket_policies.items()]
