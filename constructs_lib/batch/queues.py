@@ -23,6 +23,9 @@ from constructs_lib.model import UNLIMITED, BatchFairSharePool, BatchQuotaShareP
 TEAM_TAG = contract.TAG_TEAM
 """Tag every job carries with its team's name; IAM uses it to scope terminate and update."""
 
+MEMBER_TAG_KEYS_ONLY = {"ForAllValues:StringNotEquals": {"aws:TagKeys": list(contract.PLATFORM_TAG_KEYS)}}
+"""A submission (and its tagging) may set any tag key but the platform's own (contract.PLATFORM_TAG_KEYS)."""
+
 
 # Waiting RUNNABLE jobs whose reason says they can never run (they ask for more than the
 # service environment or the quota share can ever hold) are terminated after the API's
@@ -102,22 +105,30 @@ class _GovernedQueue(Construct):
         return Stack.of(self).format_arn(service="batch", resource=resource, resource_name="*")
 
     @staticmethod
-    def _team_tag_statements(team_name: str, jobs: str) -> list[iam.PolicyStatement]:
+    def _team_tag_statements(team_name: str, jobs: str, submission: dict[str, dict[str, str]]) -> list[iam.PolicyStatement]:
         """The team tag is set once, when the job is created, and never changed or removed.
 
         Tagging is authorised on the job's ARN, so a grant limited only by ``aws:RequestTag``
-        would let a team re-tag another team's job as its own and then stop it (the terminate
-        and update statements trust ``aws:ResourceTag``). The policy reference lists no
-        ``batch:CreateAction`` key for Batch, so "only at creation" is written as "only on a job
-        that carries no team tag yet": at submission the job does not exist, so the key is absent.
-        The two Deny statements hold even where another policy of the same role allows tagging."""
+        would let a team tag another team's job, or an untagged one (a platform job, another
+        queue's), as its own and then stop it (the terminate and update statements trust
+        ``aws:ResourceTag``). Batch has no ``CreateAction`` key; it authorises tags given at
+        submission as ``batch:TagResource``, a dependent action of ``SubmitJob`` and
+        ``SubmitServiceJob``, inside that call (Service Authorization Reference:
+        https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsbatch.html).
+        So tagging is allowed only with ``submission``: a condition on a key only the submitting
+        call carries (``batch:ShareIdentifier``, ``batch:SchedulingPriority``: the reference lists
+        neither for ``TagResource``), on a job with no team tag yet, with the team's own tags and no
+        platform tag key. The two Deny statements hold even where another policy of the same role
+        allows tagging. ``make verify-live`` submits with tags and tags an existing job."""
         tag = f"aws:ResourceTag/{TEAM_TAG}"
         names_team_tag = {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG]}}
+        at_creation = {**submission, "Null": {**submission.get("Null", {}), tag: "true"}}
         return [
             iam.PolicyStatement(
                 actions=["batch:TagResource"],
                 resources=[jobs],
-                conditions={"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": team_name}, "Null": {tag: "true"}},
+                conditions={**at_creation, "StringEquals": {**at_creation.get("StringEquals", {}), f"aws:RequestTag/{TEAM_TAG}": team_name},
+                            **MEMBER_TAG_KEYS_ONLY},
             ),
             iam.PolicyStatement(effect=iam.Effect.DENY, actions=["batch:UntagResource"], resources=[jobs], conditions=names_team_tag),
             iam.PolicyStatement(
@@ -267,14 +278,15 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
         and the required team tag scopes terminate and update to the team's own jobs."""
         self._require_team(team_name)
         service_jobs = self._job_arn("service-job")
-        team_tag_on_request = {"StringEquals": self._tags_on_request(team_name)}
+        team_tag_on_request = {"StringEquals": self._tags_on_request(team_name), **MEMBER_TAG_KEYS_ONLY}
         return [
             iam.PolicyStatement(
                 actions=["batch:SubmitServiceJob"],
                 resources=[self.job_queue_arn, self.quota_share_arn(team_name), service_jobs],
                 conditions=team_tag_on_request,
             ),
-            *self._team_tag_statements(team_name, service_jobs),
+            # Every submission of the team's tooling sends schedulingPriority (constructs_lib.member).
+            *self._team_tag_statements(team_name, service_jobs, {"Null": {"batch:SchedulingPriority": "false"}}),
             iam.PolicyStatement(
                 actions=["batch:TerminateServiceJob", "batch:UpdateServiceJob"],
                 resources=[service_jobs],
@@ -368,14 +380,14 @@ class FairShareJobQueue(_GovernedQueue):
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
                 resources=[self.job_queue_arn, jobs],
-                conditions={"StringEquals": {"batch:ShareIdentifier": team_name, **self._tags_on_request(team_name)}},
+                conditions={"StringEquals": {"batch:ShareIdentifier": team_name, **self._tags_on_request(team_name)}, **MEMBER_TAG_KEYS_ONLY},
             ),
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
                 resources=[team_definitions],
                 conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": team_name}},
             ),
-            *self._team_tag_statements(team_name, jobs),
+            *self._team_tag_statements(team_name, jobs, {"StringEquals": {"batch:ShareIdentifier": team_name}}),
             iam.PolicyStatement(
                 actions=["batch:TerminateJob", "batch:CancelJob"],
                 resources=[jobs],

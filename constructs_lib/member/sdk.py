@@ -8,8 +8,9 @@ retryStrategy (1 attempt, retry only on SageMaker's InternalServerError), timeou
 day unless given), quotaShareName, preemptionConfiguration, tags, and the CreateTrainingJob
 payload of the ``ModelTrainer``. Two gaps handled here:
 
-- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 is dropped: we set it
-  with ``UpdateServiceJob`` right after submitting.
+- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 would be dropped, and a
+  submission without it may not tag its job (docs/security.md): we submit it at 1 and set 0 with
+  ``UpdateServiceJob`` right after submitting.
 - the payload's ``Tags`` are moved to the Batch job's tags, so the training job SageMaker
   creates carries none from the payload (the boto3 path keeps them on both).
 """
@@ -88,12 +89,15 @@ def submit_with_sdk(
     setup.require("job_queue", "quota_share")
     priority = setup.priority(priority_class)
     all_tags = with_submission_tags(setup, tags)
+    # The SDK sends schedulingPriority only when it is truthy, and IAM lets a job's tags be set only
+    # inside a submission that carries one (docs/security.md): a class of weight 0 is submitted at
+    # 1, the lowest priority the SDK sends, and set to 0 right after.
     with default_region(setup.region):
         queued = TrainingQueue(setup.job_queue).submit(
-            trainer, inputs, priority=priority, quota_share_name=setup.quota_share, tags=all_tags,
+            trainer, inputs, priority=priority or 1, quota_share_name=setup.quota_share, tags=all_tags,
             preemption_config={"preemptionRetriesBeforeTermination": preemption_retries} if preemption_retries is not None else None,
         )
-    if priority == 0:  # the SDK sends schedulingPriority only when it is truthy
+    if priority == 0:
         if batch_client is None:
             import boto3
 

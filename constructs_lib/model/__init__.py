@@ -24,6 +24,7 @@ from .base import (
     SageMakerInstanceType, TeamName, UsdAmount, account_of, governance_error_from, library_role, project_role, repository_name,
     secrets_prefix, team_key_alias, team_role_arn, aws_partition, identity_center_role_patterns, is_arn_pattern,
     submission_policy_name, PermissionSetName,
+    BATCH_TRAINING_JOB_PREFIX, scopes_overlap, team_name_scopes, training_job_name_patterns,
 )
 from .organisation import (
     PRESET_SHARING, PROJECT_CONTRIBUTOR, PROJECT_OWNER, Account, AnyPool, BatchFairSharePool, BatchQuotaSharePool,
@@ -52,4 +53,5 @@ __all__ = [
     "check_projects", "governance_error_from", "library_role", "members_in_account", "project_role", "repository_name",
     "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition", "identity_center_role_patterns",
     "is_arn_pattern", "submission_policy_name", "PermissionSetName", "PermissionSetMember", "SlurmHeadNode",
+    "BATCH_TRAINING_JOB_PREFIX", "scopes_overlap", "team_name_scopes", "training_job_name_patterns",
 ]

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from gpu_governance_runtime.contract import BACKENDS
+from gpu_governance_runtime.contract import BACKENDS, HYPERPOD_NAMESPACE_PREFIX, discovery_parameter_path
 
 from constructs_lib.core.errors import GovernanceError, Problem
 
@@ -168,6 +168,47 @@ def repository_name(organisation: str, team_name: str) -> str:
 def secrets_prefix(organisation: str, team_name: str) -> str:
     """Secrets Manager names the team's roles may read: ``<organisation>/<team>/...``."""
     return f"{organisation}/{team_name}/"
+
+
+BATCH_TRAINING_JOB_PREFIX = "AWSBatch"
+"""Batch's service-linked role may create only ``training-job/AWSBatch*`` (managed policy
+AWSBatchServiceRolePolicyForSageMaker): Batch names the training jobs of service jobs so."""
+
+
+def training_job_name_patterns(team_name: str) -> tuple[str, ...]:
+    """Names a training job of the team may have: ``<team>-...`` when created directly, and the
+    same after Batch's prefix when Batch creates it from a service job's payload (assumed to keep
+    the payload's ``TrainingJobName``; ``make verify-live`` prints the name Batch gave). SageMaker
+    writes each job's log streams under the same name."""
+    return (f"{team_name}-*", f"{BATCH_TRAINING_JOB_PREFIX}{team_name}-*")
+
+
+def team_name_scopes(organisation: str, team_name: str) -> dict[str, tuple[str, ...]]:
+    """Every name scope the library derives from a team's name, as wildcard patterns with at most
+    one trailing ``*``: what the team's policies (or HyperPod) hand to whoever holds the name. No
+    two teams' scopes may overlap (:func:`scopes_overlap`, checked by ``check_organisation``)."""
+    return {
+        "training jobs and their log streams": training_job_name_patterns(team_name),
+        "secrets": (f"{secrets_prefix(organisation, team_name)}*",),
+        "discovery parameters": (discovery_parameter_path(organisation, team_name), f"{discovery_parameter_path(organisation, team_name)}/*"),
+        "access-log prefix": (f"{team_name}/*",),
+        "HyperPod namespace": (f"{HYPERPOD_NAMESPACE_PREFIX}{team_name}", f"{HYPERPOD_NAMESPACE_PREFIX}{team_name}-*"),
+    }
+
+
+def scopes_overlap(first: str, second: str) -> bool:
+    """Whether some name matches both patterns (a literal, or a literal and a trailing ``*``),
+    ignoring case: SageMaker and Kubernetes names, ECR and the HyperPod CLI fold or refuse case,
+    so a difference in case separates nothing."""
+    a, b = first.lower(), second.lower()
+    a_open, b_open = a.endswith("*"), b.endswith("*")
+    a, b = a.rstrip("*"), b.rstrip("*")
+    if a_open and b_open:
+        return a.startswith(b) or b.startswith(a)
+    if a_open or b_open:
+        prefix, name = (a, b) if a_open else (b, a)
+        return name.startswith(prefix)
+    return a == b
 
 
 def team_key_alias(organisation: str, team_name: str) -> str:

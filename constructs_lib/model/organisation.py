@@ -9,6 +9,7 @@ Both report every problem at once as a :class:`GovernanceError`.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from typing import Annotated, Any, Literal, Mapping, Sequence, Union
@@ -26,7 +27,7 @@ from .base import (
     MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
     AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PermissionSetName, PrincipalArn, QueueName, Region,
-    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role,
+    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role, scopes_overlap, team_name_scopes,
 )
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types
@@ -605,12 +606,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     _duplicates([p.name for p in model.priority_classes], "priority_classes", problems)
     _duplicates([p.name for p in model.pools], "pools", problems)
     _duplicates([t.name.lower() for t in model.teams], "teams", problems, "team names must differ (ignoring case)")
-    # Training job names and their log streams are scoped by "<team>-*" (no tags there), which
-    # also covers every team whose name is "<team>-<more>".
-    names = sorted({t.name.lower() for t in model.teams})
-    for index, team in enumerate(model.teams):
-        for other in (n for n in names if team.name.lower().startswith(f"{n}-")):
-            problems.append(Problem(path=f"teams[{index}].name", wrong=f"begins with team {other}'s name and '-'", value=team.name, allowed=f"a name that does not start with '{other}-' (its training-job and log-stream prefix)"))
+    problems += check_name_scopes(model)
 
     pools = {p.name: p for p in model.pools}
     for index, team in enumerate(model.teams):
@@ -650,6 +646,35 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += check_principals(model)
     problems += check_alert_topics(model)
     return problems
+
+
+def check_name_scopes(model: GovernanceModel) -> list[Problem]:
+    """No name scope derived from a team's name covers another team's, in any case: training-job
+    names and their log streams, secrets, discovery parameters and HyperPod namespaces are granted
+    by name (no tags there), so ``AWSBatch<team>`` or ``<team>-x`` beside ``<team>`` would reach
+    the other team's. One problem per later team of a clashing pair, naming both scopes.
+
+    Scopes are literals with at most a trailing ``*`` (``scopes_overlap``): sorted by literal, an
+    open scope overlaps exactly the run of literals that start with it, so a pass over the sorted
+    list finds every clash without comparing every pair (organisations have hundreds of teams)."""
+    entries = sorted((pattern.lower().rstrip("*"), pattern.endswith("*"), index, order, what, pattern)
+                     for index, team in enumerate(model.teams)
+                     for order, (what, pattern) in enumerate((w, p) for w, ps in team_name_scopes(model.organisation, team.name).items() for p in ps))
+    literals = [entry[0] for entry in entries]
+    clashes: dict[int, tuple[int, int, str, str, str]] = {}  # later team -> (earlier team, order, what, its pattern, the earlier's)
+    for literal, is_open, index, order, what, pattern in entries:
+        position = bisect.bisect_left(literals, literal)
+        while position < len(entries) and (literals[position].startswith(literal) if is_open else literals[position] == literal):
+            _, _, other, other_order, other_what, other_pattern = entries[position]
+            position += 1
+            if other == index or model.teams[other].name.lower() == model.teams[index].name.lower():
+                continue  # the duplicate check names equal names
+            clash = (other, order, what, pattern, other_pattern) if index > other else (index, other_order, other_what, other_pattern, pattern)
+            later = max(index, other)
+            clashes[later] = min(clashes.get(later, clash), clash)
+    return [Problem(path=f"teams[{later}].name", wrong=f"its {what} scope '{mine}' overlaps team {model.teams[earlier].name}'s '{theirs}'",
+                    value=model.teams[later].name, allowed="a name whose derived names (docs/security.md) no other team's name covers, ignoring case")
+            for later, (earlier, _, what, mine, theirs) in sorted(clashes.items())]
 
 
 def check_projects(model: GovernanceModel) -> list[Problem]:

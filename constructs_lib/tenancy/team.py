@@ -22,7 +22,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.model import (
     ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, is_arn_pattern, repository_name, secrets_prefix,
-    team_key_alias, team_role_arn,
+    team_key_alias, team_role_arn, training_job_name_patterns,
 )
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -39,18 +39,6 @@ SECRET_READ_ACTIONS = ["secretsmanager:GetSecretValue", "secretsmanager:Describe
 DISCOVERY_READ_ACTIONS = ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"]
 # Untagged images are left over from interrupted pushes (tags are immutable, so never moved).
 UNTAGGED_IMAGE_DAYS = 14
-
-
-BATCH_TRAINING_JOB_PREFIX = "AWSBatch"
-"""Batch's service-linked role may create only ``training-job/AWSBatch*`` (managed policy
-AWSBatchServiceRolePolicyForSageMaker): Batch names the training jobs of service jobs so."""
-
-
-def training_job_name_patterns(team_name: str) -> tuple[str, ...]:
-    """Names a training job of the team may have: ``<team>-...`` when created directly, and the
-    same after Batch's prefix when Batch creates it from a service job's payload (assumed to keep
-    the payload's ``TrainingJobName``; ``make verify-live`` prints the name Batch gave)."""
-    return (f"{team_name}-*", f"{BATCH_TRAINING_JOB_PREFIX}{team_name}-*")
 
 
 def submission_role_name(team_name: str) -> str:

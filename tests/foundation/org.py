@@ -12,15 +12,18 @@ def default_data() -> dict:
     return copy.deepcopy(yaml.safe_load(default_config_text()))
 
 
-def synthesize_reference(model, outdir, *, packs: bool = True) -> list:
+def synthesize_reference(model, outdir, *, packs: bool = True, cdk_json: bool = False) -> list:
     """The reference app's stacks for ``model``, synthesized into ``outdir``. With ``packs`` the
-    standard compliance packs run, and synthesis raises on any unacknowledged finding."""
+    standard compliance packs run, and synthesis raises on any unacknowledged finding. With
+    ``cdk_json`` the app gets cdk.json's context (feature flags), as `make synth` and the CDK CLI
+    give it: weak cross-stack references (Fn::GetStackOutput) among them."""
     from aws_cdk import App  # here, not at the top: the CLI tests import this module too
 
+    from app import cdk_json_context
     from constructs_lib.organisation.compliance import apply_standard_packs
     from constructs_lib.deployment import build_reference_app
 
-    app = App(outdir=str(outdir))
+    app = App(outdir=str(outdir), context=cdk_json_context() if cdk_json else None)
     stacks = build_reference_app(app, model)
     if packs:
         apply_standard_packs(app)

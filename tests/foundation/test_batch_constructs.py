@@ -7,6 +7,7 @@ from constructs import Construct
 
 from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue, fair_share_weight_factor
 from constructs_lib.batch.queues import l1_logical_id
+from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
 
@@ -175,7 +176,7 @@ def test_grant_submit_scopes_to_the_share_and_team_tag(synthesized):
     _, _, template = synthesized
     statements = _statements(template, "Submitter")
     submit = next(s for s in statements if s["Action"] == "batch:SubmitServiceJob")
-    assert submit["Condition"] == {"StringEquals": {f"aws:RequestTag/{TEAM_TAG}": "vision"}}
+    assert submit["Condition"]["StringEquals"] == {f"aws:RequestTag/{TEAM_TAG}": "vision"}
     resources = json.dumps(submit["Resource"])
     assert "job-queue/training/quota-share/vision" in resources
     assert "quota-share/nlp" not in resources
@@ -191,14 +192,26 @@ def test_grant_submit_scopes_to_the_share_and_team_tag(synthesized):
 def test_team_tag_is_set_at_creation_and_never_changed(synthesized):
     _, _, template = synthesized
     statements = _statements(template, "Submitter")
-    tagging = [s for s in statements if s["Action"] == "batch:TagResource" and s["Effect"] == "Allow"]
+    tagging = {json.dumps(s["Resource"]): s for s in statements if s["Action"] == "batch:TagResource" and s["Effect"] == "Allow"}
     assert len(tagging) == 2  # service jobs (quota share) and jobs (fair share)
-    for statement in tagging:
-        # Only on a job with no team tag yet: another team's job cannot be re-tagged as ours.
-        assert statement["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "true"}
+    service_jobs, jobs = (next(s for r, s in tagging.items() if kind in r) for kind in (":service-job/", ":job/"))
+    # Only inside the submission (a key only SubmitServiceJob / SubmitJob carries), on a job with
+    # no team tag yet: an existing job, untagged or another team's, is never tagged as ours.
+    assert service_jobs["Condition"]["Null"] == {"batch:SchedulingPriority": "false", f"aws:ResourceTag/{TEAM_TAG}": "true"}
+    assert jobs["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "true"}
+    assert jobs["Condition"]["StringEquals"] == {"batch:ShareIdentifier": "lab", f"aws:RequestTag/{TEAM_TAG}": "lab"}
     denies = {json.dumps(s["Action"]): s for s in statements if s["Effect"] == "Deny"}
     assert denies['"batch:UntagResource"']["Condition"] == {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG]}}
     assert denies['"batch:TagResource"']["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "false"}
+
+
+def test_a_submission_sets_no_platform_tag_key(synthesized):
+    _, _, template = synthesized
+    creating = [s for s in _statements(template, "Submitter") if s["Effect"] == "Allow"
+                and (s["Action"] in ("batch:SubmitServiceJob", "batch:TagResource") or (s["Action"] == "batch:SubmitJob" and "ShareIdentifier" in json.dumps(s)))]
+    assert len(creating) == 4
+    for statement in creating:
+        assert statement["Condition"]["ForAllValues:StringNotEquals"] == {"aws:TagKeys": list(PLATFORM_TAG_KEYS)}
 
 
 def test_grant_observe_is_read_only(synthesized):

@@ -45,7 +45,7 @@ from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG  # plain Python
 
 ENFORCED, HOLE, INCONCLUSIVE = "enforced", "NOT enforced", "inconclusive"
 AS_ASSUMED, DIFFERS = "as assumed", "differs"  # (c) is an observation, not a control
-BATCH_TRAINING_JOB_PREFIX = "AWSBatch"  # constructs_lib.tenancy, without importing aws_cdk
+BATCH_TRAINING_JOB_PREFIX = "AWSBatch"  # constructs_lib.model, without importing the library
 _STARTED = {"SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED"}
 
 

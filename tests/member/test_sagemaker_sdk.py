@@ -65,7 +65,7 @@ def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkp
     assert "Tags" not in payload
 
 
-def test_a_priority_of_zero_the_sdk_drops_is_set_right_after_submitting(batch, deployed):
+def test_a_priority_of_zero_the_sdk_drops_is_submitted_as_one_and_set_right_after(batch, deployed):
     stub, client, sent, session = batch
     setup = dataclasses.replace(deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}])
     stub.add_response("submit_service_job", RESPONSE)
@@ -74,4 +74,6 @@ def test_a_priority_of_zero_the_sdk_drops_is_set_right_after_submitting(batch, d
     trainer = model_trainer(setup, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
     submit_with_sdk(setup, trainer, priority_class="idle", batch_client=client)
     stub.assert_no_pending_responses()
-    assert "schedulingPriority" not in sent[0]  # the SDK's own request lacks it: the workaround is needed
+    # The SDK sends no priority of 0, and IAM tags a service job only inside a submission that
+    # carries one: submitted at 1, the lowest the SDK sends, then set to 0.
+    assert sent[0]["schedulingPriority"] == 1

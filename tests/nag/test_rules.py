@@ -87,7 +87,14 @@ CASES = [
     ("JobControlWithoutShare", "terminate-any", lambda s, i: policy(s, i, ["t"], {"Action": "batch:TerminateJob", "Resource": JOBS}), ["Action::batch:TerminateJob"]),
     ("JobControlWithoutShare", "observe-only", lambda s, i: policy(s, i, ["t"], {"Action": ["batch:ListJobs", "batch:DescribeJobs"], "Resource": "*"}), NA),
     # Re-tag, then terminate: a team-tag grant that also works on existing jobs defeats aws:ResourceTag.
-    ("JobControlWithoutShare", "tag-only-at-creation", lambda s, i: policy(s, i, ["t"], *_team_tagging({"Null": {f"aws:ResourceTag/{TEAM_TAG}": "true"}})), OK),
+    # Only on a job without the team tag: any untagged job of the account (a platform job) is claimable.
+    ("JobControlWithoutShare", "tag-any-untagged-job", lambda s, i: policy(s, i, ["t"], *_team_tagging({"Null": {f"aws:ResourceTag/{TEAM_TAG}": "true"}})),
+     ["Action::batch:TagResource"]),
+    ("JobControlWithoutShare", "tag-inside-a-service-job-submission", lambda s, i: policy(s, i, ["t"], *_team_tagging(
+        {"Null": {f"aws:ResourceTag/{TEAM_TAG}": "true", "batch:SchedulingPriority": "false"}})), OK),
+    ("JobControlWithoutShare", "tag-inside-a-job-submission", lambda s, i: policy(s, i, ["t"], *_team_tagging({"StringEquals": {"batch:ShareIdentifier": "a"}})), OK),
+    ("JobControlWithoutShare", "tag-where-the-submission-key-is-absent", lambda s, i: policy(s, i, ["t"], *_team_tagging({"Null": {"batch:SchedulingPriority": "true"}})),
+     ["Action::batch:TagResource"]),
     ("JobControlWithoutShare", "tag-with-create-action", lambda s, i: policy(s, i, ["t"], *_team_tagging({"StringEquals": {"batch:CreateAction": ["SubmitJob", "SubmitServiceJob"]}})), OK),
     ("JobControlWithoutShare", "retag-by-request-tag", lambda s, i: policy(s, i, ["t"], *_team_tagging({})), ["Action::batch:TagResource"]),
     ("JobControlWithoutShare", "retag-any-job-beside-tag-scoped-control", lambda s, i: policy(s, i, ["t"],

@@ -15,7 +15,8 @@ This one implements the parts of AWS's evaluation logic the library's policies u
   the resource policy of ``sts:AssumeRole``; ``iam:PassRole`` is decided by identity policies.
 
 CloudFormation intrinsics (Ref, Fn::GetAtt, Fn::Join, Fn::Sub, Fn::Select, Fn::Split, Fn::If,
-and Fn::ImportValue against the exports of the assembly's other stacks) resolve to concrete ARNs
+Fn::ImportValue against the exports of the assembly's other stacks, and Fn::GetStackOutput, the weak
+reference cdk.json asks for, against their outputs) resolve to concrete ARNs
 through :class:`Template`, so what is evaluated is what CloudFormation deploys. A value the
 evaluator cannot compute never silently matches nothing: it fails the evaluation loudly
 (:class:`UnresolvedIntrinsic`) as soon as a request depends on it.
@@ -68,6 +69,7 @@ class Template:
         self.outputs: dict[str, Any] = body.get("Outputs", {})
         self.parameters: dict[str, Any] = body.get("Parameters", {})
         self.exports: dict[str, tuple[Template, Any]] = {}  # export name -> (exporting stack, value); see link_exports
+        self.stacks: dict[tuple[str, str], Template] = {}  # (stack name, region) -> stack of the same account; see link_exports
 
     def props(self, logical_id: str) -> dict[str, Any]:
         return self.resources[logical_id].get("Properties", {})
@@ -160,6 +162,14 @@ class Template:
                     raise UnresolvedIntrinsic(f"{self.name}: Fn::ImportValue {name}: no stack in {self.account}/{self.region} exports it")
                 exporter, exported = self.exports[name]
                 return exporter.resolve(exported)
+            if key == "Fn::GetStackOutput":
+                # A weak cross-stack reference (cdk.json's @aws-cdk/core:defaultCrossStackReferences):
+                # the named output of another stack of this account, read at deploy time.
+                source = (self.resolve(arg["StackName"]), self.resolve(arg.get("Region", self.region)))
+                if "RoleArn" in arg or source not in self.stacks or arg["OutputName"] not in self.stacks[source].outputs:
+                    raise UnresolvedIntrinsic(f"{self.name}: Fn::GetStackOutput {arg}: no stack of {self.account} has that output")
+                producer = self.stacks[source]
+                return producer.resolve(producer.outputs[arg["OutputName"]]["Value"])
             if key == "Fn::If":
                 name, when_true, when_false = arg
                 return self.resolve(when_true if self.condition(name) else when_false)
@@ -214,7 +224,8 @@ def load_assembly(outdir: str | Path) -> list[Template]:
 
 def link_exports(templates: list[Template]) -> None:
     """Give each stack the exports its Fn::ImportValue can see: those of the stacks in its own
-    account and region (CloudFormation refuses a second export of the same name there)."""
+    account and region (CloudFormation refuses a second export of the same name there), and the
+    stacks of its own account whose outputs its Fn::GetStackOutput reads."""
     exports: dict[tuple[str, str, str], tuple[Template, Any]] = {}
     for template in templates:
         for output in template.outputs.values():
@@ -225,6 +236,7 @@ def link_exports(templates: list[Template]) -> None:
                 exports[name] = (template, output["Value"])
     for template in templates:
         template.exports = {name: value for (account, region, name), value in exports.items() if (account, region) == (template.account, template.region)}
+        template.stacks = {(t.name, t.region): t for t in templates if t.account == template.account}
 
 
 # --- one policy document -----------------------------------------------------------------------

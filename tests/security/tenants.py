@@ -37,6 +37,7 @@ class Tenant:
     repository: str = ""  # ECR repository ARN
     parameters: list[str] = field(default_factory=list)  # discovery parameter ARNs, one per pool
     submission_tags: dict[str, str] = field(default_factory=dict)  # what its own jobs carry (team, cost centre)
+    access_log_bucket: str = ""  # the shared bucket its bucket's access logs go to, under "<team>/"
 
 
 @dataclass
@@ -117,6 +118,7 @@ def _read_team_buckets(template: Template, tenants: dict[str, Tenant]) -> None:
         for tenant in tenants.values():
             if tenant.key in keys:
                 tenant.bucket = template.ref(logical_id)
+                tenant.access_log_bucket = template.resolve(props.get("LoggingConfiguration", {}).get("DestinationBucketName", ""))
 
 
 def _read_pod_identities(template: Template, tenants: dict[str, Tenant]) -> None:

@@ -35,7 +35,7 @@ GENERATED_ACCOUNTS = 3
 
 
 def synthesized(model: GovernanceModel, outdir: Path) -> Organisation:
-    synthesize_reference(model, outdir, packs=False)
+    synthesize_reference(model, outdir, packs=False, cdk_json=True)  # as `make synth`: weak references between stacks
     return read_organisation(model, load_assembly(outdir))
 
 
@@ -120,7 +120,8 @@ def test_each_team_can_still_do_its_own_work(organisation):
         for queue, share in team.quota_shares:
             new = f"arn:aws:batch:{capacity.region}:{capacity.account}:service-job/new"
             assert all(world.is_allowed(Request(submit, "batch:SubmitServiceJob", r, own_tag)) for r in (queue, share, new))
-            assert world.is_allowed(Request(submit, "batch:TagResource", new, own_tag))  # tags at creation
+            # Tags at creation: Batch authorises them inside SubmitServiceJob, which carries its priority.
+            assert world.is_allowed(Request(submit, "batch:TagResource", new, {**own_tag, "batch:SchedulingPriority": ["50"]}))
         for queue in team.fair_share_queues:
             definition = f"arn:aws:batch:{capacity.region}:{capacity.account}:job-definition/{team.name}-train:3"
             context = {**own_tag, "batch:ShareIdentifier": [team.name]}

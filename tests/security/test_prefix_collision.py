@@ -29,7 +29,20 @@ def test_loader_refuses_a_team_name_that_extends_another():
     extended = copy.deepcopy(data["teams"][0])
     extended["name"] = "Research-X"  # case does not help either
     data["teams"].append(extended)
-    with pytest.raises(GovernanceError, match=r"teams\[3\]\.name: begins with team research's name and '-' \('Research-X'\)"):
+    with pytest.raises(GovernanceError, match=r"teams\[3\]\.name: its training jobs and their log streams scope 'Research-X-\*' overlaps team research's 'research-\*' \('Research-X'\)"):
+        GovernanceModel.from_dict(data)
+
+
+@pytest.mark.parametrize("name", ["AWSBatchresearch", "awsbatchRESEARCH"])
+def test_loader_refuses_a_team_named_after_batchs_prefix_and_another_team(name):
+    """Finding 4: Batch names a service job's training job AWSBatch<payload name>, so team
+    AWSBatchresearch's scope AWSBatchresearch-* covers research's Batch-run jobs and their logs."""
+    data = default_data()
+    other = copy.deepcopy(data["teams"][0])
+    other.update(name=name, quotas={k: v for k, v in other["quotas"].items() if not k.startswith("hyperpod")}, members=other["members"])
+    other.pop("kubernetes", None)
+    data["teams"].append(other)
+    with pytest.raises(GovernanceError, match=rf"teams\[3\]\.name: its training jobs and their log streams scope '{name}-\*' overlaps team research's 'AWSBatchresearch-\*'"):
         GovernanceModel.from_dict(data)
 
 

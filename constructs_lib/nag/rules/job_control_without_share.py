@@ -40,13 +40,25 @@ def _tag_scoped(statement: Statement) -> bool:
     return any(key.startswith("aws:resourcetag/") for key in statement.condition_keys())
 
 
+# Keys only the submitting call carries: Batch authorises the tags of SubmitJob / SubmitServiceJob
+# as batch:TagResource inside that call (a dependent action), and lists neither key for TagResource
+# itself (Service Authorization Reference; docs/batch.md).
+_SUBMISSION_KEYS = ("batch:shareidentifier", "batch:schedulingpriority")
+
+
 def _tagging_only_at_creation(statement: Statement) -> bool:
-    # batch:CreateAction (where a service offers it) or "the job carries no tag of that key yet"
-    # (Null aws:ResourceTag/KEY = true) both confine tagging to a job being created.
+    # batch:CreateAction (where a service offers it), or a key only the submission carries, required
+    # to be present. "The job carries no team tag yet" (Null aws:ResourceTag/KEY = true) is not
+    # enough: every untagged job of the account (a platform job, another queue's) is claimable.
     if "batch:createaction" in statement.condition_keys():
         return True
-    absent = {key.lower(): str(value).lower() for key, value in (statement.conditions.get("Null") or {}).items()}
-    return any(key.startswith("aws:resourcetag/") and value == "true" for key, value in absent.items())
+    for operator, keys in statement.conditions.items():
+        for key, value in keys.items():
+            if key.lower() not in _SUBMISSION_KEYS or operator.endswith("IfExists") or "Not" in operator:
+                continue
+            if operator != "Null" or str(value).lower() == "false":
+                return True
+    return False
 
 
 def _retag_findings(statements: tuple[Statement, ...]) -> list[str]:
@@ -94,7 +106,8 @@ RULE = GovernanceRule(
         "(job-queue/QUEUE/quota-share/SHARE), batch:SubmitJob with the batch:ShareIdentifier condition "
         "key, and terminate, cancel and update to named jobs or an aws:ResourceTag condition. An "
         "aws:ResourceTag scope holds only if the tag cannot be changed: allow batch:TagResource on jobs "
-        "only at creation (batch:CreateAction, or Null aws:ResourceTag/KEY = true) and deny removing it."
+        "only at creation (batch:CreateAction, or a key only the submission carries: batch:ShareIdentifier, "
+        "batch:SchedulingPriority) and deny removing it."
     ),
     resource_types=IDENTITY_POLICY_TYPES,
     check=_check,
