@@ -48,7 +48,7 @@ def test_loader_refuses_a_team_named_after_batchs_prefix_and_another_team(name):
 
 @pytest.fixture(scope="module")
 def colliding(tmp_path_factory):
-    template = {k: v for k, v in default_data()["teams"][0].items() if k not in ("kubernetes", "quotas")}
+    template = {k: v for k, v in default_data()["teams"][0].items() if k not in ("kubernetes", "quotas", "permission_sets")}
     teams = [Team(**{**template, "name": name, "quotas": {"ec2-gpu": {"g6e.12xlarge": 1}}}) for name in ("research", "research-x")]
     pool = BatchFairSharePool(name="ec2-gpu", capacity={"g6e.12xlarge": 2},
                               compute_environments=["arn:aws:batch:us-east-1:111122223333:compute-environment/gpu"])
