@@ -42,6 +42,7 @@ POLICY = parse_policy({
     ],
 })
 SETTINGS = Settings()
+LISTED = 3  # statuses the fair-share adapter lists
 
 
 def batch_job(job_id, share, status, nodes=1, priority=10, started=NOW - 3600, attempts=0, checkpointable="false"):
@@ -73,11 +74,14 @@ RUNNING = [batch_job("borrow-big", "research", "RUNNING", nodes=4, started=NOW -
 WAITING = [batch_job("train", "training", "RUNNABLE", nodes=6, priority=50)]
 
 
-def expect_read(stubber, running=RUNNING, waiting=WAITING):
-    for status, jobs in (("STARTING", []), ("RUNNING", running), ("RUNNABLE", waiting)):
+def expect_read(stubber, running=RUNNING, waiting=WAITING, pending=()):
+    """The adapter lists each status, then describes every listed job once."""
+    listed = []
+    for status, jobs in (("STARTING", []), ("RUNNING", running), ("RUNNABLE", waiting), ("PENDING", pending))[:LISTED]:
         stubber.add_response("list_jobs", {"jobSummaryList": [summary(j) for j in jobs]}, {"jobQueue": QUEUE, "jobStatus": status})
-        if jobs:
-            stubber.add_response("describe_jobs", {"jobs": jobs}, {"jobs": [j["jobId"] for j in jobs]})
+        listed += jobs
+    if listed:
+        stubber.add_response("describe_jobs", {"jobs": listed}, {"jobs": [j["jobId"] for j in listed]})
 
 
 def tick(adapter, table, *, dry_run, records):

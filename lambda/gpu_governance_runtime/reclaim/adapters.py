@@ -66,6 +66,11 @@ class Adapter(Protocol):
 # --- AWS Batch fair share -----------------------------------------------------------------------
 
 
+# https://docs.aws.amazon.com/batch/latest/userguide/job_states.html: a job moves only forward.
+LIFECYCLE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
+LISTED_STATUSES = ("STARTING", "RUNNING", "RUNNABLE")
+
+
 class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
@@ -79,19 +84,32 @@ class BatchFairShareAdapter:
     def read(self, now: float) -> PoolState:
         shares = {s.name for s in self.pool.shares}
         running, pending = [], []
-        for status in ("STARTING", "RUNNING", "RUNNABLE"):
-            for job in self._describe(self._list(status)):
-                if job.get("shareIdentifier") not in shares:
-                    continue  # not a governed team's job: never touched
-                fields = self._fields(job)
-                if fields["instance_type"] not in self.pool.capacity:
-                    continue  # untagged job in a pool of several types: cannot be planned
-                self._jobs[job["jobId"]] = job
-                if status == "RUNNABLE":
-                    pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
-                else:
-                    running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
+        self._jobs = {}
+        for job in self._current(LISTED_STATUSES):
+            if job.get("shareIdentifier") not in shares:
+                continue  # not a governed team's job: never touched
+            fields = self._fields(job)
+            if fields is None:
+                continue
+            self._jobs[job["jobId"]] = job
+            if job["status"] == "RUNNABLE":
+                pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
+            else:
+                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+
+    def _current(self, statuses: Iterable[str]) -> list[dict]:
+        """Each job listed under one of ``statuses``, once, as DescribeJobs has it now. Listings
+        are read one status after another while jobs move on, so one job can be listed under two
+        states (RUNNABLE, then STARTING a moment later): the later state wins. A job that left
+        ``statuses`` between the listing and the description (it ended) is dropped."""
+        ids = list(dict.fromkeys(job_id for status in statuses for job_id in self._list(status)))
+        latest: dict[str, dict] = {}
+        for job in self._describe(ids):
+            seen = latest.get(job["jobId"])
+            if seen is None or LIFECYCLE.index(job.get("status", "SUBMITTED")) >= LIFECYCLE.index(seen.get("status", "SUBMITTED")):
+                latest[job["jobId"]] = job
+        return [job for _, job in sorted(latest.items()) if job.get("status") in statuses]
 
     def _list(self, status: str) -> list[str]:
         ids = []

@@ -89,16 +89,16 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     results = []
     raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
     for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
-        if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
-            eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left,
-                           in_vpc=os.environ.get(ENV_IN_VPC) == "true")
-            continue
-        adapter = build_adapter(target, policy, time_left)
-        if time_left() < adapter.action_seconds:
-            log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
-            continue
         try:
+            if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
+                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
+                               tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left,
+                               in_vpc=os.environ.get(ENV_IN_VPC) == "true")
+                continue
+            adapter = build_adapter(target, policy, time_left)
+            if time_left() < adapter.action_seconds:
+                log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+                continue
             now = time.time()
             if raises is None:
                 name = os.environ.get(ENV_RAISED_GUARANTEES)
@@ -106,25 +106,25 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=now,
                                     time_left=time_left, raises=raises))
-        except (ClientError, BotoCoreError, RuntimeError) as error:
-            _pool_failed(target["pool"], error, namespace)
+        except Exception as error:  # noqa: BLE001 - one pool's bad day is its own: every other pool still gets its tick
+            _pool_failed(target.get("pool", "?"), error, namespace)
     for target in json.loads(os.environ.get(ENV_USAGE_TARGETS, "[]")):
-        head_node = build_adapter(target, policy, time_left)  # its SSM runner reads the pool's accounting
-        if time_left() < head_node.action_seconds:
-            log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
-            continue
         try:
+            head_node = build_adapter(target, policy, time_left)  # its SSM runner reads the pool's accounting
+            if time_left() < head_node.action_seconds:
+                log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+                continue
             SlurmUsageObserver(head_node.run, pool=policy.pool(target["pool"]), instance_type=target["instance_type"],
                                gpus_per_instance=int(target["gpus_per_instance"]), ledger=ledger, namespace=namespace).observe(time.time())
-        except (ClientError, BotoCoreError, RuntimeError) as error:
-            _pool_failed(target["pool"], error, namespace)
+        except Exception as error:  # noqa: BLE001 - as above
+            _pool_failed(target.get("pool", "?"), error, namespace)
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
 def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
     # One pool failing to read must not stop the others. The invocation still succeeds, so the
     # function's error alarm never sees this: the PoolErrors metric (alarmed) does.
-    log({"event": "pool_failed", "pool": pool, "error": str(error)})
+    log({"event": "pool_failed", "pool": pool, "error": f"{type(error).__name__}: {error}"})
     metrics.publish(namespace, {"Pool": pool}, {POOL_ERRORS: (1, "Count")})
 
 
