@@ -50,7 +50,8 @@ def batch_job(job_id, share, status, nodes=1, priority=10, started=NOW - 3600, a
         "jobId": job_id, "jobName": job_id, "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/{job_id}", "jobQueue": QUEUE,
         "status": status, "shareIdentifier": share, "schedulingPriority": priority, "createdAt": int((started - 60) * 1000),
         "startedAt": int(started * 1000), "jobDefinition": "arn:aws:batch:us-east-1:111122223333:job-definition/train:1",
-        "attempts": [{"exitCode": 143}] * attempts, "tags": {"gpu-governance:instances": str(nodes), "gpu-governance:checkpointable": checkpointable},
+        "attempts": [{"exitCode": 143}] * attempts, "tags": {"gpu-governance:checkpointable": checkpointable},
+        **({"nodeProperties": {"numNodes": nodes, "mainNode": 0, "nodeRangeProperties": [{"targetNodes": "0:"}]}} if nodes > 1 else {}),
     }
 
 

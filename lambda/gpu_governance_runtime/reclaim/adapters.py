@@ -26,14 +26,11 @@ from botocore.exceptions import ClientError
 
 from ..common import log
 from ..policy import Policy, PoolPolicy
-from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
-# Job tags (TAG_INSTANCES, TAG_INSTANCE_TYPE, TAG_CHECKPOINTABLE) describe what a Batch fair-share job holds (Batch does not say which instance
-# type a job landed on): instances (default: nodes of a multi-node job, else 1), the instance
-# type (default: the pool's only type) and whether it checkpoints.
 # Longest wait for one SSM command's result; with the read and one action, within the function's
 # timeout (reclaim.ledger.FUNCTION_TIMEOUT_SECONDS).
 SSM_WAIT_SECONDS = 20.0
@@ -123,17 +120,45 @@ class BatchFairShareAdapter:
             jobs += self.batch.describe_jobs(jobs=ids[offset : offset + 100])["jobs"]
         return sorted(jobs, key=lambda j: j["jobId"])
 
-    def _fields(self, job: dict) -> dict:
+    def _fields(self, job: dict) -> dict | None:
+        """What the job holds, from what Batch reports about it, never from its owner's tags:
+        instances = the nodes of a multi-node job (``nodeProperties.numNodes``, overrides
+        applied), else 1; the instance type a multi-node job names for its nodes, else the pool's
+        only type. In a pool of several types a single-node job names none (Batch places it on any
+        type its compute environments have), so there the ``gpu-governance:instance-type`` tag is
+        read as a hint, and only when it names one of the pool's types. ``gpu-governance:checkpointable``
+        = true can only make the job a cheaper victim. A malformed tag is ignored with a log line.
+        None: a job whose type is unknown, which cannot be planned."""
         tags = job.get("tags", {})
-        only_type = next(iter(self.pool.capacity)) if len(self.pool.capacity) == 1 else None
-        instances = tags.get(TAG_INSTANCES) or job.get("nodeProperties", {}).get("numNodes", 1)
+        instance_type = self._instance_type(job, tags)
+        if instance_type is None:
+            log.write({"event": "job_not_planned", "pool": self.pool.name, "job_id": job["jobId"],
+                       "reason": f"in a pool of {sorted(self.pool.capacity)} the job names no instance type"})
+            return None
+        checkpointable = tags.get(TAG_CHECKPOINTABLE, "false").lower()
+        if checkpointable not in ("true", "false"):
+            _ignored_tag(job, TAG_CHECKPOINTABLE, "true or false")
         return dict(
-            job_id=job["jobId"], share=job["shareIdentifier"], instance_type=tags.get(TAG_INSTANCE_TYPE, only_type),
-            count=int(instances), priority=int(job.get("schedulingPriority", 0)),
-            checkpointable=tags.get(TAG_CHECKPOINTABLE, "false").lower() == "true",
+            job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
+            count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
+            checkpointable=checkpointable == "true",
             times_preempted=len(job.get("attempts", [])),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
         )
+
+    def _instance_type(self, job: dict, tags: Mapping[str, str]) -> str | None:
+        named = {c.get("container", {}).get("instanceType") for c in job.get("nodeProperties", {}).get("nodeRangeProperties", [])} - {None}
+        named |= {job.get("container", {}).get("instanceType")} - {None}
+        if len(named) == 1:
+            (reported,) = named
+            return reported if reported in self.pool.capacity else None  # a type the pool does not hold: not the pool's to plan
+        if len(self.pool.capacity) == 1:
+            return next(iter(self.pool.capacity))
+        hint = tags.get(TAG_INSTANCE_TYPE)
+        if hint is not None and hint not in self.pool.capacity:
+            _ignored_tag(job, TAG_INSTANCE_TYPE, f"one of the pool's types {sorted(self.pool.capacity)}")
+            return None
+        return hint
 
     def attempt_of(self, job_id: str) -> str:
         return str(len(self._jobs.get(job_id, {}).get("attempts", [])))
@@ -148,6 +173,10 @@ class BatchFairShareAdapter:
 
     def start(self, start: Start) -> ActionResult:
         raise RuntimeError("Batch starts fair-share jobs itself")
+
+
+def _ignored_tag(job: dict, key: str, allowed: str) -> None:
+    log.write({"event": "tag_ignored", "job_id": job["jobId"], "tag": key, "value": job.get("tags", {}).get(key), "allowed": allowed})
 
 
 # --- Batch quota share (observe only) -----------------------------------------------------------
