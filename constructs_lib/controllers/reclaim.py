@@ -155,7 +155,7 @@ class ReclaimController(GovernanceController):
 
     def _grant(self) -> None:
         stack = Stack.of(self)
-        statements = [iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
+        statements = [iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
         backends = {t.pool: self.model.pool(t.pool).backend for t in self.targets}
         if BATCH_FAIR_SHARE in backends.values() or BATCH_QUOTA_SHARE in backends.values():
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
@@ -167,6 +167,17 @@ class ReclaimController(GovernanceController):
                 actions=["batch:TerminateJob"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
                 conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
+            ))
+            # Batch does not retry a terminated job: the handler submits each victim's copy to the
+            # victim's queue (a governed pool's) with its tags (common/batch_copy.py).
+            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
+            statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[
+                *fair_share_queues, stack.format_arn(service="batch", resource="job-definition", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
+                conditions={"StringEquals": {"batch:ShareIdentifier": teams}}))
+            statements.append(iam.PolicyStatement(
+                actions=["batch:TagResource"],
+                resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
+                conditions={"StringEquals": {"batch:CreateAction": "SubmitJob"}},
             ))
         observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
         if observed:
@@ -210,7 +221,9 @@ class ReclaimController(GovernanceController):
             "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob and ssm:GetCommandInvocation "
             "support no resource-level permission; "
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
-            "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned.",
+            "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "
+            "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
+            "job-definition/*) to a governed queue under a governed share, and tagged only as it is created (batch:CreateAction).",
         )
 
     def _alarms(self, starved_ticks: int) -> None:

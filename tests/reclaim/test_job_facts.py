@@ -42,7 +42,7 @@ def test_a_borrower_tagged_with_another_instance_type_is_still_reclaimed(logged)
     borrower = submit(batch, "research", nodes=6, tags={"gpu-governance:instance-type": P5, "gpu-governance:instances": "0"})
     batch.advance(3600)
     owner = submit(batch, "training", nodes=6, priority=50)
-    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"))
+    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
     state = adapter.read(batch.clock.now)
     assert [(j.job_id, j.instance_type, j.count) for j in state.running] == [(borrower, G6E, 6)]
     assert [j.job_id for j in state.pending] == [owner]
@@ -54,7 +54,7 @@ def test_the_instances_tag_neither_sizes_a_job_nor_stops_the_tick(instances, log
     batch = FakeBatch(Clock(), capacity={QUEUE: 8})
     job = submit(batch, "research", nodes=2, tags={"gpu-governance:instances": instances})
     batch.advance(60)
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
     assert [(j.job_id, j.count) for j in state.running] == [(job, 2)]
 
 
@@ -63,7 +63,7 @@ def test_a_malformed_checkpointable_tag_is_ignored_with_a_log_line_and_true_only
     odd = submit(batch, "research", tags={"gpu-governance:checkpointable": "maybe"})
     cheap = submit(batch, "research", tags={"gpu-governance:checkpointable": "TRUE"})
     batch.advance(60)
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
     assert {j.job_id: j.checkpointable for j in state.running} == {odd: False, cheap: True}
     assert [(r["job_id"], r["tag"], r["value"]) for r in logged if r["event"] == "tag_ignored"] == [(odd, "gpu-governance:checkpointable", "maybe")]
 
@@ -74,7 +74,7 @@ def test_in_a_pool_of_several_types_batch_named_types_win_and_a_foreign_hint_is_
     hinted = submit(batch, "research", tags={"gpu-governance:instance-type": G6E})
     foreign = submit(batch, "research", tags={"gpu-governance:instance-type": "t3.micro"})
     batch.advance(60)
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=TWO_TYPES).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=TWO_TYPES, submit=batch).read(batch.clock.now)
     assert {j.job_id: j.instance_type for j in state.running} == {named: P5, hinted: G6E}
     assert [(r["job_id"], r["value"]) for r in logged if r["event"] == "tag_ignored"] == [(foreign, "t3.micro")]
     assert [r["job_id"] for r in logged if r["event"] == "job_not_planned"] == [foreign]

@@ -48,7 +48,7 @@ def test_a_job_listed_under_two_states_is_read_once_in_the_later_one():
         return answer
 
     batch.list_jobs = racing
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE_A, pool=POLICY.pool("ec2-gpu")).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE_A, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
     assert [j.job_id for j in state.running] == [moving]
     assert state.pending == ()
 
@@ -69,6 +69,7 @@ def test_one_pools_failure_is_counted_and_every_other_pool_still_ticks(tmp_path,
 
     with reclaim_ledger_table():
         monkeypatch.setattr(controller, "batch", batch)
+        monkeypatch.setattr(controller, "batch_submit", batch)
         monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
         monkeypatch.setattr(controller, "build_adapter", broken_for_a)
         monkeypatch.setattr(controller.metrics, "publish", lambda namespace, dimensions, values: published.append((dimensions, values)))
@@ -89,6 +90,7 @@ def test_a_target_without_its_queue_fails_alone(tmp_path, monkeypatch):
     published = []
     with reclaim_ledger_table():
         monkeypatch.setattr(controller, "batch", batch)
+        monkeypatch.setattr(controller, "batch_submit", batch)
         monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
         monkeypatch.setattr(controller.metrics, "publish", lambda namespace, dimensions, values: published.append(dimensions))
         for name, value in (("POLICY_PATH", str(policy_path)), ("LEDGER_TABLE", "ledger"),

@@ -2,8 +2,10 @@
 the planner's :class:`PoolState` and carries out preemptions; none of them decides anything.
 
 * :class:`BatchFairShareAdapter` - AWS Batch fair-share job queue on EC2/EKS compute
-  environments. Batch never preempts there, so the controller terminates victims with a reason;
-  their retry strategy requeues them (give such jobs ``retryStrategy.attempts`` >= 2).
+  environments. Batch never preempts there, so the controller terminates victims with a reason
+  and submits each one's copy, exactly once (``common/batch_copy.py``: Batch does not retry a
+  terminated job). Jobs it cannot bring back as they were (arrays, jobs others depend on) are
+  never victims.
 * :class:`SlurmAdapter` - SageMaker HyperPod Slurm, through SSM Run Command on the head node:
   reads ``squeue``, requeues victims (``scontrol requeue``) and re-routes borrowing starts to
   the shared ``borrow`` partition under the team's borrow QoS (the mapping in
@@ -25,10 +27,12 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from botocore.exceptions import ClientError
 
 from ..common import log
+from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once
 from ..policy import Policy, PoolPolicy
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
+from .ledger import CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, ActionKey, Ledger
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
 # Longest wait for one SSM command's result; with the read and one action, within the function's
@@ -39,8 +43,16 @@ SSM_WAIT_SECONDS = 20.0
 @dataclass(frozen=True, kw_only=True)
 class ActionResult:
     job_id: str
-    outcome: str  # "done", "skipped" (finished meanwhile or no longer as planned), "failed"
+    # "done", "skipped" (finished meanwhile or no longer as planned), "failed"; for a stopped job
+    # not yet back: "terminated" (its copy is still to be submitted) or "submitting" (a copy may be
+    # in flight); the next tick finishes it (``resume``)
+    outcome: str
     detail: str = ""
+    copy: str | None = None  # the job submitted in the stopped one's place
+
+
+def _unrecorded(status: str, **fields: Any) -> None:
+    """Progress of an action nobody records (tests, dry runs)."""
 
 
 class Adapter(Protocol):
@@ -53,7 +65,12 @@ class Adapter(Protocol):
 
     def read(self, now: float) -> PoolState: ...
 
-    def preempt(self, preemption: Preemption) -> ActionResult: ...
+    # ``progress(status, **fields)`` records a step of the preemption in the ledger as it happens
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult: ...
+
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        """Finish the pool's preemptions an earlier tick left open (``Ledger.open_actions``)."""
+        ...
 
     def start(self, start: Start) -> ActionResult: ...
 
@@ -65,25 +82,33 @@ class Adapter(Protocol):
 
 # https://docs.aws.amazon.com/batch/latest/userguide/job_states.html: a job moves only forward.
 LIFECYCLE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
-LISTED_STATUSES = ("STARTING", "RUNNING", "RUNNABLE")
+LISTED_STATUSES = ("STARTING", "RUNNING", "RUNNABLE", "PENDING")
 
 
 class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
     usage_from_queue = True
-    action_seconds = 15.0  # DescribeJobs + TerminateJob with the handler's client timeouts
+    # DescribeJobs + TerminateJob + the copy's ListJobs, DescribeJobs and one SubmitJob, with the
+    # handler's client timeouts (WITHIN_A_TICK, SUBMIT_ONCE)
+    action_seconds = 30.0
 
-    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
-        self.batch, self.job_queue, self.pool = batch, job_queue, pool
+    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy, submit: Any):
+        """``submit``: the client of the copies' SubmitJob, sending one request (``clients.SUBMIT_ONCE``)."""
+        self.batch, self.job_queue, self.pool, self.submit = batch, job_queue, pool, submit
         self._jobs: dict[str, dict] = {}
+        self._waited_on: set[str] = set()
+        self._now = 0.0
 
     def read(self, now: float) -> PoolState:
         shares = {s.name for s in self.pool.shares}
         running, pending = [], []
-        self._jobs = {}
-        for job in self._current(LISTED_STATUSES):
-            if job.get("shareIdentifier") not in shares:
+        self._jobs, self._now = {}, now
+        jobs = self._current(LISTED_STATUSES)
+        # Jobs waiting on others (PENDING) name them in dependsOn: those are never victims.
+        self._waited_on = {d["jobId"] for job in jobs if job["status"] == "PENDING" for d in job.get("dependsOn", [])}
+        for job in jobs:
+            if job["status"] == "PENDING" or job.get("shareIdentifier") not in shares:
                 continue  # not a governed team's job: never touched
             fields = self._fields(job)
             if fields is None:
@@ -92,7 +117,8 @@ class BatchFairShareAdapter:
             if job["status"] == "RUNNABLE":
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
-                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
+                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000,
+                                          restartable=restartable(job, self._waited_on) is None, **fields))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
@@ -163,13 +189,57 @@ class BatchFairShareAdapter:
     def attempt_of(self, job_id: str) -> str:
         return str(len(self._jobs.get(job_id, {}).get("attempts", [])))
 
-    def preempt(self, preemption: Preemption) -> ActionResult:
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         (current,) = self.batch.describe_jobs(jobs=[preemption.job_id])["jobs"] or ({},)
         if current.get("status") not in ("STARTING", "RUNNING") or self.attempt_of(preemption.job_id) != str(len(current.get("attempts", []))):
-            return ActionResult(job_id=preemption.job_id, outcome="skipped", detail=f"now {current.get('status', 'gone')}")
+            return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}")
+        why_not = restartable(current, self._waited_on)
+        if why_not is not None:  # the planner never picks one; a job that changed since the read is left alone
+            return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"not stopped: {why_not}")
         # Batch keeps at most 1024 characters of reason
-        self.batch.terminate_job(jobId=preemption.job_id, reason=f"gpu-governance: {preemption.reason}"[:1024])
-        return ActionResult(job_id=preemption.job_id, outcome="done")
+        self.batch.terminate_job(jobId=preemption.job_id, reason=f"{REASON_PREFIX} {preemption.reason}"[:1024])
+        progress(TERMINATED)
+        return self._bring_back(current, None, progress)
+
+    def _bring_back(self, job: dict, uncertain_since: float | None, progress: Callable[..., None]) -> ActionResult:
+        try:
+            copy = submit_once(batch=self.batch, submit=self.submit, request=copy_request(job), original=job["jobId"],
+                               uncertain_since=uncertain_since, now=self._now, submitting=lambda at: progress(SUBMITTING, submitting_at=int(at)))
+        except SubmitRefused as refused:
+            progress(TERMINATED)  # nothing submitted: the next tick submits at once
+            return ActionResult(job_id=job["jobId"], outcome=TERMINATED, detail=str(refused))
+        if copy is None:
+            return ActionResult(job_id=job["jobId"], outcome=SUBMITTING, detail="a copy may be in flight: looked for again next tick")
+        return ActionResult(job_id=job["jobId"], outcome=DONE, detail=f"requeued as {copy}", copy=copy)
+
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        """Bring back each job an earlier tick stopped but did not see back: its copy is found or
+        submitted (``submit_once``). An open claim whose job is still running (the tick died before
+        terminating it) is closed as failed, so the planner decides afresh; one whose job ended on
+        its own is closed as skipped. A claim younger than the function's timeout may still be
+        acted on by a live invocation and is left alone."""
+        self._now = now
+        results = []
+        for item in ledger.open_actions(self.pool.name):
+            key = ActionKey(pool=item["pool"], job_id=item["job_id"], attempt=item["attempt"], action=item["action"])
+            if item["status"] == CLAIMED and now - float(item["claimed_at"]) < FUNCTION_TIMEOUT_SECONDS:
+                continue
+            (job,) = self.batch.describe_jobs(jobs=[key.job_id])["jobs"] or ({},)
+
+            def progress(status: str, _key: ActionKey = key, **fields: Any) -> None:
+                ledger.record(_key, status=status, **fields)
+
+            if stopped_by_us(job):
+                result = self._bring_back(job, float(item["submitting_at"]) if item["status"] == SUBMITTING else None, progress)
+            elif job.get("status") in LIFECYCLE[:5]:
+                result = ActionResult(job_id=key.job_id, outcome=FAILED, detail=f"not stopped: now {job['status']}")
+            else:
+                result = ActionResult(job_id=key.job_id, outcome=SKIPPED, detail=f"now {job.get('status', 'gone')}: ended on its own")
+            if result.outcome in (DONE, FAILED, SKIPPED):
+                ledger.record(key, status=result.outcome, detail=result.detail, **({"new_job": result.copy} if result.copy else {}))
+                ledger.close(key)
+            results.append(result)
+        return results
 
     def start(self, start: Start) -> ActionResult:
         raise RuntimeError("Batch starts fair-share jobs itself")
@@ -256,8 +326,11 @@ class BatchQuotaShareObserver:
             log.write({"event": "listing_incomplete", "queue": self.job_queue, "share": share, "read": len(jobs), "error": str(error)})
         return list(jobs.values())
 
-    def preempt(self, preemption: Preemption) -> ActionResult:
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         raise RuntimeError("quota-share queues are observed only")
+
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        return []
 
     def start(self, start: Start) -> ActionResult:
         raise RuntimeError("quota-share queues are observed only")
@@ -359,7 +432,10 @@ class SlurmAdapter:
     def attempt_of(self, job_id: str) -> str:
         return str(self._restarts.get(job_id, 0))
 
-    def preempt(self, preemption: Preemption) -> ActionResult:
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        return []  # scontrol requeue puts the job itself back in the queue: nothing is left open
+
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         job_id = checked(preemption.job_id, SLURM_JOB_ID)
         return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}")
 

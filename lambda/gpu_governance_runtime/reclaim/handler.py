@@ -34,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common import metrics
-from ..common.clients import WITHIN_A_TICK
+from ..common.clients import SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.log import write as log
 from ..contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_IN_VPC, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
@@ -45,21 +45,22 @@ from ..capacity import raised_reader
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import DONE, FAILED, ActionKey, Ledger
+from .ledger import DONE, FAILED, SUBMITTING, TERMINATED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
+batch_submit = boto3.client("batch", config=SUBMIT_ONCE)  # a stopped job's copy: one request (common/batch_copy.py)
 ssm = boto3.client("ssm", config=WITHIN_A_TICK)
 eks = boto3.client("eks", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "TerminateJob"),
+    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "SubmitJob", "TerminateJob"),
     "ssm": ("GetCommandInvocation", "GetParameter", "SendCommand"),
-    "dynamodb": ("PutItem", "UpdateItem"),
+    "dynamodb": ("GetItem", "PutItem", "UpdateItem"),
     "eks": ("DescribeCluster",),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
@@ -131,7 +132,7 @@ def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
 def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable[[], float] = lambda: float("inf")) -> Adapter:
     pool = policy.pool(target["pool"])
     if pool.backend == BATCH_FAIR_SHARE:
-        return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool)
+        return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool, submit=batch_submit)
     if pool.backend == BATCH_QUOTA_SHARE:
         return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool)
     if pool.backend == HYPERPOD_SLURM:
@@ -145,17 +146,22 @@ def run_tick(
     emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
     raises: Iterable[Mapping[str, Any]] = (),
 ) -> TickResult:
+    acting = adapter.acts and not dry_run
+    if acting:  # jobs earlier ticks stopped come back before anything else is stopped
+        for resumed in adapter.resume(ledger, now):
+            emit({"event": "preemption_resumed", "pool": pool, "job_id": resumed.job_id, "outcome": resumed.outcome,
+                  "detail": resumed.detail, "copy": resumed.copy})
     state = with_raises(adapter.read(now), pool, raises)
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
-    acting = adapter.acts and not dry_run
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
-        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting, lambda: adapter.preempt(preemption), time_left)
+        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
+                       lambda progress: adapter.preempt(preemption, progress), time_left)
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
-        acted += outcome == DONE
+        acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
         if outcome in (FAILED, "already_claimed", DEFERRED):
             blocked.add(preemption.for_job)
@@ -163,7 +169,7 @@ def run_tick(
         if start.job_id in blocked:
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
-            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda: adapter.start(start), time_left)
+            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda progress: adapter.start(start), time_left)
         else:
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
@@ -205,13 +211,31 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     key = ActionKey(pool=pool, job_id=job_id, attempt=adapter.attempt_of(job_id), action=action)
     if not ledger.claim(key, now=now, reason=reason):
         return "already_claimed"
+    if action == "preempt":  # until it is done, every tick looks at it (a stopped job must come back)
+        ledger.mark_open(key, now=now)
+    steps: list[str] = []
+
+    def progress(status: str, **fields: Any) -> None:
+        ledger.record(key, status=status, **fields)
+        steps.append(status)
+
     try:
-        result = call()
+        result = call(progress)
     except (ClientError, BotoCoreError, RuntimeError) as error:
-        ledger.record(key, status=FAILED, detail=str(error))
-        return FAILED
-    ledger.record(key, status=result.outcome, detail=result.detail)
+        # After a step that stopped the job, the action stays open at that step: the next tick finishes it.
+        ledger.record(key, status=steps[-1] if steps else FAILED, detail=str(error))
+        if not steps:
+            _close(ledger, key)
+        return steps[-1] if steps else FAILED
+    ledger.record(key, status=result.outcome, detail=result.detail, **({"new_job": result.copy} if result.copy else {}))
+    if result.outcome not in (TERMINATED, SUBMITTING):
+        _close(ledger, key)
     return result.outcome
+
+
+def _close(ledger: Ledger, key: ActionKey) -> None:
+    if key.action == "preempt":
+        ledger.close(key)
 
 
 def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float) -> list[dict[str, Any]]:

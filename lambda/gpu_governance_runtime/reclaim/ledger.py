@@ -7,6 +7,12 @@ claim left ``claimed`` once ``FUNCTION_TIMEOUT_SECONDS`` have passed: no invocat
 long, so the one that claimed it was killed mid-call. Acting again is safe because every adapter
 acts only while the job is still as it was read (state and attempt), and a job that was
 preempted has a new attempt, hence a new key.
+
+A preemption that stops a job the controller must bring back (Batch: terminate, then submit a
+copy, ``common/batch_copy.py``) goes ``claimed`` -> ``terminated`` -> ``submitting`` -> ``done``
+(with ``new_job``, the copy), each step recorded as it happens. Until it is done its id is in
+the pool's *open* item (``open#<pool>``), and every tick first finishes the pool's open actions,
+so a job stopped by a tick that then crashed, timed out or was throttled is still brought back.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
+TERMINATED, SUBMITTING = "terminated", "submitting"  # a stopped job not yet back (its copy not submitted / not yet seen)
 RETENTION_SECONDS = 7 * 24 * 3600
 # The reclaim function's timeout: constructs_lib.reclaim deploys the function with it. A tick
 # (one minute apart) reads each pool and acts; every action is started only with its time left.
@@ -54,10 +61,25 @@ class Ledger:
             return False
         return True
 
-    def record(self, key: ActionKey, *, status: str, detail: str = "") -> None:
+    def record(self, key: ActionKey, *, status: str, detail: str = "", **fields: Any) -> None:
+        """The action's status now, and any ``fields`` to keep with it (the copy's ``new_job``, ``submitting_at``)."""
+        names = {"#status": "status", **{f"#f{i}": name for i, name in enumerate(fields)}}
+        values = {":status": status, ":detail": detail[:1000], **{f":f{i}": value for i, value in enumerate(fields.values())}}
         self.table.update_item(
             Key={"action_id": key.id},
-            UpdateExpression="SET #status = :status, detail = :detail",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":status": status, ":detail": detail[:1000]},
+            UpdateExpression="SET #status = :status, detail = :detail" + "".join(f", #f{i} = :f{i}" for i in range(len(fields))),
+            ExpressionAttributeNames=names, ExpressionAttributeValues=values,
         )
+
+    def mark_open(self, key: ActionKey, *, now: float) -> None:
+        self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="ADD ids :id SET expires_at = :expires",
+                               ExpressionAttributeValues={":id": {key.id}, ":expires": int(now) + RETENTION_SECONDS})
+
+    def close(self, key: ActionKey) -> None:
+        self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="DELETE ids :id", ExpressionAttributeValues={":id": {key.id}})
+
+    def open_actions(self, pool: str) -> list[dict[str, Any]]:
+        """The pool's actions not finished yet, as recorded (oldest claim first)."""
+        ids = self.table.get_item(Key={"action_id": f"open#{pool}"}, ConsistentRead=True).get("Item", {}).get("ids", set())
+        items = [self.table.get_item(Key={"action_id": action_id}, ConsistentRead=True).get("Item") for action_id in sorted(ids)]
+        return sorted((i for i in items if i is not None), key=lambda i: (i["claimed_at"], i["action_id"]))
