@@ -72,7 +72,9 @@ class CapacityController(GovernanceController):
     owner's partition, drains and resumes them (docs/capacity.md). A fed pool without one is a synth warning, and an error the
     controller reports every run: its nodes are left as they are. With a head node the controller
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
-    shortened to it), so the drain and the requeue land before the plan's instances go.
+    shortened to it), so the drain and the requeue land before the plan's instances go; so it
+    does while a window feeds a Batch compute environment, whose jobs are stopped and requeued
+    between 35 and 30 minutes before a block ends (``requeue.STOP_LEAD``).
     """
 
     namespace = CAPACITY_NAMESPACE
@@ -95,7 +97,8 @@ class CapacityController(GovernanceController):
         windows = model.capacity_windows
         self.slurm_head_nodes = head_nodes
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
-        if head_nodes and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
+        feeds_batch = any(w.feeds.kind == "batch_compute_environment" for w in windows)
+        if (head_nodes or feeds_batch) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
             schedule = limit
         unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
         if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are

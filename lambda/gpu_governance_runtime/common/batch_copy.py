@@ -133,12 +133,16 @@ def submit_once(*, batch: Any, submit: Any, request: dict[str, Any], original: s
         return submit.submit_job(**request)["jobId"]
     except ClientError as error:
         if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) < 500:
-            raise SubmitRefused(error.response.get("Error", {}).get("Code", "") + ": " + str(error)) from error
+            raise SubmitRefused(error.response.get("Error", {}).get("Code", ""), str(error)) from error
         raise
 
 
 class SubmitRefused(Exception):
     """Batch answered SubmitJob with a client error: no copy was made, another request may go at once."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
 
 
 def describe(batch: Any, job_ids: Iterable[str]) -> list[dict[str, Any]]:
