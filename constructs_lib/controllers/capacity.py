@@ -252,7 +252,7 @@ class CapacityController(GovernanceController):
             slurm_statements = [
                 iam.PolicyStatement(actions=["ssm:SendCommand"],
                                     resources=[document, *(_ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items()))]),
-                iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
+                iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
                 iam.PolicyStatement(actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters),
             ]
         plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
@@ -281,7 +281,7 @@ class CapacityController(GovernanceController):
             "support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template and compute quota ARNs carry ids, not the names the governance file declares."
-            + (" ssm:GetCommandInvocation supports none either: it reads the output of commands this role sent, and ssm:SendCommand "
+            + (" ssm:GetCommandInvocation and ssm:CancelCommand support none either: they read and cancel commands this role sent, and ssm:SendCommand "
                "is limited to AWS-RunShellScript on the declared Slurm head nodes." if slurm_statements else ""),
         )
         if cluster_statements:

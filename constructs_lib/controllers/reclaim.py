@@ -201,7 +201,7 @@ class ReclaimController(GovernanceController):
                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
             statements += [
                 iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
-                iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
+                iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
             ]
         if self.raised_guarantees:  # read-only, that one parameter
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[
@@ -218,7 +218,7 @@ class ReclaimController(GovernanceController):
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
         acknowledge_wildcard_resources(
             policy, [r for s in statements for r in s.resources],
-            "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob and ssm:GetCommandInvocation "
+            "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob, ssm:GetCommandInvocation and ssm:CancelCommand "
             "support no resource-level permission; "
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
             "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "

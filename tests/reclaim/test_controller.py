@@ -235,7 +235,7 @@ class Mentions:
 def expect_ssm(stubber, command_fragment, output, command_id):
     stubber.add_response("send_command", {"Command": {"CommandId": command_id}}, {
         "InstanceIds": ["i-0123456789abcdef0"], "DocumentName": "AWS-RunShellScript",
-        "Parameters": {"commands": Mentions(command_fragment)}, "Comment": ANY})
+        "Parameters": {"commands": Mentions(command_fragment), "executionTimeout": ["60"]}, "Comment": ANY, "TimeoutSeconds": 30})
     stubber.add_response("get_command_invocation", {"Status": "Success", "StandardOutputContent": output},
                          {"CommandId": command_id, "InstanceId": "i-0123456789abcdef0"})
 
@@ -380,7 +380,9 @@ def test_an_ssm_wait_stops_at_the_invocations_time_left(ledger_table):
     stubber.add_response("send_command", {"Command": {"CommandId": "11111111-2222-3333-4444-555555555555"}}, None)
     for _ in range(25):
         stubber.add_response("get_command_invocation", {"Status": "InProgress"}, None)
-    with stubber, pytest.raises(RuntimeError, match="no result after 25 s"):
+    # given up on: cancelled, so it can never run after the controller stopped waiting
+    stubber.add_response("cancel_command", {}, {"CommandId": "11111111-2222-3333-4444-555555555555", "InstanceIds": ["i-0123456789abcdef0"]})
+    with stubber, pytest.raises(RuntimeError, match="no result after 25 s; cancelled"):
         adapter.run(["squeue"])
     assert left[0] == 5  # stopped with time left to record the outcome
     with pytest.raises(RuntimeError, match="not sent: 5 s of the invocation left"):

@@ -31,8 +31,8 @@ from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, rest
 from ..policy import Policy, PoolPolicy
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
-from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
-from .ledger import CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, ActionKey, Ledger
+from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
+from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, ActionKey, Ledger
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
 # Longest wait for one SSM command's result; with the read and one action, within the function's
@@ -72,7 +72,7 @@ class Adapter(Protocol):
         """Finish the pool's preemptions an earlier tick left open (``Ledger.open_actions``)."""
         ...
 
-    def start(self, start: Start) -> ActionResult: ...
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult: ...
 
     def attempt_of(self, job_id: str) -> str: ...
 
@@ -241,7 +241,7 @@ class BatchFairShareAdapter:
             results.append(result)
         return results
 
-    def start(self, start: Start) -> ActionResult:
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         raise RuntimeError("Batch starts fair-share jobs itself")
 
 
@@ -332,7 +332,7 @@ class BatchQuotaShareObserver:
     def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
         return []
 
-    def start(self, start: Start) -> ActionResult:
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         raise RuntimeError("quota-share queues are observed only")
 
     def attempt_of(self, job_id: str) -> str:
@@ -433,24 +433,48 @@ class SlurmAdapter:
         return str(self._restarts.get(job_id, 0))
 
     def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
-        return []  # scontrol requeue puts the job itself back in the queue: nothing is left open
+        """Read back the commands earlier ticks stopped waiting for and cancelled (``abandoned``):
+        each one's outcome closes its action (``done``/``skipped`` if it ran, ``failed`` if not,
+        so a later tick may act again); one still in SSM's hands stays open. ``scontrol requeue``
+        puts a job itself back in the queue: nothing else is ever left open."""
+        results = []
+        for item in ledger.open_actions(self.pool.name):
+            if item["status"] != ABANDONED:
+                continue
+            key = ActionKey(pool=item["pool"], job_id=item["job_id"], attempt=item["attempt"], action=item["action"])
+            invocation = self.head_node.outcome(item["command_id"])
+            if invocation["Status"] not in FINAL_STATUSES:
+                continue
+            output = invocation.get("StandardOutputContent", "").strip()
+            outcome = (DONE if output == "done" else SKIPPED) if invocation["Status"] == "Success" else FAILED
+            result = ActionResult(job_id=key.job_id, outcome=outcome, detail=f"command {item['command_id']}: {invocation['Status']} {output}"[:500])
+            ledger.record(key, status=outcome, detail=result.detail)
+            ledger.close(key)
+            results.append(result)
+        return results
 
     def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         job_id = checked(preemption.job_id, SLURM_JOB_ID)
-        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}")
+        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}", progress)
 
-    def start(self, start: Start) -> ActionResult:
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
         job_id = checked(start.job_id, SLURM_JOB_ID)
         qos = checked(borrow_qos_name(start.share), SLURM_NAME)
-        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}")
+        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}",
+                                    progress)
         return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
 
-    def _if_unchanged(self, job_id: str, state: str, command: str) -> ActionResult:
+    def _if_unchanged(self, job_id: str, state: str, command: str, progress: Callable[..., None]) -> ActionResult:
         """Run ``command`` only while the job is as read (state and restart count): a job that
-        ended, started or was requeued since is left alone and reported ``skipped``."""
+        ended, started or was requeued since is left alone and reported ``skipped``. A command
+        given up on (and cancelled) is recorded ``abandoned`` with its id, for ``resume``."""
         expected = f"{state}|{self.attempt_of(job_id)}"
-        output = self.run([if_unchanged(job_id, expected, command)])
+        try:
+            output = self.run([if_unchanged(job_id, expected, command)])
+        except CommandAbandoned as abandoned:
+            progress(ABANDONED, command_id=abandoned.command_id)
+            raise
         if output.strip() == "done":
             return ActionResult(job_id=job_id, outcome="done")
         return ActionResult(job_id=job_id, outcome="skipped", detail=f"{output.strip()}, read as {expected}")

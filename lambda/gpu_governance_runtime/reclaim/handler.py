@@ -45,7 +45,7 @@ from ..capacity import raised_reader
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import DONE, FAILED, SUBMITTING, TERMINATED, ActionKey, Ledger
+from .ledger import ABANDONED, DONE, FAILED, SUBMITTING, TERMINATED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 from .slurm_usage import SlurmUsageObserver
 
@@ -59,7 +59,7 @@ dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "SubmitJob", "TerminateJob"),
-    "ssm": ("GetCommandInvocation", "GetParameter", "SendCommand"),
+    "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
     "dynamodb": ("GetItem", "PutItem", "UpdateItem"),
     "eks": ("DescribeCluster",),
 }
@@ -163,13 +163,14 @@ def run_tick(
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
         acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
-        if outcome in (FAILED, "already_claimed", DEFERRED):
+        if outcome in (FAILED, ABANDONED, "already_claimed", DEFERRED):
             blocked.add(preemption.for_job)
     for start in plan.starts:
         if start.job_id in blocked:
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
-            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda progress: adapter.start(start), time_left)
+            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True,
+                           lambda progress: adapter.start(start, progress), time_left)
         else:
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
@@ -211,8 +212,7 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     key = ActionKey(pool=pool, job_id=job_id, attempt=adapter.attempt_of(job_id), action=action)
     if not ledger.claim(key, now=now, reason=reason):
         return "already_claimed"
-    if action == "preempt":  # until it is done, every tick looks at it (a stopped job must come back)
-        ledger.mark_open(key, now=now)
+    ledger.mark_open(key, now=now)  # until it is settled, every tick looks at it (a stopped job must come back, a command's outcome be read)
     steps: list[str] = []
 
     def progress(status: str, **fields: Any) -> None:
@@ -225,17 +225,12 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
         # After a step that stopped the job, the action stays open at that step: the next tick finishes it.
         ledger.record(key, status=steps[-1] if steps else FAILED, detail=str(error))
         if not steps:
-            _close(ledger, key)
+            ledger.close(key)
         return steps[-1] if steps else FAILED
     ledger.record(key, status=result.outcome, detail=result.detail, **({"new_job": result.copy} if result.copy else {}))
     if result.outcome not in (TERMINATED, SUBMITTING):
-        _close(ledger, key)
-    return result.outcome
-
-
-def _close(ledger: Ledger, key: ActionKey) -> None:
-    if key.action == "preempt":
         ledger.close(key)
+    return result.outcome
 
 
 def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float) -> list[dict[str, Any]]:

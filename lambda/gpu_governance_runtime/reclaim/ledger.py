@@ -13,6 +13,8 @@ copy, ``common/batch_copy.py``) goes ``claimed`` -> ``terminated`` -> ``submitti
 (with ``new_job``, the copy), each step recorded as it happens. Until it is done its id is in
 the pool's *open* item (``open#<pool>``), and every tick first finishes the pool's open actions,
 so a job stopped by a tick that then crashed, timed out or was throttled is still brought back.
+Likewise an SSM command a tick gave up on and cancelled is ``abandoned`` (with ``command_id``)
+until the next tick reads its outcome back.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
 TERMINATED, SUBMITTING = "terminated", "submitting"  # a stopped job not yet back (its copy not submitted / not yet seen)
+ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
 # The reclaim function's timeout: constructs_lib.reclaim deploys the function with it. A tick
 # (one minute apart) reads each pool and acts; every action is started only with its time left.
