@@ -25,7 +25,7 @@ from typing import Sequence
 from aws_cdk import (
     Arn, ArnFormat, Duration, Stack, Token,
     aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_eks_v2 as eks, aws_events as events,
-    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_sns as sns,
+    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_lambda_destinations as lambda_destinations, aws_sns as sns,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
@@ -124,7 +124,11 @@ class ReclaimController(GovernanceController):
         )
         self._grant()
 
-        # A missed tick is not worth retrying: the next one reads the queue afresh.
+        # A missed tick is not worth retrying: the next one reads the queue afresh. Neither is a
+        # failed one: Lambda retries a failed asynchronous invocation twice by default, which would
+        # run two ticks within a minute (the ledger also caps preemptions per pool and minute).
+        self.function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1),
+                                             on_failure=lambda_destinations.SqsDestination(self.dead_letters))
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         subscribe_alerts(self.topic, model)

@@ -45,7 +45,7 @@ from ..capacity import raised_reader
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import ABANDONED, DONE, FAILED, SUBMITTING, TERMINATED, ActionKey, Ledger
+from .ledger import ABANDONED, CAPPED, DONE, FAILED, SUBMITTING, TERMINATED, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 from .slurm_usage import SlurmUsageObserver
 
@@ -157,13 +157,13 @@ def run_tick(
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
         outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
-                       lambda progress: adapter.preempt(preemption, progress), time_left)
+                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
         acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
-        if outcome in (FAILED, ABANDONED, "already_claimed", DEFERRED):
+        if outcome in (FAILED, ABANDONED, CAPPED, "already_claimed", DEFERRED):
             blocked.add(preemption.for_job)
     for start in plan.starts:
         if start.job_id in blocked:
@@ -204,7 +204,8 @@ def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]
 
 
 def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call,
-         time_left: Callable[[], float] = lambda: float("inf")) -> str:
+         time_left: Callable[[], float] = lambda: float("inf"), cap: int | None = None) -> str:
+    """Claim, act, record. ``cap``: the pool's preemptions per minute, counted in the ledger."""
     if not acting:
         return "planned"
     if time_left() < adapter.action_seconds:
@@ -212,6 +213,9 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     key = ActionKey(pool=pool, job_id=job_id, attempt=adapter.attempt_of(job_id), action=action)
     if not ledger.claim(key, now=now, reason=reason):
         return "already_claimed"
+    if cap is not None and not ledger.take_preemption(pool, now=now, cap=cap):
+        ledger.record(key, status=FAILED, detail=f"{cap} preemptions of pool {pool} this minute already (a retried tick)")
+        return CAPPED
     ledger.mark_open(key, now=now)  # until it is settled, every tick looks at it (a stopped job must come back, a command's outcome be read)
     steps: list[str] = []
 

@@ -24,6 +24,7 @@ from typing import Any
 
 CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
 TERMINATED, SUBMITTING = "terminated", "submitting"  # a stopped job not yet back (its copy not submitted / not yet seen)
+CAPPED = "capped"  # the pool's preemptions this minute reached the per-tick cap: not acted on, claimable again
 ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
 # The reclaim function's timeout: constructs_lib.reclaim deploys the function with it. A tick
@@ -73,6 +74,21 @@ class Ledger:
             UpdateExpression="SET #status = :status, detail = :detail" + "".join(f", #f{i} = :f{i}" for i in range(len(fields))),
             ExpressionAttributeNames=names, ExpressionAttributeValues=values,
         )
+
+    def take_preemption(self, pool: str, *, now: float, cap: int) -> bool:
+        """One of the pool's ``cap`` preemptions of the current minute; False when all are taken.
+        Lambda retries a failed invocation (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html),
+        so a retried tick can run within the same minute as the next scheduled one: the cap is
+        counted here, across invocations, not in the tick alone."""
+        try:
+            self.table.update_item(
+                Key={"action_id": f"cap#{pool}#{int(now // 60)}"}, UpdateExpression="ADD taken :one SET expires_at = :expires",
+                ConditionExpression="attribute_not_exists(taken) OR taken < :cap",
+                ExpressionAttributeValues={":one": 1, ":cap": cap, ":expires": int(now) + RETENTION_SECONDS},
+            )
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def mark_open(self, key: ActionKey, *, now: float) -> None:
         self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="ADD ids :id SET expires_at = :expires",
