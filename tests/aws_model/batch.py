@@ -80,8 +80,10 @@ class FakeBatch:
         self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
         self.listing_lag, self.page_size = listing_lag, page_size
         self.jobs: dict[str, dict[str, Any]] = {}
+        self.active: dict[str, dict[str, Any]] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
+        self.by_name: dict[str, list[str]] = {}
         self.work: dict[str, float] = {}  # job id -> seconds of work left (the model's, not Batch's)
-        self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS
+        self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS, with its time (_at)
         self._ids = itertools.count(1)
 
     # --- the API ----------------------------------------------------------------------------
@@ -92,15 +94,16 @@ class FakeBatch:
 
     def list_jobs(self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:
         self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
-        listed = [j for j in self.jobs.values() if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag]
         if filters:
             # https://docs.aws.amazon.com/batch/latest/APIReference/API_ListJobs.html: with filters, jobStatus is
             # ignored and jobs of every status are listed.
-            for entry in filters:
-                assert entry["name"] == "JOB_NAME", entry
-                listed = [j for j in listed if j["jobName"] in entry["values"]]
+            (entry,) = filters
+            assert entry["name"] == "JOB_NAME", entry
+            listed = [self.jobs[i] for name in entry["values"] for i in self.by_name.get(name, [])]
         else:
-            listed = [j for j in listed if j["status"] == (jobStatus or "RUNNING")]  # jobStatus defaults to RUNNING
+            status = jobStatus or "RUNNING"  # jobStatus defaults to RUNNING
+            listed = [j for j in (self.active if status in ACTIVE else self.jobs).values() if j["status"] == status]
+        listed = [j for j in listed if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag]
         summaries = [{"jobId": j["jobId"], "jobArn": j["jobArn"], "jobName": j["jobName"], "status": j["status"], "createdAt": j["createdAt"]}
                      for j in sorted(listed, key=lambda j: -j["createdAt"])]
         return self._answer("ListJobs", {"jobSummaryList": summaries})
@@ -120,7 +123,8 @@ class FakeBatch:
         if "shareIdentifier" not in request:
             raise ClientError({"Error": {"Code": "ClientException", "Message": "shareIdentifier is required on a fair-share queue"}}, "SubmitJob")
         job_id = f"job-{next(self._ids):06d}"
-        self.jobs[job_id] = self._new_job(job_id, request)
+        self.jobs[job_id] = self.active[job_id] = self._new_job(job_id, request)
+        self.by_name.setdefault(request["jobName"], []).append(job_id)
         self.work[job_id] = float(request.get("parameters", {}).get("work_seconds", 3600))
         self._settle_dependencies()
         return self._answer("SubmitJob", {"jobId": job_id, "jobName": request["jobName"], "jobArn": self.jobs[job_id]["jobArn"]})
@@ -155,7 +159,7 @@ class FakeBatch:
         """Let ``seconds`` pass: running jobs work, finish (SUCCEEDED), and the scheduler starts
         RUNNABLE jobs on free instances, highest scheduling priority first, then oldest."""
         self.clock.now += seconds
-        for job in self.jobs.values():
+        for job in list(self.active.values()):
             if job["status"] == "STARTING":
                 job["status"] = "RUNNING"
             elif job["status"] == "RUNNING":
@@ -164,8 +168,8 @@ class FakeBatch:
                     self._end(job, "SUCCEEDED", "Essential container in task exited")
         self._settle_dependencies()
         for queue, capacity in self.capacity.items():
-            used = sum(_size(j) for j in self.jobs.values() if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING"))
-            for job in sorted((j for j in self.jobs.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
+            used = sum(_size(j) for j in self.active.values() if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING"))
+            for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
                               key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
                 if used + _size(job) <= capacity:
                     job.update(status="STARTING", startedAt=self._ms())
@@ -206,7 +210,7 @@ class FakeBatch:
     def _settle_dependencies(self) -> None:
         # https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html: a job waits PENDING until its
         # dependencies succeed, then is RUNNABLE; if any of them fails it goes from PENDING to FAILED.
-        for job in self.jobs.values():
+        for job in list(self.active.values()):
             if job["status"] not in ("SUBMITTED", "PENDING"):
                 continue
             states = [self.jobs[d["jobId"]]["status"] if d["jobId"] in self.jobs else "SUCCEEDED" for d in job["dependsOn"]]
@@ -219,10 +223,11 @@ class FakeBatch:
 
     def _end(self, job: dict[str, Any], status: str, reason: str) -> None:
         job.update(status=status, statusReason=reason, stoppedAt=self._ms())
+        self.active.pop(job["jobId"], None)
 
     def _call(self, operation: str, request: dict[str, Any]) -> None:
         self.faults.check(operation, "before")
-        self.requests.append((operation, request))
+        self.requests.append((operation, {**request, "_at": self.clock.now}))  # _at: when it reached AWS (model time)
 
     def _answer(self, operation: str, response: dict[str, Any]) -> dict[str, Any]:
         self.faults.check(operation, "after")

@@ -166,3 +166,26 @@ def test_a_job_that_cannot_be_brought_back_faithfully_is_never_a_victim(table, k
     result = tick(batch, table, records)
     assert result.preemptions == 0
     assert batch.jobs[victim]["status"] in ("STARTING", "RUNNING") and copies_of(batch, victim) == []
+
+
+def test_a_terminate_whose_answer_was_lost_still_brings_the_job_back(table):
+    """Found by the month-long scenario: TerminateJob times out after Batch stopped the job."""
+    lost = []
+
+    def timeout_after_terminate(operation, phase):
+        if operation == "TerminateJob" and phase == "after" and not lost:
+            lost.append(1)
+            return "timeout"
+        return None
+
+    batch, _ = world(timeout_after_terminate)
+    victim = borrower(batch)
+    batch.advance(3600)
+    owner_claims_back(batch)
+    records = []
+    tick(batch, table, records)
+    assert [r["outcome"] for r in records if r.get("event") == "preemption"] == ["terminating"]
+    assert batch.jobs[victim]["status"] == "FAILED" and copies_of(batch, victim) == []
+    batch.advance(60)
+    tick(batch, table, records)
+    assert len(copies_of(batch, victim)) == 1

@@ -32,7 +32,7 @@ from ..policy import Policy, PoolPolicy
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
-from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, ActionKey, Ledger
+from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
 # Longest wait for one SSM command's result; with the read and one action, within the function's
@@ -196,8 +196,15 @@ class BatchFairShareAdapter:
         why_not = restartable(current, self._waited_on)
         if why_not is not None:  # the planner never picks one; a job that changed since the read is left alone
             return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"not stopped: {why_not}")
-        # Batch keeps at most 1024 characters of reason
-        self.batch.terminate_job(jobId=preemption.job_id, reason=f"{REASON_PREFIX} {preemption.reason}"[:1024])
+        # Recorded before the call: an answer lost after Batch stopped the job (a timeout, a 5xx)
+        # leaves the action open, and the next tick reads what happened (``resume``).
+        progress(TERMINATING)
+        try:  # Batch keeps at most 1024 characters of reason
+            self.batch.terminate_job(jobId=preemption.job_id, reason=f"{REASON_PREFIX} {preemption.reason}"[:1024])
+        except ClientError as error:
+            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500:
+                raise
+            return ActionResult(job_id=preemption.job_id, outcome=FAILED, detail=str(error))  # refused (throttled): nothing stopped
         progress(TERMINATED)
         return self._bring_back(current, None, progress)
 

@@ -45,7 +45,7 @@ from ..capacity import raised_reader
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import ABANDONED, CAPPED, DONE, FAILED, SUBMITTING, TERMINATED, ActionKey, Ledger
+from .ledger import ABANDONED, CAPPED, DONE, FAILED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage
 from .slurm_usage import SlurmUsageObserver
 
@@ -163,7 +163,7 @@ def run_tick(
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
         acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
-        if outcome in (FAILED, ABANDONED, CAPPED, "already_claimed", DEFERRED):
+        if outcome in (FAILED, ABANDONED, CAPPED, TERMINATING, "already_claimed", DEFERRED):
             blocked.add(preemption.for_job)
     for start in plan.starts:
         if start.job_id in blocked:

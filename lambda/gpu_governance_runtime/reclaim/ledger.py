@@ -9,7 +9,7 @@ acts only while the job is still as it was read (state and attempt), and a job t
 preempted has a new attempt, hence a new key.
 
 A preemption that stops a job the controller must bring back (Batch: terminate, then submit a
-copy, ``common/batch_copy.py``) goes ``claimed`` -> ``terminated`` -> ``submitting`` -> ``done``
+copy, ``common/batch_copy.py``) goes ``claimed`` -> ``terminating`` -> ``terminated`` -> ``submitting`` -> ``done``
 (with ``new_job``, the copy), each step recorded as it happens. Until it is done its id is in
 the pool's *open* item (``open#<pool>``), and every tick first finishes the pool's open actions,
 so a job stopped by a tick that then crashed, timed out or was throttled is still brought back.
@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
-TERMINATED, SUBMITTING = "terminated", "submitting"  # a stopped job not yet back (its copy not submitted / not yet seen)
+# a stopped job not yet back: TerminateJob sent, its answer not (yet) seen; stopped, copy not
+# submitted; copy submitted, not yet seen
+TERMINATING, TERMINATED, SUBMITTING = "terminating", "terminated", "submitting"
 CAPPED = "capped"  # the pool's preemptions this minute reached the per-tick cap: not acted on, claimable again
 ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
