@@ -189,3 +189,17 @@ def test_a_terminate_whose_answer_was_lost_still_brings_the_job_back(table):
     batch.advance(60)
     tick(batch, table, records)
     assert len(copies_of(batch, victim)) == 1
+
+
+def test_a_copy_counts_as_preempted_so_it_does_not_borrow_straight_back(table):
+    """Found by the month-long scenario: copies start a fresh attempt count, so the re-borrow backoff
+    never applied to them and the same work was preempted again and again."""
+    batch, _ = world()
+    victim = borrower(batch)
+    batch.advance(3600)
+    owner_claims_back(batch)
+    tick(batch, table, [])
+    (copy,) = copies_of(batch, victim)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now + 60)
+    (waiting,) = [j for j in state.pending if j.job_id == copy["jobId"]]
+    assert waiting.times_preempted == 1

@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from ..common import log
 from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once
 from ..policy import Policy, PoolPolicy
-from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_REQUEUED_FROM
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
@@ -168,7 +168,9 @@ class BatchFairShareAdapter:
             job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
             count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
             checkpointable=checkpointable == "true",
-            times_preempted=len(job.get("attempts", [])),
+            # a copy the controllers submitted (its attempts start again at 0) was preempted at least once:
+            # the planner's protection and re-borrow backoff apply to it, or it would be taken again at once
+            times_preempted=len(job.get("attempts", [])) + (TAG_REQUEUED_FROM in tags),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
         )
 
