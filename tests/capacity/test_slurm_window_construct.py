@@ -65,7 +65,7 @@ def test_ssm_commands_only_on_the_head_node_with_run_shell_script(template) -> N
     send = json.dumps(found['"ssm:SendCommand"'])
     assert ":ssm:us-east-1::document/AWS-RunShellScript" in send and f":ec2:us-east-1:111122223333:instance/{HEAD}" in send
     assert len(found['"ssm:SendCommand"']) == 2  # the document and the one instance, nothing else
-    assert found['"ssm:GetCommandInvocation"'] == "*"
+    assert found['["ssm:CancelCommand", "ssm:GetCommandInvocation"]'] == "*"  # read and cancel: no resource level exists
 
 
 def test_node_listing_only_on_the_windows_cluster(template) -> None:
