@@ -53,6 +53,7 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/simulator.py --jobs 100000
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/synth_scale.py
+	$(BIN)/python benchmarks/aws_scenarios.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

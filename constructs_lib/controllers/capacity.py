@@ -72,7 +72,9 @@ class CapacityController(GovernanceController):
     owner's partition, drains and resumes them (docs/capacity.md). A fed pool without one is a synth warning, and an error the
     controller reports every run: its nodes are left as they are. With a head node the controller
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
-    shortened to it), so the drain and the requeue land before the plan's instances go.
+    shortened to it), so the drain and the requeue land before the plan's instances go; so it
+    does while a window feeds a Batch compute environment, whose jobs are stopped and requeued
+    between 35 and 30 minutes before a block ends (``requeue.STOP_LEAD``).
     """
 
     namespace = CAPACITY_NAMESPACE
@@ -97,7 +99,8 @@ class CapacityController(GovernanceController):
         # The raises it applies, published for the reclaim controller (capacity/raised.py); None when no window raises a quota.
         self.raised_guarantees = raised_guarantees_parameter(model.organisation) if raising_windows(model) else None
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
-        if head_nodes and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
+        feeds_batch = any(w.feeds.kind == "batch_compute_environment" for w in windows)
+        if (head_nodes or feeds_batch) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
             schedule = limit
         unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
         if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are
@@ -264,7 +267,7 @@ class CapacityController(GovernanceController):
             slurm_statements = [
                 iam.PolicyStatement(actions=["ssm:SendCommand"],
                                     resources=[document, *(_ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items()))]),
-                iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
+                iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
                 iam.PolicyStatement(actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters),
             ]
         plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
@@ -293,7 +296,7 @@ class CapacityController(GovernanceController):
             "support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template and compute quota ARNs carry ids, not the names the governance file declares."
-            + (" ssm:GetCommandInvocation supports none either: it reads the output of commands this role sent, and ssm:SendCommand "
+            + (" ssm:GetCommandInvocation and ssm:CancelCommand support none either: they read and cancel commands this role sent, and ssm:SendCommand "
                "is limited to AWS-RunShellScript on the declared Slurm head nodes." if slurm_statements else ""),
         )
         if cluster_statements:

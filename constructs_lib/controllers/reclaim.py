@@ -25,7 +25,7 @@ from typing import Sequence
 from aws_cdk import (
     Arn, ArnFormat, Duration, Stack, Token,
     aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_eks_v2 as eks, aws_events as events,
-    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_sns as sns,
+    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_lambda_destinations as lambda_destinations, aws_sns as sns,
 )
 from constructs import Construct
 from gpu_governance_runtime.contract import (
@@ -124,7 +124,11 @@ class ReclaimController(GovernanceController):
         )
         self._grant()
 
-        # A missed tick is not worth retrying: the next one reads the queue afresh.
+        # A missed tick is not worth retrying: the next one reads the queue afresh. Neither is a
+        # failed one: Lambda retries a failed asynchronous invocation twice by default, which would
+        # run two ticks within a minute (the ledger also caps preemptions per pool and minute).
+        self.function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1),
+                                             on_failure=lambda_destinations.SqsDestination(self.dead_letters))
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         subscribe_alerts(self.topic, model)
@@ -155,7 +159,7 @@ class ReclaimController(GovernanceController):
 
     def _grant(self) -> None:
         stack = Stack.of(self)
-        statements = [iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
+        statements = [iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
         backends = {t.pool: self.model.pool(t.pool).backend for t in self.targets}
         if BATCH_FAIR_SHARE in backends.values() or BATCH_QUOTA_SHARE in backends.values():
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
@@ -167,6 +171,21 @@ class ReclaimController(GovernanceController):
                 actions=["batch:TerminateJob"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
                 conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
+            ))
+            # Batch does not retry a terminated job: the handler submits each victim's copy to the
+            # victim's queue (a governed pool's) with its tags (common/batch_copy.py).
+            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
+            statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[
+                *fair_share_queues, stack.format_arn(service="batch", resource="job-definition", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
+                conditions={"StringEquals": {"batch:ShareIdentifier": teams}}))
+            statements.append(iam.PolicyStatement(
+                actions=["batch:TagResource"],
+                resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
+                # Batch has no CreateAction key: tags given at submission are authorised as
+                # batch:TagResource inside SubmitJob, with the submission's keys (the member side's
+                # rule, batch/queues.py _team_tag_statements). A share identifier and no team tag
+                # yet hold only inside a submission, never for an existing job.
+                conditions={"StringEquals": {"batch:ShareIdentifier": teams}, "Null": {f"aws:ResourceTag/{TEAM_TAG}": "true"}},
             ))
         observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
         if observed:
@@ -190,7 +209,7 @@ class ReclaimController(GovernanceController):
                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
             statements += [
                 iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
-                iam.PolicyStatement(actions=["ssm:GetCommandInvocation"], resources=["*"]),
+                iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
             ]
         if self.raised_guarantees:  # read-only, that one parameter
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[
@@ -207,10 +226,12 @@ class ReclaimController(GovernanceController):
                     "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
         acknowledge_wildcard_resources(
             policy, [r for s in statements for r in s.resources],
-            "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob and ssm:GetCommandInvocation "
+            "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob, ssm:GetCommandInvocation and ssm:CancelCommand "
             "support no resource-level permission; "
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
-            "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned.",
+            "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "
+            "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
+            "job-definition/*) to a governed queue under a governed share, and tagged only as it is created (inside the submission: a governed share, no team tag yet).",
         )
 
     def _alarms(self, starved_ticks: int) -> None:

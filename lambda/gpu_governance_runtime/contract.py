@@ -119,7 +119,9 @@ TAG_COST_CENTRE = "gpu-governance:cost-centre"  # a team's declared cost centre,
 # owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
 PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
-TAG_INSTANCES = "gpu-governance:instances"  # Batch job tags the reclaim adapter reads
+# Batch job tags a team may write on its own jobs: hints only. The reclaim adapter reads a job's
+# size from Batch; the type tag only in a pool of several types, checkpointable only to make the job a cheaper victim.
+TAG_INSTANCES = "gpu-governance:instances"  # read by the simulator's trace importer only
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
 # Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team.

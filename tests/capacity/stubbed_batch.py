@@ -58,7 +58,20 @@ def discovery(stubs, running=RUNNING):
     stubs["batch"].add_response("describe_jobs", {"jobs": running}, {"jobs": [j["jobId"] for j in running]})
 
 
+REASON = (f"gpu-governance: Capacity Block {BLOCK} of window launch-load-test ends 2026-12-11 11:30 UTC and its instances "
+          f"terminate 30 minutes earlier; requeued as a new job tagged {TAG_REQUEUED_FROM}")
+STOPPED = job("job-on-block", ON_BLOCK, status="FAILED", statusReason=REASON)
+
+
 def expect_terminate(stubs, job_id="job-on-block"):
-    stubs["batch"].add_response("terminate_job", {}, {"jobId": job_id, "reason": (
-        f"gpu-governance: Capacity Block {BLOCK} of window launch-load-test ends 2026-12-11 11:30 UTC and its instances "
-        f"terminate 30 minutes earlier; requeued as a new job tagged {TAG_REQUEUED_FROM}")})
+    """At its stop time the job is read (still RUNNING), terminated, and read again (FAILED with the controller's reason)."""
+    stubs["batch"].add_response("describe_jobs", {"jobs": [RUNNING[0]]}, {"jobs": [job_id]})
+    stubs["batch"].add_response("terminate_job", {}, {"jobId": job_id, "reason": REASON})
+    stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": [job_id]})
+
+
+def expect_copy(stubs, listed=("job-on-block",), new="job-copy"):
+    """No copy listed yet: one SubmitJob."""
+    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": j, "jobName": "train-llm"} for j in listed]},
+                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
+    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": new}, COPY)

@@ -40,7 +40,7 @@ SOURCES = sorted(RUNTIME.rglob("*.py")) + [Path(__file__).parents[2] / "construc
 # How the code names its clients -> the service each one is.
 CLIENT_NAMES = {"ec2": "ec2", "purchase_ec2": "ec2", "sagemaker": "sagemaker", "purchase_sagemaker": "sagemaker", "_db": "dynamodb",
                 "dynamodb": "dynamodb", "sns": "sns", "events": "events", "batch": "batch", "eks": "eks", "ecs": "ecs", "ssm": "ssm",
-                "table": "dynamodb", "ce": "ce"}
+                "table": "dynamodb", "ce": "ce", "submit": "batch"}
 RESOURCES = {"table"}  # boto3 resources: the resource fills in TableName
 NOT_OPERATIONS = {"get_paginator", "meta", "exceptions", "Table", "can_paginate"}
 # Operations that paginate but are read in one call, and why that reads everything.
@@ -387,8 +387,8 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("handler, modules", [
-    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py")),
-    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "capacity/raised_reader.py")),
+    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py")),
+    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "capacity/raised_reader.py", "common/batch_copy.py")),
     ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
     ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
 ])

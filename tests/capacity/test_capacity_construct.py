@@ -66,7 +66,8 @@ def test_function_runs_alone_with_its_limits(synthesized):
 def test_triggers_schedule_and_capacity_block_events_by_prefix(synthesized):
     template, _, _ = synthesized
     template.has_resource_properties("AWS::Events::Rule", {"EventPattern": {"source": ["aws.ec2"], "detail-type": [{"prefix": "Capacity Block"}]}})
-    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)"})
+    # the default 15 minutes, shortened: window batch-burst feeds a Batch compute environment (requeue.STOP_LEAD)
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(5 minutes)"})
 
 
 def test_ledger_is_retained_with_point_in_time_recovery(synthesized):

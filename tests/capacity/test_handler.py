@@ -42,7 +42,7 @@ def env(tmp_path):
         clients = Clients(ec2=stubbed.ec2, sagemaker=stubbed.sagemaker, purchase_ec2=stubbed.ec2, purchase_sagemaker=stubbed.sagemaker, dynamodb=boto3.client("dynamodb", region_name="us-east-1"),
                           sns=boto3.client("sns", region_name="us-east-1"), events=boto3.client("events", region_name="us-east-1"),
                           batch=boto3.client("batch", region_name="us-east-1"), eks=eks, ecs=boto3.client("ecs", region_name="us-east-1"),
-                          ssm=boto3.client("ssm", region_name="us-east-1"))
+                          ssm=boto3.client("ssm", region_name="us-east-1"), submit_batch=boto3.client("batch", region_name="us-east-1"))
         settings = {"POLICY_PATH": str(policy), "CONTROLLER_ID": CONTROLLER, "LEDGER_TABLE": TABLE, "TOPIC_ARN": topic,
                     "GPU_GOVERNANCE_BUDGET": "1000", "GPU_GOVERNANCE_PRICE_CAP": "40", "TICK_SECONDS": "900"}
         yield stubbed, clients, settings, eks_stub
@@ -160,20 +160,18 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     stubs = {"ec2": stubbed.ec2_stub, "batch": Stubber(batch), "ecs": Stubber(ecs)}
     stubs["batch"].activate()
     stubs["ecs"].activate()
-    clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, templates), "batch": batch, "ecs": ecs})
+    clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, templates), "batch": batch, "ecs": ecs, "submit_batch": batch})
     reservation = capacity_reservation(block("cbo-1", at(10), 1, per_hour="29"), intent_id="launch-load-test-202612101400-1",
                                        window="launch-load-test", state="active")
     stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]},
                                   {"CapacityReservationIds": [batch_side.BLOCK]})
     stubbed.owned(reservation)  # no block follows
-    batch_side.discovery(stubs)
-    batch_side.expect_terminate(stubs)
-    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, batch_side.COPY)
+    batch_side.discovery(stubs)  # at the warning the jobs are recorded, not stopped: they checkpoint until requeue.STOP_LEAD
     stubbed.owned(reservation)  # the controller run after the event
     event = {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning", "time": "2026-12-11T10:50:00Z",
              "detail": {"capacity-reservation-id": batch_side.BLOCK, "end-date": "2026-12-11T11:30:00Z"}}
     result = process(event, clients=clients, settings={**settings, "POLICY_PATH": str(policy)}, now=batch_side.NOW)
-    assert result["block_event"]["requeue"]["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    assert (result["block_event"]["requeue"]["requeued"], result["block_event"]["requeue"]["waiting"]) == ([], ["job-on-block"])
     for stub in stubs.values():
         stub.assert_no_pending_responses()
 

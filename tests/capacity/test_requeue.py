@@ -1,7 +1,12 @@
 """Requeueing the Batch jobs on an expiring Capacity Block. moto's Batch cannot hold a job
 RUNNING on a given container instance and its EC2 lacks the capacity-reservation filter, so
 EC2, ECS and Batch go through the Stubber (every request and response checked against the
-botocore model; any call not queued fails the test); the ledger is moto's DynamoDB."""
+botocore model; any call not queued fails the test); the ledger is moto's DynamoDB.
+
+Issue 23 (outcomes 2-4): a job is stopped only from STOP_LEAD before the end (it checkpoints
+after the warning), its state is read before anything is done to it (a job that SUCCEEDED or
+FAILED on its own is never copied), and the copy is submitted through a one-request client,
+recorded before and after."""
 
 from datetime import timedelta
 
@@ -9,13 +14,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
-from gpu_governance_runtime.capacity.requeue import (
-    JOB_SECONDS,
-    TAG_REQUEUED_FROM,
-    copy_request,
-    requeue,
-    resume,
-)
+from gpu_governance_runtime.capacity.requeue import JOB_SECONDS, STOP_LEAD, requeue, resume
+from gpu_governance_runtime.common.batch_copy import copy_request
+from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
 from moto import mock_aws
 
 from .stubbed_aws import create_ledger_table
@@ -29,10 +30,14 @@ from .stubbed_batch import (
     ON_BLOCK,
     QUEUE,
     RUNNING,
+    STOPPED,
     discovery,
+    expect_copy,
     expect_terminate,
     job,
 )
+
+STOP_TIME = ENDS - STOP_LEAD
 
 
 @pytest.fixture
@@ -50,57 +55,89 @@ def aws():
 
 def drain(clients, ledger, *, dry_run=False, now=NOW):
     return requeue(window="launch-load-test", compute_environment=CE, reservation_id=BLOCK, ends_at=ENDS, dry_run=dry_run,
-                   ledger=ledger, now=now, **clients)
+                   ledger=ledger, now=now, submit=clients["batch"], **clients)
+
+
+def later(clients, ledger, now, **extra):
+    return resume(ledger=ledger, batch=clients["batch"], submit=clients["batch"], now=now, **extra)
 
 
 def test_copy_keeps_what_the_job_was_submitted_with_minus_reserved_names():
     assert copy_request(RUNNING[0]) == COPY
 
 
-def test_only_the_job_on_the_block_is_terminated_and_resubmitted_once(aws):
+def test_the_job_checkpoints_after_the_warning_and_is_stopped_and_copied_once_only_just_before_its_instances_go(aws):
     clients, stubs, ledger = aws
     discovery(stubs)
+    first = drain(clients, ledger)
+    assert (first["requeued"], first["waiting"]) == ([], ["job-on-block"])  # nothing stopped at the warning
+    assert later(clients, ledger, STOP_TIME - timedelta(minutes=1))["waiting"] == ["job-on-block"]
     expect_terminate(stubs)
-    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, COPY)
-    assert drain(clients, ledger) == {"requeued": [{"job": "job-on-block", "new_job": "job-copy"}], "already_handled": [], "errors": [], "deferred": []}
+    expect_copy(stubs)
+    assert later(clients, ledger, STOP_TIME)["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     [(action, status, details)] = ledger.actions("requeue#", ("requeued",))
     assert (action, details["new_job"], details["reservation"]) == ("requeue#job-on-block", "job-copy", BLOCK)
-    # The warning is delivered again while the terminated job still shows RUNNING: nothing is stopped twice.
+    assert STOP_TIME <= ENDS - timedelta(minutes=30)  # before the instances terminate, 30 minutes before the end
+    # The warning is delivered again: nothing is claimed, stopped or copied twice.
     discovery(stubs)
-    assert drain(clients, ledger, now=NOW + timedelta(seconds=30))["already_handled"] == ["job-on-block"]
+    again = drain(clients, ledger, now=STOP_TIME + timedelta(seconds=30))
+    assert (again["already_handled"], again["requeued"]) == (["job-on-block"], [])
+
+
+@pytest.mark.parametrize("ended", [
+    {"status": "SUCCEEDED", "statusReason": "Essential container in task exited"},
+    {"status": "FAILED", "statusReason": "OutOfMemoryError: Container killed due to memory usage"},
+])
+def test_a_job_that_ended_on_its_own_before_its_stop_time_is_never_copied(aws, ended):
+    clients, stubs, ledger = aws
+    discovery(stubs)
+    drain(clients, ledger)
+    stubs["batch"].add_response("describe_jobs", {"jobs": [{**RUNNING[0], **ended}]}, {"jobs": ["job-on-block"]})
+    result = later(clients, ledger, STOP_TIME)
+    assert (result["requeued"], result["finished"]) == ([], ["job-on-block"])
+    assert ledger.actions("requeue#", ("claimed", "terminated", "submitting", "requeued")) == []
 
 
 def test_dry_run_only_names_the_jobs(aws):
     clients, stubs, ledger = aws
     discovery(stubs)
-    assert drain(clients, ledger, dry_run=True) == {"would_requeue": ["job-on-block"]}
+    assert drain(clients, ledger, dry_run=True) == {"would_requeue": ["job-on-block"], "would_stop_at": STOP_TIME.isoformat()}
     assert ledger.actions("requeue#", ("claimed", "terminated", "requeued")) == []
 
 
 def test_a_throttled_submit_is_resumed_next_run_without_a_second_terminate(aws):
     clients, stubs, ledger = aws
     discovery(stubs)
+    drain(clients, ledger)
     expect_terminate(stubs)
-    stubs["batch"].add_client_error("submit_job", service_error_code="TooManyRequestsException", http_status_code=429)
-    assert drain(clients, ledger)["errors"] == [{"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}]
-    assert [status for _, status, _ in ledger.actions("requeue#", ("claimed", "terminated"))] == ["terminated"]
-    # Next run: the job is FAILED now and no longer listed; the ledger alone brings it back.
     stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
                                 {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
-    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, COPY)
-    assert resume(ledger=ledger, batch=clients["batch"], now=NOW + timedelta(minutes=15))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
-    assert ledger.actions("requeue#", ("claimed", "terminated")) == []
+    stubs["batch"].add_client_error("submit_job", service_error_code="TooManyRequestsException", http_status_code=429)
+    assert later(clients, ledger, STOP_TIME)["errors"] == [{"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}]
+    assert [status for _, status, _ in ledger.actions("requeue#", ("claimed", "terminated", "submitting"))] == ["terminated"]
+    # Next run: the job is FAILED (stopped by the controller); the ledger brings it back at once, no second terminate.
+    stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
+    expect_copy(stubs)
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=5))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    assert ledger.actions("requeue#", ("claimed", "terminated", "submitting")) == []
 
 
-def test_a_copy_submitted_before_a_crash_is_found_not_submitted_again(aws):
+def test_a_submit_whose_answer_was_lost_is_found_by_its_tag_not_submitted_again(aws):
     clients, stubs, ledger = aws
-    details = {"window": "launch-load-test", "reservation": BLOCK, "job": "job-on-block", "reason": "r", "request": COPY}
-    ledger.claim_action("requeue#job-on-block", status="terminated", details=details, now=NOW)  # the crashed run got this far
+    details = {"window": "launch-load-test", "reservation": BLOCK, "job": "job-on-block", "reason": "r", "stop_at": STOP_TIME.isoformat(),
+               "submitting_at": STOP_TIME.isoformat()}
+    ledger.claim_action("requeue#job-on-block", status="submitting", details=details, now=STOP_TIME)  # the request's answer was lost
+    # within the listing grace, a copy not listed yet is waited for, never submitted again
+    stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
+    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
+                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=1))["waiting"] == ["job-on-block"]
+    stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
     stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"},
                                                                  {"jobId": "job-copy", "jobName": "train-llm"}]},
                                 {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
     stubs["batch"].add_response("describe_jobs", {"jobs": [job("job-copy", ON_BLOCK, tags={TAG_REQUEUED_FROM: "job-on-block"})]}, {"jobs": ["job-copy"]})
-    assert resume(ledger=ledger, batch=clients["batch"], now=NOW)["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=2))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
 
 
 def test_a_block_without_instances_touches_no_job(aws):
@@ -108,19 +145,16 @@ def test_a_block_without_instances_touches_no_job(aws):
     stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)
     stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [
         {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "ecsClusterArn": ECS_CLUSTER}]}, {"computeEnvironments": [CE]})
-    assert drain(clients, ledger) == {"requeued": [], "already_handled": [], "errors": [], "deferred": []}
+    assert drain(clients, ledger) == {"requeued": [], "finished": [], "waiting": [], "already_handled": [], "errors": [], "deferred": []}
 
 
-def test_a_job_claimed_without_time_left_is_not_touched_and_the_next_run_finishes_it(aws):
+def test_a_job_due_without_time_left_is_not_touched_and_the_next_run_finishes_it(aws):
     clients, stubs, ledger = aws
     discovery(stubs)
-    # Too little of the invocation left: the job is claimed (so it is not forgotten) but not stopped.
-    result = requeue(window="launch-load-test", compute_environment=CE, reservation_id=BLOCK, ends_at=ENDS, dry_run=False,
-                     ledger=ledger, now=NOW, time_left=lambda: JOB_SECONDS - 1, **clients)
+    drain(clients, ledger)
+    result = later(clients, ledger, STOP_TIME, time_left=lambda: JOB_SECONDS - 1)
     assert (result["requeued"], result["deferred"]) == ([], ["job-on-block"])
     assert [status for _, status, _ in ledger.actions("requeue#", ("claimed",))] == ["claimed"]
     expect_terminate(stubs)
-    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
-                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
-    stubs["batch"].add_response("submit_job", {"jobName": "train-llm", "jobId": "job-copy"}, COPY)
-    assert resume(ledger=ledger, batch=clients["batch"], now=NOW + timedelta(minutes=1))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    expect_copy(stubs)
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=1))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]

@@ -85,7 +85,8 @@ def ssm_answers(stub, output: str, *, status: str = "Success") -> None:
         "Parameters": {"commands": ["..."]}, "InstanceIds": [HEAD], "Targets": [], "RequestedDateTime": LAUNCHED, "Status": "Pending",
         "StatusDetails": "Pending", "MaxConcurrency": "50", "MaxErrors": "0", "TargetCount": 1, "CompletedCount": 0, "ErrorCount": 0,
         "DeliveryTimedOutCount": 0, "ServiceRole": "", "TimeoutSeconds": 3600}},
-        {"InstanceIds": [HEAD], "DocumentName": "AWS-RunShellScript", "Parameters": {"commands": ANY}, "Comment": slurm_window.COMMENT})
+        {"InstanceIds": [HEAD], "DocumentName": "AWS-RunShellScript", "Parameters": {"commands": ANY, "executionTimeout": ["60"]},
+         "Comment": slurm_window.COMMENT, "TimeoutSeconds": 30})
     stub.add_response("get_command_invocation", {"CommandId": command_id, "InstanceId": HEAD, "Comment": slurm_window.COMMENT,
                                                  "DocumentName": "AWS-RunShellScript", "DocumentVersion": "$DEFAULT", "PluginName": "aws:runShellScript",
                                                  "ResponseCode": 0 if status == "Success" else 1, "ExecutionStartDateTime": "2026-12-11T10:51:00Z",
@@ -131,7 +132,7 @@ def test_at_lower_lead_nodes_without_a_reason_are_drained_and_an_admins_drain_is
     assert result["left_alone"] == {NAMES[2]: ADMIN_REASON} and "requeue" not in result  # jobs keep running until REQUEUE_LEAD
     drain = sent[1]
     assert len(drain) == 2 and all(f"Reason='Reason={OURS}'" not in c and f"'Reason={OURS}'" in c and "State=DRAIN" in c for c in drain)
-    assert records(ledger) == [(f"slurm-nodes#{CLUSTER}/{GROUP}", "done", {"drain": NAMES[:2], "window": WINDOW.name, "done": NAMES[:2], "skipped": {}, "failed": []})]
+    assert records(ledger) == [(f"slurm-nodes#{CLUSTER}/{GROUP}", "done", {"drain": NAMES[:2], "window": WINDOW.name, "done": NAMES[:2], "skipped": {}, "failed": [], "head_node": HEAD})]
 
 
 def test_near_the_end_jobs_still_running_are_requeued_only_as_read(aws):
@@ -237,7 +238,7 @@ def test_nodes_missing_from_the_owners_partition_join_it_live_and_a_repeated_run
     assert "scontrol -o show partition critical" in join and f"-v ours={NAMES[0]},{NAMES[1]} -v join=1" in join
     assert "scontrol update PartitionName=critical \"Nodes=$new\" && echo critical done" in join
     assert records(ledger) == [(f"slurm-join#{CLUSTER}/{GROUP}", "done", {
-        "join": {"critical": NAMES[:2]}, "window": WINDOW.name, "done": ["critical"], "skipped": {}, "failed": []})]
+        "join": {"critical": NAMES[:2]}, "window": WINDOW.name, "done": ["critical"], "skipped": {}, "failed": [], "head_node": HEAD})]
     cluster_lists(sm_stub)
     ssm_answers(ssm_stub, slurm_shows({}, partitions={0: ["critical"], 1: ["dev", "critical"]}))
     (result,) = run(aws, SERVING + timedelta(minutes=5))

@@ -65,7 +65,7 @@ def test_ssm_commands_only_on_the_head_node_with_run_shell_script(template) -> N
     send = json.dumps(found['"ssm:SendCommand"'])
     assert ":ssm:us-east-1::document/AWS-RunShellScript" in send and f":ec2:us-east-1:111122223333:instance/{HEAD}" in send
     assert len(found['"ssm:SendCommand"']) == 2  # the document and the one instance, nothing else
-    assert found['"ssm:GetCommandInvocation"'] == "*"
+    assert found['["ssm:CancelCommand", "ssm:GetCommandInvocation"]'] == "*"  # read and cancel: no resource level exists
 
 
 def test_node_listing_only_on_the_windows_cluster(template) -> None:
@@ -132,3 +132,12 @@ def test_a_fed_pool_without_a_head_node_synthesizes_with_a_warning_and_no_comman
     Annotations.from_stack(stack).has_warning("/NoHead/C", Match.string_like_regexp(
         r"capacity windows feed hyperpod_slurm pools \['hyperpod-slurm'\] but slurm_head_nodes names no head node"))
     assert "ssm:SendCommand" not in policy_of(controller)
+
+
+def test_a_window_feeding_a_batch_compute_environment_runs_the_controller_every_5_minutes() -> None:
+    """Its jobs are stopped and copied between requeue.STOP_LEAD (35 min) and 30 min before a block ends: one run must land there."""
+    batch_window = {**SLURM_WINDOW, "instance_type": "p5.48xlarge", "feeds": {
+        "kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+        "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}}
+    stack = Stack(App(), "BatchSchedule", env=Environment(account="111122223333", region="us-east-1"))
+    assert schedule_of(CapacityController(stack, "C", model=model([batch_window]))) == "rate(5 minutes)"

@@ -34,6 +34,20 @@ def synthesized(tmp_path_factory):
     return Template.from_stack(stack), controller
 
 
+def test_a_failed_tick_is_never_retried_by_lambda(synthesized):
+    """Lambda retries a failed asynchronous invocation twice by default: two ticks within a minute."""
+    template, _ = synthesized
+    template.has_resource_properties("AWS::Lambda::EventInvokeConfig", {"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60})
+
+
+def test_victims_copies_may_be_submitted_only_to_governed_queues_and_shares_and_tagged_only_at_creation(synthesized):
+    template, _ = synthesized
+    submit = next(s for s in statements(template) if s["Action"] == "batch:SubmitJob")
+    assert QUEUE in json.dumps(submit["Resource"]) and "batch:ShareIdentifier" in submit["Condition"]["StringEquals"]
+    tag = next(s for s in statements(template) if s["Action"] == "batch:TagResource")
+    assert tag["Condition"] == {"StringEquals": {"batch:CreateAction": "SubmitJob"}}
+
+
 def statements(template):
     return [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
 

@@ -43,6 +43,7 @@ POLICY = parse_policy({
     ],
 })
 SETTINGS = Settings()
+LISTED = 4  # statuses the fair-share adapter lists
 
 
 def batch_job(job_id, share, status, nodes=1, priority=10, started=NOW - 3600, attempts=0, checkpointable="false"):
@@ -50,7 +51,8 @@ def batch_job(job_id, share, status, nodes=1, priority=10, started=NOW - 3600, a
         "jobId": job_id, "jobName": job_id, "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/{job_id}", "jobQueue": QUEUE,
         "status": status, "shareIdentifier": share, "schedulingPriority": priority, "createdAt": int((started - 60) * 1000),
         "startedAt": int(started * 1000), "jobDefinition": "arn:aws:batch:us-east-1:111122223333:job-definition/train:1",
-        "attempts": [{"exitCode": 143}] * attempts, "tags": {"gpu-governance:instances": str(nodes), "gpu-governance:checkpointable": checkpointable},
+        "attempts": [{"exitCode": 143}] * attempts, "tags": {"gpu-governance:checkpointable": checkpointable},
+        **({"nodeProperties": {"numNodes": nodes, "mainNode": 0, "nodeRangeProperties": [{"targetNodes": "0:"}]}} if nodes > 1 else {}),
     }
 
 
@@ -74,11 +76,14 @@ RUNNING = [batch_job("borrow-big", "research", "RUNNING", nodes=4, started=NOW -
 WAITING = [batch_job("train", "training", "RUNNABLE", nodes=6, priority=50)]
 
 
-def expect_read(stubber, running=RUNNING, waiting=WAITING):
-    for status, jobs in (("STARTING", []), ("RUNNING", running), ("RUNNABLE", waiting)):
+def expect_read(stubber, running=RUNNING, waiting=WAITING, pending=()):
+    """The adapter lists each status, then describes every listed job once."""
+    listed = []
+    for status, jobs in (("STARTING", []), ("RUNNING", running), ("RUNNABLE", waiting), ("PENDING", pending))[:LISTED]:
         stubber.add_response("list_jobs", {"jobSummaryList": [summary(j) for j in jobs]}, {"jobQueue": QUEUE, "jobStatus": status})
-        if jobs:
-            stubber.add_response("describe_jobs", {"jobs": jobs}, {"jobs": [j["jobId"] for j in jobs]})
+        listed += jobs
+    if listed:
+        stubber.add_response("describe_jobs", {"jobs": listed}, {"jobs": [j["jobId"] for j in listed]})
 
 
 def tick(adapter, table, *, dry_run, records):
@@ -90,7 +95,7 @@ def test_dry_run_plans_logs_and_publishes_but_terminates_nothing(ledger_table):
     expect_read(stubber)
     records = []
     with stubber:  # any terminate_job call would fail: none is queued
-        result = tick(BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), ledger_table, dry_run=True, records=records)
+        result = tick(BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client), ledger_table, dry_run=True, records=records)
     stubber.assert_no_pending_responses()
     assert (result.preemptions, result.acted) == (2, 0)
     decisions = [r for r in records if r.get("event") == "preemption"]
@@ -101,25 +106,30 @@ def test_dry_run_plans_logs_and_publishes_but_terminates_nothing(ledger_table):
 
 def test_acting_terminates_each_victim_once_with_its_reason_and_records_it(ledger_table):
     client, stubber = stubbed("batch")
-    adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"))
+    adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client)
     expect_read(stubber)
     for job_id in ("borrow-small", "borrow-big"):  # most recently started first
         stubber.add_response("describe_jobs", {"jobs": [next(j for j in RUNNING if j["jobId"] == job_id)]}, {"jobs": [job_id]})
         stubber.add_response("terminate_job", {}, {"jobId": job_id, "reason": ANY})
+        # Batch does not retry a terminated job: its copy is looked for (none yet) and submitted
+        stubber.add_response("list_jobs", {"jobSummaryList": []}, {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": [job_id]}]})
+        stubber.add_response("submit_job", {"jobId": f"copy-of-{job_id}", "jobName": job_id, "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/copy-of-{job_id}"},
+                             {"jobName": job_id, "jobQueue": QUEUE, "jobDefinition": ANY, "shareIdentifier": "research", "schedulingPriorityOverride": 10,
+                              "tags": {"gpu-governance:checkpointable": "false", "gpu-governance:requeued-from": job_id}, "nodeOverrides": {"numNodes": ANY}})
     records = []
     with stubber:
         result = tick(adapter, ledger_table, dry_run=False, records=records)
     stubber.assert_no_pending_responses()
     assert (result.acted, result.failed) == (2, 0)
-    items = {i["job_id"]: i for i in ledger_table.scan()["Items"]}
-    assert {k: v["status"] for k, v in items.items()} == {"borrow-big": "done", "borrow-small": "done"}
+    items = {i["job_id"]: i for i in ledger_table.scan()["Items"] if "job_id" in i}
+    assert {k: (v["status"], v["new_job"]) for k, v in items.items()} == {"borrow-big": ("done", "copy-of-borrow-big"), "borrow-small": ("done", "copy-of-borrow-small")}
     assert "lent by team training to team research, for job train" in items["borrow-big"]["reason"]
 
     # A duplicate tick over the same (not yet updated) queue claims nothing and terminates nothing.
     client2, stubber2 = stubbed("batch")
     expect_read(stubber2)
     with stubber2:
-        again = tick(BatchFairShareAdapter(client2, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), ledger_table, dry_run=False, records=records)
+        again = tick(BatchFairShareAdapter(client2, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client2), ledger_table, dry_run=False, records=records)
     stubber2.assert_no_pending_responses()
     assert again.acted == 0
     assert [r["outcome"] for r in records[-20:] if r.get("event") == "preemption"][-2:] == ["already_claimed", "already_claimed"]
@@ -127,7 +137,7 @@ def test_acting_terminates_each_victim_once_with_its_reason_and_records_it(ledge
 
 def test_a_job_that_finished_meanwhile_is_skipped_and_a_throttled_terminate_fails_alone(ledger_table):
     client, stubber = stubbed("batch")
-    adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"))
+    adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client)
     expect_read(stubber)
     finished = {**RUNNING[1], "status": "SUCCEEDED"}
     stubber.add_response("describe_jobs", {"jobs": [finished]}, {"jobs": ["borrow-small"]})  # planned first
@@ -153,7 +163,7 @@ def test_jobs_of_ungoverned_shares_are_never_read_into_the_plan(ledger_table):
     stranger = batch_job("stranger", "someone-else", "RUNNING", nodes=8)
     expect_read(stubber, running=[stranger, *RUNNING])
     with stubber:
-        state = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")).read(NOW)
+        state = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client).read(NOW)
     assert "stranger" not in {j.job_id for j in state.running}
     assert {j.job_id: j.count for j in state.running} == {"base": 2, "borrow-big": 4, "borrow-small": 2}
 
@@ -163,7 +173,7 @@ def test_emf_metrics_per_share(ledger_table):
     expect_read(stubber)
     records = []
     with stubber:
-        tick(BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), ledger_table, dry_run=True, records=records)
+        tick(BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client), ledger_table, dry_run=True, records=records)
     metrics = {r["Share"]: r for r in records if "_aws" in r and "InUse" in r}  # the share metrics (the others: usage)
     research, training = metrics["research"], metrics["training"]
     definition = research["_aws"]["CloudWatchMetrics"][0]
@@ -181,7 +191,7 @@ def test_a_fair_share_jobs_timeout_is_its_declared_run_time():
     client, stubber = stubbed("batch")  # DescribeJobs responses checked against the real JobDetail shape
     expect_read(stubber, running=[{**RUNNING[0], "timeout": {"attemptDurationSeconds": 7_200}}, *RUNNING[1:]], waiting=[])
     with stubber:
-        state = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")).read(NOW)
+        state = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client).read(NOW)
     assert {j.job_id: j.max_run_time_s for j in state.running} == {"borrow-big": 7_200, "borrow-small": None, "base": None}
 
 
@@ -226,7 +236,7 @@ class Mentions:
 def expect_ssm(stubber, command_fragment, output, command_id):
     stubber.add_response("send_command", {"Command": {"CommandId": command_id}}, {
         "InstanceIds": ["i-0123456789abcdef0"], "DocumentName": "AWS-RunShellScript",
-        "Parameters": {"commands": Mentions(command_fragment)}, "Comment": ANY})
+        "Parameters": {"commands": Mentions(command_fragment), "executionTimeout": ["60"]}, "Comment": ANY, "TimeoutSeconds": 30})
     stubber.add_response("get_command_invocation", {"Status": "Success", "StandardOutputContent": output},
                          {"CommandId": command_id, "InstanceId": "i-0123456789abcdef0"})
 
@@ -371,7 +381,9 @@ def test_an_ssm_wait_stops_at_the_invocations_time_left(ledger_table):
     stubber.add_response("send_command", {"Command": {"CommandId": "11111111-2222-3333-4444-555555555555"}}, None)
     for _ in range(25):
         stubber.add_response("get_command_invocation", {"Status": "InProgress"}, None)
-    with stubber, pytest.raises(RuntimeError, match="no result after 25 s"):
+    # given up on: cancelled, so it can never run after the controller stopped waiting
+    stubber.add_response("cancel_command", {}, {"CommandId": "11111111-2222-3333-4444-555555555555", "InstanceIds": ["i-0123456789abcdef0"]})
+    with stubber, pytest.raises(RuntimeError, match="no result after 25 s; cancelled"):
         adapter.run(["squeue"])
     assert left[0] == 5  # stopped with time left to record the outcome
     with pytest.raises(RuntimeError, match="not sent: 5 s of the invocation left"):

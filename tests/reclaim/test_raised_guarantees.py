@@ -37,7 +37,7 @@ def tick(table, raises):
     expect_read(stubber)
     records = []
     with stubber:
-        result = controller.run_tick("ec2-gpu", BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), Ledger(table),
+        result = controller.run_tick("ec2-gpu", BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client), Ledger(table),
                                      settings=SETTINGS, dry_run=True, namespace="Test", now=NOW, emit=records.append, raises=raises)
     share = {r["Share"]: r for r in records if "_aws" in r and "InUse" in r}
     usage = {r["Share"]: r for r in records if "_aws" in r and contract.GUARANTEED_HOURS in r}

@@ -162,6 +162,7 @@ def test_the_handlers_documents_are_valid_emf(capsys, monkeypatch):
 
 @pytest.mark.parametrize("config, sent", [
     (clients.PURCHASE, 1),  # exactly-once buying: never resent, whatever the error
+    (clients.SUBMIT_ONCE, 1),  # a stopped job's copy: a resend after an accepted SubmitJob runs the job twice
     (clients.WITHIN_A_TICK, 5),
     (clients.DESIRED_STATE, 8),
 ])

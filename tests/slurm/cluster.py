@@ -273,8 +273,9 @@ class LocalRunCommand:
         self.invocations: dict[str, dict] = {}
         self.scripts: list[str] = []
 
-    def send_command(self, *, InstanceIds, DocumentName, Parameters, Comment):
+    def send_command(self, *, InstanceIds, DocumentName, Parameters, Comment, TimeoutSeconds):
         assert (InstanceIds, DocumentName) == ([HEAD_NODE], "AWS-RunShellScript")
+        assert TimeoutSeconds >= 30 and Parameters["executionTimeout"]  # never a command that may run an hour late
         script = "\n".join(Parameters["commands"])
         self.scripts.append(script)
         with tempfile.NamedTemporaryFile("w", suffix=".sh") as file:

@@ -291,7 +291,7 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
         class exceptions:
             InvocationDoesNotExist = KeyError
 
-        def send_command(self, *, InstanceIds, DocumentName, Parameters, Comment):
+        def send_command(self, *, InstanceIds, DocumentName, Parameters, Comment, TimeoutSeconds):
             self.output = head_node.run(Parameters["commands"])
             return {"Command": {"CommandId": "c-1"}}
 

@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from .. import api_check
 from ..common import log, metrics
-from ..common.clients import CAPACITY_READS, COST_EXPLORER
+from ..common.clients import CAPACITY_READS, COST_EXPLORER, SUBMIT_ONCE
 from ..contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
     ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
@@ -51,7 +51,7 @@ REQUIRED_OPERATIONS = {
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
               "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
-    "ssm": ("GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
+    "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
     "ce": ("GetCostAndUsage",),
 }
 
@@ -69,6 +69,7 @@ class Clients:
     eks: Any
     ecs: Any
     ssm: Any  # publishes each team's active training plans (delivery.py); commands on Slurm head nodes (slurm_window.py)
+    submit_batch: Any  # built with SUBMIT_ONCE: a requeued job's copy is never sent twice (requeue.py)
     ce: Any = None  # Cost Explorer (spend.py): its partition's global endpoint, whatever the function's region
 
 
@@ -79,7 +80,7 @@ def _clients() -> Clients | None:
         ec2=boto3.client("ec2", config=CAPACITY_READS), sagemaker=boto3.client("sagemaker", config=CAPACITY_READS),
         purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
         **{service: boto3.client(service, config=CAPACITY_READS) for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs", "ssm")},
-        ce=boto3.client("ce", config=COST_EXPLORER),
+        ce=boto3.client("ce", config=COST_EXPLORER), submit_batch=boto3.client("batch", config=SUBMIT_ONCE),
     )
     api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
     return clients
@@ -109,7 +110,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     notify = _notifier(clients.sns, settings[ENV_TOPIC_ARN])
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
     time_left = time_left or (lambda: float("inf"))
-    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, now=now, time_left=time_left)}
+    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, submit=clients.submit_batch, now=now, time_left=time_left)}
     if event.get("source") == CAPACITY_EVENT_SOURCE and event.get("detail-type") == CAPACITY_REQUEST_DETAIL_TYPE:
         result["request"] = _on_request(event, windows, ledger, notify, now, requests.from_event)
     if event.get("source") == ALARM_EVENT_SOURCE and event.get("detail-type") == ALARM_STATE_CHANGE_DETAIL_TYPE:
@@ -203,7 +204,8 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
         if window.consumer["kind"] == "batch_compute_environment":
             drained["requeue"] = requeue.requeue(
                 window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
-                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, now=now,
+                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch,
+                submit=clients.submit_batch, now=now,
                 time_left=time_left)
         warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
         _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),

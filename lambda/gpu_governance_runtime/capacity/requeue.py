@@ -1,9 +1,17 @@
 """Requeue the Batch jobs running on a Capacity Block before its instances terminate.
 
-AWS Batch does not retry a job stopped with ``TerminateJob`` (its retry strategy applies only to
-failures of the job or its host), so requeueing is explicit: terminate the job with a reason,
-then submit a copy (same queue, job definition, parameters, container overrides, share,
-priority, retry strategy, timeout and tags) tagged ``gpu-governance:requeued-from=<old id>``.
+The block's expiration warning comes 40 minutes before its end, and its instances begin to
+terminate 10 minutes later, 30 minutes before the end
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html). At the
+warning the drain event (``rotation.drain``) tells the jobs to checkpoint, and this module
+records which jobs to requeue (``requeue``); it stops them only from ``STOP_LEAD`` before the
+end (``resume``, every run: the construct runs the controller at least every 5 minutes while a
+window feeds a Batch compute environment), so a job gets the time between the warning and its
+instances' end to checkpoint, not the seconds of one run.
+
+AWS Batch does not retry a job stopped with ``TerminateJob`` (``common/batch_copy.py`` cites
+the pages), so requeueing is explicit: terminate the job with a reason, then submit one copy
+with everything that defined it, tagged ``gpu-governance:requeued-from=<old id>``.
 
 Which jobs: the instances launched into the block (``DescribeInstances`` filtered on
 ``capacity-reservation-id``) are mapped to their ECS container instances in the compute
@@ -12,26 +20,34 @@ the block when its ``container.containerInstanceArn`` is one of those. Array and
 parallel parents and jobs of EKS compute environments carry no container instance and are left
 to the drain event and to their retry strategy when the instances terminate.
 
-Every job is claimed in the ledger before it is touched (``requeue#<job id>``: claimed ->
-terminated -> requeued), so a duplicate event stops nothing twice. A step that fails
-(throttling, a crash) stays open and the next run resumes it; a resumed submit first looks for
-the tagged copy, so a copy submitted just before a crash is never submitted again.
+Every job is claimed in the ledger at the warning (``requeue#<job id>``: claimed -> terminated
+-> submitting -> requeued, or finished), so a duplicate event stops nothing twice. Before
+stopping or copying, the job's state is read again: a job that SUCCEEDED or FAILED on its own
+meanwhile is never copied (``finished``), and a copy is submitted only of a job the controller
+stopped. The copy goes through a client that sends one request, with ``submitting`` recorded
+before it; a later run finds an uncertain copy by its tag before it would submit again
+(``batch_copy.submit_once``). A step that fails (throttling, a crash) stays open and the next
+run resumes it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
+from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, describe, stopped_by_us, submit_once
 from ..contract import TAG_REQUEUED_FROM
 from .ledger import Ledger
+from .slurm_window import REQUEUE_LEAD
 
-OPEN_STATUSES = ("claimed", "terminated")
-DESCRIBE_JOBS_LIMIT = 100
-# A job is only touched with this much of the invocation left (terminate, record, look up, submit,
-# record); a claimed job left untouched is resumed by the next run.
+OPEN_STATUSES = ("claimed", "terminated", "submitting")
+# Jobs are stopped from this long before the block's end: its instances go 30 minutes before the
+# end, and the controller runs at least every SCHEDULE_LIMIT, so one run lands in between.
+STOP_LEAD = REQUEUE_LEAD
+# A job is only touched with this much of the invocation left (describe, terminate, record, look
+# up, submit, record); a claimed job left untouched is resumed by the next run.
 JOB_SECONDS = 20
 
 
@@ -52,28 +68,7 @@ def jobs_on_block(*, compute_environment: str, reservation_id: str, ec2: Any, ec
               if any(o["computeEnvironment"] == compute_environment for o in q.get("computeEnvironmentOrder", []))]
     running = [s["jobId"] for queue in queues
                for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus="RUNNING") for s in page["jobSummaryList"]]
-    return [job for job in _describe(batch, running) if job.get("container", {}).get("containerInstanceArn") in on_block]
-
-
-def copy_request(job: dict[str, Any]) -> dict[str, Any]:
-    """SubmitJob parameters that run ``job`` again as it was submitted."""
-    container = job.get("container", {})
-    overrides = {
-        "command": container.get("command"),
-        # AWS_BATCH_* names are reserved: Batch sets them itself on the new job.
-        "environment": [e for e in container.get("environment", []) if not e["name"].startswith("AWS_BATCH")] or None,
-        "resourceRequirements": container.get("resourceRequirements"),
-    }
-    request = {
-        "jobName": job["jobName"], "jobQueue": job["jobQueue"], "jobDefinition": job["jobDefinition"],
-        "parameters": job.get("parameters"), "shareIdentifier": job.get("shareIdentifier"),
-        "schedulingPriorityOverride": job.get("schedulingPriority"), "retryStrategy": job.get("retryStrategy"),
-        "timeout": job.get("timeout"), "propagateTags": job.get("propagateTags"),
-        "containerOverrides": {k: v for k, v in overrides.items() if v} or None,
-        # aws:* tags are the service's own and cannot be set.
-        "tags": {**{k: v for k, v in job.get("tags", {}).items() if not k.startswith("aws:")}, TAG_REQUEUED_FROM: job["jobId"]},
-    }
-    return {k: v for k, v in request.items() if v is not None}
+    return [job for job in describe(batch, running) if job.get("container", {}).get("containerInstanceArn") in on_block]
 
 
 def _unlimited() -> float:
@@ -81,61 +76,69 @@ def _unlimited() -> float:
 
 
 def requeue(*, window: str, compute_environment: str, reservation_id: str, ends_at: datetime, dry_run: bool,
-            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
-    """Requeue every job on the block once; in dry run only say which."""
+            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, submit: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
+    """At the expiration warning: record every job on the block, to be stopped and copied from
+    ``STOP_LEAD`` before the end (at once if the warning came that late); in dry run only say which."""
     jobs = jobs_on_block(compute_environment=compute_environment, reservation_id=reservation_id, ec2=ec2, ecs=ecs, batch=batch)
+    stop_at = ends_at - STOP_LEAD
     if dry_run:
-        return {"would_requeue": sorted(j["jobId"] for j in jobs)}
-    reason = (f"gpu-governance: Capacity Block {reservation_id} of window {window} ends {ends_at:%Y-%m-%d %H:%M} UTC and its "
+        return {"would_requeue": sorted(j["jobId"] for j in jobs), "would_stop_at": stop_at.isoformat()}
+    reason = (f"{REASON_PREFIX} Capacity Block {reservation_id} of window {window} ends {ends_at:%Y-%m-%d %H:%M} UTC and its "
               f"instances terminate 30 minutes earlier; requeued as a new job tagged {TAG_REQUEUED_FROM}")
-    done, skipped, errors, deferred = [], [], [], []
-    claimed = []
-    for job in jobs:  # claimed first, all of them: what this invocation cannot finish, the next run resumes
-        details = {"window": window, "reservation": reservation_id, "job": job["jobId"], "reason": reason, "request": copy_request(job)}
-        if ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
-            claimed.append(details)
-        else:
+    skipped = []
+    for job in jobs:  # claimed first, all of them: what this invocation does not finish, a later run does
+        details = {"window": window, "reservation": reservation_id, "job": job["jobId"], "reason": reason, "stop_at": stop_at.isoformat()}
+        if not ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
             skipped.append(job["jobId"])  # handled by an earlier delivery of the same warning
-    for details in claimed:
+    return {**resume(ledger=ledger, batch=batch, submit=submit, now=now, time_left=time_left), "already_handled": skipped}
+
+
+def resume(*, ledger: Ledger, batch: Any, submit: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
+    """Move every open requeue one step on: stop the jobs whose time has come, copy the stopped
+    ones, close the ones that ended on their own."""
+    done, finished, waiting, errors, deferred = [], [], [], [], []
+    for action_id, status, details in ledger.actions("requeue#", OPEN_STATUSES):
+        if status == "claimed" and "stop_at" in details and now < datetime.fromisoformat(details["stop_at"]):
+            waiting.append(details["job"])  # checkpointing: the drain event told it to
+            continue
         if time_left() < JOB_SECONDS:
             deferred.append(details["job"])
             continue
-        _advance(details, "claimed", ledger=ledger, batch=batch, now=now, resumed=False, done=done, errors=errors)
-    return {"requeued": done, "already_handled": skipped, "errors": errors, "deferred": deferred}
-
-
-def resume(*, ledger: Ledger, batch: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
-    """Finish requeues an earlier run left open (throttled, timed out or crashed)."""
-    done, errors, deferred = [], [], []
-    for _, status, details in ledger.actions("requeue#", OPEN_STATUSES):
-        if time_left() < JOB_SECONDS:
-            deferred.append(details["job"])
+        try:
+            outcome = _advance(action_id, status, details, ledger=ledger, batch=batch, submit=submit, now=now)
+        except (ClientError, BotoCoreError, SubmitRefused) as error:
+            code = (error.code if isinstance(error, SubmitRefused) else error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError)
+                    else type(error).__name__)
+            errors.append({"job": details["job"], "error": code, "retry": "next run"})
             continue
-        _advance(details, status, ledger=ledger, batch=batch, now=now, resumed=True, done=done, errors=errors)
-    return {"requeued": done, "errors": errors, "deferred": deferred}
+        if outcome is None:
+            waiting.append(details["job"])  # a copy may be in flight: looked for again next run
+        elif outcome == "finished":
+            finished.append(details["job"])
+        else:
+            done.append({"job": details["job"], "new_job": outcome})
+    return {"requeued": done, "finished": finished, "waiting": waiting, "errors": errors, "deferred": deferred}
 
 
-def _advance(details, status, *, ledger: Ledger, batch, now, resumed: bool, done: list, errors: list) -> None:
-    action_id, old = f"requeue#{details['job']}", details["job"]
-    try:
-        if status == "claimed":
-            # Idempotent on the AWS side: terminating a job that already stopped changes nothing.
+def _advance(action_id: str, status: str, details: dict[str, Any], *, ledger: Ledger, batch: Any, submit: Any, now: datetime) -> str | None:
+    """The copy's id, "finished" (the job ended on its own: nothing to copy) or None (not known yet)."""
+    old = details["job"]
+    (job,) = describe(batch, [old]) or ({"jobId": old, "status": "gone"},)
+    if not stopped_by_us(job):
+        if job["status"] in ("STARTING", "RUNNING") and status == "claimed":
             batch.terminate_job(jobId=old, reason=details["reason"])
             ledger.record_action(action_id, status="terminated", details=details, now=now)
-        new = (_submitted_copy(batch, details["request"], old) if resumed else None) or batch.submit_job(**details["request"])["jobId"]
+            (job,) = describe(batch, [old]) or (job,)
+        if not stopped_by_us(job):  # SUCCEEDED, FAILED on its own, or gone: never copied
+            ledger.record_action(action_id, status="finished", details={**details, "found": job["status"]}, now=now)
+            return "finished"
+    uncertain = datetime.fromisoformat(details["submitting_at"]).timestamp() if status == "submitting" else None
+    try:
+        new = submit_once(batch=batch, submit=submit, request=copy_request(job), original=old, uncertain_since=uncertain, now=now.timestamp(),
+                          submitting=lambda _: ledger.record_action(action_id, status="submitting", details={**details, "submitting_at": now.isoformat()}, now=now))
+    except SubmitRefused:
+        ledger.record_action(action_id, status="terminated", details=details, now=now)  # nothing submitted: the next run submits at once
+        raise
+    if new is not None:
         ledger.record_action(action_id, status="requeued", details={**details, "new_job": new}, now=now)
-        done.append({"job": old, "new_job": new})
-    except ClientError as error:
-        errors.append({"job": old, "error": error.response.get("Error", {}).get("Code", ""), "retry": "next run"})
-
-
-def _submitted_copy(batch, request: dict[str, Any], old: str) -> str | None:
-    """The copy of ``old`` an interrupted run may already have submitted."""
-    pages = batch.get_paginator("list_jobs").paginate(jobQueue=request["jobQueue"], filters=[{"name": "JOB_NAME", "values": [request["jobName"]]}])
-    candidates = [s["jobId"] for page in pages for s in page["jobSummaryList"] if s["jobId"] != old]
-    return next((j["jobId"] for j in _describe(batch, candidates) if j.get("tags", {}).get(TAG_REQUEUED_FROM) == old), None)
-
-
-def _describe(batch, job_ids: Iterable[str]) -> list[dict[str, Any]]:
-    ids = list(job_ids)
-    return [job for i in range(0, len(ids), DESCRIBE_JOBS_LIMIT) for job in batch.describe_jobs(jobs=ids[i:i + DESCRIBE_JOBS_LIMIT])["jobs"]]
+    return new

@@ -26,7 +26,8 @@ Per instance group, from its windows' plan that is active now (the latest starti
 Like ``shares.converge``: each run reads the nodes and jobs and acts only on a difference, so a
 repeated run or event changes nothing and a crash between call and record is put right by the
 next run, which reads the result. Every command that changes Slurm is recorded in the ledger
-before and after (``calling``, then ``done`` or ``failed``); each node and job is checked again
+before and after (``calling``, then ``done`` or ``failed``; ``abandoned`` with its command id when
+the run stopped waiting and cancelled it, settled by the next run from SSM's answer); each node and job is checked again
 on the head node right before the change, so one changed since the read (an admin drained it, a
 job ended) is left alone. A throttled, failed or timed-out call is recorded ``failed`` and tried
 again by the next run. In ``dry_run`` only the read is made (it changes nothing) and what would
@@ -49,7 +50,7 @@ from typing import Any, Callable, Iterable, Mapping
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..slurm.plan import BORROW_PARTITION
-from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
+from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from . import market
 from .ledger import Ledger
 from .planner import Reservation, Window
@@ -176,6 +177,7 @@ def apply(*, windows: Mapping[str, Window], owned: Iterable[Reservation], slurm_
           sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
     """One result per instance group that windows of ``slurm_pools`` (pool -> its teams) feed."""
     owned, pools = list(owned), dict(slurm_pools)
+    read_back(ssm=ssm, ledger=ledger, now=now)
     groups: dict[tuple[str, str, str], list[Window]] = {}
     for window in windows.values():
         consumer = window.consumer
@@ -237,6 +239,16 @@ def _converge(label: dict[str, Any], cluster: str, group: str, fed: list[Window]
     return {**result, **({"error": "; ".join(errors)} if errors else {})}
 
 
+def read_back(*, ssm: Any, ledger: Ledger, now: datetime) -> None:
+    """Settle the commands earlier runs gave up on and cancelled: ``done`` (with their output) if
+    they ran after all, ``failed`` if SSM cancelled or timed them out; one SSM still holds stays."""
+    for action, _, details in ledger.actions("slurm-", ("abandoned",)):
+        invocation = HeadNode(ssm, instance_id=details["head_node"], comment=COMMENT).outcome(details["command_id"])
+        if invocation["Status"] in FINAL_STATUSES:
+            ledger.record_action(action, status="done" if invocation["Status"] == "Success" else "failed", now=now, details={
+                **details, "status": invocation["Status"], "output": invocation.get("StandardOutputContent", "")[:2000]})
+
+
 def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head: HeadNode, ledger: Ledger, now: datetime,
          what: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
     """Send ``commands`` (one per node, job or partition) as one SSM command, recorded before and
@@ -246,10 +258,13 @@ def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head:
     if window.mode == "dry_run":
         return {f"would_{verb}": dict(what) if what else sorted(commands)}
     action = f"{key}@{now:%Y%m%dT%H%M%SZ}"
-    details = {verb: dict(what) if what else sorted(commands), "window": window.name}
+    details = {verb: dict(what) if what else sorted(commands), "window": window.name, "head_node": head.instance_id}
     ledger.record_action(action, status="calling", details=details, now=now)
     try:
         output = head.run(list(commands.values()))
+    except CommandAbandoned as abandoned:  # cancelled, so it cannot run late; the next run reads back whether it ran
+        ledger.record_action(action, status="abandoned", details={**details, "command_id": abandoned.command_id}, now=now)
+        return {"error": f"{verb}: {abandoned}"}
     except (ClientError, BotoCoreError, RuntimeError) as error:  # nothing known to have changed: the next run reads and tries again
         ledger.record_action(action, status="failed", details={**details, "error": str(error)}, now=now)
         return {"error": f"{verb}: {error}"}

@@ -34,3 +34,9 @@ PURCHASE = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect
 # LimitExceededException, which botocore's legacy mode does not retry. Short timeouts keep the
 # read within what is left of the capacity run (spend.CALL_SECONDS).
 COST_EXPLORER = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5, read_timeout=20)
+
+# SubmitJob of a stopped job's copy (common/batch_copy.py): exactly one request. SubmitJob has no
+# idempotency token, so a resend after a timeout or 5xx that followed an accepted request makes
+# Batch run the job twice; instead the caller's ledger records the request and the next run looks
+# for the copy by its tag. Timeouts fit within an action of a reclaim tick.
+SUBMIT_ONCE = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=10)

@@ -2,8 +2,10 @@
 the planner's :class:`PoolState` and carries out preemptions; none of them decides anything.
 
 * :class:`BatchFairShareAdapter` - AWS Batch fair-share job queue on EC2/EKS compute
-  environments. Batch never preempts there, so the controller terminates victims with a reason;
-  their retry strategy requeues them (give such jobs ``retryStrategy.attempts`` >= 2).
+  environments. Batch never preempts there, so the controller terminates victims with a reason
+  and submits each one's copy, exactly once (``common/batch_copy.py``: Batch does not retry a
+  terminated job). Jobs it cannot bring back as they were (arrays, jobs others depend on) are
+  never victims.
 * :class:`SlurmAdapter` - SageMaker HyperPod Slurm, through SSM Run Command on the head node:
   reads ``squeue``, requeues victims (``scontrol requeue``) and re-routes borrowing starts to
   the shared ``borrow`` partition under the team's borrow QoS (the mapping in
@@ -25,15 +27,14 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from botocore.exceptions import ClientError
 
 from ..common import log
+from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once
 from ..policy import Policy, PoolPolicy
-from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_REQUEUED_FROM
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
-from ..slurm.ssm import SLURM_JOB_ID, SLURM_NAME, HeadNode, checked, if_unchanged
+from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
+from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
-# Job tags (TAG_INSTANCES, TAG_INSTANCE_TYPE, TAG_CHECKPOINTABLE) describe what a Batch fair-share job holds (Batch does not say which instance
-# type a job landed on): instances (default: nodes of a multi-node job, else 1), the instance
-# type (default: the pool's only type) and whether it checkpoints.
 # Longest wait for one SSM command's result; with the read and one action, within the function's
 # timeout (reclaim.ledger.FUNCTION_TIMEOUT_SECONDS).
 SSM_WAIT_SECONDS = 20.0
@@ -42,8 +43,16 @@ SSM_WAIT_SECONDS = 20.0
 @dataclass(frozen=True, kw_only=True)
 class ActionResult:
     job_id: str
-    outcome: str  # "done", "skipped" (finished meanwhile or no longer as planned), "failed"
+    # "done", "skipped" (finished meanwhile or no longer as planned), "failed"; for a stopped job
+    # not yet back: "terminated" (its copy is still to be submitted) or "submitting" (a copy may be
+    # in flight); the next tick finishes it (``resume``)
+    outcome: str
     detail: str = ""
+    copy: str | None = None  # the job submitted in the stopped one's place
+
+
+def _unrecorded(status: str, **fields: Any) -> None:
+    """Progress of an action nobody records (tests, dry runs)."""
 
 
 class Adapter(Protocol):
@@ -56,9 +65,14 @@ class Adapter(Protocol):
 
     def read(self, now: float) -> PoolState: ...
 
-    def preempt(self, preemption: Preemption) -> ActionResult: ...
+    # ``progress(status, **fields)`` records a step of the preemption in the ledger as it happens
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult: ...
 
-    def start(self, start: Start) -> ActionResult: ...
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        """Finish the pool's preemptions an earlier tick left open (``Ledger.open_actions``)."""
+        ...
+
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult: ...
 
     def attempt_of(self, job_id: str) -> str: ...
 
@@ -66,32 +80,59 @@ class Adapter(Protocol):
 # --- AWS Batch fair share -----------------------------------------------------------------------
 
 
+# https://docs.aws.amazon.com/batch/latest/userguide/job_states.html: a job moves only forward.
+LIFECYCLE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
+LISTED_STATUSES = ("STARTING", "RUNNING", "RUNNABLE", "PENDING")
+
+
 class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
     usage_from_queue = True
-    action_seconds = 15.0  # DescribeJobs + TerminateJob with the handler's client timeouts
+    # DescribeJobs + TerminateJob + the copy's ListJobs, DescribeJobs and one SubmitJob, with the
+    # handler's client timeouts (WITHIN_A_TICK, SUBMIT_ONCE)
+    action_seconds = 30.0
 
-    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
-        self.batch, self.job_queue, self.pool = batch, job_queue, pool
+    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy, submit: Any):
+        """``submit``: the client of the copies' SubmitJob, sending one request (``clients.SUBMIT_ONCE``)."""
+        self.batch, self.job_queue, self.pool, self.submit = batch, job_queue, pool, submit
         self._jobs: dict[str, dict] = {}
+        self._waited_on: set[str] = set()
+        self._now = 0.0
 
     def read(self, now: float) -> PoolState:
         shares = {s.name for s in self.pool.shares}
         running, pending = [], []
-        for status in ("STARTING", "RUNNING", "RUNNABLE"):
-            for job in self._describe(self._list(status)):
-                if job.get("shareIdentifier") not in shares:
-                    continue  # not a governed team's job: never touched
-                fields = self._fields(job)
-                if fields["instance_type"] not in self.pool.capacity:
-                    continue  # untagged job in a pool of several types: cannot be planned
-                self._jobs[job["jobId"]] = job
-                if status == "RUNNABLE":
-                    pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
-                else:
-                    running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
+        self._jobs, self._now = {}, now
+        jobs = self._current(LISTED_STATUSES)
+        # Jobs waiting on others (PENDING) name them in dependsOn: those are never victims.
+        self._waited_on = {d["jobId"] for job in jobs if job["status"] == "PENDING" for d in job.get("dependsOn", [])}
+        for job in jobs:
+            if job["status"] == "PENDING" or job.get("shareIdentifier") not in shares:
+                continue  # not a governed team's job: never touched
+            fields = self._fields(job)
+            if fields is None:
+                continue
+            self._jobs[job["jobId"]] = job
+            if job["status"] == "RUNNABLE":
+                pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
+            else:
+                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000,
+                                          restartable=restartable(job, self._waited_on) is None, **fields))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+
+    def _current(self, statuses: Iterable[str]) -> list[dict]:
+        """Each job listed under one of ``statuses``, once, as DescribeJobs has it now. Listings
+        are read one status after another while jobs move on, so one job can be listed under two
+        states (RUNNABLE, then STARTING a moment later): the later state wins. A job that left
+        ``statuses`` between the listing and the description (it ended) is dropped."""
+        ids = list(dict.fromkeys(job_id for status in statuses for job_id in self._list(status)))
+        latest: dict[str, dict] = {}
+        for job in self._describe(ids):
+            seen = latest.get(job["jobId"])
+            if seen is None or LIFECYCLE.index(job.get("status", "SUBMITTED")) >= LIFECYCLE.index(seen.get("status", "SUBMITTED")):
+                latest[job["jobId"]] = job
+        return [job for _, job in sorted(latest.items()) if job.get("status") in statuses]
 
     def _list(self, status: str) -> list[str]:
         ids = []
@@ -105,31 +146,116 @@ class BatchFairShareAdapter:
             jobs += self.batch.describe_jobs(jobs=ids[offset : offset + 100])["jobs"]
         return sorted(jobs, key=lambda j: j["jobId"])
 
-    def _fields(self, job: dict) -> dict:
+    def _fields(self, job: dict) -> dict | None:
+        """What the job holds, from what Batch reports about it, never from its owner's tags:
+        instances = the nodes of a multi-node job (``nodeProperties.numNodes``, overrides
+        applied), else 1; the instance type a multi-node job names for its nodes, else the pool's
+        only type. In a pool of several types a single-node job names none (Batch places it on any
+        type its compute environments have), so there the ``gpu-governance:instance-type`` tag is
+        read as a hint, and only when it names one of the pool's types. ``gpu-governance:checkpointable``
+        = true can only make the job a cheaper victim. A malformed tag is ignored with a log line.
+        None: a job whose type is unknown, which cannot be planned."""
         tags = job.get("tags", {})
-        only_type = next(iter(self.pool.capacity)) if len(self.pool.capacity) == 1 else None
-        instances = tags.get(TAG_INSTANCES) or job.get("nodeProperties", {}).get("numNodes", 1)
+        instance_type = self._instance_type(job, tags)
+        if instance_type is None:
+            log.write({"event": "job_not_planned", "pool": self.pool.name, "job_id": job["jobId"],
+                       "reason": f"in a pool of {sorted(self.pool.capacity)} the job names no instance type"})
+            return None
+        checkpointable = tags.get(TAG_CHECKPOINTABLE, "false").lower()
+        if checkpointable not in ("true", "false"):
+            _ignored_tag(job, TAG_CHECKPOINTABLE, "true or false")
         return dict(
-            job_id=job["jobId"], share=job["shareIdentifier"], instance_type=tags.get(TAG_INSTANCE_TYPE, only_type),
-            count=int(instances), priority=int(job.get("schedulingPriority", 0)),
-            checkpointable=tags.get(TAG_CHECKPOINTABLE, "false").lower() == "true",
-            times_preempted=len(job.get("attempts", [])),
+            job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
+            count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
+            checkpointable=checkpointable == "true",
+            # a copy the controllers submitted (its attempts start again at 0) was preempted at least once:
+            # the planner's protection and re-borrow backoff apply to it, or it would be taken again at once
+            times_preempted=len(job.get("attempts", [])) + (TAG_REQUEUED_FROM in tags),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
         )
+
+    def _instance_type(self, job: dict, tags: Mapping[str, str]) -> str | None:
+        named = {c.get("container", {}).get("instanceType") for c in job.get("nodeProperties", {}).get("nodeRangeProperties", [])} - {None}
+        named |= {job.get("container", {}).get("instanceType")} - {None}
+        if len(named) == 1:
+            (reported,) = named
+            return reported if reported in self.pool.capacity else None  # a type the pool does not hold: not the pool's to plan
+        if len(self.pool.capacity) == 1:
+            return next(iter(self.pool.capacity))
+        hint = tags.get(TAG_INSTANCE_TYPE)
+        if hint is not None and hint not in self.pool.capacity:
+            _ignored_tag(job, TAG_INSTANCE_TYPE, f"one of the pool's types {sorted(self.pool.capacity)}")
+            return None
+        return hint
 
     def attempt_of(self, job_id: str) -> str:
         return str(len(self._jobs.get(job_id, {}).get("attempts", [])))
 
-    def preempt(self, preemption: Preemption) -> ActionResult:
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         (current,) = self.batch.describe_jobs(jobs=[preemption.job_id])["jobs"] or ({},)
         if current.get("status") not in ("STARTING", "RUNNING") or self.attempt_of(preemption.job_id) != str(len(current.get("attempts", []))):
-            return ActionResult(job_id=preemption.job_id, outcome="skipped", detail=f"now {current.get('status', 'gone')}")
-        # Batch keeps at most 1024 characters of reason
-        self.batch.terminate_job(jobId=preemption.job_id, reason=f"gpu-governance: {preemption.reason}"[:1024])
-        return ActionResult(job_id=preemption.job_id, outcome="done")
+            return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}")
+        why_not = restartable(current, self._waited_on)
+        if why_not is not None:  # the planner never picks one; a job that changed since the read is left alone
+            return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"not stopped: {why_not}")
+        # Recorded before the call: an answer lost after Batch stopped the job (a timeout, a 5xx)
+        # leaves the action open, and the next tick reads what happened (``resume``).
+        progress(TERMINATING)
+        try:  # Batch keeps at most 1024 characters of reason
+            self.batch.terminate_job(jobId=preemption.job_id, reason=f"{REASON_PREFIX} {preemption.reason}"[:1024])
+        except ClientError as error:
+            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500:
+                raise
+            return ActionResult(job_id=preemption.job_id, outcome=FAILED, detail=str(error))  # refused (throttled): nothing stopped
+        progress(TERMINATED)
+        return self._bring_back(current, None, progress)
 
-    def start(self, start: Start) -> ActionResult:
+    def _bring_back(self, job: dict, uncertain_since: float | None, progress: Callable[..., None]) -> ActionResult:
+        try:
+            copy = submit_once(batch=self.batch, submit=self.submit, request=copy_request(job), original=job["jobId"],
+                               uncertain_since=uncertain_since, now=self._now, submitting=lambda at: progress(SUBMITTING, submitting_at=int(at)))
+        except SubmitRefused as refused:
+            progress(TERMINATED)  # nothing submitted: the next tick submits at once
+            return ActionResult(job_id=job["jobId"], outcome=TERMINATED, detail=str(refused))
+        if copy is None:
+            return ActionResult(job_id=job["jobId"], outcome=SUBMITTING, detail="a copy may be in flight: looked for again next tick")
+        return ActionResult(job_id=job["jobId"], outcome=DONE, detail=f"requeued as {copy}", copy=copy)
+
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        """Bring back each job an earlier tick stopped but did not see back: its copy is found or
+        submitted (``submit_once``). An open claim whose job is still running (the tick died before
+        terminating it) is closed as failed, so the planner decides afresh; one whose job ended on
+        its own is closed as skipped. A claim younger than the function's timeout may still be
+        acted on by a live invocation and is left alone."""
+        self._now = now
+        results = []
+        for item in ledger.open_actions(self.pool.name):
+            key = ActionKey(pool=item["pool"], job_id=item["job_id"], attempt=item["attempt"], action=item["action"])
+            if item["status"] == CLAIMED and now - float(item["claimed_at"]) < FUNCTION_TIMEOUT_SECONDS:
+                continue
+            (job,) = self.batch.describe_jobs(jobs=[key.job_id])["jobs"] or ({},)
+
+            def progress(status: str, _key: ActionKey = key, **fields: Any) -> None:
+                ledger.record(_key, status=status, **fields)
+
+            if stopped_by_us(job):
+                result = self._bring_back(job, float(item["submitting_at"]) if item["status"] == SUBMITTING else None, progress)
+            elif job.get("status") in LIFECYCLE[:5]:
+                result = ActionResult(job_id=key.job_id, outcome=FAILED, detail=f"not stopped: now {job['status']}")
+            else:
+                result = ActionResult(job_id=key.job_id, outcome=SKIPPED, detail=f"now {job.get('status', 'gone')}: ended on its own")
+            if result.outcome in (DONE, FAILED, SKIPPED):
+                ledger.record(key, status=result.outcome, detail=result.detail, **({"new_job": result.copy} if result.copy else {}))
+                ledger.close(key)
+            results.append(result)
+        return results
+
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         raise RuntimeError("Batch starts fair-share jobs itself")
+
+
+def _ignored_tag(job: dict, key: str, allowed: str) -> None:
+    log.write({"event": "tag_ignored", "job_id": job["jobId"], "tag": key, "value": job.get("tags", {}).get(key), "allowed": allowed})
 
 
 # --- Batch quota share (observe only) -----------------------------------------------------------
@@ -209,10 +335,13 @@ class BatchQuotaShareObserver:
             log.write({"event": "listing_incomplete", "queue": self.job_queue, "share": share, "read": len(jobs), "error": str(error)})
         return list(jobs.values())
 
-    def preempt(self, preemption: Preemption) -> ActionResult:
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         raise RuntimeError("quota-share queues are observed only")
 
-    def start(self, start: Start) -> ActionResult:
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        return []
+
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         raise RuntimeError("quota-share queues are observed only")
 
     def attempt_of(self, job_id: str) -> str:
@@ -318,22 +447,49 @@ class SlurmAdapter:
     def attempt_of(self, job_id: str) -> str:
         return str(self._restarts.get(job_id, 0))
 
-    def preempt(self, preemption: Preemption) -> ActionResult:
-        job_id = checked(preemption.job_id, SLURM_JOB_ID)
-        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}")
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        """Read back the commands earlier ticks stopped waiting for and cancelled (``abandoned``):
+        each one's outcome closes its action (``done``/``skipped`` if it ran, ``failed`` if not,
+        so a later tick may act again); one still in SSM's hands stays open. ``scontrol requeue``
+        puts a job itself back in the queue: nothing else is ever left open."""
+        results = []
+        for item in ledger.open_actions(self.pool.name):
+            if item["status"] != ABANDONED:
+                continue
+            key = ActionKey(pool=item["pool"], job_id=item["job_id"], attempt=item["attempt"], action=item["action"])
+            invocation = self.head_node.outcome(item["command_id"])
+            if invocation["Status"] not in FINAL_STATUSES:
+                continue
+            output = invocation.get("StandardOutputContent", "").strip()
+            outcome = (DONE if output == "done" else SKIPPED) if invocation["Status"] == "Success" else FAILED
+            result = ActionResult(job_id=key.job_id, outcome=outcome, detail=f"command {item['command_id']}: {invocation['Status']} {output}"[:500])
+            ledger.record(key, status=outcome, detail=result.detail)
+            ledger.close(key)
+            results.append(result)
+        return results
 
-    def start(self, start: Start) -> ActionResult:
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
+        job_id = checked(preemption.job_id, SLURM_JOB_ID)
+        return self._if_unchanged(job_id, "RUNNING", f"scontrol requeue {shlex.quote(job_id)}", progress)
+
+    def start(self, start: Start, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
         job_id = checked(start.job_id, SLURM_JOB_ID)
         qos = checked(borrow_qos_name(start.share), SLURM_NAME)
-        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}")
+        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}",
+                                    progress)
         return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
 
-    def _if_unchanged(self, job_id: str, state: str, command: str) -> ActionResult:
+    def _if_unchanged(self, job_id: str, state: str, command: str, progress: Callable[..., None]) -> ActionResult:
         """Run ``command`` only while the job is as read (state and restart count): a job that
-        ended, started or was requeued since is left alone and reported ``skipped``."""
+        ended, started or was requeued since is left alone and reported ``skipped``. A command
+        given up on (and cancelled) is recorded ``abandoned`` with its id, for ``resume``."""
         expected = f"{state}|{self.attempt_of(job_id)}"
-        output = self.run([if_unchanged(job_id, expected, command)])
+        try:
+            output = self.run([if_unchanged(job_id, expected, command)])
+        except CommandAbandoned as abandoned:
+            progress(ABANDONED, command_id=abandoned.command_id)
+            raise
         if output.strip() == "done":
             return ActionResult(job_id=job_id, outcome="done")
         return ActionResult(job_id=job_id, outcome="skipped", detail=f"{output.strip()}, read as {expected}")

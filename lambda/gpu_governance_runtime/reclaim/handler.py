@@ -34,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common import metrics
-from ..common.clients import WITHIN_A_TICK
+from ..common.clients import SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.log import write as log
 from ..contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_IN_VPC, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
@@ -45,21 +45,22 @@ from ..capacity import raised_reader
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import DONE, FAILED, ActionKey, Ledger
+from .ledger import ABANDONED, CAPPED, DONE, FAILED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
 from .planner import Plan, PoolState, Settings, plan_tick, share_usage, starved_shares
 from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
+batch_submit = boto3.client("batch", config=SUBMIT_ONCE)  # a stopped job's copy: one request (common/batch_copy.py)
 ssm = boto3.client("ssm", config=WITHIN_A_TICK)
 eks = boto3.client("eks", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "TerminateJob"),
-    "ssm": ("GetCommandInvocation", "GetParameter", "SendCommand"),
-    "dynamodb": ("PutItem", "UpdateItem"),
+    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "SubmitJob", "TerminateJob"),
+    "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
+    "dynamodb": ("GetItem", "PutItem", "UpdateItem"),
     "eks": ("DescribeCluster",),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
@@ -89,16 +90,16 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     results = []
     raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
     for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
-        if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
-            eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                           tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left,
-                           in_vpc=os.environ.get(ENV_IN_VPC) == "true")
-            continue
-        adapter = build_adapter(target, policy, time_left)
-        if time_left() < adapter.action_seconds:
-            log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
-            continue
         try:
+            if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
+                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
+                               tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left,
+                               in_vpc=os.environ.get(ENV_IN_VPC) == "true")
+                continue
+            adapter = build_adapter(target, policy, time_left)
+            if time_left() < adapter.action_seconds:
+                log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+                continue
             now = time.time()
             if raises is None:
                 name = os.environ.get(ENV_RAISED_GUARANTEES)
@@ -106,32 +107,32 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=now,
                                     time_left=time_left, raises=raises))
-        except (ClientError, BotoCoreError, RuntimeError) as error:
-            _pool_failed(target["pool"], error, namespace)
+        except Exception as error:  # noqa: BLE001 - one pool's bad day is its own: every other pool still gets its tick
+            _pool_failed(target.get("pool", "?"), error, namespace)
     for target in json.loads(os.environ.get(ENV_USAGE_TARGETS, "[]")):
-        head_node = build_adapter(target, policy, time_left)  # its SSM runner reads the pool's accounting
-        if time_left() < head_node.action_seconds:
-            log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
-            continue
         try:
+            head_node = build_adapter(target, policy, time_left)  # its SSM runner reads the pool's accounting
+            if time_left() < head_node.action_seconds:
+                log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+                continue
             SlurmUsageObserver(head_node.run, pool=policy.pool(target["pool"]), instance_type=target["instance_type"],
                                gpus_per_instance=int(target["gpus_per_instance"]), ledger=ledger, namespace=namespace).observe(time.time())
-        except (ClientError, BotoCoreError, RuntimeError) as error:
-            _pool_failed(target["pool"], error, namespace)
+        except Exception as error:  # noqa: BLE001 - as above
+            _pool_failed(target.get("pool", "?"), error, namespace)
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
 def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
     # One pool failing to read must not stop the others. The invocation still succeeds, so the
     # function's error alarm never sees this: the PoolErrors metric (alarmed) does.
-    log({"event": "pool_failed", "pool": pool, "error": str(error)})
+    log({"event": "pool_failed", "pool": pool, "error": f"{type(error).__name__}: {error}"})
     metrics.publish(namespace, {"Pool": pool}, {POOL_ERRORS: (1, "Count")})
 
 
 def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable[[], float] = lambda: float("inf")) -> Adapter:
     pool = policy.pool(target["pool"])
     if pool.backend == BATCH_FAIR_SHARE:
-        return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool)
+        return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool, submit=batch_submit)
     if pool.backend == BATCH_QUOTA_SHARE:
         return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool)
     if pool.backend == HYPERPOD_SLURM:
@@ -145,25 +146,31 @@ def run_tick(
     emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
     raises: Iterable[Mapping[str, Any]] = (),
 ) -> TickResult:
+    acting = adapter.acts and not dry_run
+    if acting:  # jobs earlier ticks stopped come back before anything else is stopped
+        for resumed in adapter.resume(ledger, now):
+            emit({"event": "preemption_resumed", "pool": pool, "job_id": resumed.job_id, "outcome": resumed.outcome,
+                  "detail": resumed.detail, "copy": resumed.copy})
     state = with_raises(adapter.read(now), pool, raises)
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
-    acting = adapter.acts and not dry_run
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
-        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting, lambda: adapter.preempt(preemption), time_left)
+        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
+                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
-        acted += outcome == DONE
+        acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
-        if outcome in (FAILED, "already_claimed", DEFERRED):
+        if outcome in (FAILED, ABANDONED, CAPPED, TERMINATING, "already_claimed", DEFERRED):
             blocked.add(preemption.for_job)
     for start in plan.starts:
         if start.job_id in blocked:
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
-            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True, lambda: adapter.start(start), time_left)
+            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True,
+                           lambda progress: adapter.start(start, progress), time_left)
         else:
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
@@ -200,7 +207,8 @@ def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]
 
 
 def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call,
-         time_left: Callable[[], float] = lambda: float("inf")) -> str:
+         time_left: Callable[[], float] = lambda: float("inf"), cap: int | None = None) -> str:
+    """Claim, act, record. ``cap``: the pool's preemptions per minute, counted in the ledger."""
     if not acting:
         return "planned"
     if time_left() < adapter.action_seconds:
@@ -208,12 +216,27 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     key = ActionKey(pool=pool, job_id=job_id, attempt=adapter.attempt_of(job_id), action=action)
     if not ledger.claim(key, now=now, reason=reason):
         return "already_claimed"
+    if cap is not None and not ledger.take_preemption(pool, now=now, cap=cap):
+        ledger.record(key, status=FAILED, detail=f"{cap} preemptions of pool {pool} this minute already (a retried tick)")
+        return CAPPED
+    ledger.mark_open(key, now=now)  # until it is settled, every tick looks at it (a stopped job must come back, a command's outcome be read)
+    steps: list[str] = []
+
+    def progress(status: str, **fields: Any) -> None:
+        ledger.record(key, status=status, **fields)
+        steps.append(status)
+
     try:
-        result = call()
+        result = call(progress)
     except (ClientError, BotoCoreError, RuntimeError) as error:
-        ledger.record(key, status=FAILED, detail=str(error))
-        return FAILED
-    ledger.record(key, status=result.outcome, detail=result.detail)
+        # After a step that stopped the job, the action stays open at that step: the next tick finishes it.
+        ledger.record(key, status=steps[-1] if steps else FAILED, detail=str(error))
+        if not steps:
+            ledger.close(key)
+        return steps[-1] if steps else FAILED
+    ledger.record(key, status=result.outcome, detail=result.detail, **({"new_job": result.copy} if result.copy else {}))
+    if result.outcome not in (TERMINATED, SUBMITTING):
+        ledger.close(key)
     return result.outcome
 
 

@@ -7,6 +7,14 @@ claim left ``claimed`` once ``FUNCTION_TIMEOUT_SECONDS`` have passed: no invocat
 long, so the one that claimed it was killed mid-call. Acting again is safe because every adapter
 acts only while the job is still as it was read (state and attempt), and a job that was
 preempted has a new attempt, hence a new key.
+
+A preemption that stops a job the controller must bring back (Batch: terminate, then submit a
+copy, ``common/batch_copy.py``) goes ``claimed`` -> ``terminating`` -> ``terminated`` -> ``submitting`` -> ``done``
+(with ``new_job``, the copy), each step recorded as it happens. Until it is done its id is in
+the pool's *open* item (``open#<pool>``), and every tick first finishes the pool's open actions,
+so a job stopped by a tick that then crashed, timed out or was throttled is still brought back.
+Likewise an SSM command a tick gave up on and cancelled is ``abandoned`` (with ``command_id``)
+until the next tick reads its outcome back.
 """
 
 from __future__ import annotations
@@ -15,6 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
+# a stopped job not yet back: TerminateJob sent, its answer not (yet) seen; stopped, copy not
+# submitted; copy submitted, not yet seen
+TERMINATING, TERMINATED, SUBMITTING = "terminating", "terminated", "submitting"
+CAPPED = "capped"  # the pool's preemptions this minute reached the per-tick cap: not acted on, claimable again
+ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
 # The reclaim function's timeout: constructs_lib.reclaim deploys the function with it. A tick
 # (one minute apart) reads each pool and acts; every action is started only with its time left.
@@ -54,10 +67,40 @@ class Ledger:
             return False
         return True
 
-    def record(self, key: ActionKey, *, status: str, detail: str = "") -> None:
+    def record(self, key: ActionKey, *, status: str, detail: str = "", **fields: Any) -> None:
+        """The action's status now, and any ``fields`` to keep with it (the copy's ``new_job``, ``submitting_at``)."""
+        names = {"#status": "status", **{f"#f{i}": name for i, name in enumerate(fields)}}
+        values = {":status": status, ":detail": detail[:1000], **{f":f{i}": value for i, value in enumerate(fields.values())}}
         self.table.update_item(
             Key={"action_id": key.id},
-            UpdateExpression="SET #status = :status, detail = :detail",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":status": status, ":detail": detail[:1000]},
+            UpdateExpression="SET #status = :status, detail = :detail" + "".join(f", #f{i} = :f{i}" for i in range(len(fields))),
+            ExpressionAttributeNames=names, ExpressionAttributeValues=values,
         )
+
+    def take_preemption(self, pool: str, *, now: float, cap: int) -> bool:
+        """One of the pool's ``cap`` preemptions of the current minute; False when all are taken.
+        Lambda retries a failed invocation (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html),
+        so a retried tick can run within the same minute as the next scheduled one: the cap is
+        counted here, across invocations, not in the tick alone."""
+        try:
+            self.table.update_item(
+                Key={"action_id": f"cap#{pool}#{int(now // 60)}"}, UpdateExpression="ADD taken :one SET expires_at = :expires",
+                ConditionExpression="attribute_not_exists(taken) OR taken < :cap",
+                ExpressionAttributeValues={":one": 1, ":cap": cap, ":expires": int(now) + RETENTION_SECONDS},
+            )
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def mark_open(self, key: ActionKey, *, now: float) -> None:
+        self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="ADD ids :id SET expires_at = :expires",
+                               ExpressionAttributeValues={":id": {key.id}, ":expires": int(now) + RETENTION_SECONDS})
+
+    def close(self, key: ActionKey) -> None:
+        self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="DELETE ids :id", ExpressionAttributeValues={":id": {key.id}})
+
+    def open_actions(self, pool: str) -> list[dict[str, Any]]:
+        """The pool's actions not finished yet, as recorded (oldest claim first)."""
+        ids = self.table.get_item(Key={"action_id": f"open#{pool}"}, ConsistentRead=True).get("Item", {}).get("ids", set())
+        items = [self.table.get_item(Key={"action_id": action_id}, ConsistentRead=True).get("Item") for action_id in sorted(ids)]
+        return sorted((i for i in items if i is not None), key=lambda i: (i["claimed_at"], i["action_id"]))

@@ -29,6 +29,8 @@ Semantics (docs/reclaim.md explains them with examples):
   (``reclaim_order``). Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
+* A job its backend cannot bring back as it was once stopped (``RunningJob.restartable`` False) is
+  never a victim.
 * Anti-thrash: a preemption always names the job it lets start; a job preempted before is
   protected until it has run ``min_run_time_s`` again; at most ``max_preemptions_per_tick``
   preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. A preempted job
@@ -81,6 +83,9 @@ class RunningJob:
     checkpointable: bool = False
     times_preempted: int = 0
     max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
+    # False: the backend cannot bring the job back as it was once stopped (a Batch array job, a
+    # job others depend on; common/batch_copy.restartable): never a victim.
+    restartable: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -513,7 +518,7 @@ class _TypePlanner:
         return self._borrowed_sets[share]
 
     def protected(self, job: RunningJob) -> bool:
-        return job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s
+        return not job.restartable or (job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s)
 
     # -- the two phases
 

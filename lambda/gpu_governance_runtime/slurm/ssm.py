@@ -32,10 +32,36 @@ def if_unchanged(job_id: str, expected: str, command: str) -> str:
             f"if [ \"$now\" = {shlex.quote(expected)} ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi")
 
 
+# SendCommand's TimeoutSeconds is how long a command may wait to be *delivered*; past it, one not
+# yet started never runs (https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_SendCommand.html;
+# default 3,600 s: a command the controller gave up on could run up to an hour later). 30 s is the
+# smallest value the API takes.
+DELIVERY_SECONDS = 30
+# AWS-RunShellScript's executionTimeout: the longest a command may run once started (default
+# 3,600 s, https://docs.aws.amazon.com/systems-manager/latest/userguide/monitor-commands.html).
+# Every controller command is a few Slurm client calls.
+EXECUTION_SECONDS = 60
+# GetCommandInvocation statuses after which the command does nothing more (Pending, InProgress,
+# Delayed and Cancelling are not; https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_GetCommandInvocation.html).
+FINAL_STATUSES = ("Success", "Cancelled", "TimedOut", "Failed")
+
+
+class CommandAbandoned(RuntimeError):
+    """The controller stopped waiting for a command and cancelled it (``CancelCommand`` stops one
+    not started yet; one already running finishes within EXECUTION_SECONDS). Its outcome is read
+    back later with :meth:`HeadNode.outcome`."""
+
+    def __init__(self, command_id: str, message: str):
+        super().__init__(message)
+        self.command_id = command_id
+
+
 class HeadNode:
     """Runs shell commands on one head node (an SSM target id: ``i-...`` or ``mi-...``) and
     returns their standard output; never waits past the invocation's time left (less a margin
-    to record the outcome). SSM returns only the first 24,000 characters of output."""
+    to record the outcome). Every command carries a delivery deadline and an execution timeout,
+    and one the controller stops waiting for is cancelled, so none runs long after the
+    controller decided. SSM returns only the first 24,000 characters of output."""
 
     def __init__(self, ssm: Any, *, instance_id: str, comment: str, poll_seconds: float = 1.0, timeout_seconds: float = 20.0,
                  sleep: Callable[[float], None] = time.sleep, time_left: Callable[[], float] = lambda: float("inf")):
@@ -47,20 +73,26 @@ class HeadNode:
         if wait < self.poll_seconds:
             raise RuntimeError(f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left")
         sent = self.ssm.send_command(
-            InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript", Parameters={"commands": commands}, Comment=self.comment,
+            InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript", Comment=self.comment, TimeoutSeconds=DELIVERY_SECONDS,
+            Parameters={"commands": commands, "executionTimeout": [str(EXECUTION_SECONDS)]},
         )
         command_id = sent["Command"]["CommandId"]
         waited = 0.0
         while True:
             self.sleep(self.poll_seconds)
             waited += self.poll_seconds
-            try:
-                result = self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
-            except self.ssm.exceptions.InvocationDoesNotExist:
-                result = {"Status": "Pending"}
+            result = self.outcome(command_id)
             if result["Status"] == "Success":
                 return result.get("StandardOutputContent", "")
-            if result["Status"] in ("Cancelled", "TimedOut", "Failed"):
+            if result["Status"] in FINAL_STATUSES:
                 raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
             if waited >= wait:
-                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s")
+                self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
+                raise CommandAbandoned(command_id, f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s; cancelled")
+
+    def outcome(self, command_id: str) -> dict[str, Any]:
+        """The command's invocation as SSM has it (``Status`` Pending until SSM knows of it)."""
+        try:
+            return self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
+        except self.ssm.exceptions.InvocationDoesNotExist:
+            return {"Status": "Pending"}

@@ -1,0 +1,246 @@
+"""A small stateful model of AWS Batch jobs on a fair-share job queue, played by AWS's documented
+rules (each cited beside the code), behind the boto3 client methods and response shapes the
+controllers use: ``list_jobs`` (through ``get_paginator``), ``describe_jobs``, ``submit_job``,
+``terminate_job``. moto cannot stand in: it drops ``shareIdentifier`` and finishes every job at
+once (docs/AWS-FACTS.md), so a queue with running work cannot be held in it.
+
+Time is the model's own (:class:`Clock`); :meth:`FakeBatch.advance` lets Batch's scheduler and
+the jobs move on. Faults are injected at the call boundary through ``fault`` (see
+:class:`Faults`): a throttle before a call, a read timeout after a call AWS carried out, a crash
+of the caller between two calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+ACCOUNT = "111122223333"
+# https://docs.aws.amazon.com/batch/latest/userguide/job_states.html
+ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+FINAL = ("SUCCEEDED", "FAILED")
+DESCRIBE_LIMIT = 100  # https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeJobs.html (up to 100 ids)
+REASON_LIMIT = 1024  # https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html
+
+
+class Crash(BaseException):
+    """The caller's process dies (a Lambda timeout or out-of-memory kill): nothing of the caller
+    runs after it, not even an ``except Exception``."""
+
+
+@dataclass
+class Clock:
+    now: float = 1_800_000_000.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Faults:
+    """Faults at the call boundary, decided by ``plan(operation, phase)`` for phase ``before``
+    (the request never reaches AWS) or ``after`` (AWS did it, the answer is lost): return None,
+    ``"throttle"``, ``"timeout"`` or ``"crash"``."""
+
+    plan: Callable[[str, str], str | None] = lambda operation, phase: None
+    injected: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def check(self, operation: str, phase: str) -> None:
+        fault = self.plan(operation, phase)
+        if fault is None:
+            return
+        self.injected.append((operation, phase, fault))
+        if fault == "throttle":
+            raise ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Too Many Requests"}}, operation)
+        if fault == "timeout":
+            raise ReadTimeoutError(endpoint_url=f"https://batch.us-east-1.amazonaws.com/{operation}")
+        if fault == "crash":
+            raise Crash(f"killed {phase} {operation}")
+        raise AssertionError(f"unknown fault {fault!r}")
+
+
+class _Paginator:
+    def __init__(self, batch: "FakeBatch"):
+        self.batch = batch
+
+    def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
+        summaries = self.batch.list_jobs(**request)["jobSummaryList"]
+        for start in range(0, max(len(summaries), 1), self.batch.page_size):
+            yield {"jobSummaryList": summaries[start:start + self.batch.page_size]}
+
+
+class FakeBatch:
+    """One account's jobs on fair-share queues of ``capacity`` instances each (one instance type)."""
+
+    def __init__(self, clock: Clock, *, capacity: dict[str, int], faults: Faults | None = None, listing_lag: float = 0.0,
+                 page_size: int = 100):
+        self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
+        self.listing_lag, self.page_size = listing_lag, page_size
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.active: dict[str, dict[str, Any]] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
+        self.by_name: dict[str, list[str]] = {}
+        self.work: dict[str, float] = {}  # job id -> seconds of work left (the model's, not Batch's)
+        self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS, with its time (_at)
+        self._ids = itertools.count(1)
+
+    # --- the API ----------------------------------------------------------------------------
+
+    def get_paginator(self, operation: str) -> _Paginator:
+        assert operation == "list_jobs", operation
+        return _Paginator(self)
+
+    def list_jobs(self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:
+        self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
+        if filters:
+            # https://docs.aws.amazon.com/batch/latest/APIReference/API_ListJobs.html: with filters, jobStatus is
+            # ignored and jobs of every status are listed.
+            (entry,) = filters
+            assert entry["name"] == "JOB_NAME", entry
+            listed = [self.jobs[i] for name in entry["values"] for i in self.by_name.get(name, [])]
+        else:
+            status = jobStatus or "RUNNING"  # jobStatus defaults to RUNNING
+            listed = [j for j in (self.active if status in ACTIVE else self.jobs).values() if j["status"] == status]
+        listed = [j for j in listed if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag]
+        summaries = [{"jobId": j["jobId"], "jobArn": j["jobArn"], "jobName": j["jobName"], "status": j["status"], "createdAt": j["createdAt"]}
+                     for j in sorted(listed, key=lambda j: -j["createdAt"])]
+        return self._answer("ListJobs", {"jobSummaryList": summaries})
+
+    def describe_jobs(self, *, jobs: list[str]) -> dict[str, Any]:
+        if len(jobs) > DESCRIBE_LIMIT:
+            raise ClientError({"Error": {"Code": "ClientException", "Message": "up to 100 jobs"}}, "DescribeJobs")
+        self._call("DescribeJobs", {"jobs": jobs})
+        return self._answer("DescribeJobs", {"jobs": [_public(self.jobs[i]) for i in jobs if i in self.jobs]})
+
+    def submit_job(self, **request: Any) -> dict[str, Any]:
+        self._call("SubmitJob", request)
+        for required in ("jobName", "jobQueue", "jobDefinition"):
+            if required not in request:
+                raise ClientError({"Error": {"Code": "ClientException", "Message": f"{required} is required"}}, "SubmitJob")
+        # https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitJob.html: a fair-share queue needs shareIdentifier.
+        if "shareIdentifier" not in request:
+            raise ClientError({"Error": {"Code": "ClientException", "Message": "shareIdentifier is required on a fair-share queue"}}, "SubmitJob")
+        job_id = f"job-{next(self._ids):06d}"
+        self.jobs[job_id] = self.active[job_id] = self._new_job(job_id, request)
+        self.by_name.setdefault(request["jobName"], []).append(job_id)
+        self.work[job_id] = float(request.get("parameters", {}).get("work_seconds", 3600))
+        self._settle_dependencies()
+        return self._answer("SubmitJob", {"jobId": job_id, "jobName": request["jobName"], "jobArn": self.jobs[job_id]["jobArn"]})
+
+    def terminate_job(self, *, jobId: str, reason: str) -> dict[str, Any]:
+        self._call("TerminateJob", {"jobId": jobId, "reason": reason})
+        if len(reason) > REASON_LIMIT:
+            raise ClientError({"Error": {"Code": "ClientException", "Message": "reason longer than 1024"}}, "TerminateJob")
+        job = self.jobs.get(jobId)
+        if job is not None and job["status"] in ACTIVE:
+            # https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html: STARTING or RUNNING jobs are
+            # terminated and go to FAILED; earlier ones are cancelled (FAILED too). A terminated job is final: its retry
+            # strategy covers failures of the job or its host, not TerminateJob
+            # (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html).
+            if job["status"] in ("STARTING", "RUNNING"):
+                job["attempts"].append({"startedAt": job["startedAt"], "stoppedAt": self._ms(), "statusReason": reason})
+            self._end(job, "FAILED", reason)
+            self._settle_dependencies()
+        return self._answer("TerminateJob", {})
+
+    # --- the world moving on --------------------------------------------------------------------
+
+    def add_job(self, **request: Any) -> str:
+        """A team's own submission (never faulted)."""
+        saved, self.faults = self.faults, Faults()
+        try:
+            return self.submit_job(**request)["jobId"]
+        finally:
+            self.faults = saved
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass: running jobs work, finish (SUCCEEDED), and the scheduler starts
+        RUNNABLE jobs on free instances, highest scheduling priority first, then oldest."""
+        self.clock.now += seconds
+        for job in list(self.active.values()):
+            if job["status"] == "STARTING":
+                job["status"] = "RUNNING"
+            elif job["status"] == "RUNNING":
+                self.work[job["jobId"]] -= seconds
+                if self.work[job["jobId"]] <= 0:
+                    self._end(job, "SUCCEEDED", "Essential container in task exited")
+        self._settle_dependencies()
+        for queue, capacity in self.capacity.items():
+            used = sum(_size(j) for j in self.active.values() if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING"))
+            for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
+                              key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
+                if used + _size(job) <= capacity:
+                    job.update(status="STARTING", startedAt=self._ms())
+                    used += _size(job)
+
+    def fail_on_its_own(self, job_id: str, reason: str = "Host EC2 instance terminated") -> None:
+        """The job's host fails: https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html, a job with
+        attempts left under its retry strategy goes back to RUNNABLE, else it is FAILED."""
+        job = self.jobs[job_id]
+        job["attempts"].append({"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": reason})
+        if len(job["attempts"]) < job.get("retryStrategy", {}).get("attempts", 1):
+            job.update(status="RUNNABLE", statusReason=reason)
+        else:
+            self._end(job, "FAILED", reason)
+        self._settle_dependencies()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _new_job(self, job_id: str, request: dict[str, Any]) -> dict[str, Any]:
+        definition = request["jobDefinition"]
+        job = {
+            "jobId": job_id, "jobName": request["jobName"], "jobArn": f"arn:aws:batch:us-east-1:{ACCOUNT}:job/{job_id}",
+            "jobQueue": request["jobQueue"], "status": "SUBMITTED", "createdAt": self._ms(), "attempts": [],
+            "jobDefinition": definition if definition.startswith("arn:") else f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/{definition}",
+            "shareIdentifier": request["shareIdentifier"], "schedulingPriority": request.get("schedulingPriorityOverride", 0),
+            "parameters": dict(request.get("parameters", {})), "tags": dict(request.get("tags", {})),
+            "container": dict(request.get("containerOverrides", {})), "dependsOn": list(request.get("dependsOn", [])),
+        }
+        for name in ("retryStrategy", "timeout", "propagateTags", "arrayProperties"):
+            if name in request:
+                job[name] = request[name]
+        if "nodeOverrides" in request:
+            overrides = request["nodeOverrides"]
+            job["nodeProperties"] = {"numNodes": overrides.get("numNodes", 1), "mainNode": 0, "nodeRangeProperties": [
+                {"targetNodes": o["targetNodes"], "container": o.get("containerOverrides", {})} for o in overrides.get("nodePropertyOverrides", [])]}
+        return job
+
+    def _settle_dependencies(self) -> None:
+        # https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html: a job waits PENDING until its
+        # dependencies succeed, then is RUNNABLE; if any of them fails it goes from PENDING to FAILED.
+        for job in list(self.active.values()):
+            if job["status"] not in ("SUBMITTED", "PENDING"):
+                continue
+            states = [self.jobs[d["jobId"]]["status"] if d["jobId"] in self.jobs else "SUCCEEDED" for d in job["dependsOn"]]
+            if "FAILED" in states:
+                self._end(job, "FAILED", "Dependent Job failed")
+            elif all(s == "SUCCEEDED" for s in states):
+                job["status"] = "RUNNABLE"
+            else:
+                job["status"] = "PENDING"
+
+    def _end(self, job: dict[str, Any], status: str, reason: str) -> None:
+        job.update(status=status, statusReason=reason, stoppedAt=self._ms())
+        self.active.pop(job["jobId"], None)
+
+    def _call(self, operation: str, request: dict[str, Any]) -> None:
+        self.faults.check(operation, "before")
+        self.requests.append((operation, {**request, "_at": self.clock.now}))  # _at: when it reached AWS (model time)
+
+    def _answer(self, operation: str, response: dict[str, Any]) -> dict[str, Any]:
+        self.faults.check(operation, "after")
+        return response
+
+    def _ms(self) -> int:
+        return int(self.clock.now * 1000)
+
+
+def _size(job: dict[str, Any]) -> int:
+    return int(job.get("nodeProperties", {}).get("numNodes", 1))
+
+
+def _public(job: dict[str, Any]) -> dict[str, Any]:
+    """DescribeJobs omits what a job has not got (startedAt before it starts, ...)."""
+    return {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in job.items() if v is not None}

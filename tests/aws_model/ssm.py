@@ -1,0 +1,97 @@
+"""A small stateful model of SSM Run Command (``AWS-RunShellScript`` on one managed node), played
+by AWS's documented rules (cited beside each), behind the boto3 methods the controllers use:
+``send_command``, ``get_command_invocation``, ``cancel_command``.
+
+A command reaches the node ``delivery_delay`` seconds after it is sent (the node's agent may be
+slow, offline or busy); the node's shell is ``run(commands) -> stdout``. Time is the shared
+:class:`tests.aws_model.batch.Clock`; the model settles what has become due whenever it is
+called or :meth:`FakeSsm.advance` is.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from botocore.exceptions import ClientError
+
+from .batch import Clock, Faults
+
+# https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_SendCommand.html: TimeoutSeconds, default 3600
+DEFAULT_DELIVERY_TIMEOUT = 3600
+DEFAULT_EXECUTION_TIMEOUT = 3600  # AWS-RunShellScript's executionTimeout parameter
+
+
+@dataclass
+class Invocation:
+    command_id: str
+    commands: list[str]
+    sent_at: float
+    deliver_at: float
+    delivery_timeout: float
+    execution_timeout: float
+    status: str = "Pending"
+    details: str = "Pending"
+    output: str = ""
+
+
+class FakeSsm:
+    class exceptions:
+        class InvocationDoesNotExist(ClientError):
+            pass
+
+    def __init__(self, clock: Clock, *, instance_id: str, run: Callable[[list[str]], str], delivery_delay: float = 1.0,
+                 faults: Faults | None = None):
+        self.clock, self.instance_id, self.run, self.delivery_delay = clock, instance_id, run, delivery_delay
+        self.faults = faults or Faults()
+        self.invocations: dict[str, Invocation] = {}
+        self.executed: list[list[str]] = []  # what the node's shell actually ran, in order
+        self._ids = itertools.count(1)
+
+    def send_command(self, *, InstanceIds: list[str], DocumentName: str, Parameters: dict[str, list[str]], Comment: str = "",
+                     TimeoutSeconds: int = DEFAULT_DELIVERY_TIMEOUT) -> dict[str, Any]:
+        self.faults.check("SendCommand", "before")
+        assert (InstanceIds, DocumentName) == ([self.instance_id], "AWS-RunShellScript"), (InstanceIds, DocumentName)
+        if not 30 <= TimeoutSeconds <= 2592000:  # the API's range
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "TimeoutSeconds must be 30..2592000"}}, "SendCommand")
+        command_id = f"{next(self._ids):08d}-0000-0000-0000-000000000000"
+        execution = float(Parameters.get("executionTimeout", [DEFAULT_EXECUTION_TIMEOUT])[0])
+        self.invocations[command_id] = Invocation(command_id, list(Parameters["commands"]), self.clock.now, self.clock.now + self.delivery_delay,
+                                                  float(TimeoutSeconds), execution)
+        self.faults.check("SendCommand", "after")
+        return {"Command": {"CommandId": command_id, "TimeoutSeconds": TimeoutSeconds, "Status": "Pending"}}
+
+    def get_command_invocation(self, *, CommandId: str, InstanceId: str) -> dict[str, Any]:
+        self.faults.check("GetCommandInvocation", "before")
+        self.advance(0)
+        invocation = self.invocations.get(CommandId)
+        # Right after SendCommand the invocation may not exist yet (the API reference's InvocationDoesNotExist).
+        if invocation is None or self.clock.now - invocation.sent_at < 0.5:
+            raise self.exceptions.InvocationDoesNotExist({"Error": {"Code": "InvocationDoesNotExist", "Message": ""}}, "GetCommandInvocation")
+        return {"CommandId": CommandId, "InstanceId": InstanceId, "Status": invocation.status, "StatusDetails": invocation.details,
+                "StandardOutputContent": invocation.output[:24000], "StandardErrorContent": ""}
+
+    def cancel_command(self, *, CommandId: str, InstanceIds: list[str] | None = None) -> dict[str, Any]:
+        self.faults.check("CancelCommand", "before")
+        self.advance(0)
+        invocation = self.invocations[CommandId]
+        # https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_CancelCommand.html: stops a command that
+        # has not yet finished; one not delivered yet never runs.
+        if invocation.status in ("Pending", "Delayed"):
+            invocation.status = invocation.details = "Cancelled"
+        return {}
+
+    def advance(self, seconds: float) -> None:
+        self.clock.now += seconds
+        for invocation in self.invocations.values():
+            if invocation.status != "Pending" or self.clock.now < invocation.deliver_at:
+                continue
+            # https://docs.aws.amazon.com/systems-manager/latest/userguide/monitor-commands.html: a command not
+            # delivered within TimeoutSeconds is not run (DeliveryTimedOut).
+            if invocation.deliver_at - invocation.sent_at > invocation.delivery_timeout:
+                invocation.status, invocation.details = "TimedOut", "DeliveryTimedOut"
+                continue
+            self.executed.append(invocation.commands)
+            invocation.output = self.run(invocation.commands)
+            invocation.status = invocation.details = "Success"
