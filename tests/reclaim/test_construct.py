@@ -45,7 +45,9 @@ def test_victims_copies_may_be_submitted_only_to_governed_queues_and_shares_and_
     submit = next(s for s in statements(template) if s["Action"] == "batch:SubmitJob")
     assert QUEUE in json.dumps(submit["Resource"]) and "batch:ShareIdentifier" in submit["Condition"]["StringEquals"]
     tag = next(s for s in statements(template) if s["Action"] == "batch:TagResource")
-    assert tag["Condition"] == {"StringEquals": {"batch:CreateAction": "SubmitJob"}}
+    # Batch has no CreateAction key: a governed share and no team tag yet hold only inside a submission
+    assert tag["Condition"]["StringEquals"] == submit["Condition"]["StringEquals"]
+    assert tag["Condition"]["Null"] == {"aws:ResourceTag/gpu-governance:team": "true"}
 
 
 def statements(template):

@@ -425,7 +425,7 @@ def test_a_guarantee_job_held_by_the_preemption_cap_is_logged_with_that_limit(le
     expect_read(stubber)
     records = []
     with stubber:
-        controller.run_tick("ec2-gpu", BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu")), Ledger(ledger_table),
+        controller.run_tick("ec2-gpu", BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=client), Ledger(ledger_table),
                             settings=replace(SETTINGS, max_preemptions_per_tick=0), dry_run=True, namespace="Test", now=NOW, emit=records.append)
     waits = [r for r in records if r.get("event") == "guarantee_wait"]
     assert [(w["share"], w["reason"], w["dry_run"]) for w in waits] == [("training", "max_preemptions_per_tick", True)]
