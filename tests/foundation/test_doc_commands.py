@@ -222,15 +222,31 @@ def test_python_fragment_uses_the_library_as_it_is(where, body):
     import constructs_lib
 
     tree = ast.parse(body, filename=where)
+    # `slurm = HyperPodSlurmGovernance(...)`: what the fragment then reads or calls on `slurm` must exist.
+    made = {target.id: getattr(constructs_lib, node.value.func.id) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and hasattr(constructs_lib, node.value.func.id)
+            for target in node.targets if isinstance(target, ast.Name)}
     problems = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "constructs_lib":
             problems += [f"constructs_lib has no {alias.name}" for alias in node.names if not hasattr(constructs_lib, alias.name)]
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and hasattr(constructs_lib, node.func.id):
-            parameters = inspect.signature(getattr(constructs_lib, node.func.id)).parameters
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in made:
+            made_by = made[node.value.id]
+            sources = [inspect.getsource(c) for c in made_by.__mro__ if c.__module__.startswith("constructs_lib")]
+            if not hasattr(made_by, node.attr) and not any(re.search(rf"self\.{node.attr}\s*[:=,]", source) for source in sources):
+                problems.append(f"{made_by.__name__} has no {node.attr}")
+        if isinstance(node, ast.Call):
+            called = None
+            if isinstance(node.func, ast.Name) and hasattr(constructs_lib, node.func.id):
+                called = getattr(constructs_lib, node.func.id)
+            elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id in made:
+                called = getattr(made[node.func.value.id], node.func.attr, None)
+            if called is None:
+                continue
+            parameters = inspect.signature(called).parameters
             if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-                problems += [f"{node.func.id}() takes no {k.arg}=" for k in node.keywords if k.arg and k.arg not in parameters]
-    assert problems == [], where
+                problems += [f"{ast.unparse(node.func)}() takes no {k.arg}=" for k in node.keywords if k.arg and k.arg not in parameters]
+    assert problems == [], f"{where}: {problems}"
 
 
 def merged_into_example(fragment: dict) -> dict:
