@@ -25,6 +25,9 @@ The convention: a fence says its language and, where a reader would run it, a ta
   top-level key replaces the example's. Elide with a comment (``# ...``), not YAML's ``...``.
 * ```json`` - parsed. ```text`` - output or messages, not commands.
 
+Every ``gpu-governance`` command a page shows - in any block, whatever its tag, or inline in the
+text - must name commands and options the CLI has.
+
 Any other fence (no language, a language without a tag where one is needed) fails the test.
 """
 
@@ -192,6 +195,14 @@ def test_every_gpu_governance_command_shown_names_real_commands_and_options(wher
     assert option_problems(line) == [], where
 
 
+def test_every_gpu_governance_command_in_the_text_names_real_commands_and_options():
+    # `gpu-governance ...` in running text, the team guide's included.
+    inline = [(page.name, span) for page in [*PAGES, ROOT / "docs" / "team-guide.md"]
+              for span in re.findall(r"`(gpu-governance [^`]*)`", page.read_text())]
+    assert len(inline) > 20
+    assert [problem for page, span in inline for problem in option_problems(span)] == []
+
+
 def test_the_option_checker_refuses_what_the_cli_does_not_have():
     assert option_problems("gpu-governance status --team T --nonsense") != []
     assert option_problems("gpu-governance trace from-sacct|from-nothing F O") != []
@@ -274,3 +285,10 @@ def test_governance_fragment_loads_in_the_example(where, body):
 @pytest.mark.parametrize(("where", "body"), blocks("json", None), ids=ids(blocks("json", None)))
 def test_json_block_parses(where, body):
     assert isinstance(json.loads(body), dict), where
+
+
+def test_every_make_target_the_docs_name_exists():
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    named = {target for page in [*PAGES, ROOT / "docs" / "team-guide.md"]
+             for target in re.findall(r"(?:^|`)make ([a-z][\w-]*)", page.read_text(), re.MULTILINE)}
+    assert {"synth", "test"} <= named and named - targets == set()
