@@ -26,7 +26,7 @@ The convention: a fence says its language and, where a reader would run it, a ta
 * ```json`` - parsed. ```text`` - output or messages, not commands.
 
 Every ``gpu-governance`` command a page shows - in any block, whatever its tag, or inline in the
-text - must name commands and options the CLI has.
+text - must name commands and options the CLI has, and every ``make`` target it names must exist.
 
 Any other fence (no language, a language without a tag where one is needed) fails the test.
 """
