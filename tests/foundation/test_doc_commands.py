@@ -96,7 +96,7 @@ def test_every_block_is_tagged():
     assert wrong == [], "tag these blocks (see this module's docstring):\n" + "\n".join(wrong)
 
 
-def test_every_page_is_found():
+def test_every_fence_is_parsed():
     # A fence the pattern misses (unbalanced, odd indentation) would escape every check.
     for page in PAGES:
         opening = sum(1 for line in page.read_text().splitlines() if line.lstrip().startswith("```"))
