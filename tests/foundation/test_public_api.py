@@ -43,7 +43,7 @@ def test_type_checking_imports_match_the_lazy_table():
 
 
 def python_blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+    return re.findall(r"```python(?: \w+)?\n(.*?)```", path.read_text(), re.S)
 
 
 def library_imports(path: Path) -> list[str]:

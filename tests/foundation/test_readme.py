@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def readme_block(heading: str) -> str:
     text = (ROOT / "README.md").read_text()
     section = text.split(f"## {heading}", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.search(r"```python(?: \w+)?\n(.*?)```", section, re.S).group(1)
 
 
 def test_use_in_your_own_cdk_app_runs(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -390,7 +391,7 @@ def test_the_packs_do_check_the_guardrails_stack(model, tmp_path):
 
 def test_the_documented_guardrails_section_is_valid():
     text = (Path(__file__).resolve().parents[2] / "docs" / "delivery.md").read_text()
-    block = next(b for b in text.split("```yaml\n")[1:] if b.startswith("guardrails:")).split("```")[0]
+    block = next(b for b in re.split(r"```yaml(?: \w+)?\n", text)[1:] if b.startswith("guardrails:")).split("```")[0]
     documented = yaml.safe_load(block)["guardrails"]
     assert model_with(documented).guardrails.exempt_principals == tuple(documented["exempt_principals"])
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 def example() -> str:
     text = (ROOT / "docs" / "delivery.md").read_text()
-    (code,) = [block for block in re.findall(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL) if "GovernancePipelineStack(" in block]
+    (code,) = [block for block in re.findall(r"^```python(?: \w+)?\n(.*?)^```$", text, re.MULTILINE | re.DOTALL) if "GovernancePipelineStack(" in block]
     return code
 
 
