@@ -2,10 +2,13 @@
 reference app synthesized from a model."""
 
 import copy
+from pathlib import Path
 
 import yaml
 
 from constructs_lib.model.loader import default_config_text
+
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
 
 def default_data() -> dict:
@@ -19,11 +22,11 @@ def synthesize_reference(model, outdir, *, packs: bool = True, cdk_json: bool = 
     give it: weak cross-stack references (Fn::GetStackOutput) among them."""
     from aws_cdk import App  # here, not at the top: the CLI tests import this module too
 
-    from app import cdk_json_context
+    from constructs_lib.deployment.app import cdk_json_context
     from constructs_lib.organisation.compliance import apply_standard_packs
     from constructs_lib.deployment import build_reference_app
 
-    app = App(outdir=str(outdir), context=cdk_json_context() if cdk_json else None)
+    app = App(outdir=str(outdir), context=cdk_json_context(CDK_JSON) if cdk_json else None)
     stacks = build_reference_app(app, model)
     if packs:
         apply_standard_packs(app)
