@@ -178,15 +178,7 @@ class CapacityMarket:
     def _extensions(self, duration_hours, reservation_id):
         offered = _all(self.ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings",
                        CapacityBlockExtensionDurationHours=duration_hours, CapacityReservationId=reservation_id)
-        return [
-            Offering(
-                id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"], count=o["InstanceCount"],
-                availability_zone=o["AvailabilityZone"], start=o["CapacityBlockExtensionStartDate"], end=o["CapacityBlockExtensionEndDate"],
-                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=_fee(o["UpfrontFee"]),
-                currency=o["CurrencyCode"], reservation_id=reservation_id,
-            )
-            for o in offered
-        ]
+        return [extension_offering(o, reservation_id) for o in offered]
 
     def _training_plan_offerings(self, window, missing, gap_start, gap_end, days, now):
         response = self.sagemaker.search_training_plan_offerings(
@@ -254,6 +246,18 @@ def block_offering(o: dict[str, Any]) -> Offering:
         availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
         duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
         currency=o["CurrencyCode"], duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
+    )
+
+
+def extension_offering(o: dict[str, Any], reservation_id: str) -> Offering:
+    """An offering as DescribeCapacityBlockExtensionOfferings returns it (boto3 or AWS CLI JSON); the
+    response does not name the block it extends, the caller does."""
+    return Offering(
+        id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"],
+        count=_whole(o["InstanceCount"], "InstanceCount"), availability_zone=o["AvailabilityZone"],
+        start=_when(o["CapacityBlockExtensionStartDate"]), end=_when(o["CapacityBlockExtensionEndDate"]),
+        duration_hours=_whole(o["CapacityBlockExtensionDurationHours"], "CapacityBlockExtensionDurationHours"),
+        upfront_fee=_fee(o["UpfrontFee"]), currency=o["CurrencyCode"], reservation_id=reservation_id,
     )
 
 
