@@ -35,7 +35,7 @@ from .stubbed_aws import CONTROLLER, REGION, block_offering
 # Faults of one purchase call. "made": AWS bought the block whatever the caller saw.
 FAULTS = {
     "ok": True, "timeout_after": True, "closed_after": True, "server_error_after": True, "killed_after": True,
-    "server_error_before": False, "throttled": False, "not_connected": False,
+    "server_error_before": False, "throttled": False, "not_connected": False, "insufficient_capacity": False,
 }
 
 
@@ -117,6 +117,8 @@ class SimulatedEc2:
             self.during_call.pop(0)()
         if fault == "throttled":
             return 400, {"Error": {"Code": "RequestLimitExceeded", "Message": "slow down"}}
+        if fault == "insufficient_capacity":  # sold out between the listing and the purchase
+            return 400, {"Error": {"Code": "InsufficientInstanceCapacity", "Message": "no capacity for this offering"}}
         if fault == "server_error_before":
             return 500, {"Error": {"Code": "InternalError", "Message": "nothing done"}}
         if fault == "not_connected":

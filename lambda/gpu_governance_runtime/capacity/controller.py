@@ -108,12 +108,16 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
             unread.add(window.name)  # not planned this run: "no offering" would be a false reason
     result = plan(windows=[w for w in windows.values() if w.name not in unread], reservations=held, offerings=offerings,
                   spent={w.name: ledger.spent(w, now) for w in windows.values()}, now=now)
+    covers: dict[str, list[Purchase]] = {}
     for purchase in result.purchases:
-        window = windows[purchase.window]
+        covers.setdefault(purchase.occurrence.key, []).append(purchase)
+    for key, pieces in covers.items():
+        window = windows[pieces[0].window]
         if window.mode == "approval":
-            log.step(f"occurrence {purchase.occurrence.key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
+            for purchase in pieces:
+                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
         elif window.mode == "auto":
-            log.step(f"occurrence {purchase.occurrence.key}", lambda: _buy(purchase, window, ctx))
+            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
     uncovered = [(u.occurrence.key, u.reason) for u in result.uncovered] + log.uncovered
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
@@ -192,16 +196,39 @@ def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMa
         log.in_flight.append(intent.id)
 
 
-def _buy(purchase: Purchase, window: Window, ctx: _Run) -> None:
+def _buy_cover(pieces: list[Purchase], window: Window, ctx: _Run) -> None:
+    """Buy the pieces of one occurrence's cover in the planner's order (cheapest first), each only
+    once the one before it is bought: a piece refused, undecided or not started stops the rest, so
+    at most the cheaper pieces before it wait unused. What was bought stays recorded for the
+    window, and its next run plans only what is still missing around it."""
+    bought: list[Purchase] = []
+    for number, purchase in enumerate(pieces, start=1):
+        if _buy(purchase, window, ctx) != "purchased":
+            if bought:
+                stopped = (f"piece {number} of {len(pieces)} ({purchase.offering.id}) not bought; the other "
+                           f"{len(pieces) - number} not tried")
+                held = [{"offering": p.offering.id, "from": p.offering.start.isoformat(), "to": p.offering.end.isoformat(),
+                         "instances": p.offering.count, "fee": str(p.offering.upfront_fee)} for p in bought]
+                ctx.log.uncovered.append((purchase.occurrence.key, f"cover incomplete: {stopped}; bought {[h['offering'] for h in held]} "
+                                                                   "count for the next attempt"))
+                ctx.notify("Capacity cover incomplete", {"occurrence": purchase.occurrence.key, "window": window.name,
+                                                         **window.owner_fields, "stopped": stopped, "bought": held,
+                                                         "next": "the next run plans only what these pieces leave uncovered"})
+            return
+        bought.append(purchase)
+
+
+def _buy(purchase: Purchase, window: Window, ctx: _Run) -> str:
+    """Claim and buy one piece: "purchased", or what else happened (deferred, refused, failed, in flight)."""
     if ctx.time_left() < PURCHASE_SECONDS:
         ctx.log.deferred.append(purchase.occurrence.key)  # claimed by the next run, which has the time
-        return
+        return "deferred"
     try:
         intent = ctx.ledger.claim(purchase, window, status="purchasing", now=ctx.now)
     except ClaimRefused as refusal:
         ctx.log.refused.append(str(refusal))
-        return
-    _purchase(intent, window, ctx)
+        return "refused"
+    return _purchase(intent, window, ctx)
 
 
 def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
@@ -225,7 +252,7 @@ def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
     _purchase(replace(intent, status="purchasing"), window, ctx)
 
 
-def _purchase(intent: Intent, window: Window, ctx: _Run) -> None:
+def _purchase(intent: Intent, window: Window, ctx: _Run) -> str:
     ledger, notify, now, log = ctx.ledger, ctx.notify, ctx.now, ctx.log
     ledger.mark_called(intent, at=ctx.clock())  # the settle grace counts from here, not from the run's start
     outcome = ctx.capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window, owner=window.owner_tags)
@@ -240,6 +267,7 @@ def _purchase(intent: Intent, window: Window, ctx: _Run) -> None:
         log.uncovered.append((intent.occurrence, f"purchase failed: {outcome.reason}"))
     else:
         log.in_flight.append(intent.id)  # the next run's reconciliation decides
+    return outcome.result
 
 
 def _request_approval(purchase: Purchase, window: Window, ledger: Ledger, notify: Notify, now: datetime, log: _Log) -> None:
