@@ -93,6 +93,11 @@ class SimulatedEc2:
     def _DescribeCapacityReservations(self, params):
         wanted = {f["Name"]: set(f["Values"]) for f in params.get("Filters", [])}
         visible = [p for p in self.made if p.made_at + self.lag <= self.now]
+        if "CapacityReservationIds" in params:  # by id: as eventually consistent as the listing
+            found = [self._reservation(p) for p in visible if p.reservation_id in params["CapacityReservationIds"]]
+            if len(found) < len(params["CapacityReservationIds"]):
+                return 400, {"Error": {"Code": "InvalidCapacityReservationId.NotFound", "Message": "not found"}}
+            return 200, {"CapacityReservations": found}
         matching = [self._reservation(p) for p in visible
                     if wanted.get(f"tag:{TAG_INTENT}", {p.intent}) >= {p.intent} and CONTROLLER in wanted.get(f"tag:{TAG_MANAGED_BY}", {CONTROLLER})]
         page = int(params.get("NextToken", "0"))

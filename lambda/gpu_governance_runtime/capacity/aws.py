@@ -86,6 +86,11 @@ class CapacityMarket:
                     found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
         return found
 
+    def reservation(self, reservation_id: str) -> Reservation | None:
+        """The block of this id as EC2 describes it, or None while it is not listed (or not ours)."""
+        item = described_reservation(self.ec2, reservation_id)
+        return None if item is None else reservation_from_api(item)
+
     def outcome_of(self, intent_id: str, offering: Offering, window: str) -> Reservation | None:
         """What an earlier purchase attempt produced, looked up by its intent, or None."""
         if offering.kind == "block":
@@ -232,6 +237,18 @@ class CapacityMarket:
             return Outcome(result="purchased", reservation_id=response["TrainingPlanArn"])
         except Exception as error:  # noqa: BLE001 - an unforeseen error after sending must not look like "not bought"
             return classify(error)
+
+
+def described_reservation(ec2: Any, reservation_id: str) -> dict[str, Any] | None:
+    """DescribeCapacityReservations of one id; None when EC2 does not know it (yet: the listing is
+    eventually consistent, https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html)."""
+    try:
+        items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
+            return None
+        raise
+    return items[0] if items else None
 
 
 def _all(client: Any, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
