@@ -20,7 +20,7 @@ CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 BATCH_CONSUMER = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE}
 EKS_CONSUMER = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
 BLOCK = reservation("cr-0123456789abcdef0", at(10), 1, state="active")  # 10 Dec 11:30 to 11 Dec 11:30
-ACTIVE, DRAINING = at(10, 12, 0), at(11, 10, 50)  # the expiration warning: 40 minutes before the end
+ACTIVE, DRAINING = at(10, 12, 0), at(11, 10, 50)  # the expiration warning (40 minutes before the end): draining
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ an error (the ``ConsumerErrors`` metric and its alarm) until the consumer is whe
   https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html); a node group that
   is not is reported, never silently re-templated. At the block's start the version is moved (at
   size 0, as the guide asks for any update of such a group) and the group is scaled up to the
-  block's count; from the expiration warning (40 minutes before the end, more than the 30 the
-  guide asks) it is scaled to zero, and EKS drains each node before its instance terminates
+  block's count; from ``DRAIN_LEAD`` (45 minutes) before the end, more than the 30 the guide
+  asks, it is scaled to zero, and EKS drains each node before its instance terminates
   (https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html).
 
 A version differing from the one this controller last set, with a launch target the phase does
@@ -29,7 +29,7 @@ never taken as done. In dry run nothing changes: the result says what would have
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -45,6 +45,12 @@ DRAIN_EVENT_TYPE = "Capacity Window Draining"
 ACTION_PREFIX = "rotation#"
 KINDS = ("batch_compute_environment", "eks_node_group")  # the consumers that launch from a launch template
 ON_DEMAND = (None, None)
+
+# From this long before a block's end the phase is "draining": instances end 30 minutes before it
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html), and a
+# scheduled run every 15 minutes (the controller's default) always falls in the 15 minutes
+# between, even when the expiration warning's event (40 minutes before) is lost.
+DRAIN_LEAD = market.TERMINATION_LEAD + timedelta(minutes=15)
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 Target = tuple[str | None, str | None]  # (market type, reservation id) a launch template launches into
@@ -66,10 +72,10 @@ def on_demand(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def active_block(window: Window, owned: Iterable[Reservation], now: datetime) -> Reservation | None:
-    """The window's block new work should launch into now: started, and before its expiration
-    warning (instances end 30 minutes before the block, the warning comes 10 minutes earlier)."""
+    """The window's block new work should launch into now: started, and not yet draining
+    (``DRAIN_LEAD`` before its end)."""
     live = [r for r in owned if r.window == window.name and r.state in ("scheduled", "active")
-            and r.start <= now < r.end - market.WARNING_LEAD]
+            and r.start <= now < r.end - DRAIN_LEAD]
     return max(live, key=lambda r: r.start, default=None)
 
 
