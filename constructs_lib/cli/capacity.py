@@ -23,7 +23,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.cli.config import add_config_arguments, model_from
 
 LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
-OFFERING_LISTS = ("CapacityBlockOfferings", "TrainingPlanOfferings", "CapacityReservations")
+OFFERING_LISTS = ("CapacityBlockOfferings", "CapacityBlockExtensionOfferings", "TrainingPlanOfferings", "CapacityReservations")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,8 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan = commands.add_parser("plan", help="what the controller would buy for the windows, and why")
     add_config_arguments(plan)
     plan.add_argument("--offerings", required=True, action="append",
-                      help="JSON from `aws ec2 describe-capacity-block-offerings`, `aws sagemaker search-training-plan-offerings` "
-                           "or `aws ec2 describe-capacity-reservations` (repeatable)")
+                      help="JSON from `aws ec2 describe-capacity-block-offerings`, `aws ec2 describe-capacity-block-extension-offerings`, "
+                           "`aws sagemaker search-training-plan-offerings` or `aws ec2 describe-capacity-reservations` (repeatable)")
     plan.add_argument("--now", help="plan as of this UTC time (ISO 8601; default: now)")
     plan.add_argument("--spent", action="append", default=[], metavar="WINDOW=AMOUNT", help="already spent this budget period")
     plan.add_argument("--json", action="store_true", help="print one JSON object")
@@ -80,11 +80,13 @@ def _plan(args: argparse.Namespace) -> int:
     if not model.capacity_windows:
         raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window to plan")
     now = _utc_time(args.now, "--now") if args.now else datetime.now(timezone.utc)
-    offerings, reservations = [], []
+    offerings, reservations, extensions = [], [], []
     for path in args.offerings:
-        found_offerings, found_reservations = _read_market(path)
+        found_offerings, found_reservations, found_extensions = _read_market(path)
         offerings += found_offerings
         reservations += found_reservations
+        extensions += [(path, index, item) for index, item in found_extensions]
+    offerings += _extensions_of(extensions, reservations)
     windows = list(parse_policy(compile_policy(model)).capacity_windows)  # what the controller reads, through its reader
     result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
     print(json.dumps(_as_json(result, windows), indent=2) if args.json else _as_text(result, windows))
@@ -176,7 +178,7 @@ def _requests(args: argparse.Namespace) -> int:
 
 
 def _read_market(path: str):
-    from gpu_governance_runtime.capacity.aws import block_offering, reservation_from_api, training_plan_offering
+    from gpu_governance_runtime.capacity.aws import block_offering, reservation_from_api, training_plan_offering, _when
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -186,7 +188,9 @@ def _read_market(path: str):
         raise GovernanceError.single(path, f"not valid JSON at line {error.lineno}, column {error.colno}", error.msg, "AWS CLI JSON output") from None
     if not isinstance(data, dict) or not any(key in data for key in OFFERING_LISTS):
         raise GovernanceError.single(path, "no offerings or reservations found", type(data).__name__, f"a mapping with one of {list(OFFERING_LISTS)}")
-    parsers = {"CapacityBlockOfferings": block_offering, "TrainingPlanOfferings": training_plan_offering, "CapacityReservations": reservation_from_api}
+    parsers = {"CapacityBlockOfferings": block_offering, "TrainingPlanOfferings": training_plan_offering, "CapacityReservations": reservation_from_api,
+               # Read whole here; which block each extends is known once every file's reservations are (_extensions_of).
+               "CapacityBlockExtensionOfferings": lambda item: (item, _when(item["CapacityBlockExtensionStartDate"]))}
     parsed: dict[str, list] = {key: [] for key in OFFERING_LISTS}
     problems = []
     for key, parse in parsers.items():
@@ -202,7 +206,35 @@ def _read_market(path: str):
                                         value=item, allowed="an item as the AWS CLI prints it"))
     if problems:
         raise GovernanceError(problems)
-    return parsed["CapacityBlockOfferings"] + parsed["TrainingPlanOfferings"], parsed["CapacityReservations"]
+    return (parsed["CapacityBlockOfferings"] + parsed["TrainingPlanOfferings"], parsed["CapacityReservations"],
+            list(enumerate(item for item, _ in parsed["CapacityBlockExtensionOfferings"])))
+
+
+def _extensions_of(extensions, reservations):
+    """Extension offerings with the block each extends: DescribeCapacityBlockExtensionOfferings
+    does not name it, so it is the listed reservation of the same type, zone and count that ends
+    where the extension starts (an extension starts at its block's end)."""
+    from gpu_governance_runtime.capacity.aws import _when, extension_offering
+
+    offerings, problems = [], []
+    for path, index, item in extensions:
+        start = _when(item["CapacityBlockExtensionStartDate"])
+        extended = [r for r in reservations if r.end == start and r.instance_type == item.get("InstanceType")
+                    and r.availability_zone == item.get("AvailabilityZone") and r.count == item.get("InstanceCount")]
+        if len(extended) != 1:
+            problems.append(Problem(path=f"{path}: CapacityBlockExtensionOfferings[{index}]", wrong="extends no one listed block",
+                                    value=item.get("CapacityBlockExtensionOfferingId"),
+                                    allowed=f"exactly one reservation (--offerings from `aws ec2 describe-capacity-reservations`) of the same type, "
+                                            f"zone and count ending {start:%Y-%m-%d %H:%M} UTC; found {len(extended)}"))
+            continue
+        try:
+            offerings.append(extension_offering(item, extended[0].id))
+        except (KeyError, TypeError, ValueError, InvalidOperation) as error:
+            problems.append(Problem(path=f"{path}: CapacityBlockExtensionOfferings[{index}]", wrong=f"unreadable ({type(error).__name__}: {error})",
+                                    value=item, allowed="an item as the AWS CLI prints it"))
+    if problems:
+        raise GovernanceError(problems)
+    return offerings
 
 
 def _utc_time(text: str, path: str) -> datetime:
@@ -235,18 +267,29 @@ def _spent(items: list[str], windows) -> dict[str, Decimal]:
 
 def _as_text(result, windows) -> str:
     caps = {w.name: w for w in windows}
-    lines = []
+    covers: dict[str, list] = {}  # every purchase of one occurrence is one cover
     for p in result.purchases:
-        o, w = p.offering, caps[p.window]
-        unused = o.instance_hours - w.instance_count * w.duration_hours
-        verb = {"dry_run": "WOULD BUY (dry run)", "approval": "WOULD ASK APPROVAL FOR", "auto": "BUY"}[p.mode]
-        what = f"{o.kind.replace('_', ' ')} of {o.reservation_id}" if o.extends else o.kind.replace("_", " ")
-        lines.append(
-            f"{verb} {what} {o.id} for {p.occurrence.key}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
-            f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "
-            f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour}); "
-            f"cheapest cover, then least unused time ({max(unused, 0).quantize(Decimal('0.01')).normalize():f} instance-hours unused); serves {w.owner}"
-        )
+        covers.setdefault(p.occurrence.key, []).append(p)
+    lines = []
+    for key, pieces in covers.items():
+        w = caps[pieces[0].window]
+        verb = {"dry_run": "WOULD BUY (dry run)", "approval": "WOULD ASK APPROVAL FOR", "auto": "BUY"}[pieces[0].mode]
+        bought = sum((p.offering.instance_hours for p in pieces), Decimal(0))
+        unused = max(bought - w.instance_count * w.duration_hours, Decimal(0))
+        why = (f"cheapest cover, then least unused time ({_amount(unused)} instance-hours unused); serves {w.owner}")
+        if len(pieces) > 1:
+            fee = sum((p.offering.upfront_fee for p in pieces), Decimal(0))
+            lines.append(f"{verb} {len(pieces)} pieces for {key}, {fee} {pieces[0].offering.currency} in all, in this order "
+                         f"(a piece that fails stops the rest): {why}")
+        for number, p in enumerate(pieces, start=1):
+            o = p.offering
+            what = f"{o.kind.replace('_', ' ')} of {o.reservation_id}" if o.extends else o.kind.replace("_", " ")
+            head = f"{verb} {what} {o.id} for {key}" if len(pieces) == 1 else f"  piece {number}: {what} {o.id}"
+            lines.append(
+                f"{head}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
+                f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "
+                f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour})" + ("; " + why if len(pieces) == 1 else "")
+            )
     lines += [f"COVERED {o.key} by blocks already held" for o in result.covered]
     lines += [f"NOT COVERED {u.occurrence.key} ({caps[u.window].owner}): {u.reason}" for u in result.uncovered]
     lines += [f"IGNORED offering {offering_id}: {why}" for offering_id, why in result.ignored_offerings]
@@ -254,6 +297,11 @@ def _as_text(result, windows) -> str:
         if result.spend(w.name):
             lines.append(f"SPEND {w.name}: {result.spend(w.name)} of {w.budget} per {w.budget_period}")
     return "\n".join(lines) or "nothing to buy: no occurrence of any window is within its buying horizon"
+
+
+def _amount(value: Decimal) -> str:
+    """An amount to the cent, without trailing zeros (12.50 -> 12.5, 3.00 -> 3)."""
+    return f"{Decimal(value).quantize(Decimal('0.01')).normalize():f}"
 
 
 def _as_json(result, windows) -> dict[str, Any]:

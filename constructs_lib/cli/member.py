@@ -22,7 +22,7 @@ from pathlib import Path
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.model.loader import dump_yaml
-from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
+from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, active_training_plan, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
 
 # Shell variables the batch snippet reads for what only a deployment knows.
 UNKNOWN_UNTIL_DEPLOYED = {"bucket": "TEAM_BUCKET", "kms_key_arn": "TEAM_KMS_KEY"}
@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     example.add_argument("--image", help="training image (batch, hyperpod_eks), e.g. <the team's ecr_repository_uri>:<tag>")
     example.add_argument("--job-name", default="train", help="job name after '<team>-' (a time is appended for batch and hyperpod_eks)")
     example.add_argument("--script", default="train.sh", help="batch script (slurm; default train.sh)")
+    example.add_argument("--training-plans", help="batch: the team's active training plans (JSON, the value of the discovery document's "
+                                                  "training_plans_parameter); the plan of the instance type is set as ResourceConfig.TrainingPlanArn")
     example.set_defaults(handler=_submit_example)
 
 
@@ -78,7 +80,15 @@ def _submit_example(args: argparse.Namespace) -> int:
                                          command=[args.script], instance_type=instance_type, gpus=args.gpus, dedicated_team_nodes=dedicated)
         sys.stdout.write(dump_yaml(manifest))
         return 0
-    sys.stdout.write(_batch_snippet(setup, job_name=job_name, priority_class=priority_class, instance_type=instance_type, image_uri=image))
+    plans = None
+    if args.training_plans:
+        try:
+            plans = Path(args.training_plans).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise GovernanceError.single("--training-plans", "cannot read the file", args.training_plans, f"a readable JSON file ({error})") from None
+    plan = active_training_plan(setup, instance_type, plans)
+    sys.stdout.write(_batch_snippet(setup, job_name=job_name, priority_class=priority_class, instance_type=instance_type, image_uri=image,
+                                    training_plan_arn=plan))
     return 0
 
 
@@ -113,6 +123,11 @@ def _batch_snippet(setup: TeamSetup, **job: str) -> str:
              f"(schedulingPriority {request['schedulingPriority']}), run as {setup.submission_role_arn}"]
     if placeholders:
         lines.append(f"# set {' and '.join(f'${v}' for v in UNKNOWN_UNTIL_DEPLOYED.values())} from the team's discovery document first")
+    if job.get("training_plan_arn"):
+        lines.append(f"# on the team's training plan {job['training_plan_arn']} (ResourceConfig.TrainingPlanArn)")
+    elif setup.training_plans_parameter:
+        lines.append(f"# no active training plan of {job['instance_type']} given: when the team owns one, pass --training-plans with the value of "
+                     f"`aws ssm get-parameter --name {setup.training_plans_parameter} --query Parameter.Value --output text`")
     # An unquoted heredoc expands the variables; quoted, nothing in the JSON is touched.
     lines += [f"cat > {file} <<{'EOF' if placeholders else chr(39) + 'EOF' + chr(39)}", json.dumps(request, indent=2), "EOF",
               f"aws batch submit-service-job --region {setup.region} --cli-input-json file://{file}", ""]

@@ -204,8 +204,7 @@ class CapacityController(GovernanceController):
         feeds = [w.feeds for w in model.capacity_windows]
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
-            statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate"],
-                                                  resources=[arn("ec2", "launch-template")]))
+            statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]))
         compute_environments = sorted({f.compute_environment for f in feeds if f.kind == "batch_compute_environment"})
         requeue_statements = []
         if compute_environments:
@@ -223,7 +222,9 @@ class CapacityController(GovernanceController):
         node_groups = sorted({stack.format_arn(service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*")
                               for f in feeds if f.kind == "eks_node_group"})
         if node_groups:
-            statements.append(iam.PolicyStatement(actions=["eks:UpdateNodegroupVersion"], resources=node_groups))
+            # rotation.py: read the node group, move its version, scale it up at a block's start and to zero before its end.
+            statements.append(iam.PolicyStatement(actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:UpdateNodegroupVersion"],
+                                                  resources=node_groups))
         pools = {p.name: p for p in model.pools}
         clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == "hyperpod_instance_group"})
         cluster_statements = update_cluster_statements(self, clusters) if clusters else []

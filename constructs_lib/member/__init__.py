@@ -3,7 +3,7 @@
 Plain Python and boto3 (the SageMaker SDK path imports ``sagemaker`` only when used); no aws_cdk.
 """
 
-from .batch import check_job_name, service_job_request, submit_training_job, unique_job_name
+from .batch import active_training_plan, check_job_name, published_training_plans, service_job_request, submit_training_job, unique_job_name
 from .hyperpod import training_job_manifest
 from .sdk import model_trainer, submit_with_sdk
 from .setup import MEMBER_BACKENDS, TeamSetup, team_setup
@@ -12,8 +12,10 @@ from .slurm import sbatch_arguments, sbatch_line
 __all__ = [
     "MEMBER_BACKENDS",
     "TeamSetup",
+    "active_training_plan",
     "check_job_name",
     "model_trainer",
+    "published_training_plans",
     "sbatch_arguments",
     "sbatch_line",
     "service_job_request",

@@ -66,6 +66,7 @@ def service_job_request(
     volume_size_gb: int = DEFAULT_VOLUME_GB,
     preemption_retries: int | None = None,
     tags: Mapping[str, str] | None = None,
+    training_plan_arn: str | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``batch.submit_service_job`` for one training job of the team:
     its queue and quota share, the class's scheduling priority, the team's submission tags (team,
@@ -93,6 +94,8 @@ def service_job_request(
         "EnableInterContainerTrafficEncryption": True,
         "Tags": [{"Key": key, "Value": value} for key, value in sorted(all_tags.items())],
     }
+    if training_plan_arn:  # a plan bought for the team reaches the job only through its ResourceConfig
+        payload["ResourceConfig"]["TrainingPlanArn"] = training_plan_arn  # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html
     if inputs:
         payload["InputDataConfig"] = [
             {"ChannelName": channel, "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}}}
@@ -118,7 +121,41 @@ def service_job_request(
     return request
 
 
-def submit_training_job(batch_client: Any, setup: TeamSetup, **job: Any) -> dict[str, Any]:
+def active_training_plan(setup: TeamSetup, instance_type: str, published: str | None, *, now: datetime | None = None) -> str | None:
+    """The team's active training plan for ``instance_type`` from ``published`` (the value of its
+    ``training_plans_parameter``, None when the parameter does not exist): the one ending last,
+    or None when the team owns none active now."""
+    if not published:
+        return None
+    try:
+        plans = json.loads(published)
+        moment = now or datetime.now(timezone.utc)
+        live = [p for p in plans if p.get("instance_type") == instance_type and datetime.fromisoformat(p["ends"]) > moment]
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise GovernanceError.single(setup.training_plans_parameter or "training plans", "not the team's training plans", str(published)[:80],
+                                     f'a JSON list of {{"arn", "window", "instance_type", "ends"}} ({error})') from None
+    return max(live, key=lambda p: p["ends"])["arn"] if live else None
+
+
+def published_training_plans(ssm_client: Any, setup: TeamSetup) -> str | None:
+    """The value of the team's training plans parameter (None when it does not exist)."""
+    if not setup.training_plans_parameter:
+        return None
+    try:
+        return ssm_client.get_parameter(Name=setup.training_plans_parameter)["Parameter"]["Value"]
+    except ssm_client.exceptions.ParameterNotFound:
+        return None
+
+
+def submit_training_job(batch_client: Any, setup: TeamSetup, *, ssm_client: Any = None, **job: Any) -> dict[str, Any]:
     """Submit with a boto3 Batch client (the team's submission role); returns Batch's answer
-    (``jobArn``, ``jobName``, ``jobId``). ``job``: the arguments of :func:`service_job_request`."""
+    (``jobArn``, ``jobName``, ``jobId``). ``job``: the arguments of :func:`service_job_request`.
+    Unless ``training_plan_arn`` is given, the team's active training plan for the instance type
+    (read with ``ssm_client``, default boto3's) is set, when it owns one."""
+    if "training_plan_arn" not in job:
+        if ssm_client is None:
+            import boto3
+
+            ssm_client = boto3.client("ssm", region_name=setup.region)
+        job["training_plan_arn"] = active_training_plan(setup, job["instance_type"], published_training_plans(ssm_client, setup))
     return batch_client.submit_service_job(**service_job_request(setup, **job))

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DISCOVERY_PRIORITY_KEY, DISCOVERY_VERSION, HYPERPOD_EKS, HYPERPOD_SLURM, TAG_TEAM,
-    discovery_parameter_name, submission_tags,
+    discovery_parameter_name, submission_tags, team_training_plans_parameter,
 )
 
 from constructs_lib.hyperpod_eks import kubernetes
@@ -65,7 +65,8 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         document.update(job_queue=pool.name, job_queue_arn=queue_arn)
         if pool.backend == BATCH_QUOTA_SHARE:
             document.update(quota_share=team.name, quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
-                            training_job_name_prefix=f"{team.name}-")
+                            training_job_name_prefix=f"{team.name}-",
+                            training_plans_parameter=team_training_plans_parameter(model.organisation, team.name))
         else:
             document.update(share_identifier=team.name, job_definition_prefix=f"{team.name}-")
     elif pool.backend == HYPERPOD_EKS:

@@ -56,6 +56,7 @@ class TeamSetup:
     quota_share: str | None = None
     quota_share_arn: str | None = None
     training_job_name_prefix: str | None = None
+    training_plans_parameter: str | None = None  # SSM: the team's active training plans (contract.team_training_plans_parameter)
     share_identifier: str | None = None
     job_definition_prefix: str | None = None
     cluster_arn: str | None = None

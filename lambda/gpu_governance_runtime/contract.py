@@ -217,7 +217,8 @@ DISCOVERY_KEYS = (
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
 DISCOVERY_BACKEND_KEYS = {
-    BATCH_QUOTA_SHARE: ("job_queue", "job_queue_arn", "quota_share", "quota_share_arn", "training_job_name_prefix"),
+    # training_plans_parameter: team_training_plans_parameter, the team's active training plans
+    BATCH_QUOTA_SHARE: ("job_queue", "job_queue_arn", "quota_share", "quota_share_arn", "training_job_name_prefix", "training_plans_parameter"),
     BATCH_FAIR_SHARE: ("job_queue", "job_queue_arn", "share_identifier", "job_definition_prefix"),
     HYPERPOD_EKS: ("cluster_arn", "eks_cluster_name", "namespace", "local_queue", "service_account"),
     HYPERPOD_SLURM: ("cluster_name", "slurm_account", "partition", "qos", "default_qos", "borrow_partition", "borrow_qos"),
@@ -245,7 +246,8 @@ STACK_UPDATED_STATUSES = ("UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
 
 def team_training_plans_parameter(organisation: str, team: str) -> str:
     """The SSM parameter naming a team's active training plans for SageMaker training jobs: a JSON
-    list of ``{"arn", "window", "ends"}`` (``[]`` when none), written by the capacity controller.
+    list of ``{"arn", "window", "instance_type", "ends"}`` (``[]`` when none), written by the capacity
+    controller; a job passes the plan of its instance type as ``ResourceConfig.TrainingPlanArn``.
     Beside the team's discovery parameters, one level deeper: a pool name has no "/", so no pool's
     discovery parameter can take this name."""
     return f"{discovery_parameter_path(organisation, team)}/capacity/training-plans"

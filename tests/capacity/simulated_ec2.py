@@ -35,7 +35,7 @@ from .stubbed_aws import CONTROLLER, REGION, block_offering
 # Faults of one purchase call. "made": AWS bought the block whatever the caller saw.
 FAULTS = {
     "ok": True, "timeout_after": True, "closed_after": True, "server_error_after": True, "killed_after": True,
-    "server_error_before": False, "throttled": False, "not_connected": False,
+    "server_error_before": False, "throttled": False, "not_connected": False, "insufficient_capacity": False,
 }
 
 
@@ -93,6 +93,11 @@ class SimulatedEc2:
     def _DescribeCapacityReservations(self, params):
         wanted = {f["Name"]: set(f["Values"]) for f in params.get("Filters", [])}
         visible = [p for p in self.made if p.made_at + self.lag <= self.now]
+        if "CapacityReservationIds" in params:  # by id: as eventually consistent as the listing
+            found = [self._reservation(p) for p in visible if p.reservation_id in params["CapacityReservationIds"]]
+            if len(found) < len(params["CapacityReservationIds"]):
+                return 400, {"Error": {"Code": "InvalidCapacityReservationId.NotFound", "Message": "not found"}}
+            return 200, {"CapacityReservations": found}
         matching = [self._reservation(p) for p in visible
                     if wanted.get(f"tag:{TAG_INTENT}", {p.intent}) >= {p.intent} and CONTROLLER in wanted.get(f"tag:{TAG_MANAGED_BY}", {CONTROLLER})]
         page = int(params.get("NextToken", "0"))
@@ -117,6 +122,8 @@ class SimulatedEc2:
             self.during_call.pop(0)()
         if fault == "throttled":
             return 400, {"Error": {"Code": "RequestLimitExceeded", "Message": "slow down"}}
+        if fault == "insufficient_capacity":  # sold out between the listing and the purchase
+            return 400, {"Error": {"Code": "InsufficientInstanceCapacity", "Message": "no capacity for this offering"}}
         if fault == "server_error_before":
             return 500, {"Error": {"Code": "InternalError", "Message": "nothing done"}}
         if fault == "not_connected":

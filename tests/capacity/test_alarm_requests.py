@@ -80,11 +80,13 @@ def test_each_transition_to_alarm_requests_once(alarmed, capsys):
     ok = run(stubbed, clients, settings, alarm_event("OK", "2026-12-01T09:20:40.101+0000", "e1", previous="ALARM"),
              NOW + timedelta(minutes=20), requested_open=1)
     assert ok["alarm_request"] == {"ignored": "not a change to ALARM"}
-    # ALARM again: a new transition, a second request.
+    # ALARM again 40 minutes later (the alarm flaps): a new transition, but it overlaps the open
+    # request, which is extended to the later end instead of a second window buying again.
     second = run(stubbed, clients, settings, alarm_event("ALARM", "2026-12-01T09:40:12.000+0000", "e2"), NOW + timedelta(minutes=40),
-                 requested_open=2)
-    assert second["alarm_request"]["new"] is True and second["alarm_request"]["window"] != asked["window"]
-    assert len(open_requests()) == 2
+                 requested_open=1)
+    assert second["alarm_request"] == {**asked, "new": False}
+    (extended,) = open_requests()
+    assert (extended["token"], extended["count"], extended["hours"]) == (asked["token"], 2, 5)  # 09:00 to 13:40, in whole hours
     stubbed.done()
 
 

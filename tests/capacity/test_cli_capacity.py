@@ -115,3 +115,90 @@ def test_a_numeric_fee_prints_as_written(files, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2784.84 USD (29.01/instance-hour" in out and "2784.840000" not in out
+
+
+# --- the text output of every planner outcome (issue 24, outcome 10) ----------------------------------------------------
+
+
+def plan_text(tmp_path, capsys, *, window_changes=(), market=()):
+    """`capacity plan` text for one batch window (changed by ``window_changes``) against ``market`` files."""
+    data = yaml.safe_load(default_config_text())
+    data["capacity_windows"] = [{
+        "name": "launch-load-test", "team": "research", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
+        "duration_hours": 6, "mode": "auto", "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
+        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+                  "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"},
+        **dict(window_changes),
+    }]
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    args = ["capacity", "plan", "--config", str(config), "--now", "2026-12-01T09:00:00Z"]
+    for index, content in enumerate(market):
+        path = tmp_path / f"market{index}.json"
+        path.write_text(json.dumps(content))
+        args += ["--offerings", str(path)]
+    code = main(args)
+    captured = capsys.readouterr()
+    assert code == 0 and "Traceback" not in captured.err, captured.err
+    return captured.out.splitlines()
+
+
+def test_plan_text_single_piece(tmp_path, capsys):
+    out = plan_text(tmp_path, capsys, market=[{"CapacityBlockOfferings": [
+        offering_json("cb-1", "2026-12-10T11:30:00+00:00", "2026-12-11T11:30:00+00:00", "2784.00")]}])
+    assert out == ["BUY block cb-1 for launch-load-test@20261210T1400Z: 4 x p5.48xlarge in us-east-1a, 2026-12-10 11:30 to 2026-12-11 11:30 UTC, "
+                   "2784.00 USD (29.00/instance-hour, cap 40); cheapest cover, then least unused time (72 instance-hours unused); "
+                   "serves team research",
+                   "SPEND launch-load-test: 2784.00 of 20000 per month"]
+
+
+def test_plan_text_several_pieces_whole_cover_in_buying_order(tmp_path, capsys):
+    # 30 hours from 14:00 need two consecutive one-day blocks; each alone is smaller than the window
+    # (the piece-by-piece "unused" was negative: an int with no quantize, a traceback).
+    out = plan_text(tmp_path, capsys, window_changes={"duration_hours": 30}, market=[{"CapacityBlockOfferings": [
+        offering_json("cb-2", "2026-12-11T11:30:00+00:00", "2026-12-12T11:30:00+00:00", "2880.00"),
+        offering_json("cb-1", "2026-12-10T11:30:00+00:00", "2026-12-11T11:30:00+00:00", "2784.00")]}])
+    assert out[0] == ("BUY 2 pieces for launch-load-test@20261210T1400Z, 5664.00 USD in all, in this order (a piece that fails stops the rest): "
+                      "cheapest cover, then least unused time (72 instance-hours unused); serves team research")
+    assert out[1].startswith("  piece 1: block cb-1: 4 x p5.48xlarge in us-east-1a, 2026-12-10 11:30 to 2026-12-11 11:30 UTC, 2784.00 USD")
+    assert out[2].startswith("  piece 2: block cb-2: 4 x p5.48xlarge in us-east-1a, 2026-12-11 11:30 to 2026-12-12 11:30 UTC, 2880.00 USD")
+
+
+def test_plan_text_extension_of_a_held_block(tmp_path, capsys):
+    held = {"CapacityReservationId": "cr-0123456789abcdef0", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+            "TotalInstanceCount": 4, "StartDate": "2026-12-09T11:30:00+00:00", "EndDate": "2026-12-10T11:30:00+00:00", "State": "scheduled",
+            "Tags": [{"Key": "gpu-governance:window", "Value": "launch-load-test"}]}
+    extension = {"CapacityBlockExtensionOfferingId": "cbe-1", "InstanceType": "p5.48xlarge", "InstanceCount": 4, "AvailabilityZone": "us-east-1a",
+                 "StartDate": "2026-12-09T11:30:00+00:00", "CapacityBlockExtensionStartDate": "2026-12-10T11:30:00+00:00",
+                 "CapacityBlockExtensionEndDate": "2026-12-11T11:30:00+00:00", "CapacityBlockExtensionDurationHours": 24,
+                 "UpfrontFee": "2500.00", "CurrencyCode": "USD"}
+    out = plan_text(tmp_path, capsys, window_changes={"prefer_extension": True},
+                    market=[{"CapacityReservations": [held]}, {"CapacityBlockExtensionOfferings": [extension]}])
+    assert out[0].startswith("BUY extension of cr-0123456789abcdef0 cbe-1 for launch-load-test@20261210T1400Z: 4 x p5.48xlarge in us-east-1a, "
+                             "2026-12-10 11:30 to 2026-12-11 11:30 UTC, 2500.00 USD")
+
+
+def test_plan_text_an_extension_of_no_listed_block_exits_2(tmp_path, capsys, files):
+    config, _ = files
+    extension = tmp_path / "extension.json"
+    extension.write_text(json.dumps({"CapacityBlockExtensionOfferings": [{
+        "CapacityBlockExtensionOfferingId": "cbe-1", "InstanceType": "p5.48xlarge", "InstanceCount": 4, "AvailabilityZone": "us-east-1a",
+        "CapacityBlockExtensionStartDate": "2026-12-10T11:30:00+00:00", "CapacityBlockExtensionEndDate": "2026-12-11T11:30:00+00:00",
+        "CapacityBlockExtensionDurationHours": 24, "UpfrontFee": "2500.00", "CurrencyCode": "USD"}]}))
+    assert main(["capacity", "plan", "--config", str(config), "--offerings", str(extension)]) == 2
+    assert f"{extension}: CapacityBlockExtensionOfferings[0]: extends no one listed block ('cbe-1')" in capsys.readouterr().err
+
+
+def test_plan_text_uncovered(tmp_path, capsys):
+    out = plan_text(tmp_path, capsys, market=[{"CapacityBlockOfferings": []}])
+    assert out == ["NOT COVERED launch-load-test@20261210T1400Z (team research): no offering of p5.48xlarge in any zone for "
+                   "4 x 2026-12-10 14:00-2026-12-10 20:00 UTC"]
+
+
+def test_plan_text_refused_offering_and_refused_cover(tmp_path, capsys):
+    out = plan_text(tmp_path, capsys, market=[{"CapacityBlockOfferings": [
+        offering_json("cb-late", "2026-12-10T11:30:00+00:00", "2026-12-11T12:00:00+00:00", "1000.00"),
+        offering_json("cb-dear", "2026-12-10T11:30:00+00:00", "2026-12-11T11:30:00+00:00", "9600.00")]}])
+    assert out == ["NOT COVERED launch-load-test@20261210T1400Z (team research): price cap: covering offerings cost from 100.00 per "
+                   "instance-hour, cap is 40",
+                   "IGNORED offering cb-late: ends 12:00 UTC, but blocks end at 11:30 UTC"]

@@ -36,7 +36,7 @@ def test_an_active_plan_is_published_to_its_team_once_and_withdrawn_when_it_ends
     (result,) = publish(ssm, active)  # the HyperPod group's team gets nothing: its group is re-pointed instead
     assert result == {"team": "research", "parameter": PARAMETER, "plans": [PLAN], "changed": True}
     assert json.loads(ssm.get_parameter(Name=PARAMETER)["Parameter"]["Value"]) == [
-        {"arn": PLAN, "window": "finetune-eval", "ends": active.end.isoformat()}]
+        {"arn": PLAN, "window": "finetune-eval", "instance_type": "ml.p5.48xlarge", "ends": active.end.isoformat()}]
     version = ssm.get_parameter(Name=PARAMETER)["Parameter"]["Version"]
     assert publish(ssm, active)[0]["changed"] is False  # a repeated run writes nothing
     assert ssm.get_parameter(Name=PARAMETER)["Parameter"]["Version"] == version

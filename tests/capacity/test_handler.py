@@ -81,7 +81,15 @@ def test_scheduled_run_reports_uncovered_windows_as_metrics(env, capsys):
     stubbed.done()
 
 
-def test_delivered_event_rotates_the_node_group_onto_the_block(env, capsys):
+def node_group_reads(eks_stub, version=1, desired=0):
+    """DescribeNodegroup of the window's CAPACITY_BLOCK node group (rotation.reconcile reads it every run)."""
+    eks_stub.add_response("describe_nodegroup", {"nodegroup": {
+        "nodegroupName": "p5", "clusterName": "ml", "capacityType": "CAPACITY_BLOCK", "status": "ACTIVE",
+        "scalingConfig": {"minSize": 0, "maxSize": 8, "desiredSize": desired},
+        "launchTemplate": {"name": "gpu-p5", "version": str(version), "id": "lt-1"}}}, {"clusterName": "ml", "nodegroupName": "p5"})
+
+
+def test_delivered_event_is_a_run_whose_reconciliation_would_move_the_node_group_in_dry_run(env, capsys):
     stubbed, clients, settings, eks_stub = env
     ec2 = boto3.client("ec2", region_name="us-east-1")
     ec2.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
@@ -91,13 +99,16 @@ def test_delivered_event_rotates_the_node_group_onto_the_block(env, capsys):
     reservation = capacity_reservation(offer, intent_id="launch-load-test-202612101400-1", window="launch-load-test")
     stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]},
                                   {"CapacityReservationIds": ["cr-0123456789abcdef0"]})
-    eks_stub.add_response("update_nodegroup_version", {"update": {"id": "u-1"}},
-                          {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}})
     stubbed.owned(reservation)  # the controller run that follows sees the window covered
+    node_group_reads(eks_stub)
     event = {"source": "aws.ec2", "detail-type": "Capacity Block Delivered", "time": "2026-12-10T11:30:05Z",
              "detail": {"capacity-reservation-id": "cr-0123456789abcdef0", "end-date": "2026-12-11T11:30:00Z"}}
     result = process(event, clients=clients, settings=settings, now=at(10, 11, 31))
-    assert result["block_event"] == {"rotated": "cr-0123456789abcdef0", "launch_template_version": 2, "changed": True}
+    assert result["block_event"] == {"event": "Capacity Block Delivered", "block": "cr-0123456789abcdef0", "rotation": "reconciled by this run"}
+    # The window is in dry run (issue 23, outcome 8): the run says what it would do and changes nothing.
+    (rotated,) = result["rotation"]
+    assert rotated["dry_run"] is True and rotated["would"].startswith("make a launch template version into Capacity Block cr-0123456789abcdef0")
+    assert [v["VersionNumber"] for v in ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5")["LaunchTemplateVersions"]] == [1]
     assert result["run"]["uncovered"] == []
     stubbed.done()
     eks_stub.assert_no_pending_responses()
@@ -165,9 +176,12 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
                                        window="launch-load-test", state="active")
     stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]},
                                   {"CapacityReservationIds": [batch_side.BLOCK]})
-    stubbed.owned(reservation)  # no block follows
     batch_side.discovery(stubs)  # at the warning the jobs are recorded, not stopped: they checkpoint until requeue.STOP_LEAD
     stubbed.owned(reservation)  # the controller run after the event
+    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: on demand already
+        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE,
+        "computeResources": {"type": "EC2", "maxvCpus": 1536, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
+        {"computeEnvironments": [batch_side.CE]})
     event = {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning", "time": "2026-12-11T10:50:00Z",
              "detail": {"capacity-reservation-id": batch_side.BLOCK, "end-date": "2026-12-11T11:30:00Z"}}
     result = process(event, clients=clients, settings={**settings, "POLICY_PATH": str(policy)}, now=batch_side.NOW)
@@ -217,10 +231,13 @@ def test_a_delivered_event_arriving_after_the_expiration_warning_moves_nothing_o
     stubbed.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]},
                                   {"CapacityReservationIds": ["cr-0123456789abcdef0"]})
     stubbed.owned(reservation)
-    # Out of order: the block ends at 11:30 and its warning (10:50) has come; no launch template call is queued.
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    ec2.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
+    clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, ec2)})
+    node_group_reads(env[3])
+    # Out of order: the block ends at 11:30 and its warning (10:50) has come: the phase wants on demand, where it is.
     result = process(_delivered(), clients=clients, settings=settings, now=at(11, 10, 55))
-    assert result["block_event"]["ignored"] == "cr-0123456789abcdef0"
-    assert "after the block's expiration warning" in result["block_event"]["reason"]
+    assert result["rotation"][0]["wants"] == "on demand" and result["rotation"][0]["state"] == "in place"
     stubbed.done()
 
 
@@ -240,11 +257,10 @@ def test_a_delivered_block_ec2_does_not_list_yet_is_found_in_the_ledger_and_rota
     clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, ec2)})
     stubbed.ec2_stub.add_client_error("describe_capacity_reservations", service_error_code="InvalidCapacityReservationId.NotFound",
                                       expected_params={"CapacityReservationIds": ["cr-0123456789abcdef0"]})
-    eks_stub.add_response("update_nodegroup_version", {"update": {"id": "u-1"}},
-                          {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}})
+    node_group_reads(eks_stub)
     stubbed.owned()  # still not listed: the purchased intent holds the window, nothing is bought or looked up
     result = process(_delivered(), clients=clients, settings=settings, now=at(10, 11, 31))
-    assert result["block_event"] == {"rotated": "cr-0123456789abcdef0", "launch_template_version": 2, "changed": True}
+    assert result["rotation"][0]["wants"] == "Capacity Block cr-0123456789abcdef0"  # known from the ledger
     assert result["run"]["planned"] == [] and result["run"]["uncovered"] == []
     stubbed.done()
     eks_stub.assert_no_pending_responses()

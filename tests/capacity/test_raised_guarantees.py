@@ -106,10 +106,11 @@ def test_a_plain_string_written_by_someone_else_is_refused_and_the_controller_wr
     assert ssm.get_parameter(Name=PARAMETER)["Parameter"]["Type"] == "SecureString"
 
 
-def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, tmp_path):  # noqa: F811 - the fixture
+@pytest.mark.parametrize("mode", ["auto", "dry_run"])
+def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, tmp_path, mode):  # noqa: F811 - the fixture
     stubbed, clients, settings, _ = env
     window = {**WINDOW, "name": JOBS.name, "market": "training_plan", "instance_type": "ml.p5.48xlarge", "instance_count": 4,
-              "start": "2026-12-10T11:30:00+00:00", "duration_hours": 8, "mode": "auto",
+              "start": "2026-12-10T11:30:00+00:00", "duration_hours": 8, "mode": mode,
               "consumer": {"kind": "sagemaker_training_jobs", "pool": POOL.name}}
     pool = {"name": POOL.name, "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 8}, "shares": [
         {"name": "research", "quota": {"ml.p5.48xlarge": 2}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False,
@@ -128,13 +129,20 @@ def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, 
              "detail": {"stack-id": "arn:aws:cloudformation:us-east-1:111122223333:stack/acme-ml-capacity/5e1c2a40-d6f0-11ef-8d1e-0a1b2c3d4e5f",
                         "status-details": {"status": "UPDATE_COMPLETE", "status-reason": ""}, "client-request-token": "exec-1"}}
     with Stubber(batch) as stub:  # the update put the declared 8 and 2 back
-        environment_shows(stub, 8, update_to=12)
-        share_shows(stub, 2, update_to=6)
+        if mode == "auto":
+            environment_shows(stub, 8, update_to=12)
+            share_shows(stub, 2, update_to=6)
         result = process(event, clients=clients, now=at(10, 12, 1),
                          settings={**settings, "POLICY_PATH": str(policy), contract.ENV_RAISED_GUARANTEES: PARAMETER,
                                    contract.ENV_RAISED_GUARANTEES_KEY: boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]})
-        stub.assert_no_pending_responses()
+        stub.assert_no_pending_responses()  # in dry run: no quota call at all (issue 23, outcome 8)
     assert result["stack_update"] == event["detail"]["stack-id"]
+    if mode == "dry_run":
+        (note,) = result["shares"]
+        assert note["dry_run"] is True and note["would"].startswith("set {'ml.p5.48xlarge': 6} (declared {'ml.p5.48xlarge': 2})")
+        assert raised_reader.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1)) == []
+        stubbed.done()
+        return
     assert [r["changed"] for r in result["shares"]] == [True, True]
     assert result["raised_guarantees"] == {"parameter": PARAMETER, "raises": 1, "changed": True}
     (entry,) = raised_reader.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1))

@@ -267,3 +267,20 @@ def test_each_request_records_who_sent_it_and_a_repeat_by_someone_else_is_the_sa
     assert not new and again.requested_by == "account:222222222222"  # the first requester stays recorded
     (recorded,) = ledger.actions(requests.ACTION_PREFIX, (requests.OPEN,))
     assert recorded[2]["requested_by"] == "account:222222222222"
+
+
+def test_an_overlapping_request_joins_or_extends_the_open_one_and_its_token_stays_its_answer(aws):
+    _, ledger = aws
+    first, new = submit(ledger, token="page-1", count=4, hours=4, now=NOW)
+    assert new
+    # Inside the open request: joined, nothing recorded to buy.
+    inside, new = submit(ledger, token="page-2", count=2, hours=2, start=NOW + timedelta(hours=1), now=NOW + timedelta(minutes=5))
+    assert (new, inside) == (False, first)
+    # Past its end: the open request is extended (same name: what was bought for it counts).
+    longer, new = submit(ledger, token="page-3", count=4, hours=4, start=NOW + timedelta(hours=2), now=NOW + timedelta(minutes=6))
+    assert not new and longer.name == first.name and longer.hours == 6
+    # Each token again gives the same answer; only one window is open.
+    again, new = submit(ledger, token="page-3", count=4, hours=4, start=NOW + timedelta(hours=2), now=NOW + timedelta(minutes=9))
+    assert (new, again) == (False, longer)
+    assert [r.name for r, status in requests.listed(ledger) if status == requests.OPEN] == [first.name]
+    assert list(requests.requested_windows(ledger, {BASE.name: BASE})) == [first.name]

@@ -10,6 +10,7 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import TeamSetup, service_job_request, submit_training_job, team_setup, unique_job_name
@@ -78,7 +79,9 @@ def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data
     with Stubber(client) as stub:  # Stubber refuses parameters the Batch model does not accept
         stub.add_response("submit_service_job", {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/1", "jobName": "research-llama-1",
                                                  "jobId": "1"}, request)
-        submit_training_job(client, deployed, **job(deployed, job_name="research-llama-1"))
+        with mock_aws():  # the team owns no training plan: its plans parameter does not exist
+            submit_training_job(client, deployed, ssm_client=boto3.client("ssm", region_name="us-east-1"),
+                                **job(deployed, job_name="research-llama-1"))
         stub.assert_no_pending_responses()
     assert request["quotaShareName"] == "research" and "shareIdentifier" not in request
     assert request["schedulingPriority"] == deployed.priority("urgent")

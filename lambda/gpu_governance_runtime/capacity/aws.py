@@ -86,6 +86,11 @@ class CapacityMarket:
                     found.append((_training_plan(summary, window), summary["TrainingPlanName"]))
         return found
 
+    def reservation(self, reservation_id: str) -> Reservation | None:
+        """The block of this id as EC2 describes it, or None while it is not listed (or not ours)."""
+        item = described_reservation(self.ec2, reservation_id)
+        return None if item is None else reservation_from_api(item)
+
     def outcome_of(self, intent_id: str, offering: Offering, window: str) -> Reservation | None:
         """What an earlier purchase attempt produced, looked up by its intent, or None."""
         if offering.kind == "block":
@@ -178,15 +183,7 @@ class CapacityMarket:
     def _extensions(self, duration_hours, reservation_id):
         offered = _all(self.ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings",
                        CapacityBlockExtensionDurationHours=duration_hours, CapacityReservationId=reservation_id)
-        return [
-            Offering(
-                id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"], count=o["InstanceCount"],
-                availability_zone=o["AvailabilityZone"], start=o["CapacityBlockExtensionStartDate"], end=o["CapacityBlockExtensionEndDate"],
-                duration_hours=o["CapacityBlockExtensionDurationHours"], upfront_fee=_fee(o["UpfrontFee"]),
-                currency=o["CurrencyCode"], reservation_id=reservation_id,
-            )
-            for o in offered
-        ]
+        return [extension_offering(o, reservation_id) for o in offered]
 
     def _training_plan_offerings(self, window, missing, gap_start, gap_end, days, now):
         response = self.sagemaker.search_training_plan_offerings(
@@ -242,6 +239,18 @@ class CapacityMarket:
             return classify(error)
 
 
+def described_reservation(ec2: Any, reservation_id: str) -> dict[str, Any] | None:
+    """DescribeCapacityReservations of one id; None when EC2 does not know it (yet: the listing is
+    eventually consistent, https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html)."""
+    try:
+        items = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
+            return None
+        raise
+    return items[0] if items else None
+
+
 def _all(client: Any, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
     """Every item of a paginated listing: the first page alone may be empty or partial."""
     return [item for page in client.get_paginator(operation).paginate(**params) for item in page.get(key) or []]
@@ -254,6 +263,18 @@ def block_offering(o: dict[str, Any]) -> Offering:
         availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
         duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
         currency=o["CurrencyCode"], duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
+    )
+
+
+def extension_offering(o: dict[str, Any], reservation_id: str) -> Offering:
+    """An offering as DescribeCapacityBlockExtensionOfferings returns it (boto3 or AWS CLI JSON); the
+    response does not name the block it extends, the caller does."""
+    return Offering(
+        id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"],
+        count=_whole(o["InstanceCount"], "InstanceCount"), availability_zone=o["AvailabilityZone"],
+        start=_when(o["CapacityBlockExtensionStartDate"]), end=_when(o["CapacityBlockExtensionEndDate"]),
+        duration_hours=_whole(o["CapacityBlockExtensionDurationHours"], "CapacityBlockExtensionDurationHours"),
+        upfront_fee=_fee(o["UpfrontFee"]), currency=o["CurrencyCode"], reservation_id=reservation_id,
     )
 
 

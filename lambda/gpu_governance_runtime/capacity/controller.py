@@ -16,20 +16,30 @@ already settled as failed marks it purchased again, re-counts its fee and alerts
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Callable, Iterable
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..common import log as logs
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
 from .planner import Plan, Purchase, Reservation, Window, plan
 
-# DescribeCapacityReservations is eventually consistent: an attempt with no trace this long
-# after the call was made did not go through, and the occurrence may be tried again. The
-# controller assumes AWS lists a bought block within this time; a block listed later still is
-# recorded (``Ledger.revive``) and alerted on, but a second one may have been bought meanwhile.
-SETTLE_AFTER = timedelta(minutes=15)
+# DescribeCapacityReservations is eventually consistent
+# (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an attempt with no
+# trace by its intent tag, nor by the reservation id the purchase answered with when one was kept,
+# this long after the call was made did not go through, and the occurrence may be tried again.
+# It is well past the lag seen (minutes): a late listing must never make a second purchase. A
+# block listed later still is recorded (``Ledger.revive``) and alerted on.
+SETTLE_AFTER = timedelta(hours=1)
+# The settle after a purchase carries the reservation id only this run has: it is retried (a
+# throttled ledger write) before the id is left to the listing.
+SETTLE_ATTEMPTS = 4
+SETTLE_BACKOFF_SECONDS = 0.5
 # A purchase is started only with this much of the invocation left: the call itself plus the
 # ledger writes around it (claim, call time, outcome).
 PURCHASE_SECONDS = PURCHASE_CALL_SECONDS + 20
@@ -86,15 +96,16 @@ class _Run:
     clock: Clock
     time_left: TimeLeft
     log: _Log
+    sleep: Callable[[float], None]
 
 
 def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime,
-        clock: Clock | None = None, time_left: TimeLeft | None = None) -> RunReport:
+        clock: Clock | None = None, time_left: TimeLeft | None = None, sleep: Callable[[float], None] = time.sleep) -> RunReport:
     """``clock`` gives the time as the run goes on (default: ``now`` throughout); ``time_left``
     the seconds the invocation has left (default: unlimited)."""
     windows = {w.name: w for w in windows}
     ctx = _Run(ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock or (lambda: now),
-               time_left=time_left or (lambda: math.inf), log=_Log())
+               time_left=time_left or (lambda: math.inf), log=_Log(), sleep=sleep)
     log = ctx.log
     # Without the listing nothing is known about what is held: the run stops (and alarms).
     owned = reconcile(windows=windows, ledger=ledger, capacity=capacity, notify=notify, now=now, log=log)
@@ -108,12 +119,16 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
             unread.add(window.name)  # not planned this run: "no offering" would be a false reason
     result = plan(windows=[w for w in windows.values() if w.name not in unread], reservations=held, offerings=offerings,
                   spent={w.name: ledger.spent(w, now) for w in windows.values()}, now=now)
+    covers: dict[str, list[Purchase]] = {}
     for purchase in result.purchases:
-        window = windows[purchase.window]
+        covers.setdefault(purchase.occurrence.key, []).append(purchase)
+    for key, pieces in covers.items():
+        window = windows[pieces[0].window]
         if window.mode == "approval":
-            log.step(f"occurrence {purchase.occurrence.key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
+            for purchase in pieces:
+                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
         elif window.mode == "auto":
-            log.step(f"occurrence {purchase.occurrence.key}", lambda: _buy(purchase, window, ctx))
+            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
     uncovered = [(u.occurrence.key, u.reason) for u in result.uncovered] + log.uncovered
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
@@ -122,6 +137,15 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
     return RunReport(plan=result, bought=tuple(log.bought), awaiting_approval=tuple(log.awaiting), failed=tuple(log.failed),
                      in_flight=tuple(log.in_flight), refused=tuple(log.refused), uncovered=tuple(uncovered), owned=tuple(owned),
                      found_late=tuple(log.found_late), deferred=tuple(log.deferred), errors=tuple(log.errors))
+
+
+def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservation]:
+    """The listed reservations and every purchased one EC2 does not list yet (its id is in the
+    ledger): a block delivered while the listing lags is still moved onto."""
+    owned = list(owned)
+    listed = {r.id for r in owned}
+    return owned + [replace(_as_reservation(i), id=i.reservation_id, state="scheduled") for i in ledger.intents("purchased")
+                    if i.reservation_id and i.reservation_id not in listed and i.offering.kind in ("block", "training_plan")]
 
 
 def _held(owned: list[Reservation], ledger: Ledger, now: datetime) -> list[Reservation]:
@@ -179,7 +203,8 @@ def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMa
             ledger.settle(intent, status="failed", now=now, reason="approval expired: the offering has started")
             log.failed.append((intent.id, "approval expired"))
         return
-    found = by_intent.get(intent.id) or capacity.outcome_of(intent.id, intent.offering, intent.window)
+    found = (by_intent.get(intent.id) or capacity.outcome_of(intent.id, intent.offering, intent.window)
+             or (capacity.reservation(intent.reservation_id) if intent.reservation_id else None))
     if found is not None and found.state == "payment-failed":
         _fail(ledger, intent, f"{found.id} is payment-failed", notify, now, log)
     elif found is not None:
@@ -192,16 +217,39 @@ def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMa
         log.in_flight.append(intent.id)
 
 
-def _buy(purchase: Purchase, window: Window, ctx: _Run) -> None:
+def _buy_cover(pieces: list[Purchase], window: Window, ctx: _Run) -> None:
+    """Buy the pieces of one occurrence's cover in the planner's order (cheapest first), each only
+    once the one before it is bought: a piece refused, undecided or not started stops the rest, so
+    at most the cheaper pieces before it wait unused. What was bought stays recorded for the
+    window, and its next run plans only what is still missing around it."""
+    bought: list[Purchase] = []
+    for number, purchase in enumerate(pieces, start=1):
+        if _buy(purchase, window, ctx) != "purchased":
+            if bought:
+                stopped = (f"piece {number} of {len(pieces)} ({purchase.offering.id}) not bought; the other "
+                           f"{len(pieces) - number} not tried")
+                held = [{"offering": p.offering.id, "from": p.offering.start.isoformat(), "to": p.offering.end.isoformat(),
+                         "instances": p.offering.count, "fee": str(p.offering.upfront_fee)} for p in bought]
+                ctx.log.uncovered.append((purchase.occurrence.key, f"cover incomplete: {stopped}; bought {[h['offering'] for h in held]} "
+                                                                   "count for the next attempt"))
+                ctx.notify("Capacity cover incomplete", {"occurrence": purchase.occurrence.key, "window": window.name,
+                                                         **window.owner_fields, "stopped": stopped, "bought": held,
+                                                         "next": "the next run plans only what these pieces leave uncovered"})
+            return
+        bought.append(purchase)
+
+
+def _buy(purchase: Purchase, window: Window, ctx: _Run) -> str:
+    """Claim and buy one piece: "purchased", or what else happened (deferred, refused, failed, in flight)."""
     if ctx.time_left() < PURCHASE_SECONDS:
         ctx.log.deferred.append(purchase.occurrence.key)  # claimed by the next run, which has the time
-        return
+        return "deferred"
     try:
         intent = ctx.ledger.claim(purchase, window, status="purchasing", now=ctx.now)
     except ClaimRefused as refusal:
         ctx.log.refused.append(str(refusal))
-        return
-    _purchase(intent, window, ctx)
+        return "refused"
+    return _purchase(intent, window, ctx)
 
 
 def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
@@ -225,12 +273,12 @@ def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
     _purchase(replace(intent, status="purchasing"), window, ctx)
 
 
-def _purchase(intent: Intent, window: Window, ctx: _Run) -> None:
+def _purchase(intent: Intent, window: Window, ctx: _Run) -> str:
     ledger, notify, now, log = ctx.ledger, ctx.notify, ctx.now, ctx.log
     ledger.mark_called(intent, at=ctx.clock())  # the settle grace counts from here, not from the run's start
     outcome = ctx.capacity.purchase(intent.offering, intent_id=intent.id, window=intent.window, owner=window.owner_tags)
     if outcome.result == "purchased":
-        if ledger.settle(intent, status="purchased", now=now, reservation_id=outcome.reservation_id):
+        if _settle_bought(intent, outcome.reservation_id, ctx):
             chargeback.publish_fee(intent, window.team)  # the ledger's record is the exactly-once point
         log.bought.append(replace(intent, status="purchased", reservation_id=outcome.reservation_id))
         notify("Capacity bought", {"intent": intent.id, "window": intent.window, **window.owner_fields, "reservation": outcome.reservation_id,
@@ -240,6 +288,27 @@ def _purchase(intent: Intent, window: Window, ctx: _Run) -> None:
         log.uncovered.append((intent.occurrence, f"purchase failed: {outcome.reason}"))
     else:
         log.in_flight.append(intent.id)  # the next run's reconciliation decides
+    return outcome.result
+
+
+def _settle_bought(intent: Intent, reservation_id: str, ctx: _Run) -> bool:
+    """Record the purchase with its reservation id, retrying a ledger write that failed (it is the
+    one place the id is known before EC2 lists the block). When every attempt fails, the id is
+    kept on the intent by a smaller write if that goes through, and logged either way; the intent
+    stays undecided, counts as held, and the next run settles it by tag or id."""
+    for attempt in range(SETTLE_ATTEMPTS):
+        try:
+            return ctx.ledger.settle(intent, status="purchased", now=ctx.now, reservation_id=reservation_id)
+        except (ClientError, BotoCoreError) as error:
+            failure = error
+            if attempt + 1 < SETTLE_ATTEMPTS:
+                ctx.sleep(SETTLE_BACKOFF_SECONDS * 2 ** attempt)
+    try:
+        ctx.ledger.note_reservation(intent, reservation_id)
+    except (ClientError, BotoCoreError):
+        pass  # the log line below and the tag on the block remain
+    logs.error("capacity purchase not recorded", intent=intent.id, reservation=reservation_id, error=str(failure))
+    raise failure
 
 
 def _request_approval(purchase: Purchase, window: Window, ledger: Ledger, notify: Notify, now: datetime, log: _Log) -> None:

@@ -26,7 +26,7 @@ def publish(*, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm:
     for plan in owned:
         window = windows.get(plan.window)
         if window is not None and window.consumer.get("kind") == TRAINING_JOBS and plan.state == "active":
-            plans[window.team].append({"arn": plan.id, "window": window.name, "ends": plan.end.isoformat()})
+            plans[window.team].append({"arn": plan.id, "window": window.name, "instance_type": window.instance_type, "ends": plan.end.isoformat()})
     results = []
     for team, active in sorted(plans.items()):
         name = team_training_plans_parameter(organisation, team)

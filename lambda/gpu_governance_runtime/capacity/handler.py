@@ -23,7 +23,6 @@ from decimal import Decimal
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from .. import api_check
 from ..common import log, metrics
@@ -35,7 +34,7 @@ from ..contract import (
 )
 from ..policy import PolicyError, read_policy
 from . import chargeback, controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window, spend
-from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, reservation_from_api
+from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
 
@@ -44,13 +43,14 @@ METRIC_NAMESPACE = CAPACITY_NAMESPACE
 REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
             "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
-            "ModifyLaunchTemplate", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
+            "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
     "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
                   "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
               "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
-    "sns": ("Publish",), "events": ("PutEvents",), "eks": ("UpdateNodegroupVersion",), "ecs": ("ListContainerInstances",),
+    "sns": ("Publish",), "events": ("PutEvents",), "eks": ("DescribeNodegroup", "UpdateNodegroupConfig", "UpdateNodegroupVersion"),
+    "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
     "ce": ("GetCostAndUsage",),
 }
@@ -123,23 +123,25 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
+    result["rotation"] = _rotate_consumers(windows, controller.known_blocks(report.owned, ledger), clients, ledger, now, time_left)
     policy = read_policy(settings)
     result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
     raising = {shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
                shares.INSTANCE_GROUP: {p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}}
     quota_shares = raising[shares.TRAINING_JOBS]
-    result["shares"] = shares.apply_batch(desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, pools=quota_shares),
-                                          pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
-    result["shares"] += shares.apply_compute_quotas(
-        desired=shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=shares.INSTANCE_GROUP, pools=raising[shares.INSTANCE_GROUP]),
-        sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    acting = {name: w for name, w in windows.items() if w.mode != "dry_run"}  # a dry-run window's raise is only reported
+    wanted = {kind: shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=kind, pools=raising[kind]) for kind in raising}
+    applied = {kind: shares.desired_limits(windows=acting, owned=report.owned, now=now, kind=kind, pools=raising[kind]) for kind in raising}
+    result["shares"] = shares.apply_batch(desired=applied[shares.TRAINING_JOBS], pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
+    result["shares"] += shares.apply_compute_quotas(desired=applied[shares.INSTANCE_GROUP], sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    result["shares"] += [note for kind in raising for note in shares.would(wanted[kind], applied[kind], kind)]
     result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
         windows=windows, owned=report.owned, slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if p.backend == HYPERPOD_SLURM},
         head_nodes=json.loads(settings.get(ENV_SLURM_HEAD_NODES) or "{}"), sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
         now=now, time_left=time_left)
     if settings.get(ENV_RAISED_GUARANTEES):  # the reclaim controller counts what is raised now (raised.py)
         result["raised_guarantees"] = raised.publish(
-            raised.applied(windows=windows, owned=report.owned, pools=raising, results=result["shares"], now=now),
+            raised.applied(windows=acting, owned=report.owned, pools=raising, results=result["shares"], now=now),
             ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES], key_id=settings[ENV_RAISED_GUARANTEES_KEY])
     result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
                                                      unsettled=_unsettled(requested, result, raising, now))
@@ -152,7 +154,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [r for r in result["hyperpod"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", []) + result.get("spend", [])
+                       + [r for r in result["hyperpod"] + result["rotation"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", []) + result.get("spend", [])
                           + [result.get("raised_guarantees", {})]
                           if "error" in r])
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
@@ -180,38 +182,44 @@ def load_windows(settings: dict[str, str]) -> dict[str, Window]:
 
 
 def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime, time_left) -> dict[str, Any]:
+    """A delivered block needs nothing of its own: this run's reconciliation (``rotation``) moves
+    the consumer onto it. The expiration warning also tells the jobs to checkpoint and requeues
+    the Batch jobs on the block."""
     detail_type, reservation_id = event["detail-type"], event["detail"]["capacity-reservation-id"]
     window_name, ends_at = _block_of(reservation_id, clients.ec2, ledger)
     window = windows.get(window_name)
-    if window is None or window.consumer.get("kind") not in ("batch_compute_environment", "eks_node_group"):
+    if window is None or window.consumer.get("kind") not in rotation.KINDS:
         return {"ignored": reservation_id, "reason": "not a block this controller rotates"}
-    if "Delivered" in detail_type:
-        if now >= ends_at - market.WARNING_LEAD:
-            # Events can arrive out of order: a block whose expiration warning is due must not take new work.
-            return {"ignored": reservation_id, "reason": f"delivered event after the block's expiration warning (ends {ends_at.isoformat()})"}
-        version, changed = rotation.rotate(consumer=window.consumer, reservation_id=reservation_id, ec2=clients.ec2, batch=clients.batch, eks=clients.eks)
-        return {"rotated": reservation_id, "launch_template_version": version, "changed": changed}
-    if "Expiration Warning" in detail_type:
-        ends_at = datetime.fromisoformat(event["detail"]["end-date"].replace("Z", "+00:00"))
-        following = sorted(
-            (r for r, _ in capacity.owned([window]) if r.window == window.name and r.id != reservation_id
-             and r.state in ("scheduled", "active") and r.start <= ends_at < r.end),
-            key=lambda r: r.start,
-        )
-        drained = rotation.drain(window=window.name, consumer=window.consumer, fallback=window.fallback, reservation_id=reservation_id,
-                                 next_block=following[0].id if following else None, ends_at=ends_at,
-                                 ec2=clients.ec2, batch=clients.batch, eks=clients.eks, events=clients.events)
-        if window.consumer["kind"] == "batch_compute_environment":
-            drained["requeue"] = requeue.requeue(
-                window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
-                ends_at=ends_at, dry_run=window.mode == "dry_run", ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch,
-                submit=clients.submit_batch, now=now,
-                time_left=time_left)
-        warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
-        _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
-                JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
-        return drained
-    return {"ignored": reservation_id, "reason": f"detail-type {detail_type!r} needs no action"}
+    if "Expiration Warning" not in detail_type:
+        return {"event": detail_type, "block": reservation_id, "rotation": "reconciled by this run"}
+    ends_at = datetime.fromisoformat(event["detail"]["end-date"].replace("Z", "+00:00"))
+    dry_run = window.mode == "dry_run"
+    moved_to = window.fallback if window.fallback == "on_demand" else None
+    drained = ({"window": window.name, "capacity_reservation_id": reservation_id, "dry_run": True, "would": "announce the drain"} if dry_run
+               else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=clients.events))
+    if window.consumer["kind"] == "batch_compute_environment":
+        drained["requeue"] = requeue.requeue(
+            window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
+            ends_at=ends_at, dry_run=dry_run, ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch, now=now,
+            time_left=time_left)
+    warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+    _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
+            JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
+    return drained
+
+
+def _rotate_consumers(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left) -> list[dict[str, Any]]:
+    """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
+    results = []
+    for window in windows.values():
+        if window.consumer.get("kind") not in rotation.KINDS:
+            continue
+        if time_left() < REPOINT_SECONDS:
+            results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
+            continue
+        results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.mode == "dry_run", ec2=clients.ec2,
+                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now))
+    return results
 
 
 def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime, arguments) -> dict[str, Any]:
@@ -244,21 +252,12 @@ REPOINT_SECONDS = 20
 def _block_of(reservation_id: str, ec2: Any, ledger: Ledger) -> tuple[str, datetime | None]:
     """(window, end) of a block: from its listing, or, while EC2 does not list it yet (eventually
     consistent), from the purchased intent that recorded it; ("", None) when it is not ours."""
-    items = _described(reservation_id, ec2)
-    tagged = next((t["Value"] for t in (items[0].get("Tags", []) if items else []) if t["Key"] == TAG_WINDOW), None)
+    item = described_reservation(ec2, reservation_id)
+    tagged = next((t["Value"] for t in (item or {}).get("Tags", []) if t["Key"] == TAG_WINDOW), None)
     if tagged:
-        return tagged, reservation_from_api(items[0]).end
+        return tagged, reservation_from_api(item).end
     recorded = next((i for i in ledger.intents("purchased") if i.reservation_id == reservation_id), None)
     return (recorded.window, recorded.offering.end) if recorded else ("", None)
-
-
-def _described(reservation_id: str, ec2: Any) -> list[dict[str, Any]]:
-    try:
-        return ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "InvalidCapacityReservationId.NotFound":
-            return []  # not listed yet, or not in this account
-        raise
 
 
 def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime,

@@ -226,9 +226,26 @@ class Ledger:
             items.append(self._spend_change(intent, -intent.offering.upfront_fee))
         try:
             self._db.transact_write_items(TransactItems=items)
-        except self._db.exceptions.TransactionCanceledException:
-            return False
+        except self._db.exceptions.TransactionCanceledException as error:
+            # Only a failed condition means another run settled it; a throttled or conflicting
+            # item cancels the transaction too, and then nothing was written: the caller retries.
+            # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
+            codes = {r.get("Code") for r in error.response.get("CancellationReasons", [])} - {"None", None}
+            if codes <= {"ConditionalCheckFailed"}:
+                return False
+            raise
         return True
+
+    def note_reservation(self, intent: Intent, reservation_id: str) -> None:
+        """Keep the reservation id a purchase answered with on the undecided intent (one small
+        write, when settling it did not go through): the next run finds the block by its id even
+        while the tag listing lags."""
+        self._db.update_item(
+            TableName=self._table, Key=_key(f"intent#{intent.id}"),
+            UpdateExpression="SET reservation_id = :rid", ConditionExpression="#status = :purchasing",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":rid": {"S": reservation_id}, ":purchasing": {"S": "purchasing"}},
+        )
 
     def refund_payment_failure(self, intent: Intent, *, now: datetime, reason: str) -> bool:
         """A purchased block later went payment-failed: nothing was charged, give the fee back once."""

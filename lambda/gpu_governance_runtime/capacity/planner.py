@@ -25,6 +25,17 @@ EXTENSION_KINDS = ("extension", "training_plan_extension")  # keep the reservati
 MAX_PURCHASES_PER_OCCURRENCE = 3
 HOUR = timedelta(hours=1)
 
+# How many reservations (blocks, plans) one consumer can launch into at the same time; a kind not
+# named here (SageMaker training jobs: each job names its own ``ResourceConfig.TrainingPlanArn``)
+# can use any number. A launch template targets one ``CapacityReservationId``
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html); a Capacity
+# Reservation group could hold several blocks (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups.html,
+# "supports all reservation types, including ... Capacity Blocks for ML") but the controller does
+# not manage one yet (docs/capacity.md, *What each consumer can use*). A HyperPod instance group
+# names one ``TrainingPlanArn``
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
+RESERVATIONS_AT_ONCE = {"batch_compute_environment": 1, "eks_node_group": 1, "hyperpod_instance_group": 1}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Window:
@@ -58,6 +69,11 @@ class Window:
     def budget_key(self) -> str:
         """Whose budget a purchase for this window counts against."""
         return self.budget_window or self.name
+
+    @property
+    def reservations_at_once(self) -> int | None:
+        """How many reservations the consumer can launch into at the same time (None: any number)."""
+        return RESERVATIONS_AT_ONCE.get(self.consumer.get("kind", ""))
 
     @property
     def owner_fields(self) -> dict[str, str]:
@@ -292,7 +308,9 @@ def plan(
             and _overlaps(_interval(o, by_id), gaps)
             and o.id not in purchased
         ]
-        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key])
+        spans = {r.id: (r.start, r.end) for r in own if r.state in market.COVERING_STATES}
+        spans.update({p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if p.window == window.name})
+        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans)
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
@@ -341,37 +359,44 @@ def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
     return any(interval[0] < end and interval[1] > start for start, end, _ in gaps)
 
 
-def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, budget_left: Decimal):
-    """The best combination of offerings covering ``gaps``, or None and the reason."""
+def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, budget_left: Decimal,
+            held: Mapping[str, tuple[datetime, datetime]] = {}):
+    """The best combination of offerings covering ``gaps`` that the consumer can use together
+    with ``held`` (reservation id -> span), or None and the reason."""
     if not candidates:
         zones = ", ".join(window.availability_zones) or "any zone"
         return None, f"no offering of {window.instance_type} in {zones} for {_describe(gaps)}"
     affordable = [o for o in candidates if o.price_per_instance_hour <= window.max_price_per_instance_hour]
-    best = _cheapest_cover(window, gaps, affordable, reservations)
+    best = _cheapest_cover(window, gaps, affordable, reservations, held=held)
     if best is None:
-        if _cheapest_cover(window, gaps, candidates, reservations) is not None:
-            needed = _lowest_covering_price(window, gaps, candidates, reservations)
+        if _cheapest_cover(window, gaps, candidates, reservations, held=held) is not None:
+            needed = _lowest_covering_price(window, gaps, candidates, reservations, held)
             return None, (
                 f"price cap: covering offerings cost from {needed:.2f} per instance-hour, "
                 f"cap is {window.max_price_per_instance_hour}"
             )
+        if window.reservations_at_once is not None and _cheapest_cover(window, gaps, candidates, reservations, held=None) is not None:
+            return None, (
+                f"{window.consumer['kind']} launches into {window.reservations_at_once} reservation at a time: every cover of "
+                f"{_describe(gaps)} needs pieces at the same time, and a piece it cannot launch into would be paid and idle"
+            )
         return None, f"no combination of at most {MAX_PURCHASES_PER_OCCURRENCE} offerings covers {_describe(gaps)}"
     within_budget = best if sum(o.upfront_fee for o in best) <= budget_left else (  # the best cover, if affordable, is the best affordable one
-        _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left))
+        _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left, held=held))
     if within_budget is None:
         cost = sum(o.upfront_fee for o in best)
         return None, f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}"
     return within_budget, ""
 
 
-def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], reservations) -> Decimal:
+def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], reservations, held) -> Decimal:
     """The lowest cap per instance-hour under which some combination covers ``gaps``: a price
     named to the operator must come from offerings that actually cover the window."""
     prices = sorted({o.price_per_instance_hour for o in candidates})
     low, high = 0, len(prices) - 1  # covering is monotone in the cap; the highest price covers
     while low < high:
         middle = (low + high) // 2
-        if _cheapest_cover(window, gaps, [o for o in candidates if o.price_per_instance_hour <= prices[middle]], reservations) is None:
+        if _cheapest_cover(window, gaps, [o for o in candidates if o.price_per_instance_hour <= prices[middle]], reservations, held=held) is None:
             low = middle + 1
         else:
             high = middle
@@ -385,10 +410,15 @@ def _first_missing(gaps: list[Interval], chosen: list[Interval]) -> tuple[dateti
     return min(((start, missing) for start, _, missing in short), default=None)
 
 
-def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None):
+def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None,
+                    held: Mapping[str, tuple[datetime, datetime]] | None = {}):
     """The best combination of at most ``MAX_PURCHASES_PER_OCCURRENCE`` offerings covering
     ``gaps``: with ``prefer_extension`` one that extends a block if any does, then the cheapest,
     then the fewest purchased instance-hours (least unused time), then the fewest purchases.
+    Only combinations the consumer can use together with ``held`` (reservation id -> span) count:
+    never more reservations at one moment than ``window.reservations_at_once`` (``held=None``:
+    any number). The pieces come cheapest first, the order they are bought in: if a later one
+    fails, what was bought before it (and stays unused until the next attempt) costs least.
 
     The same answer as trying every combination (tests/capacity/test_planner_search.py), found
     faster. A cover must contain an offering that spans the earliest moment the offerings chosen
@@ -397,6 +427,16 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
     or when even the largest such offerings cannot make up the shortfall in the purchases left."""
     by_fee = sorted(offerings, key=lambda o: (o.upfront_fee, o.id))
     intervals = {o.id: _interval(o, reservations) for o in by_fee}
+    at_once = None if held is None else window.reservations_at_once
+
+    def usable(combo: tuple[Offering, ...]) -> bool:
+        if at_once is None:
+            return True
+        spans = dict(held)
+        for o in combo:  # an extension moves its block's end; a block is one more reservation
+            key = o.reservation_id if o.extends else o.id
+            spans[key] = (spans.get(key, intervals[o.id][:2])[0], intervals[o.id][1])
+        return _most_at_once(spans.values(), within=[intervals[o.id][:2] for o in combo]) <= at_once
 
     def rank(combo: tuple[Offering, ...]):
         return (sum(o.upfront_fee for o in combo), sum(o.instance_hours for o in combo), len(combo), tuple(sorted(o.id for o in combo)))
@@ -422,6 +462,8 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
                 if offering in combo or (offering.extends and offering.reservation_id in {o.reservation_id for o in combo if o.extends}):
                     continue  # one extension per block per plan: a second would start where the first ends
                 chosen = combo + (offering,)
+                if not usable(chosen):
+                    continue  # adding pieces never lowers how many run at once
                 qualifies = not need_extension or any(o.extends for o in chosen)
                 if qualifies and _first_missing(gaps, [intervals[o.id] for o in chosen]) is None:
                     if best_rank is None or rank(chosen) < best_rank:
@@ -435,9 +477,17 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
     if window.prefer_extension and any(o.extends for o in offerings):
         extending = search(need_extension=True)
         if extending is not None:
-            return tuple(sorted(extending, key=lambda o: o.id))
+            return tuple(sorted(extending, key=lambda o: (o.upfront_fee, o.id)))
     best = search(need_extension=False)
-    return None if best is None else tuple(sorted(best, key=lambda o: o.id))
+    return None if best is None else tuple(sorted(best, key=lambda o: (o.upfront_fee, o.id)))
+
+
+def _most_at_once(spans: Iterable[tuple[datetime, datetime]], *, within: Iterable[tuple[datetime, datetime]]) -> int:
+    """The most spans that hold one moment inside one of ``within`` (the pieces being bought: what
+    was held before is not made unusable by them); one ending as another starts is not together."""
+    spans, within = list(spans), list(within)
+    moments = [start for start, _ in spans + within if any(s <= start < e for s, e in within)]
+    return max((sum(s <= moment < e for s, e in spans) for moment in moments), default=0)
 
 
 def _describe(gaps: list[Interval]) -> str:

@@ -17,6 +17,14 @@ which nothing bought for it still holds capacity, no purchase for it is undecide
 consumer steps succeeded (the owner's quota is back, the instance group moved off its plan):
 closed requests are not planned again. A window may also declare ``alarm_requests``: a CloudWatch
 alarm going to ALARM requests capacity for it (``from_alarm``), once per transition.
+
+A new request that overlaps an open one of the same declared window (team and instance type)
+does not become a second window that buys again: it joins the open one (nothing changes when it
+asks for no more instances and ends no later) or extends it (to the later end, the larger count).
+Its token is recorded as ``joined`` with the open request's token, so the same token again is
+the same answer. An alarm that flaps (ALARM, OK, ALARM 40 minutes later) so buys once; the
+extended window's last hours are covered by the block already bought, an extension or, failing
+those, a new piece after it.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from .planner import HOUR, Reservation, Window
 ACTION_PREFIX = "request#"
 MAX_HOURS = 182 * 24
 OPEN, CLOSED = "open", "closed"
+JOINED = "joined"  # a token whose request was served by extending (or joining) an open one
 MAX_TOKEN = 128
 
 
@@ -109,15 +118,39 @@ def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, 
                       start=start.replace(second=0, microsecond=0), window=base.name, requested_by=requested_by)
     recorded = _recorded(ledger, token)
     if recorded is None:
+        served = _join(ledger, request, now)
+        if served is not None:
+            return served, False
         spent = ledger.spent(base, now)
         if spent >= base.budget:  # refused at once, not reported uncovered on every run; purchases are held to it anyway
             raise RequestRefused(f"budget: window {base.name} has spent {spent} of {base.budget} this {base.budget_period}; nothing left")
         if ledger.claim_action(ACTION_PREFIX + token, status=OPEN, details=request.details(), now=now):
             return request, True
         recorded = _recorded(ledger, token)  # the same token was recorded a moment ago
+    joined = recorded.pop("joined", None)
     if not request.same_as(recorded, starts_now=starts_now):
         raise RequestRefused(f"token: {token!r} - already used for a different request ({recorded}); use a new token")
+    if joined is not None:
+        return _request(_recorded(ledger, joined)), False
     return _request(recorded), False
+
+
+def _join(ledger: Ledger, request: Request, now: datetime) -> Request | None:
+    """The open request of the same declared window that ``request`` overlaps, extended to serve
+    it too (and ``request``'s token recorded as joined to it); None when none overlaps."""
+    end = request.start + request.hours * HOUR
+    overlapping = sorted((r for r in (_request(d) for _, _, d in ledger.actions(ACTION_PREFIX, (OPEN,)))
+                          if r.window == request.window and r.start < end and request.start < r.start + r.hours * HOUR),
+                         key=lambda r: (r.start, r.token))
+    if not overlapping:
+        return None
+    served = overlapping[0]
+    hours = max(served.hours, -(-(end - served.start) // HOUR))  # whole hours up to the later end
+    extended = replace(served, hours=hours, count=max(served.count, request.count))
+    if extended != served:  # its name (from its token) stays: what was bought for it still counts
+        ledger.record_action(ACTION_PREFIX + served.token, status=OPEN, details=extended.details(), now=now)
+    ledger.claim_action(ACTION_PREFIX + request.token, status=JOINED, details={**request.details(), "joined": served.token}, now=now)
+    return extended
 
 
 def _request(details: Mapping[str, Any]) -> Request:
@@ -126,7 +159,7 @@ def _request(details: Mapping[str, Any]) -> Request:
 
 def _recorded(ledger: Ledger, token: str) -> dict[str, Any] | None:
     key = ACTION_PREFIX + token
-    return next((details for action, _, details in ledger.actions(key, (OPEN, CLOSED)) if action == key), None)
+    return next((details for action, _, details in ledger.actions(key, (OPEN, CLOSED, JOINED)) if action == key), None)
 
 
 def listed(ledger: Ledger) -> list[tuple[Request, str]]:

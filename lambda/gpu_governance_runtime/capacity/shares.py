@@ -112,6 +112,15 @@ def converge(*, label: dict[str, str], key: str, declared: list, wanted: list, r
     return {**label, "limits": wanted, "changed": True}
 
 
+def would(wanted: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
+          applied: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], kind: str) -> list[dict[str, Any]]:
+    """What dry-run windows would have raised (``desired_limits`` of every window against those
+    of the windows that act): reported, never written (issue 23, outcome 8)."""
+    return [{**label(kind, place, share), "dry_run": True, "changed": False,
+             "would": f"set {dict(limits[1])} (declared {dict(limits[0])}) for a dry-run window's active plan"}
+            for (place, share), limits in sorted(wanted.items()) if applied.get((place, share), (limits[0], limits[0])) != limits]
+
+
 def _limits(counts: Mapping[str, int]) -> list[dict[str, Any]]:
     return [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(counts.items()) if count >= 1]
 

@@ -39,7 +39,7 @@ sns = boto3.client("sns", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {"batch": ("DescribeServiceJob", "TerminateServiceJob"), "sagemaker": ("ListTags",), "sns": ("Publish",),
-                       "dynamodb": ("PutItem", "UpdateItem")}
+                       "dynamodb": ("GetItem", "PutItem", "UpdateItem")}
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
     api_check.require({"batch": batch, "sagemaker": sagemaker, "sns": sns, "dynamodb": dynamodb.meta.client}, REQUIRED_OPERATIONS,
                       namespace=GUARD_NAMESPACE)

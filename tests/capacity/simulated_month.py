@@ -1,0 +1,182 @@
+"""A month of capacity windows on the simulated EC2 market (``simulated_ec2``), driven through
+the controller, the request path and the rotation's decision, with faults at the purchase call.
+
+Windows: a declared one-off window (a Batch compute environment), a recurring one (an EKS node
+group), on-demand requests, and a flapping alarm (ALARM, OK, ALARM 40 minutes later, and again).
+Runs: every ``tick`` (the schedule) plus one at each block's expiration warning unless that event
+is lost. Each purchase call takes a fault drawn from ``FAULTS``; EC2 lists a block ``lag`` after
+it was bought. The market answers every search with a whole offering of the asked count and also
+with two half-size pieces in two zones over the same hours (what a consumer of one launch
+template cannot use together).
+
+Invariants (``Month.check``): at most one purchase per occurrence; no two blocks of a window that
+launches into one reservation at a time overlap; the consumer's launch target, as the rotation
+wants it at each run, is off every block before its instances end (30 minutes before the block).
+``paid_idle`` gives the paid-but-idle instance-hours per window: hours bought that the window did
+not ask for (before its start, after its end, beyond its count).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from gpu_governance_runtime.capacity import controller, market, requests
+from gpu_governance_runtime.capacity.planner import Offering, Window
+from gpu_governance_runtime.capacity.rotation import ON_DEMAND, wanted_target
+
+from .builders import NOW, window
+from .simulated_ec2 import FAULTS, Killed, SimulatedEc2
+
+BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}
+EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5-eks", "cluster_name": "ml", "nodegroup_name": "p5"}
+HOUR = timedelta(hours=1)
+
+
+def windows() -> list[Window]:
+    return [
+        window(name="launch-test", consumer=BATCH, mode="auto", start=NOW + timedelta(days=3, hours=5), duration_hours=30,
+               budget=Decimal("200000"), instance_count=4),
+        window(name="weekly-eval", team="eval", consumer=EKS, mode="auto", start=NOW + timedelta(days=1, hours=5), duration_hours=8,
+               repeat_every_days=7, budget=Decimal("200000"), instance_type="p5.48xlarge", instance_count=2,
+               alarm_requests=({"alarm_name": "eval-backlog", "count": 2, "hours": 4},)),
+    ]
+
+
+class Market(SimulatedEc2):
+    """The simulated market, answering each search with offerings made for it."""
+
+    def _DescribeCapacityBlockOfferings(self, params):
+        hours, count = params["CapacityDurationHours"], params["InstanceCount"]
+        earliest = params.get("StartDateRange", self.now)
+        start = earliest.replace(hour=11, minute=30, second=0, microsecond=0)
+        start += timedelta(days=1) if start < earliest else timedelta(0)
+        made = [Offering(id=f"cbo-{params['InstanceType']}-{count}-{hours}-{start:%m%d}{suffix}", kind="block",
+                         instance_type=params["InstanceType"], count=size, availability_zone=zone, start=start,
+                         end=start + hours * HOUR, duration_hours=hours, upfront_fee=Decimal(per_hour) * size * hours)
+                for suffix, size, zone, per_hour in (("", count, "us-east-1a", "31"), ("-half-a", max(count // 2, 1), "us-east-1b", "25"),
+                                                     ("-half-b", max(count // 2, 1), "us-east-1c", "25"))]
+        known = {o.id for o in self.offerings}
+        self.offerings += [o for o in made if o.id not in known]
+        return self._page(made, params)
+
+    def _page(self, made, params):
+        from .stubbed_aws import block_offering
+
+        page = int(params.get("NextToken", "0"))
+        more = page + 1 < len(made)
+        return 200, {"CapacityBlockOfferings": [block_offering(o) for o in made[page:page + 1]], **({"NextToken": str(page + 1)} if more else {})}
+
+
+@dataclass
+class Month:
+    ledger: object
+    days: int = 30
+    tick: timedelta = timedelta(minutes=15)
+    seed: int = 0
+    lost_warning_share: float = 0.3
+    fault_share: float = 0.3
+    lag: timedelta = timedelta(minutes=10)
+    runs: int = 0
+    on_target: dict = field(default_factory=dict)  # window -> launch target as the rotation wants it after the last run
+    violations: list = field(default_factory=list)
+
+    def __post_init__(self):
+        rng = random.Random(self.seed)
+        self.rng = rng
+        faults = sorted(FAULTS)
+        self.sim = Market(offerings=[], lag=self.lag, now=NOW,
+                          faults=[rng.choice(faults) if rng.random() < self.fault_share else "ok" for _ in range(10_000)])
+        self.declared = {w.name: w for w in windows()}
+        # On-demand requests and a flapping alarm, placed in the simulated days: (when, token, window, count, hours).
+        paged, alarmed = NOW + self.days * timedelta(hours=7), NOW + self.days * timedelta(hours=13)
+        self.asks = sorted([
+            (paged, "page-1", "launch-test", 4, 6),
+            (paged + HOUR, "page-2", "launch-test", 4, 8),  # overlaps page-1: extends it
+            *[(alarmed + timedelta(minutes=40 * i), f"alarm:eval-backlog@{i}", "weekly-eval", 2, 4) for i in range(3)],
+        ])
+
+    def ask(self, when, token, base, count, hours):
+        w = self.declared[base]
+        requests.submit(self.ledger, self.declared.values(), token=token, team=w.team, instance_type=w.instance_type, count=count,
+                        hours=hours, start=None, now=when, window=base)
+
+    def run(self):
+        now = self.sim.now
+        every = {**self.declared, **requests.requested_windows(self.ledger, self.declared)}
+        try:
+            report = controller.run(windows=every.values(), ledger=self.ledger, capacity=self.sim.market, notify=lambda s, m: None,
+                                    now=now, clock=self.sim.clock, sleep=lambda seconds: None)
+        except Killed:
+            return
+        self.runs += 1
+        blocks = controller.known_blocks(report.owned, self.ledger)
+        for name, w in every.items():  # the rotation's decision for each launch-template consumer
+            key = w.consumer["launch_template_name"]
+            self.on_target[key] = wanted_target(w, blocks, self.on_target.get(key, ON_DEMAND), now)
+        self._check_targets(now)
+
+    def _check_targets(self, now):
+        for p in self.sim.made:
+            ends = p.offering.end - market.TERMINATION_LEAD
+            for key, (_, target) in self.on_target.items():
+                if target == p.reservation_id and now >= ends:
+                    self.violations.append(f"{key} still launches into {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}")
+
+    def play(self):
+        end = NOW + timedelta(days=self.days)
+        asks = list(self.asks)
+        while self.sim.now < end:
+            now = self.sim.now
+            while asks and asks[0][0] <= now:
+                when, token, base, count, hours = asks.pop(0)
+                self.ask(when, token, base, count, hours)
+                self.run()  # the request's event runs the controller at once
+            warnings = [p.offering.end - market.WARNING_LEAD for p in self.sim.made]
+            for moment in sorted(w for w in warnings if now <= w < now + self.tick):
+                if self.rng.random() >= self.lost_warning_share:
+                    self.sim.now = moment
+                    self.run()
+            self.sim.now = max(self.sim.now, now + self.tick)
+            self.run()
+        return self
+
+    def check(self) -> list[str]:
+        found = list(self.violations)
+        per_occurrence = Counter((p.window, p.offering.start, p.offering.end) for p in self.sim.made)
+        found += [f"bought twice for {key}" for key, n in per_occurrence.items() if n > 1]
+        by_window = defaultdict(list)
+        for p in self.sim.made:
+            by_window[p.window].append(p.offering)
+        for name, bought in by_window.items():
+            base = self.declared.get(name) or self.declared[name.rsplit("-r", 1)[0]]
+            if base.reservations_at_once == 1:
+                found += [f"{name}: {a.id} and {b.id} at the same time" for a in bought for b in bought
+                          if a.id < b.id and a.start < b.end and b.start < a.end]
+        return found
+
+    def paid_idle(self) -> dict[str, tuple[Decimal, Decimal]]:
+        """Window -> (instance-hours paid, of them idle)."""
+        wanted = {**self.declared, **requests.requested_windows(self.ledger, self.declared)}
+        closed = {r.name: replace(self.declared[r.window], name=r.name, start=r.start, duration_hours=r.hours, instance_count=r.count,
+                                  repeat_every_days=None) for r, _ in requests.listed(self.ledger)}
+        wanted = {**closed, **wanted}
+        result = {}
+        for name, w in wanted.items():
+            bought = [p.offering for p in self.sim.made if p.window == name]
+            paid = sum((o.instance_hours for o in bought), Decimal(0))
+            last = max((o.end for o in bought), default=w.start)
+            step = timedelta(days=w.repeat_every_days) if w.repeat_every_days else None
+            starts = [w.start] if step is None else [w.start + i * step for i in range(int((last - w.start) / step) + 1)]
+            used = Decimal(0)
+            for o in bought:
+                for s in starts:
+                    overlap = min(o.end, s + w.duration_hours * HOUR) - max(o.start, s)
+                    if overlap > timedelta(0):
+                        used += min(o.count, w.instance_count) * Decimal(overlap.total_seconds()) / 3600
+            result[name] = (paid, paid - used)
+        return result
