@@ -24,6 +24,8 @@ def _share(team: Team, pool_name: str) -> dict[str, Any]:
         "borrow_limit": None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit,
         "in_share_preemption": sharing.in_share_preemption,
         "fair_share_weight": team.fair_share_weight,
+        "lending_limit": sharing.lending_limit,  # null: lends all its idle quota (as its strategy allows)
+        "paused": team.paused,
     }
 
 

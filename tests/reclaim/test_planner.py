@@ -349,3 +349,62 @@ def test_a_guarantee_job_kept_waiting_by_a_protected_victim_is_starved():
     assert (plan.starts, plan.preemptions) == ((), ())
     assert [(w.job_id, w.reason) for w in plan.waits] == [("a-high", "min_run_time_s")]
     assert starved_shares(state) == {"a"}
+
+
+# --- lending limits and paused teams (issue 28) --------------------------------------------------
+
+
+def test_a_borrower_uses_only_what_the_lenders_lending_limits_allow():
+    # vision lends half of its idle 8: the borrower gets 4 of them, not all 8, and the usage rows say so.
+    state = pool(
+        [RESEARCH_BORROWS, share("vision", 8, lending_limit=50)],
+        [running("r-own", "research", 4)],
+        [pending(f"r{n}", "research", 1) for n in range(8)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    assert sum(s.borrowed for s in plan.starts) == 4
+    rows = {row.share: row for row in share_usage(apply_plan(state, plan))}
+    assert (rows["vision"].lent, rows["research"].borrowed) == (4, 4)
+
+
+def test_a_lender_gets_its_held_part_at_once_and_reclaims_only_what_it_lent():
+    lender = share("vision", 8, lending_limit=50)
+    state = pool(
+        [RESEARCH_BORROWS, lender],
+        [running("r-own", "research", 4), running("r-borrowed", "research", 4, started_at=500)],
+        [pending("v-held", "vision", 4), pending("v-lent", "vision", 4, submitted_at=1)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["v-held", "v-lent"]
+    # the held half starts on idle capacity; the lent half comes back by reclaim, as before
+    assert [(p.job_id, p.for_job, p.kind) for p in plan.preemptions] == [("r-borrowed", "v-lent", RECLAIM)]
+
+
+def test_lending_limit_is_refused_on_a_share_that_does_not_lend():
+    with pytest.raises(ValueError, match="shares.vision.lending_limit"):
+        pool([share("vision", 8, Strategy.RESERVE, lending_limit=50)])
+
+
+def test_a_paused_team_starts_nothing_is_owed_nothing_and_its_reclaimed_job_waits():
+    paused = share("research", 4, Strategy.LEND_AND_BORROW, borrow_limit=None, paused=True)
+    state = pool(
+        [paused, VISION_LENDS],
+        [running("r-own", "research", 4), running("r-borrowed", "research", 4, started_at=500)],
+        [pending("r-inside-quota", "research", 2), pending("v", "vision", 8)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    # vision's guarantee still reclaims from the paused team; nothing of the paused team starts,
+    # not even the reclaimed job, and its waiting jobs do not count as starved below their guarantee
+    assert [s.job_id for s in plan.starts] == ["v"]
+    assert [p.job_id for p in plan.preemptions] == ["r-borrowed"]
+    after = apply_plan(state, plan)
+    assert {j.job_id for j in after.pending} == {"r-inside-quota", "r-borrowed"}
+    assert starved_shares(after) == set()
+    assert plan.waits == ()
+    own_job_done = tuple(j for j in after.running if j.job_id != "r-own")
+    resumed = replace(after, shares=(replace(paused, paused=False), VISION_LENDS), running=own_job_done)
+    assert "r-inside-quota" not in {s.job_id for s in plan_tick(replace(resumed, shares=state.shares)).starts}
+    assert "r-inside-quota" in {s.job_id for s in plan_tick(resumed).starts}

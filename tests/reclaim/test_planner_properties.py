@@ -18,8 +18,10 @@ from gpu_governance_runtime.reclaim.planner import (
     victim_order,
     apply_plan,
     plan_tick,
+    share_usage,
     starved_shares,
 )
+from gpu_governance_runtime.contract import lendable
 
 from .safety import check_safety
 from .strategies import NOW, PROPERTY_SETTINGS, pool_states, state_is_valid
@@ -189,13 +191,13 @@ def test_a_reclaim_takes_the_borrowed_jobs_that_lose_least_whatever_their_priori
 
 
 @PROPERTY_SETTINGS
-@given(pool_states(pending=(1, 1)), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
+@given(pool_states(pending=(1, 1), paused=True), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
 def test_every_plan_for_one_pending_job_is_safe(state, settings):
     check_safety(state, settings, plan_tick(state, settings))
 
 
 @PROPERTY_SETTINGS
-@given(pool_states(), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
+@given(pool_states(paused=True), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
 def test_every_plan_is_safe(state, settings):
     check_safety(state, settings, plan_tick(state, settings))
 
@@ -235,3 +237,17 @@ def test_a_lender_behind_its_own_lower_priority_jobs_starts_inside_its_guarantee
     (job,) = state.pending
     if starved_shares(state):  # a guarantee job: nothing is protected and nothing capped, so it starts
         assert [s.job_id for s in plan.starts] == [job.job_id] and plan.waits == ()
+
+
+@PROPERTY_SETTINGS
+@given(pool_states(paused=True))
+def test_no_team_lends_beyond_its_lending_limit(state):
+    """Whatever borrowers start, the capacity a lender is counted as lending never exceeds its
+    lending limit, and a paused team starts none of its jobs."""
+    plan = plan_tick(state, UNCAPPED)
+    after = apply_plan(state, plan)
+    shares = _shares(state)
+    for row in share_usage(after):
+        share = shares[row.share]
+        assert row.lent <= lendable(share.strategy, row.guaranteed, share.lending_limit), row
+    assert not [s for s in plan.starts if shares[s.share].paused]
