@@ -14,7 +14,7 @@ from constructs_lib.cli import simulate as simulator_cli
 from constructs_lib.cli import audit as cli_audit, capacity as cli_capacity, member as cli_member, status as cli_status
 from constructs_lib.cli import team as cli_team, usage as cli_usage
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.explain import deals, render_table
+from constructs_lib.model.explain import caveats, deals, render_table
 from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, default_config_text, load_model
 from constructs_lib.model import GovernanceModel
 from constructs_lib.cli import slurm as slurm_cli
@@ -51,6 +51,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"stack layout {model.stack_layout}: {len(stacks)} capacity-account stack(s), the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
+    for line in caveats(model):  # settings a backend ignores: worth knowing, not an error
+        print(f"warning: {line}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -67,7 +69,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    print(render_table(deals(load_model(args.config))))
+    model = load_model(args.config)
+    print(render_table(deals(model)))
+    for line in caveats(model):
+        print(f"note: {line}", file=sys.stderr)
     return EXIT_OK
 
 

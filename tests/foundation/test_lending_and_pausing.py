@@ -1,0 +1,100 @@
+"""Lending limits, paused teams and the settings a backend ignores (issue 28): the model, the
+compiled policy, `validate` and `explain`."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from constructs_lib.cli import main
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.explain import caveats, deals
+from constructs_lib.model.policy import compile_policy
+from gpu_governance_runtime.policy import PolicyError, parse_policy
+
+from .org import default_data
+
+
+def model_with(**team_changes) -> GovernanceModel:
+    data = default_data()
+    for index, changes in team_changes.items():
+        data["teams"][int(index.removeprefix("t"))].update(changes)
+    return GovernanceModel.from_dict(data)
+
+
+def test_a_lending_limit_reaches_the_controllers_policy_and_the_planner():
+    model = model_with(t1={"sharing": {"lending_limit": 25}}, t0={"paused": True})
+    policy = parse_policy(compile_policy(model))
+    shares = {s.name: s for s in policy.pool("ec2-gpu").shares}
+    assert (shares["training"].lending_limit, shares["training"].paused) == (25, False)
+    assert (shares["research"].lending_limit, shares["research"].paused) == (None, True)
+
+
+@pytest.mark.parametrize("sharing, expected", [
+    ({"strategy": "reserve", "lending_limit": 50}, "lending_limit is only allowed with strategy lend or lend_and_borrow"),
+    ({"lending_limit": 101}, "teams[1].sharing.lending_limit: invalid (101)"),
+    ({"lending_limit": -1}, "teams[1].sharing.lending_limit: invalid (-1)"),
+])
+def test_a_bad_lending_limit_is_refused_naming_the_field(sharing, expected):
+    data = default_data()
+    data["teams"][1]["sharing"] = sharing
+    data["teams"][1].pop("preset")
+    sharing.setdefault("strategy", "lend")
+    with pytest.raises(GovernanceError) as error:
+        GovernanceModel.from_dict(data)
+    assert expected in str(error.value)
+
+
+def test_paused_must_be_true_or_false():
+    with pytest.raises(GovernanceError, match=r"teams\[0\].paused"):
+        model_with(t0={"paused": "soon"})
+
+
+def test_the_policy_reader_refuses_a_bad_lending_limit_or_paused_flag():
+    document = compile_policy(model_with())
+    share = document["pools"][0]["shares"][0]
+    share.update(lending_limit=150, paused="yes")
+    with pytest.raises(PolicyError) as error:
+        parse_policy(document)
+    assert "pools[0].shares[0].lending_limit: 150" in str(error.value)
+    assert "pools[0].shares[0].paused: 'yes'" in str(error.value)
+
+
+def test_each_backend_that_cannot_hold_back_lent_capacity_is_named_in_one_line():
+    lines = caveats(model_with(t1={"sharing": {"lending_limit": 50}}))
+    limited = [line for line in lines if ".lending_limit" in line]
+    assert [line.split(" (")[0].rsplit(" ", 1)[-1] for line in limited] == ["sagemaker-training", "ec2-gpu", "hyperpod-eks"]
+    assert all(line.startswith("teams[1].sharing.lending_limit: ") for line in limited)
+    assert not [line for line in limited if "hyperpod-slurm" in line]  # the reclaim controller holds it back there
+
+
+def test_a_paused_team_on_a_fair_share_queue_is_named_and_explain_shows_the_state():
+    model = model_with(t0={"paused": True})
+    assert "teams[0].paused: not enforced on pool ec2-gpu (batch_fair_share)" in "\n".join(caveats(model))
+    states = {(d.team, d.pool): d.state for d in deals(model)}
+    assert states["research", "sagemaker-training"] == "paused" and states["training", "sagemaker-training"] == "active"
+
+
+def test_a_fair_share_weight_on_a_quota_share_pool_is_said_to_do_nothing(capsys, tmp_path):
+    data = default_data()
+    path = tmp_path / "governance.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("valid: ")
+    assert "warning: teams[0].fair_share_weight: does nothing on pool sagemaker-training (batch_quota_share)" in err
+    for team in data["teams"]:
+        team.pop("fair_share_weight")
+    path.write_text(yaml.safe_dump(data))
+    assert main(["explain", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "note: teams[1].sharing.lending_limit" in err and "note:" not in out
+    assert "fair_share_weight" not in err  # the default weight is not the team's choice
+
+
+def test_explain_shows_what_a_lending_limit_lends():
+    model = model_with(t1={"sharing": {"lending_limit": 50}})
+    lent = {d.pool: d.lends_idle for d in deals(model) if d.team == "training"}
+    assert lent["hyperpod-slurm"] == "at most 1 x ml.p5.48xlarge"
+    assert lent["sagemaker-training"] == "yes, all (lending_limit not enforceable here)"
