@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, lendable
 
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
+from constructs_lib.model.policy import LENDING_LIMIT_BACKENDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +37,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.lends and sharing.lending_limit is not None:
         lends_idle = f"at most {_counts({t: lendable(sharing.strategy, n, sharing.lending_limit) for t, n in quota.items()})}"
-        if pool.backend in _NO_LENDING_LIMIT:
+        if pool.backend not in LENDING_LIMIT_BACKENDS:
             lends_idle = "yes, all (lending_limit not enforceable here)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         reclaimable = "yes, jobs on borrowed capacity" if natively_preempts else "only by the reclaim controller"
@@ -96,7 +97,7 @@ def render_table(rows: list[Deal]) -> str:
     return "\n".join(lines)
 
 
-# Backends where nothing enforces a lending limit: the backend has none (Batch quota shares:
+# Why a lending limit does not hold outside LENDING_LIMIT_BACKENDS: the backend has none (Batch quota shares:
 # ResourceSharingConfiguration is Strategy and BorrowLimit only,
 # https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html;
 # HyperPod compute quotas: ResourceSharingConfig is Strategy, BorrowLimit and AbsoluteBorrowLimits only,
@@ -116,7 +117,7 @@ def caveats(model: GovernanceModel) -> list[str]:
         for pool_name in team.quotas:
             pool = model.pool(pool_name)
             where = f"on pool {pool.name} ({pool.backend})"
-            if team.sharing.lending_limit is not None and pool.backend in _NO_LENDING_LIMIT:
+            if team.sharing.lending_limit is not None and pool.backend not in LENDING_LIMIT_BACKENDS:
                 lines.append(f"teams[{index}].sharing.lending_limit: not enforced {where}: {_NO_LENDING_LIMIT[pool.backend]}; the team lends all of its idle quota there")
             elif team.sharing.lending_limit is not None and pool.backend == BATCH_FAIR_SHARE:
                 lines.append(f"teams[{index}].sharing.lending_limit: {where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it")

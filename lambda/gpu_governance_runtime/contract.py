@@ -206,6 +206,7 @@ DISCOVERY_KEYS = (
     "ecr_repository_uri", "secrets_prefix", "team_tag",
     "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
+    "state",  # "active", or "paused": no new job of the team starts (null in documents published before it existed)
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
 DISCOVERY_BACKEND_KEYS = {

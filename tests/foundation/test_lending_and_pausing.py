@@ -98,3 +98,15 @@ def test_explain_shows_what_a_lending_limit_lends():
     lent = {d.pool: d.lends_idle for d in deals(model) if d.team == "training"}
     assert lent["hyperpod-slurm"] == "at most 1 x ml.p5.48xlarge"
     assert lent["sagemaker-training"] == "yes, all (lending_limit not enforceable here)"
+
+
+def test_the_discovery_document_says_the_team_is_paused_and_an_older_one_still_reads():
+    from constructs_lib.member.discovery import describe
+    from constructs_lib.member.setup import TeamSetup
+
+    model = model_with(t0={"paused": True})
+    document = describe(model, "research", "ec2-gpu")
+    assert document["state"] == "paused" and describe(model, "training", "ec2-gpu")["state"] == "active"
+    assert TeamSetup.from_document(document).state == "paused"
+    older = {key: value for key, value in document.items() if key != "state"}  # published before issue 28
+    assert TeamSetup.from_document(older).state is None
