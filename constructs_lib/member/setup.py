@@ -106,7 +106,7 @@ class TeamSetup:
                          for name, count in data["quota"].items() if not isinstance(count, int) or isinstance(count, bool)]
         if problems:
             raise GovernanceError(problems)
-        return cls(**{key: data[key] for key in keys})
+        return cls(**{key: data.get(key) for key in keys})  # only a null-able key may be absent (checked above)
 
     def priority(self, priority_class: str) -> Any:
         """What the backend takes for a priority class: Batch's scheduling priority (the
