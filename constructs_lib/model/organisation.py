@@ -109,7 +109,9 @@ PRESET_SHARING: Mapping[Preset, SharingPolicy] = {
         strategy=SharingStrategy.LEND_AND_BORROW, borrow_limit=100, in_share_preemption=True
     ),
     Preset.STEADY: SharingPolicy(strategy=SharingStrategy.LEND, in_share_preemption=False),
-    # In-share preemption lets its most urgent job start at once inside its own reservation.
+    # "Immediate start without interruption" read as promises against other teams: nothing is lent,
+    # so nothing is reclaimed; in-share preemption lets its most urgent job start at once inside its
+    # own reservation, interrupting only the team's strictly lower-priority work (docs/governance-file.md).
     Preset.CRITICAL: SharingPolicy(strategy=SharingStrategy.RESERVE, in_share_preemption=True),
 }
 

@@ -110,3 +110,38 @@ def test_the_discovery_document_says_the_team_is_paused_and_an_older_one_still_r
     assert TeamSetup.from_document(document).state == "paused"
     older = {key: value for key, value in document.items() if key != "state"}  # published before issue 28
     assert TeamSetup.from_document(older).state is None
+
+
+def test_the_preset_table_and_the_critical_reading_in_the_docs_match_the_code():
+    from pathlib import Path
+
+    from constructs_lib.model.organisation import PRESET_SHARING
+
+    root = Path(__file__).resolve().parents[2]
+    rows = {cells[1].strip("` "): cells for line in (root / "README.md").read_text().splitlines()
+            if line.startswith("| `") and len(cells := line.split("|")) > 5}
+    for preset, sharing in PRESET_SHARING.items():
+        assert rows[preset.value][2].strip() == sharing.strategy.value.replace("_", " "), preset
+        assert rows[preset.value][4].strip() == ("on" if sharing.in_share_preemption else "off"), preset
+    guide = (root / "docs" / "governance-file.md").read_text()
+    assert "immediate start without interruption" in guide and "sharing: {in_share_preemption: false}" in guide
+
+
+def test_a_critical_team_is_interrupted_only_by_its_own_strictly_more_urgent_job():
+    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
+
+    from constructs_lib.model.organisation import Preset
+
+    critical = Preset.CRITICAL.sharing
+    shares = (Share(name="prod", quota={"p5": 4}, strategy=critical.strategy, in_share_preemption=critical.in_share_preemption),
+              Share(name="lab", quota={"p5": 2}, strategy=Strategy.LEND_AND_BORROW))
+    running = (RunningJob(job_id="batch", share="prod", instance_type="p5", count=2, priority=10, started_at=0),
+               RunningJob(job_id="urgent-1", share="prod", instance_type="p5", count=2, priority=90, started_at=0),
+               RunningJob(job_id="lab-1", share="lab", instance_type="p5", count=2, priority=90, started_at=0))
+    pending = (PendingJob(job_id="urgent-2", share="prod", instance_type="p5", count=2, priority=90, submitted_at=1),
+               PendingJob(job_id="lab-2", share="lab", instance_type="p5", count=2, priority=90, submitted_at=0))
+    plan = plan_tick(PoolState(capacity={"p5": 6}, shares=shares, running=running, pending=pending, now=100.0))
+    # the urgent job starts at once by taking the team's own batch job; its equal-priority job and
+    # everything of the critical team stay out of reach of the other team
+    assert [(p.job_id, p.kind) for p in plan.preemptions] == [("batch", "in_share")]
+    assert [s.job_id for s in plan.starts] == ["urgent-2"]
