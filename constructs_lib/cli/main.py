@@ -51,8 +51,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"stack layout {model.stack_layout}: {len(stacks)} capacity-account stack(s), the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
-    for line in caveats(model):  # settings a backend ignores: worth knowing, not an error
-        print(f"warning: {line}", file=sys.stderr)
+    for line in caveats(model):  # settings a backend ignores: part of the report, not an error
+        print(f"warning: {line}")
     return EXIT_OK
 
 
@@ -71,7 +71,7 @@ def _schema(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     model = load_model(args.config)
     print(render_table(deals(model)))
-    for line in caveats(model):
+    for line in caveats(model):  # beside the table, which tools parse
         print(f"note: {line}", file=sys.stderr)
     return EXIT_OK
 

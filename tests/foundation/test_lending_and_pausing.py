@@ -82,8 +82,8 @@ def test_a_fair_share_weight_on_a_quota_share_pool_is_said_to_do_nothing(capsys,
     path.write_text(yaml.safe_dump(data))
     assert main(["validate", str(path)]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("valid: ")
-    assert "warning: teams[0].fair_share_weight: does nothing on pool sagemaker-training (batch_quota_share)" in err
+    assert out.startswith("valid: ") and err == ""
+    assert "warning: teams[0].fair_share_weight: does nothing on pool sagemaker-training (batch_quota_share)" in out
     for team in data["teams"]:
         team.pop("fair_share_weight")
     path.write_text(yaml.safe_dump(data))
