@@ -50,6 +50,8 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "team submit-example": (["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1"], 0),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
         "team show": (["team", "show", "research", "--config", config, "--json"], 0),
+        # refused before the file is written (no such team): the imports are what is checked
+        "team pause": (["team", "pause", "ghost", "--config", config], 2),
         "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue)], 0),
         "audit": (["audit", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
         # refused before any AWS call (--to before --from): the imports (boto3 included) are what is checked
