@@ -91,7 +91,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "trace from-sacct", "capacity plan", "capacity approve",
-            "slurm script", "report", "team show", "team submit-example", "status", "audit", "usage report")
+            "slurm script", "report", "team show", "team pause", "team submit-example", "status", "audit", "usage report")
 
 
 def test_every_command_is_probed(commands):
