@@ -22,6 +22,8 @@ from gpu_governance_runtime.reclaim.planner import (
     starved_shares,
 )
 
+from .safety import check_safety
+
 P5 = "ml.p5.48xlarge"
 NOW = 10_000.0
 
@@ -256,15 +258,17 @@ def test_with_a_borrow_horizon_only_short_declared_or_checkpointing_jobs_borrow(
 
 def test_a_reclaim_for_a_job_unstarted_in_the_same_tick_names_the_job_that_takes_its_place():
     # Found by the properties at 1,000 examples (on main too): p1 reclaims r1 inside team1's
-    # guarantee, then p0 (higher priority, borrowing within team1's ceiling) replaces p1 in-share
-    # in the same tick. The reclaim used to name p1, which no longer starts.
+    # guarantee. p0 (higher priority, 4 > team1's quota of 3: it borrows) may not replace p1 in-share
+    # in the same tick: it would start on capacity reclaimed for a guarantee, and a reclaim never
+    # serves a borrowing job (safety.no_reclaim_for_borrowing; issue 28 found the replacement).
     borrower = share("team0", 0, Strategy.LEND_AND_BORROW, borrow_limit=None)
     lender = share("team1", 3, Strategy.LEND_AND_BORROW, borrow_limit=34, in_share_preemption=True)
     state = pool([borrower, lender], [running("r1", "team0", 9), running("r2", "team0", 1)], [pending("p0", "team1", 4, priority=2), pending("p1", "team1", 2, priority=1)], capacity=10)
     plan = plan_tick(state)
-    assert [s.job_id for s in plan.starts] == ["p0"]
-    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p0")]
-    assert plan.preemptions[0].reason.endswith("for job p0")
+    assert [s.job_id for s in plan.starts] == ["p1"]
+    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p1")]
+    assert plan.preemptions[0].reason.endswith("for job p1")
+    check_safety(state, Settings(), plan)
 
 
 # --- the guarantee definition (issue 29) --------------------------------------------------------
@@ -408,3 +412,18 @@ def test_a_paused_team_starts_nothing_is_owed_nothing_and_its_reclaimed_job_wait
     resumed = replace(after, shares=(replace(paused, paused=False), VISION_LENDS), running=own_job_done)
     assert "r-inside-quota" not in {s.job_id for s in plan_tick(replace(resumed, shares=state.shares)).starts}
     assert "r-inside-quota" in {s.job_id for s in plan_tick(resumed).starts}
+
+
+def test_a_job_that_borrows_never_takes_the_place_of_one_that_reclaimed_in_the_same_tick():
+    # found by the property tests: p0 (inside research's quota of 1) reclaims vision's borrowed 4;
+    # the higher-priority p1 would then borrow by preempting p0 in-share and inherit the reclaim
+    state = pool(
+        [share("research", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, in_share_preemption=True),
+         share("vision", 0, Strategy.LEND_AND_BORROW, borrow_limit=None)],
+        [running("v-borrowed", "vision", 4)],
+        [pending("p0", "research", 1, priority=0), pending("p1", "research", 4, priority=1)],
+        capacity=4,
+    )
+    plan = plan_tick(state)
+    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("v-borrowed", "p0")]
+    assert [s.job_id for s in plan.starts] == ["p0"]

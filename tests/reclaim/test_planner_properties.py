@@ -104,11 +104,8 @@ def test_no_preemption_when_the_pending_job_fits_anyway(state):
     share = _shares(state)[job.share]
     capacity = state.capacity[job.instance_type]
     used = {s.name: sum(j.count for j in state.running if j.share == s.name and j.instance_type == job.instance_type) for s in state.shares}
-    reserved_idle = sum(
-        max(0, s.quota.get(job.instance_type, 0) - used[s.name])
-        for s in state.shares
-        if s.strategy is Strategy.RESERVE and s.name != job.share
-    )
+    # idle quota never lent: reserve shares', and lenders' beyond their lending limits
+    reserved_idle = sum(s.held_idle(job.instance_type, used[s.name]) for s in state.shares if s.name != job.share)
     free = capacity - sum(used.values()) - reserved_idle
     fits = job.count <= free and used[job.share] + job.count <= share.ceiling(job.instance_type, capacity)
     plan = plan_tick(state, UNCAPPED)

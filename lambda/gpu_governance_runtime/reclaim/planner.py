@@ -477,6 +477,7 @@ class _TypePlanner:
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
         self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
+        self._reclaimed_for: set[str] = set()  # jobs started this tick on capacity reclaimed for them
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
         self._preemptible: dict[str, dict[int, int]] = {}
         self._why_not = NO_VICTIM  # why the last victim search found no set
@@ -615,6 +616,8 @@ class _TypePlanner:
         if victims is None:
             return None
         requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
+        if any(kind == RECLAIM for _, kind in victims):
+            self._reclaimed_for.add(job.job_id)
         self._start(job)
         return requeued
 
@@ -634,6 +637,10 @@ class _TypePlanner:
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
                 if v.priority >= job.priority:
+                    continue
+                if not reclaim and v.job_id in self._reclaimed_for:
+                    # started this tick on capacity reclaimed for it: taking its place would hand
+                    # that capacity to a job that borrows (a reclaim serves a guarantee only)
                     continue
                 if self.protected(v):
                     protected = True
@@ -685,6 +692,8 @@ class _TypePlanner:
             # starts in this plan: name that job, so every preemption names a job that starts.
             self.starts = [s for s in self.starts if s.job_id != victim.job_id]
             self.preemptions = [self._preemption(*self._victims[p.job_id], job) if p.for_job == victim.job_id else p for p in self.preemptions]
+            if victim.job_id in self._reclaimed_for:
+                self._reclaimed_for.add(job.job_id)
             return self._started_now.pop(victim.job_id)
         self.budget.preemptions += 1
         self._victims[victim.job_id] = (victim, kind)
