@@ -243,7 +243,9 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
                 preemption_configuration={
                     "inSharePreemption": "ENABLED" if sharing.in_share_preemption else "DISABLED"
                 },
-                state="ENABLED",
+                # DISABLED: the share accepts no new job, those already submitted can finish
+                # (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html)
+                state="DISABLED" if team.paused else "ENABLED",
             )
             share.cfn_options.metadata = {
                 GOVERNANCE_METADATA: {"team": team.name, "preset": team.preset.value if team.preset else None}

@@ -15,7 +15,7 @@ from constructs_lib.cli import simulate as simulator_cli
 from constructs_lib.cli import audit as cli_audit, capacity as cli_capacity, member as cli_member, status as cli_status
 from constructs_lib.cli import team as cli_team, usage as cli_usage
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.explain import deals, render_table
+from constructs_lib.model.explain import caveats, deals, render_table
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.cli.wording import counted
 from constructs_lib.model.loader import default_config_text
@@ -50,6 +50,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"stack layout {model.stack_layout}: {counted(len(stacks), 'capacity-account stack')}, the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
+    for line in caveats(model):  # settings a backend ignores: part of the report, not an error
+        print(f"warning: {line}")
     return EXIT_OK
 
 
@@ -66,7 +68,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    print(render_table(deals(model_from(args))))
+    model = model_from(args)
+    print(render_table(deals(model)))
+    for line in caveats(model):  # beside the table, which tools parse
+        print(f"note: {line}", file=sys.stderr)
     return EXIT_OK
 
 

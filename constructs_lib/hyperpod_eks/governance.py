@@ -49,7 +49,9 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     return {
         "Name": team.name,
         "ClusterArn": pool.cluster_arn,
-        "ActivationState": "Enabled",
+        # A paused team's compute quota is deactivated
+        # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateComputeQuota.html, ActivationState).
+        "ActivationState": "Disabled" if team.paused else "Enabled",
         "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
         "ComputeQuotaConfig": {
             "ComputeQuotaResources": [

@@ -58,6 +58,7 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "team_tag": {TAG_TEAM: team.name},
         "submission_tags": submission_tags(team.name, team.cost_centre),
         "quota": dict(team.quotas[pool.name]),
+        "state": "paused" if team.paused else "active",
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
     if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):

@@ -22,7 +22,7 @@ from .discovery import describe
 # The backends a member submits to, by the name the CLI takes.
 MEMBER_BACKENDS = {"batch": contract.BATCH_QUOTA_SHARE, "hyperpod_eks": contract.HYPERPOD_EKS, "slurm": contract.HYPERPOD_SLURM}
 # Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
-_MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos"))
+_MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos", "state"))
 _NOT_STRINGS = {"version": int, "team_tag": dict, "submission_tags": dict, "quota": dict, "priority_classes": list, "qos": list}
 
 
@@ -50,6 +50,7 @@ class TeamSetup:
     team_tag: Mapping[str, str]
     submission_tags: Mapping[str, str]  # every job must carry them: the team tag, and the cost centre's when declared
     quota: Mapping[str, int]  # instance type -> guaranteed instances
+    state: str | None  # "active" or "paused" (no new job starts); None in a document older than pausing
     priority_classes: Sequence[Mapping[str, Any]]  # most urgent first: name, weight, DISCOVERY_PRIORITY_KEY[backend]
     job_queue: str | None = None
     job_queue_arn: str | None = None
@@ -106,7 +107,7 @@ class TeamSetup:
                          for name, count in data["quota"].items() if not isinstance(count, int) or isinstance(count, bool)]
         if problems:
             raise GovernanceError(problems)
-        return cls(**{key: data[key] for key in keys})
+        return cls(**{key: data.get(key) for key in keys})  # only a null-able key may be absent (checked above)
 
     def priority(self, priority_class: str) -> Any:
         """What the backend takes for a priority class: Batch's scheduling priority (the

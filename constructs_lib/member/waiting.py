@@ -15,12 +15,12 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from gpu_governance_runtime.capacity.planner import Window
-from gpu_governance_runtime.contract import SharingStrategy
+from gpu_governance_runtime.contract import SharingStrategy, lendable
 from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.planner import is_guarantee_job, preemptible_in_share
 
 RUNNING, WAITING = "running", "waiting"
-NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large"})
+NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large", "paused"})
 
 # Reason code -> what it means, in the words a member reads (docs/status.md says what to do).
 REASONS = {
@@ -37,6 +37,7 @@ REASONS = {
     "window_not_active": "needs {instance_type}, which capacity window {window} supplies from {start}",
     "too_large": "asks for {count} {unit}, more than your team can ever hold here ({ceiling})",
     "held": "held: release it (or ask an administrator) before it can start",
+    "paused": "team paused: no new job of your team starts until the platform team resumes it (`gpu-governance team resume`); running jobs finish",
     "dependency": "waits for another job it depends on",
     "begin_time": "not allowed to start before its begin time (a requeued job waits about two minutes)",
     "preempted": "was preempted and is queued again",
@@ -78,7 +79,7 @@ class Usage:
     in_use: int
     guaranteed: int
     borrowed: int
-    lent: int  # idle guarantee others may be using (none for a reserve share)
+    lent: int  # idle guarantee others may be using (none for a reserve share, at most its lending limit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,9 +109,11 @@ def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows:
     share = next(s for s in policy.shares if s.name == team)
     mine = observation.in_use.get(team, {})
     quota = share.quota if observation.guaranteed is None else observation.guaranteed
+    # Kueue's figures are GPUs, and no lending limit holds there (HyperPod compute quotas have none)
+    lending_limit = share.lending_limit if observation.guaranteed is None else None
     usage = tuple(
         Usage(instance_type=t, in_use=mine.get(t, 0), guaranteed=quota.get(t, 0), borrowed=max(0, mine.get(t, 0) - quota.get(t, 0)),
-              lent=0 if share.strategy is SharingStrategy.RESERVE else max(0, quota.get(t, 0) - mine.get(t, 0)))
+              lent=min(max(0, quota.get(t, 0) - mine.get(t, 0)), lendable(share.strategy, quota.get(t, 0), lending_limit)))
         for t in sorted({*quota, *mine})
     )
     waiting = sorted((j for j in observation.jobs if j.team == team and j.state == WAITING), key=lambda j: (-j.priority, j.submitted_at, j.job_id))
@@ -159,6 +162,8 @@ def _computed(policy: PoolPolicy, share, observation: Observation, job: Observed
               windows: Iterable[Window], now: datetime) -> tuple[str, dict]:
     """The reason from the numbers, in the order a member can act on: what can never run, what
     waits for capacity that does not exist yet, then the team's own limits, then the pool."""
+    if share.paused:  # before any figure: nothing else matters until the team is resumed
+        return "paused", {}
     kind = job.instance_type
     capacity = policy.capacity.get(kind or "", 0)
     if not capacity:

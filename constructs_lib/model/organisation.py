@@ -49,16 +49,25 @@ def _preset_may_supply(field: str):
 
 class SharingPolicy(_Frozen):
     """How a team's capacity is shared. ``borrow_limit`` is a percent of the team's own quota
-    (per instance type) that it may borrow on top, or ``"unlimited"``; only with lend-and-borrow."""
+    (per instance type) that it may borrow on top, or ``"unlimited"``; only with lend-and-borrow.
+    ``lending_limit`` (Kueue's ``lendingLimit``) is the percent of its quota it lends at most while
+    idle; the rest is held for it. Unset: it lends all of its idle quota."""
 
     model_config = ConfigDict(json_schema_extra=_preset_may_supply("strategy"))
 
     strategy: SharingStrategy
     borrow_limit: Annotated[int, Field(ge=0, le=MAX_BORROW_LIMIT)] | Literal["unlimited"] | None = None
     in_share_preemption: bool = False
+    lending_limit: Annotated[int, Field(ge=0, le=100)] | None = Field(
+        default=None,
+        description="Percent (0-100) of the team's quota, per instance type, it lends at most while idle; unset: all of it. "
+        "Only for lend and lend_and_borrow",
+    )
 
     @model_validator(mode="after")
     def _borrow_limit_needs_lend_and_borrow(self) -> "SharingPolicy":
+        if self.strategy is SharingStrategy.RESERVE and self.lending_limit is not None:
+            raise ValueError("lending_limit is only allowed with strategy lend or lend_and_borrow: reserve lends nothing")
         if self.strategy is SharingStrategy.LEND_AND_BORROW and self.borrow_limit is None:
             raise ValueError(
                 "lend_and_borrow needs a borrow_limit (percent of the team's quota, 0-10000, "
@@ -102,7 +111,9 @@ PRESET_SHARING: Mapping[Preset, SharingPolicy] = {
         strategy=SharingStrategy.LEND_AND_BORROW, borrow_limit=100, in_share_preemption=True
     ),
     Preset.STEADY: SharingPolicy(strategy=SharingStrategy.LEND, in_share_preemption=False),
-    # In-share preemption lets its most urgent job start at once inside its own reservation.
+    # "Immediate start without interruption" read as promises against other teams: nothing is lent,
+    # so nothing is reclaimed; in-share preemption lets its most urgent job start at once inside its
+    # own reservation, interrupting only the team's strictly lower-priority work (docs/governance-file.md).
     Preset.CRITICAL: SharingPolicy(strategy=SharingStrategy.RESERVE, in_share_preemption=True),
 }
 
@@ -203,6 +214,10 @@ class Team(_Frozen):
     )
     monthly_budget_usd: UsdAmount | None = Field(
         default=None, description="Monthly AWS Budgets budget (USD) of the cost tagged with the team; none unless declared"
+    )
+    paused: bool = Field(
+        default=False,
+        description="No new job of the team starts on any backend; running jobs finish. `gpu-governance team pause|resume` sets it",
     )
 
     @model_validator(mode="before")

@@ -9,21 +9,30 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_governance_runtime.contract import POLICY_VERSION
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_SLURM, POLICY_VERSION
 
 from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel, Team
 
 
-def _share(team: Team, pool_name: str) -> dict[str, Any]:
+# Where a lending limit holds: the pools whose borrowers the reclaim controller plans. Batch quota
+# shares and HyperPod compute quotas have none and the controller does not schedule there, so the
+# policy says what happens: the whole idle quota is lent (`validate` warns; docs/governance-file.md).
+LENDING_LIMIT_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
+
+
+def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
     sharing = team.sharing
     return {
         "name": team.name,
-        "quota": dict(team.quotas[pool_name]),
+        "quota": dict(team.quotas[pool.name]),
         "strategy": sharing.strategy.value,
         # null means unlimited for lend_and_borrow and "does not borrow" otherwise
         "borrow_limit": None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit,
         "in_share_preemption": sharing.in_share_preemption,
         "fair_share_weight": team.fair_share_weight,
+        # null: lends all its idle quota (as its strategy allows)
+        "lending_limit": sharing.lending_limit if pool.backend in LENDING_LIMIT_BACKENDS else None,
+        "paused": team.paused,
     }
 
 
@@ -44,7 +53,7 @@ def compile_policy(model: GovernanceModel) -> dict[str, Any]:
                 "name": pool.name,
                 "backend": pool.backend,
                 "capacity": dict(pool.capacity),
-                "shares": [_share(team, pool.name) for team in model.teams_in(pool.name)],
+                "shares": [_share(team, pool) for team in model.teams_in(pool.name)],
                 **_reclaim(pool),
             }
             for pool in model.pools

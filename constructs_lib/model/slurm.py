@@ -151,7 +151,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
             qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=_borrow_gpus(team, pool)))
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
-        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1]))
+        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused))
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
         users += [SlurmUser(name=member, account=team.name) for member in members]
         partitions.append(SlurmPartition(

@@ -55,6 +55,17 @@ def borrow_ceiling(strategy: SharingStrategy, quota: int, borrow_limit: int | No
     return quota + quota * borrow_limit // 100
 
 
+def lendable(strategy: SharingStrategy, quota: int, lending_limit: int | None) -> int:
+    """Most of its ``quota`` a share lends while idle (Kueue's ``lendingLimit``): none for
+    ``reserve``, all of it without a ``lending_limit``, else that percent of it, rounded down.
+    The rest of an idle quota is held for the share, as a reserve share's is."""
+    if strategy is SharingStrategy.RESERVE:
+        return 0
+    if lending_limit is None:
+        return quota
+    return quota * lending_limit // 100
+
+
 # --- environment variables the constructs set and the functions read --------------------------
 
 ENV_POLICY_PATH = "POLICY_PATH"  # optional: the bundled POLICY_FILE_NAME when unset
@@ -214,6 +225,7 @@ DISCOVERY_KEYS = (
     "ecr_repository_uri", "secrets_prefix", "team_tag",
     "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
+    "state",  # "active", or "paused": no new job of the team starts (null in documents published before it existed)
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
 DISCOVERY_BACKEND_KEYS = {

@@ -190,6 +190,11 @@ class _Reader:
                 self.problems.append(f"{path}.borrow_limit: {borrow_limit!r} - only lend_and_borrow shares borrow; use null")
         in_share = data.get("in_share_preemption", False)
         self.expect(in_share, bool, f"{path}.in_share_preemption", "true or false")
+        lending_limit = data.get("lending_limit")
+        if lending_limit is not None and self.count(lending_limit, f"{path}.lending_limit", 0) > 100:
+            self.problems.append(f"{path}.lending_limit: {lending_limit!r} - a percent 0-100, or null to lend all idle quota")
+        paused = data.get("paused", False)
+        self.expect(paused, bool, f"{path}.paused", "true or false")
         self.expect(data.get("name"), str, f"{path}.name", "a string")
         return Share(
             name=str(data.get("name")),
@@ -198,6 +203,8 @@ class _Reader:
             borrow_limit=borrow_limit if isinstance(borrow_limit, int) else None,
             in_share_preemption=bool(in_share),
             fair_share_weight=self.count(data.get("fair_share_weight", 10), f"{path}.fair_share_weight", 1),
+            lending_limit=lending_limit if isinstance(lending_limit, int) and not isinstance(lending_limit, bool) else None,
+            paused=paused is True,
         )
 
     def window(self, data: dict, path: str) -> Window | None:

@@ -271,7 +271,7 @@ def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
     from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, Strategy
 
     class Observed:  # an observe-only backend: the tick reads, plans nothing, publishes
-        acts, reroutes_borrowers, usage_from_queue, action_seconds = False, False, True, 1.0
+        acts, reroutes_borrowers, usage_from_queue, action_seconds, preemptions_seen = False, False, True, 1.0, {}
 
         def read(self, now):
             return PoolState(capacity={"g": 4}, shares=(Share(name="a", quota={"g": 2}, strategy=Strategy.LEND_AND_BORROW),

@@ -22,7 +22,7 @@ FAIR_POOL = BatchFairSharePool(
 TEAMS = [
     Team(name="vision", preset="background", sharing={"borrow_limit": 50}, fair_share_weight=50,
          quotas={"training": {"ml.p5.48xlarge": 4}, "ec2": {"p5.48xlarge": 2}}),
-    Team(name="nlp", preset="steady", fair_share_weight=25, quotas={"training": {"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 4}, "ec2": {"p5.48xlarge": 1}}),
+    Team(name="nlp", preset="steady", fair_share_weight=25, paused=True, quotas={"training": {"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 4}, "ec2": {"p5.48xlarge": 1}}),
     Team(name="prod", preset="critical", quotas={"training": {"ml.p5.48xlarge": 2}, "ec2": {"p5.48xlarge": 1}}),
     Team(name="lab", sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"}, quotas={"ec2": {"p5.48xlarge": 1}}),
 ]
@@ -70,14 +70,15 @@ def test_service_environment_and_quota_share_queue(synthesized):
 
 
 @pytest.mark.parametrize(
-    "team, limits, sharing, preemption, preset",
+    "team, limits, sharing, preemption, preset, state",
     [
-        ("vision", [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 4}], {"Strategy": "LEND_AND_BORROW", "BorrowLimit": 50}, "ENABLED", "background"),
-        ("nlp", [{"CapacityUnit": "ml.g6e.12xlarge", "MaxCapacity": 4}, {"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}], {"Strategy": "LEND"}, "DISABLED", "steady"),
-        ("prod", [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}], {"Strategy": "RESERVE"}, "ENABLED", "critical"),
+        ("vision", [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 4}], {"Strategy": "LEND_AND_BORROW", "BorrowLimit": 50}, "ENABLED", "background", "ENABLED"),
+        # nlp is paused: its share accepts no new job
+        ("nlp", [{"CapacityUnit": "ml.g6e.12xlarge", "MaxCapacity": 4}, {"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}], {"Strategy": "LEND"}, "DISABLED", "steady", "DISABLED"),
+        ("prod", [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}], {"Strategy": "RESERVE"}, "ENABLED", "critical", "ENABLED"),
     ],
 )
-def test_one_quota_share_per_team(synthesized, team, limits, sharing, preemption, preset):
+def test_one_quota_share_per_team(synthesized, team, limits, sharing, preemption, preset, state):
     _, _, template = synthesized
     shares = template.find_resources("AWS::Batch::QuotaShare", {"Properties": {"QuotaShareName": team}})
     assert len(shares) == 1
@@ -85,6 +86,7 @@ def test_one_quota_share_per_team(synthesized, team, limits, sharing, preemption
     assert share["Properties"]["CapacityLimits"] == limits
     assert share["Properties"]["ResourceSharingConfiguration"] == sharing
     assert share["Properties"]["PreemptionConfiguration"] == {"InSharePreemption": preemption}
+    assert share["Properties"]["State"] == state
     assert share["Metadata"]["GpuGovernance"] == {"team": team, "preset": preset}
     assert "GetAtt" in json.dumps(share["Properties"]["JobQueue"])
 

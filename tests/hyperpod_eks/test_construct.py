@@ -440,3 +440,13 @@ def test_a_team_without_tenancy_is_refused():
     with pytest.raises(GovernanceError, match=r"teams\[1\]: no TeamTenancy given for the team \('speech'\)"):
         HyperPodEksGovernance(stack, "HyperPod", pool=model.pools[0], teams=model.teams, priority_classes=model.priority_classes,
                               platform_admins=model.platform_admins, tenants={})
+
+
+def test_a_paused_team_gets_a_disabled_compute_quota():
+    from constructs_lib.hyperpod_eks.governance import compute_quota_properties
+    from constructs_lib.model import HyperPodEksPool, Team
+
+    pool = HyperPodEksPool(name="hp", capacity={"ml.p5.48xlarge": 4}, cluster_arn=CLUSTER_ARN, eks_cluster_name="hp-eks")
+    team = Team(name="vision", preset="steady", quotas={"hp": {"ml.p5.48xlarge": 2}})
+    assert compute_quota_properties(pool, team)["ActivationState"] == "Enabled"
+    assert compute_quota_properties(pool, team.model_copy(update={"paused": True}))["ActivationState"] == "Disabled"

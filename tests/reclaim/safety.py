@@ -10,7 +10,8 @@ Each check takes the state, the settings and the plan, and fails with the job it
 5. the applied plan fits the pool and every share's ceiling, and moves each job at most once;
 6. the victim set is minimal: keeping any one victim leaves its job no room;
 7. a guarantee job (``is_guarantee_job``) always starts, unless the plan names an anti-thrash
-   limit as the reason it waits.
+   limit as the reason it waits;
+8. no team lends beyond its lending limit, and a paused team starts nothing.
 
 Checks 1 and 6 compare against the state before the plan, so they apply where the job is the only
 pending job of its instance type (every conformance case; ``pool_states(pending=(1, 1))``).
@@ -38,6 +39,7 @@ def check_safety(state: PoolState, settings: Settings, plan: Plan) -> None:
     for check in (
         fits_free_capacity_without_preemption, in_share_victims_of_lower_priority, no_reclaim_for_borrowing,
         reclaim_only_borrowed_capacity, plan_fits_the_pool, victims_are_minimal, guarantee_jobs_start,
+        lends_within_lending_limits,
     ):
         check(state, settings, plan)
 
@@ -48,10 +50,9 @@ def _use(jobs, share: str, instance_type: str) -> int:
 
 def _pool_room(state: PoolState, running, share: str, instance_type: str) -> int:
     """Free instances of the type for ``share``: the pool less what runs and less the idle
-    quota of the other reserve shares (never lent)."""
+    quota the other shares never lend (reserve shares', and beyond a lending limit)."""
     reserved_idle = sum(
-        max(0, s.quota.get(instance_type, 0) - _use(running, s.name, instance_type))
-        for s in state.shares if s.strategy is Strategy.RESERVE and s.name != share
+        s.held_idle(instance_type, _use(running, s.name, instance_type)) for s in state.shares if s.name != share
     )
     return state.capacity[instance_type] - sum(j.count for j in running if j.instance_type == instance_type) - reserved_idle
 
@@ -162,3 +163,21 @@ def guarantee_jobs_start(state: PoolState, settings: Settings, plan: Plan) -> No
     after = apply_plan(state, plan)
     waiting = {j.job_id for j in pending_guarantee_jobs(after.shares, after.running, after.pending)}
     assert waiting <= set(named), f"guarantee jobs wait, no reason named: {sorted(waiting - set(named))}"
+
+
+def lends_within_lending_limits(state: PoolState, settings: Settings, plan: Plan) -> None:
+    """After the plan, what other shares use above their quotas leaves every lender the part of its
+    idle quota it does not lend (its quota less its lending limit), and a paused share started nothing."""
+    paused = {s.name for s in state.shares if s.paused}
+    assert not [s.job_id for s in plan.starts if s.share in paused], "a paused team's job started"
+    after = apply_plan(state, plan)
+    for instance_type, capacity in state.capacity.items():
+        if not any(s.instance_type == instance_type and s.borrowed for s in plan.starts):
+            continue  # nothing borrowed in this plan: the state before it is not the plan's doing
+        used = {s.name: _use(after.running, s.name, instance_type) for s in state.shares}
+        for share in state.shares:
+            held = share.held_idle(instance_type, used[share.name])
+            others = sum(used.values()) - used[share.name]
+            assert others <= capacity - used[share.name] - held, (
+                f"team {share.name} lends beyond its lending limit {share.lending_limit}% of {instance_type}: {held} of its idle quota in use by others"
+            )

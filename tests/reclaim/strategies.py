@@ -1,5 +1,5 @@
 """Hypothesis strategies for valid pool states: every share within its ceiling, non-borrowers
-within quota, reserve shares' idle quota free, capacity respected (what a previous tick leaves)."""
+within quota, idle quota held by reserve shares and lending limits free, capacity respected (what a previous tick leaves)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ NOW = 10_000.0
 
 
 @st.composite
-def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[int, int] = (0, 10)) -> PoolState:
+def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[int, int] = (0, 10), paused: bool = False) -> PoolState:
     types = TYPES[: draw(st.integers(1, 2))]
     capacity = {t: draw(st.integers(1, 16)) for t in types}
     shares = []
@@ -43,6 +43,8 @@ def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[in
                 borrow_limit=draw(st.none() | st.integers(0, 300)) if strategy is Strategy.LEND_AND_BORROW else None,
                 in_share_preemption=draw(st.booleans()),
                 fair_share_weight=draw(st.integers(1, 100)),
+                lending_limit=None if strategy is Strategy.RESERVE else draw(st.none() | st.integers(0, 100)),
+                paused=paused and draw(st.sampled_from((False, False, False, True))),
             )
         )
     usage = {(s.name, t): 0 for s in shares for t in types}
@@ -75,9 +77,7 @@ def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[in
 
 def _valid(shares, capacity, usage) -> bool:
     for t, cap in capacity.items():
-        reserved_idle = sum(
-            max(0, s.quota.get(t, 0) - usage[s.name, t]) for s in shares if s.strategy is Strategy.RESERVE
-        )
+        reserved_idle = sum(s.held_idle(t, usage[s.name, t]) for s in shares)  # never lent (lending limits)
         if sum(usage[s.name, t] for s in shares) + reserved_idle > cap:
             return False
         if any(usage[s.name, t] > s.ceiling(t, cap) for s in shares):

@@ -9,7 +9,8 @@ case and line there. The mapping (docs/reclaim.md, *Where we differ from Kueue*)
 * a ClusterQueue is a share, its cohort the pool, holding the sum of the cohort's nominal quotas;
   a ClusterQueue without a cohort is a pool of its own;
 * nominal quota -> quota; ``borrowingLimit`` -> ``lend_and_borrow`` with that limit as a percent
-  of the quota (none: unlimited); a ClusterQueue alone in its pool -> ``lend``;
+  of the quota (none: unlimited); ``lendingLimit`` -> ``lending_limit``, the smallest percent of
+  the quota that lends exactly as many; a ClusterQueue alone in its pool -> ``lend``;
 * ``withinClusterQueue: LowerPriority`` -> in-share preemption; ``Never`` -> none;
   ``reclaimWithinCohort`` -> the planner's reclaim, which takes any borrower (``Any``);
 * CPUs of the one flavor -> instances of one type; every admitted workload started together,
@@ -19,7 +20,7 @@ Kueue's tests ask for the preemption targets of one incoming workload; the plann
 whole tick. Where the semantics agree the plan preempts exactly Kueue's targets and starts the
 incoming job when it preempts; where the library differs on purpose the case asserts the
 library's outcome and says why; cases that need a concept the library lacks are listed in
-``MISSING`` with the concept (issue 24 adds lending limits and hierarchical cohorts). Every
+``MISSING`` with the concept (issue 24 adds hierarchical cohorts). Every
 ported case also passes the safety properties of ``safety.py``. The session prints the summary.
 """
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from gpu_governance_runtime.contract import lendable
 from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, Strategy, plan_tick
 
 from .safety import check_safety
@@ -42,11 +44,15 @@ NOW = 100_000.0
 ADMITTED_AT = NOW - 600
 
 
-def cq(name: str, nominal: int, *, borrowing_limit: int | None = None, in_share: bool = True, alone: bool = False) -> Share:
+def cq(name: str, nominal: int, *, borrowing_limit: int | None = None, lending_limit: int | None = None,
+       in_share: bool = True, alone: bool = False) -> Share:
     if alone:
         return Share(name=name, quota={CPU: nominal}, strategy=Strategy.LEND, in_share_preemption=in_share)
     percent = borrowing_limit * 100 // nominal if borrowing_limit is not None and nominal else None
-    return Share(name=name, quota={CPU: nominal}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=percent, in_share_preemption=in_share)
+    lending = None if lending_limit is None else -(-lending_limit * 100 // nominal)  # the smallest percent lending that many
+    assert lending is None or lendable(Strategy.LEND_AND_BORROW, nominal, lending) == lending_limit
+    return Share(name=name, quota={CPU: nominal}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=percent,
+                 in_share_preemption=in_share, lending_limit=lending)
 
 
 # TestPreemption's defaultClusterQueues (line 72), by cohort.
@@ -61,6 +67,7 @@ COHORTS = {
         cq("shared", 10, in_share=False),
     ),
     "cohort-three": (cq("a", 2), cq("b", 2, in_share=False), cq("c", 2, in_share=False)),
+    "cohort-lend": (cq("lend1", 6, lending_limit=4), cq("lend2", 6, lending_limit=2)),
     # TestSatisfiesPreemptionPolicy: one ClusterQueue (in-share), or a lender and a borrower (reclaim)
     "policy-within": (cq("q", 1, alone=True),),
     "policy-never": (cq("q", 1, alone=True, in_share=False),),
@@ -174,6 +181,14 @@ CASES = (
          [("b_standard_high", "b_standard", 2, 10), ("b_standard_mid", "b_standard", 1, 1), ("a_best_effort_low", "a_best_effort", -1, 1),
           ("a_best_effort_lower", "a_best_effort", -2, 1)], ("b_standard", 2, 2), {"a_best_effort_lower", "b_standard_mid"},
          library=set(), why=NO_BORROW_RECLAIM),
+    # cohort-lend: lending limits bound what lend1 (4 of 6) and lend2 (2 of 6) lend to each other.
+    case(PREEMPTION, "reclaim quota from lender", 2936, "cohort-lend",
+         [("lend1-low", "lend1", -1, 3), ("lend2-mid", "lend2", 0, 3), ("lend2-high", "lend2", 1, 4)], ("lend1", 1, 3), {"lend2-mid"}),
+    case(PREEMPTION, "preempt from all ClusterQueues in cohort-lend", 3040, "cohort-lend",
+         [("lend1-low", "lend1", -1, 3), ("lend1-mid", "lend1", 0, 2), ("lend2-low", "lend2", -1, 3), ("lend2-mid", "lend2", 0, 4)],
+         ("lend1", 0, 4), {"lend1-low", "lend2-low"}),
+    case(PREEMPTION, "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit", 3180, "cohort-lend",
+         [("lend2-low", "lend2", -1, 10)], ("lend1", 0, 9), set()),
     case(PREEMPTION, "preemptions from cq when target queue is exhausted for the single requested resource", 3221, "cohort-three",
          [("a1", "a", -2, 1), ("a2", "a", -2, 1), ("a3", "a", -1, 1), ("b1", "b", 0, 1), ("b2", "b", 0, 1), ("b3", "b", 0, 1)],
          ("a", 0, 2), {"a1", "a2"}),
@@ -194,7 +209,6 @@ CASES = (
     case(POLICY, "PreemptionPolicyNever", 85, "policy-never", [("candidate", "q", 10, 1)], ("q", 10, 1), set()),
 )
 
-LENDING_LIMIT = "lending limits (a ClusterQueue lends at most part of its quota): issue 24"
 HIERARCHY = "hierarchical cohorts (cohorts with parents and quotas of their own): issue 24"
 RESOURCES = "several resources per job (CPU and memory together): a job asks for instances of one type"
 PODSETS = "several pod sets per job, each on its own flavor: a job asks for instances of one type"
@@ -208,9 +222,6 @@ MISSING = (
     (PREEMPTION, "preempting locally and borrowing other resources in cohort, without cohort candidates", 1289, RESOURCES),
     (PREEMPTION, "preempting locally and borrowing other resources in cohort, with cohort candidates", 1612, RESOURCES),
     (PREEMPTION, "each podset preempts a different flavor", 2195, PODSETS),
-    (PREEMPTION, "reclaim quota from lender", 2936, LENDING_LIMIT),
-    (PREEMPTION, "preempt from all ClusterQueues in cohort-lend", 3040, LENDING_LIMIT),
-    (PREEMPTION, "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit", 3180, LENDING_LIMIT),
     (PREEMPTION, "preemptions from cq when target queue is exhausted for two requested resources", 3414, RESOURCES),
     (PREEMPTION, "preemptions from cq when target queue is exhausted for one requested resource, but not the other", 3636, RESOURCES),
     (PREEMPTION, "long range preemption", 4026, HIERARCHY),
@@ -221,7 +232,8 @@ MISSING = (
         ("incoming workload fits in CQ nominal quota", 668), ("preempt hierarchical and priority candidates", 782),
         ("preempt hierarchical candidates and inside CQ", 916), ("reclaim nominal quota from lowest priority workload, excluding non-borrowing", 1049),
         ("infeasible preemption all available workloads in pruned subtrees", 1176), ("hiearchical preemption with multiple resources", 1277),
-        ("prefer to preempt evicted workloads", 1393), ("respect lending limits", 1491), ("reclaim in complex hierarchy", 1575),
+        ("prefer to preempt evicted workloads", 1393), ("respect lending limits", 1491),  # lending limits inside a hierarchy of cohorts
+        ("reclaim in complex hierarchy", 1575),
     )),
     *((POLICY, name, line, BOOST) for name, line in (
         ("LowerPriority: boost makes low-priority immune to medium-priority preemption", 91),

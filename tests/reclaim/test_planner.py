@@ -22,6 +22,8 @@ from gpu_governance_runtime.reclaim.planner import (
     starved_shares,
 )
 
+from .safety import check_safety
+
 P5 = "ml.p5.48xlarge"
 NOW = 10_000.0
 
@@ -256,15 +258,17 @@ def test_with_a_borrow_horizon_only_short_declared_or_checkpointing_jobs_borrow(
 
 def test_a_reclaim_for_a_job_unstarted_in_the_same_tick_names_the_job_that_takes_its_place():
     # Found by the properties at 1,000 examples (on main too): p1 reclaims r1 inside team1's
-    # guarantee, then p0 (higher priority, borrowing within team1's ceiling) replaces p1 in-share
-    # in the same tick. The reclaim used to name p1, which no longer starts.
+    # guarantee. p0 (higher priority, 4 > team1's quota of 3: it borrows) may not replace p1 in-share
+    # in the same tick: it would start on capacity reclaimed for a guarantee, and a reclaim never
+    # serves a borrowing job (safety.no_reclaim_for_borrowing; issue 28 found the replacement).
     borrower = share("team0", 0, Strategy.LEND_AND_BORROW, borrow_limit=None)
     lender = share("team1", 3, Strategy.LEND_AND_BORROW, borrow_limit=34, in_share_preemption=True)
     state = pool([borrower, lender], [running("r1", "team0", 9), running("r2", "team0", 1)], [pending("p0", "team1", 4, priority=2), pending("p1", "team1", 2, priority=1)], capacity=10)
     plan = plan_tick(state)
-    assert [s.job_id for s in plan.starts] == ["p0"]
-    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p0")]
-    assert plan.preemptions[0].reason.endswith("for job p0")
+    assert [s.job_id for s in plan.starts] == ["p1"]
+    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p1")]
+    assert plan.preemptions[0].reason.endswith("for job p1")
+    check_safety(state, Settings(), plan)
 
 
 # --- the guarantee definition (issue 29) --------------------------------------------------------
@@ -349,3 +353,77 @@ def test_a_guarantee_job_kept_waiting_by_a_protected_victim_is_starved():
     assert (plan.starts, plan.preemptions) == ((), ())
     assert [(w.job_id, w.reason) for w in plan.waits] == [("a-high", "min_run_time_s")]
     assert starved_shares(state) == {"a"}
+
+
+# --- lending limits and paused teams (issue 28) --------------------------------------------------
+
+
+def test_a_borrower_uses_only_what_the_lenders_lending_limits_allow():
+    # vision lends half of its idle 8: the borrower gets 4 of them, not all 8, and the usage rows say so.
+    state = pool(
+        [RESEARCH_BORROWS, share("vision", 8, lending_limit=50)],
+        [running("r-own", "research", 4)],
+        [pending(f"r{n}", "research", 1) for n in range(8)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    assert sum(s.borrowed for s in plan.starts) == 4
+    rows = {row.share: row for row in share_usage(apply_plan(state, plan))}
+    assert (rows["vision"].lent, rows["research"].borrowed) == (4, 4)
+
+
+def test_a_lender_gets_its_held_part_at_once_and_reclaims_only_what_it_lent():
+    lender = share("vision", 8, lending_limit=50)
+    state = pool(
+        [RESEARCH_BORROWS, lender],
+        [running("r-own", "research", 4), running("r-borrowed", "research", 4, started_at=500)],
+        [pending("v-held", "vision", 4), pending("v-lent", "vision", 4, submitted_at=1)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    assert [s.job_id for s in plan.starts] == ["v-held", "v-lent"]
+    # the held half starts on idle capacity; the lent half comes back by reclaim, as before
+    assert [(p.job_id, p.for_job, p.kind) for p in plan.preemptions] == [("r-borrowed", "v-lent", RECLAIM)]
+
+
+def test_lending_limit_is_refused_on_a_share_that_does_not_lend():
+    with pytest.raises(ValueError, match="shares.vision.lending_limit"):
+        pool([share("vision", 8, Strategy.RESERVE, lending_limit=50)])
+
+
+def test_a_paused_team_starts_nothing_is_owed_nothing_and_its_reclaimed_job_waits():
+    paused = share("research", 4, Strategy.LEND_AND_BORROW, borrow_limit=None, paused=True)
+    state = pool(
+        [paused, VISION_LENDS],
+        [running("r-own", "research", 4), running("r-borrowed", "research", 4, started_at=500)],
+        [pending("r-inside-quota", "research", 2), pending("v", "vision", 8)],
+        capacity=12,
+    )
+    plan = plan_tick(state)
+    # vision's guarantee still reclaims from the paused team; nothing of the paused team starts,
+    # not even the reclaimed job, and its waiting jobs do not count as starved below their guarantee
+    assert [s.job_id for s in plan.starts] == ["v"]
+    assert [p.job_id for p in plan.preemptions] == ["r-borrowed"]
+    after = apply_plan(state, plan)
+    assert {j.job_id for j in after.pending} == {"r-inside-quota", "r-borrowed"}
+    assert starved_shares(after) == set()
+    assert plan.waits == ()
+    own_job_done = tuple(j for j in after.running if j.job_id != "r-own")
+    resumed = replace(after, shares=(replace(paused, paused=False), VISION_LENDS), running=own_job_done)
+    assert "r-inside-quota" not in {s.job_id for s in plan_tick(replace(resumed, shares=state.shares)).starts}
+    assert "r-inside-quota" in {s.job_id for s in plan_tick(resumed).starts}
+
+
+def test_a_job_that_borrows_never_takes_the_place_of_one_that_reclaimed_in_the_same_tick():
+    # found by the property tests: p0 (inside research's quota of 1) reclaims vision's borrowed 4;
+    # the higher-priority p1 would then borrow by preempting p0 in-share and inherit the reclaim
+    state = pool(
+        [share("research", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, in_share_preemption=True),
+         share("vision", 0, Strategy.LEND_AND_BORROW, borrow_limit=None)],
+        [running("v-borrowed", "vision", 4)],
+        [pending("p0", "research", 1, priority=0), pending("p1", "research", 4, priority=1)],
+        capacity=4,
+    )
+    plan = plan_tick(state)
+    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("v-borrowed", "p0")]
+    assert [s.job_id for s in plan.starts] == ["p0"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from gpu_governance_runtime.reclaim.planner import (
@@ -18,10 +18,12 @@ from gpu_governance_runtime.reclaim.planner import (
     victim_order,
     apply_plan,
     plan_tick,
+    share_usage,
     starved_shares,
 )
+from gpu_governance_runtime.contract import lendable
 
-from .safety import check_safety
+from .safety import check_safety, lends_within_lending_limits
 from .strategies import NOW, PROPERTY_SETTINGS, pool_states, state_is_valid
 
 UNCAPPED = Settings(min_run_time_s=600, max_preemptions_per_tick=10_000, max_preemption_searches_per_tick=10_000)
@@ -102,11 +104,8 @@ def test_no_preemption_when_the_pending_job_fits_anyway(state):
     share = _shares(state)[job.share]
     capacity = state.capacity[job.instance_type]
     used = {s.name: sum(j.count for j in state.running if j.share == s.name and j.instance_type == job.instance_type) for s in state.shares}
-    reserved_idle = sum(
-        max(0, s.quota.get(job.instance_type, 0) - used[s.name])
-        for s in state.shares
-        if s.strategy is Strategy.RESERVE and s.name != job.share
-    )
+    # idle quota never lent: reserve shares', and lenders' beyond their lending limits
+    reserved_idle = sum(s.held_idle(job.instance_type, used[s.name]) for s in state.shares if s.name != job.share)
     free = capacity - sum(used.values()) - reserved_idle
     fits = job.count <= free and used[job.share] + job.count <= share.ceiling(job.instance_type, capacity)
     plan = plan_tick(state, UNCAPPED)
@@ -189,13 +188,13 @@ def test_a_reclaim_takes_the_borrowed_jobs_that_lose_least_whatever_their_priori
 
 
 @PROPERTY_SETTINGS
-@given(pool_states(pending=(1, 1)), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
+@given(pool_states(pending=(1, 1), paused=True), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
 def test_every_plan_for_one_pending_job_is_safe(state, settings):
     check_safety(state, settings, plan_tick(state, settings))
 
 
 @PROPERTY_SETTINGS
-@given(pool_states(), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
+@given(pool_states(paused=True), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
 def test_every_plan_is_safe(state, settings):
     check_safety(state, settings, plan_tick(state, settings))
 
@@ -235,3 +234,43 @@ def test_a_lender_behind_its_own_lower_priority_jobs_starts_inside_its_guarantee
     (job,) = state.pending
     if starved_shares(state):  # a guarantee job: nothing is protected and nothing capped, so it starts
         assert [s.job_id for s in plan.starts] == [job.job_id] and plan.waits == ()
+
+
+@st.composite
+def lenders_and_borrowers(draw):
+    """Lenders with lending limits, partly idle, beside unlimited borrowers with work waiting: the
+    states where a lending limit decides what may start (rare among pool_states)."""
+    capacity = draw(st.integers(2, 16))
+    shares, running, free = [], [], capacity
+    for index in range(draw(st.integers(1, 3))):
+        quota = draw(st.integers(1, max(1, free)))
+        if quota > free:
+            break
+        free -= quota
+        name = f"lender{index}"
+        shares.append(Share(name=name, quota={"p5": quota}, strategy=draw(st.sampled_from([Strategy.LEND, Strategy.LEND_AND_BORROW])),
+                            lending_limit=draw(st.none() | st.integers(0, 100)), paused=draw(st.booleans())))
+        in_use = draw(st.integers(0, quota))
+        if in_use:
+            running.append(RunningJob(job_id=f"{name}-own", share=name, instance_type="p5", count=in_use, priority=1, started_at=0))
+    shares.append(Share(name="borrower", quota={}, strategy=Strategy.LEND_AND_BORROW))
+    pending = tuple(PendingJob(job_id=f"b{n}", share=draw(st.sampled_from([s.name for s in shares])), instance_type="p5",
+                               count=draw(st.integers(1, capacity)), priority=draw(st.integers(0, 2)), submitted_at=float(n))
+                    for n in range(draw(st.integers(1, 6))))
+    state = PoolState(capacity={"p5": capacity}, shares=tuple(shares), running=tuple(running), pending=pending, now=NOW)
+    assume(state_is_valid(state))
+    return state
+
+
+@PROPERTY_SETTINGS
+@given(lenders_and_borrowers() | pool_states(paused=True))
+def test_no_team_lends_beyond_its_lending_limit(state):
+    """Whatever borrowers start, every lender keeps the part of its idle quota it does not lend
+    (safety.lends_within_lending_limits, which also refuses a paused team's start), and the usage
+    rows never count more as lent than the limit allows."""
+    plan = plan_tick(state, UNCAPPED)
+    lends_within_lending_limits(state, UNCAPPED, plan)
+    shares = _shares(state)
+    for row in share_usage(apply_plan(state, plan)):
+        share = shares[row.share]
+        assert row.lent <= lendable(share.strategy, row.guaranteed, share.lending_limit), row

@@ -306,3 +306,38 @@ def test_a_described_job_declares_its_run_time(stopping, timeout, declared):
     with stubber:
         state = BatchQuotaShareObserver(client, job_queue=QUEUE, pool=parse_policy(compile_policy(MODEL)).pool(POOL)).read(NOW)
     assert {j.job_id: j.max_run_time_s for j in state.pending} == {"r-1": declared}
+
+
+def preempted(job_id: str, share: str, instance_type: str, count: int, stopped: list[float]) -> tuple[dict, dict]:
+    """A job Batch preempted and requeued: listed RUNNABLE with the start of its earlier attempt, and
+    described with its ``preemptionSummary`` (every optional member, as DescribeServiceJob gives it)."""
+    listed = {**summary(job_id, share, instance_type, count), "startedAt": int(NOW * 1000) - 7_200_000}
+    attempts = [{"serviceResourceId": {"name": "TrainingJobArn", "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}-{n}"},
+                 "startedAt": int(NOW * 1000) - 7_200_000, "stoppedAt": int(at * 1000), "statusReason": "Preempted to restore quota share capacity"}
+                for n, at in enumerate(stopped)]
+    job = {**described(job_id, share, instance_type, count), "startedAt": int(NOW * 1000) - 7_200_000,
+           "preemptionSummary": {"preemptedAttemptCount": len(stopped), "recentPreemptedAttempts": attempts}}
+    return listed, job
+
+
+def test_preemptions_batch_made_during_the_tick_are_read_from_the_service_jobs(environment):
+    # training borrowed; Batch reclaimed two of its jobs for research within this tick, and one of
+    # them had also been preempted an hour ago (counted then, not again now)
+    t1, t1_job = preempted("t-1", "training", P5, 2, [NOW - 3_600, NOW - 20])
+    t2, t2_job = preempted("t-2", "training", P5, 2, [NOW - 5])
+
+    def queue(stubber):
+        stubber.add_response("get_job_queue_snapshot", snapshot({"research": {P5: 2}, "training": {P5: 4}}, {"training": ["t-1"]}), {"jobQueue": QUEUE})
+        empty_listings(stubber, "production", "research")
+        listing(stubber, "training", [[t1, t2]])
+        stubber.add_response("describe_service_job", t1_job, {"jobId": "t-1"})
+        stubber.add_response("describe_service_job", t2_job, {"jobId": "t-2"})
+
+    metrics = tick(environment, queue)
+    assert (metrics["training"]["Preemptions"], metrics["research"]["Preemptions"]) == (2, 0)
+    assert metrics["training"]["Pending"] == 4  # the described jobs are still counted as waiting
+
+
+def test_a_job_that_never_ran_is_not_described_for_preemptions(environment):
+    metrics = tick(environment, starved_queue)  # r-1 never started: no DescribeServiceJob (the Stubber would refuse one)
+    assert metrics["research"]["Preemptions"] == 0

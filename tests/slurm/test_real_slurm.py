@@ -192,6 +192,24 @@ def test_removing_a_team_keeps_its_running_jobs_and_says_so(idle: Cluster) -> No
     assert "changed: add account burst" in restored.output
 
 
+def test_pausing_a_team_holds_its_new_jobs_keeps_its_running_ones_and_resuming_releases_them(idle: Cluster) -> None:
+    running = idle.wait_running(own(idle, "bob", "steady", gpus=2))
+    teams = default_teams()
+    teams[1] = {**teams[1], "paused": True}
+    paused = idle.apply(governance_model(teams=teams))
+    try:
+        assert "changed: account steady" in paused.output
+        waiting = own(idle, "bob", "steady", gpus=2)
+        # GrpJobs=0: the job queues with Slurm's own reason, the running one is untouched
+        idle.wait_pending_for(waiting, "AssocGrpJobsLimit")
+        assert idle.job(running.id).state == "RUNNING"
+        assert "changed:" not in idle.apply(governance_model(teams=teams)).output
+    finally:
+        resumed = idle.apply(governance_model())
+    assert "changed: account steady" in resumed.output
+    idle.wait_running(waiting)
+
+
 def test_tenant_data_paths_keep_teams_apart(cluster: Cluster) -> None:
     burst_dir = cluster.data_root / "burst"
     steady_dir = cluster.data_root / "steady"

@@ -199,3 +199,14 @@ def test_a_link_owned_by_someone_else_above_the_data_root_is_refused(tmp_path: P
     os.lchown(link, 65534, 65534)
     result = data_path(link / "burst")
     assert not (tmp_path / "real" / "burst").exists() and "not created" in result.stdout
+
+
+def test_a_paused_team_is_held_with_grp_jobs_zero_and_the_others_are_not() -> None:
+    from .models import default_teams
+
+    teams = default_teams()
+    teams[1] = {**teams[1], "paused": True}
+    script = render_apply_script(slurm_plan(governance_model(teams=teams), POOL))
+    accounts = {line.split()[1]: line.split()[2:] for line in script.splitlines() if line.startswith("gg_account ")}
+    assert accounts["steady"][-1] == "0" and len(accounts["steady"]) == 5  # parent, fairshare, QoS, default QoS, GrpJobs
+    assert len(accounts["burst"]) == 4 and len(accounts["critical"]) == 4

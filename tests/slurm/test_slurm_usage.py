@@ -320,7 +320,7 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
         assert [r["PoolErrors"] for r in lines if "PoolErrors" in r] == [1]
 
     class QueueRead:  # a pool's queue, observed
-        acts, reroutes_borrowers, usage_from_queue, action_seconds = False, False, True, 1.0
+        acts, reroutes_borrowers, usage_from_queue, action_seconds, preemptions_seen = False, False, True, 1.0, {}
 
         def read(self, now):
             from gpu_governance_runtime.reclaim.planner import PoolState, RunningJob

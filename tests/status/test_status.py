@@ -394,3 +394,21 @@ def test_a_job_inside_its_guarantee_once_its_own_lower_priority_jobs_make_way_is
     observation = Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use={"training": {P5: 3}},
                               jobs=(unknown, waiting("j", "training", 4, priority=90)))
     assert reasons(explain(pool, "training", observation, now=NOW))["j"] == "share_at_limit"
+
+
+def test_a_paused_teams_job_waits_because_the_team_is_paused_and_its_lent_capacity_honours_a_lending_limit():
+    data = yaml.safe_load(default_config_text())
+    data["teams"][0]["paused"] = True
+    policy = parse_policy(compile_policy(GovernanceModel.from_dict(data)))
+    slurm = policy.pool("hyperpod-slurm")  # research paused; training lends at most 50% of its 2 nodes
+    status = explain(slurm, "research", Observation(backend="hyperpod_slurm", pool=slurm.name, unit="nodes", in_use={},
+                                                    jobs=(waiting("j", "research", 1),)), now=NOW)
+    assert reasons(status) == {"j": "paused"} and "team paused" in status.jobs[0].text
+    idle = explain(slurm, "training", Observation(backend="hyperpod_slurm", pool=slurm.name, unit="nodes", in_use={}, jobs=()), now=NOW)
+    assert next(u for u in idle.usage if u.instance_type == P5).lent == 1
+
+
+def test_slurm_says_a_job_held_by_a_paused_account_waits_for_the_team_to_resume():
+    line = "7|train|research|research.low|PENDING|1|research|100|2027-01-15T07:00:00|AssocGrpJobsLimit"
+    status = explain(SLURM, "research", slurm_observation(line, SLURM, "research"), now=NOW)
+    assert reasons(status) == {"7": "paused"} and "GrpJobs=0" in status.jobs[0].text

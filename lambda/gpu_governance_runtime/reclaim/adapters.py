@@ -62,6 +62,9 @@ class Adapter(Protocol):
     # accounting (Slurm: reclaim.slurm_usage, hourly), which would otherwise be counted twice
     usage_from_queue: bool
     action_seconds: float  # the longest one read or action can take: none starts with less time left
+    # share -> preemptions the backend itself made over the last tick, as read by ``read``; the
+    # controller's own preemptions are counted from its plan
+    preemptions_seen: Mapping[str, int]
 
     def read(self, now: float) -> PoolState: ...
 
@@ -89,6 +92,7 @@ class BatchFairShareAdapter:
     acts = True
     reroutes_borrowers = False  # Batch's scheduler starts jobs once capacity is free
     usage_from_queue = True
+    preemptions_seen: Mapping[str, int] = {}  # Batch fair share never preempts
     # DescribeJobs + TerminateJob + the copy's ListJobs, DescribeJobs and one SubmitJob, with the
     # handler's client timeouts (WITHIN_A_TICK, SUBMIT_ONCE)
     action_seconds = 30.0
@@ -264,7 +268,10 @@ def _ignored_tag(job: dict, key: str, allowed: str) -> None:
 class BatchQuotaShareObserver:
     """Reads use per share from the queue snapshot and each share's waiting work from
     ``ListServiceJobs`` (RUNNABLE, filtered by quota share), so ``Pending`` and
-    ``StarvedBelowGuarantee`` are real; Batch reclaims and preempts natively on these queues.
+    ``StarvedBelowGuarantee`` are real; Batch reclaims and preempts natively on these queues, and
+    its preemptions are read back from the service jobs' ``preemptionSummary``: a listed job that
+    started before and waits again is described (a few per share and tick) and its preempted
+    attempts that stopped during the last tick count (``preemptions_seen``).
 
     A share's listing can lag or fail where the snapshot did not: its front job
     (``frontOfQuotaShares``) is then counted as waiting, so one throttled listing neither hides a
@@ -275,10 +282,12 @@ class BatchQuotaShareObserver:
     usage_from_queue = True
     action_seconds = 15.0
 
-    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy):
-        self.batch, self.job_queue, self.pool = batch, job_queue, pool
+    def __init__(self, batch: Any, *, job_queue: str, pool: PoolPolicy, tick_seconds: float = 60.0):
+        self.batch, self.job_queue, self.pool, self.tick_seconds = batch, job_queue, pool, tick_seconds
+        self.preemptions_seen: dict[str, int] = {}
 
     def read(self, now: float) -> PoolState:
+        self.preemptions_seen = {}
         snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
         utilization = snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
         fronts = snapshot.get("frontOfQuotaShares", {}).get("quotaShares", {})
@@ -304,8 +313,14 @@ class BatchQuotaShareObserver:
             # listing behind the snapshot (or failed): the front job is waiting all the same
             jobs = [self.batch.describe_service_job(jobId=i) for i in front_ids if i not in listed] + sorted(
                 jobs, key=lambda j: (j["jobId"] not in front_ids, j.get("createdAt", 0)))
-            described = 0
+            described = requeued = 0
             for job in jobs:
+                if "preemptionSummary" not in job and job.get("startedAt") and requeued < DESCRIBED_PER_SHARE:
+                    # ran before and waits again: preempted (or retried); its summary says which
+                    job, requeued = self.batch.describe_service_job(jobId=job["jobId"]), requeued + 1
+                seen = preemptions_between(job, now - self.tick_seconds, now)
+                if seen:
+                    self.preemptions_seen[share] = self.preemptions_seen.get(share, 0) + seen
                 size = service_job_size(job, self.pool.capacity)
                 if size is None and not job.get("capacityUsage") and "serviceRequestPayload" not in job and described < DESCRIBED_PER_SHARE:
                     # a listing that gives no size: the job's request says it (front and oldest first, a few per tick)
@@ -353,6 +368,14 @@ class BatchQuotaShareObserver:
 DESCRIBED_PER_SHARE = 10
 # Errors after which a partial listing is still worth using: the service asked us to slow down.
 THROTTLING_CODES = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
+
+
+def preemptions_between(job: Mapping[str, Any], since: float, until: float) -> int:
+    """Preempted attempts of a described service job that stopped in (since, until] (seconds;
+    the service gives milliseconds). Batch keeps the most recent ones in ``preemptionSummary``
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeServiceJob.html)."""
+    attempts = (job.get("preemptionSummary") or {}).get("recentPreemptedAttempts") or ()
+    return sum(1 for attempt in attempts if since < (attempt.get("stoppedAt") or 0) / 1000 <= until)
 
 
 def job_id_of(job_arn: str) -> str:
@@ -422,6 +445,7 @@ class SlurmAdapter:
     acts = True
     reroutes_borrowers = True
     usage_from_queue = False
+    preemptions_seen: Mapping[str, int] = {}  # not read yet: Slurm's own QoS preemptions (docs/reclaim.md)
 
     def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
                  poll_seconds: float = 1.0, timeout_seconds: float = SSM_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep,

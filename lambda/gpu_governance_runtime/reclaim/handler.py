@@ -134,7 +134,8 @@ def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable
     if pool.backend == BATCH_FAIR_SHARE:
         return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool, submit=batch_submit)
     if pool.backend == BATCH_QUOTA_SHARE:
-        return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool)
+        # preemptions that stopped within one tick's interval count on this tick
+        return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool, tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)))
     if pool.backend == HYPERPOD_SLURM:
         return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy,
                             time_left=time_left)
@@ -178,7 +179,7 @@ def run_tick(
     for wait in plan.waits:  # a guarantee job kept waiting by an anti-thrash limit: its team is starved
         emit({"event": "guarantee_wait", "pool": pool, "job_id": wait.job_id, "share": wait.share, "count": wait.count,
               "instance_type": wait.instance_type, "reason": wait.reason, "dry_run": not acting})
-    for record in share_metrics(pool, state, plan, namespace=namespace, now=now):
+    for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=adapter.preemptions_seen):
         emit(record)
     if adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
@@ -240,8 +241,10 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     return result.outcome
 
 
-def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float) -> list[dict[str, Any]]:
+def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float,
+                  seen: Mapping[str, int] = {}) -> list[dict[str, Any]]:
     """One CloudWatch embedded-metric-format record per share (summed over instance types).
+    ``Preemptions`` counts the plan's and those the backend made itself (``seen``, per share).
     Starvation is read from the queue as it is, not as planned: a reclaim that works clears it by
     the next tick, one that does not (dry run, failures, protected victims) keeps it raised."""
     started_by = {j.job_id: j for j in state.running}
@@ -254,6 +257,9 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
         totals[preemption.share]["Preemptions"] += 1
         if not victim.checkpointable:  # a checkpointing job resumes; the rest restarts from zero
             totals[preemption.share]["LostCapacitySeconds"] += max(0.0, now - victim.started_at) * victim.count
+    for share, count in seen.items():
+        if share in totals:
+            totals[share]["Preemptions"] += count
     for share in starved_shares(state):
         totals[share]["StarvedBelowGuarantee"] = 1
     return [

@@ -11,6 +11,9 @@ Semantics (docs/reclaim.md explains them with examples):
 * A share within its quota gets capacity back from shares running above theirs (reclaim).
   ``reserve`` shares neither lend nor borrow (their idle quota is held for them), ``lend`` shares
   lend but never borrow, ``lend_and_borrow`` shares borrow idle capacity up to their ceiling.
+  A ``lending_limit`` (Kueue's ``lendingLimit``) bounds what a lender lends: the rest of its idle
+  quota is held for it like a reserve share's. A ``paused`` share starts nothing new; its running
+  jobs run on and its idle quota is lent as its strategy says.
 * Phase 1, guarantees: guarantee jobs (``is_guarantee_job``: the job fits its share's quota once
   the share's own lower-priority jobs it may preempt in-share are set aside), highest priority,
   then oldest, then job id first. Such a job starts on free capacity, else preempts victims: its
@@ -48,13 +51,14 @@ from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling
+from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling, lendable
 
 
 @dataclass(frozen=True, kw_only=True)
 class Share:
     """A team's share of one pool. ``borrow_limit`` is a percent of the quota the share may
-    borrow on top; None with ``lend_and_borrow`` means unlimited."""
+    borrow on top; None with ``lend_and_borrow`` means unlimited. ``lending_limit`` is the percent
+    of its quota it lends at most (None: all of it); ``paused``: none of its pending jobs starts."""
 
     name: str
     quota: Mapping[str, int]
@@ -62,6 +66,14 @@ class Share:
     borrow_limit: int | None = None
     in_share_preemption: bool = False
     fair_share_weight: int = 10
+    lending_limit: int | None = None
+    paused: bool = False
+
+    def held_idle(self, instance_type: str, in_use: int) -> int:
+        """Instances of the share's idle quota never lent: a reserve share's whole idle quota, a
+        lender's beyond its lending limit."""
+        quota = self.quota.get(instance_type, 0)
+        return max(0, quota - lendable(self.strategy, quota, self.lending_limit) - in_use)
 
     def ceiling(self, instance_type: str, capacity: int) -> int:
         """Most instances of ``instance_type`` the share may hold at once."""
@@ -254,10 +266,8 @@ def share_usage(state: PoolState) -> tuple[ShareUsage, ...]:
         to_attribute = max(0, borrowed_total - unassigned)
         for share in sorted(state.shares, key=lambda s: s.name):
             q, used = quota[share.name], in_use.get(share.name, 0)
-            lent = 0
-            if share.strategy is not Strategy.RESERVE:
-                lent = min(max(0, q - used), to_attribute)
-                to_attribute -= lent
+            lent = min(max(0, q - used) - share.held_idle(instance_type, used), to_attribute)
+            to_attribute -= lent
             if q or used or pending.get(share.name):
                 rows.append(
                     ShareUsage(
@@ -284,6 +294,8 @@ def _state_problems(state: PoolState) -> list[str]:
                 problems.append(f"shares.{share.name}.quota.{instance_type}: {quota} is negative")
         if share.borrow_limit is not None and share.strategy is not Strategy.LEND_AND_BORROW:
             problems.append(f"shares.{share.name}.borrow_limit: only lend_and_borrow borrows, not {share.strategy.value}")
+        if share.lending_limit is not None and (share.strategy is Strategy.RESERVE or not 0 <= share.lending_limit <= 100):
+            problems.append(f"shares.{share.name}.lending_limit: {share.lending_limit} - a percent 0-100, and only for a share that lends")
     known = set(names)
     seen: set[str] = set()
     for kind, jobs in (("running", state.running), ("pending", state.pending)):
@@ -338,6 +350,8 @@ def is_guarantee_job(job: PendingJob, share: Share, in_use: int, preemptible: Ca
     share's own jobs it may preempt in-share are set aside. What is still missing is reclaimed
     from borrowers. ``in_use``: the share's instances of the job's type; ``preemptible()``
     (called only when it matters): ``preemptible_in_share`` of the share's running jobs."""
+    if share.paused:  # a paused team is owed nothing new: its jobs wait for it to resume
+        return False
     quota = share.quota.get(job.instance_type, 0)
     if in_use + job.count <= quota:
         return True
@@ -468,6 +482,7 @@ class _TypePlanner:
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
         self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
+        self._reclaimed_for: set[str] = set()  # jobs started this tick on capacity reclaimed for them
         self._borrowed_sets: dict[str, tuple[RunningJob, ...]] = {}
         self._preemptible: dict[str, dict[int, int]] = {}
         self._why_not = NO_VICTIM  # why the last victim search found no set
@@ -475,9 +490,7 @@ class _TypePlanner:
     # -- capacity bookkeeping
 
     def reserved_idle_of(self, share: str) -> int:
-        if self.shares[share].strategy is not Strategy.RESERVE:
-            return 0
-        return max(0, self.quota[share] - self.usage[share])
+        return self.shares[share].held_idle(self.instance_type, self.usage[share])
 
     def free_for(self, share: str) -> int:
         return self.capacity - self.used - self.reserved_idle + self.reserved_idle_of(share)
@@ -535,6 +548,8 @@ class _TypePlanner:
             else:
                 entry, index = queue[index], index + 1
             job = entry[1]
+            if self.shares[job.share].paused:
+                continue  # a paused team starts nothing, not even a victim requeued this tick
             if not self.within_guarantee(job):
                 heapq.heappush(rest.setdefault(job.share, []), entry)
                 continue
@@ -606,6 +621,8 @@ class _TypePlanner:
         if victims is None:
             return None
         requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
+        if any(kind == RECLAIM for _, kind in victims):
+            self._reclaimed_for.add(job.job_id)
         self._start(job)
         return requeued
 
@@ -625,6 +642,10 @@ class _TypePlanner:
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
                 if v.priority >= job.priority:
+                    continue
+                if not reclaim and v.job_id in self._reclaimed_for:
+                    # started this tick on capacity reclaimed for it: taking its place would hand
+                    # that capacity to a job that borrows (a reclaim serves a guarantee only)
                     continue
                 if self.protected(v):
                     protected = True
@@ -676,6 +697,8 @@ class _TypePlanner:
             # starts in this plan: name that job, so every preemption names a job that starts.
             self.starts = [s for s in self.starts if s.job_id != victim.job_id]
             self.preemptions = [self._preemption(*self._victims[p.job_id], job) if p.for_job == victim.job_id else p for p in self.preemptions]
+            if victim.job_id in self._reclaimed_for:
+                self._reclaimed_for.add(job.job_id)
             return self._started_now.pop(victim.job_id)
         self.budget.preemptions += 1
         self._victims[victim.job_id] = (victim, kind)

@@ -50,6 +50,7 @@ class SlurmAccount:
     fairshare: int
     qos: tuple[str, ...]
     default_qos: str
+    held: bool = False  # a paused team: GrpJobs=0, its jobs wait and none starts
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -101,7 +101,7 @@ def render_apply_script(plan: SlurmPlan) -> str:
     lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in _preempt_order(plan.qos)]
     lines.append(_call("gg_account", plan.organisation, "root", 1))
     lines += [
-        _call("gg_account", a.name, plan.organisation, a.fairshare, _csv(a.qos), a.default_qos)
+        _call("gg_account", a.name, plan.organisation, a.fairshare, _csv(a.qos), a.default_qos, *((0,) if a.held else ()))
         for a in plan.accounts
     ]
     lines += [_call("gg_user", u.name, u.account) for u in plan.users]
