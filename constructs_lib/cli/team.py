@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.cli.config import CONFIG_HELP, add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, load_model
 
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                ("resume", False, "the team's jobs start again")):
         command = commands.add_parser(name, help=f"{what}: sets the team's `paused` in the governance file, nothing else; deploy to apply")
         command.add_argument("team", metavar="TEAM")
-        command.add_argument("--config", help="governance file (YAML or JSON) to change; default $GPU_GOVERNANCE_CONFIG")
+        command.add_argument("--config", metavar="FILE", help=CONFIG_HELP)  # the file to change: no --example
         command.set_defaults(handler=_set_paused, paused=paused)
 
 

@@ -120,7 +120,7 @@ def test_validate_warns_when_an_auto_window_buys_on_an_alarm_tenants_drive(tmp_p
         {"alarm_name": "approved-pending", "count": 1, "hours": 1, "metric": "GpuGovernance/Reclaim/Pending"}])]
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
-    assert main(["validate", str(config)]) == 0  # deployable: a warning, not a refusal
+    assert main(["validate", "--config", str(config)]) == 0  # deployable: a warning, not a refusal
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
     assert [w.split(" - ")[0] for w in warnings] == [
         "warning: capacity_windows[0].alarm_requests[0].metric: GpuGovernance/Reclaim/Pending",

@@ -54,6 +54,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "audit": (["audit", "--config", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
         # refused before the file is written (no such team): the imports are what is checked
         "team pause": (["team", "pause", "ghost", "--config", config], 2),
+        "team resume": (["team", "resume", "ghost", "--config", config], 2),
         # refused before any AWS call (--to before --from): the imports (boto3 included) are what is checked
         "usage report": (["usage", "report", "--from", "2026-12-01", "--to", "2026-11-01"], 2),
     }
@@ -91,7 +92,7 @@ def commands(tmp_path_factory):
 
 
 COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "trace from-sacct", "capacity plan", "capacity approve",
-            "slurm script", "report", "team show", "team pause", "team submit-example", "status", "audit", "usage report")
+            "slurm script", "report", "team show", "team pause", "team resume", "team submit-example", "status", "audit", "usage report")
 
 
 def test_every_command_is_probed(commands):

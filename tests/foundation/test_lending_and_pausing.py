@@ -80,14 +80,14 @@ def test_a_fair_share_weight_on_a_quota_share_pool_is_said_to_do_nothing(capsys,
     data = default_data()
     path = tmp_path / "governance.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert main(["validate", str(path)]) == 0
+    assert main(["validate", "--config", str(path)]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("valid: ") and err == ""
     assert "warning: teams[0].fair_share_weight: does nothing on pool sagemaker-training (batch_quota_share)" in out
     for team in data["teams"]:
         team.pop("fair_share_weight")
     path.write_text(yaml.safe_dump(data))
-    assert main(["explain", str(path)]) == 0
+    assert main(["explain", "--config", str(path)]) == 0
     out, err = capsys.readouterr()
     assert "note: teams[1].sharing.lending_limit" in err and "note:" not in out
     assert "fair_share_weight" not in err  # the default weight is not the team's choice

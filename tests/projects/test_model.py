@@ -174,7 +174,7 @@ def test_a_role_listed_by_two_teams_is_refused_naming_both_teams_and_the_role(tm
     teams["training"]["members"].append(shared.replace("datazone_usr_role_vision", "DataZone_Usr_Role_Vision"))  # names ignore case
     config = tmp_path / "shared.yaml"
     config.write_text(yaml.safe_dump(data))
-    assert main(["validate", str(config)]) == 2
+    assert main(["validate", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     research = next(i for i, t in enumerate(data["teams"]) if t["name"] == "research")
     assert f"teams[{research}].members[{len(teams['research']['members']) - 1}]: role is a member of teams research and training ('{shared}')" in err

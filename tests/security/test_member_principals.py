@@ -111,7 +111,7 @@ def test_audit_shows_identity_center_members_and_the_policy_their_permission_set
     from constructs_lib.cli import main
 
     example = Path(__file__).resolve().parents[2] / "constructs_lib" / "data" / "default-governance.yaml"
-    assert main(["audit", str(example), "--json"]) == 0
+    assert main(["audit", "--config", str(example), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["teams"]["research"]["organisation"]
     (row,) = [r for r in rows if "DataScientists" in r["who"]]
     assert row["who"] == "IAM Identity Center users of permission set DataScientists in consumer account research (444455556666)"
