@@ -18,8 +18,8 @@ from typing import Mapping
 from aws_cdk import ArnFormat, Duration, Stack, Token, aws_cloudwatch as cloudwatch, aws_events as events, aws_events_targets as event_targets, aws_iam as iam
 from constructs import Construct
 from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_GUARD_QUEUES, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, GUARD_NAMESPACE, GUARDED_STATES, MISSING_API_OPERATIONS,
-    SERVICE_JOB_EVENT, TAG_TEAM,
+    BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_GUARD_NAMES, ENV_GUARD_QUEUES, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, GUARD_FILE_NAME, GUARD_NAMESPACE,
+    GUARDED_STATES, MISSING_API_OPERATIONS, SERVICE_JOB_EVENT, TAG_TEAM, TEAM_PLACEHOLDER,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
@@ -52,21 +52,28 @@ class SubmissionGuard(GovernanceController):
         self.model, self.job_queues = model, dict(job_queues)
         guarded = {team.name: team for pool in sorted(job_queues) for team in model.teams_in(pool)}
         teams = sorted(guarded)
-        self.team_topics = {name: topic for name in teams if (topic := team_alert_topic(self, guarded[name], self.key)) is not None}
-        shared = [_repository_uri(arn) for arn in model.shared_image_repositories]
-        queues = [{
-            "job_queue": arn, "pool": pool, "shared_repositories": shared,
-            "teams": {team.name: {
-                "execution_role_arn": team_role_arn(stack.account, team.name, TRAINING_ROLE_SUFFIX, stack.partition),
-                "repository": f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}/{repository_name(model.organisation, team.name)}",
-                "cost_centre": team.cost_centre} for team in model.teams_in(pool)},
-            "team_topics": {team.name: self.team_topics[team.name].topic_arn for team in model.teams_in(pool) if team.name in self.team_topics},
-        } for pool, arn in sorted(job_queues.items())]
+        # Named, and referred to by ARN: with stack_layout per_team they are in the team stacks, which
+        # depend on this one (a reference to them from here would be a dependency cycle).
+        self.team_topics = {name: topic for name in teams
+                            if (topic := team_alert_topic(self, guarded[name], self.key, topic_name=guard_topic_name(model.organisation, name))) is not None}
+        team_topic_pattern = stack.format_arn(service="sns", resource=guard_topic_name(model.organisation, TEAM_PLACEHOLDER))
+        # What grows with the teams goes into the package (Lambda allows 4 KB of environment in all);
+        # the environment keeps what only the deployment resolves (contract.GUARD_FILE_NAME).
+        document = {
+            "shared_repositories": [_repository_uri(arn) for arn in model.shared_image_repositories],
+            "pools": {pool: {"teams": {team.name: {"repository_name": repository_name(model.organisation, team.name),
+                                                   "cost_centre": team.cost_centre, "owner": team.name in self.team_topics}
+                                       for team in model.teams_in(pool)}} for pool in sorted(job_queues)},
+        }
+        names = {"execution_role_arn": team_role_arn(stack.account, TEAM_PLACEHOLDER, TRAINING_ROLE_SUFFIX, stack.partition),
+                 "registry": f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}", "team_topic": team_topic_pattern}
+        queues = [{"job_queue": arn, "pool": pool} for pool, arn in sorted(job_queues.items())]
         self._add_function(
-            handler="gpu_governance_runtime.guard.handler.handler", code=runtime_code(policy_json(model)),
+            handler="gpu_governance_runtime.guard.handler.handler",
+            code=runtime_code(policy_json(model), {GUARD_FILE_NAME: json.dumps(document, indent=2, sort_keys=True)}),
             # Its claims in the ledger go stale after this (the reclaim ledger's contract, reused).
             timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=256,
-            environment={ENV_GUARD_QUEUES: stack.to_json_string(queues), ENV_LEDGER_TABLE: self.ledger.table_name,
+            environment={ENV_GUARD_QUEUES: stack.to_json_string(queues), ENV_GUARD_NAMES: stack.to_json_string(names), ENV_LEDGER_TABLE: self.ledger.table_name,
                          ENV_TOPIC_ARN: self.topic.topic_arn, ENV_DRY_RUN: "true" if dry_run else "false"},
             vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, DynamoDB); a VPC would add NAT cost and no isolation.",
         )
@@ -75,7 +82,7 @@ class SubmissionGuard(GovernanceController):
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=3, max_event_age=Duration.hours(1))
         self.rule = events.Rule(self, "ServiceJobStates", targets=[target], event_pattern=events.EventPattern(
             source=[source], detail_type=[detail_type], detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)}))
-        self._grant(stack, teams)
+        self._grant(stack, teams, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
         subscribe_alerts(self.topic, model)
         for name, metric, description in (
             ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(5)), "the submission guard failed"),
@@ -87,7 +94,7 @@ class SubmissionGuard(GovernanceController):
             route_alarm(self._add_alarm(self, name, metric, threshold=1, periods=1, description=description,
                                         comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD), model)
 
-    def _grant(self, stack: Stack, teams: list[str]) -> None:
+    def _grant(self, stack: Stack, teams: list[str], team_topics: str | None) -> None:
         service_jobs = stack.format_arn(service="batch", resource="service-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
         plans = stack.format_arn(service="sagemaker", resource="training-plan", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
         statements = [
@@ -97,7 +104,7 @@ class SubmissionGuard(GovernanceController):
             iam.PolicyStatement(actions=["batch:TerminateServiceJob"], resources=[service_jobs],
                                 conditions={"StringEquals": {f"aws:ResourceTag/{TAG_TEAM}": teams}}),
             iam.PolicyStatement(actions=["sagemaker:ListTags"], resources=[plans]),  # whose plan a payload names
-            iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn, *(t.topic_arn for t in self.team_topics.values())]),
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn, *filter(None, [team_topics])]),
         ]
         for statement in statements:
             self.role.add_to_policy(statement)
@@ -105,10 +112,16 @@ class SubmissionGuard(GovernanceController):
         acknowledge(policy, "An inline policy keeps the permission to stop service jobs with this one role; a managed policy could be "
                     "attached to other principals.", "IAMNoInlinePolicy")
         acknowledge_wildcard_resources(
-            policy, ["*", service_jobs, plans],
+            policy, ["*", service_jobs, plans, *filter(None, [team_topics])],
             "batch:DescribeServiceJob supports no resource-level permission; batch:TerminateServiceJob is limited to service jobs "
             "tagged with a governed team (their ids do not exist before submission); sagemaker:ListTags reads the tags of any "
-            "training plan a payload names, to tell whose it is.")
+            "training plan a payload names, to tell whose it is; sns:Publish reaches the guard's own team owner topics by their "
+            "name prefix (one ARN per team would outgrow the inline policy limit).")
+
+
+def guard_topic_name(organisation: str, team_name: str) -> str:
+    """The name of the guard's topic for a team's owner (SNS: up to 256 letters, digits, - and _)."""
+    return f"{organisation}-gpu-guard-{team_name}"
 
 
 def _repository_uri(arn: str) -> str:

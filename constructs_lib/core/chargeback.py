@@ -62,13 +62,15 @@ def route_alarm(alarm: cloudwatch.Alarm, model: GovernanceModel) -> None:
         alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
 
 
-def team_alert_topic(owner: Construct, team: Team, key: kms.IKey) -> sns.Topic | None:
+def team_alert_topic(owner: Construct, team: Team, key: kms.IKey, *, topic_name: str | None = None) -> sns.Topic | None:
     """A topic (encrypted with ``key``) that the team's owner is subscribed to, in the team's
-    scope; None when the team names no owner."""
+    scope; None when the team names no owner. ``topic_name`` fixes its name, so that ``owner``'s
+    stack can name its ARN without referring to the team's stack."""
     if team.owner is None:
         return None
     scope = team_scope(owner, team.name)
-    topic = sns.Topic(scope, f"TeamAlerts{team.name}", display_name=f"GPU alerts of team {team.name}", master_key=key, enforce_ssl=True)
+    topic = sns.Topic(scope, f"TeamAlerts{team.name}", topic_name=topic_name, display_name=f"GPU alerts of team {team.name}",
+                      master_key=key, enforce_ssl=True)
     subscribe_email(topic, "Owner", team.owner)
     tag_for_cost_allocation(topic, team)
     return topic

@@ -10,6 +10,7 @@ from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE,
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.controllers.capacity import CapacityController
+from constructs_lib.controllers.guard import SubmissionGuard
 from constructs_lib.member.parameters import publish_discovery
 from constructs_lib.organisation.chargeback import Chargeback
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
@@ -127,6 +128,10 @@ class CapacityAccountStack(Stack):
                    for pool in governed_slurm],
                 dry_run=model.reclaim_mode != "act",
             )
+        guarded = {name: queue.job_queue_arn for name, queue in self.queues.items() if model.pool(name).backend == BATCH_QUOTA_SHARE}
+        if guarded:
+            # Dry run unless the governance file says act (guard_mode, docs/security.md).
+            self.submission_guard = SubmissionGuard(self, "SubmissionGuard", model=model, job_queues=guarded, dry_run=model.guard_mode != "act")
         if model.capacity_windows:
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.

@@ -540,6 +540,11 @@ class GovernanceModel(_Frozen):
         default="dry_run",
         description="dry_run: the reclaim controller only records what it would preempt; act: it preempts (docs/reclaim.md)",
     )
+    guard_mode: Literal["dry_run", "act"] = Field(
+        default="dry_run",
+        description="dry_run: the submission guard only records and reports the service jobs it would stop; act: it stops "
+        "them (docs/security.md)",
+    )
     shared_image_repositories: tuple[EcrRepositoryArn, ...] = Field(
         default=(), max_length=20,
         description="ECR repositories of shared base images (ARNs, no wildcards) every team's training jobs may pull from; a "

@@ -52,6 +52,9 @@ TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 7, HYP
 # controller) gets a usage dashboard and the policy that reads it, and with an owner an alert topic
 # and its subscription; a team with a monthly budget, the budget.
 TEAM_DASHBOARD, TEAM_OWNER_TOPIC, TEAM_BUDGET = 2, 2, 1
+# The submission guard (constructs_lib/controllers/guard.py): a team in a quota-share pool with an owner
+# gets the guard's owner topic, its TLS-only policy and the owner's subscription.
+TEAM_GUARD_TOPIC = 3
 # Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
@@ -59,6 +62,7 @@ SHARED_BASE = 2
 SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 16  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
+SHARED_GUARD = 15  # when a quota-share pool exists: guard, ledger, key, topic, queue, rule, alarms
 SHARED_CAPACITY_CONTROLLER = 31  # when capacity windows exist (with the Capacity Request rule and its permission)
 # Chargeback: the organisation's usage dashboard (with a Batch pool or capacity windows), the
 # purchases budget (with windows), one subscription per alert email on each controller's topic.
@@ -73,6 +77,8 @@ FAIR_SHARE_BYTES_PER_TEAM = 80
 # The reclaim controller's inline policy: fixed part, plus a team name per fair-share team and a
 # queue ARN per quota-share pool.
 RECLAIM_POLICY_BASE = 2_500
+# The guard's inline policy: fixed part, plus each quota-share team's name (the service jobs it may stop).
+GUARD_POLICY_BASE = 2_000
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
 _BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
 
@@ -95,6 +101,8 @@ def team_resources(model: GovernanceModel, team: Team) -> int:
     count = TEAM_BASE + (TEAM_BUDGET if team.monthly_budget_usd is not None else 0)
     if any(model.pool(p).backend in _BATCH for p in team.quotas):
         count += TEAM_DASHBOARD + (TEAM_OWNER_TOPIC if team.owner else 0)
+    if team.owner and any(model.pool(p).backend == BATCH_QUOTA_SHARE for p in team.quotas):
+        count += TEAM_GUARD_TOPIC
     for pool_name in team.quotas:
         pool = model.pool(pool_name)
         count += TEAM_PER_POOL[pool.backend]
@@ -122,6 +130,8 @@ def shared_resources(model: GovernanceModel) -> int:
     emails = len({target for target in model.alerts if not target.startswith("arn:")})
     if any(p.backend in _BATCH for p in model.pools):
         count += SHARED_RECLAIM + emails
+    if any(p.backend == BATCH_QUOTA_SHARE for p in model.pools):
+        count += SHARED_GUARD + emails
     if model.capacity_windows:
         count += SHARED_CAPACITY_CONTROLLER + emails + SHARED_PURCHASES_BUDGET
     if model.capacity_windows or any(p.backend in _BATCH for p in model.pools):
@@ -185,6 +195,7 @@ def check_model(model: GovernanceModel) -> list[Problem]:
             problems.append(Problem(path=f"{path}.members", wrong="trust policy of the submission role too long (characters)", value=trust,
                                     allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}: fewer members, e.g. one role the people assume"))
     problems += _reclaim_problems(model)
+    problems += _guard_problems(model)
     problems += _policy_document_problems(model)
     problems += _guardrail_problems(model)
     return problems
@@ -224,6 +235,15 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
         problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every fair-share team and quota-share queue)",
                                 value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
     return problems
+
+
+def _guard_problems(model: GovernanceModel) -> list[Problem]:
+    teams = {t.name for p in model.pools if p.backend == BATCH_QUOTA_SHARE for t in model.teams_in(p.name)}
+    size = GUARD_POLICY_BASE + sum(len(n) + 3 for n in teams)
+    if not teams or size <= MAX_INLINE_CHARACTERS_PER_ROLE:
+        return []
+    return [Problem(path="teams", wrong="the submission guard's policy would be too long (characters; it names every quota-share team)",
+                    value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role")]
 
 
 def _policy_document_problems(model: GovernanceModel) -> list[Problem]:

@@ -90,9 +90,15 @@ ENV_RAISED_GUARANTEES = "RAISED_GUARANTEES_PARAMETER"
 # capacity: the controller's own KMS key, the only key the raised guarantees are written under (SecureString).
 ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
 
-# guard: JSON list of {"job_queue": ARN, "pool", "teams": {team: {"execution_role_arn", "repository", "cost_centre"}},
-# "shared_repositories": [image repository URIs], "team_topics": {team: SNS topic ARN}} (guard/handler.py)
+# guard (guard/handler.py): what grows with the teams is in GUARD_FILE_NAME, bundled beside the policy document (Lambda
+# allows 4 KB of environment variables in all), {"pools": {pool: {"teams": {team: {"repository_name", "cost_centre",
+# "owner"}}}}, "shared_repositories": [image repository URIs]}; the environment holds what the deployment resolves:
+# GUARD_QUEUES, a JSON list of {"job_queue": ARN, "pool"}, and GUARD_NAMES, {"execution_role_arn", "team_topic": ARNs
+# with "{team}" in place of the team's name, "registry": the account's ECR registry host}.
 ENV_GUARD_QUEUES = "GUARD_QUEUES"
+ENV_GUARD_NAMES = "GUARD_NAMES"
+GUARD_FILE_NAME = "guard.json"
+TEAM_PLACEHOLDER = "{team}"
 # The events the guard takes (https://docs.aws.amazon.com/batch/latest/userguide/service-job-events.html: none for the
 # initial submission; neither tags nor the payload in the detail). States before the training job runs, and RUNNING as
 # the last chance; a job already stopped or finished is left alone

@@ -83,9 +83,12 @@ def test_team_alarms_go_to_the_platform_the_owner_and_the_chat_topic(single):
     assert (platform, "gpu-platform@example.com") in subscriptions
     assert all(s["Properties"]["Protocol"] == "email" for s in of_type(resources, "AWS::SNS::Subscription").values())
     capacity_topic = next(k for k in topics if k.startswith("CapacityControllerTopic"))
+    guard_topic = next(k for k in topics if k.startswith("SubmissionGuardTopic"))
+    assert (guard_topic, "gpu-platform@example.com") in subscriptions
     for logical_id, alarm in of_type(resources, "AWS::CloudWatch::Alarm").items():
         actions = alarm["Properties"]["AlarmActions"]
-        own = capacity_topic if logical_id.startswith("CapacityController") else platform
+        own = (capacity_topic if logical_id.startswith("CapacityController")
+               else guard_topic if logical_id.startswith("SubmissionGuard") else platform)
         assert actions[0] == {"Ref": own} and CHATBOT in actions, logical_id
         if logical_id.startswith("ReclaimControllerStarved") and "Production" not in logical_id:
             assert any(a == {"Ref": k} for k in owner_topics for a in actions), logical_id
@@ -145,7 +148,12 @@ def test_per_team_layout_puts_each_teams_topic_budget_and_dashboard_in_its_stack
     for team in model.teams:
         resources = templates[f"acme-ml-team-{team.name}"]["Resources"]
         assert len(of_type(resources, "AWS::Budgets::Budget")) == 1
-        assert len(of_type(resources, "AWS::SNS::Topic")) == 1 and len(of_type(resources, "AWS::SNS::Subscription")) == 1
+        # The reclaim alarms' owner topic, and the submission guard's (named: the capacity stack publishes to it by ARN)
+        # for a team with an owner on a quota-share pool.
+        guarded = team.owner is not None and any(model.pool(p).backend == "batch_quota_share" for p in team.quotas)
+        topics = of_type(resources, "AWS::SNS::Topic")
+        assert len(topics) == 1 + guarded and len(of_type(resources, "AWS::SNS::Subscription")) == 1 + guarded
+        assert guarded == any(t["Properties"].get("TopicName") == f"acme-ml-gpu-guard-{team.name}" for t in topics.values())
         assert [d["Properties"]["DashboardName"] for d in of_type(resources, "AWS::CloudWatch::Dashboard").values()] == [
             team_dashboard_name("acme-ml", team.name)]
     capacity = templates["acme-ml-capacity"]["Resources"]

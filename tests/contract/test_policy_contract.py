@@ -238,12 +238,14 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
                             contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK, contract.ENV_TICK_SECONDS,
                             contract.ENV_RAISED_GUARANTEES}
     assert reclaim[contract.ENV_METRICS_NAMESPACE] == contract.RECLAIM_NAMESPACE
+    assert set(handlers["gpu_governance_runtime.guard.handler.handler"]) == {
+        contract.ENV_GUARD_QUEUES, contract.ENV_GUARD_NAMES, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_DRY_RUN}
 
 
 def test_alarms_watch_only_metrics_the_handlers_publish(functions):
     _, alarms, _ = functions
     published = {contract.CAPACITY_NAMESPACE: {*contract.CAPACITY_METRICS, contract.MISSING_API_OPERATIONS},
-                 contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS)}
+                 contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS), contract.GUARD_NAMESPACE: {contract.MISSING_API_OPERATIONS}}
     watched = {(a["Namespace"], a["MetricName"]) for a in alarms if a["Namespace"].startswith("GpuGovernance/")}
     assert {namespace for namespace, _ in watched} == set(published)
     assert all(name in published[namespace] for namespace, name in watched), watched

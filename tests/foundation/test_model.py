@@ -306,3 +306,13 @@ def test_reclaim_mode_and_slurm_head_nodes_come_from_the_file():
     assert any(p.startswith("pools[3].head_node.instance_id: invalid ('head-node-1')") for p in problems_of(data))
     slurm["head_node"] = {"instance_id": "i-0123456789abcdef0", "instance_type": "ml.g6e.48xlarge"}
     assert any("head_node.instance_type 'ml.g6e.48xlarge' is not in the pool" in p for p in problems_of(data))
+
+
+def test_guard_mode_comes_from_the_file_beside_reclaim_mode():
+    data = default_data()
+    assert load_model(None).guard_mode == "dry_run"  # the default: records and reports, stops nothing
+    data["guard_mode"] = "terminate"
+    assert any(p.startswith("guard_mode: invalid ('terminate')") for p in problems_of(data))
+    data["guard_mode"] = "act"
+    model = GovernanceModel.from_dict(data)
+    assert model.guard_mode == "act" and model.reclaim_mode == "dry_run"  # each controller's mode is its own

@@ -142,3 +142,29 @@ def test_submission_role_arn_matches_the_role_the_capacity_stack_creates(assembl
     roles = templates["acme-ml-capacity"].find_resources("AWS::IAM::Role", {"Properties": {"RoleName": "training-gpu-submit"}})
     role = next(iter(roles.values()))["Properties"]
     assert submission_role_arn("111122223333", "training") == f"arn:aws:iam::111122223333:role{role['Path']}{role['RoleName']}"
+
+
+def test_the_submission_guard_watches_every_quota_share_queue_in_dry_run(assembly):
+    """Deployed by the reference capacity stack: the function (dry run unless guard_mode: act), the
+    rule on Batch service-job state changes of each quota-share queue, and a role that may stop only
+    governed teams' service jobs."""
+    model, templates, _ = assembly
+    capacity = templates[f"{model.organisation}-capacity"]
+    (function,) = capacity.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.guard.handler.handler"}}).values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["DRY_RUN"] == "true" and model.guard_mode == "dry_run"
+    quota_pools = sorted(p.name for p in model.pools if p.backend == "batch_quota_share")
+    assert [q["pool"] for q in json.loads("".join(p if isinstance(p, str) else "<token>" for p in variables["GUARD_QUEUES"]["Fn::Join"][1]))] == quota_pools
+    (rule,) = [r for lid, r in capacity.find_resources("AWS::Events::Rule").items() if lid.startswith("SubmissionGuard")]
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["source"] == ["aws.batch"] and pattern["detail-type"] == ["Batch Service Job State Change"]
+    assert len(pattern["detail"]["jobQueue"]) == len(quota_pools) and "RUNNABLE" in pattern["detail"]["status"]
+    (role,) = [r for lid, r in capacity.find_resources("AWS::IAM::Role").items() if lid.startswith("SubmissionGuardRole")]
+    assert [s["Principal"] for s in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]] == [{"Service": "lambda.amazonaws.com"}]
+    (policy,) = [p for lid, p in capacity.find_resources("AWS::IAM::Policy").items() if lid.startswith("SubmissionGuardRoleDefaultPolicy")]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    terminate = next(s for s in statements if s["Action"] == "batch:TerminateServiceJob")
+    governed = sorted({t.name for pool in quota_pools for t in model.teams_in(pool)})
+    assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/gpu-governance:team": governed}}
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert not {a for a in actions if a.startswith(("batch:Submit", "batch:Update", "iam:", "sts:", "s3:", "sagemaker:Create", "sagemaker:Stop"))}

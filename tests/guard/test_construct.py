@@ -5,6 +5,8 @@ jobs, dry run by default, and every compliance pack clean (synth raises on any f
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from aws_cdk import App, Environment, Stack
@@ -15,6 +17,9 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.loader import load_model
 from constructs_lib.organisation.compliance import apply_standard_packs
 from gpu_governance_runtime import contract
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
+from gpu_governance_runtime.guard.handler import queues_from  # noqa: E402
 
 ENV = Environment(account="111122223333", region="us-east-1")
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
@@ -41,20 +46,38 @@ def test_the_rule_sends_every_state_before_the_job_runs_of_the_governed_queue(sy
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3 and "DeadLetterConfig" in target
 
 
+def _guard_function(template):
+    (function,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.guard.handler.handler"}}).values()
+    return function
+
+
+def _joined(value):
+    """A synthesized string, its tokens (partition, URL suffix) as <token>."""
+    return value if isinstance(value, str) else "".join(p if isinstance(p, str) else "<token>" for p in value["Fn::Join"][1])
+
+
 def test_the_function_knows_each_teams_role_repository_cost_centre_and_owner_topic_and_is_dry_run(synthesized):
     model, guard, template = synthesized
-    (function,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.guard.handler.handler"}}).values()
+    function = _guard_function(template)
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables[contract.ENV_DRY_RUN] == "true"
-    (queue,) = json.loads("".join(p if isinstance(p, str) else "<token>" for p in variables[contract.ENV_GUARD_QUEUES]["Fn::Join"][1]))
-    assert queue["job_queue"] == QUEUE and queue["pool"] == "sagemaker-training"
+    (queue,) = json.loads(_joined(variables[contract.ENV_GUARD_QUEUES]))
+    assert queue == {"job_queue": QUEUE, "pool": "sagemaker-training"}
+    names = json.loads(_joined(variables[contract.ENV_GUARD_NAMES]))
+    # The teams are in the package, not the environment (4 KB in all): what the handler reads, expanded as it expands it.
+    asset_hash = function["Properties"]["Code"]["S3Key"].removesuffix(".zip")
+    package = Path(guard.node.root.outdir) / f"asset.{asset_hash}" / "gpu_governance_runtime"
+    document = json.loads((package / contract.GUARD_FILE_NAME).read_text())
+    (expanded,) = queues_from([queue], names, document).values()
     teams = {t.name: t for t in model.teams_in("sagemaker-training")}
-    assert set(queue["teams"]) == set(teams)
-    for name, rules in queue["teams"].items():
+    assert set(expanded["teams"]) == set(teams)
+    for name, rules in expanded["teams"].items():
         assert rules["execution_role_arn"] == f"arn:<token>:iam::111122223333:role/gpu-governance/{name}-gpu-training"
         assert rules["repository"] == f"111122223333.dkr.ecr.us-east-1.<token>/{model.organisation}/{name}"
         assert rules["cost_centre"] == teams[name].cost_centre
-    assert set(queue["team_topics"]) == {name for name, team in teams.items() if team.owner}
+    assert expanded["team_topics"] == {name: f"arn:<token>:sns:us-east-1:111122223333:{model.organisation}-gpu-guard-{name}"
+                                       for name, team in teams.items() if team.owner}
+    assert len(json.dumps(variables)) < 4096 // 2  # Lambda: 4 KB of environment in all; the teams do not grow it
 
 
 def test_it_may_stop_only_governed_teams_service_jobs_and_read_only_what_it_checks(synthesized):
@@ -66,6 +89,11 @@ def test_it_may_stop_only_governed_teams_service_jobs_and_read_only_what_it_chec
     assert "service-job/*" in json.dumps(terminate["Resource"])
     assert "training-plan/*" in json.dumps(statements["sagemaker:ListTags"]["Resource"])
     assert not any(a.startswith(("batch:Submit", "batch:Update", "sagemaker:Stop", "sagemaker:Create")) for a in statements if isinstance(a, str))
+    # Its own topic and its team owner topics, by name prefix: no team's topic is referred to (per_team: no cycle).
+    publish = [_joined(r) if "Fn::Join" in r else r for r in statements["sns:Publish"]["Resource"]]
+    assert publish[1:] == [f"arn:<token>:sns:us-east-1:111122223333:{model.organisation}-gpu-guard-*"]
+    names = {t["Properties"].get("TopicName") for t in template.find_resources("AWS::SNS::Topic").values()}
+    assert {f"{model.organisation}-gpu-guard-{t.name}" for t in model.teams_in("sagemaker-training") if t.owner} <= names
 
 
 def test_only_quota_share_pools_can_be_guarded():

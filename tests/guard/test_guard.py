@@ -228,3 +228,28 @@ def test_a_submission_tagged_for_a_team_outside_the_queue_or_in_anothers_share_i
                      "Tags.gpu-governance:cost-centre: 'anything' - none: the team declares no cost centre"]
     _, found = violations({**described(), "serviceRequestPayload": "{not json"}, teams, lambda arn: None)
     assert found[-1].startswith("serviceRequestPayload: '{not json' - a CreateTrainingJob request")
+
+
+def test_a_job_flagged_in_dry_run_is_stopped_once_the_guard_acts(aws):
+    """Switching guard_mode to act: the dry run's "planned" record must not keep the job running."""
+    run, stubs, table, received = aws
+    for status, dry_run in (("RUNNABLE", True), ("STARTING", False), ("RUNNING", False)):
+        stubs["batch"].add_response("describe_service_job", described(request=payload(RoleArn=role("training")), status=status), {"jobId": "sj-1"})
+        plan_tagged(stubs, plan("research-plan"), "research")
+        if status == "STARTING":
+            stubs["batch"].add_response("terminate_service_job", {}, {"jobId": "sj-1", "reason": ANY})
+        run(event(status=status), dry_run=dry_run)
+    assert sorted(item["status"] for item in table.scan()["Items"]) == ["done", "planned"]
+    assert [m["outcome"] for m in received("platform")] == ["planned", "done"]  # the repeated event stops nothing twice
+
+
+def test_the_queues_are_expanded_from_the_environment_and_the_bundled_teams():
+    """What the construct writes (environment: ARNs with {team}; package: the teams), as the handler reads it."""
+    names = {"execution_role_arn": f"arn:aws:iam::{ACCOUNT}:role/gpu-governance/{{team}}-gpu-training", "registry": REGISTRY,
+             "team_topic": f"arn:aws:sns:{REGION}:{ACCOUNT}:acme-ml-gpu-guard-{{team}}"}
+    document = {"shared_repositories": [SHARED], "pools": {"sagemaker-training": {"teams": {
+        "research": {"repository_name": "acme-ml/research", "cost_centre": "cc-research", "owner": True},
+        "training": {"repository_name": "acme-ml/training", "cost_centre": "cc-training", "owner": False}}}}}
+    expanded = guard_handler.queues_from([{"job_queue": QUEUE, "pool": "sagemaker-training"}], names, document)
+    assert expanded == {QUEUE: {**QUEUES[QUEUE], "job_queue": QUEUE,
+                                "team_topics": {"research": f"arn:aws:sns:{REGION}:{ACCOUNT}:acme-ml-gpu-guard-research"}}}

@@ -25,7 +25,7 @@ does Batch or SageMaker itself refuse, into A's own share and as A's own role,
 (f) image: a payload whose ``TrainingImage`` is in B's repository (``--image-b``; A's execution
     role is refused by B's repository policy, but only once an instance pulls it)?
 
-"NOT enforced" there means only the guard stops such a job: deploy it with ``dry_run=False``.
+"NOT enforced" there means only the guard stops such a job: set ``guard_mode: act`` in the governance file.
 
 Every job it starts is terminated at once. Exit 0: both enforced and the naming as assumed;
 1: a check found a hole; 3: inconclusive (setup, or no capacity before the timeout) or the

@@ -149,6 +149,17 @@ def test_a_reclaim_dashboard_past_cloudwatch_limits_is_refused():
     assert {p.path for p in problems} == {"pools"} and any("widgets" in p.wrong for p in problems)
 
 
+def test_a_submission_guard_policy_past_the_inline_limit_is_refused():
+    """The guard's policy names every quota-share team (the service jobs it may stop)."""
+    data = without_slurm(organisation(400))
+    for t in data["teams"]:
+        t["name"] = t["name"].replace("team-", "research-and-development-group-")
+    problems = [p for p in check_model(model_of(data)) if "submission guard" in p.wrong]
+    assert [(p.path, p.allowed) for p in problems] == [("teams", "at most 10240 inline per role")] and problems[0].value > 10240
+    data["teams"] = data["teams"][:100]
+    assert not [p for p in check_model(model_of(data)) if "submission guard" in p.wrong]
+
+
 def test_guardrail_documents_are_measured_by_validate():
     data = organisation(5)
     data["guardrails"] = {

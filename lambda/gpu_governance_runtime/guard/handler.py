@@ -6,9 +6,9 @@ recorded in the ledger first (who submitted what), then the job is stopped with
 ``TerminateServiceJob`` (``DRY_RUN=false`` only) and the platform's and the team owner's topics
 hear of it, once per job however often the events come.
 
-Environment:
-  GUARD_QUEUES   JSON list, one per guarded queue: {"job_queue": ARN, "pool", "teams": {team: {"execution_role_arn",
-                 "repository", "cost_centre"}}, "shared_repositories": [...], "team_topics": {team: topic ARN}}
+Environment (and ``guard.json`` in the package, contract.GUARD_FILE_NAME):
+  GUARD_QUEUES   JSON list, one per guarded queue: {"job_queue": ARN, "pool"}
+  GUARD_NAMES    JSON: the team execution role and owner topic ARNs with "{team}" for the name, the ECR registry host
   LEDGER_TABLE   DynamoDB table of actions (partition key ``action_id``), the reclaim ledger's format
   TOPIC_ARN      the platform's topic
   DRY_RUN        "false" to stop jobs; anything else records and alerts only
@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping
 
 import boto3
@@ -27,11 +29,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .. import api_check
 from ..common.clients import WITHIN_A_TICK
 from ..common.log import write as log
-from ..contract import ENV_DRY_RUN, ENV_GUARD_QUEUES, GUARD_NAMESPACE, GUARDED_STATES, SERVICE_JOB_EVENT, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, TAG_TEAM
+from ..contract import ENV_DRY_RUN, ENV_GUARD_NAMES, ENV_GUARD_QUEUES, GUARD_FILE_NAME, GUARD_NAMESPACE, TEAM_PLACEHOLDER, GUARDED_STATES, SERVICE_JOB_EVENT, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, TAG_TEAM
 from ..reclaim.ledger import DONE, FAILED, ActionKey, Ledger
 from . import checks
 
 ACTION = "guard-terminate"
+# A dry run's decision is claimed under its own action: once the guard is switched to act, a job it
+# only reported is still claimed afresh, and stopped if it still violates.
+DRY_RUN_ACTION = "guard-report"
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
 sagemaker = boto3.client("sagemaker", config=WITHIN_A_TICK)
@@ -46,9 +51,34 @@ if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    return guard(event, queues={q["job_queue"]: q for q in json.loads(os.environ[ENV_GUARD_QUEUES])}, ledger=Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE])),
+    return guard(event, queues=_guarded_queues(os.environ[ENV_GUARD_QUEUES], os.environ[ENV_GUARD_NAMES]), ledger=Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE])),
                  dry_run=os.environ.get(ENV_DRY_RUN, "true").lower() != "false", platform_topic=os.environ[ENV_TOPIC_ARN],
                  batch=batch, sagemaker=sagemaker, sns=sns, now=time.time())
+
+
+@lru_cache(maxsize=1)
+def _guarded_queues(queues: str, names: str) -> dict[str, Any]:
+    return queues_from(json.loads(queues), json.loads(names), json.loads((Path(__file__).resolve().parents[1] / GUARD_FILE_NAME).read_text()))
+
+
+def queues_from(queues: list[Mapping[str, Any]], names: Mapping[str, str], document: Mapping[str, Any]) -> dict[str, Any]:
+    """Job queue ARN -> its settings (``guard``'s ``queues``): the environment's queues and names,
+    with the bundled document's teams of each queue's pool."""
+    def named(pattern: str, team: str) -> str:
+        return pattern.replace(TEAM_PLACEHOLDER, team)
+
+    shared = list(document.get("shared_repositories", ()))
+    settings = {}
+    for queue in queues:
+        teams = document["pools"][queue["pool"]]["teams"]
+        settings[queue["job_queue"]] = {
+            "job_queue": queue["job_queue"], "pool": queue["pool"], "shared_repositories": shared,
+            "teams": {team: {"execution_role_arn": named(names["execution_role_arn"], team),
+                             "repository": f"{names['registry']}/{rules['repository_name']}", "cost_centre": rules.get("cost_centre")}
+                      for team, rules in teams.items()},
+            "team_topics": {team: named(names["team_topic"], team) for team, rules in teams.items() if rules.get("owner")},
+        }
+    return settings
 
 
 def guard(event: Mapping[str, Any], *, queues: Mapping[str, Any], ledger: Ledger, dry_run: bool, platform_topic: str,
@@ -76,7 +106,7 @@ def guard(event: Mapping[str, Any], *, queues: Mapping[str, Any], ledger: Ledger
     record = {"team": team, "job_id": job_id, "job_name": job.get("jobName"), "job_arn": job.get("jobArn"), "pool": settings["pool"],
               "quota_share": job.get("quotaShareName"), "violations": found, "tags": job.get("tags") or {},
               "payload": (job.get("serviceRequestPayload") or "")[:2000]}
-    key = ActionKey(pool=settings["pool"], job_id=job_id, attempt="0", action=ACTION)
+    key = ActionKey(pool=settings["pool"], job_id=job_id, attempt="0", action=DRY_RUN_ACTION if dry_run else ACTION)
     # The ledger keeps one line (the log, a year, and the alerts keep the whole record with the payload).
     said = f"team {team} submitted {record['job_name']} ({job_id}) into share {record['quota_share']}: {'; '.join(found)}"
     if not ledger.claim(key, now=now, reason=said):
