@@ -123,8 +123,10 @@ def caveats(model: GovernanceModel) -> list[str]:
                 lines.append(f"teams[{index}].sharing.lending_limit: {where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it")
             if team.paused and pool.backend == BATCH_FAIR_SHARE:
                 lines.append(f"teams[{index}].paused: not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start")
-            # Quota-share queues assign idle capacity FIFO, the only strategy
-            # (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePolicy.html).
-            if "fair_share_weight" in team.model_fields_set and pool.backend == BATCH_QUOTA_SHARE:
-                lines.append(f"teams[{index}].fair_share_weight: does nothing {where}: a quota-share queue hands idle capacity to borrowers first in, first out")
+        # Quota-share queues assign idle capacity FIFO, the only strategy
+        # (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePolicy.html); every
+        # other backend weighs the team by it, so only a team in quota-share pools alone is told.
+        if "fair_share_weight" in team.model_fields_set and all(model.pool(p).backend == BATCH_QUOTA_SHARE for p in team.quotas):
+            lines.append(f"teams[{index}].fair_share_weight: does nothing: the team's pools ({', '.join(team.quotas)}) are quota-share queues, "
+                         "which hand idle capacity to borrowers first in, first out")
     return lines

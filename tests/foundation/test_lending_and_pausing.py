@@ -82,8 +82,14 @@ def test_a_fair_share_weight_on_a_quota_share_pool_is_said_to_do_nothing(capsys,
     path.write_text(yaml.safe_dump(data))
     assert main(["validate", "--config", str(path)]) == 0
     out, err = capsys.readouterr()
+    assert "fair_share_weight" not in out  # every team also has pools that weigh it
+    data["teams"][0]["quotas"] = {"sagemaker-training": data["teams"][0]["quotas"]["sagemaker-training"]}
+    data["teams"][0].pop("kubernetes", None)
+    path.write_text(yaml.safe_dump(data))
+    assert main(["validate", "--config", str(path)]) == 0
+    out, err = capsys.readouterr()
     assert out.startswith("valid: ") and err == ""
-    assert "warning: teams[0].fair_share_weight: does nothing on pool sagemaker-training (batch_quota_share)" in out
+    assert "warning: teams[0].fair_share_weight: does nothing: the team's pools (sagemaker-training) are quota-share queues" in out
     for team in data["teams"]:
         team.pop("fair_share_weight")
     path.write_text(yaml.safe_dump(data))
