@@ -194,6 +194,9 @@ class Team(_Frozen):
     monthly_budget_usd: UsdAmount | None = Field(
         default=None, description="Monthly AWS Budgets budget (USD) of the cost tagged with the team; none unless declared"
     )
+    slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
+        default=None, description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared"
+    )
 
     @model_validator(mode="before")
     @classmethod
