@@ -35,7 +35,7 @@ from gpu_governance_runtime.contract import (
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
-from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
+from constructs_lib.core.chargeback import reclaim_dashboard_name, route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, HyperPodEksPool
@@ -269,10 +269,6 @@ class ReclaimController(GovernanceController):
                                    left=[self._every_share(pool, "LostCapacitySeconds", "Sum")]),
         )
         return dashboard
-
-
-def reclaim_dashboard_name(organisation: str, pool: str) -> str:
-    return f"{organisation}-gpu-reclaim-{pool}"
 
 
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
