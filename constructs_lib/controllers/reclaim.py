@@ -35,7 +35,7 @@ from gpu_governance_runtime.contract import (
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
-from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
+from constructs_lib.core.chargeback import reclaim_dashboard_name, route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, HyperPodEksPool
@@ -48,6 +48,8 @@ from constructs_lib.model.policy import policy_json
 NAMESPACE = RECLAIM_NAMESPACE
 ACTING_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
 POOL_ERROR_TICKS = 3
+# Each a graph of every team's share on the pool's reclaim dashboard.
+SHARE_GRAPHS = ("Guaranteed", "InUse", "Borrowed", "Lent")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +136,7 @@ class ReclaimController(GovernanceController):
         subscribe_alerts(self.topic, model)
         self.team_topics: dict[str, sns.Topic | None] = {}  # per team with alarms: its owner's topic
         self._alarms(starved_ticks)
-        self.dashboard = self._dashboard()
+        self.dashboards = {target.pool: self._dashboard(target.pool) for target in self.targets}
 
     def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum") -> cloudwatch.Metric:
         """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
@@ -265,28 +267,28 @@ class ReclaimController(GovernanceController):
                     alarm.add_alarm_action(actions.SnsAction(self.team_topics[team.name]))
                 tag_for_cost_allocation(alarm, team, pool)
 
-    def _dashboard(self) -> cloudwatch.Dashboard:
-        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{self.model.organisation}-gpu-reclaim")
-        for target in self.targets:
-            teams = self.model.teams_in(target.pool)
-            dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Pool {target.pool}", width=24, height=1))
-            dashboard.add_widgets(*(
-                cloudwatch.GraphWidget(
-                    title=f"{team.name}: guarantee vs use vs borrowed", width=8,
-                    left=[self.metric_share(target.pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")],
-                )
-                for team in teams
-            ))
-            if self.model.pool(target.pool).backend == HYPERPOD_EKS:  # Kueue preempts natively: no preemptions are read
-                dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
-                                                             left=[self._every_share(target.pool, "Pending", "Maximum")]))
-                continue
-            dashboard.add_widgets(
-                cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(target.pool, "Pending", "Maximum")]),
-                cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(target.pool, "Preemptions", "Sum")]),
-                cloudwatch.GraphWidget(title="capacity-seconds lost to preemption", width=8,
-                                       left=[self._every_share(target.pool, "LostCapacitySeconds", "Sum")]),
-            )
+    def _dashboard(self, pool: str) -> cloudwatch.Dashboard:
+        """One dashboard per pool, every team a line of one search per graph: no dashboard grows
+        with the teams (organisation/limits.py RECLAIM_DASHBOARD_WIDGETS counts its widgets). A
+        search draws at most 500 series
+        (https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_cloudwatch.SearchExpressionProps.html);
+        each team's own dashboard (organisation/chargeback.py) shows the team in full."""
+        dashboard = cloudwatch.Dashboard(self, f"Dashboard{_pascal(pool)}", dashboard_name=reclaim_dashboard_name(self.model.organisation, pool))
+        dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Pool {pool}", width=24, height=1))
+        dashboard.add_widgets(*(
+            cloudwatch.GraphWidget(title=f"{metric} (instances, per team)", width=6, left=[self._every_share(pool, metric, "Maximum")])
+            for metric in SHARE_GRAPHS
+        ))
+        if self.model.pool(pool).backend == HYPERPOD_EKS:  # Kueue preempts natively: no preemptions are read
+            dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
+                                                         left=[self._every_share(pool, "Pending", "Maximum")]))
+            return dashboard
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(pool, "Pending", "Maximum")]),
+            cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(pool, "Preemptions", "Sum")]),
+            cloudwatch.GraphWidget(title="capacity-seconds lost to preemption", width=8,
+                                   left=[self._every_share(pool, "LostCapacitySeconds", "Sum")]),
+        )
         return dashboard
 
 

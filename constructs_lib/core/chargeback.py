@@ -82,3 +82,7 @@ def team_dashboard_name(organisation: str, team_name: str) -> str:
 
 def organisation_dashboard_name(organisation: str) -> str:
     return f"{organisation}-gpu-usage"
+
+
+def reclaim_dashboard_name(organisation: str, pool: str) -> str:
+    return f"{organisation}-gpu-reclaim-{pool}"

@@ -219,6 +219,9 @@ class Team(_Frozen):
         default=False,
         description="No new job of the team starts on any backend; running jobs finish. `gpu-governance team pause|resume` sets it",
     )
+    slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
+        default=None, description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared"
+    )
 
     @model_validator(mode="before")
     @classmethod

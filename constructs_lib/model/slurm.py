@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
 GROUP_PREFIX = "gg-"
-# Team groups get GIDs from a hash of the organisation and team name, so every node (and every
-# re-generation) computes the same id without shared state; the range avoids system and
-# typical LDAP/AD ranges.
+# Team groups get GIDs from a hash of the organisation and team name (unless declared), so every
+# node (and every re-generation) computes the same id without shared state; the range avoids
+# system and typical LDAP/AD ranges.
 GID_BASE, GID_SPAN = 600_000, 400_000
 UNASSIGNED_OWNER = "shared"
 # Slurm's own account, the parent of the organisation's account.
@@ -97,7 +98,34 @@ def posix_user_name(principal_arn: str) -> str:
 
 
 def team_gid(organisation: str, team: str) -> int:
+    """The id a team's group is hashed to (its home); :func:`team_gids` gives the id it gets."""
     return GID_BASE + zlib.crc32(f"{organisation}/{team}".encode()) % GID_SPAN
+
+
+def team_gids(model: GovernanceModel) -> dict[str, int]:
+    """Every team's OS group id, the same on every Slurm pool, never two alike (except two
+    declared alike, which :func:`slurm_problems` refuses).
+
+    Declared ``slurm_gid`` values are placed first, then every team whose hashed id no other team
+    shares and no declaration takes, then the rest in name order, each moving on to the next free
+    id of the range (linear probing). So adding a team changes another team's id only when the
+    newcomer's hashed or declared id is exactly the id that team had (about 1 in 400 with 1,000
+    teams): declare ``slurm_gid`` to rule that out (docs/slurm.md)."""
+    gids = {t.name: t.slurm_gid for t in model.teams if t.slurm_gid is not None}
+    taken = set(gids.values())
+    homes = {t.name: team_gid(model.organisation, t.name) for t in model.teams if t.name not in gids}
+    shared = {gid for gid, count in Counter(homes.values()).items() if count > 1}
+    for name, home in homes.items():
+        if home not in shared and home not in taken:
+            gids[name] = home
+            taken.add(home)
+    for name in sorted(set(homes) - set(gids)):
+        gid = homes[name]
+        while gid in taken:
+            gid = GID_BASE + (gid - GID_BASE + 1) % GID_SPAN
+        gids[name] = gid
+        taken.add(gid)
+    return gids
 
 
 def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[InstanceGroup, ...]:
@@ -138,6 +166,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
     borrowers = [t for t in teams if t.sharing.borrows]
     lent_groups = [g.name for g in groups if g.owner == UNASSIGNED_OWNER or _team(teams, g.owner).sharing.lends]
     qos, accounts, users, partitions, posix_groups, data_paths = [], [], [], [], [], []
+    gids = team_gids(model)
     for team in teams:
         own_qos = [class_qos_name(team.name, c.name) for c in classes]
         for index, priority_class in enumerate(classes):
@@ -162,7 +191,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
             allow_qos=tuple(own_qos),
         ))
         group_name = GROUP_PREFIX + team.name
-        posix_groups.append(PosixGroup(name=group_name, gid=team_gid(model.organisation, team.name), members=members))
+        posix_groups.append(PosixGroup(name=group_name, gid=gids[team.name], members=members))
         data_paths.append(DataPath(path=f"{data_root}/{team.name}", group=group_name))
     if borrowers and lent_groups:
         partitions.append(SlurmPartition(
@@ -237,7 +266,7 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     team_index = {t.name: i for i, t in enumerate(model.teams)}
     # Every team is an account beside the others, under the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
-    gids: dict[int, str] = {}
+    declared: dict[int, str] = {}
     users: dict[str, str] = {}
     for team in teams:
         path = f"teams[{team_index[team.name]}]"
@@ -245,10 +274,11 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
             problems.append(Problem(path=f"{path}.name", wrong="reserved on Slurm", value=team.name, allowed=f"any name but {sorted(owners)}"))
         if len(GROUP_PREFIX + team.name) > 32:
             problems.append(Problem(path=f"{path}.name", wrong="too long for its OS group gg-<team>", value=team.name, allowed=f"at most {32 - len(GROUP_PREFIX)} characters on Slurm"))
-        gid = team_gid(model.organisation, team.name)
-        if gid in gids:
-            problems.append(Problem(path=f"{path}.name", wrong=f"its group id {gid} collides with team {gids[gid]}'s", value=team.name, allowed="a different team name"))
-        gids[gid] = team.name
+        if team.slurm_gid in declared:
+            problems.append(Problem(path=f"{path}.slurm_gid", wrong=f"also declared by team {declared[team.slurm_gid]}", value=team.slurm_gid,
+                                    allowed="an id no other team declares (or none: one is allocated)"))
+        if team.slurm_gid is not None:
+            declared.setdefault(team.slurm_gid, team.name)
         for member_index, arn in enumerate(team.members):
             name = posix_user_name(arn)
             member_path = f"{path}.members[{member_index}]"

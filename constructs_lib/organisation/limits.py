@@ -35,6 +35,11 @@ MAX_TRUST_POLICY_CHARACTERS = 2_048
 # CloudWatch: per dashboard
 MAX_DASHBOARD_WIDGETS = 500
 MAX_DASHBOARD_METRICS = 2_500
+# The reclaim controller's dashboard of one pool (controllers/reclaim.py): a heading, one graph per
+# share metric, then the pool's own graphs (HyperPod EKS: waiting workloads; Batch: pending work,
+# preemptions, capacity-seconds lost). Every graph is one search expression over the pool's teams,
+# so neither count grows with them.
+RECLAIM_DASHBOARD_WIDGETS = {BATCH_QUOTA_SHARE: 8, BATCH_FAIR_SHARE: 8, HYPERPOD_EKS: 6}
 # Lambda: the unzipped deployment package that carries the compiled policy document
 MAX_LAMBDA_UNZIPPED_BYTES = 262_144_000
 
@@ -58,10 +63,10 @@ TEAM_GUARD_TOPIC = 3
 # Shared: access-log bucket and policy; per pool its queue / cluster-level resources (hyperpod_eks:
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
-# Batch pools: plus the reclaim controller's PoolErrors alarm of the pool.
-SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 10, HYPERPOD_SLURM: 1}
+# Batch pools: plus the reclaim controller's PoolErrors alarm and dashboard of the pool (EKS: its dashboard).
+SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 5, BATCH_FAIR_SHARE: 4, HYPERPOD_EKS: 11, HYPERPOD_SLURM: 1}
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
-SHARED_RECLAIM = 16  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms, dashboard
+SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms
 SHARED_GUARD = 15  # when a quota-share pool exists: guard, ledger, key, topic, queue, rule, alarms
 SHARED_CAPACITY_CONTROLLER = 31  # when capacity windows exist (with the Capacity Request rule and its permission)
 # Chargeback: the organisation's usage dashboard (with a Batch pool or capacity windows), the
@@ -69,10 +74,10 @@ SHARED_CAPACITY_CONTROLLER = 31  # when capacity windows exist (with the Capacit
 SHARED_USAGE_DASHBOARD, SHARED_PURCHASES_BUDGET = 1, 1
 # Other engineers add resources per team (tenant isolation); the estimate keeps a margin for that.
 MARGIN = 1.15
-# Measured about 1,300 bytes per resource in team and capacity stacks; the dashboard and the
-# fair-share policy grow with the teams and are counted apart.
+# Measured about 1,300 bytes per resource in team and capacity stacks (1,460 in the capacity
+# stack of 300 generated teams); of the shared resources only the fair-share policy (its share
+# distribution) and the reclaim controller's policy grow with the teams, counted apart.
 BYTES_PER_RESOURCE = 2_000
-DASHBOARD_BYTES_PER_TEAM_GRAPH = 1_200
 FAIR_SHARE_BYTES_PER_TEAM = 80
 # The reclaim controller's inline policy: fixed part, plus a team name per fair-share team and a
 # queue ARN per quota-share pool.
@@ -151,9 +156,8 @@ def unified_studio_resources(model: GovernanceModel, project: Project) -> int:
 
 
 def _shared_bytes(model: GovernanceModel) -> int:
-    graphs = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend in _BATCH)
     fair_share = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend == BATCH_FAIR_SHARE)
-    return graphs * DASHBOARD_BYTES_PER_TEAM_GRAPH + fair_share * FAIR_SHARE_BYTES_PER_TEAM
+    return fair_share * FAIR_SHARE_BYTES_PER_TEAM
 
 
 def estimate(model: GovernanceModel) -> list[StackEstimate]:
@@ -221,12 +225,13 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
     if not batch_pools:
         return []
     problems = []
-    widgets = sum(1 + len(model.teams_in(p.name)) + 3 for p in batch_pools)
-    metrics = sum(4 * len(model.teams_in(p.name)) + 3 for p in batch_pools)
-    for what, value, limit in (("widgets", widgets, MAX_DASHBOARD_WIDGETS), ("metrics", metrics, MAX_DASHBOARD_METRICS)):
-        if value > limit:
-            problems.append(Problem(path="pools", wrong=f"the reclaim dashboard would show too many {what} (one graph of 4 metrics per team and Batch pool)",
-                                    value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
+    for index, pool in enumerate(model.pools):
+        widgets = RECLAIM_DASHBOARD_WIDGETS.get(pool.backend, 0)
+        metrics = widgets - 1  # one search expression per graph, none in the heading
+        for what, value, limit in (("widgets", widgets, MAX_DASHBOARD_WIDGETS), ("metrics", metrics, MAX_DASHBOARD_METRICS)):
+            if value > limit:
+                problems.append(Problem(path=f"pools[{index}]", wrong=f"the pool's reclaim dashboard would show too many {what}",
+                                        value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
     fair_share_teams = {t.name for p in batch_pools if p.backend == BATCH_FAIR_SHARE for t in model.teams_in(p.name)}
     account, region = model.capacity_account.account_id, model.capacity_account.region
     queues = [p.name for p in batch_pools if p.backend == BATCH_QUOTA_SHARE]

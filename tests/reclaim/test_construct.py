@@ -84,7 +84,7 @@ def test_ledger_retained_with_expiry_and_starvation_alarms_per_team(synthesized)
     assert {(tuple(sorted((d["Name"], d["Value"]) for d in a["Dimensions"]))) for a in starved} == {
         (("Pool", t.pool), ("Share", team.name)) for t in TARGETS for team in MODEL.teams_in(t.pool)}
     assert all(a["EvaluationPeriods"] == 3 and a["Threshold"] == 1 and a["Namespace"] == "GpuGovernance/Reclaim" and a["AlarmActions"] for a in starved)
-    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    template.resource_count_is("AWS::CloudWatch::Dashboard", len(TARGETS))  # one per pool
     assert controller.metric_share("ec2-gpu", "research", "Borrowed").metric_name == "Borrowed"
 
 

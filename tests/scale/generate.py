@@ -1,6 +1,7 @@
 """Generate a large organisation: one Batch quota-share pool per 20 teams (the quota shares per
 job queue limit), one fair-share pool, one HyperPod EKS and one HyperPod Slurm pool, every team
-on all four, spread over 5 consumer accounts (or as many as asked).
+on all four (the fair-share pool: the first 400 teams, see FAIR_SHARE_TEAMS), spread over 5
+consumer accounts (or as many as asked).
 
     python tests/scale/generate.py 200 > examples/org-200-teams.yaml
 """
@@ -16,6 +17,10 @@ from constructs_lib.model import MAX_SHARES_PER_QUOTA_QUEUE
 CAPACITY_ACCOUNT = "111122223333"
 ACCOUNTS = 5
 PRESETS = ("background", "steady", "critical")
+# Batch allows at most 500 active share identifiers per job queue
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-batch-schedulingpolicy-shareattributes.html),
+# and the reclaim controller's inline policy names every fair-share team (10,240 characters per role).
+FAIR_SHARE_TEAMS = 400
 
 
 def team_name(index: int) -> str:
@@ -36,7 +41,7 @@ def team(index: int, accounts: int = ACCOUNTS) -> dict:
         "members": [f"arn:aws:iam::{_consumer_account_id(index % accounts)}:role/Team{index:03d}Scientists"],
         "quotas": {
             quota_pool_name(index): {"ml.p5.48xlarge": 1},
-            "ec2-gpu": {"g6e.12xlarge": 1},
+            **({"ec2-gpu": {"g6e.12xlarge": 1}} if index < FAIR_SHARE_TEAMS else {}),
             "hyperpod-eks": {"ml.p5.48xlarge": 1},
             "hyperpod-slurm": {"ml.p5.48xlarge": 1},
         },
@@ -68,7 +73,7 @@ def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_te
         "pools": [
             *({"name": pool, "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": MAX_SHARES_PER_QUOTA_QUEUE}}
               for pool in quota_pools),
-            {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {"g6e.12xlarge": teams},
+            {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {"g6e.12xlarge": min(teams, FAIR_SHARE_TEAMS)},
              "compute_environments": [f"arn:aws:batch:us-east-1:{CAPACITY_ACCOUNT}:compute-environment/gpu-g6e"]},
             {"name": "hyperpod-eks", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": teams},
              "cluster_arn": f"arn:aws:sagemaker:us-east-1:{CAPACITY_ACCOUNT}:cluster/abcd1234efgh", "eks_cluster_name": "scale-hyperpod"},
