@@ -103,7 +103,8 @@ class Month:
     def ask(self, when, token, base, count, hours):
         w = self.declared[base]
         requests.submit(self.ledger, self.declared.values(), token=token, team=w.team, instance_type=w.instance_type, count=count,
-                        hours=hours, start=None, now=when, window=base)
+                        hours=hours, start=None, now=when, window=base,
+                        requested_by=f"alarm:{token.split('@')[0][len('alarm:'):]}" if token.startswith("alarm:") else "account:222222222222")
 
     def run(self):
         now = self.sim.now
