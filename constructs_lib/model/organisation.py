@@ -777,9 +777,10 @@ def _shared_member_roles(model: GovernanceModel) -> list[Problem]:
     for listed in listings.values():
         teams = sorted({team for _, team, _ in listed})
         if len(teams) > 1:
+            named = " and ".join(teams) if len(teams) <= 3 else f"{', '.join(teams[:3])} and {len(teams) - 3} more"
             for path, _, arn in listed:
                 problems.append(Problem(
-                    path=path, wrong=f"role is a member of teams {' and '.join(teams)}", value=arn,
+                    path=path, wrong=f"role is a member of teams {named}", value=arn,
                     allowed="a role of one team only: whoever acts as it (every member of a project, for a Unified Studio project role) "
                     "would get every team's access; list each person's own role in each team instead"))
     return problems

@@ -320,7 +320,7 @@ def test_tag_policy_over_the_size_quota_is_refused():
     pool = {"name": "many", "backend": "batch_fair_share", "capacity": {"g6e.12xlarge": 250},
             "compute_environments": [f"arn:aws:batch:us-east-1:{CAPACITY}:compute-environment/gpu"]}
     teams = [{"name": f"team-{index:03d}-" + "x" * 31, "account": "research", "preset": "steady",
-              "members": [f"arn:aws:iam::{CONSUMER}:role/Member"], "quotas": {"many": {"g6e.12xlarge": 1}}} for index in range(250)]
+              "members": [f"arn:aws:iam::{CONSUMER}:role/Member{index:03d}"], "quotas": {"many": {"g6e.12xlarge": 1}}} for index in range(250)]
     many = model_with(pools=[pool], teams=teams, capacity_windows=[])
     with pytest.raises(GovernanceError) as raised:
         OrganisationGuardrails(Stack(App(), "ManyTeams"), "G", model=many)
