@@ -82,7 +82,7 @@ class SubmissionGuard(GovernanceController):
         target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=3, max_event_age=Duration.hours(1))
         self.rule = events.Rule(self, "ServiceJobStates", targets=[target], event_pattern=events.EventPattern(
             source=[source], detail_type=[detail_type], detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)}))
-        self._grant(stack, teams, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
+        self._grant(stack, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
         subscribe_alerts(self.topic, model)
         for name, metric, description in (
             ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(5)), "the submission guard failed"),
@@ -94,15 +94,17 @@ class SubmissionGuard(GovernanceController):
             route_alarm(self._add_alarm(self, name, metric, threshold=1, periods=1, description=description,
                                         comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD), model)
 
-    def _grant(self, stack: Stack, teams: list[str], team_topics: str | None) -> None:
+    def _grant(self, stack: Stack, team_topics: str | None) -> None:
         service_jobs = stack.format_arn(service="batch", resource="service-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
         plans = stack.format_arn(service="sagemaker", resource="training-plan", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
         statements = [
             iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn]),
             iam.PolicyStatement(actions=["batch:DescribeServiceJob"], resources=["*"]),  # no resource-level permission
-            # Only the governed teams' service jobs (the team tag is required at submission).
+            # Only service jobs with a team tag: the governed teams' (members may set it only inside
+            # their own submission, batch/queues.py). Not a list of the teams: that would grow the
+            # inline policy past IAM's 10,240 characters at a few hundred teams.
             iam.PolicyStatement(actions=["batch:TerminateServiceJob"], resources=[service_jobs],
-                                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_TEAM}": teams}}),
+                                conditions={"Null": {f"aws:ResourceTag/{TAG_TEAM}": "false"}}),
             iam.PolicyStatement(actions=["sagemaker:ListTags"], resources=[plans]),  # whose plan a payload names
             iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn, *filter(None, [team_topics])]),
         ]

@@ -82,8 +82,6 @@ FAIR_SHARE_BYTES_PER_TEAM = 80
 # The reclaim controller's inline policy: fixed part, plus a team name per fair-share team and a
 # queue ARN per quota-share pool.
 RECLAIM_POLICY_BASE = 2_500
-# The guard's inline policy: fixed part, plus each quota-share team's name (the service jobs it may stop).
-GUARD_POLICY_BASE = 2_000
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
 _BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
 
@@ -199,7 +197,6 @@ def check_model(model: GovernanceModel) -> list[Problem]:
             problems.append(Problem(path=f"{path}.members", wrong="trust policy of the submission role too long (characters)", value=trust,
                                     allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}: fewer members, e.g. one role the people assume"))
     problems += _reclaim_problems(model)
-    problems += _guard_problems(model)
     problems += _policy_document_problems(model)
     problems += _guardrail_problems(model)
     return problems
@@ -240,15 +237,6 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
         problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every fair-share team and quota-share queue)",
                                 value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
     return problems
-
-
-def _guard_problems(model: GovernanceModel) -> list[Problem]:
-    teams = {t.name for p in model.pools if p.backend == BATCH_QUOTA_SHARE for t in model.teams_in(p.name)}
-    size = GUARD_POLICY_BASE + sum(len(n) + 3 for n in teams)
-    if not teams or size <= MAX_INLINE_CHARACTERS_PER_ROLE:
-        return []
-    return [Problem(path="teams", wrong="the submission guard's policy would be too long (characters; it names every quota-share team)",
-                    value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role")]
 
 
 def _policy_document_problems(model: GovernanceModel) -> list[Problem]:

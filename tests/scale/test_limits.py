@@ -181,17 +181,6 @@ def test_one_reclaim_dashboard_per_pool_sized_as_validate_counts_and_naming_no_t
         assert not any(t.name in body for t in model.teams), pool  # a search draws the teams: no growth per team
 
 
-def test_a_submission_guard_policy_past_the_inline_limit_is_refused():
-    """The guard's policy names every quota-share team (the service jobs it may stop)."""
-    data = without_slurm(organisation(400))
-    for t in data["teams"]:
-        t["name"] = t["name"].replace("team-", "research-and-development-group-")
-    problems = [p for p in check_model(model_of(data)) if "submission guard" in p.wrong]
-    assert [(p.path, p.allowed) for p in problems] == [("teams", "at most 10240 inline per role")] and problems[0].value > 10240
-    data["teams"] = data["teams"][:100]
-    assert not [p for p in check_model(model_of(data)) if "submission guard" in p.wrong]
-
-
 def test_guardrail_documents_are_measured_by_validate():
     data = organisation(5)
     data["guardrails"] = {
