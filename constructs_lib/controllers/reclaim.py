@@ -175,11 +175,14 @@ class ReclaimController(GovernanceController):
                 conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
             ))
             # Batch does not retry a terminated job: the handler submits each victim's copy to the
-            # victim's queue (a governed pool's) with its tags (common/batch_copy.py).
+            # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
+            # tags (common/batch_copy.py). The teams are not listed again here: the team list is
+            # what grows this inline policy toward IAM's 10,240 characters (limits.py).
             fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
+            under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
             statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[
                 *fair_share_queues, stack.format_arn(service="batch", resource="job-definition", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-                conditions={"StringEquals": {"batch:ShareIdentifier": teams}}))
+                conditions=under_a_share))
             statements.append(iam.PolicyStatement(
                 actions=["batch:TagResource"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
@@ -187,7 +190,7 @@ class ReclaimController(GovernanceController):
                 # batch:TagResource inside SubmitJob, with the submission's keys (the member side's
                 # rule, batch/queues.py _team_tag_statements). A share identifier and no team tag
                 # yet hold only inside a submission, never for an existing job.
-                conditions={"StringEquals": {"batch:ShareIdentifier": teams}, "Null": {f"aws:ResourceTag/{TEAM_TAG}": "true"}},
+                conditions={"Null": {**under_a_share["Null"], f"aws:ResourceTag/{TEAM_TAG}": "true"}},
             ))
         observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
         if observed:
@@ -233,7 +236,7 @@ class ReclaimController(GovernanceController):
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
             "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "
             "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
-            "job-definition/*) to a governed queue under a governed share, and tagged only as it is created (inside the submission: a governed share, no team tag yet).",
+            "job-definition/*) to a governed queue under a share, and tagged only as it is created (inside the submission: a share, no team tag yet).",
         )
 
     def _alarms(self, starved_ticks: int) -> None:

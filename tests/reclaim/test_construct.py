@@ -43,11 +43,10 @@ def test_a_failed_tick_is_never_retried_by_lambda(synthesized):
 def test_victims_copies_may_be_submitted_only_to_governed_queues_and_shares_and_tagged_only_at_creation(synthesized):
     template, _ = synthesized
     submit = next(s for s in statements(template) if s["Action"] == "batch:SubmitJob")
-    assert QUEUE in json.dumps(submit["Resource"]) and "batch:ShareIdentifier" in submit["Condition"]["StringEquals"]
+    assert QUEUE in json.dumps(submit["Resource"]) and submit["Condition"] == {"Null": {"batch:ShareIdentifier": "false"}}
     tag = next(s for s in statements(template) if s["Action"] == "batch:TagResource")
-    # Batch has no CreateAction key: a governed share and no team tag yet hold only inside a submission
-    assert tag["Condition"]["StringEquals"] == submit["Condition"]["StringEquals"]
-    assert tag["Condition"]["Null"] == {"aws:ResourceTag/gpu-governance:team": "true"}
+    # Batch has no CreateAction key: a share and no team tag yet hold only inside a submission
+    assert tag["Condition"] == {"Null": {"batch:ShareIdentifier": "false", "aws:ResourceTag/gpu-governance:team": "true"}}
 
 
 def statements(template):

@@ -70,11 +70,12 @@ def test_a_team_without_a_cost_centre_submits_with_its_team_tag_alone(organisati
 
 
 def test_the_cost_centre_is_tagged_at_creation_with_the_team_tag(organisation):
-    """Batch authorises the tags of a new job as batch:TagResource on it: both tags at once are
-    allowed on a job that has no team tag yet, as the team tag alone was."""
+    """Batch authorises the tags of a new job as batch:TagResource on it, inside the submission:
+    both tags at once are allowed on a job that has no team tag yet, as the team tag alone was."""
     model, org = organisation
     team = next(t for t in model.teams if t.cost_centre)
     tags = submission_tags(team.name, team.cost_centre)
     request = Request(Principal(arn=org.tenants[team.name].roles["submit"]), "batch:TagResource", _batch_arn(org.capacity, "service-job/new"),
-                      {**{f"aws:RequestTag/{k}": [v] for k, v in tags.items()}, "aws:TagKeys": list(tags)})
+                      {**{f"aws:RequestTag/{k}": [v] for k, v in tags.items()}, "aws:TagKeys": list(tags),
+                       "batch:SchedulingPriority": ["50"]})  # inside the submission (SubmitServiceJob carries it)
     assert org.world.is_allowed(request)
