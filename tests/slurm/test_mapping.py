@@ -101,7 +101,8 @@ def test_bad_input_names_the_field_value_and_what_is_allowed() -> None:
     data["pools"][0]["gpus_per_instance"] = {}
     data["priority_classes"].append({"name": "borrow", "weight": 5})
     data["teams"][0]["members"].append("arn:aws:iam::444455556666:role/9lives")
-    data["teams"][1]["members"].append("arn:aws:iam::444455556666:role/Alice")  # alice is in critical
+    # alice is in critical: the same role name in another account is another role, but the same login
+    data["teams"][1]["members"].append("arn:aws:iam::111122223333:role/Alice")
     from constructs_lib.model import GovernanceModel
 
     with pytest.raises(GovernanceError) as raised:
@@ -153,14 +154,18 @@ def test_plain_data_roots_are_accepted_without_a_trailing_slash(data_root: str) 
     assert paths == [f"{data_root.rstrip('/')}/{t}" for t in ("critical", "steady", "burst")]
 
 
-@pytest.mark.parametrize("name", ["root", "acme-ml"])
-def test_team_named_like_slurm_root_or_the_organisation_account_is_refused(name: str) -> None:
+@pytest.mark.parametrize(("name", "refused"), [
+    ("root", r"reserved on Slurm \('root'\)"),
+    # named like the organisation, the team's names also cover every other team's (issue 25's check)
+    ("acme-ml", r"its access-log prefix scope 'acme-ml/\*' overlaps team critical's"),
+])
+def test_team_named_like_slurm_root_or_the_organisation_account_is_refused(name: str, refused: str) -> None:
     teams = default_teams()
     teams[1]["name"] = name
     data = model_data(teams=teams)
     from constructs_lib.model import GovernanceModel
 
-    with pytest.raises(GovernanceError, match=rf"teams\[1\]\.name: reserved on Slurm \('{name}'\)"):
+    with pytest.raises(GovernanceError, match=rf"teams\[1\]\.name: {refused}"):
         GovernanceModel.from_dict(data)
 
 
