@@ -17,7 +17,7 @@ from constructs_lib.cli import team as cli_team, usage as cli_usage
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.explain import caveats, deals, render_table
 from constructs_lib.cli.config import add_config_arguments, model_from
-from constructs_lib.cli.wording import counted
+from constructs_lib.core.wording import counted
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 from constructs_lib.cli import slurm as slurm_cli

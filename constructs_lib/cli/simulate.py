@@ -13,7 +13,7 @@ from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.cli.config import add_config_arguments, model_from
-from constructs_lib.cli.wording import counted
+from constructs_lib.core.wording import counted
 from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.policy import compile_policy

@@ -20,6 +20,7 @@ from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TA
 from gpu_governance_runtime.reclaim.adapters import service_job_usage
 
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.wording import counted
 from constructs_lib.hyperpod_eks.kubernetes import cluster_queue, namespace, team_named
 from .traces import TraceJob
 
@@ -43,12 +44,8 @@ class Imported:
         for verb, reasons in (("skipped", self.skipped), ("guessed", self.guessed)):
             if reasons:
                 total = sum(len(names) for names in reasons.values())
-                parts.append(f"{verb} {_records(total)}: " + "; ".join(f"{len(names)} {why} [{_names(names)}]" for why, names in reasons.items()))
+                parts.append(f"{verb} {counted(total, 'record')}: " + "; ".join(f"{len(names)} {why} [{_names(names)}]" for why, names in reasons.items()))
         return "; ".join(parts)
-
-
-def _records(count: int) -> str:
-    return f"{count} record" if count == 1 else f"{count} records"
 
 
 def _names(names: tuple[str, ...]) -> str:

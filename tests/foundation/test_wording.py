@@ -1,6 +1,6 @@
 """Counts read as English in the CLI's output (the command itself: tests/foundation/test_cli.py::test_config_from_environment)."""
 
-from constructs_lib.cli.wording import counted
+from constructs_lib.core.wording import counted
 
 
 def test_one_is_singular_and_every_other_count_plural():

@@ -107,17 +107,7 @@ def check_pass_role(batch, *, queue: str, team_a: str, team_b: str, body: str, t
     except Exception as error:  # noqa: BLE001
         verdict = ENFORCED if _denied(error) else INCONCLUSIVE
         return Outcome("pass role", verdict, f"SubmitServiceJob refused: {error}"), Outcome("naming", INCONCLUSIVE, "no job started")
-    deadline = clock() + timeout_s
-    job: dict[str, Any] = {}
-    try:
-        while clock() < deadline:
-            job = batch.describe_service_job(jobId=job_id)
-            if job["status"] in _STARTED or job["status"] == "FAILED":
-                break
-            sleep(15)
-    finally:
-        if job.get("status") not in ("SUCCEEDED", "FAILED"):
-            _terminate(batch, job_id)
+    job = _until_started_or_failed(batch, job_id, timeout_s=timeout_s, sleep=sleep, clock=clock)
     given = ((job.get("latestAttempt") or {}).get("serviceResourceId") or {}).get("value", "")
     expected = BATCH_TRAINING_JOB_PREFIX + json.loads(body)["TrainingJobName"]
     naming_verdict = INCONCLUSIVE if not given else AS_ASSUMED if given.rsplit("/", 1)[-1].startswith(expected) else DIFFERS
@@ -130,15 +120,11 @@ def check_pass_role(batch, *, queue: str, team_a: str, team_b: str, body: str, t
     return Outcome("pass role", INCONCLUSIVE, f"job ended {status} ({reason or 'no capacity before the timeout?'})"), naming
 
 
-def check_payload_refused(batch, *, check: str, queue: str, team: str, body: str, timeout_s: float,
-                          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Outcome:
-    """(d)-(f): does Batch or SageMaker refuse ``body`` (submitted into the team's own share) before
-    its training job starts? Started: only the guard stops it (NOT enforced); refused at submission
-    or failed before starting: enforced, with AWS's reason."""
-    try:
-        job_id = _submit(batch, queue=queue, share=team, team=team, body=body, name=f"verify-live-{check}")
-    except Exception as error:  # noqa: BLE001
-        return Outcome(check, ENFORCED if _denied(error) or "ClientException" in str(error) else INCONCLUSIVE, f"SubmitServiceJob refused: {error}")
+
+def _until_started_or_failed(batch, job_id: str, *, timeout_s: float, sleep: Callable[[float], None],
+                             clock: Callable[[], float]) -> dict[str, Any]:
+    """The service job as last described once it started or failed, or at the timeout; a job not
+    ended by then is terminated (a probe never leaves a job running)."""
     deadline, job = clock() + timeout_s, {}
     try:
         while clock() < deadline:
@@ -149,6 +135,18 @@ def check_payload_refused(batch, *, check: str, queue: str, team: str, body: str
     finally:
         if job.get("status") not in ("SUCCEEDED", "FAILED"):
             _terminate(batch, job_id)
+    return job
+
+def check_payload_refused(batch, *, check: str, queue: str, team: str, body: str, timeout_s: float,
+                          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """(d)-(f): does Batch or SageMaker refuse ``body`` (submitted into the team's own share) before
+    its training job starts? Started: only the guard stops it (NOT enforced); refused at submission
+    or failed before starting: enforced, with AWS's reason."""
+    try:
+        job_id = _submit(batch, queue=queue, share=team, team=team, body=body, name=f"verify-live-{check}")
+    except Exception as error:  # noqa: BLE001
+        return Outcome(check, ENFORCED if _denied(error) or "ClientException" in str(error) else INCONCLUSIVE, f"SubmitServiceJob refused: {error}")
+    job = _until_started_or_failed(batch, job_id, timeout_s=timeout_s, sleep=sleep, clock=clock)
     status, reason = job.get("status", "?"), job.get("statusReason", "")
     if status in _STARTED:
         return Outcome(check, HOLE, f"job {job_id} reached {status} (terminated): only the submission guard stops it")
