@@ -9,10 +9,9 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from moto import mock_aws
-
 from gpu_governance_runtime.capacity import requests
 from gpu_governance_runtime.capacity.planner import plan
+from moto import mock_aws
 
 from .builders import at, block, reservation, window
 from .stubbed_aws import create_ledger_table
