@@ -28,10 +28,13 @@ HOUR = timedelta(hours=1)
 # How many reservations (blocks, plans) one consumer can launch into at the same time; a kind not
 # named here (SageMaker training jobs: each job names its own ``ResourceConfig.TrainingPlanArn``)
 # can use any number. A launch template targets one ``CapacityReservationId``
-# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html); a Capacity
-# Reservation group could hold several blocks (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups.html,
-# "supports all reservation types, including ... Capacity Blocks for ML") but the controller does
-# not manage one yet (docs/capacity.md, *What each consumer can use*). A HyperPod instance group
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html). EC2 launches
+# into Capacity Blocks in a Capacity Reservation group
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html#cr-groups-launch-cb),
+# but the EKS managed node group guide names only ``CapacityReservationId`` for a Capacity Block
+# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html) and Batch documents no
+# Capacity Block launch template at all: no group is used (docs/capacity.md, *What each consumer
+# can use*). A HyperPod instance group
 # names one ``TrainingPlanArn``
 # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
 RESERVATIONS_AT_ONCE = {"batch_compute_environment": 1, "eks_node_group": 1, "hyperpod_instance_group": 1}
