@@ -6,15 +6,20 @@ are bought, by extending the occurrence's block where the window prefers extensi
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from gpu_governance_runtime.capacity import requests
 from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.policy import parse_policy
 from moto import mock_aws
 
+from constructs_lib.cli import main
+from constructs_lib.model.loader import default_config_text, load_model
+from constructs_lib.model.policy import compile_policy
+
 from .builders import at, block, reservation, window
-from .stubbed_aws import create_ledger_table
+from .stubbed_aws import TABLE, create_ledger_table
 from .test_usable_covers import BATCH
 
 # The declared window: 10 Dec 11:30 for a day (to the 11:30 UTC end of Capacity Blocks), 4 instances.
@@ -102,3 +107,18 @@ def test_a_request_overlapping_a_pending_occurrence_counts_the_block_planned_for
     result = plan(windows=[request, DECLARED], reservations=[], offerings=offers, spent={}, now=at(9, 9, 0))
     assert [(p.window, p.offering.id) for p in result.purchases] == [(DECLARED.name, "cbo-1")]
     assert request.name in {o.window for o in result.covered}
+
+
+def test_the_request_command_says_the_declared_occurrence_serves_it(tmp_path, capsys):
+    config = tmp_path / "governance.yaml"
+    config.write_text(default_config_text())
+    (weekly,) = parse_policy(compile_policy(load_model(config))).capacity_windows  # Mondays 09:00-17:00, 2 x ml.p5.48xlarge
+    now = datetime.now(UTC)
+    occurrence = next(o for o in replace(weekly, buy_ahead_days=56).occurrences(now) if o.start > now)
+    argv = ["capacity", "request", "--config", str(config), "--team", weekly.team, "--instance-type", weekly.instance_type, "--count", "2",
+            "--hours", "3", "--start", f"{occurrence.start + timedelta(hours=1):%Y-%m-%dT%H:%MZ}", "--table", TABLE, "--region", "us-east-1"]
+    with mock_aws():
+        ledger = create_ledger_table()
+        assert main(argv) == 0
+        assert capsys.readouterr().out.startswith(f"joined window weekly-validation's occurrence {occurrence.key} (token ")
+        assert requests.requested_windows(ledger, {weekly.name: weekly}) == {}
