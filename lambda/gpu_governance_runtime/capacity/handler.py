@@ -232,7 +232,8 @@ def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: 
     except requests.RequestRefused as refusal:
         notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
         return {"refused": str(refusal)}
-    return {"window": request.name, "team": request.team, "token": request.token, "new": new}
+    return {"window": request.name, "team": request.team, "token": request.token, "new": new,
+            **({"joined_occurrence": request.occurrence} if request.occurrence else {})}
 
 
 def _unsettled(requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]], now: datetime) -> set[str]:
