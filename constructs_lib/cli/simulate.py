@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
     simulate_parser.add_argument("--reborrow-backoff", type=_non_negative_float, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption (default: the pool's reclaim.reborrow_backoff_seconds in --config)")
     simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: the pool's reclaim.borrow_horizon_seconds in --config; unset there: any job)")
+    simulate_parser.add_argument("--grace", type=_non_negative_float, help="seconds a victim runs on after it is chosen, to checkpoint, before it stops (default: the pool's reclaim.grace_seconds in --config)")
     simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
     simulate_parser.add_argument("--compare", metavar="OLD", help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'")
     simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -107,6 +108,8 @@ def _settings(pool: PoolPolicy, args: argparse.Namespace) -> Settings:
         settings = replace(settings, reborrow_backoff_s=args.reborrow_backoff)
     if args.borrow_horizon is not None:
         settings = replace(settings, borrow_horizon_s=args.borrow_horizon)
+    if args.grace is not None:
+        settings = replace(settings, grace_s=args.grace)
     return settings
 
 
