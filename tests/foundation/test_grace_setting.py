@@ -44,3 +44,16 @@ def test_only_the_quota_share_pool_says_it_cannot_give_a_grace():
     assert len(lines) == 1
     assert lines[0].startswith("pools[0].reclaim.grace_seconds: not enforced on pool sagemaker-training (batch_quota_share): ")
     assert not [line for line in caveats(with_grace(0)) if "grace_seconds" in line]
+
+
+def test_slurm_gives_the_grace_to_every_qos_another_may_preempt_and_only_to_those():
+    from constructs_lib.slurm import slurm_plan
+    from gpu_governance_runtime.slurm import render_apply_script
+
+    plan = slurm_plan(with_grace(300), "hyperpod-slurm")
+    preempted = {name for q in plan.qos for name in q.preempts}
+    assert preempted  # the reference organisation lends and borrows there
+    assert {q.name: q.grace_time_s for q in plan.qos} == {q.name: 300 if q.name in preempted else 0 for q in plan.qos}
+    script = render_apply_script(plan)
+    borrow = next(q for q in plan.qos if q.name.endswith(".borrow"))
+    assert f"gg_qos {borrow.name} 0 {borrow.grp_gpus if borrow.grp_gpus is not None else chr(39) * 2} 300" in script
