@@ -396,9 +396,9 @@ class _Planner:
         return [s.job_id for s in plan.starts], [p.job_id for p in plan.preemptions], frozenset(p.for_job for p in plan.preemptions), plan.capped
 
     def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        """Shares with a job inside their guarantee that has waited longer than a tick while
-        another share still runs on borrowed capacity of the same type: lent capacity not
-        reclaimed in time."""
+        """Shares with a job inside their guarantee that has waited since before ``waited_before``
+        (a tick, plus the pool's grace, ago) while another share still runs on borrowed capacity
+        of the same type: lent capacity not reclaimed in time."""
         usage, quotas = self.usage, self.quotas
         borrowing = {instance_type for (share, instance_type), used in usage.items() if used > quotas.get((share, instance_type), 0)}
         if not borrowing:
