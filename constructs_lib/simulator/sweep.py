@@ -11,13 +11,15 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.organisation import MAX_GRACE_SECONDS
+
 from .engine import RunMetrics, pooled_share, simulate
 from .traces import TraceJob, read_trace
 

@@ -5,14 +5,17 @@ is not a breach."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
+from pathlib import Path
 
-from hypothesis import given, settings as hypothesis_settings
+from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from constructs_lib.cli import main
 from constructs_lib.simulator import simulate
 from constructs_lib.simulator.traces import write_trace
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 from .test_simulate import CAPACITY, G5, SHARES, job
 
@@ -73,13 +76,13 @@ def test_with_a_grace_the_pool_is_never_overbooked_and_every_job_ends(borrowers,
     assert result.jobs_completed == len(jobs)
     assert all(sum(used.values()) <= CAPACITY[G5] for _, used in result.usage_timeline)
     for runs in result.runs.values():  # a job never runs twice at once
-        assert all(end <= next_start for (_, end), (next_start, _) in zip(runs, runs[1:]))
+        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(runs))
     assert result.guarantee_breaches == 0
 
 
 def test_simulate_takes_the_pools_grace_and_the_option_overrides_it(tmp_path, capsys):
     config = tmp_path / "governance.yaml"
-    config.write_text(open("benchmarks/openb-lend-and-borrow.yaml").read().replace(
+    config.write_text(Path("benchmarks/openb-lend-and-borrow.yaml").read_text().replace(
         "      ml.g5.xlarge: 40\n", "      ml.g5.xlarge: 40\n    reclaim: {grace_seconds: 600}\n", 1))
     trace = tmp_path / "trace.csv"
     # platform borrows 24 of 40 and would end at 300; serving takes its 20 back at the 120 tick

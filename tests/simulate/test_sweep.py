@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+from typing import ClassVar
 
 import pytest
+from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.simulator import sweep
 from constructs_lib.simulator.engine import pooled_share, simulate
-from constructs_lib.simulator.sweep import Grid, Point, frontier, parse_grid, run_sweep, shares_at
+from constructs_lib.simulator.sweep import (
+    Grid,
+    Point,
+    frontier,
+    parse_grid,
+    run_sweep,
+    shares_at,
+)
 from constructs_lib.simulator.traces import write_trace
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 from .test_simulate import G5, job
 
@@ -84,7 +92,7 @@ def trace(tmp_path):
 class RecordingPool:
     """The real process pool, recording how many workers it was asked for."""
 
-    asked: list[int] = []
+    asked: ClassVar[list[int]] = []
 
     def __init__(self, processes, trace):
         RecordingPool.asked.append(processes)
