@@ -50,6 +50,7 @@ def reference_replay(
     last_finish = first_submit
     timeline = []
     preempted_at: dict[str, list[float]] = {}
+    reclaim_waits: list[float] = []
 
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
@@ -108,8 +109,11 @@ def reference_replay(
                 lost += elapsed * entry.job.count
                 entry.remaining = entry.job.duration
         state = apply_plan(state, plan)
+        reclaiming = {p.for_job for p in plan.preemptions}
         for start in plan.starts:
             entry = progress[start.job_id]
+            if start.job_id in reclaiming:
+                reclaim_waits.append(tick - entry.waiting_since)
             entry.waited += tick - entry.waiting_since
             entry.started_at = tick
             entry.version += 1
@@ -153,6 +157,7 @@ def reference_replay(
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
         runs={job_id: tuple(entry.runs) for job_id, entry in progress.items() if entry.runs},
+        reclaim_waits=tuple(reclaim_waits),
     )
 
 

@@ -129,6 +129,9 @@ class Settings:
     # When set, a job that cannot checkpoint borrows only if it declares a maximum run time of at
     # most this many seconds: lent capacity is expected back within it. None: any such job borrows.
     borrow_horizon_s: float | None = None
+    # A victim keeps running this long after it is chosen, to checkpoint, and is stopped only then
+    # (Slurm's QoS GraceTime): the plan is unchanged, the controller and the simulator carry it out.
+    grace_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
