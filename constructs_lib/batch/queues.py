@@ -19,6 +19,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.core.placement import team_scope
 from constructs_lib.model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
+from constructs_lib.model.quota import instance_quota
 
 TEAM_TAG = contract.TAG_TEAM
 """Tag every job carries with its team's name; IAM uses it to scope terminate and update."""
@@ -238,7 +239,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
                 f"Share{team.name}",
                 quota_share_name=team.name,
                 job_queue=self.job_queue.attr_job_queue_arn,
-                capacity_limits=limits(team.quotas[pool.name]),
+                capacity_limits=limits(instance_quota(team, pool)),
                 resource_sharing_configuration=sharing_config,
                 preemption_configuration={
                     "inSharePreemption": "ENABLED" if sharing.in_share_preemption else "DISABLED"

@@ -25,6 +25,7 @@ from constructs_lib.model import (
     POD_ROLE_SUFFIX, ROLE_PATH, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account,
 )
 from constructs_lib.core.placement import team_scope
+from constructs_lib.model.quota import absolute_borrow_limits, compute_quota_resource
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.tenancy import TeamTenancy
 
@@ -46,6 +47,10 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     resource_sharing: dict = {"Strategy": HYPERPOD_SHARING_STRATEGY[sharing.strategy]}
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         resource_sharing["BorrowLimit"] = sharing.borrow_limit
+        # GPUs borrowed at most per instance type, whatever the percent says
+        # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html).
+        if absolute := absolute_borrow_limits(team.quotas[pool.name]):
+            resource_sharing["AbsoluteBorrowLimits"] = absolute
     return {
         "Name": team.name,
         "ClusterArn": pool.cluster_arn,
@@ -55,7 +60,7 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
         "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
         "ComputeQuotaConfig": {
             "ComputeQuotaResources": [
-                {"InstanceType": instance_type, "Count": count} for instance_type, count in sorted(team.quotas[pool.name].items())
+                compute_quota_resource(instance_type, entry) for instance_type, entry in sorted(team.quotas[pool.name].items())
             ],
             "ResourceSharingConfig": resource_sharing,
             "PreemptTeamTasks": "LowerPriority" if sharing.in_share_preemption else "Never",

@@ -17,6 +17,7 @@ from gpu_governance_runtime.contract import (
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.quota import instance_quota
 from constructs_lib.model import (
     SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, aws_partition, repository_name, secrets_prefix, team_key_alias,
     team_role_arn,
@@ -57,7 +58,7 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "secrets_prefix": secrets_prefix(model.organisation, team.name),
         "team_tag": {TAG_TEAM: team.name},
         "submission_tags": submission_tags(team.name, team.cost_centre),
-        "quota": dict(team.quotas[pool.name]),
+        "quota": instance_quota(team, pool),
         "state": "paused" if team.paused else "active",
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight

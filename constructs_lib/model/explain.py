@@ -8,6 +8,7 @@ from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE,
 
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
 from constructs_lib.model.policy import LENDING_LIMIT_BACKENDS
+from constructs_lib.model.quota import ResourceQuota, borrow_instances, declared, gpus_of, instance_quota, whole_instances
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,11 +29,29 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
 
 
+def _most_with_borrowing(team: Team, pool: AnyPool) -> str:
+    """Per instance type, the most the team may hold, in the unit its quota is declared in: GPUs
+    for a GPU quota, instances otherwise. An unlimited borrower (ceiling None) and every other is
+    bounded by what the pool holds; an absolute limit replaces the percent for its type."""
+    sharing, absolute = team.sharing, borrow_instances(team, pool)
+    shown = {}
+    for t, entry in team.quotas[pool.name].items():
+        gpus = gpus_of(pool, t)
+        if isinstance(entry, ResourceQuota) and entry.accelerators is not None and gpus:
+            borrowed = (entry.borrow_accelerators if entry.borrow_accelerators is not None
+                        else (sharing.borrow_ceiling(entry.accelerators) or pool.capacity[t] * gpus) - entry.accelerators)
+            shown[t] = f"{min(entry.accelerators + borrowed, pool.capacity[t] * gpus)} GPUs" if sharing.borrows else f"{entry.accelerators} GPUs"
+            continue
+        count = whole_instances(entry, gpus)
+        ceiling = count + absolute[t] if t in absolute and sharing.borrows else sharing.borrow_ceiling(count)
+        shown[t] = min(ceiling or pool.capacity[t], pool.capacity[t])
+    return _counts(shown)
+
+
 def deal(team: Team, pool: AnyPool) -> Deal:
-    quota = team.quotas[pool.name]
     sharing = team.sharing
-    # An unlimited borrower (ceiling None) and every other is bounded by what the pool holds.
-    ceiling = {t: min(sharing.borrow_ceiling(n) or pool.capacity[t], pool.capacity[t]) for t, n in quota.items()}
+    max_with_borrowing = _most_with_borrowing(team, pool)
+    quota = instance_quota(team, pool)
     natively_preempts = pool.backend != BATCH_FAIR_SHARE
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.lends and sharing.lending_limit is not None:
@@ -46,7 +65,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
     if pool.backend == HYPERPOD_EKS:
         # HyperPod semantics that differ from the model (docs/hyperpod-eks.md).
         if not pool.idle_resource_sharing:
-            ceiling = dict(quota)
+            max_with_borrowing = declared(team.quotas[pool.name])
             lends_idle = reclaimable = "no (idle resource sharing off on the cluster)"
         elif sharing.strategy is SharingStrategy.RESERVE:
             lends_idle = "no (DontLend: HyperPod documents only that it does not lend)"
@@ -60,8 +79,8 @@ def deal(team: Team, pool: AnyPool) -> Deal:
         team=team.name,
         pool=pool.name,
         backend=pool.backend,
-        guaranteed=_counts(dict(quota)),
-        max_with_borrowing=_counts(ceiling),
+        guaranteed=declared(team.quotas[pool.name]),
+        max_with_borrowing=max_with_borrowing,
         lends_idle=lends_idle,
         reclaimable=reclaimable,
         in_share_preemption=preemption,
@@ -127,6 +146,11 @@ def caveats(model: GovernanceModel) -> list[str]:
                 lines.append(f"teams[{index}].sharing.lending_limit: not enforced {where}: {_NO_LENDING_LIMIT[pool.backend]}; the team lends all of its idle quota there")
             elif team.sharing.lending_limit is not None and pool.backend == BATCH_FAIR_SHARE:
                 lines.append(f"teams[{index}].sharing.lending_limit: {where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it")
+            for instance_type, entry in team.quotas[pool_name].items():
+                gpus = gpus_of(pool, instance_type)
+                if isinstance(entry, ResourceQuota) and entry.instances is None and (entry.accelerators is None or not gpus or entry.accelerators % gpus):
+                    lines.append(f"teams[{index}].quotas.{pool_name}.{instance_type}: {entry.declared()} is not whole instances: task governance enforces it {where}; "
+                                 f"the reclaim controller's policy and `simulate` count the {whole_instances(entry, gpus)} whole instances it covers")
             if team.paused and pool.backend == BATCH_FAIR_SHARE:
                 lines.append(f"teams[{index}].paused: not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start")
         # Quota-share queues assign idle capacity FIFO, the only strategy

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on
 CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instance groups
 EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
+MIG_PROFILES = ("sagemaker", "MIGProfileType")  # CreateComputeQuota: AcceleratorPartition.Type
 
 
 @lru_cache(maxsize=None)

@@ -32,6 +32,7 @@ from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from .base import SAGEMAKER_NAME_PATTERN, UNLIMITED
+from .quota import borrow_instances, instance_quota
 
 if TYPE_CHECKING:
     from .organisation import GovernanceModel, HyperPodSlurmPool, Team
@@ -133,10 +134,10 @@ def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[In
     pool = _slurm_pool(model, pool_name)
     groups = []
     for team in model.teams_in(pool.name):
-        for instance_type, count in sorted(team.quotas[pool.name].items()):
+        for instance_type, count in sorted(instance_quota(team, pool).items()):
             groups.append(InstanceGroup(name=instance_group_name(team.name, instance_type), instance_type=instance_type, count=count, owner=team.name))
     for instance_type, capacity in sorted(pool.capacity.items()):
-        assigned = sum(t.quotas[pool.name].get(instance_type, 0) for t in model.teams_in(pool.name))
+        assigned = sum(instance_quota(t, pool).get(instance_type, 0) for t in model.teams_in(pool.name))
         if capacity > assigned:
             groups.append(InstanceGroup(name=instance_group_name(UNASSIGNED_OWNER, instance_type), instance_type=instance_type, count=capacity - assigned, owner=UNASSIGNED_OWNER))
     return tuple(groups)
@@ -235,11 +236,13 @@ def _team(teams: tuple[Team, ...], name: str) -> Team:
 
 
 def _borrow_gpus(team: Team, pool: HyperPodSlurmPool) -> int | None:
-    """GPUs a team may hold on borrowed nodes: its borrow limit, per instance type, in GPUs."""
+    """GPUs a team may hold on borrowed nodes: per instance type its absolute limit
+    (``borrow_accelerators``, natively GPUs as GrpTRES counts them) or else its percent, in GPUs."""
     if team.sharing.borrow_limit == UNLIMITED:
         return None
-    quota = team.quotas[pool.name]
-    return sum((team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t] for t, count in quota.items())
+    absolute = borrow_instances(team, pool)
+    return sum((absolute[t] if t in absolute else team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t]
+               for t, count in instance_quota(team, pool).items())
 
 
 def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
