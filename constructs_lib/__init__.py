@@ -27,6 +27,7 @@ _DEFINED_IN = {
         "HyperPodInstanceGroupFeed", "TrainingJobsFeed",
     ),
     "model.policy": ("compile_policy",),
+    "model.quota": ("AcceleratorPartition", "ResourceQuota"),
     "core.acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
     "organisation.compliance": ("STANDARD_PACKS", "apply_standard_packs"),
     "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
@@ -50,6 +51,7 @@ __all__ = [
     "STANDARD_PACKS",
     "TEAM_TAG",
     "UNLIMITED",
+    "AcceleratorPartition",
     "Account",
     "BatchComputeEnvironmentFeed",
     "BatchFairSharePool",
@@ -82,6 +84,7 @@ __all__ = [
     "QuotaManagedTrainingQueue",
     "ReclaimController",
     "ReclaimTarget",
+    "ResourceQuota",
     "SharingPolicy",
     "SharingStrategy",
     "SubmissionGuard",
@@ -146,6 +149,7 @@ if TYPE_CHECKING:
     from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
     from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
     from .model.policy import compile_policy
+    from .model.quota import AcceleratorPartition, ResourceQuota
     from .controllers.guard import SubmissionGuard
     from .controllers.reclaim import ReclaimController, ReclaimTarget
     from .slurm import HyperPodSlurmGovernance, slurm_plan
