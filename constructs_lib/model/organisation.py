@@ -896,7 +896,7 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
     return problems
 
 
-def _quota_unit_problems(pool: "AnyPool", team: Team, quota: Mapping[str, QuotaEntry], qpath: str) -> list[Problem]:
+def _quota_unit_problems(pool: AnyPool, team: Team, quota: Mapping[str, QuotaEntry], qpath: str) -> list[Problem]:
     """What a backend cannot express of a quota declared in GPUs, vCPU, memory or MIG partitions, or
     of an absolute borrow limit. HyperPod EKS takes them all (ComputeQuotaResourceConfig,
     https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaResourceConfig.html); a

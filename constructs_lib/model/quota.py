@@ -13,7 +13,8 @@ team-wide number in ``sharing`` would be ambiguous across pools and instance typ
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Mapping, Union
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, StringConstraints, model_validator
 
@@ -53,7 +54,7 @@ class ResourceQuota(_Frozen):
     borrow_accelerators: Annotated[int, Field(ge=0, le=MAX_RESOURCE_AMOUNT)] | None = None
 
     @model_validator(mode="after")
-    def _one_unit(self) -> "ResourceQuota":
+    def _one_unit(self) -> ResourceQuota:
         given = [name for name in ("instances", "accelerators", "accelerator_partition") if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of instances, accelerators, accelerator_partition, not {given or 'none'}")
@@ -78,10 +79,10 @@ class ResourceQuota(_Frozen):
         return " + ".join([amount, *filter(None, extras)])
 
 
-QuotaEntry = Union[Count, ResourceQuota]
+QuotaEntry = Count | ResourceQuota
 
 
-def gpus_of(pool: "AnyPool", instance_type: str) -> int | None:
+def gpus_of(pool: AnyPool, instance_type: str) -> int | None:
     """GPUs of one instance as the pool declares them; Batch pools declare none (their capacity
     limits count instances: https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareCapacityLimit.html)."""
     return getattr(pool, "gpus_per_instance", {}).get(instance_type)
@@ -100,13 +101,13 @@ def whole_instances(entry: QuotaEntry, gpus: int | None) -> int:
     return 0  # MIG partitions: no whole instance
 
 
-def instance_quota(team: "Team", pool: "AnyPool") -> dict[str, int]:
+def instance_quota(team: Team, pool: AnyPool) -> dict[str, int]:
     """The team's quota in ``pool`` in whole instances per type: what the policy document (and so
     the reclaim planner, the capacity controller and the simulator), Batch and Slurm read."""
     return {t: whole_instances(entry, gpus_of(pool, t)) for t, entry in team.quotas[pool.name].items()}
 
 
-def borrow_instances(team: "Team", pool: "AnyPool") -> dict[str, int]:
+def borrow_instances(team: Team, pool: AnyPool) -> dict[str, int]:
     """The absolute borrow limits of the team in ``pool`` in whole instances per type (only the
     types that declare one); ``check_pool_teams`` keeps them whole outside HyperPod EKS."""
     return {t: entry.borrow_accelerators // gpus_of(pool, t) for t, entry in team.quotas[pool.name].items()

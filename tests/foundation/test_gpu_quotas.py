@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from gpu_governance_runtime.contract import SharingStrategy
+from gpu_governance_runtime.policy import parse_policy
+from gpu_governance_runtime.reclaim.planner import Share
 
 from constructs_lib.cli.simulate import pool_shares
 from constructs_lib.core.errors import GovernanceError
@@ -17,9 +20,6 @@ from constructs_lib.model.explain import caveats, deals
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.model.slurm import slurm_plan
 from constructs_lib.organisation.audit import audit
-from gpu_governance_runtime.contract import SharingStrategy
-from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim.planner import Share
 
 from .org import default_data
 

@@ -3,7 +3,7 @@ becomes the team's whole nodes, the limit its borrow QoS's GrpTRES=gres/gpu, and
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
