@@ -32,7 +32,7 @@ from .builders import NOW, window
 from .simulated_ec2 import FAULTS, Killed, SimulatedEc2
 
 BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}
+         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5-eks", "cluster_name": "ml", "nodegroup_name": "p5"}
 HOUR = timedelta(hours=1)
 

@@ -21,7 +21,7 @@ def window(**overrides):
         "instance_count": 4,
         "start": "2026-12-10T14:00:00Z",
         "duration_hours": 6,
-        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE},
+        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE, "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"},
         "max_price_per_instance_hour": "40",
         "budget": {"amount": 20000},
     }
