@@ -48,15 +48,16 @@ class Faults:
     plan: Callable[[str, str], str | None] = lambda operation, phase: None
     injected: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def check(self, operation: str, phase: str) -> None:
+    def check(self, operation: str, phase: str, *, throttle_code: str = "TooManyRequestsException", service: str = "batch") -> None:
+        """``throttle_code``: the error code the service throttles with."""
         fault = self.plan(operation, phase)
         if fault is None:
             return
         self.injected.append((operation, phase, fault))
         if fault == "throttle":
-            raise ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Too Many Requests"}}, operation)
+            raise ClientError({"Error": {"Code": throttle_code, "Message": "Rate exceeded"}}, operation)
         if fault == "timeout":
-            raise ReadTimeoutError(endpoint_url=f"https://batch.us-east-1.amazonaws.com/{operation}")
+            raise ReadTimeoutError(endpoint_url=f"https://{service}.us-east-1.amazonaws.com/{operation}")
         if fault == "crash":
             raise Crash(f"killed {phase} {operation}")
         raise AssertionError(f"unknown fault {fault!r}")
