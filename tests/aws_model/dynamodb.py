@@ -106,7 +106,7 @@ class FakeDynamoDB:
         return {"Item": _copy(item)} if item is not None else {}
 
     def _put_item(self, request: dict[str, Any]) -> dict[str, Any]:
-        key_name, items, key, new = self._prepare_put(request)
+        _, items, key, new = self._prepare_put(request)
         # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html: replaces the whole item,
         # only if the condition holds on the item as it was.
         if not _condition_holds(request, items.get(key)):
@@ -115,7 +115,7 @@ class FakeDynamoDB:
         return {}
 
     def _update_item(self, request: dict[str, Any]) -> dict[str, Any]:
-        key_name, items, key, updated = self._prepare_update(request)
+        _, items, key, updated = self._prepare_update(request)
         if not _condition_holds(request, items.get(key)):
             raise _conditional_check_failed()
         items[key] = updated

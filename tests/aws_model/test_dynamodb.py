@@ -7,10 +7,11 @@ themselves run on both."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -19,11 +20,12 @@ from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-from gpu_governance_runtime.capacity.ledger import Ledger as CapacityLedger  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import ActionKey  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger as ReclaimLedger  # noqa: E402
-from tests.aws_model.batch import Faults  # noqa: E402
-from tests.aws_model.dynamodb import FakeDynamoDB  # noqa: E402
+from gpu_governance_runtime.capacity.ledger import Ledger as CapacityLedger
+from gpu_governance_runtime.reclaim.ledger import ActionKey
+from gpu_governance_runtime.reclaim.ledger import Ledger as ReclaimLedger
+
+from tests.aws_model.batch import Faults
+from tests.aws_model.dynamodb import FakeDynamoDB
 
 TABLE = "ledger"
 
@@ -119,16 +121,16 @@ def status_sequence(db: Any) -> list[Any]:
 
 def counter_and_set_sequence(db: Any) -> list[Any]:
     """The reclaim ledger's per-minute cap (ADD with a bound) and open set (ADD / DELETE of a string set)."""
-    take = lambda: db.update_item(  # noqa: E731
+    take = lambda: db.update_item(
         TableName=TABLE, Key={"action_id": {"S": "cap#p#1"}}, UpdateExpression="ADD taken :one SET expires_at = :expires",
         ConditionExpression="attribute_not_exists(taken) OR taken < :cap",
         ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": "2"}, ":expires": {"N": "100"}})
-    add = lambda ids: db.update_item(  # noqa: E731
+    add = lambda ids: db.update_item(
         TableName=TABLE, Key={"action_id": {"S": "open#p"}}, UpdateExpression="ADD ids :id SET expires_at = :expires",
         ExpressionAttributeValues={":id": {"SS": ids}, ":expires": {"N": "100"}})
-    delete = lambda ids: db.update_item(  # noqa: E731
+    delete = lambda ids: db.update_item(
         TableName=TABLE, Key={"action_id": {"S": "open#p"}}, UpdateExpression="DELETE ids :id", ExpressionAttributeValues={":id": {"SS": ids}})
-    get = lambda: db.get_item(TableName=TABLE, Key={"action_id": {"S": "open#p"}}, ConsistentRead=True)  # noqa: E731
+    get = lambda: db.get_item(TableName=TABLE, Key={"action_id": {"S": "open#p"}}, ConsistentRead=True)
     return [outcome(take), outcome(take), outcome(take), outcome(lambda: add(["a"])), outcome(lambda: add(["b", "a"])),
             sorted(outcome(get)["Item"]["ids"]["SS"]), outcome(lambda: delete(["a"])), outcome(get), outcome(lambda: delete(["b"])),
             outcome(get), outcome(lambda: delete(["c"])), outcome(get)]
@@ -150,7 +152,7 @@ def claim_transaction(db: Any, *, seq: int, intent: str, fee: str, limit: str) -
 
 
 def transaction_sequence(db: Any) -> list[Any]:
-    settle = lambda intent, status: outcome(lambda: db.transact_write_items(TransactItems=[  # noqa: E731
+    settle = lambda intent, status: outcome(lambda: db.transact_write_items(TransactItems=[
         {"Update": {"TableName": TABLE, "Key": pk(f"intent#{intent}"), "UpdateExpression": "SET #status = :status",
                     "ConditionExpression": "#status IN (:a, :b, :c)", "ExpressionAttributeNames": {"#status": "status"},
                     "ExpressionAttributeValues": {":status": {"S": status}, ":a": {"S": "awaiting_approval"}, ":b": {"S": "approved"}, ":c": {"S": "purchasing"}}}},
@@ -191,7 +193,7 @@ def invalid_request_sequence(db: Any) -> list[Any]:
 def comparison_sequence(db: Any) -> list[Any]:
     """Numbers compare as numbers, values of different types and missing attributes compare false."""
     db.put_item(TableName=TABLE, Item={**pk("c"), "n": {"N": "10"}, "s": {"S": "10"}})
-    check = lambda condition, values: outcome(lambda: db.put_item(  # noqa: E731
+    check = lambda condition, values: outcome(lambda: db.put_item(
         TableName=TABLE, Item={**pk("c"), "n": {"N": "10"}, "s": {"S": "10"}}, ConditionExpression=condition, ExpressionAttributeValues=values))
     return [check("n < :v", {":v": {"N": "9"}}), check("n < :v", {":v": {"N": "11"}}), check("n = :v", {":v": {"S": "10"}}),
             check("s < :v", {":v": {"S": "9"}}), check("gone < :v", {":v": {"N": "1"}}), check("NOT (n = :v)", {":v": {"N": "10"}}),
@@ -254,7 +256,7 @@ def test_the_ledgers_themselves_get_the_same_answers_from_the_model_and_moto():
         return answers + [ledger.open_actions("p")]
 
     def capacity(db: Any) -> list[Any]:
-        ledger, now = CapacityLedger(client=db, table_name=TABLE), datetime(2026, 12, 1, tzinfo=timezone.utc)
+        ledger, now = CapacityLedger(client=db, table_name=TABLE), datetime(2026, 12, 1, tzinfo=UTC)
         answers = [ledger.claim_action(f"requeue#job-{i}", status="claimed", details={"job": i}, now=now) for i in range(4)]
         answers += [ledger.claim_action("requeue#job-1", status="claimed", details={}, now=now),
                     ledger.close_action("requeue#job-1", expected="claimed", status="done", now=now),
