@@ -16,14 +16,12 @@ import time
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
 from tests.aws_model import scenario  # noqa: E402
-from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 
 def main(days: float) -> None:
-    with reclaim_ledger_table() as table:
-        started = time.perf_counter()
-        report = scenario.run(days=days, seed=2026, table=table)
-        seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    report = scenario.run(days=days, seed=2026)
+    seconds = time.perf_counter() - started
     print(f"{days:g} simulated days, {report.ticks} ticks, {report.submitted} jobs submitted, {report.preempted} preemptions, "
           f"{report.copies} copies, faults {dict(report.faults)}, {report.crashes} crashed ticks: every invariant held")
     print(f"{seconds:.0f} s wall, {days / (seconds / 60):.2f} simulated days per minute")

@@ -70,6 +70,7 @@ class FakeDynamoDB:
         self.max_page_items = max_page_items
         self.tables: dict[str, tuple[str, dict[str, Item]]] = {}  # name -> (partition key attribute, key value -> item)
         self.calls = 0
+        self.current: tuple[str, dict[str, Any]] = ("", {})  # the request being answered (a fault plan may look at it)
         self.transactions: dict[str, str] = {}  # ClientRequestToken -> the request it carried out
 
     def create_table(self, name: str, *, key: str) -> None:
@@ -209,9 +210,10 @@ class FakeDynamoDB:
     def _answer(self, model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
         """botocore's ``before-call`` hook: the model's answer in place of the HTTP round trip."""
         operation = model.name
+        self.current = (operation, json.loads(params["body"] or b"{}"))
         self.faults.check(operation, "before", throttle_code="ThrottlingException", service="dynamodb")
         try:
-            answer, status = self.call(operation, json.loads(params["body"] or b"{}")), 200
+            answer, status = self.call(*self.current), 200
         except DynamoDBError as error:
             answer, status = {"Error": {"Code": error.code, "Message": error.message}, **error.fields}, 400
         if status == 200:  # a lost answer only after a write that happened

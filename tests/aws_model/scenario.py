@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpu_governance_runtime.common.batch_copy import stopped_by_us
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
@@ -28,6 +27,7 @@ from gpu_governance_runtime.reclaim.ledger import Ledger
 from gpu_governance_runtime.reclaim.planner import Settings
 
 from .batch import Clock, Crash, FakeBatch, Faults
+from .dynamodb import FakeDynamoDB
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 G6E = "g6e.12xlarge"
@@ -42,6 +42,7 @@ TICK = 60.0
 # Faults per Batch call: each call is throttled, answered too late (after AWS did it) or the
 # caller killed with these probabilities (on the calls the controller makes, not the teams').
 FAULT_RATES = {"throttle": 0.02, "timeout": 0.02, "crash": 0.005}
+RECLAIM_SETTINGS = Settings(max_preemptions_per_tick=3)
 
 
 @dataclass
@@ -58,15 +59,17 @@ class InvariantBroken(AssertionError):
     pass
 
 
-def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings = Settings(max_preemptions_per_tick=3),
-        table: Any, fault_rates: dict[str, float] = FAULT_RATES, duplicate_rate: float = 0.05) -> Report:
+def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings = RECLAIM_SETTINGS,
+        fault_rates: dict[str, float] = FAULT_RATES, duplicate_rate: float = 0.05) -> Report:
     """Simulate ``days`` of one-minute ticks on a 16-instance fair-share pool; raise InvariantBroken
-    at the first step that breaks an invariant. ``table``: the reclaim ledger's DynamoDB table."""
+    at the first step that breaks an invariant. The ledger is the DynamoDB model, faulted like Batch."""
     rng = random.Random(seed)
     clock = Clock()
     faults = Faults(lambda operation, phase: _fault(rng, fault_rates, phase))
     batch = FakeBatch(clock, capacity={QUEUE: 16}, faults=faults, listing_lag=30.0)
-    ledger, report, checks = Ledger(table), Report(), _Checks(batch, settings, dry_run)
+    dynamodb = FakeDynamoDB(faults=faults)
+    dynamodb.create_table("ledger", key="action_id")
+    ledger, report, checks = Ledger(dynamodb.table("ledger")), Report(), _Checks(batch, settings, dry_run)
     end = clock.now + days * 86400
     while clock.now < end:
         _arrivals(rng, batch, report)
