@@ -54,6 +54,10 @@ class Report:
     faults: Counter = field(default_factory=Counter)
     crashes: int = 0
 
+    def summary(self) -> str:
+        return (f"{self.ticks} ticks, {self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
+                f"{self.crashes} crashed ticks")
+
 
 class InvariantBroken(AssertionError):
     pass
