@@ -64,21 +64,25 @@ class Faults:
 
 
 class _Paginator:
-    def __init__(self, batch: "FakeBatch"):
-        self.batch = batch
+    def __init__(self, batch: "FakeBatch", operation: str):
+        self.batch, self.operation = batch, operation
 
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
-        summaries = self.batch.list_jobs(**request)["jobSummaryList"]
-        for start in range(0, max(len(summaries), 1), self.batch.page_size):
-            yield {"jobSummaryList": summaries[start:start + self.batch.page_size]}
+        listing, field = (self.batch.list_jobs, "jobSummaryList") if self.operation == "list_jobs" else (self.batch.describe_job_queues, "jobQueues")
+        entries = listing(**request)[field]
+        for start in range(0, max(len(entries), 1), self.batch.page_size):
+            yield {field: entries[start:start + self.batch.page_size]}
 
 
 class FakeBatch:
     """One account's jobs on fair-share queues of ``capacity`` instances each (one instance type)."""
 
     def __init__(self, clock: Clock, *, capacity: dict[str, int], faults: Faults | None = None, listing_lag: float = 0.0,
-                 page_size: int = 100):
+                 page_size: int = 100, environments: dict[str, "Environment"] | None = None):
+        """``environments``: compute environments (by ARN) whose jobs run on named ECS container
+        instances; their queues' capacity is the instances live now, not ``capacity``."""
         self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
+        self.environments = environments or {}
         self.listing_lag, self.page_size = listing_lag, page_size
         self.jobs: dict[str, dict[str, Any]] = {}
         self.active: dict[str, dict[str, Any]] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
@@ -90,8 +94,21 @@ class FakeBatch:
     # --- the API ----------------------------------------------------------------------------
 
     def get_paginator(self, operation: str) -> _Paginator:
-        assert operation == "list_jobs", operation
-        return _Paginator(self)
+        assert operation in ("list_jobs", "describe_job_queues"), operation
+        return _Paginator(self, operation)
+
+    def describe_compute_environments(self, *, computeEnvironments: list[str]) -> dict[str, Any]:
+        self._call("DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments})
+        return self._answer("DescribeComputeEnvironments", {"computeEnvironments": [
+            {"computeEnvironmentArn": arn, "computeEnvironmentName": arn.rsplit("/", 1)[-1], "ecsClusterArn": self.environments[arn].cluster,
+             "state": "ENABLED", "status": "VALID"} for arn in computeEnvironments if arn in self.environments]})
+
+    def describe_job_queues(self, **_: Any) -> dict[str, Any]:
+        self._call("DescribeJobQueues", {})
+        return self._answer("DescribeJobQueues", {"jobQueues": [
+            {"jobQueueArn": queue, "jobQueueName": queue.rsplit("/", 1)[-1], "state": "ENABLED", "status": "VALID", "priority": 1,
+             "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": arn}]}
+            for arn, environment in self.environments.items() for queue in environment.queues]})
 
     def list_jobs(self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:
         self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
@@ -168,6 +185,8 @@ class FakeBatch:
                 if self.work[job["jobId"]] <= 0:
                     self._end(job, "SUCCEEDED", "Essential container in task exited")
         self._settle_dependencies()
+        for environment in self.environments.values():
+            self._place(environment)
         for queue, capacity in self.capacity.items():
             used = sum(_size(j) for j in self.active.values() if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING"))
             for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
@@ -188,6 +207,23 @@ class FakeBatch:
         self._settle_dependencies()
 
     # --- internals --------------------------------------------------------------------------
+
+    def _place(self, environment: "Environment") -> None:
+        """Jobs of an environment's queues run one per container instance. A job whose instance is
+        gone fails as its host did (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html:
+        the retry strategy applies); RUNNABLE jobs start on free instances, highest priority first."""
+        live = environment.instances()
+        placed = {j["container"].get("containerInstanceArn"): j for j in self.active.values()
+                  if j["jobQueue"] in environment.queues and j["status"] in ("STARTING", "RUNNING")}
+        for instance, job in placed.items():
+            if instance not in live:
+                job["container"].pop("containerInstanceArn", None)
+                self.fail_on_its_own(job["jobId"], f"Host EC2 (instance {instance}) terminated.")
+        free = [i for i in live if i not in placed]
+        for job in sorted((j for j in self.active.values() if j["jobQueue"] in environment.queues and j["status"] == "RUNNABLE"),
+                          key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]))[:len(free)]:
+            job.update(status="STARTING", startedAt=self._ms())
+            job["container"]["containerInstanceArn"] = free.pop(0)
 
     def _new_job(self, job_id: str, request: dict[str, Any]) -> dict[str, Any]:
         definition = request["jobDefinition"]
@@ -236,6 +272,16 @@ class FakeBatch:
 
     def _ms(self) -> int:
         return int(self.clock.now * 1000)
+
+
+@dataclass
+class Environment:
+    """A managed compute environment: its ECS cluster, the queues it feeds, and the container
+    instance ARNs registered in it now (``instances()``, e.g. a Capacity Block's live instances)."""
+
+    cluster: str
+    queues: tuple[str, ...]
+    instances: Callable[[], list[str]]
 
 
 def _size(job: dict[str, Any]) -> int:

@@ -78,3 +78,31 @@ def test_a_preemption_whose_close_was_lost_is_not_brought_back_twice_by_a_retrie
     copies = [j for j in batch.jobs.values() if "gpu-governance:requeued-from" in j["tags"]]
     assert len(copies) == 1, [(j["jobId"], j["tags"]) for j in copies]
     assert ledger.open_actions(scenario.POOL) == []  # the retry finished closing it
+
+
+def test_capacity_block_requeue_over_two_days_with_faults_loses_no_job_and_copies_none_twice():
+    from tests.aws_model import block_scenario
+
+    report = block_scenario.run(days=2, seed=3)
+    # jobs were stopped at each block's end and brought back, warnings were delivered more than once or retried, faults hit
+    assert report.stopped > 0 and report.copies == report.stopped
+    assert report.warnings > 2 and report.faults["throttle"] > 0 and report.faults["timeout"] > 0 and report.failed_runs > 0
+
+
+def test_capacity_block_requeue_in_dry_run_stops_nothing():
+    from tests.aws_model import block_scenario
+
+    report = block_scenario.run(days=1, seed=4, dry_run=True)
+    assert report.stopped == 0 and report.copies == 0
+
+
+def test_the_block_checks_catch_a_controller_that_stops_jobs_at_the_warning(monkeypatch):
+    """Not vacuous: stopping at the warning (no time to checkpoint) breaks the block's rule."""
+    from datetime import timedelta
+
+    from gpu_governance_runtime.capacity import requeue
+    from tests.aws_model import block_scenario
+
+    monkeypatch.setattr(requeue, "STOP_LEAD", timedelta(minutes=60))
+    with pytest.raises(scenario.InvariantBroken, match="before the stop time"):
+        block_scenario.run(days=1, seed=3, fault_rates={"throttle": 0, "timeout": 0, "crash": 0})
