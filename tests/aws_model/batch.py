@@ -61,51 +61,71 @@ class Faults:
     plan: Callable[[str, str], str | None] = lambda operation, phase: None
     injected: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def check(self, operation: str, phase: str) -> None:
+    def check(self, operation: str, phase: str, *, throttle_code: str = "TooManyRequestsException", service: str = "batch") -> None:
+        """``throttle_code``: the error code the service throttles with."""
         fault = self.plan(operation, phase)
         if fault is None:
             return
         self.injected.append((operation, phase, fault))
         if fault == "throttle":
-            raise ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Too Many Requests"}}, operation)
+            raise ClientError({"Error": {"Code": throttle_code, "Message": "Rate exceeded"}}, operation)
         if fault == "timeout":
-            raise ReadTimeoutError(endpoint_url=f"https://batch.us-east-1.amazonaws.com/{operation}")
+            raise ReadTimeoutError(endpoint_url=f"https://{service}.us-east-1.amazonaws.com/{operation}")
         if fault == "crash":
             raise Crash(f"killed {phase} {operation}")
         raise AssertionError(f"unknown fault {fault!r}")
 
 
 class _Paginator:
-    def __init__(self, batch: "FakeBatch"):
-        self.batch = batch
+    def __init__(self, batch: "FakeBatch", operation: str):
+        self.batch, self.operation = batch, operation
 
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
-        summaries = self.batch.list_jobs(**request)["jobSummaryList"]
-        for start in range(0, max(len(summaries), 1), self.batch.page_size):
-            yield {"jobSummaryList": summaries[start:start + self.batch.page_size]}
+        listing, field = (self.batch.list_jobs, "jobSummaryList") if self.operation == "list_jobs" else (self.batch.describe_job_queues, "jobQueues")
+        entries = listing(**request)[field]
+        for start in range(0, max(len(entries), 1), self.batch.page_size):
+            yield {field: entries[start:start + self.batch.page_size]}
 
 
 class FakeBatch:
     """One account's jobs on fair-share queues of ``capacity`` instances each (one instance type)."""
 
     def __init__(self, clock: Clock, *, capacity: dict[str, int], faults: Faults | None = None, listing_lag: float = 0.0,
-                 page_size: int = 100):
+                 page_size: int = 100, environments: dict[str, "Environment"] | None = None):
+        """``environments``: compute environments (by ARN) whose jobs run on named ECS container
+        instances; their queues' capacity is the instances live now, not ``capacity``."""
         self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
+        self.environments = environments or {}
         self.listing_lag, self.page_size = listing_lag, page_size
         self.jobs: dict[str, dict[str, Any]] = {}
         self.active: dict[str, dict[str, Any]] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
         self.by_name: dict[str, list[str]] = {}
         self.work: dict[str, float] = {}  # job id -> seconds of work left (the model's, not Batch's)
         self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS, with its time (_at)
-        self.environments: dict[str, dict[str, Any]] = {}  # compute environment ARN -> what DescribeComputeEnvironments shows
+        self.compute_environments: dict[str, dict[str, Any]] = {}  # ARN -> what DescribeComputeEnvironments shows (add_compute_environment)
         self.queues: dict[str, dict[str, Any]] = {}  # job queue ARN -> what DescribeJobQueues shows (queues placed on environments)
         self._ids = itertools.count(1)
 
     # --- the API ----------------------------------------------------------------------------
 
     def get_paginator(self, operation: str) -> _Paginator:
-        assert operation == "list_jobs", operation
-        return _Paginator(self)
+        assert operation in ("list_jobs", "describe_job_queues"), operation
+        return _Paginator(self, operation)
+
+    def describe_compute_environments(self, *, computeEnvironments: list[str]) -> dict[str, Any]:
+        self._call("DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments})
+        found = [_public(self.compute_environments[arn]) if arn in self.compute_environments else
+                 {"computeEnvironmentArn": arn, "computeEnvironmentName": arn.rsplit("/", 1)[-1], "ecsClusterArn": self.environments[arn].cluster,
+                  "state": "ENABLED", "status": "VALID"} for arn in computeEnvironments if arn in self.compute_environments or arn in self.environments]
+        return self._answer("DescribeComputeEnvironments", {"computeEnvironments": found})
+
+    def describe_job_queues(self, *, jobQueues: list[str] | None = None, **_: Any) -> dict[str, Any]:
+        self._call("DescribeJobQueues", {"jobQueues": jobQueues} if jobQueues else {})
+        listed = [{"jobQueueArn": queue, "jobQueueName": queue.rsplit("/", 1)[-1], "state": "ENABLED", "status": "VALID", "priority": 1,
+                   "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": arn}]}
+                  for arn, environment in self.environments.items() for queue in environment.queues]
+        listed += [_public(queue) for queue in self.queues.values()]
+        return self._answer("DescribeJobQueues", {"jobQueues": [q for q in listed if not jobQueues or q["jobQueueArn"] in jobQueues]})
 
     def list_jobs(self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:
         self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
@@ -160,20 +180,11 @@ class FakeBatch:
             self._settle_dependencies()
         return self._answer("TerminateJob", {})
 
-    def describe_compute_environments(self, *, computeEnvironments: list[str]) -> dict[str, Any]:
-        self._call("DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments})
-        return self._answer("DescribeComputeEnvironments", {"computeEnvironments": [
-            _public(self.environments[arn]) for arn in computeEnvironments if arn in self.environments]})
-
-    def describe_job_queues(self, *, jobQueues: list[str]) -> dict[str, Any]:
-        self._call("DescribeJobQueues", {"jobQueues": jobQueues})
-        return self._answer("DescribeJobQueues", {"jobQueues": [_public(self.queues[arn]) for arn in jobQueues if arn in self.queues]})
-
     def update_compute_environment(self, *, computeEnvironment: str, state: str | None = None, computeResources: dict[str, Any] | None = None,
                                    updatePolicy: dict[str, Any] | None = None) -> dict[str, Any]:
         self._call("UpdateComputeEnvironment", {"computeEnvironment": computeEnvironment, "state": state, "computeResources": computeResources,
                                                 "updatePolicy": updatePolicy})
-        environment = self.environments[computeEnvironment]
+        environment = self.compute_environments[computeEnvironment]
         if environment["status"] == "UPDATING":  # the model refuses an update while the last one is still under way
             raise ClientError({"Error": {"Code": "ClientException", "Message": f"{environment['computeEnvironmentName']} is being updated"}},
                               "UpdateComputeEnvironment")
@@ -205,7 +216,7 @@ class FakeBatch:
         known = {o["computeEnvironment"] for o in self.queues[jobQueue]["computeEnvironmentOrder"]}
         for entry in computeEnvironmentOrder:
             arn = entry["computeEnvironment"]
-            if arn not in known and self.environments[arn]["status"] != "VALID":
+            if arn not in known and self.compute_environments[arn]["status"] != "VALID":
                 raise ClientError({"Error": {"Code": "ClientException", "Message": f"{arn} is not VALID"}}, "UpdateJobQueue")
         self.queues[jobQueue]["computeEnvironmentOrder"] = [dict(o) for o in computeEnvironmentOrder]
         return self._answer("UpdateJobQueue", {"jobQueueName": self.queues[jobQueue]["jobQueueName"], "jobQueueArn": jobQueue})
@@ -215,7 +226,7 @@ class FakeBatch:
     def add_compute_environment(self, arn: str, *, vcpus_per_instance: int, max_vcpus: int, state: str = "ENABLED",
                                 launch_template: dict[str, Any] | None = None) -> None:
         """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to ``max_vcpus``."""
-        self.environments[arn] = {
+        self.compute_environments[arn] = {
             "computeEnvironmentName": arn.rsplit("/", 1)[1], "computeEnvironmentArn": arn, "type": "MANAGED", "state": state, "status": "VALID",
             "ecsClusterArn": f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/{arn.rsplit('/', 1)[1]}",
             "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": max_vcpus, "desiredvCpus": 0, "instanceTypes": ["p5.48xlarge"],
@@ -250,11 +261,13 @@ class FakeBatch:
                     self._end(job, "SUCCEEDED", "Essential container in task exited")
         self._settle_dependencies()
         self._replace_instances()
-        for environment in self.environments.values():
+        for environment in self.compute_environments.values():
             if environment["status"] == "UPDATING" and self.clock.now >= environment["_valid_at"]:
                 environment["status"] = "VALID"
         for queue in self.queues.values():
-            self._place(queue)
+            self._place_in_order(queue)
+        for environment in self.environments.values():
+            self._place(environment)
         for queue, capacity in self.capacity.items():
             used = sum(_size(j) for j in self.active.values() if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING"))
             for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
@@ -276,10 +289,10 @@ class FakeBatch:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _place(self, queue: dict[str, Any]) -> None:
+    def _place_in_order(self, queue: dict[str, Any]) -> None:
         """Place the queue's RUNNABLE jobs: each on the first compute environment in ascending order that is ENABLED and VALID
         and has free instances (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html)."""
-        order = [self.environments[o["computeEnvironment"]] for o in sorted(queue["computeEnvironmentOrder"], key=lambda o: o["order"])]
+        order = [self.compute_environments[o["computeEnvironment"]] for o in sorted(queue["computeEnvironmentOrder"], key=lambda o: o["order"])]
         for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue["jobQueueArn"] and j["status"] == "RUNNABLE"),
                           key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
             for environment in order:
@@ -299,6 +312,23 @@ class FakeBatch:
             if job.get("_replaced_at") is not None and self.clock.now >= job["_replaced_at"]:
                 job["attempts"].append({"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": REPLACED})
                 self._end(job, "FAILED", REPLACED)
+
+    def _place(self, environment: "Environment") -> None:
+        """Jobs of an environment's queues run one per container instance. A job whose instance is
+        gone fails as its host did (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html:
+        the retry strategy applies); RUNNABLE jobs start on free instances, highest priority first."""
+        live = environment.instances()
+        placed = {j["container"].get("containerInstanceArn"): j for j in self.active.values()
+                  if j["jobQueue"] in environment.queues and j["status"] in ("STARTING", "RUNNING")}
+        for instance, job in placed.items():
+            if instance not in live:
+                job["container"].pop("containerInstanceArn", None)
+                self.fail_on_its_own(job["jobId"], f"Host EC2 (instance {instance}) terminated.")
+        free = [i for i in live if i not in placed]
+        for job in sorted((j for j in self.active.values() if j["jobQueue"] in environment.queues and j["status"] == "RUNNABLE"),
+                          key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]))[:len(free)]:
+            job.update(status="STARTING", startedAt=self._ms())
+            job["container"]["containerInstanceArn"] = free.pop(0)
 
     def _new_job(self, job_id: str, request: dict[str, Any]) -> dict[str, Any]:
         definition = request["jobDefinition"]
@@ -347,6 +377,16 @@ class FakeBatch:
 
     def _ms(self) -> int:
         return int(self.clock.now * 1000)
+
+
+@dataclass
+class Environment:
+    """A managed compute environment: its ECS cluster, the queues it feeds, and the container
+    instance ARNs registered in it now (``instances()``, e.g. a Capacity Block's live instances)."""
+
+    cluster: str
+    queues: tuple[str, ...]
+    instances: Callable[[], list[str]]
 
 
 def _size(job: dict[str, Any]) -> int:

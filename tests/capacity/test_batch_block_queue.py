@@ -78,16 +78,16 @@ def test_a_long_job_on_demand_keeps_running_when_a_block_arrives_and_new_work_go
     world.batch.advance(STEP)
     assert world.batch.jobs[long_job]["_environment"] == ON_DEMAND
     world.until(at(10, 13, 0))
-    assert (world.first(), world.batch.environments[BLOCK_CE]["state"]) == (BLOCK_CE, "ENABLED")
-    assert world.batch.environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 4 * world.vcpus
+    assert (world.first(), world.batch.compute_environments[BLOCK_CE]["state"]) == (BLOCK_CE, "ENABLED")
+    assert world.batch.compute_environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 4 * world.vcpus
     on_block = world.submit("finetune", hours=2)
     world.until(at(11, 10, 50))  # the expiration warning: draining
     assert world.batch.jobs[on_block]["_environment"] == BLOCK_CE and world.batch.jobs[on_block]["status"] == "SUCCEEDED"
-    assert (world.first(), world.batch.environments[BLOCK_CE]["state"]) == (ON_DEMAND, "DISABLED")
+    assert (world.first(), world.batch.compute_environments[BLOCK_CE]["state"]) == (ON_DEMAND, "DISABLED")
     after_drain = world.submit("eval", hours=1)
     world.until(at(11, 12, 0))  # past the block's end
     assert world.batch.jobs[after_drain]["_environment"] == ON_DEMAND
-    assert world.batch.environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 0  # back to 0 once its instances are gone
+    assert world.batch.compute_environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 0  # back to 0 once its instances are gone
     # The long job ran through the block's arrival and end on its on-demand instance, which nothing updated.
     assert world.batch.jobs[long_job]["status"] == "RUNNING" and not world.batch.jobs[long_job]["attempts"]
     assert world.updates_of(ON_DEMAND) == []
@@ -129,7 +129,7 @@ def test_changes_someone_else_made_are_reported_and_undone(world):
     world.batch.update_compute_environment(computeEnvironment=BLOCK_CE, state="ENABLED")  # someone enables it after the drain
     found = world.run()
     assert found["changed_by_someone_else"] == "the block compute environment was enabled"
-    assert world.batch.environments[BLOCK_CE]["state"] == "DISABLED"
+    assert world.batch.compute_environments[BLOCK_CE]["state"] == "DISABLED"
 
 
 def test_dry_run_changes_nothing_and_says_what_it_would_do(world):
