@@ -212,14 +212,12 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
 def _rotate_consumers(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left) -> list[dict[str, Any]]:
     """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
     results = []
-    for window in windows.values():
-        if window.consumer.get("kind") not in rotation.KINDS:
-            continue
+    for window, sharing in rotation.by_consumer(windows.values()):
         if time_left() < REPOINT_SECONDS:
             results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
             continue
         results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.mode == "dry_run", ec2=clients.ec2,
-                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now))
+                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now, sharing=sharing))
     return results
 
 

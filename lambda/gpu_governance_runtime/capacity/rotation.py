@@ -35,6 +35,7 @@ never taken as done. In dry run nothing changes: the result says what would have
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping
 
@@ -77,10 +78,10 @@ def on_demand(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in ("InstanceMarketOptions", "CapacityReservationSpecification")}
 
 
-def active_block(window: Window, owned: Iterable[Reservation], now: datetime) -> Reservation | None:
+def active_block(window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()) -> Reservation | None:
     """The window's block new work should launch into now: started, and not yet draining
     (``DRAIN_LEAD`` before its end)."""
-    live = [r for r in owned if r.window == window.name and r.state in ("scheduled", "active")
+    live = [r for r in owned if (r.window == window.name or r.window in sharing) and r.state in ("scheduled", "active")
             and r.start <= now < r.end - DRAIN_LEAD]
     return max(live, key=lambda r: r.start, default=None)
 
@@ -96,12 +97,24 @@ def wanted_target(window: Window, owned: Iterable[Reservation], current: Target,
     return current
 
 
+def by_consumer(windows: Iterable[Window]) -> list[tuple[Window, frozenset[str]]]:
+    """One window per launch-template consumer (the declared one: requests drawing on it are named
+    after it and longer), with the names of the other windows feeding that consumer."""
+    groups: dict[str, list[Window]] = {}
+    for window in windows:
+        if window.consumer.get("kind") in KINDS:
+            groups.setdefault(json.dumps(window.consumer, sort_keys=True), []).append(window)
+    return [(first, frozenset(w.name for w in rest)) for first, *rest in (sorted(g, key=lambda w: (len(w.name), w.name)) for g in groups.values())]
+
+
 def reconcile(*, window: Window, owned: Iterable[Reservation], dry_run: bool, ec2: Any, batch: Any, eks: Any, ledger: Ledger,
-              now: datetime) -> dict[str, Any]:
+              now: datetime, sharing: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One step toward the wanted state for the window's consumer; what was found and done. A
     consumer whose window holds no block, now or before, and that this controller never moved is
     not read: nothing of the window's is in it."""
-    owned = list(owned)
+    # The blocks of the windows feeding the same consumer (requests drawing on a declared window) count as the window's own:
+    # two reconciliations of one consumer, each seeing only its own blocks, would undo each other every run.
+    owned = [replace(r, window=window.name) if r.window in sharing else r for r in owned]
     consumer = window.consumer
     result: dict[str, Any] = {"window": window.name, "consumer": consumer["kind"]}
     if not any(r.window == window.name for r in owned) and _last_set(ledger, window) is None:
