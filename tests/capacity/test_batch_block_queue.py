@@ -149,3 +149,22 @@ def test_a_block_environment_left_first_and_enabled_is_taken_out_before_its_temp
     world.clock.now = at(10, 12, 0).timestamp()
     result = world.run()
     assert result["did"][:3] == ["take the block compute environment out of first place", "disable it", f"launch it into the block {BLOCK.id} ({4 * world.vcpus} vCPUs)"]
+
+
+def test_a_request_drawing_on_the_window_moves_the_same_queue_once_not_back_and_forth(world):
+    from dataclasses import replace
+
+    from gpu_governance_runtime.capacity.rotation import by_consumer
+
+    declared = window(consumer=CONSUMER, instance_count=4)
+    requested = replace(declared, name="launch-load-test-r1a2b3c")
+    [(chosen, sharing)] = by_consumer([requested, declared])
+    assert (chosen.name, sharing) == ("launch-load-test", frozenset({"launch-load-test-r1a2b3c"}))
+    block = replace(BLOCK, window=requested.name)  # bought for the request
+    world.clock.now = at(10, 12, 0).timestamp()
+    for _ in range(3):
+        world.batch.advance(STEP)
+        reconcile(window=chosen, owned=(block,), sharing=sharing, dry_run=False, ec2=world.ec2, batch=world.batch, eks=None,
+                  ledger=world.ledger, now=world.now)
+    assert world.first() == BLOCK_CE
+    assert [op for op, _ in world.batch.requests if op == "UpdateJobQueue"] == ["UpdateJobQueue"]  # put first once, never taken back
