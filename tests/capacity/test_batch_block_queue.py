@@ -6,13 +6,13 @@ environment, where long jobs run, is never updated. Batch is the shared model
 (tests/aws_model/batch.py: compute environments, queue order, infrastructure and scaling
 updates, each rule citing its page), launch templates and the ledger are moto's."""
 
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import boto3
 import pytest
+from gpu_governance_runtime.capacity.rotation import by_consumer, reconcile
 from moto import mock_aws
-
-from gpu_governance_runtime.capacity.rotation import reconcile
 
 from tests.aws_model.batch import Clock, FakeBatch, Faults
 
@@ -43,7 +43,7 @@ class World:
 
     @property
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.clock.now, tz=timezone.utc)
+        return datetime.fromtimestamp(self.clock.now, tz=UTC)
 
     def submit(self, name: str, hours: float) -> str:
         return self.batch.add_job(jobName=name, jobQueue=QUEUE, jobDefinition="train:3", shareIdentifier="research",
@@ -152,10 +152,6 @@ def test_a_block_environment_left_first_and_enabled_is_taken_out_before_its_temp
 
 
 def test_a_request_drawing_on_the_window_moves_the_same_queue_once_not_back_and_forth(world):
-    from dataclasses import replace
-
-    from gpu_governance_runtime.capacity.rotation import by_consumer
-
     declared = window(consumer=CONSUMER, instance_count=4)
     requested = replace(declared, name="launch-load-test-r1a2b3c")
     [(chosen, sharing)] = by_consumer([requested, declared])

@@ -157,7 +157,8 @@ def _found_state(found: dict[str, Any]) -> dict[str, Any]:
     return {k: found[k] for k in ("version", "launches_into", "first_in_queue", "enabled")}
 
 
-# The steps, in the order a block's start takes them; the end takes the last three in reverse.
+# The steps a run may take on a block compute environment (each at most once a run; "scale it to N vCPUs" is the
+# scaling update a block of another size needs): a block's start takes them in this order, its end the first two and the last.
 BATCH_STEPS = ("take the block compute environment out of first place", "disable it", "launch it into the block",
                "enable it", "put it first in the job queue", "scale it to 0")
 
@@ -183,7 +184,7 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
              "first_in_queue": first,
              "enabled": enabled, "max_vcpus": resources.get("maxvCpus"), "wanted_max_vcpus": size,
              **_batch_drift(ledger, window, version["VersionNumber"], current, first, enabled, block is not None)}
-    update = lambda **change: batch.update_compute_environment(computeEnvironment=block_ce, **change)  # noqa: E731
+    update = lambda **change: batch.update_compute_environment(computeEnvironment=block_ce, **change)
     if block is None:
         if first:
             return found, (BATCH_STEPS[0], lambda: _order(batch, queue_arn, order, block_ce, first=False))
