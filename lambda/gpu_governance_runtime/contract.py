@@ -28,7 +28,7 @@ BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM)
 HYPERPOD_BACKENDS = (HYPERPOD_EKS, HYPERPOD_SLURM)
 # What a capacity window's consumer must name, by kind: what the capacity controller acts on.
 CONSUMER_FIELDS = {
-    "batch_compute_environment": ("launch_template_name", "compute_environment"),
+    "batch_compute_environment": ("launch_template_name", "compute_environment", "block_compute_environment", "job_queue"),
     "eks_node_group": ("launch_template_name", "cluster_name", "nodegroup_name"),
     "hyperpod_instance_group": ("pool", "instance_group", "cluster_arn"),
     "sagemaker_training_jobs": (),

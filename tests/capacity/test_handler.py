@@ -162,7 +162,8 @@ def test_scheduled_run_points_the_hyperpod_group_at_the_active_plan(env, tmp_pat
 def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     stubbed, clients, settings, _ = env
     window = {**WINDOW, "mode": "auto", "consumer": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                                                    "compute_environment": batch_side.CE}}
+                                                    "compute_environment": batch_side.CE + "-on-demand", "block_compute_environment": batch_side.CE,
+                                                    "job_queue": batch_side.QUEUE}}
     policy = tmp_path / "batch.json"
     policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [window]}))
     templates = boto3.client("ec2", region_name="us-east-1")
@@ -178,10 +179,14 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
                                   {"CapacityReservationIds": [batch_side.BLOCK]})
     batch_side.discovery(stubs)  # at the warning the jobs are recorded, not stopped: they checkpoint until requeue.STOP_LEAD
     stubbed.owned(reservation)  # the controller run after the event
-    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: on demand already
-        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE,
-        "computeResources": {"type": "EC2", "maxvCpus": 1536, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
+    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: already behind on demand
+        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE, "state": "DISABLED", "status": "VALID",
+        "computeResources": {"type": "EC2", "maxvCpus": 0, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
         {"computeEnvironments": [batch_side.CE]})
+    stubs["batch"].add_response("describe_job_queues", {"jobQueues": [{
+        "jobQueueName": "gpu", "jobQueueArn": batch_side.QUEUE, "state": "ENABLED", "priority": 1, "computeEnvironmentOrder": [
+            {"order": 1, "computeEnvironment": batch_side.CE + "-on-demand"}, {"order": 2, "computeEnvironment": batch_side.CE}]}]},
+        {"jobQueues": [batch_side.QUEUE]})
     event = {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning", "time": "2026-12-11T10:50:00Z",
              "detail": {"capacity-reservation-id": batch_side.BLOCK, "end-date": "2026-12-11T11:30:00Z"}}
     result = process(event, clients=clients, settings={**settings, "POLICY_PATH": str(policy)}, now=batch_side.NOW)

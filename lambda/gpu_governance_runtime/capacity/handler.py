@@ -42,13 +42,14 @@ METRIC_NAMESPACE = CAPACITY_NAMESPACE
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
-            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
-            "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
+            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstanceTypes", "DescribeInstances",
+            "DescribeLaunchTemplateVersions", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
     "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
                   "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
-              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
+              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateJobQueue", "UpdateQuotaShare",
+              "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("DescribeNodegroup", "UpdateNodegroupConfig", "UpdateNodegroupVersion"),
     "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
@@ -199,7 +200,7 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
                else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=clients.events))
     if window.consumer["kind"] == "batch_compute_environment":
         drained["requeue"] = requeue.requeue(
-            window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
+            window=window.name, compute_environment=window.consumer["block_compute_environment"], reservation_id=reservation_id,
             ends_at=ends_at, dry_run=dry_run, ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch, now=now,
             time_left=time_left)
     warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
@@ -211,14 +212,12 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
 def _rotate_consumers(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left) -> list[dict[str, Any]]:
     """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
     results = []
-    for window in windows.values():
-        if window.consumer.get("kind") not in rotation.KINDS:
-            continue
+    for window, sharing in rotation.by_consumer(windows.values()):
         if time_left() < REPOINT_SECONDS:
             results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
             continue
         results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.mode == "dry_run", ec2=clients.ec2,
-                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now))
+                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now, sharing=sharing))
     return results
 
 

@@ -242,7 +242,11 @@ class BatchFairShareAdapter:
             def progress(status: str, _key: ActionKey = key, **fields: Any) -> None:
                 ledger.record(_key, status=status, **fields)
 
-            if stopped_by_us(job):
+            if item["status"] == DONE and item.get("new_job"):
+                # Back already, only taking it off the open list was lost: the copy may not be listed yet, so
+                # looking for it again could submit a second one.
+                result = ActionResult(job_id=key.job_id, outcome=DONE, detail=f"requeued as {item['new_job']}", copy=item["new_job"])
+            elif stopped_by_us(job):
                 result = self._bring_back(job, float(item["submitting_at"]) if item["status"] == SUBMITTING else None, progress)
             elif job.get("status") in LIFECYCLE[:5]:
                 result = ActionResult(job_id=key.job_id, outcome=FAILED, detail=f"not stopped: now {job['status']}")
