@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from botocore.exceptions import ClientError
 
 from ..common import log
-from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once
+from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once, times_stopped
 from ..policy import Policy, PoolPolicy
-from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_REQUEUED_FROM
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
@@ -172,9 +172,10 @@ class BatchFairShareAdapter:
             job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
             count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
             checkpointable=checkpointable == "true",
-            # a copy the controllers submitted (its attempts start again at 0) was preempted at least once:
-            # the planner's protection and re-borrow backoff apply to it, or it would be taken again at once
-            times_preempted=len(job.get("attempts", [])) + (TAG_REQUEUED_FROM in tags),
+            # a copy the controllers submitted starts its attempts again at 0: its chain's count of
+            # preemptions (the platform's tag, batch_copy.times_stopped) carries the planner's
+            # protection and re-borrow backoff from the original to the copy's copy
+            times_preempted=len(job.get("attempts", [])) + times_stopped(job),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
         )
 
