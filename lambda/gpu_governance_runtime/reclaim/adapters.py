@@ -121,8 +121,7 @@ class BatchFairShareAdapter:
             if job["status"] == "RUNNABLE":
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
-                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000,
-                                          restartable=restartable(job, self._waited_on) is None, **fields))
+                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
@@ -177,6 +176,7 @@ class BatchFairShareAdapter:
             # protection and re-borrow backoff from the original to the copy's copy
             times_preempted=len(job.get("attempts", [])) + times_stopped(job),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
+            restartable=restartable(job, self._waited_on) is None,
         )
 
     def _instance_type(self, job: dict, tags: Mapping[str, str]) -> str | None:
