@@ -74,7 +74,7 @@ class CapacityController(GovernanceController):
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
     shortened to it), so the drain and the requeue land before the plan's instances go; so it
     does while a window feeds a Batch compute environment, whose jobs are stopped and requeued
-    between 35 and 30 minutes before a block ends (``requeue.STOP_LEAD``).
+    from 40 minutes before a block ends (``requeue.STOP_LEAD``: two runs before its instances go at 30).
     """
 
     namespace = CAPACITY_NAMESPACE

@@ -136,6 +136,9 @@ TAG_COST_CENTRE = "gpu-governance:cost-centre"  # a team's declared cost centre,
 # owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
 PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
+# How often the controllers stopped the work a requeued Batch job carries, along its whole chain of
+# copies (original -> copy -> copy's copy): the planner's protection and re-borrow backoff read it.
+TAG_TIMES_PREEMPTED = "gpu-governance:times-preempted"
 # Batch job tags a team may write on its own jobs: hints only. The reclaim adapter reads a job's
 # size from Batch; the type tag only in a pool of several types, checkpointable only to make the job a cheaper victim.
 TAG_INSTANCES = "gpu-governance:instances"  # read by the simulator's trace importer only
@@ -147,7 +150,7 @@ COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 # Keys only the platform writes (purchases, requeues, cost allocation by pool): a member's job never
 # carries one (the queues' submit statements refuse them in aws:TagKeys); every other key, the team
 # and cost centre (fixed to the team's own) included, is the member's to set.
-PLATFORM_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_REQUEUED_FROM, TAG_POOL)
+PLATFORM_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_REQUEUED_FROM, TAG_TIMES_PREEMPTED, TAG_POOL)
 
 
 def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:

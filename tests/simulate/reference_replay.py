@@ -87,7 +87,7 @@ def reference_replay(
             progress[job.job_id] = _Job(job=job, remaining=job.duration, waiting_since=job.submit_time)
             pending.append(PendingJob(
                 job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count, priority=job.priority,
-                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time, restartable=job.restartable,
             ))
         state = PoolState(capacity=state.capacity, shares=state.shares, running=tuple(running.values()), pending=tuple(pending), now=tick)
         plan = plan_tick(state, settings)
@@ -149,6 +149,7 @@ def reference_replay(
         jobs_completed=len(progress) - unfinished,
         jobs_unfinished=unfinished,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
+        not_restartable=sum(not job.restartable for job in jobs),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,

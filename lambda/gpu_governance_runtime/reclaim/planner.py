@@ -111,6 +111,7 @@ class PendingJob:
     checkpointable: bool = False
     times_preempted: int = 0
     max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
+    restartable: bool = True  # as RunningJob's, which the job keeps once it starts (the simulator's trace column)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -335,7 +336,7 @@ def _requeued(job: RunningJob, now: float) -> PendingJob:
     return PendingJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s,
+        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
     )
 
 
@@ -343,7 +344,7 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     return RunningJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, started_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s,
+        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
     )
 
 
