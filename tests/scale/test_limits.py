@@ -169,6 +169,19 @@ def test_the_reclaim_controllers_policy_does_not_grow_with_the_fair_share_teams(
     assert not [p for p in check_model(model) if "reclaim controller" in p.wrong]
 
 
+def test_validate_refuses_a_fair_share_pool_of_more_teams_than_batch_share_identifiers(tmp_path, capsys):
+    """One line naming the pool, the count and the limit; exit 2. The generator stops at the limit."""
+    data = without_slurm(organisation(MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1))
+    assert len(model_of(data).teams_in("ec2-gpu")) == MAX_SHARES_PER_FAIR_SHARE_QUEUE
+    data["teams"][-1]["quotas"]["ec2-gpu"] = {"g6e.12xlarge": 1}
+    next(p for p in data["pools"] if p["name"] == "ec2-gpu")["capacity"] = {"g6e.12xlarge": MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1}
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert cli_main(["validate", "--config", str(config)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "fair-share identifiers" in line]
+    assert len(lines) == 1 and "pool ec2-gpu's Batch job queue (501) - at most 500" in lines[0], lines
+
+
 def test_the_reclaim_controllers_policy_is_still_checked_by_its_queues(monkeypatch):
     import constructs_lib.organisation.limits as limits
 
