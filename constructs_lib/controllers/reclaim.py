@@ -167,17 +167,18 @@ class ReclaimController(GovernanceController):
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
         if BATCH_FAIR_SHARE in backends.values():
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
-            # this account and region that carry a governed team's tag (set and checked at submit).
-            teams = sorted({team.name for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE for team in self.model.teams_in(t.pool)})
+            # this account and region that carry a team tag, which only a governed team's own
+            # submission can set (batch/queues.py _team_tag_statements). Not a list of the teams:
+            # it reached IAM's 10,240 characters per role at about 420 fair-share teams.
             statements.append(iam.PolicyStatement(
                 actions=["batch:TerminateJob"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-                conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
+                conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
             ))
             # Batch does not retry a terminated job: the handler submits each victim's copy to the
             # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
-            # tags (common/batch_copy.py). The teams are not listed again here: the team list is
-            # what grows this inline policy toward IAM's 10,240 characters (limits.py).
+            # tags (common/batch_copy.py). No team is named: a team list would grow this inline
+            # policy past IAM's 10,240 characters.
             fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
             under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
             statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[

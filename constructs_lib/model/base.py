@@ -60,6 +60,10 @@ UsdAmount = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
 MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
+# AWS Batch: "There can be no more than 500 fair share identifiers active in a job queue"; each
+# team of a fair-share pool is one share identifier
+# (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
+MAX_SHARES_PER_FAIR_SHARE_QUEUE = 500
 MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
 MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 MAX_BORROW_LIMIT = 10_000  # percent; SageMaker BorrowLimit maximum (Batch has none)

@@ -17,14 +17,14 @@ from typing import Annotated, Any, Literal, Mapping, Sequence, Union
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, DEFAULT_REBORROW_BACKOFF_S, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
+    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DEFAULT_REBORROW_BACKOFF_S, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
 )
 
 from constructs_lib.core.errors import GovernanceError, Problem
 
 from .base import (
     DEFAULT_BOOTSTRAP_QUALIFIER, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
-    MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
+    MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
     AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PermissionSetName, PrincipalArn, QueueName, Region,
     SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role, scopes_overlap, team_name_scopes,
@@ -848,6 +848,9 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
                     problems.append(Problem(path=f"{path}.kubernetes.{pool.name}.dedicated_instance_groups[{index}]", wrong=f"already dedicated to team {owners[group]}", value=group, allowed="an instance group no other team has"))
     if pool.backend == BATCH_QUOTA_SHARE and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
         problems.append(Problem(path=pool_path, wrong="too many teams (quota shares) on one Batch job queue", value=len(teams), allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}"))
+    if pool.backend == BATCH_FAIR_SHARE and len(teams) > MAX_SHARES_PER_FAIR_SHARE_QUEUE:
+        problems.append(Problem(path=pool_path, wrong=f"too many teams (fair-share identifiers) on pool {pool.name}'s Batch job queue", value=len(teams),
+                                allowed=f"at most {MAX_SHARES_PER_FAIR_SHARE_QUEUE} (AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools"))
     for instance_type, capacity in pool.capacity.items():
         guaranteed = sum(t.quotas.get(pool.name, {}).get(instance_type, 0) for _, t in teams)
         if guaranteed > capacity:

@@ -10,6 +10,7 @@ the window's training plan brings is the owner's alone, never lent.
 from __future__ import annotations
 
 import re
+import weakref
 import zlib
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -151,8 +152,26 @@ def _feeds(window, pool_name: str) -> bool:
     return window.feeds.kind == "hyperpod_instance_group" and window.feeds.pool == pool_name
 
 
+# Plans by model (its id, dropped when the model is collected), pool and data root. The model is
+# frozen, so its plan never changes; discovery and the audit ask for it once per team, and
+# building it (every team, lenders' QoS preempting every borrower's) each time made synthesis
+# cubic in the teams (docs/performance.md).
+_PLANS: dict[int, dict[tuple[str, str], SlurmPlan]] = {}
+
+
 def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
+    plans = _PLANS.get(id(model))
+    if plans is None:
+        plans = _PLANS[id(model)] = {}
+        weakref.finalize(model, _PLANS.pop, id(model), None)
+    key = (pool_name, data_root)
+    if key not in plans:
+        plans[key] = _build_slurm_plan(model, pool_name, data_root)
+    return plans[key]
+
+
+def _build_slurm_plan(model: GovernanceModel, pool_name: str, data_root: str) -> SlurmPlan:
     problems = data_root_problems(data_root) + slurm_problems(model, pool_name)
     if problems:
         raise GovernanceError(problems)

@@ -76,11 +76,11 @@ SHARED_USAGE_DASHBOARD, SHARED_PURCHASES_BUDGET = 1, 1
 MARGIN = 1.15
 # Measured about 1,300 bytes per resource in team and capacity stacks (1,460 in the capacity
 # stack of 300 generated teams); of the shared resources only the fair-share policy (its share
-# distribution) and the reclaim controller's policy grow with the teams, counted apart.
+# distribution) grows with the teams, counted apart.
 BYTES_PER_RESOURCE = 2_000
 FAIR_SHARE_BYTES_PER_TEAM = 80
-# The reclaim controller's inline policy: fixed part, plus a team name per fair-share team and a
-# queue ARN per quota-share pool.
+# The reclaim controller's inline policy: fixed part, plus a queue ARN per Batch pool (no team
+# names: it may stop any job that carries a team tag, controllers/reclaim.py).
 RECLAIM_POLICY_BASE = 2_500
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
 _BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
@@ -229,12 +229,10 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
             if value > limit:
                 problems.append(Problem(path=f"pools[{index}]", wrong=f"the pool's reclaim dashboard would show too many {what}",
                                         value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
-    fair_share_teams = {t.name for p in batch_pools if p.backend == BATCH_FAIR_SHARE for t in model.teams_in(p.name)}
     account, region = model.capacity_account.account_id, model.capacity_account.region
-    queues = [p.name for p in batch_pools if p.backend == BATCH_QUOTA_SHARE]
-    size = RECLAIM_POLICY_BASE + sum(len(n) + 3 for n in fair_share_teams) + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{q}") + 3 for q in queues)
+    size = RECLAIM_POLICY_BASE + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{p.name}") + 3 for p in batch_pools)
     if size > MAX_INLINE_CHARACTERS_PER_ROLE:
-        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every fair-share team and quota-share queue)",
+        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue)",
                                 value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
     return problems
 
