@@ -204,11 +204,14 @@ def test_a_scheduled_run_before_the_warning_tells_the_jobs_and_records_them_to_s
 
     stubbed, clients, settings, _ = env
     window = {**WINDOW, "mode": "auto", "consumer": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                                                    "compute_environment": batch_side.CE}}
+                                                    "compute_environment": batch_side.CE + "-on-demand", "block_compute_environment": batch_side.CE,
+                                                    "job_queue": batch_side.QUEUE}}
     policy = tmp_path / "batch.json"
     policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [window]}))
     templates = boto3.client("ec2", region_name="us-east-1")
-    templates.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
+    templates.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={  # the block compute environment launches into the block
+        "InstanceType": "p5.48xlarge", "InstanceMarketOptions": {"MarketType": "capacity-block"},
+        "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": batch_side.BLOCK}}})
     batch, ecs = boto3.client("batch", region_name="us-east-1"), boto3.client("ecs", region_name="us-east-1")
     stubs = {"ec2": stubbed.ec2_stub, "batch": Stubber(batch), "ecs": Stubber(ecs)}
     stubs["batch"].activate()
@@ -217,10 +220,17 @@ def test_a_scheduled_run_before_the_warning_tells_the_jobs_and_records_them_to_s
     reservation = capacity_reservation(block("cbo-1", at(10), 1, per_hour="29"), intent_id="launch-load-test-202612101400-1",
                                        window="launch-load-test", state="active")
     stubbed.owned(reservation)
-    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: on demand already
-        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE,
-        "computeResources": {"type": "EC2", "maxvCpus": 1536, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
+    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: 48 minutes before the
+        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE, "state": "ENABLED", "status": "VALID",  # end, before
+        "computeResources": {"type": "EC2", "maxvCpus": 192, "subnets": ["subnet-1"],  # rotation.DRAIN_LEAD: still on the block, first
+                             "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
         {"computeEnvironments": [batch_side.CE]})
+    stubs["batch"].add_response("describe_job_queues", {"jobQueues": [{
+        "jobQueueName": "gpu", "jobQueueArn": batch_side.QUEUE, "state": "ENABLED", "priority": 1, "computeEnvironmentOrder": [
+            {"order": 1, "computeEnvironment": batch_side.CE}, {"order": 2, "computeEnvironment": batch_side.CE + "-on-demand"}]}]},
+        {"jobQueues": [batch_side.QUEUE]})
+    stubbed.ec2_stub.add_response("describe_instance_types", {"InstanceTypes": [{"InstanceType": "p5.48xlarge", "VCpuInfo": {"DefaultVCpus": 192}}]},
+                                  {"InstanceTypes": ["p5.48xlarge"]})
     batch_side.discovery(stubs)
     read_utilisation(stubbed)
     now = batch_side.ENDS - timedelta(minutes=48)
