@@ -59,9 +59,6 @@ CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 _.:/=+@-]{1,
 UsdAmount = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
-MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
-MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
-MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 MAX_BORROW_LIMIT = 10_000  # percent; SageMaker BorrowLimit maximum (Batch has none)
 MAX_HYPERPOD_BORROW_LIMIT = 500  # percent; the range SageMaker documents for HyperPod BorrowLimit
 UNLIMITED: Literal["unlimited"] = "unlimited"

@@ -16,11 +16,12 @@ from typing import Any
 from aws_cdk import aws_organizations as organizations
 from constructs import Construct
 
+from constructs_lib.backends import BACKENDS
 from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
-from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_EKS, TAG_TEAM as TEAM_TAG
+from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
@@ -69,8 +70,7 @@ def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> t
     return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
-QUOTA_RAISES = {("sagemaker_training_jobs", BATCH_QUOTA_SHARE): ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"),
-                ("hyperpod_instance_group", HYPERPOD_EKS): ("sagemaker:UpdateComputeQuota",)}
+QUOTA_RAISES = {(kind, name): actions for name, backend in BACKENDS.items() for kind, actions in backend.quota_raises.items()}
 """What the capacity controller does to quotas, by what a window feeds and on which backend: it
 raises the owner's quota share and the pool's service environment (Batch) or the owner's compute
 quota (HyperPod EKS) while the window's training plan is active and lowers them back

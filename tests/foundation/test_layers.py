@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "constructs_lib"
 # Bottom up. Packages in one tuple are siblings: they must not import each other.
 LAYERS = (
     ("core",),
+    ("backends",),
     ("model",),
     ("nag",),
     ("tenancy",),
