@@ -14,6 +14,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 
+# (service, shape) whose enumeration in botocore's service model lists the instance types an API accepts.
+TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on
+CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instance groups
+EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
+
+
 def _unchanged(deal: Any, team: Any, pool: Any) -> Any:
     return deal
 
@@ -26,6 +32,8 @@ class Backend:
     """The backend's name in the governance file and the policy document (the runtime's contract)."""
     family: str
     """``batch`` or ``hyperpod``: the AWS service whose rules the pool follows (team names, borrowing)."""
+    instance_types: tuple[str, str]
+    """(service, shape) whose enumeration lists the instance types a pool's capacity may name."""
     quota_noun: str = ""
     """What a team's quota becomes there, for messages (``Batch quota share``)."""
     max_quota_types: int | None = None
@@ -48,6 +56,10 @@ class Backend:
     """Shared resources per pool in the capacity stack (``organisation/limits.py``, measured)."""
     reclaim_dashboard_widgets: int = 0
     """Widgets per pool on the reclaim controller's dashboard (0: not on it)."""
+    window_feeds: tuple[str, ...] = ()
+    """The kinds of capacity-window consumer that may feed a pool of this backend (the contract's ``CONSUMER_FIELDS``)."""
+    drains_on_head_node: bool = False
+    """A window feeding the pool drains its nodes through the pool's head node (SSM), which the capacity controller needs."""
     guards_submissions: bool = False
     """The submission guard watches the pool's queue (quota-share queues, docs/security.md)."""
     quota_raises: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

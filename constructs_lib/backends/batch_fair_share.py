@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE
 
-from .base import Backend, refined
+from .base import EC2, Backend, refined
 
 
 def _never_preempts(deal, team, pool):
@@ -13,6 +13,7 @@ def _never_preempts(deal, team, pool):
 
 BACKEND = Backend(
     name=BATCH_FAIR_SHARE,
+    instance_types=EC2,
     family="batch",
     reclaim_plans=True,
     natively_preempts=False,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gpu_governance_runtime.contract import HYPERPOD_EKS, SharingStrategy
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, SharingStrategy
 
-from .base import Backend, refined
+from .base import CLUSTER, Backend, refined
 
 MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 
@@ -23,6 +23,7 @@ def _task_governance(deal, team, pool):
 
 BACKEND = Backend(
     name=HYPERPOD_EKS,
+    instance_types=CLUSTER,
     family="hyperpod",
     quota_noun="HyperPod compute quota",
     max_quota_types=MAX_HYPERPOD_QUOTA_RESOURCES,
@@ -32,10 +33,11 @@ BACKEND = Backend(
     lending_limit_caveat="not enforced {where}: HyperPod compute quotas have no lending limit and Kueue, not the reclaim controller, schedules there; "
                          "the team lends all of its idle quota there",
     refine_deal=_task_governance,
+    window_feeds=(CONSUMER_HYPERPOD_INSTANCE_GROUP,),
     team_resources=7,
     shared_resources=11,
     reclaim_dashboard_widgets=6,
-    quota_raises={"hyperpod_instance_group": ("sagemaker:UpdateComputeQuota",)},
+    quota_raises={CONSUMER_HYPERPOD_INSTANCE_GROUP: ("sagemaker:UpdateComputeQuota",)},
     construct="constructs_lib.hyperpod_eks.governance:build_pool",
     stack_attribute="hyperpod_eks_clusters",
 )

@@ -18,7 +18,8 @@ from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.core.placement import team_scope
-from constructs_lib.model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, GovernanceModel, SharingStrategy, Team, check_pool_teams
+from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
+from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, GovernanceModel, SharingStrategy, Team, check_pool_teams
 from constructs_lib.tenancy import TeamTenancy
 
 TEAM_TAG = contract.TAG_TEAM
@@ -233,7 +234,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
             sharing = team.sharing
             sharing_config = {"strategy": sharing.strategy.value.upper()}
             if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-                sharing_config["borrowLimit"] = -1 if sharing.borrow_limit == UNLIMITED else sharing.borrow_limit
+                sharing_config["borrowLimit"] = UNLIMITED_BORROW_LIMIT if sharing.borrow_percent is None else sharing.borrow_percent
             share = batch.CfnQuotaShare(
                 team_scope(self, team.name),
                 f"Share{team.name}",

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnOutput, Environment, Stack
 from aws_cdk import aws_iam as iam, aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib.backends import backend_of
 from constructs_lib.core.acknowledgements import acknowledge
+from constructs_lib.core.buckets import hardened_bucket
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.controllers.guard import SubmissionGuard
 from constructs_lib.member.parameters import publish_discovery
@@ -32,16 +33,7 @@ class CapacityAccountStack(Stack):
         # Set here, not only in cdk.json, so that every app building this stack gets it.
         self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         self.team_stacks = dict(team_stacks or {})
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        self.access_logs = hardened_bucket(self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED)
         acknowledge(
             self.access_logs,
             "This bucket is the server access log destination; logging it to itself would loop.",

@@ -45,7 +45,7 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     sharing = team.sharing
     resource_sharing: dict = {"Strategy": HYPERPOD_SHARING_STRATEGY[sharing.strategy]}
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-        resource_sharing["BorrowLimit"] = sharing.borrow_limit
+        resource_sharing["BorrowLimit"] = sharing.borrow_percent
     return {
         "Name": team.name,
         "ClusterArn": pool.cluster_arn,

@@ -89,9 +89,20 @@ class SharingPolicy(_Frozen):
     def borrows(self) -> bool:
         return self.strategy is SharingStrategy.LEND_AND_BORROW
 
+    @property
+    def borrows_without_limit(self) -> bool:
+        return self.borrow_limit == UNLIMITED
+
+    @property
+    def borrow_percent(self) -> int | None:
+        """``borrow_limit`` as the contract encodes it: a percent, or None when the team borrows
+        without limit or does not borrow (the policy document's ``borrow_limit``; Batch's -1 is
+        translated from it). The one translation of the file's ``"unlimited"``."""
+        return None if self.borrows_without_limit else self.borrow_limit
+
     def borrow_ceiling(self, quota: int) -> int | None:
         """Most instances a team with ``quota`` can hold by borrowing; None when unlimited."""
-        return borrow_ceiling(self.strategy, quota, None if self.borrow_limit == UNLIMITED else self.borrow_limit)
+        return borrow_ceiling(self.strategy, quota, self.borrow_percent)
 
 
 class Preset(str, enum.Enum):
@@ -830,7 +841,7 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
         if pool.backend in HYPERPOD_BACKENDS:
             if not HYPERPOD_TEAM_NAME.fullmatch(team.name):
                 problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
-            if team.sharing.borrow_limit == UNLIMITED:
+            if team.sharing.borrows_without_limit:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
             elif pool.backend == HYPERPOD_EKS and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="outside HyperPod's documented borrow limit range", value=team.sharing.borrow_limit, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))

@@ -12,7 +12,7 @@ from typing import Any
 from gpu_governance_runtime.contract import POLICY_VERSION
 
 from constructs_lib.backends import backend_of
-from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel, Team
+from constructs_lib.model import AnyPool, GovernanceModel, Team
 
 
 def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "quota": dict(team.quotas[pool.name]),
         "strategy": sharing.strategy.value,
         # null means unlimited for lend_and_borrow and "does not borrow" otherwise
-        "borrow_limit": None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit,
+        "borrow_limit": sharing.borrow_percent,
         "in_share_preemption": sharing.in_share_preemption,
         "fair_share_weight": team.fair_share_weight,
         # null: lends all its idle quota (as its strategy allows). A lending limit holds only where the

@@ -16,10 +16,11 @@ from typing import Any
 from aws_cdk import aws_organizations as organizations
 from constructs import Construct
 
-from constructs_lib.backends import BACKENDS
+from constructs_lib.backends import BACKENDS, backend_of
 from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
+from constructs_lib.model.capacity import raising_windows
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG
 
@@ -80,8 +81,7 @@ quota (HyperPod EKS) while the window's training plan is active and lowers them 
 def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
     """The quota updates the capacity controller makes for this model's windows (none when no
     window feeds a quota it raises)."""
-    raised = {action for w in model.capacity_windows if getattr(w.feeds, "pool", None)
-              for action in QUOTA_RAISES.get((w.feeds.kind, model.pool(w.feeds.pool).backend), ())}
+    raised = {action for w in raising_windows(model) for action in backend_of(model.pool(w.feeds.pool)).quota_raises[w.feeds.kind]}
     return tuple(action for actions in QUOTA_RAISES.values() for action in actions if action in raised)
 
 
