@@ -16,10 +16,9 @@ from .acknowledgements import acknowledge
 from .placement import team_scope
 
 
-
-# What these helpers read of the governance model, which sits above core: a model ``Team`` and
-# ``GovernanceModel`` are both, structurally, so core imports nothing from the model.
-class Team(Protocol):
+# What these helpers read of the governance model, which sits above core: a model ``Team`` is a ``ChargedTeam``
+# and a ``GovernanceModel`` is ``Alerted``, structurally, so core imports nothing from the model.
+class ChargedTeam(Protocol):
     @property
     def name(self) -> str: ...
     @property
@@ -33,7 +32,7 @@ class Alerted(Protocol):
     def alerts(self) -> Sequence[str]: ...
 
 
-def cost_allocation_tags(team: Team, pool: str | None = None) -> dict[str, str]:
+def cost_allocation_tags(team: ChargedTeam, pool: str | None = None) -> dict[str, str]:
     """The cost allocation tags of a resource of ``team`` (and of ``pool`` when it has one)."""
     tags = {TAG_TEAM: team.name}
     if pool is not None:
@@ -43,7 +42,7 @@ def cost_allocation_tags(team: Team, pool: str | None = None) -> dict[str, str]:
     return tags
 
 
-def tag_for_cost_allocation(scope: Construct, team: Team, pool: str | None = None) -> None:
+def tag_for_cost_allocation(scope: Construct, team: ChargedTeam, pool: str | None = None) -> None:
     """Tag every taggable resource under ``scope`` for ``team``'s cost allocation."""
     for key, value in cost_allocation_tags(team, pool).items():
         Tags.of(scope).add(key, value)
@@ -76,7 +75,7 @@ def route_alarm(alarm: cloudwatch.Alarm, model: Alerted) -> None:
         alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
 
 
-def team_alert_topic(owner: Construct, team: Team, key: kms.IKey, *, topic_name: str | None = None) -> sns.Topic | None:
+def team_alert_topic(owner: Construct, team: ChargedTeam, key: kms.IKey, *, topic_name: str | None = None) -> sns.Topic | None:
     """A topic (encrypted with ``key``) that the team's owner is subscribed to, in the team's
     scope; None when the team names no owner. ``topic_name`` fixes its name, so that ``owner``'s
     stack can name its ARN without referring to the team's stack."""
