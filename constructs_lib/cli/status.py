@@ -117,11 +117,11 @@ def _training_plans(model, team: str, region: str) -> tuple[list[dict[str, str]]
     (``ssm:GetParameter``, which its submission role may call), when a window of the team feeds
     training jobs; (None, why) when it could not be read: the jobs are still explained."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-    from gpu_governance_runtime.contract import team_training_plans_parameter
+    from gpu_governance_runtime.contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
 
     from constructs_lib.member.batch import parse_training_plans, read_training_plans
 
-    if not any(w.team == team and w.feeds.kind == "sagemaker_training_jobs" for w in model.capacity_windows):
+    if not any(w.team == team and w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS for w in model.capacity_windows):
         return None, ()
     parameter = team_training_plans_parameter(model.organisation, team)
     try:

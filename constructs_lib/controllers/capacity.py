@@ -22,7 +22,7 @@ from constructs import Construct
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES, raised_guarantees_parameter,
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
+    CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CONSUMER_BATCH_COMPUTE_ENVIRONMENT, CONSUMER_EKS_NODE_GROUP, CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
     team_training_plans_parameter,
 )
 
@@ -31,6 +31,7 @@ from constructs_lib.core.placement import team_scope
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
+from constructs_lib.backends import backend_of
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.nag import declare_capacity_controller
 from constructs_lib.controllers.base import GovernanceController
@@ -99,7 +100,7 @@ class CapacityController(GovernanceController):
         # The raises it applies, published for the reclaim controller (capacity/raised.py); None when no window raises a quota.
         self.raised_guarantees = raised_guarantees_parameter(model.organisation) if raising_windows(model) else None
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
-        feeds_batch = any(w.feeds.kind == "batch_compute_environment" for w in windows)
+        feeds_batch = any(w.feeds.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT for w in windows)
         if (head_nodes or feeds_batch) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
             schedule = limit
         unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
@@ -205,7 +206,7 @@ class CapacityController(GovernanceController):
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
             statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]))
-        batch_feeds = [f for f in feeds if f.kind == "batch_compute_environment"]
+        batch_feeds = [f for f in feeds if f.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT]
         requeue_statements = []
         if batch_feeds:
             statements += [
@@ -223,13 +224,13 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]),
             ]
         node_groups = sorted({stack.format_arn(service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*")
-                              for f in feeds if f.kind == "eks_node_group"})
+                              for f in feeds if f.kind == CONSUMER_EKS_NODE_GROUP})
         if node_groups:
             # rotation.py: read the node group, move its version, scale it up at a block's start and to zero before its end.
             statements.append(iam.PolicyStatement(actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:UpdateNodegroupVersion"],
                                                   resources=node_groups))
         pools = {p.name: p for p in model.pools}
-        clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == "hyperpod_instance_group"})
+        clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
         cluster_statements = update_cluster_statements(self, clusters) if clusters else []
         if any(w.market == "training_plan" for w in model.capacity_windows):
             plans = arn("sagemaker", "training-plan")
@@ -241,8 +242,8 @@ class CapacityController(GovernanceController):
                                     conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
-        raised = sorted({(w.feeds.pool, w.team) for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs" and w.feeds.pool
-                         and any(p.name == w.feeds.pool and p.backend == BATCH_QUOTA_SHARE for p in model.pools)})
+        raising = raising_windows(model)
+        raised = sorted({(w.feeds.pool, w.team) for w in raising if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
         if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
             queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
             environment = lambda pool: stack.format_arn(service="batch", resource="service-environment", resource_name=pool)  # noqa: E731
@@ -254,8 +255,7 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
                                     resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
             ]
-        quota_clusters = sorted({pools[w.feeds.pool].cluster_arn for w in model.capacity_windows
-                                 if w.feeds.kind == "hyperpod_instance_group" and pools[w.feeds.pool].backend == HYPERPOD_EKS})
+        quota_clusters = sorted({pools[w.feeds.pool].cluster_arn for w in raising if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
         if quota_clusters:  # the owner's HyperPod compute quota raised while its plan is active (capacity/shares.py)
             # Compute quota ARNs end in an id SageMaker generates; the controller finds each team's by cluster and name.
             quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in quota_clusters})
@@ -274,7 +274,7 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
                 iam.PolicyStatement(actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters),
             ]
-        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
+        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
         if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
                 stack.format_arn(service="ssm", resource="parameter",
@@ -360,8 +360,8 @@ def polls_team_spend(model: GovernanceModel) -> bool:
 
 def _slurm_pools_fed(model: GovernanceModel) -> list[str]:
     pools = {p.name: p for p in model.pools}
-    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == "hyperpod_instance_group"
-                   and pools.get(w.feeds.pool) is not None and pools[w.feeds.pool].backend == HYPERPOD_SLURM})
+    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP
+                   and pools.get(w.feeds.pool) is not None and backend_of(pools[w.feeds.pool]).drains_on_head_node})
 
 
 def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> dict[str, str]:

@@ -30,7 +30,7 @@ from aws_cdk import (
 from constructs import Construct
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, EKS_USAGE_READER_GROUP, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_IN_VPC, ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    ENV_IN_VPC, ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
@@ -138,10 +138,10 @@ class ReclaimController(GovernanceController):
         self._alarms(starved_ticks)
         self.dashboards = {target.pool: self._dashboard(target.pool) for target in self.targets}
 
-    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum") -> cloudwatch.Metric:
+    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
         """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
-        Preemptions, LostCapacitySeconds, StarvedBelowGuarantee)."""
-        return self.metric(metric_name, dimensions={"Pool": pool, "Share": share}, statistic=statistic, period=self.schedule)
+        Preemptions, LostCapacitySeconds, StarvedBelowGuarantee), over ``period`` (default: one tick)."""
+        return self.metric(metric_name, dimensions=dict(zip(SHARE_DIMENSIONS, (pool, share))), statistic=statistic, period=period or self.schedule)
 
     def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
         """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);

@@ -22,7 +22,7 @@ from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.nag import declare_platform_admin
 from constructs_lib.model import (
-    POD_ROLE_SUFFIX, ROLE_PATH, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account,
+    POD_ROLE_SUFFIX, ROLE_PATH, GovernanceModel, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account,
 )
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
@@ -45,7 +45,7 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     sharing = team.sharing
     resource_sharing: dict = {"Strategy": HYPERPOD_SHARING_STRATEGY[sharing.strategy]}
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-        resource_sharing["BorrowLimit"] = sharing.borrow_limit
+        resource_sharing["BorrowLimit"] = sharing.borrow_percent
     return {
         "Name": team.name,
         "ClusterArn": pool.cluster_arn,
@@ -416,3 +416,9 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
         "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
         "Serverless-LambdaDefaultMemorySize",
     )
+
+
+def build_pool(scope: Construct, model: GovernanceModel, pool: HyperPodEksPool, tenants: Mapping[str, TeamTenancy]) -> HyperPodEksGovernance:
+    """The hyperpod_eks backend's construct builder (constructs_lib/backends/)."""
+    return HyperPodEksGovernance(scope, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name),
+                                 priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=tenants)

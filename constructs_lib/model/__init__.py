@@ -14,9 +14,13 @@ Modules, bottom up (each imports only those before it):
 
 from gpu_governance_runtime.contract import SharingStrategy
 
+from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
+from constructs_lib.backends.batch_quota_share import MAX_LIMITS_PER_QUOTA_SHARE, MAX_SHARES_PER_QUOTA_QUEUE
+from constructs_lib.backends.hyperpod_eks import MAX_HYPERPOD_QUOTA_RESOURCES
+
 from .base import (
     DEFAULT_BOOTSTRAP_QUALIFIER, EMAIL_PATTERN, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
-    MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE,
+    MAX_PRIORITY_CLASSES,
     POD_ROLE_SUFFIX, ROLE_PATH, SAGEMAKER_NAME_PATTERN, SNS_TOPIC_ARN_PATTERN, SUBMISSION_ROLE_SUFFIX,
     TEAM_NAME_MAX, TRAINING_ROLE_SUFFIX, UNLIMITED, AccountId, AlertTarget, BootstrapQualifier,
     ComputeEnvironmentArn, CostCentre, Count, DnsLabel, Ec2InstanceType, EksClusterName, EmailAddress,

@@ -20,11 +20,14 @@ from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DEFAULT_REBORROW_BACKOFF_S, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
 )
 
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
+from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 from constructs_lib.core.errors import GovernanceError, Problem
 
 from .base import (
     DEFAULT_BOOTSTRAP_QUALIFIER, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
-    MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
+    MAX_PRIORITY_CLASSES, UNLIMITED,
     AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
     HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PermissionSetName, PrincipalArn, QueueName, Region,
     SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role, scopes_overlap, team_name_scopes,
@@ -87,9 +90,20 @@ class SharingPolicy(_Frozen):
     def borrows(self) -> bool:
         return self.strategy is SharingStrategy.LEND_AND_BORROW
 
+    @property
+    def borrows_without_limit(self) -> bool:
+        return self.borrow_limit == UNLIMITED
+
+    @property
+    def borrow_percent(self) -> int | None:
+        """``borrow_limit`` as the contract encodes it: a percent, or None when the team borrows
+        without limit or does not borrow (the policy document's ``borrow_limit``; Batch's -1 is
+        translated from it). The one translation of the file's ``"unlimited"``."""
+        return None if self.borrows_without_limit else self.borrow_limit
+
     def borrow_ceiling(self, quota: int) -> int | None:
         """Most instances a team with ``quota`` can hold by borrowing; None when unlimited."""
-        return borrow_ceiling(self.strategy, quota, None if self.borrow_limit == UNLIMITED else self.borrow_limit)
+        return borrow_ceiling(self.strategy, quota, self.borrow_percent)
 
 
 class Preset(str, enum.Enum):
@@ -830,13 +844,13 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
         for instance_type in quota:
             if instance_type not in pool.capacity:
                 problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type, allowed=f"one of {sorted(pool.capacity)}"))
-        limit = _QUOTA_TYPES_PER_TEAM.get(pool.backend)
-        if limit and len(quota) > limit[0]:
-            problems.append(Problem(path=qpath, wrong=f"too many instance types for one {limit[1]}", value=len(quota), allowed=f"at most {limit[0]}"))
+        backend = backend_of(pool)
+        if backend.max_quota_types is not None and len(quota) > backend.max_quota_types:
+            problems.append(Problem(path=qpath, wrong=f"too many instance types for one {backend.quota_noun}", value=len(quota), allowed=f"at most {backend.max_quota_types}"))
         if pool.backend in HYPERPOD_BACKENDS:
             if not HYPERPOD_TEAM_NAME.fullmatch(team.name):
                 problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
-            if team.sharing.borrow_limit == UNLIMITED:
+            if team.sharing.borrows_without_limit:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
             elif pool.backend == HYPERPOD_EKS and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="outside HyperPod's documented borrow limit range", value=team.sharing.borrow_limit, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
@@ -861,12 +875,6 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
                 allowed=f"at least {guaranteed}, or smaller team quotas",
             ))
     return problems
-
-
-_QUOTA_TYPES_PER_TEAM = {
-    BATCH_QUOTA_SHARE: (MAX_LIMITS_PER_QUOTA_SHARE, "Batch quota share"),
-    HYPERPOD_EKS: (MAX_HYPERPOD_QUOTA_RESOURCES, "HyperPod compute quota"),
-}
 
 
 def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: str = "names must be unique") -> None:

@@ -9,15 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_SLURM, POLICY_VERSION
+from gpu_governance_runtime.contract import POLICY_VERSION
 
-from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel, Team
-
-
-# Where a lending limit holds: the pools whose borrowers the reclaim controller plans. Batch quota
-# shares and HyperPod compute quotas have none and the controller does not schedule there, so the
-# policy says what happens: the whole idle quota is lent (`validate` warns; docs/governance-file.md).
-LENDING_LIMIT_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
+from constructs_lib.backends import backend_of
+from constructs_lib.model import AnyPool, GovernanceModel, Team
 
 
 def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
@@ -27,11 +22,12 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "quota": dict(team.quotas[pool.name]),
         "strategy": sharing.strategy.value,
         # null means unlimited for lend_and_borrow and "does not borrow" otherwise
-        "borrow_limit": None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit,
+        "borrow_limit": sharing.borrow_percent,
         "in_share_preemption": sharing.in_share_preemption,
         "fair_share_weight": team.fair_share_weight,
-        # null: lends all its idle quota (as its strategy allows)
-        "lending_limit": sharing.lending_limit if pool.backend in LENDING_LIMIT_BACKENDS else None,
+        # null: lends all its idle quota (as its strategy allows). A lending limit holds only where the
+        # reclaim controller plans the borrowers; elsewhere the policy says what happens (`validate` warns).
+        "lending_limit": sharing.lending_limit if backend_of(pool).reclaim_plans else None,
         "paused": team.paused,
     }
 

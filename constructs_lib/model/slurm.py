@@ -14,7 +14,7 @@ import weakref
 import zlib
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
@@ -28,14 +28,12 @@ from gpu_governance_runtime.slurm import (
     borrow_qos_name,
     class_qos_name,
 )
-from gpu_governance_runtime.contract import HYPERPOD_SLURM
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from .base import SAGEMAKER_NAME_PATTERN, UNLIMITED
+from .base import SAGEMAKER_NAME_PATTERN, OrganisationView
 
-if TYPE_CHECKING:
-    from .organisation import GovernanceModel, HyperPodSlurmPool, Team
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -103,7 +101,7 @@ def team_gid(organisation: str, team: str) -> int:
     return GID_BASE + zlib.crc32(f"{organisation}/{team}".encode()) % GID_SPAN
 
 
-def team_gids(model: GovernanceModel) -> dict[str, int]:
+def team_gids(model: OrganisationView) -> dict[str, int]:
     """Every team's OS group id, the same on every Slurm pool, never two alike (except two
     declared alike, which :func:`slurm_problems` refuses).
 
@@ -129,7 +127,7 @@ def team_gids(model: GovernanceModel) -> dict[str, int]:
     return gids
 
 
-def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[InstanceGroup, ...]:
+def hyperpod_instance_groups(model: OrganisationView, pool_name: str) -> tuple[InstanceGroup, ...]:
     """The instance groups a HyperPod cluster for this pool must have, in a stable order."""
     pool = _slurm_pool(model, pool_name)
     groups = []
@@ -143,13 +141,13 @@ def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[In
     return tuple(groups)
 
 
-def window_instance_groups(model: GovernanceModel, pool_name: str) -> dict[str, str]:
+def window_instance_groups(model: OrganisationView, pool_name: str) -> dict[str, str]:
     """Instance group -> owning team, for every capacity window feeding a group of this pool."""
     return {w.feeds.instance_group: w.team for w in model.capacity_windows if _feeds(w, pool_name)}
 
 
 def _feeds(window, pool_name: str) -> bool:
-    return window.feeds.kind == "hyperpod_instance_group" and window.feeds.pool == pool_name
+    return window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and window.feeds.pool == pool_name
 
 
 # Plans by model (its id, dropped when the model is collected), pool and data root. The model is
@@ -159,7 +157,7 @@ def _feeds(window, pool_name: str) -> bool:
 _PLANS: dict[int, dict[tuple[str, str], SlurmPlan]] = {}
 
 
-def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
+def slurm_plan(model: OrganisationView, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
     plans = _PLANS.get(id(model))
     if plans is None:
@@ -171,7 +169,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
     return plans[key]
 
 
-def _build_slurm_plan(model: GovernanceModel, pool_name: str, data_root: str) -> SlurmPlan:
+def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -> SlurmPlan:
     problems = data_root_problems(data_root) + slurm_problems(model, pool_name)
     if problems:
         raise GovernanceError(problems)
@@ -249,19 +247,19 @@ def data_root_problems(data_root: str) -> list[Problem]:
     return []
 
 
-def _team(teams: tuple[Team, ...], name: str) -> Team:
+def _team(teams: tuple[Any, ...], name: str) -> Any:
     return next(t for t in teams if t.name == name)
 
 
-def _borrow_gpus(team: Team, pool: HyperPodSlurmPool) -> int | None:
+def _borrow_gpus(team: Any, pool: Any) -> int | None:
     """GPUs a team may hold on borrowed nodes: its borrow limit, per instance type, in GPUs."""
-    if team.sharing.borrow_limit == UNLIMITED:
+    if team.sharing.borrows_without_limit:
         return None
     quota = team.quotas[pool.name]
     return sum((team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t] for t, count in quota.items())
 
 
-def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
+def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:
     pools = {p.name: p for p in model.pools}
     pool = pools.get(pool_name)
     if pool is None or pool.backend != HYPERPOD_SLURM:
@@ -270,7 +268,7 @@ def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
     return pool
 
 
-def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
+def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
     """What Slurm and the OS would refuse about one ``hyperpod_slurm`` pool (the organisation
     check runs this too, so `gpu-governance validate` finds it before a synth does)."""
     pool = _slurm_pool(model, pool_name)
@@ -321,7 +319,7 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     return problems
 
 
-def _window_problems(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, ...], groups: tuple[InstanceGroup, ...]) -> list[Problem]:
+def _window_problems(model: OrganisationView, pool: Any, teams: tuple[Any, ...], groups: tuple[InstanceGroup, ...]) -> list[Problem]:
     """A window's instance group joins its owner's partition and is drained before each plan
     ends: it must be a group of its own, and the owner must have a partition in the pool."""
     problems: list[Problem] = []

@@ -105,6 +105,7 @@ class Chargeback(Construct):
             self.purchases_budget = cost_budget(
                 self, "PurchasesBudget", name=f"{model.organisation}-gpu-purchases", amount=purchases_monthly_amount(model),
                 tag_key=TAG_MANAGED_BY, tag_value=purchases_controller_id, emails=platform)
+        self.reclaim = reclaim  # a team's pools on its dashboard are the reclaim controller's: its metrics draw them
         self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
         # The capacity controller publishes each team's spend (capacity/spend.py).
         self.draws_spend = bool(model.capacity_windows) and purchases_controller_id is not None and polls_team_spend(model)
@@ -117,10 +118,6 @@ class Chargeback(Construct):
             team_pools = [p for p in pools if p in team.quotas]
             if team_pools or team.name in buyers or (self.draws_spend and team.monthly_budget_usd is not None):
                 self.team_dashboards[team.name] = self._team_dashboard(team, team_pools, (tenants or {}).get(team.name), buys=team.name in buyers)
-
-    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
-        return cloudwatch.Metric(namespace=RECLAIM_NAMESPACE, metric_name=metric_name, dimensions_map=dict(zip(SHARE_DIMENSIONS, (pool, share))),
-                                 statistic=statistic, period=period or self.schedule)
 
     def _search(self, metric_name: str, statistic: str, period: Duration, namespace: str = RECLAIM_NAMESPACE, dimensions: Sequence[str] = SHARE_DIMENSIONS,
                 label: str = "", team: str | None = None, total: bool = False, not_team: str | None = None) -> cloudwatch.MathExpression:
@@ -224,13 +221,13 @@ class Chargeback(Construct):
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1))
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="guarantee vs use vs borrowed vs lent (instances)", width=12,
-                                       left=[self.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
+                                       left=[self.reclaim.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
                 cloudwatch.GraphWidget(title="instance-hours per day", width=12,
-                                       left=[self.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
+                                       left=[self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
                 cloudwatch.GraphWidget(title=f"waiting ({'workloads' if kueue else 'instances'}) and starved below guarantee", width=12,
-                                       left=[self.metric_share(pool, team.name, "Pending")], right=[self.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
+                                       left=[self.reclaim.metric_share(pool, team.name, "Pending")], right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
                 *([] if kueue else [cloudwatch.GraphWidget(title="reclaims and preemptions", width=12, left=[
-                    self.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])]),
+                    self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])]),
             )
         if buys:
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1))

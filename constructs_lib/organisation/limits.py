@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS
 
+from constructs_lib.backends import BACKENDS
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
 
@@ -38,8 +39,8 @@ MAX_DASHBOARD_METRICS = 2_500
 # The reclaim controller's dashboard of one pool (controllers/reclaim.py): a heading, one graph per
 # share metric, then the pool's own graphs (HyperPod EKS: waiting workloads; Batch: pending work,
 # preemptions, capacity-seconds lost). Every graph is one search expression over the pool's teams,
-# so neither count grows with them.
-RECLAIM_DASHBOARD_WIDGETS = {BATCH_QUOTA_SHARE: 8, BATCH_FAIR_SHARE: 8, HYPERPOD_EKS: 6}
+# so neither count grows with them. Each backend declares its count (constructs_lib/backends/).
+RECLAIM_DASHBOARD_WIDGETS = {name: b.reclaim_dashboard_widgets for name, b in BACKENDS.items() if b.reclaim_dashboard_widgets}
 # Lambda: the unzipped deployment package that carries the compiled policy document
 MAX_LAMBDA_UNZIPPED_BYTES = 262_144_000
 
@@ -51,8 +52,8 @@ TEAM_BASE = 11
 # batch_quota_share: quota share, submit policy, starvation alarm; batch_fair_share: submit policy,
 # alarm; hyperpod_eks: compute quota, describe policy, pod role, pod identity, namespace wait,
 # Kubernetes objects (plus one access entry per principal, counted apart); each pool: the team's
-# discovery parameter.
-TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 7, HYPERPOD_SLURM: 1}
+# discovery parameter. Each backend declares its count (``Backend.team_resources``).
+TEAM_PER_POOL = {name: b.team_resources for name, b in BACKENDS.items()}
 # Chargeback (constructs_lib/organisation/chargeback.py): a team in a Batch pool (observed by the reclaim
 # controller) gets a usage dashboard and the policy that reads it, and with an owner an alert topic
 # and its subscription; a team with a monthly budget, the budget.
@@ -64,7 +65,7 @@ TEAM_GUARD_TOPIC = 3
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
 # Batch pools: plus the reclaim controller's PoolErrors alarm and dashboard of the pool (EKS: its dashboard).
-SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 5, BATCH_FAIR_SHARE: 4, HYPERPOD_EKS: 11, HYPERPOD_SLURM: 1}
+SHARED_PER_POOL = {name: b.shared_resources for name, b in BACKENDS.items()}  # ``Backend.shared_resources``
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms
 SHARED_GUARD = 15  # when a quota-share pool exists: guard, ledger, key, topic, queue, rule, alarms

@@ -18,6 +18,7 @@ from gpu_governance_runtime.contract import discovery_parameter_path
 from constructs_lib.core.chargeback import tag_for_cost_allocation
 
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.buckets import hardened_bucket
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.model import (
@@ -172,19 +173,14 @@ class TeamTenancy(Construct):
             removal_policy=RemovalPolicy.RETAIN,
             policy=iam.PolicyDocument(statements=administration),
         )
-        self.bucket = s3.Bucket(
+        self.bucket = hardened_bucket(
             self,
             "Bucket",
             encryption=s3.BucketEncryption.KMS,
             encryption_key=self.key,
             bucket_key_enabled=True,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
             server_access_logs_bucket=access_log_bucket,
             server_access_logs_prefix=f"{team.name}/",
-            removal_policy=RemovalPolicy.RETAIN,
         )
 
         self.repository = ecr.Repository(

@@ -26,12 +26,17 @@ HYPERPOD_EKS = "hyperpod_eks"
 HYPERPOD_SLURM = "hyperpod_slurm"
 BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM)
 HYPERPOD_BACKENDS = (HYPERPOD_EKS, HYPERPOD_SLURM)
-# What a capacity window's consumer must name, by kind: what the capacity controller acts on.
+# The kinds of capacity-window consumer (``feeds.kind`` in the governance file, ``consumer.kind``
+# in the policy document) and what each must name: what the capacity controller acts on.
+CONSUMER_BATCH_COMPUTE_ENVIRONMENT = "batch_compute_environment"
+CONSUMER_EKS_NODE_GROUP = "eks_node_group"
+CONSUMER_HYPERPOD_INSTANCE_GROUP = "hyperpod_instance_group"
+CONSUMER_SAGEMAKER_TRAINING_JOBS = "sagemaker_training_jobs"
 CONSUMER_FIELDS = {
-    "batch_compute_environment": ("launch_template_name", "compute_environment", "block_compute_environment", "job_queue"),
-    "eks_node_group": ("launch_template_name", "cluster_name", "nodegroup_name"),
-    "hyperpod_instance_group": ("pool", "instance_group", "cluster_arn"),
-    "sagemaker_training_jobs": (),
+    CONSUMER_BATCH_COMPUTE_ENVIRONMENT: ("launch_template_name", "compute_environment", "block_compute_environment", "job_queue"),
+    CONSUMER_EKS_NODE_GROUP: ("launch_template_name", "cluster_name", "nodegroup_name"),
+    CONSUMER_HYPERPOD_INSTANCE_GROUP: ("pool", "instance_group", "cluster_arn"),
+    CONSUMER_SAGEMAKER_TRAINING_JOBS: (),
 }
 
 
