@@ -16,7 +16,7 @@ from moto import mock_aws
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
 from gpu_governance_runtime import contract  # noqa: E402
-from gpu_governance_runtime.capacity import raised_reader  # noqa: E402
+from gpu_governance_runtime import raised_guarantees  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
@@ -62,7 +62,7 @@ def test_raises_of_other_pools_teams_without_a_share_or_past_their_end_count_not
         ssm.put_parameter(Name=PARAMETER, Type="SecureString", Value=json.dumps([
             raise_of(6, WHEN - timedelta(minutes=1)),  # lowered a minute ago: stale, however long the parameter says it
             raise_of(6, WHEN + timedelta(hours=1), pool="sagemaker"), raise_of(6, WHEN + timedelta(hours=1), team="outsider")]))
-        in_force = raised_reader.read(ssm=ssm, name=PARAMETER, now=WHEN)
+        in_force = raised_guarantees.read(ssm=ssm, name=PARAMETER, now=WHEN)
     assert len(in_force) == 2
     result, share, _, _ = tick(ledger_table, in_force)
     assert (result.preemptions, share["research"]["Guaranteed"]) == (2, 2)

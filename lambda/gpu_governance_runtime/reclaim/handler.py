@@ -16,7 +16,7 @@ Environment:
   USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
                      {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
   RAISED_GUARANTEES_PARAMETER  optional: the SSM parameter of the guarantees the capacity controller has
-                     raised (capacity/raised.py, read by capacity/raised_reader.py); each tick plans and reports with them added
+                     raised (capacity/raised.py, read by raised_guarantees.py); each tick plans and reports with them added
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ..contract import (
     ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
 )
 from ..policy import Policy, read_policy
-from ..capacity import raised_reader
+from .. import raised_guarantees
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
@@ -103,7 +103,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             now = time.time()
             if raises is None:
                 name = os.environ.get(ENV_RAISED_GUARANTEES)
-                raises = raised_reader.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
+                raises = raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=now,
                                     time_left=time_left, raises=raises))
