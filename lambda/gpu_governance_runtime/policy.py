@@ -71,7 +71,7 @@ def policy_path(environment: Mapping[str, str]) -> Path:
     return Path(environment.get(ENV_POLICY_PATH) or Path(__file__).resolve().parent / POLICY_FILE_NAME)
 
 
-def read_policy(environment: Mapping[str, str] = os.environ) -> Policy:
+def read_policy(environment: Mapping[str, str]) -> Policy:
     return read_policy_file(policy_path(environment))
 
 

@@ -43,10 +43,6 @@ SCHEDULED = ("aws.events", "Scheduled Event")
 Write = Callable[[Mapping[str, Any]], None]
 
 
-def is_scheduled(event: Mapping[str, Any]) -> bool:
-    return (event.get("source"), event.get("detail-type")) == SCHEDULED
-
-
 def team_of(windows: Mapping[str, Window], window: str, tagged: str | None = None) -> str:
     """The team a window's purchases are charged to: the declared window's, else the purchase's own team tag."""
     declared = windows.get(window)

@@ -66,6 +66,11 @@ class Window:
     alarm_requests: tuple[Mapping[str, Any], ...] = ()
 
     @property
+    def dry_run(self) -> bool:
+        """``mode: dry_run``: every step of the window is planned and reported, none done."""
+        return self.mode == "dry_run"
+
+    @property
     def budget_key(self) -> str:
         """Whose budget a purchase for this window counts against."""
         return self.budget_window or self.name
