@@ -8,7 +8,7 @@ size of the function asset if Powertools were bundled into it.
 
 Each import is timed in a new interpreter, after ``import boto3`` (every handler imports it
 first, and it loads jmespath, which Powertools needs), from a copy staged as
-``constructs_lib/runtime_asset.py`` stages the asset: without ``__pycache__``, and with
+``constructs_lib/core/runtime_asset.py`` stages the asset: without ``__pycache__``, and with
 ``PYTHONDONTWRITEBYTECODE`` because Lambda's /var/task is read-only, so a bundled package is
 compiled from source at every cold start. The "with bytecode" rows are the best case (compiled
 files present, as a layer that ships them would have). Python is the one running this script.

@@ -46,7 +46,6 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model.policy import policy_json
 
 NAMESPACE = RECLAIM_NAMESPACE
-ACTING_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
 POOL_ERROR_TICKS = 3
 # Each a graph of every team's share on the pool's reclaim dashboard.
 SHARE_GRAPHS = ("Guaranteed", "InUse", "Borrowed", "Lent")

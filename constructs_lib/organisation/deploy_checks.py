@@ -89,7 +89,7 @@ def _aws_principals(statement: dict) -> list[Any]:
 def named_principals(stack: StackTemplate) -> list[Problem]:
     """A role or user written into a resource policy as its literal ARN: refused while it does
     not exist, lost when it is re-created. Name its account and match ``aws:PrincipalArn``
-    (constructs_lib.tenancy.principals_named) or reference a role the stack creates."""
+    (constructs_lib.tenancy.team.principals_named) or reference a role the stack creates."""
     problems = []
     for logical_id, resource in stack.resources():
         document = resource.get("Properties", {}).get(_POLICIES.get(resource.get("Type"), ""))

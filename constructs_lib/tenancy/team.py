@@ -383,13 +383,3 @@ class TeamTenancy(Construct):
         self.data_policy.attach_to_role(role)
         self.key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
 
-    def grant_data(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read and write this team's bucket with its key; the key policy admits only roles it
-        names, so grant other roles through this construct's roles instead."""
-        grant = iam.Grant.add_to_principal(grantee=grantee, actions=_OBJECT_ACTIONS, resource_arns=[self.bucket.arn_for_objects("*")])
-        grant = grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=_BUCKET_ACTIONS, resource_arns=[self.bucket.bucket_arn]))
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(principals=[grantee.grant_principal], actions=KEY_USE_ACTIONS, resources=["*"])
-        )
-        return grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=KEY_USE_ACTIONS, resource_arns=[self.key.key_arn]))
-

@@ -31,10 +31,8 @@ INSTANT_START_LEAD = timedelta(minutes=30)
 # EC2 sends the expiration warning this long before the end.
 WARNING_LEAD = timedelta(minutes=40)
 
-# Reservation states: these hold (or will hold) capacity ...
+# Reservation states that hold (or will hold) capacity.
 COVERING_STATES = frozenset({"payment-pending", "scheduled", "active"})
-# ... these never will. payment-failed blocks were never charged and can be bought again.
-DEAD_STATES = frozenset({"payment-failed", "expired", "cancelled", "failed"})
 # Extensions are sold only for blocks that still run or are about to.
 EXTENDABLE_STATES = frozenset({"scheduled", "active"})
 
