@@ -15,13 +15,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
-from constructs_lib.core.errors import GovernanceError
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_BAD_INPUT = 0, 1, 2
 BACKENDS = ("batch_quota_share", "hyperpod_eks", "hyperpod_slurm")
@@ -47,10 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from gpu_governance_runtime.policy import parse_policy
-
-    from constructs_lib.model.policy import compile_policy
     from constructs_lib.member.waiting import explain, render
+    from constructs_lib.model.policy import compile_policy
+    from gpu_governance_runtime.policy import parse_policy
 
     model = model_from(args)
     team = next((t for t in model.teams if t.name == args.team), None)
@@ -64,7 +63,7 @@ def _status(args: argparse.Namespace) -> int:
             raise GovernanceError.single("--pool", f"not a pool team {team.name} has a quota in that status reads", args.pool,
                                          f"one of {', '.join(allowed) or '(none)'}")
     policy = parse_policy(compile_policy(model))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     statuses = []
     for pool in pools:
         readers: dict[str, Callable] = {"batch_quota_share": _batch, "hyperpod_eks": _eks, "hyperpod_slurm": _slurm}

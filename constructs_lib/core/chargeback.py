@@ -8,8 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_cdk import Tags, aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_kms as kms, aws_sns as sns
+from aws_cdk import (
+    Tags,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_kms as kms,
+    aws_sns as sns,
+)
 from constructs import Construct
+
 from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_POOL, TAG_TEAM
 
 from .acknowledgements import acknowledge

@@ -1,24 +1,23 @@
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
-from aws_cdk import aws_iam as iam, aws_s3 as s3
+from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack, aws_iam as iam, aws_s3 as s3
 from constructs import Construct
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
-from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.controllers.guard import SubmissionGuard
-from constructs_lib.member.parameters import publish_discovery
-from constructs_lib.organisation.chargeback import Chargeback
-from constructs_lib.hyperpod_eks import HyperPodEksGovernance
-from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
+from constructs_lib.core.acknowledgements import acknowledge
+from constructs_lib.hyperpod_eks import HyperPodEksGovernance
+from constructs_lib.member.parameters import publish_discovery
+from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.chargeback import Chargeback
+from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
 from constructs_lib.slurm.construct import HyperPodSlurmGovernance
 from constructs_lib.tenancy import TeamTenancy
-from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from .team import TeamStack
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
-from typing import Any, Mapping
-
-from gpu_governance_runtime.contract import TAG_TEAM
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
+from gpu_governance_runtime.contract import TAG_TEAM
+
 from .setup import TeamSetup
 
 SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
@@ -27,7 +28,7 @@ DEFAULT_VOLUME_GB = 100
 def unique_job_name(team: str, base: str, now: datetime | None = None) -> str:
     """``<team>-<base>-<UTC time>``: the execution role trusts only training jobs named
     ``<team>-*`` (docs/security.md), and a time suffix keeps retries apart."""
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     return check_job_name(team, f"{team}-{base}-{stamp}")
 
 
@@ -129,7 +130,7 @@ def active_training_plan(setup: TeamSetup, instance_type: str, published: str | 
         return None
     try:
         plans = json.loads(published)
-        moment = now or datetime.now(timezone.utc)
+        moment = now or datetime.now(UTC)
         live = [p for p in plans if p.get("instance_type") == instance_type and datetime.fromisoformat(p["ends"]) > moment]
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise GovernanceError.single(setup.training_plans_parameter or "training plans", "not the team's training plans", str(published)[:80],

@@ -14,9 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from gpu_governance_runtime.contract import BACKENDS, HYPERPOD_NAMESPACE_PREFIX, discovery_parameter_path
-
 from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import BACKENDS, HYPERPOD_NAMESPACE_PREFIX, discovery_parameter_path
 
 # --- names and identifiers ------------------------------------------------------------------
 

@@ -8,14 +8,23 @@ Windows build on the model's base (``base.py``); the organisation (``organisatio
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
+from constructs_lib.core.errors import Problem
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS
 
-from constructs_lib.core.errors import Problem
-from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
+from .base import (
+    ComputeEnvironmentArn,
+    DnsLabel,
+    Ec2InstanceType,
+    EksClusterName,
+    InstanceGroupName,
+    SageMakerInstanceType,
+    TeamName,
+    _Frozen,
+)
 
 if TYPE_CHECKING:
     from .organisation import GovernanceModel
@@ -64,7 +73,7 @@ class TrainingJobsFeed(_Frozen):
 
 
 Feed = Annotated[
-    Union[BatchComputeEnvironmentFeed, EksNodeGroupFeed, HyperPodInstanceGroupFeed, TrainingJobsFeed],
+    BatchComputeEnvironmentFeed | EksNodeGroupFeed | HyperPodInstanceGroupFeed | TrainingJobsFeed,
     Field(discriminator="kind"),
 ]
 TRAINING_PLAN_FEEDS = ("hyperpod_instance_group", "sagemaker_training_jobs")
@@ -131,7 +140,7 @@ class CapacityWindow(_Frozen):
     alarm_requests: Annotated[tuple[AlarmRequest, ...], Field(max_length=MAX_ALARMS_PER_WINDOW)] = ()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CapacityWindow":
+    def _consistent(self) -> CapacityWindow:
         sagemaker_type = self.instance_type.startswith("ml.")
         if self.market == "training_plan" and not sagemaker_type:
             raise ValueError(f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}")
@@ -147,7 +156,7 @@ class CapacityWindow(_Frozen):
     def market(self) -> Literal["capacity_block", "training_plan"]:
         return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
 
-    def to_policy(self, model: "GovernanceModel") -> dict[str, Any]:
+    def to_policy(self, model: GovernanceModel) -> dict[str, Any]:
         """The window as the controller reads it (``gpu_governance_runtime.policy.read_policy``), its
         consumer completed from ``model`` with what the controller acts on (a pool's cluster ARN)."""
         consumer = self.feeds.model_dump()
@@ -182,7 +191,7 @@ def tenant_driven(metric: str) -> bool:
     return name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS)
 
 
-def window_warnings(model: "GovernanceModel") -> list[str]:
+def window_warnings(model: GovernanceModel) -> list[str]:
     """What `validate` warns of, deployable but worth a second look: an ``auto`` window buying
     when an alarm on a metric tenants drive (pending jobs, queue depth) goes off, so a team that
     queues enough work buys capacity without anyone approving it; or an alarm that does not say
@@ -203,7 +212,7 @@ def window_warnings(model: "GovernanceModel") -> list[str]:
     return warnings
 
 
-def check_windows(model: "GovernanceModel") -> list[Problem]:
+def check_windows(model: GovernanceModel) -> list[Problem]:
     """Cross-checks between windows and the organisation (called by ``check_organisation``)."""
     problems: list[Problem] = []
     seen: set[str] = set()
@@ -255,7 +264,7 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
     return problems
 
 
-def raising_windows(model: "GovernanceModel") -> list[CapacityWindow]:
+def raising_windows(model: GovernanceModel) -> list[CapacityWindow]:
     """The windows whose capacity raises the owner's quota while active (capacity/shares.py):
     training jobs of a Batch quota-share pool, instance groups of a HyperPod EKS pool, when the
     team has a share in the pool."""

@@ -10,7 +10,7 @@ import gzip
 import importlib.util
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instan
 EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
 
 
-@lru_cache(maxsize=None)
+@cache
 def known(enumeration: tuple[str, str]) -> frozenset[str]:
     """The instance types the service model in the installed botocore lists, read once per process
     from botocore's data files (its newest API version of the service) without importing botocore,

@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_SLURM, POLICY_VERSION
-
 from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel, Team
-
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_SLURM, POLICY_VERSION
 
 # Where a lending limit holds: the pools whose borrowers the reclaim controller plans. Batch quota
 # shares and HyperPod compute quotas have none and the controller does not schedule there, so the

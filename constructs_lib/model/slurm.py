@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import HYPERPOD_SLURM
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
     DataPath,
@@ -27,10 +29,8 @@ from gpu_governance_runtime.slurm import (
     borrow_qos_name,
     class_qos_name,
 )
-from gpu_governance_runtime.contract import HYPERPOD_SLURM
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from constructs_lib.core.errors import GovernanceError, Problem
 from .base import SAGEMAKER_NAME_PATTERN, UNLIMITED
 
 if TYPE_CHECKING:

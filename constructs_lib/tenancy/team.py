@@ -5,25 +5,42 @@ principals may assume."""
 from __future__ import annotations
 
 import json
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from aws_cdk import (
-    ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_ecr as ecr, aws_iam as iam, aws_kms as kms,
+    ArnFormat,
+    DefaultStackSynthesizer,
+    Duration,
+    Fn,
+    RemovalPolicy,
+    Stack,
+    Token,
+    aws_ecr as ecr,
+    aws_iam as iam,
+    aws_kms as kms,
     aws_s3 as s3,
 )
 from constructs import Construct, Node
 
-from gpu_governance_runtime.contract import discovery_parameter_path
-
-from constructs_lib.core.chargeback import tag_for_cost_allocation
-
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.model import (
-    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, is_arn_pattern, repository_name, secrets_prefix,
-    team_key_alias, team_role_arn, training_job_name_patterns,
+    ROLE_PATH,
+    SUBMISSION_ROLE_SUFFIX,
+    TRAINING_ROLE_SUFFIX,
+    Team,
+    account_of,
+    is_arn_pattern,
+    repository_name,
+    secrets_prefix,
+    team_key_alias,
+    team_role_arn,
+    training_job_name_patterns,
 )
+from gpu_governance_runtime.contract import discovery_parameter_path
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -367,7 +384,7 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=DISCOVERY_READ_ACTIONS, resources=[self._discovery_arn(), self._discovery_arn("/*")]),
         ]
 
-    def allow_submission(self, queue: "SubmissionTarget") -> iam.ManagedPolicy:
+    def allow_submission(self, queue: SubmissionTarget) -> iam.ManagedPolicy:
         """Let this team's submission role use ``queue`` as the team, and only as the team."""
         return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
 

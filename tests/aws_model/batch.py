@@ -13,8 +13,9 @@ of the caller between two calls.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
@@ -63,7 +64,7 @@ class Faults:
 
 
 class _Paginator:
-    def __init__(self, batch: "FakeBatch"):
+    def __init__(self, batch: FakeBatch):
         self.batch = batch
 
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from gpu_governance_runtime.capacity import controller, market, requests
@@ -116,7 +116,7 @@ class Month:
             return
         self.runs += 1
         blocks = controller.known_blocks(report.owned, self.ledger)
-        for name, w in every.items():  # the rotation's decision for each launch-template consumer
+        for w in every.values():  # the rotation's decision for each launch-template consumer
             key = w.consumer["launch_template_name"]
             self.on_target[key] = wanted_target(w, blocks, self.on_target.get(key, ON_DEMAND), now)
         self._check_targets(now)

@@ -124,7 +124,7 @@ class Checker:
                     self.value(item, shape.value, f"{path}{{}}")
             elif kind == "structure":
                 keys = [_const(k) if k is not None else None for k in node.keys]
-                for key, item in zip(keys, node.values):
+                for key, item in zip(keys, node.values, strict=True):
                     if key is None:
                         continue
                     if key not in shape.members:
@@ -261,7 +261,7 @@ class Checker:
 
     # --- all ----------------------------------------------------------------------------------
 
-    def check(self) -> "Checker":
+    def check(self) -> Checker:
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(node)

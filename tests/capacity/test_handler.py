@@ -5,8 +5,9 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
-from gpu_governance_runtime.capacity.handler import Clients, load_windows, process
 from moto import mock_aws
+
+from gpu_governance_runtime.capacity.handler import Clients, load_windows, process
 
 from . import stubbed_batch as batch_side
 from .builders import NOW, at, block

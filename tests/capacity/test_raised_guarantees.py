@@ -12,8 +12,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from gpu_governance_runtime import contract
-from gpu_governance_runtime import raised_guarantees
+from gpu_governance_runtime import contract, raised_guarantees
 from gpu_governance_runtime.capacity import raised, shares
 from gpu_governance_runtime.capacity.handler import Clients, process
 

@@ -13,11 +13,12 @@ from datetime import timedelta
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
+
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
 from gpu_governance_runtime.capacity.requeue import JOB_SECONDS, STOP_LEAD, requeue, resume
 from gpu_governance_runtime.common.batch_copy import copy_request
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
-from moto import mock_aws
 
 from .stubbed_aws import create_ledger_table
 from .stubbed_batch import (
@@ -77,7 +78,7 @@ def test_the_job_checkpoints_after_the_warning_and_is_stopped_and_copied_once_on
     assert later(clients, ledger, STOP_TIME)["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     [(action, status, details)] = ledger.actions("requeue#", ("requeued",))
     assert (action, details["new_job"], details["reservation"]) == ("requeue#job-on-block", "job-copy", BLOCK)
-    assert STOP_TIME <= ENDS - timedelta(minutes=30)  # before the instances terminate, 30 minutes before the end
+    assert ENDS - timedelta(minutes=30) >= STOP_TIME  # before the instances terminate, 30 minutes before the end
     # The warning is delivered again: nothing is claimed, stopped or copied twice.
     discovery(stubs)
     again = drain(clients, ledger, now=STOP_TIME + timedelta(seconds=30))

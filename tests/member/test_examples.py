@@ -14,7 +14,6 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-
 from .aws_models import payload_problems
 from .conftest import IMAGE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -15,8 +15,10 @@ from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from gpu_governance_runtime import contract  # noqa: E402
-from gpu_governance_runtime import raised_guarantees  # noqa: E402
+from gpu_governance_runtime import (
+    contract,  # noqa: E402
+    raised_guarantees,  # noqa: E402
+)
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
@@ -24,7 +26,7 @@ from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from .test_controller import G6E, NOW, POLICY, QUEUE, SETTINGS, expect_read, ledger_table, stubbed  # noqa: E402,F401 - the fixture
 
 PARAMETER = contract.raised_guarantees_parameter("acme")
-WHEN = datetime.fromtimestamp(NOW, timezone.utc)
+WHEN = datetime.fromtimestamp(NOW, UTC)
 
 
 def raise_of(instances, until, pool="ec2-gpu", team="research", instance_type=G6E):
@@ -81,7 +83,7 @@ def test_the_handler_reads_the_parameter_once_and_an_unreadable_one_fails_the_po
     with mock_aws():
         ssm = boto3.client("ssm", region_name="us-east-1")
         monkeypatch.setattr(controller, "ssm", ssm)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         ssm.put_parameter(Name=PARAMETER, Type="SecureString", Value=json.dumps([raise_of(6, now + timedelta(hours=1))]))
         client, stubber = stubbed("batch")
         expect_read(stubber)

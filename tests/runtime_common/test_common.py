@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,8 +14,7 @@ import jsonschema
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import gpu_governance_runtime
 from gpu_governance_runtime import api_check, contract
@@ -70,7 +69,7 @@ def lines(output: str) -> list[dict]:
 
 
 def test_each_log_call_is_one_json_line_with_level_message_and_fields(capsys):
-    log.info("capacity controller run", bought=["i-1"], spent=Decimal("12.50"), at=datetime(2026, 12, 1, tzinfo=timezone.utc))
+    log.info("capacity controller run", bought=["i-1"], spent=Decimal("12.50"), at=datetime(2026, 12, 1, tzinfo=UTC))
     log.error("step failed", what="window w", error="AccessDenied")
     info, error = lines(capsys.readouterr().out)
     assert info == {"level": "INFO", "message": "capacity controller run", "bought": ["i-1"], "spent": "12.50",

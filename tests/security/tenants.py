@@ -9,8 +9,8 @@ the capacity account)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel, Team, submission_policy_name
@@ -238,7 +238,7 @@ class Probe:
 
     def allowed(self, world: World, principal: Principal) -> bool:
         extra = self.resource_context or tuple({} for _ in self.resources)
-        return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra))
+        return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra, strict=False))
 
 
 def sent_tags(org: Organisation, attacker: str, victim: Tenant) -> Iterator[dict]:
@@ -326,7 +326,7 @@ def job_attack(org: Organisation, principal: Principal, attacker: str, victim: T
         job = _batch_arn(org.capacity, f"{kind}/victim-{victim.name}")
         tags = {TEAM_TAG: victim.name}
         steps = []
-        as_resource = lambda: {f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}  # noqa: E731
+        as_resource = lambda: {f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}  # noqa: E731, B023 - called within this iteration
         if world.is_allowed(Request(principal, "batch:UntagResource", job, {**as_resource(), "aws:TagKeys": [TEAM_TAG]})):
             tags, steps = {}, steps + ["UntagResource"]
         retag = {**as_resource(), f"aws:RequestTag/{TEAM_TAG}": [attacker], "aws:TagKeys": [TEAM_TAG]}

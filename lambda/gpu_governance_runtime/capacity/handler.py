@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import boto3
 
@@ -30,12 +31,40 @@ from ..common import log, metrics
 from ..common.clients import CAPACITY_READS, COST_EXPLORER, SUBMIT_ONCE
 from ..common.handler import Environment, EventKind, recognise, time_left as time_left_of
 from ..contract import (
-    ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
-    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
+    ALARM_EVENT_SOURCE,
+    ALARM_STATE_CHANGE_DETAIL_TYPE,
+    BATCH_QUOTA_SHARE,
+    CAPACITY_EVENT_SOURCE,
+    CAPACITY_NAMESPACE,
+    CAPACITY_REQUEST_DETAIL_TYPE,
+    ENV_BUDGET,
+    ENV_CONTROLLER_ID,
+    ENV_LEDGER_TABLE,
+    ENV_PRICE_CAP,
+    ENV_RAISED_GUARANTEES,
+    ENV_RAISED_GUARANTEES_KEY,
+    ENV_SLURM_HEAD_NODES,
+    ENV_TEAM_SPEND,
+    ENV_TICK_SECONDS,
+    ENV_TOPIC_ARN,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
     STACK_EVENT_SOURCE,
 )
 from ..policy import Policy, PolicyError, policy_path, read_policy_file
-from . import chargeback, controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window, spend
+from . import (
+    chargeback,
+    controller,
+    delivery,
+    hyperpod,
+    raised,
+    requests,
+    requeue,
+    rotation,
+    shares,
+    slurm_window,
+    spend,
+)
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
@@ -145,8 +174,8 @@ class CapacitySettings:
 
 
 def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    return process(event, clients=CLIENTS, settings=os.environ, now=datetime.now(timezone.utc),
-                   clock=lambda: datetime.now(timezone.utc), time_left=time_left_of(context))
+    return process(event, clients=CLIENTS, settings=os.environ, now=datetime.now(UTC),
+                   clock=lambda: datetime.now(UTC), time_left=time_left_of(context))
 
 
 def process(raw_event: Mapping[str, Any], *, clients: Clients, settings: Mapping[str, str], now: datetime,

@@ -23,8 +23,9 @@ parameter); the reader bounds every entry (``raised_guarantees``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 

@@ -25,7 +25,8 @@ https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html, and a 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from botocore.exceptions import ClientError
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -31,7 +32,18 @@ from .. import api_check
 from ..common.clients import WITHIN_A_TICK
 from ..common.handler import Environment, EventKind, recognise
 from ..common.log import write as log
-from ..contract import ENV_GUARD_NAMES, ENV_GUARD_QUEUES, GUARD_FILE_NAME, GUARD_NAMESPACE, TEAM_PLACEHOLDER, GUARDED_STATES, SERVICE_JOB_EVENT, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, TAG_TEAM
+from ..contract import (
+    ENV_GUARD_NAMES,
+    ENV_GUARD_QUEUES,
+    ENV_LEDGER_TABLE,
+    ENV_TOPIC_ARN,
+    GUARD_FILE_NAME,
+    GUARD_NAMESPACE,
+    GUARDED_STATES,
+    SERVICE_JOB_EVENT,
+    TAG_TEAM,
+    TEAM_PLACEHOLDER,
+)
 from ..reclaim.ledger import DONE, FAILED, ActionKey, Ledger
 from . import checks
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -38,8 +39,22 @@ from ..common.clients import SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.handler import Environment, time_left as time_left_of
 from ..common.log import write as log
 from ..contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_IN_VPC, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
-    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    ENV_IN_VPC,
+    ENV_LEDGER_TABLE,
+    ENV_MAX_PREEMPTIONS_PER_TICK,
+    ENV_METRICS_NAMESPACE,
+    ENV_MIN_RUN_TIME_S,
+    ENV_RAISED_GUARANTEES,
+    ENV_RECLAIM_TARGETS,
+    ENV_TICK_SECONDS,
+    ENV_USAGE_TARGETS,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    POOL_ERRORS,
+    RECLAIM_NAMESPACE,
+    SHARE_METRICS,
 )
 from ..policy import Policy, policy_path, read_policy_file
 from ..usage import usage_records
@@ -138,7 +153,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             now = time.time()
             if raises is None:
                 name = environment.raised_guarantees
-                raises = raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
+                raises = raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, UTC)) if name else []
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(environment.planner),
                                     dry_run=dry_run, namespace=namespace, now=now, time_left=time_left, raises=raises,
@@ -194,7 +209,7 @@ def run_tick(
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
         outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
-                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
+                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)  # noqa: B023 - called within this iteration
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
@@ -207,7 +222,7 @@ def run_tick(
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
             outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True,
-                           lambda progress: adapter.start(start, progress), time_left)
+                           lambda progress: adapter.start(start, progress), time_left)  # noqa: B023 - called within this iteration
         else:
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,

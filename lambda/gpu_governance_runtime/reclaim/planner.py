@@ -47,9 +47,9 @@ Semantics (docs/reclaim.md explains them with examples):
 from __future__ import annotations
 
 import heapq
-from operator import itemgetter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from operator import itemgetter
 
 from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling, lendable
 
@@ -368,7 +368,7 @@ def pending_guarantee_jobs(shares: Iterable[Share], running: Iterable[RunningJob
         in_use[job.share, job.instance_type] = in_use.get((job.share, job.instance_type), 0) + job.count
     for job in pending:
         where, share = (job.share, job.instance_type), by_name[job.share]
-        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):
+        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):  # noqa: B023 - called within this iteration
             yield job
 
 
