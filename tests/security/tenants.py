@@ -326,7 +326,7 @@ def job_attack(org: Organisation, principal: Principal, attacker: str, victim: T
         job = _batch_arn(org.capacity, f"{kind}/victim-{victim.name}")
         tags = {TEAM_TAG: victim.name}
         steps = []
-        as_resource = lambda: {f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}  # noqa: E731, B023 - called within this iteration
+        as_resource = lambda: {f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}  # noqa: E731
         if world.is_allowed(Request(principal, "batch:UntagResource", job, {**as_resource(), "aws:TagKeys": [TEAM_TAG]})):
             tags, steps = {}, steps + ["UntagResource"]
         retag = {**as_resource(), f"aws:RequestTag/{TEAM_TAG}": [attacker], "aws:TagKeys": [TEAM_TAG]}

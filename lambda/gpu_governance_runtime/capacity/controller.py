@@ -112,11 +112,11 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
     owned = reconcile(windows=windows, ledger=ledger, capacity=capacity, notify=notify, now=now, log=log)
     for intent in ledger.open_intents():
         if intent.status == "approved" and intent.window in windows:
-            log.step(f"intent {intent.id}", lambda: _buy_approved(intent, windows[intent.window], ctx))  # noqa: B023 - called within this iteration
+            log.step(f"intent {intent.id}", lambda: _buy_approved(intent, windows[intent.window], ctx))
     held = _held(owned, ledger, now)
     offerings, unread = [], set()
     for window in windows.values():
-        if not log.step(f"window {window.name}", lambda: offerings.extend(capacity.offerings(window, held, now))):  # noqa: B023 - called within this iteration
+        if not log.step(f"window {window.name}", lambda: offerings.extend(capacity.offerings(window, held, now))):
             unread.add(window.name)  # not planned this run: "no offering" would be a false reason
     result = plan(windows=[w for w in windows.values() if w.name not in unread], reservations=held, offerings=offerings,
                   spent={w.name: ledger.spent(w, now) for w in windows.values()}, now=now)
@@ -127,9 +127,9 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
         window = windows[pieces[0].window]
         if window.mode == "approval":
             for purchase in pieces:
-                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))  # noqa: B023 - called within this iteration
+                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
         elif window.mode == "auto":
-            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))  # noqa: B023 - called within this iteration
+            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
     uncovered = [(u.occurrence.key, u.reason) for u in result.uncovered] + log.uncovered
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
@@ -170,8 +170,8 @@ def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Noti
     open_ids = set()
     for intent in ledger.open_intents():
         open_ids.add(intent.id)
-        log.step(f"intent {intent.id}", lambda: _settle_open(intent, by_intent, ledger, capacity, notify, now, log,  # noqa: B023 - called within this iteration
-                                                                 team=chargeback.team_of(windows, intent.window)))  # noqa: B023 - called within this iteration
+        log.step(f"intent {intent.id}", lambda: _settle_open(intent, by_intent, ledger, capacity, notify, now, log,
+                                                                 team=chargeback.team_of(windows, intent.window)))
     purchased = {i.id for i in ledger.intents("purchased")}
     for reservation, intent_id in owned:
         if not intent_id or intent_id in open_ids:

@@ -209,7 +209,7 @@ def run_tick(
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
         outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
-                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)  # noqa: B023 - called within this iteration
+                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
               "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
@@ -222,7 +222,7 @@ def run_tick(
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
             outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True,
-                           lambda progress: adapter.start(start, progress), time_left)  # noqa: B023 - called within this iteration
+                           lambda progress: adapter.start(start, progress), time_left)
         else:
             outcome = "left_to_scheduler" if acting else "planned"
         emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,

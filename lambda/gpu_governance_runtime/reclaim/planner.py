@@ -368,7 +368,7 @@ def pending_guarantee_jobs(shares: Iterable[Share], running: Iterable[RunningJob
         in_use[job.share, job.instance_type] = in_use.get((job.share, job.instance_type), 0) + job.count
     for job in pending:
         where, share = (job.share, job.instance_type), by_name[job.share]
-        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):  # noqa: B023 - called within this iteration
+        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):
             yield job
 
 
