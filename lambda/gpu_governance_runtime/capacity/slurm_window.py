@@ -256,7 +256,7 @@ def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head:
     after; ``what`` names the nodes of each partition command."""
     if not commands:
         return {}
-    if window.dry_run:
+    if window.mode == "dry_run":
         return {f"would_{verb}": dict(what) if what else sorted(commands)}
     action = f"{key}@{now:%Y%m%dT%H%M%SZ}"
     details = {verb: dict(what) if what else sorted(commands), "window": window.name, "head_node": head.instance_id}
