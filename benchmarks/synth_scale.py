@@ -16,6 +16,7 @@ resident set sizes is kept (Linux only).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -38,10 +39,8 @@ def _tree(pid: int) -> list[int]:
         current = queue.pop()
         pids.append(current)
         for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
+            with contextlib.suppress(OSError):  # the task ended while being read
                 queue += [int(child) for child in (task / "children").read_text().split()]
-            except OSError:
-                pass
     return pids
 
 

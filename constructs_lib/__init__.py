@@ -107,26 +107,24 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .core.acknowledgements import acknowledge, acknowledge_wildcard_resources
     from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
     from .controllers.capacity import CapacityController
-    from .deployment import (
-        CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account,
-        build_consumer_account, build_reference_app, consumer_stack_name, team_stack_name,
-    )
-    from .model.capacity import (
-        BatchComputeEnvironmentFeed,
-        CapacityBudget,
-        CapacityWindow,
-        EksNodeGroupFeed,
-        HyperPodInstanceGroupFeed,
-        TrainingJobsFeed,
-    )
-    from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
+    from .controllers.guard import SubmissionGuard
+    from .controllers.reclaim import ReclaimController, ReclaimTarget
+    from .core.acknowledgements import acknowledge, acknowledge_wildcard_resources
     from .core.errors import GovernanceError, Problem
-    from .organisation.guardrails import OrganisationGuardrails
+    from .deployment import (
+        CapacityAccountStack,
+        ConsumerAccountStack,
+        OrganisationGuardrailsStack,
+        TeamStack,
+        build_capacity_account,
+        build_consumer_account,
+        build_reference_app,
+        consumer_stack_name,
+        team_stack_name,
+    )
     from .hyperpod_eks import HyperPodEksGovernance
-    from .model.loader import load_model, parse_config
     from .model import (
         UNLIMITED,
         Account,
@@ -143,11 +141,20 @@ if TYPE_CHECKING:
         SharingStrategy,
         Team,
     )
-    from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
-    from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
+    from .model.capacity import (
+        BatchComputeEnvironmentFeed,
+        CapacityBudget,
+        CapacityWindow,
+        EksNodeGroupFeed,
+        HyperPodInstanceGroupFeed,
+        TrainingJobsFeed,
+    )
+    from .model.loader import load_model, parse_config
     from .model.policy import compile_policy
-    from .controllers.guard import SubmissionGuard
-    from .controllers.reclaim import ReclaimController, ReclaimTarget
+    from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
+    from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
+    from .organisation.guardrails import OrganisationGuardrails
+    from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
     from .slurm import HyperPodSlurmGovernance, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn
 

@@ -8,7 +8,8 @@ here declaring its :class:`Backend`, its construct package and its runtime adapt
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import batch_fair_share, batch_quota_share, hyperpod_eks, hyperpod_slurm
 from .base import Backend

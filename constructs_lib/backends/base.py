@@ -10,9 +10,9 @@ read it without aws_cdk; the construct that deploys a pool is named here and loa
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
-
+from typing import Any
 
 # (service, shape) whose enumeration in botocore's service model lists the instance types an API accepts.
 TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on

@@ -7,20 +7,27 @@ aws-cdk-lib has no L2 for service environments, quota shares or quota-share sche
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from gpu_governance_runtime import contract
 from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
+from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.core.placement import team_scope
-from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
-from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, GovernanceModel, SharingStrategy, Team, check_pool_teams
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from constructs_lib.model import (
+    BatchFairSharePool,
+    BatchQuotaSharePool,
+    GovernanceModel,
+    SharingStrategy,
+    Team,
+    check_pool_teams,
+)
 from constructs_lib.tenancy import TeamTenancy
+from gpu_governance_runtime import contract
 
 TEAM_TAG = contract.TAG_TEAM
 """Tag every job carries with its team's name; IAM uses it to scope terminate and update."""

@@ -11,35 +11,65 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from aws_cdk import (
-    Annotations, ArnFormat, Duration, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_events as events,
-    aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_,
+    Annotations,
+    ArnFormat,
+    Duration,
+    Stack,
+    Token,
+    aws_cloudwatch as cloudwatch,
+    aws_events as events,
+    aws_events_targets as targets,
+    aws_iam as iam,
+    aws_lambda as lambda_,
 )
 from constructs import Construct
-from gpu_governance_runtime.contract import (
-    ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
-    STACK_UPDATED_STATUSES, raised_guarantees_parameter,
-    CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CONSUMER_BATCH_COMPUTE_ENVIRONMENT, CONSUMER_EKS_NODE_GROUP, CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
-    team_training_plans_parameter,
-)
 
-from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
-from constructs_lib.core.placement import team_scope
-from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
-from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model import GovernanceModel
 from constructs_lib.backends import backend_of
-from constructs_lib.model.capacity import raising_windows
-from constructs_lib.nag import declare_capacity_controller
 from constructs_lib.controllers.base import GovernanceController
 from constructs_lib.controllers.reclaim import _ssm_target_arn
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
+from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
+from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
-from gpu_governance_runtime.capacity.slurm_window import SCHEDULE_LIMIT
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
+from constructs_lib.nag import declare_capacity_controller
+from gpu_governance_runtime.capacity.slurm_window import SCHEDULE_LIMIT
+from gpu_governance_runtime.contract import (
+    ALARM_EVENT_SOURCE,
+    ALARM_STATE,
+    ALARM_STATE_CHANGE_DETAIL_TYPE,
+    CAPACITY_EVENT_SOURCE,
+    CAPACITY_NAMESPACE,
+    CAPACITY_REQUEST_DETAIL_TYPE,
+    CONSUMER_BATCH_COMPUTE_ENVIRONMENT,
+    CONSUMER_EKS_NODE_GROUP,
+    CONSUMER_HYPERPOD_INSTANCE_GROUP,
+    CONSUMER_SAGEMAKER_TRAINING_JOBS,
+    ENV_BUDGET,
+    ENV_CONTROLLER_ID,
+    ENV_LEDGER_TABLE,
+    ENV_PRICE_CAP,
+    ENV_RAISED_GUARANTEES,
+    ENV_RAISED_GUARANTEES_KEY,
+    ENV_SLURM_HEAD_NODES,
+    ENV_TEAM_SPEND,
+    ENV_TICK_SECONDS,
+    ENV_TOPIC_ARN,
+    PURCHASE_TAG_KEYS,
+    STACK_EVENT_SOURCE,
+    STACK_STATUS_CHANGE_DETAIL_TYPE,
+    STACK_UPDATED_STATUSES,
+    TAG_MANAGED_BY,
+    raised_guarantees_parameter,
+    team_training_plans_parameter,
+)
 
 TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"

@@ -13,15 +13,19 @@ Dry run by default: it records and alerts, and stops jobs (``TerminateServiceJob
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
-from aws_cdk import ArnFormat, Duration, Stack, Token, aws_cloudwatch as cloudwatch, aws_events as events, aws_events_targets as event_targets, aws_iam as iam
-from constructs import Construct
-from gpu_governance_runtime.contract import (
-    ENV_DRY_RUN, ENV_GUARD_NAMES, ENV_GUARD_QUEUES, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, GUARD_FILE_NAME, GUARD_NAMESPACE,
-    GUARDED_STATES, MISSING_API_OPERATIONS, SERVICE_JOB_EVENT, TAG_TEAM, TEAM_PLACEHOLDER,
+from aws_cdk import (
+    ArnFormat,
+    Duration,
+    Stack,
+    Token,
+    aws_cloudwatch as cloudwatch,
+    aws_events as events,
+    aws_events_targets as event_targets,
+    aws_iam as iam,
 )
-from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+from constructs import Construct
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.controllers.base import GovernanceController
@@ -31,6 +35,21 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, team_role_arn
 from constructs_lib.model.policy import policy_json
+from gpu_governance_runtime.contract import (
+    ENV_DRY_RUN,
+    ENV_GUARD_NAMES,
+    ENV_GUARD_QUEUES,
+    ENV_LEDGER_TABLE,
+    ENV_TOPIC_ARN,
+    GUARD_FILE_NAME,
+    GUARD_NAMESPACE,
+    GUARDED_STATES,
+    MISSING_API_OPERATIONS,
+    SERVICE_JOB_EVENT,
+    TAG_TEAM,
+    TEAM_PLACEHOLDER,
+)
+from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 GUARDED = backends_where(lambda b: b.guards_submissions)  # the backends whose queues the guard watches
 

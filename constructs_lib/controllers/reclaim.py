@@ -19,34 +19,68 @@ for a pool it only observes) gets hourly usage from Slurm accounting (docs/charg
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from aws_cdk import (
-    Arn, ArnFormat, Duration, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_eks_v2 as eks, aws_events as events,
-    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_lambda_destinations as lambda_destinations, aws_sns as sns,
+    Arn,
+    ArnFormat,
+    Duration,
+    Stack,
+    Token,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_ec2 as ec2,
+    aws_eks_v2 as eks,
+    aws_events as events,
+    aws_events_targets as event_targets,
+    aws_iam as iam,
+    aws_lambda_destinations as lambda_destinations,
+    aws_sns as sns,
 )
 from constructs import Construct
+
+from constructs_lib.controllers.base import GovernanceController, vpc_problems
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import (
+    reclaim_dashboard_name,
+    route_alarm,
+    subscribe_alerts,
+    tag_for_cost_allocation,
+    team_alert_topic,
+)
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.placement import team_scope
+from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.model import GovernanceModel, HyperPodEksPool
+from constructs_lib.model.capacity import raising_windows
+from constructs_lib.model.policy import policy_json
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, EKS_USAGE_READER_GROUP, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_IN_VPC, ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_TEAM as TEAM_TAG,
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    EKS_USAGE_READER_GROUP,
+    ENV_DRY_RUN,
+    ENV_IN_VPC,
+    ENV_LEDGER_TABLE,
+    ENV_MAX_PREEMPTIONS_PER_TICK,
+    ENV_METRICS_NAMESPACE,
+    ENV_MIN_RUN_TIME_S,
+    ENV_RAISED_GUARANTEES,
+    ENV_RECLAIM_TARGETS,
+    ENV_TICK_SECONDS,
+    ENV_USAGE_TARGETS,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    MISSING_API_OPERATIONS,
+    POOL_ERRORS,
+    RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
+    TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
-from constructs_lib.core.chargeback import reclaim_dashboard_name, route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
-from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
-from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model import GovernanceModel, HyperPodEksPool
-from constructs_lib.model.capacity import raising_windows
-from constructs_lib.core.placement import team_scope
-from constructs_lib.controllers.base import GovernanceController, vpc_problems
-from constructs_lib.core.runtime_asset import runtime_code
-from constructs_lib.model.policy import policy_json
-
 NAMESPACE = RECLAIM_NAMESPACE
-ACTING_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
 POOL_ERROR_TICKS = 3
 # Each a graph of every team's share on the pool's reclaim dashboard.
 SHARE_GRAPHS = ("Guaranteed", "InUse", "Borrowed", "Lent")
@@ -141,7 +175,7 @@ class ReclaimController(GovernanceController):
     def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
         """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
         Preemptions, LostCapacitySeconds, StarvedBelowGuarantee), over ``period`` (default: one tick)."""
-        return self.metric(metric_name, dimensions=dict(zip(SHARE_DIMENSIONS, (pool, share))), statistic=statistic, period=period or self.schedule)
+        return self.metric(metric_name, dimensions=dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), statistic=statistic, period=period or self.schedule)
 
     def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
         """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);

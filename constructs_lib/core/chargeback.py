@@ -6,10 +6,18 @@ of the usage dashboards. The ``Chargeback`` construct (budgets, dashboards) comp
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
-from aws_cdk import Tags, aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_kms as kms, aws_sns as sns
+from aws_cdk import (
+    Tags,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_kms as kms,
+    aws_sns as sns,
+)
 from constructs import Construct
+
 from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_POOL, TAG_TEAM
 
 from .acknowledgements import acknowledge

@@ -1,24 +1,24 @@
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from aws_cdk import Annotations, CfnOutput, Environment, Stack
-from aws_cdk import aws_iam as iam, aws_s3 as s3
+from aws_cdk import Annotations, CfnOutput, Environment, Stack, aws_iam as iam, aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib.backends import backend_of
-from constructs_lib.core.acknowledgements import acknowledge
-from constructs_lib.core.buckets import hardened_bucket
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.controllers.guard import SubmissionGuard
-from constructs_lib.member.parameters import publish_discovery
-from constructs_lib.organisation.chargeback import Chargeback
-from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
-from constructs_lib.tenancy import TeamTenancy
+from constructs_lib.core.acknowledgements import acknowledge
+from constructs_lib.core.buckets import hardened_bucket
+from constructs_lib.member.parameters import publish_discovery
+from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.chargeback import Chargeback
 from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
+from constructs_lib.tenancy import TeamTenancy
 
 from .team import TeamStack
+
 
 class CapacityAccountStack(Stack):
     """Everything the central capacity account owns: queues, tenants, controllers. Given

@@ -5,29 +5,50 @@ network policies, GPU quota, pod identity, pod security, dedicated nodes)."""
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import (
-    Arn, ArnFormat, CfnResource, CustomResource, Duration, RemovalPolicy, Stack, Token, aws_eks_v2 as eks, aws_iam as iam,
-    aws_lambda as lambda_, aws_logs as logs, aws_sagemaker as sagemaker, custom_resources,
+    Arn,
+    ArnFormat,
+    CfnResource,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Token,
+    aws_eks_v2 as eks,
+    aws_iam as iam,
+    aws_lambda as lambda_,
+    aws_logs as logs,
+    aws_sagemaker as sagemaker,
+    custom_resources,
 )
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
-from . import kubernetes
-from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
-from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.nag import declare_platform_admin
-from constructs_lib.model import (
-    POD_ROLE_SUFFIX, ROLE_PATH, GovernanceModel, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account,
-)
+from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
+from constructs_lib.model import (
+    POD_ROLE_SUFFIX,
+    ROLE_PATH,
+    GovernanceModel,
+    HyperPodEksPool,
+    KubernetesTenancy,
+    PriorityClass,
+    SharingStrategy,
+    Team,
+    check_pool_teams,
+    members_in_account,
+)
+from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
+from . import kubernetes
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME

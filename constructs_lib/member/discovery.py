@@ -10,16 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DISCOVERY_PRIORITY_KEY, DISCOVERY_VERSION, HYPERPOD_EKS, HYPERPOD_SLURM, TAG_TEAM,
-    discovery_parameter_name, submission_tags, team_training_plans_parameter,
-)
-
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
-    SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, aws_partition, repository_name, secrets_prefix, team_key_alias,
+    SUBMISSION_ROLE_SUFFIX,
+    TRAINING_ROLE_SUFFIX,
+    GovernanceModel,
+    aws_partition,
+    repository_name,
+    secrets_prefix,
+    team_key_alias,
     team_role_arn,
+)
+from gpu_governance_runtime.contract import (
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    DISCOVERY_PRIORITY_KEY,
+    DISCOVERY_VERSION,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    TAG_TEAM,
+    discovery_parameter_name,
+    submission_tags,
+    team_training_plans_parameter,
 )
 
 CHECKPOINT_PREFIX = "checkpoints/"
@@ -75,9 +88,8 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
                         local_queue=kubernetes.local_queue(team.name), service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT)
         priority = {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
     elif pool.backend == HYPERPOD_SLURM:
-        from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
-
         from constructs_lib.model.slurm import slurm_plan
+        from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
 
         plan = slurm_plan(model, pool.name)
         slurm_account = next(a for a in plan.accounts if a.name == team.name)

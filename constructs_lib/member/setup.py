@@ -9,13 +9,13 @@ No aws_cdk here: members' laptops and notebooks import this without the CDK.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
-
-from gpu_governance_runtime import contract
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
+from gpu_governance_runtime import contract
 
 from .discovery import describe
 
@@ -74,7 +74,7 @@ class TeamSetup:
     borrow_qos: str | None = None
 
     @classmethod
-    def from_parameter(cls, text: str | bytes) -> "TeamSetup":
+    def from_parameter(cls, text: str | bytes) -> TeamSetup:
         """Read the team's discovery document (the SSM parameter's value)."""
         try:
             data = json.loads(text)
@@ -83,7 +83,7 @@ class TeamSetup:
         return cls.from_document(data)
 
     @classmethod
-    def from_document(cls, data: Any) -> "TeamSetup":
+    def from_document(cls, data: Any) -> TeamSetup:
         """Check and read a discovery document. Keys this version does not know are ignored, so
         the platform may publish more; every key of the document's backend must be there."""
         if not isinstance(data, dict):

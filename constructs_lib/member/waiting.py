@@ -10,9 +10,9 @@ table is docs/status.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Iterable, Mapping
 
 from gpu_governance_runtime.capacity.planner import Window
 from gpu_governance_runtime.contract import SharingStrategy, lendable

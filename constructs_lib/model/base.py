@@ -14,9 +14,13 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from gpu_governance_runtime.contract import BACKENDS, CONSUMER_FIELDS, HYPERPOD_NAMESPACE_PREFIX, discovery_parameter_path
-
 from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import (
+    BACKENDS,
+    CONSUMER_FIELDS,
+    HYPERPOD_NAMESPACE_PREFIX,
+    discovery_parameter_path,
+)
 
 # --- names and identifiers ------------------------------------------------------------------
 

@@ -8,16 +8,27 @@ Windows build on the model's base (``base.py``); the organisation (``organisatio
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
-from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
-
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
-from .base import ComputeEnvironmentArn, CostCentre, JobQueueArn, OrganisationView, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
+from .base import (
+    ComputeEnvironmentArn,
+    CostCentre,
+    DnsLabel,
+    Ec2InstanceType,
+    EksClusterName,
+    InstanceGroupName,
+    JobQueueArn,
+    OrganisationView,
+    SageMakerInstanceType,
+    TeamName,
+    _Frozen,
+)
 
 MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
@@ -38,7 +49,7 @@ class BatchComputeEnvironmentFeed(_Frozen):
     job_queue: JobQueueArn
 
     @model_validator(mode="after")
-    def _two_environments(self) -> "BatchComputeEnvironmentFeed":
+    def _two_environments(self) -> BatchComputeEnvironmentFeed:
         if self.block_compute_environment == self.compute_environment:
             raise ValueError(f"block_compute_environment {self.block_compute_environment!r} is the on-demand compute_environment: "
                              "the block needs a compute environment of its own, so running jobs are never moved")
@@ -76,7 +87,7 @@ class TrainingJobsFeed(_Frozen):
 
 
 Feed = Annotated[
-    Union[BatchComputeEnvironmentFeed, EksNodeGroupFeed, HyperPodInstanceGroupFeed, TrainingJobsFeed],
+    BatchComputeEnvironmentFeed | EksNodeGroupFeed | HyperPodInstanceGroupFeed | TrainingJobsFeed,
     Field(discriminator="kind"),
 ]
 TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS)
@@ -143,7 +154,7 @@ class CapacityWindow(_Frozen):
     alarm_requests: Annotated[tuple[AlarmRequest, ...], Field(max_length=MAX_ALARMS_PER_WINDOW)] = ()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CapacityWindow":
+    def _consistent(self) -> CapacityWindow:
         sagemaker_type = self.instance_type.startswith("ml.")
         if self.market == "training_plan" and not sagemaker_type:
             raise ValueError(f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpu_governance_runtime.contract import lendable
-
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
+from gpu_governance_runtime.contract import lendable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +78,7 @@ def render_table(rows: list[Deal]) -> str:
     header = [title for _, title in _COLUMNS]
     body = [[str(getattr(row, field)) for field, _ in _COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip() for line in [header, *body]]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 

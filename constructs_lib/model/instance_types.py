@@ -10,7 +10,7 @@ import gzip
 import importlib.util
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from constructs_lib.core.errors import Problem
 from .base import OrganisationView
 
 
-@lru_cache(maxsize=None)
+@cache
 def known(enumeration: tuple[str, str]) -> frozenset[str]:
     """The instance types the service model in the installed botocore lists, read once per process
     from botocore's data files (its newest API version of the service) without importing botocore,

@@ -12,30 +12,65 @@ from __future__ import annotations
 import bisect
 import enum
 import re
-from typing import Annotated, Any, Literal, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
-
-from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DEFAULT_REBORROW_BACKOFF_S, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
-)
 
 from constructs_lib.backends import backend_of
 from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
 from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import (
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    DEFAULT_REBORROW_BACKOFF_S,
+    HYPERPOD_BACKENDS,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    SharingStrategy,
+    borrow_ceiling,
+)
 
 from .base import (
-    DEFAULT_BOOTSTRAP_QUALIFIER, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
-    MAX_PRIORITY_CLASSES, UNLIMITED,
-    AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
-    HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PermissionSetName, PrincipalArn, QueueName, Region,
-    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role, scopes_overlap, team_name_scopes,
+    DEFAULT_BOOTSTRAP_QUALIFIER,
+    HYPERPOD_TEAM_NAME,
+    MAX_BORROW_LIMIT,
+    MAX_HYPERPOD_BORROW_LIMIT,
+    MAX_PRIORITY_CLASSES,
+    UNLIMITED,
+    AccountId,
+    AlertTarget,
+    BootstrapQualifier,
+    ComputeEnvironmentArn,
+    CostCentre,
+    Count,
+    DnsLabel,
+    Ec2InstanceType,
+    EksClusterName,
+    EmailAddress,
+    HyperPodClusterArn,
+    HyperPodClusterName,
+    InstanceGroupName,
+    OrganizationId,
+    PermissionSetName,
+    PrincipalArn,
+    QueueName,
+    Region,
+    SageMakerInstanceType,
+    TeamName,
+    UsdAmount,
+    _Frozen,
+    _OrganisationProblems,
+    account_of,
+    aws_partition,
+    identity_center_role_patterns,
+    library_role,
+    team_name_scopes,
 )
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types
 from .slurm import slurm_problems
-
 
 # --- sharing ----------------------------------------------------------------------------------
 
@@ -68,7 +103,7 @@ class SharingPolicy(_Frozen):
     )
 
     @model_validator(mode="after")
-    def _borrow_limit_needs_lend_and_borrow(self) -> "SharingPolicy":
+    def _borrow_limit_needs_lend_and_borrow(self) -> SharingPolicy:
         if self.strategy is SharingStrategy.RESERVE and self.lending_limit is not None:
             raise ValueError("lending_limit is only allowed with strategy lend or lend_and_borrow: reserve lends nothing")
         if self.strategy is SharingStrategy.LEND_AND_BORROW and self.borrow_limit is None:
@@ -176,7 +211,7 @@ class KubernetesTenancy(_Frozen):
         "kueue.x-k8s.io/priority-class: <class>-priority); default every declared class. An admission policy refuses the others"
     )
 
-    def granted_priority_classes(self, declared: Sequence["PriorityClass"]) -> tuple[str, ...]:
+    def granted_priority_classes(self, declared: Sequence[PriorityClass]) -> tuple[str, ...]:
         """The class names the team may use: those it is granted, every declared one by default."""
         return self.priority_classes if self.priority_classes is not None else tuple(p.name for p in declared)
 
@@ -258,7 +293,7 @@ class Team(_Frozen):
         return {**data, "sharing": merged}
 
     @model_validator(mode="after")
-    def _preset_is_honoured(self) -> "Team":
+    def _preset_is_honoured(self) -> Team:
         if self.preset is not None and self.sharing.strategy is not self.preset.sharing.strategy:
             raise ValueError(
                 f"preset {self.preset.value} means strategy {self.preset.sharing.strategy.value}, "
@@ -377,7 +412,7 @@ class HyperPodSlurmPool(_ReclaimedPool):
     )
 
     @model_validator(mode="after")
-    def _head_node_type(self) -> "HyperPodSlurmPool":
+    def _head_node_type(self) -> HyperPodSlurmPool:
         if self.head_node is not None:
             if self.head_node.instance_type is None and len(self.capacity) > 1:
                 raise ValueError(f"head_node.instance_type is missing: the pool holds several types, give one of {sorted(self.capacity)}")
@@ -394,10 +429,10 @@ class HyperPodSlurmPool(_ReclaimedPool):
 
 
 Pool = Annotated[
-    Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperPodSlurmPool],
+    BatchQuotaSharePool | BatchFairSharePool | HyperPodEksPool | HyperPodSlurmPool,
     Field(discriminator="backend"),
 ]
-AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperPodSlurmPool]
+AnyPool = BatchQuotaSharePool | BatchFairSharePool | HyperPodEksPool | HyperPodSlurmPool
 
 
 def members_in_account(team: Team, account_id: str) -> tuple[str, ...]:
@@ -441,7 +476,7 @@ class Guardrails(_Frozen):
     )
 
     @model_validator(mode="after")
-    def _no_duplicate_targets(self) -> "Guardrails":
+    def _no_duplicate_targets(self) -> Guardrails:
         repeated = sorted({t for t in self.target_ids if self.target_ids.count(t) > 1})
         if repeated:
             raise ValueError(f"target_ids must be unique; repeated: {repeated}")
@@ -512,7 +547,7 @@ class UnifiedStudio(_Frozen):
     policy_grants: tuple[DomainUnitGrant, ...] = Field(default=(), description="DataZone policy grants on the project's domain unit")
 
     @model_validator(mode="after")
-    def _one_place(self) -> "UnifiedStudio":
+    def _one_place(self) -> UnifiedStudio:
         if self.domain_unit_id is not None and self.domain_unit is not None:
             raise ValueError("give domain_unit_id (an existing unit) or domain_unit (a new one), not both")
         if self.project_id is not None and (self.domain_unit_id or self.domain_unit or self.project_profile_id):
@@ -593,7 +628,7 @@ class GovernanceModel(_Frozen):
     )
 
     @model_validator(mode="after")
-    def _organisation_is_consistent(self) -> "GovernanceModel":
+    def _organisation_is_consistent(self) -> GovernanceModel:
         problems = check_organisation(self)
         if problems:
             # Not a ValueError inside pydantic's machinery: raised as is, with every problem.
@@ -601,7 +636,7 @@ class GovernanceModel(_Frozen):
         return self
 
     @classmethod
-    def from_dict(cls, data: Any) -> "GovernanceModel":
+    def from_dict(cls, data: Any) -> GovernanceModel:
         """Build and check a model from plain data (parsed YAML or JSON)."""
         if not isinstance(data, dict):
             raise GovernanceError(
@@ -831,7 +866,7 @@ def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, se
     return problems
 
 
-def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_path: str) -> list[Problem]:
+def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path: str) -> list[Problem]:
     """What a backend would refuse about the teams of one pool; ``teams`` pairs each team with
     its path in the caller's input. Used by the organisation check and by the constructs."""
     problems: list[Problem] = []

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_governance_runtime.contract import POLICY_VERSION
-
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, Team
+from gpu_governance_runtime.contract import POLICY_VERSION
 
 
 def _share(team: Team, pool: AnyPool) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
     DataPath,
@@ -28,12 +30,9 @@ from gpu_governance_runtime.slurm import (
     borrow_qos_name,
     class_qos_name,
 )
-from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from constructs_lib.core.errors import GovernanceError, Problem
 from .base import SAGEMAKER_NAME_PATTERN, OrganisationView
-
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)

@@ -11,21 +11,43 @@ windows for the purchases budget). Every metric drawn is named in the runtime co
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
-from gpu_governance_runtime.contract import (
-    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, HYPERPOD_EKS, LENT_HOURS, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS,
-    PURCHASED_USED_HOURS, PURCHASED_UTILISATION, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, TEAM_SPEND, TEAM_SPEND_DIMENSIONS,
-    UNTAGGED_TEAM, USED_HOURS,
-)
 
-from constructs_lib.model import GovernanceModel, Team
-from constructs_lib.core.chargeback import alert_emails, organisation_dashboard_name, tag_for_cost_allocation, team_dashboard_name
-from constructs_lib.core.placement import team_scope
 from constructs_lib.controllers.capacity import polls_team_spend
+from constructs_lib.core.chargeback import (
+    alert_emails,
+    organisation_dashboard_name,
+    tag_for_cost_allocation,
+    team_dashboard_name,
+)
+from constructs_lib.core.placement import team_scope
+from constructs_lib.model import GovernanceModel, Team
+from gpu_governance_runtime.contract import (
+    BORROWED_HOURS,
+    CAPACITY_NAMESPACE,
+    GUARANTEED_HOURS,
+    HYPERPOD_EKS,
+    LENT_HOURS,
+    PURCHASE_FEE_DIMENSIONS,
+    PURCHASE_FEES,
+    PURCHASED_DIMENSIONS,
+    PURCHASED_HOURS,
+    PURCHASED_USED_HOURS,
+    PURCHASED_UTILISATION,
+    RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
+    TAG_MANAGED_BY,
+    TAG_TEAM,
+    TEAM_SPEND,
+    TEAM_SPEND_DIMENSIONS,
+    UNTAGGED_TEAM,
+    USED_HOURS,
+)
 
 if TYPE_CHECKING:
     from constructs_lib.controllers.reclaim import ReclaimController
@@ -86,8 +108,8 @@ class Chargeback(Construct):
     ``purchases_budget`` (or None), ``dashboard`` (None with nothing to draw) and ``team_dashboards``."""
 
     def __init__(
-        self, scope: Construct, id: str, *, model: GovernanceModel, reclaim: "ReclaimController | None" = None,
-        tenants: Mapping[str, "TeamTenancy"] | None = None, purchases_controller_id: str | None = None,
+        self, scope: Construct, id: str, *, model: GovernanceModel, reclaim: ReclaimController | None = None,
+        tenants: Mapping[str, TeamTenancy] | None = None, purchases_controller_id: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.model = model
@@ -143,7 +165,7 @@ class Chargeback(Construct):
                                  label="all teams", total=True)]
             budget, budget_label, whose = purchases_monthly_amount(self.model), "purchases budget per month", "per team"
         else:
-            fees = [cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=PURCHASE_FEES, dimensions_map=dict(zip(PURCHASE_FEE_DIMENSIONS, (team.name,))),
+            fees = [cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=PURCHASE_FEES, dimensions_map=dict(zip(PURCHASE_FEE_DIMENSIONS, (team.name,), strict=True)),
                                       statistic="Sum", period=FEE_PERIOD, label=f"fees of team {team.name}")]
             budget, budget_label, whose = team.monthly_budget_usd, f"monthly budget of team {team.name}", f"of team {team.name}"
         annotations = [cloudwatch.HorizontalAnnotation(value=float(budget), label=budget_label)] if budget else []
@@ -161,7 +183,7 @@ class Chargeback(Construct):
         team's, with a line per budget amount, and what carries no team tag; or ``team``'s own."""
         day = Duration.days(1)
         spend = lambda team_name, label: cloudwatch.Metric(  # noqa: E731
-            namespace=CAPACITY_NAMESPACE, metric_name=TEAM_SPEND, dimensions_map=dict(zip(TEAM_SPEND_DIMENSIONS, (team_name,))),
+            namespace=CAPACITY_NAMESPACE, metric_name=TEAM_SPEND, dimensions_map=dict(zip(TEAM_SPEND_DIMENSIONS, (team_name,), strict=True)),
             statistic="Maximum", period=day, label=label)
         title = "spend this month (USD, Cost Explorer, a day or two behind)"
         if team is not None:
@@ -211,7 +233,7 @@ class Chargeback(Construct):
             dashboard.add_widgets(*self._spend_widgets())
         return dashboard
 
-    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: "TeamTenancy | None", *, buys: bool = False) -> cloudwatch.Dashboard:
+    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: TeamTenancy | None, *, buys: bool = False) -> cloudwatch.Dashboard:
         scope = team_scope(self, team.name)
         name = team_dashboard_name(self.model.organisation, team.name)
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)

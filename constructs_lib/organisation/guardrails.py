@@ -19,9 +19,9 @@ from constructs import Construct
 from constructs_lib.backends import BACKENDS, backend_of
 from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
 from constructs_lib.model.capacity import raising_windows
-from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from gpu_governance_runtime.contract import CONSUMER_BATCH_COMPUTE_ENVIRONMENT, TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (

@@ -12,15 +12,15 @@ estimate runs in commands that synthesize nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
-
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS
+from typing import Any
 
 from constructs_lib.backends import BACKENDS
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -239,9 +239,8 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
 
 
 def _policy_document_problems(model: GovernanceModel) -> list[Problem]:
-    from gpu_governance_runtime import __file__ as runtime_init
-
     from constructs_lib.model.policy import policy_json
+    from gpu_governance_runtime import __file__ as runtime_init
 
     package = sum(f.stat().st_size for f in Path(runtime_init).parent.rglob("*") if f.is_file())
     size = package + len(policy_json(model).encode())

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from constructs_lib.core.errors import GovernanceError, Problem
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
     PoolState,
@@ -37,7 +39,6 @@ from gpu_governance_runtime.reclaim.planner import (
     unchecked_state,
 )
 
-from constructs_lib.core.errors import GovernanceError, Problem
 from .traces import TraceJob
 
 POOLED_SHARE = "everyone"
@@ -308,7 +309,7 @@ def _replay(
                 clock, changed = max(tick + tick_s, expiry), True
 
     waits: dict[str, list[float]] = {}
-    for job, wait in zip(arrivals, waited):
+    for job, wait in zip(arrivals, waited, strict=False):
         if wait is not None:
             waits.setdefault(job.team, []).append(wait)
     makespan = max(0.0, last_finish - first_submit)

@@ -11,18 +11,19 @@ naming the line or record. docs/simulator.md documents the fields each one reads
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-from gpu_governance_runtime.common.batch_copy import restartable
-from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
-from gpu_governance_runtime.reclaim.adapters import service_job_usage
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import counted
 from constructs_lib.hyperpod_eks.kubernetes import cluster_queue, namespace, team_named
+from gpu_governance_runtime.common.batch_copy import restartable
+from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
+from gpu_governance_runtime.reclaim.adapters import service_job_usage
+
 from .traces import TraceJob
 
 SACCT_FIELDS = ("JobID", "Account", "QOS", "Submit", "Start", "End", "NNodes", "TimelimitRaw", "State")
@@ -120,7 +121,7 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
-        row = dict(zip(header, line.split("|")))
+        row = dict(zip(header, line.split("|"), strict=False))
         job_id = row["JobID"]
         if "." in job_id:
             findings.skip("job step (sacct --allocations leaves them out)", job_id)
@@ -155,7 +156,7 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
 
 def _slurm_time(text: str) -> float:
     # sacct prints local time without a zone; run it with TZ=UTC (as the reclaim adapter does).
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 def _priority(priority_class: str, options: ImportOptions) -> int | None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from .engine import RunMetrics
 
+from .engine import RunMetrics
 
 COMPARED = "compared"  # the policy under the --compare governance file
 
@@ -80,7 +81,7 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
     waiting times per run."""
     teams = sorted({team for m in results.values() for team in m.teams})
     types = sorted(capacity)
-    team_colours = dict(zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1)))
+    team_colours = dict(zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1), strict=False))
     chart = pyplot.figure(figsize=(max(10, 5.5 * len(types) + 1), 2.8 * (len(results) + 1)), layout="constrained")
     grid = chart.add_gridspec(len(results) + 1, len(types))
     column_axes: dict[str, object] = {}
@@ -102,7 +103,7 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
     from matplotlib.patches import Patch
 
     waits = chart.add_subplot(grid[len(results), :])
-    for offset, (name, metrics) in enumerate(results.items()):
+    for offset, metrics in enumerate(results.values()):
         data = [[w / 60 for w in metrics.waits.get(team, ())] or [0.0] for team in teams]
         at = [i * (len(results) + 1) + offset for i in range(len(teams))]
         boxes = waits.boxplot(data, positions=at, widths=0.8, showfliers=False, patch_artist=True)

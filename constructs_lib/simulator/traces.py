@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 from constructs_lib.core.errors import GovernanceError, Problem
 
@@ -75,7 +75,7 @@ def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: l
     if len(row) != len(columns):
         problems.append(Problem(path=where, wrong="wrong number of fields", value=len(row), allowed=f"{len(columns)}: {','.join(columns)}"))
         return None
-    values = dict(zip(columns, (cell.strip() for cell in row)))
+    values = dict(zip(columns, (cell.strip() for cell in row), strict=False))
     before = len(problems)
 
     def number(column: str, convert, allowed: str, ok) -> float | int:

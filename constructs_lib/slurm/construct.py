@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aws_cdk import CfnOutput, aws_iam as iam, aws_s3_assets as s3_assets, aws_ssm as ssm
 from constructs import Construct
 
+from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 from gpu_governance_runtime.slurm.render import plan_digest
 
 from ..model import GovernanceModel, HyperPodSlurmPool
-from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
 
 SCRIPT_NAME = "gpu-governance-slurm.sh"
 # Where the lifecycle step and the SSM document put the script on a node.

@@ -151,7 +151,6 @@ TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
 # Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team.
 TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one pool
-COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 # Keys only the platform writes (purchases, requeues, cost allocation by pool): a member's job never
 # carries one (the queues' submit statements refuse them in aws:TagKeys); every other key, the team
 # and cost centre (fixed to the team's own) included, is the member's to set.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gpu_governance_runtime.capacity import requeue
 from gpu_governance_runtime.capacity.ledger import Ledger
@@ -112,13 +112,13 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
 
 def _run(ledger: Ledger, batch: FakeBatch, ec2: FakeEc2, ecs: FakeEcs, clock: Clock, report: Report, dry_run: bool, warned: Block | None) -> bool:
     """One controller invocation; False when it failed (Lambda retries an event, the schedule comes again)."""
-    now = datetime.fromtimestamp(clock.now, timezone.utc)
+    now = datetime.fromtimestamp(clock.now, UTC)
     report.runs += 1
     try:
         requeue.resume(ledger=ledger, batch=batch, submit=batch, now=now)
         if warned is not None:
             requeue.requeue(window=WINDOW, compute_environment=ENVIRONMENT, reservation_id=warned.reservation_id,
-                            ends_at=datetime.fromtimestamp(warned.end, timezone.utc), dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
+                            ends_at=datetime.fromtimestamp(warned.end, UTC), dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
                             batch=batch, submit=batch, now=now)
     except Crash:
         report.failed_runs += 1

@@ -21,9 +21,7 @@ from moto import mock_aws
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 from gpu_governance_runtime.capacity.ledger import Ledger as CapacityLedger
-from gpu_governance_runtime.reclaim.ledger import ActionKey
-from gpu_governance_runtime.reclaim.ledger import Ledger as ReclaimLedger
-
+from gpu_governance_runtime.reclaim.ledger import ActionKey, Ledger as ReclaimLedger
 from tests.aws_model.batch import Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 

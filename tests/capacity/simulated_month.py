@@ -30,14 +30,13 @@ from __future__ import annotations
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from gpu_governance_runtime.capacity import controller, market, requests, rotation
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Offering, Window
 from gpu_governance_runtime.capacity.rotation import ON_DEMAND, wanted_target
-
 from tests.aws_model.batch import REPLACED, Clock, FakeBatch, Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 

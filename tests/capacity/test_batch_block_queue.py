@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import boto3
 import pytest
-from gpu_governance_runtime.capacity.rotation import by_consumer, reconcile
 from moto import mock_aws
 
+from gpu_governance_runtime.capacity.rotation import by_consumer, reconcile
 from tests.aws_model.batch import Clock, FakeBatch, Faults
 
 from .builders import at, reservation, window

@@ -11,10 +11,10 @@ from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.controllers.capacity import CapacityController
-from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import default_config_text
+from constructs_lib.organisation.compliance import apply_standard_packs
 
 BASE = yaml.safe_load(default_config_text())
 WINDOWS = [

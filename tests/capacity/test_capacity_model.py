@@ -3,10 +3,10 @@ import copy
 import pytest
 import yaml
 
-from constructs_lib.model.capacity import CapacityWindow
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.capacity import CapacityWindow
+from constructs_lib.model.loader import default_config_text
 from gpu_governance_runtime.capacity.planner import Window
 
 BASE = yaml.safe_load(default_config_text())

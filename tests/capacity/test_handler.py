@@ -6,8 +6,9 @@ from datetime import timedelta
 import boto3
 import pytest
 from botocore.stub import Stubber
-from gpu_governance_runtime.capacity.handler import Clients, load_windows, process
 from moto import mock_aws
+
+from gpu_governance_runtime.capacity.handler import Clients, load_windows, process
 
 from . import stubbed_batch as batch_side
 from .builders import NOW, at, block

@@ -13,8 +13,8 @@ from moto import mock_aws
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import default_config_text
 from constructs_lib.model.policy import compile_policy
 from gpu_governance_runtime import contract
 from gpu_governance_runtime.capacity import controller

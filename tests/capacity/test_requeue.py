@@ -13,17 +13,25 @@ from datetime import timedelta
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
+
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
 from gpu_governance_runtime.capacity.market import TERMINATION_LEAD
-from gpu_governance_runtime.capacity.requeue import JOB_SECONDS, SIGNAL_LEAD, STOP_LEAD, drain as drain_block, requeue, resume, stop_time
+from gpu_governance_runtime.capacity.requeue import (
+    JOB_SECONDS,
+    SIGNAL_LEAD,
+    STOP_LEAD,
+    drain as drain_block,
+    requeue,
+    resume,
+    stop_time,
+)
 from gpu_governance_runtime.common.batch_copy import copy_request
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
-from moto import mock_aws
 
 from .stubbed_aws import create_ledger_table
 from .stubbed_batch import (
     BLOCK,
-    REASON,
     CE,
     COPY,
     ECS_CLUSTER,
@@ -31,6 +39,7 @@ from .stubbed_batch import (
     NOW,
     ON_BLOCK,
     QUEUE,
+    REASON,
     RUNNING,
     STOPPED,
     discovery,
@@ -79,7 +88,7 @@ def test_the_job_checkpoints_after_the_warning_and_is_stopped_and_copied_once_on
     assert later(clients, ledger, STOP_TIME)["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     [(action, status, details)] = ledger.actions("requeue#", ("requeued",))
     assert (action, details["new_job"], details["reservation"]) == ("requeue#job-on-block", "job-copy", BLOCK)
-    assert STOP_TIME <= ENDS - timedelta(minutes=30)  # before the instances terminate, 30 minutes before the end
+    assert ENDS - timedelta(minutes=30) >= STOP_TIME  # before the instances terminate, 30 minutes before the end
     # The warning is delivered again: nothing is claimed, stopped or copied twice.
     discovery(stubs)
     again = drain(clients, ledger, now=STOP_TIME + timedelta(seconds=30))

@@ -16,10 +16,10 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.core.errors import GovernanceError
-from gpu_governance_runtime.contract import ENV_TICK_SECONDS
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.organisation.compliance import apply_standard_packs
+from gpu_governance_runtime.contract import ENV_TICK_SECONDS
 
 CLUSTER = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
 HEAD = "i-0123456789abcdef0"

@@ -3,7 +3,6 @@ import re
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import load_model, parse_config
 from constructs_lib.model import (
     BatchQuotaSharePool,
     GovernanceModel,
@@ -12,6 +11,7 @@ from constructs_lib.model import (
     SharingStrategy,
     Team,
 )
+from constructs_lib.model.loader import load_model, parse_config
 
 from .org import default_data
 

@@ -3,8 +3,8 @@
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.explain import deal
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.explain import deal
 from tests.foundation.org import default_data
 
 

@@ -12,11 +12,11 @@ import yaml
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Match, Template
 
-from constructs_lib.organisation.compliance import apply_standard_packs
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import default_config_text
-from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import default_config_text
+from constructs_lib.organisation.compliance import apply_standard_packs
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-fair-share"
 QUOTA_QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"

@@ -11,13 +11,21 @@ import pytest
 import yaml
 
 from constructs_lib.cli import main as cli_main
-from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE, GovernanceModel
 from constructs_lib.organisation.limits import (
-    MAX_RESOURCES, MAX_TEMPLATE_BYTES, MARGIN, RECLAIM_DASHBOARD_WIDGETS, SHARED_PER_POOL, check_assembly, check_model, check_template, estimate, shared_resources, submission_role_policies,
+    MARGIN,
+    MAX_RESOURCES,
+    MAX_TEMPLATE_BYTES,
+    RECLAIM_DASHBOARD_WIDGETS,
+    SHARED_PER_POOL,
+    check_assembly,
+    check_model,
+    check_template,
+    estimate,
+    shared_resources,
+    submission_role_policies,
     team_resources,
 )
-from constructs_lib.model.loader import default_config_text
-from constructs_lib.model import MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE, GovernanceModel
 
 from .generate import organisation
 

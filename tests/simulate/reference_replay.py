@@ -13,12 +13,21 @@ be made here too.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, _stats, never_runnable
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, Settings, Share, apply_plan, next_change_at, pending_guarantee_jobs, plan_tick
+from gpu_governance_runtime.reclaim.planner import (
+    PendingJob,
+    PoolState,
+    Settings,
+    Share,
+    apply_plan,
+    next_change_at,
+    pending_guarantee_jobs,
+    plan_tick,
+)
 
 
 @dataclass

@@ -6,16 +6,23 @@ import json
 import math
 import os
 import signal
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.simulator import compare, simulate, static_shares
 from constructs_lib.simulator.report import table
-from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from constructs_lib.simulator.traces import (
+    TRACE_COLUMNS,
+    OpenbMapping,
+    TraceJob,
+    convert_openb,
+    read_trace,
+    write_trace,
+)
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
@@ -174,7 +181,7 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
 def test_cli_compare_replays_the_policy_under_the_old_configuration(small_trace, tmp_path, capsys):
     old = tmp_path / "old.yaml"
     # the old configuration: platform could not borrow (steady), research had a smaller quota
-    text = open(CONFIG).read().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
+    text = Path(CONFIG).read_text().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
     old.write_text(text)
     assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(old), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -237,7 +244,7 @@ def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often
 
 def test_simulate_replays_with_the_pools_reclaim_settings_and_options_override_them(tmp_path, capsys):
     config = tmp_path / "governance.yaml"
-    config.write_text(open("benchmarks/openb-lend-and-borrow.yaml").read().replace(
+    config.write_text(Path("benchmarks/openb-lend-and-borrow.yaml").read_text().replace(
         "      ml.g5.xlarge: 40\n", "      ml.g5.xlarge: 40\n    reclaim: {reborrow_backoff_seconds: 7200}\n", 1))
     trace = tmp_path / "trace.csv"
     # platform borrows 24 of 40 without checkpoints; serving takes its 20 back at the 120 tick

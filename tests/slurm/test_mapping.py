@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
 from constructs_lib.model.slurm import team_gid
+from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
 
 from .models import INSTANCE_TYPE, POOL, default_teams, governance_model, model_data, team
 
@@ -208,7 +208,13 @@ def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wr
 def test_docs_list_every_reserved_name_and_system_directory() -> None:
     from pathlib import Path
 
-    from constructs_lib.model.slurm import RESERVED_USER_PREFIXES, RESERVED_USERS, SHARED_PARENTS, SLURM_ROOT_ACCOUNT, SYSTEM_DIRECTORIES
+    from constructs_lib.model.slurm import (
+        RESERVED_USER_PREFIXES,
+        RESERVED_USERS,
+        SHARED_PARENTS,
+        SLURM_ROOT_ACCOUNT,
+        SYSTEM_DIRECTORIES,
+    )
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "slurm.md").read_text()
     listed = [*RESERVED_USERS, *RESERVED_USER_PREFIXES, SLURM_ROOT_ACCOUNT, *SYSTEM_DIRECTORIES, *SHARED_PARENTS]

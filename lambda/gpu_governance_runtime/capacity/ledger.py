@@ -219,7 +219,7 @@ class Ledger:
                 "ExpressionAttributeNames": {"#status": "status"},
                 "ExpressionAttributeValues": {
                     ":status": {"S": status}, ":now": {"S": now.isoformat()}, ":rid": {"S": reservation_id or ""}, ":reason": {"S": reason},
-                    **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES)},
+                    **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES, strict=True)},
                 },
             }},
             {"Update": {

@@ -35,9 +35,10 @@ never taken as done. In dry run nothing changes: the result says what would have
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 

@@ -31,7 +31,8 @@ https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html, and a 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from botocore.exceptions import ClientError
 

@@ -17,22 +17,44 @@ the planner's :class:`PoolState` and carries out preemptions; none of them decid
 from __future__ import annotations
 
 import calendar
+import contextlib
 import json
 import re
 import shlex
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from ..common import log
-from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once, times_stopped
-from ..policy import Policy, PoolPolicy
+from ..common.batch_copy import (
+    REASON_PREFIX,
+    SubmitRefused,
+    copy_request,
+    restartable,
+    stopped_by_us,
+    submit_once,
+    times_stopped,
+)
 from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
+from ..policy import Policy, PoolPolicy
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
-from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
+from .ledger import (
+    ABANDONED,
+    CLAIMED,
+    DONE,
+    FAILED,
+    FUNCTION_TIMEOUT_SECONDS,
+    SKIPPED,
+    SUBMITTING,
+    TERMINATED,
+    TERMINATING,
+    ActionKey,
+    Ledger,
+)
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
 # Longest wait for one SSM command's result; with the read and one action, within the function's
@@ -413,10 +435,8 @@ def service_job_time_limit(job: dict) -> float | None:
     the shorter of the Batch attempt timeout (``timeoutConfig``) and the training job's own
     ``StoppingCondition.MaxRuntimeInSeconds`` in its request; None when neither is given."""
     limits = [_seconds(job.get("timeoutConfig", {}).get("attemptDurationSeconds"))]
-    try:
+    with contextlib.suppress(ValueError, TypeError, AttributeError):  # an unreadable request declares nothing
         limits.append(_seconds(json.loads(job.get("serviceRequestPayload") or "{}").get("StoppingCondition", {}).get("MaxRuntimeInSeconds")))
-    except (ValueError, TypeError, AttributeError):
-        pass  # an unreadable request declares nothing
     return min((limit for limit in limits if limit is not None), default=None)
 
 

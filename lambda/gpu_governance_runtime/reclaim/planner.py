@@ -47,9 +47,9 @@ Semantics (docs/reclaim.md explains them with examples):
 from __future__ import annotations
 
 import heapq
-from operator import itemgetter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from operator import itemgetter
 
 from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling, lendable
 
