@@ -29,8 +29,8 @@ from .base import (
 from .organisation import (
     PRESET_SHARING, PROJECT_CONTRIBUTOR, PROJECT_OWNER, Account, AnyPool, BatchFairSharePool, BatchQuotaSharePool,
     DataZoneDomainId, DataZoneDomainUnitId, DataZoneId, DomainUnitGrant, DomainUnitGrantPolicy, DomainUnitName,
-    EcrRepositoryArn, ExemptPrincipalArn, GovernanceModel, Guardrails, HyperPodEksPool, HyperPodSlurmPool,
-    KubernetesTenancy, NewDomainUnit, OrganisationTargetId, PodSecurityLevel, Pool, Preset, PriorityClass, Project,
+    EcrRepositoryArn, ExemptPrincipalArn, GovernanceModel, GpuHourLimit, Guardrails, HyperPodEksPool, HyperPodSlurmPool,
+    KubernetesTenancy, LimitPeriod, NewDomainUnit, OrganisationTargetId, PodSecurityLevel, Pool, Preset, PriorityClass, Project,
     ProjectName, PermissionSetMember, SlurmHeadNode, ReclaimSettings, SharingPolicy, TagEnforcedFor, Team, UnifiedStudio, check_alert_topics, check_exemptions,
     check_organisation, check_pool_teams, check_principals, check_projects, members_in_account,
 )
@@ -44,9 +44,9 @@ __all__ = [
     "AlertTarget", "AnyPool", "BatchFairSharePool", "BatchQuotaSharePool", "BootstrapQualifier",
     "ComputeEnvironmentArn", "CostCentre", "Count", "DataZoneDomainId", "DataZoneDomainUnitId", "DataZoneId",
     "DnsLabel", "DomainUnitGrant", "DomainUnitGrantPolicy", "DomainUnitName", "Ec2InstanceType", "EcrRepositoryArn",
-    "EksClusterName", "EmailAddress", "ExemptPrincipalArn", "GovernanceModel", "Guardrails", "HyperPodClusterArn",
+    "EksClusterName", "EmailAddress", "ExemptPrincipalArn", "GovernanceModel", "GpuHourLimit", "Guardrails", "HyperPodClusterArn",
     "HyperPodClusterName", "HyperPodEksPool", "HyperPodSlurmPool", "InstanceGroupName", "KubernetesTenancy",
-    "NewDomainUnit", "OrganisationTargetId", "OrganizationId", "PodSecurityLevel", "Pool", "Preset", "PrincipalArn",
+    "LimitPeriod", "NewDomainUnit", "OrganisationTargetId", "OrganizationId", "PodSecurityLevel", "Pool", "Preset", "PrincipalArn",
     "PriorityClass", "Project", "ProjectName", "QueueName", "ReclaimSettings", "Region", "SageMakerInstanceType", "SharingPolicy",
     "SharingStrategy", "TagEnforcedFor", "Team", "TeamName", "UnifiedStudio", "UsdAmount", "account_of",
     "check_alert_topics", "check_exemptions", "check_organisation", "check_pool_teams", "check_principals",

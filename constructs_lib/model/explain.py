@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, lendable
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM, lendable
 
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
 from constructs_lib.model.policy import LENDING_LIMIT_BACKENDS
@@ -22,10 +22,20 @@ class Deal:
     in_share_preemption: str
     project: str = "-"  # the team's project, if any (a collaboration boundary, not an access one)
     state: str = "active"  # or "paused": no new job of the team starts
+    gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
 
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
+
+
+def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
+    """The team's GPU-hour limit as explain and audit show it, saying where it is not enforced."""
+    limit = team.gpu_hour_limit
+    if limit is None:
+        return "-"
+    text = f"{limit.hours} GPU h per {limit.period.value}"
+    return text if pool.backend == HYPERPOD_SLURM else f"{text} (not enforced here)"
 
 
 def deal(team: Team, pool: AnyPool) -> Deal:
@@ -66,6 +76,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
         reclaimable=reclaimable,
         in_share_preemption=preemption,
         state="paused" if team.paused else "active",
+        gpu_hour_limit=gpu_hour_limit_text(team, pool),
     )
 
 
@@ -84,6 +95,7 @@ _COLUMNS = (
     ("reclaimable", "jobs can be reclaimed"),
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
+    ("gpu_hour_limit", "GPU-hour limit"),
     ("project", "project"),
 )
 
@@ -109,6 +121,16 @@ _NO_LENDING_LIMIT = {
 }
 
 
+# Only Slurm counts a team's GPU minutes against a limit itself (GrpTRESMins,
+# https://slurm.schedmd.com/sacctmgr.html). Elsewhere no service API holds a consumption limit and
+# no controller of this library turns one into a stop yet (docs/governance-file.md, GPU-hour limits).
+_NO_GPU_HOUR_LIMIT = {
+    BATCH_QUOTA_SHARE: "Batch quota shares have no consumption limit (AWS Budgets only notify)",
+    BATCH_FAIR_SHARE: "a fair-share queue has no consumption limit nor a per-share state, and Batch, not the reclaim controller, starts jobs there",
+    HYPERPOD_EKS: "HyperPod compute quotas have no consumption limit (AWS Budgets only notify)",
+}
+
+
 def caveats(model: GovernanceModel) -> list[str]:
     """Settings a pool's backend ignores, one line each naming the field: ``validate`` warns with
     them and ``explain`` lists them under the table. None of them stops a deploy."""
@@ -127,6 +149,10 @@ def caveats(model: GovernanceModel) -> list[str]:
                 lines.append(f"teams[{index}].sharing.lending_limit: not enforced {where}: {_NO_LENDING_LIMIT[pool.backend]}; the team lends all of its idle quota there")
             elif team.sharing.lending_limit is not None and pool.backend == BATCH_FAIR_SHARE:
                 lines.append(f"teams[{index}].sharing.lending_limit: {where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it")
+            if team.gpu_hour_limit and pool.backend == HYPERPOD_SLURM and len(team.quotas) > 1:
+                lines.append(f"teams[{index}].gpu_hour_limit: counted {where} alone: Slurm limits the team's usage on that cluster (GrpTRESMins), not its GPU hours elsewhere")
+            if team.gpu_hour_limit and pool.backend != HYPERPOD_SLURM:
+                lines.append(f"teams[{index}].gpu_hour_limit: not enforced {where}: {_NO_GPU_HOUR_LIMIT[pool.backend]}; the team's jobs still start after its limit")
             if team.paused and pool.backend == BATCH_FAIR_SHARE:
                 lines.append(f"teams[{index}].paused: not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start")
         # Quota-share queues assign idle capacity FIFO, the only strategy
