@@ -262,10 +262,14 @@ def test_a_team_at_its_gpu_hour_limit_starts_no_job_that_would_pass_it_while_oth
         too_long = idle.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=4, minutes=hours * 60)
         # Slurm 22.05's own reason: the job would pass the account's GPU minutes, so it is never started
         idle.wait_pending_for(too_long, "AssocGrpGRESMinutes")
+        # `safe` enforcement: a job without a time limit (the partitions have none) could pass any limit, so it never starts
+        unbounded = own(idle, "bob", "steady", gpus=1)
+        idle.wait_pending_for(unbounded, "AssocGrpGRESMinutes")
         idle.wait_running(own(idle, "carol", "burst", gpus=2))  # another team is not held by it
         idle.wait_running(idle.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=1, minutes=1))
         assert idle.job(too_long).state == "PENDING"
         assert "changed:" not in idle.apply(governance_model(teams=teams)).output
+        run("scancel", unbounded)
     finally:
         lifted = idle.apply(governance_model())
     assert "changed: account steady: GrpTRESMins" in lifted.output
