@@ -50,6 +50,11 @@ class Backend:
     """What they say about a paused team there, if pausing does not hold."""
     grace_caveat: str | None = None
     """What they say about a pool's ``reclaim.grace_seconds`` there, if the grace does not hold."""
+    gpu_hour_limit_caveat: str | None = None
+    """Why a team's ``gpu_hour_limit`` does not hold there (only Slurm counts a team's GPU minutes
+    against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; elsewhere no
+    service API holds a consumption limit and no controller of this library turns one into a stop
+    yet, docs/governance-file.md)."""
     refine_deal: Callable[[Any, Any, Any], Any] = _unchanged
     """``(deal, team, pool) -> deal``: where the backend's semantics differ from the model's."""
     team_resources: int = 0

@@ -22,6 +22,7 @@ BACKEND = Backend(
     family="batch",
     reclaim_plans=True,
     natively_preempts=False,
+    gpu_hour_limit_caveat="a fair-share queue has no consumption limit nor a per-share state, and Batch, not the reclaim controller, starts jobs there",
     lending_limit_caveat="{where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it",
     paused_caveat="not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start",
     refine_deal=_never_preempts,

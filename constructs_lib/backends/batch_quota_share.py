@@ -28,6 +28,7 @@ BACKEND = Backend(
     # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
     grace_caveat="not enforced {where}: Batch preempts quota-share jobs itself, at once, with no grace setting, and the reclaim controller "
                  "only observes them; only `simulate` applies it",
+    gpu_hour_limit_caveat="Batch quota shares have no consumption limit (AWS Budgets only notify)",
     lending_limit_caveat="not enforced {where}: Batch quota shares have no lending limit and the reclaim controller only observes them; "
                          "the team lends all of its idle quota there",
     window_feeds=(CONSUMER_SAGEMAKER_TRAINING_JOBS,),

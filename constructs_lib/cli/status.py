@@ -75,7 +75,8 @@ def _status(args: argparse.Namespace) -> int:
             print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
             return EXIT_UNREADABLE
         statuses.append(explain(policy.pool(pool.name), team.name, observation, windows=policy.capacity_windows, now=now,
-                                preset=team.preset.value if team.preset else None))
+                                preset=team.preset.value if team.preset else None,
+                                gpu_hour_limit=(team.gpu_hour_limit.hours, team.gpu_hour_limit.period.value) if team.gpu_hour_limit else None))
     if args.job is not None:
         statuses = [_only_job(s, args.job) for s in statuses]
         if not any(s.jobs for s in statuses):

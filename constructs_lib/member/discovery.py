@@ -72,6 +72,9 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "submission_tags": submission_tags(team.name, team.cost_centre),
         "quota": dict(team.quotas[pool.name]),
         "state": "paused" if team.paused else "active",
+        # why a job may wait although capacity is free (docs/governance-file.md, GPU-hour limits)
+        "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value,
+                           "enforced": pool.backend == HYPERPOD_SLURM} if team.gpu_hour_limit else None,
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
     if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):

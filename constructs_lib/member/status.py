@@ -223,6 +223,7 @@ SLURM_REASONS: dict[str, tuple[str | None, str]] = {
     "AssocGrpGRES": ("share_at_limit", "your account's GPU limit is reached"),
     "AssocGrpNodeLimit": ("share_at_limit", "your account's node limit is reached"),
     "AssocMaxJobsLimit": ("backend", "your account runs the most jobs it may"),
+    "AssocGrpGRESMinutes": ("gpu_hour_limit", "your account's GPU minutes (GrpTRESMins) would be passed"),
     "AssocGrpJobsLimit": ("paused", "your account may start no job (GrpJobs=0: the team is paused)"),
     "JobHeldUser": ("held", "held by its owner (scontrol release)"),
     "JobHeldAdmin": ("held", "held by an administrator"),

@@ -21,10 +21,20 @@ class Deal:
     in_share_preemption: str
     project: str = "-"  # the team's project, if any (a collaboration boundary, not an access one)
     state: str = "active"  # or "paused": no new job of the team starts
+    gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
 
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
+
+
+def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
+    """The team's GPU-hour limit as explain and audit show it, saying where it is not enforced."""
+    limit = team.gpu_hour_limit
+    if limit is None:
+        return "-"
+    text = f"{limit.hours} GPU h per {limit.period.value}"
+    return f"{text} (not enforced here)" if backend_of(pool).gpu_hour_limit_caveat else text
 
 
 def deal(team: Team, pool: AnyPool) -> Deal:
@@ -52,6 +62,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
         reclaimable=reclaimable,
         in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
         state="paused" if team.paused else "active",
+        gpu_hour_limit=gpu_hour_limit_text(team, pool),
     ), team, pool)
 
 
@@ -70,6 +81,7 @@ _COLUMNS = (
     ("reclaimable", "jobs can be reclaimed"),
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
+    ("gpu_hour_limit", "GPU-hour limit"),
     ("project", "project"),
 )
 
@@ -98,6 +110,10 @@ def caveats(model: GovernanceModel) -> list[str]:
             backend = backend_of(pool)
             if team.sharing.lending_limit is not None and backend.lending_limit_caveat:
                 lines.append(f"teams[{index}].sharing.lending_limit: {backend.lending_limit_caveat.format(where=where)}")
+            if team.gpu_hour_limit and backend.gpu_hour_limit_caveat:
+                lines.append(f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit")
+            elif team.gpu_hour_limit and len(team.quotas) > 1:
+                lines.append(f"teams[{index}].gpu_hour_limit: counted {where} alone: Slurm limits the team's usage on that cluster (GrpTRESMins), not its GPU hours elsewhere")
             if team.paused and backend.paused_caveat:
                 lines.append(f"teams[{index}].paused: {backend.paused_caveat.format(where=where)}")
         # Only a team whose pools all ignore the weight is told (quota-share queues hand out idle

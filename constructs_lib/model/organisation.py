@@ -228,6 +228,25 @@ class PermissionSetMember(_Frozen):
     )
 
 
+class LimitPeriod(str, enum.Enum):
+    """The calendar period a GPU-hour limit counts over; usage starts again from 0 at its start (UTC)."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+MAX_GPU_HOURS = 10_000_000
+
+
+class GpuHourLimit(_Frozen):
+    """A hard limit on the GPU hours a team's jobs use per period: once reached, no new job of the
+    team starts until the next period (docs/governance-file.md, GPU-hour limits)."""
+
+    hours: Annotated[int, Field(ge=1, le=MAX_GPU_HOURS)] = Field(description=f"GPU hours per period (1-{MAX_GPU_HOURS})")
+    period: LimitPeriod = Field(description="day, week or month: when the count starts again from 0")
+
+
 class Team(_Frozen):
     """A team: where it lives, who acts for it, how much it is guaranteed and how it shares.
 
@@ -267,6 +286,10 @@ class Team(_Frozen):
     paused: bool = Field(
         default=False,
         description="No new job of the team starts on any backend; running jobs finish. `gpu-governance team pause|resume` sets it",
+    )
+    gpu_hour_limit: GpuHourLimit | None = Field(
+        default=None,
+        description="Hard limit on the team's GPU hours per day, week or month: once reached no new job of the team starts until the next period",
     )
     slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
         default=None, description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared"

@@ -145,6 +145,12 @@ def window_instance_groups(model: OrganisationView, pool_name: str) -> dict[str,
     return {w.feeds.instance_group: w.team for w in model.capacity_windows if _feeds(w, pool_name)}
 
 
+# A GPU-hour limit's period as slurm.conf PriorityUsageResetPeriod: cleared at midnight, at the
+# start of the week and on the first of the month (https://slurm.schedmd.com/slurm.conf.html).
+# One setting per cluster, so every limited team of a pool shares one period.
+SLURM_RESET_PERIOD = {"day": "DAILY", "week": "WEEKLY", "month": "MONTHLY"}
+
+
 def _feeds(window, pool_name: str) -> bool:
     return window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and window.feeds.pool == pool_name
 
@@ -196,7 +202,8 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
             qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=_borrow_gpus(team, pool)))
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
-        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused))
+        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused,
+                                     gpu_minutes_limit=team.gpu_hour_limit.hours * 60 if team.gpu_hour_limit else None))
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
         users += [SlurmUser(name=member, account=team.name) for member in members]
         partitions.append(SlurmPartition(
@@ -228,6 +235,7 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
         partitions=tuple(partitions),
         groups=tuple(posix_groups),
         data_paths=tuple(data_paths),
+        usage_reset_period=next((SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None),
     )
 
 
@@ -284,6 +292,14 @@ def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
     if model.organisation == SLURM_ROOT_ACCOUNT:
         problems.append(Problem(path="organisation", wrong="Slurm's root account", value=model.organisation, allowed=f"any name but {SLURM_ROOT_ACCOUNT!r} on Slurm"))
     team_index = {t.name: i for i, t in enumerate(model.teams)}
+    limited = [t for t in teams if t.gpu_hour_limit]
+    for team in limited[1:]:
+        first = limited[0]
+        if team.gpu_hour_limit.period is not first.gpu_hour_limit.period:
+            problems.append(Problem(
+                path=f"teams[{team_index[team.name]}].gpu_hour_limit.period",
+                wrong=f"differs from team {first.name}'s on Slurm pool {pool.name}: the cluster resets usage once for all accounts (PriorityUsageResetPeriod)",
+                value=team.gpu_hour_limit.period.value, allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}"))
     # Every team is an account beside the others, under the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
     declared: dict[int, str] = {}

@@ -159,6 +159,8 @@ def _workload(model: GovernanceModel, team: Team) -> list[Access]:
     for pool in (model.pool(name) for name in team.quotas):
         terms = deal(team, pool)
         share = f"guaranteed {terms.guaranteed}, at most {terms.max_with_borrowing}; idle lent: {terms.lends_idle}; priority classes {priorities}"
+        if team.gpu_hour_limit:
+            share += f"; GPU-hour limit {terms.gpu_hour_limit}"
         if team.paused:
             share = f"nothing new while the team is paused ({share})"
         if pool.backend == BATCH_QUOTA_SHARE:

@@ -239,6 +239,8 @@ DISCOVERY_KEYS = (
     "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
     "state",  # "active", or "paused": no new job of the team starts (null in documents published before it existed)
+    # {"hours", "period" (day|week|month), "enforced" (true where this pool's backend stops the team at it)}, or null: no limit
+    "gpu_hour_limit",
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
 DISCOVERY_BACKEND_KEYS = {

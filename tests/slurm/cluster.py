@@ -131,10 +131,11 @@ class Cluster:
         assert summary, result.stdout
         return Applied(output=result.stdout, changed=int(summary[1]), warnings=int(summary[3]))
 
-    def submit(self, user: str, *, account: str, partition: str, qos: str, gpus: int) -> str:
+    def submit(self, user: str, *, account: str, partition: str, qos: str, gpus: int, minutes: int | None = None) -> str:
+        """``minutes``: the job's time limit (--time), which Slurm counts against a GrpTRESMins limit before it starts the job."""
         result = run(
             "runuser", "-u", user, "--", "sbatch", "--parsable", f"--account={account}",
-            f"--partition={partition}", f"--qos={qos}", f"--gres=gpu:{gpus}", "--chdir=/tmp",
+            f"--partition={partition}", f"--qos={qos}", f"--gres=gpu:{gpus}", *([f"--time={minutes}"] if minutes else []), "--chdir=/tmp",
             "--output=/dev/null", "--wrap", "sleep 600",
         )
         return result.stdout.strip().split(";")[0]
