@@ -11,7 +11,7 @@ INSTALLED := $(VENV)/.installed
 CDK_CLI_VERSION := 2.1148.1
 CDK_CLI := node_modules/.aws-cdk-$(CDK_CLI_VERSION)
 
-.PHONY: install cdk-cli synth test test-member test-slurm bench clean
+.PHONY: install cdk-cli synth lint test test-member test-slurm bench clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ synth: $(INSTALLED)
 	rm -rf cdk.out
 	$(if $(CONFIG),GPU_GOVERNANCE_CONFIG='$(CONFIG)' )CDK_OUTDIR=cdk.out $(BIN)/python app.py
 	$(BIN)/gpu-governance report cdk.out
+
+# The lint rules of pyproject.toml's [tool.ruff.lint] over the whole tree (`ruff format` is not checked).
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
 
 test: $(INSTALLED) $(CDK_CLI)
 	$(BIN)/python -m pytest -m "not slurm and not member_sdk"

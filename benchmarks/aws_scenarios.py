@@ -1,33 +1,38 @@
-"""The reclaim controller on the AWS model for a simulated month, faults injected at every Batch
-call boundary, invariants checked after every step (tests/aws_model/scenario.py):
-`PYTHONPATH=.:lambda python benchmarks/aws_scenarios.py [days]`.
+"""The controllers on the AWS model for a simulated month, faults injected at every call boundary,
+invariants checked after every step (tests/aws_model/scenario.py, block_scenario.py,
+slurm_scenario.py): `PYTHONPATH=.:lambda python benchmarks/aws_scenarios.py [backend ...] [--days N]`,
+backends ``reclaim`` (Batch fair-share reclaim, one-minute ticks), ``block`` (Capacity Block
+requeue on Batch), ``slurm`` (the Slurm window over SSM); all by default.
 
-One-minute ticks on a 16-instance Batch fair-share pool shared by a borrowing and a lending
-team; the ledger is moto's DynamoDB. Prints what happened and simulated days per minute of wall
-time. Figures go to docs/performance.md.
+The ledgers are the in-memory DynamoDB model (tests/aws_model/dynamodb.py). Prints what happened
+and simulated days per minute of wall time per backend. Figures go to docs/performance.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import time
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from tests.aws_model import scenario  # noqa: E402
-from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
+from tests.aws_model import block_scenario, scenario  # noqa: E402
+
+SCENARIOS = {"reclaim": scenario.run, "block": block_scenario.run}
 
 
-def main(days: float) -> None:
-    with reclaim_ledger_table() as table:
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("backends", nargs="*", choices=list(SCENARIOS))
+    parser.add_argument("--days", type=float, default=30.0)
+    arguments = parser.parse_args()
+    for backend in arguments.backends or SCENARIOS:
         started = time.perf_counter()
-        report = scenario.run(days=days, seed=2026, table=table)
+        report = SCENARIOS[backend](days=arguments.days, seed=2026)
         seconds = time.perf_counter() - started
-    print(f"{days:g} simulated days, {report.ticks} ticks, {report.submitted} jobs submitted, {report.preempted} preemptions, "
-          f"{report.copies} copies, faults {dict(report.faults)}, {report.crashes} crashed ticks: every invariant held")
-    print(f"{seconds:.0f} s wall, {days / (seconds / 60):.2f} simulated days per minute")
+        print(f"{backend}: {arguments.days:g} simulated days, {report.summary()}, faults {dict(report.faults)}: every invariant held")
+        print(f"{backend}: {seconds:.0f} s wall, {arguments.days / (seconds / 60):.2f} simulated days per minute", flush=True)
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 30.0)
+    main()

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import random
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from gpu_governance_runtime.capacity import market
 from gpu_governance_runtime.capacity.planner import Offering, Window, plan
 
-NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 TYPES = ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p6-b200.48xlarge", "g6e.48xlarge", "trn2.48xlarge", "g5.48xlarge")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 

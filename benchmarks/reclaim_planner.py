@@ -18,7 +18,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambda"))
 
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, Strategy, plan_tick  # noqa: E402
+from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
+    PendingJob,
+    PoolState,
+    RunningJob,
+    Settings,
+    Share,
+    Strategy,
+    plan_tick,
+)
 
 TYPES = ("ml.p5.48xlarge", "ml.g6e.12xlarge")
 

@@ -8,7 +8,7 @@ size of the function asset if Powertools were bundled into it.
 
 Each import is timed in a new interpreter, after ``import boto3`` (every handler imports it
 first, and it loads jmespath, which Powertools needs), from a copy staged as
-``constructs_lib/runtime_asset.py`` stages the asset: without ``__pycache__``, and with
+``constructs_lib/core/runtime_asset.py`` stages the asset: without ``__pycache__``, and with
 ``PYTHONDONTWRITEBYTECODE`` because Lambda's /var/task is read-only, so a bundled package is
 compiled from source at every cold start. The "with bytecode" rows are the best case (compiled
 files present, as a layer that ships them would have). Python is the one running this script.
@@ -129,9 +129,9 @@ def main() -> None:
             result = subprocess.run([sys.executable, "-c", WRITES.format(path=path, setup=setup, count=20000)], check=True,
                                     capture_output=True, text=True)
             print(f"| {name} | {float(result.stderr.strip().splitlines()[-1]):.1f} |")
-        sample = ("import sys; sys.path[:0] = {path!r}\nfrom aws_lambda_powertools import Metrics\n"
+        sample = (f"import sys; sys.path[:0] = {[str(bundled)]!r}\nfrom aws_lambda_powertools import Metrics\n"
                   "emf = Metrics(namespace='GpuGovernance/Reclaim'); emf.add_dimension(name='Pool', value='p')\n"
-                  "emf.add_metric(name='PoolErrors', unit='Count', value=1); emf.flush_metrics()").format(path=[str(bundled)])
+                  "emf.add_metric(name='PoolErrors', unit='Count', value=1); emf.flush_metrics()")
         written = subprocess.run([sys.executable, "-c", sample], env={**os.environ, "POWERTOOLS_SERVICE_NAME": "reclaim"}, check=True,
                                  capture_output=True, text=True).stdout.strip()
         print(f"\nPowertools' PoolErrors document with POWERTOOLS_SERVICE_NAME=reclaim set:\n\n    {written}")

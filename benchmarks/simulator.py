@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "lambda")]
 
+from constructs_lib.cli.simulate import pool_shares  # noqa: E402
 from constructs_lib.model.loader import load_model  # noqa: E402
 from constructs_lib.simulator import compare, read_trace  # noqa: E402
-from constructs_lib.cli.simulate import pool_shares  # noqa: E402
 from constructs_lib.simulator.traces import TraceJob  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 

@@ -18,8 +18,8 @@ _DEFINED_IN = {
     "core.errors": ("GovernanceError", "Problem"),
     "model.loader": ("load_model", "parse_config"),
     "model": (
-        "UNLIMITED", "Account", "BatchFairSharePool", "BatchQuotaSharePool", "GovernanceModel", "Guardrails",
-        "HyperPodEksPool", "HyperPodSlurmPool", "KubernetesTenancy", "Preset", "PriorityClass", "SharingPolicy",
+        "UNLIMITED", "Account", "BatchFairSharePool", "BatchQuotaSharePool", "GovernanceModel", "GpuHourLimit",
+        "Guardrails", "HyperPodEksPool", "HyperPodSlurmPool", "KubernetesTenancy", "LimitPeriod", "Preset", "PriorityClass", "SharingPolicy",
         "SharingStrategy", "Team",
     ),
     "model.capacity": (
@@ -68,6 +68,7 @@ __all__ = [
     "GovernancePipelineStack",
     "GovernanceStage",
     "GpuGovernanceChecks",
+    "GpuHourLimit",
     "Guardrails",
     "HyperPodEksGovernance",
     "HyperPodEksPool",
@@ -75,6 +76,7 @@ __all__ = [
     "HyperPodSlurmGovernance",
     "HyperPodSlurmPool",
     "KubernetesTenancy",
+    "LimitPeriod",
     "OrganisationGuardrails",
     "OrganisationGuardrailsStack",
     "PipelineSource",
@@ -110,12 +112,41 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .core.acknowledgements import acknowledge, acknowledge_wildcard_resources
     from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
     from .controllers.capacity import CapacityController
+    from .controllers.guard import SubmissionGuard
+    from .controllers.reclaim import ReclaimController, ReclaimTarget
+    from .core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+    from .core.errors import GovernanceError, Problem
     from .deployment import (
-        CapacityAccountStack, ConsumerAccountStack, OrganisationGuardrailsStack, TeamStack, build_capacity_account,
-        build_consumer_account, build_reference_app, consumer_stack_name, team_stack_name,
+        CapacityAccountStack,
+        ConsumerAccountStack,
+        OrganisationGuardrailsStack,
+        TeamStack,
+        build_capacity_account,
+        build_consumer_account,
+        build_reference_app,
+        consumer_stack_name,
+        team_stack_name,
+    )
+    from .hyperpod_eks import HyperPodEksGovernance
+    from .model import (
+        UNLIMITED,
+        Account,
+        BatchFairSharePool,
+        BatchQuotaSharePool,
+        GovernanceModel,
+        GpuHourLimit,
+        Guardrails,
+        HyperPodEksPool,
+        HyperPodSlurmPool,
+        KubernetesTenancy,
+        LimitPeriod,
+        Preset,
+        PriorityClass,
+        SharingPolicy,
+        SharingStrategy,
+        Team,
     )
     from .model.capacity import (
         BatchComputeEnvironmentFeed,
@@ -125,33 +156,13 @@ if TYPE_CHECKING:
         HyperPodInstanceGroupFeed,
         TrainingJobsFeed,
     )
-    from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
-    from .core.errors import GovernanceError, Problem
-    from .organisation.guardrails import OrganisationGuardrails
-    from .hyperpod_eks import HyperPodEksGovernance
     from .model.loader import load_model, parse_config
-    from .model import (
-        UNLIMITED,
-        Account,
-        BatchFairSharePool,
-        BatchQuotaSharePool,
-        GovernanceModel,
-        Guardrails,
-        HyperPodEksPool,
-        HyperPodSlurmPool,
-        KubernetesTenancy,
-        Preset,
-        PriorityClass,
-        SharingPolicy,
-        SharingStrategy,
-        Team,
-    )
-    from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
-    from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
     from .model.policy import compile_policy
     from .model.quota import AcceleratorPartition, ResourceQuota
-    from .controllers.guard import SubmissionGuard
-    from .controllers.reclaim import ReclaimController, ReclaimTarget
+    from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
+    from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
+    from .organisation.guardrails import OrganisationGuardrails
+    from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
     from .slurm import HyperPodSlurmGovernance, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn
 

@@ -7,19 +7,28 @@ aws-cdk-lib has no L2 for service environments, quota shares or quota-share sche
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
-from gpu_governance_runtime import contract
 from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
+from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.core.placement import team_scope
-from constructs_lib.model import UNLIMITED, BatchFairSharePool, BatchQuotaSharePool, SharingStrategy, Team, check_pool_teams
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from constructs_lib.model import (
+    BatchFairSharePool,
+    BatchQuotaSharePool,
+    GovernanceModel,
+    SharingStrategy,
+    Team,
+    check_pool_teams,
+)
 from constructs_lib.model.quota import instance_quota
+from constructs_lib.tenancy import TeamTenancy
+from gpu_governance_runtime import contract
 
 TEAM_TAG = contract.TAG_TEAM
 """Tag every job carries with its team's name; IAM uses it to scope terminate and update."""
@@ -233,7 +242,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
             sharing = team.sharing
             sharing_config = {"strategy": sharing.strategy.value.upper()}
             if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-                sharing_config["borrowLimit"] = -1 if sharing.borrow_limit == UNLIMITED else sharing.borrow_limit
+                sharing_config["borrowLimit"] = UNLIMITED_BORROW_LIMIT if sharing.borrow_percent is None else sharing.borrow_percent
             share = batch.CfnQuotaShare(
                 team_scope(self, team.name),
                 f"Share{team.name}",
@@ -402,3 +411,21 @@ class FairShareJobQueue(_GovernedQueue):
     def observe_statements(self) -> list[iam.PolicyStatement]:
         # ListJobs and DescribeJobs support no resource-level permissions.
         return [iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"])]
+
+
+def _build_pool(queue_class: type[_GovernedQueue], scope: Construct, model: GovernanceModel, pool, tenants: Mapping[str, TeamTenancy]) -> _GovernedQueue:
+    """The pool's queue in ``scope``; each of its teams' tenancy may submit to it."""
+    queue = queue_class(scope, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
+    for team in queue.teams:
+        tenants[team.name].allow_submission(queue)
+    return queue
+
+
+def build_quota_share_pool(scope: Construct, model: GovernanceModel, pool: BatchQuotaSharePool, tenants: Mapping[str, TeamTenancy]) -> QuotaManagedTrainingQueue:
+    """The batch_quota_share backend's construct builder (constructs_lib/backends/)."""
+    return _build_pool(QuotaManagedTrainingQueue, scope, model, pool, tenants)
+
+
+def build_fair_share_pool(scope: Construct, model: GovernanceModel, pool: BatchFairSharePool, tenants: Mapping[str, TeamTenancy]) -> FairShareJobQueue:
+    """The batch_fair_share backend's construct builder (constructs_lib/backends/)."""
+    return _build_pool(FairShareJobQueue, scope, model, pool, tenants)

@@ -1,5 +1,5 @@
 """`gpu-governance audit --config FILE [--json]`: who can do what, per team and per governance layer,
-computed from the governance file offline (constructs_lib/audit.py)."""
+computed from the governance file offline (constructs_lib/organisation/audit.py)."""
 
 from __future__ import annotations
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError, Problem
 
 LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
 OFFERING_LISTS = ("CapacityBlockOfferings", "CapacityBlockExtensionOfferings", "TrainingPlanOfferings", "CapacityReservations")
@@ -71,15 +71,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from constructs_lib.model.policy import compile_policy
     from gpu_governance_runtime.capacity.planner import plan
     from gpu_governance_runtime.policy import parse_policy
-
-    from constructs_lib.model.policy import compile_policy
 
     model = model_from(args)
     if not model.capacity_windows:
         raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window to plan")
-    now = _utc_time(args.now, "--now") if args.now else datetime.now(timezone.utc)
+    now = _utc_time(args.now, "--now") if args.now else datetime.now(UTC)
     offerings, reservations, extensions = [], [], []
     for path in args.offerings:
         found_offerings, found_reservations, found_extensions = _read_market(path)
@@ -103,7 +102,7 @@ def _approve(args: argparse.Namespace) -> int:
         raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
     ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table)
     try:
-        intent = ledger.approve(args.intent_id, now=datetime.now(timezone.utc))
+        intent = ledger.approve(args.intent_id, now=datetime.now(UTC))
     except ClaimRefused as refusal:
         raise GovernanceError.single("ID", "cannot be approved", args.intent_id, str(refusal)) from None
     except (NoCredentialsError, NoRegionError):
@@ -121,17 +120,16 @@ def _request(args: argparse.Namespace) -> int:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
+    from constructs_lib.model.policy import compile_policy
     from gpu_governance_runtime.capacity import requests
     from gpu_governance_runtime.capacity.ledger import Ledger
     from gpu_governance_runtime.policy import parse_policy
-
-    from constructs_lib.model.policy import compile_policy
 
     if not args.table:
         raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
     model = model_from(args)
     windows = parse_policy(compile_policy(model)).capacity_windows
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     start = None if args.start == "now" else _utc_time(args.start, "--start")
     token = args.token or "-".join((args.team, args.instance_type, f"{args.count}x{args.hours}h", f"{start or now:%Y%m%dT%H%M}"))
     # the ledger lives in the capacity account's region, which the governance file names
@@ -183,7 +181,7 @@ def _requests(args: argparse.Namespace) -> int:
 
 
 def _read_market(path: str):
-    from gpu_governance_runtime.capacity.aws import block_offering, reservation_from_api, training_plan_offering, _when
+    from gpu_governance_runtime.capacity.aws import _when, block_offering, reservation_from_api, training_plan_offering
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -249,7 +247,7 @@ def _utc_time(text: str, path: str) -> datetime:
         value = None
     if value is None or value.tzinfo is None:
         raise GovernanceError.single(path, "not a UTC time", text, "ISO 8601 with a zone, e.g. 2026-12-01T09:00:00Z")
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 def _spent(items: list[str], windows) -> dict[str, Decimal]:

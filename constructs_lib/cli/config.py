@@ -10,7 +10,13 @@ import sys
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.loader import CONFIG_ENVIRONMENT_VARIABLE, DEFAULT_CONFIG_NAME, default_config_text, load_model, parse_config
+from constructs_lib.model.loader import (
+    CONFIG_ENVIRONMENT_VARIABLE,
+    DEFAULT_CONFIG_NAME,
+    default_config_text,
+    load_model,
+    parse_config,
+)
 
 CONFIG_HELP = f"governance file (YAML or JSON); default ${CONFIG_ENVIRONMENT_VARIABLE}"
 EXAMPLE_HELP = "use the built-in example organisation (`gpu-governance example`) instead of a governance file"

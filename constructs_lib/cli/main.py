@@ -9,18 +9,24 @@ import argparse
 import json
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from constructs_lib.cli import simulate as simulator_cli
-from constructs_lib.cli import audit as cli_audit, capacity as cli_capacity, member as cli_member, status as cli_status
-from constructs_lib.cli import team as cli_team, usage as cli_usage
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.explain import caveats, deals, render_table
+from constructs_lib.cli import (
+    audit as cli_audit,
+    capacity as cli_capacity,
+    member as cli_member,
+    simulate as simulator_cli,
+    slurm as slurm_cli,
+    status as cli_status,
+    team as cli_team,
+    usage as cli_usage,
+)
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.wording import counted
-from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
-from constructs_lib.cli import slurm as slurm_cli
+from constructs_lib.model.explain import caveats, deals, render_table
+from constructs_lib.model.loader import default_config_text
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 DISTRIBUTION = "cdk-gpu-governance"
@@ -81,7 +87,7 @@ def _report(args: argparse.Namespace) -> int:
     try:
         summary = summarise(args.outdir)
     except (OSError, ValueError, KeyError) as error:
-        raise GovernanceError.single("outdir", "not a readable cloud assembly", args.outdir, f"a cdk.out folder ({error})")
+        raise GovernanceError.single("outdir", "not a readable cloud assembly", args.outdir, f"a cdk.out folder ({error})") from None
     print(render(summary))
     return EXIT_FINDINGS if summary.open_findings else EXIT_OK
 

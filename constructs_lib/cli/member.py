@@ -19,10 +19,19 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from constructs_lib.core.errors import GovernanceError
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.member import (
+    MEMBER_BACKENDS,
+    TeamSetup,
+    active_training_plan,
+    sbatch_line,
+    service_job_request,
+    team_setup,
+    training_job_manifest,
+    unique_job_name,
+)
 from constructs_lib.model.loader import dump_yaml
-from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, active_training_plan, sbatch_line, service_job_request, team_setup, training_job_manifest, unique_job_name
 
 # Shell variables the batch snippet reads for what only a deployment knows.
 UNKNOWN_UNTIL_DEPLOYED = {"bucket": "TEAM_BUCKET", "kms_key_arn": "TEAM_KMS_KEY"}
@@ -115,7 +124,7 @@ def _dedicated(args: argparse.Namespace, setup: TeamSetup) -> bool:
 
 def _batch_snippet(setup: TeamSetup, **job: str) -> str:
     # ${NAME:?}: the shell stops with "NAME: parameter null or not set" instead of sending an empty bucket.
-    placeholders = {key: "${%s:?}" % variable for key, variable in UNKNOWN_UNTIL_DEPLOYED.items() if getattr(setup, key) is None}
+    placeholders = {key: f"${{{variable}:?}}" for key, variable in UNKNOWN_UNTIL_DEPLOYED.items() if getattr(setup, key) is None}
     filled = replace(setup, **placeholders)
     request = service_job_request(filled, **job)
     file = f"{setup.team}-job.json"

@@ -8,20 +8,26 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from gpu_governance_runtime.policy import PoolPolicy, parse_policy
-from gpu_governance_runtime.reclaim.planner import Settings, Share
-
-from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import counted
-from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import load_model
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.simulator.engine import compare, simulate
-from constructs_lib.simulator.importers import SACCT_COMMAND, ImportOptions, from_batch, from_kueue, from_sacct, priorities
-from constructs_lib.simulator.sweep import GRID_KEYS, parse_grid, run_sweep, sweep_json, sweep_table
+from constructs_lib.simulator.importers import (
+    SACCT_COMMAND,
+    ImportOptions,
+    from_batch,
+    from_kueue,
+    from_sacct,
+    priorities,
+)
 from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, table, write_plot
+from constructs_lib.simulator.sweep import GRID_KEYS, parse_grid, run_sweep, sweep_json, sweep_table
 from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
+from gpu_governance_runtime.policy import PoolPolicy, parse_policy
+from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpu_governance_runtime.slurm import render_apply_script
-
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, slurm_plan
+from gpu_governance_runtime.slurm import render_apply_script
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

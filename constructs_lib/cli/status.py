@@ -17,13 +17,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
-from constructs_lib.core.errors import GovernanceError
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_BAD_INPUT = 0, 1, 2
 BACKENDS = ("batch_quota_share", "hyperpod_eks", "hyperpod_slurm")
@@ -49,10 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from gpu_governance_runtime.policy import parse_policy
-
-    from constructs_lib.model.policy import compile_policy
     from constructs_lib.member.waiting import explain, render
+    from constructs_lib.model.policy import compile_policy
+    from gpu_governance_runtime.policy import parse_policy
 
     model = model_from(args)
     team = next((t for t in model.teams if t.name == args.team), None)
@@ -66,7 +65,7 @@ def _status(args: argparse.Namespace) -> int:
             raise GovernanceError.single("--pool", f"not a pool team {team.name} has a quota in that status reads", args.pool,
                                          f"one of {', '.join(allowed) or '(none)'}")
     policy = parse_policy(compile_policy(model))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     statuses = []
     for pool in pools:
         readers: dict[str, Callable] = {"batch_quota_share": _batch, "hyperpod_eks": _eks, "hyperpod_slurm": _slurm}
@@ -76,7 +75,8 @@ def _status(args: argparse.Namespace) -> int:
             print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
             return EXIT_UNREADABLE
         statuses.append(explain(policy.pool(pool.name), team.name, observation, windows=policy.capacity_windows, now=now,
-                                preset=team.preset.value if team.preset else None))
+                                preset=team.preset.value if team.preset else None,
+                                gpu_hour_limit=(team.gpu_hour_limit.hours, team.gpu_hour_limit.period.value) if team.gpu_hour_limit else None))
     if args.job is not None:
         statuses = [_only_job(s, args.job) for s in statuses]
         if not any(s.jobs for s in statuses):
@@ -117,11 +117,11 @@ def _training_plans(model, team: str, region: str) -> tuple[list[dict[str, str]]
     (``ssm:GetParameter``, which its submission role may call), when a window of the team feeds
     training jobs; (None, why) when it could not be read: the jobs are still explained."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-    from gpu_governance_runtime.contract import team_training_plans_parameter
 
     from constructs_lib.member.batch import parse_training_plans, read_training_plans
+    from gpu_governance_runtime.contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
 
-    if not any(w.team == team and w.feeds.kind == "sagemaker_training_jobs" for w in model.capacity_windows):
+    if not any(w.team == team and w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS for w in model.capacity_windows):
         return None, ()
     parameter = team_training_plans_parameter(model.organisation, team)
     try:

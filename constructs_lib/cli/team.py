@@ -1,7 +1,7 @@
 """`gpu-governance team show TEAM`: what the team's discovery parameters say, from the model;
 `gpu-governance team pause|resume TEAM --config FILE`: set the team's `paused` in the file.
 
-The same documents the deployment publishes (constructs_lib/discovery.py), offline: the bucket
+The same documents the deployment publishes (constructs_lib/member/discovery.py), offline: the bucket
 name and the key ARN are generated at deployment and print as unknown here.
 """
 

@@ -18,21 +18,27 @@ import csv
 import io
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Sequence
-
-from gpu_governance_runtime.contract import (
-    BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, USAGE_METRICS, USED_HOURS,
-)
-from gpu_governance_runtime.usage import idle_guaranteed_hours
+from typing import Any
 
 from constructs_lib.cli.capacity import LEDGER_TABLE_VARIABLE
-from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.cli.config import add_config_arguments, model_from
+from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
+from gpu_governance_runtime.contract import (
+    BORROWED_HOURS,
+    GUARANTEED_HOURS,
+    LENT_HOURS,
+    RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
+    USAGE_METRICS,
+    USED_HOURS,
+)
+from gpu_governance_runtime.usage import idle_guaranteed_hours
 
 DAY = 86_400
 MAX_QUERIES_PER_CALL = 500  # GetMetricData: metric data queries per request
@@ -100,7 +106,7 @@ def report_period(first: str, after_last: str) -> tuple[datetime, datetime]:
     bounds = []
     for flag, text in (("--from", first), ("--to", after_last)):
         try:
-            bounds.append(datetime.combine(date.fromisoformat(text), time(), tzinfo=timezone.utc))
+            bounds.append(datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC))
         except (TypeError, ValueError):
             raise GovernanceError.single(flag, "not a date", text, "a UTC day as YYYY-MM-DD") from None
     start, end = bounds
@@ -134,7 +140,7 @@ def read_usage(cloudwatch: Any, model: GovernanceModel, teams: Sequence[str], st
         batch = [{
             "Id": query_id, "ReturnData": True,
             "MetricStat": {"Metric": {"Namespace": RECLAIM_NAMESPACE, "MetricName": by_id[query_id][2],
-                                      "Dimensions": [{"Name": n, "Value": v} for n, v in zip(SHARE_DIMENSIONS, by_id[query_id][:2])]},
+                                      "Dimensions": [{"Name": n, "Value": v} for n, v in zip(SHARE_DIMENSIONS, by_id[query_id][:2], strict=False)]},
                            "Period": DAY, "Stat": "Sum"},
         } for query_id in ids[offset:offset + MAX_QUERIES_PER_CALL]]
         token = None
@@ -143,7 +149,7 @@ def read_usage(cloudwatch: Any, model: GovernanceModel, teams: Sequence[str], st
                                               **({"NextToken": token} if token else {}))
             for result in page["MetricDataResults"]:
                 points = series[by_id[result["Id"]]]
-                for stamp, value in zip(result["Timestamps"], result["Values"]):
+                for stamp, value in zip(result["Timestamps"], result["Values"], strict=True):
                     points[stamp] = points.get(stamp, 0.0) + value
             token = page.get("NextToken")
             if not token:

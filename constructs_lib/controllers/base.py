@@ -12,7 +12,7 @@ outbound traffic): then it runs in that VPC, and reaches AWS through the VPC's e
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import (
     Duration,
@@ -34,7 +34,6 @@ from constructs import Construct
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS
-
 
 VPC_ACCESS_POLICY = "AWSLambdaVPCAccessExecutionRole"
 

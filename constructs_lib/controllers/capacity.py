@@ -11,34 +11,65 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from aws_cdk import (
-    Annotations, ArnFormat, Duration, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_events as events,
-    aws_events_targets as targets, aws_iam as iam, aws_lambda as lambda_,
+    Annotations,
+    ArnFormat,
+    Duration,
+    Stack,
+    Token,
+    aws_cloudwatch as cloudwatch,
+    aws_events as events,
+    aws_events_targets as targets,
+    aws_iam as iam,
+    aws_lambda as lambda_,
 )
 from constructs import Construct
-from gpu_governance_runtime.contract import (
-    ALARM_EVENT_SOURCE, ALARM_STATE, ALARM_STATE_CHANGE_DETAIL_TYPE, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE,
-    STACK_UPDATED_STATUSES, raised_guarantees_parameter,
-    BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE, ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM, PURCHASE_TAG_KEYS, TAG_MANAGED_BY,
-    team_training_plans_parameter,
-)
 
-from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
-from constructs_lib.core.placement import team_scope
-from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
-from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model import GovernanceModel
-from constructs_lib.model.capacity import raising_windows
-from constructs_lib.nag import declare_capacity_controller
+from constructs_lib.backends import backend_of
 from constructs_lib.controllers.base import GovernanceController
 from constructs_lib.controllers.reclaim import _ssm_target_arn
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
+from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
+from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
-from gpu_governance_runtime.capacity.slurm_window import SCHEDULE_LIMIT
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
+from constructs_lib.nag import declare_capacity_controller
+from gpu_governance_runtime.capacity.slurm_window import SCHEDULE_LIMIT
+from gpu_governance_runtime.contract import (
+    ALARM_EVENT_SOURCE,
+    ALARM_STATE,
+    ALARM_STATE_CHANGE_DETAIL_TYPE,
+    CAPACITY_EVENT_SOURCE,
+    CAPACITY_NAMESPACE,
+    CAPACITY_REQUEST_DETAIL_TYPE,
+    CONSUMER_BATCH_COMPUTE_ENVIRONMENT,
+    CONSUMER_EKS_NODE_GROUP,
+    CONSUMER_HYPERPOD_INSTANCE_GROUP,
+    CONSUMER_SAGEMAKER_TRAINING_JOBS,
+    ENV_BUDGET,
+    ENV_CONTROLLER_ID,
+    ENV_LEDGER_TABLE,
+    ENV_PRICE_CAP,
+    ENV_RAISED_GUARANTEES,
+    ENV_RAISED_GUARANTEES_KEY,
+    ENV_SLURM_HEAD_NODES,
+    ENV_TEAM_SPEND,
+    ENV_TICK_SECONDS,
+    ENV_TOPIC_ARN,
+    PURCHASE_TAG_KEYS,
+    STACK_EVENT_SOURCE,
+    STACK_STATUS_CHANGE_DETAIL_TYPE,
+    STACK_UPDATED_STATUSES,
+    TAG_MANAGED_BY,
+    raised_guarantees_parameter,
+    team_training_plans_parameter,
+)
 
 TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
@@ -74,7 +105,7 @@ class CapacityController(GovernanceController):
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
     shortened to it), so the drain and the requeue land before the plan's instances go; so it
     does while a window feeds a Batch compute environment, whose jobs are stopped and requeued
-    between 35 and 30 minutes before a block ends (``requeue.STOP_LEAD``).
+    from 40 minutes before a block ends (``requeue.STOP_LEAD``: two runs before its instances go at 30).
     """
 
     namespace = CAPACITY_NAMESPACE
@@ -99,7 +130,7 @@ class CapacityController(GovernanceController):
         # The raises it applies, published for the reclaim controller (capacity/raised.py); None when no window raises a quota.
         self.raised_guarantees = raised_guarantees_parameter(model.organisation) if raising_windows(model) else None
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
-        feeds_batch = any(w.feeds.kind == "batch_compute_environment" for w in windows)
+        feeds_batch = any(w.feeds.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT for w in windows)
         if (head_nodes or feeds_batch) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
             schedule = limit
         unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
@@ -205,13 +236,16 @@ class CapacityController(GovernanceController):
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
             statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]))
-        compute_environments = sorted({f.compute_environment for f in feeds if f.kind == "batch_compute_environment"})
+        batch_feeds = [f for f in feeds if f.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT]
         requeue_statements = []
-        if compute_environments:
+        if batch_feeds:
             statements += [
-                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=compute_environments),
+                # rotation.py: only the block compute environments are updated and only their queues reordered; the on-demand
+                # compute environments, where running work stays, are never touched.
+                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=sorted({f.block_compute_environment for f in batch_feeds})),
+                iam.PolicyStatement(actions=["batch:UpdateJobQueue"], resources=sorted({f.job_queue for f in batch_feeds})),
                 iam.PolicyStatement(actions=["batch:DescribeComputeEnvironments", "batch:DescribeJobQueues", "batch:ListJobs",
-                                             "batch:DescribeJobs", "ec2:DescribeInstances"], resources=["*"]),
+                                             "batch:DescribeJobs", "ec2:DescribeInstances", "ec2:DescribeInstanceTypes"], resources=["*"]),
             ]
             # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
             requeue_statements = [
@@ -220,13 +254,13 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]),
             ]
         node_groups = sorted({stack.format_arn(service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*")
-                              for f in feeds if f.kind == "eks_node_group"})
+                              for f in feeds if f.kind == CONSUMER_EKS_NODE_GROUP})
         if node_groups:
             # rotation.py: read the node group, move its version, scale it up at a block's start and to zero before its end.
             statements.append(iam.PolicyStatement(actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:UpdateNodegroupVersion"],
                                                   resources=node_groups))
         pools = {p.name: p for p in model.pools}
-        clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == "hyperpod_instance_group"})
+        clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
         cluster_statements = update_cluster_statements(self, clusters) if clusters else []
         if any(w.market == "training_plan" for w in model.capacity_windows):
             plans = arn("sagemaker", "training-plan")
@@ -238,8 +272,8 @@ class CapacityController(GovernanceController):
                                     conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
                 iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
             ]
-        raised = sorted({(w.feeds.pool, w.team) for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs" and w.feeds.pool
-                         and any(p.name == w.feeds.pool and p.backend == BATCH_QUOTA_SHARE for p in model.pools)})
+        raising = raising_windows(model)
+        raised = sorted({(w.feeds.pool, w.team) for w in raising if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
         if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
             queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
             environment = lambda pool: stack.format_arn(service="batch", resource="service-environment", resource_name=pool)  # noqa: E731
@@ -251,8 +285,7 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
                                     resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
             ]
-        quota_clusters = sorted({pools[w.feeds.pool].cluster_arn for w in model.capacity_windows
-                                 if w.feeds.kind == "hyperpod_instance_group" and pools[w.feeds.pool].backend == HYPERPOD_EKS})
+        quota_clusters = sorted({pools[w.feeds.pool].cluster_arn for w in raising if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
         if quota_clusters:  # the owner's HyperPod compute quota raised while its plan is active (capacity/shares.py)
             # Compute quota ARNs end in an id SageMaker generates; the controller finds each team's by cluster and name.
             quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in quota_clusters})
@@ -271,7 +304,7 @@ class CapacityController(GovernanceController):
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
                 iam.PolicyStatement(actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters),
             ]
-        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
+        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
         if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
                 stack.format_arn(service="ssm", resource="parameter",
@@ -357,8 +390,8 @@ def polls_team_spend(model: GovernanceModel) -> bool:
 
 def _slurm_pools_fed(model: GovernanceModel) -> list[str]:
     pools = {p.name: p for p in model.pools}
-    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == "hyperpod_instance_group"
-                   and pools.get(w.feeds.pool) is not None and pools[w.feeds.pool].backend == HYPERPOD_SLURM})
+    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP
+                   and pools.get(w.feeds.pool) is not None and backend_of(pools[w.feeds.pool]).drains_on_head_node})
 
 
 def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> dict[str, str]:

@@ -13,16 +13,21 @@ Dry run by default: it records and alerts, and stops jobs (``TerminateServiceJob
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
-from aws_cdk import ArnFormat, Duration, Stack, Token, aws_cloudwatch as cloudwatch, aws_events as events, aws_events_targets as event_targets, aws_iam as iam
-from constructs import Construct
-from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_GUARD_NAMES, ENV_GUARD_QUEUES, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, GUARD_FILE_NAME, GUARD_NAMESPACE,
-    GUARDED_STATES, MISSING_API_OPERATIONS, SERVICE_JOB_EVENT, TAG_TEAM, TEAM_PLACEHOLDER,
+from aws_cdk import (
+    ArnFormat,
+    Duration,
+    Stack,
+    Token,
+    aws_cloudwatch as cloudwatch,
+    aws_events as events,
+    aws_events_targets as event_targets,
+    aws_iam as iam,
 )
-from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+from constructs import Construct
 
+from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.controllers.base import GovernanceController
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts, team_alert_topic
@@ -30,6 +35,23 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, team_role_arn
 from constructs_lib.model.policy import policy_json
+from gpu_governance_runtime.contract import (
+    ENV_DRY_RUN,
+    ENV_GUARD_NAMES,
+    ENV_GUARD_QUEUES,
+    ENV_LEDGER_TABLE,
+    ENV_TOPIC_ARN,
+    GUARD_FILE_NAME,
+    GUARD_NAMESPACE,
+    GUARDED_STATES,
+    MISSING_API_OPERATIONS,
+    SERVICE_JOB_EVENT,
+    TAG_TEAM,
+    TEAM_PLACEHOLDER,
+)
+from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+
+GUARDED = backends_where(lambda b: b.guards_submissions)  # the backends whose queues the guard watches
 
 
 class SubmissionGuard(GovernanceController):
@@ -134,11 +156,11 @@ def _repository_uri(arn: str) -> str:
 
 def _check(model: GovernanceModel, job_queues: Mapping[str, str]) -> None:
     pools = {p.name: p for p in model.pools}
-    problems = [Problem(path="job_queues", wrong="no queue to guard", value={}, allowed="at least one batch_quota_share pool name -> its job queue ARN")] if not job_queues else []
+    problems = [Problem(path="job_queues", wrong="no queue to guard", value={}, allowed=f"at least one {' or '.join(GUARDED)} pool name -> its job queue ARN")] if not job_queues else []
     for pool, arn in job_queues.items():
-        if pools.get(pool) is None or pools[pool].backend != BATCH_QUOTA_SHARE:
-            problems.append(Problem(path=f"job_queues.{pool}", wrong="not a batch_quota_share pool", value=pool,
-                                    allowed=f"one of {sorted(p for p in pools if pools[p].backend == BATCH_QUOTA_SHARE)}"))
+        if pools.get(pool) is None or not backend_of(pools[pool]).guards_submissions:
+            problems.append(Problem(path=f"job_queues.{pool}", wrong=f"not a {' or '.join(GUARDED)} pool", value=pool,
+                                    allowed=f"one of {sorted(p for p in pools if pools[p].backend in GUARDED)}"))
         if not Token.is_unresolved(arn) and ":job-queue/" not in str(arn):
             problems.append(Problem(path=f"job_queues.{pool}", wrong="not a job queue ARN", value=arn, allowed="arn:aws:batch:<region>:<account>:job-queue/<name>"))
     if problems:

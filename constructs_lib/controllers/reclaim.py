@@ -19,34 +19,68 @@ for a pool it only observes) gets hourly usage from Slurm accounting (docs/charg
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from aws_cdk import (
-    Arn, ArnFormat, Duration, Stack, Token,
-    aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_eks_v2 as eks, aws_events as events,
-    aws_ec2 as ec2, aws_events_targets as event_targets, aws_iam as iam, aws_lambda_destinations as lambda_destinations, aws_sns as sns,
+    Arn,
+    ArnFormat,
+    Duration,
+    Stack,
+    Token,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_ec2 as ec2,
+    aws_eks_v2 as eks,
+    aws_events as events,
+    aws_events_targets as event_targets,
+    aws_iam as iam,
+    aws_lambda_destinations as lambda_destinations,
+    aws_sns as sns,
 )
 from constructs import Construct
+
+from constructs_lib.controllers.base import GovernanceController, vpc_problems
+from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.chargeback import (
+    reclaim_dashboard_name,
+    route_alarm,
+    subscribe_alerts,
+    tag_for_cost_allocation,
+    team_alert_topic,
+)
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.placement import team_scope
+from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.model import GovernanceModel, HyperPodEksPool
+from constructs_lib.model.capacity import raising_windows
+from constructs_lib.model.policy import policy_json
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, EKS_USAGE_READER_GROUP, ENV_DRY_RUN, ENV_LEDGER_TABLE, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE, ENV_MIN_RUN_TIME_S,
-    ENV_IN_VPC, ENV_RAISED_GUARANTEES, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, MISSING_API_OPERATIONS, POOL_ERRORS, RECLAIM_NAMESPACE, TAG_TEAM as TEAM_TAG,
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    EKS_USAGE_READER_GROUP,
+    ENV_DRY_RUN,
+    ENV_IN_VPC,
+    ENV_LEDGER_TABLE,
+    ENV_MAX_PREEMPTIONS_PER_TICK,
+    ENV_METRICS_NAMESPACE,
+    ENV_MIN_RUN_TIME_S,
+    ENV_RAISED_GUARANTEES,
+    ENV_RECLAIM_TARGETS,
+    ENV_TICK_SECONDS,
+    ENV_USAGE_TARGETS,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    MISSING_API_OPERATIONS,
+    POOL_ERRORS,
+    RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
+    TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
-from constructs_lib.core.chargeback import reclaim_dashboard_name, route_alarm, subscribe_alerts, tag_for_cost_allocation, team_alert_topic
-from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
-from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model import GovernanceModel, HyperPodEksPool
-from constructs_lib.model.capacity import raising_windows
-from constructs_lib.core.placement import team_scope
-from constructs_lib.controllers.base import GovernanceController, vpc_problems
-from constructs_lib.core.runtime_asset import runtime_code
-from constructs_lib.model.policy import policy_json
-
 NAMESPACE = RECLAIM_NAMESPACE
-ACTING_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
 POOL_ERROR_TICKS = 3
 # Each a graph of every team's share on the pool's reclaim dashboard.
 SHARE_GRAPHS = ("Guaranteed", "InUse", "Borrowed", "Lent")
@@ -138,10 +172,10 @@ class ReclaimController(GovernanceController):
         self._alarms(starved_ticks)
         self.dashboards = {target.pool: self._dashboard(target.pool) for target in self.targets}
 
-    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum") -> cloudwatch.Metric:
+    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
         """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
-        Preemptions, LostCapacitySeconds, StarvedBelowGuarantee)."""
-        return self.metric(metric_name, dimensions={"Pool": pool, "Share": share}, statistic=statistic, period=self.schedule)
+        Preemptions, LostCapacitySeconds, StarvedBelowGuarantee), over ``period`` (default: one tick)."""
+        return self.metric(metric_name, dimensions=dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), statistic=statistic, period=period or self.schedule)
 
     def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
         """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);
@@ -167,17 +201,18 @@ class ReclaimController(GovernanceController):
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
         if BATCH_FAIR_SHARE in backends.values():
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
-            # this account and region that carry a governed team's tag (set and checked at submit).
-            teams = sorted({team.name for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE for team in self.model.teams_in(t.pool)})
+            # this account and region that carry a team tag, which only a governed team's own
+            # submission can set (batch/queues.py _team_tag_statements). Not a list of the teams:
+            # it reached IAM's 10,240 characters per role at about 420 fair-share teams.
             statements.append(iam.PolicyStatement(
                 actions=["batch:TerminateJob"],
                 resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-                conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": teams}},
+                conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
             ))
             # Batch does not retry a terminated job: the handler submits each victim's copy to the
             # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
-            # tags (common/batch_copy.py). The teams are not listed again here: the team list is
-            # what grows this inline policy toward IAM's 10,240 characters (limits.py).
+            # tags (common/batch_copy.py). No team is named: a team list would grow this inline
+            # policy past IAM's 10,240 characters.
             fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
             under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
             statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
-
 
 # The standard packs (compliance.STANDARD_PACKS) that apply each rule the library acknowledges in
 # more than one pack, by the rule's cdk-nag name; tests/nag/test_acknowledgements.py checks it

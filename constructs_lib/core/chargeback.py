@@ -6,20 +6,41 @@ of the usage dashboards. The ``Chargeback`` construct (budgets, dashboards) comp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
-from aws_cdk import Tags, aws_cloudwatch as cloudwatch, aws_cloudwatch_actions as actions, aws_kms as kms, aws_sns as sns
+from aws_cdk import (
+    Tags,
+    aws_cloudwatch as cloudwatch,
+    aws_cloudwatch_actions as actions,
+    aws_kms as kms,
+    aws_sns as sns,
+)
 from constructs import Construct
+
 from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_POOL, TAG_TEAM
 
 from .acknowledgements import acknowledge
 from .placement import team_scope
 
-if TYPE_CHECKING:
-    from constructs_lib.model import GovernanceModel, Team
+
+# What these helpers read of the governance model, which sits above core: a model ``Team`` is a ``ChargedTeam``
+# and a ``GovernanceModel`` is ``Alerted``, structurally, so core imports nothing from the model.
+class ChargedTeam(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def cost_centre(self) -> str | None: ...
+    @property
+    def owner(self) -> str | None: ...
 
 
-def cost_allocation_tags(team: Team, pool: str | None = None) -> dict[str, str]:
+class Alerted(Protocol):
+    @property
+    def alerts(self) -> Sequence[str]: ...
+
+
+def cost_allocation_tags(team: ChargedTeam, pool: str | None = None) -> dict[str, str]:
     """The cost allocation tags of a resource of ``team`` (and of ``pool`` when it has one)."""
     tags = {TAG_TEAM: team.name}
     if pool is not None:
@@ -29,17 +50,17 @@ def cost_allocation_tags(team: Team, pool: str | None = None) -> dict[str, str]:
     return tags
 
 
-def tag_for_cost_allocation(scope: Construct, team: Team, pool: str | None = None) -> None:
+def tag_for_cost_allocation(scope: Construct, team: ChargedTeam, pool: str | None = None) -> None:
     """Tag every taggable resource under ``scope`` for ``team``'s cost allocation."""
     for key, value in cost_allocation_tags(team, pool).items():
         Tags.of(scope).add(key, value)
 
 
-def alert_emails(model: GovernanceModel) -> list[str]:
+def alert_emails(model: Alerted) -> list[str]:
     return list(dict.fromkeys(target for target in model.alerts if not target.startswith("arn:")))
 
 
-def alert_topic_arns(model: GovernanceModel) -> list[str]:
+def alert_topic_arns(model: Alerted) -> list[str]:
     return list(dict.fromkeys(target for target in model.alerts if target.startswith("arn:")))
 
 
@@ -50,19 +71,19 @@ def subscribe_email(topic: sns.Topic, id: str, email: str) -> sns.Subscription:
     return subscription
 
 
-def subscribe_alerts(topic: sns.Topic, model: GovernanceModel) -> None:
+def subscribe_alerts(topic: sns.Topic, model: Alerted) -> None:
     """Platform alert emails receive everything published to ``topic`` (it stays encrypted)."""
     for email in alert_emails(model):
         subscribe_email(topic, f"Alert{email}", email)
 
 
-def route_alarm(alarm: cloudwatch.Alarm, model: GovernanceModel) -> None:
+def route_alarm(alarm: cloudwatch.Alarm, model: Alerted) -> None:
     """Also publish ``alarm`` to the organisation's existing alert topics (e.g. AWS Chatbot)."""
     for index, arn in enumerate(alert_topic_arns(model)):  # imported: the id names no resource
         alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
 
 
-def team_alert_topic(owner: Construct, team: Team, key: kms.IKey, *, topic_name: str | None = None) -> sns.Topic | None:
+def team_alert_topic(owner: Construct, team: ChargedTeam, key: kms.IKey, *, topic_name: str | None = None) -> sns.Topic | None:
     """A topic (encrypted with ``key``) that the team's owner is subscribed to, in the team's
     scope; None when the team names no owner. ``topic_name`` fixes its name, so that ``owner``'s
     stack can name its ARN without referring to the team's stack."""

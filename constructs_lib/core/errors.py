@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +30,7 @@ class GovernanceError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
     @classmethod
-    def single(cls, path: str, wrong: str, value: Any, allowed: str) -> "GovernanceError":
+    def single(cls, path: str, wrong: str, value: Any, allowed: str) -> GovernanceError:
         return cls([Problem(path=path, wrong=wrong, value=value, allowed=allowed)])
 
 

@@ -3,7 +3,7 @@ the dedicated-nodes custom resource and the capacity controller (training plans)
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from aws_cdk import Stack, aws_iam as iam
 from constructs import IConstruct

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 # What the [cdk] extra installs; the member install (the CLI, the submission helpers) needs none.
 CDK_MODULES = frozenset({"aws_cdk", "constructs", "cdk_nag", "jsii"})

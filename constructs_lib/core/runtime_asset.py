@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
+
+from aws_cdk import aws_lambda as lambda_
 
 import gpu_governance_runtime
-from aws_cdk import aws_lambda as lambda_
 from gpu_governance_runtime.contract import POLICY_FILE_NAME
 
 RUNTIME_PACKAGE = Path(gpu_governance_runtime.__file__).resolve().parent

@@ -8,7 +8,11 @@ from .capacity import CapacityAccountStack
 from .consumer import ConsumerAccountStack
 from .guardrails import OrganisationGuardrailsStack
 from .reference import (
-    build_capacity_account, build_consumer_account, build_reference_app, consumer_stack_name, team_stack_name,
+    build_capacity_account,
+    build_consumer_account,
+    build_reference_app,
+    consumer_stack_name,
+    team_stack_name,
 )
 from .team import TeamStack
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model.loader import load_model
+from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.organisation.deploy_checks import check_deployable
 from constructs_lib.organisation.limits import check_assembly, check_model
-from constructs_lib.model.loader import load_model
+
 from .reference import build_reference_app
 
 # Errors the CDK raises (through jsii, as RuntimeError) that the size of the organisation causes.

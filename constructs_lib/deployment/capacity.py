@@ -1,28 +1,23 @@
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from aws_cdk import Annotations, CfnOutput, Environment, RemovalPolicy, Stack
-from aws_cdk import aws_iam as iam, aws_s3 as s3
+from aws_cdk import Annotations, CfnOutput, Environment, Stack, aws_iam as iam, aws_s3 as s3
 from constructs import Construct
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
-from constructs_lib.core.acknowledgements import acknowledge
-from constructs_lib.batch import FairShareJobQueue, QuotaManagedTrainingQueue
+from constructs_lib.backends import backend_of
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.controllers.guard import SubmissionGuard
-from constructs_lib.member.parameters import publish_discovery
-from constructs_lib.organisation.chargeback import Chargeback
-from constructs_lib.hyperpod_eks import HyperPodEksGovernance
-from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
-from constructs_lib.slurm.construct import HyperPodSlurmGovernance
-from constructs_lib.tenancy import TeamTenancy
+from constructs_lib.core.acknowledgements import acknowledge
+from constructs_lib.core.buckets import hardened_bucket
+from constructs_lib.member.parameters import publish_discovery
+from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.chargeback import Chargeback
 from constructs_lib.organisation.unified_studio import UnifiedStudioProjects
+from constructs_lib.tenancy import TeamTenancy
 
 from .team import TeamStack
-
-_QUEUE_CONSTRUCTS = {BATCH_QUOTA_SHARE: QuotaManagedTrainingQueue, BATCH_FAIR_SHARE: FairShareJobQueue}
 
 
 class CapacityAccountStack(Stack):
@@ -38,16 +33,7 @@ class CapacityAccountStack(Stack):
         # Set here, not only in cdk.json, so that every app building this stack gets it.
         self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         self.team_stacks = dict(team_stacks or {})
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        self.access_logs = hardened_bucket(self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED)
         acknowledge(
             self.access_logs,
             "This bucket is the server access log destination; logging it to itself would loop.",
@@ -94,28 +80,12 @@ class CapacityAccountStack(Stack):
         self.hyperpod_eks_clusters = {}
         self.hyperpod_slurm_clusters = {}
         for pool in model.pools:
-            if pool.backend == HYPERPOD_EKS:
-                self.hyperpod_eks_clusters[pool.name] = HyperPodEksGovernance(
-                    self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name),
-                    priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=self.tenants,
-                )
-                continue
-            if pool.backend == HYPERPOD_SLURM:
-                slurm = HyperPodSlurmGovernance(self, f"Pool{pool.name}", model=model, pool_name=pool.name)
-                # What the platform team puts into the cluster's on_create.sh and runs to re-apply.
-                CfnOutput(self, f"SlurmLifecycle{pool.name}", value=slurm.lifecycle_command())
-                CfnOutput(self, f"SlurmApplyDocument{pool.name}", value=slurm.document_name)
-                self.hyperpod_slurm_clusters[pool.name] = slurm
-                continue
-            queue_construct = _QUEUE_CONSTRUCTS[pool.backend]
-            queue = queue_construct(self, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
-            for team in queue.teams:
-                self.tenants[team.name].allow_submission(queue)
-            self.queues[pool.name] = queue
+            backend = backend_of(pool)  # each backend builds its pool and names the dictionary it joins
+            getattr(self, backend.stack_attribute)[pool.name] = backend.build(self, model, pool, self.tenants)
         # HyperPod EKS pools are observed for usage once the governance file gives their GPUs per instance.
         observed_eks = [name for name in self.hyperpod_eks_clusters if model.pool(name).gpus_per_instance]
         # Slurm pools join once the governance file names their head node (its SSM target id).
-        governed_slurm = [pool for pool in model.pools if pool.backend == HYPERPOD_SLURM and pool.head_node is not None]
+        governed_slurm = [model.pool(name) for name in self.hyperpod_slurm_clusters if model.pool(name).head_node is not None]
         if self.queues or observed_eks or governed_slurm:
             # Dry run unless the governance file says act (reclaim_mode, docs/reclaim.md).
             self.reclaim_controller = ReclaimController(
@@ -128,7 +98,7 @@ class CapacityAccountStack(Stack):
                    for pool in governed_slurm],
                 dry_run=model.reclaim_mode != "act",
             )
-        guarded = {name: queue.job_queue_arn for name, queue in self.queues.items() if model.pool(name).backend == BATCH_QUOTA_SHARE}
+        guarded = {name: queue.job_queue_arn for name, queue in self.queues.items() if backend_of(model.pool(name)).guards_submissions}
         if guarded:
             # Dry run unless the governance file says act (guard_mode, docs/security.md).
             self.submission_guard = SubmissionGuard(self, "SubmissionGuard", model=model, job_queues=guarded, dry_run=model.guard_mode != "act")

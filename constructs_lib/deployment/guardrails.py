@@ -4,8 +4,8 @@ from aws_cdk import DefaultStackSynthesizer, Environment, Stack
 from constructs import Construct
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.organisation.guardrails import OrganisationGuardrails, declared_guardrails
 from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.guardrails import OrganisationGuardrails, declared_guardrails
 
 
 class OrganisationGuardrailsStack(Stack):

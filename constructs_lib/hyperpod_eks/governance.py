@@ -5,30 +5,51 @@ network policies, GPU quota, pod identity, pod security, dedicated nodes)."""
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import (
-    Arn, ArnFormat, CfnResource, CustomResource, Duration, RemovalPolicy, Stack, Token, aws_eks_v2 as eks, aws_iam as iam,
-    aws_lambda as lambda_, aws_logs as logs, aws_sagemaker as sagemaker, custom_resources,
+    Arn,
+    ArnFormat,
+    CfnResource,
+    CustomResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+    Token,
+    aws_eks_v2 as eks,
+    aws_iam as iam,
+    aws_lambda as lambda_,
+    aws_logs as logs,
+    aws_sagemaker as sagemaker,
+    custom_resources,
 )
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
-from . import kubernetes
-from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
+from constructs_lib.backends.hyperpod_eks import absolute_borrow_limits, compute_quota_resource
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
-from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.nag import declare_platform_admin
-from constructs_lib.model import (
-    POD_ROLE_SUFFIX, ROLE_PATH, HyperPodEksPool, KubernetesTenancy, PriorityClass, SharingStrategy, Team, check_pool_teams, members_in_account,
-)
+from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.placement import team_scope
-from constructs_lib.model.quota import absolute_borrow_limits, compute_quota_resource
 from constructs_lib.core.runtime_asset import runtime_code
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
+from constructs_lib.model import (
+    POD_ROLE_SUFFIX,
+    ROLE_PATH,
+    GovernanceModel,
+    HyperPodEksPool,
+    KubernetesTenancy,
+    PriorityClass,
+    SharingStrategy,
+    Team,
+    check_pool_teams,
+    members_in_account,
+)
+from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
+from . import kubernetes
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
@@ -46,7 +67,7 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     sharing = team.sharing
     resource_sharing: dict = {"Strategy": HYPERPOD_SHARING_STRATEGY[sharing.strategy]}
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-        resource_sharing["BorrowLimit"] = sharing.borrow_limit
+        resource_sharing["BorrowLimit"] = sharing.borrow_percent
         # GPUs borrowed at most per instance type, whatever the percent says
         # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html).
         if absolute := absolute_borrow_limits(team.quotas[pool.name]):
@@ -421,3 +442,9 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
         "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
         "Serverless-LambdaDefaultMemorySize",
     )
+
+
+def build_pool(scope: Construct, model: GovernanceModel, pool: HyperPodEksPool, tenants: Mapping[str, TeamTenancy]) -> HyperPodEksGovernance:
+    """The hyperpod_eks backend's construct builder (constructs_lib/backends/)."""
+    return HyperPodEksGovernance(scope, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name),
+                                 priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=tenants)

@@ -10,15 +10,19 @@ CLI binds team roles to group ``hyperpod-ns-<team>-namespace-level-group``.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
+
+from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
+from gpu_governance_runtime.contract import (
+    EKS_USAGE_READER_GROUP,
+    HYPERPOD_CLUSTER_QUEUE_SUFFIX,
+    HYPERPOD_NAMESPACE_PREFIX,
+    hyperpod_cluster_queue,
+)
 
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY, dedicated_node_config  # noqa: F401
-from gpu_governance_runtime.contract import (
-    EKS_USAGE_READER_GROUP, HYPERPOD_CLUSTER_QUEUE_SUFFIX, HYPERPOD_NAMESPACE_PREFIX, hyperpod_cluster_queue,
-)
-
-from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 
 Manifest = dict[str, Any]
 

@@ -3,7 +3,14 @@
 Plain Python and boto3 (the SageMaker SDK path imports ``sagemaker`` only when used); no aws_cdk.
 """
 
-from .batch import active_training_plan, check_job_name, published_training_plans, service_job_request, submit_training_job, unique_job_name
+from .batch import (
+    active_training_plan,
+    check_job_name,
+    published_training_plans,
+    service_job_request,
+    submit_training_job,
+    unique_job_name,
+)
 from .hyperpod import training_job_manifest
 from .sdk import model_trainer, submit_with_sdk
 from .setup import MEMBER_BACKENDS, TeamSetup, team_setup

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
-from typing import Any, Mapping
-
-from gpu_governance_runtime.contract import TAG_TEAM
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
+from gpu_governance_runtime.contract import TAG_TEAM
+
 from .setup import TeamSetup
 
 SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
@@ -27,7 +28,7 @@ DEFAULT_VOLUME_GB = 100
 def unique_job_name(team: str, base: str, now: datetime | None = None) -> str:
     """``<team>-<base>-<UTC time>``: the execution role trusts only training jobs named
     ``<team>-*`` (docs/security.md), and a time suffix keeps retries apart."""
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     return check_job_name(team, f"{team}-{base}-{stamp}")
 
 
@@ -150,7 +151,7 @@ def parse_training_plans(published: str | None, parameter: str | None) -> list[d
 
 def live_training_plans(plans: list[dict[str, str]], instance_type: str, *, now: datetime | None = None) -> list[dict[str, str]]:
     """The ``plans`` of ``instance_type`` not ended at ``now`` (default: the current time)."""
-    moment = now or datetime.now(timezone.utc)
+    moment = now or datetime.now(UTC)
     return [p for p in plans if p["instance_type"] == instance_type and datetime.fromisoformat(p["ends"]) > moment]
 
 

@@ -10,17 +10,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, DISCOVERY_PRIORITY_KEY, DISCOVERY_VERSION, HYPERPOD_EKS, HYPERPOD_SLURM, TAG_TEAM,
-    discovery_parameter_name, submission_tags, team_training_plans_parameter,
-)
-
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.quota import instance_quota
+from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
-    SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, aws_partition, repository_name, secrets_prefix, team_key_alias,
+    SUBMISSION_ROLE_SUFFIX,
+    TRAINING_ROLE_SUFFIX,
+    GovernanceModel,
+    aws_partition,
+    repository_name,
+    secrets_prefix,
+    team_key_alias,
     team_role_arn,
+)
+from constructs_lib.model.quota import instance_quota
+from gpu_governance_runtime.contract import (
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    DISCOVERY_PRIORITY_KEY,
+    DISCOVERY_VERSION,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    TAG_TEAM,
+    discovery_parameter_name,
+    submission_tags,
+    team_training_plans_parameter,
 )
 
 CHECKPOINT_PREFIX = "checkpoints/"
@@ -60,6 +73,9 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "submission_tags": submission_tags(team.name, team.cost_centre),
         "quota": instance_quota(team, pool),
         "state": "paused" if team.paused else "active",
+        # why a job may wait although capacity is free (docs/governance-file.md, GPU-hour limits)
+        "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value,
+                           "enforced": pool.backend == HYPERPOD_SLURM} if team.gpu_hour_limit else None,
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
     if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):
@@ -76,9 +92,8 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
                         local_queue=kubernetes.local_queue(team.name), service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT)
         priority = {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
     elif pool.backend == HYPERPOD_SLURM:
-        from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
-
         from constructs_lib.model.slurm import slurm_plan
+        from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
 
         plan = slurm_plan(model, pool.name)
         slurm_account = next(a for a in plan.accounts if a.name == team.name)

@@ -9,13 +9,14 @@ selector and toleration of the team's nodes.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-from gpu_governance_runtime.contract import TAG_COST_CENTRE
-from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
+from collections.abc import Sequence
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks.kubernetes import cost_metadata
+from gpu_governance_runtime.contract import TAG_COST_CENTRE
+from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
+
 from .batch import check_job_name
 from .setup import TeamSetup
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from aws_cdk import CfnOutput, aws_ssm as ssm
-from gpu_governance_runtime.contract import discovery_parameter_name, discovery_parameter_path
 
 from constructs_lib.model import GovernanceModel
 from constructs_lib.tenancy import TeamTenancy
+from gpu_governance_runtime.contract import discovery_parameter_name, discovery_parameter_path
 
 from .discovery import describe
 

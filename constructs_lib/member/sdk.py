@@ -17,13 +17,21 @@ payload of the ``ModelTrainer``. Two gaps handled here:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name, teams_training_plan, with_submission_tags
-from .setup import TeamSetup
 from constructs_lib.core.errors import GovernanceError
 
+from .batch import (
+    CHECKPOINT_LOCAL_PATH,
+    DEFAULT_MAX_RUNTIME_SECONDS,
+    DEFAULT_VOLUME_GB,
+    check_job_name,
+    teams_training_plan,
+    with_submission_tags,
+)
+from .setup import TeamSetup
 
 
 class _TeamPlan:

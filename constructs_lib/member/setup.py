@@ -9,21 +9,21 @@ No aws_cdk here: members' laptops and notebooks import this without the CDK.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
-
-from gpu_governance_runtime import contract
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
+from gpu_governance_runtime import contract
 
 from .discovery import describe
 
 # The backends a member submits to, by the name the CLI takes.
 MEMBER_BACKENDS = {"batch": contract.BATCH_QUOTA_SHARE, "hyperpod_eks": contract.HYPERPOD_EKS, "slurm": contract.HYPERPOD_SLURM}
 # Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
-_MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos", "state"))
-_NOT_STRINGS = {"version": int, "team_tag": dict, "submission_tags": dict, "quota": dict, "priority_classes": list, "qos": list}
+_MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos", "state", "gpu_hour_limit"))
+_NOT_STRINGS = {"version": int, "team_tag": dict, "submission_tags": dict, "quota": dict, "priority_classes": list, "qos": list, "gpu_hour_limit": dict}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +51,8 @@ class TeamSetup:
     submission_tags: Mapping[str, str]  # every job must carry them: the team tag, and the cost centre's when declared
     quota: Mapping[str, int]  # instance type -> guaranteed instances
     state: str | None  # "active" or "paused" (no new job starts); None in a document older than pausing
+    # {"hours", "period", "enforced"}: the team's GPU-hour limit; None without one (or in an older document)
+    gpu_hour_limit: Mapping[str, Any] | None
     priority_classes: Sequence[Mapping[str, Any]]  # most urgent first: name, weight, DISCOVERY_PRIORITY_KEY[backend]
     job_queue: str | None = None
     job_queue_arn: str | None = None
@@ -74,7 +76,7 @@ class TeamSetup:
     borrow_qos: str | None = None
 
     @classmethod
-    def from_parameter(cls, text: str | bytes) -> "TeamSetup":
+    def from_parameter(cls, text: str | bytes) -> TeamSetup:
         """Read the team's discovery document (the SSM parameter's value)."""
         try:
             data = json.loads(text)
@@ -83,7 +85,7 @@ class TeamSetup:
         return cls.from_document(data)
 
     @classmethod
-    def from_document(cls, data: Any) -> "TeamSetup":
+    def from_document(cls, data: Any) -> TeamSetup:
         """Check and read a discovery document. Keys this version does not know are ignored, so
         the platform may publish more; every key of the document's backend must be there."""
         if not isinstance(data, dict):

@@ -4,7 +4,7 @@ priority class: account, partition and QoS as the apply script creates them (doc
 from __future__ import annotations
 
 import shlex
-from typing import Sequence
+from collections.abc import Sequence
 
 from .setup import TeamSetup
 

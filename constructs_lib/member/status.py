@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
-
-from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
-from gpu_governance_runtime.slurm.plan import BORROW_PARTITION, borrow_qos_name
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
+from gpu_governance_runtime.policy import PoolPolicy
+from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
+from gpu_governance_runtime.slurm.plan import BORROW_PARTITION, borrow_qos_name
 
 # --- AWS Batch quota share -------------------------------------------------------------------------
 
@@ -202,7 +202,7 @@ def _timestamp(text: str | None) -> float:
     if not text:
         return 0.0
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()  # squeue runs with TZ=UTC
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()  # squeue runs with TZ=UTC
 
 
 # --- Slurm: squeue ----------------------------------------------------------------------------------
@@ -223,6 +223,7 @@ SLURM_REASONS: dict[str, tuple[str | None, str]] = {
     "AssocGrpGRES": ("share_at_limit", "your account's GPU limit is reached"),
     "AssocGrpNodeLimit": ("share_at_limit", "your account's node limit is reached"),
     "AssocMaxJobsLimit": ("backend", "your account runs the most jobs it may"),
+    "AssocGrpGRESMinutes": ("gpu_hour_limit", "your account's GPU minutes (GrpTRESMins) would be passed"),
     "AssocGrpJobsLimit": ("paused", "your account may start no job (GrpJobs=0: the team is paused)"),
     "JobHeldUser": ("held", "held by its owner (scontrol release)"),
     "JobHeldAdmin": ("held", "held by an administrator"),

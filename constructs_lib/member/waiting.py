@@ -10,17 +10,18 @@ table is docs/status.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Iterable, Mapping
 
 from gpu_governance_runtime.capacity.planner import Window
 from gpu_governance_runtime.contract import SharingStrategy, lendable
+from gpu_governance_runtime.limits import next_reset
 from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.planner import is_guarantee_job, preemptible_in_share
 
 RUNNING, WAITING = "running", "waiting"
-NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large", "paused"})
+NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large", "paused", "gpu_hour_limit"})
 
 # Reason code -> what it means, in the words a member reads (docs/status.md says what to do).
 REASONS = {
@@ -38,6 +39,7 @@ REASONS = {
     "too_large": "asks for {count} {unit}, more than your team can ever hold here ({ceiling})",
     "held": "held: release it (or ask an administrator) before it can start",
     "paused": "team paused: no new job of your team starts until the platform team resumes it (`gpu-governance team resume`); running jobs finish",
+    "gpu_hour_limit": "team reached its GPU-hour limit for the {period} ({hours} GPU hours): too few are left for this job; the count starts again at {resets}",
     "dependency": "waits for another job it depends on",
     "begin_time": "not allowed to start before its begin time (a requeued job waits about two minutes)",
     "preempted": "was preempted and is queued again",
@@ -109,7 +111,8 @@ class Status:
 
 
 def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows: Iterable[Window] = (), now: datetime,
-            preset: str | None = None) -> Status:
+            preset: str | None = None, gpu_hour_limit: tuple[int, str] | None = None) -> Status:
+    """``gpu_hour_limit``: the team's (hours, period), which a job waiting for it is told with its reset."""
     share = next(s for s in policy.shares if s.name == team)
     mine = observation.in_use.get(team, {})
     quota = share.quota if observation.guaranteed is None else observation.guaranteed
@@ -139,6 +142,9 @@ def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows:
             code, found = _computed(policy, share, observation, job, ahead, windows, now)
             details.update(found)
         details.update(unit=observation.unit, strategy=strategy, ahead=len(ahead), count=job.count, instance_type=job.instance_type)
+        if gpu_hour_limit:
+            hours, period = gpu_hour_limit
+            details.update(hours=hours, period=period, resets=f"{next_reset(period, now):%Y-%m-%d %H:%M} UTC")
         details.setdefault("limit", f"your team holds {details['used']} {observation.unit}, and this job would pass its ceiling of {details['ceiling']}")
         text = REASONS[code].format_map(_Figures(details))
         if job.backend_reason:  # the scheduler's own words, for searching its documentation

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from gpu_governance_runtime.contract import BACKENDS, HYPERPOD_NAMESPACE_PREFIX, discovery_parameter_path
-
 from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import (
+    BACKENDS,
+    CONSUMER_FIELDS,
+    HYPERPOD_NAMESPACE_PREFIX,
+    discovery_parameter_path,
+)
 
 # --- names and identifiers ------------------------------------------------------------------
 
@@ -54,14 +58,12 @@ EMAIL_PATTERN = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2
 SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
 EmailAddress = Annotated[str, StringConstraints(pattern=EMAIL_PATTERN, max_length=254)]
 AlertTarget = Annotated[str, StringConstraints(pattern=f"({EMAIL_PATTERN})|({SNS_TOPIC_ARN_PATTERN})", max_length=300)]
-# A cost allocation tag value (the characters AWS tags allow).
-CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 _.:/=+@-]{1,128}$")]
+# A cost allocation tag value, on a team's resources and on a purchase: the characters AWS tags
+# allow, up to 256 (https://docs.aws.amazon.com/batch/latest/userguide/tag-restrictions.html).
+CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 _.:/=+@-]{1,256}$")]
 UsdAmount = Annotated[Decimal, Field(gt=0, max_digits=12, decimal_places=2)]
 
 MAX_PRIORITY_CLASSES = 10  # HyperPod cluster scheduler config limit
-MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
-MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
-MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 MAX_BORROW_LIMIT = 10_000  # percent; SageMaker BorrowLimit maximum (Batch has none)
 MAX_HYPERPOD_BORROW_LIMIT = 500  # percent; the range SageMaker documents for HyperPod BorrowLimit
 UNLIMITED: Literal["unlimited"] = "unlimited"
@@ -77,6 +79,29 @@ class _ReportingMeta(type(BaseModel)):  # pydantic's model metaclass, without a 
             raise governance_error_from(error) from None
         except _OrganisationProblems as error:
             raise GovernanceError(error.problems) from None
+
+
+class OrganisationView(Protocol):
+    """The governance model as the modules below ``organisation`` read it (capacity windows,
+    instance types, Slurm): ``GovernanceModel`` passes itself to their checks, and none of them
+    imports it, not even for an annotation (tests/foundation/test_layers.py). Pools, teams and
+    windows are the organisation's own types, which live above these modules."""
+
+    @property
+    def organisation(self) -> str: ...
+    @property
+    def capacity_account(self) -> Any: ...
+    @property
+    def pools(self) -> tuple[Any, ...]: ...
+    @property
+    def teams(self) -> tuple[Any, ...]: ...
+    @property
+    def priority_classes(self) -> tuple[Any, ...]: ...
+    @property
+    def capacity_windows(self) -> tuple[Any, ...]: ...
+    @property
+    def allow_unlisted_instance_types(self) -> tuple[str, ...]: ...
+    def teams_in(self, pool: str) -> tuple[Any, ...]: ...
 
 
 class _Frozen(BaseModel, metaclass=_ReportingMeta):
@@ -98,6 +123,7 @@ EksClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0
 ComputeEnvironmentArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
 ]
+JobQueueArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:job-queue/[A-Za-z0-9_-]{1,128}$")]
 HyperPodClusterArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$")
 ]
@@ -314,8 +340,7 @@ def governance_error_from(error: ValidationError) -> GovernanceError:
     return GovernanceError(_dedupe(problems))
 
 
-_UNION_TAGS = {*BACKENDS,  # pool backends
-               "batch_compute_environment", "eks_node_group", "hyperpod_instance_group", "sagemaker_training_jobs"}  # feed kinds
+_UNION_TAGS = {*BACKENDS, *CONSUMER_FIELDS}  # pool backends and feed kinds
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
 
 

@@ -8,32 +8,55 @@ Windows build on the model's base (``base.py``); the organisation (``organisatio
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
-from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS
-
+from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
-from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
-if TYPE_CHECKING:
-    from .organisation import GovernanceModel
+from .base import (
+    ComputeEnvironmentArn,
+    CostCentre,
+    DnsLabel,
+    Ec2InstanceType,
+    EksClusterName,
+    InstanceGroupName,
+    JobQueueArn,
+    OrganisationView,
+    SageMakerInstanceType,
+    TeamName,
+    _Frozen,
+)
 
 MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
 AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")]
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
-# A tag value on the purchase (EC2 and SageMaker accept these characters, up to 256).
-CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_ .:/=+@-]{1,256}$")]
 
 
 class BatchComputeEnvironmentFeed(_Frozen):
-    """An AWS Batch EC2 compute environment launching from ``launch_template_name``."""
+    """An AWS Batch job queue whose on-demand EC2 ``compute_environment`` is left as it is: while a
+    block is active the controller puts ``block_compute_environment`` (launching from
+    ``launch_template_name``, into the block) ahead of it in ``job_queue``, so new jobs go to the
+    block and running ones keep running (docs/capacity.md, *Rotation and drain*)."""
 
     kind: Literal["batch_compute_environment"]
     launch_template_name: LaunchTemplateName
     compute_environment: ComputeEnvironmentArn
+    block_compute_environment: ComputeEnvironmentArn
+    job_queue: JobQueueArn
+
+    @model_validator(mode="after")
+    def _two_environments(self) -> BatchComputeEnvironmentFeed:
+        if self.block_compute_environment == self.compute_environment:
+            raise ValueError(f"block_compute_environment {self.block_compute_environment!r} is the on-demand compute_environment: "
+                             "the block needs a compute environment of its own, so running jobs are never moved")
+        if self.block_compute_environment.split(":")[3:5] != self.job_queue.split(":")[3:5]:
+            raise ValueError(f"block_compute_environment {self.block_compute_environment!r} and job_queue {self.job_queue!r} "
+                             "must be in the same region and account")
+        return self
 
 
 class EksNodeGroupFeed(_Frozen):
@@ -64,10 +87,10 @@ class TrainingJobsFeed(_Frozen):
 
 
 Feed = Annotated[
-    Union[BatchComputeEnvironmentFeed, EksNodeGroupFeed, HyperPodInstanceGroupFeed, TrainingJobsFeed],
+    BatchComputeEnvironmentFeed | EksNodeGroupFeed | HyperPodInstanceGroupFeed | TrainingJobsFeed,
     Field(discriminator="kind"),
 ]
-TRAINING_PLAN_FEEDS = ("hyperpod_instance_group", "sagemaker_training_jobs")
+TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS)
 
 
 # A CloudWatch alarm name: 1-255 characters, no control characters (PutMetricAlarm).
@@ -131,7 +154,7 @@ class CapacityWindow(_Frozen):
     alarm_requests: Annotated[tuple[AlarmRequest, ...], Field(max_length=MAX_ALARMS_PER_WINDOW)] = ()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CapacityWindow":
+    def _consistent(self) -> CapacityWindow:
         sagemaker_type = self.instance_type.startswith("ml.")
         if self.market == "training_plan" and not sagemaker_type:
             raise ValueError(f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}")
@@ -147,11 +170,11 @@ class CapacityWindow(_Frozen):
     def market(self) -> Literal["capacity_block", "training_plan"]:
         return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
 
-    def to_policy(self, model: "GovernanceModel") -> dict[str, Any]:
+    def to_policy(self, model: OrganisationView) -> dict[str, Any]:
         """The window as the controller reads it (``gpu_governance_runtime.policy.read_policy``), its
         consumer completed from ``model`` with what the controller acts on (a pool's cluster ARN)."""
         consumer = self.feeds.model_dump()
-        if self.feeds.kind == "hyperpod_instance_group":
+        if self.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP:
             consumer["cluster_arn"] = next(p.cluster_arn for p in model.pools if p.name == self.feeds.pool)
         return {
             "name": self.name,
@@ -182,7 +205,7 @@ def tenant_driven(metric: str) -> bool:
     return name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS)
 
 
-def window_warnings(model: "GovernanceModel") -> list[str]:
+def window_warnings(model: OrganisationView) -> list[str]:
     """What `validate` warns of, deployable but worth a second look: an ``auto`` window buying
     when an alarm on a metric tenants drive (pending jobs, queue depth) goes off, so a team that
     queues enough work buys capacity without anyone approving it; or an alarm that does not say
@@ -203,7 +226,7 @@ def window_warnings(model: "GovernanceModel") -> list[str]:
     return warnings
 
 
-def check_windows(model: "GovernanceModel") -> list[Problem]:
+def check_windows(model: OrganisationView) -> list[Problem]:
     """Cross-checks between windows and the organisation (called by ``check_organisation``)."""
     problems: list[Problem] = []
     seen: set[str] = set()
@@ -234,7 +257,7 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
         pool_name = getattr(window.feeds, "pool", None)
         if pool_name is None:
             continue
-        wanted = HYPERPOD_BACKENDS if window.feeds.kind == "hyperpod_instance_group" else (BATCH_QUOTA_SHARE,)
+        wanted = backends_where(lambda b: window.feeds.kind in b.window_feeds)
         pool = pools.get(pool_name)
         if pool is None or pool.backend not in wanted:
             choices = sorted(p.name for p in model.pools if p.backend in wanted)
@@ -242,7 +265,7 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
                 path=f"{path}.feeds.pool", wrong="undeclared pool" if pool is None else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
                 value=pool_name, allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
             ))
-        elif window.feeds.kind == "hyperpod_instance_group" and pool.cluster_arn is None:
+        elif window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and pool.cluster_arn is None:
             problems.append(Problem(
                 path=f"{path}.feeds.pool", wrong="the pool declares no cluster_arn, which re-pointing its instance group needs",
                 value=pool_name, allowed=f"set cluster_arn (arn:aws:sagemaker:{region}:<account>:cluster/<id>) on pool {pool_name}",
@@ -255,12 +278,13 @@ def check_windows(model: "GovernanceModel") -> list[Problem]:
     return problems
 
 
-def raising_windows(model: "GovernanceModel") -> list[CapacityWindow]:
-    """The windows whose capacity raises the owner's quota while active (capacity/shares.py):
-    training jobs of a Batch quota-share pool, instance groups of a HyperPod EKS pool, when the
-    team has a share in the pool."""
-    wanted = {"sagemaker_training_jobs": BATCH_QUOTA_SHARE, "hyperpod_instance_group": HYPERPOD_EKS}
+def raising_windows(model: OrganisationView) -> list[CapacityWindow]:
+    """The windows whose capacity raises the owner's quota while active (capacity/shares.py): those
+    feeding a pool whose backend raises a quota for what they feed (``Backend.quota_raises``:
+    training jobs of a Batch quota-share pool, instance groups of a HyperPod EKS pool), when the
+    team has a share in the pool. The one answer: the capacity controller's IAM, the reclaim
+    controller's parameter and the guardrails' exemptions all ask it."""
     pools = {p.name: p for p in model.pools}
     return [w for w in model.capacity_windows
-            if (pool := pools.get(getattr(w.feeds, "pool", None) or "")) is not None and pool.backend == wanted.get(w.feeds.kind)
+            if (pool := pools.get(getattr(w.feeds, "pool", None) or "")) is not None and w.feeds.kind in backend_of(pool).quota_raises
             and w.team in {t.name for t in model.teams_in(pool.name)}]

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, lendable
-
+from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
-from constructs_lib.model.policy import LENDING_LIMIT_BACKENDS
-from constructs_lib.model.quota import ResourceQuota, borrow_instances, declared, gpus_of, instance_quota, whole_instances
+from constructs_lib.model.quota import (
+    ResourceQuota,
+    borrow_instances,
+    declared,
+    gpus_of,
+    instance_quota,
+    whole_instances,
+)
+from gpu_governance_runtime.contract import lendable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +29,7 @@ class Deal:
     in_share_preemption: str
     project: str = "-"  # the team's project, if any (a collaboration boundary, not an access one)
     state: str = "active"  # or "paused": no new job of the team starts
+    gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -48,34 +55,30 @@ def _most_with_borrowing(team: Team, pool: AnyPool) -> str:
     return _counts(shown)
 
 
+def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
+    """The team's GPU-hour limit as explain and audit show it, saying where it is not enforced."""
+    limit = team.gpu_hour_limit
+    if limit is None:
+        return "-"
+    text = f"{limit.hours} GPU h per {limit.period.value}"
+    return f"{text} (not enforced here)" if backend_of(pool).gpu_hour_limit_caveat else text
+
+
 def deal(team: Team, pool: AnyPool) -> Deal:
     sharing = team.sharing
     max_with_borrowing = _most_with_borrowing(team, pool)
     quota = instance_quota(team, pool)
-    natively_preempts = pool.backend != BATCH_FAIR_SHARE
+    backend = backend_of(pool)
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.lends and sharing.lending_limit is not None:
         lends_idle = f"at most {_counts({t: lendable(sharing.strategy, n, sharing.lending_limit) for t, n in quota.items()})}"
-        if pool.backend not in LENDING_LIMIT_BACKENDS:
+        if not backend.reclaim_plans:
             lends_idle = "yes, all (lending_limit not enforceable here)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-        reclaimable = "yes, jobs on borrowed capacity" if natively_preempts else "only by the reclaim controller"
+        reclaimable = "yes, jobs on borrowed capacity" if backend.natively_preempts else "only by the reclaim controller"
     else:
         reclaimable = "no (never borrows)"
-    if pool.backend == HYPERPOD_EKS:
-        # HyperPod semantics that differ from the model (docs/hyperpod-eks.md).
-        if not pool.idle_resource_sharing:
-            max_with_borrowing = declared(team.quotas[pool.name])
-            lends_idle = reclaimable = "no (idle resource sharing off on the cluster)"
-        elif sharing.strategy is SharingStrategy.RESERVE:
-            lends_idle = "no (DontLend: HyperPod documents only that it does not lend)"
-    if pool.backend == BATCH_FAIR_SHARE:
-        preemption = "no (Batch fair share never preempts)"
-    else:
-        preemption = "yes, lower priority first" if sharing.in_share_preemption else "no"
-        if pool.backend == HYPERPOD_EKS:
-            preemption += f" (PreemptTeamTasks {'LowerPriority' if sharing.in_share_preemption else 'Never'})"
-    return Deal(
+    return backend.refine_deal(Deal(
         team=team.name,
         pool=pool.name,
         backend=pool.backend,
@@ -83,9 +86,10 @@ def deal(team: Team, pool: AnyPool) -> Deal:
         max_with_borrowing=max_with_borrowing,
         lends_idle=lends_idle,
         reclaimable=reclaimable,
-        in_share_preemption=preemption,
+        in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
         state="paused" if team.paused else "active",
-    )
+        gpu_hour_limit=gpu_hour_limit_text(team, pool),
+    ), team, pool)
 
 
 def deals(model: GovernanceModel) -> list[Deal]:
@@ -103,6 +107,7 @@ _COLUMNS = (
     ("reclaimable", "jobs can be reclaimed"),
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
+    ("gpu_hour_limit", "GPU-hour limit"),
     ("project", "project"),
 )
 
@@ -111,21 +116,9 @@ def render_table(rows: list[Deal]) -> str:
     header = [title for _, title in _COLUMNS]
     body = [[str(getattr(row, field)) for field, _ in _COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip() for line in [header, *body]]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
-
-
-# Why a lending limit does not hold outside LENDING_LIMIT_BACKENDS: the backend has none (Batch quota shares:
-# ResourceSharingConfiguration is Strategy and BorrowLimit only,
-# https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html;
-# HyperPod compute quotas: ResourceSharingConfig is Strategy, BorrowLimit and AbsoluteBorrowLimits only,
-# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html) and the
-# reclaim controller does not schedule there (it observes quota-share queues; Kueue reclaims on EKS).
-_NO_LENDING_LIMIT = {
-    BATCH_QUOTA_SHARE: "Batch quota shares have no lending limit and the reclaim controller only observes them",
-    HYPERPOD_EKS: "HyperPod compute quotas have no lending limit and Kueue, not the reclaim controller, schedules there",
-}
 
 
 def caveats(model: GovernanceModel) -> list[str]:
@@ -133,30 +126,30 @@ def caveats(model: GovernanceModel) -> list[str]:
     them and ``explain`` lists them under the table. None of them stops a deploy."""
     lines = []
     for index, pool in enumerate(model.pools):
-        # Batch preempts quota-share jobs itself, with no grace: a quota share's preemption setting is
-        # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
-        if pool.backend == BATCH_QUOTA_SHARE and pool.reclaim.grace_seconds:
-            lines.append(f"pools[{index}].reclaim.grace_seconds: not enforced on pool {pool.name} ({pool.backend}): Batch preempts quota-share jobs "
-                         "itself, at once, with no grace setting, and the reclaim controller only observes them; only `simulate` applies it")
+        reclaim = getattr(pool, "reclaim", None)  # HyperPod EKS pools have no reclaim settings
+        if reclaim is not None and reclaim.grace_seconds and backend_of(pool).grace_caveat:
+            lines.append(f"pools[{index}].reclaim.grace_seconds: {backend_of(pool).grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}")
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)
             where = f"on pool {pool.name} ({pool.backend})"
-            if team.sharing.lending_limit is not None and pool.backend not in LENDING_LIMIT_BACKENDS:
-                lines.append(f"teams[{index}].sharing.lending_limit: not enforced {where}: {_NO_LENDING_LIMIT[pool.backend]}; the team lends all of its idle quota there")
-            elif team.sharing.lending_limit is not None and pool.backend == BATCH_FAIR_SHARE:
-                lines.append(f"teams[{index}].sharing.lending_limit: {where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it")
+            backend = backend_of(pool)
+            if team.sharing.lending_limit is not None and backend.lending_limit_caveat:
+                lines.append(f"teams[{index}].sharing.lending_limit: {backend.lending_limit_caveat.format(where=where)}")
             for instance_type, entry in team.quotas[pool_name].items():
                 gpus = gpus_of(pool, instance_type)
                 if isinstance(entry, ResourceQuota) and entry.instances is None and (entry.accelerators is None or not gpus or entry.accelerators % gpus):
                     lines.append(f"teams[{index}].quotas.{pool_name}.{instance_type}: {entry.declared()} is not whole instances: task governance enforces it {where}; "
                                  f"the reclaim controller's policy and `simulate` count the {whole_instances(entry, gpus)} whole instances it covers")
-            if team.paused and pool.backend == BATCH_FAIR_SHARE:
-                lines.append(f"teams[{index}].paused: not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start")
-        # Quota-share queues assign idle capacity FIFO, the only strategy
-        # (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePolicy.html); every
-        # other backend weighs the team by it, so only a team in quota-share pools alone is told.
-        if "fair_share_weight" in team.model_fields_set and all(model.pool(p).backend == BATCH_QUOTA_SHARE for p in team.quotas):
+            if team.gpu_hour_limit and backend.gpu_hour_limit_caveat:
+                lines.append(f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit")
+            elif team.gpu_hour_limit and len(team.quotas) > 1:
+                lines.append(f"teams[{index}].gpu_hour_limit: counted {where} alone: Slurm limits the team's usage on that cluster (GrpTRESMins), not its GPU hours elsewhere")
+            if team.paused and backend.paused_caveat:
+                lines.append(f"teams[{index}].paused: {backend.paused_caveat.format(where=where)}")
+        # Only a team whose pools all ignore the weight is told (quota-share queues hand out idle
+        # capacity first in, first out).
+        if "fair_share_weight" in team.model_fields_set and not any(backend_of(model.pool(p)).weighs_teams for p in team.quotas):
             lines.append(f"teams[{index}].fair_share_weight: does nothing: the team's pools ({', '.join(team.quotas)}) are quota-share queues, "
                          "which hand idle capacity to borrowers first in, first out")
     return lines

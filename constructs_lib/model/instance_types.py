@@ -10,25 +10,18 @@ import gzip
 import importlib.util
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import CLUSTER, EC2, TRAINING
 from constructs_lib.core.errors import Problem
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE
 
-if TYPE_CHECKING:
-    from .organisation import GovernanceModel
-
-# (service, shape) whose enumeration lists the instance types an API accepts.
-TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on
-CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instance groups
-EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
-MIG_PROFILES = ("sagemaker", "MIGProfileType")  # CreateComputeQuota: AcceleratorPartition.Type
+from .base import OrganisationView
 
 
-@lru_cache(maxsize=None)
+@cache
 def known(enumeration: tuple[str, str]) -> frozenset[str]:
     """The instance types the service model in the installed botocore lists, read once per process
     from botocore's data files (its newest API version of the service) without importing botocore,
@@ -51,10 +44,6 @@ def botocore_version() -> str:
     return metadata.version("botocore")
 
 
-def _enumerations(backend: str) -> tuple[tuple[str, str], ...]:
-    return {BATCH_QUOTA_SHARE: (TRAINING,), BATCH_FAIR_SHARE: (EC2,)}.get(backend, (CLUSTER,))
-
-
 def _problem(path: str, instance_type: str, enumerations: tuple[tuple[str, str], ...]) -> Problem | None:
     names = frozenset().union(*(known(e) for e in enumerations))
     if instance_type in names:
@@ -66,11 +55,11 @@ def _problem(path: str, instance_type: str, enumerations: tuple[tuple[str, str],
                            "in allow_unlisted_instance_types")
 
 
-def check_instance_types(model: GovernanceModel) -> list[Problem]:
+def check_instance_types(model: OrganisationView) -> list[Problem]:
     """Every pool's instance types and every capacity window's, against the API that takes them."""
     allowed = set(model.allow_unlisted_instance_types)
     found = [
-        _problem(f"pools[{index}].capacity.{instance_type}", instance_type, _enumerations(pool.backend))
+        _problem(f"pools[{index}].capacity.{instance_type}", instance_type, (backend_of(pool).instance_types,))
         for index, pool in enumerate(model.pools) for instance_type in pool.capacity if instance_type not in allowed
     ]
     found += [

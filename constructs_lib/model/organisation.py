@@ -12,28 +12,67 @@ from __future__ import annotations
 import bisect
 import enum
 import re
-from typing import Annotated, Any, Literal, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
-from gpu_governance_runtime.contract import (
-    BATCH_QUOTA_SHARE, DEFAULT_REBORROW_BACKOFF_S, HYPERPOD_BACKENDS, HYPERPOD_EKS, HYPERPOD_SLURM, SharingStrategy, borrow_ceiling,
-)
-
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import MIG_PROFILES
+from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
+from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import (
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    DEFAULT_REBORROW_BACKOFF_S,
+    HYPERPOD_BACKENDS,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    SharingStrategy,
+    borrow_ceiling,
+)
 
 from .base import (
-    DEFAULT_BOOTSTRAP_QUALIFIER, HYPERPOD_TEAM_NAME, MAX_BORROW_LIMIT, MAX_HYPERPOD_BORROW_LIMIT,
-    MAX_HYPERPOD_QUOTA_RESOURCES, MAX_LIMITS_PER_QUOTA_SHARE, MAX_PRIORITY_CLASSES, MAX_SHARES_PER_QUOTA_QUEUE, UNLIMITED,
-    AccountId, AlertTarget, BootstrapQualifier, CostCentre, EmailAddress, UsdAmount, ComputeEnvironmentArn, Count, DnsLabel, Ec2InstanceType, EksClusterName,
-    HyperPodClusterArn, HyperPodClusterName, InstanceGroupName, OrganizationId, PermissionSetName, PrincipalArn, QueueName, Region,
-    SageMakerInstanceType, TeamName, _Frozen, _OrganisationProblems, account_of, aws_partition, identity_center_role_patterns, library_role, scopes_overlap, team_name_scopes,
+    DEFAULT_BOOTSTRAP_QUALIFIER,
+    HYPERPOD_TEAM_NAME,
+    MAX_BORROW_LIMIT,
+    MAX_HYPERPOD_BORROW_LIMIT,
+    MAX_PRIORITY_CLASSES,
+    UNLIMITED,
+    AccountId,
+    AlertTarget,
+    BootstrapQualifier,
+    ComputeEnvironmentArn,
+    CostCentre,
+    Count,
+    DnsLabel,
+    Ec2InstanceType,
+    EksClusterName,
+    EmailAddress,
+    HyperPodClusterArn,
+    HyperPodClusterName,
+    InstanceGroupName,
+    OrganizationId,
+    PermissionSetName,
+    PrincipalArn,
+    QueueName,
+    Region,
+    SageMakerInstanceType,
+    TeamName,
+    UsdAmount,
+    _Frozen,
+    _OrganisationProblems,
+    account_of,
+    aws_partition,
+    identity_center_role_patterns,
+    library_role,
+    team_name_scopes,
 )
 from .capacity import CapacityWindow, check_windows
-from .instance_types import MIG_PROFILES, check_instance_types, known
+from .instance_types import check_instance_types, known
 from .quota import QuotaEntry, ResourceQuota, gpus_of, whole_instances
 from .slurm import slurm_problems
-
 
 # --- sharing ----------------------------------------------------------------------------------
 
@@ -66,7 +105,7 @@ class SharingPolicy(_Frozen):
     )
 
     @model_validator(mode="after")
-    def _borrow_limit_needs_lend_and_borrow(self) -> "SharingPolicy":
+    def _borrow_limit_needs_lend_and_borrow(self) -> SharingPolicy:
         if self.strategy is SharingStrategy.RESERVE and self.lending_limit is not None:
             raise ValueError("lending_limit is only allowed with strategy lend or lend_and_borrow: reserve lends nothing")
         if self.strategy is SharingStrategy.LEND_AND_BORROW and self.borrow_limit is None:
@@ -88,9 +127,20 @@ class SharingPolicy(_Frozen):
     def borrows(self) -> bool:
         return self.strategy is SharingStrategy.LEND_AND_BORROW
 
+    @property
+    def borrows_without_limit(self) -> bool:
+        return self.borrow_limit == UNLIMITED
+
+    @property
+    def borrow_percent(self) -> int | None:
+        """``borrow_limit`` as the contract encodes it: a percent, or None when the team borrows
+        without limit or does not borrow (the policy document's ``borrow_limit``; Batch's -1 is
+        translated from it). The one translation of the file's ``"unlimited"``."""
+        return None if self.borrows_without_limit else self.borrow_limit
+
     def borrow_ceiling(self, quota: int) -> int | None:
         """Most instances a team with ``quota`` can hold by borrowing; None when unlimited."""
-        return borrow_ceiling(self.strategy, quota, None if self.borrow_limit == UNLIMITED else self.borrow_limit)
+        return borrow_ceiling(self.strategy, quota, self.borrow_percent)
 
 
 class Preset(str, enum.Enum):
@@ -163,7 +213,7 @@ class KubernetesTenancy(_Frozen):
         "kueue.x-k8s.io/priority-class: <class>-priority); default every declared class. An admission policy refuses the others"
     )
 
-    def granted_priority_classes(self, declared: Sequence["PriorityClass"]) -> tuple[str, ...]:
+    def granted_priority_classes(self, declared: Sequence[PriorityClass]) -> tuple[str, ...]:
         """The class names the team may use: those it is granted, every declared one by default."""
         return self.priority_classes if self.priority_classes is not None else tuple(p.name for p in declared)
 
@@ -178,6 +228,25 @@ class PermissionSetMember(_Frozen):
     account: str | None = Field(
         default=None, description="Name of the consumer account it is assigned in (default: the team's account)"
     )
+
+
+class LimitPeriod(str, enum.Enum):
+    """The calendar period a GPU-hour limit counts over; usage starts again from 0 at its start (UTC)."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+MAX_GPU_HOURS = 10_000_000
+
+
+class GpuHourLimit(_Frozen):
+    """A hard limit on the GPU hours a team's jobs use per period: once reached, no new job of the
+    team starts until the next period (docs/governance-file.md, GPU-hour limits)."""
+
+    hours: Annotated[int, Field(ge=1, le=MAX_GPU_HOURS)] = Field(description=f"GPU hours per period (1-{MAX_GPU_HOURS})")
+    period: LimitPeriod = Field(description="day, week or month: when the count starts again from 0")
 
 
 class Team(_Frozen):
@@ -224,6 +293,10 @@ class Team(_Frozen):
         default=False,
         description="No new job of the team starts on any backend; running jobs finish. `gpu-governance team pause|resume` sets it",
     )
+    gpu_hour_limit: GpuHourLimit | None = Field(
+        default=None,
+        description="Hard limit on the team's GPU hours per day, week or month: once reached no new job of the team starts until the next period",
+    )
     slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
         default=None, description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared"
     )
@@ -249,7 +322,7 @@ class Team(_Frozen):
         return {**data, "sharing": merged}
 
     @model_validator(mode="after")
-    def _preset_is_honoured(self) -> "Team":
+    def _preset_is_honoured(self) -> Team:
         if self.preset is not None and self.sharing.strategy is not self.preset.sharing.strategy:
             raise ValueError(
                 f"preset {self.preset.value} means strategy {self.preset.sharing.strategy.value}, "
@@ -368,7 +441,7 @@ class HyperPodSlurmPool(_ReclaimedPool):
     )
 
     @model_validator(mode="after")
-    def _head_node_type(self) -> "HyperPodSlurmPool":
+    def _head_node_type(self) -> HyperPodSlurmPool:
         if self.head_node is not None:
             if self.head_node.instance_type is None and len(self.capacity) > 1:
                 raise ValueError(f"head_node.instance_type is missing: the pool holds several types, give one of {sorted(self.capacity)}")
@@ -385,10 +458,10 @@ class HyperPodSlurmPool(_ReclaimedPool):
 
 
 Pool = Annotated[
-    Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperPodSlurmPool],
+    BatchQuotaSharePool | BatchFairSharePool | HyperPodEksPool | HyperPodSlurmPool,
     Field(discriminator="backend"),
 ]
-AnyPool = Union[BatchQuotaSharePool, BatchFairSharePool, HyperPodEksPool, HyperPodSlurmPool]
+AnyPool = BatchQuotaSharePool | BatchFairSharePool | HyperPodEksPool | HyperPodSlurmPool
 
 
 def members_in_account(team: Team, account_id: str) -> tuple[str, ...]:
@@ -432,7 +505,7 @@ class Guardrails(_Frozen):
     )
 
     @model_validator(mode="after")
-    def _no_duplicate_targets(self) -> "Guardrails":
+    def _no_duplicate_targets(self) -> Guardrails:
         repeated = sorted({t for t in self.target_ids if self.target_ids.count(t) > 1})
         if repeated:
             raise ValueError(f"target_ids must be unique; repeated: {repeated}")
@@ -503,7 +576,7 @@ class UnifiedStudio(_Frozen):
     policy_grants: tuple[DomainUnitGrant, ...] = Field(default=(), description="DataZone policy grants on the project's domain unit")
 
     @model_validator(mode="after")
-    def _one_place(self) -> "UnifiedStudio":
+    def _one_place(self) -> UnifiedStudio:
         if self.domain_unit_id is not None and self.domain_unit is not None:
             raise ValueError("give domain_unit_id (an existing unit) or domain_unit (a new one), not both")
         if self.project_id is not None and (self.domain_unit_id or self.domain_unit or self.project_profile_id):
@@ -584,7 +657,7 @@ class GovernanceModel(_Frozen):
     )
 
     @model_validator(mode="after")
-    def _organisation_is_consistent(self) -> "GovernanceModel":
+    def _organisation_is_consistent(self) -> GovernanceModel:
         problems = check_organisation(self)
         if problems:
             # Not a ValueError inside pydantic's machinery: raised as is, with every problem.
@@ -592,7 +665,7 @@ class GovernanceModel(_Frozen):
         return self
 
     @classmethod
-    def from_dict(cls, data: Any) -> "GovernanceModel":
+    def from_dict(cls, data: Any) -> GovernanceModel:
         """Build and check a model from plain data (parsed YAML or JSON)."""
         if not isinstance(data, dict):
             raise GovernanceError(
@@ -694,7 +767,7 @@ def _raised_part_instance_quotas(model: GovernanceModel) -> list[Problem]:
     pools = {pool.name: pool for pool in model.pools}
     for window in model.capacity_windows:
         pool = pools.get(getattr(window.feeds, "pool", None) or "")
-        if pool is None or pool.backend != HYPERPOD_EKS or window.team not in teams:
+        if pool is None or not backend_of(pool).part_instance_quotas or window.team not in teams:
             continue
         team = model.teams[teams[window.team]]
         for instance_type, entry in team.quotas.get(pool.name, {}).items():
@@ -843,7 +916,7 @@ def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, se
     return problems
 
 
-def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_path: str) -> list[Problem]:
+def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path: str) -> list[Problem]:
     """What a backend would refuse about the teams of one pool; ``teams`` pairs each team with
     its path in the caller's input. Used by the organisation check and by the constructs."""
     problems: list[Problem] = []
@@ -857,13 +930,13 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
             if instance_type not in pool.capacity:
                 problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type, allowed=f"one of {sorted(pool.capacity)}"))
         problems += _quota_unit_problems(pool, team, quota, qpath)
-        limit = _QUOTA_TYPES_PER_TEAM.get(pool.backend)
-        if limit and len(quota) > limit[0]:
-            problems.append(Problem(path=qpath, wrong=f"too many instance types for one {limit[1]}", value=len(quota), allowed=f"at most {limit[0]}"))
+        backend = backend_of(pool)
+        if backend.max_quota_types is not None and len(quota) > backend.max_quota_types:
+            problems.append(Problem(path=qpath, wrong=f"too many instance types for one {backend.quota_noun}", value=len(quota), allowed=f"at most {backend.max_quota_types}"))
         if pool.backend in HYPERPOD_BACKENDS:
             if not HYPERPOD_TEAM_NAME.fullmatch(team.name):
                 problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
-            if team.sharing.borrow_limit == UNLIMITED:
+            if team.sharing.borrows_without_limit:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
             elif pool.backend == HYPERPOD_EKS and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
                 problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="outside HyperPod's documented borrow limit range", value=team.sharing.borrow_limit, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
@@ -875,6 +948,9 @@ def check_pool_teams(pool: "AnyPool", teams: Sequence[tuple[str, Team]], pool_pa
                     problems.append(Problem(path=f"{path}.kubernetes.{pool.name}.dedicated_instance_groups[{index}]", wrong=f"already dedicated to team {owners[group]}", value=group, allowed="an instance group no other team has"))
     if pool.backend == BATCH_QUOTA_SHARE and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
         problems.append(Problem(path=pool_path, wrong="too many teams (quota shares) on one Batch job queue", value=len(teams), allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}"))
+    if pool.backend == BATCH_FAIR_SHARE and len(teams) > MAX_SHARES_PER_FAIR_SHARE_QUEUE:
+        problems.append(Problem(path=pool_path, wrong=f"too many teams (fair-share identifiers) on pool {pool.name}'s Batch job queue", value=len(teams),
+                                allowed=f"at most {MAX_SHARES_PER_FAIR_SHARE_QUEUE} (AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools"))
     for instance_type, capacity in pool.capacity.items():
         entries = [t.quotas[pool.name][instance_type] for _, t in teams if instance_type in t.quotas.get(pool.name, {})]
         gpus = gpus_of(pool, instance_type)
@@ -904,12 +980,12 @@ def _quota_unit_problems(pool: AnyPool, team: Team, quota: Mapping[str, QuotaEnt
     (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html);
     Slurm quotas here are whole instance groups, its borrow QoS caps GPUs (GrpTRES=gres/gpu)."""
     problems: list[Problem] = []
-    eks = pool.backend == HYPERPOD_EKS
+    part_instance = backend_of(pool).part_instance_quotas
     for instance_type, entry in quota.items():
         if not isinstance(entry, ResourceQuota) or instance_type not in pool.capacity:
             continue
         path, gpus = f"{qpath}.{instance_type}", gpus_of(pool, instance_type)
-        if entry.part_instance and not eks:
+        if entry.part_instance and not part_instance:
             problems.append(Problem(path=path, wrong=f"a {pool.backend} pool takes no vcpu, memory_gib or accelerator_partition", value=entry.declared(),
                                     allowed="instances or accelerators; part-instance resources only on hyperpod_eks pools"))
         partition = entry.accelerator_partition
@@ -924,7 +1000,7 @@ def _quota_unit_problems(pool: AnyPool, team: Team, quota: Mapping[str, QuotaEnt
                                         else f"a {pool.backend} pool counts whole instances (its capacity unit is the instance type)",
                                         value=amount, allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}" if hasattr(pool, "gpus_per_instance")
                                         else "instances: N"))
-            elif amount % gpus and not eks:
+            elif amount % gpus and not part_instance:
                 problems.append(Problem(path=f"{path}.{field}", wrong=f"not whole {instance_type} instances ({gpus} GPUs each), which a {pool.backend} pool counts",
                                         value=amount, allowed=f"a multiple of {gpus}, e.g. {amount - amount % gpus or gpus} or {amount - amount % gpus + gpus}"))
         if entry.borrow_accelerators is not None and team.sharing.strategy is not SharingStrategy.LEND_AND_BORROW:
@@ -932,11 +1008,6 @@ def _quota_unit_problems(pool: AnyPool, team: Team, quota: Mapping[str, QuotaEnt
                                     value=entry.borrow_accelerators, allowed="drop it, or sharing.strategy lend_and_borrow"))
     return problems
 
-
-_QUOTA_TYPES_PER_TEAM = {
-    BATCH_QUOTA_SHARE: (MAX_LIMITS_PER_QUOTA_SHARE, "Batch quota share"),
-    HYPERPOD_EKS: (MAX_HYPERPOD_QUOTA_RESOURCES, "HyperPod compute quota"),
-}
 
 
 def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: str = "names must be unique") -> None:

@@ -9,16 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, HYPERPOD_SLURM, POLICY_VERSION
-
-from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel, Team
+from constructs_lib.backends import backend_of
+from constructs_lib.model import AnyPool, GovernanceModel, Team
 from constructs_lib.model.quota import borrow_instances, instance_quota
-
-
-# Where a lending limit holds: the pools whose borrowers the reclaim controller plans. Batch quota
-# shares and HyperPod compute quotas have none and the controller does not schedule there, so the
-# policy says what happens: the whole idle quota is lent (`validate` warns; docs/governance-file.md).
-LENDING_LIMIT_BACKENDS = (BATCH_FAIR_SHARE, HYPERPOD_SLURM)
+from gpu_governance_runtime.contract import POLICY_VERSION
 
 
 def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
@@ -30,13 +24,14 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "quota": instance_quota(team, pool),
         "strategy": sharing.strategy.value,
         # null means unlimited for lend_and_borrow and "does not borrow" otherwise
-        "borrow_limit": None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit,
+        "borrow_limit": sharing.borrow_percent,
         # {instance type: instances borrowed at most}, overriding the percent for those types
         "borrow_limit_instances": borrow_instances(team, pool),
         "in_share_preemption": sharing.in_share_preemption,
         "fair_share_weight": team.fair_share_weight,
-        # null: lends all its idle quota (as its strategy allows)
-        "lending_limit": sharing.lending_limit if pool.backend in LENDING_LIMIT_BACKENDS else None,
+        # null: lends all its idle quota (as its strategy allows). A lending limit holds only where the
+        # reclaim controller plans the borrowers; elsewhere the policy says what happens (`validate` warns).
+        "lending_limit": sharing.lending_limit if backend_of(pool).reclaim_plans else None,
         "paused": team.paused,
     }
 

@@ -14,19 +14,16 @@ team-wide number in ``sharing`` would be ambiguous across pools and instance typ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
 
 from .base import Count, _Frozen
 
-if TYPE_CHECKING:
-    from .organisation import AnyPool, Team
-
 # SageMaker's AcceleratorsAmount / InstanceCount / AcceleratorPartitionConfigCountInteger maximum.
 MAX_RESOURCE_AMOUNT = 10_000_000
 # The shape of botocore's MIGProfileType; the profiles themselves are checked against its
-# enumeration (instance_types.MIG_PROFILES) with the other organisation checks.
+# enumeration (backends.base.MIG_PROFILES) with the other organisation checks.
 MigProfile = Annotated[str, StringConstraints(pattern=r"^mig-[0-9]+g\.[0-9]+gb$", max_length=32)]
 Amount = Annotated[int, Field(ge=1, le=MAX_RESOURCE_AMOUNT)]
 Fraction = Annotated[float, Field(gt=0, le=MAX_RESOURCE_AMOUNT)]
@@ -82,7 +79,7 @@ class ResourceQuota(_Frozen):
 QuotaEntry = Count | ResourceQuota
 
 
-def gpus_of(pool: AnyPool, instance_type: str) -> int | None:
+def gpus_of(pool: Any, instance_type: str) -> int | None:
     """GPUs of one instance as the pool declares them; Batch pools declare none (their capacity
     limits count instances: https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareCapacityLimit.html)."""
     return getattr(pool, "gpus_per_instance", {}).get(instance_type)
@@ -101,13 +98,13 @@ def whole_instances(entry: QuotaEntry, gpus: int | None) -> int:
     return 0  # MIG partitions: no whole instance
 
 
-def instance_quota(team: Team, pool: AnyPool) -> dict[str, int]:
+def instance_quota(team: Any, pool: Any) -> dict[str, int]:
     """The team's quota in ``pool`` in whole instances per type: what the policy document (and so
     the reclaim planner, the capacity controller and the simulator), Batch and Slurm read."""
     return {t: whole_instances(entry, gpus_of(pool, t)) for t, entry in team.quotas[pool.name].items()}
 
 
-def borrow_instances(team: Team, pool: AnyPool) -> dict[str, int]:
+def borrow_instances(team: Any, pool: Any) -> dict[str, int]:
     """The absolute borrow limits of the team in ``pool`` in whole instances per type (only the
     types that declare one); ``check_pool_teams`` keeps them whole outside HyperPod EKS."""
     return {t: entry.borrow_accelerators // gpus_of(pool, t) for t, entry in team.quotas[pool.name].items()
@@ -117,28 +114,3 @@ def borrow_instances(team: Team, pool: AnyPool) -> dict[str, int]:
 def declared(entries: Mapping[str, QuotaEntry]) -> str:
     """A pool's quota entries in their declared units: ``12 GPUs x ml.p5.48xlarge, 2 x ml.g5.xlarge``."""
     return ", ".join(f"{e} x {t}" if isinstance(e, int) else f"{e.declared()} x {t}" for t, e in sorted(entries.items()))
-
-
-def compute_quota_resource(instance_type: str, entry: QuotaEntry) -> dict:
-    """One ``ComputeQuotaResourceConfig`` of a HyperPod EKS compute quota, in the declared unit:
-    ``Count`` for instances, else ``Accelerators`` / ``AcceleratorPartition`` with ``VCpu`` and
-    ``MemoryInGiB`` when declared (SageMaker derives them otherwise). Property names as CloudFormation's
-    AWS::SageMaker::ComputeQuota takes them (cfn-lint's schema; botocore's ComputeQuotaResourceConfig)."""
-    if isinstance(entry, int) or entry.instances is not None:
-        return {"InstanceType": instance_type, "Count": entry if isinstance(entry, int) else entry.instances}
-    resource: dict = {"InstanceType": instance_type}
-    if entry.accelerators is not None:
-        resource["Accelerators"] = entry.accelerators
-    if entry.accelerator_partition is not None:
-        resource["AcceleratorPartition"] = {"Type": entry.accelerator_partition.type, "Count": entry.accelerator_partition.count}
-    if entry.vcpu is not None:
-        resource["VCpu"] = entry.vcpu
-    if entry.memory_gib is not None:
-        resource["MemoryInGiB"] = entry.memory_gib
-    return resource
-
-
-def absolute_borrow_limits(entries: Mapping[str, QuotaEntry]) -> list[dict]:
-    """``ResourceSharingConfig.AbsoluteBorrowLimits``: GPUs per instance type, for the types that declare one."""
-    return [{"InstanceType": t, "Accelerators": e.borrow_accelerators} for t, e in sorted(entries.items())
-            if isinstance(e, ResourceQuota) and e.borrow_accelerators is not None]

@@ -10,11 +10,14 @@ the window's training plan brings is the owner's alone, never lent.
 from __future__ import annotations
 
 import re
+import weakref
 import zlib
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
+from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
     DataPath,
@@ -27,15 +30,10 @@ from gpu_governance_runtime.slurm import (
     borrow_qos_name,
     class_qos_name,
 )
-from gpu_governance_runtime.contract import HYPERPOD_SLURM
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from constructs_lib.core.errors import GovernanceError, Problem
-from .base import SAGEMAKER_NAME_PATTERN, UNLIMITED
+from .base import SAGEMAKER_NAME_PATTERN, OrganisationView
 from .quota import borrow_instances, instance_quota
-
-if TYPE_CHECKING:
-    from .organisation import GovernanceModel, HyperPodSlurmPool, Team
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -103,7 +101,7 @@ def team_gid(organisation: str, team: str) -> int:
     return GID_BASE + zlib.crc32(f"{organisation}/{team}".encode()) % GID_SPAN
 
 
-def team_gids(model: GovernanceModel) -> dict[str, int]:
+def team_gids(model: OrganisationView) -> dict[str, int]:
     """Every team's OS group id, the same on every Slurm pool, never two alike (except two
     declared alike, which :func:`slurm_problems` refuses).
 
@@ -129,7 +127,7 @@ def team_gids(model: GovernanceModel) -> dict[str, int]:
     return gids
 
 
-def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[InstanceGroup, ...]:
+def hyperpod_instance_groups(model: OrganisationView, pool_name: str) -> tuple[InstanceGroup, ...]:
     """The instance groups a HyperPod cluster for this pool must have, in a stable order."""
     pool = _slurm_pool(model, pool_name)
     groups = []
@@ -143,17 +141,41 @@ def hyperpod_instance_groups(model: GovernanceModel, pool_name: str) -> tuple[In
     return tuple(groups)
 
 
-def window_instance_groups(model: GovernanceModel, pool_name: str) -> dict[str, str]:
+def window_instance_groups(model: OrganisationView, pool_name: str) -> dict[str, str]:
     """Instance group -> owning team, for every capacity window feeding a group of this pool."""
     return {w.feeds.instance_group: w.team for w in model.capacity_windows if _feeds(w, pool_name)}
 
 
+# A GPU-hour limit's period as slurm.conf PriorityUsageResetPeriod: cleared at midnight, at the
+# start of the week and on the first of the month (https://slurm.schedmd.com/slurm.conf.html).
+# One setting per cluster, so every limited team of a pool shares one period.
+SLURM_RESET_PERIOD = {"day": "DAILY", "week": "WEEKLY", "month": "MONTHLY"}
+
+
 def _feeds(window, pool_name: str) -> bool:
-    return window.feeds.kind == "hyperpod_instance_group" and window.feeds.pool == pool_name
+    return window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and window.feeds.pool == pool_name
 
 
-def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
+# Plans by model (its id, dropped when the model is collected), pool and data root. The model is
+# frozen, so its plan never changes; discovery and the audit ask for it once per team, and
+# building it (every team, lenders' QoS preempting every borrower's) each time made synthesis
+# cubic in the teams (docs/performance.md).
+_PLANS: dict[int, dict[tuple[str, str], SlurmPlan]] = {}
+
+
+def slurm_plan(model: OrganisationView, pool_name: str, *, data_root: str = DEFAULT_DATA_ROOT) -> SlurmPlan:
     """The Slurm plan for one ``hyperpod_slurm`` pool; every problem raises one GovernanceError."""
+    plans = _PLANS.get(id(model))
+    if plans is None:
+        plans = _PLANS[id(model)] = {}
+        weakref.finalize(model, _PLANS.pop, id(model), None)
+    key = (pool_name, data_root)
+    if key not in plans:
+        plans[key] = _build_slurm_plan(model, pool_name, data_root)
+    return plans[key]
+
+
+def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -> SlurmPlan:
     problems = data_root_problems(data_root) + slurm_problems(model, pool_name)
     if problems:
         raise GovernanceError(problems)
@@ -181,7 +203,8 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
             qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=_borrow_gpus(team, pool)))
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
-        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused))
+        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused,
+                                     gpu_minutes_limit=team.gpu_hour_limit.hours * 60 if team.gpu_hour_limit else None))
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
         users += [SlurmUser(name=member, account=team.name) for member in members]
         partitions.append(SlurmPartition(
@@ -213,6 +236,7 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
         partitions=tuple(partitions),
         groups=tuple(posix_groups),
         data_paths=tuple(data_paths),
+        usage_reset_period=next((SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None),
     )
 
 
@@ -231,21 +255,21 @@ def data_root_problems(data_root: str) -> list[Problem]:
     return []
 
 
-def _team(teams: tuple[Team, ...], name: str) -> Team:
+def _team(teams: tuple[Any, ...], name: str) -> Any:
     return next(t for t in teams if t.name == name)
 
 
-def _borrow_gpus(team: Team, pool: HyperPodSlurmPool) -> int | None:
+def _borrow_gpus(team: Any, pool: Any) -> int | None:
     """GPUs a team may hold on borrowed nodes: per instance type its absolute limit
     (``borrow_accelerators``, natively GPUs as GrpTRES counts them) or else its percent, in GPUs."""
-    if team.sharing.borrow_limit == UNLIMITED:
+    if team.sharing.borrows_without_limit:
         return None
     absolute = borrow_instances(team, pool)
     return sum((absolute[t] if t in absolute else team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t]
                for t, count in instance_quota(team, pool).items())
 
 
-def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
+def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:
     pools = {p.name: p for p in model.pools}
     pool = pools.get(pool_name)
     if pool is None or pool.backend != HYPERPOD_SLURM:
@@ -254,7 +278,7 @@ def _slurm_pool(model: GovernanceModel, pool_name: str) -> HyperPodSlurmPool:
     return pool
 
 
-def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
+def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
     """What Slurm and the OS would refuse about one ``hyperpod_slurm`` pool (the organisation
     check runs this too, so `gpu-governance validate` finds it before a synth does)."""
     pool = _slurm_pool(model, pool_name)
@@ -271,6 +295,14 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     if model.organisation == SLURM_ROOT_ACCOUNT:
         problems.append(Problem(path="organisation", wrong="Slurm's root account", value=model.organisation, allowed=f"any name but {SLURM_ROOT_ACCOUNT!r} on Slurm"))
     team_index = {t.name: i for i, t in enumerate(model.teams)}
+    limited = [t for t in teams if t.gpu_hour_limit]
+    for team in limited[1:]:
+        first = limited[0]
+        if team.gpu_hour_limit.period is not first.gpu_hour_limit.period:
+            problems.append(Problem(
+                path=f"teams[{team_index[team.name]}].gpu_hour_limit.period",
+                wrong=f"differs from team {first.name}'s on Slurm pool {pool.name}: the cluster resets usage once for all accounts (PriorityUsageResetPeriod)",
+                value=team.gpu_hour_limit.period.value, allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}"))
     # Every team is an account beside the others, under the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
     declared: dict[int, str] = {}
@@ -305,7 +337,7 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     return problems
 
 
-def _window_problems(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, ...], groups: tuple[InstanceGroup, ...]) -> list[Problem]:
+def _window_problems(model: OrganisationView, pool: Any, teams: tuple[Any, ...], groups: tuple[InstanceGroup, ...]) -> list[Problem]:
     """A window's instance group joins its owner's partition and is drained before each plan
     ends: it must be a group of its own, and the owner must have a partition in the pool."""
     problems: list[Problem] = []

@@ -9,9 +9,10 @@ are applied after validation and are not seen, exactly as with cdk-nag's own rul
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from aws_cdk import CfnResource, Stack, TagManager
 from constructs import IConstruct

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Union
 
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
 from .cfn import StackIndex
 
-Result = Union[NagRuleCompliance, list[str]]
+Result = NagRuleCompliance | list[str]
 """COMPLIANT, NOT_APPLICABLE, NON_COMPLIANT, or the findings (each acknowledged on its own as
 ``GpuGovernance-<id>[<finding>]``; an empty list means compliant)."""
 

@@ -14,15 +14,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
-
 from constructs_lib.hyperpod_eks import kubernetes
-from constructs_lib.model.explain import deal
 from constructs_lib.model import (
-    POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
-    aws_partition, project_role, submission_policy_name, team_key_alias, team_role_arn,
+    POD_ROLE_SUFFIX,
+    SUBMISSION_ROLE_SUFFIX,
+    TRAINING_ROLE_SUFFIX,
+    GovernanceModel,
+    Team,
+    account_of,
+    aws_partition,
+    members_in_account,
+    project_role,
+    submission_policy_name,
+    team_key_alias,
+    team_role_arn,
 )
+from constructs_lib.model.explain import deal
 from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 LAYERS = ("organisation", "project", "cluster", "workload", "data")
 PLATFORM = "(platform)"
@@ -150,6 +159,8 @@ def _workload(model: GovernanceModel, team: Team) -> list[Access]:
     for pool in (model.pool(name) for name in team.quotas):
         terms = deal(team, pool)
         share = f"guaranteed {terms.guaranteed}, at most {terms.max_with_borrowing}; idle lent: {terms.lends_idle}; priority classes {priorities}"
+        if team.gpu_hour_limit:
+            share += f"; GPU-hour limit {terms.gpu_hour_limit}"
         if team.paused:
             share = f"nothing new while the team is paused ({share})"
         if pool.backend == BATCH_QUOTA_SHARE:

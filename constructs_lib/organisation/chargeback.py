@@ -11,21 +11,43 @@ windows for the purchases budget). Every metric drawn is named in the runtime co
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
-from gpu_governance_runtime.contract import (
-    BORROWED_HOURS, CAPACITY_NAMESPACE, GUARANTEED_HOURS, HYPERPOD_EKS, LENT_HOURS, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS,
-    PURCHASED_USED_HOURS, PURCHASED_UTILISATION, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, TAG_MANAGED_BY, TAG_TEAM, TEAM_SPEND, TEAM_SPEND_DIMENSIONS,
-    UNTAGGED_TEAM, USED_HOURS,
-)
 
-from constructs_lib.model import GovernanceModel, Team
-from constructs_lib.core.chargeback import alert_emails, organisation_dashboard_name, tag_for_cost_allocation, team_dashboard_name
-from constructs_lib.core.placement import team_scope
 from constructs_lib.controllers.capacity import polls_team_spend
+from constructs_lib.core.chargeback import (
+    alert_emails,
+    organisation_dashboard_name,
+    tag_for_cost_allocation,
+    team_dashboard_name,
+)
+from constructs_lib.core.placement import team_scope
+from constructs_lib.model import GovernanceModel, Team
+from gpu_governance_runtime.contract import (
+    BORROWED_HOURS,
+    CAPACITY_NAMESPACE,
+    GUARANTEED_HOURS,
+    HYPERPOD_EKS,
+    LENT_HOURS,
+    PURCHASE_FEE_DIMENSIONS,
+    PURCHASE_FEES,
+    PURCHASED_DIMENSIONS,
+    PURCHASED_HOURS,
+    PURCHASED_USED_HOURS,
+    PURCHASED_UTILISATION,
+    RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
+    TAG_MANAGED_BY,
+    TAG_TEAM,
+    TEAM_SPEND,
+    TEAM_SPEND_DIMENSIONS,
+    UNTAGGED_TEAM,
+    USED_HOURS,
+)
 
 if TYPE_CHECKING:
     from constructs_lib.controllers.reclaim import ReclaimController
@@ -86,8 +108,8 @@ class Chargeback(Construct):
     ``purchases_budget`` (or None), ``dashboard`` (None with nothing to draw) and ``team_dashboards``."""
 
     def __init__(
-        self, scope: Construct, id: str, *, model: GovernanceModel, reclaim: "ReclaimController | None" = None,
-        tenants: Mapping[str, "TeamTenancy"] | None = None, purchases_controller_id: str | None = None,
+        self, scope: Construct, id: str, *, model: GovernanceModel, reclaim: ReclaimController | None = None,
+        tenants: Mapping[str, TeamTenancy] | None = None, purchases_controller_id: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.model = model
@@ -105,6 +127,7 @@ class Chargeback(Construct):
             self.purchases_budget = cost_budget(
                 self, "PurchasesBudget", name=f"{model.organisation}-gpu-purchases", amount=purchases_monthly_amount(model),
                 tag_key=TAG_MANAGED_BY, tag_value=purchases_controller_id, emails=platform)
+        self.reclaim = reclaim  # a team's pools on its dashboard are the reclaim controller's: its metrics draw them
         self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
         # The capacity controller publishes each team's spend (capacity/spend.py).
         self.draws_spend = bool(model.capacity_windows) and purchases_controller_id is not None and polls_team_spend(model)
@@ -117,10 +140,6 @@ class Chargeback(Construct):
             team_pools = [p for p in pools if p in team.quotas]
             if team_pools or team.name in buyers or (self.draws_spend and team.monthly_budget_usd is not None):
                 self.team_dashboards[team.name] = self._team_dashboard(team, team_pools, (tenants or {}).get(team.name), buys=team.name in buyers)
-
-    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
-        return cloudwatch.Metric(namespace=RECLAIM_NAMESPACE, metric_name=metric_name, dimensions_map=dict(zip(SHARE_DIMENSIONS, (pool, share))),
-                                 statistic=statistic, period=period or self.schedule)
 
     def _search(self, metric_name: str, statistic: str, period: Duration, namespace: str = RECLAIM_NAMESPACE, dimensions: Sequence[str] = SHARE_DIMENSIONS,
                 label: str = "", team: str | None = None, total: bool = False, not_team: str | None = None) -> cloudwatch.MathExpression:
@@ -146,7 +165,7 @@ class Chargeback(Construct):
                                  label="all teams", total=True)]
             budget, budget_label, whose = purchases_monthly_amount(self.model), "purchases budget per month", "per team"
         else:
-            fees = [cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=PURCHASE_FEES, dimensions_map=dict(zip(PURCHASE_FEE_DIMENSIONS, (team.name,))),
+            fees = [cloudwatch.Metric(namespace=CAPACITY_NAMESPACE, metric_name=PURCHASE_FEES, dimensions_map=dict(zip(PURCHASE_FEE_DIMENSIONS, (team.name,), strict=True)),
                                       statistic="Sum", period=FEE_PERIOD, label=f"fees of team {team.name}")]
             budget, budget_label, whose = team.monthly_budget_usd, f"monthly budget of team {team.name}", f"of team {team.name}"
         annotations = [cloudwatch.HorizontalAnnotation(value=float(budget), label=budget_label)] if budget else []
@@ -164,7 +183,7 @@ class Chargeback(Construct):
         team's, with a line per budget amount, and what carries no team tag; or ``team``'s own."""
         day = Duration.days(1)
         spend = lambda team_name, label: cloudwatch.Metric(  # noqa: E731
-            namespace=CAPACITY_NAMESPACE, metric_name=TEAM_SPEND, dimensions_map=dict(zip(TEAM_SPEND_DIMENSIONS, (team_name,))),
+            namespace=CAPACITY_NAMESPACE, metric_name=TEAM_SPEND, dimensions_map=dict(zip(TEAM_SPEND_DIMENSIONS, (team_name,), strict=True)),
             statistic="Maximum", period=day, label=label)
         title = "spend this month (USD, Cost Explorer, a day or two behind)"
         if team is not None:
@@ -214,7 +233,7 @@ class Chargeback(Construct):
             dashboard.add_widgets(*self._spend_widgets())
         return dashboard
 
-    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: "TeamTenancy | None", *, buys: bool = False) -> cloudwatch.Dashboard:
+    def _team_dashboard(self, team: Team, pools: Sequence[str], tenancy: TeamTenancy | None, *, buys: bool = False) -> cloudwatch.Dashboard:
         scope = team_scope(self, team.name)
         name = team_dashboard_name(self.model.organisation, team.name)
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
@@ -224,13 +243,13 @@ class Chargeback(Construct):
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1))
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="guarantee vs use vs borrowed vs lent (instances)", width=12,
-                                       left=[self.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
+                                       left=[self.reclaim.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
                 cloudwatch.GraphWidget(title="instance-hours per day", width=12,
-                                       left=[self.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
+                                       left=[self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
                 cloudwatch.GraphWidget(title=f"waiting ({'workloads' if kueue else 'instances'}) and starved below guarantee", width=12,
-                                       left=[self.metric_share(pool, team.name, "Pending")], right=[self.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
+                                       left=[self.reclaim.metric_share(pool, team.name, "Pending")], right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
                 *([] if kueue else [cloudwatch.GraphWidget(title="reclaims and preemptions", width=12, left=[
-                    self.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])]),
+                    self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])]),
             )
         if buys:
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1))

@@ -12,8 +12,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from constructs_lib.core.errors import Problem
 
@@ -89,7 +90,7 @@ def _aws_principals(statement: dict) -> list[Any]:
 def named_principals(stack: StackTemplate) -> list[Problem]:
     """A role or user written into a resource policy as its literal ARN: refused while it does
     not exist, lost when it is re-created. Name its account and match ``aws:PrincipalArn``
-    (constructs_lib.tenancy.principals_named) or reference a role the stack creates."""
+    (constructs_lib.tenancy.team.principals_named) or reference a role the stack creates."""
     problems = []
     for logical_id, resource in stack.resources():
         document = resource.get("Properties", {}).get(_POLICIES.get(resource.get("Type"), ""))

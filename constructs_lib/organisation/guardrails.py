@@ -16,11 +16,13 @@ from typing import Any
 from aws_cdk import aws_organizations as organizations
 from constructs import Construct
 
+from constructs_lib.backends import BACKENDS, backend_of
 from constructs_lib.controllers.capacity import capacity_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
-from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_EKS, TAG_TEAM as TEAM_TAG
+from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
+from constructs_lib.model.capacity import raising_windows
+from gpu_governance_runtime.contract import CONSUMER_BATCH_COMPUTE_ENVIRONMENT, TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
@@ -69,20 +71,25 @@ def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> t
     return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
-QUOTA_RAISES = {("sagemaker_training_jobs", BATCH_QUOTA_SHARE): ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"),
-                ("hyperpod_instance_group", HYPERPOD_EKS): ("sagemaker:UpdateComputeQuota",)}
+QUOTA_RAISES = {(kind, name): actions for name, backend in BACKENDS.items() for kind, actions in backend.quota_raises.items()}
 """What the capacity controller does to quotas, by what a window feeds and on which backend: it
 raises the owner's quota share and the pool's service environment (Batch) or the owner's compute
 quota (HyperPod EKS) while the window's training plan is active and lowers them back
 (capacity/shares.py). Its own IAM names those resources."""
 
 
+QUEUE_REORDERS = {CONSUMER_BATCH_COMPUTE_ENVIRONMENT: ("batch:UpdateJobQueue",)}
+"""What the capacity controller does to queues, by what a window feeds: it puts the window's block
+compute environment ahead of the on-demand one in the declared job queue while a block is active
+and behind it otherwise (capacity/rotation.py). Its own IAM names those queues."""
+
+
 def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
-    """The quota updates the capacity controller makes for this model's windows (none when no
-    window feeds a quota it raises)."""
-    raised = {action for w in model.capacity_windows if getattr(w.feeds, "pool", None)
-              for action in QUOTA_RAISES.get((w.feeds.kind, model.pool(w.feeds.pool).backend), ())}
-    return tuple(action for actions in QUOTA_RAISES.values() for action in actions if action in raised)
+    """The quota and queue updates the capacity controller makes for this model's windows (none
+    when no window feeds a quota it raises or a queue it reorders)."""
+    raised = {action for w in raising_windows(model) for action in backend_of(model.pool(w.feeds.pool)).quota_raises[w.feeds.kind]}
+    raised |= {action for w in model.capacity_windows for action in QUEUE_REORDERS.get(w.feeds.kind, ())}
+    return tuple(action for actions in (*QUOTA_RAISES.values(), *QUEUE_REORDERS.values()) for action in actions if action in raised)
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:

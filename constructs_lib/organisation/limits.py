@@ -12,14 +12,15 @@ estimate runs in commands that synthesize nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
-
+from constructs_lib.backends import BACKENDS
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -38,8 +39,8 @@ MAX_DASHBOARD_METRICS = 2_500
 # The reclaim controller's dashboard of one pool (controllers/reclaim.py): a heading, one graph per
 # share metric, then the pool's own graphs (HyperPod EKS: waiting workloads; Batch: pending work,
 # preemptions, capacity-seconds lost). Every graph is one search expression over the pool's teams,
-# so neither count grows with them.
-RECLAIM_DASHBOARD_WIDGETS = {BATCH_QUOTA_SHARE: 8, BATCH_FAIR_SHARE: 8, HYPERPOD_EKS: 6}
+# so neither count grows with them. Each backend declares its count (constructs_lib/backends/).
+RECLAIM_DASHBOARD_WIDGETS = {name: b.reclaim_dashboard_widgets for name, b in BACKENDS.items() if b.reclaim_dashboard_widgets}
 # Lambda: the unzipped deployment package that carries the compiled policy document
 MAX_LAMBDA_UNZIPPED_BYTES = 262_144_000
 
@@ -51,8 +52,8 @@ TEAM_BASE = 11
 # batch_quota_share: quota share, submit policy, starvation alarm; batch_fair_share: submit policy,
 # alarm; hyperpod_eks: compute quota, describe policy, pod role, pod identity, namespace wait,
 # Kubernetes objects (plus one access entry per principal, counted apart); each pool: the team's
-# discovery parameter.
-TEAM_PER_POOL = {BATCH_QUOTA_SHARE: 4, BATCH_FAIR_SHARE: 3, HYPERPOD_EKS: 7, HYPERPOD_SLURM: 1}
+# discovery parameter. Each backend declares its count (``Backend.team_resources``).
+TEAM_PER_POOL = {name: b.team_resources for name, b in BACKENDS.items()}
 # Chargeback (constructs_lib/organisation/chargeback.py): a team in a Batch pool (observed by the reclaim
 # controller) gets a usage dashboard and the policy that reads it, and with an owner an alert topic
 # and its subscription; a team with a monthly budget, the budget.
@@ -64,7 +65,7 @@ TEAM_GUARD_TOPIC = 3
 # scheduler config, kubectl provider and its access entry; platform admins' entries apart).
 SHARED_BASE = 2
 # Batch pools: plus the reclaim controller's PoolErrors alarm and dashboard of the pool (EKS: its dashboard).
-SHARED_PER_POOL = {BATCH_QUOTA_SHARE: 5, BATCH_FAIR_SHARE: 4, HYPERPOD_EKS: 11, HYPERPOD_SLURM: 1}
+SHARED_PER_POOL = {name: b.shared_resources for name, b in BACKENDS.items()}  # ``Backend.shared_resources``
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms
 SHARED_GUARD = 15  # when a quota-share pool exists: guard, ledger, key, topic, queue, rule, alarms
@@ -76,11 +77,11 @@ SHARED_USAGE_DASHBOARD, SHARED_PURCHASES_BUDGET = 1, 1
 MARGIN = 1.15
 # Measured about 1,300 bytes per resource in team and capacity stacks (1,460 in the capacity
 # stack of 300 generated teams); of the shared resources only the fair-share policy (its share
-# distribution) and the reclaim controller's policy grow with the teams, counted apart.
+# distribution) grows with the teams, counted apart.
 BYTES_PER_RESOURCE = 2_000
 FAIR_SHARE_BYTES_PER_TEAM = 80
-# The reclaim controller's inline policy: fixed part, plus a team name per fair-share team and a
-# queue ARN per quota-share pool.
+# The reclaim controller's inline policy: fixed part, plus a queue ARN per Batch pool (no team
+# names: it may stop any job that carries a team tag, controllers/reclaim.py).
 RECLAIM_POLICY_BASE = 2_500
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
 _BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
@@ -229,20 +230,17 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
             if value > limit:
                 problems.append(Problem(path=f"pools[{index}]", wrong=f"the pool's reclaim dashboard would show too many {what}",
                                         value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
-    fair_share_teams = {t.name for p in batch_pools if p.backend == BATCH_FAIR_SHARE for t in model.teams_in(p.name)}
     account, region = model.capacity_account.account_id, model.capacity_account.region
-    queues = [p.name for p in batch_pools if p.backend == BATCH_QUOTA_SHARE]
-    size = RECLAIM_POLICY_BASE + sum(len(n) + 3 for n in fair_share_teams) + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{q}") + 3 for q in queues)
+    size = RECLAIM_POLICY_BASE + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{p.name}") + 3 for p in batch_pools)
     if size > MAX_INLINE_CHARACTERS_PER_ROLE:
-        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every fair-share team and quota-share queue)",
+        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue)",
                                 value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
     return problems
 
 
 def _policy_document_problems(model: GovernanceModel) -> list[Problem]:
-    from gpu_governance_runtime import __file__ as runtime_init
-
     from constructs_lib.model.policy import policy_json
+    from gpu_governance_runtime import __file__ as runtime_init
 
     package = sum(f.stat().st_size for f in Path(runtime_init).parent.rglob("*") if f.is_file())
     size = package + len(policy_json(model).encode())

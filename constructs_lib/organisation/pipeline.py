@@ -4,14 +4,14 @@ packs applied inside every Stage (plugins on the App do not reach a Stage's stac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from aws_cdk import Environment, Stack, Stage, pipelines
 from constructs import Construct
 
-from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.model import Account, GovernanceModel
+from constructs_lib.organisation.compliance import apply_standard_packs
 
 # The synth step runs the project's own checks before anything is deployed: the tests (not the
 # real-Slurm suite, which needs root and Debian packages, nor the SageMaker SDK tests, which need
@@ -40,7 +40,7 @@ class GovernanceStage(Stage):
     """One account's stacks (built by ``build(stage)``), checked by the compliance packs added
     to the Stage itself."""
 
-    def __init__(self, scope: Construct, id: str, *, account: Account, build: Callable[["GovernanceStage"], object]) -> None:
+    def __init__(self, scope: Construct, id: str, *, account: Account, build: Callable[[GovernanceStage], object]) -> None:
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
         build(self)
         apply_standard_packs(self)

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from constructs_lib.core.errors import GovernanceError, Problem
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
     PoolState,
@@ -37,7 +39,6 @@ from gpu_governance_runtime.reclaim.planner import (
     unchecked_state,
 )
 
-from constructs_lib.core.errors import GovernanceError, Problem
 from .traces import TraceJob
 
 POOLED_SHARE = "everyone"
@@ -61,6 +62,7 @@ class RunMetrics:
     jobs_completed: int
     jobs_unfinished: int  # jobs that never finished: the never-runnable ones below
     never_runnable: tuple[str, ...]  # jobs larger than what their team may ever hold here
+    not_restartable: int  # jobs of the trace the controller never preempts (TraceJob.restartable false)
     preemptions: int
     lost_work_capacity_s: float
     guarantee_breaches: int
@@ -82,6 +84,7 @@ class RunMetrics:
             "jobs_completed": self.jobs_completed,
             "jobs_unfinished": self.jobs_unfinished,
             "jobs_never_runnable": len(self.never_runnable),
+            "jobs_not_restartable": self.not_restartable,
             "preemptions": self.preemptions,
             "lost_work_capacity_s": round(self.lost_work_capacity_s, 1),
             "reclaim_wait_max_s": max(self.reclaim_waits, default=0.0),
@@ -306,7 +309,7 @@ def _replay(
                 clock, changed = max(tick + tick_s, expiry), True
 
     waits: dict[str, list[float]] = {}
-    for job, wait in zip(arrivals, waited):
+    for job, wait in zip(arrivals, waited, strict=False):
         if wait is not None:
             waits.setdefault(job.team, []).append(wait)
     makespan = max(0.0, last_finish - first_submit)
@@ -320,6 +323,7 @@ def _replay(
         jobs_completed=next_arrival - len(progress),
         jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
+        not_restartable=sum(not job.restartable for job in jobs),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
@@ -365,6 +369,7 @@ class _Planner:
         self.pending[job.job_id] = PendingJob(
             job_id=job.job_id, share=entry.share, instance_type=job.instance_type, count=job.count, priority=job.priority,
             submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+            restartable=job.restartable,  # the planner never takes such a job, as in the controller
         )
 
     def finish(self, entry: _Progress) -> None:

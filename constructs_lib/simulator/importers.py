@@ -11,17 +11,19 @@ naming the line or record. docs/simulator.md documents the fields each one reads
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
-from gpu_governance_runtime.reclaim.adapters import service_job_usage
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import counted
 from constructs_lib.hyperpod_eks.kubernetes import cluster_queue, namespace, team_named
+from gpu_governance_runtime.common.batch_copy import restartable
+from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
+from gpu_governance_runtime.reclaim.adapters import service_job_usage
+
 from .traces import TraceJob
 
 SACCT_FIELDS = ("JobID", "Account", "QOS", "Submit", "Start", "End", "NNodes", "TimelimitRaw", "State")
@@ -119,7 +121,7 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
-        row = dict(zip(header, line.split("|")))
+        row = dict(zip(header, line.split("|"), strict=False))
         job_id = row["JobID"]
         if "." in job_id:
             findings.skip("job step (sacct --allocations leaves them out)", job_id)
@@ -154,7 +156,7 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
 
 def _slurm_time(text: str) -> float:
     # sacct prints local time without a zone; run it with TZ=UTC (as the reclaim adapter does).
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 def _priority(priority_class: str, options: ImportOptions) -> int | None:
@@ -191,7 +193,10 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
     responses: one response or a list of them (pages). Records with the same jobId are merged
     (a description completes a summary). Team = quotaShareName, else shareIdentifier; priority =
     schedulingPriority (descriptions only); instance type and count from the gpu-governance tags,
-    else what Batch records (:func:`_batch_size`); declared run time = the timeout."""
+    else what Batch records (:func:`_batch_size`); declared run time = the timeout; restartable as
+    the reclaim controller decides it (``batch_copy.restartable``): not an array job
+    (``arrayProperties``), not a multi-container job (``ecsProperties``), not named in another
+    record's ``dependsOn``."""
     document = _read_json(path)
     pages = document if isinstance(document, list) else [document]
     records: dict[str, dict[str, Any]] = {}
@@ -205,6 +210,7 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
             if not isinstance(record, dict) or not record.get("jobId"):
                 raise _problem(f"{path}[{index}]", "a job without jobId", str(record)[:80], "Batch job records")
             records.setdefault(record["jobId"], {}).update(record)
+    waited_on = {d.get("jobId") for record in records.values() for d in record.get("dependsOn") or () if isinstance(d, dict)}
     findings, jobs = _Findings(), []
     for job_id, record in records.items():
         if not record.get("startedAt") or not record.get("stoppedAt"):
@@ -226,7 +232,7 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
                     job_id=job_id, team=team, submit_time=record["createdAt"] / 1000, duration=stop - start,
                     instance_type=instance_type, count=count, priority=int(record.get("schedulingPriority", 0)),
                     checkpointable=tags.get(TAG_CHECKPOINTABLE, "").lower() == "true" or team in options.checkpointable_teams,
-                    max_run_time=float(timeout) if timeout else None,
+                    max_run_time=float(timeout) if timeout else None, restartable=restartable(record, waited_on) is None,
                 )
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from .engine import RunMetrics
 
+from .engine import RunMetrics
 
 COMPARED = "compared"  # the policy under the --compare governance file
 
@@ -41,6 +42,9 @@ def table(results: Mapping[str, RunMetrics]) -> str:
     lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
     if COMPARED in results:
         lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
+    protected = results["policy"].not_restartable
+    if protected:
+        lines.append(f"{protected} jobs are never preempted: the controller could not bring them back as they were (array jobs, jobs others depend on, multi-container jobs)")
     for name, m in results.items():
         if m.never_runnable:
             lines.append(f"{name}: {len(m.never_runnable)} jobs can never run (larger than their team may hold), e.g. {', '.join(m.never_runnable[:3])}")
@@ -77,7 +81,7 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
     waiting times per run."""
     teams = sorted({team for m in results.values() for team in m.teams})
     types = sorted(capacity)
-    team_colours = dict(zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1)))
+    team_colours = dict(zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1), strict=False))
     chart = pyplot.figure(figsize=(max(10, 5.5 * len(types) + 1), 2.8 * (len(results) + 1)), layout="constrained")
     grid = chart.add_gridspec(len(results) + 1, len(types))
     column_axes: dict[str, object] = {}
@@ -99,7 +103,7 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
     from matplotlib.patches import Patch
 
     waits = chart.add_subplot(grid[len(results), :])
-    for offset, (name, metrics) in enumerate(results.items()):
+    for offset, metrics in enumerate(results.values()):
         data = [[w / 60 for w in metrics.waits.get(team, ())] or [0.0] for team in teams]
         at = [i * (len(results) + 1) + offset for i in range(len(teams))]
         boxes = waits.boxplot(data, positions=at, widths=0.8, showfliers=False, patch_artist=True)

@@ -15,10 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpu_governance_runtime.reclaim.planner import Settings, Share
-
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.organisation import MAX_GRACE_SECONDS
+from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from .engine import RunMetrics, pooled_share, simulate
 from .traces import TraceJob, read_trace
@@ -89,7 +88,7 @@ def parse_grid(entries: Sequence[str], *, teams: Sequence[str], size: int, base:
             problems.append(Problem(path=path, wrong="given twice", value=entry, allowed="each key once, its values comma-separated"))
             continue
         values = [_value(key, word.strip(), len(teams)) for word in text.split(",")]
-        bad = [word for word, value in zip(text.split(","), values) if value is None]
+        bad = [word for word, value in zip(text.split(","), values, strict=True) if value is None]
         if bad or not values:
             problems.append(Problem(path=path, wrong="not a valid value", value=",".join(bad) or text, allowed=_ALLOWED[key]))
             continue
@@ -130,7 +129,7 @@ def shares_at(point: Point, shares: Sequence[Share], capacity: Mapping[str, int]
         [point.size * percent // 100 for percent in point.split] if point.split is not None
         else [share.quota.get(instance_type, 0) * point.size // pool_size for share in shares]
     )
-    return tuple(replace(share, quota={instance_type: quota}) for share, quota in zip(shares, quotas)), {instance_type: point.size}
+    return tuple(replace(share, quota={instance_type: quota}) for share, quota in zip(shares, quotas, strict=True)), {instance_type: point.size}
 
 
 # --- the parallel run -------------------------------------------------------------------------
@@ -171,8 +170,8 @@ def run_sweep(
     total_work = sum(job.duration * job.count for job in jobs)
     with pool_factory(processes or os.cpu_count() or 1, trace) as workers:
         results = workers.map(_replay, tasks, chunksize=1)
-    pooled = dict(zip(grid.sizes, results[len(points):]))
-    return [Outcome(point=point, policy=metrics, pooled=pooled[point.size], total_work=total_work) for point, metrics in zip(points, results)]
+    pooled = dict(zip(grid.sizes, results[len(points):], strict=True))
+    return [Outcome(point=point, policy=metrics, pooled=pooled[point.size], total_work=total_work) for point, metrics in zip(points, results, strict=False)]
 
 
 # --- reading the results ----------------------------------------------------------------------
@@ -237,7 +236,7 @@ def _setting_cells(settings: Settings) -> list[str]:
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *rows]]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in [header, *rows]]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 

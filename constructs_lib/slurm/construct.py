@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from aws_cdk import aws_iam as iam, aws_s3_assets as s3_assets, aws_ssm as ssm
+from aws_cdk import CfnOutput, aws_iam as iam, aws_s3_assets as s3_assets, aws_ssm as ssm
 from constructs import Construct
 
+from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 from gpu_governance_runtime.slurm.render import plan_digest
 
-from ..model import GovernanceModel
-from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
+from ..model import GovernanceModel, HyperPodSlurmPool
 
 SCRIPT_NAME = "gpu-governance-slurm.sh"
 # Where the lifecycle step and the SSM document put the script on a node.
@@ -130,3 +132,12 @@ class HyperPodSlurmGovernance(Construct):
                 },
             ],
         }
+
+
+def build_pool(scope: Construct, model: GovernanceModel, pool: HyperPodSlurmPool, tenants: Mapping[str, Any]) -> HyperPodSlurmGovernance:
+    """The hyperpod_slurm backend's construct builder (constructs_lib/backends/), with the outputs
+    the platform team puts into the cluster's on_create.sh and runs to re-apply."""
+    slurm = HyperPodSlurmGovernance(scope, f"Pool{pool.name}", model=model, pool_name=pool.name)
+    CfnOutput(scope, f"SlurmLifecycle{pool.name}", value=slurm.lifecycle_command())
+    CfnOutput(scope, f"SlurmApplyDocument{pool.name}", value=slurm.document_name)
+    return slurm

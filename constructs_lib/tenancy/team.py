@@ -5,25 +5,43 @@ principals may assume."""
 from __future__ import annotations
 
 import json
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from aws_cdk import (
-    ArnFormat, DefaultStackSynthesizer, Duration, Fn, RemovalPolicy, Stack, Token, aws_ecr as ecr, aws_iam as iam, aws_kms as kms,
+    ArnFormat,
+    DefaultStackSynthesizer,
+    Duration,
+    Fn,
+    RemovalPolicy,
+    Stack,
+    Token,
+    aws_ecr as ecr,
+    aws_iam as iam,
+    aws_kms as kms,
     aws_s3 as s3,
 )
 from constructs import Construct, Node
 
-from gpu_governance_runtime.contract import discovery_parameter_path
-
-from constructs_lib.core.chargeback import tag_for_cost_allocation
-
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.buckets import hardened_bucket
+from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
 from constructs_lib.model import (
-    ROLE_PATH, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, Team, account_of, is_arn_pattern, repository_name, secrets_prefix,
-    team_key_alias, team_role_arn, training_job_name_patterns,
+    ROLE_PATH,
+    SUBMISSION_ROLE_SUFFIX,
+    TRAINING_ROLE_SUFFIX,
+    Team,
+    account_of,
+    is_arn_pattern,
+    repository_name,
+    secrets_prefix,
+    team_key_alias,
+    team_role_arn,
+    training_job_name_patterns,
 )
+from gpu_governance_runtime.contract import discovery_parameter_path
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -172,19 +190,14 @@ class TeamTenancy(Construct):
             removal_policy=RemovalPolicy.RETAIN,
             policy=iam.PolicyDocument(statements=administration),
         )
-        self.bucket = s3.Bucket(
+        self.bucket = hardened_bucket(
             self,
             "Bucket",
             encryption=s3.BucketEncryption.KMS,
             encryption_key=self.key,
             bucket_key_enabled=True,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
             server_access_logs_bucket=access_log_bucket,
             server_access_logs_prefix=f"{team.name}/",
-            removal_policy=RemovalPolicy.RETAIN,
         )
 
         self.repository = ecr.Repository(
@@ -367,7 +380,7 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=DISCOVERY_READ_ACTIONS, resources=[self._discovery_arn(), self._discovery_arn("/*")]),
         ]
 
-    def allow_submission(self, queue: "SubmissionTarget") -> iam.ManagedPolicy:
+    def allow_submission(self, queue: SubmissionTarget) -> iam.ManagedPolicy:
         """Let this team's submission role use ``queue`` as the team, and only as the team."""
         return queue.submission_policy(self, f"Submit{queue.node.id}", self.team.name, roles=[self.submission_role])
 
@@ -382,14 +395,4 @@ class TeamTenancy(Construct):
         and a place in the key policy (no inline policy)."""
         self.data_policy.attach_to_role(role)
         self.key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
-
-    def grant_data(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read and write this team's bucket with its key; the key policy admits only roles it
-        names, so grant other roles through this construct's roles instead."""
-        grant = iam.Grant.add_to_principal(grantee=grantee, actions=_OBJECT_ACTIONS, resource_arns=[self.bucket.arn_for_objects("*")])
-        grant = grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=_BUCKET_ACTIONS, resource_arns=[self.bucket.bucket_arn]))
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(principals=[grantee.grant_principal], actions=KEY_USE_ACTIONS, resources=["*"])
-        )
-        return grant.combine(iam.Grant.add_to_principal(grantee=grantee, actions=KEY_USE_ACTIONS, resource_arns=[self.key.key_arn]))
 

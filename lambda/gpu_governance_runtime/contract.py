@@ -26,12 +26,17 @@ HYPERPOD_EKS = "hyperpod_eks"
 HYPERPOD_SLURM = "hyperpod_slurm"
 BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM)
 HYPERPOD_BACKENDS = (HYPERPOD_EKS, HYPERPOD_SLURM)
-# What a capacity window's consumer must name, by kind: what the capacity controller acts on.
+# The kinds of capacity-window consumer (``feeds.kind`` in the governance file, ``consumer.kind``
+# in the policy document) and what each must name: what the capacity controller acts on.
+CONSUMER_BATCH_COMPUTE_ENVIRONMENT = "batch_compute_environment"
+CONSUMER_EKS_NODE_GROUP = "eks_node_group"
+CONSUMER_HYPERPOD_INSTANCE_GROUP = "hyperpod_instance_group"
+CONSUMER_SAGEMAKER_TRAINING_JOBS = "sagemaker_training_jobs"
 CONSUMER_FIELDS = {
-    "batch_compute_environment": ("launch_template_name", "compute_environment"),
-    "eks_node_group": ("launch_template_name", "cluster_name", "nodegroup_name"),
-    "hyperpod_instance_group": ("pool", "instance_group", "cluster_arn"),
-    "sagemaker_training_jobs": (),
+    CONSUMER_BATCH_COMPUTE_ENVIRONMENT: ("launch_template_name", "compute_environment", "block_compute_environment", "job_queue"),
+    CONSUMER_EKS_NODE_GROUP: ("launch_template_name", "cluster_name", "nodegroup_name"),
+    CONSUMER_HYPERPOD_INSTANCE_GROUP: ("pool", "instance_group", "cluster_arn"),
+    CONSUMER_SAGEMAKER_TRAINING_JOBS: (),
 }
 
 
@@ -136,6 +141,9 @@ TAG_COST_CENTRE = "gpu-governance:cost-centre"  # a team's declared cost centre,
 # owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
 PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
+# How often the controllers stopped the work a requeued Batch job carries, along its whole chain of
+# copies (original -> copy -> copy's copy): the planner's protection and re-borrow backoff read it.
+TAG_TIMES_PREEMPTED = "gpu-governance:times-preempted"
 # Batch job tags a team may write on its own jobs: hints only. The reclaim adapter reads a job's
 # size from Batch; the type tag only in a pool of several types, checkpointable only to make the job a cheaper victim.
 TAG_INSTANCES = "gpu-governance:instances"  # read by the simulator's trace importer only
@@ -143,11 +151,10 @@ TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
 # Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team.
 TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one pool
-COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 # Keys only the platform writes (purchases, requeues, cost allocation by pool): a member's job never
 # carries one (the queues' submit statements refuse them in aws:TagKeys); every other key, the team
 # and cost centre (fixed to the team's own) included, is the member's to set.
-PLATFORM_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_REQUEUED_FROM, TAG_POOL)
+PLATFORM_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_REQUEUED_FROM, TAG_TIMES_PREEMPTED, TAG_POOL)
 
 
 def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:
@@ -232,6 +239,8 @@ DISCOVERY_KEYS = (
     "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
     "state",  # "active", or "paused": no new job of the team starts (null in documents published before it existed)
+    # {"hours", "period" (day|week|month), "enforced" (true where this pool's backend stops the team at it)}, or null: no limit
+    "gpu_hour_limit",
     "priority_classes",  # [{"name", "weight", and DISCOVERY_PRIORITY_KEY[backend]}], most urgent first
 )
 DISCOVERY_BACKEND_KEYS = {

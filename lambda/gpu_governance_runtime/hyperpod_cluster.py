@@ -13,7 +13,8 @@ one. The mapping walks the installed botocore model, so fields added to the API 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 SPECIFICATION_SHAPE = "ClusterInstanceGroupSpecification"
 RENAMED = {"InstanceCount": "TargetCount", "MinInstanceCount": "MinCount"}

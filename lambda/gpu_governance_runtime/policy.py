@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Mapping, get_args
+from typing import Any, get_args
 
 from .capacity.planner import Market, Mode, Window
-from .contract import BACKENDS, CONSUMER_FIELDS, DEFAULT_REBORROW_BACKOFF_S, ENV_POLICY_PATH, POLICY_FILE_NAME, POLICY_VERSION, SharingStrategy
+from .contract import (
+    BACKENDS,
+    CONSUMER_FIELDS,
+    DEFAULT_REBORROW_BACKOFF_S,
+    ENV_POLICY_PATH,
+    POLICY_FILE_NAME,
+    POLICY_VERSION,
+    SharingStrategy,
+)
 from .reclaim.planner import Settings, Share
 
 
@@ -72,7 +80,7 @@ def policy_path(environment: Mapping[str, str]) -> Path:
     return Path(environment.get(ENV_POLICY_PATH) or Path(__file__).resolve().parent / POLICY_FILE_NAME)
 
 
-def read_policy(environment: Mapping[str, str] = os.environ) -> Policy:
+def read_policy(environment: Mapping[str, str]) -> Policy:
     return read_policy_file(policy_path(environment))
 
 

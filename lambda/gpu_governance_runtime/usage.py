@@ -9,7 +9,8 @@ counts nothing (usage is under-reported, never invented). Pure: no AWS call, no 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from .common import metrics
 from .contract import BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, SHARE_DIMENSIONS, USAGE_METRICS, USED_HOURS
@@ -44,6 +45,6 @@ def idle_guaranteed_hours(values: Mapping[str, float]) -> float:
 def usage_records(pool: str, rows: Iterable[ShareObservation], *, tick_seconds: float, namespace: str, now: float) -> list[dict[str, Any]]:
     """One embedded-metric-format record per share of ``pool``."""
     return [
-        metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share))), {m: (v, "None") for m, v in values.items()}, timestamp=now)
+        metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), {m: (v, "None") for m, v in values.items()}, timestamp=now)
         for share, values in sorted(instance_hours(rows, tick_seconds).items())
     ]

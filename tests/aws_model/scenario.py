@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpu_governance_runtime.common.batch_copy import stopped_by_us
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
@@ -28,6 +27,7 @@ from gpu_governance_runtime.reclaim.ledger import Ledger
 from gpu_governance_runtime.reclaim.planner import Settings
 
 from .batch import Clock, Crash, FakeBatch, Faults
+from .dynamodb import FakeDynamoDB
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 G6E = "g6e.12xlarge"
@@ -42,6 +42,7 @@ TICK = 60.0
 # Faults per Batch call: each call is throttled, answered too late (after AWS did it) or the
 # caller killed with these probabilities (on the calls the controller makes, not the teams').
 FAULT_RATES = {"throttle": 0.02, "timeout": 0.02, "crash": 0.005}
+RECLAIM_SETTINGS = Settings(max_preemptions_per_tick=3)
 
 
 @dataclass
@@ -53,20 +54,26 @@ class Report:
     faults: Counter = field(default_factory=Counter)
     crashes: int = 0
 
+    def summary(self) -> str:
+        return (f"{self.ticks} ticks, {self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
+                f"{self.crashes} crashed ticks")
+
 
 class InvariantBroken(AssertionError):
     pass
 
 
-def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings = Settings(max_preemptions_per_tick=3),
-        table: Any, fault_rates: dict[str, float] = FAULT_RATES, duplicate_rate: float = 0.05) -> Report:
+def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings = RECLAIM_SETTINGS,
+        fault_rates: dict[str, float] = FAULT_RATES, duplicate_rate: float = 0.05) -> Report:
     """Simulate ``days`` of one-minute ticks on a 16-instance fair-share pool; raise InvariantBroken
-    at the first step that breaks an invariant. ``table``: the reclaim ledger's DynamoDB table."""
+    at the first step that breaks an invariant. The ledger is the DynamoDB model, faulted like Batch."""
     rng = random.Random(seed)
     clock = Clock()
-    faults = Faults(lambda operation, phase: _fault(rng, fault_rates, phase))
+    faults = Faults(lambda operation, phase: fault(rng, fault_rates, phase))
     batch = FakeBatch(clock, capacity={QUEUE: 16}, faults=faults, listing_lag=30.0)
-    ledger, report, checks = Ledger(table), Report(), _Checks(batch, settings, dry_run)
+    dynamodb = FakeDynamoDB(faults=faults)
+    dynamodb.create_table("ledger", key="action_id")
+    ledger, report, checks = Ledger(dynamodb.table("ledger")), Report(), Checks(batch, settings.max_preemptions_per_tick, dry_run)
     end = clock.now + days * 86400
     while clock.now < end:
         _arrivals(rng, batch, report)
@@ -86,7 +93,7 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings
     return report
 
 
-def _fault(rng: random.Random, rates: dict[str, float], phase: str) -> str | None:
+def fault(rng: random.Random, rates: dict[str, float], phase: str) -> str | None:
     """Before a call: a throttle or a crash; after it (AWS did it): a lost answer or a crash."""
     roll = rng.random()
     for fault in (("throttle", "crash") if phase == "before" else ("timeout", "crash")):
@@ -121,12 +128,12 @@ def _tick(batch: FakeBatch, ledger: Ledger, settings: Settings, dry_run: bool, r
     report.ticks += 1
 
 
-class _Checks:
+class Checks:
     """The invariants, checked incrementally (each step looks only at what is new since the last),
-    so a month of steps costs linear time."""
+    so a month of steps costs linear time. ``cap``: TerminateJob requests allowed per minute (None: any)."""
 
-    def __init__(self, batch: FakeBatch, settings: Settings, dry_run: bool):
-        self.batch, self.settings, self.dry_run = batch, settings, dry_run
+    def __init__(self, batch: FakeBatch, cap: int | None, dry_run: bool):
+        self.batch, self.cap, self.dry_run = batch, cap, dry_run
         self.root: dict[str, str] = {}  # job -> the job a team submitted, through its copies
         self.copied: set[str] = set()
         self.seen_requests = 0
@@ -152,8 +159,8 @@ class _Checks:
             if operation == "SubmitJob" and TAG_REQUEUED_FROM in request.get("tags", {}) and self.dry_run:
                 raise InvariantBroken("dry run submitted a copy")
         self.seen_requests = len(self.batch.requests)
-        if self.terminations and max(self.terminations.values()) > self.settings.max_preemptions_per_tick:
-            raise InvariantBroken(f"more than {self.settings.max_preemptions_per_tick} preemptions in a minute: {self.terminations.most_common(1)}")
+        if self.cap is not None and self.terminations and max(self.terminations.values()) > self.cap:
+            raise InvariantBroken(f"more than {self.cap} preemptions in a minute: {self.terminations.most_common(1)}")
 
     def final(self) -> None:
         self.step()

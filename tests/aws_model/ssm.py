@@ -11,8 +11,9 @@ called or :meth:`FakeSsm.advance` is.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from botocore.exceptions import ClientError
 

@@ -12,20 +12,17 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler 
 
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 from tests.aws_model import scenario  # noqa: E402
-from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 
 def test_half_a_day_with_faults_loses_no_job_runs_none_twice_and_holds_the_cap():
-    with reclaim_ledger_table() as table:
-        report = scenario.run(days=0.5, seed=7, table=table)
+    report = scenario.run(days=0.5, seed=7)
     # the scenario did what it is for: jobs were preempted and brought back, and faults hit
     assert report.preempted > 0 and report.copies > 0
     assert report.faults["throttle"] > 0 and report.faults["timeout"] > 0 and report.crashes > 0
 
 
 def test_dry_run_changes_nothing_whatever_the_faults():
-    with reclaim_ledger_table() as table:
-        report = scenario.run(days=0.2, seed=3, dry_run=True, table=table)
+    report = scenario.run(days=0.2, seed=3, dry_run=True)
     assert report.copies == 0
 
 
@@ -35,6 +32,77 @@ def test_the_checks_catch_a_controller_that_loses_jobs(monkeypatch):
 
     monkeypatch.setattr(adapters.BatchFairShareAdapter, "_bring_back",
                         lambda self, job, uncertain_since, progress: adapters.ActionResult(job_id=job["jobId"], outcome="done"))
-    with reclaim_ledger_table() as table, pytest.raises(scenario.InvariantBroken, match="lost"):
-        scenario.run(days=0.3, seed=7, table=table, fault_rates={"throttle": 0, "timeout": 0, "crash": 0},
+    with pytest.raises(scenario.InvariantBroken, match="lost"):
+        scenario.run(days=0.3, seed=7, fault_rates={"throttle": 0, "timeout": 0, "crash": 0},
                      settings=Settings(max_preemptions_per_tick=3))
+
+
+def test_a_preemption_whose_close_was_lost_is_not_brought_back_twice_by_a_retried_tick():
+    """Found by the scenario: a tick records the victim ``done`` (its copy submitted), then the
+    write that takes it off the pool's open list is throttled and the tick fails. Lambda retries it
+    (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html) before
+    Batch lists the copy (ListJobs is eventually consistent): the retry must not submit a second copy."""
+    from gpu_governance_runtime.reclaim import handler
+    from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
+    from gpu_governance_runtime.reclaim.ledger import Ledger
+    from tests.aws_model.batch import Clock, FakeBatch, Faults
+    from tests.aws_model.dynamodb import FakeDynamoDB
+
+    clock, faults = Clock(), Faults()
+    batch = FakeBatch(clock, capacity={scenario.QUEUE: 16}, listing_lag=30.0)
+    dynamodb = FakeDynamoDB(faults=faults)
+    dynamodb.create_table("ledger", key="action_id")
+    ledger = Ledger(dynamodb.table("ledger"))
+    for share, count, priority in (("research", 4, 10), ("training", 1, 50)):
+        for i in range(count):
+            batch.add_job(jobName=f"{share}-{i}", jobQueue=scenario.QUEUE, jobDefinition=f"{share}:1", shareIdentifier=share,
+                          schedulingPriorityOverride=priority, parameters={"work_seconds": "36000"}, nodeOverrides={"numNodes": 4})
+        batch.advance(120)  # research takes the whole pool; training's job waits for its guarantee
+
+    def closing(operation: str, phase: str) -> str | None:
+        request = dynamodb.current[1]
+        return "throttle" if phase == "before" and request.get("UpdateExpression", "").startswith("DELETE ids") else None
+
+    faults.plan = closing
+
+    def tick() -> None:
+        adapter = BatchFairShareAdapter(batch, job_queue=scenario.QUEUE, pool=scenario.POLICY.pool(scenario.POOL), submit=batch)
+        handler.run_tick(scenario.POOL, adapter, ledger, settings=Settings(max_preemptions_per_tick=1), dry_run=False,
+                         namespace="Test", now=clock.now, emit=lambda record: None)
+
+    with pytest.raises(Exception, match="ThrottlingException"):
+        tick()
+    faults.plan = lambda operation, phase: None
+    clock.sleep(5)  # the retry comes seconds later, before the copy is listed
+    tick()
+    copies = [j for j in batch.jobs.values() if "gpu-governance:requeued-from" in j["tags"]]
+    assert len(copies) == 1, [(j["jobId"], j["tags"]) for j in copies]
+    assert ledger.open_actions(scenario.POOL) == []  # the retry finished closing it
+
+
+def test_capacity_block_requeue_over_two_days_with_faults_loses_no_job_and_copies_none_twice():
+    from tests.aws_model import block_scenario
+
+    report = block_scenario.run(days=2, seed=3)
+    # jobs were stopped at each block's end and brought back, warnings were delivered more than once or retried, faults hit
+    assert report.stopped > 0 and report.copies == report.stopped
+    assert report.warnings > 2 and report.faults["throttle"] > 0 and report.faults["timeout"] > 0 and report.failed_runs > 0
+
+
+def test_capacity_block_requeue_in_dry_run_stops_nothing():
+    from tests.aws_model import block_scenario
+
+    report = block_scenario.run(days=1, seed=4, dry_run=True)
+    assert report.stopped == 0 and report.copies == 0
+
+
+def test_the_block_checks_catch_a_controller_that_stops_jobs_at_the_warning(monkeypatch):
+    """Not vacuous: stopping at the warning (no time to checkpoint) breaks the block's rule."""
+    from datetime import timedelta
+
+    from gpu_governance_runtime.capacity import requeue
+    from tests.aws_model import block_scenario
+
+    monkeypatch.setattr(requeue, "STOP_LEAD", timedelta(minutes=60))
+    with pytest.raises(scenario.InvariantBroken, match="before the stop time"):
+        block_scenario.run(days=1, seed=3, fault_rates={"throttle": 0, "timeout": 0, "crash": 0})

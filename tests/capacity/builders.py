@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from gpu_governance_runtime.capacity.planner import Offering, Reservation, Window
 
-NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
 def at(day: int, hour: int = 11, minute: int = 30, month: int = 12) -> datetime:
-    return datetime(2026, month, day, hour, minute, tzinfo=timezone.utc)
+    return datetime(2026, month, day, hour, minute, tzinfo=UTC)
 
 
 def window(**overrides) -> Window:

@@ -4,7 +4,7 @@ sends response data back as a request must turn it into something the request sh
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.validate import ParamValidator
@@ -32,7 +32,7 @@ def example(shape: Any, depth: int = 0) -> Any:
     if kind == "boolean":
         return True
     if kind == "timestamp":
-        return datetime(2026, 12, 10, 11, 30, tzinfo=timezone.utc)
+        return datetime(2026, 12, 10, 11, 30, tzinfo=UTC)
     if kind == "blob":
         return b"x"
     raise AssertionError(f"unknown shape type {kind}")

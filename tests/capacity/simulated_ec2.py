@@ -18,16 +18,22 @@ time and order:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable
 
 import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 from botocore.validate import ParamValidator
 
-from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG, TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW, CapacityMarket
+from gpu_governance_runtime.capacity.aws import (
+    PURCHASE_CLIENT_CONFIG,
+    TAG_INTENT,
+    TAG_MANAGED_BY,
+    TAG_WINDOW,
+    CapacityMarket,
+)
 from gpu_governance_runtime.capacity.planner import Offering
 
 from .stubbed_aws import CONTROLLER, REGION, block_offering

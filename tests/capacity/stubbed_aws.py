@@ -10,7 +10,13 @@ import boto3
 from botocore.exceptions import ReadTimeoutError
 from botocore.stub import ANY, Stubber
 
-from gpu_governance_runtime.capacity.aws import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW, CapacityMarket, PURCHASE_CLIENT_CONFIG
+from gpu_governance_runtime.capacity.aws import (
+    PURCHASE_CLIENT_CONFIG,
+    TAG_INTENT,
+    TAG_MANAGED_BY,
+    TAG_WINDOW,
+    CapacityMarket,
+)
 from gpu_governance_runtime.capacity.ledger import Ledger
 
 REGION = "us-east-1"

@@ -48,6 +48,8 @@ ONE_CALL_READS_ALL = {
     ("ec2", "DescribeCapacityReservations"): "CapacityReservationIds names the one reservation of the event",
     ("ec2", "DescribeLaunchTemplateVersions"): "Versions names the one $Default version",
     ("batch", "DescribeComputeEnvironments"): "computeEnvironments names the one compute environment",
+    ("batch", "DescribeJobQueues"): "jobQueues names the one job queue",
+    ("ec2", "DescribeInstanceTypes"): "InstanceTypes names the one instance type",
     ("batch", "DescribeServiceEnvironments"): "serviceEnvironments names the one service environment",
     ("dynamodb", "Scan"): "the ledgers page by hand, looping on LastEvaluatedKey / ExclusiveStartKey",
 }
@@ -124,7 +126,7 @@ class Checker:
                     self.value(item, shape.value, f"{path}{{}}")
             elif kind == "structure":
                 keys = [_const(k) if k is not None else None for k in node.keys]
-                for key, item in zip(keys, node.values):
+                for key, item in zip(keys, node.values, strict=True):
                     if key is None:
                         continue
                     if key not in shape.members:
@@ -261,7 +263,7 @@ class Checker:
 
     # --- all ----------------------------------------------------------------------------------
 
-    def check(self) -> "Checker":
+    def check(self) -> Checker:
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.function(node)
@@ -388,7 +390,7 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("handler, modules", [
     ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py")),
-    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "capacity/raised_reader.py", "common/batch_copy.py")),
+    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py")),
     ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
     ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
 ])

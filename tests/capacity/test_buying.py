@@ -4,13 +4,19 @@ spend beyond the budget, and every window left uncovered is reported."""
 from datetime import timedelta
 from decimal import Decimal
 
-import pytest
 import boto3
+import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import (
-    ClientError, ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, HTTPClientError, ParamValidationError,
-    ReadTimeoutError, SSLError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    HTTPClientError,
+    ParamValidationError,
+    ReadTimeoutError,
+    SSLError,
 )
 from moto import mock_aws
 

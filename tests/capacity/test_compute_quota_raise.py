@@ -5,7 +5,7 @@ is not overwritten (Stubber with full response shapes: moto lacks compute quotas
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -31,7 +31,7 @@ GROUP = window(name="weekly-validation", team="research", market="training_plan"
                consumer={"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers", "cluster_arn": CLUSTER})
 PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p", at(10), 1, state="active", count=4, window_name=GROUP.name)
 SHARING = {"Strategy": "LendAndBorrow", "BorrowLimit": 50}
-CREATED = datetime(2026, 11, 1, tzinfo=timezone.utc)
+CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 @pytest.fixture

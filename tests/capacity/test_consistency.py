@@ -6,6 +6,7 @@ at most one block per occurrence and the ledger's spend equals what was paid."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from datetime import timedelta
 from decimal import Decimal
@@ -36,11 +37,9 @@ class World:
 
     def run(self) -> None:
         """One invocation from now on; a killed one leaves whatever it recorded."""
-        try:
+        with contextlib.suppress(Killed):
             self.reports.append(controller.run(windows=self.windows, ledger=self.ledger, capacity=self.sim.market,
                                                notify=lambda s, m: self.notes.append((s, m)), now=self.sim.now, clock=self.sim.clock))
-        except Killed:
-            pass
 
     def run_at(self, minutes: float) -> None:
         self.sim.now = max(self.sim.now, NOW + minutes * MINUTE)

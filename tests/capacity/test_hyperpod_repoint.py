@@ -7,10 +7,11 @@ from datetime import timedelta
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
+
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
 from gpu_governance_runtime.capacity.hyperpod import MissingInstanceGroup, repoint
 from gpu_governance_runtime.hyperpod_cluster import specification
-from moto import mock_aws
 
 from .builders import at, reservation
 from .stubbed_aws import create_ledger_table

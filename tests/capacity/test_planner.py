@@ -4,7 +4,7 @@ from decimal import Decimal
 import pytest
 
 from gpu_governance_runtime.capacity import market
-from gpu_governance_runtime.capacity.planner import plan, shortfall, Occurrence
+from gpu_governance_runtime.capacity.planner import Occurrence, plan, shortfall
 
 from .builders import NOW, at, block, reservation, window
 

@@ -9,7 +9,13 @@ from decimal import Decimal
 from hypothesis import given, settings, strategies as st
 
 from gpu_governance_runtime.capacity.planner import (
-    MAX_PURCHASES_PER_OCCURRENCE, Occurrence, _cheapest_cover, _covers, _interval, _most_at_once, shortfall,
+    MAX_PURCHASES_PER_OCCURRENCE,
+    Occurrence,
+    _cheapest_cover,
+    _covers,
+    _interval,
+    _most_at_once,
+    shortfall,
 )
 
 from .builders import at, block, reservation, window

@@ -12,8 +12,8 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from gpu_governance_runtime import contract
-from gpu_governance_runtime.capacity import raised, raised_reader, shares
+from gpu_governance_runtime import contract, raised_guarantees
+from gpu_governance_runtime.capacity import raised, shares
 from gpu_governance_runtime.capacity.handler import Clients, process
 
 from .builders import at, block
@@ -50,9 +50,9 @@ def test_what_the_quotas_show_is_published_until_it_is_lowered(aws):
     key = boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]
     assert raised.publish(entries, ssm=ssm, name=PARAMETER, key_id=key) == {"parameter": PARAMETER, "raises": 1, "changed": True}
     assert raised.publish(entries, ssm=ssm, name=PARAMETER, key_id=key)["changed"] is False  # a repeated run writes nothing
-    assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == [ENTRY]
+    assert raised_guarantees.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == [ENTRY]
     # A parameter the controller stopped updating inflates nothing past the raise's end.
-    assert raised_reader.read(ssm=ssm, name=PARAMETER, now=PLAN.end - shares.LOWER_LEAD) == []
+    assert raised_guarantees.read(ssm=ssm, name=PARAMETER, now=PLAN.end - shares.LOWER_LEAD) == []
     share_shows(stub, 6, update_to=2)
     environment_shows(stub, 12, update_to=8)
     assert applied_after(batch, ledger, PLAN.end - shares.LOWER_LEAD) == []  # lowered: nothing published
@@ -74,12 +74,12 @@ def test_a_raise_the_quota_does_not_show_is_not_published(aws, environment_updat
 
 def test_no_parameter_yet_reads_as_no_raise_and_a_foreign_document_is_refused(aws):
     *_, ssm = aws
-    assert raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == []
+    assert raised_guarantees.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0)) == []
     for value in ('{"pool": "x"}', json.dumps([{**ENTRY, "instances": "4"}]), json.dumps([{**ENTRY, "until": "soon"}]),
                   json.dumps([{**ENTRY, "instance_type": ["ml.p5.48xlarge"]}]), json.dumps([{**ENTRY, "until": "2026-12-10T12:00:00"}]), "not json"):
         ssm.put_parameter(Name=PARAMETER, Value=value, Type="SecureString", Overwrite=True)
         with pytest.raises(RuntimeError, match="raised-guarantees"):
-            raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+            raised_guarantees.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
 
 
 @pytest.mark.parametrize("entry", [
@@ -90,14 +90,14 @@ def test_a_raise_beyond_what_any_purchase_holds_is_refused(aws, entry):
     *_, ssm = aws
     ssm.put_parameter(Name=PARAMETER, Value=json.dumps([entry]), Type="SecureString")
     with pytest.raises(RuntimeError, match="instances 1 to 64 and until ISO 8601 at most 238 days ahead"):
-        raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+        raised_guarantees.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
 
 
 def test_a_plain_string_written_by_someone_else_is_refused_and_the_controller_writes_it_back_encrypted(aws):
     *_, ssm = aws
     ssm.put_parameter(Name=PARAMETER, Value=json.dumps([{**ENTRY, "instances": 40}]), Type="String")  # ssm:PutParameter on *
     with pytest.raises(RuntimeError, match="a String parameter - a SecureString under the capacity controller's key"):
-        raised_reader.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
+        raised_guarantees.read(ssm=ssm, name=PARAMETER, now=at(10, 12, 0))
     key = boto3.client("kms", region_name="us-east-1").create_key()["KeyMetadata"]["Arn"]
     assert raised.publish([ENTRY], ssm=ssm, name=PARAMETER, key_id=key)["changed"] is True
     assert raised.publish([{**ENTRY, "instances": 40}], ssm=ssm, name=PARAMETER, key_id=key)["changed"] is True
@@ -140,11 +140,11 @@ def test_a_stack_update_that_reset_the_share_is_a_run_that_raises_it_again(env, 
     if mode == "dry_run":
         (note,) = result["shares"]
         assert note["dry_run"] is True and note["would"].startswith("set {'ml.p5.48xlarge': 6} (declared {'ml.p5.48xlarge': 2})")
-        assert raised_reader.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1)) == []
+        assert raised_guarantees.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1)) == []
         stubbed.done()
         return
     assert [r["changed"] for r in result["shares"]] == [True, True]
     assert result["raised_guarantees"] == {"parameter": PARAMETER, "raises": 1, "changed": True}
-    (entry,) = raised_reader.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1))
+    (entry,) = raised_guarantees.read(ssm=clients.ssm, name=PARAMETER, now=at(10, 12, 1))
     assert (entry["team"], entry["instances"], entry["until"]) == ("research", 4, (plan.end - shares.LOWER_LEAD).isoformat())
     stubbed.done()

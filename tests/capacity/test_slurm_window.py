@@ -8,7 +8,7 @@ Slurm is shown in tests/slurm/test_capacity_window_nodes.py."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -30,7 +30,7 @@ WINDOW = window(name="release-warmup", team="critical", market="training_plan", 
 PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-1", at(10), 1, state="active", count=2, window_name=WINDOW.name)
 NEXT = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-2", at(12), 1, state="active", count=2, window_name=WINDOW.name)
 SERVING, DRAINING, REQUEUEING = PLAN.start + timedelta(hours=2), PLAN.end - LOWER_LEAD + timedelta(minutes=1), PLAN.end - timedelta(minutes=33)
-LAUNCHED = datetime(2026, 12, 10, 11, 40, tzinfo=timezone.utc)
+LAUNCHED = datetime(2026, 12, 10, 11, 40, tzinfo=UTC)
 NODES = {"i-0aaaaaaaaaaaaaaa1": "10.1.0.11", "i-0aaaaaaaaaaaaaaa2": "10.1.0.12", "i-0aaaaaaaaaaaaaaa3": "10.1.0.13"}
 ADMIN_REASON = "bad GPU 3, ticket 4711"
 OURS = f"{slurm_window.MARKER} {WINDOW.name} ends 2026-12-11T11:30Z"
@@ -333,4 +333,4 @@ def test_runs_every_schedule_limit_drain_and_requeue_before_the_instances_go(off
     phases = {t: slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], t), t) for t in runs}
     assert any(p == "drain" for p in phases.values())
     assert any(p == "requeue" and t < PLAN.end - TERMINATION_LEAD for t, p in phases.items())
-    assert slurm_window.SCHEDULE_LIMIT == timedelta(minutes=5)  # the construct's rate is whole minutes
+    assert timedelta(minutes=5) == slurm_window.SCHEDULE_LIMIT  # the construct's rate is whole minutes

@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from constructs_lib.core.chargeback import organisation_dashboard_name, team_dashboard_name
-from constructs_lib.organisation.chargeback import purchases_monthly_amount
 from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.chargeback import purchases_monthly_amount
 from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_MANAGED_BY, TAG_POOL, TAG_TEAM
 from tests.foundation.org import default_data, synthesize_reference
 

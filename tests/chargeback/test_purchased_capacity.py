@@ -5,7 +5,7 @@ each purchase published exactly once, whatever the lag, the faults and the repea
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from unittest import mock
 
@@ -17,7 +17,6 @@ from gpu_governance_runtime import contract
 from gpu_governance_runtime.capacity import chargeback, controller
 from gpu_governance_runtime.capacity.handler import process
 from gpu_governance_runtime.common import log
-
 from tests.capacity.builders import NOW, at, block, reservation, window
 from tests.capacity.simulated_ec2 import FAULTS
 from tests.capacity.stubbed_aws import CONTROLLER, StubbedAws, capacity_reservation, create_ledger_table
@@ -25,7 +24,7 @@ from tests.capacity.test_consistency import MINUTE, WINDOW as BOUGHT_WINDOW, Wor
 from tests.capacity.test_handler import emf_records, env  # noqa: F401  (the handler's fixture)
 
 ACCOUNT = "111122223333"
-START, END = datetime(2026, 12, 10, 11, 30, tzinfo=timezone.utc), datetime(2026, 12, 11, 11, 30, tzinfo=timezone.utc)
+START, END = datetime(2026, 12, 10, 11, 30, tzinfo=UTC), datetime(2026, 12, 11, 11, 30, tzinfo=UTC)
 WINDOWS = {"launch": window(name="launch", team="research"), "plans": window(name="plans", market="training_plan", team="training")}
 PLAN_ARN = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:training-plan/plans-202612101130-1"
 

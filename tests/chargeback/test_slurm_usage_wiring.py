@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC
 
 import pytest
 import yaml
@@ -102,11 +103,11 @@ def test_bad_usage_targets_are_refused_with_their_path(targets, usage_targets, m
 
 def test_the_usage_report_reads_exactly_what_the_slurm_observer_writes():
     """One definition of the names: the report's queries against a published Slurm hour."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from constructs_lib.cli.usage import read_usage
-    from gpu_governance_runtime.policy import parse_policy
     from constructs_lib.model.policy import compile_policy
+    from gpu_governance_runtime.policy import parse_policy
 
     class Recorder:
         def get_metric_data(self, **request):
@@ -128,7 +129,7 @@ def test_the_usage_report_reads_exactly_what_the_slurm_observer_writes():
                        published={("slurm-b", hour - i * 3600) for i in range(1, 24)}).observe(hour + 3600 + 600)
     written = {(d["Namespace"], m["Name"], tuple(dims)) for r in records for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
     recorder = Recorder()
-    read_usage(recorder, MODEL, [TEAM], datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 2, tzinfo=timezone.utc))
+    read_usage(recorder, MODEL, [TEAM], datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
     read = {(q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"], tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]))
             for q in recorder.request["MetricDataQueries"]}
     assert read == written

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -21,11 +21,10 @@ from gpu_governance_runtime.capacity import chargeback, spend
 from gpu_governance_runtime.capacity.handler import process
 from gpu_governance_runtime.common.clients import COST_EXPLORER
 from gpu_governance_runtime.policy import parse_policy
-
 from tests.capacity.stubbed_aws import create_ledger_table
 from tests.capacity.test_handler import WINDOW, emf_records, env, read_utilisation  # noqa: F401  (the handler's fixture)
 
-NOW = datetime(2026, 12, 10, 0, 5, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 10, 0, 5, tzinfo=UTC)
 SCHEDULED = {"source": "aws.events", "detail-type": "Scheduled Event"}
 POLICY = parse_policy({"version": 1, "organisation": "acme-ml", "priority_classes": [], "capacity_windows": [WINDOW], "pools": [
     {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {"p5.48xlarge": 4}, "shares": [
@@ -175,9 +174,9 @@ def test_too_little_time_defers_before_claiming_and_fails_between_pages(aws):
 
 
 @pytest.mark.parametrize("now, start, end", [
-    (datetime(2026, 12, 1, 0, 5, tzinfo=timezone.utc), "2026-12-01", "2026-12-02"),  # Start == End would be refused
-    (datetime(2026, 12, 31, 23, 50, tzinfo=timezone.utc), "2026-12-01", "2027-01-01"),  # not past the first of next month
-    (datetime(2027, 2, 28, 12, 0, tzinfo=timezone.utc), "2027-02-01", "2027-03-01"),
+    (datetime(2026, 12, 1, 0, 5, tzinfo=UTC), "2026-12-01", "2026-12-02"),  # Start == End would be refused
+    (datetime(2026, 12, 31, 23, 50, tzinfo=UTC), "2026-12-01", "2027-01-01"),  # not past the first of next month
+    (datetime(2027, 2, 28, 12, 0, tzinfo=UTC), "2027-02-01", "2027-03-01"),
 ])
 def test_the_period_is_the_utc_month_so_far_today_included(aws, now, start, end):
     ledger, ce, stub = aws

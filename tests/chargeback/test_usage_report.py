@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
@@ -22,8 +22,8 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 ROOT = Path(__file__).resolve().parents[2]
-NOV1, NOV2 = (datetime(2026, 11, d, tzinfo=timezone.utc) for d in (1, 2))
-START, END = datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc)
+NOV1, NOV2 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2))
+START, END = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def ids_of(model, team: str) -> dict[tuple[str, str], str]:

@@ -10,7 +10,7 @@ import copy
 import json
 import os
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,16 +20,15 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
+from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel  # noqa: E402
 from constructs_lib.model.capacity import Feed  # noqa: E402
 from constructs_lib.model.loader import default_config_text, load_model  # noqa: E402
-from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel  # noqa: E402
 from constructs_lib.model.policy import compile_policy, policy_json  # noqa: E402
 from constructs_lib.model.quota import borrow_instances, instance_quota  # noqa: E402
 from gpu_governance_runtime import contract  # noqa: E402
 from gpu_governance_runtime.capacity import handler as capacity_handler  # noqa: E402
 from gpu_governance_runtime.policy import PolicyError, parse_policy, policy_path, read_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as reclaim_handler  # noqa: E402
-
 from tests.capacity.test_handler import env  # noqa: E402,F401  (the capacity handler's fixture)
 
 RUNTIME = Path(contract.__file__).resolve().parent
@@ -43,7 +42,7 @@ def windows_of_every_feed() -> list[dict]:
             "budget": {"amount": 20000, "period": "week"}}
     return [
         {**base, "name": "batch-ce", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "mode": "auto",
-         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE}},
+         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE, "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
         {**base, "name": "eks-nodes", "instance_type": "p5.48xlarge", "repeat_every_days": 7, "fallback": "none",
          "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
         {**base, "name": "slurm-group", "instance_type": "ml.p5.48xlarge", "mode": "approval", "prefer_extension": False,
@@ -93,7 +92,7 @@ def test_each_backend_reads_back_as_the_model_declares_it(backend, model, policy
         assert (read.backend, read.capacity) == (backend, dict(declared.capacity))
         teams = model.teams_in(declared.name)
         assert [s.name for s in read.shares] == [t.name for t in teams]
-        for share, team in zip(read.shares, teams):
+        for share, team in zip(read.shares, teams, strict=True):
             sharing = team.sharing
             assert share.strategy is sharing.strategy  # one enum on both sides, not two that agree
             assert share.quota == instance_quota(team, declared)  # the one translation into whole instances
@@ -299,7 +298,6 @@ def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tup
     from botocore.stub import Stubber
 
     from gpu_governance_runtime.capacity.handler import process
-
     from tests.capacity.builders import NOW, at, block
     from tests.capacity.test_handler import WINDOW, emf_records
     from tests.chargeback.test_purchased_capacity import active_block, expect_blocks, expect_purchase
@@ -358,7 +356,7 @@ def test_the_usage_report_reads_exactly_what_a_tick_writes():
             return {"MetricDataResults": []}
 
     recorder = Recorder()
-    read_usage(recorder, load_model(), ["research"], datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 2, tzinfo=timezone.utc))
+    read_usage(recorder, load_model(), ["research"], datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
     read = {(q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"], tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]))
             for q in recorder.request["MetricDataQueries"]}
     emitted = {e for e in _emitted_by_a_reclaim_tick() if e[1] in contract.USAGE_METRICS}
@@ -373,7 +371,7 @@ def _read_for_pool(alarms, dashboards, pool: str) -> set[tuple[str, str]]:
     for body in dashboards:
         for namespace, name, rest in re.findall(r'\["(GpuGovernance/\w+)","(\w+)"((?:,"[^"]*")*)', body):
             values = re.findall(r'"([^"]*)"', rest)
-            if dict(zip(values[0::2], values[1::2])).get("Pool") == pool:
+            if dict(zip(values[0::2], values[1::2], strict=False)).get("Pool") == pool:
                 read.add((namespace, name))
         read |= {(namespace, name) for namespace, name, searched in re.findall(
             r'\{(GpuGovernance/\w+),[\w,]+\} MetricName=\\"(\w+)\\" Pool=\\"([\w-]+)\\"', body) if searched == pool}
@@ -384,7 +382,6 @@ def _emitted_by_eks_ticks(pool, directory: Path) -> set[tuple[str, str]]:
     """What HyperPod EKS ticks write (namespace, metric) against the local Kubernetes API server:
     one that reads every team's ClusterQueue, and one the server refuses."""
     from gpu_governance_runtime.reclaim import eks_usage
-
     from tests.hyperpod_eks.kube_api import Reply, cluster_queue, pages, serve, status_object
     from tests.hyperpod_eks.test_usage_observer import CREDENTIALS, eks_client
 

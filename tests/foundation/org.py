@@ -22,9 +22,9 @@ def synthesize_reference(model, outdir, *, packs: bool = True, cdk_json: bool = 
     give it: weak cross-stack references (Fn::GetStackOutput) among them."""
     from aws_cdk import App  # here, not at the top: the CLI tests import this module too
 
+    from constructs_lib.deployment import build_reference_app
     from constructs_lib.deployment.app import cdk_json_context
     from constructs_lib.organisation.compliance import apply_standard_packs
-    from constructs_lib.deployment import build_reference_app
 
     app = App(outdir=str(outdir), context=cdk_json_context(CDK_JSON) if cdk_json else None)
     stacks = build_reference_app(app, model)

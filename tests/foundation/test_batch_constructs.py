@@ -7,9 +7,9 @@ from constructs import Construct
 
 from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue, fair_share_weight_factor
 from constructs_lib.batch.queues import l1_logical_id
-from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
+from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS
 
 QUOTA_POOL = BatchQuotaSharePool(name="training", capacity={"ml.p5.48xlarge": 8, "ml.g6e.12xlarge": 4}, runnable_timeout_minutes=60)
 FAIR_POOL = BatchFairSharePool(

@@ -130,8 +130,8 @@ def test_report_on_missing_assembly_is_bad_input(capsys, tmp_path):
 
 
 def test_unlimited_borrowing_is_bounded_by_the_pool():
-    from constructs_lib.model.explain import deal
     from constructs_lib.model import BatchQuotaSharePool, Team
+    from constructs_lib.model.explain import deal
 
     pool = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 8})
     team = Team(name="t", sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"}, quotas={"q": {"ml.p5.48xlarge": 2}})

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from gpu_governance_runtime.contract import SharingStrategy
-from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim.planner import Share
 
+from constructs_lib.backends import backends_where
 from constructs_lib.cli.simulate import pool_shares
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks.governance import compute_quota_properties
@@ -20,6 +18,9 @@ from constructs_lib.model.explain import caveats, deals
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.model.slurm import slurm_plan
 from constructs_lib.organisation.audit import audit
+from gpu_governance_runtime.contract import HYPERPOD_EKS, SharingStrategy
+from gpu_governance_runtime.policy import parse_policy
+from gpu_governance_runtime.reclaim.planner import Share
 
 from .org import default_data
 
@@ -129,6 +130,13 @@ def test_whole_instances_declared_as_instances_reach_a_batch_quota_share_exactly
 ])
 def test_what_a_backend_cannot_express_is_refused_naming_field_value_and_what_is_allowed(pool, team, entry, expected):
     assert expected in problems_of(team, pool, P5, entry)
+
+
+def test_only_the_backend_flagged_for_part_instance_quotas_takes_them():
+    # the registry, not a backend's name, says who takes GPUs short of an instance, vCPU, memory or MIG
+    assert backends_where(lambda b: b.part_instance_quotas) == (HYPERPOD_EKS,)
+    model = model_with(RESEARCH, "hyperpod-eks", P5, {"accelerators": 12, "vcpu": 96, "memory_gib": 1024})
+    assert model.teams[RESEARCH].quotas["hyperpod-eks"][P5].vcpu == 96
 
 
 def test_a_gpu_quota_needs_the_pools_gpus_per_instance():

@@ -4,12 +4,12 @@ in one `validate` line where the backend cannot give it."""
 from __future__ import annotations
 
 import pytest
-from gpu_governance_runtime.policy import parse_policy
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.explain import caveats
 from constructs_lib.model.policy import compile_policy
+from gpu_governance_runtime.policy import parse_policy
 
 from .org import default_data
 
@@ -47,9 +47,8 @@ def test_only_the_quota_share_pool_says_it_cannot_give_a_grace():
 
 
 def test_slurm_gives_the_grace_to_every_qos_another_may_preempt_and_only_to_those():
-    from gpu_governance_runtime.slurm import render_apply_script
-
     from constructs_lib.slurm import slurm_plan
+    from gpu_governance_runtime.slurm import render_apply_script
 
     plan = slurm_plan(with_grace(300), "hyperpod-slurm")
     preempted = {name for q in plan.qos for name in q.preempts}

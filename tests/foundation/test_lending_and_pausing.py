@@ -134,9 +134,8 @@ def test_the_preset_table_and_the_critical_reading_in_the_docs_match_the_code():
 
 
 def test_a_critical_team_is_interrupted_only_by_its_own_strictly_more_urgent_job():
-    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
-
     from constructs_lib.model.organisation import Preset
+    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
 
     critical = Preset.CRITICAL.sharing
     shares = (Share(name="prod", quota={"p5": 4}, strategy=critical.strategy, in_share_preemption=critical.in_share_preemption),

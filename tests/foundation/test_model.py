@@ -3,7 +3,6 @@ import re
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import load_model, parse_config
 from constructs_lib.model import (
     BatchQuotaSharePool,
     GovernanceModel,
@@ -12,6 +11,7 @@ from constructs_lib.model import (
     SharingStrategy,
     Team,
 )
+from constructs_lib.model.loader import load_model, parse_config
 
 from .org import default_data
 
@@ -131,6 +131,22 @@ def test_more_than_twenty_shares_on_one_queue():
                               "members": ["arn:aws:iam::444455556666:role/X"],
                               "quotas": {"sagemaker-training": {"ml.p5.48xlarge": 1}}})
     assert "pools[0]: too many teams (quota shares) on one Batch job queue (21) - at most 20" in problems_of(data)
+
+
+def fair_share_pool_of(teams: int) -> dict:
+    data = default_data()
+    data["pools"][1]["capacity"] = {"g6e.12xlarge": 2 * teams}
+    for i in range(teams - len(data["teams"])):
+        data["teams"].append({"name": f"extra{i}", "account": "research", "preset": "steady",
+                              "members": [f"arn:aws:iam::444455556666:role/Extra{i}"], "quotas": {"ec2-gpu": {"g6e.12xlarge": 1}}})
+    return data
+
+
+def test_more_than_five_hundred_share_identifiers_on_one_fair_share_queue():
+    """Batch: no more than 500 fair-share identifiers active in a job queue, one per team."""
+    assert ("pools[1]: too many teams (fair-share identifiers) on pool ec2-gpu's Batch job queue (501) - at most 500 "
+            "(AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools") in problems_of(fair_share_pool_of(501))
+    assert len(GovernanceModel.from_dict(fair_share_pool_of(500)).teams_in("ec2-gpu")) == 500
 
 
 def test_more_than_five_capacity_limits_per_share():

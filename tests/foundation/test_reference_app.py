@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from constructs_lib.model.loader import load_model
 from constructs_lib.cli.report import summarise
+from constructs_lib.model.loader import load_model
 from constructs_lib.tenancy import submission_role_arn
+
 from .org import synthesize_reference
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,6 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.stub import ANY, Stubber
-from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
 

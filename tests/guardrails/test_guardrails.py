@@ -14,18 +14,21 @@ from aws_cdk import App, CfnTag, DefaultStackSynthesizer, Stack, aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.batch import TEAM_TAG
-from constructs_lib.controllers.capacity import capacity_controller_role_name
-from constructs_lib.organisation.compliance import apply_standard_packs
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.organisation.guardrails import (
-    QUOTA_CHANGE_ACTIONS, SCP_MAX_CHARACTERS, OrganisationGuardrails,
-    document_size, service_control_policy,
-)
-from constructs_lib.model.loader import load_model
-from constructs_lib.model import GovernanceModel, Guardrails
-from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from constructs_lib.cli.report import summarise
+from constructs_lib.controllers.capacity import capacity_controller_role_name
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from constructs_lib.deployment import OrganisationGuardrailsStack, build_reference_app
+from constructs_lib.model import GovernanceModel, Guardrails
+from constructs_lib.model.loader import load_model
+from constructs_lib.organisation.compliance import apply_standard_packs
+from constructs_lib.organisation.guardrails import (
+    QUOTA_CHANGE_ACTIONS,
+    SCP_MAX_CHARACTERS,
+    OrganisationGuardrails,
+    document_size,
+    service_control_policy,
+)
 
 CAPACITY = "111122223333"  # the default organisation's capacity account
 CONSUMER = "444455556666"

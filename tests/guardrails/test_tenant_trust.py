@@ -14,12 +14,11 @@ import pytest
 from aws_cdk import App, Stack, aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import load_model
-from constructs_lib.model import GovernanceModel
 from constructs_lib.cli.report import summarise
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import load_model
 from constructs_lib.tenancy import TeamTenancy
-
 from tests.foundation.org import default_data, synthesize_reference
 
 ORGANIZATION_ID = "o-a1b2c3d4e5"

@@ -13,9 +13,10 @@ extension function fails to compile here, so the policies must not use one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Iterable
+from functools import cache
+from typing import Any
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_optional
@@ -41,7 +42,7 @@ class CelError(Exception):
     """An expression did not compile or did not evaluate to a value of the expected type."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def compile_expression(expression: str):
     try:
         return _ENV.compile(expression)

@@ -12,10 +12,11 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -200,7 +201,7 @@ def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str,
                             "lastTransitionTime": "2027-01-10T08:00:05Z", "observedGeneration": 3}],
             "flavorsReservation": [{"name": flavor, "resources": usage(f, "reserved")} for flavor, f in flavors.items()],
             "flavorsUsage": [{"name": flavor, "resources": usage(f)} for flavor, f in flavors.items()],
-            **dict(zip(("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"), workloads)),
+            **dict(zip(("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"), workloads, strict=False)),
             "pendingWorkloadsStatus": {"clusterQueuePendingWorkload": [{"name": "job-a-1", "namespace": "hyperpod-ns-x"}],
                                        "lastChangeTime": "2027-01-15T07:00:00Z"},
             "fairSharing": {"weightedShare": 125, "admissionFairSharingStatus": {"consumedResources": {GPU: "4"},

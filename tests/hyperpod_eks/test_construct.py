@@ -4,20 +4,20 @@ import json
 from pathlib import Path
 
 import kubernetes_validate
-from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 import pytest
 from aws_cdk import App, Environment, RemovalPolicy, Stack, aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
+from constructs_lib.cli.report import summarise
 from constructs_lib.core.acknowledgements import acknowledge
-from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
-from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.hyperpod_eks.kubernetes import USAGE_READER
 from constructs_lib.model import GovernanceModel
-from constructs_lib.cli.report import summarise
+from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.tenancy import TeamTenancy
+from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 CAPACITY = "111122223333"
 CLUSTER_ARN = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:cluster/abcd1234efgh"

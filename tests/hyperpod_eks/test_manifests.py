@@ -2,10 +2,10 @@
 
 import kubernetes_validate
 import pytest
-from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import HyperPodEksPool, KubernetesTenancy, PodSecurityLevel
+from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 SUPPORTED_VERSIONS = HyperPodEksPool.model_fields["kubernetes_version"].annotation.__args__
 CLASSES = ("urgent", "standard")

@@ -3,8 +3,8 @@
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.explain import deal
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.explain import deal
 from tests.foundation.org import default_data
 
 
@@ -86,6 +86,8 @@ def test_explain_shows_no_borrowing_when_the_cluster_shares_no_idle_compute():
     model = GovernanceModel.from_dict(data)
     research = deal(next(t for t in model.teams if t.name == "research"), model.pool("hyperpod-eks"))
     assert research.max_with_borrowing == research.guaranteed
+    # in the unit the quota is declared in (the reference declares research's p5 quota in GPUs)
+    assert research.guaranteed == "2 x ml.g6e.48xlarge, 12 GPUs x ml.p5.48xlarge"
     assert research.lends_idle == research.reclaimable == "no (idle resource sharing off on the cluster)"
 
 

@@ -10,7 +10,6 @@ import pytest
 import yaml
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Match, Template
-from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 from constructs_lib.cli.report import summarise
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
@@ -18,6 +17,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.organisation.compliance import apply_standard_packs
+from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-fair-share"
 DOCUMENT = yaml.safe_load(default_config_text())

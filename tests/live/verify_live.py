@@ -38,8 +38,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG  # plain Python: no aws_cdk
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from constructs_lib.model.loader import load_model
 from constructs_lib.member import TeamSetup
 from constructs_lib.member.discovery import describe
+from constructs_lib.model.loader import load_model
 from gpu_governance_runtime import contract
 
 BUCKET, KEY = "acme-research-bucket-1x2y3z", "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"

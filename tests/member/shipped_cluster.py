@@ -3,18 +3,18 @@ it: the admission policies of the HyperPod EKS pool and the Slurm plan of the Sl
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from constructs_lib.hyperpod_eks import kubernetes
-from constructs_lib.model.loader import load_model
 from constructs_lib.model import KubernetesTenancy
+from constructs_lib.model.loader import load_model
 from constructs_lib.slurm import slurm_plan
 from tests.hyperpod_eks.admission import Admission
 
 EKS_POOL, SLURM_POOL = "hyperpod-eks", "hyperpod-slurm"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _admission() -> Admission:
     model = load_model(None)
     objects = kubernetes.pod_security_objects()

@@ -16,10 +16,11 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import TeamSetup, service_job_request, submit_training_job, team_setup, unique_job_name
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime import contract
+from tests.foundation.org import default_data
 
 from .aws_models import payload_problems, problems
-from tests.foundation.org import default_data
 from .conftest import BUCKET, IMAGE, KEY
+
 
 def job(setup: TeamSetup, **overrides):
     return {"job_name": unique_job_name(setup.team, "llama"), "priority_class": "urgent", "instance_type": "ml.p5.48xlarge", "image_uri": IMAGE,

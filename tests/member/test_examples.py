@@ -15,7 +15,6 @@ import pytest
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-
 from .aws_models import payload_problems
 from .conftest import IMAGE
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_governance_runtime import contract
-
 from constructs_lib.model.loader import default_config_text
+from gpu_governance_runtime import contract
 
 from .aws_models import payload_problems
 from .test_examples import run_sdk_example

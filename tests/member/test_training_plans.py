@@ -5,7 +5,7 @@ discovery document names (the capacity controller writes it, ``capacity/delivery
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -21,7 +21,7 @@ from .aws_models import payload_problems
 from .conftest import IMAGE
 
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/finetune-eval-202612101130-1"
-NOW = datetime(2026, 12, 10, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 10, 12, 0, tzinfo=UTC)
 PUBLISHED = json.dumps([
     {"arn": PLAN, "window": "finetune-eval", "instance_type": "ml.p5.48xlarge", "ends": "2026-12-11T11:30:00+00:00"},
     {"arn": PLAN + "-g6", "window": "small", "instance_type": "ml.g6.12xlarge", "ends": "2026-12-11T11:30:00+00:00"},
@@ -40,7 +40,7 @@ def test_the_discovery_document_names_the_teams_training_plans_parameter(deploye
 def test_the_plan_of_the_instance_type_is_chosen_and_an_ended_one_never(deployed):
     assert active_training_plan(deployed, "ml.p5.48xlarge", PUBLISHED, now=NOW) == PLAN
     assert active_training_plan(deployed, "ml.p4d.24xlarge", PUBLISHED, now=NOW) is None
-    assert active_training_plan(deployed, "ml.p5.48xlarge", PUBLISHED, now=datetime(2026, 12, 12, tzinfo=timezone.utc)) is None
+    assert active_training_plan(deployed, "ml.p5.48xlarge", PUBLISHED, now=datetime(2026, 12, 12, tzinfo=UTC)) is None
     assert active_training_plan(deployed, "ml.p5.48xlarge", None) is None
     with pytest.raises(GovernanceError, match="not the team's training plans"):
         active_training_plan(deployed, "ml.p5.48xlarge", "{oops")

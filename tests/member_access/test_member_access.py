@@ -14,12 +14,17 @@ import json
 import pytest
 
 from constructs_lib.cli import main
+from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import TeamSetup
 from constructs_lib.member.discovery import describe, describe_team, repository_name
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.organisation.limits import MAX_OUTPUTS, MAX_RESOURCES, TEAM_BASE, TEAM_PER_POOL, shared_resources
 from constructs_lib.model import GovernanceModel
-from gpu_governance_runtime.contract import DISCOVERY_BACKEND_KEYS, DISCOVERY_KEYS, DISCOVERY_PRIORITY_KEY, discovery_parameter_name
+from constructs_lib.organisation.limits import MAX_OUTPUTS, MAX_RESOURCES, TEAM_BASE, TEAM_PER_POOL, shared_resources
+from gpu_governance_runtime.contract import (
+    DISCOVERY_BACKEND_KEYS,
+    DISCOVERY_KEYS,
+    DISCOVERY_PRIORITY_KEY,
+    discovery_parameter_name,
+)
 from tests.foundation.org import default_data, synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
 from tests.security.iam_eval import Principal, Request, evaluate, load_assembly
@@ -195,8 +200,7 @@ def test_shared_repositories_must_be_ecr_repository_arns(value, tmp_path, capsys
 def test_a_team_name_ecr_cannot_take_is_refused_in_one_line(capsys, tmp_path):
     """Team names may end in '_' or '-'; ECR repository names may not. The team's repository
     would be unnamable: refused by `team show` and by the construct before any resource."""
-    from aws_cdk import App, Stack
-    from aws_cdk import aws_s3 as s3
+    from aws_cdk import App, Stack, aws_s3 as s3
 
     from constructs_lib.tenancy import TeamTenancy
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnResource, CfnTag, Stack, aws_batch as batch, aws_eks as eks, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_
+from aws_cdk import (
+    CfnResource,
+    CfnTag,
+    Stack,
+    aws_batch as batch,
+    aws_eks as eks,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_lambda as lambda_,
+)
 
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from gpu_governance_runtime.contract import TAG_TEAM

@@ -7,8 +7,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, Stack, Validations, aws_dynamodb as dynamodb, aws_iam as iam, aws_kms as kms, aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3, aws_sns as sns, aws_sqs as sqs
+from aws_cdk import (
+    App,
+    Stack,
+    Validations,
+    aws_dynamodb as dynamodb,
+    aws_iam as iam,
+    aws_kms as kms,
+    aws_lambda as lambda_,
+    aws_s3 as s3,
+    aws_sns as sns,
+    aws_sqs as sqs,
+)
 
 from constructs_lib import GpuGovernanceChecks
 

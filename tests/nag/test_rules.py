@@ -67,7 +67,7 @@ CASES = [
     ("CapacityPurchaseGrant", "ec2-and-sagemaker-full-access-user", lambda s, i: _with_managed(iam.CfnUser(s, i), "AmazonEC2FullAccess", "AmazonSageMakerFullAccess"),
         ["ManagedPolicy::AmazonEC2FullAccess", "ManagedPolicy::AmazonSageMakerFullAccess"]),
     ("CapacityPurchaseGrant", "managed-and-inline", lambda s, i: _with_managed(role(s, i, {"Action": "ec2:PurchaseCapacityBlock", "Resource": BLOCKS}), "AdministratorAccess"),
-        ["ManagedPolicy::AdministratorAccess", f"Principal::<managedandinline>"]),
+        ["ManagedPolicy::AdministratorAccess", "Principal::<managedandinline>"]),
     ("CapacityPurchaseGrant", "read-only-managed-policy", lambda s, i: _l2_role(s, i, "ReadOnlyAccess"), NA),
     ("CapacityPurchaseGrant", "describe-only", lambda s, i: policy(s, i, ["ops"], {"Action": "ec2:DescribeCapacityBlockOfferings", "Resource": "*"}), NA),
     ("JobControlWithoutShare", "team-scoped", lambda s, i: policy(s, i, ["t"],

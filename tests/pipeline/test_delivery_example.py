@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.foundation.org import default_data
-
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 # The repository is on the path only for the package itself; `stacks` and `app` are made unimportable.

@@ -14,11 +14,16 @@ from aws_cdk import App, CfnTag, Stack, Stage, Validations, aws_kms as kms
 from aws_cdk.assertions import Template
 
 from constructs_lib import GpuGovernanceChecks
-from gpu_governance_runtime.contract import TAG_TEAM
-from constructs_lib.model.loader import load_model
-from constructs_lib.model import Account
-from constructs_lib.organisation.pipeline import SYNTH_COMMANDS, GovernancePipelineStack, GovernanceStage, PipelineSource
 from constructs_lib.deployment import build_capacity_account, build_consumer_account
+from constructs_lib.model import Account
+from constructs_lib.model.loader import load_model
+from constructs_lib.organisation.pipeline import (
+    SYNTH_COMMANDS,
+    GovernancePipelineStack,
+    GovernanceStage,
+    PipelineSource,
+)
+from gpu_governance_runtime.contract import TAG_TEAM
 
 
 def _unrotated_team_key(scope) -> kms.CfnKey:

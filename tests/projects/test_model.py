@@ -12,8 +12,8 @@ import yaml
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import load_model
 from constructs_lib.organisation.audit import audit
 
 ROOT = Path(__file__).resolve().parents[2]

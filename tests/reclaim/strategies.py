@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 
 from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy
 

@@ -12,11 +12,11 @@ import yaml
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Match, Template
 
-from constructs_lib.organisation.compliance import apply_standard_packs
-from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.loader import default_config_text
-from constructs_lib.model import GovernanceModel
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
+from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import default_config_text
+from constructs_lib.organisation.compliance import apply_standard_packs
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-fair-share"
 QUOTA_QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
@@ -68,8 +68,11 @@ def test_only_fair_share_jobs_may_be_terminated_and_the_snapshot_is_scoped_to_it
     by_action = {json.dumps(s["Action"]): s for s in statements(template)}
     terminate = by_action['"batch:TerminateJob"']
     assert "job/*" in json.dumps(terminate["Resource"]) and ":us-east-1:111122223333:" in json.dumps(terminate["Resource"])
-    teams = sorted(t.name for t in MODEL.teams_in("ec2-gpu"))
-    assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/gpu-governance:team": teams}}
+    # any job with a team tag (only a governed team's own submission sets one), not a list of the
+    # teams: the list reached IAM's 10,240 characters per role at about 420 fair-share teams
+    assert terminate["Condition"] == {"Null": {"aws:ResourceTag/gpu-governance:team": "false"}}
+    (policy,) = [p for lid, p in template.find_resources("AWS::IAM::Policy").items() if lid.startswith("ReclaimControllerRoleDefaultPolicy")]
+    assert not any(f'"{t.name}"' in json.dumps(policy) for t in MODEL.teams)
     assert by_action['"batch:GetJobQueueSnapshot"']["Resource"] == QUOTA_QUEUE
     assert not any("ssm:SendCommand" in json.dumps(s["Action"]) for s in statements(template))
 

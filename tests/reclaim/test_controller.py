@@ -6,9 +6,9 @@ running fair-share queue; quota-share snapshots it lacks entirely) and for SSM c
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import os
 import re
+from dataclasses import replace
 
 import boto3
 import pytest
@@ -21,7 +21,13 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter, parse_squeue, slurm_time_limit  # noqa: E402
+from gpu_governance_runtime.reclaim.adapters import (  # noqa: E402
+    BatchFairShareAdapter,
+    BatchQuotaShareObserver,
+    SlurmAdapter,
+    parse_squeue,
+    slurm_time_limit,
+)
 from gpu_governance_runtime.reclaim.ledger import ActionKey, Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
@@ -115,7 +121,7 @@ def test_acting_terminates_each_victim_once_with_its_reason_and_records_it(ledge
         stubber.add_response("list_jobs", {"jobSummaryList": []}, {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": [job_id]}]})
         stubber.add_response("submit_job", {"jobId": f"copy-of-{job_id}", "jobName": job_id, "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/copy-of-{job_id}"},
                              {"jobName": job_id, "jobQueue": QUEUE, "jobDefinition": ANY, "shareIdentifier": "research", "schedulingPriorityOverride": 10,
-                              "tags": {"gpu-governance:checkpointable": "false", "gpu-governance:requeued-from": job_id}, "nodeOverrides": {"numNodes": ANY}})
+                              "tags": {"gpu-governance:checkpointable": "false", "gpu-governance:requeued-from": job_id, "gpu-governance:times-preempted": "1"}, "nodeOverrides": {"numNodes": ANY}})
     records = []
     with stubber:
         result = tick(adapter, ledger_table, dry_run=False, records=records)

@@ -31,7 +31,15 @@ from dataclasses import dataclass
 import pytest
 
 from gpu_governance_runtime.contract import lendable
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, Strategy, plan_tick
+from gpu_governance_runtime.reclaim.planner import (
+    PendingJob,
+    PoolState,
+    RunningJob,
+    Settings,
+    Share,
+    Strategy,
+    plan_tick,
+)
 
 from .safety import check_safety
 

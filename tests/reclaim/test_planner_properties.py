@@ -4,24 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import assume, given
-from hypothesis import strategies as st
+from hypothesis import assume, given, strategies as st
 
+from gpu_governance_runtime.contract import lendable
 from gpu_governance_runtime.reclaim.planner import (
     RECLAIM,
-    Settings,
     PendingJob,
     PoolState,
     RunningJob,
+    Settings,
     Share,
     Strategy,
-    victim_order,
     apply_plan,
     plan_tick,
     share_usage,
     starved_shares,
+    victim_order,
 )
-from gpu_governance_runtime.contract import lendable
 
 from .safety import check_safety, lends_within_lending_limits
 from .strategies import NOW, PROPERTY_SETTINGS, pool_states, state_is_valid

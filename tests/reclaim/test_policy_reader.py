@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -72,7 +73,7 @@ OPENB = "benchmarks/openb-lend-and-borrow.yaml"
 
 
 def _with_reclaim(settings: str):
-    text = open(OPENB, encoding="utf-8").read().replace("      ml.g5.xlarge: 40\n", f"      ml.g5.xlarge: 40\n    reclaim: {settings}\n", 1)
+    text = Path(OPENB).read_text(encoding="utf-8").replace("      ml.g5.xlarge: 40\n", f"      ml.g5.xlarge: 40\n    reclaim: {settings}\n", 1)
     return parse_config(text, "openb")
 
 

@@ -25,10 +25,10 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
-from constructs_lib.model.loader import default_config_text  # noqa: E402
-from constructs_lib.model import GovernanceModel  # noqa: E402
-from constructs_lib.model.policy import compile_policy  # noqa: E402
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget  # noqa: E402
+from constructs_lib.model import GovernanceModel  # noqa: E402
+from constructs_lib.model.loader import default_config_text  # noqa: E402
+from constructs_lib.model.policy import compile_policy  # noqa: E402
 from gpu_governance_runtime.contract import ENV_METRICS_NAMESPACE, ENV_RECLAIM_TARGETS  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import DESCRIBED_PER_SHARE, BatchQuotaShareObserver  # noqa: E402

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -15,8 +15,10 @@ from moto import mock_aws
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from gpu_governance_runtime import contract  # noqa: E402
-from gpu_governance_runtime.capacity import raised_reader  # noqa: E402
+from gpu_governance_runtime import (
+    contract,  # noqa: E402
+    raised_guarantees,  # noqa: E402
+)
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
@@ -24,7 +26,7 @@ from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from .test_controller import G6E, NOW, POLICY, QUEUE, SETTINGS, expect_read, ledger_table, stubbed  # noqa: E402,F401 - the fixture
 
 PARAMETER = contract.raised_guarantees_parameter("acme")
-WHEN = datetime.fromtimestamp(NOW, timezone.utc)
+WHEN = datetime.fromtimestamp(NOW, UTC)
 
 
 def raise_of(instances, until, pool="ec2-gpu", team="research", instance_type=G6E):
@@ -62,7 +64,7 @@ def test_raises_of_other_pools_teams_without_a_share_or_past_their_end_count_not
         ssm.put_parameter(Name=PARAMETER, Type="SecureString", Value=json.dumps([
             raise_of(6, WHEN - timedelta(minutes=1)),  # lowered a minute ago: stale, however long the parameter says it
             raise_of(6, WHEN + timedelta(hours=1), pool="sagemaker"), raise_of(6, WHEN + timedelta(hours=1), team="outsider")]))
-        in_force = raised_reader.read(ssm=ssm, name=PARAMETER, now=WHEN)
+        in_force = raised_guarantees.read(ssm=ssm, name=PARAMETER, now=WHEN)
     assert len(in_force) == 2
     result, share, _, _ = tick(ledger_table, in_force)
     assert (result.preemptions, share["research"]["Guaranteed"]) == (2, 2)
@@ -81,7 +83,7 @@ def test_the_handler_reads_the_parameter_once_and_an_unreadable_one_fails_the_po
     with mock_aws():
         ssm = boto3.client("ssm", region_name="us-east-1")
         monkeypatch.setattr(controller, "ssm", ssm)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         ssm.put_parameter(Name=PARAMETER, Type="SecureString", Value=json.dumps([raise_of(6, now + timedelta(hours=1))]))
         client, stubber = stubbed("batch")
         expect_read(stubber)

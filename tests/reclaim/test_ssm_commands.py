@@ -6,18 +6,19 @@ later when the head node's agent finally takes it. SSM is the stateful model in 
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
+
+from moto import mock_aws  # noqa: E402
 
 from gpu_governance_runtime.capacity import slurm_window  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.slurm.ssm import HeadNode  # noqa: E402
-from moto import mock_aws  # noqa: E402
 from tests.aws_model.batch import Clock  # noqa: E402
 from tests.aws_model.ssm import FakeSsm  # noqa: E402
 from tests.capacity.stubbed_aws import create_ledger_table  # noqa: E402
@@ -86,7 +87,7 @@ def test_a_requeue_the_controller_gave_up_on_never_runs_late_and_its_outcome_is_
 def test_a_window_drain_given_up_on_is_cancelled_and_settled_by_the_next_run():
     clock = Clock()
     ssm = FakeSsm(clock, instance_id=HEAD, run=lambda commands: "ip-10-1-0-11 drained\n", delivery_delay=25.0)
-    now = datetime(2026, 12, 11, 10, 55, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 11, 10, 55, tzinfo=UTC)
     with mock_aws():
         ledger = create_ledger_table()
         window = type("W", (), {"name": "w", "mode": "auto"})()

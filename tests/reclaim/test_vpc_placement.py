@@ -11,7 +11,6 @@ import pytest
 import yaml
 from aws_cdk import App, Environment, Stack, aws_ec2 as ec2
 from aws_cdk.assertions import Template
-from gpu_governance_runtime.contract import ENV_IN_VPC
 
 from constructs_lib.cli.report import summarise
 from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
@@ -19,6 +18,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.organisation.compliance import apply_standard_packs
+from gpu_governance_runtime.contract import ENV_IN_VPC
 
 MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-fair-share"

@@ -1,6 +1,6 @@
 """Generate a large organisation: one Batch quota-share pool per 20 teams (the quota shares per
 job queue limit), one fair-share pool, one HyperPod EKS and one HyperPod Slurm pool, every team
-on all four (the fair-share pool: the first 400 teams, see FAIR_SHARE_TEAMS), spread over 5
+on all four (the fair-share pool: the first 500 teams, see FAIR_SHARE_TEAMS), spread over 5
 consumer accounts (or as many as asked).
 
     python tests/scale/generate.py 200 > examples/org-200-teams.yaml
@@ -12,15 +12,13 @@ import sys
 
 import yaml
 
-from constructs_lib.model import MAX_SHARES_PER_QUOTA_QUEUE
+from constructs_lib.model import MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE
 
 CAPACITY_ACCOUNT = "111122223333"
 ACCOUNTS = 5
 PRESETS = ("background", "steady", "critical")
-# Batch allows at most 500 active share identifiers per job queue
-# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-batch-schedulingpolicy-shareattributes.html),
-# and the reclaim controller's inline policy names every fair-share team (10,240 characters per role).
-FAIR_SHARE_TEAMS = 400
+# Batch allows at most 500 active share identifiers per job queue (model MAX_SHARES_PER_FAIR_SHARE_QUEUE).
+FAIR_SHARE_TEAMS = MAX_SHARES_PER_FAIR_SHARE_QUEUE
 
 
 def team_name(index: int) -> str:

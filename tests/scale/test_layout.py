@@ -6,10 +6,10 @@ import json
 import pytest
 import yaml
 
-from constructs_lib.organisation.limits import estimate
-from constructs_lib.model.loader import default_config_text
-from constructs_lib.model import GovernanceModel
 from constructs_lib.cli.report import summarise
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import default_config_text
+from constructs_lib.organisation.limits import estimate
 
 from .test_limits import resources_by_stack, run_app
 

@@ -11,13 +11,21 @@ import pytest
 import yaml
 
 from constructs_lib.cli import main as cli_main
-from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE, GovernanceModel
 from constructs_lib.organisation.limits import (
-    MAX_RESOURCES, MAX_TEMPLATE_BYTES, MARGIN, RECLAIM_DASHBOARD_WIDGETS, SHARED_PER_POOL, check_assembly, check_model, check_template, estimate, shared_resources, submission_role_policies,
+    MARGIN,
+    MAX_RESOURCES,
+    MAX_TEMPLATE_BYTES,
+    RECLAIM_DASHBOARD_WIDGETS,
+    SHARED_PER_POOL,
+    check_assembly,
+    check_model,
+    check_template,
+    estimate,
+    shared_resources,
+    submission_role_policies,
     team_resources,
 )
-from constructs_lib.model.loader import default_config_text
-from constructs_lib.model import MAX_SHARES_PER_QUOTA_QUEUE, GovernanceModel
 
 from .generate import organisation
 
@@ -155,6 +163,39 @@ def test_a_thousand_teams_pass_validate_with_every_stack_within_cloudformation_l
     # the capacity stack grows by the pools (a quota-share queue per 20 teams), not by each team
     grown = shared_resources(model_of(organisation(1000 + MAX_SHARES_PER_QUOTA_QUEUE))) - shared_resources(model)
     assert grown == SHARED_PER_POOL["batch_quota_share"]
+
+
+def test_the_reclaim_controllers_policy_does_not_grow_with_the_fair_share_teams():
+    """It named every fair-share team: 500 teams of 40 characters were refused (24,000 characters
+    estimated, IAM allows 10,240 inline per role); now only the Batch pools' queues count."""
+    data = without_slurm(organisation(MAX_SHARES_PER_FAIR_SHARE_QUEUE))
+    for t in data["teams"]:
+        t["name"] = t["name"].replace("team-", "research-and-development-group-00000-")
+    assert max(len(t["name"]) for t in data["teams"]) == 40
+    model = model_of(data)
+    assert len(model.teams_in("ec2-gpu")) == MAX_SHARES_PER_FAIR_SHARE_QUEUE
+    assert not [p for p in check_model(model) if "reclaim controller" in p.wrong]
+
+
+def test_validate_refuses_a_fair_share_pool_of_more_teams_than_batch_share_identifiers(tmp_path, capsys):
+    """One line naming the pool, the count and the limit; exit 2. The generator stops at the limit."""
+    data = without_slurm(organisation(MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1))
+    assert len(model_of(data).teams_in("ec2-gpu")) == MAX_SHARES_PER_FAIR_SHARE_QUEUE
+    data["teams"][-1]["quotas"]["ec2-gpu"] = {"g6e.12xlarge": 1}
+    next(p for p in data["pools"] if p["name"] == "ec2-gpu")["capacity"] = {"g6e.12xlarge": MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1}
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert cli_main(["validate", "--config", str(config)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "fair-share identifiers" in line]
+    assert len(lines) == 1 and "pool ec2-gpu's Batch job queue (501) - at most 500" in lines[0], lines
+
+
+def test_the_reclaim_controllers_policy_is_still_checked_by_its_queues(monkeypatch):
+    import constructs_lib.organisation.limits as limits
+
+    monkeypatch.setattr(limits, "MAX_INLINE_CHARACTERS_PER_ROLE", limits.RECLAIM_POLICY_BASE + 100)
+    problems = [p for p in check_model(model_of(organisation(100))) if "reclaim controller" in p.wrong]
+    assert [(p.path, p.allowed) for p in problems] == [("pools", f"at most {limits.RECLAIM_POLICY_BASE + 100} inline per role")]
 
 
 def test_the_reclaim_dashboards_are_still_checked_per_pool(monkeypatch):

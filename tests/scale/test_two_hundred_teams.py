@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from constructs_lib.organisation.limits import check_assembly, estimate
-from constructs_lib.model import GovernanceModel
 from constructs_lib.cli.report import summarise
+from constructs_lib.model import GovernanceModel
+from constructs_lib.organisation.limits import check_assembly, estimate
 
 from .generate import organisation, team
 from .test_limits import ROOT, run_app

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 PARTITION = "aws"
 
@@ -293,7 +294,7 @@ def _arn_like(pattern: str, value: str) -> bool:
     pattern_parts, value_parts = pattern.split(":", 5), value.split(":", 5)
     if len(pattern_parts) != 6 or len(value_parts) != 6:
         return pattern == "*"
-    return all(_wildcard(p, v) for p, v in zip(pattern_parts, value_parts))
+    return all(_wildcard(p, v) for p, v in zip(pattern_parts, value_parts, strict=True))
 
 
 _STRING_TESTS = {
@@ -420,9 +421,8 @@ def statement_applies(statement: Mapping[str, Any], request: Request, *, resourc
             matches, names_principal = _principal_matches(statement["Principal"], request.principal)
             if not matches:
                 return False, False
-        elif "NotPrincipal" in statement:
-            if _principal_matches(statement["NotPrincipal"], request.principal)[0]:
-                return False, False
+        elif "NotPrincipal" in statement and _principal_matches(statement["NotPrincipal"], request.principal)[0]:
+            return False, False
     if not conditions_hold(statement.get("Condition"), request.context):
         return False, False
     return True, names_principal

@@ -28,9 +28,10 @@ Kubernetes RBAC)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import cvc5
 from cvc5 import Kind
@@ -172,7 +173,7 @@ class Encoder:
                 (has, var), = self.keys[key]
                 facts += [has, self.eq(var, self.s(value))]
         tag_keys = self.keys["aws:tagkeys"]
-        for lower, slots in self.keys.items():
+        for lower in self.keys:
             if lower.startswith("aws:requesttag/"):
                 tag = self.names[lower].split("/", 1)[1]
                 listed = self.any_of([self.t(Kind.AND, has, self.eq(var, self.s(tag))) for has, var in tag_keys])

@@ -9,8 +9,8 @@ the capacity account)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel, Team, submission_policy_name
@@ -238,7 +238,7 @@ class Probe:
 
     def allowed(self, world: World, principal: Principal) -> bool:
         extra = self.resource_context or tuple({} for _ in self.resources)
-        return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra))
+        return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra, strict=False))
 
 
 def sent_tags(org: Organisation, attacker: str, victim: Tenant) -> Iterator[dict]:

@@ -11,8 +11,8 @@ import pytest
 
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_TEAM, submission_tags
-
 from tests.foundation.org import default_data, synthesize_reference
+
 from .iam_eval import Principal, Request, load_assembly
 from .tenants import Probe, _batch_arn, read_organisation
 

@@ -16,14 +16,23 @@ from pathlib import Path
 import pytest
 
 from constructs_lib.batch import TEAM_TAG
-from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
-
+from constructs_lib.model.loader import load_model
 from tests.foundation.org import default_data, synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
+
 from .iam_eval import Principal, Request, load_assembly
 from .tenants import (
-    EKS_POD_IDENTITY, SAGEMAKER, TLS, Organisation, job_attack, log_streams, probes_against, read_organisation, secret_arn, training_job,
+    EKS_POD_IDENTITY,
+    SAGEMAKER,
+    TLS,
+    Organisation,
+    job_attack,
+    log_streams,
+    probes_against,
+    read_organisation,
+    secret_arn,
+    training_job,
     training_job_arns,
 )
 
@@ -145,7 +154,7 @@ def member_journey(org: Organisation, team) -> list[tuple[str, str, Request]]:
     """(step, role kind, request) of a member's whole journey on the team's own resources: find
     the team's settings, push and pull its image, run (SageMaker as the execution role: pull,
     log, checkpoint, read a secret), watch, read the logs and metrics, stop."""
-    capacity, world = org.capacity, org.world
+    capacity = org.capacity
     submit, training = Principal(arn=team.roles["submit"]), Principal(arn=team.roles["training"])
     checkpoint = f"arn:aws:s3:::{team.bucket}/checkpoints/run-1/step-100.pt"
     secret = secret_arn(capacity, org.organisation, team.name)

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import yaml
 
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.loader import default_config_text
+from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import GovernanceModel, KubernetesTenancy
+from constructs_lib.model.loader import default_config_text
 from constructs_lib.slurm import slurm_plan
 from gpu_governance_runtime.slurm import SlurmPlan, render_apply_script
 from tests.foundation.org import synthesize_reference
@@ -50,7 +50,7 @@ def _base_data() -> dict[str, Any]:
     data["capacity_windows"] += [
         {**common, "name": "batch-ce", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "batch_compute_environment", "launch_template_name": "gpu-launch",
-            "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e"}},
+            "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
         {**common, "name": "eks-ng", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "eks_node_group", "launch_template_name": "gpu-launch", "cluster_name": "acme-eks", "nodegroup_name": "gpu-nodes"}},
         {**common, "name": "hp-ig", "instance_type": "ml.p5.48xlarge", "instance_count": 1, "feeds": {
@@ -384,8 +384,8 @@ def longest(model_class: type, field: str) -> int:
 def longest_organisation() -> dict[str, Any]:
     """The base organisation with every name at the longest its fields (and Slurm, HyperPod)
     allow, and members full of ARN punctuation."""
-    from constructs_lib.model.capacity import CapacityWindow
     from constructs_lib.model import PriorityClass, Team
+    from constructs_lib.model.capacity import CapacityWindow
     from constructs_lib.model.organisation import _Pool as Pool
     from constructs_lib.model.slurm import GROUP_PREFIX
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from .iam_eval import Principal, Request, Template, UnresolvedIntrinsic, World, conditions_hold, evaluate, link_exports, unreadable_policy
+from .iam_eval import (
+    Principal,
+    Request,
+    Template,
+    UnresolvedIntrinsic,
+    World,
+    conditions_hold,
+    evaluate,
+    link_exports,
+    unreadable_policy,
+)
 
 A = "111111111111"
 B = "222222222222"

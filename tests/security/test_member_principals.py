@@ -16,8 +16,8 @@ import pytest
 
 from constructs_lib.model import GovernanceModel, identity_center_role_patterns
 from constructs_lib.model.loader import load_model
-
 from tests.foundation.org import default_data, synthesize_reference
+
 from .iam_eval import Principal, Request, load_assembly
 from .tenants import identity_center_roles, read_organisation
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from constructs_lib.model.loader import load_model
 from constructs_lib.model import GovernanceModel
-
+from constructs_lib.model.loader import load_model
 from tests.foundation.org import synthesize_reference
+
 from .iam_eval import Principal, Request, World, arn_account, load_assembly
 from .tenants import _read_identities, probes_against, read_organisation
 

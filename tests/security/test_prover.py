@@ -21,9 +21,9 @@ from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel, team_name_scopes
 from constructs_lib.model.loader import load_model
 from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE
-
 from tests.foundation.org import synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
+
 from .iam_eval import Principal, Request, load_assembly
 from .prover import Prover, name_overlap, principals_of
 from .tenants import TLS, Organisation, log_streams, probes_against, read_organisation, secret_arn, training_job_arns
@@ -146,7 +146,7 @@ def test_prover_and_evaluator_agree_request_by_request(synthesized):
             for victim in org.tenants.values():
                 for probe in (probes_against(org, attacker.name, victim) if victim is not attacker else ()):
                     extra = probe.resource_context or tuple({} for _ in probe.resources)
-                    for resource, more in zip(probe.resources, extra):
+                    for resource, more in zip(probe.resources, extra, strict=False):
                         context = {**probe.context, **more}
                         creating = probe.action.startswith("batch:Submit") and (":job/" in resource or ":service-job/" in resource)
                         expected = org.world.is_allowed(Request(principal, probe.action, resource, context))
@@ -194,7 +194,7 @@ def test_a_member_never_sets_a_platform_tag_key(synthesized):
             answer = prover.ask(f"{tenant.name} sets a platform tag key", submit, [action], e.creating, platform_key)
             assert not answer.satisfiable, answer.witness
         tags = {**{f"aws:RequestTag/{k}": [v] for k, v in tenant.submission_tags.items()}, "aws:TagKeys": [*tenant.submission_tags, "project"]}
-        for queue, share in tenant.quota_shares:
+        for queue, _share in tenant.quota_shares:
             new = f"{queue.rsplit(':', 1)[0]}:service-job/new"
             assert org.world.is_allowed(Request(submit, "batch:SubmitServiceJob", new, tags))  # a key of its own ("project") is fine
             with_platform_key = {**tags, "aws:TagKeys": [*tenant.submission_tags, PLATFORM_TAG_KEYS[0]]}

@@ -36,7 +36,7 @@ def organisation(trust_condition: dict, key_condition: dict | None = None) -> Or
 PINS = [
     {"StringEquals": {"aws:PrincipalArn": TEAM_A.arn}},
     {"StringLike": {"aws:PrincipalArn": f"arn:aws:iam::{ACCOUNT}:role/gpu-governance/a-*"}},
-    {"ArnLike": {"aws:PrincipalArn": f"arn:aws:iam::*:role/gpu-governance/a-gpu-*"}},
+    {"ArnLike": {"aws:PrincipalArn": "arn:aws:iam::*:role/gpu-governance/a-gpu-*"}},
     {"ArnEquals": {"aws:PrincipalArn": [TEAM_A.arn, f"arn:aws:iam::{ACCOUNT}:role/other"]}},
 ]
 

@@ -9,7 +9,17 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from tests.live.verify_live import AS_ASSUMED, DIFFERS, ENFORCED, HOLE, INCONCLUSIVE, check_pass_role, check_payload_refused, check_quota_share, payload
+from tests.live.verify_live import (
+    AS_ASSUMED,
+    DIFFERS,
+    ENFORCED,
+    HOLE,
+    INCONCLUSIVE,
+    check_pass_role,
+    check_payload_refused,
+    check_quota_share,
+    payload,
+)
 
 QUEUE = "sagemaker-training"
 BODY = payload("training-verify-live-b", "arn:aws:iam::111122223333:role/gpu-governance/training-gpu-training", "img", "ml.g6e.12xlarge", "s3://b/o/")

@@ -13,12 +13,21 @@ be made here too.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, _stats, never_runnable
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, Settings, Share, apply_plan, next_change_at, pending_guarantee_jobs, plan_tick
+from gpu_governance_runtime.reclaim.planner import (
+    PendingJob,
+    PoolState,
+    Settings,
+    Share,
+    apply_plan,
+    next_change_at,
+    pending_guarantee_jobs,
+    plan_tick,
+)
 
 
 @dataclass
@@ -87,7 +96,7 @@ def reference_replay(
             progress[job.job_id] = _Job(job=job, remaining=job.duration, waiting_since=job.submit_time)
             pending.append(PendingJob(
                 job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count, priority=job.priority,
-                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time, restartable=job.restartable,
             ))
         state = PoolState(capacity=state.capacity, shares=state.shares, running=tuple(running.values()), pending=tuple(pending), now=tick)
         plan = plan_tick(state, settings)
@@ -149,6 +158,7 @@ def reference_replay(
         jobs_completed=len(progress) - unfinished,
         jobs_unfinished=unfinished,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
+        not_restartable=sum(not job.restartable for job in jobs),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,

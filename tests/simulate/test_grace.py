@@ -8,14 +8,12 @@ import json
 from itertools import pairwise
 from pathlib import Path
 
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
-from hypothesis import given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
+from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 from constructs_lib.cli import main
 from constructs_lib.simulator import simulate
 from constructs_lib.simulator.traces import write_trace
+from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 from .test_simulate import CAPACITY, G5, SHARES, job
 

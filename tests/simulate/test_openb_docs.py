@@ -20,7 +20,7 @@ def test_the_trace_is_named_where_it_is_used_and_no_local_path_is():
     for path in files:
         assert "shared/traces" not in path.read_text(encoding="utf-8"), path
     guide = (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8")
-    assert "Getting the openb trace" in guide and f"alibaba/clusterdata" in guide
+    assert "Getting the openb trace" in guide and "alibaba/clusterdata" in guide
     assert f"{SOURCE}/openb_pod_list_default.csv" in guide and f"{SOURCE}/openb_pod_list_gpuspec33.csv" in guide
     for path in files:
         text = path.read_text(encoding="utf-8")

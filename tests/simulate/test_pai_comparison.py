@@ -38,7 +38,7 @@ def test_the_converter_writes_one_pai_row_per_job_in_arrival_order(tmp_path):
     assert tuple(reader.fieldnames) == pai.PAI_COLUMNS
     ordered = sorted(JOBS, key=lambda j: (j.submit_time, j.job_id))
     assert [row["user"] for row in rows] == [j.team for j in ordered]
-    for number, (row, source) in enumerate(zip(rows, ordered)):
+    for number, (row, source) in enumerate(zip(rows, ordered, strict=False)):
         # PAI's reader turns only digit strings into numbers (utils._add_job: value.isdigit()),
         # and sorts FIFO by (submit_time, job_id): every number is a whole, unsigned integer.
         assert all(row[column].isdigit() for column in pai.PAI_COLUMNS if column != "user")

@@ -5,7 +5,7 @@ chart draws every pool of a team on its own, on one scale."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from matplotlib.colors import to_hex
@@ -85,7 +85,7 @@ def test_simulate_says_which_pool_it_chose(tmp_path, capsys):
 
 
 def test_the_usage_chart_draws_each_pool_of_a_team_alone_on_one_scale():
-    days = [datetime(2026, 11, 1, tzinfo=timezone.utc) + timedelta(days=i) for i in range(3)]
+    days = [datetime(2026, 11, 1, tzinfo=UTC) + timedelta(days=i) for i in range(3)]
     series = {(pool, "research", metric): {day: value for day in days}
               for pool, value in (("sagemaker-training", 4.0), ("ec2-gpu", 100.0)) for metric in USAGE_METRICS}
     series |= {("sagemaker-training", "training", metric): {day: 2.0 for day in days} for metric in USAGE_METRICS}

@@ -6,16 +6,23 @@ import json
 import math
 import os
 import signal
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.simulator import compare, simulate, static_shares
 from constructs_lib.simulator.report import table
-from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
+from constructs_lib.simulator.traces import (
+    TRACE_COLUMNS,
+    OpenbMapping,
+    TraceJob,
+    convert_openb,
+    read_trace,
+    write_trace,
+)
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
@@ -174,7 +181,7 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
 def test_cli_compare_replays_the_policy_under_the_old_configuration(small_trace, tmp_path, capsys):
     old = tmp_path / "old.yaml"
     # the old configuration: platform could not borrow (steady), research had a smaller quota
-    text = open(CONFIG).read().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
+    text = Path(CONFIG).read_text().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
     old.write_text(text)
     assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(old), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -237,7 +244,7 @@ def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often
 
 def test_simulate_replays_with_the_pools_reclaim_settings_and_options_override_them(tmp_path, capsys):
     config = tmp_path / "governance.yaml"
-    config.write_text(open("benchmarks/openb-lend-and-borrow.yaml").read().replace(
+    config.write_text(Path("benchmarks/openb-lend-and-borrow.yaml").read_text().replace(
         "      ml.g5.xlarge: 40\n", "      ml.g5.xlarge: 40\n    reclaim: {reborrow_backoff_seconds: 7200}\n", 1))
     trace = tmp_path / "trace.csv"
     # platform borrows 24 of 40 without checkpoints; serving takes its 20 back at the 120 tick
@@ -263,3 +270,33 @@ def test_a_lender_kept_below_its_guarantee_behind_its_own_low_priority_job_count
     # ticks 180, 240, ..., 960 each breach, as for a lender behind a borrower alone.
     starved = simulate(jobs, shares=shares, capacity={G5: 2}, tick_s=60, settings=Settings(max_preemptions_per_tick=0))
     assert (starved.preemptions, starved.guarantee_breaches) == (0, 14)
+
+
+def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_report_counts_it(tmp_path):
+    """Issue 23: the controller never stops an array job, a multi-container job or a job others depend
+    on (RunningJob.restartable); the replay runs the same planner and must not either. The trace says
+    so in its optional last column."""
+    jobs = [TraceJob(job_id="sweep", team="research", submit_time=0, duration=1_000, instance_type=G5, count=4, priority=10, checkpointable=False,
+                     restartable=False),
+            job("lender", "serving", 100, 500, 4, priority=90)]
+    protected = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert (protected.preemptions, protected.not_restartable) == (0, 1)
+    assert protected.teams["serving"].wait_p50_s == 1_020.0 - 100  # it starts at the first tick after the borrower ends
+    restartable = simulate([job("sweep", "research", 0, 1_000, 4), jobs[1]], shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert (restartable.preemptions, restartable.not_restartable) == (1, 0)
+    results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert "1 jobs are never preempted" in table(results) and results["policy"].as_json(with_breaches=True)["jobs_not_restartable"] == 1
+    path = tmp_path / "trace.csv"
+    write_trace(jobs, path)
+    assert path.read_text().splitlines()[0].endswith(",max_run_time,restartable")
+    assert [j.restartable for j in read_trace(path)] == [False, True]
+
+
+def test_the_restartable_column_is_optional_and_checked(tmp_path):
+    path = tmp_path / "trace.csv"
+    header = ",".join(TRACE_COLUMNS) + ",max_run_time,restartable\n"
+    path.write_text(header + "a,serving,0,10,ml.g5.xlarge,1,1,false,,\nb,serving,0,10,ml.g5.xlarge,1,1,false,,FALSE\n")
+    assert [j.restartable for j in read_trace(path)] == [True, False]  # empty: true
+    path.write_text(header + "a,serving,0,10,ml.g5.xlarge,1,1,false,,maybe\n")
+    with pytest.raises(GovernanceError, match=r"trace.csv:2.restartable.*maybe.*true, false or empty"):
+        read_trace(path)

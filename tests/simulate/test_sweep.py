@@ -8,7 +8,6 @@ import os
 from typing import ClassVar
 
 import pytest
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError
@@ -23,6 +22,7 @@ from constructs_lib.simulator.sweep import (
     shares_at,
 )
 from constructs_lib.simulator.traces import write_trace
+from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 from .test_simulate import G5, job
 

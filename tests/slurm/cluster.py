@@ -11,9 +11,10 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import TypeVar
 
 from constructs_lib.model import GovernanceModel
 from constructs_lib.slurm import slurm_plan
@@ -82,7 +83,7 @@ def accounting(job_ids: Iterable[str], fields: Iterable[str], *, recorded: Itera
         text = run("sacct", "--allusers", "--allocations", "--parsable2", *(["--duplicates"] if duplicates else []),
                    "--format=" + ",".join(fields), "-j", ",".join(ids), env={"TZ": "UTC"}).stdout
         header, *lines = text.splitlines()
-        return Accounting(text=text, rows=tuple(dict(zip(header.split("|"), line.split("|"))) for line in lines), queued=queued)
+        return Accounting(text=text, rows=tuple(dict(zip(header.split("|"), line.split("|"), strict=False)) for line in lines), queued=queued)
 
     def complete(seen: Accounting) -> bool:
         return (seen.queued == 0 and {row["JobID"] for row in seen.rows} >= set(ids)
@@ -130,10 +131,11 @@ class Cluster:
         assert summary, result.stdout
         return Applied(output=result.stdout, changed=int(summary[1]), warnings=int(summary[3]))
 
-    def submit(self, user: str, *, account: str, partition: str, qos: str, gpus: int) -> str:
+    def submit(self, user: str, *, account: str, partition: str, qos: str, gpus: int, minutes: int | None = None) -> str:
+        """``minutes``: the job's time limit (--time), which Slurm counts against a GrpTRESMins limit before it starts the job."""
         result = run(
             "runuser", "-u", user, "--", "sbatch", "--parsable", f"--account={account}",
-            f"--partition={partition}", f"--qos={qos}", f"--gres=gpu:{gpus}", "--chdir=/tmp",
+            f"--partition={partition}", f"--qos={qos}", f"--gres=gpu:{gpus}", *([f"--time={minutes}"] if minutes else []), "--chdir=/tmp",
             "--output=/dev/null", "--wrap", "sleep 600",
         )
         return result.stdout.strip().split(";")[0]
@@ -227,7 +229,7 @@ def hold_the_cluster(timeout: float = 900) -> None:
     with two engineers' runs on one machine). Waits for the other run to end, bounded."""
     if _held:
         return
-    lock = open(STATE / "test-suite.lock", "a+")
+    lock = open(STATE / "test-suite.lock", "a+")  # noqa: SIM115 - held open until the process ends: it is the lock
     wait_until("the cluster free of another test run", lambda: _other_holder(lock), lambda holder: holder is None, timeout=timeout)
     lock.truncate(0)
     lock.write(f"pid {os.getpid()}\n")
@@ -245,7 +247,7 @@ def _other_holder(lock) -> str | None:
         return lock.read().strip() or "a run that has not written its pid yet"
 
 
-def governed_cluster(directory: Path) -> "Cluster":
+def governed_cluster(directory: Path) -> Cluster:
     """The running local Slurm, this run's alone, with the test organisation applied and no jobs left."""
     require_running_slurm()
     hold_the_cluster()

@@ -3,7 +3,7 @@ module, its jobs cancelled after. Modules that change the cluster first define t
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -59,8 +59,8 @@ def window_model() -> GovernanceModel:
 
 
 def runtime_window(model: GovernanceModel) -> Window:
-    from gpu_governance_runtime.policy import parse_policy
     from constructs_lib.model.policy import compile_policy
+    from gpu_governance_runtime.policy import parse_policy
 
     (window,) = parse_policy(compile_policy(model)).capacity_windows
     return window

@@ -10,7 +10,6 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.slurm import GID_BASE, GID_SPAN, slurm_problems, team_gid, team_gids
 from constructs_lib.slurm import slurm_plan
-
 from tests.scale.generate import organisation
 
 SLURM_POOL = "hyperpod-slurm"

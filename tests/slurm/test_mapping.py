@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
 from constructs_lib.model.slurm import team_gid
+from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
 
 from .models import INSTANCE_TYPE, POOL, default_teams, governance_model, model_data, team
 
@@ -208,8 +208,34 @@ def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wr
 def test_docs_list_every_reserved_name_and_system_directory() -> None:
     from pathlib import Path
 
-    from constructs_lib.model.slurm import RESERVED_USER_PREFIXES, RESERVED_USERS, SHARED_PARENTS, SLURM_ROOT_ACCOUNT, SYSTEM_DIRECTORIES
+    from constructs_lib.model.slurm import (
+        RESERVED_USER_PREFIXES,
+        RESERVED_USERS,
+        SHARED_PARENTS,
+        SLURM_ROOT_ACCOUNT,
+        SYSTEM_DIRECTORIES,
+    )
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "slurm.md").read_text()
     listed = [*RESERVED_USERS, *RESERVED_USER_PREFIXES, SLURM_ROOT_ACCOUNT, *SYSTEM_DIRECTORIES, *SHARED_PARENTS]
     assert [name for name in listed if f"`{name}`" not in docs and f"`{name}*" not in docs] == []
+
+
+def test_a_models_plan_is_built_once_however_many_teams_ask(monkeypatch) -> None:
+    """Discovery describes each team's Slurm pool from the plan of every team: built per team, it
+    made the synthesis of 1,000 teams cubic (docs/performance.md). One model, one plan per pool and
+    data root; another model (another team list) gets its own."""
+    import constructs_lib.model.slurm as slurm_model
+    from constructs_lib.member.discovery import describe_team
+
+    built = []
+    build = slurm_model._build_slurm_plan
+    monkeypatch.setattr(slurm_model, "_build_slurm_plan", lambda model, pool, data_root: built.append((pool, data_root)) or build(model, pool, data_root))
+    model = governance_model()
+    documents = [describe_team(model, t.name) for t in model.teams]
+    assert built == [(POOL, slurm_model.DEFAULT_DATA_ROOT)]
+    assert [d["slurm_account"] for team_documents in documents for d in team_documents.values()] == [t.name for t in model.teams]
+    assert slurm_plan(model, POOL, data_root="/fsx/other") is not slurm_plan(model, POOL)
+    fewer = governance_model(teams=default_teams()[:2])
+    assert [a.name for a in slurm_plan(fewer, POOL).accounts] == ["critical", "steady"]
+    assert len(built) == 3

@@ -240,3 +240,37 @@ def test_the_controller_move_documented_in_docs_slurm_md_works(idle: Cluster) ->
     moved = idle.wait_running(waiting.id)
     assert moved.nodes == "gpu-2"  # steady's idle, lent node
     assert "AdminComment=gg-moved-from=burst/burst.low" in run("scontrol", "show", "job", waiting.id).stdout
+
+
+def gpu_minutes_used(account: str) -> int:
+    """The GPU minutes Slurm counts against the account's GrpTRESMins (`scontrol show assoc_mgr`: limit(used))."""
+    shown = run("scontrol", "show", "assoc_mgr", f"accounts={account}", "flags=assoc").stdout
+    record = shown.split(f"Account={account} UserName= ", 1)[1]
+    return int(record.split("gres/gpu=", 2)[2].split("(", 1)[1].split(")", 1)[0])  # GrpTRES first, then GrpTRESMins
+
+
+def test_a_team_at_its_gpu_hour_limit_starts_no_job_that_would_pass_it_while_other_teams_start(idle: Cluster) -> None:
+    # What the team has used already (earlier runs' jobs) plus at least an hour: the limit leaves
+    # 60-119 GPU minutes, so a 4-GPU job of that many hours would pass it and a 1-GPU minute fits.
+    hours = gpu_minutes_used("steady") // 60 + 2
+    teams = default_teams()
+    teams[1] = {**teams[1], "gpu_hour_limit": {"hours": hours, "period": "month"}}
+    limited = idle.apply(governance_model(teams=teams))
+    try:
+        assert f"changed: account steady: GrpTRESMins none -> gres/gpu={hours * 60}" in limited.output
+        assert run("scontrol", "show", "config").stdout.count("PriorityUsageResetPeriod = MONTHLY") == 1
+        too_long = idle.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=4, minutes=hours * 60)
+        # Slurm 22.05's own reason: the job would pass the account's GPU minutes, so it is never started
+        idle.wait_pending_for(too_long, "AssocGrpGRESMinutes")
+        # `safe` enforcement: a job without a time limit (the partitions have none) could pass any limit, so it never starts
+        unbounded = own(idle, "bob", "steady", gpus=1)
+        idle.wait_pending_for(unbounded, "AssocGrpGRESMinutes")
+        idle.wait_running(own(idle, "carol", "burst", gpus=2))  # another team is not held by it
+        idle.wait_running(idle.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=1, minutes=1))
+        assert idle.job(too_long).state == "PENDING"
+        assert "changed:" not in idle.apply(governance_model(teams=teams)).output
+        run("scancel", unbounded)
+    finally:
+        lifted = idle.apply(governance_model())
+    assert "changed: account steady: GrpTRESMins" in lifted.output
+    idle.wait_running(too_long)

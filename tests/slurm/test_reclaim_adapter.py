@@ -29,10 +29,10 @@ from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.handler import TickResult, run_tick  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import PoolState, Settings, plan_tick  # noqa: E402
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 from .cluster import HEAD_NODE, Cluster, LocalRunCommand, governed_cluster, run  # noqa: E402
 from .models import INSTANCE_TYPE, POOL, governance_model  # noqa: E402
-from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 

@@ -24,17 +24,30 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from constructs_lib.model.policy import compile_policy  # noqa: E402
 from gpu_governance_runtime.contract import (  # noqa: E402
-    BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, SHARE_DIMENSIONS, USAGE_METRICS, USED_HOURS,
+    BORROWED_HOURS,
+    GUARANTEED_HOURS,
+    LENT_HOURS,
+    RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
+    USAGE_METRICS,
+    USED_HOURS,
 )
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import slurm_usage  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
-    END_OF_USAGE, HOUR, HOURS_PER_COMMAND, LOOKBACK_HOURS, SETTLE_SECONDS, SlurmUsageObserver, accounting_command, expand_hostlist,
+    END_OF_USAGE,
+    HOUR,
+    HOURS_PER_COMMAND,
+    LOOKBACK_HOURS,
+    SETTLE_SECONDS,
+    SlurmUsageObserver,
+    accounting_command,
+    expand_hostlist,
 )
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa: E402
-from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 POLICY = parse_policy(compile_policy(governance_model()))
 TEAMS = ("burst", "critical", "steady")

@@ -30,12 +30,18 @@ from gpu_governance_runtime.contract import BORROWED_HOURS, LENT_HOURS, RECLAIM_
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
-    HOUR, LOOKBACK_HOURS, SETTLE_SECONDS, SlurmUsageObserver, accounting_command, parse_accounting, share_hours,
+    HOUR,
+    LOOKBACK_HOURS,
+    SETTLE_SECONDS,
+    SlurmUsageObserver,
+    accounting_command,
+    parse_accounting,
+    share_hours,
 )
+from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 from .cluster import Cluster, accounting, run  # noqa: E402
 from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa: E402
-from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 
@@ -132,4 +138,4 @@ def test_emitted_instance_hours_are_the_jobs_gpu_seconds(cluster: Cluster) -> No
     for team in TEAMS:
         earlier = (before[team].in_use, before[team].borrowed, before[team].lent)
         assert tuple(published[team][m] for m in METRICS) == pytest.approx(
-            tuple(e + held[team][m] for e, m in zip(earlier, METRICS)), abs=1e-9), team
+            tuple(e + held[team][m] for e, m in zip(earlier, METRICS, strict=False)), abs=1e-9), team

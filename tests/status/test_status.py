@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -17,11 +17,11 @@ from moto import mock_aws
 
 from constructs_lib import cli
 from constructs_lib.cli import status as cli_status
-from constructs_lib.model.loader import default_config_text
-from constructs_lib.model import GovernanceModel
-from constructs_lib.model.policy import compile_policy
 from constructs_lib.member.status import batch_observation, kueue_observation, slurm_observation
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob, explain, render
+from constructs_lib.model import GovernanceModel
+from constructs_lib.model.loader import default_config_text
+from constructs_lib.model.policy import compile_policy
 from gpu_governance_runtime import contract
 from gpu_governance_runtime.policy import parse_policy
 
@@ -29,7 +29,7 @@ MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))
 POLICY = parse_policy(compile_policy(MODEL))
 BATCH = POLICY.pool("sagemaker-training")  # p5 8: research 2 (lend and borrow, 100%), training 4 (lend), production 2 (reserve)
 P5 = "ml.p5.48xlarge"
-NOW = datetime(2027, 1, 15, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 
 
 def waiting(job_id, team, count, priority=0, at=0.0, **extra):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_lib.model.loader import load_model
 from constructs_lib.member.status import BATCH_CALLS
+from constructs_lib.model.loader import load_model
 from gpu_governance_runtime.contract import team_training_plans_parameter
 from tests.foundation.org import synthesize_reference
 from tests.security.iam_eval import Principal, Request, load_assembly

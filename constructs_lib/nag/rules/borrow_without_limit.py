@@ -3,6 +3,7 @@ from __future__ import annotations
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
+from ...backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from ...model import MAX_BORROW_LIMIT
 from ..cfn import StackIndex, properties
 from ..rule import GovernanceRule, Result
@@ -19,7 +20,7 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
         if sharing.get("Strategy") != "LEND_AND_BORROW":
             return NagRuleCompliance.NOT_APPLICABLE
         limit = sharing.get("BorrowLimit")
-        return NagRuleCompliance.NON_COMPLIANT if limit is None or limit == -1 else NagRuleCompliance.COMPLIANT
+        return NagRuleCompliance.NON_COMPLIANT if limit in (None, UNLIMITED_BORROW_LIMIT) else NagRuleCompliance.COMPLIANT
     sharing = (props.get("ComputeQuotaConfig") or {}).get("ResourceSharingConfig") or {}
     if sharing.get("Strategy", "LendAndBorrow") != "LendAndBorrow":  # SageMaker's default strategy
         return NagRuleCompliance.NOT_APPLICABLE

@@ -4,7 +4,6 @@ import fnmatch
 import re
 
 from aws_cdk import CfnResource
-
 from cdk_nag import NagRuleCompliance
 
 from ..cfn import StackIndex, as_list, properties, team_of, text

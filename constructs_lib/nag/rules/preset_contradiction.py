@@ -5,6 +5,7 @@ from cdk_nag import NagRuleCompliance
 
 # The module, not the name: hyperpod_eks imports this pack, so it may still be loading here.
 from constructs_lib.core.vocabulary import HYPERPOD_SHARING_STRATEGY
+
 from ...model import Preset, SharingStrategy
 from ..cfn import StackIndex, governance_metadata, properties
 from ..rule import GovernanceRule, Result

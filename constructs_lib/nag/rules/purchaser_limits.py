@@ -4,13 +4,19 @@ from decimal import Decimal, InvalidOperation
 
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
-from gpu_governance_runtime import contract
 
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
+from gpu_governance_runtime import contract
 
 from ..cfn import (
-    CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, StackIndex, allowed, governance_metadata,
-    identity_policy, properties, referenced_logical_id,
+    CAPACITY_CONTROLLER,
+    IDENTITY_POLICY_TYPES,
+    StackIndex,
+    allowed,
+    governance_metadata,
+    identity_policy,
+    properties,
+    referenced_logical_id,
 )
 from ..rule import GovernanceRule, Result
 

@@ -10,13 +10,19 @@ tags everywhere else: any other error, whatever its type, may have come after th
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from botocore.exceptions import (
-    ClientError, ConnectTimeoutError, EndpointConnectionError, NoCredentialsError, ParamValidationError, ProxyConnectionError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ParamValidationError,
+    ProxyConnectionError,
 )
 
 from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)

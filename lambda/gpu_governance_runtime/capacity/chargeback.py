@@ -18,16 +18,25 @@ a missed run counts nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ..common import log, metrics
 from ..contract import (
-    CAPACITY_NAMESPACE, PURCHASE_FEE_DIMENSIONS, PURCHASE_FEES, PURCHASED_DIMENSIONS, PURCHASED_HOURS, PURCHASED_USED_HOURS,
-    PURCHASED_UTILISATION, TAG_MANAGED_BY, TAG_TEAM, TAG_WINDOW,
+    CAPACITY_NAMESPACE,
+    PURCHASE_FEE_DIMENSIONS,
+    PURCHASE_FEES,
+    PURCHASED_DIMENSIONS,
+    PURCHASED_HOURS,
+    PURCHASED_USED_HOURS,
+    PURCHASED_UTILISATION,
+    TAG_MANAGED_BY,
+    TAG_TEAM,
+    TAG_WINDOW,
 )
 from .aws import _all, _tags
 from .ledger import Intent
@@ -43,10 +52,6 @@ SCHEDULED = ("aws.events", "Scheduled Event")
 Write = Callable[[Mapping[str, Any]], None]
 
 
-def is_scheduled(event: Mapping[str, Any]) -> bool:
-    return (event.get("source"), event.get("detail-type")) == SCHEDULED
-
-
 def team_of(windows: Mapping[str, Window], window: str, tagged: str | None = None) -> str:
     """The team a window's purchases are charged to: the declared window's, else the purchase's own team tag."""
     declared = windows.get(window)
@@ -57,7 +62,7 @@ def publish_fee(intent: Intent, team: str, *, refund: bool = False, write: Write
     """The fee of ``intent`` (minus it for a refund) under its team. Call it only where the
     ledger's conditional write that records the purchase (or the refund) succeeded."""
     fee = float(intent.offering.upfront_fee)
-    metrics.publish(CAPACITY_NAMESPACE, dict(zip(PURCHASE_FEE_DIMENSIONS, (team or UNKNOWN,))),
+    metrics.publish(CAPACITY_NAMESPACE, dict(zip(PURCHASE_FEE_DIMENSIONS, (team or UNKNOWN,), strict=True)),
                     {PURCHASE_FEES: (-fee if refund else fee, "None")}, write=write or log.write)
 
 
@@ -99,7 +104,7 @@ def records(held: Iterable[Held], *, tick_seconds: float, now: datetime) -> list
     """One embedded-metric-format record per block or plan with instances."""
     hours = tick_seconds / 3600
     return [
-        metrics.document(CAPACITY_NAMESPACE, dict(zip(PURCHASED_DIMENSIONS, (h.window, h.team, h.reservation))), {
+        metrics.document(CAPACITY_NAMESPACE, dict(zip(PURCHASED_DIMENSIONS, (h.window, h.team, h.reservation), strict=True)), {
             PURCHASED_HOURS: (h.purchased * hours, "None"), PURCHASED_USED_HOURS: (h.used * hours, "None"),
             PURCHASED_UTILISATION: (100.0 * h.used / h.purchased, "Percent"),
         }, timestamp=now.timestamp())

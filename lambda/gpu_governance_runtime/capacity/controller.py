@@ -15,11 +15,12 @@ already settled as failed marks it purchased again, re-counts its fee and alerts
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Callable, Iterable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -303,10 +304,8 @@ def _settle_bought(intent: Intent, reservation_id: str, ctx: _Run) -> bool:
             failure = error
             if attempt + 1 < SETTLE_ATTEMPTS:
                 ctx.sleep(SETTLE_BACKOFF_SECONDS * 2 ** attempt)
-    try:
+    with contextlib.suppress(ClientError, BotoCoreError):  # the log line below and the tag on the block remain
         ctx.ledger.note_reservation(intent, reservation_id)
-    except (ClientError, BotoCoreError):
-        pass  # the log line below and the tag on the block remain
     logs.error("capacity purchase not recorded", intent=intent.id, reservation=reservation_id, error=str(failure))
     raise failure
 

@@ -11,7 +11,8 @@ whose plans have all ended gets ``[]``, so no job is sent to an expired plan.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 

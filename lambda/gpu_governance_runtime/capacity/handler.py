@@ -17,38 +17,80 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common import log, metrics
 from ..common.clients import CAPACITY_READS, COST_EXPLORER, SUBMIT_ONCE
+from ..common.handler import Environment, EventKind, recognise, time_left as time_left_of
 from ..contract import (
-    ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, BATCH_QUOTA_SHARE, CAPACITY_EVENT_SOURCE, CAPACITY_NAMESPACE, CAPACITY_REQUEST_DETAIL_TYPE,
-    ENV_BUDGET, ENV_CONTROLLER_ID, ENV_LEDGER_TABLE, ENV_PRICE_CAP, ENV_RAISED_GUARANTEES, ENV_RAISED_GUARANTEES_KEY, ENV_SLURM_HEAD_NODES, ENV_TEAM_SPEND, ENV_TICK_SECONDS, ENV_TOPIC_ARN, HYPERPOD_EKS, HYPERPOD_SLURM,
+    ALARM_EVENT_SOURCE,
+    ALARM_STATE_CHANGE_DETAIL_TYPE,
+    BATCH_QUOTA_SHARE,
+    CAPACITY_EVENT_SOURCE,
+    CAPACITY_NAMESPACE,
+    CAPACITY_REQUEST_DETAIL_TYPE,
+    ENV_BUDGET,
+    ENV_CONTROLLER_ID,
+    ENV_LEDGER_TABLE,
+    ENV_PRICE_CAP,
+    ENV_RAISED_GUARANTEES,
+    ENV_RAISED_GUARANTEES_KEY,
+    ENV_SLURM_HEAD_NODES,
+    ENV_TEAM_SPEND,
+    ENV_TICK_SECONDS,
+    ENV_TOPIC_ARN,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
     STACK_EVENT_SOURCE,
 )
-from ..policy import PolicyError, read_policy
-from . import chargeback, controller, delivery, hyperpod, market, raised, requests, requeue, rotation, shares, slurm_window, spend
+from ..policy import Policy, PolicyError, policy_path, read_policy_file
+from . import (
+    chargeback,
+    controller,
+    delivery,
+    hyperpod,
+    raised,
+    requests,
+    requeue,
+    rotation,
+    shares,
+    slurm_window,
+    spend,
+)
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation, reservation_from_api
 from .ledger import Ledger
 from .planner import Window
 
 METRIC_NAMESPACE = CAPACITY_NAMESPACE
+# The events a run acts on beyond its schedule: one row each, matched in order (``recognise``).
+REQUEST, ALARM, STACK_UPDATE, BLOCK, SCHEDULED = "request", "alarm", "stack_update", "block", "scheduled"
+EVENTS = (
+    EventKind(REQUEST, CAPACITY_EVENT_SOURCE, CAPACITY_REQUEST_DETAIL_TYPE),
+    EventKind(ALARM, ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE),
+    EventKind(STACK_UPDATE, STACK_EVENT_SOURCE),  # the rule matches only the stacks that hold a raised quota
+    EventKind(BLOCK, "aws.ec2", "Capacity Block", prefix=True),  # the documented names differ between versions
+    EventKind(SCHEDULED, *chargeback.SCHEDULED),
+)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
-            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
-            "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
+            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstanceTypes", "DescribeInstances",
+            "DescribeLaunchTemplateVersions", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
     "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
                   "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
-              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
+              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateJobQueue", "UpdateQuotaShare",
+              "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("DescribeNodegroup", "UpdateNodegroupConfig", "UpdateNodegroupVersion"),
     "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
@@ -89,47 +131,90 @@ def _clients() -> Clients | None:
 CLIENTS = _clients()  # module level: reused by warm invocations
 
 
+@dataclass(frozen=True, kw_only=True)
+class PurchaseLimits:
+    """The policy and the function's own budget and price cap: two declarations of the limits
+    that must agree before anything is bought (``load_windows``)."""
+
+    policy_path: Path
+    budget: Decimal
+    price_cap: Decimal
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> PurchaseLimits:
+        read = Environment(environ)
+        return cls(policy_path=policy_path(environ), budget=read.amount(ENV_BUDGET), price_cap=read.amount(ENV_PRICE_CAP))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacitySettings:
+    """The function's environment, read once per run."""
+
+    limits: PurchaseLimits
+    controller_id: str
+    ledger_table: str
+    topic_arn: str
+    tick_seconds: float  # the schedule's interval: what one scheduled run's utilisation covers
+    slurm_head_nodes: Mapping[str, str]  # hyperpod_slurm pool -> its head node's SSM target
+    raised_guarantees: str | None  # the parameter the reclaim controller reads the raises from (raised.py)
+    raised_guarantees_key: str | None  # the key it is encrypted with; set whenever the parameter is
+    team_spend: bool  # a team declares a monthly budget: read the day's spend (spend.py)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> CapacitySettings:
+        read = Environment(environ)
+        raised_guarantees = read.text(ENV_RAISED_GUARANTEES, None)
+        return cls(
+            limits=PurchaseLimits.from_environ(environ), controller_id=read.text(ENV_CONTROLLER_ID),
+            ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of purchases"),
+            topic_arn=read.text(ENV_TOPIC_ARN, allowed="the SNS topic ARN"), tick_seconds=read.number(ENV_TICK_SECONDS, above=True),
+            slurm_head_nodes=read.json(ENV_SLURM_HEAD_NODES, dict, {}), raised_guarantees=raised_guarantees,
+            raised_guarantees_key=read.text(ENV_RAISED_GUARANTEES_KEY, allowed=f"the KMS key of {ENV_RAISED_GUARANTEES}")
+            if raised_guarantees else None,
+            team_spend=read.text(ENV_TEAM_SPEND, None) is not None,
+        )
+
+
 def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    return process(event, clients=CLIENTS, settings=dict(os.environ), now=datetime.now(timezone.utc),
-                   clock=lambda: datetime.now(timezone.utc), time_left=_time_left(context))
+    return process(event, clients=CLIENTS, settings=os.environ, now=datetime.now(UTC),
+                   clock=lambda: datetime.now(UTC), time_left=time_left_of(context))
 
 
-def _time_left(context: Any):
-    """Seconds the invocation has left, from the Lambda context (unlimited without one)."""
-    if context is None:
-        return lambda: float("inf")
-    return lambda: context.get_remaining_time_in_millis() / 1000
-
-
-def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str], now: datetime,
+def process(raw_event: Mapping[str, Any], *, clients: Clients, settings: Mapping[str, str], now: datetime,
             clock=None, time_left=None) -> dict[str, Any]:
-    windows = load_windows(settings)
-    capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
+    """One run. ``settings``: the function's environment (``CapacitySettings``)."""
+    environment = CapacitySettings.from_environ(settings)
+    event = recognise(raw_event, EVENTS)
+    policy = read_policy_file(environment.limits.policy_path)
+    windows = windows_within(policy, environment.limits)
+    capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=environment.controller_id,
                               purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
-    ledger = Ledger(client=clients.dynamodb, table_name=settings[ENV_LEDGER_TABLE])
-    notify = _notifier(clients.sns, settings[ENV_TOPIC_ARN])
+    ledger = Ledger(client=clients.dynamodb, table_name=environment.ledger_table)
+    notify = _notifier(clients.sns, environment.topic_arn)
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
     time_left = time_left or (lambda: float("inf"))
     result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, submit=clients.submit_batch, now=now, time_left=time_left)}
-    if event.get("source") == CAPACITY_EVENT_SOURCE and event.get("detail-type") == CAPACITY_REQUEST_DETAIL_TYPE:
-        result["request"] = _on_request(event, windows, ledger, notify, now, requests.from_event)
-    if event.get("source") == ALARM_EVENT_SOURCE and event.get("detail-type") == ALARM_STATE_CHANGE_DETAIL_TYPE:
-        result["alarm_request"] = _on_request(event, windows, ledger, notify, now, lambda e: requests.from_alarm(e, windows.values()))
-    if event.get("source") == STACK_EVENT_SOURCE:  # an update put a declared quota back: this run raises it again
-        result["stack_update"] = (event.get("detail") or {}).get("stack-id")
+    if event.kind == REQUEST:
+        result["request"] = _on_request(event.raw, windows, ledger, notify, now, requests.from_event)
+    if event.kind == ALARM:
+        result["alarm_request"] = _on_request(event.raw, windows, ledger, notify, now, lambda e: requests.from_alarm(e, windows.values()))
+    if event.kind == STACK_UPDATE:  # an update put a declared quota back: this run raises it again
+        result["stack_update"] = (event.detail or {}).get("stack-id")
     requested = requests.requested_windows(ledger, windows)  # on-demand windows, within their declared window's limits
     windows = {**windows, **requested}
-    if event.get("source") == "aws.ec2" and str(event.get("detail-type", "")).startswith("Capacity Block"):
-        result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
+    if event.kind == BLOCK:
+        result["block_event"] = _on_block_event(event.raw, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
-    result["rotation"] = _rotate_consumers(windows, controller.known_blocks(report.owned, ledger), clients, ledger, now, time_left)
-    policy = read_policy(settings)
+    known = controller.known_blocks(report.owned, ledger)
+    result["rotation"] = _rotate_consumers(windows, known, clients, ledger, now, time_left)
+    result["draining_blocks"] = _drain_batch_blocks(windows, known, clients, ledger, now, time_left,
+                                                    handled=result.get("block_event", {}).get("capacity_reservation_id"))
     result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
     raising = {shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
                shares.INSTANCE_GROUP: {p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}}
     quota_shares = raising[shares.TRAINING_JOBS]
-    acting = {name: w for name, w in windows.items() if w.mode != "dry_run"}  # a dry-run window's raise is only reported
+    acting = {name: w for name, w in windows.items() if not w.dry_run}  # a dry-run window's raise is only reported
     wanted = {kind: shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=kind, pools=raising[kind]) for kind in raising}
     applied = {kind: shares.desired_limits(windows=acting, owned=report.owned, now=now, kind=kind, pools=raising[kind]) for kind in raising}
     result["shares"] = shares.apply_batch(desired=applied[shares.TRAINING_JOBS], pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
@@ -137,23 +222,24 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     result["shares"] += [note for kind in raising for note in shares.would(wanted[kind], applied[kind], kind)]
     result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
         windows=windows, owned=report.owned, slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if p.backend == HYPERPOD_SLURM},
-        head_nodes=json.loads(settings.get(ENV_SLURM_HEAD_NODES) or "{}"), sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
+        head_nodes=environment.slurm_head_nodes, sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
         now=now, time_left=time_left)
-    if settings.get(ENV_RAISED_GUARANTEES):  # the reclaim controller counts what is raised now (raised.py)
+    if environment.raised_guarantees:  # the reclaim controller counts what is raised now (raised.py)
         result["raised_guarantees"] = raised.publish(
             raised.applied(windows=acting, owned=report.owned, pools=raising, results=result["shares"], now=now),
-            ssm=clients.ssm, name=settings[ENV_RAISED_GUARANTEES], key_id=settings[ENV_RAISED_GUARANTEES_KEY])
+            ssm=clients.ssm, name=environment.raised_guarantees, key_id=environment.raised_guarantees_key)
     result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
                                                      unsettled=_unsettled(requested, result, raising, now))
-    if chargeback.is_scheduled(event):  # only scheduled runs count instance-hours (chargeback.py says why)
+    if event.kind == SCHEDULED:  # only scheduled runs count instance-hours (chargeback.py says why)
         result["utilisation"] = chargeback.publish_utilisation(
-            owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=settings[ENV_CONTROLLER_ID],
-            tick_seconds=float(settings[ENV_TICK_SECONDS]), now=now)
-        if settings.get(ENV_TEAM_SPEND):  # once a day, not every run (spend.py says why)
+            owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=environment.controller_id,
+            tick_seconds=environment.tick_seconds, now=now)
+        if environment.team_spend:  # once a day, not every run (spend.py says why)
             result["spend"] = spend.publish_daily(ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left)
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
+                       + [e for d in result["draining_blocks"] for e in [*d.get("requeue", {}).get("errors", []), *([d] if "error" in d else [])]]
                        + [r for r in result["hyperpod"] + result["rotation"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", []) + result.get("spend", [])
                           + [result.get("raised_guarantees", {})]
                           if "error" in r])
@@ -169,11 +255,16 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     return result
 
 
-def load_windows(settings: dict[str, str]) -> dict[str, Window]:
+def load_windows(settings: Mapping[str, str]) -> dict[str, Window]:
     """Windows from the policy bundled with the code, checked against the function's own
-    budget and price cap: two declarations that must agree before anything is bought."""
-    windows = {w.name: w for w in read_policy(settings).capacity_windows}
-    budget_limit, cap_limit = Decimal(settings[ENV_BUDGET]), Decimal(settings[ENV_PRICE_CAP])
+    budget and price cap (``settings``: the function's environment)."""
+    limits = PurchaseLimits.from_environ(settings)
+    return windows_within(read_policy_file(limits.policy_path), limits)
+
+
+def windows_within(policy: Policy, limits: PurchaseLimits) -> dict[str, Window]:
+    windows = {w.name: w for w in policy.capacity_windows}
+    budget_limit, cap_limit = limits.budget, limits.price_cap
     for window in windows.values():
         if window.budget > budget_limit or window.max_price_per_instance_hour > cap_limit:
             raise PolicyError(f"window {window.name}: budget {window.budget} / cap {window.max_price_per_instance_hour} exceed the "
@@ -193,32 +284,62 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
     if "Expiration Warning" not in detail_type:
         return {"event": detail_type, "block": reservation_id, "rotation": "reconciled by this run"}
     ends_at = datetime.fromisoformat(event["detail"]["end-date"].replace("Z", "+00:00"))
-    dry_run = window.mode == "dry_run"
-    moved_to = window.fallback if window.fallback == "on_demand" else None
-    drained = ({"window": window.name, "capacity_reservation_id": reservation_id, "dry_run": True, "would": "announce the drain"} if dry_run
-               else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=clients.events))
-    if window.consumer["kind"] == "batch_compute_environment":
-        drained["requeue"] = requeue.requeue(
-            window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
-            ends_at=ends_at, dry_run=dry_run, ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch, now=now,
-            time_left=time_left)
+    dry_run = window.dry_run
+    if window.consumer["kind"] == "batch_compute_environment":  # signalled once per block, maybe by an earlier run (requeue.drain)
+        drained = {"window": window.name, "capacity_reservation_id": reservation_id,
+                   **_drain_batch_block(window, reservation_id, ends_at, clients, ledger, now, time_left)}
+    else:
+        drained = ({"window": window.name, "capacity_reservation_id": reservation_id, "dry_run": True, "would": "announce the drain"} if dry_run
+                   else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=_moved_to(window), events=clients.events))
     warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
     _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
             JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
     return drained
 
 
+def _moved_to(window: Window) -> str | None:
+    """Where the window's work goes when its block ends, as the drain event says."""
+    return window.fallback if window.fallback == "on_demand" else None
+
+
+def _drain_batch_block(window: Window, reservation_id: str, ends_at: datetime, clients: Clients, ledger: Ledger, now: datetime,
+                       time_left) -> dict[str, Any]:
+    return requeue.drain(window=window.name, compute_environment=window.consumer["block_compute_environment"], reservation_id=reservation_id,
+                         ends_at=ends_at, moved_to=_moved_to(window), dry_run=window.dry_run,
+                         ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch,
+                         events=clients.events, now=now, time_left=time_left)
+
+
+def _drain_batch_blocks(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left,
+                        handled: str | None) -> list[dict[str, Any]]:
+    """Every run, not only at the expiration warning: each block a window's Batch compute
+    environment runs on, within ``requeue.SIGNAL_LEAD`` of its end, is drained (``requeue.drain``),
+    so its jobs are told first and get two runs to be stopped before the instances go.
+    ``handled``: the block this run's expiration warning already drained."""
+    results = []
+    for window in windows.values():
+        if window.consumer.get("kind") != "batch_compute_environment":
+            continue
+        for block in owned:
+            if block.window != window.name or block.state != "active" or block.id == handled or not requeue.draining(block.end, now):
+                continue
+            try:
+                results.append({"window": window.name, "capacity_reservation_id": block.id,
+                                **_drain_batch_block(window, block.id, block.end, clients, ledger, now, time_left)})
+            except (ClientError, BotoCoreError) as error:  # the listing failed: the next run (one more before the stops) reads again
+                results.append({"window": window.name, "capacity_reservation_id": block.id, "error": str(error), "retry": "next run"})
+    return results
+
+
 def _rotate_consumers(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left) -> list[dict[str, Any]]:
     """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
     results = []
-    for window in windows.values():
-        if window.consumer.get("kind") not in rotation.KINDS:
-            continue
+    for window, sharing in rotation.by_consumer(windows.values()):
         if time_left() < REPOINT_SECONDS:
             results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
             continue
-        results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.mode == "dry_run", ec2=clients.ec2,
-                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now))
+        results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.dry_run, ec2=clients.ec2,
+                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now, sharing=sharing))
     return results
 
 
@@ -273,7 +394,7 @@ def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients
         try:
             results.append(hyperpod.repoint(
                 window=window.name, cluster_arn=window.consumer["cluster_arn"], instance_group=window.consumer["instance_group"],
-                plans=owned, fallback=window.fallback, dry_run=window.mode == "dry_run", sagemaker=clients.sagemaker, ledger=ledger, now=now))
+                plans=owned, fallback=window.fallback, dry_run=window.dry_run, sagemaker=clients.sagemaker, ledger=ledger, now=now))
         except hyperpod.MissingInstanceGroup as error:
             results.append({"window": window.name, "error": str(error)})
             notify("HyperPod instance group not found", {"window": window.name, "error": str(error)})

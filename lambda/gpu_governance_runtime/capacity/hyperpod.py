@@ -6,8 +6,9 @@ the declared group is sent (``gpu_governance_runtime.hyperpod_cluster``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
 from botocore.exceptions import ClientError
 

@@ -90,21 +90,26 @@ class Ledger:
 
     def intents(self, *statuses: Status) -> list[Intent]:
         """Intents in one of ``statuses``, by id."""
-        found, start = [], None
+        return sorted((_intent(item) for item in self._scan("intent#", statuses)), key=lambda i: i.id)
+
+    def _scan(self, prefix: str, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Every item whose key starts with ``prefix`` and whose status is one of ``statuses``, all
+        pages of a consistent scan (a page stops at 1 MB: LastEvaluatedKey names where to go on)."""
+        items, start = [], None
         names = {f":s{i}": {"S": s} for i, s in enumerate(statuses)}
         while True:
             page = self._db.scan(
                 TableName=self._table,
-                FilterExpression=f"begins_with(pk, :intent) AND #status IN ({', '.join(names)})",
+                FilterExpression=f"begins_with(pk, :prefix) AND #status IN ({', '.join(names)})",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":intent": {"S": "intent#"}, **names},
+                ExpressionAttributeValues={":prefix": {"S": prefix}, **names},
                 ConsistentRead=True,
                 **({"ExclusiveStartKey": start} if start else {}),
             )
-            found += [_intent(item) for item in page["Items"]]
+            items += page["Items"]
             start = page.get("LastEvaluatedKey")
             if not start:
-                return sorted(found, key=lambda i: i.id)
+                return items
 
     # --- writes ---------------------------------------------------------------------------------
 
@@ -214,7 +219,7 @@ class Ledger:
                 "ExpressionAttributeNames": {"#status": "status"},
                 "ExpressionAttributeValues": {
                     ":status": {"S": status}, ":now": {"S": now.isoformat()}, ":rid": {"S": reservation_id or ""}, ":reason": {"S": reason},
-                    **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES)},
+                    **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES, strict=True)},
                 },
             }},
             {"Update": {
@@ -301,21 +306,8 @@ class Ledger:
 
     def actions(self, prefix: str, statuses: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]]]:
         """(action id, status, details) of the actions under ``prefix`` in one of ``statuses``."""
-        found, start = [], None
-        names = {f":s{i}": {"S": s} for i, s in enumerate(statuses)}
-        while True:
-            page = self._db.scan(
-                TableName=self._table,
-                FilterExpression=f"begins_with(pk, :prefix) AND #status IN ({', '.join(names)})",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":prefix": {"S": f"action#{prefix}"}, **names},
-                ConsistentRead=True,
-                **({"ExclusiveStartKey": start} if start else {}),
-            )
-            found += [(i["pk"]["S"].removeprefix("action#"), i["status"]["S"], json.loads(i["details"]["S"])) for i in page["Items"]]
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return sorted(found)
+        return sorted((i["pk"]["S"].removeprefix("action#"), i["status"]["S"], json.loads(i["details"]["S"]))
+                      for i in self._scan(f"action#{prefix}", statuses))
 
     def _transition(self, intent: Intent, status: Status, *, expected: tuple[Status, ...], now: datetime) -> None:
         try:

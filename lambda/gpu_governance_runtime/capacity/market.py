@@ -16,14 +16,14 @@ ends at 11:30 UTC and lasts less than a day more or less than a duration one may
 from __future__ import annotations
 
 import math
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 
 # Blocks run in 1-day steps up to 14 days, then in 7-day steps up to 182 days.
 ALLOWED_DURATION_DAYS: tuple[int, ...] = tuple(range(1, 15)) + tuple(range(21, 183, 7))
 MAX_START_AHEAD = timedelta(weeks=8)
 MAX_INSTANCES_PER_BLOCK = 64
 # Every block ends at 11:30 UTC; instances are terminated 30 minutes before that.
-BLOCK_END_TIME = time(11, 30, tzinfo=timezone.utc)
+BLOCK_END_TIME = time(11, 30, tzinfo=UTC)
 TERMINATION_LEAD = timedelta(minutes=30)
 # Offerings for a window that begins now start a few minutes after the search ("instant start",
 # e.g. 04:55 for a search at 04:50): such a window is covered from this long after now.
@@ -31,10 +31,8 @@ INSTANT_START_LEAD = timedelta(minutes=30)
 # EC2 sends the expiration warning this long before the end.
 WARNING_LEAD = timedelta(minutes=40)
 
-# Reservation states: these hold (or will hold) capacity ...
+# Reservation states that hold (or will hold) capacity.
 COVERING_STATES = frozenset({"payment-pending", "scheduled", "active"})
-# ... these never will. payment-failed blocks were never charged and can be bought again.
-DEAD_STATES = frozenset({"payment-failed", "expired", "cancelled", "failed"})
 # Extensions are sold only for blocks that still run or are about to.
 EXTENDABLE_STATES = frozenset({"scheduled", "active"})
 
@@ -51,7 +49,7 @@ TRAINING_PLAN_STATES = {
 def utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         raise ValueError(f"datetime {value.isoformat()} has no time zone; give it in UTC (e.g. ...Z)")
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 def next_block_end(moment: datetime) -> datetime:

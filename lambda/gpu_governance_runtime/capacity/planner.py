@@ -7,10 +7,11 @@ plan, so the Lambda controller, the tests and ``gpu-governance capacity plan`` s
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from ..contract import TAG_COST_CENTRE, TAG_TEAM
 from . import market
@@ -69,6 +70,11 @@ class Window:
     alarm_requests: tuple[Mapping[str, Any], ...] = ()
 
     @property
+    def dry_run(self) -> bool:
+        """``mode: dry_run``: every step of the window is planned and reported, none done."""
+        return self.mode == "dry_run"
+
+    @property
     def budget_key(self) -> str:
         """Whose budget a purchase for this window counts against."""
         return self.budget_window or self.name
@@ -102,7 +108,7 @@ class Window:
         return f"team {self.team or '?'}" + (f", cost centre {self.cost_centre}" if self.cost_centre else "")
 
     @classmethod
-    def from_policy(cls, data: Mapping[str, Any]) -> "Window":
+    def from_policy(cls, data: Mapping[str, Any]) -> Window:
         """A window from a compiled one; ``policy.read_policy`` validates it first."""
         return cls(
             **{
@@ -115,7 +121,7 @@ class Window:
             }
         )
 
-    def occurrences(self, now: datetime) -> tuple["Occurrence", ...]:
+    def occurrences(self, now: datetime) -> tuple[Occurrence, ...]:
         """Occurrences not yet over whose start is within the buying horizon."""
         horizon = now + min(timedelta(days=self.buy_ahead_days), market.MAX_START_AHEAD)
         length = self.duration_hours * HOUR
@@ -238,7 +244,7 @@ def shortfall(occurrence: Occurrence, needed: int, held: Iterable[Interval]) -> 
     held = [h for h in held if h[0] < occurrence.end and h[1] > occurrence.start]
     cuts = sorted({occurrence.start, occurrence.end} | {t for h in held for t in h[:2] if occurrence.start < t < occurrence.end})
     pieces: list[Interval] = []
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in zip(cuts, cuts[1:], strict=False):
         missing = needed - sum(h[2] for h in held if h[0] <= start and h[1] >= end)
         if missing <= 0:
             continue

@@ -12,19 +12,20 @@ changed, like the training-plan parameters (``delivery.py``). ``until`` is when 
 lowered (``LOWER_LEAD`` before the plan ends): the reader ignores entries past it, so a
 parameter the controller stopped updating never inflates a guarantee beyond the plan.
 
-The reclaim controller reads it with ``raised_reader.read`` (a module of its own, so the reclaim
+The reclaim controller reads it with ``raised_guarantees.read`` (a module of its own, so the reclaim
 function's code holds no call that writes). The parameter, not the ledger table: the reclaim
 role may read exactly one parameter, and the ledger holds purchases and budgets no other
 controller should read. Written only by the capacity controller: a SecureString under its own
 KMS key, which only its role may encrypt with (the reclaim role may only decrypt, for this
-parameter); the reader bounds every entry (``raised_reader``).
+parameter); the reader bounds every entry (``raised_guarantees``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -52,7 +53,7 @@ def applied(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pool
 def publish(entries: list[dict[str, Any]], *, ssm: Any, name: str, key_id: str) -> dict[str, Any]:
     """Write ``entries`` as a SecureString under ``key_id``, the capacity controller's own key:
     only its role may encrypt with it, so nobody else (even with ``ssm:PutParameter`` on ``*``)
-    can write a document the reclaim controller accepts (``raised_reader`` refuses other types
+    can write a document the reclaim controller accepts (``raised_guarantees`` refuses other types
     and cannot decrypt under another key)."""
     try:
         changed = put_if_changed(ssm, name, json.dumps(entries, sort_keys=True), key_id=key_id)

@@ -37,12 +37,13 @@ bought: by extending its block (``prefer_extension``) or with a new piece, by th
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from . import market
 from ..contract import ALARM_STATE
+from . import market
 from .ledger import OPEN_STATUSES, Ledger
 from .planner import HOUR, Reservation, Window
 

@@ -24,8 +24,9 @@ file declares it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 

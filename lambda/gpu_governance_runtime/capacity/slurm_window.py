@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 

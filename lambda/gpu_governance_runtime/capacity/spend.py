@@ -19,9 +19,10 @@ the claim and the figures loses that day's figures the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -62,7 +63,7 @@ def publish_daily(*, ce: Any, ledger: Ledger, policy: Policy, now: datetime, tim
         return [{"spend": day, "error": reason}]
     figures = {**{team: Decimal(0) for team in declared_teams(policy)}, **spend}
     for team, usd in sorted(figures.items()):
-        metrics.publish(CAPACITY_NAMESPACE, dict(zip(TEAM_SPEND_DIMENSIONS, (team,))), {TEAM_SPEND: (float(usd), "None")},
+        metrics.publish(CAPACITY_NAMESPACE, dict(zip(TEAM_SPEND_DIMENSIONS, (team,), strict=True)), {TEAM_SPEND: (float(usd), "None")},
                         timestamp=now.timestamp(), write=write or log.write)
     ledger.close_action(action, expected="reading", status="published", now=now)
     return [{"spend": day, "teams": {team: str(usd) for team, usd in sorted(figures.items())}, "estimated": estimated}]

@@ -4,7 +4,8 @@ event per line) is one JSON document written here."""
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def write(document: Mapping[str, Any]) -> None:

@@ -11,8 +11,9 @@ statement forces to the submitter's own team (docs/batch.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..contract import TAG_COST_CENTRE, TAG_TEAM
 

@@ -19,17 +19,31 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common.clients import WITHIN_A_TICK
+from ..common.handler import Environment, EventKind, recognise
 from ..common.log import write as log
-from ..contract import ENV_DRY_RUN, ENV_GUARD_NAMES, ENV_GUARD_QUEUES, GUARD_FILE_NAME, GUARD_NAMESPACE, TEAM_PLACEHOLDER, GUARDED_STATES, SERVICE_JOB_EVENT, ENV_LEDGER_TABLE, ENV_TOPIC_ARN, TAG_TEAM
+from ..contract import (
+    ENV_GUARD_NAMES,
+    ENV_GUARD_QUEUES,
+    ENV_LEDGER_TABLE,
+    ENV_TOPIC_ARN,
+    GUARD_FILE_NAME,
+    GUARD_NAMESPACE,
+    GUARDED_STATES,
+    SERVICE_JOB_EVENT,
+    TAG_TEAM,
+    TEAM_PLACEHOLDER,
+)
 from ..reclaim.ledger import DONE, FAILED, ActionKey, Ledger
 from . import checks
 
@@ -37,6 +51,8 @@ ACTION = "guard-terminate"
 # A dry run's decision is claimed under its own action: once the guard is switched to act, a job it
 # only reported is still claimed afresh, and stopped if it still violates.
 DRY_RUN_ACTION = "guard-report"
+SERVICE_JOB_STATE_CHANGE = "service_job_state_change"
+EVENTS = (EventKind(SERVICE_JOB_STATE_CHANGE, *SERVICE_JOB_EVENT),)
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
 sagemaker = boto3.client("sagemaker", config=WITHIN_A_TICK)
@@ -50,14 +66,33 @@ if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
                       namespace=GUARD_NAMESPACE)
 
 
+@dataclass(frozen=True, kw_only=True)
+class GuardSettings:
+    """The function's environment (the module docstring lists it), read once per invocation."""
+
+    queues: tuple[Mapping[str, Any], ...]
+    names: Mapping[str, str]
+    ledger_table: str
+    platform_topic: str
+    dry_run: bool
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> GuardSettings:
+        read = Environment(environ)
+        return cls(queues=tuple(read.json(ENV_GUARD_QUEUES, list)), names=read.json(ENV_GUARD_NAMES, dict),
+                   ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of actions"),
+                   platform_topic=read.text(ENV_TOPIC_ARN, allowed="the SNS topic ARN"), dry_run=read.dry_run())
+
+
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    return guard(event, queues=_guarded_queues(os.environ[ENV_GUARD_QUEUES], os.environ[ENV_GUARD_NAMES]), ledger=Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE])),
-                 dry_run=os.environ.get(ENV_DRY_RUN, "true").lower() != "false", platform_topic=os.environ[ENV_TOPIC_ARN],
-                 batch=batch, sagemaker=sagemaker, sns=sns, now=time.time())
+    settings = GuardSettings.from_environ(os.environ)
+    return guard(event, queues=_guarded_queues(json.dumps(settings.queues), json.dumps(settings.names)), ledger=Ledger(dynamodb.Table(settings.ledger_table)),
+                 dry_run=settings.dry_run, platform_topic=settings.platform_topic, batch=batch, sagemaker=sagemaker, sns=sns, now=time.time())
 
 
 @lru_cache(maxsize=1)
 def _guarded_queues(queues: str, names: str) -> dict[str, Any]:
+    """Keyed by the settings as text (hashable): warm invocations reuse the bundled document's reading."""
     return queues_from(json.loads(queues), json.loads(names), json.loads((Path(__file__).resolve().parents[1] / GUARD_FILE_NAME).read_text()))
 
 
@@ -85,9 +120,10 @@ def guard(event: Mapping[str, Any], *, queues: Mapping[str, Any], ledger: Ledger
           batch: Any, sagemaker: Any, sns: Any, now: float) -> dict[str, Any]:
     """One event: what was found and done. Never raises for a bad event or a failed call: it is
     logged, and the job's next state change (or EventBridge's retry of this one) comes back."""
-    detail = event.get("detail")
-    if (event.get("source"), event.get("detail-type")) != SERVICE_JOB_EVENT or not isinstance(detail, dict):
-        return _logged({"event": "guard_ignored", "reason": "not a Batch service job state change", "id": event.get("id")})
+    recognised = recognise(event, EVENTS)
+    detail = recognised.detail
+    if recognised.kind != SERVICE_JOB_STATE_CHANGE or not isinstance(detail, dict):
+        return _logged({"event": "guard_ignored", "reason": "not a Batch service job state change", "id": recognised.id})
     job_id, queue, status = detail.get("jobId"), detail.get("jobQueue"), detail.get("status")
     if queue not in queues or status not in GUARDED_STATES or not isinstance(job_id, str):
         return _logged({"event": "guard_ignored", "job_id": job_id, "queue": queue, "status": status,

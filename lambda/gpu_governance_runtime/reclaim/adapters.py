@@ -17,22 +17,44 @@ the planner's :class:`PoolState` and carries out preemptions; none of them decid
 from __future__ import annotations
 
 import calendar
+import contextlib
 import json
 import re
 import shlex
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from ..common import log
-from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once
+from ..common.batch_copy import (
+    REASON_PREFIX,
+    SubmitRefused,
+    copy_request,
+    restartable,
+    stopped_by_us,
+    submit_once,
+    times_stopped,
+)
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..policy import Policy, PoolPolicy
-from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_REQUEUED_FROM
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
-from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
+from .ledger import (
+    ABANDONED,
+    CLAIMED,
+    DONE,
+    FAILED,
+    FUNCTION_TIMEOUT_SECONDS,
+    SKIPPED,
+    SUBMITTING,
+    TERMINATED,
+    TERMINATING,
+    ActionKey,
+    Ledger,
+)
 from .planner import PendingJob, PoolState, Preemption, RunningJob, Start
 
 # Longest wait for one SSM command's result; with the read and one action, within the function's
@@ -121,8 +143,7 @@ class BatchFairShareAdapter:
             if job["status"] == "RUNNABLE":
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
-                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000,
-                                          restartable=restartable(job, self._waited_on) is None, **fields))
+                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
@@ -172,10 +193,12 @@ class BatchFairShareAdapter:
             job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
             count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
             checkpointable=checkpointable == "true",
-            # a copy the controllers submitted (its attempts start again at 0) was preempted at least once:
-            # the planner's protection and re-borrow backoff apply to it, or it would be taken again at once
-            times_preempted=len(job.get("attempts", [])) + (TAG_REQUEUED_FROM in tags),
+            # a copy the controllers submitted starts its attempts again at 0: its chain's count of
+            # preemptions (the platform's tag, batch_copy.times_stopped) carries the planner's
+            # protection and re-borrow backoff from the original to the copy's copy
+            times_preempted=len(job.get("attempts", [])) + times_stopped(job),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
+            restartable=restartable(job, self._waited_on) is None,
         )
 
     def _instance_type(self, job: dict, tags: Mapping[str, str]) -> str | None:
@@ -242,7 +265,11 @@ class BatchFairShareAdapter:
             def progress(status: str, _key: ActionKey = key, **fields: Any) -> None:
                 ledger.record(_key, status=status, **fields)
 
-            if stopped_by_us(job):
+            if item["status"] == DONE and item.get("new_job"):
+                # Back already, only taking it off the open list was lost: the copy may not be listed yet, so
+                # looking for it again could submit a second one.
+                result = ActionResult(job_id=key.job_id, outcome=DONE, detail=f"requeued as {item['new_job']}", copy=item["new_job"])
+            elif stopped_by_us(job):
                 result = self._bring_back(job, float(item["submitting_at"]) if item["status"] == SUBMITTING else None, progress)
             elif job.get("status") in LIFECYCLE[:5]:
                 result = ActionResult(job_id=key.job_id, outcome=FAILED, detail=f"not stopped: now {job['status']}")
@@ -408,10 +435,8 @@ def service_job_time_limit(job: dict) -> float | None:
     the shorter of the Batch attempt timeout (``timeoutConfig``) and the training job's own
     ``StoppingCondition.MaxRuntimeInSeconds`` in its request; None when neither is given."""
     limits = [_seconds(job.get("timeoutConfig", {}).get("attemptDurationSeconds"))]
-    try:
+    with contextlib.suppress(ValueError, TypeError, AttributeError):  # an unreadable request declares nothing
         limits.append(_seconds(json.loads(job.get("serviceRequestPayload") or "{}").get("StoppingCondition", {}).get("MaxRuntimeInSeconds")))
-    except (ValueError, TypeError, AttributeError):
-        pass  # an unreadable request declares nothing
     return min((limit for limit in limits if limit is not None), default=None)
 
 

@@ -37,9 +37,10 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import boto3
 from botocore.auth import SigV4QueryAuth
@@ -343,10 +344,10 @@ def share_gauges(pool: str, rows: Iterable[EksShareUsage], waiting: Iterable[Eks
                  now: float) -> list[dict[str, Any]]:
     """The instances each team holds now (summed over instance types) and its waiting work, as the
     dashboards draw them and the starvation alarms read them (0 while not starved, as the other backends)."""
-    totals: dict[str, dict[str, float]] = {w.share: dict(zip(WAITING, (w.pending, int(w.starved)))) for w in waiting}
+    totals: dict[str, dict[str, float]] = {w.share: dict(zip(WAITING, (w.pending, int(w.starved)), strict=True)) for w in waiting}
     for row in rows:
         share = totals.setdefault(row.share, {})
-        for metric, value in zip(GAUGES, (row.guaranteed, row.in_use, row.borrowed, row.lent)):
+        for metric, value in zip(GAUGES, (row.guaranteed, row.in_use, row.borrowed, row.lent), strict=True):
             share[metric] = share.get(metric, 0.0) + value
-    return [metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share))), {m: (v, "Count") for m, v in values.items()}, timestamp=now)
+    return [metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), {m: (v, "Count") for m, v in values.items()}, timestamp=now)
             for share, values in sorted(totals.items())]

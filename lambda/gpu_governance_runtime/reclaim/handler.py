@@ -16,40 +16,68 @@ Environment:
   USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
                      {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
   RAISED_GUARANTEES_PARAMETER  optional: the SSM parameter of the guarantees the capacity controller has
-                     raised (capacity/raised.py, read by capacity/raised_reader.py); each tick plans and reports with them added
+                     raised (capacity/raised.py, read by raised_guarantees.py); each tick plans and reports with them added
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import api_check
+from .. import api_check, raised_guarantees
 from ..common import metrics
 from ..common.clients import SUBMIT_ONCE, WITHIN_A_TICK
+from ..common.handler import Environment, time_left as time_left_of
 from ..common.log import write as log
 from ..contract import (
-    BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, ENV_DRY_RUN, ENV_IN_VPC, ENV_LEDGER_TABLE, ENV_RAISED_GUARANTEES, ENV_MAX_PREEMPTIONS_PER_TICK, ENV_METRICS_NAMESPACE,
-    ENV_MIN_RUN_TIME_S, ENV_RECLAIM_TARGETS, ENV_TICK_SECONDS, ENV_USAGE_TARGETS, HYPERPOD_EKS, HYPERPOD_SLURM, POOL_ERRORS, RECLAIM_NAMESPACE, SHARE_METRICS,
+    BATCH_FAIR_SHARE,
+    BATCH_QUOTA_SHARE,
+    ENV_IN_VPC,
+    ENV_LEDGER_TABLE,
+    ENV_MAX_PREEMPTIONS_PER_TICK,
+    ENV_METRICS_NAMESPACE,
+    ENV_MIN_RUN_TIME_S,
+    ENV_RAISED_GUARANTEES,
+    ENV_RECLAIM_TARGETS,
+    ENV_TICK_SECONDS,
+    ENV_USAGE_TARGETS,
+    HYPERPOD_EKS,
+    HYPERPOD_SLURM,
+    POOL_ERRORS,
+    RECLAIM_NAMESPACE,
+    SHARE_METRICS,
 )
-from ..policy import Policy, read_policy
-from ..capacity import raised_reader
+from ..policy import Policy, policy_path, read_policy_file
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import ABANDONED, CAPPED, DONE, FAILED, IN_GRACE, NOTICE, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
+from .ledger import (
+    ABANDONED,
+    CAPPED,
+    DONE,
+    FAILED,
+    IN_GRACE,
+    NOTICE,
+    SUBMITTING,
+    TERMINATED,
+    TERMINATING,
+    ActionKey,
+    Ledger,
+)
 from .planner import Plan, PoolState, Preemption, Settings, plan_tick, share_usage, starved_shares
 from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
+DEFAULT_TICK_SECONDS = 60.0
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
 batch_submit = boto3.client("batch", config=SUBMIT_ONCE)  # a stopped job's copy: one request (common/batch_copy.py)
@@ -65,7 +93,45 @@ REQUIRED_OPERATIONS = {
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
     api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client, "eks": eks}, REQUIRED_OPERATIONS,
-                      namespace=os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
+                      namespace=Environment(os.environ).text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReclaimSettings:
+    """The function's environment (the module docstring lists it), read once per invocation."""
+
+    policy_path: Path
+    ledger_table: str
+    dry_run: bool
+    namespace: str
+    planner: Settings  # the anti-thrash limits; each pool's policy adds its own (``PoolPolicy.settings``)
+    tick_seconds: float
+    in_vpc: bool
+    reclaim_targets: tuple[Mapping[str, Any], ...]
+    usage_targets: tuple[Mapping[str, Any], ...]
+    raised_guarantees: str | None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> ReclaimSettings:
+        read = Environment(environ)
+        return cls(
+            policy_path=policy_path(environ), ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of actions"),
+            dry_run=read.dry_run(), namespace=read.text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE),
+            planner=Settings(min_run_time_s=read.number(ENV_MIN_RUN_TIME_S, Settings().min_run_time_s),
+                             max_preemptions_per_tick=read.whole(ENV_MAX_PREEMPTIONS_PER_TICK, Settings().max_preemptions_per_tick)),
+            tick_seconds=read.number(ENV_TICK_SECONDS, DEFAULT_TICK_SECONDS, above=True), in_vpc=read.switch(ENV_IN_VPC),
+            reclaim_targets=tuple(read.json(ENV_RECLAIM_TARGETS, list, [])), usage_targets=tuple(read.json(ENV_USAGE_TARGETS, list, [])),
+            raised_guarantees=read.text(ENV_RAISED_GUARANTEES, None),
+        )
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What an adapter needs of the invocation that builds it: the time it has left and the
+    schedule's interval (which a quota-share observer counts the backend's own preemptions over)."""
+
+    time_left: Callable[[], float] = lambda: float("inf")
+    tick_seconds: float = DEFAULT_TICK_SECONDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,40 +144,37 @@ class TickResult:
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    policy = read_policy(os.environ)
-    settings = Settings(
-        min_run_time_s=float(os.environ.get(ENV_MIN_RUN_TIME_S, Settings().min_run_time_s)),
-        max_preemptions_per_tick=int(os.environ.get(ENV_MAX_PREEMPTIONS_PER_TICK, Settings().max_preemptions_per_tick)),
-    )
-    ledger = Ledger(dynamodb.Table(os.environ[ENV_LEDGER_TABLE]))
-    dry_run = os.environ.get(ENV_DRY_RUN, "true").lower() != "false"
-    namespace = os.environ.get(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE)
-    time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else (lambda: float("inf"))
+    environment = ReclaimSettings.from_environ(os.environ)
+    policy = read_policy_file(environment.policy_path)
+    ledger = Ledger(dynamodb.Table(environment.ledger_table))
+    dry_run, namespace = environment.dry_run, environment.namespace
+    time_left = time_left_of(context)
+    invocation = Invocation(time_left, environment.tick_seconds)
     results = []
     raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
-    for target in json.loads(os.environ.get(ENV_RECLAIM_TARGETS, "[]")):
+    for target in environment.reclaim_targets:
         try:
             if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
                 eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                               tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, "60")), time_left=time_left,
-                               in_vpc=os.environ.get(ENV_IN_VPC) == "true")
+                               tick_seconds=environment.tick_seconds, time_left=time_left, in_vpc=environment.in_vpc)
                 continue
-            adapter = build_adapter(target, policy, time_left)
+            adapter = build_adapter(target, policy, invocation)
             if time_left() < adapter.action_seconds:
                 log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
                 continue
             now = time.time()
             if raises is None:
-                name = os.environ.get(ENV_RAISED_GUARANTEES)
-                raises = raised_reader.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, timezone.utc)) if name else []
+                name = environment.raised_guarantees
+                raises = raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, UTC)) if name else []
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
-            results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(settings), dry_run=dry_run, namespace=namespace, now=now,
-                                    time_left=time_left, raises=raises))
+            results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(environment.planner),
+                                    dry_run=dry_run, namespace=namespace, now=now, time_left=time_left, raises=raises,
+                                    tick_seconds=environment.tick_seconds))
         except Exception as error:  # noqa: BLE001 - one pool's bad day is its own: every other pool still gets its tick
             _pool_failed(target.get("pool", "?"), error, namespace)
-    for target in json.loads(os.environ.get(ENV_USAGE_TARGETS, "[]")):
+    for target in environment.usage_targets:
         try:
-            head_node = build_adapter(target, policy, time_left)  # its SSM runner reads the pool's accounting
+            head_node = build_adapter(target, policy, invocation)  # its SSM runner reads the pool's accounting
             if time_left() < head_node.action_seconds:
                 log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
                 continue
@@ -129,23 +192,23 @@ def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
     metrics.publish(namespace, {"Pool": pool}, {POOL_ERRORS: (1, "Count")})
 
 
-def build_adapter(target: Mapping[str, Any], policy: Policy, time_left: Callable[[], float] = lambda: float("inf")) -> Adapter:
+def build_adapter(target: Mapping[str, Any], policy: Policy, invocation: Invocation = Invocation()) -> Adapter:
     pool = policy.pool(target["pool"])
     if pool.backend == BATCH_FAIR_SHARE:
         return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool, submit=batch_submit)
     if pool.backend == BATCH_QUOTA_SHARE:
         # preemptions that stopped within one tick's interval count on this tick
-        return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool, tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)))
+        return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool, tick_seconds=invocation.tick_seconds)
     if pool.backend == HYPERPOD_SLURM:
         return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy,
-                            time_left=time_left)
+                            time_left=invocation.time_left)
     raise ValueError(f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)")
 
 
 def run_tick(
     pool: str, adapter: Adapter, ledger: Ledger, *, settings: Settings, dry_run: bool, namespace: str, now: float,
     emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
-    raises: Iterable[Mapping[str, Any]] = (),
+    raises: Iterable[Mapping[str, Any]] = (), tick_seconds: float = DEFAULT_TICK_SECONDS,
 ) -> TickResult:
     acting = adapter.acts and not dry_run
     if acting:  # jobs earlier ticks stopped come back before anything else is stopped
@@ -187,7 +250,7 @@ def run_tick(
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=adapter.preemptions_seen):
         emit(record)
     if adapter.usage_from_queue:
-        for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
+        for record in usage_records(pool, share_usage(state), tick_seconds=tick_seconds, namespace=namespace, now=now):
             emit(record)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
 

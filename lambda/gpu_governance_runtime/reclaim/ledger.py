@@ -35,7 +35,7 @@ NOTICE_VALID_SECONDS = 300
 CAPPED = "capped"  # the pool's preemptions this minute reached the per-tick cap: not acted on, claimable again
 ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
-# The reclaim function's timeout: constructs_lib.reclaim deploys the function with it. A tick
+# The reclaim function's timeout: constructs_lib.controllers.reclaim deploys the function with it. A tick
 # (one minute apart) reads each pool and acts; every action is started only with its time left.
 FUNCTION_TIMEOUT_SECONDS = 55
 

@@ -47,9 +47,9 @@ Semantics (docs/reclaim.md explains them with examples):
 from __future__ import annotations
 
 import heapq
-from operator import itemgetter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from operator import itemgetter
 
 from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, borrow_ceiling, lendable
 
@@ -118,6 +118,7 @@ class PendingJob:
     checkpointable: bool = False
     times_preempted: int = 0
     max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
+    restartable: bool = True  # as RunningJob's, which the job keeps once it starts (the simulator's trace column)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -342,7 +343,7 @@ def _requeued(job: RunningJob, now: float) -> PendingJob:
     return PendingJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s,
+        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
     )
 
 
@@ -350,7 +351,7 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     return RunningJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, started_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s,
+        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
     )
 
 

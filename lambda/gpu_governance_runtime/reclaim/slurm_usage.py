@@ -31,13 +31,14 @@ import itertools
 import re
 import shlex
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..common.log import write as log
 from ..policy import PoolPolicy
-from ..usage import usage_records
 from ..slurm.ssm import SLURM_NAME, checked  # the one check of names that go into a head node's shell
+from ..usage import usage_records
 from .ledger import DONE, ActionKey, Ledger
 
 HOUR = 3600

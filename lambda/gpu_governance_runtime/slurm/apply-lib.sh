@@ -65,7 +65,7 @@ gg_read_accounting() {
     done < <(gg_show qos format=name,priority,grptres,description,preempt,gracetime)
     while IFS='|' read -r account user rest; do
         if [[ -z $user ]]; then GG_HAVE_ACCOUNT[$account]=$rest; else GG_HAVE_USER["$user@$account"]=1; fi
-    done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos,grpjobs)
+    done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos,grpjobs,grptresmins)
 }
 
 # sacctmgr prints GraceTime as [D-]HH:MM:SS; the plan gives seconds.
@@ -130,38 +130,50 @@ gg_qos_preempts() {
     fi
 }
 
-# gg_account NAME PARENT FAIRSHARE [QOS_LIST DEFAULT_QOS [GRP_JOBS]]; without QoS the account
-# inherits its parent's (sacctmgr then shows the inherited list, so only the given fields are
-# compared). GRP_JOBS 0 holds a paused team: its jobs queue but none starts, running ones finish;
-# empty clears the limit (-1 clears a limit: https://slurm.schedmd.com/sacctmgr.html, GrpJobs).
+# gg_account NAME PARENT FAIRSHARE [QOS_LIST DEFAULT_QOS [GRP_JOBS [GRP_GPU_MINUTES]]]; without QoS
+# the account inherits its parent's (sacctmgr then shows the inherited list, so only the given
+# fields are compared). GRP_JOBS 0 holds a paused team: its jobs queue but none starts, running
+# ones finish; empty clears the limit (-1 clears a limit: https://slurm.schedmd.com/sacctmgr.html,
+# GrpJobs). GRP_GPU_MINUTES is the team's GPU-hour limit as GrpTRESMins=gres/gpu=N: the GPU
+# minutes its past, present and future jobs may use until PriorityUsageResetPeriod clears the
+# usage (https://slurm.schedmd.com/sacctmgr.html, GrpTRESMins); empty clears it.
 gg_account() {
-    local name=$1 parent=$2 fairshare=$3 qos=${4:-} default_qos=${5:-} grp_jobs=${6:-} have want have_jobs=""
+    local name=$1 parent=$2 fairshare=$3 qos=${4:-} default_qos=${5:-} grp_jobs=${6:-} grp_minutes=${7:-} have want have_jobs="" have_minutes=""
     GG_DECLARED_ACCOUNTS[$name]=1
     have=${GG_HAVE_ACCOUNT[$name]:-}
     want="$parent|$fairshare"
     if [[ -n $qos ]]; then
         want+="|$qos|$default_qos"
         have_jobs=$(cut -d'|' -f5 <<<"$have")
+        have_minutes=$(cut -d'|' -f6 <<<"$have")
         have=$(cut -d'|' -f1-4 <<<"$have")
     else
         have=$(cut -d'|' -f1,2 <<<"$have")
     fi
     if [[ -z $have ]]; then
         gg_change "add account $name" gg_sacctmgr add account "$name" parent="$parent" fairshare="$fairshare" \
-            ${qos:+qos="$qos" defaultqos="$default_qos"} ${grp_jobs:+grpjobs="$grp_jobs"} description="$GG_MARKER" organization="$GG_ORGANISATION"
+            ${qos:+qos="$qos" defaultqos="$default_qos"} ${grp_jobs:+grpjobs="$grp_jobs"} \
+            ${grp_minutes:+grptresmins="gres/gpu=$grp_minutes"} description="$GG_MARKER" organization="$GG_ORGANISATION"
         return
     fi
+    local same=1
     if [[ $have != "$want" ]]; then
+        same=0
         gg_change "account $name: $have -> $want" gg_sacctmgr modify account where name="$name" set \
             parent="$parent" fairshare="$fairshare" ${qos:+qos="$qos" defaultqos="$default_qos"}
     fi
-    # The limit on its own: Slurm 22.05 answers "Nothing modified" to GrpJobs=-1 beside other settings.
+    # Each limit on its own: Slurm 22.05 answers "Nothing modified" to GrpJobs=-1 beside other settings.
     if [[ -n $qos && $have_jobs != "$grp_jobs" ]]; then
+        same=0
         gg_change "account $name: GrpJobs ${have_jobs:-none} -> ${grp_jobs:-none}" \
             gg_sacctmgr modify account where name="$name" set grpjobs="${grp_jobs:--1}"
-    elif [[ $have == "$want" ]]; then
-        gg_same
     fi
+    if [[ -n $qos && $have_minutes != "${grp_minutes:+gres/gpu=$grp_minutes}" ]]; then
+        same=0
+        gg_change "account $name: GrpTRESMins ${have_minutes:-none} -> ${grp_minutes:+gres/gpu=$grp_minutes}" \
+            gg_sacctmgr modify account where name="$name" set grptresmins="gres/gpu=${grp_minutes:--1}"
+    fi
+    [[ $same == 0 ]] || gg_same
 }
 
 # gg_user NAME ACCOUNT

@@ -54,6 +54,8 @@ class SlurmAccount:
     qos: tuple[str, ...]
     default_qos: str
     held: bool = False  # a paused team: GrpJobs=0, its jobs wait and none starts
+    # The team's GPU-hour limit in GPU minutes (GrpTRESMins=gres/gpu=N); None: no limit.
+    gpu_minutes_limit: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +106,9 @@ class SlurmPlan:
     partitions: tuple[SlurmPartition, ...]
     groups: tuple[PosixGroup, ...]
     data_paths: tuple[DataPath, ...]
+    # PriorityUsageResetPeriod (DAILY, WEEKLY or MONTHLY) when an account has a GPU-minute limit:
+    # the cluster then clears usage only then, never by decay. None: Slurm's decay is left alone.
+    usage_reset_period: str | None = None
 
     def __post_init__(self) -> None:
         qos_names = {q.name for q in self.qos}

@@ -13,7 +13,7 @@ from graphlib import TopologicalSorter
 from importlib import resources
 from shlex import quote
 
-from .plan import BORROW_PARTITION, MANAGED_MARKER, SlurmPlan, SlurmQos
+from .plan import BORROW_PARTITION, MANAGED_MARKER, SlurmAccount, SlurmPlan, SlurmQos
 
 # slurm.conf settings the mapping relies on. Written into the governance fragment (the Include
 # at the end of slurm.conf overrides earlier lines), so the cluster cannot silently lack them.
@@ -31,6 +31,14 @@ CLUSTER_SETTINGS: tuple[tuple[str, str], ...] = (
     ("PreemptType", "preempt/qos"),
     ("PreemptMode", "REQUEUE"),
 )
+
+
+def usage_reset_settings(period: str) -> tuple[tuple[str, str], ...]:
+    """slurm.conf settings that make GrpTRESMins a limit per calendar period: no decay, so usage
+    falls only when PriorityUsageResetPeriod clears it (at midnight, on Sunday night or on the
+    first of the month). Fair share then weighs each account's usage since that reset too
+    (https://slurm.schedmd.com/slurm.conf.html, PriorityDecayHalfLife and PriorityUsageResetPeriod)."""
+    return (("PriorityDecayHalfLife", "0"), ("PriorityUsageResetPeriod", period))
 
 
 def plan_digest(plan: SlurmPlan) -> str:
@@ -55,6 +63,13 @@ def _preempt_order(qos: tuple[SlurmQos, ...]) -> list[SlurmQos]:
 
 def _call(*words: str | int | None) -> str:
     return " ".join(quote("" if w is None else str(w)) for w in words)
+
+
+def _limits(account: SlurmAccount) -> tuple[int | None, ...]:
+    """gg_account's optional GRP_JOBS and GRP_GPU_MINUTES arguments (none when neither is set)."""
+    if account.gpu_minutes_limit is not None:
+        return (0 if account.held else None, account.gpu_minutes_limit)
+    return (0,) if account.held else ()
 
 
 def library_text() -> str:
@@ -101,12 +116,13 @@ def render_apply_script(plan: SlurmPlan) -> str:
     lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in _preempt_order(plan.qos)]
     lines.append(_call("gg_account", plan.organisation, "root", 1))
     lines += [
-        _call("gg_account", a.name, plan.organisation, a.fairshare, _csv(a.qos), a.default_qos, *((0,) if a.held else ()))
+        _call("gg_account", a.name, plan.organisation, a.fairshare, _csv(a.qos), a.default_qos, *_limits(a))
         for a in plan.accounts
     ]
     lines += [_call("gg_user", u.name, u.account) for u in plan.users]
     lines += ["gg_remove_undeclared", "# slurm.conf settings and partitions."]
-    lines += [_call("gg_setting", key, value) for key, value in CLUSTER_SETTINGS]
+    settings = CLUSTER_SETTINGS + (usage_reset_settings(plan.usage_reset_period) if plan.usage_reset_period else ())
+    lines += [_call("gg_setting", key, value) for key, value in settings]
     lines += [
         _call("gg_partition", p.name, ",".join(p.instance_groups), _csv(p.allow_accounts), _csv(p.allow_qos))
         for p in plan.partitions

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Always fullmatch: with .match a `$` anchor accepts a trailing newline, i.e. a second shell line.
 SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")

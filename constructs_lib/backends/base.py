@@ -1,0 +1,91 @@
+"""What the library knows about one execution backend, in one frozen descriptor.
+
+Each backend module (``batch_quota_share``, ``batch_fair_share``, ``hyperpod_eks``,
+``hyperpod_slurm``) declares one :class:`Backend`; the registry (``constructs_lib.backends``)
+lists them, and the rest of the library asks the registry what a pool's backend does instead of
+comparing ``pool.backend`` with a name. Pure Python: the model, the CLI and a member's notebook
+read it without aws_cdk; the construct that deploys a pool is named here and loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+# (service, shape) whose enumeration in botocore's service model lists the instance types an API accepts.
+TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on
+CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instance groups
+EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
+MIG_PROFILES = ("sagemaker", "MIGProfileType")  # CreateComputeQuota: AcceleratorPartition.Type
+
+
+def _unchanged(deal: Any, team: Any, pool: Any) -> Any:
+    return deal
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backend:
+    """One execution backend as the library sees it."""
+
+    name: str
+    """The backend's name in the governance file and the policy document (the runtime's contract)."""
+    family: str
+    """``batch`` or ``hyperpod``: the AWS service whose rules the pool follows (team names, borrowing)."""
+    instance_types: tuple[str, str]
+    """(service, shape) whose enumeration lists the instance types a pool's capacity may name."""
+    quota_noun: str = ""
+    """What a team's quota becomes there, for messages (``Batch quota share``)."""
+    max_quota_types: int | None = None
+    """Most instance types one team's quota may name there (None: no such limit)."""
+    part_instance_quotas: bool = False
+    """Takes quotas that are not whole instances: GPUs short of an instance, vCPU, memory, MIG
+    partitions (elsewhere a quota in GPUs must be whole instances; docs/governance-file.md)."""
+    reclaim_plans: bool = False
+    """The reclaim controller plans the pool's borrowers: only there does a lending limit hold."""
+    natively_preempts: bool = True
+    """The scheduler itself takes borrowed capacity back (else only the reclaim controller does)."""
+    weighs_teams: bool = True
+    """The scheduler weighs a team by ``fair_share_weight`` when handing out idle capacity."""
+    lending_limit_caveat: str | None = None
+    """What ``validate`` and ``explain`` say about a ``lending_limit`` there (``{where}`` is filled in)."""
+    paused_caveat: str | None = None
+    """What they say about a paused team there, if pausing does not hold."""
+    grace_caveat: str | None = None
+    """What they say about a pool's ``reclaim.grace_seconds`` there, if the grace does not hold."""
+    gpu_hour_limit_caveat: str | None = None
+    """Why a team's ``gpu_hour_limit`` does not hold there (only Slurm counts a team's GPU minutes
+    against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; elsewhere no
+    service API holds a consumption limit and no controller of this library turns one into a stop
+    yet, docs/governance-file.md)."""
+    refine_deal: Callable[[Any, Any, Any], Any] = _unchanged
+    """``(deal, team, pool) -> deal``: where the backend's semantics differ from the model's."""
+    team_resources: int = 0
+    """CloudFormation resources per team per pool (``organisation/limits.py``, measured)."""
+    shared_resources: int = 0
+    """Shared resources per pool in the capacity stack (``organisation/limits.py``, measured)."""
+    reclaim_dashboard_widgets: int = 0
+    """Widgets per pool on the reclaim controller's dashboard (0: not on it)."""
+    window_feeds: tuple[str, ...] = ()
+    """The kinds of capacity-window consumer that may feed a pool of this backend (the contract's ``CONSUMER_FIELDS``)."""
+    drains_on_head_node: bool = False
+    """A window feeding the pool drains its nodes through the pool's head node (SSM), which the capacity controller needs."""
+    guards_submissions: bool = False
+    """The submission guard watches the pool's queue (quota-share queues, docs/security.md)."""
+    quota_raises: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """What the capacity controller calls to raise a quota, by the kind of window consumer fed."""
+    construct: str = ""
+    """``module:function`` that deploys one pool: ``(stack, model, pool, tenants) -> construct``."""
+    stack_attribute: str = ""
+    """The capacity stack's dictionary (pool name -> construct) the pool's construct joins."""
+
+    def build(self, stack: Any, model: Any, pool: Any, tenants: Mapping[str, Any]) -> Any:
+        """Deploy ``pool`` in ``stack``; the construct module loads only now (it imports aws_cdk)."""
+        module, _, function = self.construct.partition(":")
+        return getattr(importlib.import_module(module), function)(stack, model, pool, tenants)
+
+
+def refined(deal: Any, **changes: Any) -> Any:
+    """``deal`` with ``changes``: what a backend's ``refine_deal`` returns."""
+    return replace(deal, **changes)

@@ -1,0 +1,34 @@
+"""AWS Batch fair-share job queues on EC2 or EKS compute environments."""
+
+from __future__ import annotations
+
+from gpu_governance_runtime.contract import BATCH_FAIR_SHARE
+
+from .base import EC2, Backend, refined
+
+# AWS Batch: "There can be no more than 500 fair share identifiers active in a job queue"; each
+# team of a fair-share pool is one share identifier
+# (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
+MAX_SHARES_PER_FAIR_SHARE_QUEUE = 500
+
+
+def _never_preempts(deal, team, pool):
+    return refined(deal, in_share_preemption="no (Batch fair share never preempts)")
+
+
+BACKEND = Backend(
+    name=BATCH_FAIR_SHARE,
+    instance_types=EC2,
+    family="batch",
+    reclaim_plans=True,
+    natively_preempts=False,
+    gpu_hour_limit_caveat="a fair-share queue has no consumption limit nor a per-share state, and Batch, not the reclaim controller, starts jobs there",
+    lending_limit_caveat="{where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it",
+    paused_caveat="not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start",
+    refine_deal=_never_preempts,
+    team_resources=3,
+    shared_resources=4,
+    reclaim_dashboard_widgets=8,
+    construct="constructs_lib.batch.queues:build_fair_share_pool",
+    stack_attribute="queues",
+)

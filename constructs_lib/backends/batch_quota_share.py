@@ -1,0 +1,42 @@
+"""AWS Batch quota-share job queues for SageMaker training jobs."""
+
+from __future__ import annotations
+
+from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
+
+from .base import TRAINING, Backend
+
+MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
+MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
+# How Batch says "borrows without limit" (the governance file's "unlimited", the policy document's
+# null): https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html
+UNLIMITED_BORROW_LIMIT = -1
+
+BACKEND = Backend(
+    name=BATCH_QUOTA_SHARE,
+    instance_types=TRAINING,
+    family="batch",
+    quota_noun="Batch quota share",
+    max_quota_types=MAX_LIMITS_PER_QUOTA_SHARE,
+    # Quota-share queues assign idle capacity FIFO, the only strategy
+    # (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePolicy.html).
+    weighs_teams=False,
+    # ResourceSharingConfiguration is Strategy and BorrowLimit only
+    # (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html)
+    # and the reclaim controller only observes these queues.
+    # Batch preempts quota-share jobs itself, with no grace: a quota share's preemption setting is
+    # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
+    grace_caveat="not enforced {where}: Batch preempts quota-share jobs itself, at once, with no grace setting, and the reclaim controller "
+                 "only observes them; only `simulate` applies it",
+    gpu_hour_limit_caveat="Batch quota shares have no consumption limit (AWS Budgets only notify)",
+    lending_limit_caveat="not enforced {where}: Batch quota shares have no lending limit and the reclaim controller only observes them; "
+                         "the team lends all of its idle quota there",
+    window_feeds=(CONSUMER_SAGEMAKER_TRAINING_JOBS,),
+    team_resources=4,
+    shared_resources=5,
+    reclaim_dashboard_widgets=8,
+    guards_submissions=True,
+    quota_raises={CONSUMER_SAGEMAKER_TRAINING_JOBS: ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment")},
+    construct="constructs_lib.batch.queues:build_quota_share_pool",
+    stack_attribute="queues",
+)

@@ -1,0 +1,20 @@
+"""SageMaker HyperPod on Slurm: accounts, QoS, fair share and partitions."""
+
+from __future__ import annotations
+
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
+
+from .base import CLUSTER, Backend
+
+BACKEND = Backend(
+    name=HYPERPOD_SLURM,
+    instance_types=CLUSTER,
+    family="hyperpod",
+    reclaim_plans=True,
+    window_feeds=(CONSUMER_HYPERPOD_INSTANCE_GROUP,),
+    drains_on_head_node=True,
+    team_resources=1,
+    shared_resources=1,
+    construct="constructs_lib.slurm.construct:build_pool",
+    stack_attribute="hyperpod_slurm_clusters",
+)

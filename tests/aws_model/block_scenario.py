@@ -1,0 +1,150 @@
+"""Drive the capacity controller's requeue path for a Batch compute environment on Capacity Blocks
+over simulated days: one block a day, jobs running on its instances, the expiration warning 40
+minutes before its end (delivered late, twice, or retried by Lambda after a failed run), the
+instances terminated 30 minutes before the end (tests/aws_model/ec2.py), and the controller's
+scheduled run every 5 minutes. Each run does what ``capacity.handler.process`` does for this
+backend: ``requeue.resume`` first, then, on the warning event, ``requeue.requeue``. Faults are
+injected at every Batch, EC2, ECS and DynamoDB call. Checked after every step
+(:class:`tests.aws_model.scenario.Checks` plus the block's own rule):
+
+- no job lost: every job the controller stopped has its copy (or its requeue is still open and
+  is finished once the faults stop); a job that was running on the block otherwise ends
+  SUCCEEDED, or fails as its host did and its retry strategy brings it back;
+- none twice: never two copies of one job, never one job running twice at once;
+- a job is stopped only from ``EARLIEST_STOP_LEAD`` before the block's end: one scheduled run
+  before its instances go, so it checkpoints from the warning until then;
+- nothing changed in dry run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from gpu_governance_runtime.capacity import requeue
+from gpu_governance_runtime.capacity.ledger import Ledger
+from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
+
+from .batch import Clock, Crash, Environment, FakeBatch, Faults
+from .dynamodb import FakeDynamoDB
+from .ec2 import TERMINATION_LEAD, WARNING_LEAD, Block, FakeEc2, FakeEcs, container_instance
+from .scenario import FAULT_RATES, Checks, InvariantBroken, fault
+
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/block"
+ENVIRONMENT = "arn:aws:batch:us-east-1:111122223333:compute-environment/p5-block"
+CLUSTER = "arn:aws:ecs:us-east-1:111122223333:cluster/p5-block"
+WINDOW = "nightly-p5"
+SCHEDULE = 300.0  # the construct runs the controller every 5 minutes while a window feeds a compute environment
+BLOCK_HOURS, GAP_HOURS, INSTANCES = 22, 2, 8
+# https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html: an event whose run failed is
+# retried twice, about a minute and then two minutes later.
+EVENT_RETRY_DELAYS = (60.0, 120.0)
+# The scenario's own rule, from EC2's timing (not the controller's constant): the latest run before the instances
+# terminate is one schedule earlier, so no job needs stopping before that.
+EARLIEST_STOP_LEAD = TERMINATION_LEAD + SCHEDULE
+
+
+@dataclass
+class Report:
+    runs: int = 0
+    submitted: int = 0
+    stopped: int = 0
+    copies: int = 0
+    warnings: int = 0
+    failed_runs: int = 0
+    crashes: int = 0
+    faults: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        return (f"{self.runs} controller runs, {self.warnings} warning deliveries, {self.submitted} jobs submitted, "
+                f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.failed_runs} failed runs ({self.crashes} crashed)")
+
+
+def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = FAULT_RATES,
+        duplicate_rate: float = 0.1, late_seconds: float = 240.0) -> Report:
+    rng = random.Random(seed)
+    clock = Clock()
+    faults = Faults(lambda operation, phase: fault(rng, fault_rates, phase))
+    day = 86400.0
+    blocks = [Block(f"cr-{n:013x}", clock.now + n * day + GAP_HOURS * 3600, clock.now + n * day + (GAP_HOURS + BLOCK_HOURS) * 3600, INSTANCES)
+              for n in range(int(days) + 1)]
+    ec2 = FakeEc2(clock, blocks, faults=faults)
+    ecs = FakeEcs(ec2, cluster=CLUSTER, faults=faults)
+    batch = FakeBatch(clock, capacity={}, faults=faults, listing_lag=30.0,
+                      environments={ENVIRONMENT: Environment(CLUSTER, (QUEUE,), lambda: [container_instance(i) for i in ec2.live_instances()])})
+    dynamodb = FakeDynamoDB(faults=faults)
+    dynamodb.create_table("capacity", key="pk")
+    ledger = Ledger(client=dynamodb.client(), table_name="capacity")
+    report, checks = Report(), Checks(batch, None, dry_run)
+    events: list[tuple[float, int, Block]] = []  # (due, attempt, block): warning deliveries and Lambda's retries
+    for block in blocks:
+        first = block.end - WARNING_LEAD + rng.uniform(0, late_seconds)
+        events.append((first, 0, block))
+        if rng.random() < duplicate_rate:  # EventBridge delivers at least once: the same event again
+            events.append((first + rng.uniform(0, late_seconds), 0, block))
+    end, seen_requests = clock.now + days * day, 0
+    while clock.now < end:
+        _arrivals(rng, batch, report)
+        batch.advance(60)
+        due = sorted(e for e in events if e[0] <= clock.now)
+        for event in due:
+            events.remove(event)
+            _, attempt, block = event
+            report.warnings += 1
+            if not _run(ledger, batch, ec2, ecs, clock, report, dry_run, block) and attempt < len(EVENT_RETRY_DELAYS):
+                events.append((clock.now + EVENT_RETRY_DELAYS[attempt], attempt + 1, block))
+        if clock.now % SCHEDULE < 60:
+            _run(ledger, batch, ec2, ecs, clock, report, dry_run, None)
+        checks.step()
+        seen_requests = _check_stop_times(batch, blocks, seen_requests)
+    faults.plan = lambda operation, phase: None  # the faults stop: every open requeue must now be finished
+    for _ in range(3):
+        batch.advance(SCHEDULE)
+        _run(ledger, batch, ec2, ecs, clock, report, dry_run, None)
+    checks.final()
+    report.faults = Counter(f for _, _, f in faults.injected)
+    report.copies = sum(1 for j in batch.jobs.values() if TAG_REQUEUED_FROM in j["tags"])
+    report.stopped = sum(1 for operation, _ in batch.requests if operation == "TerminateJob")
+    return report
+
+
+def _run(ledger: Ledger, batch: FakeBatch, ec2: FakeEc2, ecs: FakeEcs, clock: Clock, report: Report, dry_run: bool, warned: Block | None) -> bool:
+    """One controller invocation; False when it failed (Lambda retries an event, the schedule comes again)."""
+    now = datetime.fromtimestamp(clock.now, UTC)
+    report.runs += 1
+    try:
+        requeue.resume(ledger=ledger, batch=batch, submit=batch, now=now)
+        if warned is not None:
+            requeue.requeue(window=WINDOW, compute_environment=ENVIRONMENT, reservation_id=warned.reservation_id,
+                            ends_at=datetime.fromtimestamp(warned.end, UTC), dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
+                            batch=batch, submit=batch, now=now)
+    except Crash:
+        report.failed_runs += 1
+        report.crashes += 1
+        return False
+    except Exception:  # noqa: BLE001 - a faulted read fails the invocation, as in Lambda
+        report.failed_runs += 1
+        return False
+    return True
+
+
+def _arrivals(rng: random.Random, batch: FakeBatch, report: Report) -> None:
+    """About one single-node job every 40 minutes, 1 to 8 hours of work, retried by Batch up to 3 attempts."""
+    if rng.random() < 60 / 2400:
+        batch.add_job(jobName=f"train-{report.submitted}", jobQueue=QUEUE, jobDefinition="arn:aws:batch:us-east-1:111122223333:job-definition/train:7",
+                      shareIdentifier="research", retryStrategy={"attempts": 3}, timeout={"attemptDurationSeconds": 86400},
+                      parameters={"work_seconds": str(int(rng.uniform(1, 8) * 3600))}, tags={"gpu-governance:team": "research"})
+        report.submitted += 1
+
+
+def _check_stop_times(batch: FakeBatch, blocks: list[Block], seen: int) -> int:
+    """A job is stopped only once its block is within EARLIEST_STOP_LEAD of its end: it had the time since the warning to checkpoint."""
+    for operation, request in batch.requests[seen:]:
+        if operation != "TerminateJob":
+            continue
+        ending = min((b for b in blocks if b.end >= request["_at"]), key=lambda b: b.end)
+        if request["_at"] < ending.end - EARLIEST_STOP_LEAD:
+            raise InvariantBroken(f"{request['jobId']} stopped {ending.end - request['_at']:.0f} s before its block's end, before the stop time")
+    return len(batch.requests)

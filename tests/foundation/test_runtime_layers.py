@@ -1,0 +1,139 @@
+"""The Lambda runtime's layers (docs/architecture.md, "The runtime's layers"), read from the source:
+contract -> common -> planners -> policy -> adapters -> handlers. A module imports only from its
+own layer or a layer below, the module graph has no cycle, and the controllers' packages meet
+only in the shared modules: ``capacity`` and ``reclaim`` never import each other. Every import
+counts, relative or absolute, inside a function or under ``if TYPE_CHECKING:``."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+RUNTIME = Path(__file__).resolve().parents[2] / "lambda" / "gpu_governance_runtime"
+
+LAYER_NAMES = ("contract", "common", "planners", "policy", "adapters", "handlers")
+# Every module's layer, by its path in the runtime package. A package's ``__init__`` sits in the
+# lowest layer of what it re-exports.
+LAYERS = {
+    "contract": ("contract.py", "__init__.py"),
+    # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, the
+    # Slurm plan and its head-node commands, request shapes, HyperPod groups, usage records, the
+    # cold-start API check, the Capacity Block market's published rules
+    "common": (
+        "common/__init__.py", "common/log.py", "common/metrics.py", "common/clients.py", "common/batch_copy.py", "common/handler.py",
+        "slurm/__init__.py", "slurm/plan.py", "slurm/render.py", "slurm/ssm.py",
+        "request_shapes.py", "hyperpod_cluster.py", "usage.py", "api_check.py",
+        "capacity/__init__.py", "capacity/market.py", "reclaim/__init__.py", "guard/__init__.py",
+    ),
+    # pure decisions: no AWS call, no clock
+    "planners": ("reclaim/planner.py", "capacity/planner.py", "guard/checks.py"),
+    # what the controllers are told: the policy document, the guarantees the capacity controller raised
+    "policy": ("policy.py", "raised_guarantees.py"),
+    # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler
+    "adapters": (
+        "reclaim/ledger.py", "reclaim/adapters.py", "reclaim/eks_usage.py", "reclaim/slurm_usage.py",
+        "capacity/ledger.py", "capacity/aws.py", "capacity/chargeback.py", "capacity/controller.py",
+        "capacity/delivery.py", "capacity/hyperpod.py", "capacity/raised.py", "capacity/requests.py",
+        "capacity/requeue.py", "capacity/rotation.py", "capacity/shares.py", "capacity/slurm_window.py",
+        "capacity/spend.py",
+    ),
+    # the Lambda entry points: settings, events, clients, one run
+    "handlers": ("reclaim/handler.py", "capacity/handler.py", "guard/handler.py", "dedicated_nodes.py"),
+}
+RANK = {module: LAYER_NAMES.index(layer) for layer, modules in LAYERS.items() for module in modules}
+# The controllers' packages. Capacity and reclaim are siblings; the guard records its actions in
+# the reclaim controller's ledger table (the same ``Ledger`` and states), so it may use that.
+CONTROLLERS = ("capacity", "reclaim", "guard")
+MAY_USE = {"guard": {"reclaim/ledger.py"}}
+
+
+def _module(path: Path) -> str:
+    return path.relative_to(RUNTIME).as_posix()
+
+
+def _resolve(dotted: str) -> str | None:
+    """The runtime file of a dotted module (``gpu_governance_runtime.x.y``), or None outside it."""
+    parts = dotted.split(".")
+    if parts[0] != "gpu_governance_runtime":
+        return None
+    inner = Path(*parts[1:]) if parts[1:] else Path()
+    if (RUNTIME / inner).with_suffix(".py").is_file() and parts[1:]:
+        return (inner.with_suffix(".py")).as_posix()
+    return (inner / "__init__.py").as_posix()
+
+
+def _imports(module: str, source: str) -> list[tuple[str, int]]:
+    """(imported runtime module, line) for every import in a runtime file, wherever it stands."""
+    package = ["gpu_governance_runtime", *Path(module).parent.parts]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            # `from .x import name`: the module x, or x.name when name is a module of package x
+            for alias in node.names:
+                candidate = _resolve(f"{target}.{alias.name}")
+                if candidate and (RUNTIME / candidate).is_file():
+                    found.append((candidate, node.lineno))
+                elif (resolved := _resolve(target)) is not None:
+                    found.append((resolved, node.lineno))
+        elif isinstance(node, ast.Import):
+            found += [(r, node.lineno) for a in node.names if (r := _resolve(a.name)) is not None]
+    return found
+
+
+def _controller(module: str) -> str | None:
+    top = module.split("/")[0]
+    return top if top in CONTROLLERS else None
+
+
+def _wrong_way(module: str, source: str) -> list[str]:
+    wrong = []
+    own = _controller(module)
+    for target, line in _imports(module, source):
+        if target == module:
+            continue
+        if RANK[target] > RANK[module]:
+            wrong.append(f"line {line}: {target} ({LAYER_NAMES[RANK[target]]}) from {LAYER_NAMES[RANK[module]]}")
+        other = _controller(target)
+        if own and other and other != own and target not in MAY_USE.get(own, ()):
+            wrong.append(f"line {line}: {target} (the {other} controller's) from the {own} controller")
+    return wrong
+
+
+SOURCES = sorted(RUNTIME.rglob("*.py"))
+
+
+def test_every_runtime_module_has_a_layer():
+    modules = {_module(p) for p in SOURCES}
+    assert modules - set(RANK) == set(), "a new runtime module needs a place in docs/architecture.md's runtime layers"
+    assert set(RANK) - modules == set(), "a layer names a module that is gone"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_module)
+def test_runtime_imports_run_one_way(path: Path):
+    assert _wrong_way(_module(path), path.read_text()) == []
+
+
+def test_the_runtime_has_no_import_cycle():
+    graph = {_module(p): {t for t, _ in _imports(_module(p), p.read_text()) if t != _module(p)} for p in SOURCES}
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as cycle:
+        pytest.fail(f"import cycle: {' -> '.join(cycle.args[1])}")
+
+
+@pytest.mark.parametrize(("module", "source"), [
+    ("policy.py", "from .reclaim.adapters import SlurmAdapter\n"),  # policy on an adapter
+    ("reclaim/planner.py", "def f():\n    from ..policy import Policy\n"),  # upward, inside a function
+    ("common/log.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..policy import Policy\n"),  # type-only upward
+    ("reclaim/handler.py", "from ..capacity import raised\n"),  # one controller on the other
+    ("capacity/spend.py", "from gpu_governance_runtime.reclaim.ledger import DONE\n"),  # the same, absolute
+    ("contract.py", "import gpu_governance_runtime.common.log\n"),
+])
+def test_the_rule_refuses_a_wrong_way_import(module: str, source: str):
+    assert _wrong_way(module, source) != []
+
