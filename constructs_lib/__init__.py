@@ -27,6 +27,7 @@ _DEFINED_IN = {
         "HyperPodInstanceGroupFeed", "TrainingJobsFeed",
     ),
     "model.policy": ("compile_policy",),
+    "model.quota": ("AcceleratorPartition", "ResourceQuota"),
     "core.acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
     "organisation.compliance": ("STANDARD_PACKS", "apply_standard_packs"),
     "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
@@ -50,6 +51,7 @@ __all__ = [
     "STANDARD_PACKS",
     "TEAM_TAG",
     "UNLIMITED",
+    "AcceleratorPartition",
     "Account",
     "BatchComputeEnvironmentFeed",
     "BatchFairSharePool",
@@ -84,6 +86,7 @@ __all__ = [
     "QuotaManagedTrainingQueue",
     "ReclaimController",
     "ReclaimTarget",
+    "ResourceQuota",
     "SharingPolicy",
     "SharingStrategy",
     "SubmissionGuard",
@@ -155,6 +158,7 @@ if TYPE_CHECKING:
     )
     from .model.loader import load_model, parse_config
     from .model.policy import compile_policy
+    from .model.quota import AcceleratorPartition, ResourceQuota
     from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
     from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
     from .organisation.guardrails import OrganisationGuardrails

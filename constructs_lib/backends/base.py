@@ -18,6 +18,7 @@ from typing import Any
 TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on
 CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instance groups
 EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
+MIG_PROFILES = ("sagemaker", "MIGProfileType")  # CreateComputeQuota: AcceleratorPartition.Type
 
 
 def _unchanged(deal: Any, team: Any, pool: Any) -> Any:
@@ -38,6 +39,9 @@ class Backend:
     """What a team's quota becomes there, for messages (``Batch quota share``)."""
     max_quota_types: int | None = None
     """Most instance types one team's quota may name there (None: no such limit)."""
+    part_instance_quotas: bool = False
+    """Takes quotas that are not whole instances: GPUs short of an instance, vCPU, memory, MIG
+    partitions (elsewhere a quota in GPUs must be whole instances; docs/governance-file.md)."""
     reclaim_plans: bool = False
     """The reclaim controller plans the pool's borrowers: only there does a lending limit hold."""
     natively_preempts: bool = True

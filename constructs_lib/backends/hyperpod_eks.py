@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, SharingStrategy
 
 from .base import CLUSTER, Backend, refined
 
 MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
+
+
+def compute_quota_resource(instance_type: str, entry: Any) -> dict:
+    """One ``ComputeQuotaResourceConfig`` of a HyperPod EKS compute quota from a team's quota entry
+    (a count of instances or a ``model.quota.ResourceQuota``), in the declared unit:
+    ``Count`` for instances, else ``Accelerators`` / ``AcceleratorPartition`` with ``VCpu`` and
+    ``MemoryInGiB`` when declared (SageMaker derives them otherwise). Property names as CloudFormation's
+    AWS::SageMaker::ComputeQuota takes them (cfn-lint's schema; botocore's ComputeQuotaResourceConfig)."""
+    if isinstance(entry, int) or entry.instances is not None:
+        return {"InstanceType": instance_type, "Count": entry if isinstance(entry, int) else entry.instances}
+    resource: dict = {"InstanceType": instance_type}
+    if entry.accelerators is not None:
+        resource["Accelerators"] = entry.accelerators
+    if entry.accelerator_partition is not None:
+        resource["AcceleratorPartition"] = {"Type": entry.accelerator_partition.type, "Count": entry.accelerator_partition.count}
+    if entry.vcpu is not None:
+        resource["VCpu"] = entry.vcpu
+    if entry.memory_gib is not None:
+        resource["MemoryInGiB"] = entry.memory_gib
+    return resource
+
+
+def absolute_borrow_limits(entries: Mapping[str, Any]) -> list[dict]:
+    """``ResourceSharingConfig.AbsoluteBorrowLimits``: GPUs per instance type, for the types that declare one."""
+    return [{"InstanceType": t, "Accelerators": e.borrow_accelerators} for t, e in sorted(entries.items())
+            if not isinstance(e, int) and e.borrow_accelerators is not None]
 
 
 def _task_governance(deal, team, pool):
@@ -27,6 +56,9 @@ BACKEND = Backend(
     family="hyperpod",
     quota_noun="HyperPod compute quota",
     max_quota_types=MAX_HYPERPOD_QUOTA_RESOURCES,
+    # ComputeQuotaResourceConfig takes Accelerators, VCpu, MemoryInGiB and AcceleratorPartition
+    # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaResourceConfig.html).
+    part_instance_quotas=True,
     # ResourceSharingConfig is Strategy, BorrowLimit and AbsoluteBorrowLimits only
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html)
     # and Kueue, not the reclaim controller, reclaims there.

@@ -26,6 +26,7 @@ from constructs_lib.model import (
     Team,
     check_pool_teams,
 )
+from constructs_lib.model.quota import instance_quota
 from constructs_lib.tenancy import TeamTenancy
 from gpu_governance_runtime import contract
 
@@ -247,7 +248,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
                 f"Share{team.name}",
                 quota_share_name=team.name,
                 job_queue=self.job_queue.attr_job_queue_arn,
-                capacity_limits=limits(team.quotas[pool.name]),
+                capacity_limits=limits(instance_quota(team, pool)),
                 resource_sharing_configuration=sharing_config,
                 preemption_configuration={
                     "inSharePreemption": "ENABLED" if sharing.in_share_preemption else "DISABLED"

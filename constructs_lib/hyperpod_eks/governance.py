@@ -26,6 +26,7 @@ from aws_cdk import (
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
+from constructs_lib.backends.hyperpod_eks import absolute_borrow_limits, compute_quota_resource
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -67,6 +68,10 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     resource_sharing: dict = {"Strategy": HYPERPOD_SHARING_STRATEGY[sharing.strategy]}
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         resource_sharing["BorrowLimit"] = sharing.borrow_percent
+        # GPUs borrowed at most per instance type, whatever the percent says
+        # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html).
+        if absolute := absolute_borrow_limits(team.quotas[pool.name]):
+            resource_sharing["AbsoluteBorrowLimits"] = absolute
     return {
         "Name": team.name,
         "ClusterArn": pool.cluster_arn,
@@ -76,7 +81,7 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
         "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
         "ComputeQuotaConfig": {
             "ComputeQuotaResources": [
-                {"InstanceType": instance_type, "Count": count} for instance_type, count in sorted(team.quotas[pool.name].items())
+                compute_quota_resource(instance_type, entry) for instance_type, entry in sorted(team.quotas[pool.name].items())
             ],
             "ResourceSharingConfig": resource_sharing,
             "PreemptTeamTasks": "LowerPriority" if sharing.in_share_preemption else "Never",

@@ -22,6 +22,7 @@ from constructs_lib.model import (
     team_key_alias,
     team_role_arn,
 )
+from constructs_lib.model.quota import instance_quota
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE,
     BATCH_QUOTA_SHARE,
@@ -70,7 +71,7 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "secrets_prefix": secrets_prefix(model.organisation, team.name),
         "team_tag": {TAG_TEAM: team.name},
         "submission_tags": submission_tags(team.name, team.cost_centre),
-        "quota": dict(team.quotas[pool.name]),
+        "quota": instance_quota(team, pool),
         "state": "paused" if team.paused else "active",
         # why a job may wait although capacity is free (docs/governance-file.md, GPU-hour limits)
         "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value,

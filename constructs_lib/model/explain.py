@@ -6,6 +6,14 @@ from dataclasses import dataclass, replace
 
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
+from constructs_lib.model.quota import (
+    ResourceQuota,
+    borrow_instances,
+    declared,
+    gpus_of,
+    instance_quota,
+    whole_instances,
+)
 from gpu_governance_runtime.contract import lendable
 
 
@@ -28,6 +36,25 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
 
 
+def _most_with_borrowing(team: Team, pool: AnyPool) -> str:
+    """Per instance type, the most the team may hold, in the unit its quota is declared in: GPUs
+    for a GPU quota, instances otherwise. An unlimited borrower (ceiling None) and every other is
+    bounded by what the pool holds; an absolute limit replaces the percent for its type."""
+    sharing, absolute = team.sharing, borrow_instances(team, pool)
+    shown = {}
+    for t, entry in team.quotas[pool.name].items():
+        gpus = gpus_of(pool, t)
+        if isinstance(entry, ResourceQuota) and entry.accelerators is not None and gpus:
+            borrowed = (entry.borrow_accelerators if entry.borrow_accelerators is not None
+                        else (sharing.borrow_ceiling(entry.accelerators) or pool.capacity[t] * gpus) - entry.accelerators)
+            shown[t] = f"{min(entry.accelerators + borrowed, pool.capacity[t] * gpus)} GPUs" if sharing.borrows else f"{entry.accelerators} GPUs"
+            continue
+        count = whole_instances(entry, gpus)
+        ceiling = count + absolute[t] if t in absolute and sharing.borrows else sharing.borrow_ceiling(count)
+        shown[t] = min(ceiling or pool.capacity[t], pool.capacity[t])
+    return _counts(shown)
+
+
 def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
     """The team's GPU-hour limit as explain and audit show it, saying where it is not enforced."""
     limit = team.gpu_hour_limit
@@ -38,10 +65,9 @@ def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
 
 
 def deal(team: Team, pool: AnyPool) -> Deal:
-    quota = team.quotas[pool.name]
     sharing = team.sharing
-    # An unlimited borrower (ceiling None) and every other is bounded by what the pool holds.
-    ceiling = {t: min(sharing.borrow_ceiling(n) or pool.capacity[t], pool.capacity[t]) for t, n in quota.items()}
+    max_with_borrowing = _most_with_borrowing(team, pool)
+    quota = instance_quota(team, pool)
     backend = backend_of(pool)
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.lends and sharing.lending_limit is not None:
@@ -56,8 +82,8 @@ def deal(team: Team, pool: AnyPool) -> Deal:
         team=team.name,
         pool=pool.name,
         backend=pool.backend,
-        guaranteed=_counts(dict(quota)),
-        max_with_borrowing=_counts(ceiling),
+        guaranteed=declared(team.quotas[pool.name]),
+        max_with_borrowing=max_with_borrowing,
         lends_idle=lends_idle,
         reclaimable=reclaimable,
         in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
@@ -110,6 +136,11 @@ def caveats(model: GovernanceModel) -> list[str]:
             backend = backend_of(pool)
             if team.sharing.lending_limit is not None and backend.lending_limit_caveat:
                 lines.append(f"teams[{index}].sharing.lending_limit: {backend.lending_limit_caveat.format(where=where)}")
+            for instance_type, entry in team.quotas[pool_name].items():
+                gpus = gpus_of(pool, instance_type)
+                if isinstance(entry, ResourceQuota) and entry.instances is None and (entry.accelerators is None or not gpus or entry.accelerators % gpus):
+                    lines.append(f"teams[{index}].quotas.{pool_name}.{instance_type}: {entry.declared()} is not whole instances: task governance enforces it {where}; "
+                                 f"the reclaim controller's policy and `simulate` count the {whole_instances(entry, gpus)} whole instances it covers")
             if team.gpu_hour_limit and backend.gpu_hour_limit_caveat:
                 lines.append(f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit")
             elif team.gpu_hour_limit and len(team.quotas) > 1:

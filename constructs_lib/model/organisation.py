@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import MIG_PROFILES
 from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
 from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -69,7 +70,8 @@ from .base import (
     team_name_scopes,
 )
 from .capacity import CapacityWindow, check_windows
-from .instance_types import check_instance_types
+from .instance_types import check_instance_types, known
+from .quota import QuotaEntry, ResourceQuota, gpus_of, whole_instances
 from .slurm import slurm_problems
 
 # --- sharing ----------------------------------------------------------------------------------
@@ -251,7 +253,8 @@ class Team(_Frozen):
     """A team: where it lives, who acts for it, how much it is guaranteed and how it shares.
 
     Give a ``preset`` (background, steady, critical) and override what you need in ``sharing``,
-    or give ``sharing`` in full. ``quotas`` maps a pool name to ``{instance type: count}``.
+    or give ``sharing`` in full. ``quotas`` maps a pool name to ``{instance type: count}`` or
+    ``{instance type: {accelerators: N, ...}}`` (:class:`ResourceQuota`).
     ``fair_share_weight`` (1-100, higher gets more) orders borrowers and fair-share queues.
     """
 
@@ -270,7 +273,10 @@ class Team(_Frozen):
     permission_sets: tuple[PermissionSetMember, ...] = Field(
         default=(), description="IAM Identity Center permission sets whose users act for the team, each in its account"
     )
-    quotas: dict[str, dict[str, Count]] = Field(default_factory=dict)
+    quotas: dict[str, dict[str, QuotaEntry]] = Field(
+        default_factory=dict, description="Pool name -> {instance type: instances, or {instances|accelerators|accelerator_partition: N, "
+        "vcpu, memory_gib, borrow_accelerators}} (docs/governance-file.md, Quotas in GPUs)",
+    )
     kubernetes: dict[str, KubernetesTenancy] = Field(
         default_factory=dict, description="HyperPod EKS pool name -> the team's extra settings on that cluster"
     )
@@ -738,6 +744,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
+    problems += _raised_part_instance_quotas(model)
     if not problems:  # the Slurm names are derived from a model whose references hold
         for pool in model.pools:
             if pool.backend == HYPERPOD_SLURM:
@@ -748,6 +755,26 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += check_projects(model)
     problems += check_principals(model)
     problems += check_alert_topics(model)
+    return problems
+
+
+def _raised_part_instance_quotas(model: GovernanceModel) -> list[Problem]:
+    """The capacity controller raises a HyperPod EKS compute quota by rewriting its resources as
+    instance counts (gpu_governance_runtime/capacity/shares.py): a team whose quota there is in GPUs,
+    vCPU, memory or MIG partitions would lose it while its window runs."""
+    problems = []
+    teams = {team.name: index for index, team in enumerate(model.teams)}
+    pools = {pool.name: pool for pool in model.pools}
+    for window in model.capacity_windows:
+        pool = pools.get(getattr(window.feeds, "pool", None) or "")
+        if pool is None or not backend_of(pool).part_instance_quotas or window.team not in teams:
+            continue
+        team = model.teams[teams[window.team]]
+        for instance_type, entry in team.quotas.get(pool.name, {}).items():
+            if isinstance(entry, ResourceQuota) and entry.instances is None:
+                problems.append(Problem(path=f"teams[{teams[window.team]}].quotas.{pool.name}.{instance_type}",
+                                        wrong=f"capacity window {window.name} raises this compute quota in whole instances, which would replace it",
+                                        value=entry.declared(), allowed="instances: N while a capacity window feeds the team on this pool"))
     return problems
 
 
@@ -902,6 +929,7 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
         for instance_type in quota:
             if instance_type not in pool.capacity:
                 problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type, allowed=f"one of {sorted(pool.capacity)}"))
+        problems += _quota_unit_problems(pool, team, quota, qpath)
         backend = backend_of(pool)
         if backend.max_quota_types is not None and len(quota) > backend.max_quota_types:
             problems.append(Problem(path=qpath, wrong=f"too many instance types for one {backend.quota_noun}", value=len(quota), allowed=f"at most {backend.max_quota_types}"))
@@ -924,7 +952,16 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
         problems.append(Problem(path=pool_path, wrong=f"too many teams (fair-share identifiers) on pool {pool.name}'s Batch job queue", value=len(teams),
                                 allowed=f"at most {MAX_SHARES_PER_FAIR_SHARE_QUEUE} (AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools"))
     for instance_type, capacity in pool.capacity.items():
-        guaranteed = sum(t.quotas.get(pool.name, {}).get(instance_type, 0) for _, t in teams)
+        entries = [t.quotas[pool.name][instance_type] for _, t in teams if instance_type in t.quotas.get(pool.name, {})]
+        gpus = gpus_of(pool, instance_type)
+        if gpus and any(isinstance(e, ResourceQuota) and e.accelerators is not None for e in entries):
+            # Part-instance GPU quotas (HyperPod EKS) add up in GPUs, as task governance counts them.
+            guaranteed = sum(e.accelerators if isinstance(e, ResourceQuota) and e.accelerators is not None else whole_instances(e, gpus) * gpus for e in entries)
+            if guaranteed > capacity * gpus:
+                problems.append(Problem(path=f"{pool_path}.capacity.{instance_type}", wrong=f"teams are guaranteed {guaranteed} GPUs but the pool has "
+                                        f"{capacity * gpus} ({gpus} per instance)", value=capacity, allowed=f"at least {-(-guaranteed // gpus)}, or smaller team quotas"))
+            continue
+        guaranteed = sum(whole_instances(e, gpus) for e in entries)
         if guaranteed > capacity:
             problems.append(Problem(
                 path=f"{pool_path}.capacity.{instance_type}",
@@ -933,6 +970,44 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                 allowed=f"at least {guaranteed}, or smaller team quotas",
             ))
     return problems
+
+
+def _quota_unit_problems(pool: AnyPool, team: Team, quota: Mapping[str, QuotaEntry], qpath: str) -> list[Problem]:
+    """What a backend cannot express of a quota declared in GPUs, vCPU, memory or MIG partitions, or
+    of an absolute borrow limit. HyperPod EKS takes them all (ComputeQuotaResourceConfig,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaResourceConfig.html); a
+    Batch capacity limit counts instances of a type and its borrowLimit is a percent only
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html);
+    Slurm quotas here are whole instance groups, its borrow QoS caps GPUs (GrpTRES=gres/gpu)."""
+    problems: list[Problem] = []
+    part_instance = backend_of(pool).part_instance_quotas
+    for instance_type, entry in quota.items():
+        if not isinstance(entry, ResourceQuota) or instance_type not in pool.capacity:
+            continue
+        path, gpus = f"{qpath}.{instance_type}", gpus_of(pool, instance_type)
+        if entry.part_instance and not part_instance:
+            problems.append(Problem(path=path, wrong=f"a {pool.backend} pool takes no vcpu, memory_gib or accelerator_partition", value=entry.declared(),
+                                    allowed="instances or accelerators; part-instance resources only on hyperpod_eks pools"))
+        partition = entry.accelerator_partition
+        if partition is not None and partition.type not in known(MIG_PROFILES):
+            problems.append(Problem(path=f"{path}.accelerator_partition.type", wrong="not a MIG profile SageMaker knows", value=partition.type,
+                                    allowed=f"one of {sorted(known(MIG_PROFILES))}"))
+        for field, amount in (("accelerators", entry.accelerators), ("borrow_accelerators", entry.borrow_accelerators)):
+            if amount is None:
+                continue
+            if not gpus:
+                problems.append(Problem(path=f"{path}.{field}", wrong=f"the pool declares no gpus_per_instance for {instance_type}" if hasattr(pool, "gpus_per_instance")
+                                        else f"a {pool.backend} pool counts whole instances (its capacity unit is the instance type)",
+                                        value=amount, allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}" if hasattr(pool, "gpus_per_instance")
+                                        else "instances: N"))
+            elif amount % gpus and not part_instance:
+                problems.append(Problem(path=f"{path}.{field}", wrong=f"not whole {instance_type} instances ({gpus} GPUs each), which a {pool.backend} pool counts",
+                                        value=amount, allowed=f"a multiple of {gpus}, e.g. {amount - amount % gpus or gpus} or {amount - amount % gpus + gpus}"))
+        if entry.borrow_accelerators is not None and team.sharing.strategy is not SharingStrategy.LEND_AND_BORROW:
+            problems.append(Problem(path=f"{path}.borrow_accelerators", wrong=f"only lend_and_borrow teams borrow, not {team.sharing.strategy.value}",
+                                    value=entry.borrow_accelerators, allowed="drop it, or sharing.strategy lend_and_borrow"))
+    return problems
+
 
 
 def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: str = "names must be unique") -> None:

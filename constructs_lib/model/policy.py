@@ -11,6 +11,7 @@ from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, Team
+from constructs_lib.model.quota import borrow_instances, instance_quota
 from gpu_governance_runtime.contract import POLICY_VERSION
 
 
@@ -18,10 +19,14 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
     sharing = team.sharing
     return {
         "name": team.name,
-        "quota": dict(team.quotas[pool.name]),
+        # The one translation of a quota into whole instances (GPUs / GPUs per instance): the reclaim
+        # planner, the capacity controller and `simulate` all read this.
+        "quota": instance_quota(team, pool),
         "strategy": sharing.strategy.value,
         # null means unlimited for lend_and_borrow and "does not borrow" otherwise
         "borrow_limit": sharing.borrow_percent,
+        # {instance type: instances borrowed at most}, overriding the percent for those types
+        "borrow_limit_instances": borrow_instances(team, pool),
         "in_share_preemption": sharing.in_share_preemption,
         "fair_share_weight": team.fair_share_weight,
         # null: lends all its idle quota (as its strategy allows). A lending limit holds only where the

@@ -33,6 +33,7 @@ from gpu_governance_runtime.slurm import (
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
 from .base import SAGEMAKER_NAME_PATTERN, OrganisationView
+from .quota import borrow_instances, instance_quota
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -131,10 +132,10 @@ def hyperpod_instance_groups(model: OrganisationView, pool_name: str) -> tuple[I
     pool = _slurm_pool(model, pool_name)
     groups = []
     for team in model.teams_in(pool.name):
-        for instance_type, count in sorted(team.quotas[pool.name].items()):
+        for instance_type, count in sorted(instance_quota(team, pool).items()):
             groups.append(InstanceGroup(name=instance_group_name(team.name, instance_type), instance_type=instance_type, count=count, owner=team.name))
     for instance_type, capacity in sorted(pool.capacity.items()):
-        assigned = sum(t.quotas[pool.name].get(instance_type, 0) for t in model.teams_in(pool.name))
+        assigned = sum(instance_quota(t, pool).get(instance_type, 0) for t in model.teams_in(pool.name))
         if capacity > assigned:
             groups.append(InstanceGroup(name=instance_group_name(UNASSIGNED_OWNER, instance_type), instance_type=instance_type, count=capacity - assigned, owner=UNASSIGNED_OWNER))
     return tuple(groups)
@@ -259,11 +260,13 @@ def _team(teams: tuple[Any, ...], name: str) -> Any:
 
 
 def _borrow_gpus(team: Any, pool: Any) -> int | None:
-    """GPUs a team may hold on borrowed nodes: its borrow limit, per instance type, in GPUs."""
+    """GPUs a team may hold on borrowed nodes: per instance type its absolute limit
+    (``borrow_accelerators``, natively GPUs as GrpTRES counts them) or else its percent, in GPUs."""
     if team.sharing.borrows_without_limit:
         return None
-    quota = team.quotas[pool.name]
-    return sum((team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t] for t, count in quota.items())
+    absolute = borrow_instances(team, pool)
+    return sum((absolute[t] if t in absolute else team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t]
+               for t, count in instance_quota(team, pool).items())
 
 
 def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:

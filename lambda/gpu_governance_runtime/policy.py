@@ -215,6 +215,7 @@ class _Reader:
             fair_share_weight=self.count(data.get("fair_share_weight", 10), f"{path}.fair_share_weight", 1),
             lending_limit=lending_limit if isinstance(lending_limit, int) and not isinstance(lending_limit, bool) else None,
             paused=paused is True,
+            borrow_limit_instances=self.counts(data.get("borrow_limit_instances", {}), f"{path}.borrow_limit_instances", 0),
         )
 
     def window(self, data: dict, path: str) -> Window | None:

@@ -24,6 +24,7 @@ from constructs_lib.model import UNLIMITED, AnyPool, GovernanceModel  # noqa: E4
 from constructs_lib.model.capacity import Feed  # noqa: E402
 from constructs_lib.model.loader import default_config_text, load_model  # noqa: E402
 from constructs_lib.model.policy import compile_policy, policy_json  # noqa: E402
+from constructs_lib.model.quota import borrow_instances, instance_quota  # noqa: E402
 from gpu_governance_runtime import contract  # noqa: E402
 from gpu_governance_runtime.capacity import handler as capacity_handler  # noqa: E402
 from gpu_governance_runtime.policy import PolicyError, parse_policy, policy_path, read_policy  # noqa: E402
@@ -94,12 +95,14 @@ def test_each_backend_reads_back_as_the_model_declares_it(backend, model, policy
         for share, team in zip(read.shares, teams, strict=True):
             sharing = team.sharing
             assert share.strategy is sharing.strategy  # one enum on both sides, not two that agree
-            assert share.quota == dict(team.quotas[declared.name])
+            assert share.quota == instance_quota(team, declared)  # the one translation into whole instances
+            assert share.borrow_limit_instances == borrow_instances(team, declared)
             assert share.borrow_limit == (None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit)
             assert (share.in_share_preemption, share.fair_share_weight) == (sharing.in_share_preemption, team.fair_share_weight)
             for instance_type, quota in share.quota.items():
                 capacity = declared.capacity[instance_type]
-                ceiling = sharing.borrow_ceiling(quota)
+                absolute = share.borrow_limit_instances.get(instance_type)
+                ceiling = sharing.borrow_ceiling(quota) if absolute is None else quota + absolute
                 expected = capacity if ceiling is None else min(capacity, ceiling) if sharing.borrows else quota
                 assert share.ceiling(instance_type, capacity) == expected
 

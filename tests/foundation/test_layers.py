@@ -28,7 +28,7 @@ LAYERS = (
     ("cli",),
 )
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
-MODEL_ORDER = ("base", "instance_types", ("capacity", "slurm"), "organisation", ("loader", "policy"), ("explain", "edit"))
+MODEL_ORDER = ("base", ("instance_types", "quota"), ("capacity", "slurm"), "organisation", ("loader", "policy"), ("explain", "edit"))
 MODEL_RANK = {m: r for r, ms in enumerate(MODEL_ORDER) for m in ((ms,) if isinstance(ms, str) else ms)}
 
 

@@ -76,7 +76,8 @@ def test_explain_shows_hyperpod_preemption_and_dontlend_semantics():
     assert by_team["production"].lends_idle.startswith("no (DontLend")
     assert by_team["training"].in_share_preemption == "no (PreemptTeamTasks Never)"
     assert by_team["research"].in_share_preemption.endswith("(PreemptTeamTasks LowerPriority)")
-    assert by_team["research"].max_with_borrowing == "4 x ml.g6e.48xlarge, 4 x ml.p5.48xlarge"
+    # the reference declares research's p5 quota in GPUs (12, borrowing at most 8 more)
+    assert by_team["research"].max_with_borrowing == "4 x ml.g6e.48xlarge, 20 GPUs x ml.p5.48xlarge"
 
 
 def test_explain_shows_no_borrowing_when_the_cluster_shares_no_idle_compute():
@@ -85,6 +86,8 @@ def test_explain_shows_no_borrowing_when_the_cluster_shares_no_idle_compute():
     model = GovernanceModel.from_dict(data)
     research = deal(next(t for t in model.teams if t.name == "research"), model.pool("hyperpod-eks"))
     assert research.max_with_borrowing == research.guaranteed
+    # in the unit the quota is declared in (the reference declares research's p5 quota in GPUs)
+    assert research.guaranteed == "2 x ml.g6e.48xlarge, 12 GPUs x ml.p5.48xlarge"
     assert research.lends_idle == research.reclaimable == "no (idle resource sharing off on the cluster)"
 
 

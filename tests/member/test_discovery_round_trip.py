@@ -10,6 +10,7 @@ import pytest
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, team_setup
 from constructs_lib.member.discovery import describe
+from constructs_lib.model.quota import instance_quota
 
 from .conftest import BUCKET, KEY
 
@@ -29,7 +30,7 @@ def test_every_published_document_reads_as_the_offline_setup(model):
                 with pytest.raises(GovernanceError, match="^pool: not a pool of team"):
                     team_setup(model, team.name, pool=pool)
             assert (read.team, read.pool, read.bucket, read.kms_key_arn) == (team.name, pool, BUCKET, KEY)
-            assert read.quota == team.quotas[pool]
+            assert read.quota == instance_quota(team, model.pool(pool))
             checked.add(model.pool(pool).backend)
     assert checked >= set(MEMBER_BACKENDS.values())
 

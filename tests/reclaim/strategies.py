@@ -44,6 +44,9 @@ def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[in
                 fair_share_weight=draw(st.integers(1, 100)),
                 lending_limit=None if strategy is Strategy.RESERVE else draw(st.none() | st.integers(0, 100)),
                 paused=paused and draw(st.sampled_from((False, False, False, True))),
+                # an absolute borrow limit (declared in GPUs) on some of a borrower's types
+                borrow_limit_instances={t: draw(st.integers(0, 6)) for t in types if draw(st.booleans())}
+                if strategy is Strategy.LEND_AND_BORROW else {},
             )
         )
     usage = {(s.name, t): 0 for s in shares for t in types}

@@ -273,3 +273,17 @@ def test_no_team_lends_beyond_its_lending_limit(state):
     for row in share_usage(apply_plan(state, plan)):
         share = shares[row.share]
         assert row.lent <= lendable(share.strategy, row.guaranteed, share.lending_limit), row
+
+
+@PROPERTY_SETTINGS
+@given(pool_states())
+def test_no_share_borrows_beyond_its_absolute_borrow_limit(state):
+    """Whatever its percent says: a planned start never takes a share beyond its quota plus its
+    absolute borrow limit of that type (the limit a quota in GPUs declares, issue 28)."""
+    plan = plan_tick(state, UNCAPPED)
+    after, started = apply_plan(state, plan), {s.job_id for s in plan.starts}
+    for share in after.shares:
+        for instance_type, absolute in share.borrow_limit_instances.items():
+            held = sum(j.count for j in after.running if j.share == share.name and j.instance_type == instance_type)
+            if any(j.job_id in started for j in after.running if j.share == share.name and j.instance_type == instance_type):
+                assert held <= share.quota.get(instance_type, 0) + absolute, (share.name, instance_type, held)

@@ -58,7 +58,9 @@ from ..contract import DEFAULT_REBORROW_BACKOFF_S, SharingStrategy as Strategy, 
 class Share:
     """A team's share of one pool. ``borrow_limit`` is a percent of the quota the share may
     borrow on top; None with ``lend_and_borrow`` means unlimited. ``lending_limit`` is the percent
-    of its quota it lends at most (None: all of it); ``paused``: none of its pending jobs starts."""
+    of its quota it lends at most (None: all of it); ``paused``: none of its pending jobs starts.
+    ``borrow_limit_instances`` caps what it borrows per instance type in instances (an absolute
+    borrow limit, declared in GPUs), replacing the percent for those types."""
 
     name: str
     quota: Mapping[str, int]
@@ -68,6 +70,7 @@ class Share:
     fair_share_weight: int = 10
     lending_limit: int | None = None
     paused: bool = False
+    borrow_limit_instances: Mapping[str, int] = field(default_factory=dict)
 
     def held_idle(self, instance_type: str, in_use: int) -> int:
         """Instances of the share's idle quota never lent: a reserve share's whole idle quota, a
@@ -77,7 +80,11 @@ class Share:
 
     def ceiling(self, instance_type: str, capacity: int) -> int:
         """Most instances of ``instance_type`` the share may hold at once."""
-        ceiling = borrow_ceiling(self.strategy, self.quota.get(instance_type, 0), self.borrow_limit)
+        quota = self.quota.get(instance_type, 0)
+        absolute = self.borrow_limit_instances.get(instance_type)
+        if absolute is not None and self.strategy is Strategy.LEND_AND_BORROW:
+            return min(capacity, quota + absolute)
+        ceiling = borrow_ceiling(self.strategy, quota, self.borrow_limit)
         if ceiling is None:
             return capacity
         # Borrowing stops at the pool's size; a quota is taken as given.
