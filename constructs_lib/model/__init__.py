@@ -31,8 +31,8 @@ from .organisation import (
     DataZoneDomainId, DataZoneDomainUnitId, DataZoneId, DomainUnitGrant, DomainUnitGrantPolicy, DomainUnitName,
     EcrRepositoryArn, ExemptPrincipalArn, GovernanceModel, Guardrails, HyperPodEksPool, HyperPodSlurmPool,
     KubernetesTenancy, NewDomainUnit, OrganisationTargetId, PodSecurityLevel, Pool, Preset, PriorityClass, Project,
-    ProjectName, PermissionSetMember, SlurmHeadNode, ReclaimSettings, SharingPolicy, TagEnforcedFor, Team, UnifiedStudio, check_alert_topics, check_exemptions,
-    check_organisation, check_pool_teams, check_principals, check_projects, members_in_account,
+    ProjectName, PermissionSetMember, SlurmHeadNode, ReclaimSettings, SharingPolicy, TagEnforcedFor, Team, TeamGroup, UnifiedStudio, check_alert_topics, check_exemptions,
+    check_groups, check_organisation, check_pool_teams, check_principals, check_projects, members_in_account,
 )
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
     "PriorityClass", "Project", "ProjectName", "QueueName", "ReclaimSettings", "Region", "SageMakerInstanceType", "SharingPolicy",
     "SharingStrategy", "TagEnforcedFor", "Team", "TeamName", "UnifiedStudio", "UsdAmount", "account_of",
     "check_alert_topics", "check_exemptions", "check_organisation", "check_pool_teams", "check_principals",
-    "check_projects", "governance_error_from", "library_role", "members_in_account", "project_role", "repository_name",
+    "TeamGroup", "check_groups", "check_projects", "governance_error_from", "library_role", "members_in_account", "project_role", "repository_name",
     "secrets_prefix", "team_key_alias", "team_role_arn", "aws_partition", "identity_center_role_patterns",
     "is_arn_pattern", "submission_policy_name", "PermissionSetName", "PermissionSetMember", "SlurmHeadNode",
     "BATCH_TRAINING_JOB_PREFIX", "scopes_overlap", "team_name_scopes", "training_job_name_patterns",

@@ -17,7 +17,7 @@ from typing import Any
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 from constructs_lib.hyperpod_eks import kubernetes
-from constructs_lib.model.explain import deal
+from constructs_lib.model.explain import deal, group_place
 from constructs_lib.model import (
     POD_ROLE_SUFFIX, SUBMISSION_ROLE_SUFFIX, TRAINING_ROLE_SUFFIX, GovernanceModel, Team, account_of, members_in_account,
     aws_partition, project_role, submission_policy_name, team_key_alias, team_role_arn,
@@ -150,6 +150,9 @@ def _workload(model: GovernanceModel, team: Team) -> list[Access]:
     for pool in (model.pool(name) for name in team.quotas):
         terms = deal(team, pool)
         share = f"guaranteed {terms.guaranteed}, at most {terms.max_with_borrowing}; idle lent: {terms.lends_idle}; priority classes {priorities}"
+        place = group_place(model, team, pool.name)
+        if place != "-":
+            share += f"; in group {place}"
         if team.paused:
             share = f"nothing new while the team is paused ({share})"
         if pool.backend == BATCH_QUOTA_SHARE:
