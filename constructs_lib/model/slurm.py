@@ -21,6 +21,7 @@ from gpu_governance_runtime.slurm import (
     DataPath,
     PosixGroup,
     SlurmAccount,
+    SlurmGroupAccount,
     SlurmPartition,
     SlurmPlan,
     SlurmQos,
@@ -186,6 +187,8 @@ def _build_slurm_plan(model: GovernanceModel, pool_name: str, data_root: str) ->
     lent_groups = [g.name for g in groups if g.owner == UNASSIGNED_OWNER or _team(teams, g.owner).sharing.lends]
     qos, accounts, users, partitions, posix_groups, data_paths = [], [], [], [], [], []
     gids = team_gids(model)
+    group_accounts = _group_accounts(model, pool, teams)
+    group_of = {team: g.name for g in model.groups if g.name in {a.name for a in group_accounts} for team in g.teams}
     for team in teams:
         own_qos = [class_qos_name(team.name, c.name) for c in classes]
         for index, priority_class in enumerate(classes):
@@ -196,10 +199,15 @@ def _build_slurm_plan(model: GovernanceModel, pool_name: str, data_root: str) ->
             qos.append(SlurmQos(name=own_qos[index], priority=priority_class.weight, preempts=tuple(preempts)))
         account_qos = list(own_qos)
         if team.sharing.borrows:
-            qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=_borrow_gpus(team, pool)))
+            borrow_gpus = _borrow_gpus(team, pool)
+            if team.name in group_of:  # the group's GrpTRES must still count these jobs (SlurmQos.account_gpus)
+                qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, account_gpus=borrow_gpus))
+            else:
+                qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=borrow_gpus))
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
-        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused))
+        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused,
+                                     parent=group_of.get(team.name)))
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
         users += [SlurmUser(name=member, account=team.name) for member in members]
         partitions.append(SlurmPartition(
@@ -231,6 +239,19 @@ def _build_slurm_plan(model: GovernanceModel, pool_name: str, data_root: str) ->
         partitions=tuple(partitions),
         groups=tuple(posix_groups),
         data_paths=tuple(data_paths),
+        group_accounts=group_accounts,
+    )
+
+
+def _group_accounts(model: GovernanceModel, pool: HyperPodSlurmPool, teams: tuple[Team, ...]) -> tuple[SlurmGroupAccount, ...]:
+    """A parent account per group with a quota in the pool, capped at that quota in GPUs. Its share
+    among its siblings is its teams' weights together, so grouping teams moves no share between them
+    and the rest."""
+    weights = {t.name: t.fair_share_weight for t in teams}
+    return tuple(
+        SlurmGroupAccount(name=g.name, fairshare=max(1, sum(weights.get(n, 0) for n in g.teams)),
+                          grp_gpus=sum(count * pool.gpus_per_instance[t] for t, count in g.quotas[pool.name].items()))
+        for g in model.groups if pool.name in g.quotas
     )
 
 
@@ -287,8 +308,11 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     if model.organisation == SLURM_ROOT_ACCOUNT:
         problems.append(Problem(path="organisation", wrong="Slurm's root account", value=model.organisation, allowed=f"any name but {SLURM_ROOT_ACCOUNT!r} on Slurm"))
     team_index = {t.name: i for i, t in enumerate(model.teams)}
-    # Every team is an account beside the others, under the organisation's account under root.
+    # Every team is an account beside the others, under its group's or the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
+    for index, group in enumerate(model.groups):
+        if pool.name in group.quotas and group.name in owners:
+            problems.append(Problem(path=f"groups[{index}].name", wrong="reserved on Slurm", value=group.name, allowed=f"any name but {sorted(owners)}"))
     declared: dict[int, str] = {}
     users: dict[str, str] = {}
     for team in teams:
