@@ -125,6 +125,18 @@ _NO_LENDING_LIMIT = {
 }
 
 
+# Why a group quota does not hold there: no level above the team in the API, and the reclaim controller does not
+# schedule there (it observes quota-share queues; Kueue schedules on EKS).
+_NO_GROUP_LEVEL = {
+    # CreateQuotaShare: capacityLimits, resourceSharingConfiguration, preemptionConfiguration, state; nothing above the share
+    # (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateQuotaShare.html).
+    BATCH_QUOTA_SHARE: "a Batch quota share has no level above it and the reclaim controller only observes quota-share queues",
+    # ComputeQuotaTarget is TeamName and FairShareWeight only
+    # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaTarget.html).
+    HYPERPOD_EKS: "a HyperPod compute quota targets one team (ComputeQuotaTarget: TeamName, FairShareWeight) and Kueue, not the reclaim controller, schedules there",
+}
+
+
 def caveats(model: GovernanceModel) -> list[str]:
     """Settings a pool's backend ignores, one line each naming the field: ``validate`` warns with
     them and ``explain`` lists them under the table. None of them stops a deploy."""
@@ -135,6 +147,12 @@ def caveats(model: GovernanceModel) -> list[str]:
         if pool.backend == BATCH_QUOTA_SHARE and pool.reclaim.grace_seconds:
             lines.append(f"pools[{index}].reclaim.grace_seconds: not enforced on pool {pool.name} ({pool.backend}): Batch preempts quota-share jobs "
                          "itself, at once, with no grace setting, and the reclaim controller only observes them; only `simulate` applies it")
+    for index, group in enumerate(model.groups):
+        for pool_name in group.quotas:
+            pool = model.pool(pool_name)
+            if pool.backend in _NO_GROUP_LEVEL:
+                lines.append(f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {_NO_GROUP_LEVEL[pool.backend]}; "
+                             "each team there holds its own quota and borrow limit only")
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)
