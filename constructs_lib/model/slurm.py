@@ -33,7 +33,7 @@ from gpu_governance_runtime.contract import HYPERPOD_SLURM
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from .base import SAGEMAKER_NAME_PATTERN, UNLIMITED
+from .base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, UNLIMITED
 
 if TYPE_CHECKING:
     from .organisation import GovernanceModel, HyperPodSlurmPool, Team
@@ -313,6 +313,10 @@ def slurm_problems(model: GovernanceModel, pool_name: str) -> list[Problem]:
     for index, group in enumerate(model.groups):
         if pool.name in group.quotas and group.name in owners:
             problems.append(Problem(path=f"groups[{index}].name", wrong="reserved on Slurm", value=group.name, allowed=f"any name but {sorted(owners)}"))
+        elif pool.name in group.quotas and not HYPERPOD_TEAM_NAME.fullmatch(group.name):
+            # Slurm stores account names in lower case: Vision would be applied as vision and never compare equal again.
+            problems.append(Problem(path=f"groups[{index}].name", wrong=f"not a Slurm account name for pool {pool.name}", value=group.name,
+                                    allowed="a lowercase DNS label: a-z, 0-9 and '-', as HyperPod team names"))
     declared: dict[int, str] = {}
     users: dict[str, str] = {}
     for team in teams:

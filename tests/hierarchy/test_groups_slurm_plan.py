@@ -43,6 +43,12 @@ def test_a_group_named_like_the_organisation_is_refused_on_slurm():
     assert any("groups[0].name" in str(p) and "reserved on Slurm" in str(p) for p in raised.value.problems)
 
 
+def test_a_group_name_slurm_would_lower_case_is_refused():
+    with pytest.raises(GovernanceError) as raised:
+        grouped(name="Ops")
+    assert any("groups[0].name" in str(p) and "not a Slurm account name" in str(p) and "Ops" in str(p) for p in raised.value.problems)
+
+
 def test_a_team_under_an_undeclared_parent_is_refused_by_the_plan():
     plan = slurm_plan(grouped(), POOL)
     with pytest.raises(ValueError, match="account ops"):
