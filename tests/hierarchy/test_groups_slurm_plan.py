@@ -4,11 +4,15 @@ the grouped borrowers' caps that leave the group's limit in force (tests/slurm p
 from __future__ import annotations
 
 import pytest
+from gpu_governance_runtime.slurm import (
+    SlurmGroupAccount,
+    SlurmPlan,
+    render_apply_script,
+)
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.slurm import slurm_plan
-from gpu_governance_runtime.slurm import SlurmGroupAccount, SlurmPlan, render_apply_script
 from tests.slurm.models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, model_data
 
 

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpu_governance_runtime.reclaim.planner import (
+    RECLAIM,
+    PendingJob,
+    PoolState,
+    RunningJob,
+    Settings,
+    Share,
+    ShareGroup,
+    Strategy,
+    apply_plan,
+    plan_tick,
+)
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from gpu_governance_runtime.reclaim.planner import (
-    RECLAIM, PendingJob, PoolState, RunningJob, Settings, Share, ShareGroup, Strategy, apply_plan, plan_tick,
-)
 from tests.reclaim.strategies import NOW, PROPERTY_SETTINGS, pool_states
 
 T = "p5"
