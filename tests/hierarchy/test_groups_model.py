@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
@@ -103,3 +104,12 @@ def test_validate_reports_a_bad_group_in_one_line_exit_2(tmp_path: Path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "groups[0].teams[1]" in result.stderr + result.stdout and "nobody" in result.stderr + result.stdout
+
+
+def test_a_group_quota_missing_a_type_its_teams_hold_is_refused():
+    text = EXAMPLE.read_text().replace("      ec2-gpu: {g6e.12xlarge: 8}\n", "      ec2-gpu: {}\n")
+    data = yaml.safe_load(text)
+    with pytest.raises(GovernanceError) as raised:
+        GovernanceModel.from_dict(data)
+    found = [str(p) for p in raised.value.problems]
+    assert len(found) == 1 and "groups[0].quotas.ec2-gpu" in found[0] and "no quota of g6e.12xlarge, which its teams hold (6)" in found[0]
