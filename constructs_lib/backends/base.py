@@ -59,6 +59,9 @@ class Backend:
     against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; elsewhere no
     service API holds a consumption limit and no controller of this library turns one into a stop
     yet, docs/governance-file.md)."""
+    group_caveat: str | None = None
+    """Why a group's quota does not hold there (no level above the team in the API, and the reclaim
+    controller does not plan the pool)."""
     refine_deal: Callable[[Any, Any, Any], Any] = _unchanged
     """``(deal, team, pool) -> deal``: where the backend's semantics differ from the model's."""
     team_resources: int = 0

@@ -29,6 +29,9 @@ BACKEND = Backend(
     grace_caveat="not enforced {where}: Batch preempts quota-share jobs itself, at once, with no grace setting, and the reclaim controller "
                  "only observes them; only `simulate` applies it",
     gpu_hour_limit_caveat="Batch quota shares have no consumption limit (AWS Budgets only notify)",
+    # CreateQuotaShare: capacityLimits, resourceSharingConfiguration, preemptionConfiguration, state; nothing above the share
+    # (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateQuotaShare.html).
+    group_caveat="a Batch quota share has no level above it and the reclaim controller only observes quota-share queues",
     lending_limit_caveat="not enforced {where}: Batch quota shares have no lending limit and the reclaim controller only observes them; "
                          "the team lends all of its idle quota there",
     window_feeds=(CONSUMER_SAGEMAKER_TRAINING_JOBS,),

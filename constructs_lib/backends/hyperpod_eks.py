@@ -63,6 +63,9 @@ BACKEND = Backend(
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html)
     # and Kueue, not the reclaim controller, reclaims there.
     gpu_hour_limit_caveat="HyperPod compute quotas have no consumption limit (AWS Budgets only notify)",
+    # ComputeQuotaTarget is TeamName and FairShareWeight only
+    # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaTarget.html).
+    group_caveat="a HyperPod compute quota targets one team (ComputeQuotaTarget: TeamName, FairShareWeight) and Kueue, not the reclaim controller, schedules there",
     lending_limit_caveat="not enforced {where}: HyperPod compute quotas have no lending limit and Kueue, not the reclaim controller, schedules there; "
                          "the team lends all of its idle quota there",
     refine_deal=_task_governance,

@@ -137,10 +137,12 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if args.declared_run_time:
         jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
-    results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, settings=_settings(pool, args), record_timeline=bool(args.plot))
+    results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, settings=_settings(pool, args), record_timeline=bool(args.plot),
+                      groups=pool.groups)
     if args.compare:
         old = pool_policy(load_model(args.compare), pool.name)  # the same pool under the other file
-        results[COMPARED] = simulate(jobs, shares=old.shares, capacity=old.capacity, tick_s=args.tick, settings=_settings(old, args), record_timeline=bool(args.plot))
+        results[COMPARED] = simulate(jobs, shares=old.shares, capacity=old.capacity, tick_s=args.tick, settings=_settings(old, args), record_timeline=bool(args.plot),
+                                     groups=old.groups)
     if pyplot is not None:
         write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity)
     if args.json:

@@ -28,6 +28,7 @@ class Deal:
     reclaimable: str
     in_share_preemption: str
     project: str = "-"  # the team's project, if any (a collaboration boundary, not an access one)
+    group: str = "-"  # the team's place above it: its group and what the group holds in the pool
     state: str = "active"  # or "paused": no new job of the team starts
     gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
 
@@ -92,9 +93,23 @@ def deal(team: Team, pool: AnyPool) -> Deal:
     ), team, pool)
 
 
+def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
+    """Where ``team`` sits above itself in a pool: its group, what the group is guaranteed and holds
+    at most there, and the teams it shares that with; "-" for a team in no group."""
+    group = model.group_of(team.name)
+    if group is None:
+        return "-"
+    if pool_name not in group.quotas:
+        return f"{group.name}: no group quota in this pool"
+    quotas = {t.name: t.quotas for t in model.teams}
+    others = [name for name in group.teams if name != team.name and pool_name in quotas[name]]
+    return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
+
+
 def deals(model: GovernanceModel) -> list[Deal]:
     projects = {team: project.name for project in model.projects for team in project.teams}
-    return [replace(deal(team, model.pool(pool_name)), project=projects.get(team.name, "-")) for team in model.teams for pool_name in team.quotas]
+    return [replace(deal(team, model.pool(pool_name)), project=projects.get(team.name, "-"), group=group_place(model, team, pool_name))
+            for team in model.teams for pool_name in team.quotas]
 
 
 _COLUMNS = (
@@ -108,6 +123,7 @@ _COLUMNS = (
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
     ("gpu_hour_limit", "GPU-hour limit"),
+    ("group", "group (guaranteed and most, its teams together)"),
     ("project", "project"),
 )
 
@@ -129,6 +145,12 @@ def caveats(model: GovernanceModel) -> list[str]:
         reclaim = getattr(pool, "reclaim", None)  # HyperPod EKS pools have no reclaim settings
         if reclaim is not None and reclaim.grace_seconds and backend_of(pool).grace_caveat:
             lines.append(f"pools[{index}].reclaim.grace_seconds: {backend_of(pool).grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}")
+    for index, group in enumerate(model.groups):
+        for pool_name in group.quotas:
+            pool = model.pool(pool_name)
+            if backend_of(pool).group_caveat:
+                lines.append(f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {backend_of(pool).group_caveat}; "
+                             "each team there holds its own quota and borrow limit only")
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)

@@ -601,6 +601,24 @@ class Project(_Frozen):
         return {**{arn: PROJECT_CONTRIBUTOR for arn in self.members}, self.owner: PROJECT_OWNER}
 
 
+# --- groups of teams (a capacity level above the team) -------------------------------------
+
+
+class TeamGroup(_Frozen):
+    """Teams that share a capacity guarantee first among themselves, then with the rest (a Kueue
+    cohort, a Slurm parent account, a Run:ai department). Not a :class:`Project`: a project is who
+    collaborates (and may span departments), a group is whose capacity is pooled; a team may be in
+    one of each, independently (docs/governance-file.md, Groups)."""
+
+    name: TeamName
+    teams: tuple[TeamName, ...] = Field(min_length=1, description="Teams of the group; a team belongs to at most one group")
+    quotas: dict[str, dict[str, Count]] = Field(
+        default_factory=dict,
+        description="Pool name -> {instance type: instances} the group is guaranteed and holds at most, its teams together; "
+        "at least the sum of its teams' quotas there. A pool without one: the group's teams share there as teams outside a group",
+    )
+
+
 class GovernanceModel(_Frozen):
     """The whole organisation: accounts, priority classes, capacity pools and teams."""
 
@@ -624,6 +642,9 @@ class GovernanceModel(_Frozen):
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[CapacityWindow, ...] = ()
     projects: tuple[Project, ...] = Field(default=(), description="Projects grouping teams, optionally in SageMaker Unified Studio")
+    groups: tuple[TeamGroup, ...] = Field(
+        default=(), description="Groups of teams (departments) with a quota above their teams' (docs/governance-file.md, Groups)"
+    )
     guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
     reclaim_mode: Literal["dry_run", "act"] = Field(
         default="dry_run",
@@ -697,6 +718,18 @@ class GovernanceModel(_Frozen):
     def teams_of_account(self, account_name: str) -> tuple[Team, ...]:
         return tuple(t for t in self.teams if t.account == account_name)
 
+    def group_of(self, team_name: str) -> TeamGroup | None:
+        return next((g for g in self.groups if team_name in g.teams), None)
+
+    def members_quota(self, group: TeamGroup, pool_name: str) -> dict[str, int]:
+        """The sum of the quotas of ``group``'s teams in a pool, per instance type."""
+        total: dict[str, int] = {}
+        for team in self.teams:
+            if team.name in group.teams:
+                for instance_type, count in team.quotas.get(pool_name, {}).items():
+                    total[instance_type] = total.get(instance_type, 0) + count
+        return total
+
     def project_of(self, team_name: str) -> Project | None:
         return next((p for p in self.projects if team_name in p.teams), None)
 
@@ -753,6 +786,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += check_windows(model)
     problems += check_instance_types(model)
     problems += check_projects(model)
+    problems += check_groups(model)
     problems += check_principals(model)
     problems += check_alert_topics(model)
     return problems
@@ -826,6 +860,61 @@ def check_projects(model: GovernanceModel) -> list[Problem]:
             if pool.cluster_name is None:  # only hyperpod_eks pools may lack it
                 pool_index = model.pools.index(pool)
                 problems.append(Problem(path=f"projects[{index}].unified_studio", wrong=f"the project connects to pool {pool.name}, whose HyperPod cluster name is not declared", value=pool.cluster_arn, allowed=f"pools[{pool_index}].cluster_name set to the cluster's name"))
+    return problems
+
+
+def check_groups(model: GovernanceModel) -> list[Problem]:
+    """Groups name declared teams, each team at most once, under a name no team has (on Slurm both
+    become accounts of one tree); a group quota covers its teams' quotas (it is what they share, so
+    it cannot promise less than each of them is promised) and, with every team outside a group,
+    fits the pool: a guarantee the pool cannot hold is refused, not silently weakened."""
+    problems: list[Problem] = []
+    _duplicates([g.name.lower() for g in model.groups], "groups", problems, "group names must differ (ignoring case)")
+    teams = {t.name: t for t in model.teams}
+    team_names = {name.lower() for name in teams}
+    pools = {p.name: p for p in model.pools}
+    owner: dict[str, str] = {}
+    for index, group in enumerate(model.groups):
+        path = f"groups[{index}]"
+        if group.name.lower() in team_names:
+            problems.append(Problem(path=f"{path}.name", wrong="also a team's name", value=group.name, allowed="a name no team has (ignoring case)"))
+        for t, team in enumerate(group.teams):
+            if team not in teams:
+                problems.append(Problem(path=f"{path}.teams[{t}]", wrong="undeclared team", value=team, allowed=f"one of {sorted(teams)}"))
+            elif owner.setdefault(team, group.name) != group.name:
+                problems.append(Problem(path=f"{path}.teams[{t}]", wrong=f"already in group {owner[team]}", value=team, allowed="a team of no other group"))
+        for pool_name, quota in group.quotas.items():
+            qpath = f"{path}.quotas.{pool_name}"
+            if pool_name not in pools:
+                problems.append(Problem(path=qpath, wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}"))
+                continue
+            for instance_type, count in quota.items():
+                if instance_type not in pools[pool_name].capacity:
+                    problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type,
+                                            allowed=f"one of {sorted(pools[pool_name].capacity)}"))
+                    continue
+                members = model.members_quota(group, pool_name).get(instance_type, 0)
+                if count < members:
+                    problems.append(Problem(path=f"{qpath}.{instance_type}", wrong=f"less than its teams' quotas together ({members})", value=count,
+                                            allowed=f"at least {members}, or smaller team quotas"))
+            for instance_type, members in model.members_quota(group, pool_name).items():
+                if instance_type not in quota:
+                    problems.append(Problem(path=qpath, wrong=f"no quota of {instance_type}, which its teams hold ({members})", value=sorted(quota),
+                                            allowed=f"a quota for every instance type its teams have in pool {pool_name}"))
+    if problems:
+        return problems
+    for pool_index, pool in enumerate(model.pools):
+        for instance_type, capacity in pool.capacity.items():
+            bounded = [g for g in model.groups if pool.name in g.quotas]
+            if not bounded:
+                continue  # the team quotas alone, which check_pool_teams checks
+            grouped = sum(g.quotas[pool.name].get(instance_type, 0) for g in bounded)
+            inside = {name for g in bounded for name in g.teams}
+            alone = sum(t.quotas.get(pool.name, {}).get(instance_type, 0) for t in model.teams if t.name not in inside)
+            if grouped + alone > capacity:
+                problems.append(Problem(path=f"pools[{pool_index}].capacity.{instance_type}",
+                                        wrong=f"groups and teams outside groups are guaranteed {grouped + alone} instances but the pool has fewer",
+                                        value=capacity, allowed=f"at least {grouped + alone}, or smaller group quotas"))
     return problems
 
 

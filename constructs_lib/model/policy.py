@@ -36,6 +36,18 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
     }
 
 
+def _groups(model: GovernanceModel, pool: AnyPool) -> dict[str, Any]:
+    """The groups with a quota in the pool, where the reclaim controller plans (Slurm holds its
+    own as a parent account too; Batch quota shares and HyperPod EKS have no level above the team
+    and the controller does not schedule there: `validate` says so)."""
+    if not backend_of(pool).reclaim_plans:
+        return {}
+    pooled = {t.name for t in model.teams_in(pool.name)}
+    groups = [{"name": g.name, "shares": [t for t in g.teams if t in pooled], "quota": dict(g.quotas[pool.name])}
+              for g in model.groups if pool.name in g.quotas]
+    return {"groups": groups} if groups else {}
+
+
 def _reclaim(pool: AnyPool) -> dict[str, Any]:
     settings = getattr(pool, "reclaim", None)  # HyperPod EKS pools reclaim with Kueue: none
     if settings is None:
@@ -56,6 +68,7 @@ def compile_policy(model: GovernanceModel) -> dict[str, Any]:
                 "capacity": dict(pool.capacity),
                 "shares": [_share(team, pool) for team in model.teams_in(pool.name)],
                 **_reclaim(pool),
+                **_groups(model, pool),
             }
             for pool in model.pools
         ],

@@ -23,6 +23,7 @@ from gpu_governance_runtime.slurm import (
     DataPath,
     PosixGroup,
     SlurmAccount,
+    SlurmGroupAccount,
     SlurmPartition,
     SlurmPlan,
     SlurmQos,
@@ -32,7 +33,7 @@ from gpu_governance_runtime.slurm import (
 )
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from .base import SAGEMAKER_NAME_PATTERN, OrganisationView
+from .base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
 from .quota import borrow_instances, instance_quota
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
@@ -190,6 +191,8 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
     lent_groups = [g.name for g in groups if g.owner == UNASSIGNED_OWNER or _team(teams, g.owner).sharing.lends]
     qos, accounts, users, partitions, posix_groups, data_paths = [], [], [], [], [], []
     gids = team_gids(model)
+    group_accounts = _group_accounts(model, pool, teams)
+    group_of = {team: g.name for g in model.groups if g.name in {a.name for a in group_accounts} for team in g.teams}
     for team in teams:
         own_qos = [class_qos_name(team.name, c.name) for c in classes]
         for index, priority_class in enumerate(classes):
@@ -200,11 +203,16 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
             qos.append(SlurmQos(name=own_qos[index], priority=priority_class.weight, preempts=tuple(preempts)))
         account_qos = list(own_qos)
         if team.sharing.borrows:
-            qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=_borrow_gpus(team, pool)))
+            borrow_gpus = _borrow_gpus(team, pool)
+            if team.name in group_of:  # the group's GrpTRES must still count these jobs (SlurmQos.account_gpus)
+                qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, account_gpus=borrow_gpus))
+            else:
+                qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=borrow_gpus))
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
         accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused,
-                                     gpu_minutes_limit=team.gpu_hour_limit.hours * 60 if team.gpu_hour_limit else None))
+                                     gpu_minutes_limit=team.gpu_hour_limit.hours * 60 if team.gpu_hour_limit else None,
+                                     parent=group_of.get(team.name)))
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
         users += [SlurmUser(name=member, account=team.name) for member in members]
         partitions.append(SlurmPartition(
@@ -237,6 +245,19 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
         groups=tuple(posix_groups),
         data_paths=tuple(data_paths),
         usage_reset_period=next((SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None),
+        group_accounts=group_accounts,
+    )
+
+
+def _group_accounts(model: OrganisationView, pool: Any, teams: tuple[Any, ...]) -> tuple[SlurmGroupAccount, ...]:
+    """A parent account per group with a quota in the pool, capped at that quota in GPUs. Its share
+    among its siblings is its teams' weights together, so grouping teams moves no share between them
+    and the rest."""
+    weights = {t.name: t.fair_share_weight for t in teams}
+    return tuple(
+        SlurmGroupAccount(name=g.name, fairshare=max(1, sum(weights.get(n, 0) for n in g.teams)),
+                          grp_gpus=sum(count * pool.gpus_per_instance[t] for t, count in g.quotas[pool.name].items()))
+        for g in model.groups if pool.name in g.quotas
     )
 
 
@@ -303,8 +324,15 @@ def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
                 path=f"teams[{team_index[team.name]}].gpu_hour_limit.period",
                 wrong=f"differs from team {first.name}'s on Slurm pool {pool.name}: the cluster resets usage once for all accounts (PriorityUsageResetPeriod)",
                 value=team.gpu_hour_limit.period.value, allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}"))
-    # Every team is an account beside the others, under the organisation's account under root.
+    # Every team is an account beside the others, under its group's or the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
+    for index, group in enumerate(model.groups):
+        if pool.name in group.quotas and group.name in owners:
+            problems.append(Problem(path=f"groups[{index}].name", wrong="reserved on Slurm", value=group.name, allowed=f"any name but {sorted(owners)}"))
+        elif pool.name in group.quotas and not HYPERPOD_TEAM_NAME.fullmatch(group.name):
+            # Slurm stores account names in lower case: Vision would be applied as vision and never compare equal again.
+            problems.append(Problem(path=f"groups[{index}].name", wrong=f"not a Slurm account name for pool {pool.name}", value=group.name,
+                                    allowed="a lowercase DNS label: a-z, 0-9 and '-', as HyperPod team names"))
     declared: dict[int, str] = {}
     users: dict[str, str] = {}
     for team in teams:

@@ -29,7 +29,7 @@ from constructs_lib.model import (
     team_key_alias,
     team_role_arn,
 )
-from constructs_lib.model.explain import deal
+from constructs_lib.model.explain import deal, group_place
 from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
@@ -161,6 +161,9 @@ def _workload(model: GovernanceModel, team: Team) -> list[Access]:
         share = f"guaranteed {terms.guaranteed}, at most {terms.max_with_borrowing}; idle lent: {terms.lends_idle}; priority classes {priorities}"
         if team.gpu_hour_limit:
             share += f"; GPU-hour limit {terms.gpu_hour_limit}"
+        place = group_place(model, team, pool.name)
+        if place != "-":
+            share += f"; in group {place}"
         if team.paused:
             share = f"nothing new while the team is paused ({share})"
         if pool.backend == BATCH_QUOTA_SHARE:

@@ -31,6 +31,7 @@ from gpu_governance_runtime.reclaim.planner import (
     RunningJob,
     Settings,
     Share,
+    ShareGroup,
     Strategy,
     apply_plan,
     next_change_at,
@@ -131,13 +132,15 @@ def simulate(
     pooled: bool = False,
     record_timeline: bool = False,
     record_runs: bool = False,
+    groups: Sequence[ShareGroup] = (),
 ) -> RunMetrics:
     """Replay ``jobs``; with ``pooled`` every job joins the single pooled share. ``record_runs``
-    keeps every job's runs (``RunMetrics.runs``): memory per job, for tests and small traces."""
+    keeps every job's runs (``RunMetrics.runs``): memory per job, for tests and small traces.
+    ``groups``: the pool's groups of shares, planned as the controller plans them."""
     _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
     return _replay(
         jobs, _arrival_order(jobs), shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled,
-        record_timeline=record_timeline, record_runs=record_runs,
+        record_timeline=record_timeline, record_runs=record_runs, groups=groups,
     )
 
 
@@ -156,6 +159,7 @@ def _replay(
     pooled: bool,
     record_timeline: bool,
     record_runs: bool,
+    groups: Sequence[ShareGroup] = (),
 ) -> RunMetrics:
     """The event loop over checked jobs, ``arrivals`` being them in arrival order.
 
@@ -163,7 +167,7 @@ def _replay(
     it out: a victim runs on for the grace (it may finish meanwhile; a checkpointing one keeps its
     work up to its stop) and the jobs the planner starts get their instances as victims stop, in
     the order they were started. Without one, victims stop and jobs start on the tick."""
-    decider = _Queues(shares) if _independent_queues(shares, capacity) else _Planner(shares, capacity, settings)
+    decider = _Queues(shares) if not groups and _independent_queues(shares, capacity) else _Planner(shares, capacity, settings, groups)
     grace = settings.grace_s
     progress: dict[str, _Progress] = {}
     waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
@@ -353,8 +357,8 @@ class _Planner:
     a baseline whose quotas overbook the pool). The jobs are kept from tick to tick, by id in the
     order the planner's ``apply_plan`` would leave them: finished jobs leave, arrivals join."""
 
-    def __init__(self, shares: Sequence[Share], capacity: Mapping[str, int], settings: Settings) -> None:
-        self.state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0)
+    def __init__(self, shares: Sequence[Share], capacity: Mapping[str, int], settings: Settings, groups: Sequence[ShareGroup] = ()) -> None:
+        self.state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0, groups=tuple(groups))
         self.settings = settings
         self.quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
         self.running: dict[str, RunningJob] = {}
@@ -521,16 +525,18 @@ def _percentile(values: Sequence[float], percent: float) -> float:
 
 
 def compare(
-    jobs: Sequence[TraceJob], *, shares: Sequence[Share], capacity: Mapping[str, int], tick_s: float, settings: Settings, record_timeline: bool = False
+    jobs: Sequence[TraceJob], *, shares: Sequence[Share], capacity: Mapping[str, int], tick_s: float, settings: Settings, record_timeline: bool = False,
+    groups: Sequence[ShareGroup] = (),
 ) -> dict[str, RunMetrics]:
-    """The policy and both baselines over the same trace, checked and ordered once."""
+    """The policy (with the pool's ``groups``) and both baselines over the same trace, checked and ordered once."""
     _check_jobs(jobs, [s.name for s in shares], capacity, pooled=False)  # the pooled run's checks included
     arrivals = _arrival_order(jobs)
-    run = lambda shares, pooled=False: _replay(  # noqa: E731
-        jobs, arrivals, shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled, record_timeline=record_timeline, record_runs=False
+    run = lambda shares, pooled=False, groups=(): _replay(  # noqa: E731
+        jobs, arrivals, shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled, record_timeline=record_timeline, record_runs=False,
+        groups=groups,
     )
     return {
-        "policy": run(shares),
+        "policy": run(shares, groups=groups),
         "static": run(static_shares(shares)),
         "pooled": run(pooled_share(capacity), pooled=True),
     }

@@ -24,7 +24,7 @@ from .contract import (
     POLICY_VERSION,
     SharingStrategy,
 )
-from .reclaim.planner import Settings, Share
+from .reclaim.planner import Settings, Share, ShareGroup
 
 
 class PolicyError(ValueError):
@@ -47,6 +47,7 @@ class PoolPolicy:
     reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
     borrow_horizon_s: float | None = None
     grace_s: float = 0.0
+    groups: tuple[ShareGroup, ...] = ()  # groups of its shares with a quota here (docs/governance-file.md#groups)
 
     def settings(self, base: Settings = Settings()) -> Settings:
         """``base`` (the controller's tick-wide limits) with this pool's reclaim settings."""
@@ -177,7 +178,21 @@ class _Reader:
             reborrow_backoff_s=backoff,
             borrow_horizon_s=None if horizon is None else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
             grace_s=self.seconds(reclaim.get("grace_s", 0), f"{path}.reclaim.grace_s", positive=False),
+            groups=self.groups(data.get("groups", []), f"{path}.groups"),
         )
+
+    def groups(self, value: Any, path: str) -> tuple[ShareGroup, ...]:
+        if not self.expect(value, list, path, "a list of {name, shares, quota}"):
+            return ()
+        groups = []
+        for i, data in enumerate(value):
+            where = f"{path}[{i}]"
+            if not self.expect(data, dict, where, "an object") or not self.expect(data.get("name"), str, f"{where}.name", "a string"):
+                continue
+            shares = data.get("shares")
+            if self.expect(shares, list, f"{where}.shares", "a list of share names") and all(self.expect(n, str, f"{where}.shares", "share names") for n in shares):
+                groups.append(ShareGroup(name=data["name"], shares=tuple(shares), quota=self.counts(data.get("quota"), f"{where}.quota", 1)))
+        return tuple(groups)
 
     def seconds(self, value: Any, path: str, *, positive: bool) -> float:
         allowed = "a finite number of seconds " + ("> 0" if positive else ">= 0")

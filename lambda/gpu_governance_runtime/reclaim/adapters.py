@@ -144,7 +144,7 @@ class BatchFairShareAdapter:
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
                 running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now, groups=self.pool.groups)
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
         """Each job listed under one of ``statuses``, once, as DescribeJobs has it now. Listings
@@ -357,7 +357,7 @@ class BatchQuotaShareObserver:
                     # ListServiceJobs has no priority; the metrics this observer feeds do not use it
                     pending.append(PendingJob(job_id=job["jobId"], share=share, instance_type=size[0], count=size[1], priority=0,
                                               submitted_at=job.get("createdAt", now * 1000) / 1000, max_run_time_s=service_job_time_limit(job)))
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now, groups=self.pool.groups)
 
     def _runnable(self, share: str) -> list[dict]:
         """The share's RUNNABLE jobs, each once: newest first, so a job submitted while paging
@@ -491,7 +491,7 @@ class SlurmAdapter:
         output = self.run([squeue_command(s.name for s in self.pool.shares)])
         running, pending = parse_squeue(output, self.pool, self.policy, self.instance_type)
         self._restarts = {job.job_id: job.times_preempted for job in (*running, *pending)}
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
+        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now, groups=self.pool.groups)
 
     def attempt_of(self, job_id: str) -> str:
         return str(self._restarts.get(job_id, 0))

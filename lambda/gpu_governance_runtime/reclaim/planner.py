@@ -32,6 +32,14 @@ Semantics (docs/reclaim.md explains them with examples):
   (``reclaim_order``). Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
+* Groups (``ShareGroup``, a level above the share, docs/governance-file.md#groups): where a group
+  has a quota of the type, its shares together never start beyond it. Its shares borrow first (in
+  the borrowing phase they take their turns before shares outside groups under their quota), and
+  its headroom is guaranteed to the group: a share's job beyond its own quota that the group's
+  quota still covers reclaims from borrowers outside the group, never from a sibling. A group
+  within its quota is never reclaimed from by a share outside it; a share's guarantee job whose
+  group is at its quota reclaims from its siblings' borrowed sets (outside borrowers first
+  wherever either would do).
 * A job its backend cannot bring back as it was once stopped (``RunningJob.restartable`` False) is
   never a victim.
 * Anti-thrash: a preemption always names the job it lets start; a job preempted before is
@@ -92,6 +100,16 @@ class Share:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ShareGroup:
+    """Shares that hold ``quota`` (per instance type) at most together, and are guaranteed it: a
+    team group of the governance model. A type without a quota does not bound the group."""
+
+    name: str
+    shares: tuple[str, ...]
+    quota: Mapping[str, int]
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunningJob:
     job_id: str
     share: str
@@ -149,6 +167,7 @@ class PoolState:
     running: tuple[RunningJob, ...]
     pending: tuple[PendingJob, ...]
     now: float
+    groups: tuple[ShareGroup, ...] = ()
 
     def __post_init__(self) -> None:
         problems = _state_problems(self)
@@ -245,7 +264,7 @@ def unchecked_state(state: PoolState, *, running: tuple[RunningJob, ...], pendin
     keep the state valid themselves (``apply_plan``, whose result the property tests check, and
     the simulator, which checks its jobs once up front). Validation would dominate a replay."""
     new = object.__new__(PoolState)
-    for name, value in (("capacity", state.capacity), ("shares", state.shares), ("running", running), ("pending", pending), ("now", now)):
+    for name, value in (("capacity", state.capacity), ("shares", state.shares), ("running", running), ("pending", pending), ("now", now), ("groups", state.groups)):
         object.__setattr__(new, name, value)
     return new
 
@@ -308,6 +327,16 @@ def _state_problems(state: PoolState) -> list[str]:
         if share.lending_limit is not None and (share.strategy is Strategy.RESERVE or not 0 <= share.lending_limit <= 100):
             problems.append(f"shares.{share.name}.lending_limit: {share.lending_limit} - a percent 0-100, and only for a share that lends")
     known = set(names)
+    grouped: set[str] = set()
+    for group in state.groups:
+        for name in group.shares:
+            if name not in known or name in grouped:
+                problems.append(f"groups.{group.name}.shares: {name!r} is not a share of the pool or is in another group")
+            grouped.add(name)
+        for instance_type, quota in group.quota.items():
+            members = sum(s.quota.get(instance_type, 0) for s in state.shares if s.name in group.shares)
+            if instance_type not in state.capacity or quota < members:
+                problems.append(f"groups.{group.name}.quota.{instance_type}: {quota} - a type of the pool, at least its shares' quotas ({members})")
     seen: set[str] = set()
     for kind, jobs in (("running", state.running), ("pending", state.pending)):
         for job in jobs:
@@ -489,6 +518,11 @@ class _TypePlanner:
                 self.jobs[job.share][job.job_id] = job
                 self.usage[job.share] += job.count
         self.used = sum(self.usage.values())
+        # Groups with a quota of this type: share -> group, and each group's quota and use.
+        bounded = [g for g in self.state.groups if t in g.quota]
+        self.group_of = {name: g.name for g in bounded for name in g.shares}
+        self.group_quota = {g.name: g.quota[t] for g in bounded}
+        self.group_usage = {g.name: sum(self.usage[name] for name in g.shares) for g in bounded}
         self.reserved_idle = sum(self.reserved_idle_of(name) for name in self.shares)
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
@@ -521,6 +555,8 @@ class _TypePlanner:
     def _change_usage(self, share: str, delta: int) -> None:
         before = self.reserved_idle_of(share)
         self.usage[share] += delta
+        if share in self.group_of:
+            self.group_usage[self.group_of[share]] += delta
         self.reserved_idle += self.reserved_idle_of(share) - before
         self.used += delta
         self._borrowed_sets.pop(share, None)
@@ -540,6 +576,24 @@ class _TypePlanner:
                 excess -= job.count
             self._borrowed_sets[share] = tuple(chosen)
         return self._borrowed_sets[share]
+
+    def beyond_group(self, share: str, count: int) -> int:
+        """Instances by which ``count`` more of ``share`` would take its group past the group's
+        quota; 0 or less when it fits or the share is in no group."""
+        group = self.group_of.get(share)
+        return 0 if group is None else self.group_usage[group] + count - self.group_quota[group]
+
+    def within_group_guarantee(self, job: PendingJob) -> bool:
+        """A job beyond its share's quota that the group's quota still covers, and that the share
+        may borrow: the group's headroom is guaranteed to the group."""
+        share = job.share
+        return (share in self.group_of and self.beyond_group(share, job.count) <= 0
+                and self.usage[share] + job.count <= self.ceiling[share] and may_borrow(job, self.state.now, self.settings))
+
+    def group_keeps(self, other: str, share: str) -> bool:
+        """``other``'s borrowed jobs are within its group's guarantee against ``share`` (outside it)."""
+        group = self.group_of.get(other)
+        return group is not None and group != self.group_of.get(share) and self.group_usage[group] <= self.group_quota[group]
 
     def protected(self, job: RunningJob) -> bool:
         return not job.restartable or (job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s)
@@ -562,7 +616,11 @@ class _TypePlanner:
             if self.shares[job.share].paused:
                 continue  # a paused team starts nothing, not even a victim requeued this tick
             if not self.within_guarantee(job):
-                heapq.heappush(rest.setdefault(job.share, []), entry)
+                victims = self.admit(job, self.free_for(job.share), reclaim=True, group_guarantee=True) if self.within_group_guarantee(job) else None
+                if victims is None:
+                    heapq.heappush(rest.setdefault(job.share, []), entry)
+                for victim in victims or ():
+                    heapq.heappush(requeued, (queue_order(victim), victim))
                 continue
             victims = self.admit(job, self.free_for(job.share), reclaim=True)
             if victims is None:
@@ -576,7 +634,7 @@ class _TypePlanner:
     def _borrowing_phase(self, rest: dict[str, list[tuple[tuple, PendingJob]]]) -> None:
         def key(share: str) -> tuple:
             borrowed = max(0, self.usage[share] - self.quota[share])
-            return (borrowed / self.shares[share].fair_share_weight, share)
+            return (self.beyond_group(share, 0) >= 0, borrowed / self.shares[share].fair_share_weight, share)
 
         turns = [(key(name), name) for name in rest]
         heapq.heapify(turns)
@@ -594,16 +652,20 @@ class _TypePlanner:
             if rest[name]:
                 heapq.heappush(turns, (key(name), name))
 
-    def admit(self, job: PendingJob, available: int, *, reclaim: bool) -> list[PendingJob] | None:
+    def admit(self, job: PendingJob, available: int, *, reclaim: bool, group_guarantee: bool = False) -> list[PendingJob] | None:
         """Start ``job`` on ``available`` free capacity, preempting if needed and allowed.
-        Returns the requeued victims, or None when the job cannot start this tick."""
+        Returns the requeued victims, or None when the job cannot start this tick.
+        ``group_guarantee``: the job is within its group's guarantee only (``within_group_guarantee``)."""
         share = job.share
         # A job that may not borrow (backed off, or no short declared run time) is held to its
         # share's quota: it still starts, or preempts in-share, inside its own guarantee.
         ceiling = self.ceiling[share] if may_borrow(job, self.state.now, self.settings) else min(self.ceiling[share], self.quota[share])
         need_capacity = job.count - available
         need_own = self.usage[share] + job.count - ceiling
-        if need_capacity <= 0 and need_own <= 0:
+        need_group = self.beyond_group(share, job.count)
+        if not reclaim:
+            need_own = max(need_own, need_group)  # only its own jobs can make room in its group
+        if need_capacity <= 0 and need_own <= 0 and need_group <= 0:
             self._start(job)
             return []
         self._why_not = NO_VICTIM
@@ -617,7 +679,7 @@ class _TypePlanner:
         self.budget.searches += 1
         beyond_quota = self.usage[share] + job.count - self.quota[share]
         victims = None
-        if reclaim and beyond_quota > 0:
+        if reclaim and beyond_quota > 0 and not group_guarantee:
             # A guarantee job that fits its quota only once its share's lower-priority jobs are set
             # aside. A share already at or above its quota is owed nothing: those jobs alone make
             # room, even if the share then still borrows (Kueue preempts only inside a
@@ -625,10 +687,10 @@ class _TypePlanner:
             # queue is exhausted ..."). Otherwise, and when they cannot, a reclaim may help, and
             # then the job must land inside its quota: capacity is reclaimed only for a guarantee.
             if self.usage[share] >= self.quota[share]:
-                victims = self._choose_victims(job, need_capacity, need_own, reclaim=False)
+                victims = self._choose_victims(job, need_capacity, max(need_own, need_group), reclaim=False)
             need_own = max(need_own, beyond_quota)
         if victims is None:
-            victims = self._choose_victims(job, need_capacity, need_own, reclaim)
+            victims = self._choose_victims(job, need_capacity, need_own, reclaim, need_group=need_group, outside_only=group_guarantee)
         if victims is None:
             return None
         requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
@@ -638,18 +700,23 @@ class _TypePlanner:
         return requeued
 
     def _choose_victims(
-        self, job: PendingJob, need_capacity: int, need_own: int, reclaim: bool
+        self, job: PendingJob, need_capacity: int, need_own: int, reclaim: bool, *, need_group: int = 0, outside_only: bool = False
     ) -> list[tuple[RunningJob, str]] | None:
+        """``need_group``: instances the victims must free inside the job's group (its quota is
+        reached); ``outside_only``: reclaim from no sibling (a job within its group's guarantee only)."""
         candidates: list[tuple[tuple, RunningJob, str]] = []
         protected = False  # a victim left out as protected: the anti-thrash reason if none is found
+        group = self.group_of.get(job.share)
         if reclaim:
             for other in self.shares:
-                if other != job.share and self.usage[other] > self.quota[other]:
-                    for v in self.borrowed_set(other):
-                        if self.protected(v):
-                            protected = True
-                        else:
-                            candidates.append(((0, *reclaim_order(v, self.state.now)), v, RECLAIM))
+                sibling = group is not None and self.group_of.get(other) == group
+                if other == job.share or self.usage[other] <= self.quota[other] or (sibling and outside_only) or self.group_keeps(other, job.share):
+                    continue
+                for v in self.borrowed_set(other):
+                    if self.protected(v):
+                        protected = True
+                    else:  # borrowers outside the group before siblings
+                        candidates.append(((0, sibling, *reclaim_order(v, self.state.now)), v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
                 if v.priority >= job.priority:
@@ -661,28 +728,34 @@ class _TypePlanner:
                 if self.protected(v):
                     protected = True
                 else:
-                    candidates.append(((1, *victim_order(v, self.state.now)), v, IN_SHARE))
+                    candidates.append(((1, True, *victim_order(v, self.state.now)), v, IN_SHARE))
         self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None
         candidates.sort(key=lambda c: c[0])
         room = self.settings.max_preemptions_per_tick - self.budget.preemptions
         chosen: list[tuple[RunningJob, str]] = []
-        freed = freed_own = 0
+        freed = freed_own = freed_group = 0
+
+        def in_group(victim: RunningJob) -> int:
+            return victim.count if group is not None and self.group_of.get(victim.share) == group else 0
+
         for _, victim, kind in candidates:
-            if freed >= need_capacity and freed_own >= need_own:
+            if freed >= need_capacity and freed_own >= need_own and freed_group >= need_group:
                 break
             chosen.append((victim, kind))
             freed += victim.count
             freed_own += victim.count if kind == IN_SHARE else 0
-        if freed < need_capacity or freed_own < need_own:
+            freed_group += in_group(victim)
+        if freed < need_capacity or freed_own < need_own or freed_group < need_group:
             return None
         for victim, kind in reversed(list(chosen)):  # drop every victim the start does not need
             own = victim.count if kind == IN_SHARE else 0
-            if freed - victim.count >= need_capacity and freed_own - own >= need_own:
+            if freed - victim.count >= need_capacity and freed_own - own >= need_own and freed_group - in_group(victim) >= need_group:
                 chosen.remove((victim, kind))
                 freed -= victim.count
                 freed_own -= own
+                freed_group -= in_group(victim)
         if len(chosen) > room:
             self.budget.capped = True
             self._why_not = PREEMPTION_CAP

@@ -58,11 +58,11 @@ gg_begin() {
 # --- accounting ---------------------------------------------------------------------------
 
 gg_read_accounting() {
-    local name priority grptres description preempt gracetime account user rest
-    while IFS='|' read -r name priority grptres description preempt gracetime; do
-        GG_HAVE_QOS[$name]="$priority|$grptres|$description|$(gg_seconds "$gracetime")"
+    local name priority grptres description preempt gracetime maxtrespa account user rest
+    while IFS='|' read -r name priority grptres description preempt gracetime maxtrespa; do
+        GG_HAVE_QOS[$name]="$priority|$grptres|$description|$(gg_seconds "$gracetime")|$maxtrespa"
         GG_HAVE_PREEMPT[$name]=$preempt
-    done < <(gg_show qos format=name,priority,grptres,description,preempt,gracetime)
+    done < <(gg_show qos format=name,priority,grptres,description,preempt,gracetime,maxtrespa)
     while IFS='|' read -r account user rest; do
         if [[ -z $user ]]; then GG_HAVE_ACCOUNT[$account]=$rest; else GG_HAVE_USER["$user@$account"]=1; fi
     done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos,grpjobs,grptresmins)
@@ -80,18 +80,18 @@ gg_seconds() {
     fi
 }
 
-# gg_qos NAME PRIORITY GRP_GPUS(empty = none) GRACE_SECONDS
+# gg_qos NAME PRIORITY GRP_GPUS(empty = none) GRACE_SECONDS [ACCOUNT_GPUS(MaxTRESPerAccount; empty = none)]
 gg_qos() {
-    local name=$1 priority=$2 gpus=$3 grace=${4:-0} have want
+    local name=$1 priority=$2 gpus=$3 grace=${4:-0} account_gpus=${5:-} have want
     GG_DECLARED_QOS[$name]=1
-    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER|$grace"
+    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER|$grace|${account_gpus:+gres/gpu=$account_gpus}"
     have=${GG_HAVE_QOS[$name]:-}
     if [[ -z $have ]]; then
         gg_change "add qos $name" gg_sacctmgr add qos "$name" priority="$priority" \
-            grptres="gres/gpu=${gpus:--1}" gracetime="$grace" description="$GG_MARKER"
+            grptres="gres/gpu=${gpus:--1}" gracetime="$grace" maxtrespa="gres/gpu=${account_gpus:--1}" description="$GG_MARKER"
     elif [[ $have != "$want" ]]; then
         gg_change "qos $name: $have -> $want" gg_sacctmgr modify qos where name="$name" set \
-            priority="$priority" grptres="gres/gpu=${gpus:--1}" gracetime="$grace" description="$GG_MARKER"
+            priority="$priority" grptres="gres/gpu=${gpus:--1}" gracetime="$grace" maxtrespa="gres/gpu=${account_gpus:--1}" description="$GG_MARKER"
     else
         gg_same
     fi
@@ -174,6 +174,18 @@ gg_account() {
             gg_sacctmgr modify account where name="$name" set grptresmins="gres/gpu=${grp_minutes:--1}"
     fi
     [[ $same == 0 ]] || gg_same
+}
+
+# gg_account_gpus NAME GPUS: the GrpTRES GPU cap of a group's account, which its teams' jobs count
+# against together. Read here, not in gg_read_accounting: only group accounts carry it.
+gg_account_gpus() {
+    local name=$1 gpus=$2 have
+    have=$(gg_show assoc where account="$name" format=user,grptres | awk -F'|' '$1 == "" { print $2; exit }')
+    if [[ $have == "gres/gpu=$gpus" ]]; then
+        gg_same
+    else
+        gg_change "account $name: GrpTRES '${have}' -> 'gres/gpu=$gpus'" gg_sacctmgr modify account where name="$name" set grptres="gres/gpu=$gpus"
+    fi
 }
 
 # gg_user NAME ACCOUNT

@@ -43,6 +43,10 @@ class SlurmQos:
     # Seconds a job of this QoS runs on once chosen for preemption: Slurm sends it SIGCONT and
     # SIGTERM at once and requeues it when the grace ends (https://slurm.schedmd.com/preempt.html, GraceTime).
     grace_time_s: int = 0
+    # The same cap as MaxTRESPerAccount, for a QoS one account uses (a grouped team's borrow QoS):
+    # a QoS GrpTRES on gres/gpu overrides every association's gres/gpu limit, the group's too
+    # (https://slurm.schedmd.com/resource_limits.html, hierarchy), a per-account one does not.
+    account_gpus: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +60,18 @@ class SlurmAccount:
     held: bool = False  # a paused team: GrpJobs=0, its jobs wait and none starts
     # The team's GPU-hour limit in GPU minutes (GrpTRESMins=gres/gpu=N); None: no limit.
     gpu_minutes_limit: int | None = None
+    parent: str | None = None  # its group's account; None: directly under the organisation's
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmGroupAccount:
+    """A group of teams: an account under the organisation's, parent of its teams' accounts.
+    ``grp_gpus`` (GrpTRES=gres/gpu) caps the GPUs its teams' jobs hold together: Slurm counts a
+    child's jobs against every ancestor's Grp limits (https://slurm.schedmd.com/resource_limits.html)."""
+
+    name: str
+    fairshare: int
+    grp_gpus: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +125,7 @@ class SlurmPlan:
     # PriorityUsageResetPeriod (DAILY, WEEKLY or MONTHLY) when an account has a GPU-minute limit:
     # the cluster then clears usage only then, never by decay. None: Slurm's decay is left alone.
     usage_reset_period: str | None = None
+    group_accounts: tuple[SlurmGroupAccount, ...] = ()
 
     def __post_init__(self) -> None:
         qos_names = {q.name for q in self.qos}
@@ -119,6 +136,7 @@ class SlurmPlan:
             | {f"qos {n}" for a in self.accounts for n in (*a.qos, a.default_qos) if n not in qos_names}
             | {f"qos {n}" for p in self.partitions for n in p.allow_qos if n not in qos_names}
             | {f"account {u.account}" for u in self.users if u.account not in accounts}
+            | {f"account {a.parent}" for a in self.accounts if a.parent is not None and a.parent not in {g.name for g in self.group_accounts}}
             | {f"account {n}" for p in self.partitions for n in p.allow_accounts if n not in accounts}
             | {f"group {d.group}" for d in self.data_paths if d.group not in groups}
         )
