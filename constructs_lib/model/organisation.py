@@ -71,7 +71,7 @@ from .base import (
 )
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types, known
-from .quota import QuotaEntry, ResourceQuota, gpus_of, whole_instances
+from .quota import QuotaEntry, ResourceQuota, gpus_of, instance_quota, whole_instances
 from .slurm import slurm_problems
 
 # --- sharing ----------------------------------------------------------------------------------
@@ -725,8 +725,8 @@ class GovernanceModel(_Frozen):
         """The sum of the quotas of ``group``'s teams in a pool, per instance type."""
         total: dict[str, int] = {}
         for team in self.teams:
-            if team.name in group.teams:
-                for instance_type, count in team.quotas.get(pool_name, {}).items():
+            if team.name in group.teams and pool_name in team.quotas:
+                for instance_type, count in instance_quota(team, self.pool(pool_name)).items():  # a GPU quota in whole instances
                     total[instance_type] = total.get(instance_type, 0) + count
         return total
 
@@ -910,7 +910,7 @@ def check_groups(model: GovernanceModel) -> list[Problem]:
                 continue  # the team quotas alone, which check_pool_teams checks
             grouped = sum(g.quotas[pool.name].get(instance_type, 0) for g in bounded)
             inside = {name for g in bounded for name in g.teams}
-            alone = sum(t.quotas.get(pool.name, {}).get(instance_type, 0) for t in model.teams if t.name not in inside)
+            alone = sum(instance_quota(t, pool).get(instance_type, 0) for t in model.teams if t.name not in inside and pool.name in t.quotas)
             if grouped + alone > capacity:
                 problems.append(Problem(path=f"pools[{pool_index}].capacity.{instance_type}",
                                         wrong=f"groups and teams outside groups are guaranteed {grouped + alone} instances but the pool has fewer",

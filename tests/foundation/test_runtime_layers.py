@@ -21,11 +21,11 @@ LAYERS = {
     "contract": ("contract.py", "__init__.py"),
     # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, the
     # Slurm plan and its head-node commands, request shapes, HyperPod groups, usage records, the
-    # cold-start API check, the Capacity Block market's published rules
+    # cold-start API check, the Capacity Block market's published rules, the GPU-hour limit calendar
     "common": (
         "common/__init__.py", "common/log.py", "common/metrics.py", "common/clients.py", "common/batch_copy.py", "common/handler.py",
         "slurm/__init__.py", "slurm/plan.py", "slurm/render.py", "slurm/ssm.py",
-        "request_shapes.py", "hyperpod_cluster.py", "usage.py", "api_check.py",
+        "request_shapes.py", "hyperpod_cluster.py", "usage.py", "api_check.py", "limits.py",
         "capacity/__init__.py", "capacity/market.py", "reclaim/__init__.py", "guard/__init__.py",
     ),
     # pure decisions: no AWS call, no clock
