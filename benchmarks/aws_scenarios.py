@@ -16,9 +16,9 @@ import time
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from tests.aws_model import block_scenario, scenario  # noqa: E402
+from tests.aws_model import block_scenario, scenario, slurm_scenario
 
-SCENARIOS = {"reclaim": scenario.run, "block": block_scenario.run}
+SCENARIOS = {"reclaim": scenario.run, "block": block_scenario.run, "slurm": slurm_scenario.run}
 
 
 def main() -> None:

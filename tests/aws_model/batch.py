@@ -13,8 +13,9 @@ of the caller between two calls.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
@@ -64,7 +65,7 @@ class Faults:
 
 
 class _Paginator:
-    def __init__(self, batch: "FakeBatch", operation: str):
+    def __init__(self, batch: FakeBatch, operation: str):
         self.batch, self.operation = batch, operation
 
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
@@ -78,7 +79,7 @@ class FakeBatch:
     """One account's jobs on fair-share queues of ``capacity`` instances each (one instance type)."""
 
     def __init__(self, clock: Clock, *, capacity: dict[str, int], faults: Faults | None = None, listing_lag: float = 0.0,
-                 page_size: int = 100, environments: dict[str, "Environment"] | None = None):
+                 page_size: int = 100, environments: dict[str, Environment] | None = None):
         """``environments``: compute environments (by ARN) whose jobs run on named ECS container
         instances; their queues' capacity is the instances live now, not ``capacity``."""
         self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
@@ -208,7 +209,7 @@ class FakeBatch:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _place(self, environment: "Environment") -> None:
+    def _place(self, environment: Environment) -> None:
         """Jobs of an environment's queues run one per container instance. A job whose instance is
         gone fails as its host did (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html:
         the retry strategy applies); RUNNABLE jobs start on free instances, highest priority first."""

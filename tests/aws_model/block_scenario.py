@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gpu_governance_runtime.capacity import requeue
 from gpu_governance_runtime.capacity.ledger import Ledger
@@ -29,7 +29,14 @@ from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
 
 from .batch import Clock, Crash, Environment, FakeBatch, Faults
 from .dynamodb import FakeDynamoDB
-from .ec2 import TERMINATION_LEAD, WARNING_LEAD, Block, FakeEc2, FakeEcs, container_instance
+from .ec2 import (
+    TERMINATION_LEAD,
+    WARNING_LEAD,
+    Block,
+    FakeEc2,
+    FakeEcs,
+    container_instance,
+)
 from .scenario import FAULT_RATES, Checks, InvariantBroken, fault
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/block"
@@ -112,13 +119,13 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
 
 def _run(ledger: Ledger, batch: FakeBatch, ec2: FakeEc2, ecs: FakeEcs, clock: Clock, report: Report, dry_run: bool, warned: Block | None) -> bool:
     """One controller invocation; False when it failed (Lambda retries an event, the schedule comes again)."""
-    now = datetime.fromtimestamp(clock.now, timezone.utc)
+    now = datetime.fromtimestamp(clock.now, UTC)
     report.runs += 1
     try:
         requeue.resume(ledger=ledger, batch=batch, submit=batch, now=now)
         if warned is not None:
             requeue.requeue(window=WINDOW, compute_environment=ENVIRONMENT, reservation_id=warned.reservation_id,
-                            ends_at=datetime.fromtimestamp(warned.end, timezone.utc), dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
+                            ends_at=datetime.fromtimestamp(warned.end, UTC), dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
                             batch=batch, submit=batch, now=now)
     except Crash:
         report.failed_runs += 1

@@ -12,9 +12,10 @@ instances are running from the start until 30 minutes before the end, then termi
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from .batch import Clock, Faults
 
@@ -90,7 +91,7 @@ class FakeEcs:
         assert operation == "list_container_instances", operation
         return _Pages(self.list_container_instances, "containerInstanceArns", self.page_size)
 
-    def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:  # noqa: A002 - the API's name
+    def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:
         self.faults.check("ListContainerInstances", "before", throttle_code="ThrottlingException", service="ecs")
         assert cluster == self.cluster, cluster
         # https://docs.aws.amazon.com/AmazonECS/latest/developerguide/cluster-query-language.html: ec2InstanceId in [...]
@@ -103,4 +104,4 @@ def container_instance(instance_id: str) -> str:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -53,10 +53,11 @@ class Report:
     copies: int = 0
     faults: Counter = field(default_factory=Counter)
     crashes: int = 0
+    failed_ticks: int = 0
 
     def summary(self) -> str:
         return (f"{self.ticks} ticks, {self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
-                f"{self.crashes} crashed ticks")
+                f"{self.failed_ticks} failed and {self.crashes} crashed ticks")
 
 
 class InvariantBroken(AssertionError):
@@ -124,7 +125,7 @@ def _tick(batch: FakeBatch, ledger: Ledger, settings: Settings, dry_run: bool, r
     except Crash:
         report.crashes += 1  # the invocation died: the next tick starts afresh
     except Exception:  # noqa: BLE001 - a fault in the read: the handler counts it in PoolErrors, the next tick reads again
-        pass
+        report.failed_ticks += 1
     report.ticks += 1
 
 
