@@ -62,10 +62,12 @@ class Report:
     warnings: int = 0
     failed_runs: int = 0
     crashes: int = 0
+    warnings_unhandled: int = 0  # blocks whose warning no run handled (every delivery and Lambda retry failed)
     faults: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
-        return (f"{self.runs} controller runs, {self.warnings} warning deliveries, {self.submitted} jobs submitted, "
+        return (f"{self.runs} controller runs, {self.warnings} warning deliveries ({self.warnings_unhandled} blocks' warning never handled), "
+                f"{self.submitted} jobs submitted, "
                 f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.failed_runs} failed runs ({self.crashes} crashed)")
 
 
@@ -91,7 +93,7 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
         events.append((first, 0, block))
         if rng.random() < duplicate_rate:  # EventBridge delivers at least once: the same event again
             events.append((first + rng.uniform(0, late_seconds), 0, block))
-    end, seen_requests = clock.now + days * day, 0
+    end, seen_requests, handled = clock.now + days * day, 0, set()
     while clock.now < end:
         _arrivals(rng, batch, report)
         batch.advance(60)
@@ -100,7 +102,9 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
             events.remove(event)
             _, attempt, block = event
             report.warnings += 1
-            if not _run(ledger, batch, ec2, ecs, clock, report, dry_run, block) and attempt < len(EVENT_RETRY_DELAYS):
+            if _run(ledger, batch, ec2, ecs, clock, report, dry_run, block):
+                handled.add(block.reservation_id)
+            elif attempt < len(EVENT_RETRY_DELAYS):
                 events.append((clock.now + EVENT_RETRY_DELAYS[attempt], attempt + 1, block))
         if clock.now % SCHEDULE < 60:
             _run(ledger, batch, ec2, ecs, clock, report, dry_run, None)
@@ -112,6 +116,7 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
         _run(ledger, batch, ec2, ecs, clock, report, dry_run, None)
     checks.final()
     report.faults = Counter(f for _, _, f in faults.injected)
+    report.warnings_unhandled = sum(1 for b in blocks if b.end - WARNING_LEAD <= clock.now and b.reservation_id not in handled)
     report.copies = sum(1 for j in batch.jobs.values() if TAG_REQUEUED_FROM in j["tags"])
     report.stopped = sum(1 for operation, _ in batch.requests if operation == "TerminateJob")
     return report
