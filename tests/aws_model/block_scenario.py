@@ -63,12 +63,13 @@ class Report:
     failed_runs: int = 0
     crashes: int = 0
     warnings_unhandled: int = 0  # blocks whose warning no run handled (every delivery and Lambda retry failed)
+    killed_with_instances: int = 0  # attempts that ended with their instance (not stopped in time): Batch's retry strategy applies
     faults: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
         return (f"{self.runs} controller runs, {self.warnings} warning deliveries ({self.warnings_unhandled} blocks' warning never handled), "
                 f"{self.submitted} jobs submitted, "
-                f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.failed_runs} failed runs ({self.crashes} crashed)")
+                f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.killed_with_instances} attempts ended with their instance, {self.failed_runs} failed runs ({self.crashes} crashed)")
 
 
 def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = FAULT_RATES,
@@ -119,6 +120,7 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
     report.warnings_unhandled = sum(1 for b in blocks if b.end - WARNING_LEAD <= clock.now and b.reservation_id not in handled)
     report.copies = sum(1 for j in batch.jobs.values() if TAG_REQUEUED_FROM in j["tags"])
     report.stopped = sum(1 for operation, _ in batch.requests if operation == "TerminateJob")
+    report.killed_with_instances = sum(1 for j in batch.jobs.values() for a in j["attempts"] if a["statusReason"].startswith("Host EC2"))
     return report
 
 
