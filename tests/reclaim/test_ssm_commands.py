@@ -106,9 +106,8 @@ def test_a_command_whose_poll_is_throttled_is_cancelled_and_left_to_be_read_back
     """Found while building the Slurm window scenario: a throttled GetCommandInvocation made the controller stop
     waiting without cancelling, and record the command ``failed`` while SSM still delivered and ran
     it. Stopping to wait for any reason is giving up on it: cancelled, and its outcome read back."""
-    from tests.aws_model.batch import Faults
-
     from gpu_governance_runtime.slurm.ssm import CommandAbandoned
+    from tests.aws_model.batch import Faults
 
     clock = Clock()
     polls = []
