@@ -146,6 +146,11 @@ def _request(args: argparse.Namespace) -> int:
         raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
         raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
+    if request.occurrence:
+        print(f"joined window {request.window}'s occurrence {request.occurrence} (token {request.token}) for team {request.team}: "
+              f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h is inside it; "
+              "nothing more is bought")
+        return 0
     print(f"{'requested' if new else 'already requested'} window {request.name} (token {request.token}) for team {request.team}: "
           f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window "
           f"{request.window}'s price cap, budget and mode; the controller serves it on its next run")

@@ -19,6 +19,7 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.simulator.engine import compare, simulate
 from constructs_lib.simulator.importers import SACCT_COMMAND, ImportOptions, from_batch, from_kueue, from_sacct, priorities
+from constructs_lib.simulator.sweep import GRID_KEYS, parse_grid, run_sweep, sweep_json, sweep_table
 from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, table, write_plot
 from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
 
@@ -34,8 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
     simulate_parser.add_argument("--reborrow-backoff", type=_non_negative_float, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption (default: the pool's reclaim.reborrow_backoff_seconds in --config)")
     simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: the pool's reclaim.borrow_horizon_seconds in --config; unset there: any job)")
+    simulate_parser.add_argument("--grace", type=_non_negative_float, help="seconds a victim runs on after it is chosen, to checkpoint, before it stops (default: the pool's reclaim.grace_seconds in --config)")
     simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
     simulate_parser.add_argument("--compare", metavar="OLD", help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'")
+    simulate_parser.add_argument("--sweep", action="store_true", help="replay a grid of pool sizes, guarantee splits and reclaim settings in parallel (--grid); print goodput vs pooled, lost work and the frontier")
+    simulate_parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help=f"with --sweep, repeat: {', '.join(GRID_KEYS)} (e.g. size=32,40,48 split=50/20/30,40/30/30 grace=0,300); a key not given keeps the file's value")
+    simulate_parser.add_argument("--processes", type=int, help="with --sweep: worker processes (default: one per core)")
     simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
     simulate_parser.add_argument("--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)")
     simulate_parser.set_defaults(handler=_run_simulate)
@@ -107,13 +112,21 @@ def _settings(pool: PoolPolicy, args: argparse.Namespace) -> Settings:
         settings = replace(settings, reborrow_backoff_s=args.reborrow_backoff)
     if args.borrow_horizon is not None:
         settings = replace(settings, borrow_horizon_s=args.borrow_horizon)
+    if args.grace is not None:
+        settings = replace(settings, grace_s=args.grace)
     return settings
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
     if args.max_preemptions < 0:
         raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
+    if not args.sweep:
+        for option, given in (("--grid", args.grid), ("--processes", args.processes is not None)):
+            if given:
+                raise GovernanceError.single(option, "only with --sweep", option, "--sweep --grid KEY=V1,V2 ...")
     pool = pool_policy(model_from(args), args.pool)
+    if args.sweep:
+        return _run_sweep(args, pool)
     jobs = read_trace(args.trace)
     if args.declared_run_time:
         jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
@@ -129,6 +142,18 @@ def _run_simulate(args: argparse.Namespace) -> int:
     else:
         print(table(results))
     return 0
+
+def _run_sweep(args: argparse.Namespace, pool: PoolPolicy) -> int:
+    for option, given in (("--compare", args.compare), ("--plot", args.plot), ("--declared-run-time", args.declared_run_time)):
+        if given:
+            raise GovernanceError.single(option, "not with --sweep", given, "a single simulate run")
+    if args.processes is not None and args.processes < 1:
+        raise GovernanceError.single("--processes", "not a number of processes", args.processes, "1 or more")
+    grid = parse_grid(args.grid, teams=[s.name for s in pool.shares], size=sum(pool.capacity.values()), base=_settings(pool, args))
+    outcomes = run_sweep(args.trace, grid, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, processes=args.processes)
+    print(json.dumps(sweep_json(outcomes), indent=2) if args.json else sweep_table(outcomes))
+    return 0
+
 
 def _run_import(args: argparse.Namespace) -> int:
     options = ImportOptions(instance_type=args.instance_type, priorities=priorities(args.priority), checkpointable_teams=frozenset(args.checkpointable))

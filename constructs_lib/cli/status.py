@@ -1,7 +1,9 @@
 """`gpu-governance status --team TEAM`: why is my job waiting, per backend, in plain words.
 
 Batch quota-share pools are read with AWS credentials (the team's submission role is enough:
-``batch:GetJobQueueSnapshot``, ``batch:ListServiceJobs``, ``batch:DescribeServiceJob``).
+``batch:GetJobQueueSnapshot``, ``batch:ListServiceJobs``, ``batch:DescribeServiceJob``, and
+``ssm:GetParameter`` on the team's training plans parameter when a window of the team feeds
+training jobs).
 HyperPod EKS pools are read from `kubectl get workloads -n hyperpod-ns-TEAM -o json` and
 `kubectl get clusterqueues -o json`, run here or given as files; Slurm pools from `squeue`, run
 here or given as a file. Exit codes: 0 shown, 1 the backend could not be read (AWS refused, no
@@ -15,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -85,8 +87,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _only_job(status, job: str):
-    from dataclasses import replace
-
     return replace(status, jobs=tuple(j for j in status.jobs if job in (j.job_id, j.name)))
 
 
@@ -95,8 +95,11 @@ def _batch(args: argparse.Namespace, pool, model):
 
     from constructs_lib.member.status import BATCH_CALLS, batch_observation
 
+    region = args.region or model.capacity_account.region
     try:
-        return batch_observation(batch_client(args.region or model.capacity_account.region), pool, args.team, args.job)
+        plans, note = _training_plans(model, args.team, region)
+        observation = batch_observation(batch_client(region), pool, args.team, args.job, training_plans=plans)
+        return replace(observation, notes=observation.notes + note)
     except NoCredentialsError:
         raise Unreadable("no AWS credentials: assume your team's submission role (it may call " + ", ".join(BATCH_CALLS) + ")") from None
     except ClientError as error:
@@ -107,6 +110,33 @@ def _batch(args: argparse.Namespace, pool, model):
         raise Unreadable(f"batch:{operation} failed: {code}: {error.response.get('Error', {}).get('Message', '')}") from None
     except BotoCoreError as error:
         raise Unreadable(f"AWS Batch could not be reached: {error}") from None
+
+
+def _training_plans(model, team: str, region: str) -> tuple[list[dict[str, str]] | None, tuple[str, ...]]:
+    """The team's active training plans from the parameter the capacity controller publishes
+    (``ssm:GetParameter``, which its submission role may call), when a window of the team feeds
+    training jobs; (None, why) when it could not be read: the jobs are still explained."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from gpu_governance_runtime.contract import team_training_plans_parameter
+
+    from constructs_lib.member.batch import parse_training_plans, read_training_plans
+
+    if not any(w.team == team and w.feeds.kind == "sagemaker_training_jobs" for w in model.capacity_windows):
+        return None, ()
+    parameter = team_training_plans_parameter(model.organisation, team)
+    try:
+        return parse_training_plans(read_training_plans(ssm_client(region), parameter), parameter), ()
+    except NoCredentialsError:
+        raise
+    except (BotoCoreError, ClientError, GovernanceError) as error:
+        why = " ".join(str(error).split())
+        return None, (f"the team's training plans ({parameter}) could not be read, so whether running jobs are on them is not shown: {why}",)
+
+
+def ssm_client(region: str):
+    import boto3
+
+    return boto3.session.Session(region_name=region).client("ssm")
 
 
 def batch_client(region: str):

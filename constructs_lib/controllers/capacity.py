@@ -74,7 +74,7 @@ class CapacityController(GovernanceController):
     runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
     shortened to it), so the drain and the requeue land before the plan's instances go; so it
     does while a window feeds a Batch compute environment, whose jobs are stopped and requeued
-    between 35 and 30 minutes before a block ends (``requeue.STOP_LEAD``).
+    from 40 minutes before a block ends (``requeue.STOP_LEAD``: two runs before its instances go at 30).
     """
 
     namespace = CAPACITY_NAMESPACE
@@ -205,13 +205,16 @@ class CapacityController(GovernanceController):
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
             statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]))
-        compute_environments = sorted({f.compute_environment for f in feeds if f.kind == "batch_compute_environment"})
+        batch_feeds = [f for f in feeds if f.kind == "batch_compute_environment"]
         requeue_statements = []
-        if compute_environments:
+        if batch_feeds:
             statements += [
-                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=compute_environments),
+                # rotation.py: only the block compute environments are updated and only their queues reordered; the on-demand
+                # compute environments, where running work stays, are never touched.
+                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=sorted({f.block_compute_environment for f in batch_feeds})),
+                iam.PolicyStatement(actions=["batch:UpdateJobQueue"], resources=sorted({f.job_queue for f in batch_feeds})),
                 iam.PolicyStatement(actions=["batch:DescribeComputeEnvironments", "batch:DescribeJobQueues", "batch:ListJobs",
-                                             "batch:DescribeJobs", "ec2:DescribeInstances"], resources=["*"]),
+                                             "batch:DescribeJobs", "ec2:DescribeInstances", "ec2:DescribeInstanceTypes"], resources=["*"]),
             ]
             # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
             requeue_statements = [

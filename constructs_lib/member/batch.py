@@ -125,26 +125,59 @@ def active_training_plan(setup: TeamSetup, instance_type: str, published: str | 
     """The team's active training plan for ``instance_type`` from ``published`` (the value of its
     ``training_plans_parameter``, None when the parameter does not exist): the one ending last,
     or None when the team owns none active now."""
+    live = live_training_plans(parse_training_plans(published, setup.training_plans_parameter), instance_type, now=now)
+    return max(live, key=lambda p: p["ends"])["arn"] if live else None
+
+
+def parse_training_plans(published: str | None, parameter: str | None) -> list[dict[str, str]]:
+    """The plans ``published`` lists (the value of the training plans parameter ``parameter``;
+    None when it does not exist: no plans), refused unless each names its arn, instance type and
+    end."""
     if not published:
-        return None
+        return []
     try:
         plans = json.loads(published)
-        moment = now or datetime.now(timezone.utc)
-        live = [p for p in plans if p.get("instance_type") == instance_type and datetime.fromisoformat(p["ends"]) > moment]
+        for plan in plans:
+            missing = {"arn", "instance_type", "ends"} - set(plan)
+            if missing:
+                raise KeyError(", ".join(sorted(missing)))
+            datetime.fromisoformat(plan["ends"])
     except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise GovernanceError.single(setup.training_plans_parameter or "training plans", "not the team's training plans", str(published)[:80],
+        raise GovernanceError.single(parameter or "training plans", "not the team's training plans", str(published)[:80],
                                      f'a JSON list of {{"arn", "window", "instance_type", "ends"}} ({error})') from None
-    return max(live, key=lambda p: p["ends"])["arn"] if live else None
+    return plans
+
+
+def live_training_plans(plans: list[dict[str, str]], instance_type: str, *, now: datetime | None = None) -> list[dict[str, str]]:
+    """The ``plans`` of ``instance_type`` not ended at ``now`` (default: the current time)."""
+    moment = now or datetime.now(timezone.utc)
+    return [p for p in plans if p["instance_type"] == instance_type and datetime.fromisoformat(p["ends"]) > moment]
 
 
 def published_training_plans(ssm_client: Any, setup: TeamSetup) -> str | None:
     """The value of the team's training plans parameter (None when it does not exist)."""
-    if not setup.training_plans_parameter:
+    return read_training_plans(ssm_client, setup.training_plans_parameter)
+
+
+def read_training_plans(ssm_client: Any, parameter: str | None) -> str | None:
+    """The value of the training plans parameter ``parameter`` (None when it does not exist)."""
+    if not parameter:
         return None
     try:
-        return ssm_client.get_parameter(Name=setup.training_plans_parameter)["Parameter"]["Value"]
+        return ssm_client.get_parameter(Name=parameter)["Parameter"]["Value"]
     except ssm_client.exceptions.ParameterNotFound:
         return None
+
+
+def teams_training_plan(setup: TeamSetup, instance_type: str, ssm_client: Any = None) -> str | None:
+    """The team's active training plan for ``instance_type``, read now from its training plans
+    parameter with ``ssm_client`` (default boto3's; the submission role may read it); None when
+    it owns none."""
+    if ssm_client is None:
+        import boto3
+
+        ssm_client = boto3.client("ssm", region_name=setup.region)
+    return active_training_plan(setup, instance_type, published_training_plans(ssm_client, setup))
 
 
 def submit_training_job(batch_client: Any, setup: TeamSetup, *, ssm_client: Any = None, **job: Any) -> dict[str, Any]:
@@ -153,9 +186,5 @@ def submit_training_job(batch_client: Any, setup: TeamSetup, *, ssm_client: Any 
     Unless ``training_plan_arn`` is given, the team's active training plan for the instance type
     (read with ``ssm_client``, default boto3's) is set, when it owns one."""
     if "training_plan_arn" not in job:
-        if ssm_client is None:
-            import boto3
-
-            ssm_client = boto3.client("ssm", region_name=setup.region)
-        job["training_plan_arn"] = active_training_plan(setup, job["instance_type"], published_training_plans(ssm_client, setup))
+        job["training_plan_arn"] = teams_training_plan(setup, job["instance_type"], ssm_client)
     return batch_client.submit_service_job(**service_job_request(setup, **job))

@@ -20,9 +20,21 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name, with_submission_tags
+from .batch import CHECKPOINT_LOCAL_PATH, DEFAULT_MAX_RUNTIME_SECONDS, DEFAULT_VOLUME_GB, check_job_name, teams_training_plan, with_submission_tags
 from .setup import TeamSetup
 from constructs_lib.core.errors import GovernanceError
+
+
+
+class _TeamPlan:
+    """``model_trainer``'s default plan: the team's active training plan for the instance type,
+    read from its training plans parameter when the trainer is built."""
+
+    def __repr__(self) -> str:
+        return "TEAM_PLAN"
+
+
+TEAM_PLAN = _TeamPlan()
 
 
 def model_trainer(
@@ -35,12 +47,16 @@ def model_trainer(
     max_runtime_seconds: int = DEFAULT_MAX_RUNTIME_SECONDS,
     volume_size_gb: int = DEFAULT_VOLUME_GB,
     sagemaker_session: Any = None,
+    training_plan_arn: Any = TEAM_PLAN,
+    ssm_client: Any = None,
     **trainer_options: Any,
 ):
     """A ``ModelTrainer`` that runs as the team's execution role, writes output and checkpoints
     to the team's bucket under its key, and names its jobs ``<base_job_name>-<time>``
     (``base_job_name`` starts with ``<team>-``). Checkpoints go to ``<prefix>/<base_job_name>/``,
-    so a resubmitted job with the same base name resumes from them."""
+    so a resubmitted job with the same base name resumes from them. Its jobs run on the team's
+    active training plan for ``instance_type`` (read with ``ssm_client``, default boto3's) when
+    it owns one; pass ``training_plan_arn`` to choose (None: on demand)."""
     from sagemaker.core.shapes import Tag
     from sagemaker.core.training.configs import CheckpointConfig, Compute, OutputDataConfig, StoppingCondition
     from sagemaker.train.model_trainer import ModelTrainer
@@ -56,13 +72,17 @@ def model_trainer(
         raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
     if not image_uri:
         raise GovernanceError.single("image_uri", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
+    if training_plan_arn is TEAM_PLAN:
+        training_plan_arn = teams_training_plan(setup, instance_type, ssm_client)
     return ModelTrainer(
         training_image=image_uri,
         role=setup.execution_role_arn,
         base_job_name=base_job_name,
         sagemaker_session=sagemaker_session,
+        # a plan bought for the team reaches the job only through its ResourceConfig.TrainingPlanArn, which the
+        # SDK's Compute carries as training_plan_arn (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html)
         compute=Compute(instance_type=instance_type, instance_count=instance_count, volume_size_in_gb=volume_size_gb,
-                        volume_kms_key_id=setup.kms_key_arn),
+                        volume_kms_key_id=setup.kms_key_arn, training_plan_arn=training_plan_arn),
         output_data_config=OutputDataConfig(s3_output_path=f"s3://{setup.bucket}/output/", kms_key_id=setup.kms_key_arn),
         checkpoint_config=CheckpointConfig(s3_uri=setup.checkpoint_uri(base_job_name), local_path=CHECKPOINT_LOCAL_PATH),
         stopping_condition=StoppingCondition(max_runtime_in_seconds=max_runtime_seconds),

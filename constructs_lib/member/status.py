@@ -4,7 +4,10 @@ the HyperPod EKS and Slurm readers parse the text `kubectl` and `squeue` print.
 
 Batch (quota-share queue ``pool.name``), with the team's submission role, calls exactly:
 ``batch:GetJobQueueSnapshot`` (the queue), ``batch:ListServiceJobs`` (per status, filtered by
-the team's quota share) and ``batch:DescribeServiceJob`` (the team's waiting jobs, and ``--job``).
+the team's quota share) and ``batch:DescribeServiceJob`` (the team's waiting and running jobs, and
+``--job``). A running job's training plan is the ``ResourceConfig.TrainingPlanArn`` of the
+CreateTrainingJob request Batch holds for it (``serviceRequestPayload``), which SageMaker runs the
+job on (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
@@ -25,10 +28,14 @@ from constructs_lib.member.waiting import RUNNING, WAITING, Observation, Observe
 
 BATCH_CALLS = ("batch:GetJobQueueSnapshot", "batch:ListServiceJobs", "batch:DescribeServiceJob")
 BATCH_ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
-BATCH_DESCRIBED = 50  # waiting jobs described for their priority; more are shown by listing order
+BATCH_RUNNING = ("SCHEDULED", "STARTING", "RUNNING")
+BATCH_DESCRIBED = 50  # waiting jobs described for their priority (running ones for their plan); more are shown by listing order
 
 
-def batch_observation(batch: Any, pool: PoolPolicy, team: str, job_id: str | None = None) -> Observation:
+def batch_observation(batch: Any, pool: PoolPolicy, team: str, job_id: str | None = None,
+                      training_plans: Sequence[Mapping[str, str]] | None = None) -> Observation:
+    """``training_plans``: the team's active plans as its training plans parameter lists them
+    (None: not read), against which each running job's plan is told."""
     snapshot = batch.get_job_queue_snapshot(jobQueue=pool.name)
     in_use: dict[str, dict[str, int]] = {}
     for entry in snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", []):
@@ -45,19 +52,24 @@ def batch_observation(batch: Any, pool: PoolPolicy, team: str, job_id: str | Non
     if job_id is not None and job_id not in summaries:
         summaries[job_id] = batch.describe_service_job(jobId=job_id)
     waiting = sorted((s for s in summaries.values() if s.get("status") == "RUNNABLE"), key=lambda s: (s["jobId"] not in front, s.get("createdAt", 0)))
-    details = {s["jobId"]: batch.describe_service_job(jobId=s["jobId"]) for s in waiting[:BATCH_DESCRIBED] if "schedulingPriority" not in s}
+    running = [s for s in summaries.values() if s.get("status") in BATCH_RUNNING]  # described for their training plan
+    details = {s["jobId"]: batch.describe_service_job(jobId=s["jobId"]) for s in waiting[:BATCH_DESCRIBED] + running[:BATCH_DESCRIBED]
+               if "serviceRequestPayload" not in s}
     jobs = tuple(_batch_job({**summary, **details.get(summary["jobId"], {})}, pool, team, front) for summary in summaries.values())
     notes = (f"{len(waiting) - BATCH_DESCRIBED} more waiting jobs not described: their priority is not known",) if len(waiting) > BATCH_DESCRIBED else ()
+    if len(running) > BATCH_DESCRIBED:
+        notes += (f"{len(running) - BATCH_DESCRIBED} more running jobs not described: their training plan is not known",)
     if job_id is not None:
         jobs = tuple(j for j in jobs if j.job_id == job_id or j.state == WAITING)
-    return Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use=in_use, jobs=jobs, notes=notes)
+    return Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use=in_use, jobs=jobs, notes=notes,
+                       training_plans=None if training_plans is None else tuple(training_plans))
 
 
 def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[str]) -> ObservedJob:
     size = service_job_size(dict(job), pool.capacity)
     status = job.get("status", "")
     reason_text = job.get("statusReason", "")
-    state = RUNNING if status in ("SCHEDULED", "STARTING", "RUNNING") else WAITING if status == "RUNNABLE" else status
+    state = RUNNING if status in BATCH_RUNNING else WAITING if status == "RUNNABLE" else status
     # Batch states a blocked queue head: MISCONFIGURATION:* never runs as is; CAPACITY:* waits on SageMaker capacity.
     code = "misconfigured" if reason_text.startswith("MISCONFIGURATION:") else "backend" if reason_text.startswith("CAPACITY:") else None
     if state == WAITING and code is None and job["jobId"] in front:
@@ -67,7 +79,16 @@ def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[s
         instance_type=size[0] if size else None, count=size[1] if size else 0, priority=int(job.get("schedulingPriority", 0)),
         priority_known="schedulingPriority" in job,
         submitted_at=job.get("createdAt", 0) / 1000, reason=code if state == WAITING else None, backend_reason=reason_text,
+        training_plan=_training_plan(job.get("serviceRequestPayload")),
     )
+
+
+def _training_plan(payload: str | None) -> str | None:
+    """The ``ResourceConfig.TrainingPlanArn`` of a service job's CreateTrainingJob request (None: on demand, or not described)."""
+    try:
+        return (json.loads(payload or "{}").get("ResourceConfig") or {}).get("TrainingPlanArn")
+    except (ValueError, AttributeError):
+        return None  # not a SageMaker request as Batch holds it: nothing to tell
 
 
 # --- HyperPod EKS: Kueue Workloads and ClusterQueues (kueue.x-k8s.io/v1beta1) -------------------------

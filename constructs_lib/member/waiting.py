@@ -60,6 +60,7 @@ class ObservedJob:
     reason: str | None = None  # a REASONS code when the backend's words say it plainly
     backend_reason: str = ""  # the backend's own words, always shown
     details: Mapping[str, object] = field(default_factory=dict)  # figures in the backend's own units (Kueue's GPUs)
+    training_plan: str | None = None  # the SageMaker training plan a Batch service job asked for (ResourceConfig.TrainingPlanArn)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +72,8 @@ class Observation:
     jobs: tuple[ObservedJob, ...]
     notes: tuple[str, ...] = ()  # what the reader could not see
     guaranteed: Mapping[str, int] | None = None  # the team's quota in ``unit`` where it is not the policy's (Kueue)
+    # The team's active training plans as its training plans parameter lists them (None: not read)
+    training_plans: tuple[Mapping[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +94,7 @@ class Explanation:
     text: str
     position: int | None = None
     backend_reason: str = ""
+    training_plan: str = ""  # a running training job: on the team's plan or not (``on_plan``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,7 +129,8 @@ def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows:
             code = "running" if job.state == RUNNING else "backend"
             explanations.append(Explanation(job_id=job.job_id, name=job.name, state=job.state, reason=code,
                                             text=REASONS[code] if job.state == RUNNING else job.backend_reason or job.state.lower(),
-                                            backend_reason=job.backend_reason))
+                                            backend_reason=job.backend_reason,
+                                            training_plan=on_plan(job, observation.training_plans, now) if job.state == RUNNING else ""))
             continue
         # only jobs that could start count as ahead: a held or impossible job holds no one back
         ahead = [a for a in waiting[: position[job.job_id] - 1] if a.instance_type == job.instance_type and a.reason not in NOT_STARTABLE]
@@ -142,6 +147,24 @@ def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows:
                                         position=position[job.job_id], backend_reason=job.backend_reason))
     return Status(team=team, pool=observation.pool, backend=observation.backend, unit=observation.unit, usage=usage,
                   jobs=tuple(explanations), notes=observation.notes)
+
+
+def on_plan(job: ObservedJob, plans: Iterable[Mapping[str, str]] | None, now: datetime) -> str:
+    """Whether a running job is on the team's training plan, in words ("" when nothing is known:
+    a job with no plan whose team's plans were not read)."""
+    plans = None if plans is None else [p for p in plans if datetime.fromisoformat(p["ends"]) > now]
+    if job.training_plan:
+        if plans is None:
+            return f"on training plan {job.training_plan}"
+        mine = next((p for p in plans if p["arn"] == job.training_plan), None)
+        return (f"on the team's training plan {job.training_plan} (window {mine.get('window', '?')})" if mine
+                else f"on training plan {job.training_plan}, not one of the team's active plans")
+    owned = [p for p in plans or () if p["instance_type"] == job.instance_type]
+    if owned:
+        plan = max(owned, key=lambda p: p["ends"])
+        return (f"on demand, not on the team's training plan {plan['arn']} of {job.instance_type} (window {plan.get('window', '?')}): "
+                "submit with ResourceConfig.TrainingPlanArn (docs/team-guide.md)")
+    return "" if plans is None else "on demand (the team owns no active training plan of its instance type)"
 
 
 class _Figures(dict):
@@ -210,6 +233,7 @@ def render(statuses: Iterable[Status]) -> str:
         for job in status.jobs:
             where = f"#{job.position} " if job.position else ""
             label = f"{job.job_id}" + (f" ({job.name})" if job.name and job.name != job.job_id else "")
-            lines.append(f"  {label}: running" if job.state == RUNNING else f"  {label}: {job.state} {where}- {job.text}")
+            running = f"  {label}: running" + (f", {job.training_plan}" if job.training_plan else "")
+            lines.append(running if job.state == RUNNING else f"  {label}: {job.state} {where}- {job.text}")
         lines += [f"  note: {n}" for n in status.notes]
     return "\n".join(lines)

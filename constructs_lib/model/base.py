@@ -98,6 +98,7 @@ EksClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0
 ComputeEnvironmentArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
 ]
+JobQueueArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:job-queue/[A-Za-z0-9_-]{1,128}$")]
 HyperPodClusterArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$")
 ]

@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, HYPERPOD_BACKENDS, HYPERPOD_EKS
 
 from constructs_lib.core.errors import Problem
-from .base import ComputeEnvironmentArn, DnsLabel, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
+from .base import ComputeEnvironmentArn, DnsLabel, JobQueueArn, Ec2InstanceType, EksClusterName, InstanceGroupName, SageMakerInstanceType, TeamName, _Frozen
 
 if TYPE_CHECKING:
     from .organisation import GovernanceModel
@@ -29,11 +29,26 @@ CostCentre = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_ .:/=+@-]{1,
 
 
 class BatchComputeEnvironmentFeed(_Frozen):
-    """An AWS Batch EC2 compute environment launching from ``launch_template_name``."""
+    """An AWS Batch job queue whose on-demand EC2 ``compute_environment`` is left as it is: while a
+    block is active the controller puts ``block_compute_environment`` (launching from
+    ``launch_template_name``, into the block) ahead of it in ``job_queue``, so new jobs go to the
+    block and running ones keep running (docs/capacity.md, *Rotation and drain*)."""
 
     kind: Literal["batch_compute_environment"]
     launch_template_name: LaunchTemplateName
     compute_environment: ComputeEnvironmentArn
+    block_compute_environment: ComputeEnvironmentArn
+    job_queue: JobQueueArn
+
+    @model_validator(mode="after")
+    def _two_environments(self) -> "BatchComputeEnvironmentFeed":
+        if self.block_compute_environment == self.compute_environment:
+            raise ValueError(f"block_compute_environment {self.block_compute_environment!r} is the on-demand compute_environment: "
+                             "the block needs a compute environment of its own, so running jobs are never moved")
+        if self.block_compute_environment.split(":")[3:5] != self.job_queue.split(":")[3:5]:
+            raise ValueError(f"block_compute_environment {self.block_compute_environment!r} and job_queue {self.job_queue!r} "
+                             "must be in the same region and account")
+        return self
 
 
 class EksNodeGroupFeed(_Frozen):

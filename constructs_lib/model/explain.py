@@ -113,6 +113,12 @@ def caveats(model: GovernanceModel) -> list[str]:
     """Settings a pool's backend ignores, one line each naming the field: ``validate`` warns with
     them and ``explain`` lists them under the table. None of them stops a deploy."""
     lines = []
+    for index, pool in enumerate(model.pools):
+        # Batch preempts quota-share jobs itself, with no grace: a quota share's preemption setting is
+        # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
+        if pool.backend == BATCH_QUOTA_SHARE and pool.reclaim.grace_seconds:
+            lines.append(f"pools[{index}].reclaim.grace_seconds: not enforced on pool {pool.name} ({pool.backend}): Batch preempts quota-share jobs "
+                         "itself, at once, with no grace setting, and the reclaim controller only observes them; only `simulate` applies it")
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)

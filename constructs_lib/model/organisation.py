@@ -259,6 +259,9 @@ class _Pool(_Frozen):
 
 
 YEAR_SECONDS = 365 * 86_400
+# A lender waits up to a tick plus the grace for what it is guaranteed: an hour at most keeps that a
+# wait, not a loan of the guarantee.
+MAX_GRACE_SECONDS = 3_600
 
 
 class ReclaimSettings(_Frozen):
@@ -273,6 +276,11 @@ class ReclaimSettings(_Frozen):
     borrow_horizon_seconds: Annotated[int, Field(ge=60, le=YEAR_SECONDS)] | None = Field(
         default=None,
         description="Only jobs declaring a maximum run time of at most this (Slurm --time, Batch timeout) borrow; unset: any job",
+    )
+    grace_seconds: Annotated[int, Field(ge=0, le=MAX_GRACE_SECONDS)] = Field(
+        default=0,
+        description=f"A preempted job keeps running this long before it is stopped, to checkpoint (Slurm QoS GraceTime; 0-{MAX_GRACE_SECONDS} s: "
+        "the lender waits as long); 0: stopped at once",
     )
 
 

@@ -40,7 +40,8 @@ def _reclaim(pool: AnyPool) -> dict[str, Any]:
     settings = getattr(pool, "reclaim", None)  # HyperPod EKS pools reclaim with Kueue: none
     if settings is None:
         return {}
-    return {"reclaim": {"reborrow_backoff_s": settings.reborrow_backoff_seconds, "borrow_horizon_s": settings.borrow_horizon_seconds}}
+    return {"reclaim": {"reborrow_backoff_s": settings.reborrow_backoff_seconds, "borrow_horizon_s": settings.borrow_horizon_seconds,
+                        "grace_s": settings.grace_seconds}}
 
 
 def compile_policy(model: GovernanceModel) -> dict[str, Any]:

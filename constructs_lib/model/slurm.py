@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpu_governance_runtime.slurm import (
@@ -200,6 +200,10 @@ def slurm_plan(model: GovernanceModel, pool_name: str, *, data_root: str = DEFAU
             allow_accounts=tuple(b.name for b in borrowers),
             allow_qos=tuple(borrow_qos_name(b.name) for b in borrowers),
         ))
+    # Slurm gives a victim the GraceTime of its own QoS: every QoS another may preempt carries the pool's grace.
+    preempted = {name for q in qos for name in q.preempts}
+    grace = pool.reclaim.grace_seconds
+    qos = [replace(q, grace_time_s=grace) if q.name in preempted else q for q in qos]
     return SlurmPlan(
         organisation=model.organisation,
         qos=tuple(qos),

@@ -77,12 +77,19 @@ quota (HyperPod EKS) while the window's training plan is active and lowers them 
 (capacity/shares.py). Its own IAM names those resources."""
 
 
+QUEUE_REORDERS = {"batch_compute_environment": ("batch:UpdateJobQueue",)}
+"""What the capacity controller does to queues, by what a window feeds: it puts the window's block
+compute environment ahead of the on-demand one in the declared job queue while a block is active
+and behind it otherwise (capacity/rotation.py). Its own IAM names those queues."""
+
+
 def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
-    """The quota updates the capacity controller makes for this model's windows (none when no
-    window feeds a quota it raises)."""
+    """The quota and queue updates the capacity controller makes for this model's windows (none
+    when no window feeds a quota it raises or a queue it reorders)."""
     raised = {action for w in model.capacity_windows if getattr(w.feeds, "pool", None)
               for action in QUOTA_RAISES.get((w.feeds.kind, model.pool(w.feeds.pool).backend), ())}
-    return tuple(action for actions in QUOTA_RAISES.values() for action in actions if action in raised)
+    raised |= {action for w in model.capacity_windows for action in QUEUE_REORDERS.get(w.feeds.kind, ())}
+    return tuple(action for actions in (*QUOTA_RAISES.values(), *QUEUE_REORDERS.values()) for action in actions if action in raised)
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:

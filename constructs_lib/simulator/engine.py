@@ -41,6 +41,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from .traces import TraceJob
 
 POOLED_SHARE = "everyone"
+COMPLETION, STOP = 0, 1  # what an event of the replay does to its job: it finishes, or its grace ends
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,10 +61,14 @@ class RunMetrics:
     jobs_completed: int
     jobs_unfinished: int  # jobs that never finished: the never-runnable ones below
     never_runnable: tuple[str, ...]  # jobs larger than what their team may ever hold here
+    not_restartable: int  # jobs of the trace the controller never preempts (TraceJob.restartable false)
     preemptions: int
     lost_work_capacity_s: float
     guarantee_breaches: int
     teams: Mapping[str, TeamStats]
+    # how long each job whose start preempted others waited, to the moment its victims were gone
+    # (their grace included): what a lender waits for capacity it is owed
+    reclaim_waits: tuple[float, ...] = field(repr=False, default=())
     usage_timeline: tuple[tuple[float, Mapping[tuple[str, str], int]], ...] = field(repr=False, default=())  # (team, instance type) -> instances
     waits: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
     preempted_at: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)  # job -> times
@@ -78,8 +83,10 @@ class RunMetrics:
             "jobs_completed": self.jobs_completed,
             "jobs_unfinished": self.jobs_unfinished,
             "jobs_never_runnable": len(self.never_runnable),
+            "jobs_not_restartable": self.not_restartable,
             "preemptions": self.preemptions,
             "lost_work_capacity_s": round(self.lost_work_capacity_s, 1),
+            "reclaim_wait_max_s": max(self.reclaim_waits, default=0.0),
             "teams": {name: vars(stats) for name, stats in sorted(self.teams.items())},
         }
         if with_breaches:
@@ -108,6 +115,9 @@ class _Progress:
     started_at: float = 0.0
     useful: float = 0.0  # capacity-seconds in the window kept by checkpoints so far
     version: int = 0  # invalidates a completion event after a preemption
+    stop_at: float | None = None  # preempted, it runs on until then (its grace)
+    awaiting_room: bool = False  # started by the planner, it waits for victims in their grace to stop
+    reclaims: bool = False  # its start preempted others
 
 
 def simulate(
@@ -146,12 +156,21 @@ def _replay(
     record_timeline: bool,
     record_runs: bool,
 ) -> RunMetrics:
-    """The event loop over checked jobs, ``arrivals`` being them in arrival order."""
+    """The event loop over checked jobs, ``arrivals`` being them in arrival order.
+
+    With a grace (``settings.grace_s``) the plan is carried out as the controller and Slurm carry
+    it out: a victim runs on for the grace (it may finish meanwhile; a checkpointing one keeps its
+    work up to its stop) and the jobs the planner starts get their instances as victims stop, in
+    the order they were started. Without one, victims stop and jobs start on the tick."""
     decider = _Queues(shares) if _independent_queues(shares, capacity) else _Planner(shares, capacity, settings)
+    grace = settings.grace_s
     progress: dict[str, _Progress] = {}
     waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
-    completions: list[tuple[float, int, str]] = []
+    events: list[tuple[float, int, str, int]] = []  # (time, version, job id, COMPLETION or STOP)
     usage: dict[tuple[str, str], int] = {}  # instances in use per team and instance type: a p5 is not a g6e
+    occupied = dict.fromkeys(capacity, 0)  # instances in use per type, victims in their grace included
+    awaiting_room: dict[str, list[_Progress]] = {t: [] for t in capacity}  # started, waiting for victims to stop
+    reclaim_waits: list[float] = []
     next_arrival = 0
     clock = 0.0
     changed = False
@@ -167,71 +186,113 @@ def _replay(
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
 
+    def begin(entry: _Progress, at: float) -> None:
+        job = entry.job
+        entry.awaiting_room = False
+        if entry.reclaims:
+            reclaim_waits.append(at - entry.waiting_since)
+        entry.waited += at - entry.waiting_since
+        entry.started_at = at
+        entry.version += 1
+        key = (job.team, job.instance_type)
+        usage[key] = usage.get(key, 0) + job.count
+        occupied[job.instance_type] += job.count
+        heapq.heappush(events, (at + entry.remaining, entry.version, job.job_id, COMPLETION))
+        if record_runs:
+            runs.setdefault(job.job_id, [])
+
+    def begin_awaiting(instance_type: str, at: float) -> None:
+        queue = awaiting_room[instance_type]
+        while queue and occupied[instance_type] + queue[0].job.count <= capacity[instance_type]:
+            begin(queue.pop(0), at)
+
+    def stop(entry: _Progress, at: float) -> None:
+        nonlocal busy, lost, preemptions
+        job = entry.job
+        elapsed = at - entry.started_at
+        segment = in_window(entry.started_at, at, job.count)
+        busy += segment
+        entry.version += 1
+        entry.stop_at = None
+        entry.waiting_since = at
+        usage[job.team, job.instance_type] -= job.count
+        occupied[job.instance_type] -= job.count
+        preemptions += 1
+        preempted_at.setdefault(job.job_id, []).append(at)
+        if record_runs:
+            runs[job.job_id].append((entry.started_at, at))
+        if job.checkpointable:
+            entry.remaining -= elapsed
+            entry.useful += segment
+        else:
+            lost += elapsed * job.count
+            entry.remaining = job.duration
+
     while True:
-        # the next moment something happens: an arrival, a completion, or a follow-up tick
+        # the next moment something happens: an arrival, a completion or a victim's stop, or a follow-up tick
         moment = arrivals[next_arrival].submit_time if next_arrival < len(arrivals) else math.inf
-        if completions and completions[0][0] < moment:
-            moment = completions[0][0]
+        if events and events[0][0] < moment:
+            moment = events[0][0]
         if changed and clock < moment and decider.waiting():
             moment = clock
         if moment == math.inf:
             break
         tick = _tick_at_or_after(moment, tick_s)
-        while completions and completions[0][0] <= tick:
-            finished_at, version, job_id = heapq.heappop(completions)
+        while events and events[0][0] <= tick:
+            at, version, job_id, kind = heapq.heappop(events)
             entry = progress.get(job_id)
             if entry is None or version != entry.version:
                 continue  # the run this event ended was preempted (its job may have finished since)
-            del progress[job_id]
             job = entry.job
+            if kind == STOP:
+                if entry.stop_at == at:  # else the planner chose it again during its grace: it never stopped
+                    stop(entry, at)
+                    begin_awaiting(job.instance_type, at)
+                continue
+            del progress[job_id]
             work_done += job.duration * job.count
-            segment = in_window(entry.started_at, finished_at, job.count)
+            segment = in_window(entry.started_at, at, job.count)
             busy += segment
             useful += entry.useful + segment
-            last_finish = max(last_finish, finished_at)
+            last_finish = max(last_finish, at)
             waited[entry.index] = entry.waited
             usage[job.team, job.instance_type] -= job.count
-            decider.finish(entry)
+            occupied[job.instance_type] -= job.count
+            decider.finish(entry)  # a victim that finished in its grace leaves the planner's queue
             if record_runs:
-                runs[job_id].append((entry.started_at, finished_at))
+                runs[job_id].append((entry.started_at, at))
+            begin_awaiting(job.instance_type, at)
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_time <= tick:
             job = arrivals[next_arrival]
             entry = progress[job.job_id] = _Progress(job, next_arrival, POOLED_SHARE if pooled else job.team, job.duration, job.submit_time)
             decider.arrive(entry)
             next_arrival += 1
-        starts, preempted, capped = decider.plan(tick)
+        starts, preempted, reclaiming, capped = decider.plan(tick)
         changed = bool(starts or preempted)
         for job_id in preempted:
             entry = progress[job_id]
-            job = entry.job
-            elapsed = tick - entry.started_at
-            segment = in_window(entry.started_at, tick, job.count)
-            busy += segment
-            entry.version += 1
-            entry.waiting_since = tick
-            usage[job.team, job.instance_type] -= job.count
-            preemptions += 1
-            preempted_at.setdefault(job_id, []).append(tick)
-            if record_runs:
-                runs[job_id].append((entry.started_at, tick))
-            if job.checkpointable:
-                entry.remaining -= elapsed
-                entry.useful += segment
+            if entry.awaiting_room:  # chosen before it got its instances: it never ran
+                awaiting_room[entry.job.instance_type].remove(entry)
+                entry.awaiting_room = False
+                preemptions += 1
+            elif grace:
+                entry.stop_at = tick + grace
+                entry.waiting_since = tick
+                heapq.heappush(events, (entry.stop_at, entry.version, job_id, STOP))
             else:
-                lost += elapsed * job.count
-                entry.remaining = job.duration
+                stop(entry, tick)
         for job_id in starts:
             entry = progress[job_id]
-            entry.waited += tick - entry.waiting_since
-            entry.started_at = tick
-            entry.version += 1
-            key = (entry.job.team, entry.job.instance_type)
-            usage[key] = usage.get(key, 0) + entry.job.count
-            heapq.heappush(completions, (tick + entry.remaining, entry.version, job_id))
-            if record_runs:
-                runs.setdefault(job_id, [])
+            if entry.stop_at is not None:  # chosen again during its grace: it runs on, never stopped
+                entry.stop_at = None
+                continue
+            entry.reclaims = job_id in reclaiming
+            entry.awaiting_room = True
+            awaiting_room[entry.job.instance_type].append(entry)
+            begin_awaiting(entry.job.instance_type, tick)  # in the plan's order
         if not pooled:
-            breaches += decider.guarantee_breaches(progress, tick - tick_s)
+            # a lender waits a tick, and the grace of the victims it preempts, before it breaches
+            breaches += decider.guarantee_breaches(progress, tick - tick_s - grace)
         # A capped plan that moved nothing looks again next tick only while a job waits inside its
         # guarantee with others borrowing (each such tick may count a breach; the borrowers end):
         # otherwise the pool is as it was and every later tick would plan the same, for ever
@@ -261,10 +322,12 @@ def _replay(
         jobs_completed=next_arrival - len(progress),
         jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
+        not_restartable=sum(not job.restartable for job in jobs),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
         teams={team: _stats(values) for team, values in waits.items()},
+        reclaim_waits=tuple(reclaim_waits),
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
@@ -305,16 +368,21 @@ class _Planner:
         self.pending[job.job_id] = PendingJob(
             job_id=job.job_id, share=entry.share, instance_type=job.instance_type, count=job.count, priority=job.priority,
             submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+            restartable=job.restartable,  # the planner never takes such a job, as in the controller
         )
 
     def finish(self, entry: _Progress) -> None:
-        job = self.running.pop(entry.job.job_id)
+        job = self.running.pop(entry.job.job_id, None)
+        if job is None:  # a victim that finished during its grace: requeued here, done there
+            del self.pending[entry.job.job_id]
+            return
         self.usage[job.share, job.instance_type] -= job.count
 
-    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], bool]:
-        """The jobs that start and the jobs preempted at ``tick``, and whether a cap cut the plan short."""
+    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
+        """The jobs that start and the jobs preempted at ``tick``, the jobs whose start preempts,
+        and whether a cap cut the plan short."""
         if not self.pending:  # nothing waits: nothing to plan
-            return (), (), False
+            return (), (), frozenset(), False
         self.state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=tick)
         plan = plan_tick(self.state, self.settings)
         if plan.starts or plan.preemptions:
@@ -329,12 +397,12 @@ class _Planner:
                 self.running[job.job_id] = job
                 self.usage[job.share, job.instance_type] = self.usage.get((job.share, job.instance_type), 0) + job.count
             self.pending.update((job.job_id, job) for job in moved.pending)
-        return [s.job_id for s in plan.starts], [p.job_id for p in plan.preemptions], plan.capped
+        return [s.job_id for s in plan.starts], [p.job_id for p in plan.preemptions], frozenset(p.for_job for p in plan.preemptions), plan.capped
 
     def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        """Shares with a job inside their guarantee that has waited longer than a tick while
-        another share still runs on borrowed capacity of the same type: lent capacity not
-        reclaimed in time."""
+        """Shares with a job inside their guarantee that has waited since before ``waited_before``
+        (a tick, plus the pool's grace, ago) while another share still runs on borrowed capacity
+        of the same type: lent capacity not reclaimed in time."""
         usage, quotas = self.usage, self.quotas
         borrowing = {instance_type for (share, instance_type), used in usage.items() if used > quotas.get((share, instance_type), 0)}
         if not borrowing:
@@ -390,7 +458,7 @@ class _Queues:
         self._room[where] += entry.job.count
         self._touched[where] = None
 
-    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], bool]:
+    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
         started: list[str] = []
         for where in self._touched:
             sizes = self._buckets.get(where)
@@ -409,7 +477,7 @@ class _Queues:
             self._room[where] = room
         self._touched.clear()
         self._size -= len(started)
-        return started, (), False
+        return started, (), frozenset(), False
 
     def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
         return 0  # nobody borrows

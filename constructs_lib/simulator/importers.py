@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from gpu_governance_runtime.common.batch_copy import restartable
 from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
 from gpu_governance_runtime.reclaim.adapters import service_job_usage
 
@@ -191,7 +192,10 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
     responses: one response or a list of them (pages). Records with the same jobId are merged
     (a description completes a summary). Team = quotaShareName, else shareIdentifier; priority =
     schedulingPriority (descriptions only); instance type and count from the gpu-governance tags,
-    else what Batch records (:func:`_batch_size`); declared run time = the timeout."""
+    else what Batch records (:func:`_batch_size`); declared run time = the timeout; restartable as
+    the reclaim controller decides it (``batch_copy.restartable``): not an array job
+    (``arrayProperties``), not a multi-container job (``ecsProperties``), not named in another
+    record's ``dependsOn``."""
     document = _read_json(path)
     pages = document if isinstance(document, list) else [document]
     records: dict[str, dict[str, Any]] = {}
@@ -205,6 +209,7 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
             if not isinstance(record, dict) or not record.get("jobId"):
                 raise _problem(f"{path}[{index}]", "a job without jobId", str(record)[:80], "Batch job records")
             records.setdefault(record["jobId"], {}).update(record)
+    waited_on = {d.get("jobId") for record in records.values() for d in record.get("dependsOn") or () if isinstance(d, dict)}
     findings, jobs = _Findings(), []
     for job_id, record in records.items():
         if not record.get("startedAt") or not record.get("stoppedAt"):
@@ -226,7 +231,7 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
                     job_id=job_id, team=team, submit_time=record["createdAt"] / 1000, duration=stop - start,
                     instance_type=instance_type, count=count, priority=int(record.get("schedulingPriority", 0)),
                     checkpointable=tags.get(TAG_CHECKPOINTABLE, "").lower() == "true" or team in options.checkpointable_teams,
-                    max_run_time=float(timeout) if timeout else None,
+                    max_run_time=float(timeout) if timeout else None, restartable=restartable(record, waited_on) is None,
                 )
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:

@@ -41,6 +41,9 @@ def table(results: Mapping[str, RunMetrics]) -> str:
     lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
     if COMPARED in results:
         lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
+    protected = results["policy"].not_restartable
+    if protected:
+        lines.append(f"{protected} jobs are never preempted: the controller could not bring them back as they were (array jobs, jobs others depend on, multi-container jobs)")
     for name, m in results.items():
         if m.never_runnable:
             lines.append(f"{name}: {len(m.never_runnable)} jobs can never run (larger than their team may hold), e.g. {', '.join(m.never_runnable[:3])}")

@@ -6,8 +6,11 @@ Trace format, header exactly::
     job_id,team,submit_time,duration,instance_type,count,priority,checkpointable
 
 Times in seconds (floats allowed), ``count`` whole instances, ``priority`` an integer (higher is
-more urgent), ``checkpointable`` true/false. An optional last column ``max_run_time`` holds the
-declared run-time limit in seconds (empty: none declared); the importers write it.
+more urgent), ``checkpointable`` true/false. Optional last columns: ``max_run_time``, the
+declared run-time limit in seconds (empty: none declared), then ``restartable``, true/false
+(empty: true): false for a job the reclaim controller never preempts because it could not bring
+it back as it was (``RunningJob.restartable``: a Batch array job, a job others depend on, a
+multi-container job). The importers write both.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 
 TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration", "instance_type", "count", "priority", "checkpointable")
 WITH_LIMIT = (*TRACE_COLUMNS, "max_run_time")
+WITH_RESTARTABLE = (*WITH_LIMIT, "restartable")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)  # slots: a million-job trace is held in memory
@@ -35,6 +39,7 @@ class TraceJob:
     priority: int
     checkpointable: bool
     max_run_time: float | None = None  # the declared limit, when the source has one
+    restartable: bool = True  # False: never preempted (RunningJob.restartable)
 
 
 def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
@@ -46,9 +51,9 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
             reader = csv.reader(handle)
             header = next(reader, None)
             columns = tuple(header or ())
-            if columns not in (TRACE_COLUMNS, WITH_LIMIT):
+            if columns not in (TRACE_COLUMNS, WITH_LIMIT, WITH_RESTARTABLE):
                 raise GovernanceError(
-                    [Problem(path=f"{path}:1", wrong="wrong header", value=",".join(columns), allowed=",".join(TRACE_COLUMNS) + "[,max_run_time]")]
+                    [Problem(path=f"{path}:1", wrong="wrong header", value=",".join(columns), allowed=",".join(TRACE_COLUMNS) + "[,max_run_time[,restartable]]")]
                 )
             seen: set[str] = set()
             for line, row in enumerate(reader, start=2):
@@ -91,6 +96,9 @@ def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: l
     checkpointable = values["checkpointable"].lower()
     if checkpointable not in ("true", "false"):
         problems.append(Problem(path=f"{where}.checkpointable", wrong="invalid", value=values["checkpointable"], allowed="true or false"))
+    restartable = (values.get("restartable") or "true").lower()
+    if restartable not in ("true", "false"):
+        problems.append(Problem(path=f"{where}.restartable", wrong="invalid", value=values["restartable"], allowed="true, false or empty (true)"))
     for column in ("job_id", "team", "instance_type"):
         if not values[column]:
             problems.append(Problem(path=f"{where}.{column}", wrong="missing", value="", allowed="a non-empty value"))
@@ -99,7 +107,7 @@ def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: l
     return TraceJob(
         job_id=values["job_id"], team=values["team"], submit_time=submit, duration=duration,
         instance_type=values["instance_type"], count=count, priority=priority, checkpointable=checkpointable == "true",
-        max_run_time=limit,
+        max_run_time=limit, restartable=restartable == "true",
     )
 
 
@@ -107,11 +115,11 @@ def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> int:
     written = 0
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(WITH_LIMIT)
+        writer.writerow(WITH_RESTARTABLE)
         for job in jobs:
             writer.writerow(
                 [job.job_id, job.team, _seconds(job.submit_time), _seconds(job.duration), job.instance_type, job.count, job.priority, str(job.checkpointable).lower(),
-                 "" if job.max_run_time is None else _seconds(job.max_run_time)]
+                 "" if job.max_run_time is None else _seconds(job.max_run_time), str(job.restartable).lower()]
             )
             written += 1
     return written

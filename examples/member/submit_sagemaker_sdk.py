@@ -9,7 +9,9 @@ Run it with the team's submission role's credentials (docs/team-guide.md):
 
 ``setup.json`` is your team's discovery document. The SDK names the training job
 ``<team>-<job-name>-<time>`` and checkpoints to ``<checkpoint prefix>/<team>-<job-name>/``, so
-resubmitting the same job name resumes from its checkpoints.
+resubmitting the same job name resumes from its checkpoints. The job runs on your team's active
+training plan for the instance type, when it owns one (read from the document's
+``training_plans_parameter``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None, sagemaker_session=None, batch_client=Non
     # The SDK checks the execution role with iam:SimulatePrincipalPolicy, which the team's
     # submission role may not call (the SDK then only warns); the platform checked the role.
     os.environ.setdefault("SAGEMAKER_VALIDATE_ROLE", "false")
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
     try:
         setup = TeamSetup.from_parameter(Path(args.setup).read_text(encoding="utf-8"))
         trainer = model_trainer(setup, base_job_name=f"{setup.team}-{args.job_name}", instance_type=args.instance_type,
@@ -43,6 +47,12 @@ def main(argv: list[str] | None = None, sagemaker_session=None, batch_client=Non
     except GovernanceError as error:
         print(error, file=sys.stderr)
         return 2
+    except NoCredentialsError:
+        print(f"no AWS credentials: act as your team's submission role ({setup.submission_role_arn})", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError) as error:  # the training plans parameter or AWS Batch
+        print(f"AWS refused or could not be reached: {' '.join(str(error).split())}", file=sys.stderr)
+        return 1
     print(f"submitted {queued.job_name} ({queued.job_arn}) to {setup.job_queue} (quota share {setup.quota_share})")
     return 0
 

@@ -28,7 +28,7 @@ BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM)
 HYPERPOD_BACKENDS = (HYPERPOD_EKS, HYPERPOD_SLURM)
 # What a capacity window's consumer must name, by kind: what the capacity controller acts on.
 CONSUMER_FIELDS = {
-    "batch_compute_environment": ("launch_template_name", "compute_environment"),
+    "batch_compute_environment": ("launch_template_name", "compute_environment", "block_compute_environment", "job_queue"),
     "eks_node_group": ("launch_template_name", "cluster_name", "nodegroup_name"),
     "hyperpod_instance_group": ("pool", "instance_group", "cluster_arn"),
     "sagemaker_training_jobs": (),
@@ -136,6 +136,9 @@ TAG_COST_CENTRE = "gpu-governance:cost-centre"  # a team's declared cost centre,
 # owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
 PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
+# How often the controllers stopped the work a requeued Batch job carries, along its whole chain of
+# copies (original -> copy -> copy's copy): the planner's protection and re-borrow backoff read it.
+TAG_TIMES_PREEMPTED = "gpu-governance:times-preempted"
 # Batch job tags a team may write on its own jobs: hints only. The reclaim adapter reads a job's
 # size from Batch; the type tag only in a pool of several types, checkpointable only to make the job a cheaper victim.
 TAG_INSTANCES = "gpu-governance:instances"  # read by the simulator's trace importer only
@@ -147,7 +150,7 @@ COST_ALLOCATION_TAG_KEYS = (TAG_TEAM, TAG_POOL, TAG_COST_CENTRE)
 # Keys only the platform writes (purchases, requeues, cost allocation by pool): a member's job never
 # carries one (the queues' submit statements refuse them in aws:TagKeys); every other key, the team
 # and cost centre (fixed to the team's own) included, is the member's to set.
-PLATFORM_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_REQUEUED_FROM, TAG_POOL)
+PLATFORM_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_REQUEUED_FROM, TAG_TIMES_PREEMPTED, TAG_POOL)
 
 
 def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:

@@ -38,10 +38,11 @@ class PoolPolicy:
     # the pool's anti-thrash settings (governance file ``reclaim``); absent: the planner defaults
     reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
     borrow_horizon_s: float | None = None
+    grace_s: float = 0.0
 
     def settings(self, base: Settings = Settings()) -> Settings:
         """``base`` (the controller's tick-wide limits) with this pool's reclaim settings."""
-        return replace(base, reborrow_backoff_s=self.reborrow_backoff_s, borrow_horizon_s=self.borrow_horizon_s)
+        return replace(base, reborrow_backoff_s=self.reborrow_backoff_s, borrow_horizon_s=self.borrow_horizon_s, grace_s=self.grace_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +153,7 @@ class _Reader:
         shares = data.get("shares", [])
         self.expect(shares, list, f"{path}.shares", "a list")
         reclaim = data.get("reclaim", {})
-        if not self.expect(reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s and borrow_horizon_s"):
+        if not self.expect(reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s, borrow_horizon_s and grace_s"):
             reclaim = {}
         backoff = self.seconds(reclaim.get("reborrow_backoff_s", DEFAULT_REBORROW_BACKOFF_S), f"{path}.reclaim.reborrow_backoff_s", positive=False)
         horizon = reclaim.get("borrow_horizon_s")
@@ -167,6 +168,7 @@ class _Reader:
             ),
             reborrow_backoff_s=backoff,
             borrow_horizon_s=None if horizon is None else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
+            grace_s=self.seconds(reclaim.get("grace_s", 0), f"{path}.reclaim.grace_s", positive=False),
         )
 
     def seconds(self, value: Any, path: str, *, positive: bool) -> float:

@@ -1,7 +1,9 @@
 """A small stateful model of AWS Batch jobs on a fair-share job queue, played by AWS's documented
 rules (each cited beside the code), behind the boto3 client methods and response shapes the
 controllers use: ``list_jobs`` (through ``get_paginator``), ``describe_jobs``, ``submit_job``,
-``terminate_job``. moto cannot stand in: it drops ``shareIdentifier`` and finishes every job at
+``terminate_job``, and for queues placed on compute environments (:meth:`FakeBatch.add_compute_environment`,
+:meth:`FakeBatch.add_job_queue`) ``describe_compute_environments``, ``describe_job_queues``,
+``update_compute_environment`` and ``update_job_queue``. moto cannot stand in: it drops ``shareIdentifier`` and finishes every job at
 once (docs/AWS-FACTS.md), so a queue with running work cannot be held in it.
 
 Time is the model's own (:class:`Clock`); :meth:`FakeBatch.advance` lets Batch's scheduler and
@@ -25,6 +27,17 @@ ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 FINAL = ("SUCCEEDED", "FAILED")
 DESCRIBE_LIMIT = 100  # https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeJobs.html (up to 100 ids)
 REASON_LIMIT = 1024  # https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html
+# Only these compute resources changed alone make a scaling update, which replaces no instance; any other change
+# (the launch template among them) is an infrastructure update
+# (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html).
+SCALING_ONLY = frozenset({"minvCpus", "maxvCpus", "desiredvCpus"})
+# An infrastructure update gives running jobs updatePolicy.jobExecutionTimeoutMinutes (default 30) before their
+# instances are replaced, or ends them at once with terminateJobsOnUpdate
+# (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdatePolicy.html).
+DEFAULT_JOB_EXECUTION_TIMEOUT_MINUTES = 30
+QUEUE_ENVIRONMENTS_LIMIT = 3  # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html
+UPDATE_SECONDS = 300.0  # how long the model keeps a compute environment UPDATING after an infrastructure update
+REPLACED = "Host EC2 instance replaced by a compute environment infrastructure update"
 
 
 class Crash(BaseException):
@@ -90,6 +103,8 @@ class FakeBatch:
         self.by_name: dict[str, list[str]] = {}
         self.work: dict[str, float] = {}  # job id -> seconds of work left (the model's, not Batch's)
         self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS, with its time (_at)
+        self.compute_environments: dict[str, dict[str, Any]] = {}  # ARN -> what DescribeComputeEnvironments shows (add_compute_environment)
+        self.queues: dict[str, dict[str, Any]] = {}  # job queue ARN -> what DescribeJobQueues shows (queues placed on environments)
         self._ids = itertools.count(1)
 
     # --- the API ----------------------------------------------------------------------------
@@ -100,16 +115,18 @@ class FakeBatch:
 
     def describe_compute_environments(self, *, computeEnvironments: list[str]) -> dict[str, Any]:
         self._call("DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments})
-        return self._answer("DescribeComputeEnvironments", {"computeEnvironments": [
-            {"computeEnvironmentArn": arn, "computeEnvironmentName": arn.rsplit("/", 1)[-1], "ecsClusterArn": self.environments[arn].cluster,
-             "state": "ENABLED", "status": "VALID"} for arn in computeEnvironments if arn in self.environments]})
+        found = [_public(self.compute_environments[arn]) if arn in self.compute_environments else
+                 {"computeEnvironmentArn": arn, "computeEnvironmentName": arn.rsplit("/", 1)[-1], "ecsClusterArn": self.environments[arn].cluster,
+                  "state": "ENABLED", "status": "VALID"} for arn in computeEnvironments if arn in self.compute_environments or arn in self.environments]
+        return self._answer("DescribeComputeEnvironments", {"computeEnvironments": found})
 
-    def describe_job_queues(self, **_: Any) -> dict[str, Any]:
-        self._call("DescribeJobQueues", {})
-        return self._answer("DescribeJobQueues", {"jobQueues": [
-            {"jobQueueArn": queue, "jobQueueName": queue.rsplit("/", 1)[-1], "state": "ENABLED", "status": "VALID", "priority": 1,
-             "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": arn}]}
-            for arn, environment in self.environments.items() for queue in environment.queues]})
+    def describe_job_queues(self, *, jobQueues: list[str] | None = None, **_: Any) -> dict[str, Any]:
+        self._call("DescribeJobQueues", {"jobQueues": jobQueues} if jobQueues else {})
+        listed = [{"jobQueueArn": queue, "jobQueueName": queue.rsplit("/", 1)[-1], "state": "ENABLED", "status": "VALID", "priority": 1,
+                   "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": arn}]}
+                  for arn, environment in self.environments.items() for queue in environment.queues]
+        listed += [_public(queue) for queue in self.queues.values()]
+        return self._answer("DescribeJobQueues", {"jobQueues": [q for q in listed if not jobQueues or q["jobQueueArn"] in jobQueues]})
 
     def list_jobs(self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:
         self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
@@ -164,7 +181,65 @@ class FakeBatch:
             self._settle_dependencies()
         return self._answer("TerminateJob", {})
 
+    def update_compute_environment(self, *, computeEnvironment: str, state: str | None = None, computeResources: dict[str, Any] | None = None,
+                                   updatePolicy: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._call("UpdateComputeEnvironment", {"computeEnvironment": computeEnvironment, "state": state, "computeResources": computeResources,
+                                                "updatePolicy": updatePolicy})
+        environment = self.compute_environments[computeEnvironment]
+        if environment["status"] == "UPDATING":  # the model refuses an update while the last one is still under way
+            raise ClientError({"Error": {"Code": "ClientException", "Message": f"{environment['computeEnvironmentName']} is being updated"}},
+                              "UpdateComputeEnvironment")
+        if state is not None:
+            # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateComputeEnvironment.html: a DISABLED environment
+            # gets no new job placed and does not scale out; jobs STARTING or RUNNING on it continue normally.
+            environment["state"] = state
+        if computeResources:
+            resources = environment["computeResources"]
+            resources.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in computeResources.items()})
+            if not set(computeResources) <= SCALING_ONLY:
+                policy = updatePolicy or {}
+                environment["status"], environment["_valid_at"] = "UPDATING", self.clock.now + UPDATE_SECONDS
+                grace = 0.0 if policy.get("terminateJobsOnUpdate") else 60.0 * policy.get("jobExecutionTimeoutMinutes", DEFAULT_JOB_EXECUTION_TIMEOUT_MINUTES)
+                for job in self.active.values():
+                    if job.get("_environment") == computeEnvironment and job["status"] in ("STARTING", "RUNNING"):
+                        job["_replaced_at"] = self.clock.now + grace
+                self._replace_instances()
+        return self._answer("UpdateComputeEnvironment", {"computeEnvironmentName": environment["computeEnvironmentName"],
+                                                         "computeEnvironmentArn": computeEnvironment})
+
+    def update_job_queue(self, *, jobQueue: str, computeEnvironmentOrder: list[dict[str, Any]]) -> dict[str, Any]:
+        self._call("UpdateJobQueue", {"jobQueue": jobQueue, "computeEnvironmentOrder": computeEnvironmentOrder})
+        # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html: up to three compute environments,
+        # each VALID when it is associated. The order only decides where jobs not yet placed go
+        # (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html): no running job moves.
+        if len(computeEnvironmentOrder) > QUEUE_ENVIRONMENTS_LIMIT:
+            raise ClientError({"Error": {"Code": "ClientException", "Message": "at most 3 compute environments"}}, "UpdateJobQueue")
+        known = {o["computeEnvironment"] for o in self.queues[jobQueue]["computeEnvironmentOrder"]}
+        for entry in computeEnvironmentOrder:
+            arn = entry["computeEnvironment"]
+            if arn not in known and self.compute_environments[arn]["status"] != "VALID":
+                raise ClientError({"Error": {"Code": "ClientException", "Message": f"{arn} is not VALID"}}, "UpdateJobQueue")
+        self.queues[jobQueue]["computeEnvironmentOrder"] = [dict(o) for o in computeEnvironmentOrder]
+        return self._answer("UpdateJobQueue", {"jobQueueName": self.queues[jobQueue]["jobQueueName"], "jobQueueArn": jobQueue})
+
     # --- the world moving on --------------------------------------------------------------------
+
+    def add_compute_environment(self, arn: str, *, vcpus_per_instance: int, max_vcpus: int, state: str = "ENABLED",
+                                launch_template: dict[str, Any] | None = None) -> None:
+        """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to ``max_vcpus``."""
+        self.compute_environments[arn] = {
+            "computeEnvironmentName": arn.rsplit("/", 1)[1], "computeEnvironmentArn": arn, "type": "MANAGED", "state": state, "status": "VALID",
+            "ecsClusterArn": f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/{arn.rsplit('/', 1)[1]}",
+            "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": max_vcpus, "desiredvCpus": 0, "instanceTypes": ["p5.48xlarge"],
+                                 "subnets": ["subnet-0a1b2c3d"], "instanceRole": f"arn:aws:iam::{ACCOUNT}:instance-profile/ecsInstanceRole",
+                                 **({"launchTemplate": dict(launch_template)} if launch_template else {})},
+            "_vcpus_per_instance": vcpus_per_instance,
+        }
+
+    def add_job_queue(self, arn: str, *, compute_environments: list[str]) -> None:
+        """A job queue that places its jobs on ``compute_environments``, tried in this order."""
+        self.queues[arn] = {"jobQueueName": arn.rsplit("/", 1)[1], "jobQueueArn": arn, "state": "ENABLED", "status": "VALID", "priority": 1,
+                            "computeEnvironmentOrder": [{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(compute_environments)]}
 
     def add_job(self, **request: Any) -> str:
         """A team's own submission (never faulted)."""
@@ -186,6 +261,12 @@ class FakeBatch:
                 if self.work[job["jobId"]] <= 0:
                     self._end(job, "SUCCEEDED", "Essential container in task exited")
         self._settle_dependencies()
+        self._replace_instances()
+        for environment in self.compute_environments.values():
+            if environment["status"] == "UPDATING" and self.clock.now >= environment["_valid_at"]:
+                environment["status"] = "VALID"
+        for queue in self.queues.values():
+            self._place_in_order(queue)
         for environment in self.environments.values():
             self._place(environment)
         for queue, capacity in self.capacity.items():
@@ -208,6 +289,30 @@ class FakeBatch:
         self._settle_dependencies()
 
     # --- internals --------------------------------------------------------------------------
+
+    def _place_in_order(self, queue: dict[str, Any]) -> None:
+        """Place the queue's RUNNABLE jobs: each on the first compute environment in ascending order that is ENABLED and VALID
+        and has free instances (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html)."""
+        order = [self.compute_environments[o["computeEnvironment"]] for o in sorted(queue["computeEnvironmentOrder"], key=lambda o: o["order"])]
+        for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue["jobQueueArn"] and j["status"] == "RUNNABLE"),
+                          key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
+            for environment in order:
+                if environment["state"] == "ENABLED" and environment["status"] == "VALID" and self._free(environment) >= _size(job):
+                    job.update(status="STARTING", startedAt=self._ms(), _environment=environment["computeEnvironmentArn"])
+                    break
+
+    def _free(self, environment: dict[str, Any]) -> int:
+        instances = environment["computeResources"]["maxvCpus"] // environment["_vcpus_per_instance"]
+        used = sum(_size(j) for j in self.active.values()
+                   if j.get("_environment") == environment["computeEnvironmentArn"] and j["status"] in ("STARTING", "RUNNING"))
+        return instances - used
+
+    def _replace_instances(self) -> None:
+        """Jobs still running when an infrastructure update's grace is over lose their instance (FAILED)."""
+        for job in list(self.active.values()):
+            if job.get("_replaced_at") is not None and self.clock.now >= job["_replaced_at"]:
+                job["attempts"].append({"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": REPLACED})
+                self._end(job, "FAILED", REPLACED)
 
     def _place(self, environment: Environment) -> None:
         """Jobs of an environment's queues run one per container instance. A job whose instance is
@@ -291,4 +396,5 @@ def _size(job: dict[str, Any]) -> int:
 
 def _public(job: dict[str, Any]) -> dict[str, Any]:
     """DescribeJobs omits what a job has not got (startedAt before it starts, ...)."""
-    return {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in job.items() if v is not None}
+    return {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in job.items()
+            if v is not None and not k.startswith("_")}  # _...: the model's own bookkeeping

@@ -9,9 +9,18 @@ it was bought. The market answers every search with a whole offering of the aske
 with two half-size pieces in two zones over the same hours (what a consumer of one launch
 template cannot use together).
 
+The Batch window's consumer is the Batch model (tests/aws_model/batch.py): a job queue over an
+on-demand compute environment of two instances, where teams submit jobs of 1 to 40 hours, and the
+window's block compute environment, which the real rotation (``rotation.reconcile``, with
+throttled Batch calls) puts first while a block is active. The ledger is the in-memory DynamoDB
+model (tests/aws_model/dynamodb.py).
+
 Invariants (``Month.check``): at most one purchase per occurrence; no two blocks of a window that
-launches into one reservation at a time overlap; the consumer's launch target, as the rotation
-wants it at each run, is off every block before its instances end (30 minutes before the block).
+launches into one reservation at a time overlap; no job killed by a rotation (no job ends by an
+infrastructure update, the on-demand compute environment is never updated); every consumer is off
+each block before its instances end (30 minutes before the block): the Batch block compute
+environment DISABLED and behind the on-demand one, the node group's launch target as the
+rotation wants it.
 ``paid_idle`` gives the paid-but-idle instance-hours per window: hours bought that the window did
 not ask for (before its start, after its end, beyond its count).
 """
@@ -24,15 +33,24 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from gpu_governance_runtime.capacity import controller, market, requests
+from gpu_governance_runtime.capacity import controller, market, requests, rotation
+from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Offering, Window
 from gpu_governance_runtime.capacity.rotation import ON_DEMAND, wanted_target
 
+from tests.aws_model.batch import REPLACED, Clock, FakeBatch, Faults
+from tests.aws_model.dynamodb import FakeDynamoDB
+
 from .builders import NOW, window
 from .simulated_ec2 import FAULTS, Killed, SimulatedEc2
+from .stubbed_aws import TABLE
 
-BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}
+ON_DEMAND_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
+BLOCK_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
+BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": ON_DEMAND_CE,
+         "block_compute_environment": BLOCK_CE, "job_queue": QUEUE}
+P5_VCPUS = 192
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5-eks", "cluster_name": "ml", "nodegroup_name": "p5"}
 HOUR = timedelta(hours=1)
 
@@ -48,7 +66,11 @@ def windows() -> list[Window]:
 
 
 class Market(SimulatedEc2):
-    """The simulated market, answering each search with offerings made for it."""
+    """The simulated market, answering each search with offerings made for it, and the launch template the rotation reads."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.versions = [{"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"}]
 
     def _DescribeCapacityBlockOfferings(self, params):
         hours, count = params["CapacityDurationHours"], params["InstanceCount"]
@@ -64,12 +86,33 @@ class Market(SimulatedEc2):
         self.offerings += [o for o in made if o.id not in known]
         return self._page(made, params)
 
+    # Launch templates, for the rotation: one template, versions kept in memory.
+    def _DescribeLaunchTemplateVersions(self, params):
+        wanted = params["Versions"][0]
+        number = len(self.versions) if wanted in ("$Latest", "$Default") else int(wanted)
+        return 200, {"LaunchTemplateVersions": [{"LaunchTemplateName": params["LaunchTemplateName"], "VersionNumber": number,
+                                                 "LaunchTemplateData": self.versions[number - 1]}]}
+
+    def _CreateLaunchTemplateVersion(self, params):
+        self.versions.append(params["LaunchTemplateData"])
+        return 200, {"LaunchTemplateVersion": {"LaunchTemplateName": params["LaunchTemplateName"], "VersionNumber": len(self.versions)}}
+
+    def _DescribeInstanceTypes(self, params):
+        return 200, {"InstanceTypes": [{"InstanceType": t, "VCpuInfo": {"DefaultVCpus": P5_VCPUS}} for t in params["InstanceTypes"]]}
+
     def _page(self, made, params):
         from .stubbed_aws import block_offering
 
         page = int(params.get("NextToken", "0"))
         more = page + 1 < len(made)
         return 200, {"CapacityBlockOfferings": [block_offering(o) for o in made[page:page + 1]], **({"NextToken": str(page + 1)} if more else {})}
+
+
+def in_memory_ledger() -> Ledger:
+    """The capacity ledger on the in-memory DynamoDB model (moto's takes ~70 ms a call: a month would take hours)."""
+    dynamodb = FakeDynamoDB()
+    dynamodb.create_table(TABLE, key="pk")
+    return Ledger(client=dynamodb.client(), table_name=TABLE)
 
 
 @dataclass
@@ -82,8 +125,12 @@ class Month:
     fault_share: float = 0.3
     lag: timedelta = timedelta(minutes=10)
     runs: int = 0
+    batch_throttle_share: float = 0.05
+    refuse_each_update_once: bool = False  # every Batch update is throttled once, then goes through on the next run
     on_target: dict = field(default_factory=dict)  # window -> launch target as the rotation wants it after the last run
     violations: list = field(default_factory=list)
+    jobs_submitted: int = 0
+    rotation_errors: int = 0
 
     def __post_init__(self):
         rng = random.Random(self.seed)
@@ -92,6 +139,12 @@ class Month:
         self.sim = Market(offerings=[], lag=self.lag, now=NOW,
                           faults=[rng.choice(faults) if rng.random() < self.fault_share else "ok" for _ in range(10_000)])
         self.declared = {w.name: w for w in windows()}
+        self.batch = FakeBatch(Clock(now=NOW.timestamp()), capacity={}, faults=Faults(self._batch_fault))
+        self._refused = False
+        template = {"launchTemplateName": "gpu-p5", "version": "1"}
+        self.batch.add_compute_environment(ON_DEMAND_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=2 * P5_VCPUS, launch_template=template)
+        self.batch.add_compute_environment(BLOCK_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=0, state="DISABLED", launch_template=template)
+        self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND_CE, BLOCK_CE])
         # On-demand requests and a flapping alarm, placed in the simulated days: (when, token, window, count, hours).
         paged, alarmed = NOW + self.days * timedelta(hours=7), NOW + self.days * timedelta(hours=13)
         self.asks = sorted([
@@ -99,6 +152,14 @@ class Month:
             (paged + HOUR, "page-2", "launch-test", 4, 8),  # overlaps page-1: extends it
             *[(alarmed + timedelta(minutes=40 * i), f"alarm:eval-backlog@{i}", "weekly-eval", 2, 4) for i in range(3)],
         ])
+
+    def _batch_fault(self, operation, phase):
+        if phase != "before" or not operation.startswith("Update"):
+            return None
+        if self.refuse_each_update_once:
+            self._refused = not self._refused
+            return "throttle" if self._refused else None
+        return "throttle" if self.rng.random() < self.batch_throttle_share else None
 
     def ask(self, when, token, base, count, hours):
         w = self.declared[base]
@@ -116,14 +177,26 @@ class Month:
             return
         self.runs += 1
         blocks = controller.known_blocks(report.owned, self.ledger)
-        for name, w in every.items():  # the rotation's decision for each launch-template consumer
-            key = w.consumer["launch_template_name"]
-            self.on_target[key] = wanted_target(w, blocks, self.on_target.get(key, ON_DEMAND), now)
+        for w, sharing in rotation.by_consumer(every.values()):
+            if w.consumer["kind"] == "batch_compute_environment":  # the real rotation, on the Batch model
+                result = rotation.reconcile(window=w, owned=blocks, dry_run=False, ec2=self.sim.client, batch=self.batch, eks=None,
+                                            ledger=self.ledger, now=now, sharing=sharing)
+                self.rotation_errors += "error" in result
+            else:  # the node group: the rotation's decision
+                key = w.consumer["launch_template_name"]
+                self.on_target[key] = wanted_target(w, [replace(b, window=w.name) if b.window in sharing else b for b in blocks],
+                                                    self.on_target.get(key, ON_DEMAND), now)
         self._check_targets(now)
 
     def _check_targets(self, now):
+        order = sorted(self.batch.queues[QUEUE]["computeEnvironmentOrder"], key=lambda o: o["order"])
+        block_ce = self.batch.compute_environments[BLOCK_CE]
         for p in self.sim.made:
             ends = p.offering.end - market.TERMINATION_LEAD
+            feeds_batch = (self.declared.get(p.window) or self.declared[p.window.rsplit("-r", 1)[0]]).consumer["kind"] == "batch_compute_environment"
+            if feeds_batch and ends <= now < p.offering.end and (order[0]["computeEnvironment"] == BLOCK_CE or block_ce["state"] == "ENABLED"):
+                self.violations.append(f"the block compute environment is still first or enabled at {now:%m-%d %H:%M}, {p.reservation_id}'s "
+                                       f"instances end {ends:%H:%M}")
             for key, (_, target) in self.on_target.items():
                 if target == p.reservation_id and now >= ends:
                     self.violations.append(f"{key} still launches into {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}")
@@ -143,11 +216,24 @@ class Month:
                     self.sim.now = moment
                     self.run()
             self.sim.now = max(self.sim.now, now + self.tick)
+            self._work(now)
             self.run()
         return self
 
+    def _work(self, since):
+        """The teams' jobs on the Batch queue: one every ~2 hours, 1 to 40 hours long; Batch moves on to ``sim.now``."""
+        for _ in range(int((self.sim.now - since) / self.tick)):
+            if self.rng.random() < self.tick / (2 * HOUR):
+                self.batch.add_job(jobName=f"job-{self.jobs_submitted}", jobQueue=QUEUE, jobDefinition="train:3", shareIdentifier="research",
+                                   parameters={"work_seconds": str(int(self.rng.uniform(1, 40) * 3600))})
+                self.jobs_submitted += 1
+        self.batch.advance(self.sim.now.timestamp() - self.batch.clock.now)
+
     def check(self) -> list[str]:
         found = list(self.violations)
+        found += [f"job {j['jobId']} killed by a rotation" for j in self.batch.jobs.values() if j.get("statusReason") == REPLACED]
+        found += [f"the on-demand compute environment was updated: {r}" for op, r in self.batch.requests
+                  if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == ON_DEMAND_CE]
         per_occurrence = Counter((p.window, p.offering.start, p.offering.end) for p in self.sim.made)
         found += [f"bought twice for {key}" for key, n in per_occurrence.items() if n > 1]
         by_window = defaultdict(list)

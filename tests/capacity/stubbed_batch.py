@@ -36,7 +36,7 @@ COPY = {
     "timeout": {"attemptDurationSeconds": 86400}, "propagateTags": True,
     "containerOverrides": {"command": ["python", "train.py"], "environment": [{"name": "CHECKPOINT", "value": "s3://ckpt"}],
                            "resourceRequirements": [{"type": "GPU", "value": "8"}]},
-    "tags": {"team": "research", TAG_REQUEUED_FROM: "job-on-block"},
+    "tags": {"team": "research", TAG_REQUEUED_FROM: "job-on-block", "gpu-governance:times-preempted": "1"},
 }
 
 
@@ -55,7 +55,8 @@ def discovery(stubs, running=RUNNING):
     ]}, {})
     stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": j["jobId"], "jobName": j["jobName"]} for j in running]},
                                 {"jobQueue": QUEUE, "jobStatus": "RUNNING"})
-    stubs["batch"].add_response("describe_jobs", {"jobs": running}, {"jobs": [j["jobId"] for j in running]})
+    if running:  # nothing listed: nothing described
+        stubs["batch"].add_response("describe_jobs", {"jobs": running}, {"jobs": [j["jobId"] for j in running]})
 
 
 REASON = (f"gpu-governance: Capacity Block {BLOCK} of window launch-load-test ends 2026-12-11 11:30 UTC and its instances "

@@ -48,6 +48,8 @@ ONE_CALL_READS_ALL = {
     ("ec2", "DescribeCapacityReservations"): "CapacityReservationIds names the one reservation of the event",
     ("ec2", "DescribeLaunchTemplateVersions"): "Versions names the one $Default version",
     ("batch", "DescribeComputeEnvironments"): "computeEnvironments names the one compute environment",
+    ("batch", "DescribeJobQueues"): "jobQueues names the one job queue",
+    ("ec2", "DescribeInstanceTypes"): "InstanceTypes names the one instance type",
     ("batch", "DescribeServiceEnvironments"): "serviceEnvironments names the one service environment",
     ("dynamodb", "Scan"): "the ledgers page by hand, looping on LastEvaluatedKey / ExclusiveStartKey",
 }

@@ -26,7 +26,7 @@ WINDOWS = [
     {"team": "research", "name": "batch-burst", "instance_type": "p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
      "max_price_per_instance_hour": 40, "budget": {"amount": 5000},
      "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-               "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}},
+               "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
     {"team": "research", "name": "hyperpod-burst", "instance_type": "ml.p5.48xlarge", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 24,
      "max_price_per_instance_hour": 40, "budget": {"amount": 5000},
      "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}},
@@ -94,7 +94,9 @@ def test_consumers_are_acted_on_only_where_declared(synthesized):
     template, _, _ = synthesized
     found = {json.dumps(s["Action"]): s["Resource"] for s in statements(template)}
     assert found['["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]'] == "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"
-    assert found['"batch:UpdateComputeEnvironment"'] == "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
+    # Only the block compute environment and its queue: the on-demand compute environment, where running work stays, is never updated.
+    assert found['"batch:UpdateComputeEnvironment"'] == "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
+    assert found['"batch:UpdateJobQueue"'] == "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
     assert "job/*" in json.dumps(found['["batch:TerminateJob", "batch:TagResource"]'])
     assert "cluster/*" in json.dumps(found['"ecs:ListContainerInstances"'])
 

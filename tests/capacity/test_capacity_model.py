@@ -21,7 +21,7 @@ def window(**overrides):
         "instance_count": 4,
         "start": "2026-12-10T14:00:00Z",
         "duration_hours": 6,
-        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE},
+        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE, "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"},
         "max_price_per_instance_hour": "40",
         "budget": {"amount": 20000},
     }
@@ -136,3 +136,17 @@ def test_validate_warns_when_an_auto_window_buys_on_an_alarm_tenants_drive(tmp_p
 def test_an_alarm_metric_must_name_a_namespace_and_a_metric():
     found = problems(window(alarm_requests=[{"alarm_name": "a", "count": 1, "hours": 1, "metric": "Pending"}]))
     assert "capacity_windows[0].alarm_requests[0].metric" in found
+
+
+def test_a_batch_feed_needs_a_block_compute_environment_of_its_own_and_its_queue():
+    feeds = window()["feeds"]
+    found = problems(window(feeds={k: v for k, v in feeds.items() if k not in ("block_compute_environment", "job_queue")}),
+                     window(name="same", feeds={**feeds, "block_compute_environment": CE}),
+                     window(name="elsewhere", feeds={**feeds, "job_queue": "arn:aws:batch:eu-west-1:111122223333:job-queue/gpu-p5"}),
+                     window(name="not-a-queue", feeds={**feeds, "job_queue": CE}))
+    assert {"capacity_windows[0].feeds.block_compute_environment", "capacity_windows[0].feeds.job_queue",
+            "capacity_windows[3].feeds.job_queue"} <= set(found)
+    assert "is the on-demand compute_environment" in str(found["capacity_windows[1].feeds"])
+    assert "must be in the same region and account" in str(found["capacity_windows[2].feeds"])
+    runtime = Window.from_policy(model_with(window()).capacity_windows[0].to_policy(model_with(window())))
+    assert (runtime.consumer["block_compute_environment"], runtime.consumer["job_queue"]) == (feeds["block_compute_environment"], feeds["job_queue"])

@@ -24,7 +24,7 @@ def files(tmp_path):
         "name": "launch-load-test", "team": "research", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
         "duration_hours": 6, "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                  "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"},
+                  "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"},
     }]
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
@@ -127,7 +127,7 @@ def plan_text(tmp_path, capsys, *, window_changes=(), market=()):
         "name": "launch-load-test", "team": "research", "instance_type": "p5.48xlarge", "instance_count": 4, "start": "2026-12-10T14:00:00Z",
         "duration_hours": 6, "mode": "auto", "max_price_per_instance_hour": 40, "budget": {"amount": 20000},
         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                  "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"},
+                  "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"},
         **dict(window_changes),
     }]
     config = tmp_path / "governance.yaml"

@@ -1,6 +1,7 @@
 """The Lambda entry point: policy limits, block events, metrics in embedded metric format."""
 
 import json
+from datetime import timedelta
 
 import boto3
 import pytest
@@ -162,7 +163,8 @@ def test_scheduled_run_points_the_hyperpod_group_at_the_active_plan(env, tmp_pat
 def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
     stubbed, clients, settings, _ = env
     window = {**WINDOW, "mode": "auto", "consumer": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                                                    "compute_environment": batch_side.CE}}
+                                                    "compute_environment": batch_side.CE + "-on-demand", "block_compute_environment": batch_side.CE,
+                                                    "job_queue": batch_side.QUEUE}}
     policy = tmp_path / "batch.json"
     policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [window]}))
     templates = boto3.client("ec2", region_name="us-east-1")
@@ -178,16 +180,63 @@ def test_expiration_warning_requeues_the_batch_jobs_on_the_block(env, tmp_path):
                                   {"CapacityReservationIds": [batch_side.BLOCK]})
     batch_side.discovery(stubs)  # at the warning the jobs are recorded, not stopped: they checkpoint until requeue.STOP_LEAD
     stubbed.owned(reservation)  # the controller run after the event
-    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: on demand already
-        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE,
-        "computeResources": {"type": "EC2", "maxvCpus": 1536, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
+    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: already behind on demand
+        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE, "state": "DISABLED", "status": "VALID",
+        "computeResources": {"type": "EC2", "maxvCpus": 0, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
         {"computeEnvironments": [batch_side.CE]})
+    stubs["batch"].add_response("describe_job_queues", {"jobQueues": [{
+        "jobQueueName": "gpu", "jobQueueArn": batch_side.QUEUE, "state": "ENABLED", "priority": 1, "computeEnvironmentOrder": [
+            {"order": 1, "computeEnvironment": batch_side.CE + "-on-demand"}, {"order": 2, "computeEnvironment": batch_side.CE}]}]},
+        {"jobQueues": [batch_side.QUEUE]})
     event = {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning", "time": "2026-12-11T10:50:00Z",
              "detail": {"capacity-reservation-id": batch_side.BLOCK, "end-date": "2026-12-11T11:30:00Z"}}
     result = process(event, clients=clients, settings={**settings, "POLICY_PATH": str(policy)}, now=batch_side.NOW)
     assert (result["block_event"]["requeue"]["requeued"], result["block_event"]["requeue"]["waiting"]) == ([], ["job-on-block"])
     for stub in stubs.values():
         stub.assert_no_pending_responses()
+
+
+def test_a_scheduled_run_before_the_warning_tells_the_jobs_and_records_them_to_stop_with_two_runs_left(env, tmp_path):
+    """Not only the expiration warning drains a block a Batch compute environment runs on: the first
+    run from requeue.SIGNAL_LEAD before its end does, so the jobs checkpoint before STOP_LEAD and two
+    scheduled runs (every 5 minutes) can stop them before the instances go."""
+    from gpu_governance_runtime.capacity.requeue import STOP_LEAD
+
+    stubbed, clients, settings, _ = env
+    window = {**WINDOW, "mode": "auto", "consumer": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
+                                                    "compute_environment": batch_side.CE}}
+    policy = tmp_path / "batch.json"
+    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [], "capacity_windows": [window]}))
+    templates = boto3.client("ec2", region_name="us-east-1")
+    templates.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})
+    batch, ecs = boto3.client("batch", region_name="us-east-1"), boto3.client("ecs", region_name="us-east-1")
+    stubs = {"ec2": stubbed.ec2_stub, "batch": Stubber(batch), "ecs": Stubber(ecs)}
+    stubs["batch"].activate()
+    stubs["ecs"].activate()
+    clients = Clients(**{**clients.__dict__, "ec2": _split_ec2(stubbed.ec2, templates), "batch": batch, "ecs": ecs, "submit_batch": batch})
+    reservation = capacity_reservation(block("cbo-1", at(10), 1, per_hour="29"), intent_id="launch-load-test-202612101400-1",
+                                       window="launch-load-test", state="active")
+    stubbed.owned(reservation)
+    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [{  # the reconciliation: on demand already
+        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": batch_side.CE,
+        "computeResources": {"type": "EC2", "maxvCpus": 1536, "subnets": ["subnet-1"], "launchTemplate": {"launchTemplateName": "gpu-p5", "version": "1"}}}]},
+        {"computeEnvironments": [batch_side.CE]})
+    batch_side.discovery(stubs)
+    read_utilisation(stubbed)
+    now = batch_side.ENDS - timedelta(minutes=48)
+    result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=clients, settings={**settings, "POLICY_PATH": str(policy)}, now=now)
+    (drained,) = result["draining_blocks"]
+    assert (drained["capacity_reservation_id"], drained["signalled_at"], drained["requeue"]["waiting"]) == (batch_side.BLOCK, now.isoformat(), ["job-on-block"])
+    [(_, _, details)] = ledger_actions(settings, "requeue#")
+    assert details["stop_at"] == (batch_side.ENDS - STOP_LEAD).isoformat()
+    for stub in stubs.values():
+        stub.assert_no_pending_responses()
+
+
+def ledger_actions(settings, prefix):
+    from gpu_governance_runtime.capacity.ledger import Ledger
+
+    return Ledger(client=boto3.client("dynamodb", region_name="us-east-1"), table_name=settings["LEDGER_TABLE"]).actions(prefix, ("claimed",))
 
 
 def test_without_time_left_the_instance_group_is_left_for_the_next_run(env, tmp_path, capsys):

@@ -132,7 +132,7 @@ def test_capacity_plan_says_whom_each_block_serves(tmp_path, capsys):
     data = with_window(name="workshop", instance_type="p5.48xlarge", instance_count=4, start="2026-12-10T07:30:00Z", duration_hours=4,
                        repeat_every_days=None, team="research", cost_centre="cc-7",
                        feeds={"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                              "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"})
+                              "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"})
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
     offerings = tmp_path / "offerings.json"

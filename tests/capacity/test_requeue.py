@@ -14,7 +14,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
-from gpu_governance_runtime.capacity.requeue import JOB_SECONDS, STOP_LEAD, requeue, resume
+from gpu_governance_runtime.capacity.market import TERMINATION_LEAD
+from gpu_governance_runtime.capacity.requeue import JOB_SECONDS, SIGNAL_LEAD, STOP_LEAD, drain as drain_block, requeue, resume, stop_time
 from gpu_governance_runtime.common.batch_copy import copy_request
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
 from moto import mock_aws
@@ -22,6 +23,7 @@ from moto import mock_aws
 from .stubbed_aws import create_ledger_table
 from .stubbed_batch import (
     BLOCK,
+    REASON,
     CE,
     COPY,
     ECS_CLUSTER,
@@ -37,7 +39,7 @@ from .stubbed_batch import (
     job,
 )
 
-STOP_TIME = ENDS - STOP_LEAD
+STOP_TIME = stop_time(ENDS, NOW)  # told at the warning alone (NOW): the latest stop, one run before the instances go
 
 
 @pytest.fixture
@@ -158,3 +160,76 @@ def test_a_job_due_without_time_left_is_not_touched_and_the_next_run_finishes_it
     expect_terminate(stubs)
     expect_copy(stubs)
     assert later(clients, ledger, STOP_TIME + timedelta(minutes=1))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+
+
+class Crash(BaseException):
+    """The Lambda invocation dies (timeout, out of memory): nothing of the run goes on."""
+
+
+class DiesAfterTerminate:
+    """The batch client of a run killed right after Batch accepted its TerminateJob."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def __getattr__(self, name):
+        return getattr(self.batch, name)
+
+    def terminate_job(self, **request):
+        self.batch.terminate_job(**request)
+        raise Crash("killed after TerminateJob")
+
+
+@pytest.mark.parametrize("fault", ["throttled", "answer_lost", "crash"])
+def test_a_failed_first_stop_run_leaves_a_second_before_the_instances_go(aws, fault):
+    """Runs every 5 minutes from SIGNAL_LEAD: the first tells the jobs to checkpoint, the stops start
+    STOP_LEAD before the end, and the first run there fails. The next run still stops and copies the
+    job, once, before the instances terminate (30 minutes before the end, capacity-blocks-monitor.html).
+    On main the one run between 35 and 30 minutes was the only chance."""
+    clients, stubs, ledger = aws
+    events = boto3.client("events", region_name="us-east-1")
+    stubs["events"] = Stubber(events)
+    stubs["events"].activate()
+    stubs["events"].add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]})  # once per block
+
+    def run(now, batch=clients["batch"]):
+        return drain_block(window="launch-load-test", compute_environment=CE, reservation_id=BLOCK, ends_at=ENDS, moved_to="on_demand",
+                           dry_run=False, ledger=ledger, ec2=clients["ec2"], ecs=clients["ecs"], batch=batch, submit=clients["batch"],
+                           events=events, now=now)
+
+    runs = [ENDS - SIGNAL_LEAD + timedelta(minutes=2) + timedelta(minutes=5) * i for i in range(4)]  # 11:28 ... 10:57 - a 5-minute schedule
+    assert runs[1] < ENDS - STOP_LEAD <= runs[2] < runs[3] < ENDS - TERMINATION_LEAD
+    discovery(stubs)
+    first = run(runs[0])
+    assert (first["signalled_at"], first["requeue"]["waiting"]) == (runs[0].isoformat(), ["job-on-block"])  # told, not stopped
+    discovery(stubs)
+    second = run(runs[1])
+    assert (second["requeue"]["already_handled"], second["requeue"]["waiting"]) == (["job-on-block"], ["job-on-block"])
+    discovery(stubs)
+    stubs["batch"].add_response("describe_jobs", {"jobs": [RUNNING[0]]}, {"jobs": ["job-on-block"]})
+    if fault == "throttled":  # Batch refused: the job runs on
+        stubs["batch"].add_client_error("terminate_job", service_error_code="TooManyRequestsException", http_status_code=429)
+        assert run(runs[2])["requeue"]["errors"] == [{"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}]
+        discovery(stubs)
+        expect_terminate(stubs)
+    elif fault == "answer_lost":  # Batch stopped the job, the answer never came
+        stubs["batch"].add_client_error("terminate_job", service_error_code="ServerException", http_status_code=500)
+        assert run(runs[2])["requeue"]["errors"] == [{"job": "job-on-block", "error": "ServerException", "retry": "next run"}]
+        discovery(stubs, running=[])
+        stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
+    else:  # the run died right after Batch stopped the job
+        stubs["batch"].add_response("terminate_job", {}, {"jobId": "job-on-block", "reason": REASON})
+        with pytest.raises(Crash):
+            run(runs[2], batch=DiesAfterTerminate(clients["batch"]))
+        discovery(stubs, running=[])
+        stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
+    expect_copy(stubs)
+    assert run(runs[3])["requeue"]["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    [(_, _, details)] = ledger.actions("requeue#", ("requeued",))
+    assert details["new_job"] == "job-copy" and details["stop_at"] == (ENDS - STOP_LEAD).isoformat()
+
+
+def test_the_stop_never_comes_before_the_signal_and_never_after_the_last_run():
+    assert stop_time(ENDS, ENDS - SIGNAL_LEAD) == ENDS - STOP_LEAD  # the scheduled signal: two runs to stop
+    assert stop_time(ENDS, ENDS - timedelta(minutes=42)) == ENDS - timedelta(minutes=37)  # a late signal: still time to checkpoint
+    assert stop_time(ENDS, ENDS - timedelta(minutes=40)) == ENDS - timedelta(minutes=35)  # the warning alone: one run left

@@ -1,7 +1,7 @@
 """Rotation as a reconciliation (issue 24, outcomes 2, 3 and 5; issue 23, outcome 8's dry run):
-every run reads what the consumer actually launches from (the compute environment's launch
-template version, the node group's capacity type, version and size) and moves it one step toward
-its phase. Launch templates and the ledger through moto, Batch and EKS through the Stubber (moto
+every run reads what the consumer actually launches from (the node group's capacity type, version
+and size) and moves it one step toward its phase; Batch compute environments are in
+tests/capacity/test_batch_block_queue.py. Launch templates and the ledger through moto, Batch and EKS through the Stubber (moto
 implements neither's launch template updates)."""
 
 from datetime import timedelta
@@ -17,7 +17,8 @@ from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table
 
 CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
-BATCH_CONSUMER = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE}
+BATCH_CONSUMER = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE,
+                  "block_compute_environment": CE + "-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}
 EKS_CONSUMER = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
 BLOCK = reservation("cr-0123456789abcdef0", at(10), 1, state="active")  # 10 Dec 11:30 to 11 Dec 11:30
 ACTIVE, DRAINING = at(10, 12, 0), at(11, 10, 50)  # the expiration warning (40 minutes before the end): draining
@@ -40,91 +41,10 @@ def target(ec2, version):
     return data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {}).get("CapacityReservationId"), data["InstanceType"]
 
 
-def ce_uses(stub, version):
-    stub.add_response("describe_compute_environments", {"computeEnvironments": [{
-        "computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "state": "ENABLED", "status": "VALID", "type": "MANAGED",
-        "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": 1536, "subnets": ["subnet-1"], "instanceRole": "ecsInstanceRole",
-                             "launchTemplate": {"launchTemplateName": "gpu-p5", "version": str(version)}}}]}, {"computeEnvironments": [CE]})
-
-
-def ce_update(stub, version, error=None):
-    expected = {"computeEnvironment": CE, "computeResources": {"launchTemplate": {"launchTemplateName": "gpu-p5", "version": str(version)}},
-                "updatePolicy": {"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30}}
-    if error:
-        stub.add_client_error("update_compute_environment", service_error_code="ClientException", service_message=error, expected_params=expected)
-    else:
-        stub.add_response("update_compute_environment", {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE}, expected)
-
-
 def run(aws, consumer, now, mode="auto", owned=(BLOCK,)):
     ec2, batch, eks, ledger, _ = aws
     return reconcile(window=window(consumer=consumer, mode=mode), owned=owned, dry_run=mode == "dry_run", ec2=ec2, batch=batch, eks=eks,
                      ledger=ledger, now=now)
-
-
-def test_an_active_block_moves_the_compute_environment_once(aws):
-    ec2, _, _, _, (batch_stub, _) = aws
-    ce_uses(batch_stub, 1)
-    ce_update(batch_stub, 2)
-    moved = run(aws, BATCH_CONSUMER, ACTIVE)
-    assert (moved["state"], moved["to_version"], target(ec2, 2)) == ("moved", 2, ("cr-0123456789abcdef0", "p5.48xlarge"))
-    ce_uses(batch_stub, 2)  # the next run reads where it is: nothing to do
-    assert run(aws, BATCH_CONSUMER, ACTIVE + timedelta(minutes=15))["state"] == "in place"
-    batch_stub.assert_no_pending_responses()
-
-
-def test_a_refused_update_is_retried_by_the_next_run_and_reported_until_done(aws):
-    _, _, _, _, (batch_stub, _) = aws
-    ce_uses(batch_stub, 1)
-    ce_update(batch_stub, 2, error="compute environment is being updated")
-    first = run(aws, BATCH_CONSUMER, ACTIVE)
-    assert "error" in first and first["retry"] == "next run"  # counted in ConsumerErrors: the alarm fires
-    ce_uses(batch_stub, 1)  # the template changed, the compute environment did not: still to do
-    ce_update(batch_stub, 3)
-    second = run(aws, BATCH_CONSUMER, ACTIVE + timedelta(minutes=15))
-    assert (second["state"], second["to_version"]) == ("moved", 3) and "error" not in second
-    batch_stub.assert_no_pending_responses()
-
-
-def test_a_version_made_default_by_someone_else_does_not_hide_an_undone_drain(aws):
-    ec2, _, _, _, (batch_stub, _) = aws
-    ce_uses(batch_stub, 1)
-    ce_update(batch_stub, 2)
-    run(aws, BATCH_CONSUMER, ACTIVE)
-    # Someone makes an on-demand version 3 the template's default; the compute environment still names version 2.
-    ec2.create_launch_template_version(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge", "ImageId": "ami-87654321"})
-    ec2.modify_launch_template(LaunchTemplateName="gpu-p5", DefaultVersion="3")
-    ce_uses(batch_stub, 2)
-    ce_update(batch_stub, 4)
-    drained = run(aws, BATCH_CONSUMER, DRAINING)
-    assert (drained["launches_into"], drained["wants"], drained["state"]) == ("Capacity Block cr-0123456789abcdef0", "on demand", "moved")
-    assert target(ec2, 4) == (None, "p5.48xlarge")
-    batch_stub.assert_no_pending_responses()
-
-
-def test_a_version_someone_else_set_on_the_consumer_is_reported_and_moved(aws):
-    ec2, _, _, _, (batch_stub, _) = aws
-    ce_uses(batch_stub, 1)
-    ce_update(batch_stub, 2)
-    run(aws, BATCH_CONSUMER, ACTIVE)
-    ec2.create_launch_template_version(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge"})  # version 3, on demand
-    ce_uses(batch_stub, 3)  # someone pointed the compute environment at it
-    ce_update(batch_stub, 4)
-    found = run(aws, BATCH_CONSUMER, ACTIVE + timedelta(hours=1))
-    assert found["changed_by_someone_else"] == "version 3 (launching into on demand) replaced version 2 this controller set"
-    assert found["state"] == "moved"
-    batch_stub.assert_no_pending_responses()
-
-
-def test_dry_run_changes_nothing_and_says_what_it_would_do(aws):
-    ec2, _, _, _, (batch_stub, _) = aws
-    ce_uses(batch_stub, 1)
-    result = run(aws, BATCH_CONSUMER, ACTIVE, mode="dry_run")
-    assert result["dry_run"] is True
-    assert result["would"] == "make a launch template version into Capacity Block cr-0123456789abcdef0 and point the compute environment at it"
-    versions = ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5")["LaunchTemplateVersions"]
-    assert [v["VersionNumber"] for v in versions] == [1]  # no update queued in the stub, none made
-    batch_stub.assert_no_pending_responses()
 
 
 def test_a_consumer_the_window_never_had_a_block_for_is_not_read(aws):

@@ -135,9 +135,9 @@ def test_a_fed_pool_without_a_head_node_synthesizes_with_a_warning_and_no_comman
 
 
 def test_a_window_feeding_a_batch_compute_environment_runs_the_controller_every_5_minutes() -> None:
-    """Its jobs are stopped and copied between requeue.STOP_LEAD (35 min) and 30 min before a block ends: one run must land there."""
+    """Its jobs are stopped and copied between requeue.STOP_LEAD (40 min) and 30 min before a block ends: two runs must land there."""
     batch_window = {**SLURM_WINDOW, "instance_type": "p5.48xlarge", "feeds": {
         "kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-        "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}}
+        "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}}
     stack = Stack(App(), "BatchSchedule", env=Environment(account="111122223333", region="us-east-1"))
     assert schedule_of(CapacityController(stack, "C", model=model([batch_window]))) == "rate(5 minutes)"

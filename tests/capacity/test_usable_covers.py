@@ -7,7 +7,7 @@ from gpu_governance_runtime.capacity.planner import plan
 from .builders import NOW, at, block, reservation, window
 
 BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"}
+         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
 INSTANCE_GROUP = {"kind": "hyperpod_instance_group", "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abc", "instance_group": "p5"}
 TRAINING_JOBS = {"kind": "sagemaker_training_jobs"}

@@ -19,7 +19,7 @@ from .stubbed_aws import create_ledger_table
 # 10 Dec 14:00 to 12 Dec 20:00: no three-day block alone covers it, two one after the other do.
 WINDOW = window(mode="auto", duration_hours=54, budget=Decimal("50000"), consumer={
     "kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-    "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"})
+    "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"})
 EARLY = block("cbo-early", at(8), 3, per_hour="29")   # 8 Dec 11:30 to 11 Dec 11:30
 LATE = block("cbo-late", at(11), 3, per_hour="30")    # 11 Dec 11:30 to 14 Dec 11:30
 REST = block("cbo-rest", at(11), 2, per_hour="31")    # what is missing once EARLY is held

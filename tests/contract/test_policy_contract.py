@@ -42,7 +42,7 @@ def windows_of_every_feed() -> list[dict]:
             "budget": {"amount": 20000, "period": "week"}}
     return [
         {**base, "name": "batch-ce", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "mode": "auto",
-         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE}},
+         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE, "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
         {**base, "name": "eks-nodes", "instance_type": "p5.48xlarge", "repeat_every_days": 7, "fallback": "none",
          "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
         {**base, "name": "slurm-group", "instance_type": "ml.p5.48xlarge", "mode": "approval", "prefer_extension": False,

@@ -13,6 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
+from moto import mock_aws
 
 
 from .aws_models import payload_problems
@@ -95,7 +96,7 @@ def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
     sent = recorded(client)
     monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: client)
     session = Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"))
-    with Stubber(client) as stub:
+    with mock_aws(), Stubber(client) as stub:  # moto for SSM: the team's training plans parameter, absent here
         stub.add_response("submit_service_job", ANSWER)
         code = example("submit_sagemaker_sdk").main(argv, sagemaker_session=session, batch_client=client)
         stub.assert_no_pending_responses()

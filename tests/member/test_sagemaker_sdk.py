@@ -10,6 +10,7 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
+from moto import mock_aws
 
 from constructs_lib.member import model_trainer, submit_with_sdk
 
@@ -20,6 +21,7 @@ from .conftest import IMAGE
 # missing SDK fails here instead of passing unnoticed.
 pytestmark = pytest.mark.member_sdk
 
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/finetune-eval-202612101130-1"
 RESPONSE = {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc", "jobName": "research-llama", "jobId": "abc"}
 
 
@@ -37,7 +39,8 @@ def batch(monkeypatch):
     client.meta.events.register("before-parameter-build.batch.SubmitServiceJob", lambda params, **_: sent.append(dict(params)))
     monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: client)
     session = Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"))
-    with Stubber(client) as stub:
+    # moto for SSM: model_trainer reads the team's training plans parameter (absent unless a test writes it)
+    with mock_aws(), Stubber(client) as stub:
         yield stub, client, sent, session
 
 
@@ -77,3 +80,23 @@ def test_a_priority_of_zero_the_sdk_drops_is_submitted_as_one_and_set_right_afte
     # The SDK sends no priority of 0, and IAM tags a service job only inside a submission that
     # carries one: submitted at 1, the lowest the SDK sends, then set to 0.
     assert sent[0]["schedulingPriority"] == 1
+
+
+def test_the_sdk_path_runs_the_job_on_the_teams_active_training_plan(batch, deployed):
+    # Issue 24, outcome 9: the plan bought for the team reaches the SDK's jobs as ResourceConfig.TrainingPlanArn.
+    stub, client, sent, session = batch
+    boto3.client("ssm", region_name="us-east-1").put_parameter(Name=deployed.training_plans_parameter, Type="String", Value=json.dumps([
+        {"arn": PLAN, "window": "finetune-eval", "instance_type": "ml.p5.48xlarge", "ends": "2999-01-01T11:30:00+00:00"},
+        {"arn": PLAN + "-g6", "window": "small", "instance_type": "ml.g6.12xlarge", "ends": "2999-01-01T11:30:00+00:00"}]))
+    stub.add_response("submit_service_job", RESPONSE)
+    stub.add_response("submit_service_job", RESPONSE)
+    on_plan = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
+    submit_with_sdk(deployed, on_plan, priority_class="standard", batch_client=client)
+    # None chooses on demand, even while the team owns a plan of the type.
+    on_demand = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE,
+                              sagemaker_session=session, training_plan_arn=None)
+    submit_with_sdk(deployed, on_demand, priority_class="standard", batch_client=client)
+    stub.assert_no_pending_responses()
+    first, second = (json.loads(request["serviceRequestPayload"])["ResourceConfig"] for request in sent)
+    assert first["TrainingPlanArn"] == PLAN and "TrainingPlanArn" not in second
+    assert payload_problems(sent[0]) == ""  # CreateTrainingJob accepts it

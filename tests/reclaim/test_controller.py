@@ -115,7 +115,7 @@ def test_acting_terminates_each_victim_once_with_its_reason_and_records_it(ledge
         stubber.add_response("list_jobs", {"jobSummaryList": []}, {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": [job_id]}]})
         stubber.add_response("submit_job", {"jobId": f"copy-of-{job_id}", "jobName": job_id, "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/copy-of-{job_id}"},
                              {"jobName": job_id, "jobQueue": QUEUE, "jobDefinition": ANY, "shareIdentifier": "research", "schedulingPriorityOverride": 10,
-                              "tags": {"gpu-governance:checkpointable": "false", "gpu-governance:requeued-from": job_id}, "nodeOverrides": {"numNodes": ANY}})
+                              "tags": {"gpu-governance:checkpointable": "false", "gpu-governance:requeued-from": job_id, "gpu-governance:times-preempted": "1"}, "nodeOverrides": {"numNodes": ANY}})
     records = []
     with stubber:
         result = tick(adapter, ledger_table, dry_run=False, records=records)

@@ -77,12 +77,12 @@ def _with_reclaim(settings: str):
 
 
 def test_a_pools_reclaim_settings_reach_the_planner_settings_through_the_policy():
-    pool = parse_policy(compile_policy(_with_reclaim("{reborrow_backoff_seconds: 86400, borrow_horizon_seconds: 7200}"))).pool("openb")
+    pool = parse_policy(compile_policy(_with_reclaim("{reborrow_backoff_seconds: 86400, borrow_horizon_seconds: 7200, grace_seconds: 300}"))).pool("openb")
     base = Settings(min_run_time_s=120, max_preemptions_per_tick=5)
-    assert pool.settings(base) == replace(base, reborrow_backoff_s=86_400, borrow_horizon_s=7_200)
+    assert pool.settings(base) == replace(base, reborrow_backoff_s=86_400, borrow_horizon_s=7_200, grace_s=300)
     # unset: the planner's defaults, stated in the document all the same
     default = compile_policy(_with_reclaim("{}"))["pools"][0]["reclaim"]
-    assert default == {"reborrow_backoff_s": Settings().reborrow_backoff_s, "borrow_horizon_s": None}
+    assert default == {"reborrow_backoff_s": Settings().reborrow_backoff_s, "borrow_horizon_s": None, "grace_s": 0}
     assert parse_policy(compile_policy(_with_reclaim("{}"))).pool("openb").settings(base) == base
 
 
@@ -97,6 +97,8 @@ def test_hyperpod_eks_pools_have_no_reclaim_settings_kueue_reclaims():
     ("{borrow_horizon_seconds: 0}", "pools[0].reclaim.borrow_horizon_seconds: invalid (0) - at least 60"),
     ("{reborrow_backoff_seconds: soon}", "pools[0].reclaim.reborrow_backoff_seconds:"),
     ("{backoff: 60}", "pools[0].reclaim.backoff: invalid (60) - not a known setting"),
+    ("{grace_seconds: -1}", "pools[0].reclaim.grace_seconds: invalid (-1) - at least 0"),
+    ("{grace_seconds: 3601}", "pools[0].reclaim.grace_seconds: invalid (3601) - at most 3600"),
 ])
 def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(settings, message):
     with pytest.raises(GovernanceError) as error:
@@ -110,7 +112,8 @@ def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(setting
     ({"reborrow_backoff_s": True}, "pools[0].reclaim.reborrow_backoff_s: True - a finite number of seconds >= 0"),
     ({"borrow_horizon_s": 0}, "pools[0].reclaim.borrow_horizon_s: 0 - a finite number of seconds > 0"),
     ({"borrow_horizon_s": float("inf")}, "pools[0].reclaim.borrow_horizon_s: inf - a finite number of seconds > 0"),
-    ([], "pools[0].reclaim: [] - an object with reborrow_backoff_s and borrow_horizon_s"),
+    ({"grace_s": -1}, "pools[0].reclaim.grace_s: -1 - a finite number of seconds >= 0"),
+    ([], "pools[0].reclaim: [] - an object with reborrow_backoff_s, borrow_horizon_s and grace_s"),
 ])
 def test_bad_reclaim_settings_in_the_policy_document_are_named(reclaim, message):
     document = {"version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [],

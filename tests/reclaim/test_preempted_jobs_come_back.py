@@ -17,7 +17,7 @@ from gpu_governance_runtime.common.batch_copy import LISTING_GRACE_SECONDS  # no
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
+from gpu_governance_runtime.reclaim.planner import Settings, reborrow_at  # noqa: E402
 from tests.aws_model.batch import Clock, Crash, FakeBatch, Faults  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402
@@ -75,7 +75,7 @@ def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
     for field in ("jobName", "jobQueue", "jobDefinition", "shareIdentifier", "schedulingPriority", "parameters", "retryStrategy", "timeout",
                   "propagateTags", "nodeProperties", "dependsOn"):
         assert copy[field] == original[field], field
-    assert copy["tags"] == {**original["tags"], TAG_FROM: victim}
+    assert copy["tags"] == {**original["tags"], TAG_FROM: victim, "gpu-governance:times-preempted": "1"}
     item = next(i for i in table.scan()["Items"] if i.get("job_id") == victim)
     assert (item["status"], item["new_job"]) == ("done", copy["jobId"])
     # later ticks change nothing more: one copy, and the owner's job runs on the freed capacity
@@ -203,3 +203,28 @@ def test_a_copy_counts_as_preempted_so_it_does_not_borrow_straight_back(table):
     state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now + 60)
     (waiting,) = [j for j in state.pending if j.job_id == copy["jobId"]]
     assert waiting.times_preempted == 1
+
+
+def test_a_chain_of_three_preemptions_gets_the_backoff_of_the_third(table):
+    """Each copy starts a fresh attempt count; the chain's count rides on the platform's tag, so the
+    copy of a copy of a copy backs off 2^2 x the re-borrow backoff, not 1 x (it did on main)."""
+    batch, _ = world()
+    current = borrower(batch)
+    batch.advance(3600)
+    settings = Settings()
+    for n in (1, 2, 3):
+        owner = owner_claims_back(batch)
+        tick(batch, table, [])
+        (copy,) = copies_of(batch, current)
+        assert copy["tags"]["gpu-governance:times-preempted"] == str(n)
+        state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
+        (waiting,) = [j for j in state.pending if j.job_id == copy["jobId"]]
+        assert waiting.times_preempted == n
+        assert reborrow_at(waiting, settings) == waiting.submitted_at + settings.reborrow_backoff_s * 2 ** (n - 1)
+        # the owner's job finishes and Batch starts the copy on the capacity it frees
+        while batch.jobs[owner]["status"] != "SUCCEEDED" or batch.jobs[copy["jobId"]]["status"] != "RUNNING":
+            batch.advance(600)
+        current = copy["jobId"]
+    (running,) = [j for j in BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now).running
+                  if j.job_id == current]
+    assert running.times_preempted == 3  # and so protected again after a restart, like the original

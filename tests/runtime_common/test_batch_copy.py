@@ -24,7 +24,7 @@ def test_dependencies_node_ranges_and_instance_types_are_kept():
         {"targetNodes": "0", "containerOverrides": {"command": ["launcher"], "instanceType": "p5.48xlarge"}},
         {"targetNodes": "1:", "containerOverrides": {"command": ["worker"], "instanceType": "p5.48xlarge", "environment": [{"name": "NCCL_DEBUG", "value": "WARN"}]}}]}
     assert (request["jobDefinition"], request["schedulingPriorityOverride"]) == (DEFINITION, 30)
-    assert request["tags"] == {"team": "research", "gpu-governance:requeued-from": "j-1"}
+    assert request["tags"] == {"team": "research", "gpu-governance:requeued-from": "j-1", "gpu-governance:times-preempted": "1"}
 
 
 def test_an_eks_jobs_pod_settings_are_kept():
@@ -40,3 +40,25 @@ def test_what_cannot_be_brought_back_as_it_was_says_why():
     assert restartable(described()) is None
     assert "array job" in restartable(described(arrayProperties={"size": 10}))
     assert "depend on it" in restartable(described(), waited_on={"j-1"})
+
+
+def test_a_copy_carries_its_chains_count_of_preemptions():
+    from gpu_governance_runtime.common.batch_copy import times_stopped
+
+    assert copy_request(described())["tags"]["gpu-governance:times-preempted"] == "1"
+    copy_of_copy = described(tags={"team": "research", "gpu-governance:requeued-from": "j-0", "gpu-governance:times-preempted": "4"})
+    assert copy_request(copy_of_copy)["tags"]["gpu-governance:times-preempted"] == "5"
+    assert times_stopped(copy_of_copy) == 4
+
+
+def test_an_absent_or_malformed_count_counts_once_and_never_fails(capsys):
+    """Only the platform writes the count (a member's submission may not set the key), yet a bad value
+    must neither raise (it would stop the pool's reclaim every tick) nor lower a copy below one preemption."""
+    from gpu_governance_runtime.common.batch_copy import times_stopped
+
+    assert times_stopped(described()) == 0  # a team's own job
+    copy = {"team": "research", "gpu-governance:requeued-from": "j-0"}
+    assert times_stopped(described(tags=copy)) == 1  # a copy made before the count existed
+    for bad in ("lots", "0", "-8", "2.5", " 3", "9" * 300):
+        assert times_stopped(described(tags={**copy, "gpu-governance:times-preempted": bad})) == 1, bad
+    assert capsys.readouterr().out.count('"tag_ignored"') == 6

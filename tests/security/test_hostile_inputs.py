@@ -50,7 +50,7 @@ def _base_data() -> dict[str, Any]:
     data["capacity_windows"] += [
         {**common, "name": "batch-ce", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "batch_compute_environment", "launch_template_name": "gpu-launch",
-            "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e"}},
+            "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
         {**common, "name": "eks-ng", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
             "kind": "eks_node_group", "launch_template_name": "gpu-launch", "cluster_name": "acme-eks", "nodegroup_name": "gpu-nodes"}},
         {**common, "name": "hp-ig", "instance_type": "ml.p5.48xlarge", "instance_count": 1, "feeds": {

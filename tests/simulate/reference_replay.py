@@ -50,6 +50,7 @@ def reference_replay(
     last_finish = first_submit
     timeline = []
     preempted_at: dict[str, list[float]] = {}
+    reclaim_waits: list[float] = []
 
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
@@ -86,7 +87,7 @@ def reference_replay(
             progress[job.job_id] = _Job(job=job, remaining=job.duration, waiting_since=job.submit_time)
             pending.append(PendingJob(
                 job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count, priority=job.priority,
-                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time, restartable=job.restartable,
             ))
         state = PoolState(capacity=state.capacity, shares=state.shares, running=tuple(running.values()), pending=tuple(pending), now=tick)
         plan = plan_tick(state, settings)
@@ -108,8 +109,11 @@ def reference_replay(
                 lost += elapsed * entry.job.count
                 entry.remaining = entry.job.duration
         state = apply_plan(state, plan)
+        reclaiming = {p.for_job for p in plan.preemptions}
         for start in plan.starts:
             entry = progress[start.job_id]
+            if start.job_id in reclaiming:
+                reclaim_waits.append(tick - entry.waiting_since)
             entry.waited += tick - entry.waiting_since
             entry.started_at = tick
             entry.version += 1
@@ -145,6 +149,7 @@ def reference_replay(
         jobs_completed=len(progress) - unfinished,
         jobs_unfinished=unfinished,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
+        not_restartable=sum(not job.restartable for job in jobs),
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
@@ -153,6 +158,7 @@ def reference_replay(
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
         runs={job_id: tuple(entry.runs) for job_id, entry in progress.items() if entry.runs},
+        reclaim_waits=tuple(reclaim_waits),
     )
 
 

@@ -274,3 +274,34 @@ def test_trace_from_sacct_cli_writes_a_trace_the_simulator_reads(tmp_path, capsy
     assert [j.max_run_time for j in read_trace(output)] == [7_200, None]
     assert main(["trace", "from-sacct", str(source), str(output), "--instance-type", G5, "--priority", "low"]) == 2
     assert "--priority: not CLASS=N ('low')" in capsys.readouterr().err
+
+
+# Issue 23: jobs the reclaim controller never preempts (batch_copy.restartable), as DescribeJobs
+# returns them: an array job's child, a multi-container ECS job, a job another record depends on.
+NOT_RESTARTABLE_JOBS = {"jobs": [
+    {"jobId": "arr:0", "jobName": "sweep", "jobQueue": "q", "status": "SUCCEEDED", "shareIdentifier": "research", "schedulingPriority": 10,
+     "createdAt": 1_000_000, "startedAt": 1_000_000, "stoppedAt": 1_600_000, "jobDefinition": "d", "arrayProperties": {"index": 0}},
+    {"jobId": "ecs", "jobName": "multi", "jobQueue": "q", "status": "SUCCEEDED", "shareIdentifier": "research", "schedulingPriority": 10,
+     "createdAt": 1_000_000, "startedAt": 1_000_000, "stoppedAt": 1_600_000, "jobDefinition": "d",
+     "ecsProperties": {"taskProperties": [{"containers": [{"name": "a", "image": "i"}, {"name": "b", "image": "i"}]}]}},
+    {"jobId": "prep", "jobName": "prep", "jobQueue": "q", "status": "SUCCEEDED", "shareIdentifier": "research", "schedulingPriority": 10,
+     "createdAt": 1_000_000, "startedAt": 1_000_000, "stoppedAt": 1_600_000, "jobDefinition": "d"},
+    {"jobId": "train", "jobName": "train", "jobQueue": "q", "status": "SUCCEEDED", "shareIdentifier": "research", "schedulingPriority": 10,
+     "createdAt": 1_000_000, "startedAt": 1_700_000, "stoppedAt": 2_600_000, "jobDefinition": "d", "dependsOn": [{"jobId": "prep", "type": "SEQUENTIAL"}]},
+]}
+
+
+def test_batch_jobs_the_controller_never_preempts_are_imported_not_restartable(tmp_path):
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_response("describe_jobs", NOT_RESTARTABLE_JOBS)  # the shapes botocore returns
+    path = tmp_path / "batch.json"
+    path.write_text(json.dumps(NOT_RESTARTABLE_JOBS))
+    imported = from_batch(path, OPTIONS)
+    assert {j.job_id: j.restartable for j in imported.jobs} == {"arr:0": False, "ecs": False, "prep": False, "train": True}
+    # and the column survives the trace file
+    assert main(["trace", "from-batch", str(path), str(tmp_path / "t.csv"), "--instance-type", G5]) == 0
+    assert {j.job_id: j.restartable for j in read_trace(tmp_path / "t.csv")} == {"arr:0": False, "ecs": False, "prep": False, "train": True}

@@ -263,3 +263,33 @@ def test_a_lender_kept_below_its_guarantee_behind_its_own_low_priority_job_count
     # ticks 180, 240, ..., 960 each breach, as for a lender behind a borrower alone.
     starved = simulate(jobs, shares=shares, capacity={G5: 2}, tick_s=60, settings=Settings(max_preemptions_per_tick=0))
     assert (starved.preemptions, starved.guarantee_breaches) == (0, 14)
+
+
+def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_report_counts_it(tmp_path):
+    """Issue 23: the controller never stops an array job, a multi-container job or a job others depend
+    on (RunningJob.restartable); the replay runs the same planner and must not either. The trace says
+    so in its optional last column."""
+    jobs = [TraceJob(job_id="sweep", team="research", submit_time=0, duration=1_000, instance_type=G5, count=4, priority=10, checkpointable=False,
+                     restartable=False),
+            job("lender", "serving", 100, 500, 4, priority=90)]
+    protected = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert (protected.preemptions, protected.not_restartable) == (0, 1)
+    assert protected.teams["serving"].wait_p50_s == 1_020.0 - 100  # it starts at the first tick after the borrower ends
+    restartable = simulate([job("sweep", "research", 0, 1_000, 4), jobs[1]], shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert (restartable.preemptions, restartable.not_restartable) == (1, 0)
+    results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert "1 jobs are never preempted" in table(results) and results["policy"].as_json(with_breaches=True)["jobs_not_restartable"] == 1
+    path = tmp_path / "trace.csv"
+    write_trace(jobs, path)
+    assert path.read_text().splitlines()[0].endswith(",max_run_time,restartable")
+    assert [j.restartable for j in read_trace(path)] == [False, True]
+
+
+def test_the_restartable_column_is_optional_and_checked(tmp_path):
+    path = tmp_path / "trace.csv"
+    header = ",".join(TRACE_COLUMNS) + ",max_run_time,restartable\n"
+    path.write_text(header + "a,serving,0,10,ml.g5.xlarge,1,1,false,,\nb,serving,0,10,ml.g5.xlarge,1,1,false,,FALSE\n")
+    assert [j.restartable for j in read_trace(path)] == [True, False]  # empty: true
+    path.write_text(header + "a,serving,0,10,ml.g5.xlarge,1,1,false,,maybe\n")
+    with pytest.raises(GovernanceError, match=r"trace.csv:2.restartable.*maybe.*true, false or empty"):
+        read_trace(path)

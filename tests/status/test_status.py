@@ -13,6 +13,7 @@ import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
+from moto import mock_aws
 
 from constructs_lib import cli
 from constructs_lib.cli import status as cli_status
@@ -20,7 +21,8 @@ from constructs_lib.model.loader import default_config_text
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.member.status import batch_observation, kueue_observation, slurm_observation
-from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob, explain
+from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob, explain, render
+from gpu_governance_runtime import contract
 from gpu_governance_runtime.policy import parse_policy
 
 MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))
@@ -120,21 +122,23 @@ def service_summary(job_id, status, count, reason="", created=0):
     }
 
 
-def service_job(summary, priority):
+def service_job(summary, priority, plan=None):
     attempt = {"serviceResourceId": summary["latestAttempt"]["serviceResourceId"]}
+    resources = {"InstanceType": P5, "InstanceCount": 2, **({"TrainingPlanArn": plan} if plan else {})}
     return {
         "attempts": [], "capacityUsage": summary["capacityUsage"], "createdAt": summary["createdAt"], "isTerminated": False,
         "jobArn": summary["jobArn"], "jobId": summary["jobId"], "jobName": summary["jobName"], "jobQueue": QUEUE, "latestAttempt": attempt,
         "retryStrategy": {"attempts": 1, "evaluateOnExit": []}, "scheduledAt": 0, "schedulingPriority": priority,
-        "serviceRequestPayload": json.dumps({"ResourceConfig": {"InstanceType": P5, "InstanceCount": 2}}), "serviceJobType": "SAGEMAKER_TRAINING",
-        "shareIdentifier": "research", "quotaShareName": "research", "preemptionConfiguration": {"preemptionRetriesBeforeTermination": 1},
+        "serviceRequestPayload": json.dumps({"ResourceConfig": resources}), "serviceJobType": "SAGEMAKER_TRAINING",
+        "shareIdentifier": summary["shareIdentifier"], "quotaShareName": summary["quotaShareName"],
+        "preemptionConfiguration": {"preemptionRetriesBeforeTermination": 1},
         "preemptionSummary": {"preemptedAttemptCount": 0, "recentPreemptedAttempts": []}, "startedAt": 0, "status": summary["status"],
-        "statusReason": summary["statusReason"], "stoppedAt": 0, "tags": {"gpu-governance:team": "research"},
+        "statusReason": summary["statusReason"], "stoppedAt": 0, "tags": {"gpu-governance:team": summary["quotaShareName"]},
         "timeoutConfig": {"attemptDurationSeconds": 3600},
     }
 
 
-def stub_batch(stubber, use, listed, priorities):
+def stub_batch(stubber, use, listed, priorities, plans=None, team="research"):
     stubber.add_response("get_job_queue_snapshot", {
         "frontOfQueue": {"jobs": [{"jobArn": arn("front"), "earliestTimeAtPosition": 1}], "lastUpdatedAt": 2},
         "frontOfQuotaShares": {"quotaShares": {"research": [{"jobArn": arn("front"), "earliestTimeAtPosition": 1}]}, "lastUpdatedAt": 2},
@@ -146,12 +150,16 @@ def stub_batch(stubber, use, listed, priorities):
             "lastUpdatedAt": 2,
         },
     }, {"jobQueue": QUEUE})
-    for status in ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"):
+    statuses = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
+    for status in statuses:
         jobs = [j for j in listed if j["status"] == status]
         stubber.add_response("list_service_jobs", {"jobSummaryList": jobs},
-                             {"jobQueue": QUEUE, "jobStatus": status, "filters": [{"name": "QUOTA_SHARE_NAME", "values": ["research"]}]})
-    for summary in sorted((j for j in listed if j["status"] == "RUNNABLE"), key=lambda j: (j["jobId"] != "front", j["createdAt"])):
-        stubber.add_response("describe_service_job", service_job(summary, priorities[summary["jobId"]]), {"jobId": summary["jobId"]})
+                             {"jobQueue": QUEUE, "jobStatus": status, "filters": [{"name": "QUOTA_SHARE_NAME", "values": [team]}]})
+    waiting = sorted((j for j in listed if j["status"] == "RUNNABLE"), key=lambda j: (j["jobId"] != "front", j["createdAt"]))
+    running = sorted((j for j in listed if j["status"] in statuses[3:]), key=lambda j: statuses.index(j["status"]))  # described for their plan
+    for summary in waiting + running:
+        stubber.add_response("describe_service_job", service_job(summary, priorities[summary["jobId"]], (plans or {}).get(summary["jobId"])),
+                             {"jobId": summary["jobId"]})
 
 
 def test_batch_reader_explains_the_teams_jobs():
@@ -161,7 +169,7 @@ def test_batch_reader_explains_the_teams_jobs():
               service_summary("broken", "RUNNABLE", 2, created=3, reason="MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service "
                               "environment(s) associated with the job queue cannot meet the capacity requirement of the job.")]
     with Stubber(client) as stubber:
-        stub_batch(stubber, {"research": {P5: 4}, "training": {P5: 4}}, listed, {"front": 50, "later": 10, "broken": 50})
+        stub_batch(stubber, {"research": {P5: 4}, "training": {P5: 4}}, listed, {"run": 90, "front": 50, "later": 10, "broken": 50})
         observation = batch_observation(client, BATCH, "research")
         stubber.assert_no_pending_responses()
     status = explain(BATCH, "research", observation, now=NOW)
@@ -171,6 +179,67 @@ def test_batch_reader_explains_the_teams_jobs():
     assert by_id["later"].reason == "lower_priority"
     assert by_id["broken"].reason == "misconfigured" and "SERVICE_ENVIRONMENT_MAX_RESOURCE" in by_id["broken"].text
     assert next(u for u in status.usage if u.instance_type == P5).borrowed == 2
+
+
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/weekly-validation-202701151130-1"
+PLANS = [{"arn": PLAN, "window": "weekly-validation", "instance_type": P5, "ends": "2027-01-16T11:30:00+00:00"},
+         {"arn": PLAN + "-ended", "window": "weekly-validation", "instance_type": P5, "ends": "2027-01-14T11:30:00+00:00"}]
+
+
+def test_a_running_job_is_told_whether_it_is_on_the_teams_training_plan():
+    # Issue 24, outcome 9: the plan a job runs on is the ResourceConfig.TrainingPlanArn of the request Batch holds for it.
+    client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    listed = [service_summary("on-plan", "RUNNING", 2), service_summary("elsewhere", "STARTING", 2), service_summary("on-demand", "SCHEDULED", 2),
+              service_summary("on-ended", "RUNNING", 2)]
+    with Stubber(client) as stubber:
+        stub_batch(stubber, {"research": {P5: 8}}, listed, dict.fromkeys(["on-plan", "elsewhere", "on-demand", "on-ended"], 50),
+                   plans={"on-plan": PLAN, "elsewhere": PLAN.replace("111122223333", "444455556666"), "on-ended": PLAN + "-ended"})
+        observation = batch_observation(client, BATCH, "research", training_plans=PLANS)
+        stubber.assert_no_pending_responses()
+    status = explain(BATCH, "research", observation, now=NOW)
+    told = {j.job_id: j.training_plan for j in status.jobs}
+    assert told["on-plan"] == f"on the team's training plan {PLAN} (window weekly-validation)"
+    assert told["elsewhere"].endswith("not one of the team's active plans") and told["on-ended"].endswith("not one of the team's active plans")
+    assert told["on-demand"] == (f"on demand, not on the team's training plan {PLAN} of {P5} (window weekly-validation): "
+                                 "submit with ResourceConfig.TrainingPlanArn (docs/team-guide.md)")
+    assert f"on-plan (name-on-plan): running, on the team's training plan {PLAN}" in render([status])
+    # Plans not read (a team without training-job windows): only a job's own plan is told.
+    unread = explain(BATCH, "research", replace(observation, training_plans=None), now=NOW)
+    assert {j.job_id: j.training_plan for j in unread.jobs}["on-demand"] == ""
+    assert {j.job_id: j.training_plan for j in unread.jobs}["on-plan"] == f"on training plan {PLAN}"
+
+
+def test_the_command_reads_the_teams_training_plans_and_tells_each_running_job(capsys, monkeypatch):
+    client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    stub_batch(stubber, {"production": {P5: 2}}, [{**service_summary("nightly", "RUNNING", 2), "quotaShareName": "production", "shareIdentifier": "production"}], {"nightly": 50},
+               plans={"nightly": PLAN}, team="production")
+    stubber.activate()
+    monkeypatch.setattr(cli_status, "batch_client", lambda region: client)
+    with mock_aws():
+        boto3.client("ssm", region_name="us-east-1").put_parameter(
+            Name=contract.team_training_plans_parameter(MODEL.organisation, "production"), Type="String",
+            Value=json.dumps([{**PLANS[0], "ends": "2999-01-16T11:30:00+00:00"}]))
+        code, out, err = run(capsys, "--team", "production", "--pool", "sagemaker-training")
+    assert code == 0, err
+    assert f"nightly (name-nightly): running, on the team's training plan {PLAN} (window weekly-validation)" in out
+
+
+def test_training_plans_that_cannot_be_read_leave_a_note_and_the_jobs_are_still_explained(capsys, monkeypatch):
+    client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    stub_batch(stubber, {"production": {P5: 2}}, [{**service_summary("nightly", "RUNNING", 2), "quotaShareName": "production", "shareIdentifier": "production"}], {"nightly": 50},
+               team="production")
+    stubber.activate()
+    ssm = boto3.client("ssm", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    ssm_stub = Stubber(ssm)
+    ssm_stub.add_client_error("get_parameter", service_error_code="AccessDeniedException", http_status_code=400)
+    ssm_stub.activate()
+    monkeypatch.setattr(cli_status, "batch_client", lambda region: client)
+    monkeypatch.setattr(cli_status, "ssm_client", lambda region: ssm)
+    code, out, err = run(capsys, "--team", "production", "--pool", "sagemaker-training")
+    assert code == 0, err
+    assert "nightly (name-nightly): running\n" in out + "\n" and "note: the team's training plans (/" in out and "AccessDeniedException" in out
 
 
 # --- HyperPod EKS (Kueue v1beta1) -------------------------------------------------------------------

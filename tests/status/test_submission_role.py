@@ -9,6 +9,7 @@ import pytest
 
 from constructs_lib.model.loader import load_model
 from constructs_lib.member.status import BATCH_CALLS
+from gpu_governance_runtime.contract import team_training_plans_parameter
 from tests.foundation.org import synthesize_reference
 from tests.security.iam_eval import Principal, Request, load_assembly
 from tests.security.tenants import read_organisation
@@ -33,3 +34,19 @@ def test_the_submission_role_may_make_every_call_status_makes(organisation):
                 assert organisation.world.is_allowed(Request(submit, action, resource)), (team.name, action)
                 checked += 1
     assert checked >= 3 * len(BATCH_CALLS)  # every team of the reference organisation has a quota share
+
+
+def test_the_submission_role_may_read_its_own_teams_training_plans_and_no_other(organisation):
+    # status tells running jobs whether they are on the team's plan from this parameter (cli/status.py)
+    model = load_model(None)
+    capacity = model.capacity_account
+    owners = sorted({w.team for w in model.capacity_windows if w.feeds.kind == "sagemaker_training_jobs"})
+    assert owners, "the reference organisation has a window feeding training jobs"
+
+    def plans(team):
+        return f"arn:aws:ssm:{capacity.region}:{capacity.account_id}:parameter{team_training_plans_parameter(model.organisation, team)}"
+
+    for name, team in organisation.tenants.items():
+        submit = Principal(arn=team.roles["submit"])
+        for owner in owners:
+            assert organisation.world.is_allowed(Request(submit, "ssm:GetParameter", plans(owner))) == (owner == name), (name, owner)

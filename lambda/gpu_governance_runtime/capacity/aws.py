@@ -134,7 +134,7 @@ class CapacityMarket:
 
     def offerings(self, window: Window, held: Iterable[Reservation], now: datetime) -> list[Offering]:
         """Offerings that could fill the gaps of the window's occurrences in the horizon."""
-        held = [r for r in held if r.window == window.name and r.state in market.COVERING_STATES]
+        held = [r for r in held if window.serves_with(r.window) and r.state in market.COVERING_STATES]
         found: dict[str, Offering] = {}
         for occurrence in window.occurrences(now):
             for gap_start, gap_end, missing in shortfall(coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]):

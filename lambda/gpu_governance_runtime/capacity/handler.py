@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common import log, metrics
@@ -42,13 +43,14 @@ METRIC_NAMESPACE = CAPACITY_NAMESPACE
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
-            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstances", "DescribeLaunchTemplateVersions",
-            "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
+            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstanceTypes", "DescribeInstances",
+            "DescribeLaunchTemplateVersions", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
     "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
                   "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
     "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
-              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateQuotaShare", "UpdateServiceEnvironment"),
+              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateJobQueue", "UpdateQuotaShare",
+              "UpdateServiceEnvironment"),
     "sns": ("Publish",), "events": ("PutEvents",), "eks": ("DescribeNodegroup", "UpdateNodegroupConfig", "UpdateNodegroupVersion"),
     "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
@@ -123,7 +125,10 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
         result["block_event"] = _on_block_event(event, windows, capacity, clients, ledger, now, time_left)
     report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
-    result["rotation"] = _rotate_consumers(windows, controller.known_blocks(report.owned, ledger), clients, ledger, now, time_left)
+    known = controller.known_blocks(report.owned, ledger)
+    result["rotation"] = _rotate_consumers(windows, known, clients, ledger, now, time_left)
+    result["draining_blocks"] = _drain_batch_blocks(windows, known, clients, ledger, now, time_left,
+                                                    handled=result.get("block_event", {}).get("capacity_reservation_id"))
     policy = read_policy(settings)
     result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
     raising = {shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
@@ -154,6 +159,7 @@ def process(event: dict[str, Any], *, clients: Clients, settings: dict[str, str]
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
     consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
+                       + [e for d in result["draining_blocks"] for e in [*d.get("requeue", {}).get("errors", []), *([d] if "error" in d else [])]]
                        + [r for r in result["hyperpod"] + result["rotation"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", []) + result.get("spend", [])
                           + [result.get("raised_guarantees", {})]
                           if "error" in r])
@@ -194,31 +200,61 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
         return {"event": detail_type, "block": reservation_id, "rotation": "reconciled by this run"}
     ends_at = datetime.fromisoformat(event["detail"]["end-date"].replace("Z", "+00:00"))
     dry_run = window.mode == "dry_run"
-    moved_to = window.fallback if window.fallback == "on_demand" else None
-    drained = ({"window": window.name, "capacity_reservation_id": reservation_id, "dry_run": True, "would": "announce the drain"} if dry_run
-               else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=clients.events))
-    if window.consumer["kind"] == "batch_compute_environment":
-        drained["requeue"] = requeue.requeue(
-            window=window.name, compute_environment=window.consumer["compute_environment"], reservation_id=reservation_id,
-            ends_at=ends_at, dry_run=dry_run, ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch, now=now,
-            time_left=time_left)
+    if window.consumer["kind"] == "batch_compute_environment":  # signalled once per block, maybe by an earlier run (requeue.drain)
+        drained = {"window": window.name, "capacity_reservation_id": reservation_id,
+                   **_drain_batch_block(window, reservation_id, ends_at, clients, ledger, now, time_left)}
+    else:
+        drained = ({"window": window.name, "capacity_reservation_id": reservation_id, "dry_run": True, "would": "announce the drain"} if dry_run
+                   else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=_moved_to(window), events=clients.events))
     warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
     _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
             JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
     return drained
 
 
+def _moved_to(window: Window) -> str | None:
+    """Where the window's work goes when its block ends, as the drain event says."""
+    return window.fallback if window.fallback == "on_demand" else None
+
+
+def _drain_batch_block(window: Window, reservation_id: str, ends_at: datetime, clients: Clients, ledger: Ledger, now: datetime,
+                       time_left) -> dict[str, Any]:
+    return requeue.drain(window=window.name, compute_environment=window.consumer["block_compute_environment"], reservation_id=reservation_id,
+                         ends_at=ends_at, moved_to=_moved_to(window), dry_run=window.mode == "dry_run",
+                         ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch,
+                         events=clients.events, now=now, time_left=time_left)
+
+
+def _drain_batch_blocks(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left,
+                        handled: str | None) -> list[dict[str, Any]]:
+    """Every run, not only at the expiration warning: each block a window's Batch compute
+    environment runs on, within ``requeue.SIGNAL_LEAD`` of its end, is drained (``requeue.drain``),
+    so its jobs are told first and get two runs to be stopped before the instances go.
+    ``handled``: the block this run's expiration warning already drained."""
+    results = []
+    for window in windows.values():
+        if window.consumer.get("kind") != "batch_compute_environment":
+            continue
+        for block in owned:
+            if block.window != window.name or block.state != "active" or block.id == handled or not requeue.draining(block.end, now):
+                continue
+            try:
+                results.append({"window": window.name, "capacity_reservation_id": block.id,
+                                **_drain_batch_block(window, block.id, block.end, clients, ledger, now, time_left)})
+            except (ClientError, BotoCoreError) as error:  # the listing failed: the next run (one more before the stops) reads again
+                results.append({"window": window.name, "capacity_reservation_id": block.id, "error": str(error), "retry": "next run"})
+    return results
+
+
 def _rotate_consumers(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left) -> list[dict[str, Any]]:
     """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
     results = []
-    for window in windows.values():
-        if window.consumer.get("kind") not in rotation.KINDS:
-            continue
+    for window, sharing in rotation.by_consumer(windows.values()):
         if time_left() < REPOINT_SECONDS:
             results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
             continue
         results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.mode == "dry_run", ec2=clients.ec2,
-                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now))
+                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now, sharing=sharing))
     return results
 
 
@@ -232,7 +268,8 @@ def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: 
     except requests.RequestRefused as refusal:
         notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
         return {"refused": str(refusal)}
-    return {"window": request.name, "team": request.team, "token": request.token, "new": new}
+    return {"window": request.name, "team": request.team, "token": request.token, "new": new,
+            **({"joined_occurrence": request.occurrence} if request.occurrence else {})}
 
 
 def _unsettled(requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]], now: datetime) -> set[str]:

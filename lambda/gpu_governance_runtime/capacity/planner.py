@@ -28,10 +28,13 @@ HOUR = timedelta(hours=1)
 # How many reservations (blocks, plans) one consumer can launch into at the same time; a kind not
 # named here (SageMaker training jobs: each job names its own ``ResourceConfig.TrainingPlanArn``)
 # can use any number. A launch template targets one ``CapacityReservationId``
-# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html); a Capacity
-# Reservation group could hold several blocks (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups.html,
-# "supports all reservation types, including ... Capacity Blocks for ML") but the controller does
-# not manage one yet (docs/capacity.md, *What each consumer can use*). A HyperPod instance group
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html). EC2 launches
+# into Capacity Blocks in a Capacity Reservation group
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html#cr-groups-launch-cb),
+# but the EKS managed node group guide names only ``CapacityReservationId`` for a Capacity Block
+# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html) and Batch documents no
+# Capacity Block launch template at all: no group is used (docs/capacity.md, *What each consumer
+# can use*). A HyperPod instance group
 # names one ``TrainingPlanArn``
 # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
 RESERVATIONS_AT_ONCE = {"batch_compute_environment": 1, "eks_node_group": 1, "hyperpod_instance_group": 1}
@@ -69,6 +72,13 @@ class Window:
     def budget_key(self) -> str:
         """Whose budget a purchase for this window counts against."""
         return self.budget_window or self.name
+
+    def serves_with(self, bought_for: str) -> bool:
+        """Whether what was bought for window ``bought_for`` covers this window: its own, and, for a
+        requested window, its declared window's too. A request overlapping the declared window's
+        occurrence (pending or active) is served by the block or plan bought for that occurrence,
+        extended or added to only for the hours and instances it leaves uncovered."""
+        return bought_for in (self.name, self.budget_window)
 
     @property
     def reservations_at_once(self) -> int | None:
@@ -291,12 +301,15 @@ def plan(
     covered: list[Occurrence] = []
     purchased: set[str] = set()
 
-    for occurrence in sorted(o for w in windows.values() for o in w.occurrences(now)):
+    # Declared windows first, then requests: a request counts what its declared window holds or
+    # buys in this very plan (Window.serves_with), so it is planned once that is known.
+    for occurrence in sorted((o for w in windows.values() for o in w.occurrences(now)),
+                             key=lambda o: (windows[o.window].budget_window is not None, o)):
         window = windows[occurrence.window]
-        own = [r for r in reservations if r.window == window.name and _fits(r, window)]
+        own = [r for r in reservations if window.serves_with(r.window) and _fits(r, window)]
         held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
         gaps = shortfall(coverable(occurrence, now), window.instance_count,
-                         held + [_interval(p.offering, by_id) for p in purchases if p.window == window.name])
+                         held + [_interval(p.offering, by_id) for p in purchases if window.serves_with(p.window)])
         if not gaps:
             covered.append(occurrence)
             continue
@@ -309,7 +322,7 @@ def plan(
             and o.id not in purchased
         ]
         spans = {r.id: (r.start, r.end) for r in own if r.state in market.COVERING_STATES}
-        spans.update({p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if p.window == window.name})
+        spans.update({p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if window.serves_with(p.window)})
         choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans)
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))

@@ -25,6 +25,13 @@ Its token is recorded as ``joined`` with the open request's token, so the same t
 the same answer. An alarm that flaps (ALARM, OK, ALARM 40 minutes later) so buys once; the
 extended window's last hours are covered by the block already bought, an extension or, failing
 those, a new piece after it.
+
+The declared window's own occurrences (recurring or not, pending or active) are joined the same
+way: a request inside one, for no more instances than it declares, is recorded as ``joined`` with
+the occurrence's key and buys nothing. A request only partly inside one stays a window of its own,
+and the planner counts what the declared window holds or buys for its hours
+(``Window.serves_with``), so only the hours and instances the occurrence leaves uncovered are
+bought: by extending its block (``prefer_extension``) or with a new piece, by the planner's rules.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ class Request:
     hours: int
     start: datetime
     window: str  # the declared window it draws on
+    # Set when the declared window's own occurrence (its key) serves the request: nothing of its own is bought.
+    occurrence: str = ""
     # Who asked (recorded, not part of what makes two requests the same): "account:<id>" for a
     # Capacity Request event (EventBridge sets the envelope's account to the caller's; the calling
     # principal is only in CloudTrail), "alarm:<name>" for an alarm, the caller's ARN for the CLI.
@@ -66,7 +75,10 @@ class Request:
 
     @property
     def name(self) -> str:
-        """The requested window's name: short enough for a training plan named after its intents."""
+        """The requested window's name: short enough for a training plan named after its intents
+        (the declared window's, when one of its occurrences serves the request)."""
+        if self.occurrence:
+            return self.window
         return f"{self.window}-r{hashlib.sha256(self.token.encode()).hexdigest()[:6]}"
 
     def details(self) -> dict[str, Any]:
@@ -75,7 +87,7 @@ class Request:
     def same_as(self, recorded: Mapping[str, Any], *, starts_now: bool) -> bool:
         """Whether ``recorded`` (a ledger entry) is this request: anyone may repeat a request, and
         a start of "now" matches any recorded start."""
-        ignored = {"requested_by", *(("start",) if starts_now else ())}
+        ignored = {"requested_by", "occurrence", *(("start",) if starts_now else ())}
         mine = {k: v for k, v in self.details().items() if k not in ignored}
         return mine == {k: v for k, v in recorded.items() if k not in ignored}
 
@@ -118,7 +130,7 @@ def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, 
                       start=start.replace(second=0, microsecond=0), window=base.name, requested_by=requested_by)
     recorded = _recorded(ledger, token)
     if recorded is None:
-        served = _join(ledger, request, now)
+        served = _join(ledger, request, now) or _join_occurrence(ledger, request, base, now)
         if served is not None:
             return served, False
         spent = ledger.spent(base, now)
@@ -151,6 +163,22 @@ def _join(ledger: Ledger, request: Request, now: datetime) -> Request | None:
         ledger.record_action(ACTION_PREFIX + served.token, status=OPEN, details=extended.details(), now=now)
     ledger.claim_action(ACTION_PREFIX + request.token, status=JOINED, details={**request.details(), "joined": served.token}, now=now)
     return extended
+
+
+def _join_occurrence(ledger: Ledger, request: Request, base: Window, now: datetime) -> Request | None:
+    """``request`` recorded as joined to the occurrence of its declared window that holds it
+    whole (its hours, no more instances than declared); None when none does."""
+    end = request.start + request.hours * HOUR
+    if request.count > base.instance_count:
+        return None  # the extra instances are for the planner to buy beside it, where the consumer can use them
+    # every occurrence a request can overlap: it starts at most 8 weeks ahead
+    pending = replace(base, buy_ahead_days=market.MAX_START_AHEAD // timedelta(days=1)).occurrences(now)
+    holding = next((o for o in pending if o.start <= request.start and end <= o.end), None)
+    if holding is None:
+        return None
+    joined = replace(request, occurrence=holding.key)
+    ledger.claim_action(ACTION_PREFIX + request.token, status=JOINED, details=joined.details(), now=now)
+    return joined
 
 
 def _request(details: Mapping[str, Any]) -> Request:

@@ -1,13 +1,20 @@
 """Requeue the Batch jobs running on a Capacity Block before its instances terminate.
 
-The block's expiration warning comes 40 minutes before its end, and its instances begin to
-terminate 10 minutes later, 30 minutes before the end
-(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html). At the
-warning the drain event (``rotation.drain``) tells the jobs to checkpoint, and this module
-records which jobs to requeue (``requeue``); it stops them only from ``STOP_LEAD`` before the
-end (``resume``, every run: the construct runs the controller at least every 5 minutes while a
-window feeds a Batch compute environment), so a job gets the time between the warning and its
-instances' end to checkpoint, not the seconds of one run.
+EC2 sends the block's expiration warning 40 minutes before its end, saying its instances begin
+to terminate 10 minutes later, 30 minutes before the end
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html). A job must
+be stopped and copied before then, and told to checkpoint first. So, per block (``drain``):
+
+- the jobs are told to checkpoint (the drain event, ``rotation.announce_drain``, once per block,
+  recorded as ``drain#<block>``) by the first run from ``SIGNAL_LEAD`` (50 minutes) before the
+  end, or by the warning if that comes first; every such run also records the jobs on the block
+  (``requeue``), so a job started there since is not missed;
+- each job is stopped and copied from ``stop_time``: ``STOP_LEAD`` (40 minutes) before the end and
+  at least ``CHECKPOINT_TIME`` after the signal. The construct runs the controller at least every
+  ``SCHEDULE_LIMIT`` (5 minutes) while a window feeds a Batch compute environment, so two runs
+  land between the first stop and the instances' end: a run that fails there (throttled,
+  crashed) leaves the next one. Only when the first signal comes late (the warning alone, every
+  earlier run failed) is the stop as late as ``LAST_STOP`` (35 minutes), with one run left.
 
 AWS Batch does not retry a job stopped with ``TerminateJob`` (``common/batch_copy.py`` cites
 the pages), so requeueing is explicit: terminate the job with a reason, then submit one copy
@@ -39,13 +46,23 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, describe, stopped_by_us, submit_once
 from ..contract import TAG_REQUEUED_FROM
+from . import market, rotation
 from .ledger import Ledger
-from .slurm_window import REQUEUE_LEAD
+from .slurm_window import SCHEDULE_LIMIT
 
 OPEN_STATUSES = ("claimed", "terminated", "submitting")
 # Jobs are stopped from this long before the block's end: its instances go 30 minutes before the
-# end, and the controller runs at least every SCHEDULE_LIMIT, so one run lands in between.
-STOP_LEAD = REQUEUE_LEAD
+# end (market.TERMINATION_LEAD), and with runs at most SCHEDULE_LIMIT apart two runs land in
+# between, so one failed run (throttled, crashed) still leaves one to stop and copy the job.
+STOP_LEAD = market.TERMINATION_LEAD + 2 * SCHEDULE_LIMIT
+# A job is stopped at least this long after it was told to checkpoint.
+CHECKPOINT_TIME = SCHEDULE_LIMIT
+# The run that tells the jobs falls in the SCHEDULE_LIMIT from this long before the end: at the
+# latest CHECKPOINT_TIME before STOP_LEAD, so the signal never delays the stop.
+SIGNAL_LEAD = STOP_LEAD + CHECKPOINT_TIME + SCHEDULE_LIMIT
+# The latest stop, whenever the signal came: one run before the instances go.
+LAST_STOP = market.TERMINATION_LEAD + SCHEDULE_LIMIT
+DRAIN_PREFIX = "drain#"
 # A job is only touched with this much of the invocation left (describe, terminate, record, look
 # up, submit, record); a claimed job left untouched is resumed by the next run.
 JOB_SECONDS = 20
@@ -75,12 +92,50 @@ def _unlimited() -> float:
     return float("inf")
 
 
+def stop_time(ends_at: datetime, signalled_at: datetime) -> datetime:
+    """When the jobs of a block ending at ``ends_at`` are stopped, told to checkpoint at ``signalled_at``."""
+    return min(max(ends_at - STOP_LEAD, signalled_at + CHECKPOINT_TIME), ends_at - LAST_STOP)
+
+
+def draining(ends_at: datetime, now: datetime) -> bool:
+    """Whether a block's jobs are to be signalled, recorded and stopped now (``drain`` every run)."""
+    return ends_at - SIGNAL_LEAD <= now < ends_at - market.TERMINATION_LEAD
+
+
+def drain(*, window: str, compute_environment: str, reservation_id: str, ends_at: datetime, moved_to: str | None, dry_run: bool,
+          ledger: Ledger, ec2: Any, ecs: Any, batch: Any, submit: Any, events: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
+    """Every run while the block is ``draining`` and at its expiration warning: tell the jobs to
+    checkpoint once (a signal that failed is sent again by the next run, a repeated one is
+    harmless: it asks for a checkpoint), record the jobs on the block, move every open requeue on."""
+    if dry_run:
+        return {"dry_run": True, "would": "announce the drain", "requeue": requeue(
+            window=window, compute_environment=compute_environment, reservation_id=reservation_id, ends_at=ends_at, dry_run=True,
+            ledger=ledger, ec2=ec2, ecs=ecs, batch=batch, submit=submit, now=now, time_left=time_left)}
+    key = DRAIN_PREFIX + reservation_id
+    announced = [details for action, _, details in ledger.actions(key, ("announced",)) if action == key]
+    signal: dict[str, Any] = {}
+    if announced:
+        signalled_at = datetime.fromisoformat(announced[0]["at"])
+    else:
+        signalled_at = now
+        try:
+            signal = rotation.announce_drain(window=window, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=events)
+            ledger.record_action(key, status="announced", details={"window": window, "at": now.isoformat()}, now=now)
+        except (ClientError, BotoCoreError) as error:  # the jobs are still recorded and stopped in time; the next run signals again
+            signal = {"error": f"the drain event: {error}", "retry": "next run"}
+    return {**signal, "signalled_at": signalled_at.isoformat(), "requeue": requeue(
+        window=window, compute_environment=compute_environment, reservation_id=reservation_id, ends_at=ends_at, dry_run=False,
+        ledger=ledger, ec2=ec2, ecs=ecs, batch=batch, submit=submit, now=now, time_left=time_left, signalled_at=signalled_at)}
+
+
 def requeue(*, window: str, compute_environment: str, reservation_id: str, ends_at: datetime, dry_run: bool,
-            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, submit: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
-    """At the expiration warning: record every job on the block, to be stopped and copied from
-    ``STOP_LEAD`` before the end (at once if the warning came that late); in dry run only say which."""
+            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, submit: Any, now: datetime, time_left=_unlimited,
+            signalled_at: datetime | None = None) -> dict[str, Any]:
+    """Record every job on the block (once: a job recorded before is ``already_handled``), to be
+    stopped and copied from ``stop_time`` (at once if that has come); in dry run only say which.
+    ``signalled_at``: when the jobs were told to checkpoint (default ``now``)."""
     jobs = jobs_on_block(compute_environment=compute_environment, reservation_id=reservation_id, ec2=ec2, ecs=ecs, batch=batch)
-    stop_at = ends_at - STOP_LEAD
+    stop_at = stop_time(ends_at, signalled_at or now)
     if dry_run:
         return {"would_requeue": sorted(j["jobId"] for j in jobs), "would_stop_at": stop_at.isoformat()}
     reason = (f"{REASON_PREFIX} Capacity Block {reservation_id} of window {window} ends {ends_at:%Y-%m-%d %H:%M} UTC and its "

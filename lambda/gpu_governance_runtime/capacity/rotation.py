@@ -6,12 +6,18 @@ event) reads what the consumer actually launches from and moves it one step towa
 state; a step AWS refuses, or one left half-done, is found again by the next run and reported as
 an error (the ``ConsumerErrors`` metric and its alarm) until the consumer is where it should be.
 
-- ``batch_compute_environment``: what counts is the launch template *version the compute
-  environment names* (``computeResources.launchTemplate``), not the template's ``$Default``: a
-  Batch compute environment launches from the version it was given
-  (https://docs.aws.amazon.com/batch/latest/APIReference/API_LaunchTemplateSpecification.html).
-  A new version is made from that version's data with the wanted launch target and the compute
-  environment is pointed at it.
+- ``batch_compute_environment``: running work is never moved. The window's *block* compute
+  environment (a second one, launching from ``launch_template_name``) is put ahead of the
+  on-demand one in the job queue while a block is active, and behind it, DISABLED, otherwise.
+  Batch places each job on the first compute environment in the queue's order that can take it
+  (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html) and a
+  queue's order changes without touching a running job, so only jobs not yet placed go to the
+  block. The block compute environment's launch template is changed (an infrastructure update,
+  https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html) only
+  while it is DISABLED and out of first place, with no job of the block's on it; its size
+  (``maxvCpus``) alone is a scaling update, which replaces no instance
+  (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html). The on-demand
+  compute environment is never updated.
 - ``eks_node_group``: the node group must have been created with ``capacityType``
   ``CAPACITY_BLOCK`` (it cannot change later; the EKS Capacity Blocks guide,
   https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html); a node group that
@@ -29,6 +35,7 @@ never taken as done. In dry run nothing changes: the result says what would have
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping
 
@@ -71,10 +78,10 @@ def on_demand(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in ("InstanceMarketOptions", "CapacityReservationSpecification")}
 
 
-def active_block(window: Window, owned: Iterable[Reservation], now: datetime) -> Reservation | None:
+def active_block(window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()) -> Reservation | None:
     """The window's block new work should launch into now: started, and not yet draining
     (``DRAIN_LEAD`` before its end)."""
-    live = [r for r in owned if r.window == window.name and r.state in ("scheduled", "active")
+    live = [r for r in owned if (r.window == window.name or r.window in sharing) and r.state in ("scheduled", "active")
             and r.start <= now < r.end - DRAIN_LEAD]
     return max(live, key=lambda r: r.start, default=None)
 
@@ -90,12 +97,24 @@ def wanted_target(window: Window, owned: Iterable[Reservation], current: Target,
     return current
 
 
+def by_consumer(windows: Iterable[Window]) -> list[tuple[Window, frozenset[str]]]:
+    """One window per launch-template consumer (the declared one: requests drawing on it are named
+    after it and longer), with the names of the other windows feeding that consumer."""
+    groups: dict[str, list[Window]] = {}
+    for window in windows:
+        if window.consumer.get("kind") in KINDS:
+            groups.setdefault(json.dumps(window.consumer, sort_keys=True), []).append(window)
+    return [(first, frozenset(w.name for w in rest)) for first, *rest in (sorted(g, key=lambda w: (len(w.name), w.name)) for g in groups.values())]
+
+
 def reconcile(*, window: Window, owned: Iterable[Reservation], dry_run: bool, ec2: Any, batch: Any, eks: Any, ledger: Ledger,
-              now: datetime) -> dict[str, Any]:
+              now: datetime, sharing: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One step toward the wanted state for the window's consumer; what was found and done. A
     consumer whose window holds no block, now or before, and that this controller never moved is
     not read: nothing of the window's is in it."""
-    owned = list(owned)
+    # The blocks of the windows feeding the same consumer (requests drawing on a declared window) count as the window's own:
+    # two reconciliations of one consumer, each seeing only its own blocks, would undo each other every run.
+    owned = [replace(r, window=window.name) if r.window in sharing else r for r in owned]
     consumer = window.consumer
     result: dict[str, Any] = {"window": window.name, "consumer": consumer["kind"]}
     if not any(r.window == window.name for r in owned) and _last_set(ledger, window) is None:
@@ -110,27 +129,130 @@ def reconcile(*, window: Window, owned: Iterable[Reservation], dry_run: bool, ec
 
 
 def _batch(window, owned, dry_run, ec2, batch, ledger, now) -> dict[str, Any]:
+    """Step the block compute environment toward the phase until it is there, or a step must wait
+    (an infrastructure update under way) or fails; each step is recorded before and after."""
+    did: list[str] = []
+    drift: dict[str, Any] = {}
+    for _ in range(len(BATCH_STEPS) + 1):
+        found, step = _batch_step(window, owned, ec2, batch, ledger, now)
+        drift = drift or {k: v for k, v in found.items() if k == "changed_by_someone_else"}  # as first read, before undoing it
+        found = {**{k: v for k, v in found.items() if k != "recorded"}, **drift}
+        recorded = _found_state(found)
+        if did:  # what this controller's steps left, read back: a later difference is someone else's
+            _record(ledger, window, "done", recorded, now)
+        if step is None or isinstance(step, str):
+            state = "in place" if step is None else step
+            return {**found, "state": state if not did else f"moved; {state}", **({"did": did} if did else {})}
+        description, act = step
+        if dry_run:
+            return {**found, "dry_run": True, "would": description}
+        _record(ledger, window, "moving", {**recorded, "step": description}, now)
+        act()
+        did.append(description)
+    return {**found, "state": "moving", "did": did}
+
+
+def _found_state(found: dict[str, Any]) -> dict[str, Any]:
+    """What the ledger keeps of a read: enough to tell a later change by someone else."""
+    return {k: found[k] for k in ("version", "launches_into", "first_in_queue", "enabled")}
+
+
+# The steps a run may take on a block compute environment (each at most once a run; "scale it to N vCPUs" is the
+# scaling update a block of another size needs): a block's start takes them in this order, its end the first two and the last.
+BATCH_STEPS = ("take the block compute environment out of first place", "disable it", "launch it into the block",
+               "enable it", "put it first in the job queue", "scale it to 0")
+
+
+def _batch_step(window, owned, ec2, batch, ledger, now):
+    """What the block compute environment shows, and the next step toward the phase: None when in
+    place, a reason to wait, or (description, action)."""
     consumer = window.consumer
-    (environment,) = batch.describe_compute_environments(computeEnvironments=[consumer["compute_environment"]])["computeEnvironments"]
-    template = environment.get("computeResources", {}).get("launchTemplate") or {}
-    version = _version(ec2, consumer["launch_template_name"], template.get("version", "$Default"))
+    block_ce, queue_arn = consumer["block_compute_environment"], consumer["job_queue"]
+    (environment,) = batch.describe_compute_environments(computeEnvironments=[block_ce])["computeEnvironments"]
+    (queue,) = batch.describe_job_queues(jobQueues=[queue_arn])["jobQueues"]
+    resources = environment.get("computeResources", {})
+    version = _version(ec2, consumer["launch_template_name"], resources.get("launchTemplate", {}).get("version", "$Default"))
     current = _launch_target(version["LaunchTemplateData"])
-    wanted = wanted_target(window, owned, current, now)
-    found = {"version": version["VersionNumber"], "launches_into": _named(current), "wants": _named(wanted),
-             **_drift(ledger, window, version["VersionNumber"], current, wanted)}
-    if current == wanted:
-        return {**found, "state": "in place"}
-    if dry_run:
-        return {**found, "dry_run": True, "would": f"make a launch template version into {_named(wanted)} and point the compute environment at it"}
-    created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
-    _record(ledger, window, "moving", created, wanted, now)
-    batch.update_compute_environment(
-        computeEnvironment=consumer["compute_environment"],
-        computeResources={"launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)}},
-        updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30},
-    )
-    _record(ledger, window, "done", created, wanted, now)
-    return {**found, "state": "moved", "to_version": created}
+    order = sorted(queue.get("computeEnvironmentOrder", []), key=lambda o: o["order"])
+    first = bool(order) and order[0]["computeEnvironment"] == block_ce
+    enabled = environment.get("state") == "ENABLED"
+    block = active_block(window, owned, now)
+    wanted = ("capacity-block", block.id) if block is not None else current
+    size = block.count * _vcpus(ec2, window.instance_type) if block is not None else 0
+    found = {"version": version["VersionNumber"], "launches_into": _named(current),
+             "wants": f"{_named(wanted)}, first in the job queue" if block is not None else "behind the on-demand compute environment, DISABLED",
+             "first_in_queue": first,
+             "enabled": enabled, "max_vcpus": resources.get("maxvCpus"), "wanted_max_vcpus": size,
+             **_batch_drift(ledger, window, version["VersionNumber"], current, first, enabled, block is not None)}
+    update = lambda **change: batch.update_compute_environment(computeEnvironment=block_ce, **change)
+    if block is None:
+        if first:
+            return found, (BATCH_STEPS[0], lambda: _order(batch, queue_arn, order, block_ce, first=False))
+        if enabled:
+            return found, (BATCH_STEPS[1], lambda: update(state="DISABLED"))
+        if resources.get("maxvCpus", 0) != 0 and not _instances_live(window, owned, now):
+            return found, (BATCH_STEPS[5], lambda: update(computeResources={"minvCpus": 0, "maxvCpus": 0}))
+        return found, None
+    if current != wanted:
+        if first:  # never change the launch template of an environment that may be given jobs
+            return found, (BATCH_STEPS[0], lambda: _order(batch, queue_arn, order, block_ce, first=False))
+        if enabled:
+            return found, (BATCH_STEPS[1], lambda: update(state="DISABLED"))
+        if environment.get("status") == "UPDATING":
+            return found, "waiting: the block compute environment is UPDATING"
+
+        def launch_into_block() -> None:
+            created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
+            # An infrastructure update of an environment that is DISABLED and behind the on-demand one: none of the
+            # block's jobs is on it (https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html).
+            update(computeResources={"launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)},
+                                     "minvCpus": 0, "maxvCpus": size},
+                   updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30})
+
+        return found, (f"{BATCH_STEPS[2]} {block.id} ({size} vCPUs)", launch_into_block)
+    if environment.get("status") != "VALID":  # only a VALID environment may be ordered into a queue (UpdateJobQueue)
+        return found, f"waiting: the block compute environment is {environment.get('status')}"
+    if resources.get("maxvCpus") != size:  # a scaling update alone (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html)
+        return found, (f"scale it to {size} vCPUs", lambda: update(computeResources={"maxvCpus": size}))
+    if not enabled:
+        return found, (BATCH_STEPS[3], lambda: update(state="ENABLED"))
+    if not first:
+        return found, (BATCH_STEPS[4], lambda: _order(batch, queue_arn, order, block_ce, first=True))
+    return found, None
+
+
+def _order(batch, queue_arn: str, order: list[dict[str, Any]], block_ce: str, *, first: bool) -> None:
+    """The queue's order with the block compute environment first, or last; the others keep their
+    relative order. Only where jobs not yet placed go changes (UpdateJobQueue,
+    https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html)."""
+    others = [o["computeEnvironment"] for o in order if o["computeEnvironment"] != block_ce]
+    environments = [block_ce, *others] if first else [*others, block_ce]
+    batch.update_job_queue(jobQueue=queue_arn, computeEnvironmentOrder=[{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(environments)])
+
+
+def _instances_live(window: Window, owned: Iterable[Reservation], now: datetime) -> bool:
+    """A block of the window whose instances may still run (until 30 minutes before its end)."""
+    return any(r.window == window.name and r.start <= now < r.end - market.TERMINATION_LEAD for r in owned)
+
+
+def _vcpus(ec2: Any, instance_type: str) -> int:
+    return ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"]
+
+
+def _batch_drift(ledger: Ledger, window: Window, version: int, current: Target, first: bool, enabled: bool, active: bool) -> dict[str, Any]:
+    """What someone else changed since this controller's last step, where the phase does not want it."""
+    recorded = _last_set(ledger, window)
+    if recorded is None:
+        return {}
+    changes = []
+    if recorded.get("version") != version and active and current[0] != "capacity-block":
+        changes.append(f"the block compute environment launches from version {version} (into {_named(current)}), not version "
+                       f"{recorded.get('version')} this controller set")
+    if recorded.get("first_in_queue") is not None and recorded["first_in_queue"] != first and first != active:
+        changes.append(f"the block compute environment was {'put first in' if first else 'taken out of first place in'} the job queue")
+    if recorded.get("enabled") is not None and recorded["enabled"] != enabled and enabled != active:
+        changes.append(f"the block compute environment was {'enabled' if enabled else 'disabled'}")
+    return {"changed_by_someone_else": "; ".join(changes)} if changes else {}
 
 
 def _node_group(window, owned, dry_run, ec2, eks, ledger, now) -> dict[str, Any]:
@@ -174,10 +296,11 @@ def _scale(eks, consumer, size: int) -> None:
 
 def _move_node_group(ec2, eks, consumer, version, wanted, window, ledger, now) -> None:
     created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
-    _record(ledger, window, "moving", created, wanted, now)
+    moved = {"version": created, "launches_into": _named(wanted)}
+    _record(ledger, window, "moving", moved, now)
     eks.update_nodegroup_version(clusterName=consumer["cluster_name"], nodegroupName=consumer["nodegroup_name"],
                                  launchTemplate={"name": consumer["launch_template_name"], "version": str(created)})
-    _record(ledger, window, "done", created, wanted, now)
+    _record(ledger, window, "done", moved, now)
 
 
 def announce_drain(*, window: str, reservation_id: str, ends_at: datetime, moved_to: str | None, events: Any) -> dict[str, Any]:
@@ -203,8 +326,8 @@ def _create_version(ec2: Any, template: str, base: Mapping[str, Any], wanted: Ta
     )["LaunchTemplateVersion"]["VersionNumber"]
 
 
-def _record(ledger: Ledger, window: Window, status: str, version: int, wanted: Target, now: datetime) -> None:
-    ledger.record_action(ACTION_PREFIX + window.name, status=status, details={"version": version, "launches_into": _named(wanted)}, now=now)
+def _record(ledger: Ledger, window: Window, status: str, details: dict[str, Any], now: datetime) -> None:
+    ledger.record_action(ACTION_PREFIX + window.name, status=status, details=details, now=now)
 
 
 def _drift(ledger: Ledger, window: Window, version: int, current: Target, wanted: Target) -> dict[str, Any]:

@@ -7,7 +7,12 @@ AWS Batch does not bring a terminated job back by itself: ``TerminateJob`` moves
 RUNNING job to FAILED (https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html)
 and a retry strategy retries failures of the job or its host, not a termination
 (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html). So the copy is submitted
-explicitly, tagged ``gpu-governance:requeued-from=<original id>``.
+explicitly, tagged ``gpu-governance:requeued-from=<original id>`` and
+``gpu-governance:times-preempted=<n>``: how often the work was stopped along its whole chain of
+copies (:func:`times_stopped`), which the reclaim planner's protection and re-borrow backoff read.
+Both keys are the platform's: a member's submission may not set them (``aws:TagKeys``,
+``contract.PLATFORM_TAG_KEYS``) and a member may not tag or untag a job once submitted
+(``batch/queues.py``), so a team can neither forge a count nor reset it by re-tagging.
 
 Exactly once: ``SubmitJob`` has no idempotency token, and a request whose answer is lost (a read
 timeout, a dropped connection, a 5xx) may have been accepted. So the copy is submitted through a
@@ -25,11 +30,13 @@ https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html, and a 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Iterable
 
 from botocore.exceptions import ClientError
 
-from ..contract import TAG_REQUEUED_FROM
+from ..contract import TAG_REQUEUED_FROM, TAG_TIMES_PREEMPTED
+from . import log
 
 DESCRIBE_JOBS_LIMIT = 100  # https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeJobs.html
 # Batch lists a job a moment after SubmitJob returns (its listings are eventually consistent): an
@@ -51,6 +58,27 @@ def restartable(job: dict[str, Any], waited_on: Iterable[str] = ()) -> str | Non
     return None
 
 
+_COUNT = re.compile(r"[1-9][0-9]{0,5}")
+
+
+def times_stopped(job: dict[str, Any]) -> int:
+    """How often the controllers stopped the work ``job`` carries before it: 0 for a job a team
+    submitted, the copy's ``times-preempted`` tag for a copy. A copy whose count is absent (made
+    before the tag existed) or malformed counts as stopped once, with a log line: a count can only
+    lengthen the planner's protection and backoff, never hide a job from reclaim, and reading it
+    never fails the pool's tick."""
+    tags = job.get("tags") or {}
+    if TAG_REQUEUED_FROM not in tags:
+        return 0
+    value = tags.get(TAG_TIMES_PREEMPTED)
+    if isinstance(value, str) and _COUNT.fullmatch(value):
+        return int(value)
+    if value is not None:
+        log.write({"event": "tag_ignored", "job_id": job.get("jobId"), "tag": TAG_TIMES_PREEMPTED, "value": value,
+                   "allowed": "a whole number 1-999999; counted as 1"})
+    return 1
+
+
 def copy_request(job: dict[str, Any]) -> dict[str, Any]:
     """SubmitJob parameters that run ``job`` again as it was submitted: same queue, job
     definition (ARN with revision), parameters, share, scheduling priority, retry strategy,
@@ -66,7 +94,8 @@ def copy_request(job: dict[str, Any]) -> dict[str, Any]:
         "nodeOverrides": _node_overrides(job.get("nodeProperties")),
         "eksPropertiesOverride": _eks_overrides(job.get("eksProperties")),
         # aws:* tags are the service's own and cannot be set.
-        "tags": {**{k: v for k, v in job.get("tags", {}).items() if not k.startswith("aws:")}, TAG_REQUEUED_FROM: job["jobId"]},
+        "tags": {**{k: v for k, v in job.get("tags", {}).items() if not k.startswith("aws:")}, TAG_REQUEUED_FROM: job["jobId"],
+                 TAG_TIMES_PREEMPTED: str(min(times_stopped(job) + 1, 999_999))},
     }
     return {k: v for k, v in request.items() if v is not None}
 

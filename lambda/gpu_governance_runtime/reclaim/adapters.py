@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from botocore.exceptions import ClientError
 
 from ..common import log
-from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once
+from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, restartable, stopped_by_us, submit_once, times_stopped
 from ..policy import Policy, PoolPolicy
-from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_REQUEUED_FROM
+from ..contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ..slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from .ledger import ABANDONED, CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, SKIPPED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
@@ -121,8 +121,7 @@ class BatchFairShareAdapter:
             if job["status"] == "RUNNABLE":
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
-                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000,
-                                          restartable=restartable(job, self._waited_on) is None, **fields))
+                running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
         return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now)
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
@@ -172,10 +171,12 @@ class BatchFairShareAdapter:
             job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
             count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
             checkpointable=checkpointable == "true",
-            # a copy the controllers submitted (its attempts start again at 0) was preempted at least once:
-            # the planner's protection and re-borrow backoff apply to it, or it would be taken again at once
-            times_preempted=len(job.get("attempts", [])) + (TAG_REQUEUED_FROM in tags),
+            # a copy the controllers submitted starts its attempts again at 0: its chain's count of
+            # preemptions (the platform's tag, batch_copy.times_stopped) carries the planner's
+            # protection and re-borrow backoff from the original to the copy's copy
+            times_preempted=len(job.get("attempts", [])) + times_stopped(job),
             max_run_time_s=_seconds(job.get("timeout", {}).get("attemptDurationSeconds")),  # Batch ends an attempt then
+            restartable=restartable(job, self._waited_on) is None,
         )
 
     def _instance_type(self, job: dict, tags: Mapping[str, str]) -> str | None:

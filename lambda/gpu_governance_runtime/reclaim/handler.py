@@ -45,8 +45,8 @@ from ..capacity import raised_reader
 from ..usage import usage_records
 from . import eks_usage
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
-from .ledger import ABANDONED, CAPPED, DONE, FAILED, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
-from .planner import Plan, PoolState, Settings, plan_tick, share_usage, starved_shares
+from .ledger import ABANDONED, CAPPED, DONE, FAILED, IN_GRACE, NOTICE, SUBMITTING, TERMINATED, TERMINATING, ActionKey, Ledger
+from .planner import Plan, PoolState, Preemption, Settings, plan_tick, share_usage, starved_shares
 from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
@@ -157,14 +157,19 @@ def run_tick(
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
-        outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
-                       lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
+        stop_after = _grace_ends(ledger, adapter, pool, preemption, settings.grace_s, now) if acting and settings.grace_s else now
+        if now < stop_after:
+            outcome = IN_GRACE  # recorded; the tick at or after stop_after stops it, if the plan still needs it
+        else:
+            outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
+                           lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
         emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
               "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
-              "reason": preemption.reason, "dry_run": not acting, "outcome": outcome})
+              "reason": preemption.reason, "dry_run": not acting, "outcome": outcome, "grace_s": settings.grace_s,
+              **({"stop_after": stop_after} if outcome == IN_GRACE else {})})
         acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
-        if outcome in (FAILED, ABANDONED, CAPPED, TERMINATING, "already_claimed", DEFERRED):
+        if outcome in (FAILED, ABANDONED, CAPPED, TERMINATING, "already_claimed", DEFERRED, IN_GRACE):
             blocked.add(preemption.for_job)
     for start in plan.starts:
         if start.job_id in blocked:
@@ -185,6 +190,15 @@ def run_tick(
         for record in usage_records(pool, share_usage(state), tick_seconds=float(os.environ.get(ENV_TICK_SECONDS, 60)), namespace=namespace, now=now):
             emit(record)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
+
+
+def _grace_ends(ledger: Ledger, adapter: Adapter, pool: str, preemption: Preemption, grace: float, now: float) -> float:
+    """When the victim's grace ends: the first tick that chose it records a notice, later ticks
+    read it. Batch has no call that signals a running job short of stopping it
+    (https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html), so the notice
+    is the ledger item and the ``preemption`` event with ``stop_after``."""
+    key = ActionKey(pool=pool, job_id=preemption.job_id, attempt=adapter.attempt_of(preemption.job_id), action=NOTICE)
+    return ledger.give_notice(key, now=now, grace=grace, reason=preemption.reason) + grace
 
 
 def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]) -> PoolState:

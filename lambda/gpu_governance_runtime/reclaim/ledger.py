@@ -26,6 +26,12 @@ CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
 # a stopped job not yet back: TerminateJob sent, its answer not (yet) seen; stopped, copy not
 # submitted; copy submitted, not yet seen
 TERMINATING, TERMINATED, SUBMITTING = "terminating", "terminated", "submitting"
+# A victim's grace (the pool's ``reclaim.grace_seconds``): action ``notice`` is recorded the first
+# time a tick chooses the victim; it is stopped only by a tick at least the grace later. A notice
+# older than its grace plus NOTICE_VALID_SECONDS is out of date (the plan let the job be and came
+# back to it): it starts again, so a job is never stopped without its full grace.
+NOTICE, IN_GRACE = "notice", "in_grace"
+NOTICE_VALID_SECONDS = 300
 CAPPED = "capped"  # the pool's preemptions this minute reached the per-tick cap: not acted on, claimable again
 ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
@@ -76,6 +82,23 @@ class Ledger:
             UpdateExpression="SET #status = :status, detail = :detail" + "".join(f", #f{i} = :f{i}" for i in range(len(fields))),
             ExpressionAttributeNames=names, ExpressionAttributeValues=values,
         )
+
+    def give_notice(self, key: ActionKey, *, now: float, grace: float, reason: str) -> float:
+        """When the victim was first told it will be stopped: ``now``, recorded, or the time an
+        earlier tick recorded (a duplicate or retried tick neither restarts nor skips the grace)."""
+        try:
+            self.table.put_item(
+                Item={
+                    "action_id": key.id, "pool": key.pool, "job_id": key.job_id, "attempt": key.attempt, "action": key.action,
+                    "status": NOTICE, "reason": reason, "claimed_at": int(now), "stop_after": int(now + grace),
+                    "expires_at": int(now) + RETENTION_SECONDS,
+                },
+                ConditionExpression="attribute_not_exists(action_id) OR claimed_at < :outdated",
+                ExpressionAttributeValues={":outdated": int(now - grace - NOTICE_VALID_SECONDS)},
+            )
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return float(self.table.get_item(Key={"action_id": key.id}, ConsistentRead=True)["Item"]["claimed_at"])
+        return float(int(now))
 
     def take_preemption(self, pool: str, *, now: float, cap: int) -> bool:
         """One of the pool's ``cap`` preemptions of the current minute; False when all are taken.

@@ -111,6 +111,7 @@ class PendingJob:
     checkpointable: bool = False
     times_preempted: int = 0
     max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
+    restartable: bool = True  # as RunningJob's, which the job keeps once it starts (the simulator's trace column)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +130,9 @@ class Settings:
     # When set, a job that cannot checkpoint borrows only if it declares a maximum run time of at
     # most this many seconds: lent capacity is expected back within it. None: any such job borrows.
     borrow_horizon_s: float | None = None
+    # A victim keeps running this long after it is chosen, to checkpoint, and is stopped only then
+    # (Slurm's QoS GraceTime): the plan is unchanged, the controller and the simulator carry it out.
+    grace_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -332,7 +336,7 @@ def _requeued(job: RunningJob, now: float) -> PendingJob:
     return PendingJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s,
+        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
     )
 
 
@@ -340,7 +344,7 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     return RunningJob(
         job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
         priority=job.priority, started_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s,
+        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
     )
 
 

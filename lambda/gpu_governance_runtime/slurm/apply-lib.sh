@@ -58,28 +58,40 @@ gg_begin() {
 # --- accounting ---------------------------------------------------------------------------
 
 gg_read_accounting() {
-    local name priority grptres description preempt account user rest
-    while IFS='|' read -r name priority grptres description preempt; do
-        GG_HAVE_QOS[$name]="$priority|$grptres|$description"
+    local name priority grptres description preempt gracetime account user rest
+    while IFS='|' read -r name priority grptres description preempt gracetime; do
+        GG_HAVE_QOS[$name]="$priority|$grptres|$description|$(gg_seconds "$gracetime")"
         GG_HAVE_PREEMPT[$name]=$preempt
-    done < <(gg_show qos format=name,priority,grptres,description,preempt)
+    done < <(gg_show qos format=name,priority,grptres,description,preempt,gracetime)
     while IFS='|' read -r account user rest; do
         if [[ -z $user ]]; then GG_HAVE_ACCOUNT[$account]=$rest; else GG_HAVE_USER["$user@$account"]=1; fi
     done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos,grpjobs)
 }
 
-# gg_qos NAME PRIORITY GRP_GPUS(empty = none)
+# sacctmgr prints GraceTime as [D-]HH:MM:SS; the plan gives seconds.
+gg_seconds() {
+    local text=${1:-0} days=0 h m s
+    [[ $text == *-* ]] && { days=${text%%-*}; text=${text#*-}; }
+    if [[ $text == *:*:* ]]; then
+        IFS=: read -r h m s <<<"$text"
+        echo $(((10#$days * 24 + 10#$h) * 3600 + 10#$m * 60 + 10#$s))
+    else
+        echo $((10#$text))
+    fi
+}
+
+# gg_qos NAME PRIORITY GRP_GPUS(empty = none) GRACE_SECONDS
 gg_qos() {
-    local name=$1 priority=$2 gpus=$3 have want
+    local name=$1 priority=$2 gpus=$3 grace=${4:-0} have want
     GG_DECLARED_QOS[$name]=1
-    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER"
+    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER|$grace"
     have=${GG_HAVE_QOS[$name]:-}
     if [[ -z $have ]]; then
         gg_change "add qos $name" gg_sacctmgr add qos "$name" priority="$priority" \
-            grptres="gres/gpu=${gpus:--1}" description="$GG_MARKER"
+            grptres="gres/gpu=${gpus:--1}" gracetime="$grace" description="$GG_MARKER"
     elif [[ $have != "$want" ]]; then
         gg_change "qos $name: $have -> $want" gg_sacctmgr modify qos where name="$name" set \
-            priority="$priority" grptres="gres/gpu=${gpus:--1}" description="$GG_MARKER"
+            priority="$priority" grptres="gres/gpu=${gpus:--1}" gracetime="$grace" description="$GG_MARKER"
     else
         gg_same
     fi

@@ -40,6 +40,9 @@ class SlurmQos:
     priority: int
     preempts: tuple[str, ...] = ()
     grp_gpus: int | None = None
+    # Seconds a job of this QoS runs on once chosen for preemption: Slurm sends it SIGCONT and
+    # SIGTERM at once and requeues it when the grace ends (https://slurm.schedmd.com/preempt.html, GraceTime).
+    grace_time_s: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

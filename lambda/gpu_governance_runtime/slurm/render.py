@@ -97,7 +97,7 @@ def render_apply_script(plan: SlurmPlan) -> str:
         "gg_load_node_map",
         "# QoS first (accounts and preempt lists refer to them), then the account tree and users.",
     ]
-    lines += [_call("gg_qos", q.name, q.priority, q.grp_gpus) for q in plan.qos]
+    lines += [_call("gg_qos", q.name, q.priority, q.grp_gpus, q.grace_time_s) for q in plan.qos]
     lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in _preempt_order(plan.qos)]
     lines.append(_call("gg_account", plan.organisation, "root", 1))
     lines += [
