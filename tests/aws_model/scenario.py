@@ -142,14 +142,14 @@ class Checks:
 
     def step(self) -> None:
         jobs = self.batch.jobs
-        for job_id in list(jobs)[len(self.root):]:
+        for job_id in list(jobs)[len(self.root):] if len(jobs) > len(self.root) else ():
             original = jobs[job_id]["tags"].get(TAG_REQUEUED_FROM)
             if original is not None:
                 if original in self.copied:
                     raise InvariantBroken(f"job {original} copied more than once")
                 self.copied.add(original)
             self.root[job_id] = self.root[original] if original is not None else job_id
-        running = Counter(self.root[j["jobId"]] for j in jobs.values() if j["status"] in ("STARTING", "RUNNING"))
+        running = Counter(self.root[j["jobId"]] for j in self.batch.active.values() if j["status"] in ("STARTING", "RUNNING"))
         if running and max(running.values()) > 1:
             raise InvariantBroken(f"a job runs twice at once: {running.most_common(1)}")
         for operation, request in self.batch.requests[self.seen_requests:]:
