@@ -3,25 +3,30 @@ over simulated days: one block a day, jobs running on its instances, the expirat
 minutes before its end (delivered late, twice, or retried by Lambda after a failed run), the
 instances terminated 30 minutes before the end (tests/aws_model/ec2.py), and the controller's
 scheduled run every 5 minutes. Each run does what ``capacity.handler.process`` does for this
-backend: ``requeue.resume`` first, then, on the warning event, ``requeue.requeue``. Faults are
-injected at every Batch, EC2, ECS and DynamoDB call. Checked after every step
-(:class:`tests.aws_model.scenario.Checks` plus the block's own rule):
+backend: ``requeue.resume`` first, then ``requeue.drain`` for the warned block (on the warning
+event) and for every other block within ``requeue.SIGNAL_LEAD`` of its end; the drain event goes
+to :class:`FakeEvents`. Faults are injected at every Batch, EC2, ECS, EventBridge and DynamoDB
+call. Checked after every step (:class:`tests.aws_model.scenario.Checks` plus the block's own rule):
 
 - no job lost: every job the controller stopped has its copy (or its requeue is still open and
   is finished once the faults stop); a job that was running on the block otherwise ends
   SUCCEEDED, or fails as its host did and its retry strategy brings it back;
 - none twice: never two copies of one job, never one job running twice at once;
-- a job is stopped only from ``EARLIEST_STOP_LEAD`` before the block's end: one scheduled run
-  before its instances go, so it checkpoints from the warning until then;
+- a job is stopped only ``CHECKPOINT_SECONDS`` or more after its block's drain event told it to
+  checkpoint;
 - nothing changed in dry run.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from gpu_governance_runtime.capacity import requeue
 from gpu_governance_runtime.capacity.ledger import Ledger
@@ -29,7 +34,13 @@ from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
 
 from .batch import Clock, Crash, Environment, FakeBatch, Faults
 from .dynamodb import FakeDynamoDB
-from .ec2 import TERMINATION_LEAD, WARNING_LEAD, Block, FakeEc2, FakeEcs, container_instance
+from .ec2 import (
+    WARNING_LEAD,
+    Block,
+    FakeEc2,
+    FakeEcs,
+    container_instance,
+)
 from .scenario import FAULT_RATES, Checks, InvariantBroken, fault
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/block"
@@ -41,9 +52,24 @@ BLOCK_HOURS, GAP_HOURS, INSTANCES = 22, 2, 8
 # https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html: an event whose run failed is
 # retried twice, about a minute and then two minutes later.
 EVENT_RETRY_DELAYS = (60.0, 120.0)
-# The scenario's own rule, from EC2's timing (not the controller's constant): the latest run before the instances
-# terminate is one schedule earlier, so no job needs stopping before that.
-EARLIEST_STOP_LEAD = TERMINATION_LEAD + SCHEDULE
+# The scenario's own rule (not the controller's constant): a job gets at least one schedule to checkpoint after the
+# drain event told it to (docs/capacity.md).
+CHECKPOINT_SECONDS = SCHEDULE
+
+
+class FakeEvents:
+    """EventBridge ``put_events``: when each block's first drain event went out."""
+
+    def __init__(self, clock: Clock, faults: Faults):
+        self.clock, self.faults = clock, faults
+        self.signalled: dict[str, float] = {}  # capacity reservation id -> its first drain event
+
+    def put_events(self, *, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.faults.check("PutEvents", "before", throttle_code="ThrottlingException", service="events")
+        for entry in Entries:
+            self.signalled.setdefault(json.loads(entry["Detail"])["capacity_reservation_id"], self.clock.now)
+        self.faults.check("PutEvents", "after", throttle_code="ThrottlingException", service="events")
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": f"event-{n}"} for n, _ in enumerate(Entries)]}
 
 
 @dataclass
@@ -55,11 +81,15 @@ class Report:
     warnings: int = 0
     failed_runs: int = 0
     crashes: int = 0
+    warnings_unhandled: int = 0  # blocks whose warning no run handled (every delivery and Lambda retry failed)
+    drain_errors: int = 0
+    killed_with_instances: int = 0  # attempts that ended with their instance (not stopped in time): Batch's retry strategy applies
     faults: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
-        return (f"{self.runs} controller runs, {self.warnings} warning deliveries, {self.submitted} jobs submitted, "
-                f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.failed_runs} failed runs ({self.crashes} crashed)")
+        return (f"{self.runs} controller runs, {self.warnings} warning deliveries ({self.warnings_unhandled} blocks' warning never handled), "
+                f"{self.submitted} jobs submitted, "
+                f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.killed_with_instances} attempts ended with their instance, {self.failed_runs} failed runs ({self.crashes} crashed)")
 
 
 def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = FAULT_RATES,
@@ -77,6 +107,8 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
     dynamodb = FakeDynamoDB(faults=faults)
     dynamodb.create_table("capacity", key="pk")
     ledger = Ledger(client=dynamodb.client(), table_name="capacity")
+    eventbridge = FakeEvents(clock, faults)
+    world = (ledger, batch, ec2, ecs, eventbridge, blocks, clock)
     report, checks = Report(), Checks(batch, None, dry_run)
     events: list[tuple[float, int, Block]] = []  # (due, attempt, block): warning deliveries and Lambda's retries
     for block in blocks:
@@ -84,7 +116,7 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
         events.append((first, 0, block))
         if rng.random() < duplicate_rate:  # EventBridge delivers at least once: the same event again
             events.append((first + rng.uniform(0, late_seconds), 0, block))
-    end, seen_requests = clock.now + days * day, 0
+    end, seen_requests, handled, next_run = clock.now + days * day, 0, set(), clock.now
     while clock.now < end:
         _arrivals(rng, batch, report)
         batch.advance(60)
@@ -93,33 +125,49 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
             events.remove(event)
             _, attempt, block = event
             report.warnings += 1
-            if not _run(ledger, batch, ec2, ecs, clock, report, dry_run, block) and attempt < len(EVENT_RETRY_DELAYS):
+            if _run(world, report, dry_run, block):
+                handled.add(block.reservation_id)
+            elif attempt < len(EVENT_RETRY_DELAYS):
                 events.append((clock.now + EVENT_RETRY_DELAYS[attempt], attempt + 1, block))
-        if clock.now % SCHEDULE < 60:
-            _run(ledger, batch, ec2, ecs, clock, report, dry_run, None)
+        if clock.now >= next_run:
+            next_run += SCHEDULE
+            _run(world, report, dry_run, None)
         checks.step()
-        seen_requests = _check_stop_times(batch, blocks, seen_requests)
+        seen_requests = _check_stop_times(batch, blocks, eventbridge, seen_requests)
     faults.plan = lambda operation, phase: None  # the faults stop: every open requeue must now be finished
     for _ in range(3):
         batch.advance(SCHEDULE)
-        _run(ledger, batch, ec2, ecs, clock, report, dry_run, None)
+        _run(world, report, dry_run, None)
     checks.final()
     report.faults = Counter(f for _, _, f in faults.injected)
+    report.warnings_unhandled = sum(1 for b in blocks if b.end - WARNING_LEAD <= clock.now and b.reservation_id not in handled)
     report.copies = sum(1 for j in batch.jobs.values() if TAG_REQUEUED_FROM in j["tags"])
     report.stopped = sum(1 for operation, _ in batch.requests if operation == "TerminateJob")
+    report.killed_with_instances = sum(1 for j in batch.jobs.values() for a in j["attempts"] if a["statusReason"].startswith("Host EC2"))
     return report
 
 
-def _run(ledger: Ledger, batch: FakeBatch, ec2: FakeEc2, ecs: FakeEcs, clock: Clock, report: Report, dry_run: bool, warned: Block | None) -> bool:
+def _run(world: tuple, report: Report, dry_run: bool, warned: Block | None) -> bool:
     """One controller invocation; False when it failed (Lambda retries an event, the schedule comes again)."""
+    ledger, batch, ec2, ecs, eventbridge, blocks, clock = world
     now = datetime.fromtimestamp(clock.now, UTC)
     report.runs += 1
+
+    def drain(block: Block) -> None:
+        requeue.drain(window=WINDOW, compute_environment=ENVIRONMENT, reservation_id=block.reservation_id,
+                      ends_at=datetime.fromtimestamp(block.end, UTC), moved_to=None, dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
+                      batch=batch, submit=batch, events=eventbridge, now=now)
+
     try:
         requeue.resume(ledger=ledger, batch=batch, submit=batch, now=now)
         if warned is not None:
-            requeue.requeue(window=WINDOW, compute_environment=ENVIRONMENT, reservation_id=warned.reservation_id,
-                            ends_at=datetime.fromtimestamp(warned.end, UTC), dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
-                            batch=batch, submit=batch, now=now)
+            drain(warned)
+        for block in blocks:  # every run, as handler._drain_batch_blocks: a failed listing is the next run's
+            if block is not warned and block.start <= clock.now and requeue.draining(datetime.fromtimestamp(block.end, UTC), now):
+                try:
+                    drain(block)
+                except (ClientError, BotoCoreError):
+                    report.drain_errors += 1
     except Crash:
         report.failed_runs += 1
         report.crashes += 1
@@ -139,12 +187,14 @@ def _arrivals(rng: random.Random, batch: FakeBatch, report: Report) -> None:
         report.submitted += 1
 
 
-def _check_stop_times(batch: FakeBatch, blocks: list[Block], seen: int) -> int:
-    """A job is stopped only once its block is within EARLIEST_STOP_LEAD of its end: it had the time since the warning to checkpoint."""
+def _check_stop_times(batch: FakeBatch, blocks: list[Block], eventbridge: FakeEvents, seen: int) -> int:
+    """A job is stopped only CHECKPOINT_SECONDS or more after its block's drain event told it to checkpoint."""
     for operation, request in batch.requests[seen:]:
         if operation != "TerminateJob":
             continue
         ending = min((b for b in blocks if b.end >= request["_at"]), key=lambda b: b.end)
-        if request["_at"] < ending.end - EARLIEST_STOP_LEAD:
-            raise InvariantBroken(f"{request['jobId']} stopped {ending.end - request['_at']:.0f} s before its block's end, before the stop time")
+        signalled = eventbridge.signalled.get(ending.reservation_id)
+        if signalled is None or request["_at"] < signalled + CHECKPOINT_SECONDS:
+            raise InvariantBroken(f"{request['jobId']} stopped {request['_at'] - (signalled or request['_at']):.0f} s after its block's "
+                                  f"drain event ({'none sent' if signalled is None else 'too early to checkpoint'})")
     return len(batch.requests)

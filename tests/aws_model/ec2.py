@@ -91,7 +91,7 @@ class FakeEcs:
         assert operation == "list_container_instances", operation
         return _Pages(self.list_container_instances, "containerInstanceArns", self.page_size)
 
-    def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:  # noqa: A002 - the API's name
+    def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:
         self.faults.check("ListContainerInstances", "before", throttle_code="ThrottlingException", service="ecs")
         assert cluster == self.cluster, cluster
         # https://docs.aws.amazon.com/AmazonECS/latest/developerguide/cluster-query-language.html: ec2InstanceId in [...]

@@ -53,10 +53,11 @@ class Report:
     copies: int = 0
     faults: Counter = field(default_factory=Counter)
     crashes: int = 0
+    failed_ticks: int = 0
 
     def summary(self) -> str:
         return (f"{self.ticks} ticks, {self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
-                f"{self.crashes} crashed ticks")
+                f"{self.failed_ticks} failed and {self.crashes} crashed ticks")
 
 
 class InvariantBroken(AssertionError):
@@ -124,7 +125,7 @@ def _tick(batch: FakeBatch, ledger: Ledger, settings: Settings, dry_run: bool, r
     except Crash:
         report.crashes += 1  # the invocation died: the next tick starts afresh
     except Exception:  # noqa: BLE001 - a fault in the read: the handler counts it in PoolErrors, the next tick reads again
-        pass
+        report.failed_ticks += 1
     report.ticks += 1
 
 
@@ -141,14 +142,14 @@ class Checks:
 
     def step(self) -> None:
         jobs = self.batch.jobs
-        for job_id in list(jobs)[len(self.root):]:
+        for job_id in list(jobs)[len(self.root):] if len(jobs) > len(self.root) else ():
             original = jobs[job_id]["tags"].get(TAG_REQUEUED_FROM)
             if original is not None:
                 if original in self.copied:
                     raise InvariantBroken(f"job {original} copied more than once")
                 self.copied.add(original)
             self.root[job_id] = self.root[original] if original is not None else job_id
-        running = Counter(self.root[j["jobId"]] for j in jobs.values() if j["status"] in ("STARTING", "RUNNING"))
+        running = Counter(self.root[j["jobId"]] for j in self.batch.active.values() if j["status"] in ("STARTING", "RUNNING"))
         if running and max(running.values()) > 1:
             raise InvariantBroken(f"a job runs twice at once: {running.most_common(1)}")
         for operation, request in self.batch.requests[self.seen_requests:]:

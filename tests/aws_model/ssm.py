@@ -35,6 +35,7 @@ class Invocation:
     status: str = "Pending"
     details: str = "Pending"
     output: str = ""
+    ran_at: float | None = None  # when the node's shell ran it (None: never)
 
 
 class FakeSsm:
@@ -42,29 +43,32 @@ class FakeSsm:
         class InvocationDoesNotExist(ClientError):
             pass
 
-    def __init__(self, clock: Clock, *, instance_id: str, run: Callable[[list[str]], str], delivery_delay: float = 1.0,
+    def __init__(self, clock: Clock, *, instance_id: str, run: Callable[[list[str]], str], delivery_delay: float | Callable[[], float] = 1.0,
                  faults: Faults | None = None):
+        """``delivery_delay``: seconds, or a function drawing them for each command."""
         self.clock, self.instance_id, self.run, self.delivery_delay = clock, instance_id, run, delivery_delay
         self.faults = faults or Faults()
         self.invocations: dict[str, Invocation] = {}
+        self.pending: dict[str, Invocation] = {}  # not delivered yet (what advance looks at)
         self.executed: list[list[str]] = []  # what the node's shell actually ran, in order
         self._ids = itertools.count(1)
 
     def send_command(self, *, InstanceIds: list[str], DocumentName: str, Parameters: dict[str, list[str]], Comment: str = "",
                      TimeoutSeconds: int = DEFAULT_DELIVERY_TIMEOUT) -> dict[str, Any]:
-        self.faults.check("SendCommand", "before")
+        self.faults.check("SendCommand", "before", throttle_code="ThrottlingException", service="ssm")
         assert (InstanceIds, DocumentName) == ([self.instance_id], "AWS-RunShellScript"), (InstanceIds, DocumentName)
         if not 30 <= TimeoutSeconds <= 2592000:  # the API's range
             raise ClientError({"Error": {"Code": "ValidationException", "Message": "TimeoutSeconds must be 30..2592000"}}, "SendCommand")
         command_id = f"{next(self._ids):08d}-0000-0000-0000-000000000000"
         execution = float(Parameters.get("executionTimeout", [DEFAULT_EXECUTION_TIMEOUT])[0])
-        self.invocations[command_id] = Invocation(command_id, list(Parameters["commands"]), self.clock.now, self.clock.now + self.delivery_delay,
-                                                  float(TimeoutSeconds), execution)
-        self.faults.check("SendCommand", "after")
+        delay = self.delivery_delay() if callable(self.delivery_delay) else self.delivery_delay
+        self.invocations[command_id] = self.pending[command_id] = Invocation(
+            command_id, list(Parameters["commands"]), self.clock.now, self.clock.now + delay, float(TimeoutSeconds), execution)
+        self.faults.check("SendCommand", "after", throttle_code="ThrottlingException", service="ssm")
         return {"Command": {"CommandId": command_id, "TimeoutSeconds": TimeoutSeconds, "Status": "Pending"}}
 
     def get_command_invocation(self, *, CommandId: str, InstanceId: str) -> dict[str, Any]:
-        self.faults.check("GetCommandInvocation", "before")
+        self.faults.check("GetCommandInvocation", "before", throttle_code="ThrottlingException", service="ssm")
         self.advance(0)
         invocation = self.invocations.get(CommandId)
         # Right after SendCommand the invocation may not exist yet (the API reference's InvocationDoesNotExist).
@@ -74,25 +78,28 @@ class FakeSsm:
                 "StandardOutputContent": invocation.output[:24000], "StandardErrorContent": ""}
 
     def cancel_command(self, *, CommandId: str, InstanceIds: list[str] | None = None) -> dict[str, Any]:
-        self.faults.check("CancelCommand", "before")
+        self.faults.check("CancelCommand", "before", throttle_code="ThrottlingException", service="ssm")
         self.advance(0)
         invocation = self.invocations[CommandId]
         # https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_CancelCommand.html: stops a command that
         # has not yet finished; one not delivered yet never runs.
         if invocation.status in ("Pending", "Delayed"):
             invocation.status = invocation.details = "Cancelled"
+            self.pending.pop(CommandId, None)
         return {}
 
     def advance(self, seconds: float) -> None:
         self.clock.now += seconds
-        for invocation in self.invocations.values():
-            if invocation.status != "Pending" or self.clock.now < invocation.deliver_at:
+        for invocation in sorted(self.pending.values(), key=lambda i: i.deliver_at):
+            if self.clock.now < invocation.deliver_at:
                 continue
+            del self.pending[invocation.command_id]
             # https://docs.aws.amazon.com/systems-manager/latest/userguide/monitor-commands.html: a command not
             # delivered within TimeoutSeconds is not run (DeliveryTimedOut).
             if invocation.deliver_at - invocation.sent_at > invocation.delivery_timeout:
                 invocation.status, invocation.details = "TimedOut", "DeliveryTimedOut"
                 continue
             self.executed.append(invocation.commands)
+            invocation.ran_at = invocation.deliver_at
             invocation.output = self.run(invocation.commands)
             invocation.status = invocation.details = "Success"

@@ -101,3 +101,26 @@ def test_a_window_drain_given_up_on_is_cancelled_and_settled_by_the_next_run():
         assert ledger.actions("slurm-", ("abandoned",)) == []
         [(_, status, details)] = ledger.actions("slurm-", ("failed",))
         assert details["status"] == "Cancelled"
+
+
+def test_a_command_whose_poll_is_throttled_is_cancelled_and_left_to_be_read_back_not_taken_as_failed():
+    """Found while building the Slurm window scenario: a throttled GetCommandInvocation made the controller stop
+    waiting without cancelling, and record the command ``failed`` while SSM still delivered and ran
+    it. Stopping to wait for any reason is giving up on it: cancelled, and its outcome read back."""
+    from gpu_governance_runtime.slurm.ssm import CommandAbandoned
+    from tests.aws_model.batch import Faults
+
+    clock = Clock()
+    polls = []
+
+    def throttle_the_first_poll(operation, phase):
+        if operation == "GetCommandInvocation" and not polls:
+            polls.append(phase)
+            return "throttle"
+        return None
+
+    ssm = FakeSsm(clock, instance_id=HEAD, run=head_node_shell, delivery_delay=5.0, faults=Faults(throttle_the_first_poll))
+    with pytest.raises(CommandAbandoned) as abandoned:
+        HeadNode(ssm, instance_id=HEAD, comment="c", sleep=clock.sleep).run(["scontrol requeue 101"])
+    ssm.advance(60)
+    assert ssm.executed == [] and ssm.invocations[abandoned.value.command_id].status == "Cancelled"

@@ -11,7 +11,9 @@ import re
 import shlex
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 # Always fullmatch: with .match a `$` anchor accepts a trailing newline, i.e. a second shell line.
 SLURM_JOB_ID = re.compile(r"\d+(_\d+)?")
@@ -82,14 +84,27 @@ class HeadNode:
         while True:
             self.sleep(self.poll_seconds)
             waited += self.poll_seconds
-            result = self.outcome(command_id)
+            try:
+                result = self.outcome(command_id)
+            except (ClientError, BotoCoreError) as error:  # throttled, timed out: the command may still run
+                self._abandon(command_id, f"reading its result failed after {waited:.0f} s ({error})")
             if result["Status"] == "Success":
                 return result.get("StandardOutputContent", "")
             if result["Status"] in FINAL_STATUSES:
                 raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
             if waited >= wait:
-                self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
-                raise CommandAbandoned(command_id, f"SSM command {command_id} on {self.instance_id}: no result after {waited:.0f} s; cancelled")
+                self._abandon(command_id, f"no result after {waited:.0f} s")
+
+    def _abandon(self, command_id: str, why: str) -> NoReturn:
+        """Stop waiting for a command: cancel it, so it cannot run later, and leave its outcome to
+        be read back. A cancel that fails too leaves it to its delivery deadline (DELIVERY_SECONDS)."""
+        try:
+            self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
+        except (ClientError, BotoCoreError) as error:
+            why += f"; cancelling failed ({error})"
+        else:
+            why += "; cancelled"
+        raise CommandAbandoned(command_id, f"SSM command {command_id} on {self.instance_id}: {why}")
 
     def outcome(self, command_id: str) -> dict[str, Any]:
         """The command's invocation as SSM has it (``Status`` Pending until SSM knows of it)."""
