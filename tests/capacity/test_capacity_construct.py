@@ -35,6 +35,10 @@ WINDOWS = [
 
 def model(windows):
     data = copy.deepcopy(BASE)
+    # A window raises a compute quota in whole instances, so the team's quota there is declared in
+    # instances (the reference declares research's in GPUs, which a raise would replace: refused).
+    research = next(t for t in data["teams"] if t["name"] == "research")
+    research["quotas"]["hyperpod-eks"]["ml.p5.48xlarge"] = 2
     data["capacity_windows"] = windows
     return GovernanceModel.from_dict(data)
 
