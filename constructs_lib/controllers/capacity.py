@@ -40,7 +40,7 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.nag import declare_capacity_controller
-from gpu_governance_runtime.capacity.slurm_window import SCHEDULE_LIMIT
+from gpu_governance_runtime.capacity.market import SCHEDULE_LIMIT
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE,
     ALARM_STATE,
@@ -102,10 +102,10 @@ class CapacityController(GovernanceController):
     its head node (``i-...`` or ``mi-...``), where the controller puts the window's nodes in the
     owner's partition, drains and resumes them (docs/capacity.md). A fed pool without one is a synth warning, and an error the
     controller reports every run: its nodes are left as they are. With a head node the controller
-    runs at least every 5 minutes (``slurm_window.SCHEDULE_LIMIT``; a longer ``schedule`` is
-    shortened to it), so the drain and the requeue land before the plan's instances go; so it
-    does while a window feeds a Batch compute environment, whose jobs are stopped and requeued
-    from 40 minutes before a block ends (``requeue.STOP_LEAD``: two runs before its instances go at 30).
+    runs at least every 5 minutes (``market.SCHEDULE_LIMIT``; a longer ``schedule`` is
+    shortened to it): a Slurm window's jobs are requeued, and a Batch compute environment's jobs on a
+    block stopped and copied, from 40 minutes before the end (``requeue.STOP_LEAD``), so two runs
+    land before the instances go at 30 and one failed run leaves the next.
     """
 
     namespace = CAPACITY_NAMESPACE

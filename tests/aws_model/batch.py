@@ -100,6 +100,7 @@ class FakeBatch:
         self.listing_lag, self.page_size = listing_lag, page_size
         self.jobs: dict[str, dict[str, Any]] = {}
         self.active: dict[str, dict[str, Any]] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
+        self.ended: dict[str, dict[str, dict[str, Any]]] = {status: {} for status in FINAL}  # final status -> its jobs (ListJobs of one)
         self.by_name: dict[str, list[str]] = {}
         self.work: dict[str, float] = {}  # job id -> seconds of work left (the model's, not Batch's)
         self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS, with its time (_at)
@@ -138,7 +139,7 @@ class FakeBatch:
             listed = [self.jobs[i] for name in entry["values"] for i in self.by_name.get(name, [])]
         else:
             status = jobStatus or "RUNNING"  # jobStatus defaults to RUNNING
-            listed = [j for j in (self.active if status in ACTIVE else self.jobs).values() if j["status"] == status]
+            listed = [j for j in (self.active if status in ACTIVE else self.ended.get(status, {})).values() if j["status"] == status]
         listed = [j for j in listed if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag]
         summaries = [{"jobId": j["jobId"], "jobArn": j["jobArn"], "jobName": j["jobName"], "status": j["status"], "createdAt": j["createdAt"]}
                      for j in sorted(listed, key=lambda j: -j["createdAt"])]
@@ -367,6 +368,7 @@ class FakeBatch:
     def _end(self, job: dict[str, Any], status: str, reason: str) -> None:
         job.update(status=status, statusReason=reason, stoppedAt=self._ms())
         self.active.pop(job["jobId"], None)
+        self.ended[status][job["jobId"]] = job
 
     def _call(self, operation: str, request: dict[str, Any]) -> None:
         self.faults.check(operation, "before")

@@ -2,14 +2,14 @@
 ``slurm/ssm.HeadNode``) over simulated days: a training plan a day brings three nodes to the
 owner's partition and takes them 30 minutes before its end (tests/aws_model/hyperpod_slurm.py),
 the team's jobs run on them, and the controller runs on its schedule (every
-``SCHEDULE_LIMIT``). SSM delivers each command after a drawn delay (most in a second or two,
+``market.SCHEDULE_LIMIT``). SSM delivers each command after a drawn delay (most in a second or two,
 some past the controller's wait, some past the delivery deadline), and faults are injected at
 every SSM, SageMaker and DynamoDB call. Checked after every step:
 
 - no command runs late: every command the head node ran, ran within its delivery deadline
   (``slurm.ssm.DELIVERY_SECONDS``) of being sent, so nothing the controller gave up on runs later;
 - a job is requeued only as read: while RUNNING on a plan's node in that plan's last
-  ``REQUEUE_LEAD`` (plus the delivery deadline), never on a later plan's node;
+  ``requeue.STOP_LEAD`` (plus the delivery deadline), never on a later plan's node;
 - an admin's drain is never resumed;
 - nothing changed in dry run;
 - once the faults stop, no command is left ``abandoned`` (its outcome is read back).
@@ -26,9 +26,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gpu_governance_runtime.capacity import slurm_window
+from gpu_governance_runtime.capacity import market, slurm_window
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Reservation
+from gpu_governance_runtime.capacity.requeue import STOP_LEAD
 from gpu_governance_runtime.slurm.ssm import DELIVERY_SECONDS
 from tests.capacity.builders import window
 
@@ -43,7 +44,7 @@ CLUSTER = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"
 HEAD = "i-0123456789abcdef0"
 GROUP, POOL, TEAM = "critical-window", "research-slurm", "critical"
 ADMIN_REASON = "bad GPU 3, ticket 4711"
-SCHEDULE = slurm_window.SCHEDULE_LIMIT.total_seconds()
+SCHEDULE = market.SCHEDULE_LIMIT.total_seconds()
 PLAN_HOURS, GAP_HOURS, NODES = 22, 2, 3
 
 
@@ -164,9 +165,9 @@ def _check(head: HeadNode, ssm: FakeSsm, node_plan: dict[str, Reservation], admi
             raise InvariantBroken(f"an admin's drain of {name} was undone: {head.nodes[name].reason!r}")
     for at, job_id in head.requeued[seen:]:
         plan = node_plan[head.jobs[job_id].nodes_run_on[-1]]
-        window_opens = plan.end.timestamp() - slurm_window.REQUEUE_LEAD.total_seconds()
+        window_opens = plan.end.timestamp() - STOP_LEAD.total_seconds()
         if not window_opens <= at < plan.end.timestamp() - TERMINATION_LEAD:
-            raise InvariantBroken(f"job {job_id} requeued at {_at(at):%H:%M:%S}, outside its plan's last {slurm_window.REQUEUE_LEAD} before the nodes go")
+            raise InvariantBroken(f"job {job_id} requeued at {_at(at):%H:%M:%S}, outside its plan's last {STOP_LEAD} before the nodes go")
     return len(head.requeued)
 
 

@@ -33,7 +33,7 @@ def test_the_checks_catch_a_controller_that_loses_jobs(monkeypatch):
     monkeypatch.setattr(adapters.BatchFairShareAdapter, "_bring_back",
                         lambda self, job, uncertain_since, progress: adapters.ActionResult(job_id=job["jobId"], outcome="done"))
     with pytest.raises(scenario.InvariantBroken, match="lost"):
-        scenario.run(days=0.3, seed=7, fault_rates={"throttle": 0, "timeout": 0, "crash": 0},
+        scenario.run(days=0.5, seed=3, fault_rates={"throttle": 0, "timeout": 0, "crash": 0},
                      settings=Settings(max_preemptions_per_tick=3))
 
 

@@ -1,5 +1,5 @@
-"""The nodes a training plan brings to a HyperPod Slurm pool: drained ``LOWER_LEAD`` before the
-plan ends, their jobs requeued ``REQUEUE_LEAD`` before it, resumed when the next plan is active;
+"""The nodes a training plan brings to a HyperPod Slurm pool: drained ``requeue.SIGNAL_LEAD`` before the
+plan ends, their jobs requeued ``requeue.STOP_LEAD`` before it, resumed when the next plan is active;
 recorded, idempotent, put right by the next run after a crash or a throttled call; an admin's
 drain left alone; dry run only reads. SageMaker and SSM through Stubber with full response shapes
 (moto lacks ListClusterNodes), the ledger on moto's DynamoDB. What the shell commands do on a real
@@ -16,7 +16,8 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import slurm_window
-from gpu_governance_runtime.capacity.shares import LOWER_LEAD
+from gpu_governance_runtime.capacity.market import SCHEDULE_LIMIT, TERMINATION_LEAD
+from gpu_governance_runtime.capacity.requeue import SIGNAL_LEAD, STOP_LEAD
 
 from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table
@@ -29,7 +30,7 @@ WINDOW = window(name="release-warmup", team="critical", market="training_plan", 
                 consumer={"kind": "hyperpod_instance_group", "pool": "research-slurm", "instance_group": GROUP, "cluster_arn": CLUSTER})
 PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-1", at(10), 1, state="active", count=2, window_name=WINDOW.name)
 NEXT = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-2", at(12), 1, state="active", count=2, window_name=WINDOW.name)
-SERVING, DRAINING, REQUEUEING = PLAN.start + timedelta(hours=2), PLAN.end - LOWER_LEAD + timedelta(minutes=1), PLAN.end - timedelta(minutes=33)
+SERVING, DRAINING, REQUEUEING = PLAN.start + timedelta(hours=2), PLAN.end - SIGNAL_LEAD + timedelta(minutes=1), PLAN.end - timedelta(minutes=33)
 LAUNCHED = datetime(2026, 12, 10, 11, 40, tzinfo=UTC)
 NODES = {"i-0aaaaaaaaaaaaaaa1": "10.1.0.11", "i-0aaaaaaaaaaaaaaa2": "10.1.0.12", "i-0aaaaaaaaaaaaaaa3": "10.1.0.13"}
 ADMIN_REASON = "bad GPU 3, ticket 4711"
@@ -129,7 +130,7 @@ def test_at_lower_lead_nodes_without_a_reason_are_drained_and_an_admins_drain_is
     ssm_answers(ssm_stub, f"{NAMES[0]} drained\n{NAMES[1]} drained\n")
     (result,) = run(aws, DRAINING)
     assert (result["phase"], result["nodes"], result["drain"]) == ("drain", NAMES, {"done": NAMES[:2]})
-    assert result["left_alone"] == {NAMES[2]: ADMIN_REASON} and "requeue" not in result  # jobs keep running until REQUEUE_LEAD
+    assert result["left_alone"] == {NAMES[2]: ADMIN_REASON} and "requeue" not in result  # jobs keep running until STOP_LEAD
     drain = sent[1]
     assert len(drain) == 2 and all(f"Reason='Reason={OURS}'" not in c and f"'Reason={OURS}'" in c and "State=DRAIN" in c for c in drain)
     assert records(ledger) == [(f"slurm-nodes#{CLUSTER}/{GROUP}", "done", {"drain": NAMES[:2], "window": WINDOW.name, "done": NAMES[:2], "skipped": {}, "failed": [], "head_node": HEAD})]
@@ -315,22 +316,57 @@ def test_a_hostile_host_name_never_reaches_the_shell(aws):
 
 
 @pytest.mark.parametrize("now, expected", [
-    (PLAN.start - timedelta(minutes=1), "idle"), (PLAN.start, "serve"), (PLAN.end - LOWER_LEAD - timedelta(seconds=1), "serve"),
-    (PLAN.end - LOWER_LEAD, "drain"), (PLAN.end - slurm_window.REQUEUE_LEAD, "requeue"), (PLAN.end, "idle"),
+    (PLAN.start - timedelta(minutes=1), "idle"), (PLAN.start, "serve"), (PLAN.end - SIGNAL_LEAD - timedelta(seconds=1), "serve"),
+    (PLAN.end - SIGNAL_LEAD, "drain"), (PLAN.end - STOP_LEAD, "requeue"), (PLAN.end, "idle"),
 ])
 def test_phases(now, expected):
     assert slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], now), now) == expected
 
 
-@pytest.mark.parametrize("offset_seconds", range(0, int(slurm_window.SCHEDULE_LIMIT.total_seconds()), 20))
-def test_runs_every_schedule_limit_drain_and_requeue_before_the_instances_go(offset_seconds):
-    """Whatever the runs' phase against the plan: one run drains before REQUEUE_LEAD and one
-    requeues before the termination (TERMINATION_LEAD before the end)."""
-    from gpu_governance_runtime.capacity.market import TERMINATION_LEAD
-
+@pytest.mark.parametrize("offset_seconds", range(0, int(SCHEDULE_LIMIT.total_seconds()), 20))
+def test_runs_every_schedule_limit_drain_then_requeue_twice_before_the_instances_go(offset_seconds):
+    """Whatever the runs' phase against the plan: one run drains before STOP_LEAD and two
+    requeue before the termination (TERMINATION_LEAD before the end), so one failed run leaves one."""
     first = PLAN.end - timedelta(hours=1) + timedelta(seconds=offset_seconds)
-    runs = [first + n * slurm_window.SCHEDULE_LIMIT for n in range(20)]
+    runs = [first + n * SCHEDULE_LIMIT for n in range(20)]
     phases = {t: slurm_window.phase(slurm_window.current_plan([PLAN], [WINDOW.name], t), t) for t in runs}
     assert any(p == "drain" for p in phases.values())
-    assert any(p == "requeue" and t < PLAN.end - TERMINATION_LEAD for t, p in phases.items())
-    assert timedelta(minutes=5) == slurm_window.SCHEDULE_LIMIT  # the construct's rate is whole minutes
+    assert sum(p == "requeue" and t < PLAN.end - TERMINATION_LEAD for t, p in phases.items()) == 2
+    assert timedelta(minutes=5) == SCHEDULE_LIMIT  # the construct's rate is whole minutes
+
+
+@pytest.mark.parametrize("failure", ["throttled", "crashed"])
+def test_a_failed_first_requeue_run_leaves_a_second_before_the_nodes_go(aws, monkeypatch, failure):
+    """Issue 23: the jobs are requeued from requeue.STOP_LEAD (40 minutes), not 35, so with runs
+    SCHEDULE_LIMIT apart two land before the instances go (TERMINATION_LEAD): the first run there
+    is throttled on SendCommand or dies before it, and the next still requeues the job, whole,
+    instead of letting it go down with its node."""
+    _, sm_stub, _, ssm_stub, sent, ledger = aws
+    first = PLAN.end - STOP_LEAD + timedelta(minutes=1)  # the first scheduled run in the window
+    second = first + SCHEDULE_LIMIT
+    assert second < PLAN.end - TERMINATION_LEAD
+    drained = slurm_shows({0: OURS, 1: OURS, 2: OURS}, jobs={"41": 0})
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, drained)
+    if failure == "throttled":
+        ssm_stub.add_client_error("send_command", service_error_code="ThrottlingException", http_status_code=400)
+        (result,) = run(aws, first)
+        assert result["phase"] == "requeue" and "ThrottlingException" in result["error"]
+    else:
+        record = ledger.record_action
+
+        def killed_before_the_requeue(action, *, status, **kwargs):
+            if action.startswith("slurm-requeue#"):
+                raise SystemExit("function killed")
+            record(action, status=status, **kwargs)
+
+        monkeypatch.setattr(ledger, "record_action", killed_before_the_requeue)
+        with pytest.raises(SystemExit):
+            run(aws, first)
+        monkeypatch.setattr(ledger, "record_action", record)
+    cluster_lists(sm_stub)
+    ssm_answers(ssm_stub, drained)
+    ssm_answers(ssm_stub, "41 done\n")
+    (result,) = run(aws, second)
+    assert result["phase"] == "requeue" and result["requeue"] == {"done": ["41"]} and "error" not in result
+    assert "= 'RUNNING|0' ]; then scontrol requeue 41" in sent[-1][0]

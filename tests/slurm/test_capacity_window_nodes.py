@@ -28,7 +28,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 from constructs_lib.model import GovernanceModel  # noqa: E402
 from gpu_governance_runtime.capacity import slurm_window  # noqa: E402
 from gpu_governance_runtime.capacity.planner import Window  # noqa: E402
-from gpu_governance_runtime.capacity.shares import LOWER_LEAD  # noqa: E402
+from gpu_governance_runtime.capacity.requeue import SIGNAL_LEAD, STOP_LEAD  # noqa: E402
 
 from ..capacity.builders import at, reservation  # noqa: E402
 from ..capacity.stubbed_aws import create_ledger_table  # noqa: E402
@@ -43,7 +43,7 @@ WINDOW_NODE = "gpu-3"
 WINDOW_NAME = "release-warmup"
 PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-1", at(10), 1, state="active", count=1, window_name=WINDOW_NAME)
 NEXT = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-2", at(12), 1, state="active", count=1, window_name=WINDOW_NAME)
-DRAINING, REQUEUEING = PLAN.end - LOWER_LEAD + timedelta(minutes=2), PLAN.end - slurm_window.REQUEUE_LEAD + timedelta(minutes=1)
+DRAINING, REQUEUEING = PLAN.end - SIGNAL_LEAD + timedelta(minutes=2), PLAN.end - STOP_LEAD + timedelta(minutes=1)
 SERVING_NEXT = NEXT.start + timedelta(minutes=10)
 
 
@@ -135,10 +135,10 @@ def test_drain_requeue_and_resume_of_the_windows_node(cluster: Cluster, controll
     assert (own.nodes, on_window.nodes) == ("gpu-1", WINDOW_NODE)
     run("scancel", own.id)
 
-    # Before LOWER_LEAD: nothing to do.
+    # Before SIGNAL_LEAD: nothing to do.
     assert controller.run(PLAN.start + timedelta(hours=1))["changed"] is False
 
-    # LOWER_LEAD before the end: drained; the running job goes on, a new job cannot start there.
+    # SIGNAL_LEAD before the end: drained; the running job goes on, a new job cannot start there.
     drained = controller.run(DRAINING)
     assert drained["drain"] == {"done": [WINDOW_NODE]} and "requeue" not in drained
     assert node(WINDOW_NODE) == ("draining", f"{slurm_window.MARKER} {WINDOW_NAME} ends 2026-12-11T11:30Z")
@@ -147,7 +147,7 @@ def test_drain_requeue_and_resume_of_the_windows_node(cluster: Cluster, controll
                               lambda j: j.state == "PENDING" and j.reason.startswith("ReqNodeNotAvail"))
     assert controller.run(DRAINING + timedelta(minutes=1))["changed"] is False  # a repeated run or event changes nothing
 
-    # REQUEUE_LEAD before the end: the job still on it is requeued and moves to the owner's other node.
+    # STOP_LEAD before the end: the job still on it is requeued and moves to the owner's other node.
     requeued = controller.run(REQUEUEING)
     assert requeued["requeue"] == {"done": [on_window.id]}
     cluster.wait_requeued(on_window.id)
@@ -171,7 +171,7 @@ def test_an_admins_drain_is_left_alone(cluster: Cluster, controller: Controller)
     cluster.cancel_all()
     run("scontrol", "update", f"NodeName={WINDOW_NODE}", "State=DRAIN", "Reason=GPU 2 fails its health check")
     try:
-        drained = controller.run(NEXT.end - LOWER_LEAD + timedelta(minutes=1), plans=(PLAN, NEXT))
+        drained = controller.run(NEXT.end - SIGNAL_LEAD + timedelta(minutes=1), plans=(PLAN, NEXT))
         assert drained["left_alone"] == {WINDOW_NODE: "GPU 2 fails its health check"} and drained["changed"] is False
         resumed = controller.run(SERVING_NEXT, plans=(PLAN, NEXT))
         assert resumed["changed"] is False and resumed["resume"] == {}

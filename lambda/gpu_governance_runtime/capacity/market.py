@@ -30,6 +30,10 @@ TERMINATION_LEAD = timedelta(minutes=30)
 INSTANT_START_LEAD = timedelta(minutes=30)
 # EC2 sends the expiration warning this long before the end.
 WARNING_LEAD = timedelta(minutes=40)
+# The longest schedule of the capacity controller while a window's instances near their end: two
+# runs land between requeue.STOP_LEAD and TERMINATION_LEAD, so one failed run leaves the next to
+# stop and requeue the jobs (Batch copies, Slurm requeues). The construct runs it at least this often.
+SCHEDULE_LIMIT = timedelta(minutes=5)
 
 # Reservation states that hold (or will hold) capacity.
 COVERING_STATES = frozenset({"payment-pending", "scheduled", "active"})

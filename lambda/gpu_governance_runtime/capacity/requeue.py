@@ -48,20 +48,19 @@ from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, desc
 from ..contract import TAG_REQUEUED_FROM
 from . import market, rotation
 from .ledger import Ledger
-from .slurm_window import SCHEDULE_LIMIT
 
 OPEN_STATUSES = ("claimed", "terminated", "submitting")
 # Jobs are stopped from this long before the block's end: its instances go 30 minutes before the
 # end (market.TERMINATION_LEAD), and with runs at most SCHEDULE_LIMIT apart two runs land in
 # between, so one failed run (throttled, crashed) still leaves one to stop and copy the job.
-STOP_LEAD = market.TERMINATION_LEAD + 2 * SCHEDULE_LIMIT
+STOP_LEAD = market.TERMINATION_LEAD + 2 * market.SCHEDULE_LIMIT
 # A job is stopped at least this long after it was told to checkpoint.
-CHECKPOINT_TIME = SCHEDULE_LIMIT
+CHECKPOINT_TIME = market.SCHEDULE_LIMIT
 # The run that tells the jobs falls in the SCHEDULE_LIMIT from this long before the end: at the
 # latest CHECKPOINT_TIME before STOP_LEAD, so the signal never delays the stop.
-SIGNAL_LEAD = STOP_LEAD + CHECKPOINT_TIME + SCHEDULE_LIMIT
+SIGNAL_LEAD = STOP_LEAD + CHECKPOINT_TIME + market.SCHEDULE_LIMIT
 # The latest stop, whenever the signal came: one run before the instances go.
-LAST_STOP = market.TERMINATION_LEAD + SCHEDULE_LIMIT
+LAST_STOP = market.TERMINATION_LEAD + market.SCHEDULE_LIMIT
 DRAIN_PREFIX = "drain#"
 # A job is only touched with this much of the invocation left (describe, terminate, record, look
 # up, submit, record); a claimed job left untouched is resumed by the next run.

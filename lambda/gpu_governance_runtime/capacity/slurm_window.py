@@ -12,15 +12,20 @@ Per instance group, from its windows' plan that is active now (the latest starti
 
 - while the plan is active: a node of the group found in another governed partition (``borrow``
   or another team's) is taken out of it, live (``scontrol update PartitionName=P Nodes=...``);
-- until ``LOWER_LEAD`` before the plan ends: nodes the controller drained (their reason starts
+- until ``requeue.SIGNAL_LEAD`` (50 minutes) before the plan ends: nodes the controller drained (their reason starts
   with ``MARKER``) are resumed, so a new occurrence's nodes take work; an admin's drain is left;
   nodes missing from the owner's partition ``<team>`` are added to it, live (HyperPod brings
   them after the governance script last listed the partition's nodes);
-- from ``LOWER_LEAD`` before the end: every node without a reason is drained
+- from ``requeue.SIGNAL_LEAD`` before the end: every node without a reason is drained
   (``State=DRAIN Reason="gpu-governance: capacity window W ends T"``): running jobs go on, no new
   job starts there;
-- from ``REQUEUE_LEAD`` before the end: jobs still running there are requeued, each only while
-  it shows the state and restart count read (``slurm.ssm.if_unchanged``);
+- from ``requeue.STOP_LEAD`` (40 minutes) before the end: jobs still running there are requeued,
+  each only while it shows the state and restart count read (``slurm.ssm.if_unchanged``). The
+  instances are terminated 30 minutes before the end (like a Capacity Block's), and the construct
+  runs the controller at least every ``market.SCHEDULE_LIMIT`` (5 minutes), so two runs land
+  between the first requeue and the nodes' end: a run that fails there (SSM throttled, a crash)
+  leaves the next one, as for Batch jobs on a block (``requeue``). Jobs requeued go back to the
+  queue whole instead of failing with their node;
 - with no active plan nothing is done: the nodes are going away with their plan.
 
 Like ``shares.converge``: each run reads the nodes and jobs and acts only on a difference, so a
@@ -45,28 +50,20 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..slurm.plan import BORROW_PARTITION
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
-from . import market
 from .ledger import Ledger
 from .planner import Reservation, Window
-from .shares import INSTANCE_GROUP, LOWER_LEAD
+from .requeue import SIGNAL_LEAD, STOP_LEAD
+from .shares import INSTANCE_GROUP
 
 # The reason the controller gives a node it drains; only nodes whose reason starts with it are resumed.
 MARKER = "gpu-governance: capacity window"
-# Jobs still on the nodes are requeued this long before the plan ends: just before its instances
-# are terminated (30 minutes before the end, like a Capacity Block's), so they go back to the
-# queue whole instead of failing with their node.
-REQUEUE_LEAD = market.TERMINATION_LEAD + timedelta(minutes=5)
-# The longest schedule that still starts a run between REQUEUE_LEAD and the termination (and one
-# between LOWER_LEAD and REQUEUE_LEAD): the construct runs the controller at least this often
-# while it drains a Slurm window's nodes.
-SCHEDULE_LIMIT = REQUEUE_LEAD - market.TERMINATION_LEAD
 # Listed nodes in these states have no Slurm node to act on.
 NOT_IN_SLURM = ("ShuttingDown", "NotFound")
 END = "gg-end-of-nodes"  # the last output line: SSM returns only the first 24,000 characters
@@ -83,9 +80,9 @@ def current_plan(plans: Iterable[Reservation], windows: Iterable[str], now: date
 def phase(plan: Reservation | None, now: datetime) -> str:
     if plan is None:
         return "idle"
-    if now < plan.end - LOWER_LEAD:
+    if now < plan.end - SIGNAL_LEAD:
         return "serve"
-    return "drain" if now < plan.end - REQUEUE_LEAD else "requeue"
+    return "drain" if now < plan.end - STOP_LEAD else "requeue"
 
 
 def node_names(sagemaker: Any, cluster_arn: str, group: str) -> list[str]:
