@@ -15,6 +15,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.organisation.compliance import apply_standard_packs
+from tests.foundation.org import with_raisable_compute_quota
 
 BASE = yaml.safe_load(default_config_text())
 WINDOWS = [
@@ -34,11 +35,7 @@ WINDOWS = [
 
 
 def model(windows):
-    data = copy.deepcopy(BASE)
-    # A window raises a compute quota in whole instances, so the team's quota there is declared in
-    # instances (the reference declares research's in GPUs, which a raise would replace: refused).
-    research = next(t for t in data["teams"] if t["name"] == "research")
-    research["quotas"]["hyperpod-eks"]["ml.p5.48xlarge"] = 2
+    data = with_raisable_compute_quota(copy.deepcopy(BASE))  # hyperpod-burst raises research's compute quota
     data["capacity_windows"] = windows
     return GovernanceModel.from_dict(data)
 

@@ -8,6 +8,7 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import CapacityWindow
 from constructs_lib.model.loader import default_config_text
 from gpu_governance_runtime.capacity.planner import Window
+from tests.foundation.org import with_raisable_compute_quota
 
 BASE = yaml.safe_load(default_config_text())
 CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
@@ -86,7 +87,9 @@ def test_cross_checks_against_the_organisation():
 
 def test_hyperpod_feed_compiles_with_its_pools_cluster_arn():
     feeds = {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}
-    model = model_with(window(feeds=feeds, instance_type="ml.p5.48xlarge"))
+    data = with_raisable_compute_quota(copy.deepcopy(BASE))
+    data["capacity_windows"] = [window(feeds=feeds, instance_type="ml.p5.48xlarge")]
+    model = GovernanceModel.from_dict(data)
     consumer = Window.from_policy(model.capacity_windows[0].to_policy(model)).consumer
     assert consumer == {**feeds, "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"}
 

@@ -15,6 +15,15 @@ def default_data() -> dict:
     return copy.deepcopy(yaml.safe_load(default_config_text()))
 
 
+def with_raisable_compute_quota(data: dict) -> dict:
+    """``data`` (the reference as plain data) with research's p5 quota on HyperPod EKS in whole
+    instances: a capacity window that raises it writes instances, so validate refuses one in GPUs,
+    as the reference declares it (docs/governance-file.md, Quotas in GPUs)."""
+    research = next(t for t in data["teams"] if t["name"] == "research")
+    research["quotas"]["hyperpod-eks"]["ml.p5.48xlarge"] = 2
+    return data
+
+
 def synthesize_reference(model, outdir, *, packs: bool = True, cdk_json: bool = False) -> list:
     """The reference app's stacks for ``model``, synthesized into ``outdir``. With ``packs`` the
     standard compliance packs run, and synthesis raises on any unacknowledged finding. With

@@ -29,6 +29,7 @@ from constructs_lib.organisation.guardrails import (
     document_size,
     service_control_policy,
 )
+from tests.foundation.org import with_raisable_compute_quota
 
 CAPACITY = "111122223333"  # the default organisation's capacity account
 CONSUMER = "444455556666"
@@ -229,10 +230,10 @@ def test_who_the_scp_stops(organisation, principal, action, resource, is_denied,
 
 @pytest.fixture(scope="module")
 def with_compute_quota_window(tmp_path_factory):
-    reference = load_model(None).model_dump(mode="json", exclude_none=True)
+    reference = with_raisable_compute_quota(load_model(None).model_dump(mode="json", exclude_none=True))
     hyperpod = {**reference["capacity_windows"][0], "name": "hyperpod-validation", "team": "research",
                 "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers"}}
-    model = model_with(capacity_windows=[*reference["capacity_windows"], hyperpod])
+    model = model_with(capacity_windows=[*reference["capacity_windows"], hyperpod], teams=reference["teams"])
     app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = OrganisationGuardrailsStack(app, "Guardrails", model=model)
     return stack, Template.from_stack(stack), None
