@@ -23,3 +23,15 @@ def next_reset(period: str, now: datetime) -> datetime:
         first = midnight.replace(day=1)
         return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
     raise ValueError(f"period {period!r}: one of {', '.join(PERIODS)}")
+
+
+def period_start(period: str, now: datetime) -> datetime:
+    """When the ``period`` holding ``now`` began: the last reset at or before ``now``."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        return midnight
+    if period == "week":  # the Sunday 00:00 at or before now
+        return midnight - timedelta(days=(now.weekday() + 1) % 7)
+    if period == "month":
+        return midnight.replace(day=1)
+    raise ValueError(f"period {period!r}: one of {', '.join(PERIODS)}")
