@@ -30,8 +30,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import market
 from ..quotas import MissingQuota, describe_team_compute_quota, quota_share_arn
+from . import market
 from .ledger import Ledger
 from .planner import Reservation, Window
 
