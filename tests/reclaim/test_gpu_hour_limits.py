@@ -18,12 +18,15 @@ import pytest  # noqa: E402
 from botocore.exceptions import ClientError, ReadTimeoutError  # noqa: E402
 from botocore.stub import Stubber  # noqa: E402
 
+from constructs_lib.core.errors import GovernanceError  # noqa: E402
+from constructs_lib.model import GovernanceModel  # noqa: E402
 from gpu_governance_runtime.contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE, SharingStrategy  # noqa: E402
 from gpu_governance_runtime.limits import next_reset, period_start  # noqa: E402
 from gpu_governance_runtime.policy import PolicyError, PoolPolicy, parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import gpu_hours  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Share  # noqa: E402
+from tests.foundation.org import default_data  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/training"
@@ -253,3 +256,17 @@ def test_a_bad_gpu_hour_limit_in_the_policy_document_is_named(limit, message):
                     {"name": "a", "quota": {TYPE: 2}, "strategy": "reserve", "gpu_hour_limit": limit}]}]}
     with pytest.raises(PolicyError, match=re.escape(message)):
         parse_policy(document)
+
+
+def test_a_limit_on_a_hyperpod_eks_pool_needs_its_gpus_per_instance():
+    data = default_data()
+    eks = next(p for p in data["pools"] if p["name"] == "hyperpod-eks")
+    eks["gpus_per_instance"].pop("ml.g6e.48xlarge")
+    for team in data["teams"]:
+        team.pop("gpu_hour_limit", None)
+        if team["name"] == "training":
+            team["gpu_hour_limit"] = {"hours": 100, "period": "month"}
+    with pytest.raises(GovernanceError) as error:
+        GovernanceModel.from_dict(data)
+    assert "gpu_hour_limit: counted in GPU hours, but the GPUs of one ml.g6e.48xlarge are not known (the pool declares no gpus_per_instance" in str(error.value)
+    assert "set gpus_per_instance.ml.g6e.48xlarge on pool hyperpod-eks" in str(error.value)

@@ -37,7 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common.log import write as log
 from ..contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE
-from ..limits import next_reset, period_start
+from ..limits import TRAINING_INSTANCE_GPUS, next_reset, period_start
 from ..policy import PoolPolicy
 from ..quotas import describe_team_compute_quota, quota_share_arn
 from .ledger import Ledger
@@ -45,19 +45,6 @@ from .ledger import Ledger
 NOTICE_FRACTION = 0.8
 DISABLING, DISABLED, ENABLING, ENABLED = "disabling", "disabled", "enabling", "enabled"
 LEFT_OFF = "left_off"  # a new period began while the team is paused (or was off before its limit): not turned on
-
-# GPUs of one SageMaker training instance, for Batch quota-share pools (their capacity limits count
-# instances and the governance file declares no GPUs there): the accelerated computing types of
-# https://aws.amazon.com/sagemaker/ai/pricing/ (instance details). A pool's own ``gpus_per_instance`` wins.
-TRAINING_INSTANCE_GPUS = {
-    "ml.p3.2xlarge": 1, "ml.p3.8xlarge": 4, "ml.p3.16xlarge": 8, "ml.p3dn.24xlarge": 8,
-    "ml.p4d.24xlarge": 8, "ml.p4de.24xlarge": 8, "ml.p5.48xlarge": 8, "ml.p5e.48xlarge": 8, "ml.p5en.48xlarge": 8,
-    "ml.p6-b200.48xlarge": 8,
-    **{f"ml.{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
-    **{f"ml.{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
-    **{f"ml.{family}.48xlarge": 8 for family in ("g5", "g6", "g6e")},
-}
-
 
 class Switch(Protocol):
     """A team's admission in one pool: on, or off (no new job starts; running ones go on)."""
@@ -114,11 +101,11 @@ def gpus_per_instance(pool_gpus: Mapping[str, int], instance_type: str) -> int:
     return gpus
 
 
-def enforce(pool: PoolPolicy, in_use: Iterable[tuple[str, str, int]], *, ledger: Ledger, switch: Callable[[str], Switch],
+def enforce(pool: PoolPolicy, in_use: Iterable[tuple[str, str, float]], *, ledger: Ledger, switch: Callable[[str], Switch],
             notify: Callable[[Mapping[str, Any]], None], now: float, tick_seconds: float, dry_run: bool,
             pool_gpus: Mapping[str, int] = {}) -> list[dict[str, Any]]:
     """Count, notify and switch every limited team of ``pool``. ``in_use``: (team, instance type,
-    instances running) as this tick read them. Returns one log record per team."""
+    instances running; HyperPod EKS counts part-instances) as this tick read them. Returns one log record per team."""
     limited = [s for s in pool.shares if s.gpu_hour_limit]
     if not limited:
         return []

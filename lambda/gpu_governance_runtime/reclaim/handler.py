@@ -6,7 +6,8 @@ Environment:
   RECLAIM_TARGETS    JSON list, one entry per governed pool:
                      {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
                      {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
-                     {"pool": NAME, "eks_cluster": NAME, "gpus_per_instance": {T: N}}  hyperpod_eks (usage only: eks_usage)
+                     {"pool": NAME, "eks_cluster": NAME, "cluster_arn": ARN, "gpus_per_instance": {T: N}}  hyperpod_eks
+                     (usage, and the teams' GPU-hour limits on their compute quotas: eks_usage, gpu_hours)
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
@@ -161,8 +162,11 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     for target in environment.reclaim_targets:
         try:
             if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
-                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                               tick_seconds=environment.tick_seconds, time_left=time_left, in_vpc=environment.in_vpc)
+                now = time.time()
+                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=now,
+                               tick_seconds=environment.tick_seconds, time_left=time_left, in_vpc=environment.in_vpc,
+                               hour_limits=compute_quota_hour_limits(target, policy.pool(target["pool"]), ledger, now=now,
+                                                                     tick_seconds=environment.tick_seconds, dry_run=dry_run))
                 continue
             adapter = build_adapter(target, policy, invocation)
             if time_left() < adapter.action_seconds:
@@ -202,6 +206,17 @@ def quota_share_hour_limits(target: Mapping[str, Any], pool: PoolPolicy, ledger:
         pool, ((job.share, job.instance_type, job.count) for job in state.running), ledger=ledger,
         switch=lambda team: gpu_hours.QuotaShareSwitch(batch, target["job_queue"], team), notify=gpu_hours.event_sender(events),
         now=now, tick_seconds=tick_seconds, dry_run=dry_run)
+
+
+def compute_quota_hour_limits(target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float,
+                              dry_run: bool) -> Callable[[Iterable[eks_usage.EksShareUsage]], Any] | None:
+    """A HyperPod EKS pool's GPU-hour limits, counted from the instances Kueue shows each team using."""
+    if not any(s.gpu_hour_limit for s in pool.shares):
+        return None
+    return lambda rows: gpu_hours.enforce(
+        pool, ((row.share, row.instance_type, row.in_use) for row in rows), ledger=ledger,
+        switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, target["cluster_arn"], team), notify=gpu_hours.event_sender(events),
+        now=now, tick_seconds=tick_seconds, dry_run=dry_run, pool_gpus=target["gpus_per_instance"])
 
 
 def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
