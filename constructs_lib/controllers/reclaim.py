@@ -135,6 +135,7 @@ class ReclaimController(GovernanceController):
             "and only guard against acting twice, so a separate backup plan adds nothing.",
             topic_name="GPU reclaim controller alarms",
             role_description="Reclaim controller: reads GPU queues, preempts planned victims",
+            role_name=reclaim_controller_role_name(model.organisation),
             vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups,
         )
         self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
@@ -359,6 +360,12 @@ class ReclaimController(GovernanceController):
                                    left=[self._every_share(pool, "LostCapacitySeconds", "Sum")]),
         )
         return dashboard
+
+
+def reclaim_controller_role_name(organisation: str) -> str:
+    """The fixed name the reclaim controller's role carries, so the organisation's SCP can exempt
+    it from the quota-share and compute-quota updates of GPU-hour limits (organisation/guardrails.py)."""
+    return f"{organisation}-capacity-reclaim-controller"  # a role of the capacity stack (model.base.library_role)
 
 
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
