@@ -270,3 +270,24 @@ def test_a_limit_on_a_hyperpod_eks_pool_needs_its_gpus_per_instance():
         GovernanceModel.from_dict(data)
     assert "gpu_hour_limit: counted in GPU hours, but the GPUs of one ml.g6e.48xlarge are not known (the pool declares no gpus_per_instance" in str(error.value)
     assert "set gpus_per_instance.ml.g6e.48xlarge on pool hyperpod-eks" in str(error.value)
+
+
+def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick_read(aws, monkeypatch):
+    from gpu_governance_runtime.reclaim import handler as controller
+    from gpu_governance_runtime.reclaim.planner import PoolState, RunningJob
+
+    ledger, batch, batch_stub, events, events_stub = aws
+    monkeypatch.setattr(controller, "batch", batch)
+    monkeypatch.setattr(controller, "events", events)
+    policy = pool()
+    hour_limits = controller.quota_share_hour_limits({"pool": "training", "job_queue": QUEUE}, policy, ledger, now=MORNING,
+                                                     tick_seconds=3600, dry_run=False)
+    running = tuple(RunningJob(job_id=f"j{i}", share="research", instance_type=TYPE, count=1, priority=0, started_at=MORNING - 60) for i in range(2))
+    noticed(events_stub)
+    shows(batch_stub, "ENABLED")
+    updated(batch_stub, "DISABLED")
+    (record,) = hour_limits(PoolState(capacity=policy.capacity, shares=policy.shares, running=running, pending=(), now=MORNING))
+    assert (record["used_gpu_hours"], record["switch"]) == (16, "disabled")  # 2 jobs x 1 p5 x 8 GPUs x 1 hour
+    batch_stub.assert_no_pending_responses()
+    assert controller.quota_share_hour_limits({"pool": "training", "job_queue": QUEUE}, pool(backend="batch_fair_share"), ledger,
+                                              now=MORNING, tick_seconds=3600, dry_run=False) is None  # no per-share switch there
