@@ -291,3 +291,19 @@ def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick
     batch_stub.assert_no_pending_responses()
     assert controller.quota_share_hour_limits({"pool": "training", "job_queue": QUEUE}, pool(backend="batch_fair_share"), ledger,
                                               now=MORNING, tick_seconds=3600, dry_run=False) is None  # no per-share switch there
+
+
+def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_instances(aws, monkeypatch):
+    from gpu_governance_runtime.reclaim import handler as controller
+    from gpu_governance_runtime.reclaim.eks_usage import EksShareUsage
+
+    ledger, _, _, events, _ = aws
+    monkeypatch.setattr(controller, "events", events)
+    policy = pool(backend="hyperpod_eks")
+    target = {"pool": "training", "eks_cluster": "acme", "cluster_arn": CLUSTER, "gpus_per_instance": {TYPE: 8}}
+    hour_limits = controller.compute_quota_hour_limits(target, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=True)
+    rows = (EksShareUsage(share="research", instance_type=TYPE, guaranteed=2, in_use=1.5, borrowed=0, lent=0),)  # 12 GPUs
+    (record,) = hour_limits(rows)
+    assert (record["used_gpu_hours"], record["switch"]) == (12, "as_deployed")
+    unlimited = PoolPolicy(name="training", backend="hyperpod_eks", capacity={TYPE: 4}, shares=(Share(name="x", quota={}, strategy=SharingStrategy.RESERVE),))
+    assert controller.compute_quota_hour_limits(target, unlimited, ledger, now=MORNING, tick_seconds=3600, dry_run=True) is None  # nothing to count
