@@ -55,6 +55,7 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel, HyperPodEksPool
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
+from constructs_lib.organisation.limits import limited_quota_shares
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE,
     BATCH_QUOTA_SHARE,
@@ -275,7 +276,9 @@ class ReclaimController(GovernanceController):
             "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
             "job-definition/*) to a governed queue under a share, and tagged only as it is created (inside the submission: a share, no team tag yet). "
             "sagemaker:ListComputeQuotas supports no resource-level permission, and a compute quota's ARN ends in an id SageMaker "
-            "generates: the controller finds a team's by cluster and name and changes only its ActivationState at a GPU-hour limit.",
+            "generates: the controller finds a team's by cluster and name and changes only its ActivationState at a GPU-hour limit. "
+            "Beyond MAX_NAMED_QUOTA_SHARES teams with a GPU-hour limit, a limited team's queue's quota-share/* (at most 20 shares a queue) "
+            "keeps the inline policy within IAM's size.",
         )
 
     def _gpu_hour_limit_statements(self, backends: dict[str, str]) -> list[iam.PolicyStatement]:
@@ -293,8 +296,7 @@ class ReclaimController(GovernanceController):
         if queues:
             statements += [
                 iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted(queues.values())),
-                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
-                                    resources=[f"{queue}/quota-share/{team}" for pool, queue in sorted(queues.items()) for team in limited[pool]]),
+                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"], resources=limited_quota_shares(queues, self.model)),
             ]
         clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if backends[pool] == HYPERPOD_EKS})
         if clusters:

@@ -307,3 +307,18 @@ def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_
     assert (record["used_gpu_hours"], record["switch"]) == (12, "as_deployed")
     unlimited = PoolPolicy(name="training", backend="hyperpod_eks", capacity={TYPE: 4}, shares=(Share(name="x", quota={}, strategy=SharingStrategy.RESERVE),))
     assert controller.compute_quota_hour_limits(target, unlimited, ledger, now=MORNING, tick_seconds=3600, dry_run=True) is None  # nothing to count
+
+
+def test_the_controller_names_each_limited_quota_share_until_there_are_too_many(monkeypatch):
+    import constructs_lib.organisation.limits as limits
+
+    model = GovernanceModel.from_dict(default_data())  # research has a limit on sagemaker-training
+    queue = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
+    assert limits.limited_quota_shares({"sagemaker-training": queue}, model) == [f"{queue}/quota-share/research"]
+    data = default_data()
+    for team in data["teams"]:
+        team["gpu_hour_limit"] = {"hours": 100, "period": "month"}
+    everyone = GovernanceModel.from_dict(data)
+    assert len(limits.limited_quota_shares({"sagemaker-training": queue}, everyone)) == 3
+    monkeypatch.setattr(limits, "MAX_NAMED_QUOTA_SHARES", 2)  # more limited teams than named: the queue's quota shares
+    assert limits.limited_quota_shares({"sagemaker-training": queue}, everyone) == [f"{queue}/quota-share/*"]
