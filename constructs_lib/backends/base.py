@@ -55,10 +55,13 @@ class Backend:
     grace_caveat: str | None = None
     """What they say about a pool's ``reclaim.grace_seconds`` there, if the grace does not hold."""
     gpu_hour_limit_caveat: str | None = None
-    """Why a team's ``gpu_hour_limit`` does not hold there (only Slurm counts a team's GPU minutes
-    against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; elsewhere no
-    service API holds a consumption limit and no controller of this library turns one into a stop
-    yet, docs/governance-file.md)."""
+    """Why a team's ``gpu_hour_limit`` does not hold there (Slurm counts a team's GPU minutes
+    against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; where a backend
+    has a per-team admission switch the reclaim controller counts and switches it,
+    ``gpu_hour_limit_switch``; docs/governance-file.md)."""
+    gpu_hour_limit_switch: tuple[str, ...] = ()
+    """What the reclaim controller calls to stop a team's new admissions at its GPU-hour limit and
+    to let them in again next period (reclaim/gpu_hours.py); empty: it does not enforce limits there."""
     group_caveat: str | None = None
     """Why a group's quota does not hold there (no level above the team in the API, and the reclaim
     controller does not plan the pool)."""

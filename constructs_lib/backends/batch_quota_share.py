@@ -28,7 +28,9 @@ BACKEND = Backend(
     # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
     grace_caveat="not enforced {where}: Batch preempts quota-share jobs itself, at once, with no grace setting, and the reclaim controller "
                  "only observes them; only `simulate` applies it",
-    gpu_hour_limit_caveat="Batch quota shares have no consumption limit (AWS Budgets only notify)",
+    # No consumption limit in the API: the reclaim controller counts each team's GPU hours and disables its
+    # quota share at the limit (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html, state).
+    gpu_hour_limit_switch=("batch:UpdateQuotaShare",),
     # CreateQuotaShare: capacityLimits, resourceSharingConfiguration, preemptionConfiguration, state; nothing above the share
     # (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateQuotaShare.html).
     group_caveat="a Batch quota share has no level above it and the reclaim controller only observes quota-share queues",

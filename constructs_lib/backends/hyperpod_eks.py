@@ -62,7 +62,9 @@ BACKEND = Backend(
     # ResourceSharingConfig is Strategy, BorrowLimit and AbsoluteBorrowLimits only
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html)
     # and Kueue, not the reclaim controller, reclaims there.
-    gpu_hour_limit_caveat="HyperPod compute quotas have no consumption limit (AWS Budgets only notify)",
+    # No consumption limit in the API: the reclaim controller counts each team's GPU hours and deactivates its
+    # compute quota at the limit (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).
+    gpu_hour_limit_switch=("sagemaker:UpdateComputeQuota",),
     # ComputeQuotaTarget is TeamName and FairShareWeight only
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaTarget.html).
     group_caveat="a HyperPod compute quota targets one team (ComputeQuotaTarget: TeamName, FairShareWeight) and Kueue, not the reclaim controller, schedules there",

@@ -309,7 +309,8 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
 
     def observe_statements(self) -> list[iam.PolicyStatement]:
         return [
-            iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=[self.job_queue_arn]),
+            # ListQuotaShares: whether the team's share is disabled at its GPU-hour limit (`status`)
+            iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot", "batch:ListQuotaShares"], resources=[self.job_queue_arn]),
             # DescribeServiceJob and ListServiceJobs support no resource-level permissions.
             iam.PolicyStatement(actions=["batch:DescribeServiceJob", "batch:ListServiceJobs"], resources=["*"]),
         ]

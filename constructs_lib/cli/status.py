@@ -1,7 +1,8 @@
 """`gpu-governance status --team TEAM`: why is my job waiting, per backend, in plain words.
 
 Batch quota-share pools are read with AWS credentials (the team's submission role is enough:
-``batch:GetJobQueueSnapshot``, ``batch:ListServiceJobs``, ``batch:DescribeServiceJob``, and
+``batch:GetJobQueueSnapshot``, ``batch:ListServiceJobs``, ``batch:DescribeServiceJob``,
+``batch:ListQuotaShares`` for a team with a GPU-hour limit, and
 ``ssm:GetParameter`` on the team's training plans parameter when a window of the team feeds
 training jobs).
 HyperPod EKS pools are read from `kubectl get workloads -n hyperpod-ns-TEAM -o json` and

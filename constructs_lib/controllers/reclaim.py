@@ -55,6 +55,7 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel, HyperPodEksPool
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
+from constructs_lib.organisation.limits import limited_quota_shares
 from gpu_governance_runtime.contract import (
     BATCH_FAIR_SHARE,
     BATCH_QUOTA_SHARE,
@@ -135,6 +136,7 @@ class ReclaimController(GovernanceController):
             "and only guard against acting twice, so a separate backup plan adds nothing.",
             topic_name="GPU reclaim controller alarms",
             role_description="Reclaim controller: reads GPU queues, preempts planned victims",
+            role_name=reclaim_controller_role_name(model.organisation),
             vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups,
         )
         self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
@@ -251,6 +253,7 @@ class ReclaimController(GovernanceController):
                 iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
             ]
+        statements += self._gpu_hour_limit_statements(backends)
         if self.raised_guarantees:  # read-only, that one parameter
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[
                 stack.format_arn(service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/"))]))
@@ -271,8 +274,39 @@ class ReclaimController(GovernanceController):
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
             "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "
             "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
-            "job-definition/*) to a governed queue under a share, and tagged only as it is created (inside the submission: a share, no team tag yet).",
+            "job-definition/*) to a governed queue under a share, and tagged only as it is created (inside the submission: a share, no team tag yet). "
+            "sagemaker:ListComputeQuotas supports no resource-level permission, and a compute quota's ARN ends in an id SageMaker "
+            "generates: the controller finds a team's by cluster and name and changes only its ActivationState at a GPU-hour limit. "
+            "Beyond MAX_NAMED_QUOTA_SHARES teams with a GPU-hour limit, a limited team's queue's quota-share/* (at most 20 shares a queue) "
+            "keeps the inline policy within IAM's size.",
         )
+
+    def _gpu_hour_limit_statements(self, backends: dict[str, str]) -> list[iam.PolicyStatement]:
+        """The admission switches of exactly the teams with a GPU-hour limit (reclaim/gpu_hours.py):
+        their quota shares, their compute quotas' clusters, and the default bus for the 80 % event."""
+        stack = Stack.of(self)
+        limited = {t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit] for t in self.targets
+                   if backends[t.pool] in (BATCH_QUOTA_SHARE, HYPERPOD_EKS)}
+        limited = {pool: teams for pool, teams in limited.items() if teams}
+        if not limited:
+            return []
+        queues = {t.pool: t.job_queue_arn for t in self.targets if t.pool in limited and backends[t.pool] == BATCH_QUOTA_SHARE}
+        statements = [iam.PolicyStatement(actions=["events:PutEvents"], resources=[
+            stack.format_arn(service="events", resource="event-bus", resource_name="default")])]
+        if queues:
+            statements += [
+                iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted(queues.values())),
+                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"], resources=limited_quota_shares(queues, self.model)),
+            ]
+        clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if backends[pool] == HYPERPOD_EKS})
+        if clusters:
+            # Compute quota ARNs end in an id SageMaker generates: the quotas of the clusters' account and region.
+            quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in clusters})
+            statements += [
+                iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
+                iam.PolicyStatement(actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas),
+            ]
+        return statements
 
     def _alarms(self, starved_ticks: int) -> None:
         specs = [
@@ -330,10 +364,17 @@ class ReclaimController(GovernanceController):
         return dashboard
 
 
+def reclaim_controller_role_name(organisation: str) -> str:
+    """The fixed name the reclaim controller's role carries, so the organisation's SCP can exempt
+    it from the quota-share and compute-quota updates of GPU-hour limits (organisation/guardrails.py)."""
+    return f"{organisation}-capacity-reclaim-controller"  # a role of the capacity stack (model.base.library_role)
+
+
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
     pool = model.pool(target.pool)
     if pool.backend == HYPERPOD_EKS:
-        return {"pool": target.pool, "eks_cluster": pool.eks_cluster_name, "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items()))}
+        return {"pool": target.pool, "eks_cluster": pool.eks_cluster_name, "cluster_arn": pool.cluster_arn,
+                "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items()))}
     if target.head_node_instance_id is not None:
         return {"pool": target.pool, "instance_id": target.head_node_instance_id, "instance_type": target.instance_type}
     return {"pool": target.pool, "job_queue": target.job_queue_arn}

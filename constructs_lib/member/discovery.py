@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from constructs_lib.backends import backend_of
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
@@ -75,7 +76,7 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "state": "paused" if team.paused else "active",
         # why a job may wait although capacity is free (docs/governance-file.md, GPU-hour limits)
         "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value,
-                           "enforced": pool.backend == HYPERPOD_SLURM} if team.gpu_hour_limit else None,
+                           "enforced": backend_of(pool).gpu_hour_limit_caveat is None} if team.gpu_hour_limit else None,
     }
     priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
     if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):

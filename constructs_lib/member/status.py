@@ -4,8 +4,9 @@ the HyperPod EKS and Slurm readers parse the text `kubectl` and `squeue` print.
 
 Batch (quota-share queue ``pool.name``), with the team's submission role, calls exactly:
 ``batch:GetJobQueueSnapshot`` (the queue), ``batch:ListServiceJobs`` (per status, filtered by
-the team's quota share) and ``batch:DescribeServiceJob`` (the team's waiting and running jobs, and
-``--job``). A running job's training plan is the ``ResourceConfig.TrainingPlanArn`` of the
+the team's quota share), ``batch:DescribeServiceJob`` (the team's waiting and running jobs, and
+``--job``) and, for a team with a GPU-hour limit, ``batch:ListQuotaShares`` (the queue: whether the
+reclaim controller disabled the team's share at its limit, reclaim/gpu_hours.py). A running job's training plan is the ``ResourceConfig.TrainingPlanArn`` of the
 CreateTrainingJob request Batch holds for it (``serviceRequestPayload``), which SageMaker runs the
 job on (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html).
 """
@@ -26,7 +27,7 @@ from gpu_governance_runtime.slurm.plan import BORROW_PARTITION, borrow_qos_name
 
 # --- AWS Batch quota share -------------------------------------------------------------------------
 
-BATCH_CALLS = ("batch:GetJobQueueSnapshot", "batch:ListServiceJobs", "batch:DescribeServiceJob")
+BATCH_CALLS = ("batch:GetJobQueueSnapshot", "batch:ListServiceJobs", "batch:DescribeServiceJob", "batch:ListQuotaShares")
 BATCH_ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 BATCH_RUNNING = ("SCHEDULED", "STARTING", "RUNNING")
 BATCH_DESCRIBED = 50  # waiting jobs described for their priority (running ones for their plan); more are shown by listing order
@@ -42,6 +43,11 @@ def batch_observation(batch: Any, pool: PoolPolicy, team: str, job_id: str | Non
         for usage in entry.get("capacityUsage", []):
             in_use.setdefault(entry["quotaShareName"], {})[usage["capacityUnit"]] = int(usage["quantity"])
     front = {job_id_of(f["jobArn"]) for f in snapshot.get("frontOfQuotaShares", {}).get("quotaShares", {}).get(team, []) if f.get("jobArn")}
+    share = next(s for s in pool.shares if s.name == team)
+    # a disabled share starts no job: with a limit, the reclaim controller's doing (or the team is paused)
+    admission_off = share.gpu_hour_limit is not None and any(
+        q.get("state") == "DISABLED" for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=pool.name)
+        for q in page.get("quotaShares") or [] if q.get("quotaShareName") == team)
     summaries: dict[str, dict] = {}
     for status in BATCH_ACTIVE:
         pages = batch.get_paginator("list_service_jobs").paginate(
@@ -62,7 +68,7 @@ def batch_observation(batch: Any, pool: PoolPolicy, team: str, job_id: str | Non
     if job_id is not None:
         jobs = tuple(j for j in jobs if j.job_id == job_id or j.state == WAITING)
     return Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use=in_use, jobs=jobs, notes=notes,
-                       training_plans=None if training_plans is None else tuple(training_plans))
+                       training_plans=None if training_plans is None else tuple(training_plans), admission_off=admission_off)
 
 
 def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[str]) -> ObservedJob:

@@ -76,6 +76,8 @@ class Observation:
     guaranteed: Mapping[str, int] | None = None  # the team's quota in ``unit`` where it is not the policy's (Kueue)
     # The team's active training plans as its training plans parameter lists them (None: not read)
     training_plans: tuple[Mapping[str, str], ...] | None = None
+    # the team's quota share or compute quota admits nothing now (disabled at its GPU-hour limit, reclaim/gpu_hours.py)
+    admission_off: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +140,8 @@ def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows:
         # only jobs that could start count as ahead: a held or impossible job holds no one back
         ahead = [a for a in waiting[: position[job.job_id] - 1] if a.instance_type == job.instance_type and a.reason not in NOT_STARTABLE]
         code, details = job.reason, _figures(policy, share, observation, job)
+        if code is None and observation.admission_off and gpu_hour_limit and not share.paused:
+            code = "gpu_hour_limit"  # the share was disabled at the limit: nothing else matters until it resets
         if code is None:
             code, found = _computed(policy, share, observation, job, ahead, windows, now)
             details.update(found)

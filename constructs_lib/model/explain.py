@@ -166,7 +166,8 @@ def caveats(model: GovernanceModel) -> list[str]:
             if team.gpu_hour_limit and backend.gpu_hour_limit_caveat:
                 lines.append(f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit")
             elif team.gpu_hour_limit and len(team.quotas) > 1:
-                lines.append(f"teams[{index}].gpu_hour_limit: counted {where} alone: Slurm limits the team's usage on that cluster (GrpTRESMins), not its GPU hours elsewhere")
+                how = "the reclaim controller" if backend.gpu_hour_limit_switch else "Slurm (GrpTRESMins)"
+                lines.append(f"teams[{index}].gpu_hour_limit: counted {where} alone: {how} limits the team's usage there, not its GPU hours elsewhere")
             if team.paused and backend.paused_caveat:
                 lines.append(f"teams[{index}].paused: {backend.paused_caveat.format(where=where)}")
         # Only a team whose pools all ignore the weight is told (quota-share queues hand out idle

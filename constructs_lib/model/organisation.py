@@ -32,6 +32,7 @@ from gpu_governance_runtime.contract import (
     SharingStrategy,
     borrow_ceiling,
 )
+from gpu_governance_runtime.limits import TRAINING_INSTANCE_GPUS
 
 from .base import (
     DEFAULT_BOOTSTRAP_QUALIFIER,
@@ -1020,6 +1021,15 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                 problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type, allowed=f"one of {sorted(pool.capacity)}"))
         problems += _quota_unit_problems(pool, team, quota, qpath)
         backend = backend_of(pool)
+        if team.gpu_hour_limit and backend.gpu_hour_limit_switch:
+            # the reclaim controller counts GPU hours as instances x GPUs per instance (reclaim/gpu_hours.py): as
+            # the pool declares them (HyperPod EKS, whose usage it reads in GPUs) or as SageMaker training types have them
+            declares = hasattr(pool, "gpus_per_instance")
+            for instance_type in sorted(t for t in pool.capacity if not (gpus_of(pool, t) if declares else TRAINING_INSTANCE_GPUS.get(t))):
+                problems.append(Problem(path=f"{path}.gpu_hour_limit", wrong=f"counted in GPU hours, but the GPUs of one {instance_type} are not known"
+                                        + (" (the pool declares no gpus_per_instance for it)" if declares else ""), value=pool.name,
+                                        allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}" if declares
+                                        else f"pool capacity of GPU instance types: {', '.join(sorted(TRAINING_INSTANCE_GPUS))}"))
         if backend.max_quota_types is not None and len(quota) > backend.max_quota_types:
             problems.append(Problem(path=qpath, wrong=f"too many instance types for one {backend.quota_noun}", value=len(quota), allowed=f"at most {backend.max_quota_types}"))
         if pool.backend in HYPERPOD_BACKENDS:

@@ -33,6 +33,8 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         # reclaim controller plans the borrowers; elsewhere the policy says what happens (`validate` warns).
         "lending_limit": sharing.lending_limit if backend_of(pool).reclaim_plans else None,
         "paused": team.paused,
+        # enforced by the reclaim controller where the backend has no limit of its own (reclaim/gpu_hours.py)
+        "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value} if team.gpu_hour_limit else None,
     }
 
 

@@ -18,6 +18,7 @@ from constructs import Construct
 
 from constructs_lib.backends import BACKENDS, backend_of
 from constructs_lib.controllers.capacity import capacity_controller_role_name
+from constructs_lib.controllers.reclaim import reclaim_controller_role_name
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
@@ -92,6 +93,14 @@ def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
     return tuple(action for actions in (*QUOTA_RAISES.values(), *QUEUE_REORDERS.values()) for action in actions if action in raised)
 
 
+def hour_limit_switch_actions(model: GovernanceModel) -> tuple[str, ...]:
+    """The updates the reclaim controller makes to stop a team's admissions at its GPU-hour limit
+    and let them in next period (reclaim/gpu_hours.py): none when no team with a limit has a
+    quota in a pool whose backend it switches."""
+    return tuple(dict.fromkeys(action for team in model.teams if team.gpu_hour_limit for pool in team.quotas
+                               for action in backend_of(model.pool(pool)).gpu_hour_limit_switch))
+
+
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
@@ -113,11 +122,17 @@ def service_control_policy(model: GovernanceModel, guardrails: Guardrails) -> di
         ("DenyGpuCapacityPurchase", PURCHASE_ACTIONS, "*", purchase_exemptions(model, guardrails)),
         ("DenyGpuQuotaChanges", QUOTA_CHANGE_ACTIONS, quota_resources(model), quota_exempt),
     ]
-    raises = quota_raise_actions(model)
-    if raises:  # the controller is exempt from the quota raises its windows need alone
-        controller = _role_arn(model.capacity_account.account_id, capacity_controller_role_name(model.organisation))
-        groups[1] = ("DenyGpuQuotaChanges", tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in raises), quota_resources(model), quota_exempt)
-        groups.append(("DenyGpuQuotaRaises", raises, quota_resources(model), _unique((*quota_exempt, controller))))
+    # The controllers are exempt from the quota updates they need alone, in one statement (the SCP's
+    # 5,120 characters): the capacity controller's raises for its windows, the reclaim controller's
+    # admission switches at GPU-hour limits. Each role's own IAM names the quotas it may change.
+    account = model.capacity_account.account_id
+    needs = {capacity_controller_role_name(model.organisation): quota_raise_actions(model),
+             reclaim_controller_role_name(model.organisation): hour_limit_switch_actions(model)}
+    updates = tuple(dict.fromkeys(a for actions in needs.values() for a in actions))
+    if updates:
+        controllers = tuple(_role_arn(account, role) for role, actions in needs.items() if actions)
+        groups[1] = ("DenyGpuQuotaChanges", tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in updates), quota_resources(model), quota_exempt)
+        groups.append(("DenyGpuQuotaRaises", updates, quota_resources(model), _unique((*quota_exempt, *controllers))))
     statements = []
     for sid, actions, resources, exempt in groups:
         accounts = sorted({account_of(arn) for arn in exempt})

@@ -83,6 +83,19 @@ FAIR_SHARE_BYTES_PER_TEAM = 80
 # The reclaim controller's inline policy: fixed part, plus a queue ARN per Batch pool (no team
 # names: it may stop any job that carries a team tag, controllers/reclaim.py).
 RECLAIM_POLICY_BASE = 2_500
+# Quota shares the reclaim controller may switch at a GPU-hour limit, named one by one up to this
+# many; beyond, each queue's quota-share/* (a queue holds at most 20 shares), so the policy stays
+# within IAM's inline size however many teams have a limit.
+MAX_NAMED_QUOTA_SHARES = 40
+
+
+def limited_quota_shares(queues: dict[str, str], model: GovernanceModel) -> list[str]:
+    """The quota-share ARNs (or ARN patterns) the reclaim controller may switch: ``queues`` maps a
+    ``batch_quota_share`` pool to its job queue ARN (a token in a stack)."""
+    limited = {pool: [t.name for t in model.teams_in(pool) if t.gpu_hour_limit] for pool in sorted(queues)}
+    if sum(len(teams) for teams in limited.values()) <= MAX_NAMED_QUOTA_SHARES:
+        return [f"{queues[pool]}/quota-share/{team}" for pool, teams in limited.items() for team in teams]
+    return [f"{queues[pool]}/quota-share/*" for pool, teams in limited.items() if teams]
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
 _BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
 
@@ -231,9 +244,12 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
                 problems.append(Problem(path=f"pools[{index}]", wrong=f"the pool's reclaim dashboard would show too many {what}",
                                         value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
     account, region = model.capacity_account.account_id, model.capacity_account.region
-    size = RECLAIM_POLICY_BASE + sum(len(f"arn:aws:batch:{region}:{account}:job-queue/{p.name}") + 3 for p in batch_pools)
+    queues = {p.name: f"arn:aws:batch:{region}:{account}:job-queue/{p.name}" for p in batch_pools}
+    switched = limited_quota_shares({p: q for p, q in queues.items() if model.pool(p).backend == BATCH_QUOTA_SHARE}, model)
+    size = RECLAIM_POLICY_BASE + sum(len(arn) + 3 for arn in [*queues.values(), *switched])
     if size > MAX_INLINE_CHARACTERS_PER_ROLE:
-        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue)",
+        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue "
+                                "and the quota shares it switches at GPU-hour limits)",
                                 value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
     return problems
 

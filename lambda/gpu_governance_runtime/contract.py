@@ -260,6 +260,9 @@ DISCOVERY_PRIORITY_KEY = {
 # --- capacity requests (on-demand windows) ----------------------------------------------------
 
 CAPACITY_EVENT_SOURCE = "gpu-governance.capacity"  # events the capacity controller sends and takes
+# The reclaim controller's event when a team has used 80 % of its GPU-hour limit (reclaim/gpu_hours.py);
+# detail: pool, team, used_gpu_hours, limit, period, period_start, resets.
+RECLAIM_EVENT_SOURCE, GPU_HOUR_LIMIT_EVENT_TYPE = "gpu-governance.reclaim", "GPU-hour Limit Near"
 # An EventBridge event of this detail-type asks for an on-demand window; its detail carries
 # team, instance_type, count, hours, optional start (ISO 8601 or "now"), window and token.
 CAPACITY_REQUEST_DETAIL_TYPE = "Capacity Request"

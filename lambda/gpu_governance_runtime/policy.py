@@ -24,6 +24,7 @@ from .contract import (
     POLICY_VERSION,
     SharingStrategy,
 )
+from .limits import PERIODS
 from .reclaim.planner import Settings, Share, ShareGroup
 
 
@@ -222,6 +223,7 @@ class _Reader:
         self.expect(paused, bool, f"{path}.paused", "true or false")
         self.expect(data.get("name"), str, f"{path}.name", "a string")
         return Share(
+            gpu_hour_limit=self.gpu_hour_limit(data.get("gpu_hour_limit"), f"{path}.gpu_hour_limit"),
             name=str(data.get("name")),
             quota=self.counts(data.get("quota"), f"{path}.quota", 0),
             strategy=strategy,
@@ -232,6 +234,17 @@ class _Reader:
             paused=paused is True,
             borrow_limit_instances=self.counts(data.get("borrow_limit_instances", {}), f"{path}.borrow_limit_instances", 0),
         )
+
+    def gpu_hour_limit(self, value: Any, path: str) -> tuple[int, str] | None:
+        if value is None:
+            return None
+        if not self.expect(value, dict, path, "{hours, period} or null"):
+            return None
+        hours = self.count(value.get("hours"), f"{path}.hours", 1)
+        if value.get("period") not in PERIODS:
+            self.problems.append(f"{path}.period: {value.get('period')!r} - one of {', '.join(PERIODS)}")
+            return None
+        return hours, value["period"]
 
     def window(self, data: dict, path: str) -> Window | None:
         """A capacity window: every field the compiler writes, none it does not; None if any is bad."""

@@ -389,8 +389,8 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("handler, modules", [
-    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py")),
-    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py")),
+    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py")),
+    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py", "quotas.py")),
     ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
     ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
 ])

@@ -219,7 +219,7 @@ def test_a_submission_sets_no_platform_tag_key(synthesized):
 def test_grant_observe_is_read_only(synthesized):
     _, _, template = synthesized
     actions = {a for s in _statements(template, "Observer") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions == {"batch:GetJobQueueSnapshot", "batch:DescribeServiceJob", "batch:ListServiceJobs"}
+    assert actions == {"batch:GetJobQueueSnapshot", "batch:DescribeServiceJob", "batch:ListServiceJobs", "batch:ListQuotaShares"}
 
 
 def test_grant_for_unknown_team_is_refused(synthesized):

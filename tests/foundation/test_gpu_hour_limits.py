@@ -94,7 +94,9 @@ def test_validate_names_each_pool_where_the_limit_is_not_enforced_in_one_line():
     assert [line.split(":", 1)[0] for line in lines] == ["teams[1].gpu_hour_limit"] * 4
     fair_share = next(line for line in lines if "ec2-gpu" in line)
     assert fair_share.startswith("teams[1].gpu_hour_limit: not enforced on pool ec2-gpu (batch_fair_share)")
-    assert "counted on pool hyperpod-slurm (hyperpod_slurm) alone" in next(line for line in lines if "hyperpod-slurm" in line)
+    assert "counted on pool hyperpod-slurm (hyperpod_slurm) alone: Slurm (GrpTRESMins)" in next(line for line in lines if "hyperpod-slurm" in line)
+    assert "counted on pool sagemaker-training (batch_quota_share) alone: the reclaim controller" in next(line for line in lines if "sagemaker-training" in line)
+    assert not [line for line in lines if "not enforced" in line and ("sagemaker-training" in line or "hyperpod-eks" in line)]
     assert not [line for line in caveats(model_with()) if "gpu_hour_limit" in line]
 
 
@@ -102,7 +104,8 @@ def test_explain_and_audit_show_the_limit():
     model = model_with(t1={"gpu_hour_limit": MONTHLY})
     shown = {(d.team, d.pool): d.gpu_hour_limit for d in deals(model)}
     assert shown["training", "hyperpod-slurm"] == "100 GPU h per month"
-    assert shown["training", "sagemaker-training"] == "100 GPU h per month (not enforced here)"
+    assert shown["training", "ec2-gpu"] == "100 GPU h per month (not enforced here)"  # Batch fair share: no per-share state
+    assert shown["training", "sagemaker-training"] == "100 GPU h per month"  # the reclaim controller disables the quota share
     assert shown["research", "hyperpod-slurm"] == "-"
     workload = [row.can for row in audit(model) if row.team == "training" and row.layer == "workload"]
     assert any("GPU-hour limit 100 GPU h per month" in can for can in workload)
@@ -114,6 +117,8 @@ def test_the_discovery_document_tells_the_limit_and_an_older_one_still_reads():
     document = describe(model, "training", "hyperpod-slurm")
     assert document["gpu_hour_limit"] == {"hours": 100, "period": "month", "enforced": True}
     assert describe(model, "training", "ec2-gpu")["gpu_hour_limit"]["enforced"] is False
+    assert describe(model, "training", "sagemaker-training")["gpu_hour_limit"]["enforced"] is True
+    assert describe(model, "training", "hyperpod-eks")["gpu_hour_limit"]["enforced"] is True
     assert describe(model, "research", "hyperpod-slurm")["gpu_hour_limit"] is None
     assert TeamSetup.from_document(document).gpu_hour_limit["hours"] == 100
     older = {key: value for key, value in document.items() if key != "gpu_hour_limit"}  # published before the limit existed

@@ -47,6 +47,9 @@ CAPACITY_QUEUE = f"arn:aws:batch:us-east-1:{CAPACITY}:job-queue/sagemaker-traini
 CONSUMER_QUEUE = f"arn:aws:batch:us-east-1:{CONSUMER}:job-queue/their-own-cpu-queue"
 
 
+REFERENCE_TEAMS = load_model(None).model_dump(mode="json", exclude_none=True)["teams"]
+
+
 def model_with(guardrails=GUARDRAILS, **changes) -> GovernanceModel:
     data = load_model(None).model_dump(mode="json", exclude_none=True)
     return GovernanceModel.from_dict({**data, **changes, "guardrails": guardrails})
@@ -113,7 +116,8 @@ def test_scp_denies_buying_and_quota_changes_on_the_given_targets(synthesized):
         "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
     ]
     capacity_resources = [f"arn:*:batch:*:{CAPACITY}:*", f"arn:*:sagemaker:*:{CAPACITY}:*"]
-    raises = ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
+    # the capacity controller's raises, then the reclaim controller's switch of a HyperPod compute quota
+    raises = ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment", "sagemaker:UpdateComputeQuota"]
     others = [a for a in QUOTA_CHANGE_ACTIONS if a not in raises]
     template.has_resource_properties("AWS::Organizations::Policy", {
         "Type": "SERVICE_CONTROL_POLICY", "TargetIds": TARGETS, "Name": "acme-ml-gpu-capacity-guardrails",
@@ -167,13 +171,23 @@ def test_the_bootstrap_qualifier_comes_from_the_model():
 
 SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a tenant's role in the capacity account
 CONTROLLER = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller"
+RECLAIM = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-reclaim-controller"
 CAPACITY_ENVIRONMENT = f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training"
 COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-0123456789ab"
 
 
 @pytest.mark.parametrize("organisation, principal, action, resource, is_denied", [("synthesized", *case) for case in [
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", False),
-    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/q", True),
+    # The reference's research team has a GPU-hour limit on quota-share and HyperPod EKS pools: the
+    # reclaim controller switches its quota share and compute quota (and nothing else), and the
+    # controllers share one exemption statement (the SCP's 5,120 characters), each role's IAM naming its quotas.
+    (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "sagemaker:UpdateComputeQuota", f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/q", False),
+    (RECLAIM, "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", False),
+    (RECLAIM, "sagemaker:UpdateComputeQuota", COMPUTE_QUOTA, False),
+    (RECLAIM, "batch:CreateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
+    (RECLAIM, "batch:UpdateSchedulingPolicy", CAPACITY_QUEUE, True),
+    (RECLAIM, "sagemaker:CreateTrainingPlan", "*", True),
+    (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-reclaim-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", True),
     (f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-controller", "ec2:PurchaseCapacityBlock", "*", True),  # same name, other account
     # The controller raises and lowers quota shares (issue 14) and changes nothing else of the quotas.
     (f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller", "batch:UpdateQuotaShare", f"{CAPACITY_QUEUE}/quota-share/research", False),
@@ -294,13 +308,23 @@ def _admins(count: int) -> list[str]:
 def test_without_share_raising_windows_the_controller_changes_no_quota():
     # No capacity window feeds training jobs on a quota-share pool: UpdateQuotaShare stays in the
     # one quota statement, and the controller is exempt from none of it.
-    plain = model_with(capacity_windows=[])
+    plain = model_with(capacity_windows=[], teams=[{k: v for k, v in t.items() if k != "gpu_hour_limit"} for t in REFERENCE_TEAMS])
     document = service_control_policy(plain, plain.guardrails)
     sids = [s["Sid"] for s in document["Statement"]]
     assert "DenyGpuQuotaRaises" not in sids
     quota = next(s for s in document["Statement"] if s["Sid"] == "DenyGpuQuotaChanges")
     assert quota["Action"] == list(QUOTA_CHANGE_ACTIONS)
-    assert not any("capacity-controller" in arn for arn in quota["Condition"]["ArnNotLike"]["aws:PrincipalArn"])
+    assert not any("controller" in arn for arn in quota["Condition"]["ArnNotLike"]["aws:PrincipalArn"])
+
+
+def test_gpu_hour_limits_alone_exempt_the_reclaim_controller_from_the_switches_only():
+    limited = model_with(capacity_windows=[])  # the reference's research team has a GPU-hour limit
+    document = service_control_policy(limited, limited.guardrails)
+    switches = next(s for s in document["Statement"] if s["Sid"] == "DenyGpuQuotaRaises")
+    assert switches["Action"] == ["batch:UpdateQuotaShare", "sagemaker:UpdateComputeQuota"]
+    exempt = switches["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
+    assert f"arn:*:iam::{CAPACITY}:role/acme-ml-capacity-reclaim-controller" in exempt
+    assert not any(arn.endswith("/acme-ml-capacity-controller") for arn in exempt)
 
 
 def test_scp_over_the_size_quota_is_refused_before_synth():

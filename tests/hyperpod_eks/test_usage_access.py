@@ -68,7 +68,8 @@ def test_the_function_is_told_the_cluster_and_its_gpus_per_instance(synthesized)
     (function,) = [f for f in template.find_resources("AWS::Lambda::Function").values()
                    if f["Properties"]["Handler"] == "gpu_governance_runtime.reclaim.handler.handler"]
     targets = json.loads(function["Properties"]["Environment"]["Variables"]["RECLAIM_TARGETS"])
-    assert {"pool": "hyperpod-eks", "eks_cluster": EKS_POOL.eks_cluster_name, "gpus_per_instance": dict(EKS_POOL.gpus_per_instance)} in targets
+    assert {"pool": "hyperpod-eks", "eks_cluster": EKS_POOL.eks_cluster_name, "cluster_arn": EKS_POOL.cluster_arn,
+            "gpus_per_instance": dict(EKS_POOL.gpus_per_instance)} in targets  # the cluster ARN finds the compute quotas (GPU-hour limits)
 
 
 def test_pool_errors_and_each_teams_starvation_are_alarmed(synthesized):
@@ -81,15 +82,18 @@ def test_pool_errors_and_each_teams_starvation_are_alarmed(synthesized):
     assert sorted(d["Share"] for d in starved if d["Pool"] == "hyperpod-eks") == sorted(t.name for t in MODEL.teams_in("hyperpod-eks"))
 
 
-def _model(**pool_changes) -> GovernanceModel:
+def _model(*, gpu_hour_limits: bool = True, **pool_changes) -> GovernanceModel:
     document = json.loads(json.dumps(DOCUMENT))
+    if not gpu_hour_limits:  # a limit on the pool would need every type's GPUs before the controller is built
+        for team in document["teams"]:
+            team.pop("gpu_hour_limit", None)
     (pool,) = [p for p in document["pools"] if p["name"] == "hyperpod-eks"]
     pool.update(pool_changes)
     return GovernanceModel.from_dict(document)
 
 
 def test_a_pool_without_gpus_per_instance_for_each_type_is_refused_naming_the_type():
-    model = _model(gpus_per_instance={"ml.p5.48xlarge": 8})
+    model = _model(gpus_per_instance={"ml.p5.48xlarge": 8}, gpu_hour_limits=False)
     stack = Stack(App(), "Capacity", env=Environment(account="111122223333", region="us-east-1"))
     with pytest.raises(GovernanceError) as error:
         ReclaimController(stack, "ReclaimController", model=model, targets=[ReclaimTarget(pool="hyperpod-eks")])

@@ -431,3 +431,14 @@ def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, mo
     # ... and each team's waiting work, which its starvation alarm reads (fixture: 2 pending, 1 reserving and admitted)
     assert {r["Share"]: (r["Pending"], r["StarvedBelowGuarantee"]) for r in lines if "Pending" in r} == {
         "vision": (2, 1), "speech": (2, 1), "prod": (2, 1)}  # each has a flavor below its guarantee
+
+
+def test_the_tick_hands_the_rows_it_read_to_the_gpu_hour_limits_and_a_failed_read_hands_none(api):
+    # Issue 28, item 5: the teams' GPU hours are counted from what this tick read (reclaim/gpu_hours.py)
+    counted = []
+    published, _ = run(api, hour_limits=counted.append)
+    assert published and len(counted) == 1
+    assert {(r.share, r.instance_type, r.in_use) for r in counted[0]} == {(r.share, r.instance_type, r.in_use) for r in rows_by_share().values()}
+    failed = []
+    assert run(api, error="ResourceNotFoundException", hour_limits=failed.append)[0] is False
+    assert failed == []  # a cluster not read counts nothing: the count runs under, never over

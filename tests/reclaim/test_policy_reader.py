@@ -25,7 +25,7 @@ def test_reads_the_policy_compiled_from_the_default_organisation(tmp_path):
     research = next(s for s in pool.shares if s.name == "research")
     assert research == Share(
         name="research", quota={"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 8}, strategy=Strategy.LEND_AND_BORROW,
-        borrow_limit=100, in_share_preemption=True, fair_share_weight=30,
+        borrow_limit=100, in_share_preemption=True, fair_share_weight=30, gpu_hour_limit=(8000, "month"),
     )
     assert policy.priority_weight("urgent") == 90
 

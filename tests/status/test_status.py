@@ -138,7 +138,7 @@ def service_job(summary, priority, plan=None):
     }
 
 
-def stub_batch(stubber, use, listed, priorities, plans=None, team="research"):
+def stub_batch(stubber, use, listed, priorities, plans=None, team="research", state="ENABLED"):
     stubber.add_response("get_job_queue_snapshot", {
         "frontOfQueue": {"jobs": [{"jobArn": arn("front"), "earliestTimeAtPosition": 1}], "lastUpdatedAt": 2},
         "frontOfQuotaShares": {"quotaShares": {"research": [{"jobArn": arn("front"), "earliestTimeAtPosition": 1}]}, "lastUpdatedAt": 2},
@@ -150,6 +150,11 @@ def stub_batch(stubber, use, listed, priorities, plans=None, team="research"):
             "lastUpdatedAt": 2,
         },
     }, {"jobQueue": QUEUE})
+    if next(s for s in BATCH.shares if s.name == team).gpu_hour_limit:  # the reference's research team has one
+        stubber.add_response("list_quota_shares", {"quotaShares": [
+            {"quotaShareName": team, "quotaShareArn": f"{QUEUE}/quota-share/{team}", "jobQueueArn": QUEUE,
+             "capacityLimits": [{"maxCapacity": 2, "capacityUnit": P5}], "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": 100},
+             "preemptionConfiguration": {"inSharePreemption": "ENABLED"}, "state": state, "status": "VALID"}]}, {"jobQueue": QUEUE})
     statuses = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
     for status in statuses:
         jobs = [j for j in listed if j["status"] == status]
@@ -180,6 +185,24 @@ def test_batch_reader_explains_the_teams_jobs():
     assert by_id["broken"].reason == "misconfigured" and "SERVICE_ENVIRONMENT_MAX_RESOURCE" in by_id["broken"].text
     assert next(u for u in status.usage if u.instance_type == P5).borrowed == 2
 
+
+
+def test_a_batch_job_waits_for_the_gpu_hour_limit_while_the_controller_has_disabled_the_share():
+    # Issue 28, item 5: the reclaim controller disables research's quota share at its GPU-hour limit (8000 per month).
+    client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    listed = [service_summary("run", "RUNNING", 1), service_summary("front", "RUNNABLE", 1, created=1)]
+    with Stubber(client) as stubber:
+        stub_batch(stubber, {"research": {P5: 1}}, listed, {"run": 50, "front": 50}, state="DISABLED")
+        observation = batch_observation(client, BATCH, "research")
+        stubber.assert_no_pending_responses()
+    limited = explain(BATCH, "research", observation, now=NOW, gpu_hour_limit=(8000, "month"))
+    front = next(j for j in limited.jobs if j.job_id == "front")
+    assert front.reason == "gpu_hour_limit"
+    assert front.text.startswith("team reached its GPU-hour limit for the month (8000 GPU hours)") and "2027-02-01 00:00 UTC" in front.text
+    with Stubber(client) as stubber:  # the share enabled again: the job waits for what it waited for before
+        stub_batch(stubber, {"research": {P5: 1}}, listed, {"run": 50, "front": 50}, state="ENABLED")
+        enabled = batch_observation(client, BATCH, "research")
+    assert next(j for j in explain(BATCH, "research", enabled, now=NOW, gpu_hour_limit=(8000, "month")).jobs if j.job_id == "front").reason != "gpu_hour_limit"
 
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/weekly-validation-202701151130-1"
 PLANS = [{"arn": PLAN, "window": "weekly-validation", "instance_type": P5, "ends": "2027-01-16T11:30:00+00:00"},

@@ -28,7 +28,7 @@ def test_the_submission_role_may_make_every_call_status_makes(organisation):
     for team in organisation.tenants.values():
         submit = Principal(arn=team.roles["submit"])
         for queue, _share in team.quota_shares:
-            resources = {"batch:GetJobQueueSnapshot": queue, "batch:ListServiceJobs": "*", "batch:DescribeServiceJob": "*"}
+            resources = {"batch:GetJobQueueSnapshot": queue, "batch:ListServiceJobs": "*", "batch:DescribeServiceJob": "*", "batch:ListQuotaShares": queue}
             assert set(resources) == set(BATCH_CALLS)
             for action, resource in resources.items():
                 assert organisation.world.is_allowed(Request(submit, action, resource)), (team.name, action)

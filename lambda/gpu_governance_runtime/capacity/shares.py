@@ -30,6 +30,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..quotas import MissingQuota, describe_team_compute_quota, quota_share_arn
 from . import market
 from .ledger import Ledger
 from .planner import Reservation, Window
@@ -40,11 +41,6 @@ LOWER_LEAD = market.WARNING_LEAD
 TRAINING_JOBS = "sagemaker_training_jobs"
 INSTANCE_GROUP = "hyperpod_instance_group"
 STATUSES = ("calling", "done", "failed")
-GONE = ("Deleting", "Deleted", "DeleteFailed", "DeleteRollbackFailed")
-
-
-class MissingQuota(Exception):
-    """The declared quota share or compute quota does not exist (yet)."""
 
 
 def raising(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any], now: datetime,
@@ -165,11 +161,7 @@ def apply(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[
 
     def reader(queue: str, share: str):
         def read() -> tuple[list, str]:
-            listed = [q for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=queue) for q in page.get("quotaShares") or []
-                      if q["quotaShareName"] == share]
-            if not listed:
-                raise MissingQuota(f"job queue {queue} has no quota share {share}")
-            arn = listed[0]["quotaShareArn"]
+            arn = quota_share_arn(batch, queue, share)
             return sorted(batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), arn
         return read
 
@@ -189,11 +181,7 @@ def apply_compute_quotas(*, desired: Mapping[tuple[str, str], tuple[Mapping[str,
 
     def reader(cluster: str, team: str):
         def read() -> tuple[list, dict]:
-            listed = [q for page in sagemaker.get_paginator("list_compute_quotas").paginate(ClusterArn=cluster, NameContains=team)
-                      for q in page.get("ComputeQuotaSummaries") or [] if q["Name"] == team and q["Status"] not in GONE]
-            if not listed:
-                raise MissingQuota(f"cluster {cluster} has no compute quota {team}")
-            described = sagemaker.describe_compute_quota(ComputeQuotaId=listed[0]["ComputeQuotaId"])
+            described = describe_team_compute_quota(sagemaker, cluster, team)
             config = described.get("ComputeQuotaConfig") or {}
             current = sorted(({"InstanceType": r["InstanceType"], "Count": r.get("Count", 0)} for r in config.get("ComputeQuotaResources") or []),
                              key=lambda r: r["InstanceType"])

@@ -312,9 +312,11 @@ def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple
 
 def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: str, now: float, tick_seconds: float,
          emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
-         credentials: Any = None, in_vpc: bool = False) -> bool:
+         credentials: Any = None, in_vpc: bool = False, hour_limits: Callable[[tuple[EksShareUsage, ...]], Any] | None = None) -> bool:
     """Read the pool's cluster and emit its gauges and usage records; True when they were emitted.
-    A failure emits ``pool_failed`` and ``PoolErrors`` (alarmed) and nothing else."""
+    A failure emits ``pool_failed`` and ``PoolErrors`` (alarmed) and nothing else. ``hour_limits``:
+    given the rows read, counts and enforces the teams' GPU-hour limits (reclaim.gpu_hours); a
+    tick that cannot read the cluster counts nothing."""
     if time_left() < READ_SECONDS:
         emit({"event": "pool_deferred", "pool": pool.name, "reason": f"{time_left():.0f} s left; the next tick reads it"})
         return False
@@ -337,6 +339,8 @@ def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: st
         emit(record)
     for record in usage_records(pool.name, rows, tick_seconds=tick_seconds, namespace=namespace, now=now):
         emit(record)
+    if hour_limits is not None:
+        hour_limits(rows)
     return True
 
 

@@ -6,7 +6,8 @@ Environment:
   RECLAIM_TARGETS    JSON list, one entry per governed pool:
                      {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
                      {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
-                     {"pool": NAME, "eks_cluster": NAME, "gpus_per_instance": {T: N}}  hyperpod_eks (usage only: eks_usage)
+                     {"pool": NAME, "eks_cluster": NAME, "cluster_arn": ARN, "gpus_per_instance": {T: N}}  hyperpod_eks
+                     (usage, and the teams' GPU-hour limits on their compute quotas: eks_usage, gpu_hours)
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
@@ -56,9 +57,9 @@ from ..contract import (
     RECLAIM_NAMESPACE,
     SHARE_METRICS,
 )
-from ..policy import Policy, policy_path, read_policy_file
+from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
 from ..usage import usage_records
-from . import eks_usage
+from . import eks_usage, gpu_hours
 from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
 from .ledger import (
     ABANDONED,
@@ -83,16 +84,22 @@ batch = boto3.client("batch", config=WITHIN_A_TICK)
 batch_submit = boto3.client("batch", config=SUBMIT_ONCE)  # a stopped job's copy: one request (common/batch_copy.py)
 ssm = boto3.client("ssm", config=WITHIN_A_TICK)
 eks = boto3.client("eks", config=WITHIN_A_TICK)
+sagemaker = boto3.client("sagemaker", config=WITHIN_A_TICK)
+events = boto3.client("events", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "batch": ("DescribeJobs", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListServiceJobs", "SubmitJob", "TerminateJob"),
+    "batch": ("DescribeJobs", "DescribeQuotaShare", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListQuotaShares",
+              "ListServiceJobs", "SubmitJob", "TerminateJob", "UpdateQuotaShare"),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
     "dynamodb": ("GetItem", "PutItem", "UpdateItem"),
     "eks": ("DescribeCluster",),
+    "sagemaker": ("DescribeComputeQuota", "ListComputeQuotas", "UpdateComputeQuota"),
+    "events": ("PutEvents",),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
-    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client, "eks": eks}, REQUIRED_OPERATIONS,
+    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client, "eks": eks, "sagemaker": sagemaker, "events": events},
+                      REQUIRED_OPERATIONS,
                       namespace=Environment(os.environ).text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
 
 
@@ -155,8 +162,11 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     for target in environment.reclaim_targets:
         try:
             if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
-                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=time.time(),
-                               tick_seconds=environment.tick_seconds, time_left=time_left, in_vpc=environment.in_vpc)
+                now = time.time()
+                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=now,
+                               tick_seconds=environment.tick_seconds, time_left=time_left, in_vpc=environment.in_vpc,
+                               hour_limits=compute_quota_hour_limits(target, policy.pool(target["pool"]), ledger, now=now,
+                                                                     tick_seconds=environment.tick_seconds, dry_run=dry_run))
                 continue
             adapter = build_adapter(target, policy, invocation)
             if time_left() < adapter.action_seconds:
@@ -169,7 +179,9 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
             results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(environment.planner),
                                     dry_run=dry_run, namespace=namespace, now=now, time_left=time_left, raises=raises,
-                                    tick_seconds=environment.tick_seconds))
+                                    tick_seconds=environment.tick_seconds,
+                                    hour_limits=quota_share_hour_limits(target, policy.pool(target["pool"]), ledger, now=now,
+                                                                        tick_seconds=environment.tick_seconds, dry_run=dry_run)))
         except Exception as error:  # noqa: BLE001 - one pool's bad day is its own: every other pool still gets its tick
             _pool_failed(target.get("pool", "?"), error, namespace)
     for target in environment.usage_targets:
@@ -183,6 +195,28 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - as above
             _pool_failed(target.get("pool", "?"), error, namespace)
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
+
+
+def quota_share_hour_limits(target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float,
+                            dry_run: bool) -> Callable[[PoolState], Any] | None:
+    """A Batch quota-share pool's GPU-hour limits, counted from the running service jobs the tick read."""
+    if pool.backend != BATCH_QUOTA_SHARE or not any(s.gpu_hour_limit for s in pool.shares):
+        return None
+    return lambda state: gpu_hours.enforce(
+        pool, ((job.share, job.instance_type, job.count) for job in state.running), ledger=ledger,
+        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, target["job_queue"], team), notify=gpu_hours.event_sender(events),
+        now=now, tick_seconds=tick_seconds, dry_run=dry_run)
+
+
+def compute_quota_hour_limits(target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float,
+                              dry_run: bool) -> Callable[[Iterable[eks_usage.EksShareUsage]], Any] | None:
+    """A HyperPod EKS pool's GPU-hour limits, counted from the instances Kueue shows each team using."""
+    if not any(s.gpu_hour_limit for s in pool.shares):
+        return None
+    return lambda rows: gpu_hours.enforce(
+        pool, ((row.share, row.instance_type, row.in_use) for row in rows), ledger=ledger,
+        switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, target["cluster_arn"], team), notify=gpu_hours.event_sender(events),
+        now=now, tick_seconds=tick_seconds, dry_run=dry_run, pool_gpus=target["gpus_per_instance"])
 
 
 def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
@@ -209,7 +243,9 @@ def run_tick(
     pool: str, adapter: Adapter, ledger: Ledger, *, settings: Settings, dry_run: bool, namespace: str, now: float,
     emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
     raises: Iterable[Mapping[str, Any]] = (), tick_seconds: float = DEFAULT_TICK_SECONDS,
+    hour_limits: Callable[[PoolState], Any] | None = None,
 ) -> TickResult:
+    """``hour_limits``: given the pool as read, counts and enforces its teams' GPU-hour limits (reclaim.gpu_hours)."""
     acting = adapter.acts and not dry_run
     if acting:  # jobs earlier ticks stopped come back before anything else is stopped
         for resumed in adapter.resume(ledger, now):
@@ -252,6 +288,8 @@ def run_tick(
     if adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=tick_seconds, namespace=namespace, now=now):
             emit(record)
+    if hour_limits is not None:  # after the tick's metrics: a limit that cannot be counted fails the pool, not its metrics
+        hour_limits(state)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
 
 

@@ -20,6 +20,7 @@ until the next tick reads its outcome back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
@@ -35,6 +36,7 @@ NOTICE_VALID_SECONDS = 300
 CAPPED = "capped"  # the pool's preemptions this minute reached the per-tick cap: not acted on, claimable again
 ABANDONED = "abandoned"  # an SSM command the tick stopped waiting for and cancelled: its outcome is read back next tick
 RETENTION_SECONDS = 7 * 24 * 3600
+PERIOD_RETENTION_SECONDS = 40 * 24 * 3600  # a GPU-hour count and its notice outlive their period (a month at most)
 # The reclaim function's timeout: constructs_lib.controllers.reclaim deploys the function with it. A tick
 # (one minute apart) reads each pool and acts; every action is started only with its time left.
 FUNCTION_TIMEOUT_SECONDS = 55
@@ -127,3 +129,45 @@ class Ledger:
         ids = self.table.get_item(Key={"action_id": f"open#{pool}"}, ConsistentRead=True).get("Item", {}).get("ids", set())
         items = [self.table.get_item(Key={"action_id": action_id}, ConsistentRead=True).get("Item") for action_id in sorted(ids)]
         return sorted((i for i in items if i is not None), key=lambda i: (i["claimed_at"], i["action_id"]))
+
+    # --- GPU-hour limits (reclaim.gpu_hours) ---------------------------------------------------
+
+    def add_gpu_hours(self, pool: str, team: str, period_start: str, gpu_hours: float, *, tick: int, now: float) -> float:
+        """The team's GPU hours of the period with ``gpu_hours`` added, once per ``tick``: a tick
+        not later than the last one counted (a retried or duplicated invocation, a concurrent run)
+        adds nothing and reads the count as it is."""
+        key = {"action_id": f"gpu-hours#{pool}#{team}#{period_start}"}
+        try:
+            answer = self.table.update_item(
+                Key=key, UpdateExpression="ADD used :hours SET last_tick = :tick, expires_at = :expires",
+                ConditionExpression="attribute_not_exists(last_tick) OR last_tick < :tick",
+                ExpressionAttributeValues={":hours": Decimal(str(round(gpu_hours, 6))), ":tick": tick,
+                                           ":expires": int(now) + PERIOD_RETENTION_SECONDS},
+                ReturnValues="ALL_NEW",
+            )
+            return float(answer["Attributes"]["used"])
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return float(self.table.get_item(Key=key, ConsistentRead=True)["Item"]["used"])
+
+    def claim_once(self, key: str, *, now: float) -> bool:
+        """True the first time ``key`` is claimed (a notice to send once), and again only after
+        :meth:`release_once` (it was not sent); False otherwise."""
+        try:
+            self.table.put_item(Item={"action_id": key, "status": CLAIMED, "claimed_at": int(now), "expires_at": int(now) + PERIOD_RETENTION_SECONDS},
+                                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed",
+                                ExpressionAttributeNames={"#status": "status"}, ExpressionAttributeValues={":failed": FAILED})
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def release_once(self, key: str) -> None:
+        """Let :meth:`claim_once` claim ``key`` again (the notice was not sent)."""
+        self.table.update_item(Key={"action_id": key}, UpdateExpression="SET #status = :failed",
+                               ExpressionAttributeNames={"#status": "status"}, ExpressionAttributeValues={":failed": FAILED})
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.table.get_item(Key={"action_id": key}, ConsistentRead=True).get("Item")
+
+    def put(self, key: str, **fields: Any) -> None:
+        """Replace the item ``key`` with ``fields`` (a state recorded before or after a change)."""
+        self.table.put_item(Item={"action_id": key, **fields})

@@ -79,6 +79,8 @@ class Share:
     lending_limit: int | None = None
     paused: bool = False
     borrow_limit_instances: Mapping[str, int] = field(default_factory=dict)
+    # (GPU hours, "day" | "week" | "month"): the team's hard GPU-hour limit (reclaim.gpu_hours), if any
+    gpu_hour_limit: tuple[int, str] | None = None
 
     def held_idle(self, instance_type: str, in_use: int) -> int:
         """Instances of the share's idle quota never lent: a reserve share's whole idle quota, a

@@ -1,0 +1,193 @@
+"""GPU-hour limits where the backend has none of its own: Batch quota-share pools and HyperPod EKS
+pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick, per team with a
+``gpu_hour_limit`` in such a pool:
+
+1. the GPU hours its running instances used over the tick (instances x GPUs per instance x the
+   tick's interval) are added to the team's count for the period (``limits.period_start``), at
+   most once per tick: the ledger's counter keeps the last tick counted and refuses an older or
+   the same one (a retried or duplicated invocation, a concurrent run);
+2. at 80 % of the limit one ``GPU-hour limit`` event (EventBridge, ``RECLAIM_EVENT_SOURCE``) per
+   team and period: claimed in the ledger before it is sent, so it is sent once;
+3. at 100 % the team's admission switch is turned off, as a paused team's is: the Batch quota
+   share's ``state`` DISABLED (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html:
+   a disabled share's jobs are not scheduled; running jobs go on) or the HyperPod compute quota's
+   ``ActivationState`` Disabled (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html).
+   Running jobs are never stopped;
+4. in the next period the switch is turned back on if the controller turned it off, unless the
+   team is ``paused`` in the governance file (then it stays off, as deployed).
+
+Every change is recorded before (``disabling`` / ``enabling``) and after (``disabled`` /
+``enabled``) in the team's ``hour-limit#`` ledger item, and the switch is read before it is
+changed: a call refused (throttled) leaves the item in its ``-ing`` state and the next tick tries
+again; a call that succeeded but whose answer was lost (a timeout) is found done by the next
+read and not made twice. Dry run counts (the ledger only) and logs what it would do; it sends no
+event and changes no switch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..common.log import write as log
+from ..contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE
+from ..limits import TRAINING_INSTANCE_GPUS, next_reset, period_start
+from ..policy import PoolPolicy
+from ..quotas import describe_team_compute_quota, quota_share_arn
+from .ledger import Ledger
+
+NOTICE_FRACTION = 0.8
+DISABLING, DISABLED, ENABLING, ENABLED = "disabling", "disabled", "enabling", "enabled"
+LEFT_OFF = "left_off"  # a new period began while the team is paused (or was off before its limit): not turned on
+
+class Switch(Protocol):
+    """A team's admission in one pool: on, or off (no new job starts; running ones go on)."""
+
+    def enabled(self) -> bool: ...
+
+    def set(self, enabled: bool) -> None: ...
+
+
+@dataclass
+class QuotaShareSwitch:
+    """A Batch quota share's ``state`` (ENABLED / DISABLED)."""
+
+    batch: Any
+    job_queue: str
+    share: str
+
+    @cached_property
+    def _arn(self) -> str:
+        return quota_share_arn(self.batch, self.job_queue, self.share)
+
+    def enabled(self) -> bool:
+        return self.batch.describe_quota_share(quotaShareArn=self._arn).get("state", "ENABLED") == "ENABLED"
+
+    def set(self, enabled: bool) -> None:
+        self.batch.update_quota_share(quotaShareArn=self._arn, state="ENABLED" if enabled else "DISABLED")
+
+
+@dataclass
+class ComputeQuotaSwitch:
+    """A HyperPod compute quota's ``ActivationState``, updated at the version read (``TargetVersion``)."""
+
+    sagemaker: Any
+    cluster_arn: str
+    team: str
+
+    @cached_property
+    def _described(self) -> dict[str, Any]:
+        return describe_team_compute_quota(self.sagemaker, self.cluster_arn, self.team)
+
+    def enabled(self) -> bool:
+        return self._described.get("ActivationState", "Enabled") == "Enabled"
+
+    def set(self, enabled: bool) -> None:
+        # the version read: a change made since is refused (and read again next tick), not overwritten
+        self.sagemaker.update_compute_quota(ComputeQuotaId=self._described["ComputeQuotaId"], TargetVersion=self._described["ComputeQuotaVersion"],
+                                            ActivationState="Enabled" if enabled else "Disabled")
+
+
+def gpus_per_instance(pool_gpus: Mapping[str, int], instance_type: str) -> int:
+    gpus = pool_gpus.get(instance_type) or TRAINING_INSTANCE_GPUS.get(instance_type)
+    if gpus is None:
+        raise ValueError(f"instance type {instance_type!r}: GPUs per instance unknown; declare gpus_per_instance on the pool")
+    return gpus
+
+
+def enforce(pool: PoolPolicy, in_use: Iterable[tuple[str, str, float]], *, ledger: Ledger, switch: Callable[[str], Switch],
+            notify: Callable[[Mapping[str, Any]], None], now: float, tick_seconds: float, dry_run: bool,
+            pool_gpus: Mapping[str, int] = {}) -> list[dict[str, Any]]:
+    """Count, notify and switch every limited team of ``pool``. ``in_use``: (team, instance type,
+    instances running; HyperPod EKS counts part-instances) as this tick read them. Returns one log record per team."""
+    limited = [s for s in pool.shares if s.gpu_hour_limit]
+    if not limited:
+        return []
+    gpus: dict[str, float] = {}
+    for team, instance_type, instances in in_use:
+        gpus[team] = gpus.get(team, 0) + instances * gpus_per_instance(pool_gpus, instance_type)
+    at = datetime.fromtimestamp(now, UTC)
+    tick = int(now // tick_seconds)
+    records = []
+    for share in limited:
+        hours, period = share.gpu_hour_limit
+        start = period_start(period, at)
+        used = ledger.add_gpu_hours(pool.name, share.name, start.isoformat(), gpus.get(share.name, 0) * tick_seconds / 3600, tick=tick, now=now)
+        record = {"event": "gpu_hour_limit", "pool": pool.name, "team": share.name, "used_gpu_hours": round(used, 3), "limit": hours,
+                  "period": period, "period_start": start.isoformat(), "resets": next_reset(period, at).isoformat(), "dry_run": dry_run}
+        if used >= NOTICE_FRACTION * hours and not dry_run:
+            record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
+        try:
+            record["switch"] = _switch(ledger, pool.name, share.name, start.isoformat(), over=used >= hours, paused=share.paused,
+                                       switch=switch, dry_run=dry_run, now=now)
+        except (ClientError, BotoCoreError) as error:  # the item stays in its -ing state: the next tick reads and tries again
+            record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
+        log(record)
+        records.append(record)
+    return records
+
+
+def _notice(ledger: Ledger, pool: str, team: str, record: Mapping[str, Any], notify: Callable[[Mapping[str, Any]], None], now: float) -> str:
+    key = f"hour-notice#{pool}#{team}#{record['period_start']}"
+    if not ledger.claim_once(key, now=now):
+        return "sent_before"
+    try:
+        notify({key_: record[key_] for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")})
+    except (ClientError, BotoCoreError):
+        ledger.release_once(key)  # not sent: the next tick sends it
+        raise
+    return "sent"
+
+
+def _switch(ledger: Ledger, pool: str, team: str, start: str, *, over: bool, paused: bool, switch: Callable[[str], Switch],
+            dry_run: bool, now: float) -> str:
+    """Off at the limit; on again in a later period if this controller turned it off and the team
+    is not paused. Returns what was done."""
+    key = f"hour-limit#{pool}#{team}"
+    item = ledger.get(key) or {}
+    turned_off = item.get("status") in (DISABLING, DISABLED, ENABLING)
+    if over:
+        if item.get("status") == DISABLED and item.get("period_start") == start:
+            return "off"
+        if dry_run:
+            return "would_disable"
+        current = switch(team)
+        enabled = current.enabled()
+        # was_on: whether this controller is the one turning it off (kept from the first attempt of the period)
+        was_on = item["was_on"] if item.get("period_start") == start and "was_on" in item else enabled
+        ledger.put(key, status=DISABLING, period_start=start, was_on=was_on, at=int(now))
+        if enabled:
+            current.set(False)
+        ledger.put(key, status=DISABLED, period_start=start, was_on=was_on, at=int(now))
+        return "disabled" if enabled else "off"
+    if not turned_off:
+        return "as_deployed"
+    if paused or not item.get("was_on"):  # paused in the governance file, or off before the limit: left as deployed
+        if not dry_run:
+            ledger.put(key, status=LEFT_OFF, period_start=start, was_on=False, at=int(now),
+                       detail="the team is paused" if paused else "it was off before the limit")
+        return LEFT_OFF
+    if dry_run:
+        return "would_enable"
+    current = switch(team)
+    ledger.put(key, status=ENABLING, period_start=start, was_on=True, at=int(now))
+    if not current.enabled():
+        current.set(True)
+    ledger.put(key, status=ENABLED, period_start=start, was_on=True, at=int(now))
+    return "enabled"
+
+
+def event_sender(events: Any) -> Callable[[Mapping[str, Any]], None]:
+    """Sends a team's 80 % notice to the account's default event bus, as the capacity controller sends its events."""
+    def send(detail: Mapping[str, Any]) -> None:
+        answer = events.put_events(Entries=[{"Source": RECLAIM_EVENT_SOURCE, "DetailType": GPU_HOUR_LIMIT_EVENT_TYPE,
+                                             "Detail": json.dumps(detail, sort_keys=True)}])
+        if answer.get("FailedEntryCount"):
+            raise ClientError({"Error": {"Code": answer["Entries"][0].get("ErrorCode", "Failed"), "Message": "PutEvents refused the entry"}}, "PutEvents")
+    return send
