@@ -21,11 +21,12 @@ LAYERS = {
     "contract": ("contract.py", "__init__.py"),
     # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, the
     # Slurm plan and its head-node commands, request shapes, HyperPod groups, usage records, the
-    # cold-start API check, the Capacity Block market's published rules, the GPU-hour limit calendar
+    # cold-start API check, the Capacity Block market's published rules, the GPU-hour limit calendar,
+    # finding a team's quota share or compute quota
     "common": (
         "common/__init__.py", "common/log.py", "common/metrics.py", "common/clients.py", "common/batch_copy.py", "common/handler.py",
         "slurm/__init__.py", "slurm/plan.py", "slurm/render.py", "slurm/ssm.py",
-        "request_shapes.py", "hyperpod_cluster.py", "usage.py", "api_check.py", "limits.py",
+        "request_shapes.py", "hyperpod_cluster.py", "usage.py", "api_check.py", "limits.py", "quotas.py",
         "capacity/__init__.py", "capacity/market.py", "reclaim/__init__.py", "guard/__init__.py",
     ),
     # pure decisions: no AWS call, no clock
@@ -34,7 +35,7 @@ LAYERS = {
     "policy": ("policy.py", "raised_guarantees.py"),
     # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler
     "adapters": (
-        "reclaim/ledger.py", "reclaim/adapters.py", "reclaim/eks_usage.py", "reclaim/slurm_usage.py",
+        "reclaim/ledger.py", "reclaim/adapters.py", "reclaim/eks_usage.py", "reclaim/slurm_usage.py", "reclaim/gpu_hours.py",
         "capacity/ledger.py", "capacity/aws.py", "capacity/chargeback.py", "capacity/controller.py",
         "capacity/delivery.py", "capacity/hyperpod.py", "capacity/raised.py", "capacity/requests.py",
         "capacity/requeue.py", "capacity/rotation.py", "capacity/shares.py", "capacity/slurm_window.py",
