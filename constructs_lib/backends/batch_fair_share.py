@@ -29,6 +29,10 @@ BACKEND = Backend(
     team_resources=3,
     shared_resources=4,
     reclaim_dashboard_widgets=8,
+    submission_policy=True,
+    # The queue's fair-share policy lists each team's share (its share distribution); measured.
+    template_bytes_per_team=80,
+    audit_workload="constructs_lib.organisation.audit:fair_share_place",
     construct="constructs_lib.batch.queues:build_fair_share_pool",
     stack_attribute="queues",
 )

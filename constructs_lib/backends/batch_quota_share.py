@@ -39,7 +39,9 @@ BACKEND = Backend(
     shared_resources=5,
     reclaim_dashboard_widgets=8,
     guards_submissions=True,
+    submission_policy=True,
     quota_raises={CONSUMER_SAGEMAKER_TRAINING_JOBS: ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment")},
+    audit_workload="constructs_lib.organisation.audit:quota_share_place",
     construct="constructs_lib.batch.queues:build_quota_share_pool",
     stack_attribute="queues",
 )

@@ -15,6 +15,9 @@ BACKEND = Backend(
     drains_on_head_node=True,
     team_resources=1,
     shared_resources=1,
+    audit_cluster="constructs_lib.organisation.audit:slurm_cluster_access",
+    audit_workload="constructs_lib.organisation.audit:slurm_place",
+    audit_data="constructs_lib.organisation.audit:slurm_data_access",
     construct="constructs_lib.slurm.construct:build_pool",
     stack_attribute="hyperpod_slurm_clusters",
 )
