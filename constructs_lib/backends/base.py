@@ -98,6 +98,12 @@ class Backend:
     """``module:function`` naming who submits a team's work there and to what: ``(model, team, pool) -> (who, where)``."""
     audit_data: str = ""
     """``module:function`` listing a team's data access on the pool's cluster: ``(model, team, pool) -> [Access]``."""
+    discovery: str = ""
+    """``module:function`` giving the backend's keys of a team's discovery document and its name for
+    each priority class: ``(model, team, pool, classes) -> (keys, priority by class name)``."""
+    status_reader: str = ""
+    """``module:function`` with which ``gpu-governance status`` reads a team's use of the pool:
+    ``(args, the pool's policy, model) -> Observation`` (none: ``status`` does not read the pool)."""
     construct: str = ""
     """``module:function`` that deploys one pool: ``(stack, model, pool, tenants) -> construct``."""
     stack_attribute: str = ""

@@ -33,6 +33,7 @@ BACKEND = Backend(
     # The queue's fair-share policy lists each team's share (its share distribution); measured.
     template_bytes_per_team=80,
     audit_workload="constructs_lib.organisation.audit:fair_share_place",
+    discovery="constructs_lib.member.discovery:fair_share_keys",
     construct="constructs_lib.batch.queues:build_fair_share_pool",
     stack_attribute="queues",
 )

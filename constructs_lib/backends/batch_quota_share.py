@@ -42,6 +42,8 @@ BACKEND = Backend(
     submission_policy=True,
     quota_raises={CONSUMER_SAGEMAKER_TRAINING_JOBS: ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment")},
     audit_workload="constructs_lib.organisation.audit:quota_share_place",
+    discovery="constructs_lib.member.discovery:quota_share_keys",
+    status_reader="constructs_lib.cli.status:read_batch",
     construct="constructs_lib.batch.queues:build_quota_share_pool",
     stack_attribute="queues",
 )

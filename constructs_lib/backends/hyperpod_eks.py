@@ -81,6 +81,8 @@ BACKEND = Backend(
     quota_raises={CONSUMER_HYPERPOD_INSTANCE_GROUP: ("sagemaker:UpdateComputeQuota",)},
     audit_cluster="constructs_lib.organisation.audit:eks_cluster_access",
     audit_workload="constructs_lib.organisation.audit:eks_place",
+    discovery="constructs_lib.member.discovery:eks_keys",
+    status_reader="constructs_lib.cli.status:read_eks",
     construct="constructs_lib.hyperpod_eks.governance:build_pool",
     stack_attribute="hyperpod_eks_clusters",
 )

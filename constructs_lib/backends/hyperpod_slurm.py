@@ -18,6 +18,8 @@ BACKEND = Backend(
     audit_cluster="constructs_lib.organisation.audit:slurm_cluster_access",
     audit_workload="constructs_lib.organisation.audit:slurm_place",
     audit_data="constructs_lib.organisation.audit:slurm_data_access",
+    discovery="constructs_lib.member.discovery:slurm_keys",
+    status_reader="constructs_lib.cli.status:read_slurm",
     construct="constructs_lib.slurm.construct:build_pool",
     stack_attribute="hyperpod_slurm_clusters",
 )
