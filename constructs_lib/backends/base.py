@@ -84,7 +84,8 @@ class Backend:
     """The reclaim controller sees the pool's preemptions (Kueue preempts unseen): dashboards draw them."""
     eks_access_entries: bool = False
     """The pool's cluster gives each team's submission role, its members in the cluster's account and
-    each platform admin an EKS access entry (``organisation/limits.py`` counts them)."""
+    each platform admin an EKS access entry (``organisation/limits.py`` counts them), and the reclaim
+    controller one to observe the pool through the cluster's Kubernetes API."""
     team_pod_role: bool = False
     """A team with a quota there gets a pod role beside its submission and training roles."""
     submission_policy: bool = False

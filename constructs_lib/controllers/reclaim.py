@@ -40,6 +40,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 
+from constructs_lib.backends import backend_of
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (
@@ -69,7 +70,6 @@ from gpu_governance_runtime.contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
-    HYPERPOD_EKS,
     HYPERPOD_SLURM,
     MISSING_API_OPERATIONS,
     POOL_ERRORS,
@@ -232,7 +232,7 @@ class ReclaimController(GovernanceController):
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
             # each share's waiting jobs; these two support no resource-level permission
             statements.append(iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"]))
-        eks_clusters = sorted({self.model.pool(t.pool).eks_cluster_name for t in self.targets if backends[t.pool] == HYPERPOD_EKS})
+        eks_clusters = sorted({self.model.pool(t.pool).eks_cluster_name for t in self.targets if backend_of(self.model.pool(t.pool)).eks_access_entries})
         if eks_clusters:
             # The usage observer finds each cluster's endpoint and CA; Kubernetes RBAC decides the rest.
             statements.append(iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[
@@ -317,7 +317,7 @@ class ReclaimController(GovernanceController):
             cloudwatch.GraphWidget(title=f"{metric} (instances, per team)", width=6, left=[self._every_share(pool, metric, "Maximum")])
             for metric in SHARE_GRAPHS
         ))
-        if self.model.pool(pool).backend == HYPERPOD_EKS:  # Kueue preempts natively: no preemptions are read
+        if not backend_of(self.model.pool(pool)).preemptions_seen:  # Kueue preempts natively: no preemptions are read
             dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
                                                          left=[self._every_share(pool, "Pending", "Maximum")]))
             return dashboard
@@ -332,7 +332,7 @@ class ReclaimController(GovernanceController):
 
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
     pool = model.pool(target.pool)
-    if pool.backend == HYPERPOD_EKS:
+    if backend_of(pool).eks_access_entries:  # observed through the cluster's Kubernetes API
         return {"pool": target.pool, "eks_cluster": pool.eks_cluster_name, "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items()))}
     if target.head_node_instance_id is not None:
         return {"pool": target.pool, "instance_id": target.head_node_instance_id, "instance_type": target.instance_type}
@@ -372,7 +372,7 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
         if path.startswith("usage_") and pool.backend != HYPERPOD_SLURM:
             problems.append(Problem(path=f"{path}.pool", wrong=f"a {pool.backend} pool", value=target.pool,
                                     allowed="a hyperpod_slurm pool (the other backends' usage comes with their targets)"))
-        elif pool.backend == HYPERPOD_EKS:
+        elif backend_of(pool).eks_access_entries:
             problems += _eks_problems(path, pool, stack)
         elif pool.backend == HYPERPOD_SLURM:
             if not target.head_node_instance_id:
