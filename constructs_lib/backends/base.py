@@ -86,6 +86,12 @@ class Backend:
     """The pool's cluster gives each team's submission role, its members in the cluster's account and
     each platform admin an EKS access entry (``organisation/limits.py`` counts them), and the reclaim
     controller one to observe the pool through the cluster's Kubernetes API."""
+    reclaim_terminates_jobs: bool = False
+    """The reclaim controller stops a borrower by terminating its Batch job and submitting its copy."""
+    reclaim_reads_snapshot: bool = False
+    """The reclaim controller reads the pool's queue snapshot and service jobs (it only observes there)."""
+    reached_on_head_node: bool = False
+    """The reclaim controller reaches the pool through its head node (SSM Run Command), also for usage only."""
     team_pod_role: bool = False
     """A team with a quota there gets a pod role beside its submission and training roles."""
     submission_policy: bool = False

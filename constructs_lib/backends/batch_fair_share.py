@@ -30,6 +30,7 @@ BACKEND = Backend(
     shared_resources=4,
     reclaim_dashboard_widgets=8,
     submission_policy=True,
+    reclaim_terminates_jobs=True,
     # The queue's fair-share policy lists each team's share (its share distribution); measured.
     template_bytes_per_team=80,
     audit_workload="constructs_lib.organisation.audit:fair_share_place",

@@ -13,6 +13,7 @@ BACKEND = Backend(
     reclaim_plans=True,
     window_feeds=(CONSUMER_HYPERPOD_INSTANCE_GROUP,),
     drains_on_head_node=True,
+    reached_on_head_node=True,
     team_resources=1,
     shared_resources=1,
     audit_cluster="constructs_lib.organisation.audit:slurm_cluster_access",

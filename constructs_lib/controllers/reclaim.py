@@ -40,7 +40,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 
-from constructs_lib.backends import backend_of
+from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (
@@ -57,8 +57,6 @@ from constructs_lib.model import GovernanceModel, HyperPodEksPool
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE,
-    BATCH_QUOTA_SHARE,
     EKS_USAGE_READER_GROUP,
     ENV_DRY_RUN,
     ENV_IN_VPC,
@@ -70,7 +68,6 @@ from gpu_governance_runtime.contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
-    HYPERPOD_SLURM,
     MISSING_API_OPERATIONS,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
@@ -138,7 +135,7 @@ class ReclaimController(GovernanceController):
             vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups,
         )
         self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
-        slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if model.pool(t.pool).backend == HYPERPOD_SLURM]
+        slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if backend_of(model.pool(t.pool)).reached_on_head_node]
         # A capacity window raising a share of a governed pool: plan and report with the raise (capacity/raised.py).
         self.raised_guarantees = (raised_guarantees_parameter(model.organisation)
                                   if {w.feeds.pool for w in raising_windows(model)} & {t.pool for t in targets} else None)
@@ -196,10 +193,10 @@ class ReclaimController(GovernanceController):
     def _grant(self) -> None:
         stack = Stack.of(self)
         statements = [iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
-        backends = {t.pool: self.model.pool(t.pool).backend for t in self.targets}
-        if BATCH_FAIR_SHARE in backends.values() or BATCH_QUOTA_SHARE in backends.values():
+        backends = {t.pool: backend_of(self.model.pool(t.pool)) for t in self.targets}
+        if any(b.family == "batch" for b in backends.values()):
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
-        if BATCH_FAIR_SHARE in backends.values():
+        if any(b.reclaim_terminates_jobs for b in backends.values()):
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
             # this account and region that carry a team tag, which only a governed team's own
             # submission can set (batch/queues.py _team_tag_statements). Not a list of the teams:
@@ -213,7 +210,7 @@ class ReclaimController(GovernanceController):
             # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
             # tags (common/batch_copy.py). No team is named: a team list would grow this inline
             # policy past IAM's 10,240 characters.
-            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
+            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_terminates_jobs]
             under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
             statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[
                 *fair_share_queues, stack.format_arn(service="batch", resource="job-definition", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
@@ -227,7 +224,7 @@ class ReclaimController(GovernanceController):
                 # yet hold only inside a submission, never for an existing job.
                 conditions={"Null": {**under_a_share["Null"], f"aws:ResourceTag/{TEAM_TAG}": "true"}},
             ))
-        observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
+        observed = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_reads_snapshot]
         if observed:
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
             # each share's waiting jobs; these two support no resource-level permission
@@ -243,7 +240,7 @@ class ReclaimController(GovernanceController):
                                      type="STANDARD", kubernetes_groups=[EKS_USAGE_READER_GROUP])
             for name in eks_clusters
         }
-        head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if self.model.pool(t.pool).backend == HYPERPOD_SLURM]
+        head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if backend_of(self.model.pool(t.pool)).reached_on_head_node]
         if head_nodes:
             document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
@@ -369,12 +366,12 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
         if pool is None:
             problems.append(Problem(path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"))
             continue
-        if path.startswith("usage_") and pool.backend != HYPERPOD_SLURM:
+        if path.startswith("usage_") and not backend_of(pool).reached_on_head_node:
             problems.append(Problem(path=f"{path}.pool", wrong=f"a {pool.backend} pool", value=target.pool,
-                                    allowed="a hyperpod_slurm pool (the other backends' usage comes with their targets)"))
+                                    allowed=f"a {' or '.join(backends_where(lambda b: b.reached_on_head_node))} pool (the other backends' usage comes with their targets)"))
         elif backend_of(pool).eks_access_entries:
             problems += _eks_problems(path, pool, stack)
-        elif pool.backend == HYPERPOD_SLURM:
+        elif backend_of(pool).reached_on_head_node:
             if not target.head_node_instance_id:
                 problems.append(Problem(path=f"{path}.head_node_instance_id", wrong="missing", value=None, allowed="the head node's SSM target id"))
             if target.instance_type not in pool.capacity:
