@@ -81,6 +81,39 @@ class Backend:
     """The submission guard watches the pool's queue (quota-share queues, docs/security.md)."""
     quota_raises: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """What the capacity controller calls to raise a quota, by the kind of window consumer fed."""
+    pending_unit: str = "instances"
+    """What a team's ``Pending`` metric counts there (the dashboards' titles)."""
+    preemptions_seen: bool = True
+    """The reclaim controller sees the pool's preemptions (Kueue preempts unseen): dashboards draw them."""
+    eks_access_entries: bool = False
+    """The pool's cluster gives each team's submission role, its members in the cluster's account and
+    each platform admin an EKS access entry (``organisation/limits.py`` counts them), and the reclaim
+    controller one to observe the pool through the cluster's Kubernetes API."""
+    reclaim_terminates_jobs: bool = False
+    """The reclaim controller stops a borrower by terminating its Batch job and submitting its copy."""
+    reclaim_reads_snapshot: bool = False
+    """The reclaim controller reads the pool's queue snapshot and service jobs (it only observes there)."""
+    reached_on_head_node: bool = False
+    """The reclaim controller reaches the pool through its head node (SSM Run Command), also for usage only."""
+    team_pod_role: bool = False
+    """A team with a quota there gets a pod role beside its submission and training roles."""
+    submission_policy: bool = False
+    """The team's submission role gets one managed policy per pool (submit to its queue, describe its cluster)."""
+    template_bytes_per_team: int = 0
+    """Bytes each team of a pool adds to the capacity stack's template beyond its resources (``organisation/limits.py``)."""
+    audit_cluster: str = ""
+    """``module:function`` listing a team's access to the pool's cluster for ``audit``:
+    ``(model, team, pool) -> [Access]`` (none: the pool has no cluster of its own)."""
+    audit_workload: str = ""
+    """``module:function`` naming who submits a team's work there and to what: ``(model, team, pool) -> (who, where)``."""
+    audit_data: str = ""
+    """``module:function`` listing a team's data access on the pool's cluster: ``(model, team, pool) -> [Access]``."""
+    discovery: str = ""
+    """``module:function`` giving the backend's keys of a team's discovery document and its name for
+    each priority class: ``(model, team, pool, classes) -> (keys, priority by class name)``."""
+    status_reader: str = ""
+    """``module:function`` with which ``gpu-governance status`` reads a team's use of the pool:
+    ``(args, the pool's policy, model) -> Observation`` (none: ``status`` does not read the pool)."""
     construct: str = ""
     """``module:function`` that deploys one pool: ``(stack, model, pool, tenants) -> construct``."""
     stack_attribute: str = ""
@@ -88,8 +121,13 @@ class Backend:
 
     def build(self, stack: Any, model: Any, pool: Any, tenants: Mapping[str, Any]) -> Any:
         """Deploy ``pool`` in ``stack``; the construct module loads only now (it imports aws_cdk)."""
-        module, _, function = self.construct.partition(":")
-        return getattr(importlib.import_module(module), function)(stack, model, pool, tenants)
+        return call(self.construct, stack, model, pool, tenants)
+
+
+def call(reference: str, *args: Any) -> Any:
+    """Call the function a descriptor names as ``module:function``, loading its module only now."""
+    module, _, function = reference.partition(":")
+    return getattr(importlib.import_module(module), function)(*args)
 
 
 def refined(deal: Any, **changes: Any) -> Any:

@@ -29,6 +29,12 @@ BACKEND = Backend(
     team_resources=3,
     shared_resources=4,
     reclaim_dashboard_widgets=8,
+    submission_policy=True,
+    reclaim_terminates_jobs=True,
+    # The queue's fair-share policy lists each team's share (its share distribution); measured.
+    template_bytes_per_team=80,
+    audit_workload="constructs_lib.organisation.audit:fair_share_place",
+    discovery="constructs_lib.member.discovery:fair_share_keys",
     construct="constructs_lib.batch.queues:build_fair_share_pool",
     stack_attribute="queues",
 )

@@ -41,7 +41,12 @@ BACKEND = Backend(
     shared_resources=5,
     reclaim_dashboard_widgets=8,
     guards_submissions=True,
+    submission_policy=True,
+    reclaim_reads_snapshot=True,
     quota_raises={CONSUMER_SAGEMAKER_TRAINING_JOBS: ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment")},
+    audit_workload="constructs_lib.organisation.audit:quota_share_place",
+    discovery="constructs_lib.member.discovery:quota_share_keys",
+    status_reader="constructs_lib.cli.status:read_batch",
     construct="constructs_lib.batch.queues:build_quota_share_pool",
     stack_attribute="queues",
 )

@@ -75,7 +75,16 @@ BACKEND = Backend(
     team_resources=7,
     shared_resources=11,
     reclaim_dashboard_widgets=6,
+    pending_unit="workloads",  # Kueue's waiting workloads, not instances
+    preemptions_seen=False,  # Kueue preempts natively; the reclaim controller only observes usage
+    eks_access_entries=True,
+    team_pod_role=True,
+    submission_policy=True,
     quota_raises={CONSUMER_HYPERPOD_INSTANCE_GROUP: ("sagemaker:UpdateComputeQuota",)},
+    audit_cluster="constructs_lib.organisation.audit:eks_cluster_access",
+    audit_workload="constructs_lib.organisation.audit:eks_place",
+    discovery="constructs_lib.member.discovery:eks_keys",
+    status_reader="constructs_lib.cli.status:read_eks",
     construct="constructs_lib.hyperpod_eks.governance:build_pool",
     stack_attribute="hyperpod_eks_clusters",
 )

@@ -18,16 +18,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import call
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_BAD_INPUT = 0, 1, 2
-BACKENDS = ("batch_quota_share", "hyperpod_eks", "hyperpod_slurm")
 
 
 class Unreadable(Exception):
@@ -58,20 +58,19 @@ def _status(args: argparse.Namespace) -> int:
     team = next((t for t in model.teams if t.name == args.team), None)
     if team is None:
         raise GovernanceError.single("--team", "no such team", args.team, f"one of {', '.join(t.name for t in model.teams)}")
-    pools = [p for p in model.pools if p.name in team.quotas and p.backend in BACKENDS]
+    pools = [p for p in model.pools if p.name in team.quotas and backend_of(p).status_reader]
     if args.pool is not None:
         pools = [p for p in pools if p.name == args.pool]
         if not pools:
-            allowed = [p.name for p in model.pools if p.name in team.quotas and p.backend in BACKENDS]
+            allowed = [p.name for p in model.pools if p.name in team.quotas and backend_of(p).status_reader]
             raise GovernanceError.single("--pool", f"not a pool team {team.name} has a quota in that status reads", args.pool,
                                          f"one of {', '.join(allowed) or '(none)'}")
     policy = parse_policy(compile_policy(model))
     now = datetime.now(UTC)
     statuses = []
     for pool in pools:
-        readers: dict[str, Callable] = {"batch_quota_share": _batch, "hyperpod_eks": _eks, "hyperpod_slurm": _slurm}
         try:
-            observation = readers[pool.backend](args, policy.pool(pool.name), model)
+            observation = call(backend_of(pool).status_reader, args, policy.pool(pool.name), model)
         except Unreadable as error:
             print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
             return EXIT_UNREADABLE
@@ -91,7 +90,7 @@ def _only_job(status, job: str):
     return replace(status, jobs=tuple(j for j in status.jobs if job in (j.job_id, j.name)))
 
 
-def _batch(args: argparse.Namespace, pool, model):
+def read_batch(args: argparse.Namespace, pool, model):
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     from constructs_lib.member.status import BATCH_CALLS, batch_observation
@@ -147,7 +146,7 @@ def batch_client(region: str):
     return boto3.session.Session(region_name=region).client("batch")
 
 
-def _eks(args: argparse.Namespace, pool, model):
+def read_eks(args: argparse.Namespace, pool, model):
     from constructs_lib.hyperpod_eks.kubernetes import namespace as team_namespace
     from constructs_lib.member.status import kueue_observation, read_json
 
@@ -164,7 +163,7 @@ def _eks(args: argparse.Namespace, pool, model):
                                      "`kubectl get workloads|clusterqueues -o json` output") from None
 
 
-def _slurm(args: argparse.Namespace, pool, model):
+def read_slurm(args: argparse.Namespace, pool, model):
     from constructs_lib.member.status import SQUEUE_COMMAND, slurm_observation
 
     text = _text(args.squeue, "--squeue", SQUEUE_COMMAND, env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"})

@@ -40,6 +40,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 
+from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (
@@ -57,8 +58,6 @@ from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.organisation.limits import limited_quota_shares
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE,
-    BATCH_QUOTA_SHARE,
     EKS_USAGE_READER_GROUP,
     ENV_DRY_RUN,
     ENV_IN_VPC,
@@ -70,8 +69,6 @@ from gpu_governance_runtime.contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
-    HYPERPOD_EKS,
-    HYPERPOD_SLURM,
     MISSING_API_OPERATIONS,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
@@ -140,7 +137,7 @@ class ReclaimController(GovernanceController):
             vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups,
         )
         self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
-        slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if model.pool(t.pool).backend == HYPERPOD_SLURM]
+        slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if backend_of(model.pool(t.pool)).reached_on_head_node]
         # A capacity window raising a share of a governed pool: plan and report with the raise (capacity/raised.py).
         self.raised_guarantees = (raised_guarantees_parameter(model.organisation)
                                   if {w.feeds.pool for w in raising_windows(model)} & {t.pool for t in targets} else None)
@@ -198,10 +195,10 @@ class ReclaimController(GovernanceController):
     def _grant(self) -> None:
         stack = Stack.of(self)
         statements = [iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
-        backends = {t.pool: self.model.pool(t.pool).backend for t in self.targets}
-        if BATCH_FAIR_SHARE in backends.values() or BATCH_QUOTA_SHARE in backends.values():
+        backends = {t.pool: backend_of(self.model.pool(t.pool)) for t in self.targets}
+        if any(b.family == "batch" for b in backends.values()):
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
-        if BATCH_FAIR_SHARE in backends.values():
+        if any(b.reclaim_terminates_jobs for b in backends.values()):
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
             # this account and region that carry a team tag, which only a governed team's own
             # submission can set (batch/queues.py _team_tag_statements). Not a list of the teams:
@@ -215,7 +212,7 @@ class ReclaimController(GovernanceController):
             # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
             # tags (common/batch_copy.py). No team is named: a team list would grow this inline
             # policy past IAM's 10,240 characters.
-            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_FAIR_SHARE]
+            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_terminates_jobs]
             under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
             statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[
                 *fair_share_queues, stack.format_arn(service="batch", resource="job-definition", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
@@ -229,12 +226,12 @@ class ReclaimController(GovernanceController):
                 # yet hold only inside a submission, never for an existing job.
                 conditions={"Null": {**under_a_share["Null"], f"aws:ResourceTag/{TEAM_TAG}": "true"}},
             ))
-        observed = [t.job_queue_arn for t in self.targets if backends[t.pool] == BATCH_QUOTA_SHARE]
+        observed = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_reads_snapshot]
         if observed:
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
             # each share's waiting jobs; these two support no resource-level permission
             statements.append(iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"]))
-        eks_clusters = sorted({self.model.pool(t.pool).eks_cluster_name for t in self.targets if backends[t.pool] == HYPERPOD_EKS})
+        eks_clusters = sorted({self.model.pool(t.pool).eks_cluster_name for t in self.targets if backend_of(self.model.pool(t.pool)).eks_access_entries})
         if eks_clusters:
             # The usage observer finds each cluster's endpoint and CA; Kubernetes RBAC decides the rest.
             statements.append(iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[
@@ -245,7 +242,7 @@ class ReclaimController(GovernanceController):
                                      type="STANDARD", kubernetes_groups=[EKS_USAGE_READER_GROUP])
             for name in eks_clusters
         }
-        head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if self.model.pool(t.pool).backend == HYPERPOD_SLURM]
+        head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if backend_of(self.model.pool(t.pool)).reached_on_head_node]
         if head_nodes:
             document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
@@ -253,7 +250,7 @@ class ReclaimController(GovernanceController):
                 iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
             ]
-        statements += self._gpu_hour_limit_statements(backends)
+        statements += self._gpu_hour_limit_statements()
         if self.raised_guarantees:  # read-only, that one parameter
             statements.append(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[
                 stack.format_arn(service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/"))]))
@@ -281,16 +278,16 @@ class ReclaimController(GovernanceController):
             "keeps the inline policy within IAM's size.",
         )
 
-    def _gpu_hour_limit_statements(self, backends: dict[str, str]) -> list[iam.PolicyStatement]:
+    def _gpu_hour_limit_statements(self) -> list[iam.PolicyStatement]:
         """The admission switches of exactly the teams with a GPU-hour limit (reclaim/gpu_hours.py):
         their quota shares, their compute quotas' clusters, and the default bus for the 80 % event."""
         stack = Stack.of(self)
-        limited = {t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit] for t in self.targets
-                   if backends[t.pool] in (BATCH_QUOTA_SHARE, HYPERPOD_EKS)}
+        switch = {t.pool: backend_of(self.model.pool(t.pool)).gpu_hour_limit_switch for t in self.targets}
+        limited = {t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit] for t in self.targets if switch[t.pool]}
         limited = {pool: teams for pool, teams in limited.items() if teams}
         if not limited:
             return []
-        queues = {t.pool: t.job_queue_arn for t in self.targets if t.pool in limited and backends[t.pool] == BATCH_QUOTA_SHARE}
+        queues = {t.pool: t.job_queue_arn for t in self.targets if t.pool in limited and "batch:UpdateQuotaShare" in switch[t.pool]}
         statements = [iam.PolicyStatement(actions=["events:PutEvents"], resources=[
             stack.format_arn(service="events", resource="event-bus", resource_name="default")])]
         if queues:
@@ -298,7 +295,7 @@ class ReclaimController(GovernanceController):
                 iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted(queues.values())),
                 iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"], resources=limited_quota_shares(queues, self.model)),
             ]
-        clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if backends[pool] == HYPERPOD_EKS})
+        clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if "sagemaker:UpdateComputeQuota" in switch[pool]})
         if clusters:
             # Compute quota ARNs end in an id SageMaker generates: the quotas of the clusters' account and region.
             quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in clusters})
@@ -351,7 +348,7 @@ class ReclaimController(GovernanceController):
             cloudwatch.GraphWidget(title=f"{metric} (instances, per team)", width=6, left=[self._every_share(pool, metric, "Maximum")])
             for metric in SHARE_GRAPHS
         ))
-        if self.model.pool(pool).backend == HYPERPOD_EKS:  # Kueue preempts natively: no preemptions are read
+        if not backend_of(self.model.pool(pool)).preemptions_seen:  # Kueue preempts natively: no preemptions are read
             dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
                                                          left=[self._every_share(pool, "Pending", "Maximum")]))
             return dashboard
@@ -372,7 +369,7 @@ def reclaim_controller_role_name(organisation: str) -> str:
 
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
     pool = model.pool(target.pool)
-    if pool.backend == HYPERPOD_EKS:
+    if backend_of(pool).eks_access_entries:  # observed through the cluster's Kubernetes API
         return {"pool": target.pool, "eks_cluster": pool.eks_cluster_name, "cluster_arn": pool.cluster_arn,
                 "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items()))}
     if target.head_node_instance_id is not None:
@@ -410,12 +407,12 @@ def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_tic
         if pool is None:
             problems.append(Problem(path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"))
             continue
-        if path.startswith("usage_") and pool.backend != HYPERPOD_SLURM:
+        if path.startswith("usage_") and not backend_of(pool).reached_on_head_node:
             problems.append(Problem(path=f"{path}.pool", wrong=f"a {pool.backend} pool", value=target.pool,
-                                    allowed="a hyperpod_slurm pool (the other backends' usage comes with their targets)"))
-        elif pool.backend == HYPERPOD_EKS:
+                                    allowed=f"a {' or '.join(backends_where(lambda b: b.reached_on_head_node))} pool (the other backends' usage comes with their targets)"))
+        elif backend_of(pool).eks_access_entries:
             problems += _eks_problems(path, pool, stack)
-        elif pool.backend == HYPERPOD_SLURM:
+        elif backend_of(pool).reached_on_head_node:
             if not target.head_node_instance_id:
                 problems.append(Problem(path=f"{path}.head_node_instance_id", wrong="missing", value=None, allowed="the head node's SSM target id"))
             if target.instance_type not in pool.capacity:

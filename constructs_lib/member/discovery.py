@@ -11,12 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import call
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
     SUBMISSION_ROLE_SUFFIX,
     TRAINING_ROLE_SUFFIX,
     GovernanceModel,
+    Team,
     aws_partition,
     repository_name,
     secrets_prefix,
@@ -25,12 +27,8 @@ from constructs_lib.model import (
 )
 from constructs_lib.model.quota import instance_quota
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE,
-    BATCH_QUOTA_SHARE,
     DISCOVERY_PRIORITY_KEY,
     DISCOVERY_VERSION,
-    HYPERPOD_EKS,
-    HYPERPOD_SLURM,
     TAG_TEAM,
     discovery_parameter_name,
     submission_tags,
@@ -39,6 +37,52 @@ from gpu_governance_runtime.contract import (
 
 CHECKPOINT_PREFIX = "checkpoints/"
 """Where in the team's bucket training jobs keep checkpoints (the bucket is the team's alone)."""
+
+# Each backend's keys of the discovery document and its name for each priority class (in the
+# class's order), through ``Backend.discovery``: ``(model, team, pool, classes) -> (keys, priority)``.
+
+
+def _queue_keys(model: GovernanceModel, pool) -> tuple[dict[str, Any], str]:
+    account = model.capacity_account
+    queue_arn = f"arn:{aws_partition(account.region)}:batch:{account.region}:{account.account_id}:job-queue/{pool.name}"
+    return {"job_queue": pool.name, "job_queue_arn": queue_arn}, queue_arn
+
+
+def _weights(classes) -> dict[str, Any]:
+    return {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
+
+
+def quota_share_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
+    keys, queue_arn = _queue_keys(model, pool)
+    keys.update(quota_share=team.name, quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
+                training_job_name_prefix=f"{team.name}-",
+                training_plans_parameter=team_training_plans_parameter(model.organisation, team.name))
+    return keys, _weights(classes)
+
+
+def fair_share_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
+    keys, _ = _queue_keys(model, pool)
+    keys.update(share_identifier=team.name, job_definition_prefix=f"{team.name}-")
+    return keys, _weights(classes)
+
+
+def eks_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
+    keys = {"cluster_arn": pool.cluster_arn, "eks_cluster_name": pool.eks_cluster_name, "namespace": kubernetes.namespace(team.name),
+            "local_queue": kubernetes.local_queue(team.name), "service_account": kubernetes.WORKLOAD_SERVICE_ACCOUNT}
+    return keys, {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
+
+
+def slurm_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
+    from constructs_lib.model.slurm import slurm_plan
+    from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
+
+    plan = slurm_plan(model, pool.name)
+    slurm_account = next(a for a in plan.accounts if a.name == team.name)
+    borrows = any(p.name == BORROW_PARTITION and team.name in p.allow_accounts for p in plan.partitions)
+    keys = {"cluster_name": pool.cluster_name, "slurm_account": slurm_account.name, "partition": team.name,
+            "qos": list(slurm_account.qos), "default_qos": slurm_account.default_qos,
+            "borrow_partition": BORROW_PARTITION if borrows else None, "borrow_qos": borrow_qos_name(team.name) if borrows else None}
+    return keys, {c.name: class_qos_name(team.name, c.name) for c in classes}
 
 
 def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: Any = None, kms_key_arn: Any = None) -> dict[str, Any]:
@@ -51,7 +95,6 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         raise GovernanceError.single("pool", f"team {team_name} has no quota in this pool", pool_name, f"one of {sorted(team.quotas)}")
     pool, account = model.pool(pool_name), model.capacity_account
     partition = aws_partition(account.region)
-    arn_prefix = f"arn:{partition}"
     url_suffix = "amazonaws.com.cn" if account.region.startswith("cn-") else "amazonaws.com"
     classes = sorted(model.priority_classes, key=lambda c: (-c.weight, c.name))
     document: dict[str, Any] = {
@@ -76,35 +119,10 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "state": "paused" if team.paused else "active",
         # why a job may wait although capacity is free (docs/governance-file.md, GPU-hour limits)
         "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value,
-                           "enforced": backend_of(pool).gpu_hour_limit_caveat is None} if team.gpu_hour_limit else None,
+                           "enforced": not backend_of(pool).gpu_hour_limit_caveat} if team.gpu_hour_limit else None,
     }
-    priority: dict[str, Any] = {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
-    if pool.backend in (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE):
-        queue_arn = f"{arn_prefix}:batch:{account.region}:{account.account_id}:job-queue/{pool.name}"
-        document.update(job_queue=pool.name, job_queue_arn=queue_arn)
-        if pool.backend == BATCH_QUOTA_SHARE:
-            document.update(quota_share=team.name, quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
-                            training_job_name_prefix=f"{team.name}-",
-                            training_plans_parameter=team_training_plans_parameter(model.organisation, team.name))
-        else:
-            document.update(share_identifier=team.name, job_definition_prefix=f"{team.name}-")
-    elif pool.backend == HYPERPOD_EKS:
-        document.update(cluster_arn=pool.cluster_arn, eks_cluster_name=pool.eks_cluster_name, namespace=kubernetes.namespace(team.name),
-                        local_queue=kubernetes.local_queue(team.name), service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT)
-        priority = {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
-    elif pool.backend == HYPERPOD_SLURM:
-        from constructs_lib.model.slurm import slurm_plan
-        from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
-
-        plan = slurm_plan(model, pool.name)
-        slurm_account = next(a for a in plan.accounts if a.name == team.name)
-        borrows = any(p.name == BORROW_PARTITION and team.name in p.allow_accounts for p in plan.partitions)
-        document.update(
-            cluster_name=pool.cluster_name, slurm_account=slurm_account.name, partition=team.name,
-            qos=list(slurm_account.qos), default_qos=slurm_account.default_qos,
-            borrow_partition=BORROW_PARTITION if borrows else None, borrow_qos=borrow_qos_name(team.name) if borrows else None,
-        )
-        priority = {c.name: class_qos_name(team.name, c.name) for c in classes}
+    keys, priority = call(backend_of(pool).discovery, model, team, pool, classes)
+    document.update(keys)
     key = DISCOVERY_PRIORITY_KEY[pool.backend]
     # Last, after the backend's keys (the order of the contract's note).
     document["priority_classes"] = [{"name": c.name, "weight": c.weight, key: priority[c.name]} for c in classes]

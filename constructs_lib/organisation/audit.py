@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import call
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
     POD_ROLE_SUFFIX,
@@ -31,7 +33,6 @@ from constructs_lib.model import (
 )
 from constructs_lib.model.explain import deal, group_place
 from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM
 
 LAYERS = ("organisation", "project", "cluster", "workload", "data")
 PLATFORM = "(platform)"
@@ -51,7 +52,7 @@ def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
     """The roles the library creates for ``team``: kind -> ARN (the pod role only on HyperPod EKS)."""
     account = model.capacity_account
     roles = {"submission": SUBMISSION_ROLE_SUFFIX, "training": TRAINING_ROLE_SUFFIX}
-    if any(model.pool(p).backend == HYPERPOD_EKS for p in team.quotas):
+    if any(backend_of(model.pool(p)).team_pod_role for p in team.quotas):
         roles["pods"] = POD_ROLE_SUFFIX
     return {kind: team_role_arn(account.account_id, team.name, suffix, aws_partition(account.region)) for kind, suffix in roles.items()}
 
@@ -127,34 +128,47 @@ def _project(model: GovernanceModel, team: Team) -> list[Access]:
 
 
 def _cluster(model: GovernanceModel, team: Team) -> list[Access]:
+    return _per_pool(model, team, "audit_cluster")
+
+
+def _per_pool(model: GovernanceModel, team: Team, field: str) -> list[Access]:
+    """The rows each of the team's pools' backends lists through the function its descriptor's ``field`` names."""
     rows = []
     for pool in (model.pool(name) for name in team.quotas):
-        if pool.backend == HYPERPOD_EKS:
-            group, namespace = kubernetes.team_group(team.name), kubernetes.namespace(team.name)
-            principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
-            rows += [Access(team=team.name, layer="cluster", who=p, can=f"EKS access entry as Kubernetes group {group}", on=f"EKS cluster {pool.eks_cluster_name}")
-                     for p in principals]
-            for manifest in kubernetes.rbac(team.name):
-                if manifest["kind"] not in ("Role", "ClusterRole"):
-                    continue
-                scope = f"namespace {namespace}" if manifest["kind"] == "Role" else "cluster"
-                for rule in manifest["rules"]:
-                    what = ", ".join(f"{g}/{r}" if g else r for g in rule["apiGroups"] for r in rule["resources"])
-                    names = f" named {', '.join(rule['resourceNames'])}" if "resourceNames" in rule else ""
-                    rows.append(Access(team=team.name, layer="cluster", who=group, can=f"{' '.join(rule['verbs'])} {what}{names}", on=f"{scope} of EKS cluster {pool.eks_cluster_name}"))
-        elif pool.backend == HYPERPOD_SLURM:
-            plan = slurm_plan(model, pool.name)
-            account = next(a for a in plan.accounts if a.name == team.name)
-            partitions = [p.name for p in plan.partitions if team.name in p.allow_accounts]
-            for user in (u for u in plan.users if u.account == team.name):
-                rows.append(Access(team=team.name, layer="cluster", who=f"Slurm user {user.name}", can=f"run jobs as Slurm account {account.name} with QoS {', '.join(account.qos)} (default {account.default_qos})",
-                                   on=f"partitions {', '.join(partitions)} of Slurm cluster {pool.cluster_name}"))
+        if reference := getattr(backend_of(pool), field):
+            rows += call(reference, model, team, pool)
     return rows
+
+
+def eks_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
+    """A HyperPod EKS cluster: access entries as the team's Kubernetes group, and the group's RBAC."""
+    group, namespace = kubernetes.team_group(team.name), kubernetes.namespace(team.name)
+    principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
+    rows = [Access(team=team.name, layer="cluster", who=p, can=f"EKS access entry as Kubernetes group {group}", on=f"EKS cluster {pool.eks_cluster_name}")
+            for p in principals]
+    for manifest in kubernetes.rbac(team.name):
+        if manifest["kind"] not in ("Role", "ClusterRole"):
+            continue
+        scope = f"namespace {namespace}" if manifest["kind"] == "Role" else "cluster"
+        for rule in manifest["rules"]:
+            what = ", ".join(f"{g}/{r}" if g else r for g in rule["apiGroups"] for r in rule["resources"])
+            names = f" named {', '.join(rule['resourceNames'])}" if "resourceNames" in rule else ""
+            rows.append(Access(team=team.name, layer="cluster", who=group, can=f"{' '.join(rule['verbs'])} {what}{names}", on=f"{scope} of EKS cluster {pool.eks_cluster_name}"))
+    return rows
+
+
+def slurm_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
+    """A HyperPod Slurm cluster: the team's users run jobs as its account, in its partitions."""
+    plan = slurm_plan(model, pool.name)
+    account = next(a for a in plan.accounts if a.name == team.name)
+    partitions = [p.name for p in plan.partitions if team.name in p.allow_accounts]
+    return [Access(team=team.name, layer="cluster", who=f"Slurm user {user.name}", can=f"run jobs as Slurm account {account.name} with QoS {', '.join(account.qos)} (default {account.default_qos})",
+                   on=f"partitions {', '.join(partitions)} of Slurm cluster {pool.cluster_name}")
+            for user in (u for u in plan.users if u.account == team.name)]
 
 
 def _workload(model: GovernanceModel, team: Team) -> list[Access]:
     rows = []
-    submission = team_roles(model, team)["submission"]
     priorities = ", ".join(f"{c.name} ({c.weight})" for c in model.priority_classes)
     for pool in (model.pool(name) for name in team.quotas):
         terms = deal(team, pool)
@@ -166,28 +180,38 @@ def _workload(model: GovernanceModel, team: Team) -> list[Access]:
             share += f"; in group {place}"
         if team.paused:
             share = f"nothing new while the team is paused ({share})"
-        if pool.backend == BATCH_QUOTA_SHARE:
-            who, where = submission, f"quota share {team.name} of Batch job queue {pool.name}"
-        elif pool.backend == BATCH_FAIR_SHARE:
-            who, where = submission, f"share identifier {team.name} of Batch job queue {pool.name}"
-        elif pool.backend == HYPERPOD_EKS:
-            who, where = kubernetes.team_group(team.name), f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}"
-        else:
-            who, where = f"Slurm account {team.name}", f"partition {team.name} of Slurm cluster {pool.cluster_name}"
+        who, where = call(backend_of(pool).audit_workload, model, team, pool)
         rows.append(Access(team=team.name, layer="workload", who=who, can=f"submit: {share}", on=where))
     return rows
+
+
+def quota_share_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
+    return team_roles(model, team)["submission"], f"quota share {team.name} of Batch job queue {pool.name}"
+
+
+def fair_share_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
+    return team_roles(model, team)["submission"], f"share identifier {team.name} of Batch job queue {pool.name}"
+
+
+def eks_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
+    return kubernetes.team_group(team.name), f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}"
+
+
+def slurm_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
+    return f"Slurm account {team.name}", f"partition {team.name} of Slurm cluster {pool.cluster_name}"
 
 
 def _data(model: GovernanceModel, team: Team) -> list[Access]:
     alias = team_key_alias(model.organisation, team.name)
     rows = [Access(team=team.name, layer="data", who=role, can=f"use key {alias}; read and write the team bucket (encrypted with it)", on=f"capacity account {model.capacity_account.account_id}")
             for role in team_roles(model, team).values()]
-    for pool in (model.pool(name) for name in team.quotas):
-        if pool.backend == HYPERPOD_SLURM:
-            for path in slurm_plan(model, pool.name).data_paths:
-                if path.group == GROUP_PREFIX + team.name:
-                    rows.append(Access(team=team.name, layer="data", who=f"POSIX group {path.group}", can=f"read and write (mode {path.mode})", on=f"{path.path} on Slurm cluster {pool.cluster_name}"))
-    return rows
+    return rows + _per_pool(model, team, "audit_data")
+
+
+def slurm_data_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
+    """A HyperPod Slurm cluster: the team's POSIX group's paths on the shared file system."""
+    return [Access(team=team.name, layer="data", who=f"POSIX group {path.group}", can=f"read and write (mode {path.mode})", on=f"{path.path} on Slurm cluster {pool.cluster_name}")
+            for path in slurm_plan(model, pool.name).data_paths if path.group == GROUP_PREFIX + team.name]
 
 
 def as_json(rows: list[Access]) -> dict[str, Any]:

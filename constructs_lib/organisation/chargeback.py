@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from constructs_lib.backends import backend_of
 from constructs_lib.controllers.capacity import polls_team_spend
 from constructs_lib.core.chargeback import (
     alert_emails,
@@ -31,7 +32,6 @@ from gpu_governance_runtime.contract import (
     BORROWED_HOURS,
     CAPACITY_NAMESPACE,
     GUARANTEED_HOURS,
-    HYPERPOD_EKS,
     LENT_HOURS,
     PURCHASE_FEE_DIMENSIONS,
     PURCHASE_FEES,
@@ -239,17 +239,17 @@ class Chargeback(Construct):
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
         day = Duration.days(1)
         for pool in pools:
-            kueue = self.model.pool(pool).backend == HYPERPOD_EKS  # waiting workloads, not instances; Kueue preempts unseen
+            backend = backend_of(self.model.pool(pool))  # Kueue: waiting workloads, not instances, and preemptions unseen
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1))
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(title="guarantee vs use vs borrowed vs lent (instances)", width=12,
                                        left=[self.reclaim.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")]),
                 cloudwatch.GraphWidget(title="instance-hours per day", width=12,
                                        left=[self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=day) for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)]),
-                cloudwatch.GraphWidget(title=f"waiting ({'workloads' if kueue else 'instances'}) and starved below guarantee", width=12,
+                cloudwatch.GraphWidget(title=f"waiting ({backend.pending_unit}) and starved below guarantee", width=12,
                                        left=[self.reclaim.metric_share(pool, team.name, "Pending")], right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")]),
-                *([] if kueue else [cloudwatch.GraphWidget(title="reclaims and preemptions", width=12, left=[
-                    self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])]),
+                *([cloudwatch.GraphWidget(title="reclaims and preemptions", width=12, left=[
+                    self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1)) for m in ("Preemptions", "LostCapacitySeconds")])] if backend.preemptions_seen else []),
             )
         if buys:
             dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1))

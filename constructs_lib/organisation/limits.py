@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.backends import BACKENDS
+from constructs_lib.backends import BACKENDS, backend_of
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
-from gpu_governance_runtime.contract import BATCH_FAIR_SHARE, BATCH_QUOTA_SHARE, HYPERPOD_EKS
 
 # CloudFormation, per stack. The CDK uploads every template to the bootstrap bucket, so the
 # 1 MB limit of an S3 template applies, not the 51,200 bytes of a body passed inline.
@@ -77,9 +76,8 @@ SHARED_USAGE_DASHBOARD, SHARED_PURCHASES_BUDGET = 1, 1
 MARGIN = 1.15
 # Measured about 1,300 bytes per resource in team and capacity stacks (1,460 in the capacity
 # stack of 300 generated teams); of the shared resources only the fair-share policy (its share
-# distribution) grows with the teams, counted apart.
+# distribution) grows with the teams, counted apart (``Backend.template_bytes_per_team``).
 BYTES_PER_RESOURCE = 2_000
-FAIR_SHARE_BYTES_PER_TEAM = 80
 # The reclaim controller's inline policy: fixed part, plus a queue ARN per Batch pool (no team
 # names: it may stop any job that carries a team tag, controllers/reclaim.py).
 RECLAIM_POLICY_BASE = 2_500
@@ -97,7 +95,6 @@ def limited_quota_shares(queues: dict[str, str], model: GovernanceModel) -> list
         return [f"{queues[pool]}/quota-share/{team}" for pool, teams in limited.items() for team in teams]
     return [f"{queues[pool]}/quota-share/*" for pool, teams in limited.items() if teams]
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
-_BATCH = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE)
 
 
 @dataclass(frozen=True)
@@ -108,6 +105,11 @@ class StackEstimate:
     path: str  # the model path that grows this stack
 
 
+def _is_batch(pool) -> bool:
+    # A Batch pool's queue joins the reclaim controller's targets, with the team dashboards that draw them.
+    return backend_of(pool).family == "batch"
+
+
 def _access_entries(team: Team, pool) -> int:
     cluster_account = account_of(pool.cluster_arn)
     return 1 + sum(1 for arn in team.members if account_of(arn) == cluster_account)
@@ -116,14 +118,14 @@ def _access_entries(team: Team, pool) -> int:
 def team_resources(model: GovernanceModel, team: Team) -> int:
     """Resources of one team, wherever the layout puts them (before the margin)."""
     count = TEAM_BASE + (TEAM_BUDGET if team.monthly_budget_usd is not None else 0)
-    if any(model.pool(p).backend in _BATCH for p in team.quotas):
+    if any(_is_batch(model.pool(p)) for p in team.quotas):
         count += TEAM_DASHBOARD + (TEAM_OWNER_TOPIC if team.owner else 0)
-    if team.owner and any(model.pool(p).backend == BATCH_QUOTA_SHARE for p in team.quotas):
+    if team.owner and any(backend_of(model.pool(p)).guards_submissions for p in team.quotas):
         count += TEAM_GUARD_TOPIC
     for pool_name in team.quotas:
         pool = model.pool(pool_name)
         count += TEAM_PER_POOL[pool.backend]
-        if pool.backend == HYPERPOD_EKS:
+        if backend_of(pool).eks_access_entries:
             count += _access_entries(team, pool)
     return count
 
@@ -132,26 +134,26 @@ def submission_role_policies(model: GovernanceModel, team: Team) -> int:
     """Managed policies on the team's submission role: DataAccess, PassTrainingRole and
     MemberAccess, one submit policy per Batch pool, one describe policy per EKS pool, and
     ReadDashboard with a Batch pool."""
-    backends = [model.pool(p).backend for p in team.quotas]
-    return 3 + sum(1 for b in backends if b in (*_BATCH, HYPERPOD_EKS)) + any(b in _BATCH for b in backends)
+    pools = [model.pool(p) for p in team.quotas]
+    return 3 + sum(1 for p in pools if backend_of(p).submission_policy) + any(_is_batch(p) for p in pools)
 
 
 def shared_resources(model: GovernanceModel) -> int:
     count = SHARED_BASE
     for pool in model.pools:
         count += SHARED_PER_POOL[pool.backend]
-        if pool.backend == HYPERPOD_EKS:
+        if backend_of(pool).eks_access_entries:
             count += len(model.platform_admins)
             if any(t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups for t in model.teams_in(pool.name)):
                 count += SHARED_DEDICATED_NODES
     emails = len({target for target in model.alerts if not target.startswith("arn:")})
-    if any(p.backend in _BATCH for p in model.pools):
+    if any(_is_batch(p) for p in model.pools):
         count += SHARED_RECLAIM + emails
-    if any(p.backend == BATCH_QUOTA_SHARE for p in model.pools):
+    if any(backend_of(p).guards_submissions for p in model.pools):
         count += SHARED_GUARD + emails
     if model.capacity_windows:
         count += SHARED_CAPACITY_CONTROLLER + emails + SHARED_PURCHASES_BUDGET
-    if model.capacity_windows or any(p.backend in _BATCH for p in model.pools):
+    if model.capacity_windows or any(_is_batch(p) for p in model.pools):
         count += SHARED_USAGE_DASHBOARD
     return count + sum(unified_studio_resources(model, project) for project in model.projects)
 
@@ -168,8 +170,7 @@ def unified_studio_resources(model: GovernanceModel, project: Project) -> int:
 
 
 def _shared_bytes(model: GovernanceModel) -> int:
-    fair_share = sum(len(model.teams_in(p.name)) for p in model.pools if p.backend == BATCH_FAIR_SHARE)
-    return fair_share * FAIR_SHARE_BYTES_PER_TEAM
+    return sum(len(model.teams_in(p.name)) * backend_of(p).template_bytes_per_team for p in model.pools)
 
 
 def estimate(model: GovernanceModel) -> list[StackEstimate]:
@@ -232,7 +233,7 @@ def submission_trust_characters(principals: tuple[str, ...]) -> int:
 
 
 def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
-    batch_pools = [p for p in model.pools if p.backend in _BATCH]
+    batch_pools = [p for p in model.pools if _is_batch(p)]
     if not batch_pools:
         return []
     problems = []
@@ -245,7 +246,7 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
                                         value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
     account, region = model.capacity_account.account_id, model.capacity_account.region
     queues = {p.name: f"arn:aws:batch:{region}:{account}:job-queue/{p.name}" for p in batch_pools}
-    switched = limited_quota_shares({p: q for p, q in queues.items() if model.pool(p).backend == BATCH_QUOTA_SHARE}, model)
+    switched = limited_quota_shares({p: q for p, q in queues.items() if "batch:UpdateQuotaShare" in backend_of(model.pool(p)).gpu_hour_limit_switch}, model)
     size = RECLAIM_POLICY_BASE + sum(len(arn) + 3 for arn in [*queues.values(), *switched])
     if size > MAX_INLINE_CHARACTERS_PER_ROLE:
         problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue "
