@@ -41,6 +41,7 @@ from aws_cdk import (
 from constructs import Construct
 
 from constructs_lib.backends import backend_of, backends_where
+from constructs_lib.backends.batch_quota_share import limited_quota_shares
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (
@@ -56,7 +57,6 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel, HyperPodEksPool
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
-from constructs_lib.organisation.limits import limited_quota_shares
 from gpu_governance_runtime.contract import (
     EKS_USAGE_READER_GROUP,
     ENV_DRY_RUN,

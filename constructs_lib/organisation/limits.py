@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.backends import BACKENDS, backend_of
+from constructs_lib.backends.batch_quota_share import limited_quota_shares
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
 
@@ -81,19 +82,6 @@ BYTES_PER_RESOURCE = 2_000
 # The reclaim controller's inline policy: fixed part, plus a queue ARN per Batch pool (no team
 # names: it may stop any job that carries a team tag, controllers/reclaim.py).
 RECLAIM_POLICY_BASE = 2_500
-# Quota shares the reclaim controller may switch at a GPU-hour limit, named one by one up to this
-# many; beyond, each queue's quota-share/* (a queue holds at most 20 shares), so the policy stays
-# within IAM's inline size however many teams have a limit.
-MAX_NAMED_QUOTA_SHARES = 40
-
-
-def limited_quota_shares(queues: dict[str, str], model: GovernanceModel) -> list[str]:
-    """The quota-share ARNs (or ARN patterns) the reclaim controller may switch: ``queues`` maps a
-    ``batch_quota_share`` pool to its job queue ARN (a token in a stack)."""
-    limited = {pool: [t.name for t in model.teams_in(pool) if t.gpu_hour_limit] for pool in sorted(queues)}
-    if sum(len(teams) for teams in limited.values()) <= MAX_NAMED_QUOTA_SHARES:
-        return [f"{queues[pool]}/quota-share/{team}" for pool, teams in limited.items() for team in teams]
-    return [f"{queues[pool]}/quota-share/*" for pool, teams in limited.items() if teams]
 _TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
 
 

@@ -254,9 +254,15 @@ def with_compute_quota_window(tmp_path_factory):
 
 
 def test_without_a_compute_quota_window_the_controller_changes_no_compute_quota(synthesized, with_compute_quota_window):
-    # Only the actions the windows need leave the quota statement for the controller's own.
+    # Only the actions the windows need leave the quota statement for the controller's own. The
+    # reference's GPU-hour limit (research) adds the reclaim controller's compute-quota switch, so
+    # the model without a window raising a compute quota is also taken without that limit.
     raises = lambda template: next(s for s in scp_statements(template) if s["Sid"] == "DenyGpuQuotaRaises")["Action"]  # noqa: E731
-    assert raises(synthesized[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
+    assert raises(synthesized[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment", "sagemaker:UpdateComputeQuota"]
+    teams = [{k: v for k, v in t.items() if k != "gpu_hour_limit"} for t in load_model(None).model_dump(mode="json", exclude_none=True)["teams"]]
+    unlimited = model_with(teams=teams)
+    switches = next(s for s in service_control_policy(unlimited, unlimited.guardrails)["Statement"] if s["Sid"] == "DenyGpuQuotaRaises")
+    assert switches["Action"] == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment"]
     assert raises(with_compute_quota_window[1]) == ["batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment", "sagemaker:UpdateComputeQuota"]
 
 
