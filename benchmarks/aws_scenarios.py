@@ -30,10 +30,15 @@ def main() -> None:
         started, cpu = time.perf_counter(), time.process_time()
         report = SCENARIOS[backend](days=arguments.days, seed=2026)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        print(f"{backend}: {arguments.days:g} simulated days, {report.summary()}, faults {dict(report.faults)}: every invariant held")
+        print(
+            f"{backend}: {arguments.days:g} simulated days, {report.summary()}, faults {dict(report.faults)}: every invariant held"
+        )
         # the machine is shared: CPU time says what the run costs, wall time what it took under the load of the day
-        print(f"{backend}: {seconds:.0f} s wall ({arguments.days / (seconds / 60):.2f} simulated days per minute), "
-              f"{cpu:.0f} s CPU ({arguments.days / (cpu / 60):.2f} simulated days per CPU minute)", flush=True)
+        print(
+            f"{backend}: {seconds:.0f} s wall ({arguments.days / (seconds / 60):.2f} simulated days per minute), "
+            f"{cpu:.0f} s CPU ({arguments.days / (cpu / 60):.2f} simulated days per CPU minute)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

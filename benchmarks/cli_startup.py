@@ -38,8 +38,13 @@ def main() -> None:
             times = []
             for _ in range(args.runs):
                 start = time.perf_counter()
-                result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", *argv], cwd=ROOT, env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                result = subprocess.run(
+                    [sys.executable, "-m", "constructs_lib.cli", *argv],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 times.append(time.perf_counter() - start)
                 if result.returncode != expected_code:
                     sys.exit(f"{name}: exit {result.returncode}, expected {expected_code}")

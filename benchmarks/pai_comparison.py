@@ -63,9 +63,22 @@ from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 
 PAI_ENTRY = "run_simulator.py"
 PAI_TRACE = Path("traces") / "pai" / "pai_job_duration_estimate_100K.csv"  # where PAI_ENTRY reads it
-PAI_COLUMNS = ("job_id", "user", "submit_time", "duration", "num_gpu", "num_cpu", "num_inst", "user_dur", "group_dur", "group_gpu_dur")
+PAI_COLUMNS = (
+    "job_id",
+    "user",
+    "submit_time",
+    "duration",
+    "num_gpu",
+    "num_cpu",
+    "num_inst",
+    "user_dur",
+    "group_dur",
+    "group_gpu_dur",
+)
 # One line per policy: (FIFO, LGF),avg_jct,wait_time,makespan,jobs_done,runtime
-PAI_RESULT = re.compile(r"^\((?P<policy>[A-Z]+) *, *[A-Z]+\),(?P<jct>[\d.]+),(?P<wait>[\d.]+),(?P<makespan>\d+),(?P<done>\d+),(?P<runtime>[\d.]+)$")
+PAI_RESULT = re.compile(
+    r"^\((?P<policy>[A-Z]+) *, *[A-Z]+\),(?P<jct>[\d.]+),(?P<wait>[\d.]+),(?P<makespan>\d+),(?P<done>\d+),(?P<runtime>[\d.]+)$"
+)
 
 
 def pai_rows(jobs: Iterable[TraceJob]) -> list[dict[str, int | str]]:
@@ -74,8 +87,20 @@ def pai_rows(jobs: Iterable[TraceJob]) -> list[dict[str, int | str]]:
     rows = []
     for number, job in enumerate(ordered):
         duration = max(1, round(job.duration))
-        rows.append({"job_id": number, "user": job.team, "submit_time": round(job.submit_time), "duration": duration, "num_gpu": job.count,
-                     "num_cpu": 0, "num_inst": 1, "user_dur": duration, "group_dur": duration, "group_gpu_dur": duration})
+        rows.append(
+            {
+                "job_id": number,
+                "user": job.team,
+                "submit_time": round(job.submit_time),
+                "duration": duration,
+                "num_gpu": job.count,
+                "num_cpu": 0,
+                "num_inst": 1,
+                "user_dur": duration,
+                "group_dur": duration,
+                "group_gpu_dur": duration,
+            }
+        )
     return rows
 
 
@@ -107,17 +132,23 @@ def run_ours(trace: Path, config: Path) -> tuple[float, float]:
     results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=60, settings=pool.settings(Settings()))
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     per_replay = 3 * len(jobs) / seconds
-    print(f"ours compare(): jobs={len(jobs)} replays=3 seconds={seconds:.3f} cpu_s={cpu:.3f} jobs_per_second_per_replay={per_replay:,.0f} load={load()}")
+    print(
+        f"ours compare(): jobs={len(jobs)} replays=3 seconds={seconds:.3f} cpu_s={cpu:.3f} jobs_per_second_per_replay={per_replay:,.0f} load={load()}"
+    )
     first = min(job.submit_time for job in jobs)
     for name, metrics in results.items():
-        print(f"ours {name}: makespan_s={metrics.makespan_s:.0f} (first submission {first:.0f}) jobs_completed={metrics.jobs_completed} "
-              f"jobs_unfinished={metrics.jobs_unfinished} utilization={metrics.utilization:.3f}")
+        print(
+            f"ours {name}: makespan_s={metrics.makespan_s:.0f} (first submission {first:.0f}) jobs_completed={metrics.jobs_completed} "
+            f"jobs_unfinished={metrics.jobs_unfinished} utilization={metrics.utilization:.3f}"
+        )
     command = [sys.executable, "-m", "constructs_lib.cli", "simulate", "--config", str(config), "--trace", str(trace)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "lambda")]))
     started, cpu = time.perf_counter(), children_cpu()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
     seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
-    print(f"ours command: {' '.join(command[1:])} seconds={seconds:.3f} cpu_s={cpu:.3f} jobs_per_second={len(jobs) / seconds:,.0f} load={load()}")
+    print(
+        f"ours command: {' '.join(command[1:])} seconds={seconds:.3f} cpu_s={cpu:.3f} jobs_per_second={len(jobs) / seconds:,.0f} load={load()}"
+    )
     return per_replay, len(jobs) / seconds
 
 
@@ -139,30 +170,45 @@ def run_pai(pai_dir: Path, trace: Path, capacity: int, python: str) -> tuple[flo
     fifo = 0.0
     for result in replays:
         runtime = float(result["runtime"])
-        print(f"pai {result['policy']}: makespan_s={int(result['makespan']) - first} (its clock at the end less the first submission) "
-              f"jobs_done={result['done']} avg_wait_s={float(result['wait']):.0f} seconds={runtime:.2f} jobs_per_second={count / runtime:,.0f}")
+        print(
+            f"pai {result['policy']}: makespan_s={int(result['makespan']) - first} (its clock at the end less the first submission) "
+            f"jobs_done={result['done']} avg_wait_s={float(result['wait']):.0f} seconds={runtime:.2f} jobs_per_second={count / runtime:,.0f}"
+        )
         fifo = count / runtime if result["policy"] == "FIFO" else fifo
-    print(f"pai command: {' '.join(command)} (in a copy of {pai_dir}) replays={len(replays)} seconds={seconds:.3f} cpu_s={cpu:.3f} "
-          f"jobs_per_second={count / seconds:,.0f} jobs_per_second_per_replay={len(replays) * count / seconds:,.0f} load={load()}")
+    print(
+        f"pai command: {' '.join(command)} (in a copy of {pai_dir}) replays={len(replays)} seconds={seconds:.3f} cpu_s={cpu:.3f} "
+        f"jobs_per_second={count / seconds:,.0f} jobs_per_second_per_replay={len(replays) * count / seconds:,.0f} load={load()}"
+    )
     return fifo, len(replays) * count / seconds, count / seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pai-dir", required=True, type=Path, help="the PAI simulator's folder (clusterdata/cluster-trace-gpu-v2020/simulator)")
+    parser.add_argument(
+        "--pai-dir",
+        required=True,
+        type=Path,
+        help="the PAI simulator's folder (clusterdata/cluster-trace-gpu-v2020/simulator)",
+    )
     parser.add_argument("--trace", required=True, type=Path, help="our trace CSV (e.g. the openb day-115 trace)")
     parser.add_argument("--config", type=Path, default=ROOT / "benchmarks" / "openb-lend-and-borrow.yaml")
-    parser.add_argument("--pai-python", default=sys.executable, help="interpreter for the PAI simulator (needs numpy and matplotlib)")
+    parser.add_argument(
+        "--pai-python", default=sys.executable, help="interpreter for the PAI simulator (needs numpy and matplotlib)"
+    )
     args = parser.parse_args()
     print(f"start: load={load()} cpus={os.cpu_count()}")
     ours_replay, ours_command = run_ours(args.trace, args.config)
     (capacity,) = pool_policy(load_model(args.config), None).capacity.values()
     pai_fifo, pai_replay, pai_command = run_pai(args.pai_dir, args.trace, capacity, args.pai_python)
-    print(f"ratio per replay: {ours_replay / pai_fifo:.0f}x PAI's FIFO replay, {ours_replay / pai_replay:.0f}x PAI's average replay; "
-          f"ratio per command: {ours_command / pai_command:.0f}x, per replay of each command {3 * ours_command / pai_replay:.0f}x "
-          "(PAI's command runs 5 replays, ours 3)")
+    print(
+        f"ratio per replay: {ours_replay / pai_fifo:.0f}x PAI's FIFO replay, {ours_replay / pai_replay:.0f}x PAI's average replay; "
+        f"ratio per command: {ours_command / pai_command:.0f}x, per replay of each command {3 * ours_command / pai_replay:.0f}x "
+        "(PAI's command runs 5 replays, ours 3)"
+    )
     own = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"end: load={load()} this process cpu_s={own.ru_utime + own.ru_stime:.2f} peak_rss_mib={own.ru_maxrss / 1024:.0f}")
+    print(
+        f"end: load={load()} this process cpu_s={own.ru_utime + own.ru_stime:.2f} peak_rss_mib={own.ru_maxrss / 1024:.0f}"
+    )
 
 
 if __name__ == "__main__":

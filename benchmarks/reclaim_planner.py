@@ -58,12 +58,31 @@ def make_state(jobs: int, shares: int, seed: int = 7) -> PoolState:
             continue
         used[t] += count
         usage[share.name, t] = usage.get((share.name, t), 0) + count
-        running.append(RunningJob(job_id=f"r{n}", share=share.name, instance_type=t, count=count, priority=rng.randrange(4), started_at=rng.uniform(0, 9_000), checkpointable=rng.random() < 0.5))
+        running.append(
+            RunningJob(
+                job_id=f"r{n}",
+                share=share.name,
+                instance_type=t,
+                count=count,
+                priority=rng.randrange(4),
+                started_at=rng.uniform(0, 9_000),
+                checkpointable=rng.random() < 0.5,
+            )
+        )
     pending = [
-        PendingJob(job_id=f"p{n}", share=team_shares[rng.randrange(shares)].name, instance_type=TYPES[n % 2], count=rng.choice((1, 2, 4, 8)), priority=rng.randrange(4), submitted_at=rng.uniform(0, 10_000))
+        PendingJob(
+            job_id=f"p{n}",
+            share=team_shares[rng.randrange(shares)].name,
+            instance_type=TYPES[n % 2],
+            count=rng.choice((1, 2, 4, 8)),
+            priority=rng.randrange(4),
+            submitted_at=rng.uniform(0, 10_000),
+        )
         for n in range(pending_count)
     ]
-    return PoolState(capacity=capacity, shares=team_shares, running=tuple(running), pending=tuple(pending), now=10_000.0)
+    return PoolState(
+        capacity=capacity, shares=team_shares, running=tuple(running), pending=tuple(pending), now=10_000.0
+    )
 
 
 def measure(jobs: int, shares: int) -> tuple[float, int, int]:
@@ -85,7 +104,10 @@ def main() -> None:
     for shares in (20, 1_000):
         for jobs in sizes:
             seconds, starts, preemptions = measure(jobs, shares)
-            print(f"{jobs:>7} {jobs // 6:>8} {jobs - jobs // 6:>8} {shares:>7} {seconds * 1000:>9.1f} {starts:>7} {preemptions:>8}", flush=True)
+            print(
+                f"{jobs:>7} {jobs // 6:>8} {jobs - jobs // 6:>8} {shares:>7} {seconds * 1000:>9.1f} {starts:>7} {preemptions:>8}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

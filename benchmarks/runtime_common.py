@@ -32,8 +32,10 @@ RUNTIME = ROOT / "lambda" / "gpu_governance_runtime"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 COMMON = "import gpu_governance_runtime.common.log, gpu_governance_runtime.common.metrics, gpu_governance_runtime.common.clients"
-POWERTOOLS = ("from aws_lambda_powertools import Logger, Metrics\n"
-              "Logger(service='reclaim'); Metrics(namespace='GpuGovernance/Reclaim')")
+POWERTOOLS = (
+    "from aws_lambda_powertools import Logger, Metrics\n"
+    "Logger(service='reclaim'); Metrics(namespace='GpuGovernance/Reclaim')"
+)
 TIMED = """
 import sys, time
 sys.path[:0] = {path!r}
@@ -99,41 +101,73 @@ def import_ms(path: list[str], code: str, runs: int, *, bytecode: bool) -> list[
     if not bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     else:
-        subprocess.run([sys.executable, "-c", TIMED.format(path=path, code=code)], env=env, check=True, capture_output=True)  # compile once
-    return [float(subprocess.run([sys.executable, "-c", TIMED.format(path=path, code=code)], env=env, check=True,
-                                 capture_output=True, text=True).stdout) for _ in range(runs)]
+        subprocess.run(
+            [sys.executable, "-c", TIMED.format(path=path, code=code)], env=env, check=True, capture_output=True
+        )  # compile once
+    return [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", TIMED.format(path=path, code=code)],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        for _ in range(runs)
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--powertools", type=Path, required=True, help="a folder Powertools was pip-installed into (--target)")
+    parser.add_argument(
+        "--powertools", type=Path, required=True, help="a folder Powertools was pip-installed into (--target)"
+    )
     parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
-    version = next(p.name.removesuffix(".dist-info").split("-")[1] for p in args.powertools.glob("aws_lambda_powertools-*.dist-info"))
+    version = next(
+        p.name.removesuffix(".dist-info").split("-")[1]
+        for p in args.powertools.glob("aws_lambda_powertools-*.dist-info")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         own = stage(Path(tmp) / "own", None)
         bundled = stage(Path(tmp) / "bundled", args.powertools)
         print(f"Python {sys.version.split()[0]}, Powertools {version}, {args.runs} fresh interpreters each\n")
         print("| import after boto3 | median (ms) | min (ms) | max (ms) |")
         print("| --- | --- | --- | --- |")
-        for name, path, code in (("common (log, metrics, clients)", [str(own)], COMMON),
-                                 ("Powertools Logger + Metrics, created", [str(bundled)], POWERTOOLS)):
+        for name, path, code in (
+            ("common (log, metrics, clients)", [str(own)], COMMON),
+            ("Powertools Logger + Metrics, created", [str(bundled)], POWERTOOLS),
+        ):
             for bytecode in (False, True):
                 times = import_ms(path, code, args.runs, bytecode=bytecode)
                 label = f"{name}, {'with bytecode' if bytecode else 'as bundled (no bytecode)'}"
                 print(f"| {label} | {statistics.median(times):.1f} | {min(times):.1f} | {max(times):.1f} |")
         print("\n| one reclaim share document (2 dimensions, 8 metrics) to stdout | µs per document |")
         print("| --- | --- |")
-        for name, path, setup in (("common.metrics.publish", [str(own)], WRITE_COMMON),
-                                  ("Powertools Metrics add_dimension/add_metric/flush_metrics", [str(bundled)], WRITE_POWERTOOLS)):
-            result = subprocess.run([sys.executable, "-c", WRITES.format(path=path, setup=setup, count=20000)], check=True,
-                                    capture_output=True, text=True)
+        for name, path, setup in (
+            ("common.metrics.publish", [str(own)], WRITE_COMMON),
+            ("Powertools Metrics add_dimension/add_metric/flush_metrics", [str(bundled)], WRITE_POWERTOOLS),
+        ):
+            result = subprocess.run(
+                [sys.executable, "-c", WRITES.format(path=path, setup=setup, count=20000)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             print(f"| {name} | {float(result.stderr.strip().splitlines()[-1]):.1f} |")
-        sample = (f"import sys; sys.path[:0] = {[str(bundled)]!r}\nfrom aws_lambda_powertools import Metrics\n"
-                  "emf = Metrics(namespace='GpuGovernance/Reclaim'); emf.add_dimension(name='Pool', value='p')\n"
-                  "emf.add_metric(name='PoolErrors', unit='Count', value=1); emf.flush_metrics()")
-        written = subprocess.run([sys.executable, "-c", sample], env={**os.environ, "POWERTOOLS_SERVICE_NAME": "reclaim"}, check=True,
-                                 capture_output=True, text=True).stdout.strip()
+        sample = (
+            f"import sys; sys.path[:0] = {[str(bundled)]!r}\nfrom aws_lambda_powertools import Metrics\n"
+            "emf = Metrics(namespace='GpuGovernance/Reclaim'); emf.add_dimension(name='Pool', value='p')\n"
+            "emf.add_metric(name='PoolErrors', unit='Count', value=1); emf.flush_metrics()"
+        )
+        written = subprocess.run(
+            [sys.executable, "-c", sample],
+            env={**os.environ, "POWERTOOLS_SERVICE_NAME": "reclaim"},
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         print(f"\nPowertools' PoolErrors document with POWERTOOLS_SERVICE_NAME=reclaim set:\n\n    {written}")
         print("\n| function asset (staged as runtime_asset.py does, without the policy) | files (KB) | zip (KB) |")
         print("| --- | --- | --- |")

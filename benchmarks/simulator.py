@@ -41,8 +41,16 @@ def synthetic_trace(jobs: int, capacity: int, instance_type: str, seed: int = 11
         clock += rng.expovariate(arrival_rate)
         team, priority, checkpointable, _ = rng.choices(TEAMS, weights=[t[3] for t in TEAMS])[0]
         trace.append(
-            TraceJob(job_id=f"j{n}", team=team, submit_time=round(clock, 3), duration=round(rng.expovariate(1 / mean_duration), 3) + 1,
-                     instance_type=instance_type, count=rng.choice((1, 1, 2, 4, 4)), priority=priority, checkpointable=checkpointable)
+            TraceJob(
+                job_id=f"j{n}",
+                team=team,
+                submit_time=round(clock, 3),
+                duration=round(rng.expovariate(1 / mean_duration), 3) + 1,
+                instance_type=instance_type,
+                count=rng.choice((1, 1, 2, 4, 4)),
+                priority=priority,
+                checkpointable=checkpointable,
+            )
         )
     return trace
 
@@ -53,9 +61,12 @@ def replay(label: str, trace, config: Path) -> None:
     results = compare(trace, shares=shares, capacity=capacity, tick_s=60, settings=Settings())
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     policy = results["policy"]
-    print(f"{label}: jobs={len(trace)} three_replays_s={seconds:.1f} cpu_s={cpu:.1f} jobs_per_second_per_replay={3 * len(trace) / seconds:,.0f} "
-          f"policy_window_utilization={policy.window_utilization:.3f} preemptions={policy.preemptions} "
-          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} load_average={os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"{label}: jobs={len(trace)} three_replays_s={seconds:.1f} cpu_s={cpu:.1f} jobs_per_second_per_replay={3 * len(trace) / seconds:,.0f} "
+        f"policy_window_utilization={policy.window_utilization:.3f} preemptions={policy.preemptions} "
+        f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} load_average={os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -69,7 +80,7 @@ def main() -> None:
     if args.jobs:
         config = ROOT / "examples" / "openb-governance.yaml"
         _, capacity = pool_shares(load_model(config), None)
-        (instance_type, size), = capacity.items()
+        ((instance_type, size),) = capacity.items()
         replay("synthetic", synthetic_trace(args.jobs, size, instance_type), config)
 
 

@@ -58,10 +58,16 @@ def measure(teams: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="synth-scale-") as tmp:
         config = Path(tmp) / "governance.yaml"
         config.write_text(yaml.safe_dump(organisation(teams)))
-        env = {**os.environ, "CDK_OUTDIR": str(Path(tmp) / "out"), "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}),
-               "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])}
+        env = {
+            **os.environ,
+            "CDK_OUTDIR": str(Path(tmp) / "out"),
+            "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+        }
         started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+        )
         peak = cpu = python_cpu = 0
         while process.poll() is None:
             tree = _tree(process.pid)
@@ -75,8 +81,14 @@ def measure(teams: int) -> dict:
             raise SystemExit(f"{teams} teams: app.py exited {process.returncode}: {stderr[-2000:]}")
         stacks = len(list((Path(tmp) / "out").glob("*.template.json")))
     ticks = os.sysconf("SC_CLK_TCK")
-    return {"teams": teams, "stacks": stacks, "seconds": round(seconds, 1), "cpu_seconds": round(cpu / ticks, 1),
-            "python_cpu_seconds": round(python_cpu / ticks, 1), "peak_rss_mib": round(peak / 1024)}
+    return {
+        "teams": teams,
+        "stacks": stacks,
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu / ticks, 1),
+        "python_cpu_seconds": round(python_cpu / ticks, 1),
+        "peak_rss_mib": round(peak / 1024),
+    }
 
 
 def _cpu_ticks(pid: int, children: bool = True) -> int:
@@ -86,19 +98,24 @@ def _cpu_ticks(pid: int, children: bool = True) -> int:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0
-    return sum(int(f) for f in fields[11:15 if children else 13])
+    return sum(int(f) for f in fields[11 : 15 if children else 13])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teams", type=int, nargs="+", default=[50, 100, 200])
     args = parser.parse_args()
-    print("| teams | stacks | synthesis (s) | s per team | CPU, python + node (s) | of which python (s) | peak RSS, python + node (MiB) | load average (1 min) |")
+    print(
+        "| teams | stacks | synthesis (s) | s per team | CPU, python + node (s) | of which python (s) | peak RSS, python + node (MiB) | load average (1 min) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for teams in args.teams:
         row = measure(teams)
-        print(f"| {row['teams']} | {row['stacks']} | {row['seconds']} | {row['seconds'] / teams:.2f} | {row['cpu_seconds']} | {row['python_cpu_seconds']} | {row['peak_rss_mib']} "
-              f"| {os.getloadavg()[0]:.1f} |", flush=True)
+        print(
+            f"| {row['teams']} | {row['stacks']} | {row['seconds']} | {row['seconds'] / teams:.2f} | {row['cpu_seconds']} | {row['python_cpu_seconds']} | {row['peak_rss_mib']} "
+            f"| {os.getloadavg()[0]:.1f} |",
+            flush=True,
+        )
     return 0
 
 

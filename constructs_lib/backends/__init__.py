@@ -14,7 +14,10 @@ from typing import Any
 from . import batch_fair_share, batch_quota_share, hyperpod_eks, hyperpod_slurm
 from .base import Backend
 
-BACKENDS: dict[str, Backend] = {b.name: b for b in (batch_quota_share.BACKEND, batch_fair_share.BACKEND, hyperpod_eks.BACKEND, hyperpod_slurm.BACKEND)}
+BACKENDS: dict[str, Backend] = {
+    b.name: b
+    for b in (batch_quota_share.BACKEND, batch_fair_share.BACKEND, hyperpod_eks.BACKEND, hyperpod_slurm.BACKEND)
+}
 
 
 def backend_of(pool: Any) -> Backend:

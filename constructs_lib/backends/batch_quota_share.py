@@ -44,7 +44,7 @@ BACKEND = Backend(
     # Batch preempts quota-share jobs itself, with no grace: a quota share's preemption setting is
     # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
     grace_caveat="not enforced {where}: Batch preempts quota-share jobs itself, at once, with no grace setting, and the reclaim controller "
-                 "only observes them; only `simulate` applies it",
+    "only observes them; only `simulate` applies it",
     # No consumption limit in the API: the reclaim controller counts each team's GPU hours and disables its
     # quota share at the limit (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html, state).
     gpu_hour_limit_switch=("batch:UpdateQuotaShare",),
@@ -52,7 +52,7 @@ BACKEND = Backend(
     # (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateQuotaShare.html).
     group_caveat="a Batch quota share has no level above it and the reclaim controller only observes quota-share queues",
     lending_limit_caveat="not enforced {where}: Batch quota shares have no lending limit and the reclaim controller only observes them; "
-                         "the team lends all of its idle quota there",
+    "the team lends all of its idle quota there",
     window_feeds=(CONSUMER_SAGEMAKER_TRAINING_JOBS,),
     team_resources=4,
     shared_resources=5,

@@ -24,7 +24,10 @@ def compute_quota_resource(instance_type: str, entry: Any) -> dict:
     if entry.accelerators is not None:
         resource["Accelerators"] = entry.accelerators
     if entry.accelerator_partition is not None:
-        resource["AcceleratorPartition"] = {"Type": entry.accelerator_partition.type, "Count": entry.accelerator_partition.count}
+        resource["AcceleratorPartition"] = {
+            "Type": entry.accelerator_partition.type,
+            "Count": entry.accelerator_partition.count,
+        }
     if entry.vcpu is not None:
         resource["VCpu"] = entry.vcpu
     if entry.memory_gib is not None:
@@ -34,17 +37,25 @@ def compute_quota_resource(instance_type: str, entry: Any) -> dict:
 
 def absolute_borrow_limits(entries: Mapping[str, Any]) -> list[dict]:
     """``ResourceSharingConfig.AbsoluteBorrowLimits``: GPUs per instance type, for the types that declare one."""
-    return [{"InstanceType": t, "Accelerators": e.borrow_accelerators} for t, e in sorted(entries.items())
-            if not isinstance(e, int) and e.borrow_accelerators is not None]
+    return [
+        {"InstanceType": t, "Accelerators": e.borrow_accelerators}
+        for t, e in sorted(entries.items())
+        if not isinstance(e, int) and e.borrow_accelerators is not None
+    ]
 
 
 def _task_governance(deal, team, pool):
     """HyperPod semantics that differ from the model (docs/hyperpod-eks.md)."""
     sharing = team.sharing
-    changes = {"in_share_preemption": f"{deal.in_share_preemption} (PreemptTeamTasks {'LowerPriority' if sharing.in_share_preemption else 'Never'})"}
+    changes = {
+        "in_share_preemption": f"{deal.in_share_preemption} (PreemptTeamTasks {'LowerPriority' if sharing.in_share_preemption else 'Never'})"
+    }
     if not pool.idle_resource_sharing:
-        changes.update(max_with_borrowing=deal.guaranteed, lends_idle="no (idle resource sharing off on the cluster)",
-                       reclaimable="no (idle resource sharing off on the cluster)")
+        changes.update(
+            max_with_borrowing=deal.guaranteed,
+            lends_idle="no (idle resource sharing off on the cluster)",
+            reclaimable="no (idle resource sharing off on the cluster)",
+        )
     elif sharing.strategy is SharingStrategy.RESERVE:
         changes["lends_idle"] = "no (DontLend: HyperPod documents only that it does not lend)"
     return refined(deal, **changes)
@@ -69,7 +80,7 @@ BACKEND = Backend(
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaTarget.html).
     group_caveat="a HyperPod compute quota targets one team (ComputeQuotaTarget: TeamName, FairShareWeight) and Kueue, not the reclaim controller, schedules there",
     lending_limit_caveat="not enforced {where}: HyperPod compute quotas have no lending limit and Kueue, not the reclaim controller, schedules there; "
-                         "the team lends all of its idle quota there",
+    "the team lends all of its idle quota there",
     refine_deal=_task_governance,
     window_feeds=(CONSUMER_HYPERPOD_INSTANCE_GROUP,),
     team_resources=7,

@@ -83,7 +83,7 @@ def l1_logical_id(construct: Construct) -> str:
     every deployed stack depends on it; ``tests/foundation/test_batch_constructs.py`` checks it
     against CDK's own ids."""
     scopes = construct.node.scopes
-    path = [s.node.id for s in scopes[scopes.index(Stack.of(construct)) + 1:] if s.node.id != "Default"]
+    path = [s.node.id for s in scopes[scopes.index(Stack.of(construct)) + 1 :] if s.node.id != "Default"]
     alphanumeric = lambda name: "".join(c for c in name if c.isascii() and c.isalnum())  # noqa: E731
     if len(path) == 1 and len(alphanumeric(path[0])) <= 255:
         return alphanumeric(path[0])
@@ -101,7 +101,9 @@ class _GovernedQueue(Construct):
     job_queue: batch.CfnJobQueue
     WILDCARD_REASON: str
 
-    def __init__(self, scope: Construct, id: str, *, pool: BatchQuotaSharePool | BatchFairSharePool, teams: Sequence[Team]) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, pool: BatchQuotaSharePool | BatchFairSharePool, teams: Sequence[Team]
+    ) -> None:
         _check(pool, teams)  # before any resource exists: nothing half-built on bad props
         super().__init__(scope, id)
         self.pool = pool
@@ -115,7 +117,9 @@ class _GovernedQueue(Construct):
         return Stack.of(self).format_arn(service="batch", resource=resource, resource_name="*")
 
     @staticmethod
-    def _team_tag_statements(team_name: str, jobs: str, submission: dict[str, dict[str, str]]) -> list[iam.PolicyStatement]:
+    def _team_tag_statements(
+        team_name: str, jobs: str, submission: dict[str, dict[str, str]]
+    ) -> list[iam.PolicyStatement]:
         """The team tag is set once, when the job is created, and never changed or removed.
 
         Tagging is authorised on the job's ARN, so a grant limited only by ``aws:RequestTag``
@@ -137,12 +141,19 @@ class _GovernedQueue(Construct):
             iam.PolicyStatement(
                 actions=["batch:TagResource"],
                 resources=[jobs],
-                conditions={**at_creation, "StringEquals": {**at_creation.get("StringEquals", {}), f"aws:RequestTag/{TEAM_TAG}": team_name},
-                            **MEMBER_TAG_KEYS_ONLY},
+                conditions={
+                    **at_creation,
+                    "StringEquals": {**at_creation.get("StringEquals", {}), f"aws:RequestTag/{TEAM_TAG}": team_name},
+                    **MEMBER_TAG_KEYS_ONLY,
+                },
             ),
-            iam.PolicyStatement(effect=iam.Effect.DENY, actions=["batch:UntagResource"], resources=[jobs], conditions=names_team_tag),
             iam.PolicyStatement(
-                effect=iam.Effect.DENY, actions=["batch:TagResource"], resources=[jobs],
+                effect=iam.Effect.DENY, actions=["batch:UntagResource"], resources=[jobs], conditions=names_team_tag
+            ),
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["batch:TagResource"],
+                resources=[jobs],
                 conditions={**names_team_tag, "Null": {tag: "false"}},
             ),
         ]
@@ -157,7 +168,10 @@ class _GovernedQueue(Construct):
         """The ``aws:RequestTag`` conditions of a submission: the team tag, and the team's cost
         centre when it declares one (``contract.submission_tags``, which members' tooling sends)."""
         team = next(t for t in self.teams if t.name == team_name)
-        return {f"aws:RequestTag/{key}": value for key, value in contract.submission_tags(team.name, team.cost_centre).items()}
+        return {
+            f"aws:RequestTag/{key}": value
+            for key, value in contract.submission_tags(team.name, team.cost_centre).items()
+        }
 
     def grant_submit(self, grantee: iam.IGrantable, team_name: str) -> iam.Grant:
         """Let ``grantee`` submit, watch, reprioritise and terminate jobs as ``team_name`` only."""
@@ -175,7 +189,11 @@ class _GovernedQueue(Construct):
         packs, and its unavoidable wildcards are acknowledged with the reason."""
         statements = self.submit_statements(team_name)
         policy = iam.ManagedPolicy(
-            scope, id, description=f"Submit jobs to {self.pool.name} as team {team_name}", statements=statements, roles=list(roles)
+            scope,
+            id,
+            description=f"Submit jobs to {self.pool.name} as team {team_name}",
+            statements=statements,
+            roles=list(roles),
         )
         acknowledge_wildcard_resources(policy, [arn for s in statements for arn in s.resources], self.WILDCARD_REASON)
         return policy
@@ -242,7 +260,9 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
             sharing = team.sharing
             sharing_config = {"strategy": sharing.strategy.value.upper()}
             if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-                sharing_config["borrowLimit"] = UNLIMITED_BORROW_LIMIT if sharing.borrow_percent is None else sharing.borrow_percent
+                sharing_config["borrowLimit"] = (
+                    UNLIMITED_BORROW_LIMIT if sharing.borrow_percent is None else sharing.borrow_percent
+                )
             share = batch.CfnQuotaShare(
                 team_scope(self, team.name),
                 f"Share{team.name}",
@@ -310,7 +330,9 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
     def observe_statements(self) -> list[iam.PolicyStatement]:
         return [
             # ListQuotaShares: whether the team's share is disabled at its GPU-hour limit (`status`)
-            iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot", "batch:ListQuotaShares"], resources=[self.job_queue_arn]),
+            iam.PolicyStatement(
+                actions=["batch:GetJobQueueSnapshot", "batch:ListQuotaShares"], resources=[self.job_queue_arn]
+            ),
             # DescribeServiceJob and ListServiceJobs support no resource-level permissions.
             iam.PolicyStatement(actions=["batch:DescribeServiceJob", "batch:ListServiceJobs"], resources=["*"]),
         ]
@@ -393,7 +415,10 @@ class FairShareJobQueue(_GovernedQueue):
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
                 resources=[self.job_queue_arn, jobs],
-                conditions={"StringEquals": {"batch:ShareIdentifier": team_name, **self._tags_on_request(team_name)}, **MEMBER_TAG_KEYS_ONLY},
+                conditions={
+                    "StringEquals": {"batch:ShareIdentifier": team_name, **self._tags_on_request(team_name)},
+                    **MEMBER_TAG_KEYS_ONLY,
+                },
             ),
             iam.PolicyStatement(
                 actions=["batch:SubmitJob"],
@@ -414,7 +439,13 @@ class FairShareJobQueue(_GovernedQueue):
         return [iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"])]
 
 
-def _build_pool(queue_class: type[_GovernedQueue], scope: Construct, model: GovernanceModel, pool, tenants: Mapping[str, TeamTenancy]) -> _GovernedQueue:
+def _build_pool(
+    queue_class: type[_GovernedQueue],
+    scope: Construct,
+    model: GovernanceModel,
+    pool,
+    tenants: Mapping[str, TeamTenancy],
+) -> _GovernedQueue:
     """The pool's queue in ``scope``; each of its teams' tenancy may submit to it."""
     queue = queue_class(scope, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name))
     for team in queue.teams:
@@ -422,11 +453,15 @@ def _build_pool(queue_class: type[_GovernedQueue], scope: Construct, model: Gove
     return queue
 
 
-def build_quota_share_pool(scope: Construct, model: GovernanceModel, pool: BatchQuotaSharePool, tenants: Mapping[str, TeamTenancy]) -> QuotaManagedTrainingQueue:
+def build_quota_share_pool(
+    scope: Construct, model: GovernanceModel, pool: BatchQuotaSharePool, tenants: Mapping[str, TeamTenancy]
+) -> QuotaManagedTrainingQueue:
     """The batch_quota_share backend's construct builder (constructs_lib/backends/)."""
     return _build_pool(QuotaManagedTrainingQueue, scope, model, pool, tenants)
 
 
-def build_fair_share_pool(scope: Construct, model: GovernanceModel, pool: BatchFairSharePool, tenants: Mapping[str, TeamTenancy]) -> FairShareJobQueue:
+def build_fair_share_pool(
+    scope: Construct, model: GovernanceModel, pool: BatchFairSharePool, tenants: Mapping[str, TeamTenancy]
+) -> FairShareJobQueue:
     """The batch_fair_share backend's construct builder (constructs_lib/backends/)."""
     return _build_pool(FairShareJobQueue, scope, model, pool, tenants)

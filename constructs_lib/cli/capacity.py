@@ -23,7 +23,12 @@ from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError, Problem
 
 LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
-OFFERING_LISTS = ("CapacityBlockOfferings", "CapacityBlockExtensionOfferings", "TrainingPlanOfferings", "CapacityReservations")
+OFFERING_LISTS = (
+    "CapacityBlockOfferings",
+    "CapacityBlockExtensionOfferings",
+    "TrainingPlanOfferings",
+    "CapacityReservations",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,39 +37,61 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     plan = commands.add_parser("plan", help="what the controller would buy for the windows, and why")
     add_config_arguments(plan)
-    plan.add_argument("--offerings", required=True, action="append",
-                      help="JSON from `aws ec2 describe-capacity-block-offerings`, `aws ec2 describe-capacity-block-extension-offerings`, "
-                           "`aws sagemaker search-training-plan-offerings` or `aws ec2 describe-capacity-reservations` (repeatable)")
+    plan.add_argument(
+        "--offerings",
+        required=True,
+        action="append",
+        help="JSON from `aws ec2 describe-capacity-block-offerings`, `aws ec2 describe-capacity-block-extension-offerings`, "
+        "`aws sagemaker search-training-plan-offerings` or `aws ec2 describe-capacity-reservations` (repeatable)",
+    )
     plan.add_argument("--now", help="plan as of this UTC time (ISO 8601; default: now)")
-    plan.add_argument("--spent", action="append", default=[], metavar="WINDOW=AMOUNT", help="already spent this budget period")
+    plan.add_argument(
+        "--spent", action="append", default=[], metavar="WINDOW=AMOUNT", help="already spent this budget period"
+    )
     plan.add_argument("--json", action="store_true", help="print one JSON object")
     plan.set_defaults(handler=_plan)
 
     approve = commands.add_parser("approve", help="approve a purchase the controller proposed (approval mode)")
     approve.add_argument("intent_id", metavar="ID", help="the intent id from the approval notification")
-    approve.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
-                         help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
+    approve.add_argument(
+        "--table",
+        default=os.environ.get(LEDGER_TABLE_VARIABLE),
+        help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})",
+    )
     approve.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
     approve.set_defaults(handler=_approve)
 
-    request = commands.add_parser("request", help="ask for capacity now or soon: an on-demand window within a declared window's limits")
+    request = commands.add_parser(
+        "request", help="ask for capacity now or soon: an on-demand window within a declared window's limits"
+    )
     add_config_arguments(request)
     request.add_argument("--team", required=True, help="the declared team the capacity serves")
     request.add_argument("--instance-type", required=True, help="instance type of one of the team's declared windows")
     request.add_argument("--count", required=True, type=int, help="instances (1-64)")
     request.add_argument("--hours", required=True, type=int, help="how long (hours)")
     request.add_argument("--start", default="now", help="now (default) or a UTC time (ISO 8601)")
-    request.add_argument("--window", help="the declared window to draw on, when the team has several of that instance type")
-    request.add_argument("--token", help="idempotency token: the same token is the same window (default: from the arguments, "
-                                         "with a start of now read to the minute)")
-    request.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
-                         help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
+    request.add_argument(
+        "--window", help="the declared window to draw on, when the team has several of that instance type"
+    )
+    request.add_argument(
+        "--token",
+        help="idempotency token: the same token is the same window (default: from the arguments, "
+        "with a start of now read to the minute)",
+    )
+    request.add_argument(
+        "--table",
+        default=os.environ.get(LEDGER_TABLE_VARIABLE),
+        help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})",
+    )
     request.add_argument("--region", help="AWS region of the capacity account (default: the governance file's)")
     request.set_defaults(handler=_request)
 
     listing = commands.add_parser("requests", help="the on-demand windows recorded in the ledger, open or closed")
-    listing.add_argument("--table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
-                         help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})")
+    listing.add_argument(
+        "--table",
+        default=os.environ.get(LEDGER_TABLE_VARIABLE),
+        help=f"the controller's ledger table (default ${LEDGER_TABLE_VARIABLE})",
+    )
     listing.add_argument("--region", help="AWS region of the capacity account (default: from the AWS configuration)")
     listing.add_argument("--json", action="store_true", help="print one JSON object")
     listing.set_defaults(handler=_requests)
@@ -77,7 +104,9 @@ def _plan(args: argparse.Namespace) -> int:
 
     model = model_from(args)
     if not model.capacity_windows:
-        raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window to plan")
+        raise GovernanceError.single(
+            "capacity_windows", "no capacity windows declared", [], "at least one window to plan"
+        )
     now = _utc_time(args.now, "--now") if args.now else datetime.now(UTC)
     offerings, reservations, extensions = [], [], []
     for path in args.offerings:
@@ -86,8 +115,12 @@ def _plan(args: argparse.Namespace) -> int:
         reservations += found_reservations
         extensions += [(path, index, item) for index, item in found_extensions]
     offerings += _extensions_of(extensions, reservations)
-    windows = list(parse_policy(compile_policy(model)).capacity_windows)  # what the controller reads, through its reader
-    result = plan(windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now)
+    windows = list(
+        parse_policy(compile_policy(model)).capacity_windows
+    )  # what the controller reads, through its reader
+    result = plan(
+        windows=windows, reservations=reservations, offerings=offerings, spent=_spent(args.spent, windows), now=now
+    )
     print(json.dumps(_as_json(result, windows), indent=2) if args.json else _as_text(result, windows))
     return 0
 
@@ -99,7 +132,9 @@ def _approve(args: argparse.Namespace) -> int:
     from gpu_governance_runtime.capacity.ledger import ClaimRefused, Ledger
 
     if not args.table:
-        raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
+        raise GovernanceError.single(
+            "--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}"
+        )
     ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table)
     try:
         intent = ledger.approve(args.intent_id, now=datetime.now(UTC))
@@ -108,11 +143,15 @@ def _approve(args: argparse.Namespace) -> int:
     except (NoCredentialsError, NoRegionError):
         raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
-        raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
+        raise GovernanceError.single(
+            "--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})"
+        ) from None
     offering = intent.offering
-    print(f"approved {intent.id}: {offering.count} x {offering.instance_type} in {offering.availability_zone}, "
-          f"{offering.start:%Y-%m-%d %H:%M} to {offering.end:%Y-%m-%d %H:%M} UTC, {offering.upfront_fee} {offering.currency}; "
-          "the controller buys it on its next run if the offering is still for sale at that price")
+    print(
+        f"approved {intent.id}: {offering.count} x {offering.instance_type} in {offering.availability_zone}, "
+        f"{offering.start:%Y-%m-%d %H:%M} to {offering.end:%Y-%m-%d %H:%M} UTC, {offering.upfront_fee} {offering.currency}; "
+        "the controller buys it on its next run if the offering is still for sale at that price"
+    )
     return 0
 
 
@@ -126,32 +165,57 @@ def _request(args: argparse.Namespace) -> int:
     from gpu_governance_runtime.policy import parse_policy
 
     if not args.table:
-        raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
+        raise GovernanceError.single(
+            "--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}"
+        )
     model = model_from(args)
     windows = parse_policy(compile_policy(model)).capacity_windows
     now = datetime.now(UTC)
     start = None if args.start == "now" else _utc_time(args.start, "--start")
-    token = args.token or "-".join((args.team, args.instance_type, f"{args.count}x{args.hours}h", f"{start or now:%Y%m%dT%H%M}"))
+    token = args.token or "-".join(
+        (args.team, args.instance_type, f"{args.count}x{args.hours}h", f"{start or now:%Y%m%dT%H%M}")
+    )
     # the ledger lives in the capacity account's region, which the governance file names
-    ledger = Ledger(client=boto3.client("dynamodb", region_name=args.region or model.capacity_account.region), table_name=args.table)
+    ledger = Ledger(
+        client=boto3.client("dynamodb", region_name=args.region or model.capacity_account.region), table_name=args.table
+    )
     try:
-        requested_by = boto3.client("sts", region_name=args.region).get_caller_identity()["Arn"]  # recorded with the request
-        request, new = requests.submit(ledger, windows, token=token, team=args.team, instance_type=args.instance_type, count=args.count,
-                                       hours=args.hours, start=start, now=now, window=args.window, requested_by=requested_by)
+        requested_by = boto3.client("sts", region_name=args.region).get_caller_identity()[
+            "Arn"
+        ]  # recorded with the request
+        request, new = requests.submit(
+            ledger,
+            windows,
+            token=token,
+            team=args.team,
+            instance_type=args.instance_type,
+            count=args.count,
+            hours=args.hours,
+            start=start,
+            now=now,
+            window=args.window,
+            requested_by=requested_by,
+        )
     except requests.RequestRefused as refusal:
         raise GovernanceError.single("request", "refused", token, str(refusal)) from None
     except (NoCredentialsError, NoRegionError):
         raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
-        raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})") from None
+        raise GovernanceError.single(
+            "--table", "ledger not reachable", args.table, f"a ledger table you may write to ({error})"
+        ) from None
     if request.occurrence:
-        print(f"joined window {request.window}'s occurrence {request.occurrence} (token {request.token}) for team {request.team}: "
-              f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h is inside it; "
-              "nothing more is bought")
+        print(
+            f"joined window {request.window}'s occurrence {request.occurrence} (token {request.token}) for team {request.team}: "
+            f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h is inside it; "
+            "nothing more is bought"
+        )
         return 0
-    print(f"{'requested' if new else 'already requested'} window {request.name} (token {request.token}) for team {request.team}: "
-          f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window "
-          f"{request.window}'s price cap, budget and mode; the controller serves it on its next run")
+    print(
+        f"{'requested' if new else 'already requested'} window {request.name} (token {request.token}) for team {request.team}: "
+        f"{request.count} x {request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window "
+        f"{request.window}'s price cap, budget and mode; the controller serves it on its next run"
+    )
     return 0
 
 
@@ -163,20 +227,35 @@ def _requests(args: argparse.Namespace) -> int:
     from gpu_governance_runtime.capacity.ledger import Ledger
 
     if not args.table:
-        raise GovernanceError.single("--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}")
+        raise GovernanceError.single(
+            "--table", "missing", None, f"the ledger table name, or set ${LEDGER_TABLE_VARIABLE}"
+        )
     try:
         found = requests.listed(Ledger(client=boto3.client("dynamodb", region_name=args.region), table_name=args.table))
     except (NoCredentialsError, NoRegionError):
         raise  # what the caller must set up: one line from main, exit 1
     except (BotoCoreError, ClientError) as error:
-        raise GovernanceError.single("--table", "ledger not reachable", args.table, f"a ledger table you may read ({error})") from None
+        raise GovernanceError.single(
+            "--table", "ledger not reachable", args.table, f"a ledger table you may read ({error})"
+        ) from None
     if args.json:
-        print(json.dumps({"requests": [{**request.details(), "name": request.name, "status": status} for request, status in found]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "requests": [
+                        {**request.details(), "name": request.name, "status": status} for request, status in found
+                    ]
+                },
+                indent=2,
+            )
+        )
         return 0
     for request, status in found:
-        print(f"{status.upper()} window {request.name} (token {request.token}) for team {request.team}: {request.count} x "
-              f"{request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window {request.window}"
-              + (f", requested by {request.requested_by}" if request.requested_by else ""))
+        print(
+            f"{status.upper()} window {request.name} (token {request.token}) for team {request.team}: {request.count} x "
+            f"{request.instance_type}, {request.start:%Y-%m-%d %H:%M} UTC for {request.hours} h, within window {request.window}"
+            + (f", requested by {request.requested_by}" if request.requested_by else "")
+        )
     return 0
 
 
@@ -186,31 +265,60 @@ def _read_market(path: str):
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
-        raise GovernanceError.single(path, "cannot read the file", type(error).__name__, f"a readable JSON file ({error})") from None
+        raise GovernanceError.single(
+            path, "cannot read the file", type(error).__name__, f"a readable JSON file ({error})"
+        ) from None
     except json.JSONDecodeError as error:
-        raise GovernanceError.single(path, f"not valid JSON at line {error.lineno}, column {error.colno}", error.msg, "AWS CLI JSON output") from None
+        raise GovernanceError.single(
+            path, f"not valid JSON at line {error.lineno}, column {error.colno}", error.msg, "AWS CLI JSON output"
+        ) from None
     if not isinstance(data, dict) or not any(key in data for key in OFFERING_LISTS):
-        raise GovernanceError.single(path, "no offerings or reservations found", type(data).__name__, f"a mapping with one of {list(OFFERING_LISTS)}")
-    parsers = {"CapacityBlockOfferings": block_offering, "TrainingPlanOfferings": training_plan_offering, "CapacityReservations": reservation_from_api,
-               # Read whole here; which block each extends is known once every file's reservations are (_extensions_of).
-               "CapacityBlockExtensionOfferings": lambda item: (item, _when(item["CapacityBlockExtensionStartDate"]))}
+        raise GovernanceError.single(
+            path,
+            "no offerings or reservations found",
+            type(data).__name__,
+            f"a mapping with one of {list(OFFERING_LISTS)}",
+        )
+    parsers = {
+        "CapacityBlockOfferings": block_offering,
+        "TrainingPlanOfferings": training_plan_offering,
+        "CapacityReservations": reservation_from_api,
+        # Read whole here; which block each extends is known once every file's reservations are (_extensions_of).
+        "CapacityBlockExtensionOfferings": lambda item: (item, _when(item["CapacityBlockExtensionStartDate"])),
+    }
     parsed: dict[str, list] = {key: [] for key in OFFERING_LISTS}
     problems = []
     for key, parse in parsers.items():
         items = data.get(key, [])
         if not isinstance(items, list):
-            problems.append(Problem(path=f"{path}: {key}", wrong="not a list", value=items, allowed="a list of items as the AWS CLI prints it"))
+            problems.append(
+                Problem(
+                    path=f"{path}: {key}",
+                    wrong="not a list",
+                    value=items,
+                    allowed="a list of items as the AWS CLI prints it",
+                )
+            )
             continue
         for index, item in enumerate(items):
             try:
                 parsed[key].append(parse(item))
             except (KeyError, TypeError, ValueError, IndexError, AttributeError, InvalidOperation) as error:
-                problems.append(Problem(path=f"{path}: {key}[{index}]", wrong=f"unreadable ({type(error).__name__}: {error})",
-                                        value=item, allowed="an item as the AWS CLI prints it"))
+                problems.append(
+                    Problem(
+                        path=f"{path}: {key}[{index}]",
+                        wrong=f"unreadable ({type(error).__name__}: {error})",
+                        value=item,
+                        allowed="an item as the AWS CLI prints it",
+                    )
+                )
     if problems:
         raise GovernanceError(problems)
-    return (parsed["CapacityBlockOfferings"] + parsed["TrainingPlanOfferings"], parsed["CapacityReservations"],
-            list(enumerate(item for item, _ in parsed["CapacityBlockExtensionOfferings"])))
+    return (
+        parsed["CapacityBlockOfferings"] + parsed["TrainingPlanOfferings"],
+        parsed["CapacityReservations"],
+        list(enumerate(item for item, _ in parsed["CapacityBlockExtensionOfferings"])),
+    )
 
 
 def _extensions_of(extensions, reservations):
@@ -222,19 +330,36 @@ def _extensions_of(extensions, reservations):
     offerings, problems = [], []
     for path, index, item in extensions:
         start = _when(item["CapacityBlockExtensionStartDate"])
-        extended = [r for r in reservations if r.end == start and r.instance_type == item.get("InstanceType")
-                    and r.availability_zone == item.get("AvailabilityZone") and r.count == item.get("InstanceCount")]
+        extended = [
+            r
+            for r in reservations
+            if r.end == start
+            and r.instance_type == item.get("InstanceType")
+            and r.availability_zone == item.get("AvailabilityZone")
+            and r.count == item.get("InstanceCount")
+        ]
         if len(extended) != 1:
-            problems.append(Problem(path=f"{path}: CapacityBlockExtensionOfferings[{index}]", wrong="extends no one listed block",
-                                    value=item.get("CapacityBlockExtensionOfferingId"),
-                                    allowed=f"exactly one reservation (--offerings from `aws ec2 describe-capacity-reservations`) of the same type, "
-                                            f"zone and count ending {start:%Y-%m-%d %H:%M} UTC; found {len(extended)}"))
+            problems.append(
+                Problem(
+                    path=f"{path}: CapacityBlockExtensionOfferings[{index}]",
+                    wrong="extends no one listed block",
+                    value=item.get("CapacityBlockExtensionOfferingId"),
+                    allowed=f"exactly one reservation (--offerings from `aws ec2 describe-capacity-reservations`) of the same type, "
+                    f"zone and count ending {start:%Y-%m-%d %H:%M} UTC; found {len(extended)}",
+                )
+            )
             continue
         try:
             offerings.append(extension_offering(item, extended[0].id))
         except (KeyError, TypeError, ValueError, InvalidOperation) as error:
-            problems.append(Problem(path=f"{path}: CapacityBlockExtensionOfferings[{index}]", wrong=f"unreadable ({type(error).__name__}: {error})",
-                                    value=item, allowed="an item as the AWS CLI prints it"))
+            problems.append(
+                Problem(
+                    path=f"{path}: CapacityBlockExtensionOfferings[{index}]",
+                    wrong=f"unreadable ({type(error).__name__}: {error})",
+                    value=item,
+                    allowed="an item as the AWS CLI prints it",
+                )
+            )
     if problems:
         raise GovernanceError(problems)
     return offerings
@@ -260,7 +385,14 @@ def _spent(items: list[str], windows) -> dict[str, Decimal]:
         except InvalidOperation:
             value = None
         if name not in names or value is None or value < 0:
-            problems.append(Problem(path="--spent", wrong="invalid", value=item, allowed=f"WINDOW=AMOUNT with WINDOW one of {names} and AMOUNT >= 0"))
+            problems.append(
+                Problem(
+                    path="--spent",
+                    wrong="invalid",
+                    value=item,
+                    allowed=f"WINDOW=AMOUNT with WINDOW one of {names} and AMOUNT >= 0",
+                )
+            )
         else:
             spent[name] = value
     if problems:
@@ -279,11 +411,13 @@ def _as_text(result, windows) -> str:
         verb = {"dry_run": "WOULD BUY (dry run)", "approval": "WOULD ASK APPROVAL FOR", "auto": "BUY"}[pieces[0].mode]
         bought = sum((p.offering.instance_hours for p in pieces), Decimal(0))
         unused = max(bought - w.instance_count * w.duration_hours, Decimal(0))
-        why = (f"cheapest cover, then least unused time ({_amount(unused)} instance-hours unused); serves {w.owner}")
+        why = f"cheapest cover, then least unused time ({_amount(unused)} instance-hours unused); serves {w.owner}"
         if len(pieces) > 1:
             fee = sum((p.offering.upfront_fee for p in pieces), Decimal(0))
-            lines.append(f"{verb} {len(pieces)} pieces for {key}, {fee} {pieces[0].offering.currency} in all, in this order "
-                         f"(a piece that fails stops the rest): {why}")
+            lines.append(
+                f"{verb} {len(pieces)} pieces for {key}, {fee} {pieces[0].offering.currency} in all, in this order "
+                f"(a piece that fails stops the rest): {why}"
+            )
         for number, p in enumerate(pieces, start=1):
             o = p.offering
             what = f"{o.kind.replace('_', ' ')} of {o.reservation_id}" if o.extends else o.kind.replace("_", " ")
@@ -291,7 +425,8 @@ def _as_text(result, windows) -> str:
             lines.append(
                 f"{head}: {o.count} x {o.instance_type} in {o.availability_zone or 'any zone'}, "
                 f"{o.start:%Y-%m-%d %H:%M} to {o.end:%Y-%m-%d %H:%M} UTC, {o.upfront_fee} {o.currency} "
-                f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour})" + ("; " + why if len(pieces) == 1 else "")
+                f"({o.price_per_instance_hour:.2f}/instance-hour, cap {w.max_price_per_instance_hour})"
+                + ("; " + why if len(pieces) == 1 else "")
             )
     lines += [f"COVERED {o.key} by blocks already held" for o in result.covered]
     lines += [f"NOT COVERED {u.occurrence.key} ({caps[u.window].owner}): {u.reason}" for u in result.uncovered]
@@ -310,9 +445,21 @@ def _amount(value: Decimal) -> str:
 def _as_json(result, windows) -> dict[str, Any]:
     owners = {w.name: w.owner_fields for w in windows}
     return {
-        "purchases": [{"window": p.window, **owners[p.window], "occurrence": p.occurrence.key, "mode": p.mode, "offering": p.offering.id, "kind": p.offering.kind,
-                       "upfront_fee": str(p.offering.upfront_fee), "start": p.offering.start.isoformat(), "end": p.offering.end.isoformat(),
-                       "availability_zone": p.offering.availability_zone} for p in result.purchases],
+        "purchases": [
+            {
+                "window": p.window,
+                **owners[p.window],
+                "occurrence": p.occurrence.key,
+                "mode": p.mode,
+                "offering": p.offering.id,
+                "kind": p.offering.kind,
+                "upfront_fee": str(p.offering.upfront_fee),
+                "start": p.offering.start.isoformat(),
+                "end": p.offering.end.isoformat(),
+                "availability_zone": p.offering.availability_zone,
+            }
+            for p in result.purchases
+        ],
         "covered": [o.key for o in result.covered],
         "uncovered": [{"occurrence": u.occurrence.key, "reason": u.reason} for u in result.uncovered],
         "ignored_offerings": [{"offering": i, "reason": r} for i, r in result.ignored_offerings],

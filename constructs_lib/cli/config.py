@@ -39,17 +39,29 @@ def chosen_config(args: argparse.Namespace) -> str | None:
     legacy = getattr(args, _LEGACY, None)
     if legacy is not None:
         if args.config is not None:
-            raise GovernanceError.single("--config", "given twice (as --config and as a positional file)", [args.config, legacy], "one governance file")
+            raise GovernanceError.single(
+                "--config",
+                "given twice (as --config and as a positional file)",
+                [args.config, legacy],
+                "one governance file",
+            )
         print(f"gpu-governance: the positional governance file is deprecated; use --config {legacy}", file=sys.stderr)
     given = args.config or legacy
     if args.example:
         if given is not None:
-            raise GovernanceError.single("--example", "given with a governance file", given, "either --config FILE or --example")
+            raise GovernanceError.single(
+                "--example", "given with a governance file", given, "either --config FILE or --example"
+            )
         return None
     given = given or os.environ.get(CONFIG_ENVIRONMENT_VARIABLE) or None
     if given is None:
-        raise GovernanceError.single("--config", "missing", None, f"a governance file (--config FILE or ${CONFIG_ENVIRONMENT_VARIABLE}), "
-                                                                  "or --example for the built-in example organisation")
+        raise GovernanceError.single(
+            "--config",
+            "missing",
+            None,
+            f"a governance file (--config FILE or ${CONFIG_ENVIRONMENT_VARIABLE}), "
+            "or --example for the built-in example organisation",
+        )
     return given
 
 

@@ -87,7 +87,9 @@ def _report(args: argparse.Namespace) -> int:
     try:
         summary = summarise(args.outdir)
     except (OSError, ValueError, KeyError) as error:
-        raise GovernanceError.single("outdir", "not a readable cloud assembly", args.outdir, f"a cdk.out folder ({error})") from None
+        raise GovernanceError.single(
+            "outdir", "not a readable cloud assembly", args.outdir, f"a cdk.out folder ({error})"
+        ) from None
     print(render(summary))
     return EXIT_FINDINGS if summary.open_findings else EXIT_OK
 
@@ -159,4 +161,3 @@ def _aws_hint(error: Exception) -> str:
     if isinstance(error, NoCredentialsError):
         return "no AWS credentials; sign in (e.g. `aws sso login`) or assume the role the command needs"
     return " ".join(str(error).split())
-

@@ -41,20 +41,31 @@ IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9./:@_-]*")
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     example = _team_commands(subparsers).add_parser(
-        "submit-example", help="print a ready-to-run submission for a team: AWS CLI request, Job manifest or sbatch line")
+        "submit-example",
+        help="print a ready-to-run submission for a team: AWS CLI request, Job manifest or sbatch line",
+    )
     example.add_argument("team", metavar="TEAM")
     example.add_argument("--backend", required=True, choices=sorted(MEMBER_BACKENDS))
     example.add_argument("--pool", help="the pool, when the team has several of this backend")
     add_config_arguments(example)
-    example.add_argument("--setup", help="the team's discovery document (JSON, the value of its SSM parameter) instead of the model")
+    example.add_argument(
+        "--setup", help="the team's discovery document (JSON, the value of its SSM parameter) instead of the model"
+    )
     example.add_argument("--priority-class", help="default: the least urgent class")
     example.add_argument("--instance-type", help="default: the first instance type of the team's quota")
     example.add_argument("--gpus", type=int, default=1, help="GPUs per node (hyperpod_eks, slurm; default 1)")
-    example.add_argument("--image", help="training image (batch, hyperpod_eks), e.g. <the team's ecr_repository_uri>:<tag>")
-    example.add_argument("--job-name", default="train", help="job name after '<team>-' (a time is appended for batch and hyperpod_eks)")
+    example.add_argument(
+        "--image", help="training image (batch, hyperpod_eks), e.g. <the team's ecr_repository_uri>:<tag>"
+    )
+    example.add_argument(
+        "--job-name", default="train", help="job name after '<team>-' (a time is appended for batch and hyperpod_eks)"
+    )
     example.add_argument("--script", default="train.sh", help="batch script (slurm; default train.sh)")
-    example.add_argument("--training-plans", help="batch: the team's active training plans (JSON, the value of the discovery document's "
-                                                  "training_plans_parameter); the plan of the instance type is set as ResourceConfig.TrainingPlanArn")
+    example.add_argument(
+        "--training-plans",
+        help="batch: the team's active training plans (JSON, the value of the discovery document's "
+        "training_plans_parameter); the plan of the instance type is set as ResourceConfig.TrainingPlanArn",
+    )
     example.set_defaults(handler=_submit_example)
 
 
@@ -79,14 +90,29 @@ def _submit_example(args: argparse.Namespace) -> int:
         return 0
     image = args.image
     if not image:
-        raise GovernanceError.single("--image", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
+        raise GovernanceError.single(
+            "--image",
+            "missing",
+            None,
+            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
+        )
     if not IMAGE_REFERENCE.fullmatch(image):
-        raise GovernanceError.single("--image", "not an image reference", image, "registry/repository:tag or @sha256:digest")
+        raise GovernanceError.single(
+            "--image", "not an image reference", image, "registry/repository:tag or @sha256:digest"
+        )
     job_name = unique_job_name(setup.team, args.job_name)
     if args.backend == "hyperpod_eks":
         dedicated = _dedicated(args, setup)
-        manifest = training_job_manifest(setup, job_name=job_name, priority_class=priority_class, image=image,
-                                         command=[args.script], instance_type=instance_type, gpus=args.gpus, dedicated_team_nodes=dedicated)
+        manifest = training_job_manifest(
+            setup,
+            job_name=job_name,
+            priority_class=priority_class,
+            image=image,
+            command=[args.script],
+            instance_type=instance_type,
+            gpus=args.gpus,
+            dedicated_team_nodes=dedicated,
+        )
         sys.stdout.write(dump_yaml(manifest))
         return 0
     plans = None
@@ -94,10 +120,20 @@ def _submit_example(args: argparse.Namespace) -> int:
         try:
             plans = Path(args.training_plans).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
-            raise GovernanceError.single("--training-plans", "cannot read the file", args.training_plans, f"a readable JSON file ({error})") from None
+            raise GovernanceError.single(
+                "--training-plans", "cannot read the file", args.training_plans, f"a readable JSON file ({error})"
+            ) from None
     plan = active_training_plan(setup, instance_type, plans)
-    sys.stdout.write(_batch_snippet(setup, job_name=job_name, priority_class=priority_class, instance_type=instance_type, image_uri=image,
-                                    training_plan_arn=plan))
+    sys.stdout.write(
+        _batch_snippet(
+            setup,
+            job_name=job_name,
+            priority_class=priority_class,
+            instance_type=instance_type,
+            image_uri=image,
+            training_plan_arn=plan,
+        )
+    )
     return 0
 
 
@@ -107,10 +143,21 @@ def _setup(args: argparse.Namespace) -> TeamSetup:
     try:
         setup = TeamSetup.from_parameter(Path(args.setup).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
-        raise GovernanceError.single("--setup", "cannot read the file", args.setup, f"a readable JSON file ({error})") from None
-    if setup.team != args.team or setup.backend != MEMBER_BACKENDS[args.backend] or (args.pool and setup.pool != args.pool):
-        raise GovernanceError.single("--setup", "describes another team, backend or pool", f"{setup.team}/{setup.backend}/{setup.pool}",
-                                     f"the document of team {args.team} on {MEMBER_BACKENDS[args.backend]}" + (f" pool {args.pool}" if args.pool else ""))
+        raise GovernanceError.single(
+            "--setup", "cannot read the file", args.setup, f"a readable JSON file ({error})"
+        ) from None
+    if (
+        setup.team != args.team
+        or setup.backend != MEMBER_BACKENDS[args.backend]
+        or (args.pool and setup.pool != args.pool)
+    ):
+        raise GovernanceError.single(
+            "--setup",
+            "describes another team, backend or pool",
+            f"{setup.team}/{setup.backend}/{setup.pool}",
+            f"the document of team {args.team} on {MEMBER_BACKENDS[args.backend]}"
+            + (f" pool {args.pool}" if args.pool else ""),
+        )
     return setup
 
 
@@ -124,20 +171,33 @@ def _dedicated(args: argparse.Namespace, setup: TeamSetup) -> bool:
 
 def _batch_snippet(setup: TeamSetup, **job: str) -> str:
     # ${NAME:?}: the shell stops with "NAME: parameter null or not set" instead of sending an empty bucket.
-    placeholders = {key: f"${{{variable}:?}}" for key, variable in UNKNOWN_UNTIL_DEPLOYED.items() if getattr(setup, key) is None}
+    placeholders = {
+        key: f"${{{variable}:?}}" for key, variable in UNKNOWN_UNTIL_DEPLOYED.items() if getattr(setup, key) is None
+    }
     filled = replace(setup, **placeholders)
     request = service_job_request(filled, **job)
     file = f"{setup.team}-job.json"
-    lines = [f"# team {setup.team}, pool {setup.pool}: quota share {setup.quota_share}, priority class {job['priority_class']} "
-             f"(schedulingPriority {request['schedulingPriority']}), run as {setup.submission_role_arn}"]
+    lines = [
+        f"# team {setup.team}, pool {setup.pool}: quota share {setup.quota_share}, priority class {job['priority_class']} "
+        f"(schedulingPriority {request['schedulingPriority']}), run as {setup.submission_role_arn}"
+    ]
     if placeholders:
-        lines.append(f"# set {' and '.join(f'${v}' for v in UNKNOWN_UNTIL_DEPLOYED.values())} from the team's discovery document first")
+        lines.append(
+            f"# set {' and '.join(f'${v}' for v in UNKNOWN_UNTIL_DEPLOYED.values())} from the team's discovery document first"
+        )
     if job.get("training_plan_arn"):
         lines.append(f"# on the team's training plan {job['training_plan_arn']} (ResourceConfig.TrainingPlanArn)")
     elif setup.training_plans_parameter:
-        lines.append(f"# no active training plan of {job['instance_type']} given: when the team owns one, pass --training-plans with the value of "
-                     f"`aws ssm get-parameter --name {setup.training_plans_parameter} --query Parameter.Value --output text`")
+        lines.append(
+            f"# no active training plan of {job['instance_type']} given: when the team owns one, pass --training-plans with the value of "
+            f"`aws ssm get-parameter --name {setup.training_plans_parameter} --query Parameter.Value --output text`"
+        )
     # An unquoted heredoc expands the variables; quoted, nothing in the JSON is touched.
-    lines += [f"cat > {file} <<{'EOF' if placeholders else chr(39) + 'EOF' + chr(39)}", json.dumps(request, indent=2), "EOF",
-              f"aws batch submit-service-job --region {setup.region} --cli-input-json file://{file}", ""]
+    lines += [
+        f"cat > {file} <<{'EOF' if placeholders else chr(39) + 'EOF' + chr(39)}",
+        json.dumps(request, indent=2),
+        "EOF",
+        f"aws batch submit-service-job --region {setup.region} --cli-input-json file://{file}",
+        "",
+    ]
     return "\n".join(lines)

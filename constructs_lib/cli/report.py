@@ -38,7 +38,9 @@ def summarise(outdir: str | Path) -> AssemblySummary:
         for plugin in json.loads(report_file.read_text()).get("pluginReports", []):
             for violation in plugin.get("violations", []):
                 for construct in violation.get("violatingConstructs", []):
-                    open_findings.append(f"{plugin['pluginName']}: {violation['ruleName']} at {construct['constructPath']}")
+                    open_findings.append(
+                        f"{plugin['pluginName']}: {violation['ruleName']} at {construct['constructPath']}"
+                    )
     return AssemblySummary(stacks=stacks, open_findings=open_findings, acknowledged=acknowledged)
 
 

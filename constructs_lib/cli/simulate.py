@@ -32,45 +32,110 @@ from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``simulate``, ``openb-trace`` and ``trace from-sacct|from-batch|from-kueue``."""
-    simulate_parser = subparsers.add_parser("simulate", help="replay a job trace through the reclaim policy and two baselines")
+    simulate_parser = subparsers.add_parser(
+        "simulate", help="replay a job trace through the reclaim policy and two baselines"
+    )
     add_config_arguments(simulate_parser)
     simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
-    simulate_parser.add_argument("--pool", help="pool to simulate (default: the only pool, or the first, named on stderr)")
-    simulate_parser.add_argument("--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)")
-    simulate_parser.add_argument("--min-run-time", type=_positive_float, default=Settings().min_run_time_s, help="seconds a requeued job runs before it can be preempted again")
-    simulate_parser.add_argument("--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most")
-    simulate_parser.add_argument("--reborrow-backoff", type=_non_negative_float, help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption (default: the pool's reclaim.reborrow_backoff_seconds in --config)")
-    simulate_parser.add_argument("--borrow-horizon", type=_positive_float, help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: the pool's reclaim.borrow_horizon_seconds in --config; unset there: any job)")
-    simulate_parser.add_argument("--grace", type=_non_negative_float, help="seconds a victim runs on after it is chosen, to checkpoint, before it stops (default: the pool's reclaim.grace_seconds in --config)")
-    simulate_parser.add_argument("--declared-run-time", type=_positive_float, metavar="FACTOR", help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)")
-    simulate_parser.add_argument("--compare", metavar="OLD", help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'")
-    simulate_parser.add_argument("--sweep", action="store_true", help="replay a grid of pool sizes, guarantee splits and reclaim settings in parallel (--grid); print goodput vs pooled, lost work and the frontier")
-    simulate_parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help=f"with --sweep, repeat: {', '.join(GRID_KEYS)} (e.g. size=32,40,48 split=50/20/30,40/30/30 grace=0,300); a key not given keeps the file's value")
+    simulate_parser.add_argument(
+        "--pool", help="pool to simulate (default: the only pool, or the first, named on stderr)"
+    )
+    simulate_parser.add_argument(
+        "--tick", type=_positive_float, default=60.0, help="controller tick in seconds (default 60)"
+    )
+    simulate_parser.add_argument(
+        "--min-run-time",
+        type=_positive_float,
+        default=Settings().min_run_time_s,
+        help="seconds a requeued job runs before it can be preempted again",
+    )
+    simulate_parser.add_argument(
+        "--max-preemptions", type=int, default=Settings().max_preemptions_per_tick, help="preemptions per tick at most"
+    )
+    simulate_parser.add_argument(
+        "--reborrow-backoff",
+        type=_non_negative_float,
+        help="seconds a preempted job that cannot checkpoint waits before it borrows again, doubled per preemption (default: the pool's reclaim.reborrow_backoff_seconds in --config)",
+    )
+    simulate_parser.add_argument(
+        "--borrow-horizon",
+        type=_positive_float,
+        help="only jobs that checkpoint or declare a run time of at most this many seconds borrow (default: the pool's reclaim.borrow_horizon_seconds in --config; unset there: any job)",
+    )
+    simulate_parser.add_argument(
+        "--grace",
+        type=_non_negative_float,
+        help="seconds a victim runs on after it is chosen, to checkpoint, before it stops (default: the pool's reclaim.grace_seconds in --config)",
+    )
+    simulate_parser.add_argument(
+        "--declared-run-time",
+        type=_positive_float,
+        metavar="FACTOR",
+        help="jobs without a declared run time declare FACTOR x their duration (what-if for traces without limits)",
+    )
+    simulate_parser.add_argument(
+        "--compare",
+        metavar="OLD",
+        help="also replay the policy under this governance file (e.g. before a quota change): run 'compared'",
+    )
+    simulate_parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="replay a grid of pool sizes, guarantee splits and reclaim settings in parallel (--grid); print goodput vs pooled, lost work and the frontier",
+    )
+    simulate_parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help=f"with --sweep, repeat: {', '.join(GRID_KEYS)} (e.g. size=32,40,48 split=50/20/30,40/30/30 grace=0,300); a key not given keeps the file's value",
+    )
     simulate_parser.add_argument("--processes", type=int, help="with --sweep: worker processes (default: one per core)")
     simulate_parser.add_argument("--json", action="store_true", help="print one JSON object")
-    simulate_parser.add_argument("--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)")
+    simulate_parser.add_argument(
+        "--plot", metavar="PNG", help="write a chart of capacity in use and waiting times (needs matplotlib)"
+    )
     simulate_parser.set_defaults(handler=_run_simulate)
 
     openb_parser = subparsers.add_parser("openb-trace", help="convert an Alibaba openb pod list into a simulator trace")
     openb_parser.add_argument("source", help="openb_pod_list_*.csv")
     openb_parser.add_argument("output", help="trace CSV to write")
-    openb_parser.add_argument("--instance-type", default=OpenbMapping().instance_type, help="one-GPU instance type for the jobs")
-    openb_parser.add_argument("--since-day", type=_non_negative_float, default=0.0, help="keep only tasks created on or after this day of the trace (default 0)")
+    openb_parser.add_argument(
+        "--instance-type", default=OpenbMapping().instance_type, help="one-GPU instance type for the jobs"
+    )
+    openb_parser.add_argument(
+        "--since-day",
+        type=_non_negative_float,
+        default=0.0,
+        help="keep only tasks created on or after this day of the trace (default 0)",
+    )
     openb_parser.set_defaults(handler=_run_openb)
 
     trace_parser = subparsers.add_parser("trace", help="make a simulator trace from a platform's own job history")
     sources = trace_parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
     for name, reader, text in (
         ("from-sacct", from_sacct, f"Slurm accounting: {SACCT_COMMAND} (run with TZ=UTC)"),
-        ("from-batch", from_batch, "AWS Batch: ListJobs/DescribeJobs or ListServiceJobs/DescribeServiceJob JSON (one response or a list of pages)"),
+        (
+            "from-batch",
+            from_batch,
+            "AWS Batch: ListJobs/DescribeJobs or ListServiceJobs/DescribeServiceJob JSON (one response or a list of pages)",
+        ),
         ("from-kueue", from_kueue, "Kueue: kubectl get workloads -A -o json"),
     ):
         source = sources.add_parser(name, help=text, description=text)
         source.add_argument("file", help="the recorded output")
         source.add_argument("output", help="trace CSV to write")
         source.add_argument("--instance-type", required=True, help="instance type of jobs whose record names none")
-        source.add_argument("--priority", action="append", default=[], metavar="CLASS=N", help="priority of a priority class (Slurm QoS <team>.<class>, Kueue priorityClassName); repeat; records of a class not given are skipped and named (sacct's QoS Unknown: --priority Unknown=N)")
-        source.add_argument("--checkpointable", action="append", default=[], metavar="TEAM", help="a team whose jobs checkpoint; repeat")
+        source.add_argument(
+            "--priority",
+            action="append",
+            default=[],
+            metavar="CLASS=N",
+            help="priority of a priority class (Slurm QoS <team>.<class>, Kueue priorityClassName); repeat; records of a class not given are skipped and named (sacct's QoS Unknown: --priority Unknown=N)",
+        )
+        source.add_argument(
+            "--checkpointable", action="append", default=[], metavar="TEAM", help="a team whose jobs checkpoint; repeat"
+        )
         source.set_defaults(handler=_run_import, reader=reader)
 
 
@@ -99,9 +164,18 @@ def pool_policy(model: GovernanceModel, pool_name: str | None) -> PoolPolicy:
     policy = parse_policy(compile_policy(model))
     name = pool_name or policy.pools[0].name
     if pool_name is None and len(policy.pools) > 1:  # say so: a replay of the wrong pool looks just as plausible
-        print(f"gpu-governance simulate: pool {name} (the first of {', '.join(p.name for p in policy.pools)}; choose with --pool)", file=sys.stderr)
+        print(
+            f"gpu-governance simulate: pool {name} (the first of {', '.join(p.name for p in policy.pools)}; choose with --pool)",
+            file=sys.stderr,
+        )
     if name not in [p.name for p in policy.pools]:
-        raise GovernanceError([Problem(path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}")])
+        raise GovernanceError(
+            [
+                Problem(
+                    path="--pool", wrong="no such pool", value=name, allowed=f"one of {[p.name for p in policy.pools]}"
+                )
+            ]
+        )
     return policy.pool(name)
 
 
@@ -125,7 +199,9 @@ def _settings(pool: PoolPolicy, args: argparse.Namespace) -> Settings:
 
 def _run_simulate(args: argparse.Namespace) -> int:
     if args.max_preemptions < 0:
-        raise GovernanceError([Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")])
+        raise GovernanceError(
+            [Problem(path="--max-preemptions", wrong="negative", value=args.max_preemptions, allowed="0 or more")]
+        )
     if not args.sweep:
         for option, given in (("--grid", args.grid), ("--processes", args.processes is not None)):
             if given:
@@ -135,14 +211,31 @@ def _run_simulate(args: argparse.Namespace) -> int:
         return _run_sweep(args, pool)
     jobs = read_trace(args.trace)
     if args.declared_run_time:
-        jobs = [job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time) for job in jobs]
+        jobs = [
+            job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time)
+            for job in jobs
+        ]
     pyplot = load_pyplot() if args.plot else None  # fail before a long run, not after
-    results = compare(jobs, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, settings=_settings(pool, args), record_timeline=bool(args.plot),
-                      groups=pool.groups)
+    results = compare(
+        jobs,
+        shares=pool.shares,
+        capacity=pool.capacity,
+        tick_s=args.tick,
+        settings=_settings(pool, args),
+        record_timeline=bool(args.plot),
+        groups=pool.groups,
+    )
     if args.compare:
         old = pool_policy(load_model(args.compare), pool.name)  # the same pool under the other file
-        results[COMPARED] = simulate(jobs, shares=old.shares, capacity=old.capacity, tick_s=args.tick, settings=_settings(old, args), record_timeline=bool(args.plot),
-                                     groups=old.groups)
+        results[COMPARED] = simulate(
+            jobs,
+            shares=old.shares,
+            capacity=old.capacity,
+            tick_s=args.tick,
+            settings=_settings(old, args),
+            record_timeline=bool(args.plot),
+            groups=old.groups,
+        )
     if pyplot is not None:
         write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity)
     if args.json:
@@ -151,20 +244,33 @@ def _run_simulate(args: argparse.Namespace) -> int:
         print(table(results))
     return 0
 
+
 def _run_sweep(args: argparse.Namespace, pool: PoolPolicy) -> int:
-    for option, given in (("--compare", args.compare), ("--plot", args.plot), ("--declared-run-time", args.declared_run_time)):
+    for option, given in (
+        ("--compare", args.compare),
+        ("--plot", args.plot),
+        ("--declared-run-time", args.declared_run_time),
+    ):
         if given:
             raise GovernanceError.single(option, "not with --sweep", given, "a single simulate run")
     if args.processes is not None and args.processes < 1:
         raise GovernanceError.single("--processes", "not a number of processes", args.processes, "1 or more")
-    grid = parse_grid(args.grid, teams=[s.name for s in pool.shares], size=sum(pool.capacity.values()), base=_settings(pool, args))
-    outcomes = run_sweep(args.trace, grid, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, processes=args.processes)
+    grid = parse_grid(
+        args.grid, teams=[s.name for s in pool.shares], size=sum(pool.capacity.values()), base=_settings(pool, args)
+    )
+    outcomes = run_sweep(
+        args.trace, grid, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, processes=args.processes
+    )
     print(json.dumps(sweep_json(outcomes), indent=2) if args.json else sweep_table(outcomes))
     return 0
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    options = ImportOptions(instance_type=args.instance_type, priorities=priorities(args.priority), checkpointable_teams=frozenset(args.checkpointable))
+    options = ImportOptions(
+        instance_type=args.instance_type,
+        priorities=priorities(args.priority),
+        checkpointable_teams=frozenset(args.checkpointable),
+    )
     imported = args.reader(args.file, options)
     written = write_trace(imported.jobs, args.output)
     warning = imported.warning()

@@ -17,7 +17,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     script = commands.add_parser("script", help="print the idempotent apply script of one hyperpod_slurm pool")
     add_config_arguments(script, positional_alias=True)
     script.add_argument("--pool", required=True, help="name of a hyperpod_slurm pool")
-    script.add_argument("--data-root", default=DEFAULT_DATA_ROOT, help=f"shared directory for per-team data (default {DEFAULT_DATA_ROOT})")
+    script.add_argument(
+        "--data-root",
+        default=DEFAULT_DATA_ROOT,
+        help=f"shared directory for per-team data (default {DEFAULT_DATA_ROOT})",
+    )
     script.set_defaults(handler=_script)
 
 

@@ -41,10 +41,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--job", help="show this job (and the team's waiting jobs ahead of it)")
     status.add_argument("--json", action="store_true", help="print one JSON list: an object per pool read")
     add_config_arguments(status)
-    status.add_argument("--workloads", help="HyperPod EKS: JSON of `kubectl get workloads -n hyperpod-ns-TEAM -o json` (default: run it)")
-    status.add_argument("--cluster-queues", help="HyperPod EKS: JSON of `kubectl get clusterqueues -o json` (default: run it)")
-    status.add_argument("--squeue", help="Slurm: output of `TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array "
-                                         "--states=PENDING,RUNNING -o '...'` (default: run it; see docs/status.md)")
+    status.add_argument(
+        "--workloads",
+        help="HyperPod EKS: JSON of `kubectl get workloads -n hyperpod-ns-TEAM -o json` (default: run it)",
+    )
+    status.add_argument(
+        "--cluster-queues", help="HyperPod EKS: JSON of `kubectl get clusterqueues -o json` (default: run it)"
+    )
+    status.add_argument(
+        "--squeue",
+        help="Slurm: output of `TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array "
+        "--states=PENDING,RUNNING -o '...'` (default: run it; see docs/status.md)",
+    )
     status.add_argument("--region", help="AWS region of the capacity account (default: from the model)")
     status.set_defaults(handler=_status)
 
@@ -57,14 +65,20 @@ def _status(args: argparse.Namespace) -> int:
     model = model_from(args)
     team = next((t for t in model.teams if t.name == args.team), None)
     if team is None:
-        raise GovernanceError.single("--team", "no such team", args.team, f"one of {', '.join(t.name for t in model.teams)}")
+        raise GovernanceError.single(
+            "--team", "no such team", args.team, f"one of {', '.join(t.name for t in model.teams)}"
+        )
     pools = [p for p in model.pools if p.name in team.quotas and backend_of(p).status_reader]
     if args.pool is not None:
         pools = [p for p in pools if p.name == args.pool]
         if not pools:
             allowed = [p.name for p in model.pools if p.name in team.quotas and backend_of(p).status_reader]
-            raise GovernanceError.single("--pool", f"not a pool team {team.name} has a quota in that status reads", args.pool,
-                                         f"one of {', '.join(allowed) or '(none)'}")
+            raise GovernanceError.single(
+                "--pool",
+                f"not a pool team {team.name} has a quota in that status reads",
+                args.pool,
+                f"one of {', '.join(allowed) or '(none)'}",
+            )
     policy = parse_policy(compile_policy(model))
     now = datetime.now(UTC)
     statuses = []
@@ -74,14 +88,28 @@ def _status(args: argparse.Namespace) -> int:
         except Unreadable as error:
             print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
             return EXIT_UNREADABLE
-        statuses.append(explain(policy.pool(pool.name), team.name, observation, windows=policy.capacity_windows, now=now,
-                                preset=team.preset.value if team.preset else None,
-                                gpu_hour_limit=(team.gpu_hour_limit.hours, team.gpu_hour_limit.period.value) if team.gpu_hour_limit else None))
+        statuses.append(
+            explain(
+                policy.pool(pool.name),
+                team.name,
+                observation,
+                windows=policy.capacity_windows,
+                now=now,
+                preset=team.preset.value if team.preset else None,
+                gpu_hour_limit=(team.gpu_hour_limit.hours, team.gpu_hour_limit.period.value)
+                if team.gpu_hour_limit
+                else None,
+            )
+        )
     if args.job is not None:
         statuses = [_only_job(s, args.job) for s in statuses]
         if not any(s.jobs for s in statuses):
-            raise GovernanceError.single("--job", f"no job of team {team.name} with this id or name in the pools read", args.job,
-                                         "a running or waiting job of the team")
+            raise GovernanceError.single(
+                "--job",
+                f"no job of team {team.name} with this id or name in the pools read",
+                args.job,
+                "a running or waiting job of the team",
+            )
     print(json.dumps([asdict(s) for s in statuses], indent=2, default=str) if args.json else render(statuses))
     return EXIT_OK
 
@@ -101,13 +129,23 @@ def read_batch(args: argparse.Namespace, pool, model):
         observation = batch_observation(batch_client(region), pool, args.team, args.job, training_plans=plans)
         return replace(observation, notes=observation.notes + note)
     except NoCredentialsError:
-        raise Unreadable("no AWS credentials: assume your team's submission role (it may call " + ", ".join(BATCH_CALLS) + ")") from None
+        raise Unreadable(
+            "no AWS credentials: assume your team's submission role (it may call " + ", ".join(BATCH_CALLS) + ")"
+        ) from None
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
         operation = getattr(error, "operation_name", "")
-        if "AccessDenied" in code or code in ("UnauthorizedOperation", "UnrecognizedClientException", "ExpiredTokenException"):
-            raise Unreadable(f"{code} on batch:{operation}: use your team's submission role, which may call {', '.join(BATCH_CALLS)}") from None
-        raise Unreadable(f"batch:{operation} failed: {code}: {error.response.get('Error', {}).get('Message', '')}") from None
+        if "AccessDenied" in code or code in (
+            "UnauthorizedOperation",
+            "UnrecognizedClientException",
+            "ExpiredTokenException",
+        ):
+            raise Unreadable(
+                f"{code} on batch:{operation}: use your team's submission role, which may call {', '.join(BATCH_CALLS)}"
+            ) from None
+        raise Unreadable(
+            f"batch:{operation} failed: {code}: {error.response.get('Error', {}).get('Message', '')}"
+        ) from None
     except BotoCoreError as error:
         raise Unreadable(f"AWS Batch could not be reached: {error}") from None
 
@@ -130,7 +168,9 @@ def _training_plans(model, team: str, region: str) -> tuple[list[dict[str, str]]
         raise
     except (BotoCoreError, ClientError, GovernanceError) as error:
         why = " ".join(str(error).split())
-        return None, (f"the team's training plans ({parameter}) could not be read, so whether running jobs are on them is not shown: {why}",)
+        return None, (
+            f"the team's training plans ({parameter}) could not be read, so whether running jobs are on them is not shown: {why}",
+        )
 
 
 def ssm_client(region: str):
@@ -157,20 +197,30 @@ def read_eks(args: argparse.Namespace, pool, model):
     except Unreadable:
         queues = None  # cluster-scoped: a namespace-level member may not list them; the jobs still explain
     try:
-        return kueue_observation(read_json(workloads, "workloads"), queues and read_json(queues, "cluster queues"), pool, args.team)
+        return kueue_observation(
+            read_json(workloads, "workloads"), queues and read_json(queues, "cluster queues"), pool, args.team
+        )
     except (ValueError, KeyError, TypeError) as error:
-        raise GovernanceError.single("--workloads/--cluster-queues", "not Kueue v1beta1 objects as kubectl prints them", str(error)[:200],
-                                     "`kubectl get workloads|clusterqueues -o json` output") from None
+        raise GovernanceError.single(
+            "--workloads/--cluster-queues",
+            "not Kueue v1beta1 objects as kubectl prints them",
+            str(error)[:200],
+            "`kubectl get workloads|clusterqueues -o json` output",
+        ) from None
 
 
 def read_slurm(args: argparse.Namespace, pool, model):
     from constructs_lib.member.status import SQUEUE_COMMAND, slurm_observation
 
-    text = _text(args.squeue, "--squeue", SQUEUE_COMMAND, env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"})
+    text = _text(
+        args.squeue, "--squeue", SQUEUE_COMMAND, env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
+    )
     try:
         return slurm_observation(text, pool, args.team)
     except ValueError as error:
-        raise GovernanceError.single("--squeue", "not the squeue output status reads", str(error)[:200], "see docs/status.md") from None
+        raise GovernanceError.single(
+            "--squeue", "not the squeue output status reads", str(error)[:200], "see docs/status.md"
+        ) from None
 
 
 def _text(path: str | None, option: str, command: tuple[str, ...], env: dict | None = None) -> str:
@@ -179,7 +229,9 @@ def _text(path: str | None, option: str, command: tuple[str, ...], env: dict | N
         try:
             return Path(path).read_text(encoding="utf-8")
         except OSError as error:
-            raise GovernanceError.single(option, "cannot read the file", path, f"a readable file ({error.strerror})") from None
+            raise GovernanceError.single(
+                option, "cannot read the file", path, f"a readable file ({error.strerror})"
+            ) from None
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.TimeoutExpired) as error:

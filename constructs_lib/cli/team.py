@@ -23,14 +23,20 @@ _UNKNOWN = "(known after deployment: read the parameter)"
 def register(subparsers: argparse._SubParsersAction) -> None:
     team = subparsers.add_parser("team", help="what a team's members need to find their capacity")
     commands = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
-    show = commands.add_parser("show", help="the team's discovery parameters (queue, share, roles, bucket, key, images, priorities), per pool")
+    show = commands.add_parser(
+        "show", help="the team's discovery parameters (queue, share, roles, bucket, key, images, priorities), per pool"
+    )
     show.add_argument("team", metavar="TEAM")
     add_config_arguments(show)
     show.add_argument("--json", action="store_true", help="print one JSON object: parameter name -> document")
     show.set_defaults(handler=_show)
-    for name, paused, what in (("pause", True, "no new job of the team starts on any backend; running jobs finish"),
-                               ("resume", False, "the team's jobs start again")):
-        command = commands.add_parser(name, help=f"{what}: sets the team's `paused` in the governance file, nothing else; deploy to apply")
+    for name, paused, what in (
+        ("pause", True, "no new job of the team starts on any backend; running jobs finish"),
+        ("resume", False, "the team's jobs start again"),
+    ):
+        command = commands.add_parser(
+            name, help=f"{what}: sets the team's `paused` in the governance file, nothing else; deploy to apply"
+        )
         command.add_argument("team", metavar="TEAM")
         command.add_argument("--config", metavar="FILE", help=CONFIG_HELP)  # the file to change: no --example
         command.set_defaults(handler=_set_paused, paused=paused)
@@ -49,7 +55,9 @@ def _set_paused(args: argparse.Namespace) -> int:
 
     path = args.config or os.environ.get(CONFIG_ENVIRONMENT_VARIABLE)
     if not path:
-        raise GovernanceError.single("--config", "no governance file to change", None, f"--config FILE or ${CONFIG_ENVIRONMENT_VARIABLE}")
+        raise GovernanceError.single(
+            "--config", "no governance file to change", None, f"--config FILE or ${CONFIG_ENVIRONMENT_VARIABLE}"
+        )
     load_model(path)  # the loader's checks (size, encoding, validity) before the text is read
     file = Path(path)
     text = file.read_text(encoding="utf-8")
@@ -82,7 +90,9 @@ def _as_text(documents: dict[str, dict[str, Any]]) -> str:
         for key, value in document.items():
             if key == "priority_classes":
                 lines.append("  priority_classes:")
-                lines += [f"    {c['name']}: " + ", ".join(f"{k}={v}" for k, v in c.items() if k != "name") for c in value]
+                lines += [
+                    f"    {c['name']}: " + ", ".join(f"{k}={v}" for k, v in c.items() if k != "name") for c in value
+                ]
             elif key == "backend" or key == "pool" or (value is None and key.startswith("borrow_")):
                 continue
             else:

@@ -73,15 +73,26 @@ class PurchaseLine:
 def register(subparsers: argparse._SubParsersAction) -> None:
     usage = subparsers.add_parser("usage", help="GPU usage per team: instance-hours and purchases")
     commands = usage.add_subparsers(dest="usage_command", required=True, metavar="COMMAND")
-    report = commands.add_parser("report", help="per team used / guaranteed / borrowed / lent instance-hours, idle guarantees, purchases")
+    report = commands.add_parser(
+        "report", help="per team used / guaranteed / borrowed / lent instance-hours, idle guarantees, purchases"
+    )
     report.add_argument("--from", dest="start", required=True, metavar="DATE", help="first UTC day (YYYY-MM-DD)")
-    report.add_argument("--to", dest="end", required=True, metavar="DATE", help="UTC day after the last (YYYY-MM-DD, exclusive)")
+    report.add_argument(
+        "--to", dest="end", required=True, metavar="DATE", help="UTC day after the last (YYYY-MM-DD, exclusive)"
+    )
     report.add_argument("--team", help="only this team")
-    report.add_argument("--format", choices=FORMATS, default="md", help="markdown tables (default), CSV or one JSON object")
-    report.add_argument("--plot", metavar="PNG", help="write a per-team chart of daily instance-hours (needs matplotlib)")
+    report.add_argument(
+        "--format", choices=FORMATS, default="md", help="markdown tables (default), CSV or one JSON object"
+    )
+    report.add_argument(
+        "--plot", metavar="PNG", help="write a per-team chart of daily instance-hours (needs matplotlib)"
+    )
     add_config_arguments(report)
-    report.add_argument("--ledger-table", default=os.environ.get(LEDGER_TABLE_VARIABLE),
-                        help=f"the capacity controller's ledger table, for purchases (default ${LEDGER_TABLE_VARIABLE}; none: no purchases)")
+    report.add_argument(
+        "--ledger-table",
+        default=os.environ.get(LEDGER_TABLE_VARIABLE),
+        help=f"the capacity controller's ledger table, for purchases (default ${LEDGER_TABLE_VARIABLE}; none: no purchases)",
+    )
     report.add_argument("--region", help="region of the capacity account (default: the governance file's)")
     report.set_defaults(handler=_report)
 
@@ -94,7 +105,11 @@ def _report(args: argparse.Namespace) -> int:
     teams = _teams(model, args.team)
     region = args.region or model.capacity_account.region
     series = read_usage(boto3.client("cloudwatch", region_name=region), model, teams, start, end)
-    purchases = read_purchases(boto3.client("dynamodb", region_name=region), args.ledger_table, start, end) if args.ledger_table else []
+    purchases = (
+        read_purchases(boto3.client("dynamodb", region_name=region), args.ledger_table, start, end)
+        if args.ledger_table
+        else []
+    )
     rows = usage_rows(series)
     print(render(rows, purchases, args.format, start, end))
     if args.plot:
@@ -111,8 +126,12 @@ def report_period(first: str, after_last: str) -> tuple[datetime, datetime]:
             raise GovernanceError.single(flag, "not a date", text, "a UTC day as YYYY-MM-DD") from None
     start, end = bounds
     if not start < end or (end - start).days > MAX_DAYS:
-        raise GovernanceError.single("--to", f"must be 1 to {MAX_DAYS} days after --from {first}", after_last,
-                                     "a later day within CloudWatch's retention of hourly data")
+        raise GovernanceError.single(
+            "--to",
+            f"must be 1 to {MAX_DAYS} days after --from {first}",
+            after_last,
+            "a later day within CloudWatch's retention of hourly data",
+        )
     return start, end
 
 
@@ -127,26 +146,51 @@ def _teams(model: GovernanceModel, name: str | None) -> list[str]:
 
 def queries(model: GovernanceModel, teams: Sequence[str]) -> dict[str, tuple[str, str, str]]:
     """GetMetricData queries by id: (pool, team, metric), one per usage metric, team and pool the team has a quota in."""
-    wanted = [(pool, team.name, metric) for team in model.teams if team.name in teams for pool in team.quotas for metric in USAGE_METRICS]
+    wanted = [
+        (pool, team.name, metric)
+        for team in model.teams
+        if team.name in teams
+        for pool in team.quotas
+        for metric in USAGE_METRICS
+    ]
     return {f"q{i}": key for i, key in enumerate(wanted)}
 
 
-def read_usage(cloudwatch: Any, model: GovernanceModel, teams: Sequence[str], start: datetime, end: datetime) -> dict[tuple[str, str, str], dict[datetime, float]]:
+def read_usage(
+    cloudwatch: Any, model: GovernanceModel, teams: Sequence[str], start: datetime, end: datetime
+) -> dict[tuple[str, str, str], dict[datetime, float]]:
     """Daily sums per (pool, team, metric), every page of every batch of queries."""
     by_id = queries(model, teams)
     series: dict[tuple[str, str, str], dict[datetime, float]] = {key: {} for key in by_id.values()}
     ids = list(by_id)
     for offset in range(0, len(ids), MAX_QUERIES_PER_CALL):
-        batch = [{
-            "Id": query_id, "ReturnData": True,
-            "MetricStat": {"Metric": {"Namespace": RECLAIM_NAMESPACE, "MetricName": by_id[query_id][2],
-                                      "Dimensions": [{"Name": n, "Value": v} for n, v in zip(SHARE_DIMENSIONS, by_id[query_id][:2], strict=False)]},
-                           "Period": DAY, "Stat": "Sum"},
-        } for query_id in ids[offset:offset + MAX_QUERIES_PER_CALL]]
+        batch = [
+            {
+                "Id": query_id,
+                "ReturnData": True,
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": RECLAIM_NAMESPACE,
+                        "MetricName": by_id[query_id][2],
+                        "Dimensions": [
+                            {"Name": n, "Value": v} for n, v in zip(SHARE_DIMENSIONS, by_id[query_id][:2], strict=False)
+                        ],
+                    },
+                    "Period": DAY,
+                    "Stat": "Sum",
+                },
+            }
+            for query_id in ids[offset : offset + MAX_QUERIES_PER_CALL]
+        ]
         token = None
         while True:
-            page = cloudwatch.get_metric_data(MetricDataQueries=batch, StartTime=start, EndTime=end, ScanBy="TimestampAscending",
-                                              **({"NextToken": token} if token else {}))
+            page = cloudwatch.get_metric_data(
+                MetricDataQueries=batch,
+                StartTime=start,
+                EndTime=end,
+                ScanBy="TimestampAscending",
+                **({"NextToken": token} if token else {}),
+            )
             for result in page["MetricDataResults"]:
                 points = series[by_id[result["Id"]]]
                 for stamp, value in zip(result["Timestamps"], result["Values"], strict=True):
@@ -162,8 +206,12 @@ def usage_rows(series: dict[tuple[str, str, str], dict[datetime, float]]) -> lis
     for (pool, team, metric), points in series.items():
         totals.setdefault((team, pool), {})[metric] = sum(points.values())
     return [
-        TeamUsage(team=team, pool=pool, **{_FIELDS[m]: round(values.get(m, 0.0), 2) for m in USAGE_METRICS},
-                  idle_guaranteed=round(idle_guaranteed_hours(values), 2))
+        TeamUsage(
+            team=team,
+            pool=pool,
+            **{_FIELDS[m]: round(values.get(m, 0.0), 2) for m in USAGE_METRICS},
+            idle_guaranteed=round(idle_guaranteed_hours(values), 2),
+        )
         for (team, pool), values in sorted(totals.items())
     ]
 
@@ -174,32 +222,64 @@ def read_purchases(dynamodb: Any, table: str, start: datetime, end: datetime) ->
 
     bought = Ledger(client=dynamodb, table_name=table).intents("purchased")
     return [
-        PurchaseLine(intent=i.id, window=i.window, instance_type=i.offering.instance_type, count=i.offering.count,
-                     start=i.offering.start.isoformat(), end=i.offering.end.isoformat(), fee=str(i.offering.upfront_fee), currency=i.offering.currency)
-        for i in bought if start <= i.offering.start < end
+        PurchaseLine(
+            intent=i.id,
+            window=i.window,
+            instance_type=i.offering.instance_type,
+            count=i.offering.count,
+            start=i.offering.start.isoformat(),
+            end=i.offering.end.isoformat(),
+            fee=str(i.offering.upfront_fee),
+            currency=i.offering.currency,
+        )
+        for i in bought
+        if start <= i.offering.start < end
     ]
 
 
-def render(rows: Sequence[TeamUsage], purchases: Sequence[PurchaseLine], fmt: str, start: datetime, end: datetime) -> str:
+def render(
+    rows: Sequence[TeamUsage], purchases: Sequence[PurchaseLine], fmt: str, start: datetime, end: datetime
+) -> str:
     if fmt == "json":
-        return json.dumps({"from": start.date().isoformat(), "to": end.date().isoformat(), "unit": "instance-hours",
-                           "teams": [asdict(r) for r in rows], "purchases": [asdict(p) for p in purchases],
-                           "purchase_fees": {c: str(t) for c, t in _fees(purchases).items()}}, indent=2)
+        return json.dumps(
+            {
+                "from": start.date().isoformat(),
+                "to": end.date().isoformat(),
+                "unit": "instance-hours",
+                "teams": [asdict(r) for r in rows],
+                "purchases": [asdict(p) for p in purchases],
+                "purchase_fees": {c: str(t) for c, t in _fees(purchases).items()},
+            },
+            indent=2,
+        )
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["record", *TeamUsage.__dataclass_fields__, *PurchaseLine.__dataclass_fields__])
-        blanks_usage, blanks_purchase = [""] * len(TeamUsage.__dataclass_fields__), [""] * len(PurchaseLine.__dataclass_fields__)
+        blanks_usage, blanks_purchase = (
+            [""] * len(TeamUsage.__dataclass_fields__),
+            [""] * len(PurchaseLine.__dataclass_fields__),
+        )
         writer.writerows(["usage", *asdict(r).values(), *blanks_purchase] for r in rows)
         writer.writerows(["purchase", *blanks_usage, *asdict(p).values()] for p in purchases)
         return out.getvalue().rstrip("\n")
-    lines = [f"# GPU usage {start.date()} to {end.date()} (exclusive), instance-hours", "",
-             "| team | pool | used | guaranteed | borrowed | lent | idle guaranteed |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r.team} | {r.pool} | {r.used:.2f} | {r.guaranteed:.2f} | {r.borrowed:.2f} | {r.lent:.2f} | {r.idle_guaranteed:.2f} |" for r in rows]
+    lines = [
+        f"# GPU usage {start.date()} to {end.date()} (exclusive), instance-hours",
+        "",
+        "| team | pool | used | guaranteed | borrowed | lent | idle guaranteed |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r.team} | {r.pool} | {r.used:.2f} | {r.guaranteed:.2f} | {r.borrowed:.2f} | {r.lent:.2f} | {r.idle_guaranteed:.2f} |"
+        for r in rows
+    ]
     lines += ["", "## Purchases", ""]
     if purchases:
         lines += ["| intent | window | instances | start | end | fee |", "| --- | --- | --- | --- | --- | ---: |"]
-        lines += [f"| {p.intent} | {p.window} | {p.count} x {p.instance_type} | {p.start} | {p.end} | {p.fee} {p.currency} |" for p in purchases]
+        lines += [
+            f"| {p.intent} | {p.window} | {p.count} x {p.instance_type} | {p.start} | {p.end} | {p.fee} {p.currency} |"
+            for p in purchases
+        ]
         lines += ["", "Total fees: " + ", ".join(f"{t} {c}" for c, t in _fees(purchases).items())]
     else:
         lines.append("none in the period (or no --ledger-table)")
@@ -223,7 +303,16 @@ def write_plot(series: dict[tuple[str, str, str], dict[datetime, float]], path: 
     try:
         figure.savefig(path, format="png")
     except OSError as error:
-        raise GovernanceError([Problem(path="--plot", wrong=f"cannot write the chart ({error.strerror})", value=str(path), allowed="a writable PNG path")]) from None
+        raise GovernanceError(
+            [
+                Problem(
+                    path="--plot",
+                    wrong=f"cannot write the chart ({error.strerror})",
+                    value=str(path),
+                    allowed="a writable PNG path",
+                )
+            ]
+        ) from None
     finally:
         pyplot.close(figure)
 
@@ -232,14 +321,23 @@ def usage_figure(pyplot, series: dict[tuple[str, str, str], dict[datetime, float
     """The chart :func:`write_plot` writes."""
     teams = sorted({team for _, team, _ in series}) or ["(no teams)"]
     pools = sorted({pool for pool, _, _ in series}) or ["(no pools)"]
-    figure, axes = pyplot.subplots(len(teams), len(pools), figsize=(max(10, 4.5 * len(pools)), 2.8 * len(teams)),
-                                   squeeze=False, sharex=True, sharey=True, layout="constrained")
+    figure, axes = pyplot.subplots(
+        len(teams),
+        len(pools),
+        figsize=(max(10, 4.5 * len(pools)), 2.8 * len(teams)),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+    )
     for row, team in enumerate(teams):
         for column, pool in enumerate(pools):
             axis = axes[row, column]
             for metric in USAGE_METRICS:
                 points = sorted(series.get((pool, team, metric), {}).items())
-                axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=_FIELDS[metric])
+                axis.plot(
+                    [p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=_FIELDS[metric]
+                )
             axis.set_title(f"team {team}, pool {pool}", fontsize="medium")
             axis.set_xlabel("UTC day")
             axis.set_ylabel("instance-hours per day")

@@ -13,5 +13,12 @@ if TYPE_CHECKING:
     from .reclaim import ReclaimController, ReclaimTarget
 
 __all__ = ["CapacityController", "ReclaimController", "ReclaimTarget", "SubmissionGuard"]
-__getattr__, __dir__ = lazy_exports(__name__, {"CapacityController": "capacity", "ReclaimController": "reclaim", "ReclaimTarget": "reclaim",
-                                               "SubmissionGuard": "guard"})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CapacityController": "capacity",
+        "ReclaimController": "reclaim",
+        "ReclaimTarget": "reclaim",
+        "SubmissionGuard": "guard",
+    },
+)

@@ -66,30 +66,64 @@ class GovernanceController(Construct):
             raise GovernanceError(problems)
         super().__init__(scope, id)
         self.controller_id = controller_id
-        self._placement = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": list(security_groups) or None} if vpc is not None else {}
+        self._placement = (
+            {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": list(security_groups) or None}
+            if vpc is not None
+            else {}
+        )
         self.alarms: list[cloudwatch.Alarm] = []
         # The account administers the key; only the controller role and the services named use it.
         key = kms.Key(
-            self, "Key", description=f"{controller_id}: ledger, topic, logs, function environment and dead letters",
-            enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN,
-            policy=iam.PolicyDocument(statements=[iam.PolicyStatement(
-                principals=[iam.AccountRootPrincipal()], actions=KEY_ADMIN_ACTIONS, resources=["*"])]),
+            self,
+            "Key",
+            description=f"{controller_id}: ledger, topic, logs, function environment and dead letters",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            policy=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        principals=[iam.AccountRootPrincipal()], actions=KEY_ADMIN_ACTIONS, resources=["*"]
+                    )
+                ]
+            ),
         )
         ledger = dynamodb.Table(
-            self, "Ledger", partition_key=dynamodb.Attribute(name=ledger_key, type=dynamodb.AttributeType.STRING),
-            time_to_live_attribute=ledger_expiry_attribute, billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED, encryption_key=key,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
-            deletion_protection=True, removal_policy=RemovalPolicy.RETAIN,
+            self,
+            "Ledger",
+            partition_key=dynamodb.Attribute(name=ledger_key, type=dynamodb.AttributeType.STRING),
+            time_to_live_attribute=ledger_expiry_attribute,
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=key,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            deletion_protection=True,
+            removal_policy=RemovalPolicy.RETAIN,
         )
         acknowledge(ledger, ledger_backup_reason, "DynamoDBInBackupPlan")
         topic = sns.Topic(self, "Topic", display_name=topic_name, master_key=key, enforce_ssl=True)
-        dead_letters = sqs.Queue(self, "DeadLetters", encryption=sqs.QueueEncryption.KMS, encryption_master_key=key,
-                                 enforce_ssl=True, retention_period=Duration.days(14))
-        acknowledge(dead_letters, "This queue is itself the dead-letter queue of the controller and its triggers.",
-                    "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
-        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                        role_name=role_name, description=role_description)
+        dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            dead_letters,
+            "This queue is itself the dead-letter queue of the controller and its triggers.",
+            "AwsSolutions-SQS3",
+            "Serverless-SQSRedrivePolicy",
+        )
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            role_name=role_name,
+            description=role_description,
+        )
         key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
         # cloudwatch: alarm actions publish to the topic; logs and events encrypt with the key too -
         # each only for this account's own resources (no confused deputy), logs only for this
@@ -98,60 +132,131 @@ class GovernanceController(Construct):
         own_account = {"StringEquals": {"aws:SourceAccount": stack.account}}
         log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:*"
         for service, conditions in (
-            (f"logs.{stack.region}.amazonaws.com", {**own_account, "ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}}),
+            (
+                f"logs.{stack.region}.amazonaws.com",
+                {**own_account, "ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}},
+            ),
             ("events.amazonaws.com", own_account),
             ("cloudwatch.amazonaws.com", own_account),
         ):
-            key.add_to_resource_policy(iam.PolicyStatement(
-                principals=[iam.ServicePrincipal(service)], actions=KEY_USE_ACTIONS, resources=["*"], conditions=conditions))
+            key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=KEY_USE_ACTIONS,
+                    resources=["*"],
+                    conditions=conditions,
+                )
+            )
         self.key, self.ledger, self.topic, self.dead_letters, self.role = key, ledger, topic, dead_letters, role
 
     def _add_function(
-        self, *, handler: str, code: lambda_.Code, timeout: Duration, memory_size: int, vpc_reason: str,
-        environment: Mapping[str, str] | None = None, logging_format: lambda_.LoggingFormat | None = None,
+        self,
+        *,
+        handler: str,
+        code: lambda_.Code,
+        timeout: Duration,
+        memory_size: int,
+        vpc_reason: str,
+        environment: Mapping[str, str] | None = None,
+        logging_format: lambda_.LoggingFormat | None = None,
     ) -> lambda_.Function:
         """The controller's one function: one invocation at a time (an overlapping one is
         throttled, not run twice), its own encrypted log group kept for a year, traced, failed
         events to the dead-letter queue, environment encrypted with the controller's key."""
-        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR, encryption_key=self.key, removal_policy=RemovalPolicy.RETAIN)
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_YEAR,
+            encryption_key=self.key,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
         self.function = lambda_.Function(
-            self, "Function", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
-            handler=handler, code=code, role=self.role, timeout=timeout, memory_size=memory_size,
-            reserved_concurrent_executions=1, log_group=log_group, logging_format=logging_format,
-            tracing=lambda_.Tracing.ACTIVE, dead_letter_queue=self.dead_letters, environment_encryption=self.key,
-            environment=dict(environment) if environment else None, **self._placement,
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=code,
+            role=self.role,
+            timeout=timeout,
+            memory_size=memory_size,
+            reserved_concurrent_executions=1,
+            log_group=log_group,
+            logging_format=logging_format,
+            tracing=lambda_.Tracing.ACTIVE,
+            dead_letter_queue=self.dead_letters,
+            environment_encryption=self.key,
+            environment=dict(environment) if environment else None,
+            **self._placement,
         )
         if self._placement:
             # Lambda creates the function's network interfaces in the VPC with the function's role (the
             # CDK attaches this policy only to roles it makes itself).
-            self.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(f"service-role/{VPC_ACCESS_POLICY}"))
-            acknowledge(self.role, f"{VPC_ACCESS_POLICY} is the policy AWS maintains for what Lambda needs to create, describe "
-                        "and delete a function's network interfaces in a VPC (EC2 allows describing them on no narrower resource).",
-                        f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{VPC_ACCESS_POLICY}]")
+            self.role.add_managed_policy(
+                iam.ManagedPolicy.from_aws_managed_policy_name(f"service-role/{VPC_ACCESS_POLICY}")
+            )
+            acknowledge(
+                self.role,
+                f"{VPC_ACCESS_POLICY} is the policy AWS maintains for what Lambda needs to create, describe "
+                "and delete a function's network interfaces in a VPC (EC2 allows describing them on no narrower resource).",
+                f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{VPC_ACCESS_POLICY}]",
+            )
         else:
             acknowledge(self.function, vpc_reason, "LambdaInsideVPC")
         return self.function
 
-    def metric(self, metric_name: str, *, dimensions: Mapping[str, str] | None = None, statistic: str = "Maximum",
-               period: Duration = Duration.minutes(15)) -> cloudwatch.Metric:
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        dimensions: Mapping[str, str] | None = None,
+        statistic: str = "Maximum",
+        period: Duration = Duration.minutes(15),
+    ) -> cloudwatch.Metric:
         """A metric the controller's function publishes in its namespace."""
-        return cloudwatch.Metric(namespace=self.namespace, metric_name=metric_name, dimensions_map=dict(dimensions) if dimensions else None,
-                                 statistic=statistic, period=period)
+        return cloudwatch.Metric(
+            namespace=self.namespace,
+            metric_name=metric_name,
+            dimensions_map=dict(dimensions) if dimensions else None,
+            statistic=statistic,
+            period=period,
+        )
 
-    def _add_alarm(self, scope: Construct, name: str, metric: cloudwatch.IMetric, *, threshold: float, periods: int,
-                   description: str, comparison: cloudwatch.ComparisonOperator) -> cloudwatch.Alarm:
+    def _add_alarm(
+        self,
+        scope: Construct,
+        name: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        periods: int,
+        description: str,
+        comparison: cloudwatch.ComparisonOperator,
+    ) -> cloudwatch.Alarm:
         """An alarm that notifies the controller's topic; missing data (no work) is not a breach."""
-        alarm = cloudwatch.Alarm(scope, f"{name}Alarm", metric=metric, threshold=threshold, evaluation_periods=periods,
-                                 alarm_description=description, comparison_operator=comparison,
-                                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        alarm = cloudwatch.Alarm(
+            scope,
+            f"{name}Alarm",
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            alarm_description=description,
+            comparison_operator=comparison,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         self.alarms.append(alarm)
         return alarm
 
 
-def vpc_problems(vpc: ec2.IVpc | None, vpc_subnets: ec2.SubnetSelection | None, security_groups: Sequence[ec2.ISecurityGroup]) -> list[Problem]:
+def vpc_problems(
+    vpc: ec2.IVpc | None, vpc_subnets: ec2.SubnetSelection | None, security_groups: Sequence[ec2.ISecurityGroup]
+) -> list[Problem]:
     """Subnets and security groups place the function in a VPC: without one they would be ignored."""
     if vpc is not None:
         return []
-    return [Problem(path=name, wrong="given without vpc", value=value, allowed="only with vpc (the VPC they belong to)")
-            for name, value in (("vpc_subnets", vpc_subnets), ("security_groups", list(security_groups))) if value]
+    return [
+        Problem(path=name, wrong="given without vpc", value=value, allowed="only with vpc (the VPC they belong to)")
+        for name, value in (("vpc_subnets", vpc_subnets), ("security_groups", list(security_groups)))
+        if value
+    ]

@@ -110,13 +110,23 @@ class CapacityController(GovernanceController):
 
     namespace = CAPACITY_NAMESPACE
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, schedule: Duration = Duration.minutes(15),
-                 slurm_head_nodes: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model: GovernanceModel,
+        schedule: Duration = Duration.minutes(15),
+        slurm_head_nodes: Mapping[str, str] | None = None,
+    ) -> None:
         if not model.capacity_windows:  # before any resource exists: nothing half-built on bad props
-            raise GovernanceError.single("capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller")
+            raise GovernanceError.single(
+                "capacity_windows", "no capacity windows declared", [], "at least one window for a capacity controller"
+            )
         head_nodes = _checked_head_nodes(model, dict(slurm_head_nodes or {}))
         super().__init__(
-            scope, id,
+            scope,
+            id,
             controller_id=f"{model.organisation}-capacity",
             ledger_key="pk",
             ledger_backup_reason="Point-in-time recovery (35 days) is the ledger's backup; it is small and every purchase is "
@@ -131,59 +141,115 @@ class CapacityController(GovernanceController):
         self.raised_guarantees = raised_guarantees_parameter(model.organisation) if raising_windows(model) else None
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
         feeds_batch = any(w.feeds.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT for w in windows)
-        if (head_nodes or feeds_batch) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
+        if (
+            head_nodes or feeds_batch
+        ) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
             schedule = limit
         unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
         if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are
-            Annotations.of(self).add_warning_v2("gpu-governance:slurm-head-node", (
-                f"capacity windows feed hyperpod_slurm pools {unreached} but slurm_head_nodes names no head node for them: their nodes are "
-                "neither drained before a plan ends nor resumed after (the controller reports it every run, ConsumerErrors)"))
+            Annotations.of(self).add_warning_v2(
+                "gpu-governance:slurm-head-node",
+                (
+                    f"capacity windows feed hyperpod_slurm pools {unreached} but slurm_head_nodes names no head node for them: their nodes are "
+                    "neither drained before a plan ends nor resumed after (the controller reports it every run, ConsumerErrors)"
+                ),
+            )
         declare_capacity_controller(self.role)
         self._add_function(
-            handler="gpu_governance_runtime.capacity.handler.handle", code=runtime_code(policy_json(model)),
-            timeout=Duration.minutes(5), memory_size=512, logging_format=lambda_.LoggingFormat.JSON,
+            handler="gpu_governance_runtime.capacity.handler.handle",
+            code=runtime_code(policy_json(model)),
+            timeout=Duration.minutes(5),
+            memory_size=512,
+            logging_format=lambda_.LoggingFormat.JSON,
             vpc_reason="The controller calls only public AWS APIs (EC2, SageMaker, DynamoDB, SNS); "
             "a VPC would add NAT cost and no isolation.",
         )
         # Set on the L1 rather than through the L2's lazy environment, which cdk-nag rules reading
         # the resource's properties (GpuGovernance-PurchaserLimits) see as empty.
-        self.function.node.default_child.environment = lambda_.CfnFunction.EnvironmentProperty(variables={
-            ENV_CONTROLLER_ID: self.controller_id, ENV_LEDGER_TABLE: self.ledger.table_name, ENV_TOPIC_ARN: self.topic.topic_arn,
-            # A second, independent statement of the limits: the handler refuses a policy above them.
-            ENV_BUDGET: str(max(w.budget.amount for w in windows)),
-            ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
-            **({ENV_RAISED_GUARANTEES: self.raised_guarantees, ENV_RAISED_GUARANTEES_KEY: self.key.key_arn} if self.raised_guarantees else {}),
-            **({ENV_SLURM_HEAD_NODES: json.dumps(self.slurm_head_nodes, sort_keys=True)} if self.slurm_head_nodes else {}),
-            ENV_TICK_SECONDS: str(int(schedule.to_seconds())),  # the hours one scheduled run's block utilisation covers
-            **({ENV_TEAM_SPEND: "daily"} if polls_team_spend(model) else {}),  # each team's spend from Cost Explorer (capacity/spend.py)
-        })
+        self.function.node.default_child.environment = lambda_.CfnFunction.EnvironmentProperty(
+            variables={
+                ENV_CONTROLLER_ID: self.controller_id,
+                ENV_LEDGER_TABLE: self.ledger.table_name,
+                ENV_TOPIC_ARN: self.topic.topic_arn,
+                # A second, independent statement of the limits: the handler refuses a policy above them.
+                ENV_BUDGET: str(max(w.budget.amount for w in windows)),
+                ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in windows)),
+                **(
+                    {ENV_RAISED_GUARANTEES: self.raised_guarantees, ENV_RAISED_GUARANTEES_KEY: self.key.key_arn}
+                    if self.raised_guarantees
+                    else {}
+                ),
+                **(
+                    {ENV_SLURM_HEAD_NODES: json.dumps(self.slurm_head_nodes, sort_keys=True)}
+                    if self.slurm_head_nodes
+                    else {}
+                ),
+                ENV_TICK_SECONDS: str(
+                    int(schedule.to_seconds())
+                ),  # the hours one scheduled run's block utilisation covers
+                **(
+                    {ENV_TEAM_SPEND: "daily"} if polls_team_spend(model) else {}
+                ),  # each team's spend from Cost Explorer (capacity/spend.py)
+            }
+        )
         self.ledger.grant_read_write_data(self.role)
         self.topic.grant_publish(self.role)
         self._grant_capacity(model)
 
-        target = targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=2, max_event_age=Duration.hours(1))
+        target = targets.LambdaFunction(
+            self.function, dead_letter_queue=self.dead_letters, retry_attempts=2, max_event_age=Duration.hours(1)
+        )
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
-        events.Rule(self, "BlockEvents", event_pattern=events.EventPattern(
-            source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)), targets=[target])
+        events.Rule(
+            self,
+            "BlockEvents",
+            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=events.Match.prefix(BLOCK_EVENT_PREFIX)),
+            targets=[target],
+        )
         # On-demand windows asked for by an event (a person's tool, an alarm's action): see capacity/requests.py.
-        events.Rule(self, "CapacityRequests", event_pattern=events.EventPattern(
-            source=[CAPACITY_EVENT_SOURCE], detail_type=[CAPACITY_REQUEST_DETAIL_TYPE]), targets=[target])
+        events.Rule(
+            self,
+            "CapacityRequests",
+            event_pattern=events.EventPattern(
+                source=[CAPACITY_EVENT_SOURCE], detail_type=[CAPACITY_REQUEST_DETAIL_TYPE]
+            ),
+            targets=[target],
+        )
         # On-demand windows asked for by a window's alarms going to ALARM (requests.from_alarm), one rule per window.
         for window in windows:
             if window.alarm_requests:
-                events.Rule(self, f"AlarmRequests{window.name}", event_pattern=events.EventPattern(
-                    source=[ALARM_EVENT_SOURCE], detail_type=[ALARM_STATE_CHANGE_DETAIL_TYPE],
-                    detail={"alarmName": sorted(a.alarm_name for a in window.alarm_requests), "state": {"value": [ALARM_STATE]}}),
-                    targets=[target])
+                events.Rule(
+                    self,
+                    f"AlarmRequests{window.name}",
+                    event_pattern=events.EventPattern(
+                        source=[ALARM_EVENT_SOURCE],
+                        detail_type=[ALARM_STATE_CHANGE_DETAIL_TYPE],
+                        detail={
+                            "alarmName": sorted(a.alarm_name for a in window.alarm_requests),
+                            "state": {"value": [ALARM_STATE]},
+                        },
+                    ),
+                    targets=[target],
+                )
         self.raised_stacks = self._quota_stacks(model)
         if self.raised_stacks:
             # An update of a stack holding a raised quota redeploys the declared quota: run at once
             # to raise it again, not at the next scheduled run (docs/capacity.md, the remaining gap).
-            events.Rule(self, "QuotaStackUpdates", event_pattern=events.EventPattern(
-                source=[STACK_EVENT_SOURCE], detail_type=[STACK_STATUS_CHANGE_DETAIL_TYPE],
-                detail={"stack-id": events.Match.any_of(*(events.Match.prefix(self._stack_id_prefix(name)) for name in self.raised_stacks)),
-                        "status-details": {"status": list(STACK_UPDATED_STATUSES)}}),
-                targets=[target])
+            events.Rule(
+                self,
+                "QuotaStackUpdates",
+                event_pattern=events.EventPattern(
+                    source=[STACK_EVENT_SOURCE],
+                    detail_type=[STACK_STATUS_CHANGE_DETAIL_TYPE],
+                    detail={
+                        "stack-id": events.Match.any_of(
+                            *(events.Match.prefix(self._stack_id_prefix(name)) for name in self.raised_stacks)
+                        ),
+                        "status-details": {"status": list(STACK_UPDATED_STATUSES)},
+                    },
+                ),
+                targets=[target],
+            )
         subscribe_alerts(self.topic, model)
         self._alarms(model)
 
@@ -193,13 +259,23 @@ class CapacityController(GovernanceController):
         with, so nobody else can write a document the reader accepts (capacity/raised.py). The
         reader still needs ``ssm:GetParameter`` on it (the reclaim controller has it)."""
         stack = Stack.of(self)
-        parameter = stack.format_arn(service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/"))
+        parameter = stack.format_arn(
+            service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/")
+        )
         # SSM decrypts a SecureString with the parameter's ARN as encryption context: this key opens nothing else.
         only_this_parameter = {"StringEquals": {"kms:EncryptionContext:PARAMETER_ARN": parameter}}
         # The key policy names the role itself (it delegates nothing to IAM but administration).
-        self.key.add_to_resource_policy(iam.PolicyStatement(principals=[grantee.grant_principal], actions=["kms:Decrypt"], resources=["*"],
-                                                            conditions=only_this_parameter))
-        return iam.Grant.add_to_principal(grantee=grantee, actions=["kms:Decrypt"], resource_arns=[self.key.key_arn], conditions=only_this_parameter)
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[grantee.grant_principal],
+                actions=["kms:Decrypt"],
+                resources=["*"],
+                conditions=only_this_parameter,
+            )
+        )
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["kms:Decrypt"], resource_arns=[self.key.key_arn], conditions=only_this_parameter
+        )
 
     def _quota_stacks(self, model: GovernanceModel) -> list[str]:
         """Names of the stacks holding a quota a window raises: this stack (the pools' service
@@ -211,174 +287,366 @@ class CapacityController(GovernanceController):
 
     def _stack_id_prefix(self, stack_name: str) -> str:
         # A stack id is arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid>; the uuid is known after creation only.
-        return Stack.of(self).format_arn(service="cloudformation", resource="stack", resource_name=f"{stack_name}/",
-                                         arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        return Stack.of(self).format_arn(
+            service="cloudformation",
+            resource="stack",
+            resource_name=f"{stack_name}/",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
 
     def _grant_capacity(self, model: GovernanceModel) -> None:
         stack = Stack.of(self)
-        arn = lambda service, resource: stack.format_arn(service=service, resource=resource, resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)  # noqa: E731
-        tagged_by_us = {"StringEquals": {f"aws:RequestTag/{TAG_MANAGED_BY}": self.controller_id}, "ForAllValues:StringEquals": {"aws:TagKeys": TAG_KEYS}}
+        arn = lambda service, resource: stack.format_arn(
+            service=service, resource=resource, resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )  # noqa: E731
+        tagged_by_us = {
+            "StringEquals": {f"aws:RequestTag/{TAG_MANAGED_BY}": self.controller_id},
+            "ForAllValues:StringEquals": {"aws:TagKeys": TAG_KEYS},
+        }
         reservations = arn("ec2", "capacity-reservation")
         statements = [
             # No instance-type condition key exists for these actions: region (via the ARN) and our
             # own tags are as tight as IAM allows; the price cap and budget live in the controller.
-            iam.PolicyStatement(actions=["ec2:PurchaseCapacityBlock"], resources=[reservations], conditions=tagged_by_us),
-            iam.PolicyStatement(actions=["ec2:CreateTags"], resources=[reservations],
-                                conditions={"StringEquals": {"ec2:CreateAction": "PurchaseCapacityBlock"}}),
-            iam.PolicyStatement(actions=["ec2:PurchaseCapacityBlockExtension"], resources=[reservations],
-                                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
-            iam.PolicyStatement(actions=["ec2:DescribeCapacityReservations", "ec2:DescribeCapacityBlockOfferings",
-                                         "ec2:DescribeCapacityBlockExtensionOfferings", "ec2:DescribeCapacityBlockExtensionHistory",
-                                         "ec2:DescribeLaunchTemplateVersions"], resources=["*"]),
-            iam.PolicyStatement(actions=["events:PutEvents"], resources=[stack.format_arn(service="events", resource="event-bus", resource_name="default")]),
+            iam.PolicyStatement(
+                actions=["ec2:PurchaseCapacityBlock"], resources=[reservations], conditions=tagged_by_us
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateTags"],
+                resources=[reservations],
+                conditions={"StringEquals": {"ec2:CreateAction": "PurchaseCapacityBlock"}},
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:PurchaseCapacityBlockExtension"],
+                resources=[reservations],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}},
+            ),
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:DescribeCapacityReservations",
+                    "ec2:DescribeCapacityBlockOfferings",
+                    "ec2:DescribeCapacityBlockExtensionOfferings",
+                    "ec2:DescribeCapacityBlockExtensionHistory",
+                    "ec2:DescribeLaunchTemplateVersions",
+                ],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                actions=["events:PutEvents"],
+                resources=[stack.format_arn(service="events", resource="event-bus", resource_name="default")],
+            ),
         ]
         feeds = [w.feeds for w in model.capacity_windows]
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
-            statements.append(iam.PolicyStatement(actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]
+                )
+            )
         batch_feeds = [f for f in feeds if f.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT]
         requeue_statements = []
         if batch_feeds:
             statements += [
                 # rotation.py: only the block compute environments are updated and only their queues reordered; the on-demand
                 # compute environments, where running work stays, are never touched.
-                iam.PolicyStatement(actions=["batch:UpdateComputeEnvironment"], resources=sorted({f.block_compute_environment for f in batch_feeds})),
-                iam.PolicyStatement(actions=["batch:UpdateJobQueue"], resources=sorted({f.job_queue for f in batch_feeds})),
-                iam.PolicyStatement(actions=["batch:DescribeComputeEnvironments", "batch:DescribeJobQueues", "batch:ListJobs",
-                                             "batch:DescribeJobs", "ec2:DescribeInstances", "ec2:DescribeInstanceTypes"], resources=["*"]),
+                iam.PolicyStatement(
+                    actions=["batch:UpdateComputeEnvironment"],
+                    resources=sorted({f.block_compute_environment for f in batch_feeds}),
+                ),
+                iam.PolicyStatement(
+                    actions=["batch:UpdateJobQueue"], resources=sorted({f.job_queue for f in batch_feeds})
+                ),
+                iam.PolicyStatement(
+                    actions=[
+                        "batch:DescribeComputeEnvironments",
+                        "batch:DescribeJobQueues",
+                        "batch:ListJobs",
+                        "batch:DescribeJobs",
+                        "ec2:DescribeInstances",
+                        "ec2:DescribeInstanceTypes",
+                    ],
+                    resources=["*"],
+                ),
             ]
             # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
             requeue_statements = [
                 iam.PolicyStatement(actions=["ecs:ListContainerInstances"], resources=[arn("ecs", "cluster")]),
-                iam.PolicyStatement(actions=["batch:TerminateJob", "batch:TagResource"], resources=[arn("batch", "job")]),
-                iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]),
+                iam.PolicyStatement(
+                    actions=["batch:TerminateJob", "batch:TagResource"], resources=[arn("batch", "job")]
+                ),
+                iam.PolicyStatement(
+                    actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]
+                ),
             ]
-        node_groups = sorted({stack.format_arn(service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*")
-                              for f in feeds if f.kind == CONSUMER_EKS_NODE_GROUP})
+        node_groups = sorted(
+            {
+                stack.format_arn(
+                    service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*"
+                )
+                for f in feeds
+                if f.kind == CONSUMER_EKS_NODE_GROUP
+            }
+        )
         if node_groups:
             # rotation.py: read the node group, move its version, scale it up at a block's start and to zero before its end.
-            statements.append(iam.PolicyStatement(actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:UpdateNodegroupVersion"],
-                                                  resources=node_groups))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:UpdateNodegroupVersion"],
+                    resources=node_groups,
+                )
+            )
         pools = {p.name: p for p in model.pools}
         clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
         cluster_statements = update_cluster_statements(self, clusters) if clusters else []
         if any(w.market == "training_plan" for w in model.capacity_windows):
             plans = arn("sagemaker", "training-plan")
             statements += [
-                iam.PolicyStatement(actions=["sagemaker:CreateTrainingPlan", "sagemaker:AddTags"], resources=[plans], conditions=tagged_by_us),
-                iam.PolicyStatement(actions=["sagemaker:CreateReservedCapacity"], resources=[arn("sagemaker", "reserved-capacity")]),
-                iam.PolicyStatement(actions=["sagemaker:DescribeTrainingPlan", "sagemaker:DescribeTrainingPlanExtensionHistory"], resources=[plans]),
-                iam.PolicyStatement(actions=["sagemaker:ExtendTrainingPlan"], resources=[plans],
-                                    conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}}),
-                iam.PolicyStatement(actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]),
+                iam.PolicyStatement(
+                    actions=["sagemaker:CreateTrainingPlan", "sagemaker:AddTags"],
+                    resources=[plans],
+                    conditions=tagged_by_us,
+                ),
+                iam.PolicyStatement(
+                    actions=["sagemaker:CreateReservedCapacity"], resources=[arn("sagemaker", "reserved-capacity")]
+                ),
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeTrainingPlan", "sagemaker:DescribeTrainingPlanExtensionHistory"],
+                    resources=[plans],
+                ),
+                iam.PolicyStatement(
+                    actions=["sagemaker:ExtendTrainingPlan"],
+                    resources=[plans],
+                    conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}},
+                ),
+                iam.PolicyStatement(
+                    actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]
+                ),
             ]
         raising = raising_windows(model)
         raised = sorted({(w.feeds.pool, w.team) for w in raising if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
         if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
             queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
-            environment = lambda pool: stack.format_arn(service="batch", resource="service-environment", resource_name=pool)  # noqa: E731
+            environment = lambda pool: stack.format_arn(
+                service="batch", resource="service-environment", resource_name=pool
+            )  # noqa: E731
             statements += [
-                iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})),
+                iam.PolicyStatement(
+                    actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})
+                ),
                 # The pool's service environment holds the raised guarantees (the environment is named after the pool).
-                iam.PolicyStatement(actions=["batch:UpdateServiceEnvironment"], resources=sorted({environment(pool) for pool, _ in raised})),
+                iam.PolicyStatement(
+                    actions=["batch:UpdateServiceEnvironment"],
+                    resources=sorted({environment(pool) for pool, _ in raised}),
+                ),
                 iam.PolicyStatement(actions=["batch:DescribeServiceEnvironments"], resources=["*"]),
-                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
-                                    resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised]),
+                iam.PolicyStatement(
+                    actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
+                    resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised],
+                ),
             ]
-        quota_clusters = sorted({pools[w.feeds.pool].cluster_arn for w in raising if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
+        quota_clusters = sorted(
+            {pools[w.feeds.pool].cluster_arn for w in raising if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP}
+        )
         if quota_clusters:  # the owner's HyperPod compute quota raised while its plan is active (capacity/shares.py)
             # Compute quota ARNs end in an id SageMaker generates; the controller finds each team's by cluster and name.
-            quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in quota_clusters})
+            quotas = sorted(
+                {"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in quota_clusters}
+            )
             statements += [
                 iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
-                iam.PolicyStatement(actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas),
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas
+                ),
             ]
         slurm_statements = []
         if self.slurm_head_nodes:  # the window's nodes drained and resumed on the head node (capacity/slurm_window.py)
-            document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
-                                        arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+            document = stack.format_arn(
+                service="ssm",
+                account="",
+                resource="document",
+                resource_name="AWS-RunShellScript",
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
             slurm_clusters = sorted({pools[pool].cluster_arn for pool in self.slurm_head_nodes})
             slurm_statements = [
-                iam.PolicyStatement(actions=["ssm:SendCommand"],
-                                    resources=[document, *(_ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items()))]),
+                iam.PolicyStatement(
+                    actions=["ssm:SendCommand"],
+                    resources=[
+                        document,
+                        *(_ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items())),
+                    ],
+                ),
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
-                iam.PolicyStatement(actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters),
+                iam.PolicyStatement(
+                    actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters
+                ),
             ]
-        plan_teams = sorted({w.team for w in model.capacity_windows if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
+        plan_teams = sorted(
+            {w.team for w in model.capacity_windows if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS}
+        )
         if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
-            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
-                stack.format_arn(service="ssm", resource="parameter",
-                                 resource_name=team_training_plans_parameter(model.organisation, team).lstrip("/"))
-                for team in plan_teams]))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["ssm:GetParameter", "ssm:PutParameter"],
+                    resources=[
+                        stack.format_arn(
+                            service="ssm",
+                            resource="parameter",
+                            resource_name=team_training_plans_parameter(model.organisation, team).lstrip("/"),
+                        )
+                        for team in plan_teams
+                    ],
+                )
+            )
         if raising_windows(model):  # the raises applied, for the reclaim controller (capacity/raised.py)
-            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[
-                stack.format_arn(service="ssm", resource="parameter", resource_name=raised_guarantees_parameter(model.organisation).lstrip("/"))]))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["ssm:GetParameter", "ssm:PutParameter"],
+                    resources=[
+                        stack.format_arn(
+                            service="ssm",
+                            resource="parameter",
+                            resource_name=raised_guarantees_parameter(model.organisation).lstrip("/"),
+                        )
+                    ],
+                )
+            )
         if polls_team_spend(model):
             statements.append(iam.PolicyStatement(actions=["ce:GetCostAndUsage"], resources=["*"]))
         for statement in statements + requeue_statements + cluster_statements + slurm_statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")
-        acknowledge(policy, "The purchase permission must stay with this one role: an inline policy cannot be attached to "
-                    "any other principal, a managed policy could.",
-                    "IAMNoInlinePolicy")
-        acknowledge(policy, "DynamoDB and SNS grants name these KMS wildcards; the key policy itself allows this role only "
-                    "Encrypt, Decrypt, GenerateDataKey and DescribeKey on this one key.",
-                    "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
+        acknowledge(
+            policy,
+            "The purchase permission must stay with this one role: an inline policy cannot be attached to "
+            "any other principal, a managed policy could.",
+            "IAMNoInlinePolicy",
+        )
+        acknowledge(
+            policy,
+            "DynamoDB and SNS grants name these KMS wildcards; the key policy itself allows this role only "
+            "Encrypt, Decrypt, GenerateDataKey and DescribeKey on this one key.",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        )
         acknowledge_wildcard_resources(
-            policy, [r for s in statements for r in s.resources] + ["*"],
+            policy,
+            [r for s in statements for r in s.resources] + ["*"],
             "Describe/List/Search calls and Cost Explorer's GetCostAndUsage (granted when a team declares a monthly budget) "
             "support no resource-level permission; purchases are limited to this region's "
             "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
             "launch template and compute quota ARNs carry ids, not the names the governance file declares."
-            + (" ssm:GetCommandInvocation and ssm:CancelCommand support none either: they read and cancel commands this role sent, and ssm:SendCommand "
-               "is limited to AWS-RunShellScript on the declared Slurm head nodes." if slurm_statements else ""),
+            + (
+                " ssm:GetCommandInvocation and ssm:CancelCommand support none either: they read and cancel commands this role sent, and ssm:SendCommand "
+                "is limited to AWS-RunShellScript on the declared Slurm head nodes."
+                if slurm_statements
+                else ""
+            ),
         )
         if cluster_statements:
             acknowledge_update_cluster(policy)
         if requeue_statements:
             acknowledge_wildcard_resources(
-            policy, [r for s in requeue_statements for r in s.resources],
-            "Requeueing a Batch job at drain terminates it and submits a copy to the queue that ran it with its own job "
-            "definition; queue, job definition and the compute environment's ECS cluster are named by Batch at run time. "
-            "The controller only touches jobs running on instances of its own Capacity Block.",
+                policy,
+                [r for s in requeue_statements for r in s.resources],
+                "Requeueing a Batch job at drain terminates it and submits a copy to the queue that ran it with its own job "
+                "definition; queue, job definition and the compute environment's ECS cluster are named by Batch at run time. "
+                "The controller only touches jobs running on instances of its own Capacity Block.",
             )
-            acknowledge(policy, "At drain the controller requeues whichever team's job runs on its own expiring Capacity Block: it "
-                        "stops the job and submits an identical copy with the job's own share identifier and tags, so no team "
-                        "loses its place or takes another's.",
-                        "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
-                        "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]")
+            acknowledge(
+                policy,
+                "At drain the controller requeues whichever team's job runs on its own expiring Capacity Block: it "
+                "stops the job and submits an identical copy with the job's own share identifier and tags, so no team "
+                "loses its place or takes another's.",
+                "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
+                "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]",
+            )
 
     def _alarms(self, model: GovernanceModel) -> None:
         # (name, metric, threshold, periods that must breach in a row, description)
         specs = [
-            ("WindowsUncovered", self.metric("WindowsUncovered"), 0, 1, "a capacity window cannot be covered (price cap, budget or no offering)"),
+            (
+                "WindowsUncovered",
+                self.metric("WindowsUncovered"),
+                0,
+                1,
+                "a capacity window cannot be covered (price cap, budget or no offering)",
+            ),
             ("PurchaseFailures", self.metric("PurchaseFailures", statistic="Sum"), 0, 1, "a capacity purchase failed"),
-            ("ConsumerErrors", self.metric("ConsumerErrors", statistic="Sum"), 0, 1,
-             "a requeue or HyperPod instance-group update failed, the declared instance group is missing, or the day's read of "
-             "the teams' spend from Cost Explorer failed"),
-            ("RunErrors", self.metric("RunErrors", statistic="Sum"), 0, 1,
-             "a step of a capacity controller run failed (a window's offerings, an intent or a purchase); the other windows "
-             "were served and the next run retries: see the 'Capacity controller step failed' message or ERROR log line"),
-            ("PurchasesFoundLate", self.metric("PurchasesFoundLate", statistic="Sum"), 0, 1,
-             "a capacity purchase settled as failed was listed after all: its fee is counted again and the occurrence may "
-             "have been bought twice; check the 'Capacity purchase found after it was settled as failed' message"),
+            (
+                "ConsumerErrors",
+                self.metric("ConsumerErrors", statistic="Sum"),
+                0,
+                1,
+                "a requeue or HyperPod instance-group update failed, the declared instance group is missing, or the day's read of "
+                "the teams' spend from Cost Explorer failed",
+            ),
+            (
+                "RunErrors",
+                self.metric("RunErrors", statistic="Sum"),
+                0,
+                1,
+                "a step of a capacity controller run failed (a window's offerings, an intent or a purchase); the other windows "
+                "were served and the next run retries: see the 'Capacity controller step failed' message or ERROR log line",
+            ),
+            (
+                "PurchasesFoundLate",
+                self.metric("PurchasesFoundLate", statistic="Sum"),
+                0,
+                1,
+                "a capacity purchase settled as failed was listed after all: its fee is counted again and the occurrence may "
+                "have been bought twice; check the 'Capacity purchase found after it was settled as failed' message",
+            ),
             # One deferral is caught up by the next run; deferrals two periods running mean runs keep
             # running out of time and purchases are not being made.
-            ("PurchasesDeferred", self.metric("PurchasesDeferred", statistic="Sum"), 0, 2,
-             "capacity purchases were deferred for lack of invocation time in two periods running"),
-            ("MissingApiOperations", self.metric("MissingApiOperations"), 0, 1,
-             "the Lambda runtime's boto3 lacks operations the capacity controller calls; it refuses to start (see its ERROR log line)"),
-            ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(15)), 0, 1, "the capacity controller failed"),
-            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(15)), 0, 1,
-             "a capacity event or run was not delivered"),
+            (
+                "PurchasesDeferred",
+                self.metric("PurchasesDeferred", statistic="Sum"),
+                0,
+                2,
+                "capacity purchases were deferred for lack of invocation time in two periods running",
+            ),
+            (
+                "MissingApiOperations",
+                self.metric("MissingApiOperations"),
+                0,
+                1,
+                "the Lambda runtime's boto3 lacks operations the capacity controller calls; it refuses to start (see its ERROR log line)",
+            ),
+            (
+                "ControllerErrors",
+                self.function.metric_errors(period=Duration.minutes(15)),
+                0,
+                1,
+                "the capacity controller failed",
+            ),
+            (
+                "DeadLetters",
+                self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(15)),
+                0,
+                1,
+                "a capacity event or run was not delivered",
+            ),
         ] + [
-            (f"Budget{w.name}", self.metric("BudgetUsedPercent", dimensions={"Window": w.name}), 90, 1,
-             f"window {w.name} used over 90% of its budget")
+            (
+                f"Budget{w.name}",
+                self.metric("BudgetUsedPercent", dimensions={"Window": w.name}),
+                90,
+                1,
+                f"window {w.name} used over 90% of its budget",
+            )
             for w in model.capacity_windows
         ]
         for name, source, threshold, periods, description in specs:
-            alarm = self._add_alarm(self, name, source, threshold=threshold, periods=periods, description=description,
-                                    comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
+            alarm = self._add_alarm(
+                self,
+                name,
+                source,
+                threshold=threshold,
+                periods=periods,
+                description=description,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            )
             route_alarm(alarm, model)
 
 
@@ -390,8 +658,15 @@ def polls_team_spend(model: GovernanceModel) -> bool:
 
 def _slurm_pools_fed(model: GovernanceModel) -> list[str]:
     pools = {p.name: p for p in model.pools}
-    return sorted({w.feeds.pool for w in model.capacity_windows if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP
-                   and pools.get(w.feeds.pool) is not None and backend_of(pools[w.feeds.pool]).drains_on_head_node})
+    return sorted(
+        {
+            w.feeds.pool
+            for w in model.capacity_windows
+            if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP
+            and pools.get(w.feeds.pool) is not None
+            and backend_of(pools[w.feeds.pool]).drains_on_head_node
+        }
+    )
 
 
 def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> dict[str, str]:
@@ -400,11 +675,23 @@ def _checked_head_nodes(model: GovernanceModel, head_nodes: dict[str, str]) -> d
     problems = []
     for pool, node in sorted(head_nodes.items()):
         if pool not in fed:
-            problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="no capacity window feeds this hyperpod_slurm pool", value=pool,
-                                    allowed=f"one of {fed}" if fed else "no slurm_head_nodes without such a window"))
+            problems.append(
+                Problem(
+                    path=f"slurm_head_nodes.{pool}",
+                    wrong="no capacity window feeds this hyperpod_slurm pool",
+                    value=pool,
+                    allowed=f"one of {fed}" if fed else "no slurm_head_nodes without such a window",
+                )
+            )
         elif not isinstance(node, str) or (not Token.is_unresolved(node) and not SSM_TARGET.fullmatch(node)):
-            problems.append(Problem(path=f"slurm_head_nodes.{pool}", wrong="not an SSM target id", value=node,
-                                    allowed="the head node's SSM target id (i-<8 or 17 hex> or mi-<17 hex>)"))
+            problems.append(
+                Problem(
+                    path=f"slurm_head_nodes.{pool}",
+                    wrong="not an SSM target id",
+                    value=node,
+                    allowed="the head node's SSM target id (i-<8 or 17 hex> or mi-<17 hex>)",
+                )
+            )
     if problems:
         raise GovernanceError(problems)
     return head_nodes

@@ -62,13 +62,20 @@ class SubmissionGuard(GovernanceController):
 
     namespace = GUARD_NAMESPACE
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, job_queues: Mapping[str, str], dry_run: bool = True) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, model: GovernanceModel, job_queues: Mapping[str, str], dry_run: bool = True
+    ) -> None:
         _check(model, job_queues)
         super().__init__(
-            scope, id, controller_id=f"{model.organisation}-guard", ledger_key="action_id", ledger_expiry_attribute="expires_at",
+            scope,
+            id,
+            controller_id=f"{model.organisation}-guard",
+            ledger_key="action_id",
+            ledger_expiry_attribute="expires_at",
             ledger_backup_reason="Point-in-time recovery (35 days) backs up the guard's ledger; its items expire after a week and only "
             "keep one job from being stopped or reported twice (the log group keeps each decision for a year).",
-            topic_name="GPU submission guard", role_description="Submission guard: reads service jobs, stops those outside their team",
+            topic_name="GPU submission guard",
+            role_description="Submission guard: reads service jobs, stops those outside their team",
         )
         stack = Stack.of(self)
         self.model, self.job_queues = model, dict(job_queues)
@@ -76,71 +83,145 @@ class SubmissionGuard(GovernanceController):
         teams = sorted(guarded)
         # Named, and referred to by ARN: with stack_layout per_team they are in the team stacks, which
         # depend on this one (a reference to them from here would be a dependency cycle).
-        self.team_topics = {name: topic for name in teams
-                            if (topic := team_alert_topic(self, guarded[name], self.key, topic_name=guard_topic_name(model.organisation, name))) is not None}
-        team_topic_pattern = stack.format_arn(service="sns", resource=guard_topic_name(model.organisation, TEAM_PLACEHOLDER))
+        self.team_topics = {
+            name: topic
+            for name in teams
+            if (
+                topic := team_alert_topic(
+                    self, guarded[name], self.key, topic_name=guard_topic_name(model.organisation, name)
+                )
+            )
+            is not None
+        }
+        team_topic_pattern = stack.format_arn(
+            service="sns", resource=guard_topic_name(model.organisation, TEAM_PLACEHOLDER)
+        )
         # What grows with the teams goes into the package (Lambda allows 4 KB of environment in all);
         # the environment keeps what only the deployment resolves (contract.GUARD_FILE_NAME).
         document = {
             "shared_repositories": [_repository_uri(arn) for arn in model.shared_image_repositories],
-            "pools": {pool: {"teams": {team.name: {"repository_name": repository_name(model.organisation, team.name),
-                                                   "cost_centre": team.cost_centre, "owner": team.name in self.team_topics}
-                                       for team in model.teams_in(pool)}} for pool in sorted(job_queues)},
+            "pools": {
+                pool: {
+                    "teams": {
+                        team.name: {
+                            "repository_name": repository_name(model.organisation, team.name),
+                            "cost_centre": team.cost_centre,
+                            "owner": team.name in self.team_topics,
+                        }
+                        for team in model.teams_in(pool)
+                    }
+                }
+                for pool in sorted(job_queues)
+            },
         }
-        names = {"execution_role_arn": team_role_arn(stack.account, TEAM_PLACEHOLDER, TRAINING_ROLE_SUFFIX, stack.partition),
-                 "registry": f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}", "team_topic": team_topic_pattern}
+        names = {
+            "execution_role_arn": team_role_arn(stack.account, TEAM_PLACEHOLDER, TRAINING_ROLE_SUFFIX, stack.partition),
+            "registry": f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}",
+            "team_topic": team_topic_pattern,
+        }
         queues = [{"job_queue": arn, "pool": pool} for pool, arn in sorted(job_queues.items())]
         self._add_function(
             handler="gpu_governance_runtime.guard.handler.handler",
             code=runtime_code(policy_json(model), {GUARD_FILE_NAME: json.dumps(document, indent=2, sort_keys=True)}),
             # Its claims in the ledger go stale after this (the reclaim ledger's contract, reused).
-            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=256,
-            environment={ENV_GUARD_QUEUES: stack.to_json_string(queues), ENV_GUARD_NAMES: stack.to_json_string(names), ENV_LEDGER_TABLE: self.ledger.table_name,
-                         ENV_TOPIC_ARN: self.topic.topic_arn, ENV_DRY_RUN: "true" if dry_run else "false"},
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS),
+            memory_size=256,
+            environment={
+                ENV_GUARD_QUEUES: stack.to_json_string(queues),
+                ENV_GUARD_NAMES: stack.to_json_string(names),
+                ENV_LEDGER_TABLE: self.ledger.table_name,
+                ENV_TOPIC_ARN: self.topic.topic_arn,
+                ENV_DRY_RUN: "true" if dry_run else "false",
+            },
             vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, DynamoDB); a VPC would add NAT cost and no isolation.",
         )
         # Every state before the training job runs, and RUNNING as the last chance; a repeated event finds the ledger's claim.
         source, detail_type = SERVICE_JOB_EVENT
-        target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=3, max_event_age=Duration.hours(1))
-        self.rule = events.Rule(self, "ServiceJobStates", targets=[target], event_pattern=events.EventPattern(
-            source=[source], detail_type=[detail_type], detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)}))
+        target = event_targets.LambdaFunction(
+            self.function, dead_letter_queue=self.dead_letters, retry_attempts=3, max_event_age=Duration.hours(1)
+        )
+        self.rule = events.Rule(
+            self,
+            "ServiceJobStates",
+            targets=[target],
+            event_pattern=events.EventPattern(
+                source=[source],
+                detail_type=[detail_type],
+                detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)},
+            ),
+        )
         self._grant(stack, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
         subscribe_alerts(self.topic, model)
         for name, metric, description in (
-            ("ControllerErrors", self.function.metric_errors(period=Duration.minutes(5)), "the submission guard failed"),
-            ("DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
-             "a service job state change never reached the submission guard"),
-            ("MissingApiOperations", self.metric(MISSING_API_OPERATIONS, period=Duration.minutes(5)),
-             "the Lambda runtime's boto3 lacks operations the submission guard calls; it refuses to start"),
+            (
+                "ControllerErrors",
+                self.function.metric_errors(period=Duration.minutes(5)),
+                "the submission guard failed",
+            ),
+            (
+                "DeadLetters",
+                self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
+                "a service job state change never reached the submission guard",
+            ),
+            (
+                "MissingApiOperations",
+                self.metric(MISSING_API_OPERATIONS, period=Duration.minutes(5)),
+                "the Lambda runtime's boto3 lacks operations the submission guard calls; it refuses to start",
+            ),
         ):
-            route_alarm(self._add_alarm(self, name, metric, threshold=1, periods=1, description=description,
-                                        comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD), model)
+            route_alarm(
+                self._add_alarm(
+                    self,
+                    name,
+                    metric,
+                    threshold=1,
+                    periods=1,
+                    description=description,
+                    comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                ),
+                model,
+            )
 
     def _grant(self, stack: Stack, team_topics: str | None) -> None:
-        service_jobs = stack.format_arn(service="batch", resource="service-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
-        plans = stack.format_arn(service="sagemaker", resource="training-plan", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        service_jobs = stack.format_arn(
+            service="batch", resource="service-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )
+        plans = stack.format_arn(
+            service="sagemaker", resource="training-plan", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )
         statements = [
             iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn]),
             iam.PolicyStatement(actions=["batch:DescribeServiceJob"], resources=["*"]),  # no resource-level permission
             # Only service jobs with a team tag: the governed teams' (members may set it only inside
             # their own submission, batch/queues.py). Not a list of the teams: that would grow the
             # inline policy past IAM's 10,240 characters at a few hundred teams.
-            iam.PolicyStatement(actions=["batch:TerminateServiceJob"], resources=[service_jobs],
-                                conditions={"Null": {f"aws:ResourceTag/{TAG_TEAM}": "false"}}),
+            iam.PolicyStatement(
+                actions=["batch:TerminateServiceJob"],
+                resources=[service_jobs],
+                conditions={"Null": {f"aws:ResourceTag/{TAG_TEAM}": "false"}},
+            ),
             iam.PolicyStatement(actions=["sagemaker:ListTags"], resources=[plans]),  # whose plan a payload names
-            iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn, *filter(None, [team_topics])]),
+            iam.PolicyStatement(
+                actions=["sns:Publish"], resources=[self.topic.topic_arn, *filter(None, [team_topics])]
+            ),
         ]
         for statement in statements:
             self.role.add_to_policy(statement)
         policy = self.role.node.find_child("DefaultPolicy")
-        acknowledge(policy, "An inline policy keeps the permission to stop service jobs with this one role; a managed policy could be "
-                    "attached to other principals.", "IAMNoInlinePolicy")
+        acknowledge(
+            policy,
+            "An inline policy keeps the permission to stop service jobs with this one role; a managed policy could be "
+            "attached to other principals.",
+            "IAMNoInlinePolicy",
+        )
         acknowledge_wildcard_resources(
-            policy, ["*", service_jobs, plans, *filter(None, [team_topics])],
+            policy,
+            ["*", service_jobs, plans, *filter(None, [team_topics])],
             "batch:DescribeServiceJob supports no resource-level permission; batch:TerminateServiceJob is limited to service jobs "
             "tagged with a governed team (their ids do not exist before submission); sagemaker:ListTags reads the tags of any "
             "training plan a payload names, to tell whose it is; sns:Publish reaches the guard's own team owner topics by their "
-            "name prefix (one ARN per team would outgrow the inline policy limit).")
+            "name prefix (one ARN per team would outgrow the inline policy limit).",
+        )
 
 
 def guard_topic_name(organisation: str, team_name: str) -> str:
@@ -151,17 +232,43 @@ def guard_topic_name(organisation: str, team_name: str) -> str:
 def _repository_uri(arn: str) -> str:
     """The image URI prefix of an ECR repository ARN: arn:<partition>:ecr:<region>:<account>:repository/<name>."""
     _, partition, _, region, account, resource = arn.split(":", 5)
-    return f"{account}.dkr.ecr.{region}.amazonaws.com{'.cn' if partition == 'aws-cn' else ''}/{resource.split('/', 1)[1]}"
+    return (
+        f"{account}.dkr.ecr.{region}.amazonaws.com{'.cn' if partition == 'aws-cn' else ''}/{resource.split('/', 1)[1]}"
+    )
 
 
 def _check(model: GovernanceModel, job_queues: Mapping[str, str]) -> None:
     pools = {p.name: p for p in model.pools}
-    problems = [Problem(path="job_queues", wrong="no queue to guard", value={}, allowed=f"at least one {' or '.join(GUARDED)} pool name -> its job queue ARN")] if not job_queues else []
+    problems = (
+        [
+            Problem(
+                path="job_queues",
+                wrong="no queue to guard",
+                value={},
+                allowed=f"at least one {' or '.join(GUARDED)} pool name -> its job queue ARN",
+            )
+        ]
+        if not job_queues
+        else []
+    )
     for pool, arn in job_queues.items():
         if pools.get(pool) is None or not backend_of(pools[pool]).guards_submissions:
-            problems.append(Problem(path=f"job_queues.{pool}", wrong=f"not a {' or '.join(GUARDED)} pool", value=pool,
-                                    allowed=f"one of {sorted(p for p in pools if pools[p].backend in GUARDED)}"))
+            problems.append(
+                Problem(
+                    path=f"job_queues.{pool}",
+                    wrong=f"not a {' or '.join(GUARDED)} pool",
+                    value=pool,
+                    allowed=f"one of {sorted(p for p in pools if pools[p].backend in GUARDED)}",
+                )
+            )
         if not Token.is_unresolved(arn) and ":job-queue/" not in str(arn):
-            problems.append(Problem(path=f"job_queues.{pool}", wrong="not a job queue ARN", value=arn, allowed="arn:aws:batch:<region>:<account>:job-queue/<name>"))
+            problems.append(
+                Problem(
+                    path=f"job_queues.{pool}",
+                    wrong="not a job queue ARN",
+                    value=arn,
+                    allowed="arn:aws:batch:<region>:<account>:job-queue/<name>",
+                )
+            )
     if problems:
         raise GovernanceError(problems)

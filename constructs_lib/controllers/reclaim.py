@@ -117,15 +117,34 @@ class ReclaimController(GovernanceController):
     namespace = NAMESPACE
 
     def __init__(
-        self, scope: Construct, id: str, *, model: GovernanceModel, targets: Sequence[ReclaimTarget],
-        dry_run: bool = True, schedule: Duration = Duration.minutes(1), starved_ticks: int = 3,
-        min_run_time: Duration = Duration.minutes(1), max_preemptions_per_tick: int = 20, usage_targets: Sequence[ReclaimTarget] = (),
-        vpc: ec2.IVpc | None = None, vpc_subnets: ec2.SubnetSelection | None = None, security_groups: Sequence[ec2.ISecurityGroup] = (),
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model: GovernanceModel,
+        targets: Sequence[ReclaimTarget],
+        dry_run: bool = True,
+        schedule: Duration = Duration.minutes(1),
+        starved_ticks: int = 3,
+        min_run_time: Duration = Duration.minutes(1),
+        max_preemptions_per_tick: int = 20,
+        usage_targets: Sequence[ReclaimTarget] = (),
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+        security_groups: Sequence[ec2.ISecurityGroup] = (),
     ) -> None:
-        _check(model, targets, starved_ticks, max_preemptions_per_tick, Stack.of(scope), usage_targets,  # before any resource exists
-               vpc_problems(vpc, vpc_subnets, security_groups))
+        _check(
+            model,
+            targets,
+            starved_ticks,
+            max_preemptions_per_tick,
+            Stack.of(scope),
+            usage_targets,  # before any resource exists
+            vpc_problems(vpc, vpc_subnets, security_groups),
+        )
         super().__init__(
-            scope, id,
+            scope,
+            id,
             controller_id=f"{model.organisation}-reclaim",
             ledger_key="action_id",
             ledger_expiry_attribute="expires_at",
@@ -134,21 +153,40 @@ class ReclaimController(GovernanceController):
             topic_name="GPU reclaim controller alarms",
             role_description="Reclaim controller: reads GPU queues, preempts planned victims",
             role_name=reclaim_controller_role_name(model.organisation),
-            vpc=vpc, vpc_subnets=vpc_subnets, security_groups=security_groups,
+            vpc=vpc,
+            vpc_subnets=vpc_subnets,
+            security_groups=security_groups,
         )
-        self.model, self.targets, self.usage_targets, self.schedule = model, tuple(targets), tuple(usage_targets), schedule
-        slurm_usage = [_usage_entry(model, t) for t in (*targets, *usage_targets) if backend_of(model.pool(t.pool)).reached_on_head_node]
+        self.model, self.targets, self.usage_targets, self.schedule = (
+            model,
+            tuple(targets),
+            tuple(usage_targets),
+            schedule,
+        )
+        slurm_usage = [
+            _usage_entry(model, t)
+            for t in (*targets, *usage_targets)
+            if backend_of(model.pool(t.pool)).reached_on_head_node
+        ]
         # A capacity window raising a share of a governed pool: plan and report with the raise (capacity/raised.py).
-        self.raised_guarantees = (raised_guarantees_parameter(model.organisation)
-                                  if {w.feeds.pool for w in raising_windows(model)} & {t.pool for t in targets} else None)
+        self.raised_guarantees = (
+            raised_guarantees_parameter(model.organisation)
+            if {w.feeds.pool for w in raising_windows(model)} & {t.pool for t in targets}
+            else None
+        )
         self._add_function(
-            handler="gpu_governance_runtime.reclaim.handler.handler", code=runtime_code(policy_json(model)),
+            handler="gpu_governance_runtime.reclaim.handler.handler",
+            code=runtime_code(policy_json(model)),
             # The handler never starts an action it cannot finish within this (the runtime's contract).
-            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=1024,
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS),
+            memory_size=1024,
             environment={
                 ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t, model) for t in targets], sort_keys=True),
-                ENV_LEDGER_TABLE: self.ledger.table_name, ENV_DRY_RUN: "true" if dry_run else "false", ENV_METRICS_NAMESPACE: NAMESPACE,
-                ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()), ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
+                ENV_LEDGER_TABLE: self.ledger.table_name,
+                ENV_DRY_RUN: "true" if dry_run else "false",
+                ENV_METRICS_NAMESPACE: NAMESPACE,
+                ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()),
+                ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
                 ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
                 **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
                 **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
@@ -162,19 +200,31 @@ class ReclaimController(GovernanceController):
         # A missed tick is not worth retrying: the next one reads the queue afresh. Neither is a
         # failed one: Lambda retries a failed asynchronous invocation twice by default, which would
         # run two ticks within a minute (the ledger also caps preemptions per pool and minute).
-        self.function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(1),
-                                             on_failure=lambda_destinations.SqsDestination(self.dead_letters))
-        target = event_targets.LambdaFunction(self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1))
+        self.function.configure_async_invoke(
+            retry_attempts=0,
+            max_event_age=Duration.minutes(1),
+            on_failure=lambda_destinations.SqsDestination(self.dead_letters),
+        )
+        target = event_targets.LambdaFunction(
+            self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1)
+        )
         events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
         subscribe_alerts(self.topic, model)
         self.team_topics: dict[str, sns.Topic | None] = {}  # per team with alarms: its owner's topic
         self._alarms(starved_ticks)
         self.dashboards = {target.pool: self._dashboard(target.pool) for target in self.targets}
 
-    def metric_share(self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None) -> cloudwatch.Metric:
+    def metric_share(
+        self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None
+    ) -> cloudwatch.Metric:
         """A per-share metric the handler publishes (Guaranteed, InUse, Borrowed, Lent, Pending,
         Preemptions, LostCapacitySeconds, StarvedBelowGuarantee), over ``period`` (default: one tick)."""
-        return self.metric(metric_name, dimensions=dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), statistic=statistic, period=period or self.schedule)
+        return self.metric(
+            metric_name,
+            dimensions=dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)),
+            statistic=statistic,
+            period=period or self.schedule,
+        )
 
     def metric_pool_errors(self, pool: str) -> cloudwatch.Metric:
         """1 for each tick of the pool that raised (reading the pool or writing the ledger failed);
@@ -194,7 +244,12 @@ class ReclaimController(GovernanceController):
 
     def _grant(self) -> None:
         stack = Stack.of(self)
-        statements = [iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn])]
+        statements = [
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                resources=[self.ledger.table_arn],
+            )
+        ]
         backends = {t.pool: backend_of(self.model.pool(t.pool)) for t in self.targets}
         if any(b.family == "batch" for b in backends.values()):
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
@@ -203,69 +258,140 @@ class ReclaimController(GovernanceController):
             # this account and region that carry a team tag, which only a governed team's own
             # submission can set (batch/queues.py _team_tag_statements). Not a list of the teams:
             # it reached IAM's 10,240 characters per role at about 420 fair-share teams.
-            statements.append(iam.PolicyStatement(
-                actions=["batch:TerminateJob"],
-                resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-                conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
-            ))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["batch:TerminateJob"],
+                    resources=[
+                        stack.format_arn(
+                            service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+                        )
+                    ],
+                    conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
+                )
+            )
             # Batch does not retry a terminated job: the handler submits each victim's copy to the
             # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
             # tags (common/batch_copy.py). No team is named: a team list would grow this inline
             # policy past IAM's 10,240 characters.
             fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_terminates_jobs]
             under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
-            statements.append(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=[
-                *fair_share_queues, stack.format_arn(service="batch", resource="job-definition", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-                conditions=under_a_share))
-            statements.append(iam.PolicyStatement(
-                actions=["batch:TagResource"],
-                resources=[stack.format_arn(service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-                # Batch has no CreateAction key: tags given at submission are authorised as
-                # batch:TagResource inside SubmitJob, with the submission's keys (the member side's
-                # rule, batch/queues.py _team_tag_statements). A share identifier and no team tag
-                # yet hold only inside a submission, never for an existing job.
-                conditions={"Null": {**under_a_share["Null"], f"aws:ResourceTag/{TEAM_TAG}": "true"}},
-            ))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["batch:SubmitJob"],
+                    resources=[
+                        *fair_share_queues,
+                        stack.format_arn(
+                            service="batch",
+                            resource="job-definition",
+                            resource_name="*",
+                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                        ),
+                    ],
+                    conditions=under_a_share,
+                )
+            )
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["batch:TagResource"],
+                    resources=[
+                        stack.format_arn(
+                            service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+                        )
+                    ],
+                    # Batch has no CreateAction key: tags given at submission are authorised as
+                    # batch:TagResource inside SubmitJob, with the submission's keys (the member side's
+                    # rule, batch/queues.py _team_tag_statements). A share identifier and no team tag
+                    # yet hold only inside a submission, never for an existing job.
+                    conditions={"Null": {**under_a_share["Null"], f"aws:ResourceTag/{TEAM_TAG}": "true"}},
+                )
+            )
         observed = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_reads_snapshot]
         if observed:
             statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
             # each share's waiting jobs; these two support no resource-level permission
-            statements.append(iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"]))
-        eks_clusters = sorted({self.model.pool(t.pool).eks_cluster_name for t in self.targets if backend_of(self.model.pool(t.pool)).eks_access_entries})
+            statements.append(
+                iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"])
+            )
+        eks_clusters = sorted(
+            {
+                self.model.pool(t.pool).eks_cluster_name
+                for t in self.targets
+                if backend_of(self.model.pool(t.pool)).eks_access_entries
+            }
+        )
         if eks_clusters:
             # The usage observer finds each cluster's endpoint and CA; Kubernetes RBAC decides the rest.
-            statements.append(iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[
-                stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in eks_clusters]))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["eks:DescribeCluster"],
+                    resources=[
+                        stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in eks_clusters
+                    ],
+                )
+            )
         # The role's Kubernetes identity on each cluster: a group that may only get and list ClusterQueues.
         self.usage_access_entries = {
-            name: eks.CfnAccessEntry(self, f"UsageAccess{_pascal(name)}", cluster_name=name, principal_arn=self.role.role_arn,
-                                     type="STANDARD", kubernetes_groups=[EKS_USAGE_READER_GROUP])
+            name: eks.CfnAccessEntry(
+                self,
+                f"UsageAccess{_pascal(name)}",
+                cluster_name=name,
+                principal_arn=self.role.role_arn,
+                type="STANDARD",
+                kubernetes_groups=[EKS_USAGE_READER_GROUP],
+            )
             for name in eks_clusters
         }
-        head_nodes = [t.head_node_instance_id for t in (*self.targets, *self.usage_targets) if backend_of(self.model.pool(t.pool)).reached_on_head_node]
+        head_nodes = [
+            t.head_node_instance_id
+            for t in (*self.targets, *self.usage_targets)
+            if backend_of(self.model.pool(t.pool)).reached_on_head_node
+        ]
         if head_nodes:
-            document = stack.format_arn(service="ssm", account="", resource="document", resource_name="AWS-RunShellScript",
-                                        arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+            document = stack.format_arn(
+                service="ssm",
+                account="",
+                resource="document",
+                resource_name="AWS-RunShellScript",
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
             statements += [
-                iam.PolicyStatement(actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]),
+                iam.PolicyStatement(
+                    actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]
+                ),
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
             ]
         statements += self._gpu_hour_limit_statements()
         if self.raised_guarantees:  # read-only, that one parameter
-            statements.append(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[
-                stack.format_arn(service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/"))]))
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["ssm:GetParameter"],
+                    resources=[
+                        stack.format_arn(
+                            service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/")
+                        )
+                    ],
+                )
+            )
         for statement in statements:
             self.role.add_to_policy(statement)
         self.key.grant_encrypt_decrypt(self.role)
         policy = self.role.node.find_child("DefaultPolicy")
-        acknowledge(policy, "An inline policy keeps the preemption permission with this one role; a managed policy could be "
-                    "attached to other principals.",
-                    "IAMNoInlinePolicy")
-        acknowledge(policy, "The CDK KMS grant names these wildcards; the key is this controller's own and its policy lets "
-                    "this role only encrypt, decrypt and generate data keys.",
-                    "AwsSolutions-IAM5[Action::kms:ReEncrypt*]", "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]")
+        acknowledge(
+            policy,
+            "An inline policy keeps the preemption permission with this one role; a managed policy could be "
+            "attached to other principals.",
+            "IAMNoInlinePolicy",
+        )
+        acknowledge(
+            policy,
+            "The CDK KMS grant names these wildcards; the key is this controller's own and its policy lets "
+            "this role only encrypt, decrypt and generate data keys.",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        )
         acknowledge_wildcard_resources(
-            policy, [r for s in statements for r in s.resources],
+            policy,
+            [r for s in statements for r in s.resources],
             "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob, ssm:GetCommandInvocation and ssm:CancelCommand "
             "support no resource-level permission; "
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
@@ -283,51 +409,108 @@ class ReclaimController(GovernanceController):
         their quota shares, their compute quotas' clusters, and the default bus for the 80 % event."""
         stack = Stack.of(self)
         switch = {t.pool: backend_of(self.model.pool(t.pool)).gpu_hour_limit_switch for t in self.targets}
-        limited = {t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit] for t in self.targets if switch[t.pool]}
+        limited = {
+            t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit]
+            for t in self.targets
+            if switch[t.pool]
+        }
         limited = {pool: teams for pool, teams in limited.items() if teams}
         if not limited:
             return []
-        queues = {t.pool: t.job_queue_arn for t in self.targets if t.pool in limited and "batch:UpdateQuotaShare" in switch[t.pool]}
-        statements = [iam.PolicyStatement(actions=["events:PutEvents"], resources=[
-            stack.format_arn(service="events", resource="event-bus", resource_name="default")])]
+        queues = {
+            t.pool: t.job_queue_arn
+            for t in self.targets
+            if t.pool in limited and "batch:UpdateQuotaShare" in switch[t.pool]
+        }
+        statements = [
+            iam.PolicyStatement(
+                actions=["events:PutEvents"],
+                resources=[stack.format_arn(service="events", resource="event-bus", resource_name="default")],
+            )
+        ]
         if queues:
             statements += [
                 iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted(queues.values())),
-                iam.PolicyStatement(actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"], resources=limited_quota_shares(queues, self.model)),
+                iam.PolicyStatement(
+                    actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
+                    resources=limited_quota_shares(queues, self.model),
+                ),
             ]
-        clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if "sagemaker:UpdateComputeQuota" in switch[pool]})
+        clusters = sorted(
+            {self.model.pool(pool).cluster_arn for pool in limited if "sagemaker:UpdateComputeQuota" in switch[pool]}
+        )
         if clusters:
             # Compute quota ARNs end in an id SageMaker generates: the quotas of the clusters' account and region.
             quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in clusters})
             statements += [
                 iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
-                iam.PolicyStatement(actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas),
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas
+                ),
             ]
         return statements
 
     def _alarms(self, starved_ticks: int) -> None:
-        specs = [
-            ((team, t.pool), f"Starved{_pascal(t.pool)}{_pascal(team.name)}", self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"), starved_ticks,
-             f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks")
-            for t in self.targets for team in self.model.teams_in(t.pool)
-        ] + [
-            # A single failed tick is retried by the next; a pool unread for POOL_ERROR_TICKS ticks
-            # is also a pool whose share metrics (and starvation alarms) have gone silent.
-            (None, f"PoolErrors{_pascal(t.pool)}", self.metric_pool_errors(t.pool), POOL_ERROR_TICKS,
-             f"the reclaim controller could not read or act on pool {t.pool} for {POOL_ERROR_TICKS} ticks (see its pool_failed log lines)")
-            for t in (*self.targets, *self.usage_targets)
-        ] + [
-            (None, "ControllerErrors", self.function.metric_errors(period=self.schedule), 1, "the reclaim controller failed"),
-            (None, "MissingApiOperations", self.metric_missing_api_operations(), 1,
-             "the Lambda runtime's boto3 lacks operations the reclaim controller calls; it refuses to start (see its ERROR log line)"),
-            (None, "DeadLetters", self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)), 1,
-             "a reclaim tick was not delivered"),
-        ]
+        specs = (
+            [
+                (
+                    (team, t.pool),
+                    f"Starved{_pascal(t.pool)}{_pascal(team.name)}",
+                    self.metric_share(t.pool, team.name, "StarvedBelowGuarantee"),
+                    starved_ticks,
+                    f"team {team.name} waited below its guarantee in pool {t.pool} for {starved_ticks} ticks",
+                )
+                for t in self.targets
+                for team in self.model.teams_in(t.pool)
+            ]
+            + [
+                # A single failed tick is retried by the next; a pool unread for POOL_ERROR_TICKS ticks
+                # is also a pool whose share metrics (and starvation alarms) have gone silent.
+                (
+                    None,
+                    f"PoolErrors{_pascal(t.pool)}",
+                    self.metric_pool_errors(t.pool),
+                    POOL_ERROR_TICKS,
+                    f"the reclaim controller could not read or act on pool {t.pool} for {POOL_ERROR_TICKS} ticks (see its pool_failed log lines)",
+                )
+                for t in (*self.targets, *self.usage_targets)
+            ]
+            + [
+                (
+                    None,
+                    "ControllerErrors",
+                    self.function.metric_errors(period=self.schedule),
+                    1,
+                    "the reclaim controller failed",
+                ),
+                (
+                    None,
+                    "MissingApiOperations",
+                    self.metric_missing_api_operations(),
+                    1,
+                    "the Lambda runtime's boto3 lacks operations the reclaim controller calls; it refuses to start (see its ERROR log line)",
+                ),
+                (
+                    None,
+                    "DeadLetters",
+                    self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
+                    1,
+                    "a reclaim tick was not delivered",
+                ),
+            ]
+        )
         for owner, name, metric, periods, description in specs:
             team, pool = owner or (None, None)
             scope = self if team is None else team_scope(self, team.name)
-            alarm = self._add_alarm(scope, name, metric, threshold=1, periods=periods, description=description,
-                                    comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
+            alarm = self._add_alarm(
+                scope,
+                name,
+                metric,
+                threshold=1,
+                periods=periods,
+                description=description,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            )
             route_alarm(alarm, self.model)
             if team is not None:  # the team's owner hears of it too
                 if team.name not in self.team_topics:
@@ -342,21 +525,35 @@ class ReclaimController(GovernanceController):
         search draws at most 500 series
         (https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_cloudwatch.SearchExpressionProps.html);
         each team's own dashboard (organisation/chargeback.py) shows the team in full."""
-        dashboard = cloudwatch.Dashboard(self, f"Dashboard{_pascal(pool)}", dashboard_name=reclaim_dashboard_name(self.model.organisation, pool))
+        dashboard = cloudwatch.Dashboard(
+            self, f"Dashboard{_pascal(pool)}", dashboard_name=reclaim_dashboard_name(self.model.organisation, pool)
+        )
         dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## Pool {pool}", width=24, height=1))
-        dashboard.add_widgets(*(
-            cloudwatch.GraphWidget(title=f"{metric} (instances, per team)", width=6, left=[self._every_share(pool, metric, "Maximum")])
-            for metric in SHARE_GRAPHS
-        ))
+        dashboard.add_widgets(
+            *(
+                cloudwatch.GraphWidget(
+                    title=f"{metric} (instances, per team)", width=6, left=[self._every_share(pool, metric, "Maximum")]
+                )
+                for metric in SHARE_GRAPHS
+            )
+        )
         if not backend_of(self.model.pool(pool)).preemptions_seen:  # Kueue preempts natively: no preemptions are read
-            dashboard.add_widgets(cloudwatch.GraphWidget(title="waiting workloads (Kueue)", width=8,
-                                                         left=[self._every_share(pool, "Pending", "Maximum")]))
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="waiting workloads (Kueue)", width=8, left=[self._every_share(pool, "Pending", "Maximum")]
+                )
+            )
             return dashboard
         dashboard.add_widgets(
-            cloudwatch.GraphWidget(title="pending work (instances)", width=8, left=[self._every_share(pool, "Pending", "Maximum")]),
+            cloudwatch.GraphWidget(
+                title="pending work (instances)", width=8, left=[self._every_share(pool, "Pending", "Maximum")]
+            ),
             cloudwatch.GraphWidget(title="preemptions", width=8, left=[self._every_share(pool, "Preemptions", "Sum")]),
-            cloudwatch.GraphWidget(title="capacity-seconds lost to preemption", width=8,
-                                   left=[self._every_share(pool, "LostCapacitySeconds", "Sum")]),
+            cloudwatch.GraphWidget(
+                title="capacity-seconds lost to preemption",
+                width=8,
+                left=[self._every_share(pool, "LostCapacitySeconds", "Sum")],
+            ),
         )
         return dashboard
 
@@ -370,8 +567,12 @@ def reclaim_controller_role_name(organisation: str) -> str:
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
     pool = model.pool(target.pool)
     if backend_of(pool).eks_access_entries:  # observed through the cluster's Kubernetes API
-        return {"pool": target.pool, "eks_cluster": pool.eks_cluster_name, "cluster_arn": pool.cluster_arn,
-                "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items()))}
+        return {
+            "pool": target.pool,
+            "eks_cluster": pool.eks_cluster_name,
+            "cluster_arn": pool.cluster_arn,
+            "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items())),
+        }
     if target.head_node_instance_id is not None:
         return {"pool": target.pool, "instance_id": target.head_node_instance_id, "instance_type": target.instance_type}
     return {"pool": target.pool, "job_queue": target.job_queue_arn}
@@ -384,46 +585,97 @@ def _usage_entry(model: GovernanceModel, target: ReclaimTarget) -> dict:
 
 def _ssm_target_arn(stack: Stack, target_id: str) -> str:
     if target_id.startswith("i-"):
-        return stack.format_arn(service="ec2", resource="instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)
-    return stack.format_arn(service="ssm", resource="managed-instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+        return stack.format_arn(
+            service="ec2", resource="instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )
+    return stack.format_arn(
+        service="ssm", resource="managed-instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+    )
 
 
 def _pascal(name: str) -> str:
     return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
 
 
-def _check(model: GovernanceModel, targets: Sequence[ReclaimTarget], starved_ticks: int, max_preemptions: int, stack: Stack,
-           usage_targets: Sequence[ReclaimTarget] = (), placement_problems: Sequence[Problem] = ()) -> None:
+def _check(
+    model: GovernanceModel,
+    targets: Sequence[ReclaimTarget],
+    starved_ticks: int,
+    max_preemptions: int,
+    stack: Stack,
+    usage_targets: Sequence[ReclaimTarget] = (),
+    placement_problems: Sequence[Problem] = (),
+) -> None:
     problems: list[Problem] = list(placement_problems)
     pools = {p.name: p for p in model.pools}
     if not targets and not usage_targets:
-        problems.append(Problem(path="targets", wrong="no pool to govern", value=[], allowed="at least one ReclaimTarget"))
+        problems.append(
+            Problem(path="targets", wrong="no pool to govern", value=[], allowed="at least one ReclaimTarget")
+        )
     seen: set[str] = set()
-    for path, target in [(f"targets[{i}]", t) for i, t in enumerate(targets)] + [(f"usage_targets[{i}]", t) for i, t in enumerate(usage_targets)]:
+    for path, target in [(f"targets[{i}]", t) for i, t in enumerate(targets)] + [
+        (f"usage_targets[{i}]", t) for i, t in enumerate(usage_targets)
+    ]:
         pool = pools.get(target.pool)
         if target.pool in seen:
-            problems.append(Problem(path=f"{path}.pool", wrong="pool governed twice", value=target.pool, allowed="each pool once"))
+            problems.append(
+                Problem(path=f"{path}.pool", wrong="pool governed twice", value=target.pool, allowed="each pool once")
+            )
         seen.add(target.pool)
         if pool is None:
-            problems.append(Problem(path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.pool", wrong="undeclared pool", value=target.pool, allowed=f"one of {sorted(pools)}"
+                )
+            )
             continue
         if path.startswith("usage_") and not backend_of(pool).reached_on_head_node:
-            problems.append(Problem(path=f"{path}.pool", wrong=f"a {pool.backend} pool", value=target.pool,
-                                    allowed=f"a {' or '.join(backends_where(lambda b: b.reached_on_head_node))} pool (the other backends' usage comes with their targets)"))
+            problems.append(
+                Problem(
+                    path=f"{path}.pool",
+                    wrong=f"a {pool.backend} pool",
+                    value=target.pool,
+                    allowed=f"a {' or '.join(backends_where(lambda b: b.reached_on_head_node))} pool (the other backends' usage comes with their targets)",
+                )
+            )
         elif backend_of(pool).eks_access_entries:
             problems += _eks_problems(path, pool, stack)
         elif backend_of(pool).reached_on_head_node:
             if not target.head_node_instance_id:
-                problems.append(Problem(path=f"{path}.head_node_instance_id", wrong="missing", value=None, allowed="the head node's SSM target id"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.head_node_instance_id",
+                        wrong="missing",
+                        value=None,
+                        allowed="the head node's SSM target id",
+                    )
+                )
             if target.instance_type not in pool.capacity:
-                problems.append(Problem(path=f"{path}.instance_type", wrong="not in the pool", value=target.instance_type, allowed=f"one of {sorted(pool.capacity)}"))
-        elif not target.job_queue_arn or (not Token.is_unresolved(target.job_queue_arn) and ":job-queue/" not in target.job_queue_arn):
-            problems.append(Problem(path=f"{path}.job_queue_arn", wrong="missing or not a job queue ARN", value=target.job_queue_arn,
-                                    allowed="arn:aws:batch:<region>:<account>:job-queue/<name>"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.instance_type",
+                        wrong="not in the pool",
+                        value=target.instance_type,
+                        allowed=f"one of {sorted(pool.capacity)}",
+                    )
+                )
+        elif not target.job_queue_arn or (
+            not Token.is_unresolved(target.job_queue_arn) and ":job-queue/" not in target.job_queue_arn
+        ):
+            problems.append(
+                Problem(
+                    path=f"{path}.job_queue_arn",
+                    wrong="missing or not a job queue ARN",
+                    value=target.job_queue_arn,
+                    allowed="arn:aws:batch:<region>:<account>:job-queue/<name>",
+                )
+            )
     if not 1 <= starved_ticks <= 100:
         problems.append(Problem(path="starved_ticks", wrong="out of range", value=starved_ticks, allowed="1-100"))
     if not 0 <= max_preemptions <= 1000:
-        problems.append(Problem(path="max_preemptions_per_tick", wrong="out of range", value=max_preemptions, allowed="0-1000"))
+        problems.append(
+            Problem(path="max_preemptions_per_tick", wrong="out of range", value=max_preemptions, allowed="0-1000")
+        )
     if problems:
         raise GovernanceError(problems)
 
@@ -432,13 +684,26 @@ def _eks_problems(path: str, pool: HyperPodEksPool, stack: Stack) -> list[Proble
     """Usage is reported in instances of the pool's types (Kueue counts GPUs), and the role's
     access entry can only be made on a cluster of this stack's account and region."""
     problems = [
-        Problem(path=f"{path}.pool", wrong=f"the pool declares no gpus_per_instance for {instance_type}", value=pool.name,
-                allowed="gpus_per_instance (GPUs of one instance, 1-64) for every instance type of the pool's capacity")
+        Problem(
+            path=f"{path}.pool",
+            wrong=f"the pool declares no gpus_per_instance for {instance_type}",
+            value=pool.name,
+            allowed="gpus_per_instance (GPUs of one instance, 1-64) for every instance type of the pool's capacity",
+        )
         for instance_type in sorted(set(pool.capacity) - set(pool.gpus_per_instance))
     ]
     cluster = Arn.split(pool.cluster_arn, ArnFormat.SLASH_RESOURCE_NAME)
-    for field, stack_value, cluster_value in (("account", stack.account, cluster.account), ("region", stack.region, cluster.region)):
+    for field, stack_value, cluster_value in (
+        ("account", stack.account, cluster.account),
+        ("region", stack.region, cluster.region),
+    ):
         if not Token.is_unresolved(stack_value) and stack_value != cluster_value:
-            problems.append(Problem(path=f"{path}.pool", wrong=f"the pool's cluster is in another {field} than the stack", value=pool.cluster_arn,
-                                    allowed=f"a cluster in {field} {stack_value} (deploy the controller where the cluster is)"))
+            problems.append(
+                Problem(
+                    path=f"{path}.pool",
+                    wrong=f"the pool's cluster is in another {field} than the stack",
+                    value=pool.cluster_arn,
+                    allowed=f"a cluster in {field} {stack_value} (deploy the controller where the cluster is)",
+                )
+            )
     return problems

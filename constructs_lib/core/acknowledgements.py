@@ -63,7 +63,7 @@ def cfn_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and len(value) == 1:
-        (function, argument), = value.items()
+        ((function, argument),) = value.items()
         if function == "Ref":
             return f"<{argument}>"
         if function == "Fn::GetAtt":

@@ -7,9 +7,16 @@ from aws_cdk import RemovalPolicy, aws_kms as kms, aws_s3 as s3
 from constructs import Construct
 
 
-def hardened_bucket(scope: Construct, id: str, *, encryption: s3.BucketEncryption, encryption_key: kms.IKey | None = None,
-                    bucket_key_enabled: bool | None = None, server_access_logs_bucket: s3.IBucket | None = None,
-                    server_access_logs_prefix: str | None = None) -> s3.Bucket:
+def hardened_bucket(
+    scope: Construct,
+    id: str,
+    *,
+    encryption: s3.BucketEncryption,
+    encryption_key: kms.IKey | None = None,
+    bucket_key_enabled: bool | None = None,
+    server_access_logs_bucket: s3.IBucket | None = None,
+    server_access_logs_prefix: str | None = None,
+) -> s3.Bucket:
     return s3.Bucket(
         scope,
         id,

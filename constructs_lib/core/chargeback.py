@@ -66,8 +66,12 @@ def alert_topic_arns(model: Alerted) -> list[str]:
 
 def subscribe_email(topic: sns.Topic, id: str, email: str) -> sns.Subscription:
     subscription = sns.Subscription(topic, id, topic=topic, endpoint=email, protocol=sns.SubscriptionProtocol.EMAIL)
-    acknowledge(subscription, "An email address that cannot be reached is a contact to correct, not a message to replay: "
-                "the alarm stays in ALARM, in its history and on the dashboards.", "Serverless-SNSRedrivePolicy")
+    acknowledge(
+        subscription,
+        "An email address that cannot be reached is a contact to correct, not a message to replay: "
+        "the alarm stays in ALARM, in its history and on the dashboards.",
+        "Serverless-SNSRedrivePolicy",
+    )
     return subscription
 
 
@@ -83,15 +87,23 @@ def route_alarm(alarm: cloudwatch.Alarm, model: Alerted) -> None:
         alarm.add_alarm_action(actions.SnsAction(sns.Topic.from_topic_arn(alarm, f"AlertTopic{index}", arn)))
 
 
-def team_alert_topic(owner: Construct, team: ChargedTeam, key: kms.IKey, *, topic_name: str | None = None) -> sns.Topic | None:
+def team_alert_topic(
+    owner: Construct, team: ChargedTeam, key: kms.IKey, *, topic_name: str | None = None
+) -> sns.Topic | None:
     """A topic (encrypted with ``key``) that the team's owner is subscribed to, in the team's
     scope; None when the team names no owner. ``topic_name`` fixes its name, so that ``owner``'s
     stack can name its ARN without referring to the team's stack."""
     if team.owner is None:
         return None
     scope = team_scope(owner, team.name)
-    topic = sns.Topic(scope, f"TeamAlerts{team.name}", topic_name=topic_name, display_name=f"GPU alerts of team {team.name}",
-                      master_key=key, enforce_ssl=True)
+    topic = sns.Topic(
+        scope,
+        f"TeamAlerts{team.name}",
+        topic_name=topic_name,
+        display_name=f"GPU alerts of team {team.name}",
+        master_key=key,
+        enforce_ssl=True,
+    )
     subscribe_email(topic, "Owner", team.owner)
     tag_for_cost_allocation(topic, team)
     return topic

@@ -20,7 +20,9 @@ def update_cluster_statements(scope: IConstruct, cluster_arns: Sequence[str]) ->
     sent group's ExecutionRole, which only DescribeCluster names, so roles of this account may be
     passed, to SageMaker only."""
     return [
-        iam.PolicyStatement(actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=list(cluster_arns)),
+        iam.PolicyStatement(
+            actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"], resources=list(cluster_arns)
+        ),
         iam.PolicyStatement(
             actions=["iam:PassRole"],
             resources=[_passable_roles(scope)],
@@ -36,5 +38,6 @@ def acknowledge_update_cluster(policy: IConstruct) -> None:
         "UpdateCluster requires each instance group's ExecutionRole, which only DescribeCluster names, so this role "
         "may pass roles of this account, to SageMaker only (iam:PassedToService), and update only the declared "
         "clusters; it sends every group's role back unchanged.",
-        f"AwsSolutions-IAM5[Resource::{roles}]", f"GpuGovernance-PassAnyRole[Resource::{roles}]",
+        f"AwsSolutions-IAM5[Resource::{roles}]",
+        f"GpuGovernance-PassAnyRole[Resource::{roles}]",
     )

@@ -26,8 +26,11 @@ def lazy_exports(package: str, defined_in: Mapping[str, str]) -> tuple[Callable[
             # the light (member) install has no CDK: say which extra brings it, not just "No module named aws_cdk"
             if (error.name or "").split(".")[0] not in CDK_MODULES:
                 raise
-            raise ModuleNotFoundError(f"{package}.{name} builds CDK constructs: install the [cdk] extra "
-                                      f"(pip install 'cdk-gpu-governance[cdk]'); {error.name} is missing", name=error.name) from error
+            raise ModuleNotFoundError(
+                f"{package}.{name} builds CDK constructs: install the [cdk] extra "
+                f"(pip install 'cdk-gpu-governance[cdk]'); {error.name} is missing",
+                name=error.name,
+            ) from error
         setattr(sys.modules[package], name, value)  # resolved once; later lookups skip this function
         return value
 

@@ -23,7 +23,9 @@ def runtime_code(policy_document: str | None = None, documents: Mapping[str, str
     does not change with the model. ``documents``: more files (name -> text) beside it, for what
     a handler needs that would not fit in Lambda's 4 KB of environment variables."""
     staging = Path(tempfile.mkdtemp(prefix="gpu-governance-runtime-"))
-    shutil.copytree(RUNTIME_PACKAGE, staging / RUNTIME_PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        RUNTIME_PACKAGE, staging / RUNTIME_PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     files = {**({POLICY_FILE_NAME: policy_document} if policy_document is not None else {}), **(documents or {})}
     for name, text in files.items():
         (staging / RUNTIME_PACKAGE.name / name).write_text(text)

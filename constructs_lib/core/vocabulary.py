@@ -13,14 +13,24 @@ GOVERNANCE_METADATA = "GpuGovernance"
 """CloudFormation metadata key under which the constructs record team and preset for checks."""
 
 PURCHASE_ACTIONS = (
-    "ec2:PurchaseCapacityBlock", "ec2:PurchaseCapacityBlockExtension", "sagemaker:CreateTrainingPlan",
-    "sagemaker:ExtendTrainingPlan", "ec2:CreateCapacityReservation", "ec2:CreateCapacityReservationFleet",
-    "ec2:PurchaseReservedInstancesOffering", "savingsplans:CreateSavingsPlan",
+    "ec2:PurchaseCapacityBlock",
+    "ec2:PurchaseCapacityBlockExtension",
+    "sagemaker:CreateTrainingPlan",
+    "sagemaker:ExtendTrainingPlan",
+    "ec2:CreateCapacityReservation",
+    "ec2:CreateCapacityReservationFleet",
+    "ec2:PurchaseReservedInstancesOffering",
+    "savingsplans:CreateSavingsPlan",
 )
 """Every IAM action that buys GPU capacity, or commits to paying for it (reservations, Savings
 Plans): the nag rules and the organisation guardrails."""
 
-PURCHASING_MANAGED_POLICIES = ("AdministratorAccess", "PowerUserAccess", "AmazonEC2FullAccess", "AmazonSageMakerFullAccess")
+PURCHASING_MANAGED_POLICIES = (
+    "AdministratorAccess",
+    "PowerUserAccess",
+    "AmazonEC2FullAccess",
+    "AmazonSageMakerFullAccess",
+)
 """AWS-managed policies whose statements allow purchase actions above: ``*`` (AdministratorAccess),
 every action but IAM, Organizations and Account (PowerUserAccess), ``ec2:*`` (AmazonEC2FullAccess,
 Capacity Blocks and reservations), ``sagemaker:*`` outside Studio resources
@@ -31,18 +41,40 @@ https://docs.aws.amazon.com/aws-managed-policy/latest/reference/<name>.html"""
 # tenant keys (it must keep kms:PutKeyPolicy: CreateKey refuses a policy that locks its creator
 # out) and for the account on controller keys.
 KEY_ADMIN_ACTIONS = [
-    "kms:Create*", "kms:Describe*", "kms:Enable*", "kms:List*", "kms:Put*", "kms:Update*",
-    "kms:Revoke*", "kms:Disable*", "kms:Get*", "kms:Delete*", "kms:TagResource",
-    "kms:UntagResource", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+    "kms:Create*",
+    "kms:Describe*",
+    "kms:Enable*",
+    "kms:List*",
+    "kms:Put*",
+    "kms:Update*",
+    "kms:Revoke*",
+    "kms:Disable*",
+    "kms:Get*",
+    "kms:Delete*",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
 ]
 # What a platform admin needs to operate a tenant key: read it, switch it off and on, rotate
 # it, revoke a grant and schedule or cancel its deletion. Nothing that widens who may use it
 # (PutKeyPolicy, CreateGrant) or that access conditions may read (aliases, tags): those
 # change only through the deployment.
 PLATFORM_KEY_ADMIN_ACTIONS = [
-    "kms:DescribeKey", "kms:GetKeyPolicy", "kms:GetKeyRotationStatus", "kms:ListGrants", "kms:ListKeyPolicies",
-    "kms:ListKeyRotations", "kms:ListResourceTags", "kms:EnableKey", "kms:DisableKey", "kms:EnableKeyRotation",
-    "kms:RotateKeyOnDemand", "kms:RevokeGrant", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion",
+    "kms:DescribeKey",
+    "kms:GetKeyPolicy",
+    "kms:GetKeyRotationStatus",
+    "kms:ListGrants",
+    "kms:ListKeyPolicies",
+    "kms:ListKeyRotations",
+    "kms:ListResourceTags",
+    "kms:EnableKey",
+    "kms:DisableKey",
+    "kms:EnableKeyRotation",
+    "kms:RotateKeyOnDemand",
+    "kms:RevokeGrant",
+    "kms:ScheduleKeyDeletion",
+    "kms:CancelKeyDeletion",
 ]
 KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 

@@ -17,6 +17,13 @@ from .reference import (
 from .team import TeamStack
 
 __all__ = [
-    "CapacityAccountStack", "ConsumerAccountStack", "OrganisationGuardrailsStack", "TeamStack", "build_capacity_account",
-    "build_consumer_account", "build_reference_app", "consumer_stack_name", "team_stack_name",
+    "CapacityAccountStack",
+    "ConsumerAccountStack",
+    "OrganisationGuardrailsStack",
+    "TeamStack",
+    "build_capacity_account",
+    "build_consumer_account",
+    "build_reference_app",
+    "consumer_stack_name",
+    "team_stack_name",
 ]

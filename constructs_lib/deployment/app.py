@@ -79,7 +79,9 @@ def main(cdk_json: Path = Path("cdk.json")) -> int:
         return 1
     problems = check_deployable(outdir)
     if problems:
-        print("synthesized templates would be refused at deployment:\n" + "\n".join(str(p) for p in problems), file=sys.stderr)
+        print(
+            "synthesized templates would be refused at deployment:\n" + "\n".join(str(p) for p in problems),
+            file=sys.stderr,
+        )
         return 1
     return 0
-

@@ -25,7 +25,9 @@ class CapacityAccountStack(Stack):
     ``team_stacks`` (team name -> :class:`TeamStack`), each of those teams' resources go to its
     stack and only the shared ones stay here."""
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, team_stacks: Mapping[str, TeamStack] | None = None) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, model: GovernanceModel, team_stacks: Mapping[str, TeamStack] | None = None
+    ) -> None:
         account = model.capacity_account
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
         # Access logs arrive under a bucket policy, not an ACL: each tenant bucket gets a
@@ -37,7 +39,9 @@ class CapacityAccountStack(Stack):
         acknowledge(
             self.access_logs,
             "This bucket is the server access log destination; logging it to itself would loop.",
-            "AwsSolutions-S1", "NIST.800.53.R5-S3BucketLoggingEnabled", "HIPAA.Security-S3BucketLoggingEnabled",
+            "AwsSolutions-S1",
+            "NIST.800.53.R5-S3BucketLoggingEnabled",
+            "HIPAA.Security-S3BucketLoggingEnabled",
             "PCI.DSS.321-S3BucketLoggingEnabled",
         )
         acknowledge(
@@ -74,7 +78,8 @@ class CapacityAccountStack(Stack):
             # The bucket policy that aws-cdk-lib cannot add to an imported log bucket is
             # _let_team_buckets_log's statement.
             Annotations.of(self.tenants[name].bucket).acknowledge_warning(
-                "@aws-cdk/aws-s3:accessLogsPolicyNotAdded", "the capacity stack's log bucket admits this account's buckets"
+                "@aws-cdk/aws-s3:accessLogsPolicyNotAdded",
+                "the capacity stack's log bucket admits this account's buckets",
             )
         self.queues = {}
         self.hyperpod_eks_clusters = {}
@@ -85,23 +90,39 @@ class CapacityAccountStack(Stack):
         # HyperPod EKS pools are observed for usage once the governance file gives their GPUs per instance.
         observed_eks = [name for name in self.hyperpod_eks_clusters if model.pool(name).gpus_per_instance]
         # Slurm pools join once the governance file names their head node (its SSM target id).
-        governed_slurm = [model.pool(name) for name in self.hyperpod_slurm_clusters if model.pool(name).head_node is not None]
+        governed_slurm = [
+            model.pool(name) for name in self.hyperpod_slurm_clusters if model.pool(name).head_node is not None
+        ]
         if self.queues or observed_eks or governed_slurm:
             # Dry run unless the governance file says act (reclaim_mode, docs/reclaim.md).
             self.reclaim_controller = ReclaimController(
                 self,
                 "ReclaimController",
                 model=model,
-                targets=[ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()]
+                targets=[
+                    ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()
+                ]
                 + [ReclaimTarget(pool=name) for name in observed_eks]
-                + [ReclaimTarget(pool=pool.name, head_node_instance_id=pool.head_node.instance_id, instance_type=pool.reclaimed_instance_type)
-                   for pool in governed_slurm],
+                + [
+                    ReclaimTarget(
+                        pool=pool.name,
+                        head_node_instance_id=pool.head_node.instance_id,
+                        instance_type=pool.reclaimed_instance_type,
+                    )
+                    for pool in governed_slurm
+                ],
                 dry_run=model.reclaim_mode != "act",
             )
-        guarded = {name: queue.job_queue_arn for name, queue in self.queues.items() if backend_of(model.pool(name)).guards_submissions}
+        guarded = {
+            name: queue.job_queue_arn
+            for name, queue in self.queues.items()
+            if backend_of(model.pool(name)).guards_submissions
+        }
         if guarded:
             # Dry run unless the governance file says act (guard_mode, docs/security.md).
-            self.submission_guard = SubmissionGuard(self, "SubmissionGuard", model=model, job_queues=guarded, dry_run=model.guard_mode != "act")
+            self.submission_guard = SubmissionGuard(
+                self, "SubmissionGuard", model=model, job_queues=guarded, dry_run=model.guard_mode != "act"
+            )
         if model.capacity_windows:
             self.capacity_controller = CapacityController(self, "CapacityController", model=model)
             # `gpu-governance capacity approve ID --table NAME` needs the ledger's name.
@@ -113,7 +134,11 @@ class CapacityAccountStack(Stack):
             # Collaboration only: no role, policy or access entry (docs/unified-studio.md).
             self.unified_studio = UnifiedStudioProjects(self, "UnifiedStudio", model=model)
         self.chargeback = Chargeback(
-            self, "Chargeback", model=model, reclaim=getattr(self, "reclaim_controller", None), tenants=self.tenants,
+            self,
+            "Chargeback",
+            model=model,
+            reclaim=getattr(self, "reclaim_controller", None),
+            tenants=self.tenants,
             purchases_controller_id=self.capacity_controller.controller_id if model.capacity_windows else None,
         )
 
@@ -123,7 +148,7 @@ class CapacityAccountStack(Stack):
         team_stack = self.team_stacks.get(team_name)
         if team_stack is None:
             return owner
-        return team_stack.mirror(owner.node.path.split("/")[len(self.node.path.split("/")):])
+        return team_stack.mirror(owner.node.path.split("/")[len(self.node.path.split("/")) :])
 
     def _access_logs_in(self, stack: Stack) -> s3.IBucket:
         if stack is self:

@@ -19,8 +19,16 @@ class ConsumerAccountStack(Stack):
         self.policies: dict[str, iam.ManagedPolicy] = {}
         for team in model.teams_of_account(account_name):
             local = [arn for arn in team.members if account_of(arn) == account.account_id]
-            roles = [iam.Role.from_role_arn(self, f"{team.name}Member{i}", arn) for i, arn in enumerate(local) if ":role/" in arn]
-            users = [iam.User.from_user_arn(self, f"{team.name}User{i}", arn) for i, arn in enumerate(local) if ":user/" in arn]
+            roles = [
+                iam.Role.from_role_arn(self, f"{team.name}Member{i}", arn)
+                for i, arn in enumerate(local)
+                if ":role/" in arn
+            ]
+            users = [
+                iam.User.from_user_arn(self, f"{team.name}User{i}", arn)
+                for i, arn in enumerate(local)
+                if ":user/" in arn
+            ]
             self.policies[team.name] = iam.ManagedPolicy(
                 self,
                 f"Team{team.name}Submit",

@@ -19,10 +19,14 @@ class OrganisationGuardrailsStack(Stack):
         account = guardrails.management_account
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
         # The stacks of one app share the synthesizer settings (context @aws-cdk/core:bootstrapQualifier).
-        qualifier = self.synthesizer.bootstrap_qualifier if isinstance(self.synthesizer, DefaultStackSynthesizer) else None
+        qualifier = (
+            self.synthesizer.bootstrap_qualifier if isinstance(self.synthesizer, DefaultStackSynthesizer) else None
+        )
         if qualifier is not None and qualifier != guardrails.cdk_bootstrap_qualifier:
             raise GovernanceError.single(
-                "guardrails.cdk_bootstrap_qualifier", f"differs from this app's CDK bootstrap qualifier {qualifier!r}",
-                guardrails.cdk_bootstrap_qualifier, f"{qualifier!r}, or deploy with that qualifier",
+                "guardrails.cdk_bootstrap_qualifier",
+                f"differs from this app's CDK bootstrap qualifier {qualifier!r}",
+                guardrails.cdk_bootstrap_qualifier,
+                f"{qualifier!r}, or deploy with that qualifier",
             )
         self.guardrails = OrganisationGuardrails(self, "Guardrails", model=model)

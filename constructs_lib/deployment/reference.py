@@ -32,10 +32,15 @@ def build_capacity_account(scope: Construct, model: GovernanceModel) -> list[Sta
     one ``<org>-team-<team>`` per team, which depend on it. For a pipeline's capacity stage."""
     team_stacks = {}
     if model.stack_layout == "per_team":
-        team_stacks = {team.name: TeamStack(scope, team_stack_name(model, team.name), model=model, team_name=team.name) for team in model.teams}
+        team_stacks = {
+            team.name: TeamStack(scope, team_stack_name(model, team.name), model=model, team_name=team.name)
+            for team in model.teams
+        }
     capacity = CapacityAccountStack(scope, f"{model.organisation}-capacity", model=model, team_stacks=team_stacks)
     for team_stack in team_stacks.values():
-        team_stack.add_stack_dependency(capacity, "the team's resources use the capacity stack's queues, provider and log bucket")
+        team_stack.add_stack_dependency(
+            capacity, "the team's resources use the capacity stack's queues, provider and log bucket"
+        )
     return [capacity, *team_stacks.values()]
 
 

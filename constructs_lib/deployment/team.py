@@ -15,7 +15,9 @@ class TeamStack(Stack):
     def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, team_name: str) -> None:
         account = model.capacity_account
         super().__init__(
-            scope, id, env=Environment(account=account.account_id, region=account.region),
+            scope,
+            id,
+            env=Environment(account=account.account_id, region=account.region),
             description=f"GPU governance: the resources of team {team_name} in the capacity account",
         )
         self.team_name = team_name

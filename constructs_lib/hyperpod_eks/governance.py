@@ -81,7 +81,8 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
         "ComputeQuotaTarget": {"TeamName": team.name, "FairShareWeight": team.fair_share_weight},
         "ComputeQuotaConfig": {
             "ComputeQuotaResources": [
-                compute_quota_resource(instance_type, entry) for instance_type, entry in sorted(team.quotas[pool.name].items())
+                compute_quota_resource(instance_type, entry)
+                for instance_type, entry in sorted(team.quotas[pool.name].items())
             ],
             "ResourceSharingConfig": resource_sharing,
             "PreemptTeamTasks": "LowerPriority" if sharing.in_share_preemption else "Never",
@@ -141,18 +142,28 @@ class HyperPodEksGovernance(Construct):
             # Tags.of does not reach a CfnResource of a type aws-cdk-lib does not know: set them here
             # (they update in place, docs/chargeback.md).
             tags = [{"Key": key, "Value": value} for key, value in cost_allocation_tags(team, pool.name).items()]
-            quota = CfnResource(team_scope(self, team.name), f"Quota{team.name}", type="AWS::SageMaker::ComputeQuota",
-                                properties={**compute_quota_properties(pool, team), "Tags": tags})
-            quota.add_metadata(GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None})
+            quota = CfnResource(
+                team_scope(self, team.name),
+                f"Quota{team.name}",
+                type="AWS::SageMaker::ComputeQuota",
+                properties={**compute_quota_properties(pool, team), "Tags": tags},
+            )
+            quota.add_metadata(
+                GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None}
+            )
             # Priority classes named by the teams' jobs exist before any team can submit.
             quota.node.add_dependency(self.scheduler_config)
             acknowledge(
-                quota, "aws-cdk-lib's own schema list has no L1 for this CloudFormation type; cfn-lint knows it and "
-                "checks these properties (tests/hyperpod_eks).", "CloudFormation-Validate::F3006",
+                quota,
+                "aws-cdk-lib's own schema list has no L1 for this CloudFormation type; cfn-lint knows it and "
+                "checks these properties (tests/hyperpod_eks).",
+                "CloudFormation-Validate::F3006",
             )
             self.compute_quotas[team.name] = quota
 
-        self.admin_access_entries = [self._admin_access_entry(f"Admin{index}", arn) for index, arn in enumerate(platform_admins)]
+        self.admin_access_entries = [
+            self._admin_access_entry(f"Admin{index}", arn) for index, arn in enumerate(platform_admins)
+        ]
         self.team_access_entries: dict[str, list[eks.CfnAccessEntry]] = {}
         self.workload_roles: dict[str, iam.Role] = {}
         self.pod_identity_associations: dict[str, eks.CfnPodIdentityAssociation] = {}
@@ -160,7 +171,12 @@ class HyperPodEksGovernance(Construct):
             tenancy = tenants[team.name]
             principals = [tenancy.submission_role.role_arn, *members_in_account(team, self.cluster_account)]
             self.team_access_entries[team.name] = [
-                self._access_entry(f"Team{team.name}{index}", principal, scope=team_scope(self, team.name), kubernetes_groups=[kubernetes.team_group(team.name)])
+                self._access_entry(
+                    f"Team{team.name}{index}",
+                    principal,
+                    scope=team_scope(self, team.name),
+                    kubernetes_groups=[kubernetes.team_group(team.name)],
+                )
                 for index, principal in enumerate(principals)
             ]
             self._let_submitters_find_cluster(tenancy)
@@ -173,18 +189,30 @@ class HyperPodEksGovernance(Construct):
     def _check(self, pool: HyperPodEksPool, teams: Sequence[Team], tenants: Mapping[str, TeamTenancy]) -> None:
         problems = check_pool_teams(pool, [(f"teams[{i}]", t) for i, t in enumerate(teams)], "pool")
         problems += [
-            Problem(path=f"teams[{i}]", wrong="no TeamTenancy given for the team", value=t.name, allowed=f"one of {sorted(tenants)}")
+            Problem(
+                path=f"teams[{i}]",
+                wrong="no TeamTenancy given for the team",
+                value=t.name,
+                allowed=f"one of {sorted(tenants)}",
+            )
             for i, t in enumerate(teams)
             if t.name not in tenants
         ]
         stack = Stack.of(self)
         cluster = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN)
-        for field, stack_value, cluster_value in (("account", stack.account, cluster.account), ("region", stack.region, cluster.region)):
+        for field, stack_value, cluster_value in (
+            ("account", stack.account, cluster.account),
+            ("region", stack.region, cluster.region),
+        ):
             if not Token.is_unresolved(stack_value) and stack_value != cluster_value:
-                problems.append(Problem(
-                    path="pool.cluster_arn", wrong=f"cluster is in another {field} than the stack", value=pool.cluster_arn,
-                    allowed=f"a cluster in {field} {stack_value} (deploy this construct where the cluster is)",
-                ))
+                problems.append(
+                    Problem(
+                        path="pool.cluster_arn",
+                        wrong=f"cluster is in another {field} than the stack",
+                        value=pool.cluster_arn,
+                        allowed=f"a cluster in {field} {stack_value} (deploy this construct where the cluster is)",
+                    )
+                )
         if problems:
             raise GovernanceError(problems)
 
@@ -201,8 +229,17 @@ class HyperPodEksGovernance(Construct):
         declare_platform_admin(entry)
         return entry
 
-    def _access_entry(self, id: str, principal_arn: str, scope: Construct | None = None, **mapping) -> eks.CfnAccessEntry:
-        return eks.CfnAccessEntry(scope or self, f"Access{id}", cluster_name=self.pool.eks_cluster_name, principal_arn=principal_arn, type="STANDARD", **mapping)
+    def _access_entry(
+        self, id: str, principal_arn: str, scope: Construct | None = None, **mapping
+    ) -> eks.CfnAccessEntry:
+        return eks.CfnAccessEntry(
+            scope or self,
+            f"Access{id}",
+            cluster_name=self.pool.eks_cluster_name,
+            principal_arn=principal_arn,
+            type="STANDARD",
+            **mapping,
+        )
 
     def _let_submitters_find_cluster(self, tenancy: TeamTenancy) -> None:
         # `aws eks update-kubeconfig` needs DescribeCluster; Kubernetes RBAC decides the rest.
@@ -260,7 +297,9 @@ class HyperPodEksGovernance(Construct):
         provider_access: eks.CfnAccessEntry | None = None
         if kubectl_provider is None:
             target = eks.Cluster.from_cluster_attributes(self, "KubectlTarget", cluster_name=self.pool.eks_cluster_name)
-            provider = eks.KubectlProvider(self, "KubectlProvider", cluster=target, kubectl_layer=KubectlV33Layer(self, "KubectlLayer"))
+            provider = eks.KubectlProvider(
+                self, "KubectlProvider", cluster=target, kubectl_layer=KubectlV33Layer(self, "KubectlLayer")
+            )
             _acknowledge_kubectl_provider(provider)
             # It applies cluster-scoped objects (cluster roles, admission policies): platform tooling.
             provider_access = self._admin_access_entry("KubectlProvider", provider.role.role_arn)
@@ -302,7 +341,9 @@ class HyperPodEksGovernance(Construct):
                 team_scope(self, team.name),
                 f"Objects{team.name}",
                 cluster=self.cluster,
-                manifest=kubernetes.team_objects(team.name, tenancy, tenancy.granted_priority_classes(self.priority_classes)),
+                manifest=kubernetes.team_objects(
+                    team.name, tenancy, tenancy.granted_priority_classes(self.priority_classes)
+                ),
                 overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
             )
             manifest.node.add_dependency(namespace_ready, self.pod_security)
@@ -313,15 +354,30 @@ class HyperPodEksGovernance(Construct):
             # patch (not a manifest) so that deleting the stack removes the labels, not the namespace.
             # With them, the team and cost-centre labels cost tools allocate the namespace's spend by.
             cost = kubernetes.cost_metadata(team.name, team.cost_centre)
-            metadata = {**cost, "labels": {**kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version), **cost["labels"]}}
+            metadata = {
+                **cost,
+                "labels": {
+                    **kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version),
+                    **cost["labels"],
+                },
+            }
             patch = eks.KubernetesPatch(
-                team_scope(self, team.name), f"PodSecurityLabels{team.name}", cluster=self.cluster, resource_name=f"namespace/{kubernetes.namespace(team.name)}",
-                apply_patch={"metadata": metadata}, restore_patch={}, patch_type=eks.PatchType.MERGE,
+                team_scope(self, team.name),
+                f"PodSecurityLabels{team.name}",
+                cluster=self.cluster,
+                resource_name=f"namespace/{kubernetes.namespace(team.name)}",
+                apply_patch={"metadata": metadata},
+                restore_patch={},
+                patch_type=eks.PatchType.MERGE,
             )
             # A JSON merge patch removes a label set to null; jsii drops None from maps, so the
             # restore patch goes in as JSON.
             patch.node.find_child("Resource").node.default_child.add_property_override(
-                "RestorePatchJson", json.dumps({"metadata": {key: dict.fromkeys(values) for key, values in metadata.items()}}, separators=(",", ":"))
+                "RestorePatchJson",
+                json.dumps(
+                    {"metadata": {key: dict.fromkeys(values) for key, values in metadata.items()}},
+                    separators=(",", ":"),
+                ),
             )
             patch.node.add_dependency(namespace_ready)
             self.pod_security_labels[team.name] = patch
@@ -337,31 +393,58 @@ class HyperPodEksGovernance(Construct):
     def _dedicate_instance_groups(self, groups: Mapping[str, str]) -> CustomResource:
         """A custom resource whose handler (``gpu_governance_runtime.dedicated_nodes``) sets each
         group's label and taint with ``UpdateCluster`` at deploy time, and removes them again."""
-        role = iam.Role(self, "DedicatedNodesRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                        description=f"Label and taint the dedicated instance groups of HyperPod cluster {self.pool.eks_cluster_name}")
-        log_group = logs.LogGroup(self, "DedicatedNodesLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=RemovalPolicy.RETAIN)
-        policy = iam.ManagedPolicy(self, "DedicatedNodesPolicy", roles=[role], description=f"Label and taint instance groups of {self.pool.cluster_arn}",
-                                   statements=[
-            *update_cluster_statements(self, [self.pool.cluster_arn]),
-            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[f"{log_group.log_group_arn}:*"]),
-        ])
+        role = iam.Role(
+            self,
+            "DedicatedNodesRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Label and taint the dedicated instance groups of HyperPod cluster {self.pool.eks_cluster_name}",
+        )
+        log_group = logs.LogGroup(
+            self, "DedicatedNodesLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=RemovalPolicy.RETAIN
+        )
+        policy = iam.ManagedPolicy(
+            self,
+            "DedicatedNodesPolicy",
+            roles=[role],
+            description=f"Label and taint instance groups of {self.pool.cluster_arn}",
+            statements=[
+                *update_cluster_statements(self, [self.pool.cluster_arn]),
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[f"{log_group.log_group_arn}:*"]
+                ),
+            ],
+        )
         handler = lambda_.Function(
-            self, "DedicatedNodesHandler", runtime=lambda_.Runtime.PYTHON_3_14, architecture=lambda_.Architecture.ARM_64,
-            handler="gpu_governance_runtime.dedicated_nodes.handler", code=runtime_code(), role=role,
+            self,
+            "DedicatedNodesHandler",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="gpu_governance_runtime.dedicated_nodes.handler",
+            code=runtime_code(),
+            role=role,
             # room for botocore's backoff (eight attempts, at most 20 s apart) on both of its calls
-            timeout=Duration.minutes(3), memory_size=256, log_group=log_group, logging_format=lambda_.LoggingFormat.JSON,
+            timeout=Duration.minutes(3),
+            memory_size=256,
+            log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
         )
         handler.node.add_dependency(policy)
-        provider = custom_resources.Provider(self, "DedicatedNodesProvider", on_event_handler=handler, log_group=log_group)
+        provider = custom_resources.Provider(
+            self, "DedicatedNodesProvider", on_event_handler=handler, log_group=log_group
+        )
         _acknowledge_dedicated_nodes(handler, provider, policy, log_group)
         return CustomResource(
-            self, "DedicatedNodes", service_token=provider.service_token, resource_type="Custom::HyperPodDedicatedNodes",
+            self,
+            "DedicatedNodes",
+            service_token=provider.service_token,
+            resource_type="Custom::HyperPodDedicatedNodes",
             properties={"ClusterArn": self.pool.cluster_arn, "Groups": dict(sorted(groups.items()))},
         )
 
 
-def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_resources.Provider, policy: iam.ManagedPolicy,
-                                 log_group: logs.LogGroup) -> None:
+def _acknowledge_dedicated_nodes(
+    handler: lambda_.Function, provider: custom_resources.Provider, policy: iam.ManagedPolicy, log_group: logs.LogGroup
+) -> None:
     """The dedicated-nodes handler and its custom-resource framework run only while
     CloudFormation deploys; their findings are acknowledged on them alone."""
     framework = provider.node.find_child("framework-onEvent")
@@ -371,7 +454,10 @@ def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_res
             "Deploy-time function of the dedicated instance groups: the custom-resource framework calls it synchronously "
             "and reports every failure to CloudFormation, so no dead-letter queue, reserved concurrency or tracing is "
             "needed. It calls only the public SageMaker API; a VPC would add NAT cost and no isolation.",
-            "LambdaConcurrency", "LambdaDLQ", "Serverless-LambdaTracing", "LambdaInsideVPC",
+            "LambdaConcurrency",
+            "LambdaDLQ",
+            "Serverless-LambdaTracing",
+            "LambdaInsideVPC",
         )
     acknowledge(
         log_group,
@@ -380,8 +466,11 @@ def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_res
         "CloudWatchLogGroupEncrypted",
     )
     acknowledge_update_cluster(policy)
-    acknowledge_wildcard_resources(policy, [f"{log_group.log_group_arn}:*"],
-                                   "The dedicated-nodes handler writes the log streams of its own log group only.")
+    acknowledge_wildcard_resources(
+        policy,
+        [f"{log_group.log_group_arn}:*"],
+        "The dedicated-nodes handler writes the log streams of its own log group only.",
+    )
     framework_role = framework.node.find_child("ServiceRole")
     acknowledge(
         framework_role,
@@ -390,16 +479,25 @@ def _acknowledge_dedicated_nodes(handler: lambda_.Function, provider: custom_res
         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
         "IAMNoInlinePolicy",
     )
-    acknowledge_wildcard_resources(framework_role.node.find_child("DefaultPolicy"), [f"{handler.function_arn}:*"],
-                                   "The custom-resource framework invokes any version of the one dedicated-nodes handler it fronts.")
-    acknowledge(framework, "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
-                "Serverless-LambdaDefaultMemorySize")
+    acknowledge_wildcard_resources(
+        framework_role.node.find_child("DefaultPolicy"),
+        [f"{handler.function_arn}:*"],
+        "The custom-resource framework invokes any version of the one dedicated-nodes handler it fronts.",
+    )
+    acknowledge(
+        framework,
+        "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
+        "Serverless-LambdaDefaultMemorySize",
+    )
 
 
 def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
     """The kubectl provider is aws-cdk-lib's own custom-resource machinery (two functions that
     run only while CloudFormation deploys); its findings are acknowledged on it alone."""
-    handler, framework = provider.node.find_child("Handler"), provider.node.find_child("Provider").node.find_child("framework-onEvent")
+    handler, framework = (
+        provider.node.find_child("Handler"),
+        provider.node.find_child("Provider").node.find_child("framework-onEvent"),
+    )
     for function in (handler, framework):
         acknowledge(
             function,
@@ -407,7 +505,10 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
             "framework, which reports failures to CloudFormation: no dead-letter queue, reserved concurrency or "
             "tracing is needed. It reaches the EKS endpoint and AWS APIs; pass a VPC-bound kubectl_provider for "
             "private-only clusters.",
-            "LambdaConcurrency", "LambdaDLQ", "Serverless-LambdaTracing", "LambdaInsideVPC",
+            "LambdaConcurrency",
+            "LambdaDLQ",
+            "Serverless-LambdaTracing",
+            "LambdaInsideVPC",
         )
         acknowledge(
             function.node.find_child("ServiceRole"),
@@ -420,7 +521,22 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
     # The ECR Public policy is attached only in partitions that have ECR Public (a condition).
     ecr_public = Stack.of(handler).get_logical_id(handler.node.find_child("HasEcrPublic"))
     ecr_public_policy = json.dumps(
-        {"Fn::If": [ecr_public, {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]}, {"Ref": "AWS::NoValue"}]},
+        {
+            "Fn::If": [
+                ecr_public,
+                {
+                    "Fn::Join": [
+                        "",
+                        [
+                            "arn:",
+                            {"Ref": "AWS::Partition"},
+                            ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly",
+                        ],
+                    ]
+                },
+                {"Ref": "AWS::NoValue"},
+            ]
+        },
         separators=(",", ":"),
     )
     acknowledge(
@@ -429,13 +545,15 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
         f"AwsSolutions-IAM4[Policy::{ecr_public_policy}]",
     )
     acknowledge_wildcard_resources(
-        framework.node.find_child("ServiceRole").node.find_child("DefaultPolicy"), [f"{handler.function_arn}:*"],
+        framework.node.find_child("ServiceRole").node.find_child("DefaultPolicy"),
+        [f"{handler.function_arn}:*"],
         "The custom-resource framework invokes any version of the one kubectl handler function it fronts.",
     )
     acknowledge(
         handler.node.find_child("Resource"),
         "aws-cdk-lib picks the newest Python runtime it knows for the kubectl handler and pins it with the library version.",
-        "AwsSolutions-L1", "Serverless-LambdaLatestVersion",
+        "AwsSolutions-L1",
+        "Serverless-LambdaLatestVersion",
     )
     acknowledge(
         framework,
@@ -444,7 +562,16 @@ def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
     )
 
 
-def build_pool(scope: Construct, model: GovernanceModel, pool: HyperPodEksPool, tenants: Mapping[str, TeamTenancy]) -> HyperPodEksGovernance:
+def build_pool(
+    scope: Construct, model: GovernanceModel, pool: HyperPodEksPool, tenants: Mapping[str, TeamTenancy]
+) -> HyperPodEksGovernance:
     """The hyperpod_eks backend's construct builder (constructs_lib/backends/)."""
-    return HyperPodEksGovernance(scope, f"Pool{pool.name}", pool=pool, teams=model.teams_in(pool.name),
-                                 priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=tenants)
+    return HyperPodEksGovernance(
+        scope,
+        f"Pool{pool.name}",
+        pool=pool,
+        teams=model.teams_in(pool.name),
+        priority_classes=model.priority_classes,
+        platform_admins=model.platform_admins,
+        tenants=tenants,
+    )

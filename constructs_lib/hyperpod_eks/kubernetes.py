@@ -32,7 +32,15 @@ TENANT_NAMESPACE_PREFIX = HYPERPOD_NAMESPACE_PREFIX
 WORKLOAD_SERVICE_ACCOUNT = "gpu-workload"
 """Service account in each team namespace bound to the team's workload IAM role (pod identity)."""
 
-SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "aws-hyperpod", "kueue-system", "kubeflow", "amazon-cloudwatch")
+SYSTEM_NAMESPACES = (
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "aws-hyperpod",
+    "kueue-system",
+    "kubeflow",
+    "amazon-cloudwatch",
+)
 """Namespaces of cluster add-ons; their daemon sets tolerate every taint and must run on every node."""
 
 OPERATOR_NAMESPACES = ("kueue-system", "kubeflow", "aws-hyperpod")
@@ -53,7 +61,10 @@ _READ_VERBS = ["get", "list", "watch"]
 
 TEAM_WORKLOADS: dict[tuple[str, str], str] = {
     ("batch", "jobs"): "[object.spec.template]",
-    ("kubeflow.org", "pytorchjobs"): "object.spec.pytorchReplicaSpecs.map(r, object.spec.pytorchReplicaSpecs[r].template)",
+    (
+        "kubeflow.org",
+        "pytorchjobs",
+    ): "object.spec.pytorchReplicaSpecs.map(r, object.spec.pytorchReplicaSpecs[r].template)",
     ("kubeflow.org", "mpijobs"): "object.spec.mpiReplicaSpecs.map(r, object.spec.mpiReplicaSpecs[r].template)",
     ("sagemaker.amazonaws.com", "hyperpodpytorchjobs"): "object.spec.replicaSpecs.map(r, r.template)",
 }
@@ -118,7 +129,10 @@ def rbac(team: str) -> list[Manifest]:
         "kind": "Role",
         "metadata": _meta("gpu-governance-team", team),
         "rules": [
-            *({"apiGroups": [group], "resources": [resource], "verbs": _SUBMIT_VERBS} for group, resource in TEAM_WORKLOADS),
+            *(
+                {"apiGroups": [group], "resources": [resource], "verbs": _SUBMIT_VERBS}
+                for group, resource in TEAM_WORKLOADS
+            ),
             {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": _READ_VERBS},
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": _READ_VERBS},
         ],
@@ -137,7 +151,12 @@ def rbac(team: str) -> list[Manifest]:
         "kind": "ClusterRole",
         "metadata": _meta(queue_reader, team, namespaced=False),
         "rules": [
-            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "resourceNames": [cluster_queue(team)], "verbs": _READ_VERBS}
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["clusterqueues"],
+                "resourceNames": [cluster_queue(team)],
+                "verbs": _READ_VERBS,
+            }
         ],
     }
     cluster_binding = {
@@ -178,7 +197,12 @@ def _namespaces(names: Sequence[str]) -> dict[str, Any]:
 
 
 def _policy(team: str, name: str, spec: dict[str, Any]) -> Manifest:
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(name, team), "spec": {"podSelector": {}, **spec}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(name, team),
+        "spec": {"podSelector": {}, **spec},
+    }
 
 
 def network_policies(team: str, operator_namespaces: Sequence[str] = OPERATOR_NAMESPACES) -> list[Manifest]:
@@ -189,35 +213,69 @@ def network_policies(team: str, operator_namespaces: Sequence[str] = OPERATOR_NA
     return [
         _policy(team, "default-deny", {"policyTypes": ["Ingress", "Egress"]}),
         # Name resolution through CoreDNS in kube-system.
-        _policy(team, "allow-dns", {
-            "policyTypes": ["Egress"],
-            "egress": [{
-                "to": [{**_namespaces(["kube-system"]), "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-            }],
-        }),
+        _policy(
+            team,
+            "allow-dns",
+            {
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [
+                            {**_namespaces(["kube-system"]), "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+                        ],
+                        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                    }
+                ],
+            },
+        ),
         # Rendezvous, NCCL bootstrap and collective traffic between the job's own pods.
-        _policy(team, "allow-same-namespace", {
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": same_namespace}],
-            "egress": [{"to": same_namespace}],
-        }),
+        _policy(
+            team,
+            "allow-same-namespace",
+            {
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": same_namespace}],
+                "egress": [{"to": same_namespace}],
+            },
+        ),
         # Kueue, the training operators and HyperPod's agents reach the job's pods (and back).
-        _policy(team, "allow-operators", {
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [_namespaces(operator_namespaces)]}],
-            "egress": [{"to": [_namespaces(operator_namespaces)]}],
-        }),
+        _policy(
+            team,
+            "allow-operators",
+            {
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [_namespaces(operator_namespaces)]}],
+                "egress": [{"to": [_namespaces(operator_namespaces)]}],
+            },
+        ),
         # Credentials of the team's workload role come from the node-local Pod Identity Agent.
-        _policy(team, "allow-pod-identity-agent", {
-            "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": cidr}} for cidr in POD_IDENTITY_AGENT], "ports": [{"protocol": "TCP", "port": 80}]}],
-        }),
+        _policy(
+            team,
+            "allow-pod-identity-agent",
+            {
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [{"ipBlock": {"cidr": cidr}} for cidr in POD_IDENTITY_AGENT],
+                        "ports": [{"protocol": "TCP", "port": 80}],
+                    }
+                ],
+            },
+        ),
         # The team's bucket, key and other AWS APIs over HTTPS (VPC endpoints or NAT).
-        _policy(team, "allow-https-egress", {
-            "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}], "ports": [{"protocol": "TCP", "port": 443}]}],
-        }),
+        _policy(
+            team,
+            "allow-https-egress",
+            {
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}],
+                        "ports": [{"protocol": "TCP", "port": 443}],
+                    }
+                ],
+            },
+        ),
     ]
 
 
@@ -256,15 +314,27 @@ def admission_policy(
     if variables:
         spec["variables"] = [{"name": n, "expression": e} for n, e in variables]
     spec["validations"] = [{"expression": e, "message": m, "reason": "Forbidden"} for e, m in validations]
-    return {"apiVersion": _ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": _meta(name, team, namespaced=False), "spec": spec}
+    return {
+        "apiVersion": _ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": _meta(name, team, namespaced=False),
+        "spec": spec,
+    }
 
 
-def admission_binding(name: str, team: str | None, policy: str, namespace_selector: dict[str, Any] | None = None) -> Manifest:
+def admission_binding(
+    name: str, team: str | None, policy: str, namespace_selector: dict[str, Any] | None = None
+) -> Manifest:
     """Binds ``policy`` with action Deny, to the namespaces ``namespace_selector`` selects (all without one)."""
     spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
     if namespace_selector is not None:
         spec["matchResources"] = {"namespaceSelector": namespace_selector}
-    return {"apiVersion": _ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": _meta(name, team, namespaced=False), "spec": spec}
+    return {
+        "apiVersion": _ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": _meta(name, team, namespaced=False),
+        "spec": spec,
+    }
 
 
 def dedicated_node_admission(team: str, system_namespaces: Sequence[str] = SYSTEM_NAMESPACES) -> list[Manifest]:
@@ -274,27 +344,43 @@ def dedicated_node_admission(team: str, system_namespaces: Sequence[str] = SYSTE
     name = f"gpu-governance-dedicated-{team}"
     key, own = DEDICATED_NODE_KEY, namespace(team)
     policy = admission_policy(
-        name, team,
+        name,
+        team,
         [{**_PODS, "operations": ["CREATE", "UPDATE"]}],
         variables=[
             ("ownNamespace", f"request.namespace == '{own}'"),
             # An empty key with operator Exists tolerates every taint, ours included.
-            ("toleratesTaint", (
-                "has(object.spec.tolerations) && object.spec.tolerations.exists(t, "
-                f"(!has(t.key) || t.key == '' || t.key == '{key}') && "
-                f"((has(t.operator) && t.operator == 'Exists') || (has(t.value) && t.value == '{team}')))"
-            )),
-            ("selectsNodes", f"has(object.spec.nodeSelector) && '{key}' in object.spec.nodeSelector && object.spec.nodeSelector['{key}'] == '{team}'"),
+            (
+                "toleratesTaint",
+                (
+                    "has(object.spec.tolerations) && object.spec.tolerations.exists(t, "
+                    f"(!has(t.key) || t.key == '' || t.key == '{key}') && "
+                    f"((has(t.operator) && t.operator == 'Exists') || (has(t.value) && t.value == '{team}')))"
+                ),
+            ),
+            (
+                "selectsNodes",
+                f"has(object.spec.nodeSelector) && '{key}' in object.spec.nodeSelector && object.spec.nodeSelector['{key}'] == '{team}'",
+            ),
         ],
         validations=[
-            ("variables.ownNamespace || !variables.toleratesTaint",
-             f"only pods in namespace {own} may tolerate taint {key}={team} (nodes dedicated to team {team})"),
+            (
+                "variables.ownNamespace || !variables.toleratesTaint",
+                f"only pods in namespace {own} may tolerate taint {key}={team} (nodes dedicated to team {team})",
+            ),
             # nodeSelector and tolerations cannot be removed later, so checking new pods suffices.
-            ("!variables.ownNamespace || request.operation != 'CREATE' || (variables.selectsNodes && variables.toleratesTaint)",
-             f"pods of team {team} must run on its dedicated nodes: nodeSelector {key}: {team} and a toleration for {key}={team}:NoSchedule"),
+            (
+                "!variables.ownNamespace || request.operation != 'CREATE' || (variables.selectsNodes && variables.toleratesTaint)",
+                f"pods of team {team} must run on its dedicated nodes: nodeSelector {key}: {team} and a toleration for {key}={team}:NoSchedule",
+            ),
         ],
     )
-    binding = admission_binding(name, team, name, {"matchExpressions": [{"key": _NAME_LABEL, "operator": "NotIn", "values": list(system_namespaces)}]})
+    binding = admission_binding(
+        name,
+        team,
+        name,
+        {"matchExpressions": [{"key": _NAME_LABEL, "operator": "NotIn", "values": list(system_namespaces)}]},
+    )
     return [policy, binding]
 
 
@@ -306,19 +392,52 @@ def dedicated_node_admission(team: str, system_namespaces: Sequence[str] = SYSTE
 POD_SECURITY_POLICY = "gpu-governance-pod-security"
 _POD_SECURITY_LABEL = "pod-security.kubernetes.io"
 
-BASELINE_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
-                         "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT")
-SAFE_SYSCTLS = ("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range")
-RESTRICTED_VOLUME_TYPES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret")
+BASELINE_CAPABILITIES = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+SAFE_SYSCTLS = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+)
+RESTRICTED_VOLUME_TYPES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
 _SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t")
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 _POD_SC = "p.spec.?securityContext"
 _CONTAINER_SC = "c.?securityContext"
 _CONTAINERS = "(p.spec.containers + p.spec.?initContainers.orValue([]) + p.spec.?ephemeralContainers.orValue([]))"
-_HOST_FIELDS = [f"c.?{probe}.?{handler}.?host" for probe in ("livenessProbe", "readinessProbe", "startupProbe") for handler in ("httpGet", "tcpSocket")] + [
-    f"c.?lifecycle.?{hook}.?{handler}.?host" for hook in ("postStart", "preStop") for handler in ("httpGet", "tcpSocket")
+_HOST_FIELDS = [
+    f"c.?{probe}.?{handler}.?host"
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe")
+    for handler in ("httpGet", "tcpSocket")
+] + [
+    f"c.?lifecycle.?{hook}.?{handler}.?host"
+    for hook in ("postStart", "preStop")
+    for handler in ("httpGet", "tcpSocket")
 ]
 
 
@@ -341,54 +460,107 @@ def _both(check) -> str:
 
 def _selinux(sc: str) -> str:
     options = f"{sc}.?seLinuxOptions"
-    return (f"{options}.?type.orValue('') in {_cel_list(_SELINUX_TYPES)} && "
-            f"{options}.?user.orValue('') == '' && {options}.?role.orValue('') == ''")
+    return (
+        f"{options}.?type.orValue('') in {_cel_list(_SELINUX_TYPES)} && "
+        f"{options}.?user.orValue('') == '' && {options}.?role.orValue('') == ''"
+    )
 
 
 BASELINE_CHECKS: tuple[tuple[str, str], ...] = (
-    (_each_pod("!p.spec.?hostNetwork.orValue(false) && !p.spec.?hostPID.orValue(false) && !p.spec.?hostIPC.orValue(false)"),
-     "host namespaces: hostNetwork, hostPID and hostIPC are forbidden"),
+    (
+        _each_pod(
+            "!p.spec.?hostNetwork.orValue(false) && !p.spec.?hostPID.orValue(false) && !p.spec.?hostIPC.orValue(false)"
+        ),
+        "host namespaces: hostNetwork, hostPID and hostIPC are forbidden",
+    ),
     (_each_container(f"!{_CONTAINER_SC}.?privileged.orValue(false)"), "privileged containers are forbidden"),
-    (_each_container(f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x in {_cel_list(BASELINE_CAPABILITIES)})"),
-     f"capabilities outside the baseline set may not be added (allowed: {', '.join(BASELINE_CAPABILITIES)})"),
+    (
+        _each_container(
+            f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x in {_cel_list(BASELINE_CAPABILITIES)})"
+        ),
+        f"capabilities outside the baseline set may not be added (allowed: {', '.join(BASELINE_CAPABILITIES)})",
+    ),
     (_each_pod("p.spec.?volumes.orValue([]).all(v, !has(v.hostPath))"), "hostPath volumes are forbidden"),
     (_each_container("c.?ports.orValue([]).all(port, port.?hostPort.orValue(0) == 0)"), "hostPort is forbidden"),
-    (_both(lambda sc: f"!{sc}.?windowsOptions.?hostProcess.orValue(false)"), "Windows HostProcess containers are forbidden"),
-    (_both(lambda sc: f"{sc}.?appArmorProfile.?type.orValue('RuntimeDefault') in ['RuntimeDefault', 'Localhost']") + " && " + _each_pod(
-        f"p.?metadata.?annotations.orValue({{}}).all(k, !k.startsWith('{_APPARMOR_ANNOTATION}') || "
-        "p.metadata.annotations[k] == 'runtime/default' || p.metadata.annotations[k].startsWith('localhost/'))"),
-     "AppArmor may not be disabled (profile RuntimeDefault or Localhost only)"),
-    (_both(_selinux), f"SELinux: type only one of {', '.join(t for t in _SELINUX_TYPES if t)}; user and role may not be set"),
-    (_each_container(f"{_CONTAINER_SC}.?procMount.orValue('Default') == 'Default'"), "procMount other than Default is forbidden"),
-    (_both(lambda sc: f"{sc}.?seccompProfile.?type.orValue('RuntimeDefault') != 'Unconfined'"), "seccomp profile Unconfined is forbidden"),
-    (_each_pod(f"{_POD_SC}.?sysctls.orValue([]).all(s, s.name in {_cel_list(SAFE_SYSCTLS)})"),
-     f"only the safe sysctls may be set ({', '.join(SAFE_SYSCTLS)})"),
-    (_each_container(" && ".join(f"{field}.orValue('') == ''" for field in _HOST_FIELDS)),
-     "probes and lifecycle hooks may not name a host (the kubelet would connect to it from the node)"),
+    (
+        _both(lambda sc: f"!{sc}.?windowsOptions.?hostProcess.orValue(false)"),
+        "Windows HostProcess containers are forbidden",
+    ),
+    (
+        _both(lambda sc: f"{sc}.?appArmorProfile.?type.orValue('RuntimeDefault') in ['RuntimeDefault', 'Localhost']")
+        + " && "
+        + _each_pod(
+            f"p.?metadata.?annotations.orValue({{}}).all(k, !k.startsWith('{_APPARMOR_ANNOTATION}') || "
+            "p.metadata.annotations[k] == 'runtime/default' || p.metadata.annotations[k].startsWith('localhost/'))"
+        ),
+        "AppArmor may not be disabled (profile RuntimeDefault or Localhost only)",
+    ),
+    (
+        _both(_selinux),
+        f"SELinux: type only one of {', '.join(t for t in _SELINUX_TYPES if t)}; user and role may not be set",
+    ),
+    (
+        _each_container(f"{_CONTAINER_SC}.?procMount.orValue('Default') == 'Default'"),
+        "procMount other than Default is forbidden",
+    ),
+    (
+        _both(lambda sc: f"{sc}.?seccompProfile.?type.orValue('RuntimeDefault') != 'Unconfined'"),
+        "seccomp profile Unconfined is forbidden",
+    ),
+    (
+        _each_pod(f"{_POD_SC}.?sysctls.orValue([]).all(s, s.name in {_cel_list(SAFE_SYSCTLS)})"),
+        f"only the safe sysctls may be set ({', '.join(SAFE_SYSCTLS)})",
+    ),
+    (
+        _each_container(" && ".join(f"{field}.orValue('') == ''" for field in _HOST_FIELDS)),
+        "probes and lifecycle hooks may not name a host (the kubelet would connect to it from the node)",
+    ),
     # Not part of the standard: a pod that names its node skips the scheduler, so taints,
     # dedicated nodes and Kueue's placement. Only at creation: running pods have a node.
-    ("request.operation != 'CREATE' || " + _each_pod("p.spec.?nodeName.orValue('') == ''"),
-     "spec.nodeName may not be set: the scheduler places tenant pods"),
+    (
+        "request.operation != 'CREATE' || " + _each_pod("p.spec.?nodeName.orValue('') == ''"),
+        "spec.nodeName may not be set: the scheduler places tenant pods",
+    ),
     # Not part of the standard either: a claim naming a volume binds that PersistentVolume if it is
     # unclaimed, another team's static FSx volume for example (volume_binding_objects guards the binding itself).
-    (_each_pod("p.spec.?volumes.orValue([]).all(v, v.?ephemeral.?volumeClaimTemplate.?spec.?volumeName.orValue('') == '')"),
-     "ephemeral volume claim templates may not name a volume (volumeName): they get storage provisioned for them"),
+    (
+        _each_pod(
+            "p.spec.?volumes.orValue([]).all(v, v.?ephemeral.?volumeClaimTemplate.?spec.?volumeName.orValue('') == '')"
+        ),
+        "ephemeral volume claim templates may not name a volume (volumeName): they get storage provisioned for them",
+    ),
 )
 """(CEL, message) of every Pod Security Standards baseline control, and the library's nodeName and volumeName rules."""
 
 RESTRICTED_CHECKS: tuple[tuple[str, str], ...] = (
-    (_each_pod(f"p.spec.?volumes.orValue([]).all(v, v.all(k, k in {_cel_list(('name', *RESTRICTED_VOLUME_TYPES))}))"),
-     f"volume types other than {', '.join(RESTRICTED_VOLUME_TYPES)} are forbidden"),
-    (_each_container(f"{_CONTAINER_SC}.?allowPrivilegeEscalation.orValue(true) == false"),
-     "every container must set securityContext.allowPrivilegeEscalation: false"),
-    (_each_container(f"{_CONTAINER_SC}.?runAsNonRoot.orValue({_POD_SC}.?runAsNonRoot.orValue(false)) == true"),
-     "runAsNonRoot must be true (on the pod or on every container)"),
+    (
+        _each_pod(
+            f"p.spec.?volumes.orValue([]).all(v, v.all(k, k in {_cel_list(('name', *RESTRICTED_VOLUME_TYPES))}))"
+        ),
+        f"volume types other than {', '.join(RESTRICTED_VOLUME_TYPES)} are forbidden",
+    ),
+    (
+        _each_container(f"{_CONTAINER_SC}.?allowPrivilegeEscalation.orValue(true) == false"),
+        "every container must set securityContext.allowPrivilegeEscalation: false",
+    ),
+    (
+        _each_container(f"{_CONTAINER_SC}.?runAsNonRoot.orValue({_POD_SC}.?runAsNonRoot.orValue(false)) == true"),
+        "runAsNonRoot must be true (on the pod or on every container)",
+    ),
     (_both(lambda sc: f"{sc}.?runAsUser.orValue(1) != 0"), "runAsUser 0 (root) is forbidden"),
-    (_each_container(f"{_CONTAINER_SC}.?seccompProfile.?type.orValue({_POD_SC}.?seccompProfile.?type.orValue('')) in ['RuntimeDefault', 'Localhost']"),
-     "seccomp profile RuntimeDefault or Localhost must be set (on the pod or on every container)"),
-    (_each_container(f"{_CONTAINER_SC}.?capabilities.?drop.orValue([]).exists(x, x == 'ALL') && "
-                     f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x == 'NET_BIND_SERVICE')"),
-     "every container must drop ALL capabilities and may add only NET_BIND_SERVICE"),
+    (
+        _each_container(
+            f"{_CONTAINER_SC}.?seccompProfile.?type.orValue({_POD_SC}.?seccompProfile.?type.orValue('')) in ['RuntimeDefault', 'Localhost']"
+        ),
+        "seccomp profile RuntimeDefault or Localhost must be set (on the pod or on every container)",
+    ),
+    (
+        _each_container(
+            f"{_CONTAINER_SC}.?capabilities.?drop.orValue([]).exists(x, x == 'ALL') && "
+            f"{_CONTAINER_SC}.?capabilities.?add.orValue([]).all(x, x == 'NET_BIND_SERVICE')"
+        ),
+        "every container must drop ALL capabilities and may add only NET_BIND_SERVICE",
+    ),
 )
 """(CEL, message) of the controls the Pod Security Standards restricted level adds to baseline."""
 
@@ -401,7 +573,10 @@ def _pod_security_rules() -> list[dict[str, Any]]:
     return [
         {**_PODS, "operations": ["CREATE"]},
         {**_PODS, "resources": ["pods/ephemeralcontainers"], "operations": ["UPDATE"]},
-        *({"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE"]} for group, resource in TEAM_WORKLOADS),
+        *(
+            {"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE"]}
+            for group, resource in TEAM_WORKLOADS
+        ),
     ]
 
 
@@ -420,10 +595,17 @@ def pod_security_policy(level: PodSecurityLevel) -> Manifest:
     request's namespace cannot be relabelled away from it."""
     restricted = level is PodSecurityLevel.RESTRICTED
     return admission_policy(
-        f"{POD_SECURITY_POLICY}-{level.value}", None, _pod_security_rules(),
-        validations=[(cel, f"Pod Security {level.value}: {message}") for cel, message in (RESTRICTED_CHECKS if restricted else BASELINE_CHECKS)],
+        f"{POD_SECURITY_POLICY}-{level.value}",
+        None,
+        _pod_security_rules(),
+        validations=[
+            (cel, f"Pod Security {level.value}: {message}")
+            for cel, message in (RESTRICTED_CHECKS if restricted else BASELINE_CHECKS)
+        ],
         variables=[("pods", _pod_templates())],
-        match_conditions=() if restricted else [("tenant-namespace", f"request.namespace.startsWith('{TENANT_NAMESPACE_PREFIX}')")],
+        match_conditions=()
+        if restricted
+        else [("tenant-namespace", f"request.namespace.startsWith('{TENANT_NAMESPACE_PREFIX}')")],
     )
 
 
@@ -453,16 +635,32 @@ def volume_binding_objects() -> list[Manifest]:
     an ephemeral volume, a volume whose claimRef someone cleared) passes here. Only the platform
     creates volumes (tenants' RBAC has no PersistentVolume verb)."""
     tenant_claim = f"object.spec.?claimRef.?namespace.orValue('').startsWith('{TENANT_NAMESPACE_PREFIX}')"
-    labelled = (f"object.?metadata.?labels.orValue({{}}).exists(k, k == '{TEAM_LABEL}' && "
-                f"'{TENANT_NAMESPACE_PREFIX}' + object.metadata.labels[k] == object.spec.claimRef.namespace)")
-    provisioned = (f"object.?metadata.?annotations.orValue({{}}).exists(k, k == '{PROVISIONED_BY}') && (request.operation == 'CREATE' || "
-                   "oldObject.spec.?claimRef.?namespace.orValue(object.spec.claimRef.namespace) == object.spec.claimRef.namespace)")
+    labelled = (
+        f"object.?metadata.?labels.orValue({{}}).exists(k, k == '{TEAM_LABEL}' && "
+        f"'{TENANT_NAMESPACE_PREFIX}' + object.metadata.labels[k] == object.spec.claimRef.namespace)"
+    )
+    provisioned = (
+        f"object.?metadata.?annotations.orValue({{}}).exists(k, k == '{PROVISIONED_BY}') && (request.operation == 'CREATE' || "
+        "oldObject.spec.?claimRef.?namespace.orValue(object.spec.claimRef.namespace) == object.spec.claimRef.namespace)"
+    )
     policy = admission_policy(
-        VOLUME_BINDING_POLICY, None,
-        [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["persistentvolumes"], "operations": ["CREATE", "UPDATE"]}],
-        validations=[(f"!({tenant_claim}) || ({labelled}) || ({provisioned})",
-                      f"a volume is bound to a claim of {TENANT_NAMESPACE_PREFIX}<team> only if it is labelled {TEAM_LABEL}: <team> "
-                      "or was provisioned for that claim")],
+        VOLUME_BINDING_POLICY,
+        None,
+        [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["persistentvolumes"],
+                "operations": ["CREATE", "UPDATE"],
+            }
+        ],
+        validations=[
+            (
+                f"!({tenant_claim}) || ({labelled}) || ({provisioned})",
+                f"a volume is bound to a claim of {TENANT_NAMESPACE_PREFIX}<team> only if it is labelled {TEAM_LABEL}: <team> "
+                "or was provisioned for that claim",
+            )
+        ],
     )
     return [policy, admission_binding(VOLUME_BINDING_POLICY, None, VOLUME_BINDING_POLICY)]
 
@@ -477,16 +675,28 @@ def priority_class_admission(team: str, granted: Sequence[str]) -> list[Manifest
     label can be changed later)."""
     name = f"gpu-governance-priority-{team}"
     allowed = _cel_list([workload_priority_class(c) for c in granted])
-    label_ok = lambda labels: f"(!('{PRIORITY_CLASS_LABEL}' in {labels}) || {labels}['{PRIORITY_CLASS_LABEL}'] in {allowed})"  # noqa: E731
-    rules = [{**_PODS, "operations": ["CREATE", "UPDATE"]},
-             *({"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE", "UPDATE"]}
-               for group, resource in TEAM_WORKLOADS)]
+    label_ok = lambda labels: (
+        f"(!('{PRIORITY_CLASS_LABEL}' in {labels}) || {labels}['{PRIORITY_CLASS_LABEL}'] in {allowed})"
+    )  # noqa: E731
+    rules = [
+        {**_PODS, "operations": ["CREATE", "UPDATE"]},
+        *(
+            {"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE", "UPDATE"]}
+            for group, resource in TEAM_WORKLOADS
+        ),
+    ]
     policy = admission_policy(
-        name, team, rules,
+        name,
+        team,
+        rules,
         variables=[("pods", _pod_templates())],
-        validations=[(f"{label_ok('object.?metadata.?labels.orValue({})')} && variables.pods.all(p, {label_ok('p.?metadata.?labels.orValue({})')})",
-                      f"team {team} may use only the priority classes {', '.join(granted) or '(none)'} "
-                      f"(label {PRIORITY_CLASS_LABEL}: {', '.join(workload_priority_class(c) for c in granted) or '-'})")],
+        validations=[
+            (
+                f"{label_ok('object.?metadata.?labels.orValue({})')} && variables.pods.all(p, {label_ok('p.?metadata.?labels.orValue({})')})",
+                f"team {team} may use only the priority classes {', '.join(granted) or '(none)'} "
+                f"(label {PRIORITY_CLASS_LABEL}: {', '.join(workload_priority_class(c) for c in granted) or '-'})",
+            )
+        ],
     )
     return [policy, admission_binding(name, team, name, _namespaces([namespace(team)])["namespaceSelector"])]
 
@@ -521,7 +731,12 @@ def team_objects(team: str, tenancy: KubernetesTenancy, priority_classes: Sequen
     """Everything the team gets on the cluster, in apply order; all of it needs the team's
     namespace (created by HyperPod with the compute quota) to exist first. ``priority_classes``:
     the names it may use (``tenancy.granted_priority_classes``)."""
-    objects = [service_account(team), *rbac(team), *network_policies(team), *priority_class_admission(team, priority_classes)]
+    objects = [
+        service_account(team),
+        *rbac(team),
+        *network_policies(team),
+        *priority_class_admission(team, priority_classes),
+    ]
     if tenancy.gpu_quota is not None:
         objects.append(gpu_quota(team, tenancy.gpu_quota))
     if tenancy.dedicated_instance_groups:

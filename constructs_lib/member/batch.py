@@ -34,8 +34,12 @@ def unique_job_name(team: str, base: str, now: datetime | None = None) -> str:
 
 def check_job_name(team: str, name: str) -> str:
     if not name.startswith(f"{team}-") or not TRAINING_JOB_NAME.fullmatch(name):
-        raise GovernanceError.single("job_name", "not a training job name of the team", name,
-                                     f"'{team}-' then letters, digits and '-', at most 63 characters")
+        raise GovernanceError.single(
+            "job_name",
+            "not a training job name of the team",
+            name,
+            f"'{team}-' then letters, digits and '-', at most 63 characters",
+        )
     return name
 
 
@@ -75,31 +79,55 @@ def service_job_request(
     role, writes output and checkpoints to the team's bucket under the team's key."""
     setup.require("job_queue", "quota_share", "execution_role_arn", "bucket", "kms_key_arn")
     if setup.backend != "batch_quota_share":
-        raise GovernanceError.single("setup.backend", "not a Batch quota-share pool", setup.backend, "the setup of a batch_quota_share pool")
+        raise GovernanceError.single(
+            "setup.backend", "not a Batch quota-share pool", setup.backend, "the setup of a batch_quota_share pool"
+        )
     check_job_name(setup.team, job_name)
     priority = setup.priority(priority_class)
     if instance_type not in setup.quota:
-        raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
+        raise GovernanceError.single(
+            "instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}"
+        )
     if not image_uri:
-        raise GovernanceError.single("image_uri", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
+        raise GovernanceError.single(
+            "image_uri",
+            "missing",
+            None,
+            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
+        )
     all_tags = with_submission_tags(setup, tags)
     payload: dict[str, Any] = {
         "TrainingJobName": job_name,
         "RoleArn": setup.execution_role_arn,
         "AlgorithmSpecification": {"TrainingImage": image_uri, "TrainingInputMode": "File"},
         "OutputDataConfig": {"S3OutputPath": f"s3://{setup.bucket}/output/", "KmsKeyId": setup.kms_key_arn},
-        "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": instance_count, "VolumeSizeInGB": volume_size_gb,
-                           "VolumeKmsKeyId": setup.kms_key_arn},
+        "ResourceConfig": {
+            "InstanceType": instance_type,
+            "InstanceCount": instance_count,
+            "VolumeSizeInGB": volume_size_gb,
+            "VolumeKmsKeyId": setup.kms_key_arn,
+        },
         "StoppingCondition": {"MaxRuntimeInSeconds": max_runtime_seconds},
         "CheckpointConfig": {"S3Uri": setup.checkpoint_uri(job_name), "LocalPath": CHECKPOINT_LOCAL_PATH},
         "EnableInterContainerTrafficEncryption": True,
         "Tags": [{"Key": key, "Value": value} for key, value in sorted(all_tags.items())],
     }
     if training_plan_arn:  # a plan bought for the team reaches the job only through its ResourceConfig
-        payload["ResourceConfig"]["TrainingPlanArn"] = training_plan_arn  # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html
+        payload["ResourceConfig"]["TrainingPlanArn"] = (
+            training_plan_arn  # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html
+        )
     if inputs:
         payload["InputDataConfig"] = [
-            {"ChannelName": channel, "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}}}
+            {
+                "ChannelName": channel,
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri": uri,
+                        "S3DataDistributionType": "FullyReplicated",
+                    }
+                },
+            }
             for channel, uri in sorted(inputs.items())
         ]
     if hyperparameters:
@@ -122,7 +150,9 @@ def service_job_request(
     return request
 
 
-def active_training_plan(setup: TeamSetup, instance_type: str, published: str | None, *, now: datetime | None = None) -> str | None:
+def active_training_plan(
+    setup: TeamSetup, instance_type: str, published: str | None, *, now: datetime | None = None
+) -> str | None:
     """The team's active training plan for ``instance_type`` from ``published`` (the value of its
     ``training_plans_parameter``, None when the parameter does not exist): the one ending last,
     or None when the team owns none active now."""
@@ -144,12 +174,18 @@ def parse_training_plans(published: str | None, parameter: str | None) -> list[d
                 raise KeyError(", ".join(sorted(missing)))
             datetime.fromisoformat(plan["ends"])
     except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise GovernanceError.single(parameter or "training plans", "not the team's training plans", str(published)[:80],
-                                     f'a JSON list of {{"arn", "window", "instance_type", "ends"}} ({error})') from None
+        raise GovernanceError.single(
+            parameter or "training plans",
+            "not the team's training plans",
+            str(published)[:80],
+            f'a JSON list of {{"arn", "window", "instance_type", "ends"}} ({error})',
+        ) from None
     return plans
 
 
-def live_training_plans(plans: list[dict[str, str]], instance_type: str, *, now: datetime | None = None) -> list[dict[str, str]]:
+def live_training_plans(
+    plans: list[dict[str, str]], instance_type: str, *, now: datetime | None = None
+) -> list[dict[str, str]]:
     """The ``plans`` of ``instance_type`` not ended at ``now`` (default: the current time)."""
     moment = now or datetime.now(UTC)
     return [p for p in plans if p["instance_type"] == instance_type and datetime.fromisoformat(p["ends"]) > moment]

@@ -54,9 +54,12 @@ def _weights(classes) -> dict[str, Any]:
 
 def quota_share_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
     keys, queue_arn = _queue_keys(model, pool)
-    keys.update(quota_share=team.name, quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
-                training_job_name_prefix=f"{team.name}-",
-                training_plans_parameter=team_training_plans_parameter(model.organisation, team.name))
+    keys.update(
+        quota_share=team.name,
+        quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
+        training_job_name_prefix=f"{team.name}-",
+        training_plans_parameter=team_training_plans_parameter(model.organisation, team.name),
+    )
     return keys, _weights(classes)
 
 
@@ -67,8 +70,13 @@ def fair_share_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[
 
 
 def eks_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
-    keys = {"cluster_arn": pool.cluster_arn, "eks_cluster_name": pool.eks_cluster_name, "namespace": kubernetes.namespace(team.name),
-            "local_queue": kubernetes.local_queue(team.name), "service_account": kubernetes.WORKLOAD_SERVICE_ACCOUNT}
+    keys = {
+        "cluster_arn": pool.cluster_arn,
+        "eks_cluster_name": pool.eks_cluster_name,
+        "namespace": kubernetes.namespace(team.name),
+        "local_queue": kubernetes.local_queue(team.name),
+        "service_account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
+    }
     return keys, {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
 
 
@@ -79,20 +87,30 @@ def slurm_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[
     plan = slurm_plan(model, pool.name)
     slurm_account = next(a for a in plan.accounts if a.name == team.name)
     borrows = any(p.name == BORROW_PARTITION and team.name in p.allow_accounts for p in plan.partitions)
-    keys = {"cluster_name": pool.cluster_name, "slurm_account": slurm_account.name, "partition": team.name,
-            "qos": list(slurm_account.qos), "default_qos": slurm_account.default_qos,
-            "borrow_partition": BORROW_PARTITION if borrows else None, "borrow_qos": borrow_qos_name(team.name) if borrows else None}
+    keys = {
+        "cluster_name": pool.cluster_name,
+        "slurm_account": slurm_account.name,
+        "partition": team.name,
+        "qos": list(slurm_account.qos),
+        "default_qos": slurm_account.default_qos,
+        "borrow_partition": BORROW_PARTITION if borrows else None,
+        "borrow_qos": borrow_qos_name(team.name) if borrows else None,
+    }
     return keys, {c.name: class_qos_name(team.name, c.name) for c in classes}
 
 
-def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: Any = None, kms_key_arn: Any = None) -> dict[str, Any]:
+def describe(
+    model: GovernanceModel, team_name: str, pool_name: str, *, bucket: Any = None, kms_key_arn: Any = None
+) -> dict[str, Any]:
     """The discovery document of ``team_name`` in ``pool_name``. ``bucket`` and ``kms_key_arn``
     are the deployed values (tokens at synthesis), None offline."""
     team = next((t for t in model.teams if t.name == team_name), None)
     if team is None:
         raise GovernanceError.single("team", "no such team", team_name, f"one of {[t.name for t in model.teams]}")
     if pool_name not in team.quotas:
-        raise GovernanceError.single("pool", f"team {team_name} has no quota in this pool", pool_name, f"one of {sorted(team.quotas)}")
+        raise GovernanceError.single(
+            "pool", f"team {team_name} has no quota in this pool", pool_name, f"one of {sorted(team.quotas)}"
+        )
     pool, account = model.pool(pool_name), model.capacity_account
     partition = aws_partition(account.region)
     url_suffix = "amazonaws.com.cn" if account.region.startswith("cn-") else "amazonaws.com"
@@ -118,8 +136,13 @@ def describe(model: GovernanceModel, team_name: str, pool_name: str, *, bucket: 
         "quota": instance_quota(team, pool),
         "state": "paused" if team.paused else "active",
         # why a job may wait although capacity is free (docs/governance-file.md, GPU-hour limits)
-        "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value,
-                           "enforced": not backend_of(pool).gpu_hour_limit_caveat} if team.gpu_hour_limit else None,
+        "gpu_hour_limit": {
+            "hours": team.gpu_hour_limit.hours,
+            "period": team.gpu_hour_limit.period.value,
+            "enforced": not backend_of(pool).gpu_hour_limit_caveat,
+        }
+        if team.gpu_hour_limit
+        else None,
     }
     keys, priority = call(backend_of(pool).discovery, model, team, pool, classes)
     document.update(keys)
@@ -135,4 +158,7 @@ def describe_team(model: GovernanceModel, team_name: str) -> dict[str, dict[str,
     if team is None:
         raise GovernanceError.single("team", "no such team", team_name, f"one of {[t.name for t in model.teams]}")
     pools = [p.name for p in model.pools if p.name in team.quotas]
-    return {discovery_parameter_name(model.organisation, team_name, pool): describe(model, team_name, pool) for pool in pools}
+    return {
+        discovery_parameter_name(model.organisation, team_name, pool): describe(model, team_name, pool)
+        for pool in pools
+    }

@@ -46,23 +46,33 @@ def training_job_manifest(
     check_job_name(setup.team, job_name)
     kueue_class = setup.priority(priority_class)
     if instance_type not in setup.quota:
-        raise GovernanceError.single("instance_type", f"not in team {setup.team}'s compute quota", instance_type, f"one of {sorted(setup.quota)}")
+        raise GovernanceError.single(
+            "instance_type", f"not in team {setup.team}'s compute quota", instance_type, f"one of {sorted(setup.quota)}"
+        )
     pod_spec: dict[str, Any] = {
         "serviceAccountName": setup.service_account,
         "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
-        "containers": [{
-            "name": "trainer",
-            "image": image,
-            "command": list(command),
-            "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        }],
+        "containers": [
+            {
+                "name": "trainer",
+                "image": image,
+                "command": list(command),
+                "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            }
+        ],
     }
     if dedicated_team_nodes:
         pod_spec["nodeSelector"][DEDICATED_NODE_KEY] = setup.team
-        pod_spec["tolerations"] = [{"key": DEDICATED_NODE_KEY, "operator": "Equal", "value": setup.team, "effect": "NoSchedule"}]
+        pod_spec["tolerations"] = [
+            {"key": DEDICATED_NODE_KEY, "operator": "Equal", "value": setup.team, "effect": "NoSchedule"}
+        ]
     # The team and its cost centre on the Job and its pods, which cost tools allocate by.
     cost = cost_metadata(setup.team, setup.submission_tags.get(TAG_COST_CENTRE))
     return {

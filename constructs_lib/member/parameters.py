@@ -21,9 +21,12 @@ def publish_discovery(tenancy: TeamTenancy, model: GovernanceModel) -> dict[str,
     Pool name -> parameter."""
     parameters = {}
     for pool in (p for p in model.pools if p.name in tenancy.team.quotas):
-        document = describe(model, tenancy.team.name, pool.name, bucket=tenancy.bucket.bucket_name, kms_key_arn=tenancy.key.key_arn)
+        document = describe(
+            model, tenancy.team.name, pool.name, bucket=tenancy.bucket.bucket_name, kms_key_arn=tenancy.key.key_arn
+        )
         parameters[pool.name] = ssm.StringParameter(
-            tenancy, f"Discovery{pool.name}",
+            tenancy,
+            f"Discovery{pool.name}",
             parameter_name=discovery_parameter_name(model.organisation, tenancy.team.name, pool.name),
             # json.dumps, not Stack.to_json_string, which drops the None of an absent borrow QoS;
             # the bucket name and key ARN stay tokens inside the text.
@@ -31,7 +34,13 @@ def publish_discovery(tenancy: TeamTenancy, model: GovernanceModel) -> dict[str,
             description=f"Where team {tenancy.team.name} finds its capacity in pool {pool.name} (JSON)",
             tier=ssm.ParameterTier.STANDARD,
         )
-    CfnOutput(tenancy, "BucketName", value=tenancy.bucket.bucket_name, description=f"Bucket of team {tenancy.team.name}")
-    CfnOutput(tenancy, "DiscoveryPath", value=discovery_parameter_path(model.organisation, tenancy.team.name),
-              description=f"SSM path of the discovery parameters of team {tenancy.team.name}, one per pool")
+    CfnOutput(
+        tenancy, "BucketName", value=tenancy.bucket.bucket_name, description=f"Bucket of team {tenancy.team.name}"
+    )
+    CfnOutput(
+        tenancy,
+        "DiscoveryPath",
+        value=discovery_parameter_path(model.organisation, tenancy.team.name),
+        description=f"SSM path of the discovery parameters of team {tenancy.team.name}, one per pool",
+    )
     return parameters

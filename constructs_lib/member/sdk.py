@@ -77,9 +77,16 @@ def model_trainer(
         sagemaker_session = Session(boto_session=boto3.Session(region_name=setup.region))
     check_job_name(setup.team, base_job_name)
     if instance_type not in setup.quota:
-        raise GovernanceError.single("instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}")
+        raise GovernanceError.single(
+            "instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}"
+        )
     if not image_uri:
-        raise GovernanceError.single("image_uri", "missing", None, f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)")
+        raise GovernanceError.single(
+            "image_uri",
+            "missing",
+            None,
+            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
+        )
     if training_plan_arn is TEAM_PLAN:
         training_plan_arn = teams_training_plan(setup, instance_type, ssm_client)
     return ModelTrainer(
@@ -89,10 +96,19 @@ def model_trainer(
         sagemaker_session=sagemaker_session,
         # a plan bought for the team reaches the job only through its ResourceConfig.TrainingPlanArn, which the
         # SDK's Compute carries as training_plan_arn (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html)
-        compute=Compute(instance_type=instance_type, instance_count=instance_count, volume_size_in_gb=volume_size_gb,
-                        volume_kms_key_id=setup.kms_key_arn, training_plan_arn=training_plan_arn),
-        output_data_config=OutputDataConfig(s3_output_path=f"s3://{setup.bucket}/output/", kms_key_id=setup.kms_key_arn),
-        checkpoint_config=CheckpointConfig(s3_uri=setup.checkpoint_uri(base_job_name), local_path=CHECKPOINT_LOCAL_PATH),
+        compute=Compute(
+            instance_type=instance_type,
+            instance_count=instance_count,
+            volume_size_in_gb=volume_size_gb,
+            volume_kms_key_id=setup.kms_key_arn,
+            training_plan_arn=training_plan_arn,
+        ),
+        output_data_config=OutputDataConfig(
+            s3_output_path=f"s3://{setup.bucket}/output/", kms_key_id=setup.kms_key_arn
+        ),
+        checkpoint_config=CheckpointConfig(
+            s3_uri=setup.checkpoint_uri(base_job_name), local_path=CHECKPOINT_LOCAL_PATH
+        ),
         stopping_condition=StoppingCondition(max_runtime_in_seconds=max_runtime_seconds),
         tags=[Tag(key=key, value=value) for key, value in setup.submission_tags.items()],
         **trainer_options,
@@ -122,8 +138,14 @@ def submit_with_sdk(
     # 1, the lowest priority the SDK sends, and set to 0 right after.
     with default_region(setup.region):
         queued = TrainingQueue(setup.job_queue).submit(
-            trainer, inputs, priority=priority or 1, quota_share_name=setup.quota_share, tags=all_tags,
-            preemption_config={"preemptionRetriesBeforeTermination": preemption_retries} if preemption_retries is not None else None,
+            trainer,
+            inputs,
+            priority=priority or 1,
+            quota_share_name=setup.quota_share,
+            tags=all_tags,
+            preemption_config={"preemptionRetriesBeforeTermination": preemption_retries}
+            if preemption_retries is not None
+            else None,
         )
     if priority == 0:
         if batch_client is None:

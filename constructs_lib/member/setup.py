@@ -20,10 +20,33 @@ from gpu_governance_runtime import contract
 from .discovery import describe
 
 # The backends a member submits to, by the name the CLI takes.
-MEMBER_BACKENDS = {"batch": contract.BATCH_QUOTA_SHARE, "hyperpod_eks": contract.HYPERPOD_EKS, "slurm": contract.HYPERPOD_SLURM}
+MEMBER_BACKENDS = {
+    "batch": contract.BATCH_QUOTA_SHARE,
+    "hyperpod_eks": contract.HYPERPOD_EKS,
+    "slurm": contract.HYPERPOD_SLURM,
+}
 # Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
-_MAY_BE_NULL = frozenset(("bucket", "kms_key_arn", "cluster_arn", "eks_cluster_name", "borrow_partition", "borrow_qos", "state", "gpu_hour_limit"))
-_NOT_STRINGS = {"version": int, "team_tag": dict, "submission_tags": dict, "quota": dict, "priority_classes": list, "qos": list, "gpu_hour_limit": dict}
+_MAY_BE_NULL = frozenset(
+    (
+        "bucket",
+        "kms_key_arn",
+        "cluster_arn",
+        "eks_cluster_name",
+        "borrow_partition",
+        "borrow_qos",
+        "state",
+        "gpu_hour_limit",
+    )
+)
+_NOT_STRINGS = {
+    "version": int,
+    "team_tag": dict,
+    "submission_tags": dict,
+    "quota": dict,
+    "priority_classes": list,
+    "qos": list,
+    "gpu_hour_limit": dict,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +82,9 @@ class TeamSetup:
     quota_share: str | None = None
     quota_share_arn: str | None = None
     training_job_name_prefix: str | None = None
-    training_plans_parameter: str | None = None  # SSM: the team's active training plans (contract.team_training_plans_parameter)
+    training_plans_parameter: str | None = (
+        None  # SSM: the team's active training plans (contract.team_training_plans_parameter)
+    )
     share_identifier: str | None = None
     job_definition_prefix: str | None = None
     cluster_arn: str | None = None
@@ -81,7 +106,9 @@ class TeamSetup:
         try:
             data = json.loads(text)
         except (TypeError, ValueError) as error:
-            raise GovernanceError.single("parameter", "not JSON", str(text)[:60], f"the JSON of a team's discovery document ({error})") from None
+            raise GovernanceError.single(
+                "parameter", "not JSON", str(text)[:60], f"the JSON of a team's discovery document ({error})"
+            ) from None
         return cls.from_document(data)
 
     @classmethod
@@ -89,24 +116,45 @@ class TeamSetup:
         """Check and read a discovery document. Keys this version does not know are ignored, so
         the platform may publish more; every key of the document's backend must be there."""
         if not isinstance(data, dict):
-            raise GovernanceError.single("parameter", "not a JSON object", type(data).__name__, "a team's discovery document")
+            raise GovernanceError.single(
+                "parameter", "not a JSON object", type(data).__name__, "a team's discovery document"
+            )
         if data.get("version") != contract.DISCOVERY_VERSION:
-            raise GovernanceError.single("parameter.version", "not a version this library reads", data.get("version"), str(contract.DISCOVERY_VERSION))
+            raise GovernanceError.single(
+                "parameter.version",
+                "not a version this library reads",
+                data.get("version"),
+                str(contract.DISCOVERY_VERSION),
+            )
         backend = data.get("backend")
         if backend not in contract.DISCOVERY_BACKEND_KEYS:
-            raise GovernanceError.single("parameter.backend", "not a backend", backend, f"one of {list(contract.DISCOVERY_BACKEND_KEYS)}")
+            raise GovernanceError.single(
+                "parameter.backend", "not a backend", backend, f"one of {list(contract.DISCOVERY_BACKEND_KEYS)}"
+            )
         keys = (*contract.DISCOVERY_KEYS, *contract.DISCOVERY_BACKEND_KEYS[backend])
         problems = []
         for key in keys:
             value, kind = data.get(key), _NOT_STRINGS.get(key, str)
             if value is None and key not in _MAY_BE_NULL:
-                problems.append(Problem(path=f"parameter.{key}", wrong="missing", value=None, allowed="a value in the team's discovery document"))
+                problems.append(
+                    Problem(
+                        path=f"parameter.{key}",
+                        wrong="missing",
+                        value=None,
+                        allowed="a value in the team's discovery document",
+                    )
+                )
             elif value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-                problems.append(Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed=f"a {kind.__name__}"))
+                problems.append(
+                    Problem(path=f"parameter.{key}", wrong="invalid", value=value, allowed=f"a {kind.__name__}")
+                )
         if not problems:
             problems += _class_problems(data["priority_classes"], contract.DISCOVERY_PRIORITY_KEY[backend])
-            problems += [Problem(path=f"parameter.quota.{name}", wrong="invalid", value=count, allowed="a whole number")
-                         for name, count in data["quota"].items() if not isinstance(count, int) or isinstance(count, bool)]
+            problems += [
+                Problem(path=f"parameter.quota.{name}", wrong="invalid", value=count, allowed="a whole number")
+                for name, count in data["quota"].items()
+                if not isinstance(count, int) or isinstance(count, bool)
+            ]
         if problems:
             raise GovernanceError(problems)
         return cls(**{key: data.get(key) for key in keys})  # only a null-able key may be absent (checked above)
@@ -117,8 +165,12 @@ class TeamSetup:
         for entry in self.priority_classes:
             if entry["name"] == priority_class:
                 return entry[contract.DISCOVERY_PRIORITY_KEY[self.backend]]
-        raise GovernanceError.single("priority_class", "not a priority class of the organisation", priority_class,
-                                     f"one of {[c['name'] for c in self.priority_classes]}")
+        raise GovernanceError.single(
+            "priority_class",
+            "not a priority class of the organisation",
+            priority_class,
+            f"one of {[c['name'] for c in self.priority_classes]}",
+        )
 
     def least_urgent(self) -> str:
         """The class a job that names none should use."""
@@ -128,24 +180,49 @@ class TeamSetup:
         """Refuse, naming every key, when the setup lacks what a submission needs."""
         missing = [key for key in keys if getattr(self, key) in (None, "", {})]
         if missing:
-            raise GovernanceError([
-                Problem(path=f"setup.{key}", wrong="unknown", value=None, allowed="read the team's discovery document (TeamSetup.from_parameter) or pass it")
-                for key in missing
-            ])
+            raise GovernanceError(
+                [
+                    Problem(
+                        path=f"setup.{key}",
+                        wrong="unknown",
+                        value=None,
+                        allowed="read the team's discovery document (TeamSetup.from_parameter) or pass it",
+                    )
+                    for key in missing
+                ]
+            )
 
     def checkpoint_uri(self, job_name: str) -> str:
         return f"s3://{self.bucket}/{self.checkpoint_prefix.strip('/')}/{job_name}/"
 
 
 def _class_problems(classes: list[Any], key: str) -> list[Problem]:
-    return [Problem(path=f"parameter.priority_classes[{index}]", wrong="invalid", value=entry, allowed=f"an object with name, weight and {key}")
-            for index, entry in enumerate(classes)
-            if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("weight"), int)
-                    and entry.get(key) is not None)]
+    return [
+        Problem(
+            path=f"parameter.priority_classes[{index}]",
+            wrong="invalid",
+            value=entry,
+            allowed=f"an object with name, weight and {key}",
+        )
+        for index, entry in enumerate(classes)
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("name"), str)
+            and isinstance(entry.get("weight"), int)
+            and entry.get(key) is not None
+        )
+    ]
 
 
-def team_setup(model: GovernanceModel, team_name: str, *, backend: str | None = None, pool: str | None = None,
-               bucket: str | None = None, kms_key_arn: str | None = None) -> TeamSetup:
+def team_setup(
+    model: GovernanceModel,
+    team_name: str,
+    *,
+    backend: str | None = None,
+    pool: str | None = None,
+    bucket: str | None = None,
+    kms_key_arn: str | None = None,
+) -> TeamSetup:
     """A team's setup on one pool from the model, offline: the discovery document ``describe``
     builds (``bucket`` and ``kms_key_arn``: the deployed values, None unless given).
     ``backend`` (batch, hyperpod_eks, slurm) and ``pool`` choose the pool; either is enough
@@ -155,14 +232,24 @@ def team_setup(model: GovernanceModel, team_name: str, *, backend: str | None = 
     if team is None:
         raise GovernanceError.single("team", "not a team of the model", team_name, f"one of {sorted(teams)}")
     if backend is not None and backend not in MEMBER_BACKENDS:
-        raise GovernanceError.single("backend", "not a backend members submit to", backend, f"one of {sorted(MEMBER_BACKENDS)}")
+        raise GovernanceError.single(
+            "backend", "not a backend members submit to", backend, f"one of {sorted(MEMBER_BACKENDS)}"
+        )
     wanted = MEMBER_BACKENDS.get(backend) if backend else None
-    candidates = [p for p in model.pools if p.name in team.quotas and p.backend in MEMBER_BACKENDS.values() and (wanted is None or p.backend == wanted)]
+    candidates = [
+        p
+        for p in model.pools
+        if p.name in team.quotas and p.backend in MEMBER_BACKENDS.values() and (wanted is None or p.backend == wanted)
+    ]
     if pool is not None:
         chosen = [p for p in candidates if p.name == pool]
     else:
         chosen = candidates if len(candidates) == 1 else []
     if not chosen:
-        wrong = f"not a pool of team {team.name}" + (f" on {backend}" if backend else "") if pool else f"team {team.name} has {len(candidates)} such pools"
+        wrong = (
+            f"not a pool of team {team.name}" + (f" on {backend}" if backend else "")
+            if pool
+            else f"team {team.name} has {len(candidates)} such pools"
+        )
         raise GovernanceError.single("pool", wrong, pool, f"one of {sorted(p.name for p in candidates)}")
     return TeamSetup.from_document(describe(model, team.name, chosen[0].name, bucket=bucket, kms_key_arn=kms_key_arn))

@@ -11,8 +11,14 @@ from .setup import TeamSetup
 
 def sbatch_arguments(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> list[str]:
     setup.require("slurm_account", "partition")
-    return ["sbatch", f"--account={setup.slurm_account}", f"--partition={setup.partition}",
-            f"--qos={setup.priority(priority_class)}", f"--gres=gpu:{gpus}", *script]
+    return [
+        "sbatch",
+        f"--account={setup.slurm_account}",
+        f"--partition={setup.partition}",
+        f"--qos={setup.priority(priority_class)}",
+        f"--gres=gpu:{gpus}",
+        *script,
+    ]
 
 
 def sbatch_line(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> str:

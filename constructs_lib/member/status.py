@@ -27,48 +27,93 @@ from gpu_governance_runtime.slurm.plan import BORROW_PARTITION, borrow_qos_name
 
 # --- AWS Batch quota share -------------------------------------------------------------------------
 
-BATCH_CALLS = ("batch:GetJobQueueSnapshot", "batch:ListServiceJobs", "batch:DescribeServiceJob", "batch:ListQuotaShares")
+BATCH_CALLS = (
+    "batch:GetJobQueueSnapshot",
+    "batch:ListServiceJobs",
+    "batch:DescribeServiceJob",
+    "batch:ListQuotaShares",
+)
 BATCH_ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 BATCH_RUNNING = ("SCHEDULED", "STARTING", "RUNNING")
-BATCH_DESCRIBED = 50  # waiting jobs described for their priority (running ones for their plan); more are shown by listing order
+BATCH_DESCRIBED = (
+    50  # waiting jobs described for their priority (running ones for their plan); more are shown by listing order
+)
 
 
-def batch_observation(batch: Any, pool: PoolPolicy, team: str, job_id: str | None = None,
-                      training_plans: Sequence[Mapping[str, str]] | None = None) -> Observation:
+def batch_observation(
+    batch: Any,
+    pool: PoolPolicy,
+    team: str,
+    job_id: str | None = None,
+    training_plans: Sequence[Mapping[str, str]] | None = None,
+) -> Observation:
     """``training_plans``: the team's active plans as its training plans parameter lists them
     (None: not read), against which each running job's plan is told."""
     snapshot = batch.get_job_queue_snapshot(jobQueue=pool.name)
     in_use: dict[str, dict[str, int]] = {}
-    for entry in snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", []):
+    for entry in (
+        snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
+    ):
         for usage in entry.get("capacityUsage", []):
             in_use.setdefault(entry["quotaShareName"], {})[usage["capacityUnit"]] = int(usage["quantity"])
-    front = {job_id_of(f["jobArn"]) for f in snapshot.get("frontOfQuotaShares", {}).get("quotaShares", {}).get(team, []) if f.get("jobArn")}
+    front = {
+        job_id_of(f["jobArn"])
+        for f in snapshot.get("frontOfQuotaShares", {}).get("quotaShares", {}).get(team, [])
+        if f.get("jobArn")
+    }
     share = next(s for s in pool.shares if s.name == team)
     # a disabled share starts no job: with a limit, the reclaim controller's doing (or the team is paused)
     admission_off = share.gpu_hour_limit is not None and any(
-        q.get("state") == "DISABLED" for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=pool.name)
-        for q in page.get("quotaShares") or [] if q.get("quotaShareName") == team)
+        q.get("state") == "DISABLED"
+        for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=pool.name)
+        for q in page.get("quotaShares") or []
+        if q.get("quotaShareName") == team
+    )
     summaries: dict[str, dict] = {}
     for status in BATCH_ACTIVE:
         pages = batch.get_paginator("list_service_jobs").paginate(
-            jobQueue=pool.name, jobStatus=status, filters=[{"name": "QUOTA_SHARE_NAME", "values": [team]}])
+            jobQueue=pool.name, jobStatus=status, filters=[{"name": "QUOTA_SHARE_NAME", "values": [team]}]
+        )
         for page in pages:
             for summary in page["jobSummaryList"]:
                 summaries.setdefault(summary["jobId"], summary)  # newest first: a job can repeat across pages
     if job_id is not None and job_id not in summaries:
         summaries[job_id] = batch.describe_service_job(jobId=job_id)
-    waiting = sorted((s for s in summaries.values() if s.get("status") == "RUNNABLE"), key=lambda s: (s["jobId"] not in front, s.get("createdAt", 0)))
+    waiting = sorted(
+        (s for s in summaries.values() if s.get("status") == "RUNNABLE"),
+        key=lambda s: (s["jobId"] not in front, s.get("createdAt", 0)),
+    )
     running = [s for s in summaries.values() if s.get("status") in BATCH_RUNNING]  # described for their training plan
-    details = {s["jobId"]: batch.describe_service_job(jobId=s["jobId"]) for s in waiting[:BATCH_DESCRIBED] + running[:BATCH_DESCRIBED]
-               if "serviceRequestPayload" not in s}
-    jobs = tuple(_batch_job({**summary, **details.get(summary["jobId"], {})}, pool, team, front) for summary in summaries.values())
-    notes = (f"{len(waiting) - BATCH_DESCRIBED} more waiting jobs not described: their priority is not known",) if len(waiting) > BATCH_DESCRIBED else ()
+    details = {
+        s["jobId"]: batch.describe_service_job(jobId=s["jobId"])
+        for s in waiting[:BATCH_DESCRIBED] + running[:BATCH_DESCRIBED]
+        if "serviceRequestPayload" not in s
+    }
+    jobs = tuple(
+        _batch_job({**summary, **details.get(summary["jobId"], {})}, pool, team, front)
+        for summary in summaries.values()
+    )
+    notes = (
+        (f"{len(waiting) - BATCH_DESCRIBED} more waiting jobs not described: their priority is not known",)
+        if len(waiting) > BATCH_DESCRIBED
+        else ()
+    )
     if len(running) > BATCH_DESCRIBED:
-        notes += (f"{len(running) - BATCH_DESCRIBED} more running jobs not described: their training plan is not known",)
+        notes += (
+            f"{len(running) - BATCH_DESCRIBED} more running jobs not described: their training plan is not known",
+        )
     if job_id is not None:
         jobs = tuple(j for j in jobs if j.job_id == job_id or j.state == WAITING)
-    return Observation(backend="batch_quota_share", pool=pool.name, unit="instances", in_use=in_use, jobs=jobs, notes=notes,
-                       training_plans=None if training_plans is None else tuple(training_plans), admission_off=admission_off)
+    return Observation(
+        backend="batch_quota_share",
+        pool=pool.name,
+        unit="instances",
+        in_use=in_use,
+        jobs=jobs,
+        notes=notes,
+        training_plans=None if training_plans is None else tuple(training_plans),
+        admission_off=admission_off,
+    )
 
 
 def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[str]) -> ObservedJob:
@@ -77,14 +122,27 @@ def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[s
     reason_text = job.get("statusReason", "")
     state = RUNNING if status in BATCH_RUNNING else WAITING if status == "RUNNABLE" else status
     # Batch states a blocked queue head: MISCONFIGURATION:* never runs as is; CAPACITY:* waits on SageMaker capacity.
-    code = "misconfigured" if reason_text.startswith("MISCONFIGURATION:") else "backend" if reason_text.startswith("CAPACITY:") else None
+    code = (
+        "misconfigured"
+        if reason_text.startswith("MISCONFIGURATION:")
+        else "backend"
+        if reason_text.startswith("CAPACITY:")
+        else None
+    )
     if state == WAITING and code is None and job["jobId"] in front:
         reason_text = reason_text or "front of the team's quota share"
     return ObservedJob(
-        job_id=job["jobId"], name=job.get("jobName", ""), team=job.get("quotaShareName", team), state=state,
-        instance_type=size[0] if size else None, count=size[1] if size else 0, priority=int(job.get("schedulingPriority", 0)),
+        job_id=job["jobId"],
+        name=job.get("jobName", ""),
+        team=job.get("quotaShareName", team),
+        state=state,
+        instance_type=size[0] if size else None,
+        count=size[1] if size else 0,
+        priority=int(job.get("schedulingPriority", 0)),
         priority_known="schedulingPriority" in job,
-        submitted_at=job.get("createdAt", 0) / 1000, reason=code if state == WAITING else None, backend_reason=reason_text,
+        submitted_at=job.get("createdAt", 0) / 1000,
+        reason=code if state == WAITING else None,
+        backend_reason=reason_text,
         training_plan=_training_plan(job.get("serviceRequestPayload")),
     )
 
@@ -103,14 +161,19 @@ GPU = "nvidia.com/gpu"
 _FLAVOR = re.compile(r"in flavor ([^,\s]+)")
 
 
-def kueue_observation(workloads: Mapping[str, Any], cluster_queues: Mapping[str, Any] | None, pool: PoolPolicy, team: str) -> Observation:
+def kueue_observation(
+    workloads: Mapping[str, Any], cluster_queues: Mapping[str, Any] | None, pool: PoolPolicy, team: str
+) -> Observation:
     """``workloads``: `kubectl get workloads -n hyperpod-ns-<team> -o json`; ``cluster_queues``:
     `kubectl get clusterqueues -o json` (optional: without it, use and quota are not shown)."""
     in_use: dict[str, dict[str, int]] = {}
     nominal: dict[str, dict[str, int]] = {}  # cluster queue's share -> flavor -> GPUs
     borrowing_limit: dict[str, int | None] = {}
     queues = (cluster_queues or {}).get("items", [])
-    cohort = next((q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kubernetes.cluster_queue(team)), None)
+    cohort = next(
+        (q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kubernetes.cluster_queue(team)),
+        None,
+    )
     for queue in queues:
         name = queue["metadata"]["name"]
         share = kubernetes.cluster_queue_team(name)
@@ -133,15 +196,33 @@ def kueue_observation(workloads: Mapping[str, Any], cluster_queues: Mapping[str,
     for by_flavor in nominal.values():
         for flavor, gpus in by_flavor.items():
             cohort_gpus[flavor] = cohort_gpus.get(flavor, 0) + gpus
-    jobs = tuple(_workload_job(w, team, in_use, nominal.get(team, {}), borrowing_limit, cohort_gpus) for w in workloads.get("items", []))
+    jobs = tuple(
+        _workload_job(w, team, in_use, nominal.get(team, {}), borrowing_limit, cohort_gpus)
+        for w in workloads.get("items", [])
+    )
     nominal = nominal.get(team, {})
-    notes = () if cluster_queues else ("no ClusterQueue objects read (--cluster-queues): use and guarantees are not shown",)
-    return Observation(backend="hyperpod_eks", pool=pool.name, unit="GPUs", in_use=in_use, jobs=tuple(j for j in jobs if j),
-                       notes=notes, guaranteed=nominal if cluster_queues else {})
+    notes = (
+        () if cluster_queues else ("no ClusterQueue objects read (--cluster-queues): use and guarantees are not shown",)
+    )
+    return Observation(
+        backend="hyperpod_eks",
+        pool=pool.name,
+        unit="GPUs",
+        in_use=in_use,
+        jobs=tuple(j for j in jobs if j),
+        notes=notes,
+        guaranteed=nominal if cluster_queues else {},
+    )
 
 
-def _workload_job(workload: Mapping[str, Any], team: str, in_use: Mapping[str, Mapping[str, int]], nominal: Mapping[str, int],
-                  borrowing_limit: Mapping[str, int | None], cohort_gpus: Mapping[str, int]) -> ObservedJob | None:
+def _workload_job(
+    workload: Mapping[str, Any],
+    team: str,
+    in_use: Mapping[str, Mapping[str, int]],
+    nominal: Mapping[str, int],
+    borrowing_limit: Mapping[str, int | None],
+    cohort_gpus: Mapping[str, int],
+) -> ObservedJob | None:
     meta, spec, status = workload["metadata"], workload.get("spec", {}), workload.get("status", {})
     conditions = {c["type"]: c for c in status.get("conditions", [])}
     if conditions.get("Finished", {}).get("status") == "True":
@@ -149,7 +230,10 @@ def _workload_job(workload: Mapping[str, Any], team: str, in_use: Mapping[str, M
     owners = meta.get("ownerReferences", [])
     gpus = sum(
         int(ps.get("count", 1))
-        * sum(_quantity(c.get("resources", {}).get("requests", {}).get(GPU, 0)) for c in ps.get("template", {}).get("spec", {}).get("containers", []))
+        * sum(
+            _quantity(c.get("resources", {}).get("requests", {}).get(GPU, 0))
+            for c in ps.get("template", {}).get("spec", {}).get("containers", [])
+        )
         for ps in spec.get("podSets", [])
     )
     admission = status.get("admission") or {}
@@ -157,32 +241,53 @@ def _workload_job(workload: Mapping[str, Any], team: str, in_use: Mapping[str, M
     reserved = conditions.get("QuotaReserved", {})
     message = reserved.get("message", "")
     flavor = flavors[0] if flavors else (_FLAVOR.search(message)[1] if _FLAVOR.search(message) else None)
-    base = dict(job_id=owners[0]["name"] if owners else meta["name"], name=meta["name"], team=team, instance_type=flavor, count=gpus,
-                priority=int(spec.get("priority", 0)), submitted_at=_timestamp(meta.get("creationTimestamp")))
+    base = dict(
+        job_id=owners[0]["name"] if owners else meta["name"],
+        name=meta["name"],
+        team=team,
+        instance_type=flavor,
+        count=gpus,
+        priority=int(spec.get("priority", 0)),
+        submitted_at=_timestamp(meta.get("creationTimestamp")),
+    )
     if conditions.get("Admitted", {}).get("status") == "True":
         return ObservedJob(state=RUNNING, **base)
     words = [message] if message else []
     evicted, preempted = conditions.get("Evicted", {}), conditions.get("Preempted", {})
     if preempted.get("status") == "True" or (evicted.get("status") == "True" and evicted.get("reason") == "Preempted"):
-        words.insert(0, f"preempted ({preempted.get('reason') or evicted.get('reason')}): {preempted.get('message') or evicted.get('message', '')}")
+        words.insert(
+            0,
+            f"preempted ({preempted.get('reason') or evicted.get('reason')}): {preempted.get('message') or evicted.get('message', '')}",
+        )
     elif evicted.get("status") == "True":
         words.insert(0, f"evicted ({evicted.get('reason')}): {evicted.get('message', '')}")
     requeue = status.get("requeueState") or {}
     if requeue:
-        words.append(f"requeued {requeue.get('count', 0)} time(s), next try at {requeue.get('requeueAt', 'once capacity frees')}")
+        words.append(
+            f"requeued {requeue.get('count', 0)} time(s), next try at {requeue.get('requeueAt', 'once capacity frees')}"
+        )
     # Kueue's figures, in GPUs; "?" where no ClusterQueue says (never the policy's instance counts)
     known = flavor in nominal
     limit = borrowing_limit.get(flavor or "")
     figures: dict[str, object] = {
-        "used": in_use.get(team, {}).get(flavor, 0) if known else "?", "quota": nominal[flavor] if known else "?",
-        "capacity": cohort_gpus[flavor] if known else "?", "in_use": sum(u.get(flavor, 0) for u in in_use.values()) if known else "?",
+        "used": in_use.get(team, {}).get(flavor, 0) if known else "?",
+        "quota": nominal[flavor] if known else "?",
+        "capacity": cohort_gpus[flavor] if known else "?",
+        "in_use": sum(u.get(flavor, 0) for u in in_use.values()) if known else "?",
         "ceiling": nominal[flavor] + limit if known and limit is not None else "?",
     }
-    return ObservedJob(state=WAITING, reason=_kueue_reason(message, preempted, evicted, figures, limit), backend_reason="; ".join(words),
-                       details=figures, **base)
+    return ObservedJob(
+        state=WAITING,
+        reason=_kueue_reason(message, preempted, evicted, figures, limit),
+        backend_reason="; ".join(words),
+        details=figures,
+        **base,
+    )
 
 
-def _kueue_reason(message: str, preempted: Mapping, evicted: Mapping, figures: Mapping[str, object], borrowing_limit: int | None) -> str:
+def _kueue_reason(
+    message: str, preempted: Mapping, evicted: Mapping, figures: Mapping[str, object], borrowing_limit: int | None
+) -> str:
     if "borrowing limit" in message:
         return "borrow_limit"
     if "maximum capacity" in message:
@@ -272,13 +377,26 @@ def slurm_observation(text: str, pool: PoolPolicy, team: str) -> Observation:
             code = "borrow_limit" if qos == borrow_qos_name(team) else "share_at_limit"
             details = {"limit": f"the GPUs its borrow QoS {qos} allows (GrpTRES) are all in use"}
         elif partition == team:  # the generated mapping: the team's own partition, its own nodes only (docs/slurm.md)
-            details = {"own_partition": partition, "borrow_partition": BORROW_PARTITION, "borrow_qos": borrow_qos_name(team)}
-        jobs.append(ObservedJob(
-            job_id=job_id, name=name, team=account, state=RUNNING if state == "RUNNING" else WAITING if state == "PENDING" else state,
-            instance_type=instance_type, count=int(nodes), priority=int(priority), submitted_at=_timestamp(submitted if submitted[:1].isdigit() else None),
-            reason=code if state == "PENDING" else None, backend_reason=f"{reason}: {words} (partition {partition}, QoS {qos})" if state == "PENDING" else "",
-            details=details,
-        ))
+            details = {
+                "own_partition": partition,
+                "borrow_partition": BORROW_PARTITION,
+                "borrow_qos": borrow_qos_name(team),
+            }
+        jobs.append(
+            ObservedJob(
+                job_id=job_id,
+                name=name,
+                team=account,
+                state=RUNNING if state == "RUNNING" else WAITING if state == "PENDING" else state,
+                instance_type=instance_type,
+                count=int(nodes),
+                priority=int(priority),
+                submitted_at=_timestamp(submitted if submitted[:1].isdigit() else None),
+                reason=code if state == "PENDING" else None,
+                backend_reason=f"{reason}: {words} (partition {partition}, QoS {qos})" if state == "PENDING" else "",
+                details=details,
+            )
+        )
     return Observation(backend="hyperpod_slurm", pool=pool.name, unit="nodes", in_use=in_use, jobs=tuple(jobs))
 
 

@@ -21,7 +21,9 @@ from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.planner import is_guarantee_job, preemptible_in_share
 
 RUNNING, WAITING = "running", "waiting"
-NOT_STARTABLE = frozenset({"held", "dependency", "begin_time", "misconfigured", "too_large", "paused", "gpu_hour_limit"})
+NOT_STARTABLE = frozenset(
+    {"held", "dependency", "begin_time", "misconfigured", "too_large", "paused", "gpu_hour_limit"}
+)
 
 # Reason code -> what it means, in the words a member reads (docs/status.md says what to do).
 REASONS = {
@@ -30,8 +32,10 @@ REASONS = {
     "lower_priority": "behind {ahead} higher-priority or older job(s) of your team",
     "share_at_limit": "your team uses {used} of its {quota} guaranteed {unit} and its sharing strategy ({strategy}) does not borrow",
     "borrow_limit": "borrowing at its limit: {limit}",
-    "own_partition_full": ("your team uses {used} of its {quota} guaranteed {unit}, all its own partition {own_partition} holds; "
-                           "idle {unit} other teams lend are reached only through partition {borrow_partition} with QoS {borrow_qos}"),
+    "own_partition_full": (
+        "your team uses {used} of its {quota} guaranteed {unit}, all its own partition {own_partition} holds; "
+        "idle {unit} other teams lend are reached only through partition {borrow_partition} with QoS {borrow_qos}"
+    ),
     "pool_full": "the pool is full ({in_use} of {capacity} {unit} in use); no idle capacity to borrow",
     "reclaiming": "inside your guarantee, but the pool is full: capacity is being reclaimed from teams that borrowed it",
     "making_way": "inside your guarantee once your team's lower-priority jobs make way: they are preempted for it (and capacity reclaimed from teams that borrowed it)",
@@ -62,7 +66,9 @@ class ObservedJob:
     reason: str | None = None  # a REASONS code when the backend's words say it plainly
     backend_reason: str = ""  # the backend's own words, always shown
     details: Mapping[str, object] = field(default_factory=dict)  # figures in the backend's own units (Kueue's GPUs)
-    training_plan: str | None = None  # the SageMaker training plan a Batch service job asked for (ResourceConfig.TrainingPlanArn)
+    training_plan: str | None = (
+        None  # the SageMaker training plan a Batch service job asked for (ResourceConfig.TrainingPlanArn)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,8 +118,16 @@ class Status:
     notes: tuple[str, ...] = field(default=())
 
 
-def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows: Iterable[Window] = (), now: datetime,
-            preset: str | None = None, gpu_hour_limit: tuple[int, str] | None = None) -> Status:
+def explain(
+    policy: PoolPolicy,
+    team: str,
+    observation: Observation,
+    *,
+    windows: Iterable[Window] = (),
+    now: datetime,
+    preset: str | None = None,
+    gpu_hour_limit: tuple[int, str] | None = None,
+) -> Status:
     """``gpu_hour_limit``: the team's (hours, period), which a job waiting for it is told with its reset."""
     share = next(s for s in policy.shares if s.name == team)
     mine = observation.in_use.get(team, {})
@@ -121,42 +135,91 @@ def explain(policy: PoolPolicy, team: str, observation: Observation, *, windows:
     # Kueue's figures are GPUs, and no lending limit holds there (HyperPod compute quotas have none)
     lending_limit = share.lending_limit if observation.guaranteed is None else None
     usage = tuple(
-        Usage(instance_type=t, in_use=mine.get(t, 0), guaranteed=quota.get(t, 0), borrowed=max(0, mine.get(t, 0) - quota.get(t, 0)),
-              lent=min(max(0, quota.get(t, 0) - mine.get(t, 0)), lendable(share.strategy, quota.get(t, 0), lending_limit)))
+        Usage(
+            instance_type=t,
+            in_use=mine.get(t, 0),
+            guaranteed=quota.get(t, 0),
+            borrowed=max(0, mine.get(t, 0) - quota.get(t, 0)),
+            lent=min(
+                max(0, quota.get(t, 0) - mine.get(t, 0)), lendable(share.strategy, quota.get(t, 0), lending_limit)
+            ),
+        )
         for t in sorted({*quota, *mine})
     )
-    waiting = sorted((j for j in observation.jobs if j.team == team and j.state == WAITING), key=lambda j: (-j.priority, j.submitted_at, j.job_id))
+    waiting = sorted(
+        (j for j in observation.jobs if j.team == team and j.state == WAITING),
+        key=lambda j: (-j.priority, j.submitted_at, j.job_id),
+    )
     position = {j.job_id: i + 1 for i, j in enumerate(waiting)}
     strategy = share.strategy.value + (f", preset {preset}" if preset else "")
     explanations = []
-    for job in sorted((j for j in observation.jobs if j.team == team), key=lambda j: (j.state != RUNNING, position.get(j.job_id, 0), j.job_id)):
+    for job in sorted(
+        (j for j in observation.jobs if j.team == team),
+        key=lambda j: (j.state != RUNNING, position.get(j.job_id, 0), j.job_id),
+    ):
         if job.state != WAITING:
             code = "running" if job.state == RUNNING else "backend"
-            explanations.append(Explanation(job_id=job.job_id, name=job.name, state=job.state, reason=code,
-                                            text=REASONS[code] if job.state == RUNNING else job.backend_reason or job.state.lower(),
-                                            backend_reason=job.backend_reason,
-                                            training_plan=on_plan(job, observation.training_plans, now) if job.state == RUNNING else ""))
+            explanations.append(
+                Explanation(
+                    job_id=job.job_id,
+                    name=job.name,
+                    state=job.state,
+                    reason=code,
+                    text=REASONS[code] if job.state == RUNNING else job.backend_reason or job.state.lower(),
+                    backend_reason=job.backend_reason,
+                    training_plan=on_plan(job, observation.training_plans, now) if job.state == RUNNING else "",
+                )
+            )
             continue
         # only jobs that could start count as ahead: a held or impossible job holds no one back
-        ahead = [a for a in waiting[: position[job.job_id] - 1] if a.instance_type == job.instance_type and a.reason not in NOT_STARTABLE]
+        ahead = [
+            a
+            for a in waiting[: position[job.job_id] - 1]
+            if a.instance_type == job.instance_type and a.reason not in NOT_STARTABLE
+        ]
         code, details = job.reason, _figures(policy, share, observation, job)
         if code is None and observation.admission_off and gpu_hour_limit and not share.paused:
             code = "gpu_hour_limit"  # the share was disabled at the limit: nothing else matters until it resets
         if code is None:
             code, found = _computed(policy, share, observation, job, ahead, windows, now)
             details.update(found)
-        details.update(unit=observation.unit, strategy=strategy, ahead=len(ahead), count=job.count, instance_type=job.instance_type)
+        details.update(
+            unit=observation.unit, strategy=strategy, ahead=len(ahead), count=job.count, instance_type=job.instance_type
+        )
         if gpu_hour_limit:
             hours, period = gpu_hour_limit
             details.update(hours=hours, period=period, resets=f"{next_reset(period, now):%Y-%m-%d %H:%M} UTC")
-        details.setdefault("limit", f"your team holds {details['used']} {observation.unit}, and this job would pass its ceiling of {details['ceiling']}")
+        details.setdefault(
+            "limit",
+            f"your team holds {details['used']} {observation.unit}, and this job would pass its ceiling of {details['ceiling']}",
+        )
         text = REASONS[code].format_map(_Figures(details))
         if job.backend_reason:  # the scheduler's own words, for searching its documentation
-            text = f"{text}: {job.backend_reason}" if code in ("misconfigured", "backend", "preempted") else f"{text} (scheduler: {job.backend_reason})"
-        explanations.append(Explanation(job_id=job.job_id, name=job.name, state=job.state, reason=code, text=text,
-                                        position=position[job.job_id], backend_reason=job.backend_reason))
-    return Status(team=team, pool=observation.pool, backend=observation.backend, unit=observation.unit, usage=usage,
-                  jobs=tuple(explanations), notes=observation.notes)
+            text = (
+                f"{text}: {job.backend_reason}"
+                if code in ("misconfigured", "backend", "preempted")
+                else f"{text} (scheduler: {job.backend_reason})"
+            )
+        explanations.append(
+            Explanation(
+                job_id=job.job_id,
+                name=job.name,
+                state=job.state,
+                reason=code,
+                text=text,
+                position=position[job.job_id],
+                backend_reason=job.backend_reason,
+            )
+        )
+    return Status(
+        team=team,
+        pool=observation.pool,
+        backend=observation.backend,
+        unit=observation.unit,
+        usage=usage,
+        jobs=tuple(explanations),
+        notes=observation.notes,
+    )
 
 
 def on_plan(job: ObservedJob, plans: Iterable[Mapping[str, str]] | None, now: datetime) -> str:
@@ -167,13 +230,18 @@ def on_plan(job: ObservedJob, plans: Iterable[Mapping[str, str]] | None, now: da
         if plans is None:
             return f"on training plan {job.training_plan}"
         mine = next((p for p in plans if p["arn"] == job.training_plan), None)
-        return (f"on the team's training plan {job.training_plan} (window {mine.get('window', '?')})" if mine
-                else f"on training plan {job.training_plan}, not one of the team's active plans")
+        return (
+            f"on the team's training plan {job.training_plan} (window {mine.get('window', '?')})"
+            if mine
+            else f"on training plan {job.training_plan}, not one of the team's active plans"
+        )
     owned = [p for p in plans or () if p["instance_type"] == job.instance_type]
     if owned:
         plan = max(owned, key=lambda p: p["ends"])
-        return (f"on demand, not on the team's training plan {plan['arn']} of {job.instance_type} (window {plan.get('window', '?')}): "
-                "submit with ResourceConfig.TrainingPlanArn (docs/team-guide.md)")
+        return (
+            f"on demand, not on the team's training plan {plan['arn']} of {job.instance_type} (window {plan.get('window', '?')}): "
+            "submit with ResourceConfig.TrainingPlanArn (docs/team-guide.md)"
+        )
     return "" if plans is None else "on demand (the team owns no active training plan of its instance type)"
 
 
@@ -185,14 +253,25 @@ class _Figures(dict):
 def _figures(policy: PoolPolicy, share, observation: Observation, job: ObservedJob) -> dict:
     kind = job.instance_type or ""
     capacity = policy.capacity.get(kind, 0)
-    figures = {"used": observation.in_use.get(job.team, {}).get(kind, 0), "quota": share.quota.get(kind, 0),
-               "ceiling": share.ceiling(kind, capacity) if capacity else 0, "capacity": capacity,
-               "in_use": sum(by.get(kind, 0) for by in observation.in_use.values())}
+    figures = {
+        "used": observation.in_use.get(job.team, {}).get(kind, 0),
+        "quota": share.quota.get(kind, 0),
+        "ceiling": share.ceiling(kind, capacity) if capacity else 0,
+        "capacity": capacity,
+        "in_use": sum(by.get(kind, 0) for by in observation.in_use.values()),
+    }
     return {**figures, **job.details}
 
 
-def _computed(policy: PoolPolicy, share, observation: Observation, job: ObservedJob, ahead: list[ObservedJob],
-              windows: Iterable[Window], now: datetime) -> tuple[str, dict]:
+def _computed(
+    policy: PoolPolicy,
+    share,
+    observation: Observation,
+    job: ObservedJob,
+    ahead: list[ObservedJob],
+    windows: Iterable[Window],
+    now: datetime,
+) -> tuple[str, dict]:
     """The reason from the numbers, in the order a member can act on: what can never run, what
     waits for capacity that does not exist yet, then the team's own limits, then the pool."""
     if share.paused:  # before any figure: nothing else matters until the team is resumed
@@ -216,14 +295,22 @@ def _computed(policy: PoolPolicy, share, observation: Observation, job: Observed
         return "lower_priority", {}
     in_use = sum(by.get(kind, 0) for by in observation.in_use.values())
     # the team's running jobs the planner could set aside: only those whose priority is known
-    own = [j for j in observation.jobs if j.team == job.team and j.state == RUNNING and j.instance_type == kind and j.priority_known]
-    if is_guarantee_job(job, replace(share, quota={kind: quota}), used, lambda: preemptible_in_share(share, job.priority, own)):
+    own = [
+        j
+        for j in observation.jobs
+        if j.team == job.team and j.state == RUNNING and j.instance_type == kind and j.priority_known
+    ]
+    if is_guarantee_job(
+        job, replace(share, quota={kind: quota}), used, lambda: preemptible_in_share(share, job.priority, own)
+    ):
         if in_use + job.count <= capacity and used + job.count <= ceiling:
             return "next", {}
         return ("reclaiming", {}) if used + job.count <= quota else ("making_way", {})
     if share.strategy is not SharingStrategy.LEND_AND_BORROW:
         return "share_at_limit", {"used": used, "quota": quota}
-    if job.details.get("own_partition"):  # Slurm: a team's own partition holds its own nodes only; borrowing is another partition
+    if job.details.get(
+        "own_partition"
+    ):  # Slurm: a team's own partition holds its own nodes only; borrowing is another partition
         return "own_partition_full", {"used": used, "quota": quota}
     if used + job.count > ceiling:
         return "borrow_limit", {"used": used, "ceiling": ceiling}
@@ -237,7 +324,9 @@ def render(statuses: Iterable[Status]) -> str:
     for status in statuses:
         lines.append(f"{status.team} in pool {status.pool} ({status.backend}), in {status.unit}:")
         for u in status.usage:
-            lines.append(f"  {u.instance_type}: in use {u.in_use}, guaranteed {u.guaranteed}, borrowed {u.borrowed}, lent or idle {u.lent}")
+            lines.append(
+                f"  {u.instance_type}: in use {u.in_use}, guaranteed {u.guaranteed}, borrowed {u.borrowed}, lent or idle {u.lent}"
+            )
         if not status.jobs:
             lines.append("  no jobs")
         for job in status.jobs:

@@ -45,7 +45,9 @@ TeamName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*
 HYPERPOD_TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Batch job queue / service environment names.
 # Pool names: Batch names the scheduling policy <pool>-quota-share, within 128 characters.
-QueueName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128 - len("-quota-share"))]
+QueueName = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$", max_length=128 - len("-quota-share"))
+]
 DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=40)]
 # Instance types are short (ml.p4de.24xlarge); the cap keeps derived names within AWS limits.
 SageMakerInstanceType = Annotated[str, StringConstraints(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", max_length=40)]
@@ -123,9 +125,12 @@ InstanceGroupName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATT
 HyperPodClusterName = Annotated[str, StringConstraints(pattern=SAGEMAKER_NAME_PATTERN)]
 EksClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")]
 ComputeEnvironmentArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$")
+    str,
+    StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:compute-environment/[A-Za-z0-9_-]{1,128}$"),
 ]
-JobQueueArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:job-queue/[A-Za-z0-9_-]{1,128}$")]
+JobQueueArn = Annotated[
+    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:batch:[a-z0-9-]+:[0-9]{12}:job-queue/[A-Za-z0-9_-]{1,128}$")
+]
 HyperPodClusterArn = Annotated[
     str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$")
 ]
@@ -187,7 +192,9 @@ def repository_name(organisation: str, team_name: str) -> str:
     name = f"{organisation}/{team_name.lower()}"
     if not _ECR_NAME.fullmatch(name):
         raise GovernanceError.single(
-            "teams.name", "cannot name an ECR repository (the team's image repository)", team_name,
+            "teams.name",
+            "cannot name an ECR repository (the team's image repository)",
+            team_name,
             "letters and digits separated by single '-' runs, '_' or '__', not ending in '-' or '_'",
         )
     return name
@@ -218,7 +225,10 @@ def team_name_scopes(organisation: str, team_name: str) -> dict[str, tuple[str, 
     return {
         "training jobs and their log streams": training_job_name_patterns(team_name),
         "secrets": (f"{secrets_prefix(organisation, team_name)}*",),
-        "discovery parameters": (discovery_parameter_path(organisation, team_name), f"{discovery_parameter_path(organisation, team_name)}/*"),
+        "discovery parameters": (
+            discovery_parameter_path(organisation, team_name),
+            f"{discovery_parameter_path(organisation, team_name)}/*",
+        ),
         "access-log prefix": (f"{team_name}/*",),
         "HyperPod namespace": (f"{HYPERPOD_NAMESPACE_PREFIX}{team_name}", f"{HYPERPOD_NAMESPACE_PREFIX}{team_name}-*"),
     }

@@ -51,11 +51,15 @@ class BatchComputeEnvironmentFeed(_Frozen):
     @model_validator(mode="after")
     def _two_environments(self) -> BatchComputeEnvironmentFeed:
         if self.block_compute_environment == self.compute_environment:
-            raise ValueError(f"block_compute_environment {self.block_compute_environment!r} is the on-demand compute_environment: "
-                             "the block needs a compute environment of its own, so running jobs are never moved")
+            raise ValueError(
+                f"block_compute_environment {self.block_compute_environment!r} is the on-demand compute_environment: "
+                "the block needs a compute environment of its own, so running jobs are never moved"
+            )
         if self.block_compute_environment.split(":")[3:5] != self.job_queue.split(":")[3:5]:
-            raise ValueError(f"block_compute_environment {self.block_compute_environment!r} and job_queue {self.job_queue!r} "
-                             "must be in the same region and account")
+            raise ValueError(
+                f"block_compute_environment {self.block_compute_environment!r} and job_queue {self.job_queue!r} "
+                "must be in the same region and account"
+            )
         return self
 
 
@@ -97,13 +101,27 @@ TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAI
 AlarmName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,255}$")]
 MAX_ALARMS_PER_WINDOW = 5  # one EventBridge rule per window matches them by name
 # <namespace>/<metric name>: a namespace may hold "/" (AWS/SQS, GpuGovernance/Reclaim), the metric name is after the last one.
-AlarmMetric = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/][^\x00-\x1f\x7f]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")]
+AlarmMetric = Annotated[
+    str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/][^\x00-\x1f\x7f]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")
+]
 # Metrics any tenant moves by submitting work: an alarm on one, in an auto window, lets a team buy capacity
 # (within the window's cap and budget) by queueing jobs. Names matched ignoring case; namespaces as CloudWatch spells them.
 TENANT_DRIVEN_METRICS = {
-    "GpuGovernance/Reclaim": ("Pending", "StarvedBelowGuarantee", "InUse", "Borrowed", "UsedInstanceHours", "BorrowedInstanceHours"),
-    "AWS/SQS": ("ApproximateNumberOfMessagesVisible", "ApproximateNumberOfMessagesNotVisible", "ApproximateAgeOfOldestMessage",
-                "NumberOfMessagesSent", "ApproximateNumberOfMessagesDelayed"),
+    "GpuGovernance/Reclaim": (
+        "Pending",
+        "StarvedBelowGuarantee",
+        "InUse",
+        "Borrowed",
+        "UsedInstanceHours",
+        "BorrowedInstanceHours",
+    ),
+    "AWS/SQS": (
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateAgeOfOldestMessage",
+        "NumberOfMessagesSent",
+        "ApproximateNumberOfMessagesDelayed",
+    ),
 }
 TENANT_DRIVEN_WORDS = ("pending", "queuedepth", "queue_depth", "queue-depth", "backlog", "waiting", "runnable")
 
@@ -117,8 +135,10 @@ class AlarmRequest(_Frozen):
     count: Annotated[int, Field(ge=1, le=64)]
     hours: Annotated[int, Field(ge=1, le=MAX_BLOCK_HOURS)]
     metric: AlarmMetric | None = Field(
-        default=None, description="What the alarm watches, <namespace>/<metric name> (e.g. AWS/ApplicationELB/TargetResponseTime): "
-        "`validate` warns when an auto window's alarm watches a metric tenants drive, or does not say")
+        default=None,
+        description="What the alarm watches, <namespace>/<metric name> (e.g. AWS/ApplicationELB/TargetResponseTime): "
+        "`validate` warns when an auto window's alarm watches a metric tenants drive, or does not say",
+    )
 
 
 class CapacityBudget(_Frozen):
@@ -134,7 +154,9 @@ class CapacityWindow(_Frozen):
     (USD) per instance-hour of the block bought, not of the window."""
 
     name: DnsLabel
-    team: TeamName = Field(description="The declared team the capacity serves: named on the purchase's tags and in every report")
+    team: TeamName = Field(
+        description="The declared team the capacity serves: named on the purchase's tags and in every report"
+    )
     cost_centre: CostCentre | None = Field(default=None, description="Tagged on the purchase for cost allocation")
     instance_type: Ec2InstanceType | SageMakerInstanceType
     instance_count: Annotated[int, Field(ge=1, le=64)]
@@ -157,9 +179,13 @@ class CapacityWindow(_Frozen):
     def _consistent(self) -> CapacityWindow:
         sagemaker_type = self.instance_type.startswith("ml.")
         if self.market == "training_plan" and not sagemaker_type:
-            raise ValueError(f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}")
+            raise ValueError(
+                f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}"
+            )
         if self.market == "capacity_block" and sagemaker_type:
-            raise ValueError(f"{self.feeds.kind} launches EC2 instances: instance_type must not be ml.*, got {self.instance_type}")
+            raise ValueError(
+                f"{self.feeds.kind} launches EC2 instances: instance_type must not be ml.*, got {self.instance_type}"
+            )
         if self.repeat_every_days is not None and self.repeat_every_days * 24 < self.duration_hours:
             raise ValueError(
                 f"repeat_every_days {self.repeat_every_days} is shorter than duration_hours {self.duration_hours}: occurrences would overlap"
@@ -195,7 +221,9 @@ class CapacityWindow(_Frozen):
             "mode": self.mode,
             "consumer": consumer,
             "fallback": self.fallback,
-            "alarm_requests": [a.model_dump(exclude={"metric"}) for a in self.alarm_requests],  # what the alarm watches: for validate only
+            "alarm_requests": [
+                a.model_dump(exclude={"metric"}) for a in self.alarm_requests
+            ],  # what the alarm watches: for validate only
         }
 
 
@@ -217,12 +245,16 @@ def window_warnings(model: OrganisationView) -> list[str]:
         for alarm_index, request in enumerate(window.alarm_requests):
             path = f"capacity_windows[{index}].alarm_requests[{alarm_index}]"
             if request.metric is None:
-                warnings.append(f"{path}.metric: not given - window {window.name} buys automatically when alarm {request.alarm_name!r} "
-                                "goes off; name the metric it watches so validate can tell whether tenants drive it")
+                warnings.append(
+                    f"{path}.metric: not given - window {window.name} buys automatically when alarm {request.alarm_name!r} "
+                    "goes off; name the metric it watches so validate can tell whether tenants drive it"
+                )
             elif tenant_driven(request.metric):
-                warnings.append(f"{path}.metric: {request.metric} - tenants drive it (pending jobs, queue depth): by queueing work a team makes "
-                                f"window {window.name} buy up to {request.count} x {window.instance_type} for {request.hours} h without approval; "
-                                "use mode approval, or an alarm on a metric only the platform moves")
+                warnings.append(
+                    f"{path}.metric: {request.metric} - tenants drive it (pending jobs, queue depth): by queueing work a team makes "
+                    f"window {window.name} buy up to {request.count} x {window.instance_type} for {request.hours} h without approval; "
+                    "use mode approval, or an alarm on a metric only the platform moves"
+                )
     return warnings
 
 
@@ -237,23 +269,40 @@ def check_windows(model: OrganisationView) -> list[Problem]:
     for index, window in enumerate(model.capacity_windows):
         path = f"capacity_windows[{index}]"
         if window.name in seen:
-            problems.append(Problem(path=f"{path}.name", wrong="duplicate name", value=window.name, allowed="window names must be unique"))
+            problems.append(
+                Problem(
+                    path=f"{path}.name",
+                    wrong="duplicate name",
+                    value=window.name,
+                    allowed="window names must be unique",
+                )
+            )
         seen.add(window.name)
         for alarm_index, request in enumerate(window.alarm_requests):
             if request.alarm_name in alarms:
-                problems.append(Problem(
-                    path=f"{path}.alarm_requests[{alarm_index}].alarm_name", wrong=f"already requests for window {alarms[request.alarm_name]}",
-                    value=request.alarm_name, allowed="an alarm requests capacity for one window only",
-                ))
+                problems.append(
+                    Problem(
+                        path=f"{path}.alarm_requests[{alarm_index}].alarm_name",
+                        wrong=f"already requests for window {alarms[request.alarm_name]}",
+                        value=request.alarm_name,
+                        allowed="an alarm requests capacity for one window only",
+                    )
+                )
             alarms.setdefault(request.alarm_name, window.name)
         if window.team not in teams:
-            problems.append(Problem(path=f"{path}.team", wrong="undeclared team", value=window.team, allowed=f"one of {teams}"))
+            problems.append(
+                Problem(path=f"{path}.team", wrong="undeclared team", value=window.team, allowed=f"one of {teams}")
+            )
         for zone_index, zone in enumerate(window.availability_zones):
             if not zone.startswith(region):
-                problems.append(Problem(
-                    path=f"{path}.availability_zones[{zone_index}]", wrong="zone outside the capacity account's region",
-                    value=zone, allowed=f"a zone of {region}",
-                ))
+                problems.append(
+                    Problem(
+                        path=f"{path}.availability_zones[{zone_index}]",
+                        wrong="zone outside the capacity account's region",
+                        value=zone,
+                        allowed=f"a zone of {region}",
+                    )
+                )
         pool_name = getattr(window.feeds, "pool", None)
         if pool_name is None:
             continue
@@ -261,20 +310,34 @@ def check_windows(model: OrganisationView) -> list[Problem]:
         pool = pools.get(pool_name)
         if pool is None or pool.backend not in wanted:
             choices = sorted(p.name for p in model.pools if p.backend in wanted)
-            problems.append(Problem(
-                path=f"{path}.feeds.pool", wrong="undeclared pool" if pool is None else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
-                value=pool_name, allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
-            ))
+            problems.append(
+                Problem(
+                    path=f"{path}.feeds.pool",
+                    wrong="undeclared pool"
+                    if pool is None
+                    else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
+                    value=pool_name,
+                    allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
+                )
+            )
         elif window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and pool.cluster_arn is None:
-            problems.append(Problem(
-                path=f"{path}.feeds.pool", wrong="the pool declares no cluster_arn, which re-pointing its instance group needs",
-                value=pool_name, allowed=f"set cluster_arn (arn:aws:sagemaker:{region}:<account>:cluster/<id>) on pool {pool_name}",
-            ))
+            problems.append(
+                Problem(
+                    path=f"{path}.feeds.pool",
+                    wrong="the pool declares no cluster_arn, which re-pointing its instance group needs",
+                    value=pool_name,
+                    allowed=f"set cluster_arn (arn:aws:sagemaker:{region}:<account>:cluster/<id>) on pool {pool_name}",
+                )
+            )
         elif window.instance_type not in pool.capacity:
-            problems.append(Problem(
-                path=f"{path}.instance_type", wrong="the pool has no capacity of this instance type",
-                value=window.instance_type, allowed=f"one of {sorted(pool.capacity)}",
-            ))
+            problems.append(
+                Problem(
+                    path=f"{path}.instance_type",
+                    wrong="the pool has no capacity of this instance type",
+                    value=window.instance_type,
+                    allowed=f"one of {sorted(pool.capacity)}",
+                )
+            )
     return problems
 
 
@@ -285,6 +348,10 @@ def raising_windows(model: OrganisationView) -> list[CapacityWindow]:
     team has a share in the pool. The one answer: the capacity controller's IAM, the reclaim
     controller's parameter and the guardrails' exemptions all ask it."""
     pools = {p.name: p for p in model.pools}
-    return [w for w in model.capacity_windows
-            if (pool := pools.get(getattr(w.feeds, "pool", None) or "")) is not None and w.feeds.kind in backend_of(pool).quota_raises
-            and w.team in {t.name for t in model.teams_in(pool.name)}]
+    return [
+        w
+        for w in model.capacity_windows
+        if (pool := pools.get(getattr(w.feeds, "pool", None) or "")) is not None
+        and w.feeds.kind in backend_of(pool).quota_raises
+        and w.team in {t.name for t in model.teams_in(pool.name)}
+    ]

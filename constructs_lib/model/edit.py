@@ -21,7 +21,9 @@ def set_team_paused(text: str, team: str, paused: bool, source: str) -> str:
     model = parse_config(text, source)  # the file must be valid before it is touched
     names = [t.name for t in model.teams]
     if team not in names:
-        raise GovernanceError([Problem(path="team", wrong="no such team in the file", value=team, allowed=f"one of {names}")])
+        raise GovernanceError(
+            [Problem(path="team", wrong="no such team in the file", value=team, allowed=f"one of {names}")]
+        )
     entry = _team_node(yaml.compose(text, Loader=_StrictLoader), team)
     value = "true" if paused else "false"
     existing = next((v for k, v in entry.value if k.value == "paused"), None)
@@ -54,6 +56,17 @@ def _insert_after_name(text: str, entry: yaml.MappingNode, value: str) -> str:
 
 
 def _check_only_the_pause_changed(before, after, team: str, paused: bool) -> None:
-    intended = before.model_copy(update={"teams": tuple(t.model_copy(update={"paused": paused}) if t.name == team else t for t in before.teams)})
+    intended = before.model_copy(
+        update={"teams": tuple(t.model_copy(update={"paused": paused}) if t.name == team else t for t in before.teams)}
+    )
     if after.model_dump() != intended.model_dump():
-        raise GovernanceError([Problem(path="team", wrong="the file's layout cannot be edited in place", value=team, allowed=f"add `paused: {str(paused).lower()}` to the team by hand")])
+        raise GovernanceError(
+            [
+                Problem(
+                    path="team",
+                    wrong="the file's layout cannot be edited in place",
+                    value=team,
+                    allowed=f"add `paused: {str(paused).lower()}` to the team by hand",
+                )
+            ]
+        )

@@ -46,9 +46,16 @@ def _most_with_borrowing(team: Team, pool: AnyPool) -> str:
     for t, entry in team.quotas[pool.name].items():
         gpus = gpus_of(pool, t)
         if isinstance(entry, ResourceQuota) and entry.accelerators is not None and gpus:
-            borrowed = (entry.borrow_accelerators if entry.borrow_accelerators is not None
-                        else (sharing.borrow_ceiling(entry.accelerators) or pool.capacity[t] * gpus) - entry.accelerators)
-            shown[t] = f"{min(entry.accelerators + borrowed, pool.capacity[t] * gpus)} GPUs" if sharing.borrows else f"{entry.accelerators} GPUs"
+            borrowed = (
+                entry.borrow_accelerators
+                if entry.borrow_accelerators is not None
+                else (sharing.borrow_ceiling(entry.accelerators) or pool.capacity[t] * gpus) - entry.accelerators
+            )
+            shown[t] = (
+                f"{min(entry.accelerators + borrowed, pool.capacity[t] * gpus)} GPUs"
+                if sharing.borrows
+                else f"{entry.accelerators} GPUs"
+            )
             continue
         count = whole_instances(entry, gpus)
         ceiling = count + absolute[t] if t in absolute and sharing.borrows else sharing.borrow_ceiling(count)
@@ -72,25 +79,33 @@ def deal(team: Team, pool: AnyPool) -> Deal:
     backend = backend_of(pool)
     lends_idle = "yes" if sharing.lends else "no (reserved)"
     if sharing.lends and sharing.lending_limit is not None:
-        lends_idle = f"at most {_counts({t: lendable(sharing.strategy, n, sharing.lending_limit) for t, n in quota.items()})}"
+        lends_idle = (
+            f"at most {_counts({t: lendable(sharing.strategy, n, sharing.lending_limit) for t, n in quota.items()})}"
+        )
         if not backend.reclaim_plans:
             lends_idle = "yes, all (lending_limit not enforceable here)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
-        reclaimable = "yes, jobs on borrowed capacity" if backend.natively_preempts else "only by the reclaim controller"
+        reclaimable = (
+            "yes, jobs on borrowed capacity" if backend.natively_preempts else "only by the reclaim controller"
+        )
     else:
         reclaimable = "no (never borrows)"
-    return backend.refine_deal(Deal(
-        team=team.name,
-        pool=pool.name,
-        backend=pool.backend,
-        guaranteed=declared(team.quotas[pool.name]),
-        max_with_borrowing=max_with_borrowing,
-        lends_idle=lends_idle,
-        reclaimable=reclaimable,
-        in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
-        state="paused" if team.paused else "active",
-        gpu_hour_limit=gpu_hour_limit_text(team, pool),
-    ), team, pool)
+    return backend.refine_deal(
+        Deal(
+            team=team.name,
+            pool=pool.name,
+            backend=pool.backend,
+            guaranteed=declared(team.quotas[pool.name]),
+            max_with_borrowing=max_with_borrowing,
+            lends_idle=lends_idle,
+            reclaimable=reclaimable,
+            in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
+            state="paused" if team.paused else "active",
+            gpu_hour_limit=gpu_hour_limit_text(team, pool),
+        ),
+        team,
+        pool,
+    )
 
 
 def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
@@ -108,8 +123,15 @@ def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
 
 def deals(model: GovernanceModel) -> list[Deal]:
     projects = {team: project.name for project in model.projects for team in project.teams}
-    return [replace(deal(team, model.pool(pool_name)), project=projects.get(team.name, "-"), group=group_place(model, team, pool_name))
-            for team in model.teams for pool_name in team.quotas]
+    return [
+        replace(
+            deal(team, model.pool(pool_name)),
+            project=projects.get(team.name, "-"),
+            group=group_place(model, team, pool_name),
+        )
+        for team in model.teams
+        for pool_name in team.quotas
+    ]
 
 
 _COLUMNS = (
@@ -132,7 +154,10 @@ def render_table(rows: list[Deal]) -> str:
     header = [title for _, title in _COLUMNS]
     body = [[str(getattr(row, field)) for field, _ in _COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip() for line in [header, *body]]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip()
+        for line in [header, *body]
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
@@ -144,35 +169,55 @@ def caveats(model: GovernanceModel) -> list[str]:
     for index, pool in enumerate(model.pools):
         reclaim = getattr(pool, "reclaim", None)  # HyperPod EKS pools have no reclaim settings
         if reclaim is not None and reclaim.grace_seconds and backend_of(pool).grace_caveat:
-            lines.append(f"pools[{index}].reclaim.grace_seconds: {backend_of(pool).grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}")
+            lines.append(
+                f"pools[{index}].reclaim.grace_seconds: {backend_of(pool).grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
+            )
     for index, group in enumerate(model.groups):
         for pool_name in group.quotas:
             pool = model.pool(pool_name)
             if backend_of(pool).group_caveat:
-                lines.append(f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {backend_of(pool).group_caveat}; "
-                             "each team there holds its own quota and borrow limit only")
+                lines.append(
+                    f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {backend_of(pool).group_caveat}; "
+                    "each team there holds its own quota and borrow limit only"
+                )
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)
             where = f"on pool {pool.name} ({pool.backend})"
             backend = backend_of(pool)
             if team.sharing.lending_limit is not None and backend.lending_limit_caveat:
-                lines.append(f"teams[{index}].sharing.lending_limit: {backend.lending_limit_caveat.format(where=where)}")
+                lines.append(
+                    f"teams[{index}].sharing.lending_limit: {backend.lending_limit_caveat.format(where=where)}"
+                )
             for instance_type, entry in team.quotas[pool_name].items():
                 gpus = gpus_of(pool, instance_type)
-                if isinstance(entry, ResourceQuota) and entry.instances is None and (entry.accelerators is None or not gpus or entry.accelerators % gpus):
-                    lines.append(f"teams[{index}].quotas.{pool_name}.{instance_type}: {entry.declared()} is not whole instances: task governance enforces it {where}; "
-                                 f"the reclaim controller's policy and `simulate` count the {whole_instances(entry, gpus)} whole instances it covers")
+                if (
+                    isinstance(entry, ResourceQuota)
+                    and entry.instances is None
+                    and (entry.accelerators is None or not gpus or entry.accelerators % gpus)
+                ):
+                    lines.append(
+                        f"teams[{index}].quotas.{pool_name}.{instance_type}: {entry.declared()} is not whole instances: task governance enforces it {where}; "
+                        f"the reclaim controller's policy and `simulate` count the {whole_instances(entry, gpus)} whole instances it covers"
+                    )
             if team.gpu_hour_limit and backend.gpu_hour_limit_caveat:
-                lines.append(f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit")
+                lines.append(
+                    f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit"
+                )
             elif team.gpu_hour_limit and len(team.quotas) > 1:
                 how = "the reclaim controller" if backend.gpu_hour_limit_switch else "Slurm (GrpTRESMins)"
-                lines.append(f"teams[{index}].gpu_hour_limit: counted {where} alone: {how} limits the team's usage there, not its GPU hours elsewhere")
+                lines.append(
+                    f"teams[{index}].gpu_hour_limit: counted {where} alone: {how} limits the team's usage there, not its GPU hours elsewhere"
+                )
             if team.paused and backend.paused_caveat:
                 lines.append(f"teams[{index}].paused: {backend.paused_caveat.format(where=where)}")
         # Only a team whose pools all ignore the weight is told (quota-share queues hand out idle
         # capacity first in, first out).
-        if "fair_share_weight" in team.model_fields_set and not any(backend_of(model.pool(p)).weighs_teams for p in team.quotas):
-            lines.append(f"teams[{index}].fair_share_weight: does nothing: the team's pools ({', '.join(team.quotas)}) are quota-share queues, "
-                         "which hand idle capacity to borrowers first in, first out")
+        if "fair_share_weight" in team.model_fields_set and not any(
+            backend_of(model.pool(p)).weighs_teams for p in team.quotas
+        ):
+            lines.append(
+                f"teams[{index}].fair_share_weight: does nothing: the team's pools ({', '.join(team.quotas)}) are quota-share queues, "
+                "which hand idle capacity to borrowers first in, first out"
+            )
     return lines

@@ -29,7 +29,9 @@ def known(enumeration: tuple[str, str]) -> frozenset[str]:
     service, shape = enumeration
     (package,) = importlib.util.find_spec("botocore").submodule_search_locations
     versions = Path(package) / "data" / service
-    folder = versions / max(p.name for p in versions.iterdir() if p.is_dir())  # API versions are dates: the newest sorts last
+    folder = versions / max(
+        p.name for p in versions.iterdir() if p.is_dir()
+    )  # API versions are dates: the newest sorts last
     compressed = folder / "service-2.json.gz"
     raw = gzip.decompress(compressed.read_bytes()) if compressed.exists() else (folder / "service-2.json").read_bytes()
     # Only the one shape's enumeration is parsed: the whole EC2 model is megabytes of JSON.
@@ -50,9 +52,14 @@ def _problem(path: str, instance_type: str, enumerations: tuple[tuple[str, str],
         return None
     where = " or ".join(f"{service} {shape}" for service, shape in enumerations)
     near = difflib.get_close_matches(instance_type, sorted(names), n=3, cutoff=0.6)
-    return Problem(path=path, wrong=f"not an instance type AWS knows ({where} in botocore {botocore_version()})", value=instance_type,
-                   allowed=(f"e.g. {', '.join(near)}; " if near else "") + "a type newer than this botocore: upgrade botocore, or list it "
-                           "in allow_unlisted_instance_types")
+    return Problem(
+        path=path,
+        wrong=f"not an instance type AWS knows ({where} in botocore {botocore_version()})",
+        value=instance_type,
+        allowed=(f"e.g. {', '.join(near)}; " if near else "")
+        + "a type newer than this botocore: upgrade botocore, or list it "
+        "in allow_unlisted_instance_types",
+    )
 
 
 def check_instance_types(model: OrganisationView) -> list[Problem]:
@@ -60,10 +67,17 @@ def check_instance_types(model: OrganisationView) -> list[Problem]:
     allowed = set(model.allow_unlisted_instance_types)
     found = [
         _problem(f"pools[{index}].capacity.{instance_type}", instance_type, (backend_of(pool).instance_types,))
-        for index, pool in enumerate(model.pools) for instance_type in pool.capacity if instance_type not in allowed
+        for index, pool in enumerate(model.pools)
+        for instance_type in pool.capacity
+        if instance_type not in allowed
     ]
     found += [
-        _problem(f"capacity_windows[{index}].instance_type", window.instance_type, (TRAINING, CLUSTER) if window.instance_type.startswith("ml.") else (EC2,))
-        for index, window in enumerate(model.capacity_windows) if window.instance_type not in allowed
+        _problem(
+            f"capacity_windows[{index}].instance_type",
+            window.instance_type,
+            (TRAINING, CLUSTER) if window.instance_type.startswith("ml.") else (EC2,),
+        )
+        for index, window in enumerate(model.capacity_windows)
+        if window.instance_type not in allowed
     ]
     return [problem for problem in found if problem is not None]

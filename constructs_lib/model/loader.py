@@ -35,7 +35,8 @@ class _StrictLoader(yaml.SafeLoader):
             )
         if self._depth >= MAX_NESTING:
             raise yaml.MarkedYAMLError(
-                problem=f"nested more than {MAX_NESTING} levels deep", problem_mark=self.peek_event().start_mark,
+                problem=f"nested more than {MAX_NESTING} levels deep",
+                problem_mark=self.peek_event().start_mark,
                 note="a governance file nests a few levels",
             )
         self._depth += 1
@@ -50,8 +51,11 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep) if isinstance(key_node, yaml.ScalarNode) else None
             if not isinstance(key, str):
                 raise yaml.MarkedYAMLError(
-                    problem=f"the key {key!r} is not text" if key_node.id == "scalar" else f"a {key_node.id} is used as a key",
-                    problem_mark=key_node.start_mark, note="write keys as text; quote them (\"on\", \"1\")",
+                    problem=f"the key {key!r} is not text"
+                    if key_node.id == "scalar"
+                    else f"a {key_node.id} is used as a key",
+                    problem_mark=key_node.start_mark,
+                    note='write keys as text; quote them ("on", "1")',
                 )
             if key in seen:
                 raise yaml.MarkedYAMLError(
@@ -86,13 +90,29 @@ def parse_config(text: str, source: str) -> GovernanceModel:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        reason = "; ".join(str(part) for part in (getattr(error, "problem", None), getattr(error, "note", None)) if part)
+        reason = "; ".join(
+            str(part) for part in (getattr(error, "problem", None), getattr(error, "note", None)) if part
+        )
         raise GovernanceError(
-            [Problem(path=source, wrong=f"not valid YAML: {reason or error}", value=where, allowed="a YAML or JSON mapping")]
+            [
+                Problem(
+                    path=source,
+                    wrong=f"not valid YAML: {reason or error}",
+                    value=where,
+                    allowed="a YAML or JSON mapping",
+                )
+            ]
         ) from None
     if data is None:
         raise GovernanceError(
-            [Problem(path=source, wrong="the file is empty", value="", allowed="a governance mapping; see `gpu-governance example`")]
+            [
+                Problem(
+                    path=source,
+                    wrong="the file is empty",
+                    value="",
+                    allowed="a governance mapping; see `gpu-governance example`",
+                )
+            ]
         )
     return GovernanceModel.from_dict(data)
 
@@ -109,11 +129,25 @@ def load_model(path: str | os.PathLike[str] | None = None) -> GovernanceModel:
             raw = stream.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
             raise GovernanceError(
-                [Problem(path=str(file), wrong="file too large", value=f"more than {MAX_FILE_BYTES} bytes", allowed=f"at most {MAX_FILE_BYTES} bytes")]
+                [
+                    Problem(
+                        path=str(file),
+                        wrong="file too large",
+                        value=f"more than {MAX_FILE_BYTES} bytes",
+                        allowed=f"at most {MAX_FILE_BYTES} bytes",
+                    )
+                ]
             )
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise GovernanceError(
-            [Problem(path=str(file), wrong="cannot read the file", value=type(error).__name__, allowed=f"a readable UTF-8 file ({error})")]
+            [
+                Problem(
+                    path=str(file),
+                    wrong="cannot read the file",
+                    value=type(error).__name__,
+                    allowed=f"a readable UTF-8 file ({error})",
+                )
+            ]
         ) from None
     return parse_config(text, str(file))

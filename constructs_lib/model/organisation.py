@@ -108,16 +108,15 @@ class SharingPolicy(_Frozen):
     @model_validator(mode="after")
     def _borrow_limit_needs_lend_and_borrow(self) -> SharingPolicy:
         if self.strategy is SharingStrategy.RESERVE and self.lending_limit is not None:
-            raise ValueError("lending_limit is only allowed with strategy lend or lend_and_borrow: reserve lends nothing")
+            raise ValueError(
+                "lending_limit is only allowed with strategy lend or lend_and_borrow: reserve lends nothing"
+            )
         if self.strategy is SharingStrategy.LEND_AND_BORROW and self.borrow_limit is None:
             raise ValueError(
-                "lend_and_borrow needs a borrow_limit (percent of the team's quota, 0-10000, "
-                "or 'unlimited')"
+                "lend_and_borrow needs a borrow_limit (percent of the team's quota, 0-10000, or 'unlimited')"
             )
         if self.strategy is not SharingStrategy.LEND_AND_BORROW and self.borrow_limit is not None:
-            raise ValueError(
-                f"borrow_limit is only allowed with strategy lend_and_borrow, not {self.strategy.value}"
-            )
+            raise ValueError(f"borrow_limit is only allowed with strategy lend_and_borrow, not {self.strategy.value}")
         return self
 
     @property
@@ -200,7 +199,8 @@ class KubernetesTenancy(_Frozen):
     """What a team gets beyond its compute quota on one HyperPod EKS cluster."""
 
     pod_security: PodSecurityLevel = Field(
-        default=PodSecurityLevel.BASELINE, description="Pod Security Standards level enforced on the team's pods: baseline or restricted"
+        default=PodSecurityLevel.BASELINE,
+        description="Pod Security Standards level enforced on the team's pods: baseline or restricted",
     )
 
     gpu_quota: Count | None = Field(
@@ -210,8 +210,9 @@ class KubernetesTenancy(_Frozen):
         default=(), description="Instance groups whose nodes only this team's pods may use, and its pods only those"
     )
     priority_classes: tuple[DnsLabel, ...] | None = Field(
-        default=None, description="The declared priority classes the team's workloads may name (Kueue label "
-        "kueue.x-k8s.io/priority-class: <class>-priority); default every declared class. An admission policy refuses the others"
+        default=None,
+        description="The declared priority classes the team's workloads may name (Kueue label "
+        "kueue.x-k8s.io/priority-class: <class>-priority); default every declared class. An admission policy refuses the others",
     )
 
     def granted_priority_classes(self, declared: Sequence[PriorityClass]) -> tuple[str, ...]:
@@ -246,7 +247,9 @@ class GpuHourLimit(_Frozen):
     """A hard limit on the GPU hours a team's jobs use per period: once reached, no new job of the
     team starts until the next period (docs/governance-file.md, GPU-hour limits)."""
 
-    hours: Annotated[int, Field(ge=1, le=MAX_GPU_HOURS)] = Field(description=f"GPU hours per period (1-{MAX_GPU_HOURS})")
+    hours: Annotated[int, Field(ge=1, le=MAX_GPU_HOURS)] = Field(
+        description=f"GPU hours per period (1-{MAX_GPU_HOURS})"
+    )
     period: LimitPeriod = Field(description="day, week or month: when the count starts again from 0")
 
 
@@ -275,20 +278,24 @@ class Team(_Frozen):
         default=(), description="IAM Identity Center permission sets whose users act for the team, each in its account"
     )
     quotas: dict[str, dict[str, QuotaEntry]] = Field(
-        default_factory=dict, description="Pool name -> {instance type: instances, or {instances|accelerators|accelerator_partition: N, "
+        default_factory=dict,
+        description="Pool name -> {instance type: instances, or {instances|accelerators|accelerator_partition: N, "
         "vcpu, memory_gib, borrow_accelerators}} (docs/governance-file.md, Quotas in GPUs)",
     )
     kubernetes: dict[str, KubernetesTenancy] = Field(
         default_factory=dict, description="HyperPod EKS pool name -> the team's extra settings on that cluster"
     )
     owner: EmailAddress | None = Field(
-        default=None, description="Email address of the team's owner: the team's alarms and budget notifications go there"
+        default=None,
+        description="Email address of the team's owner: the team's alarms and budget notifications go there",
     )
     cost_centre: CostCentre | None = Field(
-        default=None, description="Cost centre charged for the team: the gpu-governance:cost-centre tag on its resources"
+        default=None,
+        description="Cost centre charged for the team: the gpu-governance:cost-centre tag on its resources",
     )
     monthly_budget_usd: UsdAmount | None = Field(
-        default=None, description="Monthly AWS Budgets budget (USD) of the cost tagged with the team; none unless declared"
+        default=None,
+        description="Monthly AWS Budgets budget (USD) of the cost tagged with the team; none unless declared",
     )
     paused: bool = Field(
         default=False,
@@ -299,7 +306,8 @@ class Team(_Frozen):
         description="Hard limit on the team's GPU hours per day, week or month: once reached no new job of the team starts until the next period",
     )
     slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
-        default=None, description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared"
+        default=None,
+        description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared",
     )
 
     @model_validator(mode="before")
@@ -402,12 +410,14 @@ class HyperPodEksPool(_Pool):
     # 1.33, which supports clusters one minor version either side.
     kubernetes_version: Literal["1.32", "1.33", "1.34"] = "1.33"
     cluster_name: HyperPodClusterName | None = Field(
-        default=None, description="The HyperPod cluster's name; needed where a Unified Studio project connects to the cluster"
+        default=None,
+        description="The HyperPod cluster's name; needed where a Unified Studio project connects to the cluster",
     )
     fair_share: bool = Field(default=True, description="Teams borrow idle compute by fair-share weight, not first come")
     idle_resource_sharing: bool = Field(default=True, description="Teams may lend and borrow idle compute at all")
     gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(
-        default_factory=dict, description="GPUs of one instance per type: Kueue counts GPUs, usage is reported in instances (docs/chargeback.md)"
+        default_factory=dict,
+        description="GPUs of one instance per type: Kueue counts GPUs, usage is reported in instances (docs/chargeback.md)",
     )
 
 
@@ -432,22 +442,26 @@ class HyperPodSlurmPool(_ReclaimedPool):
     capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
     cluster_name: HyperPodClusterName
     cluster_arn: HyperPodClusterArn | None = Field(
-        default=None, description="Needed by capacity windows that feed its instance groups (IAM names the cluster by ARN)"
+        default=None,
+        description="Needed by capacity windows that feed its instance groups (IAM names the cluster by ARN)",
     )
-    gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(
-        default_factory=dict
-    )
+    gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(default_factory=dict)
     head_node: SlurmHeadNode | None = Field(
-        default=None, description="The head node: with it the reclaim controller governs the pool (without it, Slurm alone does)"
+        default=None,
+        description="The head node: with it the reclaim controller governs the pool (without it, Slurm alone does)",
     )
 
     @model_validator(mode="after")
     def _head_node_type(self) -> HyperPodSlurmPool:
         if self.head_node is not None:
             if self.head_node.instance_type is None and len(self.capacity) > 1:
-                raise ValueError(f"head_node.instance_type is missing: the pool holds several types, give one of {sorted(self.capacity)}")
+                raise ValueError(
+                    f"head_node.instance_type is missing: the pool holds several types, give one of {sorted(self.capacity)}"
+                )
             if self.head_node.instance_type is not None and self.head_node.instance_type not in self.capacity:
-                raise ValueError(f"head_node.instance_type {self.head_node.instance_type!r} is not in the pool: give one of {sorted(self.capacity)}")
+                raise ValueError(
+                    f"head_node.instance_type {self.head_node.instance_type!r} is not in the pool: give one of {sorted(self.capacity)}"
+                )
         return self
 
     @property
@@ -472,7 +486,9 @@ def members_in_account(team: Team, account_id: str) -> tuple[str, ...]:
 
 
 # A root, OU or account id (the AWS::Organizations::Policy TargetIds pattern).
-OrganisationTargetId = Annotated[str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|[0-9]{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")]
+OrganisationTargetId = Annotated[
+    str, StringConstraints(pattern=r"^(r-[0-9a-z]{4,32}|[0-9]{12}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$")
+]
 # A role ARN without wildcards, or an IAM Identity Center role whose random suffix is "*". Which
 # accounts may hold one (the capacity and management accounts) is checked with the organisation.
 ExemptPrincipalArn = Annotated[
@@ -491,7 +507,9 @@ class Guardrails(_Frozen):
     Deployed to the management (or delegated administrator) account; see docs/delivery.md."""
 
     management_account: Account
-    target_ids: tuple[OrganisationTargetId, ...] = Field(min_length=1, description="Root, OU or account ids the policies attach to")
+    target_ids: tuple[OrganisationTargetId, ...] = Field(
+        min_length=1, description="Root, OU or account ids the policies attach to"
+    )
     exempt_principals: tuple[ExemptPrincipalArn, ...] = Field(
         default=(),
         description="Further roles (e.g. break-glass) exempt from the service control policy: role ARNs in the capacity or "
@@ -502,7 +520,8 @@ class Guardrails(_Frozen):
         description="CDK bootstrap qualifier of the capacity account: its CloudFormation execution role may change quotas",
     )
     tag_enforced_for: tuple[TagEnforcedFor, ...] = Field(
-        default=(), description="Resource types ('service:type' or 'service:ALL_SUPPORTED') where a wrong team tag is refused, not only reported"
+        default=(),
+        description="Resource types ('service:type' or 'service:ALL_SUPPORTED') where a wrong team tag is refused, not only reported",
     )
 
     @model_validator(mode="after")
@@ -515,14 +534,18 @@ class Guardrails(_Frozen):
 
 # The repository name pattern of the ECR API (2-256 characters), in an ARN without wildcards.
 _ECR_REPOSITORY_NAME = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*"
-_ECR_REPOSITORY_ARN = re.compile(rf"arn:aws[a-z-]*:ecr:[a-z]{{2}}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]:[0-9]{{12}}:repository/(?P<name>{_ECR_REPOSITORY_NAME})")
+_ECR_REPOSITORY_ARN = re.compile(
+    rf"arn:aws[a-z-]*:ecr:[a-z]{{2}}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]:[0-9]{{12}}:repository/(?P<name>{_ECR_REPOSITORY_NAME})"
+)
 
 
 def _ecr_repository_arn(value: str) -> str:
     found = _ECR_REPOSITORY_ARN.fullmatch(value)
     if not found or not 2 <= len(found.group("name")) <= 256:
-        raise ValueError("an ECR repository ARN without wildcards, arn:aws:ecr:<region>:<account id>:repository/<name>; "
-                         "the name of 2-256 lowercase letters and digits separated by '.', '_', '__', '-' or '/'")
+        raise ValueError(
+            "an ECR repository ARN without wildcards, arn:aws:ecr:<region>:<account id>:repository/<name>; "
+            "the name of 2-256 lowercase letters and digits separated by '.', '_', '__', '-' or '/'"
+        )
     return value
 
 
@@ -570,18 +593,26 @@ class UnifiedStudio(_Frozen):
     (``domain_unit``) or the domain's root unit."""
 
     domain_id: DataZoneDomainId
-    project_id: DataZoneId | None = Field(default=None, description="An existing project: memberships and connections are added to it")
-    domain_unit_id: DataZoneDomainUnitId | None = Field(default=None, description="Existing domain unit the new project is created in")
+    project_id: DataZoneId | None = Field(
+        default=None, description="An existing project: memberships and connections are added to it"
+    )
+    domain_unit_id: DataZoneDomainUnitId | None = Field(
+        default=None, description="Existing domain unit the new project is created in"
+    )
     domain_unit: NewDomainUnit | None = Field(default=None, description="A domain unit to create for the new project")
     project_profile_id: DataZoneId | None = Field(default=None, description="Project profile of the new project")
-    policy_grants: tuple[DomainUnitGrant, ...] = Field(default=(), description="DataZone policy grants on the project's domain unit")
+    policy_grants: tuple[DomainUnitGrant, ...] = Field(
+        default=(), description="DataZone policy grants on the project's domain unit"
+    )
 
     @model_validator(mode="after")
     def _one_place(self) -> UnifiedStudio:
         if self.domain_unit_id is not None and self.domain_unit is not None:
             raise ValueError("give domain_unit_id (an existing unit) or domain_unit (a new one), not both")
         if self.project_id is not None and (self.domain_unit_id or self.domain_unit or self.project_profile_id):
-            raise ValueError("project_id names an existing project: domain_unit_id, domain_unit and project_profile_id apply only to a project this library creates")
+            raise ValueError(
+                "project_id names an existing project: domain_unit_id, domain_unit and project_profile_id apply only to a project this library creates"
+            )
         if self.policy_grants and self.domain_unit_id is None and self.domain_unit is None:
             raise ValueError("policy_grants apply to the project's domain unit: give domain_unit_id or domain_unit")
         return self
@@ -592,10 +623,16 @@ class Project(_Frozen):
     its own: they act through the team roles, as members of a team (docs/unified-studio.md)."""
 
     name: ProjectName
-    teams: tuple[TeamName, ...] = Field(min_length=1, description="Teams of the project; a team belongs to at most one project")
+    teams: tuple[TeamName, ...] = Field(
+        min_length=1, description="Teams of the project; a team belongs to at most one project"
+    )
     owner: PrincipalArn = Field(description="IAM role or user ARN that owns the project")
-    members: tuple[PrincipalArn, ...] = Field(default=(), description="IAM role or user ARNs collaborating in the project (no access of their own)")
-    unified_studio: UnifiedStudio | None = Field(default=None, description="The project's SageMaker Unified Studio domain; none is created without it")
+    members: tuple[PrincipalArn, ...] = Field(
+        default=(), description="IAM role or user ARNs collaborating in the project (no access of their own)"
+    )
+    unified_studio: UnifiedStudio | None = Field(
+        default=None, description="The project's SageMaker Unified Studio domain; none is created without it"
+    )
 
     def designations(self) -> dict[str, str]:
         """Principal ARN -> Unified Studio designation: the owner owns, every other member contributes."""
@@ -612,7 +649,9 @@ class TeamGroup(_Frozen):
     one of each, independently (docs/governance-file.md, Groups)."""
 
     name: TeamName
-    teams: tuple[TeamName, ...] = Field(min_length=1, description="Teams of the group; a team belongs to at most one group")
+    teams: tuple[TeamName, ...] = Field(
+        min_length=1, description="Teams of the group; a team belongs to at most one group"
+    )
     quotas: dict[str, dict[str, Count]] = Field(
         default_factory=dict,
         description="Pool name -> {instance type: instances} the group is guaranteed and holds at most, its teams together; "
@@ -628,10 +667,12 @@ class GovernanceModel(_Frozen):
     capacity_account: Account
     consumer_accounts: dict[DnsLabel, Account] = Field(min_length=1)
     platform_admins: tuple[PrincipalArn, ...] = Field(
-        min_length=1, description="Roles or users of the capacity account that administer the platform (key and cluster admins)"
+        min_length=1,
+        description="Roles or users of the capacity account that administer the platform (key and cluster admins)",
     )
     organization_id: OrganizationId | None = Field(
-        default=None, description="AWS Organizations id (o-...); when given, cross-account trust requires aws:PrincipalOrgID"
+        default=None,
+        description="AWS Organizations id (o-...); when given, cross-account trust requires aws:PrincipalOrgID",
     )
     external_accounts: tuple[AccountId, ...] = Field(
         default=(),
@@ -642,11 +683,16 @@ class GovernanceModel(_Frozen):
     pools: tuple[Pool, ...] = Field(min_length=1)
     teams: tuple[Team, ...] = Field(min_length=1)
     capacity_windows: tuple[CapacityWindow, ...] = ()
-    projects: tuple[Project, ...] = Field(default=(), description="Projects grouping teams, optionally in SageMaker Unified Studio")
-    groups: tuple[TeamGroup, ...] = Field(
-        default=(), description="Groups of teams (departments) with a quota above their teams' (docs/governance-file.md, Groups)"
+    projects: tuple[Project, ...] = Field(
+        default=(), description="Projects grouping teams, optionally in SageMaker Unified Studio"
     )
-    guardrails: Guardrails | None = Field(default=None, description="Organisation guardrails; none are deployed unless declared")
+    groups: tuple[TeamGroup, ...] = Field(
+        default=(),
+        description="Groups of teams (departments) with a quota above their teams' (docs/governance-file.md, Groups)",
+    )
+    guardrails: Guardrails | None = Field(
+        default=None, description="Organisation guardrails; none are deployed unless declared"
+    )
     reclaim_mode: Literal["dry_run", "act"] = Field(
         default="dry_run",
         description="dry_run: the reclaim controller only records what it would preempt; act: it preempts (docs/reclaim.md)",
@@ -657,7 +703,8 @@ class GovernanceModel(_Frozen):
         "them (docs/security.md)",
     )
     shared_image_repositories: tuple[EcrRepositoryArn, ...] = Field(
-        default=(), max_length=20,
+        default=(),
+        max_length=20,
         description="ECR repositories of shared base images (ARNs, no wildcards) every team's training jobs may pull from; a "
         "repository in another account must also allow the teams' execution roles in its repository policy",
     )
@@ -666,8 +713,11 @@ class GovernanceModel(_Frozen):
         description="Where platform alerts go: email addresses (subscribed to the controllers' alarm topics, and told of "
         "budgets) and existing SNS topic ARNs in the capacity account's region (alarms publish to them; e.g. AWS Chatbot)",
     )
-    allow_unlisted_instance_types: tuple[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9.-]*\.[a-z0-9]+$", max_length=40)], ...] = Field(
-        default=(), max_length=20,
+    allow_unlisted_instance_types: tuple[
+        Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9.-]*\.[a-z0-9]+$", max_length=40)], ...
+    ] = Field(
+        default=(),
+        max_length=20,
         description="Instance types to accept although the installed botocore's service models do not list them (a type "
         "newer than botocore); every other type must be one the EC2 or SageMaker API lists",
     )
@@ -691,11 +741,27 @@ class GovernanceModel(_Frozen):
         """Build and check a model from plain data (parsed YAML or JSON)."""
         if not isinstance(data, dict):
             raise GovernanceError(
-                [Problem(path="", wrong="not a mapping", value=type(data).__name__, allowed="a mapping of governance settings")]
+                [
+                    Problem(
+                        path="",
+                        wrong="not a mapping",
+                        value=type(data).__name__,
+                        allowed="a mapping of governance settings",
+                    )
+                ]
             )
         keys = [key for key in data if not isinstance(key, str)]
         if keys:  # keyword arguments must be text; YAML turns `on:` or `1:` into True or 1
-            raise GovernanceError([Problem(path="", wrong="a setting name is not text", value=keys[0], allowed="setting names as text; quote the key")])
+            raise GovernanceError(
+                [
+                    Problem(
+                        path="",
+                        wrong="a setting name is not text",
+                        value=keys[0],
+                        allowed="setting names as text; quote the key",
+                    )
+                ]
+            )
         return cls(**data)
 
     def pool(self, name: str) -> AnyPool:
@@ -713,7 +779,9 @@ class GovernanceModel(_Frozen):
         for permission_set in team.permission_sets:
             account = self.consumer_accounts.get(permission_set.account or team.account or "")
             if account is not None:
-                patterns += identity_center_role_patterns(account.account_id, permission_set.name, aws_partition(account.region))
+                patterns += identity_center_role_patterns(
+                    account.account_id, permission_set.name, aws_partition(account.region)
+                )
         return (*team.members, *patterns)
 
     def teams_of_account(self, account_name: str) -> tuple[Team, ...]:
@@ -727,7 +795,9 @@ class GovernanceModel(_Frozen):
         total: dict[str, int] = {}
         for team in self.teams:
             if team.name in group.teams and pool_name in team.quotas:
-                for instance_type, count in instance_quota(team, self.pool(pool_name)).items():  # a GPU quota in whole instances
+                for instance_type, count in instance_quota(
+                    team, self.pool(pool_name)
+                ).items():  # a GPU quota in whole instances
                     total[instance_type] = total.get(instance_type, 0) + count
         return total
 
@@ -755,26 +825,74 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     for index, team in enumerate(model.teams):
         path = f"teams[{index}]"
         if team.account not in model.consumer_accounts:
-            problems.append(Problem(path=f"{path}.account", wrong="undeclared account" if team.account else "missing", value=team.account, allowed=f"one of {sorted(model.consumer_accounts)}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.account",
+                    wrong="undeclared account" if team.account else "missing",
+                    value=team.account,
+                    allowed=f"one of {sorted(model.consumer_accounts)}",
+                )
+            )
         if not team.quotas:
-            problems.append(Problem(path=f"{path}.quotas", wrong="team has no quota in any pool", value={}, allowed=f"at least one of {sorted(pools)}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.quotas",
+                    wrong="team has no quota in any pool",
+                    value={},
+                    allowed=f"at least one of {sorted(pools)}",
+                )
+            )
         if not team.members and not team.permission_sets:
-            problems.append(Problem(path=f"{path}.members", wrong="nobody may act for the team", value=[], allowed="at least one IAM role or user ARN, or a permission_sets entry"))
+            problems.append(
+                Problem(
+                    path=f"{path}.members",
+                    wrong="nobody may act for the team",
+                    value=[],
+                    allowed="at least one IAM role or user ARN, or a permission_sets entry",
+                )
+            )
         for member_index, permission_set in enumerate(team.permission_sets):
             if permission_set.account is not None and permission_set.account not in model.consumer_accounts:
-                problems.append(Problem(path=f"{path}.permission_sets[{member_index}].account", wrong="undeclared account", value=permission_set.account, allowed=f"one of {sorted(model.consumer_accounts)}"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.permission_sets[{member_index}].account",
+                        wrong="undeclared account",
+                        value=permission_set.account,
+                        allowed=f"one of {sorted(model.consumer_accounts)}",
+                    )
+                )
         for pool_name in team.quotas:
             if pool_name not in pools:
-                problems.append(Problem(path=f"{path}.quotas.{pool_name}", wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.quotas.{pool_name}",
+                        wrong="undeclared pool",
+                        value=pool_name,
+                        allowed=f"one of {sorted(pools)}",
+                    )
+                )
         for pool_name in team.kubernetes:
             if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != HYPERPOD_EKS:
                 eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == HYPERPOD_EKS)
-                problems.append(Problem(path=f"{path}.kubernetes.{pool_name}", wrong="not a hyperpod_eks pool the team has a quota in", value=pool_name, allowed=f"one of {eks_pools}"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.kubernetes.{pool_name}",
+                        wrong="not a hyperpod_eks pool the team has a quota in",
+                        value=pool_name,
+                        allowed=f"one of {eks_pools}",
+                    )
+                )
             declared = [c.name for c in model.priority_classes]
             for class_index, name in enumerate(team.kubernetes[pool_name].priority_classes or ()):
                 if name not in declared:
-                    problems.append(Problem(path=f"{path}.kubernetes.{pool_name}.priority_classes[{class_index}]", wrong="undeclared priority class",
-                                            value=name, allowed=f"one of {declared}"))
+                    problems.append(
+                        Problem(
+                            path=f"{path}.kubernetes.{pool_name}.priority_classes[{class_index}]",
+                            wrong="undeclared priority class",
+                            value=name,
+                            allowed=f"one of {declared}",
+                        )
+                    )
     for pool_index, pool in enumerate(model.pools):
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
@@ -807,9 +925,14 @@ def _raised_part_instance_quotas(model: GovernanceModel) -> list[Problem]:
         team = model.teams[teams[window.team]]
         for instance_type, entry in team.quotas.get(pool.name, {}).items():
             if isinstance(entry, ResourceQuota) and entry.instances is None:
-                problems.append(Problem(path=f"teams[{teams[window.team]}].quotas.{pool.name}.{instance_type}",
-                                        wrong=f"capacity window {window.name} raises this compute quota in whole instances, which would replace it",
-                                        value=entry.declared(), allowed="instances: N while a capacity window feeds the team on this pool"))
+                problems.append(
+                    Problem(
+                        path=f"teams[{teams[window.team]}].quotas.{pool.name}.{instance_type}",
+                        wrong=f"capacity window {window.name} raises this compute quota in whole instances, which would replace it",
+                        value=entry.declared(),
+                        allowed="instances: N while a capacity window feeds the team on this pool",
+                    )
+                )
     return problems
 
 
@@ -822,45 +945,81 @@ def check_name_scopes(model: GovernanceModel) -> list[Problem]:
     Scopes are literals with at most a trailing ``*`` (``scopes_overlap``): sorted by literal, an
     open scope overlaps exactly the run of literals that start with it, so a pass over the sorted
     list finds every clash without comparing every pair (organisations have hundreds of teams)."""
-    entries = sorted((pattern.lower().rstrip("*"), pattern.endswith("*"), index, order, what, pattern)
-                     for index, team in enumerate(model.teams)
-                     for order, (what, pattern) in enumerate((w, p) for w, ps in team_name_scopes(model.organisation, team.name).items() for p in ps))
+    entries = sorted(
+        (pattern.lower().rstrip("*"), pattern.endswith("*"), index, order, what, pattern)
+        for index, team in enumerate(model.teams)
+        for order, (what, pattern) in enumerate(
+            (w, p) for w, ps in team_name_scopes(model.organisation, team.name).items() for p in ps
+        )
+    )
     literals = [entry[0] for entry in entries]
-    clashes: dict[int, tuple[int, int, str, str, str]] = {}  # later team -> (earlier team, order, what, its pattern, the earlier's)
+    clashes: dict[
+        int, tuple[int, int, str, str, str]
+    ] = {}  # later team -> (earlier team, order, what, its pattern, the earlier's)
     for literal, is_open, index, order, what, pattern in entries:
         position = bisect.bisect_left(literals, literal)
-        while position < len(entries) and (literals[position].startswith(literal) if is_open else literals[position] == literal):
+        while position < len(entries) and (
+            literals[position].startswith(literal) if is_open else literals[position] == literal
+        ):
             _, _, other, other_order, other_what, other_pattern = entries[position]
             position += 1
             if other == index or model.teams[other].name.lower() == model.teams[index].name.lower():
                 continue  # the duplicate check names equal names
-            clash = (other, order, what, pattern, other_pattern) if index > other else (index, other_order, other_what, other_pattern, pattern)
+            clash = (
+                (other, order, what, pattern, other_pattern)
+                if index > other
+                else (index, other_order, other_what, other_pattern, pattern)
+            )
             later = max(index, other)
             clashes[later] = min(clashes.get(later, clash), clash)
-    return [Problem(path=f"teams[{later}].name", wrong=f"its {what} scope '{mine}' overlaps team {model.teams[earlier].name}'s '{theirs}'",
-                    value=model.teams[later].name, allowed="a name whose derived names (docs/security.md) no other team's name covers, ignoring case")
-            for later, (earlier, _, what, mine, theirs) in sorted(clashes.items())]
+    return [
+        Problem(
+            path=f"teams[{later}].name",
+            wrong=f"its {what} scope '{mine}' overlaps team {model.teams[earlier].name}'s '{theirs}'",
+            value=model.teams[later].name,
+            allowed="a name whose derived names (docs/security.md) no other team's name covers, ignoring case",
+        )
+        for later, (earlier, _, what, mine, theirs) in sorted(clashes.items())
+    ]
 
 
 def check_projects(model: GovernanceModel) -> list[Problem]:
     """Projects name declared teams, each team at most once, and a project in Unified Studio
     names every cluster it connects to."""
     problems: list[Problem] = []
-    _duplicates([p.name.lower() for p in model.projects], "projects", problems, "project names must differ (ignoring case)")
+    _duplicates(
+        [p.name.lower() for p in model.projects], "projects", problems, "project names must differ (ignoring case)"
+    )
     teams, owner = {t.name for t in model.teams}, {}
     for index, project in enumerate(model.projects):
         for t, team in enumerate(project.teams):
             path = f"projects[{index}].teams[{t}]"
             if team not in teams:
-                problems.append(Problem(path=path, wrong="undeclared team", value=team, allowed=f"one of {sorted(teams)}"))
+                problems.append(
+                    Problem(path=path, wrong="undeclared team", value=team, allowed=f"one of {sorted(teams)}")
+                )
             elif owner.setdefault(team, project.name) != project.name:
-                problems.append(Problem(path=path, wrong=f"already in project {owner[team]}", value=team, allowed="a team of no other project"))
+                problems.append(
+                    Problem(
+                        path=path,
+                        wrong=f"already in project {owner[team]}",
+                        value=team,
+                        allowed="a team of no other project",
+                    )
+                )
         if project.unified_studio is None:
             continue
         for pool in model.hyperpod_pools_of(project):
             if pool.cluster_name is None:  # only hyperpod_eks pools may lack it
                 pool_index = model.pools.index(pool)
-                problems.append(Problem(path=f"projects[{index}].unified_studio", wrong=f"the project connects to pool {pool.name}, whose HyperPod cluster name is not declared", value=pool.cluster_arn, allowed=f"pools[{pool_index}].cluster_name set to the cluster's name"))
+                problems.append(
+                    Problem(
+                        path=f"projects[{index}].unified_studio",
+                        wrong=f"the project connects to pool {pool.name}, whose HyperPod cluster name is not declared",
+                        value=pool.cluster_arn,
+                        allowed=f"pools[{pool_index}].cluster_name set to the cluster's name",
+                    )
+                )
     return problems
 
 
@@ -878,30 +1037,71 @@ def check_groups(model: GovernanceModel) -> list[Problem]:
     for index, group in enumerate(model.groups):
         path = f"groups[{index}]"
         if group.name.lower() in team_names:
-            problems.append(Problem(path=f"{path}.name", wrong="also a team's name", value=group.name, allowed="a name no team has (ignoring case)"))
+            problems.append(
+                Problem(
+                    path=f"{path}.name",
+                    wrong="also a team's name",
+                    value=group.name,
+                    allowed="a name no team has (ignoring case)",
+                )
+            )
         for t, team in enumerate(group.teams):
             if team not in teams:
-                problems.append(Problem(path=f"{path}.teams[{t}]", wrong="undeclared team", value=team, allowed=f"one of {sorted(teams)}"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.teams[{t}]",
+                        wrong="undeclared team",
+                        value=team,
+                        allowed=f"one of {sorted(teams)}",
+                    )
+                )
             elif owner.setdefault(team, group.name) != group.name:
-                problems.append(Problem(path=f"{path}.teams[{t}]", wrong=f"already in group {owner[team]}", value=team, allowed="a team of no other group"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.teams[{t}]",
+                        wrong=f"already in group {owner[team]}",
+                        value=team,
+                        allowed="a team of no other group",
+                    )
+                )
         for pool_name, quota in group.quotas.items():
             qpath = f"{path}.quotas.{pool_name}"
             if pool_name not in pools:
-                problems.append(Problem(path=qpath, wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}"))
+                problems.append(
+                    Problem(path=qpath, wrong="undeclared pool", value=pool_name, allowed=f"one of {sorted(pools)}")
+                )
                 continue
             for instance_type, count in quota.items():
                 if instance_type not in pools[pool_name].capacity:
-                    problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type,
-                                            allowed=f"one of {sorted(pools[pool_name].capacity)}"))
+                    problems.append(
+                        Problem(
+                            path=f"{qpath}.{instance_type}",
+                            wrong="pool has no capacity of this instance type",
+                            value=instance_type,
+                            allowed=f"one of {sorted(pools[pool_name].capacity)}",
+                        )
+                    )
                     continue
                 members = model.members_quota(group, pool_name).get(instance_type, 0)
                 if count < members:
-                    problems.append(Problem(path=f"{qpath}.{instance_type}", wrong=f"less than its teams' quotas together ({members})", value=count,
-                                            allowed=f"at least {members}, or smaller team quotas"))
+                    problems.append(
+                        Problem(
+                            path=f"{qpath}.{instance_type}",
+                            wrong=f"less than its teams' quotas together ({members})",
+                            value=count,
+                            allowed=f"at least {members}, or smaller team quotas",
+                        )
+                    )
             for instance_type, members in model.members_quota(group, pool_name).items():
                 if instance_type not in quota:
-                    problems.append(Problem(path=qpath, wrong=f"no quota of {instance_type}, which its teams hold ({members})", value=sorted(quota),
-                                            allowed=f"a quota for every instance type its teams have in pool {pool_name}"))
+                    problems.append(
+                        Problem(
+                            path=qpath,
+                            wrong=f"no quota of {instance_type}, which its teams hold ({members})",
+                            value=sorted(quota),
+                            allowed=f"a quota for every instance type its teams have in pool {pool_name}",
+                        )
+                    )
     if problems:
         return problems
     for pool_index, pool in enumerate(model.pools):
@@ -911,11 +1111,20 @@ def check_groups(model: GovernanceModel) -> list[Problem]:
                 continue  # the team quotas alone, which check_pool_teams checks
             grouped = sum(g.quotas[pool.name].get(instance_type, 0) for g in bounded)
             inside = {name for g in bounded for name in g.teams}
-            alone = sum(instance_quota(t, pool).get(instance_type, 0) for t in model.teams if t.name not in inside and pool.name in t.quotas)
+            alone = sum(
+                instance_quota(t, pool).get(instance_type, 0)
+                for t in model.teams
+                if t.name not in inside and pool.name in t.quotas
+            )
             if grouped + alone > capacity:
-                problems.append(Problem(path=f"pools[{pool_index}].capacity.{instance_type}",
-                                        wrong=f"groups and teams outside groups are guaranteed {grouped + alone} instances but the pool has fewer",
-                                        value=capacity, allowed=f"at least {grouped + alone}, or smaller group quotas"))
+                problems.append(
+                    Problem(
+                        path=f"pools[{pool_index}].capacity.{instance_type}",
+                        wrong=f"groups and teams outside groups are guaranteed {grouped + alone} instances but the pool has fewer",
+                        value=capacity,
+                        allowed=f"at least {grouped + alone}, or smaller group quotas",
+                    )
+                )
     return problems
 
 
@@ -923,8 +1132,14 @@ def check_alert_topics(model: GovernanceModel) -> list[Problem]:
     """CloudWatch alarms publish only to topics of their own region."""
     region = model.capacity_account.region
     return [
-        Problem(path=f"alerts[{i}]", wrong="SNS topic in another region than the alarms", value=target, allowed=f"a topic in {region} (the capacity account's region)")
-        for i, target in enumerate(model.alerts) if target.startswith("arn:") and target.split(":")[3] != region
+        Problem(
+            path=f"alerts[{i}]",
+            wrong="SNS topic in another region than the alarms",
+            value=target,
+            allowed=f"a topic in {region} (the capacity account's region)",
+        )
+        for i, target in enumerate(model.alerts)
+        if target.startswith("arn:") and target.split(":")[3] != region
     ]
 
 
@@ -936,21 +1151,53 @@ def check_principals(model: GovernanceModel) -> list[Problem]:
     declared = {capacity, *(account.account_id for account in model.consumer_accounts.values())}
     for index, account_id in enumerate(model.external_accounts):
         if account_id in declared:
-            problems.append(Problem(path=f"external_accounts[{index}]", wrong="already a declared account", value=account_id, allowed="an account that is neither the capacity account nor a consumer account"))
+            problems.append(
+                Problem(
+                    path=f"external_accounts[{index}]",
+                    wrong="already a declared account",
+                    value=account_id,
+                    allowed="an account that is neither the capacity account nor a consumer account",
+                )
+            )
     checked: list[tuple[str, str, set[str], str]] = [
-        (f"platform_admins[{i}]", arn, {capacity}, f"a role or user of the capacity account {capacity}: admins hold every tenant key, cluster and guardrail exemption")
+        (
+            f"platform_admins[{i}]",
+            arn,
+            {capacity},
+            f"a role or user of the capacity account {capacity}: admins hold every tenant key, cluster and guardrail exemption",
+        )
         for i, arn in enumerate(model.platform_admins)
     ]
     member_accounts = declared | set(model.external_accounts)
     checked += [
-        (f"teams[{t}].members[{m}]", arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts")
-        for t, team in enumerate(model.teams) for m, arn in enumerate(team.members)
+        (
+            f"teams[{t}].members[{m}]",
+            arn,
+            member_accounts,
+            "an account of capacity_account or consumer_accounts, or one listed in external_accounts",
+        )
+        for t, team in enumerate(model.teams)
+        for m, arn in enumerate(team.members)
     ]
     for p, project in enumerate(model.projects):
-        people = [(f"projects[{p}].owner", project.owner), *((f"projects[{p}].members[{m}]", arn) for m, arn in enumerate(project.members))]
+        people = [
+            (f"projects[{p}].owner", project.owner),
+            *((f"projects[{p}].members[{m}]", arn) for m, arn in enumerate(project.members)),
+        ]
         if project.unified_studio is not None:
-            people += [(f"projects[{p}].unified_studio.policy_grants[{g}].principal", grant.principal) for g, grant in enumerate(project.unified_studio.policy_grants)]
-        checked += [(path, arn, member_accounts, "an account of capacity_account or consumer_accounts, or one listed in external_accounts") for path, arn in people]
+            people += [
+                (f"projects[{p}].unified_studio.policy_grants[{g}].principal", grant.principal)
+                for g, grant in enumerate(project.unified_studio.policy_grants)
+            ]
+        checked += [
+            (
+                path,
+                arn,
+                member_accounts,
+                "an account of capacity_account or consumer_accounts, or one listed in external_accounts",
+            )
+            for path, arn in people
+        ]
     problems += _principal_problems(model, checked)
     problems += _shared_member_roles(model)
     if model.guardrails is not None:
@@ -976,10 +1223,15 @@ def _shared_member_roles(model: GovernanceModel) -> list[Problem]:
         if len(teams) > 1:
             named = " and ".join(teams) if len(teams) <= 3 else f"{', '.join(teams[:3])} and {len(teams) - 3} more"
             for path, _, arn in listed:
-                problems.append(Problem(
-                    path=path, wrong=f"role is a member of teams {named}", value=arn,
-                    allowed="a role of one team only: whoever acts as it (every member of a project, for a Unified Studio project role) "
-                    "would get every team's access; list each person's own role in each team instead"))
+                problems.append(
+                    Problem(
+                        path=path,
+                        wrong=f"role is a member of teams {named}",
+                        value=arn,
+                        allowed="a role of one team only: whoever acts as it (every member of a project, for a Unified Studio project role) "
+                        "would get every team's access; list each person's own role in each team instead",
+                    )
+                )
     return problems
 
 
@@ -989,9 +1241,13 @@ def check_exemptions(model: GovernanceModel, guardrails: Guardrails) -> list[Pro
     for guardrails handed to the construct apart from the model."""
     capacity, management = model.capacity_account.account_id, guardrails.management_account.account_id
     allowed = f"a role of the capacity ({capacity}) or management ({management}) account"
-    return _principal_problems(model, [
-        (f"guardrails.exempt_principals[{i}]", arn, {capacity, management}, allowed) for i, arn in enumerate(guardrails.exempt_principals)
-    ])
+    return _principal_problems(
+        model,
+        [
+            (f"guardrails.exempt_principals[{i}]", arn, {capacity, management}, allowed)
+            for i, arn in enumerate(guardrails.exempt_principals)
+        ],
+    )
 
 
 def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, set[str], str]]) -> list[Problem]:
@@ -999,10 +1255,19 @@ def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, se
     problems: list[Problem] = []
     for path, arn, accounts, allowed in checked:
         if account_of(arn) not in accounts:
-            problems.append(Problem(path=path, wrong=f"account {account_of(arn)} is not allowed here", value=arn, allowed=allowed))
+            problems.append(
+                Problem(path=path, wrong=f"account {account_of(arn)} is not allowed here", value=arn, allowed=allowed)
+            )
         reason = library_role(arn, model.organisation)
         if reason:
-            problems.append(Problem(path=path, wrong=reason, value=arn, allowed="a role the platform or the team owns, not one this library creates"))
+            problems.append(
+                Problem(
+                    path=path,
+                    wrong=reason,
+                    value=arn,
+                    allowed="a role the platform or the team owns, not one this library creates",
+                )
+            )
     return problems
 
 
@@ -1014,60 +1279,151 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
         qpath = f"{path}.quotas.{pool.name}"
         quota = team.quotas.get(pool.name)
         if quota is None:
-            problems.append(Problem(path=f"{path}.quotas", wrong=f"no quota in pool {pool.name}", value=sorted(team.quotas), allowed=f"a quota keyed {pool.name!r}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.quotas",
+                    wrong=f"no quota in pool {pool.name}",
+                    value=sorted(team.quotas),
+                    allowed=f"a quota keyed {pool.name!r}",
+                )
+            )
             continue
         for instance_type in quota:
             if instance_type not in pool.capacity:
-                problems.append(Problem(path=f"{qpath}.{instance_type}", wrong="pool has no capacity of this instance type", value=instance_type, allowed=f"one of {sorted(pool.capacity)}"))
+                problems.append(
+                    Problem(
+                        path=f"{qpath}.{instance_type}",
+                        wrong="pool has no capacity of this instance type",
+                        value=instance_type,
+                        allowed=f"one of {sorted(pool.capacity)}",
+                    )
+                )
         problems += _quota_unit_problems(pool, team, quota, qpath)
         backend = backend_of(pool)
         if team.gpu_hour_limit and backend.gpu_hour_limit_switch:
             # the reclaim controller counts GPU hours as instances x GPUs per instance (reclaim/gpu_hours.py): as
             # the pool declares them (HyperPod EKS, whose usage it reads in GPUs) or as SageMaker training types have them
             declares = hasattr(pool, "gpus_per_instance")
-            for instance_type in sorted(t for t in pool.capacity if not (gpus_of(pool, t) if declares else TRAINING_INSTANCE_GPUS.get(t))):
-                problems.append(Problem(path=f"{path}.gpu_hour_limit", wrong=f"counted in GPU hours, but the GPUs of one {instance_type} are not known"
-                                        + (" (the pool declares no gpus_per_instance for it)" if declares else ""), value=pool.name,
-                                        allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}" if declares
-                                        else f"pool capacity of GPU instance types: {', '.join(sorted(TRAINING_INSTANCE_GPUS))}"))
+            for instance_type in sorted(
+                t for t in pool.capacity if not (gpus_of(pool, t) if declares else TRAINING_INSTANCE_GPUS.get(t))
+            ):
+                problems.append(
+                    Problem(
+                        path=f"{path}.gpu_hour_limit",
+                        wrong=f"counted in GPU hours, but the GPUs of one {instance_type} are not known"
+                        + (" (the pool declares no gpus_per_instance for it)" if declares else ""),
+                        value=pool.name,
+                        allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}"
+                        if declares
+                        else f"pool capacity of GPU instance types: {', '.join(sorted(TRAINING_INSTANCE_GPUS))}",
+                    )
+                )
         if backend.max_quota_types is not None and len(quota) > backend.max_quota_types:
-            problems.append(Problem(path=qpath, wrong=f"too many instance types for one {backend.quota_noun}", value=len(quota), allowed=f"at most {backend.max_quota_types}"))
+            problems.append(
+                Problem(
+                    path=qpath,
+                    wrong=f"too many instance types for one {backend.quota_noun}",
+                    value=len(quota),
+                    allowed=f"at most {backend.max_quota_types}",
+                )
+            )
         if pool.backend in HYPERPOD_BACKENDS:
             if not HYPERPOD_TEAM_NAME.fullmatch(team.name):
-                problems.append(Problem(path=f"{path}.name", wrong="not a HyperPod team name", value=team.name, allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.name",
+                        wrong="not a HyperPod team name",
+                        value=team.name,
+                        allowed="a lowercase DNS label: a-z, 0-9 and '-', at most 40",
+                    )
+                )
             if team.sharing.borrows_without_limit:
-                problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="HyperPod has no unlimited borrowing", value=UNLIMITED, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
-            elif pool.backend == HYPERPOD_EKS and team.sharing.borrow_limit is not None and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT:
-                problems.append(Problem(path=f"{path}.sharing.borrow_limit", wrong="outside HyperPod's documented borrow limit range", value=team.sharing.borrow_limit, allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.sharing.borrow_limit",
+                        wrong="HyperPod has no unlimited borrowing",
+                        value=UNLIMITED,
+                        allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}",
+                    )
+                )
+            elif (
+                pool.backend == HYPERPOD_EKS
+                and team.sharing.borrow_limit is not None
+                and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT
+            ):
+                problems.append(
+                    Problem(
+                        path=f"{path}.sharing.borrow_limit",
+                        wrong="outside HyperPod's documented borrow limit range",
+                        value=team.sharing.borrow_limit,
+                        allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}",
+                    )
+                )
     if pool.backend == HYPERPOD_EKS:
         owners: dict[str, str] = {}
         for path, team in teams:
-            for index, group in enumerate(team.kubernetes.get(pool.name, KubernetesTenancy()).dedicated_instance_groups):
+            for index, group in enumerate(
+                team.kubernetes.get(pool.name, KubernetesTenancy()).dedicated_instance_groups
+            ):
                 if owners.setdefault(group, team.name) != team.name:
-                    problems.append(Problem(path=f"{path}.kubernetes.{pool.name}.dedicated_instance_groups[{index}]", wrong=f"already dedicated to team {owners[group]}", value=group, allowed="an instance group no other team has"))
+                    problems.append(
+                        Problem(
+                            path=f"{path}.kubernetes.{pool.name}.dedicated_instance_groups[{index}]",
+                            wrong=f"already dedicated to team {owners[group]}",
+                            value=group,
+                            allowed="an instance group no other team has",
+                        )
+                    )
     if pool.backend == BATCH_QUOTA_SHARE and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
-        problems.append(Problem(path=pool_path, wrong="too many teams (quota shares) on one Batch job queue", value=len(teams), allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}"))
+        problems.append(
+            Problem(
+                path=pool_path,
+                wrong="too many teams (quota shares) on one Batch job queue",
+                value=len(teams),
+                allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}",
+            )
+        )
     if pool.backend == BATCH_FAIR_SHARE and len(teams) > MAX_SHARES_PER_FAIR_SHARE_QUEUE:
-        problems.append(Problem(path=pool_path, wrong=f"too many teams (fair-share identifiers) on pool {pool.name}'s Batch job queue", value=len(teams),
-                                allowed=f"at most {MAX_SHARES_PER_FAIR_SHARE_QUEUE} (AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools"))
+        problems.append(
+            Problem(
+                path=pool_path,
+                wrong=f"too many teams (fair-share identifiers) on pool {pool.name}'s Batch job queue",
+                value=len(teams),
+                allowed=f"at most {MAX_SHARES_PER_FAIR_SHARE_QUEUE} (AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools",
+            )
+        )
     for instance_type, capacity in pool.capacity.items():
         entries = [t.quotas[pool.name][instance_type] for _, t in teams if instance_type in t.quotas.get(pool.name, {})]
         gpus = gpus_of(pool, instance_type)
         if gpus and any(isinstance(e, ResourceQuota) and e.accelerators is not None for e in entries):
             # Part-instance GPU quotas (HyperPod EKS) add up in GPUs, as task governance counts them.
-            guaranteed = sum(e.accelerators if isinstance(e, ResourceQuota) and e.accelerators is not None else whole_instances(e, gpus) * gpus for e in entries)
+            guaranteed = sum(
+                e.accelerators
+                if isinstance(e, ResourceQuota) and e.accelerators is not None
+                else whole_instances(e, gpus) * gpus
+                for e in entries
+            )
             if guaranteed > capacity * gpus:
-                problems.append(Problem(path=f"{pool_path}.capacity.{instance_type}", wrong=f"teams are guaranteed {guaranteed} GPUs but the pool has "
-                                        f"{capacity * gpus} ({gpus} per instance)", value=capacity, allowed=f"at least {-(-guaranteed // gpus)}, or smaller team quotas"))
+                problems.append(
+                    Problem(
+                        path=f"{pool_path}.capacity.{instance_type}",
+                        wrong=f"teams are guaranteed {guaranteed} GPUs but the pool has "
+                        f"{capacity * gpus} ({gpus} per instance)",
+                        value=capacity,
+                        allowed=f"at least {-(-guaranteed // gpus)}, or smaller team quotas",
+                    )
+                )
             continue
         guaranteed = sum(whole_instances(e, gpus) for e in entries)
         if guaranteed > capacity:
-            problems.append(Problem(
-                path=f"{pool_path}.capacity.{instance_type}",
-                wrong=f"teams are guaranteed {guaranteed} instances but the pool has fewer",
-                value=capacity,
-                allowed=f"at least {guaranteed}, or smaller team quotas",
-            ))
+            problems.append(
+                Problem(
+                    path=f"{pool_path}.capacity.{instance_type}",
+                    wrong=f"teams are guaranteed {guaranteed} instances but the pool has fewer",
+                    value=capacity,
+                    allowed=f"at least {guaranteed}, or smaller team quotas",
+                )
+            )
     return problems
 
 
@@ -1085,28 +1441,59 @@ def _quota_unit_problems(pool: AnyPool, team: Team, quota: Mapping[str, QuotaEnt
             continue
         path, gpus = f"{qpath}.{instance_type}", gpus_of(pool, instance_type)
         if entry.part_instance and not part_instance:
-            problems.append(Problem(path=path, wrong=f"a {pool.backend} pool takes no vcpu, memory_gib or accelerator_partition", value=entry.declared(),
-                                    allowed="instances or accelerators; part-instance resources only on hyperpod_eks pools"))
+            problems.append(
+                Problem(
+                    path=path,
+                    wrong=f"a {pool.backend} pool takes no vcpu, memory_gib or accelerator_partition",
+                    value=entry.declared(),
+                    allowed="instances or accelerators; part-instance resources only on hyperpod_eks pools",
+                )
+            )
         partition = entry.accelerator_partition
         if partition is not None and partition.type not in known(MIG_PROFILES):
-            problems.append(Problem(path=f"{path}.accelerator_partition.type", wrong="not a MIG profile SageMaker knows", value=partition.type,
-                                    allowed=f"one of {sorted(known(MIG_PROFILES))}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.accelerator_partition.type",
+                    wrong="not a MIG profile SageMaker knows",
+                    value=partition.type,
+                    allowed=f"one of {sorted(known(MIG_PROFILES))}",
+                )
+            )
         for field, amount in (("accelerators", entry.accelerators), ("borrow_accelerators", entry.borrow_accelerators)):
             if amount is None:
                 continue
             if not gpus:
-                problems.append(Problem(path=f"{path}.{field}", wrong=f"the pool declares no gpus_per_instance for {instance_type}" if hasattr(pool, "gpus_per_instance")
-                                        else f"a {pool.backend} pool counts whole instances (its capacity unit is the instance type)",
-                                        value=amount, allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}" if hasattr(pool, "gpus_per_instance")
-                                        else "instances: N"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.{field}",
+                        wrong=f"the pool declares no gpus_per_instance for {instance_type}"
+                        if hasattr(pool, "gpus_per_instance")
+                        else f"a {pool.backend} pool counts whole instances (its capacity unit is the instance type)",
+                        value=amount,
+                        allowed=f"set gpus_per_instance.{instance_type} on pool {pool.name}"
+                        if hasattr(pool, "gpus_per_instance")
+                        else "instances: N",
+                    )
+                )
             elif amount % gpus and not part_instance:
-                problems.append(Problem(path=f"{path}.{field}", wrong=f"not whole {instance_type} instances ({gpus} GPUs each), which a {pool.backend} pool counts",
-                                        value=amount, allowed=f"a multiple of {gpus}, e.g. {amount - amount % gpus or gpus} or {amount - amount % gpus + gpus}"))
+                problems.append(
+                    Problem(
+                        path=f"{path}.{field}",
+                        wrong=f"not whole {instance_type} instances ({gpus} GPUs each), which a {pool.backend} pool counts",
+                        value=amount,
+                        allowed=f"a multiple of {gpus}, e.g. {amount - amount % gpus or gpus} or {amount - amount % gpus + gpus}",
+                    )
+                )
         if entry.borrow_accelerators is not None and team.sharing.strategy is not SharingStrategy.LEND_AND_BORROW:
-            problems.append(Problem(path=f"{path}.borrow_accelerators", wrong=f"only lend_and_borrow teams borrow, not {team.sharing.strategy.value}",
-                                    value=entry.borrow_accelerators, allowed="drop it, or sharing.strategy lend_and_borrow"))
+            problems.append(
+                Problem(
+                    path=f"{path}.borrow_accelerators",
+                    wrong=f"only lend_and_borrow teams borrow, not {team.sharing.strategy.value}",
+                    value=entry.borrow_accelerators,
+                    allowed="drop it, or sharing.strategy lend_and_borrow",
+                )
+            )
     return problems
-
 
 
 def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: str = "names must be unique") -> None:
@@ -1115,5 +1502,3 @@ def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: s
         if name in seen:
             problems.append(Problem(path=f"{path}[{index}].name", wrong="duplicate name", value=name, allowed=allowed))
         seen.add(name)
-
-

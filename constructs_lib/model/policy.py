@@ -34,7 +34,9 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "lending_limit": sharing.lending_limit if backend_of(pool).reclaim_plans else None,
         "paused": team.paused,
         # enforced by the reclaim controller where the backend has no limit of its own (reclaim/gpu_hours.py)
-        "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value} if team.gpu_hour_limit else None,
+        "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value}
+        if team.gpu_hour_limit
+        else None,
     }
 
 
@@ -45,8 +47,11 @@ def _groups(model: GovernanceModel, pool: AnyPool) -> dict[str, Any]:
     if not backend_of(pool).reclaim_plans:
         return {}
     pooled = {t.name for t in model.teams_in(pool.name)}
-    groups = [{"name": g.name, "shares": [t for t in g.teams if t in pooled], "quota": dict(g.quotas[pool.name])}
-              for g in model.groups if pool.name in g.quotas]
+    groups = [
+        {"name": g.name, "shares": [t for t in g.teams if t in pooled], "quota": dict(g.quotas[pool.name])}
+        for g in model.groups
+        if pool.name in g.quotas
+    ]
     return {"groups": groups} if groups else {}
 
 
@@ -54,8 +59,13 @@ def _reclaim(pool: AnyPool) -> dict[str, Any]:
     settings = getattr(pool, "reclaim", None)  # HyperPod EKS pools reclaim with Kueue: none
     if settings is None:
         return {}
-    return {"reclaim": {"reborrow_backoff_s": settings.reborrow_backoff_seconds, "borrow_horizon_s": settings.borrow_horizon_seconds,
-                        "grace_s": settings.grace_seconds}}
+    return {
+        "reclaim": {
+            "reborrow_backoff_s": settings.reborrow_backoff_seconds,
+            "borrow_horizon_s": settings.borrow_horizon_seconds,
+            "grace_s": settings.grace_seconds,
+        }
+    }
 
 
 def compile_policy(model: GovernanceModel) -> dict[str, Any]:

@@ -52,11 +52,17 @@ class ResourceQuota(_Frozen):
 
     @model_validator(mode="after")
     def _one_unit(self) -> ResourceQuota:
-        given = [name for name in ("instances", "accelerators", "accelerator_partition") if getattr(self, name) is not None]
+        given = [
+            name for name in ("instances", "accelerators", "accelerator_partition") if getattr(self, name) is not None
+        ]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of instances, accelerators, accelerator_partition, not {given or 'none'}")
+            raise ValueError(
+                f"give exactly one of instances, accelerators, accelerator_partition, not {given or 'none'}"
+            )
         if self.instances is not None and (self.vcpu is not None or self.memory_gib is not None):
-            raise ValueError("vcpu and memory_gib refine an accelerators or accelerator_partition quota; whole instances include theirs")
+            raise ValueError(
+                "vcpu and memory_gib refine an accelerators or accelerator_partition quota; whole instances include theirs"
+            )
         return self
 
     @property
@@ -72,7 +78,10 @@ class ResourceQuota(_Frozen):
             amount = f"{self.accelerators} GPUs"
         else:
             amount = f"{self.accelerator_partition.count} x {self.accelerator_partition.type}"
-        extras = [f"{self.vcpu:g} vCPU" if self.vcpu is not None else "", f"{self.memory_gib:g} GiB" if self.memory_gib is not None else ""]
+        extras = [
+            f"{self.vcpu:g} vCPU" if self.vcpu is not None else "",
+            f"{self.memory_gib:g} GiB" if self.memory_gib is not None else "",
+        ]
         return " + ".join([amount, *filter(None, extras)])
 
 
@@ -107,10 +116,15 @@ def instance_quota(team: Any, pool: Any) -> dict[str, int]:
 def borrow_instances(team: Any, pool: Any) -> dict[str, int]:
     """The absolute borrow limits of the team in ``pool`` in whole instances per type (only the
     types that declare one); ``check_pool_teams`` keeps them whole outside HyperPod EKS."""
-    return {t: entry.borrow_accelerators // gpus_of(pool, t) for t, entry in team.quotas[pool.name].items()
-            if isinstance(entry, ResourceQuota) and entry.borrow_accelerators is not None and gpus_of(pool, t)}
+    return {
+        t: entry.borrow_accelerators // gpus_of(pool, t)
+        for t, entry in team.quotas[pool.name].items()
+        if isinstance(entry, ResourceQuota) and entry.borrow_accelerators is not None and gpus_of(pool, t)
+    }
 
 
 def declared(entries: Mapping[str, QuotaEntry]) -> str:
     """A pool's quota entries in their declared units: ``12 GPUs x ml.p5.48xlarge, 2 x ml.g5.xlarge``."""
-    return ", ".join(f"{e} x {t}" if isinstance(e, int) else f"{e.declared()} x {t}" for t, e in sorted(entries.items()))
+    return ", ".join(
+        f"{e} x {t}" if isinstance(e, int) else f"{e.declared()} x {t}" for t, e in sorted(entries.items())
+    )

@@ -50,15 +50,71 @@ SLURM_ROOT_ACCOUNT = "root"
 # ubuntu login, SSM, Slurm, munge, MariaDB, NFS/Lustre, container and time services), and names
 # that grant privilege by convention (admin, sudo, wheel, adm, docker, lxd). Names starting with
 # "_" or "systemd-" are Debian's and systemd's system accounts and are refused by prefix.
-RESERVED_USERS = frozenset({
-    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy",
-    "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "messagebus", "syslog", "uuidd",
-    "tcpdump", "tss", "sshd", "landscape", "pollinate", "lxd", "usbmux", "dnsmasq", "fwupd-refresh",
-    "chrony", "polkitd", "rpc", "rpcuser", "statd", "ubuntu", "ec2-user", "ssm-user", "admin", "adm",
-    "sudo", "wheel", "docker", "shadow", "disk", "kmem", "slurm", "slurmdbd", "munge", "mysql",
-    "mariadb", "enroot", "nvidia-persistenced", "lustre", "ntp", "postfix", "operator", "halt",
-    "shutdown", "ftp",
-})
+RESERVED_USERS = frozenset(
+    {
+        "root",
+        "daemon",
+        "bin",
+        "sys",
+        "sync",
+        "games",
+        "man",
+        "lp",
+        "mail",
+        "news",
+        "uucp",
+        "proxy",
+        "www-data",
+        "backup",
+        "list",
+        "irc",
+        "gnats",
+        "nobody",
+        "nogroup",
+        "messagebus",
+        "syslog",
+        "uuidd",
+        "tcpdump",
+        "tss",
+        "sshd",
+        "landscape",
+        "pollinate",
+        "lxd",
+        "usbmux",
+        "dnsmasq",
+        "fwupd-refresh",
+        "chrony",
+        "polkitd",
+        "rpc",
+        "rpcuser",
+        "statd",
+        "ubuntu",
+        "ec2-user",
+        "ssm-user",
+        "admin",
+        "adm",
+        "sudo",
+        "wheel",
+        "docker",
+        "shadow",
+        "disk",
+        "kmem",
+        "slurm",
+        "slurmdbd",
+        "munge",
+        "mysql",
+        "mariadb",
+        "enroot",
+        "nvidia-persistenced",
+        "lustre",
+        "ntp",
+        "postfix",
+        "operator",
+        "halt",
+        "shutdown",
+        "ftp",
+    }
+)
 RESERVED_USER_PREFIXES = ("_", "systemd-")
 DEFAULT_DATA_ROOT = "/fsx/teams"
 DATA_ROOT_PATTERN = re.compile(r"(/[A-Za-z0-9._-]{1,255}){1,32}/?")  # NAME_MAX per segment
@@ -66,11 +122,41 @@ DATA_ROOT_PATTERN = re.compile(r"(/[A-Za-z0-9._-]{1,255}){1,32}/?")  # NAME_MAX 
 # system trees, nor directly in a directory whose children are system or user paths (a team
 # named mysql under /var/lib, or ubuntu under /home).
 SYSTEM_DIRECTORIES = (
-    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc", "/sys",
-    "/root", "/run", "/snap", "/var/run", "/var/lock", "/var/spool", "/var/log", "/var/mail", "/var/cache",
-    "/var/backups", "/var/lib/slurm", "/var/lib/slurm-llnl", "/var/lib/slurmd", "/var/lib/munge",
-    "/var/lib/mysql", "/var/lib/dpkg", "/var/lib/apt", "/var/lib/systemd", "/var/lib/amazon",
-    "/opt/ml", "/opt/slurm", "/opt/aws", "/opt/gpu-governance",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/boot",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/root",
+    "/run",
+    "/snap",
+    "/var/run",
+    "/var/lock",
+    "/var/spool",
+    "/var/log",
+    "/var/mail",
+    "/var/cache",
+    "/var/backups",
+    "/var/lib/slurm",
+    "/var/lib/slurm-llnl",
+    "/var/lib/slurmd",
+    "/var/lib/munge",
+    "/var/lib/mysql",
+    "/var/lib/dpkg",
+    "/var/lib/apt",
+    "/var/lib/systemd",
+    "/var/lib/amazon",
+    "/opt/ml",
+    "/opt/slurm",
+    "/opt/aws",
+    "/opt/gpu-governance",
 )
 SHARED_PARENTS = ("/var", "/var/lib", "/var/tmp", "/tmp", "/opt", "/home", "/mnt", "/media", "/srv")
 
@@ -134,11 +220,25 @@ def hyperpod_instance_groups(model: OrganisationView, pool_name: str) -> tuple[I
     groups = []
     for team in model.teams_in(pool.name):
         for instance_type, count in sorted(instance_quota(team, pool).items()):
-            groups.append(InstanceGroup(name=instance_group_name(team.name, instance_type), instance_type=instance_type, count=count, owner=team.name))
+            groups.append(
+                InstanceGroup(
+                    name=instance_group_name(team.name, instance_type),
+                    instance_type=instance_type,
+                    count=count,
+                    owner=team.name,
+                )
+            )
     for instance_type, capacity in sorted(pool.capacity.items()):
         assigned = sum(instance_quota(t, pool).get(instance_type, 0) for t in model.teams_in(pool.name))
         if capacity > assigned:
-            groups.append(InstanceGroup(name=instance_group_name(UNASSIGNED_OWNER, instance_type), instance_type=instance_type, count=capacity - assigned, owner=UNASSIGNED_OWNER))
+            groups.append(
+                InstanceGroup(
+                    name=instance_group_name(UNASSIGNED_OWNER, instance_type),
+                    instance_type=instance_type,
+                    count=capacity - assigned,
+                    owner=UNASSIGNED_OWNER,
+                )
+            )
     return tuple(groups)
 
 
@@ -199,7 +299,9 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
             # Borrowers only ever run on lent nodes, so only a lender's jobs need to reclaim.
             preempts = [borrow_qos_name(b.name) for b in borrowers] if team.sharing.lends else []
             if team.sharing.in_share_preemption:
-                preempts += [class_qos_name(team.name, c.name) for c in classes[index + 1 :] if c.weight < priority_class.weight]
+                preempts += [
+                    class_qos_name(team.name, c.name) for c in classes[index + 1 :] if c.weight < priority_class.weight
+                ]
             qos.append(SlurmQos(name=own_qos[index], priority=priority_class.weight, preempts=tuple(preempts)))
         account_qos = list(own_qos)
         if team.sharing.borrows:
@@ -210,28 +312,41 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
                 qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=borrow_gpus))
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
-        accounts.append(SlurmAccount(name=team.name, fairshare=team.fair_share_weight, qos=tuple(account_qos), default_qos=own_qos[-1], held=team.paused,
-                                     gpu_minutes_limit=team.gpu_hour_limit.hours * 60 if team.gpu_hour_limit else None,
-                                     parent=group_of.get(team.name)))
+        accounts.append(
+            SlurmAccount(
+                name=team.name,
+                fairshare=team.fair_share_weight,
+                qos=tuple(account_qos),
+                default_qos=own_qos[-1],
+                held=team.paused,
+                gpu_minutes_limit=team.gpu_hour_limit.hours * 60 if team.gpu_hour_limit else None,
+                parent=group_of.get(team.name),
+            )
+        )
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
         users += [SlurmUser(name=member, account=team.name) for member in members]
-        partitions.append(SlurmPartition(
-            name=team.name,
-            # The team's quota groups, then the groups its capacity windows feed (never lent: not in `borrow`).
-            instance_groups=tuple(g.name for g in groups if g.owner == team.name) + tuple(sorted(g for g, owner in window_groups.items() if owner == team.name)),
-            allow_accounts=(team.name,),
-            allow_qos=tuple(own_qos),
-        ))
+        partitions.append(
+            SlurmPartition(
+                name=team.name,
+                # The team's quota groups, then the groups its capacity windows feed (never lent: not in `borrow`).
+                instance_groups=tuple(g.name for g in groups if g.owner == team.name)
+                + tuple(sorted(g for g, owner in window_groups.items() if owner == team.name)),
+                allow_accounts=(team.name,),
+                allow_qos=tuple(own_qos),
+            )
+        )
         group_name = GROUP_PREFIX + team.name
         posix_groups.append(PosixGroup(name=group_name, gid=gids[team.name], members=members))
         data_paths.append(DataPath(path=f"{data_root}/{team.name}", group=group_name))
     if borrowers and lent_groups:
-        partitions.append(SlurmPartition(
-            name=BORROW_PARTITION,
-            instance_groups=tuple(lent_groups),
-            allow_accounts=tuple(b.name for b in borrowers),
-            allow_qos=tuple(borrow_qos_name(b.name) for b in borrowers),
-        ))
+        partitions.append(
+            SlurmPartition(
+                name=BORROW_PARTITION,
+                instance_groups=tuple(lent_groups),
+                allow_accounts=tuple(b.name for b in borrowers),
+                allow_qos=tuple(borrow_qos_name(b.name) for b in borrowers),
+            )
+        )
     # Slurm gives a victim the GraceTime of its own QoS: every QoS another may preempt carries the pool's grace.
     preempted = {name for q in qos for name in q.preempts}
     grace = pool.reclaim.grace_seconds
@@ -244,7 +359,9 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
         partitions=tuple(partitions),
         groups=tuple(posix_groups),
         data_paths=tuple(data_paths),
-        usage_reset_period=next((SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None),
+        usage_reset_period=next(
+            (SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None
+        ),
         group_accounts=group_accounts,
     )
 
@@ -255,9 +372,13 @@ def _group_accounts(model: OrganisationView, pool: Any, teams: tuple[Any, ...]) 
     and the rest."""
     weights = {t.name: t.fair_share_weight for t in teams}
     return tuple(
-        SlurmGroupAccount(name=g.name, fairshare=max(1, sum(weights.get(n, 0) for n in g.teams)),
-                          grp_gpus=sum(count * pool.gpus_per_instance[t] for t, count in g.quotas[pool.name].items()))
-        for g in model.groups if pool.name in g.quotas
+        SlurmGroupAccount(
+            name=g.name,
+            fairshare=max(1, sum(weights.get(n, 0) for n in g.teams)),
+            grp_gpus=sum(count * pool.gpus_per_instance[t] for t, count in g.quotas[pool.name].items()),
+        )
+        for g in model.groups
+        if pool.name in g.quotas
     )
 
 
@@ -266,13 +387,25 @@ def data_root_problems(data_root: str) -> list[Problem]:
     Nothing is normalised silently: a path that would normalise elsewhere is refused."""
     allowed = "an absolute directory on shared storage, e.g. /fsx/teams"
     if not DATA_ROOT_PATTERN.fullmatch(data_root) or {".", ".."} & set(data_root.split("/")):
-        return [Problem(path="data_root", wrong="not a plain absolute path", value=data_root,
-                        allowed=f"{allowed}: up to 32 '/'-separated names of 1-255 of A-Z, a-z, 0-9, '.', '_', '-', none of them '.' or '..'")]
+        return [
+            Problem(
+                path="data_root",
+                wrong="not a plain absolute path",
+                value=data_root,
+                allowed=f"{allowed}: up to 32 '/'-separated names of 1-255 of A-Z, a-z, 0-9, '.', '_', '-', none of them '.' or '..'",
+            )
+        ]
     root = data_root.rstrip("/")
     system = next((d for d in SYSTEM_DIRECTORIES if root == d or root.startswith(d + "/")), None)
     if system or root in SHARED_PARENTS:
-        return [Problem(path="data_root", wrong=f"a system directory ({system or root})", value=data_root,
-                        allowed=f"{allowed}, outside {', '.join(SYSTEM_DIRECTORIES[:4])}... and not one of {', '.join(SHARED_PARENTS)} itself")]
+        return [
+            Problem(
+                path="data_root",
+                wrong=f"a system directory ({system or root})",
+                value=data_root,
+                allowed=f"{allowed}, outside {', '.join(SYSTEM_DIRECTORIES[:4])}... and not one of {', '.join(SHARED_PARENTS)} itself",
+            )
+        ]
     return []
 
 
@@ -286,8 +419,10 @@ def _borrow_gpus(team: Any, pool: Any) -> int | None:
     if team.sharing.borrows_without_limit:
         return None
     absolute = borrow_instances(team, pool)
-    return sum((absolute[t] if t in absolute else team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t]
-               for t, count in instance_quota(team, pool).items())
+    return sum(
+        (absolute[t] if t in absolute else team.sharing.borrow_ceiling(count) - count) * pool.gpus_per_instance[t]
+        for t, count in instance_quota(team, pool).items()
+    )
 
 
 def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:
@@ -309,63 +444,158 @@ def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
     pool_path = f"pools[{model.pools.index(pool)}]"
     for instance_type in sorted(pool.capacity):
         if instance_type not in pool.gpus_per_instance:
-            problems.append(Problem(path=f"{pool_path}.gpus_per_instance.{instance_type}", wrong="missing", value=None, allowed="the GPUs of one instance (1-64): Slurm quotas are in GPUs"))
+            problems.append(
+                Problem(
+                    path=f"{pool_path}.gpus_per_instance.{instance_type}",
+                    wrong="missing",
+                    value=None,
+                    allowed="the GPUs of one instance (1-64): Slurm quotas are in GPUs",
+                )
+            )
     for index, priority_class in enumerate(model.priority_classes):
         if priority_class.name == BORROW_TIER:
-            problems.append(Problem(path=f"priority_classes[{index}].name", wrong="reserved on Slurm for the borrowing tier", value=priority_class.name, allowed="any other name"))
+            problems.append(
+                Problem(
+                    path=f"priority_classes[{index}].name",
+                    wrong="reserved on Slurm for the borrowing tier",
+                    value=priority_class.name,
+                    allowed="any other name",
+                )
+            )
     if model.organisation == SLURM_ROOT_ACCOUNT:
-        problems.append(Problem(path="organisation", wrong="Slurm's root account", value=model.organisation, allowed=f"any name but {SLURM_ROOT_ACCOUNT!r} on Slurm"))
+        problems.append(
+            Problem(
+                path="organisation",
+                wrong="Slurm's root account",
+                value=model.organisation,
+                allowed=f"any name but {SLURM_ROOT_ACCOUNT!r} on Slurm",
+            )
+        )
     team_index = {t.name: i for i, t in enumerate(model.teams)}
     limited = [t for t in teams if t.gpu_hour_limit]
     for team in limited[1:]:
         first = limited[0]
         if team.gpu_hour_limit.period is not first.gpu_hour_limit.period:
-            problems.append(Problem(
-                path=f"teams[{team_index[team.name]}].gpu_hour_limit.period",
-                wrong=f"differs from team {first.name}'s on Slurm pool {pool.name}: the cluster resets usage once for all accounts (PriorityUsageResetPeriod)",
-                value=team.gpu_hour_limit.period.value, allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}"))
+            problems.append(
+                Problem(
+                    path=f"teams[{team_index[team.name]}].gpu_hour_limit.period",
+                    wrong=f"differs from team {first.name}'s on Slurm pool {pool.name}: the cluster resets usage once for all accounts (PriorityUsageResetPeriod)",
+                    value=team.gpu_hour_limit.period.value,
+                    allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}",
+                )
+            )
     # Every team is an account beside the others, under its group's or the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
     for index, group in enumerate(model.groups):
         if pool.name in group.quotas and group.name in owners:
-            problems.append(Problem(path=f"groups[{index}].name", wrong="reserved on Slurm", value=group.name, allowed=f"any name but {sorted(owners)}"))
+            problems.append(
+                Problem(
+                    path=f"groups[{index}].name",
+                    wrong="reserved on Slurm",
+                    value=group.name,
+                    allowed=f"any name but {sorted(owners)}",
+                )
+            )
         elif pool.name in group.quotas and not HYPERPOD_TEAM_NAME.fullmatch(group.name):
             # Slurm stores account names in lower case: Vision would be applied as vision and never compare equal again.
-            problems.append(Problem(path=f"groups[{index}].name", wrong=f"not a Slurm account name for pool {pool.name}", value=group.name,
-                                    allowed="a lowercase DNS label: a-z, 0-9 and '-', as HyperPod team names"))
+            problems.append(
+                Problem(
+                    path=f"groups[{index}].name",
+                    wrong=f"not a Slurm account name for pool {pool.name}",
+                    value=group.name,
+                    allowed="a lowercase DNS label: a-z, 0-9 and '-', as HyperPod team names",
+                )
+            )
     declared: dict[int, str] = {}
     users: dict[str, str] = {}
     for team in teams:
         path = f"teams[{team_index[team.name]}]"
         if team.name in owners:
-            problems.append(Problem(path=f"{path}.name", wrong="reserved on Slurm", value=team.name, allowed=f"any name but {sorted(owners)}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.name",
+                    wrong="reserved on Slurm",
+                    value=team.name,
+                    allowed=f"any name but {sorted(owners)}",
+                )
+            )
         if len(GROUP_PREFIX + team.name) > 32:
-            problems.append(Problem(path=f"{path}.name", wrong="too long for its OS group gg-<team>", value=team.name, allowed=f"at most {32 - len(GROUP_PREFIX)} characters on Slurm"))
+            problems.append(
+                Problem(
+                    path=f"{path}.name",
+                    wrong="too long for its OS group gg-<team>",
+                    value=team.name,
+                    allowed=f"at most {32 - len(GROUP_PREFIX)} characters on Slurm",
+                )
+            )
         if team.slurm_gid in declared:
-            problems.append(Problem(path=f"{path}.slurm_gid", wrong=f"also declared by team {declared[team.slurm_gid]}", value=team.slurm_gid,
-                                    allowed="an id no other team declares (or none: one is allocated)"))
+            problems.append(
+                Problem(
+                    path=f"{path}.slurm_gid",
+                    wrong=f"also declared by team {declared[team.slurm_gid]}",
+                    value=team.slurm_gid,
+                    allowed="an id no other team declares (or none: one is allocated)",
+                )
+            )
         if team.slurm_gid is not None:
             declared.setdefault(team.slurm_gid, team.name)
         for member_index, arn in enumerate(team.members):
             name = posix_user_name(arn)
             member_path = f"{path}.members[{member_index}]"
             if {"", ".", ".."} & set(arn.split(":", 5)[-1].split("/")[1:]):
-                problems.append(Problem(path=member_path, wrong="has an empty, '.' or '..' path segment, so its name reads as another path's", value=arn, allowed="a role or user ARN whose path segments are plain names"))
+                problems.append(
+                    Problem(
+                        path=member_path,
+                        wrong="has an empty, '.' or '..' path segment, so its name reads as another path's",
+                        value=arn,
+                        allowed="a role or user ARN whose path segments are plain names",
+                    )
+                )
             elif name in RESERVED_USERS or name.startswith(RESERVED_USER_PREFIXES):
-                problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, a system or privileged account", value=arn, allowed="a principal whose name is no system account (docs/slurm.md lists them)"))
+                problems.append(
+                    Problem(
+                        path=member_path,
+                        wrong=f"gives cluster user {name!r}, a system or privileged account",
+                        value=arn,
+                        allowed="a principal whose name is no system account (docs/slurm.md lists them)",
+                    )
+                )
             elif not POSIX_NAME.fullmatch(name):
-                problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, not a POSIX name", value=arn, allowed="a role or user name of at most 32 of a-z, 0-9, '_', '-', not starting with a digit or '-'"))
+                problems.append(
+                    Problem(
+                        path=member_path,
+                        wrong=f"gives cluster user {name!r}, not a POSIX name",
+                        value=arn,
+                        allowed="a role or user name of at most 32 of a-z, 0-9, '_', '-', not starting with a digit or '-'",
+                    )
+                )
             elif users.setdefault(name, arn) != arn:
-                problems.append(Problem(path=member_path, wrong=f"gives cluster user {name!r}, as does {users[name]}", value=arn, allowed="principals whose names differ"))
+                problems.append(
+                    Problem(
+                        path=member_path,
+                        wrong=f"gives cluster user {name!r}, as does {users[name]}",
+                        value=arn,
+                        allowed="principals whose names differ",
+                    )
+                )
     problems += _window_problems(model, pool, teams, groups)
     for group in groups:
         if not INSTANCE_GROUP_NAME.fullmatch(group.name):
             path = f"teams[{team_index[group.owner]}].quotas" if group.owner in team_index else f"{pool_path}.capacity"
-            problems.append(Problem(path=path, wrong="gives a HyperPod instance group name over 63 characters", value=group.name, allowed="a shorter team name or instance type"))
+            problems.append(
+                Problem(
+                    path=path,
+                    wrong="gives a HyperPod instance group name over 63 characters",
+                    value=group.name,
+                    allowed="a shorter team name or instance type",
+                )
+            )
     return problems
 
 
-def _window_problems(model: OrganisationView, pool: Any, teams: tuple[Any, ...], groups: tuple[InstanceGroup, ...]) -> list[Problem]:
+def _window_problems(
+    model: OrganisationView, pool: Any, teams: tuple[Any, ...], groups: tuple[InstanceGroup, ...]
+) -> list[Problem]:
     """A window's instance group joins its owner's partition and is drained before each plan
     ends: it must be a group of its own, and the owner must have a partition in the pool."""
     problems: list[Problem] = []
@@ -379,15 +609,38 @@ def _window_problems(model: OrganisationView, pool: Any, teams: tuple[Any, ...],
         path, group = f"capacity_windows[{index}]", window.feeds.instance_group
         if group in generated:
             owner = generated[group]
-            whose = ("the pool's unassigned (lent) capacity" if owner == UNASSIGNED_OWNER
-                     else "the team's own quota, whose nodes the window's end would drain" if owner == window.team else f"team {owner}'s quota")
-            problems.append(Problem(path=f"{path}.feeds.instance_group", wrong=f"a group the pool generates for {whose}", value=group,
-                                    allowed=f"a group of the window's own, none of {sorted(generated)}"))
+            whose = (
+                "the pool's unassigned (lent) capacity"
+                if owner == UNASSIGNED_OWNER
+                else "the team's own quota, whose nodes the window's end would drain"
+                if owner == window.team
+                else f"team {owner}'s quota"
+            )
+            problems.append(
+                Problem(
+                    path=f"{path}.feeds.instance_group",
+                    wrong=f"a group the pool generates for {whose}",
+                    value=group,
+                    allowed=f"a group of the window's own, none of {sorted(generated)}",
+                )
+            )
         if window.team in declared and window.team not in members:
-            problems.append(Problem(path=f"{path}.team", wrong=f"has no quota in Slurm pool {pool.name}, so no partition for the window's nodes",
-                                    value=window.team, allowed=f"one of {members}"))
+            problems.append(
+                Problem(
+                    path=f"{path}.team",
+                    wrong=f"has no quota in Slurm pool {pool.name}, so no partition for the window's nodes",
+                    value=window.team,
+                    allowed=f"one of {members}",
+                )
+            )
         other = fed.setdefault(group, window.team)
         if other != window.team:
-            problems.append(Problem(path=f"{path}.feeds.instance_group", wrong=f"also fed by a window of team {other}: its nodes would be in two teams' partitions",
-                                    value=group, allowed=f"a group only team {window.team}'s windows feed"))
+            problems.append(
+                Problem(
+                    path=f"{path}.feeds.instance_group",
+                    wrong=f"also fed by a window of team {other}: its nodes would be in two teams' partitions",
+                    value=group,
+                    allowed=f"a group only team {window.team}'s windows feed",
+                )
+            )
     return problems

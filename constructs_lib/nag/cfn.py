@@ -27,7 +27,6 @@ PLATFORM_ADMIN = "platformAdmin"
 """Declared on an EKS access entry whose principal administers the platform."""
 
 
-
 def _cfn(construct: IConstruct) -> CfnResource:
     resource = construct if isinstance(construct, CfnResource) else construct.node.default_child
     if not isinstance(resource, CfnResource):
@@ -110,7 +109,9 @@ def properties(node: CfnResource) -> dict[str, Any]:
 
     Resolved first, then rendered, as CDK itself does: an L2 may hold a property as a lazy value
     (the compute environments of ``aws_batch.JobQueue``) that only resolves to plain data."""
-    return _once("properties", node, lambda: node._render_properties(Stack.of(node).resolve(node._cfn_properties)) or {})
+    return _once(
+        "properties", node, lambda: node._render_properties(Stack.of(node).resolve(node._cfn_properties)) or {}
+    )
 
 
 def as_list(value: Any) -> list[Any]:
@@ -161,7 +162,13 @@ class IdentityPolicy:
     users_or_groups: tuple[str, ...]
 
 
-_POLICY_TYPES = {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy", "AWS::IAM::UserPolicy", "AWS::IAM::GroupPolicy"}
+_POLICY_TYPES = {
+    "AWS::IAM::Policy",
+    "AWS::IAM::ManagedPolicy",
+    "AWS::IAM::RolePolicy",
+    "AWS::IAM::UserPolicy",
+    "AWS::IAM::GroupPolicy",
+}
 _INLINE_OWNERS = {"AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group"}
 IDENTITY_POLICY_TYPES = frozenset(_POLICY_TYPES | _INLINE_OWNERS)
 """Resource types that carry identity policies (see :func:`identity_policy`)."""
@@ -179,7 +186,12 @@ def _identity_policy(node: CfnResource) -> IdentityPolicy:
     if kind in _POLICY_TYPES:
         documents = [props.get("PolicyDocument")]
         roles = as_list(props.get("Roles")) + as_list(props.get("RoleName"))
-        others = as_list(props.get("Users")) + as_list(props.get("Groups")) + as_list(props.get("UserName")) + as_list(props.get("GroupName"))
+        others = (
+            as_list(props.get("Users"))
+            + as_list(props.get("Groups"))
+            + as_list(props.get("UserName"))
+            + as_list(props.get("GroupName"))
+        )
     else:
         documents = [policy.get("PolicyDocument") for policy in as_list(props.get("Policies"))]
         own = {"Ref": Stack.of(node).resolve(node.logical_id)}
@@ -202,7 +214,9 @@ def _allow_statements(document: Any) -> Iterator[Statement]:
             actions=tuple(text(a) for a in as_list(statement.get("Action"))),
             not_actions=tuple(text(a) for a in as_list(statement.get("NotAction"))),
             # NotResource allows everything but what it names: treat it as every resource.
-            resources=("*",) if "NotResource" in statement else tuple(text(r) for r in as_list(statement.get("Resource"))),
+            resources=("*",)
+            if "NotResource" in statement
+            else tuple(text(r) for r in as_list(statement.get("Resource"))),
             conditions=statement.get("Condition") or {},
         )
 

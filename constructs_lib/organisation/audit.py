@@ -54,24 +54,47 @@ def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
     roles = {"submission": SUBMISSION_ROLE_SUFFIX, "training": TRAINING_ROLE_SUFFIX}
     if any(backend_of(model.pool(p)).team_pod_role for p in team.quotas):
         roles["pods"] = POD_ROLE_SUFFIX
-    return {kind: team_role_arn(account.account_id, team.name, suffix, aws_partition(account.region)) for kind, suffix in roles.items()}
+    return {
+        kind: team_role_arn(account.account_id, team.name, suffix, aws_partition(account.region))
+        for kind, suffix in roles.items()
+    }
 
 
 def audit(model: GovernanceModel) -> list[Access]:
     rows = _platform(model)
     for team in model.teams:
-        rows += _organisation(model, team) + _project(model, team) + _cluster(model, team) + _workload(model, team) + _data(model, team)
+        rows += (
+            _organisation(model, team)
+            + _project(model, team)
+            + _cluster(model, team)
+            + _workload(model, team)
+            + _data(model, team)
+        )
     return rows
 
 
 def _platform(model: GovernanceModel) -> list[Access]:
-    rows = [Access(team=PLATFORM, layer="organisation", who=admin, can="operate every team key (never use it), administer every HyperPod EKS cluster",
-                   on=f"capacity account {model.capacity_account.account_id}") for admin in model.platform_admins]
+    rows = [
+        Access(
+            team=PLATFORM,
+            layer="organisation",
+            who=admin,
+            can="operate every team key (never use it), administer every HyperPod EKS cluster",
+            on=f"capacity account {model.capacity_account.account_id}",
+        )
+        for admin in model.platform_admins
+    ]
     if model.guardrails is not None:
         exempt = ", ".join((*model.platform_admins, *model.guardrails.exempt_principals))
-        rows.append(Access(team=PLATFORM, layer="organisation", who=f"everyone except {exempt}, the capacity controller (buying) and the CDK deployment role (quotas)",
-                           can="nothing: buying GPU capacity and changing quotas, queues or compute quotas is denied (service control policy)",
-                           on=", ".join(model.guardrails.target_ids)))
+        rows.append(
+            Access(
+                team=PLATFORM,
+                layer="organisation",
+                who=f"everyone except {exempt}, the capacity controller (buying) and the CDK deployment role (quotas)",
+                can="nothing: buying GPU capacity and changing quotas, queues or compute quotas is denied (service control policy)",
+                on=", ".join(model.guardrails.target_ids),
+            )
+        )
     return rows
 
 
@@ -80,22 +103,45 @@ def _organisation(model: GovernanceModel, team: Team) -> list[Access]:
     submission = team_roles(model, team)["submission"]
     rows = []
     for member in team.members:
-        where = f"consumer account {team.account} ({consumer.account_id})" if account_of(member) == consumer.account_id else f"account {account_of(member)}"
-        rows.append(Access(team=team.name, layer="organisation", who=member, can=f"assume the team's submission role, from {where}", on=submission))
-        if project_role(member):  # what listing it really grants: every row of this team, to every person of the project
-            rows.append(Access(team=team.name, layer="organisation", who=f"everyone who acts as {member}: {_project_people(model, member)}",
-                               can=f"everything {member} can below, as a member of team {team.name}: its submission role, access entries, "
-                               "key, bucket, secrets and jobs (a Unified Studio project role; docs/unified-studio.md gives the safe pattern)",
-                               on=f"team {team.name}"))
+        where = (
+            f"consumer account {team.account} ({consumer.account_id})"
+            if account_of(member) == consumer.account_id
+            else f"account {account_of(member)}"
+        )
+        rows.append(
+            Access(
+                team=team.name,
+                layer="organisation",
+                who=member,
+                can=f"assume the team's submission role, from {where}",
+                on=submission,
+            )
+        )
+        if project_role(
+            member
+        ):  # what listing it really grants: every row of this team, to every person of the project
+            rows.append(
+                Access(
+                    team=team.name,
+                    layer="organisation",
+                    who=f"everyone who acts as {member}: {_project_people(model, member)}",
+                    can=f"everything {member} can below, as a member of team {team.name}: its submission role, access entries, "
+                    "key, bucket, secrets and jobs (a Unified Studio project role; docs/unified-studio.md gives the safe pattern)",
+                    on=f"team {team.name}",
+                )
+            )
     for permission_set in team.permission_sets:
         name = permission_set.account or team.account
         account = model.consumer_accounts[name]
-        rows.append(Access(
-            team=team.name, layer="organisation",
-            who=f"IAM Identity Center users of permission set {permission_set.name} in consumer account {name} ({account.account_id})",
-            can=f"assume the team's submission role once the permission set holds the policy {submission_policy_name(model.organisation, team.name)}",
-            on=submission,
-        ))
+        rows.append(
+            Access(
+                team=team.name,
+                layer="organisation",
+                who=f"IAM Identity Center users of permission set {permission_set.name} in consumer account {name} ({account.account_id})",
+                can=f"assume the team's submission role once the permission set holds the policy {submission_policy_name(model.organisation, team.name)}",
+                on=submission,
+            )
+        )
     return rows
 
 
@@ -104,8 +150,11 @@ def _project_people(model: GovernanceModel, role: str) -> str:
     projects = [p for p in model.projects if role in p.designations()]
     if not projects:
         return "every member of its Unified Studio project (owners, contributors, readers; not declared in this file)"
-    return "; ".join(f"every member of project {p.name} (teams {', '.join(p.teams)}): "
-                     + ", ".join(sorted(arn for arn in p.designations() if arn != role)) for p in projects)
+    return "; ".join(
+        f"every member of project {p.name} (teams {', '.join(p.teams)}): "
+        + ", ".join(sorted(arn for arn in p.designations() if arn != role))
+        for p in projects
+    )
 
 
 def _project(model: GovernanceModel, team: Team) -> list[Access]:
@@ -115,15 +164,41 @@ def _project(model: GovernanceModel, team: Team) -> list[Access]:
     studio = project.unified_studio
     where = f"project {project.name}"
     if studio is not None:
-        where += f" (Unified Studio domain {studio.domain_id}" + (f", project {studio.project_id})" if studio.project_id else ")")
-    rows = [Access(team=team.name, layer="project", who=arn, can=f"{designation}: collaborate; no IAM, cluster, key or bucket access of its own", on=where)
-            for arn, designation in project.designations().items()]
+        where += f" (Unified Studio domain {studio.domain_id}" + (
+            f", project {studio.project_id})" if studio.project_id else ")"
+        )
+    rows = [
+        Access(
+            team=team.name,
+            layer="project",
+            who=arn,
+            can=f"{designation}: collaborate; no IAM, cluster, key or bucket access of its own",
+            on=where,
+        )
+        for arn, designation in project.designations().items()
+    ]
     if studio is not None:
-        rows += [Access(team=team.name, layer="project", who="project members", can="see the connection; act on it only through a team role", on=f"HyperPod cluster {pool.cluster_name}")
-                 for pool in model.hyperpod_pools_of(project)]
+        rows += [
+            Access(
+                team=team.name,
+                layer="project",
+                who="project members",
+                can="see the connection; act on it only through a team role",
+                on=f"HyperPod cluster {pool.cluster_name}",
+            )
+            for pool in model.hyperpod_pools_of(project)
+        ]
         unit = studio.domain_unit_id or (studio.domain_unit.name if studio.domain_unit else None)
-        rows += [Access(team=team.name, layer="project", who=grant.principal, can=f"{grant.policy.value} (Unified Studio only)", on=f"domain unit {unit}")
-                 for grant in studio.policy_grants]
+        rows += [
+            Access(
+                team=team.name,
+                layer="project",
+                who=grant.principal,
+                can=f"{grant.policy.value} (Unified Studio only)",
+                on=f"domain unit {unit}",
+            )
+            for grant in studio.policy_grants
+        ]
     return rows
 
 
@@ -144,8 +219,16 @@ def eks_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]
     """A HyperPod EKS cluster: access entries as the team's Kubernetes group, and the group's RBAC."""
     group, namespace = kubernetes.team_group(team.name), kubernetes.namespace(team.name)
     principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
-    rows = [Access(team=team.name, layer="cluster", who=p, can=f"EKS access entry as Kubernetes group {group}", on=f"EKS cluster {pool.eks_cluster_name}")
-            for p in principals]
+    rows = [
+        Access(
+            team=team.name,
+            layer="cluster",
+            who=p,
+            can=f"EKS access entry as Kubernetes group {group}",
+            on=f"EKS cluster {pool.eks_cluster_name}",
+        )
+        for p in principals
+    ]
     for manifest in kubernetes.rbac(team.name):
         if manifest["kind"] not in ("Role", "ClusterRole"):
             continue
@@ -153,7 +236,15 @@ def eks_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]
         for rule in manifest["rules"]:
             what = ", ".join(f"{g}/{r}" if g else r for g in rule["apiGroups"] for r in rule["resources"])
             names = f" named {', '.join(rule['resourceNames'])}" if "resourceNames" in rule else ""
-            rows.append(Access(team=team.name, layer="cluster", who=group, can=f"{' '.join(rule['verbs'])} {what}{names}", on=f"{scope} of EKS cluster {pool.eks_cluster_name}"))
+            rows.append(
+                Access(
+                    team=team.name,
+                    layer="cluster",
+                    who=group,
+                    can=f"{' '.join(rule['verbs'])} {what}{names}",
+                    on=f"{scope} of EKS cluster {pool.eks_cluster_name}",
+                )
+            )
     return rows
 
 
@@ -162,9 +253,16 @@ def slurm_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Acces
     plan = slurm_plan(model, pool.name)
     account = next(a for a in plan.accounts if a.name == team.name)
     partitions = [p.name for p in plan.partitions if team.name in p.allow_accounts]
-    return [Access(team=team.name, layer="cluster", who=f"Slurm user {user.name}", can=f"run jobs as Slurm account {account.name} with QoS {', '.join(account.qos)} (default {account.default_qos})",
-                   on=f"partitions {', '.join(partitions)} of Slurm cluster {pool.cluster_name}")
-            for user in (u for u in plan.users if u.account == team.name)]
+    return [
+        Access(
+            team=team.name,
+            layer="cluster",
+            who=f"Slurm user {user.name}",
+            can=f"run jobs as Slurm account {account.name} with QoS {', '.join(account.qos)} (default {account.default_qos})",
+            on=f"partitions {', '.join(partitions)} of Slurm cluster {pool.cluster_name}",
+        )
+        for user in (u for u in plan.users if u.account == team.name)
+    ]
 
 
 def _workload(model: GovernanceModel, team: Team) -> list[Access]:
@@ -194,7 +292,10 @@ def fair_share_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str
 
 
 def eks_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
-    return kubernetes.team_group(team.name), f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}"
+    return (
+        kubernetes.team_group(team.name),
+        f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}",
+    )
 
 
 def slurm_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
@@ -203,15 +304,32 @@ def slurm_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
 
 def _data(model: GovernanceModel, team: Team) -> list[Access]:
     alias = team_key_alias(model.organisation, team.name)
-    rows = [Access(team=team.name, layer="data", who=role, can=f"use key {alias}; read and write the team bucket (encrypted with it)", on=f"capacity account {model.capacity_account.account_id}")
-            for role in team_roles(model, team).values()]
+    rows = [
+        Access(
+            team=team.name,
+            layer="data",
+            who=role,
+            can=f"use key {alias}; read and write the team bucket (encrypted with it)",
+            on=f"capacity account {model.capacity_account.account_id}",
+        )
+        for role in team_roles(model, team).values()
+    ]
     return rows + _per_pool(model, team, "audit_data")
 
 
 def slurm_data_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
     """A HyperPod Slurm cluster: the team's POSIX group's paths on the shared file system."""
-    return [Access(team=team.name, layer="data", who=f"POSIX group {path.group}", can=f"read and write (mode {path.mode})", on=f"{path.path} on Slurm cluster {pool.cluster_name}")
-            for path in slurm_plan(model, pool.name).data_paths if path.group == GROUP_PREFIX + team.name]
+    return [
+        Access(
+            team=team.name,
+            layer="data",
+            who=f"POSIX group {path.group}",
+            can=f"read and write (mode {path.mode})",
+            on=f"{path.path} on Slurm cluster {pool.cluster_name}",
+        )
+        for path in slurm_plan(model, pool.name).data_paths
+        if path.group == GROUP_PREFIX + team.name
+    ]
 
 
 def as_json(rows: list[Access]) -> dict[str, Any]:

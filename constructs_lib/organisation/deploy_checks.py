@@ -34,10 +34,18 @@ _POLICIES = {  # resource type -> its resource-based policy property
 # name property; types with generated names are left out.
 _GLOBAL_IN_ACCOUNT = {"AWS::IAM::Role": "RoleName", "AWS::IAM::ManagedPolicy": "ManagedPolicyName"}
 _REGIONAL = {
-    "AWS::KMS::Alias": "AliasName", "AWS::ECR::Repository": "RepositoryName", "AWS::SSM::Parameter": "Name",
-    "AWS::Batch::JobQueue": "JobQueueName", "AWS::Batch::SchedulingPolicy": "Name", "AWS::Batch::ServiceEnvironment": "ServiceEnvironmentName",
-    "AWS::DynamoDB::Table": "TableName", "AWS::Lambda::Function": "FunctionName", "AWS::SNS::Topic": "TopicName",
-    "AWS::CloudWatch::Dashboard": "DashboardName", "AWS::Logs::LogGroup": "LogGroupName", "AWS::SageMaker::ComputeQuota": "Name",
+    "AWS::KMS::Alias": "AliasName",
+    "AWS::ECR::Repository": "RepositoryName",
+    "AWS::SSM::Parameter": "Name",
+    "AWS::Batch::JobQueue": "JobQueueName",
+    "AWS::Batch::SchedulingPolicy": "Name",
+    "AWS::Batch::ServiceEnvironment": "ServiceEnvironmentName",
+    "AWS::DynamoDB::Table": "TableName",
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::SNS::Topic": "TopicName",
+    "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::Logs::LogGroup": "LogGroupName",
+    "AWS::SageMaker::ComputeQuota": "Name",
 }
 _BUCKET_NAME = "BucketName"  # S3 bucket names are unique across all of AWS
 
@@ -97,17 +105,23 @@ def named_principals(stack: StackTemplate) -> list[Problem]:
         for statement in _statements(document):
             for value in _aws_principals(statement):
                 if isinstance(value, str) and _NAMED_PRINCIPAL.match(value):
-                    problems.append(Problem(
-                        path=f"{stack.name}.{logical_id}", wrong="names a principal that must exist at deployment and is lost when re-created",
-                        value=value, allowed="its account as principal and the ARN in an aws:PrincipalArn condition",
-                    ))
+                    problems.append(
+                        Problem(
+                            path=f"{stack.name}.{logical_id}",
+                            wrong="names a principal that must exist at deployment and is lost when re-created",
+                            value=value,
+                            allowed="its account as principal and the ARN in an aws:PrincipalArn condition",
+                        )
+                    )
     return problems
 
 
 def _allows_put_key_policy(statement: dict) -> bool:
     actions = statement.get("Action", [])
     actions = actions if isinstance(actions, list) else [actions]
-    return statement.get("Effect") == "Allow" and any(isinstance(a, str) and fnmatch.fnmatchcase("kms:putkeypolicy", a.lower()) for a in actions)
+    return statement.get("Effect") == "Allow" and any(
+        isinstance(a, str) and fnmatch.fnmatchcase("kms:putkeypolicy", a.lower()) for a in actions
+    )
 
 
 def _is_deployer(value: Any, stack: StackTemplate) -> bool:
@@ -115,9 +129,15 @@ def _is_deployer(value: Any, stack: StackTemplate) -> bool:
     the key's account unconditioned (which lets that role's IAM policies decide)."""
     text = json.dumps(value)
     if isinstance(value, str):
-        return "cfn-exec-role" in value or value == stack.account or re.fullmatch(rf"arn:aws[a-z-]*:iam::{stack.account}:root", value) is not None
+        return (
+            "cfn-exec-role" in value
+            or value == stack.account
+            or re.fullmatch(rf"arn:aws[a-z-]*:iam::{stack.account}:root", value) is not None
+        )
     # Fn::Join / Fn::Sub of the partition (and the account) with ':root', or of the bootstrap role.
-    return "cfn-exec-role" in text or (text.endswith(':root"]]}') and (f":iam::{stack.account}:root" in text or "AWS::AccountId" in text))
+    return "cfn-exec-role" in text or (
+        text.endswith(':root"]]}') and (f":iam::{stack.account}:root" in text or "AWS::AccountId" in text)
+    )
 
 
 def key_lockouts(stack: StackTemplate) -> list[Problem]:
@@ -131,12 +151,20 @@ def key_lockouts(stack: StackTemplate) -> list[Problem]:
         statements = _statements(resource.get("Properties", {}).get("KeyPolicy"))
         if resource.get("Properties", {}).get("BypassPolicyLockoutSafetyCheck") is True:
             continue
-        if not any(_allows_put_key_policy(s) and not s.get("Condition") and any(_is_deployer(p, stack) for p in _aws_principals(s))
-                   for s in statements):
-            problems.append(Problem(
-                path=f"{stack.name}.{logical_id}", wrong="key policy would lock out the deploying role (KMS refuses it)",
-                value=[s.get("Sid", "") for s in statements], allowed="an unconditioned kms:PutKeyPolicy for the CDK execution role or the account",
-            ))
+        if not any(
+            _allows_put_key_policy(s)
+            and not s.get("Condition")
+            and any(_is_deployer(p, stack) for p in _aws_principals(s))
+            for s in statements
+        ):
+            problems.append(
+                Problem(
+                    path=f"{stack.name}.{logical_id}",
+                    wrong="key policy would lock out the deploying role (KMS refuses it)",
+                    value=[s.get("Sid", "") for s in statements],
+                    allowed="an unconditioned kms:PutKeyPolicy for the CDK execution role or the account",
+                )
+            )
     return problems
 
 
@@ -148,13 +176,19 @@ def retained_fixed_names(stack: StackTemplate) -> list[Problem]:
         if resource.get("DeletionPolicy") not in ("Retain", "RetainExceptOnCreate"):
             continue
         kind = resource.get("Type")
-        name_property = _GLOBAL_IN_ACCOUNT.get(kind) or _REGIONAL.get(kind) or (_BUCKET_NAME if kind == "AWS::S3::Bucket" else None)
+        name_property = (
+            _GLOBAL_IN_ACCOUNT.get(kind) or _REGIONAL.get(kind) or (_BUCKET_NAME if kind == "AWS::S3::Bucket" else None)
+        )
         name = resource.get("Properties", {}).get(name_property) if name_property else None
         if name is not None:
-            problems.append(Problem(
-                path=f"{stack.name}.{logical_id}", wrong=f"retained {kind} with a fixed name collides when the stack is created again",
-                value=name, allowed="a generated name, or a removal policy that deletes it with the stack",
-            ))
+            problems.append(
+                Problem(
+                    path=f"{stack.name}.{logical_id}",
+                    wrong=f"retained {kind} with a fixed name collides when the stack is created again",
+                    value=name,
+                    allowed="a generated name, or a removal policy that deletes it with the stack",
+                )
+            )
     return problems
 
 
@@ -164,7 +198,15 @@ def _names(stacks: Iterable[StackTemplate]) -> Iterator[tuple[tuple[str, ...], s
             kind, props = resource.get("Type"), resource.get("Properties", {})
             where = f"{stack.name}.{logical_id}"
             if kind in _GLOBAL_IN_ACCOUNT and isinstance(props.get(_GLOBAL_IN_ACCOUNT[kind]), str):
-                yield (stack.account, kind, props.get("Path", "/") if kind == "AWS::IAM::ManagedPolicy" else "", props[_GLOBAL_IN_ACCOUNT[kind]].lower()), where
+                yield (
+                    (
+                        stack.account,
+                        kind,
+                        props.get("Path", "/") if kind == "AWS::IAM::ManagedPolicy" else "",
+                        props[_GLOBAL_IN_ACCOUNT[kind]].lower(),
+                    ),
+                    where,
+                )
             elif kind in _REGIONAL and isinstance(props.get(_REGIONAL[kind]), str):
                 yield (stack.account, stack.region, kind, props[_REGIONAL[kind]]), where
             elif kind == "AWS::S3::Bucket" and isinstance(props.get(_BUCKET_NAME), str):
@@ -179,7 +221,14 @@ def duplicate_names(stacks: list[StackTemplate]) -> list[Problem]:
     problems = []
     for key, where in _names(stacks):
         if key in first:
-            problems.append(Problem(path=where, wrong=f"name already used by {first[key]}", value=key[-1], allowed="a name unique where AWS requires it"))
+            problems.append(
+                Problem(
+                    path=where,
+                    wrong=f"name already used by {first[key]}",
+                    value=key[-1],
+                    allowed="a name unique where AWS requires it",
+                )
+            )
         else:
             first[key] = where
     return problems
@@ -200,17 +249,25 @@ def _imports(value: Any) -> Iterator[Any]:
 def unresolvable_imports(stacks: list[StackTemplate]) -> list[Problem]:
     """Fn::ImportValue resolves only exports of the same account and region; CloudFormation fails
     the stack ("No export named ...") otherwise, and nothing across accounts can be imported."""
-    exports = {(s.account, s.region, o["Export"]["Name"]) for s in stacks for o in s.template.get("Outputs", {}).values()
-               if isinstance(o.get("Export", {}).get("Name"), str)}
+    exports = {
+        (s.account, s.region, o["Export"]["Name"])
+        for s in stacks
+        for o in s.template.get("Outputs", {}).values()
+        if isinstance(o.get("Export", {}).get("Name"), str)
+    }
     elsewhere = {name: (account, region) for account, region, name in exports}
     problems = []
     for stack in stacks:
         for name in _imports(stack.template.get("Resources", {})):
             if isinstance(name, str) and (stack.account, stack.region, name) not in exports:
                 where = elsewhere.get(name)
-                problems.append(Problem(
-                    path=stack.name, wrong="imports a value no stack of its account and region exports"
-                    + (f" (exported in {where[0]}/{where[1]})" if where else ""), value=name,
-                    allowed="an export of the same account and region, or the value itself (a deterministic name)",
-                ))
+                problems.append(
+                    Problem(
+                        path=stack.name,
+                        wrong="imports a value no stack of its account and region exports"
+                        + (f" (exported in {where[0]}/{where[1]})" if where else ""),
+                        value=name,
+                        allowed="an export of the same account and region, or the value itself (a deterministic name)",
+                    )
+                )
     return problems

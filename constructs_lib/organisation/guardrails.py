@@ -26,12 +26,21 @@ from constructs_lib.model.capacity import raising_windows
 from gpu_governance_runtime.contract import CONSUMER_BATCH_COMPUTE_ENVIRONMENT, TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
-    "batch:CreateQuotaShare", "batch:UpdateQuotaShare", "batch:DeleteQuotaShare",
-    "batch:UpdateSchedulingPolicy", "batch:DeleteSchedulingPolicy",
-    "batch:CreateJobQueue", "batch:UpdateJobQueue", "batch:DeleteJobQueue",
-    "batch:UpdateServiceEnvironment", "batch:DeleteServiceEnvironment",
-    "sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
-    "sagemaker:CreateClusterSchedulerConfig", "sagemaker:UpdateClusterSchedulerConfig",
+    "batch:CreateQuotaShare",
+    "batch:UpdateQuotaShare",
+    "batch:DeleteQuotaShare",
+    "batch:UpdateSchedulingPolicy",
+    "batch:DeleteSchedulingPolicy",
+    "batch:CreateJobQueue",
+    "batch:UpdateJobQueue",
+    "batch:DeleteJobQueue",
+    "batch:UpdateServiceEnvironment",
+    "batch:DeleteServiceEnvironment",
+    "sagemaker:CreateComputeQuota",
+    "sagemaker:UpdateComputeQuota",
+    "sagemaker:DeleteComputeQuota",
+    "sagemaker:CreateClusterSchedulerConfig",
+    "sagemaker:UpdateClusterSchedulerConfig",
     "sagemaker:DeleteClusterSchedulerConfig",
 )
 """Every IAM action that changes who is guaranteed how much of the shared capacity, or how it is
@@ -62,7 +71,10 @@ def deployment_role_arn(model: GovernanceModel, guardrails: Guardrails) -> str:
     qualifier: it deploys the quotas. A wildcard qualifier would also exempt a role that anyone
     allowed to create roles there names cdk-x-cfn-exec-role-..."""
     account = model.capacity_account
-    return _role_arn(account.account_id, f"cdk-{guardrails.cdk_bootstrap_qualifier}-cfn-exec-role-{account.account_id}-{account.region}")
+    return _role_arn(
+        account.account_id,
+        f"cdk-{guardrails.cdk_bootstrap_qualifier}-cfn-exec-role-{account.account_id}-{account.region}",
+    )
 
 
 def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> tuple[str, ...]:
@@ -72,7 +84,9 @@ def quota_change_exemptions(model: GovernanceModel, guardrails: Guardrails) -> t
     return _unique((*model.platform_admins, deployment_role_arn(model, guardrails), *guardrails.exempt_principals))
 
 
-QUOTA_RAISES = {(kind, name): actions for name, backend in BACKENDS.items() for kind, actions in backend.quota_raises.items()}
+QUOTA_RAISES = {
+    (kind, name): actions for name, backend in BACKENDS.items() for kind, actions in backend.quota_raises.items()
+}
 """What the capacity controller does to quotas, by what a window feeds and on which backend: it
 raises the owner's quota share and the pool's service environment (Batch) or the owner's compute
 quota (HyperPod EKS) while the window's training plan is active and lowers them back
@@ -88,17 +102,33 @@ and behind it otherwise (capacity/rotation.py). Its own IAM names those queues."
 def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
     """The quota and queue updates the capacity controller makes for this model's windows (none
     when no window feeds a quota it raises or a queue it reorders)."""
-    raised = {action for w in raising_windows(model) for action in backend_of(model.pool(w.feeds.pool)).quota_raises[w.feeds.kind]}
+    raised = {
+        action
+        for w in raising_windows(model)
+        for action in backend_of(model.pool(w.feeds.pool)).quota_raises[w.feeds.kind]
+    }
     raised |= {action for w in model.capacity_windows for action in QUEUE_REORDERS.get(w.feeds.kind, ())}
-    return tuple(action for actions in (*QUOTA_RAISES.values(), *QUEUE_REORDERS.values()) for action in actions if action in raised)
+    return tuple(
+        action
+        for actions in (*QUOTA_RAISES.values(), *QUEUE_REORDERS.values())
+        for action in actions
+        if action in raised
+    )
 
 
 def hour_limit_switch_actions(model: GovernanceModel) -> tuple[str, ...]:
     """The updates the reclaim controller makes to stop a team's admissions at its GPU-hour limit
     and let them in next period (reclaim/gpu_hours.py): none when no team with a limit has a
     quota in a pool whose backend it switches."""
-    return tuple(dict.fromkeys(action for team in model.teams if team.gpu_hour_limit for pool in team.quotas
-                               for action in backend_of(model.pool(pool)).gpu_hour_limit_switch))
+    return tuple(
+        dict.fromkeys(
+            action
+            for team in model.teams
+            if team.gpu_hour_limit
+            for pool in team.quotas
+            for action in backend_of(model.pool(pool)).gpu_hour_limit_switch
+        )
+    )
 
 
 def _unique(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -126,26 +156,46 @@ def service_control_policy(model: GovernanceModel, guardrails: Guardrails) -> di
     # 5,120 characters): the capacity controller's raises for its windows, the reclaim controller's
     # admission switches at GPU-hour limits. Each role's own IAM names the quotas it may change.
     account = model.capacity_account.account_id
-    needs = {capacity_controller_role_name(model.organisation): quota_raise_actions(model),
-             reclaim_controller_role_name(model.organisation): hour_limit_switch_actions(model)}
+    needs = {
+        capacity_controller_role_name(model.organisation): quota_raise_actions(model),
+        reclaim_controller_role_name(model.organisation): hour_limit_switch_actions(model),
+    }
     updates = tuple(dict.fromkeys(a for actions in needs.values() for a in actions))
     if updates:
         controllers = tuple(_role_arn(account, role) for role, actions in needs.items() if actions)
-        groups[1] = ("DenyGpuQuotaChanges", tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in updates), quota_resources(model), quota_exempt)
+        groups[1] = (
+            "DenyGpuQuotaChanges",
+            tuple(a for a in QUOTA_CHANGE_ACTIONS if a not in updates),
+            quota_resources(model),
+            quota_exempt,
+        )
         groups.append(("DenyGpuQuotaRaises", updates, quota_resources(model), _unique((*quota_exempt, *controllers))))
     statements = []
     for sid, actions, resources, exempt in groups:
         accounts = sorted({account_of(arn) for arn in exempt})
-        for suffix, condition in (("", {"ArnNotLike": {"aws:PrincipalArn": list(exempt)}}),
-                                  ("OutsidePlatformAccounts", {"StringNotEquals": {"aws:PrincipalAccount": accounts}})):
-            statements.append({"Sid": sid + suffix, "Effect": "Deny", "Action": list(actions), "Resource": resources, "Condition": condition})
+        for suffix, condition in (
+            ("", {"ArnNotLike": {"aws:PrincipalArn": list(exempt)}}),
+            ("OutsidePlatformAccounts", {"StringNotEquals": {"aws:PrincipalAccount": accounts}}),
+        ):
+            statements.append(
+                {
+                    "Sid": sid + suffix,
+                    "Effect": "Deny",
+                    "Action": list(actions),
+                    "Resource": resources,
+                    "Condition": condition,
+                }
+            )
     return {"Version": "2012-10-17", "Statement": statements}
 
 
 def team_tag_policy(model: GovernanceModel, guardrails: Guardrails) -> dict[str, Any]:
     """Tag policy: the team tag keeps its exact spelling and holds a declared team name. Reported
     as non-compliant everywhere, refused only on ``guardrails.tag_enforced_for``."""
-    rule: dict[str, Any] = {"tag_key": {"@@assign": TEAM_TAG}, "tag_value": {"@@assign": [team.name for team in model.teams]}}
+    rule: dict[str, Any] = {
+        "tag_key": {"@@assign": TEAM_TAG},
+        "tag_value": {"@@assign": [team.name for team in model.teams]},
+    }
     if guardrails.tag_enforced_for:
         rule["enforced_for"] = {"@@assign": list(guardrails.tag_enforced_for)}
     # The policy's own key is the lower-case tag key (TEAM_TAG already is).
@@ -161,7 +211,12 @@ def declared_guardrails(model: GovernanceModel, guardrails: Guardrails | None = 
     """``guardrails`` if given, else the model's section; an error when neither is declared."""
     found = guardrails or model.guardrails
     if found is None:
-        raise GovernanceError.single("guardrails", "missing", None, "a guardrails section (management_account, target_ids) or the guardrails argument")
+        raise GovernanceError.single(
+            "guardrails",
+            "missing",
+            None,
+            "a guardrails section (management_account, target_ids) or the guardrails argument",
+        )
     return found
 
 
@@ -169,17 +224,30 @@ def _size_problem(path: str, kind: str, document: dict[str, Any], limit: int, re
     size = document_size(document)
     if size <= limit:
         return []
-    return [Problem(path=path, wrong=f"{kind} document too long for AWS Organizations (characters)", value=size,
-                    allowed=f"at most {limit} characters; {remedy}")]
+    return [
+        Problem(
+            path=path,
+            wrong=f"{kind} document too long for AWS Organizations (characters)",
+            value=size,
+            allowed=f"at most {limit} characters; {remedy}",
+        )
+    ]
 
 
 def guardrail_size_problems(model: GovernanceModel, guardrails: Guardrails) -> list[Problem]:
     """The AWS Organizations size quotas of both documents (also estimated by `validate`)."""
-    return (
-        _size_problem("guardrails", "service control policy", service_control_policy(model, guardrails), SCP_MAX_CHARACTERS,
-                      "name fewer platform_admins / exempt_principals (one wildcard ARN can cover several roles)")
-        + _size_problem("teams", "tag policy", team_tag_policy(model, guardrails), TAG_POLICY_MAX_CHARACTERS,
-                        "declare fewer teams or shorter team names")
+    return _size_problem(
+        "guardrails",
+        "service control policy",
+        service_control_policy(model, guardrails),
+        SCP_MAX_CHARACTERS,
+        "name fewer platform_admins / exempt_principals (one wildcard ARN can cover several roles)",
+    ) + _size_problem(
+        "teams",
+        "tag policy",
+        team_tag_policy(model, guardrails),
+        TAG_POLICY_MAX_CHARACTERS,
+        "declare fewer teams or shorter team names",
     )
 
 
@@ -190,7 +258,9 @@ class OrganisationGuardrails(Construct):
     an exemption lies outside the platform's accounts, or a document would exceed its AWS
     Organizations size quota."""
 
-    def __init__(self, scope: Construct, id: str, *, model: GovernanceModel, guardrails: Guardrails | None = None) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, model: GovernanceModel, guardrails: Guardrails | None = None
+    ) -> None:
         super().__init__(scope, id)
         guardrails = declared_guardrails(model, guardrails)
         scp = service_control_policy(model, guardrails)
@@ -200,11 +270,20 @@ class OrganisationGuardrails(Construct):
             raise GovernanceError(problems)
         targets = list(guardrails.target_ids)
         self.service_control_policy = organizations.CfnPolicy(
-            self, "CapacityServiceControlPolicy", name=f"{model.organisation}-gpu-capacity-guardrails",
-            type="SERVICE_CONTROL_POLICY", content=scp, target_ids=targets,
+            self,
+            "CapacityServiceControlPolicy",
+            name=f"{model.organisation}-gpu-capacity-guardrails",
+            type="SERVICE_CONTROL_POLICY",
+            content=scp,
+            target_ids=targets,
             description="Only the GPU platform's roles may buy capacity or change quota shares, queues, compute quotas and scheduler configs",
         )
         self.tag_policy = organizations.CfnPolicy(
-            self, "TeamTagPolicy", name=f"{model.organisation}-gpu-team-tag", type="TAG_POLICY", content=tags,
-            target_ids=targets, description=f"{TEAM_TAG} holds one of the declared GPU teams",
+            self,
+            "TeamTagPolicy",
+            name=f"{model.organisation}-gpu-team-tag",
+            type="TAG_POLICY",
+            content=tags,
+            target_ids=targets,
+            description=f"{TEAM_TAG} holds one of the declared GPU teams",
         )

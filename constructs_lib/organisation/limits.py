@@ -40,7 +40,9 @@ MAX_DASHBOARD_METRICS = 2_500
 # share metric, then the pool's own graphs (HyperPod EKS: waiting workloads; Batch: pending work,
 # preemptions, capacity-seconds lost). Every graph is one search expression over the pool's teams,
 # so neither count grows with them. Each backend declares its count (constructs_lib/backends/).
-RECLAIM_DASHBOARD_WIDGETS = {name: b.reclaim_dashboard_widgets for name, b in BACKENDS.items() if b.reclaim_dashboard_widgets}
+RECLAIM_DASHBOARD_WIDGETS = {
+    name: b.reclaim_dashboard_widgets for name, b in BACKENDS.items() if b.reclaim_dashboard_widgets
+}
 # Lambda: the unzipped deployment package that carries the compiled policy document
 MAX_LAMBDA_UNZIPPED_BYTES = 262_144_000
 
@@ -82,7 +84,9 @@ BYTES_PER_RESOURCE = 2_000
 # The reclaim controller's inline policy: fixed part, plus a queue ARN per Batch pool (no team
 # names: it may stop any job that carries a team tag, controllers/reclaim.py).
 RECLAIM_POLICY_BASE = 2_500
-_TRUST_POLICY_BASE = len('{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}')
+_TRUST_POLICY_BASE = len(
+    '{"Statement":[{"Action":"sts:AssumeRole","Effect":"Allow","Principal":{"AWS":[]}}],"Version":"2012-10-17"}'
+)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,10 @@ def shared_resources(model: GovernanceModel) -> int:
         count += SHARED_PER_POOL[pool.backend]
         if backend_of(pool).eks_access_entries:
             count += len(model.platform_admins)
-            if any(t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups for t in model.teams_in(pool.name)):
+            if any(
+                t.kubernetes.get(pool.name) and t.kubernetes[pool.name].dedicated_instance_groups
+                for t in model.teams_in(pool.name)
+            ):
                 count += SHARED_DEDICATED_NODES
     emails = len({target for target in model.alerts if not target.startswith("arn:")})
     if any(_is_batch(p) for p in model.pools):
@@ -153,8 +160,13 @@ def unified_studio_resources(model: GovernanceModel, project: Project) -> int:
     studio = project.unified_studio
     if studio is None:
         return 0
-    return ((studio.domain_unit is not None) + (studio.project_id is None) + len(studio.policy_grants)
-            + len(project.designations()) + len(model.hyperpod_pools_of(project)))
+    return (
+        (studio.domain_unit is not None)
+        + (studio.project_id is None)
+        + len(studio.policy_grants)
+        + len(project.designations())
+        + len(model.hyperpod_pools_of(project))
+    )
 
 
 def _shared_bytes(model: GovernanceModel) -> int:
@@ -163,15 +175,24 @@ def _shared_bytes(model: GovernanceModel) -> int:
 
 def estimate(model: GovernanceModel) -> list[StackEstimate]:
     """The capacity-account stacks the reference app would synthesize, with margins applied."""
+
     def sized(name: str, resources: int, extra_bytes: int, path: str) -> StackEstimate:
         resources = int(resources * MARGIN) + 1
         return StackEstimate(name, resources, resources * BYTES_PER_RESOURCE + extra_bytes, path)
 
     shared, extra = shared_resources(model), _shared_bytes(model)
     if model.stack_layout == "single":
-        return [sized(f"{model.organisation}-capacity", shared + sum(team_resources(model, t) for t in model.teams), extra, "stack_layout")]
+        return [
+            sized(
+                f"{model.organisation}-capacity",
+                shared + sum(team_resources(model, t) for t in model.teams),
+                extra,
+                "stack_layout",
+            )
+        ]
     return [sized(f"{model.organisation}-capacity", shared, extra, "pools")] + [
-        sized(f"{model.organisation}-team-{t.name}", team_resources(model, t), 0, f"teams[{i}]") for i, t in enumerate(model.teams)
+        sized(f"{model.organisation}-team-{t.name}", team_resources(model, t), 0, f"teams[{i}]")
+        for i, t in enumerate(model.teams)
     ]
 
 
@@ -181,24 +202,54 @@ def check_model(model: GovernanceModel) -> list[Problem]:
     remedy = "set stack_layout: per_team" if model.stack_layout == "single" else "fewer pools or teams per stack"
     for stack in estimate(model):
         if stack.resources > MAX_RESOURCES:
-            problems.append(Problem(path=stack.path, wrong=f"stack {stack.name} would hold about {stack.resources} resources",
-                                    value=model.stack_layout, allowed=f"at most {MAX_RESOURCES} per stack; {remedy}"))
+            problems.append(
+                Problem(
+                    path=stack.path,
+                    wrong=f"stack {stack.name} would hold about {stack.resources} resources",
+                    value=model.stack_layout,
+                    allowed=f"at most {MAX_RESOURCES} per stack; {remedy}",
+                )
+            )
         if stack.template_bytes > MAX_TEMPLATE_BYTES:
-            problems.append(Problem(path=stack.path, wrong=f"template of stack {stack.name} would be about {stack.template_bytes} bytes",
-                                    value=model.stack_layout, allowed=f"at most {MAX_TEMPLATE_BYTES} bytes per template; {remedy}"))
+            problems.append(
+                Problem(
+                    path=stack.path,
+                    wrong=f"template of stack {stack.name} would be about {stack.template_bytes} bytes",
+                    value=model.stack_layout,
+                    allowed=f"at most {MAX_TEMPLATE_BYTES} bytes per template; {remedy}",
+                )
+            )
     for index, team in enumerate(model.teams):
         path = f"teams[{index}]"
         if model.stack_layout == "per_team" and "_" in team.name:
-            problems.append(Problem(path=f"{path}.name", wrong="not usable in a stack name (stack_layout per_team)", value=team.name,
-                                    allowed="letters, digits and '-'"))
+            problems.append(
+                Problem(
+                    path=f"{path}.name",
+                    wrong="not usable in a stack name (stack_layout per_team)",
+                    value=team.name,
+                    allowed="letters, digits and '-'",
+                )
+            )
         policies = submission_role_policies(model, team)
         if policies > MAX_MANAGED_POLICIES_PER_ROLE:
-            problems.append(Problem(path=f"{path}.quotas", wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 3, plus its usage dashboard's)",
-                                    value=policies, allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team"))
+            problems.append(
+                Problem(
+                    path=f"{path}.quotas",
+                    wrong="too many managed policies on the team's submission role (one per Batch or EKS pool, plus 3, plus its usage dashboard's)",
+                    value=policies,
+                    allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE} (IAM default quota): fewer pools per team",
+                )
+            )
         trust = submission_trust_characters(model.member_principals(team))
         if trust > MAX_TRUST_POLICY_CHARACTERS:
-            problems.append(Problem(path=f"{path}.members", wrong="trust policy of the submission role too long (characters)", value=trust,
-                                    allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}: fewer members, e.g. one role the people assume"))
+            problems.append(
+                Problem(
+                    path=f"{path}.members",
+                    wrong="trust policy of the submission role too long (characters)",
+                    value=trust,
+                    allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}: fewer members, e.g. one role the people assume",
+                )
+            )
     problems += _reclaim_problems(model)
     problems += _policy_document_problems(model)
     problems += _guardrail_problems(model)
@@ -207,8 +258,10 @@ def check_model(model: GovernanceModel) -> list[Problem]:
 
 # One statement of the submission role's trust (tenancy.member_trust): the members' accounts as
 # principal, their ARNs under aws:PrincipalArn, the organisation condition at its longest.
-_TRUST_STATEMENT = len('{"Action":"sts:AssumeRole","Condition":{"ArnEquals":{"aws:PrincipalArn":[]},"StringEquals":'
-                       '{"aws:PrincipalOrgID":"o-0123456789abcdefghijklmnopqrstuv"}},"Effect":"Allow","Principal":{"AWS":[]}},')
+_TRUST_STATEMENT = len(
+    '{"Action":"sts:AssumeRole","Condition":{"ArnEquals":{"aws:PrincipalArn":[]},"StringEquals":'
+    '{"aws:PrincipalOrgID":"o-0123456789abcdefghijklmnopqrstuv"}},"Effect":"Allow","Principal":{"AWS":[]}},'
+)
 
 
 def submission_trust_characters(principals: tuple[str, ...]) -> int:
@@ -216,8 +269,12 @@ def submission_trust_characters(principals: tuple[str, ...]) -> int:
     pattern), each ARN once and each account root once per statement."""
     kinds = {is_arn_pattern(arn) for arn in principals}
     roots = {(is_arn_pattern(arn), account_of(arn)) for arn in principals}
-    return (_TRUST_POLICY_BASE + len(kinds) * _TRUST_STATEMENT + sum(len(arn) + 3 for arn in principals)
-            + len(roots) * (len("arn:aws-us-gov:iam::123456789012:root") + 3))
+    return (
+        _TRUST_POLICY_BASE
+        + len(kinds) * _TRUST_STATEMENT
+        + sum(len(arn) + 3 for arn in principals)
+        + len(roots) * (len("arn:aws-us-gov:iam::123456789012:root") + 3)
+    )
 
 
 def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
@@ -228,18 +285,40 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
     for index, pool in enumerate(model.pools):
         widgets = RECLAIM_DASHBOARD_WIDGETS.get(pool.backend, 0)
         metrics = widgets - 1  # one search expression per graph, none in the heading
-        for what, value, limit in (("widgets", widgets, MAX_DASHBOARD_WIDGETS), ("metrics", metrics, MAX_DASHBOARD_METRICS)):
+        for what, value, limit in (
+            ("widgets", widgets, MAX_DASHBOARD_WIDGETS),
+            ("metrics", metrics, MAX_DASHBOARD_METRICS),
+        ):
             if value > limit:
-                problems.append(Problem(path=f"pools[{index}]", wrong=f"the pool's reclaim dashboard would show too many {what}",
-                                        value=value, allowed=f"at most {limit} per CloudWatch dashboard"))
+                problems.append(
+                    Problem(
+                        path=f"pools[{index}]",
+                        wrong=f"the pool's reclaim dashboard would show too many {what}",
+                        value=value,
+                        allowed=f"at most {limit} per CloudWatch dashboard",
+                    )
+                )
     account, region = model.capacity_account.account_id, model.capacity_account.region
     queues = {p.name: f"arn:aws:batch:{region}:{account}:job-queue/{p.name}" for p in batch_pools}
-    switched = limited_quota_shares({p: q for p, q in queues.items() if "batch:UpdateQuotaShare" in backend_of(model.pool(p)).gpu_hour_limit_switch}, model)
+    switched = limited_quota_shares(
+        {
+            p: q
+            for p, q in queues.items()
+            if "batch:UpdateQuotaShare" in backend_of(model.pool(p)).gpu_hour_limit_switch
+        },
+        model,
+    )
     size = RECLAIM_POLICY_BASE + sum(len(arn) + 3 for arn in [*queues.values(), *switched])
     if size > MAX_INLINE_CHARACTERS_PER_ROLE:
-        problems.append(Problem(path="pools", wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue "
-                                "and the quota shares it switches at GPU-hour limits)",
-                                value=size, allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role"))
+        problems.append(
+            Problem(
+                path="pools",
+                wrong="the reclaim controller's policy would be too long (characters; it names every Batch pool's job queue "
+                "and the quota shares it switches at GPU-hour limits)",
+                value=size,
+                allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE} inline per role",
+            )
+        )
     return problems
 
 
@@ -251,8 +330,14 @@ def _policy_document_problems(model: GovernanceModel) -> list[Problem]:
     size = package + len(policy_json(model).encode())
     if size <= MAX_LAMBDA_UNZIPPED_BYTES:
         return []
-    return [Problem(path="teams", wrong="compiled policy document and controller code too large for Lambda (bytes)", value=size,
-                    allowed=f"at most {MAX_LAMBDA_UNZIPPED_BYTES} unzipped")]
+    return [
+        Problem(
+            path="teams",
+            wrong="compiled policy document and controller code too large for Lambda (bytes)",
+            value=size,
+            allowed=f"at most {MAX_LAMBDA_UNZIPPED_BYTES} unzipped",
+        )
+    ]
 
 
 def _guardrail_problems(model: GovernanceModel) -> list[Problem]:
@@ -279,9 +364,17 @@ def check_template(name: str, template: dict, body_bytes: int) -> list[Problem]:
     for section, limit in (("Resources", MAX_RESOURCES), ("Outputs", MAX_OUTPUTS), ("Parameters", MAX_PARAMETERS)):
         count = len(template.get(section, {}))
         if count > limit:
-            problems.append(Problem(path=f"{name}.{section}", wrong="too many in one stack", value=count, allowed=f"at most {limit}"))
+            problems.append(
+                Problem(
+                    path=f"{name}.{section}", wrong="too many in one stack", value=count, allowed=f"at most {limit}"
+                )
+            )
     if body_bytes > MAX_TEMPLATE_BYTES:
-        problems.append(Problem(path=name, wrong="template too large (bytes)", value=body_bytes, allowed=f"at most {MAX_TEMPLATE_BYTES}"))
+        problems.append(
+            Problem(
+                path=name, wrong="template too large (bytes)", value=body_bytes, allowed=f"at most {MAX_TEMPLATE_BYTES}"
+            )
+        )
     managed: dict[str, int] = {}
     inline: dict[str, int] = {}
     for logical_id, resource in resources.items():
@@ -290,8 +383,14 @@ def check_template(name: str, template: dict, body_bytes: int) -> list[Problem]:
         if kind == "AWS::IAM::ManagedPolicy":
             size = _size(props.get("PolicyDocument", {}))
             if size > MAX_MANAGED_POLICY_CHARACTERS:
-                problems.append(Problem(path=f"{name}.{logical_id}", wrong="managed policy too long (characters)", value=size,
-                                        allowed=f"at most {MAX_MANAGED_POLICY_CHARACTERS}"))
+                problems.append(
+                    Problem(
+                        path=f"{name}.{logical_id}",
+                        wrong="managed policy too long (characters)",
+                        value=size,
+                        allowed=f"at most {MAX_MANAGED_POLICY_CHARACTERS}",
+                    )
+                )
             for role in roles:
                 managed[role] = managed.get(role, 0) + 1
         elif kind == "AWS::IAM::Policy":
@@ -299,19 +398,39 @@ def check_template(name: str, template: dict, body_bytes: int) -> list[Problem]:
                 inline[role] = inline.get(role, 0) + _size(props.get("PolicyDocument", {}))
         elif kind == "AWS::IAM::Role":
             managed[logical_id] = managed.get(logical_id, 0) + len(props.get("ManagedPolicyArns", []))
-            inline[logical_id] = inline.get(logical_id, 0) + sum(_size(p.get("PolicyDocument", {})) for p in props.get("Policies", []))
+            inline[logical_id] = inline.get(logical_id, 0) + sum(
+                _size(p.get("PolicyDocument", {})) for p in props.get("Policies", [])
+            )
             trust = _size(props.get("AssumeRolePolicyDocument", {}))
             if trust > MAX_TRUST_POLICY_CHARACTERS:
-                problems.append(Problem(path=f"{name}.{logical_id}", wrong="trust policy too long (characters)", value=trust,
-                                        allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}"))
+                problems.append(
+                    Problem(
+                        path=f"{name}.{logical_id}",
+                        wrong="trust policy too long (characters)",
+                        value=trust,
+                        allowed=f"at most {MAX_TRUST_POLICY_CHARACTERS}",
+                    )
+                )
     for role, count in managed.items():
         if count > MAX_MANAGED_POLICIES_PER_ROLE:
-            problems.append(Problem(path=f"{name}.{role}", wrong="too many managed policies on one role", value=count,
-                                    allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE}"))
+            problems.append(
+                Problem(
+                    path=f"{name}.{role}",
+                    wrong="too many managed policies on one role",
+                    value=count,
+                    allowed=f"at most {MAX_MANAGED_POLICIES_PER_ROLE}",
+                )
+            )
     for role, size in inline.items():
         if size > MAX_INLINE_CHARACTERS_PER_ROLE:
-            problems.append(Problem(path=f"{name}.{role}", wrong="inline policies of one role too long (characters)", value=size,
-                                    allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE}"))
+            problems.append(
+                Problem(
+                    path=f"{name}.{role}",
+                    wrong="inline policies of one role too long (characters)",
+                    value=size,
+                    allowed=f"at most {MAX_INLINE_CHARACTERS_PER_ROLE}",
+                )
+            )
     return problems
 
 
@@ -323,5 +442,7 @@ def template_files(outdir: str | Path) -> Iterable[Path]:
 def check_assembly(outdir: str | Path) -> list[Problem]:
     problems: list[Problem] = []
     for path in template_files(outdir):
-        problems += check_template(path.name.removesuffix(".template.json"), json.loads(path.read_text()), path.stat().st_size)
+        problems += check_template(
+            path.name.removesuffix(".template.json"), json.loads(path.read_text()), path.stat().st_size
+        )
     return problems

@@ -40,7 +40,9 @@ class GovernanceStage(Stage):
     """One account's stacks (built by ``build(stage)``), checked by the compliance packs added
     to the Stage itself."""
 
-    def __init__(self, scope: Construct, id: str, *, account: Account, build: Callable[[GovernanceStage], object]) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, account: Account, build: Callable[[GovernanceStage], object]
+    ) -> None:
         super().__init__(scope, id, env=Environment(account=account.account_id, region=account.region))
         build(self)
         apply_standard_packs(self)
@@ -66,7 +68,9 @@ class GovernancePipelineStack(Stack):
         capacity_stacks: Callable[[Stage], object],
         consumer_stacks: Callable[[Stage, str], object],
     ) -> None:
-        super().__init__(scope, id, env=Environment(account=pipeline_account.account_id, region=pipeline_account.region))
+        super().__init__(
+            scope, id, env=Environment(account=pipeline_account.account_id, region=pipeline_account.region)
+        )
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
@@ -75,14 +79,20 @@ class GovernancePipelineStack(Stack):
             enable_key_rotation=True,
             synth=pipelines.ShellStep(
                 "Synth",
-                input=pipelines.CodePipelineSource.connection(source.repository, source.branch, connection_arn=source.connection_arn),
+                input=pipelines.CodePipelineSource.connection(
+                    source.repository, source.branch, connection_arn=source.connection_arn
+                ),
                 commands=list(SYNTH_COMMANDS),
             ),
         )
         self.capacity_stage = GovernanceStage(self, "Capacity", account=model.capacity_account, build=capacity_stacks)
         self.pipeline.add_stage(
             self.capacity_stage,
-            pre=[pipelines.ManualApprovalStep("ApproveCapacityChange", comment="Changes quotas, queues or keys in the capacity account")],
+            pre=[
+                pipelines.ManualApprovalStep(
+                    "ApproveCapacityChange", comment="Changes quotas, queues or keys in the capacity account"
+                )
+            ],
         )
         # Consumers deploy after the capacity account: their policies name its submission roles.
         consumers = self.pipeline.add_wave("Consumers")

@@ -19,9 +19,15 @@ from constructs_lib.model import DomainUnitGrantPolicy, GovernanceModel, Project
 
 _GRANT = datazone.CfnPolicyGrant
 _GRANT_DETAIL = {
-    DomainUnitGrantPolicy.ADD_TO_PROJECT_MEMBER_POOL: ("add_to_project_member_pool", _GRANT.AddToProjectMemberPoolPolicyGrantDetailProperty),
+    DomainUnitGrantPolicy.ADD_TO_PROJECT_MEMBER_POOL: (
+        "add_to_project_member_pool",
+        _GRANT.AddToProjectMemberPoolPolicyGrantDetailProperty,
+    ),
     DomainUnitGrantPolicy.CREATE_PROJECT: ("create_project", _GRANT.CreateProjectPolicyGrantDetailProperty),
-    DomainUnitGrantPolicy.OVERRIDE_PROJECT_OWNERS: ("override_project_owners", _GRANT.OverrideProjectOwnersPolicyGrantDetailProperty),
+    DomainUnitGrantPolicy.OVERRIDE_PROJECT_OWNERS: (
+        "override_project_owners",
+        _GRANT.OverrideProjectOwnersPolicyGrantDetailProperty,
+    ),
 }
 """Each grantable policy's PolicyGrantDetail member and its struct."""
 
@@ -51,7 +57,10 @@ class UnifiedStudioProjects(Construct):
         unit_id = studio.domain_unit_id
         if studio.domain_unit is not None:
             unit = datazone.CfnDomainUnit(
-                scope, "DomainUnit", domain_identifier=domain, name=studio.domain_unit.name,
+                scope,
+                "DomainUnit",
+                domain_identifier=domain,
+                name=studio.domain_unit.name,
                 parent_domain_unit_identifier=studio.domain_unit.parent_domain_unit_id,
                 description=f"GPU governance project {project.name} of {model.organisation}",
             )
@@ -59,17 +68,29 @@ class UnifiedStudioProjects(Construct):
         for grant in studio.policy_grants:
             member, detail = _GRANT_DETAIL[grant.policy]
             _GRANT(
-                scope, f"Grant{grant.policy.value}{_principal_id(grant.principal)}", domain_identifier=domain, entity_type="DOMAIN_UNIT", entity_identifier=unit_id,
+                scope,
+                f"Grant{grant.policy.value}{_principal_id(grant.principal)}",
+                domain_identifier=domain,
+                entity_type="DOMAIN_UNIT",
+                entity_identifier=unit_id,
                 policy_type=grant.policy.value.upper(),
-                principal=_GRANT.PolicyGrantPrincipalProperty(user=_GRANT.UserPolicyGrantPrincipalProperty(user_identifier=grant.principal)),
-                detail=_GRANT.PolicyGrantDetailProperty(**{member: detail(include_child_domain_units=grant.include_child_domain_units)}),
+                principal=_GRANT.PolicyGrantPrincipalProperty(
+                    user=_GRANT.UserPolicyGrantPrincipalProperty(user_identifier=grant.principal)
+                ),
+                detail=_GRANT.PolicyGrantDetailProperty(
+                    **{member: detail(include_child_domain_units=grant.include_child_domain_units)}
+                ),
             )
         if studio.project_id is not None:
             project_id = studio.project_id
         else:
             # No ProjectExecutionRole: the library never hands a role to every member at once.
             created = datazone.CfnProject(
-                scope, "Project", domain_identifier=domain, name=project.name, domain_unit_id=unit_id,
+                scope,
+                "Project",
+                domain_identifier=domain,
+                name=project.name,
+                domain_unit_id=unit_id,
                 project_profile_id=studio.project_profile_id,
                 description=f"Teams {', '.join(project.teams)} of {model.organisation}; access comes from team roles only",
             )
@@ -79,20 +100,31 @@ class UnifiedStudioProjects(Construct):
             # Not the project's MembershipAssignments: that property is create-only, so a new
             # member would replace the project.
             membership = datazone.CfnProjectMembership(
-                scope, f"Member{_principal_id(principal)}", domain_identifier=domain, project_identifier=project_id, designation=designation,
+                scope,
+                f"Member{_principal_id(principal)}",
+                domain_identifier=domain,
+                project_identifier=project_id,
+                designation=designation,
                 member=datazone.CfnProjectMembership.MemberProperty(user_identifier=principal),
             )
             acknowledge(
-                membership, "The AWS::DataZone::ProjectMembership schema names only the domain and the project as its primary "
+                membership,
+                "The AWS::DataZone::ProjectMembership schema names only the domain and the project as its primary "
                 "identifier, yet a project has one membership per member (CreateProjectMembership takes the member).",
                 "CloudFormation-Validate::E3019",
             )
         self.connections[project.name] = [
             datazone.CfnConnection(
-                scope, f"Connection{pool.name}", domain_identifier=domain, project_identifier=project_id,
-                name=pool.cluster_name, description=f"HyperPod cluster of pool {pool.name}: use it through your team's role",
+                scope,
+                f"Connection{pool.name}",
+                domain_identifier=domain,
+                project_identifier=project_id,
+                name=pool.cluster_name,
+                description=f"HyperPod cluster of pool {pool.name}: use it through your team's role",
                 props=datazone.CfnConnection.ConnectionPropertiesInputProperty(
-                    hyper_pod_properties=datazone.CfnConnection.HyperPodPropertiesInputProperty(cluster_name=pool.cluster_name)
+                    hyper_pod_properties=datazone.CfnConnection.HyperPodPropertiesInputProperty(
+                        cluster_name=pool.cluster_name
+                    )
                 ),
             )
             for pool in model.hyperpod_pools_of(project)

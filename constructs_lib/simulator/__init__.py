@@ -5,6 +5,17 @@ from .engine import RunMetrics, TeamStats, check_trace_fits_pool, compare, poole
 from .traces import TRACE_COLUMNS, OpenbMapping, TraceJob, convert_openb, read_trace, write_trace
 
 __all__ = [
-    "RunMetrics", "TeamStats", "check_trace_fits_pool", "compare", "pooled_share", "simulate", "static_shares",
-    "TRACE_COLUMNS", "OpenbMapping", "TraceJob", "convert_openb", "read_trace", "write_trace",
+    "RunMetrics",
+    "TeamStats",
+    "check_trace_fits_pool",
+    "compare",
+    "pooled_share",
+    "simulate",
+    "static_shares",
+    "TRACE_COLUMNS",
+    "OpenbMapping",
+    "TraceJob",
+    "convert_openb",
+    "read_trace",
+    "write_trace",
 ]

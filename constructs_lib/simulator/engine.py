@@ -71,10 +71,14 @@ class RunMetrics:
     # how long each job whose start preempted others waited, to the moment its victims were gone
     # (their grace included): what a lender waits for capacity it is owed
     reclaim_waits: tuple[float, ...] = field(repr=False, default=())
-    usage_timeline: tuple[tuple[float, Mapping[tuple[str, str], int]], ...] = field(repr=False, default=())  # (team, instance type) -> instances
+    usage_timeline: tuple[tuple[float, Mapping[tuple[str, str], int]], ...] = field(
+        repr=False, default=()
+    )  # (team, instance type) -> instances
     waits: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)
     preempted_at: Mapping[str, tuple[float, ...]] = field(repr=False, default_factory=dict)  # job -> times
-    runs: Mapping[str, tuple[tuple[float, float], ...]] = field(repr=False, default_factory=dict)  # job -> (start, end) of each run, if recorded
+    runs: Mapping[str, tuple[tuple[float, float], ...]] = field(
+        repr=False, default_factory=dict
+    )  # job -> (start, end) of each run, if recorded
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
@@ -97,7 +101,10 @@ class RunMetrics:
 
 
 def static_shares(shares: Sequence[Share]) -> tuple[Share, ...]:
-    return tuple(Share(name=s.name, quota=s.quota, strategy=Strategy.RESERVE, fair_share_weight=s.fair_share_weight) for s in shares)
+    return tuple(
+        Share(name=s.name, quota=s.quota, strategy=Strategy.RESERVE, fair_share_weight=s.fair_share_weight)
+        for s in shares
+    )
 
 
 def pooled_share(capacity: Mapping[str, int]) -> tuple[Share, ...]:
@@ -139,8 +146,16 @@ def simulate(
     ``groups``: the pool's groups of shares, planned as the controller plans them."""
     _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
     return _replay(
-        jobs, _arrival_order(jobs), shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled,
-        record_timeline=record_timeline, record_runs=record_runs, groups=groups,
+        jobs,
+        _arrival_order(jobs),
+        shares=shares,
+        capacity=capacity,
+        tick_s=tick_s,
+        settings=settings,
+        pooled=pooled,
+        record_timeline=record_timeline,
+        record_runs=record_runs,
+        groups=groups,
     )
 
 
@@ -167,7 +182,11 @@ def _replay(
     it out: a victim runs on for the grace (it may finish meanwhile; a checkpointing one keeps its
     work up to its stop) and the jobs the planner starts get their instances as victims stop, in
     the order they were started. Without one, victims stop and jobs start on the tick."""
-    decider = _Queues(shares) if not groups and _independent_queues(shares, capacity) else _Planner(shares, capacity, settings, groups)
+    decider = (
+        _Queues(shares)
+        if not groups and _independent_queues(shares, capacity)
+        else _Planner(shares, capacity, settings, groups)
+    )
     grace = settings.grace_s
     progress: dict[str, _Progress] = {}
     waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
@@ -269,7 +288,9 @@ def _replay(
             begin_awaiting(job.instance_type, at)
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_time <= tick:
             job = arrivals[next_arrival]
-            entry = progress[job.job_id] = _Progress(job, next_arrival, POOLED_SHARE if pooled else job.team, job.duration, job.submit_time)
+            entry = progress[job.job_id] = _Progress(
+                job, next_arrival, POOLED_SHARE if pooled else job.team, job.duration, job.submit_time
+            )
             decider.arrive(entry)
             next_arrival += 1
         starts, preempted, reclaiming, capped = decider.plan(tick)
@@ -345,9 +366,25 @@ def _check_jobs(jobs: Sequence[TraceJob], teams: Sequence[str], capacity: Mappin
     unchecked (planner.unchecked_state)."""
     if not pooled:
         check_trace_fits_pool(jobs, [Share(name=t, quota={}, strategy=Strategy.LEND) for t in teams], capacity)
-    problems = [Problem(path=f"job {job.job_id}.count", wrong="not a whole number of instances >= 1", value=job.count, allowed="1 or more") for job in jobs if job.count < 1]
+    problems = [
+        Problem(
+            path=f"job {job.job_id}.count",
+            wrong="not a whole number of instances >= 1",
+            value=job.count,
+            allowed="1 or more",
+        )
+        for job in jobs
+        if job.count < 1
+    ]
     if len({job.job_id for job in jobs}) != len(jobs):
-        problems.append(Problem(path="jobs", wrong="duplicate job ids", value=len(jobs) - len({job.job_id for job in jobs}), allowed="unique ids"))
+        problems.append(
+            Problem(
+                path="jobs",
+                wrong="duplicate job ids",
+                value=len(jobs) - len({job.job_id for job in jobs}),
+                allowed="unique ids",
+            )
+        )
     if problems:
         raise GovernanceError(problems[:20])
 
@@ -357,8 +394,16 @@ class _Planner:
     a baseline whose quotas overbook the pool). The jobs are kept from tick to tick, by id in the
     order the planner's ``apply_plan`` would leave them: finished jobs leave, arrivals join."""
 
-    def __init__(self, shares: Sequence[Share], capacity: Mapping[str, int], settings: Settings, groups: Sequence[ShareGroup] = ()) -> None:
-        self.state = PoolState(capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0, groups=tuple(groups))
+    def __init__(
+        self,
+        shares: Sequence[Share],
+        capacity: Mapping[str, int],
+        settings: Settings,
+        groups: Sequence[ShareGroup] = (),
+    ) -> None:
+        self.state = PoolState(
+            capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0, groups=tuple(groups)
+        )
         self.settings = settings
         self.quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
         self.running: dict[str, RunningJob] = {}
@@ -371,8 +416,14 @@ class _Planner:
     def arrive(self, entry: _Progress) -> None:
         job = entry.job
         self.pending[job.job_id] = PendingJob(
-            job_id=job.job_id, share=entry.share, instance_type=job.instance_type, count=job.count, priority=job.priority,
-            submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time,
+            job_id=job.job_id,
+            share=entry.share,
+            instance_type=job.instance_type,
+            count=job.count,
+            priority=job.priority,
+            submitted_at=job.submit_time,
+            checkpointable=job.checkpointable,
+            max_run_time_s=job.max_run_time,
             restartable=job.restartable,  # the planner never takes such a job, as in the controller
         )
 
@@ -388,7 +439,9 @@ class _Planner:
         and whether a cap cut the plan short."""
         if not self.pending:  # nothing waits: nothing to plan
             return (), (), frozenset(), False
-        self.state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=tick)
+        self.state = unchecked_state(
+            self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=tick
+        )
         plan = plan_tick(self.state, self.settings)
         if plan.starts or plan.preemptions:
             # apply_plan on just the jobs the plan moves (a victim may start again in the same
@@ -402,23 +455,38 @@ class _Planner:
                 self.running[job.job_id] = job
                 self.usage[job.share, job.instance_type] = self.usage.get((job.share, job.instance_type), 0) + job.count
             self.pending.update((job.job_id, job) for job in moved.pending)
-        return [s.job_id for s in plan.starts], [p.job_id for p in plan.preemptions], frozenset(p.for_job for p in plan.preemptions), plan.capped
+        return (
+            [s.job_id for s in plan.starts],
+            [p.job_id for p in plan.preemptions],
+            frozenset(p.for_job for p in plan.preemptions),
+            plan.capped,
+        )
 
     def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
         """Shares with a job inside their guarantee that has waited since before ``waited_before``
         (a tick, plus the pool's grace, ago) while another share still runs on borrowed capacity
         of the same type: lent capacity not reclaimed in time."""
         usage, quotas = self.usage, self.quotas
-        borrowing = {instance_type for (share, instance_type), used in usage.items() if used > quotas.get((share, instance_type), 0)}
+        borrowing = {
+            instance_type
+            for (share, instance_type), used in usage.items()
+            if used > quotas.get((share, instance_type), 0)
+        }
         if not borrowing:
             return 0
-        waited = [job for job in self.pending.values() if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before]
+        waited = [
+            job
+            for job in self.pending.values()
+            if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before
+        ]
         if not waited:
             return 0
         return len({job.share for job in pending_guarantee_jobs(self.state.shares, self.running.values(), waited)})
 
     def next_change_at(self) -> float | None:
-        state = unchecked_state(self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=self.state.now)
+        state = unchecked_state(
+            self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=self.state.now
+        )
         return next_change_at(state, self.settings)
 
 
@@ -454,7 +522,10 @@ class _Queues:
     def arrive(self, entry: _Progress) -> None:
         job = entry.job
         where = (entry.share, job.instance_type)
-        heapq.heappush(self._buckets.setdefault(where, {}).setdefault(job.count, []), ((-job.priority, job.submit_time, job.job_id), job))
+        heapq.heappush(
+            self._buckets.setdefault(where, {}).setdefault(job.count, []),
+            ((-job.priority, job.submit_time, job.job_id), job),
+        )
         self._touched[where] = None
         self._size += 1
 
@@ -491,16 +562,22 @@ class _Queues:
         return None  # nobody is preempted, protected or backed off
 
 
-def never_runnable(jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False) -> tuple[str, ...]:
+def never_runnable(
+    jobs: Sequence[TraceJob], shares: Sequence[Share], capacity: Mapping[str, int], *, pooled: bool = False
+) -> tuple[str, ...]:
     """Ids of the jobs larger than their share can ever hold: its ceiling, and at most the pool
     less what other shares reserve (a reserve is never lent): they wait for ever under these shares."""
     reserved = {t: sum(s.quota.get(t, 0) for s in shares if s.strategy is Strategy.RESERVE) for t in capacity}
     ceilings = {
-        (s.name, t): min(s.ceiling(t, size), size - reserved[t] + (s.quota.get(t, 0) if s.strategy is Strategy.RESERVE else 0))
-        for s in shares for t, size in capacity.items()
+        (s.name, t): min(
+            s.ceiling(t, size), size - reserved[t] + (s.quota.get(t, 0) if s.strategy is Strategy.RESERVE else 0)
+        )
+        for s in shares
+        for t, size in capacity.items()
     }
     return tuple(
-        job.job_id for job in jobs
+        job.job_id
+        for job in jobs
         if job.count > ceilings.get((POOLED_SHARE if pooled else job.team, job.instance_type), 0)
     )
 
@@ -525,14 +602,28 @@ def _percentile(values: Sequence[float], percent: float) -> float:
 
 
 def compare(
-    jobs: Sequence[TraceJob], *, shares: Sequence[Share], capacity: Mapping[str, int], tick_s: float, settings: Settings, record_timeline: bool = False,
+    jobs: Sequence[TraceJob],
+    *,
+    shares: Sequence[Share],
+    capacity: Mapping[str, int],
+    tick_s: float,
+    settings: Settings,
+    record_timeline: bool = False,
     groups: Sequence[ShareGroup] = (),
 ) -> dict[str, RunMetrics]:
     """The policy (with the pool's ``groups``) and both baselines over the same trace, checked and ordered once."""
     _check_jobs(jobs, [s.name for s in shares], capacity, pooled=False)  # the pooled run's checks included
     arrivals = _arrival_order(jobs)
     run = lambda shares, pooled=False, groups=(): _replay(  # noqa: E731
-        jobs, arrivals, shares=shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled, record_timeline=record_timeline, record_runs=False,
+        jobs,
+        arrivals,
+        shares=shares,
+        capacity=capacity,
+        tick_s=tick_s,
+        settings=settings,
+        pooled=pooled,
+        record_timeline=record_timeline,
+        record_runs=False,
         groups=groups,
     )
     return {
@@ -547,11 +638,32 @@ def check_trace_fits_pool(jobs: Sequence[TraceJob], shares: Sequence[Share], cap
     problems: list[Problem] = []
     for job in jobs:
         if job.team not in teams:
-            problems.append(Problem(path=f"job {job.job_id}.team", wrong="team has no quota in the pool", value=job.team, allowed=f"one of {sorted(teams)}"))
+            problems.append(
+                Problem(
+                    path=f"job {job.job_id}.team",
+                    wrong="team has no quota in the pool",
+                    value=job.team,
+                    allowed=f"one of {sorted(teams)}",
+                )
+            )
         if job.instance_type not in capacity:
-            problems.append(Problem(path=f"job {job.job_id}.instance_type", wrong="not in the pool", value=job.instance_type, allowed=f"one of {sorted(capacity)}"))
+            problems.append(
+                Problem(
+                    path=f"job {job.job_id}.instance_type",
+                    wrong="not in the pool",
+                    value=job.instance_type,
+                    allowed=f"one of {sorted(capacity)}",
+                )
+            )
         elif job.count > capacity[job.instance_type]:
-            problems.append(Problem(path=f"job {job.job_id}.count", wrong="larger than the pool", value=job.count, allowed=f"at most {capacity[job.instance_type]}"))
+            problems.append(
+                Problem(
+                    path=f"job {job.job_id}.count",
+                    wrong="larger than the pool",
+                    value=job.count,
+                    allowed=f"at most {capacity[job.instance_type]}",
+                )
+            )
         if len(problems) >= 20:
             break
     if problems:

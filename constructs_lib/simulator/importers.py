@@ -46,7 +46,10 @@ class Imported:
         for verb, reasons in (("skipped", self.skipped), ("guessed", self.guessed)):
             if reasons:
                 total = sum(len(names) for names in reasons.values())
-                parts.append(f"{verb} {counted(total, 'record')}: " + "; ".join(f"{len(names)} {why} [{_names(names)}]" for why, names in reasons.items()))
+                parts.append(
+                    f"{verb} {counted(total, 'record')}: "
+                    + "; ".join(f"{len(names)} {why} [{_names(names)}]" for why, names in reasons.items())
+                )
         return "; ".join(parts)
 
 
@@ -82,9 +85,16 @@ class _Findings:
         kept = [job for job in jobs if job.job_id not in dropped]
         start = min((job.submit_time for job in kept), default=0.0)
         return Imported(
-            jobs=tuple(replace(job, submit_time=job.submit_time - start) for job in sorted(kept, key=lambda j: (j.submit_time, j.job_id))),
+            jobs=tuple(
+                replace(job, submit_time=job.submit_time - start)
+                for job in sorted(kept, key=lambda j: (j.submit_time, j.job_id))
+            ),
             skipped={why: tuple(names) for why, names in self.skipped.items()},
-            guessed={what: tuple(n for n in names if n not in dropped) for what, names in self.guessed.items() if set(names) - dropped},
+            guessed={
+                what: tuple(n for n in names if n not in dropped)
+                for what, names in self.guessed.items()
+                if set(names) - dropped
+            },
         )
 
 
@@ -116,7 +126,12 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
     header = lines[0].split("|") if lines else []
     missing = [f for f in SACCT_FIELDS if f not in header]
     if missing:
-        raise _problem(f"{path}:1", "not sacct --parsable2 output with the needed fields", ",".join(missing) or "empty", f"the fields of: {SACCT_COMMAND}")
+        raise _problem(
+            f"{path}:1",
+            "not sacct --parsable2 output with the needed fields",
+            ",".join(missing) or "empty",
+            f"the fields of: {SACCT_COMMAND}",
+        )
     findings, jobs = _Findings(), []
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -133,9 +148,16 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
         try:
             submit, start, end = (_slurm_time(row[f]) for f in ("Submit", "Start", "End"))
             nodes = int(row["NNodes"])
-            limit = None if row["TimelimitRaw"] in ("", "UNLIMITED", "Partition_Limit") else 60.0 * int(row["TimelimitRaw"])
+            limit = (
+                None if row["TimelimitRaw"] in ("", "UNLIMITED", "Partition_Limit") else 60.0 * int(row["TimelimitRaw"])
+            )
         except ValueError as error:
-            raise _problem(where, "unreadable sacct row", line, f"times as YYYY-MM-DDTHH:MM:SS, numeric NNodes and TimelimitRaw ({error})") from None
+            raise _problem(
+                where,
+                "unreadable sacct row",
+                line,
+                f"times as YYYY-MM-DDTHH:MM:SS, numeric NNodes and TimelimitRaw ({error})",
+            ) from None
         team = row["Account"]
         if not team:
             findings.skip("without an account", job_id)
@@ -147,8 +169,15 @@ def from_sacct(path: str | Path, options: ImportOptions) -> Imported:
             continue
         jobs.append(
             TraceJob(
-                job_id=job_id, team=team, submit_time=submit, duration=end - start, instance_type=findings.default_type(options, job_id),
-                count=max(1, nodes), priority=priority, checkpointable=team in options.checkpointable_teams, max_run_time=limit,
+                job_id=job_id,
+                team=team,
+                submit_time=submit,
+                duration=end - start,
+                instance_type=findings.default_type(options, job_id),
+                count=max(1, nodes),
+                priority=priority,
+                checkpointable=team in options.checkpointable_teams,
+                max_run_time=limit,
             )
         )
     return findings.imported(jobs)
@@ -168,21 +197,27 @@ def _priority(priority_class: str, options: ImportOptions) -> int | None:
 
 
 def _unmapped(priority_class: str) -> str:
-    return f"with priority class {priority_class!r} that --priority does not map (map it: --priority {priority_class}=N)"
+    return (
+        f"with priority class {priority_class!r} that --priority does not map (map it: --priority {priority_class}=N)"
+    )
 
 
 def _read_lines(path: str | Path) -> list[str]:
     try:
         return Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise _problem(str(path), "cannot read the file", type(error).__name__, f"a readable text file ({error})") from None
+        raise _problem(
+            str(path), "cannot read the file", type(error).__name__, f"a readable text file ({error})"
+        ) from None
 
 
 def _read_json(path: str | Path) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _problem(str(path), "cannot read the JSON", type(error).__name__, f"a readable JSON file ({error})") from None
+        raise _problem(
+            str(path), "cannot read the JSON", type(error).__name__, f"a readable JSON file ({error})"
+        ) from None
 
 
 # --- AWS Batch --------------------------------------------------------------------------------
@@ -205,12 +240,19 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
             raise _problem(f"{path}[{index}]", "not a Batch response", type(page).__name__, "an object")
         listed = page.get("jobs", page.get("jobSummaryList", [page] if "jobId" in page else None))
         if not isinstance(listed, list):
-            raise _problem(f"{path}[{index}]", "not a Batch response", sorted(page)[:5], "jobs, jobSummaryList, or a DescribeServiceJob object with jobId")
+            raise _problem(
+                f"{path}[{index}]",
+                "not a Batch response",
+                sorted(page)[:5],
+                "jobs, jobSummaryList, or a DescribeServiceJob object with jobId",
+            )
         for record in listed:
             if not isinstance(record, dict) or not record.get("jobId"):
                 raise _problem(f"{path}[{index}]", "a job without jobId", str(record)[:80], "Batch job records")
             records.setdefault(record["jobId"], {}).update(record)
-    waited_on = {d.get("jobId") for record in records.values() for d in record.get("dependsOn") or () if isinstance(d, dict)}
+    waited_on = {
+        d.get("jobId") for record in records.values() for d in record.get("dependsOn") or () if isinstance(d, dict)
+    }
     findings, jobs = _Findings(), []
     for job_id, record in records.items():
         if not record.get("startedAt") or not record.get("stoppedAt"):
@@ -229,18 +271,32 @@ def from_batch(path: str | Path, options: ImportOptions) -> Imported:
             start, stop = record["startedAt"] / 1000, record["stoppedAt"] / 1000
             jobs.append(
                 TraceJob(
-                    job_id=job_id, team=team, submit_time=record["createdAt"] / 1000, duration=stop - start,
-                    instance_type=instance_type, count=count, priority=int(record.get("schedulingPriority", 0)),
-                    checkpointable=tags.get(TAG_CHECKPOINTABLE, "").lower() == "true" or team in options.checkpointable_teams,
-                    max_run_time=float(timeout) if timeout else None, restartable=restartable(record, waited_on) is None,
+                    job_id=job_id,
+                    team=team,
+                    submit_time=record["createdAt"] / 1000,
+                    duration=stop - start,
+                    instance_type=instance_type,
+                    count=count,
+                    priority=int(record.get("schedulingPriority", 0)),
+                    checkpointable=tags.get(TAG_CHECKPOINTABLE, "").lower() == "true"
+                    or team in options.checkpointable_teams,
+                    max_run_time=float(timeout) if timeout else None,
+                    restartable=restartable(record, waited_on) is None,
                 )
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise _problem(f"{path}: job {job_id}", "unreadable Batch job", str(error), "createdAt/startedAt/stoppedAt in ms, numeric counts") from None
+            raise _problem(
+                f"{path}: job {job_id}",
+                "unreadable Batch job",
+                str(error),
+                "createdAt/startedAt/stoppedAt in ms, numeric counts",
+            ) from None
     return findings.imported(jobs)
 
 
-def _batch_size(job_id: str, record: Mapping[str, Any], tags: Mapping[str, str], options: ImportOptions, findings: _Findings) -> tuple[str, int]:
+def _batch_size(
+    job_id: str, record: Mapping[str, Any], tags: Mapping[str, str], options: ImportOptions, findings: _Findings
+) -> tuple[str, int]:
     """Instance type and count: the gpu-governance tags (the reclaim controller's), else what the
     record says as the reclaim controller reads it (``service_job_usage``): a service job's
     capacityUsage is in its instance type (older records: NUM_INSTANCES, a count only) and
@@ -249,10 +305,16 @@ def _batch_size(job_id: str, record: Mapping[str, Any], tags: Mapping[str, str],
     https://docs.aws.amazon.com/batch/latest/APIReference/API_ServiceJobCapacityUsageSummary.html
     https://docs.aws.amazon.com/batch/latest/APIReference/API_JobCapacityUsageSummary.html"""
     usage = service_job_usage(record)
-    typed = next(((unit, n) for unit, n in usage if "." in unit), None)  # ml.p5.48xlarge, never VCPU, cpu or NUM_INSTANCES
+    typed = next(
+        ((unit, n) for unit, n in usage if "." in unit), None
+    )  # ml.p5.48xlarge, never VCPU, cpu or NUM_INSTANCES
     counted = next((n for unit, n in usage if unit.upper() == "NUM_INSTANCES"), None)
     instance_type = tags.get(TAG_INSTANCE_TYPE) or (typed[0] if typed else None)
-    count = tags.get(TAG_INSTANCES) or (typed[1] if typed else counted) or (record.get("nodeProperties") or {}).get("numNodes")
+    count = (
+        tags.get(TAG_INSTANCES)
+        or (typed[1] if typed else counted)
+        or (record.get("nodeProperties") or {}).get("numNodes")
+    )
     if count is None:
         findings.guess("instance count 1", job_id)
     return instance_type or findings.default_type(options, job_id), int(count or 1)
@@ -272,7 +334,11 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
     --priority, else 0; declared run time = spec.maximumExecutionTimeSeconds. Fields as
     kueue.x-k8s.io/v1beta1 Workload (apis/kueue/v1beta1/workload_types.go)."""
     document = _read_json(path)
-    items = document.get("items") if isinstance(document, dict) and document.get("kind", "").endswith("List") else [document]
+    items = (
+        document.get("items")
+        if isinstance(document, dict) and document.get("kind", "").endswith("List")
+        else [document]
+    )
     if not isinstance(items, list):
         raise _problem(str(path), "not a Workload list", type(items).__name__, "kubectl get workloads -o json output")
     findings, jobs = _Findings(), []
@@ -300,29 +366,48 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
             queue = admission["clusterQueue"]
             team = team_named(queue) or team_named(metadata.get("namespace", ""))
             if team is None:
-                findings.guess(f"team = ClusterQueue name (neither it nor the namespace is {cluster_queue('<team>')} / {namespace('<team>')})", job_id)
+                findings.guess(
+                    f"team = ClusterQueue name (neither it nor the namespace is {cluster_queue('<team>')} / {namespace('<team>')})",
+                    job_id,
+                )
             assigned = {a.get("name", "main"): a for a in admission.get("podSetAssignments") or ()}
             limit = spec.get("maximumExecutionTimeSeconds")
             jobs.append(
                 TraceJob(
-                    job_id=job_id, team=team or queue, submit_time=_k8s_time(metadata["creationTimestamp"]), duration=end - start,
+                    job_id=job_id,
+                    team=team or queue,
+                    submit_time=_k8s_time(metadata["creationTimestamp"]),
+                    duration=end - start,
                     instance_type=_kueue_instance_type(job_id, list(assigned.values()), options, findings),
-                    count=sum(int(assigned.get(p.get("name", "main"), {}).get("count", p.get("count", 1))) for p in spec["podSets"]),
-                    priority=int(priority), checkpointable=(team or queue) in options.checkpointable_teams,
+                    count=sum(
+                        int(assigned.get(p.get("name", "main"), {}).get("count", p.get("count", 1)))
+                        for p in spec["podSets"]
+                    ),
+                    priority=int(priority),
+                    checkpointable=(team or queue) in options.checkpointable_teams,
                     max_run_time=float(limit) if limit else None,
                 )
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
-            raise _problem(where, "unreadable Workload", str(error), "a kueue.x-k8s.io Workload with metadata, spec.podSets, status") from None
+            raise _problem(
+                where,
+                "unreadable Workload",
+                str(error),
+                "a kueue.x-k8s.io Workload with metadata, spec.podSets, status",
+            ) from None
     return findings.imported(jobs)
 
 
-def _kueue_instance_type(job_id: str, assignments: list[Mapping[str, Any]], options: ImportOptions, findings: _Findings) -> str:
+def _kueue_instance_type(
+    job_id: str, assignments: list[Mapping[str, Any]], options: ImportOptions, findings: _Findings
+) -> str:
     """The flavor admission assigned the GPUs (a pod set without GPUs: its one flavor)."""
     flavors = []
     for assignment in assignments:
         assigned = assignment.get("flavors") or {}
-        flavor = assigned.get(GPU_RESOURCE) or (next(iter(set(assigned.values()))) if len(set(assigned.values())) == 1 else None)
+        flavor = assigned.get(GPU_RESOURCE) or (
+            next(iter(set(assigned.values()))) if len(set(assigned.values())) == 1 else None
+        )
         if flavor and flavor not in flavors:
             flavors.append(flavor)
     if not flavors:

@@ -23,9 +23,10 @@ def comparison_json(results: Mapping[str, RunMetrics]) -> dict[str, Any]:
     return result
 
 
-
 def table(results: Mapping[str, RunMetrics]) -> str:
-    lines = [f"{'run':<8} {'util':>6} {'win_util':>8} {'goodput':>8} {'makespan_s':>12} {'done':>6} {'preempt':>8} {'lost_cap_s':>12}"]
+    lines = [
+        f"{'run':<8} {'util':>6} {'win_util':>8} {'goodput':>8} {'makespan_s':>12} {'done':>6} {'preempt':>8} {'lost_cap_s':>12}"
+    ]
     for name, m in results.items():
         lines.append(
             f"{name:<8} {m.utilization:>6.3f} {m.window_utilization:>8.3f} {m.goodput:>8.3f} {m.makespan_s:>12.0f} {m.jobs_completed:>6} {m.preemptions:>8} {m.lost_work_capacity_s:>12.0f}"
@@ -44,10 +45,14 @@ def table(results: Mapping[str, RunMetrics]) -> str:
         lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
     protected = results["policy"].not_restartable
     if protected:
-        lines.append(f"{protected} jobs are never preempted: the controller could not bring them back as they were (array jobs, jobs others depend on, multi-container jobs)")
+        lines.append(
+            f"{protected} jobs are never preempted: the controller could not bring them back as they were (array jobs, jobs others depend on, multi-container jobs)"
+        )
     for name, m in results.items():
         if m.never_runnable:
-            lines.append(f"{name}: {len(m.never_runnable)} jobs can never run (larger than their team may hold), e.g. {', '.join(m.never_runnable[:3])}")
+            lines.append(
+                f"{name}: {len(m.never_runnable)} jobs can never run (larger than their team may hold), e.g. {', '.join(m.never_runnable[:3])}"
+            )
     return "\n".join(lines)
 
 
@@ -58,7 +63,16 @@ def load_pyplot():
         matplotlib.use("Agg")
         from matplotlib import pyplot
     except ImportError:
-        raise GovernanceError([Problem(path="--plot", wrong="matplotlib is not installed", value="matplotlib", allowed="pip install 'cdk-gpu-governance[plot]', or leave out --plot")]) from None
+        raise GovernanceError(
+            [
+                Problem(
+                    path="--plot",
+                    wrong="matplotlib is not installed",
+                    value="matplotlib",
+                    allowed="pip install 'cdk-gpu-governance[plot]', or leave out --plot",
+                )
+            ]
+        ) from None
     return pyplot
 
 
@@ -66,7 +80,9 @@ def load_pyplot():
 RUN_COLOURS = ("#303030", "#808080", "#c0c0c0", "#ffffff")
 
 
-def write_plot(pyplot, results: Mapping[str, RunMetrics], path: Path, *, pool: str, capacity: Mapping[str, int]) -> None:
+def write_plot(
+    pyplot, results: Mapping[str, RunMetrics], path: Path, *, pool: str, capacity: Mapping[str, int]
+) -> None:
     """:func:`figure` as a PNG."""
     chart = figure(pyplot, results, pool=pool, capacity=capacity)
     try:
@@ -81,7 +97,9 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
     waiting times per run."""
     teams = sorted({team for m in results.values() for team in m.teams})
     types = sorted(capacity)
-    team_colours = dict(zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1), strict=False))
+    team_colours = dict(
+        zip(teams, pyplot.rcParams["axes.prop_cycle"].by_key()["color"] * (len(teams) // 10 + 1), strict=False)
+    )
     chart = pyplot.figure(figsize=(max(10, 5.5 * len(types) + 1), 2.8 * (len(results) + 1)), layout="constrained")
     grid = chart.add_gridspec(len(results) + 1, len(types))
     column_axes: dict[str, object] = {}
@@ -93,7 +111,9 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
             if hours:
                 stacks = [[usage.get((team, kind), 0) for _, usage in metrics.usage_timeline] for team in teams]
                 axis.stackplot(hours, stacks, labels=teams, colors=[team_colours[t] for t in teams], step="post")
-            axis.axhline(capacity[kind], color="black", linestyle="--", linewidth=1, label=f"pool capacity ({capacity[kind]})")
+            axis.axhline(
+                capacity[kind], color="black", linestyle="--", linewidth=1, label=f"pool capacity ({capacity[kind]})"
+            )
             axis.set_ylim(0, capacity[kind] * 1.15)
             axis.set_title(f"{name}: {kind} in use (utilization {metrics.utilization:.2f})", fontsize="medium")
             axis.set_ylabel(f"{kind} instances")
@@ -112,10 +132,20 @@ def figure(pyplot, results: Mapping[str, RunMetrics], *, pool: str, capacity: Ma
             box.set_edgecolor("black")
         for median in boxes["medians"]:
             median.set_color("#d62728" if offset == 0 else "black")
-    waits.legend(handles=[Patch(facecolor=RUN_COLOURS[i % len(RUN_COLOURS)], edgecolor="black", label=name) for i, name in enumerate(results)],
-                 loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title="run")
+    waits.legend(
+        handles=[
+            Patch(facecolor=RUN_COLOURS[i % len(RUN_COLOURS)], edgecolor="black", label=name)
+            for i, name in enumerate(results)
+        ],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        fontsize="small",
+        title="run",
+    )
     waits.set_xticks([i * (len(results) + 1) + (len(results) - 1) / 2 for i in range(len(teams))], teams)
     waits.set_xlabel("team")
     waits.set_ylabel("wait (minutes)")
-    waits.set_title("waiting time per team and run (box: p25-p75, whiskers 1.5 IQR, outliers hidden)", fontsize="medium")
+    waits.set_title(
+        "waiting time per team and run (box: p25-p75, whiskers 1.5 IQR, outliers hidden)", fontsize="medium"
+    )
     return chart

@@ -54,7 +54,10 @@ class Grid:
     settings: tuple[Settings, ...]
 
     def points(self) -> list[Point]:
-        return [Point(size=size, split=split, settings=settings) for size, split, settings in itertools.product(self.sizes, self.splits, self.settings)]
+        return [
+            Point(size=size, split=split, settings=settings)
+            for size, split, settings in itertools.product(self.sizes, self.splits, self.settings)
+        ]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,15 +85,28 @@ def parse_grid(entries: Sequence[str], *, teams: Sequence[str], size: int, base:
         key, separator, text = entry.partition("=")
         path = f"--grid {key}" if separator else "--grid"
         if not separator or key not in GRID_KEYS:
-            problems.append(Problem(path=path, wrong="not KEY=VALUES with a known key", value=entry, allowed=f"one of {', '.join(GRID_KEYS)}, e.g. size=32,40,48"))
+            problems.append(
+                Problem(
+                    path=path,
+                    wrong="not KEY=VALUES with a known key",
+                    value=entry,
+                    allowed=f"one of {', '.join(GRID_KEYS)}, e.g. size=32,40,48",
+                )
+            )
             continue
         if key in given:
-            problems.append(Problem(path=path, wrong="given twice", value=entry, allowed="each key once, its values comma-separated"))
+            problems.append(
+                Problem(
+                    path=path, wrong="given twice", value=entry, allowed="each key once, its values comma-separated"
+                )
+            )
             continue
         values = [_value(key, word.strip(), len(teams)) for word in text.split(",")]
         bad = [word for word, value in zip(text.split(","), values, strict=True) if value is None]
         if bad or not values:
-            problems.append(Problem(path=path, wrong="not a valid value", value=",".join(bad) or text, allowed=_ALLOWED[key]))
+            problems.append(
+                Problem(path=path, wrong="not a valid value", value=",".join(bad) or text, allowed=_ALLOWED[key])
+            )
             continue
         given[key] = list(dict.fromkeys(values))  # a value twice is one configuration
     if problems:
@@ -99,7 +115,9 @@ def parse_grid(entries: Sequence[str], *, teams: Sequence[str], size: int, base:
     for key, field_name in SETTING_KEYS.items():
         if key in given:
             settings = [replace(s, **{field_name: value}) for s in settings for value in given[key]]
-    return Grid(sizes=tuple(given.get("size", [size])), splits=tuple(given.get("split", [None])), settings=tuple(settings))
+    return Grid(
+        sizes=tuple(given.get("size", [size])), splits=tuple(given.get("split", [None])), settings=tuple(settings)
+    )
 
 
 def _value(key: str, word: str, teams: int) -> Any:
@@ -110,7 +128,9 @@ def _value(key: str, word: str, teams: int) -> Any:
             return number if number >= 1 else None
         if key == "split":
             percents = tuple(int(part) for part in word.split("/"))
-            return percents if len(percents) == teams and all(p >= 0 for p in percents) and sum(percents) <= 100 else None
+            return (
+                percents if len(percents) == teams and all(p >= 0 for p in percents) and sum(percents) <= 100 else None
+            )
         number = float(word)
     except ValueError:
         return None
@@ -121,15 +141,20 @@ def _value(key: str, word: str, teams: int) -> Any:
     return number if number >= 0 else None
 
 
-def shares_at(point: Point, shares: Sequence[Share], capacity: Mapping[str, int]) -> tuple[tuple[Share, ...], dict[str, int]]:
+def shares_at(
+    point: Point, shares: Sequence[Share], capacity: Mapping[str, int]
+) -> tuple[tuple[Share, ...], dict[str, int]]:
     """The pool at ``point``: its one instance type at ``size``, each team's quota its split
     percent of it (rounded down) or, without a split, its quota in the file scaled to the size."""
-    (instance_type, pool_size), = capacity.items()
+    ((instance_type, pool_size),) = capacity.items()
     quotas = (
-        [point.size * percent // 100 for percent in point.split] if point.split is not None
+        [point.size * percent // 100 for percent in point.split]
+        if point.split is not None
         else [share.quota.get(instance_type, 0) * point.size // pool_size for share in shares]
     )
-    return tuple(replace(share, quota={instance_type: quota}) for share, quota in zip(shares, quotas, strict=True)), {instance_type: point.size}
+    return tuple(replace(share, quota={instance_type: quota}) for share, quota in zip(shares, quotas, strict=True)), {
+        instance_type: point.size
+    }
 
 
 # --- the parallel run -------------------------------------------------------------------------
@@ -155,13 +180,24 @@ def process_pool(processes: int, trace: str) -> Any:
 
 
 def run_sweep(
-    trace: str, grid: Grid, *, shares: Sequence[Share], capacity: Mapping[str, int], tick_s: float,
-    processes: int | None = None, pool_factory: Callable[[int, str], Any] = process_pool,
+    trace: str,
+    grid: Grid,
+    *,
+    shares: Sequence[Share],
+    capacity: Mapping[str, int],
+    tick_s: float,
+    processes: int | None = None,
+    pool_factory: Callable[[int, str], Any] = process_pool,
 ) -> list[Outcome]:
     """Every point of ``grid`` and each size's pooled baseline, ``processes`` at a time (default:
     one per core), in grid order."""
     if len(capacity) != 1:
-        raise GovernanceError.single("--pool", "has several instance types; a sweep varies one pool size", sorted(capacity), "a pool of one instance type")
+        raise GovernanceError.single(
+            "--pool",
+            "has several instance types; a sweep varies one pool size",
+            sorted(capacity),
+            "a pool of one instance type",
+        )
     jobs = read_trace(trace)  # a bad trace fails here, once, not in every worker
     points = grid.points()
     (instance_type,) = capacity
@@ -170,8 +206,11 @@ def run_sweep(
     total_work = sum(job.duration * job.count for job in jobs)
     with pool_factory(processes or os.cpu_count() or 1, trace) as workers:
         results = workers.map(_replay, tasks, chunksize=1)
-    pooled = dict(zip(grid.sizes, results[len(points):], strict=True))
-    return [Outcome(point=point, policy=metrics, pooled=pooled[point.size], total_work=total_work) for point, metrics in zip(points, results, strict=False)]
+    pooled = dict(zip(grid.sizes, results[len(points) :], strict=True))
+    return [
+        Outcome(point=point, policy=metrics, pooled=pooled[point.size], total_work=total_work)
+        for point, metrics in zip(points, results, strict=False)
+    ]
 
 
 # --- reading the results ----------------------------------------------------------------------
@@ -180,7 +219,8 @@ def run_sweep(
 def frontier(outcomes: Sequence[Outcome]) -> list[Outcome]:
     """The outcomes no other beats on both goodput vs pooled (higher) and lost work (lower)."""
     return [
-        o for o in outcomes
+        o
+        for o in outcomes
         if not any(
             (p.goodput_vs_pooled >= o.goodput_vs_pooled and p.lost_percent <= o.lost_percent)
             and (p.goodput_vs_pooled > o.goodput_vs_pooled or p.lost_percent < o.lost_percent)
@@ -221,7 +261,8 @@ def by_setting(outcomes: Sequence[Outcome]) -> list[SettingSummary]:
 def settings_frontier(summaries: Sequence[SettingSummary]) -> list[SettingSummary]:
     """The settings no other beats on both worst-case goodput vs pooled and worst-case lost work."""
     return [
-        s for s in summaries
+        s
+        for s in summaries
         if not any(
             (o.worst_goodput_vs_pooled >= s.worst_goodput_vs_pooled and o.worst_lost_percent <= s.worst_lost_percent)
             and (o.worst_goodput_vs_pooled > s.worst_goodput_vs_pooled or o.worst_lost_percent < s.worst_lost_percent)
@@ -236,7 +277,10 @@ def _setting_cells(settings: Settings) -> list[str]:
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in [header, *rows]]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *rows]
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
@@ -245,22 +289,67 @@ def sweep_table(outcomes: Sequence[Outcome]) -> str:
     """Every configuration, the frontier marked, then each reclaim setting across sizes and splits."""
     best = {id(o) for o in frontier(outcomes)}
     rows = [
-        [str(o.point.size), o.point.label(), *_setting_cells(o.point.settings), f"{o.policy.goodput:.4f}", f"{o.pooled.goodput:.4f}",
-         f"{o.goodput_vs_pooled:.3f}", f"{o.lost_percent:.2f}", str(o.policy.preemptions), str(o.policy.guarantee_breaches),
-         f"{max(o.policy.reclaim_waits, default=0):g}", "*" if id(o) in best else ""]
+        [
+            str(o.point.size),
+            o.point.label(),
+            *_setting_cells(o.point.settings),
+            f"{o.policy.goodput:.4f}",
+            f"{o.pooled.goodput:.4f}",
+            f"{o.goodput_vs_pooled:.3f}",
+            f"{o.lost_percent:.2f}",
+            str(o.policy.preemptions),
+            str(o.policy.guarantee_breaches),
+            f"{max(o.policy.reclaim_waits, default=0):g}",
+            "*" if id(o) in best else "",
+        ]
         for o in outcomes
     ]
-    configurations = _table(["size", "split %", "backoff s", "min run s", "grace s", "goodput", "pooled", "x pooled", "lost %",
-                             "preemptions", "breaches", "reclaim wait max s", "frontier"], rows)
+    configurations = _table(
+        [
+            "size",
+            "split %",
+            "backoff s",
+            "min run s",
+            "grace s",
+            "goodput",
+            "pooled",
+            "x pooled",
+            "lost %",
+            "preemptions",
+            "breaches",
+            "reclaim wait max s",
+            "frontier",
+        ],
+        rows,
+    )
     summaries = by_setting(outcomes)
     chosen = {id(s) for s in settings_frontier(summaries)}
     setting_rows = [
-        [*_setting_cells(s.settings), f"{s.worst_goodput_vs_pooled:.3f}", f"{s.mean_goodput_vs_pooled:.3f}", f"{s.worst_lost_percent:.2f}",
-         f"{s.mean_lost_percent:.2f}", str(s.breaches), "*" if id(s) in chosen else ""]
+        [
+            *_setting_cells(s.settings),
+            f"{s.worst_goodput_vs_pooled:.3f}",
+            f"{s.mean_goodput_vs_pooled:.3f}",
+            f"{s.worst_lost_percent:.2f}",
+            f"{s.mean_lost_percent:.2f}",
+            str(s.breaches),
+            "*" if id(s) in chosen else "",
+        ]
         for s in sorted(summaries, key=lambda s: (-s.worst_goodput_vs_pooled, s.worst_lost_percent))
     ]
-    settings_table = _table(["backoff s", "min run s", "grace s", "worst x pooled", "mean x pooled", "worst lost %", "mean lost %",
-                             "breaches", "frontier"], setting_rows)
+    settings_table = _table(
+        [
+            "backoff s",
+            "min run s",
+            "grace s",
+            "worst x pooled",
+            "mean x pooled",
+            "worst lost %",
+            "mean lost %",
+            "breaches",
+            "frontier",
+        ],
+        setting_rows,
+    )
     return f"{configurations}\n\nacross sizes and splits (frontier: no setting beats it on both worst cases):\n{settings_table}"
 
 
@@ -268,17 +357,33 @@ def sweep_json(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     best = {id(o) for o in frontier(outcomes)}
     return {
         "configurations": [
-            {"size": o.point.size, "split_percent": list(o.point.split) if o.point.split is not None else None,
-             "reborrow_backoff_s": o.point.settings.reborrow_backoff_s, "min_run_time_s": o.point.settings.min_run_time_s,
-             "grace_s": o.point.settings.grace_s, "goodput": round(o.policy.goodput, 4), "pooled_goodput": round(o.pooled.goodput, 4),
-             "goodput_vs_pooled": round(o.goodput_vs_pooled, 4), "lost_percent": round(o.lost_percent, 3),
-             "preemptions": o.policy.preemptions, "guarantee_breaches": o.policy.guarantee_breaches, "frontier": id(o) in best}
+            {
+                "size": o.point.size,
+                "split_percent": list(o.point.split) if o.point.split is not None else None,
+                "reborrow_backoff_s": o.point.settings.reborrow_backoff_s,
+                "min_run_time_s": o.point.settings.min_run_time_s,
+                "grace_s": o.point.settings.grace_s,
+                "goodput": round(o.policy.goodput, 4),
+                "pooled_goodput": round(o.pooled.goodput, 4),
+                "goodput_vs_pooled": round(o.goodput_vs_pooled, 4),
+                "lost_percent": round(o.lost_percent, 3),
+                "preemptions": o.policy.preemptions,
+                "guarantee_breaches": o.policy.guarantee_breaches,
+                "frontier": id(o) in best,
+            }
             for o in outcomes
         ],
         "settings": [
-            {"reborrow_backoff_s": s.settings.reborrow_backoff_s, "min_run_time_s": s.settings.min_run_time_s, "grace_s": s.settings.grace_s,
-             "worst_goodput_vs_pooled": round(s.worst_goodput_vs_pooled, 4), "mean_goodput_vs_pooled": round(s.mean_goodput_vs_pooled, 4),
-             "worst_lost_percent": round(s.worst_lost_percent, 3), "mean_lost_percent": round(s.mean_lost_percent, 3), "breaches": s.breaches}
+            {
+                "reborrow_backoff_s": s.settings.reborrow_backoff_s,
+                "min_run_time_s": s.settings.min_run_time_s,
+                "grace_s": s.settings.grace_s,
+                "worst_goodput_vs_pooled": round(s.worst_goodput_vs_pooled, 4),
+                "mean_goodput_vs_pooled": round(s.mean_goodput_vs_pooled, 4),
+                "worst_lost_percent": round(s.worst_lost_percent, 3),
+                "mean_lost_percent": round(s.mean_lost_percent, 3),
+                "breaches": s.breaches,
+            }
             for s in by_setting(outcomes)
         ],
     }

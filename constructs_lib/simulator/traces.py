@@ -53,7 +53,14 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
             columns = tuple(header or ())
             if columns not in (TRACE_COLUMNS, WITH_LIMIT, WITH_RESTARTABLE):
                 raise GovernanceError(
-                    [Problem(path=f"{path}:1", wrong="wrong header", value=",".join(columns), allowed=",".join(TRACE_COLUMNS) + "[,max_run_time[,restartable]]")]
+                    [
+                        Problem(
+                            path=f"{path}:1",
+                            wrong="wrong header",
+                            value=",".join(columns),
+                            allowed=",".join(TRACE_COLUMNS) + "[,max_run_time[,restartable]]",
+                        )
+                    ]
                 )
             seen: set[str] = set()
             for line, row in enumerate(reader, start=2):
@@ -61,19 +68,56 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
                 if job is None:
                     continue
                 if job.job_id in seen:
-                    problems.append(Problem(path=f"{path}:{line}.job_id", wrong="duplicate job id", value=job.job_id, allowed="unique ids"))
+                    problems.append(
+                        Problem(
+                            path=f"{path}:{line}.job_id",
+                            wrong="duplicate job id",
+                            value=job.job_id,
+                            allowed="unique ids",
+                        )
+                    )
                 seen.add(job.job_id)
                 jobs.append(job)
     except (OSError, UnicodeDecodeError) as error:
-        raise GovernanceError([Problem(path=str(path), wrong="cannot read the trace", value=type(error).__name__, allowed=f"a readable CSV file ({error})")]) from None
+        raise GovernanceError(
+            [
+                Problem(
+                    path=str(path),
+                    wrong="cannot read the trace",
+                    value=type(error).__name__,
+                    allowed=f"a readable CSV file ({error})",
+                )
+            ]
+        ) from None
     if problems:
-        raise GovernanceError(problems[:50] + ([Problem(path=str(path), wrong="more bad rows", value=len(problems) - 50, allowed="fix the rows above first")] if len(problems) > 50 else []))
+        raise GovernanceError(
+            problems[:50]
+            + (
+                [
+                    Problem(
+                        path=str(path),
+                        wrong="more bad rows",
+                        value=len(problems) - 50,
+                        allowed="fix the rows above first",
+                    )
+                ]
+                if len(problems) > 50
+                else []
+            )
+        )
     return tuple(jobs)
 
 
 def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: list[Problem]) -> TraceJob | None:
     if len(row) != len(columns):
-        problems.append(Problem(path=where, wrong="wrong number of fields", value=len(row), allowed=f"{len(columns)}: {','.join(columns)}"))
+        problems.append(
+            Problem(
+                path=where,
+                wrong="wrong number of fields",
+                value=len(row),
+                allowed=f"{len(columns)}: {','.join(columns)}",
+            )
+        )
         return None
     values = dict(zip(columns, (cell.strip() for cell in row), strict=False))
     before = len(problems)
@@ -92,22 +136,44 @@ def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: l
     duration = number("duration", float, "seconds > 0", lambda v: math.isfinite(v) and v > 0)
     count = number("count", int, "a whole number of instances >= 1", lambda v: v >= 1)
     priority = number("priority", int, "an integer (higher is more urgent)", lambda v: True)
-    limit = number("max_run_time", float, "seconds > 0, or empty", lambda v: math.isfinite(v) and v > 0) if values.get("max_run_time") else None
+    limit = (
+        number("max_run_time", float, "seconds > 0, or empty", lambda v: math.isfinite(v) and v > 0)
+        if values.get("max_run_time")
+        else None
+    )
     checkpointable = values["checkpointable"].lower()
     if checkpointable not in ("true", "false"):
-        problems.append(Problem(path=f"{where}.checkpointable", wrong="invalid", value=values["checkpointable"], allowed="true or false"))
+        problems.append(
+            Problem(
+                path=f"{where}.checkpointable", wrong="invalid", value=values["checkpointable"], allowed="true or false"
+            )
+        )
     restartable = (values.get("restartable") or "true").lower()
     if restartable not in ("true", "false"):
-        problems.append(Problem(path=f"{where}.restartable", wrong="invalid", value=values["restartable"], allowed="true, false or empty (true)"))
+        problems.append(
+            Problem(
+                path=f"{where}.restartable",
+                wrong="invalid",
+                value=values["restartable"],
+                allowed="true, false or empty (true)",
+            )
+        )
     for column in ("job_id", "team", "instance_type"):
         if not values[column]:
             problems.append(Problem(path=f"{where}.{column}", wrong="missing", value="", allowed="a non-empty value"))
     if len(problems) > before:
         return None
     return TraceJob(
-        job_id=values["job_id"], team=values["team"], submit_time=submit, duration=duration,
-        instance_type=values["instance_type"], count=count, priority=priority, checkpointable=checkpointable == "true",
-        max_run_time=limit, restartable=restartable == "true",
+        job_id=values["job_id"],
+        team=values["team"],
+        submit_time=submit,
+        duration=duration,
+        instance_type=values["instance_type"],
+        count=count,
+        priority=priority,
+        checkpointable=checkpointable == "true",
+        max_run_time=limit,
+        restartable=restartable == "true",
     )
 
 
@@ -118,8 +184,18 @@ def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> int:
         writer.writerow(WITH_RESTARTABLE)
         for job in jobs:
             writer.writerow(
-                [job.job_id, job.team, _seconds(job.submit_time), _seconds(job.duration), job.instance_type, job.count, job.priority, str(job.checkpointable).lower(),
-                 "" if job.max_run_time is None else _seconds(job.max_run_time), str(job.restartable).lower()]
+                [
+                    job.job_id,
+                    job.team,
+                    _seconds(job.submit_time),
+                    _seconds(job.duration),
+                    job.instance_type,
+                    job.count,
+                    job.priority,
+                    str(job.checkpointable).lower(),
+                    "" if job.max_run_time is None else _seconds(job.max_run_time),
+                    str(job.restartable).lower(),
+                ]
             )
             written += 1
     return written
@@ -174,12 +250,30 @@ def convert_openb(path: str | Path, mapping: OpenbMapping = OpenbMapping()) -> I
         reader = csv.DictReader(handle)
         missing = [c for c in OPENB_COLUMNS if c not in (reader.fieldnames or ())]
         if missing:
-            raise GovernanceError([Problem(path=f"{path}:1", wrong="not an openb pod list", value=missing, allowed=f"columns {', '.join(OPENB_COLUMNS)}")])
+            raise GovernanceError(
+                [
+                    Problem(
+                        path=f"{path}:1",
+                        wrong="not an openb pod list",
+                        value=missing,
+                        allowed=f"columns {', '.join(OPENB_COLUMNS)}",
+                    )
+                ]
+            )
         for line, row in enumerate(reader, start=2):
             try:
                 job = _openb_job(row, mapping)
             except (KeyError, ValueError) as error:
-                raise GovernanceError([Problem(path=f"{path}:{line}", wrong="unreadable openb row", value=str(error), allowed=f"known qos {sorted(mapping.qos)} and numeric fields")]) from None
+                raise GovernanceError(
+                    [
+                        Problem(
+                            path=f"{path}:{line}",
+                            wrong="unreadable openb row",
+                            value=str(error),
+                            allowed=f"known qos {sorted(mapping.qos)} and numeric fields",
+                        )
+                    ]
+                ) from None
             if job is not None:
                 yield job
 
@@ -194,6 +288,12 @@ def _openb_job(row: Mapping[str, str], mapping: OpenbMapping) -> TraceJob | None
     qos = mapping.qos[row["qos"]]
     count = gpus if milli >= 1000 else max(1, math.ceil(gpus * milli / 1000))
     return TraceJob(
-        job_id=row["name"], team=qos.team, submit_time=float(row["creation_time"]), duration=duration,
-        instance_type=mapping.instance_type, count=count, priority=qos.priority, checkpointable=qos.checkpointable,
+        job_id=row["name"],
+        team=qos.team,
+        submit_time=float(row["creation_time"]),
+        duration=duration,
+        instance_type=mapping.instance_type,
+        count=count,
+        priority=qos.priority,
+        checkpointable=qos.checkpointable,
     )

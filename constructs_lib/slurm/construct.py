@@ -134,7 +134,9 @@ class HyperPodSlurmGovernance(Construct):
         }
 
 
-def build_pool(scope: Construct, model: GovernanceModel, pool: HyperPodSlurmPool, tenants: Mapping[str, Any]) -> HyperPodSlurmGovernance:
+def build_pool(
+    scope: Construct, model: GovernanceModel, pool: HyperPodSlurmPool, tenants: Mapping[str, Any]
+) -> HyperPodSlurmGovernance:
     """The hyperpod_slurm backend's construct builder (constructs_lib/backends/), with the outputs
     the platform team puts into the cluster's on_create.sh and runs to re-apply."""
     slurm = HyperPodSlurmGovernance(scope, f"Pool{pool.name}", model=model, pool_name=pool.name)

@@ -45,14 +45,33 @@ from gpu_governance_runtime.contract import discovery_parameter_path
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
-_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"]
+_OBJECT_ACTIONS = [
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+]
 _BUCKET_ACTIONS = ["s3:ListBucket", "s3:GetBucketLocation"]
 ECR_PULL_ACTIONS = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]
-ECR_PUSH_ACTIONS = ["ecr:PutImage", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload",
-                    "ecr:DescribeImages", "ecr:ListImages", "ecr:DescribeImageScanFindings"]
+ECR_PUSH_ACTIONS = [
+    "ecr:PutImage",
+    "ecr:InitiateLayerUpload",
+    "ecr:UploadLayerPart",
+    "ecr:CompleteLayerUpload",
+    "ecr:DescribeImages",
+    "ecr:ListImages",
+    "ecr:DescribeImageScanFindings",
+]
 # What the team repository's policy refuses to every principal but the team's roles: reading,
 # writing and deleting its images. Repository administration stays with IAM (the platform).
-_ECR_IMAGE_ACTIONS = [*ECR_PULL_ACTIONS, *ECR_PUSH_ACTIONS, "ecr:BatchDeleteImage", "ecr:StartImageScan", "ecr:ReplicateImage"]
+_ECR_IMAGE_ACTIONS = [
+    *ECR_PULL_ACTIONS,
+    *ECR_PUSH_ACTIONS,
+    "ecr:BatchDeleteImage",
+    "ecr:StartImageScan",
+    "ecr:ReplicateImage",
+]
 SECRET_READ_ACTIONS = ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"]
 DISCOVERY_READ_ACTIONS = ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"]
 # Untagged images are left over from interrupted pushes (tags are immutable, so never moved).
@@ -94,23 +113,32 @@ class _PrincipalsOfAccounts(iam.PrincipalBase):
     @property
     def policy_fragment(self) -> iam.PrincipalPolicyFragment:
         accounts = sorted({f"arn:{arn.split(':')[1]}:iam::{account_of(arn)}:root" for arn in self._arns})
-        return iam.PrincipalPolicyFragment({"AWS": accounts}, {**self._conditions, self._operator: {"aws:PrincipalArn": self._arns}})
+        return iam.PrincipalPolicyFragment(
+            {"AWS": accounts}, {**self._conditions, self._operator: {"aws:PrincipalArn": self._arns}}
+        )
 
     def dedupe_string(self) -> str:
         return json.dumps([self._arns, self._operator, self._conditions], sort_keys=True)
 
 
-def principals_named(arns: Sequence[str], conditions: dict[str, dict[str, object]] | None = None) -> list[iam.IPrincipal]:
+def principals_named(
+    arns: Sequence[str], conditions: dict[str, dict[str, object]] | None = None
+) -> list[iam.IPrincipal]:
     """The principals a trust or key policy names for ``arns`` (role or user ARNs, or Identity
     Center role patterns), each kind under ``conditions`` too: every place the library names a
     principal it did not create builds it here."""
     exact = [arn for arn in arns if not is_arn_pattern(arn)]
     patterns = [arn for arn in arns if is_arn_pattern(arn)]
-    return [_PrincipalsOfAccounts(group, operator, dict(conditions or {}))
-            for group, operator in ((exact, "ArnEquals"), (patterns, "ArnLike")) if group]
+    return [
+        _PrincipalsOfAccounts(group, operator, dict(conditions or {}))
+        for group, operator in ((exact, "ArnEquals"), (patterns, "ArnLike"))
+        if group
+    ]
 
 
-def member_trust(members: Sequence[str], organization_id: str | None, external_accounts: Sequence[str]) -> iam.IPrincipal:
+def member_trust(
+    members: Sequence[str], organization_id: str | None, external_accounts: Sequence[str]
+) -> iam.IPrincipal:
     """Who may assume a team's submission role: its members (ARNs or Identity Center role
     patterns), each only from inside the organisation when ``organization_id`` is known, except
     members of the explicitly listed ``external_accounts``."""
@@ -128,7 +156,9 @@ class SubmissionTarget(Protocol):
     @property
     def node(self) -> Node: ...
 
-    def submission_policy(self, scope: Construct, id: str, team_name: str, *, roles: Sequence[iam.IRole]) -> iam.ManagedPolicy: ...
+    def submission_policy(
+        self, scope: Construct, id: str, team_name: str, *, roles: Sequence[iam.IRole]
+    ) -> iam.ManagedPolicy: ...
 
 
 class TeamTenancy(Construct):
@@ -161,9 +191,16 @@ class TeamTenancy(Construct):
                 "submitters", f"team {team.name} has nobody who may submit", [], "at least one IAM role or user ARN"
             )
         key_account = Stack.of(scope).account
-        strangers = [arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account]
+        strangers = [
+            arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account
+        ]
         if strangers:  # the administrators of that other account could then operate the key
-            raise GovernanceError.single("platform_admins", "not in the account of the tenant key", strangers, f"roles or users of account {key_account}")
+            raise GovernanceError.single(
+                "platform_admins",
+                "not in the account of the tenant key",
+                strangers,
+                f"roles or users of account {key_account}",
+            )
         repository = repository_name(organisation, team.name)  # before any resource: refuses a name ECR cannot take
         super().__init__(scope, id)
         self.team = team
@@ -173,13 +210,24 @@ class TeamTenancy(Construct):
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
         administration = [
-            iam.PolicyStatement(sid="PlatformAdministration", principals=[principal], actions=PLATFORM_KEY_ADMIN_ACTIONS, resources=["*"])
+            iam.PolicyStatement(
+                sid="PlatformAdministration",
+                principals=[principal],
+                actions=PLATFORM_KEY_ADMIN_ACTIONS,
+                resources=["*"],
+            )
             for principal in principals_named(platform_admins)
         ]
         deployment_role = _deployment_role_arn(self)
         if deployment_role:
-            administration.append(iam.PolicyStatement(sid="DeploymentAdministration", principals=[iam.ArnPrincipal(deployment_role)],
-                                                      actions=KEY_ADMIN_ACTIONS, resources=["*"]))
+            administration.append(
+                iam.PolicyStatement(
+                    sid="DeploymentAdministration",
+                    principals=[iam.ArnPrincipal(deployment_role)],
+                    actions=KEY_ADMIN_ACTIONS,
+                    resources=["*"],
+                )
+            )
 
         self.key = kms.Key(
             self,
@@ -207,8 +255,13 @@ class TeamTenancy(Construct):
             image_scan_on_push=True,
             encryption=ecr.RepositoryEncryption.KMS,
             encryption_key=self.key,
-            lifecycle_rules=[ecr.LifecycleRule(tag_status=ecr.TagStatus.UNTAGGED, max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
-                                               description="Untagged images: left over from interrupted pushes")],
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    tag_status=ecr.TagStatus.UNTAGGED,
+                    max_image_age=Duration.days(UNTAGGED_IMAGE_DAYS),
+                    description="Untagged images: left over from interrupted pushes",
+                )
+            ],
             # Deleted with the team, images and all: its fixed name must be free when the team is
             # added again or a failed first deployment is retried. The images are the team's build
             # output, encrypted with a key a re-added team's roles could not use anyway; its data
@@ -231,7 +284,11 @@ class TeamTenancy(Construct):
                 "sagemaker.amazonaws.com",
                 conditions={
                     "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": [self._training_job_arn(name) for name in training_job_name_patterns(team.name)]},
+                    "ArnLike": {
+                        "aws:SourceArn": [
+                            self._training_job_arn(name) for name in training_job_name_patterns(team.name)
+                        ]
+                    },
                 },
             ),
         )
@@ -246,10 +303,17 @@ class TeamTenancy(Construct):
         )
         # Identity policies of other roles in this account could allow the images; this cannot be
         # outweighed by any Allow: only the team's roles read, write or delete them.
-        self.repository.add_to_resource_policy(iam.PolicyStatement(
-            sid="OnlyTheTeamsRoles", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()], actions=_ECR_IMAGE_ACTIONS,
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": [self.execution_role.role_arn, self.submission_role.role_arn]}},
-        ))
+        self.repository.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheTeamsRoles",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=_ECR_IMAGE_ACTIONS,
+                conditions={
+                    "ArnNotEquals": {"aws:PrincipalArn": [self.execution_role.role_arn, self.submission_role.role_arn]}
+                },
+            )
+        )
         for role in (self.execution_role, self.submission_role):
             self.key.add_to_resource_policy(
                 iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"])
@@ -262,7 +326,8 @@ class TeamTenancy(Construct):
             roles=[self.execution_role, self.submission_role],
         )
         acknowledge_wildcard_resources(
-            self.data_policy, [self.bucket.arn_for_objects("*"), self._secrets_arn(), self._discovery_arn("/*")],
+            self.data_policy,
+            [self.bucket.arn_for_objects("*"), self._secrets_arn(), self._discovery_arn("/*")],
             "Objects of the team's own bucket, secrets under the team's own name prefix (Secrets Manager appends a random "
             "suffix to every secret ARN) and the team's own discovery parameters, one per pool.",
         )
@@ -273,7 +338,9 @@ class TeamTenancy(Construct):
             "S3BucketReplicationEnabled",
         )
         training_log_group = stack.format_arn(
-            service="logs", resource="log-group", resource_name=TRAINING_LOG_GROUP,
+            service="logs",
+            resource="log-group",
+            resource_name=TRAINING_LOG_GROUP,
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         # SageMaker names each stream <training-job-name>/algo-N-<time>: writing only to streams
@@ -284,10 +351,14 @@ class TeamTenancy(Construct):
             "TrainingRuntime",
             description=f"What SageMaker training jobs of team {team.name} need at run time",
             statements=[
-                iam.PolicyStatement(actions=["logs:CreateLogGroup", "logs:DescribeLogStreams"], resources=[training_log_group]),
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogGroup", "logs:DescribeLogStreams"], resources=[training_log_group]
+                ),
                 iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=team_log_streams),
                 # Pull the team's images and the organisation's shared base images.
-                iam.PolicyStatement(actions=ECR_PULL_ACTIONS, resources=[self.repository.repository_arn, *shared_image_repositories]),
+                iam.PolicyStatement(
+                    actions=ECR_PULL_ACTIONS, resources=[self.repository.repository_arn, *shared_image_repositories]
+                ),
                 iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
                 iam.PolicyStatement(
                     actions=["cloudwatch:PutMetricData"],
@@ -298,12 +369,14 @@ class TeamTenancy(Construct):
             roles=[self.execution_role],
         )
         acknowledge_wildcard_resources(
-            self.training_policy, team_log_streams,
+            self.training_policy,
+            team_log_streams,
             "SageMaker names one log stream per training job inside this fixed log group; the team writes only "
             "to streams of training jobs named after it.",
         )
         acknowledge_wildcard_resources(
-            self.training_policy, ["*"],
+            self.training_policy,
+            ["*"],
             "cloudwatch:PutMetricData has no resource-level permissions (the namespace condition limits it), nor has "
             "ecr:GetAuthorizationToken (a registry login; the repository ARNs limit what it pulls).",
         )
@@ -330,29 +403,50 @@ class TeamTenancy(Construct):
         the team's key."""
         stack = Stack.of(self)
         training_jobs = [self._training_job_arn(name) for name in training_job_name_patterns(self.team.name)]
-        key_alias = stack.format_arn(service="kms", resource="alias", resource_name=f"{self.organisation}/{self.team.name}")
+        key_alias = stack.format_arn(
+            service="kms", resource="alias", resource_name=f"{self.organisation}/{self.team.name}"
+        )
         statements = [
-            iam.PolicyStatement(actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob"], resources=training_jobs),
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob"], resources=training_jobs
+            ),
             iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=team_log_streams),
             iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[training_log_group]),
-            iam.PolicyStatement(actions=[*ECR_PULL_ACTIONS, *ECR_PUSH_ACTIONS], resources=[self.repository.repository_arn]),
+            iam.PolicyStatement(
+                actions=[*ECR_PULL_ACTIONS, *ECR_PUSH_ACTIONS], resources=[self.repository.repository_arn]
+            ),
             # Only CreateSecret (and UpdateSecret, not granted) carry secretsmanager:KmsKeyArn: a new
             # secret must use the team's key; new values of a secret keep the secret's key.
             iam.PolicyStatement(
-                actions=["secretsmanager:CreateSecret"], resources=[self._secrets_arn()],
+                actions=["secretsmanager:CreateSecret"],
+                resources=[self._secrets_arn()],
                 conditions={"StringEquals": {"secretsmanager:KmsKeyArn": [self.key.key_arn, key_alias]}},
             ),
             iam.PolicyStatement(actions=["secretsmanager:PutSecretValue"], resources=[self._secrets_arn()]),
             # No resource-level permissions: every training job name, and every metric of the
             # account and region (docs/security.md, "Documented limits").
-            iam.PolicyStatement(actions=["sagemaker:ListTrainingJobs", "ecr:GetAuthorizationToken", "cloudwatch:GetMetricData",
-                                         "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics"], resources=["*"]),
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:ListTrainingJobs",
+                    "ecr:GetAuthorizationToken",
+                    "cloudwatch:GetMetricData",
+                    "cloudwatch:GetMetricStatistics",
+                    "cloudwatch:ListMetrics",
+                ],
+                resources=["*"],
+            ),
         ]
-        policy = iam.ManagedPolicy(self, "MemberAccess", description=f"Watch and stop the training jobs of team {self.team.name}, "
-                                   "read their logs and metrics, push its images, keep its secrets", statements=statements,
-                                   roles=[self.submission_role])
+        policy = iam.ManagedPolicy(
+            self,
+            "MemberAccess",
+            description=f"Watch and stop the training jobs of team {self.team.name}, "
+            "read their logs and metrics, push its images, keep its secrets",
+            statements=statements,
+            roles=[self.submission_role],
+        )
         acknowledge_wildcard_resources(
-            policy, [*training_jobs, *team_log_streams, self._secrets_arn(), "*"],
+            policy,
+            [*training_jobs, *team_log_streams, self._secrets_arn(), "*"],
             "Training jobs and log streams named after the team (the trust of its execution role enforces the name), "
             "secrets under the team's prefix; ListTrainingJobs, GetAuthorizationToken and the CloudWatch reads have no "
             "resource-level permissions.",
@@ -360,13 +454,20 @@ class TeamTenancy(Construct):
         return policy
 
     def _secrets_arn(self) -> str:
-        return Stack.of(self).format_arn(service="secretsmanager", resource="secret", resource_name=f"{secrets_prefix(self.organisation, self.team.name)}*",
-                                         arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        return Stack.of(self).format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{secrets_prefix(self.organisation, self.team.name)}*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
 
     def _discovery_arn(self, suffix: str = "") -> str:
         # format_arn adds the "/" between "parameter" and the name; the name's own leading "/" goes.
-        return Stack.of(self).format_arn(service="ssm", resource="parameter",
-                                         resource_name=discovery_parameter_path(self.organisation, self.team.name).lstrip("/") + suffix)
+        return Stack.of(self).format_arn(
+            service="ssm",
+            resource="parameter",
+            resource_name=discovery_parameter_path(self.organisation, self.team.name).lstrip("/") + suffix,
+        )
 
     def _training_job_arn(self, name: str) -> str:
         return Stack.of(self).format_arn(service="sagemaker", resource="training-job", resource_name=name)
@@ -377,7 +478,9 @@ class TeamTenancy(Construct):
             iam.PolicyStatement(actions=_BUCKET_ACTIONS, resources=[self.bucket.bucket_arn]),
             iam.PolicyStatement(actions=KEY_USE_ACTIONS, resources=[self.key.key_arn]),
             iam.PolicyStatement(actions=SECRET_READ_ACTIONS, resources=[self._secrets_arn()]),
-            iam.PolicyStatement(actions=DISCOVERY_READ_ACTIONS, resources=[self._discovery_arn(), self._discovery_arn("/*")]),
+            iam.PolicyStatement(
+                actions=DISCOVERY_READ_ACTIONS, resources=[self._discovery_arn(), self._discovery_arn("/*")]
+            ),
         ]
 
     def allow_submission(self, queue: SubmissionTarget) -> iam.ManagedPolicy:
@@ -386,13 +489,18 @@ class TeamTenancy(Construct):
 
     def allow_dashboard(self, dashboard_arn: str) -> iam.ManagedPolicy:
         """Let the team's submission role open the team's own usage dashboard (and no other)."""
-        return iam.ManagedPolicy(self, "ReadDashboard", description=f"Read the usage dashboard of team {self.team.name}",
-                                 statements=[iam.PolicyStatement(actions=["cloudwatch:GetDashboard"], resources=[dashboard_arn])],
-                                 roles=[self.submission_role])
+        return iam.ManagedPolicy(
+            self,
+            "ReadDashboard",
+            description=f"Read the usage dashboard of team {self.team.name}",
+            statements=[iam.PolicyStatement(actions=["cloudwatch:GetDashboard"], resources=[dashboard_arn])],
+            roles=[self.submission_role],
+        )
 
     def admit_to_data(self, role: iam.IRole) -> None:
         """Give another role of the team exactly the team's data access: the managed data policy
         and a place in the key policy (no inline policy)."""
         self.data_policy.attach_to_role(role)
-        self.key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
-
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"])
+        )

@@ -29,14 +29,20 @@ def main(argv: list[str] | None = None, batch_client=None) -> int:
     parser.add_argument("--instance-count", type=int, default=1)
     parser.add_argument("--job-name", required=True, help="the part after '<team>-'; a UTC time is appended")
     parser.add_argument("--image", required=True, help="training image, e.g. <the document's ecr_repository_uri>:<tag>")
-    parser.add_argument("--input", action="append", default=[], metavar="CHANNEL=S3URI", help="an input channel (repeatable)")
+    parser.add_argument(
+        "--input", action="append", default=[], metavar="CHANNEL=S3URI", help="an input channel (repeatable)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the request, send nothing")
     args = parser.parse_args(argv)
     try:
         setup = TeamSetup.from_parameter(Path(args.setup).read_text(encoding="utf-8"))
         request = service_job_request(
-            setup, job_name=unique_job_name(setup.team, args.job_name), priority_class=args.priority_class,
-            instance_type=args.instance_type, instance_count=args.instance_count, image_uri=args.image,
+            setup,
+            job_name=unique_job_name(setup.team, args.job_name),
+            priority_class=args.priority_class,
+            instance_type=args.instance_type,
+            instance_count=args.instance_count,
+            image_uri=args.image,
             inputs=dict(item.split("=", 1) for item in args.input),
         )
     except GovernanceError as error:
@@ -51,7 +57,9 @@ def main(argv: list[str] | None = None, batch_client=None) -> int:
         if batch_client is None:
             import boto3
 
-            batch_client = boto3.client("batch", region_name=setup.region)  # the team's region, not the caller's default
+            batch_client = boto3.client(
+                "batch", region_name=setup.region
+            )  # the team's region, not the caller's default
         answer = batch_client.submit_service_job(**request)
     except NoCredentialsError:
         print(f"no AWS credentials: act as your team's submission role ({setup.submission_role_arn})", file=sys.stderr)
@@ -59,7 +67,9 @@ def main(argv: list[str] | None = None, batch_client=None) -> int:
     except (BotoCoreError, ClientError) as error:
         print(f"AWS Batch refused or could not be reached: {' '.join(str(error).split())}", file=sys.stderr)
         return 1
-    print(f"submitted {answer['jobName']} as service job {answer['jobId']} to {setup.job_queue} (quota share {setup.quota_share})")
+    print(
+        f"submitted {answer['jobName']} as service job {answer['jobId']} to {setup.job_queue} (quota share {setup.quota_share})"
+    )
     return 0
 
 

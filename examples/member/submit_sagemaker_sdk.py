@@ -41,8 +41,14 @@ def main(argv: list[str] | None = None, sagemaker_session=None, batch_client=Non
 
     try:
         setup = TeamSetup.from_parameter(Path(args.setup).read_text(encoding="utf-8"))
-        trainer = model_trainer(setup, base_job_name=f"{setup.team}-{args.job_name}", instance_type=args.instance_type,
-                                instance_count=args.instance_count, image_uri=args.image, sagemaker_session=sagemaker_session)
+        trainer = model_trainer(
+            setup,
+            base_job_name=f"{setup.team}-{args.job_name}",
+            instance_type=args.instance_type,
+            instance_count=args.instance_count,
+            image_uri=args.image,
+            sagemaker_session=sagemaker_session,
+        )
         queued = submit_with_sdk(setup, trainer, priority_class=args.priority_class, batch_client=batch_client)
     except GovernanceError as error:
         print(error, file=sys.stderr)

@@ -38,7 +38,11 @@ def require(clients: Mapping[str, Any], required: Required, *, namespace: str) -
     absent = missing(clients, required)
     if not absent:
         return
-    log.error("the Lambda runtime's boto3 lacks operations this function calls; it will not start",
-              missing=absent, botocore=botocore.__version__, fix="use a newer Lambda Python runtime (or region) whose boto3 has them")
+    log.error(
+        "the Lambda runtime's boto3 lacks operations this function calls; it will not start",
+        missing=absent,
+        botocore=botocore.__version__,
+        fix="use a newer Lambda Python runtime (or region) whose boto3 has them",
+    )
     metrics.publish(namespace, {}, {MISSING_API_OPERATIONS: (len(absent), "Count")})
     raise RuntimeError(f"botocore {botocore.__version__} lacks {', '.join(absent)}")

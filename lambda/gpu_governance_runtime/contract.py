@@ -33,7 +33,12 @@ CONSUMER_EKS_NODE_GROUP = "eks_node_group"
 CONSUMER_HYPERPOD_INSTANCE_GROUP = "hyperpod_instance_group"
 CONSUMER_SAGEMAKER_TRAINING_JOBS = "sagemaker_training_jobs"
 CONSUMER_FIELDS = {
-    CONSUMER_BATCH_COMPUTE_ENVIRONMENT: ("launch_template_name", "compute_environment", "block_compute_environment", "job_queue"),
+    CONSUMER_BATCH_COMPUTE_ENVIRONMENT: (
+        "launch_template_name",
+        "compute_environment",
+        "block_compute_environment",
+        "job_queue",
+    ),
     CONSUMER_EKS_NODE_GROUP: ("launch_template_name", "cluster_name", "nodegroup_name"),
     CONSUMER_HYPERPOD_INSTANCE_GROUP: ("pool", "instance_group", "cluster_arn"),
     CONSUMER_SAGEMAKER_TRAINING_JOBS: (),
@@ -136,7 +141,9 @@ TAG_TEAM = "gpu-governance:team"  # a team's queues, job definitions and jobs
 TAG_INTENT = "gpu-governance:intent"  # a purchase's intent id (exactly-once buying)
 TAG_WINDOW = "gpu-governance:window"  # the capacity window a purchase serves
 TAG_MANAGED_BY = "gpu-governance:managed-by"  # the controller id that bought it
-TAG_COST_CENTRE = "gpu-governance:cost-centre"  # a team's declared cost centre, and the one a window's purchases are charged to
+TAG_COST_CENTRE = (
+    "gpu-governance:cost-centre"  # a team's declared cost centre, and the one a window's purchases are charged to
+)
 # Every tag a purchase carries, no more: the intent, its window, its controller, and the window's
 # owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
 PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
@@ -163,6 +170,7 @@ def submission_tags(team: str, cost_centre: str | None) -> dict[str, str]:
     its cost centre when it declares one."""
     return {TAG_TEAM: team, **({TAG_COST_CENTRE: cost_centre} if cost_centre else {})}
 
+
 # --- metrics ----------------------------------------------------------------------------------
 
 RECLAIM_NAMESPACE = "GpuGovernance/Reclaim"
@@ -174,7 +182,16 @@ MISSING_API_OPERATIONS = "MissingApiOperations"
 # Per Pool, published by the reclaim handler when a pool's tick raised.
 POOL_ERRORS = "PoolErrors"
 # Per (Pool, Share), published by the reclaim handler every tick.
-SHARE_METRICS = ("Guaranteed", "InUse", "Borrowed", "Lent", "Pending", "Preemptions", "LostCapacitySeconds", "StarvedBelowGuarantee")
+SHARE_METRICS = (
+    "Guaranteed",
+    "InUse",
+    "Borrowed",
+    "Lent",
+    "Pending",
+    "Preemptions",
+    "LostCapacitySeconds",
+    "StarvedBelowGuarantee",
+)
 # Pending is in instances, except on hyperpod_eks pools: there the workloads waiting (Kueue's status counts
 # workloads, not what they ask for; reclaim/eks_usage.py). StarvedBelowGuarantee means the same on every backend.
 SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
@@ -183,13 +200,34 @@ SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
 # hyperpod_slurm pools once per hour instead, from Slurm accounting, stamped with the hour's start
 # (gpu_governance_runtime.reclaim.slurm_usage).
 USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS = (
-    "UsedInstanceHours", "GuaranteedInstanceHours", "BorrowedInstanceHours", "LentInstanceHours")
+    "UsedInstanceHours",
+    "GuaranteedInstanceHours",
+    "BorrowedInstanceHours",
+    "LentInstanceHours",
+)
 USAGE_METRICS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
-RECLAIM_METRICS = (*SHARE_METRICS, *USAGE_METRICS, POOL_ERRORS, MISSING_API_OPERATIONS)  # all the reclaim function publishes
+RECLAIM_METRICS = (
+    *SHARE_METRICS,
+    *USAGE_METRICS,
+    POOL_ERRORS,
+    MISSING_API_OPERATIONS,
+)  # all the reclaim function publishes
 # Published by the capacity handler: per run, and per Window (Spend, BudgetUsedPercent, DrainSeconds, JobsRequeued).
-CAPACITY_METRICS = ("WindowsUncovered", "Purchases", "PurchaseFailures", "PurchasesInFlight", "AwaitingApproval",
-                    "PurchasesFoundLate", "PurchasesDeferred", "RunErrors", "ConsumerErrors",
-                    "Spend", "BudgetUsedPercent", "DrainSeconds", "JobsRequeued")
+CAPACITY_METRICS = (
+    "WindowsUncovered",
+    "Purchases",
+    "PurchaseFailures",
+    "PurchasesInFlight",
+    "AwaitingApproval",
+    "PurchasesFoundLate",
+    "PurchasesDeferred",
+    "RunErrors",
+    "ConsumerErrors",
+    "Spend",
+    "BudgetUsedPercent",
+    "DrainSeconds",
+    "JobsRequeued",
+)
 # Published by the capacity controller for chargeback (capacity/chargeback.py). Per Team, once per
 # purchase when the ledger records it (minus the fee when a bought block's payment fails):
 PURCHASE_FEES = "PurchaseFees"  # USD
@@ -197,7 +235,10 @@ PURCHASE_FEE_DIMENSIONS = ("Team",)
 # Per active Capacity Block or training plan, on each scheduled run: its instance-hours over the run's
 # interval (a Sum over any period is that period's instance-hours), and the share of them in use.
 PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION = (
-    "PurchasedInstanceHours", "PurchasedUsedInstanceHours", "PurchasedUtilisation")
+    "PurchasedInstanceHours",
+    "PurchasedUsedInstanceHours",
+    "PurchasedUtilisation",
+)
 PURCHASED_DIMENSIONS = ("Window", "Team", "Reservation")  # Reservation: the block's id or the plan's ARN
 # Per Team, once a day (capacity/spend.py): the month-to-date cost (USD, Cost Explorer's UnblendedCost,
 # what a COST budget tracks) of everything tagged TAG_TEAM = the team; Team = UNTAGGED_TEAM for costs without it.
@@ -232,10 +273,22 @@ def discovery_parameter_name(organisation: str, team: str, pool: str) -> str:
 
 
 DISCOVERY_KEYS = (
-    "version", "organisation", "team", "pool", "backend", "account", "region",
-    "submission_role_arn", "execution_role_arn",
-    "bucket", "kms_key_arn", "kms_key_alias", "checkpoint_prefix",  # bucket and key ARN: null offline
-    "ecr_repository_uri", "secrets_prefix", "team_tag",
+    "version",
+    "organisation",
+    "team",
+    "pool",
+    "backend",
+    "account",
+    "region",
+    "submission_role_arn",
+    "execution_role_arn",
+    "bucket",
+    "kms_key_arn",
+    "kms_key_alias",
+    "checkpoint_prefix",  # bucket and key ARN: null offline
+    "ecr_repository_uri",
+    "secrets_prefix",
+    "team_tag",
     "submission_tags",  # {key: value} every submitted job must carry (submission_tags: team, cost centre)
     "quota",  # {instance type: guaranteed instances} of the team in this pool
     "state",  # "active", or "paused": no new job of the team starts (null in documents published before it existed)
@@ -245,16 +298,33 @@ DISCOVERY_KEYS = (
 )
 DISCOVERY_BACKEND_KEYS = {
     # training_plans_parameter: team_training_plans_parameter, the team's active training plans
-    BATCH_QUOTA_SHARE: ("job_queue", "job_queue_arn", "quota_share", "quota_share_arn", "training_job_name_prefix", "training_plans_parameter"),
+    BATCH_QUOTA_SHARE: (
+        "job_queue",
+        "job_queue_arn",
+        "quota_share",
+        "quota_share_arn",
+        "training_job_name_prefix",
+        "training_plans_parameter",
+    ),
     BATCH_FAIR_SHARE: ("job_queue", "job_queue_arn", "share_identifier", "job_definition_prefix"),
     HYPERPOD_EKS: ("cluster_arn", "eks_cluster_name", "namespace", "local_queue", "service_account"),
-    HYPERPOD_SLURM: ("cluster_name", "slurm_account", "partition", "qos", "default_qos", "borrow_partition", "borrow_qos"),
+    HYPERPOD_SLURM: (
+        "cluster_name",
+        "slurm_account",
+        "partition",
+        "qos",
+        "default_qos",
+        "borrow_partition",
+        "borrow_qos",
+    ),
 }
 # What a priority class is called where the backend takes it: Batch schedulingPriority (the
 # weight), the Kueue label kueue.x-k8s.io/priority-class, the team's Slurm QoS of that class.
 DISCOVERY_PRIORITY_KEY = {
-    BATCH_QUOTA_SHARE: "scheduling_priority", BATCH_FAIR_SHARE: "scheduling_priority",
-    HYPERPOD_EKS: "kueue_priority_class", HYPERPOD_SLURM: "qos",
+    BATCH_QUOTA_SHARE: "scheduling_priority",
+    BATCH_FAIR_SHARE: "scheduling_priority",
+    HYPERPOD_EKS: "kueue_priority_class",
+    HYPERPOD_SLURM: "qos",
 }
 
 # --- capacity requests (on-demand windows) ----------------------------------------------------
@@ -267,7 +337,11 @@ RECLAIM_EVENT_SOURCE, GPU_HOUR_LIMIT_EVENT_TYPE = "gpu-governance.reclaim", "GPU
 # team, instance_type, count, hours, optional start (ISO 8601 or "now"), window and token.
 CAPACITY_REQUEST_DETAIL_TYPE = "Capacity Request"
 # A capacity window's alarm_requests: the alarm's state change requests capacity when it goes to ALARM.
-ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, ALARM_STATE = "aws.cloudwatch", "CloudWatch Alarm State Change", "ALARM"
+ALARM_EVENT_SOURCE, ALARM_STATE_CHANGE_DETAIL_TYPE, ALARM_STATE = (
+    "aws.cloudwatch",
+    "CloudWatch Alarm State Change",
+    "ALARM",
+)
 # A stack holding a raised quota share or compute quota finished an update (which put the declared
 # quota back): the capacity controller runs at once to raise it again.
 STACK_EVENT_SOURCE, STACK_STATUS_CHANGE_DETAIL_TYPE = "aws.cloudformation", "CloudFormation Stack Status Change"

@@ -61,9 +61,11 @@ def dedicate(config: Mapping[str, Any] | None, team: str | None) -> dict[str, An
 def same(config: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> bool:
     """Whether two ``KubernetesConfig`` put the same labels and taints on the nodes (absent
     means none; the order of taints does not matter)."""
+
     def canonical(c: Mapping[str, Any] | None) -> tuple:
         c = c or {}
         return dict(c.get("Labels") or {}), sorted(json.dumps(t, sort_keys=True) for t in c.get("Taints") or [])
+
     return canonical(config) == canonical(other)
 
 
@@ -87,7 +89,10 @@ def reconcile(sagemaker: Any, cluster_arn: str, wanted: Groups) -> list[str]:
     cluster lacks is an error; one to clear that is gone needs nothing."""
     required = [name for name, team in wanted.items() if team is not None]
     groups = described_groups(
-        sagemaker, cluster_arn, required, optional=wanted,
+        sagemaker,
+        cluster_arn,
+        required,
+        optional=wanted,
         fix="Fix dedicated_instance_groups in the governance model, or create the group first.",
     )
     updates = changes({name: group_specification(sagemaker, group) for name, group in groups.items()}, wanted)
@@ -145,7 +150,12 @@ def handler(event: Mapping[str, Any], context: Any = None, *, sagemaker: Any = N
         if event["RequestType"] != "Delete" or error.response.get("Error", {}).get("Code") != "ResourceNotFound":
             raise
         updated = []
-    log.info("dedicated instance groups reconciled", request=event["RequestType"], cluster=cluster_arn, wanted=wanted, updated=updated)
+    log.info(
+        "dedicated instance groups reconciled",
+        request=event["RequestType"],
+        cluster=cluster_arn,
+        wanted=wanted,
+        updated=updated,
+    )
     metrics.publish(METRIC_NAMESPACE, {"Cluster": cluster_arn}, {DEDICATED_GROUPS_UPDATED: (len(updated), "Count")})
     return {"PhysicalResourceId": physical_id(cluster_arn), "Data": {"UpdatedGroups": ",".join(updated)}}
-

@@ -42,8 +42,9 @@ def group_specification(sagemaker: Any, details: dict[str, Any]) -> dict[str, An
     return specification(details, sagemaker.meta.service_model.shape_for(SPECIFICATION_SHAPE))
 
 
-def described_groups(sagemaker: Any, cluster_arn: str, names: Iterable[str], *, fix: str,
-                     optional: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+def described_groups(
+    sagemaker: Any, cluster_arn: str, names: Iterable[str], *, fix: str, optional: Iterable[str] = ()
+) -> dict[str, dict[str, Any]]:
     """The described instance groups named, by name, plus those of ``optional`` the cluster has.
     A name the cluster lacks raises ``MissingInstanceGroup`` naming every missing group, the
     groups there are, and ``fix``."""

@@ -15,10 +15,21 @@ PERIODS = ("day", "week", "month")
 # instances and the governance file declares no GPUs there): the accelerated computing types of
 # https://aws.amazon.com/sagemaker/ai/pricing/ (instance details). A pool's own ``gpus_per_instance`` wins.
 TRAINING_INSTANCE_GPUS = {
-    "ml.p3.2xlarge": 1, "ml.p3.8xlarge": 4, "ml.p3.16xlarge": 8, "ml.p3dn.24xlarge": 8,
-    "ml.p4d.24xlarge": 8, "ml.p4de.24xlarge": 8, "ml.p5.48xlarge": 8, "ml.p5e.48xlarge": 8, "ml.p5en.48xlarge": 8,
+    "ml.p3.2xlarge": 1,
+    "ml.p3.8xlarge": 4,
+    "ml.p3.16xlarge": 8,
+    "ml.p3dn.24xlarge": 8,
+    "ml.p4d.24xlarge": 8,
+    "ml.p4de.24xlarge": 8,
+    "ml.p5.48xlarge": 8,
+    "ml.p5e.48xlarge": 8,
+    "ml.p5en.48xlarge": 8,
     "ml.p6-b200.48xlarge": 8,
-    **{f"ml.{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    **{
+        f"ml.{family}.{size}": 1
+        for family in ("g5", "g6", "g6e")
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")
+    },
     **{f"ml.{family}.{size}": 4 for family in ("g5", "g6", "g6e") for size in ("12xlarge", "24xlarge")},
     **{f"ml.{family}.48xlarge": 8 for family in ("g5", "g6", "g6e")},
 }
@@ -33,7 +44,9 @@ def next_reset(period: str, now: datetime) -> datetime:
         return midnight + timedelta(days=6 - now.weekday() or 7)
     if period == "month":
         first = midnight.replace(day=1)
-        return first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
+        return (
+            first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
+        )
     raise ValueError(f"period {period!r}: one of {', '.join(PERIODS)}")
 
 

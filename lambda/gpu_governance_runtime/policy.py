@@ -52,7 +52,12 @@ class PoolPolicy:
 
     def settings(self, base: Settings = Settings()) -> Settings:
         """``base`` (the controller's tick-wide limits) with this pool's reclaim settings."""
-        return replace(base, reborrow_backoff_s=self.reborrow_backoff_s, borrow_horizon_s=self.borrow_horizon_s, grace_s=self.grace_s)
+        return replace(
+            base,
+            reborrow_backoff_s=self.reborrow_backoff_s,
+            borrow_horizon_s=self.borrow_horizon_s,
+            grace_s=self.grace_s,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +133,9 @@ class _Reader:
         if not self.expect(document, dict, "<root>", "a JSON object"):
             return Policy(organisation="", priority_classes=(), pools=(), capacity_windows=())
         if document.get("version") != POLICY_VERSION:
-            self.problems.append(f"version: {document.get('version')!r} - this controller reads version {POLICY_VERSION}")
+            self.problems.append(
+                f"version: {document.get('version')!r} - this controller reads version {POLICY_VERSION}"
+            )
         self.expect(document.get("organisation"), str, "organisation", "a string")
         classes = document.get("priority_classes")
         pools = document.get("pools")
@@ -139,7 +146,9 @@ class _Reader:
         return Policy(
             organisation=str(document.get("organisation", "")),
             priority_classes=tuple(
-                PriorityClass(name=str(c.get("name")), weight=self.count(c.get("weight"), f"priority_classes[{i}].weight", 0))
+                PriorityClass(
+                    name=str(c.get("name")), weight=self.count(c.get("weight"), f"priority_classes[{i}].weight", 0)
+                )
                 for i, c in enumerate(classes if isinstance(classes, list) else [])
                 if self.expect(c, dict, f"priority_classes[{i}]", "an object with name and weight")
             ),
@@ -163,9 +172,15 @@ class _Reader:
         shares = data.get("shares", [])
         self.expect(shares, list, f"{path}.shares", "a list")
         reclaim = data.get("reclaim", {})
-        if not self.expect(reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s, borrow_horizon_s and grace_s"):
+        if not self.expect(
+            reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s, borrow_horizon_s and grace_s"
+        ):
             reclaim = {}
-        backoff = self.seconds(reclaim.get("reborrow_backoff_s", DEFAULT_REBORROW_BACKOFF_S), f"{path}.reclaim.reborrow_backoff_s", positive=False)
+        backoff = self.seconds(
+            reclaim.get("reborrow_backoff_s", DEFAULT_REBORROW_BACKOFF_S),
+            f"{path}.reclaim.reborrow_backoff_s",
+            positive=False,
+        )
         horizon = reclaim.get("borrow_horizon_s")
         return PoolPolicy(
             name=str(data.get("name")),
@@ -177,7 +192,9 @@ class _Reader:
                 if self.expect(s, dict, f"{path}.shares[{i}]", "an object")
             ),
             reborrow_backoff_s=backoff,
-            borrow_horizon_s=None if horizon is None else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
+            borrow_horizon_s=None
+            if horizon is None
+            else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
             grace_s=self.seconds(reclaim.get("grace_s", 0), f"{path}.reclaim.grace_s", positive=False),
             groups=self.groups(data.get("groups", []), f"{path}.groups"),
         )
@@ -188,11 +205,21 @@ class _Reader:
         groups = []
         for i, data in enumerate(value):
             where = f"{path}[{i}]"
-            if not self.expect(data, dict, where, "an object") or not self.expect(data.get("name"), str, f"{where}.name", "a string"):
+            if not self.expect(data, dict, where, "an object") or not self.expect(
+                data.get("name"), str, f"{where}.name", "a string"
+            ):
                 continue
             shares = data.get("shares")
-            if self.expect(shares, list, f"{where}.shares", "a list of share names") and all(self.expect(n, str, f"{where}.shares", "share names") for n in shares):
-                groups.append(ShareGroup(name=data["name"], shares=tuple(shares), quota=self.counts(data.get("quota"), f"{where}.quota", 1)))
+            if self.expect(shares, list, f"{where}.shares", "a list of share names") and all(
+                self.expect(n, str, f"{where}.shares", "share names") for n in shares
+            ):
+                groups.append(
+                    ShareGroup(
+                        name=data["name"],
+                        shares=tuple(shares),
+                        quota=self.counts(data.get("quota"), f"{where}.quota", 1),
+                    )
+                )
         return tuple(groups)
 
     def seconds(self, value: Any, path: str, *, positive: bool) -> float:
@@ -207,18 +234,24 @@ class _Reader:
         try:
             strategy = SharingStrategy(data.get("strategy"))
         except ValueError:
-            self.problems.append(f"{path}.strategy: {data.get('strategy')!r} - one of {', '.join(s.value for s in SharingStrategy)}")
+            self.problems.append(
+                f"{path}.strategy: {data.get('strategy')!r} - one of {', '.join(s.value for s in SharingStrategy)}"
+            )
             strategy = SharingStrategy.RESERVE
         borrow_limit = data.get("borrow_limit")
         if borrow_limit is not None:
             self.count(borrow_limit, f"{path}.borrow_limit", 0)
             if strategy is not SharingStrategy.LEND_AND_BORROW:
-                self.problems.append(f"{path}.borrow_limit: {borrow_limit!r} - only lend_and_borrow shares borrow; use null")
+                self.problems.append(
+                    f"{path}.borrow_limit: {borrow_limit!r} - only lend_and_borrow shares borrow; use null"
+                )
         in_share = data.get("in_share_preemption", False)
         self.expect(in_share, bool, f"{path}.in_share_preemption", "true or false")
         lending_limit = data.get("lending_limit")
         if lending_limit is not None and self.count(lending_limit, f"{path}.lending_limit", 0) > 100:
-            self.problems.append(f"{path}.lending_limit: {lending_limit!r} - a percent 0-100, or null to lend all idle quota")
+            self.problems.append(
+                f"{path}.lending_limit: {lending_limit!r} - a percent 0-100, or null to lend all idle quota"
+            )
         paused = data.get("paused", False)
         self.expect(paused, bool, f"{path}.paused", "true or false")
         self.expect(data.get("name"), str, f"{path}.name", "a string")
@@ -230,9 +263,13 @@ class _Reader:
             borrow_limit=borrow_limit if isinstance(borrow_limit, int) else None,
             in_share_preemption=bool(in_share),
             fair_share_weight=self.count(data.get("fair_share_weight", 10), f"{path}.fair_share_weight", 1),
-            lending_limit=lending_limit if isinstance(lending_limit, int) and not isinstance(lending_limit, bool) else None,
+            lending_limit=lending_limit
+            if isinstance(lending_limit, int) and not isinstance(lending_limit, bool)
+            else None,
             paused=paused is True,
-            borrow_limit_instances=self.counts(data.get("borrow_limit_instances", {}), f"{path}.borrow_limit_instances", 0),
+            borrow_limit_instances=self.counts(
+                data.get("borrow_limit_instances", {}), f"{path}.borrow_limit_instances", 0
+            ),
         )
 
     def gpu_hour_limit(self, value: Any, path: str) -> tuple[int, str] | None:
@@ -253,10 +290,14 @@ class _Reader:
         for name in sorted(fields - data.keys()):
             self.problems.append(f"{path}.{name}: missing - the compiled policy always sets it")
         for name in sorted(data.keys() - fields):
-            self.problems.append(f"{path}.{name}: {data[name]!r} - not a window field (one of {', '.join(sorted(fields))})")
+            self.problems.append(
+                f"{path}.{name}: {data[name]!r} - not a window field (one of {', '.join(sorted(fields))})"
+            )
         checks = {
             "name": lambda v, p: self.expect(v, str, p, "a string"),
-            "team": lambda v, p: self.expect(v, str, p, "a team name") and (v != "" or self.problems.append(f"{p}: '' - a team name")),
+            "team": lambda v, p: (
+                self.expect(v, str, p, "a team name") and (v != "" or self.problems.append(f"{p}: '' - a team name"))
+            ),
             "cost_centre": lambda v, p: v is None or self.expect(v, str, p, "a string or null"),
             "instance_type": lambda v, p: self.expect(v, str, p, "an instance type"),
             "market": lambda v, p: self.one_of(v, p, get_args(Market)),
@@ -268,8 +309,10 @@ class _Reader:
             "buy_ahead_days": lambda v, p: self.count(v, p, 1),
             "repeat_every_days": lambda v, p: v is None or self.count(v, p, 1),
             "prefer_extension": lambda v, p: self.expect(v, bool, p, "true or false"),
-            "availability_zones": lambda v, p: self.expect(v, list, p, "a list of zone names")
-            and all(self.expect(zone, str, f"{p}[{i}]", "a zone name") for i, zone in enumerate(v)),
+            "availability_zones": lambda v, p: (
+                self.expect(v, list, p, "a list of zone names")
+                and all(self.expect(zone, str, f"{p}[{i}]", "a zone name") for i, zone in enumerate(v))
+            ),
             "max_price_per_instance_hour": lambda v, p: self.amount(v, p, positive=True),
             "budget": lambda v, p: self.amount(v, p, positive=False),
             "start": self.timestamp,

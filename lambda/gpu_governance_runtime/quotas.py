@@ -15,8 +15,12 @@ class MissingQuota(Exception):
 
 def quota_share_arn(batch: Any, queue: str, share: str) -> str:
     """The ARN of quota share ``share`` of job queue ``queue``."""
-    listed = [q for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=queue) for q in page.get("quotaShares") or []
-              if q["quotaShareName"] == share]
+    listed = [
+        q
+        for page in batch.get_paginator("list_quota_shares").paginate(jobQueue=queue)
+        for q in page.get("quotaShares") or []
+        if q["quotaShareName"] == share
+    ]
     if not listed:
         raise MissingQuota(f"job queue {queue} has no quota share {share}")
     return listed[0]["quotaShareArn"]
@@ -25,8 +29,12 @@ def quota_share_arn(batch: Any, queue: str, share: str) -> str:
 def describe_team_compute_quota(sagemaker: Any, cluster: str, team: str) -> dict[str, Any]:
     """``DescribeComputeQuota`` of the team's compute quota on ``cluster``, found by the name
     ``HyperPodEksGovernance`` gives it (the team's)."""
-    listed = [q for page in sagemaker.get_paginator("list_compute_quotas").paginate(ClusterArn=cluster, NameContains=team)
-              for q in page.get("ComputeQuotaSummaries") or [] if q["Name"] == team and q["Status"] not in GONE]
+    listed = [
+        q
+        for page in sagemaker.get_paginator("list_compute_quotas").paginate(ClusterArn=cluster, NameContains=team)
+        for q in page.get("ComputeQuotaSummaries") or []
+        if q["Name"] == team and q["Status"] not in GONE
+    ]
     if not listed:
         raise MissingQuota(f"cluster {cluster} has no compute quota {team}")
     return sagemaker.describe_compute_quota(ComputeQuotaId=listed[0]["ComputeQuotaId"])

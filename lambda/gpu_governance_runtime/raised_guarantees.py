@@ -30,16 +30,24 @@ def read(*, ssm: Any, name: str, now: datetime) -> list[dict[str, Any]]:
         return []
     value = parameter["Value"]
     if parameter.get("Type") != "SecureString":
-        raise RuntimeError(f"{name}: a {parameter.get('Type')} parameter - a SecureString under the capacity controller's key "
-                           "(someone else wrote it; the capacity controller's next run rewrites it)")
-    problem = (f"{name}: {value[:200]!r} - a JSON list of {{{', '.join(RAISED_GUARANTEE_KEYS)}}} with instances 1 to "
-               f"{MAX_INSTANCES_PER_BLOCK} and until ISO 8601 at most {LONGEST_RAISE.days} days ahead")
+        raise RuntimeError(
+            f"{name}: a {parameter.get('Type')} parameter - a SecureString under the capacity controller's key "
+            "(someone else wrote it; the capacity controller's next run rewrites it)"
+        )
+    problem = (
+        f"{name}: {value[:200]!r} - a JSON list of {{{', '.join(RAISED_GUARANTEE_KEYS)}}} with instances 1 to "
+        f"{MAX_INSTANCES_PER_BLOCK} and until ISO 8601 at most {LONGEST_RAISE.days} days ahead"
+    )
     try:
         entries = json.loads(value)
         if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and set(e) == set(RAISED_GUARANTEE_KEYS) and type(e["instances"]) is int
-                and 1 <= e["instances"] <= MAX_INSTANCES_PER_BLOCK
-                and all(isinstance(e[k], str) for k in RAISED_GUARANTEE_KEYS if k != "instances") for e in entries):
+            isinstance(e, dict)
+            and set(e) == set(RAISED_GUARANTEE_KEYS)
+            and type(e["instances"]) is int
+            and 1 <= e["instances"] <= MAX_INSTANCES_PER_BLOCK
+            and all(isinstance(e[k], str) for k in RAISED_GUARANTEE_KEYS if k != "instances")
+            for e in entries
+        ):
             raise RuntimeError(problem)
         if any(datetime.fromisoformat(e["until"]) > now + LONGEST_RAISE for e in entries):
             raise RuntimeError(problem)

@@ -30,7 +30,12 @@ def instance_hours(rows: Iterable[ShareObservation], tick_seconds: float) -> dic
     totals: dict[str, dict[str, float]] = {}
     for row in rows:
         share = totals.setdefault(row.share, dict.fromkeys(USAGE_METRICS, 0.0))
-        for metric, instances in ((USED_HOURS, row.in_use), (GUARANTEED_HOURS, row.guaranteed), (BORROWED_HOURS, row.borrowed), (LENT_HOURS, row.lent)):
+        for metric, instances in (
+            (USED_HOURS, row.in_use),
+            (GUARANTEED_HOURS, row.guaranteed),
+            (BORROWED_HOURS, row.borrowed),
+            (LENT_HOURS, row.lent),
+        ):
             share[metric] += instances * hours
     return totals
 
@@ -42,9 +47,16 @@ def idle_guaranteed_hours(values: Mapping[str, float]) -> float:
     return max(0.0, values.get(GUARANTEED_HOURS, 0.0) - own_use - values.get(LENT_HOURS, 0.0))
 
 
-def usage_records(pool: str, rows: Iterable[ShareObservation], *, tick_seconds: float, namespace: str, now: float) -> list[dict[str, Any]]:
+def usage_records(
+    pool: str, rows: Iterable[ShareObservation], *, tick_seconds: float, namespace: str, now: float
+) -> list[dict[str, Any]]:
     """One embedded-metric-format record per share of ``pool``."""
     return [
-        metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), {m: (v, "None") for m, v in values.items()}, timestamp=now)
+        metrics.document(
+            namespace,
+            dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)),
+            {m: (v, "None") for m, v in values.items()},
+            timestamp=now,
+        )
         for share, values in sorted(instance_hours(rows, tick_seconds).items())
     ]

@@ -62,7 +62,9 @@ class Faults:
     plan: Callable[[str, str], str | None] = lambda operation, phase: None
     injected: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def check(self, operation: str, phase: str, *, throttle_code: str = "TooManyRequestsException", service: str = "batch") -> None:
+    def check(
+        self, operation: str, phase: str, *, throttle_code: str = "TooManyRequestsException", service: str = "batch"
+    ) -> None:
         """``throttle_code``: the error code the service throttles with."""
         fault = self.plan(operation, phase)
         if fault is None:
@@ -82,30 +84,50 @@ class _Paginator:
         self.batch, self.operation = batch, operation
 
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
-        listing, field = (self.batch.list_jobs, "jobSummaryList") if self.operation == "list_jobs" else (self.batch.describe_job_queues, "jobQueues")
+        listing, field = (
+            (self.batch.list_jobs, "jobSummaryList")
+            if self.operation == "list_jobs"
+            else (self.batch.describe_job_queues, "jobQueues")
+        )
         entries = listing(**request)[field]
         for start in range(0, max(len(entries), 1), self.batch.page_size):
-            yield {field: entries[start:start + self.batch.page_size]}
+            yield {field: entries[start : start + self.batch.page_size]}
 
 
 class FakeBatch:
     """One account's jobs on fair-share queues of ``capacity`` instances each (one instance type)."""
 
-    def __init__(self, clock: Clock, *, capacity: dict[str, int], faults: Faults | None = None, listing_lag: float = 0.0,
-                 page_size: int = 100, environments: dict[str, Environment] | None = None):
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        capacity: dict[str, int],
+        faults: Faults | None = None,
+        listing_lag: float = 0.0,
+        page_size: int = 100,
+        environments: dict[str, Environment] | None = None,
+    ):
         """``environments``: compute environments (by ARN) whose jobs run on named ECS container
         instances; their queues' capacity is the instances live now, not ``capacity``."""
         self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
         self.environments = environments or {}
         self.listing_lag, self.page_size = listing_lag, page_size
         self.jobs: dict[str, dict[str, Any]] = {}
-        self.active: dict[str, dict[str, Any]] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
-        self.ended: dict[str, dict[str, dict[str, Any]]] = {status: {} for status in FINAL}  # final status -> its jobs (ListJobs of one)
+        self.active: dict[
+            str, dict[str, Any]
+        ] = {}  # the jobs not yet SUCCEEDED or FAILED (what the scheduler looks at)
+        self.ended: dict[str, dict[str, dict[str, Any]]] = {
+            status: {} for status in FINAL
+        }  # final status -> its jobs (ListJobs of one)
         self.by_name: dict[str, list[str]] = {}
         self.work: dict[str, float] = {}  # job id -> seconds of work left (the model's, not Batch's)
         self.requests: list[tuple[str, dict[str, Any]]] = []  # every request that reached AWS, with its time (_at)
-        self.compute_environments: dict[str, dict[str, Any]] = {}  # ARN -> what DescribeComputeEnvironments shows (add_compute_environment)
-        self.queues: dict[str, dict[str, Any]] = {}  # job queue ARN -> what DescribeJobQueues shows (queues placed on environments)
+        self.compute_environments: dict[
+            str, dict[str, Any]
+        ] = {}  # ARN -> what DescribeComputeEnvironments shows (add_compute_environment)
+        self.queues: dict[
+            str, dict[str, Any]
+        ] = {}  # job queue ARN -> what DescribeJobQueues shows (queues placed on environments)
         self._ids = itertools.count(1)
 
     # --- the API ----------------------------------------------------------------------------
@@ -116,20 +138,43 @@ class FakeBatch:
 
     def describe_compute_environments(self, *, computeEnvironments: list[str]) -> dict[str, Any]:
         self._call("DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments})
-        found = [_public(self.compute_environments[arn]) if arn in self.compute_environments else
-                 {"computeEnvironmentArn": arn, "computeEnvironmentName": arn.rsplit("/", 1)[-1], "ecsClusterArn": self.environments[arn].cluster,
-                  "state": "ENABLED", "status": "VALID"} for arn in computeEnvironments if arn in self.compute_environments or arn in self.environments]
+        found = [
+            _public(self.compute_environments[arn])
+            if arn in self.compute_environments
+            else {
+                "computeEnvironmentArn": arn,
+                "computeEnvironmentName": arn.rsplit("/", 1)[-1],
+                "ecsClusterArn": self.environments[arn].cluster,
+                "state": "ENABLED",
+                "status": "VALID",
+            }
+            for arn in computeEnvironments
+            if arn in self.compute_environments or arn in self.environments
+        ]
         return self._answer("DescribeComputeEnvironments", {"computeEnvironments": found})
 
     def describe_job_queues(self, *, jobQueues: list[str] | None = None, **_: Any) -> dict[str, Any]:
         self._call("DescribeJobQueues", {"jobQueues": jobQueues} if jobQueues else {})
-        listed = [{"jobQueueArn": queue, "jobQueueName": queue.rsplit("/", 1)[-1], "state": "ENABLED", "status": "VALID", "priority": 1,
-                   "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": arn}]}
-                  for arn, environment in self.environments.items() for queue in environment.queues]
+        listed = [
+            {
+                "jobQueueArn": queue,
+                "jobQueueName": queue.rsplit("/", 1)[-1],
+                "state": "ENABLED",
+                "status": "VALID",
+                "priority": 1,
+                "computeEnvironmentOrder": [{"order": 1, "computeEnvironment": arn}],
+            }
+            for arn, environment in self.environments.items()
+            for queue in environment.queues
+        ]
         listed += [_public(queue) for queue in self.queues.values()]
-        return self._answer("DescribeJobQueues", {"jobQueues": [q for q in listed if not jobQueues or q["jobQueueArn"] in jobQueues]})
+        return self._answer(
+            "DescribeJobQueues", {"jobQueues": [q for q in listed if not jobQueues or q["jobQueueArn"] in jobQueues]}
+        )
 
-    def list_jobs(self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any) -> dict[str, Any]:
+    def list_jobs(
+        self, *, jobQueue: str, jobStatus: str | None = None, filters: list[dict[str, Any]] | None = None, **_: Any
+    ) -> dict[str, Any]:
         self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
         if filters:
             # https://docs.aws.amazon.com/batch/latest/APIReference/API_ListJobs.html: with filters, jobStatus is
@@ -139,10 +184,26 @@ class FakeBatch:
             listed = [self.jobs[i] for name in entry["values"] for i in self.by_name.get(name, [])]
         else:
             status = jobStatus or "RUNNING"  # jobStatus defaults to RUNNING
-            listed = [j for j in (self.active if status in ACTIVE else self.ended.get(status, {})).values() if j["status"] == status]
-        listed = [j for j in listed if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag]
-        summaries = [{"jobId": j["jobId"], "jobArn": j["jobArn"], "jobName": j["jobName"], "status": j["status"], "createdAt": j["createdAt"]}
-                     for j in sorted(listed, key=lambda j: -j["createdAt"])]
+            listed = [
+                j
+                for j in (self.active if status in ACTIVE else self.ended.get(status, {})).values()
+                if j["status"] == status
+            ]
+        listed = [
+            j
+            for j in listed
+            if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag
+        ]
+        summaries = [
+            {
+                "jobId": j["jobId"],
+                "jobArn": j["jobArn"],
+                "jobName": j["jobName"],
+                "status": j["status"],
+                "createdAt": j["createdAt"],
+            }
+            for j in sorted(listed, key=lambda j: -j["createdAt"])
+        ]
         return self._answer("ListJobs", {"jobSummaryList": summaries})
 
     def describe_jobs(self, *, jobs: list[str]) -> dict[str, Any]:
@@ -155,21 +216,30 @@ class FakeBatch:
         self._call("SubmitJob", request)
         for required in ("jobName", "jobQueue", "jobDefinition"):
             if required not in request:
-                raise ClientError({"Error": {"Code": "ClientException", "Message": f"{required} is required"}}, "SubmitJob")
+                raise ClientError(
+                    {"Error": {"Code": "ClientException", "Message": f"{required} is required"}}, "SubmitJob"
+                )
         # https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitJob.html: a fair-share queue needs shareIdentifier.
         if "shareIdentifier" not in request:
-            raise ClientError({"Error": {"Code": "ClientException", "Message": "shareIdentifier is required on a fair-share queue"}}, "SubmitJob")
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": "shareIdentifier is required on a fair-share queue"}},
+                "SubmitJob",
+            )
         job_id = f"job-{next(self._ids):06d}"
         self.jobs[job_id] = self.active[job_id] = self._new_job(job_id, request)
         self.by_name.setdefault(request["jobName"], []).append(job_id)
         self.work[job_id] = float(request.get("parameters", {}).get("work_seconds", 3600))
         self._settle_dependencies()
-        return self._answer("SubmitJob", {"jobId": job_id, "jobName": request["jobName"], "jobArn": self.jobs[job_id]["jobArn"]})
+        return self._answer(
+            "SubmitJob", {"jobId": job_id, "jobName": request["jobName"], "jobArn": self.jobs[job_id]["jobArn"]}
+        )
 
     def terminate_job(self, *, jobId: str, reason: str) -> dict[str, Any]:
         self._call("TerminateJob", {"jobId": jobId, "reason": reason})
         if len(reason) > REASON_LIMIT:
-            raise ClientError({"Error": {"Code": "ClientException", "Message": "reason longer than 1024"}}, "TerminateJob")
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": "reason longer than 1024"}}, "TerminateJob"
+            )
         job = self.jobs.get(jobId)
         if job is not None and job["status"] in ACTIVE:
             # https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html: STARTING or RUNNING jobs are
@@ -182,14 +252,34 @@ class FakeBatch:
             self._settle_dependencies()
         return self._answer("TerminateJob", {})
 
-    def update_compute_environment(self, *, computeEnvironment: str, state: str | None = None, computeResources: dict[str, Any] | None = None,
-                                   updatePolicy: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._call("UpdateComputeEnvironment", {"computeEnvironment": computeEnvironment, "state": state, "computeResources": computeResources,
-                                                "updatePolicy": updatePolicy})
+    def update_compute_environment(
+        self,
+        *,
+        computeEnvironment: str,
+        state: str | None = None,
+        computeResources: dict[str, Any] | None = None,
+        updatePolicy: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        self._call(
+            "UpdateComputeEnvironment",
+            {
+                "computeEnvironment": computeEnvironment,
+                "state": state,
+                "computeResources": computeResources,
+                "updatePolicy": updatePolicy,
+            },
+        )
         environment = self.compute_environments[computeEnvironment]
         if environment["status"] == "UPDATING":  # the model refuses an update while the last one is still under way
-            raise ClientError({"Error": {"Code": "ClientException", "Message": f"{environment['computeEnvironmentName']} is being updated"}},
-                              "UpdateComputeEnvironment")
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "ClientException",
+                        "Message": f"{environment['computeEnvironmentName']} is being updated",
+                    }
+                },
+                "UpdateComputeEnvironment",
+            )
         if state is not None:
             # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateComputeEnvironment.html: a DISABLED environment
             # gets no new job placed and does not scale out; jobs STARTING or RUNNING on it continue normally.
@@ -200,13 +290,22 @@ class FakeBatch:
             if not set(computeResources) <= SCALING_ONLY:
                 policy = updatePolicy or {}
                 environment["status"], environment["_valid_at"] = "UPDATING", self.clock.now + UPDATE_SECONDS
-                grace = 0.0 if policy.get("terminateJobsOnUpdate") else 60.0 * policy.get("jobExecutionTimeoutMinutes", DEFAULT_JOB_EXECUTION_TIMEOUT_MINUTES)
+                grace = (
+                    0.0
+                    if policy.get("terminateJobsOnUpdate")
+                    else 60.0 * policy.get("jobExecutionTimeoutMinutes", DEFAULT_JOB_EXECUTION_TIMEOUT_MINUTES)
+                )
                 for job in self.active.values():
                     if job.get("_environment") == computeEnvironment and job["status"] in ("STARTING", "RUNNING"):
                         job["_replaced_at"] = self.clock.now + grace
                 self._replace_instances()
-        return self._answer("UpdateComputeEnvironment", {"computeEnvironmentName": environment["computeEnvironmentName"],
-                                                         "computeEnvironmentArn": computeEnvironment})
+        return self._answer(
+            "UpdateComputeEnvironment",
+            {
+                "computeEnvironmentName": environment["computeEnvironmentName"],
+                "computeEnvironmentArn": computeEnvironment,
+            },
+        )
 
     def update_job_queue(self, *, jobQueue: str, computeEnvironmentOrder: list[dict[str, Any]]) -> dict[str, Any]:
         self._call("UpdateJobQueue", {"jobQueue": jobQueue, "computeEnvironmentOrder": computeEnvironmentOrder})
@@ -214,33 +313,65 @@ class FakeBatch:
         # each VALID when it is associated. The order only decides where jobs not yet placed go
         # (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html): no running job moves.
         if len(computeEnvironmentOrder) > QUEUE_ENVIRONMENTS_LIMIT:
-            raise ClientError({"Error": {"Code": "ClientException", "Message": "at most 3 compute environments"}}, "UpdateJobQueue")
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": "at most 3 compute environments"}}, "UpdateJobQueue"
+            )
         known = {o["computeEnvironment"] for o in self.queues[jobQueue]["computeEnvironmentOrder"]}
         for entry in computeEnvironmentOrder:
             arn = entry["computeEnvironment"]
             if arn not in known and self.compute_environments[arn]["status"] != "VALID":
-                raise ClientError({"Error": {"Code": "ClientException", "Message": f"{arn} is not VALID"}}, "UpdateJobQueue")
+                raise ClientError(
+                    {"Error": {"Code": "ClientException", "Message": f"{arn} is not VALID"}}, "UpdateJobQueue"
+                )
         self.queues[jobQueue]["computeEnvironmentOrder"] = [dict(o) for o in computeEnvironmentOrder]
-        return self._answer("UpdateJobQueue", {"jobQueueName": self.queues[jobQueue]["jobQueueName"], "jobQueueArn": jobQueue})
+        return self._answer(
+            "UpdateJobQueue", {"jobQueueName": self.queues[jobQueue]["jobQueueName"], "jobQueueArn": jobQueue}
+        )
 
     # --- the world moving on --------------------------------------------------------------------
 
-    def add_compute_environment(self, arn: str, *, vcpus_per_instance: int, max_vcpus: int, state: str = "ENABLED",
-                                launch_template: dict[str, Any] | None = None) -> None:
+    def add_compute_environment(
+        self,
+        arn: str,
+        *,
+        vcpus_per_instance: int,
+        max_vcpus: int,
+        state: str = "ENABLED",
+        launch_template: dict[str, Any] | None = None,
+    ) -> None:
         """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to ``max_vcpus``."""
         self.compute_environments[arn] = {
-            "computeEnvironmentName": arn.rsplit("/", 1)[1], "computeEnvironmentArn": arn, "type": "MANAGED", "state": state, "status": "VALID",
+            "computeEnvironmentName": arn.rsplit("/", 1)[1],
+            "computeEnvironmentArn": arn,
+            "type": "MANAGED",
+            "state": state,
+            "status": "VALID",
             "ecsClusterArn": f"arn:aws:ecs:us-east-1:{ACCOUNT}:cluster/{arn.rsplit('/', 1)[1]}",
-            "computeResources": {"type": "EC2", "minvCpus": 0, "maxvCpus": max_vcpus, "desiredvCpus": 0, "instanceTypes": ["p5.48xlarge"],
-                                 "subnets": ["subnet-0a1b2c3d"], "instanceRole": f"arn:aws:iam::{ACCOUNT}:instance-profile/ecsInstanceRole",
-                                 **({"launchTemplate": dict(launch_template)} if launch_template else {})},
+            "computeResources": {
+                "type": "EC2",
+                "minvCpus": 0,
+                "maxvCpus": max_vcpus,
+                "desiredvCpus": 0,
+                "instanceTypes": ["p5.48xlarge"],
+                "subnets": ["subnet-0a1b2c3d"],
+                "instanceRole": f"arn:aws:iam::{ACCOUNT}:instance-profile/ecsInstanceRole",
+                **({"launchTemplate": dict(launch_template)} if launch_template else {}),
+            },
             "_vcpus_per_instance": vcpus_per_instance,
         }
 
     def add_job_queue(self, arn: str, *, compute_environments: list[str]) -> None:
         """A job queue that places its jobs on ``compute_environments``, tried in this order."""
-        self.queues[arn] = {"jobQueueName": arn.rsplit("/", 1)[1], "jobQueueArn": arn, "state": "ENABLED", "status": "VALID", "priority": 1,
-                            "computeEnvironmentOrder": [{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(compute_environments)]}
+        self.queues[arn] = {
+            "jobQueueName": arn.rsplit("/", 1)[1],
+            "jobQueueArn": arn,
+            "state": "ENABLED",
+            "status": "VALID",
+            "priority": 1,
+            "computeEnvironmentOrder": [
+                {"order": i + 1, "computeEnvironment": e} for i, e in enumerate(compute_environments)
+            ],
+        }
 
     def add_job(self, **request: Any) -> str:
         """A team's own submission (never faulted)."""
@@ -271,9 +402,15 @@ class FakeBatch:
         for environment in self.environments.values():
             self._place(environment)
         for queue, capacity in self.capacity.items():
-            used = sum(_size(j) for j in self.active.values() if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING"))
-            for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
-                              key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
+            used = sum(
+                _size(j)
+                for j in self.active.values()
+                if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING")
+            )
+            for job in sorted(
+                (j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
+                key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]),
+            ):
                 if used + _size(job) <= capacity:
                     job.update(status="STARTING", startedAt=self._ms())
                     used += _size(job)
@@ -294,25 +431,41 @@ class FakeBatch:
     def _place_in_order(self, queue: dict[str, Any]) -> None:
         """Place the queue's RUNNABLE jobs: each on the first compute environment in ascending order that is ENABLED and VALID
         and has free instances (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html)."""
-        order = [self.compute_environments[o["computeEnvironment"]] for o in sorted(queue["computeEnvironmentOrder"], key=lambda o: o["order"])]
-        for job in sorted((j for j in self.active.values() if j["jobQueue"] == queue["jobQueueArn"] and j["status"] == "RUNNABLE"),
-                          key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
+        order = [
+            self.compute_environments[o["computeEnvironment"]]
+            for o in sorted(queue["computeEnvironmentOrder"], key=lambda o: o["order"])
+        ]
+        for job in sorted(
+            (j for j in self.active.values() if j["jobQueue"] == queue["jobQueueArn"] and j["status"] == "RUNNABLE"),
+            key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]),
+        ):
             for environment in order:
-                if environment["state"] == "ENABLED" and environment["status"] == "VALID" and self._free(environment) >= _size(job):
-                    job.update(status="STARTING", startedAt=self._ms(), _environment=environment["computeEnvironmentArn"])
+                if (
+                    environment["state"] == "ENABLED"
+                    and environment["status"] == "VALID"
+                    and self._free(environment) >= _size(job)
+                ):
+                    job.update(
+                        status="STARTING", startedAt=self._ms(), _environment=environment["computeEnvironmentArn"]
+                    )
                     break
 
     def _free(self, environment: dict[str, Any]) -> int:
         instances = environment["computeResources"]["maxvCpus"] // environment["_vcpus_per_instance"]
-        used = sum(_size(j) for j in self.active.values()
-                   if j.get("_environment") == environment["computeEnvironmentArn"] and j["status"] in ("STARTING", "RUNNING"))
+        used = sum(
+            _size(j)
+            for j in self.active.values()
+            if j.get("_environment") == environment["computeEnvironmentArn"] and j["status"] in ("STARTING", "RUNNING")
+        )
         return instances - used
 
     def _replace_instances(self) -> None:
         """Jobs still running when an infrastructure update's grace is over lose their instance (FAILED)."""
         for job in list(self.active.values()):
             if job.get("_replaced_at") is not None and self.clock.now >= job["_replaced_at"]:
-                job["attempts"].append({"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": REPLACED})
+                job["attempts"].append(
+                    {"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": REPLACED}
+                )
                 self._end(job, "FAILED", REPLACED)
 
     def _place(self, environment: Environment) -> None:
@@ -320,35 +473,56 @@ class FakeBatch:
         gone fails as its host did (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html:
         the retry strategy applies); RUNNABLE jobs start on free instances, highest priority first."""
         live = environment.instances()
-        placed = {j["container"].get("containerInstanceArn"): j for j in self.active.values()
-                  if j["jobQueue"] in environment.queues and j["status"] in ("STARTING", "RUNNING")}
+        placed = {
+            j["container"].get("containerInstanceArn"): j
+            for j in self.active.values()
+            if j["jobQueue"] in environment.queues and j["status"] in ("STARTING", "RUNNING")
+        }
         for instance, job in placed.items():
             if instance not in live:
                 job["container"].pop("containerInstanceArn", None)
                 self.fail_on_its_own(job["jobId"], f"Host EC2 (instance {instance}) terminated.")
         free = [i for i in live if i not in placed]
-        for job in sorted((j for j in self.active.values() if j["jobQueue"] in environment.queues and j["status"] == "RUNNABLE"),
-                          key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]))[:len(free)]:
+        for job in sorted(
+            (j for j in self.active.values() if j["jobQueue"] in environment.queues and j["status"] == "RUNNABLE"),
+            key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]),
+        )[: len(free)]:
             job.update(status="STARTING", startedAt=self._ms())
             job["container"]["containerInstanceArn"] = free.pop(0)
 
     def _new_job(self, job_id: str, request: dict[str, Any]) -> dict[str, Any]:
         definition = request["jobDefinition"]
         job = {
-            "jobId": job_id, "jobName": request["jobName"], "jobArn": f"arn:aws:batch:us-east-1:{ACCOUNT}:job/{job_id}",
-            "jobQueue": request["jobQueue"], "status": "SUBMITTED", "createdAt": self._ms(), "attempts": [],
-            "jobDefinition": definition if definition.startswith("arn:") else f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/{definition}",
-            "shareIdentifier": request["shareIdentifier"], "schedulingPriority": request.get("schedulingPriorityOverride", 0),
-            "parameters": dict(request.get("parameters", {})), "tags": dict(request.get("tags", {})),
-            "container": dict(request.get("containerOverrides", {})), "dependsOn": list(request.get("dependsOn", [])),
+            "jobId": job_id,
+            "jobName": request["jobName"],
+            "jobArn": f"arn:aws:batch:us-east-1:{ACCOUNT}:job/{job_id}",
+            "jobQueue": request["jobQueue"],
+            "status": "SUBMITTED",
+            "createdAt": self._ms(),
+            "attempts": [],
+            "jobDefinition": definition
+            if definition.startswith("arn:")
+            else f"arn:aws:batch:us-east-1:{ACCOUNT}:job-definition/{definition}",
+            "shareIdentifier": request["shareIdentifier"],
+            "schedulingPriority": request.get("schedulingPriorityOverride", 0),
+            "parameters": dict(request.get("parameters", {})),
+            "tags": dict(request.get("tags", {})),
+            "container": dict(request.get("containerOverrides", {})),
+            "dependsOn": list(request.get("dependsOn", [])),
         }
         for name in ("retryStrategy", "timeout", "propagateTags", "arrayProperties"):
             if name in request:
                 job[name] = request[name]
         if "nodeOverrides" in request:
             overrides = request["nodeOverrides"]
-            job["nodeProperties"] = {"numNodes": overrides.get("numNodes", 1), "mainNode": 0, "nodeRangeProperties": [
-                {"targetNodes": o["targetNodes"], "container": o.get("containerOverrides", {})} for o in overrides.get("nodePropertyOverrides", [])]}
+            job["nodeProperties"] = {
+                "numNodes": overrides.get("numNodes", 1),
+                "mainNode": 0,
+                "nodeRangeProperties": [
+                    {"targetNodes": o["targetNodes"], "container": o.get("containerOverrides", {})}
+                    for o in overrides.get("nodePropertyOverrides", [])
+                ],
+            }
         return job
 
     def _settle_dependencies(self) -> None:
@@ -357,7 +531,9 @@ class FakeBatch:
         for job in list(self.active.values()):
             if job["status"] not in ("SUBMITTED", "PENDING"):
                 continue
-            states = [self.jobs[d["jobId"]]["status"] if d["jobId"] in self.jobs else "SUCCEEDED" for d in job["dependsOn"]]
+            states = [
+                self.jobs[d["jobId"]]["status"] if d["jobId"] in self.jobs else "SUCCEEDED" for d in job["dependsOn"]
+            ]
             if "FAILED" in states:
                 self._end(job, "FAILED", "Dependent Job failed")
             elif all(s == "SUCCEEDED" for s in states):
@@ -398,5 +574,8 @@ def _size(job: dict[str, Any]) -> int:
 
 def _public(job: dict[str, Any]) -> dict[str, Any]:
     """DescribeJobs omits what a job has not got (startedAt before it starts, ...)."""
-    return {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in job.items()
-            if v is not None and not k.startswith("_")}  # _...: the model's own bookkeeping
+    return {
+        k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+        for k, v in job.items()
+        if v is not None and not k.startswith("_")
+    }  # _...: the model's own bookkeeping

@@ -83,27 +83,52 @@ class Report:
     crashes: int = 0
     warnings_unhandled: int = 0  # blocks whose warning no run handled (every delivery and Lambda retry failed)
     drain_errors: int = 0
-    killed_with_instances: int = 0  # attempts that ended with their instance (not stopped in time): Batch's retry strategy applies
+    killed_with_instances: int = (
+        0  # attempts that ended with their instance (not stopped in time): Batch's retry strategy applies
+    )
     faults: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
-        return (f"{self.runs} controller runs, {self.warnings} warning deliveries ({self.warnings_unhandled} blocks' warning never handled), "
-                f"{self.submitted} jobs submitted, "
-                f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.killed_with_instances} attempts ended with their instance, {self.failed_runs} failed runs ({self.crashes} crashed)")
+        return (
+            f"{self.runs} controller runs, {self.warnings} warning deliveries ({self.warnings_unhandled} blocks' warning never handled), "
+            f"{self.submitted} jobs submitted, "
+            f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.killed_with_instances} attempts ended with their instance, {self.failed_runs} failed runs ({self.crashes} crashed)"
+        )
 
 
-def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = FAULT_RATES,
-        duplicate_rate: float = 0.1, late_seconds: float = 240.0) -> Report:
+def run(
+    *,
+    days: float,
+    seed: int = 1,
+    dry_run: bool = False,
+    fault_rates: dict[str, float] = FAULT_RATES,
+    duplicate_rate: float = 0.1,
+    late_seconds: float = 240.0,
+) -> Report:
     rng = random.Random(seed)
     clock = Clock()
     faults = Faults(lambda operation, phase: fault(rng, fault_rates, phase))
     day = 86400.0
-    blocks = [Block(f"cr-{n:013x}", clock.now + n * day + GAP_HOURS * 3600, clock.now + n * day + (GAP_HOURS + BLOCK_HOURS) * 3600, INSTANCES)
-              for n in range(int(days) + 1)]
+    blocks = [
+        Block(
+            f"cr-{n:013x}",
+            clock.now + n * day + GAP_HOURS * 3600,
+            clock.now + n * day + (GAP_HOURS + BLOCK_HOURS) * 3600,
+            INSTANCES,
+        )
+        for n in range(int(days) + 1)
+    ]
     ec2 = FakeEc2(clock, blocks, faults=faults)
     ecs = FakeEcs(ec2, cluster=CLUSTER, faults=faults)
-    batch = FakeBatch(clock, capacity={}, faults=faults, listing_lag=30.0,
-                      environments={ENVIRONMENT: Environment(CLUSTER, (QUEUE,), lambda: [container_instance(i) for i in ec2.live_instances()])})
+    batch = FakeBatch(
+        clock,
+        capacity={},
+        faults=faults,
+        listing_lag=30.0,
+        environments={
+            ENVIRONMENT: Environment(CLUSTER, (QUEUE,), lambda: [container_instance(i) for i in ec2.live_instances()])
+        },
+    )
     dynamodb = FakeDynamoDB(faults=faults)
     dynamodb.create_table("capacity", key="pk")
     ledger = Ledger(client=dynamodb.client(), table_name="capacity")
@@ -140,10 +165,14 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
         _run(world, report, dry_run, None)
     checks.final()
     report.faults = Counter(f for _, _, f in faults.injected)
-    report.warnings_unhandled = sum(1 for b in blocks if b.end - WARNING_LEAD <= clock.now and b.reservation_id not in handled)
+    report.warnings_unhandled = sum(
+        1 for b in blocks if b.end - WARNING_LEAD <= clock.now and b.reservation_id not in handled
+    )
     report.copies = sum(1 for j in batch.jobs.values() if TAG_REQUEUED_FROM in j["tags"])
     report.stopped = sum(1 for operation, _ in batch.requests if operation == "TerminateJob")
-    report.killed_with_instances = sum(1 for j in batch.jobs.values() for a in j["attempts"] if a["statusReason"].startswith("Host EC2"))
+    report.killed_with_instances = sum(
+        1 for j in batch.jobs.values() for a in j["attempts"] if a["statusReason"].startswith("Host EC2")
+    )
     return report
 
 
@@ -154,16 +183,32 @@ def _run(world: tuple, report: Report, dry_run: bool, warned: Block | None) -> b
     report.runs += 1
 
     def drain(block: Block) -> None:
-        requeue.drain(window=WINDOW, compute_environment=ENVIRONMENT, reservation_id=block.reservation_id,
-                      ends_at=datetime.fromtimestamp(block.end, UTC), moved_to=None, dry_run=dry_run, ledger=ledger, ec2=ec2, ecs=ecs,
-                      batch=batch, submit=batch, events=eventbridge, now=now)
+        requeue.drain(
+            window=WINDOW,
+            compute_environment=ENVIRONMENT,
+            reservation_id=block.reservation_id,
+            ends_at=datetime.fromtimestamp(block.end, UTC),
+            moved_to=None,
+            dry_run=dry_run,
+            ledger=ledger,
+            ec2=ec2,
+            ecs=ecs,
+            batch=batch,
+            submit=batch,
+            events=eventbridge,
+            now=now,
+        )
 
     try:
         requeue.resume(ledger=ledger, batch=batch, submit=batch, now=now)
         if warned is not None:
             drain(warned)
         for block in blocks:  # every run, as handler._drain_batch_blocks: a failed listing is the next run's
-            if block is not warned and block.start <= clock.now and requeue.draining(datetime.fromtimestamp(block.end, UTC), now):
+            if (
+                block is not warned
+                and block.start <= clock.now
+                and requeue.draining(datetime.fromtimestamp(block.end, UTC), now)
+            ):
                 try:
                     drain(block)
                 except (ClientError, BotoCoreError):
@@ -181,9 +226,16 @@ def _run(world: tuple, report: Report, dry_run: bool, warned: Block | None) -> b
 def _arrivals(rng: random.Random, batch: FakeBatch, report: Report) -> None:
     """About one single-node job every 40 minutes, 1 to 8 hours of work, retried by Batch up to 3 attempts."""
     if rng.random() < 60 / 2400:
-        batch.add_job(jobName=f"train-{report.submitted}", jobQueue=QUEUE, jobDefinition="arn:aws:batch:us-east-1:111122223333:job-definition/train:7",
-                      shareIdentifier="research", retryStrategy={"attempts": 3}, timeout={"attemptDurationSeconds": 86400},
-                      parameters={"work_seconds": str(int(rng.uniform(1, 8) * 3600))}, tags={"gpu-governance:team": "research"})
+        batch.add_job(
+            jobName=f"train-{report.submitted}",
+            jobQueue=QUEUE,
+            jobDefinition="arn:aws:batch:us-east-1:111122223333:job-definition/train:7",
+            shareIdentifier="research",
+            retryStrategy={"attempts": 3},
+            timeout={"attemptDurationSeconds": 86400},
+            parameters={"work_seconds": str(int(rng.uniform(1, 8) * 3600))},
+            tags={"gpu-governance:team": "research"},
+        )
         report.submitted += 1
 
 
@@ -195,6 +247,8 @@ def _check_stop_times(batch: FakeBatch, blocks: list[Block], eventbridge: FakeEv
         ending = min((b for b in blocks if b.end >= request["_at"]), key=lambda b: b.end)
         signalled = eventbridge.signalled.get(ending.reservation_id)
         if signalled is None or request["_at"] < signalled + CHECKPOINT_SECONDS:
-            raise InvariantBroken(f"{request['jobId']} stopped {request['_at'] - (signalled or request['_at']):.0f} s after its block's "
-                                  f"drain event ({'none sent' if signalled is None else 'too early to checkpoint'})")
+            raise InvariantBroken(
+                f"{request['jobId']} stopped {request['_at'] - (signalled or request['_at']):.0f} s after its block's "
+                f"drain event ({'none sent' if signalled is None else 'too early to checkpoint'})"
+            )
     return len(batch.requests)

@@ -38,8 +38,23 @@ TRANSACTION_LIMIT = 100
 _ALLOWED = {  # the request parameters the model implements, per operation
     "GetItem": {"TableName", "Key", "ConsistentRead"},
     "PutItem": {"TableName", "Item", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues"},
-    "UpdateItem": {"TableName", "Key", "UpdateExpression", "ConditionExpression", "ExpressionAttributeNames", "ExpressionAttributeValues"},
-    "Scan": {"TableName", "FilterExpression", "ExpressionAttributeNames", "ExpressionAttributeValues", "ConsistentRead", "ExclusiveStartKey", "Limit"},
+    "UpdateItem": {
+        "TableName",
+        "Key",
+        "UpdateExpression",
+        "ConditionExpression",
+        "ExpressionAttributeNames",
+        "ExpressionAttributeValues",
+    },
+    "Scan": {
+        "TableName",
+        "FilterExpression",
+        "ExpressionAttributeNames",
+        "ExpressionAttributeValues",
+        "ConsistentRead",
+        "ExclusiveStartKey",
+        "Limit",
+    },
     "TransactWriteItems": {"TransactItems", "ClientRequestToken"},
 }
 
@@ -79,13 +94,17 @@ class FakeDynamoDB:
 
     def client(self) -> Any:
         """A real boto3 DynamoDB client whose requests this model answers."""
-        client = boto3.session.Session(aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1").client("dynamodb")
+        client = boto3.session.Session(
+            aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1"
+        ).client("dynamodb")
         client.meta.events.register("before-call.dynamodb", self._answer)
         return client
 
     def table(self, name: str) -> Any:
         """A boto3 resource ``Table`` (what the reclaim ledger is given) answered by this model."""
-        resource = boto3.session.Session(aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1").resource("dynamodb")
+        resource = boto3.session.Session(
+            aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1"
+        ).resource("dynamodb")
         resource.meta.client.meta.events.register("before-call.dynamodb", self._answer)
         return resource.Table(name)
 
@@ -149,14 +168,17 @@ class FakeDynamoDB:
         token, body = request.get("ClientRequestToken"), json.dumps(request["TransactItems"], sort_keys=True)
         if token in self.transactions:
             if self.transactions[token] != body:
-                raise DynamoDBError("IdempotentParameterMismatchException", "The request uses the same client token as a previous, but non-identical request")
+                raise DynamoDBError(
+                    "IdempotentParameterMismatchException",
+                    "The request uses the same client token as a previous, but non-identical request",
+                )
             return {}
         actions = request["TransactItems"]
         if not 1 <= len(actions) <= TRANSACTION_LIMIT:
             raise _validation(f"Member must have length less than or equal to {TRANSACTION_LIMIT}")
         writes, reasons, seen = [], [], set()
         for action in actions:
-            (kind, body), = action.items()
+            ((kind, body),) = action.items()
             if kind == "Put":
                 _, items, key, new = self._prepare_put(body)
             elif kind == "Update":
@@ -168,12 +190,18 @@ class FakeDynamoDB:
             seen.add((body["TableName"], key))
             writes.append((items, key, new))
             holds = _condition_holds(body, items.get(key))
-            reasons.append({"Code": "None"} if holds else {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"})
+            reasons.append(
+                {"Code": "None"}
+                if holds
+                else {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
+            )
         if any(r["Code"] != "None" for r in reasons):
             codes = ", ".join(r["Code"] for r in reasons)
-            raise DynamoDBError("TransactionCanceledException",
-                                f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
-                                CancellationReasons=reasons)
+            raise DynamoDBError(
+                "TransactionCanceledException",
+                f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
+                CancellationReasons=reasons,
+            )
         for items, key, new in writes:
             items[key] = new
         if token is not None:
@@ -237,7 +265,7 @@ def _key_value(key_name: str, key: Item) -> str:
 
 
 def _check_value(value: dict[str, Any]) -> None:
-    (kind, content), = value.items()
+    ((kind, content),) = value.items()
     if kind in ("SS", "NS", "BS") and not content:
         raise _validation("One or more parameter values were invalid: An set may not be empty")
     if kind in ("B", "BS"):
@@ -265,11 +293,16 @@ def _check_placeholders(request: dict[str, Any], expressions: list[str | None]) 
     """https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ExpressionAttributeNames.html
     and ExpressionAttributeValues: every placeholder used must be defined, and every one defined used."""
     used = set().union(*(_placeholders(e) for e in expressions if e))
-    for prefix, parameter, word in (("#", "ExpressionAttributeNames", "name"), (":", "ExpressionAttributeValues", "value")):
+    for prefix, parameter, word in (
+        ("#", "ExpressionAttributeNames", "name"),
+        (":", "ExpressionAttributeValues", "value"),
+    ):
         defined = set(request.get(parameter, {}))
         missing = sorted(p for p in used if p[0] == prefix and p not in defined)
         if missing:
-            raise _validation(f"Invalid expression: An expression attribute {word} used in expression is not defined; attribute {word}: {missing[0]}")
+            raise _validation(
+                f"Invalid expression: An expression attribute {word} used in expression is not defined; attribute {word}: {missing[0]}"
+            )
         unused = sorted(defined - used)
         if unused:
             raise _validation(f"Value provided in {parameter} unused in expressions: keys: {{{', '.join(unused)}}}")
@@ -417,7 +450,7 @@ def _truth(tree: tuple, item: Item, request: dict[str, Any]) -> bool:
 
 
 def _scalar(value: dict[str, Any]) -> Any:
-    (kind, content), = value.items()
+    ((kind, content),) = value.items()
     if kind == "N":
         return Decimal(content)
     if kind in ("SS",):
@@ -435,7 +468,9 @@ def _compare(operator: str, left: dict[str, Any] | None, right: dict[str, Any] |
     if operator in ("=", "<>"):
         return (a == b) == (operator == "=")
     if next(iter(left)) not in ("S", "N"):
-        raise _validation(f"Invalid ConditionExpression: Incorrect operand type for operator or function; operator: {operator}")
+        raise _validation(
+            f"Invalid ConditionExpression: Incorrect operand type for operator or function; operator: {operator}"
+        )
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[operator]
 
 
@@ -452,7 +487,9 @@ def _update_clauses(expression: str) -> tuple[tuple[str, tuple[tuple[str, ...], 
     for token in _tokens(expression):
         if token.upper() in ("SET", "REMOVE", "ADD", "DELETE"):
             if token.upper() in seen:
-                raise _validation(f'Invalid UpdateExpression: The "{token.upper()}" section can only be used once in an update expression')
+                raise _validation(
+                    f'Invalid UpdateExpression: The "{token.upper()}" section can only be used once in an update expression'
+                )
             seen.add(token.upper())
             current = (token.upper(), [[]])
             clauses.append(current)
@@ -472,24 +509,30 @@ def _apply_update(expression: str, item: Item, request: dict[str, Any], key_name
                 raise _validation(f"Invalid UpdateExpression: Syntax error in {clause}")
             name = _name(action[0], request)
             if name == key_name:
-                raise _validation(f"One or more parameter values were invalid: Cannot update attribute {name}. This attribute is part of the key")
+                raise _validation(
+                    f"One or more parameter values were invalid: Cannot update attribute {name}. This attribute is part of the key"
+                )
             if clause == "REMOVE" and len(action) == 1:
                 item.pop(name, None)
             elif clause == "SET" and len(action) == 3 and action[1] == "=":
-                value = _resolve(("value", action[2]) if action[2].startswith(":") else ("path", action[2]), item, request)
+                value = _resolve(
+                    ("value", action[2]) if action[2].startswith(":") else ("path", action[2]), item, request
+                )
                 if value is None:
                     raise _validation("The provided expression refers to an attribute that does not exist in the item")
                 item[name] = _copy(value)
             elif clause in ("ADD", "DELETE") and len(action) == 2 and action[1].startswith(":"):
                 _add_or_delete(clause, item, name, request["ExpressionAttributeValues"][action[1]])
             else:
-                raise NotImplementedError(f"the DynamoDB model does not implement the {clause} action {' '.join(action)!r}")
+                raise NotImplementedError(
+                    f"the DynamoDB model does not implement the {clause} action {' '.join(action)!r}"
+                )
 
 
 def _add_or_delete(clause: str, item: Item, name: str, value: dict[str, Any]) -> None:
     """ADD: a number is added to (or becomes) the attribute; a set is merged into it. DELETE: the
     elements are taken out of a set, and an empty set is removed (sets cannot be empty)."""
-    (kind, content), = value.items()
+    ((kind, content),) = value.items()
     current = item.get(name)
     if clause == "ADD" and kind == "N":
         if current is not None and "N" not in current:
@@ -497,7 +540,9 @@ def _add_or_delete(clause: str, item: Item, name: str, value: dict[str, Any]) ->
         item[name] = {"N": _number(Decimal(current["N"] if current else "0") + Decimal(content))}
         return
     if kind not in ("SS", "NS"):
-        raise _validation(f"Invalid UpdateExpression: Incorrect operand type for operator or function; operator: {clause}, operand type: {kind}")
+        raise _validation(
+            f"Invalid UpdateExpression: Incorrect operand type for operator or function; operator: {clause}, operand type: {kind}"
+        )
     if current is not None and kind not in current:
         raise _validation("An operand in the update expression has an incorrect data type")
     have = list(current[kind]) if current else []

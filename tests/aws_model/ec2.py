@@ -38,8 +38,12 @@ class Block:
 
     def warning_event(self) -> dict[str, Any]:
         """The EventBridge event EC2 sends at the warning (the fields the controller reads)."""
-        return {"source": "aws.ec2", "detail-type": "Capacity Block Reservation Expiration Warning",
-                "time": _iso(self.end - WARNING_LEAD), "detail": {"capacity-reservation-id": self.reservation_id, "end-date": _iso(self.end)}}
+        return {
+            "source": "aws.ec2",
+            "detail-type": "Capacity Block Reservation Expiration Warning",
+            "time": _iso(self.end - WARNING_LEAD),
+            "detail": {"capacity-reservation-id": self.reservation_id, "end-date": _iso(self.end)},
+        }
 
 
 class _Pages:
@@ -49,7 +53,7 @@ class _Pages:
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
         entries = self.answer(**request)[self.field]
         for start in range(0, max(len(entries), 1), self.page_size):
-            yield {self.field: entries[start:start + self.page_size]}
+            yield {self.field: entries[start : start + self.page_size]}
 
 
 class FakeEc2:
@@ -67,14 +71,29 @@ class FakeEc2:
         wanted = {f["Name"]: set(f["Values"]) for f in Filters}
         reservations = []
         for block in self.blocks:
-            state = "running" if block.running(self.clock.now) else "terminated" if self.clock.now >= block.start else None
-            if state is None or block.reservation_id not in wanted.get("capacity-reservation-id", {block.reservation_id}):
+            state = (
+                "running" if block.running(self.clock.now) else "terminated" if self.clock.now >= block.start else None
+            )
+            if state is None or block.reservation_id not in wanted.get(
+                "capacity-reservation-id", {block.reservation_id}
+            ):
                 continue
             if state not in wanted.get("instance-state-name", {state}):
                 continue
-            reservations += [{"ReservationId": f"r-{i[2:]}", "Instances": [
-                {"InstanceId": i, "State": {"Name": state}, "CapacityReservationId": block.reservation_id, "InstanceType": "p5.48xlarge"}]}
-                for i in block.instance_ids()]
+            reservations += [
+                {
+                    "ReservationId": f"r-{i[2:]}",
+                    "Instances": [
+                        {
+                            "InstanceId": i,
+                            "State": {"Name": state},
+                            "CapacityReservationId": block.reservation_id,
+                            "InstanceType": "p5.48xlarge",
+                        }
+                    ],
+                }
+                for i in block.instance_ids()
+            ]
         return {"Reservations": reservations}
 
     def live_instances(self) -> list[str]:
@@ -96,7 +115,11 @@ class FakeEcs:
         assert cluster == self.cluster, cluster
         # https://docs.aws.amazon.com/AmazonECS/latest/developerguide/cluster-query-language.html: ec2InstanceId in [...]
         wanted = set(re.findall(r"'(i-[0-9a-f]+)'", filter)) if filter else None
-        return {"containerInstanceArns": [container_instance(i) for i in self.ec2.live_instances() if wanted is None or i in wanted]}
+        return {
+            "containerInstanceArns": [
+                container_instance(i) for i in self.ec2.live_instances() if wanted is None or i in wanted
+            ]
+        }
 
 
 def container_instance(instance_id: str) -> str:

@@ -81,7 +81,11 @@ class HeadNode:
                     job.state, job.node = "COMPLETED", None
         busy = {j.node for j in self.jobs.values() if j.state == "RUNNING"}
         for job in sorted((j for j in self.jobs.values() if j.state == "PENDING"), key=lambda j: j.job_id):
-            free = [n for n in self.nodes.values() if job.partition in n.partitions and n.reason == "none" and n.name not in busy]
+            free = [
+                n
+                for n in self.nodes.values()
+                if job.partition in n.partitions and n.reason == "none" and n.name not in busy
+            ]
             if free:
                 job.state, job.node = "RUNNING", free[0].name
                 job.nodes_run_on.append(free[0].name)
@@ -100,11 +104,15 @@ class HeadNode:
         return "".join(f"{line}\n" for line in out)
 
     def _one(self, command: str) -> list[str]:
-        if command == "set -e" or command.startswith(("known=$(", "if [ -n \"$known\" ]")):
+        if command == "set -e" or command.startswith(("known=$(", 'if [ -n "$known" ]')):
             return self._running() if command.startswith("if [") else []
         if command.startswith("sinfo --noheader --Node --nodes="):
             listed = _listed(command)
-            return [f"N|{n.name}|{self._state(n)}|{p}|{n.reason}" for n in self._known(listed) for p in sorted(n.partitions) or [""]]
+            return [
+                f"N|{n.name}|{self._state(n)}|{p}|{n.reason}"
+                for n in self._known(listed)
+                for p in sorted(n.partitions) or [""]
+            ]
         if command == f"echo {END}":
             return [END]
         if (drain := re.search(r"NodeName=([\w.-]+)'? State=DRAIN '?Reason=([^']*)'?", command)) is not None:
@@ -122,7 +130,9 @@ class HeadNode:
             node.reason = "none"
             self.ran.append((self.clock.now, f"resume {node.name}"))
             return [f"{node.name} resumed"]
-        if (requeue := re.search(r"--jobs=(\d+) .* = '?RUNNING\|(\d+)'? \]; then scontrol requeue", command)) is not None:
+        if (
+            requeue := re.search(r"--jobs=(\d+) .* = '?RUNNING\|(\d+)'? \]; then scontrol requeue", command)
+        ) is not None:
             job = self.jobs.get(requeue[1])
             now = f"{job.state}|{job.restarts}" if job is not None and job.state in ("RUNNING", "PENDING") else ""
             if now != f"RUNNING|{requeue[2]}":
@@ -131,7 +141,11 @@ class HeadNode:
             self.requeued.append((self.clock.now, job.job_id))
             self.ran.append((self.clock.now, f"requeue {job.job_id}"))
             return [f"{job.job_id} done"]
-        if (partition := re.search(r"scontrol -o show partition '?([\w.-]+)'?\); .* -v ours='?([\w.,-]+)'? -v join=([01])", command)) is not None:
+        if (
+            partition := re.search(
+                r"scontrol -o show partition '?([\w.-]+)'?\); .* -v ours='?([\w.,-]+)'? -v join=([01])", command
+            )
+        ) is not None:
             name, ours, join = partition[1], partition[2].split(","), partition[3] == "1"
             changed = False
             for node in (self.nodes.get(n) for n in ours):
@@ -154,8 +168,11 @@ class HeadNode:
 
     def _running(self) -> list[str]:
         # the read's node list is the one its sinfo was given; the model reads the nodes it knows
-        return [f"J|{j.job_id}|{j.restarts}" for j in sorted(self.jobs.values(), key=lambda j: j.job_id)
-                if j.state == "RUNNING" and j.node in self.nodes]
+        return [
+            f"J|{j.job_id}|{j.restarts}"
+            for j in sorted(self.jobs.values(), key=lambda j: j.job_id)
+            if j.state == "RUNNING" and j.node in self.nodes
+        ]
 
 
 def _listed(command: str) -> list[str]:
@@ -174,7 +191,15 @@ class FakeSageMakerNodes:
 
     def paginate(self, *, ClusterName: str, InstanceGroupNameContains: str) -> Iterable[dict[str, Any]]:
         self.faults.check("ListClusterNodes", "before", throttle_code="ThrottlingException", service="sagemaker")
-        nodes = [{"InstanceGroupName": self.group, "InstanceId": n.instance_id, "InstanceStatus": {"Status": "Running", "Message": ""},
-                  "PrivateDnsHostname": f"{n.name}.ec2.internal"} for n in self.head.nodes.values() if n.instance_id.startswith("i-")]
+        nodes = [
+            {
+                "InstanceGroupName": self.group,
+                "InstanceId": n.instance_id,
+                "InstanceStatus": {"Status": "Running", "Message": ""},
+                "PrivateDnsHostname": f"{n.name}.ec2.internal",
+            }
+            for n in self.head.nodes.values()
+            if n.instance_id.startswith("i-")
+        ]
         for start in range(0, max(len(nodes), 1), self.page_size):
-            yield {"ClusterNodeSummaries": nodes[start:start + self.page_size]}
+            yield {"ClusterNodeSummaries": nodes[start : start + self.page_size]}

@@ -32,12 +32,39 @@ from .dynamodb import FakeDynamoDB
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 G6E = "g6e.12xlarge"
 POOL = "ec2-gpu"
-POLICY = parse_policy({
-    "version": 1, "organisation": "acme", "capacity_windows": [], "priority_classes": [],
-    "pools": [{"name": POOL, "backend": "batch_fair_share", "capacity": {G6E: 16}, "shares": [
-        {"name": "research", "quota": {G6E: 4}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
-        {"name": "training", "quota": {G6E: 12}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]}],
-})
+POLICY = parse_policy(
+    {
+        "version": 1,
+        "organisation": "acme",
+        "capacity_windows": [],
+        "priority_classes": [],
+        "pools": [
+            {
+                "name": POOL,
+                "backend": "batch_fair_share",
+                "capacity": {G6E: 16},
+                "shares": [
+                    {
+                        "name": "research",
+                        "quota": {G6E: 4},
+                        "strategy": "lend_and_borrow",
+                        "borrow_limit": None,
+                        "in_share_preemption": False,
+                        "fair_share_weight": 10,
+                    },
+                    {
+                        "name": "training",
+                        "quota": {G6E: 12},
+                        "strategy": "lend",
+                        "borrow_limit": None,
+                        "in_share_preemption": False,
+                        "fair_share_weight": 10,
+                    },
+                ],
+            }
+        ],
+    }
+)
 TICK = 60.0
 # Faults per Batch call: each call is throttled, answered too late (after AWS did it) or the
 # caller killed with these probabilities (on the calls the controller makes, not the teams').
@@ -61,16 +88,25 @@ class Report:
     failed_ticks: int = 0
 
     def summary(self) -> str:
-        return (f"{self.ticks} ticks, {self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
-                f"{self.failed_ticks} failed and {self.crashes} crashed ticks")
+        return (
+            f"{self.ticks} ticks, {self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
+            f"{self.failed_ticks} failed and {self.crashes} crashed ticks"
+        )
 
 
 class InvariantBroken(AssertionError):
     pass
 
 
-def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings = RECLAIM_SETTINGS,
-        fault_rates: dict[str, float] = FAULT_RATES, duplicate_rate: float = 0.05) -> Report:
+def run(
+    *,
+    days: float,
+    seed: int = 1,
+    dry_run: bool = False,
+    settings: Settings = RECLAIM_SETTINGS,
+    fault_rates: dict[str, float] = FAULT_RATES,
+    duplicate_rate: float = 0.05,
+) -> Report:
     """Simulate ``days`` of one-minute ticks on a 16-instance fair-share pool; raise InvariantBroken
     at the first step that breaks an invariant. The ledger is the DynamoDB model, faulted like Batch."""
     rng = random.Random(seed)
@@ -79,7 +115,11 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings
     batch = FakeBatch(clock, capacity={QUEUE: 16}, faults=faults, listing_lag=30.0)
     dynamodb = FakeDynamoDB(faults=faults)
     dynamodb.create_table("ledger", key="action_id")
-    ledger, report, checks = Ledger(dynamodb.table("ledger")), Report(), Checks(batch, settings.max_preemptions_per_tick, dry_run)
+    ledger, report, checks = (
+        Ledger(dynamodb.table("ledger")),
+        Report(),
+        Checks(batch, settings.max_preemptions_per_tick, dry_run),
+    )
     end = clock.now + days * 86400
     while clock.now < end:
         _arrivals(rng, batch, report)
@@ -102,7 +142,7 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, settings: Settings
 def fault(rng: random.Random, rates: dict[str, float], phase: str) -> str | None:
     """Before a call: a throttle or a crash; after it (AWS did it): a lost answer or a crash."""
     roll = rng.random()
-    for fault in (("throttle", "crash") if phase == "before" else ("timeout", "crash")):
+    for fault in ("throttle", "crash") if phase == "before" else ("timeout", "crash"):
         if roll < rates[fault] / 2 if fault == "crash" else roll < rates[fault]:
             return fault
         roll -= rates[fault]
@@ -114,18 +154,33 @@ def _arrivals(rng: random.Random, batch: FakeBatch, report: Report) -> None:
     for share, nodes, hours, priority, between in WORKLOAD:
         if rng.random() < TICK / between:
             batch.add_job(
-                jobName=f"{share}-{report.submitted}", jobQueue=QUEUE, jobDefinition=f"arn:aws:batch:us-east-1:111122223333:job-definition/{share}:3",
-                shareIdentifier=share, schedulingPriorityOverride=priority, retryStrategy={"attempts": 2}, timeout={"attemptDurationSeconds": 86400},
-                parameters={"work_seconds": str(int(rng.uniform(*hours) * 3600))}, nodeOverrides={"numNodes": rng.choice(nodes)},
-                tags={"gpu-governance:team": share})
+                jobName=f"{share}-{report.submitted}",
+                jobQueue=QUEUE,
+                jobDefinition=f"arn:aws:batch:us-east-1:111122223333:job-definition/{share}:3",
+                shareIdentifier=share,
+                schedulingPriorityOverride=priority,
+                retryStrategy={"attempts": 2},
+                timeout={"attemptDurationSeconds": 86400},
+                parameters={"work_seconds": str(int(rng.uniform(*hours) * 3600))},
+                nodeOverrides={"numNodes": rng.choice(nodes)},
+                tags={"gpu-governance:team": share},
+            )
             report.submitted += 1
 
 
 def _tick(batch: FakeBatch, ledger: Ledger, settings: Settings, dry_run: bool, report: Report) -> None:
     adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool(POOL), submit=batch)
     try:
-        result = handler.run_tick(POOL, adapter, ledger, settings=settings, dry_run=dry_run, namespace="Scenario", now=batch.clock.now,
-                                  emit=lambda record: None)
+        result = handler.run_tick(
+            POOL,
+            adapter,
+            ledger,
+            settings=settings,
+            dry_run=dry_run,
+            namespace="Scenario",
+            now=batch.clock.now,
+            emit=lambda record: None,
+        )
         report.preempted += result.acted
     except Crash:
         report.crashes += 1  # the invocation died: the next tick starts afresh
@@ -147,18 +202,20 @@ class Checks:
 
     def step(self) -> None:
         jobs = self.batch.jobs
-        for job_id in list(jobs)[len(self.root):] if len(jobs) > len(self.root) else ():
+        for job_id in list(jobs)[len(self.root) :] if len(jobs) > len(self.root) else ():
             original = jobs[job_id]["tags"].get(TAG_REQUEUED_FROM)
             if original is not None:
                 if original in self.copied:
                     raise InvariantBroken(f"job {original} copied more than once")
                 self.copied.add(original)
             self.root[job_id] = self.root[original] if original is not None else job_id
-        running = Counter(self.root[j["jobId"]] for j in self.batch.active.values() if j["status"] in ("STARTING", "RUNNING"))
+        running = Counter(
+            self.root[j["jobId"]] for j in self.batch.active.values() if j["status"] in ("STARTING", "RUNNING")
+        )
         if running and max(running.values()) > 1:
             raise InvariantBroken(f"a job runs twice at once: {running.most_common(1)}")
         minutes = set()  # the minutes this step's TerminateJob requests fell in: only those can have gone over the cap
-        for operation, request in self.batch.requests[self.seen_requests:]:
+        for operation, request in self.batch.requests[self.seen_requests :]:
             if operation == "TerminateJob":
                 minutes.add(minute := int(request["_at"] // 60))
                 self.terminations[minute] += 1
@@ -174,4 +231,6 @@ class Checks:
         self.step()
         for job in self.batch.jobs.values():
             if stopped_by_us(job) and job["jobId"] not in self.copied:
-                raise InvariantBroken(f"job {self.root[job['jobId']]} lost: {job['jobId']} was stopped by the controller and never brought back")
+                raise InvariantBroken(
+                    f"job {self.root[job['jobId']]} lost: {job['jobId']} was stopped by the controller and never brought back"
+                )

@@ -52,7 +52,13 @@ def _delivery(rng: random.Random, slow_rate: float) -> float:
     """Seconds until SSM delivers a command: mostly at once; with ``slow_rate`` late, past the
     controller's wait (it cancels) or past the delivery deadline (SSM never runs it)."""
     roll = rng.random()
-    return rng.uniform(0.5, 3) if roll >= slow_rate else rng.uniform(15, 29) if roll < slow_rate / 2 else rng.uniform(31, 600)
+    return (
+        rng.uniform(0.5, 3)
+        if roll >= slow_rate
+        else rng.uniform(15, 29)
+        if roll < slow_rate / 2
+        else rng.uniform(31, 600)
+    )
 
 
 @dataclass
@@ -69,28 +75,54 @@ class Report:
     faults: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
-        return (f"{self.runs} controller runs, {self.submitted} jobs submitted, {self.commands} SSM commands ({self.cancelled} cancelled, "
-                f"{self.delivery_timed_out} past their delivery deadline), {self.drains} node drains, {self.requeues} jobs requeued, "
-                f"{self.killed_with_node} jobs requeued by Slurm after their node went, {self.failed_runs} failed runs")
+        return (
+            f"{self.runs} controller runs, {self.submitted} jobs submitted, {self.commands} SSM commands ({self.cancelled} cancelled, "
+            f"{self.delivery_timed_out} past their delivery deadline), {self.drains} node drains, {self.requeues} jobs requeued, "
+            f"{self.killed_with_node} jobs requeued by Slurm after their node went, {self.failed_runs} failed runs"
+        )
 
 
-def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = FAULT_RATES, slow_rate: float = 0.05) -> Report:
+def run(
+    *,
+    days: float,
+    seed: int = 1,
+    dry_run: bool = False,
+    fault_rates: dict[str, float] = FAULT_RATES,
+    slow_rate: float = 0.05,
+) -> Report:
     rng = random.Random(seed)
     clock = Clock()
     faults = Faults(lambda operation, phase: fault(rng, fault_rates, phase))
     head = HeadNode(clock)
-    ssm = FakeSsm(clock, instance_id=HEAD, run=head.run, delivery_delay=lambda: _delivery(rng, slow_rate), faults=faults)
+    ssm = FakeSsm(
+        clock, instance_id=HEAD, run=head.run, delivery_delay=lambda: _delivery(rng, slow_rate), faults=faults
+    )
     sagemaker = FakeSageMakerNodes(head, group=GROUP, faults=faults)
     dynamodb = FakeDynamoDB(faults=faults)
     dynamodb.create_table("capacity", key="pk")
     ledger = Ledger(client=dynamodb.client(), table_name="capacity")
-    the_window = window(name="release-warmup", team=TEAM, market="training_plan", instance_type="ml.g5.12xlarge", mode="dry_run" if dry_run else "auto",
-                        consumer={"kind": "hyperpod_instance_group", "pool": POOL, "instance_group": GROUP, "cluster_arn": CLUSTER})
+    the_window = window(
+        name="release-warmup",
+        team=TEAM,
+        market="training_plan",
+        instance_type="ml.g5.12xlarge",
+        mode="dry_run" if dry_run else "auto",
+        consumer={"kind": "hyperpod_instance_group", "pool": POOL, "instance_group": GROUP, "cluster_arn": CLUSTER},
+    )
     day = 86400.0
-    plans = [Reservation(id=f"arn:aws:sagemaker:us-east-1:111122223333:training-plan/p{n}", window=the_window.name, instance_type="ml.g5.12xlarge",
-                         count=NODES, availability_zone="us-east-1a", state="active",
-                         start=_at(clock.now + n * day + GAP_HOURS * 3600), end=_at(clock.now + n * day + (GAP_HOURS + PLAN_HOURS) * 3600))
-             for n in range(int(days) + 1)]
+    plans = [
+        Reservation(
+            id=f"arn:aws:sagemaker:us-east-1:111122223333:training-plan/p{n}",
+            window=the_window.name,
+            instance_type="ml.g5.12xlarge",
+            count=NODES,
+            availability_zone="us-east-1a",
+            state="active",
+            start=_at(clock.now + n * day + GAP_HOURS * 3600),
+            end=_at(clock.now + n * day + (GAP_HOURS + PLAN_HOURS) * 3600),
+        )
+        for n in range(int(days) + 1)
+    ]
     node_plan: dict[str, Reservation] = {}
     admin_drained: set[str] = set()
     report, end = Report(), clock.now + days * day
@@ -99,8 +131,17 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
     def controller_run() -> None:
         report.runs += 1
         try:
-            slurm_window.apply(windows={the_window.name: the_window}, owned=plans, slurm_pools={POOL: [TEAM, "research"]}, head_nodes={POOL: HEAD},
-                               sagemaker=sagemaker, ssm=ssm, ledger=ledger, now=_at(clock.now), sleep=clock.sleep)
+            slurm_window.apply(
+                windows={the_window.name: the_window},
+                owned=plans,
+                slurm_pools={POOL: [TEAM, "research"]},
+                head_nodes={POOL: HEAD},
+                sagemaker=sagemaker,
+                ssm=ssm,
+                ledger=ledger,
+                now=_at(clock.now),
+                sleep=clock.sleep,
+            )
         except Crash:
             report.failed_runs += 1
         except Exception:  # noqa: BLE001 - a faulted read fails the invocation; the schedule comes again
@@ -111,7 +152,9 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
         clock.now += 60
         for n, plan in enumerate(plans):
             start, stop = plan.start.timestamp(), plan.end.timestamp() - TERMINATION_LEAD
-            if start <= clock.now and n not in joined:  # the plan's nodes join Slurm; HyperPod may put them in no or a wrong partition
+            if (
+                start <= clock.now and n not in joined
+            ):  # the plan's nodes join Slurm; HyperPod may put them in no or a wrong partition
                 joined.add(n)
                 for k in range(NODES):
                     name = f"ip-10-1-{n % 250}-{k + 10}"
@@ -154,10 +197,14 @@ def run(*, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[
     return report
 
 
-def _check(head: HeadNode, ssm: FakeSsm, node_plan: dict[str, Reservation], admin_drained: set[str], dry_run: bool, seen: int) -> int:
+def _check(
+    head: HeadNode, ssm: FakeSsm, node_plan: dict[str, Reservation], admin_drained: set[str], dry_run: bool, seen: int
+) -> int:
     for invocation in ssm.invocations.values():
         if invocation.ran_at is not None and invocation.ran_at - invocation.sent_at > DELIVERY_SECONDS:
-            raise InvariantBroken(f"command {invocation.command_id} ran {invocation.ran_at - invocation.sent_at:.0f} s after it was sent")
+            raise InvariantBroken(
+                f"command {invocation.command_id} ran {invocation.ran_at - invocation.sent_at:.0f} s after it was sent"
+            )
     if dry_run and head.ran:
         raise InvariantBroken(f"dry run changed Slurm: {head.ran[:3]}")
     for name in admin_drained:
@@ -167,10 +214,11 @@ def _check(head: HeadNode, ssm: FakeSsm, node_plan: dict[str, Reservation], admi
         plan = node_plan[head.jobs[job_id].nodes_run_on[-1]]
         window_opens = plan.end.timestamp() - STOP_LEAD.total_seconds()
         if not window_opens <= at < plan.end.timestamp() - TERMINATION_LEAD:
-            raise InvariantBroken(f"job {job_id} requeued at {_at(at):%H:%M:%S}, outside its plan's last {STOP_LEAD} before the nodes go")
+            raise InvariantBroken(
+                f"job {job_id} requeued at {_at(at):%H:%M:%S}, outside its plan's last {STOP_LEAD} before the nodes go"
+            )
     return len(head.requeued)
 
 
 def _at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-

@@ -43,8 +43,15 @@ class FakeSsm:
         class InvocationDoesNotExist(ClientError):
             pass
 
-    def __init__(self, clock: Clock, *, instance_id: str, run: Callable[[list[str]], str], delivery_delay: float | Callable[[], float] = 1.0,
-                 faults: Faults | None = None):
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        instance_id: str,
+        run: Callable[[list[str]], str],
+        delivery_delay: float | Callable[[], float] = 1.0,
+        faults: Faults | None = None,
+    ):
         """``delivery_delay``: seconds, or a function drawing them for each command."""
         self.clock, self.instance_id, self.run, self.delivery_delay = clock, instance_id, run, delivery_delay
         self.faults = faults or Faults()
@@ -53,17 +60,33 @@ class FakeSsm:
         self.executed: list[list[str]] = []  # what the node's shell actually ran, in order
         self._ids = itertools.count(1)
 
-    def send_command(self, *, InstanceIds: list[str], DocumentName: str, Parameters: dict[str, list[str]], Comment: str = "",
-                     TimeoutSeconds: int = DEFAULT_DELIVERY_TIMEOUT) -> dict[str, Any]:
+    def send_command(
+        self,
+        *,
+        InstanceIds: list[str],
+        DocumentName: str,
+        Parameters: dict[str, list[str]],
+        Comment: str = "",
+        TimeoutSeconds: int = DEFAULT_DELIVERY_TIMEOUT,
+    ) -> dict[str, Any]:
         self.faults.check("SendCommand", "before", throttle_code="ThrottlingException", service="ssm")
         assert (InstanceIds, DocumentName) == ([self.instance_id], "AWS-RunShellScript"), (InstanceIds, DocumentName)
         if not 30 <= TimeoutSeconds <= 2592000:  # the API's range
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "TimeoutSeconds must be 30..2592000"}}, "SendCommand")
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": "TimeoutSeconds must be 30..2592000"}},
+                "SendCommand",
+            )
         command_id = f"{next(self._ids):08d}-0000-0000-0000-000000000000"
         execution = float(Parameters.get("executionTimeout", [DEFAULT_EXECUTION_TIMEOUT])[0])
         delay = self.delivery_delay() if callable(self.delivery_delay) else self.delivery_delay
         self.invocations[command_id] = self.pending[command_id] = Invocation(
-            command_id, list(Parameters["commands"]), self.clock.now, self.clock.now + delay, float(TimeoutSeconds), execution)
+            command_id,
+            list(Parameters["commands"]),
+            self.clock.now,
+            self.clock.now + delay,
+            float(TimeoutSeconds),
+            execution,
+        )
         self.faults.check("SendCommand", "after", throttle_code="ThrottlingException", service="ssm")
         return {"Command": {"CommandId": command_id, "TimeoutSeconds": TimeoutSeconds, "Status": "Pending"}}
 
@@ -73,9 +96,17 @@ class FakeSsm:
         invocation = self.invocations.get(CommandId)
         # Right after SendCommand the invocation may not exist yet (the API reference's InvocationDoesNotExist).
         if invocation is None or self.clock.now - invocation.sent_at < 0.5:
-            raise self.exceptions.InvocationDoesNotExist({"Error": {"Code": "InvocationDoesNotExist", "Message": ""}}, "GetCommandInvocation")
-        return {"CommandId": CommandId, "InstanceId": InstanceId, "Status": invocation.status, "StatusDetails": invocation.details,
-                "StandardOutputContent": invocation.output[:24000], "StandardErrorContent": ""}
+            raise self.exceptions.InvocationDoesNotExist(
+                {"Error": {"Code": "InvocationDoesNotExist", "Message": ""}}, "GetCommandInvocation"
+            )
+        return {
+            "CommandId": CommandId,
+            "InstanceId": InstanceId,
+            "Status": invocation.status,
+            "StatusDetails": invocation.details,
+            "StandardOutputContent": invocation.output[:24000],
+            "StandardErrorContent": "",
+        }
 
     def cancel_command(self, *, CommandId: str, InstanceIds: list[str] | None = None) -> dict[str, Any]:
         self.faults.check("CancelCommand", "before", throttle_code="ThrottlingException", service="ssm")

@@ -30,11 +30,18 @@ def test_the_checks_catch_a_controller_that_loses_jobs(monkeypatch):
     """The invariants are not vacuous: a controller that terminates and never resubmits is caught."""
     from gpu_governance_runtime.reclaim import adapters
 
-    monkeypatch.setattr(adapters.BatchFairShareAdapter, "_bring_back",
-                        lambda self, job, uncertain_since, progress: adapters.ActionResult(job_id=job["jobId"], outcome="done"))
+    monkeypatch.setattr(
+        adapters.BatchFairShareAdapter,
+        "_bring_back",
+        lambda self, job, uncertain_since, progress: adapters.ActionResult(job_id=job["jobId"], outcome="done"),
+    )
     with pytest.raises(scenario.InvariantBroken, match="lost"):
-        scenario.run(days=0.5, seed=3, fault_rates={"throttle": 0, "timeout": 0, "crash": 0},
-                     settings=Settings(max_preemptions_per_tick=3))
+        scenario.run(
+            days=0.5,
+            seed=3,
+            fault_rates={"throttle": 0, "timeout": 0, "crash": 0},
+            settings=Settings(max_preemptions_per_tick=3),
+        )
 
 
 def test_a_preemption_whose_close_was_lost_is_not_brought_back_twice_by_a_retried_tick():
@@ -55,20 +62,39 @@ def test_a_preemption_whose_close_was_lost_is_not_brought_back_twice_by_a_retrie
     ledger = Ledger(dynamodb.table("ledger"))
     for share, count, priority in (("research", 4, 10), ("training", 1, 50)):
         for i in range(count):
-            batch.add_job(jobName=f"{share}-{i}", jobQueue=scenario.QUEUE, jobDefinition=f"{share}:1", shareIdentifier=share,
-                          schedulingPriorityOverride=priority, parameters={"work_seconds": "36000"}, nodeOverrides={"numNodes": 4})
+            batch.add_job(
+                jobName=f"{share}-{i}",
+                jobQueue=scenario.QUEUE,
+                jobDefinition=f"{share}:1",
+                shareIdentifier=share,
+                schedulingPriorityOverride=priority,
+                parameters={"work_seconds": "36000"},
+                nodeOverrides={"numNodes": 4},
+            )
         batch.advance(120)  # research takes the whole pool; training's job waits for its guarantee
 
     def closing(operation: str, phase: str) -> str | None:
         request = dynamodb.current[1]
-        return "throttle" if phase == "before" and request.get("UpdateExpression", "").startswith("DELETE ids") else None
+        return (
+            "throttle" if phase == "before" and request.get("UpdateExpression", "").startswith("DELETE ids") else None
+        )
 
     faults.plan = closing
 
     def tick() -> None:
-        adapter = BatchFairShareAdapter(batch, job_queue=scenario.QUEUE, pool=scenario.POLICY.pool(scenario.POOL), submit=batch)
-        handler.run_tick(scenario.POOL, adapter, ledger, settings=Settings(max_preemptions_per_tick=1), dry_run=False,
-                         namespace="Test", now=clock.now, emit=lambda record: None)
+        adapter = BatchFairShareAdapter(
+            batch, job_queue=scenario.QUEUE, pool=scenario.POLICY.pool(scenario.POOL), submit=batch
+        )
+        handler.run_tick(
+            scenario.POOL,
+            adapter,
+            ledger,
+            settings=Settings(max_preemptions_per_tick=1),
+            dry_run=False,
+            namespace="Test",
+            now=clock.now,
+            emit=lambda record: None,
+        )
 
     with pytest.raises(Exception, match="ThrottlingException"):
         tick()
@@ -89,7 +115,12 @@ def test_capacity_block_requeue_over_two_days_with_faults_loses_no_job_and_copie
     report = block_scenario.run(days=2, seed=3)
     # jobs were stopped at each block's end and brought back, each warning was delivered, faults hit
     assert report.stopped > 0 and report.copies == report.stopped
-    assert report.warnings >= 2 and report.faults["throttle"] > 0 and report.faults["timeout"] > 0 and report.failed_runs > 0
+    assert (
+        report.warnings >= 2
+        and report.faults["throttle"] > 0
+        and report.faults["timeout"] > 0
+        and report.failed_runs > 0
+    )
 
 
 def test_capacity_block_requeue_in_dry_run_stops_nothing():
@@ -107,7 +138,6 @@ def test_the_block_checks_catch_a_controller_that_stops_jobs_as_it_tells_them_to
     monkeypatch.setattr(requeue, "stop_time", lambda ends_at, signalled_at: signalled_at)
     with pytest.raises(scenario.InvariantBroken, match="too early to checkpoint"):
         block_scenario.run(days=1, seed=3, fault_rates=NO_FAULTS)
-
 
 
 def test_slurm_window_over_three_days_with_faults_and_late_ssm_delivery_runs_no_command_late():

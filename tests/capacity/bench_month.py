@@ -27,11 +27,15 @@ def main() -> None:
     print(f"{args.days} simulated days, {month.runs} controller runs, {len(month.sim.made)} purchases, {seconds:.0f} s")
     jobs = month.batch.jobs.values()
     on_block = sum(1 for j in jobs if j.get("_environment", "").endswith("-block"))
-    print(f"Batch: {month.jobs_submitted} jobs submitted, {on_block} placed on a block, "
-          f"{sum(1 for j in jobs if j['status'] == 'SUCCEEDED')} succeeded, {month.rotation_errors} rotation steps refused (retried)")
+    print(
+        f"Batch: {month.jobs_submitted} jobs submitted, {on_block} placed on a block, "
+        f"{sum(1 for j in jobs if j['status'] == 'SUCCEEDED')} succeeded, {month.rotation_errors} rotation steps refused (retried)"
+    )
     print(f"invariant violations: {month.check() or 'none'}")
     for name, (paid, idle) in sorted(month.paid_idle().items()):
-        print(f"{name}: {paid:.0f} instance-hours paid, {idle:.0f} paid but idle ({(idle / paid * 100 if paid else 0):.0f} %)")
+        print(
+            f"{name}: {paid:.0f} instance-hours paid, {idle:.0f} paid but idle ({(idle / paid * 100 if paid else 0):.0f} %)"
+        )
 
 
 if __name__ == "__main__":

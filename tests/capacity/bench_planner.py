@@ -19,8 +19,14 @@ def main() -> None:
     print("offerings  seconds  purchases")
     for size in (10, 20, 40, 60):
         offerings = [
-            block(f"cbo-{i:03d}", at(rng.randint(1, 12)), rng.choice([1, 2, 7, 14, 21]), per_hour=str(rng.randint(25, 39)),
-                  count=rng.choice([2, 4]), zone=rng.choice(["us-east-1a", "us-east-1b"]))
+            block(
+                f"cbo-{i:03d}",
+                at(rng.randint(1, 12)),
+                rng.choice([1, 2, 7, 14, 21]),
+                per_hour=str(rng.randint(25, 39)),
+                count=rng.choice([2, 4]),
+                zone=rng.choice(["us-east-1a", "us-east-1b"]),
+            )
             for i in range(size)
         ]
         started = time.perf_counter()

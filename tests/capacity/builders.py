@@ -35,17 +35,51 @@ def window(**overrides) -> Window:
     return Window(**values)
 
 
-def block(id: str, start: datetime, days: int, *, per_hour: str = "31.464", count: int = 4, zone: str = "us-east-1a",
-          instance_type: str = "p5.48xlarge", kind: str = "block", reservation_id: str | None = None, end: datetime | None = None) -> Offering:
+def block(
+    id: str,
+    start: datetime,
+    days: int,
+    *,
+    per_hour: str = "31.464",
+    count: int = 4,
+    zone: str = "us-east-1a",
+    instance_type: str = "p5.48xlarge",
+    kind: str = "block",
+    reservation_id: str | None = None,
+    end: datetime | None = None,
+) -> Offering:
     hours = days * 24
     return Offering(
-        id=id, kind=kind, instance_type=instance_type, count=count, availability_zone=zone, start=start,
-        end=end or start + timedelta(hours=hours), duration_hours=hours,
-        upfront_fee=Decimal(per_hour) * count * hours, reservation_id=reservation_id,
+        id=id,
+        kind=kind,
+        instance_type=instance_type,
+        count=count,
+        availability_zone=zone,
+        start=start,
+        end=end or start + timedelta(hours=hours),
+        duration_hours=hours,
+        upfront_fee=Decimal(per_hour) * count * hours,
+        reservation_id=reservation_id,
     )
 
 
-def reservation(id: str, start: datetime, days: int, *, state: str = "scheduled", count: int = 4, zone: str = "us-east-1a",
-                window_name: str = "launch-load-test") -> Reservation:
-    return Reservation(id=id, window=window_name, instance_type="p5.48xlarge", count=count, availability_zone=zone,
-                       start=start, end=start + timedelta(days=days), state=state)
+def reservation(
+    id: str,
+    start: datetime,
+    days: int,
+    *,
+    state: str = "scheduled",
+    count: int = 4,
+    zone: str = "us-east-1a",
+    window_name: str = "launch-load-test",
+) -> Reservation:
+    return Reservation(
+        id=id,
+        window=window_name,
+        instance_type="p5.48xlarge",
+        count=count,
+        availability_zone=zone,
+        start=start,
+        end=start + timedelta(days=days),
+        state=state,
+    )

@@ -40,8 +40,15 @@ from .stubbed_aws import CONTROLLER, REGION, block_offering
 
 # Faults of one purchase call. "made": AWS bought the block whatever the caller saw.
 FAULTS = {
-    "ok": True, "timeout_after": True, "closed_after": True, "server_error_after": True, "killed_after": True,
-    "server_error_before": False, "throttled": False, "not_connected": False, "insufficient_capacity": False,
+    "ok": True,
+    "timeout_after": True,
+    "closed_after": True,
+    "server_error_after": True,
+    "killed_after": True,
+    "server_error_before": False,
+    "throttled": False,
+    "not_connected": False,
+    "insufficient_capacity": False,
 }
 
 
@@ -71,8 +78,9 @@ class SimulatedEc2:
     made: list[Purchase] = field(default_factory=list)
 
     def __post_init__(self):
-        self.client = boto3.client("ec2", region_name=REGION, config=PURCHASE_CLIENT_CONFIG,
-                                   aws_access_key_id="x", aws_secret_access_key="x")
+        self.client = boto3.client(
+            "ec2", region_name=REGION, config=PURCHASE_CLIENT_CONFIG, aws_access_key_id="x", aws_secret_access_key="x"
+        )
         self.client.meta.events.register("before-parameter-build.ec2.*", self._keep_params)
         self.client.meta.events.register("before-call.ec2.*", self._answer)
         self.market = CapacityMarket(ec2=self.client, sagemaker=None, controller_id=CONTROLLER)
@@ -92,7 +100,9 @@ class SimulatedEc2:
             report = ParamValidator().validate(body, model.output_shape)
             assert not report.has_errors(), report.generate_report()
         return AWSResponse("https://ec2.us-east-1.amazonaws.com", status, {}, None), {
-            **body, "ResponseMetadata": {"HTTPStatusCode": status}}
+            **body,
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
 
     # --- operations -------------------------------------------------------------------------
 
@@ -104,10 +114,14 @@ class SimulatedEc2:
             if len(found) < len(params["CapacityReservationIds"]):
                 return 400, {"Error": {"Code": "InvalidCapacityReservationId.NotFound", "Message": "not found"}}
             return 200, {"CapacityReservations": found}
-        matching = [self._reservation(p) for p in visible
-                    if wanted.get(f"tag:{TAG_INTENT}", {p.intent}) >= {p.intent} and CONTROLLER in wanted.get(f"tag:{TAG_MANAGED_BY}", {CONTROLLER})]
+        matching = [
+            self._reservation(p)
+            for p in visible
+            if wanted.get(f"tag:{TAG_INTENT}", {p.intent}) >= {p.intent}
+            and CONTROLLER in wanted.get(f"tag:{TAG_MANAGED_BY}", {CONTROLLER})
+        ]
         page = int(params.get("NextToken", "0"))
-        items = ([] if page == 0 else matching[page - 1:page])
+        items = [] if page == 0 else matching[page - 1 : page]
         more = page < len(matching)
         return 200, {"CapacityReservations": items, **({"NextToken": str(page + 1)} if more else {})}
 
@@ -115,10 +129,17 @@ class SimulatedEc2:
         self.now += self.page_takes
         if params["InstanceType"] in self.unreadable_types:
             return 503, {"Error": {"Code": "Unavailable", "Message": "try later"}}
-        fitting = [o for o in self.offerings if o.count == params["InstanceCount"] and o.duration_hours == params["CapacityDurationHours"]]
+        fitting = [
+            o
+            for o in self.offerings
+            if o.count == params["InstanceCount"] and o.duration_hours == params["CapacityDurationHours"]
+        ]
         page = int(params.get("NextToken", "0"))
         more = page + 1 < len(fitting)
-        return 200, {"CapacityBlockOfferings": [block_offering(o) for o in fitting[page:page + 1]], **({"NextToken": str(page + 1)} if more else {})}
+        return 200, {
+            "CapacityBlockOfferings": [block_offering(o) for o in fitting[page : page + 1]],
+            **({"NextToken": str(page + 1)} if more else {}),
+        }
 
     def _PurchaseCapacityBlock(self, params):
         fault = self.faults.pop(0) if self.faults else "ok"
@@ -135,7 +156,13 @@ class SimulatedEc2:
         if fault == "not_connected":
             raise EndpointConnectionError(endpoint_url="https://ec2.us-east-1.amazonaws.com")
         self.now += self.call_takes
-        purchase = Purchase(intent=tags[TAG_INTENT], window=tags[TAG_WINDOW], offering=offering, made_at=self.now, reservation_id=f"cr-{len(self.made):017x}")
+        purchase = Purchase(
+            intent=tags[TAG_INTENT],
+            window=tags[TAG_WINDOW],
+            offering=offering,
+            made_at=self.now,
+            reservation_id=f"cr-{len(self.made):017x}",
+        )
         self.made.append(purchase)
         if fault == "timeout_after":
             raise ReadTimeoutError(endpoint_url="https://ec2.us-east-1.amazonaws.com")
@@ -145,13 +172,25 @@ class SimulatedEc2:
             return 500, {"Error": {"Code": "InternalError", "Message": "bought, then failed to answer"}}
         if fault == "killed_after":
             raise Killed("the function timed out waiting for the answer")
-        return 200, {"CapacityReservation": {"CapacityReservationId": purchase.reservation_id, "State": "payment-pending"}}
+        return 200, {
+            "CapacityReservation": {"CapacityReservationId": purchase.reservation_id, "State": "payment-pending"}
+        }
 
     @staticmethod
     def _reservation(p: Purchase) -> dict:
         o = p.offering
-        return {"CapacityReservationId": p.reservation_id, "InstanceType": o.instance_type, "AvailabilityZone": o.availability_zone,
-                "TotalInstanceCount": o.count, "StartDate": o.start, "EndDate": o.end, "State": "scheduled",
-                "ReservationType": "capacity-block",
-                "Tags": [{"Key": TAG_INTENT, "Value": p.intent}, {"Key": TAG_WINDOW, "Value": p.window},
-                         {"Key": TAG_MANAGED_BY, "Value": CONTROLLER}]}
+        return {
+            "CapacityReservationId": p.reservation_id,
+            "InstanceType": o.instance_type,
+            "AvailabilityZone": o.availability_zone,
+            "TotalInstanceCount": o.count,
+            "StartDate": o.start,
+            "EndDate": o.end,
+            "State": "scheduled",
+            "ReservationType": "capacity-block",
+            "Tags": [
+                {"Key": TAG_INTENT, "Value": p.intent},
+                {"Key": TAG_WINDOW, "Value": p.window},
+                {"Key": TAG_MANAGED_BY, "Value": CONTROLLER},
+            ],
+        }

@@ -47,8 +47,13 @@ from .stubbed_aws import TABLE
 ON_DEMAND_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 BLOCK_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
-BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": ON_DEMAND_CE,
-         "block_compute_environment": BLOCK_CE, "job_queue": QUEUE}
+BATCH = {
+    "kind": "batch_compute_environment",
+    "launch_template_name": "gpu-p5",
+    "compute_environment": ON_DEMAND_CE,
+    "block_compute_environment": BLOCK_CE,
+    "job_queue": QUEUE,
+}
 P5_VCPUS = 192
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5-eks", "cluster_name": "ml", "nodegroup_name": "p5"}
 HOUR = timedelta(hours=1)
@@ -56,11 +61,28 @@ HOUR = timedelta(hours=1)
 
 def windows() -> list[Window]:
     return [
-        window(name="launch-test", consumer=BATCH, mode="auto", start=NOW + timedelta(days=3, hours=5), duration_hours=30,
-               budget=Decimal("200000"), instance_count=4),
-        window(name="weekly-eval", team="eval", consumer=EKS, mode="auto", start=NOW + timedelta(days=1, hours=5), duration_hours=8,
-               repeat_every_days=7, budget=Decimal("200000"), instance_type="p5.48xlarge", instance_count=2,
-               alarm_requests=({"alarm_name": "eval-backlog", "count": 2, "hours": 4},)),
+        window(
+            name="launch-test",
+            consumer=BATCH,
+            mode="auto",
+            start=NOW + timedelta(days=3, hours=5),
+            duration_hours=30,
+            budget=Decimal("200000"),
+            instance_count=4,
+        ),
+        window(
+            name="weekly-eval",
+            team="eval",
+            consumer=EKS,
+            mode="auto",
+            start=NOW + timedelta(days=1, hours=5),
+            duration_hours=8,
+            repeat_every_days=7,
+            budget=Decimal("200000"),
+            instance_type="p5.48xlarge",
+            instance_count=2,
+            alarm_requests=({"alarm_name": "eval-backlog", "count": 2, "hours": 4},),
+        ),
     ]
 
 
@@ -76,11 +98,24 @@ class Market(SimulatedEc2):
         earliest = params.get("StartDateRange", self.now)
         start = earliest.replace(hour=11, minute=30, second=0, microsecond=0)
         start += timedelta(days=1) if start < earliest else timedelta(0)
-        made = [Offering(id=f"cbo-{params['InstanceType']}-{count}-{hours}-{start:%m%d}{suffix}", kind="block",
-                         instance_type=params["InstanceType"], count=size, availability_zone=zone, start=start,
-                         end=start + hours * HOUR, duration_hours=hours, upfront_fee=Decimal(per_hour) * size * hours)
-                for suffix, size, zone, per_hour in (("", count, "us-east-1a", "31"), ("-half-a", max(count // 2, 1), "us-east-1b", "25"),
-                                                     ("-half-b", max(count // 2, 1), "us-east-1c", "25"))]
+        made = [
+            Offering(
+                id=f"cbo-{params['InstanceType']}-{count}-{hours}-{start:%m%d}{suffix}",
+                kind="block",
+                instance_type=params["InstanceType"],
+                count=size,
+                availability_zone=zone,
+                start=start,
+                end=start + hours * HOUR,
+                duration_hours=hours,
+                upfront_fee=Decimal(per_hour) * size * hours,
+            )
+            for suffix, size, zone, per_hour in (
+                ("", count, "us-east-1a", "31"),
+                ("-half-a", max(count // 2, 1), "us-east-1b", "25"),
+                ("-half-b", max(count // 2, 1), "us-east-1c", "25"),
+            )
+        ]
         known = {o.id for o in self.offerings}
         self.offerings += [o for o in made if o.id not in known]
         return self._page(made, params)
@@ -89,22 +124,41 @@ class Market(SimulatedEc2):
     def _DescribeLaunchTemplateVersions(self, params):
         wanted = params["Versions"][0]
         number = len(self.versions) if wanted in ("$Latest", "$Default") else int(wanted)
-        return 200, {"LaunchTemplateVersions": [{"LaunchTemplateName": params["LaunchTemplateName"], "VersionNumber": number,
-                                                 "LaunchTemplateData": self.versions[number - 1]}]}
+        return 200, {
+            "LaunchTemplateVersions": [
+                {
+                    "LaunchTemplateName": params["LaunchTemplateName"],
+                    "VersionNumber": number,
+                    "LaunchTemplateData": self.versions[number - 1],
+                }
+            ]
+        }
 
     def _CreateLaunchTemplateVersion(self, params):
         self.versions.append(params["LaunchTemplateData"])
-        return 200, {"LaunchTemplateVersion": {"LaunchTemplateName": params["LaunchTemplateName"], "VersionNumber": len(self.versions)}}
+        return 200, {
+            "LaunchTemplateVersion": {
+                "LaunchTemplateName": params["LaunchTemplateName"],
+                "VersionNumber": len(self.versions),
+            }
+        }
 
     def _DescribeInstanceTypes(self, params):
-        return 200, {"InstanceTypes": [{"InstanceType": t, "VCpuInfo": {"DefaultVCpus": P5_VCPUS}} for t in params["InstanceTypes"]]}
+        return 200, {
+            "InstanceTypes": [
+                {"InstanceType": t, "VCpuInfo": {"DefaultVCpus": P5_VCPUS}} for t in params["InstanceTypes"]
+            ]
+        }
 
     def _page(self, made, params):
         from .stubbed_aws import block_offering
 
         page = int(params.get("NextToken", "0"))
         more = page + 1 < len(made)
-        return 200, {"CapacityBlockOfferings": [block_offering(o) for o in made[page:page + 1]], **({"NextToken": str(page + 1)} if more else {})}
+        return 200, {
+            "CapacityBlockOfferings": [block_offering(o) for o in made[page : page + 1]],
+            **({"NextToken": str(page + 1)} if more else {}),
+        }
 
 
 def in_memory_ledger() -> Ledger:
@@ -135,22 +189,35 @@ class Month:
         rng = random.Random(self.seed)
         self.rng = rng
         faults = sorted(FAULTS)
-        self.sim = Market(offerings=[], lag=self.lag, now=NOW,
-                          faults=[rng.choice(faults) if rng.random() < self.fault_share else "ok" for _ in range(10_000)])
+        self.sim = Market(
+            offerings=[],
+            lag=self.lag,
+            now=NOW,
+            faults=[rng.choice(faults) if rng.random() < self.fault_share else "ok" for _ in range(10_000)],
+        )
         self.declared = {w.name: w for w in windows()}
         self.batch = FakeBatch(Clock(now=NOW.timestamp()), capacity={}, faults=Faults(self._batch_fault))
         self._refused = False
         template = {"launchTemplateName": "gpu-p5", "version": "1"}
-        self.batch.add_compute_environment(ON_DEMAND_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=2 * P5_VCPUS, launch_template=template)
-        self.batch.add_compute_environment(BLOCK_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=0, state="DISABLED", launch_template=template)
+        self.batch.add_compute_environment(
+            ON_DEMAND_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=2 * P5_VCPUS, launch_template=template
+        )
+        self.batch.add_compute_environment(
+            BLOCK_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=0, state="DISABLED", launch_template=template
+        )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND_CE, BLOCK_CE])
         # On-demand requests and a flapping alarm, placed in the simulated days: (when, token, window, count, hours).
         paged, alarmed = NOW + self.days * timedelta(hours=7), NOW + self.days * timedelta(hours=13)
-        self.asks = sorted([
-            (paged, "page-1", "launch-test", 4, 6),
-            (paged + HOUR, "page-2", "launch-test", 4, 8),  # overlaps page-1: extends it
-            *[(alarmed + timedelta(minutes=40 * i), f"alarm:eval-backlog@{i}", "weekly-eval", 2, 4) for i in range(3)],
-        ])
+        self.asks = sorted(
+            [
+                (paged, "page-1", "launch-test", 4, 6),
+                (paged + HOUR, "page-2", "launch-test", 4, 8),  # overlaps page-1: extends it
+                *[
+                    (alarmed + timedelta(minutes=40 * i), f"alarm:eval-backlog@{i}", "weekly-eval", 2, 4)
+                    for i in range(3)
+                ],
+            ]
+        )
 
     def _batch_fault(self, operation, phase):
         if phase != "before" or not operation.startswith("Update"):
@@ -162,29 +229,61 @@ class Month:
 
     def ask(self, when, token, base, count, hours):
         w = self.declared[base]
-        requests.submit(self.ledger, self.declared.values(), token=token, team=w.team, instance_type=w.instance_type, count=count,
-                        hours=hours, start=None, now=when, window=base,
-                        requested_by=f"alarm:{token.split('@')[0][len('alarm:'):]}" if token.startswith("alarm:") else "account:222222222222")
+        requests.submit(
+            self.ledger,
+            self.declared.values(),
+            token=token,
+            team=w.team,
+            instance_type=w.instance_type,
+            count=count,
+            hours=hours,
+            start=None,
+            now=when,
+            window=base,
+            requested_by=f"alarm:{token.split('@')[0][len('alarm:') :]}"
+            if token.startswith("alarm:")
+            else "account:222222222222",
+        )
 
     def run(self):
         now = self.sim.now
         every = {**self.declared, **requests.requested_windows(self.ledger, self.declared)}
         try:
-            report = controller.run(windows=every.values(), ledger=self.ledger, capacity=self.sim.market, notify=lambda s, m: None,
-                                    now=now, clock=self.sim.clock, sleep=lambda seconds: None)
+            report = controller.run(
+                windows=every.values(),
+                ledger=self.ledger,
+                capacity=self.sim.market,
+                notify=lambda s, m: None,
+                now=now,
+                clock=self.sim.clock,
+                sleep=lambda seconds: None,
+            )
         except Killed:
             return
         self.runs += 1
         blocks = controller.known_blocks(report.owned, self.ledger)
         for w, sharing in rotation.by_consumer(every.values()):
             if w.consumer["kind"] == "batch_compute_environment":  # the real rotation, on the Batch model
-                result = rotation.reconcile(window=w, owned=blocks, dry_run=False, ec2=self.sim.client, batch=self.batch, eks=None,
-                                            ledger=self.ledger, now=now, sharing=sharing)
+                result = rotation.reconcile(
+                    window=w,
+                    owned=blocks,
+                    dry_run=False,
+                    ec2=self.sim.client,
+                    batch=self.batch,
+                    eks=None,
+                    ledger=self.ledger,
+                    now=now,
+                    sharing=sharing,
+                )
                 self.rotation_errors += "error" in result
             else:  # the node group: the rotation's decision
                 key = w.consumer["launch_template_name"]
-                self.on_target[key] = wanted_target(w, [replace(b, window=w.name) if b.window in sharing else b for b in blocks],
-                                                    self.on_target.get(key, ON_DEMAND), now)
+                self.on_target[key] = wanted_target(
+                    w,
+                    [replace(b, window=w.name) if b.window in sharing else b for b in blocks],
+                    self.on_target.get(key, ON_DEMAND),
+                    now,
+                )
         self._check_targets(now)
 
     def _check_targets(self, now):
@@ -192,13 +291,23 @@ class Month:
         block_ce = self.batch.compute_environments[BLOCK_CE]
         for p in self.sim.made:
             ends = p.offering.end - market.TERMINATION_LEAD
-            feeds_batch = (self.declared.get(p.window) or self.declared[p.window.rsplit("-r", 1)[0]]).consumer["kind"] == "batch_compute_environment"
-            if feeds_batch and ends <= now < p.offering.end and (order[0]["computeEnvironment"] == BLOCK_CE or block_ce["state"] == "ENABLED"):
-                self.violations.append(f"the block compute environment is still first or enabled at {now:%m-%d %H:%M}, {p.reservation_id}'s "
-                                       f"instances end {ends:%H:%M}")
+            feeds_batch = (self.declared.get(p.window) or self.declared[p.window.rsplit("-r", 1)[0]]).consumer[
+                "kind"
+            ] == "batch_compute_environment"
+            if (
+                feeds_batch
+                and ends <= now < p.offering.end
+                and (order[0]["computeEnvironment"] == BLOCK_CE or block_ce["state"] == "ENABLED")
+            ):
+                self.violations.append(
+                    f"the block compute environment is still first or enabled at {now:%m-%d %H:%M}, {p.reservation_id}'s "
+                    f"instances end {ends:%H:%M}"
+                )
             for key, (_, target) in self.on_target.items():
                 if target == p.reservation_id and now >= ends:
-                    self.violations.append(f"{key} still launches into {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}")
+                    self.violations.append(
+                        f"{key} still launches into {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}"
+                    )
 
     def play(self):
         end = NOW + timedelta(days=self.days)
@@ -223,16 +332,28 @@ class Month:
         """The teams' jobs on the Batch queue: one every ~2 hours, 1 to 40 hours long; Batch moves on to ``sim.now``."""
         for _ in range(int((self.sim.now - since) / self.tick)):
             if self.rng.random() < self.tick / (2 * HOUR):
-                self.batch.add_job(jobName=f"job-{self.jobs_submitted}", jobQueue=QUEUE, jobDefinition="train:3", shareIdentifier="research",
-                                   parameters={"work_seconds": str(int(self.rng.uniform(1, 40) * 3600))})
+                self.batch.add_job(
+                    jobName=f"job-{self.jobs_submitted}",
+                    jobQueue=QUEUE,
+                    jobDefinition="train:3",
+                    shareIdentifier="research",
+                    parameters={"work_seconds": str(int(self.rng.uniform(1, 40) * 3600))},
+                )
                 self.jobs_submitted += 1
         self.batch.advance(self.sim.now.timestamp() - self.batch.clock.now)
 
     def check(self) -> list[str]:
         found = list(self.violations)
-        found += [f"job {j['jobId']} killed by a rotation" for j in self.batch.jobs.values() if j.get("statusReason") == REPLACED]
-        found += [f"the on-demand compute environment was updated: {r}" for op, r in self.batch.requests
-                  if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == ON_DEMAND_CE]
+        found += [
+            f"job {j['jobId']} killed by a rotation"
+            for j in self.batch.jobs.values()
+            if j.get("statusReason") == REPLACED
+        ]
+        found += [
+            f"the on-demand compute environment was updated: {r}"
+            for op, r in self.batch.requests
+            if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == ON_DEMAND_CE
+        ]
         per_occurrence = Counter((p.window, p.offering.start, p.offering.end) for p in self.sim.made)
         found += [f"bought twice for {key}" for key, n in per_occurrence.items() if n > 1]
         by_window = defaultdict(list)
@@ -241,15 +362,28 @@ class Month:
         for name, bought in by_window.items():
             base = self.declared.get(name) or self.declared[name.rsplit("-r", 1)[0]]
             if base.reservations_at_once == 1:
-                found += [f"{name}: {a.id} and {b.id} at the same time" for a in bought for b in bought
-                          if a.id < b.id and a.start < b.end and b.start < a.end]
+                found += [
+                    f"{name}: {a.id} and {b.id} at the same time"
+                    for a in bought
+                    for b in bought
+                    if a.id < b.id and a.start < b.end and b.start < a.end
+                ]
         return found
 
     def paid_idle(self) -> dict[str, tuple[Decimal, Decimal]]:
         """Window -> (instance-hours paid, of them idle)."""
         wanted = {**self.declared, **requests.requested_windows(self.ledger, self.declared)}
-        closed = {r.name: replace(self.declared[r.window], name=r.name, start=r.start, duration_hours=r.hours, instance_count=r.count,
-                                  repeat_every_days=None) for r, _ in requests.listed(self.ledger)}
+        closed = {
+            r.name: replace(
+                self.declared[r.window],
+                name=r.name,
+                start=r.start,
+                duration_hours=r.hours,
+                instance_count=r.count,
+                repeat_every_days=None,
+            )
+            for r, _ in requests.listed(self.ledger)
+        }
         wanted = {**closed, **wanted}
         result = {}
         for name, w in wanted.items():
@@ -257,7 +391,9 @@ class Month:
             paid = sum((o.instance_hours for o in bought), Decimal(0))
             last = max((o.end for o in bought), default=w.start)
             step = timedelta(days=w.repeat_every_days) if w.repeat_every_days else None
-            starts = [w.start] if step is None else [w.start + i * step for i in range(int((last - w.start) / step) + 1)]
+            starts = (
+                [w.start] if step is None else [w.start + i * step for i in range(int((last - w.start) / step) + 1)]
+            )
             used = Decimal(0)
             for o in bought:
                 for s in starts:

@@ -26,8 +26,12 @@ TABLE = "capacity-ledger"
 
 def create_ledger_table() -> Ledger:
     db = boto3.client("dynamodb", region_name=REGION)
-    db.create_table(TableName=TABLE, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                    AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+    db.create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
     return Ledger(client=db, table_name=TABLE)
 
 
@@ -39,8 +43,12 @@ class StubbedAws:
         self.ec2_stub.activate()
         self.sm_stub.activate()
         self.purchase_attempts: list[dict] = []
-        for client, operation in ((self.ec2, "PurchaseCapacityBlock"), (self.ec2, "PurchaseCapacityBlockExtension"), (self.sagemaker, "CreateTrainingPlan"),
-                                  (self.sagemaker, "ExtendTrainingPlan")):
+        for client, operation in (
+            (self.ec2, "PurchaseCapacityBlock"),
+            (self.ec2, "PurchaseCapacityBlockExtension"),
+            (self.sagemaker, "CreateTrainingPlan"),
+            (self.sagemaker, "ExtendTrainingPlan"),
+        ):
             client.meta.events.register_first(f"provide-client-params.*.{operation}", self._count)
         self.market = CapacityMarket(ec2=self.ec2, sagemaker=self.sagemaker, controller_id=CONTROLLER)
 
@@ -54,29 +62,56 @@ class StubbedAws:
     # --- EC2 ------------------------------------------------------------------------------------
 
     def owned(self, *reservations):
-        self.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": list(reservations)},
-                                   {"Filters": [{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [CONTROLLER]}]})
+        self.ec2_stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": list(reservations)},
+            {"Filters": [{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [CONTROLLER]}]},
+        )
 
     def by_intent(self, intent_id, *reservations):
-        self.ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": list(reservations)},
-                                   {"Filters": [{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}]})
+        self.ec2_stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": list(reservations)},
+            {"Filters": [{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}]},
+        )
 
     def offerings(self, *offerings):
-        self.ec2_stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [block_offering(o) for o in offerings]},
-                                   {"InstanceType": ANY, "InstanceCount": ANY, "CapacityDurationHours": ANY, "StartDateRange": ANY, "EndDateRange": ANY})
+        self.ec2_stub.add_response(
+            "describe_capacity_block_offerings",
+            {"CapacityBlockOfferings": [block_offering(o) for o in offerings]},
+            {
+                "InstanceType": ANY,
+                "InstanceCount": ANY,
+                "CapacityDurationHours": ANY,
+                "StartDateRange": ANY,
+                "EndDateRange": ANY,
+            },
+        )
 
     def purchase(self, offering, intent_id, window, reservation_id="cr-0123456789abcdef0"):
         self.ec2_stub.add_response(
             "purchase_capacity_block",
             {"CapacityReservation": {"CapacityReservationId": reservation_id, "State": "payment-pending"}},
-            {"CapacityBlockOfferingId": offering.id, "InstancePlatform": "Linux/UNIX", "TagSpecifications": [{
-                "ResourceType": "capacity-reservation",
-                "Tags": [{"Key": TAG_INTENT, "Value": intent_id}, {"Key": TAG_WINDOW, "Value": window}, {"Key": TAG_MANAGED_BY, "Value": CONTROLLER}],
-            }]},
+            {
+                "CapacityBlockOfferingId": offering.id,
+                "InstancePlatform": "Linux/UNIX",
+                "TagSpecifications": [
+                    {
+                        "ResourceType": "capacity-reservation",
+                        "Tags": [
+                            {"Key": TAG_INTENT, "Value": intent_id},
+                            {"Key": TAG_WINDOW, "Value": window},
+                            {"Key": TAG_MANAGED_BY, "Value": CONTROLLER},
+                        ],
+                    }
+                ],
+            },
         )
 
     def purchase_error(self, code, status):
-        self.ec2_stub.add_client_error("purchase_capacity_block", service_error_code=code, service_message=code, http_status_code=status)
+        self.ec2_stub.add_client_error(
+            "purchase_capacity_block", service_error_code=code, service_message=code, http_status_code=status
+        )
 
     def purchase_times_out_after_going_through(self, offering, intent_id, window):
         self.purchase(offering, intent_id, window)
@@ -89,16 +124,36 @@ class StubbedAws:
 
 
 def block_offering(o):
-    return {"CapacityBlockOfferingId": o.id, "InstanceType": o.instance_type, "AvailabilityZone": o.availability_zone,
-            "InstanceCount": o.count, "StartDate": o.start, "EndDate": o.end, "CapacityBlockDurationHours": o.duration_hours,
-            "CapacityBlockDurationMinutes": o.duration_minutes, "UpfrontFee": str(o.upfront_fee), "CurrencyCode": "USD"}
+    return {
+        "CapacityBlockOfferingId": o.id,
+        "InstanceType": o.instance_type,
+        "AvailabilityZone": o.availability_zone,
+        "InstanceCount": o.count,
+        "StartDate": o.start,
+        "EndDate": o.end,
+        "CapacityBlockDurationHours": o.duration_hours,
+        "CapacityBlockDurationMinutes": o.duration_minutes,
+        "UpfrontFee": str(o.upfront_fee),
+        "CurrencyCode": "USD",
+    }
 
 
 def capacity_reservation(offering, *, intent_id, window, state="scheduled", reservation_id="cr-0123456789abcdef0"):
-    return {"CapacityReservationId": reservation_id, "InstanceType": offering.instance_type, "AvailabilityZone": offering.availability_zone,
-            "TotalInstanceCount": offering.count, "StartDate": offering.start, "EndDate": offering.end, "State": state,
-            "ReservationType": "capacity-block",
-            "Tags": [{"Key": TAG_INTENT, "Value": intent_id}, {"Key": TAG_WINDOW, "Value": window}, {"Key": TAG_MANAGED_BY, "Value": CONTROLLER}]}
+    return {
+        "CapacityReservationId": reservation_id,
+        "InstanceType": offering.instance_type,
+        "AvailabilityZone": offering.availability_zone,
+        "TotalInstanceCount": offering.count,
+        "StartDate": offering.start,
+        "EndDate": offering.end,
+        "State": state,
+        "ReservationType": "capacity-block",
+        "Tags": [
+            {"Key": TAG_INTENT, "Value": intent_id},
+            {"Key": TAG_WINDOW, "Value": window},
+            {"Key": TAG_MANAGED_BY, "Value": CONTROLLER},
+        ],
+    }
 
 
 def later(now, minutes):
@@ -112,19 +167,50 @@ def add_training_plan_stubs(stubbed: StubbedAws):
         stubbed.sm_stub.add_response("list_training_plans", {"TrainingPlanSummaries": list(summaries)}, {})
 
     def offerings(*offers):
-        stubbed.sm_stub.add_response("search_training_plan_offerings", {"TrainingPlanOfferings": [{
-            "TrainingPlanOfferingId": o.id, "TargetResources": ["training-job"], "DurationHours": o.duration_hours,
-            "UpfrontFee": str(o.upfront_fee), "CurrencyCode": "USD",
-            "ReservedCapacityOfferings": [{"InstanceType": o.instance_type, "InstanceCount": o.count, "AvailabilityZone": o.availability_zone,
-                                           "StartTime": o.start, "EndTime": o.end}],
-        } for o in offers]}, None)
+        stubbed.sm_stub.add_response(
+            "search_training_plan_offerings",
+            {
+                "TrainingPlanOfferings": [
+                    {
+                        "TrainingPlanOfferingId": o.id,
+                        "TargetResources": ["training-job"],
+                        "DurationHours": o.duration_hours,
+                        "UpfrontFee": str(o.upfront_fee),
+                        "CurrencyCode": "USD",
+                        "ReservedCapacityOfferings": [
+                            {
+                                "InstanceType": o.instance_type,
+                                "InstanceCount": o.count,
+                                "AvailabilityZone": o.availability_zone,
+                                "StartTime": o.start,
+                                "EndTime": o.end,
+                            }
+                        ],
+                    }
+                    for o in offers
+                ]
+            },
+            None,
+        )
 
     return plans, offerings
 
 
 def training_plan_summary(offering, name, status="Scheduled"):
-    return {"TrainingPlanArn": f"arn:aws:sagemaker:us-east-1:111122223333:training-plan/{name}", "TrainingPlanName": name,
-            "Status": status, "StartTime": offering.start, "EndTime": offering.end, "TotalInstanceCount": offering.count,
-            "ReservedCapacitySummaries": [{"ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:111122223333:reserved-capacity/rc-1",
-                                           "InstanceType": offering.instance_type, "TotalInstanceCount": offering.count, "Status": status,
-                                           "AvailabilityZone": offering.availability_zone}]}
+    return {
+        "TrainingPlanArn": f"arn:aws:sagemaker:us-east-1:111122223333:training-plan/{name}",
+        "TrainingPlanName": name,
+        "Status": status,
+        "StartTime": offering.start,
+        "EndTime": offering.end,
+        "TotalInstanceCount": offering.count,
+        "ReservedCapacitySummaries": [
+            {
+                "ReservedCapacityArn": "arn:aws:sagemaker:us-east-1:111122223333:reserved-capacity/rc-1",
+                "InstanceType": offering.instance_type,
+                "TotalInstanceCount": offering.count,
+                "Status": status,
+                "AvailabilityZone": offering.availability_zone,
+            }
+        ],
+    }

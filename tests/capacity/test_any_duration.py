@@ -20,13 +20,25 @@ from .stubbed_aws import StubbedAws, block_offering, create_ledger_table
 PER_HOUR = Decimal("31.464")
 
 
-def short_block(id: str, start, end, *, per_hour: Decimal = PER_HOUR, count: int = 4, requested_hours: int | None = None) -> Offering:
+def short_block(
+    id: str, start, end, *, per_hour: Decimal = PER_HOUR, count: int = 4, requested_hours: int | None = None
+) -> Offering:
     """A block as AWS offers it: whatever start, ending at 11:30 UTC, lasting hours and minutes."""
     hours, rest = divmod(end - start, timedelta(hours=1))
     minutes = rest // timedelta(minutes=1)
-    return Offering(id=id, kind="block", instance_type="p5.48xlarge", count=count, availability_zone="us-east-1a", start=start, end=end,
-                    duration_hours=hours, duration_minutes=minutes, upfront_fee=(per_hour * count * (hours + Decimal(minutes) / 60)).quantize(Decimal("0.01")),
-                    requested_hours=requested_hours)
+    return Offering(
+        id=id,
+        kind="block",
+        instance_type="p5.48xlarge",
+        count=count,
+        availability_zone="us-east-1a",
+        start=start,
+        end=end,
+        duration_hours=hours,
+        duration_minutes=minutes,
+        upfront_fee=(per_hour * count * (hours + Decimal(minutes) / 60)).quantize(Decimal("0.01")),
+        requested_hours=requested_hours,
+    )
 
 
 def run(windows, offerings, now=NOW):
@@ -42,7 +54,9 @@ def test_four_hour_window_buys_the_four_hour_block_not_a_day():
     result = run([workshop], [day, four_hours])
     assert [p.offering.id for p in result.purchases] == ["cbo-4h"]
     assert result.ignored_offerings == ()
-    assert result.purchases[0].offering.instance_hours == workshop.instance_count * workshop.duration_hours  # nothing unused
+    assert (
+        result.purchases[0].offering.instance_hours == workshop.instance_count * workshop.duration_hours
+    )  # nothing unused
 
 
 def test_hours_and_minutes_count_in_price_and_unused_time():
@@ -65,22 +79,39 @@ def test_cost_comes_before_unused_time():
     assert [p.offering.id for p in run([w], [snug, day]).purchases] == ["cbo-day"]
 
 
-@pytest.mark.parametrize("length, sound", [
-    (timedelta(hours=4), True), (timedelta(hours=6, minutes=35), True), (timedelta(days=1, hours=23), True),
-    (timedelta(days=14, hours=23, minutes=59), True), (timedelta(days=15), False), (timedelta(days=17, hours=12), False),
-    (timedelta(days=20, hours=1), True), (timedelta(days=182, hours=23), True), (timedelta(days=183), False),
-])
+@pytest.mark.parametrize(
+    "length, sound",
+    [
+        (timedelta(hours=4), True),
+        (timedelta(hours=6, minutes=35), True),
+        (timedelta(days=1, hours=23), True),
+        (timedelta(days=14, hours=23, minutes=59), True),
+        (timedelta(days=15), False),
+        (timedelta(days=17, hours=12), False),
+        (timedelta(days=20, hours=1), True),
+        (timedelta(days=182, hours=23), True),
+        (timedelta(days=183), False),
+    ],
+)
 def test_a_block_lasts_within_a_day_of_a_duration_one_may_search_for(length, sound):
     end = at(20)
     start = end - length
     hours, rest = divmod(length, timedelta(hours=1))
-    problem = market.block_offering_problem(start=start, end=end, duration_hours=hours, duration_minutes=rest // timedelta(minutes=1),
-                                            count=4, now=start - timedelta(hours=1))
+    problem = market.block_offering_problem(
+        start=start,
+        end=end,
+        duration_hours=hours,
+        duration_minutes=rest // timedelta(minutes=1),
+        count=4,
+        now=start - timedelta(hours=1),
+    )
     assert (problem is None) is sound, problem
 
 
 def test_minutes_outside_an_hour_are_refused():
-    problem = market.block_offering_problem(start=at(10, 4, 0), end=at(10), duration_hours=6, duration_minutes=90, count=4, now=NOW)
+    problem = market.block_offering_problem(
+        start=at(10, 4, 0), end=at(10), duration_hours=6, duration_minutes=90, count=4, now=NOW
+    )
     assert problem.startswith("duration 6 h 90 min is not within a day")
 
 
@@ -103,14 +134,37 @@ def test_future_windows_are_still_covered_from_their_start():
 
 
 def test_api_offering_with_minutes_is_read_with_them():
-    offer = read_block_offering({"CapacityBlockOfferingId": "cbo-1", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
-                                 "InstanceCount": 4, "StartDate": "2026-12-10T04:55:00Z", "EndDate": "2026-12-10T11:30:00Z",
-                                 "CapacityBlockDurationHours": 6, "CapacityBlockDurationMinutes": 35, "UpfrontFee": "828.89",
-                                 "CurrencyCode": "USD"})
-    assert (offer.duration_hours, offer.duration_minutes, offer.end - offer.start) == (6, 35, timedelta(hours=6, minutes=35))
-    plan_offer = training_plan_offering({"TrainingPlanOfferingId": "tpo-1", "TargetResources": ["training-job"], "DurationHours": 30,
-                                         "DurationMinutes": 15, "UpfrontFee": "100", "ReservedCapacityOfferings": [
-                                             {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "StartTime": "2026-12-10T05:15:00Z"}]})
+    offer = read_block_offering(
+        {
+            "CapacityBlockOfferingId": "cbo-1",
+            "InstanceType": "p5.48xlarge",
+            "AvailabilityZone": "us-east-1a",
+            "InstanceCount": 4,
+            "StartDate": "2026-12-10T04:55:00Z",
+            "EndDate": "2026-12-10T11:30:00Z",
+            "CapacityBlockDurationHours": 6,
+            "CapacityBlockDurationMinutes": 35,
+            "UpfrontFee": "828.89",
+            "CurrencyCode": "USD",
+        }
+    )
+    assert (offer.duration_hours, offer.duration_minutes, offer.end - offer.start) == (
+        6,
+        35,
+        timedelta(hours=6, minutes=35),
+    )
+    plan_offer = training_plan_offering(
+        {
+            "TrainingPlanOfferingId": "tpo-1",
+            "TargetResources": ["training-job"],
+            "DurationHours": 30,
+            "DurationMinutes": 15,
+            "UpfrontFee": "100",
+            "ReservedCapacityOfferings": [
+                {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "StartTime": "2026-12-10T05:15:00Z"}
+            ],
+        }
+    )
     assert plan_offer.end - plan_offer.start == timedelta(hours=30, minutes=15) and plan_offer.hours == Decimal("30.25")
 
 
@@ -125,9 +179,17 @@ def test_controller_searches_whole_days_and_buys_the_short_block_it_found(aws):
     workshop = window(name="workshop", start=at(10, 7, 30), duration_hours=4)
     four_hours = short_block("cbo-4h", at(10, 7, 30), at(10))
     stubbed.owned()
-    stubbed.ec2_stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [block_offering(four_hours)]},
-                                  {"InstanceType": "p5.48xlarge", "InstanceCount": 4, "CapacityDurationHours": 24,
-                                   "StartDateRange": ANY, "EndDateRange": ANY})
+    stubbed.ec2_stub.add_response(
+        "describe_capacity_block_offerings",
+        {"CapacityBlockOfferings": [block_offering(four_hours)]},
+        {
+            "InstanceType": "p5.48xlarge",
+            "InstanceCount": 4,
+            "CapacityDurationHours": 24,
+            "StartDateRange": ANY,
+            "EndDateRange": ANY,
+        },
+    )
     stubbed.purchase(four_hours, "workshop-202612100730-1", "workshop")
     report = controller.run(windows=[workshop], ledger=ledger, capacity=stubbed.market, notify=lambda *_: None, now=NOW)
     assert [i.offering.id for i in report.bought] == ["cbo-4h"]
@@ -145,11 +207,25 @@ def test_approved_short_block_is_searched_again_with_the_duration_that_found_it(
     ledger.approve("workshop-202612100730-1", now=NOW)
     stubbed.owned()
     # 6 // 24 would search for 0 hours, which EC2 refuses: the intent remembers the 24 searched.
-    stubbed.ec2_stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [block_offering(four_hours)]},
-                                  {"InstanceType": "p5.48xlarge", "InstanceCount": 4, "CapacityDurationHours": 24,
-                                   "StartDateRange": ANY, "EndDateRange": ANY})
+    stubbed.ec2_stub.add_response(
+        "describe_capacity_block_offerings",
+        {"CapacityBlockOfferings": [block_offering(four_hours)]},
+        {
+            "InstanceType": "p5.48xlarge",
+            "InstanceCount": 4,
+            "CapacityDurationHours": 24,
+            "StartDateRange": ANY,
+            "EndDateRange": ANY,
+        },
+    )
     stubbed.purchase(four_hours, "workshop-202612100730-1", "workshop")
-    report = controller.run(windows=[workshop], ledger=ledger, capacity=stubbed.market, notify=lambda *_: None, now=NOW + timedelta(minutes=5))
+    report = controller.run(
+        windows=[workshop],
+        ledger=ledger,
+        capacity=stubbed.market,
+        notify=lambda *_: None,
+        now=NOW + timedelta(minutes=5),
+    )
     assert [i.id for i in report.bought] == ["workshop-202612100730-1"]
     assert len(stubbed.purchase_attempts) == 1
     stubbed.done()

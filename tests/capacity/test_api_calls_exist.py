@@ -38,9 +38,23 @@ RUNTIME = Path(gpu_governance_runtime.__file__).parent
 SOURCES = sorted(RUNTIME.rglob("*.py")) + [Path(__file__).parents[2] / "constructs_lib" / "cli" / "capacity.py"]
 
 # How the code names its clients -> the service each one is.
-CLIENT_NAMES = {"ec2": "ec2", "purchase_ec2": "ec2", "sagemaker": "sagemaker", "purchase_sagemaker": "sagemaker", "_db": "dynamodb",
-                "dynamodb": "dynamodb", "sns": "sns", "events": "events", "batch": "batch", "eks": "eks", "ecs": "ecs", "ssm": "ssm",
-                "table": "dynamodb", "ce": "ce", "submit": "batch"}
+CLIENT_NAMES = {
+    "ec2": "ec2",
+    "purchase_ec2": "ec2",
+    "sagemaker": "sagemaker",
+    "purchase_sagemaker": "sagemaker",
+    "_db": "dynamodb",
+    "dynamodb": "dynamodb",
+    "sns": "sns",
+    "events": "events",
+    "batch": "batch",
+    "eks": "eks",
+    "ecs": "ecs",
+    "ssm": "ssm",
+    "table": "dynamodb",
+    "ce": "ce",
+    "submit": "batch",
+}
 RESOURCES = {"table"}  # boto3 resources: the resource fills in TableName
 NOT_OPERATIONS = {"get_paginator", "meta", "exceptions", "Table", "can_paginate"}
 # Operations that paginate but are read in one call, and why that reads everything.
@@ -58,14 +72,19 @@ RECEIVES = {
     ("block_offering", "o"): [("ec2", "DescribeCapacityBlockOfferings", "CapacityBlockOfferings")],
     ("reservation_from_api", "item"): [("ec2", "DescribeCapacityReservations", "CapacityReservations")],
     ("training_plan_offering", "o"): [("sagemaker", "SearchTrainingPlanOfferings", "TrainingPlanOfferings")],
-    ("_training_plan", "plan"): [("sagemaker", "ListTrainingPlans", "TrainingPlanSummaries"), ("sagemaker", "DescribeTrainingPlan", None)],
+    ("_training_plan", "plan"): [
+        ("sagemaker", "ListTrainingPlans", "TrainingPlanSummaries"),
+        ("sagemaker", "DescribeTrainingPlan", None),
+    ],
     ("copy_request", "job"): [("batch", "DescribeJobs", "jobs")],
     ("_fields", "job"): [("batch", "DescribeJobs", "jobs")],
 }
 
 
 def model(service: str):
-    return boto3.client(service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x").meta.service_model
+    return boto3.client(
+        service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    ).meta.service_model
 
 
 def operation(service: str, method: str):
@@ -148,7 +167,13 @@ class Checker:
                         self.value(item, shape.member, f"{path}[]")
         elif isinstance(node, (ast.ListComp, ast.GeneratorExp)) and kind == "list":
             self.value(node.elt, shape.member, f"{path}[]")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and kind == "string" and shape.enum and node.value not in shape.enum:
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and kind == "string"
+            and shape.enum
+            and node.value not in shape.enum
+        ):
             self.problems.append(f"{path}: {node.value!r} is not one of {shape.enum}")
 
     # --- responses ----------------------------------------------------------------------------
@@ -169,16 +194,28 @@ class Checker:
                     return op.output_shape if op else None
                 if func.attr == "get" and node.args:
                     return self.member(self.shape_of(func.value, env, where), node.args[0], where)
-                if func.attr == "paginate" and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Attribute):
+                if (
+                    func.attr == "paginate"
+                    and isinstance(func.value, ast.Call)
+                    and isinstance(func.value.func, ast.Attribute)
+                ):
                     paginator = func.value
                     if paginator.func.attr == "get_paginator" and _client(paginator.func.value):
                         op = operation(CLIENT_NAMES[_client(paginator.func.value)], _const(paginator.args[0]))
                         return _Pages(op.output_shape) if op else None
             if isinstance(func, ast.Name) and func.id == "_all" and len(node.args) >= 3:
-                op = operation(CLIENT_NAMES.get(getattr(node.args[0], "attr", getattr(node.args[0], "id", "")), "ec2"), _const(node.args[1]))
+                op = operation(
+                    CLIENT_NAMES.get(getattr(node.args[0], "attr", getattr(node.args[0], "id", "")), "ec2"),
+                    _const(node.args[1]),
+                )
                 items = self.member(op.output_shape, node.args[2], where) if op else None
                 return _Pages(items.member) if items is not None and items.type_name == "list" else None
-            if isinstance(func, ast.Name) and func.id == "next" and node.args and isinstance(node.args[0], ast.GeneratorExp):
+            if (
+                isinstance(func, ast.Name)
+                and func.id == "next"
+                and node.args
+                and isinstance(node.args[0], ast.GeneratorExp)
+            ):
                 inner = dict(env)
                 self.bind_generators(node.args[0].generators, inner, where)
                 return self.shape_of(node.args[0].elt, inner, where)
@@ -272,7 +309,9 @@ class Checker:
             owner, method = _client(node.func.value), node.func.attr
             where = f"{self.path}:{node.lineno}"
             if owner and method == "get_paginator":
-                client = boto3.client(CLIENT_NAMES[owner], region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+                client = boto3.client(
+                    CLIENT_NAMES[owner], region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+                )
                 op = operation(CLIENT_NAMES[owner], _const(node.args[0]))
                 if op is None or not client.can_paginate(_const(node.args[0])):
                     self.problems.append(f"{where}: {CLIENT_NAMES[owner]} has no paginator {_const(node.args[0])!r}")
@@ -286,11 +325,17 @@ class Checker:
                     continue
                 self.calls.add((service, op.name))
                 self.request(node, service, op, resource=owner in RESOURCES, where=where)
-                if boto3.client(service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x").can_paginate(method):
+                if boto3.client(
+                    service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+                ).can_paginate(method):
                     self.single_page.add((service, op.name))
             elif method == "paginate" and isinstance(node.func.value, ast.Call):
                 paginator = node.func.value
-                if isinstance(paginator.func, ast.Attribute) and paginator.func.attr == "get_paginator" and _client(paginator.func.value):
+                if (
+                    isinstance(paginator.func, ast.Attribute)
+                    and paginator.func.attr == "get_paginator"
+                    and _client(paginator.func.value)
+                ):
                     service = CLIENT_NAMES[_client(paginator.func.value)]
                     op = operation(service, _const(paginator.args[0]))
                     if op is not None:
@@ -313,11 +358,22 @@ def all_calls() -> set[tuple[str, str]]:
 
 
 def test_the_scan_finds_the_calls_that_spend_money_or_stop_work():
-    assert {("ec2", "PurchaseCapacityBlock"), ("ec2", "PurchaseCapacityBlockExtension"), ("sagemaker", "CreateTrainingPlan"),
-            ("dynamodb", "TransactWriteItems"), ("batch", "TerminateJob"), ("batch", "SubmitJob"), ("ecs", "ListContainerInstances"),
-            ("sagemaker", "UpdateCluster"), ("ssm", "SendCommand"), ("dynamodb", "PutItem"), ("ec2", "CreateLaunchTemplateVersion"),
-            ("ec2", "DescribeCapacityBlockOfferings"), ("ec2", "DescribeCapacityBlockExtensionOfferings"),
-            ("batch", "GetJobQueueSnapshot")} <= all_calls()
+    assert {
+        ("ec2", "PurchaseCapacityBlock"),
+        ("ec2", "PurchaseCapacityBlockExtension"),
+        ("sagemaker", "CreateTrainingPlan"),
+        ("dynamodb", "TransactWriteItems"),
+        ("batch", "TerminateJob"),
+        ("batch", "SubmitJob"),
+        ("ecs", "ListContainerInstances"),
+        ("sagemaker", "UpdateCluster"),
+        ("ssm", "SendCommand"),
+        ("dynamodb", "PutItem"),
+        ("ec2", "CreateLaunchTemplateVersion"),
+        ("ec2", "DescribeCapacityBlockOfferings"),
+        ("ec2", "DescribeCapacityBlockExtensionOfferings"),
+        ("batch", "GetJobQueueSnapshot"),
+    } <= all_calls()
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.name)
@@ -348,11 +404,22 @@ def test_the_checker_catches_what_it_claims_to(tmp_path):
         "    return o.get('Fee')\n"
     )
     found = "\n".join(Checker(source).check().problems)
-    for expected in ("has no parameter Tag", "'Windows 95' is not one of", "reads 'Offerings'", "no member 'Valuez'",
-                     "reads 'Size'", "misses required ['reason']", "reads 'Price'", "reads 'Fee'",
-                     "DescribeCapacityBlockExtensionOfferings misses required"):
+    for expected in (
+        "has no parameter Tag",
+        "'Windows 95' is not one of",
+        "reads 'Offerings'",
+        "no member 'Valuez'",
+        "reads 'Size'",
+        "misses required ['reason']",
+        "reads 'Price'",
+        "reads 'Fee'",
+        "DescribeCapacityBlockExtensionOfferings misses required",
+    ):
         assert expected in found, found
-    assert Checker(source).check().single_page == {("ec2", "DescribeCapacityBlockOfferings"), ("ec2", "DescribeCapacityReservations")}
+    assert Checker(source).check().single_page == {
+        ("ec2", "DescribeCapacityBlockOfferings"),
+        ("ec2", "DescribeCapacityReservations"),
+    }
 
 
 # --- data read from one call and sent to another -------------------------------------------------
@@ -388,12 +455,21 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.parametrize("handler, modules", [
-    ("gpu_governance_runtime.capacity.handler", ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py")),
-    ("gpu_governance_runtime.reclaim.handler", ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py", "quotas.py")),
-    ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
-    ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
-])
+@pytest.mark.parametrize(
+    "handler, modules",
+    [
+        (
+            "gpu_governance_runtime.capacity.handler",
+            ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py"),
+        ),
+        (
+            "gpu_governance_runtime.reclaim.handler",
+            ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py", "quotas.py"),
+        ),
+        ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
+        ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
+    ],
+)
 def test_each_function_declares_exactly_the_operations_its_code_calls(handler, modules, monkeypatch):
     import importlib
 

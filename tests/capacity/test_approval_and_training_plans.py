@@ -24,7 +24,9 @@ def aws():
 def run(aws_pair, now=NOW, windows=(APPROVAL,)):
     stubbed, ledger = aws_pair
     notes = []
-    report = controller.run(windows=windows, ledger=ledger, capacity=stubbed.market, notify=lambda s, m: notes.append((s, m)), now=now)
+    report = controller.run(
+        windows=windows, ledger=ledger, capacity=stubbed.market, notify=lambda s, m: notes.append((s, m)), now=now
+    )
     return report, notes
 
 
@@ -39,11 +41,21 @@ def test_approval_request_says_what_when_where_how_much_and_is_sent_once(aws):
     stubbed, ledger = aws
     report, notes = request_approval(aws)
     assert [i.id for i in report.awaiting_approval] == [INTENT]
-    assert notes == [("Capacity purchase awaiting approval", {
-        "intent": INTENT, "window": "launch-load-test", "what": "4 x p5.48xlarge", "where": "us-east-1a",
-        "when": "2026-12-10T11:30:00+00:00 to 2026-12-11T11:30:00+00:00", "how_much": "2784 USD", "kind": "block",
-        "approve": f"gpu-governance capacity approve {INTENT}",
-    })]
+    assert notes == [
+        (
+            "Capacity purchase awaiting approval",
+            {
+                "intent": INTENT,
+                "window": "launch-load-test",
+                "what": "4 x p5.48xlarge",
+                "where": "us-east-1a",
+                "when": "2026-12-10T11:30:00+00:00 to 2026-12-11T11:30:00+00:00",
+                "how_much": "2784 USD",
+                "kind": "block",
+                "approve": f"gpu-governance capacity approve {INTENT}",
+            },
+        )
+    ]
     stubbed.owned()  # the pending request holds the occurrence: no new lookup, no new request
     report, notes = run(aws, later(NOW, 15))
     assert report.awaiting_approval == () and notes == []
@@ -67,10 +79,13 @@ def test_approved_purchase_is_made_while_the_offering_is_unchanged(aws):
     stubbed.done()
 
 
-@pytest.mark.parametrize("market_now, reason", [
-    ((), "offering no longer for sale"),
-    ((block("cbo-1111111111111111", at(10), 1, per_hour="31"),), "price changed from 2784 to 2976"),
-])
+@pytest.mark.parametrize(
+    "market_now, reason",
+    [
+        ((), "offering no longer for sale"),
+        ((block("cbo-1111111111111111", at(10), 1, per_hour="31"),), "price changed from 2784 to 2976"),
+    ],
+)
 def test_approval_is_not_honoured_when_the_offering_vanished_or_got_dearer(aws, market_now, reason):
     stubbed, ledger = aws
     request_approval(aws)
@@ -82,7 +97,9 @@ def test_approval_is_not_honoured_when_the_offering_vanished_or_got_dearer(aws, 
     assert report.failed == ((INTENT, reason),)
     assert stubbed.purchase_attempts == []
     if market_now:  # still within the cap: a fresh request at the new price, never a silent purchase
-        assert [(i.id, i.offering.upfront_fee) for i in report.awaiting_approval] == [("launch-load-test-202612101400-2", Decimal("2976"))]
+        assert [(i.id, i.offering.upfront_fee) for i in report.awaiting_approval] == [
+            ("launch-load-test-202612101400-2", Decimal("2976"))
+        ]
         assert ledger.spent(APPROVAL, NOW) == Decimal("2976")
     else:
         assert report.uncovered[0][0] == "launch-load-test@20261210T1400Z"
@@ -109,17 +126,32 @@ def test_approval_expires_when_the_offering_starts(aws):
 def test_training_plan_named_after_its_intent_is_never_created_twice(aws):
     stubbed, ledger = aws
     plans, offerings = add_training_plan_stubs(stubbed)
-    training = window(name="finetune-eval", market="training_plan", instance_type="ml.p5.48xlarge", mode="auto",
-                      consumer={"kind": "sagemaker_training_jobs", "pool": None}, budget=Decimal("5000"))
+    training = window(
+        name="finetune-eval",
+        market="training_plan",
+        instance_type="ml.p5.48xlarge",
+        mode="auto",
+        consumer={"kind": "sagemaker_training_jobs", "pool": None},
+        budget=Decimal("5000"),
+    )
     offer = block("tpo-aaaa1111", at(10), 1, per_hour="29", instance_type="ml.p5.48xlarge", kind="training_plan")
     intent = "finetune-eval-202612101400-1"
     stubbed.owned()
     plans()
     offerings(offer)
-    stubbed.sm_stub.add_response("create_training_plan", {"TrainingPlanArn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/x"},
-                                 {"TrainingPlanName": intent, "TrainingPlanOfferingId": offer.id, "Tags": [
-                                     {"Key": "gpu-governance:intent", "Value": intent}, {"Key": "gpu-governance:window", "Value": "finetune-eval"},
-                                     {"Key": "gpu-governance:managed-by", "Value": "acme-ml-capacity"}]})
+    stubbed.sm_stub.add_response(
+        "create_training_plan",
+        {"TrainingPlanArn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/x"},
+        {
+            "TrainingPlanName": intent,
+            "TrainingPlanOfferingId": offer.id,
+            "Tags": [
+                {"Key": "gpu-governance:intent", "Value": intent},
+                {"Key": "gpu-governance:window", "Value": "finetune-eval"},
+                {"Key": "gpu-governance:managed-by", "Value": "acme-ml-capacity"},
+            ],
+        },
+    )
 
     def timeout(**_):
         stubbed.sagemaker.meta.events.unregister("after-call.sagemaker.CreateTrainingPlan", timeout)

@@ -22,8 +22,13 @@ from .stubbed_aws import create_ledger_table
 ON_DEMAND = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 BLOCK_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
-CONSUMER = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": ON_DEMAND,
-            "block_compute_environment": BLOCK_CE, "job_queue": QUEUE}
+CONSUMER = {
+    "kind": "batch_compute_environment",
+    "launch_template_name": "gpu-p5",
+    "compute_environment": ON_DEMAND,
+    "block_compute_environment": BLOCK_CE,
+    "job_queue": QUEUE,
+}
 BLOCK = reservation("cr-0123456789abcdef0", at(10), 1, state="active")  # 10 Dec 11:30 to 11 Dec 11:30, 4 instances
 STEP = 900.0  # the controller's default schedule (Batch windows run every 5 minutes; 15 is the slowest)
 
@@ -31,13 +36,21 @@ STEP = 900.0  # the controller's default schedule (Batch windows run every 5 min
 class World:
     def __init__(self, faults: Faults | None = None):
         self.ec2 = boto3.client("ec2", region_name="us-east-1")
-        self.ec2.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"})
-        self.vcpus = self.ec2.describe_instance_types(InstanceTypes=["p5.48xlarge"])["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"]
+        self.ec2.create_launch_template(
+            LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"}
+        )
+        self.vcpus = self.ec2.describe_instance_types(InstanceTypes=["p5.48xlarge"])["InstanceTypes"][0]["VCpuInfo"][
+            "DefaultVCpus"
+        ]
         self.clock = Clock(now=at(10, 9, 0).timestamp())
         self.batch = FakeBatch(self.clock, capacity={}, faults=faults)
         template = {"launchTemplateName": "gpu-p5", "version": "1"}
-        self.batch.add_compute_environment(ON_DEMAND, vcpus_per_instance=self.vcpus, max_vcpus=2 * self.vcpus, launch_template=template)
-        self.batch.add_compute_environment(BLOCK_CE, vcpus_per_instance=self.vcpus, max_vcpus=0, state="DISABLED", launch_template=template)
+        self.batch.add_compute_environment(
+            ON_DEMAND, vcpus_per_instance=self.vcpus, max_vcpus=2 * self.vcpus, launch_template=template
+        )
+        self.batch.add_compute_environment(
+            BLOCK_CE, vcpus_per_instance=self.vcpus, max_vcpus=0, state="DISABLED", launch_template=template
+        )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND, BLOCK_CE])
         self.ledger = create_ledger_table()
 
@@ -46,12 +59,25 @@ class World:
         return datetime.fromtimestamp(self.clock.now, tz=UTC)
 
     def submit(self, name: str, hours: float) -> str:
-        return self.batch.add_job(jobName=name, jobQueue=QUEUE, jobDefinition="train:3", shareIdentifier="research",
-                                  parameters={"work_seconds": str(int(hours * 3600))})
+        return self.batch.add_job(
+            jobName=name,
+            jobQueue=QUEUE,
+            jobDefinition="train:3",
+            shareIdentifier="research",
+            parameters={"work_seconds": str(int(hours * 3600))},
+        )
 
     def run(self, mode: str = "auto") -> dict:
-        return reconcile(window=window(consumer=CONSUMER, mode=mode, instance_count=4), owned=(BLOCK,), dry_run=mode == "dry_run",
-                         ec2=self.ec2, batch=self.batch, eks=None, ledger=self.ledger, now=self.now)
+        return reconcile(
+            window=window(consumer=CONSUMER, mode=mode, instance_count=4),
+            owned=(BLOCK,),
+            dry_run=mode == "dry_run",
+            ec2=self.ec2,
+            batch=self.batch,
+            eks=None,
+            ledger=self.ledger,
+            now=self.now,
+        )
 
     def until(self, moment: datetime, mode: str = "auto") -> list[dict]:
         results = []
@@ -64,7 +90,9 @@ class World:
         return min(self.batch.queues[QUEUE]["computeEnvironmentOrder"], key=lambda o: o["order"])["computeEnvironment"]
 
     def updates_of(self, arn: str) -> list[dict]:
-        return [r for op, r in self.batch.requests if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == arn]
+        return [
+            r for op, r in self.batch.requests if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == arn
+        ]
 
 
 @pytest.fixture
@@ -82,34 +110,50 @@ def test_a_long_job_on_demand_keeps_running_when_a_block_arrives_and_new_work_go
     assert world.batch.compute_environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 4 * world.vcpus
     on_block = world.submit("finetune", hours=2)
     world.until(at(11, 10, 50))  # the expiration warning: draining
-    assert world.batch.jobs[on_block]["_environment"] == BLOCK_CE and world.batch.jobs[on_block]["status"] == "SUCCEEDED"
+    assert (
+        world.batch.jobs[on_block]["_environment"] == BLOCK_CE and world.batch.jobs[on_block]["status"] == "SUCCEEDED"
+    )
     assert (world.first(), world.batch.compute_environments[BLOCK_CE]["state"]) == (ON_DEMAND, "DISABLED")
     after_drain = world.submit("eval", hours=1)
     world.until(at(11, 12, 0))  # past the block's end
     assert world.batch.jobs[after_drain]["_environment"] == ON_DEMAND
-    assert world.batch.compute_environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 0  # back to 0 once its instances are gone
+    assert (
+        world.batch.compute_environments[BLOCK_CE]["computeResources"]["maxvCpus"] == 0
+    )  # back to 0 once its instances are gone
     # The long job ran through the block's arrival and end on its on-demand instance, which nothing updated.
     assert world.batch.jobs[long_job]["status"] == "RUNNING" and not world.batch.jobs[long_job]["attempts"]
     assert world.updates_of(ON_DEMAND) == []
     launch = [u for u in world.updates_of(BLOCK_CE) if "launchTemplate" in (u["computeResources"] or {})]
-    assert len(launch) == 1  # the block compute environment's one infrastructure update, while DISABLED and behind on demand
+    assert (
+        len(launch) == 1
+    )  # the block compute environment's one infrastructure update, while DISABLED and behind on demand
     version = launch[0]["computeResources"]["launchTemplate"]["version"]
-    data = world.ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5", Versions=[version])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    data = world.ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5", Versions=[version])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == BLOCK.id
     assert data["InstanceMarketOptions"]["MarketType"] == "capacity-block"
 
 
 def test_a_refused_queue_update_is_an_error_until_the_next_run_puts_the_block_first():
     refuse_once = iter([True])
-    faults = Faults(lambda operation, phase: "throttle" if operation == "UpdateJobQueue" and phase == "before" and next(refuse_once, False) else None)
+    faults = Faults(
+        lambda operation, phase: (
+            "throttle" if operation == "UpdateJobQueue" and phase == "before" and next(refuse_once, False) else None
+        )
+    )
     with mock_aws():
         world = World(faults)
         world.clock.now = at(10, 12, 0).timestamp()
         first = world.run()  # launches the block compute environment into the block: UPDATING, the queue must wait
-        assert first["state"].endswith("waiting: the block compute environment is UPDATING") and world.first() == ON_DEMAND
+        assert (
+            first["state"].endswith("waiting: the block compute environment is UPDATING") and world.first() == ON_DEMAND
+        )
         world.batch.advance(STEP)
         refused = world.run()
-        assert refused["error"].startswith("TooManyRequestsException") and refused["retry"] == "next run"  # ConsumerErrors: the alarm fires
+        assert (
+            refused["error"].startswith("TooManyRequestsException") and refused["retry"] == "next run"
+        )  # ConsumerErrors: the alarm fires
         assert world.first() == ON_DEMAND
         world.batch.advance(STEP)
         retried = world.run()
@@ -120,13 +164,23 @@ def test_a_refused_queue_update_is_an_error_until_the_next_run_puts_the_block_fi
 def test_changes_someone_else_made_are_reported_and_undone(world):
     world.until(at(10, 12, 30))
     assert world.first() == BLOCK_CE
-    world.batch.update_job_queue(jobQueue=QUEUE, computeEnvironmentOrder=[  # someone puts on demand first again
-        {"order": 1, "computeEnvironment": ON_DEMAND}, {"order": 2, "computeEnvironment": BLOCK_CE}])
+    world.batch.update_job_queue(
+        jobQueue=QUEUE,
+        computeEnvironmentOrder=[  # someone puts on demand first again
+            {"order": 1, "computeEnvironment": ON_DEMAND},
+            {"order": 2, "computeEnvironment": BLOCK_CE},
+        ],
+    )
     found = world.run()
-    assert found["changed_by_someone_else"] == "the block compute environment was taken out of first place in the job queue"
+    assert (
+        found["changed_by_someone_else"]
+        == "the block compute environment was taken out of first place in the job queue"
+    )
     assert world.first() == BLOCK_CE
     world.until(at(11, 11, 0))  # drained
-    world.batch.update_compute_environment(computeEnvironment=BLOCK_CE, state="ENABLED")  # someone enables it after the drain
+    world.batch.update_compute_environment(
+        computeEnvironment=BLOCK_CE, state="ENABLED"
+    )  # someone enables it after the drain
     found = world.run()
     assert found["changed_by_someone_else"] == "the block compute environment was enabled"
     assert world.batch.compute_environments[BLOCK_CE]["state"] == "DISABLED"
@@ -138,17 +192,31 @@ def test_dry_run_changes_nothing_and_says_what_it_would_do(world):
     assert results[-1]["dry_run"] is True
     assert results[-1]["would"] == f"launch it into the block {BLOCK.id} ({4 * world.vcpus} vCPUs)"
     assert [op for op, _ in world.batch.requests if op.startswith("Update")] == []
-    assert [v["VersionNumber"] for v in world.ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5")["LaunchTemplateVersions"]] == [1]
+    assert [
+        v["VersionNumber"]
+        for v in world.ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5")["LaunchTemplateVersions"]
+    ] == [1]
     assert world.batch.jobs[long_job]["status"] == "RUNNING"
 
 
 def test_a_block_environment_left_first_and_enabled_is_taken_out_before_its_template_changes(world):
-    world.batch.update_compute_environment(computeEnvironment=BLOCK_CE, state="ENABLED", computeResources={"maxvCpus": 2 * world.vcpus})
-    world.batch.update_job_queue(jobQueue=QUEUE, computeEnvironmentOrder=[
-        {"order": 1, "computeEnvironment": BLOCK_CE}, {"order": 2, "computeEnvironment": ON_DEMAND}])
+    world.batch.update_compute_environment(
+        computeEnvironment=BLOCK_CE, state="ENABLED", computeResources={"maxvCpus": 2 * world.vcpus}
+    )
+    world.batch.update_job_queue(
+        jobQueue=QUEUE,
+        computeEnvironmentOrder=[
+            {"order": 1, "computeEnvironment": BLOCK_CE},
+            {"order": 2, "computeEnvironment": ON_DEMAND},
+        ],
+    )
     world.clock.now = at(10, 12, 0).timestamp()
     result = world.run()
-    assert result["did"][:3] == ["take the block compute environment out of first place", "disable it", f"launch it into the block {BLOCK.id} ({4 * world.vcpus} vCPUs)"]
+    assert result["did"][:3] == [
+        "take the block compute environment out of first place",
+        "disable it",
+        f"launch it into the block {BLOCK.id} ({4 * world.vcpus} vCPUs)",
+    ]
 
 
 def test_a_request_drawing_on_the_window_moves_the_same_queue_once_not_back_and_forth(world):
@@ -160,7 +228,18 @@ def test_a_request_drawing_on_the_window_moves_the_same_queue_once_not_back_and_
     world.clock.now = at(10, 12, 0).timestamp()
     for _ in range(3):
         world.batch.advance(STEP)
-        reconcile(window=chosen, owned=(block,), sharing=sharing, dry_run=False, ec2=world.ec2, batch=world.batch, eks=None,
-                  ledger=world.ledger, now=world.now)
+        reconcile(
+            window=chosen,
+            owned=(block,),
+            sharing=sharing,
+            dry_run=False,
+            ec2=world.ec2,
+            batch=world.batch,
+            eks=None,
+            ledger=world.ledger,
+            now=world.now,
+        )
     assert world.first() == BLOCK_CE
-    assert [op for op, _ in world.batch.requests if op == "UpdateJobQueue"] == ["UpdateJobQueue"]  # put first once, never taken back
+    assert [op for op, _ in world.batch.requests if op == "UpdateJobQueue"] == [
+        "UpdateJobQueue"
+    ]  # put first once, never taken back

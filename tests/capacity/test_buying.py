@@ -43,7 +43,9 @@ def aws():
 def run(aws_pair, now=NOW, windows=(WINDOW,)):
     stubbed, ledger = aws_pair
     notes = []
-    report = controller.run(windows=windows, ledger=ledger, capacity=stubbed.market, notify=lambda s, m: notes.append((s, m)), now=now)
+    report = controller.run(
+        windows=windows, ledger=ledger, capacity=stubbed.market, notify=lambda s, m: notes.append((s, m)), now=now
+    )
     return report, notes
 
 
@@ -180,7 +182,11 @@ def test_concurrent_claims_for_different_occurrences_cannot_overspend(aws):
     weekly = window(mode="auto", budget=Decimal("5000"), repeat_every_days=7, buy_ahead_days=20)
     offers = [block("cbo-10", at(10), 1, per_hour="29"), block("cbo-17", at(17), 1, per_hour="29")]
     # Both runs planned with nothing spent; each plan alone fits the budget.
-    purchases = [p for offer in offers for p in controller.plan(windows=[weekly], reservations=[], offerings=[offer], spent={}, now=NOW).purchases]
+    purchases = [
+        p
+        for offer in offers
+        for p in controller.plan(windows=[weekly], reservations=[], offerings=[offer], spent={}, now=NOW).purchases
+    ]
     assert len(purchases) == 2
     ledger.claim(purchases[0], weekly, status="purchasing", now=NOW)
     with pytest.raises(ClaimRefused, match="budget"):
@@ -200,13 +206,18 @@ def test_payment_failed_block_is_refunded_and_bought_again_once(aws):
     stubbed.purchase(second, INTENT_2, WINDOW.name, reservation_id="cr-0fedcba9876543210")
     report, notes = run(aws, later(NOW, 30))
     assert (INTENT_1, "payment-failed") in report.failed
-    assert ("Capacity Block payment failed", {"intent": INTENT_1, "reservation": "cr-0123456789abcdef0", "window": WINDOW.name}) in notes
+    assert (
+        "Capacity Block payment failed",
+        {"intent": INTENT_1, "reservation": "cr-0123456789abcdef0", "window": WINDOW.name},
+    ) in notes
     assert [i.reservation_id for i in report.bought] == ["cr-0fedcba9876543210"]
     assert ledger.intent(INTENT_1).status == "failed"
     assert_invariants(aws, successful_purchases=1)
     # A later run seeing the same payment-failed block does not refund twice.
-    stubbed.owned(capacity_reservation(OFFER, intent_id=INTENT_1, window=WINDOW.name, state="payment-failed"),
-                  capacity_reservation(second, intent_id=INTENT_2, window=WINDOW.name, reservation_id="cr-0fedcba9876543210"))
+    stubbed.owned(
+        capacity_reservation(OFFER, intent_id=INTENT_1, window=WINDOW.name, state="payment-failed"),
+        capacity_reservation(second, intent_id=INTENT_2, window=WINDOW.name, reservation_id="cr-0fedcba9876543210"),
+    )
     run(aws, later(NOW, 60))
     assert_invariants(aws, successful_purchases=1)
 
@@ -270,15 +281,18 @@ def test_purchase_client_never_resends_after_a_server_error(config, sends):
     assert len(sent) == sends
 
 
-@pytest.mark.parametrize("error, result", [
-    (ConnectionClosedError(endpoint_url="https://ec2"), "uncertain"),  # an HTTPClientError, not a ConnectionError
-    (ReadTimeoutError(endpoint_url="https://ec2"), "uncertain"),
-    (HTTPClientError(error="reset"), "uncertain"),
-    (SSLError(endpoint_url="https://ec2", error="bad record mac"), "uncertain"),
-    (RuntimeError("anything unforeseen"), "uncertain"),
-    (EndpointConnectionError(endpoint_url="https://ec2"), "refused"),  # the connection never opened
-    (ConnectTimeoutError(endpoint_url="https://ec2"), "refused"),
-    (ParamValidationError(report="bad"), "refused"),
-])
+@pytest.mark.parametrize(
+    "error, result",
+    [
+        (ConnectionClosedError(endpoint_url="https://ec2"), "uncertain"),  # an HTTPClientError, not a ConnectionError
+        (ReadTimeoutError(endpoint_url="https://ec2"), "uncertain"),
+        (HTTPClientError(error="reset"), "uncertain"),
+        (SSLError(endpoint_url="https://ec2", error="bad record mac"), "uncertain"),
+        (RuntimeError("anything unforeseen"), "uncertain"),
+        (EndpointConnectionError(endpoint_url="https://ec2"), "refused"),  # the connection never opened
+        (ConnectTimeoutError(endpoint_url="https://ec2"), "refused"),
+        (ParamValidationError(report="bad"), "refused"),
+    ],
+)
 def test_every_error_after_the_request_may_have_left_is_uncertain(error, result):
     assert classify(error).result == result

@@ -22,7 +22,13 @@ def window(**overrides):
         "instance_count": 4,
         "start": "2026-12-10T14:00:00Z",
         "duration_hours": 6,
-        "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE, "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"},
+        "feeds": {
+            "kind": "batch_compute_environment",
+            "launch_template_name": "gpu-p5",
+            "compute_environment": CE,
+            "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block",
+            "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5",
+        },
         "max_price_per_instance_hour": "40",
         "budget": {"amount": 20000},
     }
@@ -54,10 +60,15 @@ def test_window_defaults_are_safe_and_compile_for_the_planner():
 
 
 def test_every_field_problem_is_reported_at_once_with_its_path():
-    found = problems(window(instance_count=65, duration_hours=0, start="2026-12-10T14:00:00", mode="yolo", buy_ahead_days=57))
+    found = problems(
+        window(instance_count=65, duration_hours=0, start="2026-12-10T14:00:00", mode="yolo", buy_ahead_days=57)
+    )
     assert set(found) >= {
-        "capacity_windows[0].instance_count", "capacity_windows[0].duration_hours", "capacity_windows[0].start",
-        "capacity_windows[0].mode", "capacity_windows[0].buy_ahead_days",
+        "capacity_windows[0].instance_count",
+        "capacity_windows[0].duration_hours",
+        "capacity_windows[0].start",
+        "capacity_windows[0].mode",
+        "capacity_windows[0].buy_ahead_days",
     }
     assert "at most 64" in found["capacity_windows[0].instance_count"].allowed
     assert found["capacity_windows[0].mode"].value == "yolo"
@@ -76,11 +87,20 @@ def test_overlapping_recurrence_is_refused():
 def test_cross_checks_against_the_organisation():
     found = problems(
         window(availability_zones=["us-west-2a"]),
-        window(feeds={"kind": "hyperpod_instance_group", "pool": "ec2-gpu", "instance_group": "workers"}, instance_type="ml.p5.48xlarge"),
-        window(name="launch-load-test", feeds={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}, instance_type="ml.p4d.24xlarge"),
+        window(
+            feeds={"kind": "hyperpod_instance_group", "pool": "ec2-gpu", "instance_group": "workers"},
+            instance_type="ml.p5.48xlarge",
+        ),
+        window(
+            name="launch-load-test",
+            feeds={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"},
+            instance_type="ml.p4d.24xlarge",
+        ),
     )
     assert found["capacity_windows[0].availability_zones[0]"].allowed == "a zone of us-east-1"
-    assert found["capacity_windows[1].feeds.pool"].wrong == "a batch_fair_share pool cannot take a hyperpod_instance_group"
+    assert (
+        found["capacity_windows[1].feeds.pool"].wrong == "a batch_fair_share pool cannot take a hyperpod_instance_group"
+    )
     assert found["capacity_windows[2].name"].wrong == "duplicate name"
     assert found["capacity_windows[2].instance_type"].allowed.startswith("one of ['ml.")
 
@@ -97,10 +117,15 @@ def test_hyperpod_feed_compiles_with_its_pools_cluster_arn():
 def test_a_slurm_pool_must_name_its_cluster_arn_before_a_window_feeds_it():
     feeds = {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "workers"}
     found = problems(window(feeds=feeds, instance_type="ml.p5.48xlarge"))
-    assert found["capacity_windows[0].feeds.pool"].wrong == "the pool declares no cluster_arn, which re-pointing its instance group needs"
+    assert (
+        found["capacity_windows[0].feeds.pool"].wrong
+        == "the pool declares no cluster_arn, which re-pointing its instance group needs"
+    )
     assert "on pool hyperpod-slurm" in found["capacity_windows[0].feeds.pool"].allowed
     data = copy.deepcopy(BASE)
-    next(p for p in data["pools"] if p["name"] == "hyperpod-slurm")["cluster_arn"] = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
+    next(p for p in data["pools"] if p["name"] == "hyperpod-slurm")["cluster_arn"] = (
+        "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
+    )
     data["capacity_windows"] = [window(feeds=feeds, instance_type="ml.p5.48xlarge")]
     model = GovernanceModel.from_dict(data)
     assert model.capacity_windows[0].to_policy(model)["consumer"]["cluster_arn"].endswith("cluster/slurm1234abc")
@@ -114,13 +139,28 @@ def test_window_alone_raises_governance_error():
 def test_validate_warns_when_an_auto_window_buys_on_an_alarm_tenants_drive(tmp_path, capsys):
     from constructs_lib.cli import main
 
-    alarms = [{"alarm_name": "research-pending-high", "count": 2, "hours": 4, "metric": "GpuGovernance/Reclaim/Pending"},
-              {"alarm_name": "jobs-queue-deep", "count": 2, "hours": 4, "metric": "AWS/SQS/ApproximateNumberOfMessagesVisible"},
-              {"alarm_name": "latency-high", "count": 2, "hours": 4, "metric": "AWS/ApplicationELB/TargetResponseTime"},
-              {"alarm_name": "unsaid", "count": 2, "hours": 4}]
+    alarms = [
+        {"alarm_name": "research-pending-high", "count": 2, "hours": 4, "metric": "GpuGovernance/Reclaim/Pending"},
+        {
+            "alarm_name": "jobs-queue-deep",
+            "count": 2,
+            "hours": 4,
+            "metric": "AWS/SQS/ApproximateNumberOfMessagesVisible",
+        },
+        {"alarm_name": "latency-high", "count": 2, "hours": 4, "metric": "AWS/ApplicationELB/TargetResponseTime"},
+        {"alarm_name": "unsaid", "count": 2, "hours": 4},
+    ]
     data = copy.deepcopy(BASE)
-    data["capacity_windows"] = [window(mode="auto", alarm_requests=alarms), window(name="approved", mode="approval", alarm_requests=[
-        {"alarm_name": "approved-pending", "count": 1, "hours": 1, "metric": "GpuGovernance/Reclaim/Pending"}])]
+    data["capacity_windows"] = [
+        window(mode="auto", alarm_requests=alarms),
+        window(
+            name="approved",
+            mode="approval",
+            alarm_requests=[
+                {"alarm_name": "approved-pending", "count": 1, "hours": 1, "metric": "GpuGovernance/Reclaim/Pending"}
+            ],
+        ),
+    ]
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
     assert main(["validate", "--config", str(config)]) == 0  # deployable: a warning, not a refusal
@@ -128,10 +168,12 @@ def test_validate_warns_when_an_auto_window_buys_on_an_alarm_tenants_drive(tmp_p
     assert [w.split(" - ")[0] for w in warnings] == [
         "warning: capacity_windows[0].alarm_requests[0].metric: GpuGovernance/Reclaim/Pending",
         "warning: capacity_windows[0].alarm_requests[1].metric: AWS/SQS/ApproximateNumberOfMessagesVisible",
-        "warning: capacity_windows[0].alarm_requests[3].metric: not given"]
+        "warning: capacity_windows[0].alarm_requests[3].metric: not given",
+    ]
     assert "without approval" in warnings[0] and "2 x p5.48xlarge for 4 h" in warnings[0]
     # The metric is for validate only: the controller's policy holds what it reads.
     from constructs_lib.model.policy import compile_policy
+
     (compiled, _) = compile_policy(GovernanceModel.from_dict(data))["capacity_windows"]
     assert compiled["alarm_requests"][0] == {"alarm_name": "research-pending-high", "count": 2, "hours": 4}
 
@@ -143,13 +185,21 @@ def test_an_alarm_metric_must_name_a_namespace_and_a_metric():
 
 def test_a_batch_feed_needs_a_block_compute_environment_of_its_own_and_its_queue():
     feeds = window()["feeds"]
-    found = problems(window(feeds={k: v for k, v in feeds.items() if k not in ("block_compute_environment", "job_queue")}),
-                     window(name="same", feeds={**feeds, "block_compute_environment": CE}),
-                     window(name="elsewhere", feeds={**feeds, "job_queue": "arn:aws:batch:eu-west-1:111122223333:job-queue/gpu-p5"}),
-                     window(name="not-a-queue", feeds={**feeds, "job_queue": CE}))
-    assert {"capacity_windows[0].feeds.block_compute_environment", "capacity_windows[0].feeds.job_queue",
-            "capacity_windows[3].feeds.job_queue"} <= set(found)
+    found = problems(
+        window(feeds={k: v for k, v in feeds.items() if k not in ("block_compute_environment", "job_queue")}),
+        window(name="same", feeds={**feeds, "block_compute_environment": CE}),
+        window(name="elsewhere", feeds={**feeds, "job_queue": "arn:aws:batch:eu-west-1:111122223333:job-queue/gpu-p5"}),
+        window(name="not-a-queue", feeds={**feeds, "job_queue": CE}),
+    )
+    assert {
+        "capacity_windows[0].feeds.block_compute_environment",
+        "capacity_windows[0].feeds.job_queue",
+        "capacity_windows[3].feeds.job_queue",
+    } <= set(found)
     assert "is the on-demand compute_environment" in str(found["capacity_windows[1].feeds"])
     assert "must be in the same region and account" in str(found["capacity_windows[2].feeds"])
     runtime = Window.from_policy(model_with(window()).capacity_windows[0].to_policy(model_with(window())))
-    assert (runtime.consumer["block_compute_environment"], runtime.consumer["job_queue"]) == (feeds["block_compute_environment"], feeds["job_queue"])
+    assert (runtime.consumer["block_compute_environment"], runtime.consumer["job_queue"]) == (
+        feeds["block_compute_environment"],
+        feeds["job_queue"],
+    )

@@ -24,12 +24,41 @@ CLUSTER = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"
 QUOTA_ID = "cq-0123456789ab"
 QUOTA_ARN = f"arn:aws:sagemaker:us-east-1:111122223333:compute-quota/{QUOTA_ID}"
 TYPE = "ml.p5.48xlarge"
-POOL = PoolPolicy(name="hyperpod-eks", backend="hyperpod_eks", capacity={TYPE: 8}, shares=(
-    Share(name="research", quota={TYPE: 2}, strategy=SharingStrategy.LEND_AND_BORROW, borrow_limit=50, in_share_preemption=True,
-          fair_share_weight=10),))
-GROUP = window(name="weekly-validation", team="research", market="training_plan", instance_type=TYPE,
-               consumer={"kind": "hyperpod_instance_group", "pool": "hyperpod-eks", "instance_group": "workers", "cluster_arn": CLUSTER})
-PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p", at(10), 1, state="active", count=4, window_name=GROUP.name)
+POOL = PoolPolicy(
+    name="hyperpod-eks",
+    backend="hyperpod_eks",
+    capacity={TYPE: 8},
+    shares=(
+        Share(
+            name="research",
+            quota={TYPE: 2},
+            strategy=SharingStrategy.LEND_AND_BORROW,
+            borrow_limit=50,
+            in_share_preemption=True,
+            fair_share_weight=10,
+        ),
+    ),
+)
+GROUP = window(
+    name="weekly-validation",
+    team="research",
+    market="training_plan",
+    instance_type=TYPE,
+    consumer={
+        "kind": "hyperpod_instance_group",
+        "pool": "hyperpod-eks",
+        "instance_group": "workers",
+        "cluster_arn": CLUSTER,
+    },
+)
+PLAN = reservation(
+    "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p",
+    at(10),
+    1,
+    state="active",
+    count=4,
+    window_name=GROUP.name,
+)
 SHARING = {"Strategy": "LendAndBorrow", "BorrowLimit": 50}
 CREATED = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -43,34 +72,90 @@ def aws():
 
 
 def config(count: int) -> dict:
-    return {"ComputeQuotaResources": [{"InstanceType": TYPE, "Count": count}], "ResourceSharingConfig": SHARING, "PreemptTeamTasks": "LowerPriority"}
+    return {
+        "ComputeQuotaResources": [{"InstanceType": TYPE, "Count": count}],
+        "ResourceSharingConfig": SHARING,
+        "PreemptTeamTasks": "LowerPriority",
+    }
 
 
-def quota_shows(stub, count: int, *, version: int = 1, update_to: int | None = None, error: str | None = None, deleted_twin: bool = False):
+def quota_shows(
+    stub,
+    count: int,
+    *,
+    version: int = 1,
+    update_to: int | None = None,
+    error: str | None = None,
+    deleted_twin: bool = False,
+):
     """ListComputeQuotas (the team's quota, a quota whose name only contains the team's, and
     optionally a deleted one of the same name), DescribeComputeQuota, then the update if any."""
-    summary = {"ComputeQuotaArn": QUOTA_ARN, "ComputeQuotaId": QUOTA_ID, "Name": "research", "ComputeQuotaVersion": version,
-               "Status": "Updated", "ClusterArn": CLUSTER, "ComputeQuotaConfig": config(count), "ActivationState": "Enabled",
-               "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10}, "CreationTime": CREATED, "LastModifiedTime": CREATED}
-    others = [{**summary, "ComputeQuotaId": "cq-other", "ComputeQuotaArn": QUOTA_ARN + "x", "Name": "research-interns",
-               "ComputeQuotaTarget": {"TeamName": "research-interns"}}]
+    summary = {
+        "ComputeQuotaArn": QUOTA_ARN,
+        "ComputeQuotaId": QUOTA_ID,
+        "Name": "research",
+        "ComputeQuotaVersion": version,
+        "Status": "Updated",
+        "ClusterArn": CLUSTER,
+        "ComputeQuotaConfig": config(count),
+        "ActivationState": "Enabled",
+        "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10},
+        "CreationTime": CREATED,
+        "LastModifiedTime": CREATED,
+    }
+    others = [
+        {
+            **summary,
+            "ComputeQuotaId": "cq-other",
+            "ComputeQuotaArn": QUOTA_ARN + "x",
+            "Name": "research-interns",
+            "ComputeQuotaTarget": {"TeamName": "research-interns"},
+        }
+    ]
     if deleted_twin:
         others.append({**summary, "ComputeQuotaId": "cq-deleted", "Status": "Deleted"})
-    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": others + [summary]}, {"ClusterArn": CLUSTER, "NameContains": "research"})
-    stub.add_response("describe_compute_quota", {
-        "ComputeQuotaArn": QUOTA_ARN, "ComputeQuotaId": QUOTA_ID, "Name": "research", "ComputeQuotaVersion": version, "Status": "Updated",
-        "ClusterArn": CLUSTER, "ComputeQuotaConfig": config(count), "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10},
-        "ActivationState": "Enabled", "CreationTime": CREATED, "CreatedBy": {"UserProfileName": "cloudformation"}, "LastModifiedTime": CREATED,
-    }, {"ComputeQuotaId": QUOTA_ID})
-    expected = {"ComputeQuotaId": QUOTA_ID, "TargetVersion": version, "ComputeQuotaConfig": config(update_to)} if update_to is not None else None
+    stub.add_response(
+        "list_compute_quotas",
+        {"ComputeQuotaSummaries": others + [summary]},
+        {"ClusterArn": CLUSTER, "NameContains": "research"},
+    )
+    stub.add_response(
+        "describe_compute_quota",
+        {
+            "ComputeQuotaArn": QUOTA_ARN,
+            "ComputeQuotaId": QUOTA_ID,
+            "Name": "research",
+            "ComputeQuotaVersion": version,
+            "Status": "Updated",
+            "ClusterArn": CLUSTER,
+            "ComputeQuotaConfig": config(count),
+            "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10},
+            "ActivationState": "Enabled",
+            "CreationTime": CREATED,
+            "CreatedBy": {"UserProfileName": "cloudformation"},
+            "LastModifiedTime": CREATED,
+        },
+        {"ComputeQuotaId": QUOTA_ID},
+    )
+    expected = (
+        {"ComputeQuotaId": QUOTA_ID, "TargetVersion": version, "ComputeQuotaConfig": config(update_to)}
+        if update_to is not None
+        else None
+    )
     if error:
-        stub.add_client_error("update_compute_quota", service_error_code=error, http_status_code=400, expected_params=expected)
+        stub.add_client_error(
+            "update_compute_quota", service_error_code=error, http_status_code=400, expected_params=expected
+        )
     elif update_to is not None:
-        stub.add_response("update_compute_quota", {"ComputeQuotaArn": QUOTA_ARN, "ComputeQuotaVersion": version + 1}, expected)
+        stub.add_response(
+            "update_compute_quota", {"ComputeQuotaArn": QUOTA_ARN, "ComputeQuotaVersion": version + 1}, expected
+        )
 
 
 def run(sagemaker, ledger, now):
-    desired = shares.desired_limits(windows={GROUP.name: GROUP}, owned=[PLAN], pools={POOL.name: POOL}, now=now, kind=shares.INSTANCE_GROUP)
+    desired = shares.desired_limits(
+        windows={GROUP.name: GROUP}, owned=[PLAN], pools={POOL.name: POOL}, now=now, kind=shares.INSTANCE_GROUP
+    )
     return shares.apply_compute_quotas(desired=desired, sagemaker=sagemaker, ledger=ledger, now=now)
 
 
@@ -80,23 +165,32 @@ def statuses(ledger):
 
 def test_raised_while_the_plan_is_active_and_lowered_before_it_ends(aws):
     sagemaker, stub, ledger = aws
-    quota_shows(stub, 2, update_to=6, deleted_twin=True)  # declared 2, plus the plan's 4; sharing and preemption sent back as read
+    quota_shows(
+        stub, 2, update_to=6, deleted_twin=True
+    )  # declared 2, plus the plan's 4; sharing and preemption sent back as read
     (raised,) = run(sagemaker, ledger, at(10, 12, 0))
-    assert raised == {"compute_quota": f"{CLUSTER}/research", "limits": [{"InstanceType": TYPE, "Count": 6}], "changed": True}
+    assert raised == {
+        "compute_quota": f"{CLUSTER}/research",
+        "limits": [{"InstanceType": TYPE, "Count": 6}],
+        "changed": True,
+    }
     quota_shows(stub, 6, version=2)  # a repeated run or event: read, nothing written
     assert run(sagemaker, ledger, at(10, 12, 15))[0]["changed"] is False
     quota_shows(stub, 6, version=2, update_to=2)  # the expiration warning's time: back to the declared quota
     assert run(sagemaker, ledger, PLAN.end - shares.LOWER_LEAD)[0]["changed"] is True
     stub.assert_no_pending_responses()
     assert statuses(ledger) == ["done", "done"]
-    assert [d["to"] for _, _, d in ledger.actions("compute-quota#", ("done",))] == [[{"InstanceType": TYPE, "Count": c}] for c in (6, 2)]
+    assert [d["to"] for _, _, d in ledger.actions("compute-quota#", ("done",))] == [
+        [{"InstanceType": TYPE, "Count": c}] for c in (6, 2)
+    ]
 
 
 def test_nothing_is_written_when_the_quota_is_already_right(aws):
     sagemaker, stub, ledger = aws
     quota_shows(stub, 2)  # before the plan starts: the declared quota, already there
     assert run(sagemaker, ledger, at(10) - shares.LOWER_LEAD) == [
-        {"compute_quota": f"{CLUSTER}/research", "limits": [{"InstanceType": TYPE, "Count": 2}], "changed": False}]
+        {"compute_quota": f"{CLUSTER}/research", "limits": [{"InstanceType": TYPE, "Count": 2}], "changed": False}
+    ]
     stub.assert_no_pending_responses()
     assert statuses(ledger) == []
 
@@ -157,8 +251,15 @@ def test_a_platform_admins_change_is_not_overwritten(aws):
 
 def test_a_missing_quota_or_a_team_without_one_is_reported_not_created(aws):
     sagemaker, stub, ledger = aws
-    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": []}, {"ClusterArn": CLUSTER, "NameContains": "research"})
+    stub.add_response(
+        "list_compute_quotas", {"ComputeQuotaSummaries": []}, {"ClusterArn": CLUSTER, "NameContains": "research"}
+    )
     assert run(sagemaker, ledger, at(10, 12, 0))[0]["error"] == f"cluster {CLUSTER} has no compute quota research"
     stub.assert_no_pending_responses()
     other = window(name="x", team="training", market="training_plan", instance_type=TYPE, consumer=GROUP.consumer)
-    assert shares.desired_limits(windows={"x": other}, owned=[], pools={POOL.name: POOL}, now=at(10), kind=shares.INSTANCE_GROUP) == {}
+    assert (
+        shares.desired_limits(
+            windows={"x": other}, owned=[], pools={POOL.name: POOL}, now=at(10), kind=shares.INSTANCE_GROUP
+        )
+        == {}
+    )

@@ -23,13 +23,18 @@ from .stubbed_aws import create_ledger_table
 
 # A budget with room for several blocks: only the controller, not the budget, may stop a second.
 WINDOW = window(mode="auto", budget=Decimal("20000"))
-OFFERS = [block("cbo-1111111111111111", at(10), 1, per_hour="29"), block("cbo-2222222222222222", at(10), 1, per_hour="30")]
+OFFERS = [
+    block("cbo-1111111111111111", at(10), 1, per_hour="29"),
+    block("cbo-2222222222222222", at(10), 1, per_hour="30"),
+]
 MINUTE = timedelta(minutes=1)
 
 
 class World:
     def __init__(self, *, lag_minutes: float, faults=(), windows=(WINDOW,), **market):
-        self.sim = SimulatedEc2(offerings=list(OFFERS), lag=lag_minutes * MINUTE, now=NOW, faults=list(faults), **market)
+        self.sim = SimulatedEc2(
+            offerings=list(OFFERS), lag=lag_minutes * MINUTE, now=NOW, faults=list(faults), **market
+        )
         self.ledger = create_ledger_table()
         self.windows = windows
         self.notes: list[tuple[str, dict]] = []
@@ -38,8 +43,16 @@ class World:
     def run(self) -> None:
         """One invocation from now on; a killed one leaves whatever it recorded."""
         with contextlib.suppress(Killed):
-            self.reports.append(controller.run(windows=self.windows, ledger=self.ledger, capacity=self.sim.market,
-                                               notify=lambda s, m: self.notes.append((s, m)), now=self.sim.now, clock=self.sim.clock))
+            self.reports.append(
+                controller.run(
+                    windows=self.windows,
+                    ledger=self.ledger,
+                    capacity=self.sim.market,
+                    notify=lambda s, m: self.notes.append((s, m)),
+                    now=self.sim.now,
+                    clock=self.sim.clock,
+                )
+            )
 
     def run_at(self, minutes: float) -> None:
         self.sim.now = max(self.sim.now, NOW + minutes * MINUTE)
@@ -130,7 +143,13 @@ def test_a_block_listed_after_the_grace_is_recorded_again_and_alerted(aws):
     ledger still records every fee paid and the operator is told."""
     grace = controller.SETTLE_AFTER / MINUTE
     world = World(lag_minutes=grace + 5, faults=["timeout_after"])
-    for minute in (0, 5, 10, grace + 1, grace + 3):  # settled as failed past the grace, bought again, before it is listed
+    for minute in (
+        0,
+        5,
+        10,
+        grace + 1,
+        grace + 3,
+    ):  # settled as failed past the grace, bought again, before it is listed
         world.run_at(minute)
     world.quiesce()
     assert len(world.sim.made) == 2
@@ -151,14 +170,24 @@ def test_one_window_that_cannot_be_read_does_not_stop_the_others(aws):
     report = world.reports[-1]
     assert [i.window for i in report.bought] == [WINDOW.name]
     assert report.errors[0][0] == "window other-window" and "Unavailable" in report.errors[0][1]
-    assert not any(occurrence.startswith("other-window") for occurrence, _ in report.uncovered)  # not "no offering": unknown
+    assert not any(
+        occurrence.startswith("other-window") for occurrence, _ in report.uncovered
+    )  # not "no offering": unknown
     assert any(s == "Capacity controller step failed" and m["what"] == "window other-window" for s, m in world.notes)
 
 
 def test_no_purchase_is_started_without_time_to_finish_it(aws):
     world = World(lag_minutes=1)
-    world.reports.append(controller.run(windows=[WINDOW], ledger=world.ledger, capacity=world.sim.market, notify=lambda s, m: None,
-                                        now=NOW, time_left=lambda: controller.PURCHASE_SECONDS - 1))
+    world.reports.append(
+        controller.run(
+            windows=[WINDOW],
+            ledger=world.ledger,
+            capacity=world.sim.market,
+            notify=lambda s, m: None,
+            now=NOW,
+            time_left=lambda: controller.PURCHASE_SECONDS - 1,
+        )
+    )
     assert world.reports[-1].deferred == (f"{WINDOW.name}@20261210T1400Z",)
     assert world.sim.made == [] and world.ledger.open_intents() == []  # nothing claimed: the next run is free to buy
     world.run_at(1)
@@ -170,9 +199,14 @@ STEP = st.tuples(st.integers(0, 20), st.sampled_from(sorted(FAULTS)), st.integer
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lag=st.integers(0, int(controller.SETTLE_AFTER / MINUTE) - 1), steps=st.lists(STEP, min_size=1, max_size=8),
-       slow_reads=st.integers(0, 4))
-def test_any_sequence_of_runs_events_delays_and_faults_buys_at_most_once_and_records_what_was_paid(lag, steps, slow_reads):
+@given(
+    lag=st.integers(0, int(controller.SETTLE_AFTER / MINUTE) - 1),
+    steps=st.lists(STEP, min_size=1, max_size=8),
+    slow_reads=st.integers(0, 4),
+)
+def test_any_sequence_of_runs_events_delays_and_faults_buys_at_most_once_and_records_what_was_paid(
+    lag, steps, slow_reads
+):
     with mock_aws():
         world = World(lag_minutes=lag, page_takes=slow_reads * MINUTE)
         for gap, fault, overlapping in steps:

@@ -14,10 +14,20 @@ from gpu_governance_runtime.capacity import delivery
 from .builders import at, reservation, window
 
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/finetune-eval-202612101400-1"
-JOBS = window(name="finetune-eval", team="research", market="training_plan", instance_type="ml.p5.48xlarge",
-              consumer={"kind": "sagemaker_training_jobs", "pool": None})
-GROUP = window(name="hp", team="training", market="training_plan", instance_type="ml.p5.48xlarge",
-               consumer={"kind": "hyperpod_instance_group", "pool": "hp", "instance_group": "g", "cluster_arn": "arn"})
+JOBS = window(
+    name="finetune-eval",
+    team="research",
+    market="training_plan",
+    instance_type="ml.p5.48xlarge",
+    consumer={"kind": "sagemaker_training_jobs", "pool": None},
+)
+GROUP = window(
+    name="hp",
+    team="training",
+    market="training_plan",
+    instance_type="ml.p5.48xlarge",
+    consumer={"kind": "hyperpod_instance_group", "pool": "hp", "instance_group": "g", "cluster_arn": "arn"},
+)
 PARAMETER = "/gpu-governance/acme-ml/teams/research/capacity/training-plans"
 
 
@@ -36,7 +46,8 @@ def test_an_active_plan_is_published_to_its_team_once_and_withdrawn_when_it_ends
     (result,) = publish(ssm, active)  # the HyperPod group's team gets nothing: its group is re-pointed instead
     assert result == {"team": "research", "parameter": PARAMETER, "plans": [PLAN], "changed": True}
     assert json.loads(ssm.get_parameter(Name=PARAMETER)["Parameter"]["Value"]) == [
-        {"arn": PLAN, "window": "finetune-eval", "instance_type": "ml.p5.48xlarge", "ends": active.end.isoformat()}]
+        {"arn": PLAN, "window": "finetune-eval", "instance_type": "ml.p5.48xlarge", "ends": active.end.isoformat()}
+    ]
     version = ssm.get_parameter(Name=PARAMETER)["Parameter"]["Version"]
     assert publish(ssm, active)[0]["changed"] is False  # a repeated run writes nothing
     assert ssm.get_parameter(Name=PARAMETER)["Parameter"]["Version"] == version
@@ -57,6 +68,7 @@ def test_a_failed_write_is_reported_and_the_next_run_completes_it(ssm):
 
         def put_parameter(self, **kwargs):
             from botocore.exceptions import ClientError
+
             raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutParameter")
 
     (failed,) = publish(Throttled(), active)

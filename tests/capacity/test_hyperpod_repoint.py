@@ -21,21 +21,37 @@ PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/weekly-validation
 NEXT_PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/weekly-validation-202612140900-1"
 NOW = at(7, 9, 5)
 WORKERS = {
-    "InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 2, "TargetCount": 2,
-    "ExecutionRole": "arn:aws:iam::111122223333:role/hyperpod-nodes", "ThreadsPerCore": 1, "Status": "InService",
+    "InstanceGroupName": "workers",
+    "InstanceType": "ml.p5.48xlarge",
+    "CurrentCount": 2,
+    "TargetCount": 2,
+    "ExecutionRole": "arn:aws:iam::111122223333:role/hyperpod-nodes",
+    "ThreadsPerCore": 1,
+    "Status": "InService",
     "LifeCycleConfig": {"SourceS3Uri": "s3://acme-lifecycle/", "OnCreate": "on_create.sh"},
     "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}],
-    "CurrentImageId": "ami-0aaaaaaaaaaaaaaa1", "DesiredImageId": "ami-0bbbbbbbbbbbbbbb2",
+    "CurrentImageId": "ami-0aaaaaaaaaaaaaaa1",
+    "DesiredImageId": "ami-0bbbbbbbbbbbbbbb2",
     "KubernetesConfig": {"CurrentLabels": {"team": "old"}, "DesiredLabels": {"team": "research"}},
 }
-CONTROLLER = {**WORKERS, "InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "CurrentCount": 1, "TargetCount": 1}
+CONTROLLER = {
+    **WORKERS,
+    "InstanceGroupName": "controller",
+    "InstanceType": "ml.m5.xlarge",
+    "CurrentCount": 1,
+    "TargetCount": 1,
+}
 # What UpdateCluster must receive for the workers: the same group, desired values, no status fields.
 WORKERS_SPEC = {
-    "InstanceGroupName": "workers", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2,
-    "ExecutionRole": "arn:aws:iam::111122223333:role/hyperpod-nodes", "ThreadsPerCore": 1,
+    "InstanceGroupName": "workers",
+    "InstanceType": "ml.p5.48xlarge",
+    "InstanceCount": 2,
+    "ExecutionRole": "arn:aws:iam::111122223333:role/hyperpod-nodes",
+    "ThreadsPerCore": 1,
     "LifeCycleConfig": {"SourceS3Uri": "s3://acme-lifecycle/", "OnCreate": "on_create.sh"},
     "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}],
-    "ImageId": "ami-0bbbbbbbbbbbbbbb2", "KubernetesConfig": {"Labels": {"team": "research"}},
+    "ImageId": "ami-0bbbbbbbbbbbbbbb2",
+    "KubernetesConfig": {"Labels": {"team": "research"}},
 }
 
 
@@ -54,13 +70,25 @@ def aws():
 
 
 def described(stub, *groups):
-    stub.add_response("describe_cluster", {"ClusterArn": CLUSTER, "ClusterStatus": "InService", "InstanceGroups": list(groups)},
-                      {"ClusterName": CLUSTER})
+    stub.add_response(
+        "describe_cluster",
+        {"ClusterArn": CLUSTER, "ClusterStatus": "InService", "InstanceGroups": list(groups)},
+        {"ClusterName": CLUSTER},
+    )
 
 
 def run(sagemaker, ledger, plans, *, now=NOW, fallback="on_demand", dry_run=False):
-    return repoint(window="weekly-validation", cluster_arn=CLUSTER, instance_group="workers", plans=plans, fallback=fallback,
-                   dry_run=dry_run, sagemaker=sagemaker, ledger=ledger, now=now)
+    return repoint(
+        window="weekly-validation",
+        cluster_arn=CLUSTER,
+        instance_group="workers",
+        plans=plans,
+        fallback=fallback,
+        dry_run=dry_run,
+        sagemaker=sagemaker,
+        ledger=ledger,
+        now=now,
+    )
 
 
 def repoints(ledger):
@@ -68,15 +96,20 @@ def repoints(ledger):
 
 
 def test_specification_maps_the_description_onto_the_request_shape():
-    shape = boto3.client("sagemaker", region_name="us-east-1").meta.service_model.shape_for("ClusterInstanceGroupSpecification")
+    shape = boto3.client("sagemaker", region_name="us-east-1").meta.service_model.shape_for(
+        "ClusterInstanceGroupSpecification"
+    )
     assert specification(WORKERS, shape) == WORKERS_SPEC
 
 
 def test_an_active_plan_is_set_on_the_declared_group_only_and_recorded(aws):
     sagemaker, stub, ledger = aws
     described(stub, CONTROLLER, WORKERS)
-    stub.add_response("update_cluster", {"ClusterArn": CLUSTER},
-                      {"ClusterName": CLUSTER, "InstanceGroups": [{**WORKERS_SPEC, "TrainingPlanArn": PLAN}]})
+    stub.add_response(
+        "update_cluster",
+        {"ClusterArn": CLUSTER},
+        {"ClusterName": CLUSTER, "InstanceGroups": [{**WORKERS_SPEC, "TrainingPlanArn": PLAN}]},
+    )
     result = run(sagemaker, ledger, [plan(PLAN, at(7, 9, 0))])
     assert (result["changed"], result["from"], result["to"]) == (True, None, PLAN)
     [(action_id, status, details)] = repoints(ledger)
@@ -98,8 +131,11 @@ def test_throttling_changes_nothing_and_the_next_run_retries(aws):
     first = run(sagemaker, ledger, [plan(PLAN, at(7, 9, 0))])
     assert (first["changed"], first["error"], first["retry"]) == (False, "ThrottlingException", "next run")
     described(stub, WORKERS)
-    stub.add_response("update_cluster", {"ClusterArn": CLUSTER},
-                      {"ClusterName": CLUSTER, "InstanceGroups": [{**WORKERS_SPEC, "TrainingPlanArn": PLAN}]})
+    stub.add_response(
+        "update_cluster",
+        {"ClusterArn": CLUSTER},
+        {"ClusterName": CLUSTER, "InstanceGroups": [{**WORKERS_SPEC, "TrainingPlanArn": PLAN}]},
+    )
     assert run(sagemaker, ledger, [plan(PLAN, at(7, 9, 0))], now=NOW + timedelta(minutes=15))["changed"] is True
     assert sorted(status for _, status, _ in repoints(ledger)) == ["done", "failed"]
 
@@ -108,19 +144,27 @@ def test_back_on_demand_when_the_plan_ends_and_on_to_the_next_plan(aws):
     sagemaker, stub, ledger = aws
     ended = [plan(PLAN, at(7, 9, 0), state="expired"), plan(NEXT_PLAN, at(14, 9, 0), state="scheduled")]
     described(stub, {**WORKERS, "TrainingPlanArn": PLAN, "TrainingPlanStatus": "Expired"})
-    stub.add_response("update_cluster", {"ClusterArn": CLUSTER}, {"ClusterName": CLUSTER, "InstanceGroups": [WORKERS_SPEC]})
+    stub.add_response(
+        "update_cluster", {"ClusterArn": CLUSTER}, {"ClusterName": CLUSTER, "InstanceGroups": [WORKERS_SPEC]}
+    )
     assert run(sagemaker, ledger, ended, now=at(8, 9, 5))["to"] is None
     active = [plan(PLAN, at(7, 9, 0), state="expired"), plan(NEXT_PLAN, at(14, 9, 0))]
     described(stub, WORKERS)
-    stub.add_response("update_cluster", {"ClusterArn": CLUSTER},
-                      {"ClusterName": CLUSTER, "InstanceGroups": [{**WORKERS_SPEC, "TrainingPlanArn": NEXT_PLAN}]})
+    stub.add_response(
+        "update_cluster",
+        {"ClusterArn": CLUSTER},
+        {"ClusterName": CLUSTER, "InstanceGroups": [{**WORKERS_SPEC, "TrainingPlanArn": NEXT_PLAN}]},
+    )
     assert run(sagemaker, ledger, active, now=at(14, 9, 5))["to"] == NEXT_PLAN
 
 
 def test_fallback_none_and_plans_set_by_hand_are_left_alone(aws):
     sagemaker, stub, ledger = aws
     described(stub, {**WORKERS, "TrainingPlanArn": PLAN})
-    assert run(sagemaker, ledger, [plan(PLAN, at(7, 9, 0), state="expired")], now=at(8, 9, 5), fallback="none")["changed"] is False
+    assert (
+        run(sagemaker, ledger, [plan(PLAN, at(7, 9, 0), state="expired")], now=at(8, 9, 5), fallback="none")["changed"]
+        is False
+    )
     by_hand = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/someone-elses"
     described(stub, {**WORKERS, "TrainingPlanArn": by_hand})
     assert run(sagemaker, ledger, [], now=at(8, 9, 5))["to"] == by_hand
@@ -137,5 +181,7 @@ def test_dry_run_reports_without_calling(aws):
 def test_a_cluster_without_the_declared_group_is_a_clear_error(aws):
     sagemaker, stub, ledger = aws
     described(stub, CONTROLLER)
-    with pytest.raises(MissingInstanceGroup, match=r"cluster/abcd1234efgh has no instance group 'workers'; it has \['controller'\]"):
+    with pytest.raises(
+        MissingInstanceGroup, match=r"cluster/abcd1234efgh has no instance group 'workers'; it has \['controller'\]"
+    ):
         run(sagemaker, ledger, [plan(PLAN, at(7, 9, 0))])

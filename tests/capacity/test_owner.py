@@ -48,11 +48,14 @@ def test_the_reference_window_names_its_owner_and_the_policy_carries_it():
     assert declared.team in {t.name for t in model.teams}
 
 
-@pytest.mark.parametrize("changes, path, wrong", [
-    ({"team": None}, "capacity_windows[0].team", "missing"),
-    ({"team": "marketing"}, "capacity_windows[0].team", "undeclared team"),
-    ({"cost_centre": "cc\n4100"}, "capacity_windows[0].cost_centre", "invalid"),
-])
+@pytest.mark.parametrize(
+    "changes, path, wrong",
+    [
+        ({"team": None}, "capacity_windows[0].team", "missing"),
+        ({"team": "marketing"}, "capacity_windows[0].team", "undeclared team"),
+        ({"cost_centre": "cc\n4100"}, "capacity_windows[0].cost_centre", "invalid"),
+    ],
+)
 def test_a_window_without_a_declared_owner_is_refused_with_its_path(changes, path, wrong):
     found = problems(with_window(**changes))
     assert wrong in found[path].wrong
@@ -60,11 +63,14 @@ def test_a_window_without_a_declared_owner_is_refused_with_its_path(changes, pat
         assert found[path].allowed == "one of ['production', 'research', 'training']"
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda w: w.pop("team"), "capacity_windows[0].team: missing - the compiled policy always sets it"),
-    (lambda w: w.update(team=""), "capacity_windows[0].team: '' - a team name"),
-    (lambda w: w.update(cost_centre=7), "capacity_windows[0].cost_centre: 7 - a string or null"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda w: w.pop("team"), "capacity_windows[0].team: missing - the compiled policy always sets it"),
+        (lambda w: w.update(team=""), "capacity_windows[0].team: '' - a team name"),
+        (lambda w: w.update(cost_centre=7), "capacity_windows[0].cost_centre: 7 - a string or null"),
+    ],
+)
 def test_the_runtime_reader_refuses_a_window_without_an_owner(change, expected):
     document = compile_policy(GovernanceModel.from_dict(copy.deepcopy(BASE)))
     change(document["capacity_windows"][0])
@@ -87,8 +93,11 @@ def aws():
 
 
 def tags(intent, window_name, **owner):
-    return [{"Key": contract.TAG_INTENT, "Value": intent}, {"Key": contract.TAG_WINDOW, "Value": window_name},
-            {"Key": contract.TAG_MANAGED_BY, "Value": CONTROLLER}] + [{"Key": k, "Value": v} for k, v in owner.items()]
+    return [
+        {"Key": contract.TAG_INTENT, "Value": intent},
+        {"Key": contract.TAG_WINDOW, "Value": window_name},
+        {"Key": contract.TAG_MANAGED_BY, "Value": CONTROLLER},
+    ] + [{"Key": k, "Value": v} for k, v in owner.items()]
 
 
 def test_a_block_is_bought_with_its_owner_in_the_request_tags(aws):
@@ -99,12 +108,25 @@ def test_a_block_is_bought_with_its_owner_in_the_request_tags(aws):
     stubbed.owned()
     stubbed.offerings(offer)
     stubbed.ec2_stub.add_response(
-        "purchase_capacity_block", {"CapacityReservation": {"CapacityReservationId": "cr-0123456789abcdef0"}},
-        {"CapacityBlockOfferingId": offer.id, "InstancePlatform": "Linux/UNIX", "TagSpecifications": [{
-            "ResourceType": "capacity-reservation",
-            "Tags": tags(intent, owned.name, **{contract.TAG_TEAM: "research", contract.TAG_COST_CENTRE: "cc-4100"})}]})
+        "purchase_capacity_block",
+        {"CapacityReservation": {"CapacityReservationId": "cr-0123456789abcdef0"}},
+        {
+            "CapacityBlockOfferingId": offer.id,
+            "InstancePlatform": "Linux/UNIX",
+            "TagSpecifications": [
+                {
+                    "ResourceType": "capacity-reservation",
+                    "Tags": tags(
+                        intent, owned.name, **{contract.TAG_TEAM: "research", contract.TAG_COST_CENTRE: "cc-4100"}
+                    ),
+                }
+            ],
+        },
+    )
     notes = []
-    report = controller.run(windows=[owned], ledger=ledger, capacity=stubbed.market, notify=lambda s, m: notes.append((s, m)), now=NOW)
+    report = controller.run(
+        windows=[owned], ledger=ledger, capacity=stubbed.market, notify=lambda s, m: notes.append((s, m)), now=NOW
+    )
     assert [i.id for i in report.bought] == [intent]
     assert notes[0][1]["team"] == "research" and notes[0][1]["cost_centre"] == "cc-4100"
     stubbed.done()
@@ -113,33 +135,74 @@ def test_a_block_is_bought_with_its_owner_in_the_request_tags(aws):
 def test_a_training_plan_is_created_with_its_owner_in_the_request_tags(aws):
     stubbed, ledger = aws
     plans, offerings = add_training_plan_stubs(stubbed)
-    owned = window(name="finetune-eval", market="training_plan", instance_type="ml.p5.48xlarge", team="production",
-                   consumer={"kind": "sagemaker_training_jobs", "pool": None}, budget=Decimal("5000"))
+    owned = window(
+        name="finetune-eval",
+        market="training_plan",
+        instance_type="ml.p5.48xlarge",
+        team="production",
+        consumer={"kind": "sagemaker_training_jobs", "pool": None},
+        budget=Decimal("5000"),
+    )
     offer = block("tpo-aaaa1111", at(10), 1, per_hour="29", instance_type="ml.p5.48xlarge", kind="training_plan")
     intent = "finetune-eval-202612101400-1"
     stubbed.owned()
     plans()
     offerings(offer)
-    stubbed.sm_stub.add_response("create_training_plan", {"TrainingPlanArn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/x"},
-                                 {"TrainingPlanName": intent, "TrainingPlanOfferingId": offer.id,
-                                  "Tags": tags(intent, owned.name, **{contract.TAG_TEAM: "production"})})
+    stubbed.sm_stub.add_response(
+        "create_training_plan",
+        {"TrainingPlanArn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/x"},
+        {
+            "TrainingPlanName": intent,
+            "TrainingPlanOfferingId": offer.id,
+            "Tags": tags(intent, owned.name, **{contract.TAG_TEAM: "production"}),
+        },
+    )
     report = controller.run(windows=[owned], ledger=ledger, capacity=stubbed.market, notify=lambda *_: None, now=NOW)
     assert [i.id for i in report.bought] == [intent]
     stubbed.done()
 
 
 def test_capacity_plan_says_whom_each_block_serves(tmp_path, capsys):
-    data = with_window(name="workshop", instance_type="p5.48xlarge", instance_count=4, start="2026-12-10T07:30:00Z", duration_hours=4,
-                       repeat_every_days=None, team="research", cost_centre="cc-7",
-                       feeds={"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-                              "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"})
+    data = with_window(
+        name="workshop",
+        instance_type="p5.48xlarge",
+        instance_count=4,
+        start="2026-12-10T07:30:00Z",
+        duration_hours=4,
+        repeat_every_days=None,
+        team="research",
+        cost_centre="cc-7",
+        feeds={
+            "kind": "batch_compute_environment",
+            "launch_template_name": "gpu-p5",
+            "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5",
+            "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block",
+            "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5",
+        },
+    )
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
     offerings = tmp_path / "offerings.json"
-    offerings.write_text(json.dumps({"CapacityBlockOfferings": [{
-        "CapacityBlockOfferingId": "cb-4h", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a", "InstanceCount": 4,
-        "StartDate": "2026-12-10T07:30:00Z", "EndDate": "2026-12-10T11:30:00Z", "CapacityBlockDurationHours": 4,
-        "CapacityBlockDurationMinutes": 0, "UpfrontFee": "480.00", "CurrencyCode": "USD"}]}))
+    offerings.write_text(
+        json.dumps(
+            {
+                "CapacityBlockOfferings": [
+                    {
+                        "CapacityBlockOfferingId": "cb-4h",
+                        "InstanceType": "p5.48xlarge",
+                        "AvailabilityZone": "us-east-1a",
+                        "InstanceCount": 4,
+                        "StartDate": "2026-12-10T07:30:00Z",
+                        "EndDate": "2026-12-10T11:30:00Z",
+                        "CapacityBlockDurationHours": 4,
+                        "CapacityBlockDurationMinutes": 0,
+                        "UpfrontFee": "480.00",
+                        "CurrencyCode": "USD",
+                    }
+                ]
+            }
+        )
+    )
     args = ["capacity", "plan", "--config", str(config), "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"]
     assert main(args) == 0
     line = capsys.readouterr().out.splitlines()[0]

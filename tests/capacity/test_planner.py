@@ -15,11 +15,14 @@ def run(windows, offerings=(), reservations=(), spent=None, now=NOW):
 
 def test_buys_the_cheapest_block_that_spans_a_six_hour_validation_window():
     w = window()  # 10 Dec 14:00-20:00: the block must start 10 Dec 11:30 and end 11 Dec 11:30
-    result = run([w], [
-        block("cbo-one-day", at(10), 1, per_hour="31.464"),
-        block("cbo-two-days", at(9), 2, per_hour="30.00"),  # cheaper per hour, dearer in total
-        block("cbo-too-late", at(11), 1, per_hour="20.00"),  # starts after the window
-    ])
+    result = run(
+        [w],
+        [
+            block("cbo-one-day", at(10), 1, per_hour="31.464"),
+            block("cbo-two-days", at(9), 2, per_hour="30.00"),  # cheaper per hour, dearer in total
+            block("cbo-too-late", at(11), 1, per_hour="20.00"),  # starts after the window
+        ],
+    )
     assert [p.offering.id for p in result.purchases] == ["cbo-one-day"]
     assert result.uncovered == ()
 
@@ -40,14 +43,18 @@ def test_window_crossing_1130_needs_two_days():
 
 @pytest.mark.parametrize("days, allowed", [(14, True), (15, False), (21, True), (22, False), (182, True), (189, False)])
 def test_duration_rules(days, allowed):
-    problem = market.block_offering_problem(start=at(10), end=at(10) + timedelta(days=days), duration_hours=days * 24, count=1, now=NOW)
+    problem = market.block_offering_problem(
+        start=at(10), end=at(10) + timedelta(days=days), duration_hours=days * 24, count=1, now=NOW
+    )
     assert (problem is None) is allowed
 
 
 def test_start_more_than_eight_weeks_ahead_is_refused():
     start = NOW + timedelta(weeks=8, days=1)
     start = market.next_block_end(start)
-    assert "8 weeks" in market.block_offering_problem(start=start, end=start + timedelta(days=1), duration_hours=24, count=1, now=NOW)
+    assert "8 weeks" in market.block_offering_problem(
+        start=start, end=start + timedelta(days=1), duration_hours=24, count=1, now=NOW
+    )
 
 
 def test_twenty_day_window_is_covered_by_a_chain_of_blocks_when_cheaper():
@@ -71,7 +78,9 @@ def test_equal_cost_prefers_least_unused_time():
 def test_price_cap_leaves_window_uncovered_with_reason():
     result = run([window(max_price_per_instance_hour=Decimal("25"))], [block("cbo", at(10), 1, per_hour="31.464")])
     assert result.purchases == ()
-    assert result.uncovered[0].reason.startswith("price cap: covering offerings cost from 31.46 per instance-hour, cap is 25")
+    assert result.uncovered[0].reason.startswith(
+        "price cap: covering offerings cost from 31.46 per instance-hour, cap is 25"
+    )
 
 
 def test_price_cap_reason_names_only_prices_of_offerings_that_cover_the_window():
@@ -108,7 +117,11 @@ def test_existing_block_covers_and_payment_failed_one_does_not():
 
 def test_partial_count_held_buys_only_the_missing_instances():
     w = window(instance_count=6)
-    result = run([w], [block("cbo-4", at(10), 1, count=4), block("cbo-2", at(10), 1, count=2)], [reservation("cr", at(10), 1, count=4)])
+    result = run(
+        [w],
+        [block("cbo-4", at(10), 1, count=4), block("cbo-2", at(10), 1, count=2)],
+        [reservation("cr", at(10), 1, count=4)],
+    )
     assert [p.offering.id for p in result.purchases] == ["cbo-2"]
 
 
@@ -124,12 +137,17 @@ def test_prefers_extension_of_the_current_block_when_declared():
 
 def test_extension_of_a_block_that_is_not_ours_is_ignored():
     extension = block("cbe", at(2), 2, kind="extension", reservation_id="cr-someone-else", end=at(6))
-    assert run([window()], [extension]).ignored_offerings[0][1] == "extends cr-someone-else, which this controller did not buy"
+    assert (
+        run([window()], [extension]).ignored_offerings[0][1]
+        == "extends cr-someone-else, which this controller did not buy"
+    )
 
 
 def test_availability_zones_restrict_offerings():
     w = window(availability_zones=("us-east-1b",))
-    result = run([w], [block("cbo-a", at(10), 1, zone="us-east-1a", per_hour="1"), block("cbo-b", at(10), 1, zone="us-east-1b")])
+    result = run(
+        [w], [block("cbo-a", at(10), 1, zone="us-east-1a", per_hour="1"), block("cbo-b", at(10), 1, zone="us-east-1b")]
+    )
     assert [p.offering.id for p in result.purchases] == ["cbo-b"]
 
 

@@ -27,11 +27,20 @@ offerings = st.lists(
 )
 windows = st.builds(
     lambda day, hours, count, cap, budget, repeat: window(
-        start=at(day, 14, 0), duration_hours=hours, instance_count=count,
-        max_price_per_instance_hour=Decimal(cap), budget=Decimal(budget), repeat_every_days=repeat, buy_ahead_days=30,
+        start=at(day, 14, 0),
+        duration_hours=hours,
+        instance_count=count,
+        max_price_per_instance_hour=Decimal(cap),
+        budget=Decimal(budget),
+        repeat_every_days=repeat,
+        buy_ahead_days=30,
     ),
-    st.integers(2, 20), st.sampled_from([4, 8, 30, 72, 200]), st.integers(1, 8),
-    st.integers(15, 60), st.integers(0, 40000), st.sampled_from([None, 7]),
+    st.integers(2, 20),
+    st.sampled_from([4, 8, 30, 72, 200]),
+    st.integers(1, 8),
+    st.integers(15, 60),
+    st.integers(0, 40000),
+    st.sampled_from([None, 7]),
 )
 spent = st.integers(0, 20000).map(Decimal)
 
@@ -52,7 +61,9 @@ def test_plan_respects_limits_and_accounts_for_every_occurrence(w, offers, alrea
         assert [occurrence in bought, occurrence in uncovered, occurrence in result.covered].count(True) == 1
     by_id = {r.id: r for r in held}
     for occurrence in bought:
-        have = [(r.start, r.end, r.count) for r in held] + [_interval(p.offering, by_id) for p in result.purchases if p.occurrence == occurrence]
+        have = [(r.start, r.end, r.count) for r in held] + [
+            _interval(p.offering, by_id) for p in result.purchases if p.occurrence == occurrence
+        ]
         assert shortfall(occurrence, w.instance_count, have) == []
 
 
@@ -64,7 +75,11 @@ def test_no_cheaper_single_offering_that_covers_was_passed_over(w, offers):
         cost = sum(p.offering.upfront_fee for p in result.purchases if p.occurrence == occurrence)
         for o in offers:
             alone_covers = not shortfall(occurrence, w.instance_count, [(o.start, o.end, o.count)])
-            eligible = o.price_per_instance_hour <= w.max_price_per_instance_hour and o.upfront_fee <= w.budget and o.start >= NOW - timedelta(hours=1)
+            eligible = (
+                o.price_per_instance_hour <= w.max_price_per_instance_hour
+                and o.upfront_fee <= w.budget
+                and o.start >= NOW - timedelta(hours=1)
+            )
             if alone_covers and eligible:
                 assert occurrence not in {u.occurrence for u in result.uncovered}
                 assert cost <= o.upfront_fee

@@ -55,7 +55,10 @@ STOP_TIME = stop_time(ENDS, NOW)  # told at the warning alone (NOW): the latest 
 def aws():
     with mock_aws():
         ledger = create_ledger_table()
-        clients = {name: boto3.client(name, region_name="us-east-1", config=PURCHASE_CLIENT_CONFIG) for name in ("ec2", "ecs", "batch")}
+        clients = {
+            name: boto3.client(name, region_name="us-east-1", config=PURCHASE_CLIENT_CONFIG)
+            for name in ("ec2", "ecs", "batch")
+        }
         stubs = {name: Stubber(client) for name, client in clients.items()}
         for stub in stubs.values():
             stub.activate()
@@ -65,8 +68,17 @@ def aws():
 
 
 def drain(clients, ledger, *, dry_run=False, now=NOW):
-    return requeue(window="launch-load-test", compute_environment=CE, reservation_id=BLOCK, ends_at=ENDS, dry_run=dry_run,
-                   ledger=ledger, now=now, submit=clients["batch"], **clients)
+    return requeue(
+        window="launch-load-test",
+        compute_environment=CE,
+        reservation_id=BLOCK,
+        ends_at=ENDS,
+        dry_run=dry_run,
+        ledger=ledger,
+        now=now,
+        submit=clients["batch"],
+        **clients,
+    )
 
 
 def later(clients, ledger, now, **extra):
@@ -95,10 +107,13 @@ def test_the_job_checkpoints_after_the_warning_and_is_stopped_and_copied_once_on
     assert (again["already_handled"], again["requeued"]) == (["job-on-block"], [])
 
 
-@pytest.mark.parametrize("ended", [
-    {"status": "SUCCEEDED", "statusReason": "Essential container in task exited"},
-    {"status": "FAILED", "statusReason": "OutOfMemoryError: Container killed due to memory usage"},
-])
+@pytest.mark.parametrize(
+    "ended",
+    [
+        {"status": "SUCCEEDED", "statusReason": "Essential container in task exited"},
+        {"status": "FAILED", "statusReason": "OutOfMemoryError: Container killed due to memory usage"},
+    ],
+)
 def test_a_job_that_ended_on_its_own_before_its_stop_time_is_never_copied(aws, ended):
     clients, stubs, ledger = aws
     discovery(stubs)
@@ -112,7 +127,10 @@ def test_a_job_that_ended_on_its_own_before_its_stop_time_is_never_copied(aws, e
 def test_dry_run_only_names_the_jobs(aws):
     clients, stubs, ledger = aws
     discovery(stubs)
-    assert drain(clients, ledger, dry_run=True) == {"would_requeue": ["job-on-block"], "would_stop_at": STOP_TIME.isoformat()}
+    assert drain(clients, ledger, dry_run=True) == {
+        "would_requeue": ["job-on-block"],
+        "would_stop_at": STOP_TIME.isoformat(),
+    }
     assert ledger.actions("requeue#", ("claimed", "terminated", "requeued")) == []
 
 
@@ -121,42 +139,89 @@ def test_a_throttled_submit_is_resumed_next_run_without_a_second_terminate(aws):
     discovery(stubs)
     drain(clients, ledger)
     expect_terminate(stubs)
-    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
-                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
+    stubs["batch"].add_response(
+        "list_jobs",
+        {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
+        {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]},
+    )
     stubs["batch"].add_client_error("submit_job", service_error_code="TooManyRequestsException", http_status_code=429)
-    assert later(clients, ledger, STOP_TIME)["errors"] == [{"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}]
-    assert [status for _, status, _ in ledger.actions("requeue#", ("claimed", "terminated", "submitting"))] == ["terminated"]
+    assert later(clients, ledger, STOP_TIME)["errors"] == [
+        {"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}
+    ]
+    assert [status for _, status, _ in ledger.actions("requeue#", ("claimed", "terminated", "submitting"))] == [
+        "terminated"
+    ]
     # Next run: the job is FAILED (stopped by the controller); the ledger brings it back at once, no second terminate.
     stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
     expect_copy(stubs)
-    assert later(clients, ledger, STOP_TIME + timedelta(minutes=5))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=5))["requeued"] == [
+        {"job": "job-on-block", "new_job": "job-copy"}
+    ]
     assert ledger.actions("requeue#", ("claimed", "terminated", "submitting")) == []
 
 
 def test_a_submit_whose_answer_was_lost_is_found_by_its_tag_not_submitted_again(aws):
     clients, stubs, ledger = aws
-    details = {"window": "launch-load-test", "reservation": BLOCK, "job": "job-on-block", "reason": "r", "stop_at": STOP_TIME.isoformat(),
-               "submitting_at": STOP_TIME.isoformat()}
-    ledger.claim_action("requeue#job-on-block", status="submitting", details=details, now=STOP_TIME)  # the request's answer was lost
+    details = {
+        "window": "launch-load-test",
+        "reservation": BLOCK,
+        "job": "job-on-block",
+        "reason": "r",
+        "stop_at": STOP_TIME.isoformat(),
+        "submitting_at": STOP_TIME.isoformat(),
+    }
+    ledger.claim_action(
+        "requeue#job-on-block", status="submitting", details=details, now=STOP_TIME
+    )  # the request's answer was lost
     # within the listing grace, a copy not listed yet is waited for, never submitted again
     stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
-    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
-                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
+    stubs["batch"].add_response(
+        "list_jobs",
+        {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"}]},
+        {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]},
+    )
     assert later(clients, ledger, STOP_TIME + timedelta(minutes=1))["waiting"] == ["job-on-block"]
     stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
-    stubs["batch"].add_response("list_jobs", {"jobSummaryList": [{"jobId": "job-on-block", "jobName": "train-llm"},
-                                                                 {"jobId": "job-copy", "jobName": "train-llm"}]},
-                                {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]})
-    stubs["batch"].add_response("describe_jobs", {"jobs": [job("job-copy", ON_BLOCK, tags={TAG_REQUEUED_FROM: "job-on-block"})]}, {"jobs": ["job-copy"]})
-    assert later(clients, ledger, STOP_TIME + timedelta(minutes=2))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    stubs["batch"].add_response(
+        "list_jobs",
+        {
+            "jobSummaryList": [
+                {"jobId": "job-on-block", "jobName": "train-llm"},
+                {"jobId": "job-copy", "jobName": "train-llm"},
+            ]
+        },
+        {"jobQueue": QUEUE, "filters": [{"name": "JOB_NAME", "values": ["train-llm"]}]},
+    )
+    stubs["batch"].add_response(
+        "describe_jobs",
+        {"jobs": [job("job-copy", ON_BLOCK, tags={TAG_REQUEUED_FROM: "job-on-block"})]},
+        {"jobs": ["job-copy"]},
+    )
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=2))["requeued"] == [
+        {"job": "job-on-block", "new_job": "job-copy"}
+    ]
 
 
 def test_a_block_without_instances_touches_no_job(aws):
     clients, stubs, ledger = aws
     stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)
-    stubs["batch"].add_response("describe_compute_environments", {"computeEnvironments": [
-        {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "ecsClusterArn": ECS_CLUSTER}]}, {"computeEnvironments": [CE]})
-    assert drain(clients, ledger) == {"requeued": [], "finished": [], "waiting": [], "already_handled": [], "errors": [], "deferred": []}
+    stubs["batch"].add_response(
+        "describe_compute_environments",
+        {
+            "computeEnvironments": [
+                {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "ecsClusterArn": ECS_CLUSTER}
+            ]
+        },
+        {"computeEnvironments": [CE]},
+    )
+    assert drain(clients, ledger) == {
+        "requeued": [],
+        "finished": [],
+        "waiting": [],
+        "already_handled": [],
+        "errors": [],
+        "deferred": [],
+    }
 
 
 def test_a_job_due_without_time_left_is_not_touched_and_the_next_run_finishes_it(aws):
@@ -168,7 +233,9 @@ def test_a_job_due_without_time_left_is_not_touched_and_the_next_run_finishes_it
     assert [status for _, status, _ in ledger.actions("requeue#", ("claimed",))] == ["claimed"]
     expect_terminate(stubs)
     expect_copy(stubs)
-    assert later(clients, ledger, STOP_TIME + timedelta(minutes=1))["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
+    assert later(clients, ledger, STOP_TIME + timedelta(minutes=1))["requeued"] == [
+        {"job": "job-on-block", "new_job": "job-copy"}
+    ]
 
 
 class Crash(BaseException):
@@ -199,31 +266,56 @@ def test_a_failed_first_stop_run_leaves_a_second_before_the_instances_go(aws, fa
     events = boto3.client("events", region_name="us-east-1")
     stubs["events"] = Stubber(events)
     stubs["events"].activate()
-    stubs["events"].add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]})  # once per block
+    stubs["events"].add_response(
+        "put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}
+    )  # once per block
 
     def run(now, batch=clients["batch"]):
-        return drain_block(window="launch-load-test", compute_environment=CE, reservation_id=BLOCK, ends_at=ENDS, moved_to="on_demand",
-                           dry_run=False, ledger=ledger, ec2=clients["ec2"], ecs=clients["ecs"], batch=batch, submit=clients["batch"],
-                           events=events, now=now)
+        return drain_block(
+            window="launch-load-test",
+            compute_environment=CE,
+            reservation_id=BLOCK,
+            ends_at=ENDS,
+            moved_to="on_demand",
+            dry_run=False,
+            ledger=ledger,
+            ec2=clients["ec2"],
+            ecs=clients["ecs"],
+            batch=batch,
+            submit=clients["batch"],
+            events=events,
+            now=now,
+        )
 
-    runs = [ENDS - SIGNAL_LEAD + timedelta(minutes=2) + timedelta(minutes=5) * i for i in range(4)]  # 11:28 ... 10:57 - a 5-minute schedule
+    runs = [
+        ENDS - SIGNAL_LEAD + timedelta(minutes=2) + timedelta(minutes=5) * i for i in range(4)
+    ]  # 11:28 ... 10:57 - a 5-minute schedule
     assert runs[1] < ENDS - STOP_LEAD <= runs[2] < runs[3] < ENDS - TERMINATION_LEAD
     discovery(stubs)
     first = run(runs[0])
-    assert (first["signalled_at"], first["requeue"]["waiting"]) == (runs[0].isoformat(), ["job-on-block"])  # told, not stopped
+    assert (first["signalled_at"], first["requeue"]["waiting"]) == (
+        runs[0].isoformat(),
+        ["job-on-block"],
+    )  # told, not stopped
     discovery(stubs)
     second = run(runs[1])
     assert (second["requeue"]["already_handled"], second["requeue"]["waiting"]) == (["job-on-block"], ["job-on-block"])
     discovery(stubs)
     stubs["batch"].add_response("describe_jobs", {"jobs": [RUNNING[0]]}, {"jobs": ["job-on-block"]})
     if fault == "throttled":  # Batch refused: the job runs on
-        stubs["batch"].add_client_error("terminate_job", service_error_code="TooManyRequestsException", http_status_code=429)
-        assert run(runs[2])["requeue"]["errors"] == [{"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}]
+        stubs["batch"].add_client_error(
+            "terminate_job", service_error_code="TooManyRequestsException", http_status_code=429
+        )
+        assert run(runs[2])["requeue"]["errors"] == [
+            {"job": "job-on-block", "error": "TooManyRequestsException", "retry": "next run"}
+        ]
         discovery(stubs)
         expect_terminate(stubs)
     elif fault == "answer_lost":  # Batch stopped the job, the answer never came
         stubs["batch"].add_client_error("terminate_job", service_error_code="ServerException", http_status_code=500)
-        assert run(runs[2])["requeue"]["errors"] == [{"job": "job-on-block", "error": "ServerException", "retry": "next run"}]
+        assert run(runs[2])["requeue"]["errors"] == [
+            {"job": "job-on-block", "error": "ServerException", "retry": "next run"}
+        ]
         discovery(stubs, running=[])
         stubs["batch"].add_response("describe_jobs", {"jobs": [STOPPED]}, {"jobs": ["job-on-block"]})
     else:  # the run died right after Batch stopped the job
@@ -240,5 +332,9 @@ def test_a_failed_first_stop_run_leaves_a_second_before_the_instances_go(aws, fa
 
 def test_the_stop_never_comes_before_the_signal_and_never_after_the_last_run():
     assert stop_time(ENDS, ENDS - SIGNAL_LEAD) == ENDS - STOP_LEAD  # the scheduled signal: two runs to stop
-    assert stop_time(ENDS, ENDS - timedelta(minutes=42)) == ENDS - timedelta(minutes=37)  # a late signal: still time to checkpoint
-    assert stop_time(ENDS, ENDS - timedelta(minutes=40)) == ENDS - timedelta(minutes=35)  # the warning alone: one run left
+    assert stop_time(ENDS, ENDS - timedelta(minutes=42)) == ENDS - timedelta(
+        minutes=37
+    )  # a late signal: still time to checkpoint
+    assert stop_time(ENDS, ENDS - timedelta(minutes=40)) == ENDS - timedelta(
+        minutes=35
+    )  # the warning alone: one run left

@@ -35,10 +35,18 @@ def throttle_after_purchase(sim, ledger, operation: str, times: int) -> list[int
         calls[0] += 1
         if calls[0] > times:
             return None
-        body = ({"Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
-                 "CancellationReasons": [{"Code": "ThrottlingError"}, {"Code": "None"}]}
-                if operation == "TransactWriteItems" else {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}})
-        return AWSResponse("https://dynamodb.us-east-1.amazonaws.com", 400, {}, None), {**body, "ResponseMetadata": {"HTTPStatusCode": 400}}
+        body = (
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                "CancellationReasons": [{"Code": "ThrottlingError"}, {"Code": "None"}],
+            }
+            if operation == "TransactWriteItems"
+            else {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}}
+        )
+        return AWSResponse("https://dynamodb.us-east-1.amazonaws.com", 400, {}, None), {
+            **body,
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        }
 
     return calls
 
@@ -50,8 +58,15 @@ def ledger():
 
 
 def run(sim, ledger, notes=None):
-    return controller.run(windows=[WINDOW], ledger=ledger, capacity=sim.market, notify=lambda s, m: (notes or []).append((s, m)),
-                          now=sim.now, clock=sim.clock, sleep=lambda seconds: None)
+    return controller.run(
+        windows=[WINDOW],
+        ledger=ledger,
+        capacity=sim.market,
+        notify=lambda s, m: (notes or []).append((s, m)),
+        now=sim.now,
+        clock=sim.clock,
+        sleep=lambda seconds: None,
+    )
 
 
 def test_a_throttled_settle_is_retried_with_the_reservation_id(ledger):
@@ -87,5 +102,7 @@ def test_an_attempt_is_failed_only_when_absent_by_tag_and_id_past_the_grace(ledg
     assert [i.status for i in ledger.intents("purchasing")] == ["purchasing"]  # the old grace: still undecided
     sim.now = NOW + controller.SETTLE_AFTER + timedelta(minutes=1)
     run(sim, ledger)
-    assert [i.reason for i in ledger.intents("failed")] == [f"no trace {controller.SETTLE_AFTER} after the purchase call: not bought"]
+    assert [i.reason for i in ledger.intents("failed")] == [
+        f"no trace {controller.SETTLE_AFTER} after the purchase call: not bought"
+    ]
     assert len(sim.made) == 1  # and the next plan bought the occurrence once

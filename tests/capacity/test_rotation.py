@@ -17,9 +17,19 @@ from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table
 
 CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
-BATCH_CONSUMER = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE,
-                  "block_compute_environment": CE + "-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}
-EKS_CONSUMER = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
+BATCH_CONSUMER = {
+    "kind": "batch_compute_environment",
+    "launch_template_name": "gpu-p5",
+    "compute_environment": CE,
+    "block_compute_environment": CE + "-block",
+    "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5",
+}
+EKS_CONSUMER = {
+    "kind": "eks_node_group",
+    "launch_template_name": "gpu-p5",
+    "cluster_name": "ml",
+    "nodegroup_name": "p5",
+}
 BLOCK = reservation("cr-0123456789abcdef0", at(10), 1, state="active")  # 10 Dec 11:30 to 11 Dec 11:30
 ACTIVE, DRAINING = at(10, 12, 0), at(11, 10, 50)  # the expiration warning (40 minutes before the end): draining
 
@@ -28,7 +38,9 @@ ACTIVE, DRAINING = at(10, 12, 0), at(11, 10, 50)  # the expiration warning (40 m
 def aws():
     with mock_aws():
         ec2 = boto3.client("ec2", region_name="us-east-1")
-        ec2.create_launch_template(LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"})
+        ec2.create_launch_template(
+            LaunchTemplateName="gpu-p5", LaunchTemplateData={"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"}
+        )
         batch, eks = boto3.client("batch", region_name="us-east-1"), boto3.client("eks", region_name="us-east-1")
         stubs = Stubber(batch), Stubber(eks)
         for stub in stubs:
@@ -37,14 +49,26 @@ def aws():
 
 
 def target(ec2, version):
-    data = ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5", Versions=[str(version)])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
-    return data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {}).get("CapacityReservationId"), data["InstanceType"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5", Versions=[str(version)])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    return data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {}).get(
+        "CapacityReservationId"
+    ), data["InstanceType"]
 
 
 def run(aws, consumer, now, mode="auto", owned=(BLOCK,)):
     ec2, batch, eks, ledger, _ = aws
-    return reconcile(window=window(consumer=consumer, mode=mode), owned=owned, dry_run=mode == "dry_run", ec2=ec2, batch=batch, eks=eks,
-                     ledger=ledger, now=now)
+    return reconcile(
+        window=window(consumer=consumer, mode=mode),
+        owned=owned,
+        dry_run=mode == "dry_run",
+        ec2=ec2,
+        batch=batch,
+        eks=eks,
+        ledger=ledger,
+        now=now,
+    )
 
 
 def test_a_consumer_the_window_never_had_a_block_for_is_not_read(aws):
@@ -52,37 +76,60 @@ def test_a_consumer_the_window_never_had_a_block_for_is_not_read(aws):
 
 
 def node_group(stub, capacity_type="CAPACITY_BLOCK", version=1, desired=0, status="ACTIVE"):
-    stub.add_response("describe_nodegroup", {"nodegroup": {
-        "nodegroupName": "p5", "clusterName": "ml", "capacityType": capacity_type, "status": status,
-        "scalingConfig": {"minSize": 0, "maxSize": 8, "desiredSize": desired},
-        "launchTemplate": {"name": "gpu-p5", "version": str(version), "id": "lt-1"}}}, {"clusterName": "ml", "nodegroupName": "p5"})
+    stub.add_response(
+        "describe_nodegroup",
+        {
+            "nodegroup": {
+                "nodegroupName": "p5",
+                "clusterName": "ml",
+                "capacityType": capacity_type,
+                "status": status,
+                "scalingConfig": {"minSize": 0, "maxSize": 8, "desiredSize": desired},
+                "launchTemplate": {"name": "gpu-p5", "version": str(version), "id": "lt-1"},
+            }
+        },
+        {"clusterName": "ml", "nodegroupName": "p5"},
+    )
 
 
 def test_an_on_demand_node_group_is_reported_not_re_templated(aws):
     _, _, _, _, (_, eks_stub) = aws
     node_group(eks_stub, capacity_type="ON_DEMAND")
     result = run(aws, EKS_CONSUMER, ACTIVE)
-    assert result["error"].startswith("node group p5 has capacityType ON_DEMAND; a Capacity Block needs a node group created with CAPACITY_BLOCK")
+    assert result["error"].startswith(
+        "node group p5 has capacityType ON_DEMAND; a Capacity Block needs a node group created with CAPACITY_BLOCK"
+    )
     eks_stub.assert_no_pending_responses()  # no update queued: none made
 
 
 def test_a_capacity_block_node_group_is_moved_at_size_0_scaled_up_then_scaled_to_0_before_the_end(aws):
     ec2, _, _, _, (_, eks_stub) = aws
     node_group(eks_stub, version=1, desired=0)
-    eks_stub.add_response("update_nodegroup_version", {"update": {"id": "u-1"}},
-                          {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}})
-    assert run(aws, EKS_CONSUMER, ACTIVE)["did"].startswith("make a launch template version into Capacity Block cr-0123456789abcdef0")
+    eks_stub.add_response(
+        "update_nodegroup_version",
+        {"update": {"id": "u-1"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}},
+    )
+    assert run(aws, EKS_CONSUMER, ACTIVE)["did"].startswith(
+        "make a launch template version into Capacity Block cr-0123456789abcdef0"
+    )
     assert target(ec2, 2)[0] == "cr-0123456789abcdef0"
     node_group(eks_stub, version=2, desired=0)
-    eks_stub.add_response("update_nodegroup_config", {"update": {"id": "u-2"}},
-                          {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 4}})
+    eks_stub.add_response(
+        "update_nodegroup_config",
+        {"update": {"id": "u-2"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 4}},
+    )
     assert run(aws, EKS_CONSUMER, ACTIVE + timedelta(minutes=15))["did"] == "scale to 4"
     node_group(eks_stub, version=2, desired=4)
     assert run(aws, EKS_CONSUMER, ACTIVE + timedelta(minutes=30))["state"] == "in place"
     # From the expiration warning: scaled to zero (EKS drains the nodes), 40 minutes before the block ends.
     node_group(eks_stub, version=2, desired=4)
-    eks_stub.add_response("update_nodegroup_config", {"update": {"id": "u-3"}},
-                          {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 0, "minSize": 0}})
+    eks_stub.add_response(
+        "update_nodegroup_config",
+        {"update": {"id": "u-3"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 0, "minSize": 0}},
+    )
     assert run(aws, EKS_CONSUMER, DRAINING)["did"] == "scale to 0 (EKS drains each node first)"
     eks_stub.assert_no_pending_responses()
 
@@ -93,35 +140,88 @@ from gpu_governance_runtime.request_shapes import conform  # noqa: E402
 from .shape_examples import example, problems  # noqa: E402
 
 HARDENED = {  # a hardened GPU template as DescribeLaunchTemplateVersions returns it
-    "ImageId": "ami-0123456789abcdef0", "InstanceType": "p5.48xlarge", "EbsOptimized": True,
+    "ImageId": "ami-0123456789abcdef0",
+    "InstanceType": "p5.48xlarge",
+    "EbsOptimized": True,
     "IamInstanceProfile": {"Arn": "arn:aws:iam::111122223333:instance-profile/gpu-nodes"},
-    "MetadataOptions": {"State": "applied", "HttpTokens": "required", "HttpPutResponseHopLimit": 2, "HttpEndpoint": "enabled",
-                        "HttpProtocolIpv6": "disabled", "InstanceMetadataTags": "disabled"},
-    "NetworkInterfaces": [{"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", "SubnetId": "subnet-0123456789abcdef0",
-                           "Groups": ["sg-0123456789abcdef0"], "DeleteOnTermination": True,
-                           "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1", "IsPrimaryIpv6": True}], "PrimaryIpv6": True}],
-    "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 500, "VolumeType": "gp3", "Iops": 16000,
-                                                               "Throughput": 1000, "Encrypted": True, "DeleteOnTermination": True}}],
+    "MetadataOptions": {
+        "State": "applied",
+        "HttpTokens": "required",
+        "HttpPutResponseHopLimit": 2,
+        "HttpEndpoint": "enabled",
+        "HttpProtocolIpv6": "disabled",
+        "InstanceMetadataTags": "disabled",
+    },
+    "NetworkInterfaces": [
+        {
+            "DeviceIndex": 0,
+            "NetworkCardIndex": 0,
+            "InterfaceType": "efa",
+            "SubnetId": "subnet-0123456789abcdef0",
+            "Groups": ["sg-0123456789abcdef0"],
+            "DeleteOnTermination": True,
+            "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1", "IsPrimaryIpv6": True}],
+            "PrimaryIpv6": True,
+        }
+    ],
+    "BlockDeviceMappings": [
+        {
+            "DeviceName": "/dev/xvda",
+            "Ebs": {
+                "VolumeSize": 500,
+                "VolumeType": "gp3",
+                "Iops": 16000,
+                "Throughput": 1000,
+                "Encrypted": True,
+                "DeleteOnTermination": True,
+            },
+        }
+    ],
     "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": "team", "Value": "research"}]}],
     "Operator": {"Managed": False, "Principal": "", "HiddenByDefault": False},
 }
 OUTPUT_ONLY = {("MetadataOptions", "State"), ("Operator", "Managed"), ("Operator", "HiddenByDefault")}
 
 
-@pytest.mark.parametrize("wanted, target", [(("capacity-block", "cr-0123456789abcdef0"), "block"), ((None, None), "on_demand")])
+@pytest.mark.parametrize(
+    "wanted, target", [(("capacity-block", "cr-0123456789abcdef0"), "block"), ((None, None), "on_demand")]
+)
 def test_a_hardened_template_is_rotated_with_only_what_the_create_call_accepts(wanted, target):
-    current = {**HARDENED, **({"InstanceMarketOptions": {"MarketType": "capacity-block"}, "CapacityReservationSpecification": {
-        "CapacityReservationTarget": {"CapacityReservationId": "cr-0aaaaaaaaaaaaaaa1"}}} if target == "on_demand" else {})}
+    current = {
+        **HARDENED,
+        **(
+            {
+                "InstanceMarketOptions": {"MarketType": "capacity-block"},
+                "CapacityReservationSpecification": {
+                    "CapacityReservationTarget": {"CapacityReservationId": "cr-0aaaaaaaaaaaaaaa1"}
+                },
+            }
+            if target == "on_demand"
+            else {}
+        ),
+    }
     ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(ec2)
-    sent = {k: ({m: x for m, x in v.items() if (k, m) not in OUTPUT_ONLY} if isinstance(v, dict) else v) for k, v in HARDENED.items()}
-    sent["NetworkInterfaces"] = [{**HARDENED["NetworkInterfaces"][0], "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1"}]}]
+    sent = {
+        k: ({m: x for m, x in v.items() if (k, m) not in OUTPUT_ONLY} if isinstance(v, dict) else v)
+        for k, v in HARDENED.items()
+    }
+    sent["NetworkInterfaces"] = [
+        {**HARDENED["NetworkInterfaces"][0], "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1"}]}
+    ]
     if target == "block":
-        sent.update(InstanceMarketOptions={"MarketType": "capacity-block"},
-                    CapacityReservationSpecification={"CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}})
+        sent.update(
+            InstanceMarketOptions={"MarketType": "capacity-block"},
+            CapacityReservationSpecification={
+                "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+            },
+        )
     # The Stubber checks the request against the model: the description sent back unchanged fails.
-    stub.add_response("create_launch_template_version", {"LaunchTemplateVersion": {"VersionNumber": 5}},
-                      {"LaunchTemplateName": "gpu-p5", "LaunchTemplateData": sent, "VersionDescription": ANY})
+    stub.add_response(
+        "create_launch_template_version",
+        {"LaunchTemplateVersion": {"VersionNumber": 5}},
+        {"LaunchTemplateName": "gpu-p5", "LaunchTemplateData": sent, "VersionDescription": ANY},
+    )
     with stub:
         assert _create_version(ec2, "gpu-p5", {"VersionNumber": 4, "LaunchTemplateData": current}, wanted) == 5
     stub.assert_no_pending_responses()
@@ -129,7 +229,11 @@ def test_a_hardened_template_is_rotated_with_only_what_the_create_call_accepts(w
 
 def test_the_fullest_possible_description_conforms_to_the_create_request():
     model = boto3.client("ec2", region_name="us-east-1").meta.service_model
-    described = model.operation_model("DescribeLaunchTemplateVersions").output_shape.members["LaunchTemplateVersions"].member.members["LaunchTemplateData"]
+    described = (
+        model.operation_model("DescribeLaunchTemplateVersions")
+        .output_shape.members["LaunchTemplateVersions"]
+        .member.members["LaunchTemplateData"]
+    )
     request = model.operation_model("CreateLaunchTemplateVersion").input_shape.members["LaunchTemplateData"]
     data = example(described)
     assert problems(data, request)  # the raw description is refused ...

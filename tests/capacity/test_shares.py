@@ -20,12 +20,36 @@ from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table
 
 ARN = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training/quota-share/research"
-POOL = PoolPolicy(name="sagemaker-training", backend="batch_quota_share", capacity={"ml.p5.48xlarge": 8}, shares=(
-    Share(name="research", quota={"ml.p5.48xlarge": 2}, strategy=SharingStrategy.LEND, borrow_limit=None, in_share_preemption=False,
-          fair_share_weight=10),))
-JOBS = window(name="finetune-eval", team="research", market="training_plan", instance_type="ml.p5.48xlarge",
-              consumer={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"})
-PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p", at(10), 1, state="active", count=4, window_name=JOBS.name)
+POOL = PoolPolicy(
+    name="sagemaker-training",
+    backend="batch_quota_share",
+    capacity={"ml.p5.48xlarge": 8},
+    shares=(
+        Share(
+            name="research",
+            quota={"ml.p5.48xlarge": 2},
+            strategy=SharingStrategy.LEND,
+            borrow_limit=None,
+            in_share_preemption=False,
+            fair_share_weight=10,
+        ),
+    ),
+)
+JOBS = window(
+    name="finetune-eval",
+    team="research",
+    market="training_plan",
+    instance_type="ml.p5.48xlarge",
+    consumer={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"},
+)
+PLAN = reservation(
+    "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p",
+    at(10),
+    1,
+    state="active",
+    count=4,
+    window_name=JOBS.name,
+)
 
 
 @pytest.fixture
@@ -37,15 +61,32 @@ def aws():
 
 
 def share_shows(stub, count, update_to=None, error=None):
-    stub.add_response("list_quota_shares", {"quotaShares": [{"quotaShareName": "research", "quotaShareArn": ARN,
-                                                             "jobQueueArn": "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"}]},
-                      {"jobQueue": "sagemaker-training"})
-    stub.add_response("describe_quota_share", {"quotaShareArn": ARN, "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": count}]},
-                      {"quotaShareArn": ARN})
+    stub.add_response(
+        "list_quota_shares",
+        {
+            "quotaShares": [
+                {
+                    "quotaShareName": "research",
+                    "quotaShareArn": ARN,
+                    "jobQueueArn": "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training",
+                }
+            ]
+        },
+        {"jobQueue": "sagemaker-training"},
+    )
+    stub.add_response(
+        "describe_quota_share",
+        {"quotaShareArn": ARN, "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": count}]},
+        {"quotaShareArn": ARN},
+    )
     if error:
         stub.add_client_error("update_quota_share", service_error_code=error, http_status_code=400)
     elif update_to is not None:
-        stub.add_response("update_quota_share", {}, {"quotaShareArn": ARN, "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": update_to}]})
+        stub.add_response(
+            "update_quota_share",
+            {},
+            {"quotaShareArn": ARN, "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": update_to}]},
+        )
 
 
 def run(batch, ledger, now):
@@ -56,8 +97,13 @@ def run(batch, ledger, now):
 def test_raised_while_the_plan_is_active_and_lowered_before_it_ends(aws):
     batch, stub, ledger = aws
     share_shows(stub, 2, update_to=6)
-    assert run(batch, ledger, at(10, 12, 0)) == [{"share": "sagemaker-training/research", "limits": [
-        {"capacityUnit": "ml.p5.48xlarge", "maxCapacity": 6}], "changed": True}]
+    assert run(batch, ledger, at(10, 12, 0)) == [
+        {
+            "share": "sagemaker-training/research",
+            "limits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": 6}],
+            "changed": True,
+        }
+    ]
     share_shows(stub, 6)  # a repeated run or event changes nothing
     assert run(batch, ledger, at(10, 12, 15))[0]["changed"] is False
     share_shows(stub, 6, update_to=2)  # the expiration warning's time: back to the declared quota
@@ -78,24 +124,49 @@ def test_a_failed_or_unrecorded_call_is_put_right_by_the_next_run(aws):
 
 
 def test_a_team_without_a_share_in_the_pool_is_left_alone():
-    other = window(name="x", team="training", market="training_plan", instance_type="ml.p5.48xlarge",
-                   consumer={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"})
+    other = window(
+        name="x",
+        team="training",
+        market="training_plan",
+        instance_type="ml.p5.48xlarge",
+        consumer={"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"},
+    )
     assert shares.desired_limits(windows={"x": other}, owned=[], pools={POOL.name: POOL}, now=at(10)) == {}
-    assert shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=at(10) - timedelta(hours=1)) == {
-        ("sagemaker-training", "research"): ({"ml.p5.48xlarge": 2}, {"ml.p5.48xlarge": 2})}
+    assert shares.desired_limits(
+        windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=at(10) - timedelta(hours=1)
+    ) == {("sagemaker-training", "research"): ({"ml.p5.48xlarge": 2}, {"ml.p5.48xlarge": 2})}
 
 
 ENVIRONMENT_ARN = "arn:aws:batch:us-east-1:111122223333:service-environment/sagemaker-training"
 
 
 def environment_shows(stub, count, update_to=None):
-    stub.add_response("describe_service_environments", {"serviceEnvironments": [{
-        "serviceEnvironmentName": "sagemaker-training", "serviceEnvironmentArn": ENVIRONMENT_ARN, "serviceEnvironmentType": "SAGEMAKER_TRAINING",
-        "state": "ENABLED", "status": "VALID", "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": count}], "tags": {}}]},
-        {"serviceEnvironments": ["sagemaker-training"]})
+    stub.add_response(
+        "describe_service_environments",
+        {
+            "serviceEnvironments": [
+                {
+                    "serviceEnvironmentName": "sagemaker-training",
+                    "serviceEnvironmentArn": ENVIRONMENT_ARN,
+                    "serviceEnvironmentType": "SAGEMAKER_TRAINING",
+                    "state": "ENABLED",
+                    "status": "VALID",
+                    "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": count}],
+                    "tags": {},
+                }
+            ]
+        },
+        {"serviceEnvironments": ["sagemaker-training"]},
+    )
     if update_to is not None:
-        stub.add_response("update_service_environment", {"serviceEnvironmentName": "sagemaker-training", "serviceEnvironmentArn": ENVIRONMENT_ARN},
-                          {"serviceEnvironment": "sagemaker-training", "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": update_to}]})
+        stub.add_response(
+            "update_service_environment",
+            {"serviceEnvironmentName": "sagemaker-training", "serviceEnvironmentArn": ENVIRONMENT_ARN},
+            {
+                "serviceEnvironment": "sagemaker-training",
+                "capacityLimits": [{"capacityUnit": "ml.p5.48xlarge", "maxCapacity": update_to}],
+            },
+        )
 
 
 def run_pool(batch, ledger, now):
@@ -113,13 +184,23 @@ def test_the_service_environment_holds_the_raise_before_the_share_and_after_it(a
     assert [r.get("changed") for r in run_pool(batch, ledger, at(10, 12, 0))] == [True, True]
     share_shows(stub, 6, update_to=2)
     environment_shows(stub, 12, update_to=8)
-    assert [next(iter(r)) for r in run_pool(batch, ledger, PLAN.end - shares.LOWER_LEAD)] == ["share", "service_environment"]
+    assert [next(iter(r)) for r in run_pool(batch, ledger, PLAN.end - shares.LOWER_LEAD)] == [
+        "share",
+        "service_environment",
+    ]
     share_shows(stub, 2)  # after the end: nothing to change
     environment_shows(stub, 8)
-    shares.apply_batch(desired=shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=PLAN.end),
-                       pools={POOL.name: POOL}, batch=batch, ledger=ledger, now=PLAN.end)
+    shares.apply_batch(
+        desired=shares.desired_limits(windows={JOBS.name: JOBS}, owned=[PLAN], pools={POOL.name: POOL}, now=PLAN.end),
+        pools={POOL.name: POOL},
+        batch=batch,
+        ledger=ledger,
+        now=PLAN.end,
+    )
     stub.assert_no_pending_responses()
-    assert [a.split("@")[0] for a, status, _ in ledger.actions("environment#", ("done",))] == ["environment#sagemaker-training"] * 2
+    assert [a.split("@")[0] for a, status, _ in ledger.actions("environment#", ("done",))] == [
+        "environment#sagemaker-training"
+    ] * 2
 
 
 def test_a_share_changed_by_someone_else_is_left_alone(aws):

@@ -6,13 +6,25 @@ from gpu_governance_runtime.capacity.planner import plan
 
 from .builders import NOW, at, block, reservation, window
 
-BATCH = {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5",
-         "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}
+BATCH = {
+    "kind": "batch_compute_environment",
+    "launch_template_name": "gpu-p5",
+    "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5",
+    "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block",
+    "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5",
+}
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
-INSTANCE_GROUP = {"kind": "hyperpod_instance_group", "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abc", "instance_group": "p5"}
+INSTANCE_GROUP = {
+    "kind": "hyperpod_instance_group",
+    "cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abc",
+    "instance_group": "p5",
+}
 TRAINING_JOBS = {"kind": "sagemaker_training_jobs"}
 
-TWO_HALVES = [block("cbo-a", at(10), 1, count=2, zone="us-east-1a"), block("cbo-b", at(10), 1, count=2, zone="us-east-1b")]
+TWO_HALVES = [
+    block("cbo-a", at(10), 1, count=2, zone="us-east-1a"),
+    block("cbo-b", at(10), 1, count=2, zone="us-east-1b"),
+]
 
 
 def run(w, offerings, reservations=()):
@@ -25,7 +37,8 @@ def test_two_concurrent_halves_are_not_bought_for_a_launch_template_consumer():
         assert result.purchases == ()
         assert result.uncovered[0].reason == (
             f"{consumer['kind']} launches into 1 reservation at a time: every cover of 4 x 2026-12-10 14:00-2026-12-10 20:00 UTC "
-            "needs pieces at the same time, and a piece it cannot launch into would be paid and idle")
+            "needs pieces at the same time, and a piece it cannot launch into would be paid and idle"
+        )
 
 
 def test_one_whole_piece_is_chosen_over_cheaper_concurrent_halves():
@@ -35,7 +48,12 @@ def test_one_whole_piece_is_chosen_over_cheaper_concurrent_halves():
 
 
 def test_training_plans_for_an_instance_group_are_not_bought_side_by_side_but_for_training_jobs_they_are():
-    halves = [block(f"tpo-{z}", at(10), 1, count=2, zone=f"us-east-1{z}", instance_type="ml.p5.48xlarge", kind="training_plan") for z in "ab"]
+    halves = [
+        block(
+            f"tpo-{z}", at(10), 1, count=2, zone=f"us-east-1{z}", instance_type="ml.p5.48xlarge", kind="training_plan"
+        )
+        for z in "ab"
+    ]
     group = window(market="training_plan", instance_type="ml.p5.48xlarge", consumer=INSTANCE_GROUP)
     assert run(group, halves).purchases == ()
     jobs = window(market="training_plan", instance_type="ml.p5.48xlarge", consumer=TRAINING_JOBS)
@@ -45,7 +63,10 @@ def test_training_plans_for_an_instance_group_are_not_bought_side_by_side_but_fo
 def test_pieces_one_after_the_other_are_usable_by_one_launch_template():
     w = window(consumer=BATCH, duration_hours=30)  # 10 Dec 14:00 to 11 Dec 20:00
     result = run(w, [block("cbo-day-2", at(11), 1, per_hour="30"), block("cbo-day-1", at(10), 1, per_hour="31")])
-    assert [p.offering.id for p in result.purchases] == ["cbo-day-2", "cbo-day-1"]  # cheapest first: the order they are bought in
+    assert [p.offering.id for p in result.purchases] == [
+        "cbo-day-2",
+        "cbo-day-1",
+    ]  # cheapest first: the order they are bought in
 
 
 def test_a_held_block_is_not_joined_by_a_concurrent_piece():

@@ -25,17 +25,27 @@ def test_the_reference_organisation_declares_owners_cost_centres_budgets_and_ale
     assert model.alerts
 
 
-@pytest.mark.parametrize("field, value", [
-    ("owner", "not-an-address"), ("owner", "lead@example"), ("owner", "lead@example.com\nBcc: x@y.com"),
-    ("cost_centre", "CC<1>"), ("cost_centre", ""), ("monthly_budget_usd", 0), ("monthly_budget_usd", "12.345"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("owner", "not-an-address"),
+        ("owner", "lead@example"),
+        ("owner", "lead@example.com\nBcc: x@y.com"),
+        ("cost_centre", "CC<1>"),
+        ("cost_centre", ""),
+        ("monthly_budget_usd", 0),
+        ("monthly_budget_usd", "12.345"),
+    ],
+)
 def test_bad_team_contacts_and_budgets_are_refused_with_their_path(field, value):
     data = default_data()
     data["teams"][1][field] = value
     assert problems_of(data) == [f"teams[1].{field}"]
 
 
-@pytest.mark.parametrize("target", ["ops", "arn:aws:sqs:us-east-1:111122223333:queue", "arn:aws:sns:us-east-1:1111:short"])
+@pytest.mark.parametrize(
+    "target", ["ops", "arn:aws:sqs:us-east-1:111122223333:queue", "arn:aws:sns:us-east-1:1111:short"]
+)
 def test_an_alert_target_must_be_an_email_or_a_topic_arn(target):
     data = default_data()
     data["alerts"] = ["ok@example.com", target]
@@ -91,4 +101,7 @@ def test_usage_records_are_embedded_metric_format_per_share():
     definition = records[0]["_aws"]["CloudWatchMetrics"][0]
     assert definition["Namespace"] == "NS" and definition["Dimensions"] == [["Pool", "Share"]]
     assert {m["Name"] for m in definition["Metrics"]} == {USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS}
-    assert all(m["Name"] in r for r in records for m in definition["Metrics"]) and records[0]["_aws"]["Timestamp"] == 1_000_000
+    assert (
+        all(m["Name"] in r for r in records for m in definition["Metrics"])
+        and records[0]["_aws"]["Timestamp"] == 1_000_000
+    )

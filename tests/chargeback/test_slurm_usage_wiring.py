@@ -32,8 +32,20 @@ OBSERVED = ReclaimTarget(pool="slurm-b", head_node_instance_id="mi-0123456789abc
 def model() -> GovernanceModel:
     data = copy.deepcopy(yaml.safe_load(default_config_text()))
     data["pools"] += [
-        {"name": "slurm-a", "backend": "hyperpod_slurm", "capacity": {P5: 4}, "cluster_name": "ml-slurm-a", "gpus_per_instance": {P5: 8}},
-        {"name": "slurm-b", "backend": "hyperpod_slurm", "capacity": {G5: 4}, "cluster_name": "ml-slurm-b", "gpus_per_instance": {G5: 4}},
+        {
+            "name": "slurm-a",
+            "backend": "hyperpod_slurm",
+            "capacity": {P5: 4},
+            "cluster_name": "ml-slurm-a",
+            "gpus_per_instance": {P5: 8},
+        },
+        {
+            "name": "slurm-b",
+            "backend": "hyperpod_slurm",
+            "capacity": {G5: 4},
+            "cluster_name": "ml-slurm-b",
+            "gpus_per_instance": {G5: 4},
+        },
     ]
     data["teams"][0]["quotas"]["slurm-a"] = {P5: 2}
     data["teams"][0]["quotas"]["slurm-b"] = {G5: 2}
@@ -48,8 +60,13 @@ TEAM = MODEL.teams_in("slurm-b")[0].name
 def template(tmp_path_factory) -> Template:
     app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = Stack(app, "Capacity", env=Environment(account="111122223333", region="us-east-1"))
-    reclaim = ReclaimController(stack, "ReclaimController", model=MODEL, usage_targets=[OBSERVED],
-                                targets=[ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE), RECLAIMED])
+    reclaim = ReclaimController(
+        stack,
+        "ReclaimController",
+        model=MODEL,
+        usage_targets=[OBSERVED],
+        targets=[ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE), RECLAIMED],
+    )
     Chargeback(stack, "Chargeback", model=MODEL, reclaim=reclaim)
     apply_standard_packs(app)
     app.synth()  # raises on any unacknowledged finding
@@ -57,8 +74,11 @@ def template(tmp_path_factory) -> Template:
 
 
 def environment(template: Template) -> dict[str, str]:
-    (function,) = [f for f in template.find_resources("AWS::Lambda::Function").values()
-                   if f["Properties"]["Handler"] == "gpu_governance_runtime.reclaim.handler.handler"]
+    (function,) = [
+        f
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == "gpu_governance_runtime.reclaim.handler.handler"
+    ]
     return function["Properties"]["Environment"]["Variables"]
 
 
@@ -68,33 +88,70 @@ def test_every_slurm_pool_with_a_head_node_is_read_from_accounting_with_its_gpus
         {"pool": "slurm-a", "instance_id": "i-0123456789abcdef0", "instance_type": P5, "gpus_per_instance": 8},
         {"pool": "slurm-b", "instance_id": "mi-0123456789abcdef0", "instance_type": G5, "gpus_per_instance": 4},
     ]
-    assert [t["pool"] for t in json.loads(env[contract.ENV_RECLAIM_TARGETS])] == ["ec2-gpu", "slurm-a"]  # slurm-b is not reclaimed
+    assert [t["pool"] for t in json.loads(env[contract.ENV_RECLAIM_TARGETS])] == [
+        "ec2-gpu",
+        "slurm-a",
+    ]  # slurm-b is not reclaimed
 
 
 def test_commands_go_only_to_the_head_nodes(template):
-    (send,) = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
-               if s["Action"] == "ssm:SendCommand"]
+    (send,) = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "ssm:SendCommand"
+    ]
     text = json.dumps(send["Resource"])
     assert len(send["Resource"]) == 3 and "*" not in text
-    assert all(part in text for part in ("document/AWS-RunShellScript", "instance/i-0123456789abcdef0", "managed-instance/mi-0123456789abcdef0"))
+    assert all(
+        part in text
+        for part in (
+            "document/AWS-RunShellScript",
+            "instance/i-0123456789abcdef0",
+            "managed-instance/mi-0123456789abcdef0",
+        )
+    )
 
 
 def test_an_observed_pool_alarms_when_unread_and_its_teams_dashboard_draws_its_hours(template):
     alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
-    assert any(a.get("MetricName") == contract.POOL_ERRORS and a.get("Dimensions") == [{"Name": "Pool", "Value": "slurm-b"}] for a in alarms)
-    bodies = {json.dumps(d["Properties"]["DashboardBody"]) for d in template.find_resources("AWS::CloudWatch::Dashboard").values()}
+    assert any(
+        a.get("MetricName") == contract.POOL_ERRORS and a.get("Dimensions") == [{"Name": "Pool", "Value": "slurm-b"}]
+        for a in alarms
+    )
+    bodies = {
+        json.dumps(d["Properties"]["DashboardBody"])
+        for d in template.find_resources("AWS::CloudWatch::Dashboard").values()
+    }
     team_body = next(b for b in bodies if f"Team {TEAM} in pool slurm-b" in b)
-    assert all(f'\\"{contract.RECLAIM_NAMESPACE}\\",\\"{m}\\",\\"Pool\\",\\"slurm-b\\",\\"Share\\",\\"{TEAM}\\"' in team_body
-               for m in contract.USAGE_METRICS)
+    assert all(
+        f'\\"{contract.RECLAIM_NAMESPACE}\\",\\"{m}\\",\\"Pool\\",\\"slurm-b\\",\\"Share\\",\\"{TEAM}\\"' in team_body
+        for m in contract.USAGE_METRICS
+    )
 
 
-@pytest.mark.parametrize("targets, usage_targets, message", [
-    ([], [ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE)], "usage_targets[0].pool: a batch_fair_share pool ('ec2-gpu') - a hyperpod_slurm pool"),
-    ([RECLAIMED], [RECLAIMED], "usage_targets[0].pool: pool governed twice ('slurm-a')"),
-    ([], [ReclaimTarget(pool="slurm-b", instance_type=G5)], "usage_targets[0].head_node_instance_id: missing (None)"),
-    ([], [ReclaimTarget(pool="slurm-b", head_node_instance_id="i-1", instance_type=P5)], "usage_targets[0].instance_type: not in the pool"),
-    ([], [], "targets: no pool to govern"),
-])
+@pytest.mark.parametrize(
+    "targets, usage_targets, message",
+    [
+        (
+            [],
+            [ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE)],
+            "usage_targets[0].pool: a batch_fair_share pool ('ec2-gpu') - a hyperpod_slurm pool",
+        ),
+        ([RECLAIMED], [RECLAIMED], "usage_targets[0].pool: pool governed twice ('slurm-a')"),
+        (
+            [],
+            [ReclaimTarget(pool="slurm-b", instance_type=G5)],
+            "usage_targets[0].head_node_instance_id: missing (None)",
+        ),
+        (
+            [],
+            [ReclaimTarget(pool="slurm-b", head_node_instance_id="i-1", instance_type=P5)],
+            "usage_targets[0].instance_type: not in the pool",
+        ),
+        ([], [], "targets: no pool to govern"),
+    ],
+)
 def test_bad_usage_targets_are_refused_with_their_path(targets, usage_targets, message):
     with pytest.raises(GovernanceError) as error:
         ReclaimController(Stack(App(), "Bad"), "R", model=MODEL, targets=targets, usage_targets=usage_targets)
@@ -124,15 +181,37 @@ def test_the_usage_report_reads_exactly_what_the_slurm_observer_writes():
     hour = 1796097600
     output = f"partition|{TEAM}|gpu-1\ndbd-queue|0\ngpu-seconds|{hour}|{TEAM}|{TEAM}||7200\ngg-end-of-usage\n"
     records: list = []
-    SlurmUsageObserver(lambda commands: output, pool=parse_policy(compile_policy(MODEL)).pool("slurm-b"), instance_type=G5, gpus_per_instance=4,
-                       ledger=Claims(), namespace=contract.RECLAIM_NAMESPACE, emit=records.append,
-                       published={("slurm-b", hour - i * 3600) for i in range(1, 24)}).observe(hour + 3600 + 600)
-    written = {(d["Namespace"], m["Name"], tuple(dims)) for r in records for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
+    SlurmUsageObserver(
+        lambda commands: output,
+        pool=parse_policy(compile_policy(MODEL)).pool("slurm-b"),
+        instance_type=G5,
+        gpus_per_instance=4,
+        ledger=Claims(),
+        namespace=contract.RECLAIM_NAMESPACE,
+        emit=records.append,
+        published={("slurm-b", hour - i * 3600) for i in range(1, 24)},
+    ).observe(hour + 3600 + 600)
+    written = {
+        (d["Namespace"], m["Name"], tuple(dims))
+        for r in records
+        for d in r["_aws"]["CloudWatchMetrics"]
+        for m in d["Metrics"]
+        for dims in d["Dimensions"]
+    }
     recorder = Recorder()
     read_usage(recorder, MODEL, [TEAM], datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
-    read = {(q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"], tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]))
-            for q in recorder.request["MetricDataQueries"]}
+    read = {
+        (
+            q["MetricStat"]["Metric"]["Namespace"],
+            q["MetricStat"]["Metric"]["MetricName"],
+            tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]),
+        )
+        for q in recorder.request["MetricDataQueries"]
+    }
     assert read == written
     assert any(r["Pool"] == "slurm-b" and r[contract.USED_HOURS] == 7200 / 4 / 3600 for r in records)
-    queried = {tuple(d["Value"] for d in q["MetricStat"]["Metric"]["Dimensions"]) for q in recorder.request["MetricDataQueries"]}
+    queried = {
+        tuple(d["Value"] for d in q["MetricStat"]["Metric"]["Dimensions"])
+        for q in recorder.request["MetricDataQueries"]
+    }
     assert ("slurm-b", TEAM) in queried

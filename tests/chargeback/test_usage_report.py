@@ -35,46 +35,99 @@ def recorded_pages(model) -> list[dict]:
     ids = ids_of(model, "research")
 
     def result(pool, metric, stamps, values):
-        return {"Id": ids[pool, metric], "Label": metric, "Timestamps": stamps, "Values": values, "StatusCode": "Complete"}
+        return {
+            "Id": ids[pool, metric],
+            "Label": metric,
+            "Timestamps": stamps,
+            "Values": values,
+            "StatusCode": "Complete",
+        }
 
-    first = {"MetricDataResults": [
-        result("ec2-gpu", USED_HOURS, [NOV1], [30.0]), result("ec2-gpu", GUARANTEED_HOURS, [NOV1], [96.0]),
-        result("ec2-gpu", BORROWED_HOURS, [NOV1], [10.0]), result("ec2-gpu", LENT_HOURS, [NOV1], [20.0]),
-    ], "NextToken": "page-2", "Messages": []}
-    second = {"MetricDataResults": [
-        result("ec2-gpu", USED_HOURS, [NOV2], [12.5]), result("ec2-gpu", GUARANTEED_HOURS, [NOV2], [96.0]),
-        result("sagemaker-training", USED_HOURS, [NOV2], [4.0]),
-    ], "Messages": []}
+    first = {
+        "MetricDataResults": [
+            result("ec2-gpu", USED_HOURS, [NOV1], [30.0]),
+            result("ec2-gpu", GUARANTEED_HOURS, [NOV1], [96.0]),
+            result("ec2-gpu", BORROWED_HOURS, [NOV1], [10.0]),
+            result("ec2-gpu", LENT_HOURS, [NOV1], [20.0]),
+        ],
+        "NextToken": "page-2",
+        "Messages": [],
+    }
+    second = {
+        "MetricDataResults": [
+            result("ec2-gpu", USED_HOURS, [NOV2], [12.5]),
+            result("ec2-gpu", GUARANTEED_HOURS, [NOV2], [96.0]),
+            result("sagemaker-training", USED_HOURS, [NOV2], [4.0]),
+        ],
+        "Messages": [],
+    }
     return [first, second]
 
 
 def ledger_item(intent_id: str, start: str, end: str, fee: str, status: str = "purchased") -> dict:
-    offering = {"id": f"cb-{intent_id}", "kind": "capacity_block", "instance_type": "ml.p5.48xlarge", "count": 2, "availability_zone": "us-east-1a",
-                "start": start, "end": end, "duration_hours": 8, "upfront_fee": fee, "currency": "USD", "reservation_id": None}
-    return {"pk": {"S": f"intent#{intent_id}"}, "id": {"S": intent_id}, "window": {"S": "weekly-validation"},
-            "occurrence": {"S": "weekly-validation@2026-11-09"}, "period": {"S": "2026-11"}, "status": {"S": status},
-            "created_at": {"S": "2026-10-30T10:00:00+00:00"}, "updated_at": {"S": "2026-10-30T10:05:00+00:00"},
-            "fee": {"N": fee}, "offering": {"S": json.dumps(offering, sort_keys=True)}, "reservation_id": {"S": "cr-0abc"}}
+    offering = {
+        "id": f"cb-{intent_id}",
+        "kind": "capacity_block",
+        "instance_type": "ml.p5.48xlarge",
+        "count": 2,
+        "availability_zone": "us-east-1a",
+        "start": start,
+        "end": end,
+        "duration_hours": 8,
+        "upfront_fee": fee,
+        "currency": "USD",
+        "reservation_id": None,
+    }
+    return {
+        "pk": {"S": f"intent#{intent_id}"},
+        "id": {"S": intent_id},
+        "window": {"S": "weekly-validation"},
+        "occurrence": {"S": "weekly-validation@2026-11-09"},
+        "period": {"S": "2026-11"},
+        "status": {"S": status},
+        "created_at": {"S": "2026-10-30T10:00:00+00:00"},
+        "updated_at": {"S": "2026-10-30T10:05:00+00:00"},
+        "fee": {"N": fee},
+        "offering": {"S": json.dumps(offering, sort_keys=True)},
+        "reservation_id": {"S": "cr-0abc"},
+    }
 
 
-ANY_SCAN = {"TableName": "acme-ledger", "FilterExpression": ANY, "ExpressionAttributeNames": ANY, "ExpressionAttributeValues": ANY,
-            "ConsistentRead": True}
+ANY_SCAN = {
+    "TableName": "acme-ledger",
+    "FilterExpression": ANY,
+    "ExpressionAttributeNames": ANY,
+    "ExpressionAttributeValues": ANY,
+    "ConsistentRead": True,
+}
 
 
 @pytest.fixture
 def aws(monkeypatch):
     model = load_model(None)
-    cloudwatch, dynamodb = boto3.client("cloudwatch", region_name="us-east-1"), boto3.client("dynamodb", region_name="us-east-1")
+    cloudwatch, dynamodb = (
+        boto3.client("cloudwatch", region_name="us-east-1"),
+        boto3.client("dynamodb", region_name="us-east-1"),
+    )
     cw_stub, db_stub = Stubber(cloudwatch), Stubber(dynamodb)
     first, second = recorded_pages(model)
     expected = {"MetricDataQueries": ANY, "StartTime": START, "EndTime": END, "ScanBy": "TimestampAscending"}
     cw_stub.add_response("get_metric_data", first, expected)
     cw_stub.add_response("get_metric_data", second, {**expected, "NextToken": "page-2"})
-    db_stub.add_response("scan", {"Items": [ledger_item("in-nov", "2026-11-09T09:00:00+00:00", "2026-11-09T17:00:00+00:00", "1720.50")],
-                                  "LastEvaluatedKey": {"pk": {"S": "intent#in-nov"}}}, ANY_SCAN)
+    db_stub.add_response(
+        "scan",
+        {
+            "Items": [ledger_item("in-nov", "2026-11-09T09:00:00+00:00", "2026-11-09T17:00:00+00:00", "1720.50")],
+            "LastEvaluatedKey": {"pk": {"S": "intent#in-nov"}},
+        },
+        ANY_SCAN,
+    )
     # the second scan page continues from the first's LastEvaluatedKey
-    db_stub.add_response("scan", {"Items": [ledger_item("in-dec", "2026-12-07T09:00:00+00:00", "2026-12-07T17:00:00+00:00", "1800.00")]},
-                         {**ANY_SCAN, "ExclusiveStartKey": {"pk": {"S": "intent#in-nov"}}})
+    db_stub.add_response(
+        "scan",
+        {"Items": [ledger_item("in-dec", "2026-12-07T09:00:00+00:00", "2026-12-07T17:00:00+00:00", "1800.00")]},
+        {**ANY_SCAN, "ExclusiveStartKey": {"pk": {"S": "intent#in-nov"}}},
+    )
     clients = {"cloudwatch": cloudwatch, "dynamodb": dynamodb}
     monkeypatch.setattr(boto3, "client", lambda service, region_name=None: clients[service])
     with cw_stub, db_stub:
@@ -84,7 +137,22 @@ def aws(monkeypatch):
 
 
 def report(capsys, *extra: str) -> tuple[int, str]:
-    code = main(["usage", "report", "--example", "--from", "2026-11-01", "--to", "2026-12-01", "--team", "research", "--ledger-table", "acme-ledger", *extra])
+    code = main(
+        [
+            "usage",
+            "report",
+            "--example",
+            "--from",
+            "2026-11-01",
+            "--to",
+            "2026-12-01",
+            "--team",
+            "research",
+            "--ledger-table",
+            "acme-ledger",
+            *extra,
+        ]
+    )
     out, err = capsys.readouterr()
     return code, out + err
 
@@ -95,8 +163,15 @@ def test_json_report_sums_every_page_and_lists_the_periods_purchases(aws, capsys
     document = json.loads(out)
     rows = {r["pool"]: r for r in document["teams"]}
     assert set(rows) == set(load_model(None).teams[0].quotas)  # every pool of the team, zero when unobserved
-    assert rows["ec2-gpu"] == {"team": "research", "pool": "ec2-gpu", "used": 42.5, "guaranteed": 192.0, "borrowed": 10.0, "lent": 20.0,
-                               "idle_guaranteed": 192.0 - (42.5 - 10.0) - 20.0}
+    assert rows["ec2-gpu"] == {
+        "team": "research",
+        "pool": "ec2-gpu",
+        "used": 42.5,
+        "guaranteed": 192.0,
+        "borrowed": 10.0,
+        "lent": 20.0,
+        "idle_guaranteed": 192.0 - (42.5 - 10.0) - 20.0,
+    }
     assert rows["sagemaker-training"]["used"] == 4.0 and rows["hyperpod-eks"]["used"] == 0
     assert [p["intent"] for p in document["purchases"]] == ["in-nov"]  # December's block is outside the period
     assert document["purchase_fees"] == {"USD": "1720.50"}
@@ -112,7 +187,9 @@ def test_markdown(aws, capsys):
 def test_csv(aws, capsys):
     code, out = report(capsys, "--format", "csv")
     lines = out.splitlines()
-    assert code == EXIT_OK and lines[0].startswith("record,team,pool,used,guaranteed,borrowed,lent,idle_guaranteed,intent")
+    assert code == EXIT_OK and lines[0].startswith(
+        "record,team,pool,used,guaranteed,borrowed,lent,idle_guaranteed,intent"
+    )
     assert any(line.startswith("usage,research,ec2-gpu,42.5,192.0,10.0,20.0,139.5,") for line in lines)
     assert any(line.startswith("purchase,") and ",in-nov,weekly-validation," in line for line in lines)
 
@@ -142,15 +219,25 @@ def test_queries_are_batched_within_the_get_metric_data_limit():
 
     teams = [t.name for t in model.teams]
     read_usage(Counting(), model, teams, START, END)
-    assert len(calls) > 1 and max(calls) == MAX_QUERIES_PER_CALL and sum(calls) == len(queries(model, teams)) == 200 * 4 * 4
+    assert (
+        len(calls) > 1
+        and max(calls) == MAX_QUERIES_PER_CALL
+        and sum(calls) == len(queries(model, teams)) == 200 * 4 * 4
+    )
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--from", "2026-11-31", "--to", "2026-12-01"], "--from: not a date ('2026-11-31') - a UTC day as YYYY-MM-DD"),
-    (["--from", "2026-12-01", "--to", "2026-11-01"], "--to: must be 1 to 455 days after --from 2026-12-01"),
-    (["--from", "2026-11-01", "--to", "2026-12-01", "--team", "nobody"], "--team: not a team of the governance file ('nobody')"),
-    (["--from", "2026-11-01", "--to", "2026-12-01", "--format", "xml"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--from", "2026-11-31", "--to", "2026-12-01"], "--from: not a date ('2026-11-31') - a UTC day as YYYY-MM-DD"),
+        (["--from", "2026-12-01", "--to", "2026-11-01"], "--to: must be 1 to 455 days after --from 2026-12-01"),
+        (
+            ["--from", "2026-11-01", "--to", "2026-12-01", "--team", "nobody"],
+            "--team: not a team of the governance file ('nobody')",
+        ),
+        (["--from", "2026-11-01", "--to", "2026-12-01", "--format", "xml"], "invalid choice"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(arguments, message, capsys):
     try:
         code = main(["usage", "report", "--example", *arguments])

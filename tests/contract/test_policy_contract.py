@@ -38,17 +38,57 @@ SLURM_ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/slurm1234abc"
 
 def windows_of_every_feed() -> list[dict]:
     """One window per consumer kind, each bought in its own market."""
-    base = {"team": "research", "instance_count": 2, "start": "2026-12-10T14:00:00Z", "duration_hours": 6, "max_price_per_instance_hour": "40.5",
-            "budget": {"amount": 20000, "period": "week"}}
+    base = {
+        "team": "research",
+        "instance_count": 2,
+        "start": "2026-12-10T14:00:00Z",
+        "duration_hours": 6,
+        "max_price_per_instance_hour": "40.5",
+        "budget": {"amount": 20000, "period": "week"},
+    }
     return [
-        {**base, "name": "batch-ce", "instance_type": "p5.48xlarge", "availability_zones": ["us-east-1a"], "mode": "auto",
-         "feeds": {"kind": "batch_compute_environment", "launch_template_name": "gpu-p5", "compute_environment": CE, "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
-        {**base, "name": "eks-nodes", "instance_type": "p5.48xlarge", "repeat_every_days": 7, "fallback": "none",
-         "feeds": {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}},
-        {**base, "name": "slurm-group", "instance_type": "ml.p5.48xlarge", "mode": "approval", "prefer_extension": False,
-         "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "workers"}},
-        {**base, "name": "training-jobs", "instance_type": "ml.p5.48xlarge", "buy_ahead_days": 30,
-         "feeds": {"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"}},
+        {
+            **base,
+            "name": "batch-ce",
+            "instance_type": "p5.48xlarge",
+            "availability_zones": ["us-east-1a"],
+            "mode": "auto",
+            "feeds": {
+                "kind": "batch_compute_environment",
+                "launch_template_name": "gpu-p5",
+                "compute_environment": CE,
+                "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block",
+                "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5",
+            },
+        },
+        {
+            **base,
+            "name": "eks-nodes",
+            "instance_type": "p5.48xlarge",
+            "repeat_every_days": 7,
+            "fallback": "none",
+            "feeds": {
+                "kind": "eks_node_group",
+                "launch_template_name": "gpu-p5",
+                "cluster_name": "ml",
+                "nodegroup_name": "p5",
+            },
+        },
+        {
+            **base,
+            "name": "slurm-group",
+            "instance_type": "ml.p5.48xlarge",
+            "mode": "approval",
+            "prefer_extension": False,
+            "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "workers"},
+        },
+        {
+            **base,
+            "name": "training-jobs",
+            "instance_type": "ml.p5.48xlarge",
+            "buy_ahead_days": 30,
+            "feeds": {"kind": "sagemaker_training_jobs", "pool": "sagemaker-training"},
+        },
     ]
 
 
@@ -70,8 +110,11 @@ def policy_file(model, tmp_path_factory) -> Path:
 
 def capacity_settings(model, path: Path) -> dict[str, str]:
     """The capacity function's environment as the construct states it, pointing at ``path``."""
-    return {contract.ENV_POLICY_PATH: str(path), contract.ENV_BUDGET: str(max(w.budget.amount for w in model.capacity_windows)),
-            contract.ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in model.capacity_windows))}
+    return {
+        contract.ENV_POLICY_PATH: str(path),
+        contract.ENV_BUDGET: str(max(w.budget.amount for w in model.capacity_windows)),
+        contract.ENV_PRICE_CAP: str(max(w.max_price_per_instance_hour for w in model.capacity_windows)),
+    }
 
 
 # --- round trips ------------------------------------------------------------------------------
@@ -98,7 +141,10 @@ def test_each_backend_reads_back_as_the_model_declares_it(backend, model, policy
             assert share.quota == instance_quota(team, declared)  # the one translation into whole instances
             assert share.borrow_limit_instances == borrow_instances(team, declared)
             assert share.borrow_limit == (None if sharing.borrow_limit in (None, UNLIMITED) else sharing.borrow_limit)
-            assert (share.in_share_preemption, share.fair_share_weight) == (sharing.in_share_preemption, team.fair_share_weight)
+            assert (share.in_share_preemption, share.fair_share_weight) == (
+                sharing.in_share_preemption,
+                team.fair_share_weight,
+            )
             for instance_type, quota in share.quota.items():
                 capacity = declared.capacity[instance_type]
                 absolute = share.borrow_limit_instances.get(instance_type)
@@ -125,10 +171,22 @@ def test_capacity_windows_read_back_as_the_model_declares_them(model, policy_fil
         assert set(contract.CONSUMER_FIELDS[declared.feeds.kind]) <= set(read.consumer)
         assert read.start == declared.start and read.start.utcoffset().total_seconds() == 0
         assert (read.max_price_per_instance_hour, read.budget, read.budget_period) == (
-            declared.max_price_per_instance_hour, declared.budget.amount, declared.budget.period)
+            declared.max_price_per_instance_hour,
+            declared.budget.amount,
+            declared.budget.period,
+        )
         assert read.availability_zones == declared.availability_zones
-        for name in ("market", "instance_type", "instance_count", "duration_hours", "repeat_every_days", "buy_ahead_days",
-                     "prefer_extension", "mode", "fallback"):
+        for name in (
+            "market",
+            "instance_type",
+            "instance_count",
+            "duration_hours",
+            "repeat_every_days",
+            "buy_ahead_days",
+            "prefer_extension",
+            "mode",
+            "fallback",
+        ):
             assert getattr(read, name) == getattr(declared, name), name
     assert {w.feeds.kind for w in model.capacity_windows} == set(contract.CONSUMER_FIELDS)
 
@@ -169,24 +227,51 @@ def problems_of(document) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda d: d.update(version=2), "version: 2 - this controller reads version 1"),
-    (lambda d: d.pop("capacity_windows"), "capacity_windows: None - a list"),
-    (lambda d: d.pop("pools"), "pools: None - a list"),
-    (lambda d: d["capacity_windows"][0].pop("budget"), "capacity_windows[0].budget: missing - the compiled policy always sets it"),
-    (lambda d: d["capacity_windows"][1].update(spot=True), "capacity_windows[1].spot: True - not a window field"),
-    (lambda d: d["capacity_windows"][0].update(max_price_per_instance_hour="NaN"),
-     "capacity_windows[0].max_price_per_instance_hour: 'NaN' - a decimal string > 0"),
-    (lambda d: d["capacity_windows"][0].update(budget="-1"), "capacity_windows[0].budget: '-1' - a decimal string >= 0"),
-    (lambda d: d["capacity_windows"][0].update(start="2026-12-10T14:00:00"),
-     "capacity_windows[0].start: '2026-12-10T14:00:00' - an ISO 8601 time with a UTC offset"),
-    (lambda d: d["capacity_windows"][0].update(mode="yolo"), "capacity_windows[0].mode: 'yolo' - one of dry_run, approval, auto"),
-    (lambda d: d["capacity_windows"][0].update(instance_count=0), "capacity_windows[0].instance_count: 0 - a whole number >= 1"),
-    (lambda d: d["capacity_windows"][0]["consumer"].pop("compute_environment"),
-     "capacity_windows[0].consumer.compute_environment: None - a string (a batch_compute_environment names it)"),
-    (lambda d: d["capacity_windows"][2]["consumer"].update(kind="ec2_fleet"), "capacity_windows[2].consumer.kind: 'ec2_fleet' - one of"),
-    (lambda d: d["pools"][0]["shares"][0].update(strategy="hoard"), "pools[0].shares[0].strategy: 'hoard' - one of reserve, lend, lend_and_borrow"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d.update(version=2), "version: 2 - this controller reads version 1"),
+        (lambda d: d.pop("capacity_windows"), "capacity_windows: None - a list"),
+        (lambda d: d.pop("pools"), "pools: None - a list"),
+        (
+            lambda d: d["capacity_windows"][0].pop("budget"),
+            "capacity_windows[0].budget: missing - the compiled policy always sets it",
+        ),
+        (lambda d: d["capacity_windows"][1].update(spot=True), "capacity_windows[1].spot: True - not a window field"),
+        (
+            lambda d: d["capacity_windows"][0].update(max_price_per_instance_hour="NaN"),
+            "capacity_windows[0].max_price_per_instance_hour: 'NaN' - a decimal string > 0",
+        ),
+        (
+            lambda d: d["capacity_windows"][0].update(budget="-1"),
+            "capacity_windows[0].budget: '-1' - a decimal string >= 0",
+        ),
+        (
+            lambda d: d["capacity_windows"][0].update(start="2026-12-10T14:00:00"),
+            "capacity_windows[0].start: '2026-12-10T14:00:00' - an ISO 8601 time with a UTC offset",
+        ),
+        (
+            lambda d: d["capacity_windows"][0].update(mode="yolo"),
+            "capacity_windows[0].mode: 'yolo' - one of dry_run, approval, auto",
+        ),
+        (
+            lambda d: d["capacity_windows"][0].update(instance_count=0),
+            "capacity_windows[0].instance_count: 0 - a whole number >= 1",
+        ),
+        (
+            lambda d: d["capacity_windows"][0]["consumer"].pop("compute_environment"),
+            "capacity_windows[0].consumer.compute_environment: None - a string (a batch_compute_environment names it)",
+        ),
+        (
+            lambda d: d["capacity_windows"][2]["consumer"].update(kind="ec2_fleet"),
+            "capacity_windows[2].consumer.kind: 'ec2_fleet' - one of",
+        ),
+        (
+            lambda d: d["pools"][0]["shares"][0].update(strategy="hoard"),
+            "pools[0].shares[0].strategy: 'hoard' - one of reserve, lend, lend_and_borrow",
+        ),
+    ],
+)
 def test_a_document_the_reader_does_not_understand_is_refused_naming_the_field(model, change, expected):
     document = copy.deepcopy(compile_policy(model))
     change(document)
@@ -221,33 +306,66 @@ def functions(model):
     app = App()
     templates = [Template.from_stack(s).to_json() for s in build_reference_app(app, load_model())]
     resources = [r for t in templates for r in t["Resources"].values()]
-    handlers = {r["Properties"]["Handler"]: r["Properties"].get("Environment", {}).get("Variables", {})
-                for r in resources if r["Type"] == "AWS::Lambda::Function" and "gpu_governance_runtime" in str(r["Properties"].get("Handler"))}
-    alarms = [r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and "Namespace" in r["Properties"]]
-    dashboards = ["".join(p for p in r["Properties"]["DashboardBody"]["Fn::Join"][1] if isinstance(p, str))
-                  for r in resources if r["Type"] == "AWS::CloudWatch::Dashboard"]
+    handlers = {
+        r["Properties"]["Handler"]: r["Properties"].get("Environment", {}).get("Variables", {})
+        for r in resources
+        if r["Type"] == "AWS::Lambda::Function" and "gpu_governance_runtime" in str(r["Properties"].get("Handler"))
+    }
+    alarms = [
+        r["Properties"] for r in resources if r["Type"] == "AWS::CloudWatch::Alarm" and "Namespace" in r["Properties"]
+    ]
+    dashboards = [
+        "".join(p for p in r["Properties"]["DashboardBody"]["Fn::Join"][1] if isinstance(p, str))
+        for r in resources
+        if r["Type"] == "AWS::CloudWatch::Dashboard"
+    ]
     return handlers, alarms, dashboards
 
 
 def test_the_functions_carry_exactly_the_contracts_environment_variables(functions):
     handlers, _, _ = functions
-    assert set(handlers["gpu_governance_runtime.capacity.handler.handle"]) == {
-        contract.ENV_CONTROLLER_ID, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_BUDGET, contract.ENV_PRICE_CAP, contract.ENV_TICK_SECONDS,
-        contract.ENV_RAISED_GUARANTEES, contract.ENV_RAISED_GUARANTEES_KEY,  # the reference window raises a quota share of a pool the reclaim controller observes
-        contract.ENV_TEAM_SPEND}  # its teams declare monthly budgets
+    assert (
+        set(handlers["gpu_governance_runtime.capacity.handler.handle"])
+        == {
+            contract.ENV_CONTROLLER_ID,
+            contract.ENV_LEDGER_TABLE,
+            contract.ENV_TOPIC_ARN,
+            contract.ENV_BUDGET,
+            contract.ENV_PRICE_CAP,
+            contract.ENV_TICK_SECONDS,
+            contract.ENV_RAISED_GUARANTEES,
+            contract.ENV_RAISED_GUARANTEES_KEY,  # the reference window raises a quota share of a pool the reclaim controller observes
+            contract.ENV_TEAM_SPEND,
+        }
+    )  # its teams declare monthly budgets
     reclaim = handlers["gpu_governance_runtime.reclaim.handler.handler"]
-    assert set(reclaim) == {contract.ENV_RECLAIM_TARGETS, contract.ENV_LEDGER_TABLE, contract.ENV_DRY_RUN, contract.ENV_METRICS_NAMESPACE,
-                            contract.ENV_MIN_RUN_TIME_S, contract.ENV_MAX_PREEMPTIONS_PER_TICK, contract.ENV_TICK_SECONDS,
-                            contract.ENV_RAISED_GUARANTEES}
+    assert set(reclaim) == {
+        contract.ENV_RECLAIM_TARGETS,
+        contract.ENV_LEDGER_TABLE,
+        contract.ENV_DRY_RUN,
+        contract.ENV_METRICS_NAMESPACE,
+        contract.ENV_MIN_RUN_TIME_S,
+        contract.ENV_MAX_PREEMPTIONS_PER_TICK,
+        contract.ENV_TICK_SECONDS,
+        contract.ENV_RAISED_GUARANTEES,
+    }
     assert reclaim[contract.ENV_METRICS_NAMESPACE] == contract.RECLAIM_NAMESPACE
     assert set(handlers["gpu_governance_runtime.guard.handler.handler"]) == {
-        contract.ENV_GUARD_QUEUES, contract.ENV_GUARD_NAMES, contract.ENV_LEDGER_TABLE, contract.ENV_TOPIC_ARN, contract.ENV_DRY_RUN}
+        contract.ENV_GUARD_QUEUES,
+        contract.ENV_GUARD_NAMES,
+        contract.ENV_LEDGER_TABLE,
+        contract.ENV_TOPIC_ARN,
+        contract.ENV_DRY_RUN,
+    }
 
 
 def test_alarms_watch_only_metrics_the_handlers_publish(functions):
     _, alarms, _ = functions
-    published = {contract.CAPACITY_NAMESPACE: {*contract.CAPACITY_METRICS, contract.MISSING_API_OPERATIONS},
-                 contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS), contract.GUARD_NAMESPACE: {contract.MISSING_API_OPERATIONS}}
+    published = {
+        contract.CAPACITY_NAMESPACE: {*contract.CAPACITY_METRICS, contract.MISSING_API_OPERATIONS},
+        contract.RECLAIM_NAMESPACE: set(contract.RECLAIM_METRICS),
+        contract.GUARD_NAMESPACE: {contract.MISSING_API_OPERATIONS},
+    }
     watched = {(a["Namespace"], a["MetricName"]) for a in alarms if a["Namespace"].startswith("GpuGovernance/")}
     assert {namespace for namespace, _ in watched} == set(published)
     assert all(name in published[namespace] for namespace, name in watched), watched
@@ -255,17 +373,26 @@ def test_alarms_watch_only_metrics_the_handlers_publish(functions):
 
 def test_the_capacity_handler_publishes_only_the_contracts_metric_names():
     tree = ast.parse(Path(capacity_handler.__file__).read_text())
-    names = {k.arg for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_metric"
-             for k in node.keywords if k.arg}
+    names = {
+        k.arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_metric"
+        for k in node.keywords
+        if k.arg
+    }
     assert names == set(contract.CAPACITY_METRICS)
 
 
 def _drawn(body: str) -> set[tuple[str, str, tuple[str, ...]]]:
     """(namespace, metric, dimension names) of every metric a dashboard body draws or searches."""
-    drawn = {(ns, name, tuple(re.findall(r'"([^"]*)"', rest)[0::2]))
-             for ns, name, rest in re.findall(r'\["(GpuGovernance/\w+)","(\w+)"((?:,"[^"]*")*)', body)}
-    searched = {(ns, name, tuple(keys.split(",")))
-                for ns, keys, name in re.findall(r"\{(GpuGovernance/\w+),([\w,]+)\} MetricName=\\\"(\w+)", body)}
+    drawn = {
+        (ns, name, tuple(re.findall(r'"([^"]*)"', rest)[0::2]))
+        for ns, name, rest in re.findall(r'\["(GpuGovernance/\w+)","(\w+)"((?:,"[^"]*")*)', body)
+    }
+    searched = {
+        (ns, name, tuple(keys.split(",")))
+        for ns, keys, name in re.findall(r"\{(GpuGovernance/\w+),([\w,]+)\} MetricName=\\\"(\w+)", body)
+    }
     return drawn | searched
 
 
@@ -278,15 +405,36 @@ def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
         acts, reroutes_borrowers, usage_from_queue, action_seconds, preemptions_seen = False, False, True, 1.0, {}
 
         def read(self, now):
-            return PoolState(capacity={"g": 4}, shares=(Share(name="a", quota={"g": 2}, strategy=Strategy.LEND_AND_BORROW),
-                                                        Share(name="b", quota={"g": 2}, strategy=Strategy.LEND)),
-                             running=(RunningJob(job_id="r", share="a", instance_type="g", count=3, priority=1, started_at=0),),
-                             pending=(PendingJob(job_id="p", share="b", instance_type="g", count=2, priority=1, submitted_at=0),), now=now)
+            return PoolState(
+                capacity={"g": 4},
+                shares=(
+                    Share(name="a", quota={"g": 2}, strategy=Strategy.LEND_AND_BORROW),
+                    Share(name="b", quota={"g": 2}, strategy=Strategy.LEND),
+                ),
+                running=(RunningJob(job_id="r", share="a", instance_type="g", count=3, priority=1, started_at=0),),
+                pending=(PendingJob(job_id="p", share="b", instance_type="g", count=2, priority=1, submitted_at=0),),
+                now=now,
+            )
 
     records: list = []
-    handler.run_tick("pool", Observed(), ledger=None, settings=Settings(), dry_run=True, namespace=contract.RECLAIM_NAMESPACE, now=1e9, emit=records.append)
-    return {(d["Namespace"], m["Name"], tuple(dims)) for r in records if "_aws" in r
-            for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
+    handler.run_tick(
+        "pool",
+        Observed(),
+        ledger=None,
+        settings=Settings(),
+        dry_run=True,
+        namespace=contract.RECLAIM_NAMESPACE,
+        now=1e9,
+        emit=records.append,
+    )
+    return {
+        (d["Namespace"], m["Name"], tuple(dims))
+        for r in records
+        if "_aws" in r
+        for d in r["_aws"]["CloudWatchMetrics"]
+        for m in d["Metrics"]
+        for dims in d["Dimensions"]
+    }
 
 
 def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tuple[str, ...]]]:  # noqa: F811
@@ -305,8 +453,17 @@ def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tup
 
     stubbed, clients, settings, _ = env
     policy = tmp_path / "auto.json"
-    policy.write_text(json.dumps({"version": 1, "organisation": "acme-ml", "priority_classes": [], "pools": [],
-                                  "capacity_windows": [{**WINDOW, "mode": "auto"}]}))
+    policy.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "organisation": "acme-ml",
+                "priority_classes": [],
+                "pools": [],
+                "capacity_windows": [{**WINDOW, "mode": "auto"}],
+            }
+        )
+    )
     offer = block("cbo-1", at(10), 1, per_hour="10")  # 960 within the window's 1000
     stubbed.owned()
     stubbed.offerings(offer)
@@ -316,16 +473,28 @@ def _emitted_by_a_capacity_run(env, tmp_path, capsys) -> set[tuple[str, str, tup
     capsys.readouterr()
     with Stubber(ce) as ce_stub:
         today, tomorrow = NOW.date(), NOW.date() + timedelta(days=1)
-        ce_stub.add_response("get_cost_and_usage", cost_page({WINDOW["team"]: "960", "": "12.5"}, start=f"{today:%Y-%m-01}", end=f"{tomorrow}"),
-                             cost_request(start=f"{today:%Y-%m-01}", end=f"{tomorrow}"))
-        result = process({"source": "aws.events", "detail-type": "Scheduled Event"}, clients=replace(clients, ce=ce),
-                         settings={**settings, contract.ENV_POLICY_PATH: str(policy), contract.ENV_TEAM_SPEND: "daily"}, now=NOW)
+        ce_stub.add_response(
+            "get_cost_and_usage",
+            cost_page({WINDOW["team"]: "960", "": "12.5"}, start=f"{today:%Y-%m-01}", end=f"{tomorrow}"),
+            cost_request(start=f"{today:%Y-%m-01}", end=f"{tomorrow}"),
+        )
+        result = process(
+            {"source": "aws.events", "detail-type": "Scheduled Event"},
+            clients=replace(clients, ce=ce),
+            settings={**settings, contract.ENV_POLICY_PATH: str(policy), contract.ENV_TEAM_SPEND: "daily"},
+            now=NOW,
+        )
         ce_stub.assert_no_pending_responses()
     stubbed.done()
     assert [set(r["teams"]) for r in result["spend"]] == [{WINDOW["team"], contract.UNTAGGED_TEAM}]
     assert result["run"]["bought"] == ["launch-load-test-202612101400-1"]
-    return {(d["Namespace"], m["Name"], tuple(dims)) for r in emf_records(capsys.readouterr().out)
-            for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"] for dims in d["Dimensions"]}
+    return {
+        (d["Namespace"], m["Name"], tuple(dims))
+        for r in emf_records(capsys.readouterr().out)
+        for d in r["_aws"]["CloudWatchMetrics"]
+        for m in d["Metrics"]
+        for dims in d["Dimensions"]
+    }
 
 
 def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tmp_path, capsys):  # noqa: F811
@@ -334,7 +503,10 @@ def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tm
     reading an active block, reading the day's spend) really writes."""
     _, _, dashboards = functions
     assert len(dashboards) >= 3  # reclaim, organisation usage, at least one team
-    emitted = {(n, m, tuple(sorted(d))) for n, m, d in _emitted_by_a_reclaim_tick() | _emitted_by_a_capacity_run(env, tmp_path, capsys)}
+    emitted = {
+        (n, m, tuple(sorted(d)))
+        for n, m, d in _emitted_by_a_reclaim_tick() | _emitted_by_a_capacity_run(env, tmp_path, capsys)
+    }
     drawn = set()
     for body in dashboards:
         assert _drawn(body), body[:200]
@@ -344,7 +516,8 @@ def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tm
     usage = {(n, m, d) for body in dashboards for n, m, d in _drawn(body) if m in contract.USAGE_METRICS}
     assert {m for _, m, _ in usage} == set(contract.USAGE_METRICS)
     assert {(n, m, d) for n, m, d in emitted if m in contract.USAGE_METRICS} == {
-        (contract.RECLAIM_NAMESPACE, m, contract.SHARE_DIMENSIONS) for m in contract.USAGE_METRICS}
+        (contract.RECLAIM_NAMESPACE, m, contract.SHARE_DIMENSIONS) for m in contract.USAGE_METRICS
+    }
 
 
 def test_the_usage_report_reads_exactly_what_a_tick_writes():
@@ -356,25 +529,41 @@ def test_the_usage_report_reads_exactly_what_a_tick_writes():
             return {"MetricDataResults": []}
 
     recorder = Recorder()
-    read_usage(recorder, load_model(), ["research"], datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
-    read = {(q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"], tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]))
-            for q in recorder.request["MetricDataQueries"]}
+    read_usage(
+        recorder, load_model(), ["research"], datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
+    )
+    read = {
+        (
+            q["MetricStat"]["Metric"]["Namespace"],
+            q["MetricStat"]["Metric"]["MetricName"],
+            tuple(d["Name"] for d in q["MetricStat"]["Metric"]["Dimensions"]),
+        )
+        for q in recorder.request["MetricDataQueries"]
+    }
     emitted = {e for e in _emitted_by_a_reclaim_tick() if e[1] in contract.USAGE_METRICS}
     assert read == emitted
+
 
 # --- HyperPod EKS pools: everything drawn and alarmed for them, their own observer writes -----------
 
 
 def _read_for_pool(alarms, dashboards, pool: str) -> set[tuple[str, str]]:
     """(namespace, metric) of every alarm, explicit dashboard metric and search that names ``pool``."""
-    read = {(a["Namespace"], a["MetricName"]) for a in alarms if {"Name": "Pool", "Value": pool} in a.get("Dimensions", [])}
+    read = {
+        (a["Namespace"], a["MetricName"]) for a in alarms if {"Name": "Pool", "Value": pool} in a.get("Dimensions", [])
+    }
     for body in dashboards:
         for namespace, name, rest in re.findall(r'\["(GpuGovernance/\w+)","(\w+)"((?:,"[^"]*")*)', body):
             values = re.findall(r'"([^"]*)"', rest)
             if dict(zip(values[0::2], values[1::2], strict=False)).get("Pool") == pool:
                 read.add((namespace, name))
-        read |= {(namespace, name) for namespace, name, searched in re.findall(
-            r'\{(GpuGovernance/\w+),[\w,]+\} MetricName=\\"(\w+)\\" Pool=\\"([\w-]+)\\"', body) if searched == pool}
+        read |= {
+            (namespace, name)
+            for namespace, name, searched in re.findall(
+                r'\{(GpuGovernance/\w+),[\w,]+\} MetricName=\\"(\w+)\\" Pool=\\"([\w-]+)\\"', body
+            )
+            if searched == pool
+        }
     return read
 
 
@@ -390,17 +579,46 @@ def _emitted_by_eks_ticks(pool, directory: Path) -> set[tuple[str, str]]:
     target = {"pool": pool.name, "eks_cluster": "acme-hyperpod", "gpus_per_instance": dict.fromkeys(pool.capacity, 8)}
     try:
         for respond, succeeds in (
-            (pages([cluster_queue(contract.hyperpod_cluster_queue(share.name), cohort="c", flavors={
-                t: {"nominal": n * 8, "total": 0, "borrowed": 0} for t, n in share.quota.items()}) for share in pool.shares], size=10), True),
+            (
+                pages(
+                    [
+                        cluster_queue(
+                            contract.hyperpod_cluster_queue(share.name),
+                            cohort="c",
+                            flavors={t: {"nominal": n * 8, "total": 0, "borrowed": 0} for t, n in share.quota.items()},
+                        )
+                        for share in pool.shares
+                    ],
+                    size=10,
+                ),
+                True,
+            ),
             (lambda path, query, headers: Reply(401, status_object(401, "Unauthorized", "Unauthorized")), False),
         ):
             api.respond = respond
             eks, _ = eks_client(api)
-            assert eks_usage.tick(target, pool, eks=eks, namespace=contract.RECLAIM_NAMESPACE, now=1e9, tick_seconds=60, emit=records.append,
-                                  credentials=CREDENTIALS) is succeeds
+            assert (
+                eks_usage.tick(
+                    target,
+                    pool,
+                    eks=eks,
+                    namespace=contract.RECLAIM_NAMESPACE,
+                    now=1e9,
+                    tick_seconds=60,
+                    emit=records.append,
+                    credentials=CREDENTIALS,
+                )
+                is succeeds
+            )
     finally:
         stop()
-    return {(d["Namespace"], m["Name"]) for r in records if "_aws" in r for d in r["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+    return {
+        (d["Namespace"], m["Name"])
+        for r in records
+        if "_aws" in r
+        for d in r["_aws"]["CloudWatchMetrics"]
+        for m in d["Metrics"]
+    }
 
 
 def test_every_metric_read_for_a_hyperpod_eks_pool_is_one_its_observer_writes(functions, tmp_path):

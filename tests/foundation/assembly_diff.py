@@ -53,8 +53,10 @@ def differences(before: Path, after: Path) -> list[str]:
         old_resources, new_resources = old[name].get("Resources", {}), new[name].get("Resources", {})
         for logical_id in sorted(old_resources.keys() | new_resources.keys()):
             if old_resources.get(logical_id) != new_resources.get(logical_id):
-                lines.append(f"template {name}: resource {logical_id} "
-                             f"{'added' if logical_id not in old_resources else 'removed' if logical_id not in new_resources else 'changed'}")
+                lines.append(
+                    f"template {name}: resource {logical_id} "
+                    f"{'added' if logical_id not in old_resources else 'removed' if logical_id not in new_resources else 'changed'}"
+                )
         for section in sorted((old[name].keys() | new[name].keys()) - {"Resources"}):
             if old[name].get(section) != new[name].get(section):
                 lines.append(f"template {name}: section {section} changed")
@@ -65,8 +67,12 @@ def differences(before: Path, after: Path) -> list[str]:
             continue
         removed = [rule for rule, _ in was if (rule, dict(was)[rule]) not in now]
         added = [rule for rule, _ in now if (rule, dict(now)[rule]) not in was]
-        lines.append(f"acknowledgements {construct}: " + (f"removed {removed} " if removed else "")
-                     + (f"added {added}" if added else "") + ("" if removed or added else "reordered"))
+        lines.append(
+            f"acknowledgements {construct}: "
+            + (f"removed {removed} " if removed else "")
+            + (f"added {added}" if added else "")
+            + ("" if removed or added else "reordered")
+        )
     old_findings, new_findings = findings(before), findings(after)
     lines += [f"finding only before: {f}" for f in sorted(old_findings - new_findings)]
     lines += [f"finding only after: {f}" for f in sorted(new_findings - old_findings)]
@@ -76,8 +82,12 @@ def differences(before: Path, after: Path) -> list[str]:
 def main() -> int:
     before, after = map(Path, sys.argv[1:3])
     lines = differences(before, after)
-    print("\n".join(lines) if lines else f"identical: {len(templates(after))} templates, "
-          f"{sum(map(len, acknowledgements(after).values()))} acknowledgements, {len(findings(after))} findings")
+    print(
+        "\n".join(lines)
+        if lines
+        else f"identical: {len(templates(after))} templates, "
+        f"{sum(map(len, acknowledgements(after).values()))} acknowledgements, {len(findings(after))} findings"
+    )
     return 1 if lines else 0
 
 

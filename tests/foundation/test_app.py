@@ -20,7 +20,9 @@ def run_app(tmp_path, config_data):
     config.write_text(yaml.safe_dump(config_data))
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
     env.pop("GPU_GOVERNANCE_CONFIG", None)
-    return subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_config_from_cdk_context_is_synthesized(tmp_path):
@@ -44,7 +46,9 @@ def test_invalid_config_exits_2_without_traceback_or_output(tmp_path):
 def run_app_from_environment(tmp_path, config: str):
     env = {**os.environ, "GPU_GOVERNANCE_CONFIG": config, "CDK_OUTDIR": str(tmp_path / "out")}
     env.pop("CDK_CONTEXT_JSON", None)
-    return subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.parametrize("name", ["unhashable-key", "boolean-key", "deeply-nested", "full-width-account", "endless"])
@@ -68,7 +72,11 @@ def test_make_synth_builds_the_named_file_in_either_spelling(tmp_path, spelling)
     (tmp_path / ".venv" / ".installed").touch()  # newer than pyproject.toml: nothing to install
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 2\n")
-    env = {key: value for key, value in os.environ.items() if key not in ("CONFIG", "GPU_GOVERNANCE_CONFIG", "CDK_CONTEXT_JSON")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("CONFIG", "GPU_GOVERNANCE_CONFIG", "CDK_CONTEXT_JSON")
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "lambda")])
     command = ["make", "--no-print-directory", "synth", f"BIN={Path(sys.executable).parent}"]
     if spelling == "CONFIG":

@@ -11,7 +11,9 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
 from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS
 
-QUOTA_POOL = BatchQuotaSharePool(name="training", capacity={"ml.p5.48xlarge": 8, "ml.g6e.12xlarge": 4}, runnable_timeout_minutes=60)
+QUOTA_POOL = BatchQuotaSharePool(
+    name="training", capacity={"ml.p5.48xlarge": 8, "ml.g6e.12xlarge": 4}, runnable_timeout_minutes=60
+)
 FAIR_POOL = BatchFairSharePool(
     name="ec2",
     capacity={"p5.48xlarge": 5},
@@ -20,11 +22,26 @@ FAIR_POOL = BatchFairSharePool(
     compute_reservation=25,
 )
 TEAMS = [
-    Team(name="vision", preset="background", sharing={"borrow_limit": 50}, fair_share_weight=50,
-         quotas={"training": {"ml.p5.48xlarge": 4}, "ec2": {"p5.48xlarge": 2}}),
-    Team(name="nlp", preset="steady", fair_share_weight=25, paused=True, quotas={"training": {"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 4}, "ec2": {"p5.48xlarge": 1}}),
+    Team(
+        name="vision",
+        preset="background",
+        sharing={"borrow_limit": 50},
+        fair_share_weight=50,
+        quotas={"training": {"ml.p5.48xlarge": 4}, "ec2": {"p5.48xlarge": 2}},
+    ),
+    Team(
+        name="nlp",
+        preset="steady",
+        fair_share_weight=25,
+        paused=True,
+        quotas={"training": {"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 4}, "ec2": {"p5.48xlarge": 1}},
+    ),
     Team(name="prod", preset="critical", quotas={"training": {"ml.p5.48xlarge": 2}, "ec2": {"p5.48xlarge": 1}}),
-    Team(name="lab", sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"}, quotas={"ec2": {"p5.48xlarge": 1}}),
+    Team(
+        name="lab",
+        sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"},
+        quotas={"ec2": {"p5.48xlarge": 1}},
+    ),
 ]
 
 
@@ -46,36 +63,85 @@ def synthesized():
 
 def test_service_environment_and_quota_share_queue(synthesized):
     _, _, template = synthesized
-    template.has_resource_properties("AWS::Batch::ServiceEnvironment", {
-        "ServiceEnvironmentName": "training",
-        "ServiceEnvironmentType": "SAGEMAKER_TRAINING",
-        "CapacityLimits": [
-            {"CapacityUnit": "ml.g6e.12xlarge", "MaxCapacity": 4},
-            {"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 8},
-        ],
-    })
-    template.has_resource_properties("AWS::Batch::SchedulingPolicy", {
-        "Name": "training-quota-share", "QuotaSharePolicy": {"IdleResourceAssignmentStrategy": "FIFO"},
-    })
-    template.has_resource_properties("AWS::Batch::JobQueue", {
-        "JobQueueName": "training",
-        "JobQueueType": "SAGEMAKER_TRAINING",
-        "ServiceEnvironmentOrder": [{"Order": 1, "ServiceEnvironment": Match.any_value()}],
-        "JobStateTimeLimitActions": [
-            {"Action": "TERMINATE", "MaxTimeSeconds": 600, "Reason": "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE", "State": "RUNNABLE"},
-            {"Action": "TERMINATE", "MaxTimeSeconds": 600, "Reason": "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED", "State": "RUNNABLE"},
-            {"Action": "TERMINATE", "MaxTimeSeconds": 3600, "Reason": "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", "State": "RUNNABLE"},
-        ],
-    })
+    template.has_resource_properties(
+        "AWS::Batch::ServiceEnvironment",
+        {
+            "ServiceEnvironmentName": "training",
+            "ServiceEnvironmentType": "SAGEMAKER_TRAINING",
+            "CapacityLimits": [
+                {"CapacityUnit": "ml.g6e.12xlarge", "MaxCapacity": 4},
+                {"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 8},
+            ],
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Batch::SchedulingPolicy",
+        {
+            "Name": "training-quota-share",
+            "QuotaSharePolicy": {"IdleResourceAssignmentStrategy": "FIFO"},
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Batch::JobQueue",
+        {
+            "JobQueueName": "training",
+            "JobQueueType": "SAGEMAKER_TRAINING",
+            "ServiceEnvironmentOrder": [{"Order": 1, "ServiceEnvironment": Match.any_value()}],
+            "JobStateTimeLimitActions": [
+                {
+                    "Action": "TERMINATE",
+                    "MaxTimeSeconds": 600,
+                    "Reason": "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+                    "State": "RUNNABLE",
+                },
+                {
+                    "Action": "TERMINATE",
+                    "MaxTimeSeconds": 600,
+                    "Reason": "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+                    "State": "RUNNABLE",
+                },
+                {
+                    "Action": "TERMINATE",
+                    "MaxTimeSeconds": 3600,
+                    "Reason": "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+                    "State": "RUNNABLE",
+                },
+            ],
+        },
+    )
 
 
 @pytest.mark.parametrize(
     "team, limits, sharing, preemption, preset, state",
     [
-        ("vision", [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 4}], {"Strategy": "LEND_AND_BORROW", "BorrowLimit": 50}, "ENABLED", "background", "ENABLED"),
+        (
+            "vision",
+            [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 4}],
+            {"Strategy": "LEND_AND_BORROW", "BorrowLimit": 50},
+            "ENABLED",
+            "background",
+            "ENABLED",
+        ),
         # nlp is paused: its share accepts no new job
-        ("nlp", [{"CapacityUnit": "ml.g6e.12xlarge", "MaxCapacity": 4}, {"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}], {"Strategy": "LEND"}, "DISABLED", "steady", "DISABLED"),
-        ("prod", [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}], {"Strategy": "RESERVE"}, "ENABLED", "critical", "ENABLED"),
+        (
+            "nlp",
+            [
+                {"CapacityUnit": "ml.g6e.12xlarge", "MaxCapacity": 4},
+                {"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2},
+            ],
+            {"Strategy": "LEND"},
+            "DISABLED",
+            "steady",
+            "DISABLED",
+        ),
+        (
+            "prod",
+            [{"CapacityUnit": "ml.p5.48xlarge", "MaxCapacity": 2}],
+            {"Strategy": "RESERVE"},
+            "ENABLED",
+            "critical",
+            "ENABLED",
+        ),
     ],
 )
 def test_one_quota_share_per_team(synthesized, team, limits, sharing, preemption, preset, state):
@@ -95,19 +161,30 @@ def test_unlimited_borrow_limit_is_minus_one():
     app = App()
     stack = Stack(app, "S")
     pool = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 2})
-    QuotaManagedTrainingQueue(stack, "Q", pool=pool, teams=[
-        Team(name="a", sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"}, quotas={"q": {"ml.p5.48xlarge": 1}})
-    ])
-    Template.from_stack(stack).has_resource_properties("AWS::Batch::QuotaShare", {
-        "ResourceSharingConfiguration": {"Strategy": "LEND_AND_BORROW", "BorrowLimit": -1}
-    })
+    QuotaManagedTrainingQueue(
+        stack,
+        "Q",
+        pool=pool,
+        teams=[
+            Team(
+                name="a",
+                sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"},
+                quotas={"q": {"ml.p5.48xlarge": 1}},
+            )
+        ],
+    )
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::Batch::QuotaShare", {"ResourceSharingConfiguration": {"Strategy": "LEND_AND_BORROW", "BorrowLimit": -1}}
+    )
 
 
 def test_no_capacity_wait_timeout_unless_declared():
     app = App()
     stack = Stack(app, "S")
     pool = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 2})
-    QuotaManagedTrainingQueue(stack, "Q", pool=pool, teams=[Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}})])
+    QuotaManagedTrainingQueue(
+        stack, "Q", pool=pool, teams=[Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}})]
+    )
     queue = next(iter(Template.from_stack(stack).find_resources("AWS::Batch::JobQueue").values()))
     reasons = [a["Reason"] for a in queue["Properties"]["JobStateTimeLimitActions"]]
     assert "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY" not in reasons
@@ -115,23 +192,31 @@ def test_no_capacity_wait_timeout_unless_declared():
 
 def test_fair_share_queue(synthesized):
     _, _, template = synthesized
-    template.has_resource_properties("AWS::Batch::SchedulingPolicy", {
-        "Name": "ec2-fair-share",
-        "FairsharePolicy": {
-            "ShareDecaySeconds": 7200,
-            "ComputeReservation": 25,
-            "ShareDistribution": [
-                {"ShareIdentifier": "vision", "WeightFactor": fair_share_weight_factor(50)},
-                {"ShareIdentifier": "nlp", "WeightFactor": fair_share_weight_factor(25)},
-                {"ShareIdentifier": "prod", "WeightFactor": fair_share_weight_factor(10)},
-                {"ShareIdentifier": "lab", "WeightFactor": fair_share_weight_factor(10)},
+    template.has_resource_properties(
+        "AWS::Batch::SchedulingPolicy",
+        {
+            "Name": "ec2-fair-share",
+            "FairsharePolicy": {
+                "ShareDecaySeconds": 7200,
+                "ComputeReservation": 25,
+                "ShareDistribution": [
+                    {"ShareIdentifier": "vision", "WeightFactor": fair_share_weight_factor(50)},
+                    {"ShareIdentifier": "nlp", "WeightFactor": fair_share_weight_factor(25)},
+                    {"ShareIdentifier": "prod", "WeightFactor": fair_share_weight_factor(10)},
+                    {"ShareIdentifier": "lab", "WeightFactor": fair_share_weight_factor(10)},
+                ],
+            },
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Batch::JobQueue",
+        {
+            "JobQueueName": "ec2",
+            "ComputeEnvironmentOrder": [
+                {"ComputeEnvironment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu", "Order": 1}
             ],
         },
-    })
-    template.has_resource_properties("AWS::Batch::JobQueue", {
-        "JobQueueName": "ec2",
-        "ComputeEnvironmentOrder": [{"ComputeEnvironment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu", "Order": 1}],
-    })
+    )
 
 
 def test_fair_share_queue_keeps_the_logical_ids_of_its_former_l1s(synthesized):
@@ -149,10 +234,21 @@ def test_fair_share_queue_keeps_the_logical_ids_of_its_former_l1s(synthesized):
         assert logical_id in template.find_resources(kind)
 
 
-@pytest.mark.parametrize("path", [
-    ["Queue"], ["Pool", "Queue"], ["Poolec2-gpu", "JobQueue"], ["Pool", "Default", "Queue"], ["Queue", "Queue"],
-    ["MyQueue", "Queue"], ["Pool", "Resource", "Queue"], ["x" * 250, "Queue"], ["y" * 260], ["é-1", "Queue"],
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ["Queue"],
+        ["Pool", "Queue"],
+        ["Poolec2-gpu", "JobQueue"],
+        ["Pool", "Default", "Queue"],
+        ["Queue", "Queue"],
+        ["MyQueue", "Queue"],
+        ["Pool", "Resource", "Queue"],
+        ["x" * 250, "Queue"],
+        ["y" * 260],
+        ["é-1", "Queue"],
+    ],
+)
 def test_l1_logical_id_is_cdks(path):
     stack = Stack(App(), "Ids")
     scope: Construct = stack
@@ -170,8 +266,12 @@ def test_weight_factor_keeps_ratios_inverted():
 
 def _statements(template, role_logical_prefix):
     policies = template.find_resources("AWS::IAM::Policy")
-    return [s for p in policies.values() if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"]["Roles"])
-            for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        s
+        for p in policies.values()
+        if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"]["Roles"])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def test_grant_submit_scopes_to_the_share_and_team_tag(synthesized):
@@ -194,12 +294,19 @@ def test_grant_submit_scopes_to_the_share_and_team_tag(synthesized):
 def test_team_tag_is_set_at_creation_and_never_changed(synthesized):
     _, _, template = synthesized
     statements = _statements(template, "Submitter")
-    tagging = {json.dumps(s["Resource"]): s for s in statements if s["Action"] == "batch:TagResource" and s["Effect"] == "Allow"}
+    tagging = {
+        json.dumps(s["Resource"]): s
+        for s in statements
+        if s["Action"] == "batch:TagResource" and s["Effect"] == "Allow"
+    }
     assert len(tagging) == 2  # service jobs (quota share) and jobs (fair share)
     service_jobs, jobs = (next(s for r, s in tagging.items() if kind in r) for kind in (":service-job/", ":job/"))
     # Only inside the submission (a key only SubmitServiceJob / SubmitJob carries), on a job with
     # no team tag yet: an existing job, untagged or another team's, is never tagged as ours.
-    assert service_jobs["Condition"]["Null"] == {"batch:SchedulingPriority": "false", f"aws:ResourceTag/{TEAM_TAG}": "true"}
+    assert service_jobs["Condition"]["Null"] == {
+        "batch:SchedulingPriority": "false",
+        f"aws:ResourceTag/{TEAM_TAG}": "true",
+    }
     assert jobs["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "true"}
     assert jobs["Condition"]["StringEquals"] == {"batch:ShareIdentifier": "lab", f"aws:RequestTag/{TEAM_TAG}": "lab"}
     denies = {json.dumps(s["Action"]): s for s in statements if s["Effect"] == "Deny"}
@@ -209,8 +316,15 @@ def test_team_tag_is_set_at_creation_and_never_changed(synthesized):
 
 def test_a_submission_sets_no_platform_tag_key(synthesized):
     _, _, template = synthesized
-    creating = [s for s in _statements(template, "Submitter") if s["Effect"] == "Allow"
-                and (s["Action"] in ("batch:SubmitServiceJob", "batch:TagResource") or (s["Action"] == "batch:SubmitJob" and "ShareIdentifier" in json.dumps(s)))]
+    creating = [
+        s
+        for s in _statements(template, "Submitter")
+        if s["Effect"] == "Allow"
+        and (
+            s["Action"] in ("batch:SubmitServiceJob", "batch:TagResource")
+            or (s["Action"] == "batch:SubmitJob" and "ShareIdentifier" in json.dumps(s))
+        )
+    ]
     assert len(creating) == 4
     for statement in creating:
         assert statement["Condition"]["ForAllValues:StringNotEquals"] == {"aws:TagKeys": list(PLATFORM_TAG_KEYS)}
@@ -218,8 +332,17 @@ def test_a_submission_sets_no_platform_tag_key(synthesized):
 
 def test_grant_observe_is_read_only(synthesized):
     _, _, template = synthesized
-    actions = {a for s in _statements(template, "Observer") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions == {"batch:GetJobQueueSnapshot", "batch:DescribeServiceJob", "batch:ListServiceJobs", "batch:ListQuotaShares"}
+    actions = {
+        a
+        for s in _statements(template, "Observer")
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert actions == {
+        "batch:GetJobQueueSnapshot",
+        "batch:DescribeServiceJob",
+        "batch:ListServiceJobs",
+        "batch:ListQuotaShares",
+    }
 
 
 def test_grant_for_unknown_team_is_refused(synthesized):
@@ -233,10 +356,15 @@ def test_bad_props_are_refused_before_any_resource():
     stack = Stack(app, "S")
     pool = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 2})
     with pytest.raises(GovernanceError) as raised:
-        QuotaManagedTrainingQueue(stack, "Q", pool=pool, teams=[
-            Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 2, "ml.g5.xlarge": 1}}),
-            Team(name="b", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}}),
-        ])
+        QuotaManagedTrainingQueue(
+            stack,
+            "Q",
+            pool=pool,
+            teams=[
+                Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 2, "ml.g5.xlarge": 1}}),
+                Team(name="b", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}}),
+            ],
+        )
     message = str(raised.value)
     assert "teams[0].quotas.q.ml.g5.xlarge: pool has no capacity of this instance type" in message
     assert "pool.capacity.ml.p5.48xlarge: teams are guaranteed 3 instances but the pool has fewer (2)" in message

@@ -22,9 +22,13 @@ pytestmark = pytest.mark.slow
 
 
 def environment() -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
-           # offline and quiet: no version check, no telemetry (notices: --no-notices)
-           "CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+        # offline and quiet: no version check, no telemetry (notices: --no-notices)
+        "CDK_DISABLE_VERSION_CHECK": "true",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }
     for variable in ("GPU_GOVERNANCE_CONFIG", "CDK_OUTDIR", "CDK_CONTEXT_JSON"):
         env.pop(variable, None)
     return env
@@ -34,16 +38,23 @@ def cdk(*arguments: str) -> subprocess.CompletedProcess:
     if not CDK.exists():
         pytest.fail(f"{CDK.relative_to(ROOT)} is missing: `make cdk-cli` installs the CDK CLI into the project")
     # cdk.json's own app command: the .venv interpreter `make install` sets up, as a user runs it.
-    return subprocess.run([str(CDK), *arguments, "--no-notices"], cwd=ROOT,
-                          env=environment(), capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [str(CDK), *arguments, "--no-notices"], cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=900
+    )
 
 
 @pytest.fixture(scope="module")
 def direct_synth(tmp_path_factory) -> Path:
     """The assembly `make synth` writes: app.py run by Python, without the CLI."""
     outdir = tmp_path_factory.mktemp("direct")
-    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env={**environment(), "CDK_OUTDIR": str(outdir)},
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={**environment(), "CDK_OUTDIR": str(outdir)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return outdir
 
@@ -52,7 +63,10 @@ def test_cdk_json_runs_app_py_with_the_interpreter_make_install_sets_up():
     """A fresh clone: `make install` (the README's setup command for the CDK CLI) creates .venv,
     whose interpreter cdk.json's app command names."""
     assert json.loads((ROOT / "cdk.json").read_text())["app"] == ".venv/bin/python app.py"
-    assert "VENV := .venv" in (ROOT / "Makefile").read_text() and "\ninstall: $(INSTALLED)" in (ROOT / "Makefile").read_text()
+    assert (
+        "VENV := .venv" in (ROOT / "Makefile").read_text()
+        and "\ninstall: $(INSTALLED)" in (ROOT / "Makefile").read_text()
+    )
     readme = (ROOT / "README.md").read_text()
     assert readme.index("`make install`") < readme.index("npx cdk synth")
 

@@ -80,7 +80,9 @@ def test_hostile_files_are_refused_in_one_line(capsys, tmp_path, name):
 
 def test_console_script_exit_code_and_stderr(tmp_path):
     bad = write(tmp_path, "version: 2\n")
-    result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", "validate", "--config", bad], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "constructs_lib.cli", "validate", "--config", bad], capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert "version: invalid (2) - allowed: 1" in result.stderr
     assert "Traceback" not in result.stderr
@@ -134,5 +136,9 @@ def test_unlimited_borrowing_is_bounded_by_the_pool():
     from constructs_lib.model.explain import deal
 
     pool = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 8})
-    team = Team(name="t", sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"}, quotas={"q": {"ml.p5.48xlarge": 2}})
+    team = Team(
+        name="t",
+        sharing={"strategy": "lend_and_borrow", "borrow_limit": "unlimited"},
+        quotas={"q": {"ml.p5.48xlarge": 2}},
+    )
     assert deal(team, pool).max_with_borrowing == "8 x ml.p5.48xlarge"

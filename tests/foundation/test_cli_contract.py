@@ -35,8 +35,25 @@ def aws_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
     """The commands that call AWS, as a first-time user types them: no region, no credentials."""
     return {
         # the ledger is in the capacity region, which the governance file names: no NoRegionError
-        "capacity request": (["capacity", "request", "--config", CONFIG, "--team", "production", "--instance-type", "ml.p5.48xlarge",
-                              "--count", "2", "--hours", "8", "--table", "ledger"], 1),
+        "capacity request": (
+            [
+                "capacity",
+                "request",
+                "--config",
+                CONFIG,
+                "--team",
+                "production",
+                "--instance-type",
+                "ml.p5.48xlarge",
+                "--count",
+                "2",
+                "--hours",
+                "8",
+                "--table",
+                "ledger",
+            ],
+            1,
+        ),
         "capacity requests": (["capacity", "requests", "--table", "ledger"], 1),
         "capacity approve": (["capacity", "approve", "intent-1", "--table", "ledger"], 1),
         "usage report": (["usage", "report", "--config", CONFIG, "--from", "2026-11-01", "--to", "2026-11-02"], 1),
@@ -49,12 +66,25 @@ AWS_COMMANDS = ("capacity request", "capacity requests", "capacity approve", "us
 
 def no_aws_environment(home: Path) -> dict[str, str]:
     """A shell with no AWS configuration at all (and no instance metadata to fall back on)."""
-    return {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
-            "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_EC2_METADATA_DISABLED": "true"}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
 
 def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "constructs_lib.cli", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "constructs_lib.cli", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +118,18 @@ def test_without_a_region_the_capacity_request_uses_the_governance_files(tmp_pat
 def test_a_command_with_no_region_at_all_says_how_to_give_one(tmp_path):
     result = run(["capacity", "requests", "--table", "ledger"], no_aws_environment(tmp_path))
     assert result.returncode == 1
-    assert result.stderr.strip() == "gpu-governance capacity: AWS could not be reached: no AWS region configured; pass --region or set AWS_REGION"
+    assert (
+        result.stderr.strip()
+        == "gpu-governance capacity: AWS could not be reached: no AWS region configured; pass --region or set AWS_REGION"
+    )
 
 
 def config_commands() -> dict[str, argparse.ArgumentParser]:
-    return {name: sub for name, sub in leaf_commands(build_parser()).items() if any(a.dest == "config" for a in sub._actions)}
+    return {
+        name: sub
+        for name, sub in leaf_commands(build_parser()).items()
+        if any(a.dest == "config" for a in sub._actions)
+    }
 
 
 FILE_CHANGING = {"team pause", "team resume"}
@@ -100,8 +137,19 @@ FILE_CHANGING = {"team pause", "team resume"}
 
 def test_every_command_that_reads_a_governance_file_takes_it_the_same_way():
     commands = config_commands()
-    assert {"validate", "explain", "audit", "slurm script", "team show", "team submit-example", "status", "usage report", "simulate",
-            "capacity plan", "capacity request"} <= set(commands)
+    assert {
+        "validate",
+        "explain",
+        "audit",
+        "slurm script",
+        "team show",
+        "team submit-example",
+        "status",
+        "usage report",
+        "simulate",
+        "capacity plan",
+        "capacity request",
+    } <= set(commands)
     for name, sub in commands.items():
         options = {a.dest: a for a in sub._actions}
         assert options["config"].option_strings == ["--config"] and options["config"].help == CONFIG_HELP, name
@@ -112,12 +160,21 @@ def test_every_command_that_reads_a_governance_file_takes_it_the_same_way():
             assert options["example"].option_strings == ["--example"], name
 
 
-@pytest.mark.parametrize("argv", [
-    ["validate"], ["explain"], ["audit"], ["slurm", "script", "--pool", "hyperpod-slurm"], ["team", "show", "research"],
-    ["team", "submit-example", "research", "--backend", "slurm"], ["status", "--team", "research"],
-    ["usage", "report", "--from", "2026-11-01", "--to", "2026-11-02"], ["simulate", "--trace", "t.csv"],
-    ["capacity", "plan", "--offerings", "o.json"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate"],
+        ["explain"],
+        ["audit"],
+        ["slurm", "script", "--pool", "hyperpod-slurm"],
+        ["team", "show", "research"],
+        ["team", "submit-example", "research", "--backend", "slurm"],
+        ["status", "--team", "research"],
+        ["usage", "report", "--from", "2026-11-01", "--to", "2026-11-02"],
+        ["simulate", "--trace", "t.csv"],
+        ["capacity", "plan", "--offerings", "o.json"],
+    ],
+)
 def test_without_a_governance_file_a_command_refuses_instead_of_using_the_example(argv, monkeypatch, capsys):
     monkeypatch.delenv("GPU_GOVERNANCE_CONFIG", raising=False)
     assert main(argv) == 2
@@ -141,8 +198,14 @@ def test_the_old_positional_file_still_works_with_a_warning(capsys):
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
     # `gpu-governance schema | head -0`: the reader is gone before anything is written
-    process = subprocess.Popen([sys.executable, "-m", "constructs_lib.cli", "schema"], cwd=ROOT, env=no_aws_environment(tmp_path),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "constructs_lib.cli", "schema"],
+        cwd=ROOT,
+        env=no_aws_environment(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     process.stdout.close()
     error = process.stderr.read()
     assert process.wait(timeout=120) == 1
@@ -172,7 +235,12 @@ def test_status_help_says_what_json_prints(tmp_path, capsys):
     (json_option,) = (a for a in status._actions if a.dest == "json")
     squeue = tmp_path / "squeue.txt"
     squeue.write_text("7|train|research|research.standard|PENDING|1|research|100|2026-12-01T09:00:00|Resources\n")
-    assert main(["status", "--example", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue), "--json"]) == 0
+    assert (
+        main(
+            ["status", "--example", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue), "--json"]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert isinstance(printed, list) and [p["pool"] for p in printed] == ["hyperpod-slurm"]
     assert "JSON list" in json_option.help

@@ -23,13 +23,17 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
     """Every command that synthesizes nothing, as a command line and its expected exit code, with
     the inputs it needs written into ``folder``; benchmarks/cli_startup.py times the same lines."""
     trace = folder / "trace.csv"
-    trace.write_text("job_id,team,submit_time,duration,instance_type,count,priority,checkpointable\n"
-                     "j1,research,0,600,ml.p5.48xlarge,1,10,true\n")
+    trace.write_text(
+        "job_id,team,submit_time,duration,instance_type,count,priority,checkpointable\n"
+        "j1,research,0,600,ml.p5.48xlarge,1,10,true\n"
+    )
     openb = folder / "openb.csv"
     openb.write_text(OPENB_POD_LIST)
     sacct = folder / "sacct.txt"
-    sacct.write_text("JobID|Account|QOS|Submit|Start|End|NNodes|TimelimitRaw|State\n"
-                     "1|research|research.low|2026-12-01T00:00:00|2026-12-01T00:00:01|2026-12-01T01:00:01|1|60|COMPLETED\n")
+    sacct.write_text(
+        "JobID|Account|QOS|Submit|Start|End|NNodes|TimelimitRaw|State\n"
+        "1|research|research.low|2026-12-01T00:00:00|2026-12-01T00:00:01|2026-12-01T01:00:01|1|60|COMPLETED\n"
+    )
     offerings = folder / "offerings.json"
     offerings.write_text(json.dumps({"CapacityBlockOfferings": []}))
     config = str(ROOT / "constructs_lib" / "data" / "default-governance.yaml")
@@ -40,17 +44,32 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
         "example": (["example"], 0),
         "schema": (["schema"], 0),
         "explain": (["explain", "--example"], 0),
-        "simulate": (["simulate", "--config", config, "--trace", str(trace), "--pool", "sagemaker-training", "--json"], 0),
+        "simulate": (
+            ["simulate", "--config", config, "--trace", str(trace), "--pool", "sagemaker-training", "--json"],
+            0,
+        ),
         "openb-trace": (["openb-trace", str(openb), str(folder / "openb-trace.csv")], 0),
-        "trace from-sacct": (["trace", "from-sacct", str(sacct), str(folder / "sacct-trace.csv"), "--instance-type", "ml.p5.48xlarge"], 0),
-        "capacity plan": (["capacity", "plan", "--config", config, "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"], 0),
+        "trace from-sacct": (
+            ["trace", "from-sacct", str(sacct), str(folder / "sacct-trace.csv"), "--instance-type", "ml.p5.48xlarge"],
+            0,
+        ),
+        "capacity plan": (
+            ["capacity", "plan", "--config", config, "--offerings", str(offerings), "--now", "2026-12-01T09:00:00Z"],
+            0,
+        ),
         # refused before any AWS call (no ledger table named): the imports are what is checked
         "capacity approve": (["capacity", "approve", "intent-1"], 2),
         "slurm script": (["slurm", "script", "--example", "--pool", "hyperpod-slurm"], 0),
-        "team submit-example": (["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1", "--config", config], 0),
+        "team submit-example": (
+            ["team", "submit-example", "research", "--backend", "hyperpod_eks", "--image", "img:1", "--config", config],
+            0,
+        ),
         "report": (["report", str(folder / "no-cloud-assembly")], 2),
         "team show": (["team", "show", "research", "--config", config, "--json"], 0),
-        "status": (["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue), "--config", config], 0),
+        "status": (
+            ["status", "--team", "research", "--pool", "hyperpod-slurm", "--squeue", str(squeue), "--config", config],
+            0,
+        ),
         "audit": (["audit", "--config", str(ROOT / "examples" / "org-projects.yaml"), "--json"], 0),
         # refused before the file is written (no such team): the imports are what is checked
         "team pause": (["team", "pause", "ghost", "--config", config], 2),
@@ -74,14 +93,23 @@ print("\\n" + json.dumps({"code": code, "loaded": loaded, "environ_changed": dic
 
 def clean_environment() -> dict[str, str]:
     """No jsii settings (so a change to them would show) and no governance defaults."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("JSII_") and k not in ("GPU_GOVERNANCE_CONFIG", "GPU_GOVERNANCE_CAPACITY_TABLE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("JSII_") and k not in ("GPU_GOVERNANCE_CONFIG", "GPU_GOVERNANCE_CAPACITY_TABLE")
+    }
     return {**env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])}
 
 
 def probe(argv: list[str]) -> dict:
-    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], cwd=ROOT, env=clean_environment(),
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv)],
+        cwd=ROOT,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -91,8 +119,26 @@ def commands(tmp_path_factory):
     return offline_commands(tmp_path_factory.mktemp("inputs"))
 
 
-COMMANDS = ("validate", "example", "schema", "explain", "simulate", "openb-trace", "trace from-sacct", "capacity plan", "capacity approve",
-            "slurm script", "report", "team show", "team pause", "team resume", "team submit-example", "status", "audit", "usage report")
+COMMANDS = (
+    "validate",
+    "example",
+    "schema",
+    "explain",
+    "simulate",
+    "openb-trace",
+    "trace from-sacct",
+    "capacity plan",
+    "capacity approve",
+    "slurm script",
+    "report",
+    "team show",
+    "team pause",
+    "team resume",
+    "team submit-example",
+    "status",
+    "audit",
+    "usage report",
+)
 
 
 def test_every_command_is_probed(commands):
@@ -113,8 +159,12 @@ def test_command_that_synthesizes_nothing_imports_no_cdk(commands, name):
 
 
 def test_package_import_sets_no_environment_variable_and_loads_no_cdk():
-    code = ("import json, os, sys; before = dict(os.environ); import constructs_lib; "
-            "print(json.dumps([dict(os.environ) == before, 'aws_cdk' in sys.modules, 'jsii' in sys.modules]))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_environment(), capture_output=True, text=True, timeout=120)
+    code = (
+        "import json, os, sys; before = dict(os.environ); import constructs_lib; "
+        "print(json.dumps([dict(os.environ) == before, 'aws_cdk' in sys.modules, 'jsii' in sys.modules]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean_environment(), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout) == [True, False, False]

@@ -91,8 +91,11 @@ def ids(found: list[tuple[str, str]]) -> list[str]:
 
 
 def test_every_block_is_tagged():
-    wrong = [f"{where}: ```{language} {tag or ''}".rstrip() for where, language, tag, _ in doc_blocks()
-             if tag not in TAGS.get(language, ())]
+    wrong = [
+        f"{where}: ```{language} {tag or ''}".rstrip()
+        for where, language, tag, _ in doc_blocks()
+        if tag not in TAGS.get(language, ())
+    ]
     assert wrong == [], "tag these blocks (see this module's docstring):\n" + "\n".join(wrong)
 
 
@@ -100,7 +103,9 @@ def test_every_fence_is_parsed():
     # A fence the pattern misses (unbalanced, odd indentation) would escape every check.
     for page in PAGES:
         opening = sum(1 for line in page.read_text().splitlines() if line.lstrip().startswith("```"))
-        assert opening == 2 * sum(1 for where, *_ in doc_blocks() if where.startswith(f"{page.relative_to(ROOT)}:")), page
+        assert opening == 2 * sum(1 for where, *_ in doc_blocks() if where.startswith(f"{page.relative_to(ROOT)}:")), (
+            page
+        )
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +113,10 @@ def folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     place = tmp_path_factory.mktemp("docs")
     tools = place / ".bin"
     tools.mkdir()
-    for name, line in {"gpu-governance": f'exec "{sys.executable}" -m constructs_lib.cli "$@"',
-                       "python": f'exec "{sys.executable}" "$@"'}.items():
+    for name, line in {
+        "gpu-governance": f'exec "{sys.executable}" -m constructs_lib.cli "$@"',
+        "python": f'exec "{sys.executable}" "$@"',
+    }.items():
         (tools / name).write_text(f"#!/bin/sh\n{line}\n")
         (tools / name).chmod(0o755)
     for shared in ("examples", "benchmarks"):
@@ -122,10 +129,16 @@ def folder(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def bash(script: str, folder: tuple[Path, dict[str, str]]) -> subprocess.CompletedProcess:
     place, env = folder
-    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=place, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script], cwd=place, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
-RUNNABLE = [(where, language, body) for where, language, tag, body in doc_blocks() if language in ("sh", "console") and tag == "test"]
+RUNNABLE = [
+    (where, language, body)
+    for where, language, tag, body in doc_blocks()
+    if language in ("sh", "console") and tag == "test"
+]
 
 
 def session(language: str, body: str) -> tuple[str, list[str]]:
@@ -151,7 +164,9 @@ def test_command_block_runs_and_prints_what_the_doc_shows(where, language, body,
     printed = [line.strip() for line in result.stdout.splitlines()]
     for expected in output:
         pattern = re.compile(".*".join(re.escape(part) for part in expected.split("...")))
-        assert any(pattern.fullmatch(line) for line in printed), f"{where}: not printed: {expected}\n{result.stdout[-2000:]}"
+        assert any(pattern.fullmatch(line) for line in printed), (
+            f"{where}: not printed: {expected}\n{result.stdout[-2000:]}"
+        )
 
 
 def synopsis_lines(body: str) -> list[str]:
@@ -175,8 +190,12 @@ def option_problems(line: str) -> list[str]:
             return [f"{line}: no command {missing}"]
         parsers, rest = [choices[0][name] for name in names], rest[1:]
     options = {re.sub(r"[\[\]].*|=.*", "", word.strip("[]")) for word in words if word.lstrip("[").startswith("--")}
-    return [f"{line}: {' '.join(words[: len(words) - len(rest)])} takes no {option}"
-            for option in sorted(options) for p in parsers if option not in p._option_string_actions]
+    return [
+        f"{line}: {' '.join(words[: len(words) - len(rest)])} takes no {option}"
+        for option in sorted(options)
+        for p in parsers
+        if option not in p._option_string_actions
+    ]
 
 
 @pytest.mark.parametrize(("where", "body"), blocks("sh", "synopsis"), ids=ids(blocks("sh", "synopsis")))
@@ -186,8 +205,13 @@ def test_synopsis_names_real_commands_and_options(where, body):
 
 
 # Live and slow blocks are not run, but the gpu-governance commands they show are held to the CLI.
-SHOWN = [(where, line) for where, language, tag, body in doc_blocks() if language in ("sh", "console") and tag != "synopsis"
-         for line in synopsis_lines(session(language, body)[0]) if line.startswith("gpu-governance ")]
+SHOWN = [
+    (where, line)
+    for where, language, tag, body in doc_blocks()
+    if language in ("sh", "console") and tag != "synopsis"
+    for line in synopsis_lines(session(language, body)[0])
+    if line.startswith("gpu-governance ")
+]
 
 
 @pytest.mark.parametrize(("where", "line"), SHOWN, ids=[f"{where} {line[:40]}" for where, line in SHOWN])
@@ -197,8 +221,11 @@ def test_every_gpu_governance_command_shown_names_real_commands_and_options(wher
 
 def test_every_gpu_governance_command_in_the_text_names_real_commands_and_options():
     # `gpu-governance ...` in running text, the team guide's included.
-    inline = [(page.name, span) for page in [*PAGES, ROOT / "docs" / "team-guide.md"]
-              for span in re.findall(r"`(gpu-governance [^`]*)`", page.read_text())]
+    inline = [
+        (page.name, span)
+        for page in [*PAGES, ROOT / "docs" / "team-guide.md"]
+        for span in re.findall(r"`(gpu-governance [^`]*)`", page.read_text())
+    ]
     assert len(inline) > 20
     assert [problem for page, span in inline for problem in option_problems(span)] == []
 
@@ -214,15 +241,25 @@ def test_python_block_runs(where, body, folder, tmp_path):
     _, env = folder
     (tmp_path / "governance.yaml").write_text(default_config_text())
     (tmp_path / "script.py").write_text(body)
-    result = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env={**env, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "script.py"],
+        cwd=tmp_path,
+        env={**env, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, f"{where}\n{result.stderr[-3000:]}"
 
 
 def test_every_cdk_app_block_is_run_by_its_test():
     apps = blocks("python", "app")
-    covered = {where: test for where, body in apps for (page, marker), test in APPS.items()
-               if where.split(":")[0].endswith(page) and marker in body}
+    covered = {
+        where: test
+        for where, body in apps
+        for (page, marker), test in APPS.items()
+        if where.split(":")[0].endswith(page) and marker in body
+    }
     assert set(covered) == set(ids(apps)) and len(covered) == len(APPS), (ids(apps), covered)
     for test in covered.values():
         assert (ROOT / test).exists(), test
@@ -234,29 +271,48 @@ def test_python_fragment_uses_the_library_as_it_is(where, body):
 
     tree = ast.parse(body, filename=where)
     # `slurm = HyperPodSlurmGovernance(...)`: what the fragment then reads or calls on `slurm` must exist.
-    made = {target.id: getattr(constructs_lib, node.value.func.id) for node in ast.walk(tree) if isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and hasattr(constructs_lib, node.value.func.id)
-            for target in node.targets if isinstance(target, ast.Name)}
+    made = {
+        target.id: getattr(constructs_lib, node.value.func.id)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and hasattr(constructs_lib, node.value.func.id)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     problems = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "constructs_lib":
-            problems += [f"constructs_lib has no {alias.name}" for alias in node.names if not hasattr(constructs_lib, alias.name)]
+            problems += [
+                f"constructs_lib has no {alias.name}" for alias in node.names if not hasattr(constructs_lib, alias.name)
+            ]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in made:
             made_by = made[node.value.id]
             sources = [inspect.getsource(c) for c in made_by.__mro__ if c.__module__.startswith("constructs_lib")]
-            if not hasattr(made_by, node.attr) and not any(re.search(rf"self\.{node.attr}\s*[:=,]", source) for source in sources):
+            if not hasattr(made_by, node.attr) and not any(
+                re.search(rf"self\.{node.attr}\s*[:=,]", source) for source in sources
+            ):
                 problems.append(f"{made_by.__name__} has no {node.attr}")
         if isinstance(node, ast.Call):
             called = None
             if isinstance(node.func, ast.Name) and hasattr(constructs_lib, node.func.id):
                 called = getattr(constructs_lib, node.func.id)
-            elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id in made:
+            elif (
+                isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in made
+            ):
                 called = getattr(made[node.func.value.id], node.func.attr, None)
             if called is None:
                 continue
             parameters = inspect.signature(called).parameters
             if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-                problems += [f"{ast.unparse(node.func)}() takes no {k.arg}=" for k in node.keywords if k.arg and k.arg not in parameters]
+                problems += [
+                    f"{ast.unparse(node.func)}() takes no {k.arg}="
+                    for k in node.keywords
+                    if k.arg and k.arg not in parameters
+                ]
     assert problems == [], f"{where}: {problems}"
 
 
@@ -264,7 +320,11 @@ def merged_into_example(fragment: dict) -> dict:
     data = yaml.safe_load(default_config_text())
     for key, value in fragment.items():
         existing = data.get(key)
-        if isinstance(value, list) and isinstance(existing, list) and all(isinstance(item, dict) and "name" in item for item in value):
+        if (
+            isinstance(value, list)
+            and isinstance(existing, list)
+            and all(isinstance(item, dict) and "name" in item for item in value)
+        ):
             by_name = {item["name"]: item for item in value}
             data[key] = [item | by_name.pop(item.get("name"), {}) for item in existing] + list(by_name.values())
         else:
@@ -289,6 +349,9 @@ def test_json_block_parses(where, body):
 
 def test_every_make_target_the_docs_name_exists():
     targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
-    named = {target for page in [*PAGES, ROOT / "docs" / "team-guide.md"]
-             for target in re.findall(r"(?:^|`)make ([a-z][\w-]*)", page.read_text(), re.MULTILINE)}
+    named = {
+        target
+        for page in [*PAGES, ROOT / "docs" / "team-guide.md"]
+        for target in re.findall(r"(?:^|`)make ([a-z][\w-]*)", page.read_text(), re.MULTILINE)
+    }
     assert {"synth", "test"} <= named and named - targets == set()

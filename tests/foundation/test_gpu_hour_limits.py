@@ -36,13 +36,16 @@ def model_with(**team_changes) -> GovernanceModel:
     return GovernanceModel.from_dict(data)
 
 
-@pytest.mark.parametrize("limit, expected", [
-    ({"hours": 0, "period": "month"}, "teams[1].gpu_hour_limit.hours: invalid (0)"),
-    ({"hours": 10, "period": "year"}, "teams[1].gpu_hour_limit.period: invalid ('year')"),
-    ({"period": "week"}, "teams[1].gpu_hour_limit.hours"),
-    ({"hours": 10, "period": "day", "soft": True}, "teams[1].gpu_hour_limit.soft"),
-    (100, "teams[1].gpu_hour_limit: invalid (100)"),
-])
+@pytest.mark.parametrize(
+    "limit, expected",
+    [
+        ({"hours": 0, "period": "month"}, "teams[1].gpu_hour_limit.hours: invalid (0)"),
+        ({"hours": 10, "period": "year"}, "teams[1].gpu_hour_limit.period: invalid ('year')"),
+        ({"period": "week"}, "teams[1].gpu_hour_limit.hours"),
+        ({"hours": 10, "period": "day", "soft": True}, "teams[1].gpu_hour_limit.soft"),
+        (100, "teams[1].gpu_hour_limit: invalid (100)"),
+    ],
+)
 def test_a_bad_gpu_hour_limit_is_refused_naming_the_field_and_value(limit, expected):
     with pytest.raises(GovernanceError) as error:
         model_with(t1={"gpu_hour_limit": limit})
@@ -68,7 +71,9 @@ def test_slurm_holds_the_limit_as_grp_tres_mins_and_resets_usage_each_period_wit
 
 
 def test_a_paused_team_with_a_limit_keeps_both():
-    plan = slurm_plan(model_with(t1={"gpu_hour_limit": {"hours": 5, "period": "day"}, "paused": True}), "hyperpod-slurm")
+    plan = slurm_plan(
+        model_with(t1={"gpu_hour_limit": {"hours": 5, "period": "day"}, "paused": True}), "hyperpod-slurm"
+    )
     script = render_apply_script(plan)
     assert "gg_account training acme-ml" in script
     training = next(line for line in script.splitlines() if line.startswith("gg_account training "))
@@ -78,7 +83,11 @@ def test_a_paused_team_with_a_limit_keeps_both():
 def test_without_a_limit_slurm_keeps_its_decay():
     script = render_apply_script(slurm_plan(model_with(), "hyperpod-slurm"))
     settings = [line.split()[1] for line in script.splitlines() if line.startswith("gg_setting ")]
-    assert "PriorityType" in settings and "PriorityDecayHalfLife" not in settings and "PriorityUsageResetPeriod" not in settings
+    assert (
+        "PriorityType" in settings
+        and "PriorityDecayHalfLife" not in settings
+        and "PriorityUsageResetPeriod" not in settings
+    )
 
 
 def test_limits_of_different_periods_on_one_slurm_cluster_are_refused():
@@ -94,9 +103,15 @@ def test_validate_names_each_pool_where_the_limit_is_not_enforced_in_one_line():
     assert [line.split(":", 1)[0] for line in lines] == ["teams[1].gpu_hour_limit"] * 4
     fair_share = next(line for line in lines if "ec2-gpu" in line)
     assert fair_share.startswith("teams[1].gpu_hour_limit: not enforced on pool ec2-gpu (batch_fair_share)")
-    assert "counted on pool hyperpod-slurm (hyperpod_slurm) alone: Slurm (GrpTRESMins)" in next(line for line in lines if "hyperpod-slurm" in line)
-    assert "counted on pool sagemaker-training (batch_quota_share) alone: the reclaim controller" in next(line for line in lines if "sagemaker-training" in line)
-    assert not [line for line in lines if "not enforced" in line and ("sagemaker-training" in line or "hyperpod-eks" in line)]
+    assert "counted on pool hyperpod-slurm (hyperpod_slurm) alone: Slurm (GrpTRESMins)" in next(
+        line for line in lines if "hyperpod-slurm" in line
+    )
+    assert "counted on pool sagemaker-training (batch_quota_share) alone: the reclaim controller" in next(
+        line for line in lines if "sagemaker-training" in line
+    )
+    assert not [
+        line for line in lines if "not enforced" in line and ("sagemaker-training" in line or "hyperpod-eks" in line)
+    ]
     assert not [line for line in caveats(model_with()) if "gpu_hour_limit" in line]
 
 
@@ -104,8 +119,12 @@ def test_explain_and_audit_show_the_limit():
     model = model_with(t1={"gpu_hour_limit": MONTHLY})
     shown = {(d.team, d.pool): d.gpu_hour_limit for d in deals(model)}
     assert shown["training", "hyperpod-slurm"] == "100 GPU h per month"
-    assert shown["training", "ec2-gpu"] == "100 GPU h per month (not enforced here)"  # Batch fair share: no per-share state
-    assert shown["training", "sagemaker-training"] == "100 GPU h per month"  # the reclaim controller disables the quota share
+    assert (
+        shown["training", "ec2-gpu"] == "100 GPU h per month (not enforced here)"
+    )  # Batch fair share: no per-share state
+    assert (
+        shown["training", "sagemaker-training"] == "100 GPU h per month"
+    )  # the reclaim controller disables the quota share
     assert shown["research", "hyperpod-slurm"] == "-"
     workload = [row.can for row in audit(model) if row.team == "training" and row.layer == "workload"]
     assert any("GPU-hour limit 100 GPU h per month" in can for can in workload)
@@ -121,33 +140,44 @@ def test_the_discovery_document_tells_the_limit_and_an_older_one_still_reads():
     assert describe(model, "training", "hyperpod-eks")["gpu_hour_limit"]["enforced"] is True
     assert describe(model, "research", "hyperpod-slurm")["gpu_hour_limit"] is None
     assert TeamSetup.from_document(document).gpu_hour_limit["hours"] == 100
-    older = {key: value for key, value in document.items() if key != "gpu_hour_limit"}  # published before the limit existed
+    older = {
+        key: value for key, value in document.items() if key != "gpu_hour_limit"
+    }  # published before the limit existed
     assert TeamSetup.from_document(older).gpu_hour_limit is None
 
 
 def test_status_says_a_slurm_job_waits_for_the_teams_gpu_hour_limit_and_when_it_resets():
     pool = parse_policy(compile_policy(model_with())).pool("hyperpod-slurm")
-    squeue = "\n".join([
-        "31|a|training|training.low|PENDING|1|training|1000|2027-01-15T07:00:00|AssocGrpGRESMinutes",
-        "32|b|training|training.low|PENDING|1|training|900|2027-01-15T07:01:00|Resources",
-    ])
+    squeue = "\n".join(
+        [
+            "31|a|training|training.low|PENDING|1|training|1000|2027-01-15T07:00:00|AssocGrpGRESMinutes",
+            "32|b|training|training.low|PENDING|1|training|900|2027-01-15T07:01:00|Resources",
+        ]
+    )
     now = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
-    status = explain(pool, "training", slurm_observation(squeue, pool, "training"), now=now, gpu_hour_limit=(100, "month"))
+    status = explain(
+        pool, "training", slurm_observation(squeue, pool, "training"), now=now, gpu_hour_limit=(100, "month")
+    )
     limited = next(j for j in status.jobs if j.job_id == "31")
     assert limited.reason == "gpu_hour_limit"
-    assert limited.text.startswith("team reached its GPU-hour limit for the month (100 GPU hours): too few are left for this job; "
-                                   "the count starts again at 2027-02-01 00:00 UTC")
+    assert limited.text.startswith(
+        "team reached its GPU-hour limit for the month (100 GPU hours): too few are left for this job; "
+        "the count starts again at 2027-02-01 00:00 UTC"
+    )
     assert "AssocGrpGRESMinutes" in limited.text
     assert next(j for j in status.jobs if j.job_id == "32").position == 2  # the held-back job is still listed ahead
 
 
-@pytest.mark.parametrize("period, now, resets", [
-    ("day", "2026-12-01T18:40", "2026-12-02T00:00"),
-    ("week", "2026-12-01T18:40", "2026-12-06T00:00"),  # Slurm's WEEKLY: Sunday 00:00
-    ("week", "2026-12-06T00:00", "2026-12-13T00:00"),  # at the reset itself: the next one
-    ("month", "2026-12-31T23:59", "2027-01-01T00:00"),
-    ("month", "2027-01-01T00:00", "2027-02-01T00:00"),
-])
+@pytest.mark.parametrize(
+    "period, now, resets",
+    [
+        ("day", "2026-12-01T18:40", "2026-12-02T00:00"),
+        ("week", "2026-12-01T18:40", "2026-12-06T00:00"),  # Slurm's WEEKLY: Sunday 00:00
+        ("week", "2026-12-06T00:00", "2026-12-13T00:00"),  # at the reset itself: the next one
+        ("month", "2026-12-31T23:59", "2027-01-01T00:00"),
+        ("month", "2027-01-01T00:00", "2027-02-01T00:00"),
+    ],
+)
 def test_the_next_reset_follows_slurms_calendar(period, now, resets):
     at = datetime.fromisoformat(now).replace(tzinfo=UTC)
     assert next_reset(period, at) == datetime.fromisoformat(resets).replace(tzinfo=UTC)
@@ -155,4 +185,4 @@ def test_the_next_reset_follows_slurms_calendar(period, now, resets):
 
 def test_the_reference_organisation_shows_a_gpu_hour_limit():
     model = GovernanceModel.from_dict(default_data())
-    assert {t.name: t.gpu_hour_limit for t in model.teams if t.gpu_hour_limit} .keys() == {"research"}
+    assert {t.name: t.gpu_hour_limit for t in model.teams if t.gpu_hour_limit}.keys() == {"research"}

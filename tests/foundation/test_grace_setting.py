@@ -25,14 +25,20 @@ def with_grace(grace) -> GovernanceModel:
 def test_the_grace_reaches_the_controllers_settings():
     policy = parse_policy(compile_policy(with_grace(300)))
     assert {pool.name: pool.settings().grace_s for pool in policy.pools if pool.backend != "hyperpod_eks"} == {
-        "sagemaker-training": 300, "ec2-gpu": 300, "hyperpod-slurm": 300}
+        "sagemaker-training": 300,
+        "ec2-gpu": 300,
+        "hyperpod-slurm": 300,
+    }
 
 
-@pytest.mark.parametrize("grace, expected", [
-    (-1, "reclaim.grace_seconds: invalid (-1) - at least 0"),
-    (3_601, "reclaim.grace_seconds: invalid (3601) - at most 3600"),
-    ("soon", "reclaim.grace_seconds: invalid ('soon')"),
-])
+@pytest.mark.parametrize(
+    "grace, expected",
+    [
+        (-1, "reclaim.grace_seconds: invalid (-1) - at least 0"),
+        (3_601, "reclaim.grace_seconds: invalid (3601) - at most 3600"),
+        ("soon", "reclaim.grace_seconds: invalid ('soon')"),
+    ],
+)
 def test_a_bad_grace_is_refused_naming_field_value_and_range(grace, expected):
     with pytest.raises(GovernanceError) as error:
         with_grace(grace)
@@ -42,7 +48,9 @@ def test_a_bad_grace_is_refused_naming_field_value_and_range(grace, expected):
 def test_only_the_quota_share_pool_says_it_cannot_give_a_grace():
     lines = [line for line in caveats(with_grace(120)) if "grace_seconds" in line]
     assert len(lines) == 1
-    assert lines[0].startswith("pools[0].reclaim.grace_seconds: not enforced on pool sagemaker-training (batch_quota_share): ")
+    assert lines[0].startswith(
+        "pools[0].reclaim.grace_seconds: not enforced on pool sagemaker-training (batch_quota_share): "
+    )
     assert not [line for line in caveats(with_grace(0)) if "grace_seconds" in line]
 
 

@@ -37,7 +37,10 @@ def test_an_instance_type_sagemaker_does_not_know_is_refused_naming_the_nearest(
     config.write_text(json.dumps(data))
     assert main(["validate", "--config", str(config)]) == 2
     error = capsys.readouterr().err
-    assert f"pools[0].capacity.{UNKNOWN}: not an instance type AWS knows (sagemaker TrainingInstanceType in botocore" in error
+    assert (
+        f"pools[0].capacity.{UNKNOWN}: not an instance type AWS knows (sagemaker TrainingInstanceType in botocore"
+        in error
+    )
     assert f"('{UNKNOWN}') - e.g. ml.g" in error and "allow_unlisted_instance_types" in error  # the nearest real names
 
 
@@ -52,13 +55,16 @@ def test_each_backend_is_checked_against_the_api_that_takes_its_instances():
     fair_share = next(p for p in data["pools"] if p["backend"] == "batch_fair_share")
     ec2_type = next(iter(fair_share["capacity"]))
     # an EC2 pool takes EC2 names
-    assert "pools[1].capacity.g9x.12xlarge: not an instance type AWS knows (ec2 InstanceType in botocore" in \
-        "\n".join(problems(renamed(data, fair_share["name"], ec2_type, "g9x.12xlarge")))
+    assert "pools[1].capacity.g9x.12xlarge: not an instance type AWS knows (ec2 InstanceType in botocore" in "\n".join(
+        problems(renamed(data, fair_share["name"], ec2_type, "g9x.12xlarge"))
+    )
     # a HyperPod cluster takes ClusterInstanceType: ml.c4.xlarge trains jobs but is no HyperPod node
     slurm = next(p for p in data["pools"] if p["backend"] == "hyperpod_slurm")
     old = next(iter(slurm["capacity"]))
-    assert any("not an instance type AWS knows (sagemaker ClusterInstanceType" in line and "ml.c4.xlarge" in line
-               for line in problems(renamed(data, slurm["name"], old, "ml.c4.xlarge")))
+    assert any(
+        "not an instance type AWS knows (sagemaker ClusterInstanceType" in line and "ml.c4.xlarge" in line
+        for line in problems(renamed(data, slurm["name"], old, "ml.c4.xlarge"))
+    )
 
 
 def test_the_shipped_examples_use_only_types_aws_knows():
@@ -67,7 +73,11 @@ def test_the_shipped_examples_use_only_types_aws_knows():
     from constructs_lib.model.loader import load_model
 
     root = Path(__file__).resolve().parents[2]
-    for path in [*root.glob("examples/*.yaml"), *root.glob("benchmarks/*.yaml"), root / "constructs_lib" / "data" / "default-governance.yaml"]:
+    for path in [
+        *root.glob("examples/*.yaml"),
+        *root.glob("benchmarks/*.yaml"),
+        root / "constructs_lib" / "data" / "default-governance.yaml",
+    ]:
         assert load_model(path).allow_unlisted_instance_types == (), path
 
 

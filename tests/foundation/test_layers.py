@@ -28,7 +28,14 @@ LAYERS = (
     ("cli",),
 )
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
-MODEL_ORDER = ("base", ("instance_types", "quota"), ("capacity", "slurm"), "organisation", ("loader", "policy"), ("explain", "edit"))
+MODEL_ORDER = (
+    "base",
+    ("instance_types", "quota"),
+    ("capacity", "slurm"),
+    "organisation",
+    ("loader", "policy"),
+    ("explain", "edit"),
+)
 MODEL_RANK = {m: r for r, ms in enumerate(MODEL_ORDER) for m in ((ms,) if isinstance(ms, str) else ms)}
 
 
@@ -58,7 +65,9 @@ def _imports(path: Path, source: str) -> list[tuple[str, int, bool]]:
             else:
                 target = node.module or ""
             # `from <package> import x` imports the module x; `from .m import x` imports from m.
-            targets = [target] if node.module and target != "constructs_lib" else [f"{target}.{a.name}" for a in node.names]
+            targets = (
+                [target] if node.module and target != "constructs_lib" else [f"{target}.{a.name}" for a in node.names]
+            )
         elif isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         else:
@@ -109,12 +118,18 @@ def test_the_model_builds_bottom_up(path: Path):
     assert wrong == []
 
 
-@pytest.mark.parametrize(("module", "source"), [
-    ("nag/cfn.py", "from constructs_lib.batch import TEAM_TAG\n"),  # the pack on a construct module
-    ("batch/queues.py", "from constructs_lib.slurm import slurm_plan\n"),  # a sibling backend
-    ("model/base.py", "def f():\n    from ..tenancy import TeamTenancy\n"),  # upward, relative, in a function
-    ("core/placement.py", "from constructs_lib import model\n"),  # core on the model
-    ("core/chargeback.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from constructs_lib.model import Team\n"),  # type-only, upward
-])
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("nag/cfn.py", "from constructs_lib.batch import TEAM_TAG\n"),  # the pack on a construct module
+        ("batch/queues.py", "from constructs_lib.slurm import slurm_plan\n"),  # a sibling backend
+        ("model/base.py", "def f():\n    from ..tenancy import TeamTenancy\n"),  # upward, relative, in a function
+        ("core/placement.py", "from constructs_lib import model\n"),  # core on the model
+        (
+            "core/chargeback.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from constructs_lib.model import Team\n",
+        ),  # type-only, upward
+    ],
+)
 def test_the_rule_refuses_a_wrong_way_import(module: str, source: str):
     assert _wrong_way(PACKAGE / module, source) != []

@@ -31,11 +31,17 @@ def test_a_lending_limit_reaches_the_controllers_policy_and_the_planner():
     assert (shares["research"].lending_limit, shares["research"].paused) == (None, True)
 
 
-@pytest.mark.parametrize("sharing, expected", [
-    ({"strategy": "reserve", "lending_limit": 50}, "lending_limit is only allowed with strategy lend or lend_and_borrow"),
-    ({"lending_limit": 101}, "teams[1].sharing.lending_limit: invalid (101)"),
-    ({"lending_limit": -1}, "teams[1].sharing.lending_limit: invalid (-1)"),
-])
+@pytest.mark.parametrize(
+    "sharing, expected",
+    [
+        (
+            {"strategy": "reserve", "lending_limit": 50},
+            "lending_limit is only allowed with strategy lend or lend_and_borrow",
+        ),
+        ({"lending_limit": 101}, "teams[1].sharing.lending_limit: invalid (101)"),
+        ({"lending_limit": -1}, "teams[1].sharing.lending_limit: invalid (-1)"),
+    ],
+)
 def test_a_bad_lending_limit_is_refused_naming_the_field(sharing, expected):
     data = default_data()
     data["teams"][1]["sharing"] = sharing
@@ -64,7 +70,11 @@ def test_the_policy_reader_refuses_a_bad_lending_limit_or_paused_flag():
 def test_each_backend_that_cannot_hold_back_lent_capacity_is_named_in_one_line():
     lines = caveats(model_with(t1={"sharing": {"lending_limit": 50}}))
     limited = [line for line in lines if ".lending_limit" in line]
-    assert [line.split(" (")[0].rsplit(" ", 1)[-1] for line in limited] == ["sagemaker-training", "ec2-gpu", "hyperpod-eks"]
+    assert [line.split(" (")[0].rsplit(" ", 1)[-1] for line in limited] == [
+        "sagemaker-training",
+        "ec2-gpu",
+        "hyperpod-eks",
+    ]
     assert all(line.startswith("teams[1].sharing.lending_limit: ") for line in limited)
     assert not [line for line in limited if "hyperpod-slurm" in line]  # the reclaim controller holds it back there
 
@@ -89,7 +99,10 @@ def test_a_fair_share_weight_on_a_quota_share_pool_is_said_to_do_nothing(capsys,
     assert main(["validate", "--config", str(path)]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("valid: ") and err == ""
-    assert "warning: teams[0].fair_share_weight: does nothing: the team's pools (sagemaker-training) are quota-share queues" in out
+    assert (
+        "warning: teams[0].fair_share_weight: does nothing: the team's pools (sagemaker-training) are quota-share queues"
+        in out
+    )
     for team in data["teams"]:
         team.pop("fair_share_weight")
     path.write_text(yaml.safe_dump(data))
@@ -124,8 +137,11 @@ def test_the_preset_table_and_the_critical_reading_in_the_docs_match_the_code():
     from constructs_lib.model.organisation import PRESET_SHARING
 
     root = Path(__file__).resolve().parents[2]
-    rows = {cells[1].strip("` "): cells for line in (root / "README.md").read_text().splitlines()
-            if line.startswith("| `") and len(cells := line.split("|")) > 5}
+    rows = {
+        cells[1].strip("` "): cells
+        for line in (root / "README.md").read_text().splitlines()
+        if line.startswith("| `") and len(cells := line.split("|")) > 5
+    }
     for preset, sharing in PRESET_SHARING.items():
         assert rows[preset.value][2].strip() == sharing.strategy.value.replace("_", " "), preset
         assert rows[preset.value][4].strip() == ("on" if sharing.in_share_preemption else "off"), preset
@@ -138,13 +154,21 @@ def test_a_critical_team_is_interrupted_only_by_its_own_strictly_more_urgent_job
     from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
 
     critical = Preset.CRITICAL.sharing
-    shares = (Share(name="prod", quota={"p5": 4}, strategy=critical.strategy, in_share_preemption=critical.in_share_preemption),
-              Share(name="lab", quota={"p5": 2}, strategy=Strategy.LEND_AND_BORROW))
-    running = (RunningJob(job_id="batch", share="prod", instance_type="p5", count=2, priority=10, started_at=0),
-               RunningJob(job_id="urgent-1", share="prod", instance_type="p5", count=2, priority=90, started_at=0),
-               RunningJob(job_id="lab-1", share="lab", instance_type="p5", count=2, priority=90, started_at=0))
-    pending = (PendingJob(job_id="urgent-2", share="prod", instance_type="p5", count=2, priority=90, submitted_at=1),
-               PendingJob(job_id="lab-2", share="lab", instance_type="p5", count=2, priority=90, submitted_at=0))
+    shares = (
+        Share(
+            name="prod", quota={"p5": 4}, strategy=critical.strategy, in_share_preemption=critical.in_share_preemption
+        ),
+        Share(name="lab", quota={"p5": 2}, strategy=Strategy.LEND_AND_BORROW),
+    )
+    running = (
+        RunningJob(job_id="batch", share="prod", instance_type="p5", count=2, priority=10, started_at=0),
+        RunningJob(job_id="urgent-1", share="prod", instance_type="p5", count=2, priority=90, started_at=0),
+        RunningJob(job_id="lab-1", share="lab", instance_type="p5", count=2, priority=90, started_at=0),
+    )
+    pending = (
+        PendingJob(job_id="urgent-2", share="prod", instance_type="p5", count=2, priority=90, submitted_at=1),
+        PendingJob(job_id="lab-2", share="lab", instance_type="p5", count=2, priority=90, submitted_at=0),
+    )
     plan = plan_tick(PoolState(capacity={"p5": 6}, shares=shares, running=running, pending=pending, now=100.0))
     # the urgent job starts at once by taking the team's own batch job; its equal-priority job and
     # everything of the critical team stay out of reach of the other team

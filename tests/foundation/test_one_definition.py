@@ -50,16 +50,27 @@ def test_the_registry_answers_by_pool_or_name():
 
 
 def test_a_window_may_feed_the_pools_whose_backend_takes_its_kind():
-    assert backends_where(lambda b: contract.CONSUMER_HYPERPOD_INSTANCE_GROUP in b.window_feeds) == contract.HYPERPOD_BACKENDS
-    assert backends_where(lambda b: contract.CONSUMER_SAGEMAKER_TRAINING_JOBS in b.window_feeds) == (contract.BATCH_QUOTA_SHARE,)
+    assert (
+        backends_where(lambda b: contract.CONSUMER_HYPERPOD_INSTANCE_GROUP in b.window_feeds)
+        == contract.HYPERPOD_BACKENDS
+    )
+    assert backends_where(lambda b: contract.CONSUMER_SAGEMAKER_TRAINING_JOBS in b.window_feeds) == (
+        contract.BATCH_QUOTA_SHARE,
+    )
 
 
 # Modules that still compare with a backend's name (issue 27, item 1 is incremental): the list only shrinks.
 STILL_NAMING_A_BACKEND = {
-    "cli/member.py", "member/batch.py",
-    "member/setup.py", "member/status.py", "model/organisation.py", "model/slurm.py",
+    "cli/member.py",
+    "member/batch.py",
+    "member/setup.py",
+    "member/status.py",
+    "model/organisation.py",
+    "model/slurm.py",
 }
-_BACKEND_NAME = re.compile(r"\b(BATCH_QUOTA_SHARE|BATCH_FAIR_SHARE|HYPERPOD_EKS|HYPERPOD_SLURM|HYPERPOD_BACKENDS)\b|\"(batch_quota_share|batch_fair_share|hyperpod_eks|hyperpod_slurm)\"")
+_BACKEND_NAME = re.compile(
+    r"\b(BATCH_QUOTA_SHARE|BATCH_FAIR_SHARE|HYPERPOD_EKS|HYPERPOD_SLURM|HYPERPOD_BACKENDS)\b|\"(batch_quota_share|batch_fair_share|hyperpod_eks|hyperpod_slurm)\""
+)
 
 
 def _names_a_backend(path: Path) -> bool:
@@ -68,7 +79,11 @@ def _names_a_backend(path: Path) -> bool:
 
 def test_outside_the_registry_only_the_listed_modules_name_a_backend():
     # (the package root's "hyperpod_eks" is the name of the construct package, not of a backend)
-    naming = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.parts[-2] != "backends" and p != PACKAGE / "__init__.py" and _names_a_backend(p)}
+    naming = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if p.parts[-2] != "backends" and p != PACKAGE / "__init__.py" and _names_a_backend(p)
+    }
     assert naming <= STILL_NAMING_A_BACKEND, "ask constructs_lib.backends instead of naming a backend"
     assert naming >= STILL_NAMING_A_BACKEND, "a module no longer names a backend: drop it from the list"
 
@@ -132,8 +147,12 @@ def test_the_capacity_controller_may_not_raise_a_share_that_no_window_raises(win
 
     stack = Stack(App(), "Capacity")
     CapacityController(stack, "CapacityController", model=window_for_a_team_without_a_share)
-    actions = {a for policy in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
-               for s in policy["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = {
+        a
+        for policy in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
     assert "batch:UpdateQuotaShare" not in actions and "batch:UpdateServiceEnvironment" not in actions
     assert "sagemaker:CreateTrainingPlan" in actions  # the window still buys
 
@@ -144,9 +163,18 @@ def test_one_per_share_metric_for_the_reclaim_dashboards_and_the_usage_dashboard
 
     model = load_model(None)
     stack = Stack(App(), "Metrics")
-    reclaim = ReclaimController(stack, "Reclaim", model=model, targets=[ReclaimTarget(pool="ec2-gpu", job_queue_arn="arn:aws:batch:us-east-1:111122223333:job-queue/ec2-gpu")])
+    reclaim = ReclaimController(
+        stack,
+        "Reclaim",
+        model=model,
+        targets=[ReclaimTarget(pool="ec2-gpu", job_queue_arn="arn:aws:batch:us-east-1:111122223333:job-queue/ec2-gpu")],
+    )
     daily = reclaim.metric_share("ec2-gpu", "research", "UsedHours", statistic="Sum", period=Duration.days(1))
     assert (daily.namespace, daily.statistic, daily.period.to_seconds(), daily.dimensions) == (
-        contract.RECLAIM_NAMESPACE, "Sum", 86_400, {"Pool": "ec2-gpu", "Share": "research"})
+        contract.RECLAIM_NAMESPACE,
+        "Sum",
+        86_400,
+        {"Pool": "ec2-gpu", "Share": "research"},
+    )
     assert reclaim.metric_share("ec2-gpu", "research", "Borrowed").period.to_seconds() == reclaim.schedule.to_seconds()
     assert not hasattr(Chargeback, "metric_share")

@@ -47,8 +47,11 @@ def python_blocks(path: Path) -> list[str]:
 
 
 def library_imports(path: Path) -> list[str]:
-    return [statement for block in python_blocks(path) for statement in re.findall(
-        r"^from constructs_lib[.\w]* import [^\n(]+(?:\([^)]*\))?", block, re.M)]
+    return [
+        statement
+        for block in python_blocks(path)
+        for statement in re.findall(r"^from constructs_lib[.\w]* import [^\n(]+(?:\([^)]*\))?", block, re.M)
+    ]
 
 
 def test_docs_import_from_the_package_root_and_the_imports_work():
@@ -78,8 +81,14 @@ print(json.dumps([len(names), failures]))
 
 def test_every_module_imports_first_in_a_fresh_package():
     # The package root imports nothing, so no import order hides a cycle between submodules.
-    result = subprocess.run([sys.executable, "-c", FIRST_IMPORT], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])})
+    result = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")])},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     count, failures = json.loads(result.stdout.strip().splitlines()[-1])
     assert count > 30

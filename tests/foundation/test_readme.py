@@ -19,7 +19,11 @@ def test_use_in_your_own_cdk_app_runs(tmp_path):
     script = tmp_path / "app.py"
     script.write_text(readme_block("Use in your own CDK app"))
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -17,8 +17,11 @@ from .org import default_data
 
 def reclaim_environment(data: dict) -> dict:
     capacity = build_reference_app(App(), GovernanceModel.from_dict(data))[0]
-    (function,) = [f for f in Template.from_stack(capacity).find_resources("AWS::Lambda::Function").values()
-                   if ENV_RECLAIM_TARGETS in f["Properties"].get("Environment", {}).get("Variables", {})]
+    (function,) = [
+        f
+        for f in Template.from_stack(capacity).find_resources("AWS::Lambda::Function").values()
+        if ENV_RECLAIM_TARGETS in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
     return function["Properties"]["Environment"]["Variables"]
 
 
@@ -40,4 +43,8 @@ def test_the_file_switches_reclaim_to_act_and_gives_slurm_its_head_node():
     slurm["head_node"] = {"instance_id": "i-0123456789abcdef0"}
     acting = reclaim_environment(data)
     assert acting[ENV_DRY_RUN] == "false"
-    assert targets_of(acting)["hyperpod-slurm"] == {"pool": "hyperpod-slurm", "instance_id": "i-0123456789abcdef0", "instance_type": "ml.p5.48xlarge"}
+    assert targets_of(acting)["hyperpod-slurm"] == {
+        "pool": "hyperpod-slurm",
+        "instance_id": "i-0123456789abcdef0",
+        "instance_type": "ml.p5.48xlarge",
+    }

@@ -24,10 +24,26 @@ LAYERS = {
     # cold-start API check, the Capacity Block market's published rules, the GPU-hour limit calendar,
     # finding a team's quota share or compute quota
     "common": (
-        "common/__init__.py", "common/log.py", "common/metrics.py", "common/clients.py", "common/batch_copy.py", "common/handler.py",
-        "slurm/__init__.py", "slurm/plan.py", "slurm/render.py", "slurm/ssm.py",
-        "request_shapes.py", "hyperpod_cluster.py", "usage.py", "api_check.py", "limits.py", "quotas.py",
-        "capacity/__init__.py", "capacity/market.py", "reclaim/__init__.py", "guard/__init__.py",
+        "common/__init__.py",
+        "common/log.py",
+        "common/metrics.py",
+        "common/clients.py",
+        "common/batch_copy.py",
+        "common/handler.py",
+        "slurm/__init__.py",
+        "slurm/plan.py",
+        "slurm/render.py",
+        "slurm/ssm.py",
+        "request_shapes.py",
+        "hyperpod_cluster.py",
+        "usage.py",
+        "api_check.py",
+        "limits.py",
+        "quotas.py",
+        "capacity/__init__.py",
+        "capacity/market.py",
+        "reclaim/__init__.py",
+        "guard/__init__.py",
     ),
     # pure decisions: no AWS call, no clock
     "planners": ("reclaim/planner.py", "capacity/planner.py", "guard/checks.py"),
@@ -35,10 +51,23 @@ LAYERS = {
     "policy": ("policy.py", "raised_guarantees.py"),
     # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler
     "adapters": (
-        "reclaim/ledger.py", "reclaim/adapters.py", "reclaim/eks_usage.py", "reclaim/slurm_usage.py", "reclaim/gpu_hours.py",
-        "capacity/ledger.py", "capacity/aws.py", "capacity/chargeback.py", "capacity/controller.py",
-        "capacity/delivery.py", "capacity/hyperpod.py", "capacity/raised.py", "capacity/requests.py",
-        "capacity/requeue.py", "capacity/rotation.py", "capacity/shares.py", "capacity/slurm_window.py",
+        "reclaim/ledger.py",
+        "reclaim/adapters.py",
+        "reclaim/eks_usage.py",
+        "reclaim/slurm_usage.py",
+        "reclaim/gpu_hours.py",
+        "capacity/ledger.py",
+        "capacity/aws.py",
+        "capacity/chargeback.py",
+        "capacity/controller.py",
+        "capacity/delivery.py",
+        "capacity/hyperpod.py",
+        "capacity/raised.py",
+        "capacity/requests.py",
+        "capacity/requeue.py",
+        "capacity/rotation.py",
+        "capacity/shares.py",
+        "capacity/slurm_window.py",
         "capacity/spend.py",
     ),
     # the Lambda entry points: settings, events, clients, one run
@@ -127,14 +156,19 @@ def test_the_runtime_has_no_import_cycle():
         pytest.fail(f"import cycle: {' -> '.join(cycle.args[1])}")
 
 
-@pytest.mark.parametrize(("module", "source"), [
-    ("policy.py", "from .reclaim.adapters import SlurmAdapter\n"),  # policy on an adapter
-    ("reclaim/planner.py", "def f():\n    from ..policy import Policy\n"),  # upward, inside a function
-    ("common/log.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..policy import Policy\n"),  # type-only upward
-    ("reclaim/handler.py", "from ..capacity import raised\n"),  # one controller on the other
-    ("capacity/spend.py", "from gpu_governance_runtime.reclaim.ledger import DONE\n"),  # the same, absolute
-    ("contract.py", "import gpu_governance_runtime.common.log\n"),
-])
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("policy.py", "from .reclaim.adapters import SlurmAdapter\n"),  # policy on an adapter
+        ("reclaim/planner.py", "def f():\n    from ..policy import Policy\n"),  # upward, inside a function
+        (
+            "common/log.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..policy import Policy\n",
+        ),  # type-only upward
+        ("reclaim/handler.py", "from ..capacity import raised\n"),  # one controller on the other
+        ("capacity/spend.py", "from gpu_governance_runtime.reclaim.ledger import DONE\n"),  # the same, absolute
+        ("contract.py", "import gpu_governance_runtime.common.log\n"),
+    ],
+)
 def test_the_rule_refuses_a_wrong_way_import(module: str, source: str):
     assert _wrong_way(module, source) != []
-

@@ -21,8 +21,11 @@ def run(capsys, *argv):
 
 
 def changed_lines(before: str, after: str) -> list[str]:
-    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
 
 
 def test_pause_adds_one_line_to_the_team_keeping_every_comment_and_resume_turns_it_off(capsys, tmp_path):
@@ -54,10 +57,16 @@ def test_pause_in_a_flow_mapping_and_in_json(capsys, tmp_path):
     assert json.loads(as_json.read_text())["teams"][2]["paused"] is True
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["team", "pause", "ghost"], "team: no such team in the file ('ghost') - one of ['research', 'training', 'production']"),
-    (["team", "resume", "research"], None),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["team", "pause", "ghost"],
+            "team: no such team in the file ('ghost') - one of ['research', 'training', 'production']",
+        ),
+        (["team", "resume", "research"], None),
+    ],
+)
 def test_bad_input_is_refused_with_exit_2_and_the_file_untouched(capsys, tmp_path, argv, message):
     path = tmp_path / "governance.yaml"
     path.write_text(default_config_text())

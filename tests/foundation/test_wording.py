@@ -6,4 +6,3 @@ from constructs_lib.core.wording import counted
 def test_one_is_singular_and_every_other_count_plural():
     assert [counted(n, "pool") for n in (0, 1, 2)] == ["0 pools", "1 pool", "2 pools"]
     assert counted(1, "priority class") == "1 priority class" and counted(3, "priority class") == "3 priority classes"
-

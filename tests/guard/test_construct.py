@@ -40,20 +40,31 @@ def test_the_rule_sends_every_state_before_the_job_runs_of_the_governed_queue(sy
     _, guard, template = synthesized
     (rule,) = template.find_resources("AWS::Events::Rule").values()
     assert rule["Properties"]["EventPattern"] == {
-        "source": ["aws.batch"], "detail-type": ["Batch Service Job State Change"],
-        "detail": {"jobQueue": [QUEUE], "status": ["SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"]}}
+        "source": ["aws.batch"],
+        "detail-type": ["Batch Service Job State Change"],
+        "detail": {
+            "jobQueue": [QUEUE],
+            "status": ["SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"],
+        },
+    }
     (target,) = rule["Properties"]["Targets"]
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3 and "DeadLetterConfig" in target
 
 
 def _guard_function(template):
-    (function,) = template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.guard.handler.handler"}}).values()
+    (function,) = template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.guard.handler.handler"}}
+    ).values()
     return function
 
 
 def _joined(value):
     """A synthesized string, its tokens (partition, URL suffix) as <token>."""
-    return value if isinstance(value, str) else "".join(p if isinstance(p, str) else "<token>" for p in value["Fn::Join"][1])
+    return (
+        value
+        if isinstance(value, str)
+        else "".join(p if isinstance(p, str) else "<token>" for p in value["Fn::Join"][1])
+    )
 
 
 def test_the_function_knows_each_teams_role_repository_cost_centre_and_owner_topic_and_is_dry_run(synthesized):
@@ -75,30 +86,49 @@ def test_the_function_knows_each_teams_role_repository_cost_centre_and_owner_top
         assert rules["execution_role_arn"] == f"arn:<token>:iam::111122223333:role/gpu-governance/{name}-gpu-training"
         assert rules["repository"] == f"111122223333.dkr.ecr.us-east-1.<token>/{model.organisation}/{name}"
         assert rules["cost_centre"] == teams[name].cost_centre
-    assert expanded["team_topics"] == {name: f"arn:<token>:sns:us-east-1:111122223333:{model.organisation}-gpu-guard-{name}"
-                                       for name, team in teams.items() if team.owner}
+    assert expanded["team_topics"] == {
+        name: f"arn:<token>:sns:us-east-1:111122223333:{model.organisation}-gpu-guard-{name}"
+        for name, team in teams.items()
+        if team.owner
+    }
     assert len(json.dumps(variables)) < 4096 // 2  # Lambda: 4 KB of environment in all; the teams do not grow it
 
 
 def test_it_may_stop_only_governed_teams_service_jobs_and_read_only_what_it_checks(synthesized):
     model, guard, template = synthesized
     (policy,) = [p for lid, p in template.find_resources("AWS::IAM::Policy").items() if "SubmissionGuard" in lid]
-    statements = {s["Action"] if isinstance(s["Action"], str) else tuple(s["Action"]): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    statements = {
+        s["Action"] if isinstance(s["Action"], str) else tuple(s["Action"]): s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    }
     terminate = statements["batch:TerminateServiceJob"]
-    assert terminate["Condition"] == {"Null": {f"aws:ResourceTag/{contract.TAG_TEAM}": "false"}}  # a team's job, whichever team
+    assert terminate["Condition"] == {
+        "Null": {f"aws:ResourceTag/{contract.TAG_TEAM}": "false"}
+    }  # a team's job, whichever team
     assert "service-job/*" in json.dumps(terminate["Resource"])
     assert "training-plan/*" in json.dumps(statements["sagemaker:ListTags"]["Resource"])
-    assert not any(a.startswith(("batch:Submit", "batch:Update", "sagemaker:Stop", "sagemaker:Create")) for a in statements if isinstance(a, str))
+    assert not any(
+        a.startswith(("batch:Submit", "batch:Update", "sagemaker:Stop", "sagemaker:Create"))
+        for a in statements
+        if isinstance(a, str)
+    )
     # Its own topic and its team owner topics, by name prefix: no team's topic is referred to (per_team: no cycle).
     publish = [_joined(r) if "Fn::Join" in r else r for r in statements["sns:Publish"]["Resource"]]
     assert publish[1:] == [f"arn:<token>:sns:us-east-1:111122223333:{model.organisation}-gpu-guard-*"]
     names = {t["Properties"].get("TopicName") for t in template.find_resources("AWS::SNS::Topic").values()}
-    assert {f"{model.organisation}-gpu-guard-{t.name}" for t in model.teams_in("sagemaker-training") if t.owner} <= names
+    assert {
+        f"{model.organisation}-gpu-guard-{t.name}" for t in model.teams_in("sagemaker-training") if t.owner
+    } <= names
 
 
 def test_only_quota_share_pools_can_be_guarded():
     stack = Stack(App(), "Bad", env=ENV)
     with pytest.raises(GovernanceError) as raised:
-        SubmissionGuard(stack, "Guard", model=load_model(None), job_queues={"ec2-gpu": QUEUE, "sagemaker-training": "not-an-arn"})
+        SubmissionGuard(
+            stack, "Guard", model=load_model(None), job_queues={"ec2-gpu": QUEUE, "sagemaker-training": "not-an-arn"}
+        )
     text = str(raised.value)
-    assert "job_queues.ec2-gpu: not a batch_quota_share pool ('ec2-gpu')" in text and "job_queues.sagemaker-training: not a job queue ARN" in text
+    assert (
+        "job_queues.ec2-gpu: not a batch_quota_share pool ('ec2-gpu')" in text
+        and "job_queues.sagemaker-training: not a job queue ARN" in text
+    )

@@ -27,9 +27,20 @@ PARTNER_CI = f"arn:aws:iam::{PARTNER}:role/PartnerCI"
 ADMIN = "arn:aws:iam::111122223333:role/GpuPlatformAdmin"
 # Actions that would let an admin use a tenant key or widen who may (grants, policy, the aliases
 # and tags that access conditions can read).
-WIDENING = ["kms:CreateGrant", "kms:PutKeyPolicy", "kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo",
-            "kms:GenerateDataKey", "kms:CreateAlias", "kms:UpdateAlias", "kms:TagResource", "kms:UntagResource",
-            "kms:ImportKeyMaterial"]
+WIDENING = [
+    "kms:CreateGrant",
+    "kms:PutKeyPolicy",
+    "kms:Encrypt",
+    "kms:Decrypt",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+    "kms:GenerateDataKey",
+    "kms:CreateAlias",
+    "kms:UpdateAlias",
+    "kms:TagResource",
+    "kms:UntagResource",
+    "kms:ImportKeyMaterial",
+]
 
 
 def organisation_data() -> dict:
@@ -82,7 +93,9 @@ def test_platform_admins_operate_tenant_keys_but_cannot_widen_who_uses_them(asse
         assert admin_statements, logical_id
         for statement in admin_statements:
             actions = _listed(statement["Action"])
-            assert {"kms:DisableKey", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion", "kms:DescribeKey"} <= set(actions)
+            assert {"kms:DisableKey", "kms:ScheduleKeyDeletion", "kms:CancelKeyDeletion", "kms:DescribeKey"} <= set(
+                actions
+            )
             widening = [w for w in WIDENING if any(fnmatch.fnmatchcase(w, a) for a in actions)]
             assert widening == [], (logical_id, widening)
 
@@ -121,13 +134,28 @@ def test_without_an_organisation_id_members_share_one_unconditioned_statement():
     stack = Stack(App(), "NoOrg", env={"account": "111122223333", "region": "us-east-1"})
     team = load_model().teams[0]
     members = ["arn:aws:iam::444455556666:role/A", "arn:aws:iam::444455556666:role/B"]
-    TeamTenancy(stack, "T", team=team, organisation="acme-ml", platform_admins=[ADMIN],
-                access_log_bucket=s3.Bucket(stack, "Logs"), submitters=members)
-    (role,) = Template.from_stack(stack).find_resources("AWS::IAM::Role", {"Properties": {"RoleName": "research-gpu-submit"}}).values()
-    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [{
-        "Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::444455556666:root"},
-        "Condition": {"ArnEquals": {"aws:PrincipalArn": members}},
-    }]
+    TeamTenancy(
+        stack,
+        "T",
+        team=team,
+        organisation="acme-ml",
+        platform_admins=[ADMIN],
+        access_log_bucket=s3.Bucket(stack, "Logs"),
+        submitters=members,
+    )
+    (role,) = (
+        Template.from_stack(stack)
+        .find_resources("AWS::IAM::Role", {"Properties": {"RoleName": "research-gpu-submit"}})
+        .values()
+    )
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"AWS": "arn:aws:iam::444455556666:root"},
+            "Condition": {"ArnEquals": {"aws:PrincipalArn": members}},
+        }
+    ]
 
 
 def _deployed_role_arns(capacity: Stack, template: Template) -> list[str]:
@@ -159,6 +187,15 @@ def test_no_role_the_library_creates_can_be_a_member_or_an_admin(assembly):
 def test_a_tenant_key_refuses_admins_of_another_account():
     stack = Stack(App(), "Keys", env={"account": "111122223333", "region": "us-east-1"})
     stranger = "arn:aws:iam::444455556666:role/GpuPlatformAdmin"
-    with pytest.raises(GovernanceError, match=r"platform_admins: not in the account of the tenant key .*444455556666.* - roles or users of account 111122223333"):
-        TeamTenancy(stack, "T", team=load_model().teams[0], organisation="acme-ml", platform_admins=[ADMIN, stranger],
-                    access_log_bucket=s3.Bucket(stack, "Logs"))
+    with pytest.raises(
+        GovernanceError,
+        match=r"platform_admins: not in the account of the tenant key .*444455556666.* - roles or users of account 111122223333",
+    ):
+        TeamTenancy(
+            stack,
+            "T",
+            team=load_model().teams[0],
+            organisation="acme-ml",
+            platform_admins=[ADMIN, stranger],
+            access_log_bucket=s3.Bucket(stack, "Logs"),
+        )

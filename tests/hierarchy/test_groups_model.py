@@ -33,7 +33,9 @@ def problems(groups: list[dict[str, Any]], capacity: int = 3) -> list[str]:
 
 
 def test_a_group_holds_its_teams_and_its_quota():
-    model = GovernanceModel.from_dict(data([{"name": "vision", "teams": ["steady", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 2}}}]))
+    model = GovernanceModel.from_dict(
+        data([{"name": "vision", "teams": ["steady", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 2}}}])
+    )
     assert model.group_of("burst").name == "vision"
     assert model.group_of("critical") is None
     assert model.members_quota(model.groups[0], POOL) == {INSTANCE_TYPE: 2}
@@ -41,7 +43,9 @@ def test_a_group_holds_its_teams_and_its_quota():
 
 def test_undeclared_team_is_refused_naming_it():
     found = problems([{"name": "vision", "teams": ["steady", "ghost"]}])
-    assert len(found) == 1 and "groups[0].teams[1]" in found[0] and "ghost" in found[0] and "undeclared team" in found[0]
+    assert (
+        len(found) == 1 and "groups[0].teams[1]" in found[0] and "ghost" in found[0] and "undeclared team" in found[0]
+    )
 
 
 def test_team_in_two_groups_is_refused():
@@ -52,7 +56,11 @@ def test_team_in_two_groups_is_refused():
 def test_group_quota_below_its_teams_quotas_is_refused():
     found = problems([{"name": "vision", "teams": ["steady", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 1}}}])
     assert len(found) == 1
-    assert f"groups[0].quotas.{POOL}.{INSTANCE_TYPE}" in found[0] and "less than its teams' quotas together (2)" in found[0] and "at least 2" in found[0]
+    assert (
+        f"groups[0].quotas.{POOL}.{INSTANCE_TYPE}" in found[0]
+        and "less than its teams' quotas together (2)" in found[0]
+        and "at least 2" in found[0]
+    )
 
 
 def test_group_quota_must_fit_the_pool_with_the_teams_outside():
@@ -62,9 +70,19 @@ def test_group_quota_must_fit_the_pool_with_the_teams_outside():
 
 
 def test_group_quota_on_unknown_pool_or_type_is_refused():
-    found = problems([{"name": "vision", "teams": ["steady"], "quotas": {"nowhere": {INSTANCE_TYPE: 1}, POOL: {"ml.p5.48xlarge": 1}}}])
+    found = problems(
+        [
+            {
+                "name": "vision",
+                "teams": ["steady"],
+                "quotas": {"nowhere": {INSTANCE_TYPE: 1}, POOL: {"ml.p5.48xlarge": 1}},
+            }
+        ]
+    )
     assert any("groups[0].quotas.nowhere" in p and "undeclared pool" in p for p in found)
-    assert any(f"groups[0].quotas.{POOL}.ml.p5.48xlarge" in p and "no capacity of this instance type" in p for p in found)
+    assert any(
+        f"groups[0].quotas.{POOL}.ml.p5.48xlarge" in p and "no capacity of this instance type" in p for p in found
+    )
 
 
 def test_group_named_like_a_team_is_refused():
@@ -78,7 +96,9 @@ def test_duplicate_group_names_are_refused():
 
 
 def test_explain_and_audit_show_the_place_in_the_hierarchy():
-    model = GovernanceModel.from_dict(data([{"name": "vision", "teams": ["steady", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 2}}}]))
+    model = GovernanceModel.from_dict(
+        data([{"name": "vision", "teams": ["steady", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 2}}}])
+    )
     by_team = {d.team: d for d in deals(model)}
     assert by_team["burst"].group == f"vision: 2 x {INSTANCE_TYPE} shared with steady"
     assert by_team["critical"].group == "-"
@@ -90,7 +110,12 @@ def test_the_example_organisation_declares_a_group_quota(tmp_path: Path):
     model = load_model(EXAMPLE)
     vision = next(g for g in model.groups if g.name == "vision")
     assert any(vision.quotas.values())
-    result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", "explain", "--config", str(EXAMPLE)], check=False, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "constructs_lib.cli", "explain", "--config", str(EXAMPLE)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "vision:" in result.stdout
 
@@ -100,7 +125,12 @@ def test_validate_reports_a_bad_group_in_one_line_exit_2(tmp_path: Path):
     assert "nobody" in text
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
-    result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", "validate", "--config", str(bad)], check=False, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "constructs_lib.cli", "validate", "--config", str(bad)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "groups[0].teams[1]" in result.stderr + result.stdout and "nobody" in result.stderr + result.stdout
@@ -112,4 +142,8 @@ def test_a_group_quota_missing_a_type_its_teams_hold_is_refused():
     with pytest.raises(GovernanceError) as raised:
         GovernanceModel.from_dict(data)
     found = [str(p) for p in raised.value.problems]
-    assert len(found) == 1 and "groups[0].quotas.ec2-gpu" in found[0] and "no quota of g6e.12xlarge, which its teams hold (6)" in found[0]
+    assert (
+        len(found) == 1
+        and "groups[0].quotas.ec2-gpu" in found[0]
+        and "no quota of g6e.12xlarge, which its teams hold (6)" in found[0]
+    )

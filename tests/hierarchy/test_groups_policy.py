@@ -20,18 +20,40 @@ from tests.hierarchy.test_groups_model import EXAMPLE
 from tests.reclaim.test_controller import G6E, NOW, POLICY, QUEUE, expect_read, stubbed
 
 DOCUMENT = {
-    "version": 1, "organisation": "acme", "capacity_windows": [], "priority_classes": [{"name": "standard", "weight": 50}],
-    "pools": [{"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {G6E: 8},
-               "shares": [{"name": s, "quota": {G6E: q}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}
-                          for s, q in (("research", 2), ("training", 6))],
-               "groups": [{"name": "lab", "shares": ["research", "training"], "quota": {G6E: 8}}]}],
+    "version": 1,
+    "organisation": "acme",
+    "capacity_windows": [],
+    "priority_classes": [{"name": "standard", "weight": 50}],
+    "pools": [
+        {
+            "name": "ec2-gpu",
+            "backend": "batch_fair_share",
+            "capacity": {G6E: 8},
+            "shares": [
+                {
+                    "name": s,
+                    "quota": {G6E: q},
+                    "strategy": "lend_and_borrow",
+                    "borrow_limit": None,
+                    "in_share_preemption": False,
+                    "fair_share_weight": 10,
+                }
+                for s, q in (("research", 2), ("training", 6))
+            ],
+            "groups": [{"name": "lab", "shares": ["research", "training"], "quota": {G6E: 8}}],
+        }
+    ],
 }
 
 
 def test_the_example_groups_are_compiled_for_the_pools_the_controller_plans():
     policy = parse_policy(compile_policy(load_model(EXAMPLE)))
-    assert policy.pool("ec2-gpu").groups == (ShareGroup(name="vision", shares=("perception", "mapping"), quota={"g6e.12xlarge": 8}),)
-    assert policy.pool("hyperpod-slurm").groups == (ShareGroup(name="vision", shares=("perception", "mapping"), quota={"ml.p5.48xlarge": 4}),)
+    assert policy.pool("ec2-gpu").groups == (
+        ShareGroup(name="vision", shares=("perception", "mapping"), quota={"g6e.12xlarge": 8}),
+    )
+    assert policy.pool("hyperpod-slurm").groups == (
+        ShareGroup(name="vision", shares=("perception", "mapping"), quota={"ml.p5.48xlarge": 4}),
+    )
 
 
 def test_the_fair_share_adapter_hands_the_groups_to_the_planner():
@@ -52,10 +74,20 @@ def test_a_malformed_group_in_the_policy_is_refused_naming_it():
 
 
 def test_validate_says_in_one_line_where_a_group_quota_is_not_enforced():
-    assert not [line for line in caveats(load_model(EXAMPLE)) if line.startswith("groups[")]  # Slurm and fair share: enforced
+    assert not [
+        line for line in caveats(load_model(EXAMPLE)) if line.startswith("groups[")
+    ]  # Slurm and fair share: enforced
     data = yaml.safe_load(default_config_text())
-    data["groups"] = [{"name": "lab", "teams": ["research", "training"],
-                       "quotas": {"sagemaker-training": {"ml.p5.48xlarge": 6, "ml.g6e.12xlarge": 12}, "hyperpod-eks": {"ml.p5.48xlarge": 4, "ml.g6e.48xlarge": 4}}}]
+    data["groups"] = [
+        {
+            "name": "lab",
+            "teams": ["research", "training"],
+            "quotas": {
+                "sagemaker-training": {"ml.p5.48xlarge": 6, "ml.g6e.12xlarge": 12},
+                "hyperpod-eks": {"ml.p5.48xlarge": 4, "ml.g6e.48xlarge": 4},
+            },
+        }
+    ]
     lines = [line for line in caveats(GovernanceModel.from_dict(data)) if line.startswith("groups[")]
     assert len(lines) == 2
     assert lines[0].startswith("groups[0].quotas.sagemaker-training: not enforced") and "quota share" in lines[0]

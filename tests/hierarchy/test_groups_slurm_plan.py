@@ -17,7 +17,12 @@ from tests.slurm.models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, model_data
 
 
 def grouped(name: str = "ops", quota: int = 2) -> GovernanceModel:
-    return GovernanceModel.from_dict({**model_data(), "groups": [{"name": name, "teams": ["critical", "burst"], "quotas": {POOL: {INSTANCE_TYPE: quota}}}]})
+    return GovernanceModel.from_dict(
+        {
+            **model_data(),
+            "groups": [{"name": name, "teams": ["critical", "burst"], "quotas": {POOL: {INSTANCE_TYPE: quota}}}],
+        }
+    )
 
 
 def test_the_group_is_a_parent_account_with_its_quota_in_gpus():
@@ -50,7 +55,10 @@ def test_a_group_named_like_the_organisation_is_refused_on_slurm():
 def test_a_group_name_slurm_would_lower_case_is_refused():
     with pytest.raises(GovernanceError) as raised:
         grouped(name="Ops")
-    assert any("groups[0].name" in str(p) and "not a Slurm account name" in str(p) and "Ops" in str(p) for p in raised.value.problems)
+    assert any(
+        "groups[0].name" in str(p) and "not a Slurm account name" in str(p) and "Ops" in str(p)
+        for p in raised.value.problems
+    )
 
 
 def test_a_team_under_an_undeclared_parent_is_refused_by_the_plan():

@@ -35,11 +35,21 @@ def lender(name: str, quota: int) -> Share:
 
 
 def running(job_id: str, share: str, count: int = 1, started_at: float = NOW - 3_600) -> RunningJob:
-    return RunningJob(job_id=job_id, share=share, instance_type=T, count=count, priority=1, started_at=started_at, checkpointable=True)
+    return RunningJob(
+        job_id=job_id, share=share, instance_type=T, count=count, priority=1, started_at=started_at, checkpointable=True
+    )
 
 
 def pending(job_id: str, share: str, count: int = 1, submitted_at: float = NOW - 60) -> PendingJob:
-    return PendingJob(job_id=job_id, share=share, instance_type=T, count=count, priority=1, submitted_at=submitted_at, checkpointable=True)
+    return PendingJob(
+        job_id=job_id,
+        share=share,
+        instance_type=T,
+        count=count,
+        priority=1,
+        submitted_at=submitted_at,
+        checkpointable=True,
+    )
 
 
 def vision(quota: int) -> tuple[ShareGroup, ...]:
@@ -49,9 +59,14 @@ def vision(quota: int) -> tuple[ShareGroup, ...]:
 def test_the_groups_teams_borrow_its_idle_capacity_before_the_rest():
     # One free instance; alpha (outside) would win it on name order, zeta's group is under its quota.
     shares = (borrower("alpha", 2), borrower("zeta", 1), lender("beta", 1))
-    state = PoolState(capacity={T: 5}, shares=shares, now=NOW, groups=vision(3),
-                      running=(running("a1", "alpha", 2), running("z1", "zeta"), running("b1", "beta")),
-                      pending=(pending("alpha-more", "alpha", submitted_at=NOW - 120), pending("zeta-more", "zeta")))
+    state = PoolState(
+        capacity={T: 5},
+        shares=shares,
+        now=NOW,
+        groups=vision(3),
+        running=(running("a1", "alpha", 2), running("z1", "zeta"), running("b1", "beta")),
+        pending=(pending("alpha-more", "alpha", submitted_at=NOW - 120), pending("zeta-more", "zeta")),
+    )
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["zeta-more"]
     assert plan_tick(replace(state, groups=())).starts[0].job_id == "alpha-more"  # flat: first by name
@@ -59,9 +74,19 @@ def test_the_groups_teams_borrow_its_idle_capacity_before_the_rest():
 
 def test_the_groups_headroom_is_reclaimed_from_a_borrower_outside_it():
     shares = (borrower("alpha", 2), borrower("zeta", 1), lender("beta", 1))
-    state = PoolState(capacity={T: 5}, shares=shares, now=NOW, groups=vision(3),
-                      running=(running("a1", "alpha", 2), running("a-borrowed", "alpha"), running("z1", "zeta"), running("b1", "beta")),
-                      pending=(pending("zeta-more", "zeta"),))
+    state = PoolState(
+        capacity={T: 5},
+        shares=shares,
+        now=NOW,
+        groups=vision(3),
+        running=(
+            running("a1", "alpha", 2),
+            running("a-borrowed", "alpha"),
+            running("z1", "zeta"),
+            running("b1", "beta"),
+        ),
+        pending=(pending("zeta-more", "zeta"),),
+    )
     plan = plan_tick(state)
     assert [(p.job_id, p.kind, p.for_job) for p in plan.preemptions] == [("a-borrowed", RECLAIM, "zeta-more")]
     assert [s.job_id for s in plan.starts] == ["zeta-more"]
@@ -70,9 +95,19 @@ def test_the_groups_headroom_is_reclaimed_from_a_borrower_outside_it():
 
 def test_a_job_beyond_the_groups_quota_waits_and_no_sibling_is_touched():
     shares = (borrower("alpha", 2), borrower("zeta", 1), borrower("beta", 1))
-    state = PoolState(capacity={T: 6}, shares=shares, now=NOW, groups=vision(3),
-                      running=(running("a1", "alpha", 2), running("z1", "zeta"), running("b1", "beta"), running("b-borrowed", "beta")),
-                      pending=(pending("zeta-more", "zeta"),))
+    state = PoolState(
+        capacity={T: 6},
+        shares=shares,
+        now=NOW,
+        groups=vision(3),
+        running=(
+            running("a1", "alpha", 2),
+            running("z1", "zeta"),
+            running("b1", "beta"),
+            running("b-borrowed", "beta"),
+        ),
+        pending=(pending("zeta-more", "zeta"),),
+    )
     plan = plan_tick(state)
     assert (plan.starts, plan.preemptions) == ((), ())
     assert [s.job_id for s in plan_tick(replace(state, groups=())).starts] == ["zeta-more"]  # flat: the free instance
@@ -80,10 +115,19 @@ def test_a_job_beyond_the_groups_quota_waits_and_no_sibling_is_touched():
 
 def test_a_guarantee_job_of_a_group_at_its_quota_reclaims_from_its_sibling():
     shares = (borrower("alpha", 2), borrower("zeta", 1), borrower("beta", 1))
-    state = PoolState(capacity={T: 5}, shares=shares, now=NOW, groups=vision(2),
-                      running=(running("a1", "alpha", 2), running("a-borrowed", "alpha", started_at=NOW - 100),
-                               running("b1", "beta"), running("b-borrowed", "beta", started_at=NOW - 7_200)),
-                      pending=(pending("zeta-own", "zeta"),))
+    state = PoolState(
+        capacity={T: 5},
+        shares=shares,
+        now=NOW,
+        groups=vision(2),
+        running=(
+            running("a1", "alpha", 2),
+            running("a-borrowed", "alpha", started_at=NOW - 100),
+            running("b1", "beta"),
+            running("b-borrowed", "beta", started_at=NOW - 7_200),
+        ),
+        pending=(pending("zeta-own", "zeta"),),
+    )
     plan = plan_tick(state)
     # alpha's borrowed job is first in reclaim order, but only beta's frees room in the group.
     assert [(p.share, p.for_job) for p in plan.preemptions] == [("beta", "zeta-own")]
@@ -92,13 +136,24 @@ def test_a_guarantee_job_of_a_group_at_its_quota_reclaims_from_its_sibling():
 
 def test_a_group_within_its_quota_keeps_its_borrowed_jobs_against_a_team_outside():
     shares = (borrower("alpha", 2), borrower("omega", 0), borrower("zeta", 1), lender("beta", 1))
-    state = PoolState(capacity={T: 5}, shares=shares, now=NOW, groups=vision(3),
-                      running=(running("a1", "alpha"), running("o-borrowed", "omega", started_at=NOW - 7_200), running("z1", "zeta", started_at=NOW - 7_200),
-                               running("z-borrowed", "zeta", 2, started_at=NOW - 100)),
-                      pending=(pending("alpha-own", "alpha"),))
+    state = PoolState(
+        capacity={T: 5},
+        shares=shares,
+        now=NOW,
+        groups=vision(3),
+        running=(
+            running("a1", "alpha"),
+            running("o-borrowed", "omega", started_at=NOW - 7_200),
+            running("z1", "zeta", started_at=NOW - 7_200),
+            running("z-borrowed", "zeta", 2, started_at=NOW - 100),
+        ),
+        pending=(pending("alpha-own", "alpha"),),
+    )
     plan = plan_tick(state, UNCAPPED)
     assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("o-borrowed", "alpha-own")]
-    assert [p.job_id for p in plan_tick(replace(state, groups=()), UNCAPPED).preemptions] == ["z-borrowed"]  # flat: least work lost
+    assert [p.job_id for p in plan_tick(replace(state, groups=()), UNCAPPED).preemptions] == [
+        "z-borrowed"
+    ]  # flat: least work lost
 
 
 # --- properties ------------------------------------------------------------------------------

@@ -21,8 +21,26 @@ SHARES = (
 GROUPS = (ShareGroup(name="vision", shares=("zeta", "beta"), quota={T: 2}),)
 # alpha borrows vision's idle instance for an hour; ten minutes in, zeta wants both of vision's.
 TRACE = (
-    TraceJob(job_id="alpha-long", team="alpha", submit_time=0, duration=3_600, instance_type=T, count=2, priority=1, checkpointable=True),
-    TraceJob(job_id="zeta-pair", team="zeta", submit_time=600, duration=600, instance_type=T, count=2, priority=1, checkpointable=True),
+    TraceJob(
+        job_id="alpha-long",
+        team="alpha",
+        submit_time=0,
+        duration=3_600,
+        instance_type=T,
+        count=2,
+        priority=1,
+        checkpointable=True,
+    ),
+    TraceJob(
+        job_id="zeta-pair",
+        team="zeta",
+        submit_time=600,
+        duration=600,
+        instance_type=T,
+        count=2,
+        priority=1,
+        checkpointable=True,
+    ),
 )
 
 
@@ -41,14 +59,32 @@ def test_compare_plans_the_policy_run_with_the_groups():
 def test_simulate_replays_the_governance_files_groups(tmp_path):
     trace = tmp_path / "trace.csv"
     # speech (outside vision) borrows vision's idle instance; perception then wants 3 of vision's 4.
-    trace.write_text("job_id,team,submit_time,duration,instance_type,count,priority,checkpointable\n"
-                     f"speech-wide,speech,0,3600,{T},4,1,true\nperception-three,perception,600,600,{T},3,1,true\n")
+    trace.write_text(
+        "job_id,team,submit_time,duration,instance_type,count,priority,checkpointable\n"
+        f"speech-wide,speech,0,3600,{T},4,1,true\nperception-three,perception,600,600,{T},3,1,true\n"
+    )
     flat = tmp_path / "flat.yaml"
     flat.write_text(EXAMPLE.read_text().split("\ngroups:")[0] + "\n")
     runs = {}
     for name, config in (("grouped", EXAMPLE), ("flat", flat)):
-        result = subprocess.run([sys.executable, "-m", "constructs_lib.cli", "simulate", "--config", str(config), "--pool", "hyperpod-slurm",
-                                 "--trace", str(trace), "--json"], check=False, capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "constructs_lib.cli",
+                "simulate",
+                "--config",
+                str(config),
+                "--pool",
+                "hyperpod-slurm",
+                "--trace",
+                str(trace),
+                "--json",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr
         runs[name] = json.loads(result.stdout)["policy"]
     assert (runs["grouped"]["preemptions"], runs["flat"]["preemptions"]) == (1, 0)

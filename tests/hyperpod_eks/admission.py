@@ -80,7 +80,12 @@ def _rule_matches(rule: dict[str, Any], group: str, version: str, resource: str,
     def has(field: str, value: str) -> bool:
         return "*" in rule[field] or value in rule[field]
 
-    return has("apiGroups", group) and has("apiVersions", version) and has("resources", resource) and has("operations", operation)
+    return (
+        has("apiGroups", group)
+        and has("apiVersions", version)
+        and has("resources", resource)
+        and has("operations", operation)
+    )
 
 
 @dataclass(frozen=True)
@@ -106,13 +111,23 @@ class Admission:
             out += [v["expression"] for v in spec["validations"]]
         return out
 
-    def review(self, obj: dict[str, Any], namespace: str, operation: str = "CREATE", subresource: str = "",
-               namespace_labels: dict[str, str] | None = None, old_object: dict[str, Any] | None = None) -> list[Denial]:
+    def review(
+        self,
+        obj: dict[str, Any],
+        namespace: str,
+        operation: str = "CREATE",
+        subresource: str = "",
+        namespace_labels: dict[str, str] | None = None,
+        old_object: dict[str, Any] | None = None,
+    ) -> list[Denial]:
         """The denials the API server would return for ``obj`` (empty: admitted); an UPDATE's old
         object is ``old_object``, or ``obj`` itself when not given."""
         group, version, resource = RESOURCES[obj["kind"]]
         request = {
-            "operation": operation, "namespace": namespace, "name": obj.get("metadata", {}).get("name", ""), "subResource": subresource,
+            "operation": operation,
+            "namespace": namespace,
+            "name": obj.get("metadata", {}).get("name", ""),
+            "subResource": subresource,
             "kind": {"group": group, "version": version, "kind": obj["kind"]},
             "resource": {"group": group, "version": version, "resource": resource},
             "userInfo": {"username": "tenant", "groups": ["system:authenticated"]},
@@ -124,7 +139,9 @@ class Admission:
         for binding in self.bindings:
             name = binding["policyName"]
             spec = self.policies[name]
-            if not any(_rule_matches(r, group, version, path, operation) for r in spec["matchConstraints"]["resourceRules"]):
+            if not any(
+                _rule_matches(r, group, version, path, operation) for r in spec["matchConstraints"]["resourceRules"]
+            ):
                 continue
             if not _selects(binding.get("matchResources", {}).get("namespaceSelector"), labels):
                 continue
@@ -135,7 +152,9 @@ class Admission:
             for variable in spec.get("variables", []):
                 variables[variable["name"]] = evaluate(variable["expression"], {**data, "variables": variables})
             denials += [
-                Denial(name, v["message"]) for v in spec["validations"] if not self._bool(v["expression"], {**data, "variables": variables})
+                Denial(name, v["message"])
+                for v in spec["validations"]
+                if not self._bool(v["expression"], {**data, "variables": variables})
             ]
         return denials
 

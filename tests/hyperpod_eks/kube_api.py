@@ -43,8 +43,17 @@ class Authority:
 
 
 def _key_usage(**on: bool) -> x509.KeyUsage:
-    names = ("digital_signature", "content_commitment", "key_encipherment", "data_encipherment", "key_agreement",
-             "key_cert_sign", "crl_sign", "encipher_only", "decipher_only")
+    names = (
+        "digital_signature",
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "key_cert_sign",
+        "crl_sign",
+        "encipher_only",
+        "decipher_only",
+    )
     return x509.KeyUsage(**{n: on.get(n, False) for n in names})
 
 
@@ -52,31 +61,45 @@ def authority(name: str) -> Authority:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(_key_usage(digital_signature=True, key_cert_sign=True, crl_sign=True), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(_key_usage(digital_signature=True, key_cert_sign=True, crl_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     return Authority(key, cert)
 
 
 def server_certificate(ca: Authority, directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-            .issuer_name(ca.cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_key_usage(digital_signature=True, key_encipherment=True), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
-            .sign(ca.key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(digital_signature=True, key_encipherment=True), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .sign(ca.key, hashes.SHA256())
+    )
     cert_file, key_file = directory / "server.pem", directory / "server.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file
 
 
@@ -142,11 +165,13 @@ def serve(directory: Path) -> tuple[KubeApi, Callable[[], None]]:
 # --- Kueue v1beta1 objects ------------------------------------------------------------------------
 
 
-def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str, Any]],
-                  workloads: tuple[int, int, int] = (2, 1, 1)) -> dict[str, Any]:
+def cluster_queue(
+    name: str, *, cohort: str | None, flavors: dict[str, dict[str, Any]], workloads: tuple[int, int, int] = (2, 1, 1)
+) -> dict[str, Any]:
     """A ClusterQueue as the API server returns it, with every optional field. ``flavors``:
     flavor -> {"nominal", "total", "borrowed", and optionally "lending_limit", "borrowing_limit",
     "reserved" (default: total)} in GPUs; ``workloads``: pending, reserving, admitted."""
+
     def quota(resource: str, nominal: Any, figures: dict[str, Any]) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": resource, "nominalQuota": nominal}
         if resource == GPU and figures.get("borrowing_limit") is not None:
@@ -168,62 +193,121 @@ def cluster_queue(name: str, *, cohort: str | None, flavors: dict[str, dict[str,
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name.removesuffix("-clusterqueue")}},
         "queueingStrategy": "BestEffortFIFO",
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
-        "preemption": {"reclaimWithinCohort": "LowerPriority", "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
-                       "withinClusterQueue": "LowerPriority"},
+        "preemption": {
+            "reclaimWithinCohort": "LowerPriority",
+            "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100},
+            "withinClusterQueue": "LowerPriority",
+        },
         "stopPolicy": "None",
         "fairSharing": {"weight": "40"},
         "admissionChecksStrategy": {"admissionChecks": [{"name": "capacity-check", "onFlavors": sorted(flavors)}]},
-        "resourceGroups": [{
-            "coveredResources": ["cpu", "memory", GPU, EFA],
-            "flavors": [
-                {"name": flavor, "resources": [
-                    quota("cpu", str(f["nominal"] * 12), f), quota("memory", f"{f['nominal'] * 100}Gi", f),
-                    quota(GPU, str(f["nominal"]), f), quota(EFA, str(f["nominal"] // 2), f),
-                ]}
-                for flavor, f in flavors.items()
-            ],
-        }],
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory", GPU, EFA],
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            quota("cpu", str(f["nominal"] * 12), f),
+                            quota("memory", f"{f['nominal'] * 100}Gi", f),
+                            quota(GPU, str(f["nominal"]), f),
+                            quota(EFA, str(f["nominal"] // 2), f),
+                        ],
+                    }
+                    for flavor, f in flavors.items()
+                ],
+            }
+        ],
     }
     if cohort is not None:
         spec["cohort"] = cohort
     return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
         "metadata": {
-            "name": name, "uid": f"uid-{name}", "resourceVersion": "81234", "generation": 3,
-            "creationTimestamp": "2027-01-10T08:00:00Z", "finalizers": ["kueue.x-k8s.io/resource-in-use"],
-            "labels": {"example.com/owner": "task-governance"}, "annotations": {"example.com/note": "labels and annotations are not read"},
-            "managedFields": [{"manager": "kueue", "operation": "Update", "apiVersion": "kueue.x-k8s.io/v1beta1",
-                               "time": "2027-01-15T07:00:00Z", "fieldsType": "FieldsV1", "subresource": "status", "fieldsV1": {"f:status": {}}}],
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "81234",
+            "generation": 3,
+            "creationTimestamp": "2027-01-10T08:00:00Z",
+            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+            "labels": {"example.com/owner": "task-governance"},
+            "annotations": {"example.com/note": "labels and annotations are not read"},
+            "managedFields": [
+                {
+                    "manager": "kueue",
+                    "operation": "Update",
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "time": "2027-01-15T07:00:00Z",
+                    "fieldsType": "FieldsV1",
+                    "subresource": "status",
+                    "fieldsV1": {"f:status": {}},
+                }
+            ],
         },
         "spec": spec,
         "status": {
-            "conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "Can admit new workloads",
-                            "lastTransitionTime": "2027-01-10T08:00:05Z", "observedGeneration": 3}],
-            "flavorsReservation": [{"name": flavor, "resources": usage(f, "reserved")} for flavor, f in flavors.items()],
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "Can admit new workloads",
+                    "lastTransitionTime": "2027-01-10T08:00:05Z",
+                    "observedGeneration": 3,
+                }
+            ],
+            "flavorsReservation": [
+                {"name": flavor, "resources": usage(f, "reserved")} for flavor, f in flavors.items()
+            ],
             "flavorsUsage": [{"name": flavor, "resources": usage(f)} for flavor, f in flavors.items()],
             **dict(zip(("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"), workloads, strict=False)),
-            "pendingWorkloadsStatus": {"clusterQueuePendingWorkload": [{"name": "job-a-1", "namespace": "hyperpod-ns-x"}],
-                                       "lastChangeTime": "2027-01-15T07:00:00Z"},
-            "fairSharing": {"weightedShare": 125, "admissionFairSharingStatus": {"consumedResources": {GPU: "4"},
-                                                                                 "lastUpdate": "2027-01-15T07:00:00Z"}},
+            "pendingWorkloadsStatus": {
+                "clusterQueuePendingWorkload": [{"name": "job-a-1", "namespace": "hyperpod-ns-x"}],
+                "lastChangeTime": "2027-01-15T07:00:00Z",
+            },
+            "fairSharing": {
+                "weightedShare": 125,
+                "admissionFairSharingStatus": {"consumedResources": {GPU: "4"}, "lastUpdate": "2027-01-15T07:00:00Z"},
+            },
         },
     }
 
 
 def pages(items: list[dict[str, Any]], size: int) -> Callable[[str, dict[str, str], dict[str, str]], Reply]:
     """A ClusterQueueList served ``size`` items a page, with opaque continue tokens."""
+
     def respond(path, query, headers):
         if path != "/apis/kueue.x-k8s.io/v1beta1/clusterqueues":
-            return Reply(404, status_object(404, "NotFound", f"the server could not find the requested resource ({path})"))
+            return Reply(
+                404, status_object(404, "NotFound", f"the server could not find the requested resource ({path})")
+            )
         start = int(base64.urlsafe_b64decode(query["continue"]).decode().split(":")[1]) if "continue" in query else 0
         end = start + size
         metadata: dict[str, Any] = {"resourceVersion": "81234"}
         if end < len(items):
             metadata["continue"] = base64.urlsafe_b64encode(f"rv81234:{end}".encode()).decode()
             metadata["remainingItemCount"] = len(items) - end
-        return Reply(200, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueueList", "metadata": metadata, "items": items[start:end]})
+        return Reply(
+            200,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "ClusterQueueList",
+                "metadata": metadata,
+                "items": items[start:end],
+            },
+        )
+
     return respond
 
 
 def status_object(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

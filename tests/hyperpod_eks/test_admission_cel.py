@@ -19,7 +19,9 @@ TEAMS = {
 }
 CLASSES = ("urgent", "standard", "opportunistic")  # declared, most urgent first
 GRANTED = {BASELINE: CLASSES, RESTRICTED: CLASSES, DEDICATED: ("standard", "opportunistic")}  # prod may not use urgent
-SHIPPED = kubernetes.pod_security_objects() + [o for team, tenancy in TEAMS.items() for o in kubernetes.team_objects(team, tenancy, GRANTED[team])]
+SHIPPED = kubernetes.pod_security_objects() + [
+    o for team, tenancy in TEAMS.items() for o in kubernetes.team_objects(team, tenancy, GRANTED[team])
+]
 ADMISSION = Admission(SHIPPED)
 NS = {team: kubernetes.namespace(team) for team in TEAMS}
 
@@ -28,28 +30,52 @@ def gpu_pod() -> dict:
     """A distributed-training pod as the training operators make them: GPUs and EFA, shared
     memory, the FSx claim and the pod identity token volume."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "llama-worker-0", "labels": {"kueue.x-k8s.io/queue-name": "localqueue"},
-                     "annotations": {"container.apparmor.security.beta.kubernetes.io/trainer": "runtime/default"}},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "llama-worker-0",
+            "labels": {"kueue.x-k8s.io/queue-name": "localqueue"},
+            "annotations": {"container.apparmor.security.beta.kubernetes.io/trainer": "runtime/default"},
+        },
         "spec": {
             "serviceAccountName": "gpu-workload",
-            "initContainers": [{"name": "fetch", "image": "public.ecr.aws/aws-cli/aws-cli:2", "command": ["aws", "s3", "sync"]}],
-            "containers": [{
-                "name": "trainer", "image": "111122223333.dkr.ecr.us-east-1.amazonaws.com/llama:1", "command": ["torchrun"],
-                "ports": [{"containerPort": 29500}, {"containerPort": 8080, "hostPort": 0}],
-                "resources": {"limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "memory": "1000Gi"}},
-                "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "fsx", "mountPath": "/fsx"}],
-                "securityContext": {"privileged": False, "capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"]}},
-                "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
-            }],
+            "initContainers": [
+                {"name": "fetch", "image": "public.ecr.aws/aws-cli/aws-cli:2", "command": ["aws", "s3", "sync"]}
+            ],
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "111122223333.dkr.ecr.us-east-1.amazonaws.com/llama:1",
+                    "command": ["torchrun"],
+                    "ports": [{"containerPort": 29500}, {"containerPort": 8080, "hostPort": 0}],
+                    "resources": {"limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "memory": "1000Gi"}},
+                    "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "fsx", "mountPath": "/fsx"}],
+                    "securityContext": {"privileged": False, "capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"]}},
+                    "livenessProbe": {"httpGet": {"path": "/health", "port": 8080}},
+                }
+            ],
             "volumes": [
                 {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
                 {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}},
-                {"name": "eks-pod-identity-token", "projected": {"sources": [{"serviceAccountToken": {
-                    "audience": "pods.eks.amazonaws.com", "expirationSeconds": 86400, "path": "eks-pod-identity-token"}}]}},
+                {
+                    "name": "eks-pod-identity-token",
+                    "projected": {
+                        "sources": [
+                            {
+                                "serviceAccountToken": {
+                                    "audience": "pods.eks.amazonaws.com",
+                                    "expirationSeconds": 86400,
+                                    "path": "eks-pod-identity-token",
+                                }
+                            }
+                        ]
+                    },
+                },
             ],
-            "securityContext": {"sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "1024 65000"}],
-                                "seLinuxOptions": {"type": "container_t"}},
+            "securityContext": {
+                "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "1024 65000"}],
+                "seLinuxOptions": {"type": "container_t"},
+            },
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         },
     }
@@ -58,9 +84,14 @@ def gpu_pod() -> dict:
 def hardened(pod: dict) -> dict:
     """The same pod as the restricted level wants it."""
     pod = copy.deepcopy(pod)
-    pod["spec"]["securityContext"].update({"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}})
+    pod["spec"]["securityContext"].update(
+        {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+    )
     for container in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
-        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+        container["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+        }
     return pod
 
 
@@ -77,32 +108,87 @@ def sc(container: dict) -> dict:
 # (id, change(spec, first container, metadata), words of the message it must be refused with)
 BASELINE_VIOLATIONS = [
     ("privileged", lambda s, c, m: sc(c).update(privileged=True), "privileged containers"),
-    ("privileged-init-container", lambda s, c, m: sc(s["initContainers"][0]).update(privileged=True), "privileged containers"),
+    (
+        "privileged-init-container",
+        lambda s, c, m: sc(s["initContainers"][0]).update(privileged=True),
+        "privileged containers",
+    ),
     ("host-network", lambda s, c, m: s.update(hostNetwork=True), "host namespaces"),
     ("host-pid", lambda s, c, m: s.update(hostPID=True), "host namespaces"),
     ("host-ipc", lambda s, c, m: s.update(hostIPC=True), "host namespaces"),
-    ("host-path", lambda s, c, m: s["volumes"].append({"name": "root", "hostPath": {"path": "/var/lib/kubelet"}}), "hostPath volumes"),
+    (
+        "host-path",
+        lambda s, c, m: s["volumes"].append({"name": "root", "hostPath": {"path": "/var/lib/kubelet"}}),
+        "hostPath volumes",
+    ),
     ("host-port", lambda s, c, m: c["ports"].append({"containerPort": 80, "hostPort": 80}), "hostPort"),
     ("sys-admin", lambda s, c, m: sc(c)["capabilities"]["add"].append("SYS_ADMIN"), "capabilities"),
     ("cap-prefixed-sys-admin", lambda s, c, m: sc(c)["capabilities"]["add"].append("CAP_SYS_ADMIN"), "capabilities"),
-    ("net-admin-on-init", lambda s, c, m: sc(s["initContainers"][0]).setdefault("capabilities", {}).setdefault("add", []).append("NET_ADMIN"),
-     "capabilities"),
+    (
+        "net-admin-on-init",
+        lambda s, c, m: (
+            sc(s["initContainers"][0]).setdefault("capabilities", {}).setdefault("add", []).append("NET_ADMIN")
+        ),
+        "capabilities",
+    ),
     ("proc-mount", lambda s, c, m: sc(c).update(procMount="Unmasked"), "procMount"),
-    ("unsafe-sysctl", lambda s, c, m: s["securityContext"]["sysctls"].append({"name": "kernel.msgmax", "value": "65536"}), "sysctls"),
+    (
+        "unsafe-sysctl",
+        lambda s, c, m: s["securityContext"]["sysctls"].append({"name": "kernel.msgmax", "value": "65536"}),
+        "sysctls",
+    ),
     ("selinux-type", lambda s, c, m: sc(c).update(seLinuxOptions={"type": "spc_t"}), "SELinux"),
     ("selinux-user", lambda s, c, m: s["securityContext"].update(seLinuxOptions={"user": "system_u"}), "SELinux"),
     ("apparmor-unconfined", lambda s, c, m: sc(c).update(appArmorProfile={"type": "Unconfined"}), "AppArmor"),
-    ("apparmor-annotation", lambda s, c, m: m["annotations"].update({"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"}), "AppArmor"),
-    ("seccomp-unconfined-pod", lambda s, c, m: s["securityContext"].update(seccompProfile={"type": "Unconfined"}), "seccomp"),
+    (
+        "apparmor-annotation",
+        lambda s, c, m: m["annotations"].update(
+            {"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"}
+        ),
+        "AppArmor",
+    ),
+    (
+        "seccomp-unconfined-pod",
+        lambda s, c, m: s["securityContext"].update(seccompProfile={"type": "Unconfined"}),
+        "seccomp",
+    ),
     ("seccomp-unconfined-container", lambda s, c, m: sc(c).update(seccompProfile={"type": "Unconfined"}), "seccomp"),
-    ("windows-host-process", lambda s, c, m: s["securityContext"].update(windowsOptions={"hostProcess": True}), "HostProcess"),
+    (
+        "windows-host-process",
+        lambda s, c, m: s["securityContext"].update(windowsOptions={"hostProcess": True}),
+        "HostProcess",
+    ),
     # The kubelet runs probes from the node: a probe host reaches node-local endpoints such as IMDS.
-    ("probe-host", lambda s, c, m: c["livenessProbe"]["httpGet"].update(host="169.254.169.254"), "probes and lifecycle hooks"),
-    ("lifecycle-host", lambda s, c, m: c.update(lifecycle={"preStop": {"tcpSocket": {"port": 22, "host": "10.0.0.1"}}}), "probes and lifecycle hooks"),
+    (
+        "probe-host",
+        lambda s, c, m: c["livenessProbe"]["httpGet"].update(host="169.254.169.254"),
+        "probes and lifecycle hooks",
+    ),
+    (
+        "lifecycle-host",
+        lambda s, c, m: c.update(lifecycle={"preStop": {"tcpSocket": {"port": 22, "host": "10.0.0.1"}}}),
+        "probes and lifecycle hooks",
+    ),
     ("node-name", lambda s, c, m: s.update(nodeName="ip-10-1-2-3.ec2.internal"), "nodeName"),
     # An ephemeral claim naming a volume binds that PersistentVolume if unclaimed: another team's static FSx volume.
-    ("ephemeral-volume-name", lambda s, c, m: s["volumes"].append({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
-        "accessModes": ["ReadWriteMany"], "volumeName": "fsx-speech-static", "resources": {"requests": {"storage": "1200Gi"}}}}}}), "volumeName"),
+    (
+        "ephemeral-volume-name",
+        lambda s, c, m: s["volumes"].append(
+            {
+                "name": "scratch",
+                "ephemeral": {
+                    "volumeClaimTemplate": {
+                        "spec": {
+                            "accessModes": ["ReadWriteMany"],
+                            "volumeName": "fsx-speech-static",
+                            "resources": {"requests": {"storage": "1200Gi"}},
+                        }
+                    }
+                },
+            }
+        ),
+        "volumeName",
+    ),
 ]
 
 # Admitted at baseline, refused at restricted.
@@ -114,7 +200,11 @@ RESTRICTED_VIOLATIONS = [
     ("no-seccomp", lambda s, c, m: s["securityContext"].pop("seccompProfile"), "seccomp"),
     ("keeps-capabilities", lambda s, c, m: sc(c)["capabilities"].pop("drop"), "drop ALL"),
     ("adds-chown", lambda s, c, m: sc(c)["capabilities"]["add"].append("CHOWN"), "drop ALL"),
-    ("nfs-volume", lambda s, c, m: s["volumes"].append({"name": "nfs", "nfs": {"server": "10.0.0.2", "path": "/"}}), "volume types"),
+    (
+        "nfs-volume",
+        lambda s, c, m: s["volumes"].append({"name": "nfs", "nfs": {"server": "10.0.0.2", "path": "/"}}),
+        "volume types",
+    ),
 ]
 
 
@@ -126,15 +216,42 @@ def as_workload(kind: str, bad: dict, good: dict) -> dict:
     if kind == "Job":
         return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": bad_t}}
     if kind == "PyTorchJob":
-        return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
-                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": good_t}, "Worker": {"replicas": 3, "template": bad_t}}}}
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "j"},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "template": good_t},
+                    "Worker": {"replicas": 3, "template": bad_t},
+                }
+            },
+        }
     if kind == "MPIJob":
-        return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "j"},
-                "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": bad_t}, "Worker": {"replicas": 2, "template": good_t}}}}
+        return {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": "j"},
+            "spec": {
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": bad_t},
+                    "Worker": {"replicas": 2, "template": good_t},
+                }
+            },
+        }
     assert kind == "HyperPodPyTorchJob"
-    return {"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob", "metadata": {"name": "j"},
-            "spec": {"nprocPerNode": "8", "replicaSpecs": [{"name": "head", "replicas": 1, "template": good_t},
-                                                           {"name": "pods", "replicas": 4, "template": bad_t}]}}
+    return {
+        "apiVersion": "sagemaker.amazonaws.com/v1",
+        "kind": "HyperPodPyTorchJob",
+        "metadata": {"name": "j"},
+        "spec": {
+            "nprocPerNode": "8",
+            "replicaSpecs": [
+                {"name": "head", "replicas": 1, "template": good_t},
+                {"name": "pods", "replicas": 4, "template": bad_t},
+            ],
+        },
+    }
 
 
 KINDS = ["Pod", "Job", "PyTorchJob", "MPIJob", "HyperPodPyTorchJob"]
@@ -232,8 +349,12 @@ def test_ephemeral_containers_added_to_a_running_pod_are_checked():
 
 def test_a_template_the_policy_cannot_read_fails_closed():
     # The API server denies when a rule cannot be evaluated (failurePolicy Fail).
-    broken = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
-              "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}}
+    broken = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j"},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}},
+    }
     with pytest.raises(CelError):
         ADMISSION.review(broken, NS[BASELINE])
     assert all(p["failurePolicy"] == "Fail" for p in ADMISSION.policies.values())
@@ -241,19 +362,35 @@ def test_a_template_the_policy_cannot_read_fails_closed():
 
 def test_every_workload_the_team_may_create_is_checked():
     role = kubernetes.rbac(BASELINE)[0]
-    creatable = {(g, r) for rule in role["rules"] if "create" in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
+    creatable = {
+        (g, r)
+        for rule in role["rules"]
+        if "create" in rule["verbs"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
     assert creatable == set(kubernetes.TEAM_WORKLOADS)
     for level in PodSecurityLevel:
         rules = kubernetes.pod_security_policy(level)["spec"]["matchConstraints"]["resourceRules"]
-        covered = {(g, r) for rule in rules if "CREATE" in rule["operations"] for g in rule["apiGroups"] for r in rule["resources"]}
+        covered = {
+            (g, r)
+            for rule in rules
+            if "CREATE" in rule["operations"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+        }
         assert creatable | {("", "pods")} <= covered
 
 
 def test_a_deployment_is_not_a_tenant_workload_but_its_pods_are_checked():
     # The team cannot create Deployments; if someone else does in a tenant namespace, the pods
     # the controller creates are admitted one by one like any other.
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                  "spec": {"template": changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True))}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True))},
+    }
     assert ADMISSION.review(deployment, NS[BASELINE]) == []
     assert messages(changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True)), BASELINE) != []
 
@@ -264,15 +401,22 @@ KEY = kubernetes.DEDICATED_NODE_KEY
 
 
 def dedicated_denials(pod, namespace, operation="CREATE"):
-    return [d for d in ADMISSION.review(pod, namespace, operation=operation) if d.policy == f"gpu-governance-dedicated-{DEDICATED}"]
+    return [
+        d
+        for d in ADMISSION.review(pod, namespace, operation=operation)
+        if d.policy == f"gpu-governance-dedicated-{DEDICATED}"
+    ]
 
 
-@pytest.mark.parametrize("toleration", [
-    {"operator": "Exists"},  # tolerates every taint
-    {"key": KEY, "operator": "Exists"},
-    {"key": KEY, "operator": "Equal", "value": DEDICATED, "effect": "NoSchedule"},
-    {"key": "", "operator": "Exists", "effect": "NoSchedule"},
-])
+@pytest.mark.parametrize(
+    "toleration",
+    [
+        {"operator": "Exists"},  # tolerates every taint
+        {"key": KEY, "operator": "Exists"},
+        {"key": KEY, "operator": "Equal", "value": DEDICATED, "effect": "NoSchedule"},
+        {"key": "", "operator": "Exists", "effect": "NoSchedule"},
+    ],
+)
 def test_other_tenants_may_not_tolerate_a_dedicated_taint(toleration):
     pod = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append(toleration))
     for operation in ("CREATE", "UPDATE"):  # tolerations may be added to a running pod
@@ -280,7 +424,9 @@ def test_other_tenants_may_not_tolerate_a_dedicated_taint(toleration):
 
 
 def test_other_tolerations_and_system_daemons_are_admitted():
-    other_value = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append({"key": KEY, "operator": "Equal", "value": BASELINE}))
+    other_value = changed(
+        gpu_pod(), lambda s, c, m: s["tolerations"].append({"key": KEY, "operator": "Equal", "value": BASELINE})
+    )
     assert dedicated_denials(other_value, NS[BASELINE]) == []
     daemon = changed(gpu_pod(), lambda s, c, m: s["tolerations"].append({"operator": "Exists"}))
     assert dedicated_denials(daemon, "kube-system") == []
@@ -305,8 +451,9 @@ def test_the_owning_team_must_select_and_tolerate_its_nodes():
 
 def labelled(obj: dict, priority: str | None, on_templates: bool = False) -> dict:
     obj = copy.deepcopy(obj)
-    targets = [obj["metadata"]] if not on_templates or obj["kind"] == "Pod" else [
-        t["metadata"] for t in _templates(obj)]
+    targets = (
+        [obj["metadata"]] if not on_templates or obj["kind"] == "Pod" else [t["metadata"] for t in _templates(obj)]
+    )
     for metadata in targets:
         labels = metadata.setdefault("labels", {})
         labels.pop("kueue.x-k8s.io/priority-class", None)
@@ -325,7 +472,9 @@ def _templates(obj: dict) -> list[dict]:
 
 
 def priority_denials(obj: dict, team: str, **kwargs) -> list[str]:
-    return [d.message for d in ADMISSION.review(obj, NS[team], **kwargs) if d.policy == f"gpu-governance-priority-{team}"]
+    return [
+        d.message for d in ADMISSION.review(obj, NS[team], **kwargs) if d.policy == f"gpu-governance-priority-{team}"
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -337,7 +486,8 @@ def test_a_team_may_label_its_workloads_only_with_the_priority_classes_it_is_gra
     for refused in ("urgent-priority", "urgent", "made-up-priority", ""):
         assert priority_denials(labelled(workload, refused, on_templates), DEDICATED) == [
             "team prod may use only the priority classes standard, opportunistic "
-            "(label kueue.x-k8s.io/priority-class: standard-priority, opportunistic-priority)"], refused
+            "(label kueue.x-k8s.io/priority-class: standard-priority, opportunistic-priority)"
+        ], refused
     # A team granted every class uses the highest; the grant of one team binds only its own namespace.
     assert priority_denials(labelled(workload, "urgent-priority", on_templates), BASELINE) == []
 
@@ -364,7 +514,11 @@ def volume(name: str, claim_namespace: str | None, team_label: str | None = None
         metadata["labels"] = {kubernetes.TEAM_LABEL: team_label}
     if provisioned:
         metadata["annotations"] = {"pv.kubernetes.io/provisioned-by": "fsx.csi.aws.com"}
-    spec: dict = {"capacity": {"storage": "1200Gi"}, "accessModes": ["ReadWriteMany"], "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": "fs-1"}}
+    spec: dict = {
+        "capacity": {"storage": "1200Gi"},
+        "accessModes": ["ReadWriteMany"],
+        "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": "fs-1"},
+    }
     if claim_namespace is not None:
         spec["claimRef"] = {"namespace": claim_namespace, "name": "data"}
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": metadata, "spec": spec}
@@ -380,18 +534,31 @@ def test_another_teams_static_volume_is_not_bound_to_a_claim_of_this_team():
     # The PV controller binds it to research's claim (volumeName, or an ephemeral volume): refused.
     stolen = volume("fsx-speech-static", NS[BASELINE], team_label="speech")
     assert volume_denials(stolen, operation="UPDATE", old_object=unbound) == [
-        "a volume is bound to a claim of hyperpod-ns-<team> only if it is labelled gpu-governance/team: <team> or was provisioned for that claim"]
-    assert volume_denials(volume("unlabelled-static", NS[BASELINE]), operation="UPDATE", old_object=volume("unlabelled-static", None))
+        "a volume is bound to a claim of hyperpod-ns-<team> only if it is labelled gpu-governance/team: <team> or was provisioned for that claim"
+    ]
+    assert volume_denials(
+        volume("unlabelled-static", NS[BASELINE]), operation="UPDATE", old_object=volume("unlabelled-static", None)
+    )
     # A look-alike team name is not the team: research's label does not open hyperpod-ns-research-2.
     assert volume_denials(volume("fsx-research", "hyperpod-ns-research-2", team_label="research"), operation="UPDATE")
 
 
 def test_the_teams_own_volumes_and_volumes_provisioned_for_its_claims_are_bound():
-    assert volume_denials(volume("fsx-research", NS[BASELINE], team_label=BASELINE), operation="UPDATE",
-                          old_object=volume("fsx-research", None, team_label=BASELINE)) == []
+    assert (
+        volume_denials(
+            volume("fsx-research", NS[BASELINE], team_label=BASELINE),
+            operation="UPDATE",
+            old_object=volume("fsx-research", None, team_label=BASELINE),
+        )
+        == []
+    )
     provisioned = volume("pvc-1234", NS[BASELINE], provisioned=True)
     assert volume_denials(provisioned) == []  # created by the provisioner for that claim
     assert volume_denials(provisioned, operation="UPDATE") == []
     # Released, its claimRef moved to another team's claim: no longer provisioned for it.
-    assert volume_denials(volume("pvc-1234", NS[RESTRICTED], provisioned=True), operation="UPDATE", old_object=provisioned)
-    assert volume_denials(volume("system-volume", "kube-system"), operation="UPDATE") == []  # outside tenant namespaces: not ours to judge
+    assert volume_denials(
+        volume("pvc-1234", NS[RESTRICTED], provisioned=True), operation="UPDATE", old_object=provisioned
+    )
+    assert (
+        volume_denials(volume("system-volume", "kube-system"), operation="UPDATE") == []
+    )  # outside tenant namespaces: not ours to judge

@@ -26,46 +26,100 @@ STUDIO_PROJECT_ROLE = f"arn:aws:iam::{CAPACITY}:role/datazone_usr_role_abc123"
 
 def org(**pool_overrides) -> GovernanceModel:
     pool = {
-        "name": "hp", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": 8, "ml.g5.12xlarge": 4},
-        "cluster_arn": CLUSTER_ARN, "eks_cluster_name": "shared-gpu", **pool_overrides,
+        "name": "hp",
+        "backend": "hyperpod_eks",
+        "capacity": {"ml.p5.48xlarge": 8, "ml.g5.12xlarge": 4},
+        "cluster_arn": CLUSTER_ARN,
+        "eks_cluster_name": "shared-gpu",
+        **pool_overrides,
     }
-    return GovernanceModel.from_dict({
-        "organisation": "acme",
-        "capacity_account": {"account_id": CAPACITY, "region": "us-east-1"},
-        "consumer_accounts": {"lab": {"account_id": "444455556666", "region": "us-east-1"}},
-        "platform_admins": [f"arn:aws:iam::{CAPACITY}:role/Admin"],
-        "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "batch", "weight": 10}],
-        "pools": [pool],
-        "teams": [
-            {"name": "vision", "account": "lab", "preset": "background", "cost_centre": "CC-1042", "sharing": {"borrow_limit": 150}, "fair_share_weight": 60,
-             "members": ["arn:aws:iam::444455556666:role/Vision", STUDIO_PROJECT_ROLE],
-             "quotas": {"hp": {"ml.p5.48xlarge": 4, "ml.g5.12xlarge": 2}},
-             "kubernetes": {"hp": {"gpu_quota": 32, "dedicated_instance_groups": ["vision-p5"]}}},
-            {"name": "speech", "account": "lab", "preset": "steady", "cost_centre": "Lab/Speech 7", "members": ["arn:aws:iam::444455556666:role/Speech"],
-             "quotas": {"hp": {"ml.p5.48xlarge": 2}}, "kubernetes": {"hp": {"pod_security": "restricted", "priority_classes": ["batch"]}}},
-            {"name": "prod", "account": "lab", "preset": "critical", "members": ["arn:aws:iam::444455556666:role/Prod"],
-             "quotas": {"hp": {"ml.p5.48xlarge": 2}}},
-        ],
-    })
+    return GovernanceModel.from_dict(
+        {
+            "organisation": "acme",
+            "capacity_account": {"account_id": CAPACITY, "region": "us-east-1"},
+            "consumer_accounts": {"lab": {"account_id": "444455556666", "region": "us-east-1"}},
+            "platform_admins": [f"arn:aws:iam::{CAPACITY}:role/Admin"],
+            "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "batch", "weight": 10}],
+            "pools": [pool],
+            "teams": [
+                {
+                    "name": "vision",
+                    "account": "lab",
+                    "preset": "background",
+                    "cost_centre": "CC-1042",
+                    "sharing": {"borrow_limit": 150},
+                    "fair_share_weight": 60,
+                    "members": ["arn:aws:iam::444455556666:role/Vision", STUDIO_PROJECT_ROLE],
+                    "quotas": {"hp": {"ml.p5.48xlarge": 4, "ml.g5.12xlarge": 2}},
+                    "kubernetes": {"hp": {"gpu_quota": 32, "dedicated_instance_groups": ["vision-p5"]}},
+                },
+                {
+                    "name": "speech",
+                    "account": "lab",
+                    "preset": "steady",
+                    "cost_centre": "Lab/Speech 7",
+                    "members": ["arn:aws:iam::444455556666:role/Speech"],
+                    "quotas": {"hp": {"ml.p5.48xlarge": 2}},
+                    "kubernetes": {"hp": {"pod_security": "restricted", "priority_classes": ["batch"]}},
+                },
+                {
+                    "name": "prod",
+                    "account": "lab",
+                    "preset": "critical",
+                    "members": ["arn:aws:iam::444455556666:role/Prod"],
+                    "quotas": {"hp": {"ml.p5.48xlarge": 2}},
+                },
+            ],
+        }
+    )
 
 
 def build(stack: Stack, model: GovernanceModel) -> HyperPodEksGovernance:
-    logs = s3.Bucket(stack, "Logs", enforce_ssl=True, versioned=True, removal_policy=RemovalPolicy.RETAIN,
-                     encryption=s3.BucketEncryption.S3_MANAGED, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                     object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED)
-    acknowledge(logs, "Test fixture: the access-log destination bucket of the tenants' buckets in this test.",
-                "AwsSolutions-S1", "NIST.800.53.R5-S3BucketLoggingEnabled", "HIPAA.Security-S3BucketLoggingEnabled",
-                "PCI.DSS.321-S3BucketLoggingEnabled", "NIST.800.53.R5-S3DefaultEncryptionKMS", "HIPAA.Security-S3DefaultEncryptionKMS",
-                "PCI.DSS.321-S3DefaultEncryptionKMS", "NIST.800.53.R5-S3BucketReplicationEnabled",
-                "HIPAA.Security-S3BucketReplicationEnabled", "PCI.DSS.321-S3BucketReplicationEnabled")
+    logs = s3.Bucket(
+        stack,
+        "Logs",
+        enforce_ssl=True,
+        versioned=True,
+        removal_policy=RemovalPolicy.RETAIN,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+    )
+    acknowledge(
+        logs,
+        "Test fixture: the access-log destination bucket of the tenants' buckets in this test.",
+        "AwsSolutions-S1",
+        "NIST.800.53.R5-S3BucketLoggingEnabled",
+        "HIPAA.Security-S3BucketLoggingEnabled",
+        "PCI.DSS.321-S3BucketLoggingEnabled",
+        "NIST.800.53.R5-S3DefaultEncryptionKMS",
+        "HIPAA.Security-S3DefaultEncryptionKMS",
+        "PCI.DSS.321-S3DefaultEncryptionKMS",
+        "NIST.800.53.R5-S3BucketReplicationEnabled",
+        "HIPAA.Security-S3BucketReplicationEnabled",
+        "PCI.DSS.321-S3BucketReplicationEnabled",
+    )
     tenants = {
-        t.name: TeamTenancy(stack, f"Team{t.name}", team=t, organisation=model.organisation,
-                            platform_admins=model.platform_admins, access_log_bucket=logs)
+        t.name: TeamTenancy(
+            stack,
+            f"Team{t.name}",
+            team=t,
+            organisation=model.organisation,
+            platform_admins=model.platform_admins,
+            access_log_bucket=logs,
+        )
         for t in model.teams
     }
     pool = model.pools[0]
-    return HyperPodEksGovernance(stack, "HyperPod", pool=pool, teams=model.teams_in(pool.name),
-                                 priority_classes=model.priority_classes, platform_admins=model.platform_admins, tenants=tenants)
+    return HyperPodEksGovernance(
+        stack,
+        "HyperPod",
+        pool=pool,
+        teams=model.teams_in(pool.name),
+        priority_classes=model.priority_classes,
+        platform_admins=model.platform_admins,
+        tenants=tenants,
+    )
 
 
 def new_stack(app: App, account: str = CAPACITY, region: str = "us-east-1") -> Stack:
@@ -106,14 +160,17 @@ def test_cfn_lint_reports_no_errors(synthesized):
 def test_one_scheduler_config_with_the_model_priority_classes(synthesized):
     _, template, _ = synthesized
     template.resource_count_is("AWS::SageMaker::ClusterSchedulerConfig", 1)
-    template.has_resource_properties("AWS::SageMaker::ClusterSchedulerConfig", {
-        "ClusterArn": CLUSTER_ARN,
-        "SchedulerConfig": {
-            "PriorityClasses": [{"Name": "urgent", "Weight": 90}, {"Name": "batch", "Weight": 10}],
-            "FairShare": "Enabled",
-            "IdleResourceSharing": "Enabled",
+    template.has_resource_properties(
+        "AWS::SageMaker::ClusterSchedulerConfig",
+        {
+            "ClusterArn": CLUSTER_ARN,
+            "SchedulerConfig": {
+                "PriorityClasses": [{"Name": "urgent", "Weight": 90}, {"Name": "batch", "Weight": 10}],
+                "FairShare": "Enabled",
+                "IdleResourceSharing": "Enabled",
+            },
         },
-    })
+    )
 
 
 def test_scheduler_switches_follow_the_pool():
@@ -126,7 +183,10 @@ def test_scheduler_switches_follow_the_pool():
 
 
 def _quotas(template):
-    return {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: r for r in resources(template, "AWS::SageMaker::ComputeQuota").values()}
+    return {
+        r["Properties"]["ComputeQuotaTarget"]["TeamName"]: r
+        for r in resources(template, "AWS::SageMaker::ComputeQuota").values()
+    }
 
 
 def test_every_team_gets_a_compute_quota_with_its_sharing_mapped(synthesized):
@@ -137,7 +197,10 @@ def test_every_team_gets_a_compute_quota_with_its_sharing_mapped(synthesized):
     assert vision["ClusterArn"] == CLUSTER_ARN and vision["ActivationState"] == "Enabled"
     assert vision["ComputeQuotaTarget"] == {"TeamName": "vision", "FairShareWeight": 60}
     assert vision["ComputeQuotaConfig"] == {
-        "ComputeQuotaResources": [{"InstanceType": "ml.g5.12xlarge", "Count": 2}, {"InstanceType": "ml.p5.48xlarge", "Count": 4}],
+        "ComputeQuotaResources": [
+            {"InstanceType": "ml.g5.12xlarge", "Count": 2},
+            {"InstanceType": "ml.p5.48xlarge", "Count": 4},
+        ],
         "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 150},
         "PreemptTeamTasks": "LowerPriority",
     }
@@ -190,7 +253,10 @@ def test_only_platform_admins_and_the_kubectl_provider_are_cluster_admins(synthe
     assert f"arn:aws:iam::{CAPACITY}:role/Admin" in principals
     for entry in admins:
         (policy,) = entry["Properties"]["AccessPolicies"]
-        assert policy == {"PolicyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy", "AccessScope": {"Type": "cluster"}}
+        assert policy == {
+            "PolicyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+            "AccessScope": {"Type": "cluster"},
+        }
         assert entry["Metadata"][GOVERNANCE_METADATA]["platformAdmin"] is True
     assert len(_entries(template)) == 2 + 4  # admins + (vision: 2, speech: 1, prod: 1)
 
@@ -198,7 +264,10 @@ def test_only_platform_admins_and_the_kubectl_provider_are_cluster_admins(synthe
 def test_pod_identity_binds_each_team_service_account_to_its_own_role(synthesized):
     governance, template, _ = synthesized
     stack = Stack.of(governance)
-    associations = {a["Properties"]["Namespace"]: a["Properties"] for a in resources(template, "AWS::EKS::PodIdentityAssociation").values()}
+    associations = {
+        a["Properties"]["Namespace"]: a["Properties"]
+        for a in resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    }
     assert set(associations) == {"hyperpod-ns-vision", "hyperpod-ns-speech", "hyperpod-ns-prod"}
     for team, role in governance.workload_roles.items():
         association = associations[f"hyperpod-ns-{team}"]
@@ -209,7 +278,9 @@ def test_pod_identity_binds_each_team_service_account_to_its_own_role(synthesize
 def test_workload_role_trusts_only_its_namespace_service_account_on_this_cluster(synthesized):
     governance, template, _ = synthesized
     stack = Stack.of(governance)
-    role = resources(template, "AWS::IAM::Role")[stack.get_logical_id(governance.workload_roles["vision"].node.default_child)]
+    role = resources(template, "AWS::IAM::Role")[
+        stack.get_logical_id(governance.workload_roles["vision"].node.default_child)
+    ]
     (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert set(statement["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
@@ -227,20 +298,44 @@ def test_workload_role_uses_only_its_own_teams_data(synthesized):
     stack = Stack.of(governance)
     tenancy = governance.node.scope.node.find_child("Teamvision")
     role_id = stack.get_logical_id(governance.workload_roles["vision"].node.default_child)
-    attached = [p for p in resources(template, "AWS::IAM::ManagedPolicy").values() if {"Ref": role_id} in p["Properties"].get("Roles", [])]
+    attached = [
+        p
+        for p in resources(template, "AWS::IAM::ManagedPolicy").values()
+        if {"Ref": role_id} in p["Properties"].get("Roles", [])
+    ]
     assert len(attached) == 1
     statements = attached[0]["Properties"]["PolicyDocument"]["Statement"]
-    allowed = {json.dumps(r, sort_keys=True) for s in statements for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])}
-    expected = {json.dumps(stack.resolve(arn), sort_keys=True) for arn in (
-        tenancy.bucket.arn_for_objects("*"), tenancy.bucket.bucket_arn, tenancy.key.key_arn,
-        tenancy._secrets_arn(), tenancy._discovery_arn(), tenancy._discovery_arn("/*"))}
+    allowed = {
+        json.dumps(r, sort_keys=True)
+        for s in statements
+        for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    }
+    expected = {
+        json.dumps(stack.resolve(arn), sort_keys=True)
+        for arn in (
+            tenancy.bucket.arn_for_objects("*"),
+            tenancy.bucket.bucket_arn,
+            tenancy.key.key_arn,
+            tenancy._secrets_arn(),
+            tenancy._discovery_arn(),
+            tenancy._discovery_arn("/*"),
+        )
+    }
     assert allowed == expected
-    assert not [p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"].get("Roles", [])]
+    assert not [
+        p
+        for p in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"].get("Roles", [])
+    ]
     key = resources(template, "AWS::KMS::Key")[stack.get_logical_id(tenancy.key.node.default_child)]
     key_principals = [s["Principal"] for s in key["Properties"]["KeyPolicy"]["Statement"]]
     assert {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}} in key_principals
-    other_key = resources(template, "AWS::KMS::Key")[stack.get_logical_id(governance.node.scope.node.find_child("Teamspeech").key.node.default_child)]
-    assert {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}} not in [s["Principal"] for s in other_key["Properties"]["KeyPolicy"]["Statement"]]
+    other_key = resources(template, "AWS::KMS::Key")[
+        stack.get_logical_id(governance.node.scope.node.find_child("Teamspeech").key.node.default_child)
+    ]
+    assert {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}} not in [
+        s["Principal"] for s in other_key["Properties"]["KeyPolicy"]["Statement"]
+    ]
 
 
 def _applied(template):
@@ -274,17 +369,31 @@ def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
     _, template, _ = synthesized
     applied = _applied(template)
     kinds = {team: [o["kind"] for o in objects] for team, (_, _, objects) in applied.items()}
-    policies = {team: [o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"] for team, (_, _, objects) in applied.items()}
-    assert "ResourceQuota" in kinds["vision"] and policies["vision"] == ["gpu-governance-priority-vision", "gpu-governance-dedicated-vision"]
+    policies = {
+        team: [o["metadata"]["name"] for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+        for team, (_, _, objects) in applied.items()
+    }
+    assert "ResourceQuota" in kinds["vision"] and policies["vision"] == [
+        "gpu-governance-priority-vision",
+        "gpu-governance-dedicated-vision",
+    ]
     assert "ResourceQuota" not in kinds["speech"] and policies["speech"] == ["gpu-governance-priority-speech"]
 
 
 def test_each_team_may_use_only_the_priority_classes_it_is_granted(synthesized):
     _, template, _ = synthesized
     applied = _applied(template)
-    allowed = {team: next(o for o in objects if o["metadata"]["name"] == f"gpu-governance-priority-{team}")["spec"]["validations"][0]["message"]
-               for team, (_, _, objects) in applied.items() if team in ("vision", "speech", "prod")}
-    assert allowed["speech"] == "team speech may use only the priority classes batch (label kueue.x-k8s.io/priority-class: batch-priority)"
+    allowed = {
+        team: next(o for o in objects if o["metadata"]["name"] == f"gpu-governance-priority-{team}")["spec"][
+            "validations"
+        ][0]["message"]
+        for team, (_, _, objects) in applied.items()
+        if team in ("vision", "speech", "prod")
+    }
+    assert (
+        allowed["speech"]
+        == "team speech may use only the priority classes batch (label kueue.x-k8s.io/priority-class: batch-priority)"
+    )
     assert "urgent, batch" in allowed["vision"] and "urgent, batch" in allowed["prod"]  # no grant: every declared class
 
 
@@ -295,25 +404,39 @@ def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized
     cluster_id, cluster_manifest, objects = applied.pop(None)
     del applied[USAGE_READER]  # cluster-wide, grants only reads of Kueue's quotas: no tenant namespace waits for it
     assert [o["metadata"]["name"] for o in objects] == [
-        "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-baseline", "gpu-governance-pod-security-restricted",
-        "gpu-governance-volume-binding", "gpu-governance-volume-binding"]
+        "gpu-governance-pod-security-baseline",
+        "gpu-governance-pod-security-baseline",
+        "gpu-governance-pod-security-restricted",
+        "gpu-governance-volume-binding",
+        "gpu-governance-volume-binding",
+    ]
     assert stack.get_logical_id(governance.node.find_child("AccessKubectlProvider")) in cluster_manifest["DependsOn"]
     # HyperPod makes a team's namespace from its compute quota: no quota before the policies.
     for quota in resources(template, "AWS::SageMaker::ComputeQuota").values():
         assert cluster_id in quota["DependsOn"]
     for _, manifest, _ in applied.values():
         assert cluster_id in manifest["DependsOn"]
-    bindings = {team: [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
-                for team, (_, _, objects) in applied.items()}
-    assert bindings == {"vision": ["gpu-governance-priority-vision", "gpu-governance-dedicated-vision"],
-                        "speech": ["gpu-governance-priority-speech", "gpu-governance-pod-security-restricted"], "prod": ["gpu-governance-priority-prod"]}
+    bindings = {
+        team: [o["spec"]["policyName"] for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+        for team, (_, _, objects) in applied.items()
+    }
+    assert bindings == {
+        "vision": ["gpu-governance-priority-vision", "gpu-governance-dedicated-vision"],
+        "speech": ["gpu-governance-priority-speech", "gpu-governance-pod-security-restricted"],
+        "prod": ["gpu-governance-priority-prod"],
+    }
 
 
 def test_each_team_namespace_gets_pod_security_labels_it_loses_again_on_delete(synthesized):
     _, template, _ = synthesized
-    patches = {r["Properties"]["ResourceName"]: r for r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").values()}
+    patches = {
+        r["Properties"]["ResourceName"]: r for r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").values()
+    }
     assert set(patches) == {f"namespace/hyperpod-ns-{team}" for team in ("vision", "speech", "prod")}
-    waits = {r["Properties"]["ObjectName"]: lid for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()}
+    waits = {
+        r["Properties"]["ObjectName"]: lid
+        for lid, r in resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue").items()
+    }
     for team, level in (("vision", "baseline"), ("speech", "restricted"), ("prod", "baseline")):
         patch = patches[f"namespace/hyperpod-ns-{team}"]
         metadata = json.loads(patch["Properties"]["ApplyPatchJson"])["metadata"]
@@ -321,20 +444,33 @@ def test_each_team_namespace_gets_pod_security_labels_it_loses_again_on_delete(s
         assert labels["pod-security.kubernetes.io/enforce"] == labels["pod-security.kubernetes.io/warn"] == level
         assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.33"  # the pool's Kubernetes version
         # A JSON merge patch deletes keys set to null: the namespace itself stays (HyperPod owns it).
-        assert json.loads(patch["Properties"]["RestorePatchJson"]) == {"metadata": {k: dict.fromkeys(v) for k, v in metadata.items()}}
+        assert json.loads(patch["Properties"]["RestorePatchJson"]) == {
+            "metadata": {k: dict.fromkeys(v) for k, v in metadata.items()}
+        }
         assert patch["Properties"]["PatchType"] == "merge"
         assert waits[f"hyperpod-ns-{team}"] in patch["DependsOn"]
 
 
 def test_each_team_namespace_carries_its_team_and_cost_centre_for_cost_tools(synthesized):
     _, template, _ = synthesized
-    patches = {r["Properties"]["ResourceName"]: json.loads(r["Properties"]["ApplyPatchJson"])["metadata"]
-               for r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").values()}
-    cost = {team: {k: v for k, v in patches[f"namespace/hyperpod-ns-{team}"]["labels"].items() if k.startswith("gpu-governance/")}
-            for team in ("vision", "speech", "prod")}
-    assert cost == {"vision": {"gpu-governance/team": "vision", "gpu-governance/cost-centre": "CC-1042"},
-                    # "Lab/Speech 7" is a valid tag value but not a label value: kept as an annotation only
-                    "speech": {"gpu-governance/team": "speech"}, "prod": {"gpu-governance/team": "prod"}}
+    patches = {
+        r["Properties"]["ResourceName"]: json.loads(r["Properties"]["ApplyPatchJson"])["metadata"]
+        for r in resources(template, "Custom::AWSCDK-EKS-KubernetesPatch").values()
+    }
+    cost = {
+        team: {
+            k: v
+            for k, v in patches[f"namespace/hyperpod-ns-{team}"]["labels"].items()
+            if k.startswith("gpu-governance/")
+        }
+        for team in ("vision", "speech", "prod")
+    }
+    assert cost == {
+        "vision": {"gpu-governance/team": "vision", "gpu-governance/cost-centre": "CC-1042"},
+        # "Lab/Speech 7" is a valid tag value but not a label value: kept as an annotation only
+        "speech": {"gpu-governance/team": "speech"},
+        "prod": {"gpu-governance/team": "prod"},
+    }
     assert patches["namespace/hyperpod-ns-speech"]["annotations"] == {"gpu-governance/cost-centre": "Lab/Speech 7"}
     assert patches["namespace/hyperpod-ns-vision"]["annotations"] == {"gpu-governance/cost-centre": "CC-1042"}
     assert "annotations" not in patches["namespace/hyperpod-ns-prod"]
@@ -346,7 +482,9 @@ def test_dedicated_groups_are_labelled_and_tainted_by_one_custom_resource(synthe
     (resource,) = resources(template, "Custom::HyperPodDedicatedNodes").values()
     assert resource["Properties"]["ClusterArn"] == CLUSTER_ARN
     assert resource["Properties"]["Groups"] == {"vision-p5": "vision"}  # speech and prod dedicate nothing
-    handler = resources(template, "AWS::Lambda::Function")[stack.get_logical_id(governance.node.find_child("DedicatedNodesHandler").node.default_child)]
+    handler = resources(template, "AWS::Lambda::Function")[
+        stack.get_logical_id(governance.node.find_child("DedicatedNodesHandler").node.default_child)
+    ]
     assert handler["Properties"]["Handler"] == "gpu_governance_runtime.dedicated_nodes.handler"
     # The framework in front of it is the one the custom resource calls.
     provider = governance.node.find_child("DedicatedNodesProvider")
@@ -363,38 +501,57 @@ def test_dedicated_nodes_role_reads_and_updates_only_this_cluster(synthesized):
     governance, template, _ = synthesized
     stack = Stack.of(governance)
     role_id = stack.get_logical_id(governance.node.find_child("DedicatedNodesRole").node.default_child)
-    (policy,) = [p for p in resources(template, "AWS::IAM::ManagedPolicy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
-    assert not [p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+    (policy,) = [
+        p
+        for p in resources(template, "AWS::IAM::ManagedPolicy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
+    assert not [
+        p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
     assert "ManagedPolicyArns" not in resources(template, "AWS::IAM::Role")[role_id]["Properties"]
     statements = {json.dumps(s["Action"]): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert set(statements) == {'["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]', '"iam:PassRole"',
-                               '["logs:CreateLogStream", "logs:PutLogEvents"]'}
+    assert set(statements) == {
+        '["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]',
+        '"iam:PassRole"',
+        '["logs:CreateLogStream", "logs:PutLogEvents"]',
+    }
     assert statements['["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"]']["Resource"] == CLUSTER_ARN
     pass_role = statements['"iam:PassRole"']
     # UpdateCluster resends each group's ExecutionRole: roles of this account, to SageMaker only.
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
     assert pass_role["Resource"] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":iam::{CAPACITY}:role/*"]]}
     log_group = stack.get_logical_id(governance.node.find_child("DedicatedNodesLogs").node.default_child)
-    assert statements['["logs:CreateLogStream", "logs:PutLogEvents"]']["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [log_group, "Arn"]}, ":*"]]}
+    assert statements['["logs:CreateLogStream", "logs:PutLogEvents"]']["Resource"] == {
+        "Fn::Join": ["", [{"Fn::GetAtt": [log_group, "Arn"]}, ":*"]]
+    }
 
 
 def test_no_custom_resource_without_dedicated_groups():
     model = org()
     stack = new_stack(App())
-    undedicated = model.model_copy(update={"teams": tuple(t.model_copy(update={"kubernetes": {}}) for t in model.teams)})
+    undedicated = model.model_copy(
+        update={"teams": tuple(t.model_copy(update={"kubernetes": {}}) for t in model.teams)}
+    )
     governance = build(stack, undedicated)
     assert governance.dedicated_nodes is None
     template = Template.from_stack(stack)
     template.resource_count_is("Custom::HyperPodDedicatedNodes", 0)
-    assert not [f for f in resources(template, "AWS::Lambda::Function").values()
-                if f["Properties"].get("Handler") == "gpu_governance_runtime.dedicated_nodes.handler"]
+    assert not [
+        f
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "gpu_governance_runtime.dedicated_nodes.handler"
+    ]
 
 
 def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):
     governance, template, _ = synthesized
     stack = Stack.of(governance)
     waits = resources(template, "Custom::AWSCDK-EKS-KubernetesObjectValue")
-    quotas = {r["Properties"]["ComputeQuotaTarget"]["TeamName"]: lid for lid, r in resources(template, "AWS::SageMaker::ComputeQuota").items()}
+    quotas = {
+        r["Properties"]["ComputeQuotaTarget"]["TeamName"]: lid
+        for lid, r in resources(template, "AWS::SageMaker::ComputeQuota").items()
+    }
     applied = _applied(template)
     del applied[None], applied[USAGE_READER]  # cluster-wide: need no team namespace
     for team, (_, manifest, _) in applied.items():
@@ -410,14 +567,24 @@ def test_nothing_is_applied_before_the_team_namespace_exists(synthesized):
 def test_the_usage_reader_group_may_only_read_cluster_queues_once_the_provider_can_apply(synthesized):
     governance, template, _ = synthesized
     manifest_id, manifest, objects = _applied(template)[USAGE_READER]
-    assert Stack.of(governance).get_logical_id(governance.node.find_child("AccessKubectlProvider")) in manifest["DependsOn"]
+    assert (
+        Stack.of(governance).get_logical_id(governance.node.find_child("AccessKubectlProvider"))
+        in manifest["DependsOn"]
+    )
     role, binding = objects
-    assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}]
+    assert role["rules"] == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}
+    ]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "Group", "name": EKS_USAGE_READER_GROUP, "apiGroup": "rbac.authorization.k8s.io"}]
+    assert binding["subjects"] == [
+        {"kind": "Group", "name": EKS_USAGE_READER_GROUP, "apiGroup": "rbac.authorization.k8s.io"}
+    ]
     # No access entry of this construct maps the group: only the reclaim controller's role gets it.
-    assert not [e for e in resources(template, "AWS::EKS::AccessEntry").values()
-                if EKS_USAGE_READER_GROUP in e["Properties"].get("KubernetesGroups", [])]
+    assert not [
+        e
+        for e in resources(template, "AWS::EKS::AccessEntry").values()
+        if EKS_USAGE_READER_GROUP in e["Properties"].get("KubernetesGroups", [])
+    ]
 
 
 def test_manifests_are_applied_idempotently(synthesized):
@@ -438,15 +605,24 @@ def test_a_team_without_tenancy_is_refused():
     model = org()
     stack = new_stack(App())
     with pytest.raises(GovernanceError, match=r"teams\[1\]: no TeamTenancy given for the team \('speech'\)"):
-        HyperPodEksGovernance(stack, "HyperPod", pool=model.pools[0], teams=model.teams, priority_classes=model.priority_classes,
-                              platform_admins=model.platform_admins, tenants={})
+        HyperPodEksGovernance(
+            stack,
+            "HyperPod",
+            pool=model.pools[0],
+            teams=model.teams,
+            priority_classes=model.priority_classes,
+            platform_admins=model.platform_admins,
+            tenants={},
+        )
 
 
 def test_a_paused_team_gets_a_disabled_compute_quota():
     from constructs_lib.hyperpod_eks.governance import compute_quota_properties
     from constructs_lib.model import HyperPodEksPool, Team
 
-    pool = HyperPodEksPool(name="hp", capacity={"ml.p5.48xlarge": 4}, cluster_arn=CLUSTER_ARN, eks_cluster_name="hp-eks")
+    pool = HyperPodEksPool(
+        name="hp", capacity={"ml.p5.48xlarge": 4}, cluster_arn=CLUSTER_ARN, eks_cluster_name="hp-eks"
+    )
     team = Team(name="vision", preset="steady", quotas={"hp": {"ml.p5.48xlarge": 2}})
     assert compute_quota_properties(pool, team)["ActivationState"] == "Enabled"
     assert compute_quota_properties(pool, team.model_copy(update={"paused": True}))["ActivationState"] == "Disabled"

@@ -9,7 +9,9 @@ from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 SUPPORTED_VERSIONS = HyperPodEksPool.model_fields["kubernetes_version"].annotation.__args__
 CLASSES = ("urgent", "standard")
-FULL = KubernetesTenancy(gpu_quota=16, dedicated_instance_groups=("p5-research",), pod_security=PodSecurityLevel.RESTRICTED)
+FULL = KubernetesTenancy(
+    gpu_quota=16, dedicated_instance_groups=("p5-research",), pod_security=PodSecurityLevel.RESTRICTED
+)
 
 
 def by_kind_and_name(objects):
@@ -19,7 +21,9 @@ def by_kind_and_name(objects):
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
 def test_every_object_is_valid_for_every_supported_version(version):
     objects = kubernetes.team_objects("research", FULL, CLASSES) + kubernetes.pod_security_objects()
-    assert len(objects) == 17 + 5  # the team's 17 (priority classes: a policy and its binding) and the cluster's 5 (volume binding: the same)
+    assert (
+        len(objects) == 17 + 5
+    )  # the team's 17 (priority classes: a policy and its binding) and the cluster's 5 (volume binding: the same)
     for manifest in objects:
         kubernetes_validate.validate(manifest, version, strict=True)
 
@@ -31,7 +35,9 @@ def test_the_usage_reader_is_valid_and_may_only_get_and_list_cluster_queues(vers
         kubernetes_validate.validate(manifest, version, strict=True)
     # cluster-scoped (ClusterQueues are), read only, no resourceNames: the observer lists them all
     assert "namespace" not in role["metadata"] and "namespace" not in binding["metadata"]
-    assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}]
+    assert role["rules"] == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}
+    ]
     assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == ("ClusterRole", role["metadata"]["name"])
     assert [s["name"] for s in binding["subjects"]] == [EKS_USAGE_READER_GROUP]
 
@@ -48,7 +54,9 @@ def test_optional_objects_only_where_declared():
     kinds = [o["kind"] for o in objects]
     assert "ResourceQuota" not in kinds
     # Only the team's priority classes are its own policy: baseline is bound once for every tenant namespace.
-    assert [o["metadata"]["name"] for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")] == ["gpu-governance-priority-research"] * 2
+    assert [o["metadata"]["name"] for o in objects if o["kind"].startswith("ValidatingAdmissionPolicy")] == [
+        "gpu-governance-priority-research"
+    ] * 2
     assert kinds.count("NetworkPolicy") == 6
 
 
@@ -60,13 +68,22 @@ def test_namespaced_objects_live_in_the_team_namespace_and_serve_its_group():
     assert len(bindings) == 2
     for binding in bindings:
         assert binding["subjects"] == [
-            {"kind": "Group", "name": "hyperpod-ns-research-namespace-level-group", "apiGroup": "rbac.authorization.k8s.io"}
+            {
+                "kind": "Group",
+                "name": "hyperpod-ns-research-namespace-level-group",
+                "apiGroup": "rbac.authorization.k8s.io",
+            }
         ]
 
 
 def test_team_role_submits_and_watches_jobs_but_never_touches_secrets():
     role = by_kind_and_name(kubernetes.rbac("research"))[("Role", "gpu-governance-team")]
-    rules = {(group, resource): set(rule["verbs"]) for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
+    rules = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
     assert {"create", "watch", "delete"} <= rules[("kubeflow.org", "pytorchjobs")]
     assert {"create", "watch"} <= rules[("batch", "jobs")]
     assert {"create", "watch"} <= rules[("sagemaker.amazonaws.com", "hyperpodpytorchjobs")]
@@ -93,7 +110,11 @@ def test_pod_security_labels_enforce_audit_and_warn_pinned_to_the_cluster_versio
 
 
 def test_restricted_is_bound_to_the_team_namespace_only():
-    (binding,) = [o for o in kubernetes.team_objects("research", FULL, CLASSES) if o["metadata"]["name"].startswith("gpu-governance-pod-security")]
+    (binding,) = [
+        o
+        for o in kubernetes.team_objects("research", FULL, CLASSES)
+        if o["metadata"]["name"].startswith("gpu-governance-pod-security")
+    ]
     assert binding["spec"]["policyName"] == "gpu-governance-pod-security-restricted"
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["hyperpod-ns-research"]}
@@ -101,7 +122,9 @@ def test_restricted_is_bound_to_the_team_namespace_only():
 
 
 def test_cluster_queue_access_is_read_only_and_limited_to_its_own_queue():
-    cluster_role = by_kind_and_name(kubernetes.rbac("research"))[("ClusterRole", "gpu-governance-research-clusterqueue-reader")]
+    cluster_role = by_kind_and_name(kubernetes.rbac("research"))[
+        ("ClusterRole", "gpu-governance-research-clusterqueue-reader")
+    ]
     (rule,) = cluster_role["rules"]
     assert rule["resources"] == ["clusterqueues"]
     assert rule["resourceNames"] == ["hyperpod-ns-research-clusterqueue"]
@@ -119,7 +142,12 @@ def test_default_deny_covers_every_pod_both_ways():
 
 def test_allows_are_exactly_the_documented_ones():
     assert set(_policies()) == {
-        "default-deny", "allow-dns", "allow-same-namespace", "allow-operators", "allow-pod-identity-agent", "allow-https-egress",
+        "default-deny",
+        "allow-dns",
+        "allow-same-namespace",
+        "allow-operators",
+        "allow-pod-identity-agent",
+        "allow-https-egress",
     }
     docs = (__import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "hyperpod-eks.md").read_text()
     for name in _policies():
@@ -182,7 +210,9 @@ def test_dedicated_nodes_policy_guards_both_directions():
     assert "variables.selectsNodes && variables.toleratesTaint" in own["expression"]
     variables = {v["name"]: v["expression"] for v in spec["variables"]}
     assert variables["ownNamespace"] == "request.namespace == 'hyperpod-ns-research'"
-    assert "'gpu-governance/dedicated-team'" in variables["toleratesTaint"] and "'research'" in variables["toleratesTaint"]
+    assert (
+        "'gpu-governance/dedicated-team'" in variables["toleratesTaint"] and "'research'" in variables["toleratesTaint"]
+    )
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     exempt = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]

@@ -10,7 +10,9 @@ from tests.foundation.org import default_data
 
 def hyperpod_data() -> dict:
     data = default_data()
-    assert any(p["backend"] == "hyperpod_eks" for p in data["pools"]), "the default organisation shows a HyperPod EKS cluster"
+    assert any(p["backend"] == "hyperpod_eks" for p in data["pools"]), (
+        "the default organisation shows a HyperPod EKS cluster"
+    )
     return data
 
 
@@ -34,13 +36,19 @@ def test_default_organisation_declares_kubernetes_tenancy():
 def test_borrow_limit_outside_hyperpods_range_is_refused():
     data = hyperpod_data()
     team(data, "research")["sharing"] = {"borrow_limit": 600}
-    assert "teams[0].sharing.borrow_limit: outside HyperPod's documented borrow limit range (600) - a percent 1-500" in problems(data)
+    assert (
+        "teams[0].sharing.borrow_limit: outside HyperPod's documented borrow limit range (600) - a percent 1-500"
+        in problems(data)
+    )
 
 
 def test_kubernetes_settings_must_name_a_hyperpod_eks_pool_of_the_team():
     data = hyperpod_data()
     team(data, "training")["kubernetes"] = {"ec2-gpu": {"gpu_quota": 4}}
-    assert "teams[1].kubernetes.ec2-gpu: not a hyperpod_eks pool the team has a quota in ('ec2-gpu') - one of ['hyperpod-eks']" in problems(data)
+    assert (
+        "teams[1].kubernetes.ec2-gpu: not a hyperpod_eks pool the team has a quota in ('ec2-gpu') - one of ['hyperpod-eks']"
+        in problems(data)
+    )
 
 
 def test_an_instance_group_is_dedicated_to_one_team_only():
@@ -53,7 +61,9 @@ def test_an_instance_group_is_dedicated_to_one_team_only():
 def test_pod_security_defaults_to_baseline_and_offers_restricted_only_besides():
     data = hyperpod_data()
     model = GovernanceModel.from_dict(data)
-    assert {t.kubernetes["hyperpod-eks"].pod_security.value for t in model.teams if "hyperpod-eks" in t.kubernetes} == {"baseline"}
+    assert {t.kubernetes["hyperpod-eks"].pod_security.value for t in model.teams if "hyperpod-eks" in t.kubernetes} == {
+        "baseline"
+    }
     team(data, "research")["kubernetes"]["hyperpod-eks"]["pod_security"] = "restricted"
     research = next(t for t in GovernanceModel.from_dict(data).teams if t.name == "research")
     assert research.kubernetes["hyperpod-eks"].pod_security.value == "restricted"
@@ -94,10 +104,16 @@ def test_explain_shows_no_borrowing_when_the_cluster_shares_no_idle_compute():
 def test_a_team_is_granted_only_declared_priority_classes_and_every_one_by_default():
     data = hyperpod_data()
     team(data, "research")["kubernetes"]["hyperpod-eks"]["priority_classes"] = ["standard", "top-secret"]
-    assert ("teams[0].kubernetes.hyperpod-eks.priority_classes[1]: undeclared priority class ('top-secret') - "
-            "one of ['urgent', 'standard', 'opportunistic']") in problems(data)
+    assert (
+        "teams[0].kubernetes.hyperpod-eks.priority_classes[1]: undeclared priority class ('top-secret') - "
+        "one of ['urgent', 'standard', 'opportunistic']"
+    ) in problems(data)
     team(data, "research")["kubernetes"]["hyperpod-eks"]["priority_classes"] = ["standard"]
     model = GovernanceModel.from_dict(data)
     research, production = (next(t for t in model.teams if t.name == name) for name in ("research", "production"))
     assert research.kubernetes["hyperpod-eks"].granted_priority_classes(model.priority_classes) == ("standard",)
-    assert production.kubernetes["hyperpod-eks"].granted_priority_classes(model.priority_classes) == ("urgent", "standard", "opportunistic")
+    assert production.kubernetes["hyperpod-eks"].granted_priority_classes(model.priority_classes) == (
+        "urgent",
+        "standard",
+        "opportunistic",
+    )

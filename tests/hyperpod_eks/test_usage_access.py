@@ -30,8 +30,12 @@ def synthesized(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(outdir=str(outdir))
     stack = Stack(app, "Capacity", env=Environment(account="111122223333", region="us-east-1"))
-    controller = ReclaimController(stack, "ReclaimController", model=MODEL,
-                                   targets=[ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE), ReclaimTarget(pool="hyperpod-eks")])
+    controller = ReclaimController(
+        stack,
+        "ReclaimController",
+        model=MODEL,
+        targets=[ReclaimTarget(pool="ec2-gpu", job_queue_arn=QUEUE), ReclaimTarget(pool="hyperpod-eks")],
+    )
     apply_standard_packs(app)
     app.synth()  # raises on any unacknowledged finding
     return Template.from_stack(stack), controller, outdir
@@ -50,13 +54,21 @@ def test_the_role_is_mapped_into_the_usage_reader_group_and_nothing_else(synthes
     template, controller, _ = synthesized
     (entry,) = template.find_resources("AWS::EKS::AccessEntry").values()
     role_id = Stack.of(controller).get_logical_id(controller.role.node.default_child)
-    assert entry["Properties"] == {"ClusterName": EKS_POOL.eks_cluster_name, "PrincipalArn": {"Fn::GetAtt": [role_id, "Arn"]},
-                                   "Type": "STANDARD", "KubernetesGroups": [EKS_USAGE_READER_GROUP]}  # no access policy, no other group
+    assert entry["Properties"] == {
+        "ClusterName": EKS_POOL.eks_cluster_name,
+        "PrincipalArn": {"Fn::GetAtt": [role_id, "Arn"]},
+        "Type": "STANDARD",
+        "KubernetesGroups": [EKS_USAGE_READER_GROUP],
+    }  # no access policy, no other group
 
 
 def test_the_role_may_describe_only_the_pools_cluster(synthesized):
     template, _, _ = synthesized
-    statements = [s for p in template.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     (describe,) = [s for s in statements if "eks:DescribeCluster" in json.dumps(s["Action"])]
     assert describe["Action"] == "eks:DescribeCluster"
     assert f":eks:us-east-1:111122223333:cluster/{EKS_POOL.eks_cluster_name}" in json.dumps(describe["Resource"])
@@ -65,21 +77,38 @@ def test_the_role_may_describe_only_the_pools_cluster(synthesized):
 
 def test_the_function_is_told_the_cluster_and_its_gpus_per_instance(synthesized):
     template, _, _ = synthesized
-    (function,) = [f for f in template.find_resources("AWS::Lambda::Function").values()
-                   if f["Properties"]["Handler"] == "gpu_governance_runtime.reclaim.handler.handler"]
+    (function,) = [
+        f
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == "gpu_governance_runtime.reclaim.handler.handler"
+    ]
     targets = json.loads(function["Properties"]["Environment"]["Variables"]["RECLAIM_TARGETS"])
-    assert {"pool": "hyperpod-eks", "eks_cluster": EKS_POOL.eks_cluster_name, "cluster_arn": EKS_POOL.cluster_arn,
-            "gpus_per_instance": dict(EKS_POOL.gpus_per_instance)} in targets  # the cluster ARN finds the compute quotas (GPU-hour limits)
+    assert {
+        "pool": "hyperpod-eks",
+        "eks_cluster": EKS_POOL.eks_cluster_name,
+        "cluster_arn": EKS_POOL.cluster_arn,
+        "gpus_per_instance": dict(EKS_POOL.gpus_per_instance),
+    } in targets  # the cluster ARN finds the compute quotas (GPU-hour limits)
 
 
 def test_pool_errors_and_each_teams_starvation_are_alarmed(synthesized):
     template, _, _ = synthesized
     alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
-    eks_pool_errors = [a for a in alarms if a.get("MetricName") == "PoolErrors" and {"Name": "Pool", "Value": "hyperpod-eks"} in a["Dimensions"]]
+    eks_pool_errors = [
+        a
+        for a in alarms
+        if a.get("MetricName") == "PoolErrors" and {"Name": "Pool", "Value": "hyperpod-eks"} in a["Dimensions"]
+    ]
     assert len(eks_pool_errors) == 1
-    starved = [{d["Name"]: d["Value"] for d in a["Dimensions"]} for a in alarms if a.get("MetricName") == "StarvedBelowGuarantee"]
+    starved = [
+        {d["Name"]: d["Value"] for d in a["Dimensions"]}
+        for a in alarms
+        if a.get("MetricName") == "StarvedBelowGuarantee"
+    ]
     assert {d["Pool"] for d in starved} == {"ec2-gpu", "hyperpod-eks"}
-    assert sorted(d["Share"] for d in starved if d["Pool"] == "hyperpod-eks") == sorted(t.name for t in MODEL.teams_in("hyperpod-eks"))
+    assert sorted(d["Share"] for d in starved if d["Pool"] == "hyperpod-eks") == sorted(
+        t.name for t in MODEL.teams_in("hyperpod-eks")
+    )
 
 
 def _model(*, gpu_hour_limits: bool = True, **pool_changes) -> GovernanceModel:
@@ -97,8 +126,12 @@ def test_a_pool_without_gpus_per_instance_for_each_type_is_refused_naming_the_ty
     stack = Stack(App(), "Capacity", env=Environment(account="111122223333", region="us-east-1"))
     with pytest.raises(GovernanceError) as error:
         ReclaimController(stack, "ReclaimController", model=model, targets=[ReclaimTarget(pool="hyperpod-eks")])
-    assert str(error.value).splitlines()[-1].strip().startswith(
-        "targets[0].pool: the pool declares no gpus_per_instance for ml.g6e.48xlarge ('hyperpod-eks')")
+    assert (
+        str(error.value)
+        .splitlines()[-1]
+        .strip()
+        .startswith("targets[0].pool: the pool declares no gpus_per_instance for ml.g6e.48xlarge ('hyperpod-eks')")
+    )
 
 
 def test_a_cluster_in_another_account_or_region_is_refused():
@@ -117,4 +150,6 @@ def test_the_reference_app_observes_its_hyperpod_eks_pool():
     assert "hyperpod-eks" in [t.pool for t in stack.reclaim_controller.targets]
     template = Template.from_stack(stack)
     template.has_resource_properties("AWS::EKS::AccessEntry", {"KubernetesGroups": [EKS_USAGE_READER_GROUP]})
-    template.has_resource_properties("Custom::AWSCDK-EKS-KubernetesResource", {"Manifest": Match.string_like_regexp(EKS_USAGE_READER_GROUP)})
+    template.has_resource_properties(
+        "Custom::AWSCDK-EKS-KubernetesResource", {"Manifest": Match.string_like_regexp(EKS_USAGE_READER_GROUP)}
+    )

@@ -27,11 +27,20 @@ P5, G5 = "ml.p5.48xlarge", "ml.g5.12xlarge"
 GPUS = {P5: 8, G5: 4}
 CLUSTER = "acme-hyperpod"
 CREDENTIALS = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token")
-POOL = PoolPolicy(name="hp", backend=contract.HYPERPOD_EKS, capacity={P5: 10, G5: 4}, shares=tuple(
-    Share(name=name, quota=quota, strategy=strategy) for name, quota, strategy in (
-        ("vision", {P5: 4, G5: 2}, Strategy.LEND_AND_BORROW), ("speech", {P5: 2}, Strategy.LEND), ("prod", {P5: 2}, Strategy.LEND),
-        ("absent", {P5: 1}, Strategy.LEND),  # task governance has not made its queue (yet)
-    )))
+POOL = PoolPolicy(
+    name="hp",
+    backend=contract.HYPERPOD_EKS,
+    capacity={P5: 10, G5: 4},
+    shares=tuple(
+        Share(name=name, quota=quota, strategy=strategy)
+        for name, quota, strategy in (
+            ("vision", {P5: 4, G5: 2}, Strategy.LEND_AND_BORROW),
+            ("speech", {P5: 2}, Strategy.LEND),
+            ("prod", {P5: 2}, Strategy.LEND),
+            ("absent", {P5: 1}, Strategy.LEND),  # task governance has not made its queue (yet)
+        )
+    ),
+)
 TARGET = {"pool": "hp", "eks_cluster": CLUSTER, "gpus_per_instance": GPUS}
 
 
@@ -39,15 +48,37 @@ def queues():
     """One cohort: vision borrows 2 p5 (16 GPUs); a platform queue of no governed team has 1 idle p5,
     prod 1 idle p5 and speech 2 idle p5. Another cohort borrows too, which none of ours lent."""
     return [
-        cluster_queue("hyperpod-ns-vision-clusterqueue", cohort="shared", flavors={
-            P5: {"nominal": 32, "total": 48, "borrowed": 16, "borrowing_limit": 48}, G5: {"nominal": 8, "total": 6, "borrowed": 0},
-            "ml.m5.2xlarge": {"nominal": 0, "total": 0, "borrowed": 0}}),  # a CPU flavor: no GPUs, not an instance type of the pool
-        cluster_queue("hyperpod-ns-speech-clusterqueue", cohort="shared", flavors={P5: {"nominal": 16, "total": 0, "borrowed": 0}}),
-        cluster_queue("hyperpod-ns-prod-clusterqueue", cohort="shared", flavors={P5: {"nominal": 16, "total": 8, "borrowed": 0, "lending_limit": 16}}),
-        cluster_queue("platform-clusterqueue", cohort="shared", flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}}),
-        cluster_queue("hyperpod-ns-outsider-clusterqueue", cohort="elsewhere", flavors={P5: {"nominal": 8, "total": 16, "borrowed": 8},
-                                                                                       "default-flavor": {"nominal": 4, "total": 0, "borrowed": 0}}),
-        cluster_queue("hyperpod-ns-solo-clusterqueue", cohort=None, flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}}),
+        cluster_queue(
+            "hyperpod-ns-vision-clusterqueue",
+            cohort="shared",
+            flavors={
+                P5: {"nominal": 32, "total": 48, "borrowed": 16, "borrowing_limit": 48},
+                G5: {"nominal": 8, "total": 6, "borrowed": 0},
+                "ml.m5.2xlarge": {"nominal": 0, "total": 0, "borrowed": 0},
+            },
+        ),  # a CPU flavor: no GPUs, not an instance type of the pool
+        cluster_queue(
+            "hyperpod-ns-speech-clusterqueue", cohort="shared", flavors={P5: {"nominal": 16, "total": 0, "borrowed": 0}}
+        ),
+        cluster_queue(
+            "hyperpod-ns-prod-clusterqueue",
+            cohort="shared",
+            flavors={P5: {"nominal": 16, "total": 8, "borrowed": 0, "lending_limit": 16}},
+        ),
+        cluster_queue(
+            "platform-clusterqueue", cohort="shared", flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}}
+        ),
+        cluster_queue(
+            "hyperpod-ns-outsider-clusterqueue",
+            cohort="elsewhere",
+            flavors={
+                P5: {"nominal": 8, "total": 16, "borrowed": 8},
+                "default-flavor": {"nominal": 4, "total": 0, "borrowed": 0},
+            },
+        ),
+        cluster_queue(
+            "hyperpod-ns-solo-clusterqueue", cohort=None, flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}}
+        ),
     ]
 
 
@@ -69,15 +100,33 @@ def eks_client(api, *, ca=None, public=True, error=None):
     client = boto3.client("eks", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
     if error:
-        stubber.add_client_error("describe_cluster", service_error_code=error, http_status_code=404, expected_params={"name": CLUSTER})
+        stubber.add_client_error(
+            "describe_cluster", service_error_code=error, http_status_code=404, expected_params={"name": CLUSTER}
+        )
     else:
-        stubber.add_response("describe_cluster", {"cluster": {
-            "name": CLUSTER, "arn": f"arn:aws:eks:us-east-1:111122223333:cluster/{CLUSTER}", "version": "1.33", "status": "ACTIVE",
-            "endpoint": api.url, "certificateAuthority": {"data": ca or api.ca.eks_data},
-            "resourcesVpcConfig": {"subnetIds": ["subnet-0a"], "securityGroupIds": ["sg-0a"], "vpcId": "vpc-0a",
-                                   "endpointPublicAccess": public, "endpointPrivateAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]},
-            "accessConfig": {"authenticationMode": "API_AND_CONFIG_MAP"},
-        }}, {"name": CLUSTER})
+        stubber.add_response(
+            "describe_cluster",
+            {
+                "cluster": {
+                    "name": CLUSTER,
+                    "arn": f"arn:aws:eks:us-east-1:111122223333:cluster/{CLUSTER}",
+                    "version": "1.33",
+                    "status": "ACTIVE",
+                    "endpoint": api.url,
+                    "certificateAuthority": {"data": ca or api.ca.eks_data},
+                    "resourcesVpcConfig": {
+                        "subnetIds": ["subnet-0a"],
+                        "securityGroupIds": ["sg-0a"],
+                        "vpcId": "vpc-0a",
+                        "endpointPublicAccess": public,
+                        "endpointPrivateAccess": True,
+                        "publicAccessCidrs": ["0.0.0.0/0"],
+                    },
+                    "accessConfig": {"authenticationMode": "API_AND_CONFIG_MAP"},
+                }
+            },
+            {"name": CLUSTER},
+        )
     stubber.activate()
     return client, stubber
 
@@ -85,8 +134,17 @@ def eks_client(api, *, ca=None, public=True, error=None):
 def run(api, **options):
     eks, stubber = eks_client(api, **{k: options.pop(k) for k in ("ca", "public", "error") if k in options})
     records = []
-    published = eks_usage.tick(TARGET, options.pop("pool", POOL), eks=eks, namespace=contract.RECLAIM_NAMESPACE, now=1.8e9, tick_seconds=60,
-                               emit=records.append, credentials=CREDENTIALS, **options)
+    published = eks_usage.tick(
+        TARGET,
+        options.pop("pool", POOL),
+        eks=eks,
+        namespace=contract.RECLAIM_NAMESPACE,
+        now=1.8e9,
+        tick_seconds=60,
+        emit=records.append,
+        credentials=CREDENTIALS,
+        **options,
+    )
     stubber.assert_no_pending_responses()
     return published, records
 
@@ -113,9 +171,21 @@ def _signature_for(url: str, cluster_header: str) -> str:
     """SigV4 of a presigned GET, computed here from the specification, for a given x-k8s-aws-id."""
     parts = urllib.parse.urlsplit(url)
     query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k != "X-Amz-Signature"]
-    canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in sorted(query))
-    canonical = "\n".join(["GET", "/", canonical_query, f"host:{parts.netloc}", f"x-k8s-aws-id:{cluster_header}", "",
-                           "host;x-k8s-aws-id", hashlib.sha256(b"").hexdigest()])
+    canonical_query = "&".join(
+        f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in sorted(query)
+    )
+    canonical = "\n".join(
+        [
+            "GET",
+            "/",
+            canonical_query,
+            f"host:{parts.netloc}",
+            f"x-k8s-aws-id:{cluster_header}",
+            "",
+            "host;x-k8s-aws-id",
+            hashlib.sha256(b"").hexdigest(),
+        ]
+    )
     fields = dict(query)
     date = fields["X-Amz-Date"]
     scope = fields["X-Amz-Credential"].split("/", 1)[1]
@@ -134,7 +204,9 @@ def test_the_token_is_a_presigned_get_caller_identity_that_signs_the_cluster_nam
     assert (parts.scheme, parts.netloc, parts.path) == ("https", "sts.us-east-1.amazonaws.com", "/")
     assert (query["Action"], query["Version"]) == ("GetCallerIdentity", "2011-06-15")
     assert query["X-Amz-SignedHeaders"] == "host;x-k8s-aws-id" and query["X-Amz-Expires"] == "60"
-    assert query["X-Amz-Credential"].startswith("AKIDEXAMPLE/") and query["X-Amz-Credential"].endswith("/us-east-1/sts/aws4_request")
+    assert query["X-Amz-Credential"].startswith("AKIDEXAMPLE/") and query["X-Amz-Credential"].endswith(
+        "/us-east-1/sts/aws4_request"
+    )
     assert query["X-Amz-Security-Token"] == "session-token"
     signed_at = datetime.datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
     assert abs((datetime.datetime.now(datetime.UTC) - signed_at).total_seconds()) < 60
@@ -161,9 +233,18 @@ def test_every_page_is_read_with_the_token_over_the_clusters_own_tls(api):
     published, records = run(api)
     assert published
     assert [(p, q.get("limit"), "continue" in q) for p, q, _ in api.requests] == [
-        ("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "100", False), *[("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "100", True)] * 2]
-    assert all(h["authorization"].startswith("Bearer k8s-aws-v1.") and h["accept"] == "application/json" for _, _, h in api.requests)
-    assert {r["Share"] for r in records if contract.USED_HOURS in r} == {"vision", "speech", "prod"}  # prod came on page 2
+        ("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "100", False),
+        *[("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", "100", True)] * 2,
+    ]
+    assert all(
+        h["authorization"].startswith("Bearer k8s-aws-v1.") and h["accept"] == "application/json"
+        for _, _, h in api.requests
+    )
+    assert {r["Share"] for r in records if contract.USED_HOURS in r} == {
+        "vision",
+        "speech",
+        "prod",
+    }  # prod came on page 2
 
 
 def test_each_team_is_reported_in_instances_with_lending_attributed_as_share_usage_does(api):
@@ -171,7 +252,11 @@ def test_each_team_is_reported_in_instances_with_lending_attributed_as_share_usa
     vision, vision_g5, speech, prod = rows["vision", P5], rows["vision", G5], rows["speech", P5], rows["prod", P5]
     # Kueue's GPUs divided by the instance type's GPUs
     assert (vision.guaranteed, vision.in_use, vision.borrowed) == (4, 6, 2)
-    assert (vision_g5.guaranteed, vision_g5.in_use, vision_g5.borrowed) == (2, 1.5, 0)  # 6 of 4-GPU instances: half an instance counts half
+    assert (vision_g5.guaranteed, vision_g5.in_use, vision_g5.borrowed) == (
+        2,
+        1.5,
+        0,
+    )  # 6 of 4-GPU instances: half an instance counts half
     # vision borrowed 2 p5: 1 from the platform queue (no team's guarantee, attributed first), then
     # prod before speech (team-name order), prod's 1 idle p5; speech lent nothing.
     assert (prod.lent, speech.lent, vision.lent) == (1, 0, 0)
@@ -187,10 +272,22 @@ def test_lent_is_bounded_as_share_usage_expects_whatever_kueue_says():
 
     for borrowed, platform_idle, prod_limit in itertools.product((0, 8, 16, 40), (0, 8), (None, 0, 4)):
         items = [
-            cluster_queue("hyperpod-ns-vision-clusterqueue", cohort="c", flavors={P5: {"nominal": 32, "total": 32 + borrowed, "borrowed": borrowed}}),
-            cluster_queue("hyperpod-ns-speech-clusterqueue", cohort="c", flavors={P5: {"nominal": 16, "total": 4, "borrowed": 0}}),
-            cluster_queue("hyperpod-ns-prod-clusterqueue", cohort="c", flavors={P5: {"nominal": 16, "total": 0, "borrowed": 0, "lending_limit": prod_limit}}),
-            cluster_queue("platform-clusterqueue", cohort="c", flavors={P5: {"nominal": platform_idle, "total": 0, "borrowed": 0}}),
+            cluster_queue(
+                "hyperpod-ns-vision-clusterqueue",
+                cohort="c",
+                flavors={P5: {"nominal": 32, "total": 32 + borrowed, "borrowed": borrowed}},
+            ),
+            cluster_queue(
+                "hyperpod-ns-speech-clusterqueue", cohort="c", flavors={P5: {"nominal": 16, "total": 4, "borrowed": 0}}
+            ),
+            cluster_queue(
+                "hyperpod-ns-prod-clusterqueue",
+                cohort="c",
+                flavors={P5: {"nominal": 16, "total": 0, "borrowed": 0, "lending_limit": prod_limit}},
+            ),
+            cluster_queue(
+                "platform-clusterqueue", cohort="c", flavors={P5: {"nominal": platform_idle, "total": 0, "borrowed": 0}}
+            ),
         ]
         rows = {r.share: r for r in eks_usage.share_usage(items, POOL, GPUS)}
         for row in rows.values():
@@ -217,10 +314,17 @@ def test_the_tick_emits_gauges_and_instance_hours_per_team_and_nothing_for_teams
         assert record[contract.BORROWED_HOURS] == pytest.approx(sum(r.borrowed for r in team) * 60 / 3600)
         assert record[contract.LENT_HOURS] == pytest.approx(sum(r.lent for r in team) * 60 / 3600)
         directive = record["_aws"]["CloudWatchMetrics"][0]
-        assert directive["Namespace"] == contract.RECLAIM_NAMESPACE and directive["Dimensions"] == [list(contract.SHARE_DIMENSIONS)]
+        assert directive["Namespace"] == contract.RECLAIM_NAMESPACE and directive["Dimensions"] == [
+            list(contract.SHARE_DIMENSIONS)
+        ]
         assert record["_aws"]["Timestamp"] == 1.8e12
     vision = next(r for r in gauges if r["Share"] == "vision")
-    assert (vision["Guaranteed"], vision["InUse"], vision["Borrowed"], vision["Lent"]) == (6, 7.5, 2, 0)  # p5 + g5, in instances
+    assert (vision["Guaranteed"], vision["InUse"], vision["Borrowed"], vision["Lent"]) == (
+        6,
+        7.5,
+        2,
+        0,
+    )  # p5 + g5, in instances
     assert set(eks_usage.GAUGES) <= set(contract.SHARE_METRICS)
     assert not [r for r in records if r.get("event") == "pool_failed"]
 
@@ -233,20 +337,45 @@ def waiting_queues():
     hold their quota while admission checks run; prod waits for quota with half its guarantee idle;
     research has no GPU quota at all and waits; a queue of no governed team waits too."""
     return [
-        cluster_queue("hyperpod-ns-vision-clusterqueue", cohort="shared", workloads=(3, 4, 4), flavors={
-            P5: {"nominal": 32, "total": 48, "borrowed": 16}, G5: {"nominal": 8, "total": 8, "borrowed": 0}}),
-        cluster_queue("hyperpod-ns-speech-clusterqueue", cohort="shared", workloads=(0, 2, 0), flavors={
-            P5: {"nominal": 16, "total": 0, "borrowed": 0, "reserved": 16}}),
-        cluster_queue("hyperpod-ns-prod-clusterqueue", cohort="shared", workloads=(1, 1, 1), flavors={
-            P5: {"nominal": 16, "total": 8, "borrowed": 0}}),
-        cluster_queue("hyperpod-ns-research-clusterqueue", cohort="shared", workloads=(2, 0, 0), flavors={
-            "cpu-only": {"nominal": 0, "total": 0, "borrowed": 0}}),
-        cluster_queue("platform-clusterqueue", cohort="shared", workloads=(7, 0, 0), flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}}),
+        cluster_queue(
+            "hyperpod-ns-vision-clusterqueue",
+            cohort="shared",
+            workloads=(3, 4, 4),
+            flavors={P5: {"nominal": 32, "total": 48, "borrowed": 16}, G5: {"nominal": 8, "total": 8, "borrowed": 0}},
+        ),
+        cluster_queue(
+            "hyperpod-ns-speech-clusterqueue",
+            cohort="shared",
+            workloads=(0, 2, 0),
+            flavors={P5: {"nominal": 16, "total": 0, "borrowed": 0, "reserved": 16}},
+        ),
+        cluster_queue(
+            "hyperpod-ns-prod-clusterqueue",
+            cohort="shared",
+            workloads=(1, 1, 1),
+            flavors={P5: {"nominal": 16, "total": 8, "borrowed": 0}},
+        ),
+        cluster_queue(
+            "hyperpod-ns-research-clusterqueue",
+            cohort="shared",
+            workloads=(2, 0, 0),
+            flavors={"cpu-only": {"nominal": 0, "total": 0, "borrowed": 0}},
+        ),
+        cluster_queue(
+            "platform-clusterqueue",
+            cohort="shared",
+            workloads=(7, 0, 0),
+            flavors={P5: {"nominal": 8, "total": 0, "borrowed": 0}},
+        ),
     ]
 
 
-WAITING_POOL = PoolPolicy(name="hp", backend=contract.HYPERPOD_EKS, capacity=POOL.capacity, shares=(
-    *POOL.shares, Share(name="research", quota={}, strategy=Strategy.LEND_AND_BORROW)))
+WAITING_POOL = PoolPolicy(
+    name="hp",
+    backend=contract.HYPERPOD_EKS,
+    capacity=POOL.capacity,
+    shares=(*POOL.shares, Share(name="research", quota={}, strategy=Strategy.LEND_AND_BORROW)),
+)
 
 
 def test_waiting_work_counts_workloads_and_starvation_is_waiting_for_quota_below_guarantee():
@@ -264,7 +393,12 @@ def test_a_kueue_without_flavors_reservation_reserves_what_it_admits():
     for queue in items:
         queue["status"].pop("flavorsReservation")
     waiting = {w.share: w.starved for w in eks_usage.waiting_work(items, WAITING_POOL)}
-    assert waiting == {"vision": False, "speech": False, "prod": True, "research": False}  # speech admitted nothing: 0 < 16, but waits for no quota
+    assert waiting == {
+        "vision": False,
+        "speech": False,
+        "prod": True,
+        "research": False,
+    }  # speech admitted nothing: 0 < 16, but waits for no quota
 
 
 def test_the_tick_publishes_pending_and_starvation_per_team_with_the_other_backends_names(api):
@@ -273,11 +407,21 @@ def test_the_tick_publishes_pending_and_starvation_per_team_with_the_other_backe
     assert published
     by_share = {r["Share"]: r for r in records if "_aws" in r and "Pending" in r}
     assert {share: (r["Pending"], r["StarvedBelowGuarantee"]) for share, r in by_share.items()} == {
-        "vision": (3, 0), "speech": (2, 0), "prod": (1, 1), "research": (2, 0)}
+        "vision": (3, 0),
+        "speech": (2, 0),
+        "prod": (1, 1),
+        "research": (2, 0),
+    }
     for record in by_share.values():
         (directive,) = record["_aws"]["CloudWatchMetrics"]
-        assert directive["Namespace"] == contract.RECLAIM_NAMESPACE and directive["Dimensions"] == [list(contract.SHARE_DIMENSIONS)]
-        assert {"Pending", "StarvedBelowGuarantee"} <= {m["Name"] for m in directive["Metrics"]} <= set(contract.SHARE_METRICS) | set(contract.USAGE_METRICS)
+        assert directive["Namespace"] == contract.RECLAIM_NAMESPACE and directive["Dimensions"] == [
+            list(contract.SHARE_DIMENSIONS)
+        ]
+        assert (
+            {"Pending", "StarvedBelowGuarantee"}
+            <= {m["Name"] for m in directive["Metrics"]}
+            <= set(contract.SHARE_METRICS) | set(contract.USAGE_METRICS)
+        )
     assert by_share["prod"]["Guaranteed"] == 2 and by_share["prod"]["InUse"] == 1  # one document with the gauges
     assert "Guaranteed" not in by_share["research"]  # no GPUs: waiting work only
 
@@ -293,10 +437,17 @@ def assert_failed(records, *words):
     assert metric[contract.POOL_ERRORS] == 1 and metric["Pool"] == "hp" and "Share" not in metric
 
 
-@pytest.mark.parametrize("status, reason, message", [
-    (401, "Unauthorized", "Unauthorized"),
-    (403, "Forbidden", 'clusterqueues.kueue.x-k8s.io is forbidden: User "arn:aws:sts::1:assumed-role/r/x" cannot list resource "clusterqueues"'),
-])
+@pytest.mark.parametrize(
+    "status, reason, message",
+    [
+        (401, "Unauthorized", "Unauthorized"),
+        (
+            403,
+            "Forbidden",
+            'clusterqueues.kueue.x-k8s.io is forbidden: User "arn:aws:sts::1:assumed-role/r/x" cannot list resource "clusterqueues"',
+        ),
+    ],
+)
 def test_a_refused_token_or_missing_rbac_reports_an_error_and_no_usage(api, status, reason, message):
     api.respond = lambda path, query, headers: Reply(status, status_object(status, reason, message))
     published, records = run(api)
@@ -306,8 +457,16 @@ def test_a_refused_token_or_missing_rbac_reports_an_error_and_no_usage(api, stat
 
 def test_a_continue_token_that_expired_mid_list_publishes_nothing_of_the_pages_read(api):
     first = pages(queues(), size=2)
-    api.respond = lambda path, query, headers: first(path, query, headers) if "continue" not in query else Reply(
-        410, status_object(410, "Expired", "The provided continue parameter is too old to display a consistent list result."))
+    api.respond = lambda path, query, headers: (
+        first(path, query, headers)
+        if "continue" not in query
+        else Reply(
+            410,
+            status_object(
+                410, "Expired", "The provided continue parameter is too old to display a consistent list result."
+            ),
+        )
+    )
     published, records = run(api)
     assert not published and len(api.requests) == 2
     assert_failed(records, "HTTP 410", "too old")
@@ -355,16 +514,38 @@ def test_a_missing_cluster_reports_an_error(api):
     assert_failed(records, "ResourceNotFoundException")
 
 
-@pytest.mark.parametrize("breakage, words", [
-    (lambda q: q[0]["status"]["flavorsUsage"][0]["resources"][2].update(total="eight"), ("hyperpod-ns-vision-clusterqueue", "total", "'eight'")),
-    (lambda q: q[1]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2].update(nominalQuota="-8"), ("nominalQuota", "'-8'")),
-    (lambda q: q[0]["status"]["flavorsUsage"].append({"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "total": "8"}]}),
-     ("'default-flavor'", "gpus_per_instance")),
-    (lambda q: q[2]["metadata"].pop("name"), ("clusterqueues[2].metadata.name",)),
-    (lambda q: q[1]["status"].update(pendingWorkloads=-1), ("hyperpod-ns-speech-clusterqueue.status.pendingWorkloads", "-1")),
-    (lambda q: q[2]["status"].update(admittedWorkloads="1"), ("hyperpod-ns-prod-clusterqueue.status.admittedWorkloads", "'1'")),
-    (lambda q: q[0]["status"]["flavorsReservation"][0]["resources"][2].update(total="x"), ("flavorsReservation", "'x'")),
-])
+@pytest.mark.parametrize(
+    "breakage, words",
+    [
+        (
+            lambda q: q[0]["status"]["flavorsUsage"][0]["resources"][2].update(total="eight"),
+            ("hyperpod-ns-vision-clusterqueue", "total", "'eight'"),
+        ),
+        (
+            lambda q: q[1]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2].update(nominalQuota="-8"),
+            ("nominalQuota", "'-8'"),
+        ),
+        (
+            lambda q: q[0]["status"]["flavorsUsage"].append(
+                {"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "total": "8"}]}
+            ),
+            ("'default-flavor'", "gpus_per_instance"),
+        ),
+        (lambda q: q[2]["metadata"].pop("name"), ("clusterqueues[2].metadata.name",)),
+        (
+            lambda q: q[1]["status"].update(pendingWorkloads=-1),
+            ("hyperpod-ns-speech-clusterqueue.status.pendingWorkloads", "-1"),
+        ),
+        (
+            lambda q: q[2]["status"].update(admittedWorkloads="1"),
+            ("hyperpod-ns-prod-clusterqueue.status.admittedWorkloads", "'1'"),
+        ),
+        (
+            lambda q: q[0]["status"]["flavorsReservation"][0]["resources"][2].update(total="x"),
+            ("flavorsReservation", "'x'"),
+        ),
+    ],
+)
 def test_figures_the_observer_cannot_convert_are_an_error_not_a_guess(api, breakage, words):
     items = queues()
     breakage(items)
@@ -378,8 +559,17 @@ def test_with_too_little_time_left_the_pool_waits_for_the_next_tick(api):
     eks = boto3.client("eks", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     records = []
     with Stubber(eks):  # no call expected: the stubber would refuse one
-        assert not eks_usage.tick(TARGET, POOL, eks=eks, namespace="n", now=0, tick_seconds=60, emit=records.append,
-                                  time_left=lambda: eks_usage.READ_SECONDS - 1, credentials=CREDENTIALS)
+        assert not eks_usage.tick(
+            TARGET,
+            POOL,
+            eks=eks,
+            namespace="n",
+            now=0,
+            tick_seconds=60,
+            emit=records.append,
+            time_left=lambda: eks_usage.READ_SECONDS - 1,
+            credentials=CREDENTIALS,
+        )
     assert [r["event"] for r in records] == ["pool_deferred"] and api.requests == []
 
 
@@ -390,7 +580,9 @@ def test_running_out_of_time_between_pages_is_an_error(api):
     assert_failed(records, "ran out of time")
 
 
-@pytest.mark.parametrize("text, gpus", [("8", 8), (8, 8), ("8000m", 8), ("1e1", 10), ("0", 0), ("1Ki", 1024), ("0.5", 0.5)])
+@pytest.mark.parametrize(
+    "text, gpus", [("8", 8), (8, 8), ("8000m", 8), ("1e1", 10), ("0", 0), ("1Ki", 1024), ("0.5", 0.5)]
+)
 def test_quantities_are_read_as_kubernetes_writes_them(text, gpus):
     assert eks_usage.quantity(text, "x") == gpus
 
@@ -409,17 +601,37 @@ def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, mo
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
     from gpu_governance_runtime.reclaim import handler
 
-    policy = {"version": 1, "organisation": "acme", "priority_classes": [], "capacity_windows": [], "pools": [
-        {"name": "hp", "backend": "hyperpod_eks", "capacity": POOL.capacity,
-         "shares": [{"name": s.name, "quota": s.quota, "strategy": s.strategy.value, "borrow_limit": None} for s in POOL.shares]}]}
+    policy = {
+        "version": 1,
+        "organisation": "acme",
+        "priority_classes": [],
+        "capacity_windows": [],
+        "pools": [
+            {
+                "name": "hp",
+                "backend": "hyperpod_eks",
+                "capacity": POOL.capacity,
+                "shares": [
+                    {"name": s.name, "quota": s.quota, "strategy": s.strategy.value, "borrow_limit": None}
+                    for s in POOL.shares
+                ],
+            }
+        ],
+    }
     assert parse_policy(policy).pool("hp").shares == POOL.shares
     (tmp_path / "policy.json").write_text(json.dumps(policy))
     eks, stubber = eks_client(api, public=public)
     monkeypatch.setattr(handler, "eks", eks)
     if in_vpc:
         monkeypatch.setenv(contract.ENV_IN_VPC, in_vpc)
-    for name, value in {"POLICY_PATH": str(tmp_path / "policy.json"), "RECLAIM_TARGETS": json.dumps([TARGET]), "LEDGER_TABLE": "unused",
-                        "TICK_SECONDS": "120", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret"}.items():
+    for name, value in {
+        "POLICY_PATH": str(tmp_path / "policy.json"),
+        "RECLAIM_TARGETS": json.dumps([TARGET]),
+        "LEDGER_TABLE": "unused",
+        "TICK_SECONDS": "120",
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+    }.items():
         monkeypatch.setenv(name, value)
     result = handler.handler({}, None)
     stubber.assert_no_pending_responses()
@@ -427,10 +639,15 @@ def test_the_reclaim_handler_observes_each_hyperpod_eks_target(api, tmp_path, mo
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     usage = {r["Share"]: r for r in lines if contract.USED_HOURS in r}
     assert set(usage) == {"vision", "speech", "prod"}
-    assert usage["vision"][contract.USED_HOURS] == pytest.approx(7.5 * 120 / 3600)  # TICK_SECONDS is the time a tick covers
+    assert usage["vision"][contract.USED_HOURS] == pytest.approx(
+        7.5 * 120 / 3600
+    )  # TICK_SECONDS is the time a tick covers
     # ... and each team's waiting work, which its starvation alarm reads (fixture: 2 pending, 1 reserving and admitted)
     assert {r["Share"]: (r["Pending"], r["StarvedBelowGuarantee"]) for r in lines if "Pending" in r} == {
-        "vision": (2, 1), "speech": (2, 1), "prod": (2, 1)}  # each has a flavor below its guarantee
+        "vision": (2, 1),
+        "speech": (2, 1),
+        "prod": (2, 1),
+    }  # each has a flavor below its guarantee
 
 
 def test_the_tick_hands_the_rows_it_read_to_the_gpu_hour_limits_and_a_failed_read_hands_none(api):
@@ -438,7 +655,9 @@ def test_the_tick_hands_the_rows_it_read_to_the_gpu_hour_limits_and_a_failed_rea
     counted = []
     published, _ = run(api, hour_limits=counted.append)
     assert published and len(counted) == 1
-    assert {(r.share, r.instance_type, r.in_use) for r in counted[0]} == {(r.share, r.instance_type, r.in_use) for r in rows_by_share().values()}
+    assert {(r.share, r.instance_type, r.in_use) for r in counted[0]} == {
+        (r.share, r.instance_type, r.in_use) for r in rows_by_share().values()
+    }
     failed = []
     assert run(api, error="ResourceNotFoundException", hour_limits=failed.append)[0] is False
     assert failed == []  # a cluster not read counts nothing: the count runs under, never over

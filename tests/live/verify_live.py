@@ -59,13 +59,20 @@ class Outcome:
 
 def payload(name: str, role_arn: str, image: str, instance_type: str, output: str) -> str:
     """The smallest SageMaker CreateTrainingJob request: one instance, one minute."""
-    return json.dumps({
-        "TrainingJobName": name, "RoleArn": role_arn,
-        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File", "ContainerEntrypoint": ["true"]},
-        "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": 1, "VolumeSizeInGB": 1},
-        "OutputDataConfig": {"S3OutputPath": output},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 60},
-    })
+    return json.dumps(
+        {
+            "TrainingJobName": name,
+            "RoleArn": role_arn,
+            "AlgorithmSpecification": {
+                "TrainingImage": image,
+                "TrainingInputMode": "File",
+                "ContainerEntrypoint": ["true"],
+            },
+            "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": 1, "VolumeSizeInGB": 1},
+            "OutputDataConfig": {"S3OutputPath": output},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 60},
+        }
+    )
 
 
 def _denied(error: Exception) -> bool:
@@ -75,8 +82,12 @@ def _denied(error: Exception) -> bool:
 
 def _submit(batch, *, queue: str, share: str, team: str, body: str, name: str) -> str:
     return batch.submit_service_job(
-        jobName=name, jobQueue=queue, serviceJobType="SAGEMAKER_TRAINING", serviceRequestPayload=body,
-        quotaShareName=share, tags={TEAM_TAG: team},
+        jobName=name,
+        jobQueue=queue,
+        serviceJobType="SAGEMAKER_TRAINING",
+        serviceRequestPayload=body,
+        quotaShareName=share,
+        tags={TEAM_TAG: team},
     )["jobId"]
 
 
@@ -87,11 +98,23 @@ def _terminate(batch, job_id: str) -> None:
 def check_quota_share(batch, *, queue: str, team_a: str, team_b: str, body: Callable[[str], str]) -> Outcome:
     """(a): A's own share must work (else the probe proves nothing), B's must be refused."""
     try:
-        _terminate(batch, _submit(batch, queue=queue, share=team_a, team=team_a, body=body(f"{team_a}-verify-live-own"), name="verify-live-own"))
+        _terminate(
+            batch,
+            _submit(
+                batch,
+                queue=queue,
+                share=team_a,
+                team=team_a,
+                body=body(f"{team_a}-verify-live-own"),
+                name="verify-live-own",
+            ),
+        )
     except Exception as error:  # noqa: BLE001  any failure here is a setup problem, reported as such
         return Outcome("quota share", INCONCLUSIVE, f"team {team_a} cannot submit into its own share: {error}")
     try:
-        job_id = _submit(batch, queue=queue, share=team_b, team=team_a, body=body(f"{team_a}-verify-live-a"), name="verify-live-a")
+        job_id = _submit(
+            batch, queue=queue, share=team_b, team=team_a, body=body(f"{team_a}-verify-live-a"), name="verify-live-a"
+        )
     except Exception as error:  # noqa: BLE001
         if _denied(error):
             return Outcome("quota share", ENFORCED, f"SubmitServiceJob into share {team_b} refused: {error}")
@@ -100,30 +123,49 @@ def check_quota_share(batch, *, queue: str, team_a: str, team_b: str, body: Call
     return Outcome("quota share", HOLE, f"team {team_a} submitted job {job_id} into share {team_b} (terminated)")
 
 
-def check_pass_role(batch, *, queue: str, team_a: str, team_b: str, body: str, timeout_s: float,
-                    sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> tuple[Outcome, Outcome]:
+def check_pass_role(
+    batch,
+    *,
+    queue: str,
+    team_a: str,
+    team_b: str,
+    body: str,
+    timeout_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Outcome, Outcome]:
     """(b) and (c): submit into A's own share a payload that runs as B's execution role."""
     try:
         job_id = _submit(batch, queue=queue, share=team_a, team=team_a, body=body, name="verify-live-b")
     except Exception as error:  # noqa: BLE001
         verdict = ENFORCED if _denied(error) else INCONCLUSIVE
-        return Outcome("pass role", verdict, f"SubmitServiceJob refused: {error}"), Outcome("naming", INCONCLUSIVE, "no job started")
+        return Outcome("pass role", verdict, f"SubmitServiceJob refused: {error}"), Outcome(
+            "naming", INCONCLUSIVE, "no job started"
+        )
     job = _until_started_or_failed(batch, job_id, timeout_s=timeout_s, sleep=sleep, clock=clock)
     given = ((job.get("latestAttempt") or {}).get("serviceResourceId") or {}).get("value", "")
     expected = BATCH_TRAINING_JOB_PREFIX + json.loads(body)["TrainingJobName"]
-    naming_verdict = INCONCLUSIVE if not given else AS_ASSUMED if given.rsplit("/", 1)[-1].startswith(expected) else DIFFERS
-    naming = Outcome("naming", naming_verdict, f"Batch named the training job {given or '(not started)'}; assumed {expected}...")
+    naming_verdict = (
+        INCONCLUSIVE if not given else AS_ASSUMED if given.rsplit("/", 1)[-1].startswith(expected) else DIFFERS
+    )
+    naming = Outcome(
+        "naming", naming_verdict, f"Batch named the training job {given or '(not started)'}; assumed {expected}..."
+    )
     status, reason = job.get("status", "?"), job.get("statusReason", "")
     if status in _STARTED:
-        return Outcome("pass role", HOLE, f"job {job_id} of team {team_a} reached {status} as team {team_b}'s role (terminated)"), naming
+        return Outcome(
+            "pass role", HOLE, f"job {job_id} of team {team_a} reached {status} as team {team_b}'s role (terminated)"
+        ), naming
     if status == "FAILED" and ("PassRole" in reason or "not authorized" in reason):
         return Outcome("pass role", ENFORCED, f"job failed: {reason}"), naming
-    return Outcome("pass role", INCONCLUSIVE, f"job ended {status} ({reason or 'no capacity before the timeout?'})"), naming
+    return Outcome(
+        "pass role", INCONCLUSIVE, f"job ended {status} ({reason or 'no capacity before the timeout?'})"
+    ), naming
 
 
-
-def _until_started_or_failed(batch, job_id: str, *, timeout_s: float, sleep: Callable[[float], None],
-                             clock: Callable[[], float]) -> dict[str, Any]:
+def _until_started_or_failed(
+    batch, job_id: str, *, timeout_s: float, sleep: Callable[[float], None], clock: Callable[[], float]
+) -> dict[str, Any]:
     """The service job as last described once it started or failed, or at the timeout; a job not
     ended by then is terminated (a probe never leaves a job running)."""
     deadline, job = clock() + timeout_s, {}
@@ -138,15 +180,29 @@ def _until_started_or_failed(batch, job_id: str, *, timeout_s: float, sleep: Cal
             _terminate(batch, job_id)
     return job
 
-def check_payload_refused(batch, *, check: str, queue: str, team: str, body: str, timeout_s: float,
-                          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Outcome:
+
+def check_payload_refused(
+    batch,
+    *,
+    check: str,
+    queue: str,
+    team: str,
+    body: str,
+    timeout_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Outcome:
     """(d)-(f): does Batch or SageMaker refuse ``body`` (submitted into the team's own share) before
     its training job starts? Started: only the guard stops it (NOT enforced); refused at submission
     or failed before starting: enforced, with AWS's reason."""
     try:
         job_id = _submit(batch, queue=queue, share=team, team=team, body=body, name=f"verify-live-{check}")
     except Exception as error:  # noqa: BLE001
-        return Outcome(check, ENFORCED if _denied(error) or "ClientException" in str(error) else INCONCLUSIVE, f"SubmitServiceJob refused: {error}")
+        return Outcome(
+            check,
+            ENFORCED if _denied(error) or "ClientException" in str(error) else INCONCLUSIVE,
+            f"SubmitServiceJob refused: {error}",
+        )
     job = _until_started_or_failed(batch, job_id, timeout_s=timeout_s, sleep=sleep, clock=clock)
     status, reason = job.get("status", "?"), job.get("statusReason", "")
     if status in _STARTED:
@@ -176,24 +232,48 @@ def main(argv: list[str] | None = None) -> int:
     account = session.client("sts").get_caller_identity()["Account"]
     partition = session.get_partition_for_region(session.region_name)
     role = lambda team, kind: f"arn:{partition}:iam::{account}:role/gpu-governance/{team}-gpu-{kind}"  # noqa: E731  tenancy.ROLE_PATH
-    credentials = session.client("sts").assume_role(RoleArn=role(args.team_a, "submit"), RoleSessionName="gpu-governance-verify-live")["Credentials"]
+    credentials = session.client("sts").assume_role(
+        RoleArn=role(args.team_a, "submit"), RoleSessionName="gpu-governance-verify-live"
+    )["Credentials"]
     as_team_a = boto3.Session(
-        aws_access_key_id=credentials["AccessKeyId"], aws_secret_access_key=credentials["SecretAccessKey"],
-        aws_session_token=credentials["SessionToken"], region_name=session.region_name,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name=session.region_name,
     ).client("batch")
-    body = lambda name, team=args.team_a: payload(name, role(team, "training"), args.image, args.instance_type, args.output)  # noqa: E731
+    body = lambda name, team=args.team_a: payload(
+        name, role(team, "training"), args.image, args.instance_type, args.output
+    )  # noqa: E731
     outcomes = [check_quota_share(as_team_a, queue=args.queue, team_a=args.team_a, team_b=args.team_b, body=body)]
-    outcomes += check_pass_role(as_team_a, queue=args.queue, team_a=args.team_a, team_b=args.team_b,
-                                body=body(f"{args.team_b}-verify-live-b", args.team_b), timeout_s=args.timeout_minutes * 60)
+    outcomes += check_pass_role(
+        as_team_a,
+        queue=args.queue,
+        team_a=args.team_a,
+        team_b=args.team_b,
+        body=body(f"{args.team_b}-verify-live-b", args.team_b),
+        timeout_s=args.timeout_minutes * 60,
+    )
     # (d)-(f): a payload otherwise A's own, with one thing of B's in it.
     own = json.loads(body(f"{args.team_a}-verify-live-guard"))
     probes = {"tags": {**own, "Tags": [{"Key": TEAM_TAG, "Value": args.team_b}]}}
     if args.plan_b:
         probes["plan"] = {**own, "ResourceConfig": {**own["ResourceConfig"], "TrainingPlanArn": args.plan_b}}
     if args.image_b:
-        probes["image"] = {**own, "AlgorithmSpecification": {**own["AlgorithmSpecification"], "TrainingImage": args.image_b}}
-    outcomes += [check_payload_refused(as_team_a, check=check, queue=args.queue, team=args.team_a, body=json.dumps(probe),
-                                       timeout_s=args.timeout_minutes * 60) for check, probe in probes.items()]
+        probes["image"] = {
+            **own,
+            "AlgorithmSpecification": {**own["AlgorithmSpecification"], "TrainingImage": args.image_b},
+        }
+    outcomes += [
+        check_payload_refused(
+            as_team_a,
+            check=check,
+            queue=args.queue,
+            team=args.team_a,
+            body=json.dumps(probe),
+            timeout_s=args.timeout_minutes * 60,
+        )
+        for check, probe in probes.items()
+    ]
     for outcome in outcomes:
         print(f"{outcome.check:12} {outcome.verdict:14} {outcome.detail}")
     verdicts = {o.verdict for o in outcomes}

@@ -11,7 +11,10 @@ from constructs_lib.member.discovery import describe
 from constructs_lib.model.loader import load_model
 from gpu_governance_runtime import contract
 
-BUCKET, KEY = "acme-research-bucket-1x2y3z", "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+BUCKET, KEY = (
+    "acme-research-bucket-1x2y3z",
+    "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+)
 IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:1"  # the team's repository, an image tag pushed there
 
 

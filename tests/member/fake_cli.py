@@ -97,15 +97,28 @@ def aws(args: list[str]) -> None:
         report = payload_problems(params)
         if report:
             fail(f"aws: serviceRequestPayload: {report}")
-        print(json.dumps({"jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{params['jobName']}",
-                          "jobName": params["jobName"], "jobId": "a1b2c3d4-0000-0000-0000-000000000001"}))
+        print(
+            json.dumps(
+                {
+                    "jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{params['jobName']}",
+                    "jobName": params["jobName"],
+                    "jobId": "a1b2c3d4-0000-0000-0000-000000000001",
+                }
+            )
+        )
     elif name == "GetParameter":
         # FAKE_PARAMETERS: the published parameters, name -> value; any other name does not exist.
         published = json.loads(Path(os.environ["FAKE_PARAMETERS"]).read_text(encoding="utf-8"))
         if params["Name"] not in published:
-            fail(f"aws: An error occurred (ParameterNotFound) when calling the GetParameter operation: {params['Name']}")
+            fail(
+                f"aws: An error occurred (ParameterNotFound) when calling the GetParameter operation: {params['Name']}"
+            )
         value = published[params["Name"]]
-        print(value if options.get("--query") == "Parameter.Value" else json.dumps({"Parameter": {"Name": params["Name"], "Value": value}}))
+        print(
+            value
+            if options.get("--query") == "Parameter.Value"
+            else json.dumps({"Parameter": {"Name": params["Name"], "Value": value}})
+        )
     else:
         print("{}")
 
@@ -125,7 +138,9 @@ def kubectl(args: list[str]) -> None:
             if denials:
                 fail(f"kubectl: admission webhook denied the request: {denials}")
             log("kubectl", verb=verb, manifest=manifest)
-            print(f"{manifest['kind'].lower()}.{manifest['apiVersion'].split('/')[0]}/{manifest['metadata']['name']} {verb}d")
+            print(
+                f"{manifest['kind'].lower()}.{manifest['apiVersion'].split('/')[0]}/{manifest['metadata']['name']} {verb}d"
+            )
         return
     namespace = args[args.index("-n") + 1] if "-n" in args else ""
     namespace_of(namespace)  # a team's namespace, or refused

@@ -29,7 +29,9 @@ def namespace_of(namespace: str) -> str:
     rights elsewhere)."""
     teams = {kubernetes.namespace(t.name): t.name for t in load_model(None).teams_in(EKS_POOL)}
     if namespace not in teams:
-        raise SystemExit(f"Error from server (Forbidden): namespace {namespace!r} is not a team namespace: {sorted(teams)}")
+        raise SystemExit(
+            f"Error from server (Forbidden): namespace {namespace!r} is not a team namespace: {sorted(teams)}"
+        )
     return teams[namespace]
 
 

@@ -23,8 +23,13 @@ from .conftest import BUCKET, IMAGE, KEY
 
 
 def job(setup: TeamSetup, **overrides):
-    return {"job_name": unique_job_name(setup.team, "llama"), "priority_class": "urgent", "instance_type": "ml.p5.48xlarge", "image_uri": IMAGE,
-            **overrides}
+    return {
+        "job_name": unique_job_name(setup.team, "llama"),
+        "priority_class": "urgent",
+        "instance_type": "ml.p5.48xlarge",
+        "image_uri": IMAGE,
+        **overrides,
+    }
 
 
 def test_the_setup_names_what_the_deployment_creates(model):
@@ -32,8 +37,12 @@ def test_the_setup_names_what_the_deployment_creates(model):
     assert (setup.job_queue, setup.quota_share, setup.pool) == ("sagemaker-training", "research", "sagemaker-training")
     assert setup.execution_role_arn == "arn:aws:iam::111122223333:role/gpu-governance/research-gpu-training"
     assert setup.submission_role_arn == "arn:aws:iam::111122223333:role/gpu-governance/research-gpu-submit"
-    assert {c["name"]: c["weight"] for c in setup.priority_classes} == {c.name: c.weight for c in model.priority_classes}
-    assert all(setup.priority(c.name) == c.weight for c in model.priority_classes)  # Batch: the scheduling priority is the weight
+    assert {c["name"]: c["weight"] for c in setup.priority_classes} == {
+        c.name: c.weight for c in model.priority_classes
+    }
+    assert all(
+        setup.priority(c.name) == c.weight for c in model.priority_classes
+    )  # Batch: the scheduling priority is the weight
     assert setup.quota == model.teams[0].quotas["sagemaker-training"]
     assert setup.bucket is None and setup.kms_key_arn is None  # generated names: only the discovery document knows them
 
@@ -47,16 +56,27 @@ def test_a_discovery_document_with_keys_this_version_does_not_know_still_reads(p
     assert TeamSetup.from_parameter(json.dumps({**json.loads(published), "ecr_repository": "x"})) == deployed
 
 
-@pytest.mark.parametrize("change, line", [
-    (lambda d: d.pop("job_queue"), "parameter.job_queue: missing (None) - a value in the team's discovery document"),
-    (lambda d: d.pop("quota"), "parameter.quota: missing (None) - a value in the team's discovery document"),
-    (lambda d: d.update(backend="ec2"), "parameter.backend: not a backend ('ec2') - one of"),
-    (lambda d: d.update(version=2), "parameter.version: not a version this library reads (2) - 1"),
-    (lambda d: d.update(priority_classes=[{"name": "urgent", "weight": 90}]),
-     "parameter.priority_classes[0]: invalid ({'name': 'urgent', 'weight': 90}) - an object with name, weight and scheduling_priority"),
-    (lambda d: d.update(quota={"ml.p5.48xlarge": "2"}), "parameter.quota.ml.p5.48xlarge: invalid ('2') - a whole number"),
-    (lambda d: d.update(bucket=7), "parameter.bucket: invalid (7) - a str"),
-])
+@pytest.mark.parametrize(
+    "change, line",
+    [
+        (
+            lambda d: d.pop("job_queue"),
+            "parameter.job_queue: missing (None) - a value in the team's discovery document",
+        ),
+        (lambda d: d.pop("quota"), "parameter.quota: missing (None) - a value in the team's discovery document"),
+        (lambda d: d.update(backend="ec2"), "parameter.backend: not a backend ('ec2') - one of"),
+        (lambda d: d.update(version=2), "parameter.version: not a version this library reads (2) - 1"),
+        (
+            lambda d: d.update(priority_classes=[{"name": "urgent", "weight": 90}]),
+            "parameter.priority_classes[0]: invalid ({'name': 'urgent', 'weight': 90}) - an object with name, weight and scheduling_priority",
+        ),
+        (
+            lambda d: d.update(quota={"ml.p5.48xlarge": "2"}),
+            "parameter.quota.ml.p5.48xlarge: invalid ('2') - a whole number",
+        ),
+        (lambda d: d.update(bucket=7), "parameter.bucket: invalid (7) - a str"),
+    ],
+)
 def test_a_bad_discovery_document_is_refused_naming_key_value_and_allowed(published, change, line):
     document = json.loads(published)
     change(document)
@@ -69,7 +89,9 @@ def test_a_bad_discovery_document_is_refused_naming_key_value_and_allowed(publis
 
 
 def test_request_validates_against_batch_and_its_payload_against_sagemaker(deployed):
-    request = service_job_request(deployed, **job(deployed), inputs={"train": f"s3://{BUCKET}/data/"}, preemption_retries=2)
+    request = service_job_request(
+        deployed, **job(deployed), inputs={"train": f"s3://{BUCKET}/data/"}, preemption_retries=2
+    )
     assert problems("batch", "SubmitServiceJob", request) == ""
     assert payload_problems(request) == ""
 
@@ -78,11 +100,22 @@ def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data
     client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     request = service_job_request(deployed, **job(deployed, job_name="research-llama-1"))
     with Stubber(client) as stub:  # Stubber refuses parameters the Batch model does not accept
-        stub.add_response("submit_service_job", {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/1", "jobName": "research-llama-1",
-                                                 "jobId": "1"}, request)
+        stub.add_response(
+            "submit_service_job",
+            {
+                "jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/1",
+                "jobName": "research-llama-1",
+                "jobId": "1",
+            },
+            request,
+        )
         with mock_aws():  # the team owns no training plan: its plans parameter does not exist
-            submit_training_job(client, deployed, ssm_client=boto3.client("ssm", region_name="us-east-1"),
-                                **job(deployed, job_name="research-llama-1"))
+            submit_training_job(
+                client,
+                deployed,
+                ssm_client=boto3.client("ssm", region_name="us-east-1"),
+                **job(deployed, job_name="research-llama-1"),
+            )
         stub.assert_no_pending_responses()
     assert request["quotaShareName"] == "research" and "shareIdentifier" not in request
     assert request["schedulingPriority"] == deployed.priority("urgent")
@@ -97,18 +130,41 @@ def test_submitting_sends_the_share_the_priority_the_team_tag_and_the_teams_data
 
 
 def test_a_class_of_weight_zero_is_sent_as_zero(deployed):
-    setup = dataclasses.replace(deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}])
+    setup = dataclasses.replace(
+        deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}]
+    )
     assert service_job_request(setup, **job(setup, priority_class="idle"))["schedulingPriority"] == 0
 
 
-@pytest.mark.parametrize("overrides, line", [
-    ({"priority_class": "vip"}, "priority_class: not a priority class of the organisation ('vip') - one of ['urgent', 'standard', 'opportunistic']"),
-    ({"image_uri": None}, "image_uri: missing (None) - a training image, e.g. 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:<tag>"),
-    ({"instance_type": "ml.p4d.24xlarge"}, "instance_type: not in team research's quota share ('ml.p4d.24xlarge') - one of ['ml.g6e.12xlarge', 'ml.p5.48xlarge']"),
-    ({"job_name": "training-llama"}, "job_name: not a training job name of the team ('training-llama') - 'research-' then"),
-    ({"tags": {contract.TAG_TEAM: "training"}}, f"tags.{contract.TAG_TEAM}: names another team ('training') - 'research' (set for you)"),
-    ({"tags": {contract.TAG_COST_CENTRE: "CC-2210"}}, f"tags.{contract.TAG_COST_CENTRE}: is not the team's ('CC-2210') - 'CC-1042' (set for you)"),
-])
+@pytest.mark.parametrize(
+    "overrides, line",
+    [
+        (
+            {"priority_class": "vip"},
+            "priority_class: not a priority class of the organisation ('vip') - one of ['urgent', 'standard', 'opportunistic']",
+        ),
+        (
+            {"image_uri": None},
+            "image_uri: missing (None) - a training image, e.g. 111122223333.dkr.ecr.us-east-1.amazonaws.com/acme-ml/research:<tag>",
+        ),
+        (
+            {"instance_type": "ml.p4d.24xlarge"},
+            "instance_type: not in team research's quota share ('ml.p4d.24xlarge') - one of ['ml.g6e.12xlarge', 'ml.p5.48xlarge']",
+        ),
+        (
+            {"job_name": "training-llama"},
+            "job_name: not a training job name of the team ('training-llama') - 'research-' then",
+        ),
+        (
+            {"tags": {contract.TAG_TEAM: "training"}},
+            f"tags.{contract.TAG_TEAM}: names another team ('training') - 'research' (set for you)",
+        ),
+        (
+            {"tags": {contract.TAG_COST_CENTRE: "CC-2210"}},
+            f"tags.{contract.TAG_COST_CENTRE}: is not the team's ('CC-2210') - 'CC-1042' (set for you)",
+        ),
+    ],
+)
 def test_bad_submissions_are_refused_in_one_line_naming_field_value_and_allowed(deployed, overrides, line):
     with pytest.raises(GovernanceError) as error:
         service_job_request(deployed, **job(deployed, **overrides))
@@ -125,12 +181,27 @@ def test_a_setup_from_the_model_alone_cannot_submit_and_says_what_to_read(model)
     ]
 
 
-@pytest.mark.parametrize("arguments, line", [
-    ({"team_name": "nobody"}, "team: not a team of the model ('nobody') - one of ['production', 'research', 'training']"),
-    ({"team_name": "research", "backend": "ec2"}, "backend: not a backend members submit to ('ec2') - one of ['batch', 'hyperpod_eks', 'slurm']"),
-    ({"team_name": "research", "backend": "batch", "pool": "hyperpod-eks"}, "pool: not a pool of team research on batch ('hyperpod-eks') - one of ['sagemaker-training']"),
-    ({"team_name": "research"}, "pool: team research has 3 such pools (None) - one of ['hyperpod-eks', 'hyperpod-slurm', 'sagemaker-training']"),
-])
+@pytest.mark.parametrize(
+    "arguments, line",
+    [
+        (
+            {"team_name": "nobody"},
+            "team: not a team of the model ('nobody') - one of ['production', 'research', 'training']",
+        ),
+        (
+            {"team_name": "research", "backend": "ec2"},
+            "backend: not a backend members submit to ('ec2') - one of ['batch', 'hyperpod_eks', 'slurm']",
+        ),
+        (
+            {"team_name": "research", "backend": "batch", "pool": "hyperpod-eks"},
+            "pool: not a pool of team research on batch ('hyperpod-eks') - one of ['sagemaker-training']",
+        ),
+        (
+            {"team_name": "research"},
+            "pool: team research has 3 such pools (None) - one of ['hyperpod-eks', 'hyperpod-slurm', 'sagemaker-training']",
+        ),
+    ],
+)
 def test_team_and_pool_that_do_not_exist_are_refused(model, arguments, line):
     with pytest.raises(GovernanceError) as error:
         team_setup(model, **arguments)
@@ -139,8 +210,10 @@ def test_team_and_pool_that_do_not_exist_are_refused(model, arguments, line):
 
 def test_the_cost_centre_is_sent_only_by_a_team_that_declares_one(model, research_tags):
     """The discovery document says what to send (tests/security/test_cost_centre.py: what IAM requires)."""
-    declared = service_job_request(team_setup(model, "research", backend="batch", bucket=BUCKET, kms_key_arn=KEY),
-                                   **job(team_setup(model, "research", backend="batch"), tags={"project": "llama"}))
+    declared = service_job_request(
+        team_setup(model, "research", backend="batch", bucket=BUCKET, kms_key_arn=KEY),
+        **job(team_setup(model, "research", backend="batch"), tags={"project": "llama"}),
+    )
     assert declared["tags"] == {**research_tags, "project": "llama"}
     data = default_data()
     next(t for t in data["teams"] if t["name"] == "research").pop("cost_centre")

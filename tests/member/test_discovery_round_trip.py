@@ -24,7 +24,10 @@ def test_every_published_document_reads_as_the_offline_setup(model):
             document = describe(model, team.name, pool, bucket=BUCKET, kms_key_arn=KEY)
             read = TeamSetup.from_parameter(json.dumps(document))
             if model.pool(pool).backend in MEMBER_BACKENDS.values():
-                assert read == team_setup(model, team.name, pool=pool, bucket=BUCKET, kms_key_arn=KEY), (team.name, pool)
+                assert read == team_setup(model, team.name, pool=pool, bucket=BUCKET, kms_key_arn=KEY), (
+                    team.name,
+                    pool,
+                )
             else:  # Batch fair share: readable, but no member submission helper takes it
                 assert read == TeamSetup.from_document(document)
                 with pytest.raises(GovernanceError, match="^pool: not a pool of team"):
@@ -40,5 +43,7 @@ def test_the_submission_helpers_take_their_backend_names_from_the_document(model
     eks = team_setup(model, "research", backend="hyperpod_eks")
     slurm = team_setup(model, "research", backend="slurm")
     for setup, key in ((eks, "kueue_priority_class"), (slurm, "qos")):
-        assert [setup.priority(c["name"]) for c in setup.priority_classes] == [c[key] for c in describe(model, "research", setup.pool)["priority_classes"]]
+        assert [setup.priority(c["name"]) for c in setup.priority_classes] == [
+            c[key] for c in describe(model, "research", setup.pool)["priority_classes"]
+        ]
     assert slurm.least_urgent() == min(model.priority_classes, key=lambda c: c.weight).name

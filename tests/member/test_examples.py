@@ -43,7 +43,9 @@ def batch_client():
 
 def recorded(client) -> list[dict]:
     sent: list[dict] = []
-    client.meta.events.register("before-parameter-build.batch.SubmitServiceJob", lambda params, **_: sent.append(dict(params)))
+    client.meta.events.register(
+        "before-parameter-build.batch.SubmitServiceJob", lambda params, **_: sent.append(dict(params))
+    )
     return sent
 
 
@@ -51,37 +53,106 @@ def test_boto3_example_submits_a_valid_job_into_the_share(setup_file, capsys, re
     client = batch_client()
     sent = recorded(client)
     with Stubber(client) as stub:
-        stub.add_response("submit_service_job", ANSWER, {"jobName": ANY, "jobQueue": "sagemaker-training", "serviceJobType": "SAGEMAKER_TRAINING",
-                                                         "quotaShareName": "research", "schedulingPriority": 50,
-                                                         "serviceRequestPayload": ANY, "tags": research_tags})
-        code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "standard", "--instance-type", "ml.p5.48xlarge",
-                                             "--job-name", "llama", "--image", IMAGE, "--input", "train=s3://acme-research-bucket-1x2y3z/data/"], batch_client=client)
+        stub.add_response(
+            "submit_service_job",
+            ANSWER,
+            {
+                "jobName": ANY,
+                "jobQueue": "sagemaker-training",
+                "serviceJobType": "SAGEMAKER_TRAINING",
+                "quotaShareName": "research",
+                "schedulingPriority": 50,
+                "serviceRequestPayload": ANY,
+                "tags": research_tags,
+            },
+        )
+        code = example("submit_boto3").main(
+            [
+                "--setup",
+                str(setup_file),
+                "--priority-class",
+                "standard",
+                "--instance-type",
+                "ml.p5.48xlarge",
+                "--job-name",
+                "llama",
+                "--image",
+                IMAGE,
+                "--input",
+                "train=s3://acme-research-bucket-1x2y3z/data/",
+            ],
+            batch_client=client,
+        )
         stub.assert_no_pending_responses()
     assert code == 0 and "service job abc" in capsys.readouterr().out
     assert payload_problems(sent[0]) == ""
 
 
 def test_boto3_example_refuses_a_class_that_does_not_exist_in_one_line(setup_file, capsys):
-    code = example("submit_boto3").main(["--setup", str(setup_file), "--priority-class", "vip", "--instance-type", "ml.p5.48xlarge",
-                                         "--job-name", "llama", "--image", IMAGE, "--dry-run"])
+    code = example("submit_boto3").main(
+        [
+            "--setup",
+            str(setup_file),
+            "--priority-class",
+            "vip",
+            "--instance-type",
+            "ml.p5.48xlarge",
+            "--job-name",
+            "llama",
+            "--image",
+            IMAGE,
+            "--dry-run",
+        ]
+    )
     assert code == 2
-    assert capsys.readouterr().err.strip() == ("priority_class: not a priority class of the organisation ('vip') - "
-                                               "one of ['urgent', 'standard', 'opportunistic']")
+    assert capsys.readouterr().err.strip() == (
+        "priority_class: not a priority class of the organisation ('vip') - "
+        "one of ['urgent', 'standard', 'opportunistic']"
+    )
 
 
 @pytest.mark.parametrize("credentials", [{}, {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x"}])
 def test_boto3_example_without_credentials_or_reachable_aws_is_one_line(setup_file, credentials, tmp_path):
     # a member's shell: no AWS configuration (or keys but no network), a default region that is not the team's
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
-           "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_DEFAULT_REGION": "us-west-2", "AWS_MAX_ATTEMPTS": "1", "AWS_ENDPOINT_URL_BATCH": "http://127.0.0.1:9", **credentials}
-    result = subprocess.run([sys.executable, str(EXAMPLES / "submit_boto3.py"), "--setup", str(setup_file), "--priority-class", "standard",
-                             "--instance-type", "ml.p5.48xlarge", "--job-name", "llama", "--image", IMAGE],
-                            env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "AWS_MAX_ATTEMPTS": "1",
+        "AWS_ENDPOINT_URL_BATCH": "http://127.0.0.1:9",
+        **credentials,
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "submit_boto3.py"),
+            "--setup",
+            str(setup_file),
+            "--priority-class",
+            "standard",
+            "--instance-type",
+            "ml.p5.48xlarge",
+            "--job-name",
+            "llama",
+            "--image",
+            IMAGE,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert ("no AWS credentials: act as your team's submission role" in result.stderr) if not credentials else \
-        ("could not be reached" in result.stderr)
+    assert (
+        ("no AWS credentials: act as your team's submission role" in result.stderr)
+        if not credentials
+        else ("could not be reached" in result.stderr)
+    )
 
 
 def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
@@ -94,7 +165,9 @@ def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
     client = batch_client()
     sent = recorded(client)
     monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: client)
-    session = Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"))
+    session = Session(
+        boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    )
     with mock_aws(), Stubber(client) as stub:  # moto for SSM: the team's training plans parameter, absent here
         stub.add_response("submit_service_job", ANSWER)
         code = example("submit_sagemaker_sdk").main(argv, sagemaker_session=session, batch_client=client)
@@ -105,8 +178,27 @@ def run_sdk_example(argv: list[str], monkeypatch) -> tuple[int, dict]:
 
 @pytest.mark.member_sdk
 def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch, capsys, research_tags):
-    code, request = run_sdk_example(["--setup", str(setup_file), "--priority-class", "urgent", "--instance-type", "ml.p5.48xlarge",
-                                     "--job-name", "llama", "--image", IMAGE], monkeypatch)
+    code, request = run_sdk_example(
+        [
+            "--setup",
+            str(setup_file),
+            "--priority-class",
+            "urgent",
+            "--instance-type",
+            "ml.p5.48xlarge",
+            "--job-name",
+            "llama",
+            "--image",
+            IMAGE,
+        ],
+        monkeypatch,
+    )
     assert code == 0 and ANSWER["jobArn"] in capsys.readouterr().out
-    assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == ("research", 90, research_tags)
-    assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])["TrainingJobName"].startswith("research-llama-")
+    assert (request["quotaShareName"], request["schedulingPriority"], request["tags"]) == (
+        "research",
+        90,
+        research_tags,
+    )
+    assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])[
+        "TrainingJobName"
+    ].startswith("research-llama-")

@@ -15,16 +15,29 @@ from tests.hyperpod_eks.admission import Admission
 IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-governance/research:1"
 CLASSES = ("urgent", "standard", "opportunistic")  # the reference organisation's priority classes, all granted
 # The shipped policies for three tenancies: baseline, restricted, and dedicated nodes.
-TENANCIES = {"research": KubernetesTenancy(), "training": KubernetesTenancy(pod_security=PodSecurityLevel.RESTRICTED),
-             "production": KubernetesTenancy(dedicated_instance_groups=("production-p5",))}
-ADMISSION = Admission(kubernetes.pod_security_objects() + [o for t, k in TENANCIES.items() for o in kubernetes.team_objects(t, k, CLASSES)])
+TENANCIES = {
+    "research": KubernetesTenancy(),
+    "training": KubernetesTenancy(pod_security=PodSecurityLevel.RESTRICTED),
+    "production": KubernetesTenancy(dedicated_instance_groups=("production-p5",)),
+}
+ADMISSION = Admission(
+    kubernetes.pod_security_objects()
+    + [o for t, k in TENANCIES.items() for o in kubernetes.team_objects(t, k, CLASSES)]
+)
 
 
 def manifest(model, team: str, **overrides):
     setup = team_setup(model, team, backend="hyperpod_eks")
-    arguments = {"job_name": f"{team}-llama", "priority_class": "urgent", "image": IMAGE, "command": ["torchrun", "train.py"],
-                 "instance_type": "ml.p5.48xlarge", "gpus": 8, "dedicated_team_nodes": bool(TENANCIES[team].dedicated_instance_groups),
-                 **overrides}
+    arguments = {
+        "job_name": f"{team}-llama",
+        "priority_class": "urgent",
+        "image": IMAGE,
+        "command": ["torchrun", "train.py"],
+        "instance_type": "ml.p5.48xlarge",
+        "gpus": 8,
+        "dedicated_team_nodes": bool(TENANCIES[team].dedicated_instance_groups),
+        **overrides,
+    }
     return training_job_manifest(setup, **arguments)
 
 
@@ -39,12 +52,17 @@ def test_the_job_goes_to_the_teams_namespace_local_queue_and_priority_class(mode
     assert job["metadata"]["namespace"] == "hyperpod-ns-research"
     cost_centre = next(t.cost_centre for t in model.teams if t.name == "research")
     assert cost_centre
-    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "hyperpod-ns-research-localqueue",
-                                         "kueue.x-k8s.io/priority-class": "urgent-priority",
-                                         "gpu-governance/team": "research", "gpu-governance/cost-centre": cost_centre}
+    assert job["metadata"]["labels"] == {
+        "kueue.x-k8s.io/queue-name": "hyperpod-ns-research-localqueue",
+        "kueue.x-k8s.io/priority-class": "urgent-priority",
+        "gpu-governance/team": "research",
+        "gpu-governance/cost-centre": cost_centre,
+    }
     # The pods carry the team and cost centre too: cost tools allocate by the pods' labels.
-    assert job["spec"]["template"]["metadata"] == {"labels": {"gpu-governance/team": "research", "gpu-governance/cost-centre": cost_centre},
-                                                   "annotations": {"gpu-governance/cost-centre": cost_centre}}
+    assert job["spec"]["template"]["metadata"] == {
+        "labels": {"gpu-governance/team": "research", "gpu-governance/cost-centre": cost_centre},
+        "annotations": {"gpu-governance/cost-centre": cost_centre},
+    }
     assert job["spec"]["suspend"] is True  # Kueue starts it on admission
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == kubernetes.WORKLOAD_SERVICE_ACCOUNT
 
@@ -64,13 +82,21 @@ def test_a_team_with_dedicated_nodes_must_ask_for_them_and_another_team_may_not(
     # The dedicated-nodes policy checks pods (the Job's pods are created on admission).
     assert ADMISSION.review(pod_of(manifest(model, "production", dedicated_team_nodes=False)), "hyperpod-ns-production")
     intruder = pod_of(manifest(model, "research"))
-    intruder["spec"] = {**intruder["spec"], "tolerations": [{"key": kubernetes.DEDICATED_NODE_KEY, "operator": "Equal",
-                                                             "value": "production", "effect": "NoSchedule"}]}
+    intruder["spec"] = {
+        **intruder["spec"],
+        "tolerations": [
+            {"key": kubernetes.DEDICATED_NODE_KEY, "operator": "Equal", "value": "production", "effect": "NoSchedule"}
+        ],
+    }
     assert ADMISSION.review(intruder, "hyperpod-ns-research")
 
 
 def test_unknown_class_and_instance_type_are_refused_in_one_line(model):
-    with pytest.raises(GovernanceError, match=r"^priority_class: not a priority class of the organisation \('vip'\) - one of"):
+    with pytest.raises(
+        GovernanceError, match=r"^priority_class: not a priority class of the organisation \('vip'\) - one of"
+    ):
         manifest(model, "research", priority_class="vip")
-    with pytest.raises(GovernanceError, match=r"^instance_type: not in team research's compute quota \('ml.g6e.12xlarge'\) - one of"):
+    with pytest.raises(
+        GovernanceError, match=r"^instance_type: not in team research's compute quota \('ml.g6e.12xlarge'\) - one of"
+    ):
         manifest(model, "research", instance_type="ml.g6e.12xlarge")

@@ -22,7 +22,11 @@ from .conftest import IMAGE
 pytestmark = pytest.mark.member_sdk
 
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/finetune-eval-202612101130-1"
-RESPONSE = {"jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc", "jobName": "research-llama", "jobId": "abc"}
+RESPONSE = {
+    "jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/abc",
+    "jobName": "research-llama",
+    "jobId": "abc",
+}
 
 
 @pytest.fixture
@@ -36,9 +40,13 @@ def batch(monkeypatch):
     monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")
     client = boto3.client("batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     sent: list[dict] = []
-    client.meta.events.register("before-parameter-build.batch.SubmitServiceJob", lambda params, **_: sent.append(dict(params)))
+    client.meta.events.register(
+        "before-parameter-build.batch.SubmitServiceJob", lambda params, **_: sent.append(dict(params))
+    )
     monkeypatch.setattr(batch_api_helper, "get_batch_boto_client", lambda *a, **k: client)
-    session = Session(boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"))
+    session = Session(
+        boto_session=boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    )
     # moto for SSM: model_trainer reads the team's training plans parameter (absent unless a test writes it)
     with mock_aws(), Stubber(client) as stub:
         yield stub, client, sent, session
@@ -47,7 +55,13 @@ def batch(monkeypatch):
 def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkpoints(batch, deployed, research_tags):
     stub, client, sent, session = batch
     stub.add_response("submit_service_job", RESPONSE)  # the client validates the parameters against Batch's model
-    trainer = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
+    trainer = model_trainer(
+        deployed,
+        base_job_name="research-llama",
+        instance_type="ml.p5.48xlarge",
+        image_uri=IMAGE,
+        sagemaker_session=session,
+    )
     queued = submit_with_sdk(deployed, trainer, priority_class="standard", batch_client=client)
     stub.assert_no_pending_responses()
     (request,) = sent
@@ -61,7 +75,9 @@ def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkp
     payload = json.loads(request["serviceRequestPayload"])
     assert payload["TrainingJobName"].startswith("research-llama-") and request["jobName"] == payload["TrainingJobName"]
     assert payload["RoleArn"] == deployed.execution_role_arn
-    assert payload["OutputDataConfig"]["KmsKeyId"] == deployed.kms_key_arn == payload["ResourceConfig"]["VolumeKmsKeyId"]
+    assert (
+        payload["OutputDataConfig"]["KmsKeyId"] == deployed.kms_key_arn == payload["ResourceConfig"]["VolumeKmsKeyId"]
+    )
     assert payload["OutputDataConfig"]["S3OutputPath"] == f"s3://{deployed.bucket}/output/"
     assert payload["CheckpointConfig"]["S3Uri"] == f"s3://{deployed.bucket}/checkpoints/research-llama/"
     # The SDK moves the payload's tags to the Batch job (documented in docs/team-guide.md).
@@ -70,11 +86,22 @@ def test_sdk_submits_into_the_share_with_priority_tag_role_bucket_key_and_checkp
 
 def test_a_priority_of_zero_the_sdk_drops_is_submitted_as_one_and_set_right_after(batch, deployed):
     stub, client, sent, session = batch
-    setup = dataclasses.replace(deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}])
+    setup = dataclasses.replace(
+        deployed, priority_classes=[*deployed.priority_classes, {"name": "idle", "weight": 0, "scheduling_priority": 0}]
+    )
     stub.add_response("submit_service_job", RESPONSE)
-    stub.add_response("update_service_job", {"jobArn": RESPONSE["jobArn"], "jobName": "research-llama", "jobId": "abc"},
-                      {"jobId": RESPONSE["jobArn"], "schedulingPriority": 0})
-    trainer = model_trainer(setup, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
+    stub.add_response(
+        "update_service_job",
+        {"jobArn": RESPONSE["jobArn"], "jobName": "research-llama", "jobId": "abc"},
+        {"jobId": RESPONSE["jobArn"], "schedulingPriority": 0},
+    )
+    trainer = model_trainer(
+        setup,
+        base_job_name="research-llama",
+        instance_type="ml.p5.48xlarge",
+        image_uri=IMAGE,
+        sagemaker_session=session,
+    )
     submit_with_sdk(setup, trainer, priority_class="idle", batch_client=client)
     stub.assert_no_pending_responses()
     # The SDK sends no priority of 0, and IAM tags a service job only inside a submission that
@@ -85,16 +112,45 @@ def test_a_priority_of_zero_the_sdk_drops_is_submitted_as_one_and_set_right_afte
 def test_the_sdk_path_runs_the_job_on_the_teams_active_training_plan(batch, deployed):
     # Issue 24, outcome 9: the plan bought for the team reaches the SDK's jobs as ResourceConfig.TrainingPlanArn.
     stub, client, sent, session = batch
-    boto3.client("ssm", region_name="us-east-1").put_parameter(Name=deployed.training_plans_parameter, Type="String", Value=json.dumps([
-        {"arn": PLAN, "window": "finetune-eval", "instance_type": "ml.p5.48xlarge", "ends": "2999-01-01T11:30:00+00:00"},
-        {"arn": PLAN + "-g6", "window": "small", "instance_type": "ml.g6.12xlarge", "ends": "2999-01-01T11:30:00+00:00"}]))
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name=deployed.training_plans_parameter,
+        Type="String",
+        Value=json.dumps(
+            [
+                {
+                    "arn": PLAN,
+                    "window": "finetune-eval",
+                    "instance_type": "ml.p5.48xlarge",
+                    "ends": "2999-01-01T11:30:00+00:00",
+                },
+                {
+                    "arn": PLAN + "-g6",
+                    "window": "small",
+                    "instance_type": "ml.g6.12xlarge",
+                    "ends": "2999-01-01T11:30:00+00:00",
+                },
+            ]
+        ),
+    )
     stub.add_response("submit_service_job", RESPONSE)
     stub.add_response("submit_service_job", RESPONSE)
-    on_plan = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE, sagemaker_session=session)
+    on_plan = model_trainer(
+        deployed,
+        base_job_name="research-llama",
+        instance_type="ml.p5.48xlarge",
+        image_uri=IMAGE,
+        sagemaker_session=session,
+    )
     submit_with_sdk(deployed, on_plan, priority_class="standard", batch_client=client)
     # None chooses on demand, even while the team owns a plan of the type.
-    on_demand = model_trainer(deployed, base_job_name="research-llama", instance_type="ml.p5.48xlarge", image_uri=IMAGE,
-                              sagemaker_session=session, training_plan_arn=None)
+    on_demand = model_trainer(
+        deployed,
+        base_job_name="research-llama",
+        instance_type="ml.p5.48xlarge",
+        image_uri=IMAGE,
+        sagemaker_session=session,
+        training_plan_arn=None,
+    )
     submit_with_sdk(deployed, on_demand, priority_class="standard", batch_client=client)
     stub.assert_no_pending_responses()
     first, second = (json.loads(request["serviceRequestPayload"])["ResourceConfig"] for request in sent)

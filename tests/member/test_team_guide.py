@@ -43,8 +43,14 @@ def ran(tmp_path_factory, request):
     folder = tmp_path_factory.mktemp("guide")
     tools = folder / "bin"
     tools.mkdir()
-    shims = {tool: f'exec "{sys.executable}" -m tests.member.fake_cli {tool} "$@"' for tool in ("aws", "kubectl", "sbatch", "squeue", "scancel")}
-    shims |= {"gpu-governance": f'exec "{sys.executable}" -m constructs_lib.cli "$@"', "python": f'exec "{sys.executable}" "$@"'}
+    shims = {
+        tool: f'exec "{sys.executable}" -m tests.member.fake_cli {tool} "$@"'
+        for tool in ("aws", "kubectl", "sbatch", "squeue", "scancel")
+    }
+    shims |= {
+        "gpu-governance": f'exec "{sys.executable}" -m constructs_lib.cli "$@"',
+        "python": f'exec "{sys.executable}" "$@"',
+    }
     for name, line in shims.items():
         (tools / name).write_text(f"#!/bin/sh\n{line}\n")
         (tools / name).chmod(0o755)
@@ -55,8 +61,13 @@ def ran(tmp_path_factory, request):
     log = folder / "calls.jsonl"
     (folder / "governance.yaml").write_text(default_config_text())  # the file the platform team shares
     env = {k: v for k, v in os.environ.items() if k not in ("GPU_GOVERNANCE_CONFIG", "TEAM_BUCKET", "TEAM_KMS_KEY")}
-    env |= {"PATH": f"{tools}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}", "FAKE_LOG": str(log), "FAKE_PARAMETERS": str(parameters),
-            "USER": MEMBER_LOGIN}
+    env |= {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}",
+        "FAKE_LOG": str(log),
+        "FAKE_PARAMETERS": str(parameters),
+        "USER": MEMBER_LOGIN,
+    }
     script = "set -euo pipefail\n" + "\n".join(blocks("test"))
     result = subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -68,12 +79,21 @@ def test_batch_blocks_submit_a_valid_job_into_the_teams_share_and_watch_and_stop
     _, calls, _ = ran
     submitted = [c["params"] for c in calls if c.get("operation") == "SubmitServiceJob"]
     (request,) = submitted
-    assert (request["jobQueue"], request["quotaShareName"], request["schedulingPriority"]) == ("sagemaker-training", "research", 50)
+    assert (request["jobQueue"], request["quotaShareName"], request["schedulingPriority"]) == (
+        "sagemaker-training",
+        "research",
+        50,
+    )
     assert request["tags"] == research_tags and payload_problems(request) == ""
     payload = json.loads(request["serviceRequestPayload"])
-    assert payload["OutputDataConfig"]["KmsKeyId"] == deployed.kms_key_arn and payload["RoleArn"] == deployed.execution_role_arn
+    assert (
+        payload["OutputDataConfig"]["KmsKeyId"] == deployed.kms_key_arn
+        and payload["RoleArn"] == deployed.execution_role_arn
+    )
     operations = [c.get("operation") for c in calls if c["tool"] == "aws"]
-    assert {"GetParameter", "ListServiceJobs", "DescribeServiceJob", "UpdateServiceJob", "TerminateServiceJob"} <= set(operations)
+    assert {"GetParameter", "ListServiceJobs", "DescribeServiceJob", "UpdateServiceJob", "TerminateServiceJob"} <= set(
+        operations
+    )
 
 
 def test_every_aws_call_of_the_guide_names_the_teams_region(ran, deployed):
@@ -86,8 +106,12 @@ def test_every_aws_call_of_the_guide_names_the_teams_region(ran, deployed):
 def test_the_boto3_example_in_the_guide_prints_the_request_it_would_send(ran):
     _, _, stdout = ran
     start = stdout.index('{\n  "jobName"')  # the pretty-printed request, after the CLI snippet's one-line answer
-    request = json.loads(stdout[start:stdout.index("\n}\n", start) + 2])
-    assert request["quotaShareName"] == "research" and request["schedulingPriority"] == 90 and payload_problems(request) == ""
+    request = json.loads(stdout[start : stdout.index("\n}\n", start) + 2])
+    assert (
+        request["quotaShareName"] == "research"
+        and request["schedulingPriority"] == 90
+        and payload_problems(request) == ""
+    )
 
 
 def test_hyperpod_blocks_apply_an_admitted_job_to_the_teams_queue_and_delete_it(ran):
@@ -121,8 +145,14 @@ def test_the_sdk_block_submits_through_the_sdk(ran, monkeypatch):
 
 def test_the_stand_ins_refuse_what_the_services_would(ran, tmp_path):
     folder, _, _ = ran
-    env = {**os.environ, "PATH": f"{folder / 'bin'}:/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}",
-           "FAKE_LOG": str(tmp_path / "log"), "FAKE_PARAMETERS": str(folder / "published-parameters.json"), "USER": MEMBER_LOGIN}
+    env = {
+        **os.environ,
+        "PATH": f"{folder / 'bin'}:/usr/bin:/bin",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'lambda'}",
+        "FAKE_LOG": str(tmp_path / "log"),
+        "FAKE_PARAMETERS": str(folder / "published-parameters.json"),
+        "USER": MEMBER_LOGIN,
+    }
     refused = {
         "another team's Slurm account": "sbatch --account=training --partition=training --qos=training.urgent --gres=gpu:1 x.sh",
         "a QoS of another team": "sbatch --account=research --partition=research --qos=training.urgent --gres=gpu:1 x.sh",

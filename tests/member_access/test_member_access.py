@@ -64,15 +64,22 @@ def test_each_team_repository_is_encrypted_immutable_scanned_and_closed(referenc
     assert len(repositories) == len(model.teams)
     for team in model.teams:
         tenant = org.tenants[team.name]
-        template, props = next((t, p) for t, p in repositories if p["RepositoryName"] == repository_name(model.organisation, team.name))
-        assert props["ImageTagMutability"] == "IMMUTABLE" and props["ImageScanningConfiguration"] == {"ScanOnPush": True}
+        template, props = next(
+            (t, p) for t, p in repositories if p["RepositoryName"] == repository_name(model.organisation, team.name)
+        )
+        assert props["ImageTagMutability"] == "IMMUTABLE" and props["ImageScanningConfiguration"] == {
+            "ScanOnPush": True
+        }
         assert template.resolve(props["EncryptionConfiguration"]) == {"EncryptionType": "KMS", "KmsKey": tenant.key}
         rules = json.loads(props["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
         assert [(r["selection"]["tagStatus"], r["action"]["type"]) for r in rules] == [("untagged", "expire")]
         (statement,) = template.resolve(props["RepositoryPolicyText"])["Statement"]
         assert (statement["Effect"], statement["Principal"]) == ("Deny", {"AWS": "*"})
         assert {"ecr:BatchGetImage", "ecr:PutImage", "ecr:BatchDeleteImage"} <= set(statement["Action"])
-        assert set(statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == {tenant.roles["training"], tenant.roles["submit"]}
+        assert set(statement["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]) == {
+            tenant.roles["training"],
+            tenant.roles["submit"],
+        }
 
 
 def test_a_shared_repository_naming_a_team_repository_stays_closed(reference):
@@ -94,14 +101,26 @@ def test_discovery_parameters_name_the_deployed_resources(reference):
     """Each parameter holds the contract's keys for its backend, and its values are the
     resources the templates deploy (resolved), not a second computation of them."""
     model, templates, org = reference
-    parameters = {props["Name"]: json.loads(t.resolve(props["Value"])) for t in templates for _, props in t.of_type("AWS::SSM::Parameter")}
-    assert set(parameters) == {discovery_parameter_name(model.organisation, t.name, p) for t in model.teams for p in t.quotas}
+    parameters = {
+        props["Name"]: json.loads(t.resolve(props["Value"]))
+        for t in templates
+        for _, props in t.of_type("AWS::SSM::Parameter")
+    }
+    assert set(parameters) == {
+        discovery_parameter_name(model.organisation, t.name, p) for t in model.teams for p in t.quotas
+    }
     capacity = next(t for t in templates if t.name.endswith("-capacity"))
-    queues = {props["JobQueueName"]: capacity.get_att(k, "JobQueueArn") for k, props in capacity.of_type("AWS::Batch::JobQueue")}
+    queues = {
+        props["JobQueueName"]: capacity.get_att(k, "JobQueueArn")
+        for k, props in capacity.of_type("AWS::Batch::JobQueue")
+    }
     for name, document in parameters.items():
         tenant, backend = org.tenants[document["team"]], document["backend"]
         assert list(document) == [*DISCOVERY_KEYS[:-1], *DISCOVERY_BACKEND_KEYS[backend], DISCOVERY_KEYS[-1]], name
-        assert (document["submission_role_arn"], document["execution_role_arn"]) == (tenant.roles["submit"], tenant.roles["training"])
+        assert (document["submission_role_arn"], document["execution_role_arn"]) == (
+            tenant.roles["submit"],
+            tenant.roles["training"],
+        )
         assert (document["bucket"], document["kms_key_arn"]) == (tenant.bucket, tenant.key)
         registry, repository = document["ecr_repository_uri"].split("/", 1)
         assert tenant.repository == f"arn:aws:ecr:{document['region']}:{document['account']}:repository/{repository}"
@@ -124,7 +143,9 @@ def test_each_synthesized_parameter_reads_as_the_teams_setup(reference):
     assert values
     for value in values:
         setup = TeamSetup.from_parameter(value)
-        assert setup == TeamSetup.from_document(describe(model, setup.team, setup.pool, bucket=setup.bucket, kms_key_arn=setup.kms_key_arn))
+        assert setup == TeamSetup.from_document(
+            describe(model, setup.team, setup.pool, bucket=setup.bucket, kms_key_arn=setup.kms_key_arn)
+        )
         assert setup.bucket and setup.kms_key_arn
 
 
@@ -132,7 +153,11 @@ def test_a_teams_settings_reach_its_own_backend_names(reference):
     model, _, _ = reference
     eks = describe(model, "research", "hyperpod-eks")
     assert (eks["namespace"], eks["local_queue"]) == ("hyperpod-ns-research", "hyperpod-ns-research-localqueue")
-    assert [c["kueue_priority_class"] for c in eks["priority_classes"]] == ["urgent-priority", "standard-priority", "opportunistic-priority"]
+    assert [c["kueue_priority_class"] for c in eks["priority_classes"]] == [
+        "urgent-priority",
+        "standard-priority",
+        "opportunistic-priority",
+    ]
     slurm = {t.name: describe(model, t.name, "hyperpod-slurm") for t in model.teams if "hyperpod-slurm" in t.quotas}
     for team, document in slurm.items():
         assert document["slurm_account"] == document["partition"] == team
@@ -160,7 +185,10 @@ def test_outputs_stay_within_the_stack_limit_wherever_the_resources_fit(referenc
     model, templates, _ = reference
     capacity = next(t for t in templates if t.name.endswith("-capacity"))
     per_team_outputs = 2
-    assert len(capacity.outputs) == per_team_outputs * len(model.teams) + 2 * sum(p.backend == "hyperpod_slurm" for p in model.pools) + 1
+    assert (
+        len(capacity.outputs)
+        == per_team_outputs * len(model.teams) + 2 * sum(p.backend == "hyperpod_slurm" for p in model.pools) + 1
+    )
     smallest_team = TEAM_BASE + min(TEAM_PER_POOL.values())
     most_teams = (MAX_RESOURCES - shared_resources(model)) // smallest_team
     assert per_team_outputs * most_teams + len(capacity.outputs) <= MAX_OUTPUTS
@@ -171,19 +199,29 @@ def test_the_longest_document_fits_a_standard_parameter():
 
     model = GovernanceModel.from_dict(longest_organisation())
     key = f"arn:aws:kms:{model.capacity_account.region}:{model.capacity_account.account_id}:key/{'0' * 8}-0000-0000-0000-{'0' * 12}"
-    sizes = [len(json.dumps(describe(model, t.name, p, bucket="b" * 63, kms_key_arn=key), separators=(",", ":")))
-             for t in model.teams for p in t.quotas]
+    sizes = [
+        len(json.dumps(describe(model, t.name, p, bucket="b" * 63, kms_key_arn=key), separators=(",", ":")))
+        for t in model.teams
+        for p in t.quotas
+    ]
     assert max(sizes) <= STANDARD_PARAMETER_BYTES
 
 
 # --- the model field and the names -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [
-    "arn:aws:ecr:us-east-1:111122223333:repository/*", "arn:aws:ecr:us-east-1:111122223333:repository/Base/PyTorch",
-    "arn:aws:s3:::base-images", "arn:aws:ecr:us-east-1:111122223333:repository/base/", "arn:aws:ecr:us-east-1:11112222333:repository/base",
-    "arn:aws:ecr:us-east-1:111122223333:repository/base\n", "arn:aws:ecr:us-east-1:111122223333:repository/a",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "arn:aws:ecr:us-east-1:111122223333:repository/*",
+        "arn:aws:ecr:us-east-1:111122223333:repository/Base/PyTorch",
+        "arn:aws:s3:::base-images",
+        "arn:aws:ecr:us-east-1:111122223333:repository/base/",
+        "arn:aws:ecr:us-east-1:11112222333:repository/base",
+        "arn:aws:ecr:us-east-1:111122223333:repository/base\n",
+        "arn:aws:ecr:us-east-1:111122223333:repository/a",
+    ],
+)
 def test_shared_repositories_must_be_ecr_repository_arns(value, tmp_path, capsys):
     data = default_data()
     data["shared_image_repositories"] = [BASE_IMAGES, value]
@@ -207,17 +245,29 @@ def test_a_team_name_ecr_cannot_take_is_refused_in_one_line(capsys, tmp_path):
     data = default_data()
     training = data["teams"][1]
     training["name"] = "training_"  # valid on the Batch pools (HyperPod teams are DNS labels)
-    training["quotas"] = {pool: quota for pool, quota in training["quotas"].items() if pool in ("sagemaker-training", "ec2-gpu")}
+    training["quotas"] = {
+        pool: quota for pool, quota in training["quotas"].items() if pool in ("sagemaker-training", "ec2-gpu")
+    }
     config = tmp_path / "governance.json"
     config.write_text(json.dumps(data))
     assert main(["team", "show", "training_", "--config", str(config)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == "gpu-governance team: invalid input" and err[1].startswith("teams.name: cannot name an ECR repository") and len(err) == 2
+    assert (
+        err[0] == "gpu-governance team: invalid input"
+        and err[1].startswith("teams.name: cannot name an ECR repository")
+        and len(err) == 2
+    )
     model = GovernanceModel.from_dict(data)
     stack = Stack(App(), "Tenancy", env={"account": "111122223333", "region": "us-east-1"})
     with pytest.raises(GovernanceError, match="cannot name an ECR repository"):
-        TeamTenancy(stack, "Team", team=model.teams[1], organisation=model.organisation, platform_admins=(),
-                    access_log_bucket=s3.Bucket(stack, "Logs"))
+        TeamTenancy(
+            stack,
+            "Team",
+            team=model.teams[1],
+            organisation=model.organisation,
+            platform_admins=(),
+            access_log_bucket=s3.Bucket(stack, "Logs"),
+        )
     assert stack.node.try_find_child("Team") is None
 
 
@@ -231,4 +281,7 @@ def test_team_show_prints_every_pool_and_refuses_an_unknown_team(capsys):
     assert all(f"SSM parameter {name}" in text for name in printed)
     assert "bucket: (known after deployment: read the parameter)" in text
     assert main(["team", "show", "nobody", "--example"]) == 2
-    assert capsys.readouterr().err.splitlines()[1] == "team: no such team ('nobody') - one of ['research', 'training', 'production']"
+    assert (
+        capsys.readouterr().err.splitlines()[1]
+        == "team: no such team ('nobody') - one of ['research', 'training', 'production']"
+    )

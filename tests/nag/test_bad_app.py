@@ -17,13 +17,26 @@ EXPECTED = {
     "Bad/UnlimitedShare": {"GpuGovernance-BorrowWithoutLimit"},
     "Bad/HyperPodQuota": {"GpuGovernance-BorrowWithoutLimit", "GpuGovernance-PresetContradiction[Preset::critical]"},
     "Bad/FifoQueue": {"GpuGovernance-SharedQueueWithoutPolicy"},
-    "Bad/BuyAnything": {"GpuGovernance-CapacityPurchaseGrant[Resource::*]", "GpuGovernance-CapacityPurchaseGrant[Principal::<Buyer>]"},
-    "Bad/Buyer": {"GpuGovernance-PassAnyRole[Resource::*]", "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitServiceJob]"},
-    "Bad/OpenKey": {"GpuGovernance-KeyRotation", f"GpuGovernance-KeyAdmitsAccount[Principal::arn:aws:iam::{ACCOUNT}:root]"},
-    "Bad/TeamAsAdmin": {"GpuGovernance-EksAccessScope[Policy::AmazonEKSClusterAdminPolicy]", "GpuGovernance-EksAccessScope[Scope::cluster:AmazonEKSClusterAdminPolicy]"},
+    "Bad/BuyAnything": {
+        "GpuGovernance-CapacityPurchaseGrant[Resource::*]",
+        "GpuGovernance-CapacityPurchaseGrant[Principal::<Buyer>]",
+    },
+    "Bad/Buyer": {
+        "GpuGovernance-PassAnyRole[Resource::*]",
+        "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitServiceJob]",
+    },
+    "Bad/OpenKey": {
+        "GpuGovernance-KeyRotation",
+        f"GpuGovernance-KeyAdmitsAccount[Principal::arn:aws:iam::{ACCOUNT}:root]",
+    },
+    "Bad/TeamAsAdmin": {
+        "GpuGovernance-EksAccessScope[Policy::AmazonEKSClusterAdminPolicy]",
+        "GpuGovernance-EksAccessScope[Scope::cluster:AmazonEKSClusterAdminPolicy]",
+    },
     "Bad/CriticalLends": {"GpuGovernance-PresetContradiction[Preset::critical]"},
     "Bad/Purchaser": {
-        "GpuGovernance-PurchaserLimits[Missing::GPU_GOVERNANCE_BUDGET]", "GpuGovernance-PurchaserLimits[Missing::GPU_GOVERNANCE_PRICE_CAP]",
+        "GpuGovernance-PurchaserLimits[Missing::GPU_GOVERNANCE_BUDGET]",
+        "GpuGovernance-PurchaserLimits[Missing::GPU_GOVERNANCE_PRICE_CAP]",
         "GpuGovernance-PurchaserLimits[Concurrency::unreserved]",
     },
 }
@@ -38,10 +51,17 @@ def report(tmp_path_factory):
     quota_share(stack, "UnlimitedShare", {"strategy": "LEND_AND_BORROW", "borrowLimit": -1})
     compute_quota(stack, "HyperPodQuota", {"Strategy": "LendAndBorrow", "BorrowLimit": 10000}, preset="critical")
     job_queue(stack, "FifoQueue", None)
-    buyer = role(stack, "Buyer", {"Action": "iam:PassRole", "Resource": "*"}, {"Action": "batch:SubmitServiceJob", "Resource": QUEUE})
+    buyer = role(
+        stack,
+        "Buyer",
+        {"Action": "iam:PassRole", "Resource": "*"},
+        {"Action": "batch:SubmitServiceJob", "Resource": QUEUE},
+    )
     policy(stack, "BuyAnything", [buyer.ref], {"Action": "ec2:PurchaseCapacityBlock", "Resource": "*"})
     key(stack, "OpenKey", {"Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*"}, rotation=False)
-    acknowledged = key(stack, "AcknowledgedKey", {"Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:Decrypt"})
+    acknowledged = key(
+        stack, "AcknowledgedKey", {"Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:Decrypt"}
+    )
     acknowledge(acknowledged, REASON, f"GpuGovernance-KeyAdmitsAccount[Principal::arn:aws:iam::{ACCOUNT}:root]")
     access_entry(stack, "TeamAsAdmin", policies=[("AmazonEKSClusterAdminPolicy", "cluster")])
     quota_share(stack, "CriticalLends", {"strategy": "LEND"}, preset="critical")
@@ -49,7 +69,9 @@ def report(tmp_path_factory):
     Validations.of(app).add_plugins(GpuGovernanceChecks(app))
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         app.synth()
-    return json.loads((outdir / "validation-report.json").read_text()), json.loads((outdir / "Bad.metadata.json").read_text())
+    return json.loads((outdir / "validation-report.json").read_text()), json.loads(
+        (outdir / "Bad.metadata.json").read_text()
+    )
 
 
 def test_every_bad_resource_is_found_under_its_rule_and_nothing_else(report):

@@ -27,13 +27,23 @@ def plain_stack(app: App) -> Stack:
     stack = Stack(app, "Plain")
     key = kms.Key(stack, "Key")  # CDK's default: the account root may use it, no rotation
     s3.Bucket(stack, "Bucket", encryption_key=key)
-    function = lambda_.Function(stack, "Function", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
-                                code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"))
+    function = lambda_.Function(
+        stack,
+        "Function",
+        runtime=lambda_.Runtime.PYTHON_3_12,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )
     key.grant_encrypt_decrypt(function)
     sqs.Queue(stack, "Queue")
     sns.Topic(stack, "Topic")
     dynamodb.Table(stack, "Table", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING))
-    iam.Role(stack, "Auditor", assumed_by=iam.AccountRootPrincipal(), managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("ReadOnlyAccess")])
+    iam.Role(
+        stack,
+        "Auditor",
+        assumed_by=iam.AccountRootPrincipal(),
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("ReadOnlyAccess")],
+    )
     return stack
 
 
@@ -65,6 +75,13 @@ def test_a_plain_stack_with_defaults_has_no_finding(tmp_path):
 def test_a_role_with_an_aws_managed_policy_that_buys_capacity_is_a_finding(name, tmp_path):
     def build(app):
         stack = plain_stack(app)
-        iam.Role(stack, "Operator", assumed_by=iam.AccountRootPrincipal(), managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name)])
+        iam.Role(
+            stack,
+            "Operator",
+            assumed_by=iam.AccountRootPrincipal(),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name)],
+        )
 
-    assert findings(tmp_path, build) == {"Plain/Operator/Resource": {f"GpuGovernance-CapacityPurchaseGrant[ManagedPolicy::{name}]"}}
+    assert findings(tmp_path, build) == {
+        "Plain/Operator/Resource": {f"GpuGovernance-CapacityPurchaseGrant[ManagedPolicy::{name}]"}
+    }

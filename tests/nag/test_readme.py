@@ -16,7 +16,11 @@ def _run(tmp_path, source: str) -> subprocess.CompletedProcess:
     script = tmp_path / "app.py"
     script.write_text(source)
     return subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "CDK_OUTDIR": str(tmp_path / "cdk.out")},
     )
 

@@ -10,8 +10,20 @@ from constructs_lib.nag.cfn import identity_policy, one_resource_check, properti
 
 
 def _role(stack: Stack, id: str, action: str) -> iam.CfnRole:
-    return iam.CfnRole(stack, id, assume_role_policy_document={}, policies=[iam.CfnRole.PolicyProperty(
-        policy_name="p", policy_document={"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}]})])
+    return iam.CfnRole(
+        stack,
+        id,
+        assume_role_policy_document={},
+        policies=[
+            iam.CfnRole.PolicyProperty(
+                policy_name="p",
+                policy_document={
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}],
+                },
+            )
+        ],
+    )
 
 
 def test_within_one_check_each_resource_is_resolved_once_and_kept_apart_from_the_others():

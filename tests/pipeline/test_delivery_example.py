@@ -26,16 +26,24 @@ pytestmark = pytest.mark.slow
 
 def example() -> str:
     text = (ROOT / "docs" / "delivery.md").read_text()
-    (code,) = [block for block in re.findall(r"^```python(?: \w+)?\n(.*?)^```$", text, re.MULTILINE | re.DOTALL) if "GovernancePipelineStack(" in block]
+    (code,) = [
+        block
+        for block in re.findall(r"^```python(?: \w+)?\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+        if "GovernancePipelineStack(" in block
+    ]
     return code
 
 
 def run(tmp_path: Path, code: str, **env: str) -> subprocess.CompletedProcess:
     (tmp_path / "governance.yaml").write_text(yaml.safe_dump(default_data()))
     (tmp_path / "script.py").write_text(WITHOUT_THE_REPOSITORY + code)
-    environment = {k: v for k, v in os.environ.items() if k not in ("GPU_GOVERNANCE_CONFIG", "CDK_OUTDIR", "CDK_CONTEXT_JSON")}
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("GPU_GOVERNANCE_CONFIG", "CDK_OUTDIR", "CDK_CONTEXT_JSON")
+    }
     environment |= {"PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'lambda'}", **env}
-    return subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "script.py"], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_the_pipeline_example_synthesizes_from_the_package_alone(tmp_path):
@@ -44,8 +52,12 @@ def test_the_pipeline_example_synthesizes_from_the_package_alone(tmp_path):
     manifest = json.loads((tmp_path / "cdk.out" / "manifest.json").read_text())
     stages = {name for name, artifact in manifest["artifacts"].items() if artifact["type"] == "cdk:cloud-assembly"}
     assert {"assembly-gpu-governance-delivery-Capacity", "assembly-gpu-governance-delivery-Consumer-research"} <= stages
-    capacity = json.loads((tmp_path / "cdk.out" / "assembly-gpu-governance-delivery-Capacity" / "manifest.json").read_text())
-    assert any(artifact.get("displayName", "").endswith("acme-ml-capacity") for artifact in capacity["artifacts"].values())
+    capacity = json.loads(
+        (tmp_path / "cdk.out" / "assembly-gpu-governance-delivery-Capacity" / "manifest.json").read_text()
+    )
+    assert any(
+        artifact.get("displayName", "").endswith("acme-ml-capacity") for artifact in capacity["artifacts"].values()
+    )
 
 
 def test_the_packaged_app_synthesizes_the_organisation_of_a_governance_file(tmp_path):

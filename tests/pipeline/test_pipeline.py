@@ -28,7 +28,9 @@ from gpu_governance_runtime.contract import TAG_TEAM
 
 def _unrotated_team_key(scope) -> kms.CfnKey:
     """A team's data key (the pack checks teams' keys only) that does not rotate: one finding."""
-    return kms.CfnKey(Stack(scope, "Data"), "Key", enable_key_rotation=False, tags=[CfnTag(key=TAG_TEAM, value="research")])
+    return kms.CfnKey(
+        Stack(scope, "Data"), "Key", enable_key_rotation=False, tags=[CfnTag(key=TAG_TEAM, value="research")]
+    )
 
 
 def _app_with_unrotated_key_in_a_stage(tmp_path) -> tuple[App, Stage]:
@@ -41,7 +43,10 @@ def _app_with_unrotated_key_in_a_stage(tmp_path) -> tuple[App, Stage]:
 def _reported_key_rotation_findings(tmp_path) -> int:
     report = json.loads((tmp_path / "validation-report.json").read_text())
     return sum(
-        1 for plugin in report["pluginReports"] for v in plugin["violations"] if v["ruleName"] == "GpuGovernance-KeyRotation"
+        1
+        for plugin in report["pluginReports"]
+        for v in plugin["violations"]
+        if v["ruleName"] == "GpuGovernance-KeyRotation"
     )
 
 
@@ -59,7 +64,9 @@ def test_where_plugins_reach_stage_stacks(tmp_path, on_app, on_stage, reported):
 def test_governance_stage_checks_its_stacks_without_app_plugins(tmp_path):
     app = App(outdir=str(tmp_path))
     GovernanceStage(
-        app, "Prod", account=Account(account_id="111111111111", region="us-east-1"),
+        app,
+        "Prod",
+        account=Account(account_id="111111111111", region="us-east-1"),
         build=_unrotated_team_key,
     )
     with pytest.raises(RuntimeError, match="ValidationFailed"):
@@ -72,8 +79,13 @@ def pipeline(tmp_path_factory):
     model = load_model()
     app = App(outdir=str(tmp_path_factory.mktemp("pipeline.out")))
     stack = GovernancePipelineStack(
-        app, "Delivery", model=model,
-        source=PipelineSource(repository="example/gpu-platform", connection_arn="arn:aws:codeconnections:us-east-1:999999999999:connection/abc"),
+        app,
+        "Delivery",
+        model=model,
+        source=PipelineSource(
+            repository="example/gpu-platform",
+            connection_arn="arn:aws:codeconnections:us-east-1:999999999999:connection/abc",
+        ),
         pipeline_account=Account(account_id="999999999999", region="us-east-1"),
         capacity_stacks=lambda stage: build_capacity_account(stage, model),
         consumer_stacks=lambda stage, name: build_consumer_account(stage, model, name),
@@ -90,7 +102,10 @@ def _stages(template: Template) -> list[dict]:
 def test_every_account_is_a_stage_of_its_own(pipeline):
     model, stack, _ = pipeline
     stages = [stack.capacity_stage, *stack.consumer_stages.values()]
-    assert [s.account for s in stages] == [model.capacity_account.account_id, *(a.account_id for a in model.consumer_accounts.values())]
+    assert [s.account for s in stages] == [
+        model.capacity_account.account_id,
+        *(a.account_id for a in model.consumer_accounts.values()),
+    ]
 
 
 def test_capacity_account_waits_for_a_manual_approval_before_consumers(pipeline):
@@ -106,7 +121,9 @@ def test_capacity_account_waits_for_a_manual_approval_before_consumers(pipeline)
 
 def test_synth_runs_tests_and_cfn_lint_with_cross_account_keys(pipeline):
     _, _, template = pipeline
-    build_specs = [p["Properties"]["Source"]["BuildSpec"] for p in template.find_resources("AWS::CodeBuild::Project").values()]
+    build_specs = [
+        p["Properties"]["Source"]["BuildSpec"] for p in template.find_resources("AWS::CodeBuild::Project").values()
+    ]
     synth = next(spec for spec in build_specs if "cfn-lint" in spec)
     assert all(command in synth for command in ("python -m pytest -m 'not slurm and not member_sdk'", "cfn-lint"))
     assert list(SYNTH_COMMANDS)[-1].startswith("cfn-lint")

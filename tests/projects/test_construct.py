@@ -15,7 +15,11 @@ from .test_model import example_data
 def datazone_resources(data: dict) -> dict[str, dict]:
     stack = Stack(App(), "Projects")
     UnifiedStudioProjects(stack, "UnifiedStudio", model=GovernanceModel.from_dict(data))
-    return {k: r for k, r in Template.from_stack(stack).to_json().get("Resources", {}).items() if r["Type"].startswith("AWS::DataZone::")}
+    return {
+        k: r
+        for k, r in Template.from_stack(stack).to_json().get("Resources", {}).items()
+        if r["Type"].startswith("AWS::DataZone::")
+    }
 
 
 def test_projects_without_a_domain_create_nothing():

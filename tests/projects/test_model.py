@@ -55,26 +55,69 @@ P = "projects.0"
 US = "projects.0.unified_studio"
 
 
-@pytest.mark.parametrize("path, value, expected", [
-    (f"{US}.domain_id", "dzd-", "projects[0].unified_studio.domain_id: invalid ('dzd-') - must match ^dzd[-_][a-zA-Z0-9_-]{1,36}$"),
-    (f"{US}.domain_id", "abc_123", "projects[0].unified_studio.domain_id: invalid ('abc_123') - must match"),
-    (f"{US}.domain_unit.parent_domain_unit_id", "Root Unit", "projects[0].unified_studio.domain_unit.parent_domain_unit_id: invalid ('Root Unit') - must match ^[a-z0-9_-]+$"),
-    ("projects.1.unified_studio.project_id", "x" * 37, "projects[1].unified_studio.project_id: invalid"),
-    (f"{P}.name", "vision project!", "projects[0].name: invalid ('vision project!') - must match"),
-    (f"{P}.teams", [], "projects[0].teams: invalid ([]) - at least 1 item(s)"),
-    (f"{P}.teams", ["research", "ghost"], "projects[0].teams[1]: undeclared team ('ghost') - one of ['production', 'research', 'training']"),
-    ("projects.1.teams", ["production", "training"], "projects[1].teams[1]: already in project vision ('training') - a team of no other project"),
-    (f"{P}.owner", "arn:aws:iam::123456789012:role/Stranger", "projects[0].owner: account 123456789012 is not allowed here ('arn:aws:iam::123456789012:role/Stranger') - an account of capacity_account"),
-    (f"{P}.owner", "arn:aws:iam::444455556666:role/*", "projects[0].owner: invalid"),
-    (f"{P}.members.1", "arn:aws:iam::444455556666:role/gpu-governance/research-gpu-submit", "projects[0].members[1]: a role under the library's path /gpu-governance/"),
-    (f"{US}.policy_grants.0.principal", "arn:aws:iam::444455556666:role/training-gpu-pods", "projects[0].unified_studio.policy_grants[0].principal: named like a team role of the library"),
-    (f"{US}.policy_grants.0.policy", "delete_domain", "projects[0].unified_studio.policy_grants[0].policy: invalid ('delete_domain') - allowed: 'add_to_project_member_pool', 'create_project' or 'override_project_owners'"),
-    (f"{US}.domain_unit_id", "existing01", "projects[0].unified_studio: invalid"),
-    ("projects.1.unified_studio.domain_unit_id", "existing01", "projects[1].unified_studio: invalid"),
-    (f"{US}.domain_unit", _DELETE, "projects[0].unified_studio: invalid"),
-    ("pools.2.cluster_name", _DELETE, "projects[0].unified_studio: the project connects to pool hyperpod-eks, whose HyperPod cluster name is not declared ('arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh') - pools[2].cluster_name set to the cluster's name"),
-    ("projects.1.name", "Vision", "projects[1].name: duplicate name ('vision') - project names must differ (ignoring case)"),
-])
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        (
+            f"{US}.domain_id",
+            "dzd-",
+            "projects[0].unified_studio.domain_id: invalid ('dzd-') - must match ^dzd[-_][a-zA-Z0-9_-]{1,36}$",
+        ),
+        (f"{US}.domain_id", "abc_123", "projects[0].unified_studio.domain_id: invalid ('abc_123') - must match"),
+        (
+            f"{US}.domain_unit.parent_domain_unit_id",
+            "Root Unit",
+            "projects[0].unified_studio.domain_unit.parent_domain_unit_id: invalid ('Root Unit') - must match ^[a-z0-9_-]+$",
+        ),
+        ("projects.1.unified_studio.project_id", "x" * 37, "projects[1].unified_studio.project_id: invalid"),
+        (f"{P}.name", "vision project!", "projects[0].name: invalid ('vision project!') - must match"),
+        (f"{P}.teams", [], "projects[0].teams: invalid ([]) - at least 1 item(s)"),
+        (
+            f"{P}.teams",
+            ["research", "ghost"],
+            "projects[0].teams[1]: undeclared team ('ghost') - one of ['production', 'research', 'training']",
+        ),
+        (
+            "projects.1.teams",
+            ["production", "training"],
+            "projects[1].teams[1]: already in project vision ('training') - a team of no other project",
+        ),
+        (
+            f"{P}.owner",
+            "arn:aws:iam::123456789012:role/Stranger",
+            "projects[0].owner: account 123456789012 is not allowed here ('arn:aws:iam::123456789012:role/Stranger') - an account of capacity_account",
+        ),
+        (f"{P}.owner", "arn:aws:iam::444455556666:role/*", "projects[0].owner: invalid"),
+        (
+            f"{P}.members.1",
+            "arn:aws:iam::444455556666:role/gpu-governance/research-gpu-submit",
+            "projects[0].members[1]: a role under the library's path /gpu-governance/",
+        ),
+        (
+            f"{US}.policy_grants.0.principal",
+            "arn:aws:iam::444455556666:role/training-gpu-pods",
+            "projects[0].unified_studio.policy_grants[0].principal: named like a team role of the library",
+        ),
+        (
+            f"{US}.policy_grants.0.policy",
+            "delete_domain",
+            "projects[0].unified_studio.policy_grants[0].policy: invalid ('delete_domain') - allowed: 'add_to_project_member_pool', 'create_project' or 'override_project_owners'",
+        ),
+        (f"{US}.domain_unit_id", "existing01", "projects[0].unified_studio: invalid"),
+        ("projects.1.unified_studio.domain_unit_id", "existing01", "projects[1].unified_studio: invalid"),
+        (f"{US}.domain_unit", _DELETE, "projects[0].unified_studio: invalid"),
+        (
+            "pools.2.cluster_name",
+            _DELETE,
+            "projects[0].unified_studio: the project connects to pool hyperpod-eks, whose HyperPod cluster name is not declared ('arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh') - pools[2].cluster_name set to the cluster's name",
+        ),
+        (
+            "projects.1.name",
+            "Vision",
+            "projects[1].name: duplicate name ('vision') - project names must differ (ignoring case)",
+        ),
+    ],
+)
 def test_each_project_rule_names_path_value_and_what_is_allowed(path, value, expected):
     lines = problems_of(_set(example_data(), path, value))
     assert any(line.startswith(expected) for line in lines), lines
@@ -124,7 +167,10 @@ def test_audit_json_has_every_team_and_layer(capsys):
     for team in ("research", "training", "production"):
         assert all(report["teams"][team][layer] for layer in report["layers"]), team
     project = report["teams"]["production"]["project"]
-    assert {row["who"] for row in project} >= {"arn:aws:iam::777788889999:role/ProductLead", "arn:aws:iam::111122223333:role/datazone_usr_role_assistant"}
+    assert {row["who"] for row in project} >= {
+        "arn:aws:iam::777788889999:role/ProductLead",
+        "arn:aws:iam::111122223333:role/datazone_usr_role_assistant",
+    }
     assert all("no IAM" in row["can"] for row in project if row["who"].startswith("arn:"))
     assert main(["audit", "--example"]) == 0  # without projects: no project layer, the rest as before
     text = capsys.readouterr().out
@@ -171,13 +217,18 @@ def test_a_role_listed_by_two_teams_is_refused_naming_both_teams_and_the_role(tm
     shared = "arn:aws:iam::111122223333:role/datazone_usr_role_vision_env1"
     teams = {t["name"]: t for t in data["teams"]}
     teams["research"]["members"].append(shared)
-    teams["training"]["members"].append(shared.replace("datazone_usr_role_vision", "DataZone_Usr_Role_Vision"))  # names ignore case
+    teams["training"]["members"].append(
+        shared.replace("datazone_usr_role_vision", "DataZone_Usr_Role_Vision")
+    )  # names ignore case
     config = tmp_path / "shared.yaml"
     config.write_text(yaml.safe_dump(data))
     assert main(["validate", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     research = next(i for i, t in enumerate(data["teams"]) if t["name"] == "research")
-    assert f"teams[{research}].members[{len(teams['research']['members']) - 1}]: role is a member of teams research and training ('{shared}')" in err
+    assert (
+        f"teams[{research}].members[{len(teams['research']['members']) - 1}]: role is a member of teams research and training ('{shared}')"
+        in err
+    )
     assert "Traceback" not in err
     # A person's own role per team is fine: different roles, even of one person.
     teams["training"]["members"][-1] = "arn:aws:iam::111122223333:role/alice-training"
@@ -189,12 +240,16 @@ def test_audit_says_every_project_member_gets_the_team_when_a_project_role_is_a_
     data = example_data()
     project_role = "arn:aws:iam::111122223333:role/datazone_usr_role_assistant"  # the assistant project lists it
     next(t for t in data["teams"] if t["name"] == "production")["members"].append(project_role)
-    rows = [r for r in audit(GovernanceModel.from_dict(data))
-            if r.team == "production" and r.who.startswith("everyone who acts as")]
+    rows = [
+        r
+        for r in audit(GovernanceModel.from_dict(data))
+        if r.team == "production" and r.who.startswith("everyone who acts as")
+    ]
     (row,) = rows
-    assert row.who.startswith(f"everyone who acts as {project_role}: every member of project assistant (teams production): ")
+    assert row.who.startswith(
+        f"everyone who acts as {project_role}: every member of project assistant (teams production): "
+    )
     assert "arn:aws:iam::777788889999:role/ProductLead" in row.who
     assert "submission role, access entries, key, bucket, secrets and jobs" in row.can
     # Without a project role among the members, no such row: the example's teams list people only.
-    assert not [r for r in audit(load_model(str(EXAMPLE)))
-                if r.who.startswith("everyone who acts as")]
+    assert not [r for r in audit(load_model(str(EXAMPLE))) if r.who.startswith("everyone who acts as")]

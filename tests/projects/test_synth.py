@@ -38,7 +38,9 @@ def synthesized(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def without_projects(tmp_path_factory):
-    model = GovernanceModel.from_dict({**load_model(str(EXAMPLE)).model_dump(mode="json", exclude_none=True), "projects": []})
+    model = GovernanceModel.from_dict(
+        {**load_model(str(EXAMPLE)).model_dump(mode="json", exclude_none=True), "projects": []}
+    )
     outdir = tmp_path_factory.mktemp("no-projects")
     synthesize_reference(model, outdir, packs=False)
     return outdir
@@ -48,7 +50,8 @@ def stack_templates(outdir: Path) -> dict[str, tuple[str, dict]]:
     manifest = json.loads((outdir / "manifest.json").read_text())
     return {
         name: (a["environment"].rsplit("/", 1)[1], json.loads((outdir / a["properties"]["templateFile"]).read_text()))
-        for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"
+        for name, a in manifest["artifacts"].items()
+        if a["type"] == "aws:cloudformation:stack"
     }
 
 
@@ -76,17 +79,22 @@ def test_cfn_lint_finds_no_error_but_the_acknowledged_membership_identifier(synt
         assert all(body["Resources"][m.path[1]]["Type"] == f"{DATAZONE}ProjectMembership" for m in membership_ids), name
         assert [str(m) for m in errors if m.rule.id != MEMBERSHIP_PRIMARY_ID] == [], name
     kinds = {r["Type"] for t in templates.values() for r in t.resources.values() if r["Type"].startswith(DATAZONE)}
-    assert kinds == {f"{DATAZONE}{k}" for k in ("Project", "ProjectMembership", "Connection", "DomainUnit", "PolicyGrant")}
+    assert kinds == {
+        f"{DATAZONE}{k}" for k in ("Project", "ProjectMembership", "Connection", "DomainUnit", "PolicyGrant")
+    }
 
 
-@pytest.mark.parametrize("kind, change, rule", [
-    ("Connection", lambda p: p["Props"]["HyperPodProperties"].update(ClusterName="not_a_cluster!"), "E3031"),
-    ("Connection", lambda p: p["Props"].update(HyperPodProperties={"Cluster": "acme"}), "E3"),
-    ("Project", lambda p: p.update(DomainIdentifier="domain-1"), "E3031"),
-    ("ProjectMembership", lambda p: p.update(Designation="PROJECT OWNER"), "E3031"),
-    ("PolicyGrant", lambda p: p.update(PolicyType="CREATE_EVERYTHING"), "E3030"),
-    ("DomainUnit", lambda p: p.update(ParentDomainUnitIdentifier="Root Unit"), "E3031"),
-])
+@pytest.mark.parametrize(
+    "kind, change, rule",
+    [
+        ("Connection", lambda p: p["Props"]["HyperPodProperties"].update(ClusterName="not_a_cluster!"), "E3031"),
+        ("Connection", lambda p: p["Props"].update(HyperPodProperties={"Cluster": "acme"}), "E3"),
+        ("Project", lambda p: p.update(DomainIdentifier="domain-1"), "E3031"),
+        ("ProjectMembership", lambda p: p.update(Designation="PROJECT OWNER"), "E3031"),
+        ("PolicyGrant", lambda p: p.update(PolicyType="CREATE_EVERYTHING"), "E3030"),
+        ("DomainUnit", lambda p: p.update(ParentDomainUnitIdentifier="Root Unit"), "E3031"),
+    ],
+)
 def test_cfn_lint_validates_datazone_properties_against_the_resource_schemas(synthesized, kind, change, rule):
     """The clean result above means something: the same templates with one DataZone property
     broken are refused by the schema cfn-lint ships for that type."""
@@ -95,7 +103,9 @@ def test_cfn_lint_validates_datazone_properties_against_the_resource_schemas(syn
     body = copy.deepcopy(body)
     logical_id = next(k for k, r in body["Resources"].items() if r["Type"] == f"{DATAZONE}{kind}")
     change(body["Resources"][logical_id]["Properties"])
-    found = [m for m in lint(body, region) if m.path[:2] == ["Resources", logical_id] and m.rule.id != MEMBERSHIP_PRIMARY_ID]
+    found = [
+        m for m in lint(body, region) if m.path[:2] == ["Resources", logical_id] and m.rule.id != MEMBERSHIP_PRIMARY_ID
+    ]
     assert any(m.rule.id.startswith(rule) for m in found), [str(m) for m in found]
 
 
@@ -120,12 +130,18 @@ def test_each_project_gets_its_project_members_and_a_connection_per_cluster(synt
         pid = project_ids[project.name]
         mine = {m["Member"]["UserIdentifier"]: m["Designation"] for m in memberships if m["ProjectIdentifier"] == pid}
         assert mine == {**{a: PROJECT_CONTRIBUTOR for a in project.members}, project.owner: PROJECT_OWNER}
-        clusters = sorted(c["Props"]["HyperPodProperties"]["ClusterName"] for c in connections if c["ProjectIdentifier"] == pid)
+        clusters = sorted(
+            c["Props"]["HyperPodProperties"]["ClusterName"] for c in connections if c["ProjectIdentifier"] == pid
+        )
         assert clusters == sorted(p.cluster_name for p in model.hyperpod_pools_of(project))
     units = _datazone(templates, "DomainUnit")
-    assert [u["Name"] for u in units] == [p.unified_studio.domain_unit.name for p in model.projects if p.unified_studio.domain_unit]
+    assert [u["Name"] for u in units] == [
+        p.unified_studio.domain_unit.name for p in model.projects if p.unified_studio.domain_unit
+    ]
     grants = _datazone(templates, "PolicyGrant")
-    assert [g["Principal"]["User"]["UserIdentifier"] for g in grants] == [g.principal for p in model.projects for g in p.unified_studio.policy_grants]
+    assert [g["Principal"]["User"]["UserIdentifier"] for g in grants] == [
+        g.principal for p in model.projects for g in p.unified_studio.policy_grants
+    ]
     assert grants[0]["Detail"] == {"AddToProjectMemberPool": {"IncludeChildDomainUnits": False}}
 
 
@@ -138,7 +154,9 @@ def test_projects_add_datazone_resources_and_nothing_else(synthesized, without_p
     for name, (_, body) in with_projects.items():
         kept = {k: r for k, r in body["Resources"].items() if not r["Type"].startswith(DATAZONE)}
         assert kept == plain[name][1]["Resources"], name
-        assert {k: v for k, v in body.items() if k != "Resources"} == {k: v for k, v in plain[name][1].items() if k != "Resources"}
+        assert {k: v for k, v in body.items() if k != "Resources"} == {
+            k: v for k, v in plain[name][1].items() if k != "Resources"
+        }
 
 
 # --- the audit against the templates ----------------------------------------------------------
@@ -149,7 +167,13 @@ ROLE_ARN = re.compile(r"arn:aws:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+")
 def test_every_role_the_audit_lists_is_deployed_with_that_name(synthesized):
     model, _, templates = synthesized
     deployed = {t.get_att(k, "Arn") for t in templates.values() for k, _ in t.of_type("AWS::IAM::Role")}
-    listed = {arn for row in audit(model) for text in (row.who, row.on) for arn in ROLE_ARN.findall(text) if "/gpu-governance/" in arn}
+    listed = {
+        arn
+        for row in audit(model)
+        for text in (row.who, row.on)
+        for arn in ROLE_ARN.findall(text)
+        if "/gpu-governance/" in arn
+    }
     assert len(listed) == 3 * len(model.teams)  # submission, training, pods on every team of the example
     assert listed <= deployed, listed - deployed
 
@@ -164,8 +188,14 @@ def test_every_eks_access_entry_is_in_the_audit_and_nothing_more(synthesized):
             policies = [p["PolicyArn"] for p in props.get("AccessPolicies", [])]
             entries.add((principal, groups[0] if groups else policies[0].rsplit("/", 1)[1]))
     rows = audit(model)
-    listed = {(r.who, r.can.rsplit(" ", 1)[1]) for r in rows if r.layer == "cluster" and r.can.startswith("EKS access entry")}
-    admins = {(r.who, "AmazonEKSClusterAdminPolicy") for r in rows if r.team == "(platform)" and r.who in model.platform_admins}
+    listed = {
+        (r.who, r.can.rsplit(" ", 1)[1]) for r in rows if r.layer == "cluster" and r.can.startswith("EKS access entry")
+    }
+    admins = {
+        (r.who, "AmazonEKSClusterAdminPolicy")
+        for r in rows
+        if r.team == "(platform)" and r.who in model.platform_admins
+    }
     provider = {e for e in entries if e not in listed | admins}
     # The one entry no model names: the kubectl provider role the construct creates (cluster admin).
     assert len(provider) == 1 and next(iter(provider))[1] == "AmazonEKSClusterAdminPolicy"
@@ -178,7 +208,10 @@ def test_the_audit_names_the_deployed_keys_shares_quotas_and_slurm_accounts(synt
     capacity = templates["acme-ml-capacity"]
     text = "\n".join(f"{r.who} {r.can} {r.on}" for r in audit(model))
     aliases = [p["AliasName"] for _, p in capacity.of_type("AWS::KMS::Alias")]
-    shares = [(p["QuotaShareName"], capacity.resolve(p["JobQueue"]).rsplit("/", 1)[1]) for _, p in capacity.of_type("AWS::Batch::QuotaShare")]
+    shares = [
+        (p["QuotaShareName"], capacity.resolve(p["JobQueue"]).rsplit("/", 1)[1])
+        for _, p in capacity.of_type("AWS::Batch::QuotaShare")
+    ]
     quotas = [p["Name"] for _, p in capacity.of_type("AWS::SageMaker::ComputeQuota")]
     assert aliases and shares and quotas
     assert all(f"use key {alias};" in text for alias in aliases)
@@ -199,5 +232,10 @@ def test_the_limits_estimate_counts_the_datazone_resources(synthesized):
     from constructs_lib.organisation.limits import unified_studio_resources
 
     model, outdir, _ = synthesized
-    created = sum(1 for _, body in stack_templates(outdir).values() for r in body["Resources"].values() if r["Type"].startswith(DATAZONE))
+    created = sum(
+        1
+        for _, body in stack_templates(outdir).values()
+        for r in body["Resources"].values()
+        if r["Type"].startswith(DATAZONE)
+    )
     assert created == sum(unified_studio_resources(model, project) for project in model.projects) > 0

@@ -37,8 +37,13 @@ from .strategies import state_is_valid
 
 def check_safety(state: PoolState, settings: Settings, plan: Plan) -> None:
     for check in (
-        fits_free_capacity_without_preemption, in_share_victims_of_lower_priority, no_reclaim_for_borrowing,
-        reclaim_only_borrowed_capacity, plan_fits_the_pool, victims_are_minimal, guarantee_jobs_start,
+        fits_free_capacity_without_preemption,
+        in_share_victims_of_lower_priority,
+        no_reclaim_for_borrowing,
+        reclaim_only_borrowed_capacity,
+        plan_fits_the_pool,
+        victims_are_minimal,
+        guarantee_jobs_start,
         lends_within_lending_limits,
     ):
         check(state, settings, plan)
@@ -54,7 +59,11 @@ def _pool_room(state: PoolState, running, share: str, instance_type: str) -> int
     reserved_idle = sum(
         s.held_idle(instance_type, _use(running, s.name, instance_type)) for s in state.shares if s.name != share
     )
-    return state.capacity[instance_type] - sum(j.count for j in running if j.instance_type == instance_type) - reserved_idle
+    return (
+        state.capacity[instance_type]
+        - sum(j.count for j in running if j.instance_type == instance_type)
+        - reserved_idle
+    )
 
 
 def _alone(state: PoolState, job_id: str) -> bool:
@@ -79,7 +88,9 @@ def fits_free_capacity_without_preemption(state: PoolState, settings: Settings, 
             continue
         job = next(j for j in state.pending if j.job_id == job_id)
         fits = job.count <= _pool_room(state, state.running, job.share, job.instance_type) and (
-            _use(state.running, job.share, job.instance_type) + job.count <= _limit(state, settings, job, reclaims=False))
+            _use(state.running, job.share, job.instance_type) + job.count
+            <= _limit(state, settings, job, reclaims=False)
+        )
         assert not fits, f"{job_id} fits the free capacity, yet preempts"
 
 
@@ -89,9 +100,13 @@ def in_share_victims_of_lower_priority(state: PoolState, settings: Settings, pla
     for p in plan.preemptions:
         if p.kind == IN_SHARE:
             beneficiary = everyone[p.for_job]
-            assert shares[p.share].in_share_preemption, f"{p.job_id}: in-share preemption in team {p.share}, which does not enable it"
+            assert shares[p.share].in_share_preemption, (
+                f"{p.job_id}: in-share preemption in team {p.share}, which does not enable it"
+            )
             assert beneficiary.share == p.share, f"{p.job_id}: an in-share preemption for another team's job"
-            assert everyone[p.job_id].priority < beneficiary.priority, f"{p.job_id}: in-share victim not of lower priority than {p.for_job}"
+            assert everyone[p.job_id].priority < beneficiary.priority, (
+                f"{p.job_id}: in-share victim not of lower priority than {p.for_job}"
+            )
 
 
 def no_reclaim_for_borrowing(state: PoolState, settings: Settings, plan: Plan) -> None:
@@ -103,11 +118,19 @@ def no_reclaim_for_borrowing(state: PoolState, settings: Settings, plan: Plan) -
     quotas = {s.name: s.quota for s in state.shares}
     for job_id in {p.for_job for p in plan.preemptions if p.kind == RECLAIM}:
         job = everyone[job_id]
-        assert job.share not in {p.share for p in plan.preemptions if p.for_job == job_id and p.kind == RECLAIM}, f"{job_id} reclaims from its own team"
+        assert job.share not in {p.share for p in plan.preemptions if p.for_job == job_id and p.kind == RECLAIM}, (
+            f"{job_id} reclaims from its own team"
+        )
         starts = [s.job_id for s in plan.starts if s.instance_type == job.instance_type]
         so_far = set(starts[: starts.index(job_id) + 1]) | (before - set(starts))
-        held = sum(everyone[j].count for j in after & so_far if everyone[j].share == job.share and everyone[j].instance_type == job.instance_type)
-        assert held <= quotas[job.share].get(job.instance_type, 0), f"{job_id} reclaims while its team borrows ({held} held)"
+        held = sum(
+            everyone[j].count
+            for j in after & so_far
+            if everyone[j].share == job.share and everyone[j].instance_type == job.instance_type
+        )
+        assert held <= quotas[job.share].get(job.instance_type, 0), (
+            f"{job_id} reclaims while its team borrows ({held} held)"
+        )
 
 
 def reclaim_only_borrowed_capacity(state: PoolState, settings: Settings, plan: Plan) -> None:
@@ -118,13 +141,18 @@ def reclaim_only_borrowed_capacity(state: PoolState, settings: Settings, plan: P
     reclaimed: dict[tuple[str, str], list[int]] = {}
     for p in plan.preemptions:
         if p.kind == RECLAIM:
-            assert shares[p.share].strategy is not Strategy.RESERVE, f"{p.job_id}: a reserve share lost capacity to another team"
+            assert shares[p.share].strategy is not Strategy.RESERVE, (
+                f"{p.job_id}: a reserve share lost capacity to another team"
+            )
             reclaimed.setdefault((p.share, p.instance_type), []).append(p.count)
     for (share, instance_type), counts in reclaimed.items():
         fullest = _use(state.running, share, instance_type) + sum(
-            everyone[s.job_id].count for s in plan.starts if s.share == share and s.instance_type == instance_type)
+            everyone[s.job_id].count for s in plan.starts if s.share == share and s.instance_type == instance_type
+        )
         excess = fullest - shares[share].quota.get(instance_type, 0)
-        assert sum(counts) - max(counts) < excess, f"a reclaim reaches into team {share}'s guarantee ({counts} taken, {excess} above quota)"
+        assert sum(counts) - max(counts) < excess, (
+            f"a reclaim reaches into team {share}'s guarantee ({counts} taken, {excess} above quota)"
+        )
 
 
 def plan_fits_the_pool(state: PoolState, settings: Settings, plan: Plan) -> None:
@@ -146,10 +174,15 @@ def victims_are_minimal(state: PoolState, settings: Settings, plan: Plan) -> Non
         job = next(j for j in state.pending if j.job_id == job_id)
         victims = [p for p in plan.preemptions if p.for_job == job_id]
         limit = _limit(state, settings, job, reclaims=any(p.kind == RECLAIM for p in victims))
-        assert not {p.job_id for p in victims} & {s.job_id for s in plan.starts}, f"a victim of {job_id} starts again at once"
+        assert not {p.job_id for p in victims} & {s.job_id for s in plan.starts}, (
+            f"a victim of {job_id} starts again at once"
+        )
         for victim in victims:
             kept = (*after.running, next(j for j in state.running if j.job_id == victim.job_id))
-            room = _pool_room(state, kept, job.share, job.instance_type) >= 0 and _use(kept, job.share, job.instance_type) <= limit
+            room = (
+                _pool_room(state, kept, job.share, job.instance_type) >= 0
+                and _use(kept, job.share, job.instance_type) <= limit
+            )
             assert not room, f"{job_id} would start with {victim.job_id} kept: the victim set is not minimal"
 
 

@@ -21,7 +21,9 @@ NOW = 10_000.0
 
 
 @st.composite
-def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[int, int] = (0, 10), paused: bool = False) -> PoolState:
+def pool_states(
+    draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[int, int] = (0, 10), paused: bool = False
+) -> PoolState:
     types = TYPES[: draw(st.integers(1, 2))]
     capacity = {t: draw(st.integers(1, 16)) for t in types}
     shares = []
@@ -46,7 +48,8 @@ def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[in
                 paused=paused and draw(st.sampled_from((False, False, False, True))),
                 # an absolute borrow limit (declared in GPUs) on some of a borrower's types
                 borrow_limit_instances={t: draw(st.integers(0, 6)) for t in types if draw(st.booleans())}
-                if strategy is Strategy.LEND_AND_BORROW else {},
+                if strategy is Strategy.LEND_AND_BORROW
+                else {},
             )
         )
     usage = {(s.name, t): 0 for s in shares for t in types}
@@ -59,18 +62,27 @@ def pool_states(draw, max_shares: int = 5, max_jobs: int = 14, pending: tuple[in
         if _valid(shares, capacity, usage):
             running.append(
                 RunningJob(
-                    job_id=f"r{number}", share=share.name, instance_type=t, count=count,
-                    priority=draw(st.integers(0, 3)), started_at=draw(st.floats(0, NOW)),
-                    checkpointable=draw(st.booleans()), times_preempted=draw(st.integers(0, 2)),
+                    job_id=f"r{number}",
+                    share=share.name,
+                    instance_type=t,
+                    count=count,
+                    priority=draw(st.integers(0, 3)),
+                    started_at=draw(st.floats(0, NOW)),
+                    checkpointable=draw(st.booleans()),
+                    times_preempted=draw(st.integers(0, 2)),
                 )
             )
         else:
             usage[share.name, t] -= count
     waiting = [
         PendingJob(
-            job_id=f"p{number}", share=draw(st.sampled_from(shares)).name, instance_type=(t := draw(st.sampled_from(types))),
-            count=draw(st.integers(1, capacity[t])), priority=draw(st.integers(0, 3)),
-            submitted_at=draw(st.floats(0, NOW)), checkpointable=draw(st.booleans()),
+            job_id=f"p{number}",
+            share=draw(st.sampled_from(shares)).name,
+            instance_type=(t := draw(st.sampled_from(types))),
+            count=draw(st.integers(1, capacity[t])),
+            priority=draw(st.integers(0, 3)),
+            submitted_at=draw(st.floats(0, NOW)),
+            checkpointable=draw(st.booleans()),
         )
         for number in range(draw(st.integers(*pending)))
     ]

@@ -14,6 +14,8 @@ from moto import mock_aws
 def reclaim_ledger_table() -> Iterator[Any]:
     with mock_aws():
         yield boto3.resource("dynamodb").create_table(
-            TableName="ledger", KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
+            TableName="ledger",
+            KeySchema=[{"AttributeName": "action_id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "action_id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
         )

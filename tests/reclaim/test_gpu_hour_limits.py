@@ -40,9 +40,21 @@ NEXT_DAY = datetime(2025, 12, 3, 0, 1, tzinfo=UTC).timestamp()
 
 
 def pool(*, paused: bool = False, backend: str = "batch_quota_share") -> PoolPolicy:
-    return PoolPolicy(name="training", backend=backend, capacity={TYPE: 4}, shares=(
-        Share(name="research", quota={TYPE: 2}, strategy=SharingStrategy.LEND_AND_BORROW, paused=paused, gpu_hour_limit=(16, "day")),
-        Share(name="inference", quota={TYPE: 2}, strategy=SharingStrategy.RESERVE)))
+    return PoolPolicy(
+        name="training",
+        backend=backend,
+        capacity={TYPE: 4},
+        shares=(
+            Share(
+                name="research",
+                quota={TYPE: 2},
+                strategy=SharingStrategy.LEND_AND_BORROW,
+                paused=paused,
+                gpu_hour_limit=(16, "day"),
+            ),
+            Share(name="inference", quota={TYPE: 2}, strategy=SharingStrategy.RESERVE),
+        ),
+    )
 
 
 @pytest.fixture
@@ -54,20 +66,47 @@ def aws():
 
 
 def shows(stub: Stubber, state: str) -> None:
-    stub.add_response("list_quota_shares", {"quotaShares": [
-        {"quotaShareName": "research", "quotaShareArn": SHARE_ARN, "jobQueueArn": QUEUE, "capacityLimits": [{"maxCapacity": 2, "capacityUnit": TYPE}],
-         "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": -1}, "preemptionConfiguration": {"inSharePreemption": "DISABLED"},
-         "state": state, "status": "VALID"}]}, {"jobQueue": QUEUE})
-    stub.add_response("describe_quota_share", {
-        "quotaShareName": "research", "quotaShareArn": SHARE_ARN, "jobQueueArn": QUEUE, "capacityLimits": [{"maxCapacity": 2, "capacityUnit": TYPE}],
-        "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": -1}, "preemptionConfiguration": {"inSharePreemption": "DISABLED"},
-        "state": state, "status": "VALID", "tags": {}}, {"quotaShareArn": SHARE_ARN})
+    stub.add_response(
+        "list_quota_shares",
+        {
+            "quotaShares": [
+                {
+                    "quotaShareName": "research",
+                    "quotaShareArn": SHARE_ARN,
+                    "jobQueueArn": QUEUE,
+                    "capacityLimits": [{"maxCapacity": 2, "capacityUnit": TYPE}],
+                    "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": -1},
+                    "preemptionConfiguration": {"inSharePreemption": "DISABLED"},
+                    "state": state,
+                    "status": "VALID",
+                }
+            ]
+        },
+        {"jobQueue": QUEUE},
+    )
+    stub.add_response(
+        "describe_quota_share",
+        {
+            "quotaShareName": "research",
+            "quotaShareArn": SHARE_ARN,
+            "jobQueueArn": QUEUE,
+            "capacityLimits": [{"maxCapacity": 2, "capacityUnit": TYPE}],
+            "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": -1},
+            "preemptionConfiguration": {"inSharePreemption": "DISABLED"},
+            "state": state,
+            "status": "VALID",
+            "tags": {},
+        },
+        {"quotaShareArn": SHARE_ARN},
+    )
 
 
 def updated(stub: Stubber, state: str, *, error: str | None = None) -> None:
     expected = {"quotaShareArn": SHARE_ARN, "state": state}
     if error:
-        stub.add_client_error("update_quota_share", service_error_code=error, http_status_code=429, expected_params=expected)
+        stub.add_client_error(
+            "update_quota_share", service_error_code=error, http_status_code=429, expected_params=expected
+        )
     else:
         stub.add_response("update_quota_share", {"quotaShareName": "research", "quotaShareArn": SHARE_ARN}, expected)
 
@@ -76,12 +115,27 @@ def noticed(stub: Stubber) -> None:
     stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]})
 
 
-def tick(aws, now: float, instances: int, *, policy: PoolPolicy | None = None, dry_run: bool = False, tick_seconds: float = 3600.0):
+def tick(
+    aws,
+    now: float,
+    instances: int,
+    *,
+    policy: PoolPolicy | None = None,
+    dry_run: bool = False,
+    tick_seconds: float = 3600.0,
+):
     """One tick of ``policy`` seeing ``instances`` of research's p5 running (an hour per tick keeps the figures round)."""
     ledger, batch, _, events, _ = aws
-    (record,) = gpu_hours.enforce(policy or pool(), [("research", TYPE, instances), ("inference", TYPE, 2)], ledger=ledger,
-                                  switch=lambda team: gpu_hours.QuotaShareSwitch(batch, QUEUE, team), notify=gpu_hours.event_sender(events),
-                                  now=now, tick_seconds=tick_seconds, dry_run=dry_run)
+    (record,) = gpu_hours.enforce(
+        policy or pool(),
+        [("research", TYPE, instances), ("inference", TYPE, 2)],
+        ledger=ledger,
+        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, QUEUE, team),
+        notify=gpu_hours.event_sender(events),
+        now=now,
+        tick_seconds=tick_seconds,
+        dry_run=dry_run,
+    )
     return record
 
 
@@ -90,7 +144,9 @@ def test_a_duplicated_or_retried_tick_adds_its_gpu_hours_once(aws):
     first = tick(aws, MORNING, 1)
     again = tick(aws, MORNING + 30, 1)  # Lambda's retry of the same tick, or a concurrent run: the same hour-long tick
     assert (first["used_gpu_hours"], again["used_gpu_hours"]) == (8, 8)
-    earlier = ledger.add_gpu_hours("training", "research", first["period_start"], 8, tick=int(MORNING // 3600) - 1, now=MORNING)
+    earlier = ledger.add_gpu_hours(
+        "training", "research", first["period_start"], 8, tick=int(MORNING // 3600) - 1, now=MORNING
+    )
     assert earlier == 8  # a retry of an older tick arriving late adds nothing either
     assert tick(aws, MORNING + 3600, 0)["used_gpu_hours"] == 8  # nothing running: nothing added
 
@@ -98,10 +154,20 @@ def test_a_duplicated_or_retried_tick_adds_its_gpu_hours_once(aws):
 def test_the_80_percent_notice_is_sent_once_per_team_and_period(aws):
     _, _, _, _, events_stub = aws
     tick(aws, MORNING, 1)  # 8 of 16: no notice
-    events_stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}, {"Entries": [{
-        "Source": RECLAIM_EVENT_SOURCE, "DetailType": GPU_HOUR_LIMIT_EVENT_TYPE,
-        "Detail": '{"limit": 16, "period": "day", "period_start": "2025-12-02T00:00:00+00:00", "pool": "training", '
-                  '"resets": "2025-12-03T00:00:00+00:00", "team": "research", "used_gpu_hours": 14.0}'}]})
+    events_stub.add_response(
+        "put_events",
+        {"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]},
+        {
+            "Entries": [
+                {
+                    "Source": RECLAIM_EVENT_SOURCE,
+                    "DetailType": GPU_HOUR_LIMIT_EVENT_TYPE,
+                    "Detail": '{"limit": 16, "period": "day", "period_start": "2025-12-02T00:00:00+00:00", "pool": "training", '
+                    '"resets": "2025-12-03T00:00:00+00:00", "team": "research", "used_gpu_hours": 14.0}',
+                }
+            ]
+        },
+    )
     tick_seconds = 0.75 * 3600  # 6 GPU hours: 14 of 16
     assert tick(aws, MORNING + 3600, 1, tick_seconds=tick_seconds)["notice"] == "sent"
     assert tick(aws, MORNING + 3600 + tick_seconds, 0, tick_seconds=tick_seconds)["notice"] == "sent_before"
@@ -110,7 +176,9 @@ def test_the_80_percent_notice_is_sent_once_per_team_and_period(aws):
 
 def test_a_notice_eventbridge_refused_is_sent_by_the_next_tick(aws):
     _, _, _, _, events_stub = aws
-    events_stub.add_response("put_events", {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure", "ErrorMessage": "x"}]})
+    events_stub.add_response(
+        "put_events", {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure", "ErrorMessage": "x"}]}
+    )
     with pytest.raises(ClientError):
         tick(aws, MORNING, 2)  # 16 of 16 would also disable: the notice comes first
     noticed(events_stub)
@@ -126,13 +194,19 @@ def test_the_share_is_disabled_at_the_limit_and_enabled_again_next_period(aws):
     updated(batch_stub, "DISABLED")
     at_limit = tick(aws, MORNING, 2)  # 16 of 16
     assert (at_limit["switch"], at_limit["used_gpu_hours"]) == ("disabled", 16)
-    assert tick(aws, MORNING + 3600, 2)["switch"] == "off"  # still over, already off: no call at all (the Stubber has none left)
+    assert (
+        tick(aws, MORNING + 3600, 2)["switch"] == "off"
+    )  # still over, already off: no call at all (the Stubber has none left)
     batch_stub.assert_no_pending_responses()
     assert ledger.get("hour-limit#training#research")["status"] == "disabled"
     shows(batch_stub, "DISABLED")
     updated(batch_stub, "ENABLED")
     next_day = tick(aws, NEXT_DAY, 0)
-    assert (next_day["switch"], next_day["used_gpu_hours"], next_day["period_start"]) == ("enabled", 0, "2025-12-03T00:00:00+00:00")
+    assert (next_day["switch"], next_day["used_gpu_hours"], next_day["period_start"]) == (
+        "enabled",
+        0,
+        "2025-12-03T00:00:00+00:00",
+    )
     assert tick(aws, NEXT_DAY + 3600, 0)["switch"] == "as_deployed"
     batch_stub.assert_no_pending_responses()
 
@@ -146,7 +220,9 @@ def test_a_paused_team_is_not_enabled_next_period(aws):
     paused = tick(aws, NEXT_DAY, 0, policy=pool(paused=True))  # paused in the governance file meanwhile
     assert paused["switch"] == "left_off"
     assert ledger.get("hour-limit#training#research")["status"] == "left_off"
-    assert tick(aws, NEXT_DAY + 3600, 0, policy=pool(paused=False))["switch"] == "as_deployed"  # resumed: the deploy turns it on
+    assert (
+        tick(aws, NEXT_DAY + 3600, 0, policy=pool(paused=False))["switch"] == "as_deployed"
+    )  # resumed: the deploy turns it on
     batch_stub.assert_no_pending_responses()
 
 
@@ -210,18 +286,43 @@ def test_a_hyperpod_compute_quota_is_deactivated_at_the_version_read():
         sagemaker, events = boto3.client("sagemaker"), boto3.client("events")
         with Stubber(sagemaker) as stub, Stubber(events) as events_stub:
             noticed(events_stub)
-            summary = {"ComputeQuotaArn": f"arn:aws:sagemaker:us-east-1:111122223333:compute-quota/{QUOTA_ID}", "ComputeQuotaId": QUOTA_ID,
-                       "Name": "research", "ComputeQuotaVersion": 3, "Status": "Updated", "ClusterArn": CLUSTER, "ActivationState": "Enabled",
-                       "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10}, "CreationTime": created}
-            stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": [summary]}, {"ClusterArn": CLUSTER, "NameContains": "research"})
-            stub.add_response("describe_compute_quota", {**summary, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": TYPE, "Count": 2}]}},
-                              {"ComputeQuotaId": QUOTA_ID})
-            stub.add_response("update_compute_quota", {"ComputeQuotaArn": summary["ComputeQuotaArn"], "ComputeQuotaVersion": 4},
-                              {"ComputeQuotaId": QUOTA_ID, "TargetVersion": 3, "ActivationState": "Disabled"})
-            (record,) = gpu_hours.enforce(pool(backend="hyperpod_eks"), [("research", TYPE, 2)], ledger=Ledger(table),
-                                          switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, CLUSTER, team),
-                                          notify=gpu_hours.event_sender(events), now=MORNING, tick_seconds=3600, dry_run=False,
-                                          pool_gpus={TYPE: 8})
+            summary = {
+                "ComputeQuotaArn": f"arn:aws:sagemaker:us-east-1:111122223333:compute-quota/{QUOTA_ID}",
+                "ComputeQuotaId": QUOTA_ID,
+                "Name": "research",
+                "ComputeQuotaVersion": 3,
+                "Status": "Updated",
+                "ClusterArn": CLUSTER,
+                "ActivationState": "Enabled",
+                "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 10},
+                "CreationTime": created,
+            }
+            stub.add_response(
+                "list_compute_quotas",
+                {"ComputeQuotaSummaries": [summary]},
+                {"ClusterArn": CLUSTER, "NameContains": "research"},
+            )
+            stub.add_response(
+                "describe_compute_quota",
+                {**summary, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": TYPE, "Count": 2}]}},
+                {"ComputeQuotaId": QUOTA_ID},
+            )
+            stub.add_response(
+                "update_compute_quota",
+                {"ComputeQuotaArn": summary["ComputeQuotaArn"], "ComputeQuotaVersion": 4},
+                {"ComputeQuotaId": QUOTA_ID, "TargetVersion": 3, "ActivationState": "Disabled"},
+            )
+            (record,) = gpu_hours.enforce(
+                pool(backend="hyperpod_eks"),
+                [("research", TYPE, 2)],
+                ledger=Ledger(table),
+                switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, CLUSTER, team),
+                notify=gpu_hours.event_sender(events),
+                now=MORNING,
+                tick_seconds=3600,
+                dry_run=False,
+                pool_gpus={TYPE: 8},
+            )
             assert record["switch"] == "disabled"
             stub.assert_no_pending_responses()
 
@@ -231,13 +332,16 @@ def test_an_instance_type_of_unknown_gpus_is_named():
         gpu_hours.gpus_per_instance({}, "ml.x9.huge")
 
 
-@pytest.mark.parametrize("period, now, began", [
-    ("day", "2026-12-01T18:40", "2026-12-01T00:00"),
-    ("week", "2026-12-01T18:40", "2026-11-29T00:00"),  # a Tuesday: the Sunday before
-    ("week", "2026-12-06T00:00", "2026-12-06T00:00"),  # at the reset itself: the period it starts
-    ("week", "2026-12-05T23:59", "2026-11-29T00:00"),
-    ("month", "2026-12-31T23:59", "2026-12-01T00:00"),
-])
+@pytest.mark.parametrize(
+    "period, now, began",
+    [
+        ("day", "2026-12-01T18:40", "2026-12-01T00:00"),
+        ("week", "2026-12-01T18:40", "2026-11-29T00:00"),  # a Tuesday: the Sunday before
+        ("week", "2026-12-06T00:00", "2026-12-06T00:00"),  # at the reset itself: the period it starts
+        ("week", "2026-12-05T23:59", "2026-11-29T00:00"),
+        ("month", "2026-12-31T23:59", "2026-12-01T00:00"),
+    ],
+)
 def test_a_period_begins_at_the_reset_before_it(period, now, began):
     at = datetime.fromisoformat(now).replace(tzinfo=UTC)
     start = period_start(period, at)
@@ -245,15 +349,29 @@ def test_a_period_begins_at_the_reset_before_it(period, now, began):
     assert start <= at < next_reset(period, at) == next_reset(period, start)  # one calendar with next_reset
 
 
-@pytest.mark.parametrize("limit, message", [
-    ({"hours": 0, "period": "day"}, "shares[0].gpu_hour_limit.hours: 0 - a whole number >= 1"),
-    ({"hours": 5, "period": "year"}, "shares[0].gpu_hour_limit.period: 'year' - one of day, week, month"),
-    ("lots", "shares[0].gpu_hour_limit: 'lots' - {hours, period} or null"),
-])
+@pytest.mark.parametrize(
+    "limit, message",
+    [
+        ({"hours": 0, "period": "day"}, "shares[0].gpu_hour_limit.hours: 0 - a whole number >= 1"),
+        ({"hours": 5, "period": "year"}, "shares[0].gpu_hour_limit.period: 'year' - one of day, week, month"),
+        ("lots", "shares[0].gpu_hour_limit: 'lots' - {hours, period} or null"),
+    ],
+)
 def test_a_bad_gpu_hour_limit_in_the_policy_document_is_named(limit, message):
-    document = {"version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [],
-                "pools": [{"name": "p", "backend": "batch_quota_share", "capacity": {TYPE: 8}, "shares": [
-                    {"name": "a", "quota": {TYPE: 2}, "strategy": "reserve", "gpu_hour_limit": limit}]}]}
+    document = {
+        "version": 1,
+        "organisation": "o",
+        "priority_classes": [],
+        "capacity_windows": [],
+        "pools": [
+            {
+                "name": "p",
+                "backend": "batch_quota_share",
+                "capacity": {TYPE: 8},
+                "shares": [{"name": "a", "quota": {TYPE: 2}, "strategy": "reserve", "gpu_hour_limit": limit}],
+            }
+        ],
+    }
     with pytest.raises(PolicyError, match=re.escape(message)):
         parse_policy(document)
 
@@ -268,7 +386,10 @@ def test_a_limit_on_a_hyperpod_eks_pool_needs_its_gpus_per_instance():
             team["gpu_hour_limit"] = {"hours": 100, "period": "month"}
     with pytest.raises(GovernanceError) as error:
         GovernanceModel.from_dict(data)
-    assert "gpu_hour_limit: counted in GPU hours, but the GPUs of one ml.g6e.48xlarge are not known (the pool declares no gpus_per_instance" in str(error.value)
+    assert (
+        "gpu_hour_limit: counted in GPU hours, but the GPUs of one ml.g6e.48xlarge are not known (the pool declares no gpus_per_instance"
+        in str(error.value)
+    )
     assert "set gpus_per_instance.ml.g6e.48xlarge on pool hyperpod-eks" in str(error.value)
 
 
@@ -280,17 +401,32 @@ def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick
     monkeypatch.setattr(controller, "batch", batch)
     monkeypatch.setattr(controller, "events", events)
     policy = pool()
-    hour_limits = controller.quota_share_hour_limits({"pool": "training", "job_queue": QUEUE}, policy, ledger, now=MORNING,
-                                                     tick_seconds=3600, dry_run=False)
-    running = tuple(RunningJob(job_id=f"j{i}", share="research", instance_type=TYPE, count=1, priority=0, started_at=MORNING - 60) for i in range(2))
+    hour_limits = controller.quota_share_hour_limits(
+        {"pool": "training", "job_queue": QUEUE}, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=False
+    )
+    running = tuple(
+        RunningJob(job_id=f"j{i}", share="research", instance_type=TYPE, count=1, priority=0, started_at=MORNING - 60)
+        for i in range(2)
+    )
     noticed(events_stub)
     shows(batch_stub, "ENABLED")
     updated(batch_stub, "DISABLED")
-    (record,) = hour_limits(PoolState(capacity=policy.capacity, shares=policy.shares, running=running, pending=(), now=MORNING))
+    (record,) = hour_limits(
+        PoolState(capacity=policy.capacity, shares=policy.shares, running=running, pending=(), now=MORNING)
+    )
     assert (record["used_gpu_hours"], record["switch"]) == (16, "disabled")  # 2 jobs x 1 p5 x 8 GPUs x 1 hour
     batch_stub.assert_no_pending_responses()
-    assert controller.quota_share_hour_limits({"pool": "training", "job_queue": QUEUE}, pool(backend="batch_fair_share"), ledger,
-                                              now=MORNING, tick_seconds=3600, dry_run=False) is None  # no per-share switch there
+    assert (
+        controller.quota_share_hour_limits(
+            {"pool": "training", "job_queue": QUEUE},
+            pool(backend="batch_fair_share"),
+            ledger,
+            now=MORNING,
+            tick_seconds=3600,
+            dry_run=False,
+        )
+        is None
+    )  # no per-share switch there
 
 
 def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_instances(aws, monkeypatch):
@@ -301,12 +437,24 @@ def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_
     monkeypatch.setattr(controller, "events", events)
     policy = pool(backend="hyperpod_eks")
     target = {"pool": "training", "eks_cluster": "acme", "cluster_arn": CLUSTER, "gpus_per_instance": {TYPE: 8}}
-    hour_limits = controller.compute_quota_hour_limits(target, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=True)
-    rows = (EksShareUsage(share="research", instance_type=TYPE, guaranteed=2, in_use=1.5, borrowed=0, lent=0),)  # 12 GPUs
+    hour_limits = controller.compute_quota_hour_limits(
+        target, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=True
+    )
+    rows = (
+        EksShareUsage(share="research", instance_type=TYPE, guaranteed=2, in_use=1.5, borrowed=0, lent=0),
+    )  # 12 GPUs
     (record,) = hour_limits(rows)
     assert (record["used_gpu_hours"], record["switch"]) == (12, "as_deployed")
-    unlimited = PoolPolicy(name="training", backend="hyperpod_eks", capacity={TYPE: 4}, shares=(Share(name="x", quota={}, strategy=SharingStrategy.RESERVE),))
-    assert controller.compute_quota_hour_limits(target, unlimited, ledger, now=MORNING, tick_seconds=3600, dry_run=True) is None  # nothing to count
+    unlimited = PoolPolicy(
+        name="training",
+        backend="hyperpod_eks",
+        capacity={TYPE: 4},
+        shares=(Share(name="x", quota={}, strategy=SharingStrategy.RESERVE),),
+    )
+    assert (
+        controller.compute_quota_hour_limits(target, unlimited, ledger, now=MORNING, tick_seconds=3600, dry_run=True)
+        is None
+    )  # nothing to count
 
 
 def test_the_controller_names_each_limited_quota_share_until_there_are_too_many(monkeypatch):
@@ -314,11 +462,15 @@ def test_the_controller_names_each_limited_quota_share_until_there_are_too_many(
 
     model = GovernanceModel.from_dict(default_data())  # research has a limit on sagemaker-training
     queue = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
-    assert batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, model) == [f"{queue}/quota-share/research"]
+    assert batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, model) == [
+        f"{queue}/quota-share/research"
+    ]
     data = default_data()
     for team in data["teams"]:
         team["gpu_hour_limit"] = {"hours": 100, "period": "month"}
     everyone = GovernanceModel.from_dict(data)
     assert len(batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, everyone)) == 3
-    monkeypatch.setattr(batch_quota_share, "MAX_NAMED_QUOTA_SHARES", 2)  # more limited teams than named: the queue's quota shares
+    monkeypatch.setattr(
+        batch_quota_share, "MAX_NAMED_QUOTA_SHARES", 2
+    )  # more limited teams than named: the queue's quota shares
     assert batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, everyone) == [f"{queue}/quota-share/*"]

@@ -23,19 +23,42 @@ GRACE = Settings(grace_s=300)
 def contended():
     """research holds all 8 instances on a quota of 2; training's job needs 2 of them back."""
     batch = FakeBatch(Clock(1_800_000_000.0), capacity={QUEUE: 8})
-    borrowers = [batch.add_job(jobName=f"b{i}", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="research", nodeOverrides={"numNodes": 2})
-                 for i in range(4)]
+    borrowers = [
+        batch.add_job(
+            jobName=f"b{i}",
+            jobQueue=QUEUE,
+            jobDefinition="train:1",
+            shareIdentifier="research",
+            nodeOverrides={"numNodes": 2},
+        )
+        for i in range(4)
+    ]
     batch.advance(60)
     batch.advance(3600)
-    batch.add_job(jobName="owner", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="training", schedulingPriorityOverride=50,
-                  nodeOverrides={"numNodes": 2})
+    batch.add_job(
+        jobName="owner",
+        jobQueue=QUEUE,
+        jobDefinition="train:1",
+        shareIdentifier="training",
+        schedulingPriorityOverride=50,
+        nodeOverrides={"numNodes": 2},
+    )
     return batch, borrowers
 
 
 def tick(batch, table, at, *, dry_run=False, settings=GRACE):
     records = []
     adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
-    controller.run_tick("ec2-gpu", adapter, Ledger(table), settings=settings, dry_run=dry_run, namespace="Test", now=at, emit=records.append)
+    controller.run_tick(
+        "ec2-gpu",
+        adapter,
+        Ledger(table),
+        settings=settings,
+        dry_run=dry_run,
+        namespace="Test",
+        now=at,
+        emit=records.append,
+    )
     return [r for r in records if r.get("event") == "preemption"]
 
 
@@ -55,7 +78,9 @@ def test_the_victim_runs_on_for_the_grace_then_is_stopped_once():
         # a duplicate tick 20 s later and the next ones: still in its grace, the grace not restarted
         for later in (20, 60, 240):
             again = tick(batch, table, start + later)
-            assert [(r["job_id"], r["outcome"], r["stop_after"]) for r in again] == [(victim, "in_grace", int(start) + 300)]
+            assert [(r["job_id"], r["outcome"], r["stop_after"]) for r in again] == [
+                (victim, "in_grace", int(start) + 300)
+            ]
         assert running(batch, borrowers) == 4
         stopped = tick(batch, table, start + 300)
         assert [(r["job_id"], r["outcome"]) for r in stopped] == [(victim, "done")]

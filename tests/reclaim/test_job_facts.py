@@ -15,18 +15,57 @@ from tests.reclaim.test_controller import G6E, POLICY
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 P5 = "p5.48xlarge"
-TWO_TYPES = parse_policy({"version": 1, "organisation": "acme", "priority_classes": [], "capacity_windows": [], "pools": [
-    {"name": "mixed", "backend": "batch_fair_share", "capacity": {G6E: 4, P5: 4}, "shares": [
-        {"name": "research", "quota": {G6E: 1, P5: 1}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
-        {"name": "training", "quota": {G6E: 3, P5: 3}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]}]}).pool("mixed")
+TWO_TYPES = parse_policy(
+    {
+        "version": 1,
+        "organisation": "acme",
+        "priority_classes": [],
+        "capacity_windows": [],
+        "pools": [
+            {
+                "name": "mixed",
+                "backend": "batch_fair_share",
+                "capacity": {G6E: 4, P5: 4},
+                "shares": [
+                    {
+                        "name": "research",
+                        "quota": {G6E: 1, P5: 1},
+                        "strategy": "lend_and_borrow",
+                        "borrow_limit": None,
+                        "in_share_preemption": False,
+                        "fair_share_weight": 10,
+                    },
+                    {
+                        "name": "training",
+                        "quota": {G6E: 3, P5: 3},
+                        "strategy": "lend",
+                        "borrow_limit": None,
+                        "in_share_preemption": False,
+                        "fair_share_weight": 10,
+                    },
+                ],
+            }
+        ],
+    }
+).pool("mixed")
 
 
 def submit(batch, share, *, nodes=1, tags=None, node_type=None, priority=0):
-    request = {"jobName": f"{share}-job", "jobQueue": QUEUE, "jobDefinition": "train:1", "shareIdentifier": share,
-               "tags": tags or {}, "schedulingPriorityOverride": priority}
+    request = {
+        "jobName": f"{share}-job",
+        "jobQueue": QUEUE,
+        "jobDefinition": "train:1",
+        "shareIdentifier": share,
+        "tags": tags or {},
+        "schedulingPriorityOverride": priority,
+    }
     if nodes > 1:
-        request["nodeOverrides"] = {"numNodes": nodes, "nodePropertyOverrides": [
-            {"targetNodes": "0:", "containerOverrides": {"instanceType": node_type} if node_type else {}}]}
+        request["nodeOverrides"] = {
+            "numNodes": nodes,
+            "nodePropertyOverrides": [
+                {"targetNodes": "0:", "containerOverrides": {"instanceType": node_type} if node_type else {}}
+            ],
+        }
     return batch.add_job(**request)
 
 
@@ -39,7 +78,9 @@ def logged(monkeypatch):
 
 def test_a_borrower_tagged_with_another_instance_type_is_still_reclaimed(logged):
     batch = FakeBatch(Clock(), capacity={QUEUE: 8})
-    borrower = submit(batch, "research", nodes=6, tags={"gpu-governance:instance-type": P5, "gpu-governance:instances": "0"})
+    borrower = submit(
+        batch, "research", nodes=6, tags={"gpu-governance:instance-type": P5, "gpu-governance:instances": "0"}
+    )
     batch.advance(3600)
     owner = submit(batch, "training", nodes=6, priority=50)
     adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
@@ -54,7 +95,9 @@ def test_the_instances_tag_neither_sizes_a_job_nor_stops_the_tick(instances, log
     batch = FakeBatch(Clock(), capacity={QUEUE: 8})
     job = submit(batch, "research", nodes=2, tags={"gpu-governance:instances": instances})
     batch.advance(60)
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(
+        batch.clock.now
+    )
     assert [(j.job_id, j.count) for j in state.running] == [(job, 2)]
 
 
@@ -63,9 +106,13 @@ def test_a_malformed_checkpointable_tag_is_ignored_with_a_log_line_and_true_only
     odd = submit(batch, "research", tags={"gpu-governance:checkpointable": "maybe"})
     cheap = submit(batch, "research", tags={"gpu-governance:checkpointable": "TRUE"})
     batch.advance(60)
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(
+        batch.clock.now
+    )
     assert {j.job_id: j.checkpointable for j in state.running} == {odd: False, cheap: True}
-    assert [(r["job_id"], r["tag"], r["value"]) for r in logged if r["event"] == "tag_ignored"] == [(odd, "gpu-governance:checkpointable", "maybe")]
+    assert [(r["job_id"], r["tag"], r["value"]) for r in logged if r["event"] == "tag_ignored"] == [
+        (odd, "gpu-governance:checkpointable", "maybe")
+    ]
 
 
 def test_in_a_pool_of_several_types_batch_named_types_win_and_a_foreign_hint_is_ignored(logged):

@@ -52,15 +52,30 @@ NOW = 100_000.0
 ADMITTED_AT = NOW - 600
 
 
-def cq(name: str, nominal: int, *, borrowing_limit: int | None = None, lending_limit: int | None = None,
-       in_share: bool = True, alone: bool = False) -> Share:
+def cq(
+    name: str,
+    nominal: int,
+    *,
+    borrowing_limit: int | None = None,
+    lending_limit: int | None = None,
+    in_share: bool = True,
+    alone: bool = False,
+) -> Share:
     if alone:
         return Share(name=name, quota={CPU: nominal}, strategy=Strategy.LEND, in_share_preemption=in_share)
     percent = borrowing_limit * 100 // nominal if borrowing_limit is not None and nominal else None
-    lending = None if lending_limit is None else -(-lending_limit * 100 // nominal)  # the smallest percent lending that many
+    lending = (
+        None if lending_limit is None else -(-lending_limit * 100 // nominal)
+    )  # the smallest percent lending that many
     assert lending is None or lendable(Strategy.LEND_AND_BORROW, nominal, lending) == lending_limit
-    return Share(name=name, quota={CPU: nominal}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=percent,
-                 in_share_preemption=in_share, lending_limit=lending)
+    return Share(
+        name=name,
+        quota={CPU: nominal},
+        strategy=Strategy.LEND_AND_BORROW,
+        borrow_limit=percent,
+        in_share_preemption=in_share,
+        lending_limit=lending,
+    )
 
 
 # TestPreemption's defaultClusterQueues (line 72), by cohort.
@@ -70,8 +85,10 @@ COHORTS = {
     "cohort-no-limits": (cq("d1", 6), cq("d2", 6, in_share=False)),
     "legion": (cq("l1", 6, borrowing_limit=12),),
     "with_shared_cq": (
-        cq("a_standard", 1, borrowing_limit=12, in_share=False), cq("b_standard", 1, borrowing_limit=12),
-        cq("a_best_effort", 1, borrowing_limit=12, in_share=False), cq("b_best_effort", 0, borrowing_limit=13, in_share=False),
+        cq("a_standard", 1, borrowing_limit=12, in_share=False),
+        cq("b_standard", 1, borrowing_limit=12),
+        cq("a_best_effort", 1, borrowing_limit=12, in_share=False),
+        cq("b_best_effort", 0, borrowing_limit=13, in_share=False),
         cq("shared", 10, in_share=False),
     ),
     "cohort-three": (cq("a", 2), cq("b", 2, in_share=False), cq("c", 2, in_share=False)),
@@ -83,12 +100,18 @@ COHORTS = {
 }
 
 # Why the library differs (docs/reclaim.md, "Where we differ from Kueue", one row each).
-EQUAL_PRIORITY = ("in-share preemption takes only strictly lower priority: no LowerOrNewerEqualPriority, "
-                  "two jobs of one priority never displace each other")
-NO_BORROW_RECLAIM = ("no reclaim for a borrowing job: capacity is taken from another team only for a guarantee, "
-                     "never to borrow (no borrowWithinCohort)")
-RECLAIM_ANY = ("a guarantee is reclaimed from any borrower whatever its priority: the library's reclaim is "
-               "reclaimWithinCohort: Any, there is no LowerPriority reclaim")
+EQUAL_PRIORITY = (
+    "in-share preemption takes only strictly lower priority: no LowerOrNewerEqualPriority, "
+    "two jobs of one priority never displace each other"
+)
+NO_BORROW_RECLAIM = (
+    "no reclaim for a borrowing job: capacity is taken from another team only for a guarantee, "
+    "never to borrow (no borrowWithinCohort)"
+)
+RECLAIM_ANY = (
+    "a guarantee is reclaimed from any borrower whatever its priority: the library's reclaim is "
+    "reclaimWithinCohort: Any, there is no LowerPriority reclaim"
+)
 
 
 @dataclass(frozen=True)
@@ -119,101 +142,406 @@ class Case:
         shares = COHORTS[self.cohort]
         later = dict(self.ages)
         running = tuple(
-            RunningJob(job_id=name, share=queue, instance_type=CPU, count=cpus, priority=priority, started_at=ADMITTED_AT + later.get(name, 0.0))
+            RunningJob(
+                job_id=name,
+                share=queue,
+                instance_type=CPU,
+                count=cpus,
+                priority=priority,
+                started_at=ADMITTED_AT + later.get(name, 0.0),
+            )
             for name, queue, priority, cpus in self.admitted
         )
         queue, priority, cpus = self.incoming
-        pending = (PendingJob(job_id="in", share=queue, instance_type=CPU, count=cpus, priority=priority, submitted_at=ADMITTED_AT + self.created),)
+        pending = (
+            PendingJob(
+                job_id="in",
+                share=queue,
+                instance_type=CPU,
+                count=cpus,
+                priority=priority,
+                submitted_at=ADMITTED_AT + self.created,
+            ),
+        )
         capacity = {CPU: sum(s.quota[CPU] for s in shares)}
         return PoolState(capacity=capacity, shares=shares, running=running, pending=pending, now=NOW)
 
 
 def case(test, name, line, cohort, admitted, incoming, kueue, library=None, **extra) -> Case:
     extra["library"] = None if library is None else frozenset(library)
-    return Case(test=test, name=name, line=line, cohort=cohort, admitted=tuple(admitted), incoming=incoming, kueue=frozenset(kueue), **extra)
+    return Case(
+        test=test,
+        name=name,
+        line=line,
+        cohort=cohort,
+        admitted=tuple(admitted),
+        incoming=incoming,
+        kueue=frozenset(kueue),
+        **extra,
+    )
 
 
 FITS_FREE = "Kueue's test forces Preempt mode; the pool has room, so the job starts without preemption, as Kueue's flavor assigner (Fit) would admit it"
 
 CASES = (
-    case(PREEMPTION, "preempt lowest priority", 293, "standalone",
-         [("low", "standalone", -1, 2), ("mid", "standalone", 0, 2), ("high", "standalone", 1, 2)], ("standalone", 1, 2), {"low"}),
-    case(PREEMPTION, "preempt multiple", 397, "standalone",
-         [("low", "standalone", -1, 2), ("mid", "standalone", 0, 2), ("high", "standalone", 1, 2)], ("standalone", 1, 3), {"low", "mid"}),
-    case(PREEMPTION, "no preemption for low priority", 516, "standalone",
-         [("low", "standalone", -1, 3), ("mid", "standalone", 0, 3)], ("standalone", -1, 1), set()),
-    case(PREEMPTION, "not enough low priority workloads", 580, "standalone",
-         [("low", "standalone", -1, 3), ("mid", "standalone", 0, 3)], ("standalone", 0, 4), set()),
-    case(PREEMPTION, "some free quota, preempt low priority", 643, "standalone",
-         [("low", "standalone", -1, 1), ("mid", "standalone", 0, 1), ("high", "standalone", 1, 3)], ("standalone", 1, 2), {"low"}),
-    case(PREEMPTION, "minimal set excludes low priority", 747, "standalone",
-         [("low", "standalone", -1, 1), ("mid", "standalone", 0, 2), ("high", "standalone", 1, 3)], ("standalone", 1, 2), {"mid"}),
-    case(PREEMPTION, "reclaim quota from borrower", 960, "cohort",
-         [("c1-low", "c1", -1, 3), ("c2-mid", "c2", 0, 3), ("c2-high", "c2", 1, 6)], ("c1", 1, 3), {"c2-mid"}),
-    case(PREEMPTION, "no workloads borrowing", 1133, "cohort",
-         [("c1-high", "c1", 1, 4), ("c2-low-1", "c2", -1, 4)], ("c1", 1, 4), set(), starts=True, note=FITS_FREE),
-    case(PREEMPTION, "not enough workloads borrowing", 1199, "cohort",
-         [("c1-high", "c1", 1, 4), ("c2-low-1", "c2", -1, 4), ("c2-low-2", "c2", -1, 4)], ("c1", 1, 4), set()),
-    case(PREEMPTION, "preempting locally and borrowing same resource in cohort", 1400, "cohort",
-         [("c1-med", "c1", 0, 4), ("c1-low", "c1", -1, 4), ("c2-low-1", "c2", -1, 4)], ("c1", 1, 4), {"c1-low"}),
-    case(PREEMPTION, "preempting locally and borrowing same resource in cohort; no borrowing limit in the cohort", 1506, "cohort-no-limits",
-         [("d1-med", "d1", 0, 4), ("d1-low", "d1", -1, 4), ("d2-low-1", "d2", -1, 4)], ("d1", 1, 4), {"d1-low"}),
-    case(PREEMPTION, "preempting locally and not borrowing same resource in 1-queue cohort", 1747, "legion",
-         [("l1-med", "l1", 0, 4), ("l1-low", "l1", -1, 2)], ("l1", 1, 4), {"l1-med"}),
-    case(PREEMPTION, "do not reclaim borrowed quota from same priority for withinCohort=ReclaimFromLowerPriority", 1829, "cohort",
-         [("c1", "c1", 0, 2), ("c2-1", "c2", 0, 4), ("c2-2", "c2", 0, 4)], ("c1", 0, 4), set(), library={"c2-1"}, why=RECLAIM_ANY),
-    case(PREEMPTION, "reclaim borrowed quota from same priority for withinCohort=ReclaimFromAny", 1912, "cohort",
-         [("c1-1", "c1", 0, 4), ("c1-2", "c1", 1, 4), ("c2", "c2", 0, 2)], ("c2", 0, 4), {"c1-1"}),
-    case(PREEMPTION, "preempt from all ClusterQueues in cohort", 2013, "cohort",
-         [("c1-low", "c1", -1, 3), ("c1-mid", "c1", 0, 2), ("c2-low", "c2", -1, 3), ("c2-mid", "c2", 0, 4)], ("c1", 0, 4), {"c1-low", "c2-low"}),
-    case(PREEMPTION, "can't preempt workloads in ClusterQueue for withinClusterQueue=Never", 2153, "cohort",
-         [("c2-low", "c2", -1, 3)], ("c2", 1, 4), set(), starts=True, note=FITS_FREE),
-    case(PREEMPTION, "preempt newer workloads with the same priority", 2314, "standalone",
-         [("wl1", "standalone", 2, 2), ("wl2", "standalone", 1, 2), ("wl3", "standalone", 1, 2)], ("standalone", 1, 2), {"wl2"},
-         library=set(), why=EQUAL_PRIORITY, ages=(("wl2", 1.0),), note="ClusterQueue preventStarvation (LowerOrNewerEqualPriority), 6 CPUs, as standalone"),
-    case(PREEMPTION, "use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue while borrowing", 2435,
-         "with_shared_cq", [("a_best_effort_low", "a_best_effort", -1, 10), ("b_best_effort_low", "b_best_effort", -1, 1)],
-         ("a_standard", 0, 10), {"a_best_effort_low"}, library=set(), why=NO_BORROW_RECLAIM),
-    case(PREEMPTION, "use BorrowWithinCohort; don't allow preempting a lower-priority workload with priority above MaxPriorityThreshold, "
-         "if borrowing is required even after the preemption", 2516, "with_shared_cq",
-         [("b_standard", "b_standard", 1, 10)], ("a_standard", 2, 10), set()),
-    case(PREEMPTION, "use BorrowWithinCohort; allow preempting a lower-priority workload with priority above MaxPriorityThreshold, "
-         "if borrowing is not required after the preemption", 2558, "with_shared_cq",
-         [("b_standard", "b_standard", 1, 13)], ("a_standard", 2, 1), {"b_standard"}),
-    case(PREEMPTION, "use BorrowWithinCohort; don't allow for preemption of lower-priority workload from the same ClusterQueue", 2619,
-         "with_shared_cq", [("a_standard", "a_standard", 1, 13)], ("a_standard", 2, 1), set()),
-    case(PREEMPTION, "use BorrowWithinCohort; only preempt from CQ if no workloads below threshold and already above nominal", 2661,
-         "with_shared_cq", [("a_standard_1", "a_standard", 1, 10), ("a_standard_2", "a_standard", 1, 1), ("b_standard_1", "b_standard", 1, 1),
-                            ("b_standard_2", "b_standard", 2, 1)], ("b_standard", 3, 1), {"b_standard_1"}),
-    case(PREEMPTION, "use BorrowWithinCohort; preempt from CQ and from other CQs with workloads below threshold", 2791, "with_shared_cq",
-         [("b_standard_high", "b_standard", 2, 10), ("b_standard_mid", "b_standard", 1, 1), ("a_best_effort_low", "a_best_effort", -1, 1),
-          ("a_best_effort_lower", "a_best_effort", -2, 1)], ("b_standard", 2, 2), {"a_best_effort_lower", "b_standard_mid"},
-         library=set(), why=NO_BORROW_RECLAIM),
+    case(
+        PREEMPTION,
+        "preempt lowest priority",
+        293,
+        "standalone",
+        [("low", "standalone", -1, 2), ("mid", "standalone", 0, 2), ("high", "standalone", 1, 2)],
+        ("standalone", 1, 2),
+        {"low"},
+    ),
+    case(
+        PREEMPTION,
+        "preempt multiple",
+        397,
+        "standalone",
+        [("low", "standalone", -1, 2), ("mid", "standalone", 0, 2), ("high", "standalone", 1, 2)],
+        ("standalone", 1, 3),
+        {"low", "mid"},
+    ),
+    case(
+        PREEMPTION,
+        "no preemption for low priority",
+        516,
+        "standalone",
+        [("low", "standalone", -1, 3), ("mid", "standalone", 0, 3)],
+        ("standalone", -1, 1),
+        set(),
+    ),
+    case(
+        PREEMPTION,
+        "not enough low priority workloads",
+        580,
+        "standalone",
+        [("low", "standalone", -1, 3), ("mid", "standalone", 0, 3)],
+        ("standalone", 0, 4),
+        set(),
+    ),
+    case(
+        PREEMPTION,
+        "some free quota, preempt low priority",
+        643,
+        "standalone",
+        [("low", "standalone", -1, 1), ("mid", "standalone", 0, 1), ("high", "standalone", 1, 3)],
+        ("standalone", 1, 2),
+        {"low"},
+    ),
+    case(
+        PREEMPTION,
+        "minimal set excludes low priority",
+        747,
+        "standalone",
+        [("low", "standalone", -1, 1), ("mid", "standalone", 0, 2), ("high", "standalone", 1, 3)],
+        ("standalone", 1, 2),
+        {"mid"},
+    ),
+    case(
+        PREEMPTION,
+        "reclaim quota from borrower",
+        960,
+        "cohort",
+        [("c1-low", "c1", -1, 3), ("c2-mid", "c2", 0, 3), ("c2-high", "c2", 1, 6)],
+        ("c1", 1, 3),
+        {"c2-mid"},
+    ),
+    case(
+        PREEMPTION,
+        "no workloads borrowing",
+        1133,
+        "cohort",
+        [("c1-high", "c1", 1, 4), ("c2-low-1", "c2", -1, 4)],
+        ("c1", 1, 4),
+        set(),
+        starts=True,
+        note=FITS_FREE,
+    ),
+    case(
+        PREEMPTION,
+        "not enough workloads borrowing",
+        1199,
+        "cohort",
+        [("c1-high", "c1", 1, 4), ("c2-low-1", "c2", -1, 4), ("c2-low-2", "c2", -1, 4)],
+        ("c1", 1, 4),
+        set(),
+    ),
+    case(
+        PREEMPTION,
+        "preempting locally and borrowing same resource in cohort",
+        1400,
+        "cohort",
+        [("c1-med", "c1", 0, 4), ("c1-low", "c1", -1, 4), ("c2-low-1", "c2", -1, 4)],
+        ("c1", 1, 4),
+        {"c1-low"},
+    ),
+    case(
+        PREEMPTION,
+        "preempting locally and borrowing same resource in cohort; no borrowing limit in the cohort",
+        1506,
+        "cohort-no-limits",
+        [("d1-med", "d1", 0, 4), ("d1-low", "d1", -1, 4), ("d2-low-1", "d2", -1, 4)],
+        ("d1", 1, 4),
+        {"d1-low"},
+    ),
+    case(
+        PREEMPTION,
+        "preempting locally and not borrowing same resource in 1-queue cohort",
+        1747,
+        "legion",
+        [("l1-med", "l1", 0, 4), ("l1-low", "l1", -1, 2)],
+        ("l1", 1, 4),
+        {"l1-med"},
+    ),
+    case(
+        PREEMPTION,
+        "do not reclaim borrowed quota from same priority for withinCohort=ReclaimFromLowerPriority",
+        1829,
+        "cohort",
+        [("c1", "c1", 0, 2), ("c2-1", "c2", 0, 4), ("c2-2", "c2", 0, 4)],
+        ("c1", 0, 4),
+        set(),
+        library={"c2-1"},
+        why=RECLAIM_ANY,
+    ),
+    case(
+        PREEMPTION,
+        "reclaim borrowed quota from same priority for withinCohort=ReclaimFromAny",
+        1912,
+        "cohort",
+        [("c1-1", "c1", 0, 4), ("c1-2", "c1", 1, 4), ("c2", "c2", 0, 2)],
+        ("c2", 0, 4),
+        {"c1-1"},
+    ),
+    case(
+        PREEMPTION,
+        "preempt from all ClusterQueues in cohort",
+        2013,
+        "cohort",
+        [("c1-low", "c1", -1, 3), ("c1-mid", "c1", 0, 2), ("c2-low", "c2", -1, 3), ("c2-mid", "c2", 0, 4)],
+        ("c1", 0, 4),
+        {"c1-low", "c2-low"},
+    ),
+    case(
+        PREEMPTION,
+        "can't preempt workloads in ClusterQueue for withinClusterQueue=Never",
+        2153,
+        "cohort",
+        [("c2-low", "c2", -1, 3)],
+        ("c2", 1, 4),
+        set(),
+        starts=True,
+        note=FITS_FREE,
+    ),
+    case(
+        PREEMPTION,
+        "preempt newer workloads with the same priority",
+        2314,
+        "standalone",
+        [("wl1", "standalone", 2, 2), ("wl2", "standalone", 1, 2), ("wl3", "standalone", 1, 2)],
+        ("standalone", 1, 2),
+        {"wl2"},
+        library=set(),
+        why=EQUAL_PRIORITY,
+        ages=(("wl2", 1.0),),
+        note="ClusterQueue preventStarvation (LowerOrNewerEqualPriority), 6 CPUs, as standalone",
+    ),
+    case(
+        PREEMPTION,
+        "use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue while borrowing",
+        2435,
+        "with_shared_cq",
+        [("a_best_effort_low", "a_best_effort", -1, 10), ("b_best_effort_low", "b_best_effort", -1, 1)],
+        ("a_standard", 0, 10),
+        {"a_best_effort_low"},
+        library=set(),
+        why=NO_BORROW_RECLAIM,
+    ),
+    case(
+        PREEMPTION,
+        "use BorrowWithinCohort; don't allow preempting a lower-priority workload with priority above MaxPriorityThreshold, "
+        "if borrowing is required even after the preemption",
+        2516,
+        "with_shared_cq",
+        [("b_standard", "b_standard", 1, 10)],
+        ("a_standard", 2, 10),
+        set(),
+    ),
+    case(
+        PREEMPTION,
+        "use BorrowWithinCohort; allow preempting a lower-priority workload with priority above MaxPriorityThreshold, "
+        "if borrowing is not required after the preemption",
+        2558,
+        "with_shared_cq",
+        [("b_standard", "b_standard", 1, 13)],
+        ("a_standard", 2, 1),
+        {"b_standard"},
+    ),
+    case(
+        PREEMPTION,
+        "use BorrowWithinCohort; don't allow for preemption of lower-priority workload from the same ClusterQueue",
+        2619,
+        "with_shared_cq",
+        [("a_standard", "a_standard", 1, 13)],
+        ("a_standard", 2, 1),
+        set(),
+    ),
+    case(
+        PREEMPTION,
+        "use BorrowWithinCohort; only preempt from CQ if no workloads below threshold and already above nominal",
+        2661,
+        "with_shared_cq",
+        [
+            ("a_standard_1", "a_standard", 1, 10),
+            ("a_standard_2", "a_standard", 1, 1),
+            ("b_standard_1", "b_standard", 1, 1),
+            ("b_standard_2", "b_standard", 2, 1),
+        ],
+        ("b_standard", 3, 1),
+        {"b_standard_1"},
+    ),
+    case(
+        PREEMPTION,
+        "use BorrowWithinCohort; preempt from CQ and from other CQs with workloads below threshold",
+        2791,
+        "with_shared_cq",
+        [
+            ("b_standard_high", "b_standard", 2, 10),
+            ("b_standard_mid", "b_standard", 1, 1),
+            ("a_best_effort_low", "a_best_effort", -1, 1),
+            ("a_best_effort_lower", "a_best_effort", -2, 1),
+        ],
+        ("b_standard", 2, 2),
+        {"a_best_effort_lower", "b_standard_mid"},
+        library=set(),
+        why=NO_BORROW_RECLAIM,
+    ),
     # cohort-lend: lending limits bound what lend1 (4 of 6) and lend2 (2 of 6) lend to each other.
-    case(PREEMPTION, "reclaim quota from lender", 2936, "cohort-lend",
-         [("lend1-low", "lend1", -1, 3), ("lend2-mid", "lend2", 0, 3), ("lend2-high", "lend2", 1, 4)], ("lend1", 1, 3), {"lend2-mid"}),
-    case(PREEMPTION, "preempt from all ClusterQueues in cohort-lend", 3040, "cohort-lend",
-         [("lend1-low", "lend1", -1, 3), ("lend1-mid", "lend1", 0, 2), ("lend2-low", "lend2", -1, 3), ("lend2-mid", "lend2", 0, 4)],
-         ("lend1", 0, 4), {"lend1-low", "lend2-low"}),
-    case(PREEMPTION, "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit", 3180, "cohort-lend",
-         [("lend2-low", "lend2", -1, 10)], ("lend1", 0, 9), set()),
-    case(PREEMPTION, "preemptions from cq when target queue is exhausted for the single requested resource", 3221, "cohort-three",
-         [("a1", "a", -2, 1), ("a2", "a", -2, 1), ("a3", "a", -1, 1), ("b1", "b", 0, 1), ("b2", "b", 0, 1), ("b3", "b", 0, 1)],
-         ("a", 0, 2), {"a1", "a2"}),
-    case(PREEMPTION, "allow preemption from other cluster queues if target cq is not exhausted for the requested resource", 3834, "cohort-three",
-         [("a1", "a", -1, 1), ("b1", "b", 0, 1), ("b2", "b", 0, 1), ("b3", "b", 0, 1), ("b4", "b", 0, 1), ("b5", "b", -1, 1)],
-         ("a", 0, 2), {"a1", "b5"}),
+    case(
+        PREEMPTION,
+        "reclaim quota from lender",
+        2936,
+        "cohort-lend",
+        [("lend1-low", "lend1", -1, 3), ("lend2-mid", "lend2", 0, 3), ("lend2-high", "lend2", 1, 4)],
+        ("lend1", 1, 3),
+        {"lend2-mid"},
+    ),
+    case(
+        PREEMPTION,
+        "preempt from all ClusterQueues in cohort-lend",
+        3040,
+        "cohort-lend",
+        [
+            ("lend1-low", "lend1", -1, 3),
+            ("lend1-mid", "lend1", 0, 2),
+            ("lend2-low", "lend2", -1, 3),
+            ("lend2-mid", "lend2", 0, 4),
+        ],
+        ("lend1", 0, 4),
+        {"lend1-low", "lend2-low"},
+    ),
+    case(
+        PREEMPTION,
+        "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit",
+        3180,
+        "cohort-lend",
+        [("lend2-low", "lend2", -1, 10)],
+        ("lend1", 0, 9),
+        set(),
+    ),
+    case(
+        PREEMPTION,
+        "preemptions from cq when target queue is exhausted for the single requested resource",
+        3221,
+        "cohort-three",
+        [
+            ("a1", "a", -2, 1),
+            ("a2", "a", -2, 1),
+            ("a3", "a", -1, 1),
+            ("b1", "b", 0, 1),
+            ("b2", "b", 0, 1),
+            ("b3", "b", 0, 1),
+        ],
+        ("a", 0, 2),
+        {"a1", "a2"},
+    ),
+    case(
+        PREEMPTION,
+        "allow preemption from other cluster queues if target cq is not exhausted for the requested resource",
+        3834,
+        "cohort-three",
+        [
+            ("a1", "a", -1, 1),
+            ("b1", "b", 0, 1),
+            ("b2", "b", 0, 1),
+            ("b3", "b", 0, 1),
+            ("b4", "b", 0, 1),
+            ("b5", "b", -1, 1),
+        ],
+        ("a", 0, 2),
+        {"a1", "b5"},
+    ),
     # TestSatisfiesPreemptionPolicy: the preemptor pending, the candidate running, the pool full.
-    case(POLICY, "LowerPriority: preemptor has higher priority", 49, "policy-within", [("candidate", "q", 5, 1)], ("q", 10, 1), {"candidate"}),
-    case(POLICY, "LowerPriority: preemptor has same priority", 55, "policy-within", [("candidate", "q", 10, 1)], ("q", 10, 1), set()),
-    case(POLICY, "LowerOrNewerEqualPriority: preemptor has same priority, same timestamp", 61, "policy-within",
-         [("candidate", "q", 10, 1)], ("q", 10, 1), set()),
-    case(POLICY, "LowerOrNewerEqualPriority: preemptor has same priority, newer timestamp (within 5min buffer)", 67, "policy-within",
-         [("candidate", "q", 10, 1)], ("q", 10, 1), set(), created=60.0),
-    case(POLICY, "LowerOrNewerEqualPriority: preemptor has same priority, older timestamp (within 5min buffer)", 73, "policy-within",
-         [("candidate", "q", 10, 1)], ("q", 10, 1), {"candidate"}, library=set(), why=EQUAL_PRIORITY, ages=(("candidate", 60.0),)),
-    case(POLICY, "PreemptionPolicyAny", 79, "policy-reclaim", [("candidate", "borrower", 10, 1)], ("lender", 10, 1), {"candidate"},
-         note="Any is the library's reclaim: the lender takes back its quota from a borrower of the same priority"),
+    case(
+        POLICY,
+        "LowerPriority: preemptor has higher priority",
+        49,
+        "policy-within",
+        [("candidate", "q", 5, 1)],
+        ("q", 10, 1),
+        {"candidate"},
+    ),
+    case(
+        POLICY,
+        "LowerPriority: preemptor has same priority",
+        55,
+        "policy-within",
+        [("candidate", "q", 10, 1)],
+        ("q", 10, 1),
+        set(),
+    ),
+    case(
+        POLICY,
+        "LowerOrNewerEqualPriority: preemptor has same priority, same timestamp",
+        61,
+        "policy-within",
+        [("candidate", "q", 10, 1)],
+        ("q", 10, 1),
+        set(),
+    ),
+    case(
+        POLICY,
+        "LowerOrNewerEqualPriority: preemptor has same priority, newer timestamp (within 5min buffer)",
+        67,
+        "policy-within",
+        [("candidate", "q", 10, 1)],
+        ("q", 10, 1),
+        set(),
+        created=60.0,
+    ),
+    case(
+        POLICY,
+        "LowerOrNewerEqualPriority: preemptor has same priority, older timestamp (within 5min buffer)",
+        73,
+        "policy-within",
+        [("candidate", "q", 10, 1)],
+        ("q", 10, 1),
+        {"candidate"},
+        library=set(),
+        why=EQUAL_PRIORITY,
+        ages=(("candidate", 60.0),),
+    ),
+    case(
+        POLICY,
+        "PreemptionPolicyAny",
+        79,
+        "policy-reclaim",
+        [("candidate", "borrower", 10, 1)],
+        ("lender", 10, 1),
+        {"candidate"},
+        note="Any is the library's reclaim: the lender takes back its quota from a borrower of the same priority",
+    ),
     case(POLICY, "PreemptionPolicyNever", 85, "policy-never", [("candidate", "q", 10, 1)], ("q", 10, 1), set()),
 )
 
@@ -227,36 +555,64 @@ BOOST = "priority boost (the PriorityBoost feature gate's annotation): prioritie
 MISSING = (
     (PREEMPTION, "only preempt workloads using the chosen flavor", 851, FLAVORS),
     (PREEMPTION, "reclaim quota if workload requests 0 resources for a resource at nominal quota", 1064, RESOURCES),
-    (PREEMPTION, "preempting locally and borrowing other resources in cohort, without cohort candidates", 1289, RESOURCES),
+    (
+        PREEMPTION,
+        "preempting locally and borrowing other resources in cohort, without cohort candidates",
+        1289,
+        RESOURCES,
+    ),
     (PREEMPTION, "preempting locally and borrowing other resources in cohort, with cohort candidates", 1612, RESOURCES),
     (PREEMPTION, "each podset preempts a different flavor", 2195, PODSETS),
     (PREEMPTION, "preemptions from cq when target queue is exhausted for two requested resources", 3414, RESOURCES),
-    (PREEMPTION, "preemptions from cq when target queue is exhausted for one requested resource, but not the other", 3636, RESOURCES),
+    (
+        PREEMPTION,
+        "preemptions from cq when target queue is exhausted for one requested resource, but not the other",
+        3636,
+        RESOURCES,
+    ),
     (PREEMPTION, "long range preemption", 4026, HIERARCHY),
-    *((HIERARCHICAL, name, line, HIERARCHY) for name, line in (
-        ("preempt with hierarchical advantage", 66), ("avoid queues within nominal quota", 143),
-        ("preempt multiple with hierarchical advantage", 242), ("preempt in cohort and own CQ", 348),
-        ("prefer to preempt hierarchical candidate", 472), ("forced to preempt priority candidate", 563),
-        ("incoming workload fits in CQ nominal quota", 668), ("preempt hierarchical and priority candidates", 782),
-        ("preempt hierarchical candidates and inside CQ", 916), ("reclaim nominal quota from lowest priority workload, excluding non-borrowing", 1049),
-        ("infeasible preemption all available workloads in pruned subtrees", 1176), ("hiearchical preemption with multiple resources", 1277),
-        ("prefer to preempt evicted workloads", 1393), ("respect lending limits", 1491),  # lending limits inside a hierarchy of cohorts
-        ("reclaim in complex hierarchy", 1575),
-    )),
-    *((POLICY, name, line, BOOST) for name, line in (
-        ("LowerPriority: boost makes low-priority immune to medium-priority preemption", 91),
-        ("LowerPriority: boost on preemptor enables preemption of higher raw priority", 101),
-        ("LowerOrNewerEqualPriority: boost equalizes priorities, older preemptor can preempt newer candidate", 111),
-        ("LowerOrNewerEqualPriority: equal effective priority, newer preemptor cannot preempt older candidate", 123),
-        ("Any: always satisfies regardless of priority or boost", 135),
-    )),
+    *(
+        (HIERARCHICAL, name, line, HIERARCHY)
+        for name, line in (
+            ("preempt with hierarchical advantage", 66),
+            ("avoid queues within nominal quota", 143),
+            ("preempt multiple with hierarchical advantage", 242),
+            ("preempt in cohort and own CQ", 348),
+            ("prefer to preempt hierarchical candidate", 472),
+            ("forced to preempt priority candidate", 563),
+            ("incoming workload fits in CQ nominal quota", 668),
+            ("preempt hierarchical and priority candidates", 782),
+            ("preempt hierarchical candidates and inside CQ", 916),
+            ("reclaim nominal quota from lowest priority workload, excluding non-borrowing", 1049),
+            ("infeasible preemption all available workloads in pruned subtrees", 1176),
+            ("hiearchical preemption with multiple resources", 1277),
+            ("prefer to preempt evicted workloads", 1393),
+            ("respect lending limits", 1491),  # lending limits inside a hierarchy of cohorts
+            ("reclaim in complex hierarchy", 1575),
+        )
+    ),
+    *(
+        (POLICY, name, line, BOOST)
+        for name, line in (
+            ("LowerPriority: boost makes low-priority immune to medium-priority preemption", 91),
+            ("LowerPriority: boost on preemptor enables preemption of higher raw priority", 101),
+            ("LowerOrNewerEqualPriority: boost equalizes priorities, older preemptor can preempt newer candidate", 111),
+            (
+                "LowerOrNewerEqualPriority: equal effective priority, newer preemptor cannot preempt older candidate",
+                123,
+            ),
+            ("Any: always satisfies regardless of priority or boost", 135),
+        )
+    ),
 )
 
 
 def summary() -> str:
     agree = sum(c.verdict == AGREE for c in CASES)
-    return (f"Kueue conformance: {len(CASES)} ported ({agree} agree, {len(CASES) - agree} by design), "
-            f"{len(MISSING)} missing concept")
+    return (
+        f"Kueue conformance: {len(CASES)} ported ({agree} agree, {len(CASES) - agree} by design), "
+        f"{len(MISSING)} missing concept"
+    )
 
 
 @pytest.mark.parametrize("kueue_case", CASES, ids=lambda c: f"{c.test}:{c.line}")

@@ -33,15 +33,21 @@ def share(name, quota, strategy=Strategy.LEND, **extra):
 
 
 def running(job_id, team, count, priority=1, started_at=0.0, **extra):
-    return RunningJob(job_id=job_id, share=team, instance_type=P5, count=count, priority=priority, started_at=started_at, **extra)
+    return RunningJob(
+        job_id=job_id, share=team, instance_type=P5, count=count, priority=priority, started_at=started_at, **extra
+    )
 
 
 def pending(job_id, team, count, priority=1, submitted_at=0.0, **extra):
-    return PendingJob(job_id=job_id, share=team, instance_type=P5, count=count, priority=priority, submitted_at=submitted_at, **extra)
+    return PendingJob(
+        job_id=job_id, share=team, instance_type=P5, count=count, priority=priority, submitted_at=submitted_at, **extra
+    )
 
 
 def pool(shares, running_jobs=(), pending_jobs=(), capacity=16):
-    return PoolState(capacity={P5: capacity}, shares=tuple(shares), running=tuple(running_jobs), pending=tuple(pending_jobs), now=NOW)
+    return PoolState(
+        capacity={P5: capacity}, shares=tuple(shares), running=tuple(running_jobs), pending=tuple(pending_jobs), now=NOW
+    )
 
 
 RESEARCH_BORROWS = share("research", 4, Strategy.LEND_AND_BORROW, borrow_limit=None, in_share_preemption=True)
@@ -51,7 +57,11 @@ VISION_LENDS = share("vision", 8)
 def test_a_lender_within_quota_reclaims_exactly_what_it_needs_with_a_readable_reason():
     state = pool(
         [RESEARCH_BORROWS, VISION_LENDS],
-        [running("r-old", "research", 4, started_at=100), running("r-new", "research", 8, started_at=200), running("r-small", "research", 2, started_at=300, priority=5)],
+        [
+            running("r-old", "research", 4, started_at=100),
+            running("r-new", "research", 8, started_at=200),
+            running("r-small", "research", 2, started_at=300, priority=5),
+        ],
         [pending("J", "vision", 8)],
         capacity=14,
     )
@@ -66,7 +76,11 @@ def test_reverse_pass_drops_victims_that_are_not_needed():
     state = pool(
         [RESEARCH_BORROWS, VISION_LENDS],
         # victim order: lowest priority first, so the 1-instance job comes before the 8
-        [running("tiny", "research", 1, priority=0), running("big", "research", 8, priority=1), running("base", "research", 3, priority=9)],
+        [
+            running("tiny", "research", 1, priority=0),
+            running("big", "research", 8, priority=1),
+            running("base", "research", 3, priority=9),
+        ],
         [pending("J", "vision", 8)],
         capacity=12,
     )
@@ -76,9 +90,17 @@ def test_reverse_pass_drops_victims_that_are_not_needed():
 
 def test_reclaim_takes_only_borrowed_capacity_even_when_one_guaranteed_job_would_do():
     state = pool(
-        [share("lender", 4), share("t", 4, Strategy.LEND_AND_BORROW, borrow_limit=None), share("w", 1, Strategy.LEND_AND_BORROW, borrow_limit=None)],
-        [running("t-borrowed", "t", 1, priority=0), running("t-guaranteed", "t", 4, priority=1),
-         running("w-borrowed", "w", 3, priority=2), running("w-guaranteed", "w", 1, priority=5)],
+        [
+            share("lender", 4),
+            share("t", 4, Strategy.LEND_AND_BORROW, borrow_limit=None),
+            share("w", 1, Strategy.LEND_AND_BORROW, borrow_limit=None),
+        ],
+        [
+            running("t-borrowed", "t", 1, priority=0),
+            running("t-guaranteed", "t", 4, priority=1),
+            running("w-borrowed", "w", 3, priority=2),
+            running("w-guaranteed", "w", 1, priority=5),
+        ],
         [pending("J", "lender", 4)],
         capacity=9,
     )
@@ -90,8 +112,15 @@ def test_a_reclaim_across_teams_takes_the_youngest_borrower_before_an_old_one_of
     # serving (critical) borrowed 10 minutes ago, platform (standard) a week ago: restarting
     # platform's job would throw away a week of work, serving's ten minutes
     state = pool(
-        [share("research", 1), share("serving", 0, Strategy.LEND_AND_BORROW), share("platform", 0, Strategy.LEND_AND_BORROW)],
-        [running("serving-new", "serving", 1, priority=90, started_at=NOW - 600), running("platform-week", "platform", 1, priority=50, started_at=NOW - 604_800)],
+        [
+            share("research", 1),
+            share("serving", 0, Strategy.LEND_AND_BORROW),
+            share("platform", 0, Strategy.LEND_AND_BORROW),
+        ],
+        [
+            running("serving-new", "serving", 1, priority=90, started_at=NOW - 600),
+            running("platform-week", "platform", 1, priority=50, started_at=NOW - 604_800),
+        ],
         [pending("R", "research", 1)],
         capacity=2,
     )
@@ -115,7 +144,12 @@ def test_checkpointable_and_recent_jobs_are_preempted_first_among_equals():
 def test_reserve_share_capacity_is_never_lent_and_lend_share_never_borrows():
     reserve = share("prod", 6, Strategy.RESERVE)
     lender = share("train", 4)
-    state = pool([reserve, lender], [], [pending("t1", "train", 4), pending("t2", "train", 2), pending("p1", "prod", 2)], capacity=12)
+    state = pool(
+        [reserve, lender],
+        [],
+        [pending("t1", "train", 4), pending("t2", "train", 2), pending("p1", "prod", 2)],
+        capacity=12,
+    )
     after = apply_plan(state, plan_tick(state))
     assert sorted(j.job_id for j in after.running) == ["p1", "t1"]  # t2 would borrow: train only lends
     assert [j.job_id for j in after.pending] == ["t2"]
@@ -123,7 +157,12 @@ def test_reserve_share_capacity_is_never_lent_and_lend_share_never_borrows():
 
 def test_borrowing_is_capped_by_the_borrow_limit():
     borrower = share("research", 4, Strategy.LEND_AND_BORROW, borrow_limit=50)
-    state = pool([borrower, share("idle", 8)], [], [pending(f"r{i}", "research", 1, submitted_at=i) for i in range(10)], capacity=12)
+    state = pool(
+        [borrower, share("idle", 8)],
+        [],
+        [pending(f"r{i}", "research", 1, submitted_at=i) for i in range(10)],
+        capacity=12,
+    )
     plan = plan_tick(state)
     assert len(plan.starts) == 6  # 4 + 50 % of 4
     assert [s.borrowed for s in plan.starts] == [0, 0, 0, 0, 1, 1]
@@ -133,7 +172,9 @@ def test_idle_capacity_goes_to_the_borrower_with_least_borrowed_per_weight():
     heavy = share("heavy", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, fair_share_weight=30)
     light = share("light", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, fair_share_weight=10)
     jobs = [pending(f"{team}{i}", team, 1, submitted_at=i) for team in ("heavy", "light") for i in range(8)]
-    after = apply_plan(pool([heavy, light], [], jobs, capacity=10), plan_tick(pool([heavy, light], [], jobs, capacity=10)))
+    after = apply_plan(
+        pool([heavy, light], [], jobs, capacity=10), plan_tick(pool([heavy, light], [], jobs, capacity=10))
+    )
     held = {team: sum(j.count for j in after.running if j.share == team) for team in ("heavy", "light")}
     # 8 borrowed instances split 3:1 by weight (6 and 2) on top of one guaranteed each
     assert held == {"heavy": 7, "light": 3}
@@ -203,7 +244,9 @@ def test_share_usage_attributes_borrowing_to_unassigned_capacity_then_lenders():
     )
     rows = {row.share: row for row in share_usage(state)}
     # research borrows 5: 2 from unassigned capacity, 3 from vision's idle quota; prod never lends
-    assert rows["research"] == ShareUsage(share="research", instance_type=P5, guaranteed=4, in_use=9, borrowed=5, lent=0, pending=0)
+    assert rows["research"] == ShareUsage(
+        share="research", instance_type=P5, guaranteed=4, in_use=9, borrowed=5, lent=0, pending=0
+    )
     assert rows["vision"].lent == 3 and rows["vision"].pending == 3
     assert rows["prod"].lent == 0
 
@@ -214,7 +257,9 @@ def test_invalid_state_names_every_bad_field():
             capacity={P5: 4},
             shares=(share("a", 2),),
             running=(running("x", "ghost", 1),),
-            pending=(PendingJob(job_id="y", share="a", instance_type="ml.g5.xlarge", count=0, priority=1, submitted_at=0),),
+            pending=(
+                PendingJob(job_id="y", share="a", instance_type="ml.g5.xlarge", count=0, priority=1, submitted_at=0),
+            ),
             now=0,
         )
     text = str(error.value)
@@ -228,7 +273,10 @@ def test_a_reclaim_takes_the_borrowed_job_that_loses_the_least_work():
     # instance-seconds; the 1-instance job 1 x 1000. A lender needing one instance takes the latter.
     state = pool(
         [RESEARCH_BORROWS, VISION_LENDS],
-        [running("long-small", "research", 1, started_at=NOW - 1_000), running("recent-big", "research", 8, started_at=NOW - 200)],
+        [
+            running("long-small", "research", 1, started_at=NOW - 1_000),
+            running("recent-big", "research", 8, started_at=NOW - 200),
+        ],
         [pending("J", "vision", 4)],
         capacity=12,
     )
@@ -240,15 +288,22 @@ def test_a_requeued_job_that_cannot_checkpoint_borrows_again_only_after_its_back
     again = pending("again", "research", 6, submitted_at=NOW - requeued_ago, times_preempted=1)
     inside = pending("inside", "research", 4, submitted_at=NOW - 60, times_preempted=3)
     settings = Settings(reborrow_backoff_s=3_600)
-    assert [s.job_id for s in plan_tick(pool([RESEARCH_BORROWS, VISION_LENDS], [], [again], capacity=12), settings).starts] == (["again"] if borrows else [])
+    assert [
+        s.job_id for s in plan_tick(pool([RESEARCH_BORROWS, VISION_LENDS], [], [again], capacity=12), settings).starts
+    ] == (["again"] if borrows else [])
     # inside its own quota a requeued job restarts at once, whatever its backoff
-    assert [s.job_id for s in plan_tick(pool([RESEARCH_BORROWS, VISION_LENDS], [], [inside], capacity=12), settings).starts] == ["inside"]
+    assert [
+        s.job_id for s in plan_tick(pool([RESEARCH_BORROWS, VISION_LENDS], [], [inside], capacity=12), settings).starts
+    ] == ["inside"]
     # the second preemption doubles the wait
     twice = replace(again, times_preempted=2)
     assert plan_tick(pool([RESEARCH_BORROWS, VISION_LENDS], [], [twice], capacity=12), settings).starts == ()
 
 
-@pytest.mark.parametrize("declared, checkpointable, borrows", [(1_800, False, True), (7_200, False, False), (None, False, False), (None, True, True)])
+@pytest.mark.parametrize(
+    "declared, checkpointable, borrows",
+    [(1_800, False, True), (7_200, False, False), (None, False, False), (None, True, True)],
+)
 def test_with_a_borrow_horizon_only_short_declared_or_checkpointing_jobs_borrow(declared, checkpointable, borrows):
     job = pending("J", "research", 6, max_run_time_s=declared, checkpointable=checkpointable)
     plan = plan_tick(pool([RESEARCH_BORROWS, VISION_LENDS], [], [job], capacity=12), Settings(borrow_horizon_s=3_600))
@@ -263,7 +318,12 @@ def test_a_reclaim_for_a_job_unstarted_in_the_same_tick_names_the_job_that_takes
     # serves a borrowing job (safety.no_reclaim_for_borrowing; issue 28 found the replacement).
     borrower = share("team0", 0, Strategy.LEND_AND_BORROW, borrow_limit=None)
     lender = share("team1", 3, Strategy.LEND_AND_BORROW, borrow_limit=34, in_share_preemption=True)
-    state = pool([borrower, lender], [running("r1", "team0", 9), running("r2", "team0", 1)], [pending("p0", "team1", 4, priority=2), pending("p1", "team1", 2, priority=1)], capacity=10)
+    state = pool(
+        [borrower, lender],
+        [running("r1", "team0", 9), running("r2", "team0", 1)],
+        [pending("p0", "team1", 4, priority=2), pending("p1", "team1", 2, priority=1)],
+        capacity=10,
+    )
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["p1"]
     assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("r1", "p1")]
@@ -280,15 +340,22 @@ def lender_behind_its_own_low_priority_job(a_low_protected=False):
     borrowed job is reclaimed."""
     return pool(
         [share("a", 2, Strategy.LEND, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
-        [running("a-low", "a", 1, priority=0, started_at=9_000, times_preempted=1 if a_low_protected else 0),
-         running("b-borrowed", "b", 1, priority=0, started_at=9_000)],
-        [pending("a-high", "a", 2, priority=5)], capacity=2)
+        [
+            running("a-low", "a", 1, priority=0, started_at=9_000, times_preempted=1 if a_low_protected else 0),
+            running("b-borrowed", "b", 1, priority=0, started_at=9_000),
+        ],
+        [pending("a-high", "a", 2, priority=5)],
+        capacity=2,
+    )
 
 
 def test_a_guarantee_reached_only_by_in_share_preemption_and_a_reclaim_starts():
     plan = plan_tick(lender_behind_its_own_low_priority_job())
     assert [s.job_id for s in plan.starts] == ["a-high"]
-    assert {(p.job_id, p.kind, p.for_job) for p in plan.preemptions} == {("a-low", IN_SHARE, "a-high"), ("b-borrowed", RECLAIM, "a-high")}
+    assert {(p.job_id, p.kind, p.for_job) for p in plan.preemptions} == {
+        ("a-low", IN_SHARE, "a-high"),
+        ("b-borrowed", RECLAIM, "a-high"),
+    }
     after = apply_plan(lender_behind_its_own_low_priority_job(), plan)
     assert {j.job_id: j.count for j in after.running} == {"a-high": 2}  # team a exactly at its guarantee
     assert plan_tick(after).preemptions == ()
@@ -296,8 +363,12 @@ def test_a_guarantee_reached_only_by_in_share_preemption_and_a_reclaim_starts():
 
 def test_a_guarantee_job_that_could_borrow_free_capacity_preempts_nothing():
     # a may borrow and the pool has room: a-high starts beside a-low, above a's quota, no victim.
-    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
-                 [running("a-low", "a", 1, priority=0)], [pending("a-high", "a", 2, priority=5)], capacity=4)
+    state = pool(
+        [share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+        [running("a-low", "a", 1, priority=0)],
+        [pending("a-high", "a", 2, priority=5)],
+        capacity=4,
+    )
     plan = plan_tick(state)
     assert ([s.job_id for s in plan.starts], plan.preemptions) == (["a-high"], ())
 
@@ -305,9 +376,12 @@ def test_a_guarantee_job_that_could_borrow_free_capacity_preempts_nothing():
 def test_a_guarantee_job_of_a_share_under_its_quota_preempts_the_fewest_jobs():
     # One free instance and a-low's make room: a-high takes a-low's (in-share) and leaves b's
     # borrowed 2 alone; a reclaim of them would have to take a-low as well (to land in quota).
-    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
-                 [running("a-low", "a", 1, priority=0), running("b-borrowed", "b", 2, priority=0, started_at=9_000)],
-                 [pending("a-high", "a", 2, priority=5)], capacity=4)
+    state = pool(
+        [share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+        [running("a-low", "a", 1, priority=0), running("b-borrowed", "b", 2, priority=0, started_at=9_000)],
+        [pending("a-high", "a", 2, priority=5)],
+        capacity=4,
+    )
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["a-high"]
     assert [(p.job_id, p.kind) for p in plan.preemptions] == [("a-low", IN_SHARE)]
@@ -317,10 +391,17 @@ def test_a_guarantee_job_of_a_share_under_its_quota_reclaims_what_it_is_owed_bef
     # a holds 6 of its 7; a-new (3) fits only once a's priority-0 jobs are set aside. a is owed 1
     # instance by b: a-new takes that back and a1's 2, not a0's and a1's (a0 would then be a
     # guarantee job again and restart at once by reclaiming the same instance, its work lost).
-    state = pool([share("a", 7, Strategy.LEND, in_share_preemption=True), share("b", 3, Strategy.LEND_AND_BORROW)],
-                 [running("a0", "a", 1, priority=0), running("a1", "a", 2, priority=0), running("a2", "a", 3, priority=0),
-                  *(running(f"b{n}", "b", 1, priority=0) for n in range(4))],
-                 [pending("a-new", "a", 3, priority=1)], capacity=10)
+    state = pool(
+        [share("a", 7, Strategy.LEND, in_share_preemption=True), share("b", 3, Strategy.LEND_AND_BORROW)],
+        [
+            running("a0", "a", 1, priority=0),
+            running("a1", "a", 2, priority=0),
+            running("a2", "a", 3, priority=0),
+            *(running(f"b{n}", "b", 1, priority=0) for n in range(4)),
+        ],
+        [pending("a-new", "a", 3, priority=1)],
+        capacity=10,
+    )
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["a-new"]
     assert sorted((p.job_id, p.kind) for p in plan.preemptions) == [("a1", IN_SHARE), ("b0", RECLAIM)]
@@ -329,17 +410,26 @@ def test_a_guarantee_job_of_a_share_under_its_quota_reclaims_what_it_is_owed_bef
 def test_a_guarantee_job_that_reclaims_lands_inside_its_quota_rather_than_borrowing_reclaimed_capacity():
     # a-low alone frees too little, so a-high reclaims; it may not keep a-low and take both of b's
     # borrowed jobs, which would put team a at 3, above its quota of 2, on reclaimed capacity.
-    state = pool([share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
-                 [running("a-low", "a", 1, priority=0), running("b1", "b", 1, priority=0, started_at=9_000),
-                  running("b2", "b", 1, priority=0, started_at=9_100)],
-                 [pending("a-high", "a", 2, priority=5)], capacity=3)
+    state = pool(
+        [share("a", 2, Strategy.LEND_AND_BORROW, in_share_preemption=True), share("b", 0, Strategy.LEND_AND_BORROW)],
+        [
+            running("a-low", "a", 1, priority=0),
+            running("b1", "b", 1, priority=0, started_at=9_000),
+            running("b2", "b", 1, priority=0, started_at=9_100),
+        ],
+        [pending("a-high", "a", 2, priority=5)],
+        capacity=3,
+    )
     plan = plan_tick(state)
     assert [s.job_id for s in plan.starts] == ["a-high"]
     assert sorted((p.job_id, p.kind) for p in plan.preemptions) == [("a-low", IN_SHARE), ("b2", RECLAIM)]
 
 
 def test_a_share_without_in_share_preemption_keeps_the_old_definition():
-    state = replace(lender_behind_its_own_low_priority_job(), shares=(share("a", 2, Strategy.LEND), share("b", 0, Strategy.LEND_AND_BORROW)))
+    state = replace(
+        lender_behind_its_own_low_priority_job(),
+        shares=(share("a", 2, Strategy.LEND), share("b", 0, Strategy.LEND_AND_BORROW)),
+    )
     plan = plan_tick(state)
     assert (plan.starts, plan.preemptions) == ((), ())
     assert starved_shares(state) == set()  # a-high does not fit a's quota beside a-low, which it may not preempt
@@ -418,8 +508,10 @@ def test_a_job_that_borrows_never_takes_the_place_of_one_that_reclaimed_in_the_s
     # found by the property tests: p0 (inside research's quota of 1) reclaims vision's borrowed 4;
     # the higher-priority p1 would then borrow by preempting p0 in-share and inherit the reclaim
     state = pool(
-        [share("research", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, in_share_preemption=True),
-         share("vision", 0, Strategy.LEND_AND_BORROW, borrow_limit=None)],
+        [
+            share("research", 1, Strategy.LEND_AND_BORROW, borrow_limit=None, in_share_preemption=True),
+            share("vision", 0, Strategy.LEND_AND_BORROW, borrow_limit=None),
+        ],
         [running("v-borrowed", "vision", 4)],
         [pending("p0", "research", 1, priority=0), pending("p1", "research", 4, priority=1)],
         capacity=4,

@@ -93,7 +93,9 @@ def test_reserve_share_jobs_within_quota_always_start(state):
         share = shares[job.share]
         if share.strategy is Strategy.RESERVE and job.times_preempted == 0:
             used = sum(j.count for j in after.running if j.share == job.share and j.instance_type == job.instance_type)
-            assert used + job.count > share.quota.get(job.instance_type, 0), f"{job.job_id} waits inside its reservation"
+            assert used + job.count > share.quota.get(job.instance_type, 0), (
+                f"{job.job_id} waits inside its reservation"
+            )
 
 
 @PROPERTY_SETTINGS
@@ -102,7 +104,10 @@ def test_no_preemption_when_the_pending_job_fits_anyway(state):
     (job,) = state.pending
     share = _shares(state)[job.share]
     capacity = state.capacity[job.instance_type]
-    used = {s.name: sum(j.count for j in state.running if j.share == s.name and j.instance_type == job.instance_type) for s in state.shares}
+    used = {
+        s.name: sum(j.count for j in state.running if j.share == s.name and j.instance_type == job.instance_type)
+        for s in state.shares
+    }
     # idle quota never lent: reserve shares', and lenders' beyond their lending limits
     reserved_idle = sum(s.held_idle(job.instance_type, used[s.name]) for s in state.shares if s.name != job.share)
     free = capacity - sum(used.values()) - reserved_idle
@@ -156,9 +161,15 @@ def full_pools_of_single_instance_borrowers(draw):
         Share(name=t, quota={}, strategy=Strategy.LEND_AND_BORROW) for t in teams
     )
     running = tuple(
-        RunningJob(job_id=f"r{i}", share=draw(st.sampled_from(teams)), instance_type="p5", count=1,
-                   priority=draw(st.integers(0, 9)), started_at=draw(st.integers(0, 9_000)) * 1.0,
-                   checkpointable=draw(st.booleans()))
+        RunningJob(
+            job_id=f"r{i}",
+            share=draw(st.sampled_from(teams)),
+            instance_type="p5",
+            count=1,
+            priority=draw(st.integers(0, 9)),
+            started_at=draw(st.integers(0, 9_000)) * 1.0,
+            checkpointable=draw(st.booleans()),
+        )
         for i in range(size)
     )
     pending = tuple(
@@ -187,13 +198,19 @@ def test_a_reclaim_takes_the_borrowed_jobs_that_lose_least_whatever_their_priori
 
 
 @PROPERTY_SETTINGS
-@given(pool_states(pending=(1, 1), paused=True), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
+@given(
+    pool_states(pending=(1, 1), paused=True),
+    st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]),
+)
 def test_every_plan_for_one_pending_job_is_safe(state, settings):
     check_safety(state, settings, plan_tick(state, settings))
 
 
 @PROPERTY_SETTINGS
-@given(pool_states(paused=True), st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]))
+@given(
+    pool_states(paused=True),
+    st.sampled_from([UNCAPPED, Settings(), Settings(min_run_time_s=3_600, max_preemptions_per_tick=2)]),
+)
 def test_every_plan_is_safe(state, settings):
     check_safety(state, settings, plan_tick(state, settings))
 
@@ -212,12 +229,29 @@ def lenders_behind_their_own_jobs(draw):
     running, used = [], 0
     for number, (count, priority) in enumerate(own):
         if used + count <= quota:
-            running.append(RunningJob(job_id=f"a{number}", share="a", instance_type="p5", count=count, priority=priority,
-                                      started_at=draw(st.floats(0, NOW))))
+            running.append(
+                RunningJob(
+                    job_id=f"a{number}",
+                    share="a",
+                    instance_type="p5",
+                    count=count,
+                    priority=priority,
+                    started_at=draw(st.floats(0, NOW)),
+                )
+            )
             used += count
     for number in range(capacity - used):  # b fills the pool, one instance per job
-        running.append(RunningJob(job_id=f"b{number}", share="b", instance_type="p5", count=1, priority=draw(st.integers(0, 9)),
-                                  started_at=draw(st.floats(0, NOW)), checkpointable=draw(st.booleans())))
+        running.append(
+            RunningJob(
+                job_id=f"b{number}",
+                share="b",
+                instance_type="p5",
+                count=1,
+                priority=draw(st.integers(0, 9)),
+                started_at=draw(st.floats(0, NOW)),
+                checkpointable=draw(st.booleans()),
+            )
+        )
     priority = draw(st.integers(1, 5))
     kept = sum(j.count for j in running if j.share == "a" and j.priority >= priority)
     count = draw(st.integers(1, max(1, quota - kept)))
@@ -247,15 +281,32 @@ def lenders_and_borrowers(draw):
             break
         free -= quota
         name = f"lender{index}"
-        shares.append(Share(name=name, quota={"p5": quota}, strategy=draw(st.sampled_from([Strategy.LEND, Strategy.LEND_AND_BORROW])),
-                            lending_limit=draw(st.none() | st.integers(0, 100)), paused=draw(st.booleans())))
+        shares.append(
+            Share(
+                name=name,
+                quota={"p5": quota},
+                strategy=draw(st.sampled_from([Strategy.LEND, Strategy.LEND_AND_BORROW])),
+                lending_limit=draw(st.none() | st.integers(0, 100)),
+                paused=draw(st.booleans()),
+            )
+        )
         in_use = draw(st.integers(0, quota))
         if in_use:
-            running.append(RunningJob(job_id=f"{name}-own", share=name, instance_type="p5", count=in_use, priority=1, started_at=0))
+            running.append(
+                RunningJob(job_id=f"{name}-own", share=name, instance_type="p5", count=in_use, priority=1, started_at=0)
+            )
     shares.append(Share(name="borrower", quota={}, strategy=Strategy.LEND_AND_BORROW))
-    pending = tuple(PendingJob(job_id=f"b{n}", share=draw(st.sampled_from([s.name for s in shares])), instance_type="p5",
-                               count=draw(st.integers(1, capacity)), priority=draw(st.integers(0, 2)), submitted_at=float(n))
-                    for n in range(draw(st.integers(1, 6))))
+    pending = tuple(
+        PendingJob(
+            job_id=f"b{n}",
+            share=draw(st.sampled_from([s.name for s in shares])),
+            instance_type="p5",
+            count=draw(st.integers(1, capacity)),
+            priority=draw(st.integers(0, 2)),
+            submitted_at=float(n),
+        )
+        for n in range(draw(st.integers(1, 6)))
+    )
     state = PoolState(capacity={"p5": capacity}, shares=tuple(shares), running=tuple(running), pending=pending, now=NOW)
     assume(state_is_valid(state))
     return state
@@ -285,5 +336,7 @@ def test_no_share_borrows_beyond_its_absolute_borrow_limit(state):
     for share in after.shares:
         for instance_type, absolute in share.borrow_limit_instances.items():
             held = sum(j.count for j in after.running if j.share == share.name and j.instance_type == instance_type)
-            if any(j.job_id in started for j in after.running if j.share == share.name and j.instance_type == instance_type):
+            if any(
+                j.job_id in started for j in after.running if j.share == share.name and j.instance_type == instance_type
+            ):
                 assert held <= share.quota.get(instance_type, 0) + absolute, (share.name, instance_type, held)

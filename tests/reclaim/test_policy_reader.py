@@ -24,18 +24,40 @@ def test_reads_the_policy_compiled_from_the_default_organisation(tmp_path):
     assert pool.capacity == dict(model.pool("sagemaker-training").capacity)
     research = next(s for s in pool.shares if s.name == "research")
     assert research == Share(
-        name="research", quota={"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 8}, strategy=Strategy.LEND_AND_BORROW,
-        borrow_limit=100, in_share_preemption=True, fair_share_weight=30, gpu_hour_limit=(8000, "month"),
+        name="research",
+        quota={"ml.p5.48xlarge": 2, "ml.g6e.12xlarge": 8},
+        strategy=Strategy.LEND_AND_BORROW,
+        borrow_limit=100,
+        in_share_preemption=True,
+        fair_share_weight=30,
+        gpu_hour_limit=(8000, "month"),
     )
     assert policy.priority_weight("urgent") == 90
 
 
 def test_null_borrow_limit_with_lend_and_borrow_means_unlimited():
     document = {
-        "version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [],
-        "pools": [{"name": "p", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 8}, "shares": [
-            {"name": "a", "quota": {"ml.p5.48xlarge": 2}, "strategy": "lend_and_borrow", "borrow_limit": None,
-             "in_share_preemption": False, "fair_share_weight": 5}]}],
+        "version": 1,
+        "organisation": "o",
+        "priority_classes": [],
+        "capacity_windows": [],
+        "pools": [
+            {
+                "name": "p",
+                "backend": "hyperpod_slurm",
+                "capacity": {"ml.p5.48xlarge": 8},
+                "shares": [
+                    {
+                        "name": "a",
+                        "quota": {"ml.p5.48xlarge": 2},
+                        "strategy": "lend_and_borrow",
+                        "borrow_limit": None,
+                        "in_share_preemption": False,
+                        "fair_share_weight": 5,
+                    }
+                ],
+            }
+        ],
     }
     (share,) = parse_policy(document).pool("p").shares
     assert share.ceiling("ml.p5.48xlarge", 8) == 8
@@ -43,9 +65,19 @@ def test_null_borrow_limit_with_lend_and_borrow_means_unlimited():
 
 def test_every_problem_is_named_with_its_path():
     document = {
-        "version": 2, "organisation": "o", "priority_classes": [{"name": "x", "weight": "high"}],
-        "pools": [{"name": "p", "backend": "kubernetes", "capacity": {"ml.p5.48xlarge": 0}, "shares": [
-            {"name": "a", "quota": {}, "strategy": "hoard", "borrow_limit": 10, "in_share_preemption": "yes"}]}],
+        "version": 2,
+        "organisation": "o",
+        "priority_classes": [{"name": "x", "weight": "high"}],
+        "pools": [
+            {
+                "name": "p",
+                "backend": "kubernetes",
+                "capacity": {"ml.p5.48xlarge": 0},
+                "shares": [
+                    {"name": "a", "quota": {}, "strategy": "hoard", "borrow_limit": 10, "in_share_preemption": "yes"}
+                ],
+            }
+        ],
     }
     with pytest.raises(PolicyError) as error:
         parse_policy(document)
@@ -73,12 +105,20 @@ OPENB = "benchmarks/openb-lend-and-borrow.yaml"
 
 
 def _with_reclaim(settings: str):
-    text = Path(OPENB).read_text(encoding="utf-8").replace("      ml.g5.xlarge: 40\n", f"      ml.g5.xlarge: 40\n    reclaim: {settings}\n", 1)
+    text = (
+        Path(OPENB)
+        .read_text(encoding="utf-8")
+        .replace("      ml.g5.xlarge: 40\n", f"      ml.g5.xlarge: 40\n    reclaim: {settings}\n", 1)
+    )
     return parse_config(text, "openb")
 
 
 def test_a_pools_reclaim_settings_reach_the_planner_settings_through_the_policy():
-    pool = parse_policy(compile_policy(_with_reclaim("{reborrow_backoff_seconds: 86400, borrow_horizon_seconds: 7200, grace_seconds: 300}"))).pool("openb")
+    pool = parse_policy(
+        compile_policy(
+            _with_reclaim("{reborrow_backoff_seconds: 86400, borrow_horizon_seconds: 7200, grace_seconds: 300}")
+        )
+    ).pool("openb")
     base = Settings(min_run_time_s=120, max_preemptions_per_tick=5)
     assert pool.settings(base) == replace(base, reborrow_backoff_s=86_400, borrow_horizon_s=7_200, grace_s=300)
     # unset: the planner's defaults, stated in the document all the same
@@ -93,14 +133,17 @@ def test_hyperpod_eks_pools_have_no_reclaim_settings_kueue_reclaims():
     assert eks and all("reclaim" not in p for p in eks)
 
 
-@pytest.mark.parametrize("settings, message", [
-    ("{reborrow_backoff_seconds: -1}", "pools[0].reclaim.reborrow_backoff_seconds: invalid (-1) - at least 0"),
-    ("{borrow_horizon_seconds: 0}", "pools[0].reclaim.borrow_horizon_seconds: invalid (0) - at least 60"),
-    ("{reborrow_backoff_seconds: soon}", "pools[0].reclaim.reborrow_backoff_seconds:"),
-    ("{backoff: 60}", "pools[0].reclaim.backoff: invalid (60) - not a known setting"),
-    ("{grace_seconds: -1}", "pools[0].reclaim.grace_seconds: invalid (-1) - at least 0"),
-    ("{grace_seconds: 3601}", "pools[0].reclaim.grace_seconds: invalid (3601) - at most 3600"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ("{reborrow_backoff_seconds: -1}", "pools[0].reclaim.reborrow_backoff_seconds: invalid (-1) - at least 0"),
+        ("{borrow_horizon_seconds: 0}", "pools[0].reclaim.borrow_horizon_seconds: invalid (0) - at least 60"),
+        ("{reborrow_backoff_seconds: soon}", "pools[0].reclaim.reborrow_backoff_seconds:"),
+        ("{backoff: 60}", "pools[0].reclaim.backoff: invalid (60) - not a known setting"),
+        ("{grace_seconds: -1}", "pools[0].reclaim.grace_seconds: invalid (-1) - at least 0"),
+        ("{grace_seconds: 3601}", "pools[0].reclaim.grace_seconds: invalid (3601) - at most 3600"),
+    ],
+)
 def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(settings, message):
     with pytest.raises(GovernanceError) as error:
         _with_reclaim(settings)
@@ -108,17 +151,33 @@ def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(setting
     assert any(line.startswith(message) for line in lines), lines
 
 
-@pytest.mark.parametrize("reclaim, message", [
-    ({"reborrow_backoff_s": -5}, "pools[0].reclaim.reborrow_backoff_s: -5 - a finite number of seconds >= 0"),
-    ({"reborrow_backoff_s": True}, "pools[0].reclaim.reborrow_backoff_s: True - a finite number of seconds >= 0"),
-    ({"borrow_horizon_s": 0}, "pools[0].reclaim.borrow_horizon_s: 0 - a finite number of seconds > 0"),
-    ({"borrow_horizon_s": float("inf")}, "pools[0].reclaim.borrow_horizon_s: inf - a finite number of seconds > 0"),
-    ({"grace_s": -1}, "pools[0].reclaim.grace_s: -1 - a finite number of seconds >= 0"),
-    ([], "pools[0].reclaim: [] - an object with reborrow_backoff_s, borrow_horizon_s and grace_s"),
-])
+@pytest.mark.parametrize(
+    "reclaim, message",
+    [
+        ({"reborrow_backoff_s": -5}, "pools[0].reclaim.reborrow_backoff_s: -5 - a finite number of seconds >= 0"),
+        ({"reborrow_backoff_s": True}, "pools[0].reclaim.reborrow_backoff_s: True - a finite number of seconds >= 0"),
+        ({"borrow_horizon_s": 0}, "pools[0].reclaim.borrow_horizon_s: 0 - a finite number of seconds > 0"),
+        ({"borrow_horizon_s": float("inf")}, "pools[0].reclaim.borrow_horizon_s: inf - a finite number of seconds > 0"),
+        ({"grace_s": -1}, "pools[0].reclaim.grace_s: -1 - a finite number of seconds >= 0"),
+        ([], "pools[0].reclaim: [] - an object with reborrow_backoff_s, borrow_horizon_s and grace_s"),
+    ],
+)
 def test_bad_reclaim_settings_in_the_policy_document_are_named(reclaim, message):
-    document = {"version": 1, "organisation": "o", "priority_classes": [], "capacity_windows": [],
-                "pools": [{"name": "p", "backend": "hyperpod_slurm", "capacity": {"ml.p5.48xlarge": 1}, "shares": [], "reclaim": reclaim}]}
+    document = {
+        "version": 1,
+        "organisation": "o",
+        "priority_classes": [],
+        "capacity_windows": [],
+        "pools": [
+            {
+                "name": "p",
+                "backend": "hyperpod_slurm",
+                "capacity": {"ml.p5.48xlarge": 1},
+                "shares": [],
+                "reclaim": reclaim,
+            }
+        ],
+    }
     with pytest.raises(PolicyError) as error:
         parse_policy(document)
     assert message in str(error.value).splitlines()

@@ -20,11 +20,34 @@ from tests.reclaim.test_controller import G6E, POLICY  # noqa: E402
 
 QUEUE_A = "arn:aws:batch:us-east-1:111122223333:job-queue/a"
 QUEUE_B = "arn:aws:batch:us-east-1:111122223333:job-queue/b"
-SHARES = [{"name": "research", "quota": {G6E: 2}, "strategy": "lend_and_borrow", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10},
-          {"name": "training", "quota": {G6E: 6}, "strategy": "lend", "borrow_limit": None, "in_share_preemption": False, "fair_share_weight": 10}]
-TWO_POOLS = {"version": 1, "organisation": "acme", "priority_classes": [], "capacity_windows": [], "pools": [
-    {"name": "a", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": SHARES},
-    {"name": "b", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": SHARES}]}
+SHARES = [
+    {
+        "name": "research",
+        "quota": {G6E: 2},
+        "strategy": "lend_and_borrow",
+        "borrow_limit": None,
+        "in_share_preemption": False,
+        "fair_share_weight": 10,
+    },
+    {
+        "name": "training",
+        "quota": {G6E: 6},
+        "strategy": "lend",
+        "borrow_limit": None,
+        "in_share_preemption": False,
+        "fair_share_weight": 10,
+    },
+]
+TWO_POOLS = {
+    "version": 1,
+    "organisation": "acme",
+    "priority_classes": [],
+    "capacity_windows": [],
+    "pools": [
+        {"name": "a", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": SHARES},
+        {"name": "b", "backend": "batch_fair_share", "capacity": {G6E: 8}, "shares": SHARES},
+    ],
+}
 
 
 def job(batch, queue, share, *, nodes=1):
@@ -48,7 +71,9 @@ def test_a_job_listed_under_two_states_is_read_once_in_the_later_one():
         return answer
 
     batch.list_jobs = racing
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE_A, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE_A, pool=POLICY.pool("ec2-gpu"), submit=batch).read(
+        batch.clock.now
+    )
     assert [j.job_id for j in state.running] == [moving]
     assert state.pending == ()
 
@@ -72,10 +97,15 @@ def test_one_pools_failure_is_counted_and_every_other_pool_still_ticks(tmp_path,
         monkeypatch.setattr(controller, "batch_submit", batch)
         monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
         monkeypatch.setattr(controller, "build_adapter", broken_for_a)
-        monkeypatch.setattr(controller.metrics, "publish", lambda namespace, dimensions, values: published.append((dimensions, values)))
+        monkeypatch.setattr(
+            controller.metrics, "publish", lambda namespace, dimensions, values: published.append((dimensions, values))
+        )
         monkeypatch.setattr(controller, "log", logged.append)
-        for name, value in (("POLICY_PATH", str(policy_path)), ("LEDGER_TABLE", "ledger"),
-                            ("RECLAIM_TARGETS", json.dumps([{"pool": "a", "job_queue": QUEUE_A}, {"pool": "b", "job_queue": QUEUE_B}]))):
+        for name, value in (
+            ("POLICY_PATH", str(policy_path)),
+            ("LEDGER_TABLE", "ledger"),
+            ("RECLAIM_TARGETS", json.dumps([{"pool": "a", "job_queue": QUEUE_A}, {"pool": "b", "job_queue": QUEUE_B}])),
+        ):
             monkeypatch.setenv(name, value)
         result = controller.handler({}, None)
     assert [r["pool"] for r in result["pools"]] == ["b"]
@@ -92,9 +122,14 @@ def test_a_target_without_its_queue_fails_alone(tmp_path, monkeypatch):
         monkeypatch.setattr(controller, "batch", batch)
         monkeypatch.setattr(controller, "batch_submit", batch)
         monkeypatch.setattr(controller, "dynamodb", boto3.resource("dynamodb"))
-        monkeypatch.setattr(controller.metrics, "publish", lambda namespace, dimensions, values: published.append(dimensions))
-        for name, value in (("POLICY_PATH", str(policy_path)), ("LEDGER_TABLE", "ledger"),
-                            ("RECLAIM_TARGETS", json.dumps([{"pool": "a"}, {"pool": "b", "job_queue": QUEUE_B}]))):
+        monkeypatch.setattr(
+            controller.metrics, "publish", lambda namespace, dimensions, values: published.append(dimensions)
+        )
+        for name, value in (
+            ("POLICY_PATH", str(policy_path)),
+            ("LEDGER_TABLE", "ledger"),
+            ("RECLAIM_TARGETS", json.dumps([{"pool": "a"}, {"pool": "b", "job_queue": QUEUE_B}])),
+        ):
             monkeypatch.setenv(name, value)
         result = controller.handler({}, None)
     assert [r["pool"] for r in result["pools"]] == ["b"]

@@ -40,22 +40,48 @@ def world(plan=lambda operation, phase: None, listing_lag=0.0):
 
 def borrower(batch, **extra):
     """research runs 6 instances on a quota of 2: 4 are borrowed from training."""
-    return batch.add_job(jobName="research-train", jobQueue=QUEUE, jobDefinition="arn:aws:batch:us-east-1:111122223333:job-definition/train:7",
-                         shareIdentifier="research", schedulingPriorityOverride=20, parameters={"work_seconds": "36000", "lr": "0.1"},
-                         nodeOverrides={"numNodes": 6, "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": {"command": ["train", "--resume"]}}]},
-                         retryStrategy={"attempts": 3}, timeout={"attemptDurationSeconds": 86400}, propagateTags=True,
-                         tags={"gpu-governance:team": "research", "project": "llm"}, **extra)
+    return batch.add_job(
+        jobName="research-train",
+        jobQueue=QUEUE,
+        jobDefinition="arn:aws:batch:us-east-1:111122223333:job-definition/train:7",
+        shareIdentifier="research",
+        schedulingPriorityOverride=20,
+        parameters={"work_seconds": "36000", "lr": "0.1"},
+        nodeOverrides={
+            "numNodes": 6,
+            "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": {"command": ["train", "--resume"]}}],
+        },
+        retryStrategy={"attempts": 3},
+        timeout={"attemptDurationSeconds": 86400},
+        propagateTags=True,
+        tags={"gpu-governance:team": "research", "project": "llm"},
+        **extra,
+    )
 
 
 def owner_claims_back(batch):
-    return batch.add_job(jobName="training-run", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="training",
-                         schedulingPriorityOverride=50, nodeOverrides={"numNodes": 6})
+    return batch.add_job(
+        jobName="training-run",
+        jobQueue=QUEUE,
+        jobDefinition="train:1",
+        shareIdentifier="training",
+        schedulingPriorityOverride=50,
+        nodeOverrides={"numNodes": 6},
+    )
 
 
 def tick(batch, table, records):
     adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
-    return controller.run_tick("ec2-gpu", adapter, Ledger(table), settings=Settings(), dry_run=False, namespace="Test", now=batch.clock.now,
-                               emit=records.append)
+    return controller.run_tick(
+        "ec2-gpu",
+        adapter,
+        Ledger(table),
+        settings=Settings(),
+        dry_run=False,
+        namespace="Test",
+        now=batch.clock.now,
+        emit=records.append,
+    )
 
 
 def copies_of(batch, job_id):
@@ -72,8 +98,19 @@ def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
     assert batch.jobs[victim]["status"] == "FAILED"
     (copy,) = copies_of(batch, victim)
     original = batch.jobs[victim]
-    for field in ("jobName", "jobQueue", "jobDefinition", "shareIdentifier", "schedulingPriority", "parameters", "retryStrategy", "timeout",
-                  "propagateTags", "nodeProperties", "dependsOn"):
+    for field in (
+        "jobName",
+        "jobQueue",
+        "jobDefinition",
+        "shareIdentifier",
+        "schedulingPriority",
+        "parameters",
+        "retryStrategy",
+        "timeout",
+        "propagateTags",
+        "nodeProperties",
+        "dependsOn",
+    ):
         assert copy[field] == original[field], field
     assert copy["tags"] == {**original["tags"], TAG_FROM: victim, "gpu-governance:times-preempted": "1"}
     item = next(i for i in table.scan()["Items"] if i.get("job_id") == victim)
@@ -83,7 +120,9 @@ def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
         batch.advance(60)
         tick(batch, table, records)
     assert len(copies_of(batch, victim)) == 1
-    assert {j["jobName"]: j["status"] for j in batch.jobs.values() if j["status"] == "RUNNING"} == {"training-run": "RUNNING"}
+    assert {j["jobName"]: j["status"] for j in batch.jobs.values() if j["status"] == "RUNNING"} == {
+        "training-run": "RUNNING"
+    }
 
 
 def test_a_crash_between_terminate_and_submit_is_finished_by_the_next_tick(table):
@@ -106,7 +145,9 @@ def test_a_crash_between_terminate_and_submit_is_finished_by_the_next_tick(table
     records = []
     tick(batch, table, records)
     assert len(copies_of(batch, victim)) == 1
-    assert [(r["job_id"], r["outcome"]) for r in records if r.get("event") == "preemption_resumed"] == [(victim, "done")]
+    assert [(r["job_id"], r["outcome"]) for r in records if r.get("event") == "preemption_resumed"] == [
+        (victim, "done")
+    ]
 
 
 def test_a_submit_answer_lost_after_batch_accepted_it_never_makes_a_second_copy(table):
@@ -126,11 +167,20 @@ def test_a_submit_answer_lost_after_batch_accepted_it_never_makes_a_second_copy(
     records = []
     tick(batch, table, records)
     assert [r["outcome"] for r in records if r.get("event") == "preemption"] == ["submitting"]
-    for _ in range(int(LISTING_GRACE_SECONDS // 60) + 3):  # within the grace the listing lags; after it the copy is found
+    for _ in range(
+        int(LISTING_GRACE_SECONDS // 60) + 3
+    ):  # within the grace the listing lags; after it the copy is found
         batch.advance(60)
         tick(batch, table, records)
     assert len(copies_of(batch, victim)) == 1
-    assert sum(1 for operation, request in batch.requests if operation == "SubmitJob" and TAG_FROM in request.get("tags", {})) == 1
+    assert (
+        sum(
+            1
+            for operation, request in batch.requests
+            if operation == "SubmitJob" and TAG_FROM in request.get("tags", {})
+        )
+        == 1
+    )
 
 
 def test_a_throttled_submit_is_sent_again_by_the_next_tick(table):
@@ -159,7 +209,13 @@ def test_a_job_that_cannot_be_brought_back_faithfully_is_never_a_victim(table, k
     batch, _ = world()
     victim = borrower(batch, **({"arrayProperties": {"size": 2}} if kind == "array" else {}))
     if kind == "waited_on":
-        batch.add_job(jobName="evaluate", jobQueue=QUEUE, jobDefinition="eval:1", shareIdentifier="research", dependsOn=[{"jobId": victim}])
+        batch.add_job(
+            jobName="evaluate",
+            jobQueue=QUEUE,
+            jobDefinition="eval:1",
+            shareIdentifier="research",
+            dependsOn=[{"jobId": victim}],
+        )
     batch.advance(3600)
     owner_claims_back(batch)
     records = []
@@ -200,7 +256,9 @@ def test_a_copy_counts_as_preempted_so_it_does_not_borrow_straight_back(table):
     owner_claims_back(batch)
     tick(batch, table, [])
     (copy,) = copies_of(batch, victim)
-    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now + 60)
+    state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(
+        batch.clock.now + 60
+    )
     (waiting,) = [j for j in state.pending if j.job_id == copy["jobId"]]
     assert waiting.times_preempted == 1
 
@@ -217,7 +275,9 @@ def test_a_chain_of_three_preemptions_gets_the_backoff_of_the_third(table):
         tick(batch, table, [])
         (copy,) = copies_of(batch, current)
         assert copy["tags"]["gpu-governance:times-preempted"] == str(n)
-        state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now)
+        state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(
+            batch.clock.now
+        )
         (waiting,) = [j for j in state.pending if j.job_id == copy["jobId"]]
         assert waiting.times_preempted == n
         assert reborrow_at(waiting, settings) == waiting.submitted_at + settings.reborrow_backoff_s * 2 ** (n - 1)
@@ -225,6 +285,11 @@ def test_a_chain_of_three_preemptions_gets_the_backoff_of_the_third(table):
         while batch.jobs[owner]["status"] != "SUCCEEDED" or batch.jobs[copy["jobId"]]["status"] != "RUNNING":
             batch.advance(600)
         current = copy["jobId"]
-    (running,) = [j for j in BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch).read(batch.clock.now).running
-                  if j.job_id == current]
+    (running,) = [
+        j
+        for j in BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
+        .read(batch.clock.now)
+        .running
+        if j.job_id == current
+    ]
     assert running.times_preempted == 3  # and so protected again after a restart, like the original

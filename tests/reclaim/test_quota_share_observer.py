@@ -36,7 +36,9 @@ from gpu_governance_runtime.reclaim.handler import run_tick  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 
 MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))
-POOL = "sagemaker-training"  # p5: research 2 (lend and borrow), training 4 (lend), production 2 (reserve); 8 in the pool
+POOL = (
+    "sagemaker-training"  # p5: research 2 (lend and borrow), training 4 (lend), production 2 (reserve); 8 in the pool
+)
 P5, G6E = "ml.p5.48xlarge", "ml.g6e.12xlarge"
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
 NOW = 1_800_000_000.0
@@ -53,22 +55,28 @@ def synthesized():
 
 @pytest.fixture(scope="module")
 def environment(synthesized):
-    (function,) = synthesized.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.reclaim.handler.handler"}}).values()
+    (function,) = synthesized.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "gpu_governance_runtime.reclaim.handler.handler"}}
+    ).values()
     return function["Properties"]["Environment"]["Variables"]
 
 
 def starved_alarm(template: Template, share: str) -> dict:
     (alarm,) = [
-        a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
         if a["Properties"].get("MetricName") == "StarvedBelowGuarantee"
-        and {"Name": "Share", "Value": share} in a["Properties"]["Dimensions"] and {"Name": "Pool", "Value": POOL} in a["Properties"]["Dimensions"]
+        and {"Name": "Share", "Value": share} in a["Properties"]["Dimensions"]
+        and {"Name": "Pool", "Value": POOL} in a["Properties"]["Dimensions"]
     ]
     return alarm
 
 
 COMPARE = {
-    "GreaterThanOrEqualToThreshold": lambda v, t: v >= t, "GreaterThanThreshold": lambda v, t: v > t,
-    "LessThanThreshold": lambda v, t: v < t, "LessThanOrEqualToThreshold": lambda v, t: v <= t,
+    "GreaterThanOrEqualToThreshold": lambda v, t: v >= t,
+    "GreaterThanThreshold": lambda v, t: v > t,
+    "LessThanThreshold": lambda v, t: v < t,
+    "LessThanOrEqualToThreshold": lambda v, t: v <= t,
 }
 
 
@@ -79,8 +87,11 @@ def alarm_states(alarm: dict, datapoints: list[float | None]) -> list[bool]:
     m = alarm.get("DatapointsToAlarm", n)
     missing = alarm.get("TreatMissingData", "missing")
     assert missing in ("notBreaching", "breaching"), f"rule for TreatMissingData={missing} not modelled here"
-    breach = [COMPARE[alarm["ComparisonOperator"]](v, alarm["Threshold"]) if v is not None else missing == "breaching" for v in datapoints]
-    return [sum(breach[max(0, i + 1 - n): i + 1]) >= m and i + 1 >= n for i in range(len(breach))]
+    breach = [
+        COMPARE[alarm["ComparisonOperator"]](v, alarm["Threshold"]) if v is not None else missing == "breaching"
+        for v in datapoints
+    ]
+    return [sum(breach[max(0, i + 1 - n) : i + 1]) >= m and i + 1 >= n for i in range(len(breach))]
 
 
 # --- full response shapes --------------------------------------------------------------------------
@@ -91,16 +102,30 @@ def arn(job_id: str) -> str:
 
 
 def snapshot(use: dict[str, dict[str, int]], fronts: dict[str, list[str]]) -> dict:
-    top = [{"quotaShareName": s, "capacityUsage": [{"capacityUnit": t, "quantity": float(n)} for t, n in by.items()]} for s, by in use.items()]
+    top = [
+        {"quotaShareName": s, "capacityUsage": [{"capacityUnit": t, "quantity": float(n)} for t, n in by.items()]}
+        for s, by in use.items()
+    ]
     total: dict[str, int] = {}
     for by in use.values():
         for t, n in by.items():
             total[t] = total.get(t, 0) + n
     return {
-        "frontOfQueue": {"jobs": [{"jobArn": arn(j), "earliestTimeAtPosition": int(NOW * 1000) - 5000} for js in fronts.values() for j in js],
-                         "lastUpdatedAt": int(NOW * 1000)},
-        "frontOfQuotaShares": {"quotaShares": {s: [{"jobArn": arn(j), "earliestTimeAtPosition": int(NOW * 1000) - 5000} for j in js] for s, js in fronts.items()},
-                               "lastUpdatedAt": int(NOW * 1000)},
+        "frontOfQueue": {
+            "jobs": [
+                {"jobArn": arn(j), "earliestTimeAtPosition": int(NOW * 1000) - 5000}
+                for js in fronts.values()
+                for j in js
+            ],
+            "lastUpdatedAt": int(NOW * 1000),
+        },
+        "frontOfQuotaShares": {
+            "quotaShares": {
+                s: [{"jobArn": arn(j), "earliestTimeAtPosition": int(NOW * 1000) - 5000} for j in js]
+                for s, js in fronts.items()
+            },
+            "lastUpdatedAt": int(NOW * 1000),
+        },
         "queueUtilization": {
             "totalCapacityUsage": [{"capacityUnit": t, "quantity": float(n)} for t, n in total.items()],
             "fairshareUtilization": {"activeShareCount": 0, "topCapacityUtilization": []},
@@ -112,40 +137,85 @@ def snapshot(use: dict[str, dict[str, int]], fronts: dict[str, list[str]]) -> di
 
 def summary(job_id: str, share: str, instance_type: str, count: int) -> dict:
     return {
-        "latestAttempt": {"serviceResourceId": {"name": "TrainingJobArn", "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}"}},
+        "latestAttempt": {
+            "serviceResourceId": {
+                "name": "TrainingJobArn",
+                "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}",
+            }
+        },
         "capacityUsage": [{"capacityUnit": instance_type, "quantity": float(count)}],
-        "createdAt": int(NOW * 1000) - 600_000, "jobArn": arn(job_id), "jobId": job_id, "jobName": job_id,
-        "scheduledAt": 0, "serviceJobType": "SAGEMAKER_TRAINING", "shareIdentifier": share, "quotaShareName": share,
-        "status": "RUNNABLE", "statusReason": "", "startedAt": 0, "stoppedAt": 0, "isTerminated": False,
+        "createdAt": int(NOW * 1000) - 600_000,
+        "jobArn": arn(job_id),
+        "jobId": job_id,
+        "jobName": job_id,
+        "scheduledAt": 0,
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "shareIdentifier": share,
+        "quotaShareName": share,
+        "status": "RUNNABLE",
+        "statusReason": "",
+        "startedAt": 0,
+        "stoppedAt": 0,
+        "isTerminated": False,
     }
 
 
 def described(job_id: str, share: str, instance_type: str, count: int) -> dict:
     """DescribeServiceJob of a job not dispatched yet: its size is in the request it carries."""
-    payload = {"TrainingJobName": job_id, "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 100}}
-    attempt = {"serviceResourceId": {"name": "TrainingJobArn", "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}"}}
+    payload = {
+        "TrainingJobName": job_id,
+        "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 100},
+    }
+    attempt = {
+        "serviceResourceId": {
+            "name": "TrainingJobArn",
+            "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}",
+        }
+    }
     return {
-        "attempts": [{**attempt, "startedAt": 0, "stoppedAt": 0, "statusReason": ""}], "capacityUsage": [],
-        "createdAt": int(NOW * 1000) - 60_000, "isTerminated": False, "jobArn": arn(job_id), "jobId": job_id, "jobName": job_id,
-        "jobQueue": QUEUE, "latestAttempt": attempt,
+        "attempts": [{**attempt, "startedAt": 0, "stoppedAt": 0, "statusReason": ""}],
+        "capacityUsage": [],
+        "createdAt": int(NOW * 1000) - 60_000,
+        "isTerminated": False,
+        "jobArn": arn(job_id),
+        "jobId": job_id,
+        "jobName": job_id,
+        "jobQueue": QUEUE,
+        "latestAttempt": attempt,
         "retryStrategy": {"attempts": 1, "evaluateOnExit": [{"action": "RETRY", "onStatusReason": "*"}]},
-        "scheduledAt": 0, "schedulingPriority": 50, "serviceRequestPayload": json.dumps(payload), "serviceJobType": "SAGEMAKER_TRAINING",
-        "shareIdentifier": share, "quotaShareName": share,
+        "scheduledAt": 0,
+        "schedulingPriority": 50,
+        "serviceRequestPayload": json.dumps(payload),
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "shareIdentifier": share,
+        "quotaShareName": share,
         "preemptionConfiguration": {"preemptionRetriesBeforeTermination": 3},
         "preemptionSummary": {"preemptedAttemptCount": 0, "recentPreemptedAttempts": []},
-        "startedAt": 0, "status": "RUNNABLE", "statusReason": "", "stoppedAt": 0, "tags": {"gpu-governance:team": share},
+        "startedAt": 0,
+        "status": "RUNNABLE",
+        "statusReason": "",
+        "stoppedAt": 0,
+        "tags": {"gpu-governance:team": share},
         "timeoutConfig": {"attemptDurationSeconds": 86400},
     }
 
 
 def listing(stubber: Stubber, share: str, pages: list[list[dict]], *, throttle_after: int | None = None) -> None:
     for number, page in enumerate(pages):
-        request = {"jobQueue": QUEUE, "jobStatus": "RUNNABLE", "filters": [{"name": "QUOTA_SHARE_NAME", "values": [share]}]}
+        request = {
+            "jobQueue": QUEUE,
+            "jobStatus": "RUNNABLE",
+            "filters": [{"name": "QUOTA_SHARE_NAME", "values": [share]}],
+        }
         if number:
             request["nextToken"] = f"{share}-{number}"
         if throttle_after is not None and number == throttle_after:
-            stubber.add_client_error("list_service_jobs", service_error_code="TooManyRequestsException", http_status_code=429,
-                                     expected_params=request)
+            stubber.add_client_error(
+                "list_service_jobs",
+                service_error_code="TooManyRequestsException",
+                http_status_code=429,
+                expected_params=request,
+            )
             return
         response = {"jobSummaryList": page}
         if number + 1 < len(pages):
@@ -166,11 +236,21 @@ def tick(environment: dict, queue_reads) -> dict[str, dict]:
     stubber = Stubber(client)
     queue_reads(stubber)
     records: list[dict] = []
-    adapter = BatchQuotaShareObserver(client, job_queue=QUEUE, pool=parse_policy(compile_policy(MODEL)).pool(target["pool"]))
+    adapter = BatchQuotaShareObserver(
+        client, job_queue=QUEUE, pool=parse_policy(compile_policy(MODEL)).pool(target["pool"])
+    )
     with stubber:
         # an observer never acts, so it never touches the ledger
-        run_tick(target["pool"], adapter, None, settings=Settings(), dry_run=False, namespace=environment[ENV_METRICS_NAMESPACE],
-                 now=NOW, emit=records.append)
+        run_tick(
+            target["pool"],
+            adapter,
+            None,
+            settings=Settings(),
+            dry_run=False,
+            namespace=environment[ENV_METRICS_NAMESPACE],
+            now=NOW,
+            emit=records.append,
+        )
         stubber.assert_no_pending_responses()
     metrics = [r for r in records if "_aws" in r]
     assert {m["_aws"]["CloudWatchMetrics"][0]["Namespace"] for m in metrics} == {environment[ENV_METRICS_NAMESPACE]}
@@ -206,7 +286,11 @@ def test_a_starved_share_alarms_and_an_idle_one_does_not(synthesized, environmen
 
 def test_waiting_above_the_guarantee_is_not_starvation(environment):
     def queue(stubber):  # research already runs its 2 p5 and waits to borrow 2 more
-        stubber.add_response("get_job_queue_snapshot", snapshot({"research": {P5: 2}, "training": {P5: 6}}, {"research": ["r-2"]}), {"jobQueue": QUEUE})
+        stubber.add_response(
+            "get_job_queue_snapshot",
+            snapshot({"research": {P5: 2}, "training": {P5: 6}}, {"research": ["r-2"]}),
+            {"jobQueue": QUEUE},
+        )
         empty_listings(stubber, "production")
         listing(stubber, "research", [[summary("r-2", "research", P5, 2)]])
         empty_listings(stubber, "training")
@@ -219,8 +303,14 @@ def test_a_job_listed_on_two_pages_counts_once(environment):
     def queue(stubber):  # newest first: r-new arrived while paging and pushed r-1 onto page 2 as well
         stubber.add_response("get_job_queue_snapshot", snapshot(FULL, {"research": ["r-1"]}), {"jobQueue": QUEUE})
         empty_listings(stubber, "production")
-        listing(stubber, "research", [[summary("r-new", "research", G6E, 1), summary("r-1", "research", P5, 2)],
-                                      [summary("r-1", "research", P5, 2), summary("r-old", "research", P5, 1)]])
+        listing(
+            stubber,
+            "research",
+            [
+                [summary("r-new", "research", G6E, 1), summary("r-1", "research", P5, 2)],
+                [summary("r-1", "research", P5, 2), summary("r-old", "research", P5, 1)],
+            ],
+        )
         empty_listings(stubber, "training")
 
     research = tick(environment, queue)["research"]
@@ -253,8 +343,10 @@ def test_a_throttled_listing_keeps_the_alarm_firing(synthesized, environment):
 
 
 def test_listed_jobs_without_a_size_are_described_a_few_per_tick(environment):
-    unsized = [{**summary(f"r-{i}", "research", P5, 1), "capacityUsage": [], "createdAt": int(NOW * 1000) - 600_000 + i}
-               for i in range(DESCRIBED_PER_SHARE + 2)]
+    unsized = [
+        {**summary(f"r-{i}", "research", P5, 1), "capacityUsage": [], "createdAt": int(NOW * 1000) - 600_000 + i}
+        for i in range(DESCRIBED_PER_SHARE + 2)
+    ]
 
     def queue(stubber):
         stubber.add_response("get_job_queue_snapshot", snapshot(FULL, {"research": ["r-5"]}), {"jobQueue": QUEUE})
@@ -279,17 +371,24 @@ def test_other_listing_errors_fail_the_pool(environment):
 
 
 def test_the_controller_may_list_and_describe_service_jobs(synthesized):
-    actions = {a for p in synthesized.find_resources("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
-               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    actions = {
+        a
+        for p in synthesized.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
     assert {"batch:GetJobQueueSnapshot", "batch:ListServiceJobs", "batch:DescribeServiceJob"} <= actions
 
 
-@pytest.mark.parametrize("stopping, timeout, declared", [
-    (None, 86_400, 86_400),  # the Batch attempt timeout
-    (7_200, 86_400, 7_200),  # the training job stops sooner by itself
-    (7_200, None, 7_200),
-    (None, None, None),  # neither: no declared run time
-])
+@pytest.mark.parametrize(
+    "stopping, timeout, declared",
+    [
+        (None, 86_400, 86_400),  # the Batch attempt timeout
+        (7_200, 86_400, 7_200),  # the training job stops sooner by itself
+        (7_200, None, 7_200),
+        (None, None, None),  # neither: no declared run time
+    ],
+)
 def test_a_described_job_declares_its_run_time(stopping, timeout, declared):
     job = described("r-1", "research", P5, 2)
     if stopping is not None:
@@ -304,7 +403,9 @@ def test_a_described_job_declares_its_run_time(stopping, timeout, declared):
     stubber.add_response("describe_service_job", job, {"jobId": "r-1"})
     empty_listings(stubber, "training")
     with stubber:
-        state = BatchQuotaShareObserver(client, job_queue=QUEUE, pool=parse_policy(compile_policy(MODEL)).pool(POOL)).read(NOW)
+        state = BatchQuotaShareObserver(
+            client, job_queue=QUEUE, pool=parse_policy(compile_policy(MODEL)).pool(POOL)
+        ).read(NOW)
     assert {j.job_id: j.max_run_time_s for j in state.pending} == {"r-1": declared}
 
 
@@ -312,11 +413,23 @@ def preempted(job_id: str, share: str, instance_type: str, count: int, stopped: 
     """A job Batch preempted and requeued: listed RUNNABLE with the start of its earlier attempt, and
     described with its ``preemptionSummary`` (every optional member, as DescribeServiceJob gives it)."""
     listed = {**summary(job_id, share, instance_type, count), "startedAt": int(NOW * 1000) - 7_200_000}
-    attempts = [{"serviceResourceId": {"name": "TrainingJobArn", "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}-{n}"},
-                 "startedAt": int(NOW * 1000) - 7_200_000, "stoppedAt": int(at * 1000), "statusReason": "Preempted to restore quota share capacity"}
-                for n, at in enumerate(stopped)]
-    job = {**described(job_id, share, instance_type, count), "startedAt": int(NOW * 1000) - 7_200_000,
-           "preemptionSummary": {"preemptedAttemptCount": len(stopped), "recentPreemptedAttempts": attempts}}
+    attempts = [
+        {
+            "serviceResourceId": {
+                "name": "TrainingJobArn",
+                "value": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{job_id}-{n}",
+            },
+            "startedAt": int(NOW * 1000) - 7_200_000,
+            "stoppedAt": int(at * 1000),
+            "statusReason": "Preempted to restore quota share capacity",
+        }
+        for n, at in enumerate(stopped)
+    ]
+    job = {
+        **described(job_id, share, instance_type, count),
+        "startedAt": int(NOW * 1000) - 7_200_000,
+        "preemptionSummary": {"preemptedAttemptCount": len(stopped), "recentPreemptedAttempts": attempts},
+    }
     return listed, job
 
 
@@ -327,7 +440,11 @@ def test_preemptions_batch_made_during_the_tick_are_read_from_the_service_jobs(e
     t2, t2_job = preempted("t-2", "training", P5, 2, [NOW - 5])
 
     def queue(stubber):
-        stubber.add_response("get_job_queue_snapshot", snapshot({"research": {P5: 2}, "training": {P5: 4}}, {"training": ["t-1"]}), {"jobQueue": QUEUE})
+        stubber.add_response(
+            "get_job_queue_snapshot",
+            snapshot({"research": {P5: 2}, "training": {P5: 4}}, {"training": ["t-1"]}),
+            {"jobQueue": QUEUE},
+        )
         empty_listings(stubber, "production", "research")
         listing(stubber, "training", [[t1, t2]])
         stubber.add_response("describe_service_job", t1_job, {"jobId": "t-1"})
@@ -339,5 +456,7 @@ def test_preemptions_batch_made_during_the_tick_are_read_from_the_service_jobs(e
 
 
 def test_a_job_that_never_ran_is_not_described_for_preemptions(environment):
-    metrics = tick(environment, starved_queue)  # r-1 never started: no DescribeServiceJob (the Stubber would refuse one)
+    metrics = tick(
+        environment, starved_queue
+    )  # r-1 never started: no DescribeServiceJob (the Stubber would refuse one)
     assert metrics["research"]["Preemptions"] == 0

@@ -42,12 +42,27 @@ def table():
 
 
 def adapter(ssm, clock):
-    return SlurmAdapter(ssm, instance_id=HEAD, instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY, sleep=clock.sleep)
+    return SlurmAdapter(
+        ssm,
+        instance_id=HEAD,
+        instance_type="ml.p5.48xlarge",
+        pool=POLICY.pool("slurm"),
+        policy=POLICY,
+        sleep=clock.sleep,
+    )
 
 
 def tick(ssm, clock, table, records):
-    return controller.run_tick("slurm", adapter(ssm, clock), Ledger(table), settings=SETTINGS, dry_run=False, namespace="Test", now=clock.now,
-                               emit=records.append)
+    return controller.run_tick(
+        "slurm",
+        adapter(ssm, clock),
+        Ledger(table),
+        settings=SETTINGS,
+        dry_run=False,
+        namespace="Test",
+        now=clock.now,
+        emit=records.append,
+    )
 
 
 def test_every_command_has_a_delivery_deadline_and_an_execution_timeout():
@@ -119,7 +134,9 @@ def test_a_command_whose_poll_is_throttled_is_cancelled_and_left_to_be_read_back
             return "throttle"
         return None
 
-    ssm = FakeSsm(clock, instance_id=HEAD, run=head_node_shell, delivery_delay=5.0, faults=Faults(throttle_the_first_poll))
+    ssm = FakeSsm(
+        clock, instance_id=HEAD, run=head_node_shell, delivery_delay=5.0, faults=Faults(throttle_the_first_poll)
+    )
     with pytest.raises(CommandAbandoned) as abandoned:
         HeadNode(ssm, instance_id=HEAD, comment="c", sleep=clock.sleep).run(["scontrol requeue 101"])
     ssm.advance(60)

@@ -22,18 +22,40 @@ QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 
 def test_a_retried_tick_in_the_same_minute_does_not_exceed_the_cap():
     batch = FakeBatch(Clock(1_800_000_000.0), capacity={QUEUE: 8})
-    borrowers = [batch.add_job(jobName=f"b{i}", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="research", nodeOverrides={"numNodes": 2})
-                 for i in range(4)]  # research holds all 8 instances on a quota of 2
+    borrowers = [
+        batch.add_job(
+            jobName=f"b{i}",
+            jobQueue=QUEUE,
+            jobDefinition="train:1",
+            shareIdentifier="research",
+            nodeOverrides={"numNodes": 2},
+        )
+        for i in range(4)
+    ]  # research holds all 8 instances on a quota of 2
     batch.advance(60)
     batch.advance(3600)
     settings = Settings(max_preemptions_per_tick=1)
     records = []
     with reclaim_ledger_table() as table:
         for retry in range(2):  # the scheduled tick, then Lambda's retry of an earlier one 20 s later: the same minute
-            batch.add_job(jobName=f"owner{retry}", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="training",
-                          schedulingPriorityOverride=50, nodeOverrides={"numNodes": 2})  # each needs one borrower stopped
+            batch.add_job(
+                jobName=f"owner{retry}",
+                jobQueue=QUEUE,
+                jobDefinition="train:1",
+                shareIdentifier="training",
+                schedulingPriorityOverride=50,
+                nodeOverrides={"numNodes": 2},
+            )  # each needs one borrower stopped
             adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
-            controller.run_tick("ec2-gpu", adapter, Ledger(table), settings=settings, dry_run=False, namespace="Test",
-                                now=batch.clock.now + 20 * retry, emit=records.append)
+            controller.run_tick(
+                "ec2-gpu",
+                adapter,
+                Ledger(table),
+                settings=settings,
+                dry_run=False,
+                namespace="Test",
+                now=batch.clock.now + 20 * retry,
+                emit=records.append,
+            )
     assert [r["outcome"] for r in records if r.get("event") == "preemption"] == ["done", "capped"]
     assert sum(batch.jobs[j]["status"] == "FAILED" for j in borrowers) == 1

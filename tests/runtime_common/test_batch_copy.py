@@ -8,32 +8,104 @@ DEFINITION = "arn:aws:batch:us-east-1:111122223333:job-definition/train:12"
 
 
 def described(**extra):
-    return {"jobId": "j-1", "jobName": "train", "jobQueue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu", "status": "RUNNING",
-            "jobDefinition": DEFINITION, "shareIdentifier": "research", "schedulingPriority": 30, "createdAt": 1, "startedAt": 2,
-            "tags": {"aws:batch:share": "x", "team": "research"}, **extra}
+    return {
+        "jobId": "j-1",
+        "jobName": "train",
+        "jobQueue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu",
+        "status": "RUNNING",
+        "jobDefinition": DEFINITION,
+        "shareIdentifier": "research",
+        "schedulingPriority": 30,
+        "createdAt": 1,
+        "startedAt": 2,
+        "tags": {"aws:batch:share": "x", "team": "research"},
+        **extra,
+    }
 
 
 def test_dependencies_node_ranges_and_instance_types_are_kept():
-    job = described(dependsOn=[{"jobId": "prep-1", "type": "SEQUENTIAL"}], nodeProperties={"numNodes": 4, "mainNode": 0, "nodeRangeProperties": [
-        {"targetNodes": "0", "container": {"command": ["launcher"], "instanceType": "p5.48xlarge", "image": "img", "vcpus": 4}},
-        {"targetNodes": "1:", "container": {"command": ["worker"], "instanceType": "p5.48xlarge",
-                                            "environment": [{"name": "AWS_BATCH_JOB_NODE_INDEX", "value": "1"}, {"name": "NCCL_DEBUG", "value": "WARN"}]}}]})
+    job = described(
+        dependsOn=[{"jobId": "prep-1", "type": "SEQUENTIAL"}],
+        nodeProperties={
+            "numNodes": 4,
+            "mainNode": 0,
+            "nodeRangeProperties": [
+                {
+                    "targetNodes": "0",
+                    "container": {"command": ["launcher"], "instanceType": "p5.48xlarge", "image": "img", "vcpus": 4},
+                },
+                {
+                    "targetNodes": "1:",
+                    "container": {
+                        "command": ["worker"],
+                        "instanceType": "p5.48xlarge",
+                        "environment": [
+                            {"name": "AWS_BATCH_JOB_NODE_INDEX", "value": "1"},
+                            {"name": "NCCL_DEBUG", "value": "WARN"},
+                        ],
+                    },
+                },
+            ],
+        },
+    )
     request = copy_request(job)
     assert request["dependsOn"] == [{"jobId": "prep-1", "type": "SEQUENTIAL"}]
-    assert request["nodeOverrides"] == {"numNodes": 4, "nodePropertyOverrides": [
-        {"targetNodes": "0", "containerOverrides": {"command": ["launcher"], "instanceType": "p5.48xlarge"}},
-        {"targetNodes": "1:", "containerOverrides": {"command": ["worker"], "instanceType": "p5.48xlarge", "environment": [{"name": "NCCL_DEBUG", "value": "WARN"}]}}]}
+    assert request["nodeOverrides"] == {
+        "numNodes": 4,
+        "nodePropertyOverrides": [
+            {"targetNodes": "0", "containerOverrides": {"command": ["launcher"], "instanceType": "p5.48xlarge"}},
+            {
+                "targetNodes": "1:",
+                "containerOverrides": {
+                    "command": ["worker"],
+                    "instanceType": "p5.48xlarge",
+                    "environment": [{"name": "NCCL_DEBUG", "value": "WARN"}],
+                },
+            },
+        ],
+    }
     assert (request["jobDefinition"], request["schedulingPriorityOverride"]) == (DEFINITION, 30)
-    assert request["tags"] == {"team": "research", "gpu-governance:requeued-from": "j-1", "gpu-governance:times-preempted": "1"}
+    assert request["tags"] == {
+        "team": "research",
+        "gpu-governance:requeued-from": "j-1",
+        "gpu-governance:times-preempted": "1",
+    }
 
 
 def test_an_eks_jobs_pod_settings_are_kept():
-    job = described(eksProperties={"podProperties": {"metadata": {"labels": {"app": "train"}}, "containers": [
-        {"name": "main", "image": "img:1", "command": ["python"], "args": ["train.py"], "env": [{"name": "X", "value": "1"}],
-         "resources": {"limits": {"nvidia.com/gpu": "8"}}, "exitCode": 0}]}})
-    assert copy_request(job)["eksPropertiesOverride"] == {"podProperties": {"metadata": {"labels": {"app": "train"}}, "containers": [
-        {"name": "main", "image": "img:1", "command": ["python"], "args": ["train.py"], "env": [{"name": "X", "value": "1"}],
-         "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    job = described(
+        eksProperties={
+            "podProperties": {
+                "metadata": {"labels": {"app": "train"}},
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "img:1",
+                        "command": ["python"],
+                        "args": ["train.py"],
+                        "env": [{"name": "X", "value": "1"}],
+                        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        "exitCode": 0,
+                    }
+                ],
+            }
+        }
+    )
+    assert copy_request(job)["eksPropertiesOverride"] == {
+        "podProperties": {
+            "metadata": {"labels": {"app": "train"}},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "img:1",
+                    "command": ["python"],
+                    "args": ["train.py"],
+                    "env": [{"name": "X", "value": "1"}],
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                }
+            ],
+        }
+    }
 
 
 def test_what_cannot_be_brought_back_as_it_was_says_why():
@@ -46,7 +118,9 @@ def test_a_copy_carries_its_chains_count_of_preemptions():
     from gpu_governance_runtime.common.batch_copy import times_stopped
 
     assert copy_request(described())["tags"]["gpu-governance:times-preempted"] == "1"
-    copy_of_copy = described(tags={"team": "research", "gpu-governance:requeued-from": "j-0", "gpu-governance:times-preempted": "4"})
+    copy_of_copy = described(
+        tags={"team": "research", "gpu-governance:requeued-from": "j-0", "gpu-governance:times-preempted": "4"}
+    )
     assert copy_request(copy_of_copy)["tags"]["gpu-governance:times-preempted"] == "5"
     assert times_stopped(copy_of_copy) == 4
 

@@ -28,22 +28,46 @@ RUNTIME = Path(gpu_governance_runtime.__file__).parent
 EMF_SCHEMA = {
     "type": "object",
     "required": ["_aws"],
-    "properties": {"_aws": {
-        "type": "object", "required": ["Timestamp", "CloudWatchMetrics"],
-        "properties": {
-            "Timestamp": {"type": "integer", "minimum": 0},
-            "CloudWatchMetrics": {"type": "array", "items": {
-                "type": "object", "required": ["Namespace", "Dimensions", "Metrics"],
-                "properties": {
-                    "Namespace": {"type": "string", "minLength": 1, "maxLength": 1024},
-                    "Dimensions": {"type": "array", "items": {
-                        "type": "array", "maxItems": 30, "items": {"type": "string", "minLength": 1, "maxLength": 250}}},
-                    "Metrics": {"type": "array", "maxItems": 100, "items": {
-                        "type": "object", "required": ["Name"],
-                        "properties": {"Name": {"type": "string", "minLength": 1, "maxLength": 1024},
-                                       "Unit": {"enum": sorted(metrics.UNITS)}, "StorageResolution": {"enum": [1, 60]}}}},
-                }}},
-        }}},
+    "properties": {
+        "_aws": {
+            "type": "object",
+            "required": ["Timestamp", "CloudWatchMetrics"],
+            "properties": {
+                "Timestamp": {"type": "integer", "minimum": 0},
+                "CloudWatchMetrics": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["Namespace", "Dimensions", "Metrics"],
+                        "properties": {
+                            "Namespace": {"type": "string", "minLength": 1, "maxLength": 1024},
+                            "Dimensions": {
+                                "type": "array",
+                                "items": {
+                                    "type": "array",
+                                    "maxItems": 30,
+                                    "items": {"type": "string", "minLength": 1, "maxLength": 250},
+                                },
+                            },
+                            "Metrics": {
+                                "type": "array",
+                                "maxItems": 100,
+                                "items": {
+                                    "type": "object",
+                                    "required": ["Name"],
+                                    "properties": {
+                                        "Name": {"type": "string", "minLength": 1, "maxLength": 1024},
+                                        "Unit": {"enum": sorted(metrics.UNITS)},
+                                        "StorageResolution": {"enum": [1, 60]},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        }
+    },
 }
 
 
@@ -58,7 +82,9 @@ def assert_emf(document: dict) -> None:
         for metric in directive["Metrics"]:
             value = document.get(metric["Name"])
             values = value if isinstance(value, list) else [value]
-            assert 0 < len(values) <= 100 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values), metric
+            assert 0 < len(values) <= 100 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+            ), metric
 
 
 def lines(output: str) -> list[dict]:
@@ -72,8 +98,13 @@ def test_each_log_call_is_one_json_line_with_level_message_and_fields(capsys):
     log.info("capacity controller run", bought=["i-1"], spent=Decimal("12.50"), at=datetime(2026, 12, 1, tzinfo=UTC))
     log.error("step failed", what="window w", error="AccessDenied")
     info, error = lines(capsys.readouterr().out)
-    assert info == {"level": "INFO", "message": "capacity controller run", "bought": ["i-1"], "spent": "12.50",
-                    "at": "2026-12-01 00:00:00+00:00"}
+    assert info == {
+        "level": "INFO",
+        "message": "capacity controller run",
+        "bought": ["i-1"],
+        "spent": "12.50",
+        "at": "2026-12-01 00:00:00+00:00",
+    }
     assert error == {"level": "ERROR", "message": "step failed", "what": "window w", "error": "AccessDenied"}
 
 
@@ -89,11 +120,19 @@ names = st.sampled_from(sorted(contract.METRIC_NAMES))
 dimension_values = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
 
 
-@settings(deadline=None)  # a shared, loaded machine made single examples take over 200 ms: speed is not what this checks
+@settings(
+    deadline=None
+)  # a shared, loaded machine made single examples take over 200 ms: speed is not what this checks
 @given(
-    dimensions=st.dictionaries(st.sampled_from(["Pool", "Share", "Window", "Cluster", "Team"]), dimension_values, max_size=5),
-    values=st.dictionaries(names, st.tuples(st.one_of(st.integers(0, 10**9), st.floats(0, 1e9)), st.sampled_from(sorted(metrics.UNITS))),
-                           min_size=1, max_size=10),
+    dimensions=st.dictionaries(
+        st.sampled_from(["Pool", "Share", "Window", "Cluster", "Team"]), dimension_values, max_size=5
+    ),
+    values=st.dictionaries(
+        names,
+        st.tuples(st.one_of(st.integers(0, 10**9), st.floats(0, 1e9)), st.sampled_from(sorted(metrics.UNITS))),
+        min_size=1,
+        max_size=10,
+    ),
 )
 def test_every_document_is_valid_emf(dimensions, values):
     document = metrics.document("GpuGovernance/Test", dimensions, values, timestamp=1_764_547_200.5)
@@ -114,18 +153,21 @@ def test_a_document_without_dimensions_is_one_empty_dimension_set(capsys):
     assert document["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [[]]
 
 
-@pytest.mark.parametrize("dimensions, values, problem", [
-    ({}, {"Unwatched": (1, "Count")}, "'Unwatched' is not in the contract"),
-    ({}, {"Purchases": (1, "Things")}, "unit 'Things' is not a CloudWatch unit"),
-    ({}, {"Spend": (float("nan"), "None")}, "not a finite number"),
-    ({}, {"Spend": (Decimal("1.5"), "None")}, "not a finite number"),  # json would fail, or lose it as text
-    ({}, {"Purchases": (True, "Count")}, "not a finite number"),
-    ({"Window": ""}, {"Spend": (1, "None")}, "dimension Window: value '' is not a non-empty string"),
-    ({"Pool": 3}, {"PoolErrors": (1, "Count")}, "dimension Pool: value 3"),
-    ({"Spend": "x"}, {"Spend": (1, "None")}, "dimension Spend has the name of a metric"),
-    ({f"D{i}": "x" for i in range(31)}, {"Spend": (1, "None")}, "31 dimensions (at most 30)"),
-    ({}, {}, "0 metrics (1-100)"),
-])
+@pytest.mark.parametrize(
+    "dimensions, values, problem",
+    [
+        ({}, {"Unwatched": (1, "Count")}, "'Unwatched' is not in the contract"),
+        ({}, {"Purchases": (1, "Things")}, "unit 'Things' is not a CloudWatch unit"),
+        ({}, {"Spend": (float("nan"), "None")}, "not a finite number"),
+        ({}, {"Spend": (Decimal("1.5"), "None")}, "not a finite number"),  # json would fail, or lose it as text
+        ({}, {"Purchases": (True, "Count")}, "not a finite number"),
+        ({"Window": ""}, {"Spend": (1, "None")}, "dimension Window: value '' is not a non-empty string"),
+        ({"Pool": 3}, {"PoolErrors": (1, "Count")}, "dimension Pool: value 3"),
+        ({"Spend": "x"}, {"Spend": (1, "None")}, "dimension Spend has the name of a metric"),
+        ({f"D{i}": "x" for i in range(31)}, {"Spend": (1, "None")}, "31 dimensions (at most 30)"),
+        ({}, {}, "0 metrics (1-100)"),
+    ],
+)
 def test_what_cloudwatch_would_drop_is_refused(dimensions, values, problem):
     with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         metrics.document("GpuGovernance/Test", dimensions, values)
@@ -139,18 +181,28 @@ def test_the_handlers_documents_are_valid_emf(capsys, monkeypatch):
     from gpu_governance_runtime.reclaim.handler import share_metrics
     from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, plan_tick
 
-    shares = (Share(name="training", quota={"p5": 4}, strategy=contract.SharingStrategy.LEND),
-              Share(name="research", quota={"p5": 0}, strategy=contract.SharingStrategy.LEND_AND_BORROW))
-    state = PoolState(capacity={"p5": 4}, shares=shares, now=10_000.0,
-                      running=(RunningJob(job_id="r", share="research", instance_type="p5", count=4, priority=1, started_at=0.0),),
-                      pending=(PendingJob(job_id="t", share="training", instance_type="p5", count=4, priority=1, submitted_at=9_000.0),))
+    shares = (
+        Share(name="training", quota={"p5": 4}, strategy=contract.SharingStrategy.LEND),
+        Share(name="research", quota={"p5": 0}, strategy=contract.SharingStrategy.LEND_AND_BORROW),
+    )
+    state = PoolState(
+        capacity={"p5": 4},
+        shares=shares,
+        now=10_000.0,
+        running=(RunningJob(job_id="r", share="research", instance_type="p5", count=4, priority=1, started_at=0.0),),
+        pending=(
+            PendingJob(job_id="t", share="training", instance_type="p5", count=4, priority=1, submitted_at=9_000.0),
+        ),
+    )
     plan = plan_tick(state, Settings())
     assert plan.preemptions  # the documents carry a preemption and lost capacity, not only zeros
     documents = share_metrics("pool", state, plan, namespace=contract.RECLAIM_NAMESPACE, now=state.now)
     capacity._metric({"Window": "w"}, Spend=(12.5, "None"), BudgetUsedPercent=(1.25, "Percent"))
     old = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with pytest.raises(RuntimeError):
-        api_check.require({"sagemaker": old}, {"sagemaker": ("NoSuchOperation",)}, namespace=contract.HYPERPOD_NAMESPACE)
+        api_check.require(
+            {"sagemaker": old}, {"sagemaker": ("NoSuchOperation",)}, namespace=contract.HYPERPOD_NAMESPACE
+        )
     documents += [d for d in lines(capsys.readouterr().out) if "_aws" in d]
     assert len(documents) == len(shares) + 2
     for document in documents:
@@ -160,12 +212,15 @@ def test_the_handlers_documents_are_valid_emf(capsys, monkeypatch):
 # --- clients --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config, sent", [
-    (clients.PURCHASE, 1),  # exactly-once buying: never resent, whatever the error
-    (clients.SUBMIT_ONCE, 1),  # a stopped job's copy: a resend after an accepted SubmitJob runs the job twice
-    (clients.WITHIN_A_TICK, 5),
-    (clients.DESIRED_STATE, 8),
-])
+@pytest.mark.parametrize(
+    "config, sent",
+    [
+        (clients.PURCHASE, 1),  # exactly-once buying: never resent, whatever the error
+        (clients.SUBMIT_ONCE, 1),  # a stopped job's copy: a resend after an accepted SubmitJob runs the job twice
+        (clients.WITHIN_A_TICK, 5),
+        (clients.DESIRED_STATE, 8),
+    ],
+)
 def test_how_often_each_purpose_sends_a_request_that_keeps_failing(config, sent, monkeypatch):
     monkeypatch.setattr("botocore.endpoint.time.sleep", lambda seconds: None)  # the backoff, not what is sent
     ec2 = boto3.client("ec2", region_name="us-east-1", config=config, aws_access_key_id="x", aws_secret_access_key="x")
@@ -190,10 +245,15 @@ def test_a_purchase_call_fits_the_time_the_capacity_controller_allows_it():
 
 
 def test_the_capacity_reads_keep_botocores_defaults():
-    ec2 = boto3.client("ec2", region_name="us-east-1", config=clients.CAPACITY_READS, aws_access_key_id="x", aws_secret_access_key="x")
+    ec2 = boto3.client(
+        "ec2", region_name="us-east-1", config=clients.CAPACITY_READS, aws_access_key_id="x", aws_secret_access_key="x"
+    )
     default = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     assert (ec2.meta.config.retries, ec2.meta.config.connect_timeout, ec2.meta.config.read_timeout) == (
-        default.meta.config.retries, default.meta.config.connect_timeout, default.meta.config.read_timeout)
+        default.meta.config.retries,
+        default.meta.config.connect_timeout,
+        default.meta.config.read_timeout,
+    )
 
 
 # --- written once ---------------------------------------------------------------------------------
@@ -207,7 +267,11 @@ def test_no_runtime_module_writes_its_own_logger_metric_writer_or_retry_configur
     for path in sorted(RUNTIME.rglob("*.py")):
         relative = path.relative_to(RUNTIME).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
-            name = (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) if isinstance(node, ast.Call) else None
+            name = (
+                (getattr(node.func, "id", None) or getattr(node.func, "attr", None))
+                if isinstance(node, ast.Call)
+                else None
+            )
             if isinstance(node, ast.Constant) and node.value == "_aws":
                 name = "_aws"
             if name in owners and owners[name] != relative:

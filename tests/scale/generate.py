@@ -67,16 +67,40 @@ def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_te
         },
         "platform_admins": [f"arn:aws:iam::{CAPACITY_ACCOUNT}:role/GpuPlatformAdmin"],
         "alerts": ["gpu-platform@example.com", f"arn:aws:sns:us-east-1:{CAPACITY_ACCOUNT}:gpu-platform-chatbot"],
-        "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}, {"name": "opportunistic", "weight": 10}],
+        "priority_classes": [
+            {"name": "urgent", "weight": 90},
+            {"name": "standard", "weight": 50},
+            {"name": "opportunistic", "weight": 10},
+        ],
         "pools": [
-            *({"name": pool, "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": MAX_SHARES_PER_QUOTA_QUEUE}}
-              for pool in quota_pools),
-            {"name": "ec2-gpu", "backend": "batch_fair_share", "capacity": {"g6e.12xlarge": min(teams, FAIR_SHARE_TEAMS)},
-             "compute_environments": [f"arn:aws:batch:us-east-1:{CAPACITY_ACCOUNT}:compute-environment/gpu-g6e"]},
-            {"name": "hyperpod-eks", "backend": "hyperpod_eks", "capacity": {"ml.p5.48xlarge": teams},
-             "cluster_arn": f"arn:aws:sagemaker:us-east-1:{CAPACITY_ACCOUNT}:cluster/abcd1234efgh", "eks_cluster_name": "scale-hyperpod"},
-            {"name": "hyperpod-slurm", "backend": "hyperpod_slurm", "cluster_name": "scale-slurm",
-             "capacity": {"ml.p5.48xlarge": teams}, "gpus_per_instance": {"ml.p5.48xlarge": 8}},
+            *(
+                {
+                    "name": pool,
+                    "backend": "batch_quota_share",
+                    "capacity": {"ml.p5.48xlarge": MAX_SHARES_PER_QUOTA_QUEUE},
+                }
+                for pool in quota_pools
+            ),
+            {
+                "name": "ec2-gpu",
+                "backend": "batch_fair_share",
+                "capacity": {"g6e.12xlarge": min(teams, FAIR_SHARE_TEAMS)},
+                "compute_environments": [f"arn:aws:batch:us-east-1:{CAPACITY_ACCOUNT}:compute-environment/gpu-g6e"],
+            },
+            {
+                "name": "hyperpod-eks",
+                "backend": "hyperpod_eks",
+                "capacity": {"ml.p5.48xlarge": teams},
+                "cluster_arn": f"arn:aws:sagemaker:us-east-1:{CAPACITY_ACCOUNT}:cluster/abcd1234efgh",
+                "eks_cluster_name": "scale-hyperpod",
+            },
+            {
+                "name": "hyperpod-slurm",
+                "backend": "hyperpod_slurm",
+                "cluster_name": "scale-slurm",
+                "capacity": {"ml.p5.48xlarge": teams},
+                "gpus_per_instance": {"ml.p5.48xlarge": 8},
+            },
         ],
         "teams": [team(i, accounts) for i in range(teams)],
     }

@@ -41,7 +41,9 @@ def test_single_is_the_default_and_keeps_one_capacity_stack(single):
     data, outdir = single
     assert GovernanceModel.from_dict({k: v for k, v in data.items() if k != "stack_layout"}).stack_layout == "single"
     assert sorted(p.name for p in outdir.glob("*.template.json")) == [
-        "acme-ml-capacity.template.json", "acme-ml-consumer-product.template.json", "acme-ml-consumer-research.template.json",
+        "acme-ml-capacity.template.json",
+        "acme-ml-consumer-product.template.json",
+        "acme-ml-consumer-research.template.json",
     ]
     (stack,) = estimate(GovernanceModel.from_dict(data))
     assert resources_by_stack(outdir)[stack.name] <= stack.resources
@@ -51,9 +53,15 @@ def test_per_team_holds_the_same_resources_under_the_same_logical_ids(single, pe
     """What moves is the stack, not the logical id: CloudFormation stack refactoring can move an
     existing organisation's resources from one layout to the other by these ids."""
     teams = [t["name"] for t in per_team[0]["teams"]]
-    assert sorted(p.name for p in per_team[1].glob("acme-ml-team-*.template.json")) == sorted(f"acme-ml-team-{t}.template.json" for t in teams)
+    assert sorted(p.name for p in per_team[1].glob("acme-ml-team-*.template.json")) == sorted(
+        f"acme-ml-team-{t}.template.json" for t in teams
+    )
     capacity_ids = resource_ids(single[1], "acme-ml-capacity.template.json")
-    assert resource_ids(per_team[1], "acme-ml-capacity.template.json") | resource_ids(per_team[1], "acme-ml-team-*.template.json") == capacity_ids
+    assert (
+        resource_ids(per_team[1], "acme-ml-capacity.template.json")
+        | resource_ids(per_team[1], "acme-ml-team-*.template.json")
+        == capacity_ids
+    )
 
 
 def test_per_team_is_clean_under_every_pack(per_team):
@@ -63,18 +71,27 @@ def test_per_team_is_clean_under_every_pack(per_team):
 def test_the_submission_guard_is_deployed_in_both_layouts_without_a_cycle(single, per_team):
     """The guard's owner topics go with the team's resources; the capacity stack names them by ARN,
     so no capacity stack output or reference points at a team stack (which depends on it)."""
-    teams = [t for t in per_team[0]["teams"] if t.get("owner") and any(
-        p["backend"] == "batch_quota_share" for p in per_team[0]["pools"] if p["name"] in t["quotas"])]
+    teams = [
+        t
+        for t in per_team[0]["teams"]
+        if t.get("owner")
+        and any(p["backend"] == "batch_quota_share" for p in per_team[0]["pools"] if p["name"] in t["quotas"])
+    ]
     assert teams  # the reference has a quota-share team with an owner
     for data, outdir in (single, per_team):
         capacity = json.loads((outdir / "acme-ml-capacity.template.json").read_text())
-        assert any(r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"] == "gpu_governance_runtime.guard.handler.handler"
-                   for r in capacity["Resources"].values()), data["stack_layout"]
+        assert any(
+            r["Type"] == "AWS::Lambda::Function"
+            and r["Properties"]["Handler"] == "gpu_governance_runtime.guard.handler.handler"
+            for r in capacity["Resources"].values()
+        ), data["stack_layout"]
     manifest = json.loads((per_team[1] / "manifest.json").read_text())["artifacts"]
     assert not [d for d in manifest["acme-ml-capacity"].get("dependencies", []) if d.startswith("acme-ml-team-")]
     capacity_text = (per_team[1] / "acme-ml-capacity.template.json").read_text()
     assert "Fn::ImportValue" not in capacity_text and "Fn::GetStackOutput" not in capacity_text
     for team in teams:
         template = json.loads((per_team[1] / f"acme-ml-team-{team['name']}.template.json").read_text())
-        names = {r["Properties"].get("TopicName") for r in template["Resources"].values() if r["Type"] == "AWS::SNS::Topic"}
+        names = {
+            r["Properties"].get("TopicName") for r in template["Resources"].values() if r["Type"] == "AWS::SNS::Topic"
+        }
         assert f"acme-ml-gpu-guard-{team['name']}" in names

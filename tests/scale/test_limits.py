@@ -50,7 +50,9 @@ def run_app(tmp_path: Path, data: dict) -> subprocess.CompletedProcess:
     config.write_text(yaml.safe_dump(data))
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
     env.pop("GPU_GOVERNANCE_CONFIG", None)
-    return subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,10 @@ def small_per_team(tmp_path_factory):
 
 
 def resources_by_stack(outdir: Path) -> dict[str, int]:
-    return {p.name.removesuffix(".template.json"): len(json.loads(p.read_text()).get("Resources", {})) for p in outdir.glob("*.template.json")}
+    return {
+        p.name.removesuffix(".template.json"): len(json.loads(p.read_text()).get("Resources", {}))
+        for p in outdir.glob("*.template.json")
+    }
 
 
 def test_estimate_covers_every_stack_of_a_synthesis(small_per_team):
@@ -93,8 +98,14 @@ def test_submission_role_policies_are_counted_as_synthesized(small_per_team):
     stack attaches."""
     model, outdir = small_per_team
     template = json.loads((outdir / "scale-ml-team-team-000.template.json").read_text())
-    role = next(lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role" and "SubmissionRole" in lid)
-    attached = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])]
+    role = next(
+        lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role" and "SubmissionRole" in lid
+    )
+    attached = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::ManagedPolicy" and {"Ref": role} in r["Properties"].get("Roles", [])
+    ]
     assert len(attached) == submission_role_policies(model, model.teams[0])
 
 
@@ -105,7 +116,10 @@ def test_synthesized_templates_pass_the_post_synthesis_check(small_per_team):
 def test_single_layout_too_large_is_refused_before_synthesis_with_exit_2(tmp_path):
     data = organisation(30, stack_layout="single")
     problems = check_model(model_of(data))
-    assert any(p.path == "stack_layout" and f"at most {MAX_RESOURCES}" in p.allowed and "per_team" in p.allowed for p in problems)
+    assert any(
+        p.path == "stack_layout" and f"at most {MAX_RESOURCES}" in p.allowed and "per_team" in p.allowed
+        for p in problems
+    )
     result = run_app(tmp_path, data)
     assert result.returncode == 2
     assert "stack_layout: stack scale-ml-capacity would hold about" in result.stderr
@@ -137,14 +151,18 @@ def test_team_names_that_cannot_name_a_stack_are_refused_with_per_team():
 
 def test_too_many_members_for_a_trust_policy_are_refused():
     data = without_slurm(organisation(5))
-    data["teams"][0]["members"] = [f"arn:aws:iam::400000000000:role/ResearchScientistsOfTheLongNamedDepartment{i:03d}" for i in range(40)]
+    data["teams"][0]["members"] = [
+        f"arn:aws:iam::400000000000:role/ResearchScientistsOfTheLongNamedDepartment{i:03d}" for i in range(40)
+    ]
     (problem,) = check_model(model_of(data))
     assert problem.path == "teams[0].members" and "trust policy" in problem.wrong and problem.value > 2048
 
 
 def test_too_many_pools_for_one_role_are_refused():
     data = without_slurm(organisation(5))
-    extra = [{"name": f"extra-{i}", "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 1}} for i in range(6)]
+    extra = [
+        {"name": f"extra-{i}", "backend": "batch_quota_share", "capacity": {"ml.p5.48xlarge": 1}} for i in range(6)
+    ]
     data["pools"] += extra
     data["teams"][0]["quotas"].update({p["name"]: {"ml.p5.48xlarge": 1} for p in extra})
     problems = check_model(model_of(data))
@@ -182,7 +200,9 @@ def test_validate_refuses_a_fair_share_pool_of_more_teams_than_batch_share_ident
     data = without_slurm(organisation(MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1))
     assert len(model_of(data).teams_in("ec2-gpu")) == MAX_SHARES_PER_FAIR_SHARE_QUEUE
     data["teams"][-1]["quotas"]["ec2-gpu"] = {"g6e.12xlarge": 1}
-    next(p for p in data["pools"] if p["name"] == "ec2-gpu")["capacity"] = {"g6e.12xlarge": MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1}
+    next(p for p in data["pools"] if p["name"] == "ec2-gpu")["capacity"] = {
+        "g6e.12xlarge": MAX_SHARES_PER_FAIR_SHARE_QUEUE + 1
+    }
     config = tmp_path / "governance.yaml"
     config.write_text(yaml.safe_dump(data))
     assert cli_main(["validate", "--config", str(config)]) == 2
@@ -195,7 +215,9 @@ def test_the_reclaim_controllers_policy_is_still_checked_by_its_queues(monkeypat
 
     monkeypatch.setattr(limits, "MAX_INLINE_CHARACTERS_PER_ROLE", limits.RECLAIM_POLICY_BASE + 100)
     problems = [p for p in check_model(model_of(organisation(100))) if "reclaim controller" in p.wrong]
-    assert [(p.path, p.allowed) for p in problems] == [("pools", f"at most {limits.RECLAIM_POLICY_BASE + 100} inline per role")]
+    assert [(p.path, p.allowed) for p in problems] == [
+        ("pools", f"at most {limits.RECLAIM_POLICY_BASE + 100} inline per role")
+    ]
 
 
 def test_the_reclaim_dashboards_are_still_checked_per_pool(monkeypatch):
@@ -204,16 +226,25 @@ def test_the_reclaim_dashboards_are_still_checked_per_pool(monkeypatch):
     monkeypatch.setattr(limits, "MAX_DASHBOARD_WIDGETS", 7)
     model = model_of(organisation(5))
     problems = [p for p in check_model(model) if "dashboard" in p.wrong]
-    assert {p.path for p in problems} == {f"pools[{i}]" for i, pool in enumerate(model.pools) if pool.backend in ("batch_quota_share", "batch_fair_share")}
+    assert {p.path for p in problems} == {
+        f"pools[{i}]" for i, pool in enumerate(model.pools) if pool.backend in ("batch_quota_share", "batch_fair_share")
+    }
     assert all("widgets" in p.wrong and p.value == 8 for p in problems)
 
 
 def test_one_reclaim_dashboard_per_pool_sized_as_validate_counts_and_naming_no_team(small_per_team):
     model, outdir = small_per_team
     template = json.loads((outdir / f"{model.organisation}-capacity.template.json").read_text())
-    bodies = {r["Properties"]["DashboardName"]: json.dumps(r["Properties"]["DashboardBody"])
-              for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Dashboard"}
-    reclaim = {name.removeprefix(f"{model.organisation}-gpu-reclaim-"): body for name, body in bodies.items() if "-gpu-reclaim-" in name}
+    bodies = {
+        r["Properties"]["DashboardName"]: json.dumps(r["Properties"]["DashboardBody"])
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Dashboard"
+    }
+    reclaim = {
+        name.removeprefix(f"{model.organisation}-gpu-reclaim-"): body
+        for name, body in bodies.items()
+        if "-gpu-reclaim-" in name
+    }
     governed = {p.name: p.backend for p in model.pools if p.backend in RECLAIM_DASHBOARD_WIDGETS}
     # every Batch pool; a HyperPod EKS pool when the controller observes it (the reference organisation's does)
     assert {p for p, backend in governed.items() if backend.startswith("batch_")} <= set(reclaim) <= set(governed)
@@ -225,25 +256,41 @@ def test_one_reclaim_dashboard_per_pool_sized_as_validate_counts_and_naming_no_t
 def test_guardrail_documents_are_measured_by_validate():
     data = organisation(5)
     data["guardrails"] = {
-        "management_account": {"account_id": "999999999999", "region": "us-east-1"}, "target_ids": ["r-abcd"],
-        "exempt_principals": [f"arn:aws:iam::111122223333:role/BreakGlassRole{i:03d}WithAVeryLongNameForTheAuditors" for i in range(100)],
+        "management_account": {"account_id": "999999999999", "region": "us-east-1"},
+        "target_ids": ["r-abcd"],
+        "exempt_principals": [
+            f"arn:aws:iam::111122223333:role/BreakGlassRole{i:03d}WithAVeryLongNameForTheAuditors" for i in range(100)
+        ],
     }
     assert any(p.path == "guardrails" and "service control policy" in p.wrong for p in check_model(model_of(data)))
 
 
 def _role(managed: int = 0, members: int = 1) -> dict:
-    return {"Type": "AWS::IAM::Role", "Properties": {
-        "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"AWS": [f"arn:aws:iam::111122223333:role/r{i:060d}" for i in range(members)]}}]},
-        "ManagedPolicyArns": [f"arn:aws:iam::aws:policy/P{i}" for i in range(managed)],
-    }}
+    return {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {"Principal": {"AWS": [f"arn:aws:iam::111122223333:role/r{i:060d}" for i in range(members)]}}
+                ]
+            },
+            "ManagedPolicyArns": [f"arn:aws:iam::aws:policy/P{i}" for i in range(managed)],
+        },
+    }
 
 
 def test_post_synthesis_check_finds_each_limit():
     resources = {f"R{i}": {"Type": "AWS::SNS::Topic"} for i in range(501)}
     resources["Crowded"] = _role(managed=9)
     resources["Trusting"] = _role(members=40)
-    resources["Extra1"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"Roles": [{"Ref": "Crowded"}], "PolicyDocument": {}}}
-    resources["Extra2"] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"Roles": [{"Ref": "Crowded"}], "PolicyDocument": {"Statement": ["x" * 7000]}}}
+    resources["Extra1"] = {
+        "Type": "AWS::IAM::ManagedPolicy",
+        "Properties": {"Roles": [{"Ref": "Crowded"}], "PolicyDocument": {}},
+    }
+    resources["Extra2"] = {
+        "Type": "AWS::IAM::ManagedPolicy",
+        "Properties": {"Roles": [{"Ref": "Crowded"}], "PolicyDocument": {"Statement": ["x" * 7000]}},
+    }
     problems = {(p.path, p.wrong) for p in check_template("big", {"Resources": resources}, 2_000_000)}
     assert problems == {
         ("big.Resources", "too many in one stack"),
@@ -257,7 +304,9 @@ def test_post_synthesis_check_finds_each_limit():
 def test_every_synthesis_failure_is_one_line_with_an_exit_code():
     from constructs_lib.deployment.app import synthesis_failure
 
-    jsii = RuntimeError("Error: TooManyResourcesInStack: Number of resources in stack 'x-capacity': 541 is greater than allowed maximum of 500\n    at Stack.synthesize (/tmp/jsii/stack.js:1:1)")
+    jsii = RuntimeError(
+        "Error: TooManyResourcesInStack: Number of resources in stack 'x-capacity': 541 is greater than allowed maximum of 500\n    at Stack.synthesize (/tmp/jsii/stack.js:1:1)"
+    )
     message, code = synthesis_failure(jsii)
     assert code == 2 and "\n" not in message and "541 is greater" in message and "per_team" in message
     message, code = synthesis_failure(RuntimeError("Error: Something else broke\n    at foo (bar.js:1:1)"))
@@ -272,7 +321,9 @@ def test_a_real_jsii_failure_in_synthesis_is_one_line_and_exit_2(tmp_path):
     config.write_text(yaml.safe_dump(organisation(30, stack_layout="single")))
     script = "import sys; from constructs_lib.deployment import app; app.check_model = lambda model: []; sys.exit(app.main())"
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}), "CDK_OUTDIR": str(tmp_path / "out")}
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()

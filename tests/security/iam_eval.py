@@ -70,7 +70,9 @@ class Template:
         self.outputs: dict[str, Any] = body.get("Outputs", {})
         self.parameters: dict[str, Any] = body.get("Parameters", {})
         self.exports: dict[str, tuple[Template, Any]] = {}  # export name -> (exporting stack, value); see link_exports
-        self.stacks: dict[tuple[str, str], Template] = {}  # (stack name, region) -> stack of the same account; see link_exports
+        self.stacks: dict[
+            tuple[str, str], Template
+        ] = {}  # (stack name, region) -> stack of the same account; see link_exports
 
     def props(self, logical_id: str) -> dict[str, Any]:
         return self.resources[logical_id].get("Properties", {})
@@ -80,8 +82,11 @@ class Template:
 
     def _pseudo(self, name: str) -> str | None:
         return {
-            "AWS::AccountId": self.account, "AWS::Region": self.region, "AWS::Partition": PARTITION,
-            "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": self.name,
+            "AWS::AccountId": self.account,
+            "AWS::Region": self.region,
+            "AWS::Partition": PARTITION,
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": self.name,
         }.get(name)
 
     def ref(self, logical_id: str) -> str:
@@ -137,7 +142,7 @@ class Template:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return self.ref(arg)
             if key == "Fn::GetAtt":
@@ -160,15 +165,23 @@ class Template:
             if key == "Fn::ImportValue":
                 name = self.resolve(arg)
                 if name not in self.exports:
-                    raise UnresolvedIntrinsic(f"{self.name}: Fn::ImportValue {name}: no stack in {self.account}/{self.region} exports it")
+                    raise UnresolvedIntrinsic(
+                        f"{self.name}: Fn::ImportValue {name}: no stack in {self.account}/{self.region} exports it"
+                    )
                 exporter, exported = self.exports[name]
                 return exporter.resolve(exported)
             if key == "Fn::GetStackOutput":
                 # A weak cross-stack reference (cdk.json's @aws-cdk/core:defaultCrossStackReferences):
                 # the named output of another stack of this account, read at deploy time.
                 source = (self.resolve(arg["StackName"]), self.resolve(arg.get("Region", self.region)))
-                if "RoleArn" in arg or source not in self.stacks or arg["OutputName"] not in self.stacks[source].outputs:
-                    raise UnresolvedIntrinsic(f"{self.name}: Fn::GetStackOutput {arg}: no stack of {self.account} has that output")
+                if (
+                    "RoleArn" in arg
+                    or source not in self.stacks
+                    or arg["OutputName"] not in self.stacks[source].outputs
+                ):
+                    raise UnresolvedIntrinsic(
+                        f"{self.name}: Fn::GetStackOutput {arg}: no stack of {self.account} has that output"
+                    )
                 producer = self.stacks[source]
                 return producer.resolve(producer.outputs[arg["OutputName"]]["Value"])
             if key == "Fn::If":
@@ -181,7 +194,7 @@ class Template:
     def condition(self, name_or_expression: Any) -> bool:
         """A template condition (Fn::Equals / Not / And / Or / Condition) on the stack's values."""
         expression = self.conditions[name_or_expression] if isinstance(name_or_expression, str) else name_or_expression
-        (key, arg), = expression.items()
+        ((key, arg),) = expression.items()
         if key == "Condition":
             return self.condition(arg)
         if key == "Fn::Equals":
@@ -233,10 +246,16 @@ def link_exports(templates: list[Template]) -> None:
             if "Export" in output:
                 name = (template.account, template.region, template.resolve(output["Export"]["Name"]))
                 if name in exports:
-                    raise UnresolvedIntrinsic(f"{template.name}: export {name[2]} is also exported by {exports[name][0].name}")
+                    raise UnresolvedIntrinsic(
+                        f"{template.name}: export {name[2]} is also exported by {exports[name][0].name}"
+                    )
                 exports[name] = (template, output["Value"])
     for template in templates:
-        template.exports = {name: value for (account, region, name), value in exports.items() if (account, region) == (template.account, template.region)}
+        template.exports = {
+            name: value
+            for (account, region, name), value in exports.items()
+            if (account, region) == (template.account, template.region)
+        }
         template.stacks = {(t.name, t.region): t for t in templates if t.account == template.account}
 
 
@@ -311,9 +330,12 @@ _STRING_TESTS = {
     "Bool": lambda p, v: p.lower() == v.lower(),
 }
 _NEGATED = {
-    "StringNotEquals": "StringEquals", "StringNotLike": "StringLike",
-    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase", "ArnNotEquals": "ArnEquals",
-    "ArnNotLike": "ArnLike", "NumericNotEquals": "NumericEquals",
+    "StringNotEquals": "StringEquals",
+    "StringNotLike": "StringLike",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+    "NumericNotEquals": "NumericEquals",
 }
 
 
@@ -402,7 +424,9 @@ def statement_applies(statement: Mapping[str, Any], request: Request, *, resourc
         return False, False
     unresolved = _unresolved_in(statement)
     if unresolved:
-        raise UnresolvedIntrinsic(f"{request.action} on {request.resource} depends on {unresolved}, which the evaluator cannot compute")
+        raise UnresolvedIntrinsic(
+            f"{request.action} on {request.resource} depends on {unresolved}, which the evaluator cannot compute"
+        )
 
     def resource_matches(patterns: list[str]) -> bool:
         return any(
@@ -435,7 +459,9 @@ class Verdict:
     names_principal: bool = False  # some Allow of a resource policy named the principal itself
 
 
-def evaluate(documents: Iterable[Mapping[str, Any] | None], request: Request, *, resource_policy: bool = False) -> Verdict:
+def evaluate(
+    documents: Iterable[Mapping[str, Any] | None], request: Request, *, resource_policy: bool = False
+) -> Verdict:
     denied = allowed = names = False
     for document in documents:
         for statement in as_list((document or {}).get("Statement")):
@@ -482,7 +508,11 @@ class World:
     def is_allowed(self, request: Request) -> bool:
         principal = request.principal
         context = {
-            **({"aws:principalarn": [principal.arn], "aws:principalaccount": [principal.account]} if principal.arn else {}),
+            **(
+                {"aws:principalarn": [principal.arn], "aws:principalaccount": [principal.account]}
+                if principal.arn
+                else {}
+            ),
             **{k.lower(): v for k, v in request.context.items()},
         }
         request = Request(principal, request.action, request.resource, context)

@@ -60,12 +60,30 @@ def owned_by_name(org: Organisation, tenant: Tenant) -> list[Owned]:
         Owned("quota share", tuple(share for _, share in tenant.quota_shares)),
         Owned("role", tuple(role for kind, role in tenant.roles.items() if not kind.startswith("member:"))),
         Owned("secret", tuple(arn("secretsmanager", f"secret:{pattern}") for pattern in scopes["secrets"])),
-        Owned("discovery and training-plan parameters", tuple(arn("ssm", f"parameter{pattern}") for pattern in scopes["discovery parameters"])),
-        Owned("training job", tuple(arn("sagemaker", f"training-job/{pattern}") for pattern in scopes["training jobs and their log streams"])),
-        Owned("training log stream", tuple(arn("logs", f"log-group:{TRAINING_LOG_GROUP}:log-stream:{pattern}")
-                                          for pattern in scopes["training jobs and their log streams"])),
+        Owned(
+            "discovery and training-plan parameters",
+            tuple(arn("ssm", f"parameter{pattern}") for pattern in scopes["discovery parameters"]),
+        ),
+        Owned(
+            "training job",
+            tuple(
+                arn("sagemaker", f"training-job/{pattern}") for pattern in scopes["training jobs and their log streams"]
+            ),
+        ),
+        Owned(
+            "training log stream",
+            tuple(
+                arn("logs", f"log-group:{TRAINING_LOG_GROUP}:log-stream:{pattern}")
+                for pattern in scopes["training jobs and their log streams"]
+            ),
+        ),
         Owned("image repository", (tenant.repository,)),
     ]
     if tenant.access_log_bucket:
-        owned.append(Owned("access-log prefix", tuple(f"arn:aws:s3:::{tenant.access_log_bucket}/{p}" for p in scopes["access-log prefix"])))
+        owned.append(
+            Owned(
+                "access-log prefix",
+                tuple(f"arn:aws:s3:::{tenant.access_log_bucket}/{p}" for p in scopes["access-log prefix"]),
+            )
+        )
     return [o for o in owned if all(o.arns)]

@@ -43,16 +43,32 @@ from .tenants import Organisation
 OTHER_ACTION = "<any action no policy names>"
 SET_SLOTS = 3
 # Actions with no resource-level permissions (Service Authorization Reference): authorised on "*".
-RESOURCELESS = {"batch:describejobs", "batch:listjobs", "batch:describeservicejob", "batch:listservicejobs", "sagemaker:listtrainingjobs",
-                "cloudwatch:getmetricdata", "cloudwatch:getmetricstatistics", "cloudwatch:listmetrics", "cloudwatch:putmetricdata",
-                "ecr:getauthorizationtoken"}
+RESOURCELESS = {
+    "batch:describejobs",
+    "batch:listjobs",
+    "batch:describeservicejob",
+    "batch:listservicejobs",
+    "sagemaker:listtrainingjobs",
+    "cloudwatch:getmetricdata",
+    "cloudwatch:getmetricstatistics",
+    "cloudwatch:listmetrics",
+    "cloudwatch:putmetricdata",
+    "ecr:getauthorizationtoken",
+}
 ARN_SERVICE = {"sts": "iam"}  # sts:AssumeRole is authorised on the role's (IAM) ARN
 SET_VALUED = {"aws:tagkeys"}
-SUBMISSION_KEYS = {"batch:shareidentifier": ("batch:submitjob", "batch:submitservicejob"),
-                   "batch:schedulingpriority": ("batch:submitservicejob",)}
+SUBMISSION_KEYS = {
+    "batch:shareidentifier": ("batch:submitjob", "batch:submitservicejob"),
+    "batch:schedulingpriority": ("batch:submitservicejob",),
+}
 TIME_LIMIT_MS = 20_000
-_NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike", "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
-            "ArnNotEquals": "ArnEquals", "ArnNotLike": "ArnLike"}
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotLike": "StringLike",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+}
 _SUPPORTED = {"StringEquals", "StringLike", "StringEqualsIgnoreCase", "ArnEquals", "ArnLike", "Bool"}
 
 
@@ -91,7 +107,10 @@ class Encoder:
                 continue
             self.names[lower] = key
             slots = SET_SLOTS if lower in SET_VALUED else 1
-            self.keys[lower] = [(tm.mkConst(tm.getBooleanSort(), f"has {key} {i}"), tm.mkConst(self.string, f"{key} {i}")) for i in range(slots)]
+            self.keys[lower] = [
+                (tm.mkConst(tm.getBooleanSort(), f"has {key} {i}"), tm.mkConst(self.string, f"{key} {i}"))
+                for i in range(slots)
+            ]
         self._regex_cache: dict[tuple[str, str], Any] = {}
         self._statement_cache: dict[tuple[int, str], Any] = {}
 
@@ -164,13 +183,20 @@ class Encoder:
 
     def well_formed(self, principal: Principal, action: str, creatable_patterns: list[str]) -> Any:
         """What every request satisfies, whoever sends it."""
-        action_chars = self.t(Kind.REGEXP_UNION, self.t(Kind.REGEXP_RANGE, self.s("a"), self.s("z")), self.t(Kind.REGEXP_RANGE, self.s("0"), self.s("9")),
-                              self.t(Kind.STRING_TO_REGEXP, self.s(":")), self.t(Kind.STRING_TO_REGEXP, self.s("-")))
-        facts = [self.matches(self.action, self.t(Kind.REGEXP_STAR, action_chars))]  # IAM compares actions ignoring case
+        action_chars = self.t(
+            Kind.REGEXP_UNION,
+            self.t(Kind.REGEXP_RANGE, self.s("a"), self.s("z")),
+            self.t(Kind.REGEXP_RANGE, self.s("0"), self.s("9")),
+            self.t(Kind.STRING_TO_REGEXP, self.s(":")),
+            self.t(Kind.STRING_TO_REGEXP, self.s("-")),
+        )
+        facts = [
+            self.matches(self.action, self.t(Kind.REGEXP_STAR, action_chars))
+        ]  # IAM compares actions ignoring case
         fixed = {"aws:principalarn": principal.arn, "aws:principalaccount": principal.account}
         for key, value in fixed.items():
             if key in self.keys:
-                (has, var), = self.keys[key]
+                ((has, var),) = self.keys[key]
                 facts += [has, self.eq(var, self.s(value))]
         tag_keys = self.keys["aws:tagkeys"]
         for lower in self.keys:
@@ -191,12 +217,25 @@ class Encoder:
         else:
             prefix = self.tm.mkConst(self.string, "service")
             facts.append(self.t(Kind.STRING_PREFIX, self.t(Kind.STRING_CONCAT, prefix, self.s(":")), self.action))
-            facts.append(self.t(Kind.OR, self.eq(self.resource, self.s("*")),
-                                self.t(Kind.STRING_PREFIX, self.t(Kind.STRING_CONCAT, self.s("arn:aws:"), prefix, self.s(":")), self.resource)))
+            facts.append(
+                self.t(
+                    Kind.OR,
+                    self.eq(self.resource, self.s("*")),
+                    self.t(
+                        Kind.STRING_PREFIX,
+                        self.t(Kind.STRING_CONCAT, self.s("arn:aws:"), prefix, self.s(":")),
+                        self.resource,
+                    ),
+                )
+            )
         if action in CREATING_ACTIONS:
             creatable = self.any_of([self.matches(self.resource, self.glob(pattern)) for pattern in creatable_patterns])
             # Submitting always makes a new job; TagResource may tag a new job (inside the submission) or an existing one.
-            facts.append(self.eq(self.creating, creatable) if action != "batch:tagresource" else self.implies(self.creating, creatable))
+            facts.append(
+                self.eq(self.creating, creatable)
+                if action != "batch:tagresource"
+                else self.implies(self.creating, creatable)
+            )
         else:
             facts.append(self.t(Kind.NOT, self.creating))
         return self.all_of(facts)
@@ -233,8 +272,11 @@ class Encoder:
             return self.any_of(tests)
 
         if set_prefix == "ForAllValues":
-            held = (self.t(Kind.NOT, self.any_of([self.t(Kind.AND, has, one(v)) for has, v in slots])) if negated
-                    else self.all_of([self.implies(has, one(v)) for has, v in slots]))
+            held = (
+                self.t(Kind.NOT, self.any_of([self.t(Kind.AND, has, one(v)) for has, v in slots]))
+                if negated
+                else self.all_of([self.implies(has, one(v)) for has, v in slots])
+            )
         elif set_prefix == "ForAnyValue" or len(slots) > 1:
             if negated and set_prefix == "ForAnyValue":
                 held = self.any_of([self.t(Kind.AND, has, self.t(Kind.NOT, one(v))) for has, v in slots])
@@ -242,17 +284,25 @@ class Encoder:
                 matched = self.any_of([self.t(Kind.AND, has, one(v)) for has, v in slots])
                 held = self.t(Kind.NOT, matched) if negated else matched
         else:
-            (_, value), = slots
+            ((_, value),) = slots
             held = self.t(Kind.NOT, one(value)) if negated else one(value)
         when_absent = if_exists or set_prefix == "ForAllValues" or (set_prefix != "ForAnyValue" and negated)
         return self.t(Kind.ITE, present, held, self.true if when_absent else self.false)
 
-    def statement(self, statement: Mapping[str, Any], principal: Principal | None, *, action_known: bool) -> tuple[Any, bool]:
+    def statement(
+        self, statement: Mapping[str, Any], principal: Principal | None, *, action_known: bool
+    ) -> tuple[Any, bool]:
         """(applies, names the principal itself). ``principal`` is given for resource policies;
         ``action_known``: the caller already matched the statement's actions to the request's."""
-        matched = (True, False) if principal is None or ("Principal" not in statement and "NotPrincipal" not in statement) else (
-            _principal_matches(statement["Principal"], principal) if "Principal" in statement
-            else (not _principal_matches(statement["NotPrincipal"], principal)[0], False))
+        matched = (
+            (True, False)
+            if principal is None or ("Principal" not in statement and "NotPrincipal" not in statement)
+            else (
+                _principal_matches(statement["Principal"], principal)
+                if "Principal" in statement
+                else (not _principal_matches(statement["NotPrincipal"], principal)[0], False)
+            )
+        )
         if not matched[0]:
             return self.false, False
         key = (id(statement), action_known)
@@ -266,7 +316,9 @@ class Encoder:
             if "Action" in statement:
                 parts.append(self.in_patterns(self.action, as_list(statement["Action"]), lower=True))
             else:
-                parts.append(self.t(Kind.NOT, self.in_patterns(self.action, as_list(statement.get("NotAction")), lower=True)))
+                parts.append(
+                    self.t(Kind.NOT, self.in_patterns(self.action, as_list(statement.get("NotAction")), lower=True))
+                )
         unresolved = _UNRESOLVED in str(statement)
         if unresolved:
             # A value iam_eval cannot compute (a controller's function ARN): an Allow is read as
@@ -283,7 +335,9 @@ class Encoder:
                     parts.append(self.condition(operator, key, [str(v) for v in as_list(value)]))
         return self.all_of(parts)
 
-    def verdict(self, statements: Iterable[Mapping[str, Any]], principal: Principal | None, *, action_known: bool) -> tuple[Any, Any, Any]:
+    def verdict(
+        self, statements: Iterable[Mapping[str, Any]], principal: Principal | None, *, action_known: bool
+    ) -> tuple[Any, Any, Any]:
         """(allowed, denied, allowed by a statement naming the principal itself)."""
         allows, denies, named = [], [], []
         for statement in statements:
@@ -299,7 +353,11 @@ class Encoder:
 
 def condition_keys(world: World) -> set[str]:
     keys: set[str] = {"aws:PrincipalArn", "aws:PrincipalAccount"}
-    documents = [d for docs in world.identity.values() for d in docs] + list(world.key_policies.values()) + list(world.trust.values())
+    documents = (
+        [d for docs in world.identity.values() for d in docs]
+        + list(world.key_policies.values())
+        + list(world.trust.values())
+    )
     documents += [d for docs in world.bucket_policies.values() for d in docs] + list(world.repository_policies.values())
     documents += [d for docs in world.scps.values() for d in docs]
     for document in documents:
@@ -307,8 +365,6 @@ def condition_keys(world: World) -> set[str]:
             for block in (statement.get("Condition") or {}).values():
                 keys |= set(block)
     return keys
-
-
 
 
 def _statements(documents: Iterable[Mapping[str, Any] | None]) -> list[Mapping[str, Any]]:
@@ -337,13 +393,30 @@ class Prover:
         # Resource policies: (kind, the resource, statements, required, owner account or None for the ARN's own).
         self._bearers: list[tuple[str, str, list[Mapping[str, Any]], bool, str | None]] = []
         self._bearers += [("key", key, _statements([p]), True, None) for key, p in world.key_policies.items()]
-        self._bearers += [("bucket", b, _statements(docs), False, world.bucket_accounts.get(b, "")) for b, docs in world.bucket_policies.items()]
-        self._bearers += [("repository", r, _statements([p]), False, None) for r, p in world.repository_policies.items()]
+        self._bearers += [
+            ("bucket", b, _statements(docs), False, world.bucket_accounts.get(b, ""))
+            for b, docs in world.bucket_policies.items()
+        ]
+        self._bearers += [
+            ("repository", r, _statements([p]), False, None) for r, p in world.repository_policies.items()
+        ]
         self._bearers += [("trust", role, _statements([p]), True, None) for role, p in world.trust.items()]
-        every = [st for docs in world.identity.values() for st in _statements(docs)] + [st for _, _, sts, _, _ in self._bearers for st in sts]
+        every = [st for docs in world.identity.values() for st in _statements(docs)] + [
+            st for _, _, sts, _, _ in self._bearers for st in sts
+        ]
         every += [st for docs in world.scps.values() for st in _statements(docs)]
-        self.literal_actions = {a.lower() for st in every for a in as_list(st.get("Action") or st.get("NotAction")) if not any(c in a for c in "*?")}
-        self.literal_actions |= {"iam:passrole", "sts:assumerole", *CREATING_ACTIONS, *(a for acts in SUBMISSION_KEYS.values() for a in acts)}
+        self.literal_actions = {
+            a.lower()
+            for st in every
+            for a in as_list(st.get("Action") or st.get("NotAction"))
+            if not any(c in a for c in "*?")
+        }
+        self.literal_actions |= {
+            "iam:passrole",
+            "sts:assumerole",
+            *CREATING_ACTIONS,
+            *(a for acts in SUBMISSION_KEYS.values() for a in acts),
+        }
         self._match_cache: dict[tuple[int, str], bool] = {}
 
     def _matches(self, statement: Mapping[str, Any], action: str) -> bool:
@@ -353,7 +426,10 @@ class Prover:
             if action == OTHER_ACTION:
                 self._match_cache[key] = _wild(statement)
             else:
-                hit = any(fnmatchcase(action, a.lower()) for a in as_list(statement.get("Action") or statement.get("NotAction")))
+                hit = any(
+                    fnmatchcase(action, a.lower())
+                    for a in as_list(statement.get("Action") or statement.get("NotAction"))
+                )
                 self._match_cache[key] = hit if "Action" in statement else not hit
         return self._match_cache[key]
 
@@ -373,7 +449,9 @@ class Prover:
             scp_ok = e.t(Kind.AND, scp_allow, e.t(Kind.NOT, scp_deny))
         else:
             scp_ok = e.true
-        id_allow, id_deny, _ = e.verdict(self._for(_statements(world.identity.get(principal.arn, [])), action), None, action_known=known)
+        id_allow, id_deny, _ = e.verdict(
+            self._for(_statements(world.identity.get(principal.arn, [])), action), None, action_known=known
+        )
         if action == "iam:passrole":
             return e.all_of([scp_ok, e.t(Kind.NOT, id_deny), id_allow])
         res_allow, res_deny, res_named, required, buckets_at, bucket_same = [], [], [], [], [], []
@@ -401,15 +479,37 @@ class Prover:
         # The resource's account: the fifth field of a six-field ARN ("" or the caller's is its own).
         no_colon = e.t(Kind.REGEXP_DIFF, e.t(Kind.REGEXP_ALLCHAR), e.t(Kind.STRING_TO_REGEXP, e.s(":")))
         field_re, colon = e.t(Kind.REGEXP_STAR, no_colon), e.t(Kind.STRING_TO_REGEXP, e.s(":"))
-        other_account = e.t(Kind.REGEXP_DIFF, e.t(Kind.REGEXP_PLUS, no_colon), e.t(Kind.STRING_TO_REGEXP, e.s(principal.account)))
-        foreign = e.t(Kind.REGEXP_CONCAT, field_re, colon, field_re, colon, field_re, colon, field_re, colon, other_account, colon, e.t(Kind.REGEXP_ALL))
+        other_account = e.t(
+            Kind.REGEXP_DIFF, e.t(Kind.REGEXP_PLUS, no_colon), e.t(Kind.STRING_TO_REGEXP, e.s(principal.account))
+        )
+        foreign = e.t(
+            Kind.REGEXP_CONCAT,
+            field_re,
+            colon,
+            field_re,
+            colon,
+            field_re,
+            colon,
+            field_re,
+            colon,
+            other_account,
+            colon,
+            e.t(Kind.REGEXP_ALL),
+        )
         same_by_arn = e.t(Kind.NOT, e.matches(e.resource, foreign))
         same = e.t(Kind.ITE, e.any_of(buckets_at), e.any_of(bucket_same), same_by_arn) if buckets_at else same_by_arn
-        by_resource = e.all_of([
-            e.t(Kind.NOT, res_deny_t),
-            e.implies(required_t, e.t(Kind.AND, res_allow_t, e.t(Kind.OR, id_allow, e.t(Kind.AND, same, res_named_t)))),
-            e.implies(e.t(Kind.NOT, required_t), e.t(Kind.ITE, same, e.t(Kind.OR, id_allow, res_named_t), e.t(Kind.AND, id_allow, res_allow_t))),
-        ])
+        by_resource = e.all_of(
+            [
+                e.t(Kind.NOT, res_deny_t),
+                e.implies(
+                    required_t, e.t(Kind.AND, res_allow_t, e.t(Kind.OR, id_allow, e.t(Kind.AND, same, res_named_t)))
+                ),
+                e.implies(
+                    e.t(Kind.NOT, required_t),
+                    e.t(Kind.ITE, same, e.t(Kind.OR, id_allow, res_named_t), e.t(Kind.AND, id_allow, res_allow_t)),
+                ),
+            ]
+        )
         return e.all_of([scp_ok, e.t(Kind.NOT, id_deny), by_resource])
 
     def action_groups(self, principal: Principal) -> list[list[str]]:
@@ -417,15 +517,27 @@ class Prover:
         them (and how the request is shaped for them); OTHER_ACTION alone when a wildcard Allow exists."""
         world = self.world
         identity = _statements(world.identity.get(principal.arn, []))
-        resource = [st for _, _, sts, _, _ in self._bearers for st in sts
-                    if st.get("Effect") != "Deny" and ("Principal" not in st or _principal_matches(st["Principal"], principal)[0])]
+        resource = [
+            st
+            for _, _, sts, _, _ in self._bearers
+            for st in sts
+            if st.get("Effect") != "Deny"
+            and ("Principal" not in st or _principal_matches(st["Principal"], principal)[0])
+        ]
         allows = [st for st in identity if st.get("Effect") != "Deny"] + resource
-        everything = identity + [st for _, _, sts, _, _ in self._bearers for st in sts] + _statements(world.scps.get(principal.account, []))
+        everything = (
+            identity
+            + [st for _, _, sts, _, _ in self._bearers for st in sts]
+            + _statements(world.scps.get(principal.account, []))
+        )
         groups: dict[tuple, list[str]] = {}
         for action in sorted(self.literal_actions):
             if any(self._matches(st, action) for st in allows):
-                shape = (action in ("iam:passrole", "sts:assumerole"), action in CREATING_ACTIONS,
-                         tuple(action in acts for acts in SUBMISSION_KEYS.values()))
+                shape = (
+                    action in ("iam:passrole", "sts:assumerole"),
+                    action in CREATING_ACTIONS,
+                    tuple(action in acts for acts in SUBMISSION_KEYS.values()),
+                )
                 signature = (shape, frozenset(id(st) for st in everything if self._matches(st, action)))
                 groups.setdefault(signature, []).append(action)
         result = [actions for signature, actions in groups.items() if not signature[0][0]]
@@ -444,17 +556,38 @@ class Prover:
         service = action.split(":", 1)[0]
         arn_prefix = "arn:aws:" if action == OTHER_ACTION else f"arn:aws:{ARN_SERVICE.get(service, service)}:"
         relevant = lambda patterns: [p for p in patterns if p.startswith(arn_prefix)]  # noqa: E731
-        others = [pattern for name, owned in self.ownership().items() if name != team for o in owned for pattern in relevant(o.arns)]
+        others = [
+            pattern
+            for name, owned in self.ownership().items()
+            if name != team
+            for o in owned
+            for pattern in relevant(o.arns)
+        ]
         tag = f"aws:ResourceTag/{OWNER_TAG}".lower()
         request_tag = f"aws:RequestTag/{OWNER_TAG}".lower()
-        (has_tag, tag_value), = e.keys[tag] if tag in e.keys else [(e.false, e.s(""))]
+        ((has_tag, tag_value),) = e.keys[tag] if tag in e.keys else [(e.false, e.s(""))]
         tagged = relevant(self.tagged.values())
-        existing_not_ours = e.all_of([e.in_patterns(e.resource, tagged), e.t(Kind.NOT, e.creating),
-                                      e.t(Kind.NOT, e.t(Kind.AND, has_tag, e.eq(tag_value, e.s(team))))]) if tagged else e.false
-        created_for = [e.t(Kind.NOT, e.t(Kind.AND, e.keys[request_tag][0][0], e.eq(e.keys[request_tag][0][1], e.s(team))))] if request_tag in e.keys else [e.true]
+        existing_not_ours = (
+            e.all_of(
+                [
+                    e.in_patterns(e.resource, tagged),
+                    e.t(Kind.NOT, e.creating),
+                    e.t(Kind.NOT, e.t(Kind.AND, has_tag, e.eq(tag_value, e.s(team)))),
+                ]
+            )
+            if tagged
+            else e.false
+        )
+        created_for = (
+            [e.t(Kind.NOT, e.t(Kind.AND, e.keys[request_tag][0][0], e.eq(e.keys[request_tag][0][1], e.s(team))))]
+            if request_tag in e.keys
+            else [e.true]
+        )
         if "batch:shareidentifier" in e.keys:
-            (has_share, share), = e.keys["batch:shareidentifier"]
-            fair_share_job = e.matches(e.resource, e.glob(self.tagged["batch job"]))  # quota shares are named by the share's ARN instead
+            ((has_share, share),) = e.keys["batch:shareidentifier"]
+            fair_share_job = e.matches(
+                e.resource, e.glob(self.tagged["batch job"])
+            )  # quota shares are named by the share's ARN instead
             created_for.append(e.all_of([fair_share_job, has_share, e.t(Kind.NOT, e.eq(share, e.s(team)))]))
         created_not_ours = e.t(Kind.AND, e.creating, e.any_of(created_for)) if action in CREATING_ACTIONS else e.false
         return e.any_of([e.in_patterns(e.resource, others), existing_not_ours, created_not_ours])
@@ -475,7 +608,9 @@ class Prover:
         solver.setLogic("QF_SLIA")
         return solver
 
-    def ask(self, question: str, principal: Principal, actions: list[str], *goal: Any, solver: cvc5.Solver | None = None) -> Answer:
+    def ask(
+        self, question: str, principal: Principal, actions: list[str], *goal: Any, solver: cvc5.Solver | None = None
+    ) -> Answer:
         """Is a request of ``principal`` with one of ``actions`` (a group) allowed and ``goal``?"""
         e = self.encoder
         solver = solver or self._solver()
@@ -483,7 +618,9 @@ class Prover:
         action = actions[0]
         solver.assertFormula(e.well_formed(principal, action, [self.tagged[kind] for kind in CREATED]))
         if action == OTHER_ACTION:
-            solver.assertFormula(e.t(Kind.NOT, e.any_of([e.eq(e.action, e.s(a)) for a in sorted(self.literal_actions)])))
+            solver.assertFormula(
+                e.t(Kind.NOT, e.any_of([e.eq(e.action, e.s(a)) for a in sorted(self.literal_actions)]))
+            )
         else:
             solver.assertFormula(e.any_of([e.eq(e.action, e.s(a)) for a in actions]))
         solver.assertFormula(self.allowed(principal, action))
@@ -493,7 +630,9 @@ class Prover:
         result = solver.checkSat()
         seconds = time.perf_counter() - start
         if result.isUnknown():
-            raise Unknown(f"{question} ({action}...): no answer within {self.time_limit_ms} ms ({result.getUnknownExplanation()})")
+            raise Unknown(
+                f"{question} ({action}...): no answer within {self.time_limit_ms} ms ({result.getUnknownExplanation()})"
+            )
         answer = Answer(question, result.isSat(), seconds, self._witness(solver) if result.isSat() else {})
         solver.pop()
         self.answers.append(answer)
@@ -507,21 +646,35 @@ class Prover:
             values = [value(v).getStringValue() for has, v in slots if value(has).getBooleanValue()]
             if values:
                 context[e.names[lower]] = values
-        return {"action": value(e.action).getStringValue(), "resource": value(e.resource).getStringValue(),
-                "creating": value(e.creating).getBooleanValue(), "context": context}
+        return {
+            "action": value(e.action).getStringValue(),
+            "resource": value(e.resource).getStringValue(),
+            "creating": value(e.creating).getBooleanValue(),
+            "context": context,
+        }
 
     def cross_tenant(self, principal: Principal, team: str) -> list[Answer]:
         """Is ANY request of ``principal`` (a role of ``team``) allowed on what is not ``team``'s?
         One answer per action group; a satisfiable one carries the witness request."""
         solver = self._solver()
-        return [self.ask(f"{principal.arn} ({team}) outside its team", principal, actions, self.not_own(team, actions[0]), solver=solver)
-                for actions in self.action_groups(principal)]
+        return [
+            self.ask(
+                f"{principal.arn} ({team}) outside its team",
+                principal,
+                actions,
+                self.not_own(team, actions[0]),
+                solver=solver,
+            )
+            for actions in self.action_groups(principal)
+        ]
 
     def _fixed(self, action: str, resource: str, creating: bool) -> list[Any]:
         e = self.encoder
         return [e.eq(e.resource, e.s(resource)), e.creating if creating else e.t(Kind.NOT, e.creating)]
 
-    def reaches(self, principal: Principal, action: str, resource: str, *, creating: bool = False, **fixed: str) -> Answer:
+    def reaches(
+        self, principal: Principal, action: str, resource: str, *, creating: bool = False, **fixed: str
+    ) -> Answer:
         """A positive check: is ``action`` on ``resource`` allowed for some context (with ``fixed`` keys)?"""
         e = self.encoder
         goal = self._fixed(action, resource, creating)
@@ -533,7 +686,15 @@ class Prover:
     def _group_of(self, action: str) -> str:
         return action.lower() if action.lower() in self.literal_actions else OTHER_ACTION
 
-    def decides(self, principal: Principal, action: str, resource: str, context: Mapping[str, list[str]], *, creating: bool = False) -> bool:
+    def decides(
+        self,
+        principal: Principal,
+        action: str,
+        resource: str,
+        context: Mapping[str, list[str]],
+        *,
+        creating: bool = False,
+    ) -> bool:
         """The answer for one concrete request (every key not in ``context`` absent): iam_eval's."""
         e = self.encoder
         given = {k.lower(): v for k, v in context.items()}
@@ -546,13 +707,14 @@ class Prover:
                 raise Unsupported(f"{len(values)} values of {lower}: the encoding holds {len(slots)}")
             for index, (has, var) in enumerate(slots):
                 goal += [has, e.eq(var, e.s(values[index]))] if index < len(values) else [e.t(Kind.NOT, has)]
-        return self.ask(f"{principal.arn}: {action} on {resource} with {context}", principal, [self._group_of(action)], *goal).satisfiable
+        return self.ask(
+            f"{principal.arn}: {action} on {resource} with {context}", principal, [self._group_of(action)], *goal
+        ).satisfiable
 
 
 def principals_of(org: Organisation) -> list[tuple[str, Principal]]:
     """(team, principal) for every role a team can act as, and every declared member."""
     return [(team.name, Principal(arn=arn)) for team in org.tenants.values() for arn in team.roles.values()]
-
 
 
 def name_overlap(first: Iterable[str], second: Iterable[str]) -> str | None:

@@ -33,7 +33,9 @@ class Tenant:
     bucket: str = ""
     quota_shares: list[tuple[str, str]] = field(default_factory=list)  # (queue ARN, share ARN)
     fair_share_queues: list[str] = field(default_factory=list)
-    pod_sessions: list[dict] = field(default_factory=list)  # what EKS Pod Identity asks with, per association of the pods role
+    pod_sessions: list[dict] = field(
+        default_factory=list
+    )  # what EKS Pod Identity asks with, per association of the pods role
     repository: str = ""  # ECR repository ARN
     parameters: list[str] = field(default_factory=list)  # discovery parameter ARNs, one per pool
     submission_tags: dict[str, str] = field(default_factory=dict)  # what its own jobs carry (team, cost centre)
@@ -51,7 +53,11 @@ class Organisation:
 def read_organisation(model: GovernanceModel, templates: list[Template]) -> Organisation:
     world = World()
     tenants = {t.name: Tenant(t.name, submission_tags=submission_tags(t.name, t.cost_centre)) for t in model.teams}
-    in_capacity = [t for t in templates if (t.account, t.region) == (model.capacity_account.account_id, model.capacity_account.region)]
+    in_capacity = [
+        t
+        for t in templates
+        if (t.account, t.region) == (model.capacity_account.account_id, model.capacity_account.region)
+    ]
     members = [arn for team in model.teams for arn in team.members]
     for template in templates:
         _read_identities(world, template, members)
@@ -64,7 +70,9 @@ def read_organisation(model: GovernanceModel, templates: list[Template]) -> Orga
             world.bucket_accounts[template.ref(logical_id)] = template.account
         for logical_id, props in template.of_type("AWS::ECR::Repository"):
             if "RepositoryPolicyText" in props:
-                world.repository_policies[template.get_att(logical_id, "Arn")] = template.resolve(props["RepositoryPolicyText"])
+                world.repository_policies[template.get_att(logical_id, "Arn")] = template.resolve(
+                    props["RepositoryPolicyText"]
+                )
         for _, props in template.of_type("AWS::Organizations::Policy"):
             if props.get("Type") == "SERVICE_CONTROL_POLICY":
                 _attach_scp(world, model, template.resolve(props["Content"]))
@@ -99,9 +107,13 @@ def _read_team_resources(template: Template, model: GovernanceModel, tenants: di
         if tenant:
             tenant.repository = template.get_att(logical_id, "Arn")
     for _, props in template.of_type("AWS::SSM::Parameter"):
-        team, _, pool = props["Name"].removeprefix(f"{DISCOVERY_PARAMETER_ROOT}/{model.organisation}/teams/").partition("/")
+        team, _, pool = (
+            props["Name"].removeprefix(f"{DISCOVERY_PARAMETER_ROOT}/{model.organisation}/teams/").partition("/")
+        )
         if team in tenants and pool:
-            tenants[team].parameters.append(f"arn:aws:ssm:{template.region}:{template.account}:parameter{props['Name']}")
+            tenants[team].parameters.append(
+                f"arn:aws:ssm:{template.region}:{template.account}:parameter{props['Name']}"
+            )
     for _, props in template.of_type("AWS::Batch::QuotaShare"):
         queue = template.resolve(props["JobQueue"])
         tenants[props["QuotaShareName"]].quota_shares.append((queue, f"{queue}/quota-share/{props['QuotaShareName']}"))
@@ -118,7 +130,9 @@ def _read_team_buckets(template: Template, tenants: dict[str, Tenant]) -> None:
         for tenant in tenants.values():
             if tenant.key in keys:
                 tenant.bucket = template.ref(logical_id)
-                tenant.access_log_bucket = template.resolve(props.get("LoggingConfiguration", {}).get("DestinationBucketName", ""))
+                tenant.access_log_bucket = template.resolve(
+                    props.get("LoggingConfiguration", {}).get("DestinationBucketName", "")
+                )
 
 
 def _read_pod_identities(template: Template, tenants: dict[str, Tenant]) -> None:
@@ -128,12 +142,14 @@ def _read_pod_identities(template: Template, tenants: dict[str, Tenant]) -> None
     for _, props in template.of_type("AWS::EKS::PodIdentityAssociation"):
         role = template.resolve(props["RoleArn"])
         if role in owners:
-            owners[role].pod_sessions.append({
-                "aws:SourceAccount": [template.account],
-                "aws:RequestTag/eks-cluster-name": [template.resolve(props["ClusterName"])],
-                "aws:RequestTag/kubernetes-namespace": [template.resolve(props["Namespace"])],
-                "aws:RequestTag/kubernetes-service-account": [template.resolve(props["ServiceAccount"])],
-            })
+            owners[role].pod_sessions.append(
+                {
+                    "aws:SourceAccount": [template.account],
+                    "aws:RequestTag/eks-cluster-name": [template.resolve(props["ClusterName"])],
+                    "aws:RequestTag/kubernetes-namespace": [template.resolve(props["Namespace"])],
+                    "aws:RequestTag/kubernetes-service-account": [template.resolve(props["ServiceAccount"])],
+                }
+            )
 
 
 def _read_identities(world: World, template: Template, members: list[str]) -> None:
@@ -146,10 +162,14 @@ def _read_identities(world: World, template: Template, members: list[str]) -> No
         world.trust[arn] = template.resolve(props["AssumeRolePolicyDocument"])
         for policy in as_list(props.get("Policies")):
             world.add_identity(arn, template.resolve(policy["PolicyDocument"]))
-    managed = {template.ref(k): template.resolve(p["PolicyDocument"]) for k, p in template.of_type("AWS::IAM::ManagedPolicy")}
+    managed = {
+        template.ref(k): template.resolve(p["PolicyDocument"]) for k, p in template.of_type("AWS::IAM::ManagedPolicy")
+    }
     for logical_id, props in template.of_type("AWS::IAM::Role"):
         for policy_arn in template.resolve(as_list(props.get("ManagedPolicyArns"))):
-            world.add_identity(template.get_att(logical_id, "Arn"), managed.get(policy_arn) or unreadable_policy(policy_arn))
+            world.add_identity(
+                template.get_att(logical_id, "Arn"), managed.get(policy_arn) or unreadable_policy(policy_arn)
+            )
     for _, props in template.of_type("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
         document = template.resolve(props["PolicyDocument"])
         for kind, names in (("role", props.get("Roles")), ("user", props.get("Users"))):
@@ -159,7 +179,10 @@ def _read_identities(world: World, template: Template, members: list[str]) -> No
                     continue
                 # Imported roles and users are attached by name: the declared members so named.
                 for member in members:
-                    if member.startswith(f"arn:aws:iam::{template.account}:{kind}/") and member.rsplit("/", 1)[1] == name:
+                    if (
+                        member.startswith(f"arn:aws:iam::{template.account}:{kind}/")
+                        and member.rsplit("/", 1)[1] == name
+                    ):
                         world.add_identity(member, document)
 
 
@@ -169,8 +192,10 @@ def identity_center_roles(model: GovernanceModel, team: Team) -> list[str]:
     roles = []
     for permission_set in team.permission_sets:
         account = model.consumer_accounts[permission_set.account or team.account].account_id
-        roles += [f"arn:aws:iam::{account}:role/aws-reserved/sso.amazonaws.com/eu-west-2/AWSReservedSSO_{permission_set.name}_0123456789abcdef",
-                  f"arn:aws:iam::{account}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_{permission_set.name}_fedcba9876543210"]
+        roles += [
+            f"arn:aws:iam::{account}:role/aws-reserved/sso.amazonaws.com/eu-west-2/AWSReservedSSO_{permission_set.name}_0123456789abcdef",
+            f"arn:aws:iam::{account}:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_{permission_set.name}_fedcba9876543210",
+        ]
     return roles
 
 
@@ -192,7 +217,9 @@ def _attach_scp(world: World, model: GovernanceModel, content: dict) -> None:
     management = model.guardrails.management_account.account_id if model.guardrails else None
     accounts = {model.capacity_account.account_id, *(a.account_id for a in model.consumer_accounts.values())}
     for account in accounts - {management}:
-        world.scps.setdefault(account, [{"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}]).append(content)
+        world.scps.setdefault(account, [{"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}]).append(
+            content
+        )
 
 
 # --- what one team asks of another ---------------------------------------------------------------
@@ -204,12 +231,18 @@ def _batch_arn(capacity: Template, resource: str) -> str:
 
 def log_streams(capacity: Template, team: str) -> list[str]:
     group = f"arn:aws:logs:{capacity.region}:{capacity.account}:log-group:{TRAINING_LOG_GROUP}"
-    return [f"{group}:log-stream:{pattern.replace('*', 'job-1')}/algo-1-1700000000" for pattern in training_job_name_patterns(team)]
+    return [
+        f"{group}:log-stream:{pattern.replace('*', 'job-1')}/algo-1-1700000000"
+        for pattern in training_job_name_patterns(team)
+    ]
 
 
 def training_job_arns(capacity: Template, team: str) -> list[str]:
     """A training job of the team as created directly and as Batch creates it."""
-    return [f"arn:aws:sagemaker:{capacity.region}:{capacity.account}:training-job/{p.replace('*', 'job-1')}" for p in training_job_name_patterns(team)]
+    return [
+        f"arn:aws:sagemaker:{capacity.region}:{capacity.account}:training-job/{p.replace('*', 'job-1')}"
+        for p in training_job_name_patterns(team)
+    ]
 
 
 def secret_arn(capacity: Template, organisation: str, team: str) -> str:
@@ -238,7 +271,10 @@ class Probe:
 
     def allowed(self, world: World, principal: Principal) -> bool:
         extra = self.resource_context or tuple({} for _ in self.resources)
-        return all(world.is_allowed(Request(principal, self.action, r, {**self.context, **e})) for r, e in zip(self.resources, extra, strict=False))
+        return all(
+            world.is_allowed(Request(principal, self.action, r, {**self.context, **e}))
+            for r, e in zip(self.resources, extra, strict=False)
+        )
 
 
 def sent_tags(org: Organisation, attacker: str, victim: Tenant) -> Iterator[dict]:
@@ -257,8 +293,16 @@ def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator
     calls AWS cannot scope, asked so the proof shows exactly which cross-tenant reads remain."""
     capacity = org.capacity
     if victim.key:
-        for action in ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:DescribeKey",
-                       "kms:CreateGrant", "kms:PutKeyPolicy", "kms:ScheduleKeyDeletion"):
+        for action in (
+            "kms:Decrypt",
+            "kms:Encrypt",
+            "kms:GenerateDataKey",
+            "kms:ReEncryptFrom",
+            "kms:DescribeKey",
+            "kms:CreateGrant",
+            "kms:PutKeyPolicy",
+            "kms:ScheduleKeyDeletion",
+        ):
             yield Probe(f"key {action}", action, (victim.key,), {})
     if victim.bucket:
         objects = f"arn:aws:s3:::{victim.bucket}/data/x"
@@ -277,14 +321,21 @@ def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator
         for share in {attacker, victim.name}:
             for tags in sent_tags(org, attacker, victim):
                 context = {"batch:ShareIdentifier": [share], **tags}
-                yield Probe("submit with the team's job definition", "batch:SubmitJob", (queue, new_job, victim_definition), context,
-                            ({}, {}, owned_by_victim))
+                yield Probe(
+                    "submit with the team's job definition",
+                    "batch:SubmitJob",
+                    (queue, new_job, victim_definition),
+                    context,
+                    ({}, {}, owned_by_victim),
+                )
     for role_kind, role in victim.roles.items():
         if role_kind.startswith("member:"):
             continue
         yield Probe(f"assume {role_kind} role", "sts:AssumeRole", (role,), {})
         for service in ("sagemaker.amazonaws.com", "pods.eks.amazonaws.com", "batch.amazonaws.com"):
-            yield Probe(f"pass {role_kind} role to {service}", "iam:PassRole", (role,), {"iam:PassedToService": [service]})
+            yield Probe(
+                f"pass {role_kind} role to {service}", "iam:PassRole", (role,), {"iam:PassedToService": [service]}
+            )
     for stream in log_streams(capacity, victim.name):
         for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
             yield Probe(f"write training logs {action}", action, (stream,), {})
@@ -294,7 +345,14 @@ def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator
     for stream in log_streams(capacity, victim.name):
         yield Probe("training logs logs:GetLogEvents", "logs:GetLogEvents", (stream,), {})
     if victim.repository:
-        for action in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:PutImage", "ecr:InitiateLayerUpload", "ecr:BatchDeleteImage", "ecr:ListImages"):
+        for action in (
+            "ecr:BatchGetImage",
+            "ecr:GetDownloadUrlForLayer",
+            "ecr:PutImage",
+            "ecr:InitiateLayerUpload",
+            "ecr:BatchDeleteImage",
+            "ecr:ListImages",
+        ):
             yield Probe(f"images {action}", action, (victim.repository,), {})
     for parameter in victim.parameters:
         for action in ("ssm:GetParameter", "ssm:GetParameters"):
@@ -304,10 +362,22 @@ def probes_against(org: Organisation, attacker: str, victim: Tenant) -> Iterator
         yield Probe(f"secret {action}", action, (secret,), {})
     for key in {victim.key, f"arn:aws:kms:{capacity.region}:{capacity.account}:alias/{org.organisation}/{attacker}"}:
         # Create a secret under B's prefix, even with A's own key.
-        yield Probe("secret secretsmanager:CreateSecret", "secretsmanager:CreateSecret", (secret,), {"secretsmanager:KmsKeyArn": [key]})
+        yield Probe(
+            "secret secretsmanager:CreateSecret",
+            "secretsmanager:CreateSecret",
+            (secret,),
+            {"secretsmanager:KmsKeyArn": [key]},
+        )
     group = f"arn:aws:logs:{capacity.region}:{capacity.account}:log-group:{TRAINING_LOG_GROUP}"
-    for action, resource in (("batch:DescribeServiceJob", "*"), ("batch:ListServiceJobs", "*"), ("batch:DescribeJobs", "*"), ("batch:ListJobs", "*"),
-                             ("sagemaker:ListTrainingJobs", "*"), ("cloudwatch:GetMetricData", "*"), ("logs:DescribeLogStreams", group)):
+    for action, resource in (
+        ("batch:DescribeServiceJob", "*"),
+        ("batch:ListServiceJobs", "*"),
+        ("batch:DescribeJobs", "*"),
+        ("batch:ListJobs", "*"),
+        ("sagemaker:ListTrainingJobs", "*"),
+        ("cloudwatch:GetMetricData", "*"),
+        ("logs:DescribeLogStreams", group),
+    ):
         yield Probe(f"read {action}", action, (resource,), {})
 
 
@@ -327,7 +397,9 @@ def job_attack(org: Organisation, principal: Principal, attacker: str, victim: T
         tags = {TEAM_TAG: victim.name}
         steps = []
         as_resource = lambda: {f"aws:ResourceTag/{k}": [v] for k, v in tags.items()}  # noqa: E731
-        if world.is_allowed(Request(principal, "batch:UntagResource", job, {**as_resource(), "aws:TagKeys": [TEAM_TAG]})):
+        if world.is_allowed(
+            Request(principal, "batch:UntagResource", job, {**as_resource(), "aws:TagKeys": [TEAM_TAG]})
+        ):
             tags, steps = {}, steps + ["UntagResource"]
         retag = {**as_resource(), f"aws:RequestTag/{TEAM_TAG}": [attacker], "aws:TagKeys": [TEAM_TAG]}
         if world.is_allowed(Request(principal, "batch:TagResource", job, retag)):

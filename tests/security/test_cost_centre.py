@@ -34,12 +34,26 @@ def submissions(org, team: str, tags: dict[str, str]) -> list[Probe]:
     with one of its own job definitions, into each of its fair shares."""
     tenant = org.tenants[team]
     context = {**{f"aws:RequestTag/{k}": [v] for k, v in tags.items()}, "aws:TagKeys": list(tags)}
-    probes = [Probe("submit into share", "batch:SubmitServiceJob", (queue, share, _batch_arn(org.capacity, "service-job/new")), context)
-              for queue, share in tenant.quota_shares]
+    probes = [
+        Probe(
+            "submit into share",
+            "batch:SubmitServiceJob",
+            (queue, share, _batch_arn(org.capacity, "service-job/new")),
+            context,
+        )
+        for queue, share in tenant.quota_shares
+    ]
     definition = _batch_arn(org.capacity, f"job-definition/{team}-train:1")
-    probes += [Probe("submit into fair share", "batch:SubmitJob", (queue, _batch_arn(org.capacity, "job/new"), definition),
-                     {**context, "batch:ShareIdentifier": [team]}, ({}, {}, {f"aws:ResourceTag/{TAG_TEAM}": [team]}))
-               for queue in tenant.fair_share_queues]
+    probes += [
+        Probe(
+            "submit into fair share",
+            "batch:SubmitJob",
+            (queue, _batch_arn(org.capacity, "job/new"), definition),
+            {**context, "batch:ShareIdentifier": [team]},
+            ({}, {}, {f"aws:ResourceTag/{TAG_TEAM}": [team]}),
+        )
+        for queue in tenant.fair_share_queues
+    ]
     return probes
 
 
@@ -52,15 +66,24 @@ def test_a_team_with_a_cost_centre_submits_only_with_it(organisation):
     model, org = organisation
     declared = {t.cost_centre for t in model.teams if t.cost_centre}
     teams = [t for t in model.teams if t.cost_centre]
-    assert teams and {"quota share", "fair share"} <= {kind for t in teams for kind, has in
-                                                        (("quota share", org.tenants[t.name].quota_shares), ("fair share", org.tenants[t.name].fair_share_queues)) if has}
+    assert teams and {"quota share", "fair share"} <= {
+        kind
+        for t in teams
+        for kind, has in (
+            ("quota share", org.tenants[t.name].quota_shares),
+            ("fair share", org.tenants[t.name].fair_share_queues),
+        )
+        if has
+    }
     for team in teams:
         required = submission_tags(team.name, team.cost_centre)
         assert required == {TAG_TEAM: team.name, TAG_COST_CENTRE: team.cost_centre}
         assert allowed(org, team.name, required) and all(allowed(org, team.name, required)), team.name
         assert not any(allowed(org, team.name, {TAG_TEAM: team.name})), f"{team.name} submitted without its cost centre"
         for other in sorted(declared - {team.cost_centre}) + ["CC-0000"]:
-            assert not any(allowed(org, team.name, {**required, TAG_COST_CENTRE: other})), f"{team.name} submitted as cost centre {other}"
+            assert not any(allowed(org, team.name, {**required, TAG_COST_CENTRE: other})), (
+                f"{team.name} submitted as cost centre {other}"
+            )
 
 
 def test_a_team_without_a_cost_centre_submits_with_its_team_tag_alone(organisation):
@@ -75,7 +98,14 @@ def test_the_cost_centre_is_tagged_at_creation_with_the_team_tag(organisation):
     model, org = organisation
     team = next(t for t in model.teams if t.cost_centre)
     tags = submission_tags(team.name, team.cost_centre)
-    request = Request(Principal(arn=org.tenants[team.name].roles["submit"]), "batch:TagResource", _batch_arn(org.capacity, "service-job/new"),
-                      {**{f"aws:RequestTag/{k}": [v] for k, v in tags.items()}, "aws:TagKeys": list(tags),
-                       "batch:SchedulingPriority": ["50"]})  # inside the submission (SubmitServiceJob carries it)
+    request = Request(
+        Principal(arn=org.tenants[team.name].roles["submit"]),
+        "batch:TagResource",
+        _batch_arn(org.capacity, "service-job/new"),
+        {
+            **{f"aws:RequestTag/{k}": [v] for k, v in tags.items()},
+            "aws:TagKeys": list(tags),
+            "batch:SchedulingPriority": ["50"],
+        },
+    )  # inside the submission (SubmitServiceJob carries it)
     assert org.world.is_allowed(request)

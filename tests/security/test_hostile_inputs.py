@@ -48,13 +48,38 @@ def _base_data() -> dict[str, Any]:
     window["availability_zones"] = ["us-east-1a"]
     common = {k: window[k] for k in ("team", "start", "duration_hours", "max_price_per_instance_hour", "budget")}
     data["capacity_windows"] += [
-        {**common, "name": "batch-ce", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
-            "kind": "batch_compute_environment", "launch_template_name": "gpu-launch",
-            "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e", "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block", "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"}},
-        {**common, "name": "eks-ng", "instance_type": "g6e.12xlarge", "instance_count": 1, "feeds": {
-            "kind": "eks_node_group", "launch_template_name": "gpu-launch", "cluster_name": "acme-eks", "nodegroup_name": "gpu-nodes"}},
-        {**common, "name": "hp-ig", "instance_type": "ml.p5.48xlarge", "instance_count": 1, "feeds": {
-            "kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "research-window"}},
+        {
+            **common,
+            "name": "batch-ce",
+            "instance_type": "g6e.12xlarge",
+            "instance_count": 1,
+            "feeds": {
+                "kind": "batch_compute_environment",
+                "launch_template_name": "gpu-launch",
+                "compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-g6e",
+                "block_compute_environment": "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block",
+                "job_queue": "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5",
+            },
+        },
+        {
+            **common,
+            "name": "eks-ng",
+            "instance_type": "g6e.12xlarge",
+            "instance_count": 1,
+            "feeds": {
+                "kind": "eks_node_group",
+                "launch_template_name": "gpu-launch",
+                "cluster_name": "acme-eks",
+                "nodegroup_name": "gpu-nodes",
+            },
+        },
+        {
+            **common,
+            "name": "hp-ig",
+            "instance_type": "ml.p5.48xlarge",
+            "instance_count": 1,
+            "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "research-window"},
+        },
     ]
     return data
 
@@ -100,7 +125,14 @@ FIELDS: dict[str, tuple[Any, ...]] = {
     "teams[0].quotas": ("teams", 0, "quotas", Key("sagemaker-training")),
     "teams[0].quotas.sagemaker-training": ("teams", 0, "quotas", "sagemaker-training", Key("ml.p5.48xlarge")),
     "teams[0].kubernetes": ("teams", 0, "kubernetes", Key("hyperpod-eks")),
-    "teams[2].kubernetes.hyperpod-eks.dedicated_instance_groups[0]": ("teams", 2, "kubernetes", "hyperpod-eks", "dedicated_instance_groups", 0),
+    "teams[2].kubernetes.hyperpod-eks.dedicated_instance_groups[0]": (
+        "teams",
+        2,
+        "kubernetes",
+        "hyperpod-eks",
+        "dedicated_instance_groups",
+        0,
+    ),
     "capacity_windows[0].name": ("capacity_windows", 0, "name"),
     "capacity_windows[0].instance_type": ("capacity_windows", 0, "instance_type"),
     "capacity_windows[0].mode": ("capacity_windows", 0, "mode"),
@@ -218,15 +250,33 @@ def test_every_field_refuses_or_only_takes_inert_values(field: str, payload: str
         assert all(len(str(p).splitlines()) == 1 for p in problems), problems
     # The command line says the same, exits 2 and prints no traceback (last placement).
     code, err = validate(tmp_path, data, capsys)
-    assert (code, err.splitlines()) == ((2, ["gpu-governance validate: invalid input", *map(str, problems)]) if problems else (0, []))
+    assert (code, err.splitlines()) == (
+        (2, ["gpu-governance validate: invalid input", *map(str, problems)]) if problems else (0, [])
+    )
 
 
-@pytest.mark.parametrize("payload", ["/", "/fsx/../etc", "/fsx/teams$(reboot)", "/fsx/teams\n", "/etc", "/fsx/" + "a" * 300, "/fsx/tëams"])
+@pytest.mark.parametrize(
+    "payload", ["/", "/fsx/../etc", "/fsx/teams$(reboot)", "/fsx/teams\n", "/etc", "/fsx/" + "a" * 300, "/fsx/tëams"]
+)
 def test_slurm_data_root_is_refused_by_the_command_line(payload: str) -> None:
     """Through a real process: exit 2, the one-line message, no traceback."""
     result = subprocess.run(
-        [sys.executable, "-m", "constructs_lib.cli", "slurm", "script", "--example", "--pool", "hyperpod-slurm", "--data-root", payload],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "constructs_lib.cli",
+            "slurm",
+            "script",
+            "--example",
+            "--pool",
+            "hyperpod-slurm",
+            "--data-root",
+            payload,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines()[0] == "gpu-governance slurm: invalid input"
@@ -242,13 +292,27 @@ CANARY_PAYLOADS = {
     "semicolon": ";touch {canary};",
     "newline": "\ntouch {canary}\n",
     "single-quote": "'$(touch {canary})'",
-    "double-quote": "\"$(touch {canary})\"",
+    "double-quote": '"$(touch {canary})"',
     "backslash-newline": "\\\ntouch {canary}",
     "glob-and-variable": "* ${{HOME}} $0 !!",
 }
 
-STUBBED = ("gg_begin", "gg_group", "gg_data_path", "gg_load_node_map", "gg_qos", "gg_qos_preempts", "gg_account", "gg_user",
-           "gg_remove_undeclared", "gg_setting", "gg_partition", "gg_write_fragment", "gg_check_restart_settings", "gg_end")
+STUBBED = (
+    "gg_begin",
+    "gg_group",
+    "gg_data_path",
+    "gg_load_node_map",
+    "gg_qos",
+    "gg_qos_preempts",
+    "gg_account",
+    "gg_user",
+    "gg_remove_undeclared",
+    "gg_setting",
+    "gg_partition",
+    "gg_write_fragment",
+    "gg_check_restart_settings",
+    "gg_end",
+)
 
 
 END = "<<end-of-call>>"
@@ -263,8 +327,14 @@ def run_with_stubs(script: str, tmp_path: Path) -> list[list[str]]:
     library_start = script.index("# Functions of the generated governance script")
     library_end = script.index('for arg in "$@"; do')
     stubbed = script[:library_start] + stubs + script[library_end:]
-    result = subprocess.run(["bash", "-c", stubbed, "apply"], capture_output=True, text=True, timeout=30, cwd=tmp_path,
-                            env={"PATH": "/usr/bin:/bin", "GG_FRAGMENT": str(tmp_path / "fragment")})
+    result = subprocess.run(
+        ["bash", "-c", stubbed, "apply"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "GG_FRAGMENT": str(tmp_path / "fragment")},
+    )
     assert result.returncode == 0, result.stderr
     calls = record.read_bytes().decode().split(f"{END}\0")
     return [call.split("\0")[:-1] for call in calls if call]
@@ -339,13 +409,33 @@ def test_hostile_but_valid_names_stay_inert_in_the_apply_script(tmp_path) -> Non
 # --- rendered inert: Kubernetes manifests --------------------------------------------------------
 
 # Valid team names that YAML 1.1 or JSON readers could take for booleans, nulls or numbers.
-YAML_LOOKALIKES = ["true", "false", "yes", "no", "on", "off", "y", "n", "null", "0", "123", "1e3", "0x1f", "0o17", "nan", "inf", "1-2"]
+YAML_LOOKALIKES = [
+    "true",
+    "false",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "n",
+    "null",
+    "0",
+    "123",
+    "1e3",
+    "0x1f",
+    "0o17",
+    "nan",
+    "inf",
+    "1-2",
+]
 
 
 @pytest.mark.parametrize("team", YAML_LOOKALIKES)
 def test_manifests_keep_lookalike_names_as_strings(team: str) -> None:
     GovernanceModel.from_dict(with_value(base_data(), ("teams", 0, "name"), team))  # valid, so it must be inert
-    objects = kubernetes.team_objects(team, KubernetesTenancy(gpu_quota=8, dedicated_instance_groups=("research-p5",)), ("urgent",))
+    objects = kubernetes.team_objects(
+        team, KubernetesTenancy(gpu_quota=8, dedicated_instance_groups=("research-p5",)), ("urgent",)
+    )
     # CDK ships manifests as JSON; kubectl reads them as YAML. Either way the values stay strings.
     assert yaml.safe_load(json.dumps(objects)) == objects
     assert yaml.safe_load(yaml.safe_dump(objects)) == objects
@@ -370,7 +460,8 @@ NAME_LIMITS = {
     ("AWS::CloudWatch::Dashboard", "DashboardName"): 255,
     ("AWS::Organizations::Policy", "Name"): 128,
     ("AWS::ECR::Repository", "RepositoryName"): 256,
-    ("AWS::SSM::Parameter", "Name"): 1011 - len("arn:aws:ssm:us-east-1:111122223333:parameter"),  # the limit counts the whole ARN
+    ("AWS::SSM::Parameter", "Name"): 1011
+    - len("arn:aws:ssm:us-east-1:111122223333:parameter"),  # the limit counts the whole ARN
 }
 # A member ARN with every punctuation mark the pattern admits, and a path.
 ODD_MEMBER = "arn:aws:iam::444455556666:role/ml+ops=a,b.c@d_e-f/Odd+Name=x,y.z@w_v-u"
@@ -441,9 +532,14 @@ def test_policies_carry_hostile_but_valid_values_verbatim_and_lint_clean(longest
     for name, template in templates.items():
         errors = [str(m) for m in lint(json.dumps(template), regions=["us-east-1"]) if m.rule.id.startswith("E")]
         assert errors == [], name
-    principals = json.dumps([  # members are matched in the trust's aws:PrincipalArn condition
-        s.get("Condition") for t in templates.values() for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Role"
-        for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    ])
+    principals = json.dumps(
+        [  # members are matched in the trust's aws:PrincipalArn condition
+            s.get("Condition")
+            for t in templates.values()
+            for r in t["Resources"].values()
+            if r["Type"] == "AWS::IAM::Role"
+            for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        ]
+    )
     for team in model.teams:
         assert json.dumps(team.members[-1]) in principals  # a whole JSON string, unchanged

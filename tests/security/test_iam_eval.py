@@ -66,35 +66,70 @@ def test_not_action_and_not_resource():
     assert not ask(everything_but, "s3:GetObject", "arn:aws:s3:::secret/x")
 
 
-@pytest.mark.parametrize("block,context,expected", [
-    ({"StringEquals": {"aws:RequestTag/team": "a"}}, {"aws:requesttag/team": ["a"]}, True),
-    ({"StringEquals": {"aws:RequestTag/team": "a"}}, {"aws:requesttag/team": ["b"]}, False),
-    ({"StringEquals": {"aws:RequestTag/team": "a"}}, {}, False),  # absent key matches nothing
-    ({"StringNotEquals": {"aws:RequestTag/team": "a"}}, {}, True),  # ... so the negation holds
-    ({"StringEqualsIfExists": {"aws:RequestTag/team": "a"}}, {}, True),
-    ({"StringLike": {"aws:PrincipalArn": "arn:aws:iam::*:role/team-*"}}, {"aws:principalarn": ["arn:aws:iam::1:role/team-x"]}, True),
-    ({"StringNotLike": {"aws:PrincipalArn": "*admin*"}}, {"aws:principalarn": ["arn:aws:iam::1:role/myadmin"]}, False),
-    ({"ArnLike": {"aws:SourceArn": "arn:aws:sagemaker:*:1:training-job/a-*"}}, {"aws:sourcearn": ["arn:aws:sagemaker:us-east-1:1:training-job/a-x"]}, True),
-    ({"ArnLike": {"aws:SourceArn": "arn:aws:sagemaker:*:1:training-job/a-*"}}, {"aws:sourcearn": ["arn:aws:sagemaker:us-east-1:1:training-job/b-a-x"]}, False),
-    ({"ArnLike": {"aws:SourceArn": "arn:aws:*:*:1:x"}}, {"aws:sourcearn": ["arn:aws:s3:us:east:1:x"]}, False),  # wildcard stays in its field
-    ({"ArnEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:1:t"}}, {"aws:sourcearn": ["arn:aws:sns:us-east-1:1:t"]}, True),
-    ({"ArnNotEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:1:t"}}, {"aws:sourcearn": ["arn:aws:sns:us-east-1:1:t"]}, False),
-    ({"Null": {"aws:ResourceTag/team": "true"}}, {}, True),
-    ({"Null": {"aws:ResourceTag/team": "true"}}, {"aws:resourcetag/team": ["b"]}, False),
-    ({"Null": {"aws:ResourceTag/team": "false"}}, {"aws:resourcetag/team": ["b"]}, True),
-    ({"Bool": {"aws:SecureTransport": "false"}}, {"aws:securetransport": ["false"]}, True),
-    ({"Bool": {"aws:SecureTransport": "false"}}, {}, False),
-    ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["team"]}}, {"aws:tagkeys": ["x", "team"]}, True),
-    ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["team"]}}, {"aws:tagkeys": ["x"]}, False),
-    ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["team"]}}, {}, False),
-    ({"ForAllValues:StringEquals": {"aws:TagKeys": ["team", "cost"]}}, {"aws:tagkeys": ["team"]}, True),
-    ({"ForAllValues:StringEquals": {"aws:TagKeys": ["team", "cost"]}}, {"aws:tagkeys": ["team", "x"]}, False),
-    ({"ForAllValues:StringEquals": {"aws:TagKeys": ["team"]}}, {}, True),  # vacuously true
-    ({"ForAnyValue:StringNotEquals": {"aws:TagKeys": ["team"]}}, {"aws:tagkeys": ["team"]}, False),
-    ({"NumericLessThanEquals": {"batch:SchedulingPriority": "50"}}, {"batch:schedulingpriority": ["40"]}, True),
-    ({"StringEquals": {"aws:RequestTag/team": "a", "batch:ShareIdentifier": "a"}}, {"aws:requesttag/team": ["a"]}, False),  # keys AND
-    ({"StringEquals": {"aws:RequestTag/team": ["a", "b"]}}, {"aws:requesttag/team": ["b"]}, True),  # values OR
-])
+@pytest.mark.parametrize(
+    "block,context,expected",
+    [
+        ({"StringEquals": {"aws:RequestTag/team": "a"}}, {"aws:requesttag/team": ["a"]}, True),
+        ({"StringEquals": {"aws:RequestTag/team": "a"}}, {"aws:requesttag/team": ["b"]}, False),
+        ({"StringEquals": {"aws:RequestTag/team": "a"}}, {}, False),  # absent key matches nothing
+        ({"StringNotEquals": {"aws:RequestTag/team": "a"}}, {}, True),  # ... so the negation holds
+        ({"StringEqualsIfExists": {"aws:RequestTag/team": "a"}}, {}, True),
+        (
+            {"StringLike": {"aws:PrincipalArn": "arn:aws:iam::*:role/team-*"}},
+            {"aws:principalarn": ["arn:aws:iam::1:role/team-x"]},
+            True,
+        ),
+        (
+            {"StringNotLike": {"aws:PrincipalArn": "*admin*"}},
+            {"aws:principalarn": ["arn:aws:iam::1:role/myadmin"]},
+            False,
+        ),
+        (
+            {"ArnLike": {"aws:SourceArn": "arn:aws:sagemaker:*:1:training-job/a-*"}},
+            {"aws:sourcearn": ["arn:aws:sagemaker:us-east-1:1:training-job/a-x"]},
+            True,
+        ),
+        (
+            {"ArnLike": {"aws:SourceArn": "arn:aws:sagemaker:*:1:training-job/a-*"}},
+            {"aws:sourcearn": ["arn:aws:sagemaker:us-east-1:1:training-job/b-a-x"]},
+            False,
+        ),
+        (
+            {"ArnLike": {"aws:SourceArn": "arn:aws:*:*:1:x"}},
+            {"aws:sourcearn": ["arn:aws:s3:us:east:1:x"]},
+            False,
+        ),  # wildcard stays in its field
+        (
+            {"ArnEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:1:t"}},
+            {"aws:sourcearn": ["arn:aws:sns:us-east-1:1:t"]},
+            True,
+        ),
+        (
+            {"ArnNotEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:1:t"}},
+            {"aws:sourcearn": ["arn:aws:sns:us-east-1:1:t"]},
+            False,
+        ),
+        ({"Null": {"aws:ResourceTag/team": "true"}}, {}, True),
+        ({"Null": {"aws:ResourceTag/team": "true"}}, {"aws:resourcetag/team": ["b"]}, False),
+        ({"Null": {"aws:ResourceTag/team": "false"}}, {"aws:resourcetag/team": ["b"]}, True),
+        ({"Bool": {"aws:SecureTransport": "false"}}, {"aws:securetransport": ["false"]}, True),
+        ({"Bool": {"aws:SecureTransport": "false"}}, {}, False),
+        ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["team"]}}, {"aws:tagkeys": ["x", "team"]}, True),
+        ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["team"]}}, {"aws:tagkeys": ["x"]}, False),
+        ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["team"]}}, {}, False),
+        ({"ForAllValues:StringEquals": {"aws:TagKeys": ["team", "cost"]}}, {"aws:tagkeys": ["team"]}, True),
+        ({"ForAllValues:StringEquals": {"aws:TagKeys": ["team", "cost"]}}, {"aws:tagkeys": ["team", "x"]}, False),
+        ({"ForAllValues:StringEquals": {"aws:TagKeys": ["team"]}}, {}, True),  # vacuously true
+        ({"ForAnyValue:StringNotEquals": {"aws:TagKeys": ["team"]}}, {"aws:tagkeys": ["team"]}, False),
+        ({"NumericLessThanEquals": {"batch:SchedulingPriority": "50"}}, {"batch:schedulingpriority": ["40"]}, True),
+        (
+            {"StringEquals": {"aws:RequestTag/team": "a", "batch:ShareIdentifier": "a"}},
+            {"aws:requesttag/team": ["a"]},
+            False,
+        ),  # keys AND
+        ({"StringEquals": {"aws:RequestTag/team": ["a", "b"]}}, {"aws:requesttag/team": ["b"]}, True),  # values OR
+    ],
+)
 def test_condition_operators(block, context, expected):
     assert conditions_hold(block, context) is expected
 
@@ -107,7 +142,9 @@ def test_policy_variables():
     literal_star = doc(allow("s3:GetObject", "arn:aws:s3:::data/${*}"))
     assert ask(literal_star, "s3:GetObject", "arn:aws:s3:::data/*")
     assert not ask(literal_star, "s3:GetObject", "arn:aws:s3:::data/x")
-    tagged = doc(allow("batch:TerminateJob", Condition={"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}))
+    tagged = doc(
+        allow("batch:TerminateJob", Condition={"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}})
+    )
     assert ask(tagged, "batch:TerminateJob", aws_ResourceTag__team=["a"], aws_PrincipalTag__team=["a"])
     assert not ask(tagged, "batch:TerminateJob", aws_ResourceTag__team=["b"], aws_PrincipalTag__team=["a"])
 
@@ -122,14 +159,31 @@ def _world() -> World:
     world.trust[ROLE] = doc(
         {"Effect": "Allow", "Principal": {"AWS": ALICE.arn}, "Action": "sts:AssumeRole"},
         {"Effect": "Allow", "Principal": {"AWS": BOB.arn}, "Action": "sts:AssumeRole"},
-        {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole",
-         "Condition": {"ArnLike": {"aws:SourceArn": f"arn:aws:sagemaker:*:{A}:training-job/a-*"}}},
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "sagemaker.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+            "Condition": {"ArnLike": {"aws:SourceArn": f"arn:aws:sagemaker:*:{A}:training-job/a-*"}},
+        },
     )
     world.bucket_accounts["data"] = A
-    world.bucket_policies["data"] = [doc(
-        {"Effect": "Allow", "Principal": {"AWS": BOB.arn}, "Action": "s3:GetObject", "Resource": "arn:aws:s3:::data/*"},
-        {"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::data/*", "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
-    )]
+    world.bucket_policies["data"] = [
+        doc(
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": BOB.arn},
+                "Action": "s3:GetObject",
+                "Resource": "arn:aws:s3:::data/*",
+            },
+            {
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": "arn:aws:s3:::data/*",
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+        )
+    ]
     return world
 
 
@@ -165,16 +219,28 @@ def test_bucket_policy_same_and_cross_account():
     obj = "arn:aws:s3:::data/x"
     assert not world.is_allowed(Request(ALICE, "s3:GetObject", obj, {"aws:SecureTransport": ["true"]}))
     world.add_identity(ALICE.arn, doc(allow("s3:GetObject")))
-    assert world.is_allowed(Request(ALICE, "s3:GetObject", obj, {"aws:SecureTransport": ["true"]}))  # same account: IAM suffices
-    assert not world.is_allowed(Request(ALICE, "s3:GetObject", obj, {"aws:SecureTransport": ["false"]}))  # bucket Deny wins
-    assert not world.is_allowed(Request(BOB, "s3:GetObject", obj, {"aws:SecureTransport": ["true"]}))  # cross: needs IAM too
+    assert world.is_allowed(
+        Request(ALICE, "s3:GetObject", obj, {"aws:SecureTransport": ["true"]})
+    )  # same account: IAM suffices
+    assert not world.is_allowed(
+        Request(ALICE, "s3:GetObject", obj, {"aws:SecureTransport": ["false"]})
+    )  # bucket Deny wins
+    assert not world.is_allowed(
+        Request(BOB, "s3:GetObject", obj, {"aws:SecureTransport": ["true"]})
+    )  # cross: needs IAM too
     world.add_identity(BOB.arn, doc(allow("s3:GetObject")))
     assert world.is_allowed(Request(BOB, "s3:GetObject", obj, {"aws:SecureTransport": ["true"]}))
 
 
 def test_pass_role_is_identity_only_and_scps_intersect():
     world = _world()
-    world.add_identity(ALICE.arn, doc(allow("iam:PassRole", ROLE, Condition={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}), allow("ec2:*")))
+    world.add_identity(
+        ALICE.arn,
+        doc(
+            allow("iam:PassRole", ROLE, Condition={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}),
+            allow("ec2:*"),
+        ),
+    )
     assert world.is_allowed(Request(ALICE, "iam:PassRole", ROLE, {"iam:PassedToService": ["sagemaker.amazonaws.com"]}))
     assert not world.is_allowed(Request(ALICE, "iam:PassRole", ROLE, {"iam:PassedToService": ["ec2.amazonaws.com"]}))
     assert world.is_allowed(Request(ALICE, "ec2:PurchaseCapacityBlock", "*"))
@@ -183,19 +249,38 @@ def test_pass_role_is_identity_only_and_scps_intersect():
     assert world.is_allowed(Request(ALICE, "ec2:RunInstances", "*"))
     world.scps[A] = [doc(allow("s3:*"))]
     assert not world.is_allowed(Request(ALICE, "ec2:RunInstances", "*"))  # SCP allows only s3
-    assert not world.is_allowed(Request(ALICE, "iam:PassRole", ROLE, {"iam:PassedToService": ["sagemaker.amazonaws.com"]}))
+    assert not world.is_allowed(
+        Request(ALICE, "iam:PassRole", ROLE, {"iam:PassedToService": ["sagemaker.amazonaws.com"]})
+    )
 
 
 def test_template_resolves_intrinsics_to_arns():
-    template = Template("s", {"Conditions": {"Aws": {"Fn::Equals": [{"Ref": "AWS::Partition"}, "aws"]}, "NotAws": {"Fn::Not": [{"Condition": "Aws"}]}}, "Resources": {
-        "Role": {"Type": "AWS::IAM::Role", "Properties": {"RoleName": "r", "Path": "/p/"}},
-        "Key": {"Type": "AWS::KMS::Key", "Properties": {}},
-        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "b"}},
-    }}, A, "eu-west-1")
+    template = Template(
+        "s",
+        {
+            "Conditions": {
+                "Aws": {"Fn::Equals": [{"Ref": "AWS::Partition"}, "aws"]},
+                "NotAws": {"Fn::Not": [{"Condition": "Aws"}]},
+            },
+            "Resources": {
+                "Role": {"Type": "AWS::IAM::Role", "Properties": {"RoleName": "r", "Path": "/p/"}},
+                "Key": {"Type": "AWS::KMS::Key", "Properties": {}},
+                "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "b"}},
+            },
+        },
+        A,
+        "eu-west-1",
+    )
     assert template.resolve({"Fn::GetAtt": ["Role", "Arn"]}) == f"arn:aws:iam::{A}:role/p/r"
     assert template.resolve({"Fn::Join": ["", [{"Fn::GetAtt": ["Bucket", "Arn"]}, "/*"]]}) == "arn:aws:s3:::b/*"
-    assert template.resolve({"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:x/${Role}"}) == f"arn:aws:logs:eu-west-1:{A}:x/r"
-    assert template.resolve({"Fn::Sub": ["${Arn}/x-${!Literal}", {"Arn": {"Fn::GetAtt": ["Key", "Arn"]}}]}) == f"arn:aws:kms:eu-west-1:{A}:key/s-key/x-${{Literal}}"
+    assert (
+        template.resolve({"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:x/${Role}"})
+        == f"arn:aws:logs:eu-west-1:{A}:x/r"
+    )
+    assert (
+        template.resolve({"Fn::Sub": ["${Arn}/x-${!Literal}", {"Arn": {"Fn::GetAtt": ["Key", "Arn"]}}]})
+        == f"arn:aws:kms:eu-west-1:{A}:key/s-key/x-${{Literal}}"
+    )
     assert template.resolve({"Fn::Select": [1, {"Fn::Split": [",", "a,b"]}]}) == "b"
     assert template.resolve({"Fn::If": ["Aws", "a", "b"]}) == "a"
     assert template.resolve({"Fn::If": ["NotAws", "a", "b"]}) == "b"
@@ -204,16 +289,26 @@ def test_template_resolves_intrinsics_to_arns():
 
 
 def stack(name, resources, account=A, region="us-east-1", outputs=None):
-    return Template(name, {"Resources": resources, "Outputs": outputs or {}, "Parameters": {"Version": {"Type": "String"}}}, account, region)
+    return Template(
+        name,
+        {"Resources": resources, "Outputs": outputs or {}, "Parameters": {"Version": {"Type": "String"}}},
+        account,
+        region,
+    )
 
 
 def test_import_value_resolves_against_the_exports_of_the_same_account_and_region():
     exported = {"Queue": {"Value": {"Fn::GetAtt": ["Queue", "JobQueueArn"]}, "Export": {"Name": "cap:Queue"}}}
-    capacity = stack("cap", {"Queue": {"Type": "AWS::Batch::JobQueue", "Properties": {"JobQueueName": "q"}}}, outputs=exported)
+    capacity = stack(
+        "cap", {"Queue": {"Type": "AWS::Batch::JobQueue", "Properties": {"JobQueueName": "q"}}}, outputs=exported
+    )
     team, elsewhere = stack("team", {}), stack("team", {}, region="eu-west-1")
     link_exports([capacity, team, elsewhere])
     # Resolved in the exporting stack: its account, region and resources, not the importer's.
-    assert team.resolve({"Fn::Join": ["", [{"Fn::ImportValue": "cap:Queue"}, "/quota-share/a"]]}) == f"arn:aws:batch:us-east-1:{A}:job-queue/q/quota-share/a"
+    assert (
+        team.resolve({"Fn::Join": ["", [{"Fn::ImportValue": "cap:Queue"}, "/quota-share/a"]]})
+        == f"arn:aws:batch:us-east-1:{A}:job-queue/q/quota-share/a"
+    )
     with pytest.raises(UnresolvedIntrinsic, match="no stack in .*/eu-west-1 exports it"):
         elsewhere.resolve({"Fn::ImportValue": "cap:Queue"})
     with pytest.raises(UnresolvedIntrinsic, match="also exported by cap"):
@@ -229,7 +324,12 @@ def test_a_value_the_evaluator_cannot_compute_fails_every_request_that_depends_o
         template.resolve({"Fn::GetAtt": ["Missing", "Arn"]})
     with pytest.raises(UnresolvedIntrinsic, match="Fn::Split"):
         template.resolve({"Fn::Split": [":", {"Fn::GetAtt": ["Fn", "Arn"]}]})
-    policy = template.resolve(doc(allow("lambda:InvokeFunction", {"Fn::GetAtt": ["Fn", "Arn"]}), allow("s3:GetObject", {"Fn::Sub": "${Version}/*"})))
+    policy = template.resolve(
+        doc(
+            allow("lambda:InvokeFunction", {"Fn::GetAtt": ["Fn", "Arn"]}),
+            allow("s3:GetObject", {"Fn::Sub": "${Version}/*"}),
+        )
+    )
     world = World(identity={ALICE.arn: [policy]})
     for action in ("lambda:InvokeFunction", "s3:GetObject"):
         with pytest.raises(UnresolvedIntrinsic, match="s:(Fn.Arn|Version.Ref)"):
@@ -249,9 +349,17 @@ def test_an_ecr_repository_policy_deny_outweighs_an_identity_allow_and_its_absen
     world.add_identity(BOB.arn, doc(allow("ecr:BatchGetImage")))
     pull = lambda who: world.is_allowed(Request(who, "ecr:BatchGetImage", repository))  # noqa: E731
     assert pull(ALICE) and not pull(BOB)  # no repository policy: IAM in the account, nothing across
-    world.repository_policies[repository] = doc(deny("ecr:BatchGetImage", Principal={"AWS": "*"},
-                                                     Condition={"ArnNotEquals": {"aws:PrincipalArn": [f"arn:aws:iam::{A}:role/owner"]}}))
+    world.repository_policies[repository] = doc(
+        deny(
+            "ecr:BatchGetImage",
+            Principal={"AWS": "*"},
+            Condition={"ArnNotEquals": {"aws:PrincipalArn": [f"arn:aws:iam::{A}:role/owner"]}},
+        )
+    )
     assert not pull(ALICE)
-    assert world.is_allowed(Request(Principal(arn=f"arn:aws:iam::{A}:role/owner"), "ecr:BatchGetImage", repository)) is False  # no identity allow
+    assert (
+        world.is_allowed(Request(Principal(arn=f"arn:aws:iam::{A}:role/owner"), "ecr:BatchGetImage", repository))
+        is False
+    )  # no identity allow
     world.add_identity(f"arn:aws:iam::{A}:role/owner", doc(allow("ecr:*")))
     assert world.is_allowed(Request(Principal(arn=f"arn:aws:iam::{A}:role/owner"), "ecr:BatchGetImage", repository))

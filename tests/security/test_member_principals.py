@@ -41,9 +41,14 @@ def synthesized(tmp_path_factory):
 
 
 def _principal_values(document: dict) -> list:
-    return [value for statement in document.get("Statement", []) for value in
-            (statement.get("Principal", {}).get("AWS", []) if isinstance(statement.get("Principal"), dict) else [])
-            for value in (value if isinstance(value, list) else [value])]
+    return [
+        value
+        for statement in document.get("Statement", [])
+        for value in (
+            statement.get("Principal", {}).get("AWS", []) if isinstance(statement.get("Principal"), dict) else []
+        )
+        for value in (value if isinstance(value, list) else [value])
+    ]
 
 
 def test_no_policy_names_a_declared_principal_itself(synthesized):
@@ -58,8 +63,14 @@ def test_no_policy_names_a_declared_principal_itself(synthesized):
         for _, props in template.of_type("AWS::KMS::Key"):
             named += _principal_values(template.resolve(props["KeyPolicy"]))
     assert declared & set(named) == set()
-    trust = json.dumps(next(t.resolve(p["AssumeRolePolicyDocument"]) for t in templates for _, p in t.of_type("AWS::IAM::Role")
-                            if p.get("RoleName") == "research-gpu-submit"))
+    trust = json.dumps(
+        next(
+            t.resolve(p["AssumeRolePolicyDocument"])
+            for t in templates
+            for _, p in t.of_type("AWS::IAM::Role")
+            if p.get("RoleName") == "research-gpu-submit"
+        )
+    )
     assert "arn:aws:iam::444455556666:root" in trust and "created-later/NewHires" in trust and '"ArnEquals"' in trust
     assert '"ArnLike"' in trust and "AWSReservedSSO_DataScientists_*" in trust
 
@@ -73,17 +84,22 @@ def test_a_member_created_later_and_identity_center_users_reach_their_team(synth
     assert world.is_allowed(Request(new_hire, "sts:AssumeRole", research.roles["submit"]))
     sso = [role for kind, role in research.roles.items() if "AWSReservedSSO_" in kind]
     assert len(sso) == 2  # with and without the Identity Center region in the path
-    assert all(world.is_allowed(Request(Principal(arn=role), "sts:AssumeRole", research.roles["submit"])) for role in sso)
+    assert all(
+        world.is_allowed(Request(Principal(arn=role), "sts:AssumeRole", research.roles["submit"])) for role in sso
+    )
 
 
-@pytest.mark.parametrize("stranger", [
-    "arn:aws:iam::444455556666:role/ResearchInterns",  # another role of the member's account
-    "arn:aws:iam::777788889999:role/ResearchScientists",  # the member's name in another account
-    "arn:aws:iam::444455556666:user/ResearchScientists",  # a user of the member's name
-    "arn:aws:iam::444455556666:role/aws-reserved/sso.amazonaws.com/eu-west-2/AWSReservedSSO_DataScience_0123456789abcdef",
-    "arn:aws:iam::777788889999:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_DataScientists_0123456789abcdef",
-    "arn:aws:iam::444455556666:role/DataScientists",  # the permission set's name as a plain role
-])
+@pytest.mark.parametrize(
+    "stranger",
+    [
+        "arn:aws:iam::444455556666:role/ResearchInterns",  # another role of the member's account
+        "arn:aws:iam::777788889999:role/ResearchScientists",  # the member's name in another account
+        "arn:aws:iam::444455556666:user/ResearchScientists",  # a user of the member's name
+        "arn:aws:iam::444455556666:role/aws-reserved/sso.amazonaws.com/eu-west-2/AWSReservedSSO_DataScience_0123456789abcdef",
+        "arn:aws:iam::777788889999:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_DataScientists_0123456789abcdef",
+        "arn:aws:iam::444455556666:role/DataScientists",  # the permission set's name as a plain role
+    ],
+)
 def test_nobody_else_of_the_accounts_gets_in_even_allowed_by_its_own_iam(synthesized, stranger):
     """Naming the account delegates to its IAM only for the ARNs in the condition: a role that its
     own account lets assume anything still cannot assume any team's roles."""
@@ -92,7 +108,11 @@ def test_nobody_else_of_the_accounts_gets_in_even_allowed_by_its_own_iam(synthes
     world.add_identity(stranger, {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
     for tenant in org.tenants.values():
         for kind in ("submit", "training", "pods"):
-            assert not world.is_allowed(Request(Principal(arn=stranger), "sts:AssumeRole", tenant.roles[kind])), (stranger, tenant.name, kind)
+            assert not world.is_allowed(Request(Principal(arn=stranger), "sts:AssumeRole", tenant.roles[kind])), (
+                stranger,
+                tenant.name,
+                kind,
+            )
 
 
 def test_identity_center_patterns_follow_the_documented_role_path():
@@ -114,5 +134,10 @@ def test_audit_shows_identity_center_members_and_the_policy_their_permission_set
     assert main(["audit", "--config", str(example), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["teams"]["research"]["organisation"]
     (row,) = [r for r in rows if "DataScientists" in r["who"]]
-    assert row["who"] == "IAM Identity Center users of permission set DataScientists in consumer account research (444455556666)"
-    assert "acme-ml-research-gpu-submit" in row["can"] and row["on"].endswith(":role/gpu-governance/research-gpu-submit")
+    assert (
+        row["who"]
+        == "IAM Identity Center users of permission set DataScientists in consumer account research (444455556666)"
+    )
+    assert "acme-ml-research-gpu-submit" in row["can"] and row["on"].endswith(
+        ":role/gpu-governance/research-gpu-submit"
+    )

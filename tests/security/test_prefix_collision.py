@@ -29,7 +29,10 @@ def test_loader_refuses_a_team_name_that_extends_another():
     extended = copy.deepcopy(data["teams"][0])
     extended["name"] = "Research-X"  # case does not help either
     data["teams"].append(extended)
-    with pytest.raises(GovernanceError, match=r"teams\[3\]\.name: its training jobs and their log streams scope 'Research-X-\*' overlaps team research's 'research-\*' \('Research-X'\)"):
+    with pytest.raises(
+        GovernanceError,
+        match=r"teams\[3\]\.name: its training jobs and their log streams scope 'Research-X-\*' overlaps team research's 'research-\*' \('Research-X'\)",
+    ):
         GovernanceModel.from_dict(data)
 
 
@@ -39,28 +42,47 @@ def test_loader_refuses_a_team_named_after_batchs_prefix_and_another_team(name):
     AWSBatchresearch's scope AWSBatchresearch-* covers research's Batch-run jobs and their logs."""
     data = default_data()
     other = copy.deepcopy(data["teams"][0])
-    other.update(name=name, quotas={k: v for k, v in other["quotas"].items() if not k.startswith("hyperpod")}, members=other["members"])
+    other.update(
+        name=name,
+        quotas={k: v for k, v in other["quotas"].items() if not k.startswith("hyperpod")},
+        members=other["members"],
+    )
     other.pop("kubernetes", None)
     data["teams"].append(other)
-    with pytest.raises(GovernanceError, match=rf"teams\[3\]\.name: its training jobs and their log streams scope '{name}-\*' overlaps team research's 'AWSBatchresearch-\*'"):
+    with pytest.raises(
+        GovernanceError,
+        match=rf"teams\[3\]\.name: its training jobs and their log streams scope '{name}-\*' overlaps team research's 'AWSBatchresearch-\*'",
+    ):
         GovernanceModel.from_dict(data)
 
 
 @pytest.fixture(scope="module")
 def colliding(tmp_path_factory):
-    template = {k: v for k, v in default_data()["teams"][0].items() if k not in ("kubernetes", "quotas", "permission_sets")}
-    teams = [Team(**{**template, "name": name, "quotas": {"ec2-gpu": {"g6e.12xlarge": 1}}}) for name in ("research", "research-x")]
-    pool = BatchFairSharePool(name="ec2-gpu", capacity={"g6e.12xlarge": 2},
-                              compute_environments=["arn:aws:batch:us-east-1:111122223333:compute-environment/gpu"])
+    template = {
+        k: v for k, v in default_data()["teams"][0].items() if k not in ("kubernetes", "quotas", "permission_sets")
+    }
+    teams = [
+        Team(**{**template, "name": name, "quotas": {"ec2-gpu": {"g6e.12xlarge": 1}}})
+        for name in ("research", "research-x")
+    ]
+    pool = BatchFairSharePool(
+        name="ec2-gpu",
+        capacity={"g6e.12xlarge": 2},
+        compute_environments=["arn:aws:batch:us-east-1:111122223333:compute-environment/gpu"],
+    )
     outdir = tmp_path_factory.mktemp("collision")
     app = App(outdir=str(outdir))
     stack = Stack(app, "capacity", env=Environment(account=CAPACITY.account_id, region=CAPACITY.region))
     logs = s3.Bucket(stack, "Logs")
     queue = FairShareJobQueue(stack, "Queue", pool=pool, teams=teams)
     for team in teams:
-        TeamTenancy(stack, f"Team{team.name}", team=team, organisation="acme", platform_admins=[], access_log_bucket=logs).allow_submission(queue)
+        TeamTenancy(
+            stack, f"Team{team.name}", team=team, organisation="acme", platform_admins=[], access_log_bucket=logs
+        ).allow_submission(queue)
     app.synth()
-    model = SimpleNamespace(teams=teams, organisation="acme", capacity_account=CAPACITY, consumer_accounts={}, guardrails=None)
+    model = SimpleNamespace(
+        teams=teams, organisation="acme", capacity_account=CAPACITY, consumer_accounts={}, guardrails=None
+    )
     return read_organisation(model, load_assembly(outdir))
 
 

@@ -52,14 +52,23 @@ def test_two_projects_share_one_cluster_and_have_members_of_their_own(organisati
     capacity = model.capacity_account.account_id
     # A consumer-account analyst, the project owners, and a project role in the cluster's own account.
     assert {arn_account(a) for a in outsiders} >= {capacity, *(a.account_id for a in model.consumer_accounts.values())}
-    memberships = {t.resolve(p)["Member"]["UserIdentifier"] for t in templates for _, p in t.of_type("AWS::DataZone::ProjectMembership")}
-    assert outsiders - memberships == {g.principal for p in model.projects for g in p.unified_studio.policy_grants} - memberships
+    memberships = {
+        t.resolve(p)["Member"]["UserIdentifier"]
+        for t in templates
+        for _, p in t.of_type("AWS::DataZone::ProjectMembership")
+    }
+    assert (
+        outsiders - memberships
+        == {g.principal for p in model.projects for g in p.unified_studio.policy_grants} - memberships
+    )
 
 
 def _refused(world: World, org, principal: Principal) -> list[str]:
     allowed = []
     for victim in org.tenants.values():
-        allowed += [f"{victim.name}: {p.label}" for p in probes_against(org, "outsider", victim) if p.allowed(world, principal)]
+        allowed += [
+            f"{victim.name}: {p.label}" for p in probes_against(org, "outsider", victim) if p.allowed(world, principal)
+        ]
     return allowed
 
 
@@ -72,7 +81,9 @@ def test_project_membership_alone_reaches_no_key_bucket_queue_or_role(organisati
     assert asked >= 4
     # The evaluator is not blind: a team member (also a project member) reaches its own team.
     member = model.teams[0].members[0]
-    assert org.world.is_allowed(Request(Principal(arn=member), "sts:AssumeRole", org.tenants[model.teams[0].name].roles["submit"]))
+    assert org.world.is_allowed(
+        Request(Principal(arn=member), "sts:AssumeRole", org.tenants[model.teams[0].name].roles["submit"])
+    )
 
 
 def test_even_an_administrator_of_its_own_account_reaches_nothing_through_the_project(organisation):

@@ -19,17 +19,45 @@ KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/a"
 
 def organisation(trust_condition: dict, key_condition: dict | None = None) -> Organisation:
     world = World()
-    world.trust[ROLE] = {"Statement": [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
-                                        "Action": "sts:AssumeRole", "Condition": trust_condition}]}
-    world.key_policies[KEY] = {"Statement": [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
-                                              "Action": "kms:*", "Resource": "*", "Condition": key_condition or {}}]}
+    world.trust[ROLE] = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+                "Action": "sts:AssumeRole",
+                "Condition": trust_condition,
+            }
+        ]
+    }
+    world.key_policies[KEY] = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+                "Condition": key_condition or {},
+            }
+        ]
+    }
     for principal in (TEAM_A, TEAM_B):
-        world.add_identity(principal.arn, {"Statement": [
-            {"Effect": "Allow", "Action": ["sts:AssumeRole", "kms:Decrypt"], "Resource": "*"},
-            {"Effect": "Allow", "Action": "batch:TagResource", "Resource": f"arn:aws:batch:us-east-1:{ACCOUNT}:job/*",
-             "Condition": {"ForAllValues:StringNotEquals": {"aws:TagKeys": ["gpu-governance:managed-by"]},
-                           "ForAnyValue:StringEquals": {"aws:TagKeys": ["gpu-governance:team"]}}},
-        ]})
+        world.add_identity(
+            principal.arn,
+            {
+                "Statement": [
+                    {"Effect": "Allow", "Action": ["sts:AssumeRole", "kms:Decrypt"], "Resource": "*"},
+                    {
+                        "Effect": "Allow",
+                        "Action": "batch:TagResource",
+                        "Resource": f"arn:aws:batch:us-east-1:{ACCOUNT}:job/*",
+                        "Condition": {
+                            "ForAllValues:StringNotEquals": {"aws:TagKeys": ["gpu-governance:managed-by"]},
+                            "ForAnyValue:StringEquals": {"aws:TagKeys": ["gpu-governance:team"]},
+                        },
+                    },
+                ]
+            },
+        )
     return Organisation(world, {}, Template("capacity", {}, ACCOUNT, "us-east-1"), "acme")
 
 
@@ -49,19 +77,28 @@ def test_an_account_principal_pinned_by_principal_arn_admits_only_that_principal
         for action, resource in (("sts:AssumeRole", ROLE), ("kms:Decrypt", KEY)):
             assert org.world.is_allowed(Request(principal, action, resource)) is admitted
             assert prover.decides(principal, action, resource, {}) is admitted
-            assert prover.reaches(principal, action, resource).satisfiable is admitted  # whatever else the request holds
+            assert (
+                prover.reaches(principal, action, resource).satisfiable is admitted
+            )  # whatever else the request holds
 
 
 def test_tag_key_set_operators_decide_as_the_evaluator():
     org = organisation({})
     prover = Prover(org)
     job = f"arn:aws:batch:us-east-1:{ACCOUNT}:job/1"
-    for keys in ([], ["gpu-governance:team"], ["gpu-governance:team", "project"], ["gpu-governance:team", "gpu-governance:managed-by"],
-                 ["project"]):
+    for keys in (
+        [],
+        ["gpu-governance:team"],
+        ["gpu-governance:team", "project"],
+        ["gpu-governance:team", "gpu-governance:managed-by"],
+        ["project"],
+    ):
         context = {"aws:TagKeys": keys} if keys else {}
         expected = org.world.is_allowed(Request(TEAM_A, "batch:TagResource", job, context))
         assert prover.decides(TEAM_A, "batch:TagResource", job, context) is expected, keys
-    assert org.world.is_allowed(Request(TEAM_A, "batch:TagResource", job, {"aws:TagKeys": ["gpu-governance:team", "project"]}))
+    assert org.world.is_allowed(
+        Request(TEAM_A, "batch:TagResource", job, {"aws:TagKeys": ["gpu-governance:team", "project"]})
+    )
 
 
 def test_operators_the_encoding_does_not_model_are_refused():

@@ -52,8 +52,10 @@ def test_logs_may_use_a_key_only_for_this_accounts_log_groups_in_its_region(stac
 def test_no_bucket_uses_acls_and_log_delivery_is_pinned_to_each_source_bucket(stacks) -> None:
     for stack, template in stacks:
         buckets = resources(template, "AWS::S3::Bucket")
-        policies = {json.dumps(p["Properties"]["Bucket"]): p["Properties"]["PolicyDocument"]["Statement"]
-                    for p in resources(template, "AWS::S3::BucketPolicy").values()}
+        policies = {
+            json.dumps(p["Properties"]["Bucket"]): p["Properties"]["PolicyDocument"]["Statement"]
+            for p in resources(template, "AWS::S3::BucketPolicy").values()
+        }
         for name, bucket in buckets.items():
             properties = bucket["Properties"]
             assert "AccessControl" not in properties, name
@@ -62,9 +64,12 @@ def test_no_bucket_uses_acls_and_log_delivery_is_pinned_to_each_source_bucket(st
             if not logging:
                 continue
             target = logging["DestinationBucketName"]
-            (delivery,) = [s for s in policies[json.dumps(target)]
-                           if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}
-                           and s["Condition"]["ArnLike"]["aws:SourceArn"] == {"Fn::GetAtt": [name, "Arn"]}]
+            (delivery,) = [
+                s
+                for s in policies[json.dumps(target)]
+                if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}
+                and s["Condition"]["ArnLike"]["aws:SourceArn"] == {"Fn::GetAtt": [name, "Arn"]}
+            ]
             assert delivery["Action"] == "s3:PutObject" and delivery["Effect"] == "Allow"
             assert delivery["Condition"]["StringEquals"] == {"aws:SourceAccount": stack.account}
             assert json.dumps(delivery["Resource"]).endswith(f'"/{logging["LogFilePrefix"]}*"]]}}')

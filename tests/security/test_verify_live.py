@@ -22,7 +22,13 @@ from tests.live.verify_live import (
 )
 
 QUEUE = "sagemaker-training"
-BODY = payload("training-verify-live-b", "arn:aws:iam::111122223333:role/gpu-governance/training-gpu-training", "img", "ml.g6e.12xlarge", "s3://b/o/")
+BODY = payload(
+    "training-verify-live-b",
+    "arn:aws:iam::111122223333:role/gpu-governance/training-gpu-training",
+    "img",
+    "ml.g6e.12xlarge",
+    "s3://b/o/",
+)
 
 
 @pytest.fixture
@@ -34,9 +40,18 @@ def batch():
 
 
 def _submitted(stubber, job_id, share):
-    stubber.add_response("submit_service_job", {"jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{job_id}", "jobName": "n", "jobId": job_id},
-                         {"jobName": ANY, "jobQueue": QUEUE, "serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": ANY,
-                          "quotaShareName": share, "tags": {"gpu-governance:team": "research"}})
+    stubber.add_response(
+        "submit_service_job",
+        {"jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{job_id}", "jobName": "n", "jobId": job_id},
+        {
+            "jobName": ANY,
+            "jobQueue": QUEUE,
+            "serviceJobType": "SAGEMAKER_TRAINING",
+            "serviceRequestPayload": ANY,
+            "quotaShareName": share,
+            "tags": {"gpu-governance:team": "research"},
+        },
+    )
 
 
 def _terminated(stubber, job_id):
@@ -51,7 +66,9 @@ def test_share_refused_is_enforced(batch):
     client, stubber = batch
     _submitted(stubber, "own", "research")
     _terminated(stubber, "own")
-    stubber.add_client_error("submit_service_job", "AccessDeniedException", "not authorized to perform batch:SubmitServiceJob")
+    stubber.add_client_error(
+        "submit_service_job", "AccessDeniedException", "not authorized to perform batch:SubmitServiceJob"
+    )
     assert _quota(client).verdict == ENFORCED
 
 
@@ -71,22 +88,39 @@ def test_own_share_refused_proves_nothing(batch):
 
 
 def _describe(stubber, job_id, status, reason="", resource=None):
-    response = {"jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{job_id}", "jobName": "n", "jobId": job_id, "jobQueue": QUEUE,
-                "status": status, "statusReason": reason, "serviceJobType": "SAGEMAKER_TRAINING", "serviceRequestPayload": BODY, "createdAt": 1, "startedAt": 1}
+    response = {
+        "jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{job_id}",
+        "jobName": "n",
+        "jobId": job_id,
+        "jobQueue": QUEUE,
+        "status": status,
+        "statusReason": reason,
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "serviceRequestPayload": BODY,
+        "createdAt": 1,
+        "startedAt": 1,
+    }
     if resource:
         response["latestAttempt"] = {"serviceResourceId": {"name": "TrainingJobArn", "value": resource}}
     stubber.add_response("describe_service_job", response, {"jobId": job_id})
 
 
 def _pass_role(client):
-    return check_pass_role(client, queue=QUEUE, team_a="research", team_b="training", body=BODY, timeout_s=60, sleep=lambda s: None)
+    return check_pass_role(
+        client, queue=QUEUE, team_a="research", team_b="training", body=BODY, timeout_s=60, sleep=lambda s: None
+    )
 
 
 def test_job_running_as_the_other_teams_role_is_a_hole(batch):
     client, stubber = batch
     _submitted(stubber, "probe", "research")
     _describe(stubber, "probe", "RUNNABLE")
-    _describe(stubber, "probe", "STARTING", resource="arn:aws:sagemaker:us-east-1:111122223333:training-job/AWSBatchtraining-verify-live-b-1a2b")
+    _describe(
+        stubber,
+        "probe",
+        "STARTING",
+        resource="arn:aws:sagemaker:us-east-1:111122223333:training-job/AWSBatchtraining-verify-live-b-1a2b",
+    )
     _terminated(stubber, "probe")
     role, naming = _pass_role(client)
     assert (role.verdict, naming.verdict) == (HOLE, AS_ASSUMED)
@@ -95,7 +129,13 @@ def test_job_running_as_the_other_teams_role_is_a_hole(batch):
 def test_failed_for_pass_role_is_enforced_and_other_names_are_reported(batch):
     client, stubber = batch
     _submitted(stubber, "probe", "research")
-    _describe(stubber, "probe", "FAILED", reason="User is not authorized to perform iam:PassRole", resource="arn:aws:sagemaker:us-east-1:111122223333:training-job/AWSBatch-4711")
+    _describe(
+        stubber,
+        "probe",
+        "FAILED",
+        reason="User is not authorized to perform iam:PassRole",
+        resource="arn:aws:sagemaker:us-east-1:111122223333:training-job/AWSBatch-4711",
+    )
     role, naming = _pass_role(client)
     assert (role.verdict, naming.verdict) == (ENFORCED, DIFFERS)
 
@@ -109,7 +149,9 @@ def test_refused_at_submission_is_enforced(batch):
 
 
 def _payload_check(client):
-    return check_payload_refused(client, check="plan", queue=QUEUE, team="research", body=BODY, timeout_s=60, sleep=lambda s: None)
+    return check_payload_refused(
+        client, check="plan", queue=QUEUE, team="research", body=BODY, timeout_s=60, sleep=lambda s: None
+    )
 
 
 def test_a_payload_batch_starts_is_one_only_the_guard_stops(batch):
@@ -127,7 +169,12 @@ def test_a_payload_refused_at_submission_or_failed_before_starting_is_enforced(b
     stubber.add_client_error("submit_service_job", "ClientException", "TrainingPlanArn belongs to another principal")
     assert _payload_check(client).verdict == ENFORCED
     _submitted(stubber, "probe", "research")
-    _describe(stubber, "probe", "FAILED", reason="Received status from SageMaker: the training plan is not available to this job")
+    _describe(
+        stubber,
+        "probe",
+        "FAILED",
+        reason="Received status from SageMaker: the training plan is not available to this job",
+    )
     outcome = _payload_check(client)
     assert outcome.verdict == ENFORCED and "training plan is not available" in outcome.detail
 
@@ -138,6 +185,14 @@ def test_a_payload_still_waiting_at_the_timeout_is_inconclusive_and_stopped(batc
     _describe(stubber, "probe", "RUNNABLE")
     _terminated(stubber, "probe")
     ticks = iter([0, 0, 120])
-    outcome = check_payload_refused(client, check="image", queue=QUEUE, team="research", body=BODY, timeout_s=60, sleep=lambda s: None,
-                                    clock=lambda: next(ticks))
+    outcome = check_payload_refused(
+        client,
+        check="image",
+        queue=QUEUE,
+        team="research",
+        body=BODY,
+        timeout_s=60,
+        sleep=lambda s: None,
+        clock=lambda: next(ticks),
+    )
     assert outcome.verdict == INCONCLUSIVE

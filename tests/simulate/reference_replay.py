@@ -43,7 +43,13 @@ class _Job:
 
 
 def reference_replay(
-    jobs: Sequence[TraceJob], *, shares: Sequence[Share], capacity: Mapping[str, int], tick_s: float, settings: Settings, pooled: bool = False
+    jobs: Sequence[TraceJob],
+    *,
+    shares: Sequence[Share],
+    capacity: Mapping[str, int],
+    tick_s: float,
+    settings: Settings,
+    pooled: bool = False,
 ) -> RunMetrics:
     """The replay's metrics (timeline and every job's runs included)."""
     share_of = (lambda job: POOLED_SHARE) if pooled else (lambda job: job.team)
@@ -94,11 +100,26 @@ def reference_replay(
             job = arrivals[next_arrival]
             next_arrival += 1
             progress[job.job_id] = _Job(job=job, remaining=job.duration, waiting_since=job.submit_time)
-            pending.append(PendingJob(
-                job_id=job.job_id, share=share_of(job), instance_type=job.instance_type, count=job.count, priority=job.priority,
-                submitted_at=job.submit_time, checkpointable=job.checkpointable, max_run_time_s=job.max_run_time, restartable=job.restartable,
-            ))
-        state = PoolState(capacity=state.capacity, shares=state.shares, running=tuple(running.values()), pending=tuple(pending), now=tick)
+            pending.append(
+                PendingJob(
+                    job_id=job.job_id,
+                    share=share_of(job),
+                    instance_type=job.instance_type,
+                    count=job.count,
+                    priority=job.priority,
+                    submitted_at=job.submit_time,
+                    checkpointable=job.checkpointable,
+                    max_run_time_s=job.max_run_time,
+                    restartable=job.restartable,
+                )
+            )
+        state = PoolState(
+            capacity=state.capacity,
+            shares=state.shares,
+            running=tuple(running.values()),
+            pending=tuple(pending),
+            now=tick,
+        )
         plan = plan_tick(state, settings)
         changed = bool(plan.starts or plan.preemptions)
         for preemption in plan.preemptions:
@@ -130,7 +151,9 @@ def reference_replay(
         if not pooled and state.pending:
             breaches += _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick - tick_s)
             # a capped plan that moved nothing: again next tick only while a guarantee waits on borrowers
-            changed = changed or (plan.capped and _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick) > 0)
+            changed = changed or (
+                plan.capped and _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick) > 0
+            )
         usage: dict[tuple[str, str], int] = {}
         for job in state.running:
             key = (progress[job.job_id].job.team, job.instance_type)
@@ -171,10 +194,16 @@ def reference_replay(
     )
 
 
-def _guarantee_breaches(state: PoolState, shares: Mapping[str, Share], progress: Mapping[str, _Job], waited_before: float) -> int:
+def _guarantee_breaches(
+    state: PoolState, shares: Mapping[str, Share], progress: Mapping[str, _Job], waited_before: float
+) -> int:
     usage: dict[tuple[str, str], int] = {}
     for job in state.running:
         usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
     borrowing = {t for (name, t), used in usage.items() if used > shares[name].quota.get(t, 0)}
-    waited = [job for job in state.pending if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before]
+    waited = [
+        job
+        for job in state.pending
+        if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before
+    ]
     return len({job.share for job in pending_guarantee_jobs(shares.values(), state.running, waited)})

@@ -10,7 +10,12 @@ SOURCE = "cluster-trace-gpu-v2023/csv"
 
 
 def uses_an_openb_file() -> list[Path]:
-    candidates = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("examples/*.yaml"), *ROOT.glob("benchmarks/*")]
+    candidates = [
+        ROOT / "README.md",
+        *ROOT.glob("docs/*.md"),
+        *ROOT.glob("examples/*.yaml"),
+        *ROOT.glob("benchmarks/*"),
+    ]
     return [p for p in candidates if p.is_file() and "openb_pod_list" in p.read_text(encoding="utf-8")]
 
 
@@ -24,7 +29,9 @@ def test_the_trace_is_named_where_it_is_used_and_no_local_path_is():
     assert f"{SOURCE}/openb_pod_list_default.csv" in guide and f"{SOURCE}/openb_pod_list_gpuspec33.csv" in guide
     for path in files:
         text = path.read_text(encoding="utf-8")
-        assert "clusterdata" in text or "simulator.md" in text, f"{path} uses the trace without saying where it comes from"
+        assert "clusterdata" in text or "simulator.md" in text, (
+            f"{path} uses the trace without saying where it comes from"
+        )
 
 
 def test_no_trace_file_is_committed():

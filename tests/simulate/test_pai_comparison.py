@@ -18,7 +18,16 @@ G5 = "ml.g5.xlarge"
 
 
 def job(job_id, team, submit, duration, count):
-    return TraceJob(job_id=job_id, team=team, submit_time=submit, duration=duration, instance_type=G5, count=count, priority=50, checkpointable=False)
+    return TraceJob(
+        job_id=job_id,
+        team=team,
+        submit_time=submit,
+        duration=duration,
+        instance_type=G5,
+        count=count,
+        priority=50,
+        checkpointable=False,
+    )
 
 
 # Given out of arrival order; one shares the first's submission time (ties go by our job id).
@@ -55,6 +64,11 @@ def test_the_result_lines_of_the_pai_entry_point_are_read():
     # As run_simulator.py prints them (its README's example output).
     line = "(FIFO, LGF),7918.47,2879.77,535706,20000,110.53"
     match = pai.PAI_RESULT.match(line)
-    assert (match["policy"], match["makespan"], match["done"], match["runtime"]) == ("FIFO", "535706", "20000", "110.53")
+    assert (match["policy"], match["makespan"], match["done"], match["runtime"]) == (
+        "FIFO",
+        "535706",
+        "20000",
+        "110.53",
+    )
     assert pai.PAI_RESULT.match("(SJGG, LGF),6001.94,963.23,535706,20000,51.11")["policy"] == "SJGG"
     assert pai.PAI_RESULT.match("alloc,preempt,avg_jct,wait_time,makespan,jobs_done,runtime") is None

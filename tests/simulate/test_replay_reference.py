@@ -24,17 +24,37 @@ from .reference_replay import reference_replay
 
 ROOT = Path(__file__).resolve().parents[2]
 # ../shared/traces next to the checkout (docs/performance.md), or next to the worktrees' folder
-TRACES = next((base / "shared" / "traces" for base in (ROOT.parent, ROOT.parent.parent) if (base / "shared" / "traces").exists()), ROOT.parent / "shared" / "traces")
-needs_openb = pytest.mark.skipif(not (TRACES / "openb_pod_list_gpuspec33.csv").exists(), reason="needs ../shared/traces (the openb trace)")
+TRACES = next(
+    (base / "shared" / "traces" for base in (ROOT.parent, ROOT.parent.parent) if (base / "shared" / "traces").exists()),
+    ROOT.parent / "shared" / "traces",
+)
+needs_openb = pytest.mark.skipif(
+    not (TRACES / "openb_pod_list_gpuspec33.csv").exists(), reason="needs ../shared/traces (the openb trace)"
+)
 TYPES = {"ml.g5.xlarge": 16, "ml.p4d.24xlarge": 6}
 
 
 def assert_replays_as_reference(jobs, shares, capacity, settings=Settings(), tick_s=60.0):
     """All three runs; returns the policy's metrics so a test can check it exercised something."""
-    runs = {"policy": (tuple(shares), False), "static": (static_shares(shares), False), "pooled": (pooled_share(capacity), True)}
+    runs = {
+        "policy": (tuple(shares), False),
+        "static": (static_shares(shares), False),
+        "pooled": (pooled_share(capacity), True),
+    }
     for name, (run_shares, pooled) in runs.items():
-        fast = simulate(jobs, shares=run_shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled, record_timeline=True, record_runs=True)
-        reference = reference_replay(jobs, shares=run_shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled)
+        fast = simulate(
+            jobs,
+            shares=run_shares,
+            capacity=capacity,
+            tick_s=tick_s,
+            settings=settings,
+            pooled=pooled,
+            record_timeline=True,
+            record_runs=True,
+        )
+        reference = reference_replay(
+            jobs, shares=run_shares, capacity=capacity, tick_s=tick_s, settings=settings, pooled=pooled
+        )
         assert fast.runs == reference.runs, name  # every job: when each run started and ended
         assert fast == reference, name  # every metric, the waits, the preemption times, the timeline
         assert fast.runs and fast.usage_timeline, name
@@ -54,7 +74,11 @@ def openb115():
 @needs_openb
 @pytest.mark.parametrize(
     "settings, declared",
-    [(Settings(), False), (Settings(min_run_time_s=1), False), (Settings(min_run_time_s=1, borrow_horizon_s=86_400), True)],
+    [
+        (Settings(), False),
+        (Settings(min_run_time_s=1), False),
+        (Settings(min_run_time_s=1, borrow_horizon_s=86_400), True),
+    ],
     ids=["defaults", "min-run-time-1", "borrow-horizon"],
 )
 def test_the_openb_trace_of_issue_16(openb115, settings, declared):
@@ -69,7 +93,12 @@ def test_the_openb_trace_of_issue_16(openb115, settings, declared):
 def test_the_seed_presets_under_pressure(tmp_path, preset):
     """examples/openb-governance.yaml at 48 instances, serving 30, platform 10 (docs/performance.md)."""
     text = (ROOT / "examples" / "openb-governance.yaml").read_text()
-    for old, new in (("ml.g5.xlarge: 64", "ml.g5.xlarge: 48"), ("{ml.g5.xlarge: 36}", "{ml.g5.xlarge: 30}"), ("{ml.g5.xlarge: 12}", "{ml.g5.xlarge: 10}"), ("preset: steady", f"preset: {preset}")):
+    for old, new in (
+        ("ml.g5.xlarge: 64", "ml.g5.xlarge: 48"),
+        ("{ml.g5.xlarge: 36}", "{ml.g5.xlarge: 30}"),
+        ("{ml.g5.xlarge: 12}", "{ml.g5.xlarge: 10}"),
+        ("preset: steady", f"preset: {preset}"),
+    ):
         assert old in text
         text = text.replace(old, new)
     config = tmp_path / "pressure.yaml"
@@ -85,7 +114,7 @@ def test_the_benchmark_trace():
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)
     shares, capacity = pool_shares(load_model(ROOT / "examples" / "openb-governance.yaml"), None)
-    (instance_type, size), = capacity.items()
+    ((instance_type, size),) = capacity.items()
     policy = assert_replays_as_reference(benchmark.synthetic_trace(4_000, size, instance_type), shares, capacity)
     assert policy.preemptions > 0
 
@@ -99,9 +128,15 @@ def random_trace(seed: int, jobs: int) -> list[TraceJob]:
         duration = round(rng.expovariate(1 / 900), 1) + 1
         trace.append(
             TraceJob(
-                job_id=f"j{n}", team=rng.choice(("a", "b", "c")), submit_time=round(clock, 1), duration=duration,
-                instance_type=instance_type, count=rng.randint(1, TYPES[instance_type] // 2), priority=rng.choice((10, 50, 90)),
-                checkpointable=rng.random() < 0.3, max_run_time=rng.choice((None, duration, 4 * duration)),
+                job_id=f"j{n}",
+                team=rng.choice(("a", "b", "c")),
+                submit_time=round(clock, 1),
+                duration=duration,
+                instance_type=instance_type,
+                count=rng.randint(1, TYPES[instance_type] // 2),
+                priority=rng.choice((10, 50, 90)),
+                checkpointable=rng.random() < 0.3,
+                max_run_time=rng.choice((None, duration, 4 * duration)),
             )
         )
     return trace
@@ -122,8 +157,18 @@ def test_seeded_random_traces_with_two_instance_types(seed):
     # one team with none of a type, one far over its quota; seed 4 overbooks the pool, so its
     # static baseline goes through the planner too
     shares = (
-        Share(name="a", quota={"ml.g5.xlarge": rng.randint(4, 7) if seed != 4 else 10, "ml.p4d.24xlarge": 3}, strategy=Strategy.LEND),
-        Share(name="b", quota={"ml.g5.xlarge": 6}, strategy=Strategy.LEND_AND_BORROW, in_share_preemption=True, fair_share_weight=20),
+        Share(
+            name="a",
+            quota={"ml.g5.xlarge": rng.randint(4, 7) if seed != 4 else 10, "ml.p4d.24xlarge": 3},
+            strategy=Strategy.LEND,
+        ),
+        Share(
+            name="b",
+            quota={"ml.g5.xlarge": 6},
+            strategy=Strategy.LEND_AND_BORROW,
+            in_share_preemption=True,
+            fair_share_weight=20,
+        ),
         Share(name="c", quota={"ml.g5.xlarge": 3, "ml.p4d.24xlarge": 2}, strategy=Strategy.RESERVE),
     )
     assert engine._independent_queues(static_shares(shares), TYPES) == (seed != 4)
@@ -136,4 +181,6 @@ def test_shares_that_lend_or_overbook_the_pool_take_the_general_path():
     assert engine._independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.RESERVE)), {"t": 4})
     assert not engine._independent_queues((a, Share(name="b", quota={"t": 2}, strategy=Strategy.RESERVE)), {"t": 4})
     assert not engine._independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.LEND)), {"t": 4})
-    assert not engine._independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.RESERVE, in_share_preemption=True)), {"t": 4})
+    assert not engine._independent_queues(
+        (a, Share(name="b", quota={"t": 1}, strategy=Strategy.RESERVE, in_share_preemption=True)), {"t": 4}
+    )

@@ -34,15 +34,30 @@ CAPACITY = {G5: 4}
 
 
 def job(job_id, team, submit, duration, count, priority=10, checkpointable=False):
-    return TraceJob(job_id=job_id, team=team, submit_time=submit, duration=duration, instance_type=G5, count=count, priority=priority, checkpointable=checkpointable)
+    return TraceJob(
+        job_id=job_id,
+        team=team,
+        submit_time=submit,
+        duration=duration,
+        instance_type=G5,
+        count=count,
+        priority=priority,
+        checkpointable=checkpointable,
+    )
 
 
 BACKOFF = Settings().reborrow_backoff_s
 
 
-@pytest.mark.parametrize("checkpointable, expected_finish, expected_lost", [(True, 660 + 880.0, 0.0), (False, 120 + BACKOFF + 1_000.0, 4 * 120.0)])
+@pytest.mark.parametrize(
+    "checkpointable, expected_finish, expected_lost",
+    [(True, 660 + 880.0, 0.0), (False, 120 + BACKOFF + 1_000.0, 4 * 120.0)],
+)
 def test_a_borrower_is_reclaimed_and_resumes_or_restarts(checkpointable, expected_finish, expected_lost):
-    jobs = [job("borrow", "research", 0, 1_000, 4, checkpointable=checkpointable), job("lender", "serving", 100, 500, 4, priority=90)]
+    jobs = [
+        job("borrow", "research", 0, 1_000, 4, checkpointable=checkpointable),
+        job("lender", "serving", 100, 500, 4, priority=90),
+    ]
     result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
     # The lender arrives at 100; the tick at 120 reclaims the pool; it runs 120..620. A
     # checkpointing borrower starts again at the 660 tick and resumes its 880 s of remaining work;
@@ -85,13 +100,20 @@ def test_a_capped_plan_that_moves_nothing_and_breaches_nothing_does_not_replay_f
     # Two teams' jobs that only in-share preemption could fit (the pool less the reserve is 2):
     # the first search finds no victim, the cap stops the second, and nothing ever changes. A
     # replay that looked again every tick because of the cap never ended.
-    shares = (Share(name="reserve", quota={G5: 2}, strategy=Strategy.RESERVE),
-              *(Share(name=team, quota={G5: 1}, strategy=Strategy.LEND_AND_BORROW, in_share_preemption=True) for team in ("b", "c")))
+    shares = (
+        Share(name="reserve", quota={G5: 2}, strategy=Strategy.RESERVE),
+        *(
+            Share(name=team, quota={G5: 1}, strategy=Strategy.LEND_AND_BORROW, in_share_preemption=True)
+            for team in ("b", "c")
+        ),
+    )
     jobs = [job("b-big", "b", 0, 600, 3), job("c-big", "c", 0, 600, 3), job("b-small", "b", 60, 600, 1)]
     signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the replay did not end"))
     signal.alarm(30)
     try:
-        result = simulate(jobs, shares=shares, capacity=CAPACITY, tick_s=60, settings=Settings(max_preemption_searches_per_tick=1))
+        result = simulate(
+            jobs, shares=shares, capacity=CAPACITY, tick_s=60, settings=Settings(max_preemption_searches_per_tick=1)
+        )
     finally:
         signal.alarm(0)
     assert (result.jobs_completed, result.jobs_unfinished) == (1, 2)
@@ -117,11 +139,20 @@ def test_trace_round_trip_and_errors_name_the_line(tmp_path):
     jobs = [job("a", "serving", 0.5, 10, 1, checkpointable=True), job("b", "research", 3, 7.25, 2)]
     write_trace(jobs, path)
     assert read_trace(path) == tuple(jobs)
-    path.write_text(",".join(TRACE_COLUMNS) + "\nx,serving,-1,0,ml.g5.xlarge,0,high,maybe\ny,research,1,1,ml.g5.xlarge,1,1\n")
+    path.write_text(
+        ",".join(TRACE_COLUMNS) + "\nx,serving,-1,0,ml.g5.xlarge,0,high,maybe\ny,research,1,1,ml.g5.xlarge,1,1\n"
+    )
     with pytest.raises(GovernanceError) as error:
         read_trace(path)
     text = str(error.value)
-    for expected in (":2.submit_time: invalid ('-1')", ":2.duration: invalid ('0')", ":2.count: invalid", ":2.priority: invalid ('high')", ":2.checkpointable: invalid ('maybe') - true or false", ":3: wrong number of fields (7)"):
+    for expected in (
+        ":2.submit_time: invalid ('-1')",
+        ":2.duration: invalid ('0')",
+        ":2.count: invalid",
+        ":2.priority: invalid ('high')",
+        ":2.checkpointable: invalid ('maybe') - true or false",
+        ":3: wrong number of fields (7)",
+    ):
         assert expected in text
     path.write_text("id,team\n")
     with pytest.raises(GovernanceError, match=":1: wrong header"):
@@ -142,10 +173,26 @@ def test_openb_mapping_is_the_documented_one(tmp_path):
     source.write_text(OPENB)
     jobs = {j.job_id: j for j in convert_openb(source)}
     assert set(jobs) == {"pod-ls", "pod-frac", "pod-eight"}  # CPU-only and never-scheduled dropped
-    assert jobs["pod-ls"] == TraceJob(job_id="pod-ls", team="serving", submit_time=0, duration=490, instance_type=G5, count=1, priority=90, checkpointable=False)
-    assert (jobs["pod-frac"].team, jobs["pod-frac"].count, jobs["pod-frac"].checkpointable, jobs["pod-frac"].priority) == ("research", 1, True, 10)
+    assert jobs["pod-ls"] == TraceJob(
+        job_id="pod-ls",
+        team="serving",
+        submit_time=0,
+        duration=490,
+        instance_type=G5,
+        count=1,
+        priority=90,
+        checkpointable=False,
+    )
+    assert (
+        jobs["pod-frac"].team,
+        jobs["pod-frac"].count,
+        jobs["pod-frac"].checkpointable,
+        jobs["pod-frac"].priority,
+    ) == ("research", 1, True, 10)
     assert (jobs["pod-eight"].team, jobs["pod-eight"].count, jobs["pod-eight"].duration) == ("platform", 8, 990)
-    assert {j.instance_type for j in convert_openb(source, OpenbMapping(instance_type="ml.g6.xlarge"))} == {"ml.g6.xlarge"}
+    assert {j.instance_type for j in convert_openb(source, OpenbMapping(instance_type="ml.g6.xlarge"))} == {
+        "ml.g6.xlarge"
+    }
 
 
 CONFIG = "examples/openb-governance.yaml"
@@ -167,7 +214,9 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"policy", "baselines"} and set(result["baselines"]) == {"static", "pooled"}
     for metrics in (result["policy"], *result["baselines"].values()):
-        assert {"utilization", "makespan_s", "jobs_completed", "preemptions", "lost_work_capacity_s", "teams"} <= set(metrics)
+        assert {"utilization", "makespan_s", "jobs_completed", "preemptions", "lost_work_capacity_s", "teams"} <= set(
+            metrics
+        )
         assert metrics["jobs_completed"] == 44
         assert set(metrics["teams"]) == {"research", "serving", "platform"}
         assert set(metrics["teams"]["serving"]) == {"jobs", "wait_p50_s", "wait_p95_s"}
@@ -181,7 +230,12 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
 def test_cli_compare_replays_the_policy_under_the_old_configuration(small_trace, tmp_path, capsys):
     old = tmp_path / "old.yaml"
     # the old configuration: platform could not borrow (steady), research had a smaller quota
-    text = Path(CONFIG).read_text().replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend").replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
+    text = (
+        Path(CONFIG)
+        .read_text()
+        .replace("strategy: lend_and_borrow\n      borrow_limit: 150", "strategy: lend")
+        .replace("openb: {ml.g5.xlarge: 4}", "openb: {ml.g5.xlarge: 2}")
+    )
     old.write_text(text)
     assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(old), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -189,7 +243,10 @@ def test_cli_compare_replays_the_policy_under_the_old_configuration(small_trace,
     assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", CONFIG, "--json"]) == 0
     same = json.loads(capsys.readouterr().out)
     assert same["compared"] == same["policy"]  # the same file replays the same
-    assert main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(tmp_path / "missing.yaml")]) == 2
+    assert (
+        main(["simulate", "--config", CONFIG, "--trace", str(small_trace), "--compare", str(tmp_path / "missing.yaml")])
+        == 2
+    )
 
 
 def test_cli_plot_writes_a_png(small_trace, tmp_path, capsys):
@@ -201,7 +258,9 @@ def test_cli_plot_writes_a_png(small_trace, tmp_path, capsys):
 
 def test_cli_bad_input_exits_2_with_the_line(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
-    bad.write_text(",".join(TRACE_COLUMNS) + "\nx,nobody,0,10,ml.g5.xlarge,1,1,false\ny,serving,0,10,ml.g5.xlarge,one,1,false\n")
+    bad.write_text(
+        ",".join(TRACE_COLUMNS) + "\nx,nobody,0,10,ml.g5.xlarge,1,1,false\ny,serving,0,10,ml.g5.xlarge,one,1,false\n"
+    )
     assert main(["simulate", "--config", CONFIG, "--trace", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "bad.csv:3.count: invalid ('one')" in err and "Traceback" not in err
@@ -223,10 +282,18 @@ def test_openb_cli_converts(tmp_path, capsys):
     assert "wrote 3 jobs" in capsys.readouterr().err
 
 
-@settings(max_examples=int(os.environ.get("PLANNER_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("PLANNER_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
-    borrowers=st.lists(st.tuples(st.integers(0, 3_000), st.integers(600, 20_000), st.integers(1, 4)), min_size=1, max_size=4),
-    lenders=st.lists(st.tuples(st.integers(0, 40_000), st.integers(60, 3_000), st.integers(1, 4)), min_size=1, max_size=25),
+    borrowers=st.lists(
+        st.tuples(st.integers(0, 3_000), st.integers(600, 20_000), st.integers(1, 4)), min_size=1, max_size=4
+    ),
+    lenders=st.lists(
+        st.tuples(st.integers(0, 40_000), st.integers(60, 3_000), st.integers(1, 4)), min_size=1, max_size=25
+    ),
     backoff=st.sampled_from([300.0, 1_800.0]),
 )
 def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often(borrowers, lenders, backoff):
@@ -234,8 +301,16 @@ def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often
     borrow again, so its n-th preemption comes backoff x (2^(n-1) - 1) after its first at the
     earliest: n <= 1 + log2(1 + span / backoff), however often the lender comes back."""
     jobs = [job(f"b{i}", "research", at, duration, count) for i, (at, duration, count) in enumerate(borrowers)]
-    jobs += [job(f"l{i}", "serving", at, duration, count, priority=90) for i, (at, duration, count) in enumerate(lenders)]
-    result = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings(reborrow_backoff_s=backoff, min_run_time_s=1))
+    jobs += [
+        job(f"l{i}", "serving", at, duration, count, priority=90) for i, (at, duration, count) in enumerate(lenders)
+    ]
+    result = simulate(
+        jobs,
+        shares=SHARES,
+        capacity=CAPACITY,
+        tick_s=60,
+        settings=Settings(reborrow_backoff_s=backoff, min_run_time_s=1),
+    )
     assert result.jobs_completed == len(jobs)
     for job_id, times in result.preempted_at.items():
         span = times[-1] - times[0]
@@ -244,8 +319,13 @@ def test_a_job_that_cannot_checkpoint_is_preempted_at_most_logarithmically_often
 
 def test_simulate_replays_with_the_pools_reclaim_settings_and_options_override_them(tmp_path, capsys):
     config = tmp_path / "governance.yaml"
-    config.write_text(Path("benchmarks/openb-lend-and-borrow.yaml").read_text().replace(
-        "      ml.g5.xlarge: 40\n", "      ml.g5.xlarge: 40\n    reclaim: {reborrow_backoff_seconds: 7200}\n", 1))
+    config.write_text(
+        Path("benchmarks/openb-lend-and-borrow.yaml")
+        .read_text()
+        .replace(
+            "      ml.g5.xlarge: 40\n", "      ml.g5.xlarge: 40\n    reclaim: {reborrow_backoff_seconds: 7200}\n", 1
+        )
+    )
     trace = tmp_path / "trace.csv"
     # platform borrows 24 of 40 without checkpoints; serving takes its 20 back at the 120 tick
     write_trace([job("borrow", "platform", 0, 1_000, 32), job("lender", "serving", 100, 500, 20, priority=90)], trace)
@@ -261,9 +341,15 @@ def test_simulate_replays_with_the_pools_reclaim_settings_and_options_override_t
 def test_a_lender_kept_below_its_guarantee_behind_its_own_low_priority_job_counts_as_a_breach():
     # Issue 29: team a's priority-5 job of 2 fits a's quota only once a's own priority-0 job is
     # set aside (in-share preemption), and the pool only once b's borrowed job is reclaimed.
-    shares = (Share(name="a", quota={G5: 2}, strategy=Strategy.LEND, in_share_preemption=True),
-              Share(name="b", quota={G5: 0}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None))
-    jobs = [job("a-low", "a", 0, 1_000, 1, priority=0), job("b-borrowed", "b", 0, 1_000, 1, priority=0), job("a-high", "a", 100, 500, 2, priority=5)]
+    shares = (
+        Share(name="a", quota={G5: 2}, strategy=Strategy.LEND, in_share_preemption=True),
+        Share(name="b", quota={G5: 0}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+    )
+    jobs = [
+        job("a-low", "a", 0, 1_000, 1, priority=0),
+        job("b-borrowed", "b", 0, 1_000, 1, priority=0),
+        job("a-high", "a", 100, 500, 2, priority=5),
+    ]
     served = simulate(jobs, shares=shares, capacity={G5: 2}, tick_s=60, settings=Settings())
     assert (served.preemptions, served.guarantee_breaches, served.teams["a"].wait_p50_s) == (2, 0, 20.0)
     # Without preemption a-high waits from its first tick (120) until both end at 1000: the
@@ -276,16 +362,36 @@ def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_re
     """Issue 23: the controller never stops an array job, a multi-container job or a job others depend
     on (RunningJob.restartable); the replay runs the same planner and must not either. The trace says
     so in its optional last column."""
-    jobs = [TraceJob(job_id="sweep", team="research", submit_time=0, duration=1_000, instance_type=G5, count=4, priority=10, checkpointable=False,
-                     restartable=False),
-            job("lender", "serving", 100, 500, 4, priority=90)]
+    jobs = [
+        TraceJob(
+            job_id="sweep",
+            team="research",
+            submit_time=0,
+            duration=1_000,
+            instance_type=G5,
+            count=4,
+            priority=10,
+            checkpointable=False,
+            restartable=False,
+        ),
+        job("lender", "serving", 100, 500, 4, priority=90),
+    ]
     protected = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
     assert (protected.preemptions, protected.not_restartable) == (0, 1)
     assert protected.teams["serving"].wait_p50_s == 1_020.0 - 100  # it starts at the first tick after the borrower ends
-    restartable = simulate([job("sweep", "research", 0, 1_000, 4), jobs[1]], shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    restartable = simulate(
+        [job("sweep", "research", 0, 1_000, 4), jobs[1]],
+        shares=SHARES,
+        capacity=CAPACITY,
+        tick_s=60,
+        settings=Settings(),
+    )
     assert (restartable.preemptions, restartable.not_restartable) == (1, 0)
     results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    assert "1 jobs are never preempted" in table(results) and results["policy"].as_json(with_breaches=True)["jobs_not_restartable"] == 1
+    assert (
+        "1 jobs are never preempted" in table(results)
+        and results["policy"].as_json(with_breaches=True)["jobs_not_restartable"] == 1
+    )
     path = tmp_path / "trace.csv"
     write_trace(jobs, path)
     assert path.read_text().splitlines()[0].endswith(",max_run_time,restartable")

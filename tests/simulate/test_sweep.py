@@ -38,16 +38,23 @@ CONFIG = "benchmarks/openb-lend-and-borrow.yaml"
 
 def test_the_grid_is_every_combination_and_keys_not_given_keep_the_files_values():
     base = Settings(reborrow_backoff_s=7_200)
-    grid = parse_grid(["size=32,48", "split=50/20/30,40/30/30", "grace=0,300", "min_run_time=60"], teams=TEAMS, size=40, base=base)
+    grid = parse_grid(
+        ["size=32,48", "split=50/20/30,40/30/30", "grace=0,300", "min_run_time=60"], teams=TEAMS, size=40, base=base
+    )
     assert grid.sizes == (32, 48) and grid.splits == ((50, 20, 30), (40, 30, 30))
-    assert {(s.grace_s, s.min_run_time_s, s.reborrow_backoff_s) for s in grid.settings} == {(0, 60, 7_200), (300, 60, 7_200)}
+    assert {(s.grace_s, s.min_run_time_s, s.reborrow_backoff_s) for s in grid.settings} == {
+        (0, 60, 7_200),
+        (300, 60, 7_200),
+    }
     assert len(grid.points()) == 8
     alone = parse_grid([], teams=TEAMS, size=40, base=base)
     assert alone.points() == [Point(size=40, split=None, settings=base)]
 
 
 def test_a_split_gives_each_team_its_percent_of_the_size_and_no_split_scales_the_files_quotas():
-    (serving, platform, research), capacity = shares_at(Point(size=48, split=(50, 20, 30), settings=Settings()), SHARES, CAPACITY)
+    (serving, platform, research), capacity = shares_at(
+        Point(size=48, split=(50, 20, 30), settings=Settings()), SHARES, CAPACITY
+    )
     assert (serving.quota, platform.quota, research.quota, capacity) == ({G5: 24}, {G5: 9}, {G5: 14}, {G5: 48})
     scaled, _ = shares_at(Point(size=16, split=None, settings=Settings()), SHARES, CAPACITY)
     assert [s.quota[G5] for s in scaled] == [8, 4, 4]
@@ -55,17 +62,20 @@ def test_a_split_gives_each_team_its_percent_of_the_size_and_no_split_scales_the
     assert same == SHARES
 
 
-@pytest.mark.parametrize("entry, message", [
-    ("size=0", "--grid size: not a valid value ('0') - whole numbers of instances >= 1"),
-    ("size=forty", "--grid size: not a valid value ('forty')"),
-    ("split=50/20", "--grid split: not a valid value ('50/20') - percent of the pool per team"),
-    ("split=60/30/20", "--grid split: not a valid value ('60/30/20')"),
-    ("grace=3601", "--grid grace: not a valid value ('3601') - seconds from 0 to 3600"),
-    ("min_run_time=0", "--grid min_run_time: not a valid value ('0') - seconds > 0"),
-    ("reborrow_backoff=-1", "--grid reborrow_backoff: not a valid value ('-1') - seconds >= 0"),
-    ("tick=30", "--grid tick: not KEY=VALUES with a known key ('tick=30')"),
-    ("size", "--grid: not KEY=VALUES with a known key ('size')"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("size=0", "--grid size: not a valid value ('0') - whole numbers of instances >= 1"),
+        ("size=forty", "--grid size: not a valid value ('forty')"),
+        ("split=50/20", "--grid split: not a valid value ('50/20') - percent of the pool per team"),
+        ("split=60/30/20", "--grid split: not a valid value ('60/30/20')"),
+        ("grace=3601", "--grid grace: not a valid value ('3601') - seconds from 0 to 3600"),
+        ("min_run_time=0", "--grid min_run_time: not a valid value ('0') - seconds > 0"),
+        ("reborrow_backoff=-1", "--grid reborrow_backoff: not a valid value ('-1') - seconds >= 0"),
+        ("tick=30", "--grid tick: not KEY=VALUES with a known key ('tick=30')"),
+        ("size", "--grid: not KEY=VALUES with a known key ('size')"),
+    ],
+)
 def test_a_bad_grid_entry_is_named_with_what_is_allowed(entry, message):
     with pytest.raises(GovernanceError) as error:
         parse_grid([entry], teams=TEAMS, size=40, base=Settings())
@@ -111,16 +121,25 @@ class RecordingPool:
 
 def test_the_sweep_runs_in_worker_processes_and_each_result_is_the_single_replay(trace):
     path, jobs = trace
-    grid = Grid(sizes=(6, 8), splits=((50, 25, 25), (25, 25, 25)),
-                settings=(Settings(min_run_time_s=1), Settings(min_run_time_s=1, grace_s=300), Settings(reborrow_backoff_s=60)))
+    grid = Grid(
+        sizes=(6, 8),
+        splits=((50, 25, 25), (25, 25, 25)),
+        settings=(Settings(min_run_time_s=1), Settings(min_run_time_s=1, grace_s=300), Settings(reborrow_backoff_s=60)),
+    )
     RecordingPool.asked.clear()
-    outcomes = run_sweep(str(path), grid, shares=SHARES, capacity=CAPACITY, tick_s=60, processes=2, pool_factory=RecordingPool)
+    outcomes = run_sweep(
+        str(path), grid, shares=SHARES, capacity=CAPACITY, tick_s=60, processes=2, pool_factory=RecordingPool
+    )
     assert RecordingPool.asked == [2]
     assert [o.point for o in outcomes] == grid.points()
     for outcome in outcomes:
         shares, capacity = shares_at(outcome.point, SHARES, CAPACITY)
-        assert outcome.policy == simulate(jobs, shares=shares, capacity=capacity, tick_s=60, settings=outcome.point.settings)
-        assert outcome.pooled == simulate(jobs, shares=pooled_share(capacity), capacity=capacity, tick_s=60, pooled=True)
+        assert outcome.policy == simulate(
+            jobs, shares=shares, capacity=capacity, tick_s=60, settings=outcome.point.settings
+        )
+        assert outcome.pooled == simulate(
+            jobs, shares=pooled_share(capacity), capacity=capacity, tick_s=60, pooled=True
+        )
     assert any(o.policy.preemptions for o in outcomes)  # the grid exercised reclaim
     assert any(o.policy.lost_work_capacity_s for o in outcomes)
 
@@ -138,18 +157,42 @@ def _worker_view(_):
 
 def test_the_frontier_keeps_only_configurations_nothing_beats_on_both(trace):
     path, _ = trace
-    grid = Grid(sizes=(6,), splits=((50, 25, 25),), settings=(Settings(min_run_time_s=1), Settings(reborrow_backoff_s=31_536_000)))
+    grid = Grid(
+        sizes=(6,),
+        splits=((50, 25, 25),),
+        settings=(Settings(min_run_time_s=1), Settings(reborrow_backoff_s=31_536_000)),
+    )
     outcomes = run_sweep(str(path), grid, shares=SHARES, capacity=CAPACITY, tick_s=60, processes=1)
     best = frontier(outcomes)
     assert best
     for kept in best:
-        assert not any(o.goodput_vs_pooled > kept.goodput_vs_pooled and o.lost_percent < kept.lost_percent for o in outcomes)
+        assert not any(
+            o.goodput_vs_pooled > kept.goodput_vs_pooled and o.lost_percent < kept.lost_percent for o in outcomes
+        )
 
 
 def test_simulate_sweep_prints_each_configuration_and_the_settings_frontier(trace, capsys):
     path, _ = trace
-    assert main(["simulate", "--config", CONFIG, "--trace", str(path), "--sweep", "--grid", "size=8,10", "--grid", "grace=0,120",
-                 "--processes", "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--config",
+                CONFIG,
+                "--trace",
+                str(path),
+                "--sweep",
+                "--grid",
+                "size=8,10",
+                "--grid",
+                "grace=0,120",
+                "--processes",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert [(c["size"], c["grace_s"]) for c in result["configurations"]] == [(8, 0), (8, 120), (10, 0), (10, 120)]
     assert {s["grace_s"] for s in result["settings"]} == {0, 120}
@@ -157,13 +200,16 @@ def test_simulate_sweep_prints_each_configuration_and_the_settings_frontier(trac
     assert "frontier" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--sweep", "--grid", "size=x"], "--grid size: not a valid value ('x')"),
-    (["--grid", "size=32"], "--grid: only with --sweep"),
-    (["--processes", "2"], "--processes: only with --sweep"),
-    (["--sweep", "--processes", "0"], "--processes: not a number of processes (0) - 1 or more"),
-    (["--sweep", "--compare", CONFIG], "--compare: not with --sweep"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--sweep", "--grid", "size=x"], "--grid size: not a valid value ('x')"),
+        (["--grid", "size=32"], "--grid: only with --sweep"),
+        (["--processes", "2"], "--processes: only with --sweep"),
+        (["--sweep", "--processes", "0"], "--processes: not a number of processes (0) - 1 or more"),
+        (["--sweep", "--compare", CONFIG], "--compare: not with --sweep"),
+    ],
+)
 def test_bad_sweep_options_exit_2_with_the_reason(trace, capsys, argv, message):
     path, _ = trace
     assert main(["simulate", "--config", CONFIG, "--trace", str(path), *argv]) == 2

@@ -38,10 +38,14 @@ Reading = TypeVar("Reading")
 
 
 def run(*command: str, check: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, check=check, timeout=120, env={**os.environ, **env} if env else None)
+    return subprocess.run(
+        command, capture_output=True, text=True, check=check, timeout=120, env={**os.environ, **env} if env else None
+    )
 
 
-def wait_until(what: str, read: Callable[[], Reading], ready: Callable[[Reading], bool], timeout: float = WAIT_SECONDS) -> Reading:
+def wait_until(
+    what: str, read: Callable[[], Reading], ready: Callable[[Reading], bool], timeout: float = WAIT_SECONDS
+) -> Reading:
     """Read until ``ready`` holds for a reading, and return that reading: the caller asserts on
     exactly what was waited for, never on a second, later read. Slurm shows a change in steps (a
     requeued job is COMPLETING or REQUEUED before PENDING; slurmdbd learns of a job after
@@ -69,7 +73,9 @@ class Accounting:
     queued: int  # messages slurmctld had not yet sent slurmdbd just before sacct ran (sdiag)
 
 
-def accounting(job_ids: Iterable[str], fields: Iterable[str], *, recorded: Iterable[str] | None = None, duplicates: bool = False) -> Accounting:
+def accounting(
+    job_ids: Iterable[str], fields: Iterable[str], *, recorded: Iterable[str] | None = None, duplicates: bool = False
+) -> Accounting:
     """The jobs' allocations as sacct reports them (times in UTC), once slurmdbd holds all of it:
     a row for every job, every ``recorded`` field (default: all of ``fields``) set in every row, and
     nothing queued in slurmctld for slurmdbd. slurmctld sends job records to slurmdbd on its own
@@ -80,14 +86,30 @@ def accounting(job_ids: Iterable[str], fields: Iterable[str], *, recorded: Itera
 
     def read() -> Accounting:
         queued = int(re.search(r"DBD Agent queue size: (\d+)", run("sdiag").stdout)[1])
-        text = run("sacct", "--allusers", "--allocations", "--parsable2", *(["--duplicates"] if duplicates else []),
-                   "--format=" + ",".join(fields), "-j", ",".join(ids), env={"TZ": "UTC"}).stdout
+        text = run(
+            "sacct",
+            "--allusers",
+            "--allocations",
+            "--parsable2",
+            *(["--duplicates"] if duplicates else []),
+            "--format=" + ",".join(fields),
+            "-j",
+            ",".join(ids),
+            env={"TZ": "UTC"},
+        ).stdout
         header, *lines = text.splitlines()
-        return Accounting(text=text, rows=tuple(dict(zip(header.split("|"), line.split("|"), strict=False)) for line in lines), queued=queued)
+        return Accounting(
+            text=text,
+            rows=tuple(dict(zip(header.split("|"), line.split("|"), strict=False)) for line in lines),
+            queued=queued,
+        )
 
     def complete(seen: Accounting) -> bool:
-        return (seen.queued == 0 and {row["JobID"] for row in seen.rows} >= set(ids)
-                and all(row[field] not in UNRECORDED for row in seen.rows for field in required))
+        return (
+            seen.queued == 0
+            and {row["JobID"] for row in seen.rows} >= set(ids)
+            and all(row[field] not in UNRECORDED for row in seen.rows for field in required)
+        )
 
     return wait_until(f"slurmdbd's records of jobs {ids} with {required}", read, complete)
 
@@ -131,20 +153,45 @@ class Cluster:
         assert summary, result.stdout
         return Applied(output=result.stdout, changed=int(summary[1]), warnings=int(summary[3]))
 
-    def submit(self, user: str, *, account: str, partition: str, qos: str, gpus: int, minutes: int | None = None) -> str:
+    def submit(
+        self, user: str, *, account: str, partition: str, qos: str, gpus: int, minutes: int | None = None
+    ) -> str:
         """``minutes``: the job's time limit (--time), which Slurm counts against a GrpTRESMins limit before it starts the job."""
         result = run(
-            "runuser", "-u", user, "--", "sbatch", "--parsable", f"--account={account}",
-            f"--partition={partition}", f"--qos={qos}", f"--gres=gpu:{gpus}", *([f"--time={minutes}"] if minutes else []), "--chdir=/tmp",
-            "--output=/dev/null", "--wrap", "sleep 600",
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "sbatch",
+            "--parsable",
+            f"--account={account}",
+            f"--partition={partition}",
+            f"--qos={qos}",
+            f"--gres=gpu:{gpus}",
+            *([f"--time={minutes}"] if minutes else []),
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            "--wrap",
+            "sleep 600",
         )
         return result.stdout.strip().split(";")[0]
 
     def submit_refused(self, user: str, *, account: str, partition: str, qos: str, gpus: int) -> str:
         """Submit what Slurm must refuse; returns its error message."""
         result = run(
-            "runuser", "-u", user, "--", "sbatch", f"--account={account}", f"--partition={partition}",
-            f"--qos={qos}", f"--gres=gpu:{gpus}", "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 600",
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "sbatch",
+            f"--account={account}",
+            f"--partition={partition}",
+            f"--qos={qos}",
+            f"--gres=gpu:{gpus}",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            "--wrap",
+            "sleep 600",
             check=False,
         )
         assert result.returncode != 0, f"sbatch accepted the job: {result.stdout}"
@@ -230,7 +277,12 @@ def hold_the_cluster(timeout: float = 900) -> None:
     if _held:
         return
     lock = open(STATE / "test-suite.lock", "a+")  # noqa: SIM115 - held open until the process ends: it is the lock
-    wait_until("the cluster free of another test run", lambda: _other_holder(lock), lambda holder: holder is None, timeout=timeout)
+    wait_until(
+        "the cluster free of another test run",
+        lambda: _other_holder(lock),
+        lambda holder: holder is None,
+        timeout=timeout,
+    )
     lock.truncate(0)
     lock.write(f"pid {os.getpid()}\n")
     lock.flush()
@@ -283,7 +335,9 @@ class LocalRunCommand:
         with tempfile.NamedTemporaryFile("w", suffix=".sh") as file:
             file.write(script + "\n")
             file.flush()
-            result = subprocess.run(["sh", file.name], capture_output=True, text=True, timeout=60, env=HEAD_NODE_ENV, check=False)
+            result = subprocess.run(
+                ["sh", file.name], capture_output=True, text=True, timeout=60, env=HEAD_NODE_ENV, check=False
+            )
         command_id = str(uuid.uuid4())
         self.invocations[command_id] = {
             "Status": "Success" if result.returncode == 0 else "Failed",

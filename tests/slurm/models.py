@@ -40,14 +40,20 @@ def model_data(*, teams: list[dict[str, Any]] | None = None, capacity: int = 3) 
         "capacity_account": {"account_id": "111122223333", "region": "us-east-1"},
         "consumer_accounts": {"research": {"account_id": "444455556666", "region": "us-east-1"}},
         "platform_admins": ["arn:aws:iam::111122223333:role/GpuPlatformAdmin"],
-        "priority_classes": [{"name": "urgent", "weight": 90}, {"name": "standard", "weight": 50}, {"name": "low", "weight": 10}],
-        "pools": [{
-            "name": POOL,
-            "backend": "hyperpod_slurm",
-            "cluster_name": "research",
-            "capacity": {INSTANCE_TYPE: capacity},
-            "gpus_per_instance": {INSTANCE_TYPE: GPUS_PER_NODE},
-        }],
+        "priority_classes": [
+            {"name": "urgent", "weight": 90},
+            {"name": "standard", "weight": 50},
+            {"name": "low", "weight": 10},
+        ],
+        "pools": [
+            {
+                "name": POOL,
+                "backend": "hyperpod_slurm",
+                "cluster_name": "research",
+                "capacity": {INSTANCE_TYPE: capacity},
+                "gpus_per_instance": {INSTANCE_TYPE: GPUS_PER_NODE},
+            }
+        ],
         "teams": teams if teams is not None else default_teams(),
     }
 

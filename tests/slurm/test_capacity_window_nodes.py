@@ -41,8 +41,22 @@ CLUSTER = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcd1234efgh"
 GROUP = "critical-window"
 WINDOW_NODE = "gpu-3"
 WINDOW_NAME = "release-warmup"
-PLAN = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-1", at(10), 1, state="active", count=1, window_name=WINDOW_NAME)
-NEXT = reservation("arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-2", at(12), 1, state="active", count=1, window_name=WINDOW_NAME)
+PLAN = reservation(
+    "arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-1",
+    at(10),
+    1,
+    state="active",
+    count=1,
+    window_name=WINDOW_NAME,
+)
+NEXT = reservation(
+    "arn:aws:sagemaker:us-east-1:111122223333:training-plan/warmup-2",
+    at(12),
+    1,
+    state="active",
+    count=1,
+    window_name=WINDOW_NAME,
+)
 DRAINING, REQUEUEING = PLAN.end - SIGNAL_LEAD + timedelta(minutes=2), PLAN.end - STOP_LEAD + timedelta(minutes=1)
 SERVING_NEXT = NEXT.start + timedelta(minutes=10)
 
@@ -50,11 +64,21 @@ SERVING_NEXT = NEXT.start + timedelta(minutes=10)
 def window_model() -> GovernanceModel:
     data = model_data(teams=[t for t in default_teams() if t["name"] != "burst"], capacity=2)
     data["pools"][0]["cluster_arn"] = CLUSTER
-    data["capacity_windows"] = [{
-        "name": WINDOW_NAME, "team": "critical", "instance_type": INSTANCE_TYPE, "instance_count": 1, "start": "2026-12-10T11:30:00Z",
-        "duration_hours": 24, "repeat_every_days": 2, "feeds": {"kind": "hyperpod_instance_group", "pool": POOL, "instance_group": GROUP},
-        "max_price_per_instance_hour": "10", "budget": {"amount": "1000"}, "mode": "auto",
-    }]
+    data["capacity_windows"] = [
+        {
+            "name": WINDOW_NAME,
+            "team": "critical",
+            "instance_type": INSTANCE_TYPE,
+            "instance_count": 1,
+            "start": "2026-12-10T11:30:00Z",
+            "duration_hours": 24,
+            "repeat_every_days": 2,
+            "feeds": {"kind": "hyperpod_instance_group", "pool": POOL, "instance_group": GROUP},
+            "max_price_per_instance_hour": "10",
+            "budget": {"amount": "1000"},
+            "mode": "auto",
+        }
+    ]
     return GovernanceModel.from_dict(data)
 
 
@@ -70,7 +94,10 @@ def runtime_window(model: GovernanceModel) -> Window:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     cluster = governed_cluster(tmp_path_factory.mktemp("slurm-window"))
     default_map = cluster.node_map.read_text()
-    cluster.node_map.write_text("".join(f"{group} {node}\n" for group, node in NODE_MAP.items() if node != WINDOW_NODE) + f"{GROUP} {WINDOW_NODE}\n")
+    cluster.node_map.write_text(
+        "".join(f"{group} {node}\n" for group, node in NODE_MAP.items() if node != WINDOW_NODE)
+        + f"{GROUP} {WINDOW_NODE}\n"
+    )
     cluster.apply(window_model())
     yield cluster
     cluster.cancel_all()
@@ -94,15 +121,42 @@ class Controller:
     the group's instance and SSM running the commands here."""
 
     def __init__(self, sagemaker, stub: Stubber, ledger, window: Window):
-        self.sagemaker, self.stub, self.ledger, self.window, self.ssm = sagemaker, stub, ledger, window, LocalRunCommand()
+        self.sagemaker, self.stub, self.ledger, self.window, self.ssm = (
+            sagemaker,
+            stub,
+            ledger,
+            window,
+            LocalRunCommand(),
+        )
 
     def run(self, now, plans=(PLAN,)) -> dict:
-        self.stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [{
-            "InstanceGroupName": GROUP, "InstanceId": "i-0aaaaaaaaaaaaaaa3", "InstanceType": INSTANCE_TYPE, "LaunchTime": PLAN.start,
-            "InstanceStatus": {"Status": "Running", "Message": ""}, "PrivateDnsHostname": f"{WINDOW_NODE}.cluster.internal"}]},
-            {"ClusterName": CLUSTER, "InstanceGroupNameContains": GROUP})
-        (result,) = slurm_window.apply(windows={self.window.name: self.window}, owned=list(plans), slurm_pools={POOL: ["critical", "steady"]}, head_nodes={POOL: HEAD_NODE},
-                                       sagemaker=self.sagemaker, ssm=self.ssm, ledger=self.ledger, now=now, sleep=lambda s: None)
+        self.stub.add_response(
+            "list_cluster_nodes",
+            {
+                "ClusterNodeSummaries": [
+                    {
+                        "InstanceGroupName": GROUP,
+                        "InstanceId": "i-0aaaaaaaaaaaaaaa3",
+                        "InstanceType": INSTANCE_TYPE,
+                        "LaunchTime": PLAN.start,
+                        "InstanceStatus": {"Status": "Running", "Message": ""},
+                        "PrivateDnsHostname": f"{WINDOW_NODE}.cluster.internal",
+                    }
+                ]
+            },
+            {"ClusterName": CLUSTER, "InstanceGroupNameContains": GROUP},
+        )
+        (result,) = slurm_window.apply(
+            windows={self.window.name: self.window},
+            owned=list(plans),
+            slurm_pools={POOL: ["critical", "steady"]},
+            head_nodes={POOL: HEAD_NODE},
+            sagemaker=self.sagemaker,
+            ssm=self.ssm,
+            ledger=self.ledger,
+            now=now,
+            sleep=lambda s: None,
+        )
         self.stub.assert_no_pending_responses()
         assert "error" not in result, result
         return result
@@ -110,14 +164,35 @@ class Controller:
 
 def node(name: str) -> tuple[str, str]:
     """(state, reason) as sinfo shows them."""
-    state, reason = run("sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E").stdout.splitlines()[0].split("|", 1)
+    state, reason = (
+        run("sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E").stdout.splitlines()[0].split("|", 1)
+    )
     return state, reason
 
 
 def submit(user: str, *, node_name: str | None = None) -> str:
     where = [f"--nodelist={node_name}"] if node_name else []
-    return run("runuser", "-u", user, "--", "sbatch", "--parsable", "--account=critical", "--partition=critical", "--qos=critical.standard",
-               "--gres=gpu:4", "--chdir=/tmp", "--output=/dev/null", *where, "--wrap", "sleep 600").stdout.strip().split(";")[0]
+    return (
+        run(
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "sbatch",
+            "--parsable",
+            "--account=critical",
+            "--partition=critical",
+            "--qos=critical.standard",
+            "--gres=gpu:4",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            *where,
+            "--wrap",
+            "sleep 600",
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
 
 
 def test_the_windows_group_is_in_the_owners_partition_only(cluster: Cluster) -> None:
@@ -143,17 +218,28 @@ def test_drain_requeue_and_resume_of_the_windows_node(cluster: Cluster, controll
     assert drained["drain"] == {"done": [WINDOW_NODE]} and "requeue" not in drained
     assert node(WINDOW_NODE) == ("draining", f"{slurm_window.MARKER} {WINDOW_NAME} ends 2026-12-11T11:30Z")
     assert cluster.job(on_window.id).state == "RUNNING"
-    pinned = cluster.wait_for(submit("alice", node_name=WINDOW_NODE), "waited for the drained node",
-                              lambda j: j.state == "PENDING" and j.reason.startswith("ReqNodeNotAvail"))
-    assert controller.run(DRAINING + timedelta(minutes=1))["changed"] is False  # a repeated run or event changes nothing
+    pinned = cluster.wait_for(
+        submit("alice", node_name=WINDOW_NODE),
+        "waited for the drained node",
+        lambda j: j.state == "PENDING" and j.reason.startswith("ReqNodeNotAvail"),
+    )
+    assert (
+        controller.run(DRAINING + timedelta(minutes=1))["changed"] is False
+    )  # a repeated run or event changes nothing
 
     # STOP_LEAD before the end: the job still on it is requeued and moves to the owner's other node.
     requeued = controller.run(REQUEUEING)
     assert requeued["requeue"] == {"done": [on_window.id]}
     cluster.wait_requeued(on_window.id)
-    run("scontrol", "update", f"JobId={on_window.id}", "StartTime=now")  # skip Slurm's requeue delay (BeginTime, ~2 minutes)
+    run(
+        "scontrol", "update", f"JobId={on_window.id}", "StartTime=now"
+    )  # skip Slurm's requeue delay (BeginTime, ~2 minutes)
     assert cluster.wait_running(on_window.id).nodes == "gpu-1"
-    wait_until(f"{WINDOW_NODE} drained once the requeued job left it", lambda: node(WINDOW_NODE)[0], lambda state: state == "drained")
+    wait_until(
+        f"{WINDOW_NODE} drained once the requeued job left it",
+        lambda: node(WINDOW_NODE)[0],
+        lambda state: state == "drained",
+    )
     assert cluster.job(pinned.id).state == "PENDING"
     assert controller.run(REQUEUEING + timedelta(minutes=1))["changed"] is False
 
@@ -162,7 +248,10 @@ def test_drain_requeue_and_resume_of_the_windows_node(cluster: Cluster, controll
     assert resumed["resume"] == {"done": [WINDOW_NODE]}
     assert cluster.wait_running(pinned.id).nodes == WINDOW_NODE
     assert node(WINDOW_NODE)[1] == "none"
-    statuses = [(action.split("#")[0], status) for action, status, _ in controller.ledger.actions("slurm-", ("calling", "done", "failed"))]
+    statuses = [
+        (action.split("#")[0], status)
+        for action, status, _ in controller.ledger.actions("slurm-", ("calling", "done", "failed"))
+    ]
     assert statuses == [("slurm-nodes", "done"), ("slurm-nodes", "done"), ("slurm-requeue", "done")]
     cluster.cancel_all()
 
@@ -185,27 +274,55 @@ def partition_nodes(name: str) -> list[str]:
     return run("scontrol", "show", "hostnames", listed).stdout.split() if listed else []
 
 
-def test_a_window_node_the_script_has_not_listed_joins_the_owners_partition_live(cluster: Cluster, controller: Controller) -> None:
+def test_a_window_node_the_script_has_not_listed_joins_the_owners_partition_live(
+    cluster: Cluster, controller: Controller
+) -> None:
     """HyperPod brought gpu-3 after the governance script last ran (its node map lacks the
     window's group): the controller adds it to critical live, takes it out of another team's
     partition it was put in, and the script re-applied later keeps it."""
     cluster.cancel_all()
     window_map = cluster.node_map.read_text()
-    fragment = run("scontrol", "show", "config").stdout.split("SLURM_CONF", 1)[1].split("=", 1)[1].split()[0].rsplit("/", 1)[0] + "/gpu-governance.conf"
+    fragment = (
+        run("scontrol", "show", "config").stdout.split("SLURM_CONF", 1)[1].split("=", 1)[1].split()[0].rsplit("/", 1)[0]
+        + "/gpu-governance.conf"
+    )
     try:
-        cluster.node_map.write_text("".join(line for line in window_map.splitlines(keepends=True) if WINDOW_NODE not in line))
+        cluster.node_map.write_text(
+            "".join(line for line in window_map.splitlines(keepends=True) if WINDOW_NODE not in line)
+        )
         assert "instance group critical-window has no nodes" in cluster.apply(window_model()).output
-        run("scontrol", "reconfigure")  # HyperPod restarts slurmctld when it adds nodes: critical is the fragment's again
-        run("scontrol", "update", "PartitionName=steady", f"Nodes=gpu-2,{WINDOW_NODE}")  # an admin's slip, or a stale script
+        run(
+            "scontrol", "reconfigure"
+        )  # HyperPod restarts slurmctld when it adds nodes: critical is the fragment's again
+        run(
+            "scontrol", "update", "PartitionName=steady", f"Nodes=gpu-2,{WINDOW_NODE}"
+        )  # an admin's slip, or a stale script
         assert WINDOW_NODE not in partition_nodes("critical") and WINDOW_NODE in partition_nodes("steady")
 
         serving = PLAN.start + timedelta(hours=3)
         joined = controller.run(serving)
         assert (joined["join"], joined["leave"]) == ({"done": ["critical"]}, {"done": ["steady"]})
         assert (partition_nodes("critical"), partition_nodes("steady")) == (["gpu-1", WINDOW_NODE], ["gpu-2"])
-        assert cluster.wait_running(submit("alice", node_name=WINDOW_NODE)).nodes == WINDOW_NODE  # the owner's job runs there
-        refused = run("runuser", "-u", "bob", "--", "sbatch", "--account=steady", "--partition=steady", "--qos=steady.standard",
-                      f"--nodelist={WINDOW_NODE}", "--gres=gpu:4", "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 600", check=False)
+        assert (
+            cluster.wait_running(submit("alice", node_name=WINDOW_NODE)).nodes == WINDOW_NODE
+        )  # the owner's job runs there
+        refused = run(
+            "runuser",
+            "-u",
+            "bob",
+            "--",
+            "sbatch",
+            "--account=steady",
+            "--partition=steady",
+            "--qos=steady.standard",
+            f"--nodelist={WINDOW_NODE}",
+            "--gres=gpu:4",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            "--wrap",
+            "sleep 600",
+            check=False,
+        )
         assert refused.returncode != 0, refused.stdout  # another team cannot reach it
         assert controller.run(serving + timedelta(minutes=5))["changed"] is False  # a repeated run changes nothing
 
@@ -222,8 +339,11 @@ def test_a_window_node_the_script_has_not_listed_joins_the_owners_partition_live
         assert partition_nodes("critical") == ["gpu-1", WINDOW_NODE] and WINDOW_NODE not in partition_nodes("steady")
         assert controller.run(serving + timedelta(minutes=15))["changed"] is False
         assert cluster.apply(window_model()).changed == 0  # nor does the script, run again
-        statuses = sorted((action.split("#")[0], status) for action, status, _ in controller.ledger.actions("slurm-", ("calling", "done", "failed"))
-                          if action.startswith(("slurm-join", "slurm-leave")))
+        statuses = sorted(
+            (action.split("#")[0], status)
+            for action, status, _ in controller.ledger.actions("slurm-", ("calling", "done", "failed"))
+            if action.startswith(("slurm-join", "slurm-leave"))
+        )
         assert statuses == [("slurm-join", "done"), ("slurm-join", "done"), ("slurm-leave", "done")]
     finally:
         cluster.cancel_all()

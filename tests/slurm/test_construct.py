@@ -33,7 +33,9 @@ def synthesized(tmp_path_factory):
     acknowledge(
         cluster_role.node.find_child("DefaultPolicy"),
         "Stand-in for the HyperPod execution role the capacity-account stack owns; only the grant is under test.",
-        "NIST.800.53.R5-IAMNoInlinePolicy", "HIPAA.Security-IAMNoInlinePolicy", "PCI.DSS.321-IAMNoInlinePolicy",
+        "NIST.800.53.R5-IAMNoInlinePolicy",
+        "HIPAA.Security-IAMNoInlinePolicy",
+        "PCI.DSS.321-IAMNoInlinePolicy",
     )
     apply_standard_packs(app)
     assembly = app.synth()  # raises on any unacknowledged finding
@@ -70,7 +72,11 @@ def test_lifecycle_command_fetches_and_applies(synthesized) -> None:
     compute = stack.resolve(governance.lifecycle_command(os_only=True))
     assert controller.endswith("bash /opt/gpu-governance/gpu-governance-slurm.sh")
     assert compute.endswith("gpu-governance-slurm.sh --os-only")
-    assert [g.name for g in governance.instance_groups] == ["critical-g5-12xlarge", "steady-g5-12xlarge", "burst-g5-12xlarge"]
+    assert [g.name for g in governance.instance_groups] == [
+        "critical-g5-12xlarge",
+        "steady-g5-12xlarge",
+        "burst-g5-12xlarge",
+    ]
 
 
 def asset_file(governance: HyperPodSlurmGovernance, outdir: Path) -> Path:
@@ -89,7 +95,9 @@ def run_fetch(command: str, served: Path, tmp_path: Path) -> tuple[subprocess.Co
         (fake / tool).chmod(0o755)
     node = tmp_path / "node"
     command = command.replace(NODE_DIRECTORY, str(node))
-    result = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True, env={"PATH": f"{fake}:/usr/bin:/bin"})
+    result = subprocess.run(
+        ["/bin/bash", "-c", command], capture_output=True, text=True, env={"PATH": f"{fake}:/usr/bin:/bin"}
+    )
     return result, node
 
 
@@ -100,7 +108,9 @@ def test_nodes_run_the_script_only_when_its_digest_matches(synthesized, tmp_path
     stack = Stack.of(governance)
     command = stack.resolve(governance.lifecycle_command(os_only=True))
     document_command = document_content(template)["mainSteps"][0]["inputs"]["runCommand"][-1]
-    assert f"echo '{governance.script_sha256}  " in command and f"echo '{governance.script_sha256}  " in document_command
+    assert (
+        f"echo '{governance.script_sha256}  " in command and f"echo '{governance.script_sha256}  " in document_command
+    )
 
     result, node = run_fetch(command, genuine, tmp_path / "genuine")
     assert result.returncode == 0, result.stderr
@@ -119,7 +129,9 @@ def test_grant_lets_the_cluster_role_read_only_the_script(synthesized) -> None:
     (policy,) = template.find_resources("AWS::IAM::Policy").values()
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "s3:GetObject"
-    assert statement["Resource"]["Fn::Join"][1][-1].endswith(f"-assets-111122223333-us-east-1/{governance.script.s3_object_key}")
+    assert statement["Resource"]["Fn::Join"][1][-1].endswith(
+        f"-assets-111122223333-us-east-1/{governance.script.s3_object_key}"
+    )
 
 
 def test_no_open_findings_and_cfn_lint_is_clean(synthesized) -> None:

@@ -34,7 +34,9 @@ def test_a_thousand_teams_get_distinct_ids_and_validate() -> None:
     assert slurm_problems(model, SLURM_POOL) == []
     gids = team_gids(model)
     assert len(set(gids.values())) == 1000 and all(GID_BASE <= g < GID_BASE + GID_SPAN for g in gids.values())
-    assert {g.name: g.gid for g in slurm_plan(model, SLURM_POOL).groups} == {f"gg-{name}": gid for name, gid in gids.items()}
+    assert {g.name: g.gid for g in slurm_plan(model, SLURM_POOL).groups} == {
+        f"gg-{name}": gid for name, gid in gids.items()
+    }
 
 
 def test_colliding_names_probe_in_name_order_and_others_keep_their_hash() -> None:

@@ -34,16 +34,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def test_the_absolute_borrow_limit_is_the_borrow_qos_gpu_cap_and_reapplying_changes_nothing(cluster: Cluster) -> None:
-    caps = dict(line.split("|") for line in run("sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres").stdout.split())
+    caps = dict(
+        line.split("|") for line in run("sacctmgr", "-n", "-P", "show", "qos", "format=name,grptres").stdout.split()
+    )
     assert caps["burst.borrow"] == f"gres/gpu={2 * GPUS_PER_NODE}"
-    partitions = {line.split()[0].split("=")[1]: line for line in run("scontrol", "-o", "show", "partition").stdout.splitlines()}
+    partitions = {
+        line.split()[0].split("=")[1]: line for line in run("scontrol", "-o", "show", "partition").stdout.splitlines()
+    }
     assert "Nodes=gpu-3 " in partitions["burst"]  # the 4 GPUs are the team's one whole node
     assert cluster.apply(gpu_quota_model()).changed == 0
 
 
 def test_slurm_lets_the_team_borrow_up_to_the_absolute_limit(cluster: Cluster) -> None:
     cluster.cancel_all()
-    borrowers = [cluster.submit("carol", account="burst", partition="borrow", qos="burst.borrow", gpus=GPUS_PER_NODE) for _ in range(2)]
+    borrowers = [
+        cluster.submit("carol", account="burst", partition="borrow", qos="burst.borrow", gpus=GPUS_PER_NODE)
+        for _ in range(2)
+    ]
     # Both run, on gpu-2 and gpu-3: 8 GPUs borrowed; the percent limit would hold the second at 4.
     assert sorted(cluster.wait_running(job).nodes for job in borrowers) == ["gpu-2", "gpu-3"]
     cluster.cancel_all()

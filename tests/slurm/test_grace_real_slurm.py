@@ -33,7 +33,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def grace_times() -> dict[str, str]:
-    return dict(line.split("|") for line in run("sacctmgr", "-n", "-P", "show", "qos", "format=name,gracetime").stdout.split())
+    return dict(
+        line.split("|") for line in run("sacctmgr", "-n", "-P", "show", "qos", "format=name,gracetime").stdout.split()
+    )
 
 
 def test_every_preemptible_qos_carries_the_grace_and_reapplying_changes_nothing(cluster: Cluster) -> None:
@@ -53,13 +55,31 @@ def test_slurm_22_05_requeues_a_reclaimed_borrower_at_once_whatever_its_grace(cl
     log = Path("/tmp") / f"gg-grace-{tmp_path.name}.log"
     log.unlink(missing_ok=True)
     # a job that would checkpoint on SIGTERM and run on until Slurm stops it
-    borrower = run(
-        "runuser", "-u", "carol", "--", "sbatch", "--parsable", "--account=burst", "--partition=borrow", "--qos=burst.borrow",
-        "--gres=gpu:4", "--chdir=/tmp", f"--output={log}", "--wrap", "trap 'echo checkpoint' TERM; while true; do sleep 1; done",
-    ).stdout.strip().split(";")[0]
+    borrower = (
+        run(
+            "runuser",
+            "-u",
+            "carol",
+            "--",
+            "sbatch",
+            "--parsable",
+            "--account=burst",
+            "--partition=borrow",
+            "--qos=burst.borrow",
+            "--gres=gpu:4",
+            "--chdir=/tmp",
+            f"--output={log}",
+            "--wrap",
+            "trap 'echo checkpoint' TERM; while true; do sleep 1; done",
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
     assert cluster.wait_running(borrower).nodes == "gpu-2"
     lender = cluster.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=4)
-    wait_until("the borrower signalled", lambda: log.read_text() if log.exists() else "", lambda text: "checkpoint" in text)
+    wait_until(
+        "the borrower signalled", lambda: log.read_text() if log.exists() else "", lambda text: "checkpoint" in text
+    )
     assert cluster.job(borrower).restarts == 1  # already requeued: no grace
     assert cluster.wait_running(lender).nodes == "gpu-2"
     log.unlink(missing_ok=True)

@@ -18,7 +18,12 @@ GROUP = "ops"
 
 def grouped_model() -> GovernanceModel:
     # critical (1 node, reserved) and burst (1 node, borrows 1 more) share 2 nodes together.
-    return GovernanceModel.from_dict({**model_data(), "groups": [{"name": GROUP, "teams": ["critical", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 2}}}]})
+    return GovernanceModel.from_dict(
+        {
+            **model_data(),
+            "groups": [{"name": GROUP, "teams": ["critical", "burst"], "quotas": {POOL: {INSTANCE_TYPE: 2}}}],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +54,12 @@ def test_the_group_is_a_parent_account_holding_the_group_quota_and_reapplying_ch
 
 def test_the_groups_teams_together_cannot_exceed_the_group_quota(cluster: Cluster) -> None:
     cluster.cancel_all()
-    cluster.wait_running(cluster.submit("alice", account="critical", partition="critical", qos="critical.low", gpus=GPUS_PER_NODE))
-    cluster.wait_running(cluster.submit("carol", account="burst", partition="burst", qos="burst.low", gpus=GPUS_PER_NODE))
+    cluster.wait_running(
+        cluster.submit("alice", account="critical", partition="critical", qos="critical.low", gpus=GPUS_PER_NODE)
+    )
+    cluster.wait_running(
+        cluster.submit("carol", account="burst", partition="burst", qos="burst.low", gpus=GPUS_PER_NODE)
+    )
     # steady's node is idle and lent, and burst may borrow one node: only the group's cap stops it.
     borrower = cluster.submit("carol", account="burst", partition="borrow", qos="burst.borrow", gpus=GPUS_PER_NODE)
     cluster.wait_pending_for(borrower, "AssocGrpGRES")
@@ -60,9 +69,15 @@ def test_the_groups_teams_together_cannot_exceed_the_group_quota(cluster: Cluste
 def test_a_borrower_outside_the_group_still_takes_the_idle_node(cluster: Cluster) -> None:
     """The cap is the group's, not the pool's: with the group at its quota, a team outside it is not held back."""
     cluster.cancel_all()
-    cluster.wait_running(cluster.submit("alice", account="critical", partition="critical", qos="critical.low", gpus=GPUS_PER_NODE))
-    cluster.wait_running(cluster.submit("carol", account="burst", partition="burst", qos="burst.low", gpus=GPUS_PER_NODE))
-    cluster.wait_running(cluster.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=GPUS_PER_NODE))
+    cluster.wait_running(
+        cluster.submit("alice", account="critical", partition="critical", qos="critical.low", gpus=GPUS_PER_NODE)
+    )
+    cluster.wait_running(
+        cluster.submit("carol", account="burst", partition="burst", qos="burst.low", gpus=GPUS_PER_NODE)
+    )
+    cluster.wait_running(
+        cluster.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=GPUS_PER_NODE)
+    )
     cluster.cancel_all()
 
 

@@ -30,7 +30,10 @@ def test_each_team_is_an_account_under_the_organisation_with_its_fair_share(plan
 
 def test_members_become_users_of_their_team_account(plan) -> None:
     assert sorted((u.name, u.account) for u in plan.users) == [
-        ("alice", "critical"), ("bob", "steady"), ("carol", "burst"), ("dave", "burst"),
+        ("alice", "critical"),
+        ("bob", "steady"),
+        ("carol", "burst"),
+        ("dave", "burst"),
     ]
 
 
@@ -124,13 +127,27 @@ def test_reserved_team_names_and_unknown_pools_are_refused() -> None:
     teams[0]["name"] = "borrow"
     with pytest.raises(GovernanceError, match=r"teams\[0\]\.name: reserved on Slurm \('borrow'\)"):
         slurm_plan(governance_model(teams=teams), POOL)
-    with pytest.raises(GovernanceError, match=r"pools: no hyperpod_slurm pool of this name \('nope'\) - one of \['research-slurm'\]"):
+    with pytest.raises(
+        GovernanceError, match=r"pools: no hyperpod_slurm pool of this name \('nope'\) - one of \['research-slurm'\]"
+    ):
         slurm_plan(governance_model(), "nope")
 
 
-@pytest.mark.parametrize("data_root", [
-    "fsx/teams", "/", "//", "/fsx/../etc", "/fsx/teams/..", "/fsx/./teams", "/fsx//teams", "/fsx/te ams", "/fsx/$(id)", "/fsx/teams\n",
-])
+@pytest.mark.parametrize(
+    "data_root",
+    [
+        "fsx/teams",
+        "/",
+        "//",
+        "/fsx/../etc",
+        "/fsx/teams/..",
+        "/fsx/./teams",
+        "/fsx//teams",
+        "/fsx/te ams",
+        "/fsx/$(id)",
+        "/fsx/teams\n",
+    ],
+)
 def test_data_root_that_is_not_a_plain_absolute_path_is_refused(data_root: str) -> None:
     with pytest.raises(GovernanceError) as raised:
         slurm_plan(governance_model(), POOL, data_root=data_root)
@@ -138,27 +155,45 @@ def test_data_root_that_is_not_a_plain_absolute_path_is_refused(data_root: str) 
     assert (problem.path, problem.wrong, problem.value) == ("data_root", "not a plain absolute path", data_root)
 
 
-@pytest.mark.parametrize("data_root", [
-    "/etc", "/etc/teams", "/usr/local/teams", "/var/lib/slurm/teams", "/var/spool/x", "/root/teams", "/run/x", "/boot/",
-    "/var/lib", "/home", "/tmp/", "/opt",
-])
+@pytest.mark.parametrize(
+    "data_root",
+    [
+        "/etc",
+        "/etc/teams",
+        "/usr/local/teams",
+        "/var/lib/slurm/teams",
+        "/var/spool/x",
+        "/root/teams",
+        "/run/x",
+        "/boot/",
+        "/var/lib",
+        "/home",
+        "/tmp/",
+        "/opt",
+    ],
+)
 def test_data_root_in_a_system_directory_is_refused(data_root: str) -> None:
     """A team named etc under data root / (or /fsx/..) once rendered `gg_data_path /etc gg-etc 2770`."""
     with pytest.raises(GovernanceError, match=r"^data_root: a system directory \(/"):
         slurm_plan(governance_model(), POOL, data_root=data_root)
 
 
-@pytest.mark.parametrize("data_root", ["/fsx/teams/", "/var/lib/gpu-governance-slurm/tenant-data", "/shared/data.v2", "/home/shared"])
+@pytest.mark.parametrize(
+    "data_root", ["/fsx/teams/", "/var/lib/gpu-governance-slurm/tenant-data", "/shared/data.v2", "/home/shared"]
+)
 def test_plain_data_roots_are_accepted_without_a_trailing_slash(data_root: str) -> None:
     paths = [d.path for d in slurm_plan(governance_model(), POOL, data_root=data_root).data_paths]
     assert paths == [f"{data_root.rstrip('/')}/{t}" for t in ("critical", "steady", "burst")]
 
 
-@pytest.mark.parametrize(("name", "refused"), [
-    ("root", r"reserved on Slurm \('root'\)"),
-    # named like the organisation, the team's names also cover every other team's (issue 25's check)
-    ("acme-ml", r"its access-log prefix scope 'acme-ml/\*' overlaps team critical's"),
-])
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("root", r"reserved on Slurm \('root'\)"),
+        # named like the organisation, the team's names also cover every other team's (issue 25's check)
+        ("acme-ml", r"its access-log prefix scope 'acme-ml/\*' overlaps team critical's"),
+    ],
+)
 def test_team_named_like_slurm_root_or_the_organisation_account_is_refused(name: str, refused: str) -> None:
     teams = default_teams()
     teams[1]["name"] = name
@@ -182,17 +217,23 @@ def test_organisation_named_root_is_refused_once() -> None:
     ]
 
 
-@pytest.mark.parametrize(("arn", "wrong"), [
-    ("arn:aws:iam::444455556666:role/root", "gives cluster user 'root', a system or privileged account"),
-    ("arn:aws:iam::444455556666:user/Ubuntu", "gives cluster user 'ubuntu', a system or privileged account"),
-    ("arn:aws:iam::444455556666:role/ops/slurm", "gives cluster user 'slurm', a system or privileged account"),
-    ("arn:aws:iam::444455556666:role/_apt", "gives cluster user '_apt', a system or privileged account"),
-    ("arn:aws:iam::444455556666:role/systemd-network", "gives cluster user 'systemd-network', a system or privileged account"),
-    ("arn:aws:iam::444455556666:role/x/../root", "has an empty, '.' or '..' path segment"),
-    ("arn:aws:iam::444455556666:role/x/../eve", "has an empty, '.' or '..' path segment"),
-    ("arn:aws:iam::444455556666:role/./eve", "has an empty, '.' or '..' path segment"),
-    ("arn:aws:iam::444455556666:role/x//eve", "has an empty, '.' or '..' path segment"),
-])
+@pytest.mark.parametrize(
+    ("arn", "wrong"),
+    [
+        ("arn:aws:iam::444455556666:role/root", "gives cluster user 'root', a system or privileged account"),
+        ("arn:aws:iam::444455556666:user/Ubuntu", "gives cluster user 'ubuntu', a system or privileged account"),
+        ("arn:aws:iam::444455556666:role/ops/slurm", "gives cluster user 'slurm', a system or privileged account"),
+        ("arn:aws:iam::444455556666:role/_apt", "gives cluster user '_apt', a system or privileged account"),
+        (
+            "arn:aws:iam::444455556666:role/systemd-network",
+            "gives cluster user 'systemd-network', a system or privileged account",
+        ),
+        ("arn:aws:iam::444455556666:role/x/../root", "has an empty, '.' or '..' path segment"),
+        ("arn:aws:iam::444455556666:role/x/../eve", "has an empty, '.' or '..' path segment"),
+        ("arn:aws:iam::444455556666:role/./eve", "has an empty, '.' or '..' path segment"),
+        ("arn:aws:iam::444455556666:role/x//eve", "has an empty, '.' or '..' path segment"),
+    ],
+)
 def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wrong: str) -> None:
     data = model_data()
     data["teams"][2]["members"].append(arn)
@@ -230,11 +271,17 @@ def test_a_models_plan_is_built_once_however_many_teams_ask(monkeypatch) -> None
 
     built = []
     build = slurm_model._build_slurm_plan
-    monkeypatch.setattr(slurm_model, "_build_slurm_plan", lambda model, pool, data_root: built.append((pool, data_root)) or build(model, pool, data_root))
+    monkeypatch.setattr(
+        slurm_model,
+        "_build_slurm_plan",
+        lambda model, pool, data_root: built.append((pool, data_root)) or build(model, pool, data_root),
+    )
     model = governance_model()
     documents = [describe_team(model, t.name) for t in model.teams]
     assert built == [(POOL, slurm_model.DEFAULT_DATA_ROOT)]
-    assert [d["slurm_account"] for team_documents in documents for d in team_documents.values()] == [t.name for t in model.teams]
+    assert [d["slurm_account"] for team_documents in documents for d in team_documents.values()] == [
+        t.name for t in model.teams
+    ]
     assert slurm_plan(model, POOL, data_root="/fsx/other") is not slurm_plan(model, POOL)
     fewer = governance_model(teams=default_teams()[:2])
     assert [a.name for a in slurm_plan(fewer, POOL).accounts] == ["critical", "steady"]

@@ -36,9 +36,29 @@ def workdir() -> Path:
 
 def printed_line(workdir: Path, team: str, priority_class: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "constructs_lib.cli", "team", "submit-example", team, "--backend", "slurm", "--pool", POOL,
-         "--config", str(workdir / "governance.yaml"), "--priority-class", priority_class, "--gpus", "2"],
-        cwd=ROOT, capture_output=True, text=True, check=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "constructs_lib.cli",
+            "team",
+            "submit-example",
+            team,
+            "--backend",
+            "slurm",
+            "--pool",
+            POOL,
+            "--config",
+            str(workdir / "governance.yaml"),
+            "--priority-class",
+            priority_class,
+            "--gpus",
+            "2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     return result.stdout.strip()
 
@@ -46,7 +66,12 @@ def printed_line(workdir: Path, team: str, priority_class: str) -> str:
 def run_as(user: str, line: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     # --parsable prints the job id; the output goes nowhere (the tenant cannot write /tmp/pytest-*).
     line = line.replace("sbatch ", "sbatch --parsable --output=/dev/null ", 1)
-    return subprocess.run(["runuser", "-u", user, "--", "bash", "-c", f"cd {workdir} && {line}"], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["runuser", "-u", user, "--", "bash", "-c", f"cd {workdir} && {line}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_printed_line_runs_in_the_teams_account_partition_and_qos(cluster: Cluster, workdir: Path) -> None:

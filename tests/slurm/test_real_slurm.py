@@ -235,8 +235,14 @@ def test_the_controller_move_documented_in_docs_slurm_md_works(idle: Cluster) ->
     """docs/slurm.md names what the reclaim controller must do; its first step, run for real."""
     idle.wait_running(own(idle, "carol", "burst", "standard"))
     waiting = idle.wait_pending_for(own(idle, "carol", "burst", "low"), "Resources")
-    run("scontrol", "update", f"JobId={waiting.id}", "Partition=borrow", "QOS=burst.borrow",
-        "AdminComment=gg-moved-from=burst/burst.low")
+    run(
+        "scontrol",
+        "update",
+        f"JobId={waiting.id}",
+        "Partition=borrow",
+        "QOS=burst.borrow",
+        "AdminComment=gg-moved-from=burst/burst.low",
+    )
     moved = idle.wait_running(waiting.id)
     assert moved.nodes == "gpu-2"  # steady's idle, lent node
     assert "AdminComment=gg-moved-from=burst/burst.low" in run("scontrol", "show", "job", waiting.id).stdout
@@ -259,7 +265,9 @@ def test_a_team_at_its_gpu_hour_limit_starts_no_job_that_would_pass_it_while_oth
     try:
         assert f"changed: account steady: GrpTRESMins none -> gres/gpu={hours * 60}" in limited.output
         assert run("scontrol", "show", "config").stdout.count("PriorityUsageResetPeriod = MONTHLY") == 1
-        too_long = idle.submit("bob", account="steady", partition="steady", qos="steady.low", gpus=4, minutes=hours * 60)
+        too_long = idle.submit(
+            "bob", account="steady", partition="steady", qos="steady.low", gpus=4, minutes=hours * 60
+        )
         # Slurm 22.05's own reason: the job would pass the account's GPU minutes, so it is never started
         idle.wait_pending_for(too_long, "AssocGrpGRESMinutes")
         # `safe` enforcement: a job without a time limit (the partitions have none) could pass any limit, so it never starts

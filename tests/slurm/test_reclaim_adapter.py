@@ -43,8 +43,14 @@ POLICY = parse_policy(compile_policy(governance_model()))
 
 
 def adapter(transport: LocalRunCommand, kind: type[SlurmAdapter] = SlurmAdapter) -> SlurmAdapter:
-    return kind(transport, instance_id=HEAD_NODE, instance_type=INSTANCE_TYPE, pool=POLICY.pool(POOL), policy=POLICY,
-                sleep=lambda seconds: None)
+    return kind(
+        transport,
+        instance_id=HEAD_NODE,
+        instance_type=INSTANCE_TYPE,
+        pool=POLICY.pool(POOL),
+        policy=POLICY,
+        sleep=lambda seconds: None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +79,25 @@ def ledger():
         yield table
 
 
-def submit(cluster: Cluster, user: str, team: str, qos_class: str, *, partition: str | None = None, gpus: int = 4) -> str:
+def submit(
+    cluster: Cluster, user: str, team: str, qos_class: str, *, partition: str | None = None, gpus: int = 4
+) -> str:
     qos = f"{team}.{qos_class}"
     return cluster.submit(user, account=team, partition=partition or team, qos=qos, gpus=gpus)
 
 
 def tick(slurm: SlurmAdapter, table, records: list) -> TickResult:
     """One controller tick, acting (not a dry run), as the Lambda function runs it."""
-    return run_tick(POOL, slurm, Ledger(table), settings=Settings(), dry_run=False, namespace="Test", now=time.time(),
-                    emit=records.append)
+    return run_tick(
+        POOL,
+        slurm,
+        Ledger(table),
+        settings=Settings(),
+        dry_run=False,
+        namespace="Test",
+        now=time.time(),
+        emit=records.append,
+    )
 
 
 def events(records: list, kind: str) -> list[dict]:
@@ -103,10 +119,34 @@ def test_the_adapter_reads_the_real_queue_into_planner_jobs(idle: Cluster) -> No
     own = idle.wait_running(submit(idle, "carol", "burst", "low"))
     borrower = idle.wait_running(submit(idle, "carol", "burst", "borrow", partition="borrow", gpus=2))
     waiting = idle.wait_pending_for(submit(idle, "dave", "burst", "low"), "Resources")
-    held = run("runuser", "-u", "bob", "--", "sbatch", "--parsable", "--hold", "--account=steady", "--partition=steady",
-               "--qos=steady.urgent", "--gres=gpu:4", "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 600").stdout.strip()
-    outsider = run("sbatch", "--parsable", "--hold", "--account=root", "--partition=all", "--chdir=/tmp",
-                   "--output=/dev/null", "--wrap", "sleep 600").stdout.strip()
+    held = run(
+        "runuser",
+        "-u",
+        "bob",
+        "--",
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "--account=steady",
+        "--partition=steady",
+        "--qos=steady.urgent",
+        "--gres=gpu:4",
+        "--chdir=/tmp",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 600",
+    ).stdout.strip()
+    outsider = run(
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "--account=root",
+        "--partition=all",
+        "--chdir=/tmp",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 600",
+    ).stdout.strip()
     after = time.time()
 
     state = adapter(LocalRunCommand()).read(time.time())
@@ -135,7 +175,12 @@ def test_a_tick_requeues_the_borrower_and_the_lender_starts(idle: Cluster, ledge
     result = tick(adapter(LocalRunCommand()), ledger, records)
 
     (preemption,) = events(records, "preemption")
-    assert (preemption["job_id"], preemption["for_job"], preemption["kind"], preemption["outcome"]) == (borrower, lender, "reclaim", "done")
+    assert (preemption["job_id"], preemption["for_job"], preemption["kind"], preemption["outcome"]) == (
+        borrower,
+        lender,
+        "reclaim",
+        "done",
+    )
     assert "lent by team steady to team burst" in preemption["reason"]
     assert (result.preemptions, result.acted, result.failed) == (1, 1, 0)
     started = idle.wait_running(lender)
@@ -157,8 +202,14 @@ def test_a_second_tick_preempts_nothing_more(idle: Cluster, ledger) -> None:
 
     assert (again.preemptions, again.acted, again.failed) == (0, 0, 0)
     assert events(records, "preemption") == []
-    assert [(j.state, j.restarts) for j in map(idle.job, (own, borrower, lender))] == [("RUNNING", 0), ("PENDING", 1), ("RUNNING", 0)]
-    assert len([i for i in ledger.scan()["Items"] if "job_id" in i]) == 1  # only the first tick's requeue was ever claimed
+    assert [(j.state, j.restarts) for j in map(idle.job, (own, borrower, lender))] == [
+        ("RUNNING", 0),
+        ("PENDING", 1),
+        ("RUNNING", 0),
+    ]
+    assert (
+        len([i for i in ledger.scan()["Items"] if "job_id" in i]) == 1
+    )  # only the first tick's requeue was ever claimed
 
 
 class VictimEndsAfterRead(SlurmAdapter):
@@ -214,9 +265,27 @@ def test_the_adapter_reads_each_jobs_time_limit_as_its_declared_run_time(idle: C
     # for the one GPU left, since Slurm's backfill scheduler gives a job without a limit that it
     # starts in such a partition 365 days (sched/backfill, YEAR_MINUTES): not a limit the job declared.
     for limit, gpus in (("90", 1), ("1-02:03:04", 1), ("45:30", 1), (None, 2)):
-        jobs[limit] = run("runuser", "-u", "carol", "--", "sbatch", "--parsable", "--account=burst", "--partition=burst", "--qos=burst.low",
-                          f"--gres=gpu:{gpus}", *([f"--time={limit}"] if limit else []), "--chdir=/tmp", "--output=/dev/null",
-                          "--wrap", "sleep 600").stdout.strip().split(";")[0]
+        jobs[limit] = (
+            run(
+                "runuser",
+                "-u",
+                "carol",
+                "--",
+                "sbatch",
+                "--parsable",
+                "--account=burst",
+                "--partition=burst",
+                "--qos=burst.low",
+                f"--gres=gpu:{gpus}",
+                *([f"--time={limit}"] if limit else []),
+                "--chdir=/tmp",
+                "--output=/dev/null",
+                "--wrap",
+                "sleep 600",
+            )
+            .stdout.strip()
+            .split(";")[0]
+        )
     for limit in ("90", "1-02:03:04", "45:30"):
         idle.wait_running(jobs[limit])
     idle.wait_pending_for(jobs[None], "Resources")

@@ -67,10 +67,19 @@ def test_unknown_option_is_refused_before_anything_runs(plan: SlurmPlan, tmp_pat
 
 def test_node_map_comes_from_hyperpod_resource_config(tmp_path) -> None:
     config = tmp_path / "resource_config.json"
-    config.write_text(json.dumps({"InstanceGroups": [
-        {"Name": "steady-p5-48xlarge", "Instances": [{"CustomerIpAddress": "10.1.2.3"}, {"CustomerIpAddress": "10.1.2.4"}]},
-        {"Name": "controller", "Instances": [{"CustomerIpAddress": "10.1.0.9"}]},
-    ]}))
+    config.write_text(
+        json.dumps(
+            {
+                "InstanceGroups": [
+                    {
+                        "Name": "steady-p5-48xlarge",
+                        "Instances": [{"CustomerIpAddress": "10.1.2.3"}, {"CustomerIpAddress": "10.1.2.4"}],
+                    },
+                    {"Name": "controller", "Instances": [{"CustomerIpAddress": "10.1.0.9"}]},
+                ]
+            }
+        )
+    )
     result = bash(
         library_text() + '\ngg_load_node_map; for g in "${!GG_NODES[@]}"; do echo "$g=${GG_NODES[$g]}"; done',
         env={"PATH": "/usr/bin:/bin", "GG_RESOURCE_CONFIG": str(config)},
@@ -179,7 +188,10 @@ def test_no_team_directory_where_others_could_swap_it_for_a_link(tmp_path: Path,
     root.chmod(mode)
     result = data_path(root / "burst")
     assert not (root / "burst").exists()
-    assert f"{root} (or a directory above it) can be changed by users other than root; {root / 'burst'} not created" in result.stdout
+    assert (
+        f"{root} (or a directory above it) can be changed by users other than root; {root / 'burst'} not created"
+        in result.stdout
+    )
 
 
 @root_only
@@ -208,5 +220,7 @@ def test_a_paused_team_is_held_with_grp_jobs_zero_and_the_others_are_not() -> No
     teams[1] = {**teams[1], "paused": True}
     script = render_apply_script(slurm_plan(governance_model(teams=teams), POOL))
     accounts = {line.split()[1]: line.split()[2:] for line in script.splitlines() if line.startswith("gg_account ")}
-    assert accounts["steady"][-1] == "0" and len(accounts["steady"]) == 5  # parent, fairshare, QoS, default QoS, GrpJobs
+    assert (
+        accounts["steady"][-1] == "0" and len(accounts["steady"]) == 5
+    )  # parent, fairshare, QoS, default QoS, GrpJobs
     assert len(accounts["burst"]) == 4 and len(accounts["critical"]) == 4

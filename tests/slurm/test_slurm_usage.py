@@ -51,7 +51,9 @@ from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa
 
 POLICY = parse_policy(compile_policy(governance_model()))
 TEAMS = ("burst", "critical", "steady")
-H = (int(time.time()) // HOUR - 3) * HOUR  # an hour start: settled, with the next one, on the real clock (the handler reads it)
+H = (
+    int(time.time()) // HOUR - 3
+) * HOUR  # an hour start: settled, with the next one, on the real clock (the handler reads it)
 # What `sinfo --noheader --all --format='partition|%R|%N'` prints on the governed test cluster.
 SINFO = "partition|all|gpu-[1-3]\npartition|critical|gpu-1\npartition|steady|gpu-2\npartition|burst|gpu-3\npartition|borrow|gpu-[2-3]\n"
 SDIAG = "*******************************************************\nServer thread count:  3\nAgent queue size:     0\nDBD Agent queue size: {queue}\n\nJobs submitted: 0\n"
@@ -89,12 +91,31 @@ JOBS = [
     Job("burst", "borrow", "", "None assigned", "None", str(H + 700)),
     Job("steady", "steady", "", "None assigned", str(H + 800), str(H + 800)),
     # borrowing steady's node under burst.borrow
-    Job("burst", "borrow", tres(4), "gpu-2", str(H + 1000), str(H + 2800), gpus=4, borrowed_share=1.0, lenders=(("steady", 1.0),)),
+    Job(
+        "burst",
+        "borrow",
+        tres(4),
+        "gpu-2",
+        str(H + 1000),
+        str(H + 2800),
+        gpus=4,
+        borrowed_share=1.0,
+        lenders=(("steady", 1.0),),
+    ),
     # borrowing on its own lent node: its own use, nothing borrowed or lent
     Job("burst", "borrow", tres(1), "gpu-3", str(H + 1200), str(H + 1500), gpus=1),
     # two nodes, one its own and one steady's; typed GPUs beside the total
-    Job("burst", "borrow", tres(8, 2, "a10g"), "gpu-[2-3]", str(H + 3000), str(H + 3600 + 900), gpus=8, borrowed_share=0.5,
-        lenders=(("steady", 0.5),)),
+    Job(
+        "burst",
+        "borrow",
+        tres(8, 2, "a10g"),
+        "gpu-[2-3]",
+        str(H + 3000),
+        str(H + 3600 + 900),
+        gpus=8,
+        borrowed_share=0.5,
+        lenders=(("steady", 0.5),),
+    ),
 ]
 
 
@@ -149,8 +170,14 @@ class HeadNode:
         self.program("sdiag", SDIAG.format(queue=self.dbd_queue))
         if self.fail:
             raise RuntimeError("SSM command on i-0123: TimedOut")
-        result = subprocess.run(["sh", "-c", "\n".join(commands)], capture_output=True, text=True, timeout=30, check=False,
-                                env={"PATH": f"{self.bin}:/usr/bin:/bin", "TZ": "Asia/Kolkata", "SLURM_TIME_FORMAT": "relative"})
+        result = subprocess.run(
+            ["sh", "-c", "\n".join(commands)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={"PATH": f"{self.bin}:/usr/bin:/bin", "TZ": "Asia/Kolkata", "SLURM_TIME_FORMAT": "relative"},
+        )
         return result.stdout[:24_000]
 
 
@@ -161,8 +188,16 @@ def ledger():
 
 
 def observer(head_node: HeadNode, ledger: Ledger, records: list, published: set | None = None) -> SlurmUsageObserver:
-    return SlurmUsageObserver(head_node.run, pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE, gpus_per_instance=GPUS_PER_NODE,
-                              ledger=ledger, namespace=RECLAIM_NAMESPACE, emit=records.append, published=set() if published is None else published)
+    return SlurmUsageObserver(
+        head_node.run,
+        pool=POLICY.pool(POOL),
+        instance_type=INSTANCE_TYPE,
+        gpus_per_instance=GPUS_PER_NODE,
+        ledger=ledger,
+        namespace=RECLAIM_NAMESPACE,
+        emit=records.append,
+        published=set() if published is None else published,
+    )
 
 
 def figures(records: list) -> dict[int, dict[str, dict[str, float]]]:
@@ -269,10 +304,19 @@ def test_a_ledger_failure_publishes_nothing_and_a_later_tick_publishes_the_hour_
 
 def test_cut_output_publishes_and_claims_nothing(ledger):
     records: list = []
-    runs = {"output": f"partition|critical|gpu-1\ndbd-queue|0\ngpu-seconds|{H}|critical|critical||3600\n"}  # no end marker
-    watcher = SlurmUsageObserver(lambda commands: runs["output"], pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE,
-                                 gpus_per_instance=GPUS_PER_NODE, ledger=ledger, namespace=RECLAIM_NAMESPACE, emit=records.append,
-                                 published=published_before(H))
+    runs = {
+        "output": f"partition|critical|gpu-1\ndbd-queue|0\ngpu-seconds|{H}|critical|critical||3600\n"
+    }  # no end marker
+    watcher = SlurmUsageObserver(
+        lambda commands: runs["output"],
+        pool=POLICY.pool(POOL),
+        instance_type=INSTANCE_TYPE,
+        gpus_per_instance=GPUS_PER_NODE,
+        ledger=ledger,
+        namespace=RECLAIM_NAMESPACE,
+        emit=records.append,
+        published=published_before(H),
+    )
     with pytest.raises(RuntimeError, match=END_OF_USAGE):
         watcher.observe(settled(H))
     runs["output"] += END_OF_USAGE + "\n"
@@ -285,19 +329,24 @@ def test_account_names_are_checked_before_they_reach_the_head_nodes_shell():
         accounting_command(["burst; reboot"], H, H + HOUR)
 
 
-@pytest.mark.parametrize("hostlist, hosts", [
-    ("gpu-1", ["gpu-1"]),
-    ("gpu-[1-3]", ["gpu-1", "gpu-2", "gpu-3"]),
-    ("ip-10-1-2-[3,5-6],ip-10-1-3-4", ["ip-10-1-2-3", "ip-10-1-2-5", "ip-10-1-2-6", "ip-10-1-3-4"]),
-    ("node[08-10]", ["node08", "node09", "node10"]),
-    ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "hostlist, hosts",
+    [
+        ("gpu-1", ["gpu-1"]),
+        ("gpu-[1-3]", ["gpu-1", "gpu-2", "gpu-3"]),
+        ("ip-10-1-2-[3,5-6],ip-10-1-3-4", ["ip-10-1-2-3", "ip-10-1-2-5", "ip-10-1-2-6", "ip-10-1-3-4"]),
+        ("node[08-10]", ["node08", "node09", "node10"]),
+        ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+        ("", []),
+    ],
+)
 def test_slurm_host_lists_expand_as_slurm_writes_them(hostlist, hosts):
     assert expand_hostlist(hostlist) == hosts
 
 
-def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer_counts_the_queue(head_node, monkeypatch, capsys, tmp_path):
+def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer_counts_the_queue(
+    head_node, monkeypatch, capsys, tmp_path
+):
     from gpu_governance_runtime.reclaim import handler
 
     class Ssm:  # SSM Run Command to the stand-in head node
@@ -319,13 +368,26 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
     monkeypatch.setenv("POLICY_PATH", str(policy))
     monkeypatch.setenv("LEDGER_TABLE", "ledger")
     monkeypatch.setenv("RECLAIM_TARGETS", "[]")
-    monkeypatch.setenv("USAGE_TARGETS", json.dumps([{"pool": POOL, "instance_id": "i-0123", "instance_type": INSTANCE_TYPE,
-                                                     "gpus_per_instance": GPUS_PER_NODE}]))
+    monkeypatch.setenv(
+        "USAGE_TARGETS",
+        json.dumps(
+            [
+                {
+                    "pool": POOL,
+                    "instance_id": "i-0123",
+                    "instance_type": INSTANCE_TYPE,
+                    "gpus_per_instance": GPUS_PER_NODE,
+                }
+            ]
+        ),
+    )
     with reclaim_ledger_table():
         monkeypatch.setattr(handler, "dynamodb", boto3.resource("dynamodb"))
         handler.handler({}, None)
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-        assert figures([r for r in lines if "_aws" in r])[H + HOUR]["burst"] == pytest.approx(expected(H + HOUR)["burst"])
+        assert figures([r for r in lines if "_aws" in r])[H + HOUR]["burst"] == pytest.approx(
+            expected(H + HOUR)["burst"]
+        )
         head_node.fail = True  # a head node that does not answer: the pool's error metric, the invocation succeeds
         slurm_usage.PUBLISHED.discard((POOL, H))  # an hour to read, whatever the minute of the real clock
         handler.handler({}, None)
@@ -337,15 +399,33 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
 
         def read(self, now):
             from gpu_governance_runtime.reclaim.planner import PoolState, RunningJob
+
             pool = POLICY.pool(POOL)
-            return PoolState(capacity=pool.capacity, shares=pool.shares, now=now, pending=(),
-                             running=(RunningJob(job_id="1", share="burst", instance_type=INSTANCE_TYPE, count=1, priority=1, started_at=0),))
+            return PoolState(
+                capacity=pool.capacity,
+                shares=pool.shares,
+                now=now,
+                pending=(),
+                running=(
+                    RunningJob(
+                        job_id="1", share="burst", instance_type=INSTANCE_TYPE, count=1, priority=1, started_at=0
+                    ),
+                ),
+            )
 
     class SlurmQueueRead(QueueRead):  # the same queue, read from Slurm
         usage_from_queue = handler.SlurmAdapter.usage_from_queue
 
     for adapter, counted in ((QueueRead(), True), (SlurmQueueRead(), False)):
         records: list = []
-        handler.run_tick(POOL, adapter, ledger=None, settings=handler.Settings(), dry_run=True, namespace=RECLAIM_NAMESPACE, now=H,
-                         emit=records.append)
+        handler.run_tick(
+            POOL,
+            adapter,
+            ledger=None,
+            settings=handler.Settings(),
+            dry_run=True,
+            namespace=RECLAIM_NAMESPACE,
+            now=H,
+            emit=records.append,
+        )
         assert any(USED_HOURS in r for r in records) is counted

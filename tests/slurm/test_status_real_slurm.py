@@ -40,13 +40,18 @@ def status(capsys, config: str, team: str) -> tuple[str, dict]:
 def test_jobs_past_the_teams_limits_are_explained(cluster: Cluster, capsys, config: str) -> None:
     cluster.cancel_all()
     # steady (lend): its one node is busy, a second job waits - the share is at its limit
-    mine = cluster.wait_running(cluster.submit("bob", account="steady", partition="steady", qos="steady.standard", gpus=4)).id
+    mine = cluster.wait_running(
+        cluster.submit("bob", account="steady", partition="steady", qos="steady.standard", gpus=4)
+    ).id
     over = cluster.submit("bob", account="steady", partition="steady", qos="steady.standard", gpus=4)
     cluster.wait_pending_for(over, "Resources")
     text, jobs = status(capsys, config, "steady")
     assert jobs[mine]["state"] == "running"
     assert (jobs[over]["state"], jobs[over]["reason"], jobs[over]["position"]) == ("waiting", "share_at_limit", 1)
-    assert f"{over} (wrap): waiting #1 - your team uses 1 of its 1 guaranteed nodes and its sharing strategy (lend, preset steady) does not borrow" in text
+    assert (
+        f"{over} (wrap): waiting #1 - your team uses 1 of its 1 guaranteed nodes and its sharing strategy (lend, preset steady) does not borrow"
+        in text
+    )
     assert "Resources" in jobs[over]["backend_reason"]
 
     # burst (lend and borrow): it borrows up to its limit, the next borrowing job waits on the borrow QoS

@@ -56,22 +56,45 @@ def head_node(commands: list[str]) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".sh") as file:
         file.write("\n".join(commands) + "\n")
         file.flush()
-        result = subprocess.run(["sh", file.name], capture_output=True, text=True, timeout=60, env=HEAD_NODE_ENV, check=False)
+        result = subprocess.run(
+            ["sh", file.name], capture_output=True, text=True, timeout=60, env=HEAD_NODE_ENV, check=False
+        )
     assert result.returncode == 0, result.stderr
     return result.stdout[:24_000]
 
 
 def sbatch(user: str, team: str, qos_class: str, *, partition: str | None = None, gpus: int, seconds: int) -> str:
-    return run("runuser", "-u", user, "--", "sbatch", "--parsable", f"--account={team}", f"--partition={partition or team}",
-               f"--qos={team}.{qos_class}", f"--gres=gpu:{gpus}", "--chdir=/tmp", "--output=/dev/null", "--wrap",
-               f"sleep {seconds}").stdout.strip().split(";")[0]
+    return (
+        run(
+            "runuser",
+            "-u",
+            user,
+            "--",
+            "sbatch",
+            "--parsable",
+            f"--account={team}",
+            f"--partition={partition or team}",
+            f"--qos={team}.{qos_class}",
+            f"--gres=gpu:{gpus}",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            "--wrap",
+            f"sleep {seconds}",
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
 
 
 def runs(job_ids: list[str]) -> tuple[dict[str, str], ...]:
     """Every run of the jobs (a requeued job's earlier ones too), once slurmdbd has recorded each
     one's end. A run cancelled while it waited holds no node nor GPU, so those may be empty."""
-    return accounting(job_ids, ["Account", "Partition", "NodeList", "ElapsedRaw", "AllocTRES", "State", "End"],
-                      recorded=["Account", "Partition", "ElapsedRaw", "State", "End"], duplicates=True).rows
+    return accounting(
+        job_ids,
+        ["Account", "Partition", "NodeList", "ElapsedRaw", "AllocTRES", "State", "End"],
+        recorded=["Account", "Partition", "ElapsedRaw", "State", "End"],
+        duplicates=True,
+    ).rows
 
 
 def gpus(tres: str) -> int:
@@ -110,24 +133,47 @@ def test_emitted_instance_hours_are_the_jobs_gpu_seconds(cluster: Cluster) -> No
     # the controller's command over exactly [start, end): the same figures
     accounting = parse_accounting(head_node([accounting_command(TEAMS, start, end)]), TEAMS)
     assert accounting.node_owners == {"gpu-1": "critical", "gpu-2": "steady", "gpu-3": "burst"}
-    measured = {r.share: r for r in share_hours(accounting, [start], pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE,
-                                                gpus_per_instance=GPUS_PER_NODE)[start]}
+    measured = {
+        r.share: r
+        for r in share_hours(
+            accounting, [start], pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE, gpus_per_instance=GPUS_PER_NODE
+        )[start]
+    }
     for team in TEAMS:
         row = measured[team]
-        assert (row.in_use, row.borrowed, row.lent) == pytest.approx(tuple(held[team][m] for m in METRICS), abs=1e-9), team
+        assert (row.in_use, row.borrowed, row.lent) == pytest.approx(tuple(held[team][m] for m in METRICS), abs=1e-9), (
+            team
+        )
 
     # the observer, on a clock an hour later: the jobs' hour(s) published once, with what ran before them that hour
     first, last = start // HOUR * HOUR, end // HOUR * HOUR
-    before = {r.share: r for r in share_hours(parse_accounting(head_node([accounting_command(TEAMS, first, start)]), TEAMS),
-                                               [first], pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE, gpus_per_instance=GPUS_PER_NODE)[first]}
+    before = {
+        r.share: r
+        for r in share_hours(
+            parse_accounting(head_node([accounting_command(TEAMS, first, start)]), TEAMS),
+            [first],
+            pool=POLICY.pool(POOL),
+            instance_type=INSTANCE_TYPE,
+            gpus_per_instance=GPUS_PER_NODE,
+        )[first]
+    }
     with reclaim_ledger_table() as table:
         records: list = []
 
         def observe() -> list[int]:
-            seen = {(POOL, first - i * HOUR) for i in range(1, LOOKBACK_HOURS)}  # a container that published the older hours
-            return SlurmUsageObserver(head_node, pool=POLICY.pool(POOL), instance_type=INSTANCE_TYPE, gpus_per_instance=GPUS_PER_NODE,
-                                      ledger=Ledger(table), namespace=RECLAIM_NAMESPACE, emit=records.append, published=seen,
-                                      ).observe(last + HOUR + SETTLE_SECONDS)
+            seen = {
+                (POOL, first - i * HOUR) for i in range(1, LOOKBACK_HOURS)
+            }  # a container that published the older hours
+            return SlurmUsageObserver(
+                head_node,
+                pool=POLICY.pool(POOL),
+                instance_type=INSTANCE_TYPE,
+                gpus_per_instance=GPUS_PER_NODE,
+                ledger=Ledger(table),
+                namespace=RECLAIM_NAMESPACE,
+                emit=records.append,
+                published=seen,
+            ).observe(last + HOUR + SETTLE_SECONDS)
 
         assert observe() == list(range(first, last + HOUR, HOUR))
         assert observe() == []  # a second container: the ledger's claims stop a second copy
@@ -138,4 +184,5 @@ def test_emitted_instance_hours_are_the_jobs_gpu_seconds(cluster: Cluster) -> No
     for team in TEAMS:
         earlier = (before[team].in_use, before[team].borrowed, before[team].lent)
         assert tuple(published[team][m] for m in METRICS) == pytest.approx(
-            tuple(e + held[team][m] for e, m in zip(earlier, METRICS, strict=False)), abs=1e-9), team
+            tuple(e + held[team][m] for e, m in zip(earlier, METRICS, strict=False)), abs=1e-9
+        ), team

@@ -28,7 +28,12 @@ def test_the_submission_role_may_make_every_call_status_makes(organisation):
     for team in organisation.tenants.values():
         submit = Principal(arn=team.roles["submit"])
         for queue, _share in team.quota_shares:
-            resources = {"batch:GetJobQueueSnapshot": queue, "batch:ListServiceJobs": "*", "batch:DescribeServiceJob": "*", "batch:ListQuotaShares": queue}
+            resources = {
+                "batch:GetJobQueueSnapshot": queue,
+                "batch:ListServiceJobs": "*",
+                "batch:DescribeServiceJob": "*",
+                "batch:ListQuotaShares": queue,
+            }
             assert set(resources) == set(BATCH_CALLS)
             for action, resource in resources.items():
                 assert organisation.world.is_allowed(Request(submit, action, resource)), (team.name, action)
@@ -49,4 +54,6 @@ def test_the_submission_role_may_read_its_own_teams_training_plans_and_no_other(
     for name, team in organisation.tenants.items():
         submit = Principal(arn=team.roles["submit"])
         for owner in owners:
-            assert organisation.world.is_allowed(Request(submit, "ssm:GetParameter", plans(owner))) == (owner == name), (name, owner)
+            assert organisation.world.is_allowed(Request(submit, "ssm:GetParameter", plans(owner))) == (
+                owner == name
+            ), (name, owner)

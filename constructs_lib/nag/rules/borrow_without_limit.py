@@ -20,7 +20,9 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
         if sharing.get("Strategy") != "LEND_AND_BORROW":
             return NagRuleCompliance.NOT_APPLICABLE
         limit = sharing.get("BorrowLimit")
-        return NagRuleCompliance.NON_COMPLIANT if limit in (None, UNLIMITED_BORROW_LIMIT) else NagRuleCompliance.COMPLIANT
+        return (
+            NagRuleCompliance.NON_COMPLIANT if limit in (None, UNLIMITED_BORROW_LIMIT) else NagRuleCompliance.COMPLIANT
+        )
     sharing = (props.get("ComputeQuotaConfig") or {}).get("ResourceSharingConfig") or {}
     if sharing.get("Strategy", "LendAndBorrow") != "LendAndBorrow":  # SageMaker's default strategy
         return NagRuleCompliance.NOT_APPLICABLE

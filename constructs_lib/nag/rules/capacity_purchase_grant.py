@@ -13,12 +13,17 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
     policy = identity_policy(node)
     purchasing = [s for s in policy.statements if allowed([s], PURCHASE_ACTIONS)]
     # an AWS-managed policy buys as well as a written one, on every resource, for whoever holds it
-    managed = [f"ManagedPolicy::{name}" for name in aws_managed_policies(node) if name in PURCHASING_MANAGED_POLICIES] \
-        if node.cfn_resource_type in ("AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group") else []
+    managed = (
+        [f"ManagedPolicy::{name}" for name in aws_managed_policies(node) if name in PURCHASING_MANAGED_POLICIES]
+        if node.cfn_resource_type in ("AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group")
+        else []
+    )
     if not purchasing:
         return managed or NagRuleCompliance.NOT_APPLICABLE
     findings = managed + (["Resource::*"] if any("*" in s.resources for s in purchasing) else [])
-    findings += [f"Principal::<{role}>" for role in policy.role_ids if not index.is_declared(node, role, CAPACITY_CONTROLLER)]
+    findings += [
+        f"Principal::<{role}>" for role in policy.role_ids if not index.is_declared(node, role, CAPACITY_CONTROLLER)
+    ]
     findings += [f"Principal::{name}" for name in policy.role_names + policy.users_or_groups]
     return findings
 

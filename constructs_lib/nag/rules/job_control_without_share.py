@@ -22,7 +22,9 @@ _ANY_JOB = re.compile(r"^\*$|:\*$|:(service-)?job/.*\*")
 def _submit_service_job_restricted(statement: Statement) -> bool:
     # Batch has no condition key for the quota share: naming the share's ARN as the optional
     # resource of SubmitServiceJob is the restriction, and a queue wildcard would undo it.
-    return any(_ONE_QUOTA_SHARE.search(r) for r in statement.resources) and not any(_ANY_QUEUE.search(r) for r in statement.resources)
+    return any(_ONE_QUOTA_SHARE.search(r) for r in statement.resources) and not any(
+        _ANY_QUEUE.search(r) for r in statement.resources
+    )
 
 
 def _submit_job_restricted(statement: Statement) -> bool:

@@ -24,7 +24,9 @@ def _principals(statement: dict) -> list[str]:
 
 
 def _narrowed(statement: dict) -> bool:
-    keys = [k.lower() for block in (statement.get("Condition") or {}).values() if isinstance(block, dict) for k in block]
+    keys = [
+        k.lower() for block in (statement.get("Condition") or {}).values() if isinstance(block, dict) for k in block
+    ]
     return any(k.startswith(n) for k in keys for n in _NARROWING_KEYS)
 
 

@@ -30,7 +30,9 @@ def _buys_capacity(node: CfnResource, index: StackIndex, role_id: str) -> bool:
         return True
     return any(
         role_id in policy.role_ids and allowed(policy.statements, PURCHASE_ACTIONS)
-        for policy in (identity_policy(r) for r in index.resources(node) if r.cfn_resource_type in IDENTITY_POLICY_TYPES)
+        for policy in (
+            identity_policy(r) for r in index.resources(node) if r.cfn_resource_type in IDENTITY_POLICY_TYPES
+        )
     )
 
 
@@ -49,7 +51,11 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
     if role_id is None or not _buys_capacity(node, index, role_id):
         return NagRuleCompliance.NOT_APPLICABLE
     variables = (props.get("Environment") or {}).get("Variables") or {}
-    findings = [f"Missing::{name}" for name in (BUDGET_VARIABLE, PRICE_CAP_VARIABLE) if not _positive_amount(variables.get(name))]
+    findings = [
+        f"Missing::{name}"
+        for name in (BUDGET_VARIABLE, PRICE_CAP_VARIABLE)
+        if not _positive_amount(variables.get(name))
+    ]
     if props.get("ReservedConcurrentExecutions") != 1:
         findings.append("Concurrency::unreserved")
     return findings

@@ -10,7 +10,9 @@ from ..rule import GovernanceRule, Result
 def _check(node: CfnResource, index: StackIndex) -> Result:
     if governance_metadata(node).get("team"):
         return NagRuleCompliance.NOT_APPLICABLE  # declared as one team's own queue
-    return NagRuleCompliance.COMPLIANT if properties(node).get("SchedulingPolicyArn") else NagRuleCompliance.NON_COMPLIANT
+    return (
+        NagRuleCompliance.COMPLIANT if properties(node).get("SchedulingPolicyArn") else NagRuleCompliance.NON_COMPLIANT
+    )
 
 
 RULE = GovernanceRule(
@@ -20,7 +22,7 @@ RULE = GovernanceRule(
         "Without a scheduling policy a job queue runs first in, first out: one team's burst of "
         "submissions holds every GPU until it drains, and no share, weight or quota applies. Attach a "
         "fair-share or quota-share scheduling policy (the type cannot be changed later), or record "
-        "GpuGovernance metadata {\"team\": NAME} on a queue that only one team uses."
+        'GpuGovernance metadata {"team": NAME} on a queue that only one team uses.'
     ),
     resource_types=frozenset({"AWS::Batch::JobQueue"}),
     check=_check,

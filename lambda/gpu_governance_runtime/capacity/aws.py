@@ -33,7 +33,13 @@ from .planner import HOUR, Offering, Reservation, Window, coverable, shortfall
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40
 # Raised before a single byte of the request was sent: nothing can have been bought.
-NOT_SENT = (ParamValidationError, NoCredentialsError, EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
+NOT_SENT = (
+    ParamValidationError,
+    NoCredentialsError,
+    EndpointConnectionError,
+    ConnectTimeoutError,
+    ProxyConnectionError,
+)
 THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException"})
 TRAINING_PLAN_TARGETS = {"hyperpod_instance_group": "hyperpod-cluster", "sagemaker_training_jobs": "training-job"}
 
@@ -67,7 +73,9 @@ def classify(error: Exception) -> Outcome:
 class CapacityMarket:
     """EC2 Capacity Blocks and SageMaker training plans for one controller."""
 
-    def __init__(self, *, ec2: Any, sagemaker: Any, controller_id: str, purchase_ec2: Any = None, purchase_sagemaker: Any = None):
+    def __init__(
+        self, *, ec2: Any, sagemaker: Any, controller_id: str, purchase_ec2: Any = None, purchase_sagemaker: Any = None
+    ):
         """``ec2``/``sagemaker`` read (retries welcome); ``purchase_*`` buy and must be built with
         ``PURCHASE_CLIENT_CONFIG`` (default: the reading clients, which then must be too)."""
         self.ec2 = ec2
@@ -80,9 +88,15 @@ class CapacityMarket:
 
     def owned(self, windows: Iterable[Window]) -> list[tuple[Reservation, str | None]]:
         """Every block and training plan this controller bought, with its intent id."""
-        found = [(reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT)) for item in _all(
-            self.ec2, "describe_capacity_reservations", "CapacityReservations",
-            Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}])]
+        found = [
+            (reservation_from_api(item), _tags(item.get("Tags", [])).get(TAG_INTENT))
+            for item in _all(
+                self.ec2,
+                "describe_capacity_reservations",
+                "CapacityReservations",
+                Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [self.controller_id]}],
+            )
+        ]
         plan_windows = [w.name for w in windows if w.market == "training_plan"]
         if plan_windows:
             # Training plans are named after their intent (``<window>-<start>-<seq>``).
@@ -101,32 +115,54 @@ class CapacityMarket:
         """What an earlier purchase attempt produced, looked up by its intent, or None."""
         if offering.kind == "block":
             # A filtered EC2 listing may answer with empty pages and a NextToken: read them all.
-            items = _all(self.ec2, "describe_capacity_reservations", "CapacityReservations",
-                         Filters=[{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}])
+            items = _all(
+                self.ec2,
+                "describe_capacity_reservations",
+                "CapacityReservations",
+                Filters=[{"Name": f"tag:{TAG_INTENT}", "Values": [intent_id]}],
+            )
             return reservation_from_api(items[0]) if items else None
         if offering.kind == "extension":
-            history = _all(self.ec2, "describe_capacity_block_extension_history", "CapacityBlockExtensions",
-                           CapacityReservationIds=[offering.reservation_id])
+            history = _all(
+                self.ec2,
+                "describe_capacity_block_extension_history",
+                "CapacityBlockExtensions",
+                CapacityReservationIds=[offering.reservation_id],
+            )
             match = next((e for e in history if e["CapacityBlockExtensionOfferingId"] == offering.id), None)
             if match is None:
                 return None
             state = "payment-failed" if match["CapacityBlockExtensionStatus"] == "payment-failed" else "scheduled"
             return Reservation(
-                id=offering.reservation_id, window=window, instance_type=match["InstanceType"], count=match["InstanceCount"],
-                availability_zone=match["AvailabilityZone"], start=match["CapacityBlockExtensionStartDate"],
-                end=match["CapacityBlockExtensionEndDate"], state=state,
+                id=offering.reservation_id,
+                window=window,
+                instance_type=match["InstanceType"],
+                count=match["InstanceCount"],
+                availability_zone=match["AvailabilityZone"],
+                start=match["CapacityBlockExtensionStartDate"],
+                end=match["CapacityBlockExtensionEndDate"],
+                state=state,
             )
         if offering.kind == "training_plan_extension":
-            history = _all(self.sagemaker, "describe_training_plan_extension_history", "TrainingPlanExtensions",
-                           TrainingPlanArn=offering.reservation_id)
+            history = _all(
+                self.sagemaker,
+                "describe_training_plan_extension_history",
+                "TrainingPlanExtensions",
+                TrainingPlanArn=offering.reservation_id,
+            )
             match = next((e for e in history if e["TrainingPlanExtensionOfferingId"] == offering.id), None)
             if match is None:
                 return None
             failed = "fail" in f"{match.get('Status', '')} {match.get('PaymentStatus', '')}".lower()
             return Reservation(
-                id=offering.reservation_id, window=window, instance_type=offering.instance_type, count=offering.count,
-                availability_zone=match.get("AvailabilityZone", offering.availability_zone), start=match.get("StartDate", offering.start),
-                end=match.get("EndDate", offering.end), state="payment-failed" if failed else "scheduled",
+                id=offering.reservation_id,
+                window=window,
+                instance_type=offering.instance_type,
+                count=offering.count,
+                availability_zone=match.get("AvailabilityZone", offering.availability_zone),
+                start=match.get("StartDate", offering.start),
+                end=match.get("EndDate", offering.end),
+                state="payment-failed" if failed else "scheduled",
             )
         try:
             plan = self.sagemaker.describe_training_plan(TrainingPlanName=intent_id)
@@ -143,26 +179,42 @@ class CapacityMarket:
         held = [r for r in held if window.serves_with(r.window) and r.state in market.COVERING_STATES]
         found: dict[str, Offering] = {}
         for occurrence in window.occurrences(now):
-            for gap_start, gap_end, missing in shortfall(coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]):
+            for gap_start, gap_end, missing in shortfall(
+                coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]
+            ):
                 days = market.shortest_block_days(max(gap_start, now), gap_end)
                 if days is None:
                     continue
                 if window.market == "training_plan":
-                    found.update((o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, days, now))
+                    found.update(
+                        (o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, days, now)
+                    )
                 else:
-                    found.update((o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now))
+                    found.update(
+                        (o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now)
+                    )
                 if window.prefer_extension:
                     for reservation in held:
                         if reservation.state in market.EXTENDABLE_STATES and gap_start <= reservation.end < gap_end:
-                            found.update((o.id, o) for o in self._extension_offerings(reservation, gap_end, window.market))
+                            found.update(
+                                (o.id, o) for o in self._extension_offerings(reservation, gap_end, window.market)
+                            )
         return sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
-        return [replace(block_offering(o), requested_hours=days * 24) for o in _all(
-            self.ec2, "describe_capacity_block_offerings", "CapacityBlockOfferings",
-            InstanceType=window.instance_type, InstanceCount=missing, CapacityDurationHours=days * 24,
-            StartDateRange=max(now, gap_end - timedelta(days=days)), EndDateRange=gap_start + timedelta(days=days),
-        )]
+        return [
+            replace(block_offering(o), requested_hours=days * 24)
+            for o in _all(
+                self.ec2,
+                "describe_capacity_block_offerings",
+                "CapacityBlockOfferings",
+                InstanceType=window.instance_type,
+                InstanceCount=missing,
+                CapacityDurationHours=days * 24,
+                StartDateRange=max(now, gap_end - timedelta(days=days)),
+                EndDateRange=gap_start + timedelta(days=days),
+            )
+        ]
 
     def _extension_offerings(self, reservation, gap_end, kind="capacity_block"):
         days = market.shortest_block_days(reservation.end, gap_end)
@@ -178,26 +230,44 @@ class CapacityMarket:
         response = self.sagemaker.search_training_plan_offerings(TrainingPlanArn=plan.id, DurationHours=duration_hours)
         return [
             Offering(
-                id=o["TrainingPlanExtensionOfferingId"], kind="training_plan_extension", instance_type=plan.instance_type, count=plan.count,
-                availability_zone=o.get("AvailabilityZone", plan.availability_zone), start=_when(o["StartDate"]), end=_when(o["EndDate"]),
-                duration_hours=_whole(o["DurationHours"], "DurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
-                currency=o.get("CurrencyCode", "USD"), reservation_id=plan.id, requested_hours=duration_hours,
+                id=o["TrainingPlanExtensionOfferingId"],
+                kind="training_plan_extension",
+                instance_type=plan.instance_type,
+                count=plan.count,
+                availability_zone=o.get("AvailabilityZone", plan.availability_zone),
+                start=_when(o["StartDate"]),
+                end=_when(o["EndDate"]),
+                duration_hours=_whole(o["DurationHours"], "DurationHours"),
+                upfront_fee=_fee(o["UpfrontFee"]),
+                currency=o.get("CurrencyCode", "USD"),
+                reservation_id=plan.id,
+                requested_hours=duration_hours,
             )
             for o in response.get("TrainingPlanExtensionOfferings") or []
         ]
 
     def _extensions(self, duration_hours, reservation_id):
-        offered = _all(self.ec2, "describe_capacity_block_extension_offerings", "CapacityBlockExtensionOfferings",
-                       CapacityBlockExtensionDurationHours=duration_hours, CapacityReservationId=reservation_id)
+        offered = _all(
+            self.ec2,
+            "describe_capacity_block_extension_offerings",
+            "CapacityBlockExtensionOfferings",
+            CapacityBlockExtensionDurationHours=duration_hours,
+            CapacityReservationId=reservation_id,
+        )
         return [extension_offering(o, reservation_id) for o in offered]
 
     def _training_plan_offerings(self, window, missing, gap_start, gap_end, days, now):
         response = self.sagemaker.search_training_plan_offerings(
-            InstanceType=window.instance_type, InstanceCount=missing,
-            StartTimeAfter=max(now, gap_end - timedelta(days=days)), EndTimeBefore=gap_start + timedelta(days=days),
-            DurationHours=days * 24, TargetResources=[TRAINING_PLAN_TARGETS[window.consumer["kind"]]],
+            InstanceType=window.instance_type,
+            InstanceCount=missing,
+            StartTimeAfter=max(now, gap_end - timedelta(days=days)),
+            EndTimeBefore=gap_start + timedelta(days=days),
+            DurationHours=days * 24,
+            TargetResources=[TRAINING_PLAN_TARGETS[window.consumer["kind"]]],
         )
-        return [replace(training_plan_offering(o), requested_hours=days * 24) for o in response["TrainingPlanOfferings"]]
+        return [
+            replace(training_plan_offering(o), requested_hours=days * 24) for o in response["TrainingPlanOfferings"]
+        ]
 
     def still_offered(self, offering: Offering, window: Window) -> Offering | None:
         """The same offering as the market shows it now (its fee may have changed), or None."""
@@ -207,26 +277,46 @@ class CapacityMarket:
         elif offering.kind == "extension":
             found = self._extensions(offering.duration_hours, offering.reservation_id)
         elif offering.kind == "training_plan_extension":
-            plan = Reservation(id=offering.reservation_id, window=window.name, instance_type=offering.instance_type, count=offering.count,
-                               availability_zone=offering.availability_zone, start=offering.start, end=offering.end, state="active")
+            plan = Reservation(
+                id=offering.reservation_id,
+                window=window.name,
+                instance_type=offering.instance_type,
+                count=offering.count,
+                availability_zone=offering.availability_zone,
+                start=offering.start,
+                end=offering.end,
+                state="active",
+            )
             found = self._training_plan_extensions(offering.requested_hours or offering.duration_hours, plan)
         else:
-            found = self._training_plan_offerings(window, offering.count, offering.start, offering.end, days, offering.start)
+            found = self._training_plan_offerings(
+                window, offering.count, offering.start, offering.end, days, offering.start
+            )
         return next((o for o in found if o.id == offering.id), None)
 
     # --- purchases ------------------------------------------------------------------------------
 
-    def purchase(self, offering: Offering, *, intent_id: str, window: str, owner: Mapping[str, str] | None = None) -> Outcome:
+    def purchase(
+        self, offering: Offering, *, intent_id: str, window: str, owner: Mapping[str, str] | None = None
+    ) -> Outcome:
         """Buy with the tags on the request itself (tag-on-create): the intent, window and
         controller, then ``owner`` (``Window.owner_tags``: team and cost centre)."""
         tags = {TAG_INTENT: intent_id, TAG_WINDOW: window, TAG_MANAGED_BY: self.controller_id, **(owner or {})}
         try:
             if offering.kind == "block":
                 response = self.purchase_ec2.purchase_capacity_block(
-                    CapacityBlockOfferingId=offering.id, InstancePlatform="Linux/UNIX",
-                    TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+                    CapacityBlockOfferingId=offering.id,
+                    InstancePlatform="Linux/UNIX",
+                    TagSpecifications=[
+                        {
+                            "ResourceType": "capacity-reservation",
+                            "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                        }
+                    ],
                 )
-                return Outcome(result="purchased", reservation_id=response["CapacityReservation"]["CapacityReservationId"])
+                return Outcome(
+                    result="purchased", reservation_id=response["CapacityReservation"]["CapacityReservationId"]
+                )
             if offering.kind == "training_plan_extension":
                 # Like a block extension: the plan keeps its ARN, name and tags.
                 self.purchase_sagemaker.extend_training_plan(TrainingPlanExtensionOfferingId=offering.id)
@@ -238,7 +328,9 @@ class CapacityMarket:
                 )
                 return Outcome(result="purchased", reservation_id=offering.reservation_id)
             response = self.purchase_sagemaker.create_training_plan(
-                TrainingPlanName=intent_id, TrainingPlanOfferingId=offering.id, Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+                TrainingPlanName=intent_id,
+                TrainingPlanOfferingId=offering.id,
+                Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
             )
             return Outcome(result="purchased", reservation_id=response["TrainingPlanArn"])
         except Exception as error:  # noqa: BLE001 - an unforeseen error after sending must not look like "not bought"
@@ -265,10 +357,17 @@ def _all(client: Any, operation: str, key: str, **params: Any) -> list[dict[str,
 def block_offering(o: dict[str, Any]) -> Offering:
     """An offering as DescribeCapacityBlockOfferings returns it (boto3 or AWS CLI JSON)."""
     return Offering(
-        id=o["CapacityBlockOfferingId"], kind="block", instance_type=o["InstanceType"], count=_whole(o["InstanceCount"], "InstanceCount"),
-        availability_zone=o["AvailabilityZone"], start=_when(o["StartDate"]), end=_when(o["EndDate"]),
-        duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"), upfront_fee=_fee(o["UpfrontFee"]),
-        currency=o["CurrencyCode"], duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
+        id=o["CapacityBlockOfferingId"],
+        kind="block",
+        instance_type=o["InstanceType"],
+        count=_whole(o["InstanceCount"], "InstanceCount"),
+        availability_zone=o["AvailabilityZone"],
+        start=_when(o["StartDate"]),
+        end=_when(o["EndDate"]),
+        duration_hours=_whole(o["CapacityBlockDurationHours"], "CapacityBlockDurationHours"),
+        upfront_fee=_fee(o["UpfrontFee"]),
+        currency=o["CurrencyCode"],
+        duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
     )
 
 
@@ -276,11 +375,17 @@ def extension_offering(o: dict[str, Any], reservation_id: str) -> Offering:
     """An offering as DescribeCapacityBlockExtensionOfferings returns it (boto3 or AWS CLI JSON); the
     response does not name the block it extends, the caller does."""
     return Offering(
-        id=o["CapacityBlockExtensionOfferingId"], kind="extension", instance_type=o["InstanceType"],
-        count=_whole(o["InstanceCount"], "InstanceCount"), availability_zone=o["AvailabilityZone"],
-        start=_when(o["CapacityBlockExtensionStartDate"]), end=_when(o["CapacityBlockExtensionEndDate"]),
+        id=o["CapacityBlockExtensionOfferingId"],
+        kind="extension",
+        instance_type=o["InstanceType"],
+        count=_whole(o["InstanceCount"], "InstanceCount"),
+        availability_zone=o["AvailabilityZone"],
+        start=_when(o["CapacityBlockExtensionStartDate"]),
+        end=_when(o["CapacityBlockExtensionEndDate"]),
         duration_hours=_whole(o["CapacityBlockExtensionDurationHours"], "CapacityBlockExtensionDurationHours"),
-        upfront_fee=_fee(o["UpfrontFee"]), currency=o["CurrencyCode"], reservation_id=reservation_id,
+        upfront_fee=_fee(o["UpfrontFee"]),
+        currency=o["CurrencyCode"],
+        reservation_id=reservation_id,
     )
 
 
@@ -291,10 +396,17 @@ def training_plan_offering(o: dict[str, Any]) -> Offering:
     hours = _whole(o["DurationHours"], "DurationHours")
     minutes = _whole(o.get("DurationMinutes", 0), "DurationMinutes")
     return Offering(
-        id=o["TrainingPlanOfferingId"], kind="training_plan", instance_type=capacity["InstanceType"],
-        count=_whole(capacity["InstanceCount"], "InstanceCount"), availability_zone=capacity.get("AvailabilityZone", ""),
-        start=start, end=start + hours * HOUR + minutes * timedelta(minutes=1), duration_hours=hours, duration_minutes=minutes,
-        upfront_fee=_fee(o["UpfrontFee"]), currency=o.get("CurrencyCode", "USD"),
+        id=o["TrainingPlanOfferingId"],
+        kind="training_plan",
+        instance_type=capacity["InstanceType"],
+        count=_whole(capacity["InstanceCount"], "InstanceCount"),
+        availability_zone=capacity.get("AvailabilityZone", ""),
+        start=start,
+        end=start + hours * HOUR + minutes * timedelta(minutes=1),
+        duration_hours=hours,
+        duration_minutes=minutes,
+        upfront_fee=_fee(o["UpfrontFee"]),
+        currency=o.get("CurrencyCode", "USD"),
     )
 
 
@@ -330,15 +442,25 @@ def _names_intent_of(name: str, window: str) -> bool:
 def _training_plan(plan: dict[str, Any], window: str) -> Reservation:
     capacity = (plan.get("ReservedCapacitySummaries") or [{}])[0]
     return Reservation(
-        id=plan["TrainingPlanArn"], window=window, instance_type=capacity.get("InstanceType", ""),
-        count=plan.get("TotalInstanceCount", 0), availability_zone=capacity.get("AvailabilityZone", ""),
-        start=plan["StartTime"], end=plan["EndTime"], state=market.TRAINING_PLAN_STATES[plan["Status"]],
+        id=plan["TrainingPlanArn"],
+        window=window,
+        instance_type=capacity.get("InstanceType", ""),
+        count=plan.get("TotalInstanceCount", 0),
+        availability_zone=capacity.get("AvailabilityZone", ""),
+        start=plan["StartTime"],
+        end=plan["EndTime"],
+        state=market.TRAINING_PLAN_STATES[plan["Status"]],
     )
 
 
 def reservation_from_api(item: dict[str, Any]) -> Reservation:
     return Reservation(
-        id=item["CapacityReservationId"], window=_tags(item.get("Tags", [])).get(TAG_WINDOW, ""),
-        instance_type=item["InstanceType"], count=_whole(item["TotalInstanceCount"], "TotalInstanceCount"), availability_zone=item["AvailabilityZone"],
-        start=_when(item["StartDate"]), end=_when(item["EndDate"]), state=item["State"],
+        id=item["CapacityReservationId"],
+        window=_tags(item.get("Tags", [])).get(TAG_WINDOW, ""),
+        instance_type=item["InstanceType"],
+        count=_whole(item["TotalInstanceCount"], "TotalInstanceCount"),
+        availability_zone=item["AvailabilityZone"],
+        start=_when(item["StartDate"]),
+        end=_when(item["EndDate"]),
+        state=item["State"],
     )

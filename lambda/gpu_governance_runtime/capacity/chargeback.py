@@ -62,8 +62,12 @@ def publish_fee(intent: Intent, team: str, *, refund: bool = False, write: Write
     """The fee of ``intent`` (minus it for a refund) under its team. Call it only where the
     ledger's conditional write that records the purchase (or the refund) succeeded."""
     fee = float(intent.offering.upfront_fee)
-    metrics.publish(CAPACITY_NAMESPACE, dict(zip(PURCHASE_FEE_DIMENSIONS, (team or UNKNOWN,), strict=True)),
-                    {PURCHASE_FEES: (-fee if refund else fee, "None")}, write=write or log.write)
+    metrics.publish(
+        CAPACITY_NAMESPACE,
+        dict(zip(PURCHASE_FEE_DIMENSIONS, (team or UNKNOWN,), strict=True)),
+        {PURCHASE_FEES: (-fee if refund else fee, "None")},
+        write=write or log.write,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,15 +83,26 @@ class Held:
 
 def read_blocks(ec2: Any, controller_id: str, windows: Mapping[str, Window]) -> list[Held]:
     """Every active Capacity Block this controller bought: in use = total - available."""
-    items = _all(ec2, "describe_capacity_reservations", "CapacityReservations",
-                 Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [controller_id]}, {"Name": "state", "Values": ["active"]}])
+    items = _all(
+        ec2,
+        "describe_capacity_reservations",
+        "CapacityReservations",
+        Filters=[{"Name": f"tag:{TAG_MANAGED_BY}", "Values": [controller_id]}, {"Name": "state", "Values": ["active"]}],
+    )
     held = []
     for item in items:
         tags = _tags(item.get("Tags", []))
         window = tags.get(TAG_WINDOW, "")
         total = item["TotalInstanceCount"]
-        held.append(Held(reservation=item["CapacityReservationId"], window=window or UNKNOWN, team=team_of(windows, window, tags.get(TAG_TEAM)),
-                         purchased=total, used=max(0, total - item.get("AvailableInstanceCount", total))))
+        held.append(
+            Held(
+                reservation=item["CapacityReservationId"],
+                window=window or UNKNOWN,
+                team=team_of(windows, window, tags.get(TAG_TEAM)),
+                purchased=total,
+                used=max(0, total - item.get("AvailableInstanceCount", total)),
+            )
+        )
     return held
 
 
@@ -96,24 +111,45 @@ def read_plan(sagemaker: Any, plan: Reservation, windows: Mapping[str, Window]) 
     described = sagemaker.describe_training_plan(TrainingPlanName=plan.id)
     if described["Status"] != "Active":
         return None
-    return Held(reservation=described["TrainingPlanArn"], window=plan.window, team=team_of(windows, plan.window),
-                purchased=described.get("TotalInstanceCount", 0), used=described.get("InUseInstanceCount", 0))
+    return Held(
+        reservation=described["TrainingPlanArn"],
+        window=plan.window,
+        team=team_of(windows, plan.window),
+        purchased=described.get("TotalInstanceCount", 0),
+        used=described.get("InUseInstanceCount", 0),
+    )
 
 
 def records(held: Iterable[Held], *, tick_seconds: float, now: datetime) -> list[dict[str, Any]]:
     """One embedded-metric-format record per block or plan with instances."""
     hours = tick_seconds / 3600
     return [
-        metrics.document(CAPACITY_NAMESPACE, dict(zip(PURCHASED_DIMENSIONS, (h.window, h.team, h.reservation), strict=True)), {
-            PURCHASED_HOURS: (h.purchased * hours, "None"), PURCHASED_USED_HOURS: (h.used * hours, "None"),
-            PURCHASED_UTILISATION: (100.0 * h.used / h.purchased, "Percent"),
-        }, timestamp=now.timestamp())
-        for h in held if h.purchased > 0
+        metrics.document(
+            CAPACITY_NAMESPACE,
+            dict(zip(PURCHASED_DIMENSIONS, (h.window, h.team, h.reservation), strict=True)),
+            {
+                PURCHASED_HOURS: (h.purchased * hours, "None"),
+                PURCHASED_USED_HOURS: (h.used * hours, "None"),
+                PURCHASED_UTILISATION: (100.0 * h.used / h.purchased, "Percent"),
+            },
+            timestamp=now.timestamp(),
+        )
+        for h in held
+        if h.purchased > 0
     ]
 
 
-def publish_utilisation(*, owned: Iterable[Reservation], windows: Mapping[str, Window], ec2: Any, sagemaker: Any, controller_id: str,
-                        tick_seconds: float, now: datetime, write: Write | None = None) -> list[dict[str, Any]]:
+def publish_utilisation(
+    *,
+    owned: Iterable[Reservation],
+    windows: Mapping[str, Window],
+    ec2: Any,
+    sagemaker: Any,
+    controller_id: str,
+    tick_seconds: float,
+    now: datetime,
+    write: Write | None = None,
+) -> list[dict[str, Any]]:
     """Read and publish every active block and plan; one result per block or plan, or per read
     that failed (reported, the others still published; the next run reads again)."""
     held: list[Held] = []
@@ -132,4 +168,7 @@ def publish_utilisation(*, owned: Iterable[Reservation], windows: Mapping[str, W
             held += [found] if found else []
     for record in records(held, tick_seconds=tick_seconds, now=now):
         (write or log.write)(record)
-    return [{"utilisation": h.reservation, "window": h.window, "team": h.team, "purchased": h.purchased, "used": h.used} for h in held] + results
+    return [
+        {"utilisation": h.reservation, "window": h.window, "team": h.team, "purchased": h.purchased, "used": h.used}
+        for h in held
+    ] + results

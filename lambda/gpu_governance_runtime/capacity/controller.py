@@ -100,13 +100,30 @@ class _Run:
     sleep: Callable[[float], None]
 
 
-def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime,
-        clock: Clock | None = None, time_left: TimeLeft | None = None, sleep: Callable[[float], None] = time.sleep) -> RunReport:
+def run(
+    *,
+    windows: Iterable[Window],
+    ledger: Ledger,
+    capacity: CapacityMarket,
+    notify: Notify,
+    now: datetime,
+    clock: Clock | None = None,
+    time_left: TimeLeft | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunReport:
     """``clock`` gives the time as the run goes on (default: ``now`` throughout); ``time_left``
     the seconds the invocation has left (default: unlimited)."""
     windows = {w.name: w for w in windows}
-    ctx = _Run(ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock or (lambda: now),
-               time_left=time_left or (lambda: math.inf), log=_Log(), sleep=sleep)
+    ctx = _Run(
+        ledger=ledger,
+        capacity=capacity,
+        notify=notify,
+        now=now,
+        clock=clock or (lambda: now),
+        time_left=time_left or (lambda: math.inf),
+        log=_Log(),
+        sleep=sleep,
+    )
     log = ctx.log
     # Without the listing nothing is known about what is held: the run stops (and alarms).
     owned = reconcile(windows=windows, ledger=ledger, capacity=capacity, notify=notify, now=now, log=log)
@@ -118,8 +135,13 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
     for window in windows.values():
         if not log.step(f"window {window.name}", lambda: offerings.extend(capacity.offerings(window, held, now))):
             unread.add(window.name)  # not planned this run: "no offering" would be a false reason
-    result = plan(windows=[w for w in windows.values() if w.name not in unread], reservations=held, offerings=offerings,
-                  spent={w.name: ledger.spent(w, now) for w in windows.values()}, now=now)
+    result = plan(
+        windows=[w for w in windows.values() if w.name not in unread],
+        reservations=held,
+        offerings=offerings,
+        spent={w.name: ledger.spent(w, now) for w in windows.values()},
+        now=now,
+    )
     covers: dict[str, list[Purchase]] = {}
     for purchase in result.purchases:
         covers.setdefault(purchase.occurrence.key, []).append(purchase)
@@ -135,9 +157,19 @@ def run(*, windows: Iterable[Window], ledger: Ledger, capacity: CapacityMarket, 
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
     for what, why in log.errors:
         notify("Capacity controller step failed", {"what": what, "error": why, "retry": "next run"})
-    return RunReport(plan=result, bought=tuple(log.bought), awaiting_approval=tuple(log.awaiting), failed=tuple(log.failed),
-                     in_flight=tuple(log.in_flight), refused=tuple(log.refused), uncovered=tuple(uncovered), owned=tuple(owned),
-                     found_late=tuple(log.found_late), deferred=tuple(log.deferred), errors=tuple(log.errors))
+    return RunReport(
+        plan=result,
+        bought=tuple(log.bought),
+        awaiting_approval=tuple(log.awaiting),
+        failed=tuple(log.failed),
+        in_flight=tuple(log.in_flight),
+        refused=tuple(log.refused),
+        uncovered=tuple(uncovered),
+        owned=tuple(owned),
+        found_late=tuple(log.found_late),
+        deferred=tuple(log.deferred),
+        errors=tuple(log.errors),
+    )
 
 
 def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservation]:
@@ -145,8 +177,11 @@ def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservati
     ledger): a block delivered while the listing lags is still moved onto."""
     owned = list(owned)
     listed = {r.id for r in owned}
-    return owned + [replace(_as_reservation(i), id=i.reservation_id, state="scheduled") for i in ledger.intents("purchased")
-                    if i.reservation_id and i.reservation_id not in listed and i.offering.kind in ("block", "training_plan")]
+    return owned + [
+        replace(_as_reservation(i), id=i.reservation_id, state="scheduled")
+        for i in ledger.intents("purchased")
+        if i.reservation_id and i.reservation_id not in listed and i.offering.kind in ("block", "training_plan")
+    ]
 
 
 def _held(owned: list[Reservation], ledger: Ledger, now: datetime) -> list[Reservation]:
@@ -163,15 +198,21 @@ def _held(owned: list[Reservation], ledger: Ledger, now: datetime) -> list[Reser
     return owned + [_as_reservation(i) for i in pending]
 
 
-def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log) -> list[Reservation]:
+def reconcile(
+    *, windows, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log
+) -> list[Reservation]:
     """Settle every undecided intent from what AWS shows; return what this controller owns."""
     owned = capacity.owned(windows.values())
     by_intent = {intent_id: r for r, intent_id in owned if intent_id}
     open_ids = set()
     for intent in ledger.open_intents():
         open_ids.add(intent.id)
-        log.step(f"intent {intent.id}", lambda: _settle_open(intent, by_intent, ledger, capacity, notify, now, log,
-                                                                 team=chargeback.team_of(windows, intent.window)))
+        log.step(
+            f"intent {intent.id}",
+            lambda: _settle_open(
+                intent, by_intent, ledger, capacity, notify, now, log, team=chargeback.team_of(windows, intent.window)
+            ),
+        )
     purchased = {i.id for i in ledger.intents("purchased")}
     for reservation, intent_id in owned:
         if not intent_id or intent_id in open_ids:
@@ -182,30 +223,56 @@ def reconcile(*, windows, ledger: Ledger, capacity: CapacityMarket, notify: Noti
             if ledger.refund_payment_failure(intent, now=now, reason=f"{reservation.id} is payment-failed"):
                 chargeback.publish_fee(intent, chargeback.team_of(windows, intent.window), refund=True)
                 log.failed.append((intent.id, "payment-failed"))
-                notify("Capacity Block payment failed", {"intent": intent.id, "reservation": reservation.id, "window": intent.window})
+                notify(
+                    "Capacity Block payment failed",
+                    {"intent": intent.id, "reservation": reservation.id, "window": intent.window},
+                )
         elif reservation.state != "payment-failed" and intent_id not in purchased:
             intent = ledger.intent(intent_id)
-            if intent is not None and intent.status == "failed" and ledger.revive(intent, reservation_id=reservation.id, now=now):
+            if (
+                intent is not None
+                and intent.status == "failed"
+                and ledger.revive(intent, reservation_id=reservation.id, now=now)
+            ):
                 chargeback.publish_fee(intent, chargeback.team_of(windows, intent.window))
                 log.found_late.append(replace(intent, status="purchased", reservation_id=reservation.id))
-                notify("Capacity purchase found after it was settled as failed", {
-                    "intent": intent.id, "window": intent.window, "occurrence": intent.occurrence, "reservation": reservation.id,
-                    "fee": str(intent.offering.upfront_fee), "failed_because": intent.reason,
-                    "check": "the fee is counted again; AWS listed the block later than the settle grace, so look for a second "
-                             "block bought for the same occurrence",
-                })
+                notify(
+                    "Capacity purchase found after it was settled as failed",
+                    {
+                        "intent": intent.id,
+                        "window": intent.window,
+                        "occurrence": intent.occurrence,
+                        "reservation": reservation.id,
+                        "fee": str(intent.offering.upfront_fee),
+                        "failed_because": intent.reason,
+                        "check": "the fee is counted again; AWS listed the block later than the settle grace, so look for a second "
+                        "block bought for the same occurrence",
+                    },
+                )
     return [r for r, _ in owned]
 
 
-def _settle_open(intent: Intent, by_intent, ledger: Ledger, capacity: CapacityMarket, notify: Notify, now: datetime, log: _Log, *,
-                 team: str) -> None:
+def _settle_open(
+    intent: Intent,
+    by_intent,
+    ledger: Ledger,
+    capacity: CapacityMarket,
+    notify: Notify,
+    now: datetime,
+    log: _Log,
+    *,
+    team: str,
+) -> None:
     if intent.status in ("awaiting_approval", "approved"):
         if intent.offering.start <= now:
             ledger.settle(intent, status="failed", now=now, reason="approval expired: the offering has started")
             log.failed.append((intent.id, "approval expired"))
         return
-    found = (by_intent.get(intent.id) or capacity.outcome_of(intent.id, intent.offering, intent.window)
-             or (capacity.reservation(intent.reservation_id) if intent.reservation_id else None))
+    found = (
+        by_intent.get(intent.id)
+        or capacity.outcome_of(intent.id, intent.offering, intent.window)
+        or (capacity.reservation(intent.reservation_id) if intent.reservation_id else None)
+    )
     if found is not None and found.state == "payment-failed":
         _fail(ledger, intent, f"{found.id} is payment-failed", notify, now, log)
     elif found is not None:
@@ -227,15 +294,38 @@ def _buy_cover(pieces: list[Purchase], window: Window, ctx: _Run) -> None:
     for number, purchase in enumerate(pieces, start=1):
         if _buy(purchase, window, ctx) != "purchased":
             if bought:
-                stopped = (f"piece {number} of {len(pieces)} ({purchase.offering.id}) not bought; the other "
-                           f"{len(pieces) - number} not tried")
-                held = [{"offering": p.offering.id, "from": p.offering.start.isoformat(), "to": p.offering.end.isoformat(),
-                         "instances": p.offering.count, "fee": str(p.offering.upfront_fee)} for p in bought]
-                ctx.log.uncovered.append((purchase.occurrence.key, f"cover incomplete: {stopped}; bought {[h['offering'] for h in held]} "
-                                                                   "count for the next attempt"))
-                ctx.notify("Capacity cover incomplete", {"occurrence": purchase.occurrence.key, "window": window.name,
-                                                         **window.owner_fields, "stopped": stopped, "bought": held,
-                                                         "next": "the next run plans only what these pieces leave uncovered"})
+                stopped = (
+                    f"piece {number} of {len(pieces)} ({purchase.offering.id}) not bought; the other "
+                    f"{len(pieces) - number} not tried"
+                )
+                held = [
+                    {
+                        "offering": p.offering.id,
+                        "from": p.offering.start.isoformat(),
+                        "to": p.offering.end.isoformat(),
+                        "instances": p.offering.count,
+                        "fee": str(p.offering.upfront_fee),
+                    }
+                    for p in bought
+                ]
+                ctx.log.uncovered.append(
+                    (
+                        purchase.occurrence.key,
+                        f"cover incomplete: {stopped}; bought {[h['offering'] for h in held]} "
+                        "count for the next attempt",
+                    )
+                )
+                ctx.notify(
+                    "Capacity cover incomplete",
+                    {
+                        "occurrence": purchase.occurrence.key,
+                        "window": window.name,
+                        **window.owner_fields,
+                        "stopped": stopped,
+                        "bought": held,
+                        "next": "the next run plans only what these pieces leave uncovered",
+                    },
+                )
             return
         bought.append(purchase)
 
@@ -260,8 +350,18 @@ def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
     if current is None:
         _fail(ledger, intent, "offering no longer for sale", notify, now, log)
         return
-    if current.upfront_fee > intent.offering.upfront_fee or current.price_per_instance_hour > window.max_price_per_instance_hour:
-        _fail(ledger, intent, f"price changed from {intent.offering.upfront_fee} to {current.upfront_fee}", notify, now, log)
+    if (
+        current.upfront_fee > intent.offering.upfront_fee
+        or current.price_per_instance_hour > window.max_price_per_instance_hour
+    ):
+        _fail(
+            ledger,
+            intent,
+            f"price changed from {intent.offering.upfront_fee} to {current.upfront_fee}",
+            notify,
+            now,
+            log,
+        )
         return
     if ctx.time_left() < PURCHASE_SECONDS:
         log.deferred.append(intent.occurrence)  # stays approved: the next run buys it
@@ -282,8 +382,18 @@ def _purchase(intent: Intent, window: Window, ctx: _Run) -> str:
         if _settle_bought(intent, outcome.reservation_id, ctx):
             chargeback.publish_fee(intent, window.team)  # the ledger's record is the exactly-once point
         log.bought.append(replace(intent, status="purchased", reservation_id=outcome.reservation_id))
-        notify("Capacity bought", {"intent": intent.id, "window": intent.window, **window.owner_fields, "reservation": outcome.reservation_id,
-                                   "fee": str(intent.offering.upfront_fee), "start": intent.offering.start.isoformat(), "end": intent.offering.end.isoformat()})
+        notify(
+            "Capacity bought",
+            {
+                "intent": intent.id,
+                "window": intent.window,
+                **window.owner_fields,
+                "reservation": outcome.reservation_id,
+                "fee": str(intent.offering.upfront_fee),
+                "start": intent.offering.start.isoformat(),
+                "end": intent.offering.end.isoformat(),
+            },
+        )
     elif outcome.result == "refused":
         _fail(ledger, intent, outcome.reason, notify, now, log)
         log.uncovered.append((intent.occurrence, f"purchase failed: {outcome.reason}"))
@@ -303,14 +413,16 @@ def _settle_bought(intent: Intent, reservation_id: str, ctx: _Run) -> bool:
         except (ClientError, BotoCoreError) as error:
             failure = error
             if attempt + 1 < SETTLE_ATTEMPTS:
-                ctx.sleep(SETTLE_BACKOFF_SECONDS * 2 ** attempt)
+                ctx.sleep(SETTLE_BACKOFF_SECONDS * 2**attempt)
     with contextlib.suppress(ClientError, BotoCoreError):  # the log line below and the tag on the block remain
         ctx.ledger.note_reservation(intent, reservation_id)
     logs.error("capacity purchase not recorded", intent=intent.id, reservation=reservation_id, error=str(failure))
     raise failure
 
 
-def _request_approval(purchase: Purchase, window: Window, ledger: Ledger, notify: Notify, now: datetime, log: _Log) -> None:
+def _request_approval(
+    purchase: Purchase, window: Window, ledger: Ledger, notify: Notify, now: datetime, log: _Log
+) -> None:
     try:
         intent = ledger.claim(purchase, window, status="awaiting_approval", now=now)
     except ClaimRefused as refusal:
@@ -318,12 +430,20 @@ def _request_approval(purchase: Purchase, window: Window, ledger: Ledger, notify
         return
     log.awaiting.append(intent)
     offering = intent.offering
-    notify("Capacity purchase awaiting approval", {
-        "intent": intent.id, "window": window.name, **window.owner_fields, "what": f"{offering.count} x {offering.instance_type}",
-        "where": offering.availability_zone, "when": f"{offering.start.isoformat()} to {offering.end.isoformat()}",
-        "how_much": f"{offering.upfront_fee} {offering.currency}", "kind": offering.kind,
-        "approve": f"gpu-governance capacity approve {intent.id}",
-    })
+    notify(
+        "Capacity purchase awaiting approval",
+        {
+            "intent": intent.id,
+            "window": window.name,
+            **window.owner_fields,
+            "what": f"{offering.count} x {offering.instance_type}",
+            "where": offering.availability_zone,
+            "when": f"{offering.start.isoformat()} to {offering.end.isoformat()}",
+            "how_much": f"{offering.upfront_fee} {offering.currency}",
+            "kind": offering.kind,
+            "approve": f"gpu-governance capacity approve {intent.id}",
+        },
+    )
 
 
 def _fail(ledger: Ledger, intent: Intent, reason: str, notify: Notify, now: datetime, log: _Log) -> None:
@@ -334,5 +454,13 @@ def _fail(ledger: Ledger, intent: Intent, reason: str, notify: Notify, now: date
 
 def _as_reservation(intent: Intent) -> Reservation:
     offering = intent.offering
-    return Reservation(id=f"intent:{intent.id}", window=intent.window, instance_type=offering.instance_type, count=offering.count,
-                       availability_zone=offering.availability_zone, start=offering.start, end=offering.end, state="payment-pending")
+    return Reservation(
+        id=f"intent:{intent.id}",
+        window=intent.window,
+        instance_type=offering.instance_type,
+        count=offering.count,
+        availability_zone=offering.availability_zone,
+        start=offering.start,
+        end=offering.end,
+        state="payment-pending",
+    )

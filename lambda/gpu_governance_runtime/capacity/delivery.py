@@ -22,12 +22,23 @@ from .planner import Reservation, Window
 TRAINING_JOBS = "sagemaker_training_jobs"
 
 
-def publish(*, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm: Any, organisation: str) -> list[dict[str, Any]]:
-    plans: dict[str, list[dict[str, str]]] = {w.team: [] for w in windows.values() if w.consumer.get("kind") == TRAINING_JOBS}
+def publish(
+    *, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm: Any, organisation: str
+) -> list[dict[str, Any]]:
+    plans: dict[str, list[dict[str, str]]] = {
+        w.team: [] for w in windows.values() if w.consumer.get("kind") == TRAINING_JOBS
+    }
     for plan in owned:
         window = windows.get(plan.window)
         if window is not None and window.consumer.get("kind") == TRAINING_JOBS and plan.state == "active":
-            plans[window.team].append({"arn": plan.id, "window": window.name, "instance_type": window.instance_type, "ends": plan.end.isoformat()})
+            plans[window.team].append(
+                {
+                    "arn": plan.id,
+                    "window": window.name,
+                    "instance_type": window.instance_type,
+                    "ends": plan.end.isoformat(),
+                }
+            )
     results = []
     for team, active in sorted(plans.items()):
         name = team_training_plans_parameter(organisation, team)
@@ -53,5 +64,7 @@ def put_if_changed(ssm: Any, name: str, value: str, *, key_id: str | None = None
     except ssm.exceptions.ParameterNotFound:
         current = None
     if current != wanted:
-        ssm.put_parameter(Name=name, Value=value, Type=wanted[0], Overwrite=True, **({"KeyId": key_id} if key_id else {}))
+        ssm.put_parameter(
+            Name=name, Value=value, Type=wanted[0], Overwrite=True, **({"KeyId": key_id} if key_id else {})
+        )
     return current != wanted

@@ -82,16 +82,52 @@ EVENTS = (
 )
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "ec2": ("CreateLaunchTemplateVersion", "DescribeCapacityBlockExtensionHistory", "DescribeCapacityBlockExtensionOfferings",
-            "DescribeCapacityBlockOfferings", "DescribeCapacityReservations", "DescribeInstanceTypes", "DescribeInstances",
-            "DescribeLaunchTemplateVersions", "PurchaseCapacityBlock", "PurchaseCapacityBlockExtension"),
-    "sagemaker": ("CreateTrainingPlan", "DescribeCluster", "DescribeClusterNode", "DescribeComputeQuota", "DescribeTrainingPlan", "DescribeTrainingPlanExtensionHistory",
-                  "ExtendTrainingPlan", "ListClusterNodes", "ListComputeQuotas", "ListTrainingPlans", "SearchTrainingPlanOfferings", "UpdateCluster", "UpdateComputeQuota"),
+    "ec2": (
+        "CreateLaunchTemplateVersion",
+        "DescribeCapacityBlockExtensionHistory",
+        "DescribeCapacityBlockExtensionOfferings",
+        "DescribeCapacityBlockOfferings",
+        "DescribeCapacityReservations",
+        "DescribeInstanceTypes",
+        "DescribeInstances",
+        "DescribeLaunchTemplateVersions",
+        "PurchaseCapacityBlock",
+        "PurchaseCapacityBlockExtension",
+    ),
+    "sagemaker": (
+        "CreateTrainingPlan",
+        "DescribeCluster",
+        "DescribeClusterNode",
+        "DescribeComputeQuota",
+        "DescribeTrainingPlan",
+        "DescribeTrainingPlanExtensionHistory",
+        "ExtendTrainingPlan",
+        "ListClusterNodes",
+        "ListComputeQuotas",
+        "ListTrainingPlans",
+        "SearchTrainingPlanOfferings",
+        "UpdateCluster",
+        "UpdateComputeQuota",
+    ),
     "dynamodb": ("GetItem", "PutItem", "Scan", "TransactWriteItems", "UpdateItem"),
-    "batch": ("DescribeComputeEnvironments", "DescribeJobQueues", "DescribeJobs", "DescribeQuotaShare", "DescribeServiceEnvironments", "ListJobs",
-              "ListQuotaShares", "SubmitJob", "TerminateJob", "UpdateComputeEnvironment", "UpdateJobQueue", "UpdateQuotaShare",
-              "UpdateServiceEnvironment"),
-    "sns": ("Publish",), "events": ("PutEvents",), "eks": ("DescribeNodegroup", "UpdateNodegroupConfig", "UpdateNodegroupVersion"),
+    "batch": (
+        "DescribeComputeEnvironments",
+        "DescribeJobQueues",
+        "DescribeJobs",
+        "DescribeQuotaShare",
+        "DescribeServiceEnvironments",
+        "ListJobs",
+        "ListQuotaShares",
+        "SubmitJob",
+        "TerminateJob",
+        "UpdateComputeEnvironment",
+        "UpdateJobQueue",
+        "UpdateQuotaShare",
+        "UpdateServiceEnvironment",
+    ),
+    "sns": ("Publish",),
+    "events": ("PutEvents",),
+    "eks": ("DescribeNodegroup", "UpdateNodegroupConfig", "UpdateNodegroupVersion"),
     "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
     "ce": ("GetCostAndUsage",),
@@ -110,7 +146,9 @@ class Clients:
     batch: Any
     eks: Any
     ecs: Any
-    ssm: Any  # publishes each team's active training plans (delivery.py); commands on Slurm head nodes (slurm_window.py)
+    ssm: (
+        Any  # publishes each team's active training plans (delivery.py); commands on Slurm head nodes (slurm_window.py)
+    )
     submit_batch: Any  # built with SUBMIT_ONCE: a requeued job's copy is never sent twice (requeue.py)
     ce: Any = None  # Cost Explorer (spend.py): its partition's global endpoint, whatever the function's region
 
@@ -119,12 +157,22 @@ def _clients() -> Clients | None:
     if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
         return None  # imported by tests or the CLI: they bring their own clients
     clients = Clients(
-        ec2=boto3.client("ec2", config=CAPACITY_READS), sagemaker=boto3.client("sagemaker", config=CAPACITY_READS),
-        purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG), purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
-        **{service: boto3.client(service, config=CAPACITY_READS) for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs", "ssm")},
-        ce=boto3.client("ce", config=COST_EXPLORER), submit_batch=boto3.client("batch", config=SUBMIT_ONCE),
+        ec2=boto3.client("ec2", config=CAPACITY_READS),
+        sagemaker=boto3.client("sagemaker", config=CAPACITY_READS),
+        purchase_ec2=boto3.client("ec2", config=PURCHASE_CLIENT_CONFIG),
+        purchase_sagemaker=boto3.client("sagemaker", config=PURCHASE_CLIENT_CONFIG),
+        **{
+            service: boto3.client(service, config=CAPACITY_READS)
+            for service in ("dynamodb", "sns", "events", "batch", "eks", "ecs", "ssm")
+        },
+        ce=boto3.client("ce", config=COST_EXPLORER),
+        submit_batch=boto3.client("batch", config=SUBMIT_ONCE),
     )
-    api_check.require({service: getattr(clients, service) for service in REQUIRED_OPERATIONS}, REQUIRED_OPERATIONS, namespace=METRIC_NAMESPACE)
+    api_check.require(
+        {service: getattr(clients, service) for service in REQUIRED_OPERATIONS},
+        REQUIRED_OPERATIONS,
+        namespace=METRIC_NAMESPACE,
+    )
     return clients
 
 
@@ -143,7 +191,9 @@ class PurchaseLimits:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> PurchaseLimits:
         read = Environment(environ)
-        return cls(policy_path=policy_path(environ), budget=read.amount(ENV_BUDGET), price_cap=read.amount(ENV_PRICE_CAP))
+        return cls(
+            policy_path=policy_path(environ), budget=read.amount(ENV_BUDGET), price_cap=read.amount(ENV_PRICE_CAP)
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,91 +215,195 @@ class CapacitySettings:
         read = Environment(environ)
         raised_guarantees = read.text(ENV_RAISED_GUARANTEES, None)
         return cls(
-            limits=PurchaseLimits.from_environ(environ), controller_id=read.text(ENV_CONTROLLER_ID),
+            limits=PurchaseLimits.from_environ(environ),
+            controller_id=read.text(ENV_CONTROLLER_ID),
             ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of purchases"),
-            topic_arn=read.text(ENV_TOPIC_ARN, allowed="the SNS topic ARN"), tick_seconds=read.number(ENV_TICK_SECONDS, above=True),
-            slurm_head_nodes=read.json(ENV_SLURM_HEAD_NODES, dict, {}), raised_guarantees=raised_guarantees,
-            raised_guarantees_key=read.text(ENV_RAISED_GUARANTEES_KEY, allowed=f"the KMS key of {ENV_RAISED_GUARANTEES}")
-            if raised_guarantees else None,
+            topic_arn=read.text(ENV_TOPIC_ARN, allowed="the SNS topic ARN"),
+            tick_seconds=read.number(ENV_TICK_SECONDS, above=True),
+            slurm_head_nodes=read.json(ENV_SLURM_HEAD_NODES, dict, {}),
+            raised_guarantees=raised_guarantees,
+            raised_guarantees_key=read.text(
+                ENV_RAISED_GUARANTEES_KEY, allowed=f"the KMS key of {ENV_RAISED_GUARANTEES}"
+            )
+            if raised_guarantees
+            else None,
             team_spend=read.text(ENV_TEAM_SPEND, None) is not None,
         )
 
 
 def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    return process(event, clients=CLIENTS, settings=os.environ, now=datetime.now(UTC),
-                   clock=lambda: datetime.now(UTC), time_left=time_left_of(context))
+    return process(
+        event,
+        clients=CLIENTS,
+        settings=os.environ,
+        now=datetime.now(UTC),
+        clock=lambda: datetime.now(UTC),
+        time_left=time_left_of(context),
+    )
 
 
-def process(raw_event: Mapping[str, Any], *, clients: Clients, settings: Mapping[str, str], now: datetime,
-            clock=None, time_left=None) -> dict[str, Any]:
+def process(
+    raw_event: Mapping[str, Any],
+    *,
+    clients: Clients,
+    settings: Mapping[str, str],
+    now: datetime,
+    clock=None,
+    time_left=None,
+) -> dict[str, Any]:
     """One run. ``settings``: the function's environment (``CapacitySettings``)."""
     environment = CapacitySettings.from_environ(settings)
     event = recognise(raw_event, EVENTS)
     policy = read_policy_file(environment.limits.policy_path)
     windows = windows_within(policy, environment.limits)
-    capacity = CapacityMarket(ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=environment.controller_id,
-                              purchase_ec2=clients.purchase_ec2, purchase_sagemaker=clients.purchase_sagemaker)
+    capacity = CapacityMarket(
+        ec2=clients.ec2,
+        sagemaker=clients.sagemaker,
+        controller_id=environment.controller_id,
+        purchase_ec2=clients.purchase_ec2,
+        purchase_sagemaker=clients.purchase_sagemaker,
+    )
     ledger = Ledger(client=clients.dynamodb, table_name=environment.ledger_table)
     notify = _notifier(clients.sns, environment.topic_arn)
     # Before the event: only requeues of earlier runs (reserved concurrency 1: none is live).
     time_left = time_left or (lambda: float("inf"))
-    result: dict[str, Any] = {"resumed_requeues": requeue.resume(ledger=ledger, batch=clients.batch, submit=clients.submit_batch, now=now, time_left=time_left)}
+    result: dict[str, Any] = {
+        "resumed_requeues": requeue.resume(
+            ledger=ledger, batch=clients.batch, submit=clients.submit_batch, now=now, time_left=time_left
+        )
+    }
     if event.kind == REQUEST:
         result["request"] = _on_request(event.raw, windows, ledger, notify, now, requests.from_event)
     if event.kind == ALARM:
-        result["alarm_request"] = _on_request(event.raw, windows, ledger, notify, now, lambda e: requests.from_alarm(e, windows.values()))
+        result["alarm_request"] = _on_request(
+            event.raw, windows, ledger, notify, now, lambda e: requests.from_alarm(e, windows.values())
+        )
     if event.kind == STACK_UPDATE:  # an update put a declared quota back: this run raises it again
         result["stack_update"] = (event.detail or {}).get("stack-id")
     requested = requests.requested_windows(ledger, windows)  # on-demand windows, within their declared window's limits
     windows = {**windows, **requested}
     if event.kind == BLOCK:
         result["block_event"] = _on_block_event(event.raw, windows, capacity, clients, ledger, now, time_left)
-    report = controller.run(windows=windows.values(), ledger=ledger, capacity=capacity, notify=notify, now=now, clock=clock, time_left=time_left)
+    report = controller.run(
+        windows=windows.values(),
+        ledger=ledger,
+        capacity=capacity,
+        notify=notify,
+        now=now,
+        clock=clock,
+        time_left=time_left,
+    )
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     known = controller.known_blocks(report.owned, ledger)
     result["rotation"] = _rotate_consumers(windows, known, clients, ledger, now, time_left)
-    result["draining_blocks"] = _drain_batch_blocks(windows, known, clients, ledger, now, time_left,
-                                                    handled=result.get("block_event", {}).get("capacity_reservation_id"))
-    result["training_plans"] = delivery.publish(windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation)
-    raising = {shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
-               shares.INSTANCE_GROUP: {p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS}}
+    result["draining_blocks"] = _drain_batch_blocks(
+        windows,
+        known,
+        clients,
+        ledger,
+        now,
+        time_left,
+        handled=result.get("block_event", {}).get("capacity_reservation_id"),
+    )
+    result["training_plans"] = delivery.publish(
+        windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation
+    )
+    raising = {
+        shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
+        shares.INSTANCE_GROUP: {p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS},
+    }
     quota_shares = raising[shares.TRAINING_JOBS]
     acting = {name: w for name, w in windows.items() if not w.dry_run}  # a dry-run window's raise is only reported
-    wanted = {kind: shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=kind, pools=raising[kind]) for kind in raising}
-    applied = {kind: shares.desired_limits(windows=acting, owned=report.owned, now=now, kind=kind, pools=raising[kind]) for kind in raising}
-    result["shares"] = shares.apply_batch(desired=applied[shares.TRAINING_JOBS], pools=quota_shares, batch=clients.batch, ledger=ledger, now=now)
-    result["shares"] += shares.apply_compute_quotas(desired=applied[shares.INSTANCE_GROUP], sagemaker=clients.sagemaker, ledger=ledger, now=now)
+    wanted = {
+        kind: shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=kind, pools=raising[kind])
+        for kind in raising
+    }
+    applied = {
+        kind: shares.desired_limits(windows=acting, owned=report.owned, now=now, kind=kind, pools=raising[kind])
+        for kind in raising
+    }
+    result["shares"] = shares.apply_batch(
+        desired=applied[shares.TRAINING_JOBS], pools=quota_shares, batch=clients.batch, ledger=ledger, now=now
+    )
+    result["shares"] += shares.apply_compute_quotas(
+        desired=applied[shares.INSTANCE_GROUP], sagemaker=clients.sagemaker, ledger=ledger, now=now
+    )
     result["shares"] += [note for kind in raising for note in shares.would(wanted[kind], applied[kind], kind)]
-    result["slurm_nodes"] = slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
-        windows=windows, owned=report.owned, slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if p.backend == HYPERPOD_SLURM},
-        head_nodes=environment.slurm_head_nodes, sagemaker=clients.sagemaker, ssm=clients.ssm, ledger=ledger,
-        now=now, time_left=time_left)
+    result["slurm_nodes"] = (
+        slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
+            windows=windows,
+            owned=report.owned,
+            slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if p.backend == HYPERPOD_SLURM},
+            head_nodes=environment.slurm_head_nodes,
+            sagemaker=clients.sagemaker,
+            ssm=clients.ssm,
+            ledger=ledger,
+            now=now,
+            time_left=time_left,
+        )
+    )
     if environment.raised_guarantees:  # the reclaim controller counts what is raised now (raised.py)
         result["raised_guarantees"] = raised.publish(
             raised.applied(windows=acting, owned=report.owned, pools=raising, results=result["shares"], now=now),
-            ssm=clients.ssm, name=environment.raised_guarantees, key_id=environment.raised_guarantees_key)
-    result["closed_requests"] = requests.close_ended(ledger, requested, owned=report.owned, now=now,
-                                                     unsettled=_unsettled(requested, result, raising, now))
+            ssm=clients.ssm,
+            name=environment.raised_guarantees,
+            key_id=environment.raised_guarantees_key,
+        )
+    result["closed_requests"] = requests.close_ended(
+        ledger, requested, owned=report.owned, now=now, unsettled=_unsettled(requested, result, raising, now)
+    )
     if event.kind == SCHEDULED:  # only scheduled runs count instance-hours (chargeback.py says why)
         result["utilisation"] = chargeback.publish_utilisation(
-            owned=report.owned, windows=windows, ec2=clients.ec2, sagemaker=clients.sagemaker, controller_id=environment.controller_id,
-            tick_seconds=environment.tick_seconds, now=now)
+            owned=report.owned,
+            windows=windows,
+            ec2=clients.ec2,
+            sagemaker=clients.sagemaker,
+            controller_id=environment.controller_id,
+            tick_seconds=environment.tick_seconds,
+            now=now,
+        )
         if environment.team_spend:  # once a day, not every run (spend.py says why)
-            result["spend"] = spend.publish_daily(ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left)
+            result["spend"] = spend.publish_daily(
+                ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left
+            )
     spent = {name: ledger.spent(window, now) for name, window in windows.items()}
     _emit_metrics(report, windows, spent)
-    consumer_errors = (result["resumed_requeues"]["errors"] + result.get("block_event", {}).get("requeue", {}).get("errors", [])
-                       + [e for d in result["draining_blocks"] for e in [*d.get("requeue", {}).get("errors", []), *([d] if "error" in d else [])]]
-                       + [r for r in result["hyperpod"] + result["rotation"] + result["training_plans"] + result["shares"] + result["slurm_nodes"] + result.get("utilisation", []) + result.get("spend", [])
-                          + [result.get("raised_guarantees", {})]
-                          if "error" in r])
+    consumer_errors = (
+        result["resumed_requeues"]["errors"]
+        + result.get("block_event", {}).get("requeue", {}).get("errors", [])
+        + [
+            e
+            for d in result["draining_blocks"]
+            for e in [*d.get("requeue", {}).get("errors", []), *([d] if "error" in d else [])]
+        ]
+        + [
+            r
+            for r in result["hyperpod"]
+            + result["rotation"]
+            + result["training_plans"]
+            + result["shares"]
+            + result["slurm_nodes"]
+            + result.get("utilisation", [])
+            + result.get("spend", [])
+            + [result.get("raised_guarantees", {})]
+            if "error" in r
+        ]
+    )
     _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
     result["run"] = {
-        "bought": [i.id for i in report.bought], "awaiting_approval": [i.id for i in report.awaiting_approval],
-        "failed": [list(f) for f in report.failed], "in_flight": list(report.in_flight), "refused": list(report.refused),
-        "uncovered": [list(u) for u in report.uncovered], "found_late": [i.id for i in report.found_late],
-        "deferred": list(report.deferred), "errors": [list(e) for e in report.errors],
-        "planned": [{"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode} for p in report.plan.purchases],
+        "bought": [i.id for i in report.bought],
+        "awaiting_approval": [i.id for i in report.awaiting_approval],
+        "failed": [list(f) for f in report.failed],
+        "in_flight": list(report.in_flight),
+        "refused": list(report.refused),
+        "uncovered": [list(u) for u in report.uncovered],
+        "found_late": [i.id for i in report.found_late],
+        "deferred": list(report.deferred),
+        "errors": [list(e) for e in report.errors],
+        "planned": [
+            {"window": p.window, "offering": p.offering.id, "fee": str(p.offering.upfront_fee), "mode": p.mode}
+            for p in report.plan.purchases
+        ],
     }
     log.info("capacity controller run", **result)
     return result
@@ -267,12 +421,16 @@ def windows_within(policy: Policy, limits: PurchaseLimits) -> dict[str, Window]:
     budget_limit, cap_limit = limits.budget, limits.price_cap
     for window in windows.values():
         if window.budget > budget_limit or window.max_price_per_instance_hour > cap_limit:
-            raise PolicyError(f"window {window.name}: budget {window.budget} / cap {window.max_price_per_instance_hour} exceed the "
-                             f"function's limits {budget_limit} / {cap_limit}; redeploy so both come from the same model")
+            raise PolicyError(
+                f"window {window.name}: budget {window.budget} / cap {window.max_price_per_instance_hour} exceed the "
+                f"function's limits {budget_limit} / {cap_limit}; redeploy so both come from the same model"
+            )
     return windows
 
 
-def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime, time_left) -> dict[str, Any]:
+def _on_block_event(
+    event, windows, capacity: CapacityMarket, clients: Clients, ledger: Ledger, now: datetime, time_left
+) -> dict[str, Any]:
     """A delivered block needs nothing of its own: this run's reconciliation (``rotation``) moves
     the consumer onto it. The expiration warning also tells the jobs to checkpoint and requeues
     the Batch jobs on the block."""
@@ -285,15 +443,37 @@ def _on_block_event(event, windows, capacity: CapacityMarket, clients: Clients, 
         return {"event": detail_type, "block": reservation_id, "rotation": "reconciled by this run"}
     ends_at = datetime.fromisoformat(event["detail"]["end-date"].replace("Z", "+00:00"))
     dry_run = window.dry_run
-    if window.consumer["kind"] == "batch_compute_environment":  # signalled once per block, maybe by an earlier run (requeue.drain)
-        drained = {"window": window.name, "capacity_reservation_id": reservation_id,
-                   **_drain_batch_block(window, reservation_id, ends_at, clients, ledger, now, time_left)}
+    if (
+        window.consumer["kind"] == "batch_compute_environment"
+    ):  # signalled once per block, maybe by an earlier run (requeue.drain)
+        drained = {
+            "window": window.name,
+            "capacity_reservation_id": reservation_id,
+            **_drain_batch_block(window, reservation_id, ends_at, clients, ledger, now, time_left),
+        }
     else:
-        drained = ({"window": window.name, "capacity_reservation_id": reservation_id, "dry_run": True, "would": "announce the drain"} if dry_run
-                   else rotation.announce_drain(window=window.name, reservation_id=reservation_id, ends_at=ends_at, moved_to=_moved_to(window), events=clients.events))
+        drained = (
+            {
+                "window": window.name,
+                "capacity_reservation_id": reservation_id,
+                "dry_run": True,
+                "would": "announce the drain",
+            }
+            if dry_run
+            else rotation.announce_drain(
+                window=window.name,
+                reservation_id=reservation_id,
+                ends_at=ends_at,
+                moved_to=_moved_to(window),
+                events=clients.events,
+            )
+        )
     warned_at = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
-    _metric({"Window": window.name}, DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
-            JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"))
+    _metric(
+        {"Window": window.name},
+        DrainSeconds=((now - warned_at).total_seconds(), "Seconds"),
+        JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"),
+    )
     return drained
 
 
@@ -302,16 +482,30 @@ def _moved_to(window: Window) -> str | None:
     return window.fallback if window.fallback == "on_demand" else None
 
 
-def _drain_batch_block(window: Window, reservation_id: str, ends_at: datetime, clients: Clients, ledger: Ledger, now: datetime,
-                       time_left) -> dict[str, Any]:
-    return requeue.drain(window=window.name, compute_environment=window.consumer["block_compute_environment"], reservation_id=reservation_id,
-                         ends_at=ends_at, moved_to=_moved_to(window), dry_run=window.dry_run,
-                         ledger=ledger, ec2=clients.ec2, ecs=clients.ecs, batch=clients.batch, submit=clients.submit_batch,
-                         events=clients.events, now=now, time_left=time_left)
+def _drain_batch_block(
+    window: Window, reservation_id: str, ends_at: datetime, clients: Clients, ledger: Ledger, now: datetime, time_left
+) -> dict[str, Any]:
+    return requeue.drain(
+        window=window.name,
+        compute_environment=window.consumer["block_compute_environment"],
+        reservation_id=reservation_id,
+        ends_at=ends_at,
+        moved_to=_moved_to(window),
+        dry_run=window.dry_run,
+        ledger=ledger,
+        ec2=clients.ec2,
+        ecs=clients.ecs,
+        batch=clients.batch,
+        submit=clients.submit_batch,
+        events=clients.events,
+        now=now,
+        time_left=time_left,
+    )
 
 
-def _drain_batch_blocks(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left,
-                        handled: str | None) -> list[dict[str, Any]]:
+def _drain_batch_blocks(
+    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left, handled: str | None
+) -> list[dict[str, Any]]:
     """Every run, not only at the expiration warning: each block a window's Batch compute
     environment runs on, within ``requeue.SIGNAL_LEAD`` of its end, is drained (``requeue.drain``),
     so its jobs are told first and get two runs to be stopped before the instances go.
@@ -321,25 +515,60 @@ def _drain_batch_blocks(windows: dict[str, Window], owned, clients: Clients, led
         if window.consumer.get("kind") != "batch_compute_environment":
             continue
         for block in owned:
-            if block.window != window.name or block.state != "active" or block.id == handled or not requeue.draining(block.end, now):
+            if (
+                block.window != window.name
+                or block.state != "active"
+                or block.id == handled
+                or not requeue.draining(block.end, now)
+            ):
                 continue
             try:
-                results.append({"window": window.name, "capacity_reservation_id": block.id,
-                                **_drain_batch_block(window, block.id, block.end, clients, ledger, now, time_left)})
-            except (ClientError, BotoCoreError) as error:  # the listing failed: the next run (one more before the stops) reads again
-                results.append({"window": window.name, "capacity_reservation_id": block.id, "error": str(error), "retry": "next run"})
+                results.append(
+                    {
+                        "window": window.name,
+                        "capacity_reservation_id": block.id,
+                        **_drain_batch_block(window, block.id, block.end, clients, ledger, now, time_left),
+                    }
+                )
+            except (
+                ClientError,
+                BotoCoreError,
+            ) as error:  # the listing failed: the next run (one more before the stops) reads again
+                results.append(
+                    {
+                        "window": window.name,
+                        "capacity_reservation_id": block.id,
+                        "error": str(error),
+                        "retry": "next run",
+                    }
+                )
     return results
 
 
-def _rotate_consumers(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left) -> list[dict[str, Any]]:
+def _rotate_consumers(
+    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left
+) -> list[dict[str, Any]]:
     """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
     results = []
     for window, sharing in rotation.by_consumer(windows.values()):
         if time_left() < REPOINT_SECONDS:
-            results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
+            results.append(
+                {"window": window.name, "deferred": "too little of the invocation left; the next run does it"}
+            )
             continue
-        results.append(rotation.reconcile(window=window, owned=owned, dry_run=window.dry_run, ec2=clients.ec2,
-                                          batch=clients.batch, eks=clients.eks, ledger=ledger, now=now, sharing=sharing))
+        results.append(
+            rotation.reconcile(
+                window=window,
+                owned=owned,
+                dry_run=window.dry_run,
+                ec2=clients.ec2,
+                batch=clients.batch,
+                eks=clients.eks,
+                ledger=ledger,
+                now=now,
+                sharing=sharing,
+            )
+        )
     return results
 
 
@@ -353,11 +582,18 @@ def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: 
     except requests.RequestRefused as refusal:
         notify("Capacity request refused", {"event": event.get("id"), "reason": str(refusal)})
         return {"refused": str(refusal)}
-    return {"window": request.name, "team": request.team, "token": request.token, "new": new,
-            **({"joined_occurrence": request.occurrence} if request.occurrence else {})}
+    return {
+        "window": request.name,
+        "team": request.team,
+        "token": request.token,
+        "new": new,
+        **({"joined_occurrence": request.occurrence} if request.occurrence else {}),
+    }
 
 
-def _unsettled(requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]], now: datetime) -> set[str]:
+def _unsettled(
+    requested: dict[str, Window], result: dict[str, Any], raising: dict[str, dict[str, Any]], now: datetime
+) -> set[str]:
     """Requested windows whose consumer step failed or was deferred this run: not closed yet."""
     names = {r["window"] for r in result["hyperpod"] if "error" in r or "deferred" in r}
     for kind, pools in raising.items():
@@ -382,19 +618,32 @@ def _block_of(reservation_id: str, ec2: Any, ledger: Ledger) -> tuple[str, datet
     return (recorded.window, recorded.offering.end) if recorded else ("", None)
 
 
-def _repoint_instance_groups(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime,
-                             time_left) -> list[dict[str, Any]]:
+def _repoint_instance_groups(
+    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime, time_left
+) -> list[dict[str, Any]]:
     results = []
     for window in windows.values():
         if window.consumer.get("kind") != "hyperpod_instance_group":
             continue
         if time_left() < REPOINT_SECONDS:
-            results.append({"window": window.name, "deferred": "too little of the invocation left; the next run does it"})
+            results.append(
+                {"window": window.name, "deferred": "too little of the invocation left; the next run does it"}
+            )
             continue
         try:
-            results.append(hyperpod.repoint(
-                window=window.name, cluster_arn=window.consumer["cluster_arn"], instance_group=window.consumer["instance_group"],
-                plans=owned, fallback=window.fallback, dry_run=window.dry_run, sagemaker=clients.sagemaker, ledger=ledger, now=now))
+            results.append(
+                hyperpod.repoint(
+                    window=window.name,
+                    cluster_arn=window.consumer["cluster_arn"],
+                    instance_group=window.consumer["instance_group"],
+                    plans=owned,
+                    fallback=window.fallback,
+                    dry_run=window.dry_run,
+                    sagemaker=clients.sagemaker,
+                    ledger=ledger,
+                    now=now,
+                )
+            )
         except hyperpod.MissingInstanceGroup as error:
             results.append({"window": window.name, "error": str(error)})
             notify("HyperPod instance group not found", {"window": window.name, "error": str(error)})
@@ -409,10 +658,17 @@ def _notifier(sns, topic_arn: str):
 
 
 def _emit_metrics(report: controller.RunReport, windows: dict[str, Window], spent: dict[str, Decimal]) -> None:
-    _metric({}, WindowsUncovered=(len(report.uncovered), "Count"), Purchases=(len(report.bought), "Count"),
-            PurchaseFailures=(len(report.failed), "Count"), PurchasesInFlight=(len(report.in_flight), "Count"),
-            AwaitingApproval=(len(report.awaiting_approval), "Count"), PurchasesFoundLate=(len(report.found_late), "Count"),
-            PurchasesDeferred=(len(report.deferred), "Count"), RunErrors=(len(report.errors), "Count"))
+    _metric(
+        {},
+        WindowsUncovered=(len(report.uncovered), "Count"),
+        Purchases=(len(report.bought), "Count"),
+        PurchaseFailures=(len(report.failed), "Count"),
+        PurchasesInFlight=(len(report.in_flight), "Count"),
+        AwaitingApproval=(len(report.awaiting_approval), "Count"),
+        PurchasesFoundLate=(len(report.found_late), "Count"),
+        PurchasesDeferred=(len(report.deferred), "Count"),
+        RunErrors=(len(report.errors), "Count"),
+    )
     for what, why in report.errors:
         log.error("capacity controller step failed", what=what, error=why)
     for name, window in windows.items():

@@ -17,7 +17,9 @@ from .ledger import Ledger
 from .planner import Reservation
 
 
-def desired_plan(plans: Iterable[Reservation], window: str, current: str | None, fallback: str, now: datetime) -> str | None:
+def desired_plan(
+    plans: Iterable[Reservation], window: str, current: str | None, fallback: str, now: datetime
+) -> str | None:
     """The plan the group should use: the window's active plan; when none is active, on demand
     (``fallback: on_demand``) if the group still uses one of the window's plans, else unchanged."""
     own = [p for p in plans if p.window == window]
@@ -29,11 +31,22 @@ def desired_plan(plans: Iterable[Reservation], window: str, current: str | None,
     return current
 
 
-def repoint(*, window: str, cluster_arn: str, instance_group: str, plans: Iterable[Reservation], fallback: str, dry_run: bool,
-            sagemaker: Any, ledger: Ledger, now: datetime) -> dict[str, Any]:
+def repoint(
+    *,
+    window: str,
+    cluster_arn: str,
+    instance_group: str,
+    plans: Iterable[Reservation],
+    fallback: str,
+    dry_run: bool,
+    sagemaker: Any,
+    ledger: Ledger,
+    now: datetime,
+) -> dict[str, Any]:
     """Make the group use ``desired_plan``: no call when it already does; in dry run only say so."""
-    group = described_groups(sagemaker, cluster_arn, [instance_group],
-                             fix=f"Fix feeds.instance_group of window {window} or the cluster.")[instance_group]
+    group = described_groups(
+        sagemaker, cluster_arn, [instance_group], fix=f"Fix feeds.instance_group of window {window} or the cluster."
+    )[instance_group]
     current = group.get("TrainingPlanArn")
     wanted = desired_plan(plans, window, current, fallback, now)
     result = {"window": window, "cluster": cluster_arn, "instance_group": instance_group, "from": current, "to": wanted}

@@ -77,11 +77,15 @@ class Ledger:
     # --- reads ----------------------------------------------------------------------------------
 
     def spent(self, window: Window, now: datetime) -> Decimal:
-        item = self._db.get_item(TableName=self._table, Key=_key(f"spend#{window.budget_key}#{window.period_key(now)}"), ConsistentRead=True).get("Item")
+        item = self._db.get_item(
+            TableName=self._table, Key=_key(f"spend#{window.budget_key}#{window.period_key(now)}"), ConsistentRead=True
+        ).get("Item")
         return Decimal(item["total"]["N"]) if item else Decimal(0)
 
     def intent(self, intent_id: str) -> Intent | None:
-        item = self._db.get_item(TableName=self._table, Key=_key(f"intent#{intent_id}"), ConsistentRead=True).get("Item")
+        item = self._db.get_item(TableName=self._table, Key=_key(f"intent#{intent_id}"), ConsistentRead=True).get(
+            "Item"
+        )
         return _intent(item) if item else None
 
     def open_intents(self) -> list[Intent]:
@@ -122,34 +126,63 @@ class Ledger:
         slot = self._db.get_item(TableName=self._table, Key=_key(slot_key), ConsistentRead=True).get("Item")
         seq = int(slot["seq"]["N"]) if slot else 0
         if slot and "open_intent" in slot:
-            raise ClaimRefused(f"{purchase.occurrence.key} already has an undecided purchase {slot['open_intent']['S']}")
+            raise ClaimRefused(
+                f"{purchase.occurrence.key} already has an undecided purchase {slot['open_intent']['S']}"
+            )
         intent = Intent(
             id=f"{window.name}-{purchase.occurrence.start:%Y%m%d%H%M}-{seq + 1}",
-            window=window.name, occurrence=purchase.occurrence.key, offering=purchase.offering,
-            period=window.period_key(now), status=status, created_at=now, updated_at=now, budget=window.budget_key,
+            window=window.name,
+            occurrence=purchase.occurrence.key,
+            offering=purchase.offering,
+            period=window.period_key(now),
+            status=status,
+            created_at=now,
+            updated_at=now,
+            budget=window.budget_key,
         )
         slot_condition = (
-            ("seq = :seq AND attribute_not_exists(open_intent)", {":seq": {"N": str(seq)}}) if slot else ("attribute_not_exists(pk)", {})
+            ("seq = :seq AND attribute_not_exists(open_intent)", {":seq": {"N": str(seq)}})
+            if slot
+            else ("attribute_not_exists(pk)", {})
         )
         try:
-            self._db.transact_write_items(TransactItems=[
-                {"Update": {
-                    "TableName": self._table, "Key": _key(slot_key),
-                    "UpdateExpression": "SET seq = :next, open_intent = :id",
-                    "ConditionExpression": slot_condition[0],
-                    "ExpressionAttributeValues": {":next": {"N": str(seq + 1)}, ":id": {"S": intent.id}, **slot_condition[1]},
-                }},
-                {"Put": {
-                    "TableName": self._table, "Item": _item(intent), "ConditionExpression": "attribute_not_exists(pk)",
-                }},
-                {"Update": {
-                    "TableName": self._table, "Key": _key(f"spend#{intent.budget_key}#{intent.period}"),
-                    "UpdateExpression": "ADD #total :fee",
-                    "ConditionExpression": "attribute_not_exists(#total) OR #total <= :limit",
-                    "ExpressionAttributeNames": {"#total": "total"},
-                    "ExpressionAttributeValues": {":fee": {"N": str(fee)}, ":limit": {"N": str(window.budget - fee)}},
-                }},
-            ])
+            self._db.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _key(slot_key),
+                            "UpdateExpression": "SET seq = :next, open_intent = :id",
+                            "ConditionExpression": slot_condition[0],
+                            "ExpressionAttributeValues": {
+                                ":next": {"N": str(seq + 1)},
+                                ":id": {"S": intent.id},
+                                **slot_condition[1],
+                            },
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": _item(intent),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _key(f"spend#{intent.budget_key}#{intent.period}"),
+                            "UpdateExpression": "ADD #total :fee",
+                            "ConditionExpression": "attribute_not_exists(#total) OR #total <= :limit",
+                            "ExpressionAttributeNames": {"#total": "total"},
+                            "ExpressionAttributeValues": {
+                                ":fee": {"N": str(fee)},
+                                ":limit": {"N": str(window.budget - fee)},
+                            },
+                        }
+                    },
+                ]
+            )
         except self._db.exceptions.TransactionCanceledException as error:
             reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
             # Budget only when the occurrence itself was free; a conflict means another run.
@@ -162,16 +195,22 @@ class Ledger:
         """Mark an intent awaiting approval as approved; anything else is refused."""
         try:
             self._db.update_item(
-                TableName=self._table, Key=_key(f"intent#{intent_id}"),
+                TableName=self._table,
+                Key=_key(f"intent#{intent_id}"),
                 UpdateExpression="SET #status = :approved, updated_at = :now",
                 ConditionExpression="#status = :awaiting",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":approved": {"S": "approved"}, ":awaiting": {"S": "awaiting_approval"}, ":now": {"S": now.isoformat()}},
+                ExpressionAttributeValues={
+                    ":approved": {"S": "approved"},
+                    ":awaiting": {"S": "awaiting_approval"},
+                    ":now": {"S": now.isoformat()},
+                },
             )
         except self._db.exceptions.ConditionalCheckFailedException:
             current = self.intent(intent_id)
             raise ClaimRefused(
-                f"intent {intent_id} " + ("does not exist" if current is None else f"is {current.status}, not awaiting_approval")
+                f"intent {intent_id} "
+                + ("does not exist" if current is None else f"is {current.status}, not awaiting_approval")
             ) from None
         return self.intent(intent_id)
 
@@ -182,8 +221,10 @@ class Ledger:
     def mark_called(self, intent: Intent, *, at: datetime) -> None:
         """Record, just before the purchase call, that it is being made."""
         self._db.update_item(
-            TableName=self._table, Key=_key(f"intent#{intent.id}"),
-            UpdateExpression="SET called_at = :at", ConditionExpression="#status = :purchasing",
+            TableName=self._table,
+            Key=_key(f"intent#{intent.id}"),
+            UpdateExpression="SET called_at = :at",
+            ConditionExpression="#status = :purchasing",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={":at": {"S": at.isoformat()}, ":purchasing": {"S": "purchasing"}},
         )
@@ -192,40 +233,69 @@ class Ledger:
         """A purchase settled as failed turned up after all (AWS listed it later than the settle
         grace): mark it purchased and count its fee again, once. False when already done."""
         try:
-            self._db.transact_write_items(TransactItems=[
-                {"Update": {
-                    "TableName": self._table, "Key": _key(f"intent#{intent.id}"),
-                    "UpdateExpression": "SET #status = :purchased, updated_at = :now, reservation_id = :rid, reason = :reason",
-                    "ConditionExpression": "#status = :failed",
-                    "ExpressionAttributeNames": {"#status": "status"},
-                    "ExpressionAttributeValues": {":purchased": {"S": "purchased"}, ":failed": {"S": "failed"}, ":now": {"S": now.isoformat()},
-                                                  ":rid": {"S": reservation_id}, ":reason": {"S": f"found {reservation_id} after it was settled as failed"}},
-                }},
-                # Unconditional: the money is spent, the record must say so even above the budget.
-                self._spend_change(intent, intent.offering.upfront_fee),
-            ])
+            self._db.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _key(f"intent#{intent.id}"),
+                            "UpdateExpression": "SET #status = :purchased, updated_at = :now, reservation_id = :rid, reason = :reason",
+                            "ConditionExpression": "#status = :failed",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": {
+                                ":purchased": {"S": "purchased"},
+                                ":failed": {"S": "failed"},
+                                ":now": {"S": now.isoformat()},
+                                ":rid": {"S": reservation_id},
+                                ":reason": {"S": f"found {reservation_id} after it was settled as failed"},
+                            },
+                        }
+                    },
+                    # Unconditional: the money is spent, the record must say so even above the budget.
+                    self._spend_change(intent, intent.offering.upfront_fee),
+                ]
+            )
         except self._db.exceptions.TransactionCanceledException:
             return False
         return True
 
-    def settle(self, intent: Intent, *, status: Literal["purchased", "failed"], now: datetime, reservation_id: str | None = None, reason: str = "") -> bool:
+    def settle(
+        self,
+        intent: Intent,
+        *,
+        status: Literal["purchased", "failed"],
+        now: datetime,
+        reservation_id: str | None = None,
+        reason: str = "",
+    ) -> bool:
         """Close an undecided intent: unlock its occurrence and, when nothing was bought, give
         the fee back to the budget. False when another run settled it already."""
         items = [
-            {"Update": {
-                "TableName": self._table, "Key": _key(f"intent#{intent.id}"),
-                "UpdateExpression": "SET #status = :status, updated_at = :now, reservation_id = :rid, reason = :reason",
-                "ConditionExpression": "#status IN (:a, :b, :c)",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":status": {"S": status}, ":now": {"S": now.isoformat()}, ":rid": {"S": reservation_id or ""}, ":reason": {"S": reason},
-                    **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES, strict=True)},
-                },
-            }},
-            {"Update": {
-                "TableName": self._table, "Key": _key(intent.slot), "UpdateExpression": "REMOVE open_intent",
-                "ConditionExpression": "open_intent = :id", "ExpressionAttributeValues": {":id": {"S": intent.id}},
-            }},
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": _key(f"intent#{intent.id}"),
+                    "UpdateExpression": "SET #status = :status, updated_at = :now, reservation_id = :rid, reason = :reason",
+                    "ConditionExpression": "#status IN (:a, :b, :c)",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {
+                        ":status": {"S": status},
+                        ":now": {"S": now.isoformat()},
+                        ":rid": {"S": reservation_id or ""},
+                        ":reason": {"S": reason},
+                        **{k: {"S": s} for k, s in zip((":a", ":b", ":c"), OPEN_STATUSES, strict=True)},
+                    },
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": _key(intent.slot),
+                    "UpdateExpression": "REMOVE open_intent",
+                    "ConditionExpression": "open_intent = :id",
+                    "ExpressionAttributeValues": {":id": {"S": intent.id}},
+                }
+            },
         ]
         if status == "failed":
             items.append(self._spend_change(intent, -intent.offering.upfront_fee))
@@ -246,8 +316,10 @@ class Ledger:
         write, when settling it did not go through): the next run finds the block by its id even
         while the tag listing lags."""
         self._db.update_item(
-            TableName=self._table, Key=_key(f"intent#{intent.id}"),
-            UpdateExpression="SET reservation_id = :rid", ConditionExpression="#status = :purchasing",
+            TableName=self._table,
+            Key=_key(f"intent#{intent.id}"),
+            UpdateExpression="SET reservation_id = :rid",
+            ConditionExpression="#status = :purchasing",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={":rid": {"S": reservation_id}, ":purchasing": {"S": "purchasing"}},
         )
@@ -255,16 +327,26 @@ class Ledger:
     def refund_payment_failure(self, intent: Intent, *, now: datetime, reason: str) -> bool:
         """A purchased block later went payment-failed: nothing was charged, give the fee back once."""
         try:
-            self._db.transact_write_items(TransactItems=[
-                {"Update": {
-                    "TableName": self._table, "Key": _key(f"intent#{intent.id}"),
-                    "UpdateExpression": "SET #status = :failed, updated_at = :now, reason = :reason",
-                    "ConditionExpression": "#status = :purchased",
-                    "ExpressionAttributeNames": {"#status": "status"},
-                    "ExpressionAttributeValues": {":failed": {"S": "failed"}, ":purchased": {"S": "purchased"}, ":now": {"S": now.isoformat()}, ":reason": {"S": reason}},
-                }},
-                self._spend_change(intent, -intent.offering.upfront_fee),
-            ])
+            self._db.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _key(f"intent#{intent.id}"),
+                            "UpdateExpression": "SET #status = :failed, updated_at = :now, reason = :reason",
+                            "ConditionExpression": "#status = :purchased",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": {
+                                ":failed": {"S": "failed"},
+                                ":purchased": {"S": "purchased"},
+                                ":now": {"S": now.isoformat()},
+                                ":reason": {"S": reason},
+                            },
+                        }
+                    },
+                    self._spend_change(intent, -intent.offering.upfront_fee),
+                ]
+            )
         except self._db.exceptions.TransactionCanceledException:
             return False
         return True
@@ -272,19 +354,26 @@ class Ledger:
     def _spend_change(self, intent: Intent, amount: Decimal) -> dict[str, Any]:
         """The transaction item that adds ``amount`` (a fee, or minus a fee for a refund) to the
         spend of the intent's window and budget period."""
-        return {"Update": {
-            "TableName": self._table, "Key": _key(f"spend#{intent.budget_key}#{intent.period}"),
-            "UpdateExpression": "ADD #total :amount", "ExpressionAttributeNames": {"#total": "total"},
-            "ExpressionAttributeValues": {":amount": {"N": str(amount)}},
-        }}
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key(f"spend#{intent.budget_key}#{intent.period}"),
+                "UpdateExpression": "ADD #total :amount",
+                "ExpressionAttributeNames": {"#total": "total"},
+                "ExpressionAttributeValues": {":amount": {"N": str(amount)}},
+            }
+        }
 
     # --- actions on consumers -----------------------------------------------------------------
 
     def claim_action(self, action_id: str, *, status: str, details: dict[str, Any], now: datetime) -> bool:
         """Record a new action; False when it was recorded before (a duplicate event or run)."""
         try:
-            self._db.put_item(TableName=self._table, Item=_action_item(action_id, status, details, now),
-                              ConditionExpression="attribute_not_exists(pk)")
+            self._db.put_item(
+                TableName=self._table,
+                Item=_action_item(action_id, status, details, now),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
         except self._db.exceptions.ConditionalCheckFailedException:
             return False
         return True
@@ -296,27 +385,42 @@ class Ledger:
         """Move an action from ``expected`` to ``status``, details kept; False when it was not in
         ``expected`` (another run moved it first)."""
         try:
-            self._db.update_item(TableName=self._table, Key={"pk": {"S": f"action#{action_id}"}},
-                                 UpdateExpression="SET #status = :status, updated_at = :now", ConditionExpression="#status = :expected",
-                                 ExpressionAttributeNames={"#status": "status"},
-                                 ExpressionAttributeValues={":status": {"S": status}, ":expected": {"S": expected}, ":now": {"S": now.isoformat()}})
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": f"action#{action_id}"}},
+                UpdateExpression="SET #status = :status, updated_at = :now",
+                ConditionExpression="#status = :expected",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":status": {"S": status},
+                    ":expected": {"S": expected},
+                    ":now": {"S": now.isoformat()},
+                },
+            )
         except self._db.exceptions.ConditionalCheckFailedException:
             return False
         return True
 
     def actions(self, prefix: str, statuses: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]]]:
         """(action id, status, details) of the actions under ``prefix`` in one of ``statuses``."""
-        return sorted((i["pk"]["S"].removeprefix("action#"), i["status"]["S"], json.loads(i["details"]["S"]))
-                      for i in self._scan(f"action#{prefix}", statuses))
+        return sorted(
+            (i["pk"]["S"].removeprefix("action#"), i["status"]["S"], json.loads(i["details"]["S"]))
+            for i in self._scan(f"action#{prefix}", statuses)
+        )
 
     def _transition(self, intent: Intent, status: Status, *, expected: tuple[Status, ...], now: datetime) -> None:
         try:
             self._db.update_item(
-                TableName=self._table, Key=_key(f"intent#{intent.id}"),
+                TableName=self._table,
+                Key=_key(f"intent#{intent.id}"),
                 UpdateExpression="SET #status = :status, updated_at = :now",
                 ConditionExpression="#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":status": {"S": status}, ":now": {"S": now.isoformat()}, **{f":e{i}": {"S": s} for i, s in enumerate(expected)}},
+                ExpressionAttributeValues={
+                    ":status": {"S": status},
+                    ":now": {"S": now.isoformat()},
+                    **{f":e{i}": {"S": s} for i, s in enumerate(expected)},
+                },
             )
         except self._db.exceptions.ConditionalCheckFailedException:
             raise ClaimRefused(f"intent {intent.id} is no longer {' or '.join(expected)}") from None
@@ -339,28 +443,49 @@ def _item(intent: Intent) -> dict[str, Any]:
         "created_at": {"S": intent.created_at.isoformat()},
         "updated_at": {"S": intent.updated_at.isoformat()},
         "fee": {"N": str(offering.upfront_fee)},
-        "offering": {"S": json.dumps({
-            **offering.__dict__, "start": offering.start.isoformat(), "end": offering.end.isoformat(), "upfront_fee": str(offering.upfront_fee),
-        }, sort_keys=True)},
+        "offering": {
+            "S": json.dumps(
+                {
+                    **offering.__dict__,
+                    "start": offering.start.isoformat(),
+                    "end": offering.end.isoformat(),
+                    "upfront_fee": str(offering.upfront_fee),
+                },
+                sort_keys=True,
+            )
+        },
     }
 
 
 def _action_item(action_id: str, status: str, details: dict[str, Any], now: datetime) -> dict[str, Any]:
-    return {"pk": {"S": f"action#{action_id}"}, "status": {"S": status}, "updated_at": {"S": now.isoformat()},
-            "details": {"S": json.dumps(details, sort_keys=True, default=str)}}
+    return {
+        "pk": {"S": f"action#{action_id}"},
+        "status": {"S": status},
+        "updated_at": {"S": now.isoformat()},
+        "details": {"S": json.dumps(details, sort_keys=True, default=str)},
+    }
 
 
 def _intent(item: dict[str, Any]) -> Intent:
     offering = json.loads(item["offering"]["S"])
     return Intent(
-        id=item["id"]["S"], window=item["window"]["S"], occurrence=item["occurrence"]["S"], period=item["period"]["S"],
+        id=item["id"]["S"],
+        window=item["window"]["S"],
+        occurrence=item["occurrence"]["S"],
+        period=item["period"]["S"],
         status=item["status"]["S"],
-        created_at=datetime.fromisoformat(item["created_at"]["S"]), updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
-        reservation_id=item.get("reservation_id", {}).get("S") or None, reason=item.get("reason", {}).get("S", ""),
+        created_at=datetime.fromisoformat(item["created_at"]["S"]),
+        updated_at=datetime.fromisoformat(item["updated_at"]["S"]),
+        reservation_id=item.get("reservation_id", {}).get("S") or None,
+        reason=item.get("reason", {}).get("S", ""),
         called_at=datetime.fromisoformat(item["called_at"]["S"]) if "called_at" in item else None,
         budget=item.get("budget", {}).get("S", ""),
-        offering=Offering(**{
-            **offering, "start": datetime.fromisoformat(offering["start"]), "end": datetime.fromisoformat(offering["end"]),
-            "upfront_fee": Decimal(offering["upfront_fee"]),
-        }),
+        offering=Offering(
+            **{
+                **offering,
+                "start": datetime.fromisoformat(offering["start"]),
+                "end": datetime.fromisoformat(offering["end"]),
+                "upfront_fee": Decimal(offering["upfront_fee"]),
+            }
+        ),
     )

@@ -79,20 +79,27 @@ def shortest_block_days(gap_start: datetime, gap_end: datetime) -> int | None:
 def searchable_duration(length: timedelta) -> bool:
     """Whether a block of ``length`` can answer a search for an allowed whole-day duration:
     strictly less than a day shorter or longer than one."""
-    return length > timedelta(0) and any(abs(length - timedelta(days=days)) < timedelta(days=1) for days in ALLOWED_DURATION_DAYS)
+    return length > timedelta(0) and any(
+        abs(length - timedelta(days=days)) < timedelta(days=1) for days in ALLOWED_DURATION_DAYS
+    )
 
 
-def block_offering_problem(*, start: datetime, end: datetime, duration_hours: int, count: int, now: datetime,
-                           duration_minutes: int = 0) -> str | None:
+def block_offering_problem(
+    *, start: datetime, end: datetime, duration_hours: int, count: int, now: datetime, duration_minutes: int = 0
+) -> str | None:
     """Why an EC2 Capacity Block offering breaks the market rules, or None when it is sound.
 
     Offerings come from the API or from a file a person typed; an offering that breaks the
     rules is a sign of a bad input, and buying it would not give what the planner assumed."""
     if not ends_at_block_time(end):
         return f"ends {utc(end):%H:%M} UTC, but blocks end at 11:30 UTC"
-    if not 0 <= duration_minutes < 60 or not searchable_duration(timedelta(hours=duration_hours, minutes=duration_minutes)):
-        return (f"duration {duration_hours} h {duration_minutes} min is not within a day of 1-14 days or of 7-day steps "
-                "up to 182 days")
+    if not 0 <= duration_minutes < 60 or not searchable_duration(
+        timedelta(hours=duration_hours, minutes=duration_minutes)
+    ):
+        return (
+            f"duration {duration_hours} h {duration_minutes} min is not within a day of 1-14 days or of 7-day steps "
+            "up to 182 days"
+        )
     if utc(start) - utc(now) > MAX_START_AHEAD:
         return f"starts {utc(start):%Y-%m-%d}, more than 8 weeks ahead"
     if not 1 <= count <= MAX_INSTANCES_PER_BLOCK:

@@ -134,9 +134,7 @@ class Window:
                 lambda s: s <= horizon, (self.start + (skipped + i) * step for i in itertools.count())
             )
         return tuple(
-            Occurrence(window=self.name, start=s, end=s + length)
-            for s in starts
-            if s + length > now and s <= horizon
+            Occurrence(window=self.name, start=s, end=s + length) for s in starts if s + length > now and s <= horizon
         )
 
     def period_key(self, moment: datetime) -> str:
@@ -242,7 +240,9 @@ def shortfall(occurrence: Occurrence, needed: int, held: Iterable[Interval]) -> 
     """Pieces of the occurrence where ``held`` gives fewer than ``needed`` instances, with how
     many are missing there."""
     held = [h for h in held if h[0] < occurrence.end and h[1] > occurrence.start]
-    cuts = sorted({occurrence.start, occurrence.end} | {t for h in held for t in h[:2] if occurrence.start < t < occurrence.end})
+    cuts = sorted(
+        {occurrence.start, occurrence.end} | {t for h in held for t in h[:2] if occurrence.start < t < occurrence.end}
+    )
     pieces: list[Interval] = []
     for start, end in zip(cuts, cuts[1:], strict=False):
         missing = needed - sum(h[2] for h in held if h[0] <= start and h[1] >= end)
@@ -309,27 +309,37 @@ def plan(
 
     # Declared windows first, then requests: a request counts what its declared window holds or
     # buys in this very plan (Window.serves_with), so it is planned once that is known.
-    for occurrence in sorted((o for w in windows.values() for o in w.occurrences(now)),
-                             key=lambda o: (windows[o.window].budget_window is not None, o)):
+    for occurrence in sorted(
+        (o for w in windows.values() for o in w.occurrences(now)),
+        key=lambda o: (windows[o.window].budget_window is not None, o),
+    ):
         window = windows[occurrence.window]
         own = [r for r in reservations if window.serves_with(r.window) and _fits(r, window)]
         held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
-        gaps = shortfall(coverable(occurrence, now), window.instance_count,
-                         held + [_interval(p.offering, by_id) for p in purchases if window.serves_with(p.window)])
+        gaps = shortfall(
+            coverable(occurrence, now),
+            window.instance_count,
+            held + [_interval(p.offering, by_id) for p in purchases if window.serves_with(p.window)],
+        )
         if not gaps:
             covered.append(occurrence)
             continue
         own_ids = {r.id for r in own}
         candidates = [
-            o for o in of_type.get(window.instance_type, ())
+            o
+            for o in of_type.get(window.instance_type, ())
             if _fits(o, window)
             and _serves(o, window, own_ids)
             and _overlaps(_interval(o, by_id), gaps)
             and o.id not in purchased
         ]
         spans = {r.id: (r.start, r.end) for r in own if r.state in market.COVERING_STATES}
-        spans.update({p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if window.serves_with(p.window)})
-        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans)
+        spans.update(
+            {p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if window.serves_with(p.window)}
+        )
+        choice, reason = _choose(
+            window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans
+        )
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
@@ -337,7 +347,9 @@ def plan(
             purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
             purchased.add(offering.id)
             committed[window.budget_key] += offering.upfront_fee
-    return Plan(purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored))
+    return Plan(
+        purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored)
+    )
 
 
 def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, Reservation], now: datetime):
@@ -351,7 +363,11 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
             problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
         else:
             problem = market.block_offering_problem(
-                start=offering.start, end=offering.end, duration_hours=offering.duration_hours, count=offering.count, now=now,
+                start=offering.start,
+                end=offering.end,
+                duration_hours=offering.duration_hours,
+                count=offering.count,
+                now=now,
                 duration_minutes=offering.duration_minutes,
             )
         if problem is None and offering.start < now - HOUR and not offering.extends:
@@ -370,7 +386,9 @@ def _fits(item: Reservation | Offering, window: Window) -> bool:
 
 def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
     if window.market == "training_plan":
-        return offering.kind == "training_plan" or (offering.kind == "training_plan_extension" and offering.reservation_id in own_ids)
+        return offering.kind == "training_plan" or (
+            offering.kind == "training_plan_extension" and offering.reservation_id in own_ids
+        )
     return offering.kind == "block" or (offering.kind == "extension" and offering.reservation_id in own_ids)
 
 
@@ -378,8 +396,15 @@ def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
     return any(interval[0] < end and interval[1] > start for start, end, _ in gaps)
 
 
-def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, budget_left: Decimal,
-            held: Mapping[str, tuple[datetime, datetime]] = {}):
+def _choose(
+    window: Window,
+    gaps,
+    candidates: list[Offering],
+    reservations,
+    *,
+    budget_left: Decimal,
+    held: Mapping[str, tuple[datetime, datetime]] = {},
+):
     """The best combination of offerings covering ``gaps`` that the consumer can use together
     with ``held`` (reservation id -> span), or None and the reason."""
     if not candidates:
@@ -394,17 +419,27 @@ def _choose(window: Window, gaps, candidates: list[Offering], reservations, *, b
                 f"price cap: covering offerings cost from {needed:.2f} per instance-hour, "
                 f"cap is {window.max_price_per_instance_hour}"
             )
-        if window.reservations_at_once is not None and _cheapest_cover(window, gaps, candidates, reservations, held=None) is not None:
+        if (
+            window.reservations_at_once is not None
+            and _cheapest_cover(window, gaps, candidates, reservations, held=None) is not None
+        ):
             return None, (
                 f"{window.consumer['kind']} launches into {window.reservations_at_once} reservation at a time: every cover of "
                 f"{_describe(gaps)} needs pieces at the same time, and a piece it cannot launch into would be paid and idle"
             )
         return None, f"no combination of at most {MAX_PURCHASES_PER_OCCURRENCE} offerings covers {_describe(gaps)}"
-    within_budget = best if sum(o.upfront_fee for o in best) <= budget_left else (  # the best cover, if affordable, is the best affordable one
-        _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left, held=held))
+    within_budget = (
+        best
+        if sum(o.upfront_fee for o in best) <= budget_left
+        # the best cover, if affordable, is the best affordable one
+        else (_cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left, held=held))
+    )
     if within_budget is None:
         cost = sum(o.upfront_fee for o in best)
-        return None, f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}"
+        return (
+            None,
+            f"budget: cheapest cover costs {cost}, {max(budget_left, Decimal(0))} left this {window.budget_period}",
+        )
     return within_budget, ""
 
 
@@ -415,7 +450,16 @@ def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], res
     low, high = 0, len(prices) - 1  # covering is monotone in the cap; the highest price covers
     while low < high:
         middle = (low + high) // 2
-        if _cheapest_cover(window, gaps, [o for o in candidates if o.price_per_instance_hour <= prices[middle]], reservations, held=held) is None:
+        if (
+            _cheapest_cover(
+                window,
+                gaps,
+                [o for o in candidates if o.price_per_instance_hour <= prices[middle]],
+                reservations,
+                held=held,
+            )
+            is None
+        ):
             low = middle + 1
         else:
             high = middle
@@ -425,12 +469,23 @@ def _lowest_covering_price(window: Window, gaps, candidates: list[Offering], res
 def _first_missing(gaps: list[Interval], chosen: list[Interval]) -> tuple[datetime, int] | None:
     """The earliest moment of ``gaps`` that ``chosen`` leaves short, and by how many instances;
     None when ``chosen`` covers them."""
-    short = [piece for start, end, missing in gaps for piece in shortfall(Occurrence(window="", start=start, end=end), missing, chosen)[:1]]
+    short = [
+        piece
+        for start, end, missing in gaps
+        for piece in shortfall(Occurrence(window="", start=start, end=end), missing, chosen)[:1]
+    ]
     return min(((start, missing) for start, _, missing in short), default=None)
 
 
-def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservations, *, budget_left: Decimal | None = None,
-                    held: Mapping[str, tuple[datetime, datetime]] | None = {}):
+def _cheapest_cover(
+    window: Window,
+    gaps,
+    offerings: list[Offering],
+    reservations,
+    *,
+    budget_left: Decimal | None = None,
+    held: Mapping[str, tuple[datetime, datetime]] | None = {},
+):
     """The best combination of at most ``MAX_PURCHASES_PER_OCCURRENCE`` offerings covering
     ``gaps``: with ``prefer_extension`` one that extends a block if any does, then the cheapest,
     then the fewest purchased instance-hours (least unused time), then the fewest purchases.
@@ -458,7 +513,12 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
         return _most_at_once(spans.values(), within=[intervals[o.id][:2] for o in combo]) <= at_once
 
     def rank(combo: tuple[Offering, ...]):
-        return (sum(o.upfront_fee for o in combo), sum(o.instance_hours for o in combo), len(combo), tuple(sorted(o.id for o in combo)))
+        return (
+            sum(o.upfront_fee for o in combo),
+            sum(o.instance_hours for o in combo),
+            len(combo),
+            tuple(sorted(o.id for o in combo)),
+        )
 
     def search(need_extension: bool):
         best, best_rank = None, None
@@ -476,9 +536,13 @@ def _cheapest_cover(window: Window, gaps, offerings: list[Offering], reservation
                     return
             for offering in options:
                 total = fee + offering.upfront_fee
-                if (best_rank is not None and total > best_rank[0]) or (budget_left is not None and total > budget_left):
+                if (best_rank is not None and total > best_rank[0]) or (
+                    budget_left is not None and total > budget_left
+                ):
                     break  # every later option costs at least as much
-                if offering in combo or (offering.extends and offering.reservation_id in {o.reservation_id for o in combo if o.extends}):
+                if offering in combo or (
+                    offering.extends and offering.reservation_id in {o.reservation_id for o in combo if o.extends}
+                ):
                     continue  # one extension per block per plan: a second would start where the first ends
                 chosen = combo + (offering,)
                 if not usable(chosen):

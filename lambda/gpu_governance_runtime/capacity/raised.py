@@ -34,19 +34,36 @@ from .delivery import put_if_changed
 from .planner import Reservation, Window
 
 
-def applied(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Mapping[str, Any]],
-            results: Iterable[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+def applied(
+    *,
+    windows: Mapping[str, Window],
+    owned: Iterable[Reservation],
+    pools: Mapping[str, Mapping[str, Any]],
+    results: Iterable[Mapping[str, Any]],
+    now: datetime,
+) -> list[dict[str, Any]]:
     """The raises in place after this run's ``shares`` step: ``pools`` by consumer kind
     (``shares.TRAINING_JOBS``, ``shares.INSTANCE_GROUP``), ``results`` that step's results."""
     results, owned = list(results), list(owned)
     entries = []
     for kind, kind_pools in pools.items():
-        for window, pool, place, share, plans in shares.raising(windows=windows, owned=owned, pools=kind_pools, now=now, kind=kind):
+        for window, pool, place, share, plans in shares.raising(
+            windows=windows, owned=owned, pools=kind_pools, now=now, kind=kind
+        ):
             environment = [{"service_environment": pool.name}] if kind == shares.TRAINING_JOBS else []
             if shares.failed(results, shares.label(kind, place, share.name), *environment):
                 continue  # the quota does not show the raise: the reclaim controller must not count it
-            entries += [{"pool": pool.name, "team": share.name, "instance_type": window.instance_type, "instances": plan.count,
-                         "until": (plan.end - shares.LOWER_LEAD).isoformat(), "window": window.name} for plan in plans]
+            entries += [
+                {
+                    "pool": pool.name,
+                    "team": share.name,
+                    "instance_type": window.instance_type,
+                    "instances": plan.count,
+                    "until": (plan.end - shares.LOWER_LEAD).isoformat(),
+                    "window": window.name,
+                }
+                for plan in plans
+            ]
     return sorted(entries, key=lambda e: (e["pool"], e["team"], e["instance_type"], e["until"], e["window"]))
 
 

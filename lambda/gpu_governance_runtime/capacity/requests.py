@@ -103,12 +103,25 @@ def base_window(windows: Iterable[Window], *, team: str, instance_type: str, win
         wanted = f"window {window!r} of {instance_type}" if window else f"window of {instance_type}"
         raise RequestRefused(
             f"team {team}: {'no' if not names else 'more than one'} declared {wanted} to draw on ({names}) - "
-            + ("name one with --window" if names else "declare a capacity window for the team and instance type first"))
+            + ("name one with --window" if names else "declare a capacity window for the team and instance type first")
+        )
     return candidates[0]
 
 
-def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, instance_type: str, count: int, hours: int,
-           start: datetime | None, now: datetime, requested_by: str, window: str | None = None) -> tuple[Request, bool]:
+def submit(
+    ledger: Ledger,
+    windows: Iterable[Window],
+    *,
+    token: str,
+    team: str,
+    instance_type: str,
+    count: int,
+    hours: int,
+    start: datetime | None,
+    now: datetime,
+    requested_by: str,
+    window: str | None = None,
+) -> tuple[Request, bool]:
     """Record a request once: (the request, True) when new, (the recorded request, False) when the
     token was used before for the same request (``start`` None, "now", matches any start; whoever
     repeats it); refused otherwise. ``requested_by`` is recorded with it."""
@@ -127,16 +140,28 @@ def submit(ledger: Ledger, windows: Iterable[Window], *, token: str, team: str, 
         problems.append(f"token: {token!r} - 1 to {MAX_TOKEN} characters")
     if problems:
         raise RequestRefused("; ".join(problems))
-    request = Request(token=token, team=team, instance_type=instance_type, count=count, hours=hours,
-                      start=start.replace(second=0, microsecond=0), window=base.name, requested_by=requested_by)
+    request = Request(
+        token=token,
+        team=team,
+        instance_type=instance_type,
+        count=count,
+        hours=hours,
+        start=start.replace(second=0, microsecond=0),
+        window=base.name,
+        requested_by=requested_by,
+    )
     recorded = _recorded(ledger, token)
     if recorded is None:
         served = _join(ledger, request, now) or _join_occurrence(ledger, request, base, now)
         if served is not None:
             return served, False
         spent = ledger.spent(base, now)
-        if spent >= base.budget:  # refused at once, not reported uncovered on every run; purchases are held to it anyway
-            raise RequestRefused(f"budget: window {base.name} has spent {spent} of {base.budget} this {base.budget_period}; nothing left")
+        if (
+            spent >= base.budget
+        ):  # refused at once, not reported uncovered on every run; purchases are held to it anyway
+            raise RequestRefused(
+                f"budget: window {base.name} has spent {spent} of {base.budget} this {base.budget_period}; nothing left"
+            )
         if ledger.claim_action(ACTION_PREFIX + token, status=OPEN, details=request.details(), now=now):
             return request, True
         recorded = _recorded(ledger, token)  # the same token was recorded a moment ago
@@ -152,9 +177,14 @@ def _join(ledger: Ledger, request: Request, now: datetime) -> Request | None:
     """The open request of the same declared window that ``request`` overlaps, extended to serve
     it too (and ``request``'s token recorded as joined to it); None when none overlaps."""
     end = request.start + request.hours * HOUR
-    overlapping = sorted((r for r in (_request(d) for _, _, d in ledger.actions(ACTION_PREFIX, (OPEN,)))
-                          if r.window == request.window and r.start < end and request.start < r.start + r.hours * HOUR),
-                         key=lambda r: (r.start, r.token))
+    overlapping = sorted(
+        (
+            r
+            for r in (_request(d) for _, _, d in ledger.actions(ACTION_PREFIX, (OPEN,)))
+            if r.window == request.window and r.start < end and request.start < r.start + r.hours * HOUR
+        ),
+        key=lambda r: (r.start, r.token),
+    )
     if not overlapping:
         return None
     served = overlapping[0]
@@ -162,7 +192,9 @@ def _join(ledger: Ledger, request: Request, now: datetime) -> Request | None:
     extended = replace(served, hours=hours, count=max(served.count, request.count))
     if extended != served:  # its name (from its token) stays: what was bought for it still counts
         ledger.record_action(ACTION_PREFIX + served.token, status=OPEN, details=extended.details(), now=now)
-    ledger.claim_action(ACTION_PREFIX + request.token, status=JOINED, details={**request.details(), "joined": served.token}, now=now)
+    ledger.claim_action(
+        ACTION_PREFIX + request.token, status=JOINED, details={**request.details(), "joined": served.token}, now=now
+    )
     return extended
 
 
@@ -197,21 +229,32 @@ def listed(ledger: Ledger) -> list[tuple[Request, str]]:
     return sorted(found, key=lambda pair: (pair[0].start, pair[0].token))
 
 
-def close_ended(ledger: Ledger, requested: Mapping[str, Window], *, owned: Iterable[Reservation], unsettled: set[str],
-                now: datetime) -> list[str]:
+def close_ended(
+    ledger: Ledger, requested: Mapping[str, Window], *, owned: Iterable[Reservation], unsettled: set[str], now: datetime
+) -> list[str]:
     """Close every requested window whose end has passed and whose capacity is gone: none of its
     blocks or plans still holds capacity, no purchase for it is undecided, and this run's steps
     for its consumer (``unsettled``: window names whose step failed or was deferred) succeeded.
     The names closed by this call; a repeated run finds them closed and changes nothing."""
     owned = list(owned)
-    ended = [w for w in requested.values() if w.start + w.duration_hours * HOUR <= now and w.name not in unsettled
-             and not any(r.window == w.name and r.state in market.COVERING_STATES and r.end > now for r in owned)]
+    ended = [
+        w
+        for w in requested.values()
+        if w.start + w.duration_hours * HOUR <= now
+        and w.name not in unsettled
+        and not any(r.window == w.name and r.state in market.COVERING_STATES and r.end > now for r in owned)
+    ]
     if not ended:
         return []
     undecided = {i.window for i in ledger.intents(*OPEN_STATUSES)}
     tokens = {_request(details).name: action for action, _, details in ledger.actions(ACTION_PREFIX, (OPEN,))}
-    return [w.name for w in ended if w.name not in undecided and w.name in tokens
-            and ledger.close_action(tokens[w.name], expected=OPEN, status=CLOSED, now=now)]
+    return [
+        w.name
+        for w in ended
+        if w.name not in undecided
+        and w.name in tokens
+        and ledger.close_action(tokens[w.name], expected=OPEN, status=CLOSED, now=now)
+    ]
 
 
 def requested_windows(ledger: Ledger, declared: Mapping[str, Window]) -> dict[str, Window]:
@@ -224,8 +267,14 @@ def requested_windows(ledger: Ledger, declared: Mapping[str, Window]) -> dict[st
         if base is None or (base.team, base.instance_type) != (request.team, request.instance_type):
             continue
         found[request.name] = replace(
-            base, name=request.name, instance_count=request.count, start=request.start, duration_hours=request.hours,
-            repeat_every_days=None, buy_ahead_days=market.MAX_START_AHEAD // timedelta(days=1), budget_window=base.name,
+            base,
+            name=request.name,
+            instance_count=request.count,
+            start=request.start,
+            duration_hours=request.hours,
+            repeat_every_days=None,
+            buy_ahead_days=market.MAX_START_AHEAD // timedelta(days=1),
+            budget_window=base.name,
             alarm_requests=(),  # the declared window's alarms request for it, not for its requests
         )
     return found
@@ -234,10 +283,12 @@ def requested_windows(ledger: Ledger, declared: Mapping[str, Window]) -> dict[st
 # What a Capacity Request event's detail may hold: name -> (allowed JSON types, what is allowed).
 # Checked as strictly as the governance file: a bool is no integer, 2.9 and "2" are no count.
 REQUEST_FIELDS = {
-    "team": ((str,), "a team name"), "instance_type": ((str,), "an instance type such as p5.48xlarge"),
+    "team": ((str,), "a team name"),
+    "instance_type": ((str,), "an instance type such as p5.48xlarge"),
     "count": ((int,), f"a whole number of instances, 1 to {market.MAX_INSTANCES_PER_BLOCK}"),
     "hours": ((int,), f"a whole number of hours, 1 to {MAX_HOURS}"),
-    "start": ((str,), '"now" or an ISO 8601 time'), "window": ((str,), "the name of a declared window of the team"),
+    "start": ((str,), '"now" or an ISO 8601 time'),
+    "window": ((str,), "the name of a declared window of the team"),
     "token": ((str,), f"1 to {MAX_TOKEN} characters"),
 }
 REQUIRED_REQUEST_FIELDS = ("team", "instance_type", "count", "hours")
@@ -252,10 +303,17 @@ def from_event(event: Mapping[str, Any]) -> dict[str, Any]:
     sent it is only in CloudTrail (PutEvents data events, when a trail records them)."""
     detail = event.get("detail")
     if not isinstance(detail, dict):
-        raise RequestRefused(f"detail: {str(detail)[:200]!r} - an object with {', '.join(REQUIRED_REQUEST_FIELDS)} "
-                             f"and optional {', '.join(f for f in REQUEST_FIELDS if f not in REQUIRED_REQUEST_FIELDS)}")
-    problems = [f"detail.{key}: unknown field - one of {', '.join(REQUEST_FIELDS)}" for key in sorted(set(detail) - set(REQUEST_FIELDS), key=str)]
-    problems += [f"detail.{key}: missing - {REQUEST_FIELDS[key][1]}" for key in REQUIRED_REQUEST_FIELDS if key not in detail]
+        raise RequestRefused(
+            f"detail: {str(detail)[:200]!r} - an object with {', '.join(REQUIRED_REQUEST_FIELDS)} "
+            f"and optional {', '.join(f for f in REQUEST_FIELDS if f not in REQUIRED_REQUEST_FIELDS)}"
+        )
+    problems = [
+        f"detail.{key}: unknown field - one of {', '.join(REQUEST_FIELDS)}"
+        for key in sorted(set(detail) - set(REQUEST_FIELDS), key=str)
+    ]
+    problems += [
+        f"detail.{key}: missing - {REQUEST_FIELDS[key][1]}" for key in REQUIRED_REQUEST_FIELDS if key not in detail
+    ]
     for key, value in detail.items():
         kinds, allowed = REQUEST_FIELDS.get(key, ((), ""))
         if kinds and (not isinstance(value, kinds) or isinstance(value, bool)):
@@ -273,9 +331,16 @@ def from_event(event: Mapping[str, Any]) -> dict[str, Any]:
         problems.append(f"account: {account!r} - the sending account EventBridge puts on every event")
     if problems:
         raise RequestRefused("; ".join(problems))
-    return {"token": token, "team": detail["team"], "instance_type": detail["instance_type"],
-            "count": detail["count"], "hours": detail["hours"], "start": when, "window": detail.get("window"),
-            "requested_by": f"account:{account}"}
+    return {
+        "token": token,
+        "team": detail["team"],
+        "instance_type": detail["instance_type"],
+        "count": detail["count"],
+        "hours": detail["hours"],
+        "start": when,
+        "window": detail.get("window"),
+        "requested_by": f"account:{account}",
+    }
 
 
 def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str, Any] | None:
@@ -290,13 +355,25 @@ def from_alarm(event: Mapping[str, Any], windows: Iterable[Window]) -> dict[str,
     if state.get("value") != ALARM_STATE:
         return None
     if not isinstance(state.get("timestamp"), str) or not state["timestamp"]:
-        raise RequestRefused(f"detail.state.timestamp: {state.get('timestamp')!r} - the time of the change to {ALARM_STATE}")
-    found = [(w, spec) for w in windows if w.budget_window is None for spec in w.alarm_requests if spec["alarm_name"] == name]
+        raise RequestRefused(
+            f"detail.state.timestamp: {state.get('timestamp')!r} - the time of the change to {ALARM_STATE}"
+        )
+    found = [
+        (w, spec) for w in windows if w.budget_window is None for spec in w.alarm_requests if spec["alarm_name"] == name
+    ]
     if not found:
         raise RequestRefused(f"detail.alarmName: {name!r} - an alarm a capacity window declares in alarm_requests")
     (window, spec), *_ = found  # the model allows an alarm in one window only
     token = f"alarm:{name}@{state['timestamp']}"
     if len(token) > MAX_TOKEN:  # alarm names run to 255 characters
         token = f"alarm:{hashlib.sha256(token.encode()).hexdigest()}"
-    return {"token": token, "team": window.team, "instance_type": window.instance_type, "count": spec["count"], "hours": spec["hours"],
-            "start": None, "window": window.name, "requested_by": f"alarm:{name}"}
+    return {
+        "token": token,
+        "team": window.team,
+        "instance_type": window.instance_type,
+        "count": spec["count"],
+        "hours": spec["hours"],
+        "start": None,
+        "window": window.name,
+        "requested_by": f"alarm:{name}",
+    }

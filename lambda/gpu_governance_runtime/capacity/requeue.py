@@ -67,23 +67,45 @@ DRAIN_PREFIX = "drain#"
 JOB_SECONDS = 20
 
 
-def jobs_on_block(*, compute_environment: str, reservation_id: str, ec2: Any, ecs: Any, batch: Any) -> list[dict[str, Any]]:
+def jobs_on_block(
+    *, compute_environment: str, reservation_id: str, ec2: Any, ecs: Any, batch: Any
+) -> list[dict[str, Any]]:
     """RUNNING jobs (DescribeJobs details) of the compute environment's queues on the block's instances."""
-    instances = [i["InstanceId"] for page in ec2.get_paginator("describe_instances").paginate(Filters=[
-        {"Name": "capacity-reservation-id", "Values": [reservation_id]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]},
-    ]) for r in page["Reservations"] for i in r["Instances"]]
+    instances = [
+        i["InstanceId"]
+        for page in ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                {"Name": "capacity-reservation-id", "Values": [reservation_id]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        for r in page["Reservations"]
+        for i in r["Instances"]
+    ]
     environment = batch.describe_compute_environments(computeEnvironments=[compute_environment])["computeEnvironments"]
     if not instances or not environment or "ecsClusterArn" not in environment[0]:
         return []
     cluster = environment[0]["ecsClusterArn"]
-    on_block = {arn for page in ecs.get_paginator("list_container_instances").paginate(
-        cluster=cluster, filter="ec2InstanceId in [" + ", ".join(f"'{i}'" for i in instances) + "]",
-    ) for arn in page["containerInstanceArns"]}
-    queues = [q["jobQueueArn"] for page in batch.get_paginator("describe_job_queues").paginate() for q in page["jobQueues"]
-              if any(o["computeEnvironment"] == compute_environment for o in q.get("computeEnvironmentOrder", []))]
-    running = [s["jobId"] for queue in queues
-               for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus="RUNNING") for s in page["jobSummaryList"]]
+    on_block = {
+        arn
+        for page in ecs.get_paginator("list_container_instances").paginate(
+            cluster=cluster,
+            filter="ec2InstanceId in [" + ", ".join(f"'{i}'" for i in instances) + "]",
+        )
+        for arn in page["containerInstanceArns"]
+    }
+    queues = [
+        q["jobQueueArn"]
+        for page in batch.get_paginator("describe_job_queues").paginate()
+        for q in page["jobQueues"]
+        if any(o["computeEnvironment"] == compute_environment for o in q.get("computeEnvironmentOrder", []))
+    ]
+    running = [
+        s["jobId"]
+        for queue in queues
+        for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus="RUNNING")
+        for s in page["jobSummaryList"]
+    ]
     return [job for job in describe(batch, running) if job.get("container", {}).get("containerInstanceArn") in on_block]
 
 
@@ -101,15 +123,45 @@ def draining(ends_at: datetime, now: datetime) -> bool:
     return ends_at - SIGNAL_LEAD <= now < ends_at - market.TERMINATION_LEAD
 
 
-def drain(*, window: str, compute_environment: str, reservation_id: str, ends_at: datetime, moved_to: str | None, dry_run: bool,
-          ledger: Ledger, ec2: Any, ecs: Any, batch: Any, submit: Any, events: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
+def drain(
+    *,
+    window: str,
+    compute_environment: str,
+    reservation_id: str,
+    ends_at: datetime,
+    moved_to: str | None,
+    dry_run: bool,
+    ledger: Ledger,
+    ec2: Any,
+    ecs: Any,
+    batch: Any,
+    submit: Any,
+    events: Any,
+    now: datetime,
+    time_left=_unlimited,
+) -> dict[str, Any]:
     """Every run while the block is ``draining`` and at its expiration warning: tell the jobs to
     checkpoint once (a signal that failed is sent again by the next run, a repeated one is
     harmless: it asks for a checkpoint), record the jobs on the block, move every open requeue on."""
     if dry_run:
-        return {"dry_run": True, "would": "announce the drain", "requeue": requeue(
-            window=window, compute_environment=compute_environment, reservation_id=reservation_id, ends_at=ends_at, dry_run=True,
-            ledger=ledger, ec2=ec2, ecs=ecs, batch=batch, submit=submit, now=now, time_left=time_left)}
+        return {
+            "dry_run": True,
+            "would": "announce the drain",
+            "requeue": requeue(
+                window=window,
+                compute_environment=compute_environment,
+                reservation_id=reservation_id,
+                ends_at=ends_at,
+                dry_run=True,
+                ledger=ledger,
+                ec2=ec2,
+                ecs=ecs,
+                batch=batch,
+                submit=submit,
+                now=now,
+                time_left=time_left,
+            ),
+        }
     key = DRAIN_PREFIX + reservation_id
     announced = [details for action, _, details in ledger.actions(key, ("announced",)) if action == key]
     signal: dict[str, Any] = {}
@@ -118,33 +170,80 @@ def drain(*, window: str, compute_environment: str, reservation_id: str, ends_at
     else:
         signalled_at = now
         try:
-            signal = rotation.announce_drain(window=window, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=events)
+            signal = rotation.announce_drain(
+                window=window, reservation_id=reservation_id, ends_at=ends_at, moved_to=moved_to, events=events
+            )
             ledger.record_action(key, status="announced", details={"window": window, "at": now.isoformat()}, now=now)
-        except (ClientError, BotoCoreError) as error:  # the jobs are still recorded and stopped in time; the next run signals again
+        except (
+            ClientError,
+            BotoCoreError,
+        ) as error:  # the jobs are still recorded and stopped in time; the next run signals again
             signal = {"error": f"the drain event: {error}", "retry": "next run"}
-    return {**signal, "signalled_at": signalled_at.isoformat(), "requeue": requeue(
-        window=window, compute_environment=compute_environment, reservation_id=reservation_id, ends_at=ends_at, dry_run=False,
-        ledger=ledger, ec2=ec2, ecs=ecs, batch=batch, submit=submit, now=now, time_left=time_left, signalled_at=signalled_at)}
+    return {
+        **signal,
+        "signalled_at": signalled_at.isoformat(),
+        "requeue": requeue(
+            window=window,
+            compute_environment=compute_environment,
+            reservation_id=reservation_id,
+            ends_at=ends_at,
+            dry_run=False,
+            ledger=ledger,
+            ec2=ec2,
+            ecs=ecs,
+            batch=batch,
+            submit=submit,
+            now=now,
+            time_left=time_left,
+            signalled_at=signalled_at,
+        ),
+    }
 
 
-def requeue(*, window: str, compute_environment: str, reservation_id: str, ends_at: datetime, dry_run: bool,
-            ledger: Ledger, ec2: Any, ecs: Any, batch: Any, submit: Any, now: datetime, time_left=_unlimited,
-            signalled_at: datetime | None = None) -> dict[str, Any]:
+def requeue(
+    *,
+    window: str,
+    compute_environment: str,
+    reservation_id: str,
+    ends_at: datetime,
+    dry_run: bool,
+    ledger: Ledger,
+    ec2: Any,
+    ecs: Any,
+    batch: Any,
+    submit: Any,
+    now: datetime,
+    time_left=_unlimited,
+    signalled_at: datetime | None = None,
+) -> dict[str, Any]:
     """Record every job on the block (once: a job recorded before is ``already_handled``), to be
     stopped and copied from ``stop_time`` (at once if that has come); in dry run only say which.
     ``signalled_at``: when the jobs were told to checkpoint (default ``now``)."""
-    jobs = jobs_on_block(compute_environment=compute_environment, reservation_id=reservation_id, ec2=ec2, ecs=ecs, batch=batch)
+    jobs = jobs_on_block(
+        compute_environment=compute_environment, reservation_id=reservation_id, ec2=ec2, ecs=ecs, batch=batch
+    )
     stop_at = stop_time(ends_at, signalled_at or now)
     if dry_run:
         return {"would_requeue": sorted(j["jobId"] for j in jobs), "would_stop_at": stop_at.isoformat()}
-    reason = (f"{REASON_PREFIX} Capacity Block {reservation_id} of window {window} ends {ends_at:%Y-%m-%d %H:%M} UTC and its "
-              f"instances terminate 30 minutes earlier; requeued as a new job tagged {TAG_REQUEUED_FROM}")
+    reason = (
+        f"{REASON_PREFIX} Capacity Block {reservation_id} of window {window} ends {ends_at:%Y-%m-%d %H:%M} UTC and its "
+        f"instances terminate 30 minutes earlier; requeued as a new job tagged {TAG_REQUEUED_FROM}"
+    )
     skipped = []
     for job in jobs:  # claimed first, all of them: what this invocation does not finish, a later run does
-        details = {"window": window, "reservation": reservation_id, "job": job["jobId"], "reason": reason, "stop_at": stop_at.isoformat()}
+        details = {
+            "window": window,
+            "reservation": reservation_id,
+            "job": job["jobId"],
+            "reason": reason,
+            "stop_at": stop_at.isoformat(),
+        }
         if not ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
             skipped.append(job["jobId"])  # handled by an earlier delivery of the same warning
-    return {**resume(ledger=ledger, batch=batch, submit=submit, now=now, time_left=time_left), "already_handled": skipped}
+    return {
+        **resume(ledger=ledger, batch=batch, submit=submit, now=now, time_left=time_left),
+        "already_handled": skipped,
+    }
 
 
 def resume(*, ledger: Ledger, batch: Any, submit: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
@@ -161,8 +260,13 @@ def resume(*, ledger: Ledger, batch: Any, submit: Any, now: datetime, time_left=
         try:
             outcome = _advance(action_id, status, details, ledger=ledger, batch=batch, submit=submit, now=now)
         except (ClientError, BotoCoreError, SubmitRefused) as error:
-            code = (error.code if isinstance(error, SubmitRefused) else error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError)
-                    else type(error).__name__)
+            code = (
+                error.code
+                if isinstance(error, SubmitRefused)
+                else error.response.get("Error", {}).get("Code", "")
+                if isinstance(error, ClientError)
+                else type(error).__name__
+            )
             errors.append({"job": details["job"], "error": code, "retry": "next run"})
             continue
         if outcome is None:
@@ -174,7 +278,9 @@ def resume(*, ledger: Ledger, batch: Any, submit: Any, now: datetime, time_left=
     return {"requeued": done, "finished": finished, "waiting": waiting, "errors": errors, "deferred": deferred}
 
 
-def _advance(action_id: str, status: str, details: dict[str, Any], *, ledger: Ledger, batch: Any, submit: Any, now: datetime) -> str | None:
+def _advance(
+    action_id: str, status: str, details: dict[str, Any], *, ledger: Ledger, batch: Any, submit: Any, now: datetime
+) -> str | None:
     """The copy's id, "finished" (the job ended on its own: nothing to copy) or None (not known yet)."""
     old = details["job"]
     (job,) = describe(batch, [old]) or ({"jobId": old, "status": "gone"},)
@@ -188,10 +294,21 @@ def _advance(action_id: str, status: str, details: dict[str, Any], *, ledger: Le
             return "finished"
     uncertain = datetime.fromisoformat(details["submitting_at"]).timestamp() if status == "submitting" else None
     try:
-        new = submit_once(batch=batch, submit=submit, request=copy_request(job), original=old, uncertain_since=uncertain, now=now.timestamp(),
-                          submitting=lambda _: ledger.record_action(action_id, status="submitting", details={**details, "submitting_at": now.isoformat()}, now=now))
+        new = submit_once(
+            batch=batch,
+            submit=submit,
+            request=copy_request(job),
+            original=old,
+            uncertain_since=uncertain,
+            now=now.timestamp(),
+            submitting=lambda _: ledger.record_action(
+                action_id, status="submitting", details={**details, "submitting_at": now.isoformat()}, now=now
+            ),
+        )
     except SubmitRefused:
-        ledger.record_action(action_id, status="terminated", details=details, now=now)  # nothing submitted: the next run submits at once
+        ledger.record_action(
+            action_id, status="terminated", details=details, now=now
+        )  # nothing submitted: the next run submits at once
         raise
     if new is not None:
         ledger.record_action(action_id, status="requeued", details={**details, "new_job": new}, now=now)

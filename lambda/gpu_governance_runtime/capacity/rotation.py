@@ -69,7 +69,9 @@ def into_block(reservation_id: str) -> Transform:
         return {
             **data,
             "InstanceMarketOptions": {"MarketType": "capacity-block"},
-            "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": reservation_id}},
+            "CapacityReservationSpecification": {
+                "CapacityReservationTarget": {"CapacityReservationId": reservation_id}
+            },
         }
 
     return launch_data
@@ -79,11 +81,18 @@ def on_demand(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in ("InstanceMarketOptions", "CapacityReservationSpecification")}
 
 
-def active_block(window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()) -> Reservation | None:
+def active_block(
+    window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()
+) -> Reservation | None:
     """The window's block new work should launch into now: started, and not yet draining
     (``DRAIN_LEAD`` before its end)."""
-    live = [r for r in owned if (r.window == window.name or r.window in sharing) and r.state in ("scheduled", "active")
-            and r.start <= now < r.end - DRAIN_LEAD]
+    live = [
+        r
+        for r in owned
+        if (r.window == window.name or r.window in sharing)
+        and r.state in ("scheduled", "active")
+        and r.start <= now < r.end - DRAIN_LEAD
+    ]
     return max(live, key=lambda r: r.start, default=None)
 
 
@@ -105,11 +114,24 @@ def by_consumer(windows: Iterable[Window]) -> list[tuple[Window, frozenset[str]]
     for window in windows:
         if window.consumer.get("kind") in KINDS:
             groups.setdefault(json.dumps(window.consumer, sort_keys=True), []).append(window)
-    return [(first, frozenset(w.name for w in rest)) for first, *rest in (sorted(g, key=lambda w: (len(w.name), w.name)) for g in groups.values())]
+    return [
+        (first, frozenset(w.name for w in rest))
+        for first, *rest in (sorted(g, key=lambda w: (len(w.name), w.name)) for g in groups.values())
+    ]
 
 
-def reconcile(*, window: Window, owned: Iterable[Reservation], dry_run: bool, ec2: Any, batch: Any, eks: Any, ledger: Ledger,
-              now: datetime, sharing: frozenset[str] = frozenset()) -> dict[str, Any]:
+def reconcile(
+    *,
+    window: Window,
+    owned: Iterable[Reservation],
+    dry_run: bool,
+    ec2: Any,
+    batch: Any,
+    eks: Any,
+    ledger: Ledger,
+    now: datetime,
+    sharing: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     """One step toward the wanted state for the window's consumer; what was found and done. A
     consumer whose window holds no block, now or before, and that this controller never moved is
     not read: nothing of the window's is in it."""
@@ -125,7 +147,9 @@ def reconcile(*, window: Window, owned: Iterable[Reservation], dry_run: bool, ec
             return {**result, **_batch(window, owned, dry_run, ec2, batch, ledger, now)}
         return {**result, **_node_group(window, owned, dry_run, ec2, eks, ledger, now)}
     except (ClientError, BotoCoreError) as error:  # refused (busy, throttled): the next run tries again
-        code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else type(error).__name__
+        code = (
+            error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else type(error).__name__
+        )
         return {**result, "error": f"{code}: {error}", "retry": "next run"}
 
 
@@ -136,7 +160,9 @@ def _batch(window, owned, dry_run, ec2, batch, ledger, now) -> dict[str, Any]:
     drift: dict[str, Any] = {}
     for _ in range(len(BATCH_STEPS) + 1):
         found, step = _batch_step(window, owned, ec2, batch, ledger, now)
-        drift = drift or {k: v for k, v in found.items() if k == "changed_by_someone_else"}  # as first read, before undoing it
+        drift = drift or {
+            k: v for k, v in found.items() if k == "changed_by_someone_else"
+        }  # as first read, before undoing it
         found = {**{k: v for k, v in found.items() if k != "recorded"}, **drift}
         recorded = _found_state(found)
         if did:  # what this controller's steps left, read back: a later difference is someone else's
@@ -160,8 +186,14 @@ def _found_state(found: dict[str, Any]) -> dict[str, Any]:
 
 # The steps a run may take on a block compute environment (each at most once a run; "scale it to N vCPUs" is the
 # scaling update a block of another size needs): a block's start takes them in this order, its end the first two and the last.
-BATCH_STEPS = ("take the block compute environment out of first place", "disable it", "launch it into the block",
-               "enable it", "put it first in the job queue", "scale it to 0")
+BATCH_STEPS = (
+    "take the block compute environment out of first place",
+    "disable it",
+    "launch it into the block",
+    "enable it",
+    "put it first in the job queue",
+    "scale it to 0",
+)
 
 
 def _batch_step(window, owned, ec2, batch, ledger, now):
@@ -172,7 +204,9 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
     (environment,) = batch.describe_compute_environments(computeEnvironments=[block_ce])["computeEnvironments"]
     (queue,) = batch.describe_job_queues(jobQueues=[queue_arn])["jobQueues"]
     resources = environment.get("computeResources", {})
-    version = _version(ec2, consumer["launch_template_name"], resources.get("launchTemplate", {}).get("version", "$Default"))
+    version = _version(
+        ec2, consumer["launch_template_name"], resources.get("launchTemplate", {}).get("version", "$Default")
+    )
     current = _launch_target(version["LaunchTemplateData"])
     order = sorted(queue.get("computeEnvironmentOrder", []), key=lambda o: o["order"])
     first = bool(order) and order[0]["computeEnvironment"] == block_ce
@@ -180,11 +214,18 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
     block = active_block(window, owned, now)
     wanted = ("capacity-block", block.id) if block is not None else current
     size = block.count * _vcpus(ec2, window.instance_type) if block is not None else 0
-    found = {"version": version["VersionNumber"], "launches_into": _named(current),
-             "wants": f"{_named(wanted)}, first in the job queue" if block is not None else "behind the on-demand compute environment, DISABLED",
-             "first_in_queue": first,
-             "enabled": enabled, "max_vcpus": resources.get("maxvCpus"), "wanted_max_vcpus": size,
-             **_batch_drift(ledger, window, version["VersionNumber"], current, first, enabled, block is not None)}
+    found = {
+        "version": version["VersionNumber"],
+        "launches_into": _named(current),
+        "wants": f"{_named(wanted)}, first in the job queue"
+        if block is not None
+        else "behind the on-demand compute environment, DISABLED",
+        "first_in_queue": first,
+        "enabled": enabled,
+        "max_vcpus": resources.get("maxvCpus"),
+        "wanted_max_vcpus": size,
+        **_batch_drift(ledger, window, version["VersionNumber"], current, first, enabled, block is not None),
+    }
     update = lambda **change: batch.update_compute_environment(computeEnvironment=block_ce, **change)
     if block is None:
         if first:
@@ -206,14 +247,21 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
             created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
             # An infrastructure update of an environment that is DISABLED and behind the on-demand one: none of the
             # block's jobs is on it (https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html).
-            update(computeResources={"launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)},
-                                     "minvCpus": 0, "maxvCpus": size},
-                   updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30})
+            update(
+                computeResources={
+                    "launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)},
+                    "minvCpus": 0,
+                    "maxvCpus": size,
+                },
+                updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30},
+            )
 
         return found, (f"{BATCH_STEPS[2]} {block.id} ({size} vCPUs)", launch_into_block)
     if environment.get("status") != "VALID":  # only a VALID environment may be ordered into a queue (UpdateJobQueue)
         return found, f"waiting: the block compute environment is {environment.get('status')}"
-    if resources.get("maxvCpus") != size:  # a scaling update alone (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html)
+    if (
+        resources.get("maxvCpus") != size
+    ):  # a scaling update alone (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html)
         return found, (f"scale it to {size} vCPUs", lambda: update(computeResources={"maxvCpus": size}))
     if not enabled:
         return found, (BATCH_STEPS[3], lambda: update(state="ENABLED"))
@@ -228,7 +276,10 @@ def _order(batch, queue_arn: str, order: list[dict[str, Any]], block_ce: str, *,
     https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html)."""
     others = [o["computeEnvironment"] for o in order if o["computeEnvironment"] != block_ce]
     environments = [block_ce, *others] if first else [*others, block_ce]
-    batch.update_job_queue(jobQueue=queue_arn, computeEnvironmentOrder=[{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(environments)])
+    batch.update_job_queue(
+        jobQueue=queue_arn,
+        computeEnvironmentOrder=[{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(environments)],
+    )
 
 
 def _instances_live(window: Window, owned: Iterable[Reservation], now: datetime) -> bool:
@@ -240,17 +291,23 @@ def _vcpus(ec2: Any, instance_type: str) -> int:
     return ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"][0]["VCpuInfo"]["DefaultVCpus"]
 
 
-def _batch_drift(ledger: Ledger, window: Window, version: int, current: Target, first: bool, enabled: bool, active: bool) -> dict[str, Any]:
+def _batch_drift(
+    ledger: Ledger, window: Window, version: int, current: Target, first: bool, enabled: bool, active: bool
+) -> dict[str, Any]:
     """What someone else changed since this controller's last step, where the phase does not want it."""
     recorded = _last_set(ledger, window)
     if recorded is None:
         return {}
     changes = []
     if recorded.get("version") != version and active and current[0] != "capacity-block":
-        changes.append(f"the block compute environment launches from version {version} (into {_named(current)}), not version "
-                       f"{recorded.get('version')} this controller set")
+        changes.append(
+            f"the block compute environment launches from version {version} (into {_named(current)}), not version "
+            f"{recorded.get('version')} this controller set"
+        )
     if recorded.get("first_in_queue") is not None and recorded["first_in_queue"] != first and first != active:
-        changes.append(f"the block compute environment was {'put first in' if first else 'taken out of first place in'} the job queue")
+        changes.append(
+            f"the block compute environment was {'put first in' if first else 'taken out of first place in'} the job queue"
+        )
     if recorded.get("enabled") is not None and recorded["enabled"] != enabled and enabled != active:
         changes.append(f"the block compute environment was {'enabled' if enabled else 'disabled'}")
     return {"changed_by_someone_else": "; ".join(changes)} if changes else {}
@@ -258,28 +315,44 @@ def _batch_drift(ledger: Ledger, window: Window, version: int, current: Target, 
 
 def _node_group(window, owned, dry_run, ec2, eks, ledger, now) -> dict[str, Any]:
     consumer = window.consumer
-    group = eks.describe_nodegroup(clusterName=consumer["cluster_name"], nodegroupName=consumer["nodegroup_name"])["nodegroup"]
+    group = eks.describe_nodegroup(clusterName=consumer["cluster_name"], nodegroupName=consumer["nodegroup_name"])[
+        "nodegroup"
+    ]
     if group.get("capacityType") != "CAPACITY_BLOCK":
-        return {"error": f"node group {consumer['nodegroup_name']} has capacityType {group.get('capacityType')}; a Capacity Block needs "
-                         "a node group created with CAPACITY_BLOCK (it cannot change later): nothing moved"}
+        return {
+            "error": f"node group {consumer['nodegroup_name']} has capacityType {group.get('capacityType')}; a Capacity Block needs "
+            "a node group created with CAPACITY_BLOCK (it cannot change later): nothing moved"
+        }
     if group.get("status") not in ("ACTIVE", "DEGRADED"):
         return {"state": f"node group {group.get('status')}", "retry": "next run"}  # an update is in progress
-    version = _version(ec2, consumer["launch_template_name"], group.get("launchTemplate", {}).get("version", "$Default"))
+    version = _version(
+        ec2, consumer["launch_template_name"], group.get("launchTemplate", {}).get("version", "$Default")
+    )
     current = _launch_target(version["LaunchTemplateData"])
     block = active_block(window, owned, now)
     wanted = wanted_target(window, owned, current, now)
     size = group.get("scalingConfig", {})
     wanted_size = min(block.count, size.get("maxSize", block.count)) if block is not None else 0
-    found = {"version": version["VersionNumber"], "launches_into": _named(current), "wants": _named(wanted),
-             "desired_size": size.get("desiredSize"), "wanted_size": wanted_size,
-             **_drift(ledger, window, version["VersionNumber"], current, wanted)}
+    found = {
+        "version": version["VersionNumber"],
+        "launches_into": _named(current),
+        "wants": _named(wanted),
+        "desired_size": size.get("desiredSize"),
+        "wanted_size": wanted_size,
+        **_drift(ledger, window, version["VersionNumber"], current, wanted),
+    }
     if wanted_size == 0 and size.get("desiredSize", 0) > 0:
         step = ("scale to 0 (EKS drains each node first)", lambda: _scale(eks, consumer, 0))
     elif current != wanted and size.get("desiredSize", 0) == 0:
-        step = (f"make a launch template version into {_named(wanted)} and move the node group to it",
-                lambda: _move_node_group(ec2, eks, consumer, version, wanted, window, ledger, now))
+        step = (
+            f"make a launch template version into {_named(wanted)} and move the node group to it",
+            lambda: _move_node_group(ec2, eks, consumer, version, wanted, window, ledger, now),
+        )
     elif current != wanted:
-        step = ("scale to 0 before moving the node group (EKS asks size 0 for updates)", lambda: _scale(eks, consumer, 0))
+        step = (
+            "scale to 0 before moving the node group (EKS asks size 0 for updates)",
+            lambda: _scale(eks, consumer, 0),
+        )
     elif size.get("desiredSize", 0) != wanted_size:
         step = (f"scale to {wanted_size}", lambda: _scale(eks, consumer, wanted_size))
     else:
@@ -291,38 +364,58 @@ def _node_group(window, owned, dry_run, ec2, eks, ledger, now) -> dict[str, Any]
 
 
 def _scale(eks, consumer, size: int) -> None:
-    eks.update_nodegroup_config(clusterName=consumer["cluster_name"], nodegroupName=consumer["nodegroup_name"],
-                                scalingConfig={"desiredSize": size, **({"minSize": 0} if size == 0 else {})})
+    eks.update_nodegroup_config(
+        clusterName=consumer["cluster_name"],
+        nodegroupName=consumer["nodegroup_name"],
+        scalingConfig={"desiredSize": size, **({"minSize": 0} if size == 0 else {})},
+    )
 
 
 def _move_node_group(ec2, eks, consumer, version, wanted, window, ledger, now) -> None:
     created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
     moved = {"version": created, "launches_into": _named(wanted)}
     _record(ledger, window, "moving", moved, now)
-    eks.update_nodegroup_version(clusterName=consumer["cluster_name"], nodegroupName=consumer["nodegroup_name"],
-                                 launchTemplate={"name": consumer["launch_template_name"], "version": str(created)})
+    eks.update_nodegroup_version(
+        clusterName=consumer["cluster_name"],
+        nodegroupName=consumer["nodegroup_name"],
+        launchTemplate={"name": consumer["launch_template_name"], "version": str(created)},
+    )
     _record(ledger, window, "done", moved, now)
 
 
-def announce_drain(*, window: str, reservation_id: str, ends_at: datetime, moved_to: str | None, events: Any) -> dict[str, Any]:
+def announce_drain(
+    *, window: str, reservation_id: str, ends_at: datetime, moved_to: str | None, events: Any
+) -> dict[str, Any]:
     """Tell the jobs on an ending block to checkpoint (the expiration warning's event)."""
-    detail = {"window": window, "capacity_reservation_id": reservation_id, "ends_at": ends_at.isoformat(), "moved_to": moved_to}
-    events.put_events(Entries=[{"Source": DRAIN_EVENT_SOURCE, "DetailType": DRAIN_EVENT_TYPE, "Detail": json.dumps(detail)}])
+    detail = {
+        "window": window,
+        "capacity_reservation_id": reservation_id,
+        "ends_at": ends_at.isoformat(),
+        "moved_to": moved_to,
+    }
+    events.put_events(
+        Entries=[{"Source": DRAIN_EVENT_SOURCE, "DetailType": DRAIN_EVENT_TYPE, "Detail": json.dumps(detail)}]
+    )
     return detail
 
 
 def _version(ec2: Any, template: str, version: str) -> dict[str, Any]:
-    return ec2.describe_launch_template_versions(LaunchTemplateName=template, Versions=[str(version)])["LaunchTemplateVersions"][0]
+    return ec2.describe_launch_template_versions(LaunchTemplateName=template, Versions=[str(version)])[
+        "LaunchTemplateVersions"
+    ][0]
 
 
 def _create_version(ec2: Any, template: str, base: Mapping[str, Any], wanted: Target) -> int:
     """A new version: ``base``'s data as described, conformed to the request shape (the description
     has output-only members such as ``MetadataOptions.State`` that the create call refuses), with
     the wanted launch target."""
-    request_shape = ec2.meta.service_model.operation_model("CreateLaunchTemplateVersion").input_shape.members["LaunchTemplateData"]
+    request_shape = ec2.meta.service_model.operation_model("CreateLaunchTemplateVersion").input_shape.members[
+        "LaunchTemplateData"
+    ]
     transform = on_demand if wanted == ON_DEMAND else into_block(wanted[1])
     return ec2.create_launch_template_version(
-        LaunchTemplateName=template, LaunchTemplateData=transform(conform(base["LaunchTemplateData"], request_shape)),
+        LaunchTemplateName=template,
+        LaunchTemplateData=transform(conform(base["LaunchTemplateData"], request_shape)),
         VersionDescription=f"gpu-governance: into {_named(wanted)}"[:255],
     )["LaunchTemplateVersion"]["VersionNumber"]
 
@@ -336,8 +429,10 @@ def _drift(ledger: Ledger, window: Window, version: int, current: Target, wanted
     recorded = _last_set(ledger, window)
     if recorded is None or recorded["version"] == version or current == wanted:
         return {}
-    return {"changed_by_someone_else": f"version {version} (launching into {_named(current)}) replaced version {recorded['version']} "
-                                       "this controller set"}
+    return {
+        "changed_by_someone_else": f"version {version} (launching into {_named(current)}) replaced version {recorded['version']} "
+        "this controller set"
+    }
 
 
 def _last_set(ledger: Ledger, window: Window) -> dict[str, Any] | None:
@@ -346,10 +441,20 @@ def _last_set(ledger: Ledger, window: Window) -> dict[str, Any] | None:
 
 
 def _named(target: Target) -> str:
-    return "on demand" if target == ON_DEMAND else f"Capacity Block {target[1]}" if target[0] == "capacity-block" else f"{target}"
+    return (
+        "on demand"
+        if target == ON_DEMAND
+        else f"Capacity Block {target[1]}"
+        if target[0] == "capacity-block"
+        else f"{target}"
+    )
 
 
 def _launch_target(data: Mapping[str, Any]) -> Target:
     market_type = data.get("InstanceMarketOptions", {}).get("MarketType")
-    target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {}).get("CapacityReservationId")
+    target = (
+        data.get("CapacityReservationSpecification", {})
+        .get("CapacityReservationTarget", {})
+        .get("CapacityReservationId")
+    )
     return (market_type, target) if market_type == "capacity-block" else ON_DEMAND

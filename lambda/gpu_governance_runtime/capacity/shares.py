@@ -43,8 +43,14 @@ INSTANCE_GROUP = "hyperpod_instance_group"
 STATUSES = ("calling", "done", "failed")
 
 
-def raising(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any], now: datetime,
-            kind: str = TRAINING_JOBS) -> Iterator[tuple[Window, Any, str, Any, list[Reservation]]]:
+def raising(
+    *,
+    windows: Mapping[str, Window],
+    owned: Iterable[Reservation],
+    pools: Mapping[str, Any],
+    now: datetime,
+    kind: str = TRAINING_JOBS,
+) -> Iterator[tuple[Window, Any, str, Any, list[Reservation]]]:
     """(window, pool, place, share, plans raising it now) for every ``kind`` window whose team has a
     share in one of ``pools`` (place: the Batch pool, i.e. its job queue, or the HyperPod cluster
     ARN). A plan raises the share while it is active, until ``LOWER_LEAD`` before its end."""
@@ -55,7 +61,17 @@ def raising(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pool
         if share is None:
             continue  # no pool, or the team has no share in it: nothing to raise
         place = window.consumer["cluster_arn"] if kind == INSTANCE_GROUP else pool.name
-        yield window, pool, place, share, [r for r in owned if r.window == window.name and r.state == "active" and r.start <= now < r.end - LOWER_LEAD]
+        yield (
+            window,
+            pool,
+            place,
+            share,
+            [
+                r
+                for r in owned
+                if r.window == window.name and r.state == "active" and r.start <= now < r.end - LOWER_LEAD
+            ],
+        )
 
 
 def label(kind: str, place: str, team: str) -> dict[str, str]:
@@ -68,8 +84,14 @@ def failed(results: Iterable[Mapping[str, Any]], *labels: Mapping[str, str]) -> 
     return any("error" in r and all(r.get(k) == v for k, v in where.items()) for r in results for where in labels)
 
 
-def desired_limits(*, windows: Mapping[str, Window], owned: Iterable[Reservation], pools: Mapping[str, Any],
-                   now: datetime, kind: str = TRAINING_JOBS) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]]:
+def desired_limits(
+    *,
+    windows: Mapping[str, Window],
+    owned: Iterable[Reservation],
+    pools: Mapping[str, Any],
+    now: datetime,
+    kind: str = TRAINING_JOBS,
+) -> dict[tuple[str, str], tuple[dict[str, int], dict[str, int]]]:
     """(place, team) -> (declared quota, quota wanted now) by instance type, for every team owning
     a ``kind`` window in one of ``pools`` (``raising``): the declared quota plus the instances of
     its plans active now."""
@@ -80,8 +102,17 @@ def desired_limits(*, windows: Mapping[str, Window], owned: Iterable[Reservation
     return limits
 
 
-def converge(*, label: dict[str, str], key: str, declared: list, wanted: list, read: Callable[[], tuple[list, Any]],
-             write: Callable[[list, Any], None], ledger: Ledger, now: datetime) -> dict[str, Any]:
+def converge(
+    *,
+    label: dict[str, str],
+    key: str,
+    declared: list,
+    wanted: list,
+    read: Callable[[], tuple[list, Any]],
+    write: Callable[[list, Any], None],
+    ledger: Ledger,
+    now: datetime,
+) -> dict[str, Any]:
     """Make one quota show ``wanted``: ``read()`` gives (current, what ``write`` needs); written
     only when they differ and the current value is the declared one or one the controller's last
     recorded call left (from, or to after a crash), every call recorded under ``key``."""
@@ -95,35 +126,57 @@ def converge(*, label: dict[str, str], key: str, declared: list, wanted: list, r
         return {**label, "limits": wanted, "changed": False}
     last = ledger.actions(f"{key}@", STATUSES)[-1:]
     if current != declared and not any(current in (details.get("from"), details.get("to")) for _, _, details in last):
-        return {**label, "limits": current, "changed": False,
-                "error": f"changed outside the capacity controller (shows {current}, declared {declared}); left alone until it shows "
-                         "the declared quota again or the governance file declares it"}
+        return {
+            **label,
+            "limits": current,
+            "changed": False,
+            "error": f"changed outside the capacity controller (shows {current}, declared {declared}); left alone until it shows "
+            "the declared quota again or the governance file declares it",
+        }
     action = f"{key}@{now:%Y%m%dT%H%M%SZ}"
     ledger.record_action(action, status="calling", details={"from": current, "to": wanted}, now=now)
     try:
         write(wanted, handle)
     except ClientError as error:  # throttled, or changed since read: retried next run, from what the quota then shows
-        ledger.record_action(action, status="failed", details={"from": current, "to": wanted, "error": str(error)}, now=now)
+        ledger.record_action(
+            action, status="failed", details={"from": current, "to": wanted, "error": str(error)}, now=now
+        )
         return {**label, "error": f"{error.response['Error']['Code']}: {error}"}
     ledger.record_action(action, status="done", details={"from": current, "to": wanted}, now=now)
     return {**label, "limits": wanted, "changed": True}
 
 
-def would(wanted: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
-          applied: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], kind: str) -> list[dict[str, Any]]:
+def would(
+    wanted: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
+    applied: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
+    kind: str,
+) -> list[dict[str, Any]]:
     """What dry-run windows would have raised (``desired_limits`` of every window against those
     of the windows that act): reported, never written (issue 23, outcome 8)."""
-    return [{**label(kind, place, share), "dry_run": True, "changed": False,
-             "would": f"set {dict(limits[1])} (declared {dict(limits[0])}) for a dry-run window's active plan"}
-            for (place, share), limits in sorted(wanted.items()) if applied.get((place, share), (limits[0], limits[0])) != limits]
+    return [
+        {
+            **label(kind, place, share),
+            "dry_run": True,
+            "changed": False,
+            "would": f"set {dict(limits[1])} (declared {dict(limits[0])}) for a dry-run window's active plan",
+        }
+        for (place, share), limits in sorted(wanted.items())
+        if applied.get((place, share), (limits[0], limits[0])) != limits
+    ]
 
 
 def _limits(counts: Mapping[str, int]) -> list[dict[str, Any]]:
     return [{"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(counts.items()) if count >= 1]
 
 
-def apply_batch(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], pools: Mapping[str, Any], batch: Any,
-                ledger: Ledger, now: datetime) -> list[dict[str, Any]]:
+def apply_batch(
+    *,
+    desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
+    pools: Mapping[str, Any],
+    batch: Any,
+    ledger: Ledger,
+    now: datetime,
+) -> list[dict[str, Any]]:
     """Batch quota-share pools: the shares (``apply``) and the pool's service environment (named
     after the pool), whose capacity limits hold the declared capacity plus every raise in the pool,
     so the raised guarantees still fit in it. An environment is raised before the shares and
@@ -135,47 +188,87 @@ def apply_batch(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Ma
             capacity[unit] = capacity.get(unit, 0) + count - declared.get(unit, 0)
     raised = {pool: limits for pool, limits in environments.items() if limits[0] != limits[1]}
     lowered = {pool: limits for pool, limits in environments.items() if limits[0] == limits[1]}
-    return (_apply_environments(raised, batch, ledger, now) + apply(desired=desired, batch=batch, ledger=ledger, now=now)
-            + _apply_environments(lowered, batch, ledger, now))
+    return (
+        _apply_environments(raised, batch, ledger, now)
+        + apply(desired=desired, batch=batch, ledger=ledger, now=now)
+        + _apply_environments(lowered, batch, ledger, now)
+    )
 
 
-def _apply_environments(desired: Mapping[str, tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger,
-                        now: datetime) -> list[dict[str, Any]]:
+def _apply_environments(
+    desired: Mapping[str, tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger, now: datetime
+) -> list[dict[str, Any]]:
     def reader(name: str):
         def read() -> tuple[list, None]:
             found = batch.describe_service_environments(serviceEnvironments=[name]).get("serviceEnvironments") or []
             if not found:
                 raise MissingQuota(f"no service environment {name}")
             return sorted(found[0].get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), None
+
         return read
 
-    return [converge(label={"service_environment": name}, key=f"environment#{name}", declared=_limits(declared), wanted=_limits(wanted),
-                     read=reader(name), write=lambda wanted, _, name=name: batch.update_service_environment(serviceEnvironment=name, capacityLimits=wanted),
-                     ledger=ledger, now=now)
-            for name, (declared, wanted) in sorted(desired.items())]
+    return [
+        converge(
+            label={"service_environment": name},
+            key=f"environment#{name}",
+            declared=_limits(declared),
+            wanted=_limits(wanted),
+            read=reader(name),
+            write=lambda wanted, _, name=name: batch.update_service_environment(
+                serviceEnvironment=name, capacityLimits=wanted
+            ),
+            ledger=ledger,
+            now=now,
+        )
+        for name, (declared, wanted) in sorted(desired.items())
+    ]
 
 
-def apply(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], batch: Any, ledger: Ledger,
-          now: datetime) -> list[dict[str, Any]]:
+def apply(
+    *,
+    desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
+    batch: Any,
+    ledger: Ledger,
+    now: datetime,
+) -> list[dict[str, Any]]:
     """Batch quota shares (``desired_limits`` with ``kind=TRAINING_JOBS``)."""
 
     def reader(queue: str, share: str):
         def read() -> tuple[list, str]:
             arn = quota_share_arn(batch, queue, share)
-            return sorted(batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [], key=lambda c: c["capacityUnit"]), arn
+            return sorted(
+                batch.describe_quota_share(quotaShareArn=arn).get("capacityLimits") or [],
+                key=lambda c: c["capacityUnit"],
+            ), arn
+
         return read
 
-    return [converge(label=label(TRAINING_JOBS, queue, share), key=f"share#{queue}/{share}", declared=_limits(declared), wanted=_limits(wanted),
-                     read=reader(queue, share), write=lambda wanted, arn: batch.update_quota_share(quotaShareArn=arn, capacityLimits=wanted),
-                     ledger=ledger, now=now)
-            for (queue, share), (declared, wanted) in sorted(desired.items())]
+    return [
+        converge(
+            label=label(TRAINING_JOBS, queue, share),
+            key=f"share#{queue}/{share}",
+            declared=_limits(declared),
+            wanted=_limits(wanted),
+            read=reader(queue, share),
+            write=lambda wanted, arn: batch.update_quota_share(quotaShareArn=arn, capacityLimits=wanted),
+            ledger=ledger,
+            now=now,
+        )
+        for (queue, share), (declared, wanted) in sorted(desired.items())
+    ]
 
 
-def apply_compute_quotas(*, desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]], sagemaker: Any,
-                         ledger: Ledger, now: datetime) -> list[dict[str, Any]]:
+def apply_compute_quotas(
+    *,
+    desired: Mapping[tuple[str, str], tuple[Mapping[str, int], Mapping[str, int]]],
+    sagemaker: Any,
+    ledger: Ledger,
+    now: datetime,
+) -> list[dict[str, Any]]:
     """HyperPod EKS compute quotas (``desired_limits`` with ``kind=INSTANCE_GROUP``). Only the
     instance counts change; the sharing strategy, borrow limit and preemption are sent back as read,
     with the version read (``TargetVersion``), so a change made since is refused, not overwritten."""
+
     def resources(counts: Mapping[str, int]) -> list[dict[str, Any]]:
         return [{"InstanceType": unit, "Count": count} for unit, count in sorted(counts.items())]
 
@@ -183,16 +276,34 @@ def apply_compute_quotas(*, desired: Mapping[tuple[str, str], tuple[Mapping[str,
         def read() -> tuple[list, dict]:
             described = describe_team_compute_quota(sagemaker, cluster, team)
             config = described.get("ComputeQuotaConfig") or {}
-            current = sorted(({"InstanceType": r["InstanceType"], "Count": r.get("Count", 0)} for r in config.get("ComputeQuotaResources") or []),
-                             key=lambda r: r["InstanceType"])
+            current = sorted(
+                (
+                    {"InstanceType": r["InstanceType"], "Count": r.get("Count", 0)}
+                    for r in config.get("ComputeQuotaResources") or []
+                ),
+                key=lambda r: r["InstanceType"],
+            )
             return current, described
 
         return read
 
     def write(wanted: list, described: dict) -> None:
-        sagemaker.update_compute_quota(ComputeQuotaId=described["ComputeQuotaId"], TargetVersion=described["ComputeQuotaVersion"],
-                                       ComputeQuotaConfig={**described.get("ComputeQuotaConfig", {}), "ComputeQuotaResources": wanted})
+        sagemaker.update_compute_quota(
+            ComputeQuotaId=described["ComputeQuotaId"],
+            TargetVersion=described["ComputeQuotaVersion"],
+            ComputeQuotaConfig={**described.get("ComputeQuotaConfig", {}), "ComputeQuotaResources": wanted},
+        )
 
-    return [converge(label=label(INSTANCE_GROUP, cluster, team), key=f"compute-quota#{cluster}/{team}", declared=resources(declared),
-                     wanted=resources(wanted), read=reader(cluster, team), write=write, ledger=ledger, now=now)
-            for (cluster, team), (declared, wanted) in sorted(desired.items())]
+    return [
+        converge(
+            label=label(INSTANCE_GROUP, cluster, team),
+            key=f"compute-quota#{cluster}/{team}",
+            declared=resources(declared),
+            wanted=resources(wanted),
+            read=reader(cluster, team),
+            write=write,
+            ledger=ledger,
+            now=now,
+        )
+        for (cluster, team), (declared, wanted) in sorted(desired.items())
+    ]

@@ -88,13 +88,16 @@ def phase(plan: Reservation | None, now: datetime) -> str:
 def node_names(sagemaker: Any, cluster_arn: str, group: str) -> list[str]:
     """Slurm names of the group's instances: the private DNS host name's first label."""
     names = []
-    pages = sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=cluster_arn, InstanceGroupNameContains=group)
+    pages = sagemaker.get_paginator("list_cluster_nodes").paginate(
+        ClusterName=cluster_arn, InstanceGroupNameContains=group
+    )
     for node in (n for page in pages for n in page["ClusterNodeSummaries"]):
         if node["InstanceGroupName"] != group or node["InstanceStatus"]["Status"] in NOT_IN_SLURM:
             continue
         # A runtime botocore older than the summary's PrivateDnsHostname drops it: ask for the node.
         host = node.get("PrivateDnsHostname") or sagemaker.describe_cluster_node(
-            ClusterName=cluster_arn, NodeId=node["InstanceId"])["NodeDetails"].get("PrivateDnsHostname")
+            ClusterName=cluster_arn, NodeId=node["InstanceId"]
+        )["NodeDetails"].get("PrivateDnsHostname")
         if host:
             names.append(checked(host.split(".", 1)[0], SLURM_NAME))
     return sorted(set(names))
@@ -108,8 +111,10 @@ def read_commands(nodes: list[str]) -> list[str]:
         "set -e",
         f"sinfo --noheader --Node --nodes={listed} --format='N|%N|%T|%P|%E'",
         f"known=$(sinfo --noheader --Node --nodes={listed} --format=%N | sort -u | paste -sd, -)",
-        ("if [ -n \"$known\" ]; then running=$(squeue --noheader --array --states=RUNNING --nodelist=\"$known\" "
-         "--Format='JobArrayID:0|,RestartCnt:0'); printf '%s\\n' \"$running\" | sed '/^$/d; s/^/J|/'; fi"),
+        (
+            'if [ -n "$known" ]; then running=$(squeue --noheader --array --states=RUNNING --nodelist="$known" '
+            "--Format='JobArrayID:0|,RestartCnt:0'); printf '%s\\n' \"$running\" | sed '/^$/d; s/^/J|/'; fi"
+        ),
         f"echo {END}",
     ]
 
@@ -135,20 +140,26 @@ def parse_read(output: str) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
 
 def drain_command(node: str, reason: str) -> str:
     """Drain ``node`` only while it has no reason (sinfo shows ``none``): an admin's drain stays."""
-    return (f"r=$(sinfo --noheader --Node --nodes={shlex.quote(node)} --format=%E | head -n1); "
-            f"if [ \"$r\" = none ]; then scontrol update {shlex.quote(f'NodeName={node}')} State=DRAIN {shlex.quote(f'Reason={reason}')} "
-            f"&& echo {shlex.quote(node)} drained; else echo {shlex.quote(node)} now \"$r\"; fi")
+    return (
+        f"r=$(sinfo --noheader --Node --nodes={shlex.quote(node)} --format=%E | head -n1); "
+        f'if [ "$r" = none ]; then scontrol update {shlex.quote(f"NodeName={node}")} State=DRAIN {shlex.quote(f"Reason={reason}")} '
+        f'&& echo {shlex.quote(node)} drained; else echo {shlex.quote(node)} now "$r"; fi'
+    )
 
 
 def resume_command(node: str) -> str:
     """Resume ``node`` only while the reason is the controller's own."""
-    return (f"r=$(sinfo --noheader --Node --nodes={shlex.quote(node)} --format=%E | head -n1); "
-            f"case \"$r\" in {shlex.quote(MARKER)}*) scontrol update {shlex.quote(f'NodeName={node}')} State=RESUME "
-            f"&& echo {shlex.quote(node)} resumed;; *) echo {shlex.quote(node)} now \"$r\";; esac")
+    return (
+        f"r=$(sinfo --noheader --Node --nodes={shlex.quote(node)} --format=%E | head -n1); "
+        f'case "$r" in {shlex.quote(MARKER)}*) scontrol update {shlex.quote(f"NodeName={node}")} State=RESUME '
+        f'&& echo {shlex.quote(node)} resumed;; *) echo {shlex.quote(node)} now "$r";; esac'
+    )
 
 
 def requeue_command(job_id: str, restarts: int) -> str:
-    return f"printf '%s ' {shlex.quote(job_id)}; " + if_unchanged(job_id, f"RUNNING|{restarts}", f"scontrol requeue {shlex.quote(job_id)}")
+    return f"printf '%s ' {shlex.quote(job_id)}; " + if_unchanged(
+        job_id, f"RUNNING|{restarts}", f"scontrol requeue {shlex.quote(job_id)}"
+    )
 
 
 def partition_command(partition: str, nodes: list[str], *, join: bool) -> str:
@@ -156,23 +167,37 @@ def partition_command(partition: str, nodes: list[str], *, join: bool) -> str:
     head node (hostlist expanded), changed only if it lacks (holds) one of them, and written whole."""
     name = shlex.quote(partition)
     # awk prints the new list, comma separated, and exits 1 when it is the list read.
-    change = (f"awk -v ours={shlex.quote(','.join(nodes))} -v join={int(join)} '"
-              'BEGIN { n = split(ours, o, ","); for (i = 1; i <= n; i++) mine[o[i]] = 1 } '
-              'NF { if (!join && ($0 in mine)) { changed = 1; next } out = out sep $0; sep = ","; seen[$0] = 1 } '
-              'END { if (join) for (i = 1; i <= n; i++) if (!(o[i] in seen)) { out = out sep o[i]; sep = ","; changed = 1 } '
-              "print out; exit !changed }'")
-    return (f"if p=$(scontrol -o show partition {name}); then "
-            "have=$(printf '%s\\n' \"$p\" | sed -n 's/.* Nodes=\\([^ ]*\\).*/\\1/p'); "
-            "if [ -n \"$have\" ] && [ \"$have\" != '(null)' ]; then have=$(scontrol show hostnames \"$have\"); else have=; fi; "
-            f"if new=$(printf '%s\\n' \"$have\" | {change}); then "
-            f"scontrol update {shlex.quote(f'PartitionName={partition}')} \"Nodes=$new\" && echo {name} done; "
-            f"else echo {name} now {'has' if join else 'lacks'} them; fi; "
-            f"else echo {name} now missing; fi")
+    change = (
+        f"awk -v ours={shlex.quote(','.join(nodes))} -v join={int(join)} '"
+        'BEGIN { n = split(ours, o, ","); for (i = 1; i <= n; i++) mine[o[i]] = 1 } '
+        'NF { if (!join && ($0 in mine)) { changed = 1; next } out = out sep $0; sep = ","; seen[$0] = 1 } '
+        'END { if (join) for (i = 1; i <= n; i++) if (!(o[i] in seen)) { out = out sep o[i]; sep = ","; changed = 1 } '
+        "print out; exit !changed }'"
+    )
+    return (
+        f"if p=$(scontrol -o show partition {name}); then "
+        "have=$(printf '%s\\n' \"$p\" | sed -n 's/.* Nodes=\\([^ ]*\\).*/\\1/p'); "
+        'if [ -n "$have" ] && [ "$have" != \'(null)\' ]; then have=$(scontrol show hostnames "$have"); else have=; fi; '
+        f"if new=$(printf '%s\\n' \"$have\" | {change}); then "
+        f'scontrol update {shlex.quote(f"PartitionName={partition}")} "Nodes=$new" && echo {name} done; '
+        f"else echo {name} now {'has' if join else 'lacks'} them; fi; "
+        f"else echo {name} now missing; fi"
+    )
 
 
-def apply(*, windows: Mapping[str, Window], owned: Iterable[Reservation], slurm_pools: Mapping[str, Iterable[str]], head_nodes: Mapping[str, str],
-          sagemaker: Any, ssm: Any, ledger: Ledger, now: datetime, time_left: Callable[[], float] = lambda: float("inf"),
-          sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+def apply(
+    *,
+    windows: Mapping[str, Window],
+    owned: Iterable[Reservation],
+    slurm_pools: Mapping[str, Iterable[str]],
+    head_nodes: Mapping[str, str],
+    sagemaker: Any,
+    ssm: Any,
+    ledger: Ledger,
+    now: datetime,
+    time_left: Callable[[], float] = lambda: float("inf"),
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[dict[str, Any]]:
     """One result per instance group that windows of ``slurm_pools`` (pool -> its teams) feed."""
     owned, pools = list(owned), dict(slurm_pools)
     read_back(ssm=ssm, ledger=ledger, now=now)
@@ -180,25 +205,44 @@ def apply(*, windows: Mapping[str, Window], owned: Iterable[Reservation], slurm_
     for window in windows.values():
         consumer = window.consumer
         if consumer.get("kind") == INSTANCE_GROUP and consumer.get("pool") in pools:
-            groups.setdefault((consumer["pool"], consumer["cluster_arn"], consumer["instance_group"]), []).append(window)
+            groups.setdefault((consumer["pool"], consumer["cluster_arn"], consumer["instance_group"]), []).append(
+                window
+            )
     results = []
     for (pool, cluster, group), fed in sorted(groups.items()):
         label = {"pool": pool, "instance_group": group, "windows": sorted(w.name for w in fed)}
         if pool not in head_nodes:
-            results.append({**label, "error": f"no head node for Slurm pool {pool}: give the CapacityController slurm_head_nodes"})
+            results.append(
+                {**label, "error": f"no head node for Slurm pool {pool}: give the CapacityController slurm_head_nodes"}
+            )
             continue
         head = HeadNode(ssm, instance_id=head_nodes[pool], comment=COMMENT, time_left=time_left, sleep=sleep)
         try:
             # The partitions the governance script makes: one per team of the pool, and borrow.
             governed = {*pools[pool], BORROW_PARTITION}
             results.append(_converge(label, cluster, group, fed, owned, head, sagemaker, ledger, now, governed))
-        except (ClientError, BotoCoreError, RuntimeError, ValueError) as error:  # throttled, timed out, unreadable: the next run
+        except (
+            ClientError,
+            BotoCoreError,
+            RuntimeError,
+            ValueError,
+        ) as error:  # throttled, timed out, unreadable: the next run
             results.append({**label, "error": f"{type(error).__name__}: {error}"})
     return results
 
 
-def _converge(label: dict[str, Any], cluster: str, group: str, fed: list[Window], owned: list[Reservation], head: HeadNode, sagemaker: Any,
-              ledger: Ledger, now: datetime, governed: set[str]) -> dict[str, Any]:
+def _converge(
+    label: dict[str, Any],
+    cluster: str,
+    group: str,
+    fed: list[Window],
+    owned: list[Reservation],
+    head: HeadNode,
+    sagemaker: Any,
+    ledger: Ledger,
+    now: datetime,
+    governed: set[str],
+) -> dict[str, Any]:
     plan = current_plan(owned, (w.name for w in fed), now)
     step = phase(plan, now)
     label = {**label, "phase": step}
@@ -209,27 +253,49 @@ def _converge(label: dict[str, Any], cluster: str, group: str, fed: list[Window]
         return {**label, "nodes": [], "changed": False}
     nodes, jobs = parse_read(head.run(read_commands(names)))
     window = next(w for w in fed if w.name == plan.window)
-    result: dict[str, Any] = {**label, "window": window.name, "plan": plan.id, "ends": plan.end.isoformat(), "nodes": names}
+    result: dict[str, Any] = {
+        **label,
+        "window": window.name,
+        "plan": plan.id,
+        "ends": plan.end.isoformat(),
+        "nodes": names,
+    }
     errors = []
     if step == "serve":
         changes = {n: resume_command(n) for n, s in sorted(nodes.items()) if s["reason"].startswith(MARKER)}
     else:
         reason = f"{MARKER} {window.name} ends {plan.end:%Y-%m-%dT%H:%MZ}"
         changes = {n: drain_command(n, reason) for n, s in sorted(nodes.items()) if s["reason"] == "none"}
-        result["left_alone"] = {n: s["reason"] for n, s in sorted(nodes.items()) if s["reason"] != "none" and not s["reason"].startswith(MARKER)}
+        result["left_alone"] = {
+            n: s["reason"]
+            for n, s in sorted(nodes.items())
+            if s["reason"] != "none" and not s["reason"].startswith(MARKER)
+        }
     acted = {("resume" if step == "serve" else "drain"): (f"slurm-nodes#{cluster}/{group}", changes, None)}
     # Bought capacity is the owner's alone: out of borrow and other teams' partitions whenever found there.
     elsewhere: dict[str, list[str]] = {}
     for name, state in sorted(nodes.items()):
         for partition in sorted(set(state["partitions"]) & (governed - {window.team})):
             elsewhere.setdefault(partition, []).append(name)
-    acted["leave"] = (f"slurm-leave#{cluster}/{group}", {p: partition_command(p, n, join=False) for p, n in elsewhere.items()}, elsewhere)
+    acted["leave"] = (
+        f"slurm-leave#{cluster}/{group}",
+        {p: partition_command(p, n, join=False) for p, n in elsewhere.items()},
+        elsewhere,
+    )
     # HyperPod brought them after the governance script last listed the partition's nodes: the owner could not use them.
     outside = sorted(n for n, s in nodes.items() if window.team not in s["partitions"])
     if step == "serve" and outside:
-        acted["join"] = (f"slurm-join#{cluster}/{group}", {window.team: partition_command(window.team, outside, join=True)}, {window.team: outside})
+        acted["join"] = (
+            f"slurm-join#{cluster}/{group}",
+            {window.team: partition_command(window.team, outside, join=True)},
+            {window.team: outside},
+        )
     if step == "requeue":
-        acted["requeue"] = (f"slurm-requeue#{cluster}/{group}", {job: requeue_command(job, n) for job, n in sorted(jobs.items())}, None)
+        acted["requeue"] = (
+            f"slurm-requeue#{cluster}/{group}",
+            {job: requeue_command(job, n) for job, n in sorted(jobs.items())},
+            None,
+        )
     for verb, (key, commands, what) in acted.items():
         result[verb] = _act(key, verb, commands, window, head, ledger, now, what)
         errors += [result[verb]["error"]] if "error" in result[verb] else []
@@ -243,12 +309,28 @@ def read_back(*, ssm: Any, ledger: Ledger, now: datetime) -> None:
     for action, _, details in ledger.actions("slurm-", ("abandoned",)):
         invocation = HeadNode(ssm, instance_id=details["head_node"], comment=COMMENT).outcome(details["command_id"])
         if invocation["Status"] in FINAL_STATUSES:
-            ledger.record_action(action, status="done" if invocation["Status"] == "Success" else "failed", now=now, details={
-                **details, "status": invocation["Status"], "output": invocation.get("StandardOutputContent", "")[:2000]})
+            ledger.record_action(
+                action,
+                status="done" if invocation["Status"] == "Success" else "failed",
+                now=now,
+                details={
+                    **details,
+                    "status": invocation["Status"],
+                    "output": invocation.get("StandardOutputContent", "")[:2000],
+                },
+            )
 
 
-def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head: HeadNode, ledger: Ledger, now: datetime,
-         what: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+def _act(
+    key: str,
+    verb: str,
+    commands: Mapping[str, str],
+    window: Window,
+    head: HeadNode,
+    ledger: Ledger,
+    now: datetime,
+    what: Mapping[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """Send ``commands`` (one per node, job or partition) as one SSM command, recorded before and
     after; ``what`` names the nodes of each partition command."""
     if not commands:
@@ -261,15 +343,26 @@ def _act(key: str, verb: str, commands: Mapping[str, str], window: Window, head:
     try:
         output = head.run(list(commands.values()))
     except CommandAbandoned as abandoned:  # cancelled, so it cannot run late; the next run reads back whether it ran
-        ledger.record_action(action, status="abandoned", details={**details, "command_id": abandoned.command_id}, now=now)
+        ledger.record_action(
+            action, status="abandoned", details={**details, "command_id": abandoned.command_id}, now=now
+        )
         return {"error": f"{verb}: {abandoned}"}
-    except (ClientError, BotoCoreError, RuntimeError) as error:  # nothing known to have changed: the next run reads and tries again
+    except (
+        ClientError,
+        BotoCoreError,
+        RuntimeError,
+    ) as error:  # nothing known to have changed: the next run reads and tries again
         ledger.record_action(action, status="failed", details={**details, "error": str(error)}, now=now)
         return {"error": f"{verb}: {error}"}
     outcome = dict(line.split(" ", 1) for line in output.splitlines() if " " in line)
     done = sorted(k for k, v in outcome.items() if v.strip() in ("drained", "resumed", "done"))
     skipped = {k: v.strip() for k, v in sorted(outcome.items()) if k in commands and k not in done}
     unanswered = sorted(set(commands) - set(outcome))  # its scontrol failed: the next run reads it and tries again
-    ledger.record_action(action, status="done", details={**details, "done": done, "skipped": skipped, "failed": unanswered}, now=now)
-    return {"done": done, **({"skipped": skipped} if skipped else {}),
-            **({"failed": unanswered, "error": f"{verb} failed for {unanswered}"} if unanswered else {})}
+    ledger.record_action(
+        action, status="done", details={**details, "done": done, "skipped": skipped, "failed": unanswered}, now=now
+    )
+    return {
+        "done": done,
+        **({"skipped": skipped} if skipped else {}),
+        **({"failed": unanswered, "error": f"{verb} failed for {unanswered}"} if unanswered else {}),
+    }

@@ -46,8 +46,15 @@ class SpendUnreadable(Exception):
     """Cost Explorer answered with something that is not a month-to-date cost in USD."""
 
 
-def publish_daily(*, ce: Any, ledger: Ledger, policy: Policy, now: datetime, time_left: Callable[[], float],
-                  write: Write | None = None) -> list[dict[str, Any]]:
+def publish_daily(
+    *,
+    ce: Any,
+    ledger: Ledger,
+    policy: Policy,
+    now: datetime,
+    time_left: Callable[[], float],
+    write: Write | None = None,
+) -> list[dict[str, Any]]:
     """Publish each team's month-to-date spend if no run did today; [] when one did."""
     day = now.date().isoformat()
     action = f"team-spend#{day}"
@@ -58,13 +65,22 @@ def publish_daily(*, ce: Any, ledger: Ledger, policy: Policy, now: datetime, tim
     try:
         spend, estimated = month_to_date(ce, now, time_left)
     except (ClientError, BotoCoreError, SpendUnreadable) as error:
-        reason = f"{error.response['Error'].get('Code')}: {error}" if isinstance(error, ClientError) else f"{type(error).__name__}: {error}"
+        reason = (
+            f"{error.response['Error'].get('Code')}: {error}"
+            if isinstance(error, ClientError)
+            else f"{type(error).__name__}: {error}"
+        )
         ledger.record_action(action, status="failed", details={"error": reason}, now=now)
         return [{"spend": day, "error": reason}]
     figures = {**{team: Decimal(0) for team in declared_teams(policy)}, **spend}
     for team, usd in sorted(figures.items()):
-        metrics.publish(CAPACITY_NAMESPACE, dict(zip(TEAM_SPEND_DIMENSIONS, (team,), strict=True)), {TEAM_SPEND: (float(usd), "None")},
-                        timestamp=now.timestamp(), write=write or log.write)
+        metrics.publish(
+            CAPACITY_NAMESPACE,
+            dict(zip(TEAM_SPEND_DIMENSIONS, (team,), strict=True)),
+            {TEAM_SPEND: (float(usd), "None")},
+            timestamp=now.timestamp(),
+            write=write or log.write,
+        )
     ledger.close_action(action, expected="reading", status="published", now=now)
     return [{"spend": day, "teams": {team: str(usd) for team, usd in sorted(figures.items())}, "estimated": estimated}]
 
@@ -79,8 +95,13 @@ def month_to_date(ce: Any, now: datetime, time_left: Callable[[], float]) -> tup
     spend: dict[str, Decimal] = {}
     estimated, token = False, None
     while True:
-        page = ce.get_cost_and_usage(TimePeriod=period, Granularity="MONTHLY", Metrics=[COST_METRIC],
-                                     GroupBy=[{"Type": "TAG", "Key": TAG_TEAM}], **({"NextPageToken": token} if token else {}))
+        page = ce.get_cost_and_usage(
+            TimePeriod=period,
+            Granularity="MONTHLY",
+            Metrics=[COST_METRIC],
+            GroupBy=[{"Type": "TAG", "Key": TAG_TEAM}],
+            **({"NextPageToken": token} if token else {}),
+        )
         for result in page.get("ResultsByTime") or []:
             estimated = estimated or bool(result.get("Estimated"))
             for group in result.get("Groups") or []:
@@ -102,7 +123,12 @@ def team_of(keys: list[str]) -> str:
     if not value:
         return UNTAGGED_TEAM
     # CloudWatch takes ASCII dimension values with a non-blank character; the two markers stay ours.
-    if not value.isascii() or not value.strip() or len(value) > MAX_DIMENSION_VALUE or value in (UNTAGGED_TEAM, UNKNOWN):
+    if (
+        not value.isascii()
+        or not value.strip()
+        or len(value) > MAX_DIMENSION_VALUE
+        or value in (UNTAGGED_TEAM, UNKNOWN)
+    ):
         return UNKNOWN
     return value
 
@@ -110,7 +136,9 @@ def team_of(keys: list[str]) -> str:
 def declared_teams(policy: Policy) -> set[str]:
     """The teams the policy names (a share in a pool, or a capacity window's owner): published
     as 0 while Cost Explorer has no cost of theirs, so their graphs start at 0, not at nothing."""
-    return {share.name for pool in policy.pools for share in pool.shares} | {window.team for window in policy.capacity_windows}
+    return {share.name for pool in policy.pools for share in pool.shares} | {
+        window.team for window in policy.capacity_windows
+    }
 
 
 def _usd(cost: Any, team: str) -> Decimal:

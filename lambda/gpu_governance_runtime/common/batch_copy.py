@@ -75,8 +75,15 @@ def times_stopped(job: dict[str, Any]) -> int:
     if isinstance(value, str) and _COUNT.fullmatch(value):
         return int(value)
     if value is not None:
-        log.write({"event": "tag_ignored", "job_id": job.get("jobId"), "tag": TAG_TIMES_PREEMPTED, "value": value,
-                   "allowed": "a whole number 1-999999; counted as 1"})
+        log.write(
+            {
+                "event": "tag_ignored",
+                "job_id": job.get("jobId"),
+                "tag": TAG_TIMES_PREEMPTED,
+                "value": value,
+                "allowed": "a whole number 1-999999; counted as 1",
+            }
+        )
     return 1
 
 
@@ -86,17 +93,25 @@ def copy_request(job: dict[str, Any]) -> dict[str, Any]:
     timeout, tags (and their propagation), dependencies, and the container / node / EKS pod
     settings it ran with (DescribeJobs gives them with the overrides applied)."""
     request = {
-        "jobName": job["jobName"], "jobQueue": job["jobQueue"], "jobDefinition": job["jobDefinition"],
-        "parameters": job.get("parameters") or None, "shareIdentifier": job.get("shareIdentifier"),
-        "schedulingPriorityOverride": job.get("schedulingPriority"), "retryStrategy": job.get("retryStrategy"),
-        "timeout": job.get("timeout"), "propagateTags": job.get("propagateTags"),
+        "jobName": job["jobName"],
+        "jobQueue": job["jobQueue"],
+        "jobDefinition": job["jobDefinition"],
+        "parameters": job.get("parameters") or None,
+        "shareIdentifier": job.get("shareIdentifier"),
+        "schedulingPriorityOverride": job.get("schedulingPriority"),
+        "retryStrategy": job.get("retryStrategy"),
+        "timeout": job.get("timeout"),
+        "propagateTags": job.get("propagateTags"),
         "dependsOn": [{k: v for k, v in d.items() if k in ("jobId", "type")} for d in job.get("dependsOn", [])] or None,
         "containerOverrides": _container_overrides(job.get("container", {})),
         "nodeOverrides": _node_overrides(job.get("nodeProperties")),
         "eksPropertiesOverride": _eks_overrides(job.get("eksProperties")),
         # aws:* tags are the service's own and cannot be set.
-        "tags": {**{k: v for k, v in job.get("tags", {}).items() if not k.startswith("aws:")}, TAG_REQUEUED_FROM: job["jobId"],
-                 TAG_TIMES_PREEMPTED: str(min(times_stopped(job) + 1, 999_999))},
+        "tags": {
+            **{k: v for k, v in job.get("tags", {}).items() if not k.startswith("aws:")},
+            TAG_REQUEUED_FROM: job["jobId"],
+            TAG_TIMES_PREEMPTED: str(min(times_stopped(job) + 1, 999_999)),
+        },
     }
     return {k: v for k, v in request.items() if v is not None}
 
@@ -115,8 +130,11 @@ def _container_overrides(container: dict[str, Any]) -> dict[str, Any] | None:
 def _node_overrides(nodes: dict[str, Any] | None) -> dict[str, Any] | None:
     if not nodes:
         return None
-    ranges = [{"targetNodes": r["targetNodes"], "containerOverrides": c}
-              for r in nodes.get("nodeRangeProperties", []) if (c := _container_overrides(r.get("container", {})))]
+    ranges = [
+        {"targetNodes": r["targetNodes"], "containerOverrides": c}
+        for r in nodes.get("nodeRangeProperties", [])
+        if (c := _container_overrides(r.get("container", {})))
+    ]
     return {"numNodes": nodes["numNodes"], **({"nodePropertyOverrides": ranges} if ranges else {})}
 
 
@@ -125,7 +143,10 @@ def _eks_overrides(eks: dict[str, Any] | None) -> dict[str, Any] | None:
     if not pod:
         return None
     fields = ("name", "image", "command", "args", "env", "resources")
-    overrides = {kind: [{k: c[k] for k in fields if c.get(k)} for c in pod.get(kind, [])] or None for kind in ("containers", "initContainers")}
+    overrides = {
+        kind: [{k: c[k] for k in fields if c.get(k)} for c in pod.get(kind, [])] or None
+        for kind in ("containers", "initContainers")
+    }
     if pod.get("metadata", {}).get("labels"):
         overrides["metadata"] = {"labels": pod["metadata"]["labels"]}
     return {"podProperties": {k: v for k, v in overrides.items() if v}}
@@ -139,13 +160,25 @@ def stopped_by_us(job: dict[str, Any]) -> bool:
 def find_copy(batch: Any, request: dict[str, Any], original: str) -> str | None:
     """The copy of ``original`` an earlier, interrupted or timed-out run may have submitted: a job of
     the same name in the queue tagged as requeued from it (ListJobs with a filter lists every status)."""
-    pages = batch.get_paginator("list_jobs").paginate(jobQueue=request["jobQueue"], filters=[{"name": "JOB_NAME", "values": [request["jobName"]]}])
+    pages = batch.get_paginator("list_jobs").paginate(
+        jobQueue=request["jobQueue"], filters=[{"name": "JOB_NAME", "values": [request["jobName"]]}]
+    )
     candidates = [s["jobId"] for page in pages for s in page["jobSummaryList"] if s["jobId"] != original]
-    return next((j["jobId"] for j in describe(batch, candidates) if j.get("tags", {}).get(TAG_REQUEUED_FROM) == original), None)
+    return next(
+        (j["jobId"] for j in describe(batch, candidates) if j.get("tags", {}).get(TAG_REQUEUED_FROM) == original), None
+    )
 
 
-def submit_once(*, batch: Any, submit: Any, request: dict[str, Any], original: str, uncertain_since: float | None, now: float,
-                submitting: Callable[[float], None]) -> str | None:
+def submit_once(
+    *,
+    batch: Any,
+    submit: Any,
+    request: dict[str, Any],
+    original: str,
+    uncertain_since: float | None,
+    now: float,
+    submitting: Callable[[float], None],
+) -> str | None:
     """The copy's job id: found, or submitted now with exactly one request. None: an earlier
     request may have been accepted and is not listed yet; the next run looks again.
 
@@ -177,4 +210,8 @@ class SubmitRefused(Exception):
 
 def describe(batch: Any, job_ids: Iterable[str]) -> list[dict[str, Any]]:
     ids = list(job_ids)
-    return [job for i in range(0, len(ids), DESCRIBE_JOBS_LIMIT) for job in batch.describe_jobs(jobs=ids[i:i + DESCRIBE_JOBS_LIMIT])["jobs"]]
+    return [
+        job
+        for i in range(0, len(ids), DESCRIBE_JOBS_LIMIT)
+        for job in batch.describe_jobs(jobs=ids[i : i + DESCRIBE_JOBS_LIMIT])["jobs"]
+    ]

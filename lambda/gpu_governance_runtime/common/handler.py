@@ -143,7 +143,9 @@ class Event:
 def recognise(event: Mapping[str, Any], table: Iterable[EventKind]) -> Event:
     source, detail_type = event.get("source"), event.get("detail-type")
     kind = next((row.name for row in table if row.matches(source, detail_type)), None)
-    return Event(kind=kind, source=source, detail_type=detail_type, detail=event.get("detail"), id=event.get("id"), raw=event)
+    return Event(
+        kind=kind, source=source, detail_type=detail_type, detail=event.get("detail"), id=event.get("id"), raw=event
+    )
 
 
 def time_left(context: Any) -> Callable[[], float]:

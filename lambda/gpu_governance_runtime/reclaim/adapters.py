@@ -144,7 +144,14 @@ class BatchFairShareAdapter:
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
                 running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now, groups=self.pool.groups)
+        return PoolState(
+            capacity=self.pool.capacity,
+            shares=self.pool.shares,
+            running=tuple(running),
+            pending=tuple(pending),
+            now=now,
+            groups=self.pool.groups,
+        )
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
         """Each job listed under one of ``statuses``, once, as DescribeJobs has it now. Listings
@@ -155,7 +162,9 @@ class BatchFairShareAdapter:
         latest: dict[str, dict] = {}
         for job in self._describe(ids):
             seen = latest.get(job["jobId"])
-            if seen is None or LIFECYCLE.index(job.get("status", "SUBMITTED")) >= LIFECYCLE.index(seen.get("status", "SUBMITTED")):
+            if seen is None or LIFECYCLE.index(job.get("status", "SUBMITTED")) >= LIFECYCLE.index(
+                seen.get("status", "SUBMITTED")
+            ):
                 latest[job["jobId"]] = job
         return [job for _, job in sorted(latest.items()) if job.get("status") in statuses]
 
@@ -183,15 +192,24 @@ class BatchFairShareAdapter:
         tags = job.get("tags", {})
         instance_type = self._instance_type(job, tags)
         if instance_type is None:
-            log.write({"event": "job_not_planned", "pool": self.pool.name, "job_id": job["jobId"],
-                       "reason": f"in a pool of {sorted(self.pool.capacity)} the job names no instance type"})
+            log.write(
+                {
+                    "event": "job_not_planned",
+                    "pool": self.pool.name,
+                    "job_id": job["jobId"],
+                    "reason": f"in a pool of {sorted(self.pool.capacity)} the job names no instance type",
+                }
+            )
             return None
         checkpointable = tags.get(TAG_CHECKPOINTABLE, "false").lower()
         if checkpointable not in ("true", "false"):
             _ignored_tag(job, TAG_CHECKPOINTABLE, "true or false")
         return dict(
-            job_id=job["jobId"], share=job["shareIdentifier"], instance_type=instance_type,
-            count=int(job.get("nodeProperties", {}).get("numNodes", 1)), priority=int(job.get("schedulingPriority", 0)),
+            job_id=job["jobId"],
+            share=job["shareIdentifier"],
+            instance_type=instance_type,
+            count=int(job.get("nodeProperties", {}).get("numNodes", 1)),
+            priority=int(job.get("schedulingPriority", 0)),
             checkpointable=checkpointable == "true",
             # a copy the controllers submitted starts its attempts again at 0: its chain's count of
             # preemptions (the platform's tag, batch_copy.times_stopped) carries the planner's
@@ -202,11 +220,16 @@ class BatchFairShareAdapter:
         )
 
     def _instance_type(self, job: dict, tags: Mapping[str, str]) -> str | None:
-        named = {c.get("container", {}).get("instanceType") for c in job.get("nodeProperties", {}).get("nodeRangeProperties", [])} - {None}
+        named = {
+            c.get("container", {}).get("instanceType")
+            for c in job.get("nodeProperties", {}).get("nodeRangeProperties", [])
+        } - {None}
         named |= {job.get("container", {}).get("instanceType")} - {None}
         if len(named) == 1:
             (reported,) = named
-            return reported if reported in self.pool.capacity else None  # a type the pool does not hold: not the pool's to plan
+            return (
+                reported if reported in self.pool.capacity else None
+            )  # a type the pool does not hold: not the pool's to plan
         if len(self.pool.capacity) == 1:
             return next(iter(self.pool.capacity))
         hint = tags.get(TAG_INSTANCE_TYPE)
@@ -220,8 +243,12 @@ class BatchFairShareAdapter:
 
     def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
         (current,) = self.batch.describe_jobs(jobs=[preemption.job_id])["jobs"] or ({},)
-        if current.get("status") not in ("STARTING", "RUNNING") or self.attempt_of(preemption.job_id) != str(len(current.get("attempts", []))):
-            return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}")
+        if current.get("status") not in ("STARTING", "RUNNING") or self.attempt_of(preemption.job_id) != str(
+            len(current.get("attempts", []))
+        ):
+            return ActionResult(
+                job_id=preemption.job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}"
+            )
         why_not = restartable(current, self._waited_on)
         if why_not is not None:  # the planner never picks one; a job that changed since the read is left alone
             return ActionResult(job_id=preemption.job_id, outcome=SKIPPED, detail=f"not stopped: {why_not}")
@@ -233,19 +260,30 @@ class BatchFairShareAdapter:
         except ClientError as error:
             if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500:
                 raise
-            return ActionResult(job_id=preemption.job_id, outcome=FAILED, detail=str(error))  # refused (throttled): nothing stopped
+            return ActionResult(
+                job_id=preemption.job_id, outcome=FAILED, detail=str(error)
+            )  # refused (throttled): nothing stopped
         progress(TERMINATED)
         return self._bring_back(current, None, progress)
 
     def _bring_back(self, job: dict, uncertain_since: float | None, progress: Callable[..., None]) -> ActionResult:
         try:
-            copy = submit_once(batch=self.batch, submit=self.submit, request=copy_request(job), original=job["jobId"],
-                               uncertain_since=uncertain_since, now=self._now, submitting=lambda at: progress(SUBMITTING, submitting_at=int(at)))
+            copy = submit_once(
+                batch=self.batch,
+                submit=self.submit,
+                request=copy_request(job),
+                original=job["jobId"],
+                uncertain_since=uncertain_since,
+                now=self._now,
+                submitting=lambda at: progress(SUBMITTING, submitting_at=int(at)),
+            )
         except SubmitRefused as refused:
             progress(TERMINATED)  # nothing submitted: the next tick submits at once
             return ActionResult(job_id=job["jobId"], outcome=TERMINATED, detail=str(refused))
         if copy is None:
-            return ActionResult(job_id=job["jobId"], outcome=SUBMITTING, detail="a copy may be in flight: looked for again next tick")
+            return ActionResult(
+                job_id=job["jobId"], outcome=SUBMITTING, detail="a copy may be in flight: looked for again next tick"
+            )
         return ActionResult(job_id=job["jobId"], outcome=DONE, detail=f"requeued as {copy}", copy=copy)
 
     def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
@@ -268,15 +306,26 @@ class BatchFairShareAdapter:
             if item["status"] == DONE and item.get("new_job"):
                 # Back already, only taking it off the open list was lost: the copy may not be listed yet, so
                 # looking for it again could submit a second one.
-                result = ActionResult(job_id=key.job_id, outcome=DONE, detail=f"requeued as {item['new_job']}", copy=item["new_job"])
+                result = ActionResult(
+                    job_id=key.job_id, outcome=DONE, detail=f"requeued as {item['new_job']}", copy=item["new_job"]
+                )
             elif stopped_by_us(job):
-                result = self._bring_back(job, float(item["submitting_at"]) if item["status"] == SUBMITTING else None, progress)
+                result = self._bring_back(
+                    job, float(item["submitting_at"]) if item["status"] == SUBMITTING else None, progress
+                )
             elif job.get("status") in LIFECYCLE[:5]:
                 result = ActionResult(job_id=key.job_id, outcome=FAILED, detail=f"not stopped: now {job['status']}")
             else:
-                result = ActionResult(job_id=key.job_id, outcome=SKIPPED, detail=f"now {job.get('status', 'gone')}: ended on its own")
+                result = ActionResult(
+                    job_id=key.job_id, outcome=SKIPPED, detail=f"now {job.get('status', 'gone')}: ended on its own"
+                )
             if result.outcome in (DONE, FAILED, SKIPPED):
-                ledger.record(key, status=result.outcome, detail=result.detail, **({"new_job": result.copy} if result.copy else {}))
+                ledger.record(
+                    key,
+                    status=result.outcome,
+                    detail=result.detail,
+                    **({"new_job": result.copy} if result.copy else {}),
+                )
                 ledger.close(key)
             results.append(result)
         return results
@@ -286,7 +335,15 @@ class BatchFairShareAdapter:
 
 
 def _ignored_tag(job: dict, key: str, allowed: str) -> None:
-    log.write({"event": "tag_ignored", "job_id": job["jobId"], "tag": key, "value": job.get("tags", {}).get(key), "allowed": allowed})
+    log.write(
+        {
+            "event": "tag_ignored",
+            "job_id": job["jobId"],
+            "tag": key,
+            "value": job.get("tags", {}).get(key),
+            "allowed": allowed,
+        }
+    )
 
 
 # --- Batch quota share (observe only) -----------------------------------------------------------
@@ -316,7 +373,9 @@ class BatchQuotaShareObserver:
     def read(self, now: float) -> PoolState:
         self.preemptions_seen = {}
         snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
-        utilization = snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
+        utilization = (
+            snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
+        )
         fronts = snapshot.get("frontOfQuotaShares", {}).get("quotaShares", {})
         shares = {s.name for s in self.pool.shares}
         running = []
@@ -328,8 +387,12 @@ class BatchQuotaShareObserver:
                     # the snapshot gives totals, not jobs: one aggregate "job" per share and type
                     running.append(
                         RunningJob(
-                            job_id=f"{entry['quotaShareName']}/{usage['capacityUnit']}", share=entry["quotaShareName"],
-                            instance_type=usage["capacityUnit"], count=int(usage["quantity"]), priority=0, started_at=now,
+                            job_id=f"{entry['quotaShareName']}/{usage['capacityUnit']}",
+                            share=entry["quotaShareName"],
+                            instance_type=usage["capacityUnit"],
+                            count=int(usage["quantity"]),
+                            priority=0,
+                            started_at=now,
                         )
                     )
         pending = []
@@ -339,7 +402,8 @@ class BatchQuotaShareObserver:
             listed = {j["jobId"] for j in jobs}
             # listing behind the snapshot (or failed): the front job is waiting all the same
             jobs = [self.batch.describe_service_job(jobId=i) for i in front_ids if i not in listed] + sorted(
-                jobs, key=lambda j: (j["jobId"] not in front_ids, j.get("createdAt", 0)))
+                jobs, key=lambda j: (j["jobId"] not in front_ids, j.get("createdAt", 0))
+            )
             described = requeued = 0
             for job in jobs:
                 if "preemptionSummary" not in job and job.get("startedAt") and requeued < DESCRIBED_PER_SHARE:
@@ -349,15 +413,36 @@ class BatchQuotaShareObserver:
                 if seen:
                     self.preemptions_seen[share] = self.preemptions_seen.get(share, 0) + seen
                 size = service_job_size(job, self.pool.capacity)
-                if size is None and not job.get("capacityUsage") and "serviceRequestPayload" not in job and described < DESCRIBED_PER_SHARE:
+                if (
+                    size is None
+                    and not job.get("capacityUsage")
+                    and "serviceRequestPayload" not in job
+                    and described < DESCRIBED_PER_SHARE
+                ):
                     # a listing that gives no size: the job's request says it (front and oldest first, a few per tick)
                     job, described = self.batch.describe_service_job(jobId=job["jobId"]), described + 1
                     size = service_job_size(job, self.pool.capacity)
                 if size is not None:
                     # ListServiceJobs has no priority; the metrics this observer feeds do not use it
-                    pending.append(PendingJob(job_id=job["jobId"], share=share, instance_type=size[0], count=size[1], priority=0,
-                                              submitted_at=job.get("createdAt", now * 1000) / 1000, max_run_time_s=service_job_time_limit(job)))
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now, groups=self.pool.groups)
+                    pending.append(
+                        PendingJob(
+                            job_id=job["jobId"],
+                            share=share,
+                            instance_type=size[0],
+                            count=size[1],
+                            priority=0,
+                            submitted_at=job.get("createdAt", now * 1000) / 1000,
+                            max_run_time_s=service_job_time_limit(job),
+                        )
+                    )
+        return PoolState(
+            capacity=self.pool.capacity,
+            shares=self.pool.shares,
+            running=tuple(running),
+            pending=tuple(pending),
+            now=now,
+            groups=self.pool.groups,
+        )
 
     def _runnable(self, share: str) -> list[dict]:
         """The share's RUNNABLE jobs, each once: newest first, so a job submitted while paging
@@ -365,7 +450,8 @@ class BatchQuotaShareObserver:
         part-way (throttled past the client's retries) gives what was read."""
         jobs: dict[str, dict] = {}
         pages = self.batch.get_paginator("list_service_jobs").paginate(
-            jobQueue=self.job_queue, jobStatus="RUNNABLE", filters=[{"name": "QUOTA_SHARE_NAME", "values": [share]}])
+            jobQueue=self.job_queue, jobStatus="RUNNABLE", filters=[{"name": "QUOTA_SHARE_NAME", "values": [share]}]
+        )
         try:
             for page in pages:
                 for summary in page["jobSummaryList"]:
@@ -374,7 +460,15 @@ class BatchQuotaShareObserver:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
                 raise
-            log.write({"event": "listing_incomplete", "queue": self.job_queue, "share": share, "read": len(jobs), "error": str(error)})
+            log.write(
+                {
+                    "event": "listing_incomplete",
+                    "queue": self.job_queue,
+                    "share": share,
+                    "read": len(jobs),
+                    "error": str(error),
+                }
+            )
         return list(jobs.values())
 
     def preempt(self, preemption: Preemption, progress: Callable[..., None] = _unrecorded) -> ActionResult:
@@ -414,7 +508,9 @@ def service_job_usage(job: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(instance type, instances) a service job asks for: its ``capacityUsage`` when Batch gives
     one (for service jobs the unit is the instance type), else the training job request it
     carries (``DescribeServiceJob`` only); empty when the record says neither."""
-    usage = [(u["capacityUnit"], int(u["quantity"])) for u in job.get("capacityUsage") or [] if u.get("quantity", 0) >= 1]
+    usage = [
+        (u["capacityUnit"], int(u["quantity"])) for u in job.get("capacityUsage") or [] if u.get("quantity", 0) >= 1
+    ]
     if not usage and job.get("serviceRequestPayload"):
         try:
             resources = json.loads(job["serviceRequestPayload"]).get("ResourceConfig", {})
@@ -436,7 +532,13 @@ def service_job_time_limit(job: dict) -> float | None:
     ``StoppingCondition.MaxRuntimeInSeconds`` in its request; None when neither is given."""
     limits = [_seconds(job.get("timeoutConfig", {}).get("attemptDurationSeconds"))]
     with contextlib.suppress(ValueError, TypeError, AttributeError):  # an unreadable request declares nothing
-        limits.append(_seconds(json.loads(job.get("serviceRequestPayload") or "{}").get("StoppingCondition", {}).get("MaxRuntimeInSeconds")))
+        limits.append(
+            _seconds(
+                json.loads(job.get("serviceRequestPayload") or "{}")
+                .get("StoppingCondition", {})
+                .get("MaxRuntimeInSeconds")
+            )
+        )
     return min((limit for limit in limits if limit is not None), default=None)
 
 
@@ -462,8 +564,10 @@ def squeue_command(accounts: Iterable[str]) -> str:
     """The queue of the governed accounts, times in UTC ISO format whatever the head node's time
     zone or ``SLURM_TIME_FORMAT``."""
     names = ",".join(checked(a, SLURM_NAME) for a in sorted(accounts))
-    return (f"TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array --states=RUNNING,PENDING "
-            f"--account={shlex.quote(names)} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}")
+    return (
+        f"TZ=UTC SLURM_TIME_FORMAT=standard squeue --noheader --array --states=RUNNING,PENDING "
+        f"--account={shlex.quote(names)} --Format='{SQUEUE_FORMAT}' && echo {END_OF_QUEUE}"
+    )
 
 
 class SlurmAdapter:
@@ -472,14 +576,31 @@ class SlurmAdapter:
     usage_from_queue = False
     preemptions_seen: Mapping[str, int] = {}  # not read yet: Slurm's own QoS preemptions (docs/reclaim.md)
 
-    def __init__(self, ssm: Any, *, instance_id: str, instance_type: str, pool: PoolPolicy, policy: Policy,
-                 poll_seconds: float = 1.0, timeout_seconds: float = SSM_WAIT_SECONDS, sleep: Callable[[float], None] = time.sleep,
-                 time_left: Callable[[], float] = lambda: float("inf")):
+    def __init__(
+        self,
+        ssm: Any,
+        *,
+        instance_id: str,
+        instance_type: str,
+        pool: PoolPolicy,
+        policy: Policy,
+        poll_seconds: float = 1.0,
+        timeout_seconds: float = SSM_WAIT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+        time_left: Callable[[], float] = lambda: float("inf"),
+    ):
         self.instance_id, self.instance_type = instance_id, instance_type
         self.pool, self.policy = pool, policy
         self.timeout_seconds = timeout_seconds
-        self.head_node = HeadNode(ssm, instance_id=instance_id, comment="gpu-governance reclaim controller", poll_seconds=poll_seconds,
-                                  timeout_seconds=timeout_seconds, sleep=sleep, time_left=time_left)
+        self.head_node = HeadNode(
+            ssm,
+            instance_id=instance_id,
+            comment="gpu-governance reclaim controller",
+            poll_seconds=poll_seconds,
+            timeout_seconds=timeout_seconds,
+            sleep=sleep,
+            time_left=time_left,
+        )
         self.action_seconds = timeout_seconds + 5  # the wait plus sending the command
         self._restarts: dict[str, int] = {}
 
@@ -491,7 +612,14 @@ class SlurmAdapter:
         output = self.run([squeue_command(s.name for s in self.pool.shares)])
         running, pending = parse_squeue(output, self.pool, self.policy, self.instance_type)
         self._restarts = {job.job_id: job.times_preempted for job in (*running, *pending)}
-        return PoolState(capacity=self.pool.capacity, shares=self.pool.shares, running=tuple(running), pending=tuple(pending), now=now, groups=self.pool.groups)
+        return PoolState(
+            capacity=self.pool.capacity,
+            shares=self.pool.shares,
+            running=tuple(running),
+            pending=tuple(pending),
+            now=now,
+            groups=self.pool.groups,
+        )
 
     def attempt_of(self, job_id: str) -> str:
         return str(self._restarts.get(job_id, 0))
@@ -511,7 +639,11 @@ class SlurmAdapter:
                 continue
             output = invocation.get("StandardOutputContent", "").strip()
             outcome = (DONE if output == "done" else SKIPPED) if invocation["Status"] == "Success" else FAILED
-            result = ActionResult(job_id=key.job_id, outcome=outcome, detail=f"command {item['command_id']}: {invocation['Status']} {output}"[:500])
+            result = ActionResult(
+                job_id=key.job_id,
+                outcome=outcome,
+                detail=f"command {item['command_id']}: {invocation['Status']} {output}"[:500],
+            )
             ledger.record(key, status=outcome, detail=result.detail)
             ledger.close(key)
             results.append(result)
@@ -525,8 +657,12 @@ class SlurmAdapter:
         """Only borrowing starts come here: inside its own nodes Slurm starts a job by itself."""
         job_id = checked(start.job_id, SLURM_JOB_ID)
         qos = checked(borrow_qos_name(start.share), SLURM_NAME)
-        result = self._if_unchanged(job_id, "PENDING", f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}",
-                                    progress)
+        result = self._if_unchanged(
+            job_id,
+            "PENDING",
+            f"scontrol update {shlex.quote(f'JobId={job_id}')} {shlex.quote(f'Partition={BORROW_PARTITION}')} {shlex.quote(f'QOS={qos}')}",
+            progress,
+        )
         return replace(result, detail=f"moved to {BORROW_PARTITION} as {qos}") if result.outcome == "done" else result
 
     def _if_unchanged(self, job_id: str, state: str, command: str, progress: Callable[..., None]) -> ActionResult:
@@ -544,14 +680,18 @@ class SlurmAdapter:
         return ActionResult(job_id=job_id, outcome="skipped", detail=f"{output.strip()}, read as {expected}")
 
 
-def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: str) -> tuple[list[RunningJob], list[PendingJob]]:
+def parse_squeue(
+    output: str, pool: PoolPolicy, policy: Policy, instance_type: str
+) -> tuple[list[RunningJob], list[PendingJob]]:
     """The governed accounts' jobs in the output of :func:`squeue_command`, as planner jobs. The
     QoS ``<team>.<class>`` gives the priority; a borrow QoS job runs at priority 0. Slurm's
     restart count is the number of times a job was preempted (requeued); its time limit is the
     job's declared maximum run time (``--time``), which the planner's borrow horizon reads."""
     lines = output.splitlines()
     if not lines or lines[-1].strip() != END_OF_QUEUE:
-        raise RuntimeError(f"squeue output ends without {END_OF_QUEUE!r}: more than SSM's 24,000 characters, or cut short; not planning on part of the queue")
+        raise RuntimeError(
+            f"squeue output ends without {END_OF_QUEUE!r}: more than SSM's 24,000 characters, or cut short; not planning on part of the queue"
+        )
     shares = {s.name for s in pool.shares}
     weights = {p.name: p.weight for p in policy.priority_classes}
     running, pending = [], []
@@ -562,9 +702,16 @@ def parse_squeue(output: str, pool: PoolPolicy, policy: Policy, instance_type: s
         job_id, account, qos, state, nodes, start, submit, restarts, limit, reason = parts
         priority_class = qos.split(".", 1)[1] if qos.startswith(account + ".") else ""
         try:
-            fields = dict(job_id=job_id, share=account, instance_type=instance_type, count=int(nodes),
-                          priority=weights.get(priority_class, 0), checkpointable=False, times_preempted=int(restarts),
-                          max_run_time_s=slurm_time_limit(limit))
+            fields = dict(
+                job_id=job_id,
+                share=account,
+                instance_type=instance_type,
+                count=int(nodes),
+                priority=weights.get(priority_class, 0),
+                checkpointable=False,
+                times_preempted=int(restarts),
+                max_run_time_s=slurm_time_limit(limit),
+            )
             if state == "RUNNING":
                 running.append(RunningJob(started_at=_utc(start), **fields))
             elif reason not in NOT_STARTABLE:

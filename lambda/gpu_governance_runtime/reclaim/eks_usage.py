@@ -75,8 +75,11 @@ class EksUsageError(RuntimeError):
 def eks_token(cluster_name: str, credentials: Any, region: str, sts_endpoint: str) -> str:
     """A Kubernetes bearer token for EKS: a presigned STS GetCallerIdentity URL that signs the
     cluster's name in (header ``x-k8s-aws-id``), so the token is good for this cluster only."""
-    request = AWSRequest(method="GET", url=f"{sts_endpoint}/?Action=GetCallerIdentity&Version=2011-06-15",
-                         headers={CLUSTER_ID_HEADER: cluster_name})
+    request = AWSRequest(
+        method="GET",
+        url=f"{sts_endpoint}/?Action=GetCallerIdentity&Version=2011-06-15",
+        headers={CLUSTER_ID_HEADER: cluster_name},
+    )
     SigV4QueryAuth(credentials, "sts", region, expires=TOKEN_EXPIRES_S).add_auth(request)
     return TOKEN_PREFIX + base64.urlsafe_b64encode(request.url.encode()).decode().rstrip("=")
 
@@ -98,8 +101,10 @@ def cluster_api(eks: Any, cluster_name: str, *, in_vpc: bool = False) -> Cluster
     VPC must be the cluster's, or reach it, and the cluster's security group must admit 443)."""
     cluster = eks.describe_cluster(name=cluster_name)["cluster"]
     if not in_vpc and cluster.get("resourcesVpcConfig", {}).get("endpointPublicAccess") is False:
-        raise EksUsageError(f"EKS cluster {cluster_name}: its API endpoint is private and the reclaim function runs outside any "
-                            "VPC: give the ReclaimController the cluster's vpc (docs/hyperpod-eks.md, Usage metrics)")
+        raise EksUsageError(
+            f"EKS cluster {cluster_name}: its API endpoint is private and the reclaim function runs outside any "
+            "VPC: give the ReclaimController the cluster's vpc (docs/hyperpod-eks.md, Usage metrics)"
+        )
     try:
         context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificateAuthority"]["data"]).decode())
     except (KeyError, ValueError, ssl.SSLError) as error:
@@ -109,7 +114,9 @@ def cluster_api(eks: Any, cluster_name: str, *, in_vpc: bool = False) -> Cluster
     return ClusterApi(endpoint=cluster["endpoint"].rstrip("/"), context=context)
 
 
-def list_cluster_queues(api: ClusterApi, token: str, *, time_left: Callable[[], float] = lambda: float("inf")) -> list[dict[str, Any]]:
+def list_cluster_queues(
+    api: ClusterApi, token: str, *, time_left: Callable[[], float] = lambda: float("inf")
+) -> list[dict[str, Any]]:
     """Every ClusterQueue, following ``continue`` (one consistent list: Kubernetes serves every
     page from the first page's resource version, or refuses with 410 once that has expired)."""
     items: list[dict[str, Any]] = []
@@ -127,7 +134,9 @@ def list_cluster_queues(api: ClusterApi, token: str, *, time_left: Callable[[], 
         if after is None:
             return items
         if after in seen:
-            raise EksUsageError(f"GET {KUEUE_CLUSTER_QUEUES_PATH}: continue token repeated after {len(items)} ClusterQueues")
+            raise EksUsageError(
+                f"GET {KUEUE_CLUSTER_QUEUES_PATH}: continue token repeated after {len(items)} ClusterQueues"
+            )
         seen.add(after)
 
 
@@ -139,7 +148,12 @@ def _get_json(url: str, token: str, context: ssl.SSLContext) -> Any:
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
         raise EksUsageError(f"GET {path}: HTTP {error.code} {_status_message(error)}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as error:  # refused, TLS, timeout, not JSON
+    except (
+        urllib.error.URLError,
+        OSError,
+        http.client.HTTPException,
+        ValueError,
+    ) as error:  # refused, TLS, timeout, not JSON
         raise EksUsageError(f"GET {path}: {getattr(error, 'reason', None) or error!r}") from None
 
 
@@ -154,16 +168,32 @@ def _status_message(error: urllib.error.HTTPError) -> str:
 # --- Kueue's figures -> each team's usage, in instances ---------------------------------------------
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei))?$")
-_SUFFIX = {None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal("1e3"), "M": Decimal("1e6"),
-           "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18"),
-           **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))}}
+_SUFFIX = {
+    None: Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+}
 
 
 def quantity(value: Any, where: str) -> Decimal:
     """A Kubernetes resource quantity ("8", "8000m", 8, "1e1") as a number; never negative."""
-    match = _QUANTITY.match(str(value).strip()) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    match = (
+        _QUANTITY.match(str(value).strip()) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    )
     try:
-        number = Decimal(match[1]) * (Decimal(f"1{match[2]}") if match and match[2] else _SUFFIX[match[3]]) if match else None
+        number = (
+            Decimal(match[1]) * (Decimal(f"1{match[2]}") if match and match[2] else _SUFFIX[match[3]])
+            if match
+            else None
+        )
     except InvalidOperation:
         number = None
     if number is None or number < 0:
@@ -218,18 +248,35 @@ def _gpu_figures(queues: Iterable[Mapping[str, Any]]) -> Iterator[_Gpus]:
                 if resource.get("lendingLimit") is not None:
                     lending[flavor] = quantity(resource["lendingLimit"], f"{where}.lendingLimit")
         used = {
-            flavor: (quantity(resource.get("total", 0), f"{where}.total"), quantity(resource.get("borrowed", 0), f"{where}.borrowed"))
+            flavor: (
+                quantity(resource.get("total", 0), f"{where}.total"),
+                quantity(resource.get("borrowed", 0), f"{where}.borrowed"),
+            )
             for flavor, resource, where in _gpu_resources(status.get("flavorsUsage"), f"{name}.status.flavorsUsage")
         }
         # A Kueue that reports no flavorsReservation is read as reserving what it admits.
-        reserved = {flavor: total for flavor, (total, _) in used.items()} if status.get("flavorsReservation") is None else {
-            flavor: quantity(resource.get("total", 0), f"{where}.total")
-            for flavor, resource, where in _gpu_resources(status["flavorsReservation"], f"{name}.status.flavorsReservation")
-        }
+        reserved = (
+            {flavor: total for flavor, (total, _) in used.items()}
+            if status.get("flavorsReservation") is None
+            else {
+                flavor: quantity(resource.get("total", 0), f"{where}.total")
+                for flavor, resource, where in _gpu_resources(
+                    status["flavorsReservation"], f"{name}.status.flavorsReservation"
+                )
+            }
+        )
         for flavor in sorted(nominal.keys() | used.keys() | reserved.keys()):
             total, borrowed = used.get(flavor, (Decimal(0), Decimal(0)))
-            yield _Gpus(queue=name, cohort=spec.get("cohort") or None, flavor=flavor, nominal=nominal.get(flavor, Decimal(0)),
-                        lending_limit=lending.get(flavor), total=total, borrowed=borrowed, reserved=reserved.get(flavor, Decimal(0)))
+            yield _Gpus(
+                queue=name,
+                cohort=spec.get("cohort") or None,
+                flavor=flavor,
+                nominal=nominal.get(flavor, Decimal(0)),
+                lending_limit=lending.get(flavor),
+                total=total,
+                borrowed=borrowed,
+                reserved=reserved.get(flavor, Decimal(0)),
+            )
 
 
 def _gpu_resources(flavors: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:
@@ -241,7 +288,9 @@ def _gpu_resources(flavors: Any, where: str) -> Iterator[tuple[str, Mapping[str,
                 yield flavor["name"], resource, f"{where}[{flavor['name']}]"
 
 
-def share_usage(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy, gpus_per_instance: Mapping[str, int]) -> tuple[EksShareUsage, ...]:
+def share_usage(
+    queues: Iterable[Mapping[str, Any]], pool: PoolPolicy, gpus_per_instance: Mapping[str, int]
+) -> tuple[EksShareUsage, ...]:
     """Per governed team (its ClusterQueue ``hyperpod-ns-<team>-clusterqueue``) and instance type."""
     teams = {hyperpod_cluster_queue(share.name): share.name for share in pool.shares}
     groups: dict[tuple[str, str], list[_Gpus]] = {}
@@ -253,19 +302,35 @@ def share_usage(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy, gpus_per_
         per_instance = gpus_per_instance.get(flavor)
         if per_instance is None:
             if any(m.nominal or m.total or m.borrowed for m in governed):
-                raise EksUsageError(f"pool {pool.name}: ClusterQueue {governed[0].queue} holds GPUs of flavor {flavor!r}, which is "
-                                    f"not an instance type with gpus_per_instance (one of {sorted(gpus_per_instance)})")
+                raise EksUsageError(
+                    f"pool {pool.name}: ClusterQueue {governed[0].queue} holds GPUs of flavor {flavor!r}, which is "
+                    f"not an instance type with gpus_per_instance (one of {sorted(gpus_per_instance)})"
+                )
             continue
         # What the cohort's queues borrowed, less what queues of no governed team lent, is the governed teams' lending.
-        to_attribute = max(Decimal(0), sum((m.borrowed for m in members), Decimal(0))
-                           - sum((m.lendable() for m in members if m.queue not in teams), Decimal(0))) if cohort else Decimal(0)
+        to_attribute = (
+            max(
+                Decimal(0),
+                sum((m.borrowed for m in members), Decimal(0))
+                - sum((m.lendable() for m in members if m.queue not in teams), Decimal(0)),
+            )
+            if cohort
+            else Decimal(0)
+        )
         for m in governed:
             lent = min(m.lendable(), to_attribute)
             to_attribute -= lent
             if m.nominal or m.total or lent:
-                rows.append(EksShareUsage(share=teams[m.queue], instance_type=flavor, guaranteed=float(m.nominal / per_instance),
-                                          in_use=float(m.total / per_instance), borrowed=float(m.borrowed / per_instance),
-                                          lent=float(lent / per_instance)))
+                rows.append(
+                    EksShareUsage(
+                        share=teams[m.queue],
+                        instance_type=flavor,
+                        guaranteed=float(m.nominal / per_instance),
+                        in_use=float(m.total / per_instance),
+                        borrowed=float(m.borrowed / per_instance),
+                        lent=float(lent / per_instance),
+                    )
+                )
     return tuple(rows)
 
 
@@ -302,28 +367,51 @@ def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple
             continue
         status = queue.get("status") or {}
         waiting_for_quota = _workloads(status, "pendingWorkloads", name)
-        checking = max(0, _workloads(status, "reservingWorkloads", name) - _workloads(status, "admittedWorkloads", name))
-        rows.append(EksWaiting(share=teams[name], pending=waiting_for_quota + checking, starved=bool(waiting_for_quota) and name in below_guarantee))
+        checking = max(
+            0, _workloads(status, "reservingWorkloads", name) - _workloads(status, "admittedWorkloads", name)
+        )
+        rows.append(
+            EksWaiting(
+                share=teams[name],
+                pending=waiting_for_quota + checking,
+                starved=bool(waiting_for_quota) and name in below_guarantee,
+            )
+        )
     return tuple(sorted(rows, key=lambda row: row.share))
 
 
 # --- one tick -------------------------------------------------------------------------------------
 
 
-def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: str, now: float, tick_seconds: float,
-         emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
-         credentials: Any = None, in_vpc: bool = False, hour_limits: Callable[[tuple[EksShareUsage, ...]], Any] | None = None) -> bool:
+def tick(
+    target: Mapping[str, Any],
+    pool: PoolPolicy,
+    *,
+    eks: Any,
+    namespace: str,
+    now: float,
+    tick_seconds: float,
+    emit: Callable[[Mapping[str, Any]], None] = log,
+    time_left: Callable[[], float] = lambda: float("inf"),
+    credentials: Any = None,
+    in_vpc: bool = False,
+    hour_limits: Callable[[tuple[EksShareUsage, ...]], Any] | None = None,
+) -> bool:
     """Read the pool's cluster and emit its gauges and usage records; True when they were emitted.
     A failure emits ``pool_failed`` and ``PoolErrors`` (alarmed) and nothing else. ``hour_limits``:
     given the rows read, counts and enforces the teams' GPU-hour limits (reclaim.gpu_hours); a
     tick that cannot read the cluster counts nothing."""
     if time_left() < READ_SECONDS:
-        emit({"event": "pool_deferred", "pool": pool.name, "reason": f"{time_left():.0f} s left; the next tick reads it"})
+        emit(
+            {"event": "pool_deferred", "pool": pool.name, "reason": f"{time_left():.0f} s left; the next tick reads it"}
+        )
         return False
     cluster = target["eks_cluster"]
     try:
         api = cluster_api(eks, cluster, in_vpc=in_vpc)
-        token = eks_token(cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint(eks))
+        token = eks_token(
+            cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint(eks)
+        )
         queues = list_cluster_queues(api, token, time_left=time_left)
         rows = share_usage(queues, pool, target["gpus_per_instance"])
         waiting = waiting_work(queues, pool)
@@ -344,14 +432,24 @@ def tick(target: Mapping[str, Any], pool: PoolPolicy, *, eks: Any, namespace: st
     return True
 
 
-def share_gauges(pool: str, rows: Iterable[EksShareUsage], waiting: Iterable[EksWaiting] = (), *, namespace: str,
-                 now: float) -> list[dict[str, Any]]:
+def share_gauges(
+    pool: str, rows: Iterable[EksShareUsage], waiting: Iterable[EksWaiting] = (), *, namespace: str, now: float
+) -> list[dict[str, Any]]:
     """The instances each team holds now (summed over instance types) and its waiting work, as the
     dashboards draw them and the starvation alarms read them (0 while not starved, as the other backends)."""
-    totals: dict[str, dict[str, float]] = {w.share: dict(zip(WAITING, (w.pending, int(w.starved)), strict=True)) for w in waiting}
+    totals: dict[str, dict[str, float]] = {
+        w.share: dict(zip(WAITING, (w.pending, int(w.starved)), strict=True)) for w in waiting
+    }
     for row in rows:
         share = totals.setdefault(row.share, {})
         for metric, value in zip(GAUGES, (row.guaranteed, row.in_use, row.borrowed, row.lent), strict=True):
             share[metric] = share.get(metric, 0.0) + value
-    return [metrics.document(namespace, dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)), {m: (v, "Count") for m, v in values.items()}, timestamp=now)
-            for share, values in sorted(totals.items())]
+    return [
+        metrics.document(
+            namespace,
+            dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)),
+            {m: (v, "Count") for m, v in values.items()},
+            timestamp=now,
+        )
+        for share, values in sorted(totals.items())
+    ]

@@ -46,6 +46,7 @@ NOTICE_FRACTION = 0.8
 DISABLING, DISABLED, ENABLING, ENABLED = "disabling", "disabled", "enabling", "enabled"
 LEFT_OFF = "left_off"  # a new period began while the team is paused (or was off before its limit): not turned on
 
+
 class Switch(Protocol):
     """A team's admission in one pool: on, or off (no new job starts; running ones go on)."""
 
@@ -90,20 +91,34 @@ class ComputeQuotaSwitch:
 
     def set(self, enabled: bool) -> None:
         # the version read: a change made since is refused (and read again next tick), not overwritten
-        self.sagemaker.update_compute_quota(ComputeQuotaId=self._described["ComputeQuotaId"], TargetVersion=self._described["ComputeQuotaVersion"],
-                                            ActivationState="Enabled" if enabled else "Disabled")
+        self.sagemaker.update_compute_quota(
+            ComputeQuotaId=self._described["ComputeQuotaId"],
+            TargetVersion=self._described["ComputeQuotaVersion"],
+            ActivationState="Enabled" if enabled else "Disabled",
+        )
 
 
 def gpus_per_instance(pool_gpus: Mapping[str, int], instance_type: str) -> int:
     gpus = pool_gpus.get(instance_type) or TRAINING_INSTANCE_GPUS.get(instance_type)
     if gpus is None:
-        raise ValueError(f"instance type {instance_type!r}: GPUs per instance unknown; declare gpus_per_instance on the pool")
+        raise ValueError(
+            f"instance type {instance_type!r}: GPUs per instance unknown; declare gpus_per_instance on the pool"
+        )
     return gpus
 
 
-def enforce(pool: PoolPolicy, in_use: Iterable[tuple[str, str, float]], *, ledger: Ledger, switch: Callable[[str], Switch],
-            notify: Callable[[Mapping[str, Any]], None], now: float, tick_seconds: float, dry_run: bool,
-            pool_gpus: Mapping[str, int] = {}) -> list[dict[str, Any]]:
+def enforce(
+    pool: PoolPolicy,
+    in_use: Iterable[tuple[str, str, float]],
+    *,
+    ledger: Ledger,
+    switch: Callable[[str], Switch],
+    notify: Callable[[Mapping[str, Any]], None],
+    now: float,
+    tick_seconds: float,
+    dry_run: bool,
+    pool_gpus: Mapping[str, int] = {},
+) -> list[dict[str, Any]]:
     """Count, notify and switch every limited team of ``pool``. ``in_use``: (team, instance type,
     instances running; HyperPod EKS counts part-instances) as this tick read them. Returns one log record per team."""
     limited = [s for s in pool.shares if s.gpu_hour_limit]
@@ -118,35 +133,80 @@ def enforce(pool: PoolPolicy, in_use: Iterable[tuple[str, str, float]], *, ledge
     for share in limited:
         hours, period = share.gpu_hour_limit
         start = period_start(period, at)
-        used = ledger.add_gpu_hours(pool.name, share.name, start.isoformat(), gpus.get(share.name, 0) * tick_seconds / 3600, tick=tick, now=now)
-        record = {"event": "gpu_hour_limit", "pool": pool.name, "team": share.name, "used_gpu_hours": round(used, 3), "limit": hours,
-                  "period": period, "period_start": start.isoformat(), "resets": next_reset(period, at).isoformat(), "dry_run": dry_run}
+        used = ledger.add_gpu_hours(
+            pool.name, share.name, start.isoformat(), gpus.get(share.name, 0) * tick_seconds / 3600, tick=tick, now=now
+        )
+        record = {
+            "event": "gpu_hour_limit",
+            "pool": pool.name,
+            "team": share.name,
+            "used_gpu_hours": round(used, 3),
+            "limit": hours,
+            "period": period,
+            "period_start": start.isoformat(),
+            "resets": next_reset(period, at).isoformat(),
+            "dry_run": dry_run,
+        }
         if used >= NOTICE_FRACTION * hours and not dry_run:
             record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
         try:
-            record["switch"] = _switch(ledger, pool.name, share.name, start.isoformat(), over=used >= hours, paused=share.paused,
-                                       switch=switch, dry_run=dry_run, now=now)
-        except (ClientError, BotoCoreError) as error:  # the item stays in its -ing state: the next tick reads and tries again
+            record["switch"] = _switch(
+                ledger,
+                pool.name,
+                share.name,
+                start.isoformat(),
+                over=used >= hours,
+                paused=share.paused,
+                switch=switch,
+                dry_run=dry_run,
+                now=now,
+            )
+        except (
+            ClientError,
+            BotoCoreError,
+        ) as error:  # the item stays in its -ing state: the next tick reads and tries again
             record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
         log(record)
         records.append(record)
     return records
 
 
-def _notice(ledger: Ledger, pool: str, team: str, record: Mapping[str, Any], notify: Callable[[Mapping[str, Any]], None], now: float) -> str:
+def _notice(
+    ledger: Ledger,
+    pool: str,
+    team: str,
+    record: Mapping[str, Any],
+    notify: Callable[[Mapping[str, Any]], None],
+    now: float,
+) -> str:
     key = f"hour-notice#{pool}#{team}#{record['period_start']}"
     if not ledger.claim_once(key, now=now):
         return "sent_before"
     try:
-        notify({key_: record[key_] for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")})
+        notify(
+            {
+                key_: record[key_]
+                for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")
+            }
+        )
     except (ClientError, BotoCoreError):
         ledger.release_once(key)  # not sent: the next tick sends it
         raise
     return "sent"
 
 
-def _switch(ledger: Ledger, pool: str, team: str, start: str, *, over: bool, paused: bool, switch: Callable[[str], Switch],
-            dry_run: bool, now: float) -> str:
+def _switch(
+    ledger: Ledger,
+    pool: str,
+    team: str,
+    start: str,
+    *,
+    over: bool,
+    paused: bool,
+    switch: Callable[[str], Switch],
+    dry_run: bool,
+    now: float,
+) -> str:
     """Off at the limit; on again in a later period if this controller turned it off and the team
     is not paused. Returns what was done."""
     key = f"hour-limit#{pool}#{team}"
@@ -170,8 +230,14 @@ def _switch(ledger: Ledger, pool: str, team: str, start: str, *, over: bool, pau
         return "as_deployed"
     if paused or not item.get("was_on"):  # paused in the governance file, or off before the limit: left as deployed
         if not dry_run:
-            ledger.put(key, status=LEFT_OFF, period_start=start, was_on=False, at=int(now),
-                       detail="the team is paused" if paused else "it was off before the limit")
+            ledger.put(
+                key,
+                status=LEFT_OFF,
+                period_start=start,
+                was_on=False,
+                at=int(now),
+                detail="the team is paused" if paused else "it was off before the limit",
+            )
         return LEFT_OFF
     if dry_run:
         return "would_enable"
@@ -185,9 +251,26 @@ def _switch(ledger: Ledger, pool: str, team: str, start: str, *, over: bool, pau
 
 def event_sender(events: Any) -> Callable[[Mapping[str, Any]], None]:
     """Sends a team's 80 % notice to the account's default event bus, as the capacity controller sends its events."""
+
     def send(detail: Mapping[str, Any]) -> None:
-        answer = events.put_events(Entries=[{"Source": RECLAIM_EVENT_SOURCE, "DetailType": GPU_HOUR_LIMIT_EVENT_TYPE,
-                                             "Detail": json.dumps(detail, sort_keys=True)}])
+        answer = events.put_events(
+            Entries=[
+                {
+                    "Source": RECLAIM_EVENT_SOURCE,
+                    "DetailType": GPU_HOUR_LIMIT_EVENT_TYPE,
+                    "Detail": json.dumps(detail, sort_keys=True),
+                }
+            ]
+        )
         if answer.get("FailedEntryCount"):
-            raise ClientError({"Error": {"Code": answer["Entries"][0].get("ErrorCode", "Failed"), "Message": "PutEvents refused the entry"}}, "PutEvents")
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": answer["Entries"][0].get("ErrorCode", "Failed"),
+                        "Message": "PutEvents refused the entry",
+                    }
+                },
+                "PutEvents",
+            )
+
     return send

@@ -89,8 +89,18 @@ events = boto3.client("events", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
-    "batch": ("DescribeJobs", "DescribeQuotaShare", "DescribeServiceJob", "GetJobQueueSnapshot", "ListJobs", "ListQuotaShares",
-              "ListServiceJobs", "SubmitJob", "TerminateJob", "UpdateQuotaShare"),
+    "batch": (
+        "DescribeJobs",
+        "DescribeQuotaShare",
+        "DescribeServiceJob",
+        "GetJobQueueSnapshot",
+        "ListJobs",
+        "ListQuotaShares",
+        "ListServiceJobs",
+        "SubmitJob",
+        "TerminateJob",
+        "UpdateQuotaShare",
+    ),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
     "dynamodb": ("GetItem", "PutItem", "UpdateItem"),
     "eks": ("DescribeCluster",),
@@ -98,9 +108,18 @@ REQUIRED_OPERATIONS = {
     "events": ("PutEvents",),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
-    api_check.require({"batch": batch, "ssm": ssm, "dynamodb": dynamodb.meta.client, "eks": eks, "sagemaker": sagemaker, "events": events},
-                      REQUIRED_OPERATIONS,
-                      namespace=Environment(os.environ).text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE))
+    api_check.require(
+        {
+            "batch": batch,
+            "ssm": ssm,
+            "dynamodb": dynamodb.meta.client,
+            "eks": eks,
+            "sagemaker": sagemaker,
+            "events": events,
+        },
+        REQUIRED_OPERATIONS,
+        namespace=Environment(os.environ).text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,12 +141,18 @@ class ReclaimSettings:
     def from_environ(cls, environ: Mapping[str, str]) -> ReclaimSettings:
         read = Environment(environ)
         return cls(
-            policy_path=policy_path(environ), ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of actions"),
-            dry_run=read.dry_run(), namespace=read.text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE),
-            planner=Settings(min_run_time_s=read.number(ENV_MIN_RUN_TIME_S, Settings().min_run_time_s),
-                             max_preemptions_per_tick=read.whole(ENV_MAX_PREEMPTIONS_PER_TICK, Settings().max_preemptions_per_tick)),
-            tick_seconds=read.number(ENV_TICK_SECONDS, DEFAULT_TICK_SECONDS, above=True), in_vpc=read.switch(ENV_IN_VPC),
-            reclaim_targets=tuple(read.json(ENV_RECLAIM_TARGETS, list, [])), usage_targets=tuple(read.json(ENV_USAGE_TARGETS, list, [])),
+            policy_path=policy_path(environ),
+            ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of actions"),
+            dry_run=read.dry_run(),
+            namespace=read.text(ENV_METRICS_NAMESPACE, RECLAIM_NAMESPACE),
+            planner=Settings(
+                min_run_time_s=read.number(ENV_MIN_RUN_TIME_S, Settings().min_run_time_s),
+                max_preemptions_per_tick=read.whole(ENV_MAX_PREEMPTIONS_PER_TICK, Settings().max_preemptions_per_tick),
+            ),
+            tick_seconds=read.number(ENV_TICK_SECONDS, DEFAULT_TICK_SECONDS, above=True),
+            in_vpc=read.switch(ENV_IN_VPC),
+            reclaim_targets=tuple(read.json(ENV_RECLAIM_TARGETS, list, [])),
+            usage_targets=tuple(read.json(ENV_USAGE_TARGETS, list, [])),
             raised_guarantees=read.text(ENV_RAISED_GUARANTEES, None),
         )
 
@@ -163,60 +188,126 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         try:
             if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
                 now = time.time()
-                eks_usage.tick(target, policy.pool(target["pool"]), eks=eks, namespace=namespace, now=now,
-                               tick_seconds=environment.tick_seconds, time_left=time_left, in_vpc=environment.in_vpc,
-                               hour_limits=compute_quota_hour_limits(target, policy.pool(target["pool"]), ledger, now=now,
-                                                                     tick_seconds=environment.tick_seconds, dry_run=dry_run))
+                eks_usage.tick(
+                    target,
+                    policy.pool(target["pool"]),
+                    eks=eks,
+                    namespace=namespace,
+                    now=now,
+                    tick_seconds=environment.tick_seconds,
+                    time_left=time_left,
+                    in_vpc=environment.in_vpc,
+                    hour_limits=compute_quota_hour_limits(
+                        target,
+                        policy.pool(target["pool"]),
+                        ledger,
+                        now=now,
+                        tick_seconds=environment.tick_seconds,
+                        dry_run=dry_run,
+                    ),
+                )
                 continue
             adapter = build_adapter(target, policy, invocation)
             if time_left() < adapter.action_seconds:
-                log({"event": "pool_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+                log(
+                    {
+                        "event": "pool_deferred",
+                        "pool": target["pool"],
+                        "reason": f"{time_left():.0f} s left; the next tick reads it",
+                    }
+                )
                 continue
             now = time.time()
             if raises is None:
                 name = environment.raised_guarantees
-                raises = raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, UTC)) if name else []
+                raises = (
+                    raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, UTC)) if name else []
+                )
             # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
-            results.append(run_tick(target["pool"], adapter, ledger, settings=policy.pool(target["pool"]).settings(environment.planner),
-                                    dry_run=dry_run, namespace=namespace, now=now, time_left=time_left, raises=raises,
-                                    tick_seconds=environment.tick_seconds,
-                                    hour_limits=quota_share_hour_limits(target, policy.pool(target["pool"]), ledger, now=now,
-                                                                        tick_seconds=environment.tick_seconds, dry_run=dry_run)))
+            results.append(
+                run_tick(
+                    target["pool"],
+                    adapter,
+                    ledger,
+                    settings=policy.pool(target["pool"]).settings(environment.planner),
+                    dry_run=dry_run,
+                    namespace=namespace,
+                    now=now,
+                    time_left=time_left,
+                    raises=raises,
+                    tick_seconds=environment.tick_seconds,
+                    hour_limits=quota_share_hour_limits(
+                        target,
+                        policy.pool(target["pool"]),
+                        ledger,
+                        now=now,
+                        tick_seconds=environment.tick_seconds,
+                        dry_run=dry_run,
+                    ),
+                )
+            )
         except Exception as error:  # noqa: BLE001 - one pool's bad day is its own: every other pool still gets its tick
             _pool_failed(target.get("pool", "?"), error, namespace)
     for target in environment.usage_targets:
         try:
             head_node = build_adapter(target, policy, invocation)  # its SSM runner reads the pool's accounting
             if time_left() < head_node.action_seconds:
-                log({"event": "usage_deferred", "pool": target["pool"], "reason": f"{time_left():.0f} s left; the next tick reads it"})
+                log(
+                    {
+                        "event": "usage_deferred",
+                        "pool": target["pool"],
+                        "reason": f"{time_left():.0f} s left; the next tick reads it",
+                    }
+                )
                 continue
-            SlurmUsageObserver(head_node.run, pool=policy.pool(target["pool"]), instance_type=target["instance_type"],
-                               gpus_per_instance=int(target["gpus_per_instance"]), ledger=ledger, namespace=namespace).observe(time.time())
+            SlurmUsageObserver(
+                head_node.run,
+                pool=policy.pool(target["pool"]),
+                instance_type=target["instance_type"],
+                gpus_per_instance=int(target["gpus_per_instance"]),
+                ledger=ledger,
+                namespace=namespace,
+            ).observe(time.time())
         except Exception as error:  # noqa: BLE001 - as above
             _pool_failed(target.get("pool", "?"), error, namespace)
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
-def quota_share_hour_limits(target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float,
-                            dry_run: bool) -> Callable[[PoolState], Any] | None:
+def quota_share_hour_limits(
+    target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float, dry_run: bool
+) -> Callable[[PoolState], Any] | None:
     """A Batch quota-share pool's GPU-hour limits, counted from the running service jobs the tick read."""
     if pool.backend != BATCH_QUOTA_SHARE or not any(s.gpu_hour_limit for s in pool.shares):
         return None
     return lambda state: gpu_hours.enforce(
-        pool, ((job.share, job.instance_type, job.count) for job in state.running), ledger=ledger,
-        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, target["job_queue"], team), notify=gpu_hours.event_sender(events),
-        now=now, tick_seconds=tick_seconds, dry_run=dry_run)
+        pool,
+        ((job.share, job.instance_type, job.count) for job in state.running),
+        ledger=ledger,
+        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, target["job_queue"], team),
+        notify=gpu_hours.event_sender(events),
+        now=now,
+        tick_seconds=tick_seconds,
+        dry_run=dry_run,
+    )
 
 
-def compute_quota_hour_limits(target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float,
-                              dry_run: bool) -> Callable[[Iterable[eks_usage.EksShareUsage]], Any] | None:
+def compute_quota_hour_limits(
+    target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float, dry_run: bool
+) -> Callable[[Iterable[eks_usage.EksShareUsage]], Any] | None:
     """A HyperPod EKS pool's GPU-hour limits, counted from the instances Kueue shows each team using."""
     if not any(s.gpu_hour_limit for s in pool.shares):
         return None
     return lambda rows: gpu_hours.enforce(
-        pool, ((row.share, row.instance_type, row.in_use) for row in rows), ledger=ledger,
-        switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, target["cluster_arn"], team), notify=gpu_hours.event_sender(events),
-        now=now, tick_seconds=tick_seconds, dry_run=dry_run, pool_gpus=target["gpus_per_instance"])
+        pool,
+        ((row.share, row.instance_type, row.in_use) for row in rows),
+        ledger=ledger,
+        switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, target["cluster_arn"], team),
+        notify=gpu_hours.event_sender(events),
+        now=now,
+        tick_seconds=tick_seconds,
+        dry_run=dry_run,
+        pool_gpus=target["gpus_per_instance"],
+    )
 
 
 def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
@@ -232,41 +323,100 @@ def build_adapter(target: Mapping[str, Any], policy: Policy, invocation: Invocat
         return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool, submit=batch_submit)
     if pool.backend == BATCH_QUOTA_SHARE:
         # preemptions that stopped within one tick's interval count on this tick
-        return BatchQuotaShareObserver(batch, job_queue=target["job_queue"], pool=pool, tick_seconds=invocation.tick_seconds)
+        return BatchQuotaShareObserver(
+            batch, job_queue=target["job_queue"], pool=pool, tick_seconds=invocation.tick_seconds
+        )
     if pool.backend == HYPERPOD_SLURM:
-        return SlurmAdapter(ssm, instance_id=target["instance_id"], instance_type=target["instance_type"], pool=pool, policy=policy,
-                            time_left=invocation.time_left)
-    raise ValueError(f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)")
+        return SlurmAdapter(
+            ssm,
+            instance_id=target["instance_id"],
+            instance_type=target["instance_type"],
+            pool=pool,
+            policy=policy,
+            time_left=invocation.time_left,
+        )
+    raise ValueError(
+        f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)"
+    )
 
 
 def run_tick(
-    pool: str, adapter: Adapter, ledger: Ledger, *, settings: Settings, dry_run: bool, namespace: str, now: float,
-    emit: Callable[[Mapping[str, Any]], None] = log, time_left: Callable[[], float] = lambda: float("inf"),
-    raises: Iterable[Mapping[str, Any]] = (), tick_seconds: float = DEFAULT_TICK_SECONDS,
+    pool: str,
+    adapter: Adapter,
+    ledger: Ledger,
+    *,
+    settings: Settings,
+    dry_run: bool,
+    namespace: str,
+    now: float,
+    emit: Callable[[Mapping[str, Any]], None] = log,
+    time_left: Callable[[], float] = lambda: float("inf"),
+    raises: Iterable[Mapping[str, Any]] = (),
+    tick_seconds: float = DEFAULT_TICK_SECONDS,
     hour_limits: Callable[[PoolState], Any] | None = None,
 ) -> TickResult:
     """``hour_limits``: given the pool as read, counts and enforces its teams' GPU-hour limits (reclaim.gpu_hours)."""
     acting = adapter.acts and not dry_run
     if acting:  # jobs earlier ticks stopped come back before anything else is stopped
         for resumed in adapter.resume(ledger, now):
-            emit({"event": "preemption_resumed", "pool": pool, "job_id": resumed.job_id, "outcome": resumed.outcome,
-                  "detail": resumed.detail, "copy": resumed.copy})
+            emit(
+                {
+                    "event": "preemption_resumed",
+                    "pool": pool,
+                    "job_id": resumed.job_id,
+                    "outcome": resumed.outcome,
+                    "detail": resumed.detail,
+                    "copy": resumed.copy,
+                }
+            )
     state = with_raises(adapter.read(now), pool, raises)
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     for preemption in plan.preemptions:
-        stop_after = _grace_ends(ledger, adapter, pool, preemption, settings.grace_s, now) if acting and settings.grace_s else now
+        stop_after = (
+            _grace_ends(ledger, adapter, pool, preemption, settings.grace_s, now)
+            if acting and settings.grace_s
+            else now
+        )
         if now < stop_after:
             outcome = IN_GRACE  # recorded; the tick at or after stop_after stops it, if the plan still needs it
         else:
-            outcome = _act(ledger, adapter, pool, preemption.job_id, "preempt", preemption.reason, now, acting,
-                           lambda progress: adapter.preempt(preemption, progress), time_left, cap=settings.max_preemptions_per_tick)
-        emit({"event": "preemption", "pool": pool, "job_id": preemption.job_id, "share": preemption.share, "kind": preemption.kind,
-              "count": preemption.count, "instance_type": preemption.instance_type, "for_job": preemption.for_job,
-              "reason": preemption.reason, "dry_run": not acting, "outcome": outcome, "grace_s": settings.grace_s,
-              **({"stop_after": stop_after} if outcome == IN_GRACE else {})})
-        acted += outcome in (DONE, TERMINATED, SUBMITTING)  # the victim stopped; its copy, if still owed, comes next tick
+            outcome = _act(
+                ledger,
+                adapter,
+                pool,
+                preemption.job_id,
+                "preempt",
+                preemption.reason,
+                now,
+                acting,
+                lambda progress: adapter.preempt(preemption, progress),
+                time_left,
+                cap=settings.max_preemptions_per_tick,
+            )
+        emit(
+            {
+                "event": "preemption",
+                "pool": pool,
+                "job_id": preemption.job_id,
+                "share": preemption.share,
+                "kind": preemption.kind,
+                "count": preemption.count,
+                "instance_type": preemption.instance_type,
+                "for_job": preemption.for_job,
+                "reason": preemption.reason,
+                "dry_run": not acting,
+                "outcome": outcome,
+                "grace_s": settings.grace_s,
+                **({"stop_after": stop_after} if outcome == IN_GRACE else {}),
+            }
+        )
+        acted += outcome in (
+            DONE,
+            TERMINATED,
+            SUBMITTING,
+        )  # the victim stopped; its copy, if still owed, comes next tick
         failed += outcome == FAILED
         if outcome in (FAILED, ABANDONED, CAPPED, TERMINATING, "already_claimed", DEFERRED, IN_GRACE):
             blocked.add(preemption.for_job)
@@ -274,21 +424,54 @@ def run_tick(
         if start.job_id in blocked:
             outcome = "blocked"
         elif acting and start.borrowed and adapter.reroutes_borrowers:
-            outcome = _act(ledger, adapter, pool, start.job_id, "start", f"borrowing start of {start.job_id}", now, True,
-                           lambda progress: adapter.start(start, progress), time_left)
+            outcome = _act(
+                ledger,
+                adapter,
+                pool,
+                start.job_id,
+                "start",
+                f"borrowing start of {start.job_id}",
+                now,
+                True,
+                lambda progress: adapter.start(start, progress),
+                time_left,
+            )
         else:
             outcome = "left_to_scheduler" if acting else "planned"
-        emit({"event": "start", "pool": pool, "job_id": start.job_id, "share": start.share, "count": start.count,
-              "instance_type": start.instance_type, "borrowed": start.borrowed, "dry_run": not acting, "outcome": outcome})
+        emit(
+            {
+                "event": "start",
+                "pool": pool,
+                "job_id": start.job_id,
+                "share": start.share,
+                "count": start.count,
+                "instance_type": start.instance_type,
+                "borrowed": start.borrowed,
+                "dry_run": not acting,
+                "outcome": outcome,
+            }
+        )
     for wait in plan.waits:  # a guarantee job kept waiting by an anti-thrash limit: its team is starved
-        emit({"event": "guarantee_wait", "pool": pool, "job_id": wait.job_id, "share": wait.share, "count": wait.count,
-              "instance_type": wait.instance_type, "reason": wait.reason, "dry_run": not acting})
+        emit(
+            {
+                "event": "guarantee_wait",
+                "pool": pool,
+                "job_id": wait.job_id,
+                "share": wait.share,
+                "count": wait.count,
+                "instance_type": wait.instance_type,
+                "reason": wait.reason,
+                "dry_run": not acting,
+            }
+        )
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=adapter.preemptions_seen):
         emit(record)
     if adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=tick_seconds, namespace=namespace, now=now):
             emit(record)
-    if hour_limits is not None:  # after the tick's metrics: a limit that cannot be counted fails the pool, not its metrics
+    if (
+        hour_limits is not None
+    ):  # after the tick's metrics: a limit that cannot be counted fails the pool, not its metrics
         hour_limits(state)
     return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
 
@@ -317,13 +500,29 @@ def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]
     capacity = Counter(state.capacity)
     for (_, instance_type), instances in extra.items():
         capacity[instance_type] += instances
-    shares = tuple(replace(share, quota=dict(Counter(share.quota) + Counter({t: n for (team, t), n in extra.items() if team == share.name})))
-                   for share in state.shares)
+    shares = tuple(
+        replace(
+            share,
+            quota=dict(Counter(share.quota) + Counter({t: n for (team, t), n in extra.items() if team == share.name})),
+        )
+        for share in state.shares
+    )
     return replace(state, capacity=dict(capacity), shares=shares)
 
 
-def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, reason: str, now: float, acting: bool, call,
-         time_left: Callable[[], float] = lambda: float("inf"), cap: int | None = None) -> str:
+def _act(
+    ledger: Ledger,
+    adapter: Adapter,
+    pool: str,
+    job_id: str,
+    action: str,
+    reason: str,
+    now: float,
+    acting: bool,
+    call,
+    time_left: Callable[[], float] = lambda: float("inf"),
+    cap: int | None = None,
+) -> str:
     """Claim, act, record. ``cap``: the pool's preemptions per minute, counted in the ledger."""
     if not acting:
         return "planned"
@@ -333,9 +532,13 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     if not ledger.claim(key, now=now, reason=reason):
         return "already_claimed"
     if cap is not None and not ledger.take_preemption(pool, now=now, cap=cap):
-        ledger.record(key, status=FAILED, detail=f"{cap} preemptions of pool {pool} this minute already (a retried tick)")
+        ledger.record(
+            key, status=FAILED, detail=f"{cap} preemptions of pool {pool} this minute already (a retried tick)"
+        )
         return CAPPED
-    ledger.mark_open(key, now=now)  # until it is settled, every tick looks at it (a stopped job must come back, a command's outcome be read)
+    ledger.mark_open(
+        key, now=now
+    )  # until it is settled, every tick looks at it (a stopped job must come back, a command's outcome be read)
     steps: list[str] = []
 
     def progress(status: str, **fields: Any) -> None:
@@ -356,8 +559,9 @@ def _act(ledger: Ledger, adapter: Adapter, pool: str, job_id: str, action: str, 
     return result.outcome
 
 
-def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float,
-                  seen: Mapping[str, int] = {}) -> list[dict[str, Any]]:
+def share_metrics(
+    pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float, seen: Mapping[str, int] = {}
+) -> list[dict[str, Any]]:
     """One CloudWatch embedded-metric-format record per share (summed over instance types).
     ``Preemptions`` counts the plan's and those the backend made itself (``seen``, per share).
     Starvation is read from the queue as it is, not as planned: a reclaim that works clears it by
@@ -365,7 +569,13 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
     started_by = {j.job_id: j for j in state.running}
     totals: dict[str, dict[str, float]] = {s.name: dict.fromkeys(SHARE_METRICS, 0) for s in state.shares}
     for row in share_usage(state):
-        for metric, value in (("Guaranteed", row.guaranteed), ("InUse", row.in_use), ("Borrowed", row.borrowed), ("Lent", row.lent), ("Pending", row.pending)):
+        for metric, value in (
+            ("Guaranteed", row.guaranteed),
+            ("InUse", row.in_use),
+            ("Borrowed", row.borrowed),
+            ("Lent", row.lent),
+            ("Pending", row.pending),
+        ):
             totals[row.share][metric] += value
     for preemption in plan.preemptions:
         victim = started_by[preemption.job_id]
@@ -378,7 +588,11 @@ def share_metrics(pool: str, state: PoolState, plan: Plan, *, namespace: str, no
     for share in starved_shares(state):
         totals[share]["StarvedBelowGuarantee"] = 1
     return [
-        metrics.document(namespace, {"Pool": pool, "Share": share},
-                         {m: (v, "Seconds" if m == "LostCapacitySeconds" else "Count") for m, v in values.items()}, timestamp=now)
+        metrics.document(
+            namespace,
+            {"Pool": pool, "Share": share},
+            {m: (v, "Seconds" if m == "LostCapacitySeconds" else "Count") for m, v in values.items()},
+            timestamp=now,
+        )
         for share, values in totals.items()
     ]

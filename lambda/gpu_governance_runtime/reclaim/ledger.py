@@ -63,13 +63,23 @@ class Ledger:
         try:
             self.table.put_item(
                 Item={
-                    "action_id": key.id, "pool": key.pool, "job_id": key.job_id, "attempt": key.attempt,
-                    "action": key.action, "status": CLAIMED, "reason": reason, "claimed_at": int(now),
+                    "action_id": key.id,
+                    "pool": key.pool,
+                    "job_id": key.job_id,
+                    "attempt": key.attempt,
+                    "action": key.action,
+                    "status": CLAIMED,
+                    "reason": reason,
+                    "claimed_at": int(now),
                     "expires_at": int(now) + RETENTION_SECONDS,
                 },
                 ConditionExpression="attribute_not_exists(action_id) OR #status = :failed OR (#status = :claimed AND claimed_at < :stale)",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":failed": FAILED, ":claimed": CLAIMED, ":stale": int(now) - FUNCTION_TIMEOUT_SECONDS},
+                ExpressionAttributeValues={
+                    ":failed": FAILED,
+                    ":claimed": CLAIMED,
+                    ":stale": int(now) - FUNCTION_TIMEOUT_SECONDS,
+                },
             )
         except self.table.meta.client.exceptions.ConditionalCheckFailedException:
             return False
@@ -78,11 +88,17 @@ class Ledger:
     def record(self, key: ActionKey, *, status: str, detail: str = "", **fields: Any) -> None:
         """The action's status now, and any ``fields`` to keep with it (the copy's ``new_job``, ``submitting_at``)."""
         names = {"#status": "status", **{f"#f{i}": name for i, name in enumerate(fields)}}
-        values = {":status": status, ":detail": detail[:1000], **{f":f{i}": value for i, value in enumerate(fields.values())}}
+        values = {
+            ":status": status,
+            ":detail": detail[:1000],
+            **{f":f{i}": value for i, value in enumerate(fields.values())},
+        }
         self.table.update_item(
             Key={"action_id": key.id},
-            UpdateExpression="SET #status = :status, detail = :detail" + "".join(f", #f{i} = :f{i}" for i in range(len(fields))),
-            ExpressionAttributeNames=names, ExpressionAttributeValues=values,
+            UpdateExpression="SET #status = :status, detail = :detail"
+            + "".join(f", #f{i} = :f{i}" for i in range(len(fields))),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
         )
 
     def give_notice(self, key: ActionKey, *, now: float, grace: float, reason: str) -> float:
@@ -91,8 +107,15 @@ class Ledger:
         try:
             self.table.put_item(
                 Item={
-                    "action_id": key.id, "pool": key.pool, "job_id": key.job_id, "attempt": key.attempt, "action": key.action,
-                    "status": NOTICE, "reason": reason, "claimed_at": int(now), "stop_after": int(now + grace),
+                    "action_id": key.id,
+                    "pool": key.pool,
+                    "job_id": key.job_id,
+                    "attempt": key.attempt,
+                    "action": key.action,
+                    "status": NOTICE,
+                    "reason": reason,
+                    "claimed_at": int(now),
+                    "stop_after": int(now + grace),
                     "expires_at": int(now) + RETENTION_SECONDS,
                 },
                 ConditionExpression="attribute_not_exists(action_id) OR claimed_at < :outdated",
@@ -109,7 +132,8 @@ class Ledger:
         counted here, across invocations, not in the tick alone."""
         try:
             self.table.update_item(
-                Key={"action_id": f"cap#{pool}#{int(now // 60)}"}, UpdateExpression="ADD taken :one SET expires_at = :expires",
+                Key={"action_id": f"cap#{pool}#{int(now // 60)}"},
+                UpdateExpression="ADD taken :one SET expires_at = :expires",
                 ConditionExpression="attribute_not_exists(taken) OR taken < :cap",
                 ExpressionAttributeValues={":one": 1, ":cap": cap, ":expires": int(now) + RETENTION_SECONDS},
             )
@@ -118,31 +142,51 @@ class Ledger:
         return True
 
     def mark_open(self, key: ActionKey, *, now: float) -> None:
-        self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="ADD ids :id SET expires_at = :expires",
-                               ExpressionAttributeValues={":id": {key.id}, ":expires": int(now) + RETENTION_SECONDS})
+        self.table.update_item(
+            Key={"action_id": f"open#{key.pool}"},
+            UpdateExpression="ADD ids :id SET expires_at = :expires",
+            ExpressionAttributeValues={":id": {key.id}, ":expires": int(now) + RETENTION_SECONDS},
+        )
 
     def close(self, key: ActionKey) -> None:
-        self.table.update_item(Key={"action_id": f"open#{key.pool}"}, UpdateExpression="DELETE ids :id", ExpressionAttributeValues={":id": {key.id}})
+        self.table.update_item(
+            Key={"action_id": f"open#{key.pool}"},
+            UpdateExpression="DELETE ids :id",
+            ExpressionAttributeValues={":id": {key.id}},
+        )
 
     def open_actions(self, pool: str) -> list[dict[str, Any]]:
         """The pool's actions not finished yet, as recorded (oldest claim first)."""
-        ids = self.table.get_item(Key={"action_id": f"open#{pool}"}, ConsistentRead=True).get("Item", {}).get("ids", set())
-        items = [self.table.get_item(Key={"action_id": action_id}, ConsistentRead=True).get("Item") for action_id in sorted(ids)]
+        ids = (
+            self.table.get_item(Key={"action_id": f"open#{pool}"}, ConsistentRead=True)
+            .get("Item", {})
+            .get("ids", set())
+        )
+        items = [
+            self.table.get_item(Key={"action_id": action_id}, ConsistentRead=True).get("Item")
+            for action_id in sorted(ids)
+        ]
         return sorted((i for i in items if i is not None), key=lambda i: (i["claimed_at"], i["action_id"]))
 
     # --- GPU-hour limits (reclaim.gpu_hours) ---------------------------------------------------
 
-    def add_gpu_hours(self, pool: str, team: str, period_start: str, gpu_hours: float, *, tick: int, now: float) -> float:
+    def add_gpu_hours(
+        self, pool: str, team: str, period_start: str, gpu_hours: float, *, tick: int, now: float
+    ) -> float:
         """The team's GPU hours of the period with ``gpu_hours`` added, once per ``tick``: a tick
         not later than the last one counted (a retried or duplicated invocation, a concurrent run)
         adds nothing and reads the count as it is."""
         key = {"action_id": f"gpu-hours#{pool}#{team}#{period_start}"}
         try:
             answer = self.table.update_item(
-                Key=key, UpdateExpression="ADD used :hours SET last_tick = :tick, expires_at = :expires",
+                Key=key,
+                UpdateExpression="ADD used :hours SET last_tick = :tick, expires_at = :expires",
                 ConditionExpression="attribute_not_exists(last_tick) OR last_tick < :tick",
-                ExpressionAttributeValues={":hours": Decimal(str(round(gpu_hours, 6))), ":tick": tick,
-                                           ":expires": int(now) + PERIOD_RETENTION_SECONDS},
+                ExpressionAttributeValues={
+                    ":hours": Decimal(str(round(gpu_hours, 6))),
+                    ":tick": tick,
+                    ":expires": int(now) + PERIOD_RETENTION_SECONDS,
+                },
                 ReturnValues="ALL_NEW",
             )
             return float(answer["Attributes"]["used"])
@@ -153,17 +197,29 @@ class Ledger:
         """True the first time ``key`` is claimed (a notice to send once), and again only after
         :meth:`release_once` (it was not sent); False otherwise."""
         try:
-            self.table.put_item(Item={"action_id": key, "status": CLAIMED, "claimed_at": int(now), "expires_at": int(now) + PERIOD_RETENTION_SECONDS},
-                                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed",
-                                ExpressionAttributeNames={"#status": "status"}, ExpressionAttributeValues={":failed": FAILED})
+            self.table.put_item(
+                Item={
+                    "action_id": key,
+                    "status": CLAIMED,
+                    "claimed_at": int(now),
+                    "expires_at": int(now) + PERIOD_RETENTION_SECONDS,
+                },
+                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":failed": FAILED},
+            )
         except self.table.meta.client.exceptions.ConditionalCheckFailedException:
             return False
         return True
 
     def release_once(self, key: str) -> None:
         """Let :meth:`claim_once` claim ``key`` again (the notice was not sent)."""
-        self.table.update_item(Key={"action_id": key}, UpdateExpression="SET #status = :failed",
-                               ExpressionAttributeNames={"#status": "status"}, ExpressionAttributeValues={":failed": FAILED})
+        self.table.update_item(
+            Key={"action_id": key},
+            UpdateExpression="SET #status = :failed",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":failed": FAILED},
+        )
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.table.get_item(Key={"action_id": key}, ConsistentRead=True).get("Item")

@@ -258,15 +258,29 @@ def apply_plan(state: PoolState, plan: Plan) -> PoolState:
     for start in plan.starts:
         job = waiting.pop(start.job_id)
         running.append(_started(job, state.now))
-    return unchecked_state(state, running=tuple(running), pending=tuple(j for j in waiting.values() if j.job_id not in started), now=state.now)
+    return unchecked_state(
+        state,
+        running=tuple(running),
+        pending=tuple(j for j in waiting.values() if j.job_id not in started),
+        now=state.now,
+    )
 
 
-def unchecked_state(state: PoolState, *, running: tuple[RunningJob, ...], pending: tuple[PendingJob, ...], now: float) -> PoolState:
+def unchecked_state(
+    state: PoolState, *, running: tuple[RunningJob, ...], pending: tuple[PendingJob, ...], now: float
+) -> PoolState:
     """``state`` with other jobs, without the validation of ``PoolState``: only for callers that
     keep the state valid themselves (``apply_plan``, whose result the property tests check, and
     the simulator, which checks its jobs once up front). Validation would dominate a replay."""
     new = object.__new__(PoolState)
-    for name, value in (("capacity", state.capacity), ("shares", state.shares), ("running", running), ("pending", pending), ("now", now), ("groups", state.groups)):
+    for name, value in (
+        ("capacity", state.capacity),
+        ("shares", state.shares),
+        ("running", running),
+        ("pending", pending),
+        ("now", now),
+        ("groups", state.groups),
+    ):
         object.__setattr__(new, name, value)
     return new
 
@@ -303,8 +317,13 @@ def share_usage(state: PoolState) -> tuple[ShareUsage, ...]:
             if q or used or pending.get(share.name):
                 rows.append(
                     ShareUsage(
-                        share=share.name, instance_type=instance_type, guaranteed=q, in_use=used,
-                        borrowed=max(0, used - q), lent=lent, pending=pending.get(share.name, 0),
+                        share=share.name,
+                        instance_type=instance_type,
+                        guaranteed=q,
+                        in_use=used,
+                        borrowed=max(0, used - q),
+                        lent=lent,
+                        pending=pending.get(share.name, 0),
                     )
                 )
     return tuple(rows)
@@ -321,24 +340,36 @@ def _state_problems(state: PoolState) -> list[str]:
     for share in state.shares:
         for instance_type, quota in share.quota.items():
             if instance_type not in state.capacity:
-                problems.append(f"shares.{share.name}.quota.{instance_type}: not in the pool (has {sorted(state.capacity)})")
+                problems.append(
+                    f"shares.{share.name}.quota.{instance_type}: not in the pool (has {sorted(state.capacity)})"
+                )
             if quota < 0:
                 problems.append(f"shares.{share.name}.quota.{instance_type}: {quota} is negative")
         if share.borrow_limit is not None and share.strategy is not Strategy.LEND_AND_BORROW:
-            problems.append(f"shares.{share.name}.borrow_limit: only lend_and_borrow borrows, not {share.strategy.value}")
-        if share.lending_limit is not None and (share.strategy is Strategy.RESERVE or not 0 <= share.lending_limit <= 100):
-            problems.append(f"shares.{share.name}.lending_limit: {share.lending_limit} - a percent 0-100, and only for a share that lends")
+            problems.append(
+                f"shares.{share.name}.borrow_limit: only lend_and_borrow borrows, not {share.strategy.value}"
+            )
+        if share.lending_limit is not None and (
+            share.strategy is Strategy.RESERVE or not 0 <= share.lending_limit <= 100
+        ):
+            problems.append(
+                f"shares.{share.name}.lending_limit: {share.lending_limit} - a percent 0-100, and only for a share that lends"
+            )
     known = set(names)
     grouped: set[str] = set()
     for group in state.groups:
         for name in group.shares:
             if name not in known or name in grouped:
-                problems.append(f"groups.{group.name}.shares: {name!r} is not a share of the pool or is in another group")
+                problems.append(
+                    f"groups.{group.name}.shares: {name!r} is not a share of the pool or is in another group"
+                )
             grouped.add(name)
         for instance_type, quota in group.quota.items():
             members = sum(s.quota.get(instance_type, 0) for s in state.shares if s.name in group.shares)
             if instance_type not in state.capacity or quota < members:
-                problems.append(f"groups.{group.name}.quota.{instance_type}: {quota} - a type of the pool, at least its shares' quotas ({members})")
+                problems.append(
+                    f"groups.{group.name}.quota.{instance_type}: {quota} - a type of the pool, at least its shares' quotas ({members})"
+                )
     seen: set[str] = set()
     for kind, jobs in (("running", state.running), ("pending", state.pending)):
         for job in jobs:
@@ -349,7 +380,9 @@ def _state_problems(state: PoolState) -> list[str]:
     return problems
 
 
-def _job_problems(where: str, job: RunningJob | PendingJob, seen: set[str], known: set[str], capacity: Mapping[str, int]) -> list[str]:
+def _job_problems(
+    where: str, job: RunningJob | PendingJob, seen: set[str], known: set[str], capacity: Mapping[str, int]
+) -> list[str]:
     problems = []
     if job.job_id in seen:
         problems.append(f"{where}: job id appears twice")
@@ -372,17 +405,31 @@ def _sum_by_share(jobs: Iterable[RunningJob | PendingJob], instance_type: str) -
 
 def _requeued(job: RunningJob, now: float) -> PendingJob:
     return PendingJob(
-        job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
-        priority=job.priority, submitted_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted + 1, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
+        job_id=job.job_id,
+        share=job.share,
+        instance_type=job.instance_type,
+        count=job.count,
+        priority=job.priority,
+        submitted_at=now,
+        checkpointable=job.checkpointable,
+        times_preempted=job.times_preempted + 1,
+        max_run_time_s=job.max_run_time_s,
+        restartable=job.restartable,
     )
 
 
 def _started(job: PendingJob, now: float) -> RunningJob:
     return RunningJob(
-        job_id=job.job_id, share=job.share, instance_type=job.instance_type, count=job.count,
-        priority=job.priority, started_at=now, checkpointable=job.checkpointable,
-        times_preempted=job.times_preempted, max_run_time_s=job.max_run_time_s, restartable=job.restartable,
+        job_id=job.job_id,
+        share=job.share,
+        instance_type=job.instance_type,
+        count=job.count,
+        priority=job.priority,
+        started_at=now,
+        checkpointable=job.checkpointable,
+        times_preempted=job.times_preempted,
+        max_run_time_s=job.max_run_time_s,
+        restartable=job.restartable,
     )
 
 
@@ -400,7 +447,9 @@ def is_guarantee_job(job: PendingJob, share: Share, in_use: int, preemptible: Ca
     return share.in_share_preemption and in_use - preemptible() + job.count <= quota
 
 
-def pending_guarantee_jobs(shares: Iterable[Share], running: Iterable[RunningJob], pending: Iterable[PendingJob]) -> Iterable[PendingJob]:
+def pending_guarantee_jobs(
+    shares: Iterable[Share], running: Iterable[RunningJob], pending: Iterable[PendingJob]
+) -> Iterable[PendingJob]:
     """The pending jobs that are guarantee jobs (``is_guarantee_job``) against these running jobs."""
     by_name = {s.name: s for s in shares}
     own: dict[tuple[str, str], list[RunningJob]] = {}
@@ -410,7 +459,9 @@ def pending_guarantee_jobs(shares: Iterable[Share], running: Iterable[RunningJob
         in_use[job.share, job.instance_type] = in_use.get((job.share, job.instance_type), 0) + job.count
     for job in pending:
         where, share = (job.share, job.instance_type), by_name[job.share]
-        if is_guarantee_job(job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))):
+        if is_guarantee_job(
+            job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))
+        ):
             yield job
 
 
@@ -460,7 +511,9 @@ def may_borrow(job: PendingJob, now: float, settings: Settings) -> bool:
     """Whether ``job`` may start on capacity above its share's quota at ``now``."""
     if job.checkpointable:
         return True
-    if settings.borrow_horizon_s is not None and (job.max_run_time_s is None or job.max_run_time_s > settings.borrow_horizon_s):
+    if settings.borrow_horizon_s is not None and (
+        job.max_run_time_s is None or job.max_run_time_s > settings.borrow_horizon_s
+    ):
         return False
     return now >= reborrow_at(job, settings)
 
@@ -544,7 +597,9 @@ class _TypePlanner:
 
     def within_guarantee(self, job: PendingJob) -> bool:
         share = job.share
-        return is_guarantee_job(job, self.shares[share], self.usage[share], lambda: self.preemptible(share, job.priority))
+        return is_guarantee_job(
+            job, self.shares[share], self.usage[share], lambda: self.preemptible(share, job.priority)
+        )
 
     def preemptible(self, share: str, priority: int) -> int:
         """``preemptible_in_share`` for the share's jobs now, cached until the share's use changes
@@ -570,7 +625,9 @@ class _TypePlanner:
         if share not in self._borrowed_sets:
             excess = self.usage[share] - self.quota[share]
             chosen = []
-            jobs = sorted(self.jobs[share].values(), key=lambda j: victim_order(j, self.state.now)) if excess > 0 else ()
+            jobs = (
+                sorted(self.jobs[share].values(), key=lambda j: victim_order(j, self.state.now)) if excess > 0 else ()
+            )
             for job in jobs:
                 if excess <= 0:
                     break
@@ -589,23 +646,36 @@ class _TypePlanner:
         """A job beyond its share's quota that the group's quota still covers, and that the share
         may borrow: the group's headroom is guaranteed to the group."""
         share = job.share
-        return (share in self.group_of and self.beyond_group(share, job.count) <= 0
-                and self.usage[share] + job.count <= self.ceiling[share] and may_borrow(job, self.state.now, self.settings))
+        return (
+            share in self.group_of
+            and self.beyond_group(share, job.count) <= 0
+            and self.usage[share] + job.count <= self.ceiling[share]
+            and may_borrow(job, self.state.now, self.settings)
+        )
 
     def group_keeps(self, other: str, share: str) -> bool:
         """``other``'s borrowed jobs are within its group's guarantee against ``share`` (outside it)."""
         group = self.group_of.get(other)
-        return group is not None and group != self.group_of.get(share) and self.group_usage[group] <= self.group_quota[group]
+        return (
+            group is not None
+            and group != self.group_of.get(share)
+            and self.group_usage[group] <= self.group_quota[group]
+        )
 
     def protected(self, job: RunningJob) -> bool:
-        return not job.restartable or (job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s)
+        return not job.restartable or (
+            job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s
+        )
 
     # -- the two phases
 
     def run(self) -> None:
         # Queue entries carry their sort key, computed once: with 50,000 pending jobs the key
         # function would otherwise dominate a tick.
-        queue = sorted(((queue_order(j), j) for j in self.state.pending if j.instance_type == self.instance_type), key=itemgetter(0))
+        queue = sorted(
+            ((queue_order(j), j) for j in self.state.pending if j.instance_type == self.instance_type),
+            key=itemgetter(0),
+        )
         requeued: list[tuple[tuple, PendingJob]] = []  # victims, planned again in this tick
         rest: dict[str, list[tuple[tuple, PendingJob]]] = {}
         index = 0
@@ -618,7 +688,11 @@ class _TypePlanner:
             if self.shares[job.share].paused:
                 continue  # a paused team starts nothing, not even a victim requeued this tick
             if not self.within_guarantee(job):
-                victims = self.admit(job, self.free_for(job.share), reclaim=True, group_guarantee=True) if self.within_group_guarantee(job) else None
+                victims = (
+                    self.admit(job, self.free_for(job.share), reclaim=True, group_guarantee=True)
+                    if self.within_group_guarantee(job)
+                    else None
+                )
                 if victims is None:
                     heapq.heappush(rest.setdefault(job.share, []), entry)
                 for victim in victims or ():
@@ -627,7 +701,15 @@ class _TypePlanner:
             victims = self.admit(job, self.free_for(job.share), reclaim=True)
             if victims is None:
                 self.held += max(0, job.count - self.reserved_idle_of(job.share))
-                self.waits.append(GuaranteeWait(job_id=job.job_id, share=job.share, instance_type=self.instance_type, count=job.count, reason=self._why_not))
+                self.waits.append(
+                    GuaranteeWait(
+                        job_id=job.job_id,
+                        share=job.share,
+                        instance_type=self.instance_type,
+                        count=job.count,
+                        reason=self._why_not,
+                    )
+                )
                 continue
             for victim in victims:
                 heapq.heappush(requeued, (queue_order(victim), victim))
@@ -654,14 +736,20 @@ class _TypePlanner:
             if rest[name]:
                 heapq.heappush(turns, (key(name), name))
 
-    def admit(self, job: PendingJob, available: int, *, reclaim: bool, group_guarantee: bool = False) -> list[PendingJob] | None:
+    def admit(
+        self, job: PendingJob, available: int, *, reclaim: bool, group_guarantee: bool = False
+    ) -> list[PendingJob] | None:
         """Start ``job`` on ``available`` free capacity, preempting if needed and allowed.
         Returns the requeued victims, or None when the job cannot start this tick.
         ``group_guarantee``: the job is within its group's guarantee only (``within_group_guarantee``)."""
         share = job.share
         # A job that may not borrow (backed off, or no short declared run time) is held to its
         # share's quota: it still starts, or preempts in-share, inside its own guarantee.
-        ceiling = self.ceiling[share] if may_borrow(job, self.state.now, self.settings) else min(self.ceiling[share], self.quota[share])
+        ceiling = (
+            self.ceiling[share]
+            if may_borrow(job, self.state.now, self.settings)
+            else min(self.ceiling[share], self.quota[share])
+        )
         need_capacity = job.count - available
         need_own = self.usage[share] + job.count - ceiling
         need_group = self.beyond_group(share, job.count)
@@ -692,7 +780,9 @@ class _TypePlanner:
                 victims = self._choose_victims(job, need_capacity, max(need_own, need_group), reclaim=False)
             need_own = max(need_own, beyond_quota)
         if victims is None:
-            victims = self._choose_victims(job, need_capacity, need_own, reclaim, need_group=need_group, outside_only=group_guarantee)
+            victims = self._choose_victims(
+                job, need_capacity, need_own, reclaim, need_group=need_group, outside_only=group_guarantee
+            )
         if victims is None:
             return None
         requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
@@ -702,7 +792,14 @@ class _TypePlanner:
         return requeued
 
     def _choose_victims(
-        self, job: PendingJob, need_capacity: int, need_own: int, reclaim: bool, *, need_group: int = 0, outside_only: bool = False
+        self,
+        job: PendingJob,
+        need_capacity: int,
+        need_own: int,
+        reclaim: bool,
+        *,
+        need_group: int = 0,
+        outside_only: bool = False,
     ) -> list[tuple[RunningJob, str]] | None:
         """``need_group``: instances the victims must free inside the job's group (its quota is
         reached); ``outside_only``: reclaim from no sibling (a job within its group's guarantee only)."""
@@ -712,7 +809,12 @@ class _TypePlanner:
         if reclaim:
             for other in self.shares:
                 sibling = group is not None and self.group_of.get(other) == group
-                if other == job.share or self.usage[other] <= self.quota[other] or (sibling and outside_only) or self.group_keeps(other, job.share):
+                if (
+                    other == job.share
+                    or self.usage[other] <= self.quota[other]
+                    or (sibling and outside_only)
+                    or self.group_keeps(other, job.share)
+                ):
                     continue
                 for v in self.borrowed_set(other):
                     if self.protected(v):
@@ -753,7 +855,11 @@ class _TypePlanner:
             return None
         for victim, kind in reversed(list(chosen)):  # drop every victim the start does not need
             own = victim.count if kind == IN_SHARE else 0
-            if freed - victim.count >= need_capacity and freed_own - own >= need_own and freed_group - in_group(victim) >= need_group:
+            if (
+                freed - victim.count >= need_capacity
+                and freed_own - own >= need_own
+                and freed_group - in_group(victim) >= need_group
+            ):
                 chosen.remove((victim, kind))
                 freed -= victim.count
                 freed_own -= own
@@ -770,7 +876,9 @@ class _TypePlanner:
         self._change_usage(job.share, job.count)
         borrowed = min(job.count, max(0, self.usage[job.share] - self.quota[job.share]))
         self.starts.append(
-            Start(job_id=job.job_id, share=job.share, instance_type=self.instance_type, count=job.count, borrowed=borrowed)
+            Start(
+                job_id=job.job_id, share=job.share, instance_type=self.instance_type, count=job.count, borrowed=borrowed
+            )
         )
 
     def _preempt(self, victim: RunningJob, kind: str, job: PendingJob) -> PendingJob:
@@ -782,7 +890,10 @@ class _TypePlanner:
             # was preempted for it now makes room for ``job`` (same share, higher priority), which
             # starts in this plan: name that job, so every preemption names a job that starts.
             self.starts = [s for s in self.starts if s.job_id != victim.job_id]
-            self.preemptions = [self._preemption(*self._victims[p.job_id], job) if p.for_job == victim.job_id else p for p in self.preemptions]
+            self.preemptions = [
+                self._preemption(*self._victims[p.job_id], job) if p.for_job == victim.job_id else p
+                for p in self.preemptions
+            ]
             if victim.job_id in self._reclaimed_for:
                 self._reclaimed_for.add(job.job_id)
             return self._started_now.pop(victim.job_id)
@@ -801,6 +912,11 @@ class _TypePlanner:
                 f"gives {amount} to priority {job.priority} job {job.job_id}"
             )
         return Preemption(
-            job_id=victim.job_id, share=victim.share, instance_type=self.instance_type,
-            count=victim.count, kind=kind, for_job=job.job_id, reason=reason,
+            job_id=victim.job_id,
+            share=victim.share,
+            instance_type=self.instance_type,
+            count=victim.count,
+            kind=kind,
+            for_job=job.job_id,
+            reason=reason,
         )

@@ -59,10 +59,10 @@ GPU_TRES = "gres/gpu="
 _AGGREGATE = (
     "{ if ($5 !~ /^[0-9]+$/ || !match($3, /gres\\/gpu=[0-9]+/)) next; "
     f"gpus = substr($3, RSTART + {len(GPU_TRES)}, RLENGTH - {len(GPU_TRES)}) + 0; "
-    "s = $5 + 0; e = ($6 ~ /^[0-9]+$/) ? $6 + 0 : E; nodes = ($2 == $1) ? \"\" : $4; "
+    's = $5 + 0; e = ($6 ~ /^[0-9]+$/) ? $6 + 0 : E; nodes = ($2 == $1) ? "" : $4; '
     f"for (h = S; h < E; h += {HOUR}) {{ a = s > h ? s : h; b = e < h + {HOUR} ? e : h + {HOUR}; "
-    "if (b > a) t[sprintf(\"%.0f\", h) \"|\" $1 \"|\" $2 \"|\" nodes] += gpus * (b - a) } } "
-    f"END {{ for (k in t) printf \"{JOBS}|%s|%.0f\\n\", k, t[k] }}"
+    'if (b > a) t[sprintf("%.0f", h) "|" $1 "|" $2 "|" nodes] += gpus * (b - a) } } '
+    f'END {{ for (k in t) printf "{JOBS}|%s|%.0f\\n", k, t[k] }}'
 )
 
 
@@ -86,7 +86,10 @@ def accounting_command(accounts: Iterable[str], start: int, end: int) -> str:
     hour from ``start`` to ``end`` (epoch seconds), ending with :data:`END_OF_USAGE` only when
     every part was read (sacct's output is kept in a variable: the head node's sh has no pipefail)."""
     names = ",".join(checked(a, SLURM_NAME) for a in sorted(accounts))
-    window = " ".join(f"--{flag}={time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(t))}" for flag, t in (("starttime", start), ("endtime", end)))
+    window = " ".join(
+        f"--{flag}={time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(t))}"
+        for flag, t in (("starttime", start), ("endtime", end))
+    )
     return (
         f"sinfo --noheader --all --format='{PARTITIONS}|%R|%N' && "
         f"sdiag | awk -F: '/DBD Agent queue size/ {{ print \"{DBD_QUEUE}|\" $2 + 0 }}' && "
@@ -101,7 +104,10 @@ def expand_hostlist(hostlist: str) -> list[str]:
     hosts = []
     for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", hostlist):
         parts = re.split(r"\[([^\]]*)\]", item)
-        hosts += ["".join(p) for p in itertools.product(*([part] if i % 2 == 0 else _ranges(part) for i, part in enumerate(parts)))]
+        hosts += [
+            "".join(p)
+            for p in itertools.product(*([part] if i % 2 == 0 else _ranges(part) for i, part in enumerate(parts)))
+        ]
     return hosts
 
 
@@ -123,8 +129,10 @@ class Accounting:
 def parse_accounting(output: str, teams: Iterable[str]) -> Accounting:
     lines = output.splitlines()
     if not lines or lines[-1].strip() != END_OF_USAGE:
-        raise RuntimeError(f"Slurm accounting output ends without {END_OF_USAGE!r}: a command failed, or more than SSM's "
-                           "24,000 characters; no hour is published from part of it")
+        raise RuntimeError(
+            f"Slurm accounting output ends without {END_OF_USAGE!r}: a command failed, or more than SSM's "
+            "24,000 characters; no hour is published from part of it"
+        )
     teams = set(teams)
     owners, dbd_queue, rows = {}, None, []
     try:
@@ -145,8 +153,9 @@ def parse_accounting(output: str, teams: Iterable[str]) -> Accounting:
     return Accounting(node_owners=owners, dbd_queue=dbd_queue, gpu_seconds=tuple(rows))
 
 
-def share_hours(accounting: Accounting, hours: Iterable[int], *, pool: PoolPolicy, instance_type: str,
-                gpus_per_instance: int) -> dict[int, tuple[ShareHour, ...]]:
+def share_hours(
+    accounting: Accounting, hours: Iterable[int], *, pool: PoolPolicy, instance_type: str, gpus_per_instance: int
+) -> dict[int, tuple[ShareHour, ...]]:
     """Per hour, every share's mean guaranteed, used, borrowed and lent instances."""
     hours = sorted(hours)
     names = {s.name for s in pool.shares}
@@ -166,7 +175,10 @@ def share_hours(accounting: Accounting, hours: Iterable[int], *, pool: PoolPolic
                 if owner in names:
                     totals[hour][owner]["lent"] += instances / len(hosts)
     return {
-        h: tuple(ShareHour(share=s.name, guaranteed=float(s.quota.get(instance_type, 0)), **totals[h][s.name]) for s in sorted(pool.shares, key=lambda s: s.name))
+        h: tuple(
+            ShareHour(share=s.name, guaranteed=float(s.quota.get(instance_type, 0)), **totals[h][s.name])
+            for s in sorted(pool.shares, key=lambda s: s.name)
+        )
         for h in hours
     }
 
@@ -175,8 +187,18 @@ class SlurmUsageObserver:
     """Publishes each settled hour of one Slurm pool once. ``run`` runs shell commands on the head
     node and returns their output (the reclaim controller's SSM runner, ``SlurmAdapter.run``)."""
 
-    def __init__(self, run: Callable[[list[str]], str], *, pool: PoolPolicy, instance_type: str, gpus_per_instance: int,
-                 ledger: Ledger, namespace: str, emit: Callable[[Mapping[str, Any]], None] = log, published: set | None = None):
+    def __init__(
+        self,
+        run: Callable[[list[str]], str],
+        *,
+        pool: PoolPolicy,
+        instance_type: str,
+        gpus_per_instance: int,
+        ledger: Ledger,
+        namespace: str,
+        emit: Callable[[Mapping[str, Any]], None] = log,
+        published: set | None = None,
+    ):
         self.run, self.pool, self.instance_type, self.gpus_per_instance = run, pool, instance_type, gpus_per_instance
         self.ledger, self.namespace, self.emit = ledger, namespace, emit
         self.published = PUBLISHED if published is None else published
@@ -195,21 +217,33 @@ class SlurmUsageObserver:
         shares = [s.name for s in self.pool.shares]
         accounting = parse_accounting(self.run([accounting_command(shares, hours[0], hours[-1] + HOUR)]), shares)
         if accounting.dbd_queue:
-            log({"event": "usage_deferred", "pool": self.pool.name, "reason": f"{accounting.dbd_queue} job records not yet in slurmdbd"})
+            log(
+                {
+                    "event": "usage_deferred",
+                    "pool": self.pool.name,
+                    "reason": f"{accounting.dbd_queue} job records not yet in slurmdbd",
+                }
+            )
             return []
         published = []
-        for hour, rows in share_hours(accounting, hours, pool=self.pool, instance_type=self.instance_type,
-                                      gpus_per_instance=self.gpus_per_instance).items():
+        for hour, rows in share_hours(
+            accounting,
+            hours,
+            pool=self.pool,
+            instance_type=self.instance_type,
+            gpus_per_instance=self.gpus_per_instance,
+        ).items():
             key = ActionKey(pool=self.pool.name, job_id=f"usage-{hour}", attempt="0", action="usage")
             if self.ledger.claim(key, now=now, reason=f"Slurm usage of the hour from {hour}"):
                 # Recorded done before printing: a failure up to here leaves a claim that goes
                 # stale and a later tick publishes the hour; only dying between the two loses it.
                 self.ledger.record(key, status=DONE)
                 # Each row is a mean over one hour: its instance-hours are its instances.
-                for record in usage_records(self.pool.name, rows, tick_seconds=HOUR, namespace=self.namespace, now=hour):
+                for record in usage_records(
+                    self.pool.name, rows, tick_seconds=HOUR, namespace=self.namespace, now=hour
+                ):
                     self.emit(record)
                 published.append(hour)
             self.published.add((self.pool.name, hour))
         log({"event": "usage_published", "pool": self.pool.name, "hours": published})
         return published
-

@@ -136,7 +136,11 @@ class SlurmPlan:
             | {f"qos {n}" for a in self.accounts for n in (*a.qos, a.default_qos) if n not in qos_names}
             | {f"qos {n}" for p in self.partitions for n in p.allow_qos if n not in qos_names}
             | {f"account {u.account}" for u in self.users if u.account not in accounts}
-            | {f"account {a.parent}" for a in self.accounts if a.parent is not None and a.parent not in {g.name for g in self.group_accounts}}
+            | {
+                f"account {a.parent}"
+                for a in self.accounts
+                if a.parent is not None and a.parent not in {g.name for g in self.group_accounts}
+            }
             | {f"account {n}" for p in self.partitions for n in p.allow_accounts if n not in accounts}
             | {f"group {d.group}" for d in self.data_paths if d.group not in groups}
         )

@@ -112,11 +112,24 @@ def render_apply_script(plan: SlurmPlan) -> str:
         "gg_load_node_map",
         "# QoS first (accounts and preempt lists refer to them), then the account tree and users.",
     ]
-    lines += [_call("gg_qos", q.name, q.priority, q.grp_gpus, q.grace_time_s, *((q.account_gpus,) if q.account_gpus is not None else ())) for q in plan.qos]
+    lines += [
+        _call(
+            "gg_qos",
+            q.name,
+            q.priority,
+            q.grp_gpus,
+            q.grace_time_s,
+            *((q.account_gpus,) if q.account_gpus is not None else ()),
+        )
+        for q in plan.qos
+    ]
     lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in _preempt_order(plan.qos)]
     lines.append(_call("gg_account", plan.organisation, "root", 1))
     for group in plan.group_accounts:  # parents before the teams under them
-        lines += [_call("gg_account", group.name, plan.organisation, group.fairshare), _call("gg_account_gpus", group.name, group.grp_gpus)]
+        lines += [
+            _call("gg_account", group.name, plan.organisation, group.fairshare),
+            _call("gg_account_gpus", group.name, group.grp_gpus),
+        ]
     lines += [
         _call("gg_account", a.name, a.parent or plan.organisation, a.fairshare, _csv(a.qos), a.default_qos, *_limits(a))
         for a in plan.accounts
@@ -131,4 +144,3 @@ def render_apply_script(plan: SlurmPlan) -> str:
     ]
     lines += ["gg_write_fragment", "gg_check_restart_settings", "fi", "gg_end", ""]
     return "\n".join(lines)
-

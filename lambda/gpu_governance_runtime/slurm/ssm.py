@@ -31,8 +31,10 @@ def if_unchanged(job_id: str, expected: str, command: str) -> str:
     """Shell: run ``command`` only while the job shows ``expected`` (``State|RestartCnt``); prints
     ``done``, or ``now <state|restarts>`` (``now gone`` for a job that ended), so a job that
     ended, started or was requeued since it was read is left alone."""
-    return (f"now=$(squeue --noheader --array --jobs={shlex.quote(job_id)} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
-            f"if [ \"$now\" = {shlex.quote(expected)} ]; then {command} && echo done; else echo \"now ${{now:-gone}}\"; fi")
+    return (
+        f"now=$(squeue --noheader --array --jobs={shlex.quote(job_id)} --Format='State:0|,RestartCnt:0' 2>/dev/null); "
+        f'if [ "$now" = {shlex.quote(expected)} ]; then {command} && echo done; else echo "now ${{now:-gone}}"; fi'
+    )
 
 
 # SendCommand's TimeoutSeconds is how long a command may wait to be *delivered*; past it, one not
@@ -66,17 +68,36 @@ class HeadNode:
     and one the controller stops waiting for is cancelled, so none runs long after the
     controller decided. SSM returns only the first 24,000 characters of output."""
 
-    def __init__(self, ssm: Any, *, instance_id: str, comment: str, poll_seconds: float = 1.0, timeout_seconds: float = 20.0,
-                 sleep: Callable[[float], None] = time.sleep, time_left: Callable[[], float] = lambda: float("inf")):
+    def __init__(
+        self,
+        ssm: Any,
+        *,
+        instance_id: str,
+        comment: str,
+        poll_seconds: float = 1.0,
+        timeout_seconds: float = 20.0,
+        sleep: Callable[[float], None] = time.sleep,
+        time_left: Callable[[], float] = lambda: float("inf"),
+    ):
         self.ssm, self.instance_id, self.comment = ssm, instance_id, comment
-        self.poll_seconds, self.timeout_seconds, self.sleep, self.time_left = poll_seconds, timeout_seconds, sleep, time_left
+        self.poll_seconds, self.timeout_seconds, self.sleep, self.time_left = (
+            poll_seconds,
+            timeout_seconds,
+            sleep,
+            time_left,
+        )
 
     def run(self, commands: list[str]) -> str:
         wait = min(self.timeout_seconds, self.time_left() - 5)
         if wait < self.poll_seconds:
-            raise RuntimeError(f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left")
+            raise RuntimeError(
+                f"SSM command on {self.instance_id} not sent: {self.time_left():.0f} s of the invocation left"
+            )
         sent = self.ssm.send_command(
-            InstanceIds=[self.instance_id], DocumentName="AWS-RunShellScript", Comment=self.comment, TimeoutSeconds=DELIVERY_SECONDS,
+            InstanceIds=[self.instance_id],
+            DocumentName="AWS-RunShellScript",
+            Comment=self.comment,
+            TimeoutSeconds=DELIVERY_SECONDS,
             Parameters={"commands": commands, "executionTimeout": [str(EXECUTION_SECONDS)]},
         )
         command_id = sent["Command"]["CommandId"]
@@ -91,7 +112,9 @@ class HeadNode:
             if result["Status"] == "Success":
                 return result.get("StandardOutputContent", "")
             if result["Status"] in FINAL_STATUSES:
-                raise RuntimeError(f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}")
+                raise RuntimeError(
+                    f"SSM command {command_id} on {self.instance_id}: {result['Status']}: {result.get('StandardErrorContent', '')[:500]}"
+                )
             if waited >= wait:
                 self._abandon(command_id, f"no result after {waited:.0f} s")
 
