@@ -34,9 +34,10 @@ synth: $(INSTALLED)
 	$(if $(CONFIG),GPU_GOVERNANCE_CONFIG='$(CONFIG)' )CDK_OUTDIR=cdk.out $(BIN)/python app.py
 	$(BIN)/gpu-governance report cdk.out
 
-# The lint rules of pyproject.toml's [tool.ruff.lint] over the whole tree (`ruff format` is not checked).
+# The lint rules of pyproject.toml's [tool.ruff.lint] over the whole tree, and the tree as `ruff format` writes it.
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: $(INSTALLED) $(CDK_CLI)
 	$(BIN)/python -m pytest -m "not slurm and not member_sdk"
