@@ -194,9 +194,8 @@ def test_the_share_is_disabled_at_the_limit_and_enabled_again_next_period(aws):
     updated(batch_stub, "DISABLED")
     at_limit = tick(aws, MORNING, 2)  # 16 of 16
     assert (at_limit["switch"], at_limit["used_gpu_hours"]) == ("disabled", 16)
-    assert (
-        tick(aws, MORNING + 3600, 2)["switch"] == "off"
-    )  # still over, already off: no call at all (the Stubber has none left)
+    shows(batch_stub, "DISABLED")
+    assert tick(aws, MORNING + 3600, 2)["switch"] == "off"  # still over, still off: read, not changed
     batch_stub.assert_no_pending_responses()
     assert ledger.get("hour-limit#training#research")["status"] == "disabled"
     shows(batch_stub, "DISABLED")
@@ -208,6 +207,21 @@ def test_the_share_is_disabled_at_the_limit_and_enabled_again_next_period(aws):
         "2025-12-03T00:00:00+00:00",
     )
     assert tick(aws, NEXT_DAY + 3600, 0)["switch"] == "as_deployed"
+    batch_stub.assert_no_pending_responses()
+
+
+def test_a_share_a_deploy_turned_on_again_within_the_period_is_turned_off_again(aws):
+    # A deploy of the team's stack sets the share as the template declares it (ENABLED); the team
+    # is still over its limit for the period, so the next tick turns it off again, recorded.
+    ledger, _, batch_stub, _, events_stub = aws
+    noticed(events_stub)
+    shows(batch_stub, "ENABLED")
+    updated(batch_stub, "DISABLED")
+    assert tick(aws, MORNING, 2)["switch"] == "disabled"
+    shows(batch_stub, "ENABLED")  # the deploy
+    updated(batch_stub, "DISABLED")
+    assert tick(aws, MORNING + 3600, 2)["switch"] == "disabled_again"
+    assert ledger.get("hour-limit#training#research")["status"] == "disabled"
     batch_stub.assert_no_pending_responses()
 
 
@@ -255,6 +269,7 @@ def test_a_throttled_update_is_retried_next_tick_with_one_change(aws):
     shows(batch_stub, "ENABLED")
     updated(batch_stub, "DISABLED")
     assert tick(aws, MORNING + 3600, 2)["switch"] == "disabled"
+    shows(batch_stub, "DISABLED")  # read again, and left as it is: one change in all
     assert tick(aws, MORNING + 7200, 2)["switch"] == "off"
     batch_stub.assert_no_pending_responses()
 

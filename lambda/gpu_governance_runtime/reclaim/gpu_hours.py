@@ -18,7 +18,7 @@ pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick
 
 Every change is recorded before (``disabling`` / ``enabling``) and after (``disabled`` /
 ``enabled``) in the team's ``hour-limit#`` ledger item, and the switch is read before it is
-changed: a call refused (throttled) leaves the item in its ``-ing`` state and the next tick tries
+changed (and on every tick while the team is over its limit: a deploy puts it back ENABLED): a call refused (throttled) leaves the item in its ``-ing`` state and the next tick tries
 again; a call that succeeded but whose answer was lost (a timeout) is found done by the next
 read and not made twice. Dry run counts (the ledger only) and logs what it would do; it sends no
 event and changes no switch.
@@ -213,19 +213,23 @@ def _switch(
     item = ledger.get(key) or {}
     turned_off = item.get("status") in (DISABLING, DISABLED, ENABLING)
     if over:
-        if item.get("status") == DISABLED and item.get("period_start") == start:
-            return "off"
         if dry_run:
-            return "would_disable"
+            return "off" if item.get("status") == DISABLED and item.get("period_start") == start else "would_disable"
+        # Read on every tick while over, not only once: a deploy of the team's stack puts the
+        # switch back as the template declares it (ENABLED), and the limit still holds.
         current = switch(team)
         enabled = current.enabled()
+        if item.get("status") == DISABLED and item.get("period_start") == start and not enabled:
+            return "off"
         # was_on: whether this controller is the one turning it off (kept from the first attempt of the period)
         was_on = item["was_on"] if item.get("period_start") == start and "was_on" in item else enabled
         ledger.put(key, status=DISABLING, period_start=start, was_on=was_on, at=int(now))
         if enabled:
             current.set(False)
         ledger.put(key, status=DISABLED, period_start=start, was_on=was_on, at=int(now))
-        return "disabled" if enabled else "off"
+        if not enabled:
+            return "off"
+        return "disabled_again" if item.get("status") == DISABLED and item.get("period_start") == start else "disabled"
     if not turned_off:
         return "as_deployed"
     if paused or not item.get("was_on"):  # paused in the governance file, or off before the limit: left as deployed
