@@ -46,8 +46,21 @@ def test_an_instance_type_sagemaker_does_not_know_is_refused_naming_the_nearest(
 
 def test_a_type_newer_than_botocore_is_allowed_when_listed():
     data = renamed(default_data(), "sagemaker-training", "ml.g6e.12xlarge", UNKNOWN)
+    for team in data["teams"]:
+        team.pop("gpu_hour_limit", None)  # a limit counts GPUs, which the library cannot know of a newer type
     model = GovernanceModel.from_dict({**data, "allow_unlisted_instance_types": [UNKNOWN]})
     assert UNKNOWN in model.pool("sagemaker-training").capacity
+
+
+def test_a_listed_new_type_needs_its_gpus_only_where_a_gpu_hour_limit_counts_them():
+    # The reference's research has a GPU-hour limit, counted on the quota-share pool in GPUs: the
+    # library cannot know a newer type's GPUs, so validate asks for them, naming the field.
+    data = renamed(default_data(), "sagemaker-training", "ml.g6e.12xlarge", UNKNOWN)
+    with pytest.raises(GovernanceError) as caught:
+        GovernanceModel.from_dict({**data, "allow_unlisted_instance_types": [UNKNOWN]})
+    assert "gpu_hour_limit: counted in GPU hours, but the GPUs of one ml.g9x.12xlarge are not known" in str(
+        caught.value
+    )
 
 
 def test_each_backend_is_checked_against_the_api_that_takes_its_instances():
