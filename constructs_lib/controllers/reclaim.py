@@ -561,7 +561,7 @@ class ReclaimController(GovernanceController):
 def reclaim_controller_role_name(organisation: str) -> str:
     """The fixed name the reclaim controller's role carries, so the organisation's SCP can exempt
     it from the quota-share and compute-quota updates of GPU-hour limits (organisation/guardrails.py)."""
-    return f"{organisation}-capacity-reclaim-controller"  # a role of the capacity stack (model.base.library_role)
+    return f"{organisation}-capacity-reclaimer"  # a role of the capacity stack (model.base.library_role)
 
 
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:

@@ -233,7 +233,7 @@ def test_the_bootstrap_qualifier_comes_from_the_model():
 
 SUBMIT = f"arn:aws:iam::{CAPACITY}:role/gpu-governance/research-gpu-submit"  # a tenant's role in the capacity account
 CONTROLLER = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-controller"
-RECLAIM = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-reclaim-controller"
+RECLAIM = f"arn:aws:iam::{CAPACITY}:role/acme-ml-capacity-reclaimer"
 CAPACITY_ENVIRONMENT = f"arn:aws:batch:us-east-1:{CAPACITY}:service-environment/sagemaker-training"
 COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-0123456789ab"
 
@@ -259,7 +259,7 @@ COMPUTE_QUOTA = f"arn:aws:sagemaker:us-east-1:{CAPACITY}:compute-quota/cq-012345
             (RECLAIM, "batch:UpdateSchedulingPolicy", CAPACITY_QUEUE, True),
             (RECLAIM, "sagemaker:CreateTrainingPlan", "*", True),
             (
-                f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-reclaim-controller",
+                f"arn:aws:iam::{CONSUMER}:role/acme-ml-capacity-reclaimer",
                 "batch:UpdateQuotaShare",
                 f"{CAPACITY_QUEUE}/quota-share/research",
                 True,
@@ -546,7 +546,7 @@ def test_gpu_hour_limits_alone_exempt_the_reclaim_controller_from_the_switches_o
     switches = next(s for s in document["Statement"] if s["Sid"] == "DenyGpuQuotaRaises")
     assert switches["Action"] == ["batch:UpdateQuotaShare", "sagemaker:UpdateComputeQuota"]
     exempt = switches["Condition"]["ArnNotLike"]["aws:PrincipalArn"]
-    assert f"arn:*:iam::{CAPACITY}:role/acme-ml-capacity-reclaim-controller" in exempt
+    assert f"arn:*:iam::{CAPACITY}:role/acme-ml-capacity-reclaimer" in exempt
     assert not any(arn.endswith("/acme-ml-capacity-controller") for arn in exempt)
 
 
