@@ -1,0 +1,20 @@
+"""AWS Batch fair-share queues: the reclaim controller plans the borrowers and stops them itself
+(docs/reclaim.md)."""
+
+from __future__ import annotations
+
+from ..contract import BATCH_FAIR_SHARE
+from ..policy import Policy, PoolPolicy
+from ..reclaim.adapters import BatchFairShareAdapter
+from .base import Backend, Invocation, ReclaimClients, Target
+
+
+def _adapter(
+    target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
+) -> BatchFairShareAdapter:
+    return BatchFairShareAdapter(clients.batch, job_queue=target["job_queue"], pool=pool, submit=clients.batch_submit)
+
+
+# No GPU-hour switch: a fair-share queue has no per-share state to turn off
+# (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
+BACKEND = Backend(name=BATCH_FAIR_SHARE, reclaim_adapter=_adapter)
