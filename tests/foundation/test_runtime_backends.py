@@ -4,7 +4,10 @@ and no other runtime module compares ``pool.backend`` with a backend's name."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +86,22 @@ def test_the_runtime_registry_agrees_with_the_librarys():
     for name, backend in BACKENDS.items():
         raised = {backend.quota_raised_by} - {None}
         assert raised == set(library.BACKENDS[name].quota_raises), name
+
+
+def test_the_capacity_function_loads_no_reclaim_adapter_through_the_registry():
+    # Both handlers ask the registry; the reclaim side of a declaration loads only when the reclaim
+    # function calls it, so the capacity function's cold start reads none of reclaim's adapters.
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, gpu_governance_runtime.capacity.handler\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('gpu_governance_runtime.reclaim'))))",
+        ],
+        env={**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(RUNTIME.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    # the policy document is parsed into the reclaim planner's types (policy.py), nothing else of reclaim
+    assert loaded == ["gpu_governance_runtime.reclaim", "gpu_governance_runtime.reclaim.planner"]

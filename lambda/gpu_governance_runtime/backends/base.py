@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..policy import Policy, PoolPolicy
-from ..reclaim.adapters import Adapter
-from ..reclaim.gpu_hours import Switch
+if TYPE_CHECKING:  # the capacity function reads the registry too: it loads no reclaim code (see the backends)
+    from ..policy import Policy, PoolPolicy
+    from ..reclaim.adapters import Adapter
+    from ..reclaim.gpu_hours import Switch
 
 DEFAULT_TICK_SECONDS = 60.0
 Target = Mapping[str, Any]  # one entry of RECLAIM_TARGETS or USAGE_TARGETS (reclaim/handler.py lists their fields)

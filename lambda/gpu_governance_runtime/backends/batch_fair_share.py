@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..contract import BATCH_FAIR_SHARE
-from ..policy import Policy, PoolPolicy
-from ..reclaim.adapters import BatchFairShareAdapter
 from .base import Backend, Invocation, ReclaimClients, Target
+
+if TYPE_CHECKING:
+    from ..policy import Policy, PoolPolicy
+    from ..reclaim.adapters import BatchFairShareAdapter
 
 
 def _adapter(
     target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
 ) -> BatchFairShareAdapter:
+    from ..reclaim.adapters import BatchFairShareAdapter
+
     return BatchFairShareAdapter(clients.batch, job_queue=target["job_queue"], pool=pool, submit=clients.batch_submit)
 
 

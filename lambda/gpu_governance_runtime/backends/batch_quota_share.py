@@ -4,22 +4,33 @@ controller observes the queue and switches a team's quota share at its GPU-hour 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
-from ..policy import Policy, PoolPolicy
-from ..reclaim.adapters import BatchQuotaShareObserver
-from ..reclaim.gpu_hours import QuotaShareSwitch
-from ..reclaim.planner import PoolState
 from .base import Backend, GpuHourLimits, Invocation, ReclaimClients, Target
+
+if TYPE_CHECKING:
+    from ..policy import Policy, PoolPolicy
+    from ..reclaim.adapters import BatchQuotaShareObserver
+    from ..reclaim.gpu_hours import QuotaShareSwitch
+    from ..reclaim.planner import PoolState
 
 
 def _observer(
     target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
 ) -> BatchQuotaShareObserver:
+    from ..reclaim.adapters import BatchQuotaShareObserver
+
     # preemptions that stopped within one tick's interval count on this tick
     return BatchQuotaShareObserver(
         clients.batch, job_queue=target["job_queue"], pool=pool, tick_seconds=invocation.tick_seconds
     )
+
+
+def _switch(clients: ReclaimClients, target: Target, team: str) -> QuotaShareSwitch:
+    from ..reclaim.gpu_hours import QuotaShareSwitch
+
+    return QuotaShareSwitch(clients.batch, target["job_queue"], team)
 
 
 def _running_jobs(state: PoolState) -> Iterable[tuple[str, str, float]]:
@@ -33,7 +44,7 @@ BACKEND = Backend(
     # No consumption limit in the API: the reclaim controller disables the team's quota share at its limit
     # (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html, state).
     gpu_hour_limits=GpuHourLimits(
-        switch=lambda clients, target, team: QuotaShareSwitch(clients.batch, target["job_queue"], team),
+        switch=_switch,
         in_use=_running_jobs,
     ),
     quota_raised_by=CONSUMER_SAGEMAKER_TRAINING_JOBS,

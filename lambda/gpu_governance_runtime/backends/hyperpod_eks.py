@@ -4,15 +4,20 @@ teams' usage from the cluster and switches a team's compute quota at its GPU-hou
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS
-from ..policy import PoolPolicy
-from ..reclaim import eks_usage
-from ..reclaim.gpu_hours import ComputeQuotaSwitch
-from .base import Backend, GpuHourLimits, Target, UsageTick
+from .base import Backend, GpuHourLimits, ReclaimClients, Target, UsageTick
+
+if TYPE_CHECKING:
+    from ..policy import PoolPolicy
+    from ..reclaim.eks_usage import EksShareUsage
+    from ..reclaim.gpu_hours import ComputeQuotaSwitch
 
 
 def _observe_usage(target: Target, pool: PoolPolicy, tick: UsageTick) -> bool:
+    from ..reclaim import eks_usage
+
     return eks_usage.tick(
         target,
         pool,
@@ -26,7 +31,13 @@ def _observe_usage(target: Target, pool: PoolPolicy, tick: UsageTick) -> bool:
     )
 
 
-def _kueue_rows(rows: Iterable[eks_usage.EksShareUsage]) -> Iterable[tuple[str, str, float]]:
+def _switch(clients: ReclaimClients, target: Target, team: str) -> ComputeQuotaSwitch:
+    from ..reclaim.gpu_hours import ComputeQuotaSwitch
+
+    return ComputeQuotaSwitch(clients.sagemaker, target["cluster_arn"], team)
+
+
+def _kueue_rows(rows: Iterable[EksShareUsage]) -> Iterable[tuple[str, str, float]]:
     """A team's GPU hours are counted from the instances Kueue shows it using (part-instances too)."""
     return ((row.share, row.instance_type, row.in_use) for row in rows)
 
@@ -40,7 +51,7 @@ BACKEND = Backend(
     # No consumption limit in the API: the reclaim controller deactivates the team's compute quota at its limit
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).
     gpu_hour_limits=GpuHourLimits(
-        switch=lambda clients, target, team: ComputeQuotaSwitch(clients.sagemaker, target["cluster_arn"], team),
+        switch=_switch,
         in_use=_kueue_rows,
         pool_gpus=lambda target: target["gpus_per_instance"],
     ),

@@ -3,17 +3,23 @@ through its head node (SSM Run Command), also to read the teams' usage from Slur
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..contract import HYPERPOD_SLURM
-from ..policy import Policy, PoolPolicy
-from ..reclaim.adapters import SlurmAdapter
-from ..reclaim.ledger import Ledger
-from ..reclaim.slurm_usage import SlurmUsageObserver
 from .base import Backend, Invocation, ReclaimClients, Target
+
+if TYPE_CHECKING:
+    from ..policy import Policy, PoolPolicy
+    from ..reclaim.adapters import SlurmAdapter
+    from ..reclaim.ledger import Ledger
+    from ..reclaim.slurm_usage import SlurmUsageObserver
 
 
 def _adapter(
     target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
 ) -> SlurmAdapter:
+    from ..reclaim.adapters import SlurmAdapter
+
     return SlurmAdapter(
         clients.ssm,
         instance_id=target["instance_id"],
@@ -27,6 +33,8 @@ def _adapter(
 def _accounting(
     target: Target, pool: PoolPolicy, head_node: SlurmAdapter, *, ledger: Ledger, namespace: str
 ) -> SlurmUsageObserver:
+    from ..reclaim.slurm_usage import SlurmUsageObserver
+
     # the head node's SSM runner reads the pool's accounting
     return SlurmUsageObserver(
         head_node.run,
