@@ -66,7 +66,19 @@ class PoolGovernanceProps:
         ]
         if not_teams:
             return not_teams
-        return check_pool_teams(self.pool, [(f"teams[{i}]", t) for i, t in enumerate(self.teams)], "pool")
+        # A team's resources are named after it: a second one of the same name would collide.
+        first = {}
+        repeated = [
+            Problem(
+                path=f"teams[{i}]",
+                wrong=f"a second team of this name (teams[{first[t.name]}])",
+                value=t.name,
+                allowed="each team once",
+            )
+            for i, t in enumerate(self.teams)
+            if first.setdefault(t.name, i) != i
+        ]
+        return repeated + check_pool_teams(self.pool, [(f"teams[{i}]", t) for i, t in enumerate(self.teams)], "pool")
 
     def check(self) -> None:
         """Raise every problem at once; constructs call it before creating any resource."""

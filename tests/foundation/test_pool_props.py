@@ -130,6 +130,18 @@ def test_a_team_that_is_not_a_team_is_refused_naming_it():
     assert stack.node.try_find_child("Queue") is None
 
 
+@pytest.mark.parametrize(
+    ("construct", "pool"), [(QuotaManagedTrainingQueue, QUOTA_POOL), (FairShareJobQueue, FAIR_POOL)]
+)
+def test_a_team_given_twice_is_refused_naming_the_second(construct, pool):
+    team = Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}, "f": {"p5.48xlarge": 1}})
+    stack = Stack(App(), "S")
+    with pytest.raises(GovernanceError) as raised:
+        construct(stack, "Queue", pool=pool, teams=[team, team])
+    assert str(raised.value).splitlines()[0] == "teams[1]: a second team of this name (teams[0]) ('a') - each team once"
+    assert stack.node.try_find_child("Queue") is None
+
+
 def test_props_passed_around_build_the_same_construct():
     teams = [Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}})]
     props = QuotaManagedTrainingQueueProps(pool=QUOTA_POOL, teams=teams)
