@@ -44,14 +44,21 @@ _DEFINED_IN = {
         "TrainingJobsFeed",
     ),
     "model.policy": ("compile_policy",),
+    "model.props": ("PoolGovernanceProps",),
     "model.quota": ("AcceleratorPartition", "ResourceQuota"),
     "core.acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
     "organisation.compliance": ("STANDARD_PACKS", "apply_standard_packs"),
     "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
-    "batch": ("TEAM_TAG", "FairShareJobQueue", "QuotaManagedTrainingQueue"),
+    "batch": (
+        "TEAM_TAG",
+        "FairShareJobQueue",
+        "FairShareJobQueueProps",
+        "QuotaManagedTrainingQueue",
+        "QuotaManagedTrainingQueueProps",
+    ),
     "tenancy": ("TeamTenancy", "submission_role_arn"),
-    "hyperpod_eks": ("HyperPodEksGovernance",),
-    "slurm": ("HyperPodSlurmGovernance", "slurm_plan"),
+    "hyperpod_eks": ("HyperPodEksGovernance", "HyperPodEksGovernanceProps"),
+    "slurm": ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps", "slurm_plan"),
     "controllers.capacity": ("CapacityController",),
     "controllers.reclaim": ("ReclaimController", "ReclaimTarget"),
     "controllers.guard": ("SubmissionGuard",),
@@ -87,6 +94,7 @@ __all__ = [
     "ConsumerAccountStack",
     "EksNodeGroupFeed",
     "FairShareJobQueue",
+    "FairShareJobQueueProps",
     "GovernanceError",
     "GovernanceModel",
     "GovernancePipelineStack",
@@ -95,19 +103,23 @@ __all__ = [
     "GpuHourLimit",
     "Guardrails",
     "HyperPodEksGovernance",
+    "HyperPodEksGovernanceProps",
     "HyperPodEksPool",
     "HyperPodInstanceGroupFeed",
     "HyperPodSlurmGovernance",
+    "HyperPodSlurmGovernanceProps",
     "HyperPodSlurmPool",
     "KubernetesTenancy",
     "LimitPeriod",
     "OrganisationGuardrails",
     "OrganisationGuardrailsStack",
     "PipelineSource",
+    "PoolGovernanceProps",
     "Preset",
     "PriorityClass",
     "Problem",
     "QuotaManagedTrainingQueue",
+    "QuotaManagedTrainingQueueProps",
     "ReclaimController",
     "ReclaimTarget",
     "ResourceQuota",
@@ -136,7 +148,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue
+    from .batch import (
+        TEAM_TAG,
+        FairShareJobQueue,
+        FairShareJobQueueProps,
+        QuotaManagedTrainingQueue,
+        QuotaManagedTrainingQueueProps,
+    )
     from .controllers.capacity import CapacityController
     from .controllers.guard import SubmissionGuard
     from .controllers.reclaim import ReclaimController, ReclaimTarget
@@ -153,7 +171,7 @@ if TYPE_CHECKING:
         consumer_stack_name,
         team_stack_name,
     )
-    from .hyperpod_eks import HyperPodEksGovernance
+    from .hyperpod_eks import HyperPodEksGovernance, HyperPodEksGovernanceProps
     from .model import (
         UNLIMITED,
         Account,
@@ -182,12 +200,13 @@ if TYPE_CHECKING:
     )
     from .model.loader import load_model, parse_config
     from .model.policy import compile_policy
+    from .model.props import PoolGovernanceProps
     from .model.quota import AcceleratorPartition, ResourceQuota
     from .nag import GpuGovernanceChecks, declare_capacity_controller, declare_platform_admin
     from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
     from .organisation.guardrails import OrganisationGuardrails
     from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
-    from .slurm import HyperPodSlurmGovernance, slurm_plan
+    from .slurm import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn
 
 

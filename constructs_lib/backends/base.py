@@ -12,13 +12,21 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 # (service, shape) whose enumeration in botocore's service model lists the instance types an API accepts.
 TRAINING = ("sagemaker", "TrainingInstanceType")  # CreateTrainingJob: what a Batch quota share's jobs run on
 CLUSTER = ("sagemaker", "ClusterInstanceType")  # CreateCluster: HyperPod instance groups
 EC2 = ("ec2", "InstanceType")  # RunInstances: Batch compute environments, EKS node groups, Capacity Blocks
 MIG_PROFILES = ("sagemaker", "MIGProfileType")  # CreateComputeQuota: AcceleratorPartition.Type
+
+
+# What the reclaim controller calls to stop a team's new admissions at its GPU-hour limit and to
+# let them in again next period (reclaim/gpu_hours.py), by the kind of switch a backend has.
+GPU_HOUR_SWITCH_ACTIONS = {
+    "quota_share": ("batch:UpdateQuotaShare",),
+    "compute_quota": ("sagemaker:UpdateComputeQuota",),
+}
 
 
 def _unchanged(deal: Any, team: Any, pool: Any) -> Any:
@@ -58,10 +66,26 @@ class Backend:
     """Why a team's ``gpu_hour_limit`` does not hold there (Slurm counts a team's GPU minutes
     against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; where a backend
     has a per-team admission switch the reclaim controller counts and switches it,
-    ``gpu_hour_limit_switch``; docs/governance-file.md)."""
-    gpu_hour_limit_switch: tuple[str, ...] = ()
-    """What the reclaim controller calls to stop a team's new admissions at its GPU-hour limit and
-    to let them in again next period (reclaim/gpu_hours.py); empty: it does not enforce limits there."""
+    ``gpu_hour_switch``; docs/governance-file.md)."""
+    gpu_hour_switch: Literal["quota_share", "compute_quota", ""] = ""
+    """The per-team admission switch the reclaim controller turns off at a team's GPU-hour limit and
+    on again next period (reclaim/gpu_hours.py): a Batch quota share's state or a HyperPod compute
+    quota's activation state; empty: it does not enforce limits there."""
+    max_teams_per_pool: int | None = None
+    """Most teams one pool may hold there (each is one share of the pool's queue; None: no such limit)."""
+    too_many_teams: str = ""
+    """What ``validate`` says of a pool holding more (``{pool}`` is filled in)."""
+    too_many_teams_advice: str = ""
+    """What ``validate`` adds after "at most ``max_teams_per_pool``"."""
+    bounds_borrow_limit: bool = False
+    """The API documents a range for a team's borrow limit (1 to ``MAX_HYPERPOD_BORROW_LIMIT``
+    percent): ``validate`` refuses a limit outside it."""
+    kubernetes_tenancy: bool = False
+    """A team with a quota there may declare ``kubernetes`` settings for the pool (priority classes,
+    instance groups dedicated to it, no two teams the same)."""
+    slurm_accounts: bool = False
+    """The pool's teams become Slurm accounts, QoS and partitions: ``model/slurm.py`` plans the pool
+    and ``validate`` runs its checks."""
     group_caveat: str | None = None
     """Why a group's quota does not hold there (no level above the team in the API, and the reclaim
     controller does not plan the pool)."""
@@ -114,10 +138,21 @@ class Backend:
     status_reader: str = ""
     """``module:function`` with which ``gpu-governance status`` reads a team's use of the pool:
     ``(args, the pool's policy, model) -> Observation`` (none: ``status`` does not read the pool)."""
+    member_tool: str = ""
+    """The name members give the backend (``gpu-governance team submit-example --backend``,
+    ``member.team_setup(backend=...)``); empty: members do not submit there themselves."""
+    submit_example: str = ""
+    """``module:function`` printing a ready-to-run submission for ``gpu-governance team submit-example``:
+    ``(args, setup, priority class, instance type) -> exit code`` (set with ``member_tool``)."""
     construct: str = ""
     """``module:function`` that deploys one pool: ``(stack, model, pool, tenants) -> construct``."""
     stack_attribute: str = ""
     """The capacity stack's dictionary (pool name -> construct) the pool's construct joins."""
+
+    @property
+    def gpu_hour_limit_switch(self) -> tuple[str, ...]:
+        """The IAM actions of the pool's GPU-hour switch (none where there is no switch)."""
+        return GPU_HOUR_SWITCH_ACTIONS.get(self.gpu_hour_switch, ())
 
     def build(self, stack: Any, model: Any, pool: Any, tenants: Mapping[str, Any]) -> Any:
         """Deploy ``pool`` in ``stack``; the construct module loads only now (it imports aws_cdk)."""

@@ -47,12 +47,14 @@ BACKEND = Backend(
     "only observes them; only `simulate` applies it",
     # No consumption limit in the API: the reclaim controller counts each team's GPU hours and disables its
     # quota share at the limit (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html, state).
-    gpu_hour_limit_switch=("batch:UpdateQuotaShare",),
+    gpu_hour_switch="quota_share",
     # CreateQuotaShare: capacityLimits, resourceSharingConfiguration, preemptionConfiguration, state; nothing above the share
     # (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateQuotaShare.html).
     group_caveat="a Batch quota share has no level above it and the reclaim controller only observes quota-share queues",
     lending_limit_caveat="not enforced {where}: Batch quota shares have no lending limit and the reclaim controller only observes them; "
     "the team lends all of its idle quota there",
+    max_teams_per_pool=MAX_SHARES_PER_QUOTA_QUEUE,
+    too_many_teams="too many teams (quota shares) on one Batch job queue",
     window_feeds=(CONSUMER_SAGEMAKER_TRAINING_JOBS,),
     team_resources=4,
     shared_resources=5,
@@ -64,6 +66,8 @@ BACKEND = Backend(
     audit_workload="constructs_lib.organisation.audit:quota_share_place",
     discovery="constructs_lib.member.discovery:quota_share_keys",
     status_reader="constructs_lib.cli.status:read_batch",
+    member_tool="batch",
+    submit_example="constructs_lib.cli.member:batch_example",
     construct="constructs_lib.batch.queues:build_quota_share_pool",
     stack_attribute="queues",
 )

@@ -75,13 +75,16 @@ BACKEND = Backend(
     # and Kueue, not the reclaim controller, reclaims there.
     # No consumption limit in the API: the reclaim controller counts each team's GPU hours and deactivates its
     # compute quota at the limit (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).
-    gpu_hour_limit_switch=("sagemaker:UpdateComputeQuota",),
+    gpu_hour_switch="compute_quota",
     # ComputeQuotaTarget is TeamName and FairShareWeight only
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaTarget.html).
     group_caveat="a HyperPod compute quota targets one team (ComputeQuotaTarget: TeamName, FairShareWeight) and Kueue, not the reclaim controller, schedules there",
     lending_limit_caveat="not enforced {where}: HyperPod compute quotas have no lending limit and Kueue, not the reclaim controller, schedules there; "
     "the team lends all of its idle quota there",
     refine_deal=_task_governance,
+    # BorrowLimit: a percent, 1 to 500 (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html).
+    bounds_borrow_limit=True,
+    kubernetes_tenancy=True,
     window_feeds=(CONSUMER_HYPERPOD_INSTANCE_GROUP,),
     team_resources=7,
     shared_resources=11,
@@ -96,6 +99,8 @@ BACKEND = Backend(
     audit_workload="constructs_lib.organisation.audit:eks_place",
     discovery="constructs_lib.member.discovery:eks_keys",
     status_reader="constructs_lib.cli.status:read_eks",
+    member_tool="hyperpod_eks",
+    submit_example="constructs_lib.cli.member:eks_example",
     construct="constructs_lib.hyperpod_eks.governance:build_pool",
     stack_attribute="hyperpod_eks_clusters",
 )

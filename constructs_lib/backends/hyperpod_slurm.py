@@ -11,6 +11,7 @@ BACKEND = Backend(
     instance_types=CLUSTER,
     family="hyperpod",
     reclaim_plans=True,
+    slurm_accounts=True,
     window_feeds=(CONSUMER_HYPERPOD_INSTANCE_GROUP,),
     drains_on_head_node=True,
     reached_on_head_node=True,
@@ -21,6 +22,8 @@ BACKEND = Backend(
     audit_data="constructs_lib.organisation.audit:slurm_data_access",
     discovery="constructs_lib.member.discovery:slurm_keys",
     status_reader="constructs_lib.cli.status:read_slurm",
+    member_tool="slurm",
+    submit_example="constructs_lib.cli.member:slurm_example",
     construct="constructs_lib.slurm.construct:build_pool",
     stack_attribute="hyperpod_slurm_clusters",
 )

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
+from constructs_lib.backends import Backend, batch_fair_share, batch_quota_share
 from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from constructs_lib.core.acknowledgements import acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import tag_for_cost_allocation
@@ -24,8 +27,8 @@ from constructs_lib.model import (
     GovernanceModel,
     SharingStrategy,
     Team,
-    check_pool_teams,
 )
+from constructs_lib.model.props import PoolGovernanceProps
 from constructs_lib.model.quota import instance_quota
 from constructs_lib.tenancy import TeamTenancy
 from gpu_governance_runtime import contract
@@ -48,10 +51,20 @@ _CAPACITY_WAIT_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
 _MIN_TIME_LIMIT_SECONDS = 600
 
 
-def _check(pool, teams: Sequence[Team]) -> None:
-    problems = check_pool_teams(pool, [(f"teams[{i}]", t) for i, t in enumerate(teams)], "pool")
-    if problems:
-        raise GovernanceError(problems)
+@dataclass(frozen=True, kw_only=True)
+class QuotaManagedTrainingQueueProps(PoolGovernanceProps):
+    """Props of :class:`QuotaManagedTrainingQueue`: a ``batch_quota_share`` pool and its teams."""
+
+    BACKEND: ClassVar[Backend] = batch_quota_share.BACKEND
+    pool: BatchQuotaSharePool
+
+
+@dataclass(frozen=True, kw_only=True)
+class FairShareJobQueueProps(PoolGovernanceProps):
+    """Props of :class:`FairShareJobQueue`: a ``batch_fair_share`` pool and its teams."""
+
+    BACKEND: ClassVar[Backend] = batch_fair_share.BACKEND
+    pool: BatchFairSharePool
 
 
 def _combine(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> iam.Grant:
@@ -102,12 +115,12 @@ class _GovernedQueue(Construct):
     WILDCARD_REASON: str
 
     def __init__(
-        self, scope: Construct, id: str, *, pool: BatchQuotaSharePool | BatchFairSharePool, teams: Sequence[Team]
+        self, scope: Construct, id: str, props: QuotaManagedTrainingQueueProps | FairShareJobQueueProps
     ) -> None:
-        _check(pool, teams)  # before any resource exists: nothing half-built on bad props
+        props.check()  # before any resource exists: nothing half-built on bad props
         super().__init__(scope, id)
-        self.pool = pool
-        self.teams = tuple(teams)
+        self.pool = props.pool
+        self.teams = props.teams
 
     @property
     def job_queue_arn(self) -> str:
@@ -220,7 +233,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
     )
 
     def __init__(self, scope: Construct, id: str, *, pool: BatchQuotaSharePool, teams: Sequence[Team]) -> None:
-        super().__init__(scope, id, pool=pool, teams=teams)
+        super().__init__(scope, id, QuotaManagedTrainingQueueProps(pool=pool, teams=teams))
         limits = lambda capacity: [  # noqa: E731
             {"capacityUnit": unit, "maxCapacity": count} for unit, count in sorted(capacity.items())
         ]
@@ -361,7 +374,7 @@ class FairShareJobQueue(_GovernedQueue):
     job_queue: batch.JobQueue  # type: ignore[assignment]  # the L2; the quota-share queue's is an L1
 
     def __init__(self, scope: Construct, id: str, *, pool: BatchFairSharePool, teams: Sequence[Team]) -> None:
-        super().__init__(scope, id, pool=pool, teams=teams)
+        super().__init__(scope, id, FairShareJobQueueProps(pool=pool, teams=teams))
         self.scheduling_policy = batch.FairshareSchedulingPolicy(
             self,
             "SchedulingPolicy",

@@ -19,6 +19,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import call
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import (
@@ -85,36 +87,36 @@ def _submit_example(args: argparse.Namespace) -> int:
     instance_type = args.instance_type or sorted(setup.quota)[0]
     if args.gpus < 1:
         raise GovernanceError.single("--gpus", "invalid", args.gpus, "at least 1")
-    if args.backend == "slurm":
-        print(sbatch_line(setup, priority_class=priority_class, gpus=args.gpus, script=shlex.split(args.script)))
-        return 0
-    image = args.image
-    if not image:
-        raise GovernanceError.single(
-            "--image",
-            "missing",
-            None,
-            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
-        )
-    if not IMAGE_REFERENCE.fullmatch(image):
-        raise GovernanceError.single(
-            "--image", "not an image reference", image, "registry/repository:tag or @sha256:digest"
-        )
+    return call(backend_of(setup.backend).submit_example, args, setup, priority_class, instance_type)
+
+
+def slurm_example(args: argparse.Namespace, setup: TeamSetup, priority_class: str, instance_type: str) -> int:
+    """The ``sbatch`` line with the team's account, partition and QoS."""
+    print(sbatch_line(setup, priority_class=priority_class, gpus=args.gpus, script=shlex.split(args.script)))
+    return 0
+
+
+def eks_example(args: argparse.Namespace, setup: TeamSetup, priority_class: str, instance_type: str) -> int:
+    """A Job manifest for the team's namespace, queue and priority class."""
+    image = _image(args, setup)
+    manifest = training_job_manifest(
+        setup,
+        job_name=unique_job_name(setup.team, args.job_name),
+        priority_class=priority_class,
+        image=image,
+        command=[args.script],
+        instance_type=instance_type,
+        gpus=args.gpus,
+        dedicated_team_nodes=_dedicated(args, setup),
+    )
+    sys.stdout.write(dump_yaml(manifest))
+    return 0
+
+
+def batch_example(args: argparse.Namespace, setup: TeamSetup, priority_class: str, instance_type: str) -> int:
+    """An AWS CLI ``submit-service-job`` request into the team's quota share."""
+    image = _image(args, setup)
     job_name = unique_job_name(setup.team, args.job_name)
-    if args.backend == "hyperpod_eks":
-        dedicated = _dedicated(args, setup)
-        manifest = training_job_manifest(
-            setup,
-            job_name=job_name,
-            priority_class=priority_class,
-            image=image,
-            command=[args.script],
-            instance_type=instance_type,
-            gpus=args.gpus,
-            dedicated_team_nodes=dedicated,
-        )
-        sys.stdout.write(dump_yaml(manifest))
-        return 0
     plans = None
     if args.training_plans:
         try:
@@ -135,6 +137,21 @@ def _submit_example(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _image(args: argparse.Namespace, setup: TeamSetup) -> str:
+    if not args.image:
+        raise GovernanceError.single(
+            "--image",
+            "missing",
+            None,
+            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
+        )
+    if not IMAGE_REFERENCE.fullmatch(args.image):
+        raise GovernanceError.single(
+            "--image", "not an image reference", args.image, "registry/repository:tag or @sha256:digest"
+        )
+    return args.image
 
 
 def _setup(args: argparse.Namespace) -> TeamSetup:

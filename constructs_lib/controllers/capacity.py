@@ -37,7 +37,7 @@ from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster,
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.capacity import raising_windows
+from constructs_lib.model.capacity import BatchComputeEnvironmentFeed, raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.nag import declare_capacity_controller
 from gpu_governance_runtime.capacity.market import SCHEDULE_LIMIT
@@ -354,7 +354,8 @@ class CapacityController(GovernanceController):
                     resources=sorted({f.block_compute_environment for f in batch_feeds}),
                 ),
                 iam.PolicyStatement(
-                    actions=["batch:UpdateJobQueue"], resources=sorted({f.job_queue for f in batch_feeds})
+                    actions=list(BatchComputeEnvironmentFeed.queue_reorders),
+                    resources=sorted({f.job_queue for f in batch_feeds}),
                 ),
                 iam.PolicyStatement(
                     actions=[

@@ -408,7 +408,7 @@ class ReclaimController(GovernanceController):
         """The admission switches of exactly the teams with a GPU-hour limit (reclaim/gpu_hours.py):
         their quota shares, their compute quotas' clusters, and the default bus for the 80 % event."""
         stack = Stack.of(self)
-        switch = {t.pool: backend_of(self.model.pool(t.pool)).gpu_hour_limit_switch for t in self.targets}
+        switch = {t.pool: backend_of(self.model.pool(t.pool)).gpu_hour_switch for t in self.targets}
         limited = {
             t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit]
             for t in self.targets
@@ -418,9 +418,7 @@ class ReclaimController(GovernanceController):
         if not limited:
             return []
         queues = {
-            t.pool: t.job_queue_arn
-            for t in self.targets
-            if t.pool in limited and "batch:UpdateQuotaShare" in switch[t.pool]
+            t.pool: t.job_queue_arn for t in self.targets if t.pool in limited and switch[t.pool] == "quota_share"
         }
         statements = [
             iam.PolicyStatement(
@@ -436,9 +434,7 @@ class ReclaimController(GovernanceController):
                     resources=limited_quota_shares(queues, self.model),
                 ),
             ]
-        clusters = sorted(
-            {self.model.pool(pool).cluster_arn for pool in limited if "sagemaker:UpdateComputeQuota" in switch[pool]}
-        )
+        clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if switch[pool] == "compute_quota"})
         if clusters:
             # Compute quota ARNs end in an id SageMaker generates: the quotas of the clusters' account and region.
             quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in clusters})

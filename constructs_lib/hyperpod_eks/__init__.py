@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from constructs_lib.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .governance import HyperPodEksGovernance
+    from .governance import HyperPodEksGovernance, HyperPodEksGovernanceProps
 
-__all__ = ["HyperPodEksGovernance"]
-__getattr__, __dir__ = lazy_exports(__name__, {"HyperPodEksGovernance": "governance"})
+__all__ = ["HyperPodEksGovernance", "HyperPodEksGovernanceProps"]
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(__all__, "governance"))

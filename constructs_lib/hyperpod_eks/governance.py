@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from aws_cdk import (
     Arn,
@@ -26,6 +28,7 @@ from aws_cdk import (
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
+from constructs_lib.backends import Backend, hyperpod_eks
 from constructs_lib.backends.hyperpod_eks import absolute_borrow_limits, compute_quota_resource
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
@@ -43,9 +46,9 @@ from constructs_lib.model import (
     PriorityClass,
     SharingStrategy,
     Team,
-    check_pool_teams,
     members_in_account,
 )
+from constructs_lib.model.props import PoolGovernanceProps
 from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
@@ -90,6 +93,38 @@ def compute_quota_properties(pool: HyperPodEksPool, team: Team) -> dict:
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class HyperPodEksGovernanceProps(PoolGovernanceProps):
+    """Props of :class:`HyperPodEksGovernance`: a ``hyperpod_eks`` pool and its teams, then the
+    cluster's priority classes, its platform admins (cluster admin), each team's
+    :class:`TeamTenancy` by team name, and optionally a kubectl provider to reuse (default: one is
+    created with cluster-admin access)."""
+
+    BACKEND: ClassVar[Backend] = hyperpod_eks.BACKEND
+    pool: HyperPodEksPool
+    priority_classes: Sequence[PriorityClass]
+    platform_admins: Sequence[str]
+    tenants: Mapping[str, TeamTenancy]
+    kubectl_provider: eks.IKubectlProvider | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "priority_classes", tuple(self.priority_classes))
+        object.__setattr__(self, "platform_admins", tuple(self.platform_admins))
+
+    def problems(self) -> list[Problem]:
+        return super().problems() + [
+            Problem(
+                path=f"teams[{i}]",
+                wrong="no TeamTenancy given for the team",
+                value=t.name,
+                allowed=f"one of {sorted(self.tenants)}",
+            )
+            for i, t in enumerate(self.teams)
+            if isinstance(t, Team) and t.name not in self.tenants
+        ]
+
+
 class HyperPodEksGovernance(Construct):
     """Task governance and tenant isolation for an existing HyperPod cluster orchestrated by EKS.
 
@@ -116,11 +151,19 @@ class HyperPodEksGovernance(Construct):
         tenants: Mapping[str, TeamTenancy],
         kubectl_provider: eks.IKubectlProvider | None = None,
     ) -> None:
+        props = HyperPodEksGovernanceProps(
+            pool=pool,
+            teams=teams,
+            priority_classes=priority_classes,
+            platform_admins=platform_admins,
+            tenants=tenants,
+            kubectl_provider=kubectl_provider,
+        )
+        self._check(scope, props)  # before any construct exists: nothing half-built on bad props
         super().__init__(scope, id)
-        self._check(pool, teams, tenants)
         self.pool = pool
-        self.teams = tuple(teams)
-        self.priority_classes = tuple(priority_classes)
+        self.teams = props.teams
+        self.priority_classes = props.priority_classes
         self.cluster_account = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN).account
 
         self.scheduler_config = sagemaker.CfnClusterSchedulerConfig(
@@ -186,19 +229,13 @@ class HyperPodEksGovernance(Construct):
 
     # --- validation -----------------------------------------------------------------------
 
-    def _check(self, pool: HyperPodEksPool, teams: Sequence[Team], tenants: Mapping[str, TeamTenancy]) -> None:
-        problems = check_pool_teams(pool, [(f"teams[{i}]", t) for i, t in enumerate(teams)], "pool")
-        problems += [
-            Problem(
-                path=f"teams[{i}]",
-                wrong="no TeamTenancy given for the team",
-                value=t.name,
-                allowed=f"one of {sorted(tenants)}",
-            )
-            for i, t in enumerate(teams)
-            if t.name not in tenants
-        ]
-        stack = Stack.of(self)
+    @staticmethod
+    def _check(scope: Construct, props: HyperPodEksGovernanceProps) -> None:
+        problems = props.problems()
+        if not isinstance(props.pool, HyperPodEksPool):  # the rest reads the cluster's ARN
+            raise GovernanceError(problems)
+        stack = Stack.of(scope)
+        pool = props.pool
         cluster = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN)
         for field, stack_value, cluster_value in (
             ("account", stack.account, cluster.account),

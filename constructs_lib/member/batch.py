@@ -15,7 +15,7 @@ from typing import Any
 from constructs_lib.core.errors import GovernanceError
 from gpu_governance_runtime.contract import TAG_TEAM
 
-from .setup import TeamSetup
+from .setup import MEMBER_BACKENDS, TeamSetup
 
 SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
 # SageMaker's TrainingJobName (botocore model): 1-63 characters.
@@ -78,9 +78,12 @@ def service_job_request(
     cost centre) on the Batch job and on the training job, and a CreateTrainingJob payload that runs as the team's execution
     role, writes output and checkpoints to the team's bucket under the team's key."""
     setup.require("job_queue", "quota_share", "execution_role_arn", "bucket", "kms_key_arn")
-    if setup.backend != "batch_quota_share":
+    if setup.backend != MEMBER_BACKENDS["batch"]:
         raise GovernanceError.single(
-            "setup.backend", "not a Batch quota-share pool", setup.backend, "the setup of a batch_quota_share pool"
+            "setup.backend",
+            "not a Batch quota-share pool",
+            setup.backend,
+            f"the setup of a {MEMBER_BACKENDS['batch']} pool",
         )
     check_job_name(setup.team, job_name)
     priority = setup.priority(priority_class)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from constructs_lib.backends import BACKENDS
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime import contract
@@ -20,11 +21,7 @@ from gpu_governance_runtime import contract
 from .discovery import describe
 
 # The backends a member submits to, by the name the CLI takes.
-MEMBER_BACKENDS = {
-    "batch": contract.BATCH_QUOTA_SHARE,
-    "hyperpod_eks": contract.HYPERPOD_EKS,
-    "slurm": contract.HYPERPOD_SLURM,
-}
+MEMBER_BACKENDS = {b.member_tool: name for name, b in BACKENDS.items() if b.member_tool}
 # Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
 _MAY_BE_NULL = frozenset(
     (

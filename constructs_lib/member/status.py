@@ -105,7 +105,7 @@ def batch_observation(
     if job_id is not None:
         jobs = tuple(j for j in jobs if j.job_id == job_id or j.state == WAITING)
     return Observation(
-        backend="batch_quota_share",
+        backend=pool.backend,
         pool=pool.name,
         unit="instances",
         in_use=in_use,
@@ -205,7 +205,7 @@ def kueue_observation(
         () if cluster_queues else ("no ClusterQueue objects read (--cluster-queues): use and guarantees are not shown",)
     )
     return Observation(
-        backend="hyperpod_eks",
+        backend=pool.backend,
         pool=pool.name,
         unit="GPUs",
         in_use=in_use,
@@ -397,7 +397,7 @@ def slurm_observation(text: str, pool: PoolPolicy, team: str) -> Observation:
                 details=details,
             )
         )
-    return Observation(backend="hyperpod_slurm", pool=pool.name, unit="nodes", in_use=in_use, jobs=tuple(jobs))
+    return Observation(backend=pool.backend, pool=pool.name, unit="nodes", in_use=in_use, jobs=tuple(jobs))
 
 
 def read_json(text: str, what: str) -> Mapping[str, Any]:

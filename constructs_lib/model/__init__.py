@@ -9,7 +9,8 @@ Modules, bottom up (each imports only those before it):
 - ``capacity``: capacity windows; ``slurm``: what a ``hyperpod_slurm`` pool means in Slurm
   (names, ids, the plan) and what Slurm would refuse;
 - ``organisation``: sharing, teams, pools, guardrails, ``GovernanceModel`` and its checks;
-- ``loader`` (files to a model) and ``policy`` (a model to the controllers' policy document).
+- ``loader`` (files to a model), ``policy`` (a model to the controllers' policy document) and
+  ``props`` (``PoolGovernanceProps``, the fields every pool construct's props start with).
 """
 
 from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE

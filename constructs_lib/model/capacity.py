@@ -8,7 +8,7 @@ Windows build on the model's base (``base.py``); the organisation (``organisatio
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
@@ -36,13 +36,24 @@ AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
 
 
-class BatchComputeEnvironmentFeed(_Frozen):
+class _Feed(_Frozen):
+    """What a capacity window feeds: one class per kind of consumer (``kind``)."""
+
+    queue_reorders: ClassVar[tuple[str, ...]] = ()
+    """What the capacity controller calls to reorder a queue while the window's capacity is active
+    (none: it reorders no queue for this kind; the backends' ``quota_raises`` are the quotas it raises)."""
+
+
+class BatchComputeEnvironmentFeed(_Feed):
     """An AWS Batch job queue whose on-demand EC2 ``compute_environment`` is left as it is: while a
     block is active the controller puts ``block_compute_environment`` (launching from
     ``launch_template_name``, into the block) ahead of it in ``job_queue``, so new jobs go to the
     block and running ones keep running (docs/capacity.md, *Rotation and drain*)."""
 
     kind: Literal["batch_compute_environment"]
+    # The block compute environment goes ahead of the on-demand one in the queue's
+    # computeEnvironmentOrder (capacity/rotation.py; https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html).
+    queue_reorders: ClassVar[tuple[str, ...]] = ("batch:UpdateJobQueue",)
     launch_template_name: LaunchTemplateName
     compute_environment: ComputeEnvironmentArn
     block_compute_environment: ComputeEnvironmentArn
@@ -63,7 +74,7 @@ class BatchComputeEnvironmentFeed(_Frozen):
         return self
 
 
-class EksNodeGroupFeed(_Frozen):
+class EksNodeGroupFeed(_Feed):
     """An EKS managed node group launching from ``launch_template_name``."""
 
     kind: Literal["eks_node_group"]
@@ -72,7 +83,7 @@ class EksNodeGroupFeed(_Frozen):
     nodegroup_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,62}$")]
 
 
-class HyperPodInstanceGroupFeed(_Frozen):
+class HyperPodInstanceGroupFeed(_Feed):
     """A HyperPod instance group of a declared pool (which names its ``cluster_arn``), through a
     training plan the controller points the group at while it is active. On a ``hyperpod_slurm``
     pool the group is the window's own and joins its team's partition only; the controller drains
@@ -83,7 +94,7 @@ class HyperPodInstanceGroupFeed(_Frozen):
     instance_group: InstanceGroupName
 
 
-class TrainingJobsFeed(_Frozen):
+class TrainingJobsFeed(_Feed):
     """SageMaker training jobs (optionally of a declared Batch quota-share pool), through a training plan."""
 
     kind: Literal["sagemaker_training_jobs"]

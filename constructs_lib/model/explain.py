@@ -168,16 +168,18 @@ def caveats(model: GovernanceModel) -> list[str]:
     lines = []
     for index, pool in enumerate(model.pools):
         reclaim = getattr(pool, "reclaim", None)  # HyperPod EKS pools have no reclaim settings
-        if reclaim is not None and reclaim.grace_seconds and backend_of(pool).grace_caveat:
+        grace_caveat = backend_of(pool).grace_caveat
+        if reclaim is not None and reclaim.grace_seconds and grace_caveat:
             lines.append(
-                f"pools[{index}].reclaim.grace_seconds: {backend_of(pool).grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
+                f"pools[{index}].reclaim.grace_seconds: {grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
     for index, group in enumerate(model.groups):
         for pool_name in group.quotas:
             pool = model.pool(pool_name)
-            if backend_of(pool).group_caveat:
+            group_caveat = backend_of(pool).group_caveat
+            if group_caveat:
                 lines.append(
-                    f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {backend_of(pool).group_caveat}; "
+                    f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {group_caveat}; "
                     "each team there holds its own quota and borrow limit only"
                 )
     for index, team in enumerate(model.teams):
@@ -205,7 +207,7 @@ def caveats(model: GovernanceModel) -> list[str]:
                     f"teams[{index}].gpu_hour_limit: not enforced {where}: {backend.gpu_hour_limit_caveat}; the team's jobs still start after its limit"
                 )
             elif team.gpu_hour_limit and len(team.quotas) > 1:
-                how = "the reclaim controller" if backend.gpu_hour_limit_switch else "Slurm (GrpTRESMins)"
+                how = "the reclaim controller" if backend.gpu_hour_switch else "Slurm (GrpTRESMins)"
                 lines.append(
                     f"teams[{index}].gpu_hour_limit: counted {where} alone: {how} limits the team's usage there, not its GPU hours elsewhere"
                 )

@@ -17,18 +17,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
-from constructs_lib.backends import backend_of
+from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.backends.base import MIG_PROFILES
-from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
-from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 from constructs_lib.core.errors import GovernanceError, Problem
 from gpu_governance_runtime.contract import (
-    BATCH_FAIR_SHARE,
-    BATCH_QUOTA_SHARE,
     DEFAULT_REBORROW_BACKOFF_S,
-    HYPERPOD_BACKENDS,
-    HYPERPOD_EKS,
-    HYPERPOD_SLURM,
     SharingStrategy,
     borrow_ceiling,
 )
@@ -807,7 +800,7 @@ class GovernanceModel(_Frozen):
     def hyperpod_pools_of(self, project: Project) -> tuple[AnyPool, ...]:
         """The HyperPod pools (clusters) the project's teams have a quota in, in pool order."""
         used = {pool for team in self.teams if team.name in project.teams for pool in team.quotas}
-        return tuple(p for p in self.pools if p.name in used and p.backend in HYPERPOD_BACKENDS)
+        return tuple(p for p in self.pools if p.name in used and backend_of(p).family == "hyperpod")
 
 
 # --- whole-organisation checks ----------------------------------------------------------------
@@ -872,14 +865,20 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
                     )
                 )
         for pool_name in team.kubernetes:
-            if pool_name not in team.quotas or pools.get(pool_name) is None or pools[pool_name].backend != HYPERPOD_EKS:
-                eks_pools = sorted(p for p in team.quotas if p in pools and pools[p].backend == HYPERPOD_EKS)
+            if (
+                pool_name not in team.quotas
+                or pools.get(pool_name) is None
+                or not backend_of(pools[pool_name]).kubernetes_tenancy
+            ):
+                kubernetes_pools = sorted(
+                    p for p in team.quotas if p in pools and backend_of(pools[p]).kubernetes_tenancy
+                )
                 problems.append(
                     Problem(
                         path=f"{path}.kubernetes.{pool_name}",
-                        wrong="not a hyperpod_eks pool the team has a quota in",
+                        wrong=f"not a {' or '.join(backends_where(lambda b: b.kubernetes_tenancy))} pool the team has a quota in",
                         value=pool_name,
-                        allowed=f"one of {eks_pools}",
+                        allowed=f"one of {kubernetes_pools}",
                     )
                 )
             declared = [c.name for c in model.priority_classes]
@@ -899,7 +898,7 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += _raised_part_instance_quotas(model)
     if not problems:  # the Slurm names are derived from a model whose references hold
         for pool in model.pools:
-            if pool.backend == HYPERPOD_SLURM:
+            if backend_of(pool).slurm_accounts:
                 # Organisation-wide findings come once however many Slurm pools repeat them.
                 problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += check_windows(model)
@@ -1274,6 +1273,7 @@ def _principal_problems(model: GovernanceModel, checked: list[tuple[str, str, se
 def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path: str) -> list[Problem]:
     """What a backend would refuse about the teams of one pool; ``teams`` pairs each team with
     its path in the caller's input. Used by the organisation check and by the constructs."""
+    backend = backend_of(pool)
     problems: list[Problem] = []
     for path, team in teams:
         qpath = f"{path}.quotas.{pool.name}"
@@ -1299,8 +1299,7 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                     )
                 )
         problems += _quota_unit_problems(pool, team, quota, qpath)
-        backend = backend_of(pool)
-        if team.gpu_hour_limit and backend.gpu_hour_limit_switch:
+        if team.gpu_hour_limit and backend.gpu_hour_switch:
             # the reclaim controller counts GPU hours as instances x GPUs per instance (reclaim/gpu_hours.py): as
             # the pool declares them (HyperPod EKS, whose usage it reads in GPUs) or as SageMaker training types have them
             declares = hasattr(pool, "gpus_per_instance")
@@ -1327,7 +1326,7 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                     allowed=f"at most {backend.max_quota_types}",
                 )
             )
-        if pool.backend in HYPERPOD_BACKENDS:
+        if backend.family == "hyperpod":
             if not HYPERPOD_TEAM_NAME.fullmatch(team.name):
                 problems.append(
                     Problem(
@@ -1347,7 +1346,7 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                     )
                 )
             elif (
-                pool.backend == HYPERPOD_EKS
+                backend.bounds_borrow_limit
                 and team.sharing.borrow_limit is not None
                 and not 1 <= team.sharing.borrow_limit <= MAX_HYPERPOD_BORROW_LIMIT
             ):
@@ -1359,7 +1358,7 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                         allowed=f"a percent 1-{MAX_HYPERPOD_BORROW_LIMIT}",
                     )
                 )
-    if pool.backend == HYPERPOD_EKS:
+    if backend.kubernetes_tenancy:
         owners: dict[str, str] = {}
         for path, team in teams:
             for index, group in enumerate(
@@ -1374,22 +1373,13 @@ def check_pool_teams(pool: AnyPool, teams: Sequence[tuple[str, Team]], pool_path
                             allowed="an instance group no other team has",
                         )
                     )
-    if pool.backend == BATCH_QUOTA_SHARE and len(teams) > MAX_SHARES_PER_QUOTA_QUEUE:
+    if backend.max_teams_per_pool is not None and len(teams) > backend.max_teams_per_pool:
         problems.append(
             Problem(
                 path=pool_path,
-                wrong="too many teams (quota shares) on one Batch job queue",
+                wrong=backend.too_many_teams.format(pool=pool.name),
                 value=len(teams),
-                allowed=f"at most {MAX_SHARES_PER_QUOTA_QUEUE}",
-            )
-        )
-    if pool.backend == BATCH_FAIR_SHARE and len(teams) > MAX_SHARES_PER_FAIR_SHARE_QUEUE:
-        problems.append(
-            Problem(
-                path=pool_path,
-                wrong=f"too many teams (fair-share identifiers) on pool {pool.name}'s Batch job queue",
-                value=len(teams),
-                allowed=f"at most {MAX_SHARES_PER_FAIR_SHARE_QUEUE} (AWS Batch's active share identifiers per job queue): split the teams over more fair-share pools",
+                allowed=f"at most {backend.max_teams_per_pool}{backend.too_many_teams_advice}",
             )
         )
     for instance_type, capacity in pool.capacity.items():

@@ -16,8 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import GovernanceError, Problem
-from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
+from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
     DataPath,
@@ -428,9 +429,10 @@ def _borrow_gpus(team: Any, pool: Any) -> int | None:
 def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:
     pools = {p.name: p for p in model.pools}
     pool = pools.get(pool_name)
-    if pool is None or pool.backend != HYPERPOD_SLURM:
-        slurm_pools = sorted(p.name for p in model.pools if p.backend == HYPERPOD_SLURM)
-        raise GovernanceError.single("pools", "no hyperpod_slurm pool of this name", pool_name, f"one of {slurm_pools}")
+    if pool is None or not backend_of(pool).slurm_accounts:
+        slurm_pools = sorted(p.name for p in model.pools if backend_of(p).slurm_accounts)
+        backends = " or ".join(backends_where(lambda b: b.slurm_accounts))
+        raise GovernanceError.single("pools", f"no {backends} pool of this name", pool_name, f"one of {slurm_pools}")
     return pool
 
 

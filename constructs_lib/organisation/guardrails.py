@@ -23,7 +23,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS
 from constructs_lib.model import GovernanceModel, Guardrails, account_of, check_exemptions
 from constructs_lib.model.capacity import raising_windows
-from gpu_governance_runtime.contract import CONSUMER_BATCH_COMPUTE_ENVIRONMENT, TAG_TEAM as TEAM_TAG
+from gpu_governance_runtime.contract import TAG_TEAM as TEAM_TAG
 
 QUOTA_CHANGE_ACTIONS = (
     "batch:CreateQuotaShare",
@@ -93,12 +93,6 @@ quota (HyperPod EKS) while the window's training plan is active and lowers them 
 (capacity/shares.py). Its own IAM names those resources."""
 
 
-QUEUE_REORDERS = {CONSUMER_BATCH_COMPUTE_ENVIRONMENT: ("batch:UpdateJobQueue",)}
-"""What the capacity controller does to queues, by what a window feeds: it puts the window's block
-compute environment ahead of the on-demand one in the declared job queue while a block is active
-and behind it otherwise (capacity/rotation.py). Its own IAM names those queues."""
-
-
 def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
     """The quota and queue updates the capacity controller makes for this model's windows (none
     when no window feeds a quota it raises or a queue it reorders)."""
@@ -107,12 +101,13 @@ def quota_raise_actions(model: GovernanceModel) -> tuple[str, ...]:
         for w in raising_windows(model)
         for action in backend_of(model.pool(w.feeds.pool)).quota_raises[w.feeds.kind]
     }
-    raised |= {action for w in model.capacity_windows for action in QUEUE_REORDERS.get(w.feeds.kind, ())}
+    # What a window's feed reorders (``queue_reorders`` of its kind: the window's block compute
+    # environment goes ahead of the on-demand one while a block is active, capacity/rotation.py).
+    reordered = (action for w in model.capacity_windows for action in w.feeds.queue_reorders)
     return tuple(
-        action
-        for actions in (*QUOTA_RAISES.values(), *QUEUE_REORDERS.values())
-        for action in actions
-        if action in raised
+        dict.fromkeys(
+            (*(action for actions in QUOTA_RAISES.values() for action in actions if action in raised), *reordered)
+        )
     )
 
 

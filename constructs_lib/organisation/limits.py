@@ -301,11 +301,7 @@ def _reclaim_problems(model: GovernanceModel) -> list[Problem]:
     account, region = model.capacity_account.account_id, model.capacity_account.region
     queues = {p.name: f"arn:aws:batch:{region}:{account}:job-queue/{p.name}" for p in batch_pools}
     switched = limited_quota_shares(
-        {
-            p: q
-            for p, q in queues.items()
-            if "batch:UpdateQuotaShare" in backend_of(model.pool(p)).gpu_hour_limit_switch
-        },
+        {p: q for p, q in queues.items() if backend_of(model.pool(p)).gpu_hour_switch == "quota_share"},
         model,
     )
     size = RECLAIM_POLICY_BASE + sum(len(arn) + 3 for arn in [*queues.values(), *switched])

@@ -8,16 +8,23 @@ from typing import TYPE_CHECKING, Any
 from constructs_lib.model.slurm import InstanceGroup, hyperpod_instance_groups, posix_user_name, slurm_plan
 
 if TYPE_CHECKING:
-    from .construct import HyperPodSlurmGovernance
+    from .construct import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps
 
-__all__ = ["HyperPodSlurmGovernance", "InstanceGroup", "hyperpod_instance_groups", "posix_user_name", "slurm_plan"]
+__all__ = [
+    "HyperPodSlurmGovernance",
+    "HyperPodSlurmGovernanceProps",
+    "InstanceGroup",
+    "hyperpod_instance_groups",
+    "posix_user_name",
+    "slurm_plan",
+]
 
 
 def __getattr__(name: str) -> Any:
     # The construct is imported on first use: the model (validation) and `gpu-governance slurm
     # script` use the mapping and must not start aws_cdk.
-    if name == "HyperPodSlurmGovernance":
-        from .construct import HyperPodSlurmGovernance
+    if name in ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps"):
+        from . import construct
 
-        return HyperPodSlurmGovernance
+        return getattr(construct, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ MODEL_ORDER = (
     ("instance_types", "quota"),
     ("capacity", "slurm"),
     "organisation",
-    ("loader", "policy"),
+    ("loader", "policy", "props"),
     ("explain", "edit"),
 )
 MODEL_RANK = {m: r for r, ms in enumerate(MODEL_ORDER) for m in ((ms,) if isinstance(ms, str) else ms)}

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk.assertions import Template
 
 from constructs_lib.backends import BACKENDS, backend_of, backends_where
+from constructs_lib.backends.base import GPU_HOUR_SWITCH_ACTIONS
 from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.member import MEMBER_BACKENDS
 from constructs_lib.model import UNLIMITED, GovernanceModel, SharingPolicy, SharingStrategy
-from constructs_lib.model.capacity import raising_windows
+from constructs_lib.model.capacity import Feed, raising_windows
 from constructs_lib.model.loader import load_model
+from constructs_lib.model.organisation import check_pool_teams
 from constructs_lib.organisation.guardrails import quota_raise_actions
 from gpu_governance_runtime import contract
 
@@ -59,33 +64,143 @@ def test_a_window_may_feed_the_pools_whose_backend_takes_its_kind():
     )
 
 
-# Modules that still compare with a backend's name (issue 27, item 1 is incremental): the list only shrinks.
-STILL_NAMING_A_BACKEND = {
-    "cli/member.py",
-    "member/batch.py",
-    "member/setup.py",
-    "member/status.py",
-    "model/organisation.py",
-    "model/slurm.py",
+# The contract's names of one backend or of several (BATCH_QUOTA_SHARE ... HYPERPOD_BACKENDS).
+_BACKEND_CONSTANTS = {
+    name
+    for name, value in vars(contract).items()
+    if name.isupper()
+    and (value in contract.BACKENDS or (isinstance(value, tuple) and value and set(value) < set(contract.BACKENDS)))
 }
-_BACKEND_NAME = re.compile(
-    r"\b(BATCH_QUOTA_SHARE|BATCH_FAIR_SHARE|HYPERPOD_EKS|HYPERPOD_SLURM|HYPERPOD_BACKENDS)\b|\"(batch_quota_share|batch_fair_share|hyperpod_eks|hyperpod_slurm)\""
+
+
+def _is_discriminator(node: ast.AST) -> bool:
+    """``backend: Literal["<name>"] = "<name>"``: a pool class's pydantic discriminator."""
+    return (
+        isinstance(node, ast.AnnAssign)
+        and ast.unparse(node.target) == "backend"
+        and isinstance(node.annotation, ast.Subscript)
+        and ast.unparse(node.annotation.value) == "Literal"
+        and isinstance(node.annotation.slice, ast.Constant)
+        and isinstance(node.value, ast.Constant)
+        and node.annotation.slice.value == node.value.value
+    )
+
+
+def _backend_names(source: str) -> tuple[list[int], list[str]]:
+    """The lines where ``source`` names a backend (a contract constant or a backend's name as a
+    string), and the backends its pool classes' discriminators name (left out of the lines)."""
+    tree = ast.parse(source)
+    discriminators = [node for node in ast.walk(tree) if _is_discriminator(node)]
+    exempt = {id(part) for node in discriminators for part in ast.walk(node)}
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if id(node) not in exempt
+        and (
+            (isinstance(node, ast.Constant) and node.value in contract.BACKENDS)
+            or (isinstance(node, ast.Name) and node.id in _BACKEND_CONSTANTS)
+            or (isinstance(node, ast.Attribute) and node.attr in _BACKEND_CONSTANTS)
+            or (isinstance(node, ast.ImportFrom) and any(a.name in _BACKEND_CONSTANTS for a in node.names))
+        )
+    ]
+    return lines, [node.value.value for node in discriminators]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if pool.backend == "hyperpod_eks": pass',
+        "from gpu_governance_runtime.contract import HYPERPOD_SLURM",
+        "ok = pool.backend in contract.HYPERPOD_BACKENDS",
+        'backend: Literal["batch_quota_share"] = "batch_fair_share"',  # not one backend's discriminator
+    ],
 )
+def test_the_check_sees_a_module_name_a_backend(source):
+    assert set(_backend_names(source)[0]) == {1}
 
 
-def _names_a_backend(path: Path) -> bool:
-    return bool(_BACKEND_NAME.search(path.read_text()))
+def test_the_check_leaves_asking_the_registry_and_a_discriminator_alone():
+    source = 'backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"\nok = backend_of(pool).family == "hyperpod"'
+    assert _backend_names(source) == ([], ["hyperpod_slurm"])
 
 
-def test_outside_the_registry_only_the_listed_modules_name_a_backend():
+def test_outside_the_registry_no_module_names_a_backend():
     # (the package root's "hyperpod_eks" is the name of the construct package, not of a backend)
-    naming = {
-        str(p.relative_to(PACKAGE))
-        for p in PACKAGE.rglob("*.py")
-        if p.parts[-2] != "backends" and p != PACKAGE / "__init__.py" and _names_a_backend(p)
+    naming, discriminators = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parts[-2] == "backends" or path == PACKAGE / "__init__.py":
+            continue
+        lines, named = _backend_names(path.read_text())
+        naming += [f"{path.relative_to(PACKAGE)}:{line}" for line in lines]
+        discriminators += [(str(path.relative_to(PACKAGE)), name) for name in named]
+    assert naming == [], "ask constructs_lib.backends instead of naming a backend"
+    # pydantic needs one literal per pool class: one per backend of the contract, in the model, nothing else
+    assert sorted(discriminators) == sorted(("model/organisation.py", name) for name in contract.BACKENDS)
+
+
+def test_every_member_tool_names_its_submission_example():
+    import importlib
+
+    tools = {name: b for name, b in BACKENDS.items() if b.member_tool}
+    assert {b.member_tool: name for name, b in tools.items()} == MEMBER_BACKENDS
+    assert {name for name, b in BACKENDS.items() if b.submit_example} == set(tools)
+    for backend in tools.values():
+        module, _, function = backend.submit_example.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), backend.name
+
+
+@pytest.mark.parametrize("backend", backends_where(lambda b: b.max_teams_per_pool is not None))
+def test_a_pools_team_limit_is_its_backends(backend, monkeypatch):
+    # The organisation check asks the descriptor (it compared with the backends' names and constants).
+    model = load_model(None)
+    pool = next(p for p in model.pools if p.backend == backend and len(model.teams_in(p.name)) > 1)
+    teams = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
+    assert not [p for p in check_pool_teams(pool, teams, "pools[0]") if p.path == "pools[0]"]
+    limit = len(teams) - 1
+    monkeypatch.setitem(BACKENDS, backend, replace(BACKENDS[backend], max_teams_per_pool=limit))
+    (refused,) = [p for p in check_pool_teams(pool, teams, "pools[0]") if p.path == "pools[0]"]
+    assert (refused.wrong, refused.value) == (BACKENDS[backend].too_many_teams.format(pool=pool.name), len(teams))
+    assert refused.allowed.startswith(f"at most {limit}")
+
+
+def test_the_kind_of_gpu_hour_switch_is_one_field_of_the_descriptor():
+    assert {name: b.gpu_hour_switch for name, b in BACKENDS.items() if b.gpu_hour_switch} == {
+        contract.BATCH_QUOTA_SHARE: "quota_share",
+        contract.HYPERPOD_EKS: "compute_quota",
     }
-    assert naming <= STILL_NAMING_A_BACKEND, "ask constructs_lib.backends instead of naming a backend"
-    assert naming >= STILL_NAMING_A_BACKEND, "a module no longer names a backend: drop it from the list"
+    assert all(b.gpu_hour_limit_switch == GPU_HOUR_SWITCH_ACTIONS.get(b.gpu_hour_switch, ()) for b in BACKENDS.values())
+    # The reclaim controller's IAM and validate's policy-size estimate looked for an action in the switch.
+    action_in = re.compile(
+        "|".join(rf'"{re.escape(a)}" (not )?in\b' for actions in GPU_HOUR_SWITCH_ACTIONS.values() for a in actions)
+    )
+    assert [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if action_in.search(p.read_text())] == []
+
+
+def _registry_asked(node: ast.AST) -> list[str]:
+    return [ast.unparse(n) for n in ast.walk(node) if isinstance(n, ast.Call) and ast.unparse(n.func) == "backend_of"]
+
+
+def test_a_branch_that_asked_the_registry_does_not_ask_again():
+    # explain.caveats asked backend_of(pool) in the grace line's condition and again in its text.
+    asked_again = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.If)
+        and set(_registry_asked(node.test)) & {c for statement in node.body for c in _registry_asked(statement)}
+    ]
+    assert asked_again == []
+
+
+def test_what_a_window_reorders_is_defined_with_its_consumer_kind():
+    from constructs_lib.organisation import guardrails
+
+    kinds = {get_args(f.model_fields["kind"].annotation)[0]: f for f in get_args(get_args(Feed)[0])}
+    assert set(kinds) == set(contract.CONSUMER_FIELDS)
+    assert {kind: f.queue_reorders for kind, f in kinds.items() if f.queue_reorders} == {
+        contract.CONSUMER_BATCH_COMPUTE_ENVIRONMENT: ("batch:UpdateJobQueue",)
+    }
+    assert not hasattr(guardrails, "QUEUE_REORDERS")  # was a second table keyed by consumer kind
 
 
 def test_consumer_kinds_are_spelt_once_in_the_library():

@@ -74,7 +74,7 @@ def test_a_reclaim_target_either_takes_an_adapter_or_only_observes_usage(name):
 def test_the_runtime_registry_agrees_with_the_librarys():
     # what the library deploys for a backend (permissions, targets, switches) is what the runtime does there
     assert backends_where(lambda b: b.gpu_hour_limits is not None) == library.backends_where(
-        lambda b: bool(b.gpu_hour_limit_switch)
+        lambda b: bool(b.gpu_hour_switch)
     )
     assert backends_where(lambda b: b.observe_usage is not None) == library.backends_where(
         lambda b: not b.preemptions_seen

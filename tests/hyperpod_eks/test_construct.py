@@ -601,19 +601,47 @@ def test_a_cluster_in_another_account_is_refused():
     assert "pool.cluster_arn" in str(error.value) and "account 999988887777" in str(error.value)
 
 
-def test_a_team_without_tenancy_is_refused():
+def refused(pool, teams, stack: Stack | None = None) -> GovernanceError:
+    """The construct's error for these props, after checking that it left nothing in the stack."""
     model = org()
-    stack = new_stack(App())
-    with pytest.raises(GovernanceError, match=r"teams\[1\]: no TeamTenancy given for the team \('speech'\)"):
+    stack = stack or new_stack(App())
+    with pytest.raises(GovernanceError) as raised:
         HyperPodEksGovernance(
             stack,
             "HyperPod",
-            pool=model.pools[0],
-            teams=model.teams,
+            pool=pool,
+            teams=teams,
             priority_classes=model.priority_classes,
             platform_admins=model.platform_admins,
             tenants={},
         )
+    assert stack.node.try_find_child("HyperPod") is None  # nothing half-built
+    return raised.value
+
+
+def test_a_team_without_tenancy_is_refused():
+    model = org()
+    error = refused(model.pools[0], model.teams)
+    assert "teams[1]: no TeamTenancy given for the team ('speech')" in str(error)
+
+
+def test_a_cluster_in_another_region_is_refused_before_anything_is_built():
+    model = org()
+    error = refused(model.pools[0], model.teams, new_stack(App(), region="eu-west-1"))
+    assert "pool.cluster_arn: cluster is in another region than the stack" in str(error)
+
+
+def test_a_pool_of_another_backend_is_refused_naming_pool():
+    from constructs_lib.model import BatchQuotaSharePool
+
+    error = refused(BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 1}), org().teams)
+    # every problem at once: the missing tenancies are wrong whatever the pool
+    assert str(error).splitlines() == [
+        "pool: not a hyperpod_eks pool ('q (batch_quota_share)') - a pool with backend hyperpod_eks",
+        "teams[0]: no TeamTenancy given for the team ('vision') - one of []",
+        "teams[1]: no TeamTenancy given for the team ('speech') - one of []",
+        "teams[2]: no TeamTenancy given for the team ('prod') - one of []",
+    ]
 
 
 def test_a_paused_team_gets_a_disabled_compute_quota():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,9 @@ def synthesized(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(outdir=str(outdir))
     stack = Stack(app, "SlurmGovernance", env=Environment(account="111122223333", region="us-east-1"))
-    governance = HyperPodSlurmGovernance(stack, "ResearchSlurm", model=governance_model(), pool_name=POOL)
+    model = governance_model()
+    (pool,) = model.pools
+    governance = HyperPodSlurmGovernance(stack, "ResearchSlurm", pool=pool, teams=model.teams_in(POOL), model=model)
     cluster_role = iam.Role(stack, "ClusterRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     governance.grant_read_script(cluster_role)
     acknowledge(
@@ -144,7 +147,79 @@ def test_no_open_findings_and_cfn_lint_is_clean(synthesized) -> None:
     assert errors == []
 
 
-def test_bad_pool_is_reported_before_anything_is_built() -> None:
+def refused(**props) -> GovernanceError:
+    """The error the construct raises for ``props``, after checking it left nothing in the stack."""
     stack = Stack(App(), "Bad")
-    with pytest.raises(GovernanceError, match="no hyperpod_slurm pool of this name"):
-        HyperPodSlurmGovernance(stack, "Slurm", model=governance_model(), pool_name="missing")
+    with pytest.raises(GovernanceError) as raised:
+        HyperPodSlurmGovernance(stack, "Slurm", **props)
+    assert stack.node.try_find_child("Slurm") is None  # nothing half-built
+    return raised.value
+
+
+def test_a_pool_of_another_model_is_refused_naming_pool() -> None:
+    model = governance_model()
+    other = governance_model(capacity=4)
+    error = refused(pool=other.pools[0], teams=model.teams_in(POOL), model=model)
+    assert str(error) == (
+        "pool: not a pool of model ('research-slurm') - one of model.pools with backend hyperpod_slurm: "
+        "['research-slurm']"
+    )
+
+
+def test_teams_other_than_the_pools_are_refused_naming_teams() -> None:
+    model = governance_model()
+    error = refused(pool=model.pools[0], teams=model.teams_in(POOL)[:2], model=model)
+    assert str(error).startswith("teams: not the teams of pool research-slurm in model (['critical', 'steady'])")
+    assert "model.teams_in('research-slurm'): ['critical', 'steady', 'burst']" in str(error)
+
+
+def test_a_pool_of_another_backend_is_refused_naming_pool() -> None:
+    from constructs_lib.model import BatchQuotaSharePool
+
+    model = governance_model()
+    batch = BatchQuotaSharePool(name="q", capacity={"ml.p5.48xlarge": 1})
+    error = refused(pool=batch, teams=model.teams_in(POOL), model=model)
+    assert (
+        str(error) == "pool: not a hyperpod_slurm pool ('q (batch_quota_share)') - a pool with backend hyperpod_slurm"
+    )
+
+
+def test_a_plan_problem_is_reported_before_anything_is_built() -> None:
+    model = governance_model()
+    error = refused(pool=model.pools[0], teams=model.teams_in(POOL), model=model, data_root="relative/path")
+    assert "data_root" in str(error)
+
+
+def test_pool_and_teams_are_required() -> None:
+    error = refused(model=governance_model())
+    assert [p.path for p in error.problems] == ["pool", "teams"]
+
+
+def test_the_former_pool_name_keyword_still_builds_the_same_with_a_warning() -> None:
+    model = governance_model()
+    templates = []
+    for props in ({"pool_name": POOL}, {"pool": model.pools[0], "teams": model.teams_in(POOL)}):
+        stack = Stack(App(), "Slurm")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            HyperPodSlurmGovernance(stack, "Pool", model=model, **props)
+        deprecations = [
+            w for w in caught if issubclass(w.category, DeprecationWarning) and "pool_name" in str(w.message)
+        ]
+        assert len(deprecations) == ("pool_name" in props)
+        assert all(w.filename == __file__ for w in deprecations)  # points at the caller's line
+        templates.append(Template.from_stack(stack).to_json())
+    assert templates[0] == templates[1]
+
+
+def test_the_former_pool_name_keyword_names_a_missing_pool() -> None:
+    with pytest.warns(DeprecationWarning):
+        error = refused(model=governance_model(), pool_name="missing")
+    assert str(error).startswith("pool_name: no hyperpod_slurm pool of this name ('missing')")
+
+
+def test_the_former_pool_name_keyword_with_pool_is_refused() -> None:
+    model = governance_model()
+    with pytest.warns(DeprecationWarning):
+        error = refused(model=model, pool_name=POOL, pool=model.pools[0], teams=model.teams_in(POOL))
+    assert str(error).startswith("pool_name: given with pool or teams")
