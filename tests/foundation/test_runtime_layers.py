@@ -1,7 +1,8 @@
 """The Lambda runtime's layers (docs/architecture.md, "The runtime's layers"), read from the source:
 contract -> common -> planners -> policy -> adapters -> handlers. A module imports only from its
 own layer or a layer below, the module graph has no cycle, and the controllers' packages meet
-only in the shared modules: ``capacity`` and ``reclaim`` never import each other. Every import
+only in the shared modules: ``capacity`` and ``reclaim`` never import each other (both ask the
+backend registry, ``backends/``, which declares what each backend's pools take of them). Every import
 counts, relative or absolute, inside a function or under ``if TYPE_CHECKING:``."""
 
 from __future__ import annotations
@@ -49,8 +50,15 @@ LAYERS = {
     "planners": ("reclaim/planner.py", "capacity/planner.py", "guard/checks.py"),
     # what the controllers are told: the policy document, the guarantees the capacity controller raised
     "policy": ("policy.py", "raised_guarantees.py"),
-    # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler
+    # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler, and the
+    # backend registry that says which of them a pool's backend takes
     "adapters": (
+        "backends/__init__.py",
+        "backends/base.py",
+        "backends/batch_fair_share.py",
+        "backends/batch_quota_share.py",
+        "backends/hyperpod_eks.py",
+        "backends/hyperpod_slurm.py",
         "reclaim/ledger.py",
         "reclaim/adapters.py",
         "reclaim/eks_usage.py",

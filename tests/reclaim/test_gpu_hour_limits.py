@@ -416,7 +416,7 @@ def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick
     monkeypatch.setattr(controller, "batch", batch)
     monkeypatch.setattr(controller, "events", events)
     policy = pool()
-    hour_limits = controller.quota_share_hour_limits(
+    hour_limits = controller.gpu_hour_limits(
         {"pool": "training", "job_queue": QUEUE}, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=False
     )
     running = tuple(
@@ -432,7 +432,7 @@ def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick
     assert (record["used_gpu_hours"], record["switch"]) == (16, "disabled")  # 2 jobs x 1 p5 x 8 GPUs x 1 hour
     batch_stub.assert_no_pending_responses()
     assert (
-        controller.quota_share_hour_limits(
+        controller.gpu_hour_limits(
             {"pool": "training", "job_queue": QUEUE},
             pool(backend="batch_fair_share"),
             ledger,
@@ -452,9 +452,7 @@ def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_
     monkeypatch.setattr(controller, "events", events)
     policy = pool(backend="hyperpod_eks")
     target = {"pool": "training", "eks_cluster": "acme", "cluster_arn": CLUSTER, "gpus_per_instance": {TYPE: 8}}
-    hour_limits = controller.compute_quota_hour_limits(
-        target, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=True
-    )
+    hour_limits = controller.gpu_hour_limits(target, policy, ledger, now=MORNING, tick_seconds=3600, dry_run=True)
     rows = (
         EksShareUsage(share="research", instance_type=TYPE, guaranteed=2, in_use=1.5, borrowed=0, lent=0),
     )  # 12 GPUs
@@ -467,8 +465,7 @@ def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_
         shares=(Share(name="x", quota={}, strategy=SharingStrategy.RESERVE),),
     )
     assert (
-        controller.compute_quota_hour_limits(target, unlimited, ledger, now=MORNING, tick_seconds=3600, dry_run=True)
-        is None
+        controller.gpu_hour_limits(target, unlimited, ledger, now=MORNING, tick_seconds=3600, dry_run=True) is None
     )  # nothing to count
 
 

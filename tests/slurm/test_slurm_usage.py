@@ -34,6 +34,7 @@ from gpu_governance_runtime.contract import (  # noqa: E402
 )
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import slurm_usage  # noqa: E402
+from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
     END_OF_USAGE,
@@ -414,7 +415,7 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
             )
 
     class SlurmQueueRead(QueueRead):  # the same queue, read from Slurm
-        usage_from_queue = handler.SlurmAdapter.usage_from_queue
+        usage_from_queue = SlurmAdapter.usage_from_queue
 
     for adapter, counted in ((QueueRead(), True), (SlurmQueueRead(), False)):
         records: list = []

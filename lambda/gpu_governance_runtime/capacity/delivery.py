@@ -16,21 +16,23 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..contract import team_training_plans_parameter
+from ..contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
 from .planner import Reservation, Window
-
-TRAINING_JOBS = "sagemaker_training_jobs"
 
 
 def publish(
     *, windows: Mapping[str, Window], owned: Iterable[Reservation], ssm: Any, organisation: str
 ) -> list[dict[str, Any]]:
     plans: dict[str, list[dict[str, str]]] = {
-        w.team: [] for w in windows.values() if w.consumer.get("kind") == TRAINING_JOBS
+        w.team: [] for w in windows.values() if w.consumer.get("kind") == CONSUMER_SAGEMAKER_TRAINING_JOBS
     }
     for plan in owned:
         window = windows.get(plan.window)
-        if window is not None and window.consumer.get("kind") == TRAINING_JOBS and plan.state == "active":
+        if (
+            window is not None
+            and window.consumer.get("kind") == CONSUMER_SAGEMAKER_TRAINING_JOBS
+            and plan.state == "active"
+        ):
             plans[window.team].append(
                 {
                     "arn": plan.id,

@@ -28,13 +28,13 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
+from ..backends import backend_of
 from ..common import log, metrics
 from ..common.clients import CAPACITY_READS, COST_EXPLORER, SUBMIT_ONCE
 from ..common.handler import Environment, EventKind, recognise, time_left as time_left_of
 from ..contract import (
     ALARM_EVENT_SOURCE,
     ALARM_STATE_CHANGE_DETAIL_TYPE,
-    BATCH_QUOTA_SHARE,
     CAPACITY_EVENT_SOURCE,
     CAPACITY_NAMESPACE,
     CAPACITY_REQUEST_DETAIL_TYPE,
@@ -48,8 +48,6 @@ from ..contract import (
     ENV_TEAM_SPEND,
     ENV_TICK_SECONDS,
     ENV_TOPIC_ARN,
-    HYPERPOD_EKS,
-    HYPERPOD_SLURM,
     STACK_EVENT_SOURCE,
 )
 from ..policy import Policy, PolicyError, policy_path, read_policy_file
@@ -308,9 +306,9 @@ def process(
     result["training_plans"] = delivery.publish(
         windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation
     )
-    raising = {
-        shares.TRAINING_JOBS: {p.name: p for p in policy.pools if p.backend == BATCH_QUOTA_SHARE},
-        shares.INSTANCE_GROUP: {p.name: p for p in policy.pools if p.backend == HYPERPOD_EKS},
+    raising = {  # by the kind of window consumer whose purchase raises the pools' quotas
+        kind: {p.name: p for p in policy.pools if backend_of(p).quota_raised_by == kind}
+        for kind in (shares.TRAINING_JOBS, shares.INSTANCE_GROUP)
     }
     quota_shares = raising[shares.TRAINING_JOBS]
     acting = {name: w for name, w in windows.items() if not w.dry_run}  # a dry-run window's raise is only reported
@@ -333,7 +331,7 @@ def process(
         slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
             windows=windows,
             owned=report.owned,
-            slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if p.backend == HYPERPOD_SLURM},
+            slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if backend_of(p).drains_on_head_node},
             head_nodes=environment.slurm_head_nodes,
             sagemaker=clients.sagemaker,
             ssm=clients.ssm,

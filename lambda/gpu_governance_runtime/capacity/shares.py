@@ -30,6 +30,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
 from ..quotas import MissingQuota, describe_team_compute_quota, quota_share_arn
 from . import market
 from .ledger import Ledger
@@ -38,8 +39,8 @@ from .planner import Reservation, Window
 # Lowered when EC2/SageMaker warn of the end: work above the declared quota becomes preemptible
 # (Batch and HyperPod task governance reclaim a lowered quota's excess) before the capacity goes away.
 LOWER_LEAD = market.WARNING_LEAD
-TRAINING_JOBS = "sagemaker_training_jobs"
-INSTANCE_GROUP = "hyperpod_instance_group"
+TRAINING_JOBS = CONSUMER_SAGEMAKER_TRAINING_JOBS
+INSTANCE_GROUP = CONSUMER_HYPERPOD_INSTANCE_GROUP
 STATUSES = ("calling", "done", "failed")
 
 

@@ -35,13 +35,13 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check, raised_guarantees
+from ..backends import Invocation, ReclaimClients, UsageTick, backend_of
+from ..backends.base import DEFAULT_TICK_SECONDS, NO_DEADLINE
 from ..common import metrics
 from ..common.clients import SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.handler import Environment, time_left as time_left_of
 from ..common.log import write as log
 from ..contract import (
-    BATCH_FAIR_SHARE,
-    BATCH_QUOTA_SHARE,
     ENV_IN_VPC,
     ENV_LEDGER_TABLE,
     ENV_MAX_PREEMPTIONS_PER_TICK,
@@ -51,16 +51,14 @@ from ..contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
-    HYPERPOD_EKS,
-    HYPERPOD_SLURM,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
     SHARE_METRICS,
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
 from ..usage import usage_records
-from . import eks_usage, gpu_hours
-from .adapters import Adapter, BatchFairShareAdapter, BatchQuotaShareObserver, SlurmAdapter
+from . import gpu_hours
+from .adapters import Adapter
 from .ledger import (
     ABANDONED,
     CAPPED,
@@ -75,10 +73,8 @@ from .ledger import (
     Ledger,
 )
 from .planner import Plan, PoolState, Preemption, Settings, plan_tick, share_usage, starved_shares
-from .slurm_usage import SlurmUsageObserver
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
-DEFAULT_TICK_SECONDS = 60.0
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
 batch_submit = boto3.client("batch", config=SUBMIT_ONCE)  # a stopped job's copy: one request (common/batch_copy.py)
@@ -157,15 +153,6 @@ class ReclaimSettings:
         )
 
 
-@dataclass(frozen=True)
-class Invocation:
-    """What an adapter needs of the invocation that builds it: the time it has left and the
-    schedule's interval (which a quota-share observer counts the backend's own preemptions over)."""
-
-    time_left: Callable[[], float] = lambda: float("inf")
-    tick_seconds: float = DEFAULT_TICK_SECONDS
-
-
 @dataclass(frozen=True, kw_only=True)
 class TickResult:
     pool: str
@@ -186,24 +173,23 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
     for target in environment.reclaim_targets:
         try:
-            if policy.pool(target["pool"]).backend == HYPERPOD_EKS:  # usage only: Kueue reclaims natively
+            pool = policy.pool(target["pool"])
+            observe_usage = backend_of(pool).observe_usage
+            if observe_usage is not None:  # usage only: the backend's scheduler reclaims natively
                 now = time.time()
-                eks_usage.tick(
+                observe_usage(
                     target,
-                    policy.pool(target["pool"]),
-                    eks=eks,
-                    namespace=namespace,
-                    now=now,
-                    tick_seconds=environment.tick_seconds,
-                    time_left=time_left,
-                    in_vpc=environment.in_vpc,
-                    hour_limits=compute_quota_hour_limits(
-                        target,
-                        policy.pool(target["pool"]),
-                        ledger,
+                    pool,
+                    UsageTick(
+                        clients=_clients(),
+                        namespace=namespace,
                         now=now,
                         tick_seconds=environment.tick_seconds,
-                        dry_run=dry_run,
+                        time_left=time_left,
+                        in_vpc=environment.in_vpc,
+                        hour_limits=gpu_hour_limits(
+                            target, pool, ledger, now=now, tick_seconds=environment.tick_seconds, dry_run=dry_run
+                        ),
                     ),
                 )
                 continue
@@ -229,20 +215,15 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
                     target["pool"],
                     adapter,
                     ledger,
-                    settings=policy.pool(target["pool"]).settings(environment.planner),
+                    settings=pool.settings(environment.planner),
                     dry_run=dry_run,
                     namespace=namespace,
                     now=now,
                     time_left=time_left,
                     raises=raises,
                     tick_seconds=environment.tick_seconds,
-                    hour_limits=quota_share_hour_limits(
-                        target,
-                        policy.pool(target["pool"]),
-                        ledger,
-                        now=now,
-                        tick_seconds=environment.tick_seconds,
-                        dry_run=dry_run,
+                    hour_limits=gpu_hour_limits(
+                        target, pool, ledger, now=now, tick_seconds=environment.tick_seconds, dry_run=dry_run
                     ),
                 )
             )
@@ -250,7 +231,13 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             _pool_failed(target.get("pool", "?"), error, namespace)
     for target in environment.usage_targets:
         try:
-            head_node = build_adapter(target, policy, invocation)  # its SSM runner reads the pool's accounting
+            pool = policy.pool(target["pool"])
+            from_accounting = backend_of(pool).usage_from_accounting
+            if from_accounting is None:
+                raise ValueError(
+                    f"USAGE_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; its usage is not read from accounting"
+                )
+            head_node = build_adapter(target, policy, invocation)
             if time_left() < head_node.action_seconds:
                 log(
                     {
@@ -260,54 +247,38 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
                     }
                 )
                 continue
-            SlurmUsageObserver(
-                head_node.run,
-                pool=policy.pool(target["pool"]),
-                instance_type=target["instance_type"],
-                gpus_per_instance=int(target["gpus_per_instance"]),
-                ledger=ledger,
-                namespace=namespace,
-            ).observe(time.time())
+            from_accounting(target, pool, head_node, ledger=ledger, namespace=namespace).observe(time.time())
         except Exception as error:  # noqa: BLE001 - as above
             _pool_failed(target.get("pool", "?"), error, namespace)
     return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
 
 
-def quota_share_hour_limits(
+def gpu_hour_limits(
     target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float, dry_run: bool
-) -> Callable[[PoolState], Any] | None:
-    """A Batch quota-share pool's GPU-hour limits, counted from the running service jobs the tick read."""
-    if pool.backend != BATCH_QUOTA_SHARE or not any(s.gpu_hour_limit for s in pool.shares):
+) -> Callable[[Any], Any] | None:
+    """The pool's GPU-hour limits: given what the tick read (the pool's state, or its usage rows),
+    counts each limited team's GPU hours and switches its admissions as its backend declares
+    (``Backend.gpu_hour_limits``). None when the backend has no switch or no team a limit."""
+    limits = backend_of(pool).gpu_hour_limits
+    if limits is None or not any(s.gpu_hour_limit for s in pool.shares):
         return None
-    return lambda state: gpu_hours.enforce(
+    clients = _clients()
+    return lambda observed: gpu_hours.enforce(
         pool,
-        ((job.share, job.instance_type, job.count) for job in state.running),
+        limits.in_use(observed),
         ledger=ledger,
-        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, target["job_queue"], team),
-        notify=gpu_hours.event_sender(events),
+        switch=lambda team: limits.switch(clients, target, team),
+        notify=gpu_hours.event_sender(clients.events),
         now=now,
         tick_seconds=tick_seconds,
         dry_run=dry_run,
+        pool_gpus=limits.pool_gpus(target),
     )
 
 
-def compute_quota_hour_limits(
-    target: Mapping[str, Any], pool: PoolPolicy, ledger: Ledger, *, now: float, tick_seconds: float, dry_run: bool
-) -> Callable[[Iterable[eks_usage.EksShareUsage]], Any] | None:
-    """A HyperPod EKS pool's GPU-hour limits, counted from the instances Kueue shows each team using."""
-    if not any(s.gpu_hour_limit for s in pool.shares):
-        return None
-    return lambda rows: gpu_hours.enforce(
-        pool,
-        ((row.share, row.instance_type, row.in_use) for row in rows),
-        ledger=ledger,
-        switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, target["cluster_arn"], team),
-        notify=gpu_hours.event_sender(events),
-        now=now,
-        tick_seconds=tick_seconds,
-        dry_run=dry_run,
-        pool_gpus=target["gpus_per_instance"],
-    )
+def _clients() -> ReclaimClients:
+    # read when a tick begins, not at import: tests and the cold-start check see the module's clients
+    return ReclaimClients(batch=batch, batch_submit=batch_submit, ssm=ssm, eks=eks, sagemaker=sagemaker, events=events)
 
 
 def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
@@ -317,27 +288,13 @@ def _pool_failed(pool: str, error: Exception, namespace: str) -> None:
     metrics.publish(namespace, {"Pool": pool}, {POOL_ERRORS: (1, "Count")})
 
 
-def build_adapter(target: Mapping[str, Any], policy: Policy, invocation: Invocation = Invocation()) -> Adapter:
+def build_adapter(target: Mapping[str, Any], policy: Policy, invocation: Invocation = NO_DEADLINE) -> Adapter:
+    """The adapter a tick reads (and acts on) the target's pool through, as its backend builds it."""
     pool = policy.pool(target["pool"])
-    if pool.backend == BATCH_FAIR_SHARE:
-        return BatchFairShareAdapter(batch, job_queue=target["job_queue"], pool=pool, submit=batch_submit)
-    if pool.backend == BATCH_QUOTA_SHARE:
-        # preemptions that stopped within one tick's interval count on this tick
-        return BatchQuotaShareObserver(
-            batch, job_queue=target["job_queue"], pool=pool, tick_seconds=invocation.tick_seconds
-        )
-    if pool.backend == HYPERPOD_SLURM:
-        return SlurmAdapter(
-            ssm,
-            instance_id=target["instance_id"],
-            instance_type=target["instance_type"],
-            pool=pool,
-            policy=policy,
-            time_left=invocation.time_left,
-        )
-    raise ValueError(
-        f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; HyperPod EKS reclaims natively (Kueue)"
-    )
+    backend = backend_of(pool)
+    if backend.reclaim_adapter is None:
+        raise ValueError(f"RECLAIM_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; {backend.why_no_adapter}")
+    return backend.reclaim_adapter(target, pool, policy, _clients(), invocation)
 
 
 def run_tick(

@@ -1,0 +1,99 @@
+"""What the Lambda runtime knows about one execution backend, in one frozen descriptor: the
+runtime side of the library's ``constructs_lib.backends``.
+
+Each backend module here (``batch_quota_share``, ``batch_fair_share``, ``hyperpod_eks``,
+``hyperpod_slurm``) declares one :class:`Backend`; the registry (``gpu_governance_runtime.backends``)
+lists them. The controllers ask it what a pool's backend does (how a reclaim tick reaches the pool,
+the teams' GPU-hour switch there, which capacity window raises its quotas) instead of comparing
+``pool.backend`` with a name (docs/architecture.md, "Adding a backend").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the capacity function reads the registry too: it loads no reclaim code (see the backends)
+    from ..policy import Policy, PoolPolicy
+    from ..reclaim.adapters import Adapter
+    from ..reclaim.gpu_hours import Switch
+
+DEFAULT_TICK_SECONDS = 60.0
+Target = Mapping[str, Any]  # one entry of RECLAIM_TARGETS or USAGE_TARGETS (reclaim/handler.py lists their fields)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What an adapter needs of the invocation that builds it: the time it has left and the
+    schedule's interval (which a quota-share observer counts the backend's own preemptions over)."""
+
+    time_left: Callable[[], float] = lambda: float("inf")
+    tick_seconds: float = DEFAULT_TICK_SECONDS
+
+
+NO_DEADLINE = Invocation()  # all the time it needs, on the default interval (tests, and callers outside a tick)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReclaimClients:
+    """The reclaim function's AWS clients, as its handler holds them when a tick begins."""
+
+    batch: Any
+    batch_submit: Any  # a stopped job's copy: one request (common/batch_copy.py)
+    ssm: Any
+    eks: Any
+    sagemaker: Any
+    events: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageTick:
+    """What a usage-only tick (``Backend.observe_usage``) needs of the handler's run."""
+
+    clients: ReclaimClients
+    namespace: str
+    now: float
+    tick_seconds: float
+    time_left: Callable[[], float]
+    in_vpc: bool
+    hour_limits: Callable[[Any], Any] | None  # given what the tick read, counts and enforces the GPU-hour limits
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuHourLimits:
+    """How the reclaim controller counts a team's GPU hours on a backend and stops its new
+    admissions at its limit (reclaim/gpu_hours.py)."""
+
+    switch: Callable[[ReclaimClients, Target, str], Switch]
+    """``(clients, target, team) -> Switch``: the team's per-team admission switch there."""
+    in_use: Callable[[Any], Iterable[tuple[str, str, float]]]
+    """(team, instance type, instances) from what the tick read (a pool's state, or usage rows)."""
+    pool_gpus: Callable[[Target], Mapping[str, int]] = lambda target: {}
+    """GPUs per instance type the target declares (else the known training instance types' GPUs)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backend:
+    """One execution backend as the Lambda runtime sees it."""
+
+    name: str
+    """The backend's name in the policy document (the contract's ``BACKENDS``)."""
+    reclaim_adapter: Callable[[Target, PoolPolicy, Policy, ReclaimClients, Invocation], Adapter] | None = None
+    """``(target, pool, policy, clients, invocation) -> Adapter``: what a reclaim tick reads the pool
+    through (and acts through, where the adapter acts); None: the pool takes no adapter."""
+    why_no_adapter: str = ""
+    """Why the pool takes no adapter, in the error for a target that asks for one."""
+    observe_usage: Callable[[Target, PoolPolicy, UsageTick], Any] | None = None
+    """``(target, pool, tick)``: the scheduler reclaims natively; a reclaim tick only reads and
+    reports the teams' usage (and counts their GPU-hour limits) instead of planning."""
+    usage_from_accounting: Callable[..., Any] | None = None
+    """``(target, pool, head_node, *, ledger, namespace) -> observer``: a USAGE_TARGETS entry's
+    observer, whose ``observe(now)`` reads the pool's accounting through its adapter's head node."""
+    gpu_hour_limits: GpuHourLimits | None = None
+    """How the reclaim controller enforces the teams' GPU-hour limits there; None: it does not."""
+    quota_raised_by: str | None = None
+    """The kind of capacity-window consumer (the contract's ``CONSUMER_FIELDS``) whose purchase the
+    capacity controller adds to the teams' quotas there (capacity/shares.py); None: no quota is raised."""
+    drains_on_head_node: bool = False
+    """A window feeding the pool joins and drains its nodes through the pool's head node (capacity/slurm_window.py)."""

@@ -1,0 +1,59 @@
+"""SageMaker HyperPod on EKS: Kueue reclaims natively; the reclaim controller only reads the
+teams' usage from the cluster and switches a team's compute quota at its GPU-hour limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS
+from .base import Backend, GpuHourLimits, ReclaimClients, Target, UsageTick
+
+if TYPE_CHECKING:
+    from ..policy import PoolPolicy
+    from ..reclaim.eks_usage import EksShareUsage
+    from ..reclaim.gpu_hours import ComputeQuotaSwitch
+
+
+def _observe_usage(target: Target, pool: PoolPolicy, tick: UsageTick) -> bool:
+    from ..reclaim import eks_usage
+
+    return eks_usage.tick(
+        target,
+        pool,
+        eks=tick.clients.eks,
+        namespace=tick.namespace,
+        now=tick.now,
+        tick_seconds=tick.tick_seconds,
+        time_left=tick.time_left,
+        in_vpc=tick.in_vpc,
+        hour_limits=tick.hour_limits,
+    )
+
+
+def _switch(clients: ReclaimClients, target: Target, team: str) -> ComputeQuotaSwitch:
+    from ..reclaim.gpu_hours import ComputeQuotaSwitch
+
+    return ComputeQuotaSwitch(clients.sagemaker, target["cluster_arn"], team)
+
+
+def _kueue_rows(rows: Iterable[EksShareUsage]) -> Iterable[tuple[str, str, float]]:
+    """A team's GPU hours are counted from the instances Kueue shows it using (part-instances too)."""
+    return ((row.share, row.instance_type, row.in_use) for row in rows)
+
+
+BACKEND = Backend(
+    name=HYPERPOD_EKS,
+    # Task governance's Kueue preempts borrowers itself: a borrowed pod is evicted when the lender reclaims
+    # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-task-gov.html).
+    observe_usage=_observe_usage,
+    why_no_adapter="HyperPod EKS reclaims natively (Kueue)",
+    # No consumption limit in the API: the reclaim controller deactivates the team's compute quota at its limit
+    # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).
+    gpu_hour_limits=GpuHourLimits(
+        switch=_switch,
+        in_use=_kueue_rows,
+        pool_gpus=lambda target: target["gpus_per_instance"],
+    ),
+    quota_raised_by=CONSUMER_HYPERPOD_INSTANCE_GROUP,
+)
