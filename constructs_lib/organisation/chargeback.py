@@ -12,12 +12,10 @@ windows for the purchases budget). Every metric drawn is named in the runtime co
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-import jsii
-from aws_cdk import Aws, Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
+from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from constructs_lib.backends import backend_of
@@ -63,109 +61,6 @@ WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
 FEE_PERIOD, FEE_RANGE = Duration.days(30), "-P90D"
 # The organisation's spend graph draws one line per distinct team budget amount, at most this many.
 MAX_BUDGET_LINES = 10
-
-
-# The lines of a team's graphs per pool: the share's instances, and its instance-hours per day.
-SHARE_INSTANCES = ("Guaranteed", "InUse", "Borrowed", "Lent")
-SHARE_HOURS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
-DAY_SECONDS, HOUR_SECONDS = 86400, 3600
-STACK_REGION = Aws.REGION  # one token, {"Ref": "AWS::Region"} in any stack: read across jsii once
-
-
-@dataclass(frozen=True)
-class _Line:
-    metric_name: str
-    statistic: str
-    period: int  # seconds
-
-
-@jsii.implements(cloudwatch.IWidget)
-class _Rendered:
-    """A dashboard widget rendered in Python exactly as the CDK's own widget class renders it:
-    the graphs of a team's share, drawn with ``GraphWidget`` and ``Metric`` objects, took about
-    25 round trips through jsii per team and pool, the largest part of a team dashboard's
-    synthesis at 1,000 teams (docs/performance.md). The CDK lays these out like its own widgets
-    and reads their members across jsii, which needs properties rather than plain attributes."""
-
-    def __init__(self, width: int, height: int) -> None:
-        self._width, self._height = width, height
-        self._x = self._y = 0
-
-    @property
-    def width(self) -> int:
-        return self._width
-
-    @property
-    def height(self) -> int:
-        return self._height
-
-    @property
-    def warnings(self) -> None:
-        return None
-
-    @property
-    def warnings_v2(self) -> None:
-        return None
-
-    def position(self, x: float, y: float) -> None:
-        self._x, self._y = int(x), int(y)
-
-    def _json(self, kind: str, properties: dict) -> list[dict]:
-        return [
-            {
-                "type": kind,
-                "width": self._width,
-                "height": self._height,
-                "x": self._x,
-                "y": self._y,
-                "properties": properties,
-            }
-        ]
-
-
-class _Heading(_Rendered):
-    """``TextWidget(markdown=..., width=24, height=1)``."""
-
-    def __init__(self, markdown: str) -> None:
-        super().__init__(24, 1)
-        self._markdown = markdown
-
-    def to_json(self) -> list[dict]:
-        return self._json("text", {"markdown": self._markdown})
-
-
-class _ShareGraph(_Rendered):
-    """``GraphWidget(title=..., width=12, left=..., right=...)`` of metrics of one share
-    (``ReclaimController.metric_share``): the default height and view, the stack's region."""
-
-    def __init__(
-        self, title: str, left: Sequence[_Line], right: Sequence[_Line] = (), *, share: Sequence[str], namespace: str
-    ) -> None:
-        super().__init__(12, 6)
-        self._title, self._left, self._right = title, left, right
-        self._share, self._namespace = share, namespace
-
-    def to_json(self) -> list[dict]:
-        return self._json(
-            "metric",
-            {
-                "view": "timeSeries",
-                "title": self._title,
-                "region": STACK_REGION,
-                "metrics": [self._line(line, "left") for line in self._left]
-                + [self._line(line, "right") for line in self._right],
-                "yAxis": {},
-            },
-        )
-
-    def _line(self, line: _Line, axis: str) -> list:
-        # As the CDK renders a metric: options only where they differ from CloudWatch's defaults.
-        options = {
-            **({"period": line.period} if line.period != 300 else {}),
-            **({"stat": line.statistic} if line.statistic != "Average" else {}),
-            **({"yAxis": axis} if axis != "left" else {}),
-        }
-        return [self._namespace, line.metric_name, *self._share, *([options] if options else [])]
 
 
 def _budget_notifications(emails: Sequence[str]) -> list[budgets.CfnBudget.NotificationWithSubscribersProperty]:
@@ -266,7 +161,6 @@ class Chargeback(Construct):
             )
         self.reclaim = reclaim  # a team's pools on its dashboard are the reclaim controller's: its metrics draw them
         self.schedule = reclaim.schedule if reclaim is not None else Duration.minutes(1)
-        self._tick_seconds = int(self.schedule.to_seconds())
         # The capacity controller publishes each team's spend (capacity/spend.py).
         self.draws_spend = (
             bool(model.capacity_windows) and purchases_controller_id is not None and polls_team_spend(model)
@@ -499,9 +393,52 @@ class Chargeback(Construct):
         scope = team_scope(self, team.name)
         name = team_dashboard_name(self.model.organisation, team.name)
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
+        day = Duration.days(1)
         for pool in pools:
-            dashboard.add_widgets(_Heading(f"## Team {team.name} in pool {pool}"))
-            dashboard.add_widgets(*self._team_in_pool(team, pool))
+            backend = backend_of(
+                self.model.pool(pool)
+            )  # Kueue: waiting workloads, not instances, and preemptions unseen
+            dashboard.add_widgets(
+                cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1)
+            )
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="guarantee vs use vs borrowed vs lent (instances)",
+                    width=12,
+                    left=[
+                        self.reclaim.metric_share(pool, team.name, m)
+                        for m in ("Guaranteed", "InUse", "Borrowed", "Lent")
+                    ],
+                ),
+                cloudwatch.GraphWidget(
+                    title="instance-hours per day",
+                    width=12,
+                    left=[
+                        self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=day)
+                        for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
+                    ],
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"waiting ({backend.pending_unit}) and starved below guarantee",
+                    width=12,
+                    left=[self.reclaim.metric_share(pool, team.name, "Pending")],
+                    right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")],
+                ),
+                *(
+                    [
+                        cloudwatch.GraphWidget(
+                            title="reclaims and preemptions",
+                            width=12,
+                            left=[
+                                self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1))
+                                for m in ("Preemptions", "LostCapacitySeconds")
+                            ],
+                        )
+                    ]
+                    if backend.preemptions_seen
+                    else []
+                ),
+            )
         if buys:
             dashboard.add_widgets(
                 cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1)
@@ -516,37 +453,6 @@ class Chargeback(Construct):
                 )
             )
         return dashboard
-
-    def _team_in_pool(self, team: Team, pool: str) -> list[_Rendered]:
-        """The graphs of a team's share of one pool, each line a metric the reclaim controller
-        publishes for the share."""
-        backend = backend_of(self.model.pool(pool))  # Kueue: waiting workloads, not instances, and preemptions unseen
-        tick = self._tick_seconds
-        share = [part for pair in zip(SHARE_DIMENSIONS, (pool, team.name), strict=True) for part in pair]
-
-        def graph(title: str, left: Sequence[_Line], right: Sequence[_Line] = ()) -> _ShareGraph:
-            return _ShareGraph(title, left, right, share=share, namespace=self.reclaim.namespace)
-
-        graphs = [
-            graph(
-                "guarantee vs use vs borrowed vs lent (instances)",
-                [_Line(m, "Maximum", tick) for m in SHARE_INSTANCES],
-            ),
-            graph("instance-hours per day", [_Line(m, "Sum", DAY_SECONDS) for m in SHARE_HOURS]),
-            graph(
-                f"waiting ({backend.pending_unit}) and starved below guarantee",
-                [_Line("Pending", "Maximum", tick)],
-                [_Line("StarvedBelowGuarantee", "Maximum", tick)],
-            ),
-        ]
-        if backend.preemptions_seen:
-            graphs.append(
-                graph(
-                    "reclaims and preemptions",
-                    [_Line(m, "Sum", HOUR_SECONDS) for m in ("Preemptions", "LostCapacitySeconds")],
-                )
-            )
-        return graphs
 
 
 def _budget_label(teams: Sequence[str]) -> str:
