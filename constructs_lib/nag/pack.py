@@ -8,17 +8,20 @@ from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
 from .cfn import StackIndex, one_resource_check
-from .rule import GovernanceRule
+from .rule import GovernanceRule, Result
 from .rules import RULES
 
 PACK_NAME = "GpuGovernance"
+_NOTHING_TO_REPORT = (NagRuleCompliance.COMPLIANT, NagRuleCompliance.NOT_APPLICABLE)
 
 
 @jsii.implements(IApplyRule)
 class _AppliedRule:
-    # cdk-nag reads these across jsii, which needs properties rather than plain attributes.
-    def __init__(self, rule: GovernanceRule, node: CfnResource, index: StackIndex) -> None:
-        self._rule, self._node, self._index = rule, node, index
+    """A rule's result, already evaluated in Python, handed to cdk-nag to report.
+    cdk-nag reads these across jsii, which needs properties rather than plain attributes."""
+
+    def __init__(self, rule: GovernanceRule, node: CfnResource, outcome: Result | Exception) -> None:
+        self._rule, self._node, self._outcome = rule, node, outcome
 
     @property
     def node(self) -> CfnResource:
@@ -40,8 +43,11 @@ class _AppliedRule:
     def rule_suffix_override(self) -> str:
         return self._rule.id
 
-    def rule(self, node: CfnResource) -> NagRuleCompliance | list[str]:
-        return self._rule.evaluate(node, self._index)
+    def rule(self, node: CfnResource) -> Result:
+        # Raised here, inside cdk-nag's applyRule, so cdk-nag reports it as it reports any rule's error.
+        if isinstance(self._outcome, Exception):
+            raise self._outcome
+        return self._outcome
 
 
 class GpuGovernanceChecks(NagPack):
@@ -64,5 +70,13 @@ class GpuGovernanceChecks(NagPack):
         resource_type = node.cfn_resource_type
         with one_resource_check():
             for rule in RULES:
-                if resource_type in rule.resource_types:
-                    self._apply_rule(_AppliedRule(rule, node, self._index))
+                if resource_type not in rule.resource_types:
+                    continue
+                try:
+                    outcome: Result | Exception = rule.evaluate(node, self._index, resource_type=resource_type)
+                except Exception as error:  # noqa: BLE001  cdk-nag reports a rule's error as a finding
+                    outcome = error
+                # cdk-nag's applyRule records nothing for a compliant result: only a finding or an
+                # error crosses jsii (about six calls each), which saves most of the pack's cost.
+                if outcome not in _NOTHING_TO_REPORT:
+                    self._apply_rule(_AppliedRule(rule, node, outcome))

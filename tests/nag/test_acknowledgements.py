@@ -9,9 +9,9 @@ from pathlib import Path
 
 import cdk_nag
 import pytest
-from aws_cdk import App
+from aws_cdk import App, Stack, Validations, aws_iam as iam, aws_s3 as s3
 
-from constructs_lib.core.acknowledgements import PACKS_WITH_RULE, finding_ids
+from constructs_lib.core.acknowledgements import PACKS_WITH_RULE, acknowledge_wildcard_resources, finding_ids
 from constructs_lib.organisation.compliance import STANDARD_PACKS
 
 
@@ -58,3 +58,29 @@ def test_ids_with_a_pack_prefix_pass_through_and_unknown_rules_fail():
     assert finding_ids("AwsSolutions-IAM5[Action::kms:ReEncrypt*]") == ("AwsSolutions-IAM5[Action::kms:ReEncrypt*]",)
     with pytest.raises(ValueError, match="LambdaInVpc: no pack prefix"):
         finding_ids("LambdaInVpc")
+
+
+def test_wildcard_resources_are_resolved_in_one_round_trip_and_acknowledged_exactly(monkeypatch):
+    stack = Stack(App(), "s")
+    bucket = s3.CfnBucket(stack, "Data")
+    policy = iam.CfnManagedPolicy(stack, "Policy", policy_document={})
+    resolved = []
+    resolve = Stack.resolve
+
+    def counting(self, value):
+        resolved.append(value)
+        return resolve(self, value)
+
+    monkeypatch.setattr(Stack, "resolve", counting)
+    acknowledge_wildcard_resources(
+        policy, [bucket.attr_arn, f"{bucket.attr_arn}/teams/a/*", "arn:aws:s3:::shared/*"], "The team's own prefix."
+    )
+    monkeypatch.undo()
+    assert len(resolved) == 1  # a round trip through jsii per resolve; a team's policies name dozens
+    acknowledged = [
+        key for e in policy.node.metadata if e.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY for key in e.data
+    ]
+    assert sorted(k.split("::", 1)[1] for k in acknowledged) == [
+        "AwsSolutions-IAM5[Resource::<Data.Arn>/teams/a/*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:s3:::shared/*]",
+    ]
