@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import assume, given, strategies as st
+from hypothesis import assume, example, given, strategies as st
 
 from gpu_governance_runtime.reclaim.planner import (
     RECLAIM,
@@ -190,8 +190,32 @@ def test_a_group_never_starts_beyond_its_quota_and_the_plan_fits_the_pool(state,
         assert sum(j.count for j in after.running if j.instance_type == t) <= state.capacity[t]
 
 
+# Found by Hypothesis: the pool's last free p4 goes to team0's first job, so its second job
+# reclaims the p4 team3 borrows from team0's quota although the group was one below its own.
+_LAST_FREE_INSTANCE = PoolState(
+    capacity={"p4": 3, "p5": 1},
+    shares=(
+        Share(name="team0", quota={"p4": 3}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+        Share(name="team1", quota={"p5": 1}, strategy=Strategy.RESERVE),
+        Share(name="team2", quota={}, strategy=Strategy.RESERVE),
+        Share(name="team3", quota={}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+    ),
+    running=tuple(
+        RunningJob(job_id=f"r1{i}", share=team, instance_type="p4", count=1, priority=0, started_at=0.0)
+        for i, team in ((1, "team0"), (2, "team3"))
+    ),
+    pending=tuple(
+        PendingJob(job_id=f"p{i}", share="team0", instance_type="p4", count=1, priority=0, submitted_at=0.0)
+        for i in (0, 1)
+    ),
+    now=10_000.0,
+    groups=(ShareGroup(name="g", shares=("team0", "team1", "team2", "team3"), quota={"p4": 3, "p5": 1}),),
+)
+
+
 @PROPERTY_SETTINGS
 @given(grouped_states())
+@example(_LAST_FREE_INSTANCE)
 def test_reclaim_respects_each_levels_guarantee(state):
     plan = plan_tick(state, UNCAPPED)
     group, jobs = state.groups[0], {j.job_id: j for j in (*state.running, *state.pending)}
@@ -203,14 +227,63 @@ def test_reclaim_respects_each_levels_guarantee(state):
         if victim.share in group.shares and job.share not in group.shares:
             raise AssertionError(f"{p.job_id} of a group within its quota was reclaimed by {job.share}, outside it")
         if victim.share in group.shares:
-            # a sibling is touched only for a job within its own quota, with the group at its quota
+            # a sibling is touched only for a job within its own quota, and only when what the tick
+            # starts would not fit otherwise: beyond the group's quota or beyond the pool (the tick's
+            # other starts count, so a job started first on the last free instance makes the reclaim needed)
+            # (less what the plan stops of the share's own: in-share preemption makes room first)
             own = sum(j.count for j in state.running if j.share == job.share and j.instance_type == p.instance_type)
+            own -= sum(q.count for q in plan.preemptions if q.share == job.share and q.instance_type == p.instance_type)
             assert own + job.count <= quotas[job.share].get(p.instance_type, 0)
-            assert _group_use(state.running, group, p.instance_type) + job.count > group.quota[p.instance_type]
+            started = [s for s in plan.starts if s.instance_type == p.instance_type]
+            in_group = _group_use(state.running, group, p.instance_type) + _group_use(started, group, p.instance_type)
+            in_pool = sum(j.count for j in state.running if j.instance_type == p.instance_type) + sum(
+                s.count for s in started
+            )
+            assert in_group > group.quota[p.instance_type] or in_pool > state.capacity[p.instance_type]
+
+
+def _set_aside_then_within_quota(team1_job: int, group_shares: tuple[str, ...], first_borrows: bool) -> PoolState:
+    """Found by Hypothesis: team0's guarantee job reclaims team1's 4 borrowed instances, which
+    brings team1's waiting job, set aside for borrowing while team1 was over its quota, within its
+    quota; planned only in the borrowing phase (which reclaims nothing), it found the group's last
+    room taken (by team2's job that only the group's quota covers, or by team3's borrowed job) and
+    reclaimed it on the next tick: a start, then a stop."""
+    shares = (
+        Share(name="team0", quota={"p4": 2}, strategy=Strategy.RESERVE),
+        Share(name="team1", quota={"p4": 3}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+        Share(name="team2", quota={"p4": 1}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+        Share(name="team3", quota={}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+    )
+    jobs = [("p0", "team2", 1, 1.0), ("p1", "team1", team1_job, 0.0)]
+    jobs += [(f"p{i}", "team0", 1, 0.0) for i in range(2, 7)]
+    return PoolState(
+        capacity={"p4": 7},
+        shares=shares,
+        running=(
+            RunningJob(job_id="r0", share="team1", instance_type="p4", count=4, priority=0, started_at=0.0),
+            RunningJob(
+                job_id="r1",
+                share="team2" if first_borrows else "team3",
+                instance_type="p4",
+                count=1,
+                priority=0,
+                started_at=0.0,
+            ),
+            RunningJob(job_id="r5", share="team0", instance_type="p4", count=1, priority=0, started_at=0.0),
+        ),
+        pending=tuple(
+            PendingJob(job_id=i, share=team, instance_type="p4", count=n, priority=0, submitted_at=at)
+            for i, team, n, at in jobs
+        ),
+        now=NOW,
+        groups=(ShareGroup(name="g", shares=group_shares, quota={"p4": 6}),),
+    )
 
 
 @PROPERTY_SETTINGS
 @given(grouped_states())
+@example(_set_aside_then_within_quota(2, ("team0", "team1", "team2"), first_borrows=True))
+@example(_set_aside_then_within_quota(3, ("team0", "team1", "team2", "team3"), first_borrows=False))
 def test_a_second_tick_over_the_applied_plan_preempts_nothing_more(state):
     plan = plan_tick(state, UNCAPPED)
     assert plan_tick(apply_plan(state, plan), UNCAPPED).preemptions == ()

@@ -36,7 +36,8 @@ Semantics (docs/reclaim.md explains them with examples):
   has a quota of the type, its shares together never start beyond it. Its shares borrow first (in
   the borrowing phase they take their turns before shares outside groups under their quota), and
   its headroom is guaranteed to the group: a share's job beyond its own quota that the group's
-  quota still covers reclaims from borrowers outside the group, never from a sibling. A group
+  quota still covers reclaims from borrowers outside the group, never from a sibling, and is
+  planned after the jobs within their own share's quota. A group
   within its quota is never reclaimed from by a share outside it; a share's guarantee job whose
   group is at its quota reclaims from its siblings' borrowed sets (outside borrowers first
   wherever either would do).
@@ -676,8 +677,35 @@ class _TypePlanner:
             ((queue_order(j), j) for j in self.state.pending if j.instance_type == self.instance_type),
             key=itemgetter(0),
         )
-        requeued: list[tuple[tuple, PendingJob]] = []  # victims, planned again in this tick
         rest: dict[str, list[tuple[tuple, PendingJob]]] = {}
+        # A job within its share's own quota comes before one only its group's headroom covers:
+        # planned the other way round, the group's job could take the group's last room this tick
+        # and be reclaimed by the sibling's guarantee job on the next (a start, then a stop).
+        # A job set aside for borrowing may be within its quota once a reclaim stopped its share's
+        # borrowed jobs: then the set-aside jobs are planned once more, before the group's are
+        # (the borrowing phase reclaims nothing, so within a group's quota it could not start).
+        group_covered = self._guarantee_phase(queue, rest, defer_group_covered=True)
+        if self.preemptions and self.group_quota and any(rest.values()):
+            set_aside = sorted((entry for entries in rest.values() for entry in entries), key=itemgetter(0))
+            rest.clear()
+            group_covered = sorted(
+                group_covered + self._guarantee_phase(set_aside, rest, defer_group_covered=True), key=itemgetter(0)
+            )
+        self._guarantee_phase(group_covered, rest, defer_group_covered=False)
+        self._borrowing_phase(rest)
+
+    def _guarantee_phase(
+        self,
+        queue: list[tuple[tuple, PendingJob]],
+        rest: dict[str, list[tuple[tuple, PendingJob]]],
+        *,
+        defer_group_covered: bool,
+    ) -> list[tuple[tuple, PendingJob]]:
+        """Admit ``queue``'s guarantee jobs in queue order; jobs beyond their share's guarantee go
+        to ``rest`` (the borrowing phase), or are returned when their group's quota covers them
+        and ``defer_group_covered``."""
+        requeued: list[tuple[tuple, PendingJob]] = []  # victims, planned again in this tick
+        deferred: list[tuple[tuple, PendingJob]] = []
         index = 0
         while index < len(queue) or requeued:
             if requeued and (index == len(queue) or requeued[0][0] < queue[index][0]):
@@ -688,6 +716,9 @@ class _TypePlanner:
             if self.shares[job.share].paused:
                 continue  # a paused team starts nothing, not even a victim requeued this tick
             if not self.within_guarantee(job):
+                if self.within_group_guarantee(job) and defer_group_covered:
+                    deferred.append(entry)
+                    continue
                 victims = (
                     self.admit(job, self.free_for(job.share), reclaim=True, group_guarantee=True)
                     if self.within_group_guarantee(job)
@@ -713,7 +744,7 @@ class _TypePlanner:
                 continue
             for victim in victims:
                 heapq.heappush(requeued, (queue_order(victim), victim))
-        self._borrowing_phase(rest)
+        return sorted(deferred, key=itemgetter(0))
 
     def _borrowing_phase(self, rest: dict[str, list[tuple[tuple, PendingJob]]]) -> None:
         def key(share: str) -> tuple:
