@@ -39,8 +39,9 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Two workers (pytest-xdist), each taking whole test modules: a module's fixtures synthesize once.
 test: $(INSTALLED) $(CDK_CLI)
-	$(BIN)/python -m pytest -m "not slurm and not member_sdk"
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slurm and not member_sdk"
 
 # The SageMaker Python SDK path: the [member] extra (sagemaker-train) and the tests marked member_sdk.
 test-member: $(INSTALLED)
