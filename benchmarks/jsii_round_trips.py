@@ -12,18 +12,15 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "lambda")]
 
-from tests.scale.generate import organisation  # noqa: E402
+from benchmarks.synth_scale import generated_app_environment  # noqa: E402
 
 
 def count() -> int:
@@ -53,14 +50,7 @@ def count() -> int:
 
 def measure(teams: int) -> dict[str, int]:
     with tempfile.TemporaryDirectory(prefix="jsii-round-trips-") as tmp:
-        config = Path(tmp) / "governance.yaml"
-        config.write_text(yaml.safe_dump(organisation(teams)))
-        env = {
-            **os.environ,
-            "CDK_OUTDIR": str(Path(tmp) / "out"),
-            "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
-        }
+        env = generated_app_environment(tmp, teams)
         done = subprocess.run(
             [sys.executable, __file__, "--child"], cwd=ROOT, env=env, capture_output=True, text=True, check=False
         )

@@ -54,16 +54,22 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def generated_app_environment(tmp: str, teams: int) -> dict[str, str]:
+    """Writes a generated organisation of ``teams`` into ``tmp``: the environment in which app.py
+    synthesizes it into ``tmp``/out, as the CDK CLI would run it."""
+    config = Path(tmp) / "governance.yaml"
+    config.write_text(yaml.safe_dump(organisation(teams)))
+    return {
+        **os.environ,
+        "CDK_OUTDIR": str(Path(tmp) / "out"),
+        "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+    }
+
+
 def measure(teams: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="synth-scale-") as tmp:
-        config = Path(tmp) / "governance.yaml"
-        config.write_text(yaml.safe_dump(organisation(teams)))
-        env = {
-            **os.environ,
-            "CDK_OUTDIR": str(Path(tmp) / "out"),
-            "CDK_CONTEXT_JSON": json.dumps({"config": str(config)}),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
-        }
+        env = generated_app_environment(tmp, teams)
         started = time.perf_counter()
         process = subprocess.Popen(
             [sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True

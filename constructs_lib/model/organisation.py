@@ -815,6 +815,19 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     problems += check_name_scopes(model)
 
     pools = {p.name: p for p in model.pools}
+    for name in model.consumer_accounts:
+        # The account's stack holds its teams' policies only: without a team it is empty, which
+        # CloudFormation refuses ("Resources section must exist and be non-empty").
+        if not model.teams_of_account(name):
+            problems.append(
+                Problem(
+                    path=f"consumer_accounts.{name}",
+                    wrong="no team's account: its stack would be empty, which CloudFormation refuses",
+                    value=name,
+                    allowed="the account of at least one team (teams[].account); otherwise remove it "
+                    "(and destroy its stack if it was deployed)",
+                )
+            )
     for index, team in enumerate(model.teams):
         path = f"teams[{index}]"
         if team.account not in model.consumer_accounts:

@@ -91,6 +91,8 @@ def test_console_script_exit_code_and_stderr(tmp_path):
 def test_config_from_environment(capsys, tmp_path, monkeypatch):
     data = default_data()
     data["teams"] = data["teams"][:1]
+    # an account left without a team is refused (its stack would be empty)
+    data["consumer_accounts"] = {data["teams"][0]["account"]: data["consumer_accounts"][data["teams"][0]["account"]]}
     for window in data["capacity_windows"]:
         window["team"] = data["teams"][0]["name"]  # a window's owner must be a declared team
     monkeypatch.setenv("GPU_GOVERNANCE_CONFIG", write(tmp_path, data))

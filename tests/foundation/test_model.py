@@ -463,3 +463,15 @@ def test_guard_mode_comes_from_the_file_beside_reclaim_mode():
     data["guard_mode"] = "act"
     model = GovernanceModel.from_dict(data)
     assert model.guard_mode == "act" and model.reclaim_mode == "dry_run"  # each controller's mode is its own
+
+
+def test_a_consumer_account_without_a_team_is_refused_before_synthesis():
+    # Its stack would hold no resource, which CloudFormation refuses at synthesis (the default-rules
+    # validation: "Resources section must exist and be non-empty"); validate says so first.
+    data = default_data()
+    data["consumer_accounts"]["idle"] = {"account_id": "999988887777", "region": "us-east-1"}
+    assert problems_of(data) == [
+        "consumer_accounts.idle: no team's account: its stack would be empty, which CloudFormation refuses "
+        "('idle') - the account of at least one team (teams[].account); otherwise remove it "
+        "(and destroy its stack if it was deployed)"
+    ]

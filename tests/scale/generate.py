@@ -55,7 +55,9 @@ def _consumer_account_id(account: int) -> str:
 
 
 def organisation(teams: int, name: str = "scale-ml", stack_layout: str = "per_team", accounts: int = ACCOUNTS) -> dict:
-    """The organisation as plain data (what the governance file holds)."""
+    """The organisation as plain data (what the governance file holds); with fewer teams than
+    ``accounts``, only the accounts its teams use (an account without a team is refused)."""
+    accounts = max(1, min(accounts, teams))
     quota_pools = sorted({quota_pool_name(i) for i in range(teams)})
     return {
         "version": 1,
