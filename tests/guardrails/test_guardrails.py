@@ -580,7 +580,7 @@ def test_tag_policy_over_the_size_quota_is_refused():
     teams = [
         {
             "name": f"team-{index:03d}-" + "x" * 31,
-            "account": "research",
+            "account": ("research", "product")[index % 2],  # every declared account has a team
             "preset": "steady",
             "members": [f"arn:aws:iam::{CONSUMER}:role/Member{index:03d}"],
             "quotas": {"many": {"g6e.12xlarge": 1}},
