@@ -154,7 +154,14 @@ prepare_dirs() {
     chmod 1777 "$STATE/run" "$STATE/log"
 }
 
-alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive PIDFILE COMMAND: the pid file names a live process running COMMAND. A pid file left by an
+# earlier machine run can name a pid the kernel has since given to another process.
+alive() {
+    [[ -f $1 ]] || return 1
+    local pid
+    pid=$(cat "$1")
+    kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2"
+}
 
 wait_for() {
     local what=$1 seconds=$2; shift 2
@@ -198,7 +205,7 @@ EOF
 }
 
 start_slurmdbd() {
-    if ! alive "$STATE/run/slurmdbd.pid"; then
+    if ! alive "$STATE/run/slurmdbd.pid" slurmdbd; then
         log "starting slurmdbd"
         runuser -u slurm -- /usr/sbin/slurmdbd
     fi
@@ -212,7 +219,7 @@ register_cluster() {
 
 start_slurmctld() {
     local config_changed=$1
-    if alive "$STATE/run/slurmctld.pid"; then
+    if alive "$STATE/run/slurmctld.pid" slurmctld; then
         [[ -n $config_changed ]] && { log "reconfiguring slurmctld"; scontrol reconfigure; }
     else
         log "starting slurmctld"
@@ -223,7 +230,7 @@ start_slurmctld() {
 
 start_slurmds() {
     for n in "${NODES[@]}"; do
-        if ! alive "$STATE/run/slurmd-$n.pid"; then
+        if ! alive "$STATE/run/slurmd-$n.pid" "slurmd -N $n "; then
             log "starting slurmd $n"
             /usr/sbin/slurmd -N "$n"
         fi
