@@ -52,8 +52,9 @@ def cost_allocation_tags(team: ChargedTeam, pool: str | None = None) -> dict[str
 
 def tag_for_cost_allocation(scope: Construct, team: ChargedTeam, pool: str | None = None) -> None:
     """Tag every taggable resource under ``scope`` for ``team``'s cost allocation."""
+    tags = Tags.of(scope)  # one round trip through jsii, not one per tag
     for key, value in cost_allocation_tags(team, pool).items():
-        Tags.of(scope).add(key, value)
+        tags.add(key, value)
 
 
 def alert_emails(model: Alerted) -> list[str]:

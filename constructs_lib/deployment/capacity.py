@@ -35,6 +35,10 @@ class CapacityAccountStack(Stack):
         # Set here, not only in cdk.json, so that every app building this stack gets it.
         self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         self.team_stacks = dict(team_stacks or {})
+        # Each owner's path below this stack, read across jsii once per owner: the same few
+        # owners ask team_scope for every team (docs/performance.md, round trips).
+        self._owner_paths: dict[str, tuple[str, ...]] = {}
+        self._depth = len(self.node.path.split("/"))
         self.access_logs = hardened_bucket(self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED)
         acknowledge(
             self.access_logs,
@@ -148,7 +152,10 @@ class CapacityAccountStack(Stack):
         team_stack = self.team_stacks.get(team_name)
         if team_stack is None:
             return owner
-        return team_stack.mirror(owner.node.path.split("/")[len(self.node.path.split("/")) :])
+        ref = owner.__jsii_ref__.ref  # the jsii object's id: no round trip
+        if ref not in self._owner_paths:
+            self._owner_paths[ref] = tuple(owner.node.path.split("/")[self._depth :])
+        return team_stack.mirror(self._owner_paths[ref])
 
     def _access_logs_in(self, stack: Stack) -> s3.IBucket:
         if stack is self:

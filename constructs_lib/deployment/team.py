@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Environment, Stack
 from constructs import Construct
 
@@ -21,11 +23,16 @@ class TeamStack(Stack):
             description=f"GPU governance: the resources of team {team_name} in the capacity account",
         )
         self.team_name = team_name
+        self._mirrors: dict[tuple[str, ...], Construct] = {}
 
-    def mirror(self, owner_path: list[str]) -> Construct:
+    def mirror(self, owner_path: Sequence[str]) -> Construct:
         """The construct at ``owner_path`` (the owner's path inside the capacity stack) in this
-        stack, made on first use: the team's resources keep the ids they have in one stack."""
-        parent: Construct = self
-        for part in owner_path:
-            parent = parent.node.try_find_child(part) or Construct(parent, part)
-        return parent
+        stack, made on first use: the team's resources keep the ids they have in one stack.
+        Kept once found, since each lookup of a child is a round trip through jsii."""
+        key = tuple(owner_path)
+        if key not in self._mirrors:
+            parent: Construct = self
+            for part in key:
+                parent = parent.node.try_find_child(part) or Construct(parent, part)
+            self._mirrors[key] = parent
+        return self._mirrors[key]

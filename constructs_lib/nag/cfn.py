@@ -68,7 +68,7 @@ def team_of(node: CfnResource) -> str | None:
     if not TagManager.is_taggable(node):
         return None
     value = node.tags.tag_values().get(TAG_TEAM)
-    return text(Stack.of(node).resolve(value)) if value is not None else None
+    return text(stack_of(node).resolve(value)) if value is not None else None
 
 
 def aws_managed_policies(node: CfnResource) -> list[str]:
@@ -104,13 +104,23 @@ def _once(what: str, node: CfnResource, compute: Callable[[], Any]) -> Any:
     return _memo[key]
 
 
+def cfn_type(node: CfnResource) -> str:
+    """The resource's CloudFormation type, read across jsii once per check."""
+    return _once("type", node, lambda: node.cfn_resource_type)
+
+
+def stack_of(node: CfnResource) -> Stack:
+    """The resource's stack, looked up across jsii once per check."""
+    return _once("stack", node, lambda: Stack.of(node))
+
+
 def properties(node: CfnResource) -> dict[str, Any]:
     """The resource's CloudFormation properties, tokens resolved to intrinsics.
 
     Resolved first, then rendered, as CDK itself does: an L2 may hold a property as a lazy value
     (the compute environments of ``aws_batch.JobQueue``) that only resolves to plain data."""
     return _once(
-        "properties", node, lambda: node._render_properties(Stack.of(node).resolve(node._cfn_properties)) or {}
+        "properties", node, lambda: node._render_properties(stack_of(node).resolve(node._cfn_properties)) or {}
     )
 
 
@@ -181,7 +191,7 @@ def identity_policy(node: CfnResource) -> IdentityPolicy:
 
 
 def _identity_policy(node: CfnResource) -> IdentityPolicy:
-    kind = node.cfn_resource_type
+    kind = cfn_type(node)
     props = properties(node)
     if kind in _POLICY_TYPES:
         documents = [props.get("PolicyDocument")]
@@ -194,7 +204,7 @@ def _identity_policy(node: CfnResource) -> IdentityPolicy:
         )
     else:
         documents = [policy.get("PolicyDocument") for policy in as_list(props.get("Policies"))]
-        own = {"Ref": Stack.of(node).resolve(node.logical_id)}
+        own = {"Ref": stack_of(node).resolve(node.logical_id)}
         roles, others = ([own], []) if kind == "AWS::IAM::Role" else ([], [own])
     return IdentityPolicy(
         statements=tuple(s for document in documents for s in _allow_statements(document)),
@@ -239,8 +249,8 @@ class StackIndex:
         self._by_stack: dict[str, dict[str, CfnResource]] = {}
 
     def _index(self, node: CfnResource, refresh: bool) -> dict[str, CfnResource]:
-        stack = Stack.of(node)
-        path = stack.node.path
+        stack = stack_of(node)
+        path = _once("stack path", node, lambda: stack.node.path)
         if refresh or path not in self._by_stack:
             self._by_stack[path] = {
                 stack.resolve(child.logical_id): child

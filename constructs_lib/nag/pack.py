@@ -7,7 +7,7 @@ from aws_cdk import CfnResource
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
-from .cfn import StackIndex, one_resource_check
+from .cfn import StackIndex, cfn_type, one_resource_check
 from .rule import GovernanceRule, Result
 from .rules import RULES
 
@@ -66,9 +66,9 @@ class GpuGovernanceChecks(NagPack):
         return PACK_NAME
 
     def _check_resource(self, node: CfnResource) -> None:
-        # Filtering by type here saves a round trip through jsii per rule and resource.
-        resource_type = node.cfn_resource_type
         with one_resource_check():
+            # Filtering by type here saves a round trip through jsii per rule and resource.
+            resource_type = cfn_type(node)
             for rule in RULES:
                 if resource_type not in rule.resource_types:
                     continue

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
-from .cfn import StackIndex
+from .cfn import StackIndex, cfn_type
 
 Result = NagRuleCompliance | list[str]
 """COMPLIANT, NOT_APPLICABLE, NON_COMPLIANT, or the findings (each acknowledged on its own as
@@ -34,7 +34,7 @@ class GovernanceRule:
         self, node: CfnResource, index: StackIndex, *, resource_type: str | None = None
     ) -> NagRuleCompliance | list[str]:
         """``resource_type``: the node's, when the caller has read it already (a jsii call saved)."""
-        if (resource_type or node.cfn_resource_type) not in self.resource_types:
+        if (resource_type or cfn_type(node)) not in self.resource_types:
             return NagRuleCompliance.NOT_APPLICABLE
         result = self.check(node, index)
         if isinstance(result, list) and not result:

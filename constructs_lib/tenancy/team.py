@@ -206,7 +206,7 @@ class TeamTenancy(Construct):
         self.team = team
         self.organisation = organisation
         tag_for_cost_allocation(self, team)
-        stack = Stack.of(self)
+        stack = self._stack = Stack.of(self)  # kept: each Stack.of is a round trip through jsii
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
         administration = [
@@ -401,7 +401,7 @@ class TeamTenancy(Construct):
         while their tags come from the member's own payload), read their logs and the metrics,
         push and pull the team's images, and keep secrets under the team's prefix, encrypted with
         the team's key."""
-        stack = Stack.of(self)
+        stack = self._stack
         training_jobs = [self._training_job_arn(name) for name in training_job_name_patterns(self.team.name)]
         key_alias = stack.format_arn(
             service="kms", resource="alias", resource_name=f"{self.organisation}/{self.team.name}"
@@ -454,7 +454,7 @@ class TeamTenancy(Construct):
         return policy
 
     def _secrets_arn(self) -> str:
-        return Stack.of(self).format_arn(
+        return self._stack.format_arn(
             service="secretsmanager",
             resource="secret",
             resource_name=f"{secrets_prefix(self.organisation, self.team.name)}*",
@@ -463,14 +463,14 @@ class TeamTenancy(Construct):
 
     def _discovery_arn(self, suffix: str = "") -> str:
         # format_arn adds the "/" between "parameter" and the name; the name's own leading "/" goes.
-        return Stack.of(self).format_arn(
+        return self._stack.format_arn(
             service="ssm",
             resource="parameter",
             resource_name=discovery_parameter_path(self.organisation, self.team.name).lstrip("/") + suffix,
         )
 
     def _training_job_arn(self, name: str) -> str:
-        return Stack.of(self).format_arn(service="sagemaker", resource="training-job", resource_name=name)
+        return self._stack.format_arn(service="sagemaker", resource="training-job", resource_name=name)
 
     def data_statements(self) -> list[iam.PolicyStatement]:
         return [

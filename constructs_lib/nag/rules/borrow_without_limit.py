@@ -5,7 +5,7 @@ from cdk_nag import NagRuleCompliance
 
 from ...backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from ...model import MAX_BORROW_LIMIT
-from ..cfn import StackIndex, properties
+from ..cfn import StackIndex, cfn_type, properties
 from ..rule import GovernanceRule, Result
 
 # HyperPod's ceiling (percent of the team's quota) is the only way to say "no limit" there;
@@ -15,7 +15,7 @@ _HYPERPOD_NO_LIMIT = MAX_BORROW_LIMIT
 
 def _check(node: CfnResource, index: StackIndex) -> Result:
     props = properties(node)
-    if node.cfn_resource_type == "AWS::Batch::QuotaShare":
+    if cfn_type(node) == "AWS::Batch::QuotaShare":
         sharing = props.get("ResourceSharingConfiguration") or {}
         if sharing.get("Strategy") != "LEND_AND_BORROW":
             return NagRuleCompliance.NOT_APPLICABLE

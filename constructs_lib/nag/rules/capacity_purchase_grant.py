@@ -5,7 +5,15 @@ from cdk_nag import NagRuleCompliance
 
 from constructs_lib.core.vocabulary import PURCHASE_ACTIONS, PURCHASING_MANAGED_POLICIES
 
-from ..cfn import CAPACITY_CONTROLLER, IDENTITY_POLICY_TYPES, StackIndex, allowed, aws_managed_policies, identity_policy
+from ..cfn import (
+    CAPACITY_CONTROLLER,
+    IDENTITY_POLICY_TYPES,
+    StackIndex,
+    allowed,
+    aws_managed_policies,
+    cfn_type,
+    identity_policy,
+)
 from ..rule import GovernanceRule, Result
 
 
@@ -15,7 +23,7 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
     # an AWS-managed policy buys as well as a written one, on every resource, for whoever holds it
     managed = (
         [f"ManagedPolicy::{name}" for name in aws_managed_policies(node) if name in PURCHASING_MANAGED_POLICIES]
-        if node.cfn_resource_type in ("AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group")
+        if cfn_type(node) in ("AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group")
         else []
     )
     if not purchasing:

@@ -7,7 +7,7 @@ from cdk_nag import NagRuleCompliance
 from constructs_lib.core.vocabulary import HYPERPOD_SHARING_STRATEGY
 
 from ...model import Preset, SharingStrategy
-from ..cfn import StackIndex, governance_metadata, properties
+from ..cfn import StackIndex, cfn_type, governance_metadata, properties
 from ..rule import GovernanceRule, Result
 
 _BATCH = {s: s.value.upper() for s in SharingStrategy}  # as QuotaManagedTrainingQueue spells them
@@ -21,7 +21,7 @@ def _check(node: CfnResource, index: StackIndex) -> Result:
         return [f"Preset::{preset_name}"]
     expected = Preset(preset_name).sharing.strategy
     props = properties(node)
-    if node.cfn_resource_type == "AWS::Batch::QuotaShare":
+    if cfn_type(node) == "AWS::Batch::QuotaShare":
         actual, spelled = (props.get("ResourceSharingConfiguration") or {}).get("Strategy"), _BATCH[expected]
     else:
         sharing = (props.get("ComputeQuotaConfig") or {}).get("ResourceSharingConfig") or {}

@@ -13,6 +13,7 @@ from ..cfn import (
     IDENTITY_POLICY_TYPES,
     StackIndex,
     allowed,
+    cfn_type,
     governance_metadata,
     identity_policy,
     properties,
@@ -30,9 +31,7 @@ def _buys_capacity(node: CfnResource, index: StackIndex, role_id: str) -> bool:
         return True
     return any(
         role_id in policy.role_ids and allowed(policy.statements, PURCHASE_ACTIONS)
-        for policy in (
-            identity_policy(r) for r in index.resources(node) if r.cfn_resource_type in IDENTITY_POLICY_TYPES
-        )
+        for policy in (identity_policy(r) for r in index.resources(node) if cfn_type(r) in IDENTITY_POLICY_TYPES)
     )
 
 
