@@ -38,7 +38,9 @@ from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.model import (
+    MAX_PRIORITY_CLASSES,
     POD_ROLE_SUFFIX,
+    PRINCIPAL_ARN,
     ROLE_PATH,
     GovernanceModel,
     HyperPodEksPool,
@@ -48,7 +50,7 @@ from constructs_lib.model import (
     Team,
     members_in_account,
 )
-from constructs_lib.model.props import PoolGovernanceProps
+from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
@@ -109,20 +111,41 @@ class HyperPodEksGovernanceProps(PoolGovernanceProps):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "priority_classes", tuple(self.priority_classes))
-        object.__setattr__(self, "platform_admins", tuple(self.platform_admins))
+        self._keep_as_tuple("priority_classes", "platform_admins")
 
     def problems(self) -> list[Problem]:
-        return super().problems() + [
-            Problem(
-                path=f"teams[{i}]",
-                wrong="no TeamTenancy given for the team",
-                value=t.name,
-                allowed=f"one of {sorted(self.tenants)}",
-            )
-            for i, t in enumerate(self.teams)
-            if isinstance(t, Team) and t.name not in self.tenants
-        ]
+        priority_classes = list_problems(
+            "priority_classes",
+            self.priority_classes,
+            accepts=lambda c: isinstance(c, PriorityClass),
+            item="PriorityClass",
+            items="priority classes",
+            least=1,  # what the scheduler config orders the teams' tasks by
+            most=MAX_PRIORITY_CLASSES,
+        )
+        admins = list_problems(
+            "platform_admins",
+            self.platform_admins,
+            accepts=lambda arn: isinstance(arn, str) and PRINCIPAL_ARN.fullmatch(arn) is not None,
+            item="IAM role or user ARN",
+            items="IAM role or user ARNs",
+            allowed_item="arn:aws:iam::<account>:role/<name> or :user/<name>",
+        )
+        return (
+            super().problems()
+            + priority_classes
+            + admins
+            + [
+                Problem(
+                    path=f"teams[{i}]",
+                    wrong="no TeamTenancy given for the team",
+                    value=t.name,
+                    allowed=f"one of {sorted(self.tenants)}",
+                )
+                for i, t in enumerate(self.teams)
+                if isinstance(t, Team) and t.name not in self.tenants
+            ]
+        )
 
 
 class HyperPodEksGovernance(Construct):

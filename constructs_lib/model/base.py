@@ -27,9 +27,8 @@ from gpu_governance_runtime.contract import (
 # [0-9], not \d: \d also matches other scripts' digits (a full-width account id would validate).
 AccountId = Annotated[str, StringConstraints(pattern=r"^[0-9]{12}$")]
 Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$", max_length=32)]
-PrincipalArn = Annotated[
-    str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
-]
+PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$")
+PrincipalArn = Annotated[str, StringConstraints(pattern=PRINCIPAL_ARN.pattern)]
 # An IAM Identity Center permission set name: the sso-admin service model's PermissionSetName
 # (CreatePermissionSet: 1-32 of [\w+=,.@-], \w being ASCII there).
 PermissionSetName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_+=,.@-]{1,32}$")]

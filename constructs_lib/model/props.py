@@ -10,7 +10,7 @@ CDK types the model must not import)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,8 +34,15 @@ class PoolGovernanceProps:
     teams: Sequence[Team]
 
     def __post_init__(self) -> None:
-        if isinstance(self.teams, list | tuple):  # anything else is a problem() naming it, not a TypeError here
-            object.__setattr__(self, "teams", tuple(self.teams))
+        self._keep_as_tuple("teams")
+
+    def _keep_as_tuple(self, *fields: str) -> None:
+        """Lists become tuples (the props are frozen); anything else stays, for problems() to name
+        rather than a TypeError here."""
+        for field in fields:
+            value = getattr(self, field)
+            if isinstance(value, list | tuple):
+                object.__setattr__(self, field, tuple(value))
 
     def problems(self) -> list[Problem]:
         """Everything wrong with these props, each naming its field; a subclass adds its own."""
@@ -50,20 +57,9 @@ class PoolGovernanceProps:
                     allowed=f"a pool with backend {self.BACKEND.name}",
                 )
             ]
-        if not isinstance(self.teams, tuple):
-            return [
-                Problem(
-                    path="teams",
-                    wrong="not a list of teams",
-                    value=type(self.teams).__name__,
-                    allowed="a list or tuple of Team",
-                )
-            ]
-        not_teams = [
-            Problem(path=f"teams[{i}]", wrong="not a Team", value=type(t).__name__, allowed="a Team of the model")
-            for i, t in enumerate(self.teams)
-            if not isinstance(t, Team)
-        ]
+        not_teams = list_problems(
+            "teams", self.teams, accepts=lambda t: isinstance(t, Team), item="Team", items="teams"
+        )
         if not_teams:
             return not_teams
         # A team's resources are named after it: a second one of the same name would collide.
@@ -84,3 +80,47 @@ class PoolGovernanceProps:
         """Raise every problem at once; constructs call it before creating any resource."""
         if problems := self.problems():
             raise GovernanceError(problems)
+
+
+def list_problems(
+    path: str,
+    value: Any,
+    *,
+    accepts: Callable[[Any], bool],
+    item: str,
+    items: str,
+    allowed_item: str | None = None,
+    least: int = 0,
+    most: int | None = None,
+) -> list[Problem]:
+    """What is wrong with a props field that holds a list (already a tuple, see
+    ``_keep_as_tuple``): not a list at all, an entry ``accepts`` refuses, or more than ``most``
+    entries or fewer than ``least``. ``item`` names one entry's kind, ``items`` the list's."""
+    if not isinstance(value, tuple):
+        return [
+            Problem(
+                path=path,
+                wrong=f"not a list of {items}",
+                value=type(value).__name__,
+                allowed=f"a list or tuple of {item}",
+            )
+        ]
+    problems = [
+        Problem(
+            path=f"{path}[{i}]",
+            wrong=f"not {'an' if item[0] in 'AEIOU' else 'a'} {item}",
+            value=entry if isinstance(entry, str) else type(entry).__name__,
+            allowed=allowed_item or f"a {item} of the model",
+        )
+        for i, entry in enumerate(value)
+        if not accepts(entry)
+    ]
+    if len(value) < least:
+        problems.append(
+            Problem(path=path, wrong=f"fewer than {least} {items}", value=len(value), allowed=f"at least {least}")
+        )
+    if most is not None and len(value) > most:
+        problems.append(
+            Problem(path=path, wrong=f"more than {most} {items}", value=len(value), allowed=f"at most {most}")
+        )
+    return problems

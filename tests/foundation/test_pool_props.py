@@ -72,9 +72,11 @@ def test_props_name_a_pool_of_another_backend(backend):
     _, props = pool_construct(backend)
     other = FAIR_POOL if backend != FAIR_POOL.backend else QUOTA_POOL
     problems = props.problems(dataclasses.replace(_stand_in(props), pool=other))
-    assert [str(p) for p in problems] == [
+    assert str(problems[0]) == (
         f"pool: not a {backend} pool ('{other.name} ({other.backend})') - a pool with backend {backend}"
-    ]
+    )
+    # Nothing that reads the pool follows; a backend's own fields (empty in the stand-in) may.
+    assert all(p.path.split("[")[0] not in ("pool", "teams") for p in problems[1:])
 
 
 def _stand_in(props: type) -> PoolGovernanceProps:
@@ -126,7 +128,7 @@ def test_a_team_that_is_not_a_team_is_refused_naming_it():
     team = Team(name="a", preset="steady", quotas={"q": {"ml.p5.48xlarge": 1}})
     with pytest.raises(GovernanceError) as raised:
         QuotaManagedTrainingQueue(stack, "Queue", pool=QUOTA_POOL, teams=[team, "b"])
-    assert str(raised.value) == "teams[1]: not a Team ('str') - a Team of the model"
+    assert str(raised.value) == "teams[1]: not a Team ('b') - a Team of the model"
     assert stack.node.try_find_child("Queue") is None
 
 

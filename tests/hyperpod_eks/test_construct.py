@@ -14,7 +14,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
 from constructs_lib.hyperpod_eks.kubernetes import USAGE_READER
-from constructs_lib.model import GovernanceModel
+from constructs_lib.model import GovernanceModel, PriorityClass
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.tenancy import TeamTenancy
 from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
@@ -601,7 +601,7 @@ def test_a_cluster_in_another_account_is_refused():
     assert "pool.cluster_arn" in str(error.value) and "account 999988887777" in str(error.value)
 
 
-def refused(pool, teams, stack: Stack | None = None) -> GovernanceError:
+def refused(pool, teams, stack: Stack | None = None, **props) -> GovernanceError:
     """The construct's error for these props, after checking that it left nothing in the stack."""
     model = org()
     stack = stack or new_stack(App())
@@ -611,9 +611,8 @@ def refused(pool, teams, stack: Stack | None = None) -> GovernanceError:
             "HyperPod",
             pool=pool,
             teams=teams,
-            priority_classes=model.priority_classes,
-            platform_admins=model.platform_admins,
-            tenants={},
+            **{"priority_classes": model.priority_classes, "platform_admins": model.platform_admins, "tenants": {}}
+            | props,
         )
     assert stack.node.try_find_child("HyperPod") is None  # nothing half-built
     return raised.value
@@ -642,6 +641,34 @@ def test_a_pool_of_another_backend_is_refused_naming_pool():
         "teams[1]: no TeamTenancy given for the team ('speech') - one of []",
         "teams[2]: no TeamTenancy given for the team ('prod') - one of []",
     ]
+
+
+ADMIN = "arn:aws:iam::111122223333:role/Admin"
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        # One ARN where a list belongs: before, tuple() split it into characters (a TypeError for None).
+        ({"platform_admins": ADMIN}, "platform_admins: not a list of IAM role or user ARNs ('str')"),
+        ({"platform_admins": None}, "platform_admins: not a list of IAM role or user ARNs ('NoneType')"),
+        (
+            {"platform_admins": [ADMIN, "Admin"]},
+            "platform_admins[1]: not an IAM role or user ARN ('Admin') - arn:aws:iam::<account>:role/<name> or :user/<name>",
+        ),
+        ({"priority_classes": "high"}, "priority_classes: not a list of priority classes ('str')"),
+        ({"priority_classes": []}, "priority_classes: fewer than 1 priority classes (0) - at least 1"),
+        (
+            {"priority_classes": [PriorityClass(name=f"p{i}", weight=i) for i in range(11)]},
+            "priority_classes: more than 10 priority classes (11) - at most 10",
+        ),
+        ({"priority_classes": [{"name": "high", "weight": 90}]}, "priority_classes[0]: not a PriorityClass ('dict')"),
+    ],
+)
+def test_props_of_the_wrong_shape_are_refused_naming_the_field(props, expected):
+    model = org()
+    error = refused(model.pools[0], model.teams, **props)  # no tenancies: those problems follow the field's
+    assert str(error).splitlines()[0].startswith(expected)
 
 
 def test_a_paused_team_gets_a_disabled_compute_quota():
