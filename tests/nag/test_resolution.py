@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aws_cdk import App, Stack, aws_iam as iam
 
-from constructs_lib.nag.cfn import identity_policy, one_resource_check, properties
+from constructs_lib.nag.cfn import cfn_type, identity_policy, one_resource_check, properties, stack_of
 
 
 def _role(stack: Stack, id: str, action: str) -> iam.CfnRole:
@@ -48,3 +48,20 @@ def test_every_check_resolves_afresh():
     with one_resource_check():
         assert properties(role)["RoleName"] == "tagged-later"
     assert properties(role)["RoleName"] == "tagged-later"  # outside a check: always resolved
+
+
+def test_within_one_check_the_type_and_stack_of_a_resource_cross_jsii_once(monkeypatch):
+    """Every rule of the pack asks them (issue 27: round trips per team, docs/performance.md)."""
+    from jsii._kernel.providers import process
+
+    stack = Stack(App(), "s")
+    role = _role(stack, "Role", "batch:SubmitJob")
+    sent = []
+    send = process._NodeProcess.send
+    monkeypatch.setattr(process._NodeProcess, "send", lambda self, *args: sent.append(args[0]) or send(self, *args))
+    with one_resource_check():
+        answers = [(cfn_type(role), stack_of(role)) for _ in range(3)]
+        identity_policy(role)  # reads the type and, for its own Ref, the stack: both kept
+    assert answers == [("AWS::IAM::Role", stack)] * 3
+    assert [type(r).__name__ for r in sent].count("GetRequest") == 3  # the type, the properties, the logical id
+    assert sum(getattr(r, "method", None) == "of" for r in sent) == 1  # Stack.of, once

@@ -95,3 +95,28 @@ def test_the_submission_guard_is_deployed_in_both_layouts_without_a_cycle(single
             r["Properties"].get("TopicName") for r in template["Resources"].values() if r["Type"] == "AWS::SNS::Topic"
         }
         assert f"acme-ml-gpu-guard-{team['name']}" in names
+
+
+def test_team_scope_answers_an_owner_again_without_a_round_trip_through_jsii(monkeypatch):
+    """The same few owners ask team_scope for every team, and each question used to read paths
+    across jsii (about 80 round trips per team at 1,000 teams, docs/performance.md)."""
+    from aws_cdk import App
+    from jsii._kernel.providers import process
+
+    from constructs_lib.deployment.reference import build_capacity_account
+
+    data = yaml.safe_load(default_config_text())
+    data["stack_layout"] = "per_team"
+    model = GovernanceModel.from_dict(data)
+    capacity, *team_stacks = build_capacity_account(App(), model)
+    owner, team_stack = capacity.reclaim_controller, team_stacks[-1]
+    first = capacity.team_scope(owner, team_stack.team_name)
+
+    sent = []
+    send = process._NodeProcess.send
+    monkeypatch.setattr(process._NodeProcess, "send", lambda self, *args: sent.append(args[0]) or send(self, *args))
+    again = capacity.team_scope(owner, team_stack.team_name)
+    monkeypatch.undo()
+
+    assert sent == [] and again is first
+    assert first.node.path == f"{team_stack.node.path}/ReclaimController"  # the owner's path, in the team's stack
