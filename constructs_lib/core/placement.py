@@ -9,10 +9,22 @@ team's own stack instead; construct ids stay the same, only the stack differs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aws_cdk import Stack
 from constructs import Construct
 
+Placer = Callable[[Construct, str], Construct]
+
+# Each owner's placer by the owner's jsii object id (unique for the process's life; jsii keeps the
+# objects themselves that long too): an owner asks for every team, and Stack.of is a round trip
+# through jsii (docs/performance.md, round trips).
+_placers: dict[str, Placer | None] = {}
+
 
 def team_scope(owner: Construct, team_name: str) -> Construct:
-    placer = getattr(Stack.of(owner), "team_scope", None)
+    ref = owner.__jsii_ref__.ref
+    if ref not in _placers:
+        _placers[ref] = getattr(Stack.of(owner), "team_scope", None)
+    placer = _placers[ref]
     return owner if placer is None else placer(owner, team_name)

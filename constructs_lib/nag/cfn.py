@@ -104,9 +104,16 @@ def _once(what: str, node: CfnResource, compute: Callable[[], Any]) -> Any:
     return _memo[key]
 
 
+_TYPE_OF_CLASS: dict[type, str | None] = {}
+
+
 def cfn_type(node: CfnResource) -> str:
-    """The resource's CloudFormation type, read across jsii once per check."""
-    return _once("type", node, lambda: node.cfn_resource_type)
+    """The resource's CloudFormation type: an L1 class names its one type (read across jsii once
+    per class); a generic ``CfnResource`` is asked, once per check."""
+    cls = type(node)
+    if cls not in _TYPE_OF_CLASS:
+        _TYPE_OF_CLASS[cls] = getattr(cls, "CFN_RESOURCE_TYPE_NAME", None)
+    return _TYPE_OF_CLASS[cls] or _once("type", node, lambda: node.cfn_resource_type)
 
 
 def stack_of(node: CfnResource) -> Stack:
