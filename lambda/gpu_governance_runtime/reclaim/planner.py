@@ -716,12 +716,13 @@ class _TypePlanner:
             if self.shares[job.share].paused:
                 continue  # a paused team starts nothing, not even a victim requeued this tick
             if not self.within_guarantee(job):
-                if self.within_group_guarantee(job) and defer_group_covered:
+                covered_by_group = self.within_group_guarantee(job)
+                if covered_by_group and defer_group_covered:
                     deferred.append(entry)
                     continue
                 victims = (
                     self.admit(job, self.free_for(job.share), reclaim=True, group_guarantee=True)
-                    if self.within_group_guarantee(job)
+                    if covered_by_group
                     else None
                 )
                 if victims is None:
