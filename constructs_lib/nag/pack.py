@@ -7,7 +7,7 @@ from aws_cdk import CfnResource
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
-from .cfn import StackIndex, cfn_type, one_resource_check
+from .cfn import StackIndex, one_resource_check
 from .rule import GovernanceRule, Result
 from .rules import RULES
 
@@ -66,14 +66,11 @@ class GpuGovernanceChecks(NagPack):
         return PACK_NAME
 
     def _check_resource(self, node: CfnResource) -> None:
+        # Within one check the rules share the resource's type, stack and properties (nag/cfn.py).
         with one_resource_check():
-            # Filtering by type here saves a round trip through jsii per rule and resource.
-            resource_type = cfn_type(node)
             for rule in RULES:
-                if resource_type not in rule.resource_types:
-                    continue
                 try:
-                    outcome: Result | Exception = rule.evaluate(node, self._index, resource_type=resource_type)
+                    outcome: Result | Exception = rule.evaluate(node, self._index)
                 except Exception as error:  # noqa: BLE001  cdk-nag reports a rule's error as a finding
                     outcome = error
                 # cdk-nag's applyRule records nothing for a compliant result: only a finding or an

@@ -30,11 +30,8 @@ class GovernanceRule:
     check: Callable[[CfnResource, StackIndex], Result]
     """Called only for resources of ``resource_types``."""
 
-    def evaluate(
-        self, node: CfnResource, index: StackIndex, *, resource_type: str | None = None
-    ) -> NagRuleCompliance | list[str]:
-        """``resource_type``: the node's, when the caller has read it already (a jsii call saved)."""
-        if (resource_type or cfn_type(node)) not in self.resource_types:
+    def evaluate(self, node: CfnResource, index: StackIndex) -> NagRuleCompliance | list[str]:
+        if cfn_type(node) not in self.resource_types:
             return NagRuleCompliance.NOT_APPLICABLE
         result = self.check(node, index)
         if isinstance(result, list) and not result:
