@@ -213,9 +213,30 @@ _LAST_FREE_INSTANCE = PoolState(
 )
 
 
+# Found by Hypothesis: team0 reserves 2 of the pool's 4 p4 and starts 1, so the 2 that team4
+# borrows are team1's quota; team1's job within its quota reclaims them although the pool and the
+# group have room on paper: team0's reserved idle p4 is not free for team1.
+_RESERVED_IDLE = PoolState(
+    capacity={"p4": 4},
+    shares=(
+        Share(name="team0", quota={"p4": 2}, strategy=Strategy.RESERVE),
+        Share(name="team1", quota={"p4": 2}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+        Share(name="team4", quota={}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+    ),
+    running=(RunningJob(job_id="r2", share="team4", instance_type="p4", count=2, priority=0, started_at=0.0),),
+    pending=tuple(
+        PendingJob(job_id=f"p{i}", share=share, instance_type="p4", count=count, priority=0, submitted_at=0.0)
+        for i, (share, count) in enumerate((("team0", 1), ("team1", 1), ("team0", 2)))
+    ),
+    now=10_000.0,
+    groups=(ShareGroup(name="g", shares=("team0", "team1", "team4"), quota={"p4": 4}),),
+)
+
+
 @PROPERTY_SETTINGS
 @given(grouped_states())
 @example(_LAST_FREE_INSTANCE)
+@example(_RESERVED_IDLE)
 def test_reclaim_respects_each_levels_guarantee(state):
     plan = plan_tick(state, UNCAPPED)
     group, jobs = state.groups[0], {j.job_id: j for j in (*state.running, *state.pending)}
@@ -239,7 +260,15 @@ def test_reclaim_respects_each_levels_guarantee(state):
             in_pool = sum(j.count for j in state.running if j.instance_type == p.instance_type) + sum(
                 s.count for s in started
             )
-            assert in_group > group.quota[p.instance_type] or in_pool > state.capacity[p.instance_type]
+            # and the other shares' idle quota they never lend (reserve, lending limits) is not free for it
+            held = sum(
+                share.held_idle(
+                    p.instance_type, sum(j.count for j in (*state.running, *started) if j.share == share.name)
+                )
+                for share in state.shares
+                if share.name != job.share
+            )
+            assert in_group > group.quota[p.instance_type] or in_pool + held > state.capacity[p.instance_type]
 
 
 def _set_aside_then_within_quota(team1_job: int, group_shares: tuple[str, ...], first_borrows: bool) -> PoolState:
