@@ -38,13 +38,14 @@ SUBCOMMAND_MODULES = (simulator_cli, cli_capacity, slurm_cli, cli_team, cli_memb
 
 def _validate(args: argparse.Namespace) -> int:
     from constructs_lib.model.capacity import window_warnings
+    from constructs_lib.model.organisation import shared_account_warnings
     from constructs_lib.organisation.limits import check_model, estimate
 
     model = model_from(args)
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
     if problems:
         raise GovernanceError(problems)
-    for warning in window_warnings(model):  # valid, but worth a second look
+    for warning in [*window_warnings(model), *shared_account_warnings(model)]:  # valid, but worth a second look
         print(f"warning: {warning}", file=sys.stderr)
     stacks = estimate(model)
     largest = max(stacks, key=lambda s: s.resources)
