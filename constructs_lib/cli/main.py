@@ -45,7 +45,7 @@ def _validate(args: argparse.Namespace) -> int:
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
     if problems:
         raise GovernanceError(problems)
-    for warning in [*window_warnings(model), *shared_account_warnings(model)]:  # valid, but worth a second look
+    for warning in window_warnings(model):  # valid, but worth a second look
         print(f"warning: {warning}", file=sys.stderr)
     stacks = estimate(model)
     largest = max(stacks, key=lambda s: s.resources)
@@ -57,7 +57,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"stack layout {model.stack_layout}: {counted(len(stacks), 'capacity-account stack')}, the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
-    for line in caveats(model):  # settings a backend ignores: part of the report, not an error
+    # Settings a backend ignores, and what IAM leaves to the accounts: part of the report, not an error.
+    for line in [*caveats(model), *shared_account_warnings(model)]:
         print(f"warning: {line}")
     return EXIT_OK
 

@@ -1292,7 +1292,7 @@ def _overlapping_identity_center_members(model: GovernanceModel) -> list[Problem
                 Problem(
                     path=path,
                     wrong=f"its Identity Center roles (AWSReservedSSO_{name}_* in account {account}) also match "
-                    f"{' and '.join(caught)}",
+                    f"{listed(caught)}",
                     value=name,
                     allowed="a permission set named neither as another team's in that account nor as another's name "
                     "followed by '_': its users would act for both teams",

@@ -114,7 +114,7 @@ def test_validate_warns_of_member_roles_of_two_teams_in_one_account(capsys):
         "each team an account of its own"
     ]
     assert main(["validate", "--example"]) == 0  # deployable: a warning, not a refusal
-    assert f"warning: {shared_account_warnings(model)[0]}" in capsys.readouterr().err.splitlines()
+    assert f"warning: {shared_account_warnings(model)[0]}" in capsys.readouterr().out.splitlines()
 
 
 @pytest.mark.parametrize(
