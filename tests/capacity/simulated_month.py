@@ -34,6 +34,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from gpu_governance_runtime.capacity import controller, market, requests, rotation
+from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Offering, Window
 from gpu_governance_runtime.capacity.rotation import ON_DEMAND, wanted_target
@@ -42,7 +43,7 @@ from tests.aws_model.dynamodb import FakeDynamoDB
 
 from .builders import NOW, window
 from .simulated_ec2 import FAULTS, Killed, SimulatedEc2
-from .stubbed_aws import TABLE
+from .stubbed_aws import CONTROLLER, TABLE
 
 ON_DEMAND_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 BLOCK_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
@@ -55,6 +56,8 @@ BATCH = {
     "job_queue": QUEUE,
 }
 P5_VCPUS = 192
+BLOCK_SUBNET = "subnet-0a1b2c3d4e5f60001"  # the block compute environment's only subnet, in us-east-1a
+SUBNET_ZONES = {BLOCK_SUBNET: "us-east-1a"}
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5-eks", "cluster_name": "ml", "nodegroup_name": "p5"}
 HOUR = timedelta(hours=1)
 
@@ -143,6 +146,14 @@ class Market(SimulatedEc2):
             }
         }
 
+    def _DescribeSubnets(self, params):
+        return 200, {
+            "Subnets": [
+                {"SubnetId": s, "AvailabilityZone": SUBNET_ZONES[s], "VpcId": "vpc-0a1b2c3d"}
+                for s in params["SubnetIds"]
+            ]
+        }
+
     def _DescribeInstanceTypes(self, params):
         return 200, {
             "InstanceTypes": [
@@ -203,9 +214,20 @@ class Month:
             ON_DEMAND_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=2 * P5_VCPUS, launch_template=template
         )
         self.batch.add_compute_environment(
-            BLOCK_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=0, state="DISABLED", launch_template=template
+            BLOCK_CE,
+            vcpus_per_instance=P5_VCPUS,
+            max_vcpus=0,
+            state="DISABLED",
+            launch_template=template,
+            allocation_strategy="BEST_FIT_PROGRESSIVE",  # [aws: batch-ce.infrastructure-update-strategy]
+            subnets=(BLOCK_SUBNET,),
+            launch_capacity=self._block_holds,
         )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND_CE, BLOCK_CE])
+        # The planner buys only where the block compute environment has a subnet (consumers.launch_zones).
+        self.sim.market = CapacityMarket(
+            ec2=self.sim.client, sagemaker=None, controller_id=CONTROLLER, batch=self.batch
+        )
         # On-demand requests and a flapping alarm, placed in the simulated days: (when, token, window, count, hours).
         paged, alarmed = NOW + self.days * timedelta(hours=7), NOW + self.days * timedelta(hours=13)
         self.asks = sorted(
@@ -218,6 +240,19 @@ class Month:
                 ],
             ]
         )
+
+    def _block_holds(self, template) -> int | None:
+        """How many instances EC2 launches from the block compute environment's launch template version: into a
+        block, no more than it holds while its instances run [aws: ec2-cb.launch-beyond-block-fails]; on demand,
+        any number."""
+        data = self.sim.versions[int(template["version"]) - 1]
+        target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})
+        reservation = target.get("CapacityReservationId")
+        if reservation is None:
+            return None
+        bought = next((p.offering for p in self.sim.made if p.reservation_id == reservation), None)
+        running = bought is not None and bought.start <= self.sim.now < bought.end - market.TERMINATION_LEAD
+        return bought.count if running else 0
 
     def _batch_fault(self, operation, phase):
         if phase != "before" or not operation.startswith("Update"):

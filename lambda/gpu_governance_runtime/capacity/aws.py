@@ -28,6 +28,7 @@ from botocore.exceptions import (
 from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
+from .consumers import launch_zones
 from .planner import HOUR, Offering, Reservation, Window, coverable, shortfall
 
 # The longest one purchase call can take with that client (connect, then wait for the answer).
@@ -74,12 +75,24 @@ class CapacityMarket:
     """EC2 Capacity Blocks and SageMaker training plans for one controller."""
 
     def __init__(
-        self, *, ec2: Any, sagemaker: Any, controller_id: str, purchase_ec2: Any = None, purchase_sagemaker: Any = None
+        self,
+        *,
+        ec2: Any,
+        sagemaker: Any,
+        controller_id: str,
+        purchase_ec2: Any = None,
+        purchase_sagemaker: Any = None,
+        batch: Any = None,
+        eks: Any = None,
     ):
         """``ec2``/``sagemaker`` read (retries welcome); ``purchase_*`` buy and must be built with
-        ``PURCHASE_CLIENT_CONFIG`` (default: the reading clients, which then must be too)."""
+        ``PURCHASE_CLIENT_CONFIG`` (default: the reading clients, which then must be too); ``batch``
+        and ``eks`` read where a launch-template consumer can launch (None: not read, the declared
+        zones alone bound the planner)."""
         self.ec2 = ec2
         self.sagemaker = sagemaker
+        self.batch = batch
+        self.eks = eks
         self.purchase_ec2 = purchase_ec2 or ec2
         self.purchase_sagemaker = purchase_sagemaker or sagemaker
         self.controller_id = controller_id
@@ -174,14 +187,22 @@ class CapacityMarket:
 
     # --- offerings ------------------------------------------------------------------------------
 
-    def offerings(self, window: Window, held: Iterable[Reservation], now: datetime) -> list[Offering]:
-        """Offerings that could fill the gaps of the window's occurrences in the horizon."""
+    def for_planning(self, window: Window, held: Iterable[Reservation], now: datetime) -> tuple[Window, list[Offering]]:
+        """The window as the planner should see it, and the offerings that could fill the gaps of its
+        occurrences in the horizon. With a gap, the window carries the zones its consumer can launch
+        in (``consumers.launch_zones``, read only then: a covered window costs no read)."""
         held = [r for r in held if window.serves_with(r.window) and r.state in market.COVERING_STATES]
         found: dict[str, Offering] = {}
+        read_zones = False
         for occurrence in window.occurrences(now):
             for gap_start, gap_end, missing in shortfall(
                 coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]
             ):
+                if not read_zones:
+                    window = replace(
+                        window, launch_zones=launch_zones(window, ec2=self.ec2, batch=self.batch, eks=self.eks)
+                    )
+                    read_zones = True
                 days = market.shortest_block_days(max(gap_start, now), gap_end)
                 if days is None:
                     continue
@@ -199,7 +220,7 @@ class CapacityMarket:
                             found.update(
                                 (o.id, o) for o in self._extension_offerings(reservation, gap_end, window.market)
                             )
-        return sorted(found.values(), key=lambda o: o.id)
+        return window, sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
         return [

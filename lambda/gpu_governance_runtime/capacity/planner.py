@@ -68,6 +68,30 @@ class Window:
     budget_window: str | None = None
     # CloudWatch alarms that request capacity for this window: {"alarm_name", "count", "hours"} each.
     alarm_requests: tuple[Mapping[str, Any], ...] = ()
+    # Read from AWS each run, not from the policy (consumers.launch_zones): the zones the consumer's subnets are in,
+    # where a block's instances can launch. None: not known or not bounded (what the declared zones allow).
+    launch_zones: frozenset[str] | None = None
+
+    def allows_zone(self, zone: str, *, launchable: bool = True) -> bool:
+        """Whether a block or plan in ``zone`` serves the window: a zone it declares (any, when it declares none)
+        that, with ``launchable``, its consumer can launch in."""
+        declared = not self.availability_zones or zone in self.availability_zones
+        return declared and (not launchable or self.launch_zones is None or zone in self.launch_zones)
+
+    @property
+    def zones_described(self) -> str:
+        """The zones the window may buy in, as reasons name them."""
+        if self.launch_zones is None:
+            return ", ".join(self.availability_zones) or "any zone"
+        usable = sorted(z for z in self.launch_zones if self.allows_zone(z))
+        return (
+            ", ".join(usable)
+            if usable
+            else (
+                f"no zone: the consumer's subnets are in {', '.join(sorted(self.launch_zones)) or 'none'}"
+                + (f", the window allows {', '.join(self.availability_zones)}" if self.availability_zones else "")
+            )
+        )
 
     @property
     def dry_run(self) -> bool:
@@ -380,8 +404,13 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
 
 
 def _fits(item: Reservation | Offering, window: Window) -> bool:
-    zones = window.availability_zones
-    return item.instance_type == window.instance_type and (not zones or item.availability_zone in zones)
+    """Of the window's type and zones. A block held in a zone the consumer's subnets no longer reach still counts
+    as held (buying a second one would spend twice; the rotation reports the zone, ``rotation._block_problems``);
+    only offerings must be in a zone the consumer can launch in."""
+    launchable = isinstance(item, Offering)
+    return item.instance_type == window.instance_type and window.allows_zone(
+        item.availability_zone, launchable=launchable
+    )
 
 
 def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
@@ -408,8 +437,7 @@ def _choose(
     """The best combination of offerings covering ``gaps`` that the consumer can use together
     with ``held`` (reservation id -> span), or None and the reason."""
     if not candidates:
-        zones = ", ".join(window.availability_zones) or "any zone"
-        return None, f"no offering of {window.instance_type} in {zones} for {_describe(gaps)}"
+        return None, f"no offering of {window.instance_type} in {window.zones_described} for {_describe(gaps)}"
     affordable = [o for o in candidates if o.price_per_instance_hour <= window.max_price_per_instance_hour]
     best = _cheapest_cover(window, gaps, affordable, reservations, held=held)
     if best is None:
