@@ -203,3 +203,18 @@ def test_a_batch_feed_needs_a_block_compute_environment_of_its_own_and_its_queue
         feeds["block_compute_environment"],
         feeds["job_queue"],
     )
+
+
+def test_an_eks_window_cannot_fall_back_to_an_on_demand_template():
+    """[aws: eks.capacity-block-template-required] (issue 37 row 11): a CAPACITY_BLOCK node group's launch template
+    must carry the capacity-block options, so ``fallback: on_demand`` (moving it to an on-demand template between
+    blocks) is refused by name; left out, the window compiles with ``none``, which the rotation keeps."""
+    eks = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
+    found = problems(window(feeds=eks, fallback="on_demand"))
+    assert (
+        "fallback: an EKS CAPACITY_BLOCK node group cannot be moved to an on-demand launch template (on_demand) - none"
+        in (str(found["capacity_windows[0]"]))
+    )
+    model = model_with(window(feeds=eks))
+    assert model.capacity_windows[0].to_policy(model)["fallback"] == "none"
+    assert model_with(window(feeds=eks, fallback="none")).capacity_windows[0].fallback == "none"

@@ -78,10 +78,6 @@ def into_block(reservation_id: str) -> Transform:
     return launch_data
 
 
-def on_demand(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k not in ("InstanceMarketOptions", "CapacityReservationSpecification")}
-
-
 def active_block(
     window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()
 ) -> Reservation | None:
@@ -98,14 +94,13 @@ def active_block(
 
 
 def wanted_target(window: Window, owned: Iterable[Reservation], current: Target, now: datetime) -> Target:
-    """The launch target the phase wants: the active block; with none, on demand (``fallback:
-    on_demand``) if the consumer still launches into a block, else what it has."""
+    """The launch target the phase wants: the active block; with none, what the consumer has. Never
+    on demand, whatever ``fallback`` says: a ``CAPACITY_BLOCK`` node group's launch template must
+    carry the capacity-block options [aws: eks.capacity-block-template-required], so a version
+    without them would be refused or strand the group; it waits at size 0 for the next block, and
+    the Batch block compute environment waits DISABLED behind the on-demand one."""
     block = active_block(window, owned, now)
-    if block is not None:
-        return ("capacity-block", block.id)
-    if window.fallback == "on_demand" and current[0] == "capacity-block":
-        return ON_DEMAND
-    return current
+    return ("capacity-block", block.id) if block is not None else current
 
 
 def by_consumer(windows: Iterable[Window]) -> list[tuple[Window, frozenset[str]]]:
@@ -464,10 +459,9 @@ def _create_version(ec2: Any, template: str, base: Mapping[str, Any], wanted: Ta
     request_shape = ec2.meta.service_model.operation_model("CreateLaunchTemplateVersion").input_shape.members[
         "LaunchTemplateData"
     ]
-    transform = on_demand if wanted == ON_DEMAND else into_block(wanted[1])
     return ec2.create_launch_template_version(
         LaunchTemplateName=template,
-        LaunchTemplateData=transform(conform(base["LaunchTemplateData"], request_shape)),
+        LaunchTemplateData=into_block(wanted[1])(conform(base["LaunchTemplateData"], request_shape)),
         VersionDescription=f"gpu-governance: into {_named(wanted)}"[:255],
     )["LaunchTemplateVersion"]["VersionNumber"]
 
