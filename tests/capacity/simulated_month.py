@@ -19,8 +19,8 @@ Invariants (``Month.check``): at most one purchase per occurrence; no two blocks
 launches into one reservation at a time overlap; no job killed by a rotation (no job ends by an
 infrastructure update, the on-demand compute environment is never updated); every consumer is off
 each block before its instances end (30 minutes before the block): the Batch block compute
-environment DISABLED and behind the on-demand one, the node group's launch target as the
-rotation wants it.
+environment DISABLED and behind the on-demand one, the node group scaled to 0 (the
+rotation keeps it scaled up only while a block is active and not yet draining).
 ``paid_idle`` gives the paid-but-idle instance-hours per window: hours bought that the window did
 not ask for (before its start, after its end, beyond its count).
 """
@@ -37,7 +37,6 @@ from gpu_governance_runtime.capacity import controller, market, requests, rotati
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Offering, Window
-from gpu_governance_runtime.capacity.rotation import ON_DEMAND, wanted_target
 from tests.aws_model.batch import REPLACED, Clock, FakeBatch, Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 
@@ -191,7 +190,8 @@ class Month:
     runs: int = 0
     batch_throttle_share: float = 0.05
     refuse_each_update_once: bool = False  # every Batch update is throttled once, then goes through on the next run
-    on_target: dict = field(default_factory=dict)  # window -> launch target as the rotation wants it after the last run
+    # node group -> the block the rotation keeps it scaled up on after the last run (None: at size 0)
+    scaled_on: dict = field(default_factory=dict)
     violations: list = field(default_factory=list)
     jobs_submitted: int = 0
     rotation_errors: int = 0
@@ -311,14 +311,9 @@ class Month:
                     sharing=sharing,
                 )
                 self.rotation_errors += "error" in result
-            else:  # the node group: the rotation's decision
-                key = w.consumer["launch_template_name"]
-                self.on_target[key] = wanted_target(
-                    w,
-                    [replace(b, window=w.name) if b.window in sharing else b for b in blocks],
-                    self.on_target.get(key, ON_DEMAND),
-                    now,
-                )
+            else:  # the node group: the rotation's decision (scaled to the block while one is active, else to 0)
+                block = rotation.active_block(w, blocks, now, sharing)
+                self.scaled_on[w.consumer["nodegroup_name"]] = None if block is None else block.id
         self._check_targets(now)
 
     def _check_targets(self, now):
@@ -338,10 +333,10 @@ class Month:
                     f"the block compute environment is still first or enabled at {now:%m-%d %H:%M}, {p.reservation_id}'s "
                     f"instances end {ends:%H:%M}"
                 )
-            for key, (_, target) in self.on_target.items():
-                if target == p.reservation_id and now >= ends:
+            for group, block in self.scaled_on.items():
+                if block == p.reservation_id and now >= ends:
                     self.violations.append(
-                        f"{key} still launches into {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}"
+                        f"node group {group} still scaled up on {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}"
                     )
 
     def play(self):
