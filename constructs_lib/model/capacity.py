@@ -14,6 +14,7 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
+from gpu_governance_runtime.capacity.market import TRAINING_PLAN_COUNTS
 from gpu_governance_runtime.contract import (
     CONSUMER_EKS_NODE_GROUP,
     CONSUMER_HYPERPOD_INSTANCE_GROUP,
@@ -196,6 +197,12 @@ class CapacityWindow(_Frozen):
         if self.market == "training_plan" and not sagemaker_type:
             raise ValueError(
                 f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}"
+            )
+        if self.market == "training_plan" and self.instance_count not in TRAINING_PLAN_COUNTS:
+            # [aws: sm-plan.instance-counts]: "The reservation instance quantity options are 1, 2, 4, 8, 16, 32 or 64"
+            raise ValueError(
+                f"instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances ({self.instance_count}) - "
+                "one of those"
             )
         if self.market == "capacity_block" and sagemaker_type:
             raise ValueError(

@@ -218,3 +218,13 @@ def test_an_eks_window_cannot_fall_back_to_an_on_demand_template():
     model = model_with(window(feeds=eks))
     assert model.capacity_windows[0].to_policy(model)["fallback"] == "none"
     assert model_with(window(feeds=eks, fallback="none")).capacity_windows[0].fallback == "none"
+
+
+def test_a_training_plan_window_asks_for_a_size_plans_are_sold_in():
+    """[aws: sm-plan.instance-counts]: 1, 2, 4, 8, 16, 32 or 64 instances; a window of 3 would always pay for 4."""
+    feeds = {"kind": "sagemaker_training_jobs"}
+    found = problems(window(feeds=feeds, instance_type="ml.p5.48xlarge", instance_count=3))
+    assert "instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances (3) - one of those" in (
+        found["capacity_windows[0]"].allowed
+    )
+    assert model_with(window(feeds=feeds, instance_type="ml.p5.48xlarge", instance_count=4)).capacity_windows

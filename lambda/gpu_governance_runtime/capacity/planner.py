@@ -193,6 +193,11 @@ class Reservation:
     end: datetime
     state: str
 
+    @property
+    def is_block(self) -> bool:
+        """A Capacity Block (EC2 reservation ids are ``cr-...``), not a training plan (an ARN)."""
+        return self.id.startswith("cr-")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Offering:
@@ -208,7 +213,8 @@ class Offering:
     currency: str = "USD"
     reservation_id: str | None = None  # the block an extension extends
     duration_minutes: int = 0  # on top of duration_hours: blocks end at 11:30 UTC, whenever they start
-    requested_hours: int | None = None  # the whole-day duration searched for that found it (None: read from a file)
+    requested_hours: int | None = None  # the duration searched for that found it (None: read from a file)
+    segments: int = 1  # reservations one purchase creates (CapacityBlockOfferingSegments)
 
     @property
     def extends(self) -> bool:
@@ -326,6 +332,10 @@ def plan(
     committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
     for name, w in windows.items():
         committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
+    # Every block not yet ended counts against the account's 256 instances, overlapping or not [aws: ec2-cb.instance-limits].
+    block_instances = sum(
+        r.count for r in reservations if r.is_block and r.state in market.COVERING_STATES and r.end > now
+    )
     purchases: list[Purchase] = []
     uncovered: list[Uncovered] = []
     covered: list[Occurrence] = []
@@ -364,9 +374,19 @@ def plan(
         choice, reason = _choose(
             window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans
         )
+        added = sum(o.count for o in (choice or ()) if o.kind == "block")
+        if choice is not None and block_instances + added > market.MAX_INSTANCES_ACROSS_BLOCKS:
+            choice, reason = (
+                None,
+                (
+                    f"at most {market.MAX_INSTANCES_ACROSS_BLOCKS} instances across Capacity Blocks: {block_instances} held "
+                    f"or being bought, this cover adds {added}"
+                ),
+            )
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
+        block_instances += added
         for offering in choice:
             purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
             purchased.add(offering.id)
@@ -393,6 +413,17 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
                 count=offering.count,
                 now=now,
                 duration_minutes=offering.duration_minutes,
+            )
+        if problem is None and offering.segments > 1:
+            problem = (
+                f"one purchase would create {offering.segments} reservations (segments, each with a zone, type and "
+                "schedule of its own): a consumer launches into one reservation at a time, so the others would be "
+                "paid and idle"
+            )
+        if problem is None and offering.kind == "extension":
+            extended = reservations[offering.reservation_id]
+            problem = market.extension_offering_problem(
+                block_start=extended.start, block_end=extended.end, end=offering.end, now=now
             )
         if problem is None and offering.start < now - HOUR and not offering.extends:
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
