@@ -88,6 +88,40 @@ def windows() -> list[Window]:
     ]
 
 
+# A search whose earliest start is this close to now is a search for capacity now, answered with an instant block too
+# that starts this long after the search (AWS documents "shortly after"; ParallelCluster's tests see about 30 minutes:
+# the planner covers a window that has begun from market.INSTANT_START_LEAD after now).
+INSTANT_SEARCH = timedelta(hours=1)
+INSTANT_START = timedelta(minutes=25)
+
+
+def _minute(moment):
+    return moment.replace(second=0, microsecond=0) + (
+        timedelta(minutes=1) if moment.second or moment.microsecond else timedelta(0)
+    )
+
+
+def _offering(id, instance_type, count, zone, per_hour, start, hours, segments) -> Offering:
+    """An offering of about ``hours`` from ``start`` that ends at an 11:30 UTC: the one nearest ``start + hours``, as
+    blocks found for a search last "slightly less or slightly more" than asked; its fee per instance-hour bought."""
+    end = market.next_block_end(start + hours * HOUR - timedelta(hours=12))
+    length = end - start
+    whole, rest = divmod(int(length.total_seconds()) // 60, 60)
+    return Offering(
+        id=id,
+        kind="block",
+        instance_type=instance_type,
+        count=count,
+        availability_zone=zone,
+        start=start,
+        end=end,
+        duration_hours=whole,
+        duration_minutes=rest,
+        upfront_fee=(Decimal(per_hour) * count * Decimal(int(length.total_seconds())) / 3600).quantize(Decimal("0.01")),
+        segments=segments,
+    )
+
+
 class Market(SimulatedEc2):
     """The simulated market, answering each search with offerings made for it, and the launch template the rotation reads."""
 
@@ -96,27 +130,34 @@ class Market(SimulatedEc2):
         self.versions = [{"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"}]
 
     def _DescribeCapacityBlockOfferings(self, params):
+        """For each search: a block from the first 11:30 UTC at or after ``StartDateRange``, two half-size pieces in
+        two other zones over the same hours, and one offering of two segments (one reservation each, zones of their
+        own [aws: ec2-cb.offering-segments]), cheaper than all; and for a search from now, an instant block too,
+        starting minutes after the search and ending at an 11:30 UTC, priced pro rata [aws: ec2-cb.instant-start]."""
         hours, count = params["CapacityDurationHours"], params["InstanceCount"]
         earliest = params.get("StartDateRange", self.now)
         start = earliest.replace(hour=11, minute=30, second=0, microsecond=0)
         start += timedelta(days=1) if start < earliest else timedelta(0)
+        shapes = [
+            ("", count, "us-east-1a", "31", start, 1),
+            ("-half-a", max(count // 2, 1), "us-east-1b", "25", start, 1),
+            ("-half-b", max(count // 2, 1), "us-east-1c", "25", start, 1),
+            ("-segmented", count, "us-east-1a", "22", start, 2),
+        ]
+        if earliest <= self.now + INSTANT_SEARCH:
+            shapes.append(("-instant", count, "us-east-1a", "31", _minute(self.now + INSTANT_START), 1))
         made = [
-            Offering(
-                id=f"cbo-{params['InstanceType']}-{count}-{hours}-{start:%m%d}{suffix}",
-                kind="block",
-                instance_type=params["InstanceType"],
-                count=size,
-                availability_zone=zone,
-                start=start,
-                end=start + hours * HOUR,
-                duration_hours=hours,
-                upfront_fee=Decimal(per_hour) * size * hours,
+            _offering(
+                f"cbo-{params['InstanceType']}-{count}-{hours}-{at:%m%d%H%M}{suffix}",
+                params["InstanceType"],
+                size,
+                zone,
+                per_hour,
+                at,
+                hours,
+                segments,
             )
-            for suffix, size, zone, per_hour in (
-                ("", count, "us-east-1a", "31"),
-                ("-half-a", max(count // 2, 1), "us-east-1b", "25"),
-                ("-half-b", max(count // 2, 1), "us-east-1c", "25"),
-            )
+            for suffix, size, zone, per_hour, at, segments in shapes
         ]
         known = {o.id for o in self.offerings}
         self.offerings += [o for o in made if o.id not in known]
@@ -383,6 +424,11 @@ class Month:
             f"the on-demand compute environment was updated: {r}"
             for op, r in self.batch.requests
             if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == ON_DEMAND_CE
+        ]
+        found += [
+            f"{p.window}: {p.offering.id} bought, a piece of an offering of several segments"
+            for p in self.sim.made
+            if "-segmented" in p.offering.id
         ]
         per_occurrence = Counter((p.window, p.offering.start, p.offering.end) for p in self.sim.made)
         found += [f"bought twice for {key}" for key, n in per_occurrence.items() if n > 1]

@@ -151,6 +151,26 @@ def block_offering(o):
         "CapacityBlockDurationMinutes": o.duration_minutes,
         "UpfrontFee": str(o.upfront_fee),
         "CurrencyCode": "USD",
+        **_segments(o),
+    }
+
+
+def _segments(o):
+    """An offering of several segments as EC2 lists it: one per zone, splitting the instances (the shape only)."""
+    if o.segments == 1:
+        return {}
+    zones = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")[: o.segments]
+    return {
+        "CapacityBlockOfferingSegments": [
+            {
+                "InstanceType": o.instance_type,
+                "AvailabilityZone": zone,
+                "InstanceCount": max(o.count // o.segments, 1),
+                "StartDate": o.start,
+                "EndDate": o.end,
+            }
+            for zone in zones
+        ]
     }
 
 
