@@ -1,8 +1,7 @@
 """Where a launch-template consumer can launch: the Availability Zones of its subnets.
 
-A Capacity Block lives in one zone ("Capacity Blocks are delivered as targeted capacity
-reservations in a single Availability Zone", [aws: ec2-cb.one-zone]), and an instance launches
-in the zone of the subnet it is given. So a Batch compute environment or an EKS node group can
+A Capacity Block lives in one zone [aws: ec2-cb.one-zone], and its instances launch only in a
+subnet of that zone [aws: batch-ce.subnet-in-block-zone]. So a Batch compute environment or an EKS node group can
 use a block only in a zone one of its subnets is in: the planner buys nowhere else, and the
 rotation checks the block's zone again before it moves the consumer onto it. Read from AWS each
 run (``DescribeComputeEnvironments`` / ``DescribeNodegroup``, then ``DescribeSubnets``), not from

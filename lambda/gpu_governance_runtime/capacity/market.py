@@ -38,7 +38,8 @@ TRAINING_PLAN_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 BLOCK_END_TIME = time(11, 30, tzinfo=UTC)
 TERMINATION_LEAD = timedelta(minutes=30)
 # Offerings for a window that begins now start a few minutes after the search ("instant start",
-# e.g. 04:55 for a search at 04:50): such a window is covered from this long after now.
+# e.g. 04:55 for a search at 04:50): such a window is covered from this long after now
+# [aws: ec2-cb.instant-start].
 INSTANT_START_LEAD = timedelta(minutes=30)
 # EC2 sends the expiration warning this long before the end.
 WARNING_LEAD = timedelta(minutes=40)

@@ -414,7 +414,7 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
                 now=now,
                 duration_minutes=offering.duration_minutes,
             )
-        if problem is None and offering.segments > 1:
+        if problem is None and offering.segments > 1:  # [aws: ec2-cb.offering-segments]
             problem = (
                 f"one purchase would create {offering.segments} reservations (segments, each with a zone, type and "
                 "schedule of its own): a consumer launches into one reservation at a time, so the others would be "

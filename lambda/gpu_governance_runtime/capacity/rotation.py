@@ -211,6 +211,9 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
     enabled = environment.get("state") == "ENABLED"
     block = active_block(window, owned, now)
     wanted = ("capacity-block", block.id) if block is not None else current
+    # The block's vCPUs. BEST_FIT_PROGRESSIVE may run one instance past maxvCpus [aws: batch-ce.max-vcpus-overshoot]; from
+    # a launch template into the block that launch finds no capacity and fails, never on demand
+    # [aws: ec2-cb.launch-beyond-block-fails].
     size = block.count * _vcpus(ec2, window.instance_type) if block is not None else 0
     found = {
         "version": version["VersionNumber"],
@@ -247,6 +250,7 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
             )
 
         def launch_into_block() -> None:
+            # New instances launch from the new version, into the block [aws: batch-ce.infrastructure-update-into-block].
             created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
             # An infrastructure update of an environment that is DISABLED and behind the on-demand one: none of the
             # block's jobs is on it (https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html).
