@@ -33,9 +33,9 @@ HOUR = timedelta(hours=1)
 # into Capacity Blocks in a Capacity Reservation group
 # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html#cr-groups-launch-cb),
 # but the EKS managed node group guide names only ``CapacityReservationId`` for a Capacity Block
-# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html) and Batch documents no
-# Capacity Block launch template at all: no group is used (docs/capacity.md, *What each consumer
-# can use*). A HyperPod instance group
+# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html), and so do AWS's blog and
+# sample for Batch [aws: batch-ce.capacity-block-launch-template]: no group is used (docs/capacity.md,
+# *What each consumer can use*). A HyperPod instance group
 # names one ``TrainingPlanArn``
 # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
 RESERVATIONS_AT_ONCE = {"batch_compute_environment": 1, "eks_node_group": 1, "hyperpod_instance_group": 1}
