@@ -19,6 +19,7 @@ from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noq
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings, reborrow_at  # noqa: E402
 from tests.aws_model.batch import Clock, Crash, FakeBatch, Faults  # noqa: E402
+from tests.aws_model.batch_arrays import ArrayBatch  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402
 
@@ -85,7 +86,7 @@ def tick(batch, table, records):
 
 
 def copies_of(batch, job_id):
-    return [j for j in batch.jobs.values() if j["tags"].get(TAG_FROM) == job_id]
+    return [j for j in batch.jobs.values() if j.get("tags", {}).get(TAG_FROM) == job_id]
 
 
 def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
@@ -204,24 +205,105 @@ def test_a_throttled_submit_is_sent_again_by_the_next_tick(table):
     assert len(copies_of(batch, victim)) == 1
 
 
-@pytest.mark.parametrize("kind", ["array", "waited_on"])
-def test_a_job_that_cannot_be_brought_back_faithfully_is_never_a_victim(table, kind):
+def array_borrower(batch):
+    """research runs an array of 8 one-instance children on its quota of 2: 6 are borrowed."""
+    return batch.add_job(
+        jobName="research-sweep",
+        jobQueue=QUEUE,
+        jobDefinition="sweep:1",
+        shareIdentifier="research",
+        arrayProperties={"size": 8},
+        parameters={"work_seconds": "36000"},
+        tags={"gpu-governance:team": "research"},
+    )
+
+
+@pytest.mark.parametrize("listed_by_queue", [False, True])
+def test_an_array_borrowing_beyond_its_quota_is_reclaimed_child_by_child_stopped_for_good_and_told_why(
+    table, listed_by_queue
+):
+    """Issue 38: until now an array job was never a victim, so a team kept lent capacity for ever
+    by submitting its work as one. Its children hold the instances (the parent never runs), each
+    is read whether or not ListJobs by queue lists it, and the 6 beyond research's quota of 2 are
+    terminated for training, with no copy (a child cannot be submitted again as it was) and the
+    reason on each; the 2 inside the quota run on."""
+    batch = ArrayBatch(Clock(), capacity={QUEUE: 8}, children_listed_by_queue=listed_by_queue)
+    parent = array_borrower(batch)
+    batch.advance(3600)
+    assert batch.jobs[parent]["status"] == "PENDING"
+    owner = owner_claims_back(batch)
+    records = []
+    result = tick(batch, table, records)
+    preemptions = [r for r in records if r.get("event") == "preemption"]
+    assert result.preemptions == len(preemptions) == 6
+    assert {(r["outcome"], r["stopped_for_good"]) for r in preemptions} == {("done", True)}
+    children = {child: batch.jobs[child] for child in batch.children[parent]}
+    stopped = {c for c, job in children.items() if job["status"] == "FAILED"}
+    assert {r["job_id"] for r in preemptions} == stopped and len(stopped) == 6
+    assert all("an array job" in children[c]["statusReason"] for c in stopped)  # what its owner reads
+    assert all(copies_of(batch, c) == [] for c in (parent, *children))
+    items = {i["job_id"]: i for i in table.scan()["Items"] if i.get("action") == "preempt"}
+    assert {(i["status"], i["stopped_for_good"][:13]) for i in items.values()} == {("done", "an array job ")}
+    batch.advance(60)
+    assert batch.jobs[owner]["status"] == "STARTING"  # on the 6 instances freed for it
+    assert sum(job["status"] == "RUNNING" for job in children.values()) == 2
+    assert tick(batch, table, records).preemptions == 0  # the 2 inside research's quota are its guarantee
+
+
+def test_a_job_others_depend_on_is_reclaimed_its_dependant_fails_as_batch_says_and_nothing_is_copied(table):
+    """Issue 38: a PENDING job that depends on the borrowed one no longer protects it."""
     batch, _ = world()
-    victim = borrower(batch, **({"arrayProperties": {"size": 2}} if kind == "array" else {}))
-    if kind == "waited_on":
-        batch.add_job(
-            jobName="evaluate",
-            jobQueue=QUEUE,
-            jobDefinition="eval:1",
-            shareIdentifier="research",
-            dependsOn=[{"jobId": victim}],
-        )
+    victim = borrower(batch)
+    dependant = batch.add_job(
+        jobName="evaluate",
+        jobQueue=QUEUE,
+        jobDefinition="eval:1",
+        shareIdentifier="research",
+        dependsOn=[{"jobId": victim}],
+    )
     batch.advance(3600)
     owner_claims_back(batch)
     records = []
-    result = tick(batch, table, records)
-    assert result.preemptions == 0
-    assert batch.jobs[victim]["status"] in ("STARTING", "RUNNING") and copies_of(batch, victim) == []
+    assert tick(batch, table, records).preemptions == 1
+    (preemption,) = [r for r in records if r.get("event") == "preemption"]
+    assert (preemption["job_id"], preemption["outcome"], preemption["stopped_for_good"]) == (victim, "done", True)
+    assert "other jobs depend on it" in batch.jobs[victim]["statusReason"]
+    assert batch.jobs[dependant]["status"] == "FAILED"  # Batch fails a dependant whose dependency failed
+    assert copies_of(batch, victim) == [] and copies_of(batch, dependant) == []
+
+
+def test_a_crash_after_stopping_a_job_that_gets_no_copy_is_closed_by_the_next_tick_without_one(table):
+    """The ledger says before the call that no copy is owed: the tick that finishes the open
+    action no longer sees the dependant (it failed with its dependency) and would otherwise copy."""
+    crashed = []
+
+    def crash_after_terminate(operation, phase):
+        if operation == "TerminateJob" and phase == "after" and not crashed:
+            crashed.append(1)
+            return "crash"
+        return None
+
+    batch, _ = world(crash_after_terminate)
+    victim = borrower(batch)
+    batch.add_job(
+        jobName="evaluate",
+        jobQueue=QUEUE,
+        jobDefinition="eval:1",
+        shareIdentifier="research",
+        dependsOn=[{"jobId": victim}],
+    )
+    batch.advance(3600)
+    owner_claims_back(batch)
+    with pytest.raises(Crash):
+        tick(batch, table, [])
+    assert batch.jobs[victim]["status"] == "FAILED"
+    batch.advance(60)
+    records = []
+    tick(batch, table, records)
+    (resumed,) = [r for r in records if r.get("event") == "preemption_resumed"]
+    assert (resumed["job_id"], resumed["outcome"]) == (victim, "done")
+    assert resumed["detail"].startswith("stopped for good, not requeued: other jobs depend on it")
+    assert copies_of(batch, victim) == []
 
 
 def test_a_terminate_whose_answer_was_lost_still_brings_the_job_back(table):
