@@ -14,9 +14,9 @@ played by the rules of the register (docs/aws-behaviour.md):
   [aws: batch.job-dependencies].
 
 Kept beside ``batch.py`` rather than in it so the two change apart; it touches only what arrays
-change. Children carry their parent's share identifier; whether DescribeJobs gives a child its
-parent's tags is not documented, so here it does not (the reclaim adapter gives a child its
-parent's).
+change. Whether DescribeJobs gives a child its parent's share identifier and tags is not
+documented: here a child has the share and no tags (the reclaim adapter gives a child what it
+lacks of its parent's) [aws: batch.array-child-fields].
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class ArrayBatch(FakeBatch):
         self.children: dict[str, list[str]] = {}  # parent id -> its children's ids, by index
 
     def submit_job(self, **request: Any) -> dict[str, Any]:
+        # an array's children <id>:<index>, each a job; the parent runs none of the work [aws: batch.array-jobs]
         answer = super().submit_job(**request)
         size = request.get("arrayProperties", {}).get("size")
         if size:
@@ -60,12 +61,14 @@ class ArrayBatch(FakeBatch):
     def list_jobs(
         self, *, jobQueue: str | None = None, arrayJobId: str | None = None, jobStatus: str | None = None, **rest: Any
     ) -> dict[str, Any]:
-        if arrayJobId is None:
+        if (
+            arrayJobId is None
+        ):  # by queue: children listed or not, as the model is told [aws: batch.array-children-listing]
             listed = super().list_jobs(jobQueue=jobQueue, jobStatus=jobStatus, **rest)
             if not self.children_listed_by_queue:
                 listed["jobSummaryList"] = [s for s in listed["jobSummaryList"] if not self._is_child(s["jobId"])]
             return listed
-        self._call("ListJobs", {"arrayJobId": arrayJobId, "jobStatus": jobStatus})
+        self._call("ListJobs", {"arrayJobId": arrayJobId, "jobStatus": jobStatus})  # [aws: batch.array-jobs]
         status = jobStatus or "RUNNING"
         summaries = [
             {"jobId": child, "jobArn": self.jobs[child]["jobArn"], "jobName": self.jobs[child]["jobName"]}
@@ -75,6 +78,7 @@ class ArrayBatch(FakeBatch):
         return self._answer("ListJobs", {"jobSummaryList": summaries})
 
     def terminate_job(self, *, jobId: str, reason: str) -> dict[str, Any]:
+        # a child alone, or the parent with all its children [aws: batch.array-jobs]
         if jobId not in self.children:
             return super().terminate_job(jobId=jobId, reason=reason)
         self._call("TerminateJob", {"jobId": jobId, "reason": reason})
@@ -90,6 +94,8 @@ class ArrayBatch(FakeBatch):
         return self._answer("TerminateJob", {})
 
     def _settle_dependencies(self) -> None:
+        # the parent's status follows its children's [aws: batch.array-jobs]; its dependants follow it
+        # [aws: batch.job-dependencies]
         super()._settle_dependencies()
         for parent_id, children in self.children.items():
             parent = self.jobs[parent_id]

@@ -263,7 +263,9 @@ def borrowers_submit_anything(draw):
                 parent = f"array-{job.job_id}"
                 renamed[job.job_id] = record["jobId"] = f"{parent}:0"
                 record["arrayProperties"] = {"index": 0}
-                tags = record.pop("tags") if draw(st.booleans()) else record["tags"]  # children may lack them
+                tags = record["tags"]
+                if draw(st.booleans()):  # no page says a child shows its parent's share and tags
+                    del record["tags"], record["shareIdentifier"]
                 records.append(
                     {
                         "jobId": parent,

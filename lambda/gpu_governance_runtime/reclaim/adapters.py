@@ -190,8 +190,8 @@ class BatchFairShareAdapter:
         as DescribeJobs has them. A parent never runs: its children hold the instances, and no
         page says whether ListJobs by queue lists them, so they are listed by their parent as well
         (the statuses its ``statusSummary`` counts, or all when it has none) and each is read once
-        [aws: batch.array-children-listing]. A child (id ``<parent>:<index>``) lacking its
-        parent's share or tags, however it was listed, takes them [aws: batch.array-jobs]."""
+        [aws: batch.array-children-listing]. A child (id ``<parent>:<index>``, [aws: batch.array-jobs])
+        lacking its parent's share or tags, however it was listed, takes them [aws: batch.array-child-fields]."""
         parents = {
             job["jobId"]: job
             for job in jobs
