@@ -13,12 +13,11 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds i
 from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim import adapters
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
-from gpu_governance_runtime.reclaim.handler import run_tick
-from gpu_governance_runtime.reclaim.ledger import Ledger
 from gpu_governance_runtime.reclaim.planner import ANY_TYPE, Settings, plan_tick
 from tests.aws_model.batch import Clock, FakeBatch
 from tests.reclaim.tables import reclaim_ledger_table
 from tests.reclaim.test_controller import G6E, POLICY
+from tests.reclaim.test_preempted_jobs_come_back import tick
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 P5 = "p5.48xlarge"
@@ -151,16 +150,7 @@ def test_in_a_pool_of_several_types_a_borrower_that_leaves_the_type_tag_out_hide
     assert {j.job_id: j.instance_type for j in state.running} == dict.fromkeys(hidden, ANY_TYPE)
     records = []
     with reclaim_ledger_table() as table:
-        result = run_tick(
-            "mixed",
-            adapter,
-            Ledger(table),
-            settings=Settings(),
-            dry_run=False,
-            namespace="Test",
-            now=batch.clock.now,
-            emit=records.append,
-        )
+        result = tick(batch, table, records, pool=TWO_TYPES)
     (stopped,) = [r for r in records if r.get("event") == "preemption"]
     assert result.preemptions == 1 and stopped["job_id"] in hidden and stopped["instance_type"] == P5
     assert (stopped["outcome"], stopped["stopped_for_good"]) == ("done", True)

@@ -71,10 +71,37 @@ def owner_claims_back(batch):
     )
 
 
-def tick(batch, table, records):
-    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
+def once_after(operation, fault):
+    """A fault plan: ``fault`` ("crash", "timeout") right after ``operation`` reached AWS, the first time only."""
+    done = []
+
+    def plan(called, phase):
+        if called == operation and phase == "after" and not done:
+            done.append(1)
+            return fault
+        return None
+
+    return plan
+
+
+def dependant(batch, job_id):
+    """research's evaluation job, waiting PENDING on ``job_id``."""
+    return batch.add_job(
+        jobName="evaluate",
+        jobQueue=QUEUE,
+        jobDefinition="eval:1",
+        shareIdentifier="research",
+        dependsOn=[{"jobId": job_id}],
+    )
+
+
+EC2_GPU = POLICY.pool("ec2-gpu")
+
+
+def tick(batch, table, records, pool=EC2_GPU):
+    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=pool, submit=batch)
     return controller.run_tick(
-        "ec2-gpu",
+        pool.name,
         adapter,
         Ledger(table),
         settings=Settings(),
@@ -127,15 +154,7 @@ def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
 
 
 def test_a_crash_between_terminate_and_submit_is_finished_by_the_next_tick(table):
-    crashed = []
-
-    def crash_once_after_terminate(operation, phase):
-        if operation == "TerminateJob" and phase == "after" and not crashed:
-            crashed.append(1)
-            return "crash"
-        return None
-
-    batch, _ = world(crash_once_after_terminate)
+    batch, _ = world(once_after("TerminateJob", "crash"))
     victim = borrower(batch)
     batch.advance(3600)
     owner_claims_back(batch)
@@ -152,15 +171,7 @@ def test_a_crash_between_terminate_and_submit_is_finished_by_the_next_tick(table
 
 
 def test_a_submit_answer_lost_after_batch_accepted_it_never_makes_a_second_copy(table):
-    lost = []
-
-    def timeout_after_submit(operation, phase):
-        if operation == "SubmitJob" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
-    batch, _ = world(timeout_after_submit, listing_lag=90.0)  # and the copy is listed only 90 s later
+    batch, _ = world(once_after("SubmitJob", "timeout"), listing_lag=90.0)  # and the copy is listed only 90 s later
     victim = borrower(batch)
     batch.advance(3600)
     owner_claims_back(batch)
@@ -254,13 +265,7 @@ def test_a_job_others_depend_on_is_reclaimed_its_dependant_fails_as_batch_says_a
     """Issue 38: a PENDING job that depends on the borrowed one no longer protects it."""
     batch, _ = world()
     victim = borrower(batch)
-    dependant = batch.add_job(
-        jobName="evaluate",
-        jobQueue=QUEUE,
-        jobDefinition="eval:1",
-        shareIdentifier="research",
-        dependsOn=[{"jobId": victim}],
-    )
+    evaluate = dependant(batch, victim)
     batch.advance(3600)
     owner_claims_back(batch)
     records = []
@@ -268,30 +273,16 @@ def test_a_job_others_depend_on_is_reclaimed_its_dependant_fails_as_batch_says_a
     (preemption,) = [r for r in records if r.get("event") == "preemption"]
     assert (preemption["job_id"], preemption["outcome"], preemption["stopped_for_good"]) == (victim, "done", True)
     assert "other jobs depend on it" in batch.jobs[victim]["statusReason"]
-    assert batch.jobs[dependant]["status"] == "FAILED"  # Batch fails a dependant whose dependency failed
-    assert copies_of(batch, victim) == [] and copies_of(batch, dependant) == []
+    assert batch.jobs[evaluate]["status"] == "FAILED"  # Batch fails a dependant whose dependency failed
+    assert copies_of(batch, victim) == [] and copies_of(batch, evaluate) == []
 
 
 def test_a_crash_after_stopping_a_job_that_gets_no_copy_is_closed_by_the_next_tick_without_one(table):
     """The ledger says before the call that no copy is owed: the tick that finishes the open
     action no longer sees the dependant (it failed with its dependency) and would otherwise copy."""
-    crashed = []
-
-    def crash_after_terminate(operation, phase):
-        if operation == "TerminateJob" and phase == "after" and not crashed:
-            crashed.append(1)
-            return "crash"
-        return None
-
-    batch, _ = world(crash_after_terminate)
+    batch, _ = world(once_after("TerminateJob", "crash"))
     victim = borrower(batch)
-    batch.add_job(
-        jobName="evaluate",
-        jobQueue=QUEUE,
-        jobDefinition="eval:1",
-        shareIdentifier="research",
-        dependsOn=[{"jobId": victim}],
-    )
+    dependant(batch, victim)
     batch.advance(3600)
     owner_claims_back(batch)
     with pytest.raises(Crash):
@@ -308,15 +299,7 @@ def test_a_crash_after_stopping_a_job_that_gets_no_copy_is_closed_by_the_next_ti
 
 def test_a_terminate_whose_answer_was_lost_still_brings_the_job_back(table):
     """Found by the month-long scenario: TerminateJob times out after Batch stopped the job."""
-    lost = []
-
-    def timeout_after_terminate(operation, phase):
-        if operation == "TerminateJob" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
-    batch, _ = world(timeout_after_terminate)
+    batch, _ = world(once_after("TerminateJob", "timeout"))
     victim = borrower(batch)
     batch.advance(3600)
     owner_claims_back(batch)
