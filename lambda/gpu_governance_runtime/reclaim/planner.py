@@ -892,10 +892,15 @@ class _TypePlanner:
         if reclaim:
             for other in self.shares:
                 sibling = group is not None and self.group_of.get(other) == group
-                if other == job.share or (sibling and outside_only):
+                unplaced = self.unplaced[other]
+                if (
+                    other == job.share
+                    or (sibling and outside_only)
+                    or (self.usage[other] <= self.quota[other] and not unplaced)
+                ):
                     continue
                 # jobs of ANY_TYPE first, whatever their share's (or group's) guarantee: theirs cannot be established
-                borrowed = [*self.unplaced[other].values()]
+                borrowed = [*unplaced.values()]
                 if not self.group_keeps(other, job.share):
                     borrowed += self.borrowed_set(other)
                 for v in borrowed:
