@@ -151,7 +151,7 @@ class SubmissionGuard(GovernanceController):
                 ENV_DRY_RUN: "true" if dry_run else "false",
             },
             reserved_concurrency=CONCURRENCY,
-            vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, DynamoDB); a VPC would add NAT cost and no isolation.",
+            vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, SQS, DynamoDB); a VPC would add NAT cost and no isolation.",
         )
         # The rule's events reach the function through Lambda's asynchronous queue
         # [aws: events.eventbridge-invokes-lambda-asynchronously]. Lambda retries an event the guard could not

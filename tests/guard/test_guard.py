@@ -719,6 +719,15 @@ def test_row_4_a_violation_read_only_after_the_job_ended_or_was_cancelled_is_rec
     assert [m["outcome"] for m in aws.received("platform")] == ["ended"]
 
 
+def test_a_clean_job_that_ended_is_admitted_without_reading_its_training_job_and_marks_none_read(aws):
+    """Its training job may never have been created; one never read must not count as read."""
+    aws.describe(status="FAILED", isTerminated=True, attempts=[attempt(training_job())])
+    aws.plan_tagged(plan("research-plan"), "research")
+    assert aws.run(event(status="RUNNING", attempts=[training_job()]))["training_jobs"] == []
+    (item,) = aws.items("guard-admitted")
+    assert item["training_jobs"] == []
+
+
 def test_dry_run_records_and_alerts_once_and_stops_nothing(aws):
     results = []
     for status in ("RUNNABLE", "SCHEDULED"):  # two state changes, one decision

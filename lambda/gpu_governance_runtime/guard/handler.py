@@ -229,7 +229,7 @@ def guard(
         training_job_tags=None if ended else lambda arn: _training_job_tags(sagemaker, arn),
     )
     if not found:
-        training_jobs = checks.training_jobs(job)
+        training_jobs = [] if ended else checks.training_jobs(job)  # only those whose tags were read
         ledger.put(
             admitted_key.id,
             pool=settings["pool"],
