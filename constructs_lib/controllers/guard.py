@@ -155,8 +155,8 @@ class SubmissionGuard(GovernanceController):
         )
         # The rule's events reach the function through Lambda's asynchronous queue
         # [aws: events.eventbridge-invokes-lambda-asynchronously]. Lambda retries an event the guard could not
-        # decide twice, then dead-letters it; throttled events wait in the queue up to MAX_EVENT_AGE
-        # [aws: events.lambda-async-retries].
+        # decide twice [aws: events.lambda-async-retries], then dead-letters it; throttled events wait in the
+        # queue up to MAX_EVENT_AGE [aws: events.lambda-async-throttled-events-wait].
         self.function.configure_async_invoke(retry_attempts=2, max_event_age=MAX_EVENT_AGE)
         acknowledge(
             self.function.node.find_child("EventInvokeConfig"),
