@@ -33,12 +33,13 @@ from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 
 from ..capacity.shape_examples import example, problems  # noqa: E402
 from ..reclaim.tables import reclaim_ledger_table  # noqa: E402
+from .request_shape import OPERATION, paths, sagemaker  # noqa: E402
 
 ACCOUNT, REGION = "111122223333", "us-east-1"
 QUEUE = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/sagemaker-training"
 REGISTRY = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
 SHARED = f"{REGISTRY}/acme-ml/base"
-REQUEST_SHAPE = botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateTrainingJob")
+REQUEST_SHAPE = sagemaker().operation_model(OPERATION)
 
 
 def role(team):
@@ -494,17 +495,7 @@ def test_a_payload_that_may_read_two_ways_is_refused(text, found):
 
 def _refused_examples():
     """Each refused member at a value that starts something (botocore's example, or another value of its enum)."""
-    shapes = {}
-
-    def walk(shape, prefix):
-        for name, member in shape.members.items():
-            path = f"{prefix}.{name}" if prefix else name
-            shapes[path] = member
-            inner = member.member if member.type_name == "list" else member
-            if inner.type_name == "structure":
-                walk(inner, f"{path}[]" if member.type_name == "list" else path)
-
-    walk(REQUEST_SHAPE.input_shape, "")
+    shapes = paths(sagemaker())
     for path, member in MEMBERS.items():
         if member.verdict != REFUSED:
             continue

@@ -11,38 +11,12 @@ import copy
 from pathlib import Path
 
 import botocore
-import botocore.session
 from botocore.model import ServiceModel
 
 from gpu_governance_runtime.guard import checks
 from gpu_governance_runtime.guard.members import ALLOWED, CHECKED, KINDS, MEMBERS, REFUSED, containers
 
-OPERATION = "CreateTrainingJob"
-
-
-def sagemaker() -> ServiceModel:
-    return botocore.session.get_session().get_service_model("sagemaker")
-
-
-def paths(model: ServiceModel) -> dict[str, object]:
-    """Every member of the request at every depth, by the table's path syntax -> its shape."""
-    found: dict[str, object] = {}
-
-    def walk(shape, prefix: str) -> None:
-        for name, member in shape.members.items():
-            path = f"{prefix}.{name}" if prefix else name
-            found[path] = member
-            inner = member.member if member.type_name == "list" else member
-            if inner.type_name == "structure":
-                walk(inner, f"{path}[]" if member.type_name == "list" else path)
-
-    walk(model.operation_model(OPERATION).input_shape, "")
-    return found
-
-
-def is_structure(shape) -> bool:
-    """A structure, or a list of structures: walked into, its members classified one by one."""
-    return (shape.member if shape.type_name == "list" else shape).type_name == "structure"
+from .request_shape import is_structure, paths, sagemaker
 
 
 def unclassified(model: ServiceModel) -> list[str]:
