@@ -319,8 +319,9 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
 
     def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
         """IAM for one team. Batch has no condition key for the quota share name; naming only the
-        team's quota-share ARN as the optional resource of SubmitServiceJob restricts the share,
-        and the required team tag scopes terminate and update to the team's own jobs."""
+        team's quota-share ARN as the optional resource of SubmitServiceJob restricts the share
+        [aws: batch-iam.quota-share-resource], and the required team tag scopes terminate and
+        update to the team's own jobs."""
         self._require_team(team_name)
         service_jobs = self._job_arn("service-job")
         team_tag_on_request = {"StringEquals": self._tags_on_request(team_name), **MEMBER_TAG_KEYS_ONLY}

@@ -1,6 +1,7 @@
 """The submission guard: a Lambda on Batch service-job state changes of the governed quota-share
-queues that checks what IAM cannot see, the SageMaker payload of each service job, against the
-submitting team (code: ``gpu_governance_runtime.guard``; docs/security.md).
+queues that checks what IAM cannot see, the SageMaker payload of each service job
+[aws: batch-iam.service-job-payload-unchecked], against the submitting team (code:
+``gpu_governance_runtime.guard``; docs/security.md).
 
 Minimal use, in the capacity account's stack::
 
