@@ -15,6 +15,7 @@ from tests.live import framework, probes
 from tests.live.framework import Context
 
 ACCOUNT = "111122223333"
+TICK = 15  # seconds the probes' clock moves at each reading
 
 
 class Stubs:
@@ -58,7 +59,7 @@ def context(stubs):
     """``context(**args)``: a Context of the sandbox account whose clients are ``stubs``'."""
 
     def make(**given) -> Context:
-        ticks = iter(range(0, 10**6, 15))
+        ticks = iter(range(0, 10**6, TICK))
         return Context(
             arguments(**given),
             ACCOUNT,

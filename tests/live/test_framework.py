@@ -11,10 +11,10 @@ import re
 import textwrap
 import types
 import uuid
-from pathlib import Path
 
 import pytest
 
+from tests.aws_model import register
 from tests.live import framework, probes, verify_live
 from tests.live.framework import (
     EXIT_CLEANUP,
@@ -31,9 +31,6 @@ from tests.live.framework import (
     Result,
     Verdict,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-REGISTER = ROOT / "docs" / "aws-behaviour.md"
 
 
 def _probe(name="p", row="batch-iam.x", run=None, needs=()):
@@ -232,57 +229,37 @@ def test_discovery_refuses_what_would_make_the_register_or_the_command_line_ambi
 
 # --- the register ------------------------------------------------------------------------------
 
-_ROW = re.compile(r"^### ([a-z0-9-]+\.[a-z0-9][a-z0-9-]*): ")
-_FIELD = re.compile(r"^\| (status|probe) \| (.*) \|$")
 _PROBE_NAME = re.compile(r"`verify-live: ([a-z0-9-]+)`")
 
 
-def register_rows(text: str) -> dict[str, dict[str, str]]:
-    """row id -> its status and probe fields (docs/aws-behaviour.md, the few fields this needs)."""
-    rows: dict[str, dict[str, str]] = {}
-    current, in_fence = None, False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            in_fence = not in_fence
-            continue
-        heading = None if in_fence else _ROW.match(line)
-        if heading:
-            current = rows.setdefault(heading[1], {})
-        elif current is not None and not in_fence and (field := _FIELD.match(line)):
-            current[field[1]] = field[2]
-        elif line.startswith("#"):
-            current = None
-    return rows
-
-
-def unprobed_rows(rows: dict[str, dict[str, str]], catalogue: Catalogue) -> list[str]:
+def unprobed_rows(rows: list[register.Row], catalogue: Catalogue) -> list[str]:
     """Rows no page proves whose probe field names a probe that does not exist, or no probe and no
     reason why none is needed (``none: ...``)."""
     names = {p.name for p in catalogue.probes}
     problems = []
-    for row, fields in rows.items():
-        if fields.get("status") not in ("undocumented", "contradicted"):
+    for row in rows:
+        if row.status not in ("undocumented", "contradicted"):
             continue
-        probe = fields.get("probe", "-")
+        probe = row.fields.get("probe", "-")
         named = _PROBE_NAME.findall(probe)
         if not named and not probe.startswith("none: "):
-            problems.append(f"{row}: names no probe ({probe})")
-        problems += [f"{row}: verify-live has no probe {name}" for name in named if name not in names]
+            problems.append(f"{row.id}: names no probe ({probe})")
+        problems += [f"{row.id}: verify-live has no probe {name}" for name in named if name not in names]
     return problems
 
 
 def test_every_register_row_no_page_proves_names_a_probe_that_exists():
-    rows = register_rows(REGISTER.read_text())
-    assert unprobed_rows(rows, framework.discover(probes)) == []
+    assert unprobed_rows(register.rows(), framework.discover(probes)) == []
 
 
 def test_each_probe_checks_a_row_of_the_register_that_names_it():
-    rows = register_rows(REGISTER.read_text())
+    rows = {row.id: row for row in register.rows()}
     for probe in framework.discover(probes).probes:
         assert probe.row in rows, f"{probe.name}: no row {probe.row} in docs/aws-behaviour.md"
-        assert probe.name in _PROBE_NAME.findall(rows[probe.row].get("probe", "")) or (
-            rows[probe.row].get("status") == "documented"
-        ), f"{probe.row} does not name its probe {probe.name}"
+        row = rows[probe.row]
+        assert probe.name in _PROBE_NAME.findall(row.fields["probe"]) or row.status == "documented", (
+            f"{probe.row} does not name its probe {probe.name}"
+        )
 
 
 def test_the_register_check_finds_a_row_whose_probe_is_missing():
@@ -320,7 +297,7 @@ def test_the_register_check_finds_a_row_whose_probe_is_missing():
         """
     )
     catalogue = Catalogue((_probe("tagged-submission"),))
-    assert unprobed_rows(register_rows(text), catalogue) == [
+    assert unprobed_rows(register.parse(text), catalogue) == [
         "batch-iam.a: verify-live has no probe gone",
         "batch-iam.b: names no probe (-)",
     ]
