@@ -59,12 +59,18 @@ def _state(admin, state):
     )
 
 
-def test_a_queued_job_that_starts_in_the_disabled_share_passes_and_the_share_is_enabled_again(stubs, context):
+def _queued_then_disabled(stubs):
+    """Batch's answers up to the share being DISABLED with a job of the team's queued in it."""
     admin, team = stubs("batch"), stubs("batch", role("research"))
     _share(admin)
     submitted(team, "queued", "research")
     _state(admin, "DISABLED")
     described(admin, "queued", "RUNNABLE")
+    return admin, team
+
+
+def test_a_queued_job_that_starts_in_the_disabled_share_passes_and_the_share_is_enabled_again(stubs, context):
+    admin, team = _queued_then_disabled(stubs)
     team.add_client_error("submit_service_job", "ClientException", "the quota share is DISABLED")
     described(team, "queued", "STARTING")
     terminated(team, "queued", "STARTING")
@@ -74,11 +80,7 @@ def test_a_queued_job_that_starts_in_the_disabled_share_passes_and_the_share_is_
 
 
 def test_a_queued_job_held_until_the_timeout_fails_the_row(stubs, context):
-    admin, team = stubs("batch"), stubs("batch", role("research"))
-    _share(admin)
-    submitted(team, "queued", "research")
-    _state(admin, "DISABLED")
-    described(admin, "queued", "RUNNABLE")
+    admin, team = _queued_then_disabled(stubs)
     team.add_client_error("submit_service_job", "ClientException", "the quota share is DISABLED")
     for _ in range(3):
         described(team, "queued", "RUNNABLE")
@@ -89,11 +91,7 @@ def test_a_queued_job_held_until_the_timeout_fails_the_row(stubs, context):
 
 
 def test_a_new_job_accepted_by_the_disabled_share_fails_the_row(stubs, context):
-    admin, team = stubs("batch"), stubs("batch", role("research"))
-    _share(admin)
-    submitted(team, "queued", "research")
-    _state(admin, "DISABLED")
-    described(admin, "queued", "RUNNABLE")
+    admin, team = _queued_then_disabled(stubs)
     submitted(team, "late", "research")
     described(team, "queued", "STARTING")
     terminated(team, "late")

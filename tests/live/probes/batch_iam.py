@@ -298,7 +298,10 @@ def tag_existing_job(context: Context, cleanup: Cleanup) -> Verdict:
     return passed(f"all refused: {', '.join(attempts)}")
 
 
-def _payload_with_one_thing_of_b(check: str, change) -> Probe:
+def _payload_with_one_thing_of_b(check: str, what: str, flag: str, change) -> Probe:
+    """A probe of ``batch-iam.service-job-payload-unchecked``: A's own payload but for ``what``,
+    which ``change`` makes B's (from the command line's ``flag``)."""
+
     def run(context: Context, cleanup: Cleanup) -> Verdict:
         a = context.args.team_a
         batch = _as_team_a(context)
@@ -319,7 +322,15 @@ def _payload_with_one_thing_of_b(check: str, change) -> Probe:
             return failed(f"job failed before starting: {reason} (the guard is then a second line)")
         return inconclusive(f"job ended {status} ({reason or 'no capacity before the timeout?'})")
 
-    return run
+    return Probe(
+        name=f"payload-{check}-of-another-team",
+        row="batch-iam.service-job-payload-unchecked",
+        does=f"as team A, into A's share, A's own payload but for {what}",
+        passes_when="it starts (then it is terminated): Batch and SageMaker take it, so only the submission guard stops it",
+        needs=(*SUBMITS, flag),
+        cost=cost_of_service_jobs(1, started=True),
+        run=run,
+    )
 
 
 def _tags(context: Context, body: dict) -> dict:
@@ -334,8 +345,6 @@ def _image(context: Context, body: dict) -> dict:
     return {**body, "AlgorithmSpecification": {**body["AlgorithmSpecification"], "TrainingImage": context.args.image_b}}
 
 
-PAYLOAD_ROW = "batch-iam.service-job-payload-unchecked"
-PAYLOAD_PASSES = "it starts (then it is terminated): Batch and SageMaker take it, so only the submission guard stops it"
 PROBES = [
     Probe(
         name="tagged-submission",
@@ -400,31 +409,7 @@ PROBES = [
         cost=cost_of_service_jobs(1, started=True),
         run=training_job_name,
     ),
-    Probe(
-        name="payload-tags-of-another-team",
-        row=PAYLOAD_ROW,
-        does="as team A, into A's share, A's own payload but for its Tags, which name team B",
-        passes_when=PAYLOAD_PASSES,
-        needs=(*SUBMITS, TEAM_B.flag),
-        cost=cost_of_service_jobs(1, started=True),
-        run=_payload_with_one_thing_of_b("tags", _tags),
-    ),
-    Probe(
-        name="payload-plan-of-another-team",
-        row=PAYLOAD_ROW,
-        does="as team A, into A's share, A's own payload but for its ResourceConfig.TrainingPlanArn: B's plan",
-        passes_when=PAYLOAD_PASSES,
-        needs=(*SUBMITS, PLAN_B.flag),
-        cost=cost_of_service_jobs(1, started=True),
-        run=_payload_with_one_thing_of_b("plan", _plan),
-    ),
-    Probe(
-        name="payload-image-of-another-team",
-        row=PAYLOAD_ROW,
-        does="as team A, into A's share, A's own payload but for its TrainingImage, in B's repository",
-        passes_when=PAYLOAD_PASSES,
-        needs=(*SUBMITS, IMAGE_B.flag),
-        cost=cost_of_service_jobs(1, started=True),
-        run=_payload_with_one_thing_of_b("image", _image),
-    ),
+    _payload_with_one_thing_of_b("tags", "its Tags, which name team B", TEAM_B.flag, _tags),
+    _payload_with_one_thing_of_b("plan", "its ResourceConfig.TrainingPlanArn: B's plan", PLAN_B.flag, _plan),
+    _payload_with_one_thing_of_b("image", "its TrainingImage, in B's repository", IMAGE_B.flag, _image),
 ]
