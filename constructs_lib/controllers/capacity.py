@@ -339,11 +339,13 @@ class CapacityController(GovernanceController):
         feeds = [w.feeds for w in model.capacity_windows]
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
-            statements.append(
+            statements += [
                 iam.PolicyStatement(
                     actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]
-                )
-            )
+                ),
+                # consumers.py: the zones of the consumer's subnets, where a block can be used (no resource-level permission).
+                iam.PolicyStatement(actions=["ec2:DescribeSubnets"], resources=["*"]),
+            ]
         batch_feeds = [f for f in feeds if f.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT]
         requeue_statements = []
         if batch_feeds:

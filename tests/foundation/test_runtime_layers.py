@@ -67,6 +67,7 @@ LAYERS = {
         "capacity/ledger.py",
         "capacity/aws.py",
         "capacity/chargeback.py",
+        "capacity/consumers.py",
         "capacity/controller.py",
         "capacity/delivery.py",
         "capacity/hyperpod.py",

@@ -95,6 +95,7 @@ REQUIRED_OPERATIONS = {
         "ListServiceJobs",
         "SubmitJob",
         "TerminateJob",
+        "TerminateServiceJob",
         "UpdateQuotaShare",
     ),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
