@@ -7,9 +7,13 @@ Two kinds of ownership:
   objects, prefix in the shared access-log bucket, quota shares, roles, secrets, discovery and
   training-plan parameters, training jobs and their log streams, image repository;
 - by tag: Batch jobs, service jobs and job definitions, and SageMaker training plans, belong to
-  the team their ``gpu-governance:team`` tag names (an existing one without the tag belongs to the
-  platform, never to a team: claiming it is an attack too); a job being created belongs to the
-  team its request tags and share identifier name.
+  the team their ``gpu-governance:team`` tag names; a job definition or training plan without the
+  tag belongs to the platform, never to a team (claiming it is an attack too). An existing job
+  without the tag is no team's: the tags of a submission are authorised as batch:TagResource,
+  which no documented condition key tells from tagging an existing job, so a team can claim such
+  a job; none is in a governed queue, which test_prover proves apart (every submission there
+  carries a team tag, no team removes it). A job being created belongs to the team its request
+  tags and share identifier name.
 
 Names come from the library's naming functions (``team_name_scopes``), resources from the
 synthesized templates (tenants.read_organisation), never from logical ids."""

@@ -51,10 +51,10 @@ def _owner_pinned(statement: Statement) -> bool:
     where the resource's KEY is absent or already v (``StringEqualsIfExists aws:ResourceTag/KEY =
     v``): it takes no job from another owner and names no other. Batch authorises the tags of
     SubmitJob / SubmitServiceJob as batch:TagResource inside that call, and no page says how it
-    builds that request's context [aws: batch-iam.tag-on-create-context]: a
-    grant that needs a batch:* key there, or the new job's aws:ResourceTag absent (``Null = true``;
-    IAM puts the requested tags there "in requests that create a resource with an attached tag"),
-    may refuse every tagged submission, and is not accepted as the pin."""
+    builds that request's context [aws: batch-iam.tag-on-create-context]: a grant that needs a
+    batch:* key there, or the new job's aws:ResourceTag absent (``Null = true``; IAM puts the
+    requested tags there "in requests that create a resource with an attached tag"), may refuse
+    every tagged submission, and is not accepted as the pin."""
     lowered = lambda operator: {  # noqa: E731
         key.lower(): _values(value) for key, value in statement.conditions.get(operator, {}).items()
     }
