@@ -69,4 +69,4 @@ clean:
 # docs/security.md). VERIFY_ARGS="--queue Q --team-a A --team-b B --image I --instance-type T --output S3"
 .PHONY: verify-live
 verify-live: $(INSTALLED)
-	$(BIN)/python tests/live/verify_live.py $(VERIFY_ARGS)
+	$(BIN)/python -m tests.live.verify_live $(VERIFY_ARGS)

@@ -1,6 +1,7 @@
 """The submission guard: a Lambda on Batch service-job state changes of the governed quota-share
-queues that checks what IAM cannot see, the SageMaker payload of each service job, against the
-submitting team (code: ``gpu_governance_runtime.guard``; docs/security.md).
+queues that checks what IAM cannot see, the SageMaker payload of each service job
+[aws: batch-iam.service-job-payload-unchecked], against the submitting team (code:
+``gpu_governance_runtime.guard``; docs/security.md).
 
 Minimal use, in the capacity account's stack::
 
@@ -289,9 +290,10 @@ class SubmissionGuard(GovernanceController):
                 actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[self.dead_letters.queue_arn]
             ),
             iam.PolicyStatement(actions=["batch:DescribeServiceJob"], resources=["*"]),  # no resource-level permission
-            # Only service jobs with a team tag: the governed teams' (members may set it only inside
-            # their own submission, batch/queues.py). Not a list of the teams: that would grow the
-            # inline policy past IAM's 10,240 characters at a few hundred teams.
+            # Only service jobs with a team tag: the governed teams' (every job of a governed queue
+            # carries its team's, which no team may change or remove, batch/queues.py). Not a list of
+            # the teams: that would grow the inline policy past IAM's 10,240 characters at a few
+            # hundred teams.
             iam.PolicyStatement(
                 actions=["batch:TerminateServiceJob"],
                 resources=[service_jobs],
