@@ -21,9 +21,6 @@ that role in a quota-share queue holding shares for teams A and B.
 
 from __future__ import annotations
 
-import json
-import uuid
-
 from botocore.exceptions import ClientError
 
 from gpu_governance_runtime.contract import (  # plain Python: no aws_cdk
@@ -41,6 +38,7 @@ from ._batch import (
     SUBMITS,
     TEAM_A,
     TEAM_B,
+    copy_of_role,
     cost_of_service_jobs,
     denied,
     refused,
@@ -48,6 +46,7 @@ from ._batch import (
     tags_of,
     team_payload,
     until_started_or_failed,
+    while_iam_propagates,
 )
 
 PLAN_B = Option("--plan-b", "a training plan ARN bought for team B (tagged gpu-governance:team = B)")
@@ -57,8 +56,6 @@ JOB_DEFINITION = Option("--job-definition", "one of team A's job definitions the
 RECLAIM_ROLE = Option("--reclaim-role", "the reclaim controller's role name (<organisation>-capacity-reclaimer)")
 OPTIONS = [*BATCH_OPTIONS, PLAN_B, IMAGE_B, FAIR_SHARE_QUEUE, JOB_DEFINITION, RECLAIM_ROLE]
 TAG_ROW = "batch-iam.tag-on-create-context"
-# IAM is eventually consistent: a role or policy just made may be refused for some seconds.
-PROPAGATION_SECONDS = 90
 
 
 def _as_team_a(context: Context):
@@ -180,68 +177,18 @@ def tagged_submission(context: Context, cleanup: Cleanup) -> Verdict:
     return passed(f"both submissions accepted with their tags ({', '.join(seen)}; terminated)")
 
 
-def _caller(context: Context) -> str:
-    """The ARN a trust policy names for whoever runs the probe (a role's, for an assumed-role session)."""
-    arn = context.client("sts", None).get_caller_identity()["Arn"]
-    if ":assumed-role/" not in arn:
-        return arn
-    return context.client("iam", None).get_role(RoleName=arn.split("/")[1])["Role"]["Arn"]
-
-
-def _copy_of_role(context: Context, cleanup: Cleanup, role_name: str) -> str:
-    """A temporary role the caller may assume, holding ``role_name``'s policies (the controller's
-    own role trusts only Lambda); deleted by the undo steps."""
-    iam = context.client("iam", None)
-    name = f"gpu-governance-verify-live-{uuid.uuid4().hex[:12]}"
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"AWS": _caller(context)}, "Action": "sts:AssumeRole"}],
-    }
-    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust), MaxSessionDuration=3600)["Role"][
-        "Arn"
-    ]
-    cleanup.add(f"delete role {name}", lambda: iam.delete_role(RoleName=name))
-    for policy in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
-        document = iam.get_role_policy(RoleName=role_name, PolicyName=policy)["PolicyDocument"]
-        iam.put_role_policy(RoleName=name, PolicyName=policy, PolicyDocument=json.dumps(document))
-        cleanup.add(
-            f"delete policy {policy} of role {name}",
-            lambda p=policy: iam.delete_role_policy(RoleName=name, PolicyName=p),
-        )
-    for attached in iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"]:
-        iam.attach_role_policy(RoleName=name, PolicyArn=attached["PolicyArn"])
-        cleanup.add(
-            f"detach {attached['PolicyArn']} from role {name}",
-            lambda p=attached["PolicyArn"]: iam.detach_role_policy(RoleName=name, PolicyArn=p),
-        )
-    return arn
-
-
-def _while_iam_propagates(context: Context, call):
-    """``call()``, again while IAM answers AccessDenied for at most PROPAGATION_SECONDS (a new role
-    or policy is not seen everywhere at once); the last answer stands."""
-    deadline = context.clock() + PROPAGATION_SECONDS
-    while True:
-        try:
-            return call()
-        except ClientError as error:
-            if not denied(error) or context.clock() >= deadline:
-                raise
-            context.sleep(10)
-
-
 def controller_copy(context: Context, cleanup: Cleanup) -> Verdict:
     """SubmitJob of a copy as the reclaim controller submits it (common/batch_copy.py): A's share,
     A's tags and the requeue marks, as a role holding the controller role's policies."""
     args, a = context.args, context.args.team_a
     try:
-        role = _copy_of_role(context, cleanup, args.reclaim_role.rsplit("/", 1)[-1])
-        batch = _while_iam_propagates(context, lambda: context.client("batch", role))
+        role = copy_of_role(context, cleanup, args.reclaim_role)
+        batch = while_iam_propagates(context, lambda: context.client("batch", role))
     except ClientError as error:
         return inconclusive(f"could not act as a copy of {args.reclaim_role}: {error}")
     tags = {**tags_of(args, a), TAG_REQUEUED_FROM: "verify-live", TAG_TIMES_PREEMPTED: "1"}
     try:
-        job_id = _while_iam_propagates(
+        job_id = while_iam_propagates(
             context,
             lambda: batch.submit_job(
                 jobName="verify-live-copy",
