@@ -25,7 +25,23 @@ IMAGE = Option("--image", "any training image the account can pull")
 INSTANCE_TYPE = Option("--instance-type", "an instance type of team A's quota share (ml.g6e.12xlarge)")
 OUTPUT = Option("--output", "an S3 output path team A's execution role may write")
 TIMEOUT = Option("--timeout-minutes", "how long a probe waits for a job to start", float, 20.0)
-OPTIONS = [QUEUE, TEAM_A, TEAM_B, COST_CENTRE_A, COST_CENTRE_B, IMAGE, INSTANCE_TYPE, OUTPUT, TIMEOUT]
+FAIR_SHARE_QUEUE = Option("--fair-share-queue", "a governed fair-share job queue (its name) with a share for team A")
+JOB_DEFINITION = Option("--job-definition", "one of team A's job definitions there, as name:revision")
+RECLAIM_ROLE = Option("--reclaim-role", "the reclaim controller's role name (<organisation>-capacity-reclaimer)")
+OPTIONS = [
+    QUEUE,
+    TEAM_A,
+    TEAM_B,
+    COST_CENTRE_A,
+    COST_CENTRE_B,
+    IMAGE,
+    INSTANCE_TYPE,
+    OUTPUT,
+    TIMEOUT,
+    FAIR_SHARE_QUEUE,
+    JOB_DEFINITION,
+    RECLAIM_ROLE,
+]
 SUBMITS = (QUEUE.flag, TEAM_A.flag, IMAGE.flag, INSTANCE_TYPE.flag, OUTPUT.flag)
 
 STARTED = {"SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED"}

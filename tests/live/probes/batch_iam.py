@@ -32,8 +32,11 @@ from gpu_governance_runtime.contract import (  # plain Python: no aws_cdk
 from ..framework import Cleanup, Context, Option, Probe, Verdict, failed, inconclusive, passed
 from ._batch import (
     BATCH_TRAINING_JOB_PREFIX,
+    FAIR_SHARE_QUEUE,
+    JOB_DEFINITION,
     OPTIONS as BATCH_OPTIONS,
     REASON,
+    RECLAIM_ROLE,
     STARTED,
     SUBMITS,
     TEAM_A,
@@ -51,10 +54,7 @@ from ._batch import (
 
 PLAN_B = Option("--plan-b", "a training plan ARN bought for team B (tagged gpu-governance:team = B)")
 IMAGE_B = Option("--image-b", "an image URI in team B's repository")
-FAIR_SHARE_QUEUE = Option("--fair-share-queue", "a governed fair-share job queue (its name) with a share for team A")
-JOB_DEFINITION = Option("--job-definition", "one of team A's job definitions there, as name:revision")
-RECLAIM_ROLE = Option("--reclaim-role", "the reclaim controller's role name (<organisation>-capacity-reclaimer)")
-OPTIONS = [*BATCH_OPTIONS, PLAN_B, IMAGE_B, FAIR_SHARE_QUEUE, JOB_DEFINITION, RECLAIM_ROLE]
+OPTIONS = [*BATCH_OPTIONS, PLAN_B, IMAGE_B]
 TAG_ROW = "batch-iam.tag-on-create-context"
 
 
