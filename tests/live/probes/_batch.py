@@ -130,6 +130,34 @@ def submit(
     return job_id
 
 
+def as_team_a(context: Context) -> Any:
+    """A Batch client acting as team A's submission role."""
+    return context.client("batch", context.team_role(context.args.team_a, "submit"))
+
+
+def submit_own(
+    context: Context,
+    cleanup: Cleanup,
+    batch: Any,
+    name: str,
+    *,
+    body: dict[str, Any] | str | None = None,
+    tags: dict[str, str] | None = None,
+) -> str:
+    """A job of team A in its own share, submitted as its tooling does: its tags and a payload named
+    after it, unless ``body`` or ``tags`` say otherwise."""
+    a = context.args.team_a
+    return submit(
+        context,
+        cleanup,
+        batch,
+        share=a,
+        tags=tags_of(context.args, a) if tags is None else tags,
+        body=team_payload(context, f"{a}-{name}", a) if body is None else body,
+        name=name,
+    )
+
+
 def terminate(batch: Any, job_id: str) -> None:
     """Stops the job unless it ended already (terminating an ended job is refused)."""
     status = batch.describe_service_job(jobId=job_id)["status"]

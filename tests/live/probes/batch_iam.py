@@ -41,11 +41,13 @@ from ._batch import (
     SUBMITS,
     TEAM_A,
     TEAM_B,
+    as_team_a,
     copy_of_role,
     cost_of_service_jobs,
     denied,
     refused,
     submit,
+    submit_own,
     tags_of,
     team_payload,
     until_started_or_failed,
@@ -58,30 +60,12 @@ OPTIONS = [*BATCH_OPTIONS, PLAN_B, IMAGE_B]
 TAG_ROW = "batch-iam.tag-on-create-context"
 
 
-def _as_team_a(context: Context):
-    return context.client("batch", context.team_role(context.args.team_a, "submit"))
-
-
-def _own(context: Context, cleanup: Cleanup, batch, name: str) -> str:
-    """A job of team A in its own share, submitted as its tooling does."""
-    a = context.args.team_a
-    return submit(
-        context,
-        cleanup,
-        batch,
-        share=a,
-        tags=tags_of(context.args, a),
-        body=team_payload(context, f"{a}-{name}", a),
-        name=name,
-    )
-
-
 def quota_share_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
     """A's own share must work (else the probe proves nothing); B's must be refused."""
     a, b = context.args.team_a, context.args.team_b
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     try:
-        _own(context, cleanup, batch, "verify-live-own")
+        submit_own(context, cleanup, batch, "verify-live-own")
     except ClientError as error:
         return inconclusive(f"team {a} cannot submit into its own share: {error}")
     try:
@@ -104,16 +88,10 @@ def quota_share_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
 def pass_role_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
     """Into A's own share, a payload that runs as B's execution role."""
     a, b = context.args.team_a, context.args.team_b
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     try:
-        job_id = submit(
-            context,
-            cleanup,
-            batch,
-            share=a,
-            tags=tags_of(context.args, a),
-            body=team_payload(context, f"{b}-verify-live-b", b),
-            name="verify-live-b",
+        job_id = submit_own(
+            context, cleanup, batch, "verify-live-b", body=team_payload(context, f"{b}-verify-live-b", b)
         )
     except ClientError as error:
         return (passed if denied(error) else inconclusive)(f"SubmitServiceJob refused: {error}")
@@ -129,9 +107,9 @@ def pass_role_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
 def training_job_name(context: Context, cleanup: Cleanup) -> Verdict:
     """A's own job, until Batch has created its training job: is it named as assumed?"""
     a = context.args.team_a
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     try:
-        job_id = _own(context, cleanup, batch, "verify-live-name")
+        job_id = submit_own(context, cleanup, batch, "verify-live-name")
     except ClientError as error:
         return inconclusive(f"team {a} cannot submit into its own share: {error}")
     job = until_started_or_failed(context, batch, job_id)
@@ -148,7 +126,7 @@ def tagged_submission(context: Context, cleanup: Cleanup) -> Verdict:
     """A's submission as its tooling makes it, once with a scheduling priority and once without:
     both must be accepted, and the job must carry the tags."""
     a = context.args.team_a
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     tags = tags_of(context.args, a)
     seen = []
     for priority in (1, None):
@@ -211,7 +189,7 @@ def tag_existing_job(context: Context, cleanup: Cleanup) -> Verdict:
     """A's own job and B's, then as A: tag B's job as A's, name B in A's job's team tag, remove
     A's job's team tag. Each must be refused."""
     args, a, b = context.args, context.args.team_a, context.args.team_b
-    as_a, as_b = _as_team_a(context), context.client("batch", context.team_role(b, "submit"))
+    as_a, as_b = as_team_a(context), context.client("batch", context.team_role(b, "submit"))
     jobs = {}
     for team, batch in ((a, as_a), (b, as_b)):
         try:
@@ -251,12 +229,10 @@ def _payload_with_one_thing_of_b(check: str, what: str, flag: str, change) -> Pr
 
     def run(context: Context, cleanup: Cleanup) -> Verdict:
         a = context.args.team_a
-        batch = _as_team_a(context)
+        batch = as_team_a(context)
         body = change(context, team_payload(context, f"{a}-verify-live-{check}", a))
         try:
-            job_id = submit(
-                context, cleanup, batch, share=a, tags=tags_of(context.args, a), body=body, name=f"verify-live-{check}"
-            )
+            job_id = submit_own(context, cleanup, batch, f"verify-live-{check}", body=body)
         except ClientError as error:
             if refused(error):
                 return failed(f"SubmitServiceJob refused it: {error} (the guard is then a second line)")

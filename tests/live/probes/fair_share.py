@@ -32,6 +32,7 @@ from ._batch import (
     REASON,
     RECLAIM_ROLE,
     TEAM_A,
+    as_team_a,
     copy_of_role,
     denied,
     tags_of,
@@ -64,7 +65,7 @@ def _submit(context: Context, cleanup: Cleanup, batch: Any, name: str, **extra: 
 def _array(context: Context, cleanup: Cleanup) -> tuple[dict[str, Any], list[str]] | Verdict:
     """An array of SIZE children of A's, once its parent counts every child waiting or running: the
     parent as then described, and its children's ids (``<parent>:<index>``)."""
-    batch = context.client("batch", context.team_role(context.args.team_a, "submit"))
+    batch = as_team_a(context)
     try:
         parent_id = _submit(context, cleanup, batch, "verify-live-array", arrayProperties={"size": SIZE})
     except ClientError as error:
@@ -156,9 +157,7 @@ def copy_listing_lag(context: Context, cleanup: Cleanup) -> Verdict:
     """One job of A's; ListJobs by its name (as ``batch_copy.find_copy`` looks) until it is listed."""
     args = context.args
     try:
-        job_id = _submit(
-            context, cleanup, context.client("batch", context.team_role(args.team_a, "submit")), "verify-live-lag"
-        )
+        job_id = _submit(context, cleanup, as_team_a(context), "verify-live-lag")
     except ClientError as error:
         return inconclusive(f"team {args.team_a} cannot submit into its share: {error}")
     batch = context.client("batch", None)

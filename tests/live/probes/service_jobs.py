@@ -27,9 +27,10 @@ from ._batch import (
     OPTIONS as BATCH_OPTIONS,
     STARTED,
     SUBMITS,
+    as_team_a,
     cost_of_service_jobs,
     refused,
-    submit,
+    submit_own,
     tags_of,
     team_payload,
     until_started_or_failed,
@@ -43,10 +44,6 @@ DUPLICATE_KEY = "verify-live-copy"
 GUARD_PEAK_READS_PER_SECOND = 10
 READS = 100
 GUARD_STOPPED = "submission guard"  # the reason the guard gives TerminateServiceJob (guard/handler.py)
-
-
-def _as_team_a(context: Context):
-    return context.client("batch", context.team_role(context.args.team_a, "submit"))
 
 
 def _training_job(context: Context, batch: Any, job_id: str) -> tuple[str | None, dict[str, Any]]:
@@ -70,23 +67,21 @@ def service_job_tags_on_training_job(context: Context, cleanup: Cleanup) -> Verd
     """Two jobs of A's: one as the SageMaker SDK sends it (the team's tags on the service job, none
     in the payload), one with a key of the probe's in both places."""
     args, a = context.args, context.args.team_a
-    batch, sagemaker = _as_team_a(context), context.client("sagemaker", None)
+    batch, sagemaker = as_team_a(context), context.client("sagemaker", None)
     team_tags = tags_of(args, a)
-    sdk_body = team_payload(context, f"{a}-verify-live-sdk-tags", a)
     both_body = {
         **team_payload(context, f"{a}-verify-live-both-tags", a),
         "Tags": [{"Key": PROBE_TAG, "Value": "payload"}],
     }
     try:
-        sdk = submit(context, cleanup, batch, share=a, tags=team_tags, body=sdk_body, name="verify-live-sdk-tags")
-        both = submit(
+        sdk = submit_own(context, cleanup, batch, "verify-live-sdk-tags")
+        both = submit_own(
             context,
             cleanup,
             batch,
-            share=a,
-            tags={**team_tags, PROBE_TAG: "service-job"},
+            "verify-live-both-tags",
             body=both_body,
-            name="verify-live-both-tags",
+            tags={**team_tags, PROBE_TAG: "service-job"},
         )
     except ClientError as error:
         return inconclusive(f"team {a} cannot submit into its own share: {error}")
@@ -115,16 +110,14 @@ def service_job_tags_on_training_job(context: Context, cleanup: Cleanup) -> Verd
 def instance_preferences_counted(context: Context, cleanup: Cleanup) -> Verdict:
     """A's payload with its instance type among ``InstancePreferences`` instead of ``InstanceType``."""
     args, a = context.args, context.args.team_a
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     body = team_payload(context, f"{a}-verify-live-preferences", a)
     body["ResourceConfig"] = {
         "InstancePreferences": [{"InstanceType": args.instance_type, "InstanceCount": 1}],
         "VolumeSizeInGB": 1,
     }
     try:
-        job_id = submit(
-            context, cleanup, batch, share=a, tags=tags_of(args, a), body=body, name="verify-live-preferences"
-        )
+        job_id = submit_own(context, cleanup, batch, "verify-live-preferences", body=body)
     except ClientError as error:
         if refused(error):
             return passed(f"Batch refuses a payload without ResourceConfig.InstanceType: {error}")
@@ -149,14 +142,12 @@ def instance_preferences_counted(context: Context, cleanup: Cleanup) -> Verdict:
 
 def duplicate_key_read(context: Context, cleanup: Cleanup) -> Verdict:
     """A's payload naming one hyperparameter twice ("first", then "last"): which does the training job get?"""
-    args, a = context.args, context.args.team_a
-    batch, sagemaker = _as_team_a(context), context.client("sagemaker", None)
+    a = context.args.team_a
+    batch, sagemaker = as_team_a(context), context.client("sagemaker", None)
     body = json.dumps(team_payload(context, f"{a}-verify-live-duplicate", a))
     text = f'{body[:-1]}, "HyperParameters": {{"{DUPLICATE_KEY}": "first", "{DUPLICATE_KEY}": "last"}}}}'
     try:
-        job_id = submit(
-            context, cleanup, batch, share=a, tags=tags_of(args, a), body=text, name="verify-live-duplicate"
-        )
+        job_id = submit_own(context, cleanup, batch, "verify-live-duplicate", body=text)
     except ClientError as error:
         if refused(error):
             return passed(f"Batch refuses a payload naming a key twice: {error}")
@@ -180,19 +171,10 @@ def duplicate_key_read(context: Context, cleanup: Cleanup) -> Verdict:
 def describe_service_job_rate(context: Context, cleanup: Cleanup) -> Verdict:
     """One job of A's, then READS DescribeServiceJob of it as fast as one client goes, until Batch
     throttles one (an error, or an answer botocore had to retry)."""
-    args, a = context.args, context.args.team_a
     try:
-        job_id = submit(
-            context,
-            cleanup,
-            _as_team_a(context),
-            share=a,
-            tags=tags_of(args, a),
-            body=team_payload(context, f"{a}-verify-live-reads", a),
-            name="verify-live-reads",
-        )
+        job_id = submit_own(context, cleanup, as_team_a(context), "verify-live-reads")
     except ClientError as error:
-        return inconclusive(f"team {a} cannot submit into its own share: {error}")
+        return inconclusive(f"team {context.args.team_a} cannot submit into its own share: {error}")
     batch = context.client("batch", None)
     start, reads, throttled = context.clock(), 0, None
     while reads < READS and throttled is None:
