@@ -29,6 +29,7 @@ from ._batch import (
     SUBMITS,
     as_team_a,
     cost_of_service_jobs,
+    denied,
     refused,
     submit_own,
     tags_of,
@@ -52,6 +53,11 @@ def _training_job(context: Context, batch: Any, job_id: str) -> tuple[str | None
     job = until_started_or_failed(context, batch, job_id)
     created = training_jobs(job)
     return (created[-1] if created else None), job
+
+
+def _invalid(error: ClientError) -> bool:
+    """Refused by Batch for the request (a ClientException), not for the submitter's permissions."""
+    return refused(error) and not denied(error)
 
 
 def _no_training_job(job_id: str, job: dict[str, Any]) -> Verdict:
@@ -95,8 +101,8 @@ def service_job_tags_on_training_job(context: Context, cleanup: Cleanup) -> Verd
         return _no_training_job(sdk, job)
     carried = tags(arn)
     both_arn, _ = _training_job(context, batch, both)
-    wins = tags(both_arn).get(PROBE_TAG, "neither") if both_arn else "unknown (no training job)"
-    which = f"where both name {PROBE_TAG}, the training job has the {wins}'s value"
+    wins = repr(tags(both_arn).get(PROBE_TAG)) if both_arn else "nothing (it has no training job)"
+    which = f"where the service job and the payload name {PROBE_TAG}, the training job carries {wins}"
     missing = {k: v for k, v in team_tags.items() if carried.get(k) != v}
     if missing:
         return failed(
@@ -119,7 +125,7 @@ def instance_preferences_counted(context: Context, cleanup: Cleanup) -> Verdict:
     try:
         job_id = submit_own(context, cleanup, batch, "verify-live-preferences", body=body)
     except ClientError as error:
-        if refused(error):
+        if _invalid(error):
             return passed(f"Batch refuses a payload without ResourceConfig.InstanceType: {error}")
         return inconclusive(f"SubmitServiceJob failed: {error}")
     usage = batch.describe_service_job(jobId=job_id).get("capacityUsage") or []
@@ -149,7 +155,7 @@ def duplicate_key_read(context: Context, cleanup: Cleanup) -> Verdict:
     try:
         job_id = submit_own(context, cleanup, batch, "verify-live-duplicate", body=text)
     except ClientError as error:
-        if refused(error):
+        if _invalid(error):
             return passed(f"Batch refuses a payload naming a key twice: {error}")
         return inconclusive(f"SubmitServiceJob failed: {error}")
     arn, job = _training_job(context, batch, job_id)
