@@ -11,7 +11,7 @@ INSTALLED := $(VENV)/.installed
 CDK_CLI_VERSION := 2.1148.1
 CDK_CLI := node_modules/.aws-cdk-$(CDK_CLI_VERSION)
 
-.PHONY: install cdk-cli synth lint test test-member test-slurm bench clean
+.PHONY: install cdk-cli synth lint test test-member test-slurm bench dist clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,8 +61,13 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/synth_scale.py
 	$(BIN)/python benchmarks/aws_scenarios.py
 
+# A release (docs/install.md): the wheel and the source distribution of pyproject.toml's version.
+dist: $(INSTALLED)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf cdk.out .pytest_cache .hypothesis
+	rm -rf cdk.out dist .pytest_cache .hypothesis
 
 # Opt-in, never in CI: in a sandbox capacity account, checks what no offline test can (README,
 # docs/security.md). VERIFY_ARGS="--queue Q --team-a A --team-b B --image I --instance-type T --output S3"

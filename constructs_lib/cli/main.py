@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from constructs_lib.cli import (
     audit as cli_audit,
     capacity as cli_capacity,
+    init as cli_init,
     member as cli_member,
     simulate as simulator_cli,
     slurm as slurm_cli,
@@ -33,7 +34,17 @@ DISTRIBUTION = "cdk-gpu-governance"
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
 # parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
-SUBCOMMAND_MODULES = (simulator_cli, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit, cli_usage)
+SUBCOMMAND_MODULES = (
+    cli_init,
+    simulator_cli,
+    cli_capacity,
+    slurm_cli,
+    cli_team,
+    cli_member,
+    cli_status,
+    cli_audit,
+    cli_usage,
+)
 
 
 def _validate(args: argparse.Namespace) -> int:
