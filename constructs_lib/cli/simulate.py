@@ -23,7 +23,7 @@ from constructs_lib.simulator.importers import (
     from_sacct,
     priorities,
 )
-from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, table, write_plot
+from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, run_shares, table, write_plot
 from constructs_lib.simulator.sweep import GRID_KEYS, parse_grid, run_sweep, sweep_json, sweep_table
 from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
 from gpu_governance_runtime.policy import PoolPolicy, parse_policy
@@ -225,8 +225,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
         record_timeline=bool(args.plot),
         groups=pool.groups,
     )
-    if args.compare:
-        old = pool_policy(load_model(args.compare), pool.name)  # the same pool under the other file
+    old = pool_policy(load_model(args.compare), pool.name) if args.compare else None  # the same pool, other file
+    if old is not None:
         results[COMPARED] = simulate(
             jobs,
             shares=old.shares,
@@ -237,7 +237,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
             groups=old.groups,
         )
     if pyplot is not None:
-        write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity)
+        shares = run_shares(pool.shares, old.shares if old is not None else None)
+        write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity, shares=shares)
     if args.json:
         print(json.dumps(comparison_json(results), indent=2))
     else:

@@ -219,7 +219,7 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
         )
         assert metrics["jobs_completed"] == 44
         assert set(metrics["teams"]) == {"research", "serving", "platform"}
-        assert set(metrics["teams"]["serving"]) == {"jobs", "wait_p50_s", "wait_p95_s"}
+        assert set(metrics["teams"]["serving"]) == {"jobs", "jobs_unfinished", "wait_p50_s", "wait_p95_s"}
     assert "guarantee_breaches" in result["policy"]
     assert "guarantee_breaches" not in result["baselines"]["static"]
     # the policy lends research idle capacity the static split would leave unused
