@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from constructs_lib.cli import (
     audit as cli_audit,
@@ -26,7 +28,7 @@ from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.wording import counted
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.explain import caveats, deals, render_table
+from constructs_lib.model.explain import as_json, caveats, deals, render, wrapped_note
 from constructs_lib.model.loader import default_config_text
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
@@ -55,7 +57,7 @@ def _validate(args: argparse.Namespace) -> int:
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
     if problems:
         raise GovernanceError(problems)
-    for warning in window_warnings(model):  # valid, but worth a second look
+    for warning in window_warnings(model, datetime.now(UTC)):  # valid, but worth a second look
         print(f"warning: {warning}", file=sys.stderr)
     stacks = estimate(model)
     largest = max(stacks, key=lambda s: s.resources)
@@ -86,9 +88,17 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     model = model_from(args)
-    print(render_table(deals(model)))
-    for line in caveats(model):  # beside the table, which tools parse
-        print(f"note: {line}", file=sys.stderr)
+    now = datetime.now(UTC)
+    windows = {
+        w.name: {"team": w.team, "summary": w.summary(now), "ended": w.ended(now)} for w in model.capacity_windows
+    }
+    if args.json:
+        print(json.dumps(as_json(deals(model), windows, caveats(model)), indent=2))
+        return EXIT_OK
+    width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 120)
+    print(render(deals(model), [f"{name}: {w['summary']}" for name, w in windows.items()], width))
+    for line in caveats(model):  # beside the deals, on stderr
+        print(wrapped_note(line, width), file=sys.stderr)
     return EXIT_OK
 
 
@@ -130,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
         if takes_config:
             add_config_arguments(sub, positional_alias=True)
         sub.set_defaults(handler=handler)
+    commands.choices["explain"].add_argument(
+        "--json", action="store_true", help="print one JSON object: deals, capacity_windows, notes"
+    )
     report = commands.add_parser("report", help="summarise a synthesized cdk.out: stacks, resources, findings")
     report.add_argument("outdir", nargs="?", default="cdk.out")
     report.set_defaults(handler=_report)

@@ -116,16 +116,74 @@ def test_schema_accepts_the_example_and_rejects_a_bad_one(capsys):
         jsonschema.validate(bad, schema)
 
 
-def test_explain_shows_each_teams_deal(capsys):
-    code, out, _ = run(capsys, "explain", "--example")
+def explained(capsys, *argv) -> dict:
+    code, out, _ = run(capsys, "explain", *argv, "--json")
     assert code == 0
-    rows = {tuple(line.split()[:2]): line for line in out.splitlines()[2:]}
+    return json.loads(out)
+
+
+def test_explain_shows_each_teams_deal(capsys):
+    rows = {(d["team"], d["pool"]): d for d in explained(capsys, "--example")["deals"]}
     research = rows[("research", "sagemaker-training")]
-    assert "16 x ml.g6e.12xlarge, 4 x ml.p5.48xlarge" in research  # quota doubled by borrow_limit 100
-    assert "yes, jobs on borrowed capacity" in research
+    assert research["max_with_borrowing"] == "16 x ml.g6e.12xlarge, 4 x ml.p5.48xlarge"  # doubled by borrow_limit 100
+    assert research["reclaimable"] == "yes, jobs on borrowed capacity"
     production = rows[("production", "sagemaker-training")]
-    assert "no (reserved)" in production and "no (never borrows)" in production
-    assert "only by the reclaim controller" in rows[("research", "ec2-gpu")]
+    assert (production["lends_idle"], production["reclaimable"]) == ("no (reserved)", "no (never borrows)")
+    assert rows[("research", "ec2-gpu")]["reclaimable"] == "only by the reclaim controller"
+
+
+def test_explain_json_has_every_deal_field_the_windows_and_the_notes(capsys):
+    """Issue 41 item 8: `explain --json`, one object (there was none)."""
+    from dataclasses import fields
+
+    from constructs_lib.model.explain import Deal, caveats
+    from constructs_lib.model.loader import load_model
+
+    result = explained(capsys, "--example")
+    assert set(result) == {"deals", "capacity_windows", "notes"}
+    model = load_model(None)
+    assert len(result["deals"]) == sum(len(t.quotas) for t in model.teams)
+    assert all(set(d) == {f.name for f in fields(Deal)} for d in result["deals"])
+    assert all(isinstance(value, str) for d in result["deals"] for value in d.values())
+    (window,) = result["capacity_windows"].items()
+    assert window[0] == "weekly-validation" and window[1]["team"] == "production" and window[1]["ended"] is False
+    assert window[1]["summary"].startswith("2 x ml.p5.48xlarge for 8 h every 7 days from 2026-12-07 09:00 UTC")
+    assert result["notes"] == caveats(model)
+
+
+def test_explain_wraps_to_the_terminal_and_names_the_windows(capsys, monkeypatch):
+    """Issue 41 items 6 and 8: a table 357 characters wide, with no word of the capacity windows."""
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = run(capsys, "explain", "--example")
+    assert code == 0
+    assert max(len(line) for line in (out + err).splitlines()) <= 100
+    assert "research in pool sagemaker-training (batch_quota_share)" in out
+    assert "  most with borrowing         16 x ml.g6e.12xlarge, 4 x ml.p5.48xlarge" in out
+    windows = out[out.index("capacity windows") :]
+    assert "weekly-validation: 2 x ml.p5.48xlarge for 8 h every 7 days" in windows
+    assert all(line.startswith("note: ") or line.startswith("  ") for line in err.splitlines())
+
+
+def test_a_window_entirely_in_the_past_is_warned_of_explained_and_audited(capsys, tmp_path):
+    """Issue 41 item 6: a one-off window that ended passed `validate` in silence."""
+    data = default_data()
+    window = data["capacity_windows"][0]
+    window.pop("repeat_every_days")
+    window["start"] = "2020-01-06T09:00:00Z"
+    path = write(tmp_path, data)
+    code, out, err = run(capsys, "validate", "--config", path)
+    assert code == 0
+    assert (
+        "warning: capacity_windows[0].start: window weekly-validation ended at 2020-01-06T17:00:00+00:00, before now"
+        in err
+    )
+    assert "it buys nothing; move start to the future, set repeat_every_days, or remove it" in err
+    assert explained(capsys, "--config", path)["capacity_windows"]["weekly-validation"]["ended"] is True
+    code, out, _ = run(capsys, "audit", "--config", path)
+    assert "can buy 2 x ml.p5.48xlarge for 8 h from 2020-01-06 09:00 UTC, for team production" in out
+    assert "ENDED: entirely in the past, buys nothing" in out
+    code, out, err = run(capsys, "validate", "--example")  # the example's window repeats: no warning
+    assert code == 0 and "capacity_windows" not in err
 
 
 def test_report_on_missing_assembly_is_bad_input(capsys, tmp_path):
