@@ -202,3 +202,32 @@ def test_unlimited_borrowing_is_bounded_by_the_pool():
         quotas={"q": {"ml.p5.48xlarge": 2}},
     )
     assert deal(team, pool).max_with_borrowing == "8 x ml.p5.48xlarge"
+
+
+def test_an_unknown_setting_hides_no_other_problem_and_names_the_closest_setting(capsys, tmp_path):
+    """Issue 41 item 7: a misspelt key stopped the checks across the file (an undeclared account,
+    quotas larger than the pool) until it was fixed, with no hint of the right spelling."""
+    data = default_data()
+    data["teams"][0]["quota"] = data["teams"][0].pop("quotas")
+    data["teams"][1]["account"] = "finance"
+    data["pools"][0]["capcity"] = data["pools"][0].pop("capacity")
+    code, out, err = run(capsys, "validate", "--config", write(tmp_path, data))
+    assert code == 2
+    lines = err.splitlines()[1:]
+    assert any(
+        line.startswith("teams[0].quota: invalid (")
+        and line.endswith("did you mean quotas? (see `gpu-governance schema`)")
+        for line in lines
+    )
+    assert any(line.startswith("pools[0].capcity: invalid (") and "did you mean capacity?" in line for line in lines)
+    assert "teams[1].account: undeclared account ('finance') - one of ['product', 'research']" in lines
+    # what teams[0] and pools[0] would say without the misspelt key is a guess, left out
+    assert not any(line.startswith(("teams[0].quotas", "pools[0].capacity")) for line in lines), lines
+
+
+def test_a_setting_unlike_any_known_one_gets_no_suggestion(capsys, tmp_path):
+    data = default_data()
+    data["teams"][0]["zzzz"] = 1
+    code, _, err = run(capsys, "validate", "--config", write(tmp_path, data))
+    assert code == 2
+    assert "teams[0].zzzz: invalid (1) - not a known setting (see `gpu-governance schema`)" in err
