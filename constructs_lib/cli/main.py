@@ -143,12 +143,52 @@ def build_parser() -> argparse.ArgumentParser:
     commands.choices["explain"].add_argument(
         "--json", action="store_true", help="print one JSON object: deals, capacity_windows, notes"
     )
-    report = commands.add_parser("report", help="summarise a synthesized cdk.out: stacks, resources, findings")
-    report.add_argument("outdir", nargs="?", default="cdk.out")
+    report = commands.add_parser(
+        "report",
+        help="summarise a synthesized cdk.out: stacks, resources, findings",
+        description="Summarise a synthesized cloud assembly (make synth, cdk synth): stacks, resources per type, "
+        "open and acknowledged compliance findings; exit 1 while a finding is open.",
+    )
+    report.add_argument(
+        "outdir", nargs="?", default="cdk.out", metavar="CDK_OUT", help="the cloud assembly folder (default cdk.out)"
+    )
     report.set_defaults(handler=_report)
     for module in SUBCOMMAND_MODULES:
         module.register(commands)
+    for name, sub in commands.choices.items():  # every --help page says where to read more
+        for leaf in _leaves(sub):
+            leaf.epilog = f"More: {COMMAND_DOCS[name]} (the repository's docs; README.md lists every command)."
     return parser
+
+
+# The page that describes each command (tests/foundation/test_cli_contract.py checks each exists).
+COMMAND_DOCS = {
+    "validate": "docs/governance-file.md",
+    "example": "docs/governance-file.md",
+    "schema": "docs/governance-file.md",
+    "explain": "docs/governance-file.md",
+    "init": "docs/install.md",
+    "report": "docs/compliance.md",
+    "simulate": "docs/simulator.md",
+    "openb-trace": "docs/simulator.md",
+    "trace": "docs/simulator.md",
+    "capacity": "docs/capacity.md",
+    "slurm": "docs/slurm.md",
+    "team": "docs/team-guide.md",
+    "status": "docs/status.md",
+    "audit": "docs/unified-studio.md",
+    "usage": "docs/chargeback.md",
+}
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and the parsers of its subcommands, at every depth."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _leaves(sub)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -315,7 +315,18 @@ _ALLOWED_BY_TYPE = {
     "model_type": "a mapping",
     "model_attributes_type": "a mapping",
 }
-_REQUIRED_SHARING = "required: a preset (background, steady, critical) or a sharing strategy"
+_REQUIRED_SHARING = (
+    "required: a preset (preset: background, steady or critical in a file; preset=Preset.BACKGROUND, "
+    "STEADY or CRITICAL for a Team) or a sharing strategy"
+)
+# Patterns said in words: a regular expression tells a reader little.
+_PATTERN_WORDS = {
+    r"^[0-9]{12}$": "12 digits, an AWS account id",
+    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$": (
+        "a SageMaker HyperPod cluster ARN, arn:aws:sagemaker:<region>:<12-digit account>:cluster/<12 lowercase "
+        "letters or digits> (aws sagemaker describe-cluster --cluster-name NAME --query ClusterArn)"
+    ),
+}
 
 
 def governance_error_from(error: ValidationError, model: type[BaseModel] | None = None) -> GovernanceError:
@@ -331,11 +342,13 @@ def governance_error_from(error: ValidationError, model: type[BaseModel] | None 
             continue  # a list whose items failed is not also too short
         if kind.startswith("union_tag"):
             location += ".backend"
-        if kind == "missing" and location.endswith(".sharing"):
-            if location.removesuffix(".sharing") + ".preset" in failing_paths:
+        if kind == "missing" and (location == "sharing" or location.endswith(".sharing")):
+            if location.removesuffix("sharing") + "preset" in failing_paths:
                 continue  # the bad preset is the problem, already reported
             item = {**item, "ctx": None}
             template = _REQUIRED_SHARING
+            named = item["input"].get("name") if isinstance(item.get("input"), dict) else None
+            location = f"{location} of team {named!r}" if named else location
         else:
             template = _ALLOWED_BY_TYPE.get(kind)
         context = item.get("ctx") or {}
@@ -345,6 +358,8 @@ def governance_error_from(error: ValidationError, model: type[BaseModel] | None 
             wrong, allowed = "invalid", item["msg"]
         else:
             wrong = "missing" if kind == "missing" else "invalid"
+            if kind == "string_pattern_mismatch" and context.get("pattern") in _PATTERN_WORDS:
+                template = _PATTERN_WORDS[context["pattern"]]
             try:
                 allowed = template.format(**context)
             except (KeyError, IndexError):

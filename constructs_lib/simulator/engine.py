@@ -668,7 +668,7 @@ def check_trace_fits_pool(jobs: Sequence[TraceJob], shares: Sequence[Share], cap
                     path=f"job {job.job_id}.instance_type",
                     wrong="not in the pool",
                     value=job.instance_type,
-                    allowed=f"one of {sorted(capacity)}",
+                    allowed=f"one of {sorted(capacity)}, or leave such jobs out: simulate --skip-other-types",
                 )
             )
         elif job.count > capacity[job.instance_type]:

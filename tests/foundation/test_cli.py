@@ -38,7 +38,7 @@ def test_validate_lists_every_problem_on_stderr_with_exit_2(capsys, tmp_path):
     data["capacity_account"]["account_id"] = "1"
     code, out, err = run(capsys, "validate", "--config", write(tmp_path, data))
     assert code == 2 and out == ""
-    assert "capacity_account.account_id: invalid ('1') - must match" in err
+    assert "capacity_account.account_id: invalid ('1') - 12 digits, an AWS account id" in err
     assert "Traceback" not in err
 
 
@@ -231,3 +231,52 @@ def test_a_setting_unlike_any_known_one_gets_no_suggestion(capsys, tmp_path):
     code, _, err = run(capsys, "validate", "--config", write(tmp_path, data))
     assert code == 2
     assert "teams[0].zzzz: invalid (1) - not a known setting (see `gpu-governance schema`)" in err
+
+
+def test_every_help_page_says_where_to_read_more_and_report_says_what_it_reads():
+    """Issue 41 item 12: 3 of 27 --help pages pointed to a doc or example; `report --help` said
+    nothing of its argument."""
+    from constructs_lib.cli import build_parser
+
+    from .test_cli_contract import leaf_commands
+
+    root = Path(__file__).resolve().parents[2]
+    for name, parser in leaf_commands(build_parser()).items():
+        epilog = parser.epilog or ""
+        assert epilog.startswith("More: docs/") and epilog in " ".join(parser.format_help().split()), name
+        assert (root / epilog.split()[1]).is_file(), (name, epilog)
+    report = leaf_commands(build_parser())["report"].format_help()
+    assert "CDK_OUT     the cloud assembly folder (default cdk.out)" in report
+
+
+def test_smaller_messages_name_what_to_do(capsys, tmp_path):
+    """Issue 41 item 12: a Team without a preset, a cluster ARN, a team without a Slurm pool."""
+    from constructs_lib import Team
+    from constructs_lib.core.errors import GovernanceError
+
+    with pytest.raises(GovernanceError) as refused:
+        Team(name="research", quotas={"training": {"ml.p5.48xlarge": 1}})
+    assert str(refused.value).startswith("sharing of team 'research': missing (None) - required: a preset")
+    assert "preset=Preset.BACKGROUND" in str(refused.value)
+    data = default_data()
+    eks = next(p for p in data["pools"] if p["backend"] == "hyperpod_eks")
+    eks["cluster_arn"] = "arn:aws:sagemaker:us-east-1:111122223333:cluster/My-Cluster"
+    code, _, err = run(capsys, "validate", "--config", write(tmp_path, data))
+    assert code == 2 and "cluster/<12 lowercase letters or digits>" in err and "[a-z0-9]{12}" not in err
+    data = default_data()
+    data["teams"][0]["quotas"].pop("hyperpod-slurm")
+    data["teams"][0].get("slurm", {}).pop("hyperpod-slurm", None)
+    path = write(tmp_path, data)
+    assert run(capsys, "validate", "--config", path)[0] == 0
+    code, _, err = run(capsys, "team", "submit-example", "research", "--backend", "slurm", "--config", path)
+    assert code == 2
+    assert (
+        "backend: team research has no pool members submit to on slurm ('slurm') - a backend of the team's pools: "
+        "one of ['batch', 'hyperpod_eks']" in err
+    )
+
+
+def test_audit_says_what_an_access_entry_lets_a_team_do(capsys):
+    code, out, _ = run(capsys, "audit", "--example")
+    assert code == 0 and "can reach the cluster's Kubernetes API as group" in out
+    assert "can EKS access entry as" not in out
