@@ -55,16 +55,21 @@ def mixed_jobs() -> list[TraceJob]:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def chart():
+def drawn_chart(jobs: list[TraceJob]):
+    """The chart of ``jobs`` replayed on pool sagemaker-training, its results and the pool."""
     pool = pool_policy(load_model(CONFIG), "sagemaker-training")
     results = compare(
-        mixed_jobs(), shares=pool.shares, capacity=pool.capacity, tick_s=60, settings=Settings(), record_timeline=True
+        jobs, shares=pool.shares, capacity=pool.capacity, tick_s=60, settings=Settings(), record_timeline=True
     )
     pyplot = load_pyplot()
     drawn = figure(pyplot, results, pool=pool.name, capacity=pool.capacity, shares=run_shares(pool.shares))
     yield drawn, results, pool
     pyplot.close(drawn)
+
+
+@pytest.fixture(scope="module")
+def chart():
+    yield from drawn_chart(mixed_jobs())
 
 
 def panels(drawn):
@@ -140,14 +145,7 @@ def tail_jobs() -> list[TraceJob]:
 
 @pytest.fixture(scope="module")
 def tail_chart():
-    pool = pool_policy(load_model(CONFIG), "sagemaker-training")
-    results = compare(
-        tail_jobs(), shares=pool.shares, capacity=pool.capacity, tick_s=60, settings=Settings(), record_timeline=True
-    )
-    pyplot = load_pyplot()
-    drawn = figure(pyplot, results, pool=pool.name, capacity=pool.capacity, shares=run_shares(pool.shares))
-    yield drawn, results, pool
-    pyplot.close(drawn)
+    yield from drawn_chart(tail_jobs())
 
 
 def by_gid(drawn) -> dict[str, object]:
