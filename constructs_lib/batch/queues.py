@@ -340,8 +340,8 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
                 preemption_configuration={
                     "inSharePreemption": "ENABLED" if sharing.in_share_preemption else "DISABLED"
                 },
-                # DISABLED: the share accepts no new job, those already submitted can finish
-                # (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html)
+                # DISABLED: the share accepts no new job, those already submitted can still start and finish
+                # [aws: batch.quota-share-disabled]; the reclaim controller terminates a paused team's queued jobs
                 state="DISABLED" if team.paused else "ENABLED",
             )
             share.cfn_options.metadata = {

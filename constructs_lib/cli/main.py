@@ -51,6 +51,7 @@ SUBCOMMAND_MODULES = (
 
 def _validate(args: argparse.Namespace) -> int:
     from constructs_lib.model.capacity import window_warnings
+    from constructs_lib.model.organisation import shared_account_warnings
     from constructs_lib.organisation.limits import check_model, estimate
 
     model = model_from(args)
@@ -69,7 +70,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"stack layout {model.stack_layout}: {counted(len(stacks), 'capacity-account stack')}, the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
-    for line in caveats(model):  # settings a backend ignores: part of the report, not an error
+    # Settings a backend ignores, and what IAM leaves to the accounts: part of the report, not an error.
+    for line in [*caveats(model), *shared_account_warnings(model)]:
         print(f"warning: {line}")
     return EXIT_OK
 

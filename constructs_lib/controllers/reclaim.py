@@ -361,6 +361,29 @@ class ReclaimController(GovernanceController):
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
             ]
         statements += self._gpu_hour_limit_statements()
+        if any(
+            team.gpu_hour_limit or team.paused
+            for t in self.targets
+            if backends[t.pool].gpu_hour_switch == "quota_share"
+            for team in self.model.teams_in(t.pool)
+        ):
+            # A disabled quota share still starts the jobs submitted to it [aws: batch.quota-share-disabled]: the
+            # controller terminates a limited or paused team's queued service jobs (reclaim/gpu_hours.py, hold). Any
+            # governed team's (a team tag), not a list of the teams, which would outgrow IAM's inline policy limit.
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["batch:TerminateServiceJob"],
+                    resources=[
+                        stack.format_arn(
+                            service="batch",
+                            resource="service-job",
+                            resource_name="*",
+                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                    ],
+                    conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
+                )
+            )
         if self.raised_guarantees:  # read-only, that one parameter
             statements.append(
                 iam.PolicyStatement(
@@ -400,6 +423,8 @@ class ReclaimController(GovernanceController):
             "job-definition/*) to a governed queue under a share, and tagged only as it is created (inside the submission: a share, no team tag yet). "
             "sagemaker:ListComputeQuotas supports no resource-level permission, and a compute quota's ARN ends in an id SageMaker "
             "generates: the controller finds a team's by cluster and name and changes only its ActivationState at a GPU-hour limit. "
+            "A service job's id does not exist before submission: batch:TerminateServiceJob is limited to service jobs tagged "
+            "with a governed team, and the controller terminates only the queued jobs of a team over its GPU-hour limit or paused. "
             "Beyond MAX_NAMED_QUOTA_SHARES teams with a GPU-hour limit, a limited team's queue's quota-share/* (at most 20 shares a queue) "
             "keeps the inline policy within IAM's size.",
         )

@@ -42,8 +42,11 @@ REASONS = {
     "window_not_active": "needs {instance_type}, which capacity window {window} supplies from {start}",
     "too_large": "asks for {count} {unit}, more than your team can ever hold here ({ceiling})",
     "held": "held: release it (or ask an administrator) before it can start",
-    "paused": "team paused: no new job of your team starts until the platform team resumes it (`gpu-governance team resume`); running jobs finish",
-    "gpu_hour_limit": "team reached its GPU-hour limit for the {period} ({hours} GPU hours): too few are left for this job; the count starts again at {resets}",
+    "paused": "team paused: no new job of your team starts until the platform team resumes it (`gpu-governance team resume`); running jobs finish. "
+    "A Batch quota share still starts jobs queued before it was disabled, so the reclaim controller terminates them (submit again once resumed); "
+    "on HyperPod EKS queued tasks may still start (a disabled compute quota's effect is not documented)",
+    "gpu_hour_limit": "team reached its GPU-hour limit for the {period} ({hours} GPU hours): too few are left for this job; the count starts again at {resets}. "
+    "On a Batch quota share the reclaim controller terminates the team's queued jobs meanwhile (submit again then)",
     "dependency": "waits for another job it depends on",
     "begin_time": "not allowed to start before its begin time (a requeued job waits about two minutes)",
     "preempted": "was preempted and is queued again",

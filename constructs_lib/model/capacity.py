@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
+from constructs_lib.core.vocabulary import TENANT_METRIC_NAMESPACES
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
 from .base import (
@@ -112,9 +113,11 @@ TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAI
 # A CloudWatch alarm name: 1-255 characters, no control characters (PutMetricAlarm).
 AlarmName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,255}$")]
 MAX_ALARMS_PER_WINDOW = 5  # one EventBridge rule per window matches them by name
-# <namespace>/<metric name>: a namespace may hold "/" (AWS/SQS, GpuGovernance/Reclaim), the metric name is after the last one.
+# <namespace>/<metric name>: the metric name is after the last "/". A namespace is what PutMetricData
+# takes: 1-255 ASCII characters but control characters, the first not ":" [aws: cw.put-metric-data-namespace];
+# it may hold "/" and start with one (AWS/SQS, /aws/sagemaker/TrainingJobs).
 AlarmMetric = Annotated[
-    str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/][^\x00-\x1f\x7f]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")
+    str, StringConstraints(pattern=r"^[\x20-\x39\x3b-\x7e][\x20-\x7e]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")
 ]
 # Metrics any tenant moves by submitting work: an alarm on one, in an auto window, lets a team buy capacity
 # (within the window's cap and budget) by queueing jobs. Names matched ignoring case; namespaces as CloudWatch spells them.
@@ -259,18 +262,24 @@ class CapacityWindow(_Frozen):
         }
 
 
-def tenant_driven(metric: str) -> bool:
-    """Whether tenants move ``metric`` (<namespace>/<name>) by what they submit: queue depth, pending work."""
+def tenant_driven(metric: str) -> str | None:
+    """How tenants move ``metric`` (<namespace>/<name>), or None: they publish into its namespace
+    (``TENANT_METRIC_NAMESPACES``, what the team roles may PutMetricData into), or they move it by
+    what they submit (queue depth, pending work)."""
     namespace, _, name = metric.rpartition("/")
-    return name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS)
+    if namespace in TENANT_METRIC_NAMESPACES:
+        return f"every team may publish into {namespace} (its training jobs' execution role may PutMetricData there)"
+    if name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS):
+        return "tenants drive it (pending jobs, queue depth)"
+    return None
 
 
 def window_warnings(model: OrganisationView, now: datetime) -> list[str]:
     """What `validate` warns of, deployable but worth a second look: a window entirely in the
     past (it buys nothing; a one-off window that has happened may stay in the file); an ``auto``
-    window buying when an alarm on a metric tenants drive (pending jobs, queue depth) goes off, so
-    a team that queues enough work buys capacity without anyone approving it; or an alarm that
-    does not say what it watches."""
+    window buying when an alarm on a metric tenants drive (pending jobs, queue depth) or publish
+    goes off, so a team buys capacity without anyone approving it; or an alarm that does not say
+    what it watches."""
     warnings = []
     for index, window in enumerate(model.capacity_windows):
         if window.ended(now):
@@ -289,9 +298,9 @@ def window_warnings(model: OrganisationView, now: datetime) -> list[str]:
                     f"{path}.metric: not given - window {window.name} buys automatically when alarm {request.alarm_name!r} "
                     "goes off; name the metric it watches so validate can tell whether tenants drive it"
                 )
-            elif tenant_driven(request.metric):
+            elif reason := tenant_driven(request.metric):
                 warnings.append(
-                    f"{path}.metric: {request.metric} - tenants drive it (pending jobs, queue depth): by queueing work a team makes "
+                    f"{path}.metric: {request.metric} - {reason}: a team can make "
                     f"window {window.name} buy up to {request.count} x {window.instance_type} for {request.hours} h without approval; "
                     "use mode approval, or an alarm on a metric only the platform moves"
                 )

@@ -3,8 +3,14 @@ rules (each cited beside the code), behind the boto3 client methods and response
 controllers use: ``list_jobs`` (through ``get_paginator``), ``describe_jobs``, ``submit_job``,
 ``terminate_job``, and for queues placed on compute environments (:meth:`FakeBatch.add_compute_environment`,
 :meth:`FakeBatch.add_job_queue`) ``describe_compute_environments``, ``describe_job_queues``,
-``update_compute_environment`` and ``update_job_queue``. moto cannot stand in: it drops ``shareIdentifier`` and finishes every job at
-once (docs/AWS-FACTS.md), so a queue with running work cannot be held in it.
+``update_compute_environment`` and ``update_job_queue``; and for quota-share queues of service jobs
+(:meth:`FakeBatch.add_quota_share`) ``submit_service_job``, ``list_service_jobs``, ``terminate_service_job``,
+``describe_quota_share`` and ``update_quota_share``. moto 5.2 cannot stand in: its ``submit_job`` drops
+``shareIdentifier`` and, without Docker, marks every job SUCCEEDED at once, so a queue with running work
+cannot be held in it; it has no service jobs or quota shares at all.
+
+Each rule names its row of the register of AWS behaviour (docs/aws-behaviour.md) as ``[aws: <row id>]``;
+the page and its words are in the row.
 
 Time is the model's own (:class:`Clock`); :meth:`FakeBatch.advance` lets Batch's scheduler and
 the jobs move on. Faults are injected at the call boundary through ``fault`` (see
@@ -14,28 +20,29 @@ of the caller between two calls.
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Callable, Iterable
+import json
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 ACCOUNT = "111122223333"
-# https://docs.aws.amazon.com/batch/latest/userguide/job_states.html
+# [aws: batch.job-states]
 ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 FINAL = ("SUCCEEDED", "FAILED")
-DESCRIBE_LIMIT = 100  # https://docs.aws.amazon.com/batch/latest/APIReference/API_DescribeJobs.html (up to 100 ids)
-REASON_LIMIT = 1024  # https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html
+DESCRIBE_LIMIT = 100  # [aws: batch.describe-jobs-limit]
+REASON_LIMIT = 1024  # [aws: batch.terminate-job-reason-limit]
 # Only these compute resources changed alone make a scaling update, which replaces no instance; any other change
-# (the launch template among them) is an infrastructure update
-# (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html).
+# (the launch template among them) is an infrastructure update [aws: batch-ce.scaling-update-fields].
 SCALING_ONLY = frozenset({"minvCpus", "maxvCpus", "desiredvCpus"})
 # An infrastructure update gives running jobs updatePolicy.jobExecutionTimeoutMinutes (default 30) before their
-# instances are replaced, or ends them at once with terminateJobsOnUpdate
-# (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdatePolicy.html).
+# instances are replaced, or ends them at once with terminateJobsOnUpdate [aws: batch-ce.infrastructure-update-grace].
 DEFAULT_JOB_EXECUTION_TIMEOUT_MINUTES = 30
-QUEUE_ENVIRONMENTS_LIMIT = 3  # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html
+QUEUE_ENVIRONMENTS_LIMIT = 3  # [aws: batch.job-queue-environment-order]
 UPDATE_SECONDS = 300.0  # how long the model keeps a compute environment UPDATING after an infrastructure update
 REPLACED = "Host EC2 instance replaced by a compute environment infrastructure update"
 
@@ -84,11 +91,12 @@ class _Paginator:
         self.batch, self.operation = batch, operation
 
     def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
-        listing, field = (
-            (self.batch.list_jobs, "jobSummaryList")
-            if self.operation == "list_jobs"
-            else (self.batch.describe_job_queues, "jobQueues")
-        )
+        listing, field = {
+            "list_jobs": (self.batch.list_jobs, "jobSummaryList"),
+            "list_service_jobs": (self.batch.list_service_jobs, "jobSummaryList"),
+            "list_quota_shares": (self.batch.list_quota_shares, "quotaShares"),
+            "describe_job_queues": (self.batch.describe_job_queues, "jobQueues"),
+        }[self.operation]
         entries = listing(**request)[field]
         for start in range(0, max(len(entries), 1), self.batch.page_size):
             yield {field: entries[start : start + self.batch.page_size]}
@@ -128,16 +136,21 @@ class FakeBatch:
         self.queues: dict[
             str, dict[str, Any]
         ] = {}  # job queue ARN -> what DescribeJobQueues shows (queues placed on environments)
+        self.quota_shares: dict[str, dict[str, Any]] = {}  # quota share ARN -> what DescribeQuotaShare shows
+        self.service_queues: dict[str, dict[str, int]] = {}  # quota-share job queue -> instances per type it holds
+        self.service_jobs: dict[str, dict[str, Any]] = {}  # service job id -> the job
         self._ids = itertools.count(1)
 
     # --- the API ----------------------------------------------------------------------------
 
     def get_paginator(self, operation: str) -> _Paginator:
-        assert operation in ("list_jobs", "describe_job_queues"), operation
+        assert operation in ("list_jobs", "describe_job_queues", "list_service_jobs", "list_quota_shares"), operation
         return _Paginator(self, operation)
 
     def describe_compute_environments(self, *, computeEnvironments: list[str]) -> dict[str, Any]:
-        self._call("DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments})
+        self._call(
+            "DescribeComputeEnvironments", {"computeEnvironments": computeEnvironments}
+        )  # [aws: batch.compute-environment-disabled]
         found = [
             _public(self.compute_environments[arn])
             if arn in self.compute_environments
@@ -154,7 +167,9 @@ class FakeBatch:
         return self._answer("DescribeComputeEnvironments", {"computeEnvironments": found})
 
     def describe_job_queues(self, *, jobQueues: list[str] | None = None, **_: Any) -> dict[str, Any]:
-        self._call("DescribeJobQueues", {"jobQueues": jobQueues} if jobQueues else {})
+        self._call(
+            "DescribeJobQueues", {"jobQueues": jobQueues} if jobQueues else {}
+        )  # [aws: batch.job-queue-environment-order]
         listed = [
             {
                 "jobQueueArn": queue,
@@ -177,8 +192,7 @@ class FakeBatch:
     ) -> dict[str, Any]:
         self._call("ListJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
         if filters:
-            # https://docs.aws.amazon.com/batch/latest/APIReference/API_ListJobs.html: with filters, jobStatus is
-            # ignored and jobs of every status are listed.
+            # With filters, jobStatus is ignored and jobs of every status are listed [aws: batch.list-jobs-filters].
             (entry,) = filters
             assert entry["name"] == "JOB_NAME", entry
             listed = [self.jobs[i] for name in entry["values"] for i in self.by_name.get(name, [])]
@@ -189,7 +203,7 @@ class FakeBatch:
                 for j in (self.active if status in ACTIVE else self.ended.get(status, {})).values()
                 if j["status"] == status
             ]
-        listed = [
+        listed = [  # a job appears in listings listing_lag seconds after it was submitted [aws: batch.listing-lags]
             j
             for j in listed
             if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag
@@ -207,7 +221,7 @@ class FakeBatch:
         return self._answer("ListJobs", {"jobSummaryList": summaries})
 
     def describe_jobs(self, *, jobs: list[str]) -> dict[str, Any]:
-        if len(jobs) > DESCRIBE_LIMIT:
+        if len(jobs) > DESCRIBE_LIMIT:  # [aws: batch.describe-jobs-limit]
             raise ClientError({"Error": {"Code": "ClientException", "Message": "up to 100 jobs"}}, "DescribeJobs")
         self._call("DescribeJobs", {"jobs": jobs})
         return self._answer("DescribeJobs", {"jobs": [_public(self.jobs[i]) for i in jobs if i in self.jobs]})
@@ -219,7 +233,7 @@ class FakeBatch:
                 raise ClientError(
                     {"Error": {"Code": "ClientException", "Message": f"{required} is required"}}, "SubmitJob"
                 )
-        # https://docs.aws.amazon.com/batch/latest/APIReference/API_SubmitJob.html: a fair-share queue needs shareIdentifier.
+        # A fair-share queue needs shareIdentifier [aws: batch.fair-share-needs-share-identifier].
         if "shareIdentifier" not in request:
             raise ClientError(
                 {"Error": {"Code": "ClientException", "Message": "shareIdentifier is required on a fair-share queue"}},
@@ -236,16 +250,15 @@ class FakeBatch:
 
     def terminate_job(self, *, jobId: str, reason: str) -> dict[str, Any]:
         self._call("TerminateJob", {"jobId": jobId, "reason": reason})
-        if len(reason) > REASON_LIMIT:
+        if len(reason) > REASON_LIMIT:  # [aws: batch.terminate-job-reason-limit]
             raise ClientError(
                 {"Error": {"Code": "ClientException", "Message": "reason longer than 1024"}}, "TerminateJob"
             )
         job = self.jobs.get(jobId)
         if job is not None and job["status"] in ACTIVE:
-            # https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html: STARTING or RUNNING jobs are
-            # terminated and go to FAILED; earlier ones are cancelled (FAILED too). A terminated job is final: its retry
-            # strategy covers failures of the job or its host, not TerminateJob
-            # (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html).
+            # STARTING or RUNNING jobs are terminated and go to FAILED; earlier ones are cancelled (FAILED too)
+            # [aws: batch.terminate-job-ends-failed]. A terminated job is final: its retry strategy covers failures of
+            # the job or its host, not TerminateJob [aws: batch.terminated-job-not-retried].
             if job["status"] in ("STARTING", "RUNNING"):
                 job["attempts"].append({"startedAt": job["startedAt"], "stoppedAt": self._ms(), "statusReason": reason})
             self._end(job, "FAILED", reason)
@@ -281,13 +294,13 @@ class FakeBatch:
                 "UpdateComputeEnvironment",
             )
         if state is not None:
-            # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateComputeEnvironment.html: a DISABLED environment
-            # gets no new job placed and does not scale out; jobs STARTING or RUNNING on it continue normally.
+            # A DISABLED environment gets no new job placed and does not scale out; jobs STARTING or RUNNING on it
+            # continue normally [aws: batch.compute-environment-disabled].
             environment["state"] = state
         if computeResources:
             resources = environment["computeResources"]
             resources.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in computeResources.items()})
-            if not set(computeResources) <= SCALING_ONLY:
+            if not set(computeResources) <= SCALING_ONLY:  # [aws: batch-ce.scaling-update-fields]
                 policy = updatePolicy or {}
                 environment["status"], environment["_valid_at"] = "UPDATING", self.clock.now + UPDATE_SECONDS
                 grace = (
@@ -309,9 +322,8 @@ class FakeBatch:
 
     def update_job_queue(self, *, jobQueue: str, computeEnvironmentOrder: list[dict[str, Any]]) -> dict[str, Any]:
         self._call("UpdateJobQueue", {"jobQueue": jobQueue, "computeEnvironmentOrder": computeEnvironmentOrder})
-        # https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateJobQueue.html: up to three compute environments,
-        # each VALID when it is associated. The order only decides where jobs not yet placed go
-        # (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html): no running job moves.
+        # Up to three compute environments, each VALID when it is associated; the order only decides where jobs not
+        # yet placed go, so no running job moves [aws: batch.job-queue-environment-order].
         if len(computeEnvironmentOrder) > QUEUE_ENVIRONMENTS_LIMIT:
             raise ClientError(
                 {"Error": {"Code": "ClientException", "Message": "at most 3 compute environments"}}, "UpdateJobQueue"
@@ -327,6 +339,120 @@ class FakeBatch:
         return self._answer(
             "UpdateJobQueue", {"jobQueueName": self.queues[jobQueue]["jobQueueName"], "jobQueueArn": jobQueue}
         )
+
+    # --- quota-share queues of service jobs ---------------------------------------------------
+
+    def list_quota_shares(self, *, jobQueue: str, **_: Any) -> dict[str, Any]:
+        self._call("ListQuotaShares", {"jobQueue": jobQueue})  # [aws: batch.quota-share-disabled]
+        shares = [_public(q) for q in self.quota_shares.values() if q["jobQueueArn"] == jobQueue]
+        return self._answer("ListQuotaShares", {"quotaShares": shares})
+
+    def describe_quota_share(self, *, quotaShareArn: str) -> dict[str, Any]:
+        self._call("DescribeQuotaShare", {"quotaShareArn": quotaShareArn})  # [aws: batch.quota-share-disabled]
+        return self._answer("DescribeQuotaShare", _public(self.quota_shares[quotaShareArn]))
+
+    def update_quota_share(self, *, quotaShareArn: str, state: str) -> dict[str, Any]:
+        self._call("UpdateQuotaShare", {"quotaShareArn": quotaShareArn, "state": state})
+        # DISABLED: new jobs are refused, the jobs already submitted still start and finish
+        # [aws: batch.quota-share-disabled] (see submit_service_job and _run_service_jobs).
+        share = self.quota_shares[quotaShareArn]
+        share["state"] = state
+        return self._answer(
+            "UpdateQuotaShare", {"quotaShareName": share["quotaShareName"], "quotaShareArn": quotaShareArn}
+        )
+
+    def submit_service_job(self, **request: Any) -> dict[str, Any]:
+        self._call("SubmitServiceJob", request)
+        share = self._quota_share(request["jobQueue"], request["quotaShareName"])
+        if share["state"] != "ENABLED":  # new jobs won't be accepted [aws: batch.quota-share-disabled]
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": f"quota share {share['quotaShareName']} is DISABLED"}},
+                "SubmitServiceJob",
+            )
+        job_id = f"sj-{next(self._ids):06d}"
+        # the training job's request: its instances, and the model's seconds of work in a hyperparameter
+        payload = json.loads(request["serviceRequestPayload"])
+        resources = (payload["ResourceConfig"]["InstanceType"], payload["ResourceConfig"].get("InstanceCount", 1))
+        self.service_jobs[job_id] = {
+            "jobId": job_id,
+            "jobArn": f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/{job_id}",
+            "jobName": request["jobName"],
+            "jobQueue": request["jobQueue"],
+            "quotaShareName": request["quotaShareName"],
+            "schedulingPriority": request.get("schedulingPriority", 0),
+            "status": "SUBMITTED",
+            "createdAt": self._ms(),
+            "capacityUsage": [{"capacityUnit": resources[0], "quantity": resources[1]}],
+            "tags": dict(request.get("tags", {})),
+        }
+        self.work[job_id] = float(payload.get("HyperParameters", {}).get("work_seconds", 3600))
+        return self._answer("SubmitServiceJob", {"jobId": job_id, "jobName": request["jobName"]})
+
+    def list_service_jobs(
+        self, *, jobQueue: str, jobStatus: str = "RUNNING", filters: list[dict[str, Any]] | None = None, **_: Any
+    ) -> dict[str, Any]:
+        self._call("ListServiceJobs", {"jobQueue": jobQueue, "jobStatus": jobStatus, "filters": filters})
+        # QUOTA_SHARE_NAME and jobStatus together, newest first [aws: batch.list-service-jobs-by-share]
+        shares = {v for f in filters or () if f["name"] == "QUOTA_SHARE_NAME" for v in f["values"]}
+        listed = [
+            {k: j[k] for k in ("jobId", "jobArn", "jobName", "status", "createdAt", "quotaShareName", "capacityUsage")}
+            for j in sorted(self.service_jobs.values(), key=lambda j: -j["createdAt"])
+            if j["jobQueue"] == jobQueue and j["status"] == jobStatus and (not shares or j["quotaShareName"] in shares)
+        ]
+        return self._answer("ListServiceJobs", {"jobSummaryList": listed})
+
+    def terminate_service_job(self, *, jobId: str, reason: str) -> dict[str, Any]:
+        self._call("TerminateServiceJob", {"jobId": jobId, "reason": reason})
+        job = self.service_jobs[jobId]  # ends the job whatever its state [aws: batch.terminate-service-job]
+        if job["status"] not in FINAL:
+            job.update(status="FAILED", statusReason=reason, stoppedAt=self._ms())
+        return self._answer("TerminateServiceJob", {})
+
+    def add_quota_share(self, queue: str, name: str, *, capacity: dict[str, int], state: str = "ENABLED") -> str:
+        """Quota share ``name`` of quota-share job queue ``queue``, holding ``capacity`` instances per type;
+        the queue holds the sum of its shares' capacity. Returns the share's ARN."""
+        arn = f"{queue}/quota-share/{name}"
+        self.quota_shares[arn] = {
+            "quotaShareName": name,
+            "quotaShareArn": arn,
+            "jobQueueArn": queue,
+            "state": state,
+            "status": "VALID",
+            "capacityLimits": [{"capacityUnit": t, "maxCapacity": n} for t, n in capacity.items()],
+        }
+        held = self.service_queues.setdefault(queue, {})
+        for instance_type, count in capacity.items():
+            held[instance_type] = held.get(instance_type, 0) + count
+        return arn
+
+    def _quota_share(self, queue: str, name: str) -> dict[str, Any]:
+        return next(q for q in self.quota_shares.values() if q["jobQueueArn"] == queue and q["quotaShareName"] == name)
+
+    def _run_service_jobs(self, seconds: float) -> None:
+        """Service jobs on their quota-share queues: SUBMITTED ones become RUNNABLE, running ones work
+        and succeed, and RUNNABLE ones start in :func:`_scheduling_order` where the queue has room, the
+        jobs of a DISABLED share among them: it accepts no new job, but those already submitted can
+        finish [aws: batch.quota-share-disabled]. Idle capacity goes to any share (each lends and borrows)."""
+        for job in self.service_jobs.values():
+            if job["status"] == "RUNNING":
+                self.work[job["jobId"]] -= seconds
+                if self.work[job["jobId"]] <= 0:
+                    job.update(status="SUCCEEDED", stoppedAt=self._ms())
+        for queue, held in self.service_queues.items():
+            jobs = [j for j in self.service_jobs.values() if j["jobQueue"] == queue]
+            used: dict[str, int] = {}
+            for job in jobs:
+                if job["status"] == "RUNNING":
+                    usage = job["capacityUsage"][0]
+                    used[usage["capacityUnit"]] = used.get(usage["capacityUnit"], 0) + usage["quantity"]
+            for job in _scheduling_order(j for j in jobs if j["status"] == "RUNNABLE"):
+                usage = job["capacityUsage"][0]
+                if used.get(usage["capacityUnit"], 0) + usage["quantity"] <= held.get(usage["capacityUnit"], 0):
+                    job.update(status="RUNNING", startedAt=self._ms())
+                    used[usage["capacityUnit"]] = used.get(usage["capacityUnit"], 0) + usage["quantity"]
+            for job in jobs:
+                if job["status"] == "SUBMITTED":
+                    job["status"] = "RUNNABLE"
 
     # --- the world moving on --------------------------------------------------------------------
 
@@ -383,7 +509,8 @@ class FakeBatch:
 
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` pass: running jobs work, finish (SUCCEEDED), and the scheduler starts
-        RUNNABLE jobs on free instances, highest scheduling priority first, then oldest."""
+        RUNNABLE jobs on free instances in :func:`_scheduling_order`; service jobs run on their
+        quota-share queues (:meth:`_run_service_jobs`)."""
         self.clock.now += seconds
         for job in list(self.active.values()):
             if job["status"] == "STARTING":
@@ -401,26 +528,28 @@ class FakeBatch:
             self._place_in_order(queue)
         for environment in self.environments.values():
             self._place(environment)
+        self._run_service_jobs(seconds)
         for queue, capacity in self.capacity.items():
             used = sum(
                 _size(j)
                 for j in self.active.values()
                 if j["jobQueue"] == queue and j["status"] in ("STARTING", "RUNNING")
             )
-            for job in sorted(
-                (j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"),
-                key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]),
+            for job in _scheduling_order(
+                j for j in self.active.values() if j["jobQueue"] == queue and j["status"] == "RUNNABLE"
             ):
                 if used + _size(job) <= capacity:
                     job.update(status="STARTING", startedAt=self._ms())
                     used += _size(job)
 
     def fail_on_its_own(self, job_id: str, reason: str = "Host EC2 instance terminated") -> None:
-        """The job's host fails: https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html, a job with
-        attempts left under its retry strategy goes back to RUNNABLE, else it is FAILED."""
+        """The job's host fails: a job with attempts left under its retry strategy goes back to RUNNABLE
+        [aws: batch.retry-strategy-attempts], unless its ``evaluateOnExit`` exits on this reason
+        [aws: batch.evaluate-on-exit]; else it is FAILED."""
         job = self.jobs[job_id]
         job["attempts"].append({"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": reason})
-        if len(job["attempts"]) < job.get("retryStrategy", {}).get("attempts", 1):
+        strategy = job.get("retryStrategy", {})
+        if len(job["attempts"]) < strategy.get("attempts", 1) and _retries(strategy.get("evaluateOnExit", []), reason):
             job.update(status="RUNNABLE", statusReason=reason)
         else:
             self._end(job, "FAILED", reason)
@@ -430,14 +559,13 @@ class FakeBatch:
 
     def _place_in_order(self, queue: dict[str, Any]) -> None:
         """Place the queue's RUNNABLE jobs: each on the first compute environment in ascending order that is ENABLED and VALID
-        and has free instances (https://docs.aws.amazon.com/batch/latest/APIReference/API_ComputeEnvironmentOrder.html)."""
+        and has free instances [aws: batch.job-queue-environment-order]."""
         order = [
             self.compute_environments[o["computeEnvironment"]]
             for o in sorted(queue["computeEnvironmentOrder"], key=lambda o: o["order"])
         ]
-        for job in sorted(
-            (j for j in self.active.values() if j["jobQueue"] == queue["jobQueueArn"] and j["status"] == "RUNNABLE"),
-            key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]),
+        for job in _scheduling_order(
+            j for j in self.active.values() if j["jobQueue"] == queue["jobQueueArn"] and j["status"] == "RUNNABLE"
         ):
             for environment in order:
                 if (
@@ -470,8 +598,8 @@ class FakeBatch:
 
     def _place(self, environment: Environment) -> None:
         """Jobs of an environment's queues run one per container instance. A job whose instance is
-        gone fails as its host did (https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html:
-        the retry strategy applies); RUNNABLE jobs start on free instances, highest priority first."""
+        gone fails as its host did (the retry strategy applies, [aws: batch.retry-strategy-attempts]);
+        RUNNABLE jobs start on free instances, in the scheduler's order (:func:`_scheduling_order`)."""
         live = environment.instances()
         placed = {
             j["container"].get("containerInstanceArn"): j
@@ -483,9 +611,10 @@ class FakeBatch:
                 job["container"].pop("containerInstanceArn", None)
                 self.fail_on_its_own(job["jobId"], f"Host EC2 (instance {instance}) terminated.")
         free = [i for i in live if i not in placed]
-        for job in sorted(
-            (j for j in self.active.values() if j["jobQueue"] in environment.queues and j["status"] == "RUNNABLE"),
-            key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"]),
+        for job in list(
+            _scheduling_order(
+                j for j in self.active.values() if j["jobQueue"] in environment.queues and j["status"] == "RUNNABLE"
+            )
         )[: len(free)]:
             job.update(status="STARTING", startedAt=self._ms())
             job["container"]["containerInstanceArn"] = free.pop(0)
@@ -526,8 +655,8 @@ class FakeBatch:
         return job
 
     def _settle_dependencies(self) -> None:
-        # https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html: a job waits PENDING until its
-        # dependencies succeed, then is RUNNABLE; if any of them fails it goes from PENDING to FAILED.
+        # A job waits PENDING until its dependencies succeed, then is RUNNABLE; if any of them fails it goes from
+        # PENDING to FAILED [aws: batch.job-dependencies].
         for job in list(self.active.values()):
             if job["status"] not in ("SUBMITTED", "PENDING"):
                 continue
@@ -566,6 +695,42 @@ class Environment:
     cluster: str
     queues: tuple[str, ...]
     instances: Callable[[], list[str]]
+
+
+def _scheduling_order(jobs: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """RUNNABLE jobs in the order the model starts them: by scheduling priority, highest first, then
+    oldest, within one share identifier only [aws: batch.priority-within-share]. Between shares the
+    share whose next job is the oldest goes first: Batch weighs shares by their usage, which the model
+    does not play, and no invariant of the scenarios rests on an order across shares."""
+    by_share: dict[Any, deque] = {}
+    for job in sorted(jobs, key=lambda j: (-j.get("schedulingPriority", 0), j["createdAt"])):
+        by_share.setdefault(job.get("shareIdentifier", job.get("quotaShareName")), deque()).append(job)
+    queues = list(by_share.values())
+    heads = [(queue[0]["createdAt"], n) for n, queue in enumerate(queues)]
+    heapq.heapify(heads)
+    while heads:
+        _, n = heapq.heappop(heads)
+        yield queues[n].popleft()
+        if queues[n]:
+            heapq.heappush(heads, (queues[n][0]["createdAt"], n))
+
+
+def _retries(conditions: list[dict[str, str]], reason: str) -> bool:
+    """Whether a failed attempt is retried under ``evaluateOnExit`` [aws: batch.evaluate-on-exit]: the
+    first entry whose every condition matches decides (RETRY or EXIT); none matching, it is retried.
+    The model's attempts fail with their host (the controllers' doing), so a reason is all they have:
+    ``onStatusReason`` and ``onReason`` match it as globs (a trailing ``*`` matches a prefix); an
+    ``onExitCode`` condition never matches, no container having exited."""
+
+    def glob(pattern: str | None) -> bool:
+        if pattern is None:
+            return True
+        return reason.startswith(pattern[:-1]) if pattern.endswith("*") else reason == pattern
+
+    for condition in conditions:
+        if "onExitCode" not in condition and glob(condition.get("onStatusReason")) and glob(condition.get("onReason")):
+            return condition["action"].upper() == "RETRY"
+    return True
 
 
 def _size(job: dict[str, Any]) -> int:

@@ -49,8 +49,8 @@ CLUSTER = "arn:aws:ecs:us-east-1:111122223333:cluster/p5-block"
 WINDOW = "nightly-p5"
 SCHEDULE = 300.0  # the construct runs the controller every 5 minutes while a window feeds a compute environment
 BLOCK_HOURS, GAP_HOURS, INSTANCES = 22, 2, 8
-# https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html: an event whose run failed is
-# retried twice, about a minute and then two minutes later.
+# An event whose run failed is retried twice, about a minute and then two minutes later
+# [aws: events.lambda-async-retries].
 EVENT_RETRY_DELAYS = (60.0, 120.0)
 # The scenario's own rule (not the controller's constant): a job gets at least one schedule to checkpoint after the
 # drain event told it to (docs/capacity.md).
@@ -65,6 +65,7 @@ class FakeEvents:
         self.signalled: dict[str, float] = {}  # capacity reservation id -> its first drain event
 
     def put_events(self, *, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        # every entry accepted; the rule delivers at least once [aws: events.lambda-async-retries]
         self.faults.check("PutEvents", "before", throttle_code="ThrottlingException", service="events")
         for entry in Entries:
             self.signalled.setdefault(json.loads(entry["Detail"])["capacity_reservation_id"], self.clock.now)

@@ -33,7 +33,7 @@ from .batch import Faults
 
 Item = dict[str, dict[str, Any]]  # attribute name -> typed value ({"S": "x"}, {"N": "1"}, {"SS": [...]}, ...)
 
-# https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html: up to 100 actions.
+# Up to 100 actions [aws: ddb.transact-write-items].
 TRANSACTION_LIMIT = 100
 _ALLOWED = {  # the request parameters the model implements, per operation
     "GetItem": {"TableName", "Key", "ConsistentRead"},
@@ -41,6 +41,7 @@ _ALLOWED = {  # the request parameters the model implements, per operation
     "UpdateItem": {
         "TableName",
         "Key",
+        "ReturnValues",
         "UpdateExpression",
         "ConditionExpression",
         "ExpressionAttributeNames",
@@ -77,7 +78,7 @@ def _conditional_check_failed() -> DynamoDBError:
 
 class FakeDynamoDB:
     """One account's tables. ``max_page_items``: a Scan page ends after this many items, standing
-    in for DynamoDB's 1 MB page (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Scan.html),
+    in for DynamoDB's 1 MB page [aws: ddb.scan-pages],
     so callers' paging is exercised."""
 
     def __init__(self, *, faults: Faults | None = None, max_page_items: int | None = None):
@@ -121,25 +122,30 @@ class FakeDynamoDB:
         return getattr(self, f"_{_snake(operation)}")(request)
 
     def _get_item(self, request: dict[str, Any]) -> dict[str, Any]:
+        # strongly consistent: the ledgers read with ConsistentRead [aws: ddb.put-item-replaces]
         key_name, items = self._table(request["TableName"])
         item = items.get(_key_value(key_name, request["Key"]))
         return {"Item": _copy(item)} if item is not None else {}
 
     def _put_item(self, request: dict[str, Any]) -> dict[str, Any]:
         _, items, key, new = self._prepare_put(request)
-        # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html: replaces the whole item,
-        # only if the condition holds on the item as it was.
+        # Replaces the whole item, only if the condition holds on the item as it was [aws: ddb.put-item-replaces].
         if not _condition_holds(request, items.get(key)):
             raise _conditional_check_failed()
         items[key] = new
         return {}
 
     def _update_item(self, request: dict[str, Any]) -> dict[str, Any]:
+        # created when missing, changed only if the condition holds [aws: ddb.update-item-creates]
         _, items, key, updated = self._prepare_update(request)
         if not _condition_holds(request, items.get(key)):
             raise _conditional_check_failed()
         items[key] = updated
-        return {}
+        # ALL_NEW: the item as it is after the update [aws: ddb.update-item-creates]; the ledgers ask for no other
+        returns = request.get("ReturnValues", "NONE")
+        if returns not in ("NONE", "ALL_NEW"):
+            raise NotImplementedError(f"the DynamoDB model does not implement ReturnValues {returns}")
+        return {"Attributes": _copy(updated)} if returns == "ALL_NEW" else {}
 
     def _scan(self, request: dict[str, Any]) -> dict[str, Any]:
         key_name, items = self._table(request["TableName"])
@@ -154,15 +160,15 @@ class FakeDynamoDB:
             if "FilterExpression" not in request or _evaluate(request["FilterExpression"], item, request):
                 found.append(_copy(item))
         answer: dict[str, Any] = {"Items": found, "Count": len(found), "ScannedCount": len(page)}
-        # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_Scan.html: the page stops at Limit
-        # items evaluated (before the filter); LastEvaluatedKey says where the next one starts.
+        # The page stops at Limit items evaluated (before the filter); LastEvaluatedKey says where the next one
+        # starts [aws: ddb.scan-pages].
         if len(page) == limit and len(keys) > 0:
             answer["LastEvaluatedKey"] = {key_name: {"S": page[-1]}}
         return answer
 
     def _transact_write_items(self, request: dict[str, Any]) -> dict[str, Any]:
-        # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html: all or nothing;
-        # a failed condition cancels the whole transaction, with one reason per action ("None" where it held).
+        # All or nothing; a failed condition cancels the whole transaction, with one reason per action ("None" where
+        # it held) [aws: ddb.transact-write-items].
         # ... and idempotent: a token already carried out returns success without changing anything again
         # (botocore fills ClientRequestToken in; its retries resend the same token).
         token, body = request.get("ClientRequestToken"), json.dumps(request["TransactItems"], sort_keys=True)
@@ -229,8 +235,7 @@ class FakeDynamoDB:
         key_name, items = self._table(request["TableName"])
         _check_placeholders(request, [request.get("ConditionExpression"), request["UpdateExpression"]])
         key = _key_value(key_name, request["Key"])
-        # https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html: creates the item when
-        # it does not exist.
+        # Creates the item when it does not exist [aws: ddb.update-item-creates].
         updated = _copy(items.get(key)) or {key_name: {"S": key}}
         _apply_update(request["UpdateExpression"], updated, request, key_name)
         return key_name, items, key, updated
@@ -266,15 +271,14 @@ def _key_value(key_name: str, key: Item) -> str:
 
 def _check_value(value: dict[str, Any]) -> None:
     ((kind, content),) = value.items()
-    if kind in ("SS", "NS", "BS") and not content:
+    if kind in ("SS", "NS", "BS") and not content:  # [aws: ddb.empty-sets]
         raise _validation("One or more parameter values were invalid: An set may not be empty")
     if kind in ("B", "BS"):
         raise NotImplementedError("the DynamoDB model does not implement binary values")
 
 
 # --- expressions ---------------------------------------------------------------------------------
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.OperatorsAndFunctions.html
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html
+# [aws: ddb.expressions]
 
 _TOKEN = re.compile(r"\s*(<>|<=|>=|[=<>(),+\-]|[#:]?[A-Za-z_][A-Za-z0-9_]*|\S)")
 _COMPARATORS = ("=", "<>", "<", "<=", ">", ">=")
@@ -290,8 +294,7 @@ def _placeholders(expression: str) -> set[str]:
 
 
 def _check_placeholders(request: dict[str, Any], expressions: list[str | None]) -> None:
-    """https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ExpressionAttributeNames.html
-    and ExpressionAttributeValues: every placeholder used must be defined, and every one defined used."""
+    """Every placeholder used must be defined, and every one defined used [aws: ddb.expressions]."""
     used = set().union(*(_placeholders(e) for e in expressions if e))
     for prefix, parameter, word in (
         ("#", "ExpressionAttributeNames", "name"),

@@ -5,7 +5,7 @@ as, behind the calls the capacity controller's requeue path makes: EC2 ``describ
 
 A block's instances run from its start; EC2 sends the expiration warning 40 minutes before its
 end and begins terminating its instances 30 minutes before the end
-(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html). The model's
+[aws: ec2-cb.expiration-warning-and-termination]. The model's
 instances are running from the start until 30 minutes before the end, then terminated.
 """
 
@@ -67,6 +67,7 @@ class FakeEc2:
         return _Pages(self.describe_instances, "Reservations", self.page_size)
 
     def describe_instances(self, *, Filters: list[dict[str, Any]]) -> dict[str, Any]:
+        # [aws: ec2-cb.expiration-warning-and-termination]: running from the start, terminated 30 minutes before the end
         self.faults.check("DescribeInstances", "before", throttle_code="RequestLimitExceeded", service="ec2")
         wanted = {f["Name"]: set(f["Values"]) for f in Filters}
         reservations = []
@@ -113,7 +114,7 @@ class FakeEcs:
     def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:
         self.faults.check("ListContainerInstances", "before", throttle_code="ThrottlingException", service="ecs")
         assert cluster == self.cluster, cluster
-        # https://docs.aws.amazon.com/AmazonECS/latest/developerguide/cluster-query-language.html: ec2InstanceId in [...]
+        # ec2InstanceId in [...] [aws: batch-ce.ecs-container-instance-filter]
         wanted = set(re.findall(r"'(i-[0-9a-f]+)'", filter)) if filter else None
         return {
             "containerInstanceArns": [

@@ -1,6 +1,7 @@
 """A small model of a HyperPod Slurm cluster as the capacity controller's window sees it:
-SageMaker's ``list_cluster_nodes`` (paginated) for an instance group whose nodes come with a
-training plan and go 30 minutes before its end, and a head node whose shell applies the
+SageMaker's ``list_cluster_nodes`` (paginated, [aws: hyperpod.list-cluster-nodes]) for an instance
+group whose nodes come with a training plan and go 30 minutes before its end
+([aws: hyperpod.training-plan-termination]), and a head node whose shell applies the
 commands ``capacity/slurm_window.py`` sends over SSM (:class:`tests.aws_model.ssm.FakeSsm` delivers
 them). The real Slurm daemons run these commands in tests/slurm; here the SSM conversation and its
 timing matter, so the shell is played by recognising each command the controller builds.
@@ -190,6 +191,7 @@ class FakeSageMakerNodes:
         return self
 
     def paginate(self, *, ClusterName: str, InstanceGroupNameContains: str) -> Iterable[dict[str, Any]]:
+        # a page at a time [aws: hyperpod.list-cluster-nodes]
         self.faults.check("ListClusterNodes", "before", throttle_code="ThrottlingException", service="sagemaker")
         nodes = [
             {

@@ -126,7 +126,8 @@ def run(
         batch.advance(TICK)
         if rng.random() < 0.002 and (running := [j for j in batch.active.values() if j["status"] == "RUNNING"]):
             batch.fail_on_its_own(rng.choice(running)["jobId"])  # a host failure: the job's own retry strategy applies
-        for _ in range(2 if rng.random() < duplicate_rate else 1):  # a duplicated event: the same tick twice
+        # a duplicated event: the same tick twice [aws: events.lambda-async-retries]
+        for _ in range(2 if rng.random() < duplicate_rate else 1):
             _tick(batch, ledger, settings, dry_run, report)
         checks.step()
     faults.plan = lambda operation, phase: None  # the faults stop: every open preemption must now be finished

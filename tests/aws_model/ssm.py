@@ -3,7 +3,9 @@ by AWS's documented rules (cited beside each), behind the boto3 methods the cont
 ``send_command``, ``get_command_invocation``, ``cancel_command``.
 
 A command reaches the node ``delivery_delay`` seconds after it is sent (the node's agent may be
-slow, offline or busy); the node's shell is ``run(commands) -> stdout``. Time is the shared
+slow, offline or busy); the node's shell is ``run(commands) -> stdout``. ``cancel_stops()`` decides
+whether a ``CancelCommand`` stops the command: AWS does not promise it does
+[aws: ssm.cancel-command-may-not-stop]. Each rule names its row of docs/aws-behaviour.md. Time is the shared
 :class:`tests.aws_model.batch.Clock`; the model settles what has become due whenever it is
 called or :meth:`FakeSsm.advance` is.
 """
@@ -19,8 +21,7 @@ from botocore.exceptions import ClientError
 
 from .batch import Clock, Faults
 
-# https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_SendCommand.html: TimeoutSeconds, default 3600
-DEFAULT_DELIVERY_TIMEOUT = 3600
+DEFAULT_DELIVERY_TIMEOUT = 3600  # SendCommand's TimeoutSeconds [aws: ssm.delivery-deadline]
 DEFAULT_EXECUTION_TIMEOUT = 3600  # AWS-RunShellScript's executionTimeout parameter
 
 
@@ -51,9 +52,13 @@ class FakeSsm:
         run: Callable[[list[str]], str],
         delivery_delay: float | Callable[[], float] = 1.0,
         faults: Faults | None = None,
+        cancel_stops: Callable[[], bool] = lambda: True,
     ):
-        """``delivery_delay``: seconds, or a function drawing them for each command."""
+        """``delivery_delay``: seconds, or a function drawing them for each command; ``cancel_stops``:
+        drawn at each CancelCommand, False when it leaves the command to run."""
         self.clock, self.instance_id, self.run, self.delivery_delay = clock, instance_id, run, delivery_delay
+        self.cancel_stops = cancel_stops
+        self.cancels_ignored = 0  # CancelCommand calls that left their command to run
         self.faults = faults or Faults()
         self.invocations: dict[str, Invocation] = {}
         self.pending: dict[str, Invocation] = {}  # not delivered yet (what advance looks at)
@@ -70,6 +75,7 @@ class FakeSsm:
         TimeoutSeconds: int = DEFAULT_DELIVERY_TIMEOUT,
     ) -> dict[str, Any]:
         self.faults.check("SendCommand", "before", throttle_code="ThrottlingException", service="ssm")
+        # [aws: ssm.delivery-deadline]
         assert (InstanceIds, DocumentName) == ([self.instance_id], "AWS-RunShellScript"), (InstanceIds, DocumentName)
         if not 30 <= TimeoutSeconds <= 2592000:  # the API's range
             raise ClientError(
@@ -94,7 +100,7 @@ class FakeSsm:
         self.faults.check("GetCommandInvocation", "before", throttle_code="ThrottlingException", service="ssm")
         self.advance(0)
         invocation = self.invocations.get(CommandId)
-        # Right after SendCommand the invocation may not exist yet (the API reference's InvocationDoesNotExist).
+        # Right after SendCommand the invocation may not exist yet [aws: ssm.invocation-eventually-consistent].
         if invocation is None or self.clock.now - invocation.sent_at < 0.5:
             raise self.exceptions.InvocationDoesNotExist(
                 {"Error": {"Code": "InvocationDoesNotExist", "Message": ""}}, "GetCommandInvocation"
@@ -104,7 +110,7 @@ class FakeSsm:
             "InstanceId": InstanceId,
             "Status": invocation.status,
             "StatusDetails": invocation.details,
-            "StandardOutputContent": invocation.output[:24000],
+            "StandardOutputContent": invocation.output[:24000],  # [aws: ssm.output-24000]
             "StandardErrorContent": "",
         }
 
@@ -112,11 +118,15 @@ class FakeSsm:
         self.faults.check("CancelCommand", "before", throttle_code="ThrottlingException", service="ssm")
         self.advance(0)
         invocation = self.invocations[CommandId]
-        # https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_CancelCommand.html: stops a command that
-        # has not yet finished; one not delivered yet never runs.
+        # No guarantee that the command is stopped [aws: ssm.cancel-command-may-not-stop]: one not delivered yet
+        # is Cancelled and never runs when cancel_stops() says so, else it runs as if never cancelled; one that ran
+        # has finished already (the model's commands run at once). Cancelled is final [aws: ssm.invocation-statuses].
         if invocation.status in ("Pending", "Delayed"):
-            invocation.status = invocation.details = "Cancelled"
-            self.pending.pop(CommandId, None)
+            if self.cancel_stops():
+                invocation.status = invocation.details = "Cancelled"
+                self.pending.pop(CommandId, None)
+            else:
+                self.cancels_ignored += 1
         return {}
 
     def advance(self, seconds: float) -> None:
@@ -125,12 +135,18 @@ class FakeSsm:
             if self.clock.now < invocation.deliver_at:
                 continue
             del self.pending[invocation.command_id]
-            # https://docs.aws.amazon.com/systems-manager/latest/userguide/monitor-commands.html: a command not
-            # delivered within TimeoutSeconds is not run (DeliveryTimedOut).
-            if invocation.deliver_at - invocation.sent_at > invocation.delivery_timeout:
+            # A command not delivered in time is not run (DeliveryTimedOut). The API reference's deadline is
+            # TimeoutSeconds, the user guide's TimeoutSeconds plus the execution timeout: the model plays the later
+            # [aws: ssm.delivery-deadline].
+            if invocation.deliver_at - invocation.sent_at > self.deadline(invocation):
                 invocation.status, invocation.details = "TimedOut", "DeliveryTimedOut"
                 continue
             self.executed.append(invocation.commands)
             invocation.ran_at = invocation.deliver_at
             invocation.output = self.run(invocation.commands)
             invocation.status = invocation.details = "Success"
+
+    @staticmethod
+    def deadline(invocation: Invocation) -> float:
+        """Seconds after it was sent until which a command may still be delivered and run."""
+        return invocation.delivery_timeout + invocation.execution_timeout

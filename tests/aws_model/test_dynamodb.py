@@ -59,16 +59,14 @@ def outcome(call: Callable[[], Any]) -> Any:
         )
     answer.pop("ResponseMetadata", None)
     # moto adds ConsumedCapacity and ItemCollectionMetrics unasked; DynamoDB returns them only with
-    # ReturnConsumedCapacity / ReturnItemCollectionMetrics, which the ledgers never set
-    # (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html)
+    # ReturnConsumedCapacity / ReturnItemCollectionMetrics, which the ledgers never set [aws: ddb.consumed-capacity-on-request]
     answer.pop("ConsumedCapacity", None)
     answer.pop("ItemCollectionMetrics", None)
     return answer
 
 
 def trimmed(value: Any) -> Any:
-    """Numbers as DynamoDB stores them: "Leading and trailing zeroes are trimmed"
-    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html);
+    """Numbers as DynamoDB stores them, leading and trailing zeroes trimmed [aws: ddb.numbers-trimmed];
     moto keeps the zeros of its decimal arithmetic (1000.0), the model trims them."""
     if isinstance(value, dict):
         return {k: (format(Decimal(v).normalize(), "f") if k == "N" else trimmed(v)) for k, v in value.items()}

@@ -71,6 +71,9 @@ class GpuHourLimits:
     """(team, instance type, instances) from what the tick read (a pool's state, or usage rows)."""
     pool_gpus: Callable[[Target], Mapping[str, int]] = lambda target: {}
     """GPUs per instance type the target declares (else the known training instance types' GPUs)."""
+    queue: Callable[[ReclaimClients, Target, str], Any] | None = None
+    """``(clients, target, team) -> QueuedJobs``: the team's jobs not started yet, which the controller
+    terminates while the team is over its limit or paused (the switch does not hold them); None: not held."""
 
 
 @dataclass(frozen=True, kw_only=True)

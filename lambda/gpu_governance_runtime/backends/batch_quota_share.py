@@ -12,7 +12,7 @@ from .base import Backend, GpuHourLimits, Invocation, ReclaimClients, Target
 if TYPE_CHECKING:
     from ..policy import Policy, PoolPolicy
     from ..reclaim.adapters import BatchQuotaShareObserver
-    from ..reclaim.gpu_hours import QuotaShareSwitch
+    from ..reclaim.gpu_hours import QuotaShareQueue, QuotaShareSwitch
     from ..reclaim.planner import PoolState
 
 
@@ -33,6 +33,12 @@ def _switch(clients: ReclaimClients, target: Target, team: str) -> QuotaShareSwi
     return QuotaShareSwitch(clients.batch, target["job_queue"], team)
 
 
+def _queue(clients: ReclaimClients, target: Target, team: str) -> QuotaShareQueue:
+    from ..reclaim.gpu_hours import QuotaShareQueue
+
+    return QuotaShareQueue(clients.batch, target["job_queue"], team)
+
+
 def _running_jobs(state: PoolState) -> Iterable[tuple[str, str, float]]:
     """A team's GPU hours are counted from the running service jobs the tick read."""
     return ((job.share, job.instance_type, job.count) for job in state.running)
@@ -41,11 +47,13 @@ def _running_jobs(state: PoolState) -> Iterable[tuple[str, str, float]]:
 BACKEND = Backend(
     name=BATCH_QUOTA_SHARE,
     reclaim_adapter=_observer,
-    # No consumption limit in the API: the reclaim controller disables the team's quota share at its limit
-    # (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html, state).
+    # No consumption limit in the API: the reclaim controller disables the team's quota share at its limit, and,
+    # since a disabled share still starts the jobs already submitted, terminates the team's queued ones while it is
+    # over its limit or paused [aws: batch.quota-share-disabled].
     gpu_hour_limits=GpuHourLimits(
         switch=_switch,
         in_use=_running_jobs,
+        queue=_queue,
     ),
     quota_raised_by=CONSUMER_SAGEMAKER_TRAINING_JOBS,
 )

@@ -4,9 +4,8 @@ controller's victims on a fair-share queue, the capacity controller's jobs on an
 Capacity Block) and both bring them back here.
 
 AWS Batch does not bring a terminated job back by itself: ``TerminateJob`` moves a STARTING or
-RUNNING job to FAILED (https://docs.aws.amazon.com/batch/latest/APIReference/API_TerminateJob.html)
-and a retry strategy retries failures of the job or its host, not a termination
-(https://docs.aws.amazon.com/batch/latest/userguide/job_retries.html). So the copy is submitted
+RUNNING job to FAILED [aws: batch.terminate-job-ends-failed] and a retry strategy retries failures
+of the job or its host, not a termination [aws: batch.terminated-job-not-retried]. So the copy is submitted
 explicitly, tagged ``gpu-governance:requeued-from=<original id>`` and
 ``gpu-governance:times-preempted=<n>``: how often the work was stopped along its whole chain of
 copies (:func:`times_stopped`), which the reclaim planner's protection and re-borrow backoff read.
@@ -17,7 +16,8 @@ Both keys are the platform's: a member's submission may not set them (``aws:TagK
 Exactly once: ``SubmitJob`` has no idempotency token, and a request whose answer is lost (a read
 timeout, a dropped connection, a 5xx) may have been accepted. So the copy is submitted through a
 client that sends one request (``common.clients.SUBMIT_ONCE``), the caller records ``submitting``
-before it, and a run that finds a copy possibly in flight looks for it by its tag before
+before it, and a run that finds a copy possibly in flight (a listing may lag,
+[aws: batch.listing-lags]) looks for it by its tag before
 submitting again; Batch lists a job shortly after accepting it, so a copy not found is submitted
 again only ``LISTING_GRACE_SECONDS`` after the uncertain request.
 

@@ -449,7 +449,7 @@ class BatchQuotaShareObserver:
         pushes older ones onto the next page and one can be listed twice. A listing that fails
         part-way (throttled past the client's retries) gives what was read."""
         jobs: dict[str, dict] = {}
-        pages = self.batch.get_paginator("list_service_jobs").paginate(
+        pages = self.batch.get_paginator("list_service_jobs").paginate(  # [aws: batch.list-service-jobs-by-share]
             jobQueue=self.job_queue, jobStatus="RUNNABLE", filters=[{"name": "QUOTA_SHARE_NAME", "values": [share]}]
         )
         try:

@@ -9,11 +9,16 @@ pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick
 2. at 80 % of the limit one ``GPU-hour limit`` event (EventBridge, ``RECLAIM_EVENT_SOURCE``) per
    team and period: claimed in the ledger before it is sent, so it is sent once;
 3. at 100 % the team's admission switch is turned off, as a paused team's is: the Batch quota
-   share's ``state`` DISABLED (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html:
-   a disabled share's jobs are not scheduled; running jobs go on) or the HyperPod compute quota's
-   ``ActivationState`` Disabled (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html).
-   Running jobs are never stopped;
-4. in the next period the switch is turned back on if the controller turned it off, unless the
+   share's ``state`` DISABLED, which refuses new jobs but lets the jobs already submitted start and
+   finish [aws: batch.quota-share-disabled], or the HyperPod compute quota's ``ActivationState``
+   Disabled, whose effect on queued and running tasks no page states [aws: hyperpod.compute-quota-disabled];
+4. while a Batch team is over its limit, or paused, its queued service jobs (SUBMITTED, PENDING,
+   RUNNABLE) are terminated (:func:`hold`): a disabled share would start them otherwise. Each is
+   recorded before and after in its own ``held#`` ledger item, terminated once (a listing that shows
+   it again is skipped), with a reason that tells its owner why and when to submit again, and only
+   listed in dry run. Running jobs are never stopped (one that Batch starts between the listing and
+   the termination is stopped as it starts: it started after the limit) [aws: batch.terminate-service-job];
+5. in the next period the switch is turned back on if the controller turned it off, unless the
    team is ``paused`` in the governance file (then it stays off, as deployed).
 
 Every change is recorded before (``disabling`` / ``enabling``) and after (``disabled`` /
@@ -45,6 +50,9 @@ from .ledger import Ledger
 NOTICE_FRACTION = 0.8
 DISABLING, DISABLED, ENABLING, ENABLED = "disabling", "disabled", "enabling", "enabled"
 LEFT_OFF = "left_off"  # a new period began while the team is paused (or was off before its limit): not turned on
+TERMINATING, TERMINATED = "terminating", "terminated"
+QUEUED_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE")  # a service job not started yet
+REASON_LIMIT = 1024  # TerminateServiceJob's reason, as TerminateJob's
 
 
 class Switch(Protocol):
@@ -98,6 +106,41 @@ class ComputeQuotaSwitch:
         )
 
 
+class QueuedJobs(Protocol):
+    """A team's jobs submitted and not started in one pool, and the call that ends one."""
+
+    def queued(self) -> list[str]: ...
+
+    def terminate(self, job_id: str, reason: str) -> None: ...
+
+
+@dataclass
+class QuotaShareQueue:
+    """A Batch quota share's service jobs not started yet [aws: batch.list-service-jobs-by-share],
+    ended with ``TerminateServiceJob`` [aws: batch.terminate-service-job]."""
+
+    batch: Any
+    job_queue: str
+    share: str
+
+    def queued(self) -> list[str]:
+        ids = [
+            job["jobId"]
+            for status in QUEUED_STATUSES
+            for page in self.batch.get_paginator("list_service_jobs").paginate(
+                jobQueue=self.job_queue,
+                jobStatus=status,
+                filters=[{"name": "QUOTA_SHARE_NAME", "values": [self.share]}],
+            )
+            for job in page["jobSummaryList"]
+            if job.get("quotaShareName", self.share) == self.share
+        ]
+        return list(dict.fromkeys(ids))  # a job that moved on while paging is listed twice
+
+    def terminate(self, job_id: str, reason: str) -> None:
+        self.batch.terminate_service_job(jobId=job_id, reason=reason[:REASON_LIMIT])
+
+
 def gpus_per_instance(pool_gpus: Mapping[str, int], instance_type: str) -> int:
     gpus = pool_gpus.get(instance_type) or TRAINING_INSTANCE_GPUS.get(instance_type)
     if gpus is None:
@@ -118,18 +161,21 @@ def enforce(
     tick_seconds: float,
     dry_run: bool,
     pool_gpus: Mapping[str, int] = {},
+    queue: Callable[[str], QueuedJobs] | None = None,
 ) -> list[dict[str, Any]]:
-    """Count, notify and switch every limited team of ``pool``. ``in_use``: (team, instance type,
-    instances running; HyperPod EKS counts part-instances) as this tick read them. Returns one log record per team."""
+    """Count, notify and switch every limited team of ``pool``, and hold the queued jobs of every
+    team over its limit or paused where the backend has a ``queue`` (:func:`hold`). ``in_use``: (team,
+    instance type, instances running; HyperPod EKS counts part-instances) as this tick read them.
+    Returns one log record per limited or held team."""
     limited = [s for s in pool.shares if s.gpu_hour_limit]
+    records = [] if queue is None else _hold_paused(pool, ledger=ledger, queue=queue, now=now, dry_run=dry_run)
     if not limited:
-        return []
+        return records
     gpus: dict[str, float] = {}
     for team, instance_type, instances in in_use:
         gpus[team] = gpus.get(team, 0) + instances * gpus_per_instance(pool_gpus, instance_type)
     at = datetime.fromtimestamp(now, UTC)
     tick = int(now // tick_seconds)
-    records = []
     for share in limited:
         hours, period = share.gpu_hour_limit
         start = period_start(period, at)
@@ -166,9 +212,68 @@ def enforce(
             BotoCoreError,
         ) as error:  # the item stays in its -ing state: the next tick reads and tries again
             record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
+        if used >= hours and queue is not None and not share.paused:  # a paused team's are held above
+            why = (
+                f"team {share.name} reached its GPU-hour limit ({hours:g} GPU hours a {period}); "
+                f"submit again from {record['resets']}"
+            )
+            record["held"] = _hold_logged(
+                pool.name, share.name, queue, why=why, ledger=ledger, now=now, dry_run=dry_run
+            )
         log(record)
         records.append(record)
     return records
+
+
+def _hold_paused(
+    pool: PoolPolicy, *, ledger: Ledger, queue: Callable[[str], QueuedJobs], now: float, dry_run: bool
+) -> list[dict[str, Any]]:
+    """Hold every paused team's queued jobs: a paused team's quota share is deployed DISABLED, which
+    still starts the jobs submitted before [aws: batch.quota-share-disabled]."""
+    records = []
+    for share in pool.shares:
+        if share.paused:
+            why = f"team {share.name} is paused; submit again once it is resumed"
+            record = {"event": "team_paused", "pool": pool.name, "team": share.name, "dry_run": dry_run}
+            record["held"] = _hold_logged(
+                pool.name, share.name, queue, why=why, ledger=ledger, now=now, dry_run=dry_run
+            )
+            log(record)
+            records.append(record)
+    return records
+
+
+def _hold_logged(
+    pool: str, team: str, queue: Callable[[str], QueuedJobs], *, why: str, ledger: Ledger, now: float, dry_run: bool
+) -> dict[str, Any]:
+    try:
+        return hold(pool, team, queue(team), why=why, ledger=ledger, now=now, dry_run=dry_run)
+    except (ClientError, BotoCoreError) as error:  # what was recorded stays; the next tick lists and tries again
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def hold(
+    pool: str, team: str, queue: QueuedJobs, *, why: str, ledger: Ledger, now: float, dry_run: bool
+) -> dict[str, Any]:
+    """Terminate the team's queued jobs, each once: ``held#<pool>#<job>`` is put ``terminating``
+    before the call and ``terminated`` after it; a job already ``terminated`` that a lagging listing
+    shows again is skipped, and one left ``terminating`` (a crash, a throttle) is terminated again by
+    the next tick, which ends it or finds it ended. The reason names the team and ``why``, so the
+    job's owner reads it in the job's status. Dry run only lists them."""
+    jobs = queue.queued()
+    if dry_run:
+        return {"would_terminate": jobs}
+    terminated, skipped = [], []
+    for job_id in jobs:
+        key = f"held#{pool}#{job_id}"
+        if (ledger.get(key) or {}).get("status") == TERMINATED:
+            skipped.append(job_id)
+            continue
+        ledger.put(key, status=TERMINATING, team=team, why=why, at=int(now))
+        queue.terminate(job_id, f"gpu-governance: {why}")
+        ledger.put(key, status=TERMINATED, team=team, why=why, at=int(now))
+        terminated.append(job_id)
+    return {"terminated": terminated, "skipped": skipped}
 
 
 def _notice(

@@ -260,7 +260,7 @@ def gpu_hour_limits(
     counts each limited team's GPU hours and switches its admissions as its backend declares
     (``Backend.gpu_hour_limits``). None when the backend has no switch or no team a limit."""
     limits = backend_of(pool).gpu_hour_limits
-    if limits is None or not any(s.gpu_hour_limit for s in pool.shares):
+    if limits is None or not any(s.gpu_hour_limit or (s.paused and limits.queue) for s in pool.shares):
         return None
     clients = _clients()
     return lambda observed: gpu_hours.enforce(
@@ -273,6 +273,7 @@ def gpu_hour_limits(
         tick_seconds=tick_seconds,
         dry_run=dry_run,
         pool_gpus=limits.pool_gpus(target),
+        queue=None if limits.queue is None else lambda team: limits.queue(clients, target, team),
     )
 
 

@@ -127,7 +127,7 @@ class Ledger:
 
     def take_preemption(self, pool: str, *, now: float, cap: int) -> bool:
         """One of the pool's ``cap`` preemptions of the current minute; False when all are taken.
-        Lambda retries a failed invocation (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html),
+        Lambda retries a failed invocation [aws: events.lambda-async-retries],
         so a retried tick can run within the same minute as the next scheduled one: the cap is
         counted here, across invocations, not in the tick alone."""
         try:

@@ -38,9 +38,10 @@ def if_unchanged(job_id: str, expected: str, command: str) -> str:
 
 
 # SendCommand's TimeoutSeconds is how long a command may wait to be *delivered*; past it, one not
-# yet started never runs (https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_SendCommand.html;
-# default 3,600 s: a command the controller gave up on could run up to an hour later). 30 s is the
-# smallest value the API takes.
+# yet started never runs (default 3,600 s: a command the controller gave up on could run up to an hour
+# later). 30 s is the smallest value the API takes. The user guide counts the execution timeout in
+# too, so a command may start up to DELIVERY_SECONDS + EXECUTION_SECONDS after it was sent
+# [aws: ssm.delivery-deadline]; every command re-checks on the head node what it acts on.
 DELIVERY_SECONDS = 30
 # AWS-RunShellScript's executionTimeout: the longest a command may run once started (default
 # 3,600 s, https://docs.aws.amazon.com/systems-manager/latest/userguide/monitor-commands.html).
@@ -52,9 +53,11 @@ FINAL_STATUSES = ("Success", "Cancelled", "TimedOut", "Failed")
 
 
 class CommandAbandoned(RuntimeError):
-    """The controller stopped waiting for a command and cancelled it (``CancelCommand`` stops one
-    not started yet; one already running finishes within EXECUTION_SECONDS). Its outcome is read
-    back later with :meth:`HeadNode.outcome`."""
+    """The controller stopped waiting for a command and asked SSM to cancel it. A cancel may or may
+    not stop it [aws: ssm.cancel-command-may-not-stop]: the command may still run until its delivery
+    deadline, and one already running finishes within EXECUTION_SECONDS. Its outcome is read back
+    later with :meth:`HeadNode.outcome`; each command checks what it acts on before it changes it,
+    so a late run changes nothing that moved since the controller read it."""
 
     def __init__(self, command_id: str, message: str):
         super().__init__(message)
@@ -65,8 +68,8 @@ class HeadNode:
     """Runs shell commands on one head node (an SSM target id: ``i-...`` or ``mi-...``) and
     returns their standard output; never waits past the invocation's time left (less a margin
     to record the outcome). Every command carries a delivery deadline and an execution timeout,
-    and one the controller stops waiting for is cancelled, so none runs long after the
-    controller decided. SSM returns only the first 24,000 characters of output."""
+    and one the controller stops waiting for is cancelled (which may not stop it), so none runs
+    long after the controller decided. SSM returns only the first 24,000 characters of output."""
 
     def __init__(
         self,
@@ -119,8 +122,9 @@ class HeadNode:
                 self._abandon(command_id, f"no result after {waited:.0f} s")
 
     def _abandon(self, command_id: str, why: str) -> NoReturn:
-        """Stop waiting for a command: cancel it, so it cannot run later, and leave its outcome to
-        be read back. A cancel that fails too leaves it to its delivery deadline (DELIVERY_SECONDS)."""
+        """Stop waiting for a command: cancel it, so it is less likely to run later, and leave its
+        outcome to be read back. A cancel that fails, or does not stop it, leaves it to its delivery
+        deadline [aws: ssm.cancel-command-may-not-stop]."""
         try:
             self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
         except (ClientError, BotoCoreError) as error:
@@ -130,7 +134,8 @@ class HeadNode:
         raise CommandAbandoned(command_id, f"SSM command {command_id} on {self.instance_id}: {why}")
 
     def outcome(self, command_id: str) -> dict[str, Any]:
-        """The command's invocation as SSM has it (``Status`` Pending until SSM knows of it)."""
+        """The command's invocation as SSM has it (``Status`` Pending until SSM knows of it:
+        [aws: ssm.invocation-eventually-consistent])."""
         try:
             return self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
         except self.ssm.exceptions.InvocationDoesNotExist:

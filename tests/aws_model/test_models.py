@@ -1,0 +1,257 @@
+"""The models of AWS play the rows of docs/aws-behaviour.md, and the controllers hold under them
+(issue 37, items 4 and 5): scheduling priority within one share identifier, ``evaluateOnExit``,
+a DISABLED quota share that still starts the jobs submitted to it (and the reclaim controller
+terminating a held team's queued jobs because of it), and an SSM cancel that may not stop its
+command. Each test fails on the model (or controller) as it was before its row."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
+
+from datetime import UTC, datetime  # noqa: E402
+
+from gpu_governance_runtime.contract import SharingStrategy  # noqa: E402
+from gpu_governance_runtime.policy import PoolPolicy  # noqa: E402
+from gpu_governance_runtime.reclaim import gpu_hours  # noqa: E402
+from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
+from gpu_governance_runtime.reclaim.planner import Share  # noqa: E402
+from tests.aws_model.batch import Clock, FakeBatch  # noqa: E402
+from tests.aws_model.dynamodb import FakeDynamoDB  # noqa: E402
+from tests.aws_model.ssm import FakeSsm  # noqa: E402
+
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
+TRAINING = "arn:aws:batch:us-east-1:111122223333:job-queue/training"
+TYPE = "ml.p5.48xlarge"  # 8 GPUs
+MORNING = datetime(2025, 12, 2, 10, tzinfo=UTC).timestamp()
+
+
+def _job(batch: FakeBatch, share: str, priority: int, name: str, **extra) -> str:
+    return batch.add_job(
+        jobName=name,
+        jobQueue=QUEUE,
+        jobDefinition="train:1",
+        shareIdentifier=share,
+        schedulingPriorityOverride=priority,
+        **extra,
+    )
+
+
+def test_priority_orders_jobs_within_their_share_only():
+    """[aws: batch.priority-within-share]: a high priority in one share does not pass an older job of another share."""
+    batch = FakeBatch(Clock(), capacity={QUEUE: 1})
+    old = _job(batch, "research", 0, "old-research")
+    batch.clock.sleep(10)
+    urgent = _job(batch, "training", 9999, "urgent-training")
+    batch.advance(60)
+    assert (batch.jobs[old]["status"], batch.jobs[urgent]["status"]) == ("STARTING", "RUNNABLE")
+
+    within = FakeBatch(Clock(), capacity={QUEUE: 1})
+    low = _job(within, "research", 0, "low")
+    within.clock.sleep(10)
+    high = _job(within, "research", 50, "high")
+    within.advance(60)
+    assert (within.jobs[high]["status"], within.jobs[low]["status"]) == ("STARTING", "RUNNABLE")
+
+
+def test_evaluate_on_exit_exits_on_the_first_matching_condition_and_retries_when_none_matches():
+    """[aws: batch.evaluate-on-exit]: a job whose retry strategy exits on a host failure is not retried; one whose
+    conditions do not match the reason is (the model's attempts fail with their host, as the controllers meet them)."""
+    batch = FakeBatch(Clock(), capacity={QUEUE: 2})
+    exits = _job(
+        batch,
+        "research",
+        0,
+        "exits-on-host-failure",
+        retryStrategy={"attempts": 3, "evaluateOnExit": [{"onStatusReason": "Host EC2*", "action": "EXIT"}]},
+    )
+    retried = _job(
+        batch,
+        "research",
+        0,
+        "exits-on-its-own-errors-only",
+        retryStrategy={
+            "attempts": 3,
+            "evaluateOnExit": [
+                {"onExitCode": "1", "action": "EXIT"},
+                {"onStatusReason": "Essential container*", "action": "EXIT"},
+            ],
+        },
+    )
+    batch.advance(60)
+    batch.fail_on_its_own(exits)
+    batch.fail_on_its_own(retried)
+    assert batch.jobs[exits]["status"] == "FAILED"
+    assert batch.jobs[retried]["status"] == "RUNNABLE"
+
+
+def _service_job(batch: FakeBatch, share: str, name: str, *, instances: int = 1) -> str:
+    payload = {
+        "TrainingJobName": name,
+        "ResourceConfig": {"InstanceType": TYPE, "InstanceCount": instances},
+        "HyperParameters": {"work_seconds": "36000"},
+    }
+    return batch.submit_service_job(
+        jobName=name,
+        jobQueue=TRAINING,
+        serviceJobType="SAGEMAKER_TRAINING",
+        quotaShareName=share,
+        serviceRequestPayload=json.dumps(payload),
+    )["jobId"]
+
+
+def test_a_disabled_quota_share_still_starts_the_jobs_submitted_before():
+    """[aws: batch.quota-share-disabled]: "new jobs won't be accepted but jobs already submitted can finish"."""
+    batch = FakeBatch(Clock(), capacity={})
+    share = batch.add_quota_share(TRAINING, "research", capacity={TYPE: 2})
+    queued = _service_job(batch, "research", "queued-before")
+    batch.update_quota_share(quotaShareArn=share, state="DISABLED")
+    batch.advance(60)
+    batch.advance(60)
+    assert batch.service_jobs[queued]["status"] == "RUNNING"
+    try:
+        _service_job(batch, "research", "submitted-after")
+    except Exception as error:  # noqa: BLE001 - the assertion names what is expected
+        assert "DISABLED" in str(error)
+    else:
+        raise AssertionError("a DISABLED quota share accepted a new job")
+
+
+def _pool(*, paused: bool = False, limit: tuple[int, str] | None = (16, "day")) -> PoolPolicy:
+    return PoolPolicy(
+        name="training",
+        backend="batch_quota_share",
+        capacity={TYPE: 3},
+        shares=(
+            Share(
+                name="research",
+                quota={TYPE: 1},
+                strategy=SharingStrategy.LEND_AND_BORROW,
+                paused=paused,
+                gpu_hour_limit=limit,
+            ),
+            Share(name="inference", quota={TYPE: 2}, strategy=SharingStrategy.LEND_AND_BORROW),
+        ),
+    )
+
+
+def _world():
+    """Research runs one p5 job and has two more queued; the queue has room for all three."""
+    batch = FakeBatch(Clock(now=MORNING), capacity={})
+    batch.add_quota_share(TRAINING, "research", capacity={TYPE: 1})
+    batch.add_quota_share(TRAINING, "inference", capacity={TYPE: 2})
+    running = _service_job(batch, "research", "running")
+    batch.advance(60)
+    batch.advance(60)
+    queued = [_service_job(batch, "research", f"queued-{n}") for n in range(2)]
+    dynamodb = FakeDynamoDB()
+    dynamodb.create_table("ledger", key="action_id")
+    return batch, Ledger(dynamodb.table("ledger")), running, queued
+
+
+def _enforce(batch: FakeBatch, ledger: Ledger, pool: PoolPolicy, *, dry_run: bool = False) -> list[dict]:
+    return gpu_hours.enforce(
+        pool,
+        [("research", TYPE, 2.0)],  # 2 p5 for an hour: 16 GPU hours, the day's limit
+        ledger=ledger,
+        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, TRAINING, team),
+        notify=lambda detail: None,
+        now=batch.clock.now,
+        tick_seconds=3600.0,
+        dry_run=dry_run,
+        queue=lambda team: gpu_hours.QuotaShareQueue(batch, TRAINING, team),
+    )
+
+
+def _terminations(batch: FakeBatch) -> list[str]:
+    return [request["jobId"] for operation, request in batch.requests if operation == "TerminateServiceJob"]
+
+
+def test_a_team_over_its_limit_has_its_queued_jobs_terminated_once_and_none_starts():
+    """Item 4: a disabled share would start the team's queued jobs [aws: batch.quota-share-disabled]; the
+    controller terminates them [aws: batch.terminate-service-job], tells their owner why in each job's reason,
+    records each before and after, and a retried tick terminates none twice. The running job goes on."""
+    batch, ledger, running, queued = _world()
+    (record,) = _enforce(batch, ledger, _pool())
+    assert record["switch"] == "disabled" and record["held"] == {"terminated": queued, "skipped": []}
+    for _ in range(5):
+        batch.advance(60)
+    assert [batch.service_jobs[j]["status"] for j in queued] == ["FAILED", "FAILED"]
+    assert batch.service_jobs[running]["status"] == "RUNNING"
+    reason = batch.service_jobs[queued[0]]["statusReason"]
+    assert "team research reached its GPU-hour limit (16 GPU hours a day)" in reason
+    assert "submit again from 2025-12-03T00:00:00+00:00" in reason
+    assert [ledger.get(f"held#training#{j}")["status"] for j in queued] == ["terminated", "terminated"]
+    _enforce(batch, ledger, _pool())  # a retried or duplicated tick
+    assert sorted(_terminations(batch)) == sorted(queued)
+
+
+def test_a_paused_team_without_a_limit_has_its_queued_jobs_terminated_and_dry_run_only_lists_them():
+    batch, ledger, running, queued = _world()
+    (record,) = _enforce(batch, ledger, _pool(paused=True, limit=None), dry_run=True)
+    assert record["held"] == {"would_terminate": queued} and _terminations(batch) == []
+    (record,) = _enforce(batch, ledger, _pool(paused=True, limit=None))
+    assert record["event"] == "team_paused" and record["held"]["terminated"] == queued
+    batch.advance(60)
+    batch.advance(60)
+    assert [batch.service_jobs[j]["status"] for j in queued] == ["FAILED", "FAILED"]
+    assert "team research is paused" in batch.service_jobs[queued[0]]["statusReason"]
+    assert batch.service_jobs[running]["status"] == "RUNNING"
+
+
+def test_a_job_a_lagging_listing_shows_again_is_not_terminated_twice_and_one_left_terminating_is():
+    dynamodb = FakeDynamoDB()
+    dynamodb.create_table("ledger", key="action_id")
+    ledger = Ledger(dynamodb.table("ledger"))
+    ended: list[str] = []
+
+    class Listing:
+        def queued(self) -> list[str]:
+            return ["sj-1", "sj-2"]
+
+        def terminate(self, job_id: str, reason: str) -> None:
+            ended.append(job_id)
+
+    ledger.put("held#training#sj-2", status=gpu_hours.TERMINATING, team="research", why="", at=0)  # a crash between
+    gpu_hours.hold("training", "research", Listing(), why="paused", ledger=ledger, now=MORNING, dry_run=False)
+    result = gpu_hours.hold("training", "research", Listing(), why="paused", ledger=ledger, now=MORNING, dry_run=False)
+    assert ended == ["sj-1", "sj-2"] and result == {"terminated": [], "skipped": ["sj-1", "sj-2"]}
+
+
+def _ssm(**kwargs) -> tuple[FakeSsm, list[list[str]]]:
+    ran: list[list[str]] = []
+    ssm = FakeSsm(Clock(), instance_id="i-0123456789abcdef0", run=lambda c: ran.append(c) or "", **kwargs)
+    return ssm, ran
+
+
+def _send(ssm: FakeSsm, timeout: int = 30, execution: int = 60) -> str:
+    return ssm.send_command(
+        InstanceIds=["i-0123456789abcdef0"],
+        DocumentName="AWS-RunShellScript",
+        Parameters={"commands": ["true"], "executionTimeout": [str(execution)]},
+        TimeoutSeconds=timeout,
+    )["Command"]["CommandId"]
+
+
+def test_a_cancel_may_not_stop_the_command():
+    """[aws: ssm.cancel-command-may-not-stop]: "There is no guarantee that the command will be terminated"."""
+    ssm, ran = _ssm(delivery_delay=20.0, cancel_stops=lambda: False)
+    command = _send(ssm)
+    ssm.advance(5)
+    ssm.cancel_command(CommandId=command, InstanceIds=["i-0123456789abcdef0"])
+    ssm.advance(30)
+    assert ran == [["true"]] and ssm.invocations[command].status == "Success" and ssm.cancels_ignored == 1
+
+
+def test_a_command_may_be_delivered_until_the_sum_of_both_timeouts():
+    """[aws: ssm.delivery-deadline]: the user guide's deadline (TimeoutSeconds plus the execution timeout), the later."""
+    late, ran = _ssm(delivery_delay=80.0)
+    _send(late)
+    late.advance(100)
+    assert ran == [["true"]]
+    too_late, never = _ssm(delivery_delay=95.0)
+    command = _send(too_late)
+    too_late.advance(100)
+    assert never == [] and too_late.invocations[command].details == "DeliveryTimedOut"
