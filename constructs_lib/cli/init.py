@@ -61,8 +61,8 @@ def _init(args: argparse.Namespace) -> int:
     if present and not args.force:
         raise GovernanceError.single(
             "FOLDER",
-            "not empty",
-            f"{args.folder}: {', '.join(present[:5])}" + (", ..." if len(present) > 5 else ""),
+            f"{args.folder} is not empty",
+            ", ".join(present[:5]) + (", ..." if len(present) > 5 else ""),
             f"an empty folder, or --force to write {GOVERNANCE_FILE}, app.py and cdk.json there anyway",
         )
     folder.mkdir(parents=True, exist_ok=True)

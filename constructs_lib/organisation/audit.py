@@ -248,7 +248,7 @@ def eks_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]
             team=team.name,
             layer="cluster",
             who=p,
-            can=f"reach the cluster's Kubernetes API as group {group} (an EKS access entry)",
+            can=f"reach the cluster's Kubernetes API (an EKS access entry) as group {group}",
             on=f"EKS cluster {pool.eks_cluster_name}",
         )
         for p in principals

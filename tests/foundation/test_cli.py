@@ -278,5 +278,5 @@ def test_smaller_messages_name_what_to_do(capsys, tmp_path):
 
 def test_audit_says_what_an_access_entry_lets_a_team_do(capsys):
     code, out, _ = run(capsys, "audit", "--example")
-    assert code == 0 and "can reach the cluster's Kubernetes API as group" in out
+    assert code == 0 and "can reach the cluster's Kubernetes API (an EKS access entry) as group" in out
     assert "can EKS access entry as" not in out

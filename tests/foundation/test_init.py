@@ -43,7 +43,7 @@ def test_init_refuses_a_folder_that_is_not_empty_unless_forced(tmp_path, capsys)
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["init", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert f"FOLDER: not empty ('{tmp_path}: notes.txt') - an empty folder, or --force" in err
+    assert f"FOLDER: {tmp_path} is not empty ('notes.txt') - an empty folder, or --force" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing written
     assert main(["init", str(tmp_path), "--force"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py", "cdk.json", "governance.yaml", "notes.txt"]
