@@ -77,6 +77,7 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/synth_scale.py
 	$(BIN)/python benchmarks/aws_scenarios.py
+	$(BIN)/python benchmarks/guard_checks.py
 
 # A release (docs/install.md): the wheel and the source distribution of pyproject.toml's version.
 dist: $(INSTALLED)
@@ -90,4 +91,4 @@ clean:
 # docs/security.md). VERIFY_ARGS="--queue Q --team-a A --team-b B --image I --instance-type T --output S3"
 .PHONY: verify-live
 verify-live: $(INSTALLED)
-	$(BIN)/python tests/live/verify_live.py $(VERIFY_ARGS)
+	$(BIN)/python -m tests.live.verify_live $(VERIFY_ARGS)

@@ -8,9 +8,9 @@ retryStrategy (1 attempt, retry only on SageMaker's InternalServerError), timeou
 day unless given), quotaShareName, preemptionConfiguration, tags, and the CreateTrainingJob
 payload of the ``ModelTrainer``. Two gaps handled here:
 
-- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 would be dropped, and a
-  submission without it may not tag its job (docs/security.md): we submit it at 1 and set 0 with
-  ``UpdateServiceJob`` right after submitting.
+- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 would be dropped, and
+  the API reference states no default priority for a service job: we submit it at 1 and set 0
+  with ``UpdateServiceJob`` right after submitting.
 - the payload's ``Tags`` are moved to the Batch job's tags, so the training job SageMaker
   creates carries none from the payload (the boto3 path keeps them on both).
 """
@@ -148,9 +148,8 @@ def submit_with_sdk(
     setup.require("job_queue", "quota_share")
     priority = setup.priority(priority_class)
     all_tags = with_submission_tags(setup, tags)
-    # The SDK sends schedulingPriority only when it is truthy, and IAM lets a job's tags be set only
-    # inside a submission that carries one (docs/security.md): a class of weight 0 is submitted at
-    # 1, the lowest priority the SDK sends, and set to 0 right after.
+    # The SDK sends schedulingPriority only when it is truthy, and no default priority is documented:
+    # a class of weight 0 is submitted at 1, the lowest priority the SDK sends, and set to 0 right after.
     with default_region(setup.region):
         queued = TrainingQueue(setup.job_queue).submit(
             trainer,

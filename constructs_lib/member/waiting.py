@@ -72,6 +72,9 @@ class ObservedJob:
     training_plan: str | None = (
         None  # the SageMaker training plan a Batch service job asked for (ResourceConfig.TrainingPlanArn)
     )
+    # the reclaim planner's RunningJob.restartable: status reads pools whose backend brings every
+    # job back (quota-share, HyperPod EKS, Slurm), so in-share preemption may set any of them aside
+    restartable: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

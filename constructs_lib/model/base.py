@@ -214,8 +214,8 @@ AWSBatchServiceRolePolicyForSageMaker): Batch names the training jobs of service
 def training_job_name_patterns(team_name: str) -> tuple[str, ...]:
     """Names a training job of the team may have: ``<team>-...`` when created directly, and the
     same after Batch's prefix when Batch creates it from a service job's payload (assumed to keep
-    the payload's ``TrainingJobName``; ``make verify-live`` prints the name Batch gave). SageMaker
-    writes each job's log streams under the same name."""
+    the payload's ``TrainingJobName`` [aws: batch-iam.training-job-name]). SageMaker writes each
+    job's log streams under the same name."""
     return (f"{team_name}-*", f"{BATCH_TRAINING_JOB_PREFIX}{team_name}-*")
 
 

@@ -16,7 +16,12 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
 from constructs_lib.core.vocabulary import TENANT_METRIC_NAMESPACES
-from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
+from gpu_governance_runtime.capacity.market import TRAINING_PLAN_COUNTS
+from gpu_governance_runtime.contract import (
+    CONSUMER_EKS_NODE_GROUP,
+    CONSUMER_HYPERPOD_INSTANCE_GROUP,
+    CONSUMER_SAGEMAKER_TRAINING_JOBS,
+)
 
 from .base import (
     ComputeEnvironmentArn,
@@ -197,9 +202,25 @@ class CapacityWindow(_Frozen):
             raise ValueError(
                 f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}"
             )
+        if self.market == "training_plan" and self.instance_count not in TRAINING_PLAN_COUNTS:
+            # [aws: sm-plan.instance-counts]: "The reservation instance quantity options are 1, 2, 4, 8, 16, 32 or 64"
+            raise ValueError(
+                f"instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances ({self.instance_count}) - "
+                "one of those"
+            )
         if self.market == "capacity_block" and sagemaker_type:
             raise ValueError(
                 f"{self.feeds.kind} launches EC2 instances: instance_type must not be ml.*, got {self.instance_type}"
+            )
+        if (
+            self.feeds.kind == CONSUMER_EKS_NODE_GROUP
+            and "fallback" in self.model_fields_set
+            and self.fallback == "on_demand"
+        ):
+            # [aws: eks.capacity-block-template-required]: the group's template must keep the capacity-block options.
+            raise ValueError(
+                "fallback: an EKS CAPACITY_BLOCK node group cannot be moved to an on-demand launch template (on_demand) - "
+                "none: the group waits at size 0 for the next block; declare an on-demand node group of its own for work between blocks"
             )
         if self.repeat_every_days is not None and self.repeat_every_days * 24 < self.duration_hours:
             raise ValueError(
@@ -255,7 +276,8 @@ class CapacityWindow(_Frozen):
             "prefer_extension": self.prefer_extension,
             "mode": self.mode,
             "consumer": consumer,
-            "fallback": self.fallback,
+            # A node group never leaves its blocks' template (rotation.wanted_target): say so in the policy too.
+            "fallback": "none" if self.feeds.kind == CONSUMER_EKS_NODE_GROUP else self.fallback,
             "alarm_requests": [
                 a.model_dump(exclude={"metric"}) for a in self.alarm_requests
             ],  # what the alarm watches: for validate only

@@ -67,7 +67,8 @@ class RunMetrics:
     jobs_completed: int
     jobs_unfinished: int  # jobs that never finished: the never-runnable ones below
     never_runnable: tuple[str, ...]  # jobs larger than what their team may ever hold here
-    not_restartable: int  # jobs of the trace the controller never preempts (TraceJob.restartable false)
+    not_restartable: int  # jobs of the trace the controller cannot bring back once stopped (TraceJob.restartable false)
+    stopped_for_good: int  # of those, the ones a reclaim stopped: not requeued, their work lost
     preemptions: int
     lost_work_capacity_s: float
     guarantee_breaches: int
@@ -94,6 +95,7 @@ class RunMetrics:
             "jobs_unfinished": self.jobs_unfinished,
             "jobs_never_runnable": len(self.never_runnable),
             "jobs_not_restartable": self.not_restartable,
+            "jobs_stopped_for_good": self.stopped_for_good,
             "preemptions": self.preemptions,
             "lost_work_capacity_s": round(self.lost_work_capacity_s, 1),
             "reclaim_wait_max_s": max(self.reclaim_waits, default=0.0),
@@ -203,7 +205,7 @@ def _replay(
     clock = 0.0
     changed = False
     work_done = lost = busy = useful = 0.0
-    preemptions = breaches = 0
+    preemptions = breaches = stopped_for_good = 0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     last_finish = first_submit
     window_end = arrivals[-1].submit_time if arrivals else 0.0
@@ -235,7 +237,7 @@ def _replay(
             begin(queue.pop(0), at)
 
     def stop(entry: _Progress, at: float) -> None:
-        nonlocal busy, lost, preemptions
+        nonlocal busy, lost, preemptions, stopped_for_good
         job = entry.job
         elapsed = at - entry.started_at
         segment = in_window(entry.started_at, at, job.count)
@@ -249,7 +251,10 @@ def _replay(
         preempted_at.setdefault(job.job_id, []).append(at)
         if record_runs:
             runs[job.job_id].append((entry.started_at, at))
-        if job.checkpointable:
+        if not job.restartable:  # nothing requeues it (planner.comes_back): its work is lost, it stays unfinished
+            stopped_for_good += 1
+            lost += elapsed * job.count
+        elif job.checkpointable:
             entry.remaining -= elapsed
             entry.useful += segment
         else:
@@ -356,6 +361,7 @@ def _replay(
         jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         not_restartable=sum(not job.restartable for job in jobs),
+        stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
@@ -431,13 +437,13 @@ class _Planner:
             submitted_at=job.submit_time,
             checkpointable=job.checkpointable,
             max_run_time_s=job.max_run_time,
-            restartable=job.restartable,  # the planner never takes such a job, as in the controller
+            restartable=job.restartable,  # stopped, it is not requeued (planner.comes_back), as in the controller
         )
 
     def finish(self, entry: _Progress) -> None:
         job = self.running.pop(entry.job.job_id, None)
-        if job is None:  # a victim that finished during its grace: requeued here, done there
-            del self.pending[entry.job.job_id]
+        if job is None:  # a victim that finished during its grace: requeued here (if it comes back), done there
+            self.pending.pop(entry.job.job_id, None)
             return
         self.usage[job.share, job.instance_type] -= job.count
 

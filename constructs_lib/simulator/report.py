@@ -43,10 +43,11 @@ def table(results: Mapping[str, RunMetrics]) -> str:
     lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
     if COMPARED in results:
         lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
-    protected = results["policy"].not_restartable
-    if protected:
+    policy = results["policy"]
+    if policy.not_restartable:
         lines.append(
-            f"{protected} jobs are never preempted: the controller could not bring them back as they were (array jobs, jobs others depend on, multi-container jobs)"
+            f"{policy.not_restartable} jobs cannot be brought back once stopped (array jobs, jobs others depend on, multi-container jobs): "
+            f"they count against their team's quota first; {policy.stopped_for_good} ran beyond it and were stopped for good"
         )
     for name, m in results.items():
         if m.never_runnable:

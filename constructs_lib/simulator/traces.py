@@ -8,9 +8,9 @@ Trace format, header exactly::
 Times in seconds (floats allowed), ``count`` whole instances, ``priority`` an integer (higher is
 more urgent), ``checkpointable`` true/false. Optional last columns: ``max_run_time``, the
 declared run-time limit in seconds (empty: none declared), then ``restartable``, true/false
-(empty: true): false for a job the reclaim controller never preempts because it could not bring
-it back as it was (``RunningJob.restartable``: a Batch array job, a job others depend on, a
-multi-container job). The importers write both.
+(empty: true): false for a job the reclaim controller could not bring back as it was once stopped
+(``RunningJob.restartable``: a Batch array job, a job others depend on, a multi-container job):
+it counts against its team's quota first, and a reclaim stops it for good. The importers write both.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class TraceJob:
     priority: int
     checkpointable: bool
     max_run_time: float | None = None  # the declared limit, when the source has one
-    restartable: bool = True  # False: never preempted (RunningJob.restartable)
+    restartable: bool = True  # False: a reclaim stops it for good (RunningJob.restartable)
 
 
 def read_trace(path: str | Path, classes: Mapping[str, int] | None = None) -> tuple[TraceJob, ...]:

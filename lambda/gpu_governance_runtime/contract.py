@@ -107,6 +107,7 @@ ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
 # with "{team}" in place of the team's name, "registry": the account's ECR registry host}.
 ENV_GUARD_QUEUES = "GUARD_QUEUES"
 ENV_GUARD_NAMES = "GUARD_NAMES"
+ENV_DEAD_LETTERS_URL = "DEAD_LETTERS_URL"  # guard: its dead-letter queue, whose events a scheduled run checks again
 GUARD_FILE_NAME = "guard.json"
 TEAM_PLACEHOLDER = "{team}"
 # The events the guard takes (https://docs.aws.amazon.com/batch/latest/userguide/service-job-events.html: none for the

@@ -256,3 +256,28 @@ def test_a_batch_feed_needs_a_block_compute_environment_of_its_own_and_its_queue
         feeds["block_compute_environment"],
         feeds["job_queue"],
     )
+
+
+def test_an_eks_window_cannot_fall_back_to_an_on_demand_template():
+    """[aws: eks.capacity-block-template-required] (issue 37 row 11): a CAPACITY_BLOCK node group's launch template
+    must carry the capacity-block options, so ``fallback: on_demand`` (moving it to an on-demand template between
+    blocks) is refused by name; left out, the window compiles with ``none``, which the rotation keeps."""
+    eks = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
+    found = problems(window(feeds=eks, fallback="on_demand"))
+    assert (
+        "fallback: an EKS CAPACITY_BLOCK node group cannot be moved to an on-demand launch template (on_demand) - none"
+        in (str(found["capacity_windows[0]"]))
+    )
+    model = model_with(window(feeds=eks))
+    assert model.capacity_windows[0].to_policy(model)["fallback"] == "none"
+    assert model_with(window(feeds=eks, fallback="none")).capacity_windows[0].fallback == "none"
+
+
+def test_a_training_plan_window_asks_for_a_size_plans_are_sold_in():
+    """[aws: sm-plan.instance-counts]: 1, 2, 4, 8, 16, 32 or 64 instances; a window of 3 would always pay for 4."""
+    feeds = {"kind": "sagemaker_training_jobs"}
+    found = problems(window(feeds=feeds, instance_type="ml.p5.48xlarge", instance_count=3))
+    assert "instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances (3) - one of those" in (
+        found["capacity_windows[0]"].allowed
+    )
+    assert model_with(window(feeds=feeds, instance_type="ml.p5.48xlarge", instance_count=4)).capacity_windows

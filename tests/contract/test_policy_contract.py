@@ -355,6 +355,7 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
         contract.ENV_GUARD_NAMES,
         contract.ENV_LEDGER_TABLE,
         contract.ENV_TOPIC_ARN,
+        contract.ENV_DEAD_LETTERS_URL,
         contract.ENV_DRY_RUN,
     }
 

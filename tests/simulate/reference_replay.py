@@ -59,7 +59,7 @@ def reference_replay(
     completions: list[tuple[float, int, str]] = []
     next_arrival, clock, changed = 0, 0.0, False
     work_done = lost = busy = useful = 0.0
-    preemptions = breaches = 0
+    preemptions = breaches = stopped_for_good = 0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     window_end = arrivals[-1].submit_time if arrivals else 0.0
     last_finish = first_submit
@@ -132,7 +132,10 @@ def reference_replay(
             entry.runs.append((entry.started_at, tick))
             preemptions += 1
             preempted_at.setdefault(preemption.job_id, []).append(tick)
-            if entry.job.checkpointable:
+            if not entry.job.restartable:  # not requeued: lost, unfinished
+                stopped_for_good += 1
+                lost += elapsed * entry.job.count
+            elif entry.job.checkpointable:
                 entry.remaining -= elapsed
                 entry.useful += segment
             else:
@@ -186,6 +189,7 @@ def reference_replay(
         jobs_unfinished=unfinished,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         not_restartable=sum(not job.restartable for job in jobs),
+        stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,

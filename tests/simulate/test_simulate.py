@@ -358,10 +358,12 @@ def test_a_lender_kept_below_its_guarantee_behind_its_own_low_priority_job_count
     assert (starved.preemptions, starved.guarantee_breaches) == (0, 14)
 
 
-def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_report_counts_it(tmp_path):
-    """Issue 23: the controller never stops an array job, a multi-container job or a job others depend
-    on (RunningJob.restartable); the replay runs the same planner and must not either. The trace says
-    so in its optional last column."""
+def test_a_job_the_controller_cannot_bring_back_is_reclaimed_all_the_same_stopped_for_good_and_counted(tmp_path):
+    """Issue 38: a job the controller could not bring back as it was (an array job, a multi-container
+    job, a job others depend on: RunningJob.restartable) no longer keeps lent capacity for ever. The
+    replay runs the same planner: the borrowed sweep is reclaimed when the lender comes, not
+    requeued (its work is lost, it stays unfinished), and the report says so. Until issue 38 the
+    lender waited the sweep out (920 s). The trace says so in its optional last column."""
     jobs = [
         TraceJob(
             job_id="sweep",
@@ -371,14 +373,15 @@ def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_re
             instance_type=G5,
             count=4,
             priority=10,
-            checkpointable=False,
+            checkpointable=True,  # its checkpoints do not bring it back: nothing requeues it
             restartable=False,
         ),
         job("lender", "serving", 100, 500, 4, priority=90),
     ]
-    protected = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    assert (protected.preemptions, protected.not_restartable) == (0, 1)
-    assert protected.teams["serving"].wait_p50_s == 1_020.0 - 100  # it starts at the first tick after the borrower ends
+    stopped = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert (stopped.preemptions, stopped.not_restartable, stopped.stopped_for_good) == (1, 1, 1)
+    assert stopped.teams["serving"].wait_p50_s == 120.0 - 100  # the first tick after it arrives
+    assert (stopped.jobs_completed, stopped.jobs_unfinished, stopped.lost_work_capacity_s) == (1, 1, 120.0 * 4)
     restartable = simulate(
         [job("sweep", "research", 0, 1_000, 4), jobs[1]],
         shares=SHARES,
@@ -386,11 +389,15 @@ def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_re
         tick_s=60,
         settings=Settings(),
     )
-    assert (restartable.preemptions, restartable.not_restartable) == (1, 0)
+    assert (restartable.preemptions, restartable.stopped_for_good, restartable.jobs_completed) == (1, 0, 2)
     results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    assert (
-        "1 jobs are never preempted" in table(results)
-        and results["policy"].as_json(with_breaches=True)["jobs_not_restartable"] == 1
+    assert "1 jobs cannot be brought back once stopped" in table(results)
+    assert "1 ran beyond it and were stopped for good" in table(results)
+    summary = results["policy"].as_json(with_breaches=True)
+    assert (summary["jobs_not_restartable"], summary["jobs_stopped_for_good"], summary["guarantee_breaches"]) == (
+        1,
+        1,
+        0,
     )
     path = tmp_path / "trace.csv"
     write_trace(jobs, path)

@@ -72,7 +72,7 @@ from .ledger import (
     ActionKey,
     Ledger,
 )
-from .planner import Plan, PoolState, Preemption, Settings, plan_tick, share_usage, starved_shares
+from .planner import Plan, PoolState, Preemption, Settings, comes_back, plan_tick, share_usage, starved_shares
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
@@ -95,6 +95,7 @@ REQUIRED_OPERATIONS = {
         "ListServiceJobs",
         "SubmitJob",
         "TerminateJob",
+        "TerminateServiceJob",
         "UpdateQuotaShare",
     ),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
@@ -331,6 +332,7 @@ def run_tick(
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
+    victims = {j.job_id: j for j in state.running}
     for preemption in plan.preemptions:
         stop_after = (
             _grace_ends(ledger, adapter, pool, preemption, settings.grace_s, now)
@@ -364,6 +366,8 @@ def run_tick(
                 "instance_type": preemption.instance_type,
                 "for_job": preemption.for_job,
                 "reason": preemption.reason,
+                # no copy follows (planner.comes_back): its work is lost, its owner reads why on the job
+                "stopped_for_good": not comes_back(victims[preemption.job_id]),
                 "dry_run": not acting,
                 "outcome": outcome,
                 "grace_s": settings.grace_s,
@@ -538,7 +542,7 @@ def share_metrics(
     for preemption in plan.preemptions:
         victim = started_by[preemption.job_id]
         totals[preemption.share]["Preemptions"] += 1
-        if not victim.checkpointable:  # a checkpointing job resumes; the rest restarts from zero
+        if not victim.checkpointable or not comes_back(victim):  # a checkpointing job resumes, if it comes back
             totals[preemption.share]["LostCapacitySeconds"] += max(0.0, now - victim.started_at) * victim.count
     for share, count in seen.items():
         if share in totals:
