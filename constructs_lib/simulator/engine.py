@@ -48,9 +48,13 @@ COMPLETION, STOP = 0, 1  # what an event of the replay does to its job: it finis
 
 @dataclass(frozen=True, kw_only=True)
 class TeamStats:
+    """A team's jobs in one run. The percentiles are over all its jobs, a job that never finished
+    counting as an endless wait: None when the percentile falls among those (the wait is "never")."""
+
     jobs: int
-    wait_p50_s: float
-    wait_p95_s: float
+    jobs_unfinished: int
+    wait_p50_s: float | None
+    wait_p95_s: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -339,8 +343,11 @@ def _replay(
                 clock, changed = max(tick + tick_s, expiry), True
 
     waits: dict[str, list[float]] = {}
+    unfinished: dict[str, int] = {}
     for job, wait in zip(arrivals, waited, strict=False):
-        if wait is not None:
+        if wait is None:
+            unfinished[job.team] = unfinished.get(job.team, 0) + 1
+        else:
             waits.setdefault(job.team, []).append(wait)
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
@@ -358,7 +365,7 @@ def _replay(
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
-        teams={team: _stats(values) for team, values in waits.items()},
+        teams=team_stats(waits, unfinished),
         reclaim_waits=tuple(reclaim_waits),
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
@@ -593,15 +600,24 @@ def _tick_at_or_after(time: float, tick_s: float) -> float:
     return ticks * tick_s
 
 
-def _stats(values: Sequence[float]) -> TeamStats:
-    return TeamStats(jobs=len(values), wait_p50_s=_percentile(values, 50), wait_p95_s=_percentile(values, 95))
+def team_stats(waits: Mapping[str, Sequence[float]], unfinished: Mapping[str, int]) -> dict[str, TeamStats]:
+    """Per team with any job: its finished jobs' waits and how many never finished."""
+    return {
+        team: TeamStats(
+            jobs=len(waits.get(team, ())) + unfinished.get(team, 0),
+            jobs_unfinished=unfinished.get(team, 0),
+            wait_p50_s=_percentile(waits.get(team, ()), unfinished.get(team, 0), 50),
+            wait_p95_s=_percentile(waits.get(team, ()), unfinished.get(team, 0), 95),
+        )
+        for team in sorted(waits.keys() | unfinished.keys())
+    }
 
 
-def _percentile(values: Sequence[float], percent: float) -> float:
-    """Nearest-rank percentile."""
+def _percentile(values: Sequence[float], endless: int, percent: float) -> float | None:
+    """Nearest-rank percentile of ``values`` and ``endless`` waits that never end (None if it is one)."""
     ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, -(-len(ordered) * percent // 100) - 1))
-    return float(ordered[int(index)])
+    rank = max(1, -(-(len(ordered) + endless) * percent // 100))
+    return float(ordered[int(rank) - 1]) if rank <= len(ordered) else None
 
 
 # --- the comparison ---------------------------------------------------------------------------
@@ -658,7 +674,7 @@ def check_trace_fits_pool(jobs: Sequence[TraceJob], shares: Sequence[Share], cap
                     path=f"job {job.job_id}.instance_type",
                     wrong="not in the pool",
                     value=job.instance_type,
-                    allowed=f"one of {sorted(capacity)}",
+                    allowed=f"one of {sorted(capacity)}, or leave such jobs out: simulate --skip-other-types",
                 )
             )
         elif job.count > capacity[job.instance_type]:

@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, _stats, never_runnable
+from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, never_runnable, team_stats
 from constructs_lib.simulator.traces import TraceJob
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
@@ -172,7 +172,11 @@ def reference_replay(
     for entry in progress.values():
         if entry.remaining <= 0:
             waits.setdefault(entry.job.team, []).append(entry.waited)
-    unfinished = sum(1 for entry in progress.values() if entry.remaining > 0)
+    unfinished_by_team: dict[str, int] = {}
+    for entry in progress.values():
+        if entry.remaining > 0:
+            unfinished_by_team[entry.job.team] = unfinished_by_team.get(entry.job.team, 0) + 1
+    unfinished = sum(unfinished_by_team.values())
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
     window = total_capacity * (window_end - first_submit)
@@ -189,7 +193,7 @@ def reference_replay(
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
-        teams={team: _stats(values) for team, values in waits.items()},
+        teams=team_stats(waits, unfinished_by_team),
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
