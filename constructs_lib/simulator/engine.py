@@ -34,11 +34,14 @@ from gpu_governance_runtime.reclaim.planner import (
     ShareGroup,
     Strategy,
     apply_plan,
+    asking_shares,
+    breach_tolerance,
+    breached_shares,
     next_change_at,
-    pending_guarantee_jobs,
     plan_tick,
     unchecked_state,
 )
+from gpu_governance_runtime.usage import kept_percent
 
 from .traces import TraceJob
 
@@ -69,6 +72,9 @@ class RunMetrics:
     lost_work_capacity_s: float
     guarantee_breaches: int
     teams: Mapping[str, TeamStats]
+    # per team: seconds it asked for its guarantee, and of those the seconds it was breached
+    guarantee_asked_s: Mapping[str, float] = field(default_factory=dict)
+    guarantee_breached_s: Mapping[str, float] = field(default_factory=dict)
     # how long each job whose start preempted others waited, to the moment its victims were gone
     # (their grace included): what a lender waits for capacity it is owed
     reclaim_waits: tuple[float, ...] = field(repr=False, default=())
@@ -99,7 +105,23 @@ class RunMetrics:
         }
         if with_breaches:
             result["guarantee_breaches"] = self.guarantee_breaches
+            result["guarantee_kept"] = self.guarantee_kept()
         return result
+
+    def guarantee_kept(self) -> dict[str, dict[str, float | None]]:
+        """Per team that asked for its guarantee: hours asked, hours breached, percent kept."""
+        return {
+            team: {
+                "asked_h": round(asked / 3600, 2),
+                "breached_h": round(self.guarantee_breached_s.get(team, 0.0) / 3600, 2),
+                "kept_percent": _rounded(kept_percent(asked, self.guarantee_breached_s.get(team, 0.0))),
+            }
+            for team, asked in sorted(self.guarantee_asked_s.items())
+        }
+
+
+def _rounded(percent: float | None) -> float | None:
+    return None if percent is None else round(percent, 1)
 
 
 def static_shares(shares: Sequence[Share]) -> tuple[Share, ...]:
@@ -202,6 +224,12 @@ def _replay(
     changed = False
     work_done = lost = busy = useful = 0.0
     preemptions = breaches = stopped_for_good = 0
+    tolerance = breach_tolerance(tick_s, settings)
+    asked_s: dict[str, float] = {}  # per team: seconds it asked for its guarantee (planner.asking_shares)
+    breached_s: dict[str, float] = {}  # of those, seconds its guarantee was broken (planner.breached_shares)
+    asked_since: set[str] = set()
+    breached_since: set[str] = set()
+    since = 0.0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     last_finish = first_submit
     window_end = arrivals[-1].submit_time if arrivals else 0.0
@@ -323,12 +351,19 @@ def _replay(
             begin_awaiting(entry.job.instance_type, tick)  # in the plan's order
         if not pooled:
             # a lender waits a tick, and the grace of the victims it preempts, before it breaches
-            breaches += decider.guarantee_breaches(progress, tick - tick_s - grace)
+            breached = decider.breached(progress, tick - tolerance)
+            breaches += len(breached)
+            # what held since the last tick held until this one (nothing changes between ticks)
+            for team in asked_since:
+                asked_s[team] = asked_s.get(team, 0.0) + tick - since
+            for team in breached_since:
+                breached_s[team] = breached_s.get(team, 0.0) + tick - since
+            asked_since, breached_since, since = decider.asking(), breached, tick
         # A capped plan that moved nothing looks again next tick only while a job waits inside its
         # guarantee with others borrowing (each such tick may count a breach; the borrowers end):
         # otherwise the pool is as it was and every later tick would plan the same, for ever
         # (time-bound changes come from next_change_at below).
-        changed = changed or (capped and decider.guarantee_breaches(progress, tick) > 0)
+        changed = changed or (capped and bool(decider.breached(progress, tick)))
         if record_timeline:
             timeline.append((tick, {key: used for key, used in usage.items() if used}))
         clock = tick + tick_s if changed else tick
@@ -358,6 +393,8 @@ def _replay(
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
+        guarantee_asked_s=asked_s,
+        guarantee_breached_s=breached_s,
         teams={team: _stats(values) for team, values in waits.items()},
         reclaim_waits=tuple(reclaim_waits),
         usage_timeline=tuple(timeline),
@@ -411,7 +448,6 @@ class _Planner:
             capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0, groups=tuple(groups)
         )
         self.settings = settings
-        self.quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
         self.running: dict[str, RunningJob] = {}
         self.pending: dict[str, PendingJob] = {}
         self.usage: dict[tuple[str, str], int] = {}  # instances in use per share and type
@@ -468,26 +504,22 @@ class _Planner:
             plan.capped,
         )
 
-    def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        """Shares with a job inside their guarantee that has waited since before ``waited_before``
-        (a tick, plus the pool's grace, ago) while another share still runs on borrowed capacity
-        of the same type: lent capacity not reclaimed in time."""
-        usage, quotas = self.usage, self.quotas
-        borrowing = {
-            instance_type
-            for (share, instance_type), used in usage.items()
-            if used > quotas.get((share, instance_type), 0)
-        }
-        if not borrowing:
-            return 0
-        waited = [
-            job
-            for job in self.pending.values()
-            if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before
-        ]
-        if not waited:
-            return 0
-        return len({job.share for job in pending_guarantee_jobs(self.state.shares, self.running.values(), waited)})
+    def breached(self, progress: Mapping[str, _Progress], waited_before: float) -> set[str]:
+        """Shares whose guarantee is broken (``planner.breached_shares``), a job's wait counted
+        from when the replay queued it."""
+        return breached_shares(
+            self.state.shares,
+            self.running.values(),
+            self.pending.values(),
+            waited_before=waited_before,
+            usage=self.usage,
+            waiting_since=lambda job: progress[job.job_id].waiting_since,
+        )
+
+    def asking(self) -> set[str]:
+        return asking_shares(
+            self.state.shares, self.usage, ((j.share, j.instance_type, j.count) for j in self.pending.values())
+        )
 
     def next_change_at(self) -> float | None:
         state = unchecked_state(
@@ -517,7 +549,9 @@ class _Queues:
     nothing, and is not looked at."""
 
     def __init__(self, shares: Sequence[Share]) -> None:
-        self._room = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}  # quota minus use
+        self._shares = tuple(shares)
+        self._quota = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
+        self._room = dict(self._quota)  # quota minus use
         self._buckets: dict[tuple[str, str], dict[int, list[tuple[tuple, TraceJob]]]] = {}
         self._touched: dict[tuple[str, str], None] = {}  # room freed or a job arrived since the last tick
         self._size = 0
@@ -561,8 +595,14 @@ class _Queues:
         self._size -= len(started)
         return started, (), frozenset(), False
 
-    def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        return 0  # nobody borrows
+    def breached(self, progress: Mapping[str, _Progress], waited_before: float) -> set[str]:
+        return set()  # nobody borrows
+
+    def asking(self) -> set[str]:
+        waiting = (
+            (share, t, size) for (share, t), sizes in self._buckets.items() for size, jobs in sizes.items() if jobs
+        )
+        return asking_shares(self._shares, {w: self._quota.get(w, 0) - room for w, room in self._room.items()}, waiting)
 
     def next_change_at(self) -> float | None:
         return None  # nobody is preempted, protected or backed off

@@ -41,6 +41,12 @@ def table(results: Mapping[str, RunMetrics]) -> str:
             cells.append(f"{(f'{stats.wait_p50_s:.0f} / {stats.wait_p95_s:.0f}' if stats else '-'):>28}")
         lines.append(f"{team:<12} " + " ".join(cells))
     lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
+    kept = results["policy"].guarantee_kept()
+    if kept:
+        lines.append(
+            "guarantee kept under the policy: "
+            + ", ".join(f"{team} {k['kept_percent']} % of {k['asked_h']} h asked" for team, k in kept.items())
+        )
     if COMPARED in results:
         lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
     policy = results["policy"]
