@@ -211,9 +211,12 @@ USAGE_METRICS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
 # hours in which the team asked for its guarantee (reclaim.planner.asking_shares: it ran instances
 # within its quota, or a guarantee job of its waited) and those in which its guarantee was broken
 # (reclaim.planner.breached_shares, the definition the simulator's breach count uses). A Sum over a
-# month is that month's hours; usage.kept_percent the share of them kept.
+# month is that month's hours; usage.kept_percent the share of them kept. GuaranteeKeptPercent is
+# the same per tick that asked (100 kept, 0 breached; no data point otherwise): its Average over
+# any period is that period's kept share, which one search expression draws for every team.
 GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS = "GuaranteeAskedHours", "GuaranteeBreachedHours"
-PROMISE_METRICS = (GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS)
+GUARANTEE_KEPT_PERCENT = "GuaranteeKeptPercent"
+PROMISE_METRICS = (GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS, GUARANTEE_KEPT_PERCENT)
 RECLAIM_METRICS = (
     *SHARE_METRICS,
     *USAGE_METRICS,

@@ -8,7 +8,11 @@ import os
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from gpu_governance_runtime.contract import GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS  # noqa: E402
+from gpu_governance_runtime.contract import (  # noqa: E402
+    GUARANTEE_ASKED_HOURS,
+    GUARANTEE_BREACHED_HOURS,
+    GUARANTEE_KEPT_PERCENT,
+)
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
@@ -65,13 +69,17 @@ def hourly_states():
 
 def test_a_team_that_waited_below_its_guarantee_for_2_of_10_hours_is_recorded_as_80_percent_kept():
     totals = {GUARANTEE_ASKED_HOURS: 0.0, GUARANTEE_BREACHED_HOURS: 0.0}
+    kept_per_tick = []
     for observed in hourly_states():
         records = controller.promise_records("gpu", observed, Settings(), tick_seconds=HOUR, namespace="Test")
         assert [r["Share"] for r in records] == ["a"]  # b has no guarantee: it never asks
         for metric in totals:
             totals[metric] += records[0][metric]
+        kept_per_tick.append(records[0][GUARANTEE_KEPT_PERCENT])
     assert totals == {GUARANTEE_ASKED_HOURS: 10.0, GUARANTEE_BREACHED_HOURS: 2.0}
     assert kept_percent(totals[GUARANTEE_ASKED_HOURS], totals[GUARANTEE_BREACHED_HOURS]) == 80.0
+    # what the dashboards draw: the Average of the per-tick percent over the period, the same 80
+    assert sum(kept_per_tick) / len(kept_per_tick) == 80.0
 
 
 def test_what_asks_and_what_breaches():

@@ -53,6 +53,7 @@ from ..contract import (
     ENV_USAGE_TARGETS,
     GUARANTEE_ASKED_HOURS,
     GUARANTEE_BREACHED_HOURS,
+    GUARANTEE_KEPT_PERCENT,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
     SHARE_DIMENSIONS,
@@ -544,8 +545,9 @@ def promise_records(
 ) -> list[dict[str, Any]]:
     """Per share that asks for its guarantee now (``planner.asking_shares``): the tick's hours
     asked, and breached (``planner.breached_shares``: a guarantee job has waited longer than a tick
-    and the pool's grace while another team borrows its type). A job's wait is counted from its
-    submission (or requeue) as the backend reports it. Read from the queue as it is, not as planned."""
+    and the pool's grace while another team borrows its type), and the tick's kept percent (100 or
+    0). A job's wait is counted from its submission (or requeue) as the backend reports it. Read
+    from the queue as it is, not as planned."""
     asking = asking_shares(
         state.shares, in_use_by_share(state.running), ((j.share, j.instance_type, j.count) for j in state.pending)
     )
@@ -560,6 +562,7 @@ def promise_records(
             {
                 GUARANTEE_ASKED_HOURS: (hours, "None"),
                 GUARANTEE_BREACHED_HOURS: (hours if share in breached else 0.0, "None"),
+                GUARANTEE_KEPT_PERCENT: (0.0 if share in breached else 100.0, "Percent"),
             },
             timestamp=state.now,
         )
