@@ -33,6 +33,7 @@ from gpu_governance_runtime.reclaim.planner import (
     Share,
     ShareGroup,
     Strategy,
+    _started,
     apply_plan,
     asking_shares,
     breach_tolerance,
@@ -86,6 +87,7 @@ class RunMetrics:
     runs: Mapping[str, tuple[tuple[float, float], ...]] = field(
         repr=False, default_factory=dict
     )  # job -> (start, end) of each run, if recorded
+    started: Mapping[str, float] = field(repr=False, default_factory=dict)  # job -> its first start, if recorded
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
@@ -164,14 +166,20 @@ def simulate(
     record_timeline: bool = False,
     record_runs: bool = False,
     groups: Sequence[ShareGroup] = (),
+    running: Sequence[tuple[TraceJob, float]] = (),
 ) -> RunMetrics:
     """Replay ``jobs``; with ``pooled`` every job joins the single pooled share. ``record_runs``
-    keeps every job's runs (``RunMetrics.runs``): memory per job, for tests and small traces.
-    ``groups``: the pool's groups of shares, planned as the controller plans them."""
-    _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
+    keeps every job's runs and first start (``RunMetrics.runs``, ``started``): memory per job,
+    for tests and small traces. ``groups``: the pool's groups of shares, planned as the controller
+    plans them. ``running``: jobs that already run when the replay starts, each with the time it
+    started (its duration counts from then): a forecast replays the live pool from now on."""
+    _check_jobs(
+        [*jobs, *(job for job, _ in running)], [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled
+    )
     return _replay(
         jobs,
         _arrival_order(jobs),
+        running=running,
         shares=shares,
         capacity=capacity,
         tick_s=tick_s,
@@ -199,6 +207,7 @@ def _replay(
     record_timeline: bool,
     record_runs: bool,
     groups: Sequence[ShareGroup] = (),
+    running: Sequence[tuple[TraceJob, float]] = (),
 ) -> RunMetrics:
     """The event loop over checked jobs, ``arrivals`` being them in arrival order.
 
@@ -236,6 +245,7 @@ def _replay(
     timeline: list[tuple[float, Mapping[tuple[str, str], int]]] = []
     preempted_at: dict[str, list[float]] = {}
     runs: dict[str, list[tuple[float, float]]] = {}
+    started: dict[str, float] = {}
 
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
@@ -254,6 +264,7 @@ def _replay(
         heapq.heappush(events, (at + entry.remaining, entry.version, job.job_id, COMPLETION))
         if record_runs:
             runs.setdefault(job.job_id, [])
+            started.setdefault(job.job_id, at)
 
     def begin_awaiting(instance_type: str, at: float) -> None:
         queue = awaiting_room[instance_type]
@@ -284,6 +295,14 @@ def _replay(
         else:
             lost += elapsed * job.count
             entry.remaining = job.duration
+
+    for job, started_at in running:
+        entry = progress[job.job_id] = _Progress(
+            job, len(waited), POOLED_SHARE if pooled else job.team, job.duration, started_at
+        )
+        waited.append(None)  # reported with no team's waits: it did not wait in this replay
+        decider.seed(entry)
+        begin(entry, started_at)
 
     while True:
         # the next moment something happens: an arrival, a completion or a victim's stop, or a follow-up tick
@@ -385,7 +404,7 @@ def _replay(
         window_utilization=busy / window if window else 0.0,
         goodput=useful / window if window else 0.0,
         makespan_s=makespan,
-        jobs_completed=next_arrival - len(progress),
+        jobs_completed=next_arrival + len(running) - len(progress),
         jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         not_restartable=sum(not job.restartable for job in jobs),
@@ -401,6 +420,7 @@ def _replay(
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
         runs={job_id: tuple(job_runs) for job_id, job_runs in runs.items()},
+        started=started,
     )
 
 
@@ -456,8 +476,12 @@ class _Planner:
         return bool(self.pending)
 
     def arrive(self, entry: _Progress) -> None:
+        self.pending[entry.job.job_id] = self._pending_of(entry)
+
+    @staticmethod
+    def _pending_of(entry: _Progress) -> PendingJob:
         job = entry.job
-        self.pending[job.job_id] = PendingJob(
+        return PendingJob(
             job_id=job.job_id,
             share=entry.share,
             instance_type=job.instance_type,
@@ -468,6 +492,12 @@ class _Planner:
             max_run_time_s=job.max_run_time,
             restartable=job.restartable,  # stopped, it is not requeued (planner.comes_back), as in the controller
         )
+
+    def seed(self, entry: _Progress) -> None:
+        """``entry`` runs since its ``waiting_since`` when the replay starts."""
+        job = entry.job
+        self.running[job.job_id] = _started(self._pending_of(entry), entry.waiting_since)
+        self.usage[entry.share, job.instance_type] = self.usage.get((entry.share, job.instance_type), 0) + job.count
 
     def finish(self, entry: _Progress) -> None:
         job = self.running.pop(entry.job.job_id, None)
@@ -569,9 +599,13 @@ class _Queues:
         self._touched[where] = None
         self._size += 1
 
+    def seed(self, entry: _Progress) -> None:
+        where = (entry.share, entry.job.instance_type)
+        self._room[where] = self._room.get(where, 0) - entry.job.count
+
     def finish(self, entry: _Progress) -> None:
         where = (entry.share, entry.job.instance_type)
-        self._room[where] += entry.job.count
+        self._room[where] = self._room.get(where, 0) + entry.job.count
         self._touched[where] = None
 
     def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
