@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from constructs_lib.member.waiting import NOT_STARTABLE, RUNNING, WAITING, Observation, Status
 from constructs_lib.simulator.engine import RunMetrics, simulate
 from constructs_lib.simulator.traces import TraceJob
 from gpu_governance_runtime.policy import PoolPolicy
@@ -96,7 +97,7 @@ def _residual_quantile(times: Sequence[float], level: float) -> float:
     for _ in range(50):  # bisection on sum(min(r, d)) / sum(d), which rises with r
         middle = (low + high) / 2
         low, high = (middle, high) if sum(min(middle, d) for d in times) < level * total else (low, middle)
-    return high
+    return float(round(high))  # to the second: a forecast is no finer, and ticks fall on whole seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,15 +109,14 @@ class StartForecast:
     earliest_s: float | None
     likely_s: float | None
     latest_s: float | None
-    unknown_run_times: int = 0  # jobs of the replay that run "for ever": neither declared nor in history
+    unknown_run_times: int = 0  # running jobs of the replay that run "for ever": neither declared nor in history
     smaller: tuple[tuple[int, float], ...] = ()  # (instances, likely seconds) of sizes that start sooner
 
     def words(self) -> str:
         if self.likely_s is None:
             return (
-                "start unknown: it waits on "
-                + _jobs(self.unknown_run_times)
-                + " whose run time is neither declared nor in the history (--history)"
+                f"start unknown: it waits on running jobs ({self.unknown_run_times}) "
+                "whose run time is neither declared nor in the history (--history)"
             )
         text = f"starts in about {duration_words(self.likely_s)}"
         if self.latest_s is None:
@@ -135,10 +135,6 @@ class StartForecast:
             "smaller": [{"count": count, "likely_s": s} for count, s in self.smaller],
             "words": self.words(),
         }
-
-
-def _jobs(count: int) -> str:
-    return f"{count} job{'s' * (count != 1)}"
 
 
 def duration_words(seconds: float) -> str:
@@ -169,9 +165,7 @@ def forecast(
     settings = pool.settings() if settings is None else settings
     scenarios = [_trace(live, history, level) for level in LEVELS]
     starts = [_replay(pool, scenario, tick_s, settings).started for scenario in scenarios]
-    unknown = sum(1 for job in scenarios[1][0] if math.isinf(job.duration)) + sum(
-        1 for job, _ in scenarios[1][1] if math.isinf(job.duration)
-    )
+    unknown = sum(1 for job, _ in scenarios[1][1] if math.isinf(job.duration))
     found = {}
     for number, job_id in enumerate(targets):
         earliest, likely, latest = (_since(live.now, started.get(job_id)) for started in starts)
@@ -262,6 +256,87 @@ def _smaller(
                 break
         count //= 2
     return tuple(found)
+
+
+# --- the live pool as `gpu-governance status` reads it ---------------------------------------------
+
+NOT_FORECAST = (*NOT_STARTABLE, "window_not_active")  # waiting jobs that start on no capacity freeing up
+FORECAST_NOTE = (
+    "forecasts replay the pool through the reclaim planner with no job submitted after now and "
+    "without other teams' waiting jobs, which the team is not shown: either can only make a start later"
+)
+
+
+def why_no_forecast(observation: Observation) -> str | None:
+    """Why the pool's jobs get no forecast, if they do not."""
+    if observation.unit == "GPUs":
+        return "no start forecast here: Kueue counts GPUs per flavor, the governance file whole instances"
+    return None
+
+
+def live_pool(policy: PoolPolicy, observation: Observation, status: Status, now: float) -> LivePool:
+    """What ``status`` read of the pool: the team's jobs (its waiting ones that can start on
+    capacity freeing up, ``status``'s reasons say which), and what each share holds beyond them
+    as one job whose start and run time are not known."""
+    kept_out = {j.job_id for j in status.jobs if j.reason in NOT_FORECAST}
+    listed: dict[tuple[str, str], int] = {}
+    jobs = []
+    for job in observation.jobs:
+        if (
+            job.state not in (RUNNING, WAITING)
+            or job.job_id in kept_out
+            or job.instance_type not in policy.capacity
+            or job.count < 1
+        ):
+            continue
+        if job.state == RUNNING:
+            listed[job.team, job.instance_type] = listed.get((job.team, job.instance_type), 0) + job.count
+        jobs.append(
+            LiveJob(
+                job_id=job.job_id,
+                team=job.team,
+                instance_type=job.instance_type,
+                count=job.count,
+                priority=job.priority,
+                submitted_at=job.submitted_at,
+                running=job.state == RUNNING,
+                started_at=job.started_at,
+                run_time_s=job.run_time_s,
+                restartable=job.restartable,
+            )
+        )
+    shares = {s.name for s in policy.shares}
+    for share, by_type in observation.in_use.items():
+        for instance_type, used in by_type.items():
+            rest = used - listed.get((share, instance_type), 0)
+            if rest > 0 and share in shares and instance_type in policy.capacity:
+                jobs.append(
+                    LiveJob(
+                        job_id=f"{share}/{instance_type} (not listed)",
+                        team=share,
+                        instance_type=instance_type,
+                        count=rest,
+                        priority=0,
+                        submitted_at=now,
+                        running=True,
+                    )
+                )
+    return LivePool(now=now, jobs=tuple(jobs), notes=(FORECAST_NOTE,))
+
+
+def with_forecasts(
+    policy: PoolPolicy, observation: Observation, status: Status, *, now: float, history: RunTimes | None = None
+) -> Status:
+    """``status`` with a forecast for each waiting job of the team that can start (and a note)."""
+    why_not = why_no_forecast(observation)
+    if why_not is not None:
+        return replace(status, notes=(*status.notes, why_not))
+    live = live_pool(policy, observation, status, now)
+    waiting = [j.job_id for j in sorted(status.jobs, key=lambda j: j.position or 0) if j.state == WAITING]
+    queued = {job.job_id for job in live.jobs if not job.running}
+    found = forecast(policy, live, [j for j in waiting if j in queued], history=history)
+    jobs = tuple(replace(j, forecast=found[j.job_id].as_json()) if j.job_id in found else j for j in status.jobs)
+    return replace(status, jobs=jobs, notes=(*status.notes, *live.notes) if found else status.notes)
 
 
 def live_pool_at(jobs: Sequence[TraceJob], replay: RunMetrics, moment: float, *, declared: bool) -> LivePool:

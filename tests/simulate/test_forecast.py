@@ -122,7 +122,7 @@ def test_an_unknown_run_time_is_said_and_history_gives_a_range():
     [unknown] = forecast(policy, LivePool(now=NOW, jobs=jobs), ["next"]).values()
     assert (unknown.earliest_s, unknown.likely_s, unknown.latest_s) == (None, None, None)
     assert unknown.words() == (
-        "start unknown: it waits on 1 job whose run time is neither declared nor in the history (--history)"
+        "start unknown: it waits on running jobs (1) whose run time is neither declared nor in the history (--history)"
     )
     # past jobs of a ran 5, 10, ..., 50 minutes: of those longer than the 10 minutes this one has
     # run (15 ... 50), the 25th, 50th and 75th percentiles are 25, 35 and 45 minutes: 15, 25 and 35 left
