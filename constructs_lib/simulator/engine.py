@@ -126,6 +126,16 @@ def _rounded(percent: float | None) -> float | None:
     return None if percent is None else round(percent, 1)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Resume:
+    """The pool a replay starts from instead of an empty one (a forecast replays the live pool)."""
+
+    at: float  # the replay's first tick is at or after it: jobs submitted earlier wait until then
+    running: Sequence[tuple[TraceJob, float]] = ()  # jobs that run then, each with its start
+    # times a job was preempted before: its protection (min_run_time_s) and re-borrow backoff
+    preempted: Mapping[str, int] = field(default_factory=dict)
+
+
 def static_shares(shares: Sequence[Share]) -> tuple[Share, ...]:
     return tuple(
         Share(name=s.name, quota=s.quota, strategy=Strategy.RESERVE, fair_share_weight=s.fair_share_weight)
@@ -166,20 +176,20 @@ def simulate(
     record_timeline: bool = False,
     record_runs: bool = False,
     groups: Sequence[ShareGroup] = (),
-    running: Sequence[tuple[TraceJob, float]] = (),
+    resume: Resume | None = None,
 ) -> RunMetrics:
     """Replay ``jobs``; with ``pooled`` every job joins the single pooled share. ``record_runs``
     keeps every job's runs and first start (``RunMetrics.runs``, ``started``): memory per job,
     for tests and small traces. ``groups``: the pool's groups of shares, planned as the controller
-    plans them. ``running``: jobs that already run when the replay starts, each with the time it
-    started (its duration counts from then): a forecast replays the live pool from now on."""
+    plans them. ``resume``: the pool the replay starts from, instead of an empty one."""
+    running = resume.running if resume else ()
     _check_jobs(
         [*jobs, *(job for job, _ in running)], [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled
     )
     return _replay(
         jobs,
         _arrival_order(jobs),
-        running=running,
+        resume=resume,
         shares=shares,
         capacity=capacity,
         tick_s=tick_s,
@@ -207,7 +217,7 @@ def _replay(
     record_timeline: bool,
     record_runs: bool,
     groups: Sequence[ShareGroup] = (),
-    running: Sequence[tuple[TraceJob, float]] = (),
+    resume: Resume | None = None,
 ) -> RunMetrics:
     """The event loop over checked jobs, ``arrivals`` being them in arrival order.
 
@@ -218,8 +228,9 @@ def _replay(
     decider = (
         _Queues(shares)
         if not groups and _independent_queues(shares, capacity)
-        else _Planner(shares, capacity, settings, groups)
+        else _Planner(shares, capacity, settings, groups, preempted=resume.preempted if resume else {})
     )
+    opens = resume.at if resume else -math.inf  # no tick before it: a job submitted earlier waits for it
     grace = settings.grace_s
     progress: dict[str, _Progress] = {}
     waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
@@ -296,7 +307,7 @@ def _replay(
             lost += elapsed * job.count
             entry.remaining = job.duration
 
-    for job, started_at in running:
+    for job, started_at in resume.running if resume else ():
         entry = progress[job.job_id] = _Progress(
             job, len(waited), POOLED_SHARE if pooled else job.team, job.duration, started_at
         )
@@ -306,7 +317,7 @@ def _replay(
 
     while True:
         # the next moment something happens: an arrival, a completion or a victim's stop, or a follow-up tick
-        moment = arrivals[next_arrival].submit_time if next_arrival < len(arrivals) else math.inf
+        moment = max(opens, arrivals[next_arrival].submit_time) if next_arrival < len(arrivals) else math.inf
         if events and events[0][0] < moment:
             moment = events[0][0]
         if changed and clock < moment and decider.waiting():
@@ -404,7 +415,7 @@ def _replay(
         window_utilization=busy / window if window else 0.0,
         goodput=useful / window if window else 0.0,
         makespan_s=makespan,
-        jobs_completed=next_arrival + len(running) - len(progress),
+        jobs_completed=next_arrival + len(waited) - len(arrivals) - len(progress),
         jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         not_restartable=sum(not job.restartable for job in jobs),
@@ -463,7 +474,10 @@ class _Planner:
         capacity: Mapping[str, int],
         settings: Settings,
         groups: Sequence[ShareGroup] = (),
+        *,
+        preempted: Mapping[str, int] = {},
     ) -> None:
+        self.preempted = preempted  # times a job was preempted before the replay (Resume.preempted)
         self.state = PoolState(
             capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0, groups=tuple(groups)
         )
@@ -478,8 +492,7 @@ class _Planner:
     def arrive(self, entry: _Progress) -> None:
         self.pending[entry.job.job_id] = self._pending_of(entry)
 
-    @staticmethod
-    def _pending_of(entry: _Progress) -> PendingJob:
+    def _pending_of(self, entry: _Progress) -> PendingJob:
         job = entry.job
         return PendingJob(
             job_id=job.job_id,
@@ -491,6 +504,7 @@ class _Planner:
             checkpointable=job.checkpointable,
             max_run_time_s=job.max_run_time,
             restartable=job.restartable,  # stopped, it is not requeued (planner.comes_back), as in the controller
+            times_preempted=self.preempted.get(job.job_id, 0),
         )
 
     def seed(self, entry: _Progress) -> None:

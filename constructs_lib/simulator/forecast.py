@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from constructs_lib.member.waiting import NOT_STARTABLE, RUNNING, WAITING, Observation, Status
-from constructs_lib.simulator.engine import RunMetrics, simulate
+from constructs_lib.simulator.engine import Resume, RunMetrics, simulate
 from constructs_lib.simulator.traces import TraceJob
 from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.planner import Settings
@@ -35,7 +35,6 @@ from gpu_governance_runtime.reclaim.planner import Settings
 LEVELS = (0.25, 0.5, 0.75)  # percentiles of an unknown run time: earliest, likely, latest
 MIN_HISTORY = 5  # past jobs of a team below which the pool's history stands in for it
 ALTERNATIVES = 10  # waiting jobs (in queue order) a smaller size is tried for
-ARRIVAL_STEP_S = 1e-6  # between the waiting jobs' arrivals in the replay: all in the first tick, oldest first
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +52,7 @@ class LiveJob:
     run_time_s: float | None = None  # its declared run time (limit), if any
     checkpointable: bool = False
     restartable: bool = True
+    times_preempted: int = 0  # its protection and re-borrow backoff, where the reader knows them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,7 +165,7 @@ def forecast(
     settings = pool.settings() if settings is None else settings
     scenarios = [_trace(live, history, level) for level in LEVELS]
     starts = [_replay(pool, scenario, tick_s, settings).started for scenario in scenarios]
-    unknown = sum(1 for job, _ in scenarios[1][1] if math.isinf(job.duration))
+    unknown = sum(1 for job, _ in scenarios[1][1].running if math.isinf(job.duration))
     found = {}
     for number, job_id in enumerate(targets):
         earliest, likely, latest = (_since(live.now, started.get(job_id)) for started in starts)
@@ -187,16 +187,13 @@ def _since(now: float, start: float | None) -> float | None:
     return None if start is None else max(0.0, start - now)
 
 
-Scenario = tuple[list[TraceJob], list[tuple[TraceJob, float]]]  # (waiting, running with their starts)
+Scenario = tuple[list[TraceJob], Resume]  # the waiting jobs, and the pool they wait in
 
 
 def _trace(live: LivePool, history: RunTimes | None, level: float) -> Scenario:
     """The replay's jobs with every run time as this percentile takes it (inf: not known)."""
     waiting: list[TraceJob] = []
     running: list[tuple[TraceJob, float]] = []
-    # every waiting job arrives at now, in the order it was submitted (the planner's tie-break: age)
-    queued = sorted((j for j in live.jobs if not j.running), key=lambda j: (j.submitted_at, j.job_id))
-    arrival = {job.job_id: live.now + (rank + 1) * ARRIVAL_STEP_S for rank, job in enumerate(queued)}
     for job in live.jobs:
         elapsed = live.now - job.started_at if job.running and job.started_at is not None else None
         if job.run_time_s is not None:
@@ -208,7 +205,7 @@ def _trace(live: LivePool, history: RunTimes | None, level: float) -> Scenario:
         traced = TraceJob(
             job_id=job.job_id,
             team=job.team,
-            submit_time=started if job.running else arrival[job.job_id],
+            submit_time=started if job.running else job.submitted_at,
             duration=max(left + (live.now - started if job.running else 0.0), 1e-3),
             instance_type=job.instance_type,
             count=job.count,
@@ -221,11 +218,12 @@ def _trace(live: LivePool, history: RunTimes | None, level: float) -> Scenario:
             running.append((traced, started))
         else:
             waiting.append(traced)
-    return waiting, running
+    preempted = {job.job_id: job.times_preempted for job in live.jobs if job.times_preempted}
+    return waiting, Resume(at=live.now, running=running, preempted=preempted)
 
 
 def _replay(pool: PoolPolicy, scenario: Scenario, tick_s: float, settings: Settings) -> RunMetrics:
-    waiting, running = scenario
+    waiting, resume = scenario
     return simulate(
         waiting,
         shares=pool.shares,
@@ -234,7 +232,7 @@ def _replay(pool: PoolPolicy, scenario: Scenario, tick_s: float, settings: Setti
         settings=settings,
         groups=pool.groups,
         record_runs=True,
-        running=running,
+        resume=resume,
     )
 
 
@@ -243,13 +241,13 @@ def _smaller(
 ) -> tuple[tuple[int, float], ...]:
     """Halved sizes of the job that would start sooner in the likely replay, each sooner than the
     larger one before it: the largest first, two at most."""
-    waiting, running = scenario
+    waiting, resume = scenario
     index = next(i for i, job in enumerate(waiting) if job.job_id == job_id)
     found = []
     count = waiting[index].count // 2
     while count >= 1:
         resized = [*waiting[:index], replace(waiting[index], count=count), *waiting[index + 1 :]]
-        start = _since(now, _replay(pool, (resized, running), tick_s, settings).started.get(job_id))
+        start = _since(now, _replay(pool, (resized, resume), tick_s, settings).started.get(job_id))
         if start is not None and start < (found[-1][1] if found else likely) - tick_s:  # sooner still
             found.append((count, start))
             if len(found) == 2:
@@ -353,7 +351,8 @@ def live_pool_at(jobs: Sequence[TraceJob], replay: RunMetrics, moment: float, *,
         current = next(((start, end) for start, end in runs if start <= moment < end), None)
         if current is None and not any(start > moment for start, _ in runs) and runs:
             continue  # finished by then
-        done_before = sum(end - start for start, end in runs if end <= moment) if job.checkpointable else 0.0
+        ended = [(start, end) for start, end in runs if end <= moment]  # each ended run before it: a preemption
+        done_before = sum(end - start for start, end in ended) if job.checkpointable else 0.0
         live.append(
             LiveJob(
                 job_id=job.job_id,
@@ -361,14 +360,13 @@ def live_pool_at(jobs: Sequence[TraceJob], replay: RunMetrics, moment: float, *,
                 instance_type=job.instance_type,
                 count=job.count,
                 priority=job.priority,
-                submitted_at=job.submit_time
-                if current or not runs or runs[0][0] > moment
-                else max(e for _, e in runs if e <= moment),
+                submitted_at=ended[-1][1] if ended and not current else job.submit_time,  # requeued then
                 running=current is not None,
                 started_at=current[0] if current else None,
                 run_time_s=job.duration - done_before if declared else None,
                 checkpointable=job.checkpointable,
                 restartable=job.restartable,
+                times_preempted=len(ended),
             )
         )
     return LivePool(now=moment, jobs=tuple(live))
