@@ -1,7 +1,8 @@
-"""How far the start-time forecast of `gpu-governance status` is from the truth, on the openb trace.
+"""How far the start-time forecast of `gpu-governance status` is from the truth, on the openb trace
+(alibaba/clusterdata, cluster-trace-gpu-v2023/csv: docs/simulator.md, "Getting the openb trace").
 
-    python benchmarks/forecast_error.py                         # day 115 on, every 2 h
-    python benchmarks/forecast_error.py --trace /work/shared/traces/openb_pod_list_default.csv
+    python benchmarks/forecast_error.py --trace openb_pod_list_gpuspec33.csv --every 0.25   # day 115 on
+    python benchmarks/forecast_error.py --trace openb_pod_list_gpuspec33.csv --every 1 --since-day 0
 
 The trace (the project's openb importer, constructs_lib.simulator.traces.convert_openb) is
 replayed once through the policy of benchmarks/openb-lend-and-borrow.yaml, recording every job's
@@ -37,9 +38,13 @@ from constructs_lib.simulator.engine import simulate  # noqa: E402
 from constructs_lib.simulator.forecast import RunTimes, forecast, live_pool_at, next_start  # noqa: E402
 from constructs_lib.simulator.traces import convert_openb  # noqa: E402
 
-TRACE = Path("/work/shared/traces/openb_pod_list_gpuspec33.csv")
 CONFIG = ROOT / "benchmarks" / "openb-lend-and-borrow.yaml"
-BUCKETS = ((0, 600, "< 10 min"), (600, 3_600, "10 min - 1 h"), (3_600, 21_600, "1 - 6 h"), (21_600, float("inf"), ">= 6 h"))
+BUCKETS = (
+    (0, 600, "< 10 min"),
+    (600, 3_600, "10 min - 1 h"),
+    (3_600, 21_600, "1 - 6 h"),
+    (21_600, float("inf"), ">= 6 h"),
+)
 
 
 def percentile(values: list[float], percent: float) -> float:
@@ -47,7 +52,9 @@ def percentile(values: list[float], percent: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(-(-len(ordered) * percent // 100)) - 1))]
 
 
-def measure(jobs, full, policy, moments, *, declared: bool, tick_s: float) -> list[tuple[float, float | None, float, float | None, float | None]]:
+def measure(
+    jobs, full, policy, moments, *, declared: bool, tick_s: float
+) -> list[tuple[float, float | None, float, float | None, float | None]]:
     """(actual wait, likely, earliest, latest) per job waiting at each moment."""
     rows = []
     for moment in moments:
@@ -80,9 +87,7 @@ def report(kind: str, rows) -> None:
         errors = [abs(r[1] - r[0]) for r in known]
         relative = [abs(r[1] - r[0]) / max(r[0], 60.0) for r in known]
         within = sum(1 for r in known if abs(r[1] - r[0]) <= 0.25 * max(r[0], 60.0))
-        in_range = sum(
-            1 for r in known if (r[2] or 0) - 60 <= r[0] <= (float("inf") if r[3] is None else r[3] + 60)
-        )
+        in_range = sum(1 for r in known if (r[2] or 0) - 60 <= r[0] <= (float("inf") if r[3] is None else r[3] + 60))
         print(
             f"{label:<14} {len(chosen):>6} {100 * (len(chosen) - len(known)) / len(chosen):>7.1f}% "
             f"{_span(statistics.median(errors)) if errors else '-':>15} {_span(percentile(errors, 90)) if errors else '-':>12} "
@@ -92,22 +97,34 @@ def report(kind: str, rows) -> None:
 
 
 def _span(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 600 else f"{seconds / 60:.0f} min" if seconds < 7_200 else f"{seconds / 3600:.1f} h"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 600
+        else f"{seconds / 60:.0f} min"
+        if seconds < 7_200
+        else f"{seconds / 3600:.1f} h"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, default=TRACE, help="an openb pod list")
+    parser.add_argument("--trace", type=Path, required=True, help="an openb pod list (openb_pod_list_*.csv)")
     parser.add_argument("--config", type=Path, default=CONFIG)
     parser.add_argument("--since-day", type=float, default=115.0, help="keep the tasks created from this day on")
-    parser.add_argument("--every", type=float, default=2.0, help="hours between two forecast moments")
+    parser.add_argument("--every", type=float, default=0.25, help="hours between two forecast moments")
     parser.add_argument("--tick", type=float, default=60.0)
     args = parser.parse_args()
     jobs = [j for j in convert_openb(args.trace) if j.submit_time >= args.since_day * 86_400]
     policy = pool_policy(load_model(args.config), None)
     started = time.perf_counter()
     full = simulate(
-        jobs, shares=policy.shares, capacity=policy.capacity, tick_s=args.tick, settings=policy.settings(), record_runs=True, groups=policy.groups
+        jobs,
+        shares=policy.shares,
+        capacity=policy.capacity,
+        tick_s=args.tick,
+        settings=policy.settings(),
+        record_runs=True,
+        groups=policy.groups,
     )
     first, last = min(j.submit_time for j in jobs), max(j.submit_time for j in jobs)
     moments = [first + n * args.every * 3_600 + 0.5 for n in range(int((last - first) // (args.every * 3_600)) + 1)]

@@ -62,6 +62,7 @@ def reference_replay(
     next_arrival, clock, changed = 0, 0.0, False
     work_done = lost = busy = useful = 0.0
     preemptions = breaches = stopped_for_good = 0
+    started: dict[str, float] = {}  # each job's first start
     asked_s: dict[str, float] = {}
     breached_s: dict[str, float] = {}
     asked_since: set[str] = set()
@@ -156,6 +157,7 @@ def reference_replay(
                 reclaim_waits.append(tick - entry.waiting_since)
             entry.waited += tick - entry.waiting_since
             entry.started_at = tick
+            started.setdefault(start.job_id, tick)
             entry.version += 1
             heapq.heappush(completions, (tick + entry.remaining, entry.version, start.job_id))
         if not pooled:
@@ -215,6 +217,7 @@ def reference_replay(
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
         runs={job_id: tuple(entry.runs) for job_id, entry in progress.items() if entry.runs},
+        started=started,
         reclaim_waits=tuple(reclaim_waits),
     )
 
