@@ -33,6 +33,7 @@ from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.planner import Settings
 
 LEVELS = (0.25, 0.5, 0.75)  # percentiles of an unknown run time: earliest, likely, latest
+LIKELY = LEVELS[1]
 MIN_HISTORY = 5  # past jobs of a team below which the pool's history stands in for it
 ALTERNATIVES = 10  # waiting jobs (in queue order) a smaller size is tried for
 
@@ -163,15 +164,17 @@ def forecast(
     """The start of each waiting job of ``targets``, and (``alternatives``) of smaller sizes of
     the first ``ALTERNATIVES`` of them. ``settings``: the planner's (default: the pool's)."""
     settings = pool.settings() if settings is None else settings
-    scenarios = [_trace(live, history, level) for level in LEVELS]
-    starts = [_replay(pool, scenario, tick_s, settings).started for scenario in scenarios]
-    unknown = sum(1 for job, _ in scenarios[1][1].running if math.isinf(job.duration))
+    # where every run time is declared, or nothing says the missing ones, the three replays are one
+    uncertain = history is not None and any(job.run_time_s is None for job in live.jobs)
+    scenarios = {level: _trace(live, history, level) for level in (LEVELS if uncertain else (LIKELY,))}
+    starts = {level: _replay(pool, scenario, tick_s, settings).started for level, scenario in scenarios.items()}
+    unknown = sum(1 for job, _ in scenarios[LIKELY][1].running if math.isinf(job.duration))
     found = {}
     for number, job_id in enumerate(targets):
-        earliest, likely, latest = (_since(live.now, started.get(job_id)) for started in starts)
+        earliest, likely, latest = (_since(live.now, starts.get(level, starts[LIKELY]).get(job_id)) for level in LEVELS)
         smaller = ()
         if alternatives and number < ALTERNATIVES and likely is not None:
-            smaller = _smaller(pool, scenarios[1], live.now, job_id, likely, tick_s, settings)
+            smaller = _smaller(pool, scenarios[LIKELY], live.now, job_id, likely, tick_s, settings)
         found[job_id] = StartForecast(
             job_id=job_id,
             earliest_s=earliest,
