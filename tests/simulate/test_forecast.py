@@ -4,6 +4,7 @@ simulator runs, on small pools whose answer is computed by hand, and against ful
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -183,3 +184,16 @@ def test_duration_words():
         "25 h",
         "3 days",
     ]
+
+
+def test_a_requeued_job_borrows_again_only_after_its_backoff():
+    # b's job was preempted once and requeued 100 s ago: it cannot checkpoint, so it may borrow a's
+    # idle quota only reborrow_backoff_s after its requeue (the planner's anti-thrash), as the
+    # controller would let it: the first tick after 9,900 + the backoff
+    policy = pool(share("a", 2, Strategy.LEND), share("b", 2))
+    own = running("own", "b", 2, started=NOW - 60, run_time=10 * HOUR)
+    again = replace(waiting("again", "b", 2, submitted=NOW - 100), times_preempted=1)
+    backoff = policy.settings().reborrow_backoff_s
+    first_tick_after = -(-(NOW - 100 + backoff) // 60) * 60
+    assert likely(policy, own, again) == {"again": first_tick_after - NOW}
+    assert likely(policy, own, replace(again, times_preempted=0)) == {"again": 20.0}
