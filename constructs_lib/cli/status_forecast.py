@@ -47,14 +47,16 @@ class Hypothetical:
 
 def hypothetical(args: argparse.Namespace, model, team, pools) -> Hypothetical | None:
     """The job ``--if-submitted`` asks about, every bad option named at once (None: not asked)."""
-    given = [f"--{o.replace('_', '-')}" for o in JOB_OPTIONS if getattr(args, o) is not None]
+    given = {f"--{o.replace('_', '-')}": getattr(args, o) for o in JOB_OPTIONS if getattr(args, o) is not None}
     if not args.if_submitted:
         if given:
-            raise GovernanceError.single(
-                given[0],
-                "only with --if-submitted",
-                getattr(args, given[0][2:].replace("-", "_")),
-                "--if-submitted " + " ".join(given),
+            raise GovernanceError(
+                [
+                    Problem(
+                        path=option, wrong="only with --if-submitted", value=value, allowed=f"--if-submitted {option}"
+                    )
+                    for option, value in given.items()
+                ]
             )
         return None
     problems: list[Problem] = []

@@ -114,9 +114,8 @@ class Explanation:
     position: int | None = None
     backend_reason: str = ""
     training_plan: str = ""  # a running training job: on the team's plan or not (``on_plan``)
-    forecast: Mapping[str, object] | None = (
-        None  # a waiting job's start (simulator/forecast.py's StartForecast.as_json)
-    )
+    # a waiting job's start: constructs_lib/simulator/forecast.py's StartForecast.as_json()
+    forecast: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
