@@ -41,6 +41,12 @@ def table(results: Mapping[str, RunMetrics]) -> str:
         "(percentiles over all of a team's jobs; a job that never finished waits for ever, so a percentile among them is 'never')"
     )
     lines.append(f"\nguarantee breaches under the policy: {results['policy'].guarantee_breaches}")
+    kept = results["policy"].guarantee_kept()
+    if kept:
+        lines.append(
+            "guarantee kept under the policy: "
+            + ", ".join(f"{team} {k['kept_percent']} % of {k['asked_h']} h asked" for team, k in kept.items())
+        )
     if COMPARED in results:
         lines.append(f"guarantee breaches under the compared configuration: {results[COMPARED].guarantee_breaches}")
     policy = results["policy"]
