@@ -70,6 +70,7 @@ from .base import (
     without_settings,
 )
 from .capacity import CapacityWindow, check_windows
+from .fair_share import FairShare
 from .instance_types import check_instance_types, known
 from .quota import QuotaEntry, ResourceQuota, gpus_of, instance_quota, whole_instances
 from .slurm import slurm_problems
@@ -367,6 +368,11 @@ class ReclaimSettings(_Frozen):
         default=0,
         description=f"A preempted job keeps running this long before it is stopped, to checkpoint (Slurm QoS GraceTime; 0-{MAX_GRACE_SECONDS} s: "
         "the lender waits as long); 0: stopped at once",
+    )
+    fair_share: FairShare = Field(
+        default_factory=FairShare,
+        description="The order of borrowers and of the teams a reclaim takes from: by: borrowed (now) or by: usage "
+        "(decayed over half_life_hours)",
     )
 
 

@@ -31,7 +31,7 @@ RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in pac
 MODEL_ORDER = (
     "base",
     ("instance_types", "quota"),
-    ("capacity", "slurm"),
+    ("capacity", "slurm", "fair_share"),
     "organisation",
     ("loader", "policy", "props"),
     ("explain", "edit"),

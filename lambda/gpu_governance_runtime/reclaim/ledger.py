@@ -224,6 +224,20 @@ class Ledger:
     def get(self, key: str) -> dict[str, Any] | None:
         return self.table.get_item(Key={"action_id": key}, ConsistentRead=True).get("Item")
 
+    def put_if_later(self, key: str, *, at: int, **fields: Any) -> bool:
+        """Replace the item ``key`` with ``fields`` stamped ``at``, unless it is stamped ``at`` or
+        later (a concurrent or retried tick wrote it): then False, and nothing is written."""
+        try:
+            self.table.put_item(
+                Item={"action_id": key, "at": at, **fields},
+                ConditionExpression="attribute_not_exists(action_id) OR #at < :at",
+                ExpressionAttributeNames={"#at": "at"},
+                ExpressionAttributeValues={":at": at},
+            )
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def put(self, key: str, **fields: Any) -> None:
         """Replace the item ``key`` with ``fields`` (a state recorded before or after a change)."""
         self.table.put_item(Item={"action_id": key, **fields})
