@@ -12,6 +12,8 @@ from gpu_governance_runtime.reclaim.fair_share import advance, decayed_usage
 from gpu_governance_runtime.reclaim.ledger import Ledger
 from gpu_governance_runtime.reclaim.planner import RECLAIM, Settings, Strategy, plan_tick
 
+from .safety import check_safety
+from .strategies import PROPERTY_SETTINGS, pool_states
 from .tables import reclaim_ledger_table
 from .test_planner import NOW, pending, pool, running, share
 
@@ -116,6 +118,23 @@ def test_a_reclaim_takes_from_the_team_with_the_most_past_usage_first():
     by_usage = plan_tick(replace(state, past_usage={"heavy": 900.0, "light": 10.0}), BY_USAGE)
     assert [(p.job_id, p.kind) for p in by_usage.preemptions] == [("h1", RECLAIM)]
     assert [s.job_id for s in by_usage.starts] == ["lend"]
+
+
+@PROPERTY_SETTINGS
+@given(
+    st.one_of(pool_states(paused=True), pool_states(pending=(1, 1), paused=True)),
+    st.data(),
+    st.sampled_from([Settings(), Settings(min_run_time_s=600, max_preemptions_per_tick=10_000)]),
+)
+def test_ordering_by_usage_never_leaves_a_lender_below_its_guarantee(state, data, base):
+    """Whatever each team used before, every plan keeps the planner's safety properties
+    (safety.py): above all, a guarantee job starts or waits only for an anti-thrash limit, and a
+    reclaim takes only borrowed capacity."""
+    hours = st.one_of(st.just(0.0), st.floats(0, 1e6, allow_nan=False))
+    past = {s.name: data.draw(hours, label=f"past usage of {s.name}") for s in state.shares}
+    settings = replace(base, usage_half_life_s=DAY)
+    state = replace(state, past_usage=past)
+    check_safety(state, settings, plan_tick(state, settings))
 
 
 def test_bad_past_usage_is_refused_by_name():
