@@ -93,6 +93,9 @@ class RunMetrics:
         repr=False, default_factory=dict
     )  # job -> (start, end) of each run, if recorded
     started: Mapping[str, float] = field(repr=False, default_factory=dict)  # job -> its first start, if recorded
+    # per team: capacity-seconds its jobs held (work later lost included), and the work lost
+    team_used_capacity_s: Mapping[str, float] = field(repr=False, default_factory=dict)
+    team_lost_capacity_s: Mapping[str, float] = field(repr=False, default_factory=dict)
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
@@ -262,6 +265,8 @@ def _replay(
     preempted_at: dict[str, list[float]] = {}
     runs: dict[str, list[tuple[float, float]]] = {}
     started: dict[str, float] = {}
+    team_used: dict[str, float] = {}  # per team: capacity-seconds its jobs held, work later lost included
+    team_lost: dict[str, float] = {}  # of those, the work lost to preemptions
     # Usage-based fair share (Settings.usage_half_life_s): each team's decayed usage, advanced by
     # the one computation the controller uses at every moment a team's use changes, so it is exact.
     half_life = None if pooled else settings.usage_half_life_s
@@ -321,15 +326,16 @@ def _replay(
         preempted_at.setdefault(job.job_id, []).append(at)
         if record_runs:
             runs[job.job_id].append((entry.started_at, at))
-        if not job.restartable:  # nothing requeues it (planner.comes_back): its work is lost, it stays unfinished
-            stopped_for_good += 1
-            lost += elapsed * job.count
-        elif job.checkpointable:
+        team_used[job.team] = team_used.get(job.team, 0.0) + elapsed * job.count
+        if job.restartable and job.checkpointable:
             entry.remaining -= elapsed
             entry.useful += segment
-        else:
-            lost += elapsed * job.count
-            entry.remaining = job.duration
+            return
+        # nothing requeues a job that is not restartable (planner.comes_back): it stays unfinished
+        stopped_for_good += not job.restartable
+        entry.remaining = job.duration
+        lost += elapsed * job.count
+        team_lost[job.team] = team_lost.get(job.team, 0.0) + elapsed * job.count
 
     for job, started_at in resume.running if resume else ():
         entry = progress[job.job_id] = _Progress(
@@ -367,6 +373,7 @@ def _replay(
             useful += entry.useful + segment
             last_finish = max(last_finish, at)
             waited[entry.index] = entry.waited
+            team_used[job.team] = team_used.get(job.team, 0.0) + (at - entry.started_at) * job.count
             account(at)
             usage[job.team, job.instance_type] -= job.count
             occupied[job.instance_type] -= job.count
@@ -451,6 +458,8 @@ def _replay(
         stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
+        team_used_capacity_s=team_used,
+        team_lost_capacity_s=team_lost,
         guarantee_breaches=breaches,
         guarantee_asked_s=asked_s,
         guarantee_breached_s=breached_s,

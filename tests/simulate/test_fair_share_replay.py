@@ -59,3 +59,20 @@ def test_of_two_teams_that_used_as_much_the_one_that_used_it_longer_ago_borrows_
     for settings, first in ((Settings(), "e2"), (Settings(usage_half_life_s=24 * HOUR), "l2")):
         started = simulate(trace, shares=SHARES, capacity={G5: 2}, settings=settings, record_runs=True).started
         assert started[first] == 5 * HOUR and max(started["e2"], started["l2"]) == 5 * HOUR + 600
+
+
+def test_each_teams_capacity_held_and_work_lost_add_up_to_its_runs():
+    """benchmarks/fair_share.py's per-team figures: what each team's runs held, and lost."""
+    shares = [
+        Share(name="owner", quota={G5: 2}, strategy=Strategy.LEND),
+        Share(name="borrower", quota={}, strategy=Strategy.LEND_AND_BORROW, borrow_limit=None),
+    ]
+    trace = [job("b1", "borrower", 0, 10 * HOUR, 2), job("o1", "owner", HOUR, HOUR, 1)]
+    run = simulate(trace, shares=shares, capacity={G5: 2}, settings=Settings(), record_runs=True)
+    assert run.preemptions == 1 and run.lost_work_capacity_s == 2 * HOUR
+    assert run.team_lost_capacity_s == {"borrower": 2 * HOUR}
+    held = {
+        team: sum((end - start) * j.count for j in trace if j.team == team for start, end in run.runs[j.job_id])
+        for team in ("owner", "borrower")
+    }
+    assert run.team_used_capacity_s == held and held["borrower"] == 2 * HOUR + 2 * 10 * HOUR
