@@ -271,13 +271,13 @@ def _replay(
     # the one computation the controller uses at every moment a team's use changes, so it is exact.
     half_life = None if pooled else settings.usage_half_life_s
     past: dict[str, float] = {}
-    past_at: float | None = None
+    past_at: float | None = resume.at if resume else None  # a forecast knows no usage before the live pool
 
     def account(at: float) -> None:
         """Advance the decayed usage to ``at`` with the use held since; call before use changes."""
         nonlocal past, past_at
         if half_life is None or (past_at is not None and at <= past_at):
-            return  # a resumed job's start before the replay's first moment: no history before it
+            return  # a resumed job's start, before the replay opens: no history before it
         if past_at is not None:
             in_use: dict[str, int] = {}
             for (team, _), instances in usage.items():

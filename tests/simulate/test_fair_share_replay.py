@@ -3,7 +3,7 @@ each team's usage is advanced by the same computation at every moment its use ch
 
 from __future__ import annotations
 
-from constructs_lib.simulator.engine import simulate
+from constructs_lib.simulator.engine import Resume, simulate
 from constructs_lib.simulator.traces import TraceJob
 from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
@@ -76,3 +76,19 @@ def test_each_teams_capacity_held_and_work_lost_add_up_to_its_runs():
         for team in ("owner", "borrower")
     }
     assert run.team_used_capacity_s == held and held["borrower"] == 2 * HOUR + 2 * 10 * HOUR
+
+
+def test_a_forecast_counts_usage_from_the_live_pool_on_not_from_its_jobs_starts():
+    """Opened on a live pool (engine.Resume) the replay knows no usage before it opens: early's job
+    that started ten hours before counts from the opening, as late's does, so they tie."""
+    running = [(job("e0", "early", -10 * HOUR, 11 * HOUR, 1), -10 * HOUR), (job("l0", "late", -60, HOUR + 60, 1), -60)]
+    trace = [job("e2", "early", 2 * HOUR, 600, 2), job("l2", "late", 2 * HOUR, 600, 2)]
+    started = simulate(
+        trace,
+        shares=SHARES,
+        capacity={G5: 2},
+        settings=Settings(usage_half_life_s=24 * HOUR),
+        record_runs=True,
+        resume=Resume(at=0.0, running=running),
+    ).started
+    assert started["e2"] == 2 * HOUR and started["l2"] == 2 * HOUR + 600  # the tie, broken by name
