@@ -72,6 +72,7 @@ from .base import (
     team_role_arn,
     training_job_name_patterns,
 )
+from .fair_share import FairShare
 from .organisation import (
     PRESET_SHARING,
     PROJECT_CONTRIBUTOR,
@@ -165,6 +166,7 @@ __all__ = [
     "EksClusterName",
     "EmailAddress",
     "ExemptPrincipalArn",
+    "FairShare",
     "GovernanceModel",
     "GpuHourLimit",
     "Guardrails",
@@ -188,6 +190,7 @@ __all__ = [
     "ProjectName",
     "QueueName",
     "ReclaimSettings",
+    "FairShare",
     "Region",
     "SageMakerInstanceType",
     "SharingPolicy",
