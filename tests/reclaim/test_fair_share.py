@@ -203,6 +203,12 @@ def test_missed_ticks_decay_but_count_only_the_tick_read(ledger):
     assert after_a_day["heavy"] == pytest.approx(first["heavy"] / 2 + 2 * 60 / 3600, rel=1e-3)
 
 
+def test_a_team_gone_from_the_pool_leaves_the_record(ledger):
+    ledger.put_if_later("fair-share#p", at=int(NOW), usage={"gone": 5, "heavy": 1})
+    figures = advance(ledger, "p", state_at(NOW + 60), half_life_s=DAY, tick_seconds=60)
+    assert set(figures) == {"heavy"} and set(ledger.get("fair-share#p")["usage"]) == {"heavy"}
+
+
 def test_a_restarted_controller_plans_with_exactly_what_was_stored(ledger):
     figures = advance(ledger, "p", state_at(NOW), half_life_s=DAY, tick_seconds=60)
     stored = advance(Ledger(ledger.table), "p", state_at(NOW), half_life_s=DAY, tick_seconds=60)

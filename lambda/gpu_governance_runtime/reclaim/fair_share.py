@@ -73,8 +73,9 @@ def advance(
     if at is not None and at >= now:
         return _figures(item)
     elapsed = tick_seconds if at is None else now - at
+    teams = {share.name for share in state.shares}  # a team gone from the pool leaves the record
     figures = decayed_usage(
-        _figures(item),
+        {share: hours for share, hours in _figures(item).items() if share in teams},
         instances_by_share(state),
         elapsed_s=elapsed,
         half_life_s=half_life_s,
