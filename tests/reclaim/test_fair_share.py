@@ -228,3 +228,73 @@ def test_the_controller_plans_each_tick_with_the_pools_recorded_usage_dry_run_to
     assert float(ledger.get("fair-share#ec2-gpu")["usage"]["research"]) == pytest.approx(2 * 8 * 60 / 3600, rel=1e-3)
     tick(batch, ledger.table, start + 120, dry_run=True)  # a pool ordered by borrowing keeps no history
     assert ledger.get("fair-share#ec2-gpu")["at"] == int(start) + 60
+
+
+TWO_BORROWERS = {
+    "version": 1,
+    "organisation": "acme",
+    "capacity_windows": [],
+    "priority_classes": [],
+    "pools": [
+        {
+            "name": "ec2-gpu",
+            "backend": "batch_fair_share",
+            "capacity": {"g6e.12xlarge": 8},
+            "shares": [
+                {"name": "lender", "quota": {"g6e.12xlarge": 4}, "strategy": "lend"},
+                *(
+                    {"name": name, "quota": {"g6e.12xlarge": 2}, "strategy": "lend_and_borrow", "borrow_limit": None}
+                    for name in ("heavy", "light")
+                ),
+            ],
+            "reclaim": {"usage_half_life_s": DAY},
+        }
+    ],
+}
+
+
+def test_the_controller_reclaims_from_the_team_its_record_shows_used_most(ledger):
+    """End to end on the model of Batch: heavy and light each borrow one instance, light's the
+    more recent; the lender's job takes one back. By borrowed now light's goes (least work
+    lost); with the ledger's record showing heavy used most, heavy's goes."""
+    from gpu_governance_runtime.policy import parse_policy
+    from gpu_governance_runtime.reclaim import handler as controller
+    from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
+    from tests.aws_model.batch import Clock, FakeBatch
+
+    queue = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
+    pool = parse_policy(TWO_BORROWERS).pool("ec2-gpu")
+
+    def victims(settings, record):
+        batch = FakeBatch(Clock(NOW), capacity={queue: 8})
+        jobs = {}
+        for team, count in (("lender", 2), ("heavy", 3), ("light", 3)):
+            for i in range(count):
+                jobs[f"{team}{i}"] = batch.add_job(
+                    jobName=f"{team}{i}",
+                    jobQueue=queue,
+                    jobDefinition="train:1",
+                    shareIdentifier=team,
+                    parameters={"work_seconds": "86400"},
+                )
+            batch.advance(60)  # light's jobs start last
+        batch.advance(3600)
+        batch.add_job(jobName="owed", jobQueue=queue, jobDefinition="train:1", shareIdentifier="lender")
+        if record:
+            ledger.put_if_later("fair-share#ec2-gpu", at=int(batch.clock.now) - 60, usage=record)
+        records = []
+        controller.run_tick(
+            "ec2-gpu",
+            BatchFairShareAdapter(batch, job_queue=queue, pool=pool, submit=batch),
+            ledger,
+            settings=settings,
+            dry_run=True,
+            namespace="Test",
+            now=batch.clock.now,
+            emit=records.append,
+        )
+        names = {job_id: name for name, job_id in jobs.items()}
+        return [names[r["job_id"]][:-1] for r in records if r.get("event") == "preemption"]
+
+    assert victims(Settings(), None) == ["light"]  # by borrowed now
+    assert victims(pool.settings(), {"heavy": 900, "light": 10}) == ["heavy"]
