@@ -49,16 +49,13 @@ _DEFINED_IN = {
     "core.acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
     "organisation.compliance": ("STANDARD_PACKS", "apply_standard_packs"),
     "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
-    "batch": (
-        "TEAM_TAG",
-        "FairShareJobQueue",
-        "FairShareJobQueueProps",
-        "QuotaManagedTrainingQueue",
-        "QuotaManagedTrainingQueueProps",
-    ),
+    "backends.batch_queue": ("TEAM_TAG",),
+    "backends.batch_fair_share.construct": ("FairShareJobQueue", "FairShareJobQueueProps"),
+    "backends.batch_quota_share.construct": ("QuotaManagedTrainingQueue", "QuotaManagedTrainingQueueProps"),
     "tenancy": ("TeamTenancy", "submission_role_arn"),
-    "hyperpod_eks": ("HyperPodEksGovernance", "HyperPodEksGovernanceProps"),
-    "slurm": ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps", "slurm_plan"),
+    "backends.hyperpod_eks.construct": ("HyperPodEksGovernance", "HyperPodEksGovernanceProps"),
+    "backends.hyperpod_slurm.construct": ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps"),
+    "backends.hyperpod_slurm.plan": ("slurm_plan",),
     "controllers.capacity": ("CapacityController",),
     "controllers.reclaim": ("ReclaimController", "ReclaimTarget"),
     "controllers.guard": ("SubmissionGuard",),
@@ -148,13 +145,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .batch import (
-        TEAM_TAG,
-        FairShareJobQueue,
-        FairShareJobQueueProps,
-        QuotaManagedTrainingQueue,
-        QuotaManagedTrainingQueueProps,
-    )
+    from .backends.batch_fair_share.construct import FairShareJobQueue, FairShareJobQueueProps
+    from .backends.batch_queue import TEAM_TAG
+    from .backends.batch_quota_share.construct import QuotaManagedTrainingQueue, QuotaManagedTrainingQueueProps
+    from .backends.hyperpod_eks.construct import HyperPodEksGovernance, HyperPodEksGovernanceProps
+    from .backends.hyperpod_slurm.construct import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps
+    from .backends.hyperpod_slurm.plan import slurm_plan
     from .controllers.capacity import CapacityController
     from .controllers.guard import SubmissionGuard
     from .controllers.reclaim import ReclaimController, ReclaimTarget
@@ -171,7 +167,6 @@ if TYPE_CHECKING:
         consumer_stack_name,
         team_stack_name,
     )
-    from .hyperpod_eks import HyperPodEksGovernance, HyperPodEksGovernanceProps
     from .model import (
         UNLIMITED,
         Account,
@@ -206,7 +201,6 @@ if TYPE_CHECKING:
     from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
     from .organisation.guardrails import OrganisationGuardrails
     from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
-    from .slurm import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from constructs_lib.backends.hyperpod_slurm.plan import DEFAULT_DATA_ROOT, slurm_plan
 from constructs_lib.cli.config import add_config_arguments, model_from
-from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 
 

@@ -156,7 +156,7 @@ def _training_plans(model, team: str, region: str) -> tuple[list[dict[str, str]]
     training jobs; (None, why) when it could not be read: the jobs are still explained."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    from constructs_lib.member.batch import parse_training_plans, read_training_plans
+    from constructs_lib.backends.batch_quota_share.member import parse_training_plans, read_training_plans
     from gpu_governance_runtime.contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
 
     if not any(w.team == team and w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS for w in model.capacity_windows):
@@ -187,7 +187,7 @@ def batch_client(region: str):
 
 
 def read_eks(args: argparse.Namespace, pool, model):
-    from constructs_lib.hyperpod_eks.kubernetes import namespace as team_namespace
+    from constructs_lib.backends.hyperpod_eks.kubernetes import namespace as team_namespace
     from constructs_lib.member.status import kueue_observation, read_json
 
     namespace = team_namespace(args.team)

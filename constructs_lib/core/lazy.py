@@ -1,5 +1,5 @@
 """Packages whose names load on first use (PEP 562): importing a pure submodule of a package
-(``hyperpod_eks.kubernetes``, ``tenancy``'s names) must not start aws_cdk through the package's
+(``tenancy``'s names, a backend's pure modules) must not start aws_cdk through the package's
 ``__init__``, or the commands that synthesize nothing would pay for it."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ CDK_MODULES = frozenset({"aws_cdk", "constructs", "cdk_nag", "jsii"})
 
 
 def lazy_exports(package: str, defined_in: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package``, given each public name's submodule."""
+    """``__getattr__`` and ``__dir__`` for ``package``, given each public name's module, relative
+    to ``package`` (``"setup"``; ``".backends.x"`` is a sibling package's)."""
 
     def __getattr__(name: str) -> Any:
         module = defined_in.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         try:
-            value = getattr(importlib.import_module(f"{package}.{module}"), name)
+            value = getattr(importlib.import_module(f".{module}", package), name)
         except ModuleNotFoundError as error:
             # the light (member) install has no CDK: say which extra brings it, not just "No module named aws_cdk"
             if (error.name or "").split(".")[0] not in CDK_MODULES:

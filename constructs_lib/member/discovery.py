@@ -12,8 +12,8 @@ from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.backends.base import call
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
     SUBMISSION_ROLE_SUFFIX,
     TRAINING_ROLE_SUFFIX,
@@ -81,7 +81,7 @@ def eks_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[st
 
 
 def slurm_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
-    from constructs_lib.model.slurm import slurm_plan
+    from constructs_lib.backends.hyperpod_slurm.plan import slurm_plan
     from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
 
     plan = slurm_plan(model, pool.name)

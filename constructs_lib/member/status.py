@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 from gpu_governance_runtime.policy import PoolPolicy
 from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size

@@ -68,7 +68,6 @@ from .base import (
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types, known
 from .quota import QuotaEntry, ResourceQuota, gpus_of, instance_quota, whole_instances
-from .slurm import slurm_problems
 
 # --- sharing ----------------------------------------------------------------------------------
 
@@ -914,6 +913,8 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
     if not problems:  # the Slurm names are derived from a model whose references hold
         for pool in model.pools:
             if backend_of(pool).slurm_accounts:
+                from constructs_lib.backends.hyperpod_slurm.plan import slurm_problems
+
                 # Organisation-wide findings come once however many Slurm pools repeat them.
                 problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
     problems += check_windows(model)

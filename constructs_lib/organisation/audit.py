@@ -16,7 +16,8 @@ from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.backends.base import call
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_slurm.plan import GROUP_PREFIX, slurm_plan
 from constructs_lib.model import (
     POD_ROLE_SUFFIX,
     SUBMISSION_ROLE_SUFFIX,
@@ -32,7 +33,6 @@ from constructs_lib.model import (
     team_role_arn,
 )
 from constructs_lib.model.explain import deal, group_place
-from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
 
 LAYERS = ("organisation", "project", "cluster", "workload", "data")
 PLATFORM = "(platform)"

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from constructs_lib.backends.hyperpod_eks.kubernetes import cluster_queue, namespace, team_named
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import counted
-from constructs_lib.hyperpod_eks.kubernetes import cluster_queue, namespace, team_named
 from gpu_governance_runtime.common.batch_copy import restartable
 from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
 from gpu_governance_runtime.reclaim.adapters import service_job_usage

@@ -19,7 +19,8 @@ LAYERS = (
     ("model",),
     ("nag",),
     ("tenancy",),
-    ("batch", "hyperpod_eks", "slurm"),
+    ("constructs",),  # the backends' constructs (the "construct" role) and what they share
+    ("batch", "hyperpod_eks", "slurm"),  # the constructs' old import paths: re-exports, kept for apps that use them
     ("member",),
     ("controllers",),
     ("organisation",),
@@ -28,20 +29,38 @@ LAYERS = (
     ("cli",),
 )
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
+# A backend's package (constructs_lib/backends/<name>/) is a column through the layers: its
+# descriptor (the package's __init__) sits with the registry, each other module in the layer of
+# its role, the same name in every backend's package. No backend imports another's package.
+ROLES = {
+    "plan": "model",  # what the pool means in its scheduler (names, the plan), pure
+    "kubernetes": "model",  # the Kubernetes objects the pool's teams get, pure
+    "construct": "constructs",  # the construct that deploys one pool, and its props
+    "member": "member",  # the members' submission helpers
+    "sdk": "member",
+}
+# Modules of backends/ that are no backend's: what several backends' constructs share.
+SHARED = {"backends.batch_queue": "constructs"}
 MODEL_ORDER = (
     "base",
     ("instance_types", "quota"),
-    ("capacity", "slurm"),
+    "capacity",
     "organisation",
     ("loader", "policy", "props"),
     ("explain", "edit"),
 )
 MODEL_RANK = {m: r for r, ms in enumerate(MODEL_ORDER) for m in ((ms,) if isinstance(ms, str) else ms)}
+BACKENDS = sorted(p.name for p in (PACKAGE / "backends").iterdir() if (p / "__init__.py").is_file())
 
 
 def _dotted(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(dotted: str) -> bool:
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def _imports(path: Path, source: str) -> list[tuple[str, int, bool]]:
@@ -64,10 +83,8 @@ def _imports(path: Path, source: str) -> list[tuple[str, int, bool]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            # `from <package> import x` imports the module x; `from .m import x` imports from m.
-            targets = (
-                [target] if node.module and target != "constructs_lib" else [f"{target}.{a.name}" for a in node.names]
-            )
+            # `from <package> import x` imports the module x where x is one, else from the package.
+            targets = [f"{target}.{a.name}" if _is_module(f"{target}.{a.name}") else target for a in node.names]
         elif isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         else:
@@ -76,8 +93,26 @@ def _imports(path: Path, source: str) -> list[tuple[str, int, bool]]:
     return found
 
 
-def _top(module: str) -> str:
-    return module.split(".")[1] if module.count(".") else ""
+def _within(module: str) -> str:
+    """``module`` below ``constructs_lib.`` (``backends.hyperpod_eks.construct``), or "" for the root."""
+    return module.partition(".")[2]
+
+
+def _layer(module: str) -> str:
+    """The layer (a name of LAYERS) of a module of the package, by its dotted name."""
+    inner = _within(module)
+    parts = inner.split(".")
+    if inner in SHARED:
+        return SHARED[inner]
+    if parts[0] == "backends" and len(parts) > 2 and parts[1] in BACKENDS:
+        return ROLES[parts[2]]
+    return parts[0]
+
+
+def _backend(module: str) -> str | None:
+    """The backend whose package holds ``module``, if one does."""
+    parts = _within(module).split(".")
+    return parts[1] if parts[0] == "backends" and len(parts) > 1 and parts[1] in BACKENDS else None
 
 
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or p.name != "__init__.py")
@@ -85,17 +120,24 @@ SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE or p.na
 
 def test_the_layers_name_every_package():
     packages = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in SOURCES}
-    assert packages == set(RANK), "a new package or module needs a place in docs/architecture.md's layers"
+    assert packages <= set(RANK), "a new package or module needs a place in docs/architecture.md's layers"
+    for path in SOURCES:
+        assert _layer(_dotted(path)) in RANK, (
+            f"{path.relative_to(PACKAGE)} has no layer: a new role of a backend's module?"
+        )
 
 
 def _wrong_way(path: Path, source: str) -> list[str]:
-    own = _top(_dotted(path))
+    module = _dotted(path)
+    own, own_backend = _layer(module), _backend(module)
     wrong = []
     for target, line, _typing_only in _imports(path, source):
-        other = _top(target)
-        if other == own or other == "":
+        if not _within(target):
             continue
-        if RANK[other] >= RANK[own]:
+        other, other_backend = _layer(target), _backend(target)
+        if other_backend and own_backend and other_backend != own_backend:
+            wrong.append(f"line {line}: {target} (backend {other_backend}) from backend {own_backend}")
+        elif other != own and RANK[other] >= RANK[own]:
             wrong.append(f"line {line}: {target} ({other}, layer {RANK[other]}) from layer {RANK[own]}")
     return wrong
 
@@ -121,8 +163,13 @@ def test_the_model_builds_bottom_up(path: Path):
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("nag/cfn.py", "from constructs_lib.batch import TEAM_TAG\n"),  # the pack on a construct module
-        ("batch/queues.py", "from constructs_lib.slurm import slurm_plan\n"),  # a sibling backend
+        ("nag/cfn.py", "from constructs_lib.backends.batch_queue import TEAM_TAG\n"),  # the pack on a construct module
+        (
+            "backends/batch_quota_share/construct.py",
+            "from constructs_lib.backends.hyperpod_slurm.plan import slurm_plan\n",
+        ),  # another backend
+        ("backends/hyperpod_eks/__init__.py", "from . import construct\n"),  # a descriptor on its own construct
+        ("model/organisation.py", "from constructs_lib.backends.hyperpod_eks import construct\n"),
         ("model/base.py", "def f():\n    from ..tenancy import TeamTenancy\n"),  # upward, relative, in a function
         ("core/placement.py", "from constructs_lib import model\n"),  # core on the model
         (

@@ -128,7 +128,7 @@ def test_outside_the_registry_no_module_names_a_backend():
     # (the package root's "hyperpod_eks" is the name of the construct package, not of a backend)
     naming, discriminators = [], []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parts[-2] == "backends" or path == PACKAGE / "__init__.py":
+        if path.relative_to(PACKAGE).parts[0] == "backends" or path == PACKAGE / "__init__.py":
             continue
         lines, named = _backend_names(path.read_text())
         naming += [f"{path.relative_to(PACKAGE)}:{line}" for line in lines]

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 
 from .admission import JOB_CONTROLLER, Admission, CelError, compile_expression, evaluate

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.model import KubernetesTenancy
 from constructs_lib.model.loader import load_model
 from constructs_lib.slurm import slurm_plan

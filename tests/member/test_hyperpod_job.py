@@ -6,8 +6,8 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member import team_setup, training_job_manifest
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 from tests.hyperpod_eks.admission import JOB_CONTROLLER, Admission

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE
 
-from .base import EC2, Backend, refined
+from ..base import EC2, Backend, refined
 
 # AWS Batch: "There can be no more than 500 fair share identifiers active in a job queue"; each
 # team of a fair-share pool is one share identifier
@@ -38,6 +38,6 @@ BACKEND = Backend(
     template_bytes_per_team=80,
     audit_workload="constructs_lib.organisation.audit:fair_share_place",
     discovery="constructs_lib.member.discovery:fair_share_keys",
-    construct="constructs_lib.batch.queues:build_fair_share_pool",
+    construct="constructs_lib.backends.batch_fair_share.construct:build_pool",
     stack_attribute="queues",
 )

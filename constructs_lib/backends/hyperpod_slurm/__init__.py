@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_SLURM
 
-from .base import CLUSTER, Backend
+from ..base import CLUSTER, Backend
 
 BACKEND = Backend(
     name=HYPERPOD_SLURM,
@@ -24,6 +24,6 @@ BACKEND = Backend(
     status_reader="constructs_lib.cli.status:read_slurm",
     member_tool="slurm",
     submit_example="constructs_lib.cli.member:slurm_example",
-    construct="constructs_lib.slurm.construct:build_pool",
+    construct="constructs_lib.backends.hyperpod_slurm.construct:build_pool",
     stack_attribute="hyperpod_slurm_clusters",
 )

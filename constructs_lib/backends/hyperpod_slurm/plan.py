@@ -18,6 +18,8 @@ from typing import Any
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
+from constructs_lib.model.quota import borrow_instances, instance_quota
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
@@ -33,9 +35,6 @@ from gpu_governance_runtime.slurm import (
     class_qos_name,
 )
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
-
-from .base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
-from .quota import borrow_instances, instance_quota
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)

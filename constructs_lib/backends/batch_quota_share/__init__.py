@@ -6,7 +6,7 @@ from typing import Any
 
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
-from .base import TRAINING, Backend
+from ..base import TRAINING, Backend
 
 MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
 MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
@@ -68,6 +68,6 @@ BACKEND = Backend(
     status_reader="constructs_lib.cli.status:read_batch",
     member_tool="batch",
     submit_example="constructs_lib.cli.member:batch_example",
-    construct="constructs_lib.batch.queues:build_quota_share_pool",
+    construct="constructs_lib.backends.batch_quota_share.construct:build_pool",
     stack_attribute="queues",
 )

@@ -22,16 +22,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.member.setup import TeamSetup, check_job_name
 
-from .batch import (
+from .member import (
     CHECKPOINT_LOCAL_PATH,
     DEFAULT_MAX_RUNTIME_SECONDS,
     DEFAULT_VOLUME_GB,
-    check_job_name,
     teams_training_plan,
     with_submission_tags,
 )
-from .setup import TeamSetup
 
 
 class _TeamPlan:

@@ -28,8 +28,7 @@ from aws_cdk import (
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
-from constructs_lib.backends import Backend, hyperpod_eks
-from constructs_lib.backends.hyperpod_eks import absolute_borrow_limits, compute_quota_resource
+from constructs_lib.backends.base import Backend
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -54,7 +53,7 @@ from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
-from . import kubernetes
+from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
@@ -102,7 +101,7 @@ class HyperPodEksGovernanceProps(PoolGovernanceProps):
     :class:`TeamTenancy` by team name, and optionally a kubectl provider to reuse (default: one is
     created with cluster-admin access)."""
 
-    BACKEND: ClassVar[Backend] = hyperpod_eks.BACKEND
+    BACKEND: ClassVar[Backend] = BACKEND
     pool: HyperPodEksPool
     priority_classes: Sequence[PriorityClass]
     platform_admins: Sequence[str]

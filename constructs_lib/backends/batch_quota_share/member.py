@@ -7,40 +7,18 @@ submit-example --backend batch`) and the tests that validate it against botocore
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.member.setup import MEMBER_BACKENDS, TeamSetup, check_job_name
 from gpu_governance_runtime.contract import TAG_TEAM
 
-from .setup import MEMBER_BACKENDS, TeamSetup
-
 SAGEMAKER_TRAINING = "SAGEMAKER_TRAINING"
-# SageMaker's TrainingJobName (botocore model): 1-63 characters.
-TRAINING_JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"  # SageMaker syncs this folder with CheckpointConfig.S3Uri
 DEFAULT_MAX_RUNTIME_SECONDS = 24 * 3600
 DEFAULT_VOLUME_GB = 100
-
-
-def unique_job_name(team: str, base: str, now: datetime | None = None) -> str:
-    """``<team>-<base>-<UTC time>``: the execution role trusts only training jobs named
-    ``<team>-*`` (docs/security.md), and a time suffix keeps retries apart."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    return check_job_name(team, f"{team}-{base}-{stamp}")
-
-
-def check_job_name(team: str, name: str) -> str:
-    if not name.startswith(f"{team}-") or not TRAINING_JOB_NAME.fullmatch(name):
-        raise GovernanceError.single(
-            "job_name",
-            "not a training job name of the team",
-            name,
-            f"'{team}-' then letters, digits and '-', at most 63 characters",
-        )
-    return name
 
 
 def with_submission_tags(setup: TeamSetup, tags: Mapping[str, str] | None) -> dict[str, str]:

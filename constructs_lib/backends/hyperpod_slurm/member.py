@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from .setup import TeamSetup
+from constructs_lib.member.setup import TeamSetup
 
 
 def sbatch_arguments(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> list[str]:

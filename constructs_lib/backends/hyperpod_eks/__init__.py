@@ -7,7 +7,7 @@ from typing import Any
 
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, SharingStrategy
 
-from .base import CLUSTER, Backend, refined
+from ..base import CLUSTER, Backend, refined
 
 MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 
@@ -101,6 +101,6 @@ BACKEND = Backend(
     status_reader="constructs_lib.cli.status:read_eks",
     member_tool="hyperpod_eks",
     submit_example="constructs_lib.cli.member:eks_example",
-    construct="constructs_lib.hyperpod_eks.governance:build_pool",
+    construct="constructs_lib.backends.hyperpod_eks.construct:build_pool",
     stack_attribute="hyperpod_eks_clusters",
 )
