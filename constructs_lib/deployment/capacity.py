@@ -89,8 +89,10 @@ class CapacityAccountStack(Stack):
         self.hyperpod_eks_clusters = {}
         self.hyperpod_slurm_clusters = {}
         for pool in model.pools:
-            backend = backend_of(pool)  # each backend builds its pool and names the dictionary it joins
-            getattr(self, backend.stack_attribute)[pool.name] = backend.build(self, model, pool, self.tenants)
+            backend = backend_of(pool)  # each backend's construct module builds its pool; the dictionary it joins
+            getattr(self, backend.stack_attribute)[pool.name] = backend.part("construct").build_pool(
+                self, model, pool, self.tenants
+            )
         # HyperPod EKS pools are observed for usage once the governance file gives their GPUs per instance.
         observed_eks = [name for name in self.hyperpod_eks_clusters if model.pool(name).gpus_per_instance]
         # Slurm pools join once the governance file names their head node (its SSM target id).

@@ -14,16 +14,15 @@ import enum
 import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
-from constructs_lib.backends import backend_of, backends_where
+from constructs_lib.backends import BACKENDS, backend_of, backends_where
 from constructs_lib.backends.base import MIG_PROFILES
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import listed
 from gpu_governance_runtime.contract import (
-    DEFAULT_REBORROW_BACKOFF_S,
     SharingStrategy,
     borrow_ceiling,
 )
@@ -39,22 +38,15 @@ from .base import (
     AccountId,
     AlertTarget,
     BootstrapQualifier,
-    ComputeEnvironmentArn,
     CostCentre,
     Count,
     DnsLabel,
-    Ec2InstanceType,
-    EksClusterName,
     EmailAddress,
-    HyperPodClusterArn,
-    HyperPodClusterName,
     InstanceGroupName,
     OrganizationId,
     PermissionSetName,
     PrincipalArn,
-    QueueName,
     Region,
-    SageMakerInstanceType,
     TeamName,
     UsdAmount,
     _Frozen,
@@ -334,143 +326,11 @@ class Team(_Frozen):
         return self
 
 
-class _Pool(_Frozen):
-    name: QueueName
-    capacity: dict[str, Count] = Field(min_length=1, description="Instance type -> instances in the pool")
-
-
-YEAR_SECONDS = 365 * 86_400
-# A lender waits up to a tick plus the grace for what it is guaranteed: an hour at most keeps that a
-# wait, not a loan of the guarantee.
-MAX_GRACE_SECONDS = 3_600
-
-
-class ReclaimSettings(_Frozen):
-    """How the reclaim controller (and ``gpu-governance simulate``) treats a pool's jobs that cannot
-    checkpoint (docs/reclaim.md, Anti-thrash)."""
-
-    reborrow_backoff_seconds: Annotated[int, Field(ge=0, le=YEAR_SECONDS)] = Field(
-        default=DEFAULT_REBORROW_BACKOFF_S,
-        description="A reclaimed job borrows again only this long after its requeue, doubled per reclaim (0-31536000 s; "
-        "a year: it restarts only inside its team's quota)",
-    )
-    borrow_horizon_seconds: Annotated[int, Field(ge=60, le=YEAR_SECONDS)] | None = Field(
-        default=None,
-        description="Only jobs declaring a maximum run time of at most this (Slurm --time, Batch timeout) borrow; unset: any job",
-    )
-    grace_seconds: Annotated[int, Field(ge=0, le=MAX_GRACE_SECONDS)] = Field(
-        default=0,
-        description=f"A preempted job keeps running this long before it is stopped, to checkpoint (Slurm QoS GraceTime; 0-{MAX_GRACE_SECONDS} s: "
-        "the lender waits as long); 0: stopped at once",
-    )
-
-
-class _ReclaimedPool(_Pool):
-    """A pool the reclaim controller governs (HyperPod EKS reclaims natively, with Kueue)."""
-
-    reclaim: ReclaimSettings = Field(default_factory=ReclaimSettings)
-
-
-class BatchQuotaSharePool(_ReclaimedPool):
-    """An AWS Batch quota-management job queue for SageMaker training jobs."""
-
-    backend: Literal["batch_quota_share"] = "batch_quota_share"
-    capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
-    runnable_timeout_minutes: Annotated[int, Field(ge=10, le=1440)] | None = Field(
-        default=None,
-        description="Cancel jobs RUNNABLE longer than this (10-1440 min); unset keeps waiting jobs",
-    )
-
-
-class BatchFairSharePool(_ReclaimedPool):
-    """An AWS Batch fair-share job queue over existing EC2 or EKS compute environments."""
-
-    backend: Literal["batch_fair_share"] = "batch_fair_share"
-    capacity: dict[Ec2InstanceType, Count] = Field(min_length=1)
-    compute_environments: tuple[ComputeEnvironmentArn, ...] = Field(min_length=1, max_length=3)
-    share_decay_seconds: Annotated[int, Field(ge=0, le=604800)] = 3600
-    compute_reservation: Annotated[int, Field(ge=0, le=99)] = 0
-    queue_priority: Annotated[int, Field(ge=0, le=1000)] = 10
-
-
-class HyperPodEksPool(_Pool):
-    """A SageMaker HyperPod cluster orchestrated by EKS (task governance)."""
-
-    backend: Literal["hyperpod_eks"] = "hyperpod_eks"
-    capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
-    cluster_arn: HyperPodClusterArn
-    eks_cluster_name: EksClusterName
-    # Kubernetes objects are checked against this version's schema and applied with kubectl
-    # 1.33, which supports clusters one minor version either side.
-    kubernetes_version: Literal["1.32", "1.33", "1.34"] = "1.33"
-    cluster_name: HyperPodClusterName | None = Field(
-        default=None,
-        description="The HyperPod cluster's name; needed where a Unified Studio project connects to the cluster",
-    )
-    fair_share: bool = Field(default=True, description="Teams borrow idle compute by fair-share weight, not first come")
-    idle_resource_sharing: bool = Field(default=True, description="Teams may lend and borrow idle compute at all")
-    gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(
-        default_factory=dict,
-        description="GPUs of one instance per type: Kueue counts GPUs, usage is reported in instances (docs/chargeback.md)",
-    )
-
-
-# What SSM Run Command targets: an EC2 instance (HyperPod nodes are) or a managed instance.
-SsmTargetId = Annotated[str, StringConstraints(pattern=r"^(i-[0-9a-f]{8,17}|mi-[0-9a-f]{17})$")]
-
-
-class SlurmHeadNode(_Frozen):
-    """The cluster's head (controller) node, where the reclaim controller reads accounting and
-    requeues jobs through SSM Run Command (docs/slurm.md)."""
-
-    instance_id: SsmTargetId = Field(description="The head node's SSM target id (i-...)")
-    instance_type: SageMakerInstanceType | None = Field(
-        default=None, description="The instance type the pool's partitions hold (default: the pool's only one)"
-    )
-
-
-class HyperPodSlurmPool(_ReclaimedPool):
-    """A SageMaker HyperPod cluster orchestrated by Slurm."""
-
-    backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"
-    capacity: dict[SageMakerInstanceType, Count] = Field(min_length=1)
-    cluster_name: HyperPodClusterName
-    cluster_arn: HyperPodClusterArn | None = Field(
-        default=None,
-        description="Needed by capacity windows that feed its instance groups (IAM names the cluster by ARN)",
-    )
-    gpus_per_instance: dict[SageMakerInstanceType, Annotated[int, Field(ge=1, le=64)]] = Field(default_factory=dict)
-    head_node: SlurmHeadNode | None = Field(
-        default=None,
-        description="The head node: with it the reclaim controller governs the pool (without it, Slurm alone does)",
-    )
-
-    @model_validator(mode="after")
-    def _head_node_type(self) -> HyperPodSlurmPool:
-        if self.head_node is not None:
-            if self.head_node.instance_type is None and len(self.capacity) > 1:
-                raise ValueError(
-                    f"head_node.instance_type is missing: the pool holds several types, give one of {sorted(self.capacity)}"
-                )
-            if self.head_node.instance_type is not None and self.head_node.instance_type not in self.capacity:
-                raise ValueError(
-                    f"head_node.instance_type {self.head_node.instance_type!r} is not in the pool: give one of {sorted(self.capacity)}"
-                )
-        return self
-
-    @property
-    def reclaimed_instance_type(self) -> str | None:
-        """The instance type the reclaim controller counts on this cluster (with a head node)."""
-        if self.head_node is None:
-            return None
-        return self.head_node.instance_type or next(iter(self.capacity))
-
-
-Pool = Annotated[
-    BatchQuotaSharePool | BatchFairSharePool | HyperPodEksPool | HyperPodSlurmPool,
-    Field(discriminator="backend"),
-]
-AnyPool = BatchQuotaSharePool | BatchFairSharePool | HyperPodEksPool | HyperPodSlurmPool
+# Each backend's pool class (its package's pool.py), in the registry's order: pydantic tells them
+# apart by their ``backend`` literal.
+_POOL_CLASSES = tuple(backend.pool for backend in BACKENDS.values())
+AnyPool = Union[_POOL_CLASSES]  # noqa: UP007 - a union of classes known only at run time
+Pool = Annotated[AnyPool, Field(discriminator="backend")]
 
 
 def members_in_account(team: Team, account_id: str) -> tuple[str, ...]:
@@ -910,13 +770,11 @@ def check_organisation(model: GovernanceModel) -> list[Problem]:
         members = [(f"teams[{i}]", t) for i, t in enumerate(model.teams) if pool.name in t.quotas]
         problems += check_pool_teams(pool, members, f"pools[{pool_index}]")
     problems += _raised_part_instance_quotas(model)
-    if not problems:  # the Slurm names are derived from a model whose references hold
+    if not problems:  # what a backend's own checks derive (Slurm names) needs a model whose references hold
         for pool in model.pools:
-            if backend_of(pool).slurm_accounts:
-                from constructs_lib.backends.hyperpod_slurm.plan import slurm_problems
-
-                # Organisation-wide findings come once however many Slurm pools repeat them.
-                problems += [p for p in slurm_problems(model, pool.name) if p not in problems]
+            if (checks := backend_of(pool).part("checks")) is not None:
+                # Organisation-wide findings come once however many pools of the backend repeat them.
+                problems += [p for p in checks.problems(model, pool) if p not in problems]
     problems += check_windows(model)
     problems += check_instance_types(model)
     problems += check_projects(model)

@@ -478,7 +478,7 @@ def longest_organisation() -> dict[str, Any]:
     from constructs_lib.backends.hyperpod_slurm.plan import GROUP_PREFIX
     from constructs_lib.model import PriorityClass, Team
     from constructs_lib.model.capacity import CapacityWindow
-    from constructs_lib.model.organisation import _Pool as Pool
+    from constructs_lib.model.pools import BasePool as Pool
 
     data = base_data()
     data["organisation"] = "o" * longest(GovernanceModel, "organisation")

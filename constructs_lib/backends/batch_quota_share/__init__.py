@@ -7,6 +7,7 @@ from typing import Any
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
 from ..base import TRAINING, Backend
+from .pool import BatchQuotaSharePool
 
 MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
 MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
@@ -31,6 +32,12 @@ def limited_quota_shares(queues: dict[str, str], model: Any) -> list[str]:
 
 BACKEND = Backend(
     name=BATCH_QUOTA_SHARE,
+    package=__name__,
+    pool=BatchQuotaSharePool,
+    exports={
+        "pool": ("BatchQuotaSharePool",),
+        "construct": ("QuotaManagedTrainingQueue", "QuotaManagedTrainingQueueProps"),
+    },
     instance_types=TRAINING,
     family="batch",
     quota_noun="Batch quota share",
@@ -63,11 +70,6 @@ BACKEND = Backend(
     submission_policy=True,
     reclaim_reads_snapshot=True,
     quota_raises={CONSUMER_SAGEMAKER_TRAINING_JOBS: ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment")},
-    audit_workload="constructs_lib.organisation.audit:quota_share_place",
-    discovery="constructs_lib.member.discovery:quota_share_keys",
-    status_reader="constructs_lib.cli.status:read_batch",
     member_tool="batch",
-    submit_example="constructs_lib.cli.member:batch_example",
-    construct="constructs_lib.backends.batch_quota_share.construct:build_pool",
     stack_attribute="queues",
 )

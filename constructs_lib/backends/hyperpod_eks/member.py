@@ -19,6 +19,9 @@ from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
 
 from .kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, cost_metadata
 
+# What constructs_lib.member re-exports.
+__all__ = ["training_job_manifest"]
+
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_RESOURCE = "nvidia.com/gpu"
 NON_ROOT_UID = 1000

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 
 from constructs_lib.member.setup import TeamSetup
 
+# What constructs_lib.member re-exports.
+__all__ = ["sbatch_arguments", "sbatch_line"]
+
 
 def sbatch_arguments(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> list[str]:
     setup.require("slurm_account", "partition")
