@@ -9,6 +9,7 @@ from constructs_lib.backends.batch_queue import l1_logical_id
 from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue, fair_share_weight_factor
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
+from constructs_lib.organisation.compliance import apply_standard_packs
 from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE
 
 QUOTA_POOL = BatchQuotaSharePool(
@@ -264,12 +265,12 @@ def test_weight_factor_keeps_ratios_inverted():
     assert fair_share_weight_factor(50) * 2 == pytest.approx(fair_share_weight_factor(25))
 
 
-def _statements(template, role_logical_prefix):
-    policies = template.find_resources("AWS::IAM::Policy")
+def _statements(template, role_logical_prefix, kind="AWS::IAM::Policy"):
+    policies = template.find_resources(kind)
     return [
         s
         for p in policies.values()
-        if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"]["Roles"])
+        if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"].get("Roles", []))
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
 
@@ -346,9 +347,10 @@ def test_a_submission_sets_no_platform_tag_key(synthesized):
 
 def test_grant_observe_is_read_only(synthesized):
     _, _, template = synthesized
+    assert _statements(template, "Observer") == []  # no inline policy: a managed one, attached to the role
     actions = {
         a
-        for s in _statements(template, "Observer")
+        for s in _statements(template, "Observer", "AWS::IAM::ManagedPolicy")
         for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     }
     assert actions == {
@@ -383,3 +385,24 @@ def test_bad_props_are_refused_before_any_resource():
     assert "teams[0].quotas.q.ml.g5.xlarge: pool has no capacity of this instance type" in message
     assert "pool.capacity.ml.p5.48xlarge: teams are guaranteed 3 instances but the pool has fewer (2)" in message
     assert stack.node.try_find_child("Q") is None
+
+
+def test_grant_observe_passes_the_librarys_own_standard_packs():
+    """Issue 41 item 10: the README's grant_observe gave the role an inline policy on `*`, which
+    NIST (IAMNoInlinePolicy) and AwsSolutions-IAM5 refused under apply_standard_packs."""
+    app = App()
+    stack = Stack(app, "Observed", env={"account": "111122223333", "region": "us-east-1"})
+    queue = QuotaManagedTrainingQueue(
+        stack, "Training", pool=QUOTA_POOL, teams=[t for t in TEAMS if "training" in t.quotas]
+    )
+    role = iam.Role(stack, "Dashboards", assumed_by=iam.AccountRootPrincipal())
+    grant = queue.grant_observe(role)
+    assert grant.success
+    apply_standard_packs(app)
+    app.synth()  # raises ValidationFailed on any open finding
+    fair_app = App()
+    fair_stack = Stack(fair_app, "FairObserved", env={"account": "111122223333", "region": "us-east-1"})
+    fair = FairShareJobQueue(fair_stack, "Fair", pool=FAIR_POOL, teams=[t for t in TEAMS if "ec2" in t.quotas])
+    fair.grant_observe(iam.Role(fair_stack, "Auditor", assumed_by=iam.AccountRootPrincipal()))
+    apply_standard_packs(fair_app)
+    fair_app.synth()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -95,10 +96,21 @@ class Cleanup:
         return failures
 
 
+def run_command(argv: Sequence[str], stdin: str | None = None) -> str:
+    """A command's standard output (``kubectl``, through the caller's kubeconfig); one that fails
+    or takes more than two minutes raises, with its standard error."""
+    try:
+        done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=120, check=True)
+    except subprocess.CalledProcessError as error:
+        raise RuntimeError(f"{' '.join(argv[:3])} ...: {error.stderr.strip() or error}") from None
+    return done.stdout
+
+
 @dataclass
 class Context:
-    """What a running probe may use: the command line's values, the sandbox account, and clients
-    acting as the caller (``role=None``) or as a role the caller may assume."""
+    """What a running probe may use: the command line's values, the sandbox account, clients
+    acting as the caller (``role=None``) or as a role the caller may assume, and commands run as
+    the caller (``command``: argv and standard input -> standard output)."""
 
     args: argparse.Namespace
     account: str
@@ -107,6 +119,7 @@ class Context:
     client: Callable[[str, str | None], Any]  # (service, role ARN or None) -> a boto3 client
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    command: Callable[[Sequence[str], str | None], str] = run_command
 
     def arn(self, service: str, resource: str, *, region: bool = True) -> str:
         return f"arn:{self.partition}:{service}:{self.region if region else ''}:{self.account}:{resource}"

@@ -337,7 +337,7 @@ def test_a_controller_copy_is_submitted_as_a_temporary_copy_of_its_role_which_is
 def test_a_controller_copy_refused_fails_and_the_role_is_still_deleted(stubs, context):
     iam = _temporary_role(stubs)
     batch = stubs("batch", TEMPORARY)
-    for _ in range(batch_iam.PROPAGATION_SECONDS // TICK):  # refused for longer than IAM takes to see a new role
+    for _ in range(_batch.PROPAGATION_SECONDS // TICK):  # refused for longer than IAM takes to see a new role
         batch.add_client_error("submit_job", "AccessDeniedException", "not authorized to perform batch:TagResource")
     _role_removed(iam)
     result = run(context, "controller-copy", **COPY_ARGS)

@@ -301,3 +301,16 @@ def test_the_register_check_finds_a_row_whose_probe_is_missing():
         "batch-iam.a: verify-live has no probe gone",
         "batch-iam.b: names no probe (-)",
     ]
+
+
+def test_the_live_verification_table_of_the_security_page_names_every_probe_beside_its_row():
+    """docs/security.md says what each probe's pass and fail mean: a probe missing there is one
+    whose failure nobody can act on."""
+    page = (register.ROOT / "docs" / "security.md").read_text()
+    table = page.split("## Live verification", 1)[1].split("\n## ", 1)[0].splitlines()
+    missing = [
+        f"{probe.row}: {probe.name}"
+        for probe in framework.discover(probes).probes
+        if not any(line.startswith(f"| `{probe.row}`: ") and f"`{probe.name}`" in line for line in table)
+    ]
+    assert missing == []

@@ -4,7 +4,8 @@ Each probe checks one row of the register of AWS behaviour (docs/aws-behaviour.m
 proves. Dry by default: it prints every probe, what it would do, when it passes and its cost
 bound, and calls nothing. With ``--act`` it runs them, each undoing what it made, and prints one
 line per probe and one per register row. Run it as a principal that may assume the teams' roles
-(and, for the probes that say so, change the sandbox's quota shares and create a role):
+(and, for the probes that say so, change the sandbox's quota shares, HyperPod compute quota and
+block compute environment, create a role, and run ``kubectl`` through its kubeconfig):
 
     python -m tests.live.verify_live --queue sagemaker-training --team-a research --team-b training \\
         --image <training image URI> --instance-type ml.g6e.12xlarge --output s3://<team A bucket>/verify-live/ \\
@@ -12,7 +13,8 @@ line per probe and one per register row. Run it as a principal that may assume t
 
 Exit codes (tests/live/framework.py): 0 every probe passed, or a dry run; 1 a probe failed;
 2 a wrong command line; 3 a probe was inconclusive and none failed; 4 an undo step failed (a job
-may still run, a share may still be changed: the lines marked CLEANUP say which). docs/security.md
+may still run, a share, quota or compute environment may still be changed: the lines marked
+CLEANUP say which). docs/security.md
 says what each row's failure means and what to do.
 """
 

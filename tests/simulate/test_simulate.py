@@ -219,7 +219,7 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
         )
         assert metrics["jobs_completed"] == 44
         assert set(metrics["teams"]) == {"research", "serving", "platform"}
-        assert set(metrics["teams"]["serving"]) == {"jobs", "wait_p50_s", "wait_p95_s"}
+        assert set(metrics["teams"]["serving"]) == {"jobs", "jobs_unfinished", "wait_p50_s", "wait_p95_s"}
     assert "guarantee_breaches" in result["policy"]
     assert "guarantee_breaches" not in result["baselines"]["static"]
     # the policy lends research idle capacity the static split would leave unused
@@ -413,3 +413,36 @@ def test_the_restartable_column_is_optional_and_checked(tmp_path):
     path.write_text(header + "a,serving,0,10,ml.g5.xlarge,1,1,false,,maybe\n")
     with pytest.raises(GovernanceError, match=r"trace.csv:2.restartable.*maybe.*true, false or empty"):
         read_trace(path)
+
+
+def test_a_trace_may_name_the_files_priority_classes_and_leave_out_other_instance_types(tmp_path, capsys):
+    """Issue 41 item 12: priority had to be a number, not one of the file's class names; a trace
+    with other instance types gave 20 error lines and no way to skip them."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        ",".join(TRACE_COLUMNS)
+        + "\nr1,research,0,600,ml.p5.48xlarge,1,urgent,true\n"
+        + "r2,research,60,600,ml.p5.48xlarge,1,10,true\n"
+        + "x1,research,0,600,ml.p4d.24xlarge,1,10,true\n"
+    )
+    argv = ["simulate", "--example", "--trace", str(trace), "--pool", "sagemaker-training", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "job x1.instance_type: not in the pool ('ml.p4d.24xlarge')" in err and "--skip-other-types" in err
+    assert main([*argv, "--skip-other-types"]) == 0
+    out, err = capsys.readouterr()
+    assert err == (
+        "gpu-governance simulate: left out 1 job of instance types pool sagemaker-training does not have: "
+        "ml.p4d.24xlarge\n"
+    )
+    assert json.loads(out)["policy"]["jobs_completed"] == 2
+    from constructs_lib.model.loader import load_model
+
+    weights = {c.name: c.weight for c in load_model(None).priority_classes}
+    assert read_trace(trace, weights)[0].priority == weights["urgent"]
+    trace.write_text(",".join(TRACE_COLUMNS) + "\nr1,research,0,600,ml.p5.48xlarge,1,asap,true\n")
+    assert main(argv) == 2
+    assert (
+        f"priority: invalid ('asap') - an integer (higher is more urgent), or a priority class: one of {sorted(weights)}"
+        in (capsys.readouterr().err)
+    )

@@ -247,6 +247,19 @@ class _TeamPlan:
 TEAM_PLAN = _TeamPlan()
 
 
+def require_sdk() -> None:
+    """The SageMaker Python SDK is the [member] extra's: without it, one sentence saying so (a
+    ModuleNotFoundError, as the constructs without [cdk]) instead of an import traceback."""
+    try:
+        import sagemaker.train  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise ModuleNotFoundError(
+            "the SageMaker Python SDK (sagemaker-train) is missing: install cdk-gpu-governance with the [member] "
+            "extra (docs/install.md), or submit with boto3 (examples/member/submit_boto3.py)",
+            name="sagemaker",
+        ) from None
+
+
 def model_trainer(
     setup: TeamSetup,
     *,
@@ -267,6 +280,7 @@ def model_trainer(
     so a resubmitted job with the same base name resumes from them. Its jobs run on the team's
     active training plan for ``instance_type`` (read with ``ssm_client``, default boto3's) when
     it owns one; pass ``training_plan_arn`` to choose (None: on demand)."""
+    require_sdk()
     from sagemaker.core.shapes import Tag
     from sagemaker.core.training.configs import CheckpointConfig, Compute, OutputDataConfig, StoppingCondition
     from sagemaker.train.model_trainer import ModelTrainer
@@ -330,6 +344,7 @@ def submit_with_sdk(
     """``TrainingQueue(<team's queue>).submit(...)`` into the team's quota share with the
     class's priority and the team's submission tags (team, cost centre); returns the SDK's ``TrainingQueuedJob``. ``batch_client``
     (default: boto3's) sets a priority of 0 the SDK drops."""
+    require_sdk()
     from sagemaker.train.aws_batch.training_queue import TrainingQueue
 
     setup.require("job_queue", "quota_share")

@@ -21,7 +21,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 from gpu_governance_runtime.contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
+from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size, service_job_time_limit
 
 from .member import parse_training_plans, read_training_plans
 
@@ -142,6 +142,8 @@ def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[s
         reason=code if state == WAITING else None,
         backend_reason=reason_text,
         training_plan=_training_plan(job.get("serviceRequestPayload")),
+        started_at=job["startedAt"] / 1000 if job.get("startedAt") and state == RUNNING else None,
+        run_time_s=service_job_time_limit(dict(job)),
     )
 
 

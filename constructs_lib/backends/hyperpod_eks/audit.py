@@ -18,7 +18,7 @@ def cluster(model, team, pool) -> list[Access]:
             team=team.name,
             layer="cluster",
             who=p,
-            can=f"EKS access entry as Kubernetes group {group}",
+            can=f"reach the cluster's Kubernetes API (an EKS access entry) as group {group}",
             on=f"EKS cluster {pool.eks_cluster_name}",
         )
         for p in principals

@@ -51,8 +51,12 @@ from ..contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
+    GUARANTEE_ASKED_HOURS,
+    GUARANTEE_BREACHED_HOURS,
+    GUARANTEE_KEPT_PERCENT,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
     SHARE_METRICS,
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
@@ -72,7 +76,20 @@ from .ledger import (
     ActionKey,
     Ledger,
 )
-from .planner import Plan, PoolState, Preemption, Settings, comes_back, plan_tick, share_usage, starved_shares
+from .planner import (
+    Plan,
+    PoolState,
+    Preemption,
+    Settings,
+    asking_shares,
+    breach_tolerance,
+    breached_shares,
+    comes_back,
+    in_use_by_share,
+    plan_tick,
+    share_usage,
+    starved_shares,
+)
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
@@ -428,6 +445,8 @@ def run_tick(
         )
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=adapter.preemptions_seen):
         emit(record)
+    for record in promise_records(pool, state, settings, tick_seconds=tick_seconds, namespace=namespace):
+        emit(record)
     if adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=tick_seconds, namespace=namespace, now=now):
             emit(record)
@@ -519,6 +538,36 @@ def _act(
     if result.outcome not in (TERMINATED, SUBMITTING):
         ledger.close(key)
     return result.outcome
+
+
+def promise_records(
+    pool: str, state: PoolState, settings: Settings, *, tick_seconds: float, namespace: str
+) -> list[dict[str, Any]]:
+    """Per share that asks for its guarantee now (``planner.asking_shares``): the tick's hours
+    asked, and breached (``planner.breached_shares``: a guarantee job has waited longer than a tick
+    and the pool's grace while another team borrows its type), and the tick's kept percent (100 or
+    0). A job's wait is counted from its submission (or requeue) as the backend reports it. Read
+    from the queue as it is, not as planned."""
+    asking = asking_shares(
+        state.shares, in_use_by_share(state.running), ((j.share, j.instance_type, j.count) for j in state.pending)
+    )
+    breached = breached_shares(
+        state.shares, state.running, state.pending, waited_before=state.now - breach_tolerance(tick_seconds, settings)
+    )
+    hours = tick_seconds / 3600
+    return [
+        metrics.document(
+            namespace,
+            dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)),
+            {
+                GUARANTEE_ASKED_HOURS: (hours, "None"),
+                GUARANTEE_BREACHED_HOURS: (hours if share in breached else 0.0, "None"),
+                GUARANTEE_KEPT_PERCENT: (0.0 if share in breached else 100.0, "Percent"),
+            },
+            timestamp=state.now,
+        )
+        for share in sorted(asking)
+    ]
 
 
 def share_metrics(

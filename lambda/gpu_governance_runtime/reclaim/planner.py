@@ -504,6 +504,76 @@ def starved_shares(state: PoolState) -> set[str]:
     return {job.share for job in pending_guarantee_jobs(state.shares, state.running, state.pending)}
 
 
+def breach_tolerance(tick_s: float, settings: Settings) -> float:
+    """How long a guarantee job may wait before it is a breach: a tick, plus the pool's grace (a
+    lender's wait for its victims' grace is the grace's design, docs/reclaim.md)."""
+    return tick_s + settings.grace_s
+
+
+def breached_shares(
+    shares: Iterable[Share],
+    running: Iterable[RunningJob],
+    pending: Iterable[PendingJob],
+    *,
+    waited_before: float,
+    usage: Mapping[tuple[str, str], int] | None = None,
+    waiting_since: Callable[[PendingJob], float] = lambda job: job.submitted_at,
+) -> set[str]:
+    """The one definition of a broken guarantee (the simulator's breach count and kept share, the
+    controller's ``GuaranteeBreachedHours``): shares with a guarantee job (``is_guarantee_job``)
+    waiting since before ``waited_before`` (now less ``breach_tolerance``) while another share
+    runs above its quota on the job's type - lent capacity not taken back in time. ``usage``:
+    the instances of ``running`` per (share, type), where the caller keeps it."""
+    shares = tuple(shares)
+    quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
+    if usage is None:
+        running = tuple(running)
+        usage = in_use_by_share(running)
+    borrowing = {t for (share, t), used in usage.items() if used > quotas.get((share, t), 0)}
+    if ANY_TYPE in borrowing:  # a job of unknown type counts as borrowing on every type (runs_on)
+        borrowing = {t for _, t in quotas} | {j.instance_type for j in pending}
+    if not borrowing:
+        return set()
+    waited = [job for job in pending if job.instance_type in borrowing and waiting_since(job) <= waited_before]
+    if not waited:
+        return set()
+    return {job.share for job in pending_guarantee_jobs(shares, running, waited)}
+
+
+def asking_shares(
+    shares: Iterable[Share], usage: Mapping[tuple[str, str], int], waiting: Iterable[tuple[str, str, int]]
+) -> set[str]:
+    """Shares that ask for their guarantee: they run instances within their quota, or a job of
+    theirs (``waiting``: (share, instance type, count)) waits that is a guarantee job beside what
+    they run (``is_guarantee_job``). The time they ask is what a kept share is a share of."""
+    by_name = {s.name: s for s in shares}
+    asking = {
+        share
+        for (share, t), used in usage.items()
+        if used and (any(by_name[share].quota.values()) if t == ANY_TYPE else by_name[share].quota.get(t, 0))
+    }
+    idle = set(by_name) - asking  # they run nothing within their quota: a guarantee job is one that fits it
+    for share, instance_type, count in waiting:
+        if share in idle:
+            job = PendingJob(
+                job_id="", share=share, instance_type=instance_type, count=count, priority=0, submitted_at=0
+            )
+            if is_guarantee_job(job, by_name[share], 0, lambda: 0):
+                asking.add(share)
+                idle.discard(share)
+                if not idle:
+                    break
+    return asking
+
+
+def in_use_by_share(running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:
+    """Instances in use per (share, instance type)."""
+    usage: dict[tuple[str, str], int] = {}
+    for job in running:
+        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
+    return usage
+
+
 def preemptible_in_share(share: Share, priority: int, own_running: Iterable[RunningJob]) -> int:
     """Instances of the share's running jobs (of one type) a job of ``priority`` may preempt in its
     own share: strictly lower priority, where the share enables it, and one it can bring back (in-share

@@ -21,9 +21,6 @@ that role in a quota-share queue holding shares for teams A and B.
 
 from __future__ import annotations
 
-import json
-import uuid
-
 from botocore.exceptions import ClientError
 
 from gpu_governance_runtime.contract import (  # plain Python: no aws_cdk
@@ -35,56 +32,40 @@ from gpu_governance_runtime.contract import (  # plain Python: no aws_cdk
 from ..framework import Cleanup, Context, Option, Probe, Verdict, failed, inconclusive, passed
 from ._batch import (
     BATCH_TRAINING_JOB_PREFIX,
+    FAIR_SHARE_QUEUE,
+    JOB_DEFINITION,
     OPTIONS as BATCH_OPTIONS,
     REASON,
+    RECLAIM_ROLE,
     STARTED,
     SUBMITS,
     TEAM_A,
     TEAM_B,
+    as_team_a,
+    copy_of_role,
     cost_of_service_jobs,
     denied,
     refused,
     submit,
+    submit_own,
     tags_of,
     team_payload,
     until_started_or_failed,
+    while_iam_propagates,
 )
 
 PLAN_B = Option("--plan-b", "a training plan ARN bought for team B (tagged gpu-governance:team = B)")
 IMAGE_B = Option("--image-b", "an image URI in team B's repository")
-FAIR_SHARE_QUEUE = Option("--fair-share-queue", "a governed fair-share job queue (its name) with a share for team A")
-JOB_DEFINITION = Option("--job-definition", "one of team A's job definitions there, as name:revision")
-RECLAIM_ROLE = Option("--reclaim-role", "the reclaim controller's role name (<organisation>-capacity-reclaimer)")
-OPTIONS = [*BATCH_OPTIONS, PLAN_B, IMAGE_B, FAIR_SHARE_QUEUE, JOB_DEFINITION, RECLAIM_ROLE]
+OPTIONS = [*BATCH_OPTIONS, PLAN_B, IMAGE_B]
 TAG_ROW = "batch-iam.tag-on-create-context"
-# IAM is eventually consistent: a role or policy just made may be refused for some seconds.
-PROPAGATION_SECONDS = 90
-
-
-def _as_team_a(context: Context):
-    return context.client("batch", context.team_role(context.args.team_a, "submit"))
-
-
-def _own(context: Context, cleanup: Cleanup, batch, name: str) -> str:
-    """A job of team A in its own share, submitted as its tooling does."""
-    a = context.args.team_a
-    return submit(
-        context,
-        cleanup,
-        batch,
-        share=a,
-        tags=tags_of(context.args, a),
-        body=team_payload(context, f"{a}-{name}", a),
-        name=name,
-    )
 
 
 def quota_share_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
     """A's own share must work (else the probe proves nothing); B's must be refused."""
     a, b = context.args.team_a, context.args.team_b
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     try:
-        _own(context, cleanup, batch, "verify-live-own")
+        submit_own(context, cleanup, batch, "verify-live-own")
     except ClientError as error:
         return inconclusive(f"team {a} cannot submit into its own share: {error}")
     try:
@@ -107,16 +88,10 @@ def quota_share_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
 def pass_role_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
     """Into A's own share, a payload that runs as B's execution role."""
     a, b = context.args.team_a, context.args.team_b
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     try:
-        job_id = submit(
-            context,
-            cleanup,
-            batch,
-            share=a,
-            tags=tags_of(context.args, a),
-            body=team_payload(context, f"{b}-verify-live-b", b),
-            name="verify-live-b",
+        job_id = submit_own(
+            context, cleanup, batch, "verify-live-b", body=team_payload(context, f"{b}-verify-live-b", b)
         )
     except ClientError as error:
         return (passed if denied(error) else inconclusive)(f"SubmitServiceJob refused: {error}")
@@ -132,9 +107,9 @@ def pass_role_of_another_team(context: Context, cleanup: Cleanup) -> Verdict:
 def training_job_name(context: Context, cleanup: Cleanup) -> Verdict:
     """A's own job, until Batch has created its training job: is it named as assumed?"""
     a = context.args.team_a
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     try:
-        job_id = _own(context, cleanup, batch, "verify-live-name")
+        job_id = submit_own(context, cleanup, batch, "verify-live-name")
     except ClientError as error:
         return inconclusive(f"team {a} cannot submit into its own share: {error}")
     job = until_started_or_failed(context, batch, job_id)
@@ -151,7 +126,7 @@ def tagged_submission(context: Context, cleanup: Cleanup) -> Verdict:
     """A's submission as its tooling makes it, once with a scheduling priority and once without:
     both must be accepted, and the job must carry the tags."""
     a = context.args.team_a
-    batch = _as_team_a(context)
+    batch = as_team_a(context)
     tags = tags_of(context.args, a)
     seen = []
     for priority in (1, None):
@@ -180,68 +155,18 @@ def tagged_submission(context: Context, cleanup: Cleanup) -> Verdict:
     return passed(f"both submissions accepted with their tags ({', '.join(seen)}; terminated)")
 
 
-def _caller(context: Context) -> str:
-    """The ARN a trust policy names for whoever runs the probe (a role's, for an assumed-role session)."""
-    arn = context.client("sts", None).get_caller_identity()["Arn"]
-    if ":assumed-role/" not in arn:
-        return arn
-    return context.client("iam", None).get_role(RoleName=arn.split("/")[1])["Role"]["Arn"]
-
-
-def _copy_of_role(context: Context, cleanup: Cleanup, role_name: str) -> str:
-    """A temporary role the caller may assume, holding ``role_name``'s policies (the controller's
-    own role trusts only Lambda); deleted by the undo steps."""
-    iam = context.client("iam", None)
-    name = f"gpu-governance-verify-live-{uuid.uuid4().hex[:12]}"
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"AWS": _caller(context)}, "Action": "sts:AssumeRole"}],
-    }
-    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust), MaxSessionDuration=3600)["Role"][
-        "Arn"
-    ]
-    cleanup.add(f"delete role {name}", lambda: iam.delete_role(RoleName=name))
-    for policy in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
-        document = iam.get_role_policy(RoleName=role_name, PolicyName=policy)["PolicyDocument"]
-        iam.put_role_policy(RoleName=name, PolicyName=policy, PolicyDocument=json.dumps(document))
-        cleanup.add(
-            f"delete policy {policy} of role {name}",
-            lambda p=policy: iam.delete_role_policy(RoleName=name, PolicyName=p),
-        )
-    for attached in iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"]:
-        iam.attach_role_policy(RoleName=name, PolicyArn=attached["PolicyArn"])
-        cleanup.add(
-            f"detach {attached['PolicyArn']} from role {name}",
-            lambda p=attached["PolicyArn"]: iam.detach_role_policy(RoleName=name, PolicyArn=p),
-        )
-    return arn
-
-
-def _while_iam_propagates(context: Context, call):
-    """``call()``, again while IAM answers AccessDenied for at most PROPAGATION_SECONDS (a new role
-    or policy is not seen everywhere at once); the last answer stands."""
-    deadline = context.clock() + PROPAGATION_SECONDS
-    while True:
-        try:
-            return call()
-        except ClientError as error:
-            if not denied(error) or context.clock() >= deadline:
-                raise
-            context.sleep(10)
-
-
 def controller_copy(context: Context, cleanup: Cleanup) -> Verdict:
     """SubmitJob of a copy as the reclaim controller submits it (common/batch_copy.py): A's share,
     A's tags and the requeue marks, as a role holding the controller role's policies."""
     args, a = context.args, context.args.team_a
     try:
-        role = _copy_of_role(context, cleanup, args.reclaim_role.rsplit("/", 1)[-1])
-        batch = _while_iam_propagates(context, lambda: context.client("batch", role))
+        role = copy_of_role(context, cleanup, args.reclaim_role)
+        batch = while_iam_propagates(context, lambda: context.client("batch", role))
     except ClientError as error:
         return inconclusive(f"could not act as a copy of {args.reclaim_role}: {error}")
     tags = {**tags_of(args, a), TAG_REQUEUED_FROM: "verify-live", TAG_TIMES_PREEMPTED: "1"}
     try:
-        job_id = _while_iam_propagates(
+        job_id = while_iam_propagates(
             context,
             lambda: batch.submit_job(
                 jobName="verify-live-copy",
@@ -264,7 +189,7 @@ def tag_existing_job(context: Context, cleanup: Cleanup) -> Verdict:
     """A's own job and B's, then as A: tag B's job as A's, name B in A's job's team tag, remove
     A's job's team tag. Each must be refused."""
     args, a, b = context.args, context.args.team_a, context.args.team_b
-    as_a, as_b = _as_team_a(context), context.client("batch", context.team_role(b, "submit"))
+    as_a, as_b = as_team_a(context), context.client("batch", context.team_role(b, "submit"))
     jobs = {}
     for team, batch in ((a, as_a), (b, as_b)):
         try:
@@ -304,12 +229,10 @@ def _payload_with_one_thing_of_b(check: str, what: str, flag: str, change) -> Pr
 
     def run(context: Context, cleanup: Cleanup) -> Verdict:
         a = context.args.team_a
-        batch = _as_team_a(context)
+        batch = as_team_a(context)
         body = change(context, team_payload(context, f"{a}-verify-live-{check}", a))
         try:
-            job_id = submit(
-                context, cleanup, batch, share=a, tags=tags_of(context.args, a), body=body, name=f"verify-live-{check}"
-            )
+            job_id = submit_own(context, cleanup, batch, f"verify-live-{check}", body=body)
         except ClientError as error:
             if refused(error):
                 return failed(f"SubmitServiceJob refused it: {error} (the guard is then a second line)")

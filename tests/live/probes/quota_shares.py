@@ -18,12 +18,11 @@ from ._batch import (
     OPTIONS as BATCH_OPTIONS,
     STARTED,
     SUBMITS,
+    as_team_a,
     cost_of_service_jobs,
     denied,
     refused,
-    submit,
-    tags_of,
-    team_payload,
+    submit_own,
     until_started_or_failed,
 )
 
@@ -38,11 +37,7 @@ def _share_arn(context: Context, team: str) -> str:
 def disabled_share_queued_job(context: Context, cleanup: Cleanup) -> Verdict:
     """A job of A's queued, then A's share DISABLED: does the job still start, and is a new one refused?"""
     a = context.args.team_a
-    admin, as_a = context.client("batch", None), context.client("batch", context.team_role(a, "submit"))
-
-    def one(name: str) -> str:
-        body = team_payload(context, f"{a}-{name}", a)
-        return submit(context, cleanup, as_a, share=a, tags=tags_of(context.args, a), body=body, name=name)
+    admin, as_a = context.client("batch", None), as_team_a(context)
 
     try:
         share = _share_arn(context, a)
@@ -55,7 +50,7 @@ def disabled_share_queued_job(context: Context, cleanup: Cleanup) -> Verdict:
     # also when the update's answer is lost after the share changed.
     cleanup.add(f"set share {a} ENABLED again", lambda: admin.update_quota_share(quotaShareArn=share, state="ENABLED"))
     try:
-        queued = one("verify-live-queued")
+        queued = submit_own(context, cleanup, as_a, "verify-live-queued")
         admin.update_quota_share(quotaShareArn=share, state="DISABLED")
     except ClientError as error:
         return inconclusive(f"could not queue a job and disable share {a}: {error}")
@@ -63,7 +58,7 @@ def disabled_share_queued_job(context: Context, cleanup: Cleanup) -> Verdict:
     if status in STARTED:
         return inconclusive(f"job {queued} was {status} before the share was disabled")
     try:
-        late = one("verify-live-late")
+        late = submit_own(context, cleanup, as_a, "verify-live-late")
     except ClientError as error:
         if denied(error) or not refused(error):
             return inconclusive(f"a new submission failed for another reason: {error}")
