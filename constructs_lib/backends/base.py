@@ -44,6 +44,9 @@ PARTS = {
     "construct and its <Construct>Props",
     "discovery": "keys(model, team, pool, classes) -> (keys, priority by class name): the backend's keys of a "
     "team's discovery document",
+    "reclaim": "target(pool, its construct) -> ReclaimTarget | None (the capacity stack's), entry(target, pool) -> "
+    "the handler's RECLAIM_TARGETS entry, problems(path, target, pool, stack) -> [Problem]: how the reclaim "
+    "controller reaches the pool",
     "member": "the members' submission helpers (constructs_lib.member re-exports its __all__)",
     "audit": "workload(model, team, pool) -> (who, where), cluster(...) and data(...) -> [Access]: a team's "
     "access on the pool for `gpu-governance audit`",

@@ -42,6 +42,7 @@ RANK = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefi
 ROLES = {
     "checks": "model",  # model/organisation.py asks it
     "construct": "constructs",  # deployment builds with it
+    "reclaim": "controllers",  # the reclaim controller and the capacity stack ask it
     "member": "member",  # constructs_lib.member re-exports it
     "discovery": "member",  # member/discovery.py asks it
     "audit": "organisation",  # organisation/audit.py asks it
