@@ -35,6 +35,21 @@ GPU_HOUR_SWITCH_ACTIONS = {
 }
 
 
+# Quota shares the reclaim controller may switch at a GPU-hour limit, named one by one up to this
+# many; beyond, each queue's quota-share/* (a queue holds at most 20 shares), so the policy stays
+# within IAM's inline size however many teams have a limit.
+MAX_NAMED_QUOTA_SHARES = 40
+
+
+def limited_quota_shares(queues: dict[str, str], model: Any) -> list[str]:
+    """The quota-share ARNs (or ARN patterns) the reclaim controller may switch: ``queues`` maps a
+    pool whose switch is a quota share to its job queue ARN (a token in a stack)."""
+    limited = {pool: [t.name for t in model.teams_in(pool) if t.gpu_hour_limit] for pool in sorted(queues)}
+    if sum(len(teams) for teams in limited.values()) <= MAX_NAMED_QUOTA_SHARES:
+        return [f"{queues[pool]}/quota-share/{team}" for pool, teams in limited.items() for team in teams]
+    return [f"{queues[pool]}/quota-share/*" for pool, teams in limited.items() if teams]
+
+
 # The modules a backend's package may have beside its declaration, and what each provides (the
 # same names in every package; docs/architecture.md, "Adding a backend").
 PARTS = {
@@ -47,11 +62,14 @@ PARTS = {
     "reclaim": "target(pool, its construct) -> ReclaimTarget | None (the capacity stack's), entry(target, pool) -> "
     "the handler's RECLAIM_TARGETS entry, problems(path, target, pool, stack) -> [Problem]: how the reclaim "
     "controller reaches the pool",
+    "kueue": "namespace(team), cluster_queue(team), team_named(name): the names of a team's Kueue objects, where "
+    "the pools schedule with Kueue (`gpu-governance trace from-kueue` reads a Workload's team from them)",
     "member": "the members' submission helpers (constructs_lib.member re-exports its __all__)",
     "audit": "workload(model, team, pool) -> (who, where), cluster(...) and data(...) -> [Access]: a team's "
     "access on the pool for `gpu-governance audit`",
     "status": "read(args, the pool's policy, model) -> Observation: how `gpu-governance status` reads a "
     "team's use of the pool (no module: status does not read it)",
+    "command": "register(subparsers) and DOCS (command -> its page): the backend's own `gpu-governance` commands",
     "submit": "example(args, setup, priority class, instance type) -> exit code: the submission `gpu-governance "
     "team submit-example` prints (with ``member_tool``)",
 }

@@ -40,7 +40,7 @@ from aws_cdk import (
 from constructs import Construct
 
 from constructs_lib.backends import backend_of, backends_where
-from constructs_lib.backends.batch_quota_share import limited_quota_shares
+from constructs_lib.backends.base import limited_quota_shares
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (

@@ -302,7 +302,7 @@ _ALLOWED_BY_TYPE = {
     "too_short": "at least {min_length} item(s)",
     "too_long": "at most {max_length} item(s)",
     "union_tag_invalid": "one of {expected_tags}",
-    "union_tag_not_found": "one of batch_quota_share, batch_fair_share, hyperpod_eks, hyperpod_slurm",
+    "union_tag_not_found": "one of {expected_tags}",
     "int_parsing": "a whole number",
     "int_type": "a whole number",
     "int_from_float": "a whole number",
@@ -340,8 +340,11 @@ def governance_error_from(error: ValidationError, model: type[BaseModel] | None 
         kind = item["type"]
         if kind == "too_short" and any(p.startswith(location + "[") for p in failing_paths):
             continue  # a list whose items failed is not also too short
-        if kind.startswith("union_tag"):
-            location += ".backend"
+        if kind.startswith("union_tag"):  # the discriminator: a pool's backend, a feed's kind
+            discriminator = (item.get("ctx") or {}).get("discriminator", "").strip("'")
+            location += f".{discriminator}"
+            if kind == "union_tag_not_found":  # pydantic names the tags only of one it found
+                item = {**item, "ctx": {"expected_tags": ", ".join(_UNION_TAGS[discriminator])}}
         if kind == "missing" and (location == "sharing" or location.endswith(".sharing")):
             if location.removesuffix("sharing") + "preset" in failing_paths:
                 continue  # the bad preset is the problem, already reported
@@ -372,8 +375,13 @@ def governance_error_from(error: ValidationError, model: type[BaseModel] | None 
     return GovernanceError(_dedupe(problems))
 
 
-_UNION_TAGS = {*BACKENDS, *CONSUMER_FIELDS}  # pool backends and feed kinds
+# A discriminator's tags: pools' backends and feeds' kinds.
+_UNION_TAGS = {"backend": BACKENDS, "kind": tuple(CONSUMER_FIELDS)}
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
+
+
+def _is_union_tag(part: str) -> bool:
+    return any(part in tags for tags in _UNION_TAGS.values())
 
 
 def _steps(location: tuple[Any, ...]) -> list[Any]:
@@ -381,7 +389,7 @@ def _steps(location: tuple[Any, ...]) -> list[Any]:
     return [
         part
         for part in location
-        if isinstance(part, int) or not (str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)))
+        if isinstance(part, int) or not (_is_union_tag(str(part)) or _PYDANTIC_BRANCH.match(str(part)))
     ]
 
 
@@ -440,7 +448,7 @@ def path_of(location: tuple[Any, ...]) -> str:
     for part in location:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)):
+        elif _is_union_tag(str(part)) or _PYDANTIC_BRANCH.match(str(part)):
             continue  # pydantic's internal union branch names say nothing to a user
         else:
             text += f".{part}" if text else str(part)

@@ -42,12 +42,14 @@ RANK = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefi
 ROLES = {
     "checks": "model",  # model/organisation.py asks it
     "construct": "constructs",  # deployment builds with it
+    "kueue": "backends",  # names only: the simulator's Kueue importer asks it
     "reclaim": "controllers",  # the reclaim controller and the capacity stack ask it
     "member": "member",  # constructs_lib.member re-exports it
     "discovery": "member",  # member/discovery.py asks it
     "audit": "organisation",  # organisation/audit.py asks it
     "status": "cli",  # cli/status.py asks it
     "submit": "cli",  # cli/member.py asks it
+    "command": "cli",  # cli/main.py adds its commands
 }
 # Modules of backends/ that are no backend's: what several backends' constructs share.
 SHARED = {"backends.batch_queue": "constructs"}

@@ -15,8 +15,8 @@ from aws_cdk.assertions import Template
 
 from constructs_lib.backends import BACKENDS, backend_of, backends_where
 from constructs_lib.backends.base import GPU_HOUR_SWITCH_ACTIONS
-from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.vocabulary import UNLIMITED_BORROW_LIMIT
 from constructs_lib.member import MEMBER_BACKENDS
 from constructs_lib.model import UNLIMITED, GovernanceModel, SharingPolicy, SharingStrategy
 from constructs_lib.model.capacity import Feed, raising_windows
@@ -59,78 +59,6 @@ def test_a_window_may_feed_the_pools_whose_backend_takes_its_kind():
     assert backends_where(lambda b: contract.CONSUMER_SAGEMAKER_TRAINING_JOBS in b.window_feeds) == (
         contract.BATCH_QUOTA_SHARE,
     )
-
-
-# The contract's names of one backend or of several (BATCH_QUOTA_SHARE ... HYPERPOD_BACKENDS).
-_BACKEND_CONSTANTS = {
-    name
-    for name, value in vars(contract).items()
-    if name.isupper()
-    and (value in contract.BACKENDS or (isinstance(value, tuple) and value and set(value) < set(contract.BACKENDS)))
-}
-
-
-def _is_discriminator(node: ast.AST) -> bool:
-    """``backend: Literal["<name>"] = "<name>"``: a pool class's pydantic discriminator."""
-    return (
-        isinstance(node, ast.AnnAssign)
-        and ast.unparse(node.target) == "backend"
-        and isinstance(node.annotation, ast.Subscript)
-        and ast.unparse(node.annotation.value) == "Literal"
-        and isinstance(node.annotation.slice, ast.Constant)
-        and isinstance(node.value, ast.Constant)
-        and node.annotation.slice.value == node.value.value
-    )
-
-
-def _backend_names(source: str) -> tuple[list[int], list[str]]:
-    """The lines where ``source`` names a backend (a contract constant or a backend's name as a
-    string), and the backends its pool classes' discriminators name (left out of the lines)."""
-    tree = ast.parse(source)
-    discriminators = [node for node in ast.walk(tree) if _is_discriminator(node)]
-    exempt = {id(part) for node in discriminators for part in ast.walk(node)}
-    lines = [
-        node.lineno
-        for node in ast.walk(tree)
-        if id(node) not in exempt
-        and (
-            (isinstance(node, ast.Constant) and node.value in contract.BACKENDS)
-            or (isinstance(node, ast.Name) and node.id in _BACKEND_CONSTANTS)
-            or (isinstance(node, ast.Attribute) and node.attr in _BACKEND_CONSTANTS)
-            or (isinstance(node, ast.ImportFrom) and any(a.name in _BACKEND_CONSTANTS for a in node.names))
-        )
-    ]
-    return lines, [node.value.value for node in discriminators]
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        'if pool.backend == "hyperpod_eks": pass',
-        "from gpu_governance_runtime.contract import HYPERPOD_SLURM",
-        "ok = pool.backend in contract.HYPERPOD_BACKENDS",
-        'backend: Literal["batch_quota_share"] = "batch_fair_share"',  # not one backend's discriminator
-    ],
-)
-def test_the_check_sees_a_module_name_a_backend(source):
-    assert set(_backend_names(source)[0]) == {1}
-
-
-def test_the_check_leaves_asking_the_registry_and_a_discriminator_alone():
-    source = 'backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"\nok = backend_of(pool).family == "hyperpod"'
-    assert _backend_names(source) == ([], ["hyperpod_slurm"])
-
-
-def test_outside_the_registry_no_module_names_a_backend():
-    naming, discriminators = [], []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        lines, named = _backend_names(path.read_text())
-        discriminators += [(str(path.relative_to(PACKAGE)), name) for name in named]
-        if path.relative_to(PACKAGE).parts[0] != "backends":
-            naming += [f"{path.relative_to(PACKAGE)}:{line}" for line in lines]
-    assert naming == [], "ask constructs_lib.backends instead of naming a backend"
-    # pydantic needs one literal per pool class: one per backend of the contract, in its own package's pool.py
-    assert sorted(discriminators) == sorted((f"backends/{name}/pool.py", name) for name in contract.BACKENDS)
 
 
 def test_every_member_tool_has_its_submission_example():

@@ -21,13 +21,13 @@ from constructs_lib.backends.batch_queue import (
 )
 from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.placement import team_scope
-from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
+from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, UNLIMITED_BORROW_LIMIT
 from constructs_lib.model import BatchQuotaSharePool, GovernanceModel, SharingStrategy, Team
 from constructs_lib.model.props import PoolGovernanceProps
 from constructs_lib.model.quota import instance_quota
 from constructs_lib.tenancy import TeamTenancy
 
-from . import BACKEND, UNLIMITED_BORROW_LIMIT
+from . import BACKEND
 
 # Waiting RUNNABLE jobs whose reason says they can never run (they ask for more than the
 # service environment or the quota share can ever hold) are terminated after the API's

@@ -6,12 +6,12 @@ from __future__ import annotations
 from constructs_lib.model import account_of, members_in_account
 from constructs_lib.organisation.access import Access, team_roles
 
-from . import kubernetes
+from . import kubernetes, kueue
 
 
 def cluster(model, team, pool) -> list[Access]:
     """A HyperPod EKS cluster: access entries as the team's Kubernetes group, and the group's RBAC."""
-    group, namespace = kubernetes.team_group(team.name), kubernetes.namespace(team.name)
+    group, namespace = kueue.team_group(team.name), kueue.namespace(team.name)
     principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
     rows = [
         Access(
@@ -44,8 +44,8 @@ def cluster(model, team, pool) -> list[Access]:
 
 def workload(model, team, pool) -> tuple[str, str]:
     return (
-        kubernetes.team_group(team.name),
-        f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}",
+        kueue.team_group(team.name),
+        f"compute quota {team.name} (cluster queue {kueue.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}",
     )
 
 

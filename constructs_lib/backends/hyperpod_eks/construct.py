@@ -53,7 +53,7 @@ from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
-from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes
+from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes, kueue
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
@@ -240,7 +240,7 @@ class HyperPodEksGovernance(Construct):
                     f"Team{team.name}{index}",
                     principal,
                     scope=team_scope(self, team.name),
-                    kubernetes_groups=[kubernetes.team_group(team.name)],
+                    kubernetes_groups=[kueue.team_group(team.name)],
                 )
                 for index, principal in enumerate(principals)
             ]
@@ -332,7 +332,7 @@ class HyperPodEksGovernance(Construct):
                         "StringEquals": {
                             "aws:SourceAccount": stack.account,
                             "aws:RequestTag/eks-cluster-name": self.pool.eks_cluster_name,
-                            "aws:RequestTag/kubernetes-namespace": kubernetes.namespace(team.name),
+                            "aws:RequestTag/kubernetes-namespace": kueue.namespace(team.name),
                             "aws:RequestTag/kubernetes-service-account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
                         }
                     },
@@ -345,7 +345,7 @@ class HyperPodEksGovernance(Construct):
             scope,
             f"PodIdentity{team.name}",
             cluster_name=self.pool.eks_cluster_name,
-            namespace=kubernetes.namespace(team.name),
+            namespace=kueue.namespace(team.name),
             service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT,
             role_arn=role.role_arn,
         )
@@ -391,7 +391,7 @@ class HyperPodEksGovernance(Construct):
                 f"Namespace{team.name}",
                 cluster=self.cluster,
                 object_type="namespace",
-                object_name=kubernetes.namespace(team.name),
+                object_name=kueue.namespace(team.name),
                 json_path=".metadata.name",
                 timeout=_NAMESPACE_WAIT,
             )
@@ -424,7 +424,7 @@ class HyperPodEksGovernance(Construct):
                 team_scope(self, team.name),
                 f"PodSecurityLabels{team.name}",
                 cluster=self.cluster,
-                resource_name=f"namespace/{kubernetes.namespace(team.name)}",
+                resource_name=f"namespace/{kueue.namespace(team.name)}",
                 apply_patch={"metadata": metadata},
                 restore_patch={},
                 patch_type=eks.PatchType.MERGE,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import kubernetes
+from . import kubernetes, kueue
 
 
 def keys(model, team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
     found = {
         "cluster_arn": pool.cluster_arn,
         "eks_cluster_name": pool.eks_cluster_name,
-        "namespace": kubernetes.namespace(team.name),
-        "local_queue": kubernetes.local_queue(team.name),
+        "namespace": kueue.namespace(team.name),
+        "local_queue": kueue.local_queue(team.name),
         "service_account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
     }
-    return found, {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
+    return found, {c.name: kueue.workload_priority_class(c.name) for c in classes}

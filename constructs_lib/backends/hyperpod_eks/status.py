@@ -15,7 +15,7 @@ from constructs_lib.member.status import read_json, timestamp
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 from gpu_governance_runtime.policy import PoolPolicy
 
-from . import kubernetes
+from . import kueue
 
 GPU = "nvidia.com/gpu"
 _FLAVOR = re.compile(r"in flavor ([^,\s]+)")
@@ -31,13 +31,13 @@ def kueue_observation(
     borrowing_limit: dict[str, int | None] = {}
     queues = (cluster_queues or {}).get("items", [])
     cohort = next(
-        (q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kubernetes.cluster_queue(team)),
+        (q.get("spec", {}).get("cohort") for q in queues if q["metadata"]["name"] == kueue.cluster_queue(team)),
         None,
     )
     for queue in queues:
         name = queue["metadata"]["name"]
-        share = kubernetes.cluster_queue_team(name)
-        if name != kubernetes.cluster_queue(team) and (cohort is None or queue.get("spec", {}).get("cohort") != cohort):
+        share = kueue.cluster_queue_team(name)
+        if name != kueue.cluster_queue(team) and (cohort is None or queue.get("spec", {}).get("cohort") != cohort):
             continue  # only the team's cohort shares its capacity
         for flavor in queue.get("status", {}).get("flavorsUsage", []):
             for resource in flavor.get("resources", []):
@@ -170,7 +170,7 @@ def _quantity(value: Any) -> int:
 
 
 def read(args: argparse.Namespace, pool, model) -> Observation:
-    namespace = kubernetes.namespace(args.team)
+    namespace = kueue.namespace(args.team)
     workloads = text_of(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
     try:
         queues = text_of(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))

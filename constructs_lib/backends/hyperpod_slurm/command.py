@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from constructs_lib.backends.hyperpod_slurm.plan import DEFAULT_DATA_ROOT, slurm_plan
 from constructs_lib.cli.config import add_config_arguments, model_from
 from gpu_governance_runtime.slurm import render_apply_script
+
+from .plan import DEFAULT_DATA_ROOT, slurm_plan
+
+DOCS = {"slurm": "docs/slurm.md"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
