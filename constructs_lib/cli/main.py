@@ -51,7 +51,7 @@ SUBCOMMAND_MODULES = (
 
 def _validate(args: argparse.Namespace) -> int:
     from constructs_lib.model.capacity import window_warnings
-    from constructs_lib.model.organisation import shared_account_warnings
+    from constructs_lib.model.principals import shared_account_warnings
     from constructs_lib.organisation.limits import check_model, estimate
 
     model = model_from(args)

@@ -5,10 +5,13 @@ imports aws_cdk.
 Modules, bottom up (each imports only those before it):
 
 - ``base``: names, identifiers, limits, the frozen base class and its error reporting, the
-  names of the roles the library creates;
-- ``capacity``: capacity windows; ``slurm``: what a ``hyperpod_slurm`` pool means in Slurm
-  (names, ids, the plan) and what Slurm would refuse;
-- ``organisation``: sharing, teams, pools, guardrails, ``GovernanceModel`` and its checks;
+  names of the roles the library creates; ``quota`` (a team's quota entry and its one translation
+  into whole instances), ``pools`` (what every backend's pool class builds on), ``instance_types``;
+- ``capacity``: capacity windows; ``teams``: sharing, presets, teams and their accounts;
+- ``guardrails``, ``projects`` (projects and groups of teams, and their checks), ``pool_checks``
+  (a pool's teams against its backend), ``principals`` (who acts for a team, checked);
+- ``organisation``: ``GovernanceModel``, the union of the backends' pool classes and
+  ``check_organisation``, which runs every check;
 - ``loader`` (files to a model), ``policy`` (a model to the controllers' policy document) and
   ``props`` (``PoolGovernanceProps``, the fields every pool construct's props start with).
 
@@ -77,50 +80,62 @@ if TYPE_CHECKING:
         team_role_arn,
         training_job_name_patterns,
     )
+    from .guardrails import (
+        EcrRepositoryArn,
+        ExemptPrincipalArn,
+        Guardrails,
+        OrganisationTargetId,
+        TagEnforcedFor,
+    )
     from .organisation import (
-        PRESET_SHARING,
+        AnyPool,
+        GovernanceModel,
+        Pool,
+        check_alert_topics,
+        check_organisation,
+    )
+    from .pool_checks import (
+        check_pool_teams,
+    )
+    from .pools import (
+        ReclaimSettings,
+    )
+    from .principals import (
+        check_exemptions,
+        check_principals,
+    )
+    from .projects import (
         PROJECT_CONTRIBUTOR,
         PROJECT_OWNER,
-        Account,
-        AnyPool,
         DataZoneDomainId,
         DataZoneDomainUnitId,
         DataZoneId,
         DomainUnitGrant,
         DomainUnitGrantPolicy,
         DomainUnitName,
-        EcrRepositoryArn,
-        ExemptPrincipalArn,
-        GovernanceModel,
-        GpuHourLimit,
-        Guardrails,
-        KubernetesTenancy,
-        LimitPeriod,
         NewDomainUnit,
-        OrganisationTargetId,
-        PermissionSetMember,
-        PodSecurityLevel,
-        Pool,
-        Preset,
-        PriorityClass,
         Project,
         ProjectName,
-        SharingPolicy,
-        SharingStrategy,
-        TagEnforcedFor,
-        Team,
         TeamGroup,
         UnifiedStudio,
-        check_alert_topics,
-        check_exemptions,
         check_groups,
-        check_organisation,
-        check_pool_teams,
-        check_principals,
         check_projects,
+    )
+    from .teams import (
+        PRESET_SHARING,
+        Account,
+        GpuHourLimit,
+        KubernetesTenancy,
+        LimitPeriod,
+        PermissionSetMember,
+        PodSecurityLevel,
+        Preset,
+        PriorityClass,
+        SharingPolicy,
+        SharingStrategy,
+        Team,
         members_in_account,
     )
-    from .pools import ReclaimSettings
 
 _DEFINED_IN = {
     "base": (
@@ -177,49 +192,57 @@ _DEFINED_IN = {
         "team_role_arn",
         "training_job_name_patterns",
     ),
-    "organisation": (
+    "teams": (
         "PRESET_SHARING",
-        "PROJECT_CONTRIBUTOR",
-        "PROJECT_OWNER",
         "Account",
+        "GpuHourLimit",
+        "KubernetesTenancy",
+        "LimitPeriod",
+        "PermissionSetMember",
+        "PodSecurityLevel",
+        "Preset",
+        "PriorityClass",
+        "SharingPolicy",
+        "Team",
+        "members_in_account",
+        "SharingStrategy",
+    ),
+    "organisation": (
         "AnyPool",
+        "GovernanceModel",
+        "Pool",
+        "check_alert_topics",
+        "check_organisation",
+    ),
+    "projects": (
         "DataZoneDomainId",
         "DataZoneDomainUnitId",
         "DataZoneId",
         "DomainUnitGrant",
         "DomainUnitGrantPolicy",
         "DomainUnitName",
-        "EcrRepositoryArn",
-        "ExemptPrincipalArn",
-        "GovernanceModel",
-        "GpuHourLimit",
-        "Guardrails",
-        "KubernetesTenancy",
-        "LimitPeriod",
         "NewDomainUnit",
-        "OrganisationTargetId",
-        "PermissionSetMember",
-        "PodSecurityLevel",
-        "Pool",
-        "Preset",
-        "PriorityClass",
         "Project",
         "ProjectName",
-        "SharingPolicy",
-        "TagEnforcedFor",
-        "Team",
         "TeamGroup",
         "UnifiedStudio",
-        "check_alert_topics",
-        "check_exemptions",
         "check_groups",
-        "check_organisation",
-        "check_pool_teams",
-        "check_principals",
         "check_projects",
-        "members_in_account",
-        "SharingStrategy",
+        "PROJECT_CONTRIBUTOR",
+        "PROJECT_OWNER",
     ),
+    "guardrails": (
+        "EcrRepositoryArn",
+        "ExemptPrincipalArn",
+        "Guardrails",
+        "OrganisationTargetId",
+        "TagEnforcedFor",
+    ),
+    "principals": (
+        "check_exemptions",
+        "check_principals",
+    ),
+    "pool_checks": ("check_pool_teams",),
     "pools": ("ReclaimSettings",),
 }
 

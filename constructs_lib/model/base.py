@@ -86,7 +86,8 @@ class _ReportingMeta(type(BaseModel)):  # pydantic's model metaclass, without a 
 
 class OrganisationView(Protocol):
     """The governance model as the modules below ``organisation`` read it (capacity windows,
-    instance types, Slurm): ``GovernanceModel`` passes itself to their checks, and none of them
+    instance types, projects and groups, principals, pools' teams, a backend's checks):
+    ``GovernanceModel`` passes itself to their checks, and none of them
     imports it, not even for an annotation (tests/foundation/test_layers.py). Pools, teams and
     windows are the organisation's own types, which live above these modules."""
 
@@ -106,7 +107,19 @@ class OrganisationView(Protocol):
     def groups(self) -> tuple[Any, ...]: ...
     @property
     def allow_unlisted_instance_types(self) -> tuple[str, ...]: ...
+    @property
+    def consumer_accounts(self) -> dict[str, Any]: ...
+    @property
+    def external_accounts(self) -> tuple[str, ...]: ...
+    @property
+    def platform_admins(self) -> tuple[str, ...]: ...
+    @property
+    def projects(self) -> tuple[Any, ...]: ...
+    @property
+    def guardrails(self) -> Any: ...
     def teams_in(self, pool: str) -> tuple[Any, ...]: ...
+    def members_quota(self, group: Any, pool: str) -> dict[str, int]: ...
+    def hyperpod_pools_of(self, project: Any) -> tuple[Any, ...]: ...
 
 
 class _Frozen(BaseModel, metaclass=_ReportingMeta):
@@ -469,3 +482,11 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
             allowed = "; or ".join(dict.fromkeys(p.allowed for p in items))
             merged.append(Problem(path=path, wrong=items[0].wrong, value=items[0].value, allowed=allowed))
     return merged
+
+
+def duplicates(names: list[str], path: str, problems: list[Problem], allowed: str = "names must be unique") -> None:
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if name in seen:
+            problems.append(Problem(path=f"{path}[{index}].name", wrong="duplicate name", value=name, allowed=allowed))
+        seen.add(name)

@@ -56,7 +56,9 @@ SHARED = {"backends.batch_queue": "constructs"}
 MODEL_ORDER = (
     "base",
     ("instance_types", "quota", "pools"),
-    "capacity",
+    ("capacity", "teams"),
+    ("guardrails", "projects", "pool_checks"),
+    "principals",
     "organisation",
     ("loader", "policy", "props"),
     ("explain", "edit"),

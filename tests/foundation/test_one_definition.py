@@ -21,7 +21,7 @@ from constructs_lib.member import MEMBER_BACKENDS
 from constructs_lib.model import UNLIMITED, GovernanceModel, SharingPolicy, SharingStrategy
 from constructs_lib.model.capacity import Feed, raising_windows
 from constructs_lib.model.loader import load_model
-from constructs_lib.model.organisation import check_pool_teams
+from constructs_lib.model.pool_checks import check_pool_teams
 from constructs_lib.organisation.guardrails import quota_raise_actions
 from gpu_governance_runtime import contract
 
