@@ -62,6 +62,21 @@ def with_submission_tags(setup: TeamSetup, tags: Mapping[str, str] | None) -> di
     return all_tags
 
 
+def _check_instance_and_image(setup: TeamSetup, instance_type: str, image_uri: str | None) -> None:
+    """A job of the team runs on an instance type of its quota share, from an image it names."""
+    if instance_type not in setup.quota:
+        raise GovernanceError.single(
+            "instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}"
+        )
+    if not image_uri:
+        raise GovernanceError.single(
+            "image_uri",
+            "missing",
+            None,
+            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
+        )
+
+
 def service_job_request(
     setup: TeamSetup,
     *,
@@ -93,17 +108,7 @@ def service_job_request(
         )
     check_job_name(setup.team, job_name)
     priority = setup.priority(priority_class)
-    if instance_type not in setup.quota:
-        raise GovernanceError.single(
-            "instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}"
-        )
-    if not image_uri:
-        raise GovernanceError.single(
-            "image_uri",
-            "missing",
-            None,
-            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
-        )
+    _check_instance_and_image(setup, instance_type, image_uri)
     all_tags = with_submission_tags(setup, tags)
     payload: dict[str, Any] = {
         "TrainingJobName": job_name,
@@ -292,17 +297,7 @@ def model_trainer(
 
         sagemaker_session = Session(boto_session=boto3.Session(region_name=setup.region))
     check_job_name(setup.team, base_job_name)
-    if instance_type not in setup.quota:
-        raise GovernanceError.single(
-            "instance_type", f"not in team {setup.team}'s quota share", instance_type, f"one of {sorted(setup.quota)}"
-        )
-    if not image_uri:
-        raise GovernanceError.single(
-            "image_uri",
-            "missing",
-            None,
-            f"a training image, e.g. {setup.ecr_repository_uri}:<tag> (the team's repository)",
-        )
+    _check_instance_and_image(setup, instance_type, image_uri)
     if training_plan_arn is TEAM_PLAN:
         training_plan_arn = teams_training_plan(setup, instance_type, ssm_client)
     return ModelTrainer(
