@@ -48,6 +48,8 @@ class PoolPolicy:
     reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
     borrow_horizon_s: float | None = None
     grace_s: float = 0.0
+    # set: borrowers and victims ordered by usage decayed with this half-life (reclaim/fair_share.py)
+    usage_half_life_s: float | None = None
     groups: tuple[ShareGroup, ...] = ()  # groups of its shares with a quota here (docs/governance-file.md#groups)
 
     def settings(self, base: Settings = Settings()) -> Settings:
@@ -57,6 +59,7 @@ class PoolPolicy:
             reborrow_backoff_s=self.reborrow_backoff_s,
             borrow_horizon_s=self.borrow_horizon_s,
             grace_s=self.grace_s,
+            usage_half_life_s=self.usage_half_life_s,
         )
 
 
@@ -173,7 +176,10 @@ class _Reader:
         self.expect(shares, list, f"{path}.shares", "a list")
         reclaim = data.get("reclaim", {})
         if not self.expect(
-            reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s, borrow_horizon_s and grace_s"
+            reclaim,
+            dict,
+            f"{path}.reclaim",
+            "an object with reborrow_backoff_s, borrow_horizon_s, grace_s and usage_half_life_s",
         ):
             reclaim = {}
         backoff = self.seconds(
@@ -182,6 +188,7 @@ class _Reader:
             positive=False,
         )
         horizon = reclaim.get("borrow_horizon_s")
+        half_life = reclaim.get("usage_half_life_s")
         return PoolPolicy(
             name=str(data.get("name")),
             backend=str(data.get("backend")),
@@ -196,6 +203,9 @@ class _Reader:
             if horizon is None
             else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
             grace_s=self.seconds(reclaim.get("grace_s", 0), f"{path}.reclaim.grace_s", positive=False),
+            usage_half_life_s=None
+            if half_life is None
+            else self.seconds(half_life, f"{path}.reclaim.usage_half_life_s", positive=True),
             groups=self.groups(data.get("groups", []), f"{path}.groups"),
         )
 

@@ -59,6 +59,7 @@ LAYERS = {
         "reclaim/eks_usage.py",
         "reclaim/slurm_usage.py",
         "reclaim/gpu_hours.py",
+        "reclaim/fair_share.py",
         "capacity/ledger.py",
         "capacity/aws.py",
         "capacity/chargeback.py",

@@ -29,6 +29,10 @@ BACKEND = Backend(
     gpu_hour_limit_caveat="a fair-share queue has no consumption limit nor a per-share state, and Batch, not the reclaim controller, starts jobs there",
     lending_limit_caveat="{where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it",
     paused_caveat="not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start",
+    # Batch starts the jobs, by its own decayed usage (the queue's shareDecaySeconds):
+    # https://docs.aws.amazon.com/batch/latest/userguide/fair-share-scheduling.html
+    fair_share_caveat="by usage orders the teams a reclaim takes from {where}; Batch, not the reclaim controller, starts jobs "
+    "there, in its own fair-share order, which decays usage over the pool's share_decay_seconds",
     refine_deal=_never_preempts,
     max_teams_per_pool=MAX_SHARES_PER_FAIR_SHARE_QUEUE,
     too_many_teams="too many teams (fair-share identifiers) on pool {pool}'s Batch job queue",
