@@ -37,7 +37,7 @@ from gpu_governance_runtime.capacity import controller, market, requests, rotati
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Offering, Window
-from tests.aws_model.batch import REPLACED, Clock, FakeBatch, Faults
+from tests.aws_model.batch import REPLACED, Clock, ClusterInstances, FakeBatch, Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 
 from .builders import NOW, window
@@ -346,6 +346,7 @@ class Month:
                     dry_run=False,
                     ec2=self.sim.client,
                     batch=self.batch,
+                    ecs=ClusterInstances(self.batch),
                     eks=None,
                     ledger=self.ledger,
                     now=now,

@@ -204,16 +204,7 @@ def test_a_submit_whose_answer_was_lost_is_found_by_its_tag_not_submitted_again(
 
 def test_a_block_without_instances_touches_no_job(aws):
     clients, stubs, ledger = aws
-    stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)
-    stubs["batch"].add_response(
-        "describe_compute_environments",
-        {
-            "computeEnvironments": [
-                {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "ecsClusterArn": ECS_CLUSTER}
-            ]
-        },
-        {"computeEnvironments": [CE]},
-    )
+    stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)  # nothing else is read
     assert drain(clients, ledger) == {
         "requeued": [],
         "finished": [],

@@ -141,6 +141,30 @@ def test_a_capacity_block_node_group_is_moved_at_size_0_scaled_up_then_scaled_to
     eks_stub.assert_no_pending_responses()
 
 
+def test_a_node_group_is_moved_onto_the_next_block_at_size_0_before_it_starts_and_scaled_up_at_its_start(aws):
+    """[aws: ec2-cb.launch-template-before-start]: within rotation.PREPARE_LEAD before the block starts, the group (at
+    size 0) is moved to a version into it; at the start it is only scaled up, so its nodes launch then. Fails on the
+    rotation before issue 40, which moved the version at the start and scaled up a run later."""
+    ec2, _, _, _, (_, eks_stub) = aws
+    node_group(eks_stub, version=1, desired=0)
+    eks_stub.add_response(
+        "update_nodegroup_version",
+        {"update": {"id": "u-1"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}},
+    )
+    before = run(aws, EKS_CONSUMER, BLOCK.start - timedelta(minutes=45))
+    assert before["did"].startswith("make a launch template version into Capacity Block cr-0123456789abcdef0")
+    assert target(ec2, 2)[0] == "cr-0123456789abcdef0" and before["wanted_size"] == 0
+    node_group(eks_stub, version=2, desired=0)
+    eks_stub.add_response(
+        "update_nodegroup_config",
+        {"update": {"id": "u-2"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 4}},
+    )
+    assert run(aws, EKS_CONSUMER, BLOCK.start)["did"] == "scale to 4"
+    eks_stub.assert_no_pending_responses()
+
+
 from gpu_governance_runtime.capacity.rotation import _create_version, into_block  # noqa: E402
 from gpu_governance_runtime.request_shapes import conform  # noqa: E402
 

@@ -565,6 +565,7 @@ def _rotate_consumers(
                 ec2=clients.ec2,
                 batch=clients.batch,
                 eks=clients.eks,
+                ecs=clients.ecs,
                 ledger=ledger,
                 now=now,
                 sharing=sharing,

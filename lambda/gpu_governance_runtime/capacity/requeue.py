@@ -47,6 +47,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, describe, stopped_by_us, submit_once
 from ..contract import TAG_REQUEUED_FROM
 from . import market, rotation
+from .block_jobs import block_instances, jobs_on
 from .ledger import Ledger
 
 OPEN_STATUSES = ("claimed", "terminated", "submitting")
@@ -71,42 +72,10 @@ def jobs_on_block(
     *, compute_environment: str, reservation_id: str, ec2: Any, ecs: Any, batch: Any
 ) -> list[dict[str, Any]]:
     """RUNNING jobs (DescribeJobs details) of the compute environment's queues on the block's instances."""
-    instances = [
-        i["InstanceId"]
-        for page in ec2.get_paginator("describe_instances").paginate(
-            Filters=[
-                {"Name": "capacity-reservation-id", "Values": [reservation_id]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )
-        for r in page["Reservations"]
-        for i in r["Instances"]
-    ]
-    environment = batch.describe_compute_environments(computeEnvironments=[compute_environment])["computeEnvironments"]
-    if not instances or not environment or "ecsClusterArn" not in environment[0]:
+    instances = block_instances(ec2, reservation_id)
+    if not instances:
         return []
-    cluster = environment[0]["ecsClusterArn"]
-    on_block = {
-        arn
-        for page in ecs.get_paginator("list_container_instances").paginate(
-            cluster=cluster,
-            filter="ec2InstanceId in [" + ", ".join(f"'{i}'" for i in instances) + "]",
-        )
-        for arn in page["containerInstanceArns"]
-    }
-    queues = [
-        q["jobQueueArn"]
-        for page in batch.get_paginator("describe_job_queues").paginate()
-        for q in page["jobQueues"]
-        if any(o["computeEnvironment"] == compute_environment for o in q.get("computeEnvironmentOrder", []))
-    ]
-    running = [
-        s["jobId"]
-        for queue in queues
-        for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus="RUNNING")
-        for s in page["jobSummaryList"]
-    ]
-    return [job for job in describe(batch, running) if job.get("container", {}).get("containerInstanceArn") in on_block]
+    return jobs_on(compute_environment=compute_environment, batch=batch, ecs=ecs, instance_ids=instances)
 
 
 def _unlimited() -> float:
