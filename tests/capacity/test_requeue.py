@@ -34,7 +34,6 @@ from .stubbed_batch import (
     BLOCK,
     CE,
     COPY,
-    ECS_CLUSTER,
     ENDS,
     NOW,
     ON_BLOCK,
