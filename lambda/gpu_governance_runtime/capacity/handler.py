@@ -398,6 +398,7 @@ def process(
         "in_flight": list(report.in_flight),
         "refused": list(report.refused),
         "uncovered": [list(u) for u in report.uncovered],
+        "declined": [list(d) for d in report.declined],
         "found_late": [i.id for i in report.found_late],
         "deferred": list(report.deferred),
         "errors": [list(e) for e in report.errors],
