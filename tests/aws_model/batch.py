@@ -486,11 +486,13 @@ class FakeBatch:
         allocation_strategy: str | None = None,
         subnets: tuple[str, ...] = ("subnet-0a1b2c3d",),
         launch_capacity: Callable[[dict[str, Any]], int | None] | None = None,
+        launches_into: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
         """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to
         ``max_vcpus`` (``allocation_strategy`` None: Batch's default, BEST_FIT). ``launch_capacity`` answers, for the
         environment's launch template, how many instances EC2 can launch from it at most (a Capacity Block's count),
-        or None when not bounded (on demand)."""
+        or None when not bounded (on demand); ``launches_into``, the Capacity Block its instances launch into (None: on
+        demand)."""
         self.compute_environments[arn] = {
             "computeEnvironmentName": arn.rsplit("/", 1)[1],
             "computeEnvironmentArn": arn,
@@ -511,6 +513,7 @@ class FakeBatch:
             },
             "_vcpus_per_instance": vcpus_per_instance,
             "_launch_capacity": launch_capacity or (lambda template: None),
+            "_launches_into": launches_into or (lambda template: None),
         }
 
     def add_job_queue(self, arn: str, *, compute_environments: list[str]) -> None:
@@ -664,6 +667,15 @@ class FakeBatch:
                 job["container"].pop("containerInstanceArn", None)
                 self.fail_on_its_own(job["jobId"], f"Host EC2 (instance {instance}) terminated.")
 
+    def instances_in(self, reservation_id: str) -> list[str]:
+        """The running instances launched into the Capacity Block (one per job in this model)."""
+        return [
+            j["_instance"]
+            for j in self.active.values()
+            if j.get("_instance")
+            and self.compute_environments[j["_environment"]]["_launches_into"](j["_launched_from"]) == reservation_id
+        ]
+
     def container_instances(self, cluster: str) -> dict[str, str]:
         """Container instance ARN -> EC2 instance id, of the instances running a job in the ECS cluster of a compute
         environment added with :meth:`add_compute_environment`."""
@@ -780,6 +792,7 @@ class ClusterInstances:
         return Pages(self.list_container_instances, "containerInstanceArns", self.batch.page_size)
 
     def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:
+        # [aws: batch-ce.ecs-container-instance-filter]
         self.batch.faults.check("ListContainerInstances", "before", throttle_code="ThrottlingException", service="ecs")
         wanted = instances_named(filter)
         return {
@@ -795,6 +808,43 @@ def instances_named(filter: str) -> set[str] | None:
     """The EC2 instance ids an ECS ``ec2InstanceId in [...]`` filter names (None: no filter)
     [aws: batch-ce.ecs-container-instance-filter]."""
     return set(re.findall(r"'(i-[0-9a-f]+)'", filter)) if filter else None
+
+
+class BlockInstances:
+    """EC2 ``describe_instances`` (paginated) filtered by ``capacity-reservation-id``: the instances a :class:`FakeBatch`
+    launched into the block, all running [aws: ec2-cb.expiration-warning-and-termination]."""
+
+    def __init__(self, batch: FakeBatch):
+        self.batch = batch
+
+    def get_paginator(self, operation: str) -> Pages:
+        assert operation == "describe_instances", operation
+        return Pages(self.describe_instances, "Reservations", self.batch.page_size)
+
+    def describe_instances(self, *, Filters: list[dict[str, Any]]) -> dict[str, Any]:
+        # [aws: ec2-cb.expiration-warning-and-termination]: the block's instances run until 30 minutes before its end
+        self.batch.faults.check("DescribeInstances", "before", throttle_code="RequestLimitExceeded", service="ec2")
+        wanted = {f["Name"]: f["Values"] for f in Filters}
+        (reservation,) = wanted["capacity-reservation-id"]
+        return {"Reservations": instance_reservations(self.batch.instances_in(reservation), reservation)}
+
+
+def instance_reservations(instances: Iterable[str], reservation_id: str) -> list[dict[str, Any]]:
+    """DescribeInstances' ``Reservations`` for running instances launched into a Capacity Block."""
+    return [
+        {
+            "ReservationId": f"r-{i[2:]}",
+            "Instances": [
+                {
+                    "InstanceId": i,
+                    "State": {"Name": "running"},
+                    "CapacityReservationId": reservation_id,
+                    "InstanceType": "p5.48xlarge",
+                }
+            ],
+        }
+        for i in instances
+    ]
 
 
 class Pages:

@@ -14,6 +14,7 @@ import pytest
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity.rotation import by_consumer, reconcile
+from gpu_governance_runtime.contract import TAG_CHECKPOINTABLE
 from tests.aws_model.batch import Clock, ClusterInstances, FakeBatch, Faults
 
 from .builders import at, reservation, window
@@ -64,22 +65,31 @@ class World:
             allocation_strategy="BEST_FIT_PROGRESSIVE",  # infrastructure updates need it [aws: batch-ce.infrastructure-update-strategy]
             subnets=tuple(self.subnets.values()),
             launch_capacity=self._holds,
+            launches_into=self._into,
         )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND, BLOCK_CE])
         self.ledger = create_ledger_table()
 
     blocks = (BLOCK,)  # what EC2 holds: a launch into one of them runs while its instances do
 
-    def _holds(self, template) -> int | None:
-        """How many instances EC2 runs from the launch template version: into a block, its count while its instances
-        run (until 30 minutes before its end), else none [aws: batch-ce.jobs-fail-with-block-instances]."""
+    def _into(self, template) -> str | None:
+        """The Capacity Block the launch template version launches into (None: on demand)."""
         data = self.ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5", Versions=[template["version"]])[
             "LaunchTemplateVersions"
         ][0]["LaunchTemplateData"]
-        reservation = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})
-        block = next((b for b in self.blocks if b.id == reservation.get("CapacityReservationId")), None)
-        if "CapacityReservationId" not in reservation:
+        return (
+            data.get("CapacityReservationSpecification", {})
+            .get("CapacityReservationTarget", {})
+            .get("CapacityReservationId")
+        )
+
+    def _holds(self, template) -> int | None:
+        """How many instances EC2 runs from the launch template version: into a block, its count while its instances
+        run (until 30 minutes before its end), else none [aws: batch-ce.jobs-fail-with-block-instances]."""
+        reservation = self._into(template)
+        if reservation is None:
             return None
+        block = next((b for b in self.blocks if b.id == reservation), None)
         live = block is not None and block.start <= self.now < block.end - timedelta(minutes=30)
         return block.count if live else 0
 
@@ -87,13 +97,16 @@ class World:
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.now, tz=UTC)
 
-    def submit(self, name: str, hours: float) -> str:
+    def submit(self, name: str, hours: float, *, declared: float | None = None, checkpoints: bool = False) -> str:
+        """A job of ``hours`` of work, declaring ``declared`` hours as its run time, tagged checkpointable or not."""
         return self.batch.add_job(
             jobName=name,
             jobQueue=QUEUE,
             jobDefinition="train:3",
             shareIdentifier="research",
             parameters={"work_seconds": str(int(hours * 3600))},
+            **({"timeout": {"attemptDurationSeconds": int(declared * 3600)}} if declared else {}),
+            tags={TAG_CHECKPOINTABLE: "true"} if checkpoints else {},
         )
 
     def run(self, mode: str = "auto") -> dict:

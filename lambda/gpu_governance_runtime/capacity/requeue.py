@@ -200,19 +200,29 @@ def requeue(
     )
     skipped = []
     for job in jobs:  # claimed first, all of them: what this invocation does not finish, a later run does
-        details = {
-            "window": window,
-            "reservation": reservation_id,
-            "job": job["jobId"],
-            "reason": reason,
-            "stop_at": stop_at.isoformat(),
-        }
-        if not ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
+        if not claim(
+            ledger, job["jobId"], window=window, reservation=reservation_id, reason=reason, stop_at=stop_at, now=now
+        ):
             skipped.append(job["jobId"])  # handled by an earlier delivery of the same warning
     return {
         **resume(ledger=ledger, batch=batch, submit=submit, now=now, time_left=time_left),
         "already_handled": skipped,
     }
+
+
+def claim(
+    ledger: Ledger, job_id: str, *, window: str, reservation: str, reason: str, stop_at: datetime, now: datetime
+) -> bool:
+    """Record that the job is to be stopped from ``stop_at`` and copied (``resume`` does it); False when it was
+    recorded before: each job is stopped and copied once."""
+    details = {
+        "window": window,
+        "reservation": reservation,
+        "job": job_id,
+        "reason": reason,
+        "stop_at": stop_at.isoformat(),
+    }
+    return ledger.claim_action(f"requeue#{job_id}", status="claimed", details=details, now=now)
 
 
 def resume(*, ledger: Ledger, batch: Any, submit: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:

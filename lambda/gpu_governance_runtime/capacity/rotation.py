@@ -148,11 +148,12 @@ def reconcile(
     now: datetime,
     sharing: frozenset[str] = frozenset(),
     ecs: Any = None,
+    closing: bool = False,
 ) -> dict[str, Any]:
     """One step toward the wanted state for the window's consumer; what was found and done. A
     consumer whose window holds no block, now or before, and that this controller never moved is
     not read: nothing of the window's is in it. ``ecs`` tells which jobs run on a Batch compute environment
-    (``block_jobs``); a Batch consumer needs it."""
+    (``block_jobs``); a Batch consumer needs it. ``closing``: the active block takes no new job now (``fill.py``)."""
     # The blocks of the windows feeding the same consumer (requests drawing on a declared window) count as the window's own:
     # two reconciliations of one consumer, each seeing only its own blocks, would undo each other every run.
     owned = [replace(r, window=window.name) if r.window in sharing else r for r in owned]
@@ -162,7 +163,7 @@ def reconcile(
         return {**result, "state": "no block of the window yet"}
     try:
         if consumer["kind"] == "batch_compute_environment":
-            return {**result, **_batch(window, owned, dry_run, ec2, batch, ecs, ledger, now)}
+            return {**result, **_batch(window, owned, dry_run, ec2, batch, ecs, ledger, now, closing)}
         return {**result, **_node_group(window, owned, dry_run, ec2, eks, ledger, now)}
     except ConsumerRefused as error:  # set up so the step cannot work: reported every run until someone fixes it
         return {**result, "error": str(error), "retry": "next run"}
@@ -173,13 +174,13 @@ def reconcile(
         return {**result, "error": f"{code}: {error}", "retry": "next run"}
 
 
-def _batch(window, owned, dry_run, ec2, batch, ecs, ledger, now) -> dict[str, Any]:
+def _batch(window, owned, dry_run, ec2, batch, ecs, ledger, now, closing=False) -> dict[str, Any]:
     """Step the block compute environment toward the phase until it is there, or a step must wait
     (an infrastructure update under way) or fails; each step is recorded before and after."""
     did: list[str] = []
     drift: dict[str, Any] = {}
     for _ in range(len(BATCH_STEPS) + 1):
-        found, step = _batch_step(window, owned, ec2, batch, ecs, ledger, now)
+        found, step = _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing)
         drift = drift or {
             k: v for k, v in found.items() if k == "changed_by_someone_else"
         }  # as first read, before undoing it
@@ -213,10 +214,11 @@ BATCH_STEPS = (
     "enable it",
     "put it first in the job queue",
     "scale it to 0",
+    "close it: a waiting job would not finish before its instances end",
 )
 
 
-def _batch_step(window, owned, ec2, batch, ecs, ledger, now):
+def _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing=False):
     """What the block compute environment shows, and the next step toward the phase: None when in
     place, a reason to wait, or (description, action)."""
     consumer = window.consumer
@@ -244,7 +246,7 @@ def _batch_step(window, owned, ec2, batch, ecs, ledger, now):
     found = {
         "version": version["VersionNumber"],
         "launches_into": _named(current),
-        "wants": f"{_named(wanted)}, first in the job queue"
+        "wants": f"{_named(wanted)}, first in the job queue" + (", closing" if closing else "")
         if block is not None
         else f"{_named(wanted)} from its start at {upcoming.start:%H:%M} UTC, DISABLED until then"
         if upcoming is not None
@@ -300,7 +302,11 @@ def _batch_step(window, owned, ec2, batch, ecs, ledger, now):
         resources.get("maxvCpus") != size
     ):  # a scaling update alone (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html)
         return found, (f"scale it to {size} vCPUs", lambda: update(computeResources={"maxvCpus": size}))
-    if not enabled:
+    if (
+        closing and enabled
+    ):  # a DISABLED environment gets no new job; its running jobs go on [aws: batch.compute-environment-disabled]
+        return found, (BATCH_STEPS[6], lambda: update(state="DISABLED"))
+    if not enabled and not closing:
         return found, (BATCH_STEPS[3], lambda: update(state="ENABLED"))
     if not first:
         return found, (BATCH_STEPS[4], lambda: _order(batch, queue_arn, order, block_ce, first=True))

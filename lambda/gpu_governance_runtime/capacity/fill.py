@@ -1,0 +1,167 @@
+"""Fill a Batch window's Capacity Block while it runs (issue 40, item 3), every run from its start until it drains.
+
+Batch places each job on the first compute environment of the queue that can take it, and nothing finer: the
+controller cannot choose which job goes to the block. What it can do, with the calls the requeue already makes:
+
+- **Near the end, only what fits or checkpoints.** A job fits when its declared run time
+  (``timeout.attemptDurationSeconds``) ends before the block's instances do (30 minutes before its end); it
+  checkpoints when tagged ``gpu-governance:checkpointable=true``. A job Batch put on the block that does neither
+  would be cut when the instances end [aws: batch-ce.jobs-fail-with-block-instances]: it is stopped and requeued at
+  once (claimed here, stopped and copied by ``requeue.resume``), having run at most one schedule. And the block is
+  *closing* (the rotation DISABLEs it; running jobs go on [aws: batch.compute-environment-disabled]) while a waiting
+  job would do neither: its copy, and the job, then start elsewhere. A job that declares no run time is taken to fit.
+- **Waiting work first, then moves.** When the block has instances free and no job waits, jobs running on demand
+  that checkpoint are told (a ``Capacity Jobs Moving`` event), then stopped and copied from ``CHECKPOINT_TIME``
+  later; the copy goes to the queue, where the block comes first, and resumes from its checkpoint on the block
+  [aws: batch.job-queue-environment-order]. Only while the block runs ``MOVE_MIN_LEFT`` longer.
+
+Everything that stops a job goes through the requeue's ledger claims (``requeue#<job id>``: each job once, recorded
+before and after, a copy never submitted twice). In dry run the result only says what would be done.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..common.batch_copy import REASON_PREFIX, restartable
+from ..contract import CAPACITY_EVENT_SOURCE, TAG_CHECKPOINTABLE
+from . import market, requeue
+from .block_jobs import ON_AN_INSTANCE, RUNNING, block_instances, jobs_in, jobs_on
+from .ledger import Ledger
+from .planner import Reservation, Window
+
+MOVE_EVENT_TYPE = "Capacity Jobs Moving"
+# A job is moved onto a block only while the block's instances run at least this much longer: less, and the move's
+# checkpoint and restart cost more than the block gives before its own drain moves the job back.
+MOVE_MIN_LEFT = timedelta(hours=1)
+
+
+def checkpoints(job: dict[str, Any]) -> bool:
+    return (job.get("tags") or {}).get(TAG_CHECKPOINTABLE, "").lower() == "true"
+
+
+def _declared(job: dict[str, Any]) -> timedelta | None:
+    seconds = (job.get("timeout") or {}).get("attemptDurationSeconds")
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+def fits(job: dict[str, Any], *, starts: datetime, instances_end: datetime) -> bool:
+    """Whether the job, started at ``starts``, ends by its declared run time before the instances do."""
+    declared = _declared(job)
+    return declared is None or starts + declared <= instances_end
+
+
+def _started(job: dict[str, Any], now: datetime) -> datetime:
+    return datetime.fromtimestamp(job["startedAt"] / 1000, now.tzinfo) if job.get("startedAt") else now
+
+
+def fill(
+    *,
+    window: Window,
+    block: Reservation,
+    dry_run: bool,
+    ledger: Ledger,
+    ec2: Any,
+    ecs: Any,
+    batch: Any,
+    events: Any,
+    now: datetime,
+) -> dict[str, Any]:
+    """One run's look at the block: what to take off it, whether it is closing, what to move onto it."""
+    consumer = window.consumer
+    instances_end = block.end - market.TERMINATION_LEAD
+    on_block = jobs_on(
+        compute_environment=consumer["block_compute_environment"],
+        batch=batch,
+        ecs=ecs,
+        instance_ids=block_instances(ec2, block.id),
+        statuses=ON_AN_INSTANCE,
+    )
+    waiting = jobs_in(batch, [consumer["job_queue"]], ("RUNNABLE",))
+    handled = {details["job"] for _, _, details in ledger.actions("requeue#", requeue.OPEN_STATUSES)}
+    misplaced = [
+        j
+        for j in on_block
+        if not checkpoints(j)
+        and not fits(j, starts=_started(j, now), instances_end=instances_end)
+        and j["jobId"] not in handled
+    ]
+    unfit = [j for j in waiting if not checkpoints(j) and not fits(j, starts=now, instances_end=instances_end)]
+    result: dict[str, Any] = {
+        "window": window.name,
+        "capacity_reservation_id": block.id,
+        "on_block": len(on_block),
+        "closing": bool(misplaced or unfit),
+        **({"closing_for": sorted(j["jobId"] for j in misplaced + unfit)} if misplaced or unfit else {}),
+    }
+    free = block.count - len(on_block)
+    movable = []
+    if not result["closing"] and not waiting and free > 0 and instances_end - now >= MOVE_MIN_LEFT:
+        elsewhere = jobs_on(compute_environment=consumer["compute_environment"], batch=batch, ecs=ecs, statuses=RUNNING)
+        movable = sorted(
+            (j for j in elsewhere if checkpoints(j) and restartable(j) is None and j["jobId"] not in handled),
+            key=lambda j: (j.get("startedAt", 0), j["jobId"]),
+        )[:free]
+    if dry_run:
+        return {
+            **result,
+            "dry_run": True,
+            "would_take_off": [j["jobId"] for j in misplaced],
+            "would_move": [j["jobId"] for j in movable],
+        }
+    stop_at = now + requeue.CHECKPOINT_TIME
+    if movable:  # told first: a job stopped without it loses the work since its last checkpoint
+        events.put_events(
+            Entries=[
+                {
+                    "Source": CAPACITY_EVENT_SOURCE,
+                    "DetailType": MOVE_EVENT_TYPE,
+                    "Detail": json.dumps(
+                        {
+                            "window": window.name,
+                            "capacity_reservation_id": block.id,
+                            "jobs": [j["jobId"] for j in movable],
+                            "stop_at": stop_at.isoformat(),
+                        }
+                    ),
+                }
+            ]
+        )
+    ends = f"{instances_end:%Y-%m-%d %H:%M} UTC"
+    claimed = {
+        "taken_off": [
+            j["jobId"]
+            for j in misplaced
+            if requeue.claim(
+                ledger,
+                j["jobId"],
+                window=window.name,
+                reservation=block.id,
+                reason=(
+                    f"{REASON_PREFIX} placed on Capacity Block {block.id} of window {window.name}, whose instances end {ends}, "
+                    "before its declared run time ends, and it does not checkpoint; requeued to run elsewhere"
+                ),
+                stop_at=now,
+                now=now,
+            )
+        ],
+        "moving": [
+            j["jobId"]
+            for j in movable
+            if requeue.claim(
+                ledger,
+                j["jobId"],
+                window=window.name,
+                reservation=block.id,
+                reason=(
+                    f"{REASON_PREFIX} moved from on demand onto Capacity Block {block.id} of window {window.name} (it "
+                    "checkpoints); requeued as a new job"
+                ),
+                stop_at=stop_at,
+                now=now,
+            )
+        ],
+    }
+    return {**result, **claimed}
