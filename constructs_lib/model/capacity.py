@@ -41,6 +41,7 @@ MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
 # same instance costs on demand (docs/capacity.md, *Buying for yield*, says why half).
 DEFAULT_MIN_YIELD = Decimal("0.5")
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
+DEFAULT_BUY_AHEAD_DAYS = 14
 AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")]
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
 
@@ -188,7 +189,7 @@ class CapacityWindow(_Frozen):
     feeds: Feed
     max_price_per_instance_hour: Annotated[Decimal, Field(gt=0, max_digits=10, decimal_places=4)]
     budget: CapacityBudget
-    buy_ahead_days: Annotated[int, Field(ge=1, le=MAX_BUY_AHEAD_DAYS)] = 14
+    buy_ahead_days: Annotated[int, Field(ge=1, le=MAX_BUY_AHEAD_DAYS)] = DEFAULT_BUY_AHEAD_DAYS
     availability_zones: tuple[AvailabilityZone, ...] = ()
     prefer_extension: bool = True
     mode: Literal["dry_run", "approval", "auto"] = "dry_run"

@@ -134,3 +134,23 @@ def test_validate_and_capacity_plan_print_the_grid_for_every_window(tmp_path, ca
     out = capsys.readouterr().out
     assert "capacity window launch-load-test: 8 h of 4 x p5.48xlarge pay 24.0 h per instance" in out
     assert "least waste: ending at 11:30 UTC: its 8 h from 03:00 UTC" in out
+
+
+def test_a_page_now_is_covered_by_the_shortest_instant_block_not_one_a_day_longer():
+    """An occurrence that has begun (06:30 to 15:00) is searched for the days after which an instant block ends at an
+    11:30 that covers it (the 11:30 nearest its start plus the days asked): one day, a 29-hour block, not the 53-hour
+    one the two-day search found before issue 40."""
+    from gpu_governance_runtime.capacity import market
+
+    assert market.block_search_days(at(2, 6, 30), at(2, 15, 0), at(2, 6, 0)) == 1
+    assert market.shortest_block_days(at(2, 6, 30), at(2, 15, 0)) == 2  # what was searched before
+    assert market.block_search_days(at(10, 14, 0), at(10, 22, 0), NOW) == 1  # bought ahead: whole days from 11:30
+    from .simulated_month import BATCH, Market
+
+    page = replace(WORKSHOP, start=at(2, 6, 0), duration_hours=9, min_yield=Decimal(0), consumer=BATCH)
+    sim = Market(offerings=[], lag=timedelta(0), now=at(2, 6, 0))
+    controller.run(
+        windows=[page], ledger=in_memory_ledger(), capacity=sim.market, notify=lambda s, m: None, now=sim.now
+    )
+    (bought,) = sim.made
+    assert "-instant" in bought.offering.id and bought.offering.end == at(3)  # 06:25 to 11:30 the next day
