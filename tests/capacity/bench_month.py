@@ -14,7 +14,10 @@ import argparse
 import contextlib
 import io
 import time
+from datetime import datetime, timedelta
 
+from .builders import NOW
+from .offline_optimum import optimum, schedule
 from .simulated_month import BlockHours, Month, in_memory_ledger
 
 
@@ -52,10 +55,25 @@ def main() -> None:
         for hours in figures.values():
             total = total.add(hours)
         print(line("all blocks", total))
-        for declined in month.declined():
-            print(f"  declined {declined['occurrence']}: {declined['reason']}")
+        end = NOW + timedelta(days=args.days)
+        for declined in month.declined():  # recorded once per occurrence; the month's own, not those beyond it
+            if datetime.strptime(declined["occurrence"].split("@")[1], "%Y%m%dT%H%M%z") < end:
+                print(f"  declined {declined['occurrence']}: {declined['reason']}")
         print(
             f"  jobs lost with their instance: {len(month.lost_jobs)}; invariant violations: {month.check() or 'none'}"
+        )
+        needs = month.needs()
+        pools = {"on_demand": args.on_demand, "eks_on_demand": month.eks_on_demand}
+        chosen = optimum(month.jobs, needs, **pools, start=NOW, end=end)
+        best = sum(schedule(month.jobs, chosen, **pools, start=NOW, end=end).values())
+        controller = total.idle_waited + total.idle_none
+        print(
+            f"  offline optimum for the same {len(needs)} need(s): "
+            + "; ".join(f"{b.need}: {b.count} x {b.start:%m-%d %H:%M}-{b.end:%m-%d %H:%M} ({b.how})" for b in chosen)
+        )
+        print(
+            f"  idle block instance-hours: controller {controller:.1f}, offline optimum {best:.1f}"
+            + (f", ratio {controller / best:.2f}" if best else "")
         )
 
 

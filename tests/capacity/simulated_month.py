@@ -16,7 +16,7 @@ half the background ones checkpoint. The Batch consumer is the Batch model (test
 an on-demand compute environment and the window's block compute environment, moved by the real rotation (with
 throttled Batch calls); each job runs on an instance of its own, and a job on a block ends when the block's instances
 do. The node group's pods are played here: on the block's nodes while the rotation keeps it scaled up, else on an
-on-demand node group of the team's. A job that checkpoints does so every ``CHECKPOINT_EVERY`` of work and when told
+on-demand node group of the team's of ``eks_on_demand`` nodes, else pending. A job that checkpoints does so every ``CHECKPOINT_EVERY`` of work and when told
 (the drain and move events), and its copy resumes from there; one that does not starts again.
 
 Measured per block (``figures``): instance-hours paid; with a job on a block instance; of work cut at the block's end
@@ -36,7 +36,7 @@ import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from constructs_lib.model.capacity import DEFAULT_BUY_AHEAD_DAYS, DEFAULT_MIN_YIELD
@@ -50,6 +50,7 @@ from tests.aws_model.batch import REPLACED, BlockInstances, Clock, ClusterInstan
 from tests.aws_model.dynamodb import FakeDynamoDB
 
 from .builders import NOW, window
+from .offline_optimum import Need
 from .simulated_ec2 import FAULTS, Killed, SimulatedEc2
 from .stubbed_aws import CONTROLLER, TABLE
 from .workload import Job, demand
@@ -290,6 +291,7 @@ class Month:
     seed: int = 0
     load: float = 0.8  # background work on the Batch queue, as a share of its on-demand pool
     on_demand: int = 4  # instances of the Batch queue's on-demand compute environment
+    eks_on_demand: int = 2  # nodes of the team's on-demand node group (the node group's pods wait when it is full)
     fault_share: float = 0.3
     lag: timedelta = timedelta(minutes=10)
     runs: int = 0
@@ -593,9 +595,11 @@ class Month:
                 pod.left, pod.on = pod.saved, None
         for pod in (p for p in self.pods if not p.done and p.on is None):
             free = next((r for r, n in nodes.items() if sum(p.on == r for p in self.pods) < n), None)
-            if free is None and nodes:
-                break  # the pods prefer the block's nodes while there are some (a node affinity): they wait for them
-            pod.on = free or "on_demand"  # with no block up, the team's on-demand node group runs them
+            if free is None and sum(p.on == "on_demand" for p in self.pods) < self.eks_on_demand:
+                free = "on_demand"  # the team's on-demand node group takes what the block's nodes do not
+            if free is None:
+                break  # pending until a node frees up
+            pod.on = free
 
     def _work_pods(self, now) -> None:
         every = CHECKPOINT_EVERY.total_seconds()
@@ -617,7 +621,7 @@ class Month:
                 for j in self.batch.active.values()
                 if j["status"] == "RUNNABLE" or (j.get("_instance") and j["_environment"] == ON_DEMAND_CE)
             ),
-            "eks": sum(1 for p in self.pods if p.on == "on_demand"),
+            "eks": sum(1 for p in self.pods if not p.done and p.on in (None, "on_demand")),
         }
         for p in self.sim.made:
             o = p.offering
@@ -644,6 +648,31 @@ class Month:
         for p in self.sim.made:
             by_window[p.window] = by_window[p.window].add(self.hours[p.reservation_id])
         return dict(by_window)
+
+    def needs(self) -> list[Need]:
+        """What the controller bought capacity for, as far as it covered it: each bought window occurrence's or
+        request's hours while the blocks bought for it run (the offline optimum serves the same)."""
+        asked = {r.name: r for r, _ in requests.listed(self.ledger)}
+        spans: dict[str, tuple[str, int, datetime, datetime]] = {}
+        for p in self.sim.made:
+            usable = (p.offering.start, p.offering.end - market.TERMINATION_LEAD)
+            if p.window in asked:
+                r = asked[p.window]
+                hours = [(r.name, r.count, r.start, r.start + r.hours * HOUR)]
+            else:
+                w = self.declared[p.window]
+                step = timedelta(days=w.repeat_every_days or 1)
+                starts = [w.start + k * step for k in range(int((p.offering.end - w.start) / step) + 1)]
+                hours = [
+                    (f"{w.name}@{s:%Y%m%dT%H%MZ}", w.instance_count, s, s + w.duration_hours * HOUR)
+                    for s in (starts if w.repeat_every_days else [w.start])
+                ]
+            for name, count, begins, ends in hours:
+                served = (max(begins, usable[0]), min(ends, usable[1]))
+                if served[0] < served[1]:
+                    _, _, a, b = spans.get(name, (name, count, *served))
+                    spans[name] = (self._consumer(p.window), count, min(a, served[0]), max(b, served[1]))
+        return sorted((Need(name, *span) for name, span in spans.items()), key=lambda n: n.start)
 
     def declined(self) -> list[dict]:
         """What the controller did not buy for yield, with its reason (the ledger's records)."""

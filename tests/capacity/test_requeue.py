@@ -99,6 +99,8 @@ def test_the_job_checkpoints_after_the_warning_and_is_stopped_and_copied_once_on
     assert later(clients, ledger, STOP_TIME)["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     [(action, status, details)] = ledger.actions("requeue#", ("requeued",))
     assert (action, details["new_job"], details["reservation"]) == ("requeue#job-on-block", "job-copy", BLOCK)
+    # It does not checkpoint: all it did since it started (startedAt 1 ms after the epoch) is cut (issue 40).
+    assert details["cut_hours"] == round((STOP_TIME.timestamp() - 0.001) / 3600, 4)
     assert ENDS - timedelta(minutes=30) >= STOP_TIME  # before the instances terminate, 30 minutes before the end
     # The warning is delivered again: nothing is claimed, stopped or copied twice.
     discovery(stubs)
@@ -328,3 +330,14 @@ def test_the_stop_never_comes_before_the_signal_and_never_after_the_last_run():
     assert stop_time(ENDS, ENDS - timedelta(minutes=40)) == ENDS - timedelta(
         minutes=35
     )  # the warning alone: one run left
+
+
+def test_a_stopped_job_that_checkpoints_loses_nothing_one_that_does_not_all_it_did():
+    """The usage report's work cut at a block's end (issue 40): recorded by the stop."""
+    from gpu_governance_runtime.capacity.requeue import cut_hours
+    from gpu_governance_runtime.contract import TAG_CHECKPOINTABLE
+
+    started = {"startedAt": int((NOW - timedelta(hours=2, minutes=30)).timestamp() * 1000), "tags": {}}
+    assert cut_hours(started, NOW) == 2.5
+    assert cut_hours({**started, "tags": {TAG_CHECKPOINTABLE: "TRUE"}}, NOW) == 0.0  # told before it was stopped
+    assert cut_hours({"tags": {}}, NOW) == 0.0  # never started: nothing done

@@ -8,8 +8,9 @@ controller cannot choose which job goes to the block. What it can do, with the c
   checkpoints when tagged ``gpu-governance:checkpointable=true``. A job Batch put on the block that does neither
   would be cut when the instances end [aws: batch-ce.jobs-fail-with-block-instances]: it is stopped and requeued at
   once (claimed here, stopped and copied by ``requeue.resume``), having run at most one schedule. And the block is
-  *closing* (the rotation DISABLEs it; running jobs go on [aws: batch.compute-environment-disabled]) while a waiting
-  job would do neither: its copy, and the job, then start elsewhere. A job that declares no run time is taken to fit.
+  *closing* (the rotation DISABLEs it; running jobs go on [aws: batch.compute-environment-disabled]) while a job
+  Batch would place on a free instance next does neither (the oldest waiting ones, as many as it has free
+  instances): it, and a copy, then start elsewhere. A job that declares no run time is taken to fit.
 - **Waiting work first, then moves.** When the block has instances free and no job waits, jobs running on demand
   that checkpoint are told (a ``Capacity Jobs Moving`` event), then stopped and copied from ``CHECKPOINT_TIME``
   later; the copy goes to the queue, where the block comes first, and resumes from its checkpoint on the block
@@ -26,9 +27,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..common.batch_copy import REASON_PREFIX, restartable
-from ..contract import CAPACITY_EVENT_SOURCE, TAG_CHECKPOINTABLE
+from ..contract import CAPACITY_EVENT_SOURCE
 from . import market, requeue
-from .block_jobs import ON_AN_INSTANCE, RUNNING, block_instances, jobs_in, jobs_on
+from .block_jobs import ON_AN_INSTANCE, block_instances, container_instances, jobs_in
 from .ledger import Ledger
 from .planner import Reservation, Window
 
@@ -36,10 +37,6 @@ MOVE_EVENT_TYPE = "Capacity Jobs Moving"
 # A job is moved onto a block only while the block's instances run at least this much longer: less, and the move's
 # checkpoint and restart cost more than the block gives before its own drain moves the job back.
 MOVE_MIN_LEFT = timedelta(hours=1)
-
-
-def checkpoints(job: dict[str, Any]) -> bool:
-    return (job.get("tags") or {}).get(TAG_CHECKPOINTABLE, "").lower() == "true"
 
 
 def _declared(job: dict[str, Any]) -> timedelta | None:
@@ -72,36 +69,45 @@ def fill(
     """One run's look at the block: what to take off it, whether it is closing, what to move onto it."""
     consumer = window.consumer
     instances_end = block.end - market.TERMINATION_LEAD
-    on_block = jobs_on(
-        compute_environment=consumer["block_compute_environment"],
-        batch=batch,
-        ecs=ecs,
-        instance_ids=block_instances(ec2, block.id),
-        statuses=ON_AN_INSTANCE,
+    on_block_instances = container_instances(
+        ecs, batch, consumer["block_compute_environment"], block_instances(ec2, block.id)
     )
-    waiting = jobs_in(batch, [consumer["job_queue"]], ("RUNNABLE",))
+    on_demand_instances = container_instances(ecs, batch, consumer["compute_environment"])
+    queued = jobs_in(batch, [consumer["job_queue"]], ("RUNNABLE", *ON_AN_INSTANCE))
+    on_block = [j for j in queued if j.get("container", {}).get("containerInstanceArn") in on_block_instances]
+    on_demand = [
+        j
+        for j in queued
+        if j["status"] == "RUNNING" and j.get("container", {}).get("containerInstanceArn") in on_demand_instances
+    ]
+    waiting = [j for j in queued if j["status"] == "RUNNABLE"]
     handled = {details["job"] for _, _, details in ledger.actions("requeue#", requeue.OPEN_STATUSES)}
     misplaced = [
         j
         for j in on_block
-        if not checkpoints(j)
+        if not requeue.checkpoints(j)
         and not fits(j, starts=_started(j, now), instances_end=instances_end)
         and j["jobId"] not in handled
     ]
-    unfit = [j for j in waiting if not checkpoints(j) and not fits(j, starts=now, instances_end=instances_end)]
+    # Batch says not which waiting job it places next: taken as the oldest (a FIFO queue's order, and a fair-share
+    # queue's within a share), one for each free instance of the block.
+    free = block.count - len(on_block)
+    next_up = sorted(waiting, key=lambda j: (j.get("createdAt", 0), j["jobId"]))[: max(free, 0)]
+    unfit = [j for j in next_up if not requeue.checkpoints(j) and not fits(j, starts=now, instances_end=instances_end)]
     result: dict[str, Any] = {
         "window": window.name,
         "capacity_reservation_id": block.id,
+        "instances": block.count,
         "on_block": len(on_block),
+        "waiting": len(waiting),
+        "on_demand": len(on_demand),
         "closing": bool(misplaced or unfit),
         **({"closing_for": sorted(j["jobId"] for j in misplaced + unfit)} if misplaced or unfit else {}),
     }
-    free = block.count - len(on_block)
     movable = []
     if not result["closing"] and not waiting and free > 0 and instances_end - now >= MOVE_MIN_LEFT:
-        elsewhere = jobs_on(compute_environment=consumer["compute_environment"], batch=batch, ecs=ecs, statuses=RUNNING)
         movable = sorted(
-            (j for j in elsewhere if checkpoints(j) and restartable(j) is None and j["jobId"] not in handled),
+            (j for j in on_demand if requeue.checkpoints(j) and restartable(j) is None and j["jobId"] not in handled),
             key=lambda j: (j.get("startedAt", 0), j["jobId"]),
         )[:free]
     if dry_run:

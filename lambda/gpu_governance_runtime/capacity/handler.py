@@ -370,6 +370,9 @@ def process(
             tick_seconds=environment.tick_seconds,
             now=now,
         )
+        result["block_use"] = chargeback.publish_block_use(
+            result["fill"], tick_seconds=environment.tick_seconds, now=now
+        )
         if environment.team_spend:  # once a day, not every run (spend.py says why)
             result["spend"] = spend.publish_daily(
                 ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left

@@ -45,7 +45,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, describe, stopped_by_us, submit_once
-from ..contract import TAG_REQUEUED_FROM
+from ..contract import TAG_CHECKPOINTABLE, TAG_REQUEUED_FROM
 from . import market, rotation
 from .block_jobs import block_instances, jobs_on
 from .ledger import Ledger
@@ -210,6 +210,19 @@ def requeue(
     }
 
 
+def checkpoints(job: dict[str, Any]) -> bool:
+    """Whether the job's team tagged it as checkpointing: told before it is stopped, it loses nothing."""
+    return (job.get("tags") or {}).get(TAG_CHECKPOINTABLE, "").lower() == "true"
+
+
+def cut_hours(job: dict[str, Any], now: datetime) -> float:
+    """The work a job stopped now loses: none for one that checkpoints (it was told first, ``CHECKPOINT_TIME`` or more
+    before), else all it did since it started (the usage report's work cut at a block's end)."""
+    if checkpoints(job) or not job.get("startedAt"):
+        return 0.0
+    return round(max(0.0, now.timestamp() - job["startedAt"] / 1000) / 3600, 4)
+
+
 def claim(
     ledger: Ledger, job_id: str, *, window: str, reservation: str, reason: str, stop_at: datetime, now: datetime
 ) -> bool:
@@ -266,6 +279,7 @@ def _advance(
     if not stopped_by_us(job):
         if job["status"] in ("STARTING", "RUNNING") and status == "claimed":
             batch.terminate_job(jobId=old, reason=details["reason"])
+            details = {**details, "cut_hours": cut_hours(job, now)}
             ledger.record_action(action_id, status="terminated", details=details, now=now)
             (job,) = describe(batch, [old]) or (job,)
         if not stopped_by_us(job):  # SUCCEEDED, FAILED on its own, or gone: never copied
