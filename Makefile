@@ -60,6 +60,7 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/synth_scale.py
 	$(BIN)/python benchmarks/aws_scenarios.py
+	$(BIN)/python -m tests.capacity.bench_month --days 30 --seeds 0 1 2
 
 clean:
 	rm -rf cdk.out .pytest_cache .hypothesis

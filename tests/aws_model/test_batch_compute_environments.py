@@ -13,7 +13,8 @@ QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
 TEMPLATE = {"launchTemplateName": "gpu-p5", "version": "2"}
 
 
-def batch_with(strategy: str | None, *, block_holds: int | None = None) -> FakeBatch:
+def batch_with(strategy: str | None, *, block_holds=lambda batch: None) -> FakeBatch:
+    """``block_holds(batch)``: how many instances EC2 runs from the environment's launch template now."""
     batch = FakeBatch(Clock(now=0.0), capacity={})
     batch.add_compute_environment(
         CE,
@@ -21,7 +22,7 @@ def batch_with(strategy: str | None, *, block_holds: int | None = None) -> FakeB
         max_vcpus=2 * 192,
         launch_template=TEMPLATE,
         allocation_strategy=strategy,
-        launch_capacity=lambda template: block_holds,
+        launch_capacity=lambda template: block_holds(batch),
     )
     batch.add_job_queue(QUEUE, compute_environments=[CE])
     return batch
@@ -45,7 +46,7 @@ def test_best_fit_progressive_may_run_one_instance_past_max_vcpus_but_not_past_t
     """[aws: batch-ce.max-vcpus-overshoot]: one instance more than maxvCpus on demand; [aws:
     ec2-cb.launch-beyond-block-fails]: from a launch template into a block of 2, still 2."""
     for holds, running in ((None, 3), (2, 2)):
-        batch = batch_with("BEST_FIT_PROGRESSIVE", block_holds=holds)
+        batch = batch_with("BEST_FIT_PROGRESSIVE", block_holds=lambda batch, holds=holds: holds)
         for n in range(4):
             batch.add_job(jobName=f"j{n}", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="research")
         batch.advance(60)
@@ -62,17 +63,7 @@ def test_a_job_on_a_block_ends_with_the_blocks_instances_and_its_retry_strategy_
     job's instance came from (its Capacity Block's instances ended), the job ends FAILED as its host did, or goes back
     to RUNNABLE while its retry strategy has attempts left [aws: batch.retry-strategy-attempts]; it never works on.
     Fails on the model before issue 40, where such jobs ran on instances that no longer existed."""
-    ends = {"at": 3600.0}
-    batch = FakeBatch(Clock(now=0.0), capacity={})
-    batch.add_compute_environment(
-        CE,
-        vcpus_per_instance=192,
-        max_vcpus=2 * 192,
-        launch_template=TEMPLATE,
-        allocation_strategy="BEST_FIT_PROGRESSIVE",
-        launch_capacity=lambda template: 2 if batch.clock.now < ends["at"] else 0,
-    )
-    batch.add_job_queue(QUEUE, compute_environments=[CE])
+    batch = batch_with("BEST_FIT_PROGRESSIVE", block_holds=lambda batch: 2 if batch.clock.now < 3600.0 else 0)
     lost = batch.add_job(
         jobName="lost",
         jobQueue=QUEUE,

@@ -5,7 +5,7 @@ in all the instance-hours paid, with a job, cut at a block's end, idle while wor
 work; what was declined for yield; the invariants' findings; and, for each seed, the offline optimum for the same
 work and offerings beside it (tests/capacity/offline_optimum.py).
 
-    python -m tests.capacity.bench_month [--days 30] [--seeds 0 1 2] [--load 0.8] [--on-demand 4]
+    python -m tests.capacity.bench_month [--days 30] [--seeds 0 1 2] [--load 0.8] [--on-demand 4] [--min-yield 0]
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import argparse
 import contextlib
 import io
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from .builders import NOW
 from .offline_optimum import optimum, schedule
-from .simulated_month import BlockHours, Month, in_memory_ledger
+from .simulated_month import BlockHours, Month, in_memory_ledger, windows
 
 
 def line(name: str, h: BlockHours) -> str:
@@ -36,12 +38,23 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--load", type=float, default=0.8)
     parser.add_argument("--on-demand", type=int, default=4)
+    parser.add_argument(
+        "--min-yield", type=Decimal, help="every window's min_yield (default: the governance file's, 0.5)"
+    )
     args = parser.parse_args()
     for seed in args.seeds:
         started, cpu = time.perf_counter(), time.process_time()
         with contextlib.redirect_stdout(io.StringIO()):  # the controller's metric and log lines
+            declared = windows()
+            if args.min_yield is not None:
+                declared = [replace(w, min_yield=args.min_yield) for w in declared]
             month = Month(
-                ledger=in_memory_ledger(), days=args.days, seed=seed, load=args.load, on_demand=args.on_demand
+                ledger=in_memory_ledger(),
+                days=args.days,
+                seed=seed,
+                load=args.load,
+                on_demand=args.on_demand,
+                declared_windows=declared,
             ).play()
         print(
             f"seed {seed}: {args.days} simulated days, {month.runs} controller runs, {len(month.sim.made)} purchases, "

@@ -109,7 +109,7 @@ class World:
             tags={TAG_CHECKPOINTABLE: "true"} if checkpoints else {},
         )
 
-    def run(self, mode: str = "auto") -> dict:
+    def run(self, mode: str = "auto", *, closing: bool = False) -> dict:
         return reconcile(
             window=window(consumer=CONSUMER, mode=mode, instance_count=4),
             owned=self.blocks,
@@ -120,6 +120,7 @@ class World:
             eks=None,
             ledger=self.ledger,
             now=self.now,
+            closing=closing,
         )
 
     def until(self, moment: datetime, mode: str = "auto", step: float = STEP) -> list[dict]:

@@ -11,7 +11,6 @@ import pytest
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import fill, requeue
-from gpu_governance_runtime.capacity.rotation import reconcile
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
 from tests.aws_model.batch import BlockInstances, ClusterInstances
 
@@ -36,13 +35,11 @@ class Filled(World):
         super().__init__()
         self.events, self.fills = Events(), []
 
-    def tick(self, moment: datetime) -> None:
-        """Batch moves on to ``moment``, then one controller run (fill, rotation, requeue), then Batch places."""
-        self.batch.advance(moment.timestamp() - self.clock.now)
-        found = fill.fill(
+    def fill(self, *, dry_run: bool = False) -> dict:
+        return fill.fill(
             window=WINDOW,
             block=BLOCK,
-            dry_run=False,
+            dry_run=dry_run,
             ledger=self.ledger,
             ec2=BlockInstances(self.batch),
             ecs=ClusterInstances(self.batch),
@@ -50,19 +47,12 @@ class Filled(World):
             events=self.events,
             now=self.now,
         )
-        self.fills.append(found)
-        reconcile(
-            window=WINDOW,
-            owned=self.blocks,
-            dry_run=False,
-            ec2=self.ec2,
-            batch=self.batch,
-            ecs=ClusterInstances(self.batch),
-            eks=None,
-            ledger=self.ledger,
-            now=self.now,
-            closing=found["closing"],
-        )
+
+    def tick(self, moment: datetime) -> None:
+        """Batch moves on to ``moment``, then one controller run (fill, rotation, requeue), then Batch places."""
+        self.batch.advance(moment.timestamp() - self.clock.now)
+        self.fills.append(self.fill())
+        self.run(closing=self.fills[-1]["closing"])
         requeue.resume(ledger=self.ledger, batch=self.batch, submit=self.batch, now=self.now)
         self.batch.advance(0)
 
@@ -131,16 +121,7 @@ def test_in_dry_run_nothing_is_stopped_and_the_result_says_what_would_be(world):
     world.submit("moves", hours=20, declared=24, checkpoints=True)
     world.batch.advance(0)
     world.until(at(10, 11, 35), step=300.0)  # the rotation alone: the block open
-    found = fill.fill(
-        window=WINDOW,
-        block=BLOCK,
-        dry_run=True,
-        ledger=world.ledger,
-        ec2=BlockInstances(world.batch),
-        ecs=ClusterInstances(world.batch),
-        batch=world.batch,
-        events=world.events,
-        now=at(10, 11, 36),
-    )
+    world.batch.advance(at(10, 11, 36).timestamp() - world.clock.now)
+    found = world.fill(dry_run=True)
     assert found["dry_run"] and found["would_move"] == [world.batch.by_name["moves"][0]]
     assert world.ledger.actions("requeue#", requeue.OPEN_STATUSES) == [] and world.events.sent == []

@@ -11,15 +11,13 @@ import json
 import os
 from datetime import UTC, datetime
 
-import boto3
 import pytest
-from botocore.stub import ANY, Stubber
 
 from constructs_lib.cli import EXIT_OK, main
 from gpu_governance_runtime.capacity import chargeback
 from gpu_governance_runtime.contract import BLOCK_USE_DIMENSIONS, BLOCK_USE_METRICS, CAPACITY_NAMESPACE
 
-from .test_usage_report import ANY_SCAN, END, START, recorded_pages
+from .test_usage_report import ANY_SCAN, END, START, stubbed_clients
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -101,18 +99,7 @@ def requeue_item(job: str, status: str, cut: float | None) -> dict:
 
 @pytest.fixture
 def aws(monkeypatch):
-    from constructs_lib.model.loader import load_model
-
-    model = load_model(None)
-    cloudwatch, dynamodb = (
-        boto3.client("cloudwatch", region_name="us-east-1"),
-        boto3.client("dynamodb", region_name="us-east-1"),
-    )
-    cw_stub, db_stub = Stubber(cloudwatch), Stubber(dynamodb)
-    first, second = recorded_pages(model)
-    expected = {"MetricDataQueries": ANY, "StartTime": START, "EndTime": END, "ScanBy": "TimestampAscending"}
-    cw_stub.add_response("get_metric_data", first, expected)
-    cw_stub.add_response("get_metric_data", second, {**expected, "NextToken": "page-2"})
+    cw_stub, db_stub = stubbed_clients(monkeypatch)
     db_stub.add_response("scan", {"Items": [intent_item()], "Count": 1, "ScannedCount": 3}, ANY_SCAN)
     db_stub.add_response(
         "scan",
@@ -178,30 +165,24 @@ def aws(monkeypatch):
         },
         block_query,
     )
-    clients = {"cloudwatch": cloudwatch, "dynamodb": dynamodb}
-    monkeypatch.setattr(boto3, "client", lambda service, region_name=None: clients[service])
     with cw_stub, db_stub:
         yield
     cw_stub.assert_no_pending_responses()
     db_stub.assert_no_pending_responses()
 
 
+REPORT = ["usage", "report", "--example", "--from", "2026-11-01", "--to", "2026-12-01", "--ledger-table", "acme-ledger"]
+
+
+REPORT = ["usage", "report", "--example", "--from", "2026-11-01", "--to", "2026-12-01"]
+REPORT += ["--ledger-table", "acme-ledger"]
+
+
 def test_the_usage_report_gives_each_windows_blocks_by_the_jobs_on_them(aws, capsys):
     """Paid: 4 instances for the 48 hours; with a job, waited, no work: the controller's samples; cut: the requeue's
     records; not measured: what no scheduled run sampled (the 30 minutes before the end, when the instances are gone,
     and any run missed)."""
-    args = [
-        "usage",
-        "report",
-        "--example",
-        "--from",
-        "2026-11-01",
-        "--to",
-        "2026-12-01",
-        "--ledger-table",
-        "acme-ledger",
-    ]
-    assert main([*args, "--format", "json"]) == EXIT_OK
+    assert main([*REPORT, "--format", "json"]) == EXIT_OK
     (line,) = json.loads(capsys.readouterr().out)["blocks"]
     assert line == {
         "window": "launch-test",
@@ -216,18 +197,7 @@ def test_the_usage_report_gives_each_windows_blocks_by_the_jobs_on_them(aws, cap
 
 
 def test_the_markdown_report_has_a_blocks_table(aws, capsys):
-    args = [
-        "usage",
-        "report",
-        "--example",
-        "--from",
-        "2026-11-01",
-        "--to",
-        "2026-12-01",
-        "--ledger-table",
-        "acme-ledger",
-    ]
-    assert main(args) == EXIT_OK
+    assert main(REPORT) == EXIT_OK
     out = capsys.readouterr().out
     assert "## Capacity Blocks, by the jobs on them" in out
     assert "| launch-test | 1 | 192.00 | 150.00 | 1.50 | 10.00 | 20.00 | 12.00 |" in out

@@ -7,10 +7,11 @@ controller cannot choose which job goes to the block. What it can do, with the c
   (``timeout.attemptDurationSeconds``) ends before the block's instances do (30 minutes before its end); it
   checkpoints when tagged ``gpu-governance:checkpointable=true``. A job Batch put on the block that does neither
   would be cut when the instances end [aws: batch-ce.jobs-fail-with-block-instances]: it is stopped and requeued at
-  once (claimed here, stopped and copied by ``requeue.resume``), having run at most one schedule. And the block is
-  *closing* (the rotation DISABLEs it; running jobs go on [aws: batch.compute-environment-disabled]) while a job
-  Batch would place on a free instance next does neither (the oldest waiting ones, as many as it has free
-  instances): it, and a copy, then start elsewhere. A job that declares no run time is taken to fit.
+  once (claimed here, stopped and copied by ``requeue.resume``), having run at most one schedule; its copy goes
+  behind the jobs waiting, which may fit. The block is *closing* (the rotation DISABLEs it; running jobs go on
+  [aws: batch.compute-environment-disabled]) while the job Batch would place on a free instance next (the oldest
+  waiting) is such a copy: it then starts elsewhere, and no job is tried on the block twice. A job that declares no
+  run time is taken to fit.
 - **Waiting work first, then moves.** When the block has instances free and no job waits, jobs running on demand
   that checkpoint are told (a ``Capacity Jobs Moving`` event), then stopped and copied from ``CHECKPOINT_TIME``
   later; the copy goes to the queue, where the block comes first, and resumes from its checkpoint on the block
@@ -27,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..common.batch_copy import REASON_PREFIX, restartable
-from ..contract import CAPACITY_EVENT_SOURCE
+from ..contract import CAPACITY_EVENT_SOURCE, TAG_REQUEUED_FROM
 from . import market, requeue
 from .block_jobs import ON_AN_INSTANCE, block_instances, container_instances, jobs_in
 from .ledger import Ledger
@@ -90,10 +91,17 @@ def fill(
         and j["jobId"] not in handled
     ]
     # Batch says not which waiting job it places next: taken as the oldest (a FIFO queue's order, and a fair-share
-    # queue's within a share), one for each free instance of the block.
+    # queue's within a share). A job that would be cut is tried on the block once: taken off at the next run, its copy
+    # (tagged requeued-from) goes behind the others, and the block closes while that copy is next, so it runs elsewhere.
     free = block.count - len(on_block)
-    next_up = sorted(waiting, key=lambda j: (j.get("createdAt", 0), j["jobId"]))[: max(free, 0)]
-    unfit = [j for j in next_up if not requeue.checkpoints(j) and not fits(j, starts=now, instances_end=instances_end)]
+    next_up = sorted(waiting, key=lambda j: (j.get("createdAt", 0), j["jobId"]))[: 1 if free > 0 else 0]
+    unfit = [
+        j
+        for j in next_up
+        if TAG_REQUEUED_FROM in (j.get("tags") or {})
+        and not requeue.checkpoints(j)
+        and not fits(j, starts=now, instances_end=instances_end)
+    ]
     result: dict[str, Any] = {
         "window": window.name,
         "capacity_reservation_id": block.id,
@@ -136,38 +144,27 @@ def fill(
             ]
         )
     ends = f"{instances_end:%Y-%m-%d %H:%M} UTC"
-    claimed = {
-        "taken_off": [
+
+    def claimed(jobs: list[dict[str, Any]], reason: str, stop_at: datetime) -> list[str]:
+        """The jobs claimed for the requeue now (a job claimed before, by another run, is not again)."""
+        return [
             j["jobId"]
-            for j in misplaced
+            for j in jobs
             if requeue.claim(
-                ledger,
-                j["jobId"],
-                window=window.name,
-                reservation=block.id,
-                reason=(
-                    f"{REASON_PREFIX} placed on Capacity Block {block.id} of window {window.name}, whose instances end {ends}, "
-                    "before its declared run time ends, and it does not checkpoint; requeued to run elsewhere"
-                ),
-                stop_at=now,
-                now=now,
+                ledger, j["jobId"], window=window.name, reservation=block.id, reason=reason, stop_at=stop_at, now=now
             )
-        ],
-        "moving": [
-            j["jobId"]
-            for j in movable
-            if requeue.claim(
-                ledger,
-                j["jobId"],
-                window=window.name,
-                reservation=block.id,
-                reason=(
-                    f"{REASON_PREFIX} moved from on demand onto Capacity Block {block.id} of window {window.name} (it "
-                    "checkpoints); requeued as a new job"
-                ),
-                stop_at=stop_at,
-                now=now,
-            )
-        ],
-    }
-    return {**result, **claimed}
+        ]
+
+    taken_off = claimed(
+        misplaced,
+        f"{REASON_PREFIX} placed on Capacity Block {block.id} of window {window.name}, whose instances end {ends}, "
+        "before its declared run time ends, and it does not checkpoint; requeued to run elsewhere",
+        now,
+    )
+    moving = claimed(
+        movable,
+        f"{REASON_PREFIX} moved from on demand onto Capacity Block {block.id} of window {window.name} (it checkpoints); "
+        "requeued as a new job",
+        stop_at,
+    )
+    return {**result, "taken_off": taken_off, "moving": moving}

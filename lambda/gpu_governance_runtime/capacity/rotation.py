@@ -235,9 +235,8 @@ def _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing=False):
     enabled = environment.get("state") == "ENABLED"
     block = active_block(window, owned, now)
     upcoming = None if block is not None else upcoming_block(window, owned, now)
-    target = (
-        block or upcoming
-    )  # the block it should launch into: the active one, or the next, made ready before it starts
+    # The block it should launch into: the active one, or the next, made ready before it starts.
+    target = block or upcoming
     wanted = ("capacity-block", target.id) if target is not None else current
     # The block's vCPUs. BEST_FIT_PROGRESSIVE may run one instance past maxvCpus [aws: batch-ce.max-vcpus-overshoot]; from
     # a launch template into the block that launch finds no capacity and fails, never on demand
@@ -302,9 +301,8 @@ def _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing=False):
         resources.get("maxvCpus") != size
     ):  # a scaling update alone (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html)
         return found, (f"scale it to {size} vCPUs", lambda: update(computeResources={"maxvCpus": size}))
-    if (
-        closing and enabled
-    ):  # a DISABLED environment gets no new job; its running jobs go on [aws: batch.compute-environment-disabled]
+    # Closing: a DISABLED environment gets no new job; its running jobs go on [aws: batch.compute-environment-disabled].
+    if closing and enabled:
         return found, (BATCH_STEPS[6], lambda: update(state="DISABLED"))
     if not enabled and not closing:
         return found, (BATCH_STEPS[3], lambda: update(state="ENABLED"))
