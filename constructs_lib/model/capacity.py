@@ -37,8 +37,8 @@ from .base import (
 )
 
 MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
-# Below half, every hour the window uses costs more than twice the block's price per instance-hour: about what the
-# same instance costs on demand (docs/capacity.md, *Buying for yield*, says why half).
+# Below half, more of a block is idle by construction than used, and every hour the window uses costs more than twice
+# the block's price per instance-hour (docs/capacity.md, *Buying for yield*, says why half).
 DEFAULT_MIN_YIELD = Decimal("0.5")
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
 DEFAULT_BUY_AHEAD_DAYS = 14
