@@ -67,6 +67,7 @@ from gpu_governance_runtime.contract import (
     STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES,
     TAG_MANAGED_BY,
+    TAG_REQUEUED_FROM,
     raised_guarantees_parameter,
     team_training_plans_parameter,
 )
@@ -372,13 +373,17 @@ class CapacityController(GovernanceController):
                 ),
             ]
             # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
+            # A copy carries its original's tags and the requeue mark (common/batch_copy.py), which its
+            # submission and the tagging inside it must name: documented keys only [aws: batch-iam.tag-on-create-context].
+            copy = {"Null": {f"aws:RequestTag/{TAG_REQUEUED_FROM}": "false"}}
             requeue_statements = [
                 iam.PolicyStatement(actions=["ecs:ListContainerInstances"], resources=[arn("ecs", "cluster")]),
+                iam.PolicyStatement(actions=["batch:TerminateJob"], resources=[arn("batch", "job")]),
+                iam.PolicyStatement(actions=["batch:TagResource"], resources=[arn("batch", "job")], conditions=copy),
                 iam.PolicyStatement(
-                    actions=["batch:TerminateJob", "batch:TagResource"], resources=[arn("batch", "job")]
-                ),
-                iam.PolicyStatement(
-                    actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]
+                    actions=["batch:SubmitJob"],
+                    resources=[arn("batch", "job-queue"), arn("batch", "job-definition"), arn("batch", "job")],
+                    conditions=copy,
                 ),
             ]
         node_groups = sorted(
@@ -565,6 +570,7 @@ class CapacityController(GovernanceController):
                 "another's place.",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]",
+                "GpuGovernance-JobControlWithoutShare[Action::batch:TagResource]",
             )
 
     def _alarms(self, model: GovernanceModel) -> None:

@@ -7,6 +7,7 @@ Windows build on the model's base (``base.py``); the organisation (``organisatio
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -241,6 +242,26 @@ class CapacityWindow(_Frozen):
     def market(self) -> Literal["capacity_block", "training_plan"]:
         return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
 
+    def ended(self, now: datetime) -> bool:
+        """Whether the window is entirely in the past: one occurrence only, over by ``now``."""
+        return self.repeat_every_days is None and self.start + timedelta(hours=self.duration_hours) <= now
+
+    def summary(self, now: datetime) -> str:
+        """One line for `explain` and `audit`: what, when, for whom, how it is bought."""
+        start = self.start.strftime("%Y-%m-%d %H:%M %Z").strip()
+        when = (
+            f"every {self.repeat_every_days} days from {start}"
+            if self.repeat_every_days is not None
+            else f"from {start}"
+        )
+        feeds = f" into pool {self.feeds.pool}" if getattr(self.feeds, "pool", None) else f" ({self.feeds.kind})"
+        line = (
+            f"{self.instance_count} x {self.instance_type} for {self.duration_hours} h {when}, for team {self.team}"
+            f"{feeds}; {self.market.replace('_', ' ')}, mode {self.mode}, at most {self.max_price_per_instance_hour} "
+            f"per instance-hour, budget {self.budget.amount} per {self.budget.period}"
+        )
+        return line + ("; ENDED: entirely in the past, buys nothing" if self.ended(now) else "")
+
     def to_policy(self, model: OrganisationView) -> dict[str, Any]:
         """The window as the controller reads it (``gpu_governance_runtime.policy.read_policy``), its
         consumer completed from ``model`` with what the controller acts on (a pool's cluster ARN)."""
@@ -286,12 +307,21 @@ def tenant_driven(metric: str) -> str | None:
     return None
 
 
-def window_warnings(model: OrganisationView) -> list[str]:
-    """What `validate` warns of, deployable but worth a second look: an ``auto`` window buying
-    when an alarm on a metric tenants drive (pending jobs, queue depth) or publish goes off, so a
-    team buys capacity without anyone approving it; or an alarm that does not say what it watches."""
+def window_warnings(model: OrganisationView, now: datetime) -> list[str]:
+    """What `validate` warns of, deployable but worth a second look: a window entirely in the
+    past (it buys nothing; a one-off window that has happened may stay in the file); an ``auto``
+    window buying when an alarm on a metric tenants drive (pending jobs, queue depth) or publish
+    goes off, so a team buys capacity without anyone approving it; or an alarm that does not say
+    what it watches."""
     warnings = []
     for index, window in enumerate(model.capacity_windows):
+        if window.ended(now):
+            end = window.start + timedelta(hours=window.duration_hours)
+            warnings.append(
+                f"capacity_windows[{index}].start: window {window.name} ended at {end.isoformat()}, before now "
+                f"({now.isoformat(timespec='seconds')}) - it buys nothing; move start to the future, set "
+                "repeat_every_days, or remove it"
+            )
         if window.mode != "auto":
             continue
         for alarm_index, request in enumerate(window.alarm_requests):

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.backends.base import MIG_PROFILES
@@ -61,9 +61,13 @@ from .base import (
     _OrganisationProblems,
     account_of,
     aws_partition,
+    closest_setting,
+    governance_error_from,
     identity_center_role_patterns,
     library_role,
+    path_of,
     team_name_scopes,
+    without_settings,
 )
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types, known
@@ -757,7 +761,40 @@ class GovernanceModel(_Frozen):
                     )
                 ]
             )
-        return cls(**data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            # Unknown settings must not hide the checks across the file, which run only on a
+            # model whose every field is valid: validate again without them and report both.
+            first = governance_error_from(error, cls).problems
+            problems = list(first)
+            errors = error.errors(include_url=False)
+            unknown = [item["loc"] for item in errors if item["type"] == "extra_forbidden"]
+            missing = {path_of(item["loc"]) for item in errors if item["type"] == "missing"}
+            # a misspelt required setting (`capcity`) is read under its right name the second time
+            renamed = {
+                loc: close
+                for loc in unknown
+                if (close := closest_setting(cls, loc)) and path_of((*loc[:-1], close)) in missing
+            }
+            # "capacity: missing" beside "capcity: ... did you mean capacity?" says nothing more
+            moved = {path_of((*loc[:-1], close)) for loc, close in renamed.items()}
+            problems = [p for p in problems if not (p.wrong == "missing" and p.path in moved)]
+            if unknown:
+                # what the objects holding them say without them is a guess: left out (a misspelt
+                # `quota` would add "teams[0].quotas: no quota in any pool")
+                holders = tuple(f"{path_of(loc[:-1])}." if len(loc) > 1 else "" for loc in unknown)
+                try:
+                    cls.model_validate(without_settings(data, unknown, renamed))
+                except ValidationError as again:
+                    problems += governance_error_from(again, cls).problems
+                except _OrganisationProblems as again:
+                    problems += again.problems
+                kept = {str(p): p for p in problems if p in first or not _under(p.path, holders)}
+                problems = list(kept.values())
+            raise GovernanceError(problems) from None
+        except _OrganisationProblems as error:
+            raise GovernanceError(error.problems) from None
 
     def pool(self, name: str) -> AnyPool:
         return next(p for p in self.pools if p.name == name)
@@ -1587,3 +1624,8 @@ def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: s
         if name in seen:
             problems.append(Problem(path=f"{path}[{index}].name", wrong="duplicate name", value=name, allowed=allowed))
         seen.add(name)
+
+
+def _under(path: str, holders: tuple[str, ...]) -> bool:
+    """Whether ``path`` is inside one of ``holders`` (paths ending in a dot; "" is the whole file)."""
+    return any(holder == "" or f"{path}.".startswith(holder) for holder in holders)

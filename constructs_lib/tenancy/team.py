@@ -386,6 +386,7 @@ class TeamTenancy(Construct):
             "ecr:GetAuthorizationToken (a registry login; the repository ARNs limit what it pulls).",
         )
         self.member_policy = self._member_access(training_log_group, team_log_streams)
+        # SubmitServiceJob authorises the submitter's iam:PassRole for the payload's RoleArn [aws: batch-iam.submitter-pass-role]
         self.pass_role_policy = iam.ManagedPolicy(
             self,
             "PassTrainingRole",

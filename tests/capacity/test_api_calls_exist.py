@@ -51,6 +51,7 @@ CLIENT_NAMES = {
     "eks": "eks",
     "ecs": "ecs",
     "ssm": "ssm",
+    "sqs": "sqs",
     "table": "dynamodb",
     "ce": "ce",
     "submit": "batch",
