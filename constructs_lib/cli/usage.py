@@ -338,53 +338,52 @@ def _overlap_hours(a: datetime, b: datetime, start: datetime, end: datetime) -> 
 
 
 def block_lines(cloudwatch: Any, ledger: Any, bought: Iterable[Any], start: datetime, end: datetime) -> list[BlockLine]:
-    """Per window, its Capacity Blocks' instance-hours in the period: paid from the ledger's intents (a block's
-    instances times its hours in the period), the samples of the jobs on them (the capacity controller's
-    BLOCK_USE_METRICS per window and block, GetMetricData), and the work cut at their end (the requeue's ledger
-    records: the hours a job that does not checkpoint had run when the controller stopped it)."""
+    """Per window, its Capacity Blocks' instance-hours in the period: paid from the ledger's intents (a block's or an
+    extension's instances times its hours in the period; an extension keeps its block's id and window), the samples of
+    the jobs on them (the capacity controller's BLOCK_USE_METRICS per window and block, GetMetricData), and the work cut
+    at their end (the requeue's ledger records: the hours a job that does not checkpoint had run when the controller
+    stopped it)."""
     from gpu_governance_runtime.capacity.requeue import OPEN_STATUSES
 
-    blocks = [
-        i
-        for i in bought
-        if i.reservation_id
-        and i.offering.kind == "block"
-        and _overlap_hours(i.offering.start, i.offering.end, start, end)
-    ]
+    bought = [i for i in bought if i.reservation_id and i.offering.kind in ("block", "extension")]
+    # Each block's window: the one that bought it (its extensions are bought for the window whose block they extend).
+    window_of = {i.reservation_id: i.window for i in bought if i.offering.kind == "extension"}
+    window_of |= {i.reservation_id: i.window for i in bought if i.offering.kind == "block"}
+    paid: dict[str, float] = {}
+    for i in bought:
+        paid[i.reservation_id] = paid.get(i.reservation_id, 0.0) + i.offering.count * _overlap_hours(
+            i.offering.start, i.offering.end, start, end
+        )
+    blocks = sorted(r for r, hours in paid.items() if hours)
     if not blocks:
         return []
     wanted = {
-        f"b{n}m{m}": (
-            CAPACITY_NAMESPACE,
-            metric,
-            dict(zip(BLOCK_USE_DIMENSIONS, (i.window, i.reservation_id), strict=True)),
-        )
-        for n, i in enumerate(blocks)
+        f"b{n}m{m}": (CAPACITY_NAMESPACE, metric, dict(zip(BLOCK_USE_DIMENSIONS, (window_of[r], r), strict=True)))
+        for n, r in enumerate(blocks)
         for m, metric in enumerate(BLOCK_USE_METRICS)
     }
     sums = {query_id: sum(points.values()) for query_id, points in metric_sums(cloudwatch, wanted, start, end).items()}
-    window_of = {i.reservation_id: i.window for i in blocks}
     cut: dict[str, float] = {}
     for _, _, details in ledger.actions("requeue#", (*OPEN_STATUSES, "requeued")):
         stopped = datetime.fromisoformat(details.get("stop_at", start.isoformat()))
-        if details.get("reservation") in window_of and start <= stopped < end:
+        if details.get("reservation") in blocks and start <= stopped < end:
             window = window_of[details["reservation"]]
             cut[window] = cut.get(window, 0.0) + float(details.get("cut_hours", 0.0))
     lines = []
-    for window in sorted({i.window for i in blocks}):
-        mine = [(n, i) for n, i in enumerate(blocks) if i.window == window]
-        paid = sum(i.offering.count * _overlap_hours(i.offering.start, i.offering.end, start, end) for _, i in mine)
-        job, waited, idle = (sum(sums[f"b{n}m{m}"] for n, _ in mine) for m in range(len(BLOCK_USE_METRICS)))
+    for window in sorted({window_of[r] for r in blocks}):
+        mine = [n for n, r in enumerate(blocks) if window_of[r] == window]
+        hours = sum(paid[blocks[n]] for n in mine)
+        job, waited, idle = (sum(sums[f"b{n}m{m}"] for n in mine) for m in range(len(BLOCK_USE_METRICS)))
         lines.append(
             BlockLine(
                 window=window,
                 blocks=len(mine),
-                paid=round(paid, 2),
+                paid=round(hours, 2),
                 with_job=round(job, 2),
                 cut=round(cut.get(window, 0.0), 2),
                 idle_waited=round(waited, 2),
                 idle_no_work=round(idle, 2),
-                not_measured=round(max(paid - job - waited - idle, 0.0), 2),
+                not_measured=round(max(hours - job - waited - idle, 0.0), 2),
             )
         )
     return lines

@@ -5,6 +5,7 @@ block while a job that would be cut waits), then ``requeue.resume`` (stops and c
 shared model (tests/aws_model/batch.py), launch templates and the ledger moto's (the World of test_batch_block_queue)."""
 
 import json
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -35,10 +36,10 @@ class Filled(World):
         super().__init__()
         self.events, self.fills = Events(), []
 
-    def fill(self, *, dry_run: bool = False) -> dict:
+    def fill(self, *, dry_run: bool = False, block=BLOCK) -> dict:
         return fill.fill(
             window=WINDOW,
-            block=BLOCK,
+            block=block,
             dry_run=dry_run,
             ledger=self.ledger,
             ec2=BlockInstances(self.batch),
@@ -125,3 +126,11 @@ def test_in_dry_run_nothing_is_stopped_and_the_result_says_what_would_be(world):
     found = world.fill(dry_run=True)
     assert found["dry_run"] and found["would_move"] == [world.batch.by_name["moves"][0]]
     assert world.ledger.actions("requeue#", requeue.OPEN_STATUSES) == [] and world.events.sent == []
+
+
+def test_a_requests_block_is_read_for_the_consumers_window_and_measured_for_the_request(world):
+    """A request's block feeds its declared window's consumer: the fill (and closing) is the consumer window's, the
+    block's hours are published under the request that bought it (the window its ledger intent names)."""
+    world.until(at(10, 11, 35), step=300.0)
+    found = world.fill(dry_run=True, block=replace(BLOCK, window=f"{WINDOW.name}-r0eb236"))
+    assert (found["window"], found["block_window"]) == (WINDOW.name, f"{WINDOW.name}-r0eb236")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -26,6 +27,7 @@ BLOCK = "cr-0a1b2c3d4e5f60001"
 FOUND = {  # what fill.fill returned for the block on one scheduled run
     "window": "launch-test",
     "capacity_reservation_id": BLOCK,
+    "block_window": "launch-test",
     "instances": 4,
     "on_block": 2,
     "waiting": 1,
@@ -51,23 +53,37 @@ def test_a_scheduled_run_publishes_each_blocks_hours_by_the_jobs_on_it():
     assert published == [{"block_use": BLOCK, "window": "launch-test", **hours}]
 
 
-def intent_item() -> dict:
+def test_a_requests_block_is_published_under_the_request_that_bought_it():
+    """A request's block feeds its declared window's consumer (fill reads it for that window): its hours go under the
+    request's window, the one its ledger intent names and the usage report asks for."""
+    written = []
+    request_block = {**FOUND, "block_window": "launch-test-r0eb236"}
+    chargeback.publish_block_use(
+        [request_block], tick_seconds=300, now=datetime(2026, 11, 9, 12, 0, tzinfo=UTC), write=written.append
+    )
+    (record,) = written
+    assert (record["Window"], record["Reservation"]) == ("launch-test-r0eb236", BLOCK)
+
+
+def intent_item(kind: str = "block", start: str = "2026-11-09T11:30:00", days: int = 2) -> dict:
+    """The ledger's record of a purchased block (or an extension of it, which keeps the block's id)."""
+    begins = datetime.fromisoformat(start).replace(tzinfo=UTC)
     offering = {
-        "id": "cbo-1",
-        "kind": "block",
+        "id": f"cbo-{kind}",
+        "kind": kind,
         "instance_type": "p5.48xlarge",
         "count": 4,
         "availability_zone": "us-east-1a",
-        "start": "2026-11-09T11:30:00+00:00",
-        "end": "2026-11-11T11:30:00+00:00",
-        "duration_hours": 48,
+        "start": begins.isoformat(),
+        "end": (begins + timedelta(days=days)).isoformat(),
+        "duration_hours": 24 * days,
         "upfront_fee": "6038.40",
         "currency": "USD",
-        "reservation_id": None,
+        "reservation_id": BLOCK if kind == "extension" else None,
     }
     return {
-        "pk": {"S": "intent#launch-test-202611091400-1"},
-        "id": {"S": "launch-test-202611091400-1"},
+        "pk": {"S": f"intent#launch-test-{kind}"},
+        "id": {"S": f"launch-test-{kind}"},
         "window": {"S": "launch-test"},
         "occurrence": {"S": "launch-test@20261109T1400Z"},
         "period": {"S": "2026-11"},
@@ -99,8 +115,15 @@ def requeue_item(job: str, status: str, cut: float | None) -> dict:
 
 @pytest.fixture
 def aws(monkeypatch):
+    with report_aws(monkeypatch, [intent_item()]):
+        yield
+
+
+@contextmanager
+def report_aws(monkeypatch, intents: list[dict]):
+    """The report's calls: the ledger's intents and requeue records, then one GetMetricData for the block's samples."""
     cw_stub, db_stub = stubbed_clients(monkeypatch)
-    db_stub.add_response("scan", {"Items": [intent_item()], "Count": 1, "ScannedCount": 3}, ANY_SCAN)
+    db_stub.add_response("scan", {"Items": intents, "Count": len(intents), "ScannedCount": 3}, ANY_SCAN)
     db_stub.add_response(
         "scan",
         {
@@ -171,17 +194,14 @@ def aws(monkeypatch):
     db_stub.assert_no_pending_responses()
 
 
-REPORT = ["usage", "report", "--example", "--from", "2026-11-01", "--to", "2026-12-01", "--ledger-table", "acme-ledger"]
-
-
 REPORT = ["usage", "report", "--example", "--from", "2026-11-01", "--to", "2026-12-01"]
 REPORT += ["--ledger-table", "acme-ledger"]
 
 
 def test_the_usage_report_gives_each_windows_blocks_by_the_jobs_on_them(aws, capsys):
     """Paid: 4 instances for the 48 hours; with a job, waited, no work: the controller's samples; cut: the requeue's
-    records; not measured: what no scheduled run sampled (the 30 minutes before the end, when the instances are gone,
-    and any run missed)."""
+    records; not measured: what no scheduled run sampled (the block's last 45 minutes, from the drain on, and any run
+    missed)."""
     assert main([*REPORT, "--format", "json"]) == EXIT_OK
     (line,) = json.loads(capsys.readouterr().out)["blocks"]
     assert line == {
@@ -201,3 +221,18 @@ def test_the_markdown_report_has_a_blocks_table(aws, capsys):
     out = capsys.readouterr().out
     assert "## Capacity Blocks, by the jobs on them" in out
     assert "| launch-test | 1 | 192.00 | 150.00 | 1.50 | 10.00 | 20.00 | 12.00 |" in out
+
+
+def test_an_extension_adds_its_hours_to_its_blocks(monkeypatch, capsys):
+    """An extension keeps its block's id: its day is paid on the same block, whose samples are read once."""
+    with report_aws(monkeypatch, [intent_item(), intent_item("extension", start="2026-11-11T11:30:00", days=1)]):
+        assert main([*REPORT, "--format", "json"]) == EXIT_OK
+    (line,) = json.loads(capsys.readouterr().out)["blocks"]
+    assert (line["blocks"], line["paid"], line["with_job"], line["not_measured"]) == (1, 288.0, 150.0, 108.0)
+
+
+def test_the_csv_report_gives_the_blocks_a_section_with_its_own_header(aws, capsys):
+    assert main([*REPORT, "--format", "csv"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index("record,window,blocks,paid,with_job,cut,idle_waited,idle_no_work,not_measured")
+    assert lines[header + 1 :] == ["block,launch-test,1,192.0,150.0,1.5,10.0,20.0,12.0"]

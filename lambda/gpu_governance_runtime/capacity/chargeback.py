@@ -166,7 +166,8 @@ def publish_block_use(
             BLOCK_IDLE_WAITING_HOURS: waited * hours,
             BLOCK_IDLE_HOURS: (idle - waited) * hours,
         }
-        dimensions = (found["window"], found["capacity_reservation_id"])
+        # By the window that bought the block, as the ledger knows it (the usage report reads it by its intents).
+        dimensions = (found["block_window"], found["capacity_reservation_id"])
         (write or log.write)(
             metrics.document(
                 CAPACITY_NAMESPACE,
@@ -175,7 +176,7 @@ def publish_block_use(
                 timestamp=now.timestamp(),
             )
         )
-        published.append({"block_use": found["capacity_reservation_id"], "window": found["window"], **values})
+        published.append({"block_use": found["capacity_reservation_id"], "window": found["block_window"], **values})
     return published
 
 

@@ -105,6 +105,7 @@ def fill(
     result: dict[str, Any] = {
         "window": window.name,
         "capacity_reservation_id": block.id,
+        "block_window": block.window,  # the window that bought it: a request's block feeds its declared window's consumer
         "instances": block.count,
         "on_block": len(on_block),
         "waiting": len(waiting),
