@@ -97,7 +97,8 @@ def test_a_declined_occurrence_is_recorded_and_told_once_and_bought_once_a_cover
 
 
 def test_the_grid_shows_what_a_window_pays_as_declared_and_the_placement_that_wastes_least():
-    declared, instant = grid.placements(WORKSHOP)
+    declared, ahead, instant = grid.placements(WORKSHOP)
+    assert ahead.paid_hours == declared.paid_hours  # 14:00 to 22:00 crosses no 11:30: moving it saves nothing
     assert (declared.start, declared.end, declared.idle_share) == (at(10), at(11), Decimal(2) / 3)
     # The same 8 hours ending 30 minutes before 11:30 UTC, asked for as they start: an instant block of 8 h 30 min.
     assert (instant.start, instant.end) == (at(11, 3, 0), at(11)) and round(instant.idle_share, 6) == round(
@@ -114,6 +115,22 @@ def test_the_grid_shows_what_a_window_pays_as_declared_and_the_placement_that_wa
     plan_window = replace(WORKSHOP, market="training_plan", consumer={"kind": "sagemaker_training_jobs"})
     (only,) = grid.placements(plan_window)  # searched in the window's hours: nothing to move
     assert only.paid_hours == 8 and only.idle_share == Decimal("0.0625")
+
+
+def test_a_window_crossing_11_30_is_offered_the_same_hours_from_11_30_bought_ahead():
+    """06:00 to 14:00 pays two whole days as declared (11:30 the day before to 11:30 the day after); from 11:30 the
+    same 8 hours pay one, still bought ahead. The instant block wastes least, but may not be there: both are shown.
+    Fails before: only the instant block was offered."""
+    crossing = replace(WORKSHOP, start=at(10, 6, 0))
+    declared, ahead, _ = grid.placements(crossing)
+    assert (declared.paid_hours, ahead.paid_hours) == (48, 24) and (ahead.start, ahead.end) == (at(10), at(11))
+    assert grid.report(crossing) == (
+        "capacity window launch-load-test: 8 h of 4 x p5.48xlarge pay 48.0 h per instance as declared (06:00 UTC): 2 "
+        "whole day(s) from 11:30 UTC: 83 % idle built in; least waste: ending at 11:30 UTC: its 8 h from 03:00 UTC, "
+        "asked for when they start (`capacity request --start now`, or an alarm: an instant block), 6 % idle; bought "
+        "ahead: starting at 11:30 UTC: its 8 h from 11:30 UTC, 1 whole day(s) bought ahead, 67 % idle (below min_yield "
+        "50 %: an auto window does not buy that)"
+    )
 
 
 @pytest.mark.parametrize("command", [["validate"], ["capacity", "plan", "--offerings", "OFFERINGS"]])

@@ -28,6 +28,7 @@ class Placement:
     start: datetime
     end: datetime
     used_hours: Decimal
+    bought_ahead: bool = True  # False: an instant block, searched for when the hours start and maybe not there
 
     @property
     def paid_hours(self) -> Decimal:
@@ -64,6 +65,17 @@ def placements(window: Window) -> tuple[Placement, ...]:
         end=block_start + days * DAY,
         used_hours=Decimal(window.duration_hours),
     )
+    # The same hours moved to start at 11:30 UTC on the start's day, bought ahead like the declared ones: fewer whole days
+    # for a window that crosses 11:30 (06:00 to 14:00 pays two days as declared, one from 11:30).
+    moved = market.utc(start).replace(hour=11, minute=30, second=0, microsecond=0)
+    moved_days = math.ceil((length + lead) / DAY)
+    moved_days = next((d for d in market.ALLOWED_DURATION_DAYS if d >= moved_days), moved_days)
+    ahead = Placement(
+        how=f"starting at 11:30 UTC: its {window.duration_hours} h from 11:30 UTC, {moved_days} whole day(s) bought ahead",
+        start=moved,
+        end=moved + moved_days * DAY,
+        used_hours=Decimal(window.duration_hours),
+    )
     # The same hours ending 30 minutes before an 11:30 UTC, bought when they start: an instant block that ends there.
     ends = market.next_block_end(start + length + lead)
     instant = Placement(
@@ -74,8 +86,9 @@ def placements(window: Window) -> tuple[Placement, ...]:
         start=ends - length - lead,
         end=ends,
         used_hours=Decimal(window.duration_hours),
+        bought_ahead=False,
     )
-    return (declared, instant)
+    return (declared, ahead, instant)
 
 
 def percent(share: Decimal) -> str:
@@ -83,7 +96,8 @@ def percent(share: Decimal) -> str:
 
 
 def report(window: Window) -> str:
-    """One line: what the window pays as declared, and the placement that wastes least."""
+    """One line: what the window pays as declared, the placement that wastes least, and the one bought ahead that
+    wastes least when that one is an instant block."""
     declared, *others = placements(window)
     line = (
         f"capacity window {window.name}: {window.duration_hours} h of {window.instance_count} x {window.instance_type} "
@@ -92,6 +106,14 @@ def report(window: Window) -> str:
     best = min(others, key=lambda p: p.idle_share, default=None)
     if best is not None and best.idle_share < declared.idle_share:
         line += f"; least waste: {best.how}, {percent(best.idle_share)} idle"
+    # Bought ahead, capacity is sold before the hours come; an instant block may not be there when they do.
+    ahead = min(
+        (p for p in others if p.bought_ahead and p.paid_hours < declared.paid_hours),
+        key=lambda p: p.idle_share,
+        default=None,
+    )
+    if ahead is not None and ahead is not best:
+        line += f"; bought ahead: {ahead.how}, {percent(ahead.idle_share)} idle"
     if 1 - declared.idle_share < window.min_yield:
         line += f" (below min_yield {percent(window.min_yield)}: an auto window does not buy that)"
     return line
