@@ -150,19 +150,7 @@ def run(
         spent={w.name: ledger.spent(w, now) for w in windows.values()},
         now=now,
     )
-    covers: dict[str, list[Purchase]] = {}
-    for purchase in result.purchases:
-        covers.setdefault(purchase.occurrence.key, []).append(purchase)
-    for key, pieces in covers.items():
-        window = windows[pieces[0].window]
-        if window.mode == "approval":
-            for purchase in pieces:
-                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
-        elif window.mode == "auto":
-            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
-    for declined in result.declined:
-        if windows[declined.window].mode == "auto":
-            log.step(f"occurrence {declined.occurrence.key}", lambda: _record_declined(declined, ledger, notify, now))
+    _act_on(result, windows, ctx)
     uncovered = [(u.occurrence.key, u.reason) for u in result.uncovered] + log.uncovered
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
@@ -182,6 +170,24 @@ def run(
         deferred=tuple(log.deferred),
         errors=tuple(log.errors),
     )
+
+
+def _act_on(result: Plan, windows: dict[str, Window], ctx: _Run) -> None:
+    """Each occurrence's cover bought (auto) or asked for (approval), and each declined one recorded (auto)."""
+    log, ledger, notify, now = ctx.log, ctx.ledger, ctx.notify, ctx.now
+    covers: dict[str, list[Purchase]] = {}
+    for purchase in result.purchases:
+        covers.setdefault(purchase.occurrence.key, []).append(purchase)
+    for key, pieces in covers.items():
+        window = windows[pieces[0].window]
+        if window.mode == "approval":
+            for purchase in pieces:
+                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
+        elif window.mode == "auto":
+            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
+    for declined in result.declined:
+        if windows[declined.window].mode == "auto":
+            log.step(f"occurrence {declined.occurrence.key}", lambda: _record_declined(declined, ledger, notify, now))
 
 
 def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservation]:

@@ -68,6 +68,67 @@ def fill(
     now: datetime,
 ) -> dict[str, Any]:
     """One run's look at the block: what to take off it, whether it is closing, what to move onto it."""
+    result, misplaced, movable = _look(
+        window=window, block=block, ledger=ledger, ec2=ec2, ecs=ecs, batch=batch, now=now
+    )
+    if dry_run:
+        return {
+            **result,
+            "dry_run": True,
+            "would_take_off": [j["jobId"] for j in misplaced],
+            "would_move": [j["jobId"] for j in movable],
+        }
+    instances_end = block.end - market.TERMINATION_LEAD
+    stop_at = now + requeue.CHECKPOINT_TIME
+    if movable:  # told first: a job stopped without it loses the work since its last checkpoint
+        events.put_events(
+            Entries=[
+                {
+                    "Source": CAPACITY_EVENT_SOURCE,
+                    "DetailType": MOVE_EVENT_TYPE,
+                    "Detail": json.dumps(
+                        {
+                            "window": window.name,
+                            "capacity_reservation_id": block.id,
+                            "jobs": [j["jobId"] for j in movable],
+                            "stop_at": stop_at.isoformat(),
+                        }
+                    ),
+                }
+            ]
+        )
+    ends = f"{instances_end:%Y-%m-%d %H:%M} UTC"
+
+    def claimed(jobs: list[dict[str, Any]], reason: str, stop_at: datetime) -> list[str]:
+        """The jobs claimed for the requeue now (a job claimed before, by another run, is not again)."""
+        return [
+            j["jobId"]
+            for j in jobs
+            if requeue.claim(
+                ledger, j["jobId"], window=window.name, reservation=block.id, reason=reason, stop_at=stop_at, now=now
+            )
+        ]
+
+    taken_off = claimed(
+        misplaced,
+        f"{REASON_PREFIX} placed on Capacity Block {block.id} of window {window.name}, whose instances end {ends}, "
+        "before its declared run time ends, and it does not checkpoint; requeued to run elsewhere",
+        now,
+    )
+    moving = claimed(
+        movable,
+        f"{REASON_PREFIX} moved from on demand onto Capacity Block {block.id} of window {window.name} (it checkpoints); "
+        "requeued as a new job",
+        stop_at,
+    )
+    return {**result, "taken_off": taken_off, "moving": moving}
+
+
+def _look(
+    *, window: Window, block: Reservation, ledger: Ledger, ec2: Any, ecs: Any, batch: Any, now: datetime
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the block and its queue show: the run's findings, the jobs on it that would be cut (to take off), and the
+    jobs on demand that checkpoint to move onto its free instances."""
     consumer = window.consumer
     instances_end = block.end - market.TERMINATION_LEAD
     on_block_instances = container_instances(
@@ -119,53 +180,4 @@ def fill(
             (j for j in on_demand if requeue.checkpoints(j) and restartable(j) is None and j["jobId"] not in handled),
             key=lambda j: (j.get("startedAt", 0), j["jobId"]),
         )[:free]
-    if dry_run:
-        return {
-            **result,
-            "dry_run": True,
-            "would_take_off": [j["jobId"] for j in misplaced],
-            "would_move": [j["jobId"] for j in movable],
-        }
-    stop_at = now + requeue.CHECKPOINT_TIME
-    if movable:  # told first: a job stopped without it loses the work since its last checkpoint
-        events.put_events(
-            Entries=[
-                {
-                    "Source": CAPACITY_EVENT_SOURCE,
-                    "DetailType": MOVE_EVENT_TYPE,
-                    "Detail": json.dumps(
-                        {
-                            "window": window.name,
-                            "capacity_reservation_id": block.id,
-                            "jobs": [j["jobId"] for j in movable],
-                            "stop_at": stop_at.isoformat(),
-                        }
-                    ),
-                }
-            ]
-        )
-    ends = f"{instances_end:%Y-%m-%d %H:%M} UTC"
-
-    def claimed(jobs: list[dict[str, Any]], reason: str, stop_at: datetime) -> list[str]:
-        """The jobs claimed for the requeue now (a job claimed before, by another run, is not again)."""
-        return [
-            j["jobId"]
-            for j in jobs
-            if requeue.claim(
-                ledger, j["jobId"], window=window.name, reservation=block.id, reason=reason, stop_at=stop_at, now=now
-            )
-        ]
-
-    taken_off = claimed(
-        misplaced,
-        f"{REASON_PREFIX} placed on Capacity Block {block.id} of window {window.name}, whose instances end {ends}, "
-        "before its declared run time ends, and it does not checkpoint; requeued to run elsewhere",
-        now,
-    )
-    moving = claimed(
-        movable,
-        f"{REASON_PREFIX} moved from on demand onto Capacity Block {block.id} of window {window.name} (it checkpoints); "
-        "requeued as a new job",
-        stop_at,
-    )
-    return {**result, "taken_off": taken_off, "moving": moving}
+    return result, misplaced, movable
