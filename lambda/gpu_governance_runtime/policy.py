@@ -326,6 +326,7 @@ class _Reader:
             ),
             "max_price_per_instance_hour": lambda v, p: self.amount(v, p, positive=True),
             "budget": lambda v, p: self.amount(v, p, positive=False),
+            "min_yield": lambda v, p: self.amount(v, p, positive=False, most=Decimal(1)),
             "start": self.timestamp,
             "consumer": self.consumer,
             "alarm_requests": self.alarm_requests,
@@ -352,13 +353,19 @@ class _Reader:
         if value not in allowed:
             self.problems.append(f"{path}: {value!r} - one of {', '.join(allowed)}")
 
-    def amount(self, value: Any, path: str, *, positive: bool) -> None:
-        allowed = "a decimal string " + ("> 0" if positive else ">= 0")
+    def amount(self, value: Any, path: str, *, positive: bool, most: Decimal | None = None) -> None:
+        allowed = "a decimal string " + ("> 0" if positive else ">= 0") + ("" if most is None else f" and <= {most}")
         try:
             number = Decimal(value) if isinstance(value, str) else None
         except InvalidOperation:
             number = None
-        if number is None or not number.is_finite() or number < 0 or (positive and number == 0):
+        if (
+            number is None
+            or not number.is_finite()
+            or number < 0
+            or (positive and number == 0)
+            or (most is not None and number > most)
+        ):
             self.problems.append(f"{path}: {value!r} - {allowed}")
 
     def timestamp(self, value: Any, path: str) -> None:
