@@ -258,11 +258,15 @@ class BatchFairShareAdapter:
         try:  # Batch keeps at most 1024 characters of reason
             self.batch.terminate_job(jobId=preemption.job_id, reason=f"{REASON_PREFIX} {preemption.reason}"[:1024])
         except ClientError as error:
-            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500:
+            answer = error.response.get("ResponseMetadata", {})
+            # A 5xx may follow a stop, and so may a refusal the SDK got after retrying: botocore reports the last
+            # attempt's error only, and an earlier attempt whose answer was lost may have stopped the job. Either
+            # leaves the action open (TERMINATING): the next tick reads the job and brings it back if it stopped.
+            if answer.get("HTTPStatusCode", 400) >= 500 or answer.get("RetryAttempts", 0):
                 raise
             return ActionResult(
                 job_id=preemption.job_id, outcome=FAILED, detail=str(error)
-            )  # refused (throttled): nothing stopped
+            )  # refused at the first request (throttled): nothing stopped
         progress(TERMINATED)
         return self._bring_back(current, None, progress)
 
@@ -372,7 +376,9 @@ class BatchQuotaShareObserver:
 
     def read(self, now: float) -> PoolState:
         self.preemptions_seen = {}
-        snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
+        snapshot = self.batch.get_job_queue_snapshot(
+            jobQueue=self.job_queue
+        )  # [aws: batch.job-queue-snapshot-quota-shares]
         utilization = (
             snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
         )

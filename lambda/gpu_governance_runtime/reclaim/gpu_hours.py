@@ -7,7 +7,8 @@ pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick
    most once per tick: the ledger's counter keeps the last tick counted and refuses an older or
    the same one (a retried or duplicated invocation, a concurrent run);
 2. at 80 % of the limit one ``GPU-hour limit`` event (EventBridge, ``RECLAIM_EVENT_SOURCE``) per
-   team and period: claimed in the ledger before it is sent, so it is sent once;
+   team and period: claimed in the ledger before it is sent and recorded sent after, so it is sent
+   once, or (a tick that died between the two) once more by a later tick;
 3. at 100 % the team's admission switch is turned off, as a paused team's is: the Batch quota
    share's ``state`` DISABLED, which refuses new jobs but lets the jobs already submitted start and
    finish [aws: batch.quota-share-disabled], or the HyperPod compute quota's ``ActivationState``
@@ -99,6 +100,7 @@ class ComputeQuotaSwitch:
 
     def set(self, enabled: bool) -> None:
         # the version read: a change made since is refused (and read again next tick), not overwritten
+        # [aws: hyperpod.compute-quota-target-version]
         self.sagemaker.update_compute_quota(
             ComputeQuotaId=self._described["ComputeQuotaId"],
             TargetVersion=self._described["ComputeQuotaVersion"],
@@ -297,6 +299,7 @@ def _notice(
     except (ClientError, BotoCoreError):
         ledger.release_once(key)  # not sent: the next tick sends it
         raise
+    ledger.done_once(key)
     return "sent"
 
 
@@ -359,7 +362,8 @@ def _switch(
 
 
 def event_sender(events: Any) -> Callable[[Mapping[str, Any]], None]:
-    """Sends a team's 80 % notice to the account's default event bus, as the capacity controller sends its events."""
+    """Sends a team's 80 % notice to the account's default event bus, as the capacity controller sends its events.
+    An entry EventBridge failed is reported in the answer, not raised [aws: events.put-events-each-entry]: raised here."""
 
     def send(detail: Mapping[str, Any]) -> None:
         answer = events.put_events(

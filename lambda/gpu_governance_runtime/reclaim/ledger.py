@@ -19,6 +19,7 @@ until the next tick reads its outcome back.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -194,23 +195,45 @@ class Ledger:
             return float(self.table.get_item(Key=key, ConsistentRead=True)["Item"]["used"])
 
     def claim_once(self, key: str, *, now: float) -> bool:
-        """True the first time ``key`` is claimed (a notice to send once), and again only after
-        :meth:`release_once` (it was not sent); False otherwise."""
+        """True when this tick may do ``key`` (a notice to send once, then :meth:`done_once`): the first
+        time, after :meth:`release_once` (it was not sent), or when the tick that claimed it never
+        recorded it done and is gone (``FUNCTION_TIMEOUT_SECONDS``: it died between the claim and the
+        send, or before recording the send, so the notice goes at least once, rarely twice). Each
+        claim carries its own token: the SDK's resend of this very request after its answer was lost
+        finds its own claim and is True, where it was refused as another tick's. A claim made before
+        the token existed (an old item) counts as sent."""
+        token = uuid.uuid4().hex
         try:
             self.table.put_item(
                 Item={
                     "action_id": key,
                     "status": CLAIMED,
                     "claimed_at": int(now),
+                    "claim_token": token,
                     "expires_at": int(now) + PERIOD_RETENTION_SECONDS,
                 },
-                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed",
+                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed OR claim_token = :token"
+                " OR (#status = :claimed AND claimed_at < :stale AND attribute_exists(claim_token))",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":failed": FAILED},
+                ExpressionAttributeValues={
+                    ":failed": FAILED,
+                    ":claimed": CLAIMED,
+                    ":token": token,
+                    ":stale": int(now) - FUNCTION_TIMEOUT_SECONDS,
+                },
             )
         except self.table.meta.client.exceptions.ConditionalCheckFailedException:
             return False
         return True
+
+    def done_once(self, key: str) -> None:
+        """``key`` was done (the notice sent): :meth:`claim_once` refuses it from now on."""
+        self.table.update_item(
+            Key={"action_id": key},
+            UpdateExpression="SET #status = :done",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":done": DONE},
+        )
 
     def release_once(self, key: str) -> None:
         """Let :meth:`claim_once` claim ``key`` again (the notice was not sent)."""
