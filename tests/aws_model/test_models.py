@@ -341,3 +341,43 @@ def test_the_notice_goes_out_in_one_request_so_an_answer_lost_does_not_notify_tw
         else:
             raise AssertionError("a send whose answer was lost must fail: the ledger releases it for the next tick")
     assert len(bus.accepted) == 1
+
+
+def test_one_teams_failed_notice_does_not_keep_another_team_over_its_limit_switched_on():
+    """Found by the GPU-hour scenario (issue 39): a throttled PutEvents for one team's 80 % notice raised out
+    of the loop over the teams, so every team after it went uncounted and unswitched for as long as the
+    notice kept failing. Now each team has its turn, and the failure is raised after them all."""
+    from botocore.exceptions import ClientError
+
+    batch, ledger, _, _ = _world()
+    pool = PoolPolicy(
+        name="training",
+        backend="batch_quota_share",
+        capacity={TYPE: 3},
+        shares=tuple(
+            Share(name=team, quota={TYPE: n}, strategy=SharingStrategy.LEND_AND_BORROW, gpu_hour_limit=(16, "day"))
+            for team, n in (("inference", 2), ("research", 1))
+        ),
+    )
+
+    def throttled(detail):
+        if detail["team"] == "inference":
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutEvents")
+
+    try:
+        gpu_hours.enforce(
+            pool,
+            [("inference", TYPE, 1.75), ("research", TYPE, 2.0)],  # 14 of 16 (a notice), 16 of 16 (off)
+            ledger=ledger,
+            switch=lambda team: gpu_hours.QuotaShareSwitch(batch, TRAINING, team),
+            notify=throttled,
+            now=batch.clock.now,
+            tick_seconds=3600.0,
+            dry_run=False,
+        )
+    except ClientError as error:
+        assert error.response["Error"]["Code"] == "ThrottlingException"
+    else:
+        raise AssertionError("the failed notice must still fail the pool's tick (PoolErrors)")
+    shares = {q["quotaShareName"]: q["state"] for q in batch.quota_shares.values()}
+    assert shares == {"research": "DISABLED", "inference": "ENABLED"}

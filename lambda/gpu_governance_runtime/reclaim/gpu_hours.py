@@ -168,7 +168,9 @@ def enforce(
     """Count, notify and switch every limited team of ``pool``, and hold the queued jobs of every
     team over its limit or paused where the backend has a ``queue`` (:func:`hold`). ``in_use``: (team,
     instance type, instances running; HyperPod EKS counts part-instances) as this tick read them.
-    Returns one log record per limited or held team."""
+    Returns one log record per limited or held team. A call that fails for one team ends only its own
+    turn (a count not added, a notice not sent): every other team still gets its count, notice, switch
+    and hold, and then the first failure is raised, so the pool's tick counts as failed (PoolErrors)."""
     limited = [s for s in pool.shares if s.gpu_hour_limit]
     records = [] if queue is None else _hold_paused(pool, ledger=ledger, queue=queue, now=now, dry_run=dry_run)
     if not limited:
@@ -178,12 +180,22 @@ def enforce(
         gpus[team] = gpus.get(team, 0) + instances * gpus_per_instance(pool_gpus, instance_type)
     at = datetime.fromtimestamp(now, UTC)
     tick = int(now // tick_seconds)
+    failed: list[ClientError | BotoCoreError] = []
     for share in limited:
         hours, period = share.gpu_hour_limit
         start = period_start(period, at)
-        used = ledger.add_gpu_hours(
-            pool.name, share.name, start.isoformat(), gpus.get(share.name, 0) * tick_seconds / 3600, tick=tick, now=now
-        )
+        try:
+            used = ledger.add_gpu_hours(
+                pool.name,
+                share.name,
+                start.isoformat(),
+                gpus.get(share.name, 0) * tick_seconds / 3600,
+                tick=tick,
+                now=now,
+            )
+        except (ClientError, BotoCoreError) as error:  # this tick is not counted for the team (never twice)
+            failed.append(error)
+            continue
         record = {
             "event": "gpu_hour_limit",
             "pool": pool.name,
@@ -196,7 +208,11 @@ def enforce(
             "dry_run": dry_run,
         }
         if used >= NOTICE_FRACTION * hours and not dry_run:
-            record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
+            try:
+                record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
+            except (ClientError, BotoCoreError) as error:  # claimed, not sent: a later tick sends it
+                record["notice"], record["notice_error"] = "not_sent", f"{type(error).__name__}: {error}"
+                failed.append(error)
         try:
             record["switch"] = _switch(
                 ledger,
@@ -224,6 +240,8 @@ def enforce(
             )
         log(record)
         records.append(record)
+    if failed:
+        raise failed[0]
     return records
 
 
@@ -289,16 +307,10 @@ def _notice(
     key = f"hour-notice#{pool}#{team}#{record['period_start']}"
     if not ledger.claim_once(key, now=now):
         return "sent_before"
-    try:
-        notify(
-            {
-                key_: record[key_]
-                for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")
-            }
-        )
-    except (ClientError, BotoCoreError):
-        ledger.release_once(key)  # not sent: the next tick sends it
-        raise
+    # A send that fails leaves the claim as it is: a tick after the function's timeout takes it again and sends.
+    notify(
+        {key_: record[key_] for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")}
+    )
     ledger.done_once(key)
     return "sent"
 
