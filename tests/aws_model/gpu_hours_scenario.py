@@ -6,8 +6,7 @@ period, and (on Batch) terminates an over-limit or paused team's queued service 
 Two backends, one pool of 6 p5 instances (8 GPUs each) and four teams: research and inference with
 limits of 40 and 24 GPU hours a day (5 and 3 instance-hours), evaluation without one, and interns,
 paused in the governance file (so deployed switched off). The controller runs every 5 minutes
-(``TICK_SECONDS``), so a duplicated event or Lambda's retry of a killed invocation often falls in
-the same tick as the one before it:
+(``TICK_SECONDS``); as in the reclaim scenario, events come twice or late (tests/aws_model/scenario.py):
 
 - ``quota_share``: a Batch quota-share queue (``BatchQuotaShareObserver`` reads it, the switch is
   the team's quota share ``state``, queued service jobs are held);
@@ -59,10 +58,9 @@ from .scenario import (
     CONTROLLER,
     RECLAIM_FAULT_RATES,
     FaultPlan,
+    Function,
     InvariantBroken,
     changes_in_dry_run,
-    controller_clients,
-    controller_ledger,
 )
 
 TYPE, GPUS = "ml.p5.48xlarge", 8
@@ -73,7 +71,9 @@ LIMITS = {"research": 40, "inference": 24}  # GPU hours a day
 QUOTAS = {"research": 2, "inference": 2, "evaluation": 1, PAUSED: 1}
 START = datetime(2025, 12, 2, 18, tzinfo=UTC).timestamp()
 TICK = 300.0
-SETTLE_TICKS = 12  # a switch or a hold takes effect within this many ticks, whatever runs of faults come between
+SETTLE_TICKS = (
+    24  # a switch or a hold takes effect within this many ticks (2 hours), whatever runs of faults come between
+)
 DEPLOY_EVERY = 6 * 3600.0  # mean seconds between two deploys of the teams' stacks
 # Service jobs (team, mean seconds between two, hours of work): the limited teams reach their limits within the day.
 ARRIVALS = (
@@ -134,7 +134,7 @@ class Report:
 
     def summary(self) -> str:
         return (
-            f"{self.ticks} ticks ({self.duplicates} delivered twice, {self.late} retried by Lambda), "
+            f"{self.ticks} ticks ({self.duplicates} delivered twice, {self.late} late), "
             f"{self.submitted} jobs submitted ({self.refused} refused), {self.deploys} deploys, "
             f"{self.periods_over} periods over the limit, switched off {self.switched_off} and on {self.switched_on} times, "
             f"{self.held} queued jobs held, {self.notices} notices, {self.failed_ticks} failed and {self.crashes} crashed ticks"
@@ -269,6 +269,7 @@ def run(
     dry_run: bool = False,
     fault_rates: dict[str, float] = RECLAIM_FAULT_RATES,
     duplicate_rate: float = 0.05,
+    late_rate: float = 0.05,
 ) -> Report:
     """``days`` of one-minute ticks on ``backend`` (``quota_share`` or ``compute_quota``); raise
     InvariantBroken at the first step that breaks an invariant."""
@@ -282,28 +283,30 @@ def run(
     events = FakeEventBridge(clock, faults=faults)
     dynamodb = FakeDynamoDB(faults=faults, clock=clock)
     dynamodb.create_table("ledger", key="action_id")
-    ledger, pool_policy = controller_ledger(dynamodb, calls), policy(world.backend)
+    pool_policy = policy(world.backend)
     checks = GpuChecks(world, dynamodb, events, calls, report, dry_run=dry_run)
     world.start(rng)
-    retries: list[tuple[float, int]] = []
+    late = 0
     next_deploy = clock.now + rng.expovariate(1 / DEPLOY_EVERY)
 
-    def invoke(retry: int = 0) -> None:
+    def invoke() -> None:
         """One invocation of the function on the pool, as ``handler.handler`` runs it."""
         since, failed = len(calls), True
         try:
-            world.tick(pool_policy, ledger, clock.now, dry_run)
+            world.tick(pool_policy, function.ledger, clock.now, dry_run)
             failed = False
         except Crash:
-            report.crashes += 1
-            if retry < 2:
-                retries.append((clock.now + 60.0 * (retry + 1), retry + 1))
+            report.crashes += 1  # the invocation died, and its environment with it
+            function.cold_start()
         except Exception:  # noqa: BLE001 - the handler counts a failed pool in PoolErrors; the invocation ends well
             report.failed_ticks += 1
         report.ticks += 1
         checks.invoked(calls[since:], failed=failed)
 
-    with controller_clients(calls, events=events, **world.models), contextlib.redirect_stdout(io.StringIO()):
+    with (
+        Function(calls, dynamodb, events=events, **world.models) as function,
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         end = clock.now + days * 86400
         while clock.now < end:
             for team, between, hours in ARRIVALS:
@@ -317,11 +320,13 @@ def run(
                 checks.deployed()
                 next_deploy = clock.now + rng.expovariate(1 / DEPLOY_EVERY)
             checks.started()
-            for due, retry in [r for r in retries if r[0] <= clock.now]:
-                retries.remove((due, retry))
-                report.late += 1
-                invoke(retry)
-            invoke()
+            for _ in range(late):
+                invoke()
+            report.late, late = report.late + late, 0
+            if rng.random() < late_rate:
+                late = 1  # this tick's event waits for the function: it runs with the next one
+            else:
+                invoke()
             if rng.random() < duplicate_rate:
                 report.duplicates += 1
                 invoke()

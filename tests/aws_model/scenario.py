@@ -10,8 +10,10 @@ the handler's own DynamoDB configuration.
 
 Faults (:class:`FaultPlan`) are drawn per request, ``WRITE_WEIGHT`` times likelier on the calls that
 change something; a throttle may last several attempts (an outage that outlasts the SDK's retries).
-A killed invocation is retried by Lambda a minute and then two minutes later, and 5 % of ticks are
-delivered twice [aws: events.lambda-async-retries].
+The function runs as deployed (constructs_lib/controllers/reclaim.py: no retry of a failed invocation,
+one run at a time): 5 % of the schedule's events are delivered twice [aws: events.lambda-async-retries],
+and 5 % run late, with the next minute's, having waited while the tick before still ran
+[aws: events.lambda-throttled-events-run-late].
 
 Checked (:class:`Checks`), from the models' own records, never from what the controller says:
 
@@ -37,8 +39,7 @@ from __future__ import annotations
 import copy
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -106,7 +107,7 @@ TICK = 60.0
 # caller killed, with these probabilities on a read (FAULT_RATES: the block and Slurm scenarios', on
 # every call alike) and WRITE_WEIGHTS times them on a write.
 FAULT_RATES = {"throttle": 0.02, "timeout": 0.02, "crash": 0.005}
-RECLAIM_FAULT_RATES = {"throttle": 0.01, "timeout": 0.01, "crash": 0.004}
+RECLAIM_FAULT_RATES = {"throttle": 0.01, "timeout": 0.01, "crash": 0.0015}
 # The calls that change something, whose faults the controllers must survive above all: the ledger's
 # writes, and (twice as likely again, being fewer) the calls that stop, submit, switch or tell.
 ACTIONS = ("SubmitJob", "TerminateJob", "UpdateQuotaShare", "TerminateServiceJob", "UpdateComputeQuota", "PutEvents")
@@ -220,14 +221,14 @@ class Report:
     open_at_dry_run: int = 0  # preemptions open in the ledger when the controller went to dry run
     cap_reached: int = 0  # minutes in which the cap of preemptions was reached
     duplicates: int = 0  # ticks delivered twice
-    late: int = 0  # Lambda's retries of a killed invocation
+    late: int = 0  # events run late, in the same minute as the next one
     crashes: int = 0
     failed_ticks: int = 0
     faults: Counter = field(default_factory=Counter)  # (operation, phase, fault) -> count
 
     def summary(self) -> str:
         return (
-            f"{self.ticks} ticks ({self.duplicates} delivered twice, {self.late} retried by Lambda), "
+            f"{self.ticks} ticks ({self.duplicates} delivered twice, {self.late} late), "
             f"{self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
             f"{self.resumed} brought back by a later tick, cap reached in {self.cap_reached} minutes, "
             f"{self.notices} grace notices, {self.planned} planned in dry run, "
@@ -243,23 +244,42 @@ class InvariantBroken(AssertionError):
     pass
 
 
-@contextmanager
-def controller_clients(calls: sdk.Calls, **models: Any) -> Iterator[None]:
-    """The reclaim handler's own clients (``handler.batch``, ``handler.batch_submit``, ...) answered by
-    ``models`` (``batch=``, ``sagemaker=``, ``events=``), each with the configuration the handler built
-    it with, every request recorded in ``calls`` as the controller's; botocore's backoff skipped."""
-    clients = {}
-    for name, model in models.items():
-        for client in {"batch": ("batch", "batch_submit")}.get(name, (name,)):
-            clients[client] = model.client(config=getattr(handler, client).meta.config, by=CONTROLLER, calls=calls)
-    with mock.patch.multiple(handler, **clients), sdk.no_backoff():
-        yield
+class Function:
+    """The reclaim function's execution environment on the models: the handler's own module clients
+    (``handler.batch``, ``handler.batch_submit``, ...) answered by ``models`` (``batch=``,
+    ``sagemaker=``, ``events=``), each with the configuration the handler built it with, and the
+    ledger on the DynamoDB model behind the handler's DynamoDB configuration; every request recorded
+    in ``calls`` as the controller's, botocore's backoff skipped. A killed invocation takes its
+    environment with it (:meth:`cold_start`): the next one builds new clients, whose retry quotas
+    start full again."""
 
+    def __init__(self, calls: sdk.Calls, dynamodb: FakeDynamoDB, **models: Any):
+        self.calls, self.dynamodb, self.models = calls, dynamodb, models
+        self.ledger: Ledger
+        self._patch: Any = None
 
-def controller_ledger(dynamodb: FakeDynamoDB, calls: sdk.Calls) -> Ledger:
-    """The ledger as the handler reads it: its DynamoDB configuration, its requests recorded as the controller's."""
-    config = handler.dynamodb.meta.client.meta.config
-    return Ledger(dynamodb.table("ledger", config=config, by=CONTROLLER, calls=calls))
+    def __enter__(self) -> Function:
+        self._backoff = sdk.no_backoff()
+        self._backoff.__enter__()
+        self.cold_start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._patch.stop()
+        self._backoff.__exit__(*exc)
+
+    def cold_start(self) -> None:
+        if self._patch is not None:
+            self._patch.stop()
+        clients = {}
+        for name, model in self.models.items():
+            for client in {"batch": ("batch", "batch_submit")}.get(name, (name,)):
+                config = getattr(handler, client).meta.config
+                clients[client] = model.client(config=config, by=CONTROLLER, calls=self.calls)
+        self._patch = mock.patch.multiple(handler, **clients)
+        self._patch.start()
+        config = handler.dynamodb.meta.client.meta.config
+        self.ledger = Ledger(self.dynamodb.table("ledger", config=config, by=CONTROLLER, calls=self.calls))
 
 
 def run(
@@ -272,6 +292,7 @@ def run(
     settings: Settings = RECLAIM_SETTINGS,
     fault_rates: dict[str, float] = RECLAIM_FAULT_RATES,
     duplicate_rate: float = 0.05,
+    late_rate: float = 0.05,
     workload: Workload = WORKLOAD,
 ) -> Report:
     """Simulate ``days`` of one-minute ticks on a 16-instance fair-share pool; raise InvariantBroken
@@ -288,7 +309,7 @@ def run(
     batch = FakeBatch(clock, capacity={QUEUE: 16}, faults=faults, listing_lag=lambda: rng.choice(LISTING_LAGS))
     dynamodb = FakeDynamoDB(faults=faults, clock=clock)
     dynamodb.create_table("ledger", key="action_id")
-    ledger, report, pool_policy = controller_ledger(dynamodb, calls), Report(), policy(grace_s=grace_s)
+    report, pool_policy = Report(), policy(grace_s=grace_s)
     tick_settings = pool_policy.pool(POOL).settings(settings)
     checks = Checks(
         batch,
@@ -301,12 +322,11 @@ def run(
     # the dry run to come: "acting" until dry_run_after, then "armed" (the next TerminateJob's tick is killed after it)
     switch = None if dry_run_after is None else "acting"
     acting_until = clock.now + (dry_run_after or 0) * 86400
-    retries: list[tuple[float, int]] = []  # (due, attempt) of Lambda's retries of a killed invocation
+    late = 0  # events delivered late: they run with the next minute's
     end = clock.now + days * 86400
 
-    def invoke(retry: int = 0) -> None:
-        """One invocation of the function (``retry``: Lambda's how manyth retry of a killed one): run_tick on
-        the pool, as ``handler.handler`` builds it."""
+    def invoke() -> None:
+        """One invocation of the function: run_tick on the pool, as ``handler.handler`` builds it."""
         nonlocal dry_run, switch
         if switch == "acting" and clock.now >= acting_until:
             switch = "armed"
@@ -322,7 +342,7 @@ def run(
             handler.run_tick(
                 POOL,
                 handler.build_adapter(TARGET, pool_policy),
-                ledger,
+                function.ledger,
                 settings=tick_settings,
                 dry_run=dry_run,
                 namespace="Scenario",
@@ -330,9 +350,8 @@ def run(
                 emit=emitted.append,
             )
         except Crash:
-            report.crashes += 1  # the invocation died: Lambda retries it a minute, then two minutes later
-            if retry < 2:
-                retries.append((clock.now + 60.0 * (retry + 1), retry + 1))
+            report.crashes += 1  # the invocation died, and its environment with it
+            function.cold_start()
         except Exception:  # noqa: BLE001 - a fault in the read: the handler counts it in PoolErrors, the invocation ends well
             report.failed_ticks += 1
         report.ticks += 1
@@ -342,7 +361,7 @@ def run(
 
     for _ in range(workload.at_start):
         _submit(rng, batch, report, "research", 1, (0.5, 2), 10)
-    with controller_clients(calls, batch=batch):
+    with Function(calls, dynamodb, batch=batch) as function:
         while clock.now < end:
             _arrivals(rng, batch, report, workload)
             batch.advance(TICK)
@@ -350,11 +369,13 @@ def run(
                 batch.fail_on_its_own(
                     rng.choice(running)["jobId"]
                 )  # a host failure: the job's own retry strategy applies
-            for due, retry in [r for r in retries if r[0] <= clock.now]:
-                retries.remove((due, retry))
-                report.late += 1
-                invoke(retry)
-            invoke()
+            for _ in range(late):
+                invoke()
+            report.late, late = report.late + late, 0
+            if rng.random() < late_rate:
+                late = 1  # this minute's event waits for the function: it runs with the next one
+            else:
+                invoke()
             if rng.random() < duplicate_rate:  # the same event delivered twice
                 report.duplicates += 1
                 invoke()

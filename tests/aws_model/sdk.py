@@ -28,6 +28,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from unittest import mock
 
@@ -78,7 +79,10 @@ class _Body:
         yield self.body
 
 
+@cache
 def session() -> boto3.session.Session:
+    """One session for every model client: it reads botocore's service models once (a cold start's new
+    clients then cost milliseconds, not the half second of reading them again)."""
     return boto3.session.Session(aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1")
 
 

@@ -128,9 +128,10 @@ class Ledger:
 
     def take_preemption(self, pool: str, *, now: float, cap: int) -> bool:
         """One of the pool's ``cap`` preemptions of the current minute; False when all are taken.
-        Lambda retries a failed invocation [aws: events.lambda-async-retries],
-        so a retried tick can run within the same minute as the next scheduled one: the cap is
-        counted here, across invocations, not in the tick alone."""
+        An event can come twice [aws: events.lambda-async-retries], and one Lambda held back while the
+        last tick still ran (one run at a time) runs late, in the same minute as the next scheduled
+        one [aws: events.lambda-throttled-events-run-late]: the cap is counted here, across
+        invocations, not in the tick alone."""
         try:
             self.table.update_item(
                 Key={"action_id": f"cap#{pool}#{int(now // 60)}"},
@@ -196,12 +197,12 @@ class Ledger:
 
     def claim_once(self, key: str, *, now: float) -> bool:
         """True when this tick may do ``key`` (a notice to send once, then :meth:`done_once`): the first
-        time, after :meth:`release_once` (it was not sent), or when the tick that claimed it never
-        recorded it done and is gone (``FUNCTION_TIMEOUT_SECONDS``: it died between the claim and the
-        send, or before recording the send, so the notice goes at least once, rarely twice). Each
-        claim carries its own token: the SDK's resend of this very request after its answer was lost
-        finds its own claim and is True, where it was refused as another tick's. A claim made before
-        the token existed (an old item) counts as sent."""
+        time, or when the tick that claimed it never recorded it done and is gone
+        (``FUNCTION_TIMEOUT_SECONDS``: its send failed, or it died between the claim and the send or
+        before recording the send, so the notice goes at least once, rarely twice). Each claim carries
+        its own token: the SDK's resend of this very request after its answer was lost finds its own
+        claim and is True, where it was refused as another tick's. An item an earlier version wrote:
+        ``claimed`` without a token counts as sent, ``failed`` (released after a failed send) is taken."""
         token = uuid.uuid4().hex
         try:
             self.table.put_item(
@@ -233,15 +234,6 @@ class Ledger:
             UpdateExpression="SET #status = :done",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={":done": DONE},
-        )
-
-    def release_once(self, key: str) -> None:
-        """Let :meth:`claim_once` claim ``key`` again (the notice was not sent)."""
-        self.table.update_item(
-            Key={"action_id": key},
-            UpdateExpression="SET #status = :failed",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":failed": FAILED},
         )
 
     def get(self, key: str) -> dict[str, Any] | None:
