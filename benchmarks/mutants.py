@@ -155,8 +155,11 @@ def pytest(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[int | No
     except subprocess.TimeoutExpired:
         return None, "timed out", time.perf_counter() - started
     lines = [line for line in done.stdout.splitlines() if line.strip()]
+    # what failed: the first test, and the error that failed it (an invariant a scenario found broken, ...)
     failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
-    return done.returncode, (failed or lines[-1:] or [""])[0][:300], time.perf_counter() - started
+    raised = [line[1:].strip() for line in lines if re.match(r"E\s+\S*(Error|Broken|Exception)\b", line)]
+    said = " - ".join([*failed[:1], *raised[:1]]) or (lines[-1:] or [""])[0]
+    return done.returncode, said[:400], time.perf_counter() - started
 
 
 def _environment(copy: Path) -> dict[str, str]:

@@ -43,11 +43,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from gpu_governance_runtime.limits import period_start
 from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim import handler
 from gpu_governance_runtime.reclaim.eks_usage import EksShareUsage
-from gpu_governance_runtime.reclaim.gpu_hours import QUEUED_STATUSES
 from gpu_governance_runtime.reclaim.planner import Settings
 
 from . import sdk
@@ -71,6 +69,8 @@ LIMITS = {"research": 40, "inference": 24}  # GPU hours a day
 QUOTAS = {"research": 2, "inference": 2, "evaluation": 1, PAUSED: 1}
 START = datetime(2025, 12, 2, 18, tzinfo=UTC).timestamp()
 TICK = 300.0
+# A service job not started yet, as the oracle knows it (not the controller's own list, which a bug could widen).
+NOT_STARTED = ("SUBMITTED", "PENDING", "RUNNABLE")
 SETTLE_TICKS = (
     24  # a switch or a hold takes effect within this many ticks (2 hours), whatever runs of faults come between
 )
@@ -291,7 +291,7 @@ def run(
 
     def invoke() -> None:
         """One invocation of the function on the pool, as ``handler.handler`` runs it."""
-        since, failed = len(calls), True
+        since, failed, held = len(calls), True, world.in_use()  # what the tick will count: running as it starts
         try:
             world.tick(pool_policy, function.ledger, clock.now, dry_run)
             failed = False
@@ -301,7 +301,7 @@ def run(
         except Exception:  # noqa: BLE001 - the handler counts a failed pool in PoolErrors; the invocation ends well
             report.failed_ticks += 1
         report.ticks += 1
-        checks.invoked(calls[since:], failed=failed)
+        checks.invoked(calls[since:], failed=failed, in_use=held)
 
     with (
         Function(calls, dynamodb, events=events, **world.models) as function,
@@ -371,7 +371,9 @@ class GpuChecks:
     # --- what happened --------------------------------------------------------------------------
 
     def period(self, at: float | None = None) -> str:
-        return period_start("day", datetime.fromtimestamp(self.clock.now if at is None else at, UTC)).isoformat()
+        """The day (UTC) ``at`` falls in, as the oracle counts it: the limits' period is a day."""
+        day = datetime.fromtimestamp(self.clock.now if at is None else at, UTC)
+        return day.replace(hour=0, minute=0, second=0, microsecond=0).isoformat()
 
     def used(self, team: str, period: str) -> float:
         item = self.dynamodb.tables["ledger"][1].get(f"gpu-hours#{POOL}#{team}#{period}")
@@ -384,9 +386,9 @@ class GpuChecks:
     def deployed(self) -> None:
         self.deployed_at = self.clock.now
 
-    def invoked(self, calls: list[sdk.Call], *, failed: bool) -> None:
-        """After one invocation (``failed``: it died or failed part-way): its count, its switch calls,
-        its holds and its notices."""
+    def invoked(self, calls: list[sdk.Call], *, failed: bool, in_use: dict[str, float]) -> None:
+        """After one invocation (``failed``: it died or failed part-way; ``in_use``: instances per team
+        running as it began): its count, its switch calls, its holds and its notices."""
         period, tick = self.period(), int(self.clock.now // TICK)
         for team, limit in LIMITS.items():
             key = f"gpu-hours#{POOL}#{team}#{period}"
@@ -396,9 +398,7 @@ class GpuChecks:
             last = int(item["last_tick"]["N"])
             if last == tick and self.counted.get(key) != tick:  # this tick was counted now
                 self.counted[key] = tick
-                self.expected[key] = (
-                    self.expected.get(key, 0.0) + self.world.in_use().get(team, 0.0) * GPUS * TICK / 3600
-                )
+                self.expected[key] = self.expected.get(key, 0.0) + in_use.get(team, 0.0) * GPUS * TICK / 3600
             if abs(self.used(team, period) - self.expected.get(key, 0.0)) > 1e-4:
                 raise InvariantBroken(
                     f"{team}'s count for {period} is {self.used(team, period):.4f} GPU hours; its jobs held "
@@ -429,7 +429,7 @@ class GpuChecks:
                 if job.get("_stopped_by") == CONTROLLER and not job.get("_checked"):
                     job["_checked"] = True
                     self.report.held += 1
-                    if job["_stopped_while"] not in QUEUED_STATUSES:
+                    if job["_stopped_while"] not in NOT_STARTED:
                         raise InvariantBroken(f"the controller ended {job['jobId']}, which was {job['_stopped_while']}")
                     if self.over(job["quotaShareName"]) is None:
                         raise InvariantBroken(
@@ -496,7 +496,7 @@ class GpuChecks:
     def final(self) -> None:
         if not self.dry_run and isinstance(self.world, QuotaShares):
             for job in self.world.batch.service_jobs.values():
-                if self.over(job["quotaShareName"]) is not None and job["status"] in QUEUED_STATUSES:
+                if self.over(job["quotaShareName"]) is not None and job["status"] in NOT_STARTED:
                     raise InvariantBroken(f"{job['jobId']} of a held team is still queued once the faults stopped")
 
     # --- helpers ---------------------------------------------------------------------------------

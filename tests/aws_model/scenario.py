@@ -355,6 +355,7 @@ def run(
         except Exception:  # noqa: BLE001 - a fault in the read: the handler counts it in PoolErrors, the invocation ends well
             report.failed_ticks += 1
         report.ticks += 1
+        checks.step()  # what the tick changed, before what it did first
         report.resumed += sum(1 for r in emitted if r.get("event") == "preemption_resumed" and r["outcome"] == "done")
         report.planned += sum(1 for r in emitted if r.get("event") == "preemption" and r["outcome"] == "planned")
         checks.resumed_first(owed, calls[since:])
