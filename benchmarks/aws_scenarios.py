@@ -62,19 +62,23 @@ def main() -> None:
         chosen = SCENARIOS[name]
         days = arguments.days or chosen.days
         seeds = chosen.seeds or tuple(range(1, arguments.seeds + 1))
-        started, cpu, faults = time.perf_counter(), time.process_time(), Counter()
-        for seed in seeds:
-            report = chosen.run(days=days, seed=seed, **chosen.options)
-            faults.update(f if isinstance(f, str) else f[2] for f in report.faults.elements())
-            print(f"{name} seed {seed}: {days:g} simulated days, {report.summary()}", flush=True)
+        started, cpu = time.perf_counter(), time.process_time()
+        total = scenario.summed(_run(name, chosen, days, seed) for seed in seeds)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        simulated = days * len(seeds)
+        faults = Counter(f if isinstance(f, str) else f[2] for f in total.faults.elements())
         # the machine is shared: CPU time says what the runs cost, wall time what they took under the load of the day
         print(
-            f"{name}: {len(seeds)} seeds x {days:g} days, faults {dict(faults)}: every invariant held; "
-            f"{seconds:.0f} s wall, {cpu:.0f} s CPU ({simulated / (cpu / 60):.2f} simulated days per CPU minute)",
+            f"{name}: {len(seeds)} seeds x {days:g} days, in all {total.summary()}, faults {dict(faults)}: every "
+            f"invariant held; {seconds:.0f} s wall, {cpu:.0f} s CPU "
+            f"({days * len(seeds) / (cpu / 60):.2f} simulated days per CPU minute)",
             flush=True,
         )
+
+
+def _run(name: str, chosen: Scenario, days: float, seed: int) -> Any:
+    report = chosen.run(days=days, seed=seed, **chosen.options)
+    print(f"{name} seed {seed}: {days:g} simulated days, {report.summary()}", flush=True)
+    return report
 
 
 if __name__ == "__main__":

@@ -231,7 +231,7 @@ class Report:
             f"{self.ticks} ticks ({self.duplicates} delivered twice, {self.late} late), "
             f"{self.submitted} jobs submitted, {self.preempted} preemptions, {self.copies} copies, "
             f"{self.resumed} brought back by a later tick, cap reached in {self.cap_reached} minutes, "
-            f"{self.notices} grace notices, {self.planned} planned in dry run, "
+            f"{self.notices} grace notices, {self.open_at_dry_run} open when put in dry run, {self.planned} planned in it, "
             f"{self.failed_ticks} failed and {self.crashes} crashed ticks"
         )
 
@@ -242,6 +242,16 @@ class Report:
 
 class InvariantBroken(AssertionError):
     pass
+
+
+def summed(reports: Iterable[Any]) -> Any:
+    """The first of ``reports`` with every count of the others added (a scenario's report is a dataclass of counts)."""
+    reports = iter(reports)
+    total = next(reports)
+    for report in reports:
+        for name, value in vars(report).items():
+            setattr(total, name, getattr(total, name) + value)
+    return total
 
 
 class Function:

@@ -18,12 +18,7 @@ NO_FAULTS = {"throttle": 0, "timeout": 0, "crash": 0}
 
 def _runs(seeds, **options) -> scenario.Report:
     """The scenario on each seed (each checks every invariant), and what the runs exercised in all."""
-    total = scenario.Report()
-    for seed in seeds:
-        report = scenario.run(seed=seed, workload=scenario.BUSY, **options)
-        for name, value in vars(report).items():
-            setattr(total, name, getattr(total, name) + value)
-    return total
+    return scenario.summed(scenario.run(seed=seed, workload=scenario.BUSY, **options) for seed in seeds)
 
 
 def test_reclaim_with_faults_on_three_seeds_loses_no_job_copies_each_once_as_it_was_and_holds_the_cap():
@@ -206,12 +201,7 @@ def test_the_slurm_checks_catch_a_command_without_a_delivery_deadline(monkeypatc
 def _gpu_runs(backend: str, seeds, **options):
     from tests.aws_model import gpu_hours_scenario
 
-    total = gpu_hours_scenario.Report()
-    for seed in seeds:
-        report = gpu_hours_scenario.run(backend=backend, seed=seed, **options)
-        for name, value in vars(report).items():
-            setattr(total, name, getattr(total, name) + value)
-    return total
+    return scenario.summed(gpu_hours_scenario.run(backend=backend, seed=seed, **options) for seed in seeds)
 
 
 def _exercised_every_write(report, switch_call: str, *writes: str) -> None:
