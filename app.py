@@ -1,19 +1,13 @@
 #!/usr/bin/env python3
-"""Reference CDK app: the organisation from `-c config=PATH`, $GPU_GOVERNANCE_CONFIG or the
-built-in default, with the standard compliance packs applied to every stack
-(constructs_lib.deployment.app, which an installed package runs as `python -m
-constructs_lib.deployment`). Reads the feature flags of the cdk.json beside it."""
+"""A CDK app: the organisation of the governance file (`-c config=PATH`, else cdk.json's context
+`config`, else $GPU_GOVERNANCE_CONFIG, else the library's example), every stack with the standard
+compliance packs (constructs_lib.deployment.app). Reads the cdk.json beside it, as the CDK CLI
+does. `gpu-governance init` writes this file into a new project."""
 
-import os
 import sys
 from pathlib import Path
 
-# jsii prints a large banner on Node.js 20 unless told not to; set before aws_cdk starts Node.js
-# (the library itself changes no environment). Only defaults: a caller's own choice wins.
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-
-from constructs_lib.deployment.app import main  # noqa: E402
+from constructs_lib.deployment.app import main
 
 if __name__ == "__main__":
     sys.exit(main(Path(__file__).with_name("cdk.json")))

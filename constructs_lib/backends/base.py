@@ -109,6 +109,9 @@ class Backend:
     """What a team's ``Pending`` metric counts there (the dashboards' titles)."""
     preemptions_seen: bool = True
     """The reclaim controller sees the pool's preemptions (Kueue preempts unseen): dashboards draw them."""
+    guarantee_recorded: bool = True
+    """The reclaim tick sees each waiting job's size and age, so it records whether the team's
+    guarantee was kept (``GuaranteeKeptPercent``; Kueue's ClusterQueue status counts workloads only)."""
     eks_access_entries: bool = False
     """The pool's cluster gives each team's submission role, its members in the cluster's account and
     each platform admin an EKS access entry (``organisation/limits.py`` counts them), and the reclaim

@@ -91,6 +91,7 @@ BACKEND = Backend(
     reclaim_dashboard_widgets=6,
     pending_unit="workloads",  # Kueue's waiting workloads, not instances
     preemptions_seen=False,  # Kueue preempts natively; the reclaim controller only observes usage
+    guarantee_recorded=False,  # ClusterQueues count waiting workloads: neither their size nor their age
     eks_access_entries=True,
     team_pod_role=True,
     submission_policy=True,

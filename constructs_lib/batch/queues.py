@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aws_cdk import ArnFormat, Duration, Stack, aws_batch as batch, aws_iam as iam
+import jsii
+from aws_cdk import ArnFormat, Duration, Names, Stack, aws_batch as batch, aws_iam as iam
 from constructs import Construct
 
 from constructs_lib.backends import Backend, batch_fair_share, batch_quota_share
@@ -38,6 +39,9 @@ TEAM_TAG = contract.TAG_TEAM
 
 MEMBER_TAG_KEYS_ONLY = {"ForAllValues:StringNotEquals": {"aws:TagKeys": list(contract.PLATFORM_TAG_KEYS)}}
 """A submission (and its tagging) may set any tag key but the platform's own (contract.PLATFORM_TAG_KEYS)."""
+
+OWNER_TAG_KEYS = (TEAM_TAG, contract.TAG_COST_CENTRE, *contract.PLATFORM_TAG_KEYS)
+"""Keys no team may remove from a job: who owns it, who pays for it, and what the platform wrote."""
 
 
 # Waiting RUNNABLE jobs whose reason says they can never run (they ask for more than the
@@ -85,6 +89,38 @@ def _combine(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement])
     return grant
 
 
+@jsii.implements(iam.IPrincipal)
+class _ManagedPolicyGrantee:
+    """``principal``, except that what is granted to it goes into ``policy``, a managed policy
+    attached to it, instead of an inline policy (which the NIST, HIPAA and PCI packs refuse)."""
+
+    def __init__(self, principal: iam.IPrincipal, policy: iam.ManagedPolicy) -> None:
+        self._principal, self._policy = principal, policy
+
+    @property
+    def grant_principal(self) -> iam.IPrincipal:
+        return self
+
+    @property
+    def assume_role_action(self) -> str:
+        return self._principal.assume_role_action
+
+    @property
+    def policy_fragment(self) -> iam.PrincipalPolicyFragment:
+        return self._principal.policy_fragment
+
+    @property
+    def principal_account(self) -> str | None:
+        return self._principal.principal_account
+
+    def add_to_policy(self, statement: iam.PolicyStatement) -> bool:
+        return self.add_to_principal_policy(statement).statement_added
+
+    def add_to_principal_policy(self, statement: iam.PolicyStatement) -> iam.AddToPrincipalPolicyResult:
+        self._policy.add_statements(statement)
+        return iam.AddToPrincipalPolicyResult(statement_added=True, policy_dependable=self._policy)
+
+
 def l1_logical_id(construct: Construct) -> str:
     """The logical id CDK gives a CloudFormation resource at ``construct``'s own path.
 
@@ -129,45 +165,62 @@ class _GovernedQueue(Construct):
     def _job_arn(self, resource: str) -> str:
         return Stack.of(self).format_arn(service="batch", resource=resource, resource_name="*")
 
-    @staticmethod
-    def _team_tag_statements(
-        team_name: str, jobs: str, submission: dict[str, dict[str, str]]
-    ) -> list[iam.PolicyStatement]:
-        """The team tag is set once, when the job is created, and never changed or removed.
+    def _team_tag_statements(self, team_name: str, jobs: str) -> list[iam.PolicyStatement]:
+        """The team tag is the owner of a job: terminate and update trust ``aws:ResourceTag``, so
+        no team may set it on another team's job, change it, or remove it.
 
-        Tagging is authorised on the job's ARN, so a grant limited only by ``aws:RequestTag``
-        would let a team tag another team's job, or an untagged one (a platform job, another
-        queue's), as its own and then stop it (the terminate and update statements trust
-        ``aws:ResourceTag``). Batch has no ``CreateAction`` key; it authorises tags given at
-        submission as ``batch:TagResource``, a dependent action of ``SubmitJob`` and
-        ``SubmitServiceJob``, inside that call (Service Authorization Reference:
-        https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsbatch.html).
-        So tagging is allowed only with ``submission``: a condition on a key only the submitting
-        call carries (``batch:ShareIdentifier``, ``batch:SchedulingPriority``: the reference lists
-        neither for ``TagResource``), on a job with no team tag yet, with the team's own tags and no
-        platform tag key. The two Deny statements hold even where another policy of the same role
-        allows tagging. ``make verify-live`` submits with tags and tags an existing job."""
+        Batch authorises the tags given at ``SubmitJob`` / ``SubmitServiceJob`` as
+        ``batch:TagResource`` on the new job, inside that call (Service Authorization Reference),
+        and how it builds that request's context is written nowhere [aws: batch-iam.tag-on-create-context]:
+        whether ``batch:ShareIdentifier`` / ``batch:SchedulingPriority`` are in it (the reference
+        lists only ``aws:RequestTag``, ``aws:ResourceTag``, ``aws:TagKeys`` for ``TagResource``),
+        and whether ``aws:ResourceTag`` already holds the requested tags (IAM: "or in requests that
+        create a resource with an attached tag"). So the grant uses documented keys only, and
+        holds whichever way: tag jobs with the team's own tags (``aws:RequestTag``), no platform
+        key (``aws:TagKeys``), on a job whose team tag is absent or the team's own
+        (``StringEqualsIfExists aws:ResourceTag``). No documented key tells a new job from an
+        existing one, so the same grant lets a team tag an existing job that carries no team tag:
+        none does in a governed queue, as every principal the library lets submit there must tag
+        the job at creation (these statements, the reclaim controller's copies), and no team may
+        remove the tag again. The Deny statements hold even where another policy of the same role
+        allows tagging: no tagging or untagging of another team's job, no other team's name in the
+        team tag, no removing the team tag, the cost centre or a platform key, and no setting a
+        platform key (a copy's ``times-preempted`` count among them)."""
         tag = f"aws:ResourceTag/{TEAM_TAG}"
-        names_team_tag = {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG]}}
-        at_creation = {**submission, "Null": {**submission.get("Null", {}), tag: "true"}}
+        request_tag = f"aws:RequestTag/{TEAM_TAG}"
         return [
             iam.PolicyStatement(
                 actions=["batch:TagResource"],
                 resources=[jobs],
                 conditions={
-                    **at_creation,
-                    "StringEquals": {**at_creation.get("StringEquals", {}), f"aws:RequestTag/{TEAM_TAG}": team_name},
+                    "StringEquals": self._tags_on_request(team_name),
+                    "StringEqualsIfExists": {tag: team_name},
                     **MEMBER_TAG_KEYS_ONLY,
                 },
             ),
             iam.PolicyStatement(
-                effect=iam.Effect.DENY, actions=["batch:UntagResource"], resources=[jobs], conditions=names_team_tag
+                effect=iam.Effect.DENY,
+                actions=["batch:TagResource", "batch:UntagResource"],
+                resources=[jobs],
+                conditions={"Null": {tag: "false"}, "StringNotEquals": {tag: team_name}},
             ),
             iam.PolicyStatement(
                 effect=iam.Effect.DENY,
                 actions=["batch:TagResource"],
                 resources=[jobs],
-                conditions={**names_team_tag, "Null": {tag: "false"}},
+                conditions={"Null": {request_tag: "false"}, "StringNotEquals": {request_tag: team_name}},
+            ),
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["batch:UntagResource"],
+                resources=[jobs],
+                conditions={"ForAnyValue:StringEquals": {"aws:TagKeys": list(OWNER_TAG_KEYS)}},
+            ),
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["batch:TagResource"],
+                resources=[jobs],
+                conditions={"ForAnyValue:StringEquals": {"aws:TagKeys": list(contract.PLATFORM_TAG_KEYS)}},
             ),
         ]
 
@@ -191,8 +244,29 @@ class _GovernedQueue(Construct):
         return _combine(grantee, self.submit_statements(team_name))
 
     def grant_observe(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read-only view of the queue (what the reclaim controller and dashboards need)."""
-        return _combine(grantee, self.observe_statements())
+        """Read-only view of the queue (what the reclaim controller and dashboards need). For a
+        role, user or group: a managed policy attached to it, with the wildcards the read actions
+        need acknowledged, so the grant passes the NIST, HIPAA and PCI packs (no inline policy);
+        any other grantee gets the statements on its own policy."""
+        principal = grantee.grant_principal
+        if not any(hasattr(principal, arn) for arn in ("role_arn", "user_arn", "group_arn")):
+            return _combine(grantee, self.observe_statements())
+        policy = iam.ManagedPolicy(
+            self,
+            f"Observe{Names.node_unique_id(principal.node)}",
+            description=f"Read-only view of the job queue of pool {self.pool.name}",
+        )
+        getattr(
+            policy,
+            "attach_to_role"
+            if hasattr(principal, "role_arn")
+            else "attach_to_user"
+            if hasattr(principal, "user_arn")
+            else "attach_to_group",
+        )(principal)
+        statements = self.observe_statements()
+        acknowledge_wildcard_resources(policy, [arn for s in statements for arn in s.resources], self.WILDCARD_REASON)
+        return _combine(_ManagedPolicyGrantee(principal, policy), statements)
 
     def submission_policy(
         self, scope: Construct, id: str, team_name: str, *, roles: Sequence[iam.IRole]
@@ -319,8 +393,9 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
 
     def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
         """IAM for one team. Batch has no condition key for the quota share name; naming only the
-        team's quota-share ARN as the optional resource of SubmitServiceJob restricts the share,
-        and the required team tag scopes terminate and update to the team's own jobs."""
+        team's quota-share ARN as the optional resource of SubmitServiceJob restricts the share
+        [aws: batch-iam.quota-share-resource], and the required team tag scopes terminate and
+        update to the team's own jobs."""
         self._require_team(team_name)
         service_jobs = self._job_arn("service-job")
         team_tag_on_request = {"StringEquals": self._tags_on_request(team_name), **MEMBER_TAG_KEYS_ONLY}
@@ -330,8 +405,7 @@ class QuotaManagedTrainingQueue(_GovernedQueue):
                 resources=[self.job_queue_arn, self.quota_share_arn(team_name), service_jobs],
                 conditions=team_tag_on_request,
             ),
-            # Every submission of the team's tooling sends schedulingPriority (constructs_lib.member).
-            *self._team_tag_statements(team_name, service_jobs, {"Null": {"batch:SchedulingPriority": "false"}}),
+            *self._team_tag_statements(team_name, service_jobs),
             iam.PolicyStatement(
                 actions=["batch:TerminateServiceJob", "batch:UpdateServiceJob"],
                 resources=[service_jobs],
@@ -412,8 +486,9 @@ class FairShareJobQueue(_GovernedQueue):
         return self.job_queue.job_queue_arn
 
     def submit_statements(self, team_name: str) -> list[iam.PolicyStatement]:
-        """SubmitJob only with the team's share identifier (the ``batch:ShareIdentifier`` key)
-        and only with job definition revisions named after the team *and* tagged with it;
+        """SubmitJob only with the team's share identifier (the ``batch:ShareIdentifier`` key
+        [aws: batch-iam.submit-job-share-identifier]) and only with job definition revisions named
+        after the team *and* tagged with it;
         terminate and cancel only jobs tagged with the team.
 
         The name prefix alone is not an owner: ``research-*`` also matches the definitions of a
@@ -438,7 +513,7 @@ class FairShareJobQueue(_GovernedQueue):
                 resources=[team_definitions],
                 conditions={"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": team_name}},
             ),
-            *self._team_tag_statements(team_name, jobs, {"StringEquals": {"batch:ShareIdentifier": team_name}}),
+            *self._team_tag_statements(team_name, jobs),
             iam.PolicyStatement(
                 actions=["batch:TerminateJob", "batch:CancelJob"],
                 resources=[jobs],

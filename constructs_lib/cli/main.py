@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from constructs_lib.cli import (
     audit as cli_audit,
     capacity as cli_capacity,
+    init as cli_init,
     member as cli_member,
     simulate as simulator_cli,
     slurm as slurm_cli,
@@ -25,7 +28,7 @@ from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.wording import counted
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.explain import caveats, deals, render_table
+from constructs_lib.model.explain import as_json, caveats, deals, render, wrapped_note
 from constructs_lib.model.loader import default_config_text
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
@@ -33,18 +36,29 @@ DISTRIBUTION = "cdk-gpu-governance"
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
 # parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
-SUBCOMMAND_MODULES = (simulator_cli, cli_capacity, slurm_cli, cli_team, cli_member, cli_status, cli_audit, cli_usage)
+SUBCOMMAND_MODULES = (
+    cli_init,
+    simulator_cli,
+    cli_capacity,
+    slurm_cli,
+    cli_team,
+    cli_member,
+    cli_status,
+    cli_audit,
+    cli_usage,
+)
 
 
 def _validate(args: argparse.Namespace) -> int:
     from constructs_lib.model.capacity import window_warnings
+    from constructs_lib.model.organisation import shared_account_warnings
     from constructs_lib.organisation.limits import check_model, estimate
 
     model = model_from(args)
     problems = check_model(model)  # what synthesis and deployment would hit, before any synthesis
     if problems:
         raise GovernanceError(problems)
-    for warning in window_warnings(model):  # valid, but worth a second look
+    for warning in window_warnings(model, datetime.now(UTC)):  # valid, but worth a second look
         print(f"warning: {warning}", file=sys.stderr)
     stacks = estimate(model)
     largest = max(stacks, key=lambda s: s.resources)
@@ -56,7 +70,8 @@ def _validate(args: argparse.Namespace) -> int:
         f"stack layout {model.stack_layout}: {counted(len(stacks), 'capacity-account stack')}, the largest "
         f"{largest.name} with about {largest.resources} resources (estimated, at most 500)"
     )
-    for line in caveats(model):  # settings a backend ignores: part of the report, not an error
+    # Settings a backend ignores, and what IAM leaves to the accounts: part of the report, not an error.
+    for line in [*caveats(model), *shared_account_warnings(model)]:
         print(f"warning: {line}")
     return EXIT_OK
 
@@ -75,9 +90,17 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     model = model_from(args)
-    print(render_table(deals(model)))
-    for line in caveats(model):  # beside the table, which tools parse
-        print(f"note: {line}", file=sys.stderr)
+    now = datetime.now(UTC)
+    windows = {
+        w.name: {"team": w.team, "summary": w.summary(now), "ended": w.ended(now)} for w in model.capacity_windows
+    }
+    if args.json:
+        print(json.dumps(as_json(deals(model), windows, caveats(model)), indent=2))
+        return EXIT_OK
+    width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 120)
+    print(render(deals(model), [f"{name}: {w['summary']}" for name, w in windows.items()], width))
+    for line in caveats(model):  # beside the deals, on stderr
+        print(wrapped_note(line, width), file=sys.stderr)
     return EXIT_OK
 
 
@@ -119,12 +142,55 @@ def build_parser() -> argparse.ArgumentParser:
         if takes_config:
             add_config_arguments(sub, positional_alias=True)
         sub.set_defaults(handler=handler)
-    report = commands.add_parser("report", help="summarise a synthesized cdk.out: stacks, resources, findings")
-    report.add_argument("outdir", nargs="?", default="cdk.out")
+    commands.choices["explain"].add_argument(
+        "--json", action="store_true", help="print one JSON object: deals, capacity_windows, notes"
+    )
+    report = commands.add_parser(
+        "report",
+        help="summarise a synthesized cdk.out: stacks, resources, findings",
+        description="Summarise a synthesized cloud assembly (make synth, cdk synth): stacks, resources per type, "
+        "open and acknowledged compliance findings; exit 1 while a finding is open.",
+    )
+    report.add_argument(
+        "outdir", nargs="?", default="cdk.out", metavar="CDK_OUT", help="the cloud assembly folder (default cdk.out)"
+    )
     report.set_defaults(handler=_report)
     for module in SUBCOMMAND_MODULES:
         module.register(commands)
+    for name, sub in commands.choices.items():  # every --help page says where to read more
+        for leaf in _leaves(sub):
+            leaf.epilog = f"More: {COMMAND_DOCS[name]} (the repository's docs; README.md lists every command)."
     return parser
+
+
+# The page that describes each command (tests/foundation/test_cli_contract.py checks each exists).
+COMMAND_DOCS = {
+    "validate": "docs/governance-file.md",
+    "example": "docs/governance-file.md",
+    "schema": "docs/governance-file.md",
+    "explain": "docs/governance-file.md",
+    "init": "docs/install.md",
+    "report": "docs/compliance.md",
+    "simulate": "docs/simulator.md",
+    "openb-trace": "docs/simulator.md",
+    "trace": "docs/simulator.md",
+    "capacity": "docs/capacity.md",
+    "slurm": "docs/slurm.md",
+    "team": "docs/team-guide.md",
+    "status": "docs/status.md",
+    "audit": "docs/unified-studio.md",
+    "usage": "docs/chargeback.md",
+}
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and the parsers of its subcommands, at every depth."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _leaves(sub)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -198,9 +198,16 @@ def _batch_snippet(setup: TeamSetup, **job: str) -> str:
         f"# team {setup.team}, pool {setup.pool}: quota share {setup.quota_share}, priority class {job['priority_class']} "
         f"(schedulingPriority {request['schedulingPriority']}), run as {setup.submission_role_arn}"
     ]
+    lines.append("set -euo pipefail  # a script (bash submit.sh): it stops at the first error")
     if placeholders:
+        # Checked before anything runs: the first one missing is the only error, and aws never runs.
         lines.append(
-            f"# set {' and '.join(f'${v}' for v in UNKNOWN_UNTIL_DEPLOYED.values())} from the team's discovery document first"
+            ": "
+            + " ".join(
+                f'"${{{variable}:?set it to the {key} of the team discovery document}}"'
+                for key, variable in UNKNOWN_UNTIL_DEPLOYED.items()
+                if key in placeholders
+            )
         )
     if job.get("training_plan_arn"):
         lines.append(f"# on the team's training plan {job['training_plan_arn']} (ResourceConfig.TrainingPlanArn)")

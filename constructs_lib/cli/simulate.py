@@ -23,7 +23,7 @@ from constructs_lib.simulator.importers import (
     from_sacct,
     priorities,
 )
-from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, table, write_plot
+from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, run_shares, table, write_plot
 from constructs_lib.simulator.sweep import GRID_KEYS, parse_grid, run_sweep, sweep_json, sweep_table
 from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
 from gpu_governance_runtime.policy import PoolPolicy, parse_policy
@@ -36,7 +36,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulate", help="replay a job trace through the reclaim policy and two baselines"
     )
     add_config_arguments(simulate_parser)
-    simulate_parser.add_argument("--trace", required=True, help="trace CSV: " + ",".join(TRACE_COLUMNS))
+    simulate_parser.add_argument(
+        "--trace",
+        required=True,
+        help="trace CSV: "
+        + ",".join(TRACE_COLUMNS)
+        + "[,max_run_time[,restartable]]; times in seconds (submit_time from the trace's start), priority a "
+        "number or one of the governance file's priority classes (docs/simulator.md, 'Trace format')",
+    )
+    simulate_parser.add_argument(
+        "--skip-other-types",
+        action="store_true",
+        help="leave out the trace's jobs of instance types the pool does not have (counted on stderr) "
+        "instead of refusing the trace",
+    )
     simulate_parser.add_argument(
         "--pool", help="pool to simulate (default: the only pool, or the first, named on stderr)"
     )
@@ -206,10 +219,21 @@ def _run_simulate(args: argparse.Namespace) -> int:
         for option, given in (("--grid", args.grid), ("--processes", args.processes is not None)):
             if given:
                 raise GovernanceError.single(option, "only with --sweep", option, "--sweep --grid KEY=V1,V2 ...")
-    pool = pool_policy(model_from(args), args.pool)
+    model = model_from(args)
+    pool = pool_policy(model, args.pool)
     if args.sweep:
         return _run_sweep(args, pool)
-    jobs = read_trace(args.trace)
+    jobs = read_trace(args.trace, {c.name: c.weight for c in model.priority_classes})
+    if args.skip_other_types:
+        others = sorted({job.instance_type for job in jobs if job.instance_type not in pool.capacity})
+        kept = [job for job in jobs if job.instance_type in pool.capacity]
+        if others:
+            print(
+                f"gpu-governance simulate: left out {counted(len(jobs) - len(kept), 'job')} of instance types "
+                f"pool {pool.name} does not have: {', '.join(others)}",
+                file=sys.stderr,
+            )
+        jobs = kept
     if args.declared_run_time:
         jobs = [
             job if job.max_run_time else replace(job, max_run_time=job.duration * args.declared_run_time)
@@ -225,8 +249,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
         record_timeline=bool(args.plot),
         groups=pool.groups,
     )
-    if args.compare:
-        old = pool_policy(load_model(args.compare), pool.name)  # the same pool under the other file
+    old = pool_policy(load_model(args.compare), pool.name) if args.compare else None  # the same pool, other file
+    if old is not None:
         results[COMPARED] = simulate(
             jobs,
             shares=old.shares,
@@ -237,7 +261,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
             groups=old.groups,
         )
     if pyplot is not None:
-        write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity)
+        shares = run_shares(pool.shares, old.shares if old is not None else None)
+        write_plot(pyplot, results, Path(args.plot), pool=pool.name, capacity=pool.capacity, shares=shares)
     if args.json:
         print(json.dumps(comparison_json(results), indent=2))
     else:
@@ -249,6 +274,7 @@ def _run_sweep(args: argparse.Namespace, pool: PoolPolicy) -> int:
     for option, given in (
         ("--compare", args.compare),
         ("--plot", args.plot),
+        ("--skip-other-types", args.skip_other_types),
         ("--declared-run-time", args.declared_run_time),
     ):
         if given:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from constructs_lib.backends import backend_of
 from constructs_lib.backends.base import call
+from constructs_lib.cli import status_forecast
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 
@@ -54,12 +55,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--states=PENDING,RUNNING -o '...'` (default: run it; see docs/status.md)",
     )
     status.add_argument("--region", help="AWS region of the capacity account (default: from the model)")
+    status_forecast.add_arguments(status)
     status.set_defaults(handler=_status)
 
 
 def _status(args: argparse.Namespace) -> int:
     from constructs_lib.member.waiting import explain, render
     from constructs_lib.model.policy import compile_policy
+    from constructs_lib.simulator.forecast import with_forecasts
     from gpu_governance_runtime.policy import parse_policy
 
     model = model_from(args)
@@ -80,6 +83,8 @@ def _status(args: argparse.Namespace) -> int:
                 f"one of {', '.join(allowed) or '(none)'}",
             )
     policy = parse_policy(compile_policy(model))
+    asked = status_forecast.hypothetical(args, model, team, [policy.pool(p.name) for p in pools])
+    history = status_forecast.history_of(args)
     now = datetime.now(UTC)
     statuses = []
     for pool in pools:
@@ -88,18 +93,25 @@ def _status(args: argparse.Namespace) -> int:
         except Unreadable as error:
             print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
             return EXIT_UNREADABLE
-        statuses.append(
-            explain(
-                policy.pool(pool.name),
-                team.name,
-                observation,
-                windows=policy.capacity_windows,
-                now=now,
-                preset=team.preset.value if team.preset else None,
-                gpu_hour_limit=(team.gpu_hour_limit.hours, team.gpu_hour_limit.period.value)
-                if team.gpu_hour_limit
-                else None,
+        status = explain(
+            policy.pool(pool.name),
+            team.name,
+            observation,
+            windows=policy.capacity_windows,
+            now=now,
+            preset=team.preset.value if team.preset else None,
+            gpu_hour_limit=(team.gpu_hour_limit.hours, team.gpu_hour_limit.period.value)
+            if team.gpu_hour_limit
+            else None,
+        )
+        if asked is not None:
+            found = status_forecast.if_submitted(
+                policy.pool(pool.name), observation, status, asked, team=team.name, now=now.timestamp(), history=history
             )
+            print(json.dumps(found, indent=2) if args.json else status_forecast.render_if_submitted(found))
+            return EXIT_OK
+        statuses.append(
+            with_forecasts(policy.pool(pool.name), observation, status, now=now.timestamp(), history=history)
         )
     if args.job is not None:
         statuses = [_only_job(s, args.job) for s in statuses]

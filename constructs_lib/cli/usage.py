@@ -2,8 +2,9 @@
 
 Per team and pool: GPU instance-hours used, guaranteed, borrowed and lent (the reclaim
 controller's usage metrics in CloudWatch, read with GetMetricData), the guaranteed hours nobody
-used, and the capacity purchases of the period with their fees (the capacity controller's ledger
-in DynamoDB)::
+used, per month the share of the time the team asked for its guarantee that it was kept (the
+controller's ``GuaranteeAskedHours`` and ``GuaranteeBreachedHours``), and the capacity purchases of
+the period with their fees (the capacity controller's ledger in DynamoDB)::
 
     gpu-governance usage report --from 2026-11-01 --to 2026-12-01 --config governance.yaml \\
         --ledger-table acme-ml-capacity-ledger --format md --plot usage.png
@@ -25,12 +26,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from constructs_lib.backends import backend_of
 from constructs_lib.cli.capacity import LEDGER_TABLE_VARIABLE
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.contract import (
     BORROWED_HOURS,
+    GUARANTEE_ASKED_HOURS,
+    GUARANTEE_BREACHED_HOURS,
     GUARANTEED_HOURS,
     LENT_HOURS,
     RECLAIM_NAMESPACE,
@@ -38,13 +42,14 @@ from gpu_governance_runtime.contract import (
     USAGE_METRICS,
     USED_HOURS,
 )
-from gpu_governance_runtime.usage import idle_guaranteed_hours
+from gpu_governance_runtime.usage import idle_guaranteed_hours, kept_percent
 
 DAY = 86_400
 MAX_QUERIES_PER_CALL = 500  # GetMetricData: metric data queries per request
 MAX_DAYS = 455  # CloudWatch keeps one-hour data (and so daily sums) for 455 days
 FORMATS = ("md", "csv", "json")
 _FIELDS = {USED_HOURS: "used", GUARANTEED_HOURS: "guaranteed", BORROWED_HOURS: "borrowed", LENT_HOURS: "lent"}
+READ_METRICS = (*USAGE_METRICS, GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,20 @@ class TeamUsage:
     borrowed: float
     lent: float
     idle_guaranteed: float
+
+
+@dataclass(frozen=True)
+class GuaranteeKept:
+    """One team's guarantee in one pool and UTC month: the hours it asked for it (it ran within
+    it, or a job it covers waited) and those it was breached (such a job waited longer than a
+    tick and the pool's grace while another team borrowed its type: reclaim.planner.breached_shares)."""
+
+    team: str
+    pool: str
+    month: str  # YYYY-MM
+    asked_hours: float
+    breached_hours: float
+    kept_percent: float | None  # None: it never asked
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,10 @@ def _report(args: argparse.Namespace) -> int:
         else []
     )
     rows = usage_rows(series)
-    print(render(rows, purchases, args.format, start, end))
+    unrecorded = sorted({p for t in model.teams for p in t.quotas if not backend_of(model.pool(p)).guarantee_recorded})
+    print(
+        render(rows, purchases, args.format, start, end, kept=guarantee_rows(series, unrecorded), unrecorded=unrecorded)
+    )
     if args.plot:
         write_plot(series, Path(args.plot))
     return 0
@@ -145,13 +167,13 @@ def _teams(model: GovernanceModel, name: str | None) -> list[str]:
 
 
 def queries(model: GovernanceModel, teams: Sequence[str]) -> dict[str, tuple[str, str, str]]:
-    """GetMetricData queries by id: (pool, team, metric), one per usage metric, team and pool the team has a quota in."""
+    """GetMetricData queries by id: (pool, team, metric), one per metric read, team and pool the team has a quota in."""
     wanted = [
         (pool, team.name, metric)
         for team in model.teams
         if team.name in teams
         for pool in team.quotas
-        for metric in USAGE_METRICS
+        for metric in READ_METRICS
     ]
     return {f"q{i}": key for i, key in enumerate(wanted)}
 
@@ -216,6 +238,37 @@ def usage_rows(series: dict[tuple[str, str, str], dict[datetime, float]]) -> lis
     ]
 
 
+def guarantee_rows(
+    series: dict[tuple[str, str, str], dict[datetime, float]], unrecorded: Sequence[str] = ()
+) -> list[GuaranteeKept]:
+    """Per team, pool and UTC month with data: the guarantee's hours asked and breached, and the
+    share kept (``usage.kept_percent``). ``unrecorded``: pools whose controller records no promise."""
+    hours: dict[tuple[str, str, str], dict[str, float]] = {}
+    for (pool, team, metric), points in series.items():
+        if metric in (GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS) and pool not in unrecorded:
+            for stamp, value in points.items():
+                month = hours.setdefault(
+                    (team, pool, f"{stamp:%Y-%m}"),
+                    dict.fromkeys((GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS), 0.0),
+                )
+                month[metric] += value
+    return [
+        GuaranteeKept(
+            team=team,
+            pool=pool,
+            month=month,
+            asked_hours=round(values[GUARANTEE_ASKED_HOURS], 2),
+            breached_hours=round(values[GUARANTEE_BREACHED_HOURS], 2),
+            kept_percent=_one_decimal(kept_percent(values[GUARANTEE_ASKED_HOURS], values[GUARANTEE_BREACHED_HOURS])),
+        )
+        for (team, pool, month), values in sorted(hours.items())
+    ]
+
+
+def _one_decimal(percent: float | None) -> float | None:
+    return None if percent is None else round(percent, 1)
+
+
 def read_purchases(dynamodb: Any, table: str, start: datetime, end: datetime) -> list[PurchaseLine]:
     """Purchased blocks and plans whose capacity starts in the period (the ledger's intents)."""
     from gpu_governance_runtime.capacity.ledger import Ledger
@@ -238,7 +291,14 @@ def read_purchases(dynamodb: Any, table: str, start: datetime, end: datetime) ->
 
 
 def render(
-    rows: Sequence[TeamUsage], purchases: Sequence[PurchaseLine], fmt: str, start: datetime, end: datetime
+    rows: Sequence[TeamUsage],
+    purchases: Sequence[PurchaseLine],
+    fmt: str,
+    start: datetime,
+    end: datetime,
+    *,
+    kept: Sequence[GuaranteeKept] = (),
+    unrecorded: Sequence[str] = (),
 ) -> str:
     if fmt == "json":
         return json.dumps(
@@ -247,21 +307,36 @@ def render(
                 "to": end.date().isoformat(),
                 "unit": "instance-hours",
                 "teams": [asdict(r) for r in rows],
+                "guarantees_kept": [asdict(k) for k in kept],
+                "guarantees_not_recorded_in_pools": list(unrecorded),
                 "purchases": [asdict(p) for p in purchases],
                 "purchase_fees": {c: str(t) for c, t in _fees(purchases).items()},
             },
             indent=2,
         )
     if fmt == "csv":
+        # one header for every record: a guarantee row fills team and pool, then its own columns
+        usage_fields, purchase_fields = list(TeamUsage.__dataclass_fields__), list(PurchaseLine.__dataclass_fields__)
+        kept_fields = [f for f in GuaranteeKept.__dataclass_fields__ if f not in ("team", "pool")]
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["record", *TeamUsage.__dataclass_fields__, *PurchaseLine.__dataclass_fields__])
-        blanks_usage, blanks_purchase = (
-            [""] * len(TeamUsage.__dataclass_fields__),
-            [""] * len(PurchaseLine.__dataclass_fields__),
+        writer.writerow(["record", *usage_fields, *purchase_fields, *kept_fields])
+        blanks_usage, blanks_purchase, blanks_kept = (
+            [""] * len(f) for f in (usage_fields, purchase_fields, kept_fields)
         )
-        writer.writerows(["usage", *asdict(r).values(), *blanks_purchase] for r in rows)
-        writer.writerows(["purchase", *blanks_usage, *asdict(p).values()] for p in purchases)
+        writer.writerows(["usage", *asdict(r).values(), *blanks_purchase, *blanks_kept] for r in rows)
+        writer.writerows(["purchase", *blanks_usage, *asdict(p).values(), *blanks_kept] for p in purchases)
+        writer.writerows(
+            [
+                "guarantee",
+                k.team,
+                k.pool,
+                *blanks_usage[2:],
+                *blanks_purchase,
+                *(_cell(getattr(k, f)) for f in kept_fields),
+            ]
+            for k in kept
+        )
         return out.getvalue().rstrip("\n")
     lines = [
         f"# GPU usage {start.date()} to {end.date()} (exclusive), instance-hours",
@@ -273,6 +348,30 @@ def render(
         f"| {r.team} | {r.pool} | {r.used:.2f} | {r.guaranteed:.2f} | {r.borrowed:.2f} | {r.lent:.2f} | {r.idle_guaranteed:.2f} |"
         for r in rows
     ]
+    lines += [
+        "",
+        "## Guarantees kept",
+        "",
+        "Per UTC month, the hours each team asked for its guarantee (it ran within it, or a job it covers waited) "
+        "and the share of them in which it was kept: not kept while such a job waited longer than a tick and the "
+        "pool's grace with another team borrowing its type (docs/chargeback.md).",
+        "",
+    ]
+    if kept:
+        lines += ["| team | pool | month | asked | breached | kept |", "| --- | --- | --- | ---: | ---: | ---: |"]
+        lines += [
+            f"| {k.team} | {k.pool} | {k.month} | {k.asked_hours:.2f} | {k.breached_hours:.2f} | "
+            + ("-" if k.kept_percent is None else f"{k.kept_percent:.1f} %")
+            + " |"
+            for k in kept
+        ]
+    else:
+        lines.append("no team asked for its guarantee in the period (or nothing was recorded)")
+    if unrecorded:
+        lines += [
+            "",
+            f"Not recorded in pools {', '.join(unrecorded)}: their controller tick sees no job's size or age.",
+        ]
     lines += ["", "## Purchases", ""]
     if purchases:
         lines += ["| intent | window | instances | start | end | fee |", "| --- | --- | --- | --- | --- | ---: |"]
@@ -284,6 +383,10 @@ def render(
     else:
         lines.append("none in the period (or no --ledger-table)")
     return "\n".join(lines)
+
+
+def _cell(value: object) -> object:
+    return "" if value is None else value
 
 
 def _fees(purchases: Iterable[PurchaseLine]) -> dict[str, Decimal]:

@@ -159,10 +159,12 @@ class GovernanceController(Construct):
         vpc_reason: str,
         environment: Mapping[str, str] | None = None,
         logging_format: lambda_.LoggingFormat | None = None,
+        reserved_concurrency: int = 1,
     ) -> lambda_.Function:
-        """The controller's one function: one invocation at a time (an overlapping one is
-        throttled, not run twice), its own encrypted log group kept for a year, traced, failed
-        events to the dead-letter queue, environment encrypted with the controller's key."""
+        """The controller's one function: by default one invocation at a time (an overlapping one is
+        throttled, not run twice; a controller whose events are independent, each claimed in its
+        ledger, may run more), its own encrypted log group kept for a year, traced, failed events to
+        the dead-letter queue, environment encrypted with the controller's key."""
         log_group = logs.LogGroup(
             self,
             "Logs",
@@ -180,7 +182,7 @@ class GovernanceController(Construct):
             role=self.role,
             timeout=timeout,
             memory_size=memory_size,
-            reserved_concurrent_executions=1,
+            reserved_concurrent_executions=reserved_concurrency,
             log_group=log_group,
             logging_format=logging_format,
             tracing=lambda_.Tracing.ACTIVE,

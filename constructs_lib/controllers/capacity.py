@@ -67,6 +67,7 @@ from gpu_governance_runtime.contract import (
     STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES,
     TAG_MANAGED_BY,
+    TAG_REQUEUED_FROM,
     raised_guarantees_parameter,
     team_training_plans_parameter,
 )
@@ -338,11 +339,13 @@ class CapacityController(GovernanceController):
         feeds = [w.feeds for w in model.capacity_windows]
         templates = [f for f in feeds if hasattr(f, "launch_template_name")]
         if templates:
-            statements.append(
+            statements += [
                 iam.PolicyStatement(
                     actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]
-                )
-            )
+                ),
+                # consumers.py: the zones of the consumer's subnets, where a block can be used (no resource-level permission).
+                iam.PolicyStatement(actions=["ec2:DescribeSubnets"], resources=["*"]),
+            ]
         batch_feeds = [f for f in feeds if f.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT]
         requeue_statements = []
         if batch_feeds:
@@ -370,13 +373,17 @@ class CapacityController(GovernanceController):
                 ),
             ]
             # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
+            # A copy carries its original's tags and the requeue mark (common/batch_copy.py), which its
+            # submission and the tagging inside it must name: documented keys only [aws: batch-iam.tag-on-create-context].
+            copy = {"Null": {f"aws:RequestTag/{TAG_REQUEUED_FROM}": "false"}}
             requeue_statements = [
                 iam.PolicyStatement(actions=["ecs:ListContainerInstances"], resources=[arn("ecs", "cluster")]),
+                iam.PolicyStatement(actions=["batch:TerminateJob"], resources=[arn("batch", "job")]),
+                iam.PolicyStatement(actions=["batch:TagResource"], resources=[arn("batch", "job")], conditions=copy),
                 iam.PolicyStatement(
-                    actions=["batch:TerminateJob", "batch:TagResource"], resources=[arn("batch", "job")]
-                ),
-                iam.PolicyStatement(
-                    actions=["batch:SubmitJob"], resources=[arn("batch", "job-queue"), arn("batch", "job-definition")]
+                    actions=["batch:SubmitJob"],
+                    resources=[arn("batch", "job-queue"), arn("batch", "job-definition"), arn("batch", "job")],
+                    conditions=copy,
                 ),
             ]
         node_groups = sorted(
@@ -561,6 +568,7 @@ class CapacityController(GovernanceController):
                 "loses its place or takes another's.",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]",
+                "GpuGovernance-JobControlWithoutShare[Action::batch:TagResource]",
             )
 
     def _alarms(self, model: GovernanceModel) -> None:

@@ -1,6 +1,7 @@
 """The submission guard: a Lambda on Batch service-job state changes of the governed quota-share
-queues that checks what IAM cannot see, the SageMaker payload of each service job, against the
-submitting team (code: ``gpu_governance_runtime.guard``; docs/security.md).
+queues that checks what IAM cannot see, the SageMaker payload of each service job
+[aws: batch-iam.service-job-payload-unchecked], against the submitting team (code:
+``gpu_governance_runtime.guard``; docs/security.md).
 
 Minimal use, in the capacity account's stack::
 
@@ -36,6 +37,7 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, team_role_arn
 from constructs_lib.model.policy import policy_json
 from gpu_governance_runtime.contract import (
+    ENV_DEAD_LETTERS_URL,
     ENV_DRY_RUN,
     ENV_GUARD_NAMES,
     ENV_GUARD_QUEUES,
@@ -52,6 +54,21 @@ from gpu_governance_runtime.contract import (
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 GUARDED = backends_where(lambda b: b.guards_submissions)  # the backends whose queues the guard watches
+# How many events it checks at once (docs/security.md, "Beyond IAM, row 4"). Batch accepts 5
+# SubmitServiceJob a second per account [aws: events.submit-service-job-rate]; a job sends about
+# four guarded state changes, of which two cost a DescribeServiceJob (the first, and the first that
+# names its training job; the others find the job admitted in the ledger): at most about 20 events
+# and 10 reads a second. An event takes about 0.3 s to check (a read, a tag read, a ledger write) or
+# 0.05 s once admitted: about 3.5 at once at that peak. Ten leave room for cold starts and retries
+# while bounding the guard's share of the account's Batch reads, whose rate no page gives
+# [aws: events.describe-service-job-rate].
+CONCURRENCY = 10
+# How long throttled events wait in Lambda's queue: the longest Lambda allows. Older ones are
+# dead-lettered and checked again every REDRIVE_EVERY.
+MAX_EVENT_AGE = Duration.hours(6)
+REDRIVE_EVERY = Duration.minutes(10)
+# Lambda retries a failed event after one minute, then two: an older event was throttled, or more.
+EVENT_AGE_ALARM = Duration.minutes(5)
 
 
 class SubmissionGuard(GovernanceController):
@@ -131,41 +148,112 @@ class SubmissionGuard(GovernanceController):
                 ENV_GUARD_NAMES: stack.to_json_string(names),
                 ENV_LEDGER_TABLE: self.ledger.table_name,
                 ENV_TOPIC_ARN: self.topic.topic_arn,
+                ENV_DEAD_LETTERS_URL: self.dead_letters.queue_url,
                 ENV_DRY_RUN: "true" if dry_run else "false",
             },
-            vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, DynamoDB); a VPC would add NAT cost and no isolation.",
+            reserved_concurrency=CONCURRENCY,
+            vpc_reason="The guard calls only public AWS APIs (Batch, SageMaker, SNS, SQS, DynamoDB); a VPC would add NAT cost and no isolation.",
         )
-        # Every state before the training job runs, and RUNNING as the last chance; a repeated event finds the ledger's claim.
+        # The rule's events reach the function through Lambda's asynchronous queue
+        # [aws: events.eventbridge-invokes-lambda-asynchronously]. Lambda retries an event the guard could not
+        # decide twice [aws: events.lambda-async-retries], then dead-letters it; throttled events wait in the
+        # queue up to MAX_EVENT_AGE [aws: events.lambda-async-throttled-events-wait].
+        self.function.configure_async_invoke(retry_attempts=2, max_event_age=MAX_EVENT_AGE)
+        acknowledge(
+            self.function.node.find_child("EventInvokeConfig"),
+            "The function's dead-letter queue receives each event that exhausts its retries as the event itself, which the "
+            "guard's scheduled redrive checks again; an on-failure destination would add a second copy in another shape.",
+            "Serverless-LambdaAsyncFailureDestination",
+        )
+        # Every state before the training job runs, and RUNNING as the last chance; a repeated event finds the
+        # ledger's claim. EventBridge's own retries cover only handing the event to Lambda
+        # [aws: events.eventbridge-retries-delivery-only]: as long and as often as it allows.
         source, detail_type = SERVICE_JOB_EVENT
-        target = event_targets.LambdaFunction(
-            self.function, dead_letter_queue=self.dead_letters, retry_attempts=3, max_event_age=Duration.hours(1)
-        )
         self.rule = events.Rule(
             self,
             "ServiceJobStates",
-            targets=[target],
+            targets=[
+                event_targets.LambdaFunction(
+                    self.function,
+                    dead_letter_queue=self.dead_letters,
+                    retry_attempts=185,
+                    max_event_age=Duration.hours(24),
+                )
+            ],
             event_pattern=events.EventPattern(
                 source=[source],
                 detail_type=[detail_type],
                 detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)},
             ),
         )
+        # The dead-lettered events, checked again until they are read (handler.redrive).
+        events.Rule(
+            self,
+            "Redrive",
+            schedule=events.Schedule.rate(REDRIVE_EVERY),
+            targets=[
+                event_targets.LambdaFunction(
+                    self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=REDRIVE_EVERY
+                )
+            ],
+        )
         self._grant(stack, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
         subscribe_alerts(self.topic, model)
-        for name, metric, description in (
+        self._alarms(model)
+
+    def _alarms(self, model: GovernanceModel) -> None:
+        """Every way an event waits, fails or is lost: the metrics of the asynchronous path
+        [aws: events.lambda-async-metrics] and of the rule [aws: events.eventbridge-failed-invocations]."""
+        every = Duration.minutes(5)
+        for name, metric, threshold, description in (
             (
                 "ControllerErrors",
-                self.function.metric_errors(period=Duration.minutes(5)),
-                "the submission guard failed",
+                self.function.metric_errors(period=every),
+                1,
+                "the submission guard could not decide on a job (a read or a stop failed): the event is retried, "
+                "then dead-lettered and checked again every ten minutes",
+            ),
+            (
+                "Throttles",
+                self.function.metric_throttles(period=every),
+                1,
+                "more service job events at once than the submission guard's reserved concurrency: they wait in Lambda's queue",
+            ),
+            (
+                "EventAge",
+                self.function.metric("AsyncEventAge", statistic="Maximum", period=every),
+                EVENT_AGE_ALARM.to_milliseconds(),
+                "service job events waited more than five minutes for the submission guard (throttled, or retried after errors)",
+            ),
+            (
+                "DeliveryFailures",
+                cloudwatch.Metric(
+                    namespace="AWS/Events",
+                    metric_name="FailedInvocations",
+                    dimensions_map={"RuleName": self.rule.rule_name},
+                    statistic="Sum",
+                    period=every,
+                ),
+                1,
+                "EventBridge could not hand a service job state change to the submission guard (retried for a day, "
+                "then dead-lettered)",
             ),
             (
                 "DeadLetters",
-                self.dead_letters.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
-                "a service job state change never reached the submission guard",
+                self.dead_letters.metric_approximate_number_of_messages_visible(period=every),
+                1,
+                "service job events the submission guard could not check yet: it checks them again every ten minutes",
+            ),
+            (
+                "DeadLetterErrors",
+                self.function.metric("DeadLetterErrors", statistic="Sum", period=every),
+                1,
+                "an event the submission guard could not check was lost: Lambda could not write it to the dead-letter queue",
             ),
             (
                 "MissingApiOperations",
-                self.metric(MISSING_API_OPERATIONS, period=Duration.minutes(5)),
+                self.metric(MISSING_API_OPERATIONS, period=every),
+                1,
                 "the Lambda runtime's boto3 lacks operations the submission guard calls; it refuses to start",
             ),
         ):
@@ -174,7 +262,7 @@ class SubmissionGuard(GovernanceController):
                     self,
                     name,
                     metric,
-                    threshold=1,
+                    threshold=threshold,
                     periods=1,
                     description=description,
                     comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -186,21 +274,33 @@ class SubmissionGuard(GovernanceController):
         service_jobs = stack.format_arn(
             service="batch", resource="service-job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
         )
-        plans = stack.format_arn(
-            service="sagemaker", resource="training-plan", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        plans, training_jobs = (
+            stack.format_arn(
+                service="sagemaker", resource=resource, resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+            )
+            for resource in ("training-plan", "training-job")
         )
         statements = [
-            iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:UpdateItem"], resources=[self.ledger.table_arn]),
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                resources=[self.ledger.table_arn],
+            ),
+            # Its own dead-letter queue, whose events it checks again (the key policy lets it decrypt them).
+            iam.PolicyStatement(
+                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage"], resources=[self.dead_letters.queue_arn]
+            ),
             iam.PolicyStatement(actions=["batch:DescribeServiceJob"], resources=["*"]),  # no resource-level permission
-            # Only service jobs with a team tag: the governed teams' (members may set it only inside
-            # their own submission, batch/queues.py). Not a list of the teams: that would grow the
-            # inline policy past IAM's 10,240 characters at a few hundred teams.
+            # Only service jobs with a team tag: the governed teams' (every job of a governed queue
+            # carries its team's, which no team may change or remove, batch/queues.py). Not a list of
+            # the teams: that would grow the inline policy past IAM's 10,240 characters at a few
+            # hundred teams.
             iam.PolicyStatement(
                 actions=["batch:TerminateServiceJob"],
                 resources=[service_jobs],
                 conditions={"Null": {f"aws:ResourceTag/{TAG_TEAM}": "false"}},
             ),
-            iam.PolicyStatement(actions=["sagemaker:ListTags"], resources=[plans]),  # whose plan a payload names
+            # Whose plan a payload names, and which tags the training job Batch created carries.
+            iam.PolicyStatement(actions=["sagemaker:ListTags"], resources=[plans, training_jobs]),
             iam.PolicyStatement(
                 actions=["sns:Publish"], resources=[self.topic.topic_arn, *filter(None, [team_topics])]
             ),
@@ -216,10 +316,10 @@ class SubmissionGuard(GovernanceController):
         )
         acknowledge_wildcard_resources(
             policy,
-            ["*", service_jobs, plans, *filter(None, [team_topics])],
+            ["*", service_jobs, plans, training_jobs, *filter(None, [team_topics])],
             "batch:DescribeServiceJob supports no resource-level permission; batch:TerminateServiceJob is limited to service jobs "
             "tagged with a governed team (their ids do not exist before submission); sagemaker:ListTags reads the tags of any "
-            "training plan a payload names, to tell whose it is; sns:Publish reaches the guard's own team owner topics by their "
+            "training plan a payload names, to tell whose it is, and of the training jobs Batch creates (named by Batch); sns:Publish reaches the guard's own team owner topics by their "
             "name prefix (one ARN per team would outgrow the inline policy limit).",
         )
 

@@ -73,6 +73,7 @@ from gpu_governance_runtime.contract import (
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
     SHARE_DIMENSIONS,
+    TAG_REQUEUED_FROM,
     TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
@@ -255,26 +256,25 @@ class ReclaimController(GovernanceController):
             statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
         if any(b.reclaim_terminates_jobs for b in backends.values()):
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
-            # this account and region that carry a team tag, which only a governed team's own
-            # submission can set (batch/queues.py _team_tag_statements). Not a list of the teams:
-            # it reached IAM's 10,240 characters per role at about 420 fair-share teams.
+            # this account and region that carry a team tag, as every job of a governed queue does
+            # (batch/queues.py _team_tag_statements). Not a list of the teams: it reached IAM's
+            # 10,240 characters per role at about 420 fair-share teams.
+            jobs = stack.format_arn(
+                service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
+            )
             statements.append(
                 iam.PolicyStatement(
                     actions=["batch:TerminateJob"],
-                    resources=[
-                        stack.format_arn(
-                            service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
-                        )
-                    ],
+                    resources=[jobs],
                     conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
                 )
             )
             # Batch does not retry a terminated job: the handler submits each victim's copy to the
             # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
-            # tags (common/batch_copy.py). No team is named: a team list would grow this inline
-            # policy past IAM's 10,240 characters.
+            # tags (common/batch_copy.py): the team tag among them, so every job of a governed queue
+            # carries one [aws: batch-iam.tag-on-create-context]. No team is named: a team list would
+            # grow this inline policy past IAM's 10,240 characters.
             fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_terminates_jobs]
-            under_a_share = {"Null": {"batch:ShareIdentifier": "false"}}
             statements.append(
                 iam.PolicyStatement(
                     actions=["batch:SubmitJob"],
@@ -286,23 +286,19 @@ class ReclaimController(GovernanceController):
                             resource_name="*",
                             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
                         ),
+                        jobs,
                     ],
-                    conditions=under_a_share,
+                    # batch:ShareIdentifier [aws: batch-iam.submit-job-share-identifier]
+                    conditions={"Null": {"batch:ShareIdentifier": "false", f"aws:RequestTag/{TEAM_TAG}": "false"}},
                 )
             )
+            # The copy's tags, authorised as batch:TagResource inside SubmitJob: documented keys only
+            # (batch/queues.py _team_tag_statements), a copy's tag set (a team and the requeue mark).
             statements.append(
                 iam.PolicyStatement(
                     actions=["batch:TagResource"],
-                    resources=[
-                        stack.format_arn(
-                            service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
-                        )
-                    ],
-                    # Batch has no CreateAction key: tags given at submission are authorised as
-                    # batch:TagResource inside SubmitJob, with the submission's keys (the member side's
-                    # rule, batch/queues.py _team_tag_statements). A share identifier and no team tag
-                    # yet hold only inside a submission, never for an existing job.
-                    conditions={"Null": {**under_a_share["Null"], f"aws:ResourceTag/{TEAM_TAG}": "true"}},
+                    resources=[jobs],
+                    conditions={"Null": {f"aws:RequestTag/{key}": "false" for key in (TEAM_TAG, TAG_REQUEUED_FROM)}},
                 )
             )
         observed = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_reads_snapshot]
@@ -412,6 +408,15 @@ class ReclaimController(GovernanceController):
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
         )
+        if any(b.reclaim_terminates_jobs for b in backends.values()):
+            acknowledge(
+                policy,
+                "The controller tags only the copy it submits of a job it stopped, with that job's tags (a team and "
+                "gpu-governance:requeued-from). No documented condition key tells a job being submitted from an "
+                "existing one (docs/aws-behaviour.md, batch-iam.tag-on-create-context), and a team list would grow "
+                "this policy past IAM's size: it is trusted here as far as its TerminateJob already trusts it.",
+                "GpuGovernance-JobControlWithoutShare[Action::batch:TagResource]",
+            )
         acknowledge_wildcard_resources(
             policy,
             [r for s in statements for r in s.resources],
@@ -420,7 +425,8 @@ class ReclaimController(GovernanceController):
             "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
             "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "
             "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
-            "job-definition/*) to a governed queue under a share, and tagged only as it is created (inside the submission: a share, no team tag yet). "
+            "job-definition/*; job/* is the copy about to exist) to a governed queue under a share, with a team tag, and "
+            "tagged with a copy's tags: a team and gpu-governance:requeued-from. "
             "sagemaker:ListComputeQuotas supports no resource-level permission, and a compute quota's ARN ends in an id SageMaker "
             "generates: the controller finds a team's by cluster and name and changes only its ActivationState at a GPU-hour limit. "
             "A service job's id does not exist before submission: batch:TerminateServiceJob is limited to service jobs tagged "

@@ -78,6 +78,14 @@ PLATFORM_KEY_ADMIN_ACTIONS = [
 ]
 KEY_USE_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 
+TENANT_METRIC_NAMESPACES = ("/aws/sagemaker/TrainingJobs",)
+"""Every CloudWatch namespace a role the library gives a team may publish metrics into
+(``cloudwatch:PutMetricData`` under the ``cloudwatch:namespace`` condition
+[aws: cw.put-metric-data-namespace-condition]): a training job's execution role writes its
+metrics where SageMaker writes the job's own. The team policies grant exactly these, and
+``validate`` warns of any capacity alarm watching one, since any team can set its value;
+tests/security/test_tenant_metrics.py proves the synthesized policies allow no other."""
+
 HYPERPOD_SHARING_STRATEGY = {
     SharingStrategy.RESERVE: "DontLend",
     SharingStrategy.LEND: "Lend",

@@ -10,17 +10,20 @@ stack layout) is refused. Never a traceback."""
 import json
 import os
 import sys
+from importlib import resources
 from pathlib import Path
-
-from aws_cdk import App
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.loader import load_model
-from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.organisation.deploy_checks import check_deployable
 from constructs_lib.organisation.limits import check_assembly, check_model
 
-from .reference import build_reference_app
+# jsii prints a large banner on Node.js 20 unless told not to. A program's own defaults, set by
+# main before it imports aws_cdk (the library itself changes no environment); a caller's choice wins.
+QUIET_JSII = {
+    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+}
 
 # Errors the CDK raises (through jsii, as RuntimeError) that the size of the organisation causes.
 _INPUT_LIMITS = ("TooManyResourcesInStack",)
@@ -38,6 +41,12 @@ def synthesis_failure(error: Exception) -> tuple[str, int]:
     return f"synthesis failed: {first}", 1
 
 
+def recommended_feature_flags() -> dict:
+    """The CDK feature flags the library is built and tested with (the reference cdk.json's
+    context; `gpu-governance init` writes them into a new project's cdk.json)."""
+    return json.loads(resources.files("constructs_lib").joinpath("data", "feature-flags.json").read_text())
+
+
 def cdk_json_context(cdk_json: Path) -> dict:
     """cdk.json's context (the feature flags): the CDK CLI passes it to the app, `python app.py`
     (make synth) reads it here, so both synthesize the same templates. Only defaults: context
@@ -49,8 +58,24 @@ def main(cdk_json: Path = Path("cdk.json")) -> int:
     """Synthesize the organisation of `-c config=PATH` (or $GPU_GOVERNANCE_CONFIG, else the
     built-in example) into $CDK_OUTDIR (the CDK CLI sets it; default cdk.out), with ``cdk_json``'s
     context as defaults. Returns the exit code."""
+    for variable, value in QUIET_JSII.items():
+        os.environ.setdefault(variable, value)
+    from aws_cdk import App
+
+    from constructs_lib.organisation.compliance import apply_standard_packs
+
+    from .reference import build_reference_app
+
     outdir = os.environ.get("CDK_OUTDIR") or "cdk.out"
     app = App(outdir=outdir, context=cdk_json_context(cdk_json))
+    unset = [flag for flag in recommended_feature_flags() if app.node.try_get_context(flag) is None]
+    if unset:  # the templates would differ from the reference's, silently
+        print(
+            f"warning: {len(unset)} of the library's recommended CDK feature flags are not set (cdk.json "
+            f"context), e.g. {unset[0]}: some resources synthesize differently from the tested reference; "
+            "`gpu-governance init` writes a cdk.json with them (docs/install.md)",
+            file=sys.stderr,
+        )
     try:
         model = load_model(app.node.try_get_context("config"))
         problems = check_model(model)

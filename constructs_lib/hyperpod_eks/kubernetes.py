@@ -73,6 +73,38 @@ one such object. The team's Role grants exactly these, and the pod security poli
 templates, so the two cannot drift apart."""
 
 
+def _replica_templates(field: str) -> str:
+    return f"object.spec.{field}.map(r, object.spec.{field}[r].template)"
+
+
+OTHER_POD_TEMPLATE_WORKLOADS: dict[tuple[str, str], str] = {
+    ("batch", "cronjobs"): "[object.spec.jobTemplate.spec.template]",
+    ("apps", "deployments"): "[object.spec.template]",
+    ("apps", "statefulsets"): "[object.spec.template]",
+    ("jobset.x-k8s.io", "jobsets"): "object.spec.replicatedJobs.map(r, r.template.spec.template)",
+    ("kubeflow.org", "tfjobs"): _replica_templates("tfReplicaSpecs"),
+    ("kubeflow.org", "xgboostjobs"): _replica_templates("xgbReplicaSpecs"),
+    ("kubeflow.org", "paddlejobs"): _replica_templates("paddleReplicaSpecs"),
+    ("kubeflow.org", "jaxjobs"): _replica_templates("jaxReplicaSpecs"),
+}
+"""Kinds with pod templates that Kueue queues but the team's Role does not grant: another role
+(the HyperPod CLI's namespace role, a platform's own) may. Their pods are made by the cluster's
+controllers, so the queue and priority policies check them where the team writes them."""
+
+QUEUED_WORKLOADS = {**TEAM_WORKLOADS, **OTHER_POD_TEMPLATE_WORKLOADS}
+"""Every workload kind the queue and priority policies check, besides pods."""
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+LOCAL_QUEUE_SUFFIX = "-localqueue"
+# system-node-critical and system-cluster-critical ship with every cluster; no other class may take the prefix [aws: eks.pod-priority-classes]
+SYSTEM_PRIORITY_CLASS_PREFIX = "system-"
+_OBJECT_LABELS = "object.?metadata.?labels.orValue({})"
+QUEUE_LABEL_HOLDERS: dict[str, str] = {"cronjobs": "object.spec.jobTemplate.?metadata.?labels.orValue({})"}
+"""Resource -> CEL of the labels Kueue reads the queue and priority class from, where not the
+object's own: a CronJob's Jobs take theirs from its job template [aws: eks.kueue-cronjob-queue-label]."""
+
+
 def namespace(team: str) -> str:
     return f"{TENANT_NAMESPACE_PREFIX}{team}"
 
@@ -98,7 +130,7 @@ def team_named(name: str) -> str | None:
 
 def local_queue(team: str) -> str:
     """The Kueue local queue task governance makes in the team's namespace (jobs name it)."""
-    return f"{namespace(team)}-localqueue"
+    return f"{namespace(team)}{LOCAL_QUEUE_SUFFIX}"
 
 
 def workload_priority_class(priority_class: str) -> str:
@@ -580,13 +612,54 @@ def _pod_security_rules() -> list[dict[str, Any]]:
     ]
 
 
-def _pod_templates() -> str:
-    """CEL: the pod templates of the object under review, for pods the pod itself."""
-    chain = [("pods", "[object]"), *((resource, cel) for (_, resource), cel in TEAM_WORKLOADS.items())]
-    expression = chain[-1][1]  # the last matched resource needs no test of its own
-    for resource, cel in reversed(chain[:-1]):
+def _by_resource(cases: dict[str, str], otherwise: str) -> str:
+    """CEL: ``cases[<the resource under review>]``, ``otherwise`` for any other resource."""
+    expression = otherwise
+    for resource, cel in reversed(cases.items()):
         expression = f"request.resource.resource == '{resource}' ? {cel} : {expression}"
     return expression
+
+
+def _pod_templates(workloads: dict[tuple[str, str], str] = TEAM_WORKLOADS) -> str:
+    """CEL: the pod templates of the object under review (one of ``workloads``), for pods the pod itself."""
+    *cases, (_, last) = [("pods", "[object]"), *((resource, cel) for (_, resource), cel in workloads.items())]
+    return _by_resource(dict(cases), last)  # the last matched resource needs no test of its own
+
+
+def _workload_rules(operations: Sequence[str]) -> list[dict[str, Any]]:
+    """Pods and every kind of ``QUEUED_WORKLOADS``, one rule per API group."""
+    groups: dict[str, list[str]] = {}
+    for group, resource in QUEUED_WORKLOADS:
+        groups.setdefault(group, []).append(resource)
+    return [
+        {**_PODS, "operations": list(operations)},
+        *(
+            {"apiGroups": [group], "apiVersions": ["*"], "resources": resources, "operations": list(operations)}
+            for group, resources in groups.items()
+        ),
+    ]
+
+
+_WORKLOAD_VARIABLES = (
+    ("pods", _pod_templates(QUEUED_WORKLOADS)),
+    ("queueLabels", _by_resource(QUEUE_LABEL_HOLDERS, _OBJECT_LABELS)),
+    # Every label set Kueue may read a priority class from: the object's, its job template's, its pods'.
+    (
+        "labelSets",
+        f"[{_OBJECT_LABELS}, variables.queueLabels] + variables.pods.map(p, p.?metadata.?labels.orValue({{}}))",
+    ),
+    # Every PriorityClass named: on each pod or pod template, and on a Kubeflow job's run policy,
+    # which Kueue reads first [aws: eks.kueue-pod-priority]. A pod that names none carries the
+    # cluster's globalDefault class, if it has one, by the time this is read [aws: eks.pod-priority-classes].
+    # A pod's priorityClassName cannot change after creation, so a pod is judged once (the job
+    # controller removes its finalizer by an update).
+    (
+        "priorityClassNames",
+        "request.resource.resource == 'pods' && request.operation != 'CREATE' ? [] : "
+        "variables.pods.map(p, p.spec.?priorityClassName.orValue('')) + "
+        "[object.?spec.?runPolicy.?schedulingPolicy.?priorityClass.orValue('')]",
+    ),
+)
 
 
 def pod_security_policy(level: PodSecurityLevel) -> Manifest:
@@ -610,15 +683,17 @@ def pod_security_policy(level: PodSecurityLevel) -> Manifest:
 
 
 def pod_security_objects() -> list[Manifest]:
-    """Cluster-wide, applied once per cluster: baseline bound everywhere (its match condition
-    narrows it to tenant namespaces) and restricted, bound per team by :func:`team_objects`; and
-    the volume binding policy (:func:`volume_binding_objects`)."""
+    """Cluster-wide, applied once per cluster, before any tenant namespace exists: baseline bound
+    everywhere (its match condition narrows it to tenant namespaces) and restricted, bound per team
+    by :func:`team_objects`; the volume binding policy (:func:`volume_binding_objects`); and the
+    queue policy (:func:`tenant_queue_objects`)."""
     baseline = f"{POD_SECURITY_POLICY}-{PodSecurityLevel.BASELINE.value}"
     return [
         pod_security_policy(PodSecurityLevel.BASELINE),
         admission_binding(baseline, None, baseline),
         pod_security_policy(PodSecurityLevel.RESTRICTED),
         *volume_binding_objects(),
+        *tenant_queue_objects(),
     ]
 
 
@@ -665,40 +740,86 @@ def volume_binding_objects() -> list[Manifest]:
     return [policy, admission_binding(VOLUME_BINDING_POLICY, None, VOLUME_BINDING_POLICY)]
 
 
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-
-
 def priority_class_admission(team: str, granted: Sequence[str]) -> list[Manifest]:
     """The team's workloads and pods may name only the priority classes it is granted
-    (``kubernetes.<pool>.priority_classes``; Kueue reads the label on the job, or on the pod for
-    plain pods): on the object and on every pod template, at creation and on every update (a
-    label can be changed later)."""
+    (``kubernetes.<pool>.priority_classes``), as ``<class>-priority``: in the Kueue label (on the
+    object, a CronJob's job template and every pod template; a label can be changed later, so at
+    creation and on every update) and as a PriorityClass (``priorityClassName`` of pods and pod
+    templates, a Kubeflow job's ``runPolicy.schedulingPolicy.priorityClass``), which Kueue takes
+    as the workload's priority when no label names one and the scheduler as the pods' priority
+    whatever the label says [aws: eks.kueue-pod-priority]. No class at all stays allowed."""
     name = f"gpu-governance-priority-{team}"
-    allowed = _cel_list([workload_priority_class(c) for c in granted])
-    label_ok = lambda labels: (
-        f"(!('{PRIORITY_CLASS_LABEL}' in {labels}) || {labels}['{PRIORITY_CLASS_LABEL}'] in {allowed})"
-    )  # noqa: E731
-    rules = [
-        {**_PODS, "operations": ["CREATE", "UPDATE"]},
-        *(
-            {"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": ["CREATE", "UPDATE"]}
-            for group, resource in TEAM_WORKLOADS
-        ),
-    ]
+    names = [workload_priority_class(c) for c in granted]
+    allowed = _cel_list(names)
+    granted_text = ", ".join(granted) or "(none)"
     policy = admission_policy(
         name,
         team,
-        rules,
-        variables=[("pods", _pod_templates())],
+        _workload_rules(["CREATE", "UPDATE"]),
+        variables=_WORKLOAD_VARIABLES,
         validations=[
             (
-                f"{label_ok('object.?metadata.?labels.orValue({})')} && variables.pods.all(p, {label_ok('p.?metadata.?labels.orValue({})')})",
-                f"team {team} may use only the priority classes {', '.join(granted) or '(none)'} "
-                f"(label {PRIORITY_CLASS_LABEL}: {', '.join(workload_priority_class(c) for c in granted) or '-'})",
-            )
+                f"variables.labelSets.all(l, !('{PRIORITY_CLASS_LABEL}' in l) || l['{PRIORITY_CLASS_LABEL}'] in {allowed})",
+                f"team {team} may use only the priority classes {granted_text} "
+                f"(label {PRIORITY_CLASS_LABEL}: {', '.join(names) or '-'})",
+            ),
+            (
+                f"variables.priorityClassNames.all(c, c == '' || c in {allowed})",
+                f"team {team} may use only the priority classes {granted_text} "
+                f"(priorityClassName: {', '.join(names) or '-'}, or none)",
+            ),
         ],
     )
     return [policy, admission_binding(name, team, name, _namespaces([namespace(team)])["namespaceSelector"])]
+
+
+TENANT_QUEUE_POLICY = "gpu-governance-tenant-queue"
+# The cluster's own controllers make pods and child jobs from templates the policies have checked
+# (job, CronJob and ReplicaSet controllers, the training operators, Kueue itself): service accounts
+# of the platform's namespaces, or the controller manager when it runs without per-controller
+# accounts. A tenant acts as neither: its access entry names no user, and its service accounts live
+# in its own hyperpod-ns-<team> namespace.
+_PLATFORM_REQUEST = (
+    "request.userInfo.username == 'system:kube-controller-manager' || "
+    "(request.userInfo.username.startsWith('system:serviceaccount:') && "
+    f"!request.userInfo.username.startsWith('system:serviceaccount:{TENANT_NAMESPACE_PREFIX}'))"
+)
+
+
+def tenant_queue_objects() -> list[Manifest]:
+    """Cluster-wide, in every namespace HyperPod makes for a team (declared or not, matched by
+    name like pod security baseline): every workload and pod a tenant creates or changes must name
+    the namespace's own Kueue local queue, ``hyperpod-ns-<team>-localqueue``, where Kueue reads it
+    (the object's label; a CronJob's job template), since Kueue leaves a job without one alone and
+    it starts at once, outside every quota [aws: eks.kueue-queue-label]; and nothing may name a
+    system priority class. Pods and child jobs the cluster's controllers make need no queue label
+    of their own: their workload was checked. ValidatingAdmissionPolicy, not a mutating policy that
+    could add the label: MutatingAdmissionPolicy is alpha on every supported Kubernetes version and
+    EKS enables no alpha API [aws: eks.mutating-admission-policy]."""
+    own_queue = f"request.namespace + '{LOCAL_QUEUE_SUFFIX}'"
+    system = f"c.startsWith('{SYSTEM_PRIORITY_CLASS_PREFIX}')"
+    policy = admission_policy(
+        TENANT_QUEUE_POLICY,
+        None,
+        _workload_rules(["CREATE", "UPDATE"]),
+        variables=_WORKLOAD_VARIABLES,
+        match_conditions=[("tenant-namespace", f"request.namespace.startsWith('{TENANT_NAMESPACE_PREFIX}')")],
+        validations=[
+            (
+                f"({_PLATFORM_REQUEST}) || ('{QUEUE_LABEL}' in variables.queueLabels && variables.queueLabels['{QUEUE_LABEL}'] == {own_queue})",
+                f"every workload and pod in {TENANT_NAMESPACE_PREFIX}<team> must name its team's local queue: "
+                f"label {QUEUE_LABEL}: {TENANT_NAMESPACE_PREFIX}<team>{LOCAL_QUEUE_SUFFIX} "
+                "(on a CronJob, in spec.jobTemplate.metadata.labels)",
+            ),
+            (
+                f"!variables.priorityClassNames.exists(c, {system}) && "
+                f"!variables.labelSets.exists(l, '{PRIORITY_CLASS_LABEL}' in l && l['{PRIORITY_CLASS_LABEL}'].startsWith('{SYSTEM_PRIORITY_CLASS_PREFIX}'))",
+                "the system priority classes (system-node-critical, system-cluster-critical) are the cluster's own: "
+                f"no workload or pod in {TENANT_NAMESPACE_PREFIX}<team> may name one",
+            ),
+        ],
+    )
+    return [policy, admission_binding(TENANT_QUEUE_POLICY, None, TENANT_QUEUE_POLICY)]
 
 
 def restricted_binding(team: str) -> Manifest:

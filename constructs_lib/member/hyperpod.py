@@ -13,15 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks.kubernetes import cost_metadata
+from constructs_lib.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, cost_metadata
 from gpu_governance_runtime.contract import TAG_COST_CENTRE
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
 
 from .batch import check_job_name
 from .setup import TeamSetup
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_RESOURCE = "nvidia.com/gpu"
 NON_ROOT_UID = 1000
@@ -82,7 +80,7 @@ def training_job_manifest(
             **cost,
             "name": job_name,
             "namespace": setup.namespace,
-            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_LABEL: kueue_class, **cost["labels"]},
+            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_CLASS_LABEL: kueue_class, **cost["labels"]},
         },
         # Kueue unsuspends the job when it admits it; created suspended, no pod starts before.
         "spec": {"suspend": True, "backoffLimit": 0, "template": {"metadata": cost, "spec": pod_spec}},

@@ -8,9 +8,9 @@ retryStrategy (1 attempt, retry only on SageMaker's InternalServerError), timeou
 day unless given), quotaShareName, preemptionConfiguration, tags, and the CreateTrainingJob
 payload of the ``ModelTrainer``. Two gaps handled here:
 
-- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 would be dropped, and a
-  submission without it may not tag its job (docs/security.md): we submit it at 1 and set 0 with
-  ``UpdateServiceJob`` right after submitting.
+- ``schedulingPriority`` is sent only when truthy, so a class of weight 0 would be dropped, and
+  the API reference states no default priority for a service job: we submit it at 1 and set 0
+  with ``UpdateServiceJob`` right after submitting.
 - the payload's ``Tags`` are moved to the Batch job's tags, so the training job SageMaker
   creates carries none from the payload (the boto3 path keeps them on both).
 """
@@ -45,6 +45,19 @@ class _TeamPlan:
 TEAM_PLAN = _TeamPlan()
 
 
+def require_sdk() -> None:
+    """The SageMaker Python SDK is the [member] extra's: without it, one sentence saying so (a
+    ModuleNotFoundError, as the constructs without [cdk]) instead of an import traceback."""
+    try:
+        import sagemaker.train  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise ModuleNotFoundError(
+            "the SageMaker Python SDK (sagemaker-train) is missing: install cdk-gpu-governance with the [member] "
+            "extra (docs/install.md), or submit with boto3 (examples/member/submit_boto3.py)",
+            name="sagemaker",
+        ) from None
+
+
 def model_trainer(
     setup: TeamSetup,
     *,
@@ -65,6 +78,7 @@ def model_trainer(
     so a resubmitted job with the same base name resumes from them. Its jobs run on the team's
     active training plan for ``instance_type`` (read with ``ssm_client``, default boto3's) when
     it owns one; pass ``training_plan_arn`` to choose (None: on demand)."""
+    require_sdk()
     from sagemaker.core.shapes import Tag
     from sagemaker.core.training.configs import CheckpointConfig, Compute, OutputDataConfig, StoppingCondition
     from sagemaker.train.model_trainer import ModelTrainer
@@ -128,14 +142,14 @@ def submit_with_sdk(
     """``TrainingQueue(<team's queue>).submit(...)`` into the team's quota share with the
     class's priority and the team's submission tags (team, cost centre); returns the SDK's ``TrainingQueuedJob``. ``batch_client``
     (default: boto3's) sets a priority of 0 the SDK drops."""
+    require_sdk()
     from sagemaker.train.aws_batch.training_queue import TrainingQueue
 
     setup.require("job_queue", "quota_share")
     priority = setup.priority(priority_class)
     all_tags = with_submission_tags(setup, tags)
-    # The SDK sends schedulingPriority only when it is truthy, and IAM lets a job's tags be set only
-    # inside a submission that carries one (docs/security.md): a class of weight 0 is submitted at
-    # 1, the lowest priority the SDK sends, and set to 0 right after.
+    # The SDK sends schedulingPriority only when it is truthy, and no default priority is documented:
+    # a class of weight 0 is submitted at 1, the lowest priority the SDK sends, and set to 0 right after.
     with default_region(setup.region):
         queued = TrainingQueue(setup.job_queue).submit(
             trainer,

@@ -242,6 +242,16 @@ def team_setup(
         chosen = [p for p in candidates if p.name == pool]
     else:
         chosen = candidates if len(candidates) == 1 else []
+    if not candidates:  # `one of []` said nothing: name the backends the team does have
+        offered = sorted(
+            b for b, kind in MEMBER_BACKENDS.items() if any(model.pool(p).backend == kind for p in team.quotas)
+        )
+        raise GovernanceError.single(
+            "backend" if backend else "pool",
+            f"team {team.name} has no pool members submit to" + (f" on {backend}" if backend else ""),
+            backend or pool,
+            f"a backend of the team's pools: one of {offered}" if offered else "a team with a quota in such a pool",
+        )
     if not chosen:
         wrong = (
             f"not a pool of team {team.name}" + (f" on {backend}" if backend else "")

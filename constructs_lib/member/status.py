@@ -22,7 +22,7 @@ from typing import Any
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size
+from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size, service_job_time_limit
 from gpu_governance_runtime.slurm.plan import BORROW_PARTITION, borrow_qos_name
 
 # --- AWS Batch quota share -------------------------------------------------------------------------
@@ -144,6 +144,8 @@ def _batch_job(job: Mapping[str, Any], pool: PoolPolicy, team: str, front: set[s
         reason=code if state == WAITING else None,
         backend_reason=reason_text,
         training_plan=_training_plan(job.get("serviceRequestPayload")),
+        started_at=job["startedAt"] / 1000 if job.get("startedAt") and state == RUNNING else None,
+        run_time_s=service_job_time_limit(dict(job)),
     )
 
 

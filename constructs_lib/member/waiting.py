@@ -72,6 +72,12 @@ class ObservedJob:
     training_plan: str | None = (
         None  # the SageMaker training plan a Batch service job asked for (ResourceConfig.TrainingPlanArn)
     )
+    # the reclaim planner's RunningJob.restartable: status reads pools whose backend brings every
+    # job back (quota-share, HyperPod EKS, Slurm), so in-share preemption may set any of them aside
+    restartable: bool = True
+    # what the start-time forecast reads (constructs_lib/simulator/forecast.py), where the backend says
+    started_at: float | None = None  # a running job's start
+    run_time_s: float | None = None  # its declared run time (time limit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +114,8 @@ class Explanation:
     position: int | None = None
     backend_reason: str = ""
     training_plan: str = ""  # a running training job: on the team's plan or not (``on_plan``)
+    # a waiting job's start: constructs_lib/simulator/forecast.py's StartForecast.as_json()
+    forecast: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -337,5 +345,7 @@ def render(statuses: Iterable[Status]) -> str:
             label = f"{job.job_id}" + (f" ({job.name})" if job.name and job.name != job.job_id else "")
             running = f"  {label}: running" + (f", {job.training_plan}" if job.training_plan else "")
             lines.append(running if job.state == RUNNING else f"  {label}: {job.state} {where}- {job.text}")
+            if job.forecast:
+                lines.append(f"    forecast: {job.forecast['words']}")
         lines += [f"  note: {n}" for n in status.notes]
     return "\n".join(lines)

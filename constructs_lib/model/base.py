@@ -8,6 +8,8 @@ Nothing here knows a team, a pool or an organisation: those build on this module
 
 from __future__ import annotations
 
+import copy
+import difflib
 import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Protocol
@@ -77,7 +79,7 @@ class _ReportingMeta(type(BaseModel)):  # pydantic's model metaclass, without a 
         try:
             return super().__call__(*args, **kwargs)
         except ValidationError as error:
-            raise governance_error_from(error) from None
+            raise governance_error_from(error, cls) from None
         except _OrganisationProblems as error:
             raise GovernanceError(error.problems) from None
 
@@ -212,8 +214,8 @@ AWSBatchServiceRolePolicyForSageMaker): Batch names the training jobs of service
 def training_job_name_patterns(team_name: str) -> tuple[str, ...]:
     """Names a training job of the team may have: ``<team>-...`` when created directly, and the
     same after Batch's prefix when Batch creates it from a service job's payload (assumed to keep
-    the payload's ``TrainingJobName``; ``make verify-live`` prints the name Batch gave). SageMaker
-    writes each job's log streams under the same name."""
+    the payload's ``TrainingJobName`` [aws: batch-iam.training-job-name]). SageMaker writes each
+    job's log streams under the same name."""
     return (f"{team_name}-*", f"{BATCH_TRAINING_JOB_PREFIX}{team_name}-*")
 
 
@@ -313,26 +315,40 @@ _ALLOWED_BY_TYPE = {
     "model_type": "a mapping",
     "model_attributes_type": "a mapping",
 }
-_REQUIRED_SHARING = "required: a preset (background, steady, critical) or a sharing strategy"
+_REQUIRED_SHARING = (
+    "required: a preset (preset: background, steady or critical in a file; preset=Preset.BACKGROUND, "
+    "STEADY or CRITICAL for a Team) or a sharing strategy"
+)
+# Patterns said in words: a regular expression tells a reader little.
+_PATTERN_WORDS = {
+    r"^[0-9]{12}$": "12 digits, an AWS account id",
+    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}$": (
+        "a SageMaker HyperPod cluster ARN, arn:aws:sagemaker:<region>:<12-digit account>:cluster/<12 lowercase "
+        "letters or digits> (aws sagemaker describe-cluster --cluster-name NAME --query ClusterArn)"
+    ),
+}
 
 
-def governance_error_from(error: ValidationError) -> GovernanceError:
-    """Turn pydantic's report into our `path: what is wrong (value) - what is allowed` lines."""
+def governance_error_from(error: ValidationError, model: type[BaseModel] | None = None) -> GovernanceError:
+    """Turn pydantic's report into our `path: what is wrong (value) - what is allowed` lines; an
+    unknown setting of ``model`` gets the known name closest to it ("did you mean ...?")."""
     problems = []
     items = error.errors(include_url=False)
-    failing_paths = {_path(item["loc"]) for item in items}
+    failing_paths = {path_of(item["loc"]) for item in items}
     for item in items:
-        location = _path(item["loc"])
+        location = path_of(item["loc"])
         kind = item["type"]
         if kind == "too_short" and any(p.startswith(location + "[") for p in failing_paths):
             continue  # a list whose items failed is not also too short
         if kind.startswith("union_tag"):
             location += ".backend"
-        if kind == "missing" and location.endswith(".sharing"):
-            if location.removesuffix(".sharing") + ".preset" in failing_paths:
+        if kind == "missing" and (location == "sharing" or location.endswith(".sharing")):
+            if location.removesuffix("sharing") + "preset" in failing_paths:
                 continue  # the bad preset is the problem, already reported
             item = {**item, "ctx": None}
             template = _REQUIRED_SHARING
+            named = item["input"].get("name") if isinstance(item.get("input"), dict) else None
+            location = f"{location} of team {named!r}" if named else location
         else:
             template = _ALLOWED_BY_TYPE.get(kind)
         context = item.get("ctx") or {}
@@ -342,11 +358,16 @@ def governance_error_from(error: ValidationError) -> GovernanceError:
             wrong, allowed = "invalid", item["msg"]
         else:
             wrong = "missing" if kind == "missing" else "invalid"
+            if kind == "string_pattern_mismatch" and context.get("pattern") in _PATTERN_WORDS:
+                template = _PATTERN_WORDS[context["pattern"]]
             try:
                 allowed = template.format(**context)
             except (KeyError, IndexError):
                 allowed = item["msg"]
         value = item.get("input") if kind != "missing" else None
+        if kind == "extra_forbidden" and model is not None:
+            close = closest_setting(model, item["loc"])
+            allowed = f"not a known setting{f'; did you mean {close}?' if close else ''} (see `gpu-governance schema`)"
         problems.append(Problem(path=location, wrong=wrong, value=value, allowed=allowed))
     return GovernanceError(_dedupe(problems))
 
@@ -355,7 +376,66 @@ _UNION_TAGS = {*BACKENDS, *CONSUMER_FIELDS}  # pool backends and feed kinds
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
 
 
-def _path(location: tuple[Any, ...]) -> str:
+def _steps(location: tuple[Any, ...]) -> list[Any]:
+    """A pydantic location without its union branch names: the keys and indexes of the data."""
+    return [
+        part
+        for part in location
+        if isinstance(part, int) or not (str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)))
+    ]
+
+
+def known_settings(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
+    """The setting names the mapping at ``location`` may hold, from ``model``'s JSON Schema (every
+    branch of a union: a pool's keys are those of any backend)."""
+    schema = model.model_json_schema()
+    definitions = schema.get("$defs", {})
+
+    def branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+        if "$ref" in node:
+            return branches(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        found = [node]
+        for key in ("anyOf", "oneOf", "allOf"):
+            for branch in node.get(key, ()):
+                found += branches(branch)
+        return found
+
+    nodes = [schema]
+    for step in _steps(location):
+        inner = []
+        for node in (b for n in nodes for b in branches(n)):
+            if isinstance(step, int):
+                inner += [node["items"]] if isinstance(node.get("items"), dict) else []
+            elif step in node.get("properties", {}):
+                inner.append(node["properties"][step])
+            elif isinstance(node.get("additionalProperties"), dict):
+                inner.append(node["additionalProperties"])
+        nodes = inner
+    return sorted({name for node in nodes for branch in branches(node) for name in branch.get("properties", {})})
+
+
+def closest_setting(model: type[BaseModel], location: tuple[Any, ...]) -> str | None:
+    """The known setting most like the unknown one at ``location``, if any is close."""
+    close = difflib.get_close_matches(str(location[-1]), known_settings(model, location[:-1]), n=1)
+    return close[0] if close else None
+
+
+def without_settings(data: Any, locations: list[tuple[Any, ...]], renamed: dict[tuple[Any, ...], str]) -> Any:
+    """A deep copy of ``data`` without the settings at ``locations`` (pydantic error locations),
+    except those in ``renamed``, which move to the name given."""
+    copied = copy.deepcopy(data)
+    for location in locations:
+        *parents, last = _steps(location)
+        node = copied
+        for step in parents:
+            node = node[step]
+        value = node.pop(last, None)
+        if location in renamed:
+            node[renamed[location]] = value
+    return copied
+
+
+def path_of(location: tuple[Any, ...]) -> str:
     text = ""
     for part in location:
         if isinstance(part, int):

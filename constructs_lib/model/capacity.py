@@ -7,6 +7,7 @@ Windows build on the model's base (``base.py``); the organisation (``organisatio
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -14,7 +15,13 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
-from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
+from constructs_lib.core.vocabulary import TENANT_METRIC_NAMESPACES
+from gpu_governance_runtime.capacity.market import TRAINING_PLAN_COUNTS
+from gpu_governance_runtime.contract import (
+    CONSUMER_EKS_NODE_GROUP,
+    CONSUMER_HYPERPOD_INSTANCE_GROUP,
+    CONSUMER_SAGEMAKER_TRAINING_JOBS,
+)
 
 from .base import (
     ComputeEnvironmentArn,
@@ -111,9 +118,11 @@ TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAI
 # A CloudWatch alarm name: 1-255 characters, no control characters (PutMetricAlarm).
 AlarmName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,255}$")]
 MAX_ALARMS_PER_WINDOW = 5  # one EventBridge rule per window matches them by name
-# <namespace>/<metric name>: a namespace may hold "/" (AWS/SQS, GpuGovernance/Reclaim), the metric name is after the last one.
+# <namespace>/<metric name>: the metric name is after the last "/". A namespace is what PutMetricData
+# takes: 1-255 ASCII characters but control characters, the first not ":" [aws: cw.put-metric-data-namespace];
+# it may hold "/" and start with one (AWS/SQS, /aws/sagemaker/TrainingJobs).
 AlarmMetric = Annotated[
-    str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f/][^\x00-\x1f\x7f]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")
+    str, StringConstraints(pattern=r"^[\x20-\x39\x3b-\x7e][\x20-\x7e]{0,254}/[^\x00-\x1f\x7f/]{1,255}$")
 ]
 # Metrics any tenant moves by submitting work: an alarm on one, in an auto window, lets a team buy capacity
 # (within the window's cap and budget) by queueing jobs. Names matched ignoring case; namespaces as CloudWatch spells them.
@@ -193,9 +202,25 @@ class CapacityWindow(_Frozen):
             raise ValueError(
                 f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}"
             )
+        if self.market == "training_plan" and self.instance_count not in TRAINING_PLAN_COUNTS:
+            # [aws: sm-plan.instance-counts]: "The reservation instance quantity options are 1, 2, 4, 8, 16, 32 or 64"
+            raise ValueError(
+                f"instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances ({self.instance_count}) - "
+                "one of those"
+            )
         if self.market == "capacity_block" and sagemaker_type:
             raise ValueError(
                 f"{self.feeds.kind} launches EC2 instances: instance_type must not be ml.*, got {self.instance_type}"
+            )
+        if (
+            self.feeds.kind == CONSUMER_EKS_NODE_GROUP
+            and "fallback" in self.model_fields_set
+            and self.fallback == "on_demand"
+        ):
+            # [aws: eks.capacity-block-template-required]: the group's template must keep the capacity-block options.
+            raise ValueError(
+                "fallback: an EKS CAPACITY_BLOCK node group cannot be moved to an on-demand launch template (on_demand) - "
+                "none: the group waits at size 0 for the next block; declare an on-demand node group of its own for work between blocks"
             )
         if self.repeat_every_days is not None and self.repeat_every_days * 24 < self.duration_hours:
             raise ValueError(
@@ -206,6 +231,26 @@ class CapacityWindow(_Frozen):
     @property
     def market(self) -> Literal["capacity_block", "training_plan"]:
         return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
+
+    def ended(self, now: datetime) -> bool:
+        """Whether the window is entirely in the past: one occurrence only, over by ``now``."""
+        return self.repeat_every_days is None and self.start + timedelta(hours=self.duration_hours) <= now
+
+    def summary(self, now: datetime) -> str:
+        """One line for `explain` and `audit`: what, when, for whom, how it is bought."""
+        start = self.start.strftime("%Y-%m-%d %H:%M %Z").strip()
+        when = (
+            f"every {self.repeat_every_days} days from {start}"
+            if self.repeat_every_days is not None
+            else f"from {start}"
+        )
+        feeds = f" into pool {self.feeds.pool}" if getattr(self.feeds, "pool", None) else f" ({self.feeds.kind})"
+        line = (
+            f"{self.instance_count} x {self.instance_type} for {self.duration_hours} h {when}, for team {self.team}"
+            f"{feeds}; {self.market.replace('_', ' ')}, mode {self.mode}, at most {self.max_price_per_instance_hour} "
+            f"per instance-hour, budget {self.budget.amount} per {self.budget.period}"
+        )
+        return line + ("; ENDED: entirely in the past, buys nothing" if self.ended(now) else "")
 
     def to_policy(self, model: OrganisationView) -> dict[str, Any]:
         """The window as the controller reads it (``gpu_governance_runtime.policy.read_policy``), its
@@ -231,26 +276,41 @@ class CapacityWindow(_Frozen):
             "prefer_extension": self.prefer_extension,
             "mode": self.mode,
             "consumer": consumer,
-            "fallback": self.fallback,
+            # A node group never leaves its blocks' template (rotation.wanted_target): say so in the policy too.
+            "fallback": "none" if self.feeds.kind == CONSUMER_EKS_NODE_GROUP else self.fallback,
             "alarm_requests": [
                 a.model_dump(exclude={"metric"}) for a in self.alarm_requests
             ],  # what the alarm watches: for validate only
         }
 
 
-def tenant_driven(metric: str) -> bool:
-    """Whether tenants move ``metric`` (<namespace>/<name>) by what they submit: queue depth, pending work."""
+def tenant_driven(metric: str) -> str | None:
+    """How tenants move ``metric`` (<namespace>/<name>), or None: they publish into its namespace
+    (``TENANT_METRIC_NAMESPACES``, what the team roles may PutMetricData into), or they move it by
+    what they submit (queue depth, pending work)."""
     namespace, _, name = metric.rpartition("/")
-    return name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS)
+    if namespace in TENANT_METRIC_NAMESPACES:
+        return f"every team may publish into {namespace} (its training jobs' execution role may PutMetricData there)"
+    if name in TENANT_DRIVEN_METRICS.get(namespace, ()) or any(word in name.lower() for word in TENANT_DRIVEN_WORDS):
+        return "tenants drive it (pending jobs, queue depth)"
+    return None
 
 
-def window_warnings(model: OrganisationView) -> list[str]:
-    """What `validate` warns of, deployable but worth a second look: an ``auto`` window buying
-    when an alarm on a metric tenants drive (pending jobs, queue depth) goes off, so a team that
-    queues enough work buys capacity without anyone approving it; or an alarm that does not say
+def window_warnings(model: OrganisationView, now: datetime) -> list[str]:
+    """What `validate` warns of, deployable but worth a second look: a window entirely in the
+    past (it buys nothing; a one-off window that has happened may stay in the file); an ``auto``
+    window buying when an alarm on a metric tenants drive (pending jobs, queue depth) or publish
+    goes off, so a team buys capacity without anyone approving it; or an alarm that does not say
     what it watches."""
     warnings = []
     for index, window in enumerate(model.capacity_windows):
+        if window.ended(now):
+            end = window.start + timedelta(hours=window.duration_hours)
+            warnings.append(
+                f"capacity_windows[{index}].start: window {window.name} ended at {end.isoformat()}, before now "
+                f"({now.isoformat(timespec='seconds')}) - it buys nothing; move start to the future, set "
+                "repeat_every_days, or remove it"
+            )
         if window.mode != "auto":
             continue
         for alarm_index, request in enumerate(window.alarm_requests):
@@ -260,9 +320,9 @@ def window_warnings(model: OrganisationView) -> list[str]:
                     f"{path}.metric: not given - window {window.name} buys automatically when alarm {request.alarm_name!r} "
                     "goes off; name the metric it watches so validate can tell whether tenants drive it"
                 )
-            elif tenant_driven(request.metric):
+            elif reason := tenant_driven(request.metric):
                 warnings.append(
-                    f"{path}.metric: {request.metric} - tenants drive it (pending jobs, queue depth): by queueing work a team makes "
+                    f"{path}.metric: {request.metric} - {reason}: a team can make "
                     f"window {window.name} buy up to {request.count} x {window.instance_type} for {request.hours} h without approval; "
                     "use mode approval, or an alarm on a metric only the platform moves"
                 )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import textwrap
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
@@ -145,21 +147,45 @@ _COLUMNS = (
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
     ("gpu_hour_limit", "GPU-hour limit"),
-    ("group", "group (guaranteed and most, its teams together)"),
+    ("group", "group (its teams together)"),
     ("project", "project"),
 )
 
 
-def render_table(rows: list[Deal]) -> str:
-    header = [title for _, title in _COLUMNS]
-    body = [[str(getattr(row, field)) for field, _ in _COLUMNS] for row in rows]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=False)).rstrip()
-        for line in [header, *body]
-    ]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+def render(rows: list[Deal], windows: list[str], width: int) -> str:
+    """One block per team and pool, each value wrapped to ``width`` under its label (a table of
+    every column was 357 characters wide); "-" values are left out; then the capacity windows."""
+    label = max(len(title) for _, title in _COLUMNS[3:])
+    room = max(20, width - label - 4)
+    lines: list[str] = []
+    for row in rows:
+        lines.append(f"{row.team} in pool {row.pool} ({row.backend})")
+        for field, title in _COLUMNS[3:]:
+            value = str(getattr(row, field))
+            if value != "-":
+                first, *rest = _wrap(value, room) or [""]
+                lines += [f"  {title:<{label}}  {first}", *(f"  {'':<{label}}  {more}" for more in rest)]
+        lines.append("")
+    if windows:
+        lines.append("capacity windows")
+        for window in windows:
+            lines += _wrap(window, width, initial_indent="  ", subsequent_indent="    ")
+    return "\n".join(lines).rstrip()
+
+
+def _wrap(text: str, width: int, **indents: str) -> list[str]:
+    """Lines of at most ``width``, never splitting a word, name or path (``instance-hour``, ARNs)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False, **indents)
+
+
+def wrapped_note(note: str, width: int) -> str:
+    """A caveat as `explain` prints it: ``note: ...`` wrapped, further lines indented."""
+    return "\n".join(_wrap(f"note: {note}", width, subsequent_indent="  "))
+
+
+def as_json(rows: list[Deal], windows: dict[str, dict[str, Any]], notes: list[str]) -> dict[str, Any]:
+    """`explain --json`: the same deals, field by field, the windows and the notes."""
+    return {"deals": [asdict(row) for row in rows], "capacity_windows": windows, "notes": notes}
 
 
 def caveats(model: GovernanceModel) -> list[str]:

@@ -13,13 +13,15 @@ import bisect
 import enum
 import re
 from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.backends.base import MIG_PROFILES
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.wording import listed
 from gpu_governance_runtime.contract import (
     DEFAULT_REBORROW_BACKOFF_S,
     SharingStrategy,
@@ -59,9 +61,13 @@ from .base import (
     _OrganisationProblems,
     account_of,
     aws_partition,
+    closest_setting,
+    governance_error_from,
     identity_center_role_patterns,
     library_role,
+    path_of,
     team_name_scopes,
+    without_settings,
 )
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types, known
@@ -755,7 +761,40 @@ class GovernanceModel(_Frozen):
                     )
                 ]
             )
-        return cls(**data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            # Unknown settings must not hide the checks across the file, which run only on a
+            # model whose every field is valid: validate again without them and report both.
+            first = governance_error_from(error, cls).problems
+            problems = list(first)
+            errors = error.errors(include_url=False)
+            unknown = [item["loc"] for item in errors if item["type"] == "extra_forbidden"]
+            missing = {path_of(item["loc"]) for item in errors if item["type"] == "missing"}
+            # a misspelt required setting (`capcity`) is read under its right name the second time
+            renamed = {
+                loc: close
+                for loc in unknown
+                if (close := closest_setting(cls, loc)) and path_of((*loc[:-1], close)) in missing
+            }
+            # "capacity: missing" beside "capcity: ... did you mean capacity?" says nothing more
+            moved = {path_of((*loc[:-1], close)) for loc, close in renamed.items()}
+            problems = [p for p in problems if not (p.wrong == "missing" and p.path in moved)]
+            if unknown:
+                # what the objects holding them say without them is a guess: left out (a misspelt
+                # `quota` would add "teams[0].quotas: no quota in any pool")
+                holders = tuple(f"{path_of(loc[:-1])}." if len(loc) > 1 else "" for loc in unknown)
+                try:
+                    cls.model_validate(without_settings(data, unknown, renamed))
+                except ValidationError as again:
+                    problems += governance_error_from(again, cls).problems
+                except _OrganisationProblems as again:
+                    problems += again.problems
+                kept = {str(p): p for p in problems if p in first or not _under(p.path, holders)}
+                problems = list(kept.values())
+            raise GovernanceError(problems) from None
+        except _OrganisationProblems as error:
+            raise GovernanceError(error.problems) from None
 
     def pool(self, name: str) -> AnyPool:
         return next(p for p in self.pools if p.name == name)
@@ -1212,6 +1251,7 @@ def check_principals(model: GovernanceModel) -> list[Problem]:
         ]
     problems += _principal_problems(model, checked)
     problems += _shared_member_roles(model)
+    problems += _overlapping_identity_center_members(model)
     if model.guardrails is not None:
         problems += check_exemptions(model, model.guardrails)
     return problems
@@ -1230,21 +1270,100 @@ def _shared_member_roles(model: GovernanceModel) -> list[Problem]:
                 role = (account_of(arn), path_and_name.rsplit("/", 1)[-1].lower())
                 listings.setdefault(role, []).append((f"teams[{t}].members[{m}]", team.name, arn))
     problems = []
-    for listed in listings.values():
-        teams = sorted({team for _, team, _ in listed})
+    for holders in listings.values():
+        teams = sorted({team for _, team, _ in holders})
         if len(teams) > 1:
-            named = " and ".join(teams) if len(teams) <= 3 else f"{', '.join(teams[:3])} and {len(teams) - 3} more"
-            for path, _, arn in listed:
+            for path, _, arn in holders:
                 problems.append(
                     Problem(
                         path=path,
-                        wrong=f"role is a member of teams {named}",
+                        wrong=f"role is a member of teams {listed(teams)}",
                         value=arn,
                         allowed="a role of one team only: whoever acts as it (every member of a project, for a Unified Studio project role) "
                         "would get every team's access; list each person's own role in each team instead",
                     )
                 )
     return problems
+
+
+def _overlapping_identity_center_members(model: GovernanceModel) -> list[Problem]:
+    """A team's permission set admits the roles Identity Center makes for it by the pattern
+    ``AWSReservedSSO_<name>_*`` in its account, and that pattern also matches the role of another
+    team's permission set there named the same or ``<name>_<more>`` (``ML`` admits ``ML_Research``),
+    and any member ARN of another team it matches: those people would act for both teams."""
+    admitted = []  # (path, team, permission set, account id, its role patterns)
+    for t, team in enumerate(model.teams):
+        for p, permission_set in enumerate(team.permission_sets):
+            account = model.consumer_accounts.get(permission_set.account or team.account or "")
+            if account is not None:
+                patterns = identity_center_role_patterns(
+                    account.account_id, permission_set.name, aws_partition(account.region)
+                )
+                admitted.append(
+                    (
+                        f"teams[{t}].permission_sets[{p}].name",
+                        team.name,
+                        permission_set.name,
+                        account.account_id,
+                        patterns,
+                    )
+                )
+    # Every team's principals: its members, and a role Identity Center may make for each of its
+    # permission sets (with and without a region in the path; any suffix stands for all).
+    principals = [(team.name, arn, f"member {arn}") for team in model.teams for arn in team.members] + [
+        (team, pattern.replace("*", "0123456789abcdef"), f"permission set {name}")
+        for _, team, name, _, patterns in admitted
+        for pattern in patterns
+    ]
+    problems = []
+    for path, team, name, account, patterns in admitted:
+        caught = sorted(
+            {
+                f"team {other}'s {what}"
+                for other, arn, what in principals
+                if other != team and any(fnmatchcase(arn, pattern) for pattern in patterns)
+            }
+        )
+        if caught:
+            problems.append(
+                Problem(
+                    path=path,
+                    wrong=f"its Identity Center roles (AWSReservedSSO_{name}_* in account {account}) also match "
+                    f"{listed(caught)}",
+                    value=name,
+                    allowed="a permission set named neither as another team's in that account nor as another's name "
+                    "followed by '_': its users would act for both teams",
+                )
+            )
+    return problems
+
+
+def shared_account_warnings(model: GovernanceModel) -> list[str]:
+    """What ``validate`` warns of: member roles of two teams in one account. IAM tells the teams
+    apart by role ARN (the submission roles trust exact ARNs), but whether one team's member can
+    become the other's is for that account's IAM, which the library neither writes nor reads: a
+    role whose trust policy names its account can be assumed by any principal there that an
+    identity policy allows to (PowerUserAccess allows sts:AssumeRole on every role), and then acts
+    for the role's team. Identity Center roles (``permission_sets``) and users are not counted:
+    Identity Center alone assumes its roles, and nobody assumes a user."""
+    roles: dict[str, dict[str, list[str]]] = {}  # account -> team -> its member roles' names
+    first: dict[str, int] = {}  # account -> the first team with a member role there
+    for t, team in enumerate(model.teams):
+        for arn in team.members:
+            kind, _, path = arn.split(":", 5)[-1].partition("/")
+            if kind == "role" and not path.startswith("aws-reserved/"):
+                roles.setdefault(account_of(arn), {}).setdefault(team.name, []).append(path.rsplit("/", 1)[-1])
+                first.setdefault(account_of(arn), t)
+    return [
+        f"teams[{first[account]}].members: member roles of {len(teams)} teams in account {account}: "
+        f"{listed([f'{team} ({listed(names)})' for team, names in teams.items()])} - IAM keeps these teams apart only "
+        "as far as that account's own policies do: a member role whose trust policy names the account can be assumed "
+        "by any principal there allowed sts:AssumeRole on it, another team's member included, who then acts for the "
+        "role's team. Make each member role trust only its own people (an identity provider, or Identity Center "
+        "through permission_sets), or give each team an account of its own"
+        for account, teams in sorted(roles.items())
+        if len(teams) > 1
+    ]
 
 
 def check_exemptions(model: GovernanceModel, guardrails: Guardrails) -> list[Problem]:
@@ -1505,3 +1624,8 @@ def _duplicates(names: list[str], path: str, problems: list[Problem], allowed: s
         if name in seen:
             problems.append(Problem(path=f"{path}[{index}].name", wrong="duplicate name", value=name, allowed=allowed))
         seen.add(name)
+
+
+def _under(path: str, holders: tuple[str, ...]) -> bool:
+    """Whether ``path`` is inside one of ``holders`` (paths ending in a dot; "" is the whole file)."""
+    return any(holder == "" or f"{path}.".startswith(holder) for holder in holders)

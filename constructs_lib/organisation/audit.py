@@ -12,6 +12,7 @@ Every name comes from the definitions the constructs use (role suffixes and key 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from constructs_lib.backends import backend_of
@@ -60,8 +61,9 @@ def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
     }
 
 
-def audit(model: GovernanceModel) -> list[Access]:
-    rows = _platform(model)
+def audit(model: GovernanceModel, now: datetime | None = None) -> list[Access]:
+    """Every row; ``now`` (default: the clock) says which capacity windows have ended."""
+    rows = _platform(model) + _windows(model, now or datetime.now(UTC))
     for team in model.teams:
         rows += (
             _organisation(model, team)
@@ -71,6 +73,28 @@ def audit(model: GovernanceModel) -> list[Access]:
             + _data(model, team)
         )
     return rows
+
+
+# Who buys a window's capacity, per mode (docs/capacity.md).
+_BUYERS = {
+    "dry_run": "nobody: the capacity controller only records what it would buy (mode dry_run)",
+    "approval": "the capacity controller, after a platform admin's `gpu-governance capacity approve`",
+    "auto": "the capacity controller, on its own",
+}
+
+
+def _windows(model: GovernanceModel, now: datetime) -> list[Access]:
+    """Capacity windows: who spends the money, on what, for which team."""
+    return [
+        Access(
+            team=PLATFORM,
+            layer="organisation",
+            who=_BUYERS[window.mode],
+            can=f"buy {window.summary(now)}",
+            on=f"capacity window {window.name}, capacity account {model.capacity_account.account_id}",
+        )
+        for window in model.capacity_windows
+    ]
 
 
 def _platform(model: GovernanceModel) -> list[Access]:
@@ -224,7 +248,7 @@ def eks_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]
             team=team.name,
             layer="cluster",
             who=p,
-            can=f"EKS access entry as Kubernetes group {group}",
+            can=f"reach the cluster's Kubernetes API (an EKS access entry) as group {group}",
             on=f"EKS cluster {pool.eks_cluster_name}",
         )
         for p in principals

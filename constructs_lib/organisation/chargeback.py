@@ -31,6 +31,7 @@ from constructs_lib.model import GovernanceModel, Team
 from gpu_governance_runtime.contract import (
     BORROWED_HOURS,
     CAPACITY_NAMESPACE,
+    GUARANTEE_KEPT_PERCENT,
     GUARANTEED_HOURS,
     LENT_HOURS,
     PURCHASE_FEE_DIMENSIONS,
@@ -59,6 +60,10 @@ MAX_BUDGET_SUBSCRIBERS = 10  # email subscribers per budget notification (AWS Bu
 WEEKS_PER_MONTH = Decimal(52) / Decimal(12)
 # Fees are drawn per 30 days (CloudWatch has no calendar month) over the last 90, against monthly budgets.
 FEE_PERIOD, FEE_RANGE = Duration.days(30), "-P90D"
+# The share of the time a team asked for its guarantee that it was kept (usage.kept_percent): the
+# Average of the controller's per-tick GuaranteeKeptPercent, per 30 days as the fees.
+KEPT_TITLE = "guarantee kept (% of the time asked, per 30 days)"
+PERCENT_AXIS = cloudwatch.YAxisProps(min=0, max=100)
 # The organisation's spend graph draws one line per distinct team budget amount, at most this many.
 MAX_BUDGET_LINES = 10
 
@@ -366,6 +371,15 @@ class Chargeback(Construct):
                     left=[self._search("Preemptions", "Sum", Duration.hours(1))],
                 ),
             )
+            dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title=KEPT_TITLE + ", per pool and team",
+                    width=24,
+                    left=[self._search(GUARANTEE_KEPT_PERCENT, "Average", FEE_PERIOD)],
+                    left_y_axis=PERCENT_AXIS,
+                    start=FEE_RANGE,
+                )
+            )
         if self.model.capacity_windows:
             dashboard.add_widgets(
                 cloudwatch.GraphWidget(
@@ -423,6 +437,23 @@ class Chargeback(Construct):
                     width=12,
                     left=[self.reclaim.metric_share(pool, team.name, "Pending")],
                     right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")],
+                ),
+                *(
+                    [
+                        cloudwatch.GraphWidget(
+                            title=KEPT_TITLE,
+                            width=12,
+                            left=[
+                                self.reclaim.metric_share(
+                                    pool, team.name, GUARANTEE_KEPT_PERCENT, statistic="Average", period=FEE_PERIOD
+                                )
+                            ],
+                            left_y_axis=PERCENT_AXIS,
+                            start=FEE_RANGE,
+                        )
+                    ]
+                    if backend.guarantee_recorded
+                    else []
                 ),
                 *(
                     [

@@ -70,7 +70,7 @@ SHARED_BASE = 2
 SHARED_PER_POOL = {name: b.shared_resources for name, b in BACKENDS.items()}  # ``Backend.shared_resources``
 SHARED_DEDICATED_NODES = 10  # custom resource, handler, roles, policies, log group of dedicated groups
 SHARED_RECLAIM = 15  # when a Batch pool exists: controller, ledger, key, topic, queue, alarms
-SHARED_GUARD = 15  # when a quota-share pool exists: guard, ledger, key, topic, queue, rule, alarms
+SHARED_GUARD = 22  # when a quota-share pool exists: guard, ledger, key, topic, queue, its two rules, retries, 7 alarms
 SHARED_CAPACITY_CONTROLLER = 31  # when capacity windows exist (with the Capacity Request rule and its permission)
 # Chargeback: the organisation's usage dashboard (with a Batch pool or capacity windows), the
 # purchases budget (with windows), one subscription per alert email on each controller's topic.

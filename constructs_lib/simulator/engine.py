@@ -33,12 +33,16 @@ from gpu_governance_runtime.reclaim.planner import (
     Share,
     ShareGroup,
     Strategy,
+    _started,
     apply_plan,
+    asking_shares,
+    breach_tolerance,
+    breached_shares,
     next_change_at,
-    pending_guarantee_jobs,
     plan_tick,
     unchecked_state,
 )
+from gpu_governance_runtime.usage import kept_percent
 
 from .traces import TraceJob
 
@@ -48,9 +52,13 @@ COMPLETION, STOP = 0, 1  # what an event of the replay does to its job: it finis
 
 @dataclass(frozen=True, kw_only=True)
 class TeamStats:
+    """A team's jobs in one run. The percentiles are over all its jobs, a job that never finished
+    counting as an endless wait: None when the percentile falls among those (the wait is "never")."""
+
     jobs: int
-    wait_p50_s: float
-    wait_p95_s: float
+    jobs_unfinished: int
+    wait_p50_s: float | None
+    wait_p95_s: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,11 +71,15 @@ class RunMetrics:
     jobs_completed: int
     jobs_unfinished: int  # jobs that never finished: the never-runnable ones below
     never_runnable: tuple[str, ...]  # jobs larger than what their team may ever hold here
-    not_restartable: int  # jobs of the trace the controller never preempts (TraceJob.restartable false)
+    not_restartable: int  # jobs of the trace the controller cannot bring back once stopped (TraceJob.restartable false)
+    stopped_for_good: int  # of those, the ones a reclaim stopped: not requeued, their work lost
     preemptions: int
     lost_work_capacity_s: float
     guarantee_breaches: int
     teams: Mapping[str, TeamStats]
+    # per team: seconds it asked for its guarantee, and of those the seconds it was breached
+    guarantee_asked_s: Mapping[str, float] = field(default_factory=dict)
+    guarantee_breached_s: Mapping[str, float] = field(default_factory=dict)
     # how long each job whose start preempted others waited, to the moment its victims were gone
     # (their grace included): what a lender waits for capacity it is owed
     reclaim_waits: tuple[float, ...] = field(repr=False, default=())
@@ -79,6 +91,7 @@ class RunMetrics:
     runs: Mapping[str, tuple[tuple[float, float], ...]] = field(
         repr=False, default_factory=dict
     )  # job -> (start, end) of each run, if recorded
+    started: Mapping[str, float] = field(repr=False, default_factory=dict)  # job -> its first start, if recorded
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
@@ -90,6 +103,7 @@ class RunMetrics:
             "jobs_unfinished": self.jobs_unfinished,
             "jobs_never_runnable": len(self.never_runnable),
             "jobs_not_restartable": self.not_restartable,
+            "jobs_stopped_for_good": self.stopped_for_good,
             "preemptions": self.preemptions,
             "lost_work_capacity_s": round(self.lost_work_capacity_s, 1),
             "reclaim_wait_max_s": max(self.reclaim_waits, default=0.0),
@@ -97,7 +111,33 @@ class RunMetrics:
         }
         if with_breaches:
             result["guarantee_breaches"] = self.guarantee_breaches
+            result["guarantee_kept"] = self.guarantee_kept()
         return result
+
+    def guarantee_kept(self) -> dict[str, dict[str, float | None]]:
+        """Per team that asked for its guarantee: hours asked, hours breached, percent kept."""
+        return {
+            team: {
+                "asked_h": round(asked / 3600, 2),
+                "breached_h": round(self.guarantee_breached_s.get(team, 0.0) / 3600, 2),
+                "kept_percent": _rounded(kept_percent(asked, self.guarantee_breached_s.get(team, 0.0))),
+            }
+            for team, asked in sorted(self.guarantee_asked_s.items())
+        }
+
+
+def _rounded(percent: float | None) -> float | None:
+    return None if percent is None else round(percent, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resume:
+    """The pool a replay starts from instead of an empty one (a forecast replays the live pool)."""
+
+    at: float  # the replay's first tick is at or after it: jobs submitted earlier wait until then
+    running: Sequence[tuple[TraceJob, float]] = ()  # jobs that run then, each with its start
+    # times a job was preempted before: its protection (min_run_time_s) and re-borrow backoff
+    preempted: Mapping[str, int] = field(default_factory=dict)
 
 
 def static_shares(shares: Sequence[Share]) -> tuple[Share, ...]:
@@ -140,14 +180,20 @@ def simulate(
     record_timeline: bool = False,
     record_runs: bool = False,
     groups: Sequence[ShareGroup] = (),
+    resume: Resume | None = None,
 ) -> RunMetrics:
     """Replay ``jobs``; with ``pooled`` every job joins the single pooled share. ``record_runs``
-    keeps every job's runs (``RunMetrics.runs``): memory per job, for tests and small traces.
-    ``groups``: the pool's groups of shares, planned as the controller plans them."""
-    _check_jobs(jobs, [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled)
+    keeps every job's runs and first start (``RunMetrics.runs``, ``started``): memory per job,
+    for tests and small traces. ``groups``: the pool's groups of shares, planned as the controller
+    plans them. ``resume``: the pool the replay starts from, instead of an empty one."""
+    running = resume.running if resume else ()
+    _check_jobs(
+        [*jobs, *(job for job, _ in running)], [POOLED_SHARE] if pooled else [s.name for s in shares], capacity, pooled
+    )
     return _replay(
         jobs,
         _arrival_order(jobs),
+        resume=resume,
         shares=shares,
         capacity=capacity,
         tick_s=tick_s,
@@ -175,6 +221,7 @@ def _replay(
     record_timeline: bool,
     record_runs: bool,
     groups: Sequence[ShareGroup] = (),
+    resume: Resume | None = None,
 ) -> RunMetrics:
     """The event loop over checked jobs, ``arrivals`` being them in arrival order.
 
@@ -185,8 +232,9 @@ def _replay(
     decider = (
         _Queues(shares)
         if not groups and _independent_queues(shares, capacity)
-        else _Planner(shares, capacity, settings, groups)
+        else _Planner(shares, capacity, settings, groups, preempted=resume.preempted if resume else {})
     )
+    opens = resume.at if resume else -math.inf  # no tick before it: a job submitted earlier waits for it
     grace = settings.grace_s
     progress: dict[str, _Progress] = {}
     waited: list[float | None] = [None] * len(arrivals)  # per arrival: the wait of a job that finished
@@ -199,13 +247,20 @@ def _replay(
     clock = 0.0
     changed = False
     work_done = lost = busy = useful = 0.0
-    preemptions = breaches = 0
+    preemptions = breaches = stopped_for_good = 0
+    tolerance = breach_tolerance(tick_s, settings)
+    asked_s: dict[str, float] = {}  # per team: seconds it asked for its guarantee (planner.asking_shares)
+    breached_s: dict[str, float] = {}  # of those, seconds its guarantee was broken (planner.breached_shares)
+    asked_since: set[str] = set()
+    breached_since: set[str] = set()
+    since = 0.0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     last_finish = first_submit
     window_end = arrivals[-1].submit_time if arrivals else 0.0
     timeline: list[tuple[float, Mapping[tuple[str, str], int]]] = []
     preempted_at: dict[str, list[float]] = {}
     runs: dict[str, list[tuple[float, float]]] = {}
+    started: dict[str, float] = {}
 
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
@@ -224,6 +279,7 @@ def _replay(
         heapq.heappush(events, (at + entry.remaining, entry.version, job.job_id, COMPLETION))
         if record_runs:
             runs.setdefault(job.job_id, [])
+            started.setdefault(job.job_id, at)
 
     def begin_awaiting(instance_type: str, at: float) -> None:
         queue = awaiting_room[instance_type]
@@ -231,7 +287,7 @@ def _replay(
             begin(queue.pop(0), at)
 
     def stop(entry: _Progress, at: float) -> None:
-        nonlocal busy, lost, preemptions
+        nonlocal busy, lost, preemptions, stopped_for_good
         job = entry.job
         elapsed = at - entry.started_at
         segment = in_window(entry.started_at, at, job.count)
@@ -245,16 +301,27 @@ def _replay(
         preempted_at.setdefault(job.job_id, []).append(at)
         if record_runs:
             runs[job.job_id].append((entry.started_at, at))
-        if job.checkpointable:
+        if not job.restartable:  # nothing requeues it (planner.comes_back): its work is lost, it stays unfinished
+            stopped_for_good += 1
+            lost += elapsed * job.count
+        elif job.checkpointable:
             entry.remaining -= elapsed
             entry.useful += segment
         else:
             lost += elapsed * job.count
             entry.remaining = job.duration
 
+    for job, started_at in resume.running if resume else ():
+        entry = progress[job.job_id] = _Progress(
+            job, len(waited), POOLED_SHARE if pooled else job.team, job.duration, started_at
+        )
+        waited.append(None)  # reported with no team's waits: it did not wait in this replay
+        decider.seed(entry)
+        begin(entry, started_at)
+
     while True:
         # the next moment something happens: an arrival, a completion or a victim's stop, or a follow-up tick
-        moment = arrivals[next_arrival].submit_time if next_arrival < len(arrivals) else math.inf
+        moment = max(opens, arrivals[next_arrival].submit_time) if next_arrival < len(arrivals) else math.inf
         if events and events[0][0] < moment:
             moment = events[0][0]
         if changed and clock < moment and decider.waiting():
@@ -318,12 +385,19 @@ def _replay(
             begin_awaiting(entry.job.instance_type, tick)  # in the plan's order
         if not pooled:
             # a lender waits a tick, and the grace of the victims it preempts, before it breaches
-            breaches += decider.guarantee_breaches(progress, tick - tick_s - grace)
+            breached = decider.breached(progress, tick - tolerance)
+            breaches += len(breached)
+            # what held since the last tick held until this one (nothing changes between ticks)
+            for team in asked_since:
+                asked_s[team] = asked_s.get(team, 0.0) + tick - since
+            for team in breached_since:
+                breached_s[team] = breached_s.get(team, 0.0) + tick - since
+            asked_since, breached_since, since = decider.asking(), breached, tick
         # A capped plan that moved nothing looks again next tick only while a job waits inside its
         # guarantee with others borrowing (each such tick may count a breach; the borrowers end):
         # otherwise the pool is as it was and every later tick would plan the same, for ever
         # (time-bound changes come from next_change_at below).
-        changed = changed or (capped and decider.guarantee_breaches(progress, tick) > 0)
+        changed = changed or (capped and bool(decider.breached(progress, tick)))
         if record_timeline:
             timeline.append((tick, {key: used for key, used in usage.items() if used}))
         clock = tick + tick_s if changed else tick
@@ -334,8 +408,11 @@ def _replay(
                 clock, changed = max(tick + tick_s, expiry), True
 
     waits: dict[str, list[float]] = {}
+    unfinished: dict[str, int] = {}
     for job, wait in zip(arrivals, waited, strict=False):
-        if wait is not None:
+        if wait is None:
+            unfinished[job.team] = unfinished.get(job.team, 0) + 1
+        else:
             waits.setdefault(job.team, []).append(wait)
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
@@ -345,19 +422,23 @@ def _replay(
         window_utilization=busy / window if window else 0.0,
         goodput=useful / window if window else 0.0,
         makespan_s=makespan,
-        jobs_completed=next_arrival - len(progress),
+        jobs_completed=next_arrival + len(waited) - len(arrivals) - len(progress),
         jobs_unfinished=len(progress) + len(arrivals) - next_arrival,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         not_restartable=sum(not job.restartable for job in jobs),
+        stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
-        teams={team: _stats(values) for team, values in waits.items()},
+        guarantee_asked_s=asked_s,
+        guarantee_breached_s=breached_s,
+        teams=team_stats(waits, unfinished),
         reclaim_waits=tuple(reclaim_waits),
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
         runs={job_id: tuple(job_runs) for job_id, job_runs in runs.items()},
+        started=started,
     )
 
 
@@ -400,12 +481,14 @@ class _Planner:
         capacity: Mapping[str, int],
         settings: Settings,
         groups: Sequence[ShareGroup] = (),
+        *,
+        preempted: Mapping[str, int] = {},
     ) -> None:
+        self.preempted = preempted  # times a job was preempted before the replay (Resume.preempted)
         self.state = PoolState(
             capacity=dict(capacity), shares=tuple(shares), running=(), pending=(), now=0.0, groups=tuple(groups)
         )
         self.settings = settings
-        self.quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
         self.running: dict[str, RunningJob] = {}
         self.pending: dict[str, PendingJob] = {}
         self.usage: dict[tuple[str, str], int] = {}  # instances in use per share and type
@@ -414,8 +497,11 @@ class _Planner:
         return bool(self.pending)
 
     def arrive(self, entry: _Progress) -> None:
+        self.pending[entry.job.job_id] = self._pending_of(entry)
+
+    def _pending_of(self, entry: _Progress) -> PendingJob:
         job = entry.job
-        self.pending[job.job_id] = PendingJob(
+        return PendingJob(
             job_id=job.job_id,
             share=entry.share,
             instance_type=job.instance_type,
@@ -424,13 +510,20 @@ class _Planner:
             submitted_at=job.submit_time,
             checkpointable=job.checkpointable,
             max_run_time_s=job.max_run_time,
-            restartable=job.restartable,  # the planner never takes such a job, as in the controller
+            restartable=job.restartable,  # stopped, it is not requeued (planner.comes_back), as in the controller
+            times_preempted=self.preempted.get(job.job_id, 0),
         )
+
+    def seed(self, entry: _Progress) -> None:
+        """``entry`` runs since its ``waiting_since`` when the replay starts."""
+        job = entry.job
+        self.running[job.job_id] = _started(self._pending_of(entry), entry.waiting_since)
+        self.usage[entry.share, job.instance_type] = self.usage.get((entry.share, job.instance_type), 0) + job.count
 
     def finish(self, entry: _Progress) -> None:
         job = self.running.pop(entry.job.job_id, None)
-        if job is None:  # a victim that finished during its grace: requeued here, done there
-            del self.pending[entry.job.job_id]
+        if job is None:  # a victim that finished during its grace: requeued here (if it comes back), done there
+            self.pending.pop(entry.job.job_id, None)
             return
         self.usage[job.share, job.instance_type] -= job.count
 
@@ -462,26 +555,22 @@ class _Planner:
             plan.capped,
         )
 
-    def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        """Shares with a job inside their guarantee that has waited since before ``waited_before``
-        (a tick, plus the pool's grace, ago) while another share still runs on borrowed capacity
-        of the same type: lent capacity not reclaimed in time."""
-        usage, quotas = self.usage, self.quotas
-        borrowing = {
-            instance_type
-            for (share, instance_type), used in usage.items()
-            if used > quotas.get((share, instance_type), 0)
-        }
-        if not borrowing:
-            return 0
-        waited = [
-            job
-            for job in self.pending.values()
-            if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before
-        ]
-        if not waited:
-            return 0
-        return len({job.share for job in pending_guarantee_jobs(self.state.shares, self.running.values(), waited)})
+    def breached(self, progress: Mapping[str, _Progress], waited_before: float) -> set[str]:
+        """Shares whose guarantee is broken (``planner.breached_shares``), a job's wait counted
+        from when the replay queued it."""
+        return breached_shares(
+            self.state.shares,
+            self.running.values(),
+            self.pending.values(),
+            waited_before=waited_before,
+            usage=self.usage,
+            waiting_since=lambda job: progress[job.job_id].waiting_since,
+        )
+
+    def asking(self) -> set[str]:
+        return asking_shares(
+            self.state.shares, self.usage, ((j.share, j.instance_type, j.count) for j in self.pending.values())
+        )
 
     def next_change_at(self) -> float | None:
         state = unchecked_state(
@@ -511,7 +600,9 @@ class _Queues:
     nothing, and is not looked at."""
 
     def __init__(self, shares: Sequence[Share]) -> None:
-        self._room = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}  # quota minus use
+        self._shares = tuple(shares)
+        self._quota = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
+        self._room = dict(self._quota)  # quota minus use
         self._buckets: dict[tuple[str, str], dict[int, list[tuple[tuple, TraceJob]]]] = {}
         self._touched: dict[tuple[str, str], None] = {}  # room freed or a job arrived since the last tick
         self._size = 0
@@ -529,9 +620,13 @@ class _Queues:
         self._touched[where] = None
         self._size += 1
 
+    def seed(self, entry: _Progress) -> None:
+        where = (entry.share, entry.job.instance_type)
+        self._room[where] = self._room.get(where, 0) - entry.job.count
+
     def finish(self, entry: _Progress) -> None:
         where = (entry.share, entry.job.instance_type)
-        self._room[where] += entry.job.count
+        self._room[where] = self._room.get(where, 0) + entry.job.count
         self._touched[where] = None
 
     def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
@@ -555,8 +650,14 @@ class _Queues:
         self._size -= len(started)
         return started, (), frozenset(), False
 
-    def guarantee_breaches(self, progress: Mapping[str, _Progress], waited_before: float) -> int:
-        return 0  # nobody borrows
+    def breached(self, progress: Mapping[str, _Progress], waited_before: float) -> set[str]:
+        return set()  # nobody borrows
+
+    def asking(self) -> set[str]:
+        waiting = (
+            (share, t, size) for (share, t), sizes in self._buckets.items() for size, jobs in sizes.items() if jobs
+        )
+        return asking_shares(self._shares, {w: self._quota.get(w, 0) - room for w, room in self._room.items()}, waiting)
 
     def next_change_at(self) -> float | None:
         return None  # nobody is preempted, protected or backed off
@@ -587,15 +688,24 @@ def _tick_at_or_after(time: float, tick_s: float) -> float:
     return ticks * tick_s
 
 
-def _stats(values: Sequence[float]) -> TeamStats:
-    return TeamStats(jobs=len(values), wait_p50_s=_percentile(values, 50), wait_p95_s=_percentile(values, 95))
+def team_stats(waits: Mapping[str, Sequence[float]], unfinished: Mapping[str, int]) -> dict[str, TeamStats]:
+    """Per team with any job: its finished jobs' waits and how many never finished."""
+    return {
+        team: TeamStats(
+            jobs=len(waits.get(team, ())) + unfinished.get(team, 0),
+            jobs_unfinished=unfinished.get(team, 0),
+            wait_p50_s=_percentile(waits.get(team, ()), unfinished.get(team, 0), 50),
+            wait_p95_s=_percentile(waits.get(team, ()), unfinished.get(team, 0), 95),
+        )
+        for team in sorted(waits.keys() | unfinished.keys())
+    }
 
 
-def _percentile(values: Sequence[float], percent: float) -> float:
-    """Nearest-rank percentile."""
+def _percentile(values: Sequence[float], endless: int, percent: float) -> float | None:
+    """Nearest-rank percentile of ``values`` and ``endless`` waits that never end (None if it is one)."""
     ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, -(-len(ordered) * percent // 100) - 1))
-    return float(ordered[int(index)])
+    rank = max(1, -(-(len(ordered) + endless) * percent // 100))
+    return float(ordered[int(rank) - 1]) if rank <= len(ordered) else None
 
 
 # --- the comparison ---------------------------------------------------------------------------
@@ -652,7 +762,7 @@ def check_trace_fits_pool(jobs: Sequence[TraceJob], shares: Sequence[Share], cap
                     path=f"job {job.job_id}.instance_type",
                     wrong="not in the pool",
                     value=job.instance_type,
-                    allowed=f"one of {sorted(capacity)}",
+                    allowed=f"one of {sorted(capacity)}, or leave such jobs out: simulate --skip-other-types",
                 )
             )
         elif job.count > capacity[job.instance_type]:

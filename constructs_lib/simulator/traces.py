@@ -8,9 +8,9 @@ Trace format, header exactly::
 Times in seconds (floats allowed), ``count`` whole instances, ``priority`` an integer (higher is
 more urgent), ``checkpointable`` true/false. Optional last columns: ``max_run_time``, the
 declared run-time limit in seconds (empty: none declared), then ``restartable``, true/false
-(empty: true): false for a job the reclaim controller never preempts because it could not bring
-it back as it was (``RunningJob.restartable``: a Batch array job, a job others depend on, a
-multi-container job). The importers write both.
+(empty: true): false for a job the reclaim controller could not bring back as it was once stopped
+(``RunningJob.restartable``: a Batch array job, a job others depend on, a multi-container job):
+it counts against its team's quota first, and a reclaim stops it for good. The importers write both.
 """
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ class TraceJob:
     priority: int
     checkpointable: bool
     max_run_time: float | None = None  # the declared limit, when the source has one
-    restartable: bool = True  # False: never preempted (RunningJob.restartable)
+    restartable: bool = True  # False: a reclaim stops it for good (RunningJob.restartable)
 
 
-def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
-    """Every bad row is reported with its line number, all at once."""
+def read_trace(path: str | Path, classes: Mapping[str, int] | None = None) -> tuple[TraceJob, ...]:
+    """Every bad row is reported with its line number, all at once. A ``priority`` is a number,
+    or the name of one of ``classes`` (the governance file's priority classes: name -> weight)."""
     problems: list[Problem] = []
     jobs: list[TraceJob] = []
     try:
@@ -64,7 +65,7 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
                 )
             seen: set[str] = set()
             for line, row in enumerate(reader, start=2):
-                job = _parse_row(row, columns, f"{path}:{line}", problems)
+                job = _parse_row(row, columns, f"{path}:{line}", problems, classes or {})
                 if job is None:
                     continue
                 if job.job_id in seen:
@@ -108,7 +109,9 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
     return tuple(jobs)
 
 
-def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: list[Problem]) -> TraceJob | None:
+def _parse_row(
+    row: list[str], columns: tuple[str, ...], where: str, problems: list[Problem], classes: Mapping[str, int]
+) -> TraceJob | None:
     if len(row) != len(columns):
         problems.append(
             Problem(
@@ -135,7 +138,16 @@ def _parse_row(row: list[str], columns: tuple[str, ...], where: str, problems: l
     submit = number("submit_time", float, "seconds >= 0", lambda v: math.isfinite(v) and v >= 0)
     duration = number("duration", float, "seconds > 0", lambda v: math.isfinite(v) and v > 0)
     count = number("count", int, "a whole number of instances >= 1", lambda v: v >= 1)
-    priority = number("priority", int, "an integer (higher is more urgent)", lambda v: True)
+    if values["priority"] in classes:
+        priority = classes[values["priority"]]
+    else:
+        priority = number(
+            "priority",
+            int,
+            "an integer (higher is more urgent)"
+            + (f", or a priority class: one of {sorted(classes)}" if classes else ""),
+            lambda v: True,
+        )
     limit = (
         number("max_run_time", float, "seconds > 0, or empty", lambda v: math.isfinite(v) and v > 0)
         if values.get("max_run_time")

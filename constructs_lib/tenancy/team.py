@@ -27,7 +27,12 @@ from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildca
 from constructs_lib.core.buckets import hardened_bucket
 from constructs_lib.core.chargeback import tag_for_cost_allocation
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.core.vocabulary import KEY_ADMIN_ACTIONS, KEY_USE_ACTIONS, PLATFORM_KEY_ADMIN_ACTIONS
+from constructs_lib.core.vocabulary import (
+    KEY_ADMIN_ACTIONS,
+    KEY_USE_ACTIONS,
+    PLATFORM_KEY_ADMIN_ACTIONS,
+    TENANT_METRIC_NAMESPACES,
+)
 from constructs_lib.model import (
     ROLE_PATH,
     SUBMISSION_ROLE_SUFFIX,
@@ -363,7 +368,7 @@ class TeamTenancy(Construct):
                 iam.PolicyStatement(
                     actions=["cloudwatch:PutMetricData"],
                     resources=["*"],
-                    conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}},
+                    conditions={"StringEquals": {"cloudwatch:namespace": list(TENANT_METRIC_NAMESPACES)}},
                 ),
             ],
             roles=[self.execution_role],
@@ -381,6 +386,7 @@ class TeamTenancy(Construct):
             "ecr:GetAuthorizationToken (a registry login; the repository ARNs limit what it pulls).",
         )
         self.member_policy = self._member_access(training_log_group, team_log_streams)
+        # SubmitServiceJob authorises the submitter's iam:PassRole for the payload's RoleArn [aws: batch-iam.submitter-pass-role]
         self.pass_role_policy = iam.ManagedPolicy(
             self,
             "PassTrainingRole",

@@ -1,5 +1,5 @@
 """Submit a SageMaker training job into your team's quota share with the SageMaker Python SDK's
-AWS Batch support (``pip install 'cdk-gpu-governance[member]'``: sagemaker-train >= 1.27).
+AWS Batch support (the ``[member]`` extra, docs/install.md: sagemaker-train >= 1.27).
 
 Run it with the team's submission role's credentials (docs/team-guide.md):
 
@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None, sagemaker_session=None, batch_client=Non
     except GovernanceError as error:
         print(error, file=sys.stderr)
         return 2
+    except ModuleNotFoundError as error:  # the SDK is not installed: the sentence says which extra brings it
+        print(error, file=sys.stderr)
+        return 1
     except NoCredentialsError:
         print(f"no AWS credentials: act as your team's submission role ({setup.submission_role_arn})", file=sys.stderr)
         return 1

@@ -107,6 +107,7 @@ ENV_RAISED_GUARANTEES_KEY = "RAISED_GUARANTEES_KEY"
 # with "{team}" in place of the team's name, "registry": the account's ECR registry host}.
 ENV_GUARD_QUEUES = "GUARD_QUEUES"
 ENV_GUARD_NAMES = "GUARD_NAMES"
+ENV_DEAD_LETTERS_URL = "DEAD_LETTERS_URL"  # guard: its dead-letter queue, whose events a scheduled run checks again
 GUARD_FILE_NAME = "guard.json"
 TEAM_PLACEHOLDER = "{team}"
 # The events the guard takes (https://docs.aws.amazon.com/batch/latest/userguide/service-job-events.html: none for the
@@ -206,9 +207,20 @@ USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS = (
     "LentInstanceHours",
 )
 USAGE_METRICS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
+# Per (Pool, Share), published by the reclaim handler on every tick that plans the pool: the tick's
+# hours in which the team asked for its guarantee (reclaim.planner.asking_shares: it ran instances
+# within its quota, or a guarantee job of its waited) and those in which its guarantee was broken
+# (reclaim.planner.breached_shares, the definition the simulator's breach count uses). A Sum over a
+# month is that month's hours; usage.kept_percent the share of them kept. GuaranteeKeptPercent is
+# the same per tick that asked (100 kept, 0 breached; no data point otherwise): its Average over
+# any period is that period's kept share, which one search expression draws for every team.
+GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS = "GuaranteeAskedHours", "GuaranteeBreachedHours"
+GUARANTEE_KEPT_PERCENT = "GuaranteeKeptPercent"
+PROMISE_METRICS = (GUARANTEE_ASKED_HOURS, GUARANTEE_BREACHED_HOURS, GUARANTEE_KEPT_PERCENT)
 RECLAIM_METRICS = (
     *SHARE_METRICS,
     *USAGE_METRICS,
+    *PROMISE_METRICS,
     POOL_ERRORS,
     MISSING_API_OPERATIONS,
 )  # all the reclaim function publishes

@@ -286,7 +286,8 @@ class _Reader:
     def window(self, data: dict, path: str) -> Window | None:
         """A capacity window: every field the compiler writes, none it does not; None if any is bad."""
         before = len(self.problems)
-        fields = set(Window.__dataclass_fields__) - {"budget_window"}  # only requested windows have one
+        # Only requested windows have a budget window; launch zones are read from AWS each run (capacity/consumers.py).
+        fields = set(Window.__dataclass_fields__) - {"budget_window", "launch_zones"}
         for name in sorted(fields - data.keys()):
             self.problems.append(f"{path}.{name}: missing - the compiled policy always sets it")
         for name in sorted(data.keys() - fields):

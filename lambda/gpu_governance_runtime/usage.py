@@ -47,6 +47,13 @@ def idle_guaranteed_hours(values: Mapping[str, float]) -> float:
     return max(0.0, values.get(GUARANTEED_HOURS, 0.0) - own_use - values.get(LENT_HOURS, 0.0))
 
 
+def kept_percent(asked: float, breached: float) -> float | None:
+    """The share of the time a team asked for its guarantee (``planner.asking_shares``) in which
+    it was not breached (``planner.breached_shares``), in percent; None when it never asked. The
+    usage report, ``simulate`` and the dashboards' expression (organisation/chargeback.py) say the same."""
+    return None if asked <= 0 else 100.0 * max(0.0, asked - breached) / asked
+
+
 def usage_records(
     pool: str, rows: Iterable[ShareObservation], *, tick_seconds: float, namespace: str, now: float
 ) -> list[dict[str, Any]]:

@@ -46,6 +46,11 @@ SCALING_ONLY = frozenset({"minvCpus", "maxvCpus", "desiredvCpus"})
 # instances are replaced, or ends them at once with terminateJobsOnUpdate [aws: batch-ce.infrastructure-update-grace].
 DEFAULT_JOB_EXECUTION_TIMEOUT_MINUTES = 30
 QUEUE_ENVIRONMENTS_LIMIT = 3  # [aws: batch.job-queue-environment-order]
+# An infrastructure update needs one of these allocation strategies; without the field, the environment has Batch's
+# default, BEST_FIT, which refuses it [aws: batch-ce.infrastructure-update-strategy].
+INFRASTRUCTURE_UPDATE_STRATEGIES = frozenset(
+    {"BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED"}
+)
 UPDATE_SECONDS = 300.0  # how long the model keeps a compute environment UPDATING after an infrastructure update
 REPLACED = "Host EC2 instance replaced by a compute environment infrastructure update"
 
@@ -259,8 +264,6 @@ class FakeBatch:
             )
         job_id = f"job-{next(self._ids):06d}"
         self.jobs[job_id] = self.active[job_id] = self._new_job(job_id, request)
-        lag = self.listing_lag() if callable(self.listing_lag) else self.listing_lag
-        self.jobs[job_id]["_listed_at"] = self.clock.now + lag
         self.by_name.setdefault(request["jobName"], []).append(job_id)
         self.work[job_id] = float(request.get("parameters", {}).get("work_seconds", 3600))
         self._settle_dependencies()
@@ -318,6 +321,18 @@ class FakeBatch:
             # A DISABLED environment gets no new job placed and does not scale out; jobs STARTING or RUNNING on it
             # continue normally [aws: batch.compute-environment-disabled].
             environment["state"] = state
+        if computeResources and not set(computeResources) <= SCALING_ONLY:
+            strategy = environment["computeResources"].get("allocationStrategy", "BEST_FIT")
+            if strategy not in INFRASTRUCTURE_UPDATE_STRATEGIES:
+                raise ClientError(
+                    {
+                        "Error": {
+                            "Code": "ClientException",
+                            "Message": f"infrastructure updates are not supported with allocationStrategy {strategy}",
+                        }
+                    },
+                    "UpdateComputeEnvironment",
+                )
         if computeResources:
             resources = environment["computeResources"]
             resources.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in computeResources.items()})
@@ -529,8 +544,14 @@ class FakeBatch:
         max_vcpus: int,
         state: str = "ENABLED",
         launch_template: dict[str, Any] | None = None,
+        allocation_strategy: str | None = None,
+        subnets: tuple[str, ...] = ("subnet-0a1b2c3d",),
+        launch_capacity: Callable[[dict[str, Any]], int | None] | None = None,
     ) -> None:
-        """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to ``max_vcpus``."""
+        """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to
+        ``max_vcpus`` (``allocation_strategy`` None: Batch's default, BEST_FIT). ``launch_capacity`` answers, for the
+        environment's launch template, how many instances EC2 can launch from it at most (a Capacity Block's count),
+        or None when not bounded (on demand)."""
         self.compute_environments[arn] = {
             "computeEnvironmentName": arn.rsplit("/", 1)[1],
             "computeEnvironmentArn": arn,
@@ -544,11 +565,13 @@ class FakeBatch:
                 "maxvCpus": max_vcpus,
                 "desiredvCpus": 0,
                 "instanceTypes": ["p5.48xlarge"],
-                "subnets": ["subnet-0a1b2c3d"],
+                "subnets": list(subnets),
                 "instanceRole": f"arn:aws:iam::{ACCOUNT}:instance-profile/ecsInstanceRole",
                 **({"launchTemplate": dict(launch_template)} if launch_template else {}),
+                **({"allocationStrategy": allocation_strategy} if allocation_strategy else {}),
             },
             "_vcpus_per_instance": vcpus_per_instance,
+            "_launch_capacity": launch_capacity or (lambda template: None),
         }
 
     def add_job_queue(self, arn: str, *, compute_environments: list[str]) -> None:
@@ -658,13 +681,26 @@ class FakeBatch:
                     break
 
     def _free(self, environment: dict[str, Any]) -> int:
-        instances = environment["computeResources"]["maxvCpus"] // environment["_vcpus_per_instance"]
-        used = sum(
+        return self.instances(environment) - self.running_on(environment)
+
+    def instances(self, environment: dict[str, Any]) -> int:
+        """How many instances the environment can run: past maxvCpus by one instance whenever the strategy allows it
+        [aws: batch-ce.max-vcpus-overshoot], and no more than EC2 can launch from the environment's launch template
+        (into a Capacity Block: its count [aws: ec2-cb.launch-beyond-block-fails])."""
+        resources = environment["computeResources"]
+        instances = resources["maxvCpus"] // environment["_vcpus_per_instance"]
+        if resources.get("allocationStrategy", "BEST_FIT") != "BEST_FIT" and resources["maxvCpus"] > 0:
+            instances += 1
+        bound = environment["_launch_capacity"](resources.get("launchTemplate", {}))
+        return instances if bound is None else min(instances, bound)
+
+    def running_on(self, environment: dict[str, Any]) -> int:
+        """Instances busy with a job of the environment's (one job per instance in this model)."""
+        return sum(
             _size(j)
             for j in self.active.values()
             if j.get("_environment") == environment["computeEnvironmentArn"] and j["status"] in ("STARTING", "RUNNING")
         )
-        return instances - used
 
     def _replace_instances(self) -> None:
         """Jobs still running when an infrastructure update's grace is over lose their instance (FAILED)."""
@@ -717,6 +753,8 @@ class FakeBatch:
             "tags": dict(request.get("tags", {})),
             "container": dict(request.get("containerOverrides", {})),
             "dependsOn": list(request.get("dependsOn", [])),
+            # when ListJobs first shows it [aws: batch.listing-lags]
+            "_listed_at": self.clock.now + (self.listing_lag() if callable(self.listing_lag) else self.listing_lag),
         }
         for name in ("retryStrategy", "timeout", "propagateTags", "arrayProperties"):
             if name in request:

@@ -147,7 +147,7 @@ def problems(rows: Iterable[Row], root: Path = ROOT) -> Iterator[str]:
         elif (
             named
             and named[1]
-            and not any(f'"{named[1]}"' in f.read_text() for f in (root / "tests" / "live").glob("*.py"))
+            and not any(f'"{named[1]}"' in f.read_text() for f in (root / "tests" / "live").rglob("*.py"))
         ):
             yield f"{where}: probe verify-live: {named[1]} is not a probe of tests/live/ - name one `make verify-live` runs"
         if row.paths("relied on by") == [] and row.paths("model") == []:

@@ -19,7 +19,7 @@ time and order:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import boto3
@@ -156,14 +156,27 @@ class SimulatedEc2:
         if fault == "not_connected":
             raise EndpointConnectionError(endpoint_url="https://ec2.us-east-1.amazonaws.com")
         self.now += self.call_takes
-        purchase = Purchase(
-            intent=tags[TAG_INTENT],
-            window=tags[TAG_WINDOW],
-            offering=offering,
-            made_at=self.now,
-            reservation_id=f"cr-{len(self.made):017x}",
+        # One reservation per segment, each in a zone of its own [aws: ec2-cb.offering-segments].
+        zones = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")
+        pieces = (
+            [offering]
+            if offering.segments == 1
+            else [
+                replace(offering, count=max(offering.count // offering.segments, 1), availability_zone=zone, segments=1)
+                for zone in zones[: offering.segments]
+            ]
         )
-        self.made.append(purchase)
+        for piece in pieces:
+            self.made.append(
+                Purchase(
+                    intent=tags[TAG_INTENT],
+                    window=tags[TAG_WINDOW],
+                    offering=piece,
+                    made_at=self.now,
+                    reservation_id=f"cr-{len(self.made):017x}",
+                )
+            )
+        purchase = self.made[-len(pieces)]
         if fault == "timeout_after":
             raise ReadTimeoutError(endpoint_url="https://ec2.us-east-1.amazonaws.com")
         if fault == "closed_after":

@@ -19,8 +19,8 @@ Invariants (``Month.check``): at most one purchase per occurrence; no two blocks
 launches into one reservation at a time overlap; no job killed by a rotation (no job ends by an
 infrastructure update, the on-demand compute environment is never updated); every consumer is off
 each block before its instances end (30 minutes before the block): the Batch block compute
-environment DISABLED and behind the on-demand one, the node group's launch target as the
-rotation wants it.
+environment DISABLED and behind the on-demand one, the node group scaled to 0 (the
+rotation keeps it scaled up only while a block is active and not yet draining).
 ``paid_idle`` gives the paid-but-idle instance-hours per window: hours bought that the window did
 not ask for (before its start, after its end, beyond its count).
 """
@@ -34,15 +34,15 @@ from datetime import timedelta
 from decimal import Decimal
 
 from gpu_governance_runtime.capacity import controller, market, requests, rotation
+from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.capacity.planner import Offering, Window
-from gpu_governance_runtime.capacity.rotation import ON_DEMAND, wanted_target
 from tests.aws_model.batch import REPLACED, Clock, FakeBatch, Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 
 from .builders import NOW, window
 from .simulated_ec2 import FAULTS, Killed, SimulatedEc2
-from .stubbed_aws import TABLE
+from .stubbed_aws import CONTROLLER, TABLE
 
 ON_DEMAND_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 BLOCK_CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
@@ -55,6 +55,8 @@ BATCH = {
     "job_queue": QUEUE,
 }
 P5_VCPUS = 192
+BLOCK_SUBNET = "subnet-0a1b2c3d4e5f60001"  # the block compute environment's only subnet, in us-east-1a
+SUBNET_ZONES = {BLOCK_SUBNET: "us-east-1a"}
 EKS = {"kind": "eks_node_group", "launch_template_name": "gpu-p5-eks", "cluster_name": "ml", "nodegroup_name": "p5"}
 HOUR = timedelta(hours=1)
 
@@ -86,6 +88,40 @@ def windows() -> list[Window]:
     ]
 
 
+# A search whose earliest start is this close to now is a search for capacity now, answered with an instant block too
+# that starts this long after the search (AWS documents "shortly after"; ParallelCluster's tests see about 30 minutes:
+# the planner covers a window that has begun from market.INSTANT_START_LEAD after now).
+INSTANT_SEARCH = timedelta(hours=1)
+INSTANT_START = timedelta(minutes=25)
+
+
+def _minute(moment):
+    return moment.replace(second=0, microsecond=0) + (
+        timedelta(minutes=1) if moment.second or moment.microsecond else timedelta(0)
+    )
+
+
+def _offering(id, instance_type, count, zone, per_hour, start, hours, segments) -> Offering:
+    """An offering of about ``hours`` from ``start`` that ends at an 11:30 UTC: the one nearest ``start + hours``, as
+    blocks found for a search last "slightly less or slightly more" than asked; its fee per instance-hour bought."""
+    end = market.next_block_end(start + hours * HOUR - timedelta(hours=12))
+    length = end - start
+    whole, rest = divmod(int(length.total_seconds()) // 60, 60)
+    return Offering(
+        id=id,
+        kind="block",
+        instance_type=instance_type,
+        count=count,
+        availability_zone=zone,
+        start=start,
+        end=end,
+        duration_hours=whole,
+        duration_minutes=rest,
+        upfront_fee=(Decimal(per_hour) * count * Decimal(int(length.total_seconds())) / 3600).quantize(Decimal("0.01")),
+        segments=segments,
+    )
+
+
 class Market(SimulatedEc2):
     """The simulated market, answering each search with offerings made for it, and the launch template the rotation reads."""
 
@@ -94,27 +130,34 @@ class Market(SimulatedEc2):
         self.versions = [{"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"}]
 
     def _DescribeCapacityBlockOfferings(self, params):
+        """For each search: a block from the first 11:30 UTC at or after ``StartDateRange``, two half-size pieces in
+        two other zones over the same hours, and one offering of two segments (one reservation each, zones of their
+        own [aws: ec2-cb.offering-segments]), cheaper than all; and for a search from now, an instant block too,
+        starting minutes after the search and ending at an 11:30 UTC, priced pro rata [aws: ec2-cb.instant-start]."""
         hours, count = params["CapacityDurationHours"], params["InstanceCount"]
         earliest = params.get("StartDateRange", self.now)
         start = earliest.replace(hour=11, minute=30, second=0, microsecond=0)
         start += timedelta(days=1) if start < earliest else timedelta(0)
+        shapes = [
+            ("", count, "us-east-1a", "31", start, 1),
+            ("-half-a", max(count // 2, 1), "us-east-1b", "25", start, 1),
+            ("-half-b", max(count // 2, 1), "us-east-1c", "25", start, 1),
+            ("-segmented", count, "us-east-1a", "22", start, 2),
+        ]
+        if earliest <= self.now + INSTANT_SEARCH:
+            shapes.append(("-instant", count, "us-east-1a", "31", _minute(self.now + INSTANT_START), 1))
         made = [
-            Offering(
-                id=f"cbo-{params['InstanceType']}-{count}-{hours}-{start:%m%d}{suffix}",
-                kind="block",
-                instance_type=params["InstanceType"],
-                count=size,
-                availability_zone=zone,
-                start=start,
-                end=start + hours * HOUR,
-                duration_hours=hours,
-                upfront_fee=Decimal(per_hour) * size * hours,
+            _offering(
+                f"cbo-{params['InstanceType']}-{count}-{hours}-{at:%m%d%H%M}{suffix}",
+                params["InstanceType"],
+                size,
+                zone,
+                per_hour,
+                at,
+                hours,
+                segments,
             )
-            for suffix, size, zone, per_hour in (
-                ("", count, "us-east-1a", "31"),
-                ("-half-a", max(count // 2, 1), "us-east-1b", "25"),
-                ("-half-b", max(count // 2, 1), "us-east-1c", "25"),
-            )
+            for suffix, size, zone, per_hour, at, segments in shapes
         ]
         known = {o.id for o in self.offerings}
         self.offerings += [o for o in made if o.id not in known]
@@ -141,6 +184,14 @@ class Market(SimulatedEc2):
                 "LaunchTemplateName": params["LaunchTemplateName"],
                 "VersionNumber": len(self.versions),
             }
+        }
+
+    def _DescribeSubnets(self, params):
+        return 200, {
+            "Subnets": [
+                {"SubnetId": s, "AvailabilityZone": SUBNET_ZONES[s], "VpcId": "vpc-0a1b2c3d"}
+                for s in params["SubnetIds"]
+            ]
         }
 
     def _DescribeInstanceTypes(self, params):
@@ -180,7 +231,8 @@ class Month:
     runs: int = 0
     batch_throttle_share: float = 0.05
     refuse_each_update_once: bool = False  # every Batch update is throttled once, then goes through on the next run
-    on_target: dict = field(default_factory=dict)  # window -> launch target as the rotation wants it after the last run
+    # node group -> the block the rotation keeps it scaled up on after the last run (None: at size 0)
+    scaled_on: dict = field(default_factory=dict)
     violations: list = field(default_factory=list)
     jobs_submitted: int = 0
     rotation_errors: int = 0
@@ -203,9 +255,20 @@ class Month:
             ON_DEMAND_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=2 * P5_VCPUS, launch_template=template
         )
         self.batch.add_compute_environment(
-            BLOCK_CE, vcpus_per_instance=P5_VCPUS, max_vcpus=0, state="DISABLED", launch_template=template
+            BLOCK_CE,
+            vcpus_per_instance=P5_VCPUS,
+            max_vcpus=0,
+            state="DISABLED",
+            launch_template=template,
+            allocation_strategy="BEST_FIT_PROGRESSIVE",  # [aws: batch-ce.infrastructure-update-strategy]
+            subnets=(BLOCK_SUBNET,),
+            launch_capacity=self._block_holds,
         )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND_CE, BLOCK_CE])
+        # The planner buys only where the block compute environment has a subnet (consumers.launch_zones).
+        self.sim.market = CapacityMarket(
+            ec2=self.sim.client, sagemaker=None, controller_id=CONTROLLER, batch=self.batch
+        )
         # On-demand requests and a flapping alarm, placed in the simulated days: (when, token, window, count, hours).
         paged, alarmed = NOW + self.days * timedelta(hours=7), NOW + self.days * timedelta(hours=13)
         self.asks = sorted(
@@ -218,6 +281,19 @@ class Month:
                 ],
             ]
         )
+
+    def _block_holds(self, template) -> int | None:
+        """How many instances EC2 launches from the block compute environment's launch template version: into a
+        block, no more than it holds while its instances run [aws: ec2-cb.launch-beyond-block-fails]; on demand,
+        any number."""
+        data = self.sim.versions[int(template["version"]) - 1]
+        target = data.get("CapacityReservationSpecification", {}).get("CapacityReservationTarget", {})
+        reservation = target.get("CapacityReservationId")
+        if reservation is None:
+            return None
+        bought = next((p.offering for p in self.sim.made if p.reservation_id == reservation), None)
+        running = bought is not None and bought.start <= self.sim.now < bought.end - market.TERMINATION_LEAD
+        return bought.count if running else 0
 
     def _batch_fault(self, operation, phase):
         if phase != "before" or not operation.startswith("Update"):
@@ -276,14 +352,9 @@ class Month:
                     sharing=sharing,
                 )
                 self.rotation_errors += "error" in result
-            else:  # the node group: the rotation's decision
-                key = w.consumer["launch_template_name"]
-                self.on_target[key] = wanted_target(
-                    w,
-                    [replace(b, window=w.name) if b.window in sharing else b for b in blocks],
-                    self.on_target.get(key, ON_DEMAND),
-                    now,
-                )
+            else:  # the node group: the rotation's decision (scaled to the block while one is active, else to 0)
+                block = rotation.active_block(w, blocks, now, sharing)
+                self.scaled_on[w.consumer["nodegroup_name"]] = None if block is None else block.id
         self._check_targets(now)
 
     def _check_targets(self, now):
@@ -303,10 +374,10 @@ class Month:
                     f"the block compute environment is still first or enabled at {now:%m-%d %H:%M}, {p.reservation_id}'s "
                     f"instances end {ends:%H:%M}"
                 )
-            for key, (_, target) in self.on_target.items():
-                if target == p.reservation_id and now >= ends:
+            for group, block in self.scaled_on.items():
+                if block == p.reservation_id and now >= ends:
                     self.violations.append(
-                        f"{key} still launches into {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}"
+                        f"node group {group} still scaled up on {p.reservation_id} at {now:%m-%d %H:%M}, its instances end {ends:%H:%M}"
                     )
 
     def play(self):
@@ -353,6 +424,11 @@ class Month:
             f"the on-demand compute environment was updated: {r}"
             for op, r in self.batch.requests
             if op == "UpdateComputeEnvironment" and r["computeEnvironment"] == ON_DEMAND_CE
+        ]
+        found += [
+            f"{p.window}: {p.offering.id} bought, a piece of an offering of several segments"
+            for p in self.sim.made
+            if "-segmented" in p.offering.id
         ]
         per_occurrence = Counter((p.window, p.offering.start, p.offering.end) for p in self.sim.made)
         found += [f"bought twice for {key}" for key, n in per_occurrence.items() if n > 1]

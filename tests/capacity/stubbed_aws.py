@@ -51,6 +51,9 @@ class StubbedAws:
         ):
             client.meta.events.register_first(f"provide-client-params.*.{operation}", self._count)
         self.market = CapacityMarket(ec2=self.ec2, sagemaker=self.sagemaker, controller_id=CONTROLLER)
+        # The EKS client's Stubber when a run's window feeds a node group (tests/capacity/test_handler.py's env):
+        # a run with a gap to fill reads the group's subnets and their zones before the offerings (capacity/consumers.py).
+        self.node_group_stub: Stubber | None = None
 
     def _count(self, params, **_):
         self.purchase_attempts.append(params)
@@ -76,6 +79,8 @@ class StubbedAws:
         )
 
     def offerings(self, *offerings):
+        if self.node_group_stub is not None:
+            self.node_group_subnets()
         self.ec2_stub.add_response(
             "describe_capacity_block_offerings",
             {"CapacityBlockOfferings": [block_offering(o) for o in offerings]},
@@ -86,6 +91,17 @@ class StubbedAws:
                 "StartDateRange": ANY,
                 "EndDateRange": ANY,
             },
+        )
+
+    def node_group_subnets(self, subnet="subnet-0a1b2c3d4e5f60001", zone="us-east-1a"):
+        """The node group ml/p5 with one subnet, in ``zone``."""
+        self.node_group_stub.add_response(
+            "describe_nodegroup",
+            {"nodegroup": {"nodegroupName": "p5", "clusterName": "ml", "subnets": [subnet]}},
+            {"clusterName": "ml", "nodegroupName": "p5"},
+        )
+        self.ec2_stub.add_response(
+            "describe_subnets", {"Subnets": [{"SubnetId": subnet, "AvailabilityZone": zone}]}, {"SubnetIds": [subnet]}
         )
 
     def purchase(self, offering, intent_id, window, reservation_id="cr-0123456789abcdef0"):
@@ -135,6 +151,26 @@ def block_offering(o):
         "CapacityBlockDurationMinutes": o.duration_minutes,
         "UpfrontFee": str(o.upfront_fee),
         "CurrencyCode": "USD",
+        **_segments(o),
+    }
+
+
+def _segments(o):
+    """An offering of several segments as EC2 lists it: one per zone, splitting the instances (the shape only)."""
+    if o.segments == 1:
+        return {}
+    zones = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")[: o.segments]
+    return {
+        "CapacityBlockOfferingSegments": [
+            {
+                "InstanceType": o.instance_type,
+                "AvailabilityZone": zone,
+                "InstanceCount": max(o.count // o.segments, 1),
+                "StartDate": o.start,
+                "EndDate": o.end,
+            }
+            for zone in zones
+        ]
     }
 
 

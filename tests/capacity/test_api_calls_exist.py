@@ -51,6 +51,7 @@ CLIENT_NAMES = {
     "eks": "eks",
     "ecs": "ecs",
     "ssm": "ssm",
+    "sqs": "sqs",
     "table": "dynamodb",
     "ce": "ce",
     "submit": "batch",
@@ -64,6 +65,7 @@ ONE_CALL_READS_ALL = {
     ("batch", "DescribeComputeEnvironments"): "computeEnvironments names the one compute environment",
     ("batch", "DescribeJobQueues"): "jobQueues names the one job queue",
     ("ec2", "DescribeInstanceTypes"): "InstanceTypes names the one instance type",
+    ("ec2", "DescribeSubnets"): "SubnetIds names the consumer's subnets, every one answered",
     ("batch", "DescribeServiceEnvironments"): "serviceEnvironments names the one service environment",
     ("dynamodb", "Scan"): "the ledgers page by hand, looping on LastEvaluatedKey / ExclusiveStartKey",
 }

@@ -48,8 +48,21 @@ class World:
         self.batch.add_compute_environment(
             ON_DEMAND, vcpus_per_instance=self.vcpus, max_vcpus=2 * self.vcpus, launch_template=template
         )
+        vpc = self.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        self.subnets = {  # the block compute environment's subnets: BLOCK is in us-east-1a
+            zone: self.ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{n}.0/24", AvailabilityZone=zone)["Subnet"][
+                "SubnetId"
+            ]
+            for n, zone in enumerate(("us-east-1a", "us-east-1b"))
+        }
         self.batch.add_compute_environment(
-            BLOCK_CE, vcpus_per_instance=self.vcpus, max_vcpus=0, state="DISABLED", launch_template=template
+            BLOCK_CE,
+            vcpus_per_instance=self.vcpus,
+            max_vcpus=0,
+            state="DISABLED",
+            launch_template=template,
+            allocation_strategy="BEST_FIT_PROGRESSIVE",  # infrastructure updates need it [aws: batch-ce.infrastructure-update-strategy]
+            subnets=tuple(self.subnets.values()),
         )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND, BLOCK_CE])
         self.ledger = create_ledger_table()
@@ -243,3 +256,41 @@ def test_a_request_drawing_on_the_window_moves_the_same_queue_once_not_back_and_
     assert [op for op, _ in world.batch.requests if op == "UpdateJobQueue"] == [
         "UpdateJobQueue"
     ]  # put first once, never taken back
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"allocationStrategy": None}, "allocationStrategy: infrastructure updates are not supported (BEST_FIT)"),
+        ({"allocationStrategy": "BEST_FIT"}, "allocationStrategy: infrastructure updates are not supported (BEST_FIT)"),
+        (
+            {"serviceRole": "arn:aws:iam::111122223333:role/batch-service"},
+            "serviceRole: infrastructure updates need the service-linked role",
+        ),
+        (
+            {"instanceTypes": ["optimal"]},
+            "instanceTypes: Batch may choose a type the block does not hold (['optimal'])",
+        ),
+        ({"subnets": "us-east-1b"}, "subnets: none in the block's zone us-east-1a (subnets in us-east-1b)"),
+    ],
+)
+def test_a_block_compute_environment_aws_would_not_move_onto_the_block_is_reported_and_left_alone(world, change, named):
+    """[aws: batch-ce.infrastructure-update-strategy], [aws: batch-ce.subnet-in-block-zone]: an environment with
+    BEST_FIT (Batch's default), another service role, other instance types or no subnet in the block's zone is
+    never updated onto the block (AWS would refuse the update, or the block's instances could not launch): the run
+    reports the field, the value and what is allowed, every run, and the queue keeps sending work on demand. Fails
+    on the rotation before issue 37, which made the infrastructure update whatever the environment."""
+    resources = world.batch.compute_environments[BLOCK_CE]["computeResources"]
+    for key, value in change.items():
+        if value is None:
+            resources.pop(key)
+        elif key == "subnets":
+            resources["subnets"] = [world.subnets[value]]
+        else:
+            resources[key] = value
+    results = world.until(at(10, 13, 0))
+    during_block = [r for r in results if "error" in r]
+    assert len(during_block) >= 6, results  # every run from the block's start (11:30) on
+    assert all(named in r["error"] and r["error"].endswith("nothing moved") for r in during_block), during_block[-1]
+    assert not [u for u in world.updates_of(BLOCK_CE) if "launchTemplate" in (u["computeResources"] or {})]
+    assert (world.first(), world.batch.compute_environments[BLOCK_CE]["state"]) == (ON_DEMAND, "DISABLED")

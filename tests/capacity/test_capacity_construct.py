@@ -178,7 +178,14 @@ def test_consumers_are_acted_on_only_where_declared(synthesized):
         == "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
     )
     assert found['"batch:UpdateJobQueue"'] == "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
-    assert "job/*" in json.dumps(found['["batch:TerminateJob", "batch:TagResource"]'])
+    assert "job/*" in json.dumps(found['"batch:TerminateJob"']) and "job/*" in json.dumps(found['"batch:TagResource"'])
+    # A requeue copy, and the tagging Batch authorises inside its submission, carry the requeue mark
+    # (documented keys only, issue 37 row 1); SubmitJob is authorised on the new job too.
+    copies = [s for s in statements(template) if s["Action"] in ("batch:SubmitJob", "batch:TagResource")]
+    assert len(copies) == 2 and all(
+        s["Condition"] == {"Null": {"aws:RequestTag/gpu-governance:requeued-from": "false"}} for s in copies
+    )
+    assert "job/*" in json.dumps(found['"batch:SubmitJob"'])
     assert "cluster/*" in json.dumps(found['"ecs:ListContainerInstances"'])
 
 

@@ -183,6 +183,59 @@ def test_an_alarm_metric_must_name_a_namespace_and_a_metric():
     assert "capacity_windows[0].alarm_requests[0].metric" in found
 
 
+def alarm_on(metric: str) -> dict:
+    return window(mode="auto", alarm_requests=[{"alarm_name": "a", "count": 1, "hours": 1, "metric": metric}])
+
+
+# PutMetricData's Namespace: 1-255 ASCII characters but control characters, the first not ":".
+@pytest.mark.parametrize(
+    "metric",
+    [
+        "/aws/sagemaker/TrainingJobs/train:loss",
+        "AWS/SQS/ApproximateNumberOfMessagesVisible",
+        "//Latency",  # the namespace "/"
+        "My Team #1: latency.p99_ms/Requests",
+        "n" * 255 + "/Requests",
+        "x/" + "m" * 255,
+        "~/m",
+    ],
+)
+def test_an_alarm_metric_takes_every_namespace_cloudwatch_takes(metric):
+    assert model_with(alarm_on(metric)).capacity_windows[0].alarm_requests[0].metric == metric
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [":Leading/colon", "/Requests", "n" * 256 + "/Requests", "tab\there/m", "del\x7f/m", "café/m", "ns/"],
+)
+def test_an_alarm_metric_refuses_a_namespace_cloudwatch_refuses(metric):
+    assert "capacity_windows[0].alarm_requests[0].metric" in problems(alarm_on(metric))
+
+
+def test_validate_warns_of_an_alarm_on_a_namespace_every_team_may_publish_into(tmp_path, capsys):
+    """Issue 38 row 6: a training job's execution role may PutMetricData into
+    /aws/sagemaker/TrainingJobs, so any team can set such a metric and trip the alarm."""
+    from constructs_lib.cli import main
+    from constructs_lib.core.vocabulary import TENANT_METRIC_NAMESPACES
+
+    data = copy.deepcopy(BASE)
+    data["capacity_windows"] = [alarm_on(f"{namespace}/train:loss") for namespace in TENANT_METRIC_NAMESPACES]
+    for index, declared in enumerate(data["capacity_windows"]):
+        declared["name"] = f"window-{index}"
+        declared["alarm_requests"][0]["alarm_name"] = f"alarm-{index}"
+    config = tmp_path / "governance.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert main(["validate", "--config", str(config)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: capacity_windows")]
+    assert warnings == [
+        f"warning: capacity_windows[{index}].alarm_requests[0].metric: {namespace}/train:loss - every team may publish "
+        f"into {namespace} (its training jobs' execution role may PutMetricData there): a team can make window "
+        f"window-{index} buy up to 1 x p5.48xlarge for 1 h without approval; use mode approval, or an alarm on a "
+        "metric only the platform moves"
+        for index, namespace in enumerate(TENANT_METRIC_NAMESPACES)
+    ]
+
+
 def test_a_batch_feed_needs_a_block_compute_environment_of_its_own_and_its_queue():
     feeds = window()["feeds"]
     found = problems(
@@ -203,3 +256,28 @@ def test_a_batch_feed_needs_a_block_compute_environment_of_its_own_and_its_queue
         feeds["block_compute_environment"],
         feeds["job_queue"],
     )
+
+
+def test_an_eks_window_cannot_fall_back_to_an_on_demand_template():
+    """[aws: eks.capacity-block-template-required] (issue 37 row 11): a CAPACITY_BLOCK node group's launch template
+    must carry the capacity-block options, so ``fallback: on_demand`` (moving it to an on-demand template between
+    blocks) is refused by name; left out, the window compiles with ``none``, which the rotation keeps."""
+    eks = {"kind": "eks_node_group", "launch_template_name": "gpu-p5", "cluster_name": "ml", "nodegroup_name": "p5"}
+    found = problems(window(feeds=eks, fallback="on_demand"))
+    assert (
+        "fallback: an EKS CAPACITY_BLOCK node group cannot be moved to an on-demand launch template (on_demand) - none"
+        in (str(found["capacity_windows[0]"]))
+    )
+    model = model_with(window(feeds=eks))
+    assert model.capacity_windows[0].to_policy(model)["fallback"] == "none"
+    assert model_with(window(feeds=eks, fallback="none")).capacity_windows[0].fallback == "none"
+
+
+def test_a_training_plan_window_asks_for_a_size_plans_are_sold_in():
+    """[aws: sm-plan.instance-counts]: 1, 2, 4, 8, 16, 32 or 64 instances; a window of 3 would always pay for 4."""
+    feeds = {"kind": "sagemaker_training_jobs"}
+    found = problems(window(feeds=feeds, instance_type="ml.p5.48xlarge", instance_count=3))
+    assert "instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances (3) - one of those" in (
+        found["capacity_windows[0]"].allowed
+    )
+    assert model_with(window(feeds=feeds, instance_type="ml.p5.48xlarge", instance_count=4)).capacity_windows

@@ -64,6 +64,7 @@ def env(tmp_path):
         eks = boto3.client("eks", region_name="us-east-1")
         eks_stub = Stubber(eks)
         eks_stub.activate()
+        stubbed.node_group_stub = eks_stub  # the window feeds node group ml/p5
         clients = Clients(
             ec2=stubbed.ec2,
             sagemaker=stubbed.sagemaker,
@@ -563,6 +564,7 @@ def test_without_time_left_the_instance_group_is_left_for_the_next_run(env, tmp_
 def test_a_failed_step_is_logged_as_an_error_and_counted(env, capsys):
     stubbed, clients, settings, _ = env
     stubbed.owned()
+    stubbed.node_group_subnets()
     stubbed.ec2_stub.add_client_error(
         "describe_capacity_block_offerings", service_error_code="Unavailable", http_status_code=503
     )

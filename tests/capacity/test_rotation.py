@@ -131,10 +131,17 @@ def test_a_capacity_block_node_group_is_moved_at_size_0_scaled_up_then_scaled_to
         {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 0, "minSize": 0}},
     )
     assert run(aws, EKS_CONSUMER, DRAINING)["did"] == "scale to 0 (EKS drains each node first)"
+    # After the block, whatever the window's fallback: the group stays at 0 on the ended block's template. A
+    # CAPACITY_BLOCK node group's template must carry the capacity-block options [aws:
+    # eks.capacity-block-template-required]; before issue 37 this run made an on-demand version and moved the group to it.
+    node_group(eks_stub, version=2, desired=0)
+    after = run(aws, EKS_CONSUMER, ACTIVE + timedelta(days=2))
+    versions = ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5")["LaunchTemplateVersions"]
+    assert after["state"] == "in place" and len(versions) == 2
     eks_stub.assert_no_pending_responses()
 
 
-from gpu_governance_runtime.capacity.rotation import _create_version, into_block, on_demand  # noqa: E402
+from gpu_governance_runtime.capacity.rotation import _create_version, into_block  # noqa: E402
 from gpu_governance_runtime.request_shapes import conform  # noqa: E402
 
 from .shape_examples import example, problems  # noqa: E402
@@ -184,7 +191,8 @@ OUTPUT_ONLY = {("MetadataOptions", "State"), ("Operator", "Managed"), ("Operator
 
 
 @pytest.mark.parametrize(
-    "wanted, target", [(("capacity-block", "cr-0123456789abcdef0"), "block"), ((None, None), "on_demand")]
+    "wanted, target",
+    [(("capacity-block", "cr-0123456789abcdef0"), "block"), (("capacity-block", "cr-0bbbbbbbbbbbbbbb2"), "next")],
 )
 def test_a_hardened_template_is_rotated_with_only_what_the_create_call_accepts(wanted, target):
     current = {
@@ -196,7 +204,7 @@ def test_a_hardened_template_is_rotated_with_only_what_the_create_call_accepts(w
                     "CapacityReservationTarget": {"CapacityReservationId": "cr-0aaaaaaaaaaaaaaa1"}
                 },
             }
-            if target == "on_demand"
+            if target == "next"
             else {}
         ),
     }
@@ -209,13 +217,10 @@ def test_a_hardened_template_is_rotated_with_only_what_the_create_call_accepts(w
     sent["NetworkInterfaces"] = [
         {**HARDENED["NetworkInterfaces"][0], "Ipv6Addresses": [{"Ipv6Address": "2600:1f18::1"}]}
     ]
-    if target == "block":
-        sent.update(
-            InstanceMarketOptions={"MarketType": "capacity-block"},
-            CapacityReservationSpecification={
-                "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
-            },
-        )
+    sent.update(
+        InstanceMarketOptions={"MarketType": "capacity-block"},
+        CapacityReservationSpecification={"CapacityReservationTarget": {"CapacityReservationId": wanted[1]}},
+    )
     # The Stubber checks the request against the model: the description sent back unchanged fails.
     stub.add_response(
         "create_launch_template_version",
@@ -237,5 +242,6 @@ def test_the_fullest_possible_description_conforms_to_the_create_request():
     request = model.operation_model("CreateLaunchTemplateVersion").input_shape.members["LaunchTemplateData"]
     data = example(described)
     assert problems(data, request)  # the raw description is refused ...
-    for transform in (into_block("cr-0123456789abcdef0"), on_demand):
-        assert problems(transform(conform(data, request)), request) == ""  # ... the conformed one is not
+    assert (
+        problems(into_block("cr-0123456789abcdef0")(conform(data, request)), request) == ""
+    )  # ... the conformed one is not

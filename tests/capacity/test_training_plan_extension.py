@@ -59,7 +59,8 @@ def market_with_extension(stubbed):
     stubbed.sm_stub.add_response(
         "search_training_plan_offerings",
         {"TrainingPlanOfferings": [], "TrainingPlanExtensionOfferings": [EXTENSION]},
-        {"TrainingPlanArn": PLAN_ARN, "DurationHours": 48},
+        # The gap's hours, 4 Dec 11:30 to 5 Dec 12:00 (25), not two whole days [aws: sm-plan.search-in-hours].
+        {"TrainingPlanArn": PLAN_ARN, "DurationHours": 25},
     )
     return plans
 

@@ -451,3 +451,30 @@ def test_a_budget_line_names_three_teams_and_counts_the_rest():
 
     assert _budget_label(["a"]) == "monthly budget of team a"
     assert _budget_label(["a", "b", "c", "d", "e"]) == "monthly budget of teams a, b, c and 2 more"
+
+
+def test_the_dashboards_draw_each_teams_kept_guarantee_from_the_controllers_metric(single):
+    """Issue 43 item 6: the Average of the controller's per-tick GuaranteeKeptPercent (100 kept,
+    0 breached, no data point when the team did not ask) per 30 days is the share kept."""
+    _, resources = single
+    body = _body(resources, team_dashboard_name("acme-ml", "research"))
+    widgets = [w["properties"] for w in json.loads(body)["widgets"]]
+    kept = [w for w in widgets if w.get("title", "").startswith("guarantee kept")]
+    # one per pool whose tick sees each waiting job: not hyperpod-eks (Kueue counts workloads only),
+    # which the dashboard draws otherwise
+    assert sorted(w["metrics"][0][3] for w in kept) == ["ec2-gpu", "sagemaker-training"]
+    assert "## Team research in pool hyperpod-eks" in body
+    for widget in kept:
+        [[namespace, metric, _, pool, _, share, options]] = widget["metrics"]
+        assert (namespace, metric, share) == ("GpuGovernance/Reclaim", "GuaranteeKeptPercent", "research")
+        # Average is the dashboard's default statistic: the CDK leaves it out
+        assert (options.get("stat", "Average"), options["period"], widget["yAxis"]["left"]) == (
+            "Average",
+            2592000,
+            {"min": 0, "max": 100},
+        )
+    organisation = _widget(_body(resources, organisation_dashboard_name("acme-ml")), "guarantee kept")
+    [[query]] = organisation["metrics"]
+    assert query["expression"] == (
+        "SEARCH('{GpuGovernance/Reclaim,Pool,Share} MetricName=\"GuaranteeKeptPercent\"', 'Average', 2592000)"
+    )

@@ -4,6 +4,8 @@ service model)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from datetime import UTC, datetime
@@ -16,7 +18,14 @@ from botocore.stub import ANY, Stubber
 from constructs_lib.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from constructs_lib.cli.usage import MAX_QUERIES_PER_CALL, queries
 from constructs_lib.model.loader import load_model
-from gpu_governance_runtime.contract import BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, USED_HOURS
+from gpu_governance_runtime.contract import (
+    BORROWED_HOURS,
+    GUARANTEE_ASKED_HOURS,
+    GUARANTEE_BREACHED_HOURS,
+    GUARANTEED_HOURS,
+    LENT_HOURS,
+    USED_HOURS,
+)
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -49,6 +58,9 @@ def recorded_pages(model) -> list[dict]:
             result("ec2-gpu", GUARANTEED_HOURS, [NOV1], [96.0]),
             result("ec2-gpu", BORROWED_HOURS, [NOV1], [10.0]),
             result("ec2-gpu", LENT_HOURS, [NOV1], [20.0]),
+            # research asked for its guarantee 10 hours over two days and waited below it for 2 of them
+            result("ec2-gpu", GUARANTEE_ASKED_HOURS, [NOV1, NOV2], [6.0, 4.0]),
+            result("ec2-gpu", GUARANTEE_BREACHED_HOURS, [NOV1, NOV2], [2.0, 0.0]),
         ],
         "NextToken": "page-2",
         "Messages": [],
@@ -174,6 +186,17 @@ def test_json_report_sums_every_page_and_lists_the_periods_purchases(aws, capsys
     }
     assert rows["sagemaker-training"]["used"] == 4.0 and rows["hyperpod-eks"]["used"] == 0
     assert [p["intent"] for p in document["purchases"]] == ["in-nov"]  # December's block is outside the period
+    assert document["guarantees_kept"] == [
+        {
+            "team": "research",
+            "pool": "ec2-gpu",
+            "month": "2026-11",
+            "asked_hours": 10.0,
+            "breached_hours": 2.0,
+            "kept_percent": 80.0,
+        }
+    ]
+    assert document["guarantees_not_recorded_in_pools"] == ["hyperpod-eks"]
     assert document["purchase_fees"] == {"USD": "1720.50"}
 
 
@@ -182,6 +205,8 @@ def test_markdown(aws, capsys):
     assert code == EXIT_OK
     assert "| research | ec2-gpu | 42.50 | 192.00 | 10.00 | 20.00 | 139.50 |" in out
     assert "Total fees: 1720.50 USD" in out and "in-dec" not in out
+    assert "| research | ec2-gpu | 2026-11 | 10.00 | 2.00 | 80.0 % |" in out
+    assert "Not recorded in pools hyperpod-eks" in out
 
 
 def test_csv(aws, capsys):
@@ -192,6 +217,17 @@ def test_csv(aws, capsys):
     )
     assert any(line.startswith("usage,research,ec2-gpu,42.5,192.0,10.0,20.0,139.5,") for line in lines)
     assert any(line.startswith("purchase,") and ",in-nov,weekly-validation," in line for line in lines)
+    assert lines[0].endswith(",month,asked_hours,breached_hours,kept_percent")
+    [kept] = [row for row in csv.DictReader(io.StringIO(out)) if row["record"] == "guarantee"]
+    assert {k: v for k, v in kept.items() if v} == {
+        "record": "guarantee",
+        "team": "research",
+        "pool": "ec2-gpu",
+        "month": "2026-11",
+        "asked_hours": "10.0",
+        "breached_hours": "2.0",
+        "kept_percent": "80.0",
+    }
 
 
 def test_the_plot_is_a_real_png_with_one_panel_per_team(aws, capsys, tmp_path):
@@ -222,7 +258,9 @@ def test_queries_are_batched_within_the_get_metric_data_limit():
     assert (
         len(calls) > 1
         and max(calls) == MAX_QUERIES_PER_CALL
-        and sum(calls) == len(queries(model, teams)) == 200 * 4 * 4
+        and sum(calls)
+        == len(queries(model, teams))
+        == 200 * 4 * (4 + 2)  # usage, and the guarantee's hours asked and breached
     )
 
 

@@ -355,6 +355,7 @@ def test_the_functions_carry_exactly_the_contracts_environment_variables(functio
         contract.ENV_GUARD_NAMES,
         contract.ENV_LEDGER_TABLE,
         contract.ENV_TOPIC_ARN,
+        contract.ENV_DEAD_LETTERS_URL,
         contract.ENV_DRY_RUN,
     }
 
@@ -521,7 +522,7 @@ def test_every_dashboard_draws_only_metrics_a_real_run_writes(functions, env, tm
 
 
 def test_the_usage_report_reads_exactly_what_a_tick_writes():
-    from constructs_lib.cli.usage import read_usage
+    from constructs_lib.cli.usage import READ_METRICS, read_usage
 
     class Recorder:
         def get_metric_data(self, **request):
@@ -540,8 +541,11 @@ def test_the_usage_report_reads_exactly_what_a_tick_writes():
         )
         for q in recorder.request["MetricDataQueries"]
     }
-    emitted = {e for e in _emitted_by_a_reclaim_tick() if e[1] in contract.USAGE_METRICS}
+    emitted = {e for e in _emitted_by_a_reclaim_tick() if e[1] in READ_METRICS}
     assert read == emitted
+    assert {e[1] for e in emitted} == {*contract.USAGE_METRICS, *contract.PROMISE_METRICS} - {
+        contract.GUARANTEE_KEPT_PERCENT  # the dashboards' Average; the report sums the hours
+    }
 
 
 # --- HyperPod EKS pools: everything drawn and alarmed for them, their own observer writes -----------

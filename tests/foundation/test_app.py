@@ -69,7 +69,7 @@ def test_make_synth_builds_the_named_file_in_either_spelling(tmp_path, spelling)
     for name in ("Makefile", "app.py", "cdk.json", "pyproject.toml"):
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / ".venv").mkdir()
-    (tmp_path / ".venv" / ".installed").touch()  # newer than pyproject.toml: nothing to install
+    (tmp_path / ".venv" / ".installed-cdk").touch()  # newer than pyproject.toml: nothing to install
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 2\n")
     env = {
@@ -87,3 +87,48 @@ def test_make_synth_builds_the_named_file_in_either_spelling(tmp_path, spelling)
     assert result.returncode != 0
     assert "invalid governance configuration:\nversion: invalid (2) - allowed: 1" in result.stderr
     assert not (tmp_path / "cdk.out" / "manifest.json").exists()
+
+
+def test_the_installed_packages_app_prints_no_jsii_banner_and_names_unset_feature_flags(tmp_path):
+    """`python -m constructs_lib.deployment` (docs/delivery.md) in a folder whose cdk.json sets no
+    feature flags, without the JSII_ settings: main silences jsii before aws_cdk starts (the
+    package's __init__ used to import it first), and says that the templates would differ."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_") and k != "GPU_GOVERNANCE_CONFIG"}
+    env |= {
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+        "CDK_CONTEXT_JSON": json.dumps({"config": str(tmp_path / "missing.yaml")}),
+        "CDK_OUTDIR": str(tmp_path / "out"),
+    }
+    (tmp_path / "cdk.json").write_text(json.dumps({"app": "python -m constructs_lib.deployment"}))
+    result = subprocess.run(
+        [sys.executable, "-m", "constructs_lib.deployment"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "!!" not in result.stdout + result.stderr and "Node 20" not in result.stderr
+    warning, header, problem = result.stderr.strip().splitlines()
+    assert warning.startswith("warning: 89 of the library's recommended CDK feature flags are not set")
+    assert "`gpu-governance init` writes a cdk.json with them" in warning
+    assert header == "invalid governance configuration:" and "missing.yaml: cannot read the file" in problem
+
+
+def test_make_synth_installs_the_cdk_extra_only_and_make_test_adds_the_test_tools(tmp_path):
+    """Issue 41 item 4: on a fresh clone `make synth` built the whole test environment (5 min 30 s,
+    1.2 GB); the [cdk] extra alone is what it needs. `make -n` in a scratch folder without a venv
+    prints what each target would install."""
+    for name in ("Makefile", "pyproject.toml"):
+        (tmp_path / name).symlink_to(ROOT / name)
+
+    def installs(target: str) -> list[str]:
+        result = subprocess.run(
+            ["make", "--no-print-directory", "-n", target], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return [line.split("-e ")[1] for line in result.stdout.splitlines() if "pip install --quiet -e" in line]
+
+    assert installs("synth") == ['".[cdk]"']
+    assert installs("test") == ['".[cdk]"', '".[cdk,test]"']  # the second only adds the test tools

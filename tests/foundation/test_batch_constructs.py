@@ -9,7 +9,8 @@ from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTraini
 from constructs_lib.batch.queues import l1_logical_id
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
-from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS
+from constructs_lib.organisation.compliance import apply_standard_packs
+from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE
 
 QUOTA_POOL = BatchQuotaSharePool(
     name="training", capacity={"ml.p5.48xlarge": 8, "ml.g6e.12xlarge": 4}, runnable_timeout_minutes=60
@@ -264,12 +265,12 @@ def test_weight_factor_keeps_ratios_inverted():
     assert fair_share_weight_factor(50) * 2 == pytest.approx(fair_share_weight_factor(25))
 
 
-def _statements(template, role_logical_prefix):
-    policies = template.find_resources("AWS::IAM::Policy")
+def _statements(template, role_logical_prefix, kind="AWS::IAM::Policy"):
+    policies = template.find_resources(kind)
     return [
         s
         for p in policies.values()
-        if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"]["Roles"])
+        if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"].get("Roles", []))
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
 
@@ -291,27 +292,41 @@ def test_grant_submit_scopes_to_the_share_and_team_tag(synthesized):
     assert fair_submit[1]["Condition"] == {"StringEquals": {f"aws:ResourceTag/{TEAM_TAG}": "lab"}}
 
 
-def test_team_tag_is_set_at_creation_and_never_changed(synthesized):
+def test_team_tag_is_set_only_to_the_teams_own_and_never_removed(synthesized):
+    """Documented condition keys only (issue 37, row 1): the tags of a submission are authorised as
+    batch:TagResource, whose context no page describes beyond aws:RequestTag, aws:ResourceTag and
+    aws:TagKeys. The security proof of these statements under every reading: tests/security/test_prover.py."""
     _, _, template = synthesized
     statements = _statements(template, "Submitter")
-    tagging = {
-        json.dumps(s["Resource"]): s
-        for s in statements
-        if s["Action"] == "batch:TagResource" and s["Effect"] == "Allow"
-    }
-    assert len(tagging) == 2  # service jobs (quota share) and jobs (fair share)
-    service_jobs, jobs = (next(s for r, s in tagging.items() if kind in r) for kind in (":service-job/", ":job/"))
-    # Only inside the submission (a key only SubmitServiceJob / SubmitJob carries), on a job with
-    # no team tag yet: an existing job, untagged or another team's, is never tagged as ours.
-    assert service_jobs["Condition"]["Null"] == {
-        "batch:SchedulingPriority": "false",
-        f"aws:ResourceTag/{TEAM_TAG}": "true",
-    }
-    assert jobs["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "true"}
-    assert jobs["Condition"]["StringEquals"] == {"batch:ShareIdentifier": "lab", f"aws:RequestTag/{TEAM_TAG}": "lab"}
-    denies = {json.dumps(s["Action"]): s for s in statements if s["Effect"] == "Deny"}
-    assert denies['"batch:UntagResource"']["Condition"] == {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG]}}
-    assert denies['"batch:TagResource"']["Condition"]["Null"] == {f"aws:ResourceTag/{TEAM_TAG}": "false"}
+    tagging = [s for s in statements if "tagresource" in json.dumps(s["Action"]).lower()]
+    assert not any("batch:" in key for s in tagging for block in s.get("Condition", {}).values() for key in block)
+    allows = {json.dumps(s["Resource"]): s for s in tagging if s["Effect"] == "Allow"}
+    assert len(allows) == 2  # service jobs (quota share) and jobs (fair share)
+    for kind, team in ((":service-job/", "vision"), (":job/", "lab")):
+        grant = next(s for r, s in allows.items() if kind in r)
+        assert grant["Action"] == "batch:TagResource"
+        # the team's own tags, on a job whose team tag is absent (new) or already the team's
+        assert grant["Condition"]["StringEquals"] == {f"aws:RequestTag/{TEAM_TAG}": team}
+        assert grant["Condition"]["StringEqualsIfExists"] == {f"aws:ResourceTag/{TEAM_TAG}": team}
+    denies = [s for s in tagging if s["Effect"] == "Deny" and ":job/" in json.dumps(s["Resource"])]
+    assert [(s["Action"], s["Condition"]) for s in denies] == [
+        (  # another team's job
+            ["batch:TagResource", "batch:UntagResource"],
+            {
+                "Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"},
+                "StringNotEquals": {f"aws:ResourceTag/{TEAM_TAG}": "lab"},
+            },
+        ),
+        (  # another team's name
+            "batch:TagResource",
+            {"Null": {f"aws:RequestTag/{TEAM_TAG}": "false"}, "StringNotEquals": {f"aws:RequestTag/{TEAM_TAG}": "lab"}},
+        ),
+        (  # who owns it, who pays, what the platform wrote
+            "batch:UntagResource",
+            {"ForAnyValue:StringEquals": {"aws:TagKeys": [TEAM_TAG, TAG_COST_CENTRE, *PLATFORM_TAG_KEYS]}},
+        ),
+        ("batch:TagResource", {"ForAnyValue:StringEquals": {"aws:TagKeys": list(PLATFORM_TAG_KEYS)}}),
+    ]
 
 
 def test_a_submission_sets_no_platform_tag_key(synthesized):
@@ -332,9 +347,10 @@ def test_a_submission_sets_no_platform_tag_key(synthesized):
 
 def test_grant_observe_is_read_only(synthesized):
     _, _, template = synthesized
+    assert _statements(template, "Observer") == []  # no inline policy: a managed one, attached to the role
     actions = {
         a
-        for s in _statements(template, "Observer")
+        for s in _statements(template, "Observer", "AWS::IAM::ManagedPolicy")
         for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     }
     assert actions == {
@@ -369,3 +385,24 @@ def test_bad_props_are_refused_before_any_resource():
     assert "teams[0].quotas.q.ml.g5.xlarge: pool has no capacity of this instance type" in message
     assert "pool.capacity.ml.p5.48xlarge: teams are guaranteed 3 instances but the pool has fewer (2)" in message
     assert stack.node.try_find_child("Q") is None
+
+
+def test_grant_observe_passes_the_librarys_own_standard_packs():
+    """Issue 41 item 10: the README's grant_observe gave the role an inline policy on `*`, which
+    NIST (IAMNoInlinePolicy) and AwsSolutions-IAM5 refused under apply_standard_packs."""
+    app = App()
+    stack = Stack(app, "Observed", env={"account": "111122223333", "region": "us-east-1"})
+    queue = QuotaManagedTrainingQueue(
+        stack, "Training", pool=QUOTA_POOL, teams=[t for t in TEAMS if "training" in t.quotas]
+    )
+    role = iam.Role(stack, "Dashboards", assumed_by=iam.AccountRootPrincipal())
+    grant = queue.grant_observe(role)
+    assert grant.success
+    apply_standard_packs(app)
+    app.synth()  # raises ValidationFailed on any open finding
+    fair_app = App()
+    fair_stack = Stack(fair_app, "FairObserved", env={"account": "111122223333", "region": "us-east-1"})
+    fair = FairShareJobQueue(fair_stack, "Fair", pool=FAIR_POOL, teams=[t for t in TEAMS if "ec2" in t.quotas])
+    fair.grant_observe(iam.Role(fair_stack, "Auditor", assumed_by=iam.AccountRootPrincipal()))
+    apply_standard_packs(fair_app)
+    fair_app.synth()

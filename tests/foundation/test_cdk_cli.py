@@ -34,12 +34,17 @@ def environment() -> dict[str, str]:
     return env
 
 
-def cdk(*arguments: str) -> subprocess.CompletedProcess:
+def cdk(*arguments: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     if not CDK.exists():
         pytest.fail(f"{CDK.relative_to(ROOT)} is missing: `make cdk-cli` installs the CDK CLI into the project")
     # cdk.json's own app command: the .venv interpreter `make install` sets up, as a user runs it.
     return subprocess.run(
-        [str(CDK), *arguments, "--no-notices"], cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=900
+        [str(CDK), *arguments, "--no-notices"],
+        cwd=cwd,
+        env=env or environment(),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -76,6 +81,26 @@ def test_cdk_synth_produces_what_make_synth_produces(direct_synth, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "feature flags are not configured" not in result.stderr  # cdk.json sets every recommended flag
     assert differences(direct_synth, tmp_path / "cli") == []  # app.py reads cdk.json's flags too
+
+
+def test_a_project_from_gpu_governance_init_synthesizes_what_the_reference_does(direct_synth, tmp_path):
+    """A platform team's own repository: `gpu-governance init`, then `cdk synth` there with the
+    library installed (this interpreter's environment first on PATH, as an activated venv puts
+    it; python3 is its Python). Same governance file, same templates, findings and acknowledgements."""
+    project = tmp_path / "platform"
+    init = subprocess.run(
+        [sys.executable, "-m", "constructs_lib.cli", "init", str(project)],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert init.returncode == 0, init.stderr
+    env = {**environment(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = cdk("synth", "--quiet", "--output", str(tmp_path / "out"), cwd=project, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "feature flags" not in result.stderr  # neither the CLI's warning nor the app's
+    assert differences(direct_synth, tmp_path / "out") == []
 
 
 def test_cdk_ls_lists_the_reference_stacks(direct_synth, tmp_path):

@@ -42,6 +42,7 @@ def offline_commands(folder: Path) -> dict[str, tuple[list[str], int]]:
     return {
         "validate": (["validate", "--example"], 0),
         "example": (["example"], 0),
+        "init": (["init", str(folder / "new-project"), "--force"], 0),  # --force: the benchmark runs it again
         "schema": (["schema"], 0),
         "explain": (["explain", "--example"], 0),
         "simulate": (
@@ -122,6 +123,7 @@ def commands(tmp_path_factory):
 COMMANDS = (
     "validate",
     "example",
+    "init",
     "schema",
     "explain",
     "simulate",

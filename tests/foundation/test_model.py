@@ -78,7 +78,7 @@ def mutate(path, value):
         (
             ("capacity_account", "account_id"),
             "12345",
-            "capacity_account.account_id: invalid ('12345') - must match ^[0-9]{12}$",
+            "capacity_account.account_id: invalid ('12345') - 12 digits, an AWS account id",
         ),
         (("capacity_account", "region"), "mars-1", "capacity_account.region: invalid ('mars-1') - must match"),
         (

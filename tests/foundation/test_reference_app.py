@@ -227,7 +227,9 @@ def test_the_submission_guard_watches_every_quota_share_queue_in_dry_run(assembl
         )
     ] == quota_pools
     (rule,) = [
-        r for lid, r in capacity.find_resources("AWS::Events::Rule").items() if lid.startswith("SubmissionGuard")
+        r
+        for lid, r in capacity.find_resources("AWS::Events::Rule").items()
+        if lid.startswith("SubmissionGuard") and "EventPattern" in r["Properties"]
     ]
     pattern = rule["Properties"]["EventPattern"]
     assert pattern["source"] == ["aws.batch"] and pattern["detail-type"] == ["Batch Service Job State Change"]

@@ -47,7 +47,7 @@ LAYERS = {
         "guard/__init__.py",
     ),
     # pure decisions: no AWS call, no clock
-    "planners": ("reclaim/planner.py", "capacity/planner.py", "guard/checks.py"),
+    "planners": ("reclaim/planner.py", "capacity/planner.py", "guard/checks.py", "guard/members.py"),
     # what the controllers are told: the policy document, the guarantees the capacity controller raised
     "policy": ("policy.py", "raised_guarantees.py"),
     # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler, and the
@@ -67,6 +67,7 @@ LAYERS = {
         "capacity/ledger.py",
         "capacity/aws.py",
         "capacity/chargeback.py",
+        "capacity/consumers.py",
         "capacity/controller.py",
         "capacity/delivery.py",
         "capacity/hyperpod.py",

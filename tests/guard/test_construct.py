@@ -36,9 +36,16 @@ def synthesized(tmp_path_factory):
     return model, guard, Template.from_stack(stack)
 
 
+def _rules(template):
+    rules = template.find_resources("AWS::Events::Rule").values()
+    (states,) = [r for r in rules if "EventPattern" in r["Properties"]]
+    (redrive,) = [r for r in rules if "ScheduleExpression" in r["Properties"]]
+    return states, redrive
+
+
 def test_the_rule_sends_every_state_before_the_job_runs_of_the_governed_queue(synthesized):
     _, guard, template = synthesized
-    (rule,) = template.find_resources("AWS::Events::Rule").values()
+    rule, _ = _rules(template)
     assert rule["Properties"]["EventPattern"] == {
         "source": ["aws.batch"],
         "detail-type": ["Batch Service Job State Change"],
@@ -47,8 +54,76 @@ def test_the_rule_sends_every_state_before_the_job_runs_of_the_governed_queue(sy
             "status": ["SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"],
         },
     }
+    # EventBridge's retries cover handing the event to Lambda only: the most it allows, then the dead-letter queue.
     (target,) = rule["Properties"]["Targets"]
-    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 3 and "DeadLetterConfig" in target
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [_logical_id(guard.dead_letters), "Arn"]}
+
+
+def _logical_id(construct):
+    return construct.node.default_child.stack.get_logical_id(construct.node.default_child)
+
+
+def test_an_event_the_guard_could_not_decide_is_retried_dead_lettered_and_checked_again(synthesized):
+    """Row 4: Lambda retries a failed event twice and keeps throttled ones six hours; the function's
+    dead-letter queue keeps the rest, which a run every ten minutes checks again (handler.redrive)."""
+    _, guard, template = synthesized
+    function_id = _logical_id(guard.function)
+    (config,) = template.find_resources("AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"]["FunctionName"] == {"Ref": function_id}
+    assert (config["Properties"]["MaximumRetryAttempts"], config["Properties"]["MaximumEventAgeInSeconds"]) == (
+        2,
+        21600,
+    )
+    function = _guard_function(template)["Properties"]
+    queue = {"Fn::GetAtt": [_logical_id(guard.dead_letters), "Arn"]}
+    assert function["DeadLetterConfig"] == {"TargetArn": queue}
+    assert function["Environment"]["Variables"][contract.ENV_DEAD_LETTERS_URL] == {
+        "Ref": _logical_id(guard.dead_letters)
+    }
+    _, redrive = _rules(template)
+    assert redrive["Properties"]["ScheduleExpression"] == "rate(10 minutes)"
+    (target,) = redrive["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    (policy,) = [p for lid, p in template.find_resources("AWS::IAM::Policy").items() if "SubmissionGuard" in lid]
+    (consume,) = [
+        s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if sorted(s["Action"]) == ["sqs:DeleteMessage", "sqs:ReceiveMessage"]
+    ]
+    assert consume["Resource"] == queue
+
+
+def test_its_concurrency_is_sized_and_every_way_an_event_waits_or_is_lost_alarms(synthesized):
+    _, guard, template = synthesized
+    function_id = _logical_id(guard.function)
+    assert _guard_function(template)["Properties"]["ReservedConcurrentExecutions"] == 10
+    alarms = {
+        (a["Properties"].get("Namespace"), a["Properties"]["MetricName"]): a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+    }
+    function = [{"Name": "FunctionName", "Value": {"Ref": function_id}}]
+    expected = {
+        ("AWS/Lambda", "Errors"): (function, 1),
+        ("AWS/Lambda", "Throttles"): (function, 1),
+        ("AWS/Lambda", "AsyncEventAge"): (function, 300_000),  # milliseconds: five minutes
+        ("AWS/Lambda", "DeadLetterErrors"): (function, 1),
+        ("AWS/Events", "FailedInvocations"): ([{"Name": "RuleName", "Value": {"Ref": _logical_id(guard.rule)}}], 1),
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible"): (
+            [{"Name": "QueueName", "Value": {"Fn::GetAtt": [_logical_id(guard.dead_letters), "QueueName"]}}],
+            1,
+        ),
+        (contract.GUARD_NAMESPACE, contract.MISSING_API_OPERATIONS): (None, 1),
+    }
+    assert set(alarms) == set(expected)
+    for key, (dimensions, threshold) in expected.items():
+        alarm = alarms[key]
+        assert (alarm.get("Dimensions"), alarm["Threshold"], alarm["ComparisonOperator"]) == (
+            dimensions,
+            threshold,
+            "GreaterThanOrEqualToThreshold",
+        ), key
+        assert alarm["AlarmActions"], key  # every alarm notifies
 
 
 def _guard_function(template):
@@ -106,7 +181,10 @@ def test_it_may_stop_only_governed_teams_service_jobs_and_read_only_what_it_chec
         "Null": {f"aws:ResourceTag/{contract.TAG_TEAM}": "false"}
     }  # a team's job, whichever team
     assert "service-job/*" in json.dumps(terminate["Resource"])
-    assert "training-plan/*" in json.dumps(statements["sagemaker:ListTags"]["Resource"])
+    tags = json.dumps(statements["sagemaker:ListTags"]["Resource"])  # whose plan; which tags the training job carries
+    assert "training-plan/*" in tags and "training-job/*" in tags
+    ledger = statements[("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")]
+    assert ledger["Resource"] == {"Fn::GetAtt": [_logical_id(guard.ledger), "Arn"]}
     assert not any(
         a.startswith(("batch:Submit", "batch:Update", "sagemaker:Stop", "sagemaker:Create"))
         for a in statements

@@ -29,8 +29,19 @@ RESOURCES = {
     "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
     "HyperPodPyTorchJob": ("sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs"),
     "Deployment": ("apps", "v1", "deployments"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "CronJob": ("batch", "v1", "cronjobs"),
+    "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    "TFJob": ("kubeflow.org", "v1", "tfjobs"),
+    "XGBoostJob": ("kubeflow.org", "v1", "xgboostjobs"),
+    "PaddleJob": ("kubeflow.org", "v1", "paddlejobs"),
+    "JAXJob": ("kubeflow.org", "v1", "jaxjobs"),
     "PersistentVolume": ("", "v1", "persistentvolumes"),
 }
+TENANT = "arn:aws:sts::111122223333:assumed-role/research-gpu-submit/alice"
+"""The user EKS names a tenant by (its access entry sets no username: the assumed role's session)."""
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+"""The user the job controller makes a Job's pods as."""
 
 _ENV = cel.NewEnv(
     variables={name: cel.Type.DYN for name in ("object", "oldObject", "request", "variables")},
@@ -119,9 +130,10 @@ class Admission:
         subresource: str = "",
         namespace_labels: dict[str, str] | None = None,
         old_object: dict[str, Any] | None = None,
+        username: str = TENANT,
     ) -> list[Denial]:
-        """The denials the API server would return for ``obj`` (empty: admitted); an UPDATE's old
-        object is ``old_object``, or ``obj`` itself when not given."""
+        """The denials the API server would return for ``obj`` (empty: admitted) when ``username``
+        sends it; an UPDATE's old object is ``old_object``, or ``obj`` itself when not given."""
         group, version, resource = RESOURCES[obj["kind"]]
         request = {
             "operation": operation,
@@ -130,7 +142,7 @@ class Admission:
             "subResource": subresource,
             "kind": {"group": group, "version": version, "kind": obj["kind"]},
             "resource": {"group": group, "version": version, "resource": resource},
-            "userInfo": {"username": "tenant", "groups": ["system:authenticated"]},
+            "userInfo": {"username": username, "groups": ["system:authenticated"]},
         }
         labels = {**(namespace_labels or {}), "kubernetes.io/metadata.name": namespace}
         path = f"{resource}/{subresource}" if subresource else resource

@@ -9,7 +9,7 @@ import pytest
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 
-from .admission import Admission, CelError, compile_expression, evaluate
+from .admission import JOB_CONTROLLER, Admission, CelError, compile_expression, evaluate
 
 BASELINE, RESTRICTED, DEDICATED = "research", "vision", "prod"
 TEAMS = {
@@ -24,6 +24,7 @@ SHIPPED = kubernetes.pod_security_objects() + [
 ]
 ADMISSION = Admission(SHIPPED)
 NS = {team: kubernetes.namespace(team) for team in TEAMS}
+QUEUE, PRIORITY = kubernetes.QUEUE_LABEL, kubernetes.PRIORITY_CLASS_LABEL
 
 
 def gpu_pod() -> dict:
@@ -34,7 +35,7 @@ def gpu_pod() -> dict:
         "kind": "Pod",
         "metadata": {
             "name": "llama-worker-0",
-            "labels": {"kueue.x-k8s.io/queue-name": "localqueue"},
+            "labels": {"app": "llama"},
             "annotations": {"container.apparmor.security.beta.kubernetes.io/trainer": "runtime/default"},
         },
         "spec": {
@@ -208,42 +209,62 @@ RESTRICTED_VIOLATIONS = [
 ]
 
 
+# Kubeflow kinds: (apiVersion, replica specs field, the two replica types)
+KUBEFLOW = {
+    "PyTorchJob": ("kubeflow.org/v1", "pytorchReplicaSpecs", ("Master", "Worker")),
+    "MPIJob": ("kubeflow.org/v2beta1", "mpiReplicaSpecs", ("Worker", "Launcher")),
+    "TFJob": ("kubeflow.org/v1", "tfReplicaSpecs", ("Chief", "Worker")),
+    "XGBoostJob": ("kubeflow.org/v1", "xgbReplicaSpecs", ("Master", "Worker")),
+    "PaddleJob": ("kubeflow.org/v1", "paddleReplicaSpecs", ("Master", "Worker")),
+    "JAXJob": ("kubeflow.org/v1", "jaxReplicaSpecs", ("Worker", "Chief")),
+}
+
+
 def as_workload(kind: str, bad: dict, good: dict) -> dict:
-    """``bad`` as one pod template of a workload of ``kind``, beside a clean template ``good``."""
+    """``bad`` as one pod template of a workload of ``kind``, beside a clean template ``good``
+    where the kind has more than one."""
     bad_t, good_t = ({"metadata": p["metadata"], "spec": p["spec"]} for p in (bad, good))
+    meta = {"name": "j"}
     if kind == "Pod":
         return bad
+    if kind in KUBEFLOW:
+        api_version, field, (good_type, bad_type) = KUBEFLOW[kind]
+        replicas = {good_type: {"replicas": 1, "template": good_t}, bad_type: {"replicas": 3, "template": bad_t}}
+        return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": {field: replicas}}
     if kind == "Job":
-        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": bad_t}}
-    if kind == "PyTorchJob":
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": bad_t}}
+    if kind == "CronJob":
+        job = {"metadata": {}, "spec": {"template": bad_t}}
         return {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "j"},
-            "spec": {
-                "pytorchReplicaSpecs": {
-                    "Master": {"replicas": 1, "template": good_t},
-                    "Worker": {"replicas": 3, "template": bad_t},
-                }
-            },
+            "apiVersion": "batch/v1",
+            "kind": kind,
+            "metadata": meta,
+            "spec": {"schedule": "@daily", "jobTemplate": job},
         }
-    if kind == "MPIJob":
+    if kind in ("Deployment", "StatefulSet"):
+        selector = {"matchLabels": {"app": "llama"}}
         return {
-            "apiVersion": "kubeflow.org/v2beta1",
-            "kind": "MPIJob",
-            "metadata": {"name": "j"},
-            "spec": {
-                "mpiReplicaSpecs": {
-                    "Launcher": {"replicas": 1, "template": bad_t},
-                    "Worker": {"replicas": 2, "template": good_t},
-                }
-            },
+            "apiVersion": "apps/v1",
+            "kind": kind,
+            "metadata": meta,
+            "spec": {"selector": selector, "template": bad_t},
+        }
+    if kind == "JobSet":
+        jobs = [
+            {"name": name, "replicas": 1, "template": {"spec": {"template": template}}}
+            for name, template in (("driver", good_t), ("workers", bad_t))
+        ]
+        return {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": kind,
+            "metadata": meta,
+            "spec": {"replicatedJobs": jobs},
         }
     assert kind == "HyperPodPyTorchJob"
     return {
         "apiVersion": "sagemaker.amazonaws.com/v1",
         "kind": "HyperPodPyTorchJob",
-        "metadata": {"name": "j"},
+        "metadata": meta,
         "spec": {
             "nprocPerNode": "8",
             "replicaSpecs": [
@@ -254,11 +275,22 @@ def as_workload(kind: str, bad: dict, good: dict) -> dict:
     }
 
 
-KINDS = ["Pod", "Job", "PyTorchJob", "MPIJob", "HyperPodPyTorchJob"]
+KINDS = ["Pod", "Job", "PyTorchJob", "MPIJob", "HyperPodPyTorchJob"]  # what the team's Role creates, and pods
+# Every kind the queue and priority policies check: also those another role may grant.
+QUEUED_KINDS = [*KINDS, "CronJob", "Deployment", "StatefulSet", "JobSet", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob"]
+
+
+def queued(obj: dict, team: str) -> dict:
+    """``obj`` as the team submits it: naming its local queue where Kueue reads it."""
+    obj = copy.deepcopy(obj)
+    holder = obj["spec"]["jobTemplate"] if obj["kind"] == "CronJob" else obj
+    holder.setdefault("metadata", {}).setdefault("labels", {})[QUEUE] = kubernetes.local_queue(team)
+    return obj
 
 
 def messages(obj: dict, team: str, **kwargs) -> list[str]:
-    return [d.message for d in ADMISSION.review(obj, NS[team], **kwargs)]
+    """The refusals of ``obj`` submitted to the team's namespace with its queue label."""
+    return [d.message for d in ADMISSION.review(queued(obj, team), NS[team], **kwargs)]
 
 
 # --- the harness itself -----------------------------------------------------------------------
@@ -325,7 +357,7 @@ def test_the_plain_gpu_pod_fails_restricted_on_each_missing_hardening():
 def test_undeclared_hyperpod_namespaces_are_held_to_baseline_whatever_their_labels():
     privileged = changed(gpu_pod(), lambda s, c, m: sc(c).update(privileged=True))
     relabelled = {"pod-security.kubernetes.io/enforce": "privileged"}
-    refused = ADMISSION.review(privileged, "hyperpod-ns-newteam", namespace_labels=relabelled)
+    refused = ADMISSION.review(queued(privileged, "newteam"), "hyperpod-ns-newteam", namespace_labels=relabelled)
     assert [d.policy for d in refused] == ["gpu-governance-pod-security-baseline"]
     assert ADMISSION.review(privileged, NS[BASELINE], namespace_labels=relabelled) != []
 
@@ -383,15 +415,15 @@ def test_every_workload_the_team_may_create_is_checked():
 
 
 def test_a_deployment_is_not_a_tenant_workload_but_its_pods_are_checked():
-    # The team cannot create Deployments; if someone else does in a tenant namespace, the pods
-    # the controller creates are admitted one by one like any other.
+    # The team cannot create Deployments; if someone else lets it, pod security judges the pods
+    # the controller creates one by one like any other (the queue policy judges the Deployment).
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "d"},
         "spec": {"template": changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True))},
     }
-    assert ADMISSION.review(deployment, NS[BASELINE]) == []
+    assert messages(deployment, BASELINE) == []
     assert messages(changed(gpu_pod(), lambda s, c, m: s.update(hostPID=True)), BASELINE) != []
 
 
@@ -451,24 +483,29 @@ def test_the_owning_team_must_select_and_tolerate_its_nodes():
 
 def labelled(obj: dict, priority: str | None, on_templates: bool = False) -> dict:
     obj = copy.deepcopy(obj)
-    targets = (
-        [obj["metadata"]] if not on_templates or obj["kind"] == "Pod" else [t["metadata"] for t in _templates(obj)]
-    )
+    targets = [obj["metadata"]] if not on_templates else [t["metadata"] for t in pod_templates(obj)]
     for metadata in targets:
         labels = metadata.setdefault("labels", {})
-        labels.pop("kueue.x-k8s.io/priority-class", None)
+        labels.pop(PRIORITY, None)
         if priority is not None:
-            labels["kueue.x-k8s.io/priority-class"] = priority
+            labels[PRIORITY] = priority
     return obj
 
 
-def _templates(obj: dict) -> list[dict]:
-    spec = obj["spec"]
-    if obj["kind"] == "Job":
+def pod_templates(obj: dict) -> list[dict]:
+    """The pod templates of ``obj`` (as the object, so changes show in it); a pod's is itself."""
+    kind, spec = obj["kind"], obj.get("spec", {})
+    if kind == "Pod":
+        return [obj]
+    if kind in ("Job", "Deployment", "StatefulSet"):
         return [spec["template"]]
-    if obj["kind"] == "HyperPodPyTorchJob":
+    if kind == "CronJob":
+        return [spec["jobTemplate"]["spec"]["template"]]
+    if kind == "JobSet":
+        return [r["template"]["spec"]["template"] for r in spec["replicatedJobs"]]
+    if kind == "HyperPodPyTorchJob":
         return [r["template"] for r in spec["replicaSpecs"]]
-    return [r["template"] for r in (spec.get("pytorchReplicaSpecs") or spec["mpiReplicaSpecs"]).values()]
+    return [r["template"] for r in spec[KUBEFLOW[kind][1]].values()]
 
 
 def priority_denials(obj: dict, team: str, **kwargs) -> list[str]:
@@ -562,3 +599,206 @@ def test_the_teams_own_volumes_and_volumes_provisioned_for_its_claims_are_bound(
     assert (
         volume_denials(volume("system-volume", "kube-system"), operation="UPDATE") == []
     )  # outside tenant namespaces: not ours to judge
+
+
+# --- the queue and the priority class wherever Kubernetes or Kueue reads one (issue 38, row 1) ---
+
+SYSTEM_CLASSES = ("system-node-critical", "system-cluster-critical")
+QUEUE_REFUSED = (
+    "every workload and pod in hyperpod-ns-<team> must name its team's local queue: label "
+    "kueue.x-k8s.io/queue-name: hyperpod-ns-<team>-localqueue (on a CronJob, in spec.jobTemplate.metadata.labels)"
+)
+SYSTEM_REFUSED = (
+    "the system priority classes (system-node-critical, system-cluster-critical) are the cluster's own: "
+    "no workload or pod in hyperpod-ns-<team> may name one"
+)
+# prod (DEDICATED) is granted standard and opportunistic, not urgent.
+LABEL_REFUSED = (
+    "team prod may use only the priority classes standard, opportunistic "
+    "(label kueue.x-k8s.io/priority-class: standard-priority, opportunistic-priority)"
+)
+NAME_REFUSED = (
+    "team prod may use only the priority classes standard, opportunistic "
+    "(priorityClassName: standard-priority, opportunistic-priority, or none)"
+)
+
+
+def refusals(obj: dict, namespace: str, **kwargs) -> list[str]:
+    """The refusals of the queue and priority policies (pod security is judged above)."""
+    judged = {kubernetes.TENANT_QUEUE_POLICY, *(f"gpu-governance-priority-{team}" for team in TEAMS)}
+    return [d.message for d in ADMISSION.review(obj, namespace, **kwargs) if d.policy in judged]
+
+
+def with_class(pod: dict, priority_class: str | None) -> dict:
+    """``pod`` (or a template) naming ``priority_class`` as its PriorityClass; None names none."""
+    pod = copy.deepcopy(pod)
+    pod["spec"].pop("priorityClassName", None)
+    if priority_class is not None:
+        pod["spec"]["priorityClassName"] = priority_class
+    return pod
+
+
+def with_queue_label(obj: dict, key: str, value: str, where: str = "holder") -> dict:
+    """``obj`` with one queue label ``key: value`` (only), on the object Kueue reads (``holder``),
+    on the object itself (``object``), or on its pod templates only (``templates``)."""
+    obj = copy.deepcopy(obj)
+    for metadata in [obj["metadata"], *(t["metadata"] for t in pod_templates(obj))]:
+        metadata.get("labels", {}).pop(QUEUE, None)
+    holder = obj["spec"]["jobTemplate"] if obj["kind"] == "CronJob" and where == "holder" else obj
+    targets = [t["metadata"] for t in pod_templates(obj)] if where == "templates" else [holder["metadata"]]
+    for metadata in targets:
+        metadata.setdefault("labels", {})[key] = value
+    return obj
+
+
+def test_the_queued_kinds_are_the_policies_kinds():
+    """A kind added to the policies' table without a test here fails this test."""
+    from .admission import RESOURCES
+
+    tested = {RESOURCES[kind][::2] for kind in QUEUED_KINDS} - {("", "pods")}
+    assert tested == set(kubernetes.QUEUED_WORKLOADS)
+    assert set(kubernetes.TEAM_WORKLOADS) <= tested  # every kind the team's Role creates
+
+
+@pytest.mark.parametrize("queue", [True, False], ids=["queued", "no-queue"])
+def test_row_1_a_job_naming_system_node_critical_is_refused_with_or_without_a_queue(queue):
+    """The report: a batch/v1 Job whose pods name system-node-critical. With a queue label Kueue
+    would take that class's priority as the workload's; without one the Job skips Kueue."""
+    job = as_workload("Job", with_class(gpu_pod(), "system-node-critical"), gpu_pod())
+    submitted = queued(job, DEDICATED) if queue else job
+    expected = [SYSTEM_REFUSED, NAME_REFUSED]
+    assert refusals(submitted, NS[DEDICATED]) == ([] if queue else [QUEUE_REFUSED]) + expected
+    # A team granted every declared class may not name a system class either.
+    assert refusals(queued(job, BASELINE), NS[BASELINE])[0] == SYSTEM_REFUSED
+    # Its pods, whoever makes them (the job controller included), are refused too.
+    pod = with_class(gpu_pod(), "system-node-critical")
+    assert refusals(pod, NS[DEDICATED], username=JOB_CONTROLLER) == expected
+
+
+@pytest.mark.parametrize("kind", QUEUED_KINDS)
+def test_every_workload_and_pod_must_name_the_teams_own_local_queue_where_kueue_reads_it(kind):
+    workload = as_workload(kind, gpu_pod(), gpu_pod())
+    own = kubernetes.local_queue(DEDICATED)
+    assert refusals(queued(workload, DEDICATED), NS[DEDICATED]) == []
+    assert refusals(workload, NS[DEDICATED]) == [QUEUE_REFUSED]  # no label: Kueue would leave it alone
+    for wrong in (kubernetes.local_queue(BASELINE), "", own.upper(), f"{own} ", "localqueue", "hyperpod-ns-prod"):
+        assert refusals(with_queue_label(workload, QUEUE, wrong), NS[DEDICATED]) == [QUEUE_REFUSED], wrong
+    # Only where Kueue reads it: on the pod templates alone, a look-alike key, or the old annotation does nothing.
+    if kind != "Pod":
+        assert refusals(with_queue_label(workload, QUEUE, own, "templates"), NS[DEDICATED]) == [QUEUE_REFUSED]
+    assert refusals(with_queue_label(workload, "Kueue.x-k8s.io/queue-name", own), NS[DEDICATED]) == [QUEUE_REFUSED]
+    annotated = copy.deepcopy(workload)
+    annotated["metadata"]["annotations"] = {QUEUE: own}
+    assert refusals(annotated, NS[DEDICATED]) == [QUEUE_REFUSED]
+    # Queued for one team, submitted in another's namespace.
+    assert refusals(queued(workload, DEDICATED), NS[BASELINE]) == [QUEUE_REFUSED]
+
+
+def test_a_cronjobs_queue_is_in_its_job_template():
+    cron = as_workload("CronJob", gpu_pod(), gpu_pod())
+    own = kubernetes.local_queue(DEDICATED)
+    assert refusals(with_queue_label(cron, QUEUE, own, "object"), NS[DEDICATED]) == [QUEUE_REFUSED]
+    assert refusals(with_queue_label(cron, QUEUE, own), NS[DEDICATED]) == []
+    # The Kueue label in the job template reaches every Job it makes.
+    in_template = queued(cron, DEDICATED)
+    in_template["spec"]["jobTemplate"]["metadata"]["labels"][PRIORITY] = "urgent-priority"
+    assert refusals(in_template, NS[DEDICATED]) == [LABEL_REFUSED]
+
+
+@pytest.mark.parametrize("kind", QUEUED_KINDS)
+def test_pods_and_pod_templates_may_name_only_a_granted_priority_class(kind):
+    def submitted(priority_class: str | None) -> dict:  # one template names it, the other none
+        return queued(as_workload(kind, with_class(gpu_pod(), priority_class), gpu_pod()), DEDICATED)
+
+    for allowed in (None, "", "standard-priority", "opportunistic-priority"):
+        assert refusals(submitted(allowed), NS[DEDICATED]) == [], allowed
+    for refused in ("urgent-priority", "urgent", "Standard-priority", "standard-priority ", "System-Node-Critical"):
+        assert refusals(submitted(refused), NS[DEDICATED]) == [NAME_REFUSED], refused
+    for system in (*SYSTEM_CLASSES, "system-anything"):
+        assert refusals(submitted(system), NS[DEDICATED]) == [SYSTEM_REFUSED, NAME_REFUSED], system
+    # A granted class on the Kueue label does not cover an ungranted one on priorityClassName:
+    # Kueue takes the label's for the workload, the scheduler the PriorityClass for the pods.
+    both = labelled(submitted("urgent-priority"), "standard-priority")
+    assert refusals(both, NS[DEDICATED]) == [NAME_REFUSED]
+    assert refusals(labelled(submitted(None), "system-node-critical"), NS[DEDICATED]) == [SYSTEM_REFUSED, LABEL_REFUSED]
+
+
+@pytest.mark.parametrize("kind", sorted(KUBEFLOW))
+def test_a_kubeflow_jobs_run_policy_names_only_a_granted_priority_class(kind):
+    """Kueue reads runPolicy.schedulingPolicy.priorityClass before any pod template's."""
+    job = queued(as_workload(kind, gpu_pod(), gpu_pod()), DEDICATED)
+    for priority_class, expected in (
+        ("standard-priority", []),
+        ("urgent-priority", [NAME_REFUSED]),
+        ("system-cluster-critical", [SYSTEM_REFUSED, NAME_REFUSED]),
+    ):
+        job["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": priority_class}}
+        assert refusals(job, NS[DEDICATED]) == expected, priority_class
+
+
+@pytest.mark.parametrize(
+    "kind, broken",
+    [
+        ("CronJob", lambda o: o["spec"].pop("jobTemplate")),
+        ("CronJob", lambda o: o["spec"]["jobTemplate"]["spec"]["template"].pop("spec")),
+        ("JobSet", lambda o: o["spec"].pop("replicatedJobs")),
+        ("Deployment", lambda o: o["spec"].pop("template")),
+        ("Job", lambda o: o["spec"]["template"].pop("spec")),
+        ("TFJob", lambda o: o["spec"]["tfReplicaSpecs"]["Worker"].pop("template")),
+    ],
+)
+def test_a_workload_the_queue_policy_cannot_read_fails_closed(kind, broken):
+    obj = queued(as_workload(kind, gpu_pod(), gpu_pod()), DEDICATED)
+    broken(obj)
+    with pytest.raises(CelError):
+        ADMISSION.review(obj, NS[DEDICATED])
+
+
+def test_pods_the_clusters_controllers_make_need_no_queue_label_but_keep_to_the_priority_classes():
+    pod = gpu_pod()  # made from a checked template: the job's queue label is on the job
+    controllers = (
+        JOB_CONTROLLER,
+        "system:serviceaccount:kubeflow:training-operator",
+        "system:serviceaccount:aws-hyperpod:hyperpod-training-operator",
+        "system:serviceaccount:mpi-operator:mpi-operator",
+        "system:kube-controller-manager",  # the controller manager without per-controller accounts
+    )
+    for controller in controllers:
+        assert refusals(pod, NS[DEDICATED], username=controller) == [], controller
+        assert refusals(with_class(pod, "urgent-priority"), NS[DEDICATED], username=controller) == [NAME_REFUSED]
+    # A tenant, or anything acting from a tenant namespace, is no controller.
+    for requester in (
+        "arn:aws:sts::111122223333:assumed-role/prod-gpu-submit/mallory",
+        "system:serviceaccount:hyperpod-ns-prod:gpu-workload",
+        "system:serviceaccount:hyperpod-ns-research:default",
+        "system:serviceaccount",
+        "system:kube-controller-manager-x",
+        "kube-controller-manager",
+    ):
+        assert refusals(pod, NS[DEDICATED], username=requester) == [QUEUE_REFUSED], requester
+
+
+def test_the_queue_label_cannot_be_dropped_or_changed_by_an_update():
+    job = queued(as_workload("PyTorchJob", gpu_pod(), gpu_pod()), DEDICATED)
+    other_queue = with_queue_label(job, QUEUE, kubernetes.local_queue(BASELINE))
+    unqueued = with_queue_label(job, "app", "llama")
+    for update in (other_queue, unqueued):
+        assert refusals(update, NS[DEDICATED], operation="UPDATE", old_object=job) == [QUEUE_REFUSED]
+    # Kueue (a platform service account) suspends and resumes the job: admitted.
+    kueue = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    assert refusals(job, NS[DEDICATED], operation="UPDATE", old_object=job, username=kueue) == []
+
+
+def test_a_pods_priority_class_is_judged_once_so_its_finalizer_can_always_go():
+    """priorityClassName cannot change on a pod: an update (the job controller removing its
+    finalizer) is not refused for it, even for a pod made before the policy."""
+    old = with_class(gpu_pod(), "urgent-priority")
+    assert refusals(old, NS[DEDICATED], operation="UPDATE", old_object=old, username=JOB_CONTROLLER) == []
+    assert refusals(old, NS[DEDICATED], username=JOB_CONTROLLER) == [NAME_REFUSED]  # at creation it is judged
+
+
+def test_undeclared_tenant_namespaces_need_a_queue_and_no_system_class_and_others_are_untouched():
+    job = as_workload("Job", with_class(gpu_pod(), "system-node-critical"), gpu_pod())
+    assert refusals(job, "hyperpod-ns-newteam") == [QUEUE_REFUSED, SYSTEM_REFUSED]
+    assert refusals(queued(as_workload("Job", gpu_pod(), gpu_pod()), "newteam"), "hyperpod-ns-newteam") == []
+    assert ADMISSION.review(job, "kube-system") == []

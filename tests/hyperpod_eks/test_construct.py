@@ -360,9 +360,9 @@ def test_every_applied_object_is_valid_for_the_cluster_version(synthesized):
         for manifest in objects:
             kubernetes_validate.validate(manifest, "1.33", strict=True)
             count += 1
-    # Each team's priority-class policy and binding; speech is restricted: its binding; 3 cluster-wide pod security objects and
-    # the volume binding policy with its binding; the usage reader.
-    assert count == 16 + 14 + 13 + 5 + 2
+    # Each team's priority-class policy and binding; speech is restricted: its binding; 3 cluster-wide pod security objects,
+    # the volume binding and the tenant queue policies with their bindings; the usage reader.
+    assert count == 16 + 14 + 13 + 7 + 2
 
 
 def test_gpu_quota_and_admission_policy_only_where_declared(synthesized):
@@ -409,6 +409,8 @@ def test_pod_security_is_in_force_before_any_tenant_namespace_exists(synthesized
         "gpu-governance-pod-security-restricted",
         "gpu-governance-volume-binding",
         "gpu-governance-volume-binding",
+        "gpu-governance-tenant-queue",
+        "gpu-governance-tenant-queue",
     ]
     assert stack.get_logical_id(governance.node.find_child("AccessKubectlProvider")) in cluster_manifest["DependsOn"]
     # HyperPod makes a team's namespace from its compute quota: no quota before the policies.

@@ -202,3 +202,30 @@ def test_sdk_example_submits_a_valid_job_into_the_share(setup_file, monkeypatch,
     assert payload_problems(request) == "" and json.loads(request["serviceRequestPayload"])[
         "TrainingJobName"
     ].startswith("research-llama-")
+
+
+def test_the_sdk_example_without_the_member_extra_says_so_in_one_line(setup_file, tmp_path):
+    """Issue 41 item 11: without sagemaker-train the example ended in a 10-line traceback."""
+    blocked = (
+        "import importlib.abc, runpy, sys\n"
+        "class NoSdk(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'sagemaker':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, NoSdk())\n"
+        "sys.argv = ['submit_sagemaker_sdk.py'] + sys.argv[1:]\n"
+        f"runpy.run_path({str(EXAMPLES / 'submit_sagemaker_sdk.py')!r}, run_name='__main__')\n"
+    )
+    argv = ["--setup", str(setup_file), "--priority-class", "standard", "--instance-type", "ml.p5.48xlarge"]
+    argv += ["--job-name", "llama", "--image", IMAGE]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "lambda")]),
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", blocked, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "sagemaker-train" in line and "[member] extra" in line and "Traceback" not in result.stderr

@@ -10,7 +10,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member import team_setup, training_job_manifest
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
-from tests.hyperpod_eks.admission import Admission
+from tests.hyperpod_eks.admission import JOB_CONTROLLER, Admission
 
 IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/gpu-governance/research:1"
 CLASSES = ("urgent", "standard", "opportunistic")  # the reference organisation's priority classes, all granted
@@ -71,16 +71,21 @@ def test_the_job_goes_to_the_teams_namespace_local_queue_and_priority_class(mode
 def test_the_shipped_admission_policies_admit_the_job_at_every_pod_security_level(model, team):
     job = manifest(model, team)
     assert ADMISSION.review(job, kubernetes.namespace(team)) == []
-    assert ADMISSION.review(pod_of(job), kubernetes.namespace(team)) == []
+    assert review_pod(pod_of(job), kubernetes.namespace(team)) == []
 
 
 def pod_of(job: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": job["spec"]["template"]["spec"]}
 
 
+def review_pod(pod: dict, namespace: str) -> list:
+    """The refusals of a Job's pod as the job controller makes it, once Kueue admits the Job."""
+    return ADMISSION.review(pod, namespace, username=JOB_CONTROLLER)
+
+
 def test_a_team_with_dedicated_nodes_must_ask_for_them_and_another_team_may_not(model):
     # The dedicated-nodes policy checks pods (the Job's pods are created on admission).
-    assert ADMISSION.review(pod_of(manifest(model, "production", dedicated_team_nodes=False)), "hyperpod-ns-production")
+    assert review_pod(pod_of(manifest(model, "production", dedicated_team_nodes=False)), "hyperpod-ns-production")
     intruder = pod_of(manifest(model, "research"))
     intruder["spec"] = {
         **intruder["spec"],
@@ -88,7 +93,7 @@ def test_a_team_with_dedicated_nodes_must_ask_for_them_and_another_team_may_not(
             {"key": kubernetes.DEDICATED_NODE_KEY, "operator": "Equal", "value": "production", "effect": "NoSchedule"}
         ],
     }
-    assert ADMISSION.review(intruder, "hyperpod-ns-research")
+    assert review_pod(intruder, "hyperpod-ns-research")
 
 
 def test_unknown_class_and_instance_type_are_refused_in_one_line(model):

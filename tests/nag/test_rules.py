@@ -262,8 +262,27 @@ CASES = [
         lambda s, i: policy(s, i, ["t"], {"Action": ["batch:ListJobs", "batch:DescribeJobs"], "Resource": "*"}),
         NA,
     ),
-    # Re-tag, then terminate: a team-tag grant that also works on existing jobs defeats aws:ResourceTag.
-    # Only on a job without the team tag: any untagged job of the account (a platform job) is claimable.
+    # Re-tag, then terminate: a team-tag grant that also works on another team's job defeats aws:ResourceTag.
+    # Pinned: the team's own value on a job whose tag is absent or already its own, with documented keys only.
+    (
+        "JobControlWithoutShare",
+        "tag-with-the-own-value-where-absent-or-own",
+        lambda s, i: policy(
+            s, i, ["t"], *_team_tagging({"StringEqualsIfExists": {f"aws:ResourceTag/{TEAM_TAG}": "a"}})
+        ),
+        OK,
+    ),
+    (
+        "JobControlWithoutShare",
+        "tag-where-absent-or-another-value",
+        lambda s, i: policy(
+            s, i, ["t"], *_team_tagging({"StringEqualsIfExists": {f"aws:ResourceTag/{TEAM_TAG}": "b"}})
+        ),
+        ["Action::batch:TagResource"],
+    ),
+    # Issue 37: no page says which batch:* keys the tagging inside a submission carries, nor that the
+    # new job's aws:ResourceTag is absent there (IAM: present "in requests that create a resource with
+    # an attached tag"). Grants that need either are no pin: they may refuse every tagged submission.
     (
         "JobControlWithoutShare",
         "tag-any-untagged-job",
@@ -272,34 +291,38 @@ CASES = [
     ),
     (
         "JobControlWithoutShare",
-        "tag-inside-a-service-job-submission",
+        "tag-only-with-an-undocumented-submission-key",
         lambda s, i: policy(
             s,
             i,
             ["t"],
             *_team_tagging({"Null": {f"aws:ResourceTag/{TEAM_TAG}": "true", "batch:SchedulingPriority": "false"}}),
         ),
-        OK,
-    ),
-    (
-        "JobControlWithoutShare",
-        "tag-inside-a-job-submission",
-        lambda s, i: policy(s, i, ["t"], *_team_tagging({"StringEquals": {"batch:ShareIdentifier": "a"}})),
-        OK,
-    ),
-    (
-        "JobControlWithoutShare",
-        "tag-where-the-submission-key-is-absent",
-        lambda s, i: policy(s, i, ["t"], *_team_tagging({"Null": {"batch:SchedulingPriority": "true"}})),
         ["Action::batch:TagResource"],
     ),
     (
         "JobControlWithoutShare",
-        "tag-with-create-action",
+        "tag-with-a-share-identifier-alone",
+        lambda s, i: policy(s, i, ["t"], *_team_tagging({"StringEquals": {"batch:ShareIdentifier": "a"}})),
+        ["Action::batch:TagResource"],
+    ),
+    (
+        "JobControlWithoutShare",
+        "tag-with-two-values",
         lambda s, i: policy(
-            s, i, ["t"], *_team_tagging({"StringEquals": {"batch:CreateAction": ["SubmitJob", "SubmitServiceJob"]}})
+            s,
+            i,
+            ["t"],
+            {
+                "Action": "batch:TagResource",
+                "Resource": JOBS,
+                "Condition": {
+                    "StringEquals": {f"aws:RequestTag/{TEAM_TAG}": ["a", "b"]},
+                    "StringEqualsIfExists": {f"aws:ResourceTag/{TEAM_TAG}": ["a", "b"]},
+                },
+            },
         ),
-        OK,
+        ["Action::batch:TagResource"],
     ),
     (
         "JobControlWithoutShare",

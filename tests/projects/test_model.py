@@ -150,13 +150,14 @@ def test_bad_projects_exit_2_in_one_line_per_problem(tmp_path, capsys):
 
 
 def test_explain_shows_each_teams_project(capsys):
-    assert main(["explain", "--config", str(EXAMPLE)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[-1] == "project"
-    projects = {line.split()[0]: line.split()[-1] for line in lines[2:]}
+    assert main(["explain", "--config", str(EXAMPLE), "--json"]) == 0
+    deals = json.loads(capsys.readouterr().out)["deals"]
+    projects = {deal["team"]: deal["project"] for deal in deals}
     assert projects == {"research": "vision", "training": "vision", "production": "assistant"}
-    assert main(["explain", "--example"]) == 0  # the reference organisation has none
-    assert {line.split()[-1] for line in capsys.readouterr().out.splitlines()[2:]} == {"-"}
+    assert main(["explain", "--config", str(EXAMPLE)]) == 0
+    assert "  project                     vision" in capsys.readouterr().out
+    assert main(["explain", "--example", "--json"]) == 0  # the reference organisation has none
+    assert {deal["project"] for deal in json.loads(capsys.readouterr().out)["deals"]} == {"-"}
 
 
 def test_audit_json_has_every_team_and_layer(capsys):

@@ -189,7 +189,9 @@ def test_every_eks_access_entry_is_in_the_audit_and_nothing_more(synthesized):
             entries.add((principal, groups[0] if groups else policies[0].rsplit("/", 1)[1]))
     rows = audit(model)
     listed = {
-        (r.who, r.can.rsplit(" ", 1)[1]) for r in rows if r.layer == "cluster" and r.can.startswith("EKS access entry")
+        (r.who, r.can.rsplit(" ", 1)[1])
+        for r in rows
+        if r.layer == "cluster" and r.can.startswith("reach the cluster's Kubernetes API (an EKS access entry)")
     }
     admins = {
         (r.who, "AmazonEKSClusterAdminPolicy")

@@ -4,13 +4,14 @@
 Each check takes the state, the settings and the plan, and fails with the job it is about:
 
 1. no preemption for a job that fits the free capacity and its share's ceiling;
-2. in-share victims only where the share enables it, and only of strictly lower priority;
+2. in-share victims only where the share enables it, only of strictly lower priority, and only
+   jobs that come back;
 3. no reclaim for a borrowing job: when a job that reclaims starts, its share is inside its quota;
 4. a reclaim never reaches into the victim team's guarantee (nor takes a reserve share's job);
 5. the applied plan fits the pool and every share's ceiling, and moves each job at most once;
 6. the victim set is minimal: keeping any one victim leaves its job no room;
 7. a guarantee job (``is_guarantee_job``) always starts, unless the plan names an anti-thrash
-   limit as the reason it waits;
+   limit as the reason it waits, ``min_run_time_s`` only behind a job the controller preempted;
 8. no team lends beyond its lending limit, and a paused team starts nothing.
 
 Checks 1 and 6 compare against the state before the plan, so they apply where the job is the only
@@ -22,6 +23,7 @@ from __future__ import annotations
 from gpu_governance_runtime.reclaim.planner import (
     ANTI_THRASH,
     IN_SHARE,
+    MIN_RUN_TIME,
     RECLAIM,
     Plan,
     PoolState,
@@ -30,6 +32,7 @@ from gpu_governance_runtime.reclaim.planner import (
     apply_plan,
     may_borrow,
     pending_guarantee_jobs,
+    runs_on,
 )
 
 from .strategies import state_is_valid
@@ -107,6 +110,7 @@ def in_share_victims_of_lower_priority(state: PoolState, settings: Settings, pla
             assert everyone[p.job_id].priority < beneficiary.priority, (
                 f"{p.job_id}: in-share victim not of lower priority than {p.for_job}"
             )
+            assert everyone[p.job_id].restartable, f"{p.job_id}: in-share victim its team cannot get back"
 
 
 def no_reclaim_for_borrowing(state: PoolState, settings: Settings, plan: Plan) -> None:
@@ -188,9 +192,22 @@ def victims_are_minimal(state: PoolState, settings: Settings, plan: Plan) -> Non
 
 def guarantee_jobs_start(state: PoolState, settings: Settings, plan: Plan) -> None:
     """Every guarantee job that waits after the plan is named in ``plan.waits``, with an
-    anti-thrash limit as the reason (a capped plan stops early: the next tick continues)."""
+    anti-thrash limit as the reason (a capped plan stops early: the next tick continues), and
+    ``min_run_time_s`` only behind a job the controller itself preempted and restarted less than
+    that long ago: nothing a borrower submits protects its job (issue 38)."""
     named = {w.job_id: w.reason for w in plan.waits}
     assert set(named.values()) <= set(ANTI_THRASH), f"a guarantee job waits without an anti-thrash limit: {named}"
+    everyone = {j.job_id: j for j in state.pending}
+    for wait in plan.waits:
+        if wait.reason == MIN_RUN_TIME and wait.job_id in everyone:  # (else a victim requeued in this plan)
+            job = everyone[wait.job_id]
+            assert any(
+                runs_on(j, wait.instance_type)
+                and (j.share != job.share or j.priority < job.priority)
+                and j.times_preempted
+                and state.now - j.started_at < settings.min_run_time_s
+                for j in state.running
+            ), f"{wait.job_id} waits for {MIN_RUN_TIME}, yet no job it could take was preempted by the controller"
     if plan.capped:
         return
     after = apply_plan(state, plan)

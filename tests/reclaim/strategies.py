@@ -70,6 +70,8 @@ def pool_states(
                     started_at=draw(st.floats(0, NOW)),
                     checkpointable=draw(st.booleans()),
                     times_preempted=draw(st.integers(0, 2)),
+                    # an array job or one others depend on: reclaimable all the same (issue 38)
+                    restartable=draw(st.sampled_from((True, True, True, False))),
                 )
             )
         else:

@@ -45,17 +45,22 @@ def test_a_failed_tick_is_never_retried_by_lambda(synthesized):
     )
 
 
-def test_victims_copies_may_be_submitted_only_to_governed_queues_and_shares_and_tagged_only_at_creation(synthesized):
+def test_victims_copies_may_be_submitted_only_to_governed_queues_under_a_share_and_with_a_team_tag(synthesized):
+    """Every job of a governed queue carries a team tag, the controller's copies too; documented
+    keys only (issue 37, row 1): SubmitJob's batch:ShareIdentifier, the copy's aws:RequestTag."""
     template, _ = synthesized
     submit = next(s for s in statements(template) if s["Action"] == "batch:SubmitJob")
-    assert QUEUE in json.dumps(submit["Resource"]) and submit["Condition"] == {
-        "Null": {"batch:ShareIdentifier": "false"}
+    resources = json.dumps(submit["Resource"])
+    assert QUEUE in resources and "job-definition/*" in resources and "job/*" in resources
+    assert QUOTA_QUEUE not in resources and "job-queue/*" not in resources
+    assert submit["Condition"] == {
+        "Null": {"batch:ShareIdentifier": "false", "aws:RequestTag/gpu-governance:team": "false"}
     }
     tag = next(s for s in statements(template) if s["Action"] == "batch:TagResource")
-    # Batch has no CreateAction key: a share and no team tag yet hold only inside a submission
     assert tag["Condition"] == {
-        "Null": {"batch:ShareIdentifier": "false", "aws:ResourceTag/gpu-governance:team": "true"}
+        "Null": {"aws:RequestTag/gpu-governance:team": "false", "aws:RequestTag/gpu-governance:requeued-from": "false"}
     }
+    assert not any("UntagResource" in json.dumps(s["Action"]) for s in statements(template))
 
 
 def statements(template):

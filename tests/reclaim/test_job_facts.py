@@ -4,14 +4,20 @@ can make its job a cheaper victim, never hide it; a malformed tag is ignored wit
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
 
 from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim import adapters
 from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
-from gpu_governance_runtime.reclaim.planner import Settings, plan_tick
+from gpu_governance_runtime.reclaim.planner import ANY_TYPE, Settings, plan_tick
 from tests.aws_model.batch import Clock, FakeBatch
+from tests.reclaim.tables import reclaim_ledger_table
 from tests.reclaim.test_controller import G6E, POLICY
+from tests.reclaim.test_preempted_jobs_come_back import tick
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
 P5 = "p5.48xlarge"
@@ -116,12 +122,39 @@ def test_a_malformed_checkpointable_tag_is_ignored_with_a_log_line_and_true_only
 
 
 def test_in_a_pool_of_several_types_batch_named_types_win_and_a_foreign_hint_is_ignored(logged):
+    """A foreign hint is ignored with a log line; the running job then counts on every type
+    (ANY_TYPE, issue 38) rather than not at all, so a wrong tag hides no borrowing."""
     batch = FakeBatch(Clock(), capacity={QUEUE: 8})
     named = submit(batch, "research", nodes=2, node_type=P5, tags={"gpu-governance:instance-type": G6E})
     hinted = submit(batch, "research", tags={"gpu-governance:instance-type": G6E})
     foreign = submit(batch, "research", tags={"gpu-governance:instance-type": "t3.micro"})
     batch.advance(60)
     state = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=TWO_TYPES, submit=batch).read(batch.clock.now)
-    assert {j.job_id: j.instance_type for j in state.running} == {named: P5, hinted: G6E}
+    assert {j.job_id: j.instance_type for j in state.running} == {named: P5, hinted: G6E, foreign: ANY_TYPE}
     assert [(r["job_id"], r["value"]) for r in logged if r["event"] == "tag_ignored"] == [(foreign, "t3.micro")]
-    assert [r["job_id"] for r in logged if r["event"] == "job_not_planned"] == [foreign]
+    assert [r["job_id"] for r in logged if r["event"] == "job_not_planned"] == []
+
+
+def test_in_a_pool_of_several_types_a_borrower_that_leaves_the_type_tag_out_hides_no_borrowing(logged):
+    """Issue 38's lead: research runs four one-instance jobs without the type tag where Batch put
+    them, on all four p5 (research's p5 quota is 1). Until issue 38 they were left out of the plan,
+    p5 looked idle, and training's job inside its p5 quota was planned to start with nothing
+    reclaimed: it waited for ever. Now each counts on every type (ANY_TYPE) and one is reclaimed,
+    stopped for good with the reason on the job, since its copy would be as unplaceable."""
+    batch = FakeBatch(Clock(), capacity={QUEUE: 4})  # the instances Batch has for these jobs: the p5
+    hidden = {submit(batch, "research") for _ in range(4)}
+    batch.advance(3600)
+    owner = submit(batch, "training", tags={"gpu-governance:instance-type": P5}, priority=50)
+    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=TWO_TYPES, submit=batch)
+    state = adapter.read(batch.clock.now)
+    assert {j.job_id: j.instance_type for j in state.running} == dict.fromkeys(hidden, ANY_TYPE)
+    records = []
+    with reclaim_ledger_table() as table:
+        result = tick(batch, table, records, pool=TWO_TYPES)
+    (stopped,) = [r for r in records if r.get("event") == "preemption"]
+    assert result.preemptions == 1 and stopped["job_id"] in hidden and stopped["instance_type"] == P5
+    assert (stopped["outcome"], stopped["stopped_for_good"]) == ("done", True)
+    assert "resubmit it with the tag gpu-governance:instance-type" in batch.jobs[stopped["job_id"]]["statusReason"]
+    assert [j for j in batch.jobs.values() if j["jobId"] not in hidden and j["jobId"] != owner] == []  # no copy
+    batch.advance(60)
+    assert batch.jobs[owner]["status"] == "STARTING"

@@ -16,10 +16,10 @@ from gpu_governance_runtime.reclaim.planner import (
     Share,
     Strategy,
     apply_plan,
+    borrow_order,
     plan_tick,
     share_usage,
     starved_shares,
-    victim_order,
 )
 
 from .safety import check_safety, lends_within_lending_limits
@@ -79,8 +79,8 @@ def test_no_job_inside_its_guarantee_is_reclaimed_and_reserve_shares_are_untouch
         excess = sum(j.count for j in jobs) - shares[share].quota.get(instance_type, 0)
         for victim in victims:
             # Only the share's borrowed capacity may be reclaimed: the jobs it would give up first
-            # (in victim order) until back within quota. Jobs past that point are its guarantee.
-            ahead = sum(j.count for j in jobs if victim_order(j, state.now) < victim_order(victim, state.now))
+            # (in borrow order) until back within quota. Jobs past that point are its guarantee.
+            ahead = sum(j.count for j in jobs if borrow_order(j, state.now) < borrow_order(victim, state.now))
             assert ahead < excess, f"{victim.job_id} runs inside team {share}'s guarantee"
 
 

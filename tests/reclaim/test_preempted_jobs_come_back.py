@@ -19,6 +19,7 @@ from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noq
 from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim.planner import Settings, reborrow_at  # noqa: E402
 from tests.aws_model.batch import Clock, Crash, FakeBatch, Faults  # noqa: E402
+from tests.aws_model.batch_arrays import ArrayBatch  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402
 
@@ -70,10 +71,37 @@ def owner_claims_back(batch):
     )
 
 
-def tick(batch, table, records):
-    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
+def once_after(operation, fault):
+    """A fault plan: ``fault`` ("crash", "timeout") right after ``operation`` reached AWS, the first time only."""
+    done = []
+
+    def plan(called, phase):
+        if called == operation and phase == "after" and not done:
+            done.append(1)
+            return fault
+        return None
+
+    return plan
+
+
+def dependant(batch, job_id):
+    """research's evaluation job, waiting PENDING on ``job_id``."""
+    return batch.add_job(
+        jobName="evaluate",
+        jobQueue=QUEUE,
+        jobDefinition="eval:1",
+        shareIdentifier="research",
+        dependsOn=[{"jobId": job_id}],
+    )
+
+
+EC2_GPU = POLICY.pool("ec2-gpu")
+
+
+def tick(batch, table, records, pool=EC2_GPU):
+    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=pool, submit=batch)
     return controller.run_tick(
-        "ec2-gpu",
+        pool.name,
         adapter,
         Ledger(table),
         settings=Settings(),
@@ -85,7 +113,7 @@ def tick(batch, table, records):
 
 
 def copies_of(batch, job_id):
-    return [j for j in batch.jobs.values() if j["tags"].get(TAG_FROM) == job_id]
+    return [j for j in batch.jobs.values() if j.get("tags", {}).get(TAG_FROM) == job_id]
 
 
 def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
@@ -126,15 +154,7 @@ def test_a_preempted_job_comes_back_once_with_everything_that_defined_it(table):
 
 
 def test_a_crash_between_terminate_and_submit_is_finished_by_the_next_tick(table):
-    crashed = []
-
-    def crash_once_after_terminate(operation, phase):
-        if operation == "TerminateJob" and phase == "after" and not crashed:
-            crashed.append(1)
-            return "crash"
-        return None
-
-    batch, _ = world(crash_once_after_terminate)
+    batch, _ = world(once_after("TerminateJob", "crash"))
     victim = borrower(batch)
     batch.advance(3600)
     owner_claims_back(batch)
@@ -151,15 +171,7 @@ def test_a_crash_between_terminate_and_submit_is_finished_by_the_next_tick(table
 
 
 def test_a_submit_answer_lost_after_batch_accepted_it_never_makes_a_second_copy(table):
-    lost = []
-
-    def timeout_after_submit(operation, phase):
-        if operation == "SubmitJob" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
-    batch, _ = world(timeout_after_submit, listing_lag=90.0)  # and the copy is listed only 90 s later
+    batch, _ = world(once_after("SubmitJob", "timeout"), listing_lag=90.0)  # and the copy is listed only 90 s later
     victim = borrower(batch)
     batch.advance(3600)
     owner_claims_back(batch)
@@ -247,37 +259,90 @@ def test_a_throttled_submit_is_sent_again_by_the_next_tick(table):
     assert len(copies_of(batch, victim)) == 1
 
 
-@pytest.mark.parametrize("kind", ["array", "waited_on"])
-def test_a_job_that_cannot_be_brought_back_faithfully_is_never_a_victim(table, kind):
+def array_borrower(batch):
+    """research runs an array of 8 one-instance children on its quota of 2: 6 are borrowed."""
+    return batch.add_job(
+        jobName="research-sweep",
+        jobQueue=QUEUE,
+        jobDefinition="sweep:1",
+        shareIdentifier="research",
+        arrayProperties={"size": 8},
+        parameters={"work_seconds": "36000"},
+        tags={"gpu-governance:team": "research"},
+    )
+
+
+@pytest.mark.parametrize("listed_by_queue", [False, True])
+def test_an_array_borrowing_beyond_its_quota_is_reclaimed_child_by_child_stopped_for_good_and_told_why(
+    table, listed_by_queue
+):
+    """Issue 38: until now an array job was never a victim, so a team kept lent capacity for ever
+    by submitting its work as one. Its children hold the instances (the parent never runs), each
+    is read whether or not ListJobs by queue lists it, and the 6 beyond research's quota of 2 are
+    terminated for training, with no copy (a child cannot be submitted again as it was) and the
+    reason on each; the 2 inside the quota run on."""
+    batch = ArrayBatch(Clock(), capacity={QUEUE: 8}, children_listed_by_queue=listed_by_queue)
+    parent = array_borrower(batch)
+    batch.advance(3600)
+    assert batch.jobs[parent]["status"] == "PENDING"
+    owner = owner_claims_back(batch)
+    records = []
+    result = tick(batch, table, records)
+    preemptions = [r for r in records if r.get("event") == "preemption"]
+    assert result.preemptions == len(preemptions) == 6
+    assert {(r["outcome"], r["stopped_for_good"]) for r in preemptions} == {("done", True)}
+    children = {child: batch.jobs[child] for child in batch.children[parent]}
+    stopped = {c for c, job in children.items() if job["status"] == "FAILED"}
+    assert {r["job_id"] for r in preemptions} == stopped and len(stopped) == 6
+    assert all("an array job" in children[c]["statusReason"] for c in stopped)  # what its owner reads
+    assert all(copies_of(batch, c) == [] for c in (parent, *children))
+    items = {i["job_id"]: i for i in table.scan()["Items"] if i.get("action") == "preempt"}
+    assert {(i["status"], i["stopped_for_good"][:13]) for i in items.values()} == {("done", "an array job ")}
+    batch.advance(60)
+    assert batch.jobs[owner]["status"] == "STARTING"  # on the 6 instances freed for it
+    assert sum(job["status"] == "RUNNING" for job in children.values()) == 2
+    assert tick(batch, table, records).preemptions == 0  # the 2 inside research's quota are its guarantee
+
+
+def test_a_job_others_depend_on_is_reclaimed_its_dependant_fails_as_batch_says_and_nothing_is_copied(table):
+    """Issue 38: a PENDING job that depends on the borrowed one no longer protects it."""
     batch, _ = world()
-    victim = borrower(batch, **({"arrayProperties": {"size": 2}} if kind == "array" else {}))
-    if kind == "waited_on":
-        batch.add_job(
-            jobName="evaluate",
-            jobQueue=QUEUE,
-            jobDefinition="eval:1",
-            shareIdentifier="research",
-            dependsOn=[{"jobId": victim}],
-        )
+    victim = borrower(batch)
+    evaluate = dependant(batch, victim)
     batch.advance(3600)
     owner_claims_back(batch)
     records = []
-    result = tick(batch, table, records)
-    assert result.preemptions == 0
-    assert batch.jobs[victim]["status"] in ("STARTING", "RUNNING") and copies_of(batch, victim) == []
+    assert tick(batch, table, records).preemptions == 1
+    (preemption,) = [r for r in records if r.get("event") == "preemption"]
+    assert (preemption["job_id"], preemption["outcome"], preemption["stopped_for_good"]) == (victim, "done", True)
+    assert "other jobs depend on it" in batch.jobs[victim]["statusReason"]
+    assert batch.jobs[evaluate]["status"] == "FAILED"  # Batch fails a dependant whose dependency failed
+    assert copies_of(batch, victim) == [] and copies_of(batch, evaluate) == []
+
+
+def test_a_crash_after_stopping_a_job_that_gets_no_copy_is_closed_by_the_next_tick_without_one(table):
+    """The ledger says before the call that no copy is owed: the tick that finishes the open
+    action no longer sees the dependant (it failed with its dependency) and would otherwise copy."""
+    batch, _ = world(once_after("TerminateJob", "crash"))
+    victim = borrower(batch)
+    dependant(batch, victim)
+    batch.advance(3600)
+    owner_claims_back(batch)
+    with pytest.raises(Crash):
+        tick(batch, table, [])
+    assert batch.jobs[victim]["status"] == "FAILED"
+    batch.advance(60)
+    records = []
+    tick(batch, table, records)
+    (resumed,) = [r for r in records if r.get("event") == "preemption_resumed"]
+    assert (resumed["job_id"], resumed["outcome"]) == (victim, "done")
+    assert resumed["detail"].startswith("stopped for good, not requeued: other jobs depend on it")
+    assert copies_of(batch, victim) == []
 
 
 def test_a_terminate_whose_answer_was_lost_still_brings_the_job_back(table):
     """Found by the month-long scenario: TerminateJob times out after Batch stopped the job."""
-    lost = []
-
-    def timeout_after_terminate(operation, phase):
-        if operation == "TerminateJob" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
-    batch, _ = world(timeout_after_terminate)
+    batch, _ = world(once_after("TerminateJob", "timeout"))
     victim = borrower(batch)
     batch.advance(3600)
     owner_claims_back(batch)

@@ -39,6 +39,7 @@ GUARD = {
     contract.ENV_GUARD_NAMES: json.dumps({"registry": "r"}),
     contract.ENV_LEDGER_TABLE: "ledger",
     contract.ENV_TOPIC_ARN: "arn:aws:sns:us-east-1:1:t",
+    contract.ENV_DEAD_LETTERS_URL: "https://sqs.us-east-1.amazonaws.com/1/dead-letters",
 }
 
 

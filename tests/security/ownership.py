@@ -7,20 +7,26 @@ Two kinds of ownership:
   objects, prefix in the shared access-log bucket, quota shares, roles, secrets, discovery and
   training-plan parameters, training jobs and their log streams, image repository;
 - by tag: Batch jobs, service jobs and job definitions, and SageMaker training plans, belong to
-  the team their ``gpu-governance:team`` tag names (an existing one without the tag belongs to the
-  platform, never to a team: claiming it is an attack too); a job being created belongs to the
-  team its request tags and share identifier name.
+  the team their ``gpu-governance:team`` tag names; a job definition or training plan without the
+  tag belongs to the platform, never to a team (claiming it is an attack too). An existing job
+  without the tag is no team's: the tags of a submission are authorised as batch:TagResource,
+  which no documented condition key tells from tagging an existing job, so a team can claim such
+  a job; none is in a governed queue, which test_prover proves apart (every submission there
+  carries a team tag, no team removes it). A job being created belongs to the team its request
+  tags and share identifier name.
 
 Names come from the library's naming functions (``team_name_scopes``), resources from the
 synthesized templates (tenants.read_organisation), never from logical ids."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import team_name_scopes
 from constructs_lib.tenancy import TRAINING_LOG_GROUP
+from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE
 
 from .tenants import Organisation, Tenant
 
@@ -30,6 +36,34 @@ OWNER_TAG = TEAM_TAG
 # dependent action of both; docs/security.md).
 CREATING_ACTIONS = ("batch:submitjob", "batch:submitservicejob", "batch:tagresource")
 CREATED = ("batch job", "batch service job")
+# What a job carries that no team may remove: its owner, who pays, and what the platform wrote.
+OWNER_TAG_KEYS = (TEAM_TAG, TAG_COST_CENTRE, *PLATFORM_TAG_KEYS)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One way Batch may build the context of the batch:TagResource it authorises inside a
+    submission; no page says which (docs/aws-behaviour.md, batch-iam.tag-on-create-context)."""
+
+    submission_keys: bool  # batch:ShareIdentifier / batch:SchedulingPriority are in it, as the submission sent them
+    resource_tags: bool  # the new job's aws:ResourceTag/<key> holds the requested tags (else absent)
+
+    def __str__(self) -> str:
+        keys = "batch keys" if self.submission_keys else "no batch keys"
+        return f"{keys}, {'resource tags = requested' if self.resource_tags else 'no resource tags'}"
+
+    def tagging(self, tags: Mapping[str, str], sent: Mapping[str, str]) -> dict[str, list[str]]:
+        """The context of that batch:TagResource for a submission of ``tags`` that sent ``sent``
+        (its batch:ShareIdentifier / batch:SchedulingPriority)."""
+        return {
+            **{f"aws:RequestTag/{key}": [value] for key, value in tags.items()},
+            "aws:TagKeys": list(tags),
+            **({key: [value] for key, value in sent.items()} if self.submission_keys else {}),
+            **({f"aws:ResourceTag/{key}": [value] for key, value in tags.items()} if self.resource_tags else {}),
+        }
+
+
+READINGS = tuple(Reading(keys, tags) for keys in (True, False) for tags in (False, True))
 
 
 def owned_by_tag(org: Organisation) -> dict[str, str]:

@@ -15,9 +15,12 @@ test_prover checks them against each other):
   operators match field by field (a wildcard never crosses ``:`` before the resource field);
 - ``aws:RequestTag/<key>`` is present exactly when ``<key>`` is among ``aws:TagKeys``;
 - creating a job (SubmitJob, SubmitServiceJob, and the TagResource Batch authorises inside them)
-  is a request flag: the job has no tags yet; the submission's own keys (``batch:ShareIdentifier``,
-  ``batch:SchedulingPriority``) exist only in those calls (the Service Authorization Reference
-  lists them for no other action);
+  is a request flag. How Batch builds the context of that TagResource no page says
+  [aws: batch-iam.tag-on-create-context], so the prover takes a reading (ownership.Reading): whether the
+  submission's own keys (``batch:ShareIdentifier``, ``batch:SchedulingPriority``) may be in it
+  (outside a submission they never are: the Service Authorization Reference lists them for no
+  other action), and whether the new job's ``aws:ResourceTag/<key>`` is absent or holds the
+  requested tags (IAM: "or in requests that create a resource with an attached tag");
 - principals are concrete (one query per role), so ``Principal`` blocks are decided in Python.
 
 Left out (docs/security.md): numeric and date operators and policy variables (none synthesized;
@@ -27,6 +30,7 @@ Kubernetes RBAC)."""
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,11 +41,21 @@ import cvc5
 from cvc5 import Kind
 
 from .iam_eval import _UNRESOLVED, Principal, World, _principal_matches, as_list
-from .ownership import CREATED, CREATING_ACTIONS, OWNER_TAG, Owned, owned_by_name, owned_by_tag
+from .ownership import (
+    CREATED,
+    CREATING_ACTIONS,
+    OWNER_TAG,
+    OWNER_TAG_KEYS,
+    READINGS,
+    Owned,
+    Reading,
+    owned_by_name,
+    owned_by_tag,
+)
 from .tenants import Organisation
 
 OTHER_ACTION = "<any action no policy names>"
-SET_SLOTS = 3
+SET_SLOTS = 4  # a requeue copy names four keys: team, cost centre, requeued-from, times-preempted
 # Actions with no resource-level permissions (Service Authorization Reference): authorised on "*".
 RESOURCELESS = {
     "batch:describejobs",
@@ -101,7 +115,9 @@ class Encoder:
         self.creating = tm.mkConst(tm.getBooleanSort(), "creating")
         self.keys: dict[str, list[tuple[Any, Any]]] = {}
         self.names: dict[str, str] = {}  # lower-case key -> as written (a request tag's key keeps its case)
-        for key in sorted(set(keys) | SET_VALUED, key=str.lower):
+        # A resource tag a policy reads may hold a requested tag of the same key (Reading.resource_tags).
+        requested = {f"aws:RequestTag/{k.split('/', 1)[1]}" for k in keys if k.lower().startswith("aws:resourcetag/")}
+        for key in sorted(set(keys) | requested | SET_VALUED, key=str.lower):
             lower = key.lower()
             if lower in self.keys:
                 continue
@@ -181,8 +197,8 @@ class Encoder:
     def present(self, key: str) -> Any:
         return self.any_of([has for has, _ in self.keys[key.lower()]])
 
-    def well_formed(self, principal: Principal, action: str, creatable_patterns: list[str]) -> Any:
-        """What every request satisfies, whoever sends it."""
+    def well_formed(self, principal: Principal, action: str, creatable_patterns: list[str], reading: Reading) -> Any:
+        """What every request satisfies, whoever sends it, with ``reading``'s tagging inside a submission."""
         action_chars = self.t(
             Kind.REGEXP_UNION,
             self.t(Kind.REGEXP_RANGE, self.s("a"), self.s("z")),
@@ -205,9 +221,11 @@ class Encoder:
                 listed = self.any_of([self.t(Kind.AND, has, self.eq(var, self.s(tag))) for has, var in tag_keys])
                 facts.append(self.eq(self.present(lower), listed))
             if lower.startswith("aws:resourcetag/"):
-                facts.append(self.implies(self.creating, self.t(Kind.NOT, self.present(lower))))
+                facts.append(self.implies(self.creating, self._created_with(lower, reading)))
             if lower in SUBMISSION_KEYS and action not in SUBMISSION_KEYS[lower]:
-                facts.append(self.implies(self.present(lower), self.creating))  # only inside the submission
+                # only inside the submission, and there only if the reading puts them there
+                inside = self.creating if reading.submission_keys else self.false
+                facts.append(self.implies(self.present(lower), inside))
         if action in RESOURCELESS:
             facts.append(self.eq(self.resource, self.s("*")))
         elif action != OTHER_ACTION:
@@ -239,6 +257,14 @@ class Encoder:
         else:
             facts.append(self.t(Kind.NOT, self.creating))
         return self.all_of(facts)
+
+    def _created_with(self, resource_tag: str, reading: Reading) -> Any:
+        """A new resource's ``aws:ResourceTag/<key>``: absent, or the requested tag of that key."""
+        if not reading.resource_tags:
+            return self.t(Kind.NOT, self.present(resource_tag))
+        ((has, value),) = self.keys[resource_tag]
+        ((asked, wanted),) = self.keys[f"aws:requesttag/{resource_tag.split('/', 1)[1]}"]
+        return self.all_of([self.eq(has, asked), self.implies(has, self.eq(value, wanted))])
 
     # --- policies ------------------------------------------------------------------------------
 
@@ -384,8 +410,10 @@ class Prover:
     every other action (only wildcard statements can match it; the solver matches those). Within
     a group the formula holds only the statements that can apply, which keeps queries small."""
 
-    def __init__(self, org: Organisation, *, time_limit_ms: int = TIME_LIMIT_MS) -> None:
-        self.org, self.world, self.time_limit_ms = org, org.world, time_limit_ms
+    def __init__(
+        self, org: Organisation, *, reading: Reading = READINGS[0], time_limit_ms: int = TIME_LIMIT_MS
+    ) -> None:
+        self.org, self.world, self.time_limit_ms, self.reading = org, org.world, time_limit_ms, reading
         self.encoder = Encoder(condition_keys(org.world))
         self.tagged = owned_by_tag(org)
         self.answers: list[Answer] = []
@@ -418,6 +446,12 @@ class Prover:
             *(a for acts in SUBMISSION_KEYS.values() for a in acts),
         }
         self._match_cache: dict[tuple[int, str], bool] = {}
+
+    def under(self, reading: Reading) -> Prover:
+        """This prover asking its questions under ``reading`` (the same policies, formulas and answers)."""
+        other = copy.copy(self)
+        other.reading = reading
+        return other
 
     def _matches(self, statement: Mapping[str, Any], action: str) -> bool:
         """Whether the statement's Action / NotAction matches ``action`` (OTHER_ACTION: could match one)."""
@@ -550,8 +584,11 @@ class Prover:
 
     def not_own(self, team: str, action: str) -> Any:
         """The request acts on something that is not ``team``'s: another team's by name, an existing
-        tagged-type resource not tagged for ``team``, or a job being created for someone else. Only
-        the resources of the action's own service are named (well_formed keeps the request there)."""
+        job tagged for another team, an existing job definition or training plan not tagged for
+        ``team``, or a job being created for someone else. An existing job without a team tag is no
+        team's: none is in a governed queue (:meth:`untagged_submission`), and no documented key
+        tells tagging a new job from tagging an existing one (ownership.py). Only the resources of
+        the action's own service are named (well_formed keeps the request there)."""
         e = self.encoder
         service = action.split(":", 1)[0]
         arn_prefix = "arn:aws:" if action == OTHER_ACTION else f"arn:aws:{ARN_SERVICE.get(service, service)}:"
@@ -566,24 +603,31 @@ class Prover:
         tag = f"aws:ResourceTag/{OWNER_TAG}".lower()
         request_tag = f"aws:RequestTag/{OWNER_TAG}".lower()
         ((has_tag, tag_value),) = e.keys[tag] if tag in e.keys else [(e.false, e.s(""))]
-        tagged = relevant(self.tagged.values())
-        existing_not_ours = (
-            e.all_of(
+        ours = e.t(Kind.AND, has_tag, e.eq(tag_value, e.s(team)))
+        jobs = relevant([self.tagged[kind] for kind in CREATED])
+        other_kinds = relevant([pattern for kind, pattern in self.tagged.items() if kind not in CREATED])
+        existing_not_ours = e.t(
+            Kind.AND,
+            e.t(Kind.NOT, e.creating),
+            e.any_of(
                 [
-                    e.in_patterns(e.resource, tagged),
-                    e.t(Kind.NOT, e.creating),
-                    e.t(Kind.NOT, e.t(Kind.AND, has_tag, e.eq(tag_value, e.s(team)))),
+                    e.t(Kind.AND, e.in_patterns(e.resource, jobs), e.t(Kind.AND, has_tag, e.t(Kind.NOT, ours)))
+                    if jobs
+                    else e.false,
+                    e.t(Kind.AND, e.in_patterns(e.resource, other_kinds), e.t(Kind.NOT, ours))
+                    if other_kinds
+                    else e.false,
                 ]
-            )
-            if tagged
-            else e.false
+            ),
         )
-        created_for = (
-            [e.t(Kind.NOT, e.t(Kind.AND, e.keys[request_tag][0][0], e.eq(e.keys[request_tag][0][1], e.s(team))))]
-            if request_tag in e.keys
-            else [e.true]
-        )
-        if "batch:shareidentifier" in e.keys:
+        named, for_team = e.keys[request_tag][0] if request_tag in e.keys else (e.false, e.s(""))
+        if action == "batch:tagresource":
+            # Tagging inside a submission takes effect only with the submission, which decides the
+            # job's share and requires its team tag: it is someone else's job if it names another team.
+            created_for = [e.t(Kind.AND, named, e.t(Kind.NOT, e.eq(for_team, e.s(team))))]
+        else:
+            created_for = [e.t(Kind.NOT, e.t(Kind.AND, named, e.eq(for_team, e.s(team))))]
+        if "batch:shareidentifier" in e.keys and action != "batch:tagresource":
             ((has_share, share),) = e.keys["batch:shareidentifier"]
             fair_share_job = e.matches(
                 e.resource, e.glob(self.tagged["batch job"])
@@ -616,7 +660,7 @@ class Prover:
         solver = solver or self._solver()
         solver.push()
         action = actions[0]
-        solver.assertFormula(e.well_formed(principal, action, [self.tagged[kind] for kind in CREATED]))
+        solver.assertFormula(e.well_formed(principal, action, [self.tagged[kind] for kind in CREATED], self.reading))
         if action == OTHER_ACTION:
             solver.assertFormula(
                 e.t(Kind.NOT, e.any_of([e.eq(e.action, e.s(a)) for a in sorted(self.literal_actions)]))
@@ -666,6 +710,40 @@ class Prover:
                 solver=solver,
             )
             for actions in self.action_groups(principal)
+        ]
+
+    def untagged_submission(self, principal: Principal, queue: str) -> list[Answer]:
+        """Can ``principal`` submit into ``queue`` (a governed queue) a job that carries no team
+        tag? IAM authorises a submission on its queue too, so a refusal there refuses the job."""
+        e = self.encoder
+        untagged = e.t(Kind.NOT, e.present(f"aws:RequestTag/{OWNER_TAG}"))
+        return [
+            self.ask(
+                f"{principal.arn}: {action} into {queue} untagged",
+                principal,
+                [action],
+                e.eq(e.resource, e.s(queue)),
+                untagged,
+            )
+            for action in ("batch:submitjob", "batch:submitservicejob")
+        ]
+
+    def owner_changed(self, principal: Principal, team: str) -> list[Answer]:
+        """Can ``principal``, one of ``team``'s, remove a job's team, cost-centre or platform tag,
+        or put another team's name in its team tag? Either would make the job another team's to
+        stop (or no team's, hence anyone's to claim)."""
+        e = self.encoder
+        existing_job = [e.in_patterns(e.resource, [self.tagged[kind] for kind in CREATED]), e.t(Kind.NOT, e.creating)]
+        removes = e.any_of(
+            [e.t(Kind.AND, has, e.eq(key, e.s(name))) for has, key in e.keys["aws:tagkeys"] for name in OWNER_TAG_KEYS]
+        )
+        ((named, value),) = e.keys[f"aws:RequestTag/{OWNER_TAG}".lower()]
+        renames = e.t(Kind.AND, named, e.t(Kind.NOT, e.eq(value, e.s(team))))
+        return [
+            self.ask(
+                f"{principal.arn} removes an owner tag", principal, ["batch:untagresource"], *existing_job, removes
+            ),
+            self.ask(f"{principal.arn} names another team", principal, ["batch:tagresource"], *existing_job, renames),
         ]
 
     def _fixed(self, action: str, resource: str, creating: bool) -> list[Any]:

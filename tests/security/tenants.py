@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from constructs_lib.batch import TEAM_TAG
+from constructs_lib.controllers.capacity import capacity_controller_role_name
+from constructs_lib.controllers.reclaim import reclaim_controller_role_name
 from constructs_lib.model import GovernanceModel, Team, submission_policy_name
 from constructs_lib.tenancy import TRAINING_LOG_GROUP, training_job_name_patterns
 from gpu_governance_runtime.contract import DISCOVERY_PARAMETER_ROOT, TAG_COST_CENTRE, submission_tags
@@ -48,6 +50,7 @@ class Organisation:
     tenants: dict[str, Tenant]
     capacity: Template  # one stack of the capacity account: its account and region name the ARNs
     organisation: str = ""
+    controllers: dict[str, str] = field(default_factory=dict)  # "reclaim" / "capacity" -> role ARN, where deployed
 
 
 def read_organisation(model: GovernanceModel, templates: list[Template]) -> Organisation:
@@ -93,7 +96,12 @@ def read_organisation(model: GovernanceModel, templates: list[Template]) -> Orga
     for template in in_capacity:  # keys first: a bucket is the team's by its key, in any stack
         _read_team_buckets(template, tenants)
         _read_pod_identities(template, tenants)
-    return Organisation(world, tenants, in_capacity[0], model.organisation)
+    names = {
+        "reclaim": reclaim_controller_role_name(model.organisation),
+        "capacity": capacity_controller_role_name(model.organisation),
+    }
+    controllers = {kind: arn for kind, name in names.items() for arn in world.trust if arn.endswith(f"/{name}")}
+    return Organisation(world, tenants, in_capacity[0], model.organisation, controllers)
 
 
 def _read_team_resources(template: Template, model: GovernanceModel, tenants: dict[str, Tenant]) -> None:

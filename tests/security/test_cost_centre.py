@@ -14,6 +14,7 @@ from gpu_governance_runtime.contract import TAG_COST_CENTRE, TAG_TEAM, submissio
 from tests.foundation.org import default_data, synthesize_reference
 
 from .iam_eval import Principal, Request, load_assembly
+from .ownership import READINGS
 from .tenants import Probe, _batch_arn, read_organisation
 
 WITHOUT_COST_CENTRE = "production"
@@ -94,18 +95,12 @@ def test_a_team_without_a_cost_centre_submits_with_its_team_tag_alone(organisati
 
 def test_the_cost_centre_is_tagged_at_creation_with_the_team_tag(organisation):
     """Batch authorises the tags of a new job as batch:TagResource on it, inside the submission:
-    both tags at once are allowed on a job that has no team tag yet, as the team tag alone was."""
+    both tags at once are allowed, whichever way Batch builds that context (issue 37), and another
+    cost centre is not."""
     model, org = organisation
     team = next(t for t in model.teams if t.cost_centre)
-    tags = submission_tags(team.name, team.cost_centre)
-    request = Request(
-        Principal(arn=org.tenants[team.name].roles["submit"]),
-        "batch:TagResource",
-        _batch_arn(org.capacity, "service-job/new"),
-        {
-            **{f"aws:RequestTag/{k}": [v] for k, v in tags.items()},
-            "aws:TagKeys": list(tags),
-            "batch:SchedulingPriority": ["50"],
-        },
-    )  # inside the submission (SubmitServiceJob carries it)
-    assert org.world.is_allowed(request)
+    submit, job = Principal(arn=org.tenants[team.name].roles["submit"]), _batch_arn(org.capacity, "service-job/new")
+    for reading in READINGS:
+        for centre, allowed in ((team.cost_centre, True), (f"not-{team.cost_centre}", False)):
+            context = reading.tagging(submission_tags(team.name, centre), {"batch:SchedulingPriority": "50"})
+            assert org.world.is_allowed(Request(submit, "batch:TagResource", job, context)) is allowed, reading

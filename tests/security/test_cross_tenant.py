@@ -22,6 +22,7 @@ from tests.foundation.org import default_data, synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
 
 from .iam_eval import Principal, Request, load_assembly
+from .ownership import READINGS
 from .tenants import (
     EKS_POD_IDENTITY,
     SAGEMAKER,
@@ -165,10 +166,10 @@ def test_each_team_can_still_do_its_own_work(organisation):
             assert all(
                 world.is_allowed(Request(submit, "batch:SubmitServiceJob", r, own_tag)) for r in (queue, share, new)
             )
-            # Tags at creation: Batch authorises them inside SubmitServiceJob, which carries its priority.
-            assert world.is_allowed(
-                Request(submit, "batch:TagResource", new, {**own_tag, "batch:SchedulingPriority": ["50"]})
-            )
+            # Tags at creation: Batch authorises them inside SubmitServiceJob, whichever way it builds that context.
+            for reading in READINGS:
+                context = reading.tagging(team.submission_tags, {"batch:SchedulingPriority": "50"})
+                assert world.is_allowed(Request(submit, "batch:TagResource", new, context)), reading
         for queue in team.fair_share_queues:
             definition = f"arn:aws:batch:{capacity.region}:{capacity.account}:job-definition/{team.name}-train:3"
             context = {**own_tag, "batch:ShareIdentifier": [team.name]}

@@ -20,11 +20,12 @@ from cvc5 import Kind
 from constructs_lib.batch import TEAM_TAG
 from constructs_lib.model import GovernanceModel, team_name_scopes
 from constructs_lib.model.loader import load_model
-from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE
+from gpu_governance_runtime.contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE, TAG_REQUEUED_FROM, TAG_TIMES_PREEMPTED
 from tests.foundation.org import synthesize_reference
 from tests.scale.generate import organisation as generated_organisation
 
 from .iam_eval import Principal, Request, load_assembly
+from .ownership import CREATED, READINGS, Reading
 from .prover import Prover, name_overlap, principals_of
 from .tenants import TLS, Organisation, log_streams, probes_against, read_organisation, secret_arn, training_job_arns
 from .test_cross_tenant import GENERATED_ACCOUNTS, GENERATED_TEAMS
@@ -102,15 +103,18 @@ def test_the_templates_are_those_make_synth_writes(synthesized):
         }, tenant.name
 
 
-def test_no_request_of_any_role_reaches_what_belongs_to_another_team(organisation):
+@pytest.mark.parametrize("reading", READINGS, ids=str)
+def test_no_request_of_any_role_reaches_what_belongs_to_another_team(organisation, reading):
+    """Under each reading of how Batch authorises a submission's tags (issue 37, row 1)."""
     _, org, prover = organisation
+    prover = prover.under(reading)
     before = len(prover.answers)
     witnesses = []
     for team, principal in principals_of(org):
         witnesses += [(team, a.witness) for a in prover.cross_tenant(principal, team) if a.satisfiable]
     asked = prover.answers[before:]
     print(
-        f"\n{len(org.tenants)} teams: {len(asked)} queries, {sum(a.seconds for a in asked):.2f} s solving, worst {max(a.seconds for a in asked):.3f} s"
+        f"\n{len(org.tenants)} teams, {reading}: {len(asked)} queries, {sum(a.seconds for a in asked):.2f} s solving, worst {max(a.seconds for a in asked):.3f} s"
     )
     assert {kind.partition(":")[0] for t in org.tenants.values() for kind in t.roles} == {
         "submit",
@@ -131,7 +135,8 @@ def test_no_request_of_any_role_reaches_what_belongs_to_another_team(organisatio
 
 
 def own_requests(org: Organisation, team: str) -> list[tuple[str, str, str, dict, bool]]:
-    """(role kind, action, resource, fixed condition keys, creating) a team's own work needs."""
+    """(role kind, action, resource, fixed condition keys, creating) a team's own work needs; its
+    submissions and their tagging, under every reading: test_every_submission_and_every_copy_is_allowed."""
     tenant, capacity = org.tenants[team], org.capacity
     new_service_job = f"arn:aws:batch:{capacity.region}:{capacity.account}:service-job/new"
     new_job = f"arn:aws:batch:{capacity.region}:{capacity.account}:job/new"
@@ -154,25 +159,21 @@ def own_requests(org: Organisation, team: str) -> list[tuple[str, str, str, dict
             ("submit", "batch:SubmitServiceJob", r, own_tags, r == new_service_job)
             for r in (queue, share, new_service_job)
         ]
-        requests += [
-            ("submit", "batch:TagResource", new_service_job, {**own_tags, "batch:SchedulingPriority": "50"}, True),
+        requests.append(
             (
                 "submit",
                 "batch:TerminateServiceJob",
                 f"{new_service_job}-1",
                 {f"aws:ResourceTag/{TEAM_TAG}": team},
                 False,
-            ),
-        ]
+            )
+        )
     for queue in tenant.fair_share_queues:
         requests += [
             ("submit", "batch:SubmitJob", r, {**own_tags, "batch:ShareIdentifier": team}, r == new_job)
             for r in (queue, new_job)
         ]
-        requests += [
-            ("submit", "batch:TagResource", new_job, {**own_tags, "batch:ShareIdentifier": team}, True),
-            ("submit", "batch:CancelJob", f"{new_job}-1", {f"aws:ResourceTag/{TEAM_TAG}": team}, False),
-        ]
+        requests.append(("submit", "batch:CancelJob", f"{new_job}-1", {f"aws:ResourceTag/{TEAM_TAG}": team}, False))
     return requests
 
 
@@ -231,32 +232,156 @@ def test_prover_and_evaluator_agree_request_by_request(synthesized):
     assert decided > 500
 
 
-def test_tags_are_set_on_a_job_only_inside_its_submission(synthesized):
-    """Finding 1: TagResource on an existing job that carries no team tag (a platform job,
-    another queue's) made it the attacker's, to stop or update. Now only the tagging Batch
-    authorises inside SubmitJob / SubmitServiceJob (their own condition keys) is allowed."""
+def submissions(org: Organisation, reading: Reading) -> list[tuple[str, Principal, str, str, dict, bool]]:
+    """(who, principal, action, resource, whole context, creating) of every submission a team's
+    tooling makes and every copy the reclaim controller submits, with the tagging Batch authorises
+    inside each as ``reading`` builds it. Nothing else is in the context: each key is as sent."""
+    capacity, requests = org.capacity, []
+    batch = lambda resource: f"arn:aws:batch:{capacity.region}:{capacity.account}:{resource}"  # noqa: E731
+    reclaimer = Principal(arn=org.controllers["reclaim"])
+    for tenant in org.tenants.values():
+        submit, tags = Principal(arn=tenant.roles["submit"]), tenant.submission_tags
+        sent_tags = {f"aws:RequestTag/{k}": [v] for k, v in tags.items()} | {"aws:TagKeys": list(tags)}
+        new = batch("service-job/new")
+        for queue, share in tenant.quota_shares:
+            # schedulingPriority is optional: a submission without it is the team's too
+            for sent in ({"batch:SchedulingPriority": "50"}, {}):
+                context = sent_tags | {k: [v] for k, v in sent.items()}
+                requests += [
+                    (tenant.name, submit, "batch:SubmitServiceJob", r, context, r == new) for r in (queue, share)
+                ]
+                requests.append(
+                    (tenant.name, submit, "batch:SubmitServiceJob", new, _created(context, reading, tags), True)
+                )
+                requests.append((tenant.name, submit, "batch:TagResource", new, reading.tagging(tags, sent), True))
+        new, definition = batch("job/new"), batch(f"job-definition/{tenant.name}-train:1")
+        copy = {**tags, TAG_REQUEUED_FROM: "0123-original", TAG_TIMES_PREEMPTED: "1"}
+        for queue in tenant.fair_share_queues:
+            for who, principal, job_tags in ((tenant.name, submit, tags), ("reclaim controller", reclaimer, copy)):
+                share = {"batch:ShareIdentifier": tenant.name}
+                context = {f"aws:RequestTag/{k}": [v] for k, v in job_tags.items()} | {"aws:TagKeys": list(job_tags)}
+                context |= {k: [v] for k, v in share.items()}
+                requests += [
+                    (who, principal, "batch:SubmitJob", queue, context, False),
+                    (
+                        who,
+                        principal,
+                        "batch:SubmitJob",
+                        definition,
+                        context | {f"aws:ResourceTag/{TEAM_TAG}": [tenant.name]},
+                        False,
+                    ),
+                    (who, principal, "batch:SubmitJob", new, _created(context, reading, job_tags), True),
+                    (who, principal, "batch:TagResource", new, reading.tagging(job_tags, share), True),
+                ]
+    return requests
+
+
+def _created(context: dict, reading: Reading, tags: dict) -> dict:
+    """A submission's context on the job it creates: with the new job's tags where ``reading`` puts them."""
+    return context | ({f"aws:ResourceTag/{k}": [v] for k, v in tags.items()} if reading.resource_tags else {})
+
+
+@pytest.mark.parametrize("reading", READINGS, ids=str)
+def test_every_submission_and_every_copy_is_allowed_under_every_reading(synthesized, reading):
+    """Issue 37, row 1: the policies rely on documented condition keys only, so whichever way Batch
+    builds the context of a submission's tagging, each team's tagged submissions and each copy of a
+    stopped job the reclaim controller submits are allowed (the solver and the evaluator agree)."""
+    for name in ("reference", "generated"):
+        _, org, prover = synthesized(name)
+        prover = prover.under(reading)
+        refused = []
+        for who, principal, action, resource, context, creating in submissions(org, reading):
+            by_evaluator = org.world.is_allowed(Request(principal, action, resource, context))
+            by_solver = prover.decides(principal, action, resource, context, creating=creating)
+            assert by_evaluator == by_solver, (who, action, resource, context)
+            if not by_evaluator:
+                refused.append((who, action, resource.rsplit(":", 1)[-1], sorted(context)))
+        assert refused == [], f"{name}, {reading}: {len(refused)} refused, e.g. {refused[:3]}"
+
+
+@pytest.mark.parametrize("reading", READINGS, ids=str)
+def test_no_job_of_a_governed_queue_is_submitted_without_a_team_tag(synthesized, reading):
+    """What closes the hole the undocumented keys closed (issue 37, row 1): a team may tag an
+    existing job that carries no team tag, so no job of a governed queue may be without one. No
+    principal of the organisation (teams' roles, members, the reclaim controller) submits one."""
+    _, org, prover = synthesized("reference")
+    prover = prover.under(reading)
+    queues = sorted({q for t in org.tenants.values() for q in [*t.fair_share_queues, *(q for q, _ in t.quota_shares)]})
+    principals = [p for _, p in principals_of(org)] + [Principal(arn=arn) for arn in org.controllers.values()]
+    assert queues and "reclaim" in org.controllers
+    witnesses = [
+        a.witness for p in principals for q in queues for a in prover.untagged_submission(p, q) if a.satisfiable
+    ]
+    assert witnesses == []
+
+
+@pytest.mark.parametrize("reading", READINGS, ids=str)
+def test_no_team_removes_or_hands_on_the_owner_tags_of_a_job(synthesized, reading):
+    """Untagging its own job's team tag would make it anyone's to claim; naming another team in it
+    would make it that team's to stop (and bill); removing a platform key would reset the count of
+    preemptions a copy carries."""
+    _, org, prover = synthesized("reference")
+    prover = prover.under(reading)
+    witnesses = [
+        (team, a.question, a.witness)
+        for team, principal in principals_of(org)
+        for a in prover.owner_changed(principal, team)
+        if a.satisfiable
+    ]
+    assert witnesses == []
+
+
+def test_the_denies_hold_where_another_policy_of_the_role_allows_any_tagging(synthesized):
+    """A team's role may hold more than the library gives it (a permission set, an admin's grant):
+    with batch:TagResource and batch:UntagResource allowed on every job beside the library's
+    policies, still no team touches another team's job, removes or hands on an owner tag, or sets a
+    platform key, under any reading."""
+    _, org, prover = synthesized("reference")
+    world = copy.deepcopy(org.world)
+    jobs = [prover.tagged[kind] for kind in CREATED]
+    anything = {"Effect": "Allow", "Action": ["batch:TagResource", "batch:UntagResource"], "Resource": jobs}
+    submit_roles = {t.name: Principal(arn=t.roles["submit"]) for t in org.tenants.values()}
+    for principal in submit_roles.values():
+        world.add_identity(principal.arn, {"Statement": [anything]})
+    widened = Prover(Organisation(world, org.tenants, org.capacity, org.organisation, org.controllers))
+    e = widened.encoder
+    platform_key = e.any_of(
+        [e.t(Kind.AND, has, e.eq(value, e.s(key))) for has, value in e.keys["aws:tagkeys"] for key in PLATFORM_TAG_KEYS]
+    )
+    for reading in READINGS:
+        prover = widened.under(reading)
+        for team, principal in submit_roles.items():
+            found = [a.witness for a in prover.cross_tenant(principal, team) if a.satisfiable]
+            found += [a.witness for a in prover.owner_changed(principal, team) if a.satisfiable]
+            platform = prover.ask(f"{team} sets a platform tag key", principal, ["batch:tagresource"], platform_key)
+            assert found == [] and not platform.satisfiable, (team, reading, found or platform.witness)
+
+
+def test_an_untagged_job_is_all_a_team_can_claim(synthesized):
+    """The residual of documented keys, pinned so that it is never larger than stated (docs/security.md):
+    a team can tag, as its own, an existing job that carries no team tag (none is in a governed
+    queue, above), and nothing that carries another team's tag (the proof above). An existing job is
+    no submission: no reading changes its context."""
     _, org, prover = synthesized("reference")
     capacity = org.capacity
     for tenant in org.tenants.values():
-        submit = Principal(arn=tenant.roles["submit"])
-        own = {f"aws:RequestTag/{TEAM_TAG}": [tenant.name], "aws:TagKeys": [TEAM_TAG]}
+        submit, tags = Principal(arn=tenant.roles["submit"]), tenant.submission_tags
+        own = {f"aws:RequestTag/{k}": [v] for k, v in tags.items()} | {"aws:TagKeys": list(tags)}
+        other = next(t for t in org.tenants if t != tenant.name)
         for kind in ("job", "service-job"):
-            platform_job = f"arn:aws:batch:{capacity.region}:{capacity.account}:{kind}/platform-1"
-            assert not org.world.is_allowed(Request(submit, "batch:TagResource", platform_job, own))
-            claim = prover.reaches(submit, "batch:TagResource", platform_job)
-            assert not claim.satisfiable, claim.witness
-        submitting = (
-            {"batch:SchedulingPriority": ["50"]} if tenant.quota_shares else {"batch:ShareIdentifier": [tenant.name]}
-        )
-        new = (
-            f"arn:aws:batch:{capacity.region}:{capacity.account}:{'service-job' if tenant.quota_shares else 'job'}/new"
-        )
-        assert org.world.is_allowed(Request(submit, "batch:TagResource", new, {**own, **submitting}))
+            job = f"arn:aws:batch:{capacity.region}:{capacity.account}:{kind}/outside-1"
+            assert org.world.is_allowed(Request(submit, "batch:TagResource", job, own))
+            assert prover.decides(submit, "batch:TagResource", job, own)
+            held = own | {f"aws:ResourceTag/{TEAM_TAG}": [other]}
+            assert not org.world.is_allowed(Request(submit, "batch:TagResource", job, held))
+            assert not prover.decides(submit, "batch:TagResource", job, held)
 
 
 def test_a_member_never_sets_a_platform_tag_key(synthesized):
     """issue 23: the submit statements let a member set any tag key but the platform's own
-    (purchases, requeues, cost allocation by pool), on a job it submits or tags."""
+    (purchases, requeues, cost allocation by pool), on a job it submits or tags, new or existing,
+    under every reading of a submission's tagging (issue 37)."""
     _, org, prover = synthesized("reference")
     e = prover.encoder
     for tenant in org.tenants.values():
@@ -268,9 +393,17 @@ def test_a_member_never_sets_a_platform_tag_key(synthesized):
                 for key in PLATFORM_TAG_KEYS
             ]
         )
-        for action in ("batch:submitservicejob", "batch:submitjob", "batch:tagresource"):
-            answer = prover.ask(f"{tenant.name} sets a platform tag key", submit, [action], e.creating, platform_key)
-            assert not answer.satisfiable, answer.witness
+        for reading in READINGS:
+            # A submission is authorised on each of its resources; the job it creates takes the tags.
+            for action, on_the_job in (
+                ("batch:submitservicejob", e.creating),
+                ("batch:submitjob", e.creating),
+                ("batch:tagresource", e.true),  # a new job or an existing one
+            ):
+                answer = prover.under(reading).ask(
+                    f"{tenant.name} sets a platform tag key", submit, [action], on_the_job, platform_key
+                )
+                assert not answer.satisfiable, answer.witness
         tags = {
             **{f"aws:RequestTag/{k}": [v] for k, v in tenant.submission_tags.items()},
             "aws:TagKeys": [*tenant.submission_tags, "project"],

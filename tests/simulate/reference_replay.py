@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, _stats, never_runnable
+from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, never_runnable, team_stats
 from constructs_lib.simulator.traces import TraceJob
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
@@ -24,6 +24,8 @@ from gpu_governance_runtime.reclaim.planner import (
     Settings,
     Share,
     apply_plan,
+    asking_shares,
+    in_use_by_share,
     next_change_at,
     pending_guarantee_jobs,
     plan_tick,
@@ -59,7 +61,13 @@ def reference_replay(
     completions: list[tuple[float, int, str]] = []
     next_arrival, clock, changed = 0, 0.0, False
     work_done = lost = busy = useful = 0.0
-    preemptions = breaches = 0
+    preemptions = breaches = stopped_for_good = 0
+    started: dict[str, float] = {}  # each job's first start
+    asked_s: dict[str, float] = {}
+    breached_s: dict[str, float] = {}
+    asked_since: set[str] = set()
+    breached_since: set[str] = set()
+    since = 0.0
     first_submit = arrivals[0].submit_time if arrivals else 0.0
     window_end = arrivals[-1].submit_time if arrivals else 0.0
     last_finish = first_submit
@@ -132,7 +140,10 @@ def reference_replay(
             entry.runs.append((entry.started_at, tick))
             preemptions += 1
             preempted_at.setdefault(preemption.job_id, []).append(tick)
-            if entry.job.checkpointable:
+            if not entry.job.restartable:  # not requeued: lost, unfinished
+                stopped_for_good += 1
+                lost += elapsed * entry.job.count
+            elif entry.job.checkpointable:
                 entry.remaining -= elapsed
                 entry.useful += segment
             else:
@@ -146,13 +157,26 @@ def reference_replay(
                 reclaim_waits.append(tick - entry.waiting_since)
             entry.waited += tick - entry.waiting_since
             entry.started_at = tick
+            started.setdefault(start.job_id, tick)
             entry.version += 1
             heapq.heappush(completions, (tick + entry.remaining, entry.version, start.job_id))
-        if not pooled and state.pending:
-            breaches += _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick - tick_s)
+        if not pooled:
+            breached = _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick - tick_s)
+            breaches += len(breached)
             # a capped plan that moved nothing: again next tick only while a guarantee waits on borrowers
             changed = changed or (
-                plan.capped and _guarantee_breaches(state, {s.name: s for s in shares}, progress, tick) > 0
+                plan.capped and bool(_guarantee_breaches(state, {s.name: s for s in shares}, progress, tick))
+            )
+            # each team's asking and breached state holds from this tick to the next
+            for team in asked_since:
+                asked_s[team] = asked_s.get(team, 0.0) + tick - since
+            for team in breached_since:
+                breached_s[team] = breached_s.get(team, 0.0) + tick - since
+            waiting = ((j.share, j.instance_type, j.count) for j in state.pending)
+            asked_since, breached_since, since = (
+                asking_shares(shares, in_use_by_share(state.running), waiting),
+                breached,
+                tick,
             )
         usage: dict[tuple[str, str], int] = {}
         for job in state.running:
@@ -169,7 +193,11 @@ def reference_replay(
     for entry in progress.values():
         if entry.remaining <= 0:
             waits.setdefault(entry.job.team, []).append(entry.waited)
-    unfinished = sum(1 for entry in progress.values() if entry.remaining > 0)
+    unfinished_by_team: dict[str, int] = {}
+    for entry in progress.values():
+        if entry.remaining > 0:
+            unfinished_by_team[entry.job.team] = unfinished_by_team.get(entry.job.team, 0) + 1
+    unfinished = sum(unfinished_by_team.values())
     makespan = max(0.0, last_finish - first_submit)
     total_capacity = sum(capacity.values())
     window = total_capacity * (window_end - first_submit)
@@ -182,21 +210,25 @@ def reference_replay(
         jobs_unfinished=unfinished,
         never_runnable=never_runnable(jobs, shares, capacity, pooled=pooled),
         not_restartable=sum(not job.restartable for job in jobs),
+        stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
         guarantee_breaches=breaches,
-        teams={team: _stats(values) for team, values in waits.items()},
+        guarantee_asked_s=asked_s,
+        guarantee_breached_s=breached_s,
+        teams=team_stats(waits, unfinished_by_team),
         usage_timeline=tuple(timeline),
         waits={team: tuple(values) for team, values in waits.items()},
         preempted_at={job_id: tuple(times) for job_id, times in preempted_at.items()},
         runs={job_id: tuple(entry.runs) for job_id, entry in progress.items() if entry.runs},
+        started=started,
         reclaim_waits=tuple(reclaim_waits),
     )
 
 
 def _guarantee_breaches(
     state: PoolState, shares: Mapping[str, Share], progress: Mapping[str, _Job], waited_before: float
-) -> int:
+) -> set[str]:
     usage: dict[tuple[str, str], int] = {}
     for job in state.running:
         usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
@@ -206,4 +238,4 @@ def _guarantee_breaches(
         for job in state.pending
         if job.instance_type in borrowing and progress[job.job_id].waiting_since <= waited_before
     ]
-    return len({job.share for job in pending_guarantee_jobs(shares.values(), state.running, waited)})
+    return {job.share for job in pending_guarantee_jobs(shares.values(), state.running, waited)}

@@ -15,7 +15,7 @@ from constructs_lib.cli.simulate import pool_policy
 from constructs_lib.cli.usage import usage_figure
 from constructs_lib.model.loader import load_model
 from constructs_lib.simulator import compare
-from constructs_lib.simulator.report import RUN_COLOURS, figure, load_pyplot
+from constructs_lib.simulator.report import RUN_COLOURS, RUNS_EXPLAINED, figure, load_pyplot, run_shares, table
 from constructs_lib.simulator.traces import TraceJob, write_trace
 from gpu_governance_runtime.contract import USAGE_METRICS
 from gpu_governance_runtime.reclaim.planner import Settings
@@ -55,16 +55,21 @@ def mixed_jobs() -> list[TraceJob]:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def chart():
+def drawn_chart(jobs: list[TraceJob]):
+    """The chart of ``jobs`` replayed on pool sagemaker-training, its results and the pool."""
     pool = pool_policy(load_model(CONFIG), "sagemaker-training")
     results = compare(
-        mixed_jobs(), shares=pool.shares, capacity=pool.capacity, tick_s=60, settings=Settings(), record_timeline=True
+        jobs, shares=pool.shares, capacity=pool.capacity, tick_s=60, settings=Settings(), record_timeline=True
     )
     pyplot = load_pyplot()
-    drawn = figure(pyplot, results, pool=pool.name, capacity=pool.capacity)
+    drawn = figure(pyplot, results, pool=pool.name, capacity=pool.capacity, shares=run_shares(pool.shares))
     yield drawn, results, pool
     pyplot.close(drawn)
+
+
+@pytest.fixture(scope="module")
+def chart():
+    yield from drawn_chart(mixed_jobs())
 
 
 def panels(drawn):
@@ -97,8 +102,101 @@ def test_one_y_scale_down_each_instance_types_column_and_never_a_sum_of_types(ch
 
 def test_run_colours_are_never_team_colours(chart):
     drawn, _, _ = chart
-    team_colours = {to_hex(c.get_facecolor()[0]) for axis in panels(drawn).values() for c in axis.collections}
+    team_colours = {
+        to_hex(c.get_facecolor()[0])
+        for axis in panels(drawn).values()
+        for c in axis.collections
+        if not (c.get_gid() or "").endswith("held-idle")  # hatched, no face
+    }
     assert team_colours and not team_colours & {to_hex(c) for c in RUN_COLOURS}
+
+
+def tail_jobs() -> list[TraceJob]:
+    """research asks for 3 p5 at a time in every third job: more than its quota of 2, so under
+    `static` those never run (the policy lets research borrow); a queue long enough for a tail."""
+    jobs = [
+        TraceJob(
+            job_id=f"r{i}",
+            team="research",
+            submit_time=i * 600,
+            duration=3 * 3600,
+            instance_type=P5,
+            count=3 if i % 3 == 0 else 1,
+            priority=10,
+            checkpointable=True,
+        )
+        for i in range(20)
+    ]
+    jobs += [
+        TraceJob(
+            job_id=f"t{i}",
+            team="training",
+            submit_time=i * 300,
+            duration=7200,
+            instance_type=P5,
+            count=2,
+            priority=50,
+            checkpointable=False,
+        )
+        for i in range(12)
+    ]
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def tail_chart():
+    yield from drawn_chart(tail_jobs())
+
+
+def by_gid(drawn) -> dict[str, object]:
+    return {artist.get_gid(): artist for axis in drawn.axes for artist in axis.get_children() if artist.get_gid()}
+
+
+def test_the_wait_chart_plots_the_jobs_that_never_ran_and_the_tables_percentiles(tail_chart):
+    """Issue 41 item 2: under `static` 7 of research's 20 jobs never run. The chart used to draw
+    its waits as 0 (a team's empty list became [0.0]) and boxes whose whiskers stopped far below
+    the p95 the table printed."""
+    drawn, results, _ = tail_chart
+    artists = by_gid(drawn)
+    (waits,) = [axis for axis in drawn.axes if axis.get_ylabel() == "wait (hours)"]
+    labels = {tick.get_text(): tick.get_position()[1] for tick in waits.get_yticklabels()}
+    never = labels["never ran"]
+    static = results["static"].teams["research"]
+    assert (static.jobs, static.jobs_unfinished, static.wait_p95_s) == (20, 7, None)
+    assert artists["static/research/never"].get_offsets()[0][1] == never
+    assert artists["static/research/never-count"].get_text() == "7/20"
+    assert artists["static/research/p95"].get_ydata()[0] == never  # p95 is "never": 7 of 20 never ran
+    assert "policy/research/never" not in artists and results["policy"].teams["research"].jobs_unfinished == 0
+    for run, metrics in results.items():
+        for team, stats in metrics.teams.items():
+            plotted = sorted(y for _, y in artists[f"{run}/{team}/waits"].get_offsets())
+            assert plotted == sorted(w / 3600 for w in metrics.waits[team])  # every finished job, the tail included
+            for mark, value in (("p50", stats.wait_p50_s), ("p95", stats.wait_p95_s)):
+                drawn_at = artists[f"{run}/{team}/{mark}"].get_ydata()[0]
+                assert drawn_at == (never if value is None else value / 3600)
+            assert max(plotted) < never
+    assert "7/20 never ran" in table(results)
+
+
+def test_usage_panels_draw_each_guarantee_the_idle_reservation_and_say_what_each_run_is(tail_chart):
+    """Issue 41 item 3: production reserves 2 p5 and submits nothing: its idle quota is drawn
+    (hatched) above what runs, and every team's guarantee is a line at its quota."""
+    drawn, results, pool = tail_chart
+    artists = by_gid(drawn)
+    quotas = {share.name: share.quota[P5] for share in pool.shares}
+    assert quotas == {"research": 2, "training": 4, "production": 2}
+    for run in ("policy", "static"):
+        for team, quota in quotas.items():
+            assert list(artists[f"{run}/{P5}/guarantee/{team}"].get_ydata()) == [quota, quota]
+        assert f"{run}/{P5}/held-idle" in artists
+    assert not any(gid.startswith(f"pooled/{P5}/guarantee") for gid in artists)  # one queue: no guarantees
+    held = artists[f"policy/{P5}/held-idle"].get_paths()[0].vertices
+    first = results["policy"].usage_timeline[0]
+    used = sum(first[1].get((team, P5), 0) for team in quotas)
+    assert max(y for x, y in held if x == first[0] / 3600) == used + 2  # production's 2 reserved, idle
+    for axis in panels(drawn).values():
+        run = axis.get_title().split(":")[0]
+        assert axis.get_title().endswith(RUNS_EXPLAINED[run])
 
 
 def test_simulate_says_which_pool_it_chose(tmp_path, capsys):

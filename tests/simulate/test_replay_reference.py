@@ -119,7 +119,8 @@ def test_the_benchmark_trace():
     assert policy.preemptions > 0
 
 
-def random_trace(seed: int, jobs: int) -> list[TraceJob]:
+def random_trace(seed: int, jobs: int, not_restartable: float = 0.0) -> list[TraceJob]:
+    """``not_restartable``: the share of jobs the controller could not bring back (issue 38)."""
     rng = random.Random(seed)
     clock, trace = 0.0, []
     for n in range(jobs):
@@ -137,6 +138,7 @@ def random_trace(seed: int, jobs: int) -> list[TraceJob]:
                 priority=rng.choice((10, 50, 90)),
                 checkpointable=rng.random() < 0.3,
                 max_run_time=rng.choice((None, duration, 4 * duration)),
+                restartable=not (not_restartable and rng.random() < not_restartable),
             )
         )
     return trace
@@ -174,6 +176,19 @@ def test_seeded_random_traces_with_two_instance_types(seed):
     assert engine._independent_queues(static_shares(shares), TYPES) == (seed != 4)
     policy = assert_replays_as_reference(random_trace(seed, 600), shares, TYPES, SETTINGS[seed - 1])
     assert policy.preemptions > 0 if seed != 5 else policy.guarantee_breaches > 0  # breaches are compared too
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_jobs_stopped_for_good_replay_as_the_reference(seed):
+    """Issue 38: jobs the controller cannot bring back are reclaimed beyond their team's quota and
+    not requeued, in the engine as in the reference."""
+    shares = (
+        Share(name="a", quota={"ml.g5.xlarge": 8, "ml.p4d.24xlarge": 4}, strategy=Strategy.LEND),
+        Share(name="b", quota={"ml.g5.xlarge": 4}, strategy=Strategy.LEND_AND_BORROW, in_share_preemption=True),
+        Share(name="c", quota={"ml.g5.xlarge": 4, "ml.p4d.24xlarge": 2}, strategy=Strategy.LEND_AND_BORROW),
+    )
+    policy = assert_replays_as_reference(random_trace(seed, 400, not_restartable=0.3), shares, TYPES)
+    assert policy.stopped_for_good > 0 and policy.not_restartable > 0
 
 
 def test_shares_that_lend_or_overbook_the_pool_take_the_general_path():

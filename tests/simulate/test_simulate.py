@@ -219,7 +219,7 @@ def test_cli_json_has_the_documented_shape(small_trace, capsys):
         )
         assert metrics["jobs_completed"] == 44
         assert set(metrics["teams"]) == {"research", "serving", "platform"}
-        assert set(metrics["teams"]["serving"]) == {"jobs", "wait_p50_s", "wait_p95_s"}
+        assert set(metrics["teams"]["serving"]) == {"jobs", "jobs_unfinished", "wait_p50_s", "wait_p95_s"}
     assert "guarantee_breaches" in result["policy"]
     assert "guarantee_breaches" not in result["baselines"]["static"]
     # the policy lends research idle capacity the static split would leave unused
@@ -358,10 +358,12 @@ def test_a_lender_kept_below_its_guarantee_behind_its_own_low_priority_job_count
     assert (starved.preemptions, starved.guarantee_breaches) == (0, 14)
 
 
-def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_report_counts_it(tmp_path):
-    """Issue 23: the controller never stops an array job, a multi-container job or a job others depend
-    on (RunningJob.restartable); the replay runs the same planner and must not either. The trace says
-    so in its optional last column."""
+def test_a_job_the_controller_cannot_bring_back_is_reclaimed_all_the_same_stopped_for_good_and_counted(tmp_path):
+    """Issue 38: a job the controller could not bring back as it was (an array job, a multi-container
+    job, a job others depend on: RunningJob.restartable) no longer keeps lent capacity for ever. The
+    replay runs the same planner: the borrowed sweep is reclaimed when the lender comes, not
+    requeued (its work is lost, it stays unfinished), and the report says so. Until issue 38 the
+    lender waited the sweep out (920 s). The trace says so in its optional last column."""
     jobs = [
         TraceJob(
             job_id="sweep",
@@ -371,14 +373,15 @@ def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_re
             instance_type=G5,
             count=4,
             priority=10,
-            checkpointable=False,
+            checkpointable=True,  # its checkpoints do not bring it back: nothing requeues it
             restartable=False,
         ),
         job("lender", "serving", 100, 500, 4, priority=90),
     ]
-    protected = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    assert (protected.preemptions, protected.not_restartable) == (0, 1)
-    assert protected.teams["serving"].wait_p50_s == 1_020.0 - 100  # it starts at the first tick after the borrower ends
+    stopped = simulate(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
+    assert (stopped.preemptions, stopped.not_restartable, stopped.stopped_for_good) == (1, 1, 1)
+    assert stopped.teams["serving"].wait_p50_s == 120.0 - 100  # the first tick after it arrives
+    assert (stopped.jobs_completed, stopped.jobs_unfinished, stopped.lost_work_capacity_s) == (1, 1, 120.0 * 4)
     restartable = simulate(
         [job("sweep", "research", 0, 1_000, 4), jobs[1]],
         shares=SHARES,
@@ -386,11 +389,15 @@ def test_a_job_the_controller_could_not_bring_back_is_never_preempted_and_the_re
         tick_s=60,
         settings=Settings(),
     )
-    assert (restartable.preemptions, restartable.not_restartable) == (1, 0)
+    assert (restartable.preemptions, restartable.stopped_for_good, restartable.jobs_completed) == (1, 0, 2)
     results = compare(jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=Settings())
-    assert (
-        "1 jobs are never preempted" in table(results)
-        and results["policy"].as_json(with_breaches=True)["jobs_not_restartable"] == 1
+    assert "1 jobs cannot be brought back once stopped" in table(results)
+    assert "1 ran beyond it and were stopped for good" in table(results)
+    summary = results["policy"].as_json(with_breaches=True)
+    assert (summary["jobs_not_restartable"], summary["jobs_stopped_for_good"], summary["guarantee_breaches"]) == (
+        1,
+        1,
+        0,
     )
     path = tmp_path / "trace.csv"
     write_trace(jobs, path)
@@ -406,3 +413,36 @@ def test_the_restartable_column_is_optional_and_checked(tmp_path):
     path.write_text(header + "a,serving,0,10,ml.g5.xlarge,1,1,false,,maybe\n")
     with pytest.raises(GovernanceError, match=r"trace.csv:2.restartable.*maybe.*true, false or empty"):
         read_trace(path)
+
+
+def test_a_trace_may_name_the_files_priority_classes_and_leave_out_other_instance_types(tmp_path, capsys):
+    """Issue 41 item 12: priority had to be a number, not one of the file's class names; a trace
+    with other instance types gave 20 error lines and no way to skip them."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        ",".join(TRACE_COLUMNS)
+        + "\nr1,research,0,600,ml.p5.48xlarge,1,urgent,true\n"
+        + "r2,research,60,600,ml.p5.48xlarge,1,10,true\n"
+        + "x1,research,0,600,ml.p4d.24xlarge,1,10,true\n"
+    )
+    argv = ["simulate", "--example", "--trace", str(trace), "--pool", "sagemaker-training", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "job x1.instance_type: not in the pool ('ml.p4d.24xlarge')" in err and "--skip-other-types" in err
+    assert main([*argv, "--skip-other-types"]) == 0
+    out, err = capsys.readouterr()
+    assert err == (
+        "gpu-governance simulate: left out 1 job of instance types pool sagemaker-training does not have: "
+        "ml.p4d.24xlarge\n"
+    )
+    assert json.loads(out)["policy"]["jobs_completed"] == 2
+    from constructs_lib.model.loader import load_model
+
+    weights = {c.name: c.weight for c in load_model(None).priority_classes}
+    assert read_trace(trace, weights)[0].priority == weights["urgent"]
+    trace.write_text(",".join(TRACE_COLUMNS) + "\nr1,research,0,600,ml.p5.48xlarge,1,asap,true\n")
+    assert main(argv) == 2
+    assert (
+        f"priority: invalid ('asap') - an integer (higher is more urgent), or a priority class: one of {sorted(weights)}"
+        in (capsys.readouterr().err)
+    )

@@ -42,25 +42,29 @@ def _tag_scoped(statement: Statement) -> bool:
     return any(key.startswith("aws:resourcetag/") for key in statement.condition_keys())
 
 
-# Keys only the submitting call carries: Batch authorises the tags of SubmitJob / SubmitServiceJob
-# as batch:TagResource inside that call (a dependent action), and lists neither key for TagResource
-# itself (Service Authorization Reference; docs/batch.md).
-_SUBMISSION_KEYS = ("batch:shareidentifier", "batch:schedulingpriority")
+def _values(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else (str(value),)
 
 
-def _tagging_only_at_creation(statement: Statement) -> bool:
-    # batch:CreateAction (where a service offers it), or a key only the submission carries, required
-    # to be present. "The job carries no team tag yet" (Null aws:ResourceTag/KEY = true) is not
-    # enough: every untagged job of the account (a platform job, another queue's) is claimable.
-    if "batch:createaction" in statement.condition_keys():
-        return True
-    for operator, keys in statement.conditions.items():
-        for key, value in keys.items():
-            if key.lower() not in _SUBMISSION_KEYS or operator.endswith("IfExists") or "Not" in operator:
-                continue
-            if operator != "Null" or str(value).lower() == "false":
-                return True
-    return False
+def _owner_pinned(statement: Statement) -> bool:
+    """The grant sets one tag key to one value (``StringEquals aws:RequestTag/KEY = v``) and only
+    where the resource's KEY is absent or already v (``StringEqualsIfExists aws:ResourceTag/KEY =
+    v``): it takes no job from another owner and names no other. Batch authorises the tags of
+    SubmitJob / SubmitServiceJob as batch:TagResource inside that call, and no page says how it
+    builds that request's context [aws: batch-iam.tag-on-create-context]: a grant that needs a
+    batch:* key there, or the new job's aws:ResourceTag absent (``Null = true``; IAM puts the
+    requested tags there "in requests that create a resource with an attached tag"), may refuse
+    every tagged submission, and is not accepted as the pin."""
+    lowered = lambda operator: {  # noqa: E731
+        key.lower(): _values(value) for key, value in statement.conditions.get(operator, {}).items()
+    }
+    equals, if_exists = lowered("StringEquals"), lowered("StringEqualsIfExists")
+    return any(
+        key.startswith("aws:requesttag/")
+        and len(value) == 1
+        and if_exists.get("aws:resourcetag/" + key.split("/", 1)[1]) == value
+        for key, value in equals.items()
+    )
 
 
 def _retag_findings(statements: tuple[Statement, ...]) -> list[str]:
@@ -72,7 +76,7 @@ def _retag_findings(statements: tuple[Statement, ...]) -> list[str]:
         if not statement.allows(_TAG_RESOURCE) or not any(_ANY_JOB.search(r) for r in statement.resources):
             continue
         team_tag_grant = any(key.startswith("aws:requesttag/") for key in statement.condition_keys())
-        if (control_by_tag or team_tag_grant) and not _tagging_only_at_creation(statement):
+        if (control_by_tag or team_tag_grant) and not _owner_pinned(statement):
             return [f"Action::{_TAG_RESOURCE}"]
     return []
 
@@ -108,8 +112,9 @@ RULE = GovernanceRule(
         "(job-queue/QUEUE/quota-share/SHARE), batch:SubmitJob with the batch:ShareIdentifier condition "
         "key, and terminate, cancel and update to named jobs or an aws:ResourceTag condition. An "
         "aws:ResourceTag scope holds only if the tag cannot be changed: allow batch:TagResource on jobs "
-        "only at creation (batch:CreateAction, or a key only the submission carries: batch:ShareIdentifier, "
-        "batch:SchedulingPriority) and deny removing it."
+        "only with the principal's own tag value (aws:RequestTag/KEY = v) on a job whose KEY is absent or "
+        "already v (StringEqualsIfExists aws:ResourceTag/KEY = v), deny removing it, and have every "
+        "submission to the queue set it."
     ),
     resource_types=IDENTITY_POLICY_TYPES,
     check=_check,

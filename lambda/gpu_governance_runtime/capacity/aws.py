@@ -28,6 +28,7 @@ from botocore.exceptions import (
 from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
+from .consumers import launch_zones
 from .planner import HOUR, Offering, Reservation, Window, coverable, shortfall
 
 # The longest one purchase call can take with that client (connect, then wait for the answer).
@@ -74,12 +75,24 @@ class CapacityMarket:
     """EC2 Capacity Blocks and SageMaker training plans for one controller."""
 
     def __init__(
-        self, *, ec2: Any, sagemaker: Any, controller_id: str, purchase_ec2: Any = None, purchase_sagemaker: Any = None
+        self,
+        *,
+        ec2: Any,
+        sagemaker: Any,
+        controller_id: str,
+        purchase_ec2: Any = None,
+        purchase_sagemaker: Any = None,
+        batch: Any = None,
+        eks: Any = None,
     ):
         """``ec2``/``sagemaker`` read (retries welcome); ``purchase_*`` buy and must be built with
-        ``PURCHASE_CLIENT_CONFIG`` (default: the reading clients, which then must be too)."""
+        ``PURCHASE_CLIENT_CONFIG`` (default: the reading clients, which then must be too); ``batch``
+        and ``eks`` read where a launch-template consumer can launch (None: not read, the declared
+        zones alone bound the planner)."""
         self.ec2 = ec2
         self.sagemaker = sagemaker
+        self.batch = batch
+        self.eks = eks
         self.purchase_ec2 = purchase_ec2 or ec2
         self.purchase_sagemaker = purchase_sagemaker or sagemaker
         self.controller_id = controller_id
@@ -174,22 +187,27 @@ class CapacityMarket:
 
     # --- offerings ------------------------------------------------------------------------------
 
-    def offerings(self, window: Window, held: Iterable[Reservation], now: datetime) -> list[Offering]:
-        """Offerings that could fill the gaps of the window's occurrences in the horizon."""
+    def for_planning(self, window: Window, held: Iterable[Reservation], now: datetime) -> tuple[Window, list[Offering]]:
+        """The window as the planner should see it, and the offerings that could fill the gaps of its
+        occurrences in the horizon. With a gap, the window carries the zones its consumer can launch
+        in (``consumers.launch_zones``, read only then: a covered window costs no read)."""
         held = [r for r in held if window.serves_with(r.window) and r.state in market.COVERING_STATES]
         found: dict[str, Offering] = {}
+        read_zones = False
         for occurrence in window.occurrences(now):
             for gap_start, gap_end, missing in shortfall(
                 coverable(occurrence, now), window.instance_count, [(r.start, r.end, r.count) for r in held]
             ):
-                days = market.shortest_block_days(max(gap_start, now), gap_end)
-                if days is None:
-                    continue
+                if not read_zones:
+                    window = replace(
+                        window, launch_zones=launch_zones(window, ec2=self.ec2, batch=self.batch, eks=self.eks)
+                    )
+                    read_zones = True
                 if window.market == "training_plan":
                     found.update(
-                        (o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, days, now)
+                        (o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, now)
                     )
-                else:
+                elif (days := market.shortest_block_days(max(gap_start, now), gap_end)) is not None:
                     found.update(
                         (o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now)
                     )
@@ -199,7 +217,7 @@ class CapacityMarket:
                             found.update(
                                 (o.id, o) for o in self._extension_offerings(reservation, gap_end, window.market)
                             )
-        return sorted(found.values(), key=lambda o: o.id)
+        return window, sorted(found.values(), key=lambda o: o.id)
 
     def _block_offerings(self, window, missing, gap_start, gap_end, days, now):
         return [
@@ -217,12 +235,11 @@ class CapacityMarket:
         ]
 
     def _extension_offerings(self, reservation, gap_end, kind="capacity_block"):
+        if kind == "training_plan":  # in hours, as plans are searched [aws: sm-plan.search-in-hours]
+            search = market.training_plan_search(reservation.end, gap_end, reservation.count)
+            return [] if search is None else self._training_plan_extensions(search[0], reservation)
         days = market.shortest_block_days(reservation.end, gap_end)
-        if days is None:
-            return []
-        if kind == "training_plan":
-            return self._training_plan_extensions(days * 24, reservation)
-        return self._extensions(days * 24, reservation.id)
+        return [] if days is None else self._extensions(days * 24, reservation.id)
 
     def _training_plan_extensions(self, duration_hours, plan: Reservation):
         """Extension offerings of a plan (SearchTrainingPlanOfferings with its TrainingPlanArn):
@@ -256,18 +273,23 @@ class CapacityMarket:
         )
         return [extension_offering(o, reservation_id) for o in offered]
 
-    def _training_plan_offerings(self, window, missing, gap_start, gap_end, days, now):
+    def _training_plan_offerings(self, window, missing, gap_start, gap_end, now):
+        """Plans of the gap's whole hours [aws: sm-plan.search-in-hours] (SageMaker may answer a little longer: the
+        guide's 15-hour search found 15 h 51 min), starting within a day before the gap and ending within a day after
+        it, of the fewest instances a plan offers [aws: sm-plan.instance-counts]."""
+        search = market.training_plan_search(max(gap_start, now), gap_end, missing)
+        if search is None:
+            return []
+        hours, count = search
         response = self.sagemaker.search_training_plan_offerings(
             InstanceType=window.instance_type,
-            InstanceCount=missing,
-            StartTimeAfter=max(now, gap_end - timedelta(days=days)),
-            EndTimeBefore=gap_start + timedelta(days=days),
-            DurationHours=days * 24,
+            InstanceCount=count,
+            StartTimeAfter=max(now, gap_start - timedelta(days=1)),
+            EndTimeBefore=gap_end + timedelta(days=1),
+            DurationHours=hours,
             TargetResources=[TRAINING_PLAN_TARGETS[window.consumer["kind"]]],
         )
-        return [
-            replace(training_plan_offering(o), requested_hours=days * 24) for o in response["TrainingPlanOfferings"]
-        ]
+        return [replace(training_plan_offering(o), requested_hours=hours) for o in response["TrainingPlanOfferings"]]
 
     def still_offered(self, offering: Offering, window: Window) -> Offering | None:
         """The same offering as the market shows it now (its fee may have changed), or None."""
@@ -288,9 +310,10 @@ class CapacityMarket:
                 state="active",
             )
             found = self._training_plan_extensions(offering.requested_hours or offering.duration_hours, plan)
-        else:
+        else:  # searched again for the hours it was found with
+            hours = timedelta(hours=offering.requested_hours or offering.duration_hours)
             found = self._training_plan_offerings(
-                window, offering.count, offering.start, offering.end, days, offering.start
+                window, offering.count, offering.start, offering.start + hours, offering.start
             )
         return next((o for o in found if o.id == offering.id), None)
 
@@ -368,6 +391,9 @@ def block_offering(o: dict[str, Any]) -> Offering:
         upfront_fee=_fee(o["UpfrontFee"]),
         currency=o["CurrencyCode"],
         duration_minutes=_whole(o.get("CapacityBlockDurationMinutes", 0), "CapacityBlockDurationMinutes"),
+        # One reservation per segment, each "with its own Availability Zone, instance type, schedule, and pricing"
+        # [aws: ec2-cb.offering-segments]: the planner refuses an offering of more than one.
+        segments=max(1, len(o.get("CapacityBlockOfferingSegments") or [])),
     )
 
 

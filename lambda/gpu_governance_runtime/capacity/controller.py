@@ -131,12 +131,19 @@ def run(
         if intent.status == "approved" and intent.window in windows:
             log.step(f"intent {intent.id}", lambda: _buy_approved(intent, windows[intent.window], ctx))
     held = _held(owned, ledger, now)
-    offerings, unread = [], set()
+    offerings, planned = [], []
     for window in windows.values():
-        if not log.step(f"window {window.name}", lambda: offerings.extend(capacity.offerings(window, held, now))):
-            unread.add(window.name)  # not planned this run: "no offering" would be a false reason
+
+        def read(window: Window = window) -> None:
+            # Only where the consumer can launch (its subnets' zones, read each run): a block elsewhere is paid and idle.
+            launchable, found = capacity.for_planning(window, held, now)
+            offerings.extend(found)
+            planned.append(launchable)
+
+        # A window whose consumer or offerings could not be read is not planned this run: "no offering" would be false.
+        log.step(f"window {window.name}", read)
     result = plan(
-        windows=[w for w in windows.values() if w.name not in unread],
+        windows=planned,
         reservations=held,
         offerings=offerings,
         spent={w.name: ledger.spent(w, now) for w in windows.values()},

@@ -89,6 +89,7 @@ REQUIRED_OPERATIONS = {
         "DescribeInstanceTypes",
         "DescribeInstances",
         "DescribeLaunchTemplateVersions",
+        "DescribeSubnets",
         "PurchaseCapacityBlock",
         "PurchaseCapacityBlockExtension",
     ),
@@ -260,6 +261,8 @@ def process(
         controller_id=environment.controller_id,
         purchase_ec2=clients.purchase_ec2,
         purchase_sagemaker=clients.purchase_sagemaker,
+        batch=clients.batch,
+        eks=clients.eks,
     )
     ledger = Ledger(client=clients.dynamodb, table_name=environment.ledger_table)
     notify = _notifier(clients.sns, environment.topic_arn)

@@ -22,11 +22,24 @@ from datetime import UTC, datetime, time, timedelta
 ALLOWED_DURATION_DAYS: tuple[int, ...] = tuple(range(1, 15)) + tuple(range(21, 183, 7))
 MAX_START_AHEAD = timedelta(weeks=8)
 MAX_INSTANCES_PER_BLOCK = 64
+# "Each Capacity Block can have up to 64 instances, and you can have up to 256 instances across Capacity Blocks"
+# [aws: ec2-cb.instance-limits]. Read strictly: every block not yet ended counts, whether or not it overlaps.
+MAX_INSTANCES_ACROSS_BLOCKS = 256
+# Extensions [aws: ec2-cb.extension-rules]: requested "up to a minimum of 1 hour or a maximum of 56 days before it
+# expires" (the latter is the 8 weeks an offering may start ahead, block_offering_problem), in the durations of a
+# block, "up to 182 days (26 weeks) total".
+EXTENSION_LATEST = timedelta(hours=1)
+MAX_BLOCK_TOTAL = timedelta(days=182)
+# Training plans [aws: sm-plan.search-in-hours]: searched in hours (DurationHours 1-87,600), of 1, 2, 4, 8, 16, 32 or
+# 64 instances [aws: sm-plan.instance-counts].
+TRAINING_PLAN_MAX_HOURS = 87_600
+TRAINING_PLAN_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 # Every block ends at 11:30 UTC; instances are terminated 30 minutes before that.
 BLOCK_END_TIME = time(11, 30, tzinfo=UTC)
 TERMINATION_LEAD = timedelta(minutes=30)
 # Offerings for a window that begins now start a few minutes after the search ("instant start",
-# e.g. 04:55 for a search at 04:50): such a window is covered from this long after now.
+# e.g. 04:55 for a search at 04:50): such a window is covered from this long after now
+# [aws: ec2-cb.instant-start].
 INSTANT_START_LEAD = timedelta(minutes=30)
 # EC2 sends the expiration warning this long before the end.
 WARNING_LEAD = timedelta(minutes=40)
@@ -107,6 +120,25 @@ def block_offering_problem(
     if utc(end) <= utc(start):
         return "ends before it starts"
     return None
+
+
+def extension_offering_problem(
+    *, block_start: datetime, block_end: datetime, end: datetime, now: datetime
+) -> str | None:
+    """Why a Capacity Block extension cannot be bought now, or None (the block's own rules aside)."""
+    if utc(block_end) - utc(now) < EXTENSION_LATEST:
+        return f"the block ends {utc(block_end):%Y-%m-%d %H:%M} UTC: extensions are sold until 1 hour before its end"
+    if utc(end) - utc(block_start) > MAX_BLOCK_TOTAL:
+        return f"the block would last {(utc(end) - utc(block_start)).days} days with it: at most 182 in all"
+    return None
+
+
+def training_plan_search(gap_start: datetime, gap_end: datetime, missing: int) -> tuple[int, int] | None:
+    """(DurationHours, InstanceCount) of the search for a training plan covering the gap: its whole hours, and the
+    fewest instances a plan offers that cover ``missing``; None when no plan can (over 87,600 hours or 64 instances)."""
+    hours = max(1, math.ceil((utc(gap_end) - utc(gap_start)) / timedelta(hours=1)))
+    count = next((c for c in TRAINING_PLAN_COUNTS if c >= missing), None)
+    return None if hours > TRAINING_PLAN_MAX_HOURS or count is None else (hours, count)
 
 
 def instant_start_cover_from(occurrence_start: datetime, now: datetime) -> datetime:

@@ -33,9 +33,9 @@ HOUR = timedelta(hours=1)
 # into Capacity Blocks in a Capacity Reservation group
 # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html#cr-groups-launch-cb),
 # but the EKS managed node group guide names only ``CapacityReservationId`` for a Capacity Block
-# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html) and Batch documents no
-# Capacity Block launch template at all: no group is used (docs/capacity.md, *What each consumer
-# can use*). A HyperPod instance group
+# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html), and so do AWS's blog and
+# sample for Batch [aws: batch-ce.capacity-block-launch-template]: no group is used (docs/capacity.md,
+# *What each consumer can use*). A HyperPod instance group
 # names one ``TrainingPlanArn``
 # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
 RESERVATIONS_AT_ONCE = {"batch_compute_environment": 1, "eks_node_group": 1, "hyperpod_instance_group": 1}
@@ -68,6 +68,30 @@ class Window:
     budget_window: str | None = None
     # CloudWatch alarms that request capacity for this window: {"alarm_name", "count", "hours"} each.
     alarm_requests: tuple[Mapping[str, Any], ...] = ()
+    # Read from AWS each run, not from the policy (consumers.launch_zones): the zones the consumer's subnets are in,
+    # where a block's instances can launch. None: not known or not bounded (what the declared zones allow).
+    launch_zones: frozenset[str] | None = None
+
+    def allows_zone(self, zone: str, *, launchable: bool = True) -> bool:
+        """Whether a block or plan in ``zone`` serves the window: a zone it declares (any, when it declares none)
+        that, with ``launchable``, its consumer can launch in."""
+        declared = not self.availability_zones or zone in self.availability_zones
+        return declared and (not launchable or self.launch_zones is None or zone in self.launch_zones)
+
+    @property
+    def zones_described(self) -> str:
+        """The zones the window may buy in, as reasons name them."""
+        if self.launch_zones is None:
+            return ", ".join(self.availability_zones) or "any zone"
+        usable = sorted(z for z in self.launch_zones if self.allows_zone(z))
+        return (
+            ", ".join(usable)
+            if usable
+            else (
+                f"no zone: the consumer's subnets are in {', '.join(sorted(self.launch_zones)) or 'none'}"
+                + (f", the window allows {', '.join(self.availability_zones)}" if self.availability_zones else "")
+            )
+        )
 
     @property
     def dry_run(self) -> bool:
@@ -169,6 +193,11 @@ class Reservation:
     end: datetime
     state: str
 
+    @property
+    def is_block(self) -> bool:
+        """A Capacity Block (EC2 reservation ids are ``cr-...``), not a training plan (an ARN)."""
+        return self.id.startswith("cr-")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Offering:
@@ -184,7 +213,8 @@ class Offering:
     currency: str = "USD"
     reservation_id: str | None = None  # the block an extension extends
     duration_minutes: int = 0  # on top of duration_hours: blocks end at 11:30 UTC, whenever they start
-    requested_hours: int | None = None  # the whole-day duration searched for that found it (None: read from a file)
+    requested_hours: int | None = None  # the duration searched for that found it (None: read from a file)
+    segments: int = 1  # reservations one purchase creates (CapacityBlockOfferingSegments)
 
     @property
     def extends(self) -> bool:
@@ -302,6 +332,10 @@ def plan(
     committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
     for name, w in windows.items():
         committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
+    # Every block not yet ended counts against the account's 256 instances, overlapping or not [aws: ec2-cb.instance-limits].
+    block_instances = sum(
+        r.count for r in reservations if r.is_block and r.state in market.COVERING_STATES and r.end > now
+    )
     purchases: list[Purchase] = []
     uncovered: list[Uncovered] = []
     covered: list[Occurrence] = []
@@ -340,9 +374,19 @@ def plan(
         choice, reason = _choose(
             window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans
         )
+        added = sum(o.count for o in (choice or ()) if o.kind == "block")
+        if choice is not None and block_instances + added > market.MAX_INSTANCES_ACROSS_BLOCKS:
+            choice, reason = (
+                None,
+                (
+                    f"at most {market.MAX_INSTANCES_ACROSS_BLOCKS} instances across Capacity Blocks: {block_instances} held "
+                    f"or being bought, this cover adds {added}"
+                ),
+            )
         if choice is None:
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
+        block_instances += added
         for offering in choice:
             purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
             purchased.add(offering.id)
@@ -370,6 +414,17 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
                 now=now,
                 duration_minutes=offering.duration_minutes,
             )
+        if problem is None and offering.segments > 1:  # [aws: ec2-cb.offering-segments]
+            problem = (
+                f"one purchase would create {offering.segments} reservations (segments, each with a zone, type and "
+                "schedule of its own): a consumer launches into one reservation at a time, so the others would be "
+                "paid and idle"
+            )
+        if problem is None and offering.kind == "extension":
+            extended = reservations[offering.reservation_id]
+            problem = market.extension_offering_problem(
+                block_start=extended.start, block_end=extended.end, end=offering.end, now=now
+            )
         if problem is None and offering.start < now - HOUR and not offering.extends:
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
         if problem:
@@ -380,8 +435,13 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
 
 
 def _fits(item: Reservation | Offering, window: Window) -> bool:
-    zones = window.availability_zones
-    return item.instance_type == window.instance_type and (not zones or item.availability_zone in zones)
+    """Of the window's type and zones. A block held in a zone the consumer's subnets no longer reach still counts
+    as held (buying a second one would spend twice; the rotation reports the zone, ``rotation._block_problems``);
+    only offerings must be in a zone the consumer can launch in."""
+    launchable = isinstance(item, Offering)
+    return item.instance_type == window.instance_type and window.allows_zone(
+        item.availability_zone, launchable=launchable
+    )
 
 
 def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
@@ -408,8 +468,7 @@ def _choose(
     """The best combination of offerings covering ``gaps`` that the consumer can use together
     with ``held`` (reservation id -> span), or None and the reason."""
     if not candidates:
-        zones = ", ".join(window.availability_zones) or "any zone"
-        return None, f"no offering of {window.instance_type} in {zones} for {_describe(gaps)}"
+        return None, f"no offering of {window.instance_type} in {window.zones_described} for {_describe(gaps)}"
     affordable = [o for o in candidates if o.price_per_instance_hour <= window.max_price_per_instance_hour]
     best = _cheapest_cover(window, gaps, affordable, reservations, held=held)
     if best is None:

@@ -45,6 +45,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..contract import CAPACITY_EVENT_SOURCE
 from ..request_shapes import conform
 from . import market
+from .consumers import subnet_zones
 from .ledger import Ledger
 from .planner import Reservation, Window
 
@@ -77,10 +78,6 @@ def into_block(reservation_id: str) -> Transform:
     return launch_data
 
 
-def on_demand(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k not in ("InstanceMarketOptions", "CapacityReservationSpecification")}
-
-
 def active_block(
     window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()
 ) -> Reservation | None:
@@ -97,14 +94,13 @@ def active_block(
 
 
 def wanted_target(window: Window, owned: Iterable[Reservation], current: Target, now: datetime) -> Target:
-    """The launch target the phase wants: the active block; with none, on demand (``fallback:
-    on_demand``) if the consumer still launches into a block, else what it has."""
+    """The launch target the phase wants: the active block; with none, what the consumer has. Never
+    on demand, whatever ``fallback`` says: a ``CAPACITY_BLOCK`` node group's launch template must
+    carry the capacity-block options [aws: eks.capacity-block-template-required], so a version
+    without them would be refused or strand the group; it waits at size 0 for the next block, and
+    the Batch block compute environment waits DISABLED behind the on-demand one."""
     block = active_block(window, owned, now)
-    if block is not None:
-        return ("capacity-block", block.id)
-    if window.fallback == "on_demand" and current[0] == "capacity-block":
-        return ON_DEMAND
-    return current
+    return ("capacity-block", block.id) if block is not None else current
 
 
 def by_consumer(windows: Iterable[Window]) -> list[tuple[Window, frozenset[str]]]:
@@ -146,6 +142,8 @@ def reconcile(
         if consumer["kind"] == "batch_compute_environment":
             return {**result, **_batch(window, owned, dry_run, ec2, batch, ledger, now)}
         return {**result, **_node_group(window, owned, dry_run, ec2, eks, ledger, now)}
+    except ConsumerRefused as error:  # set up so the step cannot work: reported every run until someone fixes it
+        return {**result, "error": str(error), "retry": "next run"}
     except (ClientError, BotoCoreError) as error:  # refused (busy, throttled): the next run tries again
         code = (
             error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else type(error).__name__
@@ -213,6 +211,9 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
     enabled = environment.get("state") == "ENABLED"
     block = active_block(window, owned, now)
     wanted = ("capacity-block", block.id) if block is not None else current
+    # The block's vCPUs. BEST_FIT_PROGRESSIVE may run one instance past maxvCpus [aws: batch-ce.max-vcpus-overshoot]; from
+    # a launch template into the block that launch finds no capacity and fails, never on demand
+    # [aws: ec2-cb.launch-beyond-block-fails].
     size = block.count * _vcpus(ec2, window.instance_type) if block is not None else 0
     found = {
         "version": version["VersionNumber"],
@@ -242,8 +243,14 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
             return found, (BATCH_STEPS[1], lambda: update(state="DISABLED"))
         if environment.get("status") == "UPDATING":
             return found, "waiting: the block compute environment is UPDATING"
+        problems = _block_problems(resources, window, block, ec2)
+        if problems:
+            raise ConsumerRefused(
+                f"block compute environment {block_ce} cannot be moved onto {block.id}: {'; '.join(problems)}; nothing moved"
+            )
 
         def launch_into_block() -> None:
+            # New instances launch from the new version, into the block [aws: batch-ce.infrastructure-update-into-block].
             created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
             # An infrastructure update of an environment that is DISABLED and behind the on-demand one: none of the
             # block's jobs is on it (https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html).
@@ -268,6 +275,50 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
     if not first:
         return found, (BATCH_STEPS[4], lambda: _order(batch, queue_arn, order, block_ce, first=True))
     return found, None
+
+
+# An infrastructure update (the launch template's change onto each block) "requires that the service role is set to
+# AWSServiceRoleForBatch (the default) and that the allocation strategy is BEST_FIT_PROGRESSIVE or
+# SPOT_CAPACITY_OPTIMIZED. BEST_FIT isn't supported" [aws: batch-ce.infrastructure-update-strategy]. The block compute
+# environment is an EC2 (on-demand) one: of those, BEST_FIT_PROGRESSIVE.
+INFRASTRUCTURE_UPDATE_STRATEGIES = ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED")
+SERVICE_LINKED_ROLE = "/aws-service-role/batch.amazonaws.com/AWSServiceRoleForBatch"
+
+
+class ConsumerRefused(Exception):
+    """The consumer is set up so that the step would not do what the window needs: reported, nothing moved."""
+
+
+def _block_problems(resources: Mapping[str, Any], window: Window, block: Reservation, ec2: Any) -> list[str]:
+    """Why the block compute environment cannot be moved onto ``block`` by an infrastructure update, each as
+    ``field: what is wrong (value) - what is allowed``; empty when it can."""
+    problems = []
+    strategy = resources.get("allocationStrategy", "BEST_FIT")  # Batch's default when the field is absent
+    if strategy not in INFRASTRUCTURE_UPDATE_STRATEGIES:
+        problems.append(
+            f"allocationStrategy: infrastructure updates are not supported ({strategy}) - BEST_FIT_PROGRESSIVE"
+        )
+    role = resources.get("serviceRole") or ""
+    if role and not role.endswith(SERVICE_LINKED_ROLE):
+        problems.append(
+            f"serviceRole: infrastructure updates need the service-linked role ({role}) - AWSServiceRoleForBatch"
+        )
+    if resources.get("type", "EC2") != "EC2":
+        problems.append(f"type: Capacity Blocks are for EC2 compute environments ({resources.get('type')}) - EC2")
+    # [aws: batch-ce.capacity-block-launch-template]: the launch template names one instance type's block; another type
+    # Batch picks could not launch into it.
+    if list(resources.get("instanceTypes") or []) != [window.instance_type]:
+        problems.append(
+            f"instanceTypes: Batch may choose a type the block does not hold ({resources.get('instanceTypes')}) - "
+            f"['{window.instance_type}']"
+        )
+    zones = subnet_zones(ec2, resources.get("subnets") or [])
+    if block.availability_zone not in zones:  # [aws: batch-ce.subnet-in-block-zone]
+        problems.append(
+            f"subnets: none in the block's zone {block.availability_zone} (subnets in {', '.join(sorted(zones)) or 'no zone'}) - "
+            f"a subnet in {block.availability_zone}"
+        )
+    return problems
 
 
 def _order(batch, queue_arn: str, order: list[dict[str, Any]], block_ce: str, *, first: bool) -> None:
@@ -412,10 +463,9 @@ def _create_version(ec2: Any, template: str, base: Mapping[str, Any], wanted: Ta
     request_shape = ec2.meta.service_model.operation_model("CreateLaunchTemplateVersion").input_shape.members[
         "LaunchTemplateData"
     ]
-    transform = on_demand if wanted == ON_DEMAND else into_block(wanted[1])
     return ec2.create_launch_template_version(
         LaunchTemplateName=template,
-        LaunchTemplateData=transform(conform(base["LaunchTemplateData"], request_shape)),
+        LaunchTemplateData=into_block(wanted[1])(conform(base["LaunchTemplateData"], request_shape)),
         VersionDescription=f"gpu-governance: into {_named(wanted)}"[:255],
     )["LaunchTemplateVersion"]["VersionNumber"]
 

@@ -37,7 +37,8 @@ from .ledger import Ledger
 from .planner import Reservation, Window
 
 # Lowered when EC2/SageMaker warn of the end: work above the declared quota becomes preemptible
-# (Batch and HyperPod task governance reclaim a lowered quota's excess) before the capacity goes away.
+# before the capacity goes away. Batch stops such a job only for another share's RUNNABLE job, never
+# by itself [aws: batch.lowered-share-preemptible].
 LOWER_LEAD = market.WARNING_LEAD
 TRAINING_JOBS = CONSUMER_SAGEMAKER_TRAINING_JOBS
 INSTANCE_GROUP = CONSUMER_HYPERPOD_INSTANCE_GROUP

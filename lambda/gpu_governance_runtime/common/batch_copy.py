@@ -25,7 +25,9 @@ A job is brought back faithfully only if everything that defined it can be given
 ``SubmitJob`` again (:func:`restartable`): array jobs (a parent's children and their indices) and
 jobs others wait on (Batch fails a job's dependants when it fails,
 https://docs.aws.amazon.com/batch/latest/userguide/job_dependencies.html, and a submitted job's
-``dependsOn`` cannot be re-pointed) are not; the reclaim planner never picks them as victims.
+``dependsOn`` cannot be re-pointed) are not. The reclaim planner counts them against their team's
+quota first and, beyond it, stops them for good, with no copy (docs/reclaim.md, *Jobs that cannot
+come back*).
 """
 
 from __future__ import annotations

@@ -1,17 +1,26 @@
 """The submission guard Lambda: on each Batch service-job state change of a governed quota-share
 queue, reads the job (``DescribeServiceJob``: the event carries neither ``tags`` nor
 ``serviceRequestPayload``, https://docs.aws.amazon.com/batch/latest/userguide/service-job-events.html)
-and checks its SageMaker payload against the submitting team (``checks.py``). A violation is
-recorded in the ledger first (who submitted what), then the job is stopped with
-``TerminateServiceJob`` (``DRY_RUN=false`` only) and the platform's and the team owner's topics
-hear of it, once per job however often the events come.
+and checks its SageMaker payload, and the training job Batch created from it, against the
+submitting team (``checks.py``). A violation is recorded in the ledger first (who submitted
+what), then the job is stopped with ``TerminateServiceJob`` (``DRY_RUN=false`` only) and the
+platform's and the team owner's topics hear of it, once per job however often the events come.
+
+It fails closed (docs/security.md, "Beyond IAM, row 4"): what it must read and cannot (throttled,
+timed out, not there yet) is retried by the client with backoff, then raised, so Lambda retries
+the event twice and then puts it in the dead-letter queue [aws: events.lambda-async-retries]; every
+ten minutes a scheduled run takes the dead-letter queue's events and checks them again (``redrive``)
+until they are read. A job found clean is recorded as admitted, so its later events cost no
+``DescribeServiceJob``; a job that ended before the guard read it is still checked, recorded and
+reported.
 
 Environment (and ``guard.json`` in the package, contract.GUARD_FILE_NAME):
-  GUARD_QUEUES   JSON list, one per guarded queue: {"job_queue": ARN, "pool"}
-  GUARD_NAMES    JSON: the team execution role and owner topic ARNs with "{team}" for the name, the ECR registry host
-  LEDGER_TABLE   DynamoDB table of actions (partition key ``action_id``), the reclaim ledger's format
-  TOPIC_ARN      the platform's topic
-  DRY_RUN        "false" to stop jobs; anything else records and alerts only
+  GUARD_QUEUES       JSON list, one per guarded queue: {"job_queue": ARN, "pool"}
+  GUARD_NAMES        JSON: the team execution role and owner topic ARNs with "{team}" for the name, the ECR registry host
+  LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``), the reclaim ledger's format
+  TOPIC_ARN          the platform's topic
+  DEAD_LETTERS_URL   the function's dead-letter queue, which ``redrive`` empties
+  DRY_RUN            "false" to stop jobs; anything else records and alerts only
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,9 +39,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common.clients import WITHIN_A_TICK
-from ..common.handler import Environment, EventKind, recognise
+from ..common.handler import Environment, EventKind, recognise, time_left
 from ..common.log import write as log
 from ..contract import (
+    ENV_DEAD_LETTERS_URL,
     ENV_GUARD_NAMES,
     ENV_GUARD_QUEUES,
     ENV_LEDGER_TABLE,
@@ -44,30 +54,42 @@ from ..contract import (
     TAG_TEAM,
     TEAM_PLACEHOLDER,
 )
-from ..reclaim.ledger import DONE, FAILED, ActionKey, Ledger
+from ..reclaim.ledger import DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, RETENTION_SECONDS, ActionKey, Ledger
 from . import checks
 
 ACTION = "guard-terminate"
 # A dry run's decision is claimed under its own action: once the guard is switched to act, a job it
 # only reported is still claimed afresh, and stopped if it still violates.
 DRY_RUN_ACTION = "guard-report"
-SERVICE_JOB_STATE_CHANGE = "service_job_state_change"
-EVENTS = (EventKind(SERVICE_JOB_STATE_CHANGE, *SERVICE_JOB_EVENT),)
+# A job found clean: its team and the training jobs whose tags were read. Its payload cannot change
+# (UpdateServiceJob takes only a scheduling priority) [aws: sm-job.payload-is-fixed-at-submission].
+ADMITTED_ACTION = "guard-admitted"
+ENDED = "ended"  # a violation found only after the job had ended or was being stopped: recorded and reported
+# No training job exists before SCHEDULED: "the job moves to SCHEDULED and the job has been passed to SageMaker AI"
+# [aws: sm-job.training-job-created-at-scheduled].
+BEFORE_SAGEMAKER = ("SUBMITTED", "PENDING", "RUNNABLE")
+# What a plan lookup may answer for an ARN that is not one of this account's plans: owned by no team.
+NOT_A_PLAN_OF_OURS = ("ResourceNotFound", "ValidationException", "AccessDeniedException")
+REDRIVE_RESERVE_SECONDS = 10  # a redrive starts no event with less time left than this
+SERVICE_JOB_STATE_CHANGE, REDRIVE = "service_job_state_change", "redrive"
+EVENTS = (EventKind(SERVICE_JOB_STATE_CHANGE, *SERVICE_JOB_EVENT), EventKind(REDRIVE, "aws.events", "Scheduled Event"))
 
 batch = boto3.client("batch", config=WITHIN_A_TICK)
 sagemaker = boto3.client("sagemaker", config=WITHIN_A_TICK)
 sns = boto3.client("sns", config=WITHIN_A_TICK)
+sqs = boto3.client("sqs", config=WITHIN_A_TICK)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {
     "batch": ("DescribeServiceJob", "TerminateServiceJob"),
     "sagemaker": ("ListTags",),
     "sns": ("Publish",),
+    "sqs": ("DeleteMessage", "ReceiveMessage"),
     "dynamodb": ("GetItem", "PutItem", "UpdateItem"),
 }
 if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
     api_check.require(
-        {"batch": batch, "sagemaker": sagemaker, "sns": sns, "dynamodb": dynamodb.meta.client},
+        {"batch": batch, "sagemaker": sagemaker, "sns": sns, "sqs": sqs, "dynamodb": dynamodb.meta.client},
         REQUIRED_OPERATIONS,
         namespace=GUARD_NAMESPACE,
     )
@@ -81,6 +103,7 @@ class GuardSettings:
     names: Mapping[str, str]
     ledger_table: str
     platform_topic: str
+    dead_letters: str
     dry_run: bool
 
     @classmethod
@@ -91,23 +114,30 @@ class GuardSettings:
             names=read.json(ENV_GUARD_NAMES, dict),
             ledger_table=read.text(ENV_LEDGER_TABLE, allowed="the DynamoDB table of actions"),
             platform_topic=read.text(ENV_TOPIC_ARN, allowed="the SNS topic ARN"),
+            dead_letters=read.text(ENV_DEAD_LETTERS_URL, allowed="the SQS dead-letter queue URL"),
             dry_run=read.dry_run(),
         )
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     settings = GuardSettings.from_environ(os.environ)
-    return guard(
-        event,
-        queues=_guarded_queues(json.dumps(settings.queues), json.dumps(settings.names)),
-        ledger=Ledger(dynamodb.Table(settings.ledger_table)),
-        dry_run=settings.dry_run,
-        platform_topic=settings.platform_topic,
-        batch=batch,
-        sagemaker=sagemaker,
-        sns=sns,
-        now=time.time(),
-    )
+
+    def check(one: Mapping[str, Any]) -> dict[str, Any]:
+        return guard(
+            one,
+            queues=_guarded_queues(json.dumps(settings.queues), json.dumps(settings.names)),
+            ledger=Ledger(dynamodb.Table(settings.ledger_table)),
+            dry_run=settings.dry_run,
+            platform_topic=settings.platform_topic,
+            batch=batch,
+            sagemaker=sagemaker,
+            sns=sns,
+            now=time.time(),
+        )
+
+    if recognise(event, EVENTS).kind == REDRIVE:
+        return redrive(sqs, settings.dead_letters, check, time_left(context))
+    return check(event)
 
 
 @lru_cache(maxsize=1)
@@ -164,8 +194,9 @@ def guard(
     sns: Any,
     now: float,
 ) -> dict[str, Any]:
-    """One event: what was found and done. Never raises for a bad event or a failed call: it is
-    logged, and the job's next state change (or EventBridge's retry of this one) comes back."""
+    """One event: what was found and done. A bad or foreign event is logged and ignored; what
+    must be read and cannot be raises ``checks.Unread`` (Lambda retries the event), and so does a
+    stop that failed (its claim is recorded failed, so the retry claims it again)."""
     recognised = recognise(event, EVENTS)
     detail = recognised.detail
     if recognised.kind != SERVICE_JOB_STATE_CHANGE or not isinstance(detail, dict):
@@ -184,33 +215,52 @@ def guard(
             }
         )
     settings = queues[queue]
-    try:
-        job = batch.describe_service_job(jobId=job_id)
-    except (ClientError, BotoCoreError) as error:
-        return _logged({"event": "guard_failed", "job_id": job_id, "step": "DescribeServiceJob", "error": str(error)})
-    if job.get("isTerminated") or job.get("status") not in GUARDED_STATES:
+    admitted_key = ActionKey(pool=settings["pool"], job_id=job_id, attempt="0", action=ADMITTED_ACTION)
+    admitted = ledger.get(admitted_key.id)
+    if admitted is not None and _still_admitted(admitted, detail):
+        return _logged({"event": "guard_already_admitted", "job_id": job_id, "team": admitted.get("team")})
+    job = _read("DescribeServiceJob", job_id, lambda: batch.describe_service_job(jobId=job_id))
+    ended = bool(job.get("isTerminated")) or job.get("status") not in GUARDED_STATES
+    team, found = checks.violations(
+        job,
+        checks.rules_from(settings),
+        plan_owner=lambda arn: _plan_owner(sagemaker, arn),
+        # An ended job's training jobs may never have been created; its payload still tells.
+        training_job_tags=None if ended else lambda arn: _training_job_tags(sagemaker, arn),
+    )
+    if not found:
+        training_jobs = [] if ended else checks.training_jobs(job)  # only those whose tags were read
+        ledger.put(
+            admitted_key.id,
+            pool=settings["pool"],
+            job_id=job_id,
+            action=ADMITTED_ACTION,
+            status="admitted",
+            team=team,
+            training_jobs=training_jobs,
+            expires_at=int(now) + RETENTION_SECONDS,
+        )
         return _logged(
             {
-                "event": "guard_ignored",
+                "event": "guard_admitted",
                 "job_id": job_id,
-                "status": job.get("status"),
-                "reason": "already stopping or done",
+                "team": team,
+                "pool": settings["pool"],
+                "training_jobs": training_jobs,
             }
         )
-    team, found = checks.violations(job, checks.rules_from(settings), lambda arn: _plan_owner(sagemaker, arn))
-    if not found:
-        return _logged({"event": "guard_admitted", "job_id": job_id, "team": team, "pool": settings["pool"]})
     # Who submitted what: the team (its submit permission forces the tag), the job, the share and the payload as sent.
     record = {
         "team": team,
         "job_id": job_id,
         "job_name": job.get("jobName"),
         "job_arn": job.get("jobArn"),
+        "status": job.get("status"),
         "pool": settings["pool"],
         "quota_share": job.get("quotaShareName"),
         "violations": found,
         "tags": job.get("tags") or {},
-        "payload": (job.get("serviceRequestPayload") or "")[:2000],
+        "payload": (job.get(checks.PAYLOAD) or "")[:2000],
     }
     key = ActionKey(pool=settings["pool"], job_id=job_id, attempt="0", action=DRY_RUN_ACTION if dry_run else ACTION)
     # The ledger keeps one line (the log, a year, and the alerts keep the whole record with the payload).
@@ -219,37 +269,113 @@ def guard(
     )
     if not ledger.claim(key, now=now, reason=said):
         return _logged({"event": "guard_already_handled", **record})
+    error = None
     if dry_run:
         outcome, detail_text = "planned", "dry run: the job was left running"
+    elif ended:
+        outcome, detail_text = (
+            ENDED,
+            f"the job was {job.get('status')} (terminated: {job.get('isTerminated')}) when read",
+        )
     else:
         try:
             batch.terminate_service_job(
                 jobId=job_id, reason=f"gpu-governance submission guard: {'; '.join(found)}"[:1000]
             )
             outcome, detail_text = DONE, "terminated"
-        except (ClientError, BotoCoreError) as error:  # recorded failed: the job's next event claims it again
-            outcome, detail_text = FAILED, str(error)
+        except (ClientError, BotoCoreError) as failure:  # recorded failed: the retried event claims it again
+            outcome, detail_text, error = FAILED, str(failure), failure
     ledger.record(key, status=outcome, detail=detail_text)
     _alert(sns, [platform_topic, settings.get("team_topics", {}).get(team)], record, outcome)
-    return _logged(
+    result = _logged(
         {"event": "guard_violation", "outcome": outcome, "dry_run": dry_run, "detail": detail_text, **record}
     )
+    if error is not None:
+        raise checks.Unread(f"TerminateServiceJob {job_id}: {error}") from error
+    return result
+
+
+def _still_admitted(admitted: Mapping[str, Any], detail: Mapping[str, Any]) -> bool:
+    """Nothing new to read: the job is still before SageMaker, or every training job the event names
+    was read (a retried attempt creates another; a job past SCHEDULED whose training job was never
+    read is read now, even when the event names none)."""
+    verified = set(admitted.get("training_jobs") or ())
+    named = set(checks.training_jobs(detail))
+    return detail.get("status") in BEFORE_SAGEMAKER or (bool(verified) and named <= verified)
+
+
+def _read(operation: str, subject: str, call: Callable[[], Any]) -> Any:
+    """One read the decision needs. The client retries throttling and transient errors with backoff
+    (WITHIN_A_TICK: 5 attempts); still unread, it raises ``Unread`` and the event is retried."""
+    try:
+        return call()
+    except (ClientError, BotoCoreError) as error:
+        raise _unread(operation, subject, error) from error
+
+
+def _unread(operation: str, subject: str, error: Exception) -> checks.Unread:
+    log({"event": "guard_unread", "step": operation, "subject": subject, "error": str(error)})
+    return checks.Unread(f"{operation} {subject}: {error}")
 
 
 def _plan_owner(sagemaker: Any, arn: str) -> str | None:
-    """The team a training plan is tagged for: the capacity controller tags every plan it buys."""
+    """The team a training plan is tagged for: the capacity controller tags every plan it buys. An
+    ARN that is not one of this account's plans is no team's; a read that failed is no decision."""
     try:
         tags = [tag for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn) for tag in page["Tags"]]
-    except (ClientError, BotoCoreError):  # another account's, deleted or malformed: owned by no team of ours
-        return None
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in NOT_A_PLAN_OF_OURS:
+            return None
+        raise _unread("ListTags", arn, error) from error
+    except BotoCoreError as error:
+        raise _unread("ListTags", arn, error) from error
     return next((t["Value"] for t in tags if t["Key"] == TAG_TEAM), None)
+
+
+def _training_job_tags(sagemaker: Any, arn: str) -> dict[str, str]:
+    """The tags the training job carries (a training job just created may not be readable yet: that
+    is unread, retried)."""
+    pages = _read("ListTags", arn, lambda: list(sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn)))
+    return {tag["Key"]: tag["Value"] for page in pages for tag in page["Tags"]}
+
+
+def redrive(
+    sqs: Any, queue_url: str, check: Callable[[Mapping[str, Any]], Any], left: Callable[[], float]
+) -> dict[str, Any]:
+    """Each event in the dead-letter queue checked again, oldest first as SQS hands them out, while
+    time is left: one checked is deleted; one that fails again stays (out of sight for a function
+    timeout, then back for the next redrive; SQS keeps it 14 days and the DeadLetters alarm stays
+    on). Lambda and EventBridge write the event itself as the message body [aws: events.dead-letter-body-is-the-event]."""
+    checked = failed = 0
+    seen: set[str] = set()  # a message SQS hands out again within this run is left for the next one
+    while left() > REDRIVE_RESERVE_SECONDS:
+        messages = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=FUNCTION_TIMEOUT_SECONDS, WaitTimeSeconds=0
+        ).get("Messages", [])
+        fresh = [message for message in messages if message["MessageId"] not in seen]
+        if not fresh:
+            break
+        for message in fresh:
+            seen.add(message["MessageId"])
+            if left() <= REDRIVE_RESERVE_SECONDS:
+                break
+            try:
+                check(json.loads(message["Body"]))
+            except Exception as error:  # noqa: BLE001 - one event that fails again must not hold up the others
+                failed += 1
+                log({"event": "guard_redrive_failed", "message_id": message["MessageId"], "error": str(error)})
+                continue
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            checked += 1
+    return _logged({"event": "guard_redrive", "checked": checked, "failed": failed})
 
 
 def _alert(sns: Any, topics: list[str | None], record: Mapping[str, Any], outcome: str) -> None:
     done = {
         "planned": "would stop (dry run)",
         DONE: "stopped",
-        FAILED: "could not stop (retried on its next state change)",
+        FAILED: "could not stop (retried)",
+        ENDED: "found too late to stop",
     }[outcome]
     subject = f"GPU submission guard {done} a job of team {record['team']}"[:100]
     for topic in filter(None, topics):

@@ -51,8 +51,12 @@ from ..contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
+    GUARANTEE_ASKED_HOURS,
+    GUARANTEE_BREACHED_HOURS,
+    GUARANTEE_KEPT_PERCENT,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
+    SHARE_DIMENSIONS,
     SHARE_METRICS,
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
@@ -72,7 +76,20 @@ from .ledger import (
     ActionKey,
     Ledger,
 )
-from .planner import Plan, PoolState, Preemption, Settings, plan_tick, share_usage, starved_shares
+from .planner import (
+    Plan,
+    PoolState,
+    Preemption,
+    Settings,
+    asking_shares,
+    breach_tolerance,
+    breached_shares,
+    comes_back,
+    in_use_by_share,
+    plan_tick,
+    share_usage,
+    starved_shares,
+)
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
@@ -95,6 +112,7 @@ REQUIRED_OPERATIONS = {
         "ListServiceJobs",
         "SubmitJob",
         "TerminateJob",
+        "TerminateServiceJob",
         "UpdateQuotaShare",
     ),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "SendCommand"),
@@ -331,6 +349,7 @@ def run_tick(
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
+    victims = {j.job_id: j for j in state.running}
     for preemption in plan.preemptions:
         stop_after = (
             _grace_ends(ledger, adapter, pool, preemption, settings.grace_s, now)
@@ -364,6 +383,8 @@ def run_tick(
                 "instance_type": preemption.instance_type,
                 "for_job": preemption.for_job,
                 "reason": preemption.reason,
+                # no copy follows (planner.comes_back): its work is lost, its owner reads why on the job
+                "stopped_for_good": not comes_back(victims[preemption.job_id]),
                 "dry_run": not acting,
                 "outcome": outcome,
                 "grace_s": settings.grace_s,
@@ -423,6 +444,8 @@ def run_tick(
             }
         )
     for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=adapter.preemptions_seen):
+        emit(record)
+    for record in promise_records(pool, state, settings, tick_seconds=tick_seconds, namespace=namespace):
         emit(record)
     if adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=tick_seconds, namespace=namespace, now=now):
@@ -517,6 +540,36 @@ def _act(
     return result.outcome
 
 
+def promise_records(
+    pool: str, state: PoolState, settings: Settings, *, tick_seconds: float, namespace: str
+) -> list[dict[str, Any]]:
+    """Per share that asks for its guarantee now (``planner.asking_shares``): the tick's hours
+    asked, and breached (``planner.breached_shares``: a guarantee job has waited longer than a tick
+    and the pool's grace while another team borrows its type), and the tick's kept percent (100 or
+    0). A job's wait is counted from its submission (or requeue) as the backend reports it. Read
+    from the queue as it is, not as planned."""
+    asking = asking_shares(
+        state.shares, in_use_by_share(state.running), ((j.share, j.instance_type, j.count) for j in state.pending)
+    )
+    breached = breached_shares(
+        state.shares, state.running, state.pending, waited_before=state.now - breach_tolerance(tick_seconds, settings)
+    )
+    hours = tick_seconds / 3600
+    return [
+        metrics.document(
+            namespace,
+            dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)),
+            {
+                GUARANTEE_ASKED_HOURS: (hours, "None"),
+                GUARANTEE_BREACHED_HOURS: (hours if share in breached else 0.0, "None"),
+                GUARANTEE_KEPT_PERCENT: (0.0 if share in breached else 100.0, "Percent"),
+            },
+            timestamp=state.now,
+        )
+        for share in sorted(asking)
+    ]
+
+
 def share_metrics(
     pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float, seen: Mapping[str, int] = {}
 ) -> list[dict[str, Any]]:
@@ -538,7 +591,7 @@ def share_metrics(
     for preemption in plan.preemptions:
         victim = started_by[preemption.job_id]
         totals[preemption.share]["Preemptions"] += 1
-        if not victim.checkpointable:  # a checkpointing job resumes; the rest restarts from zero
+        if not victim.checkpointable or not comes_back(victim):  # a checkpointing job resumes, if it comes back
             totals[preemption.share]["LostCapacitySeconds"] += max(0.0, now - victim.started_at) * victim.count
     for share, count in seen.items():
         if share in totals:

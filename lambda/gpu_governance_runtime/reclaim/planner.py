@@ -31,7 +31,7 @@ Semantics (docs/reclaim.md explains them with examples):
   the shares a reclaim takes from, checkpointable and least work lost come before priority
   (``reclaim_order``). Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
-  set*: the shortest run of its jobs, in victim order, whose removal brings it back to quota.
+  set*: the shortest run of its jobs, in ``borrow_order``, whose removal brings it back to quota.
 * Groups (``ShareGroup``, a level above the share, docs/governance-file.md#groups): where a group
   has a quota of the type, its shares together never start beyond it. Its shares borrow first (in
   the borrowing phase they take their turns before shares outside groups under their quota), and
@@ -41,14 +41,21 @@ Semantics (docs/reclaim.md explains them with examples):
   within its quota is never reclaimed from by a share outside it; a share's guarantee job whose
   group is at its quota reclaims from its siblings' borrowed sets (outside borrowers first
   wherever either would do).
-* A job its backend cannot bring back as it was once stopped (``RunningJob.restartable`` False) is
-  never a victim.
+* Nothing a team submits makes its job unreclaimable (docs/reclaim.md, *Jobs that cannot come
+  back*). A job its backend cannot bring back as it was once stopped (``RunningJob.restartable``
+  False: a Batch array job, a job others depend on) counts against its share's quota before the
+  share's other jobs (``borrow_order``), so it runs inside the guarantee whenever the share's such
+  jobs fit it; beyond that it is reclaimable like any borrowed job, and stopped for good (the plan
+  does not requeue it). In-share preemption never takes one. A running job whose instance type its
+  backend does not report (``ANY_TYPE``) counts on every type of the pool, and on each it is the
+  first candidate of any reclaim, whatever its share's quota: its place in a guarantee cannot be
+  established.
 * Anti-thrash: a preemption always names the job it lets start; a job preempted before is
   protected until it has run ``min_run_time_s`` again; at most ``max_preemptions_per_tick``
   preemptions and ``max_preemption_searches_per_tick`` victim searches per tick. A preempted job
   that cannot checkpoint borrows again only after ``reborrow_backoff_s`` x 2^(n-1) (inside its
   quota it restarts at once); with ``borrow_horizon_s`` only jobs that checkpoint or declare a
-  run time within it borrow. Victims are
+  run time within it borrow. Victims that come back (``comes_back``) are
   requeued at once and planned again in the same tick, so the plan is a fixed point: planning
   the applied state again preempts nothing more (unless a cap cut the tick short).
 """
@@ -112,11 +119,16 @@ class ShareGroup:
     quota: Mapping[str, int]
 
 
+# The instance type of a running job its backend does not report (a single-node Batch job in a
+# pool of several types that names none): planned as running on every type of the pool.
+ANY_TYPE = "*"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunningJob:
     job_id: str
     share: str
-    instance_type: str
+    instance_type: str  # or ANY_TYPE
     count: int
     priority: int
     started_at: float
@@ -124,7 +136,8 @@ class RunningJob:
     times_preempted: int = 0
     max_run_time_s: float | None = None  # declared limit (Slurm --time, Batch timeout), if any
     # False: the backend cannot bring the job back as it was once stopped (a Batch array job, a
-    # job others depend on; common/batch_copy.restartable): never a victim.
+    # job others depend on; common/batch_copy.restartable): it counts against its share's quota
+    # first (borrow_order), never goes in-share, and a reclaim stops it for good.
     restartable: bool = True
 
 
@@ -238,7 +251,8 @@ def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:
     preemptions: list[Preemption] = []
     waits: list[GuaranteeWait] = []
     for instance_type in sorted(state.capacity):
-        planner = _TypePlanner(state, instance_type, settings, budget)
+        # a job of ANY_TYPE stopped for an earlier type is gone for this one
+        planner = _TypePlanner(state, instance_type, settings, budget, gone=frozenset(p.job_id for p in preemptions))
         planner.run()
         starts += planner.starts
         preemptions += planner.preemptions
@@ -247,13 +261,14 @@ def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:
 
 
 def apply_plan(state: PoolState, plan: Plan) -> PoolState:
-    """The state after the plan is carried out at ``state.now``: victims requeued (counting the
-    preemption), started jobs running. Used by the simulator and the tests."""
+    """The state after the plan is carried out at ``state.now``: victims that come back requeued
+    (counting the preemption), the others gone (``comes_back``), started jobs running. Used by the
+    simulator and the tests."""
     preempted = {p.job_id for p in plan.preemptions}
     started = {s.job_id for s in plan.starts}
     waiting = {j.job_id: j for j in state.pending}
     for job in state.running:
-        if job.job_id in preempted:
+        if job.job_id in preempted and comes_back(job):
             waiting[job.job_id] = _requeued(job, state.now)
     running = [j for j in state.running if j.job_id not in preempted]
     for start in plan.starts:
@@ -372,25 +387,28 @@ def _state_problems(state: PoolState) -> list[str]:
                     f"groups.{group.name}.quota.{instance_type}: {quota} - a type of the pool, at least its shares' quotas ({members})"
                 )
     seen: set[str] = set()
-    for kind, jobs in (("running", state.running), ("pending", state.pending)):
+    for kind, jobs, types in (
+        ("running", state.running, {*state.capacity, ANY_TYPE}),
+        ("pending", state.pending, state.capacity),
+    ):
         for job in jobs:
             # The check runs on every tick of a replay: the message is built only for a bad job.
-            if job.job_id in seen or job.share not in known or job.instance_type not in state.capacity or job.count < 1:
-                problems += _job_problems(f"{kind}.{job.job_id}", job, seen, known, state.capacity)
+            if job.job_id in seen or job.share not in known or job.instance_type not in types or job.count < 1:
+                problems += _job_problems(f"{kind}.{job.job_id}", job, seen, known, types)
             seen.add(job.job_id)
     return problems
 
 
 def _job_problems(
-    where: str, job: RunningJob | PendingJob, seen: set[str], known: set[str], capacity: Mapping[str, int]
+    where: str, job: RunningJob | PendingJob, seen: set[str], known: set[str], types: Iterable[str]
 ) -> list[str]:
     problems = []
     if job.job_id in seen:
         problems.append(f"{where}: job id appears twice")
     if job.share not in known:
         problems.append(f"{where}.share: {job.share!r} is not a share of the pool (one of {sorted(known)})")
-    if job.instance_type not in capacity:
-        problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(capacity)})")
+    if job.instance_type not in types:
+        problems.append(f"{where}.instance_type: {job.instance_type!r} is not in the pool (one of {sorted(types)})")
     if job.count < 1:
         problems.append(f"{where}.count: {job.count} - at least 1")
     return problems
@@ -434,6 +452,17 @@ def _started(job: PendingJob, now: float) -> RunningJob:
     )
 
 
+def comes_back(job: RunningJob) -> bool:
+    """Whether a stopped job waits again (its backend requeues it or submits its copy): not one
+    its backend cannot bring back, nor one of ANY_TYPE, whose copy is as unplaceable as it was."""
+    return job.restartable and job.instance_type != ANY_TYPE
+
+
+def runs_on(job: RunningJob, instance_type: str) -> bool:
+    """Whether ``job`` counts on ``instance_type``: a job of ANY_TYPE counts on every type."""
+    return job.instance_type == instance_type or job.instance_type == ANY_TYPE
+
+
 def is_guarantee_job(job: PendingJob, share: Share, in_use: int, preemptible: Callable[[], int]) -> bool:
     """The one definition of a job inside its team's guarantee (planner, ``starved_shares``, the
     simulator's breach count and ``status`` all ask this): it fits the share's quota once the
@@ -459,9 +488,13 @@ def pending_guarantee_jobs(
         own.setdefault((job.share, job.instance_type), []).append(job)
         in_use[job.share, job.instance_type] = in_use.get((job.share, job.instance_type), 0) + job.count
     for job in pending:
-        where, share = (job.share, job.instance_type), by_name[job.share]
+        # the share's jobs of the job's type, and those of ANY_TYPE (runs_on)
+        where, unplaced, share = (job.share, job.instance_type), (job.share, ANY_TYPE), by_name[job.share]
         if is_guarantee_job(
-            job, share, in_use.get(where, 0), lambda: preemptible_in_share(share, job.priority, own.get(where, ()))
+            job,
+            share,
+            in_use.get(where, 0) + in_use.get(unplaced, 0),
+            lambda: preemptible_in_share(share, job.priority, [*own.get(where, ()), *own.get(unplaced, ())]),
         ):
             yield job
 
@@ -471,13 +504,84 @@ def starved_shares(state: PoolState) -> set[str]:
     return {job.share for job in pending_guarantee_jobs(state.shares, state.running, state.pending)}
 
 
+def breach_tolerance(tick_s: float, settings: Settings) -> float:
+    """How long a guarantee job may wait before it is a breach: a tick, plus the pool's grace (a
+    lender's wait for its victims' grace is the grace's design, docs/reclaim.md)."""
+    return tick_s + settings.grace_s
+
+
+def breached_shares(
+    shares: Iterable[Share],
+    running: Iterable[RunningJob],
+    pending: Iterable[PendingJob],
+    *,
+    waited_before: float,
+    usage: Mapping[tuple[str, str], int] | None = None,
+    waiting_since: Callable[[PendingJob], float] = lambda job: job.submitted_at,
+) -> set[str]:
+    """The one definition of a broken guarantee (the simulator's breach count and kept share, the
+    controller's ``GuaranteeBreachedHours``): shares with a guarantee job (``is_guarantee_job``)
+    waiting since before ``waited_before`` (now less ``breach_tolerance``) while another share
+    runs above its quota on the job's type - lent capacity not taken back in time. ``usage``:
+    the instances of ``running`` per (share, type), where the caller keeps it."""
+    shares = tuple(shares)
+    quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
+    if usage is None:
+        running = tuple(running)
+        usage = in_use_by_share(running)
+    borrowing = {t for (share, t), used in usage.items() if used > quotas.get((share, t), 0)}
+    if ANY_TYPE in borrowing:  # a job of unknown type counts as borrowing on every type (runs_on)
+        borrowing = {t for _, t in quotas} | {j.instance_type for j in pending}
+    if not borrowing:
+        return set()
+    waited = [job for job in pending if job.instance_type in borrowing and waiting_since(job) <= waited_before]
+    if not waited:
+        return set()
+    return {job.share for job in pending_guarantee_jobs(shares, running, waited)}
+
+
+def asking_shares(
+    shares: Iterable[Share], usage: Mapping[tuple[str, str], int], waiting: Iterable[tuple[str, str, int]]
+) -> set[str]:
+    """Shares that ask for their guarantee: they run instances within their quota, or a job of
+    theirs (``waiting``: (share, instance type, count)) waits that is a guarantee job beside what
+    they run (``is_guarantee_job``). The time they ask is what a kept share is a share of."""
+    by_name = {s.name: s for s in shares}
+    asking = {
+        share
+        for (share, t), used in usage.items()
+        if used and (any(by_name[share].quota.values()) if t == ANY_TYPE else by_name[share].quota.get(t, 0))
+    }
+    idle = set(by_name) - asking  # they run nothing within their quota: a guarantee job is one that fits it
+    for share, instance_type, count in waiting:
+        if share in idle:
+            job = PendingJob(
+                job_id="", share=share, instance_type=instance_type, count=count, priority=0, submitted_at=0
+            )
+            if is_guarantee_job(job, by_name[share], 0, lambda: 0):
+                asking.add(share)
+                idle.discard(share)
+                if not idle:
+                    break
+    return asking
+
+
+def in_use_by_share(running: Iterable[RunningJob]) -> dict[tuple[str, str], int]:
+    """Instances in use per (share, instance type)."""
+    usage: dict[tuple[str, str], int] = {}
+    for job in running:
+        usage[job.share, job.instance_type] = usage.get((job.share, job.instance_type), 0) + job.count
+    return usage
+
+
 def preemptible_in_share(share: Share, priority: int, own_running: Iterable[RunningJob]) -> int:
     """Instances of the share's running jobs (of one type) a job of ``priority`` may preempt in its
-    own share: strictly lower priority, where the share enables it. A victim's anti-thrash
-    protection does not count here: it can make a guarantee job wait, and then says so."""
+    own share: strictly lower priority, where the share enables it, and one it can bring back (in-share
+    preemption never stops the team's own work for good). A victim's anti-thrash protection does
+    not count here: it can make a guarantee job wait, and then says so."""
     if not share.in_share_preemption:
         return 0
-    return sum(job.count for job in own_running if job.priority < priority)
+    return sum(job.count for job in own_running if job.priority < priority and job.restartable)
 
 
 def victim_order(job: RunningJob, now: float) -> tuple:
@@ -485,6 +589,13 @@ def victim_order(job: RunningJob, now: float) -> tuple:
     a job that restarts from zero), most recently started, then job id."""
     lost = 0.0 if job.checkpointable else job.count * (now - job.started_at)
     return (job.priority, not job.checkpointable, lost, -job.started_at, job.job_id)
+
+
+def borrow_order(job: RunningJob, now: float) -> tuple:
+    """The order in which a share's jobs of one type give its capacity back: its jobs that can
+    come back before those that cannot (these count against the quota first, so they run inside
+    the guarantee whenever they fit it), then ``victim_order``."""
+    return (not job.restartable, *victim_order(job, now))
 
 
 def reclaim_order(job: RunningJob, now: float) -> tuple:
@@ -557,6 +668,7 @@ class _TypePlanner:
     instance_type: str
     settings: Settings
     budget: _Budget
+    gone: frozenset[str] = frozenset()  # jobs of ANY_TYPE already stopped for an earlier type
     starts: list[Start] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     waits: list[GuaranteeWait] = field(default_factory=list)
@@ -568,11 +680,14 @@ class _TypePlanner:
         self.quota = {s.name: s.quota.get(t, 0) for s in self.state.shares}
         self.ceiling = {s.name: s.ceiling(t, self.capacity) for s in self.state.shares}
         self.jobs: dict[str, dict[str, RunningJob]] = {name: {} for name in self.shares}
+        self.unplaced: dict[str, dict[str, RunningJob]] = {name: {} for name in self.shares}  # of ANY_TYPE
         self.usage = dict.fromkeys(self.shares, 0)
         for job in self.state.running:
-            if job.instance_type == t:
+            if runs_on(job, t) and job.job_id not in self.gone:
                 self.jobs[job.share][job.job_id] = job
                 self.usage[job.share] += job.count
+                if job.instance_type == ANY_TYPE:
+                    self.unplaced[job.share][job.job_id] = job
         self.used = sum(self.usage.values())
         # Groups with a quota of this type: share -> group, and each group's quota and use.
         bounded = [g for g in self.state.groups if t in g.quota]
@@ -621,13 +736,20 @@ class _TypePlanner:
         self._preemptible.pop(share, None)
 
     def borrowed_set(self, share: str) -> tuple[RunningJob, ...]:
-        """The shortest run of the share's jobs, in victim order, whose removal brings it back
-        within quota: the only jobs of this share a reclaim may take."""
+        """The shortest run of the share's jobs of this type, in ``borrow_order``, whose removal
+        brings them back within quota: the only such jobs of this share a reclaim may take (its
+        jobs of ANY_TYPE are taken whatever its quota, ``_choose_victims``)."""
         if share not in self._borrowed_sets:
-            excess = self.usage[share] - self.quota[share]
+            unplaced = self.unplaced[share]
+            excess = self.usage[share] - sum(j.count for j in unplaced.values()) - self.quota[share]
             chosen = []
             jobs = (
-                sorted(self.jobs[share].values(), key=lambda j: victim_order(j, self.state.now)) if excess > 0 else ()
+                sorted(
+                    (j for j in self.jobs[share].values() if j.job_id not in unplaced),
+                    key=lambda j: borrow_order(j, self.state.now),
+                )
+                if excess > 0
+                else ()
             )
             for job in jobs:
                 if excess <= 0:
@@ -664,9 +786,8 @@ class _TypePlanner:
         )
 
     def protected(self, job: RunningJob) -> bool:
-        return not job.restartable or (
-            job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s
-        )
+        """Preempted by the controller before and not yet run ``min_run_time_s`` again."""
+        return job.times_preempted > 0 and self.state.now - job.started_at < self.settings.min_run_time_s
 
     # -- the two phases
 
@@ -817,7 +938,7 @@ class _TypePlanner:
             )
         if victims is None:
             return None
-        requeued = [self._preempt(victim, kind, job) for victim, kind in victims]
+        requeued = [back for victim, kind in victims if (back := self._preempt(victim, kind, job)) is not None]
         if any(kind == RECLAIM for _, kind in victims):
             self._reclaimed_for.add(job.job_id)
         self._start(job)
@@ -841,22 +962,27 @@ class _TypePlanner:
         if reclaim:
             for other in self.shares:
                 sibling = group is not None and self.group_of.get(other) == group
+                unplaced = self.unplaced[other]
                 if (
                     other == job.share
-                    or self.usage[other] <= self.quota[other]
                     or (sibling and outside_only)
-                    or self.group_keeps(other, job.share)
+                    or (self.usage[other] <= self.quota[other] and not unplaced)
                 ):
                     continue
-                for v in self.borrowed_set(other):
+                # jobs of ANY_TYPE first, whatever their share's (or group's) guarantee: theirs cannot be established
+                borrowed = [*unplaced.values()]
+                if not self.group_keeps(other, job.share):
+                    borrowed += self.borrowed_set(other)
+                for v in borrowed:
                     if self.protected(v):
                         protected = True
                     else:  # borrowers outside the group before siblings
-                        candidates.append(((0, sibling, *reclaim_order(v, self.state.now)), v, RECLAIM))
+                        placed = v.instance_type != ANY_TYPE
+                        candidates.append(((placed, sibling, *reclaim_order(v, self.state.now)), v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
-                if v.priority >= job.priority:
-                    continue
+                if v.priority >= job.priority or not v.restartable:
+                    continue  # in-share preemption never stops the team's own work for good
                 if not reclaim and v.job_id in self._reclaimed_for:
                     # started this tick on capacity reclaimed for it: taking its place would hand
                     # that capacity to a job that borrows (a reclaim serves a guarantee only)
@@ -864,7 +990,7 @@ class _TypePlanner:
                 if self.protected(v):
                     protected = True
                 else:
-                    candidates.append(((1, True, *victim_order(v, self.state.now)), v, IN_SHARE))
+                    candidates.append(((2, True, *victim_order(v, self.state.now)), v, IN_SHARE))
         self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None
@@ -913,9 +1039,11 @@ class _TypePlanner:
             )
         )
 
-    def _preempt(self, victim: RunningJob, kind: str, job: PendingJob) -> PendingJob:
-        """Take ``victim`` off the pool and return it as a pending job again."""
+    def _preempt(self, victim: RunningJob, kind: str, job: PendingJob) -> PendingJob | None:
+        """Take ``victim`` off the pool and return it as a pending job again; None for a job that
+        does not come back (``comes_back``)."""
         del self.jobs[victim.share][victim.job_id]
+        self.unplaced[victim.share].pop(victim.job_id, None)
         self._change_usage(victim.share, -victim.count)
         if victim.job_id in self._started_now:
             # Started earlier in this very tick: it simply does not start, nothing is lost. What
@@ -932,7 +1060,7 @@ class _TypePlanner:
         self.budget.preemptions += 1
         self._victims[victim.job_id] = (victim, kind)
         self.preemptions.append(self._preemption(victim, kind, job))
-        return _requeued(victim, self.state.now)
+        return _requeued(victim, self.state.now) if comes_back(victim) else None
 
     def _preemption(self, victim: RunningJob, kind: str, job: PendingJob) -> Preemption:
         amount = f"{victim.count} x {self.instance_type}"
@@ -943,6 +1071,10 @@ class _TypePlanner:
                 f"in-share preemption in team {job.share}: priority {victim.priority} job {victim.job_id} "
                 f"gives {amount} to priority {job.priority} job {job.job_id}"
             )
+        if victim.instance_type == ANY_TYPE:
+            reason += "; its instance type is not known, so it counts as borrowing on every type, and its copy would be as unplaceable: stopped for good"
+        elif not victim.restartable:
+            reason += "; it cannot be brought back as it was and runs beyond its team's quota: stopped for good"
         return Preemption(
             job_id=victim.job_id,
             share=victim.share,
