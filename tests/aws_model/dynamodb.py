@@ -9,7 +9,8 @@ botocore validates and serialises the request, the model answers in place of the
 (:mod:`tests.aws_model.sdk`), botocore raises the modelled error classes
 (``ConditionalCheckFailedException``, ``TransactionCanceledException`` with its
 ``CancellationReasons``) exactly as for a real answer, and the client's retry configuration
-decides whether a throttled request or one whose answer was lost is sent again (once by default). What the model does not implement
+decides whether a throttled request or one whose answer was lost is sent again (a client built
+without one sends each request once). What the model does not implement
 raises ``NotImplementedError`` naming it: it never answers a request it does not understand.
 tests/aws_model/test_dynamodb.py runs the same call sequences on moto and on the model.
 

@@ -67,9 +67,6 @@ class Call:
 class Calls(list[Call]):
     """The requests a scenario's clients sent, in order."""
 
-    def by(self, who: str, *, since: int = 0) -> list[Call]:
-        return [call for call in self[since:] if call.by == who]
-
 
 class _Body:
     def __init__(self, body: bytes):

@@ -98,8 +98,9 @@ def dependant(batch, job_id):
 EC2_GPU = POLICY.pool("ec2-gpu")
 
 
-def tick(batch, table, records, pool=EC2_GPU):
-    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=pool, submit=batch)
+def tick(batch, table, records, pool=EC2_GPU, *, client=None):
+    """``client``: what the adapter reads and stops through (the model itself by default)."""
+    adapter = BatchFairShareAdapter(client or batch, job_queue=QUEUE, pool=pool, submit=batch)
     return controller.run_tick(
         pool.name,
         adapter,
@@ -219,18 +220,7 @@ def test_a_stop_retried_by_the_sdk_and_refused_after_an_earlier_attempt_stopped_
     owner_claims_back(batch)
     records = []
     with sdk.no_backoff():
-        client = batch.client(config=WITHIN_A_TICK, by="reclaim")
-        adapter = BatchFairShareAdapter(client, job_queue=QUEUE, pool=POLICY.pool("ec2-gpu"), submit=batch)
-        controller.run_tick(
-            "ec2-gpu",
-            adapter,
-            Ledger(table),
-            settings=Settings(),
-            dry_run=False,
-            namespace="Test",
-            now=batch.clock.now,
-            emit=records.append,
-        )
+        tick(batch, table, records, client=batch.client(config=WITHIN_A_TICK, by="reclaim"))
         assert len(attempts) == 5 and batch.jobs[victim]["status"] == "FAILED"  # stopped by the first attempt
         assert [r["outcome"] for r in records if r.get("event") == "preemption"] == ["terminating"]
         batch.advance(60)

@@ -436,9 +436,8 @@ class BatchQuotaShareObserver:
 
     def read(self, now: float) -> PoolState:
         self.preemptions_seen = {}
-        snapshot = self.batch.get_job_queue_snapshot(
-            jobQueue=self.job_queue
-        )  # [aws: batch.job-queue-snapshot-quota-shares]
+        # use per share and each share's first waiting job [aws: batch.job-queue-snapshot-quota-shares]
+        snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
         utilization = (
             snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])
         )
