@@ -65,7 +65,7 @@ def main() -> None:
         started, cpu = time.perf_counter(), time.process_time()
         total = scenario.summed(_run(name, chosen, days, seed) for seed in seeds)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        faults = Counter(f if isinstance(f, str) else f[2] for f in total.faults.elements())
+        faults = Counter(f if isinstance(f, str) else f[-1] for f in total.faults.elements())  # the kind of fault
         # the machine is shared: CPU time says what the runs cost, wall time what they took under the load of the day
         print(
             f"{name}: {len(seeds)} seeds x {days:g} days, in all {total.summary()}, faults {dict(faults)}: every "
