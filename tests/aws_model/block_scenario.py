@@ -45,7 +45,7 @@ from .ec2 import (
     FakeEcs,
     container_instance,
 )
-from .scenario import FAULT_RATES, LISTING_LAGS, Checks, FaultPlan, InvariantBroken
+from .scenario import LISTING_LAGS, RECLAIM_FAULT_RATES, Checks, FaultPlan, InvariantBroken
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/block"
 ENVIRONMENT = "arn:aws:batch:us-east-1:111122223333:compute-environment/p5-block"
@@ -59,6 +59,9 @@ EVENT_RETRY_DELAYS = (60.0, 120.0)
 # The scenario's own rule (not the controller's constant): a job gets at least one schedule to checkpoint after the
 # drain event told it to (docs/capacity.md).
 CHECKPOINT_SECONDS = SCHEDULE
+# Unless the first drain event came so late that this would leave no run before the instances terminate (30
+# minutes before the end): then the job is stopped by the last run before them (docs/capacity.md).
+LAST_STOP_SECONDS = 30 * 60 + SCHEDULE
 
 
 class FakeEvents:
@@ -118,7 +121,7 @@ def run(
     days: float,
     seed: int = 1,
     dry_run: bool = False,
-    fault_rates: dict[str, float] = FAULT_RATES,
+    fault_rates: dict[str, float] = RECLAIM_FAULT_RATES,
     duplicate_rate: float = 0.1,
     late_seconds: float = 240.0,
     listing_lags: tuple[float, ...] = LISTING_LAGS,
@@ -275,14 +278,16 @@ def _arrivals(rng: random.Random, batch: FakeBatch, report: Report) -> None:
 
 def _check_stop_times(batch: FakeBatch, blocks: list[Block], eventbridge: FakeEvents, seen: int, report: Report) -> int:
     """A job is stopped only CHECKPOINT_SECONDS or more after the controller first sent its block's
-    drain event to tell it to checkpoint. Where EventBridge refused or lost every one, the job is
-    stopped untold (counted): stopping it at its time beats losing it with its instance."""
+    drain event to tell it to checkpoint, or (the event sent late) in the block's last LAST_STOP_SECONDS.
+    Where EventBridge refused or lost every one, the job is stopped untold (counted): stopping it at
+    its time beats losing it with its instance."""
     for operation, request in batch.requests[seen:]:
         if operation != "TerminateJob":
             continue
         ending = min((b for b in blocks if b.end >= request["_at"]), key=lambda b: b.end)
         tried = eventbridge.tried.get(ending.reservation_id)
-        if tried is None or request["_at"] < tried + CHECKPOINT_SECONDS:
+        at_the_last_run = request["_at"] >= ending.end - LAST_STOP_SECONDS
+        if tried is None or (request["_at"] < tried + CHECKPOINT_SECONDS and not at_the_last_run):
             raise InvariantBroken(
                 f"{request['jobId']} stopped {request['_at'] - (tried or request['_at']):.0f} s after its block's "
                 f"drain event ({'none sent' if tried is None else 'too early to checkpoint'})"

@@ -104,8 +104,8 @@ def policy(*, grace_s: float = 0.0) -> Any:
 POLICY = policy()
 TICK = 60.0
 # Faults per request the controllers send: throttled, answered too late (after AWS did it) or the
-# caller killed, with these probabilities on a read (FAULT_RATES: the block and Slurm scenarios', on
-# every call alike) and WRITE_WEIGHTS times them on a write.
+# caller killed, with these probabilities on a read (FAULT_RATES: the Slurm scenario's, on every call
+# alike; RECLAIM_FAULT_RATES: the scenarios whose FaultPlan draws them) and WRITE_WEIGHTS times them on a write.
 FAULT_RATES = {"throttle": 0.02, "timeout": 0.02, "crash": 0.005}
 RECLAIM_FAULT_RATES = {"throttle": 0.01, "timeout": 0.01, "crash": 0.0015}
 # The calls that change something, whose faults the controllers must survive above all: the ledger's
