@@ -132,7 +132,7 @@ def run(
     # first, twice, a run killed between a copy's SubmitJob and its record: Lambda runs it again a minute
     # later, often before the copy is listed
     plan.force("SubmitJob", "after", "crash", "crash")
-    plan.every_kind_on(("TerminateJob", "SubmitJob", "PutEvents", "PutItem", "UpdateItem"))
+    plan.every_kind_on(("TerminateJob", "SubmitJob", "PutEvents", "PutItem"))  # the capacity ledger writes with PutItem
     faults = Faults(plan)
     day = 86400.0
     blocks = [
