@@ -15,8 +15,8 @@ the run killed after it), and a job just submitted stays out of ListJobs for a l
   is finished once the faults stop); a job that was running on the block otherwise ends
   SUCCEEDED, or fails as its host did and its retry strategy brings it back;
 - none twice: never two copies of one job, never one job running twice at once;
-- a job is stopped only ``CHECKPOINT_SECONDS`` or more after its block's drain event told it to
-  checkpoint;
+- a job is stopped only ``CHECKPOINT_SECONDS`` or more after the first drain event sent to tell it
+  to checkpoint, or (that sent late) by the last run before its instances go;
 - nothing changed in dry run: no request to Batch that stops or submits, no drain event sent
   (:class:`FakeEvents` counts every request it receives), no ledger item written.
 """
