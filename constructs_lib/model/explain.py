@@ -33,6 +33,7 @@ class Deal:
     group: str = "-"  # the team's place above it: its group and what the group holds in the pool
     state: str = "active"  # or "paused": no new job of the team starts
     gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
+    fair_share: str = "-"  # where the pool orders borrowers by decayed usage: how; "-": by what they borrow now
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -74,6 +75,19 @@ def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
     return f"{text} (not enforced here)" if backend_of(pool).gpu_hour_limit_caveat else text
 
 
+def fair_share_text(team: Team, pool: AnyPool) -> str:
+    """How a borrowing team's turn to borrow, and to be reclaimed from, is decided where the pool
+    orders by decayed usage (docs/governance-file.md#fair-share); "-" otherwise."""
+    reclaim = getattr(pool, "reclaim", None)  # HyperPod EKS pools: Kueue orders them
+    if reclaim is None or reclaim.fair_share.half_life_seconds is None or not team.sharing.borrows:
+        return "-"
+    text = (
+        f"by usage: its instance-hours decayed with a {reclaim.fair_share.half_life_seconds // 3600} h half-life, "
+        f"per fair_share_weight {team.fair_share_weight}; the least borrows first, the most is reclaimed from first"
+    )
+    return f"{text} (not applied here)" if not backend_of(pool).reclaim_plans else text
+
+
 def deal(team: Team, pool: AnyPool) -> Deal:
     sharing = team.sharing
     max_with_borrowing = _most_with_borrowing(team, pool)
@@ -104,6 +118,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
             in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
             state="paused" if team.paused else "active",
             gpu_hour_limit=gpu_hour_limit_text(team, pool),
+            fair_share=fair_share_text(team, pool),
         ),
         team,
         pool,
@@ -147,6 +162,7 @@ _COLUMNS = (
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
     ("gpu_hour_limit", "GPU-hour limit"),
+    ("fair_share", "fair share"),
     ("group", "group (its teams together)"),
     ("project", "project"),
 )
@@ -198,6 +214,11 @@ def caveats(model: GovernanceModel) -> list[str]:
         if reclaim is not None and reclaim.grace_seconds and grace_caveat:
             lines.append(
                 f"pools[{index}].reclaim.grace_seconds: {grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
+            )
+        fair_share_caveat = backend_of(pool).fair_share_caveat
+        if reclaim is not None and reclaim.fair_share.by == "usage" and fair_share_caveat:
+            lines.append(
+                f"pools[{index}].reclaim.fair_share: {fair_share_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
     for index, group in enumerate(model.groups):
         for pool_name in group.quotas:

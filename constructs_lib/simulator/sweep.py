@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.organisation import MAX_GRACE_SECONDS
+from constructs_lib.model.pools import MAX_GRACE_SECONDS
 from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from .engine import RunMetrics, pooled_share, simulate

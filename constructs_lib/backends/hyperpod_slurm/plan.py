@@ -16,8 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
+from constructs_lib.model.quota import borrow_instances, instance_quota
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
@@ -34,8 +35,7 @@ from gpu_governance_runtime.slurm import (
 )
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from .base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
-from .quota import borrow_instances, instance_quota
+from . import BACKEND
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -363,8 +363,14 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
         usage_reset_period=next(
             (SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None
         ),
+        decay_half_life=_slurm_half_life(pool.reclaim.fair_share.half_life_seconds),
         group_accounts=group_accounts,
     )
+
+
+def _slurm_half_life(seconds: int | None) -> str | None:
+    """A half-life in whole hours as slurm.conf's "days-hours" (PriorityDecayHalfLife), or None."""
+    return None if seconds is None else f"{seconds // 86_400}-{seconds % 86_400 // 3_600}"
 
 
 def _group_accounts(model: OrganisationView, pool: Any, teams: tuple[Any, ...]) -> tuple[SlurmGroupAccount, ...]:
@@ -429,10 +435,11 @@ def _borrow_gpus(team: Any, pool: Any) -> int | None:
 def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:
     pools = {p.name: p for p in model.pools}
     pool = pools.get(pool_name)
-    if pool is None or not backend_of(pool).slurm_accounts:
-        slurm_pools = sorted(p.name for p in model.pools if backend_of(p).slurm_accounts)
-        backends = " or ".join(backends_where(lambda b: b.slurm_accounts))
-        raise GovernanceError.single("pools", f"no {backends} pool of this name", pool_name, f"one of {slurm_pools}")
+    if pool is None or pool.backend != BACKEND.name:
+        slurm_pools = sorted(p.name for p in model.pools if p.backend == BACKEND.name)
+        raise GovernanceError.single(
+            "pools", f"no {BACKEND.name} pool of this name", pool_name, f"one of {slurm_pools}"
+        )
     return pool
 
 
@@ -486,6 +493,16 @@ def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
                     allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}",
                 )
             )
+    if limited and pool.reclaim.fair_share.by == "usage":
+        problems.append(
+            Problem(
+                path=f"{pool_path}.reclaim.fair_share.by",
+                wrong=f"usage decays on Slurm pool {pool.name}, where team {limited[0].name}'s GPU-hour limit needs "
+                "usage kept until its period ends (PriorityDecayHalfLife=0; the cluster has one setting for all accounts)",
+                value="usage",
+                allowed="borrowed, or no gpu_hour_limit on the pool's teams",
+            )
+        )
     # Every team is an account beside the others, under its group's or the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
     for index, group in enumerate(model.groups):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE
 
-from .base import EC2, Backend, refined
+from ..base import EC2, Backend, refined
+from .pool import BatchFairSharePool
 
 # AWS Batch: "There can be no more than 500 fair share identifiers active in a job queue"; each
 # team of a fair-share pool is one share identifier
@@ -18,6 +19,9 @@ def _never_preempts(deal, team, pool):
 
 BACKEND = Backend(
     name=BATCH_FAIR_SHARE,
+    package=__name__,
+    pool=BatchFairSharePool,
+    exports={"pool": ("BatchFairSharePool",), "construct": ("FairShareJobQueue", "FairShareJobQueueProps")},
     instance_types=EC2,
     family="batch",
     reclaim_plans=True,
@@ -25,6 +29,10 @@ BACKEND = Backend(
     gpu_hour_limit_caveat="a fair-share queue has no consumption limit nor a per-share state, and Batch, not the reclaim controller, starts jobs there",
     lending_limit_caveat="{where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it",
     paused_caveat="not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start",
+    # Batch starts the jobs, by its own decayed usage (the queue's shareDecaySeconds):
+    # https://docs.aws.amazon.com/batch/latest/userguide/fair-share-scheduling.html
+    fair_share_caveat="by usage orders the teams a reclaim takes from {where}; Batch, not the reclaim controller, starts jobs "
+    "there, in its own fair-share order, which decays usage over the pool's share_decay_seconds",
     refine_deal=_never_preempts,
     max_teams_per_pool=MAX_SHARES_PER_FAIR_SHARE_QUEUE,
     too_many_teams="too many teams (fair-share identifiers) on pool {pool}'s Batch job queue",
@@ -36,8 +44,5 @@ BACKEND = Backend(
     reclaim_terminates_jobs=True,
     # The queue's fair-share policy lists each team's share (its share distribution); measured.
     template_bytes_per_team=80,
-    audit_workload="constructs_lib.organisation.audit:fair_share_place",
-    discovery="constructs_lib.member.discovery:fair_share_keys",
-    construct="constructs_lib.batch.queues:build_fair_share_pool",
     stack_attribute="queues",
 )
