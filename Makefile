@@ -88,6 +88,12 @@ dist: $(INSTALLED)
 clean:
 	rm -rf cdk.out dist .pytest_cache .hypothesis
 
+# The mutation catalogue (benchmarks/mutants.toml, docs/testing.md): each plausible bug, planted alone in a copy
+# of the tree, must make its tests fail. MUTANTS_ARGS="-j 2" where the machine is free, "--only ID ..." for some.
+.PHONY: mutants
+mutants: $(INSTALLED)
+	$(BIN)/python benchmarks/mutants.py $(MUTANTS_ARGS)
+
 # Opt-in, never in CI: in a sandbox capacity account, checks what no offline test can (README,
 # docs/security.md). VERIFY_ARGS="--queue Q --team-a A --team-b B --image I --instance-type T --output S3"
 .PHONY: verify-live

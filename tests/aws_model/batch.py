@@ -29,7 +29,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore import xform_name
 from botocore.exceptions import ClientError, ReadTimeoutError
+
+from . import sdk
 
 ACCOUNT = "111122223333"
 # [aws: batch.job-states]
@@ -117,12 +120,14 @@ class FakeBatch:
         *,
         capacity: dict[str, int],
         faults: Faults | None = None,
-        listing_lag: float = 0.0,
+        listing_lag: float | Callable[[], float] = 0.0,
         page_size: int = 100,
         environments: dict[str, Environment] | None = None,
     ):
         """``environments``: compute environments (by ARN) whose jobs run on named ECS container
-        instances; their queues' capacity is the instances live now, not ``capacity``."""
+        instances; their queues' capacity is the instances live now, not ``capacity``.
+        ``listing_lag``: seconds a job is missing from ListJobs after its submission, or a draw of
+        them per job."""
         self.clock, self.capacity, self.faults = clock, dict(capacity), faults or Faults()
         self.environments = environments or {}
         self.listing_lag, self.page_size = listing_lag, page_size
@@ -145,8 +150,23 @@ class FakeBatch:
         self.quota_shares: dict[str, dict[str, Any]] = {}  # quota share ARN -> what DescribeQuotaShare shows
         self.service_queues: dict[str, dict[str, int]] = {}  # quota-share job queue -> instances per type it holds
         self.service_jobs: dict[str, dict[str, Any]] = {}  # service job id -> the job
+        self.caller = "team"  # who sends the request being answered (``client``'s ``by``; a team's own calls otherwise)
         self._ids = itertools.count(1)
         self._instance_ids = itertools.count(1)
+
+    def client(self, *, config: Any = None, by: str, calls: sdk.Calls | None = None) -> Any:
+        """A real boto3 Batch client with ``config`` (its retries apply, :mod:`tests.aws_model.sdk`) whose
+        requests this model answers, each one recorded in the model's ``requests`` and in ``calls`` as
+        sent ``by`` that sender."""
+
+        def answer(operation: str, request: dict[str, Any]) -> dict[str, Any]:
+            saved, self.caller = self.caller, by
+            try:
+                return getattr(self, xform_name(operation))(**request)
+            finally:
+                self.caller = saved
+
+        return sdk.client("batch", answer, now=lambda: self.clock.now, config=config, by=by, calls=calls)
 
     # --- the API ----------------------------------------------------------------------------
 
@@ -210,10 +230,8 @@ class FakeBatch:
                 for j in (self.active if status in ACTIVE else self.ended.get(status, {})).values()
                 if j["status"] == status
             ]
-        listed = [  # a job appears in listings listing_lag seconds after it was submitted [aws: batch.listing-lags]
-            j
-            for j in listed
-            if j["jobQueue"] == jobQueue and self.clock.now - j["createdAt"] / 1000 >= self.listing_lag
+        listed = [  # a job appears in listings a while after it was submitted [aws: batch.listing-lags]
+            j for j in listed if j["jobQueue"] == jobQueue and self.clock.now >= j["_listed_at"]
         ]
         summaries = [
             {
@@ -268,6 +286,7 @@ class FakeBatch:
             # the job or its host, not TerminateJob [aws: batch.terminated-job-not-retried].
             if job["status"] in ("STARTING", "RUNNING"):
                 job["attempts"].append({"startedAt": job["startedAt"], "stoppedAt": self._ms(), "statusReason": reason})
+            job["_stopped_by"] = self.caller  # the request that ended it (what CloudTrail would show), not its reason
             self._end(job, "FAILED", reason)
             self._settle_dependencies()
         return self._answer("TerminateJob", {})
@@ -402,6 +421,8 @@ class FakeBatch:
             "status": "SUBMITTED",
             "createdAt": self._ms(),
             "capacityUsage": [{"capacityUnit": resources[0], "quantity": resources[1]}],
+            "serviceJobType": request["serviceJobType"],
+            "serviceRequestPayload": request["serviceRequestPayload"],
             "tags": dict(request.get("tags", {})),
         }
         self.work[job_id] = float(payload.get("HyperParameters", {}).get("work_seconds", 3600))
@@ -424,8 +445,50 @@ class FakeBatch:
         self._call("TerminateServiceJob", {"jobId": jobId, "reason": reason})
         job = self.service_jobs[jobId]  # ends the job whatever its state [aws: batch.terminate-service-job]
         if job["status"] not in FINAL:
-            job.update(status="FAILED", statusReason=reason, stoppedAt=self._ms())
+            job.update(_stopped_by=self.caller, _stopped_while=job["status"])  # who ended it, and from which state
+            job.update(status="FAILED", statusReason=reason, stoppedAt=self._ms(), isTerminated=True)
         return self._answer("TerminateServiceJob", {})
+
+    def describe_service_job(self, *, jobId: str) -> dict[str, Any]:
+        self._call("DescribeServiceJob", {"jobId": jobId})  # [aws: batch.describe-service-job]
+        if jobId not in self.service_jobs:
+            raise ClientError(
+                {"Error": {"Code": "ClientException", "Message": f"{jobId} not found"}}, "DescribeServiceJob"
+            )
+        return self._answer("DescribeServiceJob", _public(self.service_jobs[jobId]))
+
+    def get_job_queue_snapshot(self, *, jobQueue: str) -> dict[str, Any]:
+        """A quota-share queue's use per share (RUNNING service jobs) and each share's first RUNNABLE job
+        [aws: batch.job-queue-snapshot-quota-shares]."""
+        self._call("GetJobQueueSnapshot", {"jobQueue": jobQueue})
+        jobs = [j for j in self.service_jobs.values() if j["jobQueue"] == jobQueue]
+        used: dict[str, dict[str, float]] = {}
+        for job in jobs:
+            if job["status"] == "RUNNING":
+                usage = job["capacityUsage"][0]
+                share = used.setdefault(job["quotaShareName"], {})
+                share[usage["capacityUnit"]] = share.get(usage["capacityUnit"], 0) + usage["quantity"]
+        fronts: dict[str, list[dict[str, Any]]] = {}
+        for job in _scheduling_order(j for j in jobs if j["status"] == "RUNNABLE"):
+            fronts.setdefault(job["quotaShareName"], [{"jobArn": job["jobArn"], "earliestTimeAtPosition": self._ms()}])
+        return self._answer(
+            "GetJobQueueSnapshot",
+            {
+                "frontOfQuotaShares": {"quotaShares": fronts, "lastUpdatedAt": self._ms()},
+                "queueUtilization": {
+                    "quotaShareUtilization": {
+                        "topCapacityUtilization": [
+                            {
+                                "quotaShareName": share,
+                                "capacityUsage": [{"capacityUnit": t, "quantity": n} for t, n in usage.items()],
+                            }
+                            for share, usage in sorted(used.items())
+                        ]
+                    },
+                    "lastUpdatedAt": self._ms(),
+                },
+            },
+        )
 
     def add_quota_share(self, queue: str, name: str, *, capacity: dict[str, int], state: str = "ENABLED") -> str:
         """Quota share ``name`` of quota-share job queue ``queue``, holding ``capacity`` instances per type;
@@ -531,9 +594,23 @@ class FakeBatch:
 
     def add_job(self, **request: Any) -> str:
         """A team's own submission (never faulted)."""
+        return self._unfaulted(self.submit_job, request)["jobId"]
+
+    def add_service_job(self, **request: Any) -> str | None:
+        """A team's own service job (never faulted); None when its quota share refuses it (DISABLED)."""
+        try:
+            return self._unfaulted(self.submit_service_job, request)["jobId"]
+        except ClientError:
+            return None
+
+    def deploy_quota_share(self, arn: str, state: str) -> None:
+        """The team's stack deployed again: CloudFormation sets the quota share's state as its template declares."""
+        self.quota_shares[arn]["state"] = state
+
+    def _unfaulted(self, call: Callable[..., dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
         saved, self.faults = self.faults, Faults()
         try:
-            return self.submit_job(**request)["jobId"]
+            return call(**request)
         finally:
             self.faults = saved
 
@@ -727,6 +804,8 @@ class FakeBatch:
             "tags": dict(request.get("tags", {})),
             "container": dict(request.get("containerOverrides", {})),
             "dependsOn": list(request.get("dependsOn", [])),
+            # when ListJobs first shows it [aws: batch.listing-lags]
+            "_listed_at": self.clock.now + (self.listing_lag() if callable(self.listing_lag) else self.listing_lag),
         }
         for name in ("retryStrategy", "timeout", "propagateTags", "arrayProperties"):
             if name in request:
@@ -766,7 +845,8 @@ class FakeBatch:
 
     def _call(self, operation: str, request: dict[str, Any]) -> None:
         self.faults.check(operation, "before")
-        self.requests.append((operation, {**request, "_at": self.clock.now}))  # _at: when it reached AWS (model time)
+        # _at: when it reached AWS (model time); _by: who sent it
+        self.requests.append((operation, {**request, "_at": self.clock.now, "_by": self.caller}))
 
     def _answer(self, operation: str, response: dict[str, Any]) -> dict[str, Any]:
         self.faults.check(operation, "after")

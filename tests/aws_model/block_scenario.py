@@ -6,15 +6,19 @@ scheduled run every 5 minutes. Each run does what ``capacity.handler.process`` d
 backend: ``requeue.resume`` first, then ``requeue.drain`` for the warned block (on the warning
 event) and for every other block within ``requeue.SIGNAL_LEAD`` of its end; the drain event goes
 to :class:`FakeEvents`. Faults are injected at every Batch, EC2, ECS, EventBridge and DynamoDB
-call. Checked after every step (:class:`tests.aws_model.scenario.Checks` plus the block's own rule):
+call (:class:`tests.aws_model.scenario.FaultPlan`: weighted toward the writes, and each of TerminateJob,
+SubmitJob, PutEvents and the ledger's writes meets every kind once: lost on its way, answered too late,
+the run killed after it), and a job just submitted stays out of ListJobs for a lag drawn from
+``LISTING_LAGS``. Checked after every step (:class:`tests.aws_model.scenario.Checks` plus the block's own rule):
 
 - no job lost: every job the controller stopped has its copy (or its requeue is still open and
   is finished once the faults stop); a job that was running on the block otherwise ends
   SUCCEEDED, or fails as its host did and its retry strategy brings it back;
 - none twice: never two copies of one job, never one job running twice at once;
-- a job is stopped only ``CHECKPOINT_SECONDS`` or more after its block's drain event told it to
-  checkpoint;
-- nothing changed in dry run.
+- a job is stopped only ``CHECKPOINT_SECONDS`` or more after the first drain event sent to tell it
+  to checkpoint, or (that sent late) by the last run before its instances go;
+- nothing changed in dry run: no request to Batch that stops or submits, no drain event sent
+  (:class:`FakeEvents` counts every request it receives), no ledger item written.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from .ec2 import (
     FakeEcs,
     container_instance,
 )
-from .scenario import FAULT_RATES, Checks, InvariantBroken, fault
+from .scenario import LISTING_LAGS, RECLAIM_FAULT_RATES, Checks, FaultPlan, InvariantBroken
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/block"
 ENVIRONMENT = "arn:aws:batch:us-east-1:111122223333:compute-environment/p5-block"
@@ -49,23 +53,32 @@ CLUSTER = "arn:aws:ecs:us-east-1:111122223333:cluster/p5-block"
 WINDOW = "nightly-p5"
 SCHEDULE = 300.0  # the construct runs the controller every 5 minutes while a window feeds a compute environment
 BLOCK_HOURS, GAP_HOURS, INSTANCES = 22, 2, 8
-# An event whose run failed is retried twice, about a minute and then two minutes later
-# [aws: events.lambda-async-retries].
+# An event whose run failed (a warning's, or the schedule's: both invoke the function asynchronously) is
+# retried twice, about a minute and then two minutes later [aws: events.lambda-async-retries].
 EVENT_RETRY_DELAYS = (60.0, 120.0)
 # The scenario's own rule (not the controller's constant): a job gets at least one schedule to checkpoint after the
 # drain event told it to (docs/capacity.md).
 CHECKPOINT_SECONDS = SCHEDULE
+# Unless the first drain event came so late that this would leave no run before the instances terminate (30
+# minutes before the end): then the job is stopped by the last run before them (docs/capacity.md).
+LAST_STOP_SECONDS = 30 * 60 + SCHEDULE
 
 
 class FakeEvents:
-    """EventBridge ``put_events``: when each block's first drain event went out."""
+    """EventBridge ``put_events``: when each block's first drain event went out, and how many
+    requests came (whether they got through or not)."""
 
     def __init__(self, clock: Clock, faults: Faults):
         self.clock, self.faults = clock, faults
         self.signalled: dict[str, float] = {}  # capacity reservation id -> its first drain event
+        self.tried: dict[str, float] = {}  # capacity reservation id -> the first request to send one
+        self.requests = 0
 
     def put_events(self, *, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         # every entry accepted; the rule delivers at least once [aws: events.lambda-async-retries]
+        self.requests += 1
+        for entry in Entries:
+            self.tried.setdefault(json.loads(entry["Detail"])["capacity_reservation_id"], self.clock.now)
         self.faults.check("PutEvents", "before", throttle_code="ThrottlingException", service="events")
         for entry in Entries:
             self.signalled.setdefault(json.loads(entry["Detail"])["capacity_reservation_id"], self.clock.now)
@@ -87,13 +100,19 @@ class Report:
     killed_with_instances: int = (
         0  # attempts that ended with their instance (not stopped in time): Batch's retry strategy applies
     )
-    faults: Counter = field(default_factory=Counter)
+    faults: Counter = field(default_factory=Counter)  # (operation, fault) -> how many
+    retried_runs: int = 0  # failed runs Lambda invoked again a minute or two later
+    stopped_untold: int = 0  # jobs stopped while every drain event of their block had failed
+    uncertain_copies: int = 0  # copies whose SubmitJob's answer was lost or whose run was killed after it
 
     def summary(self) -> str:
         return (
             f"{self.runs} controller runs, {self.warnings} warning deliveries ({self.warnings_unhandled} blocks' warning never handled), "
             f"{self.submitted} jobs submitted, "
-            f"{self.stopped} jobs stopped at a block's end, {self.copies} copies, {self.killed_with_instances} attempts ended with their instance, {self.failed_runs} failed runs ({self.crashes} crashed)"
+            f"{self.stopped} jobs stopped at a block's end ({self.stopped_untold} while every drain event had failed), "
+            f"{self.copies} copies ({self.uncertain_copies} whose submit's answer was lost or whose run was killed after "
+            f"it), {self.killed_with_instances} attempts ended with their instance, {self.failed_runs} failed runs "
+            f"({self.crashes} crashed, {self.retried_runs} run again by Lambda)"
         )
 
 
@@ -102,13 +121,19 @@ def run(
     days: float,
     seed: int = 1,
     dry_run: bool = False,
-    fault_rates: dict[str, float] = FAULT_RATES,
+    fault_rates: dict[str, float] = RECLAIM_FAULT_RATES,
     duplicate_rate: float = 0.1,
     late_seconds: float = 240.0,
+    listing_lags: tuple[float, ...] = LISTING_LAGS,
 ) -> Report:
     rng = random.Random(seed)
     clock = Clock()
-    faults = Faults(lambda operation, phase: fault(rng, fault_rates, phase))
+    plan = FaultPlan(rng, fault_rates)
+    # first, twice, a run killed between a copy's SubmitJob and its record: Lambda runs it again a minute
+    # later, often before the copy is listed
+    plan.force("SubmitJob", "after", "crash", "crash")
+    plan.every_kind_on(("TerminateJob", "SubmitJob", "PutEvents", "PutItem"))  # the capacity ledger writes with PutItem
+    faults = Faults(plan)
     day = 86400.0
     blocks = [
         Block(
@@ -125,7 +150,7 @@ def run(
         clock,
         capacity={},
         faults=faults,
-        listing_lag=30.0,
+        listing_lag=lambda: rng.choice(listing_lags),
         environments={
             ENVIRONMENT: Environment(CLUSTER, (QUEUE,), lambda: [container_instance(i) for i in ec2.live_instances()])
         },
@@ -136,7 +161,8 @@ def run(
     eventbridge = FakeEvents(clock, faults)
     world = (ledger, batch, ec2, ecs, eventbridge, blocks, clock)
     report, checks = Report(), Checks(batch, None, dry_run)
-    events: list[tuple[float, int, Block]] = []  # (due, attempt, block): warning deliveries and Lambda's retries
+    # (due, attempt, block): warning deliveries (the schedule's runs: block None) and Lambda's retries of a failed run
+    events: list[tuple[float, int, Block | None]] = []
     for block in blocks:
         first = block.end - WARNING_LEAD + rng.uniform(0, late_seconds)
         events.append((first, 0, block))
@@ -146,26 +172,36 @@ def run(
     while clock.now < end:
         _arrivals(rng, batch, report)
         batch.advance(60)
-        due = sorted(e for e in events if e[0] <= clock.now)
-        for event in due:
+        if clock.now >= next_run:  # the schedule's run: an asynchronous invocation, retried as an event's
+            next_run += SCHEDULE
+            events.append((clock.now, 0, None))
+        for event in sorted((e for e in events if e[0] <= clock.now), key=lambda e: e[:2]):
             events.remove(event)
             _, attempt, block = event
-            report.warnings += 1
-            if _run(world, report, dry_run, block):
+            report.warnings += block is not None
+            ran = _run(world, report, dry_run, block)
+            if ran and block is not None:
                 handled.add(block.reservation_id)
-            elif attempt < len(EVENT_RETRY_DELAYS):
+            elif not ran and attempt < len(EVENT_RETRY_DELAYS):
+                report.retried_runs += 1
                 events.append((clock.now + EVENT_RETRY_DELAYS[attempt], attempt + 1, block))
-        if clock.now >= next_run:
-            next_run += SCHEDULE
-            _run(world, report, dry_run, None)
         checks.step()
-        seen_requests = _check_stop_times(batch, blocks, eventbridge, seen_requests)
-    faults.plan = lambda operation, phase: None  # the faults stop: every open requeue must now be finished
+        seen_requests = _check_stop_times(batch, blocks, eventbridge, seen_requests, report)
+        if dry_run and (eventbridge.requests or dynamodb.tables["capacity"][1]):
+            raise InvariantBroken(
+                f"dry run changed something: {eventbridge.requests} drain events sent, "
+                f"ledger items {sorted(dynamodb.tables['capacity'][1])[:3]}"
+            )
+    plan.on = False  # the faults stop: every open requeue must now be finished
+    plan.forced.clear()
     for _ in range(3):
         batch.advance(SCHEDULE)
         _run(world, report, dry_run, None)
     checks.final()
-    report.faults = Counter(f for _, _, f in faults.injected)
+    report.faults = Counter((operation, f) for operation, _, f in faults.injected)
+    report.uncertain_copies = sum(
+        1 for operation, phase, f in faults.injected if (operation, phase) == ("SubmitJob", "after")
+    )
     report.warnings_unhandled = sum(
         1 for b in blocks if b.end - WARNING_LEAD <= clock.now and b.reservation_id not in handled
     )
@@ -178,7 +214,7 @@ def run(
 
 
 def _run(world: tuple, report: Report, dry_run: bool, warned: Block | None) -> bool:
-    """One controller invocation; False when it failed (Lambda retries an event, the schedule comes again)."""
+    """One controller invocation; False when it failed (Lambda runs it again a minute or two later)."""
     ledger, batch, ec2, ecs, eventbridge, blocks, clock = world
     now = datetime.fromtimestamp(clock.now, UTC)
     report.runs += 1
@@ -240,16 +276,21 @@ def _arrivals(rng: random.Random, batch: FakeBatch, report: Report) -> None:
         report.submitted += 1
 
 
-def _check_stop_times(batch: FakeBatch, blocks: list[Block], eventbridge: FakeEvents, seen: int) -> int:
-    """A job is stopped only CHECKPOINT_SECONDS or more after its block's drain event told it to checkpoint."""
+def _check_stop_times(batch: FakeBatch, blocks: list[Block], eventbridge: FakeEvents, seen: int, report: Report) -> int:
+    """A job is stopped only CHECKPOINT_SECONDS or more after the controller first sent its block's
+    drain event to tell it to checkpoint, or (the event sent late) in the block's last LAST_STOP_SECONDS.
+    Where EventBridge refused or lost every one, the job is stopped untold (counted): stopping it at
+    its time beats losing it with its instance."""
     for operation, request in batch.requests[seen:]:
         if operation != "TerminateJob":
             continue
         ending = min((b for b in blocks if b.end >= request["_at"]), key=lambda b: b.end)
-        signalled = eventbridge.signalled.get(ending.reservation_id)
-        if signalled is None or request["_at"] < signalled + CHECKPOINT_SECONDS:
+        tried = eventbridge.tried.get(ending.reservation_id)
+        at_the_last_run = request["_at"] >= ending.end - LAST_STOP_SECONDS
+        if tried is None or (request["_at"] < tried + CHECKPOINT_SECONDS and not at_the_last_run):
             raise InvariantBroken(
-                f"{request['jobId']} stopped {request['_at'] - (signalled or request['_at']):.0f} s after its block's "
-                f"drain event ({'none sent' if signalled is None else 'too early to checkpoint'})"
+                f"{request['jobId']} stopped {request['_at'] - (tried or request['_at']):.0f} s after its block's "
+                f"drain event ({'none sent' if tried is None else 'too early to checkpoint'})"
             )
+        report.stopped_untold += ending.reservation_id not in eventbridge.signalled
     return len(batch.requests)

@@ -5,10 +5,12 @@ partition key only, with the expressions they use. moto's DynamoDB takes ~70 ms 
 makes a simulated month take hours; this takes microseconds.
 
 It sits behind a real botocore client (:meth:`FakeDynamoDB.client`, :meth:`FakeDynamoDB.table`):
-botocore validates and serialises the request, the model answers on ``before-call`` in place of
-the HTTP round trip, and botocore raises the modelled error classes
+botocore validates and serialises the request, the model answers in place of the HTTP round trip
+(:mod:`tests.aws_model.sdk`), botocore raises the modelled error classes
 (``ConditionalCheckFailedException``, ``TransactionCanceledException`` with its
-``CancellationReasons``) exactly as for a real answer. What the model does not implement
+``CancellationReasons``) exactly as for a real answer, and the client's retry configuration
+decides whether a throttled request or one whose answer was lost is sent again (a client built
+without one sends each request once). What the model does not implement
 raises ``NotImplementedError`` naming it: it never answers a request it does not understand.
 tests/aws_model/test_dynamodb.py runs the same call sequences on moto and on the model.
 
@@ -24,12 +26,12 @@ import json
 import re
 from decimal import Decimal
 from functools import lru_cache
-from types import SimpleNamespace
 from typing import Any
 
-import boto3
+from botocore.exceptions import ClientError
 
-from .batch import Faults
+from . import sdk
+from .batch import Clock, Faults
 
 Item = dict[str, dict[str, Any]]  # attribute name -> typed value ({"S": "x"}, {"N": "1"}, {"SS": [...]}, ...)
 
@@ -81,8 +83,9 @@ class FakeDynamoDB:
     in for DynamoDB's 1 MB page [aws: ddb.scan-pages],
     so callers' paging is exercised."""
 
-    def __init__(self, *, faults: Faults | None = None, max_page_items: int | None = None):
-        self.faults = faults or Faults()
+    def __init__(self, *, faults: Faults | None = None, max_page_items: int | None = None, clock: Clock | None = None):
+        """``clock``: the time the requests are logged at (``sdk.Calls``)."""
+        self.faults, self.clock = faults or Faults(), clock or Clock()
         self.max_page_items = max_page_items
         self.tables: dict[str, tuple[str, dict[str, Item]]] = {}  # name -> (partition key attribute, key value -> item)
         self.calls = 0
@@ -93,20 +96,15 @@ class FakeDynamoDB:
         """A table keyed by the string attribute ``key`` (both ledgers' tables are)."""
         self.tables[name] = (key, {})
 
-    def client(self) -> Any:
-        """A real boto3 DynamoDB client whose requests this model answers."""
-        client = boto3.session.Session(
-            aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1"
-        ).client("dynamodb")
-        client.meta.events.register("before-call.dynamodb", self._answer)
-        return client
+    def client(self, *, config: Any = None, by: str = "", calls: sdk.Calls | None = None) -> Any:
+        """A real boto3 DynamoDB client with ``config`` (one request a call when None) whose requests
+        this model answers, logged in ``calls`` as sent ``by`` that sender."""
+        return sdk.client("dynamodb", self._answer, now=lambda: self.clock.now, config=config, by=by, calls=calls)
 
-    def table(self, name: str) -> Any:
-        """A boto3 resource ``Table`` (what the reclaim ledger is given) answered by this model."""
-        resource = boto3.session.Session(
-            aws_access_key_id="model", aws_secret_access_key="model", region_name="us-east-1"
-        ).resource("dynamodb")
-        resource.meta.client.meta.events.register("before-call.dynamodb", self._answer)
+    def table(self, name: str, *, config: Any = None, by: str = "", calls: sdk.Calls | None = None) -> Any:
+        """A boto3 resource ``Table`` (what the reclaim ledger is given) answered by this model, as :meth:`client`."""
+        resource = sdk.session().resource("dynamodb", config=sdk.unsigned(config))
+        sdk.serve(resource.meta.client, self._answer, now=lambda: self.clock.now, by=by, calls=calls)
         return resource.Table(name)
 
     # --- the API ----------------------------------------------------------------------------
@@ -240,19 +238,18 @@ class FakeDynamoDB:
         _apply_update(request["UpdateExpression"], updated, request, key_name)
         return key_name, items, key, updated
 
-    def _answer(self, model: Any, params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
-        """botocore's ``before-call`` hook: the model's answer in place of the HTTP round trip."""
-        operation = model.name
-        self.current = (operation, json.loads(params["body"] or b"{}"))
+    def _answer(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A request as sent (typed attribute values), answered as DynamoDB would, faults included."""
+        self.current = (operation, request)
         self.faults.check(operation, "before", throttle_code="ThrottlingException", service="dynamodb")
         try:
-            answer, status = self.call(*self.current), 200
+            answer = self.call(operation, request)
         except DynamoDBError as error:
-            answer, status = {"Error": {"Code": error.code, "Message": error.message}, **error.fields}, 400
-        if status == 200:  # a lost answer only after a write that happened
-            self.faults.check(operation, "after", throttle_code="ThrottlingException", service="dynamodb")
-        answer["ResponseMetadata"] = {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0}
-        return SimpleNamespace(status_code=status, headers={}), answer
+            raise ClientError(
+                {"Error": {"Code": error.code, "Message": error.message}, **error.fields}, operation
+            ) from None
+        self.faults.check(operation, "after", throttle_code="ThrottlingException", service="dynamodb")  # it wrote
+        return answer
 
 
 def _snake(operation: str) -> str:

@@ -6,6 +6,7 @@ command. Each test fails on the model (or controller) as it was before its row."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -255,3 +256,128 @@ def test_a_command_may_be_delivered_until_the_sum_of_both_timeouts():
     command = _send(too_late)
     too_late.advance(100)
     assert never == [] and too_late.invocations[command].details == "DeliveryTimedOut"
+
+
+def _notice_ledger(plan) -> Ledger:
+    """A ledger on the DynamoDB model behind the reclaim handler's own client configuration (SDK retries)."""
+    from gpu_governance_runtime.reclaim import handler
+    from tests.aws_model.batch import Faults
+
+    dynamodb = FakeDynamoDB(faults=Faults(plan))
+    dynamodb.create_table("ledger", key="action_id")
+    return Ledger(dynamodb.table("ledger", config=handler.dynamodb.meta.client.meta.config))
+
+
+NOTICE = {
+    "pool": "training",
+    "team": "research",
+    "used_gpu_hours": 14.0,
+    "limit": 16,
+    "period": "day",
+    "period_start": "2025-12-02T00:00:00+00:00",
+    "resets": "2025-12-03T00:00:00+00:00",
+}
+
+
+def test_a_notice_whose_claim_was_answered_too_late_is_still_sent():
+    """Found by the GPU-hour scenario (issue 39): the claim's PutItem is carried out, its answer lost, and the
+    SDK sends it again; the resend found the claim it had just made and took it for another tick's, so the
+    80 % notice was never sent ("sent_before")."""
+    from tests.aws_model import sdk
+
+    lost = []
+
+    def plan(operation, phase):
+        if operation == "PutItem" and phase == "after" and not lost:
+            lost.append(1)
+            return "timeout"
+        return None
+
+    sent = []
+    with sdk.no_backoff():
+        ledger = _notice_ledger(plan)
+        assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING) == "sent"
+        assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING + 60) == "sent_before"
+    assert lost and len(sent) == 1
+
+
+def test_a_notice_whose_sender_died_after_its_claim_is_sent_by_a_later_tick():
+    """A tick killed between the claim and the send (a Lambda timeout) left the notice claimed for good."""
+    from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+    from tests.aws_model.batch import Crash
+
+    ledger = _notice_ledger(lambda operation, phase: None)
+
+    def killed(detail):
+        raise Crash("the invocation timed out while sending")
+
+    with contextlib.suppress(Crash):
+        gpu_hours._notice(ledger, "training", "research", NOTICE, killed, MORNING)
+    sent = []
+    assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING + 30) == "sent_before"
+    later = MORNING + FUNCTION_TIMEOUT_SECONDS + 5  # no invocation that old is alive: the claim is its own again
+    assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, later) == "sent"
+    assert len(sent) == 1
+
+
+def test_the_notice_goes_out_in_one_request_so_an_answer_lost_does_not_notify_twice():
+    """[aws: events.put-events-each-entry]: EventBridge makes an event of every entry it receives, so the
+    notice is sent through a client that does not resend (the handler's ``events``): a lost answer fails the
+    send (the next tick sends it again), where the retrying client put the same notice on the bus twice."""
+    from botocore.exceptions import ReadTimeoutError
+
+    from gpu_governance_runtime.reclaim import handler
+    from tests.aws_model import sdk
+    from tests.aws_model.batch import Clock, Faults
+    from tests.aws_model.sagemaker import FakeEventBridge
+
+    bus = FakeEventBridge(Clock(), faults=Faults(lambda operation, phase: "timeout" if phase == "after" else None))
+    with sdk.no_backoff():
+        send = gpu_hours.event_sender(bus.client(config=handler.events.meta.config, by="reclaim"))
+        try:
+            send(NOTICE)
+        except ReadTimeoutError:
+            pass
+        else:
+            raise AssertionError("a send whose answer was lost must fail: the ledger releases it for the next tick")
+    assert len(bus.accepted) == 1
+
+
+def test_one_teams_failed_notice_does_not_keep_another_team_over_its_limit_switched_on():
+    """Found by the GPU-hour scenario (issue 39): a throttled PutEvents for one team's 80 % notice raised out
+    of the loop over the teams, so every team after it went uncounted and unswitched for as long as the
+    notice kept failing. Now each team has its turn, and the failure is raised after them all."""
+    from botocore.exceptions import ClientError
+
+    batch, ledger, _, _ = _world()
+    pool = PoolPolicy(
+        name="training",
+        backend="batch_quota_share",
+        capacity={TYPE: 3},
+        shares=tuple(
+            Share(name=team, quota={TYPE: n}, strategy=SharingStrategy.LEND_AND_BORROW, gpu_hour_limit=(16, "day"))
+            for team, n in (("inference", 2), ("research", 1))
+        ),
+    )
+
+    def throttled(detail):
+        if detail["team"] == "inference":
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutEvents")
+
+    try:
+        gpu_hours.enforce(
+            pool,
+            [("inference", TYPE, 1.75), ("research", TYPE, 2.0)],  # 14 of 16 (a notice), 16 of 16 (off)
+            ledger=ledger,
+            switch=lambda team: gpu_hours.QuotaShareSwitch(batch, TRAINING, team),
+            notify=throttled,
+            now=batch.clock.now,
+            tick_seconds=3600.0,
+            dry_run=False,
+        )
+    except ClientError as error:
+        assert error.response["Error"]["Code"] == "ThrottlingException"
+    else:
+        raise AssertionError("the failed notice must still fail the pool's tick (PoolErrors)")
+    shares = {q["quotaShareName"]: q["state"] for q in batch.quota_shares.values()}
+    assert shares == {"research": "DISABLED", "inference": "ENABLED"}

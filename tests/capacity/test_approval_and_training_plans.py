@@ -108,6 +108,27 @@ def test_approval_is_not_honoured_when_the_offering_vanished_or_got_dearer(aws, 
     stubbed.done()
 
 
+def test_approval_is_not_honoured_once_the_windows_hourly_cap_is_below_the_offering(aws):
+    """The fee unchanged, but a deploy lowered the window's cap under the offering's 29 an instance-hour
+    after the approval: the purchase is re-checked against the cap of the run that buys, not bought."""
+    stubbed, ledger = aws
+    request_approval(aws)
+    ledger.approve(INTENT, now=later(NOW, 20))
+    lowered = window(mode="approval", budget=Decimal("5000"), max_price_per_instance_hour=Decimal("28"))
+    stubbed.owned()
+    stubbed.offerings(OFFER)  # the re-check at purchase time: the same offering, the same fee
+    stubbed.offerings(OFFER)  # the released occurrence is planned again in the same run: over the cap now
+    report, notes = run(aws, later(NOW, 30), windows=(lowered,))
+    assert report.failed == ((INTENT, "price 29 an instance-hour is above the window's cap of 28"),)
+    assert stubbed.purchase_attempts == [] and report.awaiting_approval == ()
+    assert ledger.spent(APPROVAL, NOW) == 0
+    assert (
+        "Capacity purchase failed",
+        {"intent": INTENT, "window": APPROVAL.name, "reason": report.failed[0][1]},
+    ) in notes
+    stubbed.done()
+
+
 def test_unknown_intent_cannot_be_approved(aws):
     _, ledger = aws
     with pytest.raises(ClaimRefused, match="intent nope-1 does not exist"):

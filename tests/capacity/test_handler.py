@@ -708,3 +708,51 @@ def test_a_slurm_window_reaches_its_head_node_or_the_missing_one_is_counted(env,
     else:
         assert "no head node for Slurm pool research-slurm" in nodes["error"] and errors == 1
     stubbed.done()
+
+
+def test_the_function_sends_a_requeued_jobs_copy_and_a_purchase_in_one_request_each(monkeypatch):
+    """As deployed (AWS_LAMBDA_FUNCTION_NAME set), the clients that submit a copy and buy capacity never resend a
+    request that AWS answered with a 503: SubmitJob or a purchase resent after it may have been carried out would
+    run the job twice or buy twice. The reading clients do retry."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import ClientError
+
+    from gpu_governance_runtime.capacity import handler
+    from tests.aws_model.sdk import no_backoff
+
+    for name, value in {
+        "AWS_LAMBDA_FUNCTION_NAME": "capacity-controller",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    built = handler._clients()
+    sent = []
+
+    class Empty:  # a response body without content
+        def stream(self, **_):
+            yield b""
+
+    def unavailable(request, **_):
+        sent.append(request.url)
+        return AWSResponse(request.url, 503, {}, Empty())
+
+    def attempts(client, call) -> int:
+        sent.clear()
+        client.meta.events.register("before-send", unavailable)
+        with no_backoff(), pytest.raises(ClientError):
+            call(client)
+        return len(sent)
+
+    assert attempts(built.submit_batch, lambda c: c.submit_job(jobName="j", jobQueue="q", jobDefinition="d")) == 1
+    assert (
+        attempts(
+            built.purchase_ec2,
+            lambda c: c.purchase_capacity_block(
+                CapacityBlockOfferingId="cbo-1111111111111111", InstancePlatform="Linux/UNIX"
+            ),
+        )
+        == 1
+    )
+    assert attempts(built.batch, lambda c: c.describe_jobs(jobs=["j"])) > 1

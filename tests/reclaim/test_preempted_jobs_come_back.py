@@ -98,8 +98,9 @@ def dependant(batch, job_id):
 EC2_GPU = POLICY.pool("ec2-gpu")
 
 
-def tick(batch, table, records, pool=EC2_GPU):
-    adapter = BatchFairShareAdapter(batch, job_queue=QUEUE, pool=pool, submit=batch)
+def tick(batch, table, records, pool=EC2_GPU, *, client=None):
+    """``client``: what the adapter reads and stops through (the model itself by default)."""
+    adapter = BatchFairShareAdapter(client or batch, job_queue=QUEUE, pool=pool, submit=batch)
     return controller.run_tick(
         pool.name,
         adapter,
@@ -193,6 +194,38 @@ def test_a_submit_answer_lost_after_batch_accepted_it_never_makes_a_second_copy(
         )
         == 1
     )
+
+
+def test_a_stop_retried_by_the_sdk_and_refused_after_an_earlier_attempt_stopped_the_job_still_brings_it_back(table):
+    """Found by the reclaim scenario once the model played botocore's retries (issue 39): TerminateJob's
+    first attempt stops the job and its answer is lost, the SDK retries and Batch throttles every retry.
+    botocore raises the last attempt's TooManyRequestsException; read as "refused, nothing stopped",
+    the action was closed and the stopped job never came back."""
+    from gpu_governance_runtime.common.clients import WITHIN_A_TICK
+    from tests.aws_model import sdk
+
+    attempts = []
+
+    def lost_then_throttled(operation, phase):
+        if operation != "TerminateJob":
+            return None
+        if phase == "before":
+            attempts.append(1)
+            return None if len(attempts) == 1 else "throttle"
+        return "timeout" if len(attempts) == 1 else None
+
+    batch, _ = world(lost_then_throttled)
+    victim = borrower(batch)
+    batch.advance(3600)
+    owner_claims_back(batch)
+    records = []
+    with sdk.no_backoff():
+        tick(batch, table, records, client=batch.client(config=WITHIN_A_TICK, by="reclaim"))
+        assert len(attempts) == 5 and batch.jobs[victim]["status"] == "FAILED"  # stopped by the first attempt
+        assert [r["outcome"] for r in records if r.get("event") == "preemption"] == ["terminating"]
+        batch.advance(60)
+        tick(batch, table, records)
+    assert len(copies_of(batch, victim)) == 1
 
 
 def test_a_throttled_submit_is_sent_again_by_the_next_tick(table):

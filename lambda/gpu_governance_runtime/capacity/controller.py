@@ -368,18 +368,17 @@ def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
     if current is None:
         _fail(ledger, intent, "offering no longer for sale", notify, now, log)
         return
-    if (
-        current.upfront_fee > intent.offering.upfront_fee
-        or current.price_per_instance_hour > window.max_price_per_instance_hour
-    ):
-        _fail(
-            ledger,
-            intent,
-            f"price changed from {intent.offering.upfront_fee} to {current.upfront_fee}",
-            notify,
-            now,
-            log,
-        )
+    hourly, cap = current.price_per_instance_hour, window.max_price_per_instance_hour
+    refused = (
+        f"price changed from {intent.offering.upfront_fee} to {current.upfront_fee}"
+        if current.upfront_fee > intent.offering.upfront_fee
+        # the cap read this run: a deploy may have lowered it since the approval
+        else f"price {hourly} an instance-hour is above the window's cap of {cap}"
+        if hourly > cap
+        else None
+    )
+    if refused:
+        _fail(ledger, intent, refused, notify, now, log)
         return
     if ctx.time_left() < PURCHASE_SECONDS:
         log.deferred.append(intent.occurrence)  # stays approved: the next run buys it

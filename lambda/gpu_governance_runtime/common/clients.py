@@ -40,3 +40,8 @@ COST_EXPLORER = Config(retries={"mode": "standard", "total_max_attempts": 3}, co
 # Batch run the job twice; instead the caller's ledger records the request and the next run looks
 # for the copy by its tag. Timeouts fit within an action of a reclaim tick.
 SUBMIT_ONCE = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=10)
+
+# PutEvents of a notice the ledger records as sent (reclaim/gpu_hours.py): exactly one request. EventBridge
+# makes an event of every entry it receives [aws: events.put-events-each-entry], so a resend after a lost
+# answer would notify twice; instead a send that fails leaves its claim, which a later tick takes and sends.
+SEND_ONCE = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=5)

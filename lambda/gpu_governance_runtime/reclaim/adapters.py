@@ -294,11 +294,15 @@ class BatchFairShareAdapter:
         try:  # Batch keeps at most 1024 characters of reason: the owner reads it on the job
             self.batch.terminate_job(jobId=preemption.job_id, reason=reason[:1024])
         except ClientError as error:
-            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) >= 500:
+            answer = error.response.get("ResponseMetadata", {})
+            # A 5xx may follow a stop, and so may a refusal the SDK got after retrying: botocore reports the last
+            # attempt's error only, and an earlier attempt whose answer was lost may have stopped the job. Either
+            # leaves the action open (TERMINATING): the next tick reads the job and brings it back if it stopped.
+            if answer.get("HTTPStatusCode", 400) >= 500 or answer.get("RetryAttempts", 0):
                 raise
             return ActionResult(
                 job_id=preemption.job_id, outcome=FAILED, detail=str(error)
-            )  # refused (throttled): nothing stopped
+            )  # refused at the first request (throttled): nothing stopped
         if for_good:
             return _stopped_for_good(preemption.job_id, for_good)
         progress(TERMINATED)
@@ -432,6 +436,7 @@ class BatchQuotaShareObserver:
 
     def read(self, now: float) -> PoolState:
         self.preemptions_seen = {}
+        # use per share and each share's first waiting job [aws: batch.job-queue-snapshot-quota-shares]
         snapshot = self.batch.get_job_queue_snapshot(jobQueue=self.job_queue)
         utilization = (
             snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {}).get("topCapacityUtilization", [])

@@ -7,7 +7,8 @@ pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick
    most once per tick: the ledger's counter keeps the last tick counted and refuses an older or
    the same one (a retried or duplicated invocation, a concurrent run);
 2. at 80 % of the limit one ``GPU-hour limit`` event (EventBridge, ``RECLAIM_EVENT_SOURCE``) per
-   team and period: claimed in the ledger before it is sent, so it is sent once;
+   team and period: claimed in the ledger before it is sent and recorded sent after, so it is sent
+   once, or (a tick that died between the two) once more by a later tick;
 3. at 100 % the team's admission switch is turned off, as a paused team's is: the Batch quota
    share's ``state`` DISABLED, which refuses new jobs but lets the jobs already submitted start and
    finish [aws: batch.quota-share-disabled], or the HyperPod compute quota's ``ActivationState``
@@ -99,6 +100,7 @@ class ComputeQuotaSwitch:
 
     def set(self, enabled: bool) -> None:
         # the version read: a change made since is refused (and read again next tick), not overwritten
+        # [aws: hyperpod.compute-quota-target-version]
         self.sagemaker.update_compute_quota(
             ComputeQuotaId=self._described["ComputeQuotaId"],
             TargetVersion=self._described["ComputeQuotaVersion"],
@@ -166,7 +168,9 @@ def enforce(
     """Count, notify and switch every limited team of ``pool``, and hold the queued jobs of every
     team over its limit or paused where the backend has a ``queue`` (:func:`hold`). ``in_use``: (team,
     instance type, instances running; HyperPod EKS counts part-instances) as this tick read them.
-    Returns one log record per limited or held team."""
+    Returns one log record per limited or held team. A call that fails for one team ends only its own
+    turn (a count not added, a notice not sent): every other team still gets its count, notice, switch
+    and hold, and then the first failure is raised, so the pool's tick counts as failed (PoolErrors)."""
     limited = [s for s in pool.shares if s.gpu_hour_limit]
     records = [] if queue is None else _hold_paused(pool, ledger=ledger, queue=queue, now=now, dry_run=dry_run)
     if not limited:
@@ -176,12 +180,22 @@ def enforce(
         gpus[team] = gpus.get(team, 0) + instances * gpus_per_instance(pool_gpus, instance_type)
     at = datetime.fromtimestamp(now, UTC)
     tick = int(now // tick_seconds)
+    failed: list[ClientError | BotoCoreError] = []
     for share in limited:
         hours, period = share.gpu_hour_limit
         start = period_start(period, at)
-        used = ledger.add_gpu_hours(
-            pool.name, share.name, start.isoformat(), gpus.get(share.name, 0) * tick_seconds / 3600, tick=tick, now=now
-        )
+        try:
+            used = ledger.add_gpu_hours(
+                pool.name,
+                share.name,
+                start.isoformat(),
+                gpus.get(share.name, 0) * tick_seconds / 3600,
+                tick=tick,
+                now=now,
+            )
+        except (ClientError, BotoCoreError) as error:  # this tick is not counted for the team (never twice)
+            failed.append(error)
+            continue
         record = {
             "event": "gpu_hour_limit",
             "pool": pool.name,
@@ -194,7 +208,11 @@ def enforce(
             "dry_run": dry_run,
         }
         if used >= NOTICE_FRACTION * hours and not dry_run:
-            record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
+            try:
+                record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
+            except (ClientError, BotoCoreError) as error:  # claimed, not sent: a later tick sends it
+                record["notice"], record["notice_error"] = "not_sent", f"{type(error).__name__}: {error}"
+                failed.append(error)
         try:
             record["switch"] = _switch(
                 ledger,
@@ -222,6 +240,8 @@ def enforce(
             )
         log(record)
         records.append(record)
+    if failed:
+        raise failed[0]
     return records
 
 
@@ -287,16 +307,11 @@ def _notice(
     key = f"hour-notice#{pool}#{team}#{record['period_start']}"
     if not ledger.claim_once(key, now=now):
         return "sent_before"
-    try:
-        notify(
-            {
-                key_: record[key_]
-                for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")
-            }
-        )
-    except (ClientError, BotoCoreError):
-        ledger.release_once(key)  # not sent: the next tick sends it
-        raise
+    # A send that fails leaves the claim as it is: a tick after the function's timeout takes it again and sends.
+    notify(
+        {key_: record[key_] for key_ in ("pool", "team", "used_gpu_hours", "limit", "period", "period_start", "resets")}
+    )
+    ledger.done_once(key)
     return "sent"
 
 
@@ -359,7 +374,8 @@ def _switch(
 
 
 def event_sender(events: Any) -> Callable[[Mapping[str, Any]], None]:
-    """Sends a team's 80 % notice to the account's default event bus, as the capacity controller sends its events."""
+    """Sends a team's 80 % notice to the account's default event bus, as the capacity controller sends its events.
+    An entry EventBridge failed is reported in the answer, not raised [aws: events.put-events-each-entry]: raised here."""
 
     def send(detail: Mapping[str, Any]) -> None:
         answer = events.put_events(

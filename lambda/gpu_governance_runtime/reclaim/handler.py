@@ -38,7 +38,7 @@ from .. import api_check, raised_guarantees
 from ..backends import Invocation, ReclaimClients, UsageTick, backend_of
 from ..backends.base import DEFAULT_TICK_SECONDS, NO_DEADLINE
 from ..common import metrics
-from ..common.clients import SUBMIT_ONCE, WITHIN_A_TICK
+from ..common.clients import SEND_ONCE, SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.handler import Environment, time_left as time_left_of
 from ..common.log import write as log
 from ..contract import (
@@ -98,7 +98,7 @@ batch_submit = boto3.client("batch", config=SUBMIT_ONCE)  # a stopped job's copy
 ssm = boto3.client("ssm", config=WITHIN_A_TICK)
 eks = boto3.client("eks", config=WITHIN_A_TICK)
 sagemaker = boto3.client("sagemaker", config=WITHIN_A_TICK)
-events = boto3.client("events", config=WITHIN_A_TICK)
+events = boto3.client("events", config=SEND_ONCE)  # the GPU-hour notice: one request (common/clients.py)
 dynamodb = boto3.resource("dynamodb", config=WITHIN_A_TICK)
 # Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
 REQUIRED_OPERATIONS = {

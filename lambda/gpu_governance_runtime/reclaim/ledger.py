@@ -19,6 +19,7 @@ until the next tick reads its outcome back.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -132,9 +133,10 @@ class Ledger:
 
     def take_preemption(self, pool: str, *, now: float, cap: int) -> bool:
         """One of the pool's ``cap`` preemptions of the current minute; False when all are taken.
-        Lambda retries a failed invocation [aws: events.lambda-async-retries],
-        so a retried tick can run within the same minute as the next scheduled one: the cap is
-        counted here, across invocations, not in the tick alone."""
+        An event can come twice [aws: events.lambda-async-retries], and one Lambda held back while the
+        last tick still ran (one run at a time) runs late, in the same minute as the next scheduled
+        one [aws: events.lambda-throttled-events-run-late]: the cap is counted here, across
+        invocations, not in the tick alone."""
         try:
             self.table.update_item(
                 Key={"action_id": f"cap#{pool}#{int(now // 60)}"},
@@ -199,27 +201,40 @@ class Ledger:
             return float(self.table.get_item(Key=key, ConsistentRead=True)["Item"]["used"])
 
     def claim_once(self, key: str, *, now: float) -> bool:
-        """True the first time ``key`` is claimed (a notice to send once), and again only after
-        :meth:`release_once` (it was not sent); False otherwise."""
+        """True when this tick may do ``key`` (a notice to send once, then :meth:`done_once`): the first
+        time, or when the tick that claimed it never recorded it done and is gone
+        (``FUNCTION_TIMEOUT_SECONDS``: its send failed, or it died between the claim and the send or
+        before recording the send, so the notice goes at least once, rarely twice). Each claim carries
+        its own token: the SDK's resend of this very request after its answer was lost finds its own
+        claim and is True, where it was refused as another tick's. An item an earlier version wrote:
+        ``claimed`` without a token counts as sent, ``failed`` (released after a failed send) is taken."""
+        token = uuid.uuid4().hex
         return self._put_unless(
             {
                 "action_id": key,
                 "status": CLAIMED,
                 "claimed_at": int(now),
+                "claim_token": token,
                 "expires_at": int(now) + PERIOD_RETENTION_SECONDS,
             },
-            "attribute_not_exists(action_id) OR #status = :failed",
+            "attribute_not_exists(action_id) OR #status = :failed OR claim_token = :token"
+            " OR (#status = :claimed AND claimed_at < :stale AND attribute_exists(claim_token))",
             names={"#status": "status"},
-            values={":failed": FAILED},
+            values={
+                ":failed": FAILED,
+                ":claimed": CLAIMED,
+                ":token": token,
+                ":stale": int(now) - FUNCTION_TIMEOUT_SECONDS,
+            },
         )
 
-    def release_once(self, key: str) -> None:
-        """Let :meth:`claim_once` claim ``key`` again (the notice was not sent)."""
+    def done_once(self, key: str) -> None:
+        """``key`` was done (the notice sent): :meth:`claim_once` refuses it from now on."""
         self.table.update_item(
             Key={"action_id": key},
-            UpdateExpression="SET #status = :failed",
+            UpdateExpression="SET #status = :done",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":failed": FAILED},
+            ExpressionAttributeValues={":done": DONE},
         )
 
     def get(self, key: str) -> dict[str, Any] | None:
