@@ -16,6 +16,7 @@ from constructs_lib.model.quota import (
     instance_quota,
     whole_instances,
 )
+from constructs_lib.model.run_limits import max_run_text
 from gpu_governance_runtime.contract import lendable
 
 
@@ -33,6 +34,8 @@ class Deal:
     group: str = "-"  # the team's place above it: its group and what the group holds in the pool
     state: str = "active"  # or "paused": no new job of the team starts
     gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
+    max_run: str = "-"  # a job's wall-time limit there, "-": none (run_limits.max_run_text)
+    user_limits: str = "-"  # what each member may run at once there, "-": none
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -123,6 +126,11 @@ def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
     return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
 
 
+def _unless(text: str, caveat: str | None) -> str:
+    """A declared limit as `explain` shows it, saying where the backend does not hold it."""
+    return f"{text} (not enforced here)" if text != "-" and caveat else text
+
+
 def deals(model: GovernanceModel) -> list[Deal]:
     projects = {team: project.name for project in model.projects for team in project.teams}
     return [
@@ -130,6 +138,13 @@ def deals(model: GovernanceModel) -> list[Deal]:
             deal(team, model.pool(pool_name)),
             project=projects.get(team.name, "-"),
             group=group_place(model, team, pool_name),
+            max_run=_unless(
+                max_run_text(model, team, model.pool(pool_name)), backend_of(model.pool(pool_name)).max_run_caveat
+            ),
+            user_limits=_unless(
+                team.user_limits.shown() if team.user_limits else "-",
+                backend_of(model.pool(pool_name)).user_limit_caveat,
+            ),
         )
         for team in model.teams
         for pool_name in team.quotas
@@ -147,6 +162,8 @@ _COLUMNS = (
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
     ("gpu_hour_limit", "GPU-hour limit"),
+    ("max_run", "run-time limit"),
+    ("user_limits", "per-member limit"),
     ("group", "group (its teams together)"),
     ("project", "project"),
 )
@@ -199,6 +216,16 @@ def caveats(model: GovernanceModel) -> list[str]:
             lines.append(
                 f"pools[{index}].reclaim.grace_seconds: {grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
+        max_run_caveat = backend_of(pool).max_run_caveat
+        if max_run_caveat and model.teams_in(pool.name):
+            where = f"on pool {pool.name} ({pool.backend})"
+            if pool.max_run_minutes is not None:
+                lines.append(f"pools[{index}].max_run_minutes: {max_run_caveat.format(where=where)}")
+            lines += [
+                f"priority_classes[{c}].max_run_minutes: {max_run_caveat.format(where=where)}"
+                for c, priority_class in enumerate(model.priority_classes)
+                if priority_class.max_run_minutes is not None
+            ]
     for index, group in enumerate(model.groups):
         for pool_name in group.quotas:
             pool = model.pool(pool_name)
@@ -237,6 +264,10 @@ def caveats(model: GovernanceModel) -> list[str]:
                 lines.append(
                     f"teams[{index}].gpu_hour_limit: counted {where} alone: {how} limits the team's usage there, not its GPU hours elsewhere"
                 )
+            if team.max_run_minutes is not None and backend.max_run_caveat:
+                lines.append(f"teams[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")
+            if team.user_limits is not None and backend.user_limit_caveat:
+                lines.append(f"teams[{index}].user_limits: {backend.user_limit_caveat.format(where=where)}")
             if team.paused and backend.paused_caveat:
                 lines.append(f"teams[{index}].paused: {backend.paused_caveat.format(where=where)}")
         # Only a team whose pools all ignore the weight is told (quota-share queues hand out idle

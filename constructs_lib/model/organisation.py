@@ -72,6 +72,7 @@ from .base import (
 from .capacity import CapacityWindow, check_windows
 from .instance_types import check_instance_types, known
 from .quota import QuotaEntry, ResourceQuota, gpus_of, instance_quota, whole_instances
+from .run_limits import MAX_RUN_DESCRIPTION, MaxRunMinutes, UserLimits
 from .slurm import slurm_problems
 
 # --- sharing ----------------------------------------------------------------------------------
@@ -184,6 +185,7 @@ class PriorityClass(_Frozen):
 
     name: DnsLabel
     weight: Annotated[int, Field(ge=0, le=100)]
+    max_run_minutes: MaxRunMinutes | None = Field(default=None, description=MAX_RUN_DESCRIPTION)
 
 
 class PodSecurityLevel(str, enum.Enum):
@@ -304,6 +306,12 @@ class Team(_Frozen):
         default=None,
         description="Hard limit on the team's GPU hours per day, week or month: once reached no new job of the team starts until the next period",
     )
+    max_run_minutes: MaxRunMinutes | None = Field(default=None, description=MAX_RUN_DESCRIPTION)
+    user_limits: UserLimits | None = Field(
+        default=None,
+        description="What each member of the team may run at once, in every pool of the team where the backend sees the "
+        "member (Slurm); validate says where it does not (docs/governance-file.md, Per-user limits)",
+    )
     slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
         default=None,
         description="OS group id of the team's group gg-<team> on Slurm pools; allocated from a hash of its name unless declared",
@@ -342,6 +350,7 @@ class Team(_Frozen):
 class _Pool(_Frozen):
     name: QueueName
     capacity: dict[str, Count] = Field(min_length=1, description="Instance type -> instances in the pool")
+    max_run_minutes: MaxRunMinutes | None = Field(default=None, description=MAX_RUN_DESCRIPTION)
 
 
 YEAR_SECONDS = 365 * 86_400

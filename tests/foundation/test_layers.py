@@ -30,7 +30,7 @@ LAYERS = (
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
 MODEL_ORDER = (
     "base",
-    ("instance_types", "quota"),
+    ("instance_types", "quota", "run_limits"),
     ("capacity", "slurm"),
     "organisation",
     ("loader", "policy", "props"),
