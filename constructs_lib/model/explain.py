@@ -16,7 +16,7 @@ from constructs_lib.model.quota import (
     instance_quota,
     whole_instances,
 )
-from constructs_lib.model.run_limits import max_run_text
+from constructs_lib.model.run_limits import max_run_limited, max_run_text
 from gpu_governance_runtime.contract import lendable
 
 
@@ -215,6 +215,15 @@ def caveats(model: GovernanceModel) -> list[str]:
         if reclaim is not None and reclaim.grace_seconds and grace_caveat:
             lines.append(
                 f"pools[{index}].reclaim.grace_seconds: {grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
+            )
+        if (
+            backend_of(pool).guards_submissions
+            and model.guard_mode == "dry_run"
+            and any(max_run_limited(model, team, pool) for team in model.teams_in(pool.name))
+        ):
+            lines.append(
+                f"guard_mode: dry_run: on pool {pool.name} ({pool.backend}) the submission guard only reports service jobs "
+                "asking for longer than their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
             )
         max_run_caveat = backend_of(pool).max_run_caveat
         if max_run_caveat and model.teams_in(pool.name):

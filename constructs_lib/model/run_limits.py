@@ -75,6 +75,24 @@ def any_class_max_run_minutes(team: Any, pool: Any, classes: Iterable[Any]) -> i
     return tightest(team.max_run_minutes, pool.max_run_minutes, longest)
 
 
+def max_run_limited(model: Any, team: Any, pool: Any) -> bool:
+    """Whether any job of the team in the pool has a wall-time limit."""
+    return any(max_run_minutes(team, pool, c) is not None for c in model.priority_classes)
+
+
+def max_run_by_weight(model: Any, team: Any, pool: Any) -> dict[int, int]:
+    """Priority weight (a Batch job's scheduling priority) -> the limit of a job of that class, for the
+    classes whose limit differs from :func:`any_class_max_run_minutes`; classes of one weight get
+    the longest of theirs."""
+    overall = any_class_max_run_minutes(team, pool, model.priority_classes)
+    by_weight: dict[int, int] = {}
+    for priority_class in model.priority_classes:
+        limit = max_run_minutes(team, pool, priority_class)
+        if limit is not None and limit != overall:
+            by_weight[priority_class.weight] = max(limit, by_weight.get(priority_class.weight, 0))
+    return by_weight
+
+
 def max_run_text(model: Any, team: Any, pool: Any) -> str:
     """A team's wall-time limits in a pool as `explain` shows them: the limit of a job of any class
     and each class whose own is tighter; "-" when none is declared."""

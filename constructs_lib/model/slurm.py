@@ -36,7 +36,7 @@ from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
 from .base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
 from .quota import borrow_instances, instance_quota
-from .run_limits import any_class_max_run_minutes, max_run_minutes
+from .run_limits import any_class_max_run_minutes, max_run_limited, max_run_minutes
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -298,7 +298,7 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
     for team in teams:
         own_qos = [class_qos_name(team.name, c.name) for c in classes]
         # Refuse at submission what no limit would ever let run: wall time, a member's GPUs (tests/slurm/test_limits_real_slurm.py).
-        limited = team.user_limits is not None or any(max_run_minutes(team, pool, c) is not None for c in classes)
+        limited = team.user_limits is not None or max_run_limited(model, team, pool)
         for index, priority_class in enumerate(classes):
             # Borrowers only ever run on lent nodes, so only a lender's jobs need to reclaim.
             preempts = [borrow_qos_name(b.name) for b in borrowers] if team.sharing.lends else []

@@ -113,14 +113,15 @@ def test_validate_names_each_pool_where_a_wall_time_limit_is_not_enforced():
     assert len(pool_lines) == 1
     assert pool_lines[0].startswith("pools[1].max_run_minutes: not enforced on pool ec2-gpu (batch_fair_share)")
     team = [line for line in lines if line.startswith("teams[1].max_run_minutes")]
-    assert [line.split(": not enforced on pool ")[1].split(" ")[0] for line in team] == [
-        "sagemaker-training",
-        "ec2-gpu",
-        "hyperpod-eks",
-    ]
-    assert "timeout.attemptDurationSeconds" in team[1] and "no run-time setting" in team[2]
+    assert [line.split(": not enforced on pool ")[1].split(" ")[0] for line in team] == ["ec2-gpu", "hyperpod-eks"]
+    assert "timeout.attemptDurationSeconds" in team[0] and "no run-time setting" in team[1]
     classes = [line for line in lines if line.startswith("priority_classes[1]")]
-    assert len(classes) == 3 and not any("hyperpod-slurm" in line for line in lines)
+    assert len(classes) == 2 and not any("hyperpod-slurm" in line for line in lines)
+    # the quota-share pool's limit is the submission guard's, which in dry run only reports
+    (dry,) = [line for line in caveats(model) if line.startswith("guard_mode")]
+    assert "on pool sagemaker-training (batch_quota_share) the submission guard only reports" in dry
+    acting = model.model_copy(update={"guard_mode": "act"})
+    assert not [line for line in caveats(acting) if line.startswith("guard_mode")]
     assert not [line for line in caveats(model_with()) if "max_run_minutes" in line]
 
 
