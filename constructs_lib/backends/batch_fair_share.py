@@ -26,7 +26,7 @@ BACKEND = Backend(
     lending_limit_caveat="{where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it",
     paused_caveat="not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start",
     # SubmitJob and RegisterJobDefinition take timeout.attemptDurationSeconds, after which Batch terminates the job
-    # (https://docs.aws.amazon.com/batch/latest/APIReference/API_JobTimeout.html): the submitter's to set, not the library's.
+    # [aws: batch.job-timeout]: the submitter's to set, not the library's.
     max_run_caveat="not enforced {where}: Batch stops a job at its timeout (timeout.attemptDurationSeconds), but the "
     "timeout is set by whoever submits the job or registers its job definition, and the library neither writes nor "
     "checks it; the reclaim controller stops no job for its run time",

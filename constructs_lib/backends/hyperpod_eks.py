@@ -83,7 +83,8 @@ BACKEND = Backend(
     "the team lends all of its idle quota there",
     # SchedulerConfig is PriorityClasses, FairShare and IdleResourceSharing, ComputeQuotaConfig ComputeQuotaResources,
     # ResourceSharingConfig and PreemptTeamTasks (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_SchedulerConfig.html,
-    # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaConfig.html): no run time.
+    # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaConfig.html): no run time
+    # [aws: hyperpod.no-run-time-setting].
     max_run_caveat="not enforced {where}: HyperPod task governance has no run-time setting (a cluster policy holds "
     "priority classes, fair share and idle sharing; a compute quota resources, sharing and preemption) and the library "
     "sets no deadline on the team's workloads; they run until they end",

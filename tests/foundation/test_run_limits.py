@@ -153,3 +153,22 @@ def test_explain_shows_the_limits_and_where_they_do_not_hold():
     )
     assert shown["research", "ec2-gpu"] == ("none per job; opportunistic 30 min (not enforced here)", "-")
     assert {(d.max_run, d.user_limits) for d in deals(model_with())} == {("-", "-")}
+
+
+def test_validate_warns_and_explain_shows_the_limits_through_the_cli(capsys, tmp_path):
+    from .test_cli import explained, run, write
+
+    data = default_data()
+    data["teams"][TRAINING]["user_limits"] = {"max_running_jobs": 2}
+    data["teams"][TRAINING]["max_run_minutes"] = 90
+    path = write(tmp_path, data)
+    code, out, err = run(capsys, "validate", "--config", path)
+    assert code == 0
+    assert "warning: teams[1].user_limits: not enforced on pool hyperpod-eks (hyperpod_eks)" in out + err
+    assert "warning: teams[1].max_run_minutes: not enforced on pool ec2-gpu (batch_fair_share)" in out + err
+    rows = {(d["team"], d["pool"]): d for d in explained(capsys, "--config", path)["deals"]}
+    assert rows["training", "hyperpod-slurm"]["max_run"] == "90 min per job"
+    assert rows["training", "hyperpod-slurm"]["user_limits"] == "2 running jobs per member"
+    data["teams"][TRAINING]["user_limits"] = {"max_running_jobs": 0}
+    code, _, err = run(capsys, "validate", "--config", write(tmp_path, data))
+    assert code == 2 and "teams[1].user_limits.max_running_jobs" in err and "Traceback" not in err
