@@ -172,3 +172,20 @@ def test_validate_warns_and_explain_shows_the_limits_through_the_cli(capsys, tmp
     data["teams"][TRAINING]["user_limits"] = {"max_running_jobs": 0}
     code, _, err = run(capsys, "validate", "--config", write(tmp_path, data))
     assert code == 2 and "teams[1].user_limits.max_running_jobs" in err and "Traceback" not in err
+
+
+def test_status_tells_a_member_whose_job_waits_for_their_own_limit():
+    from constructs_lib.member.status import slurm_observation
+    from constructs_lib.member.waiting import explain
+    from tests.status.test_status import NOW, SLURM
+
+    squeue = "\n".join(
+        [
+            "31|a|research|research.standard|RUNNING|1|research|4000|2027-01-15T07:00:00|None",
+            "32|b|research|research.standard|PENDING|1|research|4000|2027-01-15T07:01:00|AssocMaxJobsLimit",
+            "33|c|research|research.standard|PENDING|1|research|4000|2027-01-15T07:02:00|AssocGrpGRES",
+        ]
+    )
+    jobs = {j.job_id: j for j in explain(SLURM, "research", slurm_observation(squeue, SLURM, "research"), now=NOW).jobs}
+    assert "you run the most jobs one member of your team may (user_limits)" in jobs["32"].text
+    assert "the GPUs one member may hold (user_limits)" in jobs["33"].text
