@@ -56,24 +56,10 @@ def test_each_qos_holds_the_tightest_of_its_team_pool_and_class_and_reapplying_c
 
 
 def test_a_job_asking_for_longer_than_its_limit_is_refused_at_submission(cluster: Cluster):
-    refused = run(
-        "runuser",
-        "-u",
-        "bob",
-        "--",
-        "sbatch",
-        "--account=steady",
-        "--partition=steady",
-        "--qos=steady.standard",
-        "--gres=gpu:1",
-        "--time=45",
-        "--chdir=/tmp",
-        "--output=/dev/null",
-        "--wrap",
-        "sleep 600",
-        check=False,
+    refused = cluster.submit_refused(
+        "bob", account="steady", partition="steady", qos="steady.standard", gpus=1, minutes=45
     )
-    assert refused.returncode != 0 and "QOSMaxWallDurationPerJobLimit" in refused.stderr
+    assert "QOSMaxWallDurationPerJobLimit" in refused
     within = cluster.submit("bob", account="steady", partition="steady", qos="steady.standard", gpus=1, minutes=15)
     assert cluster.wait_running(within).state == "RUNNING"
     cluster.cancel_all()
