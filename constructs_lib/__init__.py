@@ -13,20 +13,17 @@ from typing import TYPE_CHECKING
 from .core.lazy import lazy_exports
 
 # The submodule that defines each public name (one place; tests/foundation/test_public_api.py
-# checks that it, __all__ and the TYPE_CHECKING imports below agree).
+# checks that it, __all__ and the TYPE_CHECKING imports below agree); each backend's public names
+# (its constructs and their props, its pool class) come from its descriptor, on first use.
 _DEFINED_IN = {
     "core.errors": ("GovernanceError", "Problem"),
     "model.loader": ("load_model", "parse_config"),
     "model": (
         "UNLIMITED",
         "Account",
-        "BatchFairSharePool",
-        "BatchQuotaSharePool",
         "GovernanceModel",
         "GpuHourLimit",
         "Guardrails",
-        "HyperPodEksPool",
-        "HyperPodSlurmPool",
         "KubernetesTenancy",
         "LimitPeriod",
         "Preset",
@@ -49,16 +46,8 @@ _DEFINED_IN = {
     "core.acknowledgements": ("acknowledge", "acknowledge_wildcard_resources"),
     "organisation.compliance": ("STANDARD_PACKS", "apply_standard_packs"),
     "nag": ("GpuGovernanceChecks", "declare_capacity_controller", "declare_platform_admin"),
-    "batch": (
-        "TEAM_TAG",
-        "FairShareJobQueue",
-        "FairShareJobQueueProps",
-        "QuotaManagedTrainingQueue",
-        "QuotaManagedTrainingQueueProps",
-    ),
+    "backends.batch_queue": ("TEAM_TAG",),
     "tenancy": ("TeamTenancy", "submission_role_arn"),
-    "hyperpod_eks": ("HyperPodEksGovernance", "HyperPodEksGovernanceProps"),
-    "slurm": ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps", "slurm_plan"),
     "controllers.capacity": ("CapacityController",),
     "controllers.reclaim": ("ReclaimController", "ReclaimTarget"),
     "controllers.guard": ("SubmissionGuard",),
@@ -78,83 +67,8 @@ _DEFINED_IN = {
 }
 _MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in names}
 
-__all__ = [
-    "STANDARD_PACKS",
-    "TEAM_TAG",
-    "UNLIMITED",
-    "AcceleratorPartition",
-    "Account",
-    "BatchComputeEnvironmentFeed",
-    "BatchFairSharePool",
-    "BatchQuotaSharePool",
-    "CapacityAccountStack",
-    "CapacityBudget",
-    "CapacityController",
-    "CapacityWindow",
-    "ConsumerAccountStack",
-    "EksNodeGroupFeed",
-    "FairShareJobQueue",
-    "FairShareJobQueueProps",
-    "GovernanceError",
-    "GovernanceModel",
-    "GovernancePipelineStack",
-    "GovernanceStage",
-    "GpuGovernanceChecks",
-    "GpuHourLimit",
-    "Guardrails",
-    "HyperPodEksGovernance",
-    "HyperPodEksGovernanceProps",
-    "HyperPodEksPool",
-    "HyperPodInstanceGroupFeed",
-    "HyperPodSlurmGovernance",
-    "HyperPodSlurmGovernanceProps",
-    "HyperPodSlurmPool",
-    "KubernetesTenancy",
-    "LimitPeriod",
-    "OrganisationGuardrails",
-    "OrganisationGuardrailsStack",
-    "PipelineSource",
-    "PoolGovernanceProps",
-    "Preset",
-    "PriorityClass",
-    "Problem",
-    "QuotaManagedTrainingQueue",
-    "QuotaManagedTrainingQueueProps",
-    "ReclaimController",
-    "ReclaimTarget",
-    "ResourceQuota",
-    "SharingPolicy",
-    "SharingStrategy",
-    "SubmissionGuard",
-    "Team",
-    "TeamStack",
-    "TeamTenancy",
-    "TrainingJobsFeed",
-    "acknowledge",
-    "acknowledge_wildcard_resources",
-    "apply_standard_packs",
-    "build_capacity_account",
-    "build_consumer_account",
-    "build_reference_app",
-    "compile_policy",
-    "consumer_stack_name",
-    "declare_capacity_controller",
-    "declare_platform_admin",
-    "load_model",
-    "parse_config",
-    "slurm_plan",
-    "submission_role_arn",
-    "team_stack_name",
-]
-
 if TYPE_CHECKING:
-    from .batch import (
-        TEAM_TAG,
-        FairShareJobQueue,
-        FairShareJobQueueProps,
-        QuotaManagedTrainingQueue,
-        QuotaManagedTrainingQueueProps,
-    )
+    from .backends.batch_queue import TEAM_TAG
     from .controllers.capacity import CapacityController
     from .controllers.guard import SubmissionGuard
     from .controllers.reclaim import ReclaimController, ReclaimTarget
@@ -171,17 +85,12 @@ if TYPE_CHECKING:
         consumer_stack_name,
         team_stack_name,
     )
-    from .hyperpod_eks import HyperPodEksGovernance, HyperPodEksGovernanceProps
     from .model import (
         UNLIMITED,
         Account,
-        BatchFairSharePool,
-        BatchQuotaSharePool,
         GovernanceModel,
         GpuHourLimit,
         Guardrails,
-        HyperPodEksPool,
-        HyperPodSlurmPool,
         KubernetesTenancy,
         LimitPeriod,
         Preset,
@@ -206,8 +115,19 @@ if TYPE_CHECKING:
     from .organisation.compliance import STANDARD_PACKS, apply_standard_packs
     from .organisation.guardrails import OrganisationGuardrails
     from .organisation.pipeline import GovernancePipelineStack, GovernanceStage, PipelineSource
-    from .slurm import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps, slurm_plan
     from .tenancy import TeamTenancy, submission_role_arn
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
+def _backend_exports() -> dict[str, str]:
+    """Each backend's public names (its descriptor's ``exports``), with the modules that define them."""
+    from .backends import BACKENDS
+
+    return {
+        name: f"{backend.package}.{module}"
+        for backend in BACKENDS.values()
+        for module, names in backend.exports.items()
+        for name in names
+    }
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF, _backend_exports)

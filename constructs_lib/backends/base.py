@@ -1,17 +1,23 @@
 """What the library knows about one execution backend, in one frozen descriptor.
 
-Each backend module (``batch_quota_share``, ``batch_fair_share``, ``hyperpod_eks``,
-``hyperpod_slurm``) declares one :class:`Backend`; the registry (``constructs_lib.backends``)
-lists them, and the rest of the library asks the registry what a pool's backend does instead of
-comparing ``pool.backend`` with a name. Pure Python: the model, the CLI and a member's notebook
-read it without aws_cdk; the construct that deploys a pool is named here and loaded on first use.
+Each backend's package (``constructs_lib/backends/<name>/``) declares one :class:`Backend` in its
+``__init__``; the registry (``constructs_lib.backends``) lists the packages, and the rest of the
+library asks the registry what a pool's backend does instead of comparing ``pool.backend`` with a
+name. Pure Python: the model, the CLI and a member's notebook read it without aws_cdk.
+
+What a backend does beyond its declaration is code in modules of its package with the names of
+:data:`PARTS` (as a Django app's ``admin.py``): the part of the library that needs one loads it
+with :meth:`Backend.part` when it needs it, so nothing here points up to the code that deploys or
+reads a pool, and a command that synthesizes nothing loads no construct.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any, Literal
 
 # (service, shape) whose enumeration in botocore's service model lists the instance types an API accepts.
@@ -29,6 +35,46 @@ GPU_HOUR_SWITCH_ACTIONS = {
 }
 
 
+# Quota shares the reclaim controller may switch at a GPU-hour limit, named one by one up to this
+# many; beyond, each queue's quota-share/* (a queue holds at most 20 shares), so the policy stays
+# within IAM's inline size however many teams have a limit.
+MAX_NAMED_QUOTA_SHARES = 40
+
+
+def limited_quota_shares(queues: dict[str, str], model: Any) -> list[str]:
+    """The quota-share ARNs (or ARN patterns) the reclaim controller may switch: ``queues`` maps a
+    pool whose switch is a quota share to its job queue ARN (a token in a stack)."""
+    limited = {pool: [t.name for t in model.teams_in(pool) if t.gpu_hour_limit] for pool in sorted(queues)}
+    if sum(len(teams) for teams in limited.values()) <= MAX_NAMED_QUOTA_SHARES:
+        return [f"{queues[pool]}/quota-share/{team}" for pool, teams in limited.items() for team in teams]
+    return [f"{queues[pool]}/quota-share/*" for pool, teams in limited.items() if teams]
+
+
+# The modules a backend's package may have beside its declaration, and what each provides (the
+# same names in every package; docs/architecture.md, "Adding a backend").
+PARTS = {
+    "checks": "problems(model, pool) -> [Problem]: what validate refuses that holds only on this backend "
+    "(asked once the organisation's references hold)",
+    "construct": "build_pool(stack, model, pool, tenants) -> construct: deploys one pool; beside it the "
+    "construct and its <Construct>Props",
+    "discovery": "keys(model, team, pool, classes) -> (keys, priority by class name): the backend's keys of a "
+    "team's discovery document",
+    "reclaim": "target(pool, its construct) -> ReclaimTarget | None (the capacity stack's), entry(target, pool) -> "
+    "the handler's RECLAIM_TARGETS entry, problems(path, target, pool, stack) -> [Problem]: how the reclaim "
+    "controller reaches the pool",
+    "kueue": "namespace(team), cluster_queue(team), team_named(name): the names of a team's Kueue objects, where "
+    "the pools schedule with Kueue (`gpu-governance trace from-kueue` reads a Workload's team from them)",
+    "member": "the members' submission helpers (constructs_lib.member re-exports its __all__)",
+    "audit": "workload(model, team, pool) -> (who, where), cluster(...) and data(...) -> [Access]: a team's "
+    "access on the pool for `gpu-governance audit`",
+    "status": "read(args, the pool's policy, model) -> Observation: how `gpu-governance status` reads a "
+    "team's use of the pool (no module: status does not read it)",
+    "command": "register(subparsers) and DOCS (command -> its page): the backend's own `gpu-governance` commands",
+    "submit": "example(args, setup, priority class, instance type) -> exit code: the submission `gpu-governance "
+    "team submit-example` prints (with ``member_tool``)",
+}
+
+
 def _unchanged(deal: Any, team: Any, pool: Any) -> Any:
     return deal
 
@@ -39,6 +85,12 @@ class Backend:
 
     name: str
     """The backend's name in the governance file and the policy document (the runtime's contract)."""
+    package: str
+    """The backend's package (its declaration's ``__name__``), where its :data:`PARTS` are found."""
+    pool: type
+    """The pool's model class (its package's ``pool.py``), whose ``backend`` literal is :attr:`name`."""
+    exports: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The public names ``constructs_lib`` re-exports, by the module of the package that defines them."""
     family: str
     """``batch`` or ``hyperpod``: the AWS service whose rules the pool follows (team names, borrowing)."""
     instance_types: tuple[str, str]
@@ -90,9 +142,6 @@ class Backend:
     kubernetes_tenancy: bool = False
     """A team with a quota there may declare ``kubernetes`` settings for the pool (priority classes,
     instance groups dedicated to it, no two teams the same)."""
-    slurm_accounts: bool = False
-    """The pool's teams become Slurm accounts, QoS and partitions: ``model/slurm.py`` plans the pool
-    and ``validate`` runs its checks."""
     group_caveat: str | None = None
     """Why a group's quota does not hold there (no level above the team in the API, and the reclaim
     controller does not plan the pool)."""
@@ -135,27 +184,9 @@ class Backend:
     """The team's submission role gets one managed policy per pool (submit to its queue, describe its cluster)."""
     template_bytes_per_team: int = 0
     """Bytes each team of a pool adds to the capacity stack's template beyond its resources (``organisation/limits.py``)."""
-    audit_cluster: str = ""
-    """``module:function`` listing a team's access to the pool's cluster for ``audit``:
-    ``(model, team, pool) -> [Access]`` (none: the pool has no cluster of its own)."""
-    audit_workload: str = ""
-    """``module:function`` naming who submits a team's work there and to what: ``(model, team, pool) -> (who, where)``."""
-    audit_data: str = ""
-    """``module:function`` listing a team's data access on the pool's cluster: ``(model, team, pool) -> [Access]``."""
-    discovery: str = ""
-    """``module:function`` giving the backend's keys of a team's discovery document and its name for
-    each priority class: ``(model, team, pool, classes) -> (keys, priority by class name)``."""
-    status_reader: str = ""
-    """``module:function`` with which ``gpu-governance status`` reads a team's use of the pool:
-    ``(args, the pool's policy, model) -> Observation`` (none: ``status`` does not read the pool)."""
     member_tool: str = ""
     """The name members give the backend (``gpu-governance team submit-example --backend``,
     ``member.team_setup(backend=...)``); empty: members do not submit there themselves."""
-    submit_example: str = ""
-    """``module:function`` printing a ready-to-run submission for ``gpu-governance team submit-example``:
-    ``(args, setup, priority class, instance type) -> exit code`` (set with ``member_tool``)."""
-    construct: str = ""
-    """``module:function`` that deploys one pool: ``(stack, model, pool, tenants) -> construct``."""
     stack_attribute: str = ""
     """The capacity stack's dictionary (pool name -> construct) the pool's construct joins."""
 
@@ -164,15 +195,21 @@ class Backend:
         """The IAM actions of the pool's GPU-hour switch (none where there is no switch)."""
         return GPU_HOUR_SWITCH_ACTIONS.get(self.gpu_hour_switch, ())
 
-    def build(self, stack: Any, model: Any, pool: Any, tenants: Mapping[str, Any]) -> Any:
-        """Deploy ``pool`` in ``stack``; the construct module loads only now (it imports aws_cdk)."""
-        return call(self.construct, stack, model, pool, tenants)
+    def part(self, role: str) -> ModuleType | None:
+        """The backend's module ``role`` (one of :data:`PARTS`), loaded now; None where it has none."""
+        if role not in PARTS:
+            raise ValueError(f"{role!r} is not a part of a backend: one of {sorted(PARTS)}")
+        return _module(f"{self.package}.{role}")
 
 
-def call(reference: str, *args: Any) -> Any:
-    """Call the function a descriptor names as ``module:function``, loading its module only now."""
-    module, _, function = reference.partition(":")
-    return getattr(importlib.import_module(module), function)(*args)
+@functools.cache
+def _module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as missing:
+        if missing.name != name:
+            raise  # a module it imports is missing, not the part
+        return None
 
 
 def refined(deal: Any, **changes: Any) -> Any:

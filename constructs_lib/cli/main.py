@@ -13,13 +13,13 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from constructs_lib.backends import BACKENDS
 from constructs_lib.cli import (
     audit as cli_audit,
     capacity as cli_capacity,
     init as cli_init,
     member as cli_member,
     simulate as simulator_cli,
-    slurm as slurm_cli,
     status as cli_status,
     team as cli_team,
     usage as cli_usage,
@@ -35,12 +35,12 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 DISTRIBUTION = "cdk-gpu-governance"
 
 # Modules that add subcommands: each exposes register(subparsers) and sets `handler` on its
-# parsers. None of them imports aws_cdk (tests/foundation/test_cli_imports.py).
+# parsers, as each backend's command module does. None of them imports aws_cdk
+# (tests/foundation/test_cli_imports.py).
 SUBCOMMAND_MODULES = (
     cli_init,
     simulator_cli,
     cli_capacity,
-    slurm_cli,
     cli_team,
     cli_member,
     cli_status,
@@ -51,7 +51,7 @@ SUBCOMMAND_MODULES = (
 
 def _validate(args: argparse.Namespace) -> int:
     from constructs_lib.model.capacity import window_warnings
-    from constructs_lib.model.organisation import shared_account_warnings
+    from constructs_lib.model.principals import shared_account_warnings
     from constructs_lib.organisation.limits import check_model, estimate
 
     model = model_from(args)
@@ -155,15 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
         "outdir", nargs="?", default="cdk.out", metavar="CDK_OUT", help="the cloud assembly folder (default cdk.out)"
     )
     report.set_defaults(handler=_report)
+    docs = dict(COMMAND_DOCS)
     for module in SUBCOMMAND_MODULES:
         module.register(commands)
+    for backend in BACKENDS.values():  # a backend's own commands (its package's command module)
+        if (command := backend.part("command")) is not None:
+            command.register(commands)
+            docs.update(command.DOCS)
     for name, sub in commands.choices.items():  # every --help page says where to read more
         for leaf in _leaves(sub):
-            leaf.epilog = f"More: {COMMAND_DOCS[name]} (the repository's docs; README.md lists every command)."
+            leaf.epilog = f"More: {docs[name]} (the repository's docs; README.md lists every command)."
     return parser
 
 
-# The page that describes each command (tests/foundation/test_cli_contract.py checks each exists).
+# The page that describes each command (tests/foundation/test_cli_contract.py checks each exists);
+# a backend's own commands name theirs (its command module's DOCS).
 COMMAND_DOCS = {
     "validate": "docs/governance-file.md",
     "example": "docs/governance-file.md",
@@ -175,7 +181,6 @@ COMMAND_DOCS = {
     "openb-trace": "docs/simulator.md",
     "trace": "docs/simulator.md",
     "capacity": "docs/capacity.md",
-    "slurm": "docs/slurm.md",
     "team": "docs/team-guide.md",
     "status": "docs/status.md",
     "audit": "docs/unified-studio.md",

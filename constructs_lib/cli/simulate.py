@@ -221,9 +221,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
                 raise GovernanceError.single(option, "only with --sweep", option, "--sweep --grid KEY=V1,V2 ...")
     model = model_from(args)
     pool = pool_policy(model, args.pool)
+    classes = {c.name: c.weight for c in model.priority_classes}  # a trace may name the file's classes
     if args.sweep:
-        return _run_sweep(args, pool)
-    jobs = read_trace(args.trace, {c.name: c.weight for c in model.priority_classes})
+        return _run_sweep(args, pool, classes)
+    jobs = read_trace(args.trace, classes)
     if args.skip_other_types:
         others = sorted({job.instance_type for job in jobs if job.instance_type not in pool.capacity})
         kept = [job for job in jobs if job.instance_type in pool.capacity]
@@ -270,7 +271,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_sweep(args: argparse.Namespace, pool: PoolPolicy) -> int:
+def _run_sweep(args: argparse.Namespace, pool: PoolPolicy, classes: dict[str, int]) -> int:
     for option, given in (
         ("--compare", args.compare),
         ("--plot", args.plot),
@@ -285,7 +286,13 @@ def _run_sweep(args: argparse.Namespace, pool: PoolPolicy) -> int:
         args.grid, teams=[s.name for s in pool.shares], size=sum(pool.capacity.values()), base=_settings(pool, args)
     )
     outcomes = run_sweep(
-        args.trace, grid, shares=pool.shares, capacity=pool.capacity, tick_s=args.tick, processes=args.processes
+        args.trace,
+        grid,
+        shares=pool.shares,
+        capacity=pool.capacity,
+        tick_s=args.tick,
+        processes=args.processes,
+        classes=classes,
     )
     print(json.dumps(sweep_json(outcomes), indent=2) if args.json else sweep_table(outcomes))
     return 0

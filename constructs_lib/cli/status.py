@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from dataclasses import asdict, replace
@@ -23,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from constructs_lib.backends import backend_of
-from constructs_lib.backends.base import call
 from constructs_lib.cli import status_forecast
 from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
@@ -32,7 +30,8 @@ EXIT_OK, EXIT_UNREADABLE, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class Unreadable(Exception):
-    """A backend could not be read; the message names what is missing."""
+    """A backend could not be read; the message names what is missing (each backend's ``status``
+    module raises it)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,11 +70,11 @@ def _status(args: argparse.Namespace) -> int:
         raise GovernanceError.single(
             "--team", "no such team", args.team, f"one of {', '.join(t.name for t in model.teams)}"
         )
-    pools = [p for p in model.pools if p.name in team.quotas and backend_of(p).status_reader]
+    pools = [p for p in model.pools if p.name in team.quotas and _reader(p)]
     if args.pool is not None:
         pools = [p for p in pools if p.name == args.pool]
         if not pools:
-            allowed = [p.name for p in model.pools if p.name in team.quotas and backend_of(p).status_reader]
+            allowed = [p.name for p in model.pools if p.name in team.quotas and _reader(p)]
             raise GovernanceError.single(
                 "--pool",
                 f"not a pool team {team.name} has a quota in that status reads",
@@ -89,7 +88,7 @@ def _status(args: argparse.Namespace) -> int:
     statuses = []
     for pool in pools:
         try:
-            observation = call(backend_of(pool).status_reader, args, policy.pool(pool.name), model)
+            observation = _reader(pool).read(args, policy.pool(pool.name), model)
         except Unreadable as error:
             print(f"gpu-governance status: pool {pool.name}: {error}", file=sys.stderr)
             return EXIT_UNREADABLE
@@ -126,116 +125,16 @@ def _status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _reader(pool):
+    """The ``status`` module of ``pool``'s backend (None: status does not read its pools)."""
+    return backend_of(pool).part("status")
+
+
 def _only_job(status, job: str):
     return replace(status, jobs=tuple(j for j in status.jobs if job in (j.job_id, j.name)))
 
 
-def read_batch(args: argparse.Namespace, pool, model):
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
-    from constructs_lib.member.status import BATCH_CALLS, batch_observation
-
-    region = args.region or model.capacity_account.region
-    try:
-        plans, note = _training_plans(model, args.team, region)
-        observation = batch_observation(batch_client(region), pool, args.team, args.job, training_plans=plans)
-        return replace(observation, notes=observation.notes + note)
-    except NoCredentialsError:
-        raise Unreadable(
-            "no AWS credentials: assume your team's submission role (it may call " + ", ".join(BATCH_CALLS) + ")"
-        ) from None
-    except ClientError as error:
-        code = error.response.get("Error", {}).get("Code", "")
-        operation = getattr(error, "operation_name", "")
-        if "AccessDenied" in code or code in (
-            "UnauthorizedOperation",
-            "UnrecognizedClientException",
-            "ExpiredTokenException",
-        ):
-            raise Unreadable(
-                f"{code} on batch:{operation}: use your team's submission role, which may call {', '.join(BATCH_CALLS)}"
-            ) from None
-        raise Unreadable(
-            f"batch:{operation} failed: {code}: {error.response.get('Error', {}).get('Message', '')}"
-        ) from None
-    except BotoCoreError as error:
-        raise Unreadable(f"AWS Batch could not be reached: {error}") from None
-
-
-def _training_plans(model, team: str, region: str) -> tuple[list[dict[str, str]] | None, tuple[str, ...]]:
-    """The team's active training plans from the parameter the capacity controller publishes
-    (``ssm:GetParameter``, which its submission role may call), when a window of the team feeds
-    training jobs; (None, why) when it could not be read: the jobs are still explained."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
-    from constructs_lib.member.batch import parse_training_plans, read_training_plans
-    from gpu_governance_runtime.contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
-
-    if not any(w.team == team and w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS for w in model.capacity_windows):
-        return None, ()
-    parameter = team_training_plans_parameter(model.organisation, team)
-    try:
-        return parse_training_plans(read_training_plans(ssm_client(region), parameter), parameter), ()
-    except NoCredentialsError:
-        raise
-    except (BotoCoreError, ClientError, GovernanceError) as error:
-        why = " ".join(str(error).split())
-        return None, (
-            f"the team's training plans ({parameter}) could not be read, so whether running jobs are on them is not shown: {why}",
-        )
-
-
-def ssm_client(region: str):
-    import boto3
-
-    return boto3.session.Session(region_name=region).client("ssm")
-
-
-def batch_client(region: str):
-    import boto3
-
-    # a session of its own: the credentials of this run's environment, never ones cached earlier in the process
-    return boto3.session.Session(region_name=region).client("batch")
-
-
-def read_eks(args: argparse.Namespace, pool, model):
-    from constructs_lib.hyperpod_eks.kubernetes import namespace as team_namespace
-    from constructs_lib.member.status import kueue_observation, read_json
-
-    namespace = team_namespace(args.team)
-    workloads = _text(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
-    try:
-        queues = _text(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))
-    except Unreadable:
-        queues = None  # cluster-scoped: a namespace-level member may not list them; the jobs still explain
-    try:
-        return kueue_observation(
-            read_json(workloads, "workloads"), queues and read_json(queues, "cluster queues"), pool, args.team
-        )
-    except (ValueError, KeyError, TypeError) as error:
-        raise GovernanceError.single(
-            "--workloads/--cluster-queues",
-            "not Kueue v1beta1 objects as kubectl prints them",
-            str(error)[:200],
-            "`kubectl get workloads|clusterqueues -o json` output",
-        ) from None
-
-
-def read_slurm(args: argparse.Namespace, pool, model):
-    from constructs_lib.member.status import SQUEUE_COMMAND, slurm_observation
-
-    text = _text(
-        args.squeue, "--squeue", SQUEUE_COMMAND, env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
-    )
-    try:
-        return slurm_observation(text, pool, args.team)
-    except ValueError as error:
-        raise GovernanceError.single(
-            "--squeue", "not the squeue output status reads", str(error)[:200], "see docs/status.md"
-        ) from None
-
-
-def _text(path: str | None, option: str, command: tuple[str, ...], env: dict | None = None) -> str:
+def text_of(path: str | None, option: str, command: tuple[str, ...], env: dict | None = None) -> str:
     """A file's text, or the command's output when no file is given."""
     if path is not None:
         try:

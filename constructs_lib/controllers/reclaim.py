@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import (
-    Arn,
     ArnFormat,
     Duration,
     Stack,
@@ -41,7 +40,7 @@ from aws_cdk import (
 from constructs import Construct
 
 from constructs_lib.backends import backend_of, backends_where
-from constructs_lib.backends.batch_quota_share import limited_quota_shares
+from constructs_lib.backends.base import limited_quota_shares
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (
@@ -54,7 +53,7 @@ from constructs_lib.core.chargeback import (
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
-from constructs_lib.model import GovernanceModel, HyperPodEksPool
+from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
 from gpu_governance_runtime.contract import (
@@ -592,17 +591,34 @@ def reclaim_controller_role_name(organisation: str) -> str:
 
 
 def _target_entry(target: ReclaimTarget, model: GovernanceModel) -> dict:
+    """The target's entry of the handler's RECLAIM_TARGETS (its backend's ``reclaim`` module says what it holds)."""
     pool = model.pool(target.pool)
-    if backend_of(pool).eks_access_entries:  # observed through the cluster's Kubernetes API
-        return {
-            "pool": target.pool,
-            "eks_cluster": pool.eks_cluster_name,
-            "cluster_arn": pool.cluster_arn,
-            "gpus_per_instance": dict(sorted(pool.gpus_per_instance.items())),
-        }
-    if target.head_node_instance_id is not None:
-        return {"pool": target.pool, "instance_id": target.head_node_instance_id, "instance_type": target.instance_type}
+    return backend_of(pool).part("reclaim").entry(target, pool)
+
+
+# A pool that is an AWS Batch job queue, as its backend's ``reclaim`` module takes it.
+
+
+def job_queue_target(pool, queue) -> ReclaimTarget:
+    """The deployed queue's target: the reclaim controller reads (and acts on) the queue."""
+    return ReclaimTarget(pool=pool.name, job_queue_arn=queue.job_queue_arn)
+
+
+def job_queue_entry(target: ReclaimTarget, pool) -> dict:
     return {"pool": target.pool, "job_queue": target.job_queue_arn}
+
+
+def job_queue_problems(path: str, target: ReclaimTarget, pool, stack: Stack) -> list[Problem]:
+    if target.job_queue_arn and (Token.is_unresolved(target.job_queue_arn) or ":job-queue/" in target.job_queue_arn):
+        return []
+    return [
+        Problem(
+            path=f"{path}.job_queue_arn",
+            wrong="missing or not a job queue ARN",
+            value=target.job_queue_arn,
+            allowed="arn:aws:batch:<region>:<account>:job-queue/<name>",
+        )
+    ]
 
 
 def _usage_entry(model: GovernanceModel, target: ReclaimTarget) -> dict:
@@ -665,38 +681,8 @@ def _check(
                     allowed=f"a {' or '.join(backends_where(lambda b: b.reached_on_head_node))} pool (the other backends' usage comes with their targets)",
                 )
             )
-        elif backend_of(pool).eks_access_entries:
-            problems += _eks_problems(path, pool, stack)
-        elif backend_of(pool).reached_on_head_node:
-            if not target.head_node_instance_id:
-                problems.append(
-                    Problem(
-                        path=f"{path}.head_node_instance_id",
-                        wrong="missing",
-                        value=None,
-                        allowed="the head node's SSM target id",
-                    )
-                )
-            if target.instance_type not in pool.capacity:
-                problems.append(
-                    Problem(
-                        path=f"{path}.instance_type",
-                        wrong="not in the pool",
-                        value=target.instance_type,
-                        allowed=f"one of {sorted(pool.capacity)}",
-                    )
-                )
-        elif not target.job_queue_arn or (
-            not Token.is_unresolved(target.job_queue_arn) and ":job-queue/" not in target.job_queue_arn
-        ):
-            problems.append(
-                Problem(
-                    path=f"{path}.job_queue_arn",
-                    wrong="missing or not a job queue ARN",
-                    value=target.job_queue_arn,
-                    allowed="arn:aws:batch:<region>:<account>:job-queue/<name>",
-                )
-            )
+        else:
+            problems += backend_of(pool).part("reclaim").problems(path, target, pool, stack)
     if not 1 <= starved_ticks <= 100:
         problems.append(Problem(path="starved_ticks", wrong="out of range", value=starved_ticks, allowed="1-100"))
     if not 0 <= max_preemptions <= 1000:
@@ -705,32 +691,3 @@ def _check(
         )
     if problems:
         raise GovernanceError(problems)
-
-
-def _eks_problems(path: str, pool: HyperPodEksPool, stack: Stack) -> list[Problem]:
-    """Usage is reported in instances of the pool's types (Kueue counts GPUs), and the role's
-    access entry can only be made on a cluster of this stack's account and region."""
-    problems = [
-        Problem(
-            path=f"{path}.pool",
-            wrong=f"the pool declares no gpus_per_instance for {instance_type}",
-            value=pool.name,
-            allowed="gpus_per_instance (GPUs of one instance, 1-64) for every instance type of the pool's capacity",
-        )
-        for instance_type in sorted(set(pool.capacity) - set(pool.gpus_per_instance))
-    ]
-    cluster = Arn.split(pool.cluster_arn, ArnFormat.SLASH_RESOURCE_NAME)
-    for field, stack_value, cluster_value in (
-        ("account", stack.account, cluster.account),
-        ("region", stack.region, cluster.region),
-    ):
-        if not Token.is_unresolved(stack_value) and stack_value != cluster_value:
-            problems.append(
-                Problem(
-                    path=f"{path}.pool",
-                    wrong=f"the pool's cluster is in another {field} than the stack",
-                    value=pool.cluster_arn,
-                    allowed=f"a cluster in {field} {stack_value} (deploy the controller where the cluster is)",
-                )
-            )
-    return problems

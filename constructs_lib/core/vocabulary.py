@@ -92,3 +92,8 @@ HYPERPOD_SHARING_STRATEGY = {
     SharingStrategy.LEND_AND_BORROW: "LendAndBorrow",
 }
 """The model's sharing strategies as HyperPod compute quota strategies."""
+
+UNLIMITED_BORROW_LIMIT = -1
+"""How AWS Batch says a quota share borrows without limit (the governance file's "unlimited", the
+policy document's null):
+https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html"""

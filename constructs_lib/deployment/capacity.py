@@ -5,10 +5,10 @@ from collections.abc import Mapping
 from aws_cdk import Annotations, CfnOutput, Environment, Stack, aws_iam as iam, aws_s3 as s3
 from constructs import Construct
 
-from constructs_lib.backends import backend_of
+from constructs_lib.backends import BACKENDS, backend_of
 from constructs_lib.controllers.capacity import CapacityController
 from constructs_lib.controllers.guard import SubmissionGuard
-from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget
+from constructs_lib.controllers.reclaim import ReclaimController
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.core.buckets import hardened_bucket
 from constructs_lib.member.parameters import publish_discovery
@@ -85,41 +85,30 @@ class CapacityAccountStack(Stack):
                 "@aws-cdk/aws-s3:accessLogsPolicyNotAdded",
                 "the capacity stack's log bucket admits this account's buckets",
             )
-        self.queues = {}
-        self.hyperpod_eks_clusters = {}
-        self.hyperpod_slurm_clusters = {}
+        # Each backend's construct module builds its pools; each joins its backend's dictionary.
+        for attribute in self._pool_attributes:
+            setattr(self, attribute, {})
         for pool in model.pools:
-            backend = backend_of(pool)  # each backend builds its pool and names the dictionary it joins
-            getattr(self, backend.stack_attribute)[pool.name] = backend.build(self, model, pool, self.tenants)
-        # HyperPod EKS pools are observed for usage once the governance file gives their GPUs per instance.
-        observed_eks = [name for name in self.hyperpod_eks_clusters if model.pool(name).gpus_per_instance]
-        # Slurm pools join once the governance file names their head node (its SSM target id).
-        governed_slurm = [
-            model.pool(name) for name in self.hyperpod_slurm_clusters if model.pool(name).head_node is not None
+            backend = backend_of(pool)
+            getattr(self, backend.stack_attribute)[pool.name] = backend.part("construct").build_pool(
+                self, model, pool, self.tenants
+            )
+        # Each backend's reclaim module says whether and how the controller governs a pool.
+        targets = [
+            target
+            for attribute in self._pool_attributes
+            for name, construct in getattr(self, attribute).items()
+            if (target := backend_of(model.pool(name)).part("reclaim").target(model.pool(name), construct))
         ]
-        if self.queues or observed_eks or governed_slurm:
+        if targets:
             # Dry run unless the governance file says act (reclaim_mode, docs/reclaim.md).
             self.reclaim_controller = ReclaimController(
-                self,
-                "ReclaimController",
-                model=model,
-                targets=[
-                    ReclaimTarget(pool=name, job_queue_arn=queue.job_queue_arn) for name, queue in self.queues.items()
-                ]
-                + [ReclaimTarget(pool=name) for name in observed_eks]
-                + [
-                    ReclaimTarget(
-                        pool=pool.name,
-                        head_node_instance_id=pool.head_node.instance_id,
-                        instance_type=pool.reclaimed_instance_type,
-                    )
-                    for pool in governed_slurm
-                ],
-                dry_run=model.reclaim_mode != "act",
+                self, "ReclaimController", model=model, targets=targets, dry_run=model.reclaim_mode != "act"
             )
         guarded = {
-            name: queue.job_queue_arn
-            for name, queue in self.queues.items()
+            name: construct.job_queue_arn
+            for attribute in self._pool_attributes
+            for name, construct in getattr(self, attribute).items()
             if backend_of(model.pool(name)).guards_submissions
         }
         if guarded:
@@ -145,6 +134,11 @@ class CapacityAccountStack(Stack):
             tenants=self.tenants,
             purchases_controller_id=self.capacity_controller.controller_id if model.capacity_windows else None,
         )
+
+    @property
+    def _pool_attributes(self) -> tuple[str, ...]:
+        """The dictionaries of deployed pools (``queues``, ...), in the registry's order."""
+        return tuple(dict.fromkeys(backend.stack_attribute for backend in BACKENDS.values()))
 
     def team_scope(self, owner: Construct, team_name: str) -> Construct:
         """Where ``owner`` (a construct of this stack) puts the resources of ``team_name``

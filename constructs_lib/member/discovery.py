@@ -11,14 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from constructs_lib.backends import backend_of
-from constructs_lib.backends.base import call
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
     SUBMISSION_ROLE_SUFFIX,
     TRAINING_ROLE_SUFFIX,
     GovernanceModel,
-    Team,
     aws_partition,
     repository_name,
     secrets_prefix,
@@ -33,71 +30,26 @@ from gpu_governance_runtime.contract import (
     TAG_TEAM,
     discovery_parameter_name,
     submission_tags,
-    team_training_plans_parameter,
 )
 
 CHECKPOINT_PREFIX = "checkpoints/"
 """Where in the team's bucket training jobs keep checkpoints (the bucket is the team's alone)."""
 
 # Each backend's keys of the discovery document and its name for each priority class (in the
-# class's order), through ``Backend.discovery``: ``(model, team, pool, classes) -> (keys, priority)``.
+# class's order) come from its package's ``discovery`` module: ``keys(model, team, pool, classes)
+# -> (keys, priority by class name)``. What a job queue's backends share:
 
 
-def _queue_keys(model: GovernanceModel, pool) -> tuple[dict[str, Any], str]:
+def job_queue_keys(model: GovernanceModel, pool) -> tuple[dict[str, Any], str]:
+    """The keys of a pool that is an AWS Batch job queue of the capacity account, and its ARN."""
     account = model.capacity_account
     queue_arn = f"arn:{aws_partition(account.region)}:batch:{account.region}:{account.account_id}:job-queue/{pool.name}"
     return {"job_queue": pool.name, "job_queue_arn": queue_arn}, queue_arn
 
 
-def _weights(classes) -> dict[str, Any]:
-    return {c.name: c.weight for c in classes}  # Batch: schedulingPriority = weight
-
-
-def quota_share_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
-    keys, queue_arn = _queue_keys(model, pool)
-    keys.update(
-        quota_share=team.name,
-        quota_share_arn=f"{queue_arn}/quota-share/{team.name}",
-        training_job_name_prefix=f"{team.name}-",
-        training_plans_parameter=team_training_plans_parameter(model.organisation, team.name),
-    )
-    return keys, _weights(classes)
-
-
-def fair_share_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
-    keys, _ = _queue_keys(model, pool)
-    keys.update(share_identifier=team.name, job_definition_prefix=f"{team.name}-")
-    return keys, _weights(classes)
-
-
-def eks_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
-    keys = {
-        "cluster_arn": pool.cluster_arn,
-        "eks_cluster_name": pool.eks_cluster_name,
-        "namespace": kubernetes.namespace(team.name),
-        "local_queue": kubernetes.local_queue(team.name),
-        "service_account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
-    }
-    return keys, {c.name: kubernetes.workload_priority_class(c.name) for c in classes}
-
-
-def slurm_keys(model: GovernanceModel, team: Team, pool, classes) -> tuple[dict[str, Any], dict[str, Any]]:
-    from constructs_lib.model.slurm import slurm_plan
-    from gpu_governance_runtime.slurm import BORROW_PARTITION, borrow_qos_name, class_qos_name
-
-    plan = slurm_plan(model, pool.name)
-    slurm_account = next(a for a in plan.accounts if a.name == team.name)
-    borrows = any(p.name == BORROW_PARTITION and team.name in p.allow_accounts for p in plan.partitions)
-    keys = {
-        "cluster_name": pool.cluster_name,
-        "slurm_account": slurm_account.name,
-        "partition": team.name,
-        "qos": list(slurm_account.qos),
-        "default_qos": slurm_account.default_qos,
-        "borrow_partition": BORROW_PARTITION if borrows else None,
-        "borrow_qos": borrow_qos_name(team.name) if borrows else None,
-    }
-    return keys, {c.name: class_qos_name(team.name, c.name) for c in classes}
+def scheduling_priorities(classes) -> dict[str, Any]:
+    """A priority class as an AWS Batch job's ``schedulingPriority``: its weight."""
+    return {c.name: c.weight for c in classes}
 
 
 def describe(
@@ -145,7 +97,7 @@ def describe(
         if team.gpu_hour_limit
         else None,
     }
-    keys, priority = call(backend_of(pool).discovery, model, team, pool, classes)
+    keys, priority = backend_of(pool).part("discovery").keys(model, team, pool, classes)
     document.update(keys)
     key = DISCOVERY_PRIORITY_KEY[pool.backend]
     # Last, after the backend's keys (the order of the contract's note).

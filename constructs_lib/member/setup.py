@@ -9,8 +9,10 @@ No aws_cdk here: members' laptops and notebooks import this without the CDK.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from constructs_lib.backends import BACKENDS
@@ -22,6 +24,8 @@ from .discovery import describe
 
 # The backends a member submits to, by the name the CLI takes.
 MEMBER_BACKENDS = {b.member_tool: name for name, b in BACKENDS.items() if b.member_tool}
+# SageMaker's TrainingJobName (botocore model): 1-63 characters.
+TRAINING_JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 # Keys that are null in a valid document: generated at deployment (null offline), or absent by design.
 _MAY_BE_NULL = frozenset(
     (
@@ -278,3 +282,21 @@ def team_setup(
         )
         raise GovernanceError.single("pool", wrong, pool, f"one of {sorted(p.name for p in candidates)}")
     return TeamSetup.from_document(describe(model, team.name, chosen[0].name, bucket=bucket, kms_key_arn=kms_key_arn))
+
+
+def unique_job_name(team: str, base: str, now: datetime | None = None) -> str:
+    """``<team>-<base>-<UTC time>``: the execution role trusts only training jobs named
+    ``<team>-*`` (docs/security.md), and a time suffix keeps retries apart."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return check_job_name(team, f"{team}-{base}-{stamp}")
+
+
+def check_job_name(team: str, name: str) -> str:
+    if not name.startswith(f"{team}-") or not TRAINING_JOB_NAME.fullmatch(name):
+        raise GovernanceError.single(
+            "job_name",
+            "not a training job name of the team",
+            name,
+            f"'{team}-' then letters, digits and '-', at most 63 characters",
+        )
+    return name

@@ -86,7 +86,8 @@ class _ReportingMeta(type(BaseModel)):  # pydantic's model metaclass, without a 
 
 class OrganisationView(Protocol):
     """The governance model as the modules below ``organisation`` read it (capacity windows,
-    instance types, Slurm): ``GovernanceModel`` passes itself to their checks, and none of them
+    instance types, projects and groups, principals, pools' teams, a backend's checks):
+    ``GovernanceModel`` passes itself to their checks, and none of them
     imports it, not even for an annotation (tests/foundation/test_layers.py). Pools, teams and
     windows are the organisation's own types, which live above these modules."""
 
@@ -106,7 +107,19 @@ class OrganisationView(Protocol):
     def groups(self) -> tuple[Any, ...]: ...
     @property
     def allow_unlisted_instance_types(self) -> tuple[str, ...]: ...
+    @property
+    def consumer_accounts(self) -> dict[str, Any]: ...
+    @property
+    def external_accounts(self) -> tuple[str, ...]: ...
+    @property
+    def platform_admins(self) -> tuple[str, ...]: ...
+    @property
+    def projects(self) -> tuple[Any, ...]: ...
+    @property
+    def guardrails(self) -> Any: ...
     def teams_in(self, pool: str) -> tuple[Any, ...]: ...
+    def members_quota(self, group: Any, pool: str) -> dict[str, int]: ...
+    def hyperpod_pools_of(self, project: Any) -> tuple[Any, ...]: ...
 
 
 class _Frozen(BaseModel, metaclass=_ReportingMeta):
@@ -302,7 +315,7 @@ _ALLOWED_BY_TYPE = {
     "too_short": "at least {min_length} item(s)",
     "too_long": "at most {max_length} item(s)",
     "union_tag_invalid": "one of {expected_tags}",
-    "union_tag_not_found": "one of batch_quota_share, batch_fair_share, hyperpod_eks, hyperpod_slurm",
+    "union_tag_not_found": "one of {expected_tags}",
     "int_parsing": "a whole number",
     "int_type": "a whole number",
     "int_from_float": "a whole number",
@@ -340,8 +353,11 @@ def governance_error_from(error: ValidationError, model: type[BaseModel] | None 
         kind = item["type"]
         if kind == "too_short" and any(p.startswith(location + "[") for p in failing_paths):
             continue  # a list whose items failed is not also too short
-        if kind.startswith("union_tag"):
-            location += ".backend"
+        if kind.startswith("union_tag"):  # the discriminator: a pool's backend, a feed's kind
+            discriminator = (item.get("ctx") or {}).get("discriminator", "").strip("'")
+            location += f".{discriminator}"
+            if kind == "union_tag_not_found":  # pydantic names the tags only of one it found
+                item = {**item, "ctx": {"expected_tags": ", ".join(_UNION_TAGS[discriminator])}}
         if kind == "missing" and (location == "sharing" or location.endswith(".sharing")):
             if location.removesuffix("sharing") + "preset" in failing_paths:
                 continue  # the bad preset is the problem, already reported
@@ -372,8 +388,13 @@ def governance_error_from(error: ValidationError, model: type[BaseModel] | None 
     return GovernanceError(_dedupe(problems))
 
 
-_UNION_TAGS = {*BACKENDS, *CONSUMER_FIELDS}  # pool backends and feed kinds
+# A discriminator's tags: pools' backends and feeds' kinds.
+_UNION_TAGS = {"backend": BACKENDS, "kind": tuple(CONSUMER_FIELDS)}
 _PYDANTIC_BRANCH = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|str|bool|none)$")
+
+
+def _is_union_tag(part: str) -> bool:
+    return any(part in tags for tags in _UNION_TAGS.values())
 
 
 def _steps(location: tuple[Any, ...]) -> list[Any]:
@@ -381,7 +402,7 @@ def _steps(location: tuple[Any, ...]) -> list[Any]:
     return [
         part
         for part in location
-        if isinstance(part, int) or not (str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)))
+        if isinstance(part, int) or not (_is_union_tag(str(part)) or _PYDANTIC_BRANCH.match(str(part)))
     ]
 
 
@@ -440,7 +461,7 @@ def path_of(location: tuple[Any, ...]) -> str:
     for part in location:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif str(part) in _UNION_TAGS or _PYDANTIC_BRANCH.match(str(part)):
+        elif _is_union_tag(str(part)) or _PYDANTIC_BRANCH.match(str(part)):
             continue  # pydantic's internal union branch names say nothing to a user
         else:
             text += f".{part}" if text else str(part)
@@ -461,3 +482,11 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
             allowed = "; or ".join(dict.fromkeys(p.allowed for p in items))
             merged.append(Problem(path=path, wrong=items[0].wrong, value=items[0].value, allowed=allowed))
     return merged
+
+
+def duplicates(names: list[str], path: str, problems: list[Problem], allowed: str = "names must be unique") -> None:
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if name in seen:
+            problems.append(Problem(path=f"{path}[{index}].name", wrong="duplicate name", value=name, allowed=allowed))
+        seen.add(name)

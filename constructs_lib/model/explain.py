@@ -216,25 +216,6 @@ def caveats(model: GovernanceModel) -> list[str]:
             lines.append(
                 f"pools[{index}].reclaim.grace_seconds: {grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
-        if (
-            backend_of(pool).guards_submissions
-            and model.guard_mode == "dry_run"
-            and any(max_run_limited(model, team, pool) for team in model.teams_in(pool.name))
-        ):
-            lines.append(
-                f"guard_mode: dry_run: on pool {pool.name} ({pool.backend}) the submission guard only reports service jobs "
-                "asking for longer than their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
-            )
-        max_run_caveat = backend_of(pool).max_run_caveat
-        if max_run_caveat and model.teams_in(pool.name):
-            where = f"on pool {pool.name} ({pool.backend})"
-            if pool.max_run_minutes is not None:
-                lines.append(f"pools[{index}].max_run_minutes: {max_run_caveat.format(where=where)}")
-            lines += [
-                f"priority_classes[{c}].max_run_minutes: {max_run_caveat.format(where=where)}"
-                for c, priority_class in enumerate(model.priority_classes)
-                if priority_class.max_run_minutes is not None
-            ]
     for index, group in enumerate(model.groups):
         for pool_name in group.quotas:
             pool = model.pool(pool_name)
@@ -273,10 +254,6 @@ def caveats(model: GovernanceModel) -> list[str]:
                 lines.append(
                     f"teams[{index}].gpu_hour_limit: counted {where} alone: {how} limits the team's usage there, not its GPU hours elsewhere"
                 )
-            if team.max_run_minutes is not None and backend.max_run_caveat:
-                lines.append(f"teams[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")
-            if team.user_limits is not None and backend.user_limit_caveat:
-                lines.append(f"teams[{index}].user_limits: {backend.user_limit_caveat.format(where=where)}")
             if team.paused and backend.paused_caveat:
                 lines.append(f"teams[{index}].paused: {backend.paused_caveat.format(where=where)}")
         # Only a team whose pools all ignore the weight is told (quota-share queues hand out idle
@@ -288,4 +265,38 @@ def caveats(model: GovernanceModel) -> list[str]:
                 f"teams[{index}].fair_share_weight: does nothing: the team's pools ({', '.join(team.quotas)}) are quota-share queues, "
                 "which hand idle capacity to borrowers first in, first out"
             )
+    return lines + _limit_caveats(model)
+
+
+def _limit_caveats(model: GovernanceModel) -> list[str]:
+    """Where a run-time or per-member limit is not held (docs/governance-file.md, Run-time and
+    per-member limits): per pool, then per team and pool."""
+    lines = []
+    for index, pool in enumerate(model.pools):
+        backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
+        teams = model.teams_in(pool.name)
+        if (
+            backend.guards_submissions
+            and model.guard_mode == "dry_run"
+            and any(max_run_limited(model, team, pool) for team in teams)
+        ):
+            lines.append(
+                f"guard_mode: dry_run: {where} the submission guard only reports service jobs asking for longer than "
+                "their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
+            )
+        if backend.max_run_caveat and teams:
+            if pool.max_run_minutes is not None:
+                lines.append(f"pools[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")
+            lines += [
+                f"priority_classes[{c}].max_run_minutes: {backend.max_run_caveat.format(where=where)}"
+                for c, priority_class in enumerate(model.priority_classes)
+                if priority_class.max_run_minutes is not None
+            ]
+    for index, team in enumerate(model.teams):
+        for pool in (model.pool(name) for name in team.quotas):
+            backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
+            if team.max_run_minutes is not None and backend.max_run_caveat:
+                lines.append(f"teams[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")
+            if team.user_limits is not None and backend.user_limit_caveat:
+                lines.append(f"teams[{index}].user_limits: {backend.user_limit_caveat.format(where=where)}")
     return lines

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 from constructs_lib.backends import Backend
 from constructs_lib.core.errors import GovernanceError, Problem
 
-from .organisation import Team, check_pool_teams
+from .pool_checks import check_pool_teams
+from .teams import Team
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,54 +11,25 @@ Every name comes from the definitions the constructs use (role suffixes and key 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 from constructs_lib.backends import backend_of
-from constructs_lib.backends.base import call
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import (
-    POD_ROLE_SUFFIX,
-    SUBMISSION_ROLE_SUFFIX,
-    TRAINING_ROLE_SUFFIX,
     GovernanceModel,
     Team,
     account_of,
-    aws_partition,
-    members_in_account,
     project_role,
     submission_policy_name,
     team_key_alias,
-    team_role_arn,
 )
 from constructs_lib.model.explain import deal, group_place
-from constructs_lib.model.slurm import GROUP_PREFIX, slurm_plan
+from constructs_lib.organisation.access import Access, team_roles
 
 LAYERS = ("organisation", "project", "cluster", "workload", "data")
 PLATFORM = "(platform)"
 """The ``team`` of what holds across teams: admins and guardrails."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Access:
-    team: str
-    layer: str
-    who: str  # an IAM principal ARN, a Kubernetes group, a Slurm user or a named set of them
-    can: str
-    on: str
-
-
-def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
-    """The roles the library creates for ``team``: kind -> ARN (the pod role only on HyperPod EKS)."""
-    account = model.capacity_account
-    roles = {"submission": SUBMISSION_ROLE_SUFFIX, "training": TRAINING_ROLE_SUFFIX}
-    if any(backend_of(model.pool(p)).team_pod_role for p in team.quotas):
-        roles["pods"] = POD_ROLE_SUFFIX
-    return {
-        kind: team_role_arn(account.account_id, team.name, suffix, aws_partition(account.region))
-        for kind, suffix in roles.items()
-    }
 
 
 def audit(model: GovernanceModel, now: datetime | None = None) -> list[Access]:
@@ -227,66 +198,21 @@ def _project(model: GovernanceModel, team: Team) -> list[Access]:
 
 
 def _cluster(model: GovernanceModel, team: Team) -> list[Access]:
-    return _per_pool(model, team, "audit_cluster")
+    return _per_pool(model, team, "cluster")
 
 
-def _per_pool(model: GovernanceModel, team: Team, field: str) -> list[Access]:
-    """The rows each of the team's pools' backends lists through the function its descriptor's ``field`` names."""
-    rows = []
-    for pool in (model.pool(name) for name in team.quotas):
-        if reference := getattr(backend_of(pool), field):
-            rows += call(reference, model, team, pool)
-    return rows
-
-
-def eks_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
-    """A HyperPod EKS cluster: access entries as the team's Kubernetes group, and the group's RBAC."""
-    group, namespace = kubernetes.team_group(team.name), kubernetes.namespace(team.name)
-    principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
-    rows = [
-        Access(
-            team=team.name,
-            layer="cluster",
-            who=p,
-            can=f"reach the cluster's Kubernetes API (an EKS access entry) as group {group}",
-            on=f"EKS cluster {pool.eks_cluster_name}",
-        )
-        for p in principals
-    ]
-    for manifest in kubernetes.rbac(team.name):
-        if manifest["kind"] not in ("Role", "ClusterRole"):
-            continue
-        scope = f"namespace {namespace}" if manifest["kind"] == "Role" else "cluster"
-        for rule in manifest["rules"]:
-            what = ", ".join(f"{g}/{r}" if g else r for g in rule["apiGroups"] for r in rule["resources"])
-            names = f" named {', '.join(rule['resourceNames'])}" if "resourceNames" in rule else ""
-            rows.append(
-                Access(
-                    team=team.name,
-                    layer="cluster",
-                    who=group,
-                    can=f"{' '.join(rule['verbs'])} {what}{names}",
-                    on=f"{scope} of EKS cluster {pool.eks_cluster_name}",
-                )
-            )
-    return rows
-
-
-def slurm_cluster_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
-    """A HyperPod Slurm cluster: the team's users run jobs as its account, in its partitions."""
-    plan = slurm_plan(model, pool.name)
-    account = next(a for a in plan.accounts if a.name == team.name)
-    partitions = [p.name for p in plan.partitions if team.name in p.allow_accounts]
+def _per_pool(model: GovernanceModel, team: Team, layer: str) -> list[Access]:
+    """The rows of ``layer`` (cluster or data) each of the team's pools' backends lists (its ``audit`` module)."""
     return [
-        Access(
-            team=team.name,
-            layer="cluster",
-            who=f"Slurm user {user.name}",
-            can=f"run jobs as Slurm account {account.name} with QoS {', '.join(account.qos)} (default {account.default_qos})",
-            on=f"partitions {', '.join(partitions)} of Slurm cluster {pool.cluster_name}",
-        )
-        for user in (u for u in plan.users if u.account == team.name)
+        row
+        for pool in (model.pool(name) for name in team.quotas)
+        for row in getattr(_of(pool), layer)(model, team, pool)
     ]
+
+
+def _of(pool):
+    """The ``audit`` module of ``pool``'s backend."""
+    return backend_of(pool).part("audit")
 
 
 def _workload(model: GovernanceModel, team: Team) -> list[Access]:
@@ -302,28 +228,9 @@ def _workload(model: GovernanceModel, team: Team) -> list[Access]:
             share += f"; in group {place}"
         if team.paused:
             share = f"nothing new while the team is paused ({share})"
-        who, where = call(backend_of(pool).audit_workload, model, team, pool)
+        who, where = _of(pool).workload(model, team, pool)
         rows.append(Access(team=team.name, layer="workload", who=who, can=f"submit: {share}", on=where))
     return rows
-
-
-def quota_share_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
-    return team_roles(model, team)["submission"], f"quota share {team.name} of Batch job queue {pool.name}"
-
-
-def fair_share_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
-    return team_roles(model, team)["submission"], f"share identifier {team.name} of Batch job queue {pool.name}"
-
-
-def eks_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
-    return (
-        kubernetes.team_group(team.name),
-        f"compute quota {team.name} (cluster queue {kubernetes.cluster_queue(team.name)}) on EKS cluster {pool.eks_cluster_name}",
-    )
-
-
-def slurm_place(model: GovernanceModel, team: Team, pool) -> tuple[str, str]:
-    return f"Slurm account {team.name}", f"partition {team.name} of Slurm cluster {pool.cluster_name}"
 
 
 def _data(model: GovernanceModel, team: Team) -> list[Access]:
@@ -338,22 +245,7 @@ def _data(model: GovernanceModel, team: Team) -> list[Access]:
         )
         for role in team_roles(model, team).values()
     ]
-    return rows + _per_pool(model, team, "audit_data")
-
-
-def slurm_data_access(model: GovernanceModel, team: Team, pool) -> list[Access]:
-    """A HyperPod Slurm cluster: the team's POSIX group's paths on the shared file system."""
-    return [
-        Access(
-            team=team.name,
-            layer="data",
-            who=f"POSIX group {path.group}",
-            can=f"read and write (mode {path.mode})",
-            on=f"{path.path} on Slurm cluster {pool.cluster_name}",
-        )
-        for path in slurm_plan(model, pool.name).data_paths
-        if path.group == GROUP_PREFIX + team.name
-    ]
+    return rows + _per_pool(model, team, "data")
 
 
 def as_json(rows: list[Access]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.backends import BACKENDS, backend_of
-from constructs_lib.backends.batch_quota_share import limited_quota_shares
+from constructs_lib.backends.base import limited_quota_shares
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import GovernanceModel, Project, Team, account_of, is_arn_pattern
 

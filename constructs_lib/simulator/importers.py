@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from constructs_lib.backends import BACKENDS
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import counted
-from constructs_lib.hyperpod_eks.kubernetes import cluster_queue, namespace, team_named
 from gpu_governance_runtime.common.batch_copy import restartable
 from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
 from gpu_governance_runtime.reclaim.adapters import service_job_usage
@@ -325,8 +325,9 @@ def _batch_size(
 
 def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
     """``kubectl get workloads -A -o json``: a List of Kueue Workloads (or one Workload). Team =
-    the one whose task-governance ClusterQueue (``hyperpod-ns-<team>-clusterqueue``) admitted it,
-    else whose namespace (``hyperpod-ns-<team>``) it is in; instance type = the ResourceFlavor
+    the one whose ClusterQueue admitted it, else whose namespace it is in, as a backend that runs
+    Kueue names them (its ``kueue`` module; task governance's ``hyperpod-ns-<team>-clusterqueue``
+    and ``hyperpod-ns-<team>``); instance type = the ResourceFlavor
     admission assigned its GPUs (task governance names each flavor after its instance type, as the
     reclaim controller reads ClusterQueues in reclaim/eks_usage.py);
     instances = pods admitted, over all pod sets; submit = creation; run = from the Admitted to
@@ -364,12 +365,10 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
                     continue
             admission = status["admission"]
             queue = admission["clusterQueue"]
-            team = team_named(queue) or team_named(metadata.get("namespace", ""))
+            team = _kueue_team(queue) or _kueue_team(metadata.get("namespace", ""))
             if team is None:
-                findings.guess(
-                    f"team = ClusterQueue name (neither it nor the namespace is {cluster_queue('<team>')} / {namespace('<team>')})",
-                    job_id,
-                )
+                named = " or ".join(f"{n.cluster_queue('<team>')} / {n.namespace('<team>')}" for n in _kueue_names())
+                findings.guess(f"team = ClusterQueue name (neither it nor the namespace is {named})", job_id)
             assigned = {a.get("name", "main"): a for a in admission.get("podSetAssignments") or ()}
             limit = spec.get("maximumExecutionTimeSeconds")
             jobs.append(
@@ -396,6 +395,16 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
                 "a kueue.x-k8s.io Workload with metadata, spec.podSets, status",
             ) from None
     return findings.imported(jobs)
+
+
+def _kueue_names() -> list:
+    """The ``kueue`` modules of the backends whose pools schedule with Kueue: how they name a team's objects."""
+    return [names for backend in BACKENDS.values() if (names := backend.part("kueue")) is not None]
+
+
+def _kueue_team(name: str) -> str | None:
+    """The team whose ClusterQueue or namespace ``name`` is, on any backend that runs Kueue."""
+    return next((team for names in _kueue_names() if (team := names.team_named(name))), None)
 
 
 def _kueue_instance_type(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.model.organisation import MAX_GRACE_SECONDS
+from constructs_lib.model.pools import MAX_GRACE_SECONDS
 from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 from .engine import RunMetrics, pooled_share, simulate
@@ -162,9 +162,9 @@ def shares_at(
 _jobs: Sequence[TraceJob] = ()  # the trace, read once per worker process
 
 
-def _load(trace: str) -> None:
+def _load(trace: str, classes: Mapping[str, int] | None) -> None:
     global _jobs
-    _jobs = read_trace(trace)
+    _jobs = read_trace(trace, classes)
 
 
 def _replay(task: tuple[Point | int, tuple[Share, ...], dict[str, int], float]) -> RunMetrics:
@@ -174,9 +174,10 @@ def _replay(task: tuple[Point | int, tuple[Share, ...], dict[str, int], float]) 
     return simulate(_jobs, shares=shares, capacity=capacity, tick_s=tick_s, settings=what.settings)
 
 
-def process_pool(processes: int, trace: str) -> Any:
-    """The worker processes, each with the trace read once."""
-    return multiprocessing.get_context().Pool(processes, initializer=_load, initargs=(trace,))
+def process_pool(processes: int, trace: str, classes: Mapping[str, int] | None = None) -> Any:
+    """The worker processes, each with the trace read once (``classes``: priority class name ->
+    weight, for a trace that names the file's classes)."""
+    return multiprocessing.get_context().Pool(processes, initializer=_load, initargs=(trace, classes))
 
 
 def run_sweep(
@@ -187,7 +188,8 @@ def run_sweep(
     capacity: Mapping[str, int],
     tick_s: float,
     processes: int | None = None,
-    pool_factory: Callable[[int, str], Any] = process_pool,
+    classes: Mapping[str, int] | None = None,
+    pool_factory: Callable[[int, str, Mapping[str, int] | None], Any] = process_pool,
 ) -> list[Outcome]:
     """Every point of ``grid`` and each size's pooled baseline, ``processes`` at a time (default:
     one per core), in grid order."""
@@ -198,13 +200,13 @@ def run_sweep(
             sorted(capacity),
             "a pool of one instance type",
         )
-    jobs = read_trace(trace)  # a bad trace fails here, once, not in every worker
+    jobs = read_trace(trace, classes)  # a bad trace fails here, once, not in every worker
     points = grid.points()
     (instance_type,) = capacity
     tasks: list[tuple[Any, ...]] = [(point, *shares_at(point, shares, capacity), tick_s) for point in points]
     tasks += [(size, pooled_share({instance_type: size}), {instance_type: size}, tick_s) for size in grid.sizes]
     total_work = sum(job.duration * job.count for job in jobs)
-    with pool_factory(processes or os.cpu_count() or 1, trace) as workers:
+    with pool_factory(processes or os.cpu_count() or 1, trace, classes) as workers:
         results = workers.map(_replay, tasks, chunksize=1)
     pooled = dict(zip(grid.sizes, results[len(points) :], strict=True))
     return [

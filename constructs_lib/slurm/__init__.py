@@ -1,15 +1,24 @@
-"""SageMaker HyperPod on Slurm: the governance model as accounts, QoS, partitions and OS
-groups (``slurm_plan``), and the construct that delivers the apply script to a cluster."""
+"""The old import path of SageMaker HyperPod on Slurm, kept so existing apps keep working: the
+mapping (``slurm_plan``) and the construct are ``constructs_lib.backends.hyperpod_slurm``'s
+(import them from ``constructs_lib``)."""
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from typing import TYPE_CHECKING, Any
-
-from constructs_lib.model.slurm import InstanceGroup, hyperpod_instance_groups, posix_user_name, slurm_plan
+from constructs_lib.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .construct import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps
+    from constructs_lib.backends.hyperpod_slurm.construct import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps
+    from constructs_lib.backends.hyperpod_slurm.plan import (
+        InstanceGroup,
+        hyperpod_instance_groups,
+        posix_user_name,
+        slurm_plan,
+    )
 
+_DEFINED_IN = {
+    ".backends.hyperpod_slurm.construct": ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps"),
+    ".backends.hyperpod_slurm.plan": ("InstanceGroup", "hyperpod_instance_groups", "posix_user_name", "slurm_plan"),
+}
 __all__ = [
     "HyperPodSlurmGovernance",
     "HyperPodSlurmGovernanceProps",
@@ -18,13 +27,4 @@ __all__ = [
     "posix_user_name",
     "slurm_plan",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # The construct is imported on first use: the model (validation) and `gpu-governance slurm
-    # script` use the mapping and must not start aws_cdk.
-    if name in ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps"):
-        from . import construct
-
-        return getattr(construct, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {name: module for module, names in _DEFINED_IN.items() for name in names})

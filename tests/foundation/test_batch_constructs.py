@@ -5,8 +5,8 @@ from aws_cdk import App, CfnResource, Stack, aws_batch as batch, aws_iam as iam
 from aws_cdk.assertions import Match, Template
 from constructs import Construct
 
+from constructs_lib.backends.batch_queue import l1_logical_id
 from constructs_lib.batch import TEAM_TAG, FairShareJobQueue, QuotaManagedTrainingQueue, fair_share_weight_factor
-from constructs_lib.batch.queues import l1_logical_id
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import BatchFairSharePool, BatchQuotaSharePool, Team
 from constructs_lib.organisation.compliance import apply_standard_packs

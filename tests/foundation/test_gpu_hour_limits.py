@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from constructs_lib.backends.hyperpod_slurm.status import slurm_observation
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member.discovery import describe
 from constructs_lib.member.setup import TeamSetup
-from constructs_lib.member.status import slurm_observation
 from constructs_lib.member.waiting import explain
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.explain import caveats, deals

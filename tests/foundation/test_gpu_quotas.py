@@ -10,13 +10,13 @@ import json
 import pytest
 
 from constructs_lib.backends import backends_where
+from constructs_lib.backends.hyperpod_eks.construct import compute_quota_properties
+from constructs_lib.backends.hyperpod_slurm.plan import slurm_plan
 from constructs_lib.cli.simulate import pool_shares
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks.governance import compute_quota_properties
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.explain import caveats, deals
 from constructs_lib.model.policy import compile_policy
-from constructs_lib.model.slurm import slurm_plan
 from constructs_lib.organisation.audit import audit
 from gpu_governance_runtime.contract import HYPERPOD_EKS, SharingStrategy
 from gpu_governance_runtime.policy import parse_policy

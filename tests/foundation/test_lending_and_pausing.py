@@ -134,7 +134,7 @@ def test_the_discovery_document_says_the_team_is_paused_and_an_older_one_still_r
 def test_the_preset_table_and_the_critical_reading_in_the_docs_match_the_code():
     from pathlib import Path
 
-    from constructs_lib.model.organisation import PRESET_SHARING
+    from constructs_lib.model.teams import PRESET_SHARING
 
     root = Path(__file__).resolve().parents[2]
     rows = {
@@ -150,7 +150,7 @@ def test_the_preset_table_and_the_critical_reading_in_the_docs_match_the_code():
 
 
 def test_a_critical_team_is_interrupted_only_by_its_own_strictly_more_urgent_job():
-    from constructs_lib.model.organisation import Preset
+    from constructs_lib.model.teams import Preset
     from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
 
     critical = Preset.CRITICAL.sharing

@@ -475,3 +475,31 @@ def test_a_consumer_account_without_a_team_is_refused_before_synthesis():
         "('idle') - the account of at least one team (teams[].account); otherwise remove it "
         "(and destroy its stack if it was deployed)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        (
+            ("pools", 0),
+            "pools[0].backend: invalid ({'name': 'sagemaker-training', ",
+        ),
+        (
+            ("capacity_windows", 0, "feeds"),
+            "capacity_windows[0].feeds.kind: invalid ({'pool': 'sagemaker-training'}) - one of batch_compute_environment, "
+            "eks_node_group, hyperpod_instance_group, sagemaker_training_jobs",
+        ),
+    ],
+)
+def test_a_missing_discriminator_names_its_own_field_and_tags(where, expected):
+    # A feed without its kind was reported as ".backend" with the pools' backends.
+    data = default_data()
+    holder = data
+    for step in where:
+        holder = holder[step]
+    del holder["backend" if where[0] == "pools" else "kind"]
+    lines = problems_of(data)
+    assert any(line.startswith(expected) for line in lines), lines
+    assert any(
+        line.endswith(" - one of batch_quota_share, batch_fair_share, hyperpod_eks, hyperpod_slurm") for line in lines
+    ) is (where[0] == "pools")

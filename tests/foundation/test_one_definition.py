@@ -15,13 +15,13 @@ from aws_cdk.assertions import Template
 
 from constructs_lib.backends import BACKENDS, backend_of, backends_where
 from constructs_lib.backends.base import GPU_HOUR_SWITCH_ACTIONS
-from constructs_lib.backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.core.vocabulary import UNLIMITED_BORROW_LIMIT
 from constructs_lib.member import MEMBER_BACKENDS
 from constructs_lib.model import UNLIMITED, GovernanceModel, SharingPolicy, SharingStrategy
 from constructs_lib.model.capacity import Feed, raising_windows
 from constructs_lib.model.loader import load_model
-from constructs_lib.model.organisation import check_pool_teams
+from constructs_lib.model.pool_checks import check_pool_teams
 from constructs_lib.organisation.guardrails import quota_raise_actions
 from gpu_governance_runtime import contract
 
@@ -37,12 +37,9 @@ def test_the_registry_lists_the_contracts_backends_in_its_order():
     assert all(b.name == name for name, b in BACKENDS.items())
 
 
-def test_every_backend_names_a_construct_builder_and_a_stack_dictionary():
-    import importlib
-
+def test_every_backend_has_a_construct_builder_and_a_stack_dictionary():
     for backend in BACKENDS.values():
-        module, _, function = backend.construct.partition(":")
-        assert callable(getattr(importlib.import_module(module), function)), backend.name
+        assert callable(backend.part("construct").build_pool), backend.name
         assert backend.stack_attribute in ("queues", "hyperpod_eks_clusters", "hyperpod_slurm_clusters"), backend.name
 
 
@@ -64,89 +61,12 @@ def test_a_window_may_feed_the_pools_whose_backend_takes_its_kind():
     )
 
 
-# The contract's names of one backend or of several (BATCH_QUOTA_SHARE ... HYPERPOD_BACKENDS).
-_BACKEND_CONSTANTS = {
-    name
-    for name, value in vars(contract).items()
-    if name.isupper()
-    and (value in contract.BACKENDS or (isinstance(value, tuple) and value and set(value) < set(contract.BACKENDS)))
-}
-
-
-def _is_discriminator(node: ast.AST) -> bool:
-    """``backend: Literal["<name>"] = "<name>"``: a pool class's pydantic discriminator."""
-    return (
-        isinstance(node, ast.AnnAssign)
-        and ast.unparse(node.target) == "backend"
-        and isinstance(node.annotation, ast.Subscript)
-        and ast.unparse(node.annotation.value) == "Literal"
-        and isinstance(node.annotation.slice, ast.Constant)
-        and isinstance(node.value, ast.Constant)
-        and node.annotation.slice.value == node.value.value
-    )
-
-
-def _backend_names(source: str) -> tuple[list[int], list[str]]:
-    """The lines where ``source`` names a backend (a contract constant or a backend's name as a
-    string), and the backends its pool classes' discriminators name (left out of the lines)."""
-    tree = ast.parse(source)
-    discriminators = [node for node in ast.walk(tree) if _is_discriminator(node)]
-    exempt = {id(part) for node in discriminators for part in ast.walk(node)}
-    lines = [
-        node.lineno
-        for node in ast.walk(tree)
-        if id(node) not in exempt
-        and (
-            (isinstance(node, ast.Constant) and node.value in contract.BACKENDS)
-            or (isinstance(node, ast.Name) and node.id in _BACKEND_CONSTANTS)
-            or (isinstance(node, ast.Attribute) and node.attr in _BACKEND_CONSTANTS)
-            or (isinstance(node, ast.ImportFrom) and any(a.name in _BACKEND_CONSTANTS for a in node.names))
-        )
-    ]
-    return lines, [node.value.value for node in discriminators]
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        'if pool.backend == "hyperpod_eks": pass',
-        "from gpu_governance_runtime.contract import HYPERPOD_SLURM",
-        "ok = pool.backend in contract.HYPERPOD_BACKENDS",
-        'backend: Literal["batch_quota_share"] = "batch_fair_share"',  # not one backend's discriminator
-    ],
-)
-def test_the_check_sees_a_module_name_a_backend(source):
-    assert set(_backend_names(source)[0]) == {1}
-
-
-def test_the_check_leaves_asking_the_registry_and_a_discriminator_alone():
-    source = 'backend: Literal["hyperpod_slurm"] = "hyperpod_slurm"\nok = backend_of(pool).family == "hyperpod"'
-    assert _backend_names(source) == ([], ["hyperpod_slurm"])
-
-
-def test_outside_the_registry_no_module_names_a_backend():
-    # (the package root's "hyperpod_eks" is the name of the construct package, not of a backend)
-    naming, discriminators = [], []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.parts[-2] == "backends" or path == PACKAGE / "__init__.py":
-            continue
-        lines, named = _backend_names(path.read_text())
-        naming += [f"{path.relative_to(PACKAGE)}:{line}" for line in lines]
-        discriminators += [(str(path.relative_to(PACKAGE)), name) for name in named]
-    assert naming == [], "ask constructs_lib.backends instead of naming a backend"
-    # pydantic needs one literal per pool class: one per backend of the contract, in the model, nothing else
-    assert sorted(discriminators) == sorted(("model/organisation.py", name) for name in contract.BACKENDS)
-
-
-def test_every_member_tool_names_its_submission_example():
-    import importlib
-
+def test_every_member_tool_has_its_submission_example():
     tools = {name: b for name, b in BACKENDS.items() if b.member_tool}
     assert {b.member_tool: name for name, b in tools.items()} == MEMBER_BACKENDS
-    assert {name for name, b in BACKENDS.items() if b.submit_example} == set(tools)
+    assert {name for name, b in BACKENDS.items() if b.part("submit") is not None} == set(tools)
     for backend in tools.values():
-        module, _, function = backend.submit_example.partition(":")
-        assert callable(getattr(importlib.import_module(module), function)), backend.name
+        assert callable(backend.part("submit").example), backend.name
 
 
 @pytest.mark.parametrize("backend", backends_where(lambda b: b.max_teams_per_pool is not None))

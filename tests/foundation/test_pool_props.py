@@ -6,7 +6,6 @@ naming the field, before anything is added to the scope."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 
 import pytest
@@ -39,7 +38,7 @@ FAIR_POOL = BatchFairSharePool(
 
 def pool_construct(backend: str) -> tuple[type, type]:
     """The construct and props class of ``backend``, found beside the builder its descriptor names."""
-    module = importlib.import_module(BACKENDS[backend].construct.split(":")[0])
+    module = BACKENDS[backend].part("construct")
     (props,) = [
         value
         for value in vars(module).values()

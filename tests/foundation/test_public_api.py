@@ -19,15 +19,34 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def defined_in() -> dict[str, str]:
+    """Every public name and the module that defines it: the root's table and the backends' exports."""
+    return {
+        **{name: f"constructs_lib.{module}" for name, module in constructs_lib._MODULE_OF.items()},
+        **constructs_lib._backend_exports(),
+    }
+
+
 def test_all_lists_every_lazy_name_once_and_sorted():
     assert constructs_lib.__all__ == sorted(set(constructs_lib.__all__), key=lambda n: (not n.isupper(), n))
-    assert set(constructs_lib.__all__) == set(constructs_lib._MODULE_OF)
+    assert set(constructs_lib.__all__) == set(defined_in())
+    # a backend's name is no name of the root's own table: one place for each
+    assert not set(constructs_lib._MODULE_OF) & set(constructs_lib._backend_exports())
 
 
 @pytest.mark.parametrize("name", constructs_lib.__all__)
 def test_every_public_name_resolves_to_its_definition(name):
-    module = importlib.import_module(f"constructs_lib.{constructs_lib._MODULE_OF[name]}")
+    module = importlib.import_module(defined_in()[name])
     assert getattr(constructs_lib, name) is getattr(module, name)
+
+
+def test_every_backend_exports_its_pool_class_and_construct():
+    from constructs_lib.backends import BACKENDS
+
+    for backend in BACKENDS.values():
+        assert backend.exports["pool"] == (backend.pool.__name__,), backend.name
+        assert getattr(constructs_lib, backend.pool.__name__) is backend.pool
+        assert backend.exports["construct"], backend.name
 
 
 def test_unknown_name_is_an_attribute_error():

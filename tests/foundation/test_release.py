@@ -56,6 +56,8 @@ def test_the_wheel_holds_the_library_the_controllers_and_their_data(dist):
     assert {"constructs_lib/data/feature-flags.json", "constructs_lib/data/default-governance.yaml"} <= names
     packages = {name.split("/")[0] for name in names}
     assert packages == {"constructs_lib", "gpu_governance_runtime", f"cdk_gpu_governance-{VERSION}.dist-info"}
+    # the Apache-2.0 text travels with the code (PEP 639 license-files picks up LICENSE)
+    assert f"cdk_gpu_governance-{VERSION}.dist-info/licenses/LICENSE" in names
     (sdist,) = dist.glob("*.tar.gz")
     assert sdist.name == f"cdk_gpu_governance-{VERSION}.tar.gz"
     with tarfile.open(sdist) as archive:

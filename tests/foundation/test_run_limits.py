@@ -175,7 +175,7 @@ def test_validate_warns_and_explain_shows_the_limits_through_the_cli(capsys, tmp
 
 
 def test_status_tells_a_member_whose_job_waits_for_their_own_limit():
-    from constructs_lib.member.status import slurm_observation
+    from constructs_lib.backends.hyperpod_slurm.status import slurm_observation
     from constructs_lib.member.waiting import explain
     from tests.status.test_status import NOW, SLURM
 

@@ -51,14 +51,9 @@ LAYERS = {
     # what the controllers are told: the policy document, the guarantees the capacity controller raised
     "policy": ("policy.py", "raised_guarantees.py"),
     # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler, and the
-    # backend registry that says which of them a pool's backend takes
+    # backend registry that says which of them a pool's backend takes (every module of backends/,
+    # BACKEND_LAYER: a new backend's runtime module needs no line here)
     "adapters": (
-        "backends/__init__.py",
-        "backends/base.py",
-        "backends/batch_fair_share.py",
-        "backends/batch_quota_share.py",
-        "backends/hyperpod_eks.py",
-        "backends/hyperpod_slurm.py",
         "reclaim/ledger.py",
         "reclaim/adapters.py",
         "reclaim/eks_usage.py",
@@ -82,7 +77,10 @@ LAYERS = {
     # the Lambda entry points: settings, events, clients, one run
     "handlers": ("reclaim/handler.py", "capacity/handler.py", "guard/handler.py", "dedicated_nodes.py"),
 }
+BACKEND_LAYER = "adapters"
 RANK = {module: LAYER_NAMES.index(layer) for layer, modules in LAYERS.items() for module in modules}
+for _path in (RUNTIME / "backends").rglob("*.py"):
+    RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(BACKEND_LAYER))
 # The controllers' packages. Capacity and reclaim are siblings; the guard records its actions in
 # the reclaim controller's ledger table (the same ``Ledger`` and states), so it may use that.
 CONTROLLERS = ("capacity", "reclaim", "guard")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from constructs_lib.backends.hyperpod_slurm.plan import slurm_plan
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.slurm import slurm_plan
 from gpu_governance_runtime.slurm import (
     SlurmGroupAccount,
     SlurmPlan,

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes, kueue
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 
 from .admission import JOB_CONTROLLER, Admission, CelError, compile_expression, evaluate
@@ -23,7 +23,7 @@ SHIPPED = kubernetes.pod_security_objects() + [
     o for team, tenancy in TEAMS.items() for o in kubernetes.team_objects(team, tenancy, GRANTED[team])
 ]
 ADMISSION = Admission(SHIPPED)
-NS = {team: kubernetes.namespace(team) for team in TEAMS}
+NS = {team: kueue.namespace(team) for team in TEAMS}
 QUEUE, PRIORITY = kubernetes.QUEUE_LABEL, kubernetes.PRIORITY_CLASS_LABEL
 
 
@@ -284,7 +284,7 @@ def queued(obj: dict, team: str) -> dict:
     """``obj`` as the team submits it: naming its local queue where Kueue reads it."""
     obj = copy.deepcopy(obj)
     holder = obj["spec"]["jobTemplate"] if obj["kind"] == "CronJob" else obj
-    holder.setdefault("metadata", {}).setdefault("labels", {})[QUEUE] = kubernetes.local_queue(team)
+    holder.setdefault("metadata", {}).setdefault("labels", {})[QUEUE] = kueue.local_queue(team)
     return obj
 
 
@@ -678,10 +678,10 @@ def test_row_1_a_job_naming_system_node_critical_is_refused_with_or_without_a_qu
 @pytest.mark.parametrize("kind", QUEUED_KINDS)
 def test_every_workload_and_pod_must_name_the_teams_own_local_queue_where_kueue_reads_it(kind):
     workload = as_workload(kind, gpu_pod(), gpu_pod())
-    own = kubernetes.local_queue(DEDICATED)
+    own = kueue.local_queue(DEDICATED)
     assert refusals(queued(workload, DEDICATED), NS[DEDICATED]) == []
     assert refusals(workload, NS[DEDICATED]) == [QUEUE_REFUSED]  # no label: Kueue would leave it alone
-    for wrong in (kubernetes.local_queue(BASELINE), "", own.upper(), f"{own} ", "localqueue", "hyperpod-ns-prod"):
+    for wrong in (kueue.local_queue(BASELINE), "", own.upper(), f"{own} ", "localqueue", "hyperpod-ns-prod"):
         assert refusals(with_queue_label(workload, QUEUE, wrong), NS[DEDICATED]) == [QUEUE_REFUSED], wrong
     # Only where Kueue reads it: on the pod templates alone, a look-alike key, or the old annotation does nothing.
     if kind != "Pod":
@@ -696,7 +696,7 @@ def test_every_workload_and_pod_must_name_the_teams_own_local_queue_where_kueue_
 
 def test_a_cronjobs_queue_is_in_its_job_template():
     cron = as_workload("CronJob", gpu_pod(), gpu_pod())
-    own = kubernetes.local_queue(DEDICATED)
+    own = kueue.local_queue(DEDICATED)
     assert refusals(with_queue_label(cron, QUEUE, own, "object"), NS[DEDICATED]) == [QUEUE_REFUSED]
     assert refusals(with_queue_label(cron, QUEUE, own), NS[DEDICATED]) == []
     # The Kueue label in the job template reaches every Job it makes.
@@ -780,13 +780,13 @@ def test_pods_the_clusters_controllers_make_need_no_queue_label_but_keep_to_the_
 
 def test_the_queue_label_cannot_be_dropped_or_changed_by_an_update():
     job = queued(as_workload("PyTorchJob", gpu_pod(), gpu_pod()), DEDICATED)
-    other_queue = with_queue_label(job, QUEUE, kubernetes.local_queue(BASELINE))
+    other_queue = with_queue_label(job, QUEUE, kueue.local_queue(BASELINE))
     unqueued = with_queue_label(job, "app", "llama")
     for update in (other_queue, unqueued):
         assert refusals(update, NS[DEDICATED], operation="UPDATE", old_object=job) == [QUEUE_REFUSED]
     # Kueue (a platform service account) suspends and resumes the job: admitted.
-    kueue = "system:serviceaccount:kueue-system:kueue-controller-manager"
-    assert refusals(job, NS[DEDICATED], operation="UPDATE", old_object=job, username=kueue) == []
+    controller = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    assert refusals(job, NS[DEDICATED], operation="UPDATE", old_object=job, username=controller) == []
 
 
 def test_a_pods_priority_class_is_judged_once_so_its_finalizer_can_always_go():

@@ -8,12 +8,12 @@ import pytest
 from aws_cdk import App, Environment, RemovalPolicy, Stack, aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
+from constructs_lib.backends.hyperpod_eks.kubernetes import USAGE_READER
 from constructs_lib.cli.report import summarise
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA
 from constructs_lib.hyperpod_eks import HyperPodEksGovernance
-from constructs_lib.hyperpod_eks.kubernetes import USAGE_READER
 from constructs_lib.model import GovernanceModel, PriorityClass
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.tenancy import TeamTenancy
@@ -674,7 +674,7 @@ def test_props_of_the_wrong_shape_are_refused_naming_the_field(props, expected):
 
 
 def test_a_paused_team_gets_a_disabled_compute_quota():
-    from constructs_lib.hyperpod_eks.governance import compute_quota_properties
+    from constructs_lib.backends.hyperpod_eks.construct import compute_quota_properties
     from constructs_lib.model import HyperPodEksPool, Team
 
     pool = HyperPodEksPool(

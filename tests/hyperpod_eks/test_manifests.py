@@ -3,7 +3,7 @@
 import kubernetes_validate
 import pytest
 
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.model import HyperPodEksPool, KubernetesTenancy, PodSecurityLevel
 from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from constructs_lib.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL
+from constructs_lib.backends.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from tests.live import framework
 from tests.live.framework import FAIL, INCONCLUSIVE, PASS
 from tests.live.probes import hyperpod

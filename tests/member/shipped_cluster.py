@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from constructs_lib.hyperpod_eks import kubernetes
+from constructs_lib.backends.hyperpod_eks import kubernetes, kueue
 from constructs_lib.model import KubernetesTenancy
 from constructs_lib.model.loader import load_model
 from constructs_lib.slurm import slurm_plan
@@ -27,7 +27,7 @@ def _admission() -> Admission:
 def namespace_of(namespace: str) -> str:
     """The team whose namespace this is; refuses any other namespace (the team's group has no
     rights elsewhere)."""
-    teams = {kubernetes.namespace(t.name): t.name for t in load_model(None).teams_in(EKS_POOL)}
+    teams = {kueue.namespace(t.name): t.name for t in load_model(None).teams_in(EKS_POOL)}
     if namespace not in teams:
         raise SystemExit(
             f"Error from server (Forbidden): namespace {namespace!r} is not a team namespace: {sorted(teams)}"

@@ -226,7 +226,7 @@ def test_the_sdk_path_sends_to_the_teams_region_not_the_callers_default(monkeypa
     # what sagemaker-train's Batch helper does: boto3.client("batch") with no region
     import boto3
 
-    from constructs_lib.member.sdk import default_region
+    from constructs_lib.backends.batch_quota_share.member import default_region
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     before = boto3.DEFAULT_SESSION

@@ -6,8 +6,8 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
+from constructs_lib.backends.hyperpod_eks import kubernetes, kueue
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.member import team_setup, training_job_manifest
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
 from tests.hyperpod_eks.admission import JOB_CONTROLLER, Admission
@@ -70,8 +70,8 @@ def test_the_job_goes_to_the_teams_namespace_local_queue_and_priority_class(mode
 @pytest.mark.parametrize("team", sorted(TENANCIES))
 def test_the_shipped_admission_policies_admit_the_job_at_every_pod_security_level(model, team):
     job = manifest(model, team)
-    assert ADMISSION.review(job, kubernetes.namespace(team)) == []
-    assert review_pod(pod_of(job), kubernetes.namespace(team)) == []
+    assert ADMISSION.review(job, kueue.namespace(team)) == []
+    assert review_pod(pod_of(job), kueue.namespace(team)) == []
 
 
 def pod_of(job: dict) -> dict:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from constructs_lib.backends.hyperpod_slurm.plan import slurm_plan
 from constructs_lib.cli.report import summarise
 from constructs_lib.model import PROJECT_CONTRIBUTOR, PROJECT_OWNER, GovernanceModel
 from constructs_lib.model.loader import load_model
-from constructs_lib.model.slurm import slurm_plan
 from constructs_lib.organisation.audit import audit
 from tests.foundation.org import synthesize_reference
 from tests.security.iam_eval import Template, load_assembly

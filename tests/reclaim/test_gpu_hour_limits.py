@@ -470,19 +470,15 @@ def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_
 
 
 def test_the_controller_names_each_limited_quota_share_until_there_are_too_many(monkeypatch):
-    import constructs_lib.backends.batch_quota_share as batch_quota_share
+    from constructs_lib.backends import base
 
     model = GovernanceModel.from_dict(default_data())  # research has a limit on sagemaker-training
     queue = "arn:aws:batch:us-east-1:111122223333:job-queue/sagemaker-training"
-    assert batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, model) == [
-        f"{queue}/quota-share/research"
-    ]
+    assert base.limited_quota_shares({"sagemaker-training": queue}, model) == [f"{queue}/quota-share/research"]
     data = default_data()
     for team in data["teams"]:
         team["gpu_hour_limit"] = {"hours": 100, "period": "month"}
     everyone = GovernanceModel.from_dict(data)
-    assert len(batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, everyone)) == 3
-    monkeypatch.setattr(
-        batch_quota_share, "MAX_NAMED_QUOTA_SHARES", 2
-    )  # more limited teams than named: the queue's quota shares
-    assert batch_quota_share.limited_quota_shares({"sagemaker-training": queue}, everyone) == [f"{queue}/quota-share/*"]
+    assert len(base.limited_quota_shares({"sagemaker-training": queue}, everyone)) == 3
+    monkeypatch.setattr(base, "MAX_NAMED_QUOTA_SHARES", 2)  # more limited teams than named: the queue's quota shares
+    assert base.limited_quota_shares({"sagemaker-training": queue}, everyone) == [f"{queue}/quota-share/*"]

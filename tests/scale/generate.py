@@ -12,12 +12,13 @@ import sys
 
 import yaml
 
-from constructs_lib.model import MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE
+from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
+from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 
 CAPACITY_ACCOUNT = "111122223333"
 ACCOUNTS = 5
 PRESETS = ("background", "steady", "critical")
-# Batch allows at most 500 active share identifiers per job queue (model MAX_SHARES_PER_FAIR_SHARE_QUEUE).
+# Batch allows at most 500 active share identifiers per job queue (MAX_SHARES_PER_FAIR_SHARE_QUEUE).
 FAIR_SHARE_TEAMS = MAX_SHARES_PER_FAIR_SHARE_QUEUE
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from constructs_lib.backends.batch_fair_share import MAX_SHARES_PER_FAIR_SHARE_QUEUE
+from constructs_lib.backends.batch_quota_share import MAX_SHARES_PER_QUOTA_QUEUE
 from constructs_lib.cli import main as cli_main
-from constructs_lib.model import MAX_SHARES_PER_FAIR_SHARE_QUEUE, MAX_SHARES_PER_QUOTA_QUEUE, GovernanceModel
+from constructs_lib.model import GovernanceModel
 from constructs_lib.organisation.limits import (
     MARGIN,
     MAX_RESOURCES,

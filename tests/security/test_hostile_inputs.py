@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
+from constructs_lib.backends.hyperpod_eks import kubernetes
 from constructs_lib.cli import main
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.hyperpod_eks import kubernetes
 from constructs_lib.model import GovernanceModel, KubernetesTenancy
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.slurm import slurm_plan
@@ -475,10 +475,10 @@ def longest(model_class: type, field: str) -> int:
 def longest_organisation() -> dict[str, Any]:
     """The base organisation with every name at the longest its fields (and Slurm, HyperPod)
     allow, and members full of ARN punctuation."""
+    from constructs_lib.backends.hyperpod_slurm.plan import GROUP_PREFIX
     from constructs_lib.model import PriorityClass, Team
     from constructs_lib.model.capacity import CapacityWindow
-    from constructs_lib.model.organisation import _Pool as Pool
-    from constructs_lib.model.slurm import GROUP_PREFIX
+    from constructs_lib.model.pools import BasePool as Pool
 
     data = base_data()
     data["organisation"] = "o" * longest(GovernanceModel, "organisation")

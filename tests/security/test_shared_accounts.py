@@ -15,7 +15,7 @@ from aws_cdk import App, Environment, Stack, aws_iam as iam
 
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.organisation import shared_account_warnings
+from constructs_lib.model.principals import shared_account_warnings
 from constructs_lib.tenancy.team import member_trust
 from tests.foundation.org import default_data
 

@@ -104,9 +104,9 @@ class RecordingPool:
 
     asked: ClassVar[list[int]] = []
 
-    def __init__(self, processes, trace):
+    def __init__(self, processes, trace, classes):
         RecordingPool.asked.append(processes)
-        self.pool = sweep.process_pool(processes, trace)
+        self.pool = sweep.process_pool(processes, trace, classes)
 
     def __enter__(self):
         self.pool.__enter__()
@@ -215,3 +215,24 @@ def test_bad_sweep_options_exit_2_with_the_reason(trace, capsys, argv, message):
     assert main(["simulate", "--config", CONFIG, "--trace", str(path), *argv]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and "Traceback" not in captured.err
+
+
+def test_a_sweep_reads_a_trace_that_names_the_files_priority_classes(trace, capsys):
+    """simulate took class names since issue 41; --sweep read the trace without the file's classes
+    and refused them (in the parent and in every worker)."""
+    path, _ = trace
+    by_name = path.with_name("by-name.csv")
+    rows = path.read_text().splitlines()
+    column = rows[0].split(",").index("priority")
+    names = {"90": "critical", "50": "standard"}
+    renamed = [rows[0]] + [
+        ",".join(names.get(c, c) if i == column else c for i, c in enumerate(row.split(","))) for row in rows[1:]
+    ]
+    assert sum(name in "".join(renamed) for name in names.values()) == 2  # both classes are named
+    by_name.write_text("\n".join(renamed) + "\n")
+    results = []
+    for each in (path, by_name):
+        argv = ["simulate", "--config", CONFIG, "--trace", str(each), "--sweep", "--grid", "size=8", "--json"]
+        assert main([*argv, "--processes", "2"]) == 0
+        results.append(json.loads(capsys.readouterr().out))
+    assert results[0] == results[1]

@@ -12,12 +12,12 @@ import pytest
 from aws_cdk import App, Environment, Stack, aws_iam as iam
 from aws_cdk.assertions import Template
 
+from constructs_lib.backends.hyperpod_slurm.construct import NODE_DIRECTORY, SCRIPT_NAME, HyperPodSlurmGovernance
 from constructs_lib.cli.report import summarise
 from constructs_lib.core.acknowledgements import acknowledge
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.organisation.compliance import apply_standard_packs
 from constructs_lib.slurm import slurm_plan
-from constructs_lib.slurm.construct import NODE_DIRECTORY, SCRIPT_NAME, HyperPodSlurmGovernance
 from gpu_governance_runtime.slurm.render import plan_digest
 
 from .models import POOL, governance_model

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from constructs_lib.backends.hyperpod_slurm.plan import team_gid
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.model.slurm import team_gid
 from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
 
 from .models import INSTANCE_TYPE, POOL, default_teams, governance_model, model_data, team
@@ -249,7 +249,7 @@ def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wr
 def test_docs_list_every_reserved_name_and_system_directory() -> None:
     from pathlib import Path
 
-    from constructs_lib.model.slurm import (
+    from constructs_lib.backends.hyperpod_slurm.plan import (
         RESERVED_USER_PREFIXES,
         RESERVED_USERS,
         SHARED_PARENTS,
@@ -266,7 +266,7 @@ def test_a_models_plan_is_built_once_however_many_teams_ask(monkeypatch) -> None
     """Discovery describes each team's Slurm pool from the plan of every team: built per team, it
     made the synthesis of 1,000 teams cubic (docs/performance.md). One model, one plan per pool and
     data root; another model (another team list) gets its own."""
-    import constructs_lib.model.slurm as slurm_model
+    import constructs_lib.backends.hyperpod_slurm.plan as slurm_model
     from constructs_lib.member.discovery import describe_team
 
     built = []

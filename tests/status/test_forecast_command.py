@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from constructs_lib import cli
+from constructs_lib.backends.batch_quota_share.status import _batch_job
 from constructs_lib.cli import status as status_command
-from constructs_lib.member.status import _batch_job
 from constructs_lib.simulator.traces import TraceJob, write_trace
 from tests.status.test_status import POLICY, SQUEUE
 

@@ -16,8 +16,10 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from constructs_lib import cli
-from constructs_lib.cli import status as cli_status
-from constructs_lib.member.status import batch_observation, kueue_observation, slurm_observation
+from constructs_lib.backends.batch_quota_share import status as batch_status
+from constructs_lib.backends.batch_quota_share.status import batch_observation
+from constructs_lib.backends.hyperpod_eks.status import kueue_observation
+from constructs_lib.backends.hyperpod_slurm.status import slurm_observation
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob, explain, render
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
@@ -432,7 +434,7 @@ def test_the_command_reads_the_teams_training_plans_and_tells_each_running_job(c
         team="production",
     )
     stubber.activate()
-    monkeypatch.setattr(cli_status, "batch_client", lambda region: client)
+    monkeypatch.setattr(batch_status, "batch_client", lambda region: client)
     with mock_aws():
         boto3.client("ssm", region_name="us-east-1").put_parameter(
             Name=contract.team_training_plans_parameter(MODEL.organisation, "production"),
@@ -459,8 +461,8 @@ def test_training_plans_that_cannot_be_read_leave_a_note_and_the_jobs_are_still_
     ssm_stub = Stubber(ssm)
     ssm_stub.add_client_error("get_parameter", service_error_code="AccessDeniedException", http_status_code=400)
     ssm_stub.activate()
-    monkeypatch.setattr(cli_status, "batch_client", lambda region: client)
-    monkeypatch.setattr(cli_status, "ssm_client", lambda region: ssm)
+    monkeypatch.setattr(batch_status, "batch_client", lambda region: client)
+    monkeypatch.setattr(batch_status, "ssm_client", lambda region: ssm)
     code, out, err = run(capsys, "--team", "production", "--pool", "sagemaker-training")
     assert code == 0, err
     assert (
@@ -836,7 +838,7 @@ def test_access_denied_is_one_line_naming_the_call(capsys, monkeypatch):
     stubber = Stubber(client)
     stubber.add_client_error("get_job_queue_snapshot", service_error_code="AccessDeniedException", http_status_code=403)
     stubber.activate()
-    monkeypatch.setattr(cli_status, "batch_client", lambda region: client)
+    monkeypatch.setattr(batch_status, "batch_client", lambda region: client)
     code, _, err = run(capsys, "--team", "research", "--pool", "sagemaker-training")
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "AccessDeniedException on batch:GetJobQueueSnapshot" in err

@@ -1,13 +1,13 @@
 """`gpu-governance status` runs with the team's own submission role and needs nothing more: the
 offline policy evaluation of the synthesized reference organisation allows each team's
-submission role every call the Batch reader makes (constructs_lib.member.status.BATCH_CALLS)
+submission role every call the Batch reader makes (constructs_lib.backends.batch_quota_share.status.BATCH_CALLS)
 on the team's quota-share queues."""
 
 from __future__ import annotations
 
 import pytest
 
-from constructs_lib.member.status import BATCH_CALLS
+from constructs_lib.backends.batch_quota_share.status import BATCH_CALLS
 from constructs_lib.model.loader import load_model
 from gpu_governance_runtime.contract import team_training_plans_parameter
 from tests.foundation.org import synthesize_reference

@@ -3,7 +3,7 @@ from __future__ import annotations
 from aws_cdk import CfnResource
 from cdk_nag import NagRuleCompliance
 
-from ...backends.batch_quota_share import UNLIMITED_BORROW_LIMIT
+from ...core.vocabulary import UNLIMITED_BORROW_LIMIT
 from ...model import MAX_BORROW_LIMIT
 from ..cfn import StackIndex, cfn_type, properties
 from ..rule import GovernanceRule, Result

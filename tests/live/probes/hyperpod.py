@@ -17,7 +17,7 @@ import json
 import uuid
 from typing import Any
 
-from constructs_lib.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, local_queue, namespace
+from constructs_lib.backends.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, local_queue, namespace
 from gpu_governance_runtime.quotas import describe_team_compute_quota  # plain Python: no aws_cdk
 from gpu_governance_runtime.reclaim.gpu_hours import ComputeQuotaSwitch
 

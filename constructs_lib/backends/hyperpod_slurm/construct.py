@@ -15,13 +15,16 @@ from typing import Any, ClassVar
 from aws_cdk import CfnOutput, aws_iam as iam, aws_s3_assets as s3_assets, aws_ssm as ssm
 from constructs import Construct
 
-from constructs_lib.backends import Backend, backend_of, hyperpod_slurm
+from constructs_lib.backends import backend_of
+from constructs_lib.backends.base import Backend
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel, HyperPodSlurmPool, Team
 from constructs_lib.model.props import PoolGovernanceProps
-from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 from gpu_governance_runtime.slurm.render import plan_digest
+
+from . import BACKEND
+from .plan import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
 
 SCRIPT_NAME = "gpu-governance-slurm.sh"
 # Where the lifecycle step and the SSM document put the script on a node.
@@ -42,7 +45,7 @@ class HyperPodSlurmGovernanceProps(PoolGovernanceProps):
     priority classes become QoS; the organisation's name is the Slurm account above the teams,
     and the plan's checks (``slurm_problems``) name the model's paths."""
 
-    BACKEND: ClassVar[Backend] = hyperpod_slurm.BACKEND
+    BACKEND: ClassVar[Backend] = BACKEND
     pool: HyperPodSlurmPool
     model: GovernanceModel
     data_root: str = DEFAULT_DATA_ROOT
@@ -226,7 +229,7 @@ def _deprecated_pool_name(
         raise GovernanceError.single(
             "pool_name", "given with pool or teams", pool_name, "pool and teams, or (deprecated) pool_name alone"
         )
-    slurm_pools = {p.name: p for p in model.pools if backend_of(p) is hyperpod_slurm.BACKEND}
+    slurm_pools = {p.name: p for p in model.pools if backend_of(p) is BACKEND}
     if pool_name not in slurm_pools:
         raise GovernanceError.single(
             "pool_name", "no hyperpod_slurm pool of this name", pool_name, f"one of {sorted(slurm_pools)}"

@@ -2,35 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpu_governance_runtime.contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
-from .base import TRAINING, Backend
+from ..base import TRAINING, Backend
+from .pool import BatchQuotaSharePool
 
 MAX_SHARES_PER_QUOTA_QUEUE = 20  # AWS Batch: quota shares per job queue
 MAX_LIMITS_PER_QUOTA_SHARE = 5  # AWS Batch: capacity limits per quota share
-# How Batch says "borrows without limit" (the governance file's "unlimited", the policy document's
-# null): https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaShareResourceSharingConfiguration.html
-UNLIMITED_BORROW_LIMIT = -1
-
-# Quota shares the reclaim controller may switch at a GPU-hour limit, named one by one up to this
-# many; beyond, each queue's quota-share/* (a queue holds at most 20 shares), so the policy stays
-# within IAM's inline size however many teams have a limit.
-MAX_NAMED_QUOTA_SHARES = 40
-
-
-def limited_quota_shares(queues: dict[str, str], model: Any) -> list[str]:
-    """The quota-share ARNs (or ARN patterns) the reclaim controller may switch: ``queues`` maps a
-    ``batch_quota_share`` pool to its job queue ARN (a token in a stack)."""
-    limited = {pool: [t.name for t in model.teams_in(pool) if t.gpu_hour_limit] for pool in sorted(queues)}
-    if sum(len(teams) for teams in limited.values()) <= MAX_NAMED_QUOTA_SHARES:
-        return [f"{queues[pool]}/quota-share/{team}" for pool, teams in limited.items() for team in teams]
-    return [f"{queues[pool]}/quota-share/*" for pool, teams in limited.items() if teams]
-
-
 BACKEND = Backend(
     name=BATCH_QUOTA_SHARE,
+    package=__name__,
+    pool=BatchQuotaSharePool,
+    exports={
+        "pool": ("BatchQuotaSharePool",),
+        "construct": ("QuotaManagedTrainingQueue", "QuotaManagedTrainingQueueProps"),
+    },
     instance_types=TRAINING,
     family="batch",
     quota_noun="Batch quota share",
@@ -66,11 +52,6 @@ BACKEND = Backend(
     submission_policy=True,
     reclaim_reads_snapshot=True,
     quota_raises={CONSUMER_SAGEMAKER_TRAINING_JOBS: ("batch:UpdateQuotaShare", "batch:UpdateServiceEnvironment")},
-    audit_workload="constructs_lib.organisation.audit:quota_share_place",
-    discovery="constructs_lib.member.discovery:quota_share_keys",
-    status_reader="constructs_lib.cli.status:read_batch",
     member_tool="batch",
-    submit_example="constructs_lib.cli.member:batch_example",
-    construct="constructs_lib.batch.queues:build_quota_share_pool",
     stack_attribute="queues",
 )

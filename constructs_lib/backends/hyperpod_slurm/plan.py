@@ -16,8 +16,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
-from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.model.base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
+from constructs_lib.model.quota import borrow_instances, instance_quota
+from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_limited, max_run_minutes
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
@@ -34,9 +36,7 @@ from gpu_governance_runtime.slurm import (
 )
 from gpu_governance_runtime.slurm.plan import BORROW_TIER
 
-from .base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
-from .quota import borrow_instances, instance_quota
-from .run_limits import any_class_max_run_minutes, max_run_limited, max_run_minutes
+from . import BACKEND
 
 POSIX_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # always fullmatch: `$` would accept a trailing newline
 INSTANCE_GROUP_NAME = re.compile(SAGEMAKER_NAME_PATTERN)
@@ -467,10 +467,11 @@ def _borrow_gpus(team: Any, pool: Any) -> int | None:
 def _slurm_pool(model: OrganisationView, pool_name: str) -> Any:
     pools = {p.name: p for p in model.pools}
     pool = pools.get(pool_name)
-    if pool is None or not backend_of(pool).slurm_accounts:
-        slurm_pools = sorted(p.name for p in model.pools if backend_of(p).slurm_accounts)
-        backends = " or ".join(backends_where(lambda b: b.slurm_accounts))
-        raise GovernanceError.single("pools", f"no {backends} pool of this name", pool_name, f"one of {slurm_pools}")
+    if pool is None or pool.backend != BACKEND.name:
+        slurm_pools = sorted(p.name for p in model.pools if p.backend == BACKEND.name)
+        raise GovernanceError.single(
+            "pools", f"no {BACKEND.name} pool of this name", pool_name, f"one of {slurm_pools}"
+        )
     return pool
 
 

@@ -1,7 +1,7 @@
 """A training job for the team's namespace on a HyperPod EKS cluster: a ``batch/v1`` Job that
 HyperPod task governance (Kueue) admits through the team's local queue at its priority class.
 
-It passes the cluster's admission policies as shipped (``constructs_lib.hyperpod_eks.kubernetes``): Pod
+It passes the cluster's admission policies as shipped (``kubernetes``): Pod
 Security baseline and restricted alike (non-root, no privilege escalation, all capabilities
 dropped, RuntimeDefault seccomp), no node name, and on dedicated instance groups the node
 selector and toleration of the team's nodes.
@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError
-from constructs_lib.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, cost_metadata
+from constructs_lib.member.setup import TeamSetup, check_job_name
 from gpu_governance_runtime.contract import TAG_COST_CENTRE
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
 
-from .batch import check_job_name
-from .setup import TeamSetup
+from .kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, cost_metadata
+
+# What constructs_lib.member re-exports.
+__all__ = ["training_job_manifest"]
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -7,8 +7,11 @@ import argparse
 import sys
 
 from constructs_lib.cli.config import add_config_arguments, model_from
-from constructs_lib.model.slurm import DEFAULT_DATA_ROOT, slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
+
+from .plan import DEFAULT_DATA_ROOT, slurm_plan
+
+DOCS = {"slurm": "docs/slurm.md"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

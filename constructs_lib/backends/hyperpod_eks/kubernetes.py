@@ -14,20 +14,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from constructs_lib.model import KubernetesTenancy, PodSecurityLevel
-from gpu_governance_runtime.contract import (
-    EKS_USAGE_READER_GROUP,
-    HYPERPOD_CLUSTER_QUEUE_SUFFIX,
-    HYPERPOD_NAMESPACE_PREFIX,
-    hyperpod_cluster_queue,
-)
+from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
 
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY, dedicated_node_config  # noqa: F401
 
+from .kueue import (
+    LOCAL_QUEUE_SUFFIX,
+    TENANT_NAMESPACE_PREFIX,
+    cluster_queue,
+    namespace,
+    team_group,
+    workload_priority_class,
+)
+
 Manifest = dict[str, Any]
 
-TENANT_NAMESPACE_PREFIX = HYPERPOD_NAMESPACE_PREFIX
-"""HyperPod task governance makes one namespace per team with this prefix."""
 
 WORKLOAD_SERVICE_ACCOUNT = "gpu-workload"
 """Service account in each team namespace bound to the team's workload IAM role (pod identity)."""
@@ -96,46 +98,12 @@ QUEUED_WORKLOADS = {**TEAM_WORKLOADS, **OTHER_POD_TEMPLATE_WORKLOADS}
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-LOCAL_QUEUE_SUFFIX = "-localqueue"
 # system-node-critical and system-cluster-critical ship with every cluster; no other class may take the prefix [aws: eks.pod-priority-classes]
 SYSTEM_PRIORITY_CLASS_PREFIX = "system-"
 _OBJECT_LABELS = "object.?metadata.?labels.orValue({})"
 QUEUE_LABEL_HOLDERS: dict[str, str] = {"cronjobs": "object.spec.jobTemplate.?metadata.?labels.orValue({})"}
 """Resource -> CEL of the labels Kueue reads the queue and priority class from, where not the
 object's own: a CronJob's Jobs take theirs from its job template [aws: eks.kueue-cronjob-queue-label]."""
-
-
-def namespace(team: str) -> str:
-    return f"{TENANT_NAMESPACE_PREFIX}{team}"
-
-
-def team_group(team: str) -> str:
-    return f"{namespace(team)}-namespace-level-group"
-
-
-def cluster_queue(team: str) -> str:
-    return hyperpod_cluster_queue(team)
-
-
-def cluster_queue_team(name: str) -> str:
-    """The team whose cluster queue ``name`` is (the inverse of :func:`cluster_queue`)."""
-    return name.removeprefix(TENANT_NAMESPACE_PREFIX).removesuffix(HYPERPOD_CLUSTER_QUEUE_SUFFIX)
-
-
-def team_named(name: str) -> str | None:
-    """The team whose namespace or cluster queue ``name`` is; None when it is neither."""
-    team = cluster_queue_team(name)
-    return team if team and name in (namespace(team), cluster_queue(team)) else None
-
-
-def local_queue(team: str) -> str:
-    """The Kueue local queue task governance makes in the team's namespace (jobs name it)."""
-    return f"{namespace(team)}{LOCAL_QUEUE_SUFFIX}"
-
-
-def workload_priority_class(priority_class: str) -> str:
-    """Task governance names the Kueue WorkloadPriorityClass of each of its classes so."""
-    return f"{priority_class}-priority"
 
 
 def _meta(name: str, team: str | None, namespaced: bool = True) -> dict[str, Any]:

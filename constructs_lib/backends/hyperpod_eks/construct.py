@@ -28,8 +28,7 @@ from aws_cdk import (
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
-from constructs_lib.backends import Backend, hyperpod_eks
-from constructs_lib.backends.hyperpod_eks import absolute_borrow_limits, compute_quota_resource
+from constructs_lib.backends.base import Backend
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -54,7 +53,7 @@ from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
 
-from . import kubernetes
+from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes, kueue
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
@@ -102,7 +101,7 @@ class HyperPodEksGovernanceProps(PoolGovernanceProps):
     :class:`TeamTenancy` by team name, and optionally a kubectl provider to reuse (default: one is
     created with cluster-admin access)."""
 
-    BACKEND: ClassVar[Backend] = hyperpod_eks.BACKEND
+    BACKEND: ClassVar[Backend] = BACKEND
     pool: HyperPodEksPool
     priority_classes: Sequence[PriorityClass]
     platform_admins: Sequence[str]
@@ -241,7 +240,7 @@ class HyperPodEksGovernance(Construct):
                     f"Team{team.name}{index}",
                     principal,
                     scope=team_scope(self, team.name),
-                    kubernetes_groups=[kubernetes.team_group(team.name)],
+                    kubernetes_groups=[kueue.team_group(team.name)],
                 )
                 for index, principal in enumerate(principals)
             ]
@@ -333,7 +332,7 @@ class HyperPodEksGovernance(Construct):
                         "StringEquals": {
                             "aws:SourceAccount": stack.account,
                             "aws:RequestTag/eks-cluster-name": self.pool.eks_cluster_name,
-                            "aws:RequestTag/kubernetes-namespace": kubernetes.namespace(team.name),
+                            "aws:RequestTag/kubernetes-namespace": kueue.namespace(team.name),
                             "aws:RequestTag/kubernetes-service-account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
                         }
                     },
@@ -346,7 +345,7 @@ class HyperPodEksGovernance(Construct):
             scope,
             f"PodIdentity{team.name}",
             cluster_name=self.pool.eks_cluster_name,
-            namespace=kubernetes.namespace(team.name),
+            namespace=kueue.namespace(team.name),
             service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT,
             role_arn=role.role_arn,
         )
@@ -392,7 +391,7 @@ class HyperPodEksGovernance(Construct):
                 f"Namespace{team.name}",
                 cluster=self.cluster,
                 object_type="namespace",
-                object_name=kubernetes.namespace(team.name),
+                object_name=kueue.namespace(team.name),
                 json_path=".metadata.name",
                 timeout=_NAMESPACE_WAIT,
             )
@@ -425,7 +424,7 @@ class HyperPodEksGovernance(Construct):
                 team_scope(self, team.name),
                 f"PodSecurityLabels{team.name}",
                 cluster=self.cluster,
-                resource_name=f"namespace/{kubernetes.namespace(team.name)}",
+                resource_name=f"namespace/{kueue.namespace(team.name)}",
                 apply_patch={"metadata": metadata},
                 restore_patch={},
                 patch_type=eks.PatchType.MERGE,

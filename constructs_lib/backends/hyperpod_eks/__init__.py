@@ -7,7 +7,8 @@ from typing import Any
 
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, SharingStrategy
 
-from .base import CLUSTER, Backend, refined
+from ..base import CLUSTER, Backend, refined
+from .pool import HyperPodEksPool
 
 MAX_HYPERPOD_QUOTA_RESOURCES = 15  # SageMaker ComputeQuotaResources per compute quota
 
@@ -63,6 +64,9 @@ def _task_governance(deal, team, pool):
 
 BACKEND = Backend(
     name=HYPERPOD_EKS,
+    package=__name__,
+    pool=HyperPodEksPool,
+    exports={"pool": ("HyperPodEksPool",), "construct": ("HyperPodEksGovernance", "HyperPodEksGovernanceProps")},
     instance_types=CLUSTER,
     family="hyperpod",
     quota_noun="HyperPod compute quota",
@@ -106,12 +110,6 @@ BACKEND = Backend(
     team_pod_role=True,
     submission_policy=True,
     quota_raises={CONSUMER_HYPERPOD_INSTANCE_GROUP: ("sagemaker:UpdateComputeQuota",)},
-    audit_cluster="constructs_lib.organisation.audit:eks_cluster_access",
-    audit_workload="constructs_lib.organisation.audit:eks_place",
-    discovery="constructs_lib.member.discovery:eks_keys",
-    status_reader="constructs_lib.cli.status:read_eks",
     member_tool="hyperpod_eks",
-    submit_example="constructs_lib.cli.member:eks_example",
-    construct="constructs_lib.hyperpod_eks.governance:build_pool",
     stack_attribute="hyperpod_eks_clusters",
 )

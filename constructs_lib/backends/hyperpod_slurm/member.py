@@ -6,7 +6,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from .setup import TeamSetup
+from constructs_lib.member.setup import TeamSetup
+
+# What constructs_lib.member re-exports.
+__all__ = ["sbatch_arguments", "sbatch_line"]
 
 
 def sbatch_arguments(setup: TeamSetup, *, priority_class: str, gpus: int, script: Sequence[str]) -> list[str]:

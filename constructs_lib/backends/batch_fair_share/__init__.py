@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gpu_governance_runtime.contract import BATCH_FAIR_SHARE
 
-from .base import EC2, Backend, refined
+from ..base import EC2, Backend, refined
+from .pool import BatchFairSharePool
 
 # AWS Batch: "There can be no more than 500 fair share identifiers active in a job queue"; each
 # team of a fair-share pool is one share identifier
@@ -18,6 +19,9 @@ def _never_preempts(deal, team, pool):
 
 BACKEND = Backend(
     name=BATCH_FAIR_SHARE,
+    package=__name__,
+    pool=BatchFairSharePool,
+    exports={"pool": ("BatchFairSharePool",), "construct": ("FairShareJobQueue", "FairShareJobQueueProps")},
     instance_types=EC2,
     family="batch",
     reclaim_plans=True,
@@ -44,8 +48,5 @@ BACKEND = Backend(
     reclaim_terminates_jobs=True,
     # The queue's fair-share policy lists each team's share (its share distribution); measured.
     template_bytes_per_team=80,
-    audit_workload="constructs_lib.organisation.audit:fair_share_place",
-    discovery="constructs_lib.member.discovery:fair_share_keys",
-    construct="constructs_lib.batch.queues:build_fair_share_pool",
     stack_attribute="queues",
 )
