@@ -78,6 +78,7 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/synth_scale.py
 	$(BIN)/python benchmarks/aws_scenarios.py
 	$(BIN)/python benchmarks/guard_checks.py
+	$(BIN)/python -m tests.capacity.bench_month --days 30 --seeds 0 1 2
 
 # A release (docs/install.md): the wheel and the source distribution of pyproject.toml's version.
 dist: $(INSTALLED)

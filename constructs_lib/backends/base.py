@@ -114,6 +114,9 @@ class Backend:
     """What they say about a paused team there, if pausing does not hold."""
     grace_caveat: str | None = None
     """What they say about a pool's ``reclaim.grace_seconds`` there, if the grace does not hold."""
+    fair_share_caveat: str | None = None
+    """What they say about a pool's ``reclaim.fair_share`` by usage there, where the reclaim
+    controller's order is not the whole story (``{where}`` is filled in)."""
     gpu_hour_limit_caveat: str | None = None
     """Why a team's ``gpu_hour_limit`` does not hold there (Slurm counts a team's GPU minutes
     against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; where a backend

@@ -125,6 +125,15 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def grid_notes(model) -> list[str]:
+    """What AWS's grid makes each window pay, and the placement that wastes least (capacity/grid.py)."""
+    from constructs_lib.model.policy import compile_policy
+    from gpu_governance_runtime.capacity import grid
+    from gpu_governance_runtime.policy import parse_policy
+
+    return [grid.report(w) for w in parse_policy(compile_policy(model)).capacity_windows]
+
+
 def _approve(args: argparse.Namespace) -> int:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
@@ -401,6 +410,8 @@ def _spent(items: list[str], windows) -> dict[str, Decimal]:
 
 
 def _as_text(result, windows) -> str:
+    from gpu_governance_runtime.capacity import grid
+
     caps = {w.name: w for w in windows}
     covers: dict[str, list] = {}  # every purchase of one occurrence is one cover
     for p in result.purchases:
@@ -412,6 +423,8 @@ def _as_text(result, windows) -> str:
         bought = sum((p.offering.instance_hours for p in pieces), Decimal(0))
         unused = max(bought - w.instance_count * w.duration_hours, Decimal(0))
         why = f"cheapest cover, then least unused time ({_amount(unused)} instance-hours unused); serves {w.owner}"
+        if pieces[0].expected_yield is not None:
+            why += f"; its hours use {pieces[0].expected_yield * 100:.0f} % of it (min_yield {w.min_yield * 100:.0f} %)"
         if len(pieces) > 1:
             fee = sum((p.offering.upfront_fee for p in pieces), Decimal(0))
             lines.append(
@@ -430,11 +443,13 @@ def _as_text(result, windows) -> str:
             )
     lines += [f"COVERED {o.key} by blocks already held" for o in result.covered]
     lines += [f"NOT COVERED {u.occurrence.key} ({caps[u.window].owner}): {u.reason}" for u in result.uncovered]
+    lines += [f"DECLINED {d.occurrence.key} ({caps[d.window].owner}): {d.reason}" for d in result.declined]
     lines += [f"IGNORED offering {offering_id}: {why}" for offering_id, why in result.ignored_offerings]
     for w in windows:
         if result.spend(w.name):
             lines.append(f"SPEND {w.name}: {result.spend(w.name)} of {w.budget} per {w.budget_period}")
-    return "\n".join(lines) or "nothing to buy: no occurrence of any window is within its buying horizon"
+    planned = "\n".join(lines) or "nothing to buy: no occurrence of any window is within its buying horizon"
+    return "\n".join([planned, *(f"GRID {grid.report(w)}" for w in windows)])
 
 
 def _amount(value: Decimal) -> str:
@@ -443,6 +458,8 @@ def _amount(value: Decimal) -> str:
 
 
 def _as_json(result, windows) -> dict[str, Any]:
+    from gpu_governance_runtime.capacity import grid
+
     owners = {w.name: w.owner_fields for w in windows}
     return {
         "purchases": [
@@ -457,10 +474,16 @@ def _as_json(result, windows) -> dict[str, Any]:
                 "start": p.offering.start.isoformat(),
                 "end": p.offering.end.isoformat(),
                 "availability_zone": p.offering.availability_zone,
+                "expected_yield": None if p.expected_yield is None else str(p.expected_yield),
             }
             for p in result.purchases
         ],
         "covered": [o.key for o in result.covered],
         "uncovered": [{"occurrence": u.occurrence.key, "reason": u.reason} for u in result.uncovered],
+        "declined": [
+            {"occurrence": d.occurrence.key, "expected_yield": str(d.expected_yield), "reason": d.reason}
+            for d in result.declined
+        ],
+        "grid": {w.name: grid.report(w) for w in windows},
         "ignored_offerings": [{"offering": i, "reason": r} for i, r in result.ignored_offerings],
     }

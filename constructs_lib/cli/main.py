@@ -50,6 +50,7 @@ SUBCOMMAND_MODULES = (
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from constructs_lib.cli.capacity import grid_notes
     from constructs_lib.model.capacity import window_warnings
     from constructs_lib.model.principals import shared_account_warnings
     from constructs_lib.organisation.limits import check_model, estimate
@@ -73,6 +74,8 @@ def _validate(args: argparse.Namespace) -> int:
     # Settings a backend ignores, and what IAM leaves to the accounts: part of the report, not an error.
     for line in [*caveats(model), *shared_account_warnings(model)]:
         print(f"warning: {line}")
+    for line in grid_notes(model):  # what AWS's grid makes each capacity window pay
+        print(f"note: {line}")
     return EXIT_OK
 
 

@@ -3,8 +3,11 @@
 Per team and pool: GPU instance-hours used, guaranteed, borrowed and lent (the reclaim
 controller's usage metrics in CloudWatch, read with GetMetricData), the guaranteed hours nobody
 used, per month the share of the time the team asked for its guarantee that it was kept (the
-controller's ``GuaranteeAskedHours`` and ``GuaranteeBreachedHours``), and the capacity purchases of
-the period with their fees (the capacity controller's ledger in DynamoDB)::
+controller's ``GuaranteeAskedHours`` and ``GuaranteeBreachedHours``), the capacity purchases of the
+period with their fees (the capacity controller's ledger in DynamoDB), and per window its Capacity
+Blocks by the jobs on them (issue 40): hours paid (the ledger), with a job on a block instance, idle
+while work waited or ran on demand, idle with no work (the capacity controller's samples of each
+block's jobs, GetMetricData), and work cut at a block's end (the ledger's requeue records)::
 
     gpu-governance usage report --from 2026-11-01 --to 2026-12-01 --config governance.yaml \\
         --ledger-table acme-ml-capacity-ledger --format md --plot usage.png
@@ -32,7 +35,10 @@ from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.contract import (
+    BLOCK_USE_DIMENSIONS,
+    BLOCK_USE_METRICS,
     BORROWED_HOURS,
+    CAPACITY_NAMESPACE,
     GUARANTEE_ASKED_HOURS,
     GUARANTEE_BREACHED_HOURS,
     GUARANTEED_HOURS,
@@ -89,6 +95,22 @@ class PurchaseLine:
     currency: str
 
 
+@dataclass(frozen=True)
+class BlockLine:
+    """A window's Capacity Blocks in the period, instance-hours: ``paid`` = ``with_job`` + ``idle_waited`` +
+    ``idle_no_work`` + ``not_measured`` (hours no scheduled run sampled: a consumer whose jobs AWS does not show, an
+    EKS node group or a training plan, or runs missed); ``cut`` is work done on them and lost at a block's end."""
+
+    window: str
+    blocks: int
+    paid: float
+    with_job: float
+    cut: float
+    idle_waited: float
+    idle_no_work: float
+    not_measured: float
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     usage = subparsers.add_parser("usage", help="GPU usage per team: instance-hours and purchases")
     commands = usage.add_subparsers(dest="usage_command", required=True, metavar="COMMAND")
@@ -123,16 +145,29 @@ def _report(args: argparse.Namespace) -> int:
     start, end = report_period(args.start, args.end)
     teams = _teams(model, args.team)
     region = args.region or model.capacity_account.region
-    series = read_usage(boto3.client("cloudwatch", region_name=region), model, teams, start, end)
-    purchases = (
-        read_purchases(boto3.client("dynamodb", region_name=region), args.ledger_table, start, end)
-        if args.ledger_table
-        else []
-    )
+    cloudwatch = boto3.client("cloudwatch", region_name=region)
+    series = read_usage(cloudwatch, model, teams, start, end)
+    purchases, blocks = [], []
+    if args.ledger_table:
+        from gpu_governance_runtime.capacity.ledger import Ledger
+
+        ledger = Ledger(client=boto3.client("dynamodb", region_name=region), table_name=args.ledger_table)
+        bought = ledger.intents("purchased")
+        purchases = purchase_lines(bought, start, end)
+        blocks = block_lines(cloudwatch, ledger, bought, start, end)
     rows = usage_rows(series)
     unrecorded = sorted({p for t in model.teams for p in t.quotas if not backend_of(model.pool(p)).guarantee_recorded})
     print(
-        render(rows, purchases, args.format, start, end, kept=guarantee_rows(series, unrecorded), unrecorded=unrecorded)
+        render(
+            rows,
+            purchases,
+            args.format,
+            start,
+            end,
+            kept=guarantee_rows(series, unrecorded),
+            unrecorded=unrecorded,
+            blocks=blocks,
+        )
     )
     if args.plot:
         write_plot(series, Path(args.plot))
@@ -183,8 +218,21 @@ def read_usage(
 ) -> dict[tuple[str, str, str], dict[datetime, float]]:
     """Daily sums per (pool, team, metric), every page of every batch of queries."""
     by_id = queries(model, teams)
-    series: dict[tuple[str, str, str], dict[datetime, float]] = {key: {} for key in by_id.values()}
-    ids = list(by_id)
+    wanted = {
+        query_id: (RECLAIM_NAMESPACE, metric, dict(zip(SHARE_DIMENSIONS, key, strict=False)))
+        for query_id, (*key, metric) in by_id.items()
+    }
+    found = metric_sums(cloudwatch, wanted, start, end)
+    return {by_id[query_id]: points for query_id, points in found.items()}
+
+
+def metric_sums(
+    cloudwatch: Any, wanted: dict[str, tuple[str, str, dict[str, str]]], start: datetime, end: datetime
+) -> dict[str, dict[datetime, float]]:
+    """Daily sums per query id of (namespace, metric, dimensions), every page of every batch of
+    GetMetricData queries (at most ``MAX_QUERIES_PER_CALL`` a call)."""
+    series: dict[str, dict[datetime, float]] = {query_id: {} for query_id in wanted}
+    ids = list(wanted)
     for offset in range(0, len(ids), MAX_QUERIES_PER_CALL):
         batch = [
             {
@@ -192,11 +240,9 @@ def read_usage(
                 "ReturnData": True,
                 "MetricStat": {
                     "Metric": {
-                        "Namespace": RECLAIM_NAMESPACE,
-                        "MetricName": by_id[query_id][2],
-                        "Dimensions": [
-                            {"Name": n, "Value": v} for n, v in zip(SHARE_DIMENSIONS, by_id[query_id][:2], strict=False)
-                        ],
+                        "Namespace": wanted[query_id][0],
+                        "MetricName": wanted[query_id][1],
+                        "Dimensions": [{"Name": n, "Value": v} for n, v in wanted[query_id][2].items()],
                     },
                     "Period": DAY,
                     "Stat": "Sum",
@@ -214,7 +260,7 @@ def read_usage(
                 **({"NextToken": token} if token else {}),
             )
             for result in page["MetricDataResults"]:
-                points = series[by_id[result["Id"]]]
+                points = series[result["Id"]]
                 for stamp, value in zip(result["Timestamps"], result["Values"], strict=True):
                     points[stamp] = points.get(stamp, 0.0) + value
             token = page.get("NextToken")
@@ -269,11 +315,8 @@ def _one_decimal(percent: float | None) -> float | None:
     return None if percent is None else round(percent, 1)
 
 
-def read_purchases(dynamodb: Any, table: str, start: datetime, end: datetime) -> list[PurchaseLine]:
+def purchase_lines(bought: Iterable[Any], start: datetime, end: datetime) -> list[PurchaseLine]:
     """Purchased blocks and plans whose capacity starts in the period (the ledger's intents)."""
-    from gpu_governance_runtime.capacity.ledger import Ledger
-
-    bought = Ledger(client=dynamodb, table_name=table).intents("purchased")
     return [
         PurchaseLine(
             intent=i.id,
@@ -290,6 +333,62 @@ def read_purchases(dynamodb: Any, table: str, start: datetime, end: datetime) ->
     ]
 
 
+def _overlap_hours(a: datetime, b: datetime, start: datetime, end: datetime) -> float:
+    return max(0.0, (min(b, end) - max(a, start)).total_seconds() / 3600)
+
+
+def block_lines(cloudwatch: Any, ledger: Any, bought: Iterable[Any], start: datetime, end: datetime) -> list[BlockLine]:
+    """Per window, its Capacity Blocks' instance-hours in the period: paid from the ledger's intents (a block's or an
+    extension's instances times its hours in the period; an extension keeps its block's id and window), the samples of
+    the jobs on them (the capacity controller's BLOCK_USE_METRICS per window and block, GetMetricData), and the work cut
+    at their end (the requeue's ledger records: the hours a job that does not checkpoint had run when the controller
+    stopped it)."""
+    from gpu_governance_runtime.capacity.requeue import OPEN_STATUSES
+
+    bought = [i for i in bought if i.reservation_id and i.offering.kind in ("block", "extension")]
+    # Each block's window: the one that bought it (its extensions are bought for the window whose block they extend).
+    window_of = {i.reservation_id: i.window for i in bought if i.offering.kind == "extension"}
+    window_of |= {i.reservation_id: i.window for i in bought if i.offering.kind == "block"}
+    paid: dict[str, float] = {}
+    for i in bought:
+        paid[i.reservation_id] = paid.get(i.reservation_id, 0.0) + i.offering.count * _overlap_hours(
+            i.offering.start, i.offering.end, start, end
+        )
+    blocks = sorted(r for r, hours in paid.items() if hours)
+    if not blocks:
+        return []
+    wanted = {
+        f"b{n}m{m}": (CAPACITY_NAMESPACE, metric, dict(zip(BLOCK_USE_DIMENSIONS, (window_of[r], r), strict=True)))
+        for n, r in enumerate(blocks)
+        for m, metric in enumerate(BLOCK_USE_METRICS)
+    }
+    sums = {query_id: sum(points.values()) for query_id, points in metric_sums(cloudwatch, wanted, start, end).items()}
+    cut: dict[str, float] = {}
+    for _, _, details in ledger.actions("requeue#", (*OPEN_STATUSES, "requeued")):
+        stopped = datetime.fromisoformat(details.get("stop_at", start.isoformat()))
+        if details.get("reservation") in blocks and start <= stopped < end:
+            window = window_of[details["reservation"]]
+            cut[window] = cut.get(window, 0.0) + float(details.get("cut_hours", 0.0))
+    lines = []
+    for window in sorted({window_of[r] for r in blocks}):
+        mine = [n for n, r in enumerate(blocks) if window_of[r] == window]
+        hours = sum(paid[blocks[n]] for n in mine)
+        job, waited, idle = (sum(sums[f"b{n}m{m}"] for n in mine) for m in range(len(BLOCK_USE_METRICS)))
+        lines.append(
+            BlockLine(
+                window=window,
+                blocks=len(mine),
+                paid=round(hours, 2),
+                with_job=round(job, 2),
+                cut=round(cut.get(window, 0.0), 2),
+                idle_waited=round(waited, 2),
+                idle_no_work=round(idle, 2),
+                not_measured=round(max(hours - job - waited - idle, 0.0), 2),
+            )
+        )
+    return lines
+
+
 def render(
     rows: Sequence[TeamUsage],
     purchases: Sequence[PurchaseLine],
@@ -299,6 +398,7 @@ def render(
     *,
     kept: Sequence[GuaranteeKept] = (),
     unrecorded: Sequence[str] = (),
+    blocks: Sequence[BlockLine] = (),
 ) -> str:
     if fmt == "json":
         return json.dumps(
@@ -311,6 +411,7 @@ def render(
                 "guarantees_not_recorded_in_pools": list(unrecorded),
                 "purchases": [asdict(p) for p in purchases],
                 "purchase_fees": {c: str(t) for c, t in _fees(purchases).items()},
+                "blocks": [asdict(b) for b in blocks],
             },
             indent=2,
         )
@@ -337,6 +438,9 @@ def render(
             ]
             for k in kept
         )
+        if blocks:  # a section of its own: its own header row
+            writer.writerow(["record", *BlockLine.__dataclass_fields__])
+            writer.writerows(["block", *asdict(b).values()] for b in blocks)
         return out.getvalue().rstrip("\n")
     lines = [
         f"# GPU usage {start.date()} to {end.date()} (exclusive), instance-hours",
@@ -382,6 +486,19 @@ def render(
         lines += ["", "Total fees: " + ", ".join(f"{t} {c}" for c, t in _fees(purchases).items())]
     else:
         lines.append("none in the period (or no --ledger-table)")
+    if blocks:
+        lines += [
+            "",
+            "## Capacity Blocks, by the jobs on them",
+            "",
+            "| window | blocks | paid | with a job | cut at the end | idle, work waited or on demand | idle, no work | not measured |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {b.window} | {b.blocks} | {b.paid:.2f} | {b.with_job:.2f} | {b.cut:.2f} | {b.idle_waited:.2f} | "
+            f"{b.idle_no_work:.2f} | {b.not_measured:.2f} |"
+            for b in blocks
+        ]
     return "\n".join(lines)
 
 

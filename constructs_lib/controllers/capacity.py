@@ -559,13 +559,15 @@ class CapacityController(GovernanceController):
                 [r for s in requeue_statements for r in s.resources],
                 "Requeueing a Batch job at drain terminates it and submits a copy to the queue that ran it with its own job "
                 "definition; queue, job definition and the compute environment's ECS cluster are named by Batch at run time. "
-                "The controller only touches jobs running on instances of its own Capacity Block.",
+                "The controller only touches jobs of the window's job queue: on its own Capacity Block, or running on demand, "
+                "tagged checkpointable, moved onto the block.",
             )
             acknowledge(
                 policy,
-                "At drain the controller requeues whichever team's job runs on its own expiring Capacity Block: it "
-                "stops the job and submits an identical copy with the job's own share identifier and tags, so no team "
-                "loses its place or takes another's.",
+                "At drain the controller requeues whichever team's job runs on its own expiring Capacity Block (and "
+                "moves a checkpointing job from on demand onto the block, or one that would be cut off it): it stops the "
+                "job and submits an identical copy with the job's own share identifier and tags, so no team takes "
+                "another's place.",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]",
                 "GpuGovernance-JobControlWithoutShare[Action::batch:TagResource]",

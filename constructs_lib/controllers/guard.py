@@ -293,7 +293,7 @@ class SubmissionGuard(GovernanceController):
             ),
             iam.PolicyStatement(actions=["batch:DescribeServiceJob"], resources=["*"]),  # no resource-level permission
             # Only service jobs with a team tag: the governed teams' (every job of a governed queue
-            # carries its team's, which no team may change or remove, batch/queues.py). Not a list of
+            # carries its team's, which no team may change or remove, backends/batch_queue.py). Not a list of
             # the teams: that would grow the inline policy past IAM's 10,240 characters at a few
             # hundred teams.
             iam.PolicyStatement(

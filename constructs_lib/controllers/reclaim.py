@@ -256,7 +256,7 @@ class ReclaimController(GovernanceController):
         if any(b.reclaim_terminates_jobs for b in backends.values()):
             # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
             # this account and region that carry a team tag, as every job of a governed queue does
-            # (batch/queues.py _team_tag_statements). Not a list of the teams: it reached IAM's
+            # (backends/batch_queue.py _team_tag_statements). Not a list of the teams: it reached IAM's
             # 10,240 characters per role at about 420 fair-share teams.
             jobs = stack.format_arn(
                 service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
@@ -292,7 +292,7 @@ class ReclaimController(GovernanceController):
                 )
             )
             # The copy's tags, authorised as batch:TagResource inside SubmitJob: documented keys only
-            # (batch/queues.py _team_tag_statements), a copy's tag set (a team and the requeue mark).
+            # (backends/batch_queue.py _team_tag_statements), a copy's tag set (a team and the requeue mark).
             statements.append(
                 iam.PolicyStatement(
                     actions=["batch:TagResource"],

@@ -98,6 +98,7 @@ if TYPE_CHECKING:
         check_pool_teams,
     )
     from .pools import (
+        FairShare,
         ReclaimSettings,
     )
     from .principals import (
@@ -243,7 +244,7 @@ _DEFINED_IN = {
         "check_principals",
     ),
     "pool_checks": ("check_pool_teams",),
-    "pools": ("ReclaimSettings",),
+    "pools": ("FairShare", "ReclaimSettings"),
 }
 
 

@@ -38,7 +38,11 @@ from .base import (
 )
 
 MAX_BLOCK_HOURS = 182 * 24  # longest Capacity Block or training plan
+# Below half, more of a block is idle by construction than used, and every hour the window uses costs more than twice
+# the block's price per instance-hour (docs/capacity.md, *Buying for yield*, says why half).
+DEFAULT_MIN_YIELD = Decimal("0.5")
 MAX_BUY_AHEAD_DAYS = 56  # offerings start at most 8 weeks ahead
+DEFAULT_BUY_AHEAD_DAYS = 14
 AvailabilityZone = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9][a-z]$")]
 LaunchTemplateName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9().\-/_]{3,128}$")]
 
@@ -186,10 +190,16 @@ class CapacityWindow(_Frozen):
     feeds: Feed
     max_price_per_instance_hour: Annotated[Decimal, Field(gt=0, max_digits=10, decimal_places=4)]
     budget: CapacityBudget
-    buy_ahead_days: Annotated[int, Field(ge=1, le=MAX_BUY_AHEAD_DAYS)] = 14
+    buy_ahead_days: Annotated[int, Field(ge=1, le=MAX_BUY_AHEAD_DAYS)] = DEFAULT_BUY_AHEAD_DAYS
     availability_zones: tuple[AvailabilityZone, ...] = ()
     prefer_extension: bool = True
     mode: Literal["dry_run", "approval", "auto"] = "dry_run"
+    min_yield: Annotated[Decimal, Field(ge=0, le=1, max_digits=3, decimal_places=2)] = Field(
+        default=DEFAULT_MIN_YIELD,
+        description="The least share (0-1) of a purchase's instance-hours the window's own hours are expected to use: "
+        "an auto window does not buy a cover below it (recorded and notified), an approval window's request says so "
+        "(docs/capacity.md, *Buying for yield*); 0 buys whatever covers",
+    )
     fallback: Literal["on_demand", "none"] = Field(
         default="on_demand", description="Where new work goes when a block drains: on-demand, or nowhere"
     )
@@ -275,6 +285,7 @@ class CapacityWindow(_Frozen):
             "buy_ahead_days": self.buy_ahead_days,
             "prefer_extension": self.prefer_extension,
             "mode": self.mode,
+            "min_yield": str(self.min_yield),
             "consumer": consumer,
             # A node group never leaves its blocks' template (rotation.wanted_target): say so in the policy too.
             "fallback": "none" if self.feeds.kind == CONSUMER_EKS_NODE_GROUP else self.fallback,

@@ -36,6 +36,7 @@ class Deal:
     gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
     max_run: str = "-"  # a job's wall-time limit there, "-": none (run_limits.max_run_text)
     user_limits: str = "-"  # what each member may run at once there, "-": none
+    fair_share: str = "-"  # where the pool orders borrowers by decayed usage: how; "-": by what they borrow now
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -77,6 +78,19 @@ def gpu_hour_limit_text(team: Team, pool: AnyPool) -> str:
     return f"{text} (not enforced here)" if backend_of(pool).gpu_hour_limit_caveat else text
 
 
+def fair_share_text(team: Team, pool: AnyPool) -> str:
+    """How a borrowing team's turn to borrow, and to be reclaimed from, is decided where the pool
+    orders by decayed usage (docs/governance-file.md#fair-share); "-" otherwise."""
+    reclaim = getattr(pool, "reclaim", None)  # HyperPod EKS pools: Kueue orders them
+    if reclaim is None or reclaim.fair_share.half_life_seconds is None or not team.sharing.borrows:
+        return "-"
+    text = (
+        f"by usage: its instance-hours decayed with a {reclaim.fair_share.half_life_seconds // 3600} h half-life, "
+        f"per fair_share_weight {team.fair_share_weight}; the least borrows first, the most is reclaimed from first"
+    )
+    return f"{text} (not applied here)" if not backend_of(pool).reclaim_plans else text
+
+
 def deal(team: Team, pool: AnyPool) -> Deal:
     sharing = team.sharing
     max_with_borrowing = _most_with_borrowing(team, pool)
@@ -107,6 +121,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
             in_share_preemption="yes, lower priority first" if sharing.in_share_preemption else "no",
             state="paused" if team.paused else "active",
             gpu_hour_limit=gpu_hour_limit_text(team, pool),
+            fair_share=fair_share_text(team, pool),
         ),
         team,
         pool,
@@ -164,6 +179,7 @@ _COLUMNS = (
     ("gpu_hour_limit", "GPU-hour limit"),
     ("max_run", "run-time limit"),
     ("user_limits", "per-member limit"),
+    ("fair_share", "fair share"),
     ("group", "group (its teams together)"),
     ("project", "project"),
 )
@@ -215,6 +231,11 @@ def caveats(model: GovernanceModel) -> list[str]:
         if reclaim is not None and reclaim.grace_seconds and grace_caveat:
             lines.append(
                 f"pools[{index}].reclaim.grace_seconds: {grace_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
+            )
+        fair_share_caveat = backend_of(pool).fair_share_caveat
+        if reclaim is not None and reclaim.fair_share.by == "usage" and fair_share_caveat:
+            lines.append(
+                f"pools[{index}].reclaim.fair_share: {fair_share_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
     for index, group in enumerate(model.groups):
         for pool_name in group.quotas:

@@ -64,6 +64,7 @@ def _reclaim(pool: AnyPool) -> dict[str, Any]:
             "reborrow_backoff_s": settings.reborrow_backoff_seconds,
             "borrow_horizon_s": settings.borrow_horizon_seconds,
             "grace_s": settings.grace_seconds,
+            "usage_half_life_s": settings.fair_share.half_life_seconds,
         }
     }
 

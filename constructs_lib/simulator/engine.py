@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
+from gpu_governance_runtime.reclaim.fair_share import decayed_usage
 from gpu_governance_runtime.reclaim.planner import (
     PendingJob,
     PoolState,
@@ -92,6 +93,9 @@ class RunMetrics:
         repr=False, default_factory=dict
     )  # job -> (start, end) of each run, if recorded
     started: Mapping[str, float] = field(repr=False, default_factory=dict)  # job -> its first start, if recorded
+    # per team: capacity-seconds its jobs held (work later lost included), and the work lost
+    team_used_capacity_s: Mapping[str, float] = field(repr=False, default_factory=dict)
+    team_lost_capacity_s: Mapping[str, float] = field(repr=False, default_factory=dict)
 
     def as_json(self, *, with_breaches: bool) -> dict[str, Any]:
         result = {
@@ -261,6 +265,25 @@ def _replay(
     preempted_at: dict[str, list[float]] = {}
     runs: dict[str, list[tuple[float, float]]] = {}
     started: dict[str, float] = {}
+    team_used: dict[str, float] = {}  # per team: capacity-seconds its jobs held, work later lost included
+    team_lost: dict[str, float] = {}  # of those, the work lost to preemptions
+    # Usage-based fair share (Settings.usage_half_life_s): each team's decayed usage, advanced by
+    # the one computation the controller uses at every moment a team's use changes, so it is exact.
+    half_life = None if pooled else settings.usage_half_life_s
+    past: dict[str, float] = {}
+    past_at: float | None = resume.at if resume else None  # a forecast knows no usage before the live pool
+
+    def account(at: float) -> None:
+        """Advance the decayed usage to ``at`` with the use held since; call before use changes."""
+        nonlocal past, past_at
+        if half_life is None or (past_at is not None and at <= past_at):
+            return  # a resumed job's start, before the replay opens: no history before it
+        if past_at is not None:
+            in_use: dict[str, int] = {}
+            for (team, _), instances in usage.items():
+                in_use[team] = in_use.get(team, 0) + instances
+            past = decayed_usage(past, in_use, elapsed_s=at - past_at, half_life_s=half_life)
+        past_at = at
 
     def in_window(start: float, end: float, count: int) -> float:
         return count * max(0.0, min(end, window_end) - max(start, first_submit))
@@ -273,6 +296,7 @@ def _replay(
         entry.waited += at - entry.waiting_since
         entry.started_at = at
         entry.version += 1
+        account(at)
         key = (job.team, job.instance_type)
         usage[key] = usage.get(key, 0) + job.count
         occupied[job.instance_type] += job.count
@@ -295,21 +319,23 @@ def _replay(
         entry.version += 1
         entry.stop_at = None
         entry.waiting_since = at
+        account(at)
         usage[job.team, job.instance_type] -= job.count
         occupied[job.instance_type] -= job.count
         preemptions += 1
         preempted_at.setdefault(job.job_id, []).append(at)
         if record_runs:
             runs[job.job_id].append((entry.started_at, at))
-        if not job.restartable:  # nothing requeues it (planner.comes_back): its work is lost, it stays unfinished
-            stopped_for_good += 1
-            lost += elapsed * job.count
-        elif job.checkpointable:
+        team_used[job.team] = team_used.get(job.team, 0.0) + elapsed * job.count
+        if job.restartable and job.checkpointable:
             entry.remaining -= elapsed
             entry.useful += segment
-        else:
-            lost += elapsed * job.count
-            entry.remaining = job.duration
+            return
+        # nothing requeues a job that is not restartable (planner.comes_back): it stays unfinished
+        stopped_for_good += not job.restartable
+        entry.remaining = job.duration
+        lost += elapsed * job.count
+        team_lost[job.team] = team_lost.get(job.team, 0.0) + elapsed * job.count
 
     for job, started_at in resume.running if resume else ():
         entry = progress[job.job_id] = _Progress(
@@ -347,6 +373,8 @@ def _replay(
             useful += entry.useful + segment
             last_finish = max(last_finish, at)
             waited[entry.index] = entry.waited
+            team_used[job.team] = team_used.get(job.team, 0.0) + (at - entry.started_at) * job.count
+            account(at)
             usage[job.team, job.instance_type] -= job.count
             occupied[job.instance_type] -= job.count
             decider.finish(entry)  # a victim that finished in its grace leaves the planner's queue
@@ -360,7 +388,8 @@ def _replay(
             )
             decider.arrive(entry)
             next_arrival += 1
-        starts, preempted, reclaiming, capped = decider.plan(tick)
+        account(tick)
+        starts, preempted, reclaiming, capped = decider.plan(tick, past)
         changed = bool(starts or preempted)
         for job_id in preempted:
             entry = progress[job_id]
@@ -429,6 +458,8 @@ def _replay(
         stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
+        team_used_capacity_s=team_used,
+        team_lost_capacity_s=team_lost,
         guarantee_breaches=breaches,
         guarantee_asked_s=asked_s,
         guarantee_breached_s=breached_s,
@@ -527,13 +558,20 @@ class _Planner:
             return
         self.usage[job.share, job.instance_type] -= job.count
 
-    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
+    def plan(
+        self, tick: float, past_usage: Mapping[str, float]
+    ) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
         """The jobs that start and the jobs preempted at ``tick``, the jobs whose start preempts,
-        and whether a cap cut the plan short."""
+        and whether a cap cut the plan short. ``past_usage``: each team's decayed usage (read by a
+        pool that orders by usage)."""
         if not self.pending:  # nothing waits: nothing to plan
             return (), (), frozenset(), False
         self.state = unchecked_state(
-            self.state, running=tuple(self.running.values()), pending=tuple(self.pending.values()), now=tick
+            self.state,
+            running=tuple(self.running.values()),
+            pending=tuple(self.pending.values()),
+            now=tick,
+            past_usage=dict(past_usage),
         )
         plan = plan_tick(self.state, self.settings)
         if plan.starts or plan.preemptions:
@@ -629,7 +667,10 @@ class _Queues:
         self._room[where] = self._room.get(where, 0) + entry.job.count
         self._touched[where] = None
 
-    def plan(self, tick: float) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
+    def plan(
+        self, tick: float, past_usage: Mapping[str, float]
+    ) -> tuple[Sequence[str], Sequence[str], frozenset[str], bool]:
+        del past_usage  # reserve shares of their quota: nobody borrows, no order between teams to keep
         started: list[str] = []
         for where in self._touched:
             sizes = self._buckets.get(where)

@@ -130,7 +130,7 @@ def hyperpod_cluster_queue(team: str) -> str:
 KUEUE_CLUSTER_QUEUES_PATH = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"  # listed by the reclaim function
 GPU_RESOURCE = "nvidia.com/gpu"  # the Kubernetes resource Kueue counts GPUs in
 # The Kubernetes group an EKS access entry maps the reclaim function's role into; a ClusterRole
-# bound to it may only get and list ClusterQueues (constructs_lib/hyperpod_eks/kubernetes.py).
+# bound to it may only get and list ClusterQueues (constructs_lib/backends/hyperpod_eks/kubernetes.py).
 EKS_USAGE_READER_GROUP = "gpu-governance-usage-readers"
 # reclaim: a pool's default re-borrow backoff (governance file ``reclaim.reborrow_backoff_seconds``,
 # policy document ``reclaim.reborrow_backoff_s``, planner ``Settings``); docs/performance.md measures it
@@ -252,6 +252,17 @@ PURCHASED_HOURS, PURCHASED_USED_HOURS, PURCHASED_UTILISATION = (
     "PurchasedUtilisation",
 )
 PURCHASED_DIMENSIONS = ("Window", "Team", "Reservation")  # Reservation: the block's id or the plan's ARN
+# Per active Capacity Block of a Batch window, on each scheduled run, by BLOCK_USE_DIMENSIONS (capacity/fill.py reads
+# the jobs): instance-hours of the run's interval with a job on a block instance, idle while the consumer's work waited
+# or ran on demand, idle with no work of it anywhere. Work cut at a block's end is in the ledger (requeue records).
+# Read by `gpu-governance usage report` (constructs_lib/cli/usage.py), not drawn on a dashboard.
+BLOCK_JOB_HOURS, BLOCK_IDLE_WAITING_HOURS, BLOCK_IDLE_HOURS = (
+    "BlockJobInstanceHours",
+    "BlockIdleWorkWaitingInstanceHours",
+    "BlockIdleNoWorkInstanceHours",
+)
+BLOCK_USE_METRICS = (BLOCK_JOB_HOURS, BLOCK_IDLE_WAITING_HOURS, BLOCK_IDLE_HOURS)
+BLOCK_USE_DIMENSIONS = ("Window", "Reservation")  # what the usage report knows of a block from the ledger
 # Per Team, once a day (capacity/spend.py): the month-to-date cost (USD, Cost Explorer's UnblendedCost,
 # what a COST budget tracks) of everything tagged TAG_TEAM = the team; Team = UNTAGGED_TEAM for costs without it.
 TEAM_SPEND = "TeamSpendUsd"
@@ -262,7 +273,9 @@ CAPACITY_CHARGEBACK_METRICS = (PURCHASE_FEES, PURCHASED_HOURS, PURCHASED_USED_HO
 DEDICATED_GROUPS_UPDATED = "DedicatedGroupsUpdated"
 HYPERPOD_METRICS = (DEDICATED_GROUPS_UPDATED, MISSING_API_OPERATIONS)
 # Every metric name a function may publish (gpu_governance_runtime.common.metrics refuses others).
-METRIC_NAMES = frozenset((*RECLAIM_METRICS, *CAPACITY_METRICS, *CAPACITY_CHARGEBACK_METRICS, *HYPERPOD_METRICS))
+METRIC_NAMES = frozenset(
+    (*RECLAIM_METRICS, *CAPACITY_METRICS, *CAPACITY_CHARGEBACK_METRICS, *BLOCK_USE_METRICS, *HYPERPOD_METRICS)
+)
 
 # --- discovery: where a team's tooling finds its queue, roles, bucket, key and images ----------
 

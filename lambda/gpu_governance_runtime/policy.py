@@ -48,6 +48,8 @@ class PoolPolicy:
     reborrow_backoff_s: float = DEFAULT_REBORROW_BACKOFF_S
     borrow_horizon_s: float | None = None
     grace_s: float = 0.0
+    # set: borrowers and victims ordered by usage decayed with this half-life (reclaim/fair_share.py)
+    usage_half_life_s: float | None = None
     groups: tuple[ShareGroup, ...] = ()  # groups of its shares with a quota here (docs/governance-file.md#groups)
 
     def settings(self, base: Settings = Settings()) -> Settings:
@@ -57,6 +59,7 @@ class PoolPolicy:
             reborrow_backoff_s=self.reborrow_backoff_s,
             borrow_horizon_s=self.borrow_horizon_s,
             grace_s=self.grace_s,
+            usage_half_life_s=self.usage_half_life_s,
         )
 
 
@@ -173,7 +176,10 @@ class _Reader:
         self.expect(shares, list, f"{path}.shares", "a list")
         reclaim = data.get("reclaim", {})
         if not self.expect(
-            reclaim, dict, f"{path}.reclaim", "an object with reborrow_backoff_s, borrow_horizon_s and grace_s"
+            reclaim,
+            dict,
+            f"{path}.reclaim",
+            "an object with reborrow_backoff_s, borrow_horizon_s, grace_s and usage_half_life_s",
         ):
             reclaim = {}
         backoff = self.seconds(
@@ -182,6 +188,7 @@ class _Reader:
             positive=False,
         )
         horizon = reclaim.get("borrow_horizon_s")
+        half_life = reclaim.get("usage_half_life_s")
         return PoolPolicy(
             name=str(data.get("name")),
             backend=str(data.get("backend")),
@@ -196,6 +203,9 @@ class _Reader:
             if horizon is None
             else self.seconds(horizon, f"{path}.reclaim.borrow_horizon_s", positive=True),
             grace_s=self.seconds(reclaim.get("grace_s", 0), f"{path}.reclaim.grace_s", positive=False),
+            usage_half_life_s=None
+            if half_life is None
+            else self.seconds(half_life, f"{path}.reclaim.usage_half_life_s", positive=True),
             groups=self.groups(data.get("groups", []), f"{path}.groups"),
         )
 
@@ -316,6 +326,7 @@ class _Reader:
             ),
             "max_price_per_instance_hour": lambda v, p: self.amount(v, p, positive=True),
             "budget": lambda v, p: self.amount(v, p, positive=False),
+            "min_yield": lambda v, p: self.amount(v, p, positive=False, most=Decimal(1)),
             "start": self.timestamp,
             "consumer": self.consumer,
             "alarm_requests": self.alarm_requests,
@@ -342,13 +353,19 @@ class _Reader:
         if value not in allowed:
             self.problems.append(f"{path}: {value!r} - one of {', '.join(allowed)}")
 
-    def amount(self, value: Any, path: str, *, positive: bool) -> None:
-        allowed = "a decimal string " + ("> 0" if positive else ">= 0")
+    def amount(self, value: Any, path: str, *, positive: bool, most: Decimal | None = None) -> None:
+        allowed = "a decimal string " + ("> 0" if positive else ">= 0") + ("" if most is None else f" and <= {most}")
         try:
             number = Decimal(value) if isinstance(value, str) else None
         except InvalidOperation:
             number = None
-        if number is None or not number.is_finite() or number < 0 or (positive and number == 0):
+        if (
+            number is None
+            or not number.is_finite()
+            or number < 0
+            or (positive and number == 0)
+            or (most is not None and number > most)
+        ):
             self.problems.append(f"{path}: {value!r} - {allowed}")
 
     def timestamp(self, value: Any, path: str) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -145,6 +146,7 @@ class FakeBatch:
         self.service_queues: dict[str, dict[str, int]] = {}  # quota-share job queue -> instances per type it holds
         self.service_jobs: dict[str, dict[str, Any]] = {}  # service job id -> the job
         self._ids = itertools.count(1)
+        self._instance_ids = itertools.count(1)
 
     # --- the API ----------------------------------------------------------------------------
 
@@ -484,11 +486,13 @@ class FakeBatch:
         allocation_strategy: str | None = None,
         subnets: tuple[str, ...] = ("subnet-0a1b2c3d",),
         launch_capacity: Callable[[dict[str, Any]], int | None] | None = None,
+        launches_into: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
         """A managed EC2 compute environment as its owner created it: instances of ``vcpus_per_instance`` vCPUs up to
         ``max_vcpus`` (``allocation_strategy`` None: Batch's default, BEST_FIT). ``launch_capacity`` answers, for the
         environment's launch template, how many instances EC2 can launch from it at most (a Capacity Block's count),
-        or None when not bounded (on demand)."""
+        or None when not bounded (on demand); ``launches_into``, the Capacity Block its instances launch into (None: on
+        demand)."""
         self.compute_environments[arn] = {
             "computeEnvironmentName": arn.rsplit("/", 1)[1],
             "computeEnvironmentArn": arn,
@@ -509,6 +513,7 @@ class FakeBatch:
             },
             "_vcpus_per_instance": vcpus_per_instance,
             "_launch_capacity": launch_capacity or (lambda template: None),
+            "_launches_into": launches_into or (lambda template: None),
         }
 
     def add_job_queue(self, arn: str, *, compute_environments: list[str]) -> None:
@@ -546,6 +551,7 @@ class FakeBatch:
                     self._end(job, "SUCCEEDED", "Essential container in task exited")
         self._settle_dependencies()
         self._replace_instances()
+        self._end_with_their_instances()
         for environment in self.compute_environments.values():
             if environment["status"] == "UPDATING" and self.clock.now >= environment["_valid_at"]:
                 environment["status"] = "VALID"
@@ -598,10 +604,23 @@ class FakeBatch:
                     and environment["status"] == "VALID"
                     and self._free(environment) >= _size(job)
                 ):
-                    job.update(
-                        status="STARTING", startedAt=self._ms(), _environment=environment["computeEnvironmentArn"]
-                    )
+                    self._launch(job, environment)
                     break
+
+    def _launch(self, job: dict[str, Any], environment: dict[str, Any]) -> None:
+        """The job starts on an instance of its own (one job per instance in this model), launched from the
+        environment's launch template as it is now and registered in the environment's ECS cluster as a container
+        instance, which DescribeJobs names [aws: batch-ce.ecs-container-instance-filter]."""
+        instance = f"i-{next(self._instance_ids):017x}"
+        cluster = environment["ecsClusterArn"].rsplit("/", 1)[1]
+        job.update(
+            status="STARTING",
+            startedAt=self._ms(),
+            _environment=environment["computeEnvironmentArn"],
+            _launched_from=dict(environment["computeResources"].get("launchTemplate", {})),
+            _instance=instance,
+        )
+        job["container"]["containerInstanceArn"] = container_instance_arn(cluster, instance)
 
     def _free(self, environment: dict[str, Any]) -> int:
         return self.instances(environment) - self.running_on(environment)
@@ -633,6 +652,38 @@ class FakeBatch:
                     {"startedAt": job.get("startedAt"), "stoppedAt": self._ms(), "statusReason": REPLACED}
                 )
                 self._end(job, "FAILED", REPLACED)
+
+    def _end_with_their_instances(self) -> None:
+        """A job whose instance EC2 no longer runs (launched into a Capacity Block whose instances have ended: EC2
+        can run none from that launch template any more) fails as its host did, whatever it was doing; its retry
+        strategy applies [aws: batch-ce.jobs-fail-with-block-instances]. No job outlives its instance."""
+        for job in list(self.active.values()):
+            launched = job.get("_launched_from")
+            if launched is None or job["status"] not in ("STARTING", "RUNNING"):
+                continue
+            if self.compute_environments[job["_environment"]]["_launch_capacity"](launched) == 0:
+                instance = job.pop("_instance")
+                job.pop("_launched_from")
+                job["container"].pop("containerInstanceArn", None)
+                self.fail_on_its_own(job["jobId"], f"Host EC2 (instance {instance}) terminated.")
+
+    def instances_in(self, reservation_id: str) -> list[str]:
+        """The running instances launched into the Capacity Block (one per job in this model)."""
+        return [
+            j["_instance"]
+            for j in self.active.values()
+            if j.get("_instance")
+            and self.compute_environments[j["_environment"]]["_launches_into"](j["_launched_from"]) == reservation_id
+        ]
+
+    def container_instances(self, cluster: str) -> dict[str, str]:
+        """Container instance ARN -> EC2 instance id, of the instances running a job in the ECS cluster of a compute
+        environment added with :meth:`add_compute_environment`."""
+        return {
+            j["container"]["containerInstanceArn"]: j["_instance"]
+            for j in self.active.values()
+            if j.get("_instance") and self.compute_environments[j["_environment"]]["ecsClusterArn"] == cluster
+        }
 
     def _place(self, environment: Environment) -> None:
         """Jobs of an environment's queues run one per container instance. A job whose instance is
@@ -723,6 +774,89 @@ class FakeBatch:
 
     def _ms(self) -> int:
         return int(self.clock.now * 1000)
+
+
+def container_instance_arn(cluster_name: str, instance_id: str) -> str:
+    return f"arn:aws:ecs:us-east-1:{ACCOUNT}:container-instance/{cluster_name}/{instance_id[2:]}"
+
+
+class ClusterInstances:
+    """ECS ``list_container_instances`` (paginated, ``ec2InstanceId in [...]`` filter) over the clusters of the compute
+    environments a :class:`FakeBatch` runs jobs in [aws: batch-ce.ecs-container-instance-filter]."""
+
+    def __init__(self, batch: FakeBatch):
+        self.batch = batch
+
+    def get_paginator(self, operation: str) -> Pages:
+        assert operation == "list_container_instances", operation
+        return Pages(self.list_container_instances, "containerInstanceArns", self.batch.page_size)
+
+    def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:
+        # [aws: batch-ce.ecs-container-instance-filter]
+        self.batch.faults.check("ListContainerInstances", "before", throttle_code="ThrottlingException", service="ecs")
+        wanted = instances_named(filter)
+        return {
+            "containerInstanceArns": [
+                arn
+                for arn, instance in self.batch.container_instances(cluster).items()
+                if wanted is None or instance in wanted
+            ]
+        }
+
+
+def instances_named(filter: str) -> set[str] | None:
+    """The EC2 instance ids an ECS ``ec2InstanceId in [...]`` filter names (None: no filter)
+    [aws: batch-ce.ecs-container-instance-filter]."""
+    return set(re.findall(r"'(i-[0-9a-f]+)'", filter)) if filter else None
+
+
+class BlockInstances:
+    """EC2 ``describe_instances`` (paginated) filtered by ``capacity-reservation-id``: the instances a :class:`FakeBatch`
+    launched into the block, all running [aws: ec2-cb.expiration-warning-and-termination]."""
+
+    def __init__(self, batch: FakeBatch):
+        self.batch = batch
+
+    def get_paginator(self, operation: str) -> Pages:
+        assert operation == "describe_instances", operation
+        return Pages(self.describe_instances, "Reservations", self.batch.page_size)
+
+    def describe_instances(self, *, Filters: list[dict[str, Any]]) -> dict[str, Any]:
+        # [aws: ec2-cb.expiration-warning-and-termination]: the block's instances run until 30 minutes before its end
+        self.batch.faults.check("DescribeInstances", "before", throttle_code="RequestLimitExceeded", service="ec2")
+        wanted = {f["Name"]: f["Values"] for f in Filters}
+        (reservation,) = wanted["capacity-reservation-id"]
+        return {"Reservations": instance_reservations(self.batch.instances_in(reservation), reservation)}
+
+
+def instance_reservations(instances: Iterable[str], reservation_id: str) -> list[dict[str, Any]]:
+    """DescribeInstances' ``Reservations`` for running instances launched into a Capacity Block."""
+    return [
+        {
+            "ReservationId": f"r-{i[2:]}",
+            "Instances": [
+                {
+                    "InstanceId": i,
+                    "State": {"Name": "running"},
+                    "CapacityReservationId": reservation_id,
+                    "InstanceType": "p5.48xlarge",
+                }
+            ],
+        }
+        for i in instances
+    ]
+
+
+class Pages:
+    """A paginator over one answer, ``page_size`` entries a page."""
+
+    def __init__(self, answer, field: str, page_size: int):
+        self.answer, self.field, self.page_size = answer, field, page_size
+
+    def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
+        entries = self.answer(**request)[self.field]
+        for start in range(0, max(len(entries), 1), self.page_size):
+            yield {self.field: entries[start : start + self.page_size]}
 
 
 @dataclass

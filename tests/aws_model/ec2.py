@@ -11,13 +11,11 @@ instances are running from the start until 30 minutes before the end, then termi
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .batch import Clock, Faults
+from .batch import Clock, Faults, Pages, instances_named
 
 WARNING_LEAD = 40 * 60  # seconds before the end: the EventBridge "Capacity Block Reservation Expiration Warning"
 TERMINATION_LEAD = 30 * 60  # seconds before the end: the instances are terminated
@@ -46,25 +44,15 @@ class Block:
         }
 
 
-class _Pages:
-    def __init__(self, answer, field: str, page_size: int):
-        self.answer, self.field, self.page_size = answer, field, page_size
-
-    def paginate(self, **request: Any) -> Iterable[dict[str, Any]]:
-        entries = self.answer(**request)[self.field]
-        for start in range(0, max(len(entries), 1), self.page_size):
-            yield {self.field: entries[start : start + self.page_size]}
-
-
 class FakeEc2:
     """The blocks' instances as ``describe_instances`` lists them."""
 
     def __init__(self, clock: Clock, blocks: list[Block], *, faults: Faults | None = None, page_size: int = 5):
         self.clock, self.blocks, self.faults, self.page_size = clock, blocks, faults or Faults(), page_size
 
-    def get_paginator(self, operation: str) -> _Pages:
+    def get_paginator(self, operation: str) -> Pages:
         assert operation == "describe_instances", operation
-        return _Pages(self.describe_instances, "Reservations", self.page_size)
+        return Pages(self.describe_instances, "Reservations", self.page_size)
 
     def describe_instances(self, *, Filters: list[dict[str, Any]]) -> dict[str, Any]:
         # [aws: ec2-cb.expiration-warning-and-termination]: running from the start, terminated 30 minutes before the end
@@ -107,15 +95,15 @@ class FakeEcs:
     def __init__(self, ec2: FakeEc2, *, cluster: str, faults: Faults | None = None, page_size: int = 100):
         self.ec2, self.cluster, self.faults, self.page_size = ec2, cluster, faults or Faults(), page_size
 
-    def get_paginator(self, operation: str) -> _Pages:
+    def get_paginator(self, operation: str) -> Pages:
         assert operation == "list_container_instances", operation
-        return _Pages(self.list_container_instances, "containerInstanceArns", self.page_size)
+        return Pages(self.list_container_instances, "containerInstanceArns", self.page_size)
 
     def list_container_instances(self, *, cluster: str, filter: str = "") -> dict[str, Any]:
         self.faults.check("ListContainerInstances", "before", throttle_code="ThrottlingException", service="ecs")
         assert cluster == self.cluster, cluster
         # ec2InstanceId in [...] [aws: batch-ce.ecs-container-instance-filter]
-        wanted = set(re.findall(r"'(i-[0-9a-f]+)'", filter)) if filter else None
+        wanted = instances_named(filter)
         return {
             "containerInstanceArns": [
                 container_instance(i) for i in self.ec2.live_instances() if wanted is None or i in wanted

@@ -13,7 +13,8 @@ QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-p5"
 TEMPLATE = {"launchTemplateName": "gpu-p5", "version": "2"}
 
 
-def batch_with(strategy: str | None, *, block_holds: int | None = None) -> FakeBatch:
+def batch_with(strategy: str | None, *, block_holds=lambda batch: None) -> FakeBatch:
+    """``block_holds(batch)``: how many instances EC2 runs from the environment's launch template now."""
     batch = FakeBatch(Clock(now=0.0), capacity={})
     batch.add_compute_environment(
         CE,
@@ -21,7 +22,7 @@ def batch_with(strategy: str | None, *, block_holds: int | None = None) -> FakeB
         max_vcpus=2 * 192,
         launch_template=TEMPLATE,
         allocation_strategy=strategy,
-        launch_capacity=lambda template: block_holds,
+        launch_capacity=lambda template: block_holds(batch),
     )
     batch.add_job_queue(QUEUE, compute_environments=[CE])
     return batch
@@ -45,7 +46,7 @@ def test_best_fit_progressive_may_run_one_instance_past_max_vcpus_but_not_past_t
     """[aws: batch-ce.max-vcpus-overshoot]: one instance more than maxvCpus on demand; [aws:
     ec2-cb.launch-beyond-block-fails]: from a launch template into a block of 2, still 2."""
     for holds, running in ((None, 3), (2, 2)):
-        batch = batch_with("BEST_FIT_PROGRESSIVE", block_holds=holds)
+        batch = batch_with("BEST_FIT_PROGRESSIVE", block_holds=lambda batch, holds=holds: holds)
         for n in range(4):
             batch.add_job(jobName=f"j{n}", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="research")
         batch.advance(60)
@@ -55,3 +56,42 @@ def test_best_fit_progressive_may_run_one_instance_past_max_vcpus_but_not_past_t
         best_fit.add_job(jobName=f"j{n}", jobQueue=QUEUE, jobDefinition="train:1", shareIdentifier="research")
     best_fit.advance(60)
     assert best_fit.running_on(best_fit.compute_environments[CE]) == 2  # BEST_FIT on demand never passes maxvCpus
+
+
+def test_a_job_on_a_block_ends_with_the_blocks_instances_and_its_retry_strategy_applies():
+    """[aws: batch-ce.jobs-fail-with-block-instances]: when EC2 can no longer run instances from the launch template a
+    job's instance came from (its Capacity Block's instances ended), the job ends FAILED as its host did, or goes back
+    to RUNNABLE while its retry strategy has attempts left [aws: batch.retry-strategy-attempts]; it never works on.
+    Fails on the model before issue 40, where such jobs ran on instances that no longer existed."""
+    batch = batch_with("BEST_FIT_PROGRESSIVE", block_holds=lambda batch: 2 if batch.clock.now < 3600.0 else 0)
+    lost = batch.add_job(
+        jobName="lost",
+        jobQueue=QUEUE,
+        jobDefinition="train:1",
+        shareIdentifier="research",
+        parameters={"work_seconds": "7200"},
+    )
+    retried = batch.add_job(
+        jobName="retried",
+        jobQueue=QUEUE,
+        jobDefinition="train:1",
+        shareIdentifier="research",
+        parameters={"work_seconds": "7200"},
+        retryStrategy={"attempts": 2},
+    )
+    batch.advance(0)
+    on = batch.container_instances(batch.compute_environments[CE]["ecsClusterArn"])
+    assert len(on) == 2 and {batch.jobs[j]["container"]["containerInstanceArn"] for j in (lost, retried)} == set(on)
+    for _ in range(4):
+        batch.advance(900)
+    assert batch.jobs[lost]["status"] == "FAILED" and batch.jobs[lost]["statusReason"].startswith(
+        "Host EC2 (instance i-"
+    )
+    assert batch.jobs[retried]["status"] == "RUNNABLE"  # waits: the block can launch nothing more
+    # STARTING for the first 15 minutes, then worked until its instance ended, not a second longer
+    assert batch.work[lost] == 7200 - (3600 - 900)
+    batch.advance(900)
+    assert (
+        batch.work[retried] == 7200 - (3600 - 900)
+        and batch.container_instances(batch.compute_environments[CE]["ecsClusterArn"]) == {}
+    )

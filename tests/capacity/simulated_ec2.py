@@ -189,9 +189,9 @@ class SimulatedEc2:
             "CapacityReservation": {"CapacityReservationId": purchase.reservation_id, "State": "payment-pending"}
         }
 
-    @staticmethod
-    def _reservation(p: Purchase) -> dict:
+    def _reservation(self, p: Purchase) -> dict:
         o = p.offering
+        state = "scheduled" if self.now < o.start else "active" if self.now < o.end else "expired"
         return {
             "CapacityReservationId": p.reservation_id,
             "InstanceType": o.instance_type,
@@ -199,7 +199,7 @@ class SimulatedEc2:
             "TotalInstanceCount": o.count,
             "StartDate": o.start,
             "EndDate": o.end,
-            "State": "scheduled",
+            "State": state,
             "ReservationType": "capacity-block",
             "Tags": [
                 {"Key": TAG_INTENT, "Value": p.intent},

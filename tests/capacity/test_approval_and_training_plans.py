@@ -47,6 +47,7 @@ def test_approval_request_says_what_when_where_how_much_and_is_sent_once(aws):
             {
                 "intent": INTENT,
                 "window": "launch-load-test",
+                "expected_yield": "0.25",  # the window's 6 hours of the block's 24 (issue 40: buying for yield)
                 "what": "4 x p5.48xlarge",
                 "where": "us-east-1a",
                 "when": "2026-12-10T11:30:00+00:00 to 2026-12-11T11:30:00+00:00",

@@ -7,14 +7,15 @@ environment, where long jobs run, is never updated. Batch is the shared model
 updates, each rule citing its page), launch templates and the ledger are moto's."""
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity.rotation import by_consumer, reconcile
-from tests.aws_model.batch import Clock, FakeBatch, Faults
+from gpu_governance_runtime.contract import TAG_CHECKPOINTABLE
+from tests.aws_model.batch import Clock, ClusterInstances, FakeBatch, Faults
 
 from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table
@@ -63,40 +64,72 @@ class World:
             launch_template=template,
             allocation_strategy="BEST_FIT_PROGRESSIVE",  # infrastructure updates need it [aws: batch-ce.infrastructure-update-strategy]
             subnets=tuple(self.subnets.values()),
+            launch_capacity=self._holds,
+            launches_into=self._into,
         )
         self.batch.add_job_queue(QUEUE, compute_environments=[ON_DEMAND, BLOCK_CE])
         self.ledger = create_ledger_table()
+
+    blocks = (BLOCK,)  # what EC2 holds: a launch into one of them runs while its instances do
+
+    def _into(self, template) -> str | None:
+        """The Capacity Block the launch template version launches into (None: on demand)."""
+        data = self.ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5", Versions=[template["version"]])[
+            "LaunchTemplateVersions"
+        ][0]["LaunchTemplateData"]
+        return (
+            data.get("CapacityReservationSpecification", {})
+            .get("CapacityReservationTarget", {})
+            .get("CapacityReservationId")
+        )
+
+    def _holds(self, template) -> int | None:
+        """How many instances EC2 runs from the launch template version: into a block, its count while its instances
+        run (until 30 minutes before its end), else none [aws: batch-ce.jobs-fail-with-block-instances]."""
+        reservation = self._into(template)
+        if reservation is None:
+            return None
+        block = next((b for b in self.blocks if b.id == reservation), None)
+        live = block is not None and block.start <= self.now < block.end - timedelta(minutes=30)
+        return block.count if live else 0
 
     @property
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.now, tz=UTC)
 
-    def submit(self, name: str, hours: float) -> str:
+    def submit(self, name: str, hours: float, *, declared: float | None = None, checkpoints: bool = False) -> str:
+        """A job of ``hours`` of work, declaring ``declared`` hours as its run time, tagged checkpointable or not."""
         return self.batch.add_job(
             jobName=name,
             jobQueue=QUEUE,
             jobDefinition="train:3",
             shareIdentifier="research",
             parameters={"work_seconds": str(int(hours * 3600))},
+            **({"timeout": {"attemptDurationSeconds": int(declared * 3600)}} if declared else {}),
+            tags={TAG_CHECKPOINTABLE: "true"} if checkpoints else {},
         )
 
-    def run(self, mode: str = "auto") -> dict:
+    def run(self, mode: str = "auto", *, closing: bool = False) -> dict:
         return reconcile(
             window=window(consumer=CONSUMER, mode=mode, instance_count=4),
-            owned=(BLOCK,),
+            owned=self.blocks,
             dry_run=mode == "dry_run",
             ec2=self.ec2,
             batch=self.batch,
+            ecs=ClusterInstances(self.batch),
             eks=None,
             ledger=self.ledger,
             now=self.now,
+            closing=closing,
         )
 
-    def until(self, moment: datetime, mode: str = "auto") -> list[dict]:
+    def until(self, moment: datetime, mode: str = "auto", step: float = STEP) -> list[dict]:
+        """Runs every ``step`` seconds; Batch places what the run made possible at once (a run changes the queue)."""
         results = []
         while self.now < moment:
-            self.batch.advance(STEP)
+            self.batch.advance(step)
             results.append(self.run(mode))
+            self.batch.advance(0)
         return results
 
     def first(self) -> str:
@@ -248,6 +281,7 @@ def test_a_request_drawing_on_the_window_moves_the_same_queue_once_not_back_and_
             dry_run=False,
             ec2=world.ec2,
             batch=world.batch,
+            ecs=ClusterInstances(world.batch),
             eks=None,
             ledger=world.ledger,
             now=world.now,
@@ -294,3 +328,39 @@ def test_a_block_compute_environment_aws_would_not_move_onto_the_block_is_report
     assert all(named in r["error"] and r["error"].endswith("nothing moved") for r in during_block), during_block[-1]
     assert not [u for u in world.updates_of(BLOCK_CE) if "launchTemplate" in (u["computeResources"] or {})]
     assert (world.first(), world.batch.compute_environments[BLOCK_CE]["state"]) == (ON_DEMAND, "DISABLED")
+
+
+def test_the_block_environment_is_ready_before_the_block_starts_and_the_first_waiting_job_starts_with_it(world):
+    """[aws: ec2-cb.launch-template-before-start]: the launch template into the block and the infrastructure update
+    are done within rotation.PREPARE_LEAD before the block starts, DISABLED and behind on demand; at 11:30 the run
+    enables it and puts it first, and a job waiting in the queue starts on the block then. Fails on the rotation before
+    issue 40, which began the update at the block's start: the first job started 10 minutes or more after it."""
+    for n in range(3):  # the on-demand compute environment holds 2: one waits
+        world.submit(f"wait-{n}", hours=30)
+    results = world.until(at(10, 10, 0)) + world.until(at(10, 11, 25), step=300.0)
+    launch = [u for u in world.updates_of(BLOCK_CE) if "launchTemplate" in (u["computeResources"] or {})]
+    assert len(launch) == 1 and at(10, 10, 30).timestamp() <= launch[0]["_at"] < at(10, 11, 30).timestamp()
+    assert results[-1]["wants"].endswith("from its start at 11:30 UTC, DISABLED until then")
+    assert (world.first(), world.batch.compute_environments[BLOCK_CE]["state"]) == (ON_DEMAND, "DISABLED")
+    world.until(at(10, 11, 30), step=300.0)
+    started = [j for j in world.batch.jobs.values() if j.get("_environment") == BLOCK_CE]
+    assert [(j["jobName"], j["startedAt"]) for j in started] == [("wait-2", int(at(10, 11, 30).timestamp() * 1000))]
+
+
+def test_the_block_environment_waits_for_the_last_blocks_jobs_before_it_is_moved(world):
+    """The infrastructure update onto another block would end a job still on the environment after
+    jobExecutionTimeoutMinutes [aws: batch-ce.infrastructure-update-grace]: the rotation waits until no job is on it
+    (the one below ends with its block's instances, [aws: batch-ce.jobs-fail-with-block-instances]). Fails on the
+    rotation before issue 40, which moved at once: the job ended "replaced by a compute environment infrastructure
+    update" while its block still ran."""
+    later = reservation("cr-0fedcba9876543210", at(11, 5, 30), 2, state="active")  # starts while BLOCK still runs
+    world.blocks = (BLOCK, later)
+    world.clock.now = at(10, 12, 0).timestamp()
+    world.until(at(10, 13, 0), step=300.0)
+    job = world.submit("on-the-block", hours=60)
+    world.batch.advance(0)
+    assert world.batch.jobs[job]["_environment"] == BLOCK_CE
+    results = world.until(at(11, 10, 0)) + world.until(at(11, 12, 0), step=300.0)
+    assert any(r.get("state", "").endswith("waiting: 1 job(s) still on the block compute environment") for r in results)
+    assert world.batch.jobs[job]["statusReason"].startswith("Host EC2 (instance i-")  # ended with BLOCK's instances
+    assert world.first() == BLOCK_CE and "Capacity Block cr-0fedcba9876543210" in results[-1]["launches_into"]

@@ -1,4 +1,5 @@
 import copy
+from decimal import Decimal
 
 import pytest
 import yaml
@@ -129,6 +130,18 @@ def test_a_slurm_pool_must_name_its_cluster_arn_before_a_window_feeds_it():
     data["capacity_windows"] = [window(feeds=feeds, instance_type="ml.p5.48xlarge")]
     model = GovernanceModel.from_dict(data)
     assert model.capacity_windows[0].to_policy(model)["consumer"]["cluster_arn"].endswith("cluster/slurm1234abc")
+
+
+@pytest.mark.parametrize(
+    ("value", "allowed"), [("1.5", "at most 1"), ("-0.1", "at least 0"), ("0.555", "2 decimal places")]
+)
+def test_min_yield_is_a_share_from_0_to_1_defaulting_to_a_half(value, allowed):
+    """issue 40, item 2: a window's threshold for buying for yield; a bad value is refused naming the field."""
+    assert model_with(window()).capacity_windows[0].min_yield == Decimal("0.5")
+    found = problems(window(min_yield=value))["capacity_windows[0].min_yield"]
+    assert (found.value, allowed in found.allowed) == (value, True)
+    model = model_with(window(min_yield="0.3"))
+    assert Window.from_policy(model.capacity_windows[0].to_policy(model)).min_yield == Decimal("0.3")
 
 
 def test_window_alone_raises_governance_error():

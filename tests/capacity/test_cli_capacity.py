@@ -37,6 +37,7 @@ def files(tmp_path):
             "instance_count": 4,
             "start": "2026-12-10T14:00:00Z",
             "duration_hours": 6,
+            "min_yield": 0,  # buys whatever covers: these tests are about the planner's other rules
             "max_price_per_instance_hour": 40,
             "budget": {"amount": 20000},
             "feeds": {
@@ -235,6 +236,7 @@ def plan_text(tmp_path, capsys, *, window_changes=(), market=()):
             "start": "2026-12-10T14:00:00Z",
             "duration_hours": 6,
             "mode": "auto",
+            "min_yield": 0,  # buys whatever covers: these tests are about the planner's other rules
             "max_price_per_instance_hour": 40,
             "budget": {"amount": 20000},
             "feeds": {
@@ -257,7 +259,7 @@ def plan_text(tmp_path, capsys, *, window_changes=(), market=()):
     code = main(args)
     captured = capsys.readouterr()
     assert code == 0 and "Traceback" not in captured.err, captured.err
-    return captured.out.splitlines()
+    return [line for line in captured.out.splitlines() if not line.startswith("GRID ")]  # the grid: its own test
 
 
 def test_plan_text_single_piece(tmp_path, capsys):
@@ -275,7 +277,7 @@ def test_plan_text_single_piece(tmp_path, capsys):
     assert out == [
         "BUY block cb-1 for launch-load-test@20261210T1400Z: 4 x p5.48xlarge in us-east-1a, 2026-12-10 11:30 to 2026-12-11 11:30 UTC, "
         "2784.00 USD (29.00/instance-hour, cap 40); cheapest cover, then least unused time (72 instance-hours unused); "
-        "serves team research",
+        "serves team research; its hours use 25 % of it (min_yield 0 %)",
         "SPEND launch-load-test: 2784.00 of 20000 per month",
     ]
 
@@ -298,7 +300,8 @@ def test_plan_text_several_pieces_whole_cover_in_buying_order(tmp_path, capsys):
     )
     assert out[0] == (
         "BUY 2 pieces for launch-load-test@20261210T1400Z, 5664.00 USD in all, in this order (a piece that fails stops the rest): "
-        "cheapest cover, then least unused time (72 instance-hours unused); serves team research"
+        "cheapest cover, then least unused time (72 instance-hours unused); serves team research; its hours use 61 % "
+        "of it (min_yield 0 %)"
     )
     assert out[1].startswith(
         "  piece 1: block cb-1: 4 x p5.48xlarge in us-east-1a, 2026-12-10 11:30 to 2026-12-11 11:30 UTC, 2784.00 USD"

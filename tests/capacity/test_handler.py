@@ -38,6 +38,7 @@ WINDOW = {
     "buy_ahead_days": 14,
     "prefer_extension": False,
     "mode": "dry_run",
+    "min_yield": "0",
     "fallback": "on_demand",
     "alarm_requests": [],
     "consumer": {

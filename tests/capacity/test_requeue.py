@@ -34,7 +34,6 @@ from .stubbed_batch import (
     BLOCK,
     CE,
     COPY,
-    ECS_CLUSTER,
     ENDS,
     NOW,
     ON_BLOCK,
@@ -100,6 +99,8 @@ def test_the_job_checkpoints_after_the_warning_and_is_stopped_and_copied_once_on
     assert later(clients, ledger, STOP_TIME)["requeued"] == [{"job": "job-on-block", "new_job": "job-copy"}]
     [(action, status, details)] = ledger.actions("requeue#", ("requeued",))
     assert (action, details["new_job"], details["reservation"]) == ("requeue#job-on-block", "job-copy", BLOCK)
+    # It does not checkpoint: all it did since it started (startedAt 1 ms after the epoch) is cut (issue 40).
+    assert details["cut_hours"] == round((STOP_TIME.timestamp() - 0.001) / 3600, 4)
     assert ENDS - timedelta(minutes=30) >= STOP_TIME  # before the instances terminate, 30 minutes before the end
     # The warning is delivered again: nothing is claimed, stopped or copied twice.
     discovery(stubs)
@@ -204,16 +205,7 @@ def test_a_submit_whose_answer_was_lost_is_found_by_its_tag_not_submitted_again(
 
 def test_a_block_without_instances_touches_no_job(aws):
     clients, stubs, ledger = aws
-    stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)
-    stubs["batch"].add_response(
-        "describe_compute_environments",
-        {
-            "computeEnvironments": [
-                {"computeEnvironmentName": "gpu-p5", "computeEnvironmentArn": CE, "ecsClusterArn": ECS_CLUSTER}
-            ]
-        },
-        {"computeEnvironments": [CE]},
-    )
+    stubs["ec2"].add_response("describe_instances", {"Reservations": []}, None)  # nothing else is read
     assert drain(clients, ledger) == {
         "requeued": [],
         "finished": [],
@@ -338,3 +330,14 @@ def test_the_stop_never_comes_before_the_signal_and_never_after_the_last_run():
     assert stop_time(ENDS, ENDS - timedelta(minutes=40)) == ENDS - timedelta(
         minutes=35
     )  # the warning alone: one run left
+
+
+def test_a_stopped_job_that_checkpoints_loses_nothing_one_that_does_not_all_it_did():
+    """The usage report's work cut at a block's end (issue 40): recorded by the stop."""
+    from gpu_governance_runtime.capacity.requeue import cut_hours
+    from gpu_governance_runtime.contract import TAG_CHECKPOINTABLE
+
+    started = {"startedAt": int((NOW - timedelta(hours=2, minutes=30)).timestamp() * 1000), "tags": {}}
+    assert cut_hours(started, NOW) == 2.5
+    assert cut_hours({**started, "tags": {TAG_CHECKPOINTABLE: "TRUE"}}, NOW) == 0.0  # told before it was stopped
+    assert cut_hours({"tags": {}}, NOW) == 0.0  # never started: nothing done

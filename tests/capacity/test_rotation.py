@@ -92,6 +92,16 @@ def node_group(stub, capacity_type="CAPACITY_BLOCK", version=1, desired=0, statu
     )
 
 
+def expect_version_move(eks_stub, version=1):
+    """The group at size 0 on ``version``, then moved to the next, the one into the block."""
+    node_group(eks_stub, version=version, desired=0)
+    eks_stub.add_response(
+        "update_nodegroup_version",
+        {"update": {"id": "u-1"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": str(version + 1)}},
+    )
+
+
 def test_an_on_demand_node_group_is_reported_not_re_templated(aws):
     _, _, _, _, (_, eks_stub) = aws
     node_group(eks_stub, capacity_type="ON_DEMAND")
@@ -104,12 +114,7 @@ def test_an_on_demand_node_group_is_reported_not_re_templated(aws):
 
 def test_a_capacity_block_node_group_is_moved_at_size_0_scaled_up_then_scaled_to_0_before_the_end(aws):
     ec2, _, _, _, (_, eks_stub) = aws
-    node_group(eks_stub, version=1, desired=0)
-    eks_stub.add_response(
-        "update_nodegroup_version",
-        {"update": {"id": "u-1"}},
-        {"clusterName": "ml", "nodegroupName": "p5", "launchTemplate": {"name": "gpu-p5", "version": "2"}},
-    )
+    expect_version_move(eks_stub)
     assert run(aws, EKS_CONSUMER, ACTIVE)["did"].startswith(
         "make a launch template version into Capacity Block cr-0123456789abcdef0"
     )
@@ -138,6 +143,25 @@ def test_a_capacity_block_node_group_is_moved_at_size_0_scaled_up_then_scaled_to
     after = run(aws, EKS_CONSUMER, ACTIVE + timedelta(days=2))
     versions = ec2.describe_launch_template_versions(LaunchTemplateName="gpu-p5")["LaunchTemplateVersions"]
     assert after["state"] == "in place" and len(versions) == 2
+    eks_stub.assert_no_pending_responses()
+
+
+def test_a_node_group_is_moved_onto_the_next_block_at_size_0_before_it_starts_and_scaled_up_at_its_start(aws):
+    """[aws: ec2-cb.launch-template-before-start]: within rotation.PREPARE_LEAD before the block starts, the group (at
+    size 0) is moved to a version into it; at the start it is only scaled up, so its nodes launch then. Fails on the
+    rotation before issue 40, which moved the version at the start and scaled up a run later."""
+    ec2, _, _, _, (_, eks_stub) = aws
+    expect_version_move(eks_stub)
+    before = run(aws, EKS_CONSUMER, BLOCK.start - timedelta(minutes=45))
+    assert before["did"].startswith("make a launch template version into Capacity Block cr-0123456789abcdef0")
+    assert target(ec2, 2)[0] == "cr-0123456789abcdef0" and before["wanted_size"] == 0
+    node_group(eks_stub, version=2, desired=0)
+    eks_stub.add_response(
+        "update_nodegroup_config",
+        {"update": {"id": "u-2"}},
+        {"clusterName": "ml", "nodegroupName": "p5", "scalingConfig": {"desiredSize": 4}},
+    )
+    assert run(aws, EKS_CONSUMER, BLOCK.start)["did"] == "scale to 4"
     eks_stub.assert_no_pending_responses()
 
 

@@ -114,18 +114,26 @@ ANY_SCAN = {
 }
 
 
-@pytest.fixture
-def aws(monkeypatch):
-    model = load_model(None)
+def stubbed_clients(monkeypatch) -> tuple[Stubber, Stubber]:
+    """The report's CloudWatch and DynamoDB clients (what boto3.client gives it) behind Stubbers, the usage metrics'
+    two GetMetricData pages queued first."""
     cloudwatch, dynamodb = (
         boto3.client("cloudwatch", region_name="us-east-1"),
         boto3.client("dynamodb", region_name="us-east-1"),
     )
     cw_stub, db_stub = Stubber(cloudwatch), Stubber(dynamodb)
-    first, second = recorded_pages(model)
+    first, second = recorded_pages(load_model(None))
     expected = {"MetricDataQueries": ANY, "StartTime": START, "EndTime": END, "ScanBy": "TimestampAscending"}
     cw_stub.add_response("get_metric_data", first, expected)
     cw_stub.add_response("get_metric_data", second, {**expected, "NextToken": "page-2"})
+    clients = {"cloudwatch": cloudwatch, "dynamodb": dynamodb}
+    monkeypatch.setattr(boto3, "client", lambda service, region_name=None: clients[service])
+    return cw_stub, db_stub
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    cw_stub, db_stub = stubbed_clients(monkeypatch)
     db_stub.add_response(
         "scan",
         {
@@ -140,8 +148,6 @@ def aws(monkeypatch):
         {"Items": [ledger_item("in-dec", "2026-12-07T09:00:00+00:00", "2026-12-07T17:00:00+00:00", "1800.00")]},
         {**ANY_SCAN, "ExclusiveStartKey": {"pk": {"S": "intent#in-nov"}}},
     )
-    clients = {"cloudwatch": cloudwatch, "dynamodb": dynamodb}
-    monkeypatch.setattr(boto3, "client", lambda service, region_name=None: clients[service])
     with cw_stub, db_stub:
         yield cw_stub, db_stub
     cw_stub.assert_no_pending_responses()

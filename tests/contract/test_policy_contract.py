@@ -80,6 +80,7 @@ def windows_of_every_feed() -> list[dict]:
             "instance_type": "ml.p5.48xlarge",
             "mode": "approval",
             "prefer_extension": False,
+            "min_yield": "0.25",
             "feeds": {"kind": "hyperpod_instance_group", "pool": "hyperpod-slurm", "instance_group": "workers"},
         },
         {
@@ -185,6 +186,7 @@ def test_capacity_windows_read_back_as_the_model_declares_them(model, policy_fil
             "buy_ahead_days",
             "prefer_extension",
             "mode",
+            "min_yield",
             "fallback",
         ):
             assert getattr(read, name) == getattr(declared, name), name
@@ -245,6 +247,10 @@ def problems_of(document) -> str:
         (
             lambda d: d["capacity_windows"][0].update(budget="-1"),
             "capacity_windows[0].budget: '-1' - a decimal string >= 0",
+        ),
+        (
+            lambda d: d["capacity_windows"][0].update(min_yield="1.5"),
+            "capacity_windows[0].min_yield: '1.5' - a decimal string >= 0 and <= 1",
         ),
         (
             lambda d: d["capacity_windows"][0].update(start="2026-12-10T14:00:00"),

@@ -47,7 +47,13 @@ LAYERS = {
         "guard/__init__.py",
     ),
     # pure decisions: no AWS call, no clock
-    "planners": ("reclaim/planner.py", "capacity/planner.py", "guard/checks.py", "guard/members.py"),
+    "planners": (
+        "reclaim/planner.py",
+        "capacity/planner.py",
+        "capacity/grid.py",
+        "guard/checks.py",
+        "guard/members.py",
+    ),
     # what the controllers are told: the policy document, the guarantees the capacity controller raised
     "policy": ("policy.py", "raised_guarantees.py"),
     # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler, and the
@@ -59,12 +65,15 @@ LAYERS = {
         "reclaim/eks_usage.py",
         "reclaim/slurm_usage.py",
         "reclaim/gpu_hours.py",
+        "reclaim/fair_share.py",
         "capacity/ledger.py",
         "capacity/aws.py",
+        "capacity/block_jobs.py",
         "capacity/chargeback.py",
         "capacity/consumers.py",
         "capacity/controller.py",
         "capacity/delivery.py",
+        "capacity/fill.py",
         "capacity/hyperpod.py",
         "capacity/raised.py",
         "capacity/requests.py",

@@ -123,8 +123,22 @@ def test_a_pools_reclaim_settings_reach_the_planner_settings_through_the_policy(
     assert pool.settings(base) == replace(base, reborrow_backoff_s=86_400, borrow_horizon_s=7_200, grace_s=300)
     # unset: the planner's defaults, stated in the document all the same
     default = compile_policy(_with_reclaim("{}"))["pools"][0]["reclaim"]
-    assert default == {"reborrow_backoff_s": Settings().reborrow_backoff_s, "borrow_horizon_s": None, "grace_s": 0}
+    assert default == {
+        "reborrow_backoff_s": Settings().reborrow_backoff_s,
+        "borrow_horizon_s": None,
+        "grace_s": 0,
+        "usage_half_life_s": None,
+    }
     assert parse_policy(compile_policy(_with_reclaim("{}"))).pool("openb").settings(base) == base
+
+
+@pytest.mark.parametrize(
+    "fair_share, half_life_s",
+    [("{by: usage, half_life_hours: 24}", 86_400), ("{by: usage}", 168 * 3600), ("{by: borrowed}", None), ("{}", None)],
+)
+def test_a_pools_fair_share_order_reaches_the_planner_settings(fair_share, half_life_s):
+    pool = parse_policy(compile_policy(_with_reclaim(f"{{fair_share: {fair_share}}}"))).pool("openb")
+    assert pool.settings().usage_half_life_s == half_life_s
 
 
 def test_hyperpod_eks_pools_have_no_reclaim_settings_kueue_reclaims():
@@ -142,6 +156,26 @@ def test_hyperpod_eks_pools_have_no_reclaim_settings_kueue_reclaims():
         ("{backoff: 60}", "pools[0].reclaim.backoff: invalid (60) - not a known setting"),
         ("{grace_seconds: -1}", "pools[0].reclaim.grace_seconds: invalid (-1) - at least 0"),
         ("{grace_seconds: 3601}", "pools[0].reclaim.grace_seconds: invalid (3601) - at most 3600"),
+        (
+            "{fair_share: {by: past}}",
+            "pools[0].reclaim.fair_share.by: invalid ('past') - allowed: 'borrowed' or 'usage'",
+        ),
+        (
+            "{fair_share: {by: usage, half_life_hours: 0}}",
+            "pools[0].reclaim.fair_share.half_life_hours: invalid (0) - at least 1",
+        ),
+        (
+            "{fair_share: {by: usage, half_life_hours: 8761}}",
+            "pools[0].reclaim.fair_share.half_life_hours: invalid (8761) - at most 8760",
+        ),
+        (
+            "{fair_share: {half_life_hours: 24}}",
+            "pools[0].reclaim.fair_share: invalid ({'half_life_hours': 24}) - half_life_hours (24) is read only with by: usage",
+        ),
+        (
+            "{fair_share: {by: usage, decay: 7d}}",
+            "pools[0].reclaim.fair_share.decay: invalid ('7d') - not a known setting",
+        ),
     ],
 )
 def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(settings, message):
@@ -159,7 +193,11 @@ def test_bad_reclaim_settings_in_the_governance_file_are_one_line_errors(setting
         ({"borrow_horizon_s": 0}, "pools[0].reclaim.borrow_horizon_s: 0 - a finite number of seconds > 0"),
         ({"borrow_horizon_s": float("inf")}, "pools[0].reclaim.borrow_horizon_s: inf - a finite number of seconds > 0"),
         ({"grace_s": -1}, "pools[0].reclaim.grace_s: -1 - a finite number of seconds >= 0"),
-        ([], "pools[0].reclaim: [] - an object with reborrow_backoff_s, borrow_horizon_s and grace_s"),
+        ({"usage_half_life_s": 0}, "pools[0].reclaim.usage_half_life_s: 0 - a finite number of seconds > 0"),
+        (
+            [],
+            "pools[0].reclaim: [] - an object with reborrow_backoff_s, borrow_horizon_s, grace_s and usage_half_life_s",
+        ),
     ],
 )
 def test_bad_reclaim_settings_in_the_policy_document_are_named(reclaim, message):

@@ -63,6 +63,8 @@ def reference_replay(
     work_done = lost = busy = useful = 0.0
     preemptions = breaches = stopped_for_good = 0
     started: dict[str, float] = {}  # each job's first start
+    team_used: dict[str, float] = {}  # per team: capacity-seconds its runs held
+    team_lost: dict[str, float] = {}
     asked_s: dict[str, float] = {}
     breached_s: dict[str, float] = {}
     asked_since: set[str] = set()
@@ -103,6 +105,8 @@ def reference_replay(
             last_finish = max(last_finish, finished_at)
             entry.remaining = 0.0
             entry.runs.append((entry.started_at, finished_at))
+            team = entry.job.team
+            team_used[team] = team_used.get(team, 0.0) + (finished_at - entry.started_at) * entry.job.count
         pending = list(state.pending)
         while next_arrival < len(arrivals) and arrivals[next_arrival].submit_time <= tick:
             job = arrivals[next_arrival]
@@ -140,14 +144,18 @@ def reference_replay(
             entry.runs.append((entry.started_at, tick))
             preemptions += 1
             preempted_at.setdefault(preemption.job_id, []).append(tick)
+            team = entry.job.team
+            team_used[team] = team_used.get(team, 0.0) + elapsed * entry.job.count
             if not entry.job.restartable:  # not requeued: lost, unfinished
                 stopped_for_good += 1
                 lost += elapsed * entry.job.count
+                team_lost[team] = team_lost.get(team, 0.0) + elapsed * entry.job.count
             elif entry.job.checkpointable:
                 entry.remaining -= elapsed
                 entry.useful += segment
             else:
                 lost += elapsed * entry.job.count
+                team_lost[team] = team_lost.get(team, 0.0) + elapsed * entry.job.count
                 entry.remaining = entry.job.duration
         state = apply_plan(state, plan)
         reclaiming = {p.for_job for p in plan.preemptions}
@@ -213,6 +221,8 @@ def reference_replay(
         stopped_for_good=stopped_for_good,
         preemptions=preemptions,
         lost_work_capacity_s=lost,
+        team_used_capacity_s=team_used,
+        team_lost_capacity_s=team_lost,
         guarantee_breaches=breaches,
         guarantee_asked_s=asked_s,
         guarantee_breached_s=breached_s,

@@ -37,6 +37,10 @@ BACKEND = Backend(
     # Shares are by share identifier (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
     user_limit_caveat="not enforced {where}: Batch fair share schedules by share identifier (the team), and who "
     "submitted a job is no scheduling dimension there; one member may use the team's whole share",
+    # Batch starts the jobs, by its own decayed usage (the queue's shareDecaySeconds):
+    # https://docs.aws.amazon.com/batch/latest/userguide/fair-share-scheduling.html
+    fair_share_caveat="by usage orders the teams a reclaim takes from {where}; Batch, not the reclaim controller, starts jobs "
+    "there, in its own fair-share order, which decays usage over the pool's share_decay_seconds",
     refine_deal=_never_preempts,
     max_teams_per_pool=MAX_SHARES_PER_FAIR_SHARE_QUEUE,
     too_many_teams="too many teams (fair-share identifiers) on pool {pool}'s Batch job queue",

@@ -31,6 +31,8 @@ BACKEND = Backend(
     # inSharePreemption alone (https://docs.aws.amazon.com/batch/latest/APIReference/API_QuotaSharePreemptionConfiguration.html).
     grace_caveat="not enforced {where}: Batch preempts quota-share jobs itself, at once, with no grace setting, and the reclaim controller "
     "only observes them; only `simulate` applies it",
+    fair_share_caveat="by usage is not applied {where}: the reclaim controller only observes a quota-share queue, whose own "
+    "order decides who borrows and who is reclaimed; `simulate` replays the order all the same",
     # No consumption limit in the API: the reclaim controller counts each team's GPU hours and disables its
     # quota share at the limit (https://docs.aws.amazon.com/batch/latest/APIReference/API_UpdateQuotaShare.html, state).
     gpu_hour_switch="quota_share",

@@ -401,8 +401,14 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
         usage_reset_period=next(
             (SLURM_RESET_PERIOD[t.gpu_hour_limit.period.value] for t in teams if t.gpu_hour_limit), None
         ),
+        decay_half_life=_slurm_half_life(pool.reclaim.fair_share.half_life_seconds),
         group_accounts=group_accounts,
     )
+
+
+def _slurm_half_life(seconds: int | None) -> str | None:
+    """A half-life in whole hours as slurm.conf's "days-hours" (PriorityDecayHalfLife), or None."""
+    return None if seconds is None else f"{seconds // 86_400}-{seconds % 86_400 // 3_600}"
 
 
 def _group_accounts(model: OrganisationView, pool: Any, teams: tuple[Any, ...]) -> tuple[SlurmGroupAccount, ...]:
@@ -525,6 +531,16 @@ def slurm_problems(model: OrganisationView, pool_name: str) -> list[Problem]:
                     allowed=f"{first.gpu_hour_limit.period.value}, as every GPU-hour limit on pool {pool.name}",
                 )
             )
+    if limited and pool.reclaim.fair_share.by == "usage":
+        problems.append(
+            Problem(
+                path=f"{pool_path}.reclaim.fair_share.by",
+                wrong=f"usage decays on Slurm pool {pool.name}, where team {limited[0].name}'s GPU-hour limit needs "
+                "usage kept until its period ends (PriorityDecayHalfLife=0; the cluster has one setting for all accounts)",
+                value="usage",
+                allowed="borrowed, or no gpu_hour_limit on the pool's teams",
+            )
+        )
     # Every team is an account beside the others, under its group's or the organisation's account under root.
     owners = {UNASSIGNED_OWNER, BORROW_PARTITION, SLURM_ROOT_ACCOUNT, model.organisation}
     for index, group in enumerate(model.groups):

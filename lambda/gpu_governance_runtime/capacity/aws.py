@@ -207,7 +207,7 @@ class CapacityMarket:
                     found.update(
                         (o.id, o) for o in self._training_plan_offerings(window, missing, gap_start, gap_end, now)
                     )
-                elif (days := market.shortest_block_days(max(gap_start, now), gap_end)) is not None:
+                elif (days := market.block_search_days(gap_start, gap_end, now)) is not None:
                     found.update(
                         (o.id, o) for o in self._block_offerings(window, missing, gap_start, gap_end, days, now)
                     )

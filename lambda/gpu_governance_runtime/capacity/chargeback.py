@@ -27,6 +27,10 @@ from botocore.exceptions import ClientError
 
 from ..common import log, metrics
 from ..contract import (
+    BLOCK_IDLE_HOURS,
+    BLOCK_IDLE_WAITING_HOURS,
+    BLOCK_JOB_HOURS,
+    BLOCK_USE_DIMENSIONS,
     CAPACITY_NAMESPACE,
     PURCHASE_FEE_DIMENSIONS,
     PURCHASE_FEES,
@@ -137,6 +141,43 @@ def records(held: Iterable[Held], *, tick_seconds: float, now: datetime) -> list
         for h in held
         if h.purchased > 0
     ]
+
+
+def publish_block_use(
+    fills: Iterable[Mapping[str, Any]],
+    *,
+    tick_seconds: float,
+    now: datetime,
+    write: Write | None = None,
+) -> list[dict[str, Any]]:
+    """Each active Batch block as this run found it (``fill.fill``): instance-hours of the run's interval with a job
+    on it, idle while the consumer's work waited or ran on demand, idle with no work of it anywhere (issue 40; the
+    usage report sums them). Only on scheduled runs, as for utilisation."""
+    hours = tick_seconds / 3600
+    published = []
+    for found in fills:
+        if "instances" not in found:  # the read failed: nothing is known of this interval
+            continue
+        busy = min(found["on_block"], found["instances"])
+        idle = found["instances"] - busy
+        waited = min(idle, found["waiting"] + found["on_demand"])
+        values = {
+            BLOCK_JOB_HOURS: busy * hours,
+            BLOCK_IDLE_WAITING_HOURS: waited * hours,
+            BLOCK_IDLE_HOURS: (idle - waited) * hours,
+        }
+        # By the window that bought the block, as the ledger knows it (the usage report reads it by its intents).
+        dimensions = (found["block_window"], found["capacity_reservation_id"])
+        (write or log.write)(
+            metrics.document(
+                CAPACITY_NAMESPACE,
+                dict(zip(BLOCK_USE_DIMENSIONS, dimensions, strict=True)),
+                {name: (value, "None") for name, value in values.items()},
+                timestamp=now.timestamp(),
+            )
+        )
+        published.append({"block_use": found["capacity_reservation_id"], "window": found["block_window"], **values})
+    return published
 
 
 def publish_utilisation(

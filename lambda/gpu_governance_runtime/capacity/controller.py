@@ -28,7 +28,7 @@ from ..common import log as logs
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
-from .planner import Plan, Purchase, Reservation, Window, plan
+from .planner import Declined, Plan, Purchase, Reservation, Window, plan
 
 # DescribeCapacityReservations is eventually consistent
 # (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an attempt with no
@@ -59,6 +59,7 @@ class RunReport:
     in_flight: tuple[str, ...] = ()  # intents whose outcome is not known yet
     refused: tuple[str, ...] = ()  # claims another run or the budget refused
     uncovered: tuple[tuple[str, str], ...] = ()  # (occurrence, why): planned as such, or its purchase failed
+    declined: tuple[tuple[str, str], ...] = ()  # (occurrence, why): a cover its window's hours would use too little of
     owned: tuple[Reservation, ...] = ()  # every block and training plan this controller holds, as listed this run
     found_late: tuple[Intent, ...] = ()  # settled as failed, then listed after all: purchased again, fee re-counted
     deferred: tuple[str, ...] = ()  # purchases not started: too little of the invocation left
@@ -149,16 +150,7 @@ def run(
         spent={w.name: ledger.spent(w, now) for w in windows.values()},
         now=now,
     )
-    covers: dict[str, list[Purchase]] = {}
-    for purchase in result.purchases:
-        covers.setdefault(purchase.occurrence.key, []).append(purchase)
-    for key, pieces in covers.items():
-        window = windows[pieces[0].window]
-        if window.mode == "approval":
-            for purchase in pieces:
-                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
-        elif window.mode == "auto":
-            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
+    _act_on(result, windows, ctx)
     uncovered = [(u.occurrence.key, u.reason) for u in result.uncovered] + log.uncovered
     for occurrence, reason in uncovered:
         notify("Capacity window not covered", {"occurrence": occurrence, "reason": reason})
@@ -172,11 +164,30 @@ def run(
         in_flight=tuple(log.in_flight),
         refused=tuple(log.refused),
         uncovered=tuple(uncovered),
+        declined=tuple((d.occurrence.key, d.reason) for d in result.declined),
         owned=tuple(owned),
         found_late=tuple(log.found_late),
         deferred=tuple(log.deferred),
         errors=tuple(log.errors),
     )
+
+
+def _act_on(result: Plan, windows: dict[str, Window], ctx: _Run) -> None:
+    """Each occurrence's cover bought (auto) or asked for (approval), and each declined one recorded (auto)."""
+    log, ledger, notify, now = ctx.log, ctx.ledger, ctx.notify, ctx.now
+    covers: dict[str, list[Purchase]] = {}
+    for purchase in result.purchases:
+        covers.setdefault(purchase.occurrence.key, []).append(purchase)
+    for key, pieces in covers.items():
+        window = windows[pieces[0].window]
+        if window.mode == "approval":
+            for purchase in pieces:
+                log.step(f"occurrence {key}", lambda: _request_approval(purchase, window, ledger, notify, now, log))
+        elif window.mode == "auto":
+            log.step(f"occurrence {key}", lambda: _buy_cover(pieces, window, ctx))
+    for declined in result.declined:
+        if windows[declined.window].mode == "auto":
+            log.step(f"occurrence {declined.occurrence.key}", lambda: _record_declined(declined, ledger, notify, now))
 
 
 def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservation]:
@@ -427,6 +438,22 @@ def _settle_bought(intent: Intent, reservation_id: str, ctx: _Run) -> bool:
     raise failure
 
 
+DECLINED_PREFIX = "declined#"
+
+
+def _record_declined(declined: Declined, ledger: Ledger, notify: Notify, now: datetime) -> None:
+    """Say once per occurrence why nothing is bought for it (the ledger's record is the once): every run plans it
+    again, and buys as soon as a cover reaches the window's ``min_yield``."""
+    details = {
+        "window": declined.window,
+        "occurrence": declined.occurrence.key,
+        "expected_yield": f"{declined.expected_yield:.2f}",
+        "reason": declined.reason,
+    }
+    if ledger.claim_action(DECLINED_PREFIX + declined.occurrence.key, status="declined", details=details, now=now):
+        notify("Capacity purchase declined", details)
+
+
 def _request_approval(
     purchase: Purchase, window: Window, ledger: Ledger, notify: Notify, now: datetime, log: _Log
 ) -> None:
@@ -437,12 +464,19 @@ def _request_approval(
         return
     log.awaiting.append(intent)
     offering = intent.offering
+    low = purchase.expected_yield is not None and purchase.expected_yield < window.min_yield
     notify(
         "Capacity purchase awaiting approval",
         {
             "intent": intent.id,
             "window": window.name,
             **window.owner_fields,
+            **({"expected_yield": f"{purchase.expected_yield:.2f}"} if purchase.expected_yield is not None else {}),
+            **(
+                {"below_min_yield": f"the window's hours use less of this cover than min_yield {window.min_yield}"}
+                if low
+                else {}
+            ),
             "what": f"{offering.count} x {offering.instance_type}",
             "where": offering.availability_zone,
             "when": f"{offering.start.isoformat()} to {offering.end.isoformat()}",

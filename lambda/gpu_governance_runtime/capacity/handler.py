@@ -55,6 +55,7 @@ from . import (
     chargeback,
     controller,
     delivery,
+    fill,
     hyperpod,
     raised,
     requests,
@@ -296,7 +297,13 @@ def process(
     )
     result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
     known = controller.known_blocks(report.owned, ledger)
-    result["rotation"] = _rotate_consumers(windows, known, clients, ledger, now, time_left)
+    result["fill"] = _fill_batch_blocks(windows, known, clients, ledger, now)
+    closing = {f["window"] for f in result["fill"] if f.get("closing")}
+    result["rotation"] = _rotate_consumers(windows, known, clients, ledger, now, time_left, closing)
+    if any(f.get("taken_off") for f in result["fill"]):  # off the block now, once it is closed to their copies
+        result["taken_off"] = requeue.resume(
+            ledger=ledger, batch=clients.batch, submit=clients.submit_batch, now=now, time_left=time_left
+        )
     result["draining_blocks"] = _drain_batch_blocks(
         windows,
         known,
@@ -363,6 +370,9 @@ def process(
             tick_seconds=environment.tick_seconds,
             now=now,
         )
+        result["block_use"] = chargeback.publish_block_use(
+            result["fill"], tick_seconds=environment.tick_seconds, now=now
+        )
         if environment.team_spend:  # once a day, not every run (spend.py says why)
             result["spend"] = spend.publish_daily(
                 ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left
@@ -371,6 +381,7 @@ def process(
     _emit_metrics(report, windows, spent)
     consumer_errors = (
         result["resumed_requeues"]["errors"]
+        + result.get("taken_off", {}).get("errors", [])
         + result.get("block_event", {}).get("requeue", {}).get("errors", [])
         + [
             e
@@ -380,6 +391,7 @@ def process(
         + [
             r
             for r in result["hyperpod"]
+            + result["fill"]
             + result["rotation"]
             + result["training_plans"]
             + result["shares"]
@@ -398,6 +410,7 @@ def process(
         "in_flight": list(report.in_flight),
         "refused": list(report.refused),
         "uncovered": [list(u) for u in report.uncovered],
+        "declined": [list(d) for d in report.declined],
         "found_late": [i.id for i in report.found_late],
         "deferred": list(report.deferred),
         "errors": [list(e) for e in report.errors],
@@ -546,10 +559,37 @@ def _drain_batch_blocks(
     return results
 
 
+def _fill_batch_blocks(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime):
+    """Every Batch consumer's active block: what to take off it, whether it is closing, what to move onto it."""
+    results = []
+    for window, sharing in rotation.by_consumer(windows.values()):
+        block = rotation.active_block(window, owned, now, sharing)
+        if window.consumer["kind"] != "batch_compute_environment" or block is None:
+            continue
+        try:
+            results.append(
+                fill.fill(
+                    window=window,
+                    block=block,
+                    dry_run=window.dry_run,
+                    ledger=ledger,
+                    ec2=clients.ec2,
+                    ecs=clients.ecs,
+                    batch=clients.batch,
+                    events=clients.events,
+                    now=now,
+                )
+            )
+        except (ClientError, BotoCoreError) as error:  # a read or the event failed: the next run looks again
+            results.append({"window": window.name, "error": str(error), "retry": "next run"})
+    return results
+
+
 def _rotate_consumers(
-    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left
+    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left, closing=frozenset()
 ) -> list[dict[str, Any]]:
-    """Every launch-template consumer one step toward its phase (rotation.reconcile), every run."""
+    """Every launch-template consumer one step toward its phase (rotation.reconcile), every run; ``closing``: the
+    windows whose active block takes no new job now (fill.py)."""
     results = []
     for window, sharing in rotation.by_consumer(windows.values()):
         if time_left() < REPOINT_SECONDS:
@@ -565,9 +605,11 @@ def _rotate_consumers(
                 ec2=clients.ec2,
                 batch=clients.batch,
                 eks=clients.eks,
+                ecs=clients.ecs,
                 ledger=ledger,
                 now=now,
                 sharing=sharing,
+                closing=window.name in closing,
             )
         )
     return results

@@ -89,6 +89,17 @@ def shortest_block_days(gap_start: datetime, gap_end: datetime) -> int | None:
     return next((days for days in ALLOWED_DURATION_DAYS if days >= needed), None)
 
 
+def block_search_days(gap_start: datetime, gap_end: datetime, now: datetime) -> int | None:
+    """The whole days to search for a block covering the gap: the fewest that span it to the next 11:30 UTC
+    (``shortest_block_days``), or, for a gap that starts now, the fewest for which an instant block covers it: a
+    search answers a block "slightly less" and one "slightly greater" than the days asked, ending at an 11:30 UTC
+    [aws: ec2-cb.instant-start], the greater at the first 11:30 after its start plus those days. So a page at 06:30
+    until 15:00 is searched for 1 day (a block until 11:30 the next day), not 2 (one a day longer)."""
+    if utc(gap_start) > utc(now) + INSTANT_START_LEAD:
+        return shortest_block_days(gap_start, gap_end)
+    return next((d for d in ALLOWED_DURATION_DAYS if next_block_end(gap_start + timedelta(days=d)) >= gap_end), None)
+
+
 def searchable_duration(length: timedelta) -> bool:
     """Whether a block of ``length`` can answer a search for an allowed whole-day duration:
     strictly less than a day shorter or longer than one."""

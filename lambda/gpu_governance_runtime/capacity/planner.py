@@ -60,6 +60,8 @@ class Window:
     prefer_extension: bool
     mode: Mode
     consumer: Mapping[str, Any] = field(default_factory=dict)
+    # The least share of a cover's instance-hours the window's own hours may use (``expected_yield``); 0: any.
+    min_yield: Decimal = Decimal(0)
     fallback: Literal["on_demand", "none"] = "on_demand"
     # The owner: the compiled policy always names the team; the defaults serve tests and what-if runs.
     team: str = ""
@@ -142,6 +144,7 @@ class Window:
                 "alarm_requests": tuple(dict(a) for a in data.get("alarm_requests", ())),
                 "max_price_per_instance_hour": Decimal(str(data["max_price_per_instance_hour"])),
                 "budget": Decimal(str(data["budget"])),
+                "min_yield": Decimal(str(data["min_yield"])),
             }
         )
 
@@ -235,12 +238,23 @@ class Offering:
 
 @dataclass(frozen=True, kw_only=True)
 class Purchase:
-    """Buy (or extend with) ``offering`` for ``occurrence``."""
+    """Buy (or extend with) ``offering`` for ``occurrence``; ``expected_yield``: of the cover it is a piece of."""
 
     window: str
     occurrence: Occurrence
     offering: Offering
     mode: Mode
+    expected_yield: Decimal | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Declined:
+    """A cover not bought for ``occurrence``: the window's own hours would use less of it than ``min_yield``."""
+
+    window: str
+    occurrence: Occurrence
+    expected_yield: Decimal
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,6 +270,7 @@ class Plan:
     uncovered: tuple[Uncovered, ...]
     covered: tuple[Occurrence, ...]
     ignored_offerings: tuple[tuple[str, str], ...]  # (offering id, why)
+    declined: tuple[Declined, ...] = ()
 
     def spend(self, window: str) -> Decimal:
         return sum((p.offering.upfront_fee for p in self.purchases if p.window == window), Decimal(0))
@@ -298,6 +313,36 @@ def _interval(offering: Offering, reservations: Mapping[str, Reservation]) -> In
     return (offering.start, offering.end, offering.count)
 
 
+def usable(offering: Offering, reservations: Mapping[str, Reservation]) -> Interval:
+    """When the piece's instances can run work: its span but the last 30 minutes, when EC2 terminates them
+    [aws: ec2-cb.expiration-warning-and-termination] (a training plan's too,
+    [aws: hyperpod.training-plan-termination]); an extension lets the block's own last 30 minutes run on."""
+    start, end, count = _interval(offering, reservations)
+    return (start - market.TERMINATION_LEAD if offering.extends else start, end - market.TERMINATION_LEAD, count)
+
+
+def expected_use(gaps: list[Interval], cover: Iterable[Offering], reservations: Mapping[str, Reservation]) -> Decimal:
+    """Instance-hours of the window's own hours (``gaps``: the instances each piece of the occurrence misses) that the
+    cover's instances can run."""
+    pieces = [usable(o, reservations) for o in cover]
+    used = Decimal(0)
+    for start, end, missing in gaps:
+        cuts = sorted({start, end} | {t for p in pieces for t in p[:2] if start < t < end})
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            running = sum(p[2] for p in pieces if p[0] <= a and p[1] >= b)
+            used += min(missing, running) * Decimal((b - a).total_seconds()) / 3600
+    return used
+
+
+def expected_yield(gaps: list[Interval], cover: Iterable[Offering], reservations: Mapping[str, Reservation]) -> Decimal:
+    """The share of the cover's instance-hours bought that the window's own hours will use (docs/capacity.md,
+    *Buying for yield*): work the consumer gets besides (a shared Batch queue's) is not counted, so a yield is never
+    overstated."""
+    cover = list(cover)
+    paid = sum((o.instance_hours for o in cover), Decimal(0))
+    return expected_use(gaps, cover, reservations) / paid if paid else Decimal(0)
+
+
 def _covers(gaps: list[Interval], chosen: Iterable[Interval]) -> bool:
     chosen = list(chosen)
     return all(
@@ -338,6 +383,7 @@ def plan(
     )
     purchases: list[Purchase] = []
     uncovered: list[Uncovered] = []
+    declined: list[Declined] = []
     covered: list[Occurrence] = []
     purchased: set[str] = set()
 
@@ -371,9 +417,25 @@ def plan(
         spans.update(
             {p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if window.serves_with(p.window)}
         )
-        choice, reason = _choose(
-            window, gaps, candidates, by_id, budget_left=window.budget - committed[window.budget_key], held=spans
-        )
+        budget_left = window.budget - committed[window.budget_key]
+        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=budget_left, held=spans)
+        if choice is not None and expected_yield(gaps, choice, by_id) < window.min_yield and window.mode != "approval":
+            # Another cover the window's hours use enough of (a shorter block, an instant start), if any; else none.
+            cheapest, choice = (
+                choice,
+                _choose(
+                    window,
+                    gaps,
+                    candidates,
+                    by_id,
+                    budget_left=budget_left,
+                    held=spans,
+                    accept=lambda combo: expected_yield(gaps, combo, by_id) >= window.min_yield,
+                )[0],
+            )
+            if choice is None:
+                declined.append(_declined(window, occurrence, gaps, cheapest, by_id))
+                continue
         added = sum(o.count for o in (choice or ()) if o.kind == "block")
         if choice is not None and block_instances + added > market.MAX_INSTANCES_ACROSS_BLOCKS:
             choice, reason = (
@@ -387,12 +449,39 @@ def plan(
             uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
             continue
         block_instances += added
+        share = expected_yield(gaps, choice, by_id)
         for offering in choice:
-            purchases.append(Purchase(window=window.name, occurrence=occurrence, offering=offering, mode=window.mode))
+            purchases.append(
+                Purchase(
+                    window=window.name, occurrence=occurrence, offering=offering, mode=window.mode, expected_yield=share
+                )
+            )
             purchased.add(offering.id)
             committed[window.budget_key] += offering.upfront_fee
     return Plan(
-        purchases=tuple(purchases), uncovered=tuple(uncovered), covered=tuple(covered), ignored_offerings=tuple(ignored)
+        purchases=tuple(purchases),
+        uncovered=tuple(uncovered),
+        covered=tuple(covered),
+        ignored_offerings=tuple(ignored),
+        declined=tuple(declined),
+    )
+
+
+def _declined(
+    window: Window, occurrence: Occurrence, gaps: list[Interval], cover, reservations: Mapping[str, Reservation]
+) -> Declined:
+    share = expected_yield(gaps, cover, reservations)
+    paid = sum((o.instance_hours for o in cover), Decimal(0))
+    pieces = ", ".join(f"{o.count} x {o.start:%Y-%m-%d %H:%M}-{o.end:%Y-%m-%d %H:%M} UTC" for o in cover)
+    return Declined(
+        window=window.name,
+        occurrence=occurrence,
+        expected_yield=share,
+        reason=(
+            f"expected yield {share * 100:.0f} %: its hours use {expected_use(gaps, cover, reservations):.1f} of the {paid:.1f} "
+            f"instance-hours of the cheapest cover ({pieces}), and no cover reaches min_yield {window.min_yield * 100:.0f} %; "
+            "`gpu-governance validate` shows the placements that waste less, mode approval asks a person"
+        ),
     )
 
 
@@ -464,13 +553,14 @@ def _choose(
     *,
     budget_left: Decimal,
     held: Mapping[str, tuple[datetime, datetime]] = {},
+    accept=None,
 ):
     """The best combination of offerings covering ``gaps`` that the consumer can use together
-    with ``held`` (reservation id -> span), or None and the reason."""
+    with ``held`` (reservation id -> span), and that ``accept`` takes when given, or None and the reason."""
     if not candidates:
         return None, f"no offering of {window.instance_type} in {window.zones_described} for {_describe(gaps)}"
     affordable = [o for o in candidates if o.price_per_instance_hour <= window.max_price_per_instance_hour]
-    best = _cheapest_cover(window, gaps, affordable, reservations, held=held)
+    best = _cheapest_cover(window, gaps, affordable, reservations, held=held, accept=accept)
     if best is None:
         if _cheapest_cover(window, gaps, candidates, reservations, held=held) is not None:
             needed = _lowest_covering_price(window, gaps, candidates, reservations, held)
@@ -491,7 +581,9 @@ def _choose(
         best
         if sum(o.upfront_fee for o in best) <= budget_left
         # the best cover, if affordable, is the best affordable one
-        else (_cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left, held=held))
+        else (
+            _cheapest_cover(window, gaps, affordable, reservations, budget_left=budget_left, held=held, accept=accept)
+        )
     )
     if within_budget is None:
         cost = sum(o.upfront_fee for o in best)
@@ -544,13 +636,15 @@ def _cheapest_cover(
     *,
     budget_left: Decimal | None = None,
     held: Mapping[str, tuple[datetime, datetime]] | None = {},
+    accept=None,
 ):
     """The best combination of at most ``MAX_PURCHASES_PER_OCCURRENCE`` offerings covering
     ``gaps``: with ``prefer_extension`` one that extends a block if any does, then the cheapest,
     then the fewest purchased instance-hours (least unused time), then the fewest purchases.
     Only combinations the consumer can use together with ``held`` (reservation id -> span) count:
     never more reservations at one moment than ``window.reservations_at_once`` (``held=None``:
-    any number). The pieces come cheapest first, the order they are bought in: if a later one
+    any number), and only those ``accept`` takes (a cover's yield: adding a piece to a cover never raises it, so a
+    cover it refuses is not grown). The pieces come cheapest first, the order they are bought in: if a later one
     fails, what was bought before it (and stays unused until the next attempt) costs least.
 
     The same answer as trying every combination (tests/capacity/test_planner_search.py), found
@@ -608,7 +702,7 @@ def _cheapest_cover(
                     continue  # adding pieces never lowers how many run at once
                 qualifies = not need_extension or any(o.extends for o in chosen)
                 if qualifies and _first_missing(gaps, [intervals[o.id] for o in chosen]) is None:
-                    if best_rank is None or rank(chosen) < best_rank:
+                    if (best_rank is None or rank(chosen) < best_rank) and (accept is None or accept(chosen)):
                         best, best_rank = chosen, rank(chosen)
                 elif len(chosen) < MAX_PURCHASES_PER_OCCURRENCE:
                     extend(chosen, total)

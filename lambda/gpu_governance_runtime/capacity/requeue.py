@@ -45,8 +45,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, describe, stopped_by_us, submit_once
-from ..contract import TAG_REQUEUED_FROM
+from ..contract import TAG_CHECKPOINTABLE, TAG_REQUEUED_FROM
 from . import market, rotation
+from .block_jobs import block_instances, jobs_on
 from .ledger import Ledger
 
 OPEN_STATUSES = ("claimed", "terminated", "submitting")
@@ -71,42 +72,10 @@ def jobs_on_block(
     *, compute_environment: str, reservation_id: str, ec2: Any, ecs: Any, batch: Any
 ) -> list[dict[str, Any]]:
     """RUNNING jobs (DescribeJobs details) of the compute environment's queues on the block's instances."""
-    instances = [
-        i["InstanceId"]
-        for page in ec2.get_paginator("describe_instances").paginate(
-            Filters=[
-                {"Name": "capacity-reservation-id", "Values": [reservation_id]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )
-        for r in page["Reservations"]
-        for i in r["Instances"]
-    ]
-    environment = batch.describe_compute_environments(computeEnvironments=[compute_environment])["computeEnvironments"]
-    if not instances or not environment or "ecsClusterArn" not in environment[0]:
+    instances = block_instances(ec2, reservation_id)
+    if not instances:
         return []
-    cluster = environment[0]["ecsClusterArn"]
-    on_block = {
-        arn
-        for page in ecs.get_paginator("list_container_instances").paginate(
-            cluster=cluster,
-            filter="ec2InstanceId in [" + ", ".join(f"'{i}'" for i in instances) + "]",
-        )
-        for arn in page["containerInstanceArns"]
-    }
-    queues = [
-        q["jobQueueArn"]
-        for page in batch.get_paginator("describe_job_queues").paginate()
-        for q in page["jobQueues"]
-        if any(o["computeEnvironment"] == compute_environment for o in q.get("computeEnvironmentOrder", []))
-    ]
-    running = [
-        s["jobId"]
-        for queue in queues
-        for page in batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus="RUNNING")
-        for s in page["jobSummaryList"]
-    ]
-    return [job for job in describe(batch, running) if job.get("container", {}).get("containerInstanceArn") in on_block]
+    return jobs_on(compute_environment=compute_environment, batch=batch, ecs=ecs, instance_ids=instances)
 
 
 def _unlimited() -> float:
@@ -231,19 +200,42 @@ def requeue(
     )
     skipped = []
     for job in jobs:  # claimed first, all of them: what this invocation does not finish, a later run does
-        details = {
-            "window": window,
-            "reservation": reservation_id,
-            "job": job["jobId"],
-            "reason": reason,
-            "stop_at": stop_at.isoformat(),
-        }
-        if not ledger.claim_action(f"requeue#{job['jobId']}", status="claimed", details=details, now=now):
+        if not claim(
+            ledger, job["jobId"], window=window, reservation=reservation_id, reason=reason, stop_at=stop_at, now=now
+        ):
             skipped.append(job["jobId"])  # handled by an earlier delivery of the same warning
     return {
         **resume(ledger=ledger, batch=batch, submit=submit, now=now, time_left=time_left),
         "already_handled": skipped,
     }
+
+
+def checkpoints(job: dict[str, Any]) -> bool:
+    """Whether the job's team tagged it as checkpointing: told before it is stopped, it loses nothing."""
+    return (job.get("tags") or {}).get(TAG_CHECKPOINTABLE, "").lower() == "true"
+
+
+def cut_hours(job: dict[str, Any], now: datetime) -> float:
+    """The work a job stopped now loses: none for one that checkpoints (it was told first, ``CHECKPOINT_TIME`` or more
+    before), else all it did since it started (the usage report's work cut at a block's end)."""
+    if checkpoints(job) or not job.get("startedAt"):
+        return 0.0
+    return round(max(0.0, now.timestamp() - job["startedAt"] / 1000) / 3600, 4)
+
+
+def claim(
+    ledger: Ledger, job_id: str, *, window: str, reservation: str, reason: str, stop_at: datetime, now: datetime
+) -> bool:
+    """Record that the job is to be stopped from ``stop_at`` and copied (``resume`` does it); False when it was
+    recorded before: each job is stopped and copied once."""
+    details = {
+        "window": window,
+        "reservation": reservation,
+        "job": job_id,
+        "reason": reason,
+        "stop_at": stop_at.isoformat(),
+    }
+    return ledger.claim_action(f"requeue#{job_id}", status="claimed", details=details, now=now)
 
 
 def resume(*, ledger: Ledger, batch: Any, submit: Any, now: datetime, time_left=_unlimited) -> dict[str, Any]:
@@ -287,6 +279,7 @@ def _advance(
     if not stopped_by_us(job):
         if job["status"] in ("STARTING", "RUNNING") and status == "claimed":
             batch.terminate_job(jobId=old, reason=details["reason"])
+            details = {**details, "cut_hours": cut_hours(job, now)}
             ledger.record_action(action_id, status="terminated", details=details, now=now)
             (job,) = describe(batch, [old]) or (job,)
         if not stopped_by_us(job):  # SUCCEEDED, FAILED on its own, or gone: never copied

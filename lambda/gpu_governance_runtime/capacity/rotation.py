@@ -45,6 +45,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..contract import CAPACITY_EVENT_SOURCE
 from ..request_shapes import conform
 from . import market
+from .block_jobs import ON_AN_INSTANCE, jobs_on
 from .consumers import subnet_zones
 from .ledger import Ledger
 from .planner import Reservation, Window
@@ -60,6 +61,11 @@ ON_DEMAND = (None, None)
 # scheduled run every 15 minutes (the controller's default) always falls in the 15 minutes
 # between, even when the expiration warning's event (40 minutes before) is lost.
 DRAIN_LEAD = market.TERMINATION_LEAD + timedelta(minutes=15)
+# From this long before a block starts its consumer is made ready to launch into it (the Batch block compute
+# environment's launch template, DISABLED; the node group's version, at size 0), so the first job starts when the block
+# does [aws: ec2-cb.launch-template-before-start]. Batch's infrastructure update takes "much longer than a scaling
+# update" (no figure on any page): an hour leaves it, and a run that fails, room.
+PREPARE_LEAD = timedelta(hours=1)
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 Target = tuple[str | None, str | None]  # (market type, reservation id) a launch template launches into
@@ -93,13 +99,27 @@ def active_block(
     return max(live, key=lambda r: r.start, default=None)
 
 
+def upcoming_block(
+    window: Window, owned: Iterable[Reservation], now: datetime, sharing: frozenset[str] = frozenset()
+) -> Reservation | None:
+    """The window's next block when it starts within ``PREPARE_LEAD``: its consumer is made ready for it."""
+    soon = [
+        r
+        for r in owned
+        if (r.window == window.name or r.window in sharing)
+        and r.state in ("payment-pending", "scheduled", "active")
+        and now < r.start <= now + PREPARE_LEAD
+    ]
+    return min(soon, key=lambda r: r.start, default=None)
+
+
 def wanted_target(window: Window, owned: Iterable[Reservation], current: Target, now: datetime) -> Target:
-    """The launch target the phase wants: the active block; with none, what the consumer has. Never
-    on demand, whatever ``fallback`` says: a ``CAPACITY_BLOCK`` node group's launch template must
-    carry the capacity-block options [aws: eks.capacity-block-template-required], so a version
-    without them would be refused or strand the group; it waits at size 0 for the next block, and
-    the Batch block compute environment waits DISABLED behind the on-demand one."""
-    block = active_block(window, owned, now)
+    """The launch target the phase wants: the active block, else the block about to start; with neither, what the
+    consumer has. Never on demand, whatever ``fallback`` says: a ``CAPACITY_BLOCK`` node group's launch template must
+    carry the capacity-block options [aws: eks.capacity-block-template-required], so a version without them would be
+    refused or strand the group; it waits at size 0 for the next block, and the Batch block compute environment waits
+    DISABLED behind the on-demand one."""
+    block = active_block(window, owned, now) or upcoming_block(window, owned, now)
     return ("capacity-block", block.id) if block is not None else current
 
 
@@ -127,10 +147,13 @@ def reconcile(
     ledger: Ledger,
     now: datetime,
     sharing: frozenset[str] = frozenset(),
+    ecs: Any = None,
+    closing: bool = False,
 ) -> dict[str, Any]:
     """One step toward the wanted state for the window's consumer; what was found and done. A
     consumer whose window holds no block, now or before, and that this controller never moved is
-    not read: nothing of the window's is in it."""
+    not read: nothing of the window's is in it. ``ecs`` tells which jobs run on a Batch compute environment
+    (``block_jobs``); a Batch consumer needs it. ``closing``: the active block takes no new job now (``fill.py``)."""
     # The blocks of the windows feeding the same consumer (requests drawing on a declared window) count as the window's own:
     # two reconciliations of one consumer, each seeing only its own blocks, would undo each other every run.
     owned = [replace(r, window=window.name) if r.window in sharing else r for r in owned]
@@ -140,7 +163,7 @@ def reconcile(
         return {**result, "state": "no block of the window yet"}
     try:
         if consumer["kind"] == "batch_compute_environment":
-            return {**result, **_batch(window, owned, dry_run, ec2, batch, ledger, now)}
+            return {**result, **_batch(window, owned, dry_run, ec2, batch, ecs, ledger, now, closing)}
         return {**result, **_node_group(window, owned, dry_run, ec2, eks, ledger, now)}
     except ConsumerRefused as error:  # set up so the step cannot work: reported every run until someone fixes it
         return {**result, "error": str(error), "retry": "next run"}
@@ -151,13 +174,13 @@ def reconcile(
         return {**result, "error": f"{code}: {error}", "retry": "next run"}
 
 
-def _batch(window, owned, dry_run, ec2, batch, ledger, now) -> dict[str, Any]:
+def _batch(window, owned, dry_run, ec2, batch, ecs, ledger, now, closing=False) -> dict[str, Any]:
     """Step the block compute environment toward the phase until it is there, or a step must wait
     (an infrastructure update under way) or fails; each step is recorded before and after."""
     did: list[str] = []
     drift: dict[str, Any] = {}
     for _ in range(len(BATCH_STEPS) + 1):
-        found, step = _batch_step(window, owned, ec2, batch, ledger, now)
+        found, step = _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing)
         drift = drift or {
             k: v for k, v in found.items() if k == "changed_by_someone_else"
         }  # as first read, before undoing it
@@ -191,10 +214,11 @@ BATCH_STEPS = (
     "enable it",
     "put it first in the job queue",
     "scale it to 0",
+    "close it: a waiting job would not finish before its instances end",
 )
 
 
-def _batch_step(window, owned, ec2, batch, ledger, now):
+def _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing=False):
     """What the block compute environment shows, and the next step toward the phase: None when in
     place, a reason to wait, or (description, action)."""
     consumer = window.consumer
@@ -210,16 +234,21 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
     first = bool(order) and order[0]["computeEnvironment"] == block_ce
     enabled = environment.get("state") == "ENABLED"
     block = active_block(window, owned, now)
-    wanted = ("capacity-block", block.id) if block is not None else current
+    upcoming = None if block is not None else upcoming_block(window, owned, now)
+    # The block it should launch into: the active one, or the next, made ready before it starts.
+    target = block or upcoming
+    wanted = ("capacity-block", target.id) if target is not None else current
     # The block's vCPUs. BEST_FIT_PROGRESSIVE may run one instance past maxvCpus [aws: batch-ce.max-vcpus-overshoot]; from
     # a launch template into the block that launch finds no capacity and fails, never on demand
     # [aws: ec2-cb.launch-beyond-block-fails].
-    size = block.count * _vcpus(ec2, window.instance_type) if block is not None else 0
+    size = target.count * _vcpus(ec2, window.instance_type) if target is not None else 0
     found = {
         "version": version["VersionNumber"],
         "launches_into": _named(current),
-        "wants": f"{_named(wanted)}, first in the job queue"
+        "wants": f"{_named(wanted)}, first in the job queue" + (", closing" if closing else "")
         if block is not None
+        else f"{_named(wanted)} from its start at {upcoming.start:%H:%M} UTC, DISABLED until then"
+        if upcoming is not None
         else "behind the on-demand compute environment, DISABLED",
         "first_in_queue": first,
         "enabled": enabled,
@@ -228,32 +257,30 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
         **_batch_drift(ledger, window, version["VersionNumber"], current, first, enabled, block is not None),
     }
     update = lambda **change: batch.update_compute_environment(computeEnvironment=block_ce, **change)
-    if block is None:
-        if first:
-            return found, (BATCH_STEPS[0], lambda: _order(batch, queue_arn, order, block_ce, first=False))
-        if enabled:
-            return found, (BATCH_STEPS[1], lambda: update(state="DISABLED"))
-        if resources.get("maxvCpus", 0) != 0 and not _instances_live(window, owned, now):
-            return found, (BATCH_STEPS[5], lambda: update(computeResources={"minvCpus": 0, "maxvCpus": 0}))
-        return found, None
-    if current != wanted:
+    if current != wanted or block is None:
         if first:  # never change the launch template of an environment that may be given jobs
             return found, (BATCH_STEPS[0], lambda: _order(batch, queue_arn, order, block_ce, first=False))
         if enabled:
             return found, (BATCH_STEPS[1], lambda: update(state="DISABLED"))
+    if current != wanted:
         if environment.get("status") == "UPDATING":
             return found, "waiting: the block compute environment is UPDATING"
-        problems = _block_problems(resources, window, block, ec2)
+        problems = _block_problems(resources, window, target, ec2)
         if problems:
             raise ConsumerRefused(
-                f"block compute environment {block_ce} cannot be moved onto {block.id}: {'; '.join(problems)}; nothing moved"
+                f"block compute environment {block_ce} cannot be moved onto {target.id}: {'; '.join(problems)}; nothing moved"
             )
+        # An infrastructure update replaces the environment's instances after jobExecutionTimeoutMinutes
+        # [aws: batch-ce.infrastructure-update-grace]: only with no job on it, or it would end that job. A job of the
+        # block before ends with that block's instances [aws: batch-ce.jobs-fail-with-block-instances].
+        still_on = jobs_on(compute_environment=block_ce, batch=batch, ecs=ecs, statuses=ON_AN_INSTANCE)
+        if still_on:
+            return found, f"waiting: {len(still_on)} job(s) still on the block compute environment"
 
         def launch_into_block() -> None:
             # New instances launch from the new version, into the block [aws: batch-ce.infrastructure-update-into-block].
             created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
-            # An infrastructure update of an environment that is DISABLED and behind the on-demand one: none of the
-            # block's jobs is on it (https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html).
+            # An infrastructure update of an environment that is DISABLED, behind the on-demand one and has no job.
             update(
                 computeResources={
                     "launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)},
@@ -263,14 +290,21 @@ def _batch_step(window, owned, ec2, batch, ledger, now):
                 updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30},
             )
 
-        return found, (f"{BATCH_STEPS[2]} {block.id} ({size} vCPUs)", launch_into_block)
+        return found, (f"{BATCH_STEPS[2]} {target.id} ({size} vCPUs)", launch_into_block)
+    if block is None:
+        if upcoming is None and resources.get("maxvCpus", 0) != 0 and not _instances_live(window, owned, now):
+            return found, (BATCH_STEPS[5], lambda: update(computeResources={"minvCpus": 0, "maxvCpus": 0}))
+        return found, None
     if environment.get("status") != "VALID":  # only a VALID environment may be ordered into a queue (UpdateJobQueue)
         return found, f"waiting: the block compute environment is {environment.get('status')}"
     if (
         resources.get("maxvCpus") != size
     ):  # a scaling update alone (https://docs.aws.amazon.com/batch/latest/userguide/scaling-updates.html)
         return found, (f"scale it to {size} vCPUs", lambda: update(computeResources={"maxvCpus": size}))
-    if not enabled:
+    # Closing: a DISABLED environment gets no new job; its running jobs go on [aws: batch.compute-environment-disabled].
+    if closing and enabled:
+        return found, (BATCH_STEPS[6], lambda: update(state="DISABLED"))
+    if not enabled and not closing:
         return found, (BATCH_STEPS[3], lambda: update(state="ENABLED"))
     if not first:
         return found, (BATCH_STEPS[4], lambda: _order(batch, queue_arn, order, block_ce, first=True))

@@ -11,7 +11,7 @@ explicitly, tagged ``gpu-governance:requeued-from=<original id>`` and
 copies (:func:`times_stopped`), which the reclaim planner's protection and re-borrow backoff read.
 Both keys are the platform's: a member's submission may not set them (``aws:TagKeys``,
 ``contract.PLATFORM_TAG_KEYS``) and a member may not tag or untag a job once submitted
-(``batch/queues.py``), so a team can neither forge a count nor reset it by re-tagging.
+(``constructs_lib/backends/batch_queue.py``), so a team can neither forge a count nor reset it by re-tagging.
 
 Exactly once: ``SubmitJob`` has no idempotency token, and a request whose answer is lost (a read
 timeout, a dropped connection, a 5xx) may have been accepted. So the copy is submitted through a

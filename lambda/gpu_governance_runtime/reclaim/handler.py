@@ -61,7 +61,7 @@ from ..contract import (
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
 from ..usage import usage_records
-from . import gpu_hours
+from . import fair_share, gpu_hours
 from .adapters import Adapter
 from .ledger import (
     ABANDONED,
@@ -346,6 +346,14 @@ def run_tick(
                 }
             )
     state = with_raises(adapter.read(now), pool, raises)
+    if settings.usage_half_life_s is not None:  # recorded in dry run too: it is a reading, not an action
+        past = fair_share.advance(
+            ledger, pool, state, half_life_s=settings.usage_half_life_s, tick_seconds=tick_seconds
+        )
+        state = replace(state, past_usage=past)
+        emit(
+            {"event": "decayed_usage", "pool": pool, "half_life_s": settings.usage_half_life_s, "instance_hours": past}
+        )
     plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them

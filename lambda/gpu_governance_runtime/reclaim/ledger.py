@@ -60,26 +60,31 @@ class Ledger:
 
     def claim(self, key: ActionKey, *, now: float, reason: str) -> bool:
         """True if this tick may act; False if another tick already did or is doing it."""
+        return self._put_unless(
+            {
+                "action_id": key.id,
+                "pool": key.pool,
+                "job_id": key.job_id,
+                "attempt": key.attempt,
+                "action": key.action,
+                "status": CLAIMED,
+                "reason": reason,
+                "claimed_at": int(now),
+                "expires_at": int(now) + RETENTION_SECONDS,
+            },
+            "attribute_not_exists(action_id) OR #status = :failed OR (#status = :claimed AND claimed_at < :stale)",
+            names={"#status": "status"},
+            values={":failed": FAILED, ":claimed": CLAIMED, ":stale": int(now) - FUNCTION_TIMEOUT_SECONDS},
+        )
+
+    def _put_unless(self, item: dict[str, Any], condition: str, *, names: dict, values: dict) -> bool:
+        """Put ``item`` where ``condition`` holds; False (nothing written) where it does not."""
         try:
             self.table.put_item(
-                Item={
-                    "action_id": key.id,
-                    "pool": key.pool,
-                    "job_id": key.job_id,
-                    "attempt": key.attempt,
-                    "action": key.action,
-                    "status": CLAIMED,
-                    "reason": reason,
-                    "claimed_at": int(now),
-                    "expires_at": int(now) + RETENTION_SECONDS,
-                },
-                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed OR (#status = :claimed AND claimed_at < :stale)",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":failed": FAILED,
-                    ":claimed": CLAIMED,
-                    ":stale": int(now) - FUNCTION_TIMEOUT_SECONDS,
-                },
+                Item=item,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
         except self.table.meta.client.exceptions.ConditionalCheckFailedException:
             return False
@@ -196,21 +201,17 @@ class Ledger:
     def claim_once(self, key: str, *, now: float) -> bool:
         """True the first time ``key`` is claimed (a notice to send once), and again only after
         :meth:`release_once` (it was not sent); False otherwise."""
-        try:
-            self.table.put_item(
-                Item={
-                    "action_id": key,
-                    "status": CLAIMED,
-                    "claimed_at": int(now),
-                    "expires_at": int(now) + PERIOD_RETENTION_SECONDS,
-                },
-                ConditionExpression="attribute_not_exists(action_id) OR #status = :failed",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":failed": FAILED},
-            )
-        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        return self._put_unless(
+            {
+                "action_id": key,
+                "status": CLAIMED,
+                "claimed_at": int(now),
+                "expires_at": int(now) + PERIOD_RETENTION_SECONDS,
+            },
+            "attribute_not_exists(action_id) OR #status = :failed",
+            names={"#status": "status"},
+            values={":failed": FAILED},
+        )
 
     def release_once(self, key: str) -> None:
         """Let :meth:`claim_once` claim ``key`` again (the notice was not sent)."""
@@ -223,6 +224,16 @@ class Ledger:
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.table.get_item(Key={"action_id": key}, ConsistentRead=True).get("Item")
+
+    def put_if_later(self, key: str, *, at: int, **fields: Any) -> bool:
+        """Replace the item ``key`` with ``fields`` stamped ``at``, unless it is stamped ``at`` or
+        later (a concurrent or retried tick wrote it): then False, and nothing is written."""
+        return self._put_unless(
+            {"action_id": key, "at": at, **fields},
+            "attribute_not_exists(action_id) OR #at < :at",
+            names={"#at": "at"},
+            values={":at": at},
+        )
 
     def put(self, key: str, **fields: Any) -> None:
         """Replace the item ``key`` with ``fields`` (a state recorded before or after a change)."""

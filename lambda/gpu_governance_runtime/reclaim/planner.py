@@ -24,12 +24,16 @@ Semantics (docs/reclaim.md explains them with examples):
   capacity against borrowers so that finishing work flows to it rather than to them.
 * Phase 2, borrowing and the rest: remaining jobs, the share with the least borrowed capacity per
   unit of fair-share weight first (Kueue's fair sharing), inside a share by priority then age.
-  Borrowing never preempts another share; only in-share preemption is possible here.
+  Borrowing never preempts another share; only in-share preemption is possible here. A pool that
+  orders by usage (``Settings.usage_half_life_s``, docs/governance-file.md#fair-share) puts the share
+  with the least decayed usage (``PoolState.past_usage``, reclaim/fair_share.py) per unit of weight
+  first, then as above.
 * Victims: jobs another share runs above its quota first, then (where the share enables it) the
   share's own lower-priority jobs. Inside a share: lower priority, checkpointable, least work lost
   (instances x time run, for jobs that restart from zero), most recently started, job id; across
   the shares a reclaim takes from, checkpointable and least work lost come before priority
-  (``reclaim_order``). Candidates are taken in that order until the job fits, then a reverse pass
+  (``reclaim_order``); a pool that orders by usage takes from the share with the most decayed
+  usage per unit of weight first. Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in ``borrow_order``, whose removal brings it back to quota.
 * Groups (``ShareGroup``, a level above the share, docs/governance-file.md#groups): where a group
@@ -63,6 +67,7 @@ Semantics (docs/reclaim.md explains them with examples):
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -174,6 +179,10 @@ class Settings:
     # A victim keeps running this long after it is chosen, to checkpoint, and is stopped only then
     # (Slurm's QoS GraceTime): the plan is unchanged, the controller and the simulator carry it out.
     grace_s: float = 0.0
+    # Set: borrowers and the shares a reclaim takes from are ordered by their decayed usage
+    # (``PoolState.past_usage``, computed with this half-life by reclaim/fair_share.py) before what
+    # they borrow now. None: by what they borrow now only.
+    usage_half_life_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,6 +193,9 @@ class PoolState:
     pending: tuple[PendingJob, ...]
     now: float
     groups: tuple[ShareGroup, ...] = ()
+    # Each share's decayed instance-hours (reclaim/fair_share.py), read only when the pool orders by
+    # usage (``Settings.usage_half_life_s``); a share not named has none.
+    past_usage: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = _state_problems(self)
@@ -283,11 +295,17 @@ def apply_plan(state: PoolState, plan: Plan) -> PoolState:
 
 
 def unchecked_state(
-    state: PoolState, *, running: tuple[RunningJob, ...], pending: tuple[PendingJob, ...], now: float
+    state: PoolState,
+    *,
+    running: tuple[RunningJob, ...],
+    pending: tuple[PendingJob, ...],
+    now: float,
+    past_usage: Mapping[str, float] | None = None,
 ) -> PoolState:
-    """``state`` with other jobs, without the validation of ``PoolState``: only for callers that
-    keep the state valid themselves (``apply_plan``, whose result the property tests check, and
-    the simulator, which checks its jobs once up front). Validation would dominate a replay."""
+    """``state`` with other jobs (and ``past_usage``, if given), without the validation of
+    ``PoolState``: only for callers that keep the state valid themselves (``apply_plan``, whose
+    result the property tests check, and the simulator, which checks its jobs once up front).
+    Validation would dominate a replay."""
     new = object.__new__(PoolState)
     for name, value in (
         ("capacity", state.capacity),
@@ -296,6 +314,7 @@ def unchecked_state(
         ("pending", pending),
         ("now", now),
         ("groups", state.groups),
+        ("past_usage", state.past_usage if past_usage is None else past_usage),
     ):
         object.__setattr__(new, name, value)
     return new
@@ -353,6 +372,9 @@ def _state_problems(state: PoolState) -> list[str]:
     names = [s.name for s in state.shares]
     if len(set(names)) != len(names):
         problems.append(f"shares: duplicate share names in {sorted(names)}")
+    for share, hours in sorted(state.past_usage.items()):
+        if not (isinstance(hours, (int, float)) and math.isfinite(hours) and hours >= 0):
+            problems.append(f"past_usage.{share}: {hours!r} - a finite number of instance-hours >= 0")
     for share in state.shares:
         for instance_type, quota in share.quota.items():
             if instance_type not in state.capacity:
@@ -708,6 +730,12 @@ class _TypePlanner:
     def reserved_idle_of(self, share: str) -> int:
         return self.shares[share].held_idle(self.instance_type, self.usage[share])
 
+    def past_usage(self, share: str) -> float:
+        """The share's decayed usage per unit of fair-share weight where the pool orders by usage, else 0."""
+        if self.settings.usage_half_life_s is None:
+            return 0.0
+        return self.state.past_usage.get(share, 0.0) / self.shares[share].fair_share_weight
+
     def free_for(self, share: str) -> int:
         return self.capacity - self.used - self.reserved_idle + self.reserved_idle_of(share)
 
@@ -871,7 +899,8 @@ class _TypePlanner:
     def _borrowing_phase(self, rest: dict[str, list[tuple[tuple, PendingJob]]]) -> None:
         def key(share: str) -> tuple:
             borrowed = max(0, self.usage[share] - self.quota[share])
-            return (self.beyond_group(share, 0) >= 0, borrowed / self.shares[share].fair_share_weight, share)
+            weight = self.shares[share].fair_share_weight
+            return (self.beyond_group(share, 0) >= 0, self.past_usage(share), borrowed / weight, share)
 
         turns = [(key(name), name) for name in rest]
         heapq.heapify(turns)
@@ -978,7 +1007,8 @@ class _TypePlanner:
                         protected = True
                     else:  # borrowers outside the group before siblings
                         placed = v.instance_type != ANY_TYPE
-                        candidates.append(((placed, sibling, *reclaim_order(v, self.state.now)), v, RECLAIM))
+                        order = (placed, sibling, -self.past_usage(other), *reclaim_order(v, self.state.now))
+                        candidates.append((order, v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
                 if v.priority >= job.priority or not v.restartable:
@@ -990,7 +1020,7 @@ class _TypePlanner:
                 if self.protected(v):
                     protected = True
                 else:
-                    candidates.append(((2, True, *victim_order(v, self.state.now)), v, IN_SHARE))
+                    candidates.append(((2, True, 0.0, *victim_order(v, self.state.now)), v, IN_SHARE))
         self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None

@@ -134,6 +134,9 @@ class SlurmPlan:
     # PriorityUsageResetPeriod (DAILY, WEEKLY or MONTHLY) when an account has a GPU-minute limit:
     # the cluster then clears usage only then, never by decay. None: Slurm's decay is left alone.
     usage_reset_period: str | None = None
+    # PriorityDecayHalfLife where the pool orders by decayed usage (reclaim.fair_share by usage), in
+    # slurm.conf's days-hours form: Slurm's own fair share then decays usage as the controller does.
+    decay_half_life: str | None = None
     group_accounts: tuple[SlurmGroupAccount, ...] = ()
 
     def __post_init__(self) -> None:

@@ -41,6 +41,12 @@ def usage_reset_settings(period: str) -> tuple[tuple[str, str], ...]:
     return (("PriorityDecayHalfLife", "0"), ("PriorityUsageResetPeriod", period))
 
 
+def decay_half_life_settings(half_life: str) -> tuple[tuple[str, str], ...]:
+    """slurm.conf's half-life of past usage in the fair-share factor: "days-hours"
+    (https://slurm.schedmd.com/slurm.conf.html, PriorityDecayHalfLife; default 7-0)."""
+    return (("PriorityDecayHalfLife", half_life),)
+
+
 def plan_digest(plan: SlurmPlan) -> str:
     """Short, stable fingerprint of a plan: names the policy version in logs and fragments."""
     canonical = json.dumps(asdict(plan), sort_keys=True, separators=(",", ":"))
@@ -140,7 +146,11 @@ def render_apply_script(plan: SlurmPlan) -> str:
     ]
     lines += [_call("gg_user", u.name, u.account, u.max_jobs, u.max_gpus) for u in plan.users]
     lines += ["gg_remove_undeclared", "# slurm.conf settings and partitions."]
-    settings = CLUSTER_SETTINGS + (usage_reset_settings(plan.usage_reset_period) if plan.usage_reset_period else ())
+    settings = (
+        CLUSTER_SETTINGS
+        + (usage_reset_settings(plan.usage_reset_period) if plan.usage_reset_period else ())
+        + (decay_half_life_settings(plan.decay_half_life) if plan.decay_half_life else ())
+    )
     lines += [_call("gg_setting", key, value) for key, value in settings]
     lines += [
         _call("gg_partition", p.name, ",".join(p.instance_groups), _csv(p.allow_accounts), _csv(p.allow_qos))
