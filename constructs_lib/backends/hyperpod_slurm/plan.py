@@ -320,26 +320,17 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
             borrow_gpus = _borrow_gpus(team, pool)
             # A borrowing job names no class: it may run as long as its team, its pool and every class allow.
             borrow_wall = any_class_max_run_minutes(team, pool, classes)
-            if team.name in group_of:  # the group's GrpTRES must still count these jobs (SlurmQos.account_gpus)
-                qos.append(
-                    SlurmQos(
-                        name=borrow_qos_name(team.name),
-                        priority=0,
-                        account_gpus=borrow_gpus,
-                        max_wall_minutes=borrow_wall,
-                        deny_on_limit=limited,
-                    )
+            # A grouped team's cap per account: the group's GrpTRES must still count these jobs (SlurmQos.account_gpus).
+            cap = {"account_gpus": borrow_gpus} if team.name in group_of else {"grp_gpus": borrow_gpus}
+            qos.append(
+                SlurmQos(
+                    name=borrow_qos_name(team.name),
+                    priority=0,
+                    max_wall_minutes=borrow_wall,
+                    deny_on_limit=limited,
+                    **cap,
                 )
-            else:
-                qos.append(
-                    SlurmQos(
-                        name=borrow_qos_name(team.name),
-                        priority=0,
-                        grp_gpus=borrow_gpus,
-                        max_wall_minutes=borrow_wall,
-                        deny_on_limit=limited,
-                    )
-                )
+            )
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
         accounts.append(
