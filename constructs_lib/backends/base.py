@@ -122,6 +122,13 @@ class Backend:
     against a limit itself: GrpTRESMins, https://slurm.schedmd.com/sacctmgr.html; where a backend
     has a per-team admission switch the reclaim controller counts and switches it,
     ``gpu_hour_switch``; docs/governance-file.md)."""
+    max_run_caveat: str | None = None
+    """Why a declared ``max_run_minutes`` does not stop a job there (``{where}`` is filled in); None:
+    the backend stops a job at its limit (Slurm QoS ``MaxWall``; a quota share's jobs, whose
+    ``StoppingCondition.MaxRuntimeInSeconds`` the submission guard holds to it)."""
+    user_limit_caveat: str | None = None
+    """Why a team's ``user_limits`` do not hold there (``{where}`` is filled in); None: the scheduler
+    sees each member and limits them (Slurm user associations)."""
     gpu_hour_switch: Literal["quota_share", "compute_quota", ""] = ""
     """The per-team admission switch the reclaim controller turns off at a team's GPU-hour limit and
     on again next period (reclaim/gpu_hours.py): a Batch quota share's state or a HyperPod compute

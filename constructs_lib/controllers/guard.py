@@ -36,6 +36,7 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, team_role_arn
 from constructs_lib.model.policy import policy_json
+from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_by_weight
 from gpu_governance_runtime.contract import (
     ENV_DEAD_LETTERS_URL,
     ENV_DRY_RUN,
@@ -124,6 +125,7 @@ class SubmissionGuard(GovernanceController):
                             "repository_name": repository_name(model.organisation, team.name),
                             "cost_centre": team.cost_centre,
                             "owner": team.name in self.team_topics,
+                            **_runtime_limits(model, team, model.pool(pool)),
                         }
                         for team in model.teams_in(pool)
                     }
@@ -322,6 +324,16 @@ class SubmissionGuard(GovernanceController):
             "training plan a payload names, to tell whose it is, and of the training jobs Batch creates (named by Batch); sns:Publish reaches the guard's own team owner topics by their "
             "name prefix (one ARN per team would outgrow the inline policy limit).",
         )
+
+
+def _runtime_limits(model: GovernanceModel, team, pool) -> dict:
+    """A team's run-time limits in the guard's document, in seconds (checks.TeamRules); none without one."""
+    overall = any_class_max_run_minutes(team, pool, model.priority_classes)
+    by_weight = max_run_by_weight(model, team, pool)
+    limits = {"max_runtime_seconds": overall * 60} if overall is not None else {}
+    if by_weight:
+        limits["max_runtime_by_priority"] = {str(weight): minutes * 60 for weight, minutes in sorted(by_weight.items())}
+    return limits
 
 
 def guard_topic_name(organisation: str, team_name: str) -> str:

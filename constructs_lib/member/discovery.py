@@ -23,6 +23,7 @@ from constructs_lib.model import (
     team_role_arn,
 )
 from constructs_lib.model.quota import instance_quota
+from constructs_lib.model.run_limits import max_run_minutes
 from gpu_governance_runtime.contract import (
     DISCOVERY_PRIORITY_KEY,
     DISCOVERY_VERSION,
@@ -100,7 +101,12 @@ def describe(
     document.update(keys)
     key = DISCOVERY_PRIORITY_KEY[pool.backend]
     # Last, after the backend's keys (the order of the contract's note).
-    document["priority_classes"] = [{"name": c.name, "weight": c.weight, key: priority[c.name]} for c in classes]
+    # Each class's run-time limit in this pool, where it has one (docs/governance-file.md, Run-time and per-member limits).
+    document["priority_classes"] = [
+        {"name": c.name, "weight": c.weight, key: priority[c.name]}
+        | ({"max_run_minutes": limit} if (limit := max_run_minutes(team, pool, c)) is not None else {})
+        for c in classes
+    ]
     return document
 
 

@@ -173,6 +173,24 @@ class TeamSetup:
             f"one of {[c['name'] for c in self.priority_classes]}",
         )
 
+    def max_runtime_seconds(self, priority_class: str, asked: int | None, default: int) -> int:
+        """How long a job of the class asks to run: ``asked``, or ``default`` cut to the class's
+        run-time limit in this pool (the discovery document's ``max_run_minutes``); refused above it,
+        as the submission guard would stop the job."""
+        self.priority(priority_class)  # an unknown class is refused naming the classes
+        minutes = next(c for c in self.priority_classes if c["name"] == priority_class).get("max_run_minutes")
+        limit = minutes * 60 if isinstance(minutes, int) else None
+        if asked is None:
+            return default if limit is None else min(default, limit)
+        if limit is not None and asked > limit:
+            raise GovernanceError.single(
+                "max_runtime_seconds",
+                f"longer than class {priority_class}'s run-time limit on pool {self.pool}",
+                asked,
+                f"at most {limit}",
+            )
+        return asked
+
     def least_urgent(self) -> str:
         """The class a job that names none should use."""
         return min(self.priority_classes, key=lambda c: (c["weight"], c["name"]))["name"]

@@ -16,6 +16,7 @@ from constructs_lib.model.quota import (
     instance_quota,
     whole_instances,
 )
+from constructs_lib.model.run_limits import max_run_limited, max_run_text
 from gpu_governance_runtime.contract import lendable
 
 
@@ -33,6 +34,8 @@ class Deal:
     group: str = "-"  # the team's place above it: its group and what the group holds in the pool
     state: str = "active"  # or "paused": no new job of the team starts
     gpu_hour_limit: str = "-"  # "N GPU h per month", or "-": no limit
+    max_run: str = "-"  # a job's wall-time limit there, "-": none (run_limits.max_run_text)
+    user_limits: str = "-"  # what each member may run at once there, "-": none
     fair_share: str = "-"  # where the pool orders borrowers by decayed usage: how; "-": by what they borrow now
 
 
@@ -138,6 +141,11 @@ def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
     return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
 
 
+def _unless(text: str, caveat: str | None) -> str:
+    """A declared limit as `explain` shows it, saying where the backend does not hold it."""
+    return f"{text} (not enforced here)" if text != "-" and caveat else text
+
+
 def deals(model: GovernanceModel) -> list[Deal]:
     projects = {team: project.name for project in model.projects for team in project.teams}
     return [
@@ -145,6 +153,13 @@ def deals(model: GovernanceModel) -> list[Deal]:
             deal(team, model.pool(pool_name)),
             project=projects.get(team.name, "-"),
             group=group_place(model, team, pool_name),
+            max_run=_unless(
+                max_run_text(model, team, model.pool(pool_name)), backend_of(model.pool(pool_name)).max_run_caveat
+            ),
+            user_limits=_unless(
+                team.user_limits.shown() if team.user_limits else "-",
+                backend_of(model.pool(pool_name)).user_limit_caveat,
+            ),
         )
         for team in model.teams
         for pool_name in team.quotas
@@ -162,6 +177,8 @@ _COLUMNS = (
     ("in_share_preemption", "in-share preemption"),
     ("state", "state"),
     ("gpu_hour_limit", "GPU-hour limit"),
+    ("max_run", "run-time limit"),
+    ("user_limits", "per-member limit"),
     ("fair_share", "fair share"),
     ("group", "group (its teams together)"),
     ("project", "project"),
@@ -269,4 +286,38 @@ def caveats(model: GovernanceModel) -> list[str]:
                 f"teams[{index}].fair_share_weight: does nothing: the team's pools ({', '.join(team.quotas)}) are quota-share queues, "
                 "which hand idle capacity to borrowers first in, first out"
             )
+    return lines + _limit_caveats(model)
+
+
+def _limit_caveats(model: GovernanceModel) -> list[str]:
+    """Where a run-time or per-member limit is not held (docs/governance-file.md, Run-time and
+    per-member limits): per pool, then per team and pool."""
+    lines = []
+    for index, pool in enumerate(model.pools):
+        backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
+        teams = model.teams_in(pool.name)
+        if (
+            backend.guards_submissions
+            and model.guard_mode == "dry_run"
+            and any(max_run_limited(model, team, pool) for team in teams)
+        ):
+            lines.append(
+                f"guard_mode: dry_run: {where} the submission guard only reports service jobs asking for longer than "
+                "their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
+            )
+        if backend.max_run_caveat and teams:
+            if pool.max_run_minutes is not None:
+                lines.append(f"pools[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")
+            lines += [
+                f"priority_classes[{c}].max_run_minutes: {backend.max_run_caveat.format(where=where)}"
+                for c, priority_class in enumerate(model.priority_classes)
+                if priority_class.max_run_minutes is not None
+            ]
+    for index, team in enumerate(model.teams):
+        for pool in (model.pool(name) for name in team.quotas):
+            backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
+            if team.max_run_minutes is not None and backend.max_run_caveat:
+                lines.append(f"teams[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")
+            if team.user_limits is not None and backend.user_limit_caveat:
+                lines.append(f"teams[{index}].user_limits: {backend.user_limit_caveat.format(where=where)}")
     return lines

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from gpu_governance_runtime.contract import DEFAULT_REBORROW_BACKOFF_S
 
 from .base import Count, QueueName, _Frozen
+from .run_limits import MAX_RUN_DESCRIPTION, MaxRunMinutes
 
 
 class BasePool(_Frozen):
@@ -20,6 +21,7 @@ class BasePool(_Frozen):
 
     name: QueueName
     capacity: dict[str, Count] = Field(min_length=1, description="Instance type -> instances in the pool")
+    max_run_minutes: MaxRunMinutes | None = Field(default=None, description=MAX_RUN_DESCRIPTION)
 
 
 YEAR_SECONDS = 365 * 86_400

@@ -33,6 +33,7 @@ from .base import (
     account_of,
 )
 from .quota import QuotaEntry
+from .run_limits import MAX_RUN_DESCRIPTION, MaxRunMinutes, UserLimits
 
 # --- sharing ----------------------------------------------------------------------------------
 
@@ -144,6 +145,7 @@ class PriorityClass(_Frozen):
 
     name: DnsLabel
     weight: Annotated[int, Field(ge=0, le=100)]
+    max_run_minutes: MaxRunMinutes | None = Field(default=None, description=MAX_RUN_DESCRIPTION)
 
 
 class PodSecurityLevel(str, enum.Enum):
@@ -263,6 +265,12 @@ class Team(_Frozen):
     gpu_hour_limit: GpuHourLimit | None = Field(
         default=None,
         description="Hard limit on the team's GPU hours per day, week or month: once reached no new job of the team starts until the next period",
+    )
+    max_run_minutes: MaxRunMinutes | None = Field(default=None, description=MAX_RUN_DESCRIPTION)
+    user_limits: UserLimits | None = Field(
+        default=None,
+        description="What each member of the team may run at once, in every pool of the team where the backend sees the "
+        "member (Slurm); validate says where it does not (docs/governance-file.md, Per-user limits)",
     )
     slurm_gid: Annotated[int, Field(ge=1_000, le=2_147_483_647)] | None = Field(
         default=None,

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "constructs_lib"
 # longest prefix's). Packages in one tuple are siblings: they must not import each other.
 LAYERS = (
     ("core",),
-    ("model.base", "model.quota", "model.pools"),  # what every pool is made of
+    ("model.base", "model.quota", "model.pools", "model.run_limits"),  # what every pool is made of
     ("backends",),  # the registry, the descriptor and each backend's declaration (and pool class)
     ("model",),
     ("nag",),
@@ -55,6 +55,7 @@ ROLES = {
 SHARED = {"backends.batch_queue": "constructs"}
 MODEL_ORDER = (
     "base",
+    "run_limits",
     ("instance_types", "quota", "pools"),
     ("capacity", "teams"),
     ("guardrails", "projects", "pool_checks"),

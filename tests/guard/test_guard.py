@@ -814,3 +814,94 @@ def test_the_queues_are_expanded_from_the_environment_and_the_bundled_teams():
             "team_topics": {"research": f"arn:aws:sns:{REGION}:{ACCOUNT}:acme-ml-gpu-guard-research"},
         }
     }
+
+
+# --- the team's run-time limit (issue 43, item 3): StoppingCondition.MaxRuntimeInSeconds ---------
+
+
+def _limited(**limits):
+    return TeamRules(
+        execution_role_arn=role("research"),
+        repositories=(f"{REGISTRY}/acme-ml/research", SHARED),
+        cost_centre="cc-research",
+        **limits,
+    )
+
+
+@pytest.mark.parametrize(
+    "runtime, priority, found",
+    [
+        (3600, 50, []),
+        (3601, 50, ["StoppingCondition.MaxRuntimeInSeconds: 3601 - at most 3600 s, the team's run-time limit"]),
+        # missing: SageMaker's default of a day, which the guard does not assume
+        (None, 50, ["StoppingCondition.MaxRuntimeInSeconds: None - at most 3600 s"]),
+        ("3600", 50, ["StoppingCondition.MaxRuntimeInSeconds: '3600' - at most 3600 s"]),
+        (True, 50, ["StoppingCondition.MaxRuntimeInSeconds: True - at most 3600 s"]),
+        (1800, 10, []),  # the class of weight 10 allows 1800 s
+        (1801, 10, ["StoppingCondition.MaxRuntimeInSeconds: 1801 - at most 1800 s"]),
+        (3600, 77, []),  # a priority no class has: the team's limit for any class
+    ],
+)
+def test_a_job_asking_for_longer_than_its_teams_run_time_limit_is_a_violation(runtime, priority, found):
+    request = payload(**{"StoppingCondition.MaxRuntimeInSeconds": runtime})
+    job = described(request=request, schedulingPriority=priority)
+    rules = {"research": _limited(max_runtime_seconds=3600, max_runtime_by_priority={10: 1800})}
+    seen = violations(job, rules, plan_owner=lambda arn: "research", training_job_tags=None)[1]
+    assert len(seen) == len(found) and all(s.startswith(f) for s, f in zip(seen, found, strict=True)), seen
+
+
+def test_without_a_run_time_limit_any_runtime_or_none_is_admitted():
+    for runtime in (None, 2_419_200):
+        job = described(request=payload(**{"StoppingCondition.MaxRuntimeInSeconds": runtime}))
+        assert (
+            violations(job, {"research": _limited()}, plan_owner=lambda arn: "research", training_job_tags=None)[1]
+            == []
+        )
+
+
+def test_a_job_over_its_run_time_limit_is_stopped_recorded_and_reported(aws):
+    aws.queues[QUEUE]["teams"]["research"]["max_runtime_seconds"] = 7200
+    aws.describe(request=payload(**{"StoppingCondition.MaxRuntimeInSeconds": 86400}))
+    aws.plan_tagged(plan("research-plan"), "research")
+    aws.terminate()
+    result = aws.run(event())
+    assert result["outcome"] == "done" and result["violations"] == [
+        "StoppingCondition.MaxRuntimeInSeconds: 86400 - at most 7200 s, the team's run-time limit (max_run_minutes)"
+    ]
+    (item,) = aws.items("guard-terminate")
+    assert item["status"] == "done"
+    assert aws.received("platform")[0]["violations"] == result["violations"]
+
+
+def test_the_construct_hands_the_guard_each_teams_limits_as_the_handler_reads_them():
+    """From the governance file to the rules the check applies: the limit of a job of any class, and
+    the tighter one of each class by its weight (its Batch scheduling priority)."""
+    from constructs_lib.controllers.guard import _runtime_limits
+    from constructs_lib.model import GovernanceModel
+
+    from ..foundation.org import default_data
+
+    data = default_data()
+    data["priority_classes"][2]["max_run_minutes"] = 30  # opportunistic, weight 10
+    data["teams"][0]["max_run_minutes"] = 120  # research
+    model = GovernanceModel.from_dict(data)
+    pool = model.pool("sagemaker-training")
+    research, training = (next(t for t in model.teams if t.name == name) for name in ("research", "training"))
+    assert _runtime_limits(model, research, pool) == {
+        "max_runtime_seconds": 7200,
+        "max_runtime_by_priority": {"10": 1800},
+    }
+    assert _runtime_limits(model, training, pool) == {"max_runtime_by_priority": {"10": 1800}}
+    document = {
+        "pools": {
+            "sagemaker-training": {
+                "teams": {"research": {"repository_name": "acme-ml/research", **_runtime_limits(model, research, pool)}}
+            }
+        }
+    }
+    names = {"execution_role_arn": role("{team}"), "registry": REGISTRY, "team_topic": PLATFORM}
+    (settings,) = guard_handler.queues_from(
+        [{"job_queue": QUEUE, "pool": "sagemaker-training"}], names, document
+    ).values()
+    rules = guard_handler.checks.rules_from(settings)["research"]
+    assert (rules.max_runtime_for(50), rules.max_runtime_for(10), rules.max_runtime_for(None)) == (7200, 1800, 7200)

@@ -234,3 +234,48 @@ def test_the_sdk_path_sends_to_the_teams_region_not_the_callers_default(monkeypa
         assert boto3.client("batch").meta.region_name == "us-east-1"
     assert boto3.DEFAULT_SESSION is before
     assert boto3.client("batch").meta.region_name == "us-west-2"
+
+
+def test_a_class_with_a_run_time_limit_cuts_the_default_runtime_and_refuses_a_longer_one():
+    """The discovery document carries each class's limit in the pool; the helper asks for no more
+    than the submission guard admits (issue 43, item 3)."""
+    from constructs_lib.controllers.guard import _runtime_limits
+    from constructs_lib.member.discovery import describe
+    from gpu_governance_runtime.guard.checks import TeamRules, violations
+
+    data = default_data()
+    data["priority_classes"][2]["max_run_minutes"] = 30  # opportunistic
+    data["teams"][0]["max_run_minutes"] = 600  # research
+    model = GovernanceModel.from_dict(data)
+    document = describe(model, "research", "sagemaker-training", bucket=BUCKET, kms_key_arn=KEY)
+    assert [c.get("max_run_minutes") for c in document["priority_classes"]] == [600, 600, 30]
+    setup = TeamSetup.from_parameter(json.dumps(document))
+    short = service_job_request(setup, **job(setup, priority_class="opportunistic"))
+    urgent = service_job_request(setup, **job(setup))
+    runtimes = [
+        json.loads(r["serviceRequestPayload"])["StoppingCondition"]["MaxRuntimeInSeconds"] for r in (short, urgent)
+    ]
+    assert runtimes == [1800, 36000]  # a day, cut to each class's limit
+    with pytest.raises(GovernanceError) as error:
+        service_job_request(setup, **job(setup, priority_class="opportunistic"), max_runtime_seconds=3600)
+    assert str(error.value) == (
+        "max_runtime_seconds: longer than class opportunistic's run-time limit on pool sagemaker-training (3600) - at most 1800"
+    )
+    # what the helper sends, the guard admits: the same limits, from the construct's document
+    limits = _runtime_limits(model, model.teams[0], model.pool("sagemaker-training"))
+    rules = TeamRules(
+        execution_role_arn=setup.execution_role_arn,
+        repositories=(setup.ecr_repository_uri,),
+        cost_centre=model.teams[0].cost_centre,
+        max_runtime_seconds=limits.get("max_runtime_seconds"),
+        max_runtime_by_priority={int(p): s for p, s in limits.get("max_runtime_by_priority", {}).items()},
+    )
+    for request in (short, urgent):
+        runtime_problems = [
+            v
+            for v in violations(
+                request, {"research": rules}, plan_owner=lambda arn: "research", training_job_tags=None
+            )[1]
+            if "MaxRuntimeInSeconds" in v
+        ]
+        assert runtime_problems == []

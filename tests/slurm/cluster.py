@@ -176,7 +176,9 @@ class Cluster:
         )
         return result.stdout.strip().split(";")[0]
 
-    def submit_refused(self, user: str, *, account: str, partition: str, qos: str, gpus: int) -> str:
+    def submit_refused(
+        self, user: str, *, account: str, partition: str, qos: str, gpus: int, minutes: int | None = None
+    ) -> str:
         """Submit what Slurm must refuse; returns its error message."""
         result = run(
             "runuser",
@@ -188,6 +190,7 @@ class Cluster:
             f"--partition={partition}",
             f"--qos={qos}",
             f"--gres=gpu:{gpus}",
+            *([f"--time={minutes}"] if minutes else []),
             "--chdir=/tmp",
             "--output=/dev/null",
             "--wrap",

@@ -41,6 +41,9 @@ BACKEND = Backend(
     group_caveat="a Batch quota share has no level above it and the reclaim controller only observes quota-share queues",
     lending_limit_caveat="not enforced {where}: Batch quota shares have no lending limit and the reclaim controller only observes them; "
     "the team lends all of its idle quota there",
+    # A quota share is the team's (https://docs.aws.amazon.com/batch/latest/APIReference/API_CreateQuotaShare.html).
+    user_limit_caveat="not enforced {where}: Batch schedules a quota-share queue by quota share (the team), and who "
+    "submitted a job is no scheduling dimension there; one member may use the team's whole share",
     max_teams_per_pool=MAX_SHARES_PER_QUOTA_QUEUE,
     too_many_teams="too many teams (quota shares) on one Batch job queue",
     window_feeds=(CONSUMER_SAGEMAKER_TRAINING_JOBS,),

@@ -88,7 +88,7 @@ def service_job_request(
     inputs: Mapping[str, str] | None = None,
     hyperparameters: Mapping[str, str] | None = None,
     environment: Mapping[str, str] | None = None,
-    max_runtime_seconds: int = DEFAULT_MAX_RUNTIME_SECONDS,
+    max_runtime_seconds: int | None = None,
     volume_size_gb: int = DEFAULT_VOLUME_GB,
     preemption_retries: int | None = None,
     tags: Mapping[str, str] | None = None,
@@ -97,7 +97,9 @@ def service_job_request(
     """The keyword arguments of ``batch.submit_service_job`` for one training job of the team:
     its queue and quota share, the class's scheduling priority, the team's submission tags (team,
     cost centre) on the Batch job and on the training job, and a CreateTrainingJob payload that runs as the team's execution
-    role, writes output and checkpoints to the team's bucket under the team's key."""
+    role, writes output and checkpoints to the team's bucket under the team's key. ``max_runtime_seconds``
+    defaults to a day, cut to the class's run-time limit where it has one (the guard stops a job
+    asking for longer)."""
     setup.require("job_queue", "quota_share", "execution_role_arn", "bucket", "kms_key_arn")
     if setup.backend != MEMBER_BACKENDS["batch"]:
         raise GovernanceError.single(
@@ -108,6 +110,7 @@ def service_job_request(
         )
     check_job_name(setup.team, job_name)
     priority = setup.priority(priority_class)
+    runtime = setup.max_runtime_seconds(priority_class, max_runtime_seconds, DEFAULT_MAX_RUNTIME_SECONDS)
     _check_instance_and_image(setup, instance_type, image_uri)
     all_tags = with_submission_tags(setup, tags)
     payload: dict[str, Any] = {
@@ -121,7 +124,7 @@ def service_job_request(
             "VolumeSizeInGB": volume_size_gb,
             "VolumeKmsKeyId": setup.kms_key_arn,
         },
-        "StoppingCondition": {"MaxRuntimeInSeconds": max_runtime_seconds},
+        "StoppingCondition": {"MaxRuntimeInSeconds": runtime},
         "CheckpointConfig": {"S3Uri": setup.checkpoint_uri(job_name), "LocalPath": CHECKPOINT_LOCAL_PATH},
         "EnableInterContainerTrafficEncryption": True,
         "Tags": [{"Key": key, "Value": value} for key, value in sorted(all_tags.items())],

@@ -85,6 +85,16 @@ BACKEND = Backend(
     group_caveat="a HyperPod compute quota targets one team (ComputeQuotaTarget: TeamName, FairShareWeight) and Kueue, not the reclaim controller, schedules there",
     lending_limit_caveat="not enforced {where}: HyperPod compute quotas have no lending limit and Kueue, not the reclaim controller, schedules there; "
     "the team lends all of its idle quota there",
+    # SchedulerConfig is PriorityClasses, FairShare and IdleResourceSharing, ComputeQuotaConfig ComputeQuotaResources,
+    # ResourceSharingConfig and PreemptTeamTasks (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_SchedulerConfig.html,
+    # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaConfig.html): no run time
+    # [aws: hyperpod.no-run-time-setting].
+    max_run_caveat="not enforced {where}: HyperPod task governance has no run-time setting (a cluster policy holds "
+    "priority classes, fair share and idle sharing; a compute quota resources, sharing and preemption) and the library "
+    "sets no deadline on the team's workloads; they run until they end",
+    user_limit_caveat="not enforced {where}: task governance and Kueue count the team's namespace as one (its compute "
+    "quota, its ClusterQueue), a Kubernetes ResourceQuota limits a namespace and never a user, and every member acts "
+    "in the team's group; one member may use the team's whole quota",
     refine_deal=_task_governance,
     # BorrowLimit: a percent, 1 to 500 (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html).
     bounds_borrow_limit=True,

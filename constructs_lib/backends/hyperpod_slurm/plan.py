@@ -19,6 +19,7 @@ from typing import Any
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
 from constructs_lib.model.quota import borrow_instances, instance_quota
+from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_limited, max_run_minutes
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP
 from gpu_governance_runtime.slurm import (
     BORROW_PARTITION,
@@ -296,6 +297,8 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
     group_of = {team: g.name for g in model.groups if g.name in {a.name for a in group_accounts} for team in g.teams}
     for team in teams:
         own_qos = [class_qos_name(team.name, c.name) for c in classes]
+        # Refuse at submission what no limit would ever let run: wall time, a member's GPUs (tests/slurm/test_limits_real_slurm.py).
+        limited = team.user_limits is not None or max_run_limited(model, team, pool)
         for index, priority_class in enumerate(classes):
             # Borrowers only ever run on lent nodes, so only a lender's jobs need to reclaim.
             preempts = [borrow_qos_name(b.name) for b in borrowers] if team.sharing.lends else []
@@ -303,14 +306,31 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
                 preempts += [
                     class_qos_name(team.name, c.name) for c in classes[index + 1 :] if c.weight < priority_class.weight
                 ]
-            qos.append(SlurmQos(name=own_qos[index], priority=priority_class.weight, preempts=tuple(preempts)))
+            qos.append(
+                SlurmQos(
+                    name=own_qos[index],
+                    priority=priority_class.weight,
+                    preempts=tuple(preempts),
+                    max_wall_minutes=max_run_minutes(team, pool, priority_class),
+                    deny_on_limit=limited,
+                )
+            )
         account_qos = list(own_qos)
         if team.sharing.borrows:
             borrow_gpus = _borrow_gpus(team, pool)
-            if team.name in group_of:  # the group's GrpTRES must still count these jobs (SlurmQos.account_gpus)
-                qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, account_gpus=borrow_gpus))
-            else:
-                qos.append(SlurmQos(name=borrow_qos_name(team.name), priority=0, grp_gpus=borrow_gpus))
+            # A borrowing job names no class: it may run as long as its team, its pool and every class allow.
+            borrow_wall = any_class_max_run_minutes(team, pool, classes)
+            # A grouped team's cap per account: the group's GrpTRES must still count these jobs (SlurmQos.account_gpus).
+            cap = {"account_gpus": borrow_gpus} if team.name in group_of else {"grp_gpus": borrow_gpus}
+            qos.append(
+                SlurmQos(
+                    name=borrow_qos_name(team.name),
+                    priority=0,
+                    max_wall_minutes=borrow_wall,
+                    deny_on_limit=limited,
+                    **cap,
+                )
+            )
             account_qos.append(borrow_qos_name(team.name))
         # A job that names no class gets the least urgent one: asking is how to go first.
         accounts.append(
@@ -325,7 +345,16 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
             )
         )
         members = tuple(sorted({posix_user_name(arn) for arn in team.members}))
-        users += [SlurmUser(name=member, account=team.name) for member in members]
+        limits = team.user_limits
+        users += [
+            SlurmUser(
+                name=member,
+                account=team.name,
+                max_jobs=limits.max_running_jobs if limits else None,
+                max_gpus=limits.max_gpus if limits else None,
+            )
+            for member in members
+        ]
         partitions.append(
             SlurmPartition(
                 name=team.name,

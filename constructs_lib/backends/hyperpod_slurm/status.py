@@ -25,9 +25,14 @@ SLURM_REASONS: dict[str, tuple[str | None, str]] = {
     "QOSMaxGRESPerJob": ("misconfigured", "asks for more GPUs than one job may under this QoS"),
     "QOSGrpNodeLimit": ("share_at_limit", "its QoS's node limit for all its jobs is reached"),
     "QOSMaxJobsPerUserLimit": ("backend", "you run the most jobs one user may under this QoS"),
-    "AssocGrpGRES": ("share_at_limit", "your account's GPU limit is reached"),
+    # The library sets GrpTRES on a group's account and, with user_limits.max_gpus, on each member's association.
+    "AssocGrpGRES": (
+        "share_at_limit",
+        "your group's GPU limit, or the GPUs one member may hold (user_limits), is reached",
+    ),
     "AssocGrpNodeLimit": ("share_at_limit", "your account's node limit is reached"),
-    "AssocMaxJobsLimit": ("backend", "your account runs the most jobs it may"),
+    # MaxJobs is set only on members' associations (user_limits.max_running_jobs).
+    "AssocMaxJobsLimit": ("backend", "you run the most jobs one member of your team may (user_limits)"),
     "AssocGrpGRESMinutes": ("gpu_hour_limit", "your account's GPU minutes (GrpTRESMins) would be passed"),
     "AssocGrpJobsLimit": ("paused", "your account may start no job (GrpJobs=0: the team is paused)"),
     "JobHeldUser": ("held", "held by its owner (scontrol release)"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..contract import PLATFORM_TAG_KEYS, TAG_COST_CENTRE, TAG_TEAM, submission_tags
@@ -37,11 +37,21 @@ class Unread(RuntimeError):
 @dataclass(frozen=True, kw_only=True)
 class TeamRules:
     """What a team's service jobs may name: its execution role, its image repository (URIs
-    without tag or digest) or a shared one, its cost centre (None: it declares none)."""
+    without tag or digest) or a shared one, its cost centre (None: it declares none), and the longest
+    run its jobs may ask for (``max_runtime_seconds``, None: no limit), tighter for the classes whose
+    scheduling priority ``max_runtime_by_priority`` names (the governance file's ``max_run_minutes``)."""
 
     execution_role_arn: str
     repositories: tuple[str, ...]
     cost_centre: str | None
+    max_runtime_seconds: int | None = None
+    max_runtime_by_priority: Mapping[int, int] = field(default_factory=dict)
+
+    def max_runtime_for(self, priority: Any) -> int | None:
+        """The run-time limit of a job of this scheduling priority: its class's where that is tighter."""
+        if isinstance(priority, int) and priority in self.max_runtime_by_priority:
+            return self.max_runtime_by_priority[priority]
+        return self.max_runtime_seconds
 
 
 def rules_from(document: Mapping[str, Any]) -> dict[str, TeamRules]:
@@ -53,6 +63,8 @@ def rules_from(document: Mapping[str, Any]) -> dict[str, TeamRules]:
             execution_role_arn=rules["execution_role_arn"],
             repositories=(rules["repository"], *shared),
             cost_centre=rules.get("cost_centre"),
+            max_runtime_seconds=rules.get("max_runtime_seconds"),
+            max_runtime_by_priority={int(p): s for p, s in (rules.get("max_runtime_by_priority") or {}).items()},
         )
         for team, rules in document["teams"].items()
     }
@@ -99,7 +111,7 @@ def violations(
             for where, value in occurrences
             if MEMBERS[path].refuses(value)
         ]
-        context = _Context(team=team, rules=rules, plan_owner=plan_owner)
+        context = _Context(team=team, rules=rules, plan_owner=plan_owner, priority=job.get("schedulingPriority"))
         for path, check in CHECKS.items():
             found += check(present.get(path, []), context)
     if training_job_tags is not None:
@@ -201,6 +213,7 @@ class _Context:
     team: str
     rules: TeamRules
     plan_owner: Callable[[str], str | None]
+    priority: Any = None  # the service job's schedulingPriority
 
 
 Occurrences = list[tuple[str, Any]]
@@ -263,6 +276,20 @@ def _tags(occurrences: Occurrences, context: _Context) -> list[str]:
     return found
 
 
+def _runtime(occurrences: Occurrences, context: _Context) -> list[str]:
+    """The job's own limit, after which SageMaker stops it, SIGTERM first [aws: sm-job.max-runtime-stops-the-job]:
+    given, and at most the team's; a missing one would be SageMaker's default of a day
+    [aws: sm-job.max-runtime-defaults-to-a-day], which the guard does not assume."""
+    limit = context.rules.max_runtime_for(context.priority)
+    if limit is None:
+        return []
+    value = occurrences[0][1] if occurrences else None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit:
+        return []
+    where = occurrences[0][0] if occurrences else "StoppingCondition.MaxRuntimeInSeconds"
+    return [f"{where}: {_shown(value)} - at most {limit} s, the team's run-time limit (max_run_minutes)"]
+
+
 # The check of each member MEMBERS calls checked (tests/guard/test_members.py keeps the two equal).
 CHECKS: dict[str, Callable[[Occurrences, _Context], list[str]]] = {
     "RoleArn": _role,
@@ -272,6 +299,7 @@ CHECKS: dict[str, Callable[[Occurrences, _Context], list[str]]] = {
     "ExperimentConfig.ExperimentName": _named_after_team,
     "ExperimentConfig.TrialName": _named_after_team,
     "Tags": _tags,
+    "StoppingCondition.MaxRuntimeInSeconds": _runtime,
 }
 
 

@@ -150,6 +150,10 @@ def _guarded_queues(queues: str, names: str) -> dict[str, Any]:
     )
 
 
+# A team's run-time limits in the bundled document, passed on as they are (checks.rules_from reads them).
+RUNTIME_LIMITS = ("max_runtime_seconds", "max_runtime_by_priority")
+
+
 def queues_from(
     queues: list[Mapping[str, Any]], names: Mapping[str, str], document: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -172,6 +176,7 @@ def queues_from(
                     "execution_role_arn": named(names["execution_role_arn"], team),
                     "repository": f"{names['registry']}/{rules['repository_name']}",
                     "cost_centre": rules.get("cost_centre"),
+                    **{key: rules[key] for key in RUNTIME_LIMITS if key in rules},
                 }
                 for team, rules in teams.items()
             },

@@ -138,7 +138,9 @@ MEMBERS: dict[str, Member] = {
     "ResourceConfig.SelectedInstanceType": refused(CAPACITY, "none: read-only, CreateTrainingJob does not accept it"),
     "ResourceConfig.SelectedInstanceCount": refused(CAPACITY, "none: read-only, CreateTrainingJob does not accept it"),
     "EnableManagedSpotTraining": allowed(CAPACITY, "the same instances on Spot, " + _COUNTED),
-    "StoppingCondition.MaxRuntimeInSeconds": allowed(COST, "bounds the job's own run"),
+    "StoppingCondition.MaxRuntimeInSeconds": checked(
+        COST, "at most the team's run-time limit (max_run_minutes), where it has one"
+    ),
     "StoppingCondition.MaxWaitTimeInSeconds": allowed(COST, "bounds the job's own run"),
     "StoppingCondition.MaxPendingTimeInSeconds": allowed(COST, "bounds the job's own wait"),
     "DebugRuleConfigurations": refused(CAPACITY, _RULE_JOBS),

@@ -58,14 +58,15 @@ gg_begin() {
 # --- accounting ---------------------------------------------------------------------------
 
 gg_read_accounting() {
-    local name priority grptres description preempt gracetime maxtrespa account user rest
-    while IFS='|' read -r name priority grptres description preempt gracetime maxtrespa; do
-        GG_HAVE_QOS[$name]="$priority|$grptres|$description|$(gg_seconds "$gracetime")|$maxtrespa"
+    local name priority grptres description preempt gracetime maxtrespa maxwall flags account user rest
+    while IFS='|' read -r name priority grptres description preempt gracetime maxtrespa maxwall flags; do
+        GG_HAVE_QOS[$name]="$priority|$grptres|$description|$(gg_seconds "$gracetime")|$maxtrespa|${maxwall:+$(($(gg_seconds "$maxwall") / 60))}|$flags"
         GG_HAVE_PREEMPT[$name]=$preempt
-    done < <(gg_show qos format=name,priority,grptres,description,preempt,gracetime,maxtrespa)
+    done < <(gg_show qos format=name,priority,grptres,description,preempt,gracetime,maxtrespa,maxwall,flags)
+    # A user's value is its own limits: MaxJobs and GrpTRES (fields 7 and 8 of the rest).
     while IFS='|' read -r account user rest; do
-        if [[ -z $user ]]; then GG_HAVE_ACCOUNT[$account]=$rest; else GG_HAVE_USER["$user@$account"]=1; fi
-    done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos,grpjobs,grptresmins)
+        if [[ -z $user ]]; then GG_HAVE_ACCOUNT[$account]=$rest; else GG_HAVE_USER["$user@$account"]=$(cut -d'|' -f7,8 <<<"$rest"); fi
+    done < <(gg_show assoc format=account,user,parentname,fairshare,qos,defaultqos,grpjobs,grptresmins,maxjobs,grptres)
 }
 
 # sacctmgr prints GraceTime as [D-]HH:MM:SS; the plan gives seconds.
@@ -80,18 +81,21 @@ gg_seconds() {
     fi
 }
 
-# gg_qos NAME PRIORITY GRP_GPUS(empty = none) GRACE_SECONDS [ACCOUNT_GPUS(MaxTRESPerAccount; empty = none)]
+# gg_qos NAME PRIORITY GRP_GPUS(empty = none) GRACE_SECONDS [ACCOUNT_GPUS(MaxTRESPerAccount; empty = none)
+#        [MAX_WALL_MINUTES(MaxWall; empty = none) [FLAGS(DenyOnLimit; empty = none)]]]
 gg_qos() {
-    local name=$1 priority=$2 gpus=$3 grace=${4:-0} account_gpus=${5:-} have want
+    local name=$1 priority=$2 gpus=$3 grace=${4:-0} account_gpus=${5:-} wall=${6:-} flags=${7:-} have want
     GG_DECLARED_QOS[$name]=1
-    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER|$grace|${account_gpus:+gres/gpu=$account_gpus}"
+    want="$priority|${gpus:+gres/gpu=$gpus}|$GG_MARKER|$grace|${account_gpus:+gres/gpu=$account_gpus}|$wall|$flags"
     have=${GG_HAVE_QOS[$name]:-}
     if [[ -z $have ]]; then
         gg_change "add qos $name" gg_sacctmgr add qos "$name" priority="$priority" \
-            grptres="gres/gpu=${gpus:--1}" gracetime="$grace" maxtrespa="gres/gpu=${account_gpus:--1}" description="$GG_MARKER"
+            grptres="gres/gpu=${gpus:--1}" gracetime="$grace" maxtrespa="gres/gpu=${account_gpus:--1}" \
+            ${wall:+maxwall="$wall"} ${flags:+flags="$flags"} description="$GG_MARKER"
     elif [[ $have != "$want" ]]; then
         gg_change "qos $name: $have -> $want" gg_sacctmgr modify qos where name="$name" set \
-            priority="$priority" grptres="gres/gpu=${gpus:--1}" gracetime="$grace" maxtrespa="gres/gpu=${account_gpus:--1}" description="$GG_MARKER"
+            priority="$priority" grptres="gres/gpu=${gpus:--1}" gracetime="$grace" maxtrespa="gres/gpu=${account_gpus:--1}" \
+            maxwall="${wall:--1}" flags="${flags:--1}" description="$GG_MARKER"
     else
         gg_same
     fi
@@ -188,15 +192,27 @@ gg_account_gpus() {
     fi
 }
 
-# gg_user NAME ACCOUNT
+# gg_user NAME ACCOUNT [MAX_JOBS [MAX_GPUS]]: the user's association under the account, with the
+# team's per-member limits (MaxJobs, GrpTRES=gres/gpu; empty clears one: -1, as for accounts).
 gg_user() {
-    local name=$1 account=$2
+    local name=$1 account=$2 jobs=${3:-} gpus=${4:-} have want
     GG_DECLARED_USERS["$name@$account"]=1
-    if [[ -n ${GG_HAVE_USER["$name@$account"]:-} ]]; then
-        gg_same
-    else
-        gg_change "add user $name to account $account" gg_sacctmgr add user "$name" account="$account"
+    want="$jobs|${gpus:+gres/gpu=$gpus}"
+    if [[ -z ${GG_HAVE_USER["$name@$account"]+known} ]]; then
+        gg_change "add user $name to account $account" gg_sacctmgr add user "$name" account="$account" \
+            ${jobs:+maxjobs="$jobs"} ${gpus:+grptres="gres/gpu=$gpus"}
+        return
     fi
+    have=${GG_HAVE_USER["$name@$account"]}
+    if [[ $have == "$want" ]]; then
+        gg_same
+        return
+    fi
+    # Each limit on its own: Slurm 22.05 answers "Nothing modified" to a -1 beside other settings.
+    [[ ${have%%|*} == "$jobs" ]] || gg_change "user $name of account $account: MaxJobs ${have%%|*} -> ${jobs:-none}" \
+        gg_sacctmgr modify user where name="$name" account="$account" set maxjobs="${jobs:--1}"
+    [[ ${have#*|} == "${gpus:+gres/gpu=$gpus}" ]] || gg_change "user $name of account $account: GrpTRES '${have#*|}' -> '${gpus:+gres/gpu=$gpus}'" \
+        gg_sacctmgr modify user where name="$name" account="$account" set grptres="gres/gpu=${gpus:--1}"
 }
 
 # Jobs still pending or running for one filter (squeue option and value), as "id,id,...".

@@ -47,6 +47,11 @@ class SlurmQos:
     # a QoS GrpTRES on gres/gpu overrides every association's gres/gpu limit, the group's too
     # (https://slurm.schedmd.com/resource_limits.html, hierarchy), a per-account one does not.
     account_gpus: int | None = None
+    # Longest a job of this QoS may run (MaxWall, in minutes); None: no limit.
+    max_wall_minutes: int | None = None
+    # Flags=DenyOnLimit: a job no limit could ever let run (longer than MaxWall, more GPUs than a
+    # member's GrpTRES) is refused at submission rather than left pending for ever.
+    deny_on_limit: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +85,10 @@ class SlurmUser:
 
     name: str
     account: str
+    # What the user may run at once under the account (the team's user_limits): MaxJobs and
+    # GrpTRES=gres/gpu on the user association; None: no limit.
+    max_jobs: int | None = None
+    max_gpus: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

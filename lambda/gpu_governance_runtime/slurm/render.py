@@ -68,6 +68,8 @@ def _preempt_order(qos: tuple[SlurmQos, ...]) -> list[SlurmQos]:
 
 
 def _call(*words: str | int | None) -> str:
+    """A call of an apply-lib function; trailing unset (None) arguments are left out, as its optional ones."""
+    words = words[: max((i + 1 for i, w in enumerate(words) if w is not None), default=0)]
     return " ".join(quote("" if w is None else str(w)) for w in words)
 
 
@@ -125,7 +127,9 @@ def render_apply_script(plan: SlurmPlan) -> str:
             q.priority,
             q.grp_gpus,
             q.grace_time_s,
-            *((q.account_gpus,) if q.account_gpus is not None else ()),
+            q.account_gpus,
+            q.max_wall_minutes,
+            "DenyOnLimit" if q.deny_on_limit else None,
         )
         for q in plan.qos
     ]
@@ -140,7 +144,7 @@ def render_apply_script(plan: SlurmPlan) -> str:
         _call("gg_account", a.name, a.parent or plan.organisation, a.fairshare, _csv(a.qos), a.default_qos, *_limits(a))
         for a in plan.accounts
     ]
-    lines += [_call("gg_user", u.name, u.account) for u in plan.users]
+    lines += [_call("gg_user", u.name, u.account, u.max_jobs, u.max_gpus) for u in plan.users]
     lines += ["gg_remove_undeclared", "# slurm.conf settings and partitions."]
     settings = (
         CLUSTER_SETTINGS
