@@ -92,7 +92,7 @@ class Backend:
     exports: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The public names ``constructs_lib`` re-exports, by the module of the package that defines them."""
     family: str
-    """``batch`` or ``hyperpod``: the AWS service whose rules the pool follows (team names, borrowing)."""
+    """``batch``, ``hyperpod`` or ``eks``: the AWS service whose rules the pool follows (team names, borrowing)."""
     instance_types: tuple[str, str]
     """(service, shape) whose enumeration lists the instance types a pool's capacity may name."""
     quota_noun: str = ""
@@ -103,7 +103,10 @@ class Backend:
     """Takes quotas that are not whole instances: GPUs short of an instance, vCPU, memory, MIG
     partitions (elsewhere a quota in GPUs must be whole instances; docs/governance-file.md)."""
     reclaim_plans: bool = False
-    """The reclaim controller plans the pool's borrowers: only there does a lending limit hold."""
+    """The reclaim controller plans the pool's borrowers: there a lending limit and a group's quota hold."""
+    holds_limits_natively: bool = False
+    """The scheduler itself holds a team's lending limit and a group's quota (Kueue's ``lendingLimit``
+    and hierarchical cohorts): the policy document carries them, so ``simulate`` replays them."""
     natively_preempts: bool = True
     """The scheduler itself takes borrowed capacity back (else only the reclaim controller does)."""
     weighs_teams: bool = True
@@ -192,6 +195,11 @@ class Backend:
     ``member.team_setup(backend=...)``); empty: members do not submit there themselves."""
     stack_attribute: str = ""
     """The capacity stack's dictionary (pool name -> construct) the pool's construct joins."""
+
+    @property
+    def holds_lending_limits(self) -> bool:
+        """A team's lending limit and a group's quota hold there (``validate`` warns elsewhere)."""
+        return self.reclaim_plans or self.holds_limits_natively
 
     @property
     def gpu_hour_limit_switch(self) -> tuple[str, ...]:

@@ -150,3 +150,29 @@ def text_of(path: str | None, option: str, command: tuple[str, ...], env: dict |
     if result.returncode != 0:
         raise Unreadable(f"`{' '.join(command)}` failed: {result.stderr.strip()[:300]}")
     return result.stdout
+
+
+def kueue_status(args: argparse.Namespace, pool, tenants):
+    """How a backend whose teams queue with Kueue is read (its ``status`` part): `kubectl get
+    workloads -n <the team's namespace> -o json` and `kubectl get clusterqueues -o json`, run here
+    or given as files; ``tenants`` names the namespaces and ClusterQueues (tenancy.kubernetes)."""
+    from constructs_lib.member.kueue import kueue_observation
+    from constructs_lib.member.status import read_json
+
+    namespace = tenants.namespace(args.team)
+    workloads = text_of(args.workloads, "--workloads", ("kubectl", "get", "workloads", "-n", namespace, "-o", "json"))
+    try:
+        queues = text_of(args.cluster_queues, "--cluster-queues", ("kubectl", "get", "clusterqueues", "-o", "json"))
+    except Unreadable:
+        queues = None  # cluster-scoped: a namespace-level member may not list them; the jobs still explain
+    try:
+        return kueue_observation(
+            read_json(workloads, "workloads"), queues and read_json(queues, "cluster queues"), pool, args.team, tenants
+        )
+    except (ValueError, KeyError, TypeError) as error:
+        raise GovernanceError.single(
+            "--workloads/--cluster-queues",
+            "not Kueue objects as kubectl prints them",
+            str(error)[:200],
+            "`kubectl get workloads|clusterqueues -o json` output",
+        ) from None

@@ -51,7 +51,7 @@ from constructs_lib.core.chargeback import (
     team_alert_topic,
 )
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.core.placement import team_scope
+from constructs_lib.core.placement import cluster_placement_problems, team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import raising_windows
@@ -433,6 +433,14 @@ class ReclaimController(GovernanceController):
             "Beyond MAX_NAMED_QUOTA_SHARES teams with a GPU-hour limit, a limited team's queue's quota-share/* (at most 20 shares a queue) "
             "keeps the inline policy within IAM's size.",
         )
+        if "*" not in {r for s in statements for r in s.resources}:
+            # Active tracing's xray:PutTraceSegments and xray:PutTelemetryRecords are on every controller's role.
+            acknowledge_wildcard_resources(
+                policy,
+                ["*"],
+                "xray:PutTraceSegments and xray:PutTelemetryRecords (the function's active tracing) support no "
+                "resource-level permission.",
+            )
 
     def _gpu_hour_limit_statements(self) -> list[iam.PolicyStatement]:
         """The admission switches of exactly the teams with a GPU-hour limit (reclaim/gpu_hours.py):
@@ -619,6 +627,32 @@ def job_queue_problems(path: str, target: ReclaimTarget, pool, stack: Stack) -> 
             allowed="arn:aws:batch:<region>:<account>:job-queue/<name>",
         )
     ]
+
+
+# A pool on an EKS cluster whose Kueue ClusterQueues the controller reads (usage only: Kueue
+# reclaims natively), as its backend's ``reclaim`` module takes it.
+
+
+def eks_cluster_target(pool, cluster) -> ReclaimTarget | None:
+    """Observed for usage once the governance file gives the pool's GPUs per instance."""
+    return ReclaimTarget(pool=pool.name) if pool.gpus_per_instance else None
+
+
+def eks_cluster_problems(path: str, target: ReclaimTarget, pool, stack: Stack) -> list[Problem]:
+    """Usage is reported in instances of the pool's types (Kueue counts GPUs), and the role's
+    access entry can only be made on a cluster of this stack's account and region."""
+    found = [
+        Problem(
+            path=f"{path}.pool",
+            wrong=f"the pool declares no gpus_per_instance for {instance_type}",
+            value=pool.name,
+            allowed="gpus_per_instance (GPUs of one instance, 1-64) for every instance type of the pool's capacity",
+        )
+        for instance_type in sorted(set(pool.capacity) - set(pool.gpus_per_instance))
+    ]
+    return found + cluster_placement_problems(
+        f"{path}.pool", pool.cluster_arn, stack, subject="the pool's cluster", deployer="the controller"
+    )
 
 
 def _usage_entry(model: GovernanceModel, target: ReclaimTarget) -> dict:

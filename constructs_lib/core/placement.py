@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aws_cdk import Stack
+from aws_cdk import Arn, ArnFormat, Stack, Token
 from constructs import Construct
+
+from .errors import Problem
 
 Placer = Callable[[Construct, str], Construct]
 
@@ -28,3 +30,24 @@ def team_scope(owner: Construct, team_name: str) -> Construct:
         _placers[ref] = getattr(Stack.of(owner), "team_scope", None)
     placer = _placers[ref]
     return owner if placer is None else placer(owner, team_name)
+
+
+def cluster_placement_problems(
+    path: str, cluster_arn: str, stack: Stack, *, subject: str, deployer: str
+) -> list[Problem]:
+    """A cluster of another account or region than ``stack`` (where known): EKS access entries and
+    pod identity associations are made in the cluster's own account and region."""
+    cluster = Arn.split(cluster_arn, ArnFormat.SLASH_RESOURCE_NAME)
+    return [
+        Problem(
+            path=path,
+            wrong=f"{subject} is in another {field} than the stack",
+            value=cluster_arn,
+            allowed=f"a cluster in {field} {stack_value} (deploy {deployer} where the cluster is)",
+        )
+        for field, stack_value, cluster_value in (
+            ("account", stack.account, cluster.account),
+            ("region", stack.region, cluster.region),
+        )
+        if not Token.is_unresolved(stack_value) and stack_value != cluster_value
+    ]

@@ -101,7 +101,7 @@ def deal(team: Team, pool: AnyPool) -> Deal:
         lends_idle = (
             f"at most {_counts({t: lendable(sharing.strategy, n, sharing.lending_limit) for t, n in quota.items()})}"
         )
-        if not backend.reclaim_plans:
+        if not backend.holds_lending_limits:
             lends_idle = "yes, all (lending_limit not enforceable here)"
     if sharing.strategy is SharingStrategy.LEND_AND_BORROW:
         reclaimable = (

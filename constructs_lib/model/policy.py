@@ -31,7 +31,7 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "fair_share_weight": team.fair_share_weight,
         # null: lends all its idle quota (as its strategy allows). A lending limit holds only where the
         # reclaim controller plans the borrowers; elsewhere the policy says what happens (`validate` warns).
-        "lending_limit": sharing.lending_limit if backend_of(pool).reclaim_plans else None,
+        "lending_limit": sharing.lending_limit if backend_of(pool).holds_lending_limits else None,
         "paused": team.paused,
         # enforced by the reclaim controller where the backend has no limit of its own (reclaim/gpu_hours.py)
         "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value}
@@ -44,7 +44,7 @@ def _groups(model: GovernanceModel, pool: AnyPool) -> dict[str, Any]:
     """The groups with a quota in the pool, where the reclaim controller plans (Slurm holds its
     own as a parent account too; Batch quota shares and HyperPod EKS have no level above the team
     and the controller does not schedule there: `validate` says so)."""
-    if not backend_of(pool).reclaim_plans:
+    if not backend_of(pool).holds_lending_limits:
         return {}
     pooled = {t.name for t in model.teams_in(pool.name)}
     groups = [

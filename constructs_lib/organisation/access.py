@@ -13,7 +13,9 @@ from constructs_lib.model import (
     TRAINING_ROLE_SUFFIX,
     GovernanceModel,
     Team,
+    account_of,
     aws_partition,
+    members_in_account,
     team_role_arn,
 )
 
@@ -37,3 +39,38 @@ def team_roles(model: GovernanceModel, team: Team) -> dict[str, str]:
         kind: team_role_arn(account.account_id, team.name, suffix, aws_partition(account.region))
         for kind, suffix in roles.items()
     }
+
+
+def kubernetes_access(model: GovernanceModel, team: Team, pool, tenants) -> list[Access]:
+    """A team's access to a pool's EKS cluster: its access entries as its Kubernetes group (its
+    submission role and its members in the cluster's account), and the group's RBAC, as
+    ``tenants`` (``tenancy.kubernetes.Tenants``) makes it."""
+    group, namespace = tenants.team_group(team.name), tenants.namespace(team.name)
+    principals = [team_roles(model, team)["submission"], *members_in_account(team, account_of(pool.cluster_arn))]
+    rows = [
+        Access(
+            team=team.name,
+            layer="cluster",
+            who=p,
+            can=f"reach the cluster's Kubernetes API (an EKS access entry) as group {group}",
+            on=f"EKS cluster {pool.eks_cluster_name}",
+        )
+        for p in principals
+    ]
+    for manifest in tenants.rbac(team.name):
+        if manifest["kind"] not in ("Role", "ClusterRole"):
+            continue
+        scope = f"namespace {namespace}" if manifest["kind"] == "Role" else "cluster"
+        for rule in manifest["rules"]:
+            what = ", ".join(f"{g}/{r}" if g else r for g in rule["apiGroups"] for r in rule["resources"])
+            names = f" named {', '.join(rule['resourceNames'])}" if "resourceNames" in rule else ""
+            rows.append(
+                Access(
+                    team=team.name,
+                    layer="cluster",
+                    who=group,
+                    can=f"{' '.join(rule['verbs'])} {what}{names}",
+                    on=f"{scope} of EKS cluster {pool.eks_cluster_name}",
+                )
+            )
+    return rows

@@ -24,7 +24,8 @@ BATCH_QUOTA_SHARE = "batch_quota_share"
 BATCH_FAIR_SHARE = "batch_fair_share"
 HYPERPOD_EKS = "hyperpod_eks"
 HYPERPOD_SLURM = "hyperpod_slurm"
-BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM)
+EKS_KUEUE = "eks_kueue"
+BACKENDS = (BATCH_QUOTA_SHARE, BATCH_FAIR_SHARE, HYPERPOD_EKS, HYPERPOD_SLURM, EKS_KUEUE)
 HYPERPOD_BACKENDS = (HYPERPOD_EKS, HYPERPOD_SLURM)
 # The kinds of capacity-window consumer (``feeds.kind`` in the governance file, ``consumer.kind``
 # in the policy document) and what each must name: what the capacity controller acts on.
@@ -333,6 +334,7 @@ DISCOVERY_BACKEND_KEYS = {
     ),
     BATCH_FAIR_SHARE: ("job_queue", "job_queue_arn", "share_identifier", "job_definition_prefix"),
     HYPERPOD_EKS: ("cluster_arn", "eks_cluster_name", "namespace", "local_queue", "service_account"),
+    EKS_KUEUE: ("cluster_arn", "eks_cluster_name", "namespace", "local_queue", "service_account"),
     HYPERPOD_SLURM: (
         "cluster_name",
         "slurm_account",
@@ -350,6 +352,7 @@ DISCOVERY_PRIORITY_KEY = {
     BATCH_FAIR_SHARE: "scheduling_priority",
     HYPERPOD_EKS: "kueue_priority_class",
     HYPERPOD_SLURM: "qos",
+    EKS_KUEUE: "kueue_priority_class",
 }
 
 # --- capacity requests (on-demand windows) ----------------------------------------------------

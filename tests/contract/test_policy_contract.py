@@ -30,6 +30,7 @@ from gpu_governance_runtime.capacity import handler as capacity_handler  # noqa:
 from gpu_governance_runtime.policy import PolicyError, parse_policy, policy_path, read_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as reclaim_handler  # noqa: E402
 from tests.capacity.test_handler import env  # noqa: E402,F401  (the capacity handler's fixture)
+from tests.eks_kueue.org import with_eks_kueue  # noqa: E402
 
 RUNTIME = Path(contract.__file__).resolve().parent
 CE = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
@@ -95,8 +96,9 @@ def windows_of_every_feed() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def model() -> GovernanceModel:
-    """The reference organisation, with a capacity window for every kind of consumer."""
-    data = yaml.safe_load(default_config_text())
+    """The reference organisation, with a capacity window for every kind of consumer (and an
+    eks_kueue pool, which the reference leaves to examples/org-eks-kueue.yaml)."""
+    data = with_eks_kueue(yaml.safe_load(default_config_text()))
     next(p for p in data["pools"] if p["name"] == "hyperpod-slurm")["cluster_arn"] = SLURM_ARN
     data["capacity_windows"] = windows_of_every_feed()
     return GovernanceModel.from_dict(data)

@@ -42,7 +42,7 @@ RANK = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefi
 ROLES = {
     "checks": "model",  # model/organisation.py asks it
     "construct": "constructs",  # deployment builds with it
-    "kueue": "backends",  # names only: the simulator's Kueue importer asks it
+    "kueue": "tenancy",  # the names of a team's Kueue objects (a Kubernetes tenancy's): the simulator's Kueue importer asks it
     "reclaim": "controllers",  # the reclaim controller and the capacity stack ask it
     "member": "member",  # constructs_lib.member re-exports it
     "discovery": "member",  # member/discovery.py asks it
@@ -249,4 +249,5 @@ def test_a_backends_own_module_takes_the_layer_of_what_it_imports():
     assert (
         HELPERS["constructs_lib.backends.hyperpod_eks.pool"] == "model.base"
     )  # the pool class: beside the model's types
-    assert HELPERS["constructs_lib.backends.hyperpod_eks.kubernetes"] == "model"  # the team's Kubernetes objects
+    # the team's Kubernetes objects, named as HyperPod names them: over the shared ones (tenancy.kubernetes)
+    assert HELPERS["constructs_lib.backends.hyperpod_eks.kubernetes"] == "tenancy"

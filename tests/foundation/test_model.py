@@ -501,5 +501,6 @@ def test_a_missing_discriminator_names_its_own_field_and_tags(where, expected):
     lines = problems_of(data)
     assert any(line.startswith(expected) for line in lines), lines
     assert any(
-        line.endswith(" - one of batch_quota_share, batch_fair_share, hyperpod_eks, hyperpod_slurm") for line in lines
+        line.endswith(" - one of batch_quota_share, batch_fair_share, hyperpod_eks, hyperpod_slurm, eks_kueue")
+        for line in lines
     ) is (where[0] == "pools")

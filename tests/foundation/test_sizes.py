@@ -17,7 +17,7 @@ MODULE_LINES = 600
 FUNCTION_LINES = 80
 
 REASONS = {
-    "constructs_lib/backends/hyperpod_eks/kubernetes.py": "a catalogue of pure builders, one per Kubernetes "
+    "constructs_lib/tenancy/kubernetes.py": "a catalogue of pure builders, one per Kubernetes "
     "object of a team's isolation, none over 80 lines, each checked against the cluster's schemas on its own",
     "constructs_lib/cli/simulate.py:register": "argument declarations of three subcommands and nothing else",
     "constructs_lib/backends/batch_quota_share/member.py:service_job_request": "one SubmitServiceJob request "
@@ -34,7 +34,6 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/capacity/handler.py": "block events and rotation apart from the run",
     "constructs_lib/backends/hyperpod_slurm/plan.py": "the pool's checks apart from the plan",
     "lambda/gpu_governance_runtime/capacity/planner.py": "Window and the offerings' cover apart",
-    "constructs_lib/backends/hyperpod_eks/construct.py": "the cdk-nag acknowledgements apart",
     "lambda/gpu_governance_runtime/reclaim/handler.py": "settings and metrics apart from the tick",
     # functions
     "constructs_lib/controllers/capacity.py:CapacityController._grant_capacity": "one statement group per service",

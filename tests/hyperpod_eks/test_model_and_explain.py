@@ -46,7 +46,7 @@ def test_kubernetes_settings_must_name_a_hyperpod_eks_pool_of_the_team():
     data = hyperpod_data()
     team(data, "training")["kubernetes"] = {"ec2-gpu": {"gpu_quota": 4}}
     assert (
-        "teams[1].kubernetes.ec2-gpu: not a hyperpod_eks pool the team has a quota in ('ec2-gpu') - one of ['hyperpod-eks']"
+        "teams[1].kubernetes.ec2-gpu: not a hyperpod_eks or eks_kueue pool the team has a quota in ('ec2-gpu') - one of ['hyperpod-eks']"
         in problems(data)
     )
 

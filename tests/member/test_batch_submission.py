@@ -190,7 +190,7 @@ def test_a_setup_from_the_model_alone_cannot_submit_and_says_what_to_read(model)
         ),
         (
             {"team_name": "research", "backend": "ec2"},
-            "backend: not a backend members submit to ('ec2') - one of ['batch', 'hyperpod_eks', 'slurm']",
+            "backend: not a backend members submit to ('ec2') - one of ['batch', 'eks_kueue', 'hyperpod_eks', 'slurm']",
         ),
         (
             {"team_name": "research", "backend": "batch", "pool": "hyperpod-eks"},

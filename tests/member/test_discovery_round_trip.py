@@ -11,13 +11,16 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member import MEMBER_BACKENDS, TeamSetup, team_setup
 from constructs_lib.member.discovery import describe
 from constructs_lib.model.quota import instance_quota
+from tests.eks_kueue.org import reference_with_eks_kueue
 
 from .conftest import BUCKET, KEY
 
 
-def test_every_published_document_reads_as_the_offline_setup(model):
+def test_every_published_document_reads_as_the_offline_setup():
     """For every team and pool: the parameter's JSON, read back, is the setup ``team_setup``
-    builds from the model with the deployed bucket and key."""
+    builds from the model with the deployed bucket and key (the reference, and an eks_kueue pool
+    so that every backend members submit to is read)."""
+    model = reference_with_eks_kueue()
     checked = set()
     for team in model.teams:
         for pool in team.quotas:

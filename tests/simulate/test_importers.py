@@ -495,7 +495,8 @@ def test_kueue_finished_workloads_become_trace_jobs(tmp_path):
     imported = from_kueue(path, OPTIONS)
     assert imported.skipped == {NOT_FINISHED: ("team-a/running",)}
     assert imported.guessed == {  # not task governance's names, and no flavor assigned
-        "team = ClusterQueue name (neither it nor the namespace is hyperpod-ns-<team>-clusterqueue / hyperpod-ns-<team>)": (
+        "team = ClusterQueue name (neither it nor the namespace is hyperpod-ns-<team>-clusterqueue / hyperpod-ns-<team> "
+        "or gpu-team-<team>-clusterqueue / gpu-team-<team>)": (
             "team-a/w1",
             "team-a/w2",
         ),

@@ -18,8 +18,9 @@ from moto import mock_aws
 from constructs_lib import cli
 from constructs_lib.backends.batch_quota_share import status as batch_status
 from constructs_lib.backends.batch_quota_share.status import batch_observation
-from constructs_lib.backends.hyperpod_eks.status import kueue_observation
+from constructs_lib.backends.hyperpod_eks.kubernetes import TENANTS
 from constructs_lib.backends.hyperpod_slurm.status import slurm_observation
+from constructs_lib.member.kueue import kueue_observation
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob, explain, render
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import default_config_text
@@ -645,7 +646,7 @@ def test_kueue_reader_explains_workloads():
     eks = POLICY.pool("hyperpod-eks")
     queues = {"items": [cluster_queue("research", 24, 16, borrowing_limit=8), cluster_queue("training", 8, 16)]}
     observation = kueue_observation(
-        {"items": [ADMITTED, PENDING, PREEMPTED, OVER_LIMIT, FINISHED]}, queues, eks, "research"
+        {"items": [ADMITTED, PENDING, PREEMPTED, OVER_LIMIT, FINISHED]}, queues, eks, "research", TENANTS
     )
     status = explain(eks, "research", observation, now=NOW)
     by_id = {j.job_id: j for j in status.jobs}
@@ -670,7 +671,7 @@ def test_kueue_reader_explains_workloads():
 def test_kueue_inside_the_guarantee_is_reclaim():
     eks = POLICY.pool("hyperpod-eks")
     observation = kueue_observation(
-        {"items": [PENDING]}, {"items": [cluster_queue("research", 8, 16)]}, eks, "research"
+        {"items": [PENDING]}, {"items": [cluster_queue("research", 8, 16)]}, eks, "research", TENANTS
     )
     assert reasons(explain(eks, "research", observation, now=NOW)) == {"waits": "reclaiming"}
 

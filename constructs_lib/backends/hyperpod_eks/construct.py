@@ -17,7 +17,6 @@ from aws_cdk import (
     Duration,
     RemovalPolicy,
     Stack,
-    Token,
     aws_eks_v2 as eks,
     aws_iam as iam,
     aws_lambda as lambda_,
@@ -25,7 +24,6 @@ from aws_cdk import (
     aws_sagemaker as sagemaker,
     custom_resources,
 )
-from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from constructs_lib.backends.base import Backend
@@ -33,14 +31,12 @@ from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildca
 from constructs_lib.core.chargeback import cost_allocation_tags
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
-from constructs_lib.core.placement import team_scope
+from constructs_lib.core.placement import cluster_placement_problems, team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.model import (
     MAX_PRIORITY_CLASSES,
-    POD_ROLE_SUFFIX,
     PRINCIPAL_ARN,
-    ROLE_PATH,
     GovernanceModel,
     HyperPodEksPool,
     KubernetesTenancy,
@@ -50,14 +46,13 @@ from constructs_lib.model import (
     members_in_account,
 )
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
-from constructs_lib.nag import declare_platform_admin
 from constructs_lib.tenancy import TeamTenancy
+from constructs_lib.tenancy.eks import EksTenantsConstruct
 
 from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes, kueue
 
 SCHEDULER_CONFIG_NAME = "gpu-governance"
 _SAGEMAKER_CLUSTER_ARN = ArnFormat.SLASH_RESOURCE_NAME
-_CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 # HyperPod creates the team namespace asynchronously after the compute quota.
 _NAMESPACE_WAIT = Duration.minutes(10)
 
@@ -147,7 +142,7 @@ class HyperPodEksGovernanceProps(PoolGovernanceProps):
         )
 
 
-class HyperPodEksGovernance(Construct):
+class HyperPodEksGovernance(EksTenantsConstruct):
     """Task governance and tenant isolation for an existing HyperPod cluster orchestrated by EKS.
 
     ``tenants`` holds each team's :class:`TeamTenancy` (key, bucket, submission role). Each
@@ -160,6 +155,9 @@ class HyperPodEksGovernance(Construct):
     the teams dedicate get their label and taint at deploy time from a custom resource
     (``dedicated_nodes``, ``None`` when no team dedicates a group).
     """
+
+    kubernetes_tenants = kubernetes.TENANTS
+    cluster_noun = "HyperPod cluster"
 
     def __init__(
         self,
@@ -184,6 +182,7 @@ class HyperPodEksGovernance(Construct):
         self._check(scope, props)  # before any construct exists: nothing half-built on bad props
         super().__init__(scope, id)
         self.pool = pool
+        self.eks_cluster_name = pool.eks_cluster_name
         self.teams = props.teams
         self.priority_classes = props.priority_classes
         self.cluster_account = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN).account
@@ -235,17 +234,11 @@ class HyperPodEksGovernance(Construct):
         for team in self.teams:
             tenancy = tenants[team.name]
             principals = [tenancy.submission_role.role_arn, *members_in_account(team, self.cluster_account)]
-            self.team_access_entries[team.name] = [
-                self._access_entry(
-                    f"Team{team.name}{index}",
-                    principal,
-                    scope=team_scope(self, team.name),
-                    kubernetes_groups=[kueue.team_group(team.name)],
-                )
-                for index, principal in enumerate(principals)
-            ]
+            self.team_access_entries[team.name] = self._team_access_entries(team, principals)
             self._let_submitters_find_cluster(tenancy)
-            self._workload_identity(team, tenancy)
+            self.workload_roles[team.name], self.pod_identity_associations[team.name] = self._workload_identity(
+                team, tenancy
+            )
 
         self._apply_kubernetes_objects(kubectl_provider)
 
@@ -256,116 +249,18 @@ class HyperPodEksGovernance(Construct):
         problems = props.problems()
         if not isinstance(props.pool, HyperPodEksPool):  # the rest reads the cluster's ARN
             raise GovernanceError(problems)
-        stack = Stack.of(scope)
-        pool = props.pool
-        cluster = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN)
-        for field, stack_value, cluster_value in (
-            ("account", stack.account, cluster.account),
-            ("region", stack.region, cluster.region),
-        ):
-            if not Token.is_unresolved(stack_value) and stack_value != cluster_value:
-                problems.append(
-                    Problem(
-                        path="pool.cluster_arn",
-                        wrong=f"cluster is in another {field} than the stack",
-                        value=pool.cluster_arn,
-                        allowed=f"a cluster in {field} {stack_value} (deploy this construct where the cluster is)",
-                    )
-                )
+        problems += cluster_placement_problems(
+            "pool.cluster_arn", props.pool.cluster_arn, Stack.of(scope), subject="cluster", deployer="this construct"
+        )
         if problems:
             raise GovernanceError(problems)
 
     # --- AWS side -------------------------------------------------------------------------
 
-    @staticmethod
-    def _cluster_admin_policy() -> eks.CfnAccessEntry.AccessPolicyProperty:
-        return eks.CfnAccessEntry.AccessPolicyProperty(
-            policy_arn=_CLUSTER_ADMIN_POLICY, access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster")
-        )
-
-    def _admin_access_entry(self, id: str, principal_arn: str) -> eks.CfnAccessEntry:
-        entry = self._access_entry(id, principal_arn, access_policies=[self._cluster_admin_policy()])
-        declare_platform_admin(entry)
-        return entry
-
-    def _access_entry(
-        self, id: str, principal_arn: str, scope: Construct | None = None, **mapping
-    ) -> eks.CfnAccessEntry:
-        return eks.CfnAccessEntry(
-            scope or self,
-            f"Access{id}",
-            cluster_name=self.pool.eks_cluster_name,
-            principal_arn=principal_arn,
-            type="STANDARD",
-            **mapping,
-        )
-
-    def _let_submitters_find_cluster(self, tenancy: TeamTenancy) -> None:
-        # `aws eks update-kubeconfig` needs DescribeCluster; Kubernetes RBAC decides the rest.
-        iam.ManagedPolicy(
-            tenancy,
-            f"Describe{self.node.id}",
-            description=f"Find EKS cluster {self.pool.eks_cluster_name} to submit jobs to it",
-            statements=[iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[self.eks_cluster_arn])],
-            roles=[tenancy.submission_role],
-        )
-
-    @property
-    def eks_cluster_arn(self) -> str:
-        return Stack.of(self).format_arn(service="eks", resource="cluster", resource_name=self.pool.eks_cluster_name)
-
-    def _workload_identity(self, team: Team, tenancy: TeamTenancy) -> None:
-        """A role for the team's pods, usable only from its service account on this cluster,
-        that reads and writes the team's bucket with its key and nothing else."""
-        stack = Stack.of(self)
-        scope = team_scope(self, team.name)
-        role = iam.Role(
-            scope,
-            f"Workload{team.name}",
-            role_name=f"{team.name}{POD_ROLE_SUFFIX}",
-            path=ROLE_PATH,
-            description=f"Pods of team {team.name} on HyperPod cluster {self.pool.eks_cluster_name}",
-            assumed_by=iam.SessionTagsPrincipal(
-                iam.ServicePrincipal(
-                    "pods.eks.amazonaws.com",
-                    conditions={
-                        "StringEquals": {
-                            "aws:SourceAccount": stack.account,
-                            "aws:RequestTag/eks-cluster-name": self.pool.eks_cluster_name,
-                            "aws:RequestTag/kubernetes-namespace": kueue.namespace(team.name),
-                            "aws:RequestTag/kubernetes-service-account": kubernetes.WORKLOAD_SERVICE_ACCOUNT,
-                        }
-                    },
-                )
-            ),
-        )
-        tenancy.admit_to_data(role)
-        self.workload_roles[team.name] = role
-        self.pod_identity_associations[team.name] = eks.CfnPodIdentityAssociation(
-            scope,
-            f"PodIdentity{team.name}",
-            cluster_name=self.pool.eks_cluster_name,
-            namespace=kueue.namespace(team.name),
-            service_account=kubernetes.WORKLOAD_SERVICE_ACCOUNT,
-            role_arn=role.role_arn,
-        )
-
     # --- Kubernetes side ------------------------------------------------------------------
 
     def _apply_kubernetes_objects(self, kubectl_provider: eks.IKubectlProvider | None) -> None:
-        provider_access: eks.CfnAccessEntry | None = None
-        if kubectl_provider is None:
-            target = eks.Cluster.from_cluster_attributes(self, "KubectlTarget", cluster_name=self.pool.eks_cluster_name)
-            provider = eks.KubectlProvider(
-                self, "KubectlProvider", cluster=target, kubectl_layer=KubectlV33Layer(self, "KubectlLayer")
-            )
-            _acknowledge_kubectl_provider(provider)
-            # It applies cluster-scoped objects (cluster roles, admission policies): platform tooling.
-            provider_access = self._admin_access_entry("KubectlProvider", provider.role.role_arn)
-            kubectl_provider = provider
-        self.cluster = eks.Cluster.from_cluster_attributes(
-            self, "Cluster", cluster_name=self.pool.eks_cluster_name, kubectl_provider=kubectl_provider
-        )
+        self.cluster, provider_access = self._kubectl_cluster(kubectl_provider)
         # Pod security before any tenant namespace: HyperPod makes a team's namespace from its
         # compute quota, so no quota is created until the admission policies are in force.
         self.pod_security = eks.KubernetesManifest(
@@ -542,77 +437,6 @@ def _acknowledge_dedicated_nodes(
         framework_role.node.find_child("DefaultPolicy"),
         [f"{handler.function_arn}:*"],
         "The custom-resource framework invokes any version of the one dedicated-nodes handler it fronts.",
-    )
-    acknowledge(
-        framework,
-        "The custom-resource framework function of aws-cdk-lib; its memory size is set by the library.",
-        "Serverless-LambdaDefaultMemorySize",
-    )
-
-
-def _acknowledge_kubectl_provider(provider: eks.KubectlProvider) -> None:
-    """The kubectl provider is aws-cdk-lib's own custom-resource machinery (two functions that
-    run only while CloudFormation deploys); its findings are acknowledged on it alone."""
-    handler, framework = (
-        provider.node.find_child("Handler"),
-        provider.node.find_child("Provider").node.find_child("framework-onEvent"),
-    )
-    for function in (handler, framework):
-        acknowledge(
-            function,
-            "Runs only during CloudFormation deployments of this stack, called synchronously by the custom-resource "
-            "framework, which reports failures to CloudFormation: no dead-letter queue, reserved concurrency or "
-            "tracing is needed. It reaches the EKS endpoint and AWS APIs; pass a VPC-bound kubectl_provider for "
-            "private-only clusters.",
-            "LambdaConcurrency",
-            "LambdaDLQ",
-            "Serverless-LambdaTracing",
-            "LambdaInsideVPC",
-        )
-        acknowledge(
-            function.node.find_child("ServiceRole"),
-            "Roles and policies generated by aws-cdk-lib's kubectl provider; AWSLambdaBasicExecutionRole only writes the "
-            "function's own logs and the ECR read-only policies let kubectl pull nothing but images the cluster already uses.",
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly]",
-            "IAMNoInlinePolicy",
-        )
-    # The ECR Public policy is attached only in partitions that have ECR Public (a condition).
-    ecr_public = Stack.of(handler).get_logical_id(handler.node.find_child("HasEcrPublic"))
-    ecr_public_policy = json.dumps(
-        {
-            "Fn::If": [
-                ecr_public,
-                {
-                    "Fn::Join": [
-                        "",
-                        [
-                            "arn:",
-                            {"Ref": "AWS::Partition"},
-                            ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly",
-                        ],
-                    ]
-                },
-                {"Ref": "AWS::NoValue"},
-            ]
-        },
-        separators=(",", ":"),
-    )
-    acknowledge(
-        handler.node.find_child("ServiceRole"),
-        "kubectl may pull public images only through the read-only ECR Public policy aws-cdk-lib attaches.",
-        f"AwsSolutions-IAM4[Policy::{ecr_public_policy}]",
-    )
-    acknowledge_wildcard_resources(
-        framework.node.find_child("ServiceRole").node.find_child("DefaultPolicy"),
-        [f"{handler.function_arn}:*"],
-        "The custom-resource framework invokes any version of the one kubectl handler function it fronts.",
-    )
-    acknowledge(
-        handler.node.find_child("Resource"),
-        "aws-cdk-lib picks the newest Python runtime it knows for the kubectl handler and pins it with the library version.",
-        "AwsSolutions-L1",
-        "Serverless-LambdaLatestVersion",
     )
     acknowledge(
         framework,

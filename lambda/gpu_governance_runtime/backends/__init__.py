@@ -13,12 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import batch_fair_share, batch_quota_share, hyperpod_eks, hyperpod_slurm
+from . import batch_fair_share, batch_quota_share, eks_kueue, hyperpod_eks, hyperpod_slurm
 from .base import Backend, GpuHourLimits, Invocation, ReclaimClients, UsageTick
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
-    for b in (batch_quota_share.BACKEND, batch_fair_share.BACKEND, hyperpod_eks.BACKEND, hyperpod_slurm.BACKEND)
+    for b in (
+        batch_quota_share.BACKEND,
+        batch_fair_share.BACKEND,
+        hyperpod_eks.BACKEND,
+        hyperpod_slurm.BACKEND,
+        eks_kueue.BACKEND,
+    )
 }
 
 

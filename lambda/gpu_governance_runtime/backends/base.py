@@ -60,6 +60,29 @@ class UsageTick:
     hour_limits: Callable[[Any], Any] | None  # given what the tick read, counts and enforces the GPU-hour limits
 
 
+def kueue_usage(cluster_queue: Callable[[str], str]) -> Callable[[Target, PoolPolicy, UsageTick], bool]:
+    """The usage-only tick of a pool on EKS where Kueue reclaims: read the teams' ClusterQueues,
+    named ``cluster_queue(team)`` by the backend (reclaim/eks_usage.py, loaded only when it ticks)."""
+
+    def observe(target: Target, pool: PoolPolicy, tick: UsageTick) -> bool:
+        from ..reclaim import eks_usage
+
+        return eks_usage.tick(
+            target,
+            pool,
+            eks=tick.clients.eks,
+            namespace=tick.namespace,
+            now=tick.now,
+            tick_seconds=tick.tick_seconds,
+            time_left=tick.time_left,
+            in_vpc=tick.in_vpc,
+            hour_limits=tick.hour_limits,
+            cluster_queue=cluster_queue,
+        )
+
+    return observe
+
+
 @dataclass(frozen=True, kw_only=True)
 class GpuHourLimits:
     """How the reclaim controller counts a team's GPU hours on a backend and stops its new

@@ -6,29 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS
-from .base import Backend, GpuHourLimits, ReclaimClients, Target, UsageTick
+from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, hyperpod_cluster_queue
+from .base import Backend, GpuHourLimits, ReclaimClients, Target, kueue_usage
 
 if TYPE_CHECKING:
-    from ..policy import PoolPolicy
     from ..reclaim.eks_usage import EksShareUsage
     from ..reclaim.gpu_hours import ComputeQuotaSwitch
-
-
-def _observe_usage(target: Target, pool: PoolPolicy, tick: UsageTick) -> bool:
-    from ..reclaim import eks_usage
-
-    return eks_usage.tick(
-        target,
-        pool,
-        eks=tick.clients.eks,
-        namespace=tick.namespace,
-        now=tick.now,
-        tick_seconds=tick.tick_seconds,
-        time_left=tick.time_left,
-        in_vpc=tick.in_vpc,
-        hour_limits=tick.hour_limits,
-    )
 
 
 def _switch(clients: ReclaimClients, target: Target, team: str) -> ComputeQuotaSwitch:
@@ -46,7 +29,7 @@ BACKEND = Backend(
     name=HYPERPOD_EKS,
     # Task governance's Kueue preempts borrowers itself: a borrowed pod is evicted when the lender reclaims
     # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-task-gov.html).
-    observe_usage=_observe_usage,
+    observe_usage=kueue_usage(hyperpod_cluster_queue),
     why_no_adapter="HyperPod EKS reclaims natively (Kueue)",
     # No consumption limit in the API: the reclaim controller deactivates the team's compute quota at its limit
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).

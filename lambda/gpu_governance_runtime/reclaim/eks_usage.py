@@ -269,7 +269,8 @@ def _gpu_figures(queues: Iterable[Mapping[str, Any]]) -> Iterator[_Gpus]:
             total, borrowed = used.get(flavor, (Decimal(0), Decimal(0)))
             yield _Gpus(
                 queue=name,
-                cohort=spec.get("cohort") or None,
+                # v1beta2 calls it cohortName; Kueue serves v1beta1 (cohort) by converting it
+                cohort=spec.get("cohortName") or spec.get("cohort") or None,
                 flavor=flavor,
                 nominal=nominal.get(flavor, Decimal(0)),
                 lending_limit=lending.get(flavor),
@@ -289,10 +290,14 @@ def _gpu_resources(flavors: Any, where: str) -> Iterator[tuple[str, Mapping[str,
 
 
 def share_usage(
-    queues: Iterable[Mapping[str, Any]], pool: PoolPolicy, gpus_per_instance: Mapping[str, int]
+    queues: Iterable[Mapping[str, Any]],
+    pool: PoolPolicy,
+    gpus_per_instance: Mapping[str, int],
+    cluster_queue: Callable[[str], str] = hyperpod_cluster_queue,
 ) -> tuple[EksShareUsage, ...]:
-    """Per governed team (its ClusterQueue ``hyperpod-ns-<team>-clusterqueue``) and instance type."""
-    teams = {hyperpod_cluster_queue(share.name): share.name for share in pool.shares}
+    """Per governed team (its ClusterQueue ``cluster_queue(team)``; default the name HyperPod task
+    governance gives it, ``hyperpod-ns-<team>-clusterqueue``) and instance type."""
+    teams = {cluster_queue(share.name): share.name for share in pool.shares}
     groups: dict[tuple[str, str], list[_Gpus]] = {}
     for figures in _gpu_figures(queues):
         groups.setdefault((figures.cohort or "", figures.flavor), []).append(figures)
@@ -350,7 +355,9 @@ def _workloads(status: Mapping[str, Any], field: str, queue: str) -> int:
     return value
 
 
-def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple[EksWaiting, ...]:
+def waiting_work(
+    queues: Iterable[Mapping[str, Any]], pool: PoolPolicy, cluster_queue: Callable[[str], str] = hyperpod_cluster_queue
+) -> tuple[EksWaiting, ...]:
     """Per governed team whose ClusterQueue exists. Waiting: the workloads waiting for quota
     (``pendingWorkloads``) and those holding quota while their admission checks run (``reservingWorkloads``
     - ``admittedWorkloads``): neither runs yet. Starved, as ``planner.starved_shares`` means it: work
@@ -358,7 +365,7 @@ def waiting_work(queues: Iterable[Mapping[str, Any]], pool: PoolPolicy) -> tuple
     what a waiting workload asks for, so "less" is per flavor, in GPUs: a workload larger than the
     idle guarantee, or for another flavor, counts as starving the team too (docs/hyperpod-eks.md)."""
     queues = list(queues)
-    teams = {hyperpod_cluster_queue(share.name): share.name for share in pool.shares}
+    teams = {cluster_queue(share.name): share.name for share in pool.shares}
     below_guarantee = {g.queue for g in _gpu_figures(queues) if g.queue in teams and g.reserved < g.nominal}
     rows = []
     for queue in queues:
@@ -396,6 +403,7 @@ def tick(
     credentials: Any = None,
     in_vpc: bool = False,
     hour_limits: Callable[[tuple[EksShareUsage, ...]], Any] | None = None,
+    cluster_queue: Callable[[str], str] = hyperpod_cluster_queue,
 ) -> bool:
     """Read the pool's cluster and emit its gauges and usage records; True when they were emitted.
     A failure emits ``pool_failed`` and ``PoolErrors`` (alarmed) and nothing else. ``hour_limits``:
@@ -413,15 +421,15 @@ def tick(
             cluster, credentials or boto3.Session().get_credentials(), eks.meta.region_name, sts_endpoint(eks)
         )
         queues = list_cluster_queues(api, token, time_left=time_left)
-        rows = share_usage(queues, pool, target["gpus_per_instance"])
-        waiting = waiting_work(queues, pool)
+        rows = share_usage(queues, pool, target["gpus_per_instance"], cluster_queue)
+        waiting = waiting_work(queues, pool, cluster_queue)
     except (ClientError, BotoCoreError, EksUsageError) as error:
         emit({"event": "pool_failed", "pool": pool.name, "error": str(error)})
         emit(metrics.document(namespace, {"Pool": pool.name}, {POOL_ERRORS: (1, "Count")}, timestamp=now))
         return False
-    found = {hyperpod_cluster_queue(s.name) for s in pool.shares} & {q.get("metadata", {}).get("name") for q in queues}
-    missing = sorted(s.name for s in pool.shares if hyperpod_cluster_queue(s.name) not in found)
-    if missing:  # task governance has not (yet) made their queues: nothing to report for them
+    found = {cluster_queue(s.name) for s in pool.shares} & {q.get("metadata", {}).get("name") for q in queues}
+    missing = sorted(s.name for s in pool.shares if cluster_queue(s.name) not in found)
+    if missing:  # their queues are not (yet) made: nothing to report for them
         emit({"event": "cluster_queues_missing", "pool": pool.name, "teams": missing})
     for record in share_gauges(pool.name, rows, waiting, namespace=namespace, now=now):
         emit(record)
