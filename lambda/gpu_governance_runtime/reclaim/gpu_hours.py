@@ -47,6 +47,7 @@ from ..limits import TRAINING_INSTANCE_GPUS, next_reset, period_start
 from ..policy import PoolPolicy
 from ..quotas import describe_team_compute_quota, quota_share_arn
 from .ledger import Ledger
+from .planner import Share
 
 NOTICE_FRACTION = 0.8
 DISABLING, DISABLED, ENABLING, ENABLED = "disabling", "disabled", "enabling", "enabled"
@@ -178,71 +179,102 @@ def enforce(
     gpus: dict[str, float] = {}
     for team, instance_type, instances in in_use:
         gpus[team] = gpus.get(team, 0) + instances * gpus_per_instance(pool_gpus, instance_type)
-    at = datetime.fromtimestamp(now, UTC)
-    tick = int(now // tick_seconds)
     failed: list[ClientError | BotoCoreError] = []
     for share in limited:
-        hours, period = share.gpu_hour_limit
-        start = period_start(period, at)
-        try:
-            used = ledger.add_gpu_hours(
-                pool.name,
-                share.name,
-                start.isoformat(),
-                gpus.get(share.name, 0) * tick_seconds / 3600,
-                tick=tick,
-                now=now,
-            )
-        except (ClientError, BotoCoreError) as error:  # this tick is not counted for the team (never twice)
-            failed.append(error)
-            continue
-        record = {
-            "event": "gpu_hour_limit",
-            "pool": pool.name,
-            "team": share.name,
-            "used_gpu_hours": round(used, 3),
-            "limit": hours,
-            "period": period,
-            "period_start": start.isoformat(),
-            "resets": next_reset(period, at).isoformat(),
-            "dry_run": dry_run,
-        }
-        if used >= NOTICE_FRACTION * hours and not dry_run:
-            try:
-                record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
-            except (ClientError, BotoCoreError) as error:  # claimed, not sent: a later tick sends it
-                record["notice"], record["notice_error"] = "not_sent", f"{type(error).__name__}: {error}"
-                failed.append(error)
-        try:
-            record["switch"] = _switch(
-                ledger,
-                pool.name,
-                share.name,
-                start.isoformat(),
-                over=used >= hours,
-                paused=share.paused,
-                switch=switch,
-                dry_run=dry_run,
-                now=now,
-            )
-        except (
-            ClientError,
-            BotoCoreError,
-        ) as error:  # the item stays in its -ing state: the next tick reads and tries again
-            record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
-        if used >= hours and queue is not None and not share.paused:  # a paused team's are held above
-            why = (
-                f"team {share.name} reached its GPU-hour limit ({hours:g} GPU hours a {period}); "
-                f"submit again from {record['resets']}"
-            )
-            record["held"] = _hold_logged(
-                pool.name, share.name, queue, why=why, ledger=ledger, now=now, dry_run=dry_run
-            )
-        log(record)
-        records.append(record)
+        record = _enforce_team(
+            pool,
+            share,
+            gpus.get(share.name, 0),
+            ledger=ledger,
+            switch=switch,
+            notify=notify,
+            now=now,
+            tick_seconds=tick_seconds,
+            dry_run=dry_run,
+            queue=queue,
+            failed=failed,
+        )
+        if record is not None:
+            records.append(record)
     if failed:
         raise failed[0]
     return records
+
+
+def _enforce_team(
+    pool: PoolPolicy,
+    share: Share,
+    gpus_in_use: float,
+    *,
+    ledger: Ledger,
+    switch: Callable[[str], Switch],
+    notify: Callable[[Mapping[str, Any]], None],
+    now: float,
+    tick_seconds: float,
+    dry_run: bool,
+    queue: Callable[[str], QueuedJobs] | None,
+    failed: list[ClientError | BotoCoreError],
+) -> dict[str, Any] | None:
+    """One limited team's turn of :func:`enforce`: its count, notice, switch and hold. A failed call
+    is added to ``failed`` and ends only this turn; None when the team's count could not be added."""
+    at = datetime.fromtimestamp(now, UTC)
+    tick = int(now // tick_seconds)
+    hours, period = share.gpu_hour_limit
+    start = period_start(period, at)
+    try:
+        used = ledger.add_gpu_hours(
+            pool.name,
+            share.name,
+            start.isoformat(),
+            gpus_in_use * tick_seconds / 3600,
+            tick=tick,
+            now=now,
+        )
+    except (ClientError, BotoCoreError) as error:  # this tick is not counted for the team (never twice)
+        failed.append(error)
+        return None
+    record = {
+        "event": "gpu_hour_limit",
+        "pool": pool.name,
+        "team": share.name,
+        "used_gpu_hours": round(used, 3),
+        "limit": hours,
+        "period": period,
+        "period_start": start.isoformat(),
+        "resets": next_reset(period, at).isoformat(),
+        "dry_run": dry_run,
+    }
+    if used >= NOTICE_FRACTION * hours and not dry_run:
+        try:
+            record["notice"] = _notice(ledger, pool.name, share.name, record, notify, now)
+        except (ClientError, BotoCoreError) as error:  # claimed, not sent: a later tick sends it
+            record["notice"], record["notice_error"] = "not_sent", f"{type(error).__name__}: {error}"
+            failed.append(error)
+    try:
+        record["switch"] = _switch(
+            ledger,
+            pool.name,
+            share.name,
+            start.isoformat(),
+            over=used >= hours,
+            paused=share.paused,
+            switch=switch,
+            dry_run=dry_run,
+            now=now,
+        )
+    except (
+        ClientError,
+        BotoCoreError,
+    ) as error:  # the item stays in its -ing state: the next tick reads and tries again
+        record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
+    if used >= hours and queue is not None and not share.paused:  # a paused team's are held above
+        why = (
+            f"team {share.name} reached its GPU-hour limit ({hours:g} GPU hours a {period}); "
+            f"submit again from {record['resets']}"
+        )
+        record["held"] = _hold_logged(pool.name, share.name, queue, why=why, ledger=ledger, now=now, dry_run=dry_run)
+    log(record)
+    return record
 
 
 def _hold_paused(
