@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from botocore.stub import ANY
 
 from tests.live import framework
 from tests.live.framework import FAIL, INCONCLUSIVE, PASS
 from tests.live.probes import block_environment
+from tests.live.probes._batch import REASON
 
 BLOCK = "cr-0123456789abcdef0"
 ENVIRONMENT = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5-block"
@@ -20,6 +20,7 @@ ON_DEMAND = "arn:aws:batch:us-east-1:111122223333:compute-environment/gpu-p5"
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/verify-live-block"
 CLUSTER = "arn:aws:ecs:us-east-1:111122223333:cluster/AWSBatch-gpu-p5-block-1a2b"
 INSTANCE = "arn:aws:ecs:us-east-1:111122223333:container-instance/AWSBatch-gpu-p5-block-1a2b/0f1e"
+LAST_BLOCKS = "arn:aws:ecs:us-east-1:111122223333:container-instance/AWSBatch-gpu-p5-block-1a2b/0aaa"
 VCPUS = 192
 ARGS = dict(
     block_reservation=BLOCK,
@@ -28,6 +29,12 @@ ARGS = dict(
     block_job_definition="sleep-a-minute:1",
 )
 BY_DEFAULT = "$Default"  # how docs/capacity.md creates the environment: the undo step puts this back
+
+
+def order_of(first):
+    """The test queue's order: the block compute environment first, or behind the on-demand one."""
+    environments = [ENVIRONMENT, ON_DEMAND] if first else [ON_DEMAND, ENVIRONMENT]
+    return [{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(environments)]
 
 
 class Sandbox:
@@ -89,7 +96,7 @@ class Sandbox:
         )
 
     def queue(self, name=QUEUE):
-        order = [ENVIRONMENT, ON_DEMAND] if self.first else [ON_DEMAND, ENVIRONMENT]
+        """The test queue, asked for by ``name`` (None: the listing of every queue, as ``block_jobs.queues_of`` asks)."""
         self.batch.add_response(
             "describe_job_queues",
             {
@@ -99,16 +106,15 @@ class Sandbox:
                         "jobQueueArn": QUEUE,
                         "state": "ENABLED",
                         "priority": 1,
-                        "computeEnvironmentOrder": [
-                            {"order": i + 1, "computeEnvironment": e} for i, e in enumerate(order)
-                        ],
+                        "computeEnvironmentOrder": order_of(self.first),
                     }
                 ]
             },
-            {"jobQueues": [name]},
+            {"jobQueues": [name]} if name else {},
         )
 
-    def template_version(self, asked, number, into_block):
+    @staticmethod
+    def launch_data(into_block):
         data = {"InstanceType": "p5.48xlarge", "ImageId": "ami-12345678"}
         if into_block:
             data = {
@@ -116,6 +122,10 @@ class Sandbox:
                 "InstanceMarketOptions": {"MarketType": "capacity-block"},
                 "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": BLOCK}},
             }
+        return data
+
+    def template_version(self, asked, number, into_block):
+        data = self.launch_data(into_block)
         self.ec2.add_response(
             "describe_launch_template_versions",
             {
@@ -138,19 +148,41 @@ class Sandbox:
             {"InstanceTypes": ["p5.48xlarge"]},
         )
 
+    def jobs_on_it(self, *jobs):
+        """The rotation's look for jobs on the environment before it moves it (``block_jobs.jobs_on``, STARTING
+        and RUNNING): its ECS cluster's container instances, then (when it has some) its queues' jobs on them."""
+        self.environment()
+        self.ecs.add_response(
+            "list_container_instances",
+            {"containerInstanceArns": [job["container"]["containerInstanceArn"] for job in jobs]},
+            {"cluster": CLUSTER},
+        )
+        if not jobs:
+            return
+        self.queue(name=None)
+        for status in ("STARTING", "RUNNING"):
+            listed = [{"jobId": j["jobId"], "jobName": j["jobName"]} for j in jobs if j["status"] == status]
+            self.batch.add_response("list_jobs", {"jobSummaryList": listed}, {"jobQueue": QUEUE, "jobStatus": status})
+        self.batch.add_response("describe_jobs", {"jobs": list(jobs)}, {"jobs": [j["jobId"] for j in jobs]})
+
+    def rotation_waits_for(self, *jobs):
+        """One run of the rotation that finds jobs still on the environment: it reads and waits, changing nothing."""
+        self.read_by_the_rotation()
+        self.subnets()
+        self.jobs_on_it(*jobs)
+
+    def subnets(self, zone="us-east-1a"):
+        self.ec2.add_response(
+            "describe_subnets",
+            {"Subnets": [{"SubnetId": "subnet-1a", "AvailabilityZone": zone}]},
+            {"SubnetIds": ["subnet-1a"]},
+        )
+
     def updated(self, **change):
         self.batch.add_response("update_compute_environment", {}, {"computeEnvironment": ENVIRONMENT, **change})
 
     def ordered(self, first):
-        order = [ENVIRONMENT, ON_DEMAND] if first else [ON_DEMAND, ENVIRONMENT]
-        self.batch.add_response(
-            "update_job_queue",
-            {},
-            {
-                "jobQueue": QUEUE,
-                "computeEnvironmentOrder": [{"order": i + 1, "computeEnvironment": e} for i, e in enumerate(order)],
-            },
-        )
+        self.batch.add_response("update_job_queue", {}, {"jobQueue": QUEUE, "computeEnvironmentOrder": order_of(first)})
         self.first = first
 
     # --- the probe's steps -----------------------------------------------------------------------
@@ -162,19 +194,17 @@ class Sandbox:
         self.template_version("$Latest", 1, into_block=False)
 
     def rotation_moves_it_onto_the_block(self):
-        """Two runs of the rotation: the version and the infrastructure update, then (VALID) enable and first."""
+        """Two runs of the rotation: (no job on the environment) the version and the infrastructure update, then
+        (VALID) enable and first."""
         self.read_by_the_rotation()
-        self.ec2.add_response(
-            "describe_subnets",
-            {"Subnets": [{"SubnetId": "subnet-1a", "AvailabilityZone": "us-east-1a"}]},
-            {"SubnetIds": ["subnet-1a"]},
-        )
+        self.subnets()
+        self.jobs_on_it()
         self.ec2.add_response(
             "create_launch_template_version",
             {"LaunchTemplateVersion": {"LaunchTemplateName": "gpu-p5", "VersionNumber": 2}},
             {
                 "LaunchTemplateName": "gpu-p5",
-                "LaunchTemplateData": ANY,
+                "LaunchTemplateData": self.launch_data(into_block=True),
                 "VersionDescription": f"gpu-governance: into Capacity Block {BLOCK}",
             },
         )
@@ -197,6 +227,12 @@ class Sandbox:
         self.read_by_the_rotation()  # in place
 
     def job(self, status, instance=None, job_id="job-1"):
+        self.batch.add_response(
+            "describe_jobs", {"jobs": [self.job_detail(status, instance, job_id)]}, {"jobs": [job_id]}
+        )
+
+    @staticmethod
+    def job_detail(status, instance=None, job_id="job-1"):
         detail = {
             "jobName": "verify-live-block",
             "jobId": job_id,
@@ -207,7 +243,7 @@ class Sandbox:
         }
         if instance:
             detail["container"] = {"containerInstanceArn": instance}
-        self.batch.add_response("describe_jobs", {"jobs": [detail]}, {"jobs": [job_id]})
+        return detail
 
     def submitted(self, job_id="job-1"):
         self.batch.add_response(
@@ -240,7 +276,7 @@ class Sandbox:
     def put_back(self, job_id="job-1"):
         """The undo steps, last first: the job, the environment, the versions."""
         if job_id:
-            self.batch.add_response("terminate_job", {}, {"jobId": job_id, "reason": ANY})
+            self.batch.add_response("terminate_job", {}, {"jobId": job_id, "reason": REASON})
         self.queue()
         if self.first:
             self.ordered(first=False)
@@ -290,9 +326,19 @@ def run(context):
     return framework.run_one(probe, context(**ARGS))
 
 
-def test_a_job_on_the_blocks_instance_passes_and_everything_is_put_back(stubs, context):
+@pytest.mark.parametrize(
+    "left_on_it",
+    [(), (Sandbox.job_detail("RUNNING", LAST_BLOCKS, job_id="job-0"),)],
+    ids=["nothing-on-it", "a-job-of-the-last-block-on-it"],
+)
+def test_a_job_on_the_blocks_instance_passes_and_everything_is_put_back(stubs, context, left_on_it):
+    """Nothing on the environment, or a job of the last block still RUNNING on it: then the rotation's first run moves
+    nothing (it never changes the launch template under a job), and the probe runs it again until, the job gone, it
+    moves."""
     sandbox = Sandbox(stubs)
     sandbox.setup_read()
+    if left_on_it:
+        sandbox.rotation_waits_for(*left_on_it)
     sandbox.rotation_moves_it_onto_the_block()
     sandbox.submitted()
     sandbox.job("RUNNABLE")
@@ -333,8 +379,9 @@ def test_a_job_on_another_compute_environment_fails(stubs, context):
     sandbox.job("RUNNING", instance=INSTANCE)
     sandbox.ran_on(None, cluster_holds_it=False)
     sandbox.put_back()
-    verdict = run(context).verdict
-    assert verdict.outcome == FAIL and "outside the block compute environment's cluster" in verdict.detail
+    result = run(context)
+    assert result.verdict.outcome == FAIL and "outside the block compute environment's cluster" in result.verdict.detail
+    assert result.cleanup_failures == ()
 
 
 def test_a_job_not_placed_within_30_minutes_fails(stubs, context):
@@ -367,7 +414,8 @@ def test_an_environment_not_as_documented_is_left_alone(stubs, context):
 def test_a_block_not_started_or_ending_too_soon_is_inconclusive_and_reads_nothing_else(stubs, context):
     sandbox = Sandbox(stubs)
     sandbox.block(state="scheduled")
-    assert run(context).verdict.outcome == INCONCLUSIVE
+    verdict = run(context).verdict
+    assert verdict.outcome == INCONCLUSIVE and "a Capacity Block that has started is needed" in verdict.detail
     sandbox.block(ends_in=timedelta(minutes=90))
     verdict = run(context).verdict
     assert verdict.outcome == INCONCLUSIVE and "too soon for the probe" in verdict.detail
@@ -379,11 +427,7 @@ def test_a_move_the_rotation_refuses_is_inconclusive_and_the_environment_is_read
     sandbox = Sandbox(stubs)
     sandbox.setup_read()
     sandbox.read_by_the_rotation()
-    sandbox.ec2.add_response(
-        "describe_subnets",
-        {"Subnets": [{"SubnetId": "subnet-1a", "AvailabilityZone": "us-east-1b"}]},
-        {"SubnetIds": ["subnet-1a"]},
-    )
+    sandbox.subnets(zone="us-east-1b")
     sandbox.versions_made = False
     sandbox.put_back(job_id=None)
     result = run(context)
@@ -415,7 +459,7 @@ def test_an_undo_step_that_fails_is_reported_and_the_versions_are_still_deleted(
     sandbox.submitted()
     sandbox.job("RUNNING", instance=INSTANCE)
     sandbox.ran_on(BLOCK)
-    sandbox.batch.add_response("terminate_job", {}, {"jobId": "job-1", "reason": ANY})
+    sandbox.batch.add_response("terminate_job", {}, {"jobId": "job-1", "reason": REASON})
     sandbox.queue()
     sandbox.ordered(first=False)
     sandbox.status = "UPDATING"

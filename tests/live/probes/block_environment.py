@@ -1,10 +1,11 @@
 """Batch compute environments on a Capacity Block (register section ``batch-ce.*``): that the
 capacity controller's one block compute environment, repointed onto a block by the rotation's own
-steps (a launch-template version into the block, an infrastructure update, VALID, enabled, first in
-the job queue), places the queue's next job on the block's instance. Each step is documented; AWS
-shows them together on one environment nowhere (row ``batch-ce.infrastructure-update-into-block``,
-docs/capacity.md *Why one block compute environment, repointed*), and the Batch guide still lists
-a launch template's market options among what Batch ignores.
+steps (once no job runs on it: a launch-template version into the block, an infrastructure update,
+VALID, enabled, first in the job queue), places the queue's next job on the block's instance. Each
+step is documented; AWS shows them together on one environment nowhere (row
+``batch-ce.infrastructure-update-into-block``, docs/capacity.md *Why one block compute environment,
+repointed*), and the Batch guide still lists a launch template's market options among what Batch
+ignores.
 
 It runs ``capacity/rotation.py``'s ``reconcile`` itself, with a ledger of its own (the DynamoDB
 model of ``tests/aws_model``: nothing is written to the controller's table), on a sandbox set up
@@ -85,7 +86,7 @@ def block_environment_update(context: Context, cleanup: Cleanup) -> Verdict:
         lambda: _delete_versions(ec2, template, latest, block.id),
     )
     cleanup.add(f"put {before.environment} back", lambda: _restore(context, batch, before))
-    moved = _until_in_place(context, _window(before, block), block, ec2, batch)
+    moved = _until_in_place(context, _window(before, block), block, ec2, batch, ecs)
     if isinstance(moved, Verdict):
         return moved
     job_id = batch.submit_job(
@@ -200,9 +201,13 @@ def _window(before: _Before, block: Reservation) -> Window:
     )
 
 
-def _until_in_place(context: Context, window: Window, block: Reservation, ec2: Any, batch: Any) -> list[str] | Verdict:
+def _until_in_place(
+    context: Context, window: Window, block: Reservation, ec2: Any, batch: Any, ecs: Any
+) -> list[str] | Verdict:
     """Runs the rotation, as the controller's schedule would, until the block compute environment is
-    where an active block wants it; the steps it took."""
+    where an active block wants it; the steps it took. Like the controller, it waits (the rotation's
+    ``waiting: ...``) while an update is under way or a job still runs on the environment (``ecs``:
+    the rotation reads which through ECS, ``block_jobs.jobs_on``)."""
     db = FakeDynamoDB()
     db.create_table("verify-live-ledger", key="pk")
     ledger = Ledger(client=db.client(), table_name="verify-live-ledger")
@@ -215,6 +220,7 @@ def _until_in_place(context: Context, window: Window, block: Reservation, ec2: A
             ec2=ec2,
             batch=batch,
             eks=None,
+            ecs=ecs,
             ledger=ledger,
             now=datetime.now(UTC),
         )
@@ -314,8 +320,9 @@ PROBES = [
         name="block-environment-update",
         row="batch-ce.infrastructure-update-into-block",
         does=(
-            "runs the capacity controller's rotation (capacity/rotation.py) until the block compute environment launches "
-            "into --block-reservation from a new launch-template version, is VALID, enabled and first in --block-job-queue; "
+            "runs the capacity controller's rotation (capacity/rotation.py), which waits while a job runs on the block "
+            "compute environment, until the environment launches into --block-reservation from a new launch-template "
+            "version, is VALID, enabled and first in --block-job-queue; "
             "submits one job there; puts the environment back and deletes the versions"
         ),
         passes_when=(
