@@ -275,7 +275,7 @@ class GuardChecks:
 
 
 def run(
-    *, hours: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = RECLAIM_FAULT_RATES
+    *, days: float, seed: int = 1, dry_run: bool = False, fault_rates: dict[str, float] = RECLAIM_FAULT_RATES
 ) -> Report:
     rng = random.Random(seed)
     clock = Clock()
@@ -364,7 +364,7 @@ def run(
             checks.step()
 
     with contextlib.redirect_stdout(io.StringIO()), sdk.no_backoff():  # the guard's log lines; retries at once
-        deliver(clock.now + hours * 3600, new_jobs=True)
+        deliver(clock.now + days * 86400, new_jobs=True)
         plan_faults.on = False  # the faults stop: what is pending and dead-lettered must now be read
         plan_faults.forced.clear()
         for _ in range(

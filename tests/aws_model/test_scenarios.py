@@ -271,7 +271,7 @@ def test_the_submission_guard_with_faults_and_lost_events_stops_every_violating_
     models' records: no legitimate job stopped or named in an alert, every violating job stopped within
     two hours, none stopped twice or alerted twice. Seed 4 caught a claim whose answer was lost: the
     client's retry was refused by the claim's own write and the guard dropped the job as handled."""
-    report = _guard_runs((1, 2, 3, 4), hours=6)
+    report = _guard_runs((1, 2, 3, 4), days=0.25)
     assert report.violating >= 60 and report.stopped == report.violating
     assert report.submitted - report.violating >= 150  # legitimate, and none of them stopped
     assert report.duplicates >= 50 and report.late >= 150 and report.lost >= 20 and report.redriven >= report.lost
@@ -286,7 +286,7 @@ def test_the_submission_guard_with_faults_and_lost_events_stops_every_violating_
 def test_the_submission_guard_in_dry_run_records_every_violating_job_and_changes_nothing():
     """Dry run under the same faults: no TerminateServiceJob, no alert but "would stop", no ledger write
     under the acting key, and every violating job recorded as reported in the table."""
-    report = _guard_runs((1, 2), hours=6, dry_run=True)
+    report = _guard_runs((1, 2), days=0.25, dry_run=True)
     assert report.violating >= 30 and report.planned >= 15 and report.stopped == 0
     assert report.on("PutItem", "crash", "after") >= 2 and report.on("Publish", "timeout") >= 5
 
@@ -299,4 +299,4 @@ def test_the_guard_checks_catch_a_guard_that_stops_legitimate_jobs(monkeypatch):
     found = checks.violations
     monkeypatch.setattr(checks, "violations", lambda job, *a, **k: (found(job, *a, **k)[0], ["everything"]))
     with pytest.raises(scenario.InvariantBroken, match="legitimate job"):
-        guard_scenario.run(hours=2, seed=1, fault_rates=NO_FAULTS)
+        guard_scenario.run(days=1 / 12, seed=1, fault_rates=NO_FAULTS)
