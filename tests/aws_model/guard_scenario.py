@@ -57,7 +57,7 @@ from .batch import ACCOUNT, Clock, Crash, FakeBatch, Faults
 from .dynamodb import FakeDynamoDB
 from .messaging import FakeSns, FakeSqs
 from .sagemaker import FakeSageMaker
-from .scenario import RECLAIM_FAULT_RATES, FaultPlan, InvariantBroken
+from .scenario import RECLAIM_FAULT_RATES, FaultCounts, FaultPlan, InvariantBroken
 
 GUARD = "submission-guard"  # who sends the guard's requests, in the models' records
 REGION = "us-east-1"
@@ -145,7 +145,7 @@ def violate(request: dict[str, Any], kind: str, other: str) -> dict[str, Any]:
 
 
 @dataclass
-class Report:
+class Report(FaultCounts):
     submitted: int = 0
     violating: int = 0
     stopped: int = 0  # violating jobs the guard stopped, as Batch recorded it
@@ -170,9 +170,6 @@ class Report:
             f"({self.crashes} killed, {self.retried} retried by Lambda, {self.dead_lettered} dead-lettered), "
             f"{self.redriven} redriven"
         )
-
-    def on(self, operation: str, fault: str, phase: str | None = None) -> int:
-        return sum(n for (o, p, f), n in self.faults.items() if o == operation and f == fault and phase in (None, p))
 
 
 class Function:
