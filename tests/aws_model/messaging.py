@@ -20,6 +20,8 @@ from typing import Any
 from . import sdk
 from .batch import Clock, Faults
 
+SAMPLED = 0.7  # the chance that a short poll samples the server holding a given visible message
+
 
 class FakeSns:
     """The account's topics: each message accepted, with its topic, its time and its body read as JSON."""
@@ -49,7 +51,6 @@ class FakeSqs:
         self.clock, self.rng, self.url, self.faults = clock, rng, url, faults or Faults()
         self.messages: dict[str, dict[str, Any]] = {}  # message id -> body, visible from, latest receipt handle
         self.deleted: dict[str, str] = {}  # message id -> body, of the messages deleted
-        self.sent = 0
         self._ids = itertools.count(1)
 
     def client(self, *, config: Any = None, by: str, calls: sdk.Calls | None = None) -> Any:
@@ -62,7 +63,6 @@ class FakeSqs:
         """A message the service itself writes (Lambda dead-lettering an event): never faulted."""
         message_id = f"m-{next(self._ids):06d}"
         self.messages[message_id] = {"Body": body, "visible_at": self.clock.now, "handle": None}
-        self.sent += 1
 
     def receive_message(
         self, *, QueueUrl: str, MaxNumberOfMessages: int = 1, VisibilityTimeout: int | None = None, **_: Any
@@ -73,7 +73,7 @@ class FakeSqs:
         # times none [aws: events.sqs-receive-short-poll]; those returned are hidden for the visibility
         # timeout.
         visible = [m for m, message in self.messages.items() if message["visible_at"] <= self.clock.now]
-        sampled = [m for m in visible if self.rng.random() < 0.7][: min(MaxNumberOfMessages, 10)]
+        sampled = [m for m in visible if self.rng.random() < SAMPLED][: min(MaxNumberOfMessages, 10)]
         answered = []
         for message_id in sampled:
             message = self.messages[message_id]
