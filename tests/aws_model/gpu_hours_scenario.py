@@ -55,6 +55,7 @@ from .sagemaker import CLUSTER, FakeEventBridge, FakeSageMaker
 from .scenario import (
     CONTROLLER,
     RECLAIM_FAULT_RATES,
+    FaultCounts,
     FaultPlan,
     Function,
     InvariantBroken,
@@ -116,7 +117,7 @@ def policy(backend: str) -> Any:
 
 
 @dataclass
-class Report:
+class Report(FaultCounts):
     ticks: int = 0
     submitted: int = 0
     refused: int = 0  # submissions a switched-off quota share refused
@@ -139,9 +140,6 @@ class Report:
             f"{self.periods_over} periods over the limit, switched off {self.switched_off} and on {self.switched_on} times, "
             f"{self.held} queued jobs held, {self.notices} notices, {self.failed_ticks} failed and {self.crashes} crashed ticks"
         )
-
-    def on(self, operation: str, fault: str, phase: str | None = None) -> int:
-        return sum(n for (o, p, f), n in self.faults.items() if o == operation and f == fault and phase in (None, p))
 
 
 class QuotaShares:

@@ -1,6 +1,7 @@
 """Small models of the SageMaker HyperPod compute quotas (task governance) and the EventBridge bus
 the reclaim controller's GPU-hour limits act on (reclaim/gpu_hours.py): ``list_compute_quotas``,
-``describe_compute_quota`` and ``update_compute_quota`` of one cluster's teams, and ``put_events``.
+``describe_compute_quota`` and ``update_compute_quota`` of one cluster's teams, and ``put_events``; and
+``list_tags`` of the training plans the submission guard reads (guard/handler.py).
 Served behind real boto3 clients (:meth:`FakeSageMaker.client`, :meth:`FakeEventBridge.client`,
 :mod:`tests.aws_model.sdk`), faulted at the call boundary like the others (``Faults``).
 
@@ -26,6 +27,7 @@ class FakeSageMaker:
     def __init__(self, clock: Clock, *, faults: Faults | None = None, cluster: str = CLUSTER):
         self.clock, self.faults, self.cluster = clock, faults or Faults(), cluster
         self.quotas: dict[str, dict[str, Any]] = {}  # compute quota id -> what DescribeComputeQuota shows
+        self.tags: dict[str, dict[str, str]] = {}  # resource ARN -> its tags (add_tagged)
         self.caller = "team"
 
     def client(self, *, config: Any = None, by: str, calls: sdk.Calls | None = None) -> Any:
@@ -36,6 +38,7 @@ class FakeSageMaker:
                     "ListComputeQuotas": self.list_compute_quotas,
                     "DescribeComputeQuota": self.describe_compute_quota,
                     "UpdateComputeQuota": self.update_compute_quota,
+                    "ListTags": self.list_tags,
                 }[operation](**request)
             finally:
                 self.caller = saved
@@ -99,6 +102,15 @@ class FakeSageMaker:
         return self._answered(
             "UpdateComputeQuota", {"ComputeQuotaArn": quota["ComputeQuotaArn"], "ComputeQuotaId": ComputeQuotaId}
         )
+
+    def add_tagged(self, arn: str, tags: dict[str, str]) -> None:
+        """A resource (a training plan the capacity controller bought) and the tags it was created with."""
+        self.tags[arn] = dict(tags)
+
+    def list_tags(self, *, ResourceArn: str, **_: Any) -> dict[str, Any]:
+        self._check("ListTags", "before")  # the resource's tags, in one page here [aws: sm-plan.list-tags]
+        tags = [{"Key": k, "Value": v} for k, v in self.tags[ResourceArn].items()]
+        return self._answered("ListTags", {"Tags": tags})
 
     def _check(self, operation: str, phase: str) -> None:
         self.faults.check(operation, phase, throttle_code="ThrottlingException", service="sagemaker")

@@ -110,7 +110,15 @@ FAULT_RATES = {"throttle": 0.02, "timeout": 0.02, "crash": 0.005}
 RECLAIM_FAULT_RATES = {"throttle": 0.01, "timeout": 0.01, "crash": 0.0015}
 # The calls that change something, whose faults the controllers must survive above all: the ledger's
 # writes, and (twice as likely again, being fewer) the calls that stop, submit, switch or tell.
-ACTIONS = ("SubmitJob", "TerminateJob", "UpdateQuotaShare", "TerminateServiceJob", "UpdateComputeQuota", "PutEvents")
+ACTIONS = (
+    "SubmitJob",
+    "TerminateJob",
+    "UpdateQuotaShare",
+    "TerminateServiceJob",
+    "UpdateComputeQuota",
+    "PutEvents",
+    "Publish",
+)
 WRITE_WEIGHTS = {"PutItem": 8, "UpdateItem": 8, **dict.fromkeys(ACTIONS, 16)}
 WRITES = frozenset(WRITE_WEIGHTS)
 # How many attempts in a row one throttle lasts: 5 outlasts the controllers' retrying clients (5 attempts).
@@ -209,8 +217,18 @@ def fault(rng: random.Random, rates: dict[str, float], phase: str) -> str | None
     return None
 
 
+class FaultCounts:
+    """What a scenario's report counts of the faults it drew: ``faults``, (operation, phase, fault) -> count."""
+
+    faults: Counter
+
+    def on(self, operation: str, fault: str, phase: str | None = None) -> int:
+        """Faults of kind ``fault`` drawn on ``operation`` (in ``phase``, or either)."""
+        return sum(n for (o, p, f), n in self.faults.items() if o == operation and f == fault and phase in (None, p))
+
+
 @dataclass
-class Report:
+class Report(FaultCounts):
     ticks: int = 0
     submitted: int = 0
     preempted: int = 0  # jobs the controller stopped, as Batch recorded it
@@ -234,10 +252,6 @@ class Report:
             f"{self.notices} grace notices, {self.open_at_dry_run} open when put in dry run, {self.planned} planned in it, "
             f"{self.failed_ticks} failed and {self.crashes} crashed ticks"
         )
-
-    def on(self, operation: str, fault: str, phase: str | None = None) -> int:
-        """Faults of kind ``fault`` drawn on ``operation`` (in ``phase``, or either)."""
-        return sum(n for (o, p, f), n in self.faults.items() if o == operation and f == fault and phase in (None, p))
 
 
 class InvariantBroken(AssertionError):

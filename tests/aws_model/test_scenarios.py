@@ -256,3 +256,47 @@ def test_gpu_hour_limits_in_dry_run_count_and_change_nothing(backend):
     no switch, no hold, no notice, no other ledger write."""
     report = _gpu_runs(backend, (3,), days=1, dry_run=True)
     assert report.periods_over >= 2 and report.switched_off == report.held == report.notices == 0
+
+
+def _guard_runs(seeds, **options):
+    from tests.aws_model import guard_scenario
+
+    return scenario.summed(guard_scenario.run(seed=seed, **options) for seed in seeds)
+
+
+def test_the_submission_guard_with_faults_and_lost_events_stops_every_violating_job_once_and_no_legitimate_one():
+    """Issue 39 item 4 for the guard: six hours of service jobs from three teams on each of four seeds,
+    a third of them reaching outside their team, events late, twice and lost to the dead-letter queue
+    (the redrive brings them back), faults on every call, the writes weighted. Every minute, from the
+    models' records: no legitimate job stopped or named in an alert, every violating job stopped within
+    two hours, none stopped twice or alerted twice. Seed 4 caught a claim whose answer was lost: the
+    client's retry was refused by the claim's own write and the guard dropped the job as handled."""
+    report = _guard_runs((1, 2, 3, 4), days=0.25)
+    assert report.violating >= 60 and report.stopped == report.violating
+    assert report.submitted - report.violating >= 150  # legitimate, and none of them stopped
+    assert report.duplicates >= 50 and report.late >= 150 and report.lost >= 20 and report.redriven >= report.lost
+    assert report.crashes >= 15 and report.retried >= 40
+    for operation in ("TerminateServiceJob", "Publish", "PutItem", "UpdateItem"):
+        # throttled, lost on the way or answered too late, and the invocation killed after AWS did it
+        assert report.on(operation, "throttle") >= 10, operation
+        assert report.on(operation, "timeout", "before") >= 1 and report.on(operation, "timeout", "after") >= 1
+        assert report.on(operation, "crash", "after") >= 3, operation
+
+
+def test_the_submission_guard_in_dry_run_records_every_violating_job_and_changes_nothing():
+    """Dry run under the same faults: no TerminateServiceJob, no alert but "would stop", no ledger write
+    under the acting key, and every violating job recorded as reported in the table."""
+    report = _guard_runs((1, 2), days=0.25, dry_run=True)
+    assert report.violating >= 30 and report.planned >= 15 and report.stopped == 0
+    assert report.on("PutItem", "crash", "after") >= 2 and report.on("Publish", "timeout") >= 5
+
+
+def test_the_guard_checks_catch_a_guard_that_stops_legitimate_jobs(monkeypatch):
+    """The invariants are not vacuous: a guard that finds every job violating is caught."""
+    from gpu_governance_runtime.guard import checks
+    from tests.aws_model import guard_scenario
+
+    found = checks.violations
+    monkeypatch.setattr(checks, "violations", lambda job, *a, **k: (found(job, *a, **k)[0], ["everything"]))
+    with pytest.raises(scenario.InvariantBroken, match="legitimate job"):
+        guard_scenario.run(days=1 / 12, seed=1, fault_rates=NO_FAULTS)

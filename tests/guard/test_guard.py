@@ -656,6 +656,21 @@ def test_row_4_a_stop_that_fails_is_recorded_reported_and_raised_so_the_retried_
     assert [m["outcome"] for m in aws.received("platform")] == ["failed", "done"]
 
 
+def test_row_4_a_claim_held_and_not_finished_is_retried_never_taken_as_handled(aws):
+    """Found by the guard scenario on the AWS models: the claim's PutItem written, its answer lost, the
+    client's retry refused by that very write (or the invocation that claimed killed): the claim is
+    still ``claimed``. The event fails, so Lambda retries it once the claim is stale; the old guard
+    logged the job as handled and never stopped it."""
+    aws.table.put_item(
+        Item={"action_id": "sagemaker-training#sj-1#0#guard-terminate", "status": "claimed", "claimed_at": 1764576000}
+    )
+    aws.describe(request=payload(RoleArn=role("training")))
+    aws.plan_tagged(plan("research-plan"), "research")
+    with pytest.raises(Unread, match="claim sagemaker-training#sj-1#0#guard-terminate"):
+        aws.run(event())
+    assert aws.received("platform") == []
+
+
 def test_row_4_a_job_admitted_costs_no_read_until_its_training_job_is_new(aws):
     """Duplicated and later events of a clean job: one DescribeServiceJob before SageMaker, one
     once its training job exists (its tags read), none after (the stubs fail on any other call)."""

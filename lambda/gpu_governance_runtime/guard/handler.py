@@ -4,7 +4,8 @@ queue, reads the job (``DescribeServiceJob``: the event carries neither ``tags``
 and checks its SageMaker payload, and the training job Batch created from it, against the
 submitting team (``checks.py``). A violation is recorded in the ledger first (who submitted
 what), then the job is stopped with ``TerminateServiceJob`` (``DRY_RUN=false`` only) and the
-platform's and the team owner's topics hear of it, once per job however often the events come.
+platform's and the team owner's topics hear of it [aws: events.sns-publish-delivers], once per job
+however often the events come [aws: events.batch-job-state-change-at-least-once].
 
 It fails closed (docs/security.md, "Beyond IAM, row 4"): what it must read and cannot (throttled,
 timed out, not there yet) is retried by the client with backoff, then raised, so Lambda retries
@@ -54,7 +55,7 @@ from ..contract import (
     TAG_TEAM,
     TEAM_PLACEHOLDER,
 )
-from ..reclaim.ledger import DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, RETENTION_SECONDS, ActionKey, Ledger
+from ..reclaim.ledger import CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, RETENTION_SECONDS, ActionKey, Ledger
 from . import checks
 
 ACTION = "guard-terminate"
@@ -273,6 +274,10 @@ def guard(
         f"team {team} submitted {record['job_name']} ({job_id}) into share {record['quota_share']}: {'; '.join(found)}"
     )
     if not ledger.claim(key, now=now, reason=said):
+        if (ledger.get(key.id) or {}).get("status") == CLAIMED:
+            # Claimed, not finished: by an invocation still at work or killed, or by this one, its claim's answer
+            # lost and the client's retry refused by its own write. Retried once the claim is stale, never dropped.
+            raise _unread("claim", key.id, RuntimeError("claimed and not finished"))
         return _logged({"event": "guard_already_handled", **record})
     error = None
     if dry_run:
@@ -324,8 +329,8 @@ def _unread(operation: str, subject: str, error: Exception) -> checks.Unread:
 
 
 def _plan_owner(sagemaker: Any, arn: str) -> str | None:
-    """The team a training plan is tagged for: the capacity controller tags every plan it buys. An
-    ARN that is not one of this account's plans is no team's; a read that failed is no decision."""
+    """The team a training plan is tagged for [aws: sm-plan.list-tags]: the capacity controller tags
+    every plan it buys. An ARN that is not one of this account's plans is no team's; a read that failed is no decision."""
     try:
         tags = [tag for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn) for tag in page["Tags"]]
     except ClientError as error:
@@ -350,7 +355,9 @@ def redrive(
     """Each event in the dead-letter queue checked again, oldest first as SQS hands them out, while
     time is left: one checked is deleted; one that fails again stays (out of sight for a function
     timeout, then back for the next redrive; SQS keeps it 14 days and the DeadLetters alarm stays
-    on). Lambda and EventBridge write the event itself as the message body [aws: events.dead-letter-body-is-the-event]."""
+    on). Lambda and EventBridge write the event itself as the message body [aws: events.dead-letter-body-is-the-event].
+    A short poll may answer fewer messages than are waiting, or none [aws: events.sqs-receive-short-poll]: what it missed
+    is the next run's; each is deleted by the handle it came with [aws: events.sqs-delete-by-latest-receipt-handle]."""
     checked = failed = 0
     seen: set[str] = set()  # a message SQS hands out again within this run is left for the next one
     while left() > REDRIVE_RESERVE_SECONDS:
