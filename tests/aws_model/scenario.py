@@ -110,7 +110,15 @@ FAULT_RATES = {"throttle": 0.02, "timeout": 0.02, "crash": 0.005}
 RECLAIM_FAULT_RATES = {"throttle": 0.01, "timeout": 0.01, "crash": 0.0015}
 # The calls that change something, whose faults the controllers must survive above all: the ledger's
 # writes, and (twice as likely again, being fewer) the calls that stop, submit, switch or tell.
-ACTIONS = ("SubmitJob", "TerminateJob", "UpdateQuotaShare", "TerminateServiceJob", "UpdateComputeQuota", "PutEvents")
+ACTIONS = (
+    "SubmitJob",
+    "TerminateJob",
+    "UpdateQuotaShare",
+    "TerminateServiceJob",
+    "UpdateComputeQuota",
+    "PutEvents",
+    "PurchaseCapacityBlock",
+)
 WRITE_WEIGHTS = {"PutItem": 8, "UpdateItem": 8, **dict.fromkeys(ACTIONS, 16)}
 WRITES = frozenset(WRITE_WEIGHTS)
 # How many attempts in a row one throttle lasts: 5 outlasts the controllers' retrying clients (5 attempts).
