@@ -8,7 +8,8 @@ the steady workload, ``block``: Capacity Block requeue on Batch, ``slurm``: the 
 run 30 days on seed 2026; the others run many seeds (``--seeds``, 20 by default) of their own span, the
 span `make test` runs on three seeds or fewer: ``reclaim-busy`` (6 hours of contention), ``reclaim-grace``
 (the same with a 5-minute grace), ``reclaim-dry-run`` (an hour acting, then dry run with a preemption
-open), ``gpu-hours-quota-share`` and ``gpu-hours-compute-quota`` (2 days of GPU-hour limits).
+open), ``gpu-hours-quota-share`` and ``gpu-hours-compute-quota`` (2 days of GPU-hour limits),
+``capacity-purchase`` (4 days of Capacity Block purchases, auto and with approval: purchase_scenario.py).
 
 The ledgers are the in-memory DynamoDB model (tests/aws_model/dynamodb.py). Prints what happened, the
 faults drawn, and simulated days per CPU minute per scenario. Figures go to docs/testing.md and
@@ -26,7 +27,7 @@ from typing import Any
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from tests.aws_model import block_scenario, gpu_hours_scenario, scenario, slurm_scenario
+from tests.aws_model import block_scenario, gpu_hours_scenario, purchase_scenario, scenario, slurm_scenario
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ SCENARIOS = {
     "reclaim-dry-run": Scenario(scenario.run, 0.25, {"workload": scenario.BUSY, "dry_run_after": 1 / 24}),
     "gpu-hours-quota-share": Scenario(gpu_hours_scenario.run, 2.0, {"backend": "quota_share"}),
     "gpu-hours-compute-quota": Scenario(gpu_hours_scenario.run, 2.0, {"backend": "compute_quota"}),
+    "capacity-purchase": Scenario(purchase_scenario.run, 4.0),
 }
 
 
