@@ -30,6 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from gpu_governance_runtime.contract import TAG_INTENT, TAG_WINDOW
+from tests.capacity.simulated_month import Market
 from tests.capacity.stubbed_aws import block_offering
 
 from . import sdk
@@ -75,8 +76,6 @@ class FakeCapacityBlocks:
     """One account's Capacity Block market and the blocks it bought."""
 
     def __init__(self, clock: Clock, *, rng: random.Random, faults: Faults | None = None, payment_failures=0.1):
-        from tests.capacity.simulated_month import Market
-
         self.clock, self.rng, self.faults = clock, rng, faults or Faults()
         self.market = Market(offerings=[], lag=timedelta(0), now=self._moment())
         self.payment_failures = payment_failures
@@ -119,7 +118,9 @@ class FakeCapacityBlocks:
         # no client token: every request that arrives buys [aws: ec2-cb.purchase-has-no-client-token]
         offering = next((o for o in self.market.offerings if o.id == request["CapacityBlockOfferingId"]), None)
         if offering is None:
-            raise ClientError({"Error": {"Code": "InvalidCapacityBlockOfferingId.NotFound", "Message": "-"}}, "x")
+            raise ClientError(
+                {"Error": {"Code": "InvalidCapacityBlockOfferingId.NotFound", "Message": "-"}}, "PurchaseCapacityBlock"
+            )
         if offering.segments != 1:
             raise AssertionError(f"the model sells offerings of one segment only: {offering.id}")
         (spec,) = request["TagSpecifications"]

@@ -98,7 +98,7 @@ class Report:
     bought_auto: int = 0
     bought_approved: int = 0
     payment_failed: int = 0
-    listed_late: int = 0  # blocks a run looked for before EC2 listed them
+    listed_late: int = 0  # (run, block) pairs: a run began while a block it had bought was not listed yet
     approvals: int = 0
     approved_twice: int = 0
     over_budget: int = 0  # occurrences the controller left uncovered for the budget (told once a run)

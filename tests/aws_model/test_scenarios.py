@@ -285,3 +285,15 @@ def test_capacity_purchases_with_approvals_faults_and_deploys_never_buy_twice_ab
     assert total("crashes") >= 10 and total("deploys") >= 15 and total("price_changes") >= 60, said
     for operation in purchase_scenario.WRITES:  # lost on its way or its answer lost; the run killed after it
         assert all(faults[operation, kind] >= 3 for kind in ("timeout", "crash")), (operation, faults)
+
+
+def test_the_purchase_checks_catch_a_purchase_client_that_retries(monkeypatch):
+    """Not vacuous: PurchaseCapacityBlock takes no client token, so a purchase client that resends after a lost
+    answer buys the occurrence twice, and EC2's record shows it [aws: ec2-cb.purchase-has-no-client-token]."""
+    from botocore.config import Config
+
+    from tests.aws_model import purchase_scenario
+
+    monkeypatch.setattr(purchase_scenario, "PURCHASE", Config(retries={"mode": "standard", "total_max_attempts": 3}))
+    with pytest.raises(scenario.InvariantBroken, match="more than its"):
+        purchase_scenario.run(days=2, seed=1)
