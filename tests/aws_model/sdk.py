@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from unittest import mock
+from xml.sax.saxutils import escape
 
 import boto3
 import botocore.endpoint
@@ -152,7 +153,8 @@ def serve(
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
             code, message = error.response["Error"]["Code"], error.response["Error"]["Message"]
             if query:
-                xml = f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors></Response>"
+                error_xml = f"<Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message></Error>"
+                xml = f"<Response><Errors>{error_xml}</Errors></Response>"
                 return AWSResponse(request.url, status, {}, _Body(xml.encode()))
             detail = {k: v for k, v in error.response.items() if k not in ("Error", "ResponseMetadata")}
             payload = {"__type": code, "message": message}
