@@ -10,7 +10,8 @@ run 30 days on seed 2026; the others run many seeds (``--seeds``, 20 by default)
 span `make test` runs on three seeds or fewer: ``reclaim-busy`` (6 hours of contention), ``reclaim-grace``
 (the same with a 5-minute grace), ``reclaim-dry-run`` (an hour acting, then dry run with a preemption
 open), ``gpu-hours-quota-share`` and ``gpu-hours-compute-quota`` (2 days of GPU-hour limits), ``guard``
-and ``guard-dry-run`` (6 hours of service jobs past the submission guard, acting and in dry run).
+and ``guard-dry-run`` (6 hours of service jobs past the submission guard, acting and in dry run),
+``capacity-purchase`` (4 days of Capacity Block purchases, auto and with approval: purchase_scenario.py).
 
 The ledgers are the in-memory DynamoDB model (tests/aws_model/dynamodb.py). Prints what happened, the
 faults drawn, and simulated days per CPU minute per scenario. Figures go to docs/testing.md and
@@ -28,7 +29,14 @@ from typing import Any
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from tests.aws_model import block_scenario, gpu_hours_scenario, guard_scenario, scenario, slurm_scenario
+from tests.aws_model import (
+    block_scenario,
+    gpu_hours_scenario,
+    guard_scenario,
+    purchase_scenario,
+    scenario,
+    slurm_scenario,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ SCENARIOS = {
     "gpu-hours-compute-quota": Scenario(gpu_hours_scenario.run, 2.0, {"backend": "compute_quota"}),
     "guard": Scenario(guard_scenario.run, 0.25),
     "guard-dry-run": Scenario(guard_scenario.run, 0.25, {"dry_run": True}),
+    "capacity-purchase": Scenario(purchase_scenario.run, 4.0),
 }
 
 

@@ -118,6 +118,7 @@ ACTIONS = (
     "UpdateComputeQuota",
     "PutEvents",
     "Publish",
+    "PurchaseCapacityBlock",
 )
 WRITE_WEIGHTS = {"PutItem": 8, "UpdateItem": 8, **dict.fromkeys(ACTIONS, 16)}
 WRITES = frozenset(WRITE_WEIGHTS)

@@ -5,9 +5,10 @@ with ``common/clients.py``'s), decides whether a throttled request, a 5xx or a r
 was lost (a read timeout after AWS carried it out) is sent again. A request sent again reaches the
 model again: a ``SubmitJob`` retried after its answer was lost makes a second job, as on AWS.
 
-The model answers on botocore's ``before-send`` event, in place of the HTTP round trip (every
-operation the models play is a POST whose body is the request's JSON), and its answer is handed to
-the caller on ``before-parse`` as it is, so a model answers in the shapes it always did. An error
+The model answers on botocore's ``before-send`` event, in place of the HTTP round trip (a POST whose
+body is the request's JSON; for EC2's query protocol, the parameters as the caller gave them, kept
+when botocore builds the request), and its answer is handed to the caller on ``before-parse`` as it
+is, so a model answers in the shapes it always did. An error
 the model raises (a ``ClientError``) becomes an HTTP error answer that botocore parses and, if its
 retry handler says so, retries; a ``ReadTimeoutError`` is raised where the HTTP layer raises it;
 a :class:`tests.aws_model.batch.Crash` ends the caller.
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from unittest import mock
+from xml.sax.saxutils import escape
 
 import boto3
 import botocore.endpoint
@@ -117,10 +119,15 @@ def serve(
     service = made.meta.service_model.service_name
     event = made.meta.service_model.service_id.hyphenize()
     answers: list[dict[str, Any]] = []  # the answer to the request in flight, handed over on before-parse
+    query = made.meta.service_model.metadata["protocol"] == "ec2"
+    kept: list[dict[str, Any]] = [{}]  # EC2: the parameters of the call in flight (each retry sends them again)
+
+    def keep(params: dict[str, Any], **_: Any) -> None:
+        kept[0] = params
 
     def send(request: Any, event_name: str, **_: Any) -> AWSResponse:
         operation = event_name.rsplit(".", 1)[1]
-        body = json.loads(request.body or b"{}")
+        body = kept[0] if query else json.loads(request.body or b"{}")
         headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
         attempt = int(dict(p.split("=") for p in headers["amz-sdk-request"].split("; "))["attempt"])
 
@@ -144,8 +151,13 @@ def serve(
         except ClientError as error:
             log(error.response["Error"]["Code"])
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+            code, message = error.response["Error"]["Code"], error.response["Error"]["Message"]
+            if query:
+                error_xml = f"<Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message></Error>"
+                xml = f"<Response><Errors>{error_xml}</Errors></Response>"
+                return AWSResponse(request.url, status, {}, _Body(xml.encode()))
             detail = {k: v for k, v in error.response.items() if k not in ("Error", "ResponseMetadata")}
-            payload = {"__type": error.response["Error"]["Code"], "message": error.response["Error"]["Message"]}
+            payload = {"__type": code, "message": message}
             return AWSResponse(request.url, status, {}, _Body(json.dumps({**payload, **detail}).encode()))
         except ReadTimeoutError:
             log("timeout")
@@ -155,12 +167,14 @@ def serve(
             raise
         log("answered")
         answers.append(answered)
-        return AWSResponse(request.url, 200, {}, _Body(b"{}"))
+        return AWSResponse(request.url, 200, {}, _Body(b"<Response/>" if query else b"{}"))
 
     def parse(customized_response_dict: dict[str, Any], response_dict: dict[str, Any], **_: Any) -> None:
         if response_dict["status_code"] < 300:
             customized_response_dict.update(answers.pop())
 
+    if query:
+        made.meta.events.register(f"before-parameter-build.{event}", keep)
     made.meta.events.register(f"before-send.{event}", send)
     made.meta.events.register(f"before-parse.{event}", parse)
 

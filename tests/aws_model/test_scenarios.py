@@ -300,3 +300,44 @@ def test_the_guard_checks_catch_a_guard_that_stops_legitimate_jobs(monkeypatch):
     monkeypatch.setattr(checks, "violations", lambda job, *a, **k: (found(job, *a, **k)[0], ["everything"]))
     with pytest.raises(scenario.InvariantBroken, match="legitimate job"):
         guard_scenario.run(days=1 / 12, seed=1, fault_rates=NO_FAULTS)
+
+
+def test_capacity_purchases_with_approvals_faults_and_deploys_never_buy_twice_above_the_cap_or_unapproved():
+    """Four days on each of three seeds of an auto, an approval and a dry-run window of Capacity Blocks
+    (tests/aws_model/purchase_scenario.py): faults weighted toward PurchaseCapacityBlock and the ledger's writes,
+    every kind forced on each; runs delivered twice and late; prices that move; deploys lowering the caps and the
+    budget; approvals late, twice, and just before a deploy. Checked from EC2's record of what it sold."""
+    from tests.aws_model import purchase_scenario
+
+    reports = [purchase_scenario.run(days=4, seed=seed) for seed in (1, 2, 3)]
+    faults = sum((r.faults for r in reports), Counter())
+    said = [r.summary() for r in reports]
+
+    def total(name: str) -> int:
+        return sum(getattr(r, name) for r in reports)
+
+    # not vacuous: what the three runs must have exercised (they did 23 auto and 20 approved purchases; 43 approvals,
+    # 14 of them twice, 16 not honoured after a price rise or a lowered cap; 79 occurrences left uncovered for the
+    # budget; 10 purchases whose answer was lost or whose run was killed after it, 3 payment-failed, 13 looked for
+    # before EC2 listed them; 54 runs delivered twice, 48 late, 19 killed, 34 run again by Lambda; 29 deploys,
+    # 96 price changes)
+    assert total("bought_auto") >= 15 and total("bought_approved") >= 12, said
+    assert total("approvals") >= 30 and total("approved_twice") >= 8 and total("refused_after_approval") >= 8, said
+    assert total("over_budget") >= 20 and total("uncertain") >= 6, said
+    assert total("payment_failed") >= 2 and total("listed_late") >= 8, said
+    assert total("duplicates") >= 35 and total("late_runs") >= 30 and total("retried_runs") >= 20, said
+    assert total("crashes") >= 10 and total("deploys") >= 15 and total("price_changes") >= 60, said
+    for operation in purchase_scenario.WRITES:  # lost on its way or its answer lost; the run killed after it
+        assert all(faults[operation, kind] >= 3 for kind in ("timeout", "crash")), (operation, faults)
+
+
+def test_the_purchase_checks_catch_a_purchase_client_that_retries(monkeypatch):
+    """Not vacuous: PurchaseCapacityBlock takes no client token, so a purchase client that resends after a lost
+    answer buys the occurrence twice, and EC2's record shows it [aws: ec2-cb.purchase-has-no-client-token]."""
+    from botocore.config import Config
+
+    from tests.aws_model import purchase_scenario
+
+    monkeypatch.setattr(purchase_scenario, "PURCHASE", Config(retries={"mode": "standard", "total_max_attempts": 3}))
+    with pytest.raises(scenario.InvariantBroken, match="more than its"):
+        purchase_scenario.run(days=2, seed=1)

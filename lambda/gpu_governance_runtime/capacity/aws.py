@@ -2,9 +2,10 @@
 
 Purchases go through clients with retries switched off (``PURCHASE_CLIENT_CONFIG``): botocore
 would otherwise resend a purchase after a 5xx or a timeout, and ``PurchaseCapacityBlock`` has
-no idempotency token, so a resend can buy a second block. We retry only where the request was
-certainly refused (throttling, validation, a connection that never opened) and reconcile from
-tags everywhere else: any other error, whatever its type, may have come after the request left.
+no idempotency token, so a resend can buy a second block [aws: ec2-cb.purchase-has-no-client-token].
+We retry only where the request was certainly refused (throttling, validation, a connection that
+never opened) and reconcile from tags everywhere else: any other error, whatever its type, may
+have come after the request left.
 """
 
 from __future__ import annotations

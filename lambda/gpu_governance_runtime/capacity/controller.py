@@ -10,7 +10,9 @@ What AWS shows lags: ``DescribeCapacityReservations`` may not list a block for a
 it was bought. So an intent recorded as purchased counts as held until the listing shows its
 block (or its window is over), an uncertain attempt is settled as not bought only when
 ``SETTLE_AFTER`` has passed since the call itself, and a block that turns up for an intent
-already settled as failed marks it purchased again, re-counts its fee and alerts.
+already settled as failed marks it purchased again, re-counts its fee and alerts
+[aws: ec2-cb.reservation-listed-late]. A block is payment-pending until paid, and released when its
+payment fails: its fee is refunded [aws: ec2-cb.payment-states].
 """
 
 from __future__ import annotations
@@ -362,7 +364,8 @@ def _buy(purchase: Purchase, window: Window, ctx: _Run) -> str:
 
 
 def _buy_approved(intent: Intent, window: Window, ctx: _Run) -> None:
-    """Honour an approval only while the offering is still for sale at no more than approved."""
+    """Honour an approval only while the offering is still for sale at no more than approved (its fee may
+    have changed since [aws: ec2-cb.price-may-change]) and within the window's cap read this run."""
     ledger, notify, now, log = ctx.ledger, ctx.notify, ctx.now, ctx.log
     current = ctx.capacity.still_offered(intent.offering, window)
     if current is None:
