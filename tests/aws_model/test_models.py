@@ -287,21 +287,15 @@ def test_a_notice_whose_claim_was_answered_too_late_is_still_sent():
     SDK sends it again; the resend found the claim it had just made and took it for another tick's, so the
     80 % notice was never sent ("sent_before")."""
     from tests.aws_model import sdk
+    from tests.aws_model.batch import LoseAnswer
 
-    lost = []
-
-    def plan(operation, phase):
-        if operation == "PutItem" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
+    plan = LoseAnswer("PutItem")
     sent = []
     with sdk.no_backoff():
         ledger = _notice_ledger(plan)
         assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING) == "sent"
         assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING + 60) == "sent_before"
-    assert lost and len(sent) == 1
+    assert plan.lost == 1 and len(sent) == 1
 
 
 def test_a_notice_whose_sender_died_after_its_claim_is_sent_by_a_later_tick():
@@ -386,19 +380,6 @@ def test_one_teams_failed_notice_does_not_keep_another_team_over_its_limit_switc
     assert shares == {"research": "DISABLED", "inference": "ENABLED"}
 
 
-class _LoseAnswer:
-    """A fault plan: the next ``operation`` once armed is carried out and its answer lost (the SDK sends it again)."""
-
-    def __init__(self, operation: str, *, armed: bool = True):
-        self.operation, self.armed, self.lost = operation, armed, 0
-
-    def __call__(self, operation: str, phase: str) -> str | None:
-        if operation == self.operation and phase == "after" and self.armed:
-            self.armed, self.lost = False, self.lost + 1
-            return "timeout"
-        return None
-
-
 def _purchase_ledger(plan):
     """The capacity ledger on the DynamoDB model behind the capacity handler's own client configuration
     (CAPACITY_READS: botocore's default retries)."""
@@ -416,8 +397,9 @@ def test_an_action_whose_claim_was_answered_too_late_is_still_this_runs_and_neve
     carried out, its answer lost, the resend refused by that very write; the old ledger said "recorded
     before", so the day's spend was never read and the notice never sent. Another run is still refused."""
     from tests.aws_model import sdk
+    from tests.aws_model.batch import LoseAnswer
 
-    plan = _LoseAnswer("PutItem")
+    plan = LoseAnswer("PutItem")
     ledger = _purchase_ledger(plan)
     morning = datetime.fromtimestamp(MORNING, UTC)
     with sdk.no_backoff():
@@ -435,12 +417,13 @@ def test_an_approved_purchase_whose_start_was_answered_too_late_is_still_bought_
     from gpu_governance_runtime.capacity.ledger import ClaimRefused
     from gpu_governance_runtime.capacity.planner import Occurrence, Purchase
     from tests.aws_model import sdk
+    from tests.aws_model.batch import LoseAnswer
     from tests.capacity.builders import NOW, at, block, window
 
     approval = window(mode="approval", budget=Decimal("5000"))
     offer = block("cbo-1111111111111111", at(10), 1, per_hour="29")
     occurrence = Occurrence(start=approval.start, end=offer.end, window=approval.name)
-    plan = _LoseAnswer("UpdateItem", armed=False)
+    plan = LoseAnswer("UpdateItem", armed=False)
     ledger = _purchase_ledger(plan)
     purchase = Purchase(window=approval.name, occurrence=occurrence, offering=offer, mode="approval")
     intent = ledger.claim(purchase, approval, status="awaiting_approval", now=NOW)

@@ -443,17 +443,10 @@ def test_a_day_whose_claim_was_answered_too_late_is_still_read_and_published():
     from gpu_governance_runtime.capacity.ledger import Ledger
     from gpu_governance_runtime.common.clients import CAPACITY_READS
     from tests.aws_model import sdk
-    from tests.aws_model.batch import Faults
+    from tests.aws_model.batch import Faults, LoseAnswer
     from tests.aws_model.dynamodb import FakeDynamoDB
 
-    lost = []
-
-    def plan(operation, phase):
-        if operation == "PutItem" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
+    plan = LoseAnswer("PutItem")
     dynamodb = FakeDynamoDB(faults=Faults(plan))
     dynamodb.create_table("ledger", key="pk")
     ledger = Ledger(client=dynamodb.client(config=CAPACITY_READS), table_name="ledger")
@@ -463,5 +456,5 @@ def test_a_day_whose_claim_was_answered_too_late_is_still_read_and_published():
         expect_spend(stub, cost_page({"research": "1200"}))
         spend.publish_daily(ce=ce, ledger=ledger, policy=POLICY, now=NOW, time_left=ENOUGH_TIME, write=written.append)
         stub.assert_no_pending_responses()
-    assert lost and figures(written)["research"] == 1200.0
+    assert plan.lost == 1 and figures(written)["research"] == 1200.0
     assert ledger.actions("team-spend#", ("published",)) == [("team-spend#2026-12-10", "published", {})]

@@ -439,17 +439,10 @@ def test_an_hour_whose_claim_was_answered_too_late_is_published_by_the_next_tick
     it again; only a cold start within ``LOOKBACK_HOURS`` would have."""
     from gpu_governance_runtime.common.clients import WITHIN_A_TICK
     from tests.aws_model import sdk
-    from tests.aws_model.batch import Faults
+    from tests.aws_model.batch import Faults, LoseAnswer
     from tests.aws_model.dynamodb import FakeDynamoDB
 
-    lost = []
-
-    def plan(operation, phase):
-        if operation == "PutItem" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
+    plan = LoseAnswer("PutItem")
     dynamodb = FakeDynamoDB(faults=Faults(plan))
     dynamodb.create_table("ledger", key="action_id")
     ledger = Ledger(dynamodb.table("ledger", config=WITHIN_A_TICK))
@@ -457,7 +450,7 @@ def test_an_hour_whose_claim_was_answered_too_late_is_published_by_the_next_tick
     seen = published_before(H)  # one warm container: the same set on every tick
     with sdk.no_backoff():
         assert observer(head_node, ledger, records, seen).observe(settled(H)) == []
-        assert lost and records == []
+        assert plan.lost == 1 and records == []
         assert observer(head_node, ledger, records, seen).observe(settled(H) + 60) == [H]
         assert observer(head_node, ledger, records, seen).observe(settled(H) + 120) == []
     assert sorted(figures(records)) == [H] and len(records) == len(TEAMS)
