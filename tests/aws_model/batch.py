@@ -95,6 +95,19 @@ class Faults:
         raise AssertionError(f"unknown fault {fault!r}")
 
 
+class LoseAnswer:
+    """A fault plan: the next ``operation`` once armed is carried out and its answer lost (the SDK sends it again)."""
+
+    def __init__(self, operation: str, *, armed: bool = True):
+        self.operation, self.armed, self.lost = operation, armed, 0
+
+    def __call__(self, operation: str, phase: str) -> str | None:
+        if operation == self.operation and phase == "after" and self.armed:
+            self.armed, self.lost = False, self.lost + 1
+            return "timeout"
+        return None
+
+
 class _Paginator:
     def __init__(self, batch: FakeBatch, operation: str):
         self.batch, self.operation = batch, operation

@@ -13,6 +13,9 @@ import os
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
 from datetime import UTC, datetime  # noqa: E402
+from decimal import Decimal  # noqa: E402
+
+import pytest  # noqa: E402
 
 from gpu_governance_runtime.contract import SharingStrategy  # noqa: E402
 from gpu_governance_runtime.policy import PoolPolicy  # noqa: E402
@@ -284,21 +287,15 @@ def test_a_notice_whose_claim_was_answered_too_late_is_still_sent():
     SDK sends it again; the resend found the claim it had just made and took it for another tick's, so the
     80 % notice was never sent ("sent_before")."""
     from tests.aws_model import sdk
+    from tests.aws_model.batch import LoseAnswer
 
-    lost = []
-
-    def plan(operation, phase):
-        if operation == "PutItem" and phase == "after" and not lost:
-            lost.append(1)
-            return "timeout"
-        return None
-
+    plan = LoseAnswer("PutItem")
     sent = []
     with sdk.no_backoff():
         ledger = _notice_ledger(plan)
         assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING) == "sent"
         assert gpu_hours._notice(ledger, "training", "research", NOTICE, sent.append, MORNING + 60) == "sent_before"
-    assert lost and len(sent) == 1
+    assert plan.lost == 1 and len(sent) == 1
 
 
 def test_a_notice_whose_sender_died_after_its_claim_is_sent_by_a_later_tick():
@@ -381,3 +378,60 @@ def test_one_teams_failed_notice_does_not_keep_another_team_over_its_limit_switc
         raise AssertionError("the failed notice must still fail the pool's tick (PoolErrors)")
     shares = {q["quotaShareName"]: q["state"] for q in batch.quota_shares.values()}
     assert shares == {"research": "DISABLED", "inference": "ENABLED"}
+
+
+def _purchase_ledger(plan):
+    """The capacity ledger on the DynamoDB model behind the capacity handler's own client configuration
+    (CAPACITY_READS: botocore's default retries)."""
+    from gpu_governance_runtime.capacity.ledger import Ledger as PurchaseLedger
+    from gpu_governance_runtime.common.clients import CAPACITY_READS
+    from tests.aws_model.batch import Faults
+
+    dynamodb = FakeDynamoDB(faults=Faults(plan))
+    dynamodb.create_table("capacity", key="pk")
+    return PurchaseLedger(client=dynamodb.client(config=CAPACITY_READS), table_name="capacity")
+
+
+def test_an_action_whose_claim_was_answered_too_late_is_still_this_runs_and_never_another_runs():
+    """The capacity ledger's claim_action (a requeue, the day's spend read, a declined notice): its PutItem
+    carried out, its answer lost, the resend refused by that very write; the old ledger said "recorded
+    before", so the day's spend was never read and the notice never sent. Another run is still refused."""
+    from tests.aws_model import sdk
+    from tests.aws_model.batch import LoseAnswer
+
+    plan = LoseAnswer("PutItem")
+    ledger = _purchase_ledger(plan)
+    morning = datetime.fromtimestamp(MORNING, UTC)
+    with sdk.no_backoff():
+        assert ledger.claim_action("team-spend#2025-12-02", status="reading", details={}, now=morning)
+        assert plan.lost == 1
+        assert not ledger.claim_action("team-spend#2025-12-02", status="reading", details={}, now=morning)
+    assert ledger.actions("team-spend#", ("reading",)) == [("team-spend#2025-12-02", "reading", {})]
+
+
+def test_an_approved_purchase_whose_start_was_answered_too_late_is_still_bought_by_this_run_only():
+    """start_purchase (approved -> purchasing) carried out, its answer lost, the resend refused by that very
+    write: the old ledger raised ClaimRefused, so the run did not buy, and the next run found the intent
+    purchasing without a call and settled it failed (an approved purchase never made). A second run that
+    starts the same approval is still refused: one purchase."""
+    from gpu_governance_runtime.capacity.ledger import ClaimRefused
+    from gpu_governance_runtime.capacity.planner import Occurrence, Purchase
+    from tests.aws_model import sdk
+    from tests.aws_model.batch import LoseAnswer
+    from tests.capacity.builders import NOW, at, block, window
+
+    approval = window(mode="approval", budget=Decimal("5000"))
+    offer = block("cbo-1111111111111111", at(10), 1, per_hour="29")
+    occurrence = Occurrence(start=approval.start, end=offer.end, window=approval.name)
+    plan = LoseAnswer("UpdateItem", armed=False)
+    ledger = _purchase_ledger(plan)
+    purchase = Purchase(window=approval.name, occurrence=occurrence, offering=offer, mode="approval")
+    intent = ledger.claim(purchase, approval, status="awaiting_approval", now=NOW)
+    approved = ledger.approve(intent.id, now=NOW)
+    plan.armed = True
+    with sdk.no_backoff():
+        ledger.start_purchase(approved, now=NOW)
+        assert plan.lost == 1
+        with pytest.raises(ClaimRefused, match="is no longer approved"):
+            ledger.start_purchase(approved, now=NOW)  # another run, the same approval
+    assert ledger.intent(intent.id).status == "purchasing"

@@ -434,3 +434,27 @@ def test_only_scheduled_runs_of_a_controller_told_to_read_spend_call_cost_explor
 
 def test_declared_teams_are_the_policys_shares_and_window_owners():
     assert spend.declared_teams(POLICY) == {"research", "training", "production"}
+
+
+def test_a_day_whose_claim_was_answered_too_late_is_still_read_and_published():
+    """The day's claim (PutItem) carried out, its answer lost, and the capacity handler's client
+    (CAPACITY_READS: botocore's default retries) sends it again: the old ledger took the resend's refusal
+    for another run's claim, and nobody read or published that day's spend."""
+    from gpu_governance_runtime.capacity.ledger import Ledger
+    from gpu_governance_runtime.common.clients import CAPACITY_READS
+    from tests.aws_model import sdk
+    from tests.aws_model.batch import Faults, LoseAnswer
+    from tests.aws_model.dynamodb import FakeDynamoDB
+
+    plan = LoseAnswer("PutItem")
+    dynamodb = FakeDynamoDB(faults=Faults(plan))
+    dynamodb.create_table("ledger", key="pk")
+    ledger = Ledger(client=dynamodb.client(config=CAPACITY_READS), table_name="ledger")
+    ce = boto3.client("ce", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+    written = []
+    with Stubber(ce) as stub, sdk.no_backoff():
+        expect_spend(stub, cost_page({"research": "1200"}))
+        spend.publish_daily(ce=ce, ledger=ledger, policy=POLICY, now=NOW, time_left=ENOUGH_TIME, write=written.append)
+        stub.assert_no_pending_responses()
+    assert plan.lost == 1 and figures(written)["research"] == 1200.0
+    assert ledger.actions("team-spend#", ("published",)) == [("team-spend#2026-12-10", "published", {})]

@@ -430,3 +430,27 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
             emit=records.append,
         )
         assert any(USED_HOURS in r for r in records) is counted
+
+
+def test_an_hour_whose_claim_was_answered_too_late_is_published_by_the_next_tick_of_the_same_container(head_node):
+    """The claim's PutItem carried out, its answer lost, and the client's resend (the reclaim handler's
+    WITHIN_A_TICK: SDK retries) refused by that very write: the hour is claimed and not done. The old
+    observer marked it published all the same, so a warm container (the module's ``PUBLISHED``) never read
+    it again; only a cold start within ``LOOKBACK_HOURS`` would have."""
+    from gpu_governance_runtime.common.clients import WITHIN_A_TICK
+    from tests.aws_model import sdk
+    from tests.aws_model.batch import Faults, LoseAnswer
+    from tests.aws_model.dynamodb import FakeDynamoDB
+
+    plan = LoseAnswer("PutItem")
+    dynamodb = FakeDynamoDB(faults=Faults(plan))
+    dynamodb.create_table("ledger", key="action_id")
+    ledger = Ledger(dynamodb.table("ledger", config=WITHIN_A_TICK))
+    records: list = []
+    seen = published_before(H)  # one warm container: the same set on every tick
+    with sdk.no_backoff():
+        assert observer(head_node, ledger, records, seen).observe(settled(H)) == []
+        assert plan.lost == 1 and records == []
+        assert observer(head_node, ledger, records, seen).observe(settled(H) + 60) == [H]
+        assert observer(head_node, ledger, records, seen).observe(settled(H) + 120) == []
+    assert sorted(figures(records)) == [H] and len(records) == len(TEAMS)

@@ -23,6 +23,7 @@ records each call made; ``action#request#<token>`` is an on-demand window (``req
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -193,25 +194,12 @@ class Ledger:
 
     def approve(self, intent_id: str, *, now: datetime) -> Intent:
         """Mark an intent awaiting approval as approved; anything else is refused."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=_key(f"intent#{intent_id}"),
-                UpdateExpression="SET #status = :approved, updated_at = :now",
-                ConditionExpression="#status = :awaiting",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":approved": {"S": "approved"},
-                    ":awaiting": {"S": "awaiting_approval"},
-                    ":now": {"S": now.isoformat()},
-                },
-            )
-        except self._db.exceptions.ConditionalCheckFailedException:
+        if not self._move(intent_id, "approved", expected=("awaiting_approval",), now=now):
             current = self.intent(intent_id)
             raise ClaimRefused(
                 f"intent {intent_id} "
                 + ("does not exist" if current is None else f"is {current.status}, not awaiting_approval")
-            ) from None
+            )
         return self.intent(intent_id)
 
     def start_purchase(self, intent: Intent, *, now: datetime) -> None:
@@ -367,12 +355,17 @@ class Ledger:
     # --- actions on consumers -----------------------------------------------------------------
 
     def claim_action(self, action_id: str, *, status: str, details: dict[str, Any], now: datetime) -> bool:
-        """Record a new action; False when it was recorded before (a duplicate event or run)."""
+        """Record a new action; False when it was recorded before (a duplicate event or run). The item
+        carries this claim's own token: the SDK's resend of this very request after its answer was lost
+        finds its own item and is True, where it was refused as another run's (the day's spend never
+        read, a notice never sent). ``record_action`` replaces the item, token and all."""
+        token = uuid.uuid4().hex
         try:
             self._db.put_item(
                 TableName=self._table,
-                Item=_action_item(action_id, status, details, now),
-                ConditionExpression="attribute_not_exists(pk)",
+                Item={**_action_item(action_id, status, details, now), "claim_token": {"S": token}},
+                ConditionExpression="attribute_not_exists(pk) OR claim_token = :token",
+                ExpressionAttributeValues={":token": {"S": token}},
             )
         except self._db.exceptions.ConditionalCheckFailedException:
             return False
@@ -409,21 +402,34 @@ class Ledger:
         )
 
     def _transition(self, intent: Intent, status: Status, *, expected: tuple[Status, ...], now: datetime) -> None:
+        if not self._move(intent.id, status, expected=expected, now=now):
+            raise ClaimRefused(f"intent {intent.id} is no longer {' or '.join(expected)}")
+
+    def _move(self, intent_id: str, status: Status, *, expected: tuple[Status, ...], now: datetime) -> bool:
+        """The intent moved from one of ``expected`` to ``status``; False when it was in none of them. Each
+        move carries its own token: the SDK's resend of this very request after its answer was lost finds
+        its own move and succeeds, where it was refused as another run's (an approved purchase then never
+        made: settled failed as never called)."""
+        token = uuid.uuid4().hex
         try:
             self._db.update_item(
                 TableName=self._table,
-                Key=_key(f"intent#{intent.id}"),
-                UpdateExpression="SET #status = :status, updated_at = :now",
-                ConditionExpression="#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")",
+                Key=_key(f"intent#{intent_id}"),
+                UpdateExpression="SET #status = :status, updated_at = :now, move_token = :token",
+                ConditionExpression="#status IN ("
+                + ", ".join(f":e{i}" for i in range(len(expected)))
+                + ") OR move_token = :token",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
                     ":status": {"S": status},
                     ":now": {"S": now.isoformat()},
+                    ":token": {"S": token},
                     **{f":e{i}": {"S": s} for i, s in enumerate(expected)},
                 },
             )
         except self._db.exceptions.ConditionalCheckFailedException:
-            raise ClaimRefused(f"intent {intent.id} is no longer {' or '.join(expected)}") from None
+            return False
+        return True
 
 
 def _key(pk: str) -> dict[str, Any]:

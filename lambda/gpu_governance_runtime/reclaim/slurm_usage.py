@@ -39,7 +39,7 @@ from ..common.log import write as log
 from ..policy import PoolPolicy
 from ..slurm.ssm import SLURM_NAME, checked  # the one check of names that go into a head node's shell
 from ..usage import usage_records
-from .ledger import DONE, ActionKey, Ledger
+from .ledger import CLAIMED, DONE, ActionKey, Ledger
 
 HOUR = 3600
 # Slurm sends a job's start and end to slurmdbd as they happen; an hour is read this long after it
@@ -244,6 +244,10 @@ class SlurmUsageObserver:
                 ):
                     self.emit(record)
                 published.append(hour)
+            elif (self.ledger.get(key.id) or {}).get("status") == CLAIMED:
+                # Claimed, not done: by an invocation at work or killed, or by this one, its claim's answer lost
+                # and the client's resend refused by its own write. Read again next tick, taken once stale.
+                continue
             self.published.add((self.pool.name, hour))
         log({"event": "usage_published", "pool": self.pool.name, "hours": published})
         return published
