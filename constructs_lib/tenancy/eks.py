@@ -7,20 +7,48 @@ the Kubernetes objects (``constructs_lib.tenancy.kubernetes``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Stack, aws_eks_v2 as eks, aws_iam as iam
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.core.errors import Problem
 from constructs_lib.core.placement import team_scope
-from constructs_lib.model import POD_ROLE_SUFFIX, ROLE_PATH, Team
+from constructs_lib.model import POD_ROLE_SUFFIX, PRINCIPAL_ARN, ROLE_PATH, Team
+from constructs_lib.model.props import list_problems
 from constructs_lib.nag import declare_platform_admin
 
 from .kubernetes import WORKLOAD_SERVICE_ACCOUNT, Tenants
 from .team import TeamTenancy
 
 _CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def tenant_props_problems(
+    platform_admins: object, teams: Sequence[object], tenants: Mapping[str, TeamTenancy]
+) -> list[Problem]:
+    """What the props of every Kubernetes backend's construct check alike: the platform admins are
+    IAM role or user ARNs, and every team has its TeamTenancy."""
+    admins = list_problems(
+        "platform_admins",
+        platform_admins,
+        accepts=lambda arn: isinstance(arn, str) and PRINCIPAL_ARN.fullmatch(arn) is not None,
+        item="IAM role or user ARN",
+        items="IAM role or user ARNs",
+        allowed_item="arn:aws:iam::<account>:role/<name> or :user/<name>",
+    )
+    return admins + [
+        Problem(
+            path=f"teams[{i}]",
+            wrong="no TeamTenancy given for the team",
+            value=t.name,
+            allowed=f"one of {sorted(tenants)}",
+        )
+        for i, t in enumerate(teams)
+        if isinstance(t, Team) and t.name not in tenants
+    ]
 
 
 class EksTenantsConstruct(Construct):

@@ -16,7 +16,6 @@ from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.placement import cluster_placement_problems, team_scope
 from constructs_lib.model import (
     MAX_PRIORITY_CLASSES,
-    PRINCIPAL_ARN,
     GovernanceModel,
     PriorityClass,
     Team,
@@ -25,7 +24,7 @@ from constructs_lib.model import (
 )
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.tenancy import TeamTenancy
-from constructs_lib.tenancy.eks import EksTenantsConstruct
+from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
 from constructs_lib.tenancy.kubernetes import usage_reader_objects
 
 from . import BACKEND, kueue
@@ -64,29 +63,11 @@ class EksKueueGovernanceProps(PoolGovernanceProps):
         groups = list_problems(
             "groups", self.groups, accepts=lambda g: isinstance(g, TeamGroup), item="TeamGroup", items="groups"
         )
-        admins = list_problems(
-            "platform_admins",
-            self.platform_admins,
-            accepts=lambda arn: isinstance(arn, str) and PRINCIPAL_ARN.fullmatch(arn) is not None,
-            item="IAM role or user ARN",
-            items="IAM role or user ARNs",
-            allowed_item="arn:aws:iam::<account>:role/<name> or :user/<name>",
-        )
         return (
             super().problems()
             + priority_classes
             + groups
-            + admins
-            + [
-                Problem(
-                    path=f"teams[{i}]",
-                    wrong="no TeamTenancy given for the team",
-                    value=t.name,
-                    allowed=f"one of {sorted(self.tenants)}",
-                )
-                for i, t in enumerate(self.teams)
-                if isinstance(t, Team) and t.name not in self.tenants
-            ]
+            + tenant_props_problems(self.platform_admins, self.teams, self.tenants)
         )
 
 

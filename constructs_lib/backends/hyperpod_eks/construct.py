@@ -36,7 +36,6 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.model import (
     MAX_PRIORITY_CLASSES,
-    PRINCIPAL_ARN,
     GovernanceModel,
     HyperPodEksPool,
     KubernetesTenancy,
@@ -47,7 +46,7 @@ from constructs_lib.model import (
 )
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.tenancy import TeamTenancy
-from constructs_lib.tenancy.eks import EksTenantsConstruct
+from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
 
 from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes, kueue
 
@@ -117,28 +116,10 @@ class HyperPodEksGovernanceProps(PoolGovernanceProps):
             least=1,  # what the scheduler config orders the teams' tasks by
             most=MAX_PRIORITY_CLASSES,
         )
-        admins = list_problems(
-            "platform_admins",
-            self.platform_admins,
-            accepts=lambda arn: isinstance(arn, str) and PRINCIPAL_ARN.fullmatch(arn) is not None,
-            item="IAM role or user ARN",
-            items="IAM role or user ARNs",
-            allowed_item="arn:aws:iam::<account>:role/<name> or :user/<name>",
-        )
         return (
             super().problems()
             + priority_classes
-            + admins
-            + [
-                Problem(
-                    path=f"teams[{i}]",
-                    wrong="no TeamTenancy given for the team",
-                    value=t.name,
-                    allowed=f"one of {sorted(self.tenants)}",
-                )
-                for i, t in enumerate(self.teams)
-                if isinstance(t, Team) and t.name not in self.tenants
-            ]
+            + tenant_props_problems(self.platform_admins, self.teams, self.tenants)
         )
 
 
