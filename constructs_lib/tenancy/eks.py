@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from aws_cdk import Stack, aws_eks_v2 as eks, aws_iam as iam
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
-from constructs_lib.core.errors import Problem
-from constructs_lib.core.placement import team_scope
+from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.placement import cluster_placement_problems, team_scope
 from constructs_lib.model import POD_ROLE_SUFFIX, PRINCIPAL_ARN, ROLE_PATH, Team
 from constructs_lib.model.props import list_problems
 from constructs_lib.nag import declare_platform_admin
@@ -60,6 +61,20 @@ class EksTenantsConstruct(Construct):
     eks_cluster_name: str
     kubernetes_tenants: Tenants
     cluster_noun: str
+    pool_class: ClassVar[type]  # the pool the construct takes: its props' pool must be one
+
+    @classmethod
+    def _check(cls, scope: Construct, props: Any) -> None:
+        """Bad props, and a cluster in another account or region than the stack, refused before any
+        construct exists: nothing half-built."""
+        problems = props.problems()
+        if not isinstance(props.pool, cls.pool_class):  # the rest reads the cluster's ARN
+            raise GovernanceError(problems)
+        problems += cluster_placement_problems(
+            "pool.cluster_arn", props.pool.cluster_arn, Stack.of(scope), subject="cluster", deployer="this construct"
+        )
+        if problems:
+            raise GovernanceError(problems)
 
     @staticmethod
     def _cluster_admin_policy() -> eks.CfnAccessEntry.AccessPolicyProperty:

@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aws_cdk import Arn, ArnFormat, Stack, aws_eks_v2 as eks, aws_iam as iam
+from aws_cdk import Arn, ArnFormat, aws_eks_v2 as eks, aws_iam as iam
 from constructs import Construct
 
 from constructs_lib.backends.base import Backend
-from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.core.placement import cluster_placement_problems, team_scope
+from constructs_lib.core.errors import Problem
+from constructs_lib.core.placement import team_scope
 from constructs_lib.model import (
     MAX_PRIORITY_CLASSES,
     GovernanceModel,
@@ -86,6 +86,7 @@ class EksKueueGovernance(EksTenantsConstruct):
     """
 
     cluster_noun = "EKS cluster"
+    pool_class = EksKueuePool
 
     def __init__(
         self,
@@ -176,17 +177,6 @@ class EksKueueGovernance(EksTenantsConstruct):
             )
             manifest.node.add_dependency(self.kueue_objects, self.pod_security)
             self.manifests[team.name] = manifest
-
-    @staticmethod
-    def _check(scope: Construct, props: EksKueueGovernanceProps) -> None:
-        problems = props.problems()
-        if not isinstance(props.pool, EksKueuePool):  # the rest reads the cluster's ARN
-            raise GovernanceError(problems)
-        problems += cluster_placement_problems(
-            "pool.cluster_arn", props.pool.cluster_arn, Stack.of(scope), subject="cluster", deployer="this construct"
-        )
-        if problems:
-            raise GovernanceError(problems)
 
 
 def build_pool(

@@ -16,7 +16,6 @@ from aws_cdk import (
     CustomResource,
     Duration,
     RemovalPolicy,
-    Stack,
     aws_eks_v2 as eks,
     aws_iam as iam,
     aws_lambda as lambda_,
@@ -29,9 +28,9 @@ from constructs import Construct
 from constructs_lib.backends.base import Backend
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import cost_allocation_tags
-from constructs_lib.core.errors import GovernanceError, Problem
+from constructs_lib.core.errors import Problem
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
-from constructs_lib.core.placement import cluster_placement_problems, team_scope
+from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.core.vocabulary import GOVERNANCE_METADATA, HYPERPOD_SHARING_STRATEGY
 from constructs_lib.model import (
@@ -139,6 +138,7 @@ class HyperPodEksGovernance(EksTenantsConstruct):
 
     kubernetes_tenants = kubernetes.TENANTS
     cluster_noun = "HyperPod cluster"
+    pool_class = HyperPodEksPool
 
     def __init__(
         self,
@@ -222,19 +222,6 @@ class HyperPodEksGovernance(EksTenantsConstruct):
             )
 
         self._apply_kubernetes_objects(kubectl_provider)
-
-    # --- validation -----------------------------------------------------------------------
-
-    @staticmethod
-    def _check(scope: Construct, props: HyperPodEksGovernanceProps) -> None:
-        problems = props.problems()
-        if not isinstance(props.pool, HyperPodEksPool):  # the rest reads the cluster's ARN
-            raise GovernanceError(problems)
-        problems += cluster_placement_problems(
-            "pool.cluster_arn", props.pool.cluster_arn, Stack.of(scope), subject="cluster", deployer="this construct"
-        )
-        if problems:
-            raise GovernanceError(problems)
 
     # --- AWS side -------------------------------------------------------------------------
 
