@@ -99,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from constructs_lib.model.policy import compile_policy
-    from gpu_governance_runtime.capacity.planner import plan
+    from gpu_governance_runtime.planners.capacity import plan
     from gpu_governance_runtime.policy import parse_policy
 
     model = model_from(args)

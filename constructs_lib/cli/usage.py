@@ -73,7 +73,7 @@ class TeamUsage:
 class GuaranteeKept:
     """One team's guarantee in one pool and UTC month: the hours it asked for it (it ran within
     it, or a job it covers waited) and those it was breached (such a job waited longer than a
-    tick and the pool's grace while another team borrowed its type: reclaim.planner.breached_shares)."""
+    tick and the pool's grace while another team borrowed its type: planners.reclaim.breached_shares)."""
 
     team: str
     pool: str

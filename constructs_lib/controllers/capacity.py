@@ -40,7 +40,6 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import BatchComputeEnvironmentFeed, raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.nag import declare_capacity_controller
-from gpu_governance_runtime.capacity.market import SCHEDULE_LIMIT
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE,
     ALARM_STATE,
@@ -71,6 +70,7 @@ from gpu_governance_runtime.contract import (
     raised_guarantees_parameter,
     team_training_plans_parameter,
 )
+from gpu_governance_runtime.planners.market import SCHEDULE_LIMIT
 
 TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"

@@ -16,12 +16,12 @@ from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 from constructs_lib.backends import backend_of, backends_where
 from constructs_lib.core.errors import Problem
 from constructs_lib.core.vocabulary import TENANT_METRIC_NAMESPACES
-from gpu_governance_runtime.capacity.market import TRAINING_PLAN_COUNTS
 from gpu_governance_runtime.contract import (
     CONSUMER_EKS_NODE_GROUP,
     CONSUMER_HYPERPOD_INSTANCE_GROUP,
     CONSUMER_SAGEMAKER_TRAINING_JOBS,
 )
+from gpu_governance_runtime.planners.market import TRAINING_PLAN_COUNTS
 
 from .base import (
     ComputeEnvironmentArn,

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from gpu_governance_runtime.reclaim.fair_share import decayed_usage
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     PendingJob,
     PoolState,
     RunningJob,
@@ -43,6 +42,7 @@ from gpu_governance_runtime.reclaim.planner import (
     plan_tick,
     unchecked_state,
 )
+from gpu_governance_runtime.reclaim.fair_share import decayed_usage
 from gpu_governance_runtime.usage import kept_percent
 
 from .traces import TraceJob

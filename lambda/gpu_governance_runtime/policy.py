@@ -14,7 +14,6 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, get_args
 
-from .capacity.planner import Market, Mode, Window
 from .contract import (
     BACKENDS,
     CONSUMER_FIELDS,
@@ -25,7 +24,8 @@ from .contract import (
     SharingStrategy,
 )
 from .limits import PERIODS
-from .reclaim.planner import Settings, Share, ShareGroup
+from .planners.capacity import Market, Mode, Window
+from .planners.reclaim import Settings, Share, ShareGroup
 
 
 class PolicyError(ValueError):

@@ -13,8 +13,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from .capacity.market import ALLOWED_DURATION_DAYS, MAX_INSTANCES_PER_BLOCK, MAX_START_AHEAD
 from .contract import RAISED_GUARANTEE_KEYS
+from .planners.market import ALLOWED_DURATION_DAYS, MAX_INSTANCES_PER_BLOCK, MAX_START_AHEAD
 
 LONGEST_RAISE = MAX_START_AHEAD + timedelta(days=max(ALLOWED_DURATION_DAYS))
 

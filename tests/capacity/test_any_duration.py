@@ -10,9 +10,10 @@ import pytest
 from botocore.stub import ANY
 from moto import mock_aws
 
-from gpu_governance_runtime.capacity import controller, market
+from gpu_governance_runtime.capacity import controller
 from gpu_governance_runtime.capacity.aws import block_offering as read_block_offering, training_plan_offering
-from gpu_governance_runtime.capacity.planner import Offering, plan
+from gpu_governance_runtime.planners import market
+from gpu_governance_runtime.planners.capacity import Offering, plan
 
 from .builders import NOW, at, block, window
 from .stubbed_aws import StubbedAws, block_offering, create_ledger_table

@@ -466,10 +466,18 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
         ),
         (
             "gpu_governance_runtime.reclaim.handler",
-            ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py", "quotas.py"),
+            (
+                "reclaim",
+                "backends",
+                "common/action_ledger.py",
+                "slurm/ssm.py",
+                "raised_guarantees.py",
+                "common/batch_copy.py",
+                "quotas.py",
+            ),
         ),
         ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
-        ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
+        ("gpu_governance_runtime.guard.handler", ("guard", "common/action_ledger.py")),
     ],
 )
 def test_each_function_declares_exactly_the_operations_its_code_calls(handler, modules, monkeypatch):

@@ -10,7 +10,7 @@ import boto3
 from botocore.stub import Stubber
 
 from gpu_governance_runtime.capacity.aws import CapacityMarket, block_offering
-from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.planners.capacity import plan
 
 from .builders import NOW, at, block, reservation, window
 from .stubbed_aws import block_offering as offering_as_listed

@@ -8,15 +8,14 @@ import os
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.contract import (  # noqa: E402
     GUARANTEE_ASKED_HOURS,
     GUARANTEE_BREACHED_HOURS,
     GUARANTEE_KEPT_PERCENT,
 )
-from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import (  # noqa: E402
     ANY_TYPE,
     PendingJob,
     PoolState,
@@ -28,6 +27,7 @@ from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
     breached_shares,
     in_use_by_share,
 )
+from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
 from gpu_governance_runtime.usage import kept_percent  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402

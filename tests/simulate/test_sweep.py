@@ -22,7 +22,7 @@ from constructs_lib.simulator.sweep import (
     shares_at,
 )
 from constructs_lib.simulator.traces import write_trace
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 
 from .test_simulate import G5, job
 

@@ -28,9 +28,9 @@ from botocore.exceptions import (
 
 from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
-from . import market
+from ..planners import market
+from ..planners.capacity import HOUR, Offering, Reservation, Window, coverable, shortfall
 from .consumers import launch_zones
-from .planner import HOUR, Offering, Reservation, Window, coverable, shortfall
 
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40

@@ -42,9 +42,9 @@ from ..contract import (
     TAG_TEAM,
     TAG_WINDOW,
 )
+from ..planners.capacity import Reservation, Window
 from .aws import _all, _tags
 from .ledger import Intent
-from .planner import Reservation, Window
 
 # The Team of a fee or a block whose window is no longer declared and that names no team (or the
 # Window of a block without its window tag): the figure is still published (the money was spent),

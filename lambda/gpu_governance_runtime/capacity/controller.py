@@ -27,10 +27,10 @@ from datetime import datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common import log as logs
+from ..planners.capacity import Declined, Plan, Purchase, Reservation, Window, plan
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
-from .planner import Declined, Plan, Purchase, Reservation, Window, plan
 
 # DescribeCapacityReservations is eventually consistent
 # (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an attempt with no

@@ -17,7 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
-from .planner import Reservation, Window
+from ..planners.capacity import Reservation, Window
 
 
 def publish(

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from . import market
-from .planner import Window
+from ..planners import market
+from ..planners.capacity import Window
 
 DAY = timedelta(days=1)
 

@@ -50,6 +50,7 @@ from ..contract import (
     ENV_TOPIC_ARN,
     STACK_EVENT_SOURCE,
 )
+from ..planners.capacity import Window
 from ..policy import Policy, PolicyError, policy_path, read_policy_file
 from . import (
     chargeback,
@@ -67,7 +68,6 @@ from . import (
 )
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation, reservation_from_api
 from .ledger import Ledger
-from .planner import Window
 
 METRIC_NAMESPACE = CAPACITY_NAMESPACE
 # The events a run acts on beyond its schedule: one row each, matched in order (``recognise``).

@@ -29,9 +29,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..planners.capacity import Reservation, Window
 from . import shares
 from .delivery import put_if_changed
-from .planner import Reservation, Window
 
 
 def applied(

@@ -43,9 +43,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..contract import ALARM_STATE
-from . import market
+from ..planners import market
+from ..planners.capacity import HOUR, Reservation, Window
 from .ledger import OPEN_STATUSES, Ledger
-from .planner import HOUR, Reservation, Window
 
 ACTION_PREFIX = "request#"
 MAX_HOURS = 182 * 24

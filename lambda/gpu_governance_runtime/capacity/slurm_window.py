@@ -55,10 +55,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..planners.capacity import Reservation, Window
 from ..slurm.plan import BORROW_PARTITION
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from .ledger import Ledger
-from .planner import Reservation, Window
 from .requeue import SIGNAL_LEAD, STOP_LEAD
 from .shares import INSTANCE_GROUP
 

@@ -7,14 +7,14 @@ Environment:
                      {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
                      {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
                      {"pool": NAME, "eks_cluster": NAME, "cluster_arn": ARN, "gpus_per_instance": {T: N}}  hyperpod_eks
-                     (usage, and the teams' GPU-hour limits on their compute quotas: eks_usage, gpu_hours)
+                     (usage, and the teams' GPU-hour limits on their compute quotas: backends/kueue_usage.py, gpu_hours)
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
   MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings (a pool's re-borrow backoff and
                      borrow horizon are in the policy document, from the governance file's ``reclaim``)
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
-  USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
+  USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (the backend's usage observer):
                      {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
   RAISED_GUARANTEES_PARAMETER  optional: the SSM parameter of the guarantees the capacity controller has
                      raised (capacity/raised.py, read by raised_guarantees.py); each tick plans and reports with them added
@@ -36,8 +36,21 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check, raised_guarantees
 from ..backends import Invocation, ReclaimClients, UsageTick, backend_of
-from ..backends.base import DEFAULT_TICK_SECONDS, NO_DEADLINE
+from ..backends.base import DEFAULT_TICK_SECONDS, NO_DEADLINE, Adapter
 from ..common import metrics
+from ..common.action_ledger import (
+    ABANDONED,
+    CAPPED,
+    DONE,
+    FAILED,
+    IN_GRACE,
+    NOTICE,
+    SUBMITTING,
+    TERMINATED,
+    TERMINATING,
+    ActionKey,
+    Ledger,
+)
 from ..common.clients import SEND_ONCE, SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.handler import Environment, time_left as time_left_of
 from ..common.log import write as log
@@ -59,24 +72,7 @@ from ..contract import (
     SHARE_DIMENSIONS,
     SHARE_METRICS,
 )
-from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
-from ..usage import usage_records
-from . import fair_share, gpu_hours
-from .adapters import Adapter
-from .ledger import (
-    ABANDONED,
-    CAPPED,
-    DONE,
-    FAILED,
-    IN_GRACE,
-    NOTICE,
-    SUBMITTING,
-    TERMINATED,
-    TERMINATING,
-    ActionKey,
-    Ledger,
-)
-from .planner import (
+from ..planners.reclaim import (
     Plan,
     PoolState,
     Preemption,
@@ -90,6 +86,9 @@ from .planner import (
     share_usage,
     starved_shares,
 )
+from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
+from ..usage import usage_records
+from . import fair_share, gpu_hours
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 

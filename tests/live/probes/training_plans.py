@@ -1,6 +1,6 @@
 """SageMaker training plans (register section ``sm-plan.*``): that SearchTrainingPlanOfferings takes
 a duration in hours, as the capacity planner now searches (the gap's whole hours, not whole days;
-``capacity/market.py`` ``training_plan_search``), and what durations it answers. Read-only: a
+``planners/market.py`` ``training_plan_search``), and what durations it answers. Read-only: a
 search buys nothing.
 """
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from botocore.exceptions import ClientError
 
 from gpu_governance_runtime.capacity.aws import TRAINING_PLAN_TARGETS, training_plan_offering  # plain Python
-from gpu_governance_runtime.capacity.market import training_plan_search
+from gpu_governance_runtime.planners.market import training_plan_search
 
 from ..framework import Cleanup, Context, Option, Probe, Verdict, failed, inconclusive, passed
 
