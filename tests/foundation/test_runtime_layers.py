@@ -66,6 +66,7 @@ LAYERS = {
     "adapters": (
         "reclaim/gpu_hours.py",
         "reclaim/fair_share.py",
+        "reclaim/reports.py",
         "capacity/ledger.py",
         "capacity/aws.py",
         "capacity/block_jobs.py",

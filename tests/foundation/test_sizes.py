@@ -33,7 +33,6 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/capacity/handler.py": "block events and rotation apart from the run",
     "constructs_lib/backends/hyperpod_slurm/plan.py": "the pool's checks apart from the plan",
     "lambda/gpu_governance_runtime/planners/capacity.py": "Window and the offerings' cover apart",
-    "lambda/gpu_governance_runtime/reclaim/handler.py": "settings and metrics apart from the tick",
     # functions
     "constructs_lib/controllers/capacity.py:CapacityController._grant_capacity": "one statement group per service",
     "constructs_lib/simulator/engine.py:_replay": "one function per event kind",
@@ -42,7 +41,6 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/capacity/handler.py:process": "reading, planning and buying apart",
     "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
     "constructs_lib/controllers/capacity.py:CapacityController.__init__": "function, ledger, triggers apart",
-    "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
     "constructs_lib/controllers/guard.py:SubmissionGuard.__init__": "function, topics, rules apart",
     "lambda/gpu_governance_runtime/guard/handler.py:guard": "one function per finding",
     "constructs_lib/deployment/capacity.py:CapacityAccountStack.__init__": "controllers apart from pools",
@@ -51,7 +49,6 @@ TO_SPLIT = {
     "constructs_lib/controllers/reclaim.py:ReclaimController.__init__": "targets apart from the function",
     "constructs_lib/backends/hyperpod_eks/construct.py:HyperPodEksGovernance._apply_kubernetes_objects": "per object kind",
     "constructs_lib/cli/usage.py:render": "one function per table",
-    "lambda/gpu_governance_runtime/reclaim/handler.py:handler": "settings apart from the call",
     "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
     "constructs_lib/backends/hyperpod_eks/construct.py:HyperPodEksGovernance.__init__": "quotas apart from tenancy",
     "lambda/gpu_governance_runtime/planners/capacity.py:plan": "one occurrence per call",

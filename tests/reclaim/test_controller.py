@@ -23,6 +23,7 @@ from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairSh
 from gpu_governance_runtime.backends.batch_quota_share.observer import BatchQuotaShareObserver  # noqa: E402
 from gpu_governance_runtime.backends.hyperpod_slurm.adapter import SlurmAdapter, parse_squeue, slurm_time_limit  # noqa: E402
 from gpu_governance_runtime.common.action_ledger import ActionKey, Ledger  # noqa: E402
+from gpu_governance_runtime.contract import SHARE_METRICS  # noqa: E402
 from gpu_governance_runtime.planners.reclaim import Settings  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
@@ -313,7 +314,7 @@ def test_emf_metrics_per_share(ledger_table):
     research, training = metrics["research"], metrics["training"]
     definition = research["_aws"]["CloudWatchMetrics"][0]
     assert definition["Namespace"] == "Test" and definition["Dimensions"] == [["Pool", "Share"]]
-    assert {m["Name"] for m in definition["Metrics"]} == set(controller.SHARE_METRICS)
+    assert {m["Name"] for m in definition["Metrics"]} == set(SHARE_METRICS)
     assert (research["Guaranteed"], research["InUse"], research["Borrowed"], research["Preemptions"]) == (2, 8, 6, 2)
     assert research["LostCapacitySeconds"] == 4 * 600 + 2 * 300  # neither victim checkpoints
     # training waits inside its guarantee right now: starved until the reclaim takes effect

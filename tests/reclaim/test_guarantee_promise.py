@@ -27,7 +27,7 @@ from gpu_governance_runtime.planners.reclaim import (  # noqa: E402
     breached_shares,
     in_use_by_share,
 )
-from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
+from gpu_governance_runtime.reclaim import handler as controller, reports  # noqa: E402
 from gpu_governance_runtime.usage import kept_percent  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402
@@ -71,7 +71,7 @@ def test_a_team_that_waited_below_its_guarantee_for_2_of_10_hours_is_recorded_as
     totals = {GUARANTEE_ASKED_HOURS: 0.0, GUARANTEE_BREACHED_HOURS: 0.0}
     kept_per_tick = []
     for observed in hourly_states():
-        records = controller.promise_records("gpu", observed, Settings(), tick_seconds=HOUR, namespace="Test")
+        records = reports.promise_records("gpu", observed, Settings(), tick_seconds=HOUR, namespace="Test")
         assert [r["Share"] for r in records] == ["a"]  # b has no guarantee: it never asks
         for metric in totals:
             totals[metric] += records[0][metric]

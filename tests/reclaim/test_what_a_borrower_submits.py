@@ -49,7 +49,7 @@ from gpu_governance_runtime.planners.reclaim import (
     starved_shares,
 )
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.handler import share_metrics
+from gpu_governance_runtime.reclaim.reports import share_metrics
 
 from .safety import check_safety, in_share_victims_of_lower_priority, reclaim_only_borrowed_capacity
 from .strategies import NOW, PROPERTY_SETTINGS, pool_states
