@@ -37,7 +37,6 @@ TO_SPLIT = {
     # functions
     "constructs_lib/controllers/capacity.py:CapacityController._grant_capacity": "one statement group per service",
     "constructs_lib/simulator/engine.py:_replay": "one function per event kind",
-    "constructs_lib/tenancy/team.py:TeamTenancy.__init__": "role, key, repository, secrets, parameters",
     "lambda/gpu_governance_runtime/capacity/handler.py:process": "reading, planning and buying apart",
     "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
     "constructs_lib/controllers/capacity.py:CapacityController.__init__": "function, ledger, triggers apart",
