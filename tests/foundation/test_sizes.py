@@ -41,7 +41,6 @@ TO_SPLIT = {
     "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
     "constructs_lib/controllers/capacity.py:CapacityController.__init__": "function, ledger, triggers apart",
     "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
-    "constructs_lib/controllers/guard.py:SubmissionGuard.__init__": "function, topics, rules apart",
     "lambda/gpu_governance_runtime/guard/handler.py:guard": "one function per finding",
     "constructs_lib/deployment/capacity.py:CapacityAccountStack.__init__": "controllers apart from pools",
     "constructs_lib/controllers/base.py:GovernanceController.__init__": "function apart from its alarms",
