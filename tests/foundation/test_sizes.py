@@ -46,7 +46,6 @@ TO_SPLIT = {
     "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
     "lambda/gpu_governance_runtime/capacity/planner.py:plan": "one occurrence per call",
     "lambda/gpu_governance_runtime/capacity/planner.py:_cheapest_cover": "candidates apart from the ranking",
-    "constructs_lib/simulator/report.py:figure": "one function per panel",
     "constructs_lib/controllers/capacity.py:CapacityController._alarms": "one function per alarm",
     "lambda/gpu_governance_runtime/reclaim/planner.py:_TypePlanner._choose_victims": "other work extends the planner",
     "constructs_lib/organisation/chargeback.py:Chargeback._team_dashboard": "one function per widget row",
