@@ -48,7 +48,6 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/capacity/planner.py:_cheapest_cover": "candidates apart from the ranking",
     "constructs_lib/controllers/capacity.py:CapacityController._alarms": "one function per alarm",
     "lambda/gpu_governance_runtime/reclaim/planner.py:_TypePlanner._choose_victims": "other work extends the planner",
-    "constructs_lib/organisation/chargeback.py:Chargeback._team_dashboard": "one function per widget row",
     "lambda/gpu_governance_runtime/capacity/rotation.py:_batch_step": "one function per phase",
     "constructs_lib/model/capacity.py:check_windows": "one check per kind of cross-reference",
 }
