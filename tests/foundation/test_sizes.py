@@ -41,7 +41,6 @@ TO_SPLIT = {
     "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
     "constructs_lib/controllers/capacity.py:CapacityController.__init__": "function, ledger, triggers apart",
     "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
-    "lambda/gpu_governance_runtime/guard/handler.py:guard": "one function per finding",
     "lambda/gpu_governance_runtime/reclaim/handler.py:handler": "settings apart from the call",
     "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
     "lambda/gpu_governance_runtime/capacity/planner.py:plan": "one occurrence per call",
