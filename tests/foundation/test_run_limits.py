@@ -9,6 +9,7 @@ import pytest
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.explain import caveats, deals
+from constructs_lib.model.run_limits import UserLimits
 from constructs_lib.slurm import slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 
@@ -189,3 +190,24 @@ def test_status_tells_a_member_whose_job_waits_for_their_own_limit():
     jobs = {j.job_id: j for j in explain(SLURM, "research", slurm_observation(squeue, SLURM, "research"), now=NOW).jobs}
     assert "you run the most jobs one member of your team may (user_limits)" in jobs["32"].text
     assert "the GPUs one member may hold (user_limits)" in jobs["33"].text
+
+
+def test_an_eks_kueue_pool_is_named_where_run_time_and_user_limits_do_not_hold():
+    from tests.eks_kueue.org import POOL, reference_with_eks_kueue
+
+    reference = reference_with_eks_kueue()
+    teams = [
+        t.model_copy(update={"max_run_minutes": 60, "user_limits": UserLimits(max_running_jobs=1)})
+        if t.name == "inference"
+        else t
+        for t in reference.teams
+    ]
+    pools = [p.model_copy(update={"max_run_minutes": 600}) if p.name == POOL else p for p in reference.pools]
+    model = reference.model_copy(update={"teams": teams, "pools": pools})
+    team, pool = [t.name for t in teams].index("inference"), [p.name for p in pools].index(POOL)
+    lines = caveats(model)
+    where = f"not enforced on pool {POOL} (eks_kueue)"
+    assert f"pools[{pool}].max_run_minutes: {where}" in "\n".join(lines)
+    assert any(line.startswith(f"teams[{team}].user_limits: {where}") for line in lines)
+    (shown,) = [(d.max_run, d.user_limits) for d in deals(model) if d.pool == POOL and d.team == "inference"]
+    assert shown[1] == "1 running job per member (not enforced here)"
