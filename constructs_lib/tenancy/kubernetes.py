@@ -757,7 +757,7 @@ class Tenants:
             match_conditions=[("tenant-namespace", f"request.namespace.startsWith('{self.namespace_prefix}')")],
             validations=[
                 (
-                    f"({self._platform_request}) || ('{QUEUE_LABEL}' in variables.queueLabels && variables.queueLabels['{QUEUE_LABEL}'] == {own_queue})",
+                    f"({self.platform_request}) || ('{QUEUE_LABEL}' in variables.queueLabels && variables.queueLabels['{QUEUE_LABEL}'] == {own_queue})",
                     f"every workload and pod in {self.namespace_prefix}<team> must name its team's local queue: "
                     f"label {QUEUE_LABEL}: {self.namespace_prefix}<team>{LOCAL_QUEUE_SUFFIX} "
                     "(on a CronJob, in spec.jobTemplate.metadata.labels)",
@@ -779,7 +779,7 @@ class Tenants:
         )
 
     @property
-    def _platform_request(self) -> str:
+    def platform_request(self) -> str:
         """CEL: the cluster's own controllers make the request. They make pods and child jobs from
         templates the policies have checked (job, CronJob and ReplicaSet controllers, the training
         operators, Kueue itself): service accounts of the platform's namespaces, or the controller
