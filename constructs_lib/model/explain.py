@@ -305,6 +305,15 @@ def _limit_caveats(model: GovernanceModel) -> list[str]:
                 f"guard_mode: dry_run: {where} the submission guard only reports service jobs asking for longer than "
                 "their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
             )
+        if (
+            backend.reclaim_terminates_jobs
+            and model.reclaim_mode == "dry_run"
+            and any(max_run_limited(model, team, pool) for team in teams)
+        ):
+            lines.append(
+                f"reclaim_mode: dry_run: {where} the reclaim controller only reports jobs that run past their run-time "
+                "limit; act stops them"
+            )
         if backend.max_run_caveat and teams:
             if pool.max_run_minutes is not None:
                 lines.append(f"pools[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")

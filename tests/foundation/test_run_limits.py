@@ -108,22 +108,27 @@ def test_user_limits_become_each_members_association_under_the_team_account():
 
 
 def test_validate_names_each_pool_where_a_wall_time_limit_is_not_enforced():
-    model = model_with(classes={"standard": 120}, pools={"ec2-gpu": 600}, t1={"max_run_minutes": 60})
+    model = model_with(classes={"standard": 120}, pools={"hyperpod-eks": 600}, t1={"max_run_minutes": 60})
     lines = [line for line in caveats(model) if "max_run_minutes" in line]
     pool_lines = [line for line in lines if line.startswith("pools[")]
     assert len(pool_lines) == 1
-    assert pool_lines[0].startswith("pools[1].max_run_minutes: not enforced on pool ec2-gpu (batch_fair_share)")
+    assert pool_lines[0].startswith(
+        "pools[2].max_run_minutes: not enforced on pool hyperpod-eks (hyperpod_eks) for a HyperPodPyTorchJob"
+    )
     team = [line for line in lines if line.startswith("teams[1].max_run_minutes")]
-    assert [line.split(": not enforced on pool ")[1].split(" ")[0] for line in team] == ["ec2-gpu", "hyperpod-eks"]
-    assert "timeout.attemptDurationSeconds" in team[0] and "no run-time setting" in team[1]
+    assert [line.split(": not enforced on pool ")[1].split(" ")[0] for line in team] == ["hyperpod-eks"]
+    assert "no run-time setting" in team[0] and "activeDeadlineSeconds" in team[0]
     classes = [line for line in lines if line.startswith("priority_classes[1]")]
-    assert len(classes) == 2 and not any("hyperpod-slurm" in line for line in lines)
-    # the quota-share pool's limit is the submission guard's, which in dry run only reports
+    assert len(classes) == 1 and not any("hyperpod-slurm" in line or "ec2-gpu" in line for line in lines)
+    # the quota-share pool's limit is the submission guard's, which in dry run only reports; the
+    # fair-share pool's the reclaim controller's, likewise
     (dry,) = [line for line in caveats(model) if line.startswith("guard_mode")]
     assert "on pool sagemaker-training (batch_quota_share) the submission guard only reports" in dry
-    acting = model.model_copy(update={"guard_mode": "act"})
-    assert not [line for line in caveats(acting) if line.startswith("guard_mode")]
-    assert not [line for line in caveats(model_with()) if "max_run_minutes" in line]
+    (reclaim,) = [line for line in caveats(model) if line.startswith("reclaim_mode")]
+    assert "on pool ec2-gpu (batch_fair_share) the reclaim controller only reports jobs" in reclaim
+    acting = model.model_copy(update={"guard_mode": "act", "reclaim_mode": "act"})
+    assert not [line for line in caveats(acting) if line.startswith(("guard_mode", "reclaim_mode"))]
+    assert not [line for line in caveats(model_with()) if "max_run_minutes" in line or "reclaim_mode" in line]
 
 
 def test_validate_names_each_pool_where_a_user_limit_is_not_enforced():
@@ -152,7 +157,7 @@ def test_explain_shows_the_limits_and_where_they_do_not_hold():
         "60 min per job; opportunistic 30 min (not enforced here)",
         "1 running job, 8 GPUs per member (not enforced here)",
     )
-    assert shown["research", "ec2-gpu"] == ("none per job; opportunistic 30 min (not enforced here)", "-")
+    assert shown["research", "ec2-gpu"] == ("none per job; opportunistic 30 min", "-")  # the reclaim controller's
     assert {(d.max_run, d.user_limits) for d in deals(model_with())} == {("-", "-")}
 
 
@@ -166,7 +171,8 @@ def test_validate_warns_and_explain_shows_the_limits_through_the_cli(capsys, tmp
     code, out, err = run(capsys, "validate", "--config", path)
     assert code == 0
     assert "warning: teams[1].user_limits: not enforced on pool hyperpod-eks (hyperpod_eks)" in out + err
-    assert "warning: teams[1].max_run_minutes: not enforced on pool ec2-gpu (batch_fair_share)" in out + err
+    assert "warning: teams[1].max_run_minutes: not enforced on pool hyperpod-eks (hyperpod_eks)" in out + err
+    assert "warning: reclaim_mode: dry_run: on pool ec2-gpu (batch_fair_share)" in out + err
     rows = {(d["team"], d["pool"]): d for d in explained(capsys, "--config", path)["deals"]}
     assert rows["training", "hyperpod-slurm"]["max_run"] == "90 min per job"
     assert rows["training", "hyperpod-slurm"]["user_limits"] == "2 running jobs per member"
