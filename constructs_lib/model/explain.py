@@ -141,9 +141,12 @@ def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
     return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
 
 
-def _unless(text: str, caveat: str | None) -> str:
-    """A declared limit as `explain` shows it, saying where the backend does not hold it."""
-    return f"{text} (not enforced here)" if text != "-" and caveat else text
+def _unless(text: str, caveat: str | None, held_for: str = "") -> str:
+    """A declared limit as `explain` shows it, saying where the backend does not hold it (or holds
+    it for ``held_for`` only)."""
+    if text == "-" or not caveat:
+        return text
+    return f"{text} (enforced for {held_for} only)" if held_for else f"{text} (not enforced here)"
 
 
 def deals(model: GovernanceModel) -> list[Deal]:
@@ -154,7 +157,9 @@ def deals(model: GovernanceModel) -> list[Deal]:
             project=projects.get(team.name, "-"),
             group=group_place(model, team, pool_name),
             max_run=_unless(
-                max_run_text(model, team, model.pool(pool_name)), backend_of(model.pool(pool_name)).max_run_caveat
+                max_run_text(model, team, model.pool(pool_name)),
+                backend_of(model.pool(pool_name)).max_run_caveat,
+                backend_of(model.pool(pool_name)).max_run_held_for,
             ),
             user_limits=_unless(
                 team.user_limits.shown() if team.user_limits else "-",

@@ -154,7 +154,7 @@ def test_explain_shows_the_limits_and_where_they_do_not_hold():
     )
     assert shown["research", "hyperpod-slurm"] == ("600 min per job; opportunistic 30 min", "-")
     assert shown["training", "hyperpod-eks"] == (
-        "60 min per job; opportunistic 30 min (not enforced here)",
+        "60 min per job; opportunistic 30 min (enforced for Jobs, CronJobs, pods and Kubeflow jobs only)",
         "1 running job, 8 GPUs per member (not enforced here)",
     )
     assert shown["research", "ec2-gpu"] == ("none per job; opportunistic 30 min", "-")  # the reclaim controller's

@@ -94,6 +94,7 @@ BACKEND = Backend(
     max_run_caveat="not enforced {where} for a HyperPodPyTorchJob, a JobSet, a Deployment or a StatefulSet: task "
     "governance has no run-time setting and those kinds no deadline that stops the whole workload; the team's Jobs, "
     "CronJobs, pods and Kubeflow jobs must declare activeDeadlineSeconds at most their limit",
+    max_run_held_for="Jobs, CronJobs, pods and Kubeflow jobs",
     user_limit_caveat="not enforced {where}: task governance and Kueue count the team's namespace as one (its compute "
     "quota, its ClusterQueue), a Kubernetes ResourceQuota limits a namespace and never a user, and every member acts "
     "in the team's group; one member may use the team's whole quota",
