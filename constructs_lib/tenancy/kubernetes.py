@@ -12,7 +12,7 @@ and volume policies.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -381,10 +381,12 @@ def _pod_templates(workloads: dict[tuple[str, str], str] = TEAM_WORKLOADS) -> st
     return _by_resource(dict(cases), last)  # the last matched resource needs no test of its own
 
 
-def _workload_rules(operations: Sequence[str]) -> list[dict[str, Any]]:
-    """Pods and every kind of ``QUEUED_WORKLOADS``, one rule per API group."""
+def _workload_rules(
+    operations: Sequence[str], workloads: Iterable[tuple[str, str]] = QUEUED_WORKLOADS
+) -> list[dict[str, Any]]:
+    """Pods and every kind of ``workloads`` (API group, resource), one rule per API group."""
     groups: dict[str, list[str]] = {}
-    for group, resource in QUEUED_WORKLOADS:
+    for group, resource in workloads:
         groups.setdefault(group, []).append(resource)
     return [
         {**PODS, "operations": list(operations)},

@@ -28,13 +28,13 @@ from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_m
 from .kubernetes import (
     _OBJECT_LABELS,
     _WORKLOAD_VARIABLES,
-    PODS,
     PRIORITY_CLASS_LABEL,
     QUEUED_WORKLOADS,
     Manifest,
     Tenants,
     _by_resource,
     _namespaces,
+    _workload_rules,
     admission_binding,
     admission_policy,
     workload_priority_class,
@@ -51,14 +51,14 @@ _SECONDS = "^[1-9][0-9]{0,9}$"
 class RunTimeLimits:
     """A team's run-time limits in one pool, in seconds, as its admission policy holds them."""
 
-    by_class: Mapping[str, int]
-    """WorkloadPriorityClass name (``<class>-priority``) -> the limit of a workload of that class,
-    for the classes with one."""
+    by_class: Mapping[str, int | None]
+    """WorkloadPriorityClass name (``<class>-priority``) of each declared class -> the limit of a
+    workload of that class; None: none."""
     unnamed: int | None
-    """The limit of a workload that names no class; None: none."""
+    """The limit of a workload that names no declared class; None: none."""
 
     def shown(self) -> str:
-        parts = [f"{name} {seconds} s" for name, seconds in self.by_class.items()]
+        parts = [f"{name} {seconds} s" for name, seconds in self.by_class.items() if seconds is not None]
         if self.unnamed is not None:
             parts.append(f"naming no class {self.unnamed} s")
         return ", ".join(parts)
@@ -67,12 +67,12 @@ class RunTimeLimits:
 def run_time_limits(team: Any, pool: Any, classes: Sequence[Any]) -> RunTimeLimits | None:
     """The team's limits in ``pool`` under the declared ``classes``; None when none is declared."""
     by_class = {
-        workload_priority_class(c.name): minutes * 60
+        workload_priority_class(c.name): None if minutes is None else minutes * 60
         for c in classes
-        if (minutes := max_run_minutes(team, pool, c)) is not None
+        for minutes in [max_run_minutes(team, pool, c)]
     }
     unnamed = any_class_max_run_minutes(team, pool, classes)
-    if not by_class and unnamed is None:
+    if unnamed is None and all(seconds is None for seconds in by_class.values()):
         return None
     return RunTimeLimits(by_class=by_class, unnamed=None if unnamed is None else unnamed * 60)
 
@@ -81,8 +81,8 @@ def run_time_limits(team: Any, pool: Any, classes: Sequence[Any]) -> RunTimeLimi
 class RunTimeHold:
     """Where one kind of cluster reads how long a workload may run."""
 
-    resources: tuple[tuple[str, str], ...]
-    """(API group, resource) of each workload kind it stops; pods are ``("", "pods")``."""
+    workloads: tuple[tuple[str, str], ...]
+    """(API group, resource) of each workload kind it stops, besides pods (every hold stops pods)."""
     declared: str
     """CEL: the seconds the workload under review declares, 0 when it declares none."""
     asked: str
@@ -104,7 +104,7 @@ _KUEUE_LABELS = _by_resource(
     _OBJECT_LABELS,
 )
 KUEUE_MAX_EXEC_TIME = RunTimeHold(
-    resources=(("", "pods"), *QUEUED_WORKLOADS),
+    workloads=tuple(QUEUED_WORKLOADS),
     variables=(("runTimeLabels", _KUEUE_LABELS),),
     declared=(
         f"'{MAX_EXEC_TIME_LABEL}' in variables.runTimeLabels && "
@@ -118,7 +118,7 @@ KUEUE_MAX_EXEC_TIME = RunTimeHold(
 
 _KUBEFLOW_JOBS = ("pytorchjobs", "mpijobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs")
 ACTIVE_DEADLINE = RunTimeHold(
-    resources=(("", "pods"), ("batch", "jobs"), ("batch", "cronjobs"), *(("kubeflow.org", r) for r in _KUBEFLOW_JOBS)),
+    workloads=(("batch", "jobs"), ("batch", "cronjobs"), *(("kubeflow.org", r) for r in _KUBEFLOW_JOBS)),
     declared=(
         "(request.resource.resource == 'cronjobs' ? object.spec.jobTemplate.spec.?activeDeadlineSeconds : "
         "request.resource.resource in ['pods', 'jobs'] ? object.spec.?activeDeadlineSeconds : "
@@ -141,29 +141,22 @@ def run_time_admission(tenants: Tenants, hold: RunTimeHold, team: str, limits: R
     if limits is None:
         return []
     name = f"gpu-governance-run-time-{team}"
-    by_class = "{" + ", ".join(f"'{c}': {s}" for c, s in limits.by_class.items()) + "}"
-    unnamed = "[]" if limits.unnamed is None else f"[{limits.unnamed}]"
-    groups: dict[str, list[str]] = {}
-    for group, resource in hold.resources:
-        groups.setdefault(group, []).append(resource)
-    rules = [
-        {**PODS, "operations": ["CREATE", "UPDATE"]}
-        if group == ""
-        else {"apiGroups": [group], "apiVersions": ["*"], "resources": resources, "operations": ["CREATE", "UPDATE"]}
-        for group, resources in groups.items()
-    ]
+    # 0: a class without a limit; a name no declared class has (refused by the priority policy) is held
+    # as a workload naming none.
+    by_class = "{" + ", ".join(f"'{c}': {s or 0}" for c, s in limits.by_class.items()) + "}"
+    unnamed = limits.unnamed or 0
     policy = admission_policy(
         name,
         team,
-        rules,
+        _workload_rules(["CREATE", "UPDATE"], hold.workloads),
         variables=[
             *_WORKLOAD_VARIABLES,
             *hold.variables,
             ("namedClasses", _NAMED_CLASSES),
             (
                 "runTimeLimits",
-                f"variables.namedClasses.size() == 0 ? {unnamed} : "
-                f"variables.namedClasses.filter(c, c in {by_class}).map(c, {by_class}[c])",
+                f"(variables.namedClasses.size() == 0 ? [{unnamed}] : "
+                f"variables.namedClasses.map(c, c in {by_class} ? {by_class}[c] : {unnamed})).filter(l, l > 0)",
             ),
             ("declaredRunTime", hold.declared),
         ],

@@ -113,6 +113,8 @@ def test_on_eks_kueue_every_workload_of_a_limited_team_carries_a_max_exec_time_a
     for template in pod_templates(named):
         template["spec"]["priorityClassName"] = "opportunistic-priority"
     assert refused(KUEUE_ADMISSION, named, ns)
+    # A class no declared class has (the priority policy refuses it too) is held as naming none.
+    assert refused(KUEUE_ADMISSION, with_priority(with_exec_time(workload, str(TEAM_LIMIT + 1)), "made-up"), ns)
     # A team with no limit is not held; nor are another team's workloads by this team's policy.
     assert not refused(KUEUE_ADMISSION, workload, KUEUE_NS[FREE])
 
@@ -146,7 +148,7 @@ def test_a_class_with_no_limit_leaves_a_workload_naming_it_unheld_and_one_naming
     limited = team(classes, LIMITED)
     limits = run_time_limits(limited, classes.pool(POOL), classes.priority_classes)
     assert limits is not None and limits.unnamed is None  # urgent has none: the longest is none
-    assert dict(limits.by_class) == {"standard-priority": 7200, "opportunistic-priority": 1800}
+    assert dict(limits.by_class) == {"urgent-priority": None, "standard-priority": 7200, "opportunistic-priority": 1800}
     admission = Admission(
         kueue.tenants(EKS).pod_security_objects()
         + kueue.team_objects(classes.pool(POOL), limited, classes.groups, classes.priority_classes)
@@ -232,7 +234,7 @@ def with_deadline(obj: dict, seconds) -> dict:
 
 
 def test_the_deadlined_kinds_are_the_policys_and_the_rest_are_the_caveats():
-    assert {RESOURCES[kind][::2] for kind in DEADLINED} == set(ACTIVE_DEADLINE.resources)
+    assert {RESOURCES[kind][::2] for kind in DEADLINED} == {("", "pods"), *ACTIVE_DEADLINE.workloads}
     assert set(DEADLINED) | set(NOT_DEADLINED) == set(QUEUED_KINDS)
     for kind in NOT_DEADLINED:
         assert kind in HYPERPOD_EKS.max_run_caveat, kind
