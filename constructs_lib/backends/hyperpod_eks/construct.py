@@ -46,6 +46,7 @@ from constructs_lib.model import (
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.tenancy import TeamTenancy
 from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
+from constructs_lib.tenancy.run_time import run_time_limits
 
 from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes, kueue
 
@@ -292,7 +293,10 @@ class HyperPodEksGovernance(EksTenantsConstruct):
             f"Objects{team.name}",
             cluster=self.cluster,
             manifest=kubernetes.team_objects(
-                team.name, tenancy, tenancy.granted_priority_classes(self.priority_classes)
+                team.name,
+                tenancy,
+                tenancy.granted_priority_classes(self.priority_classes),
+                run_time_limits(team, self.pool, self.priority_classes),
             ),
             overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
         )

@@ -61,7 +61,7 @@ from ..contract import (
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
 from ..usage import usage_records
-from . import fair_share, gpu_hours
+from . import fair_share, gpu_hours, run_time
 from .adapters import Adapter
 from .ledger import (
     ABANDONED,
@@ -346,6 +346,18 @@ def run_tick(
                 }
             )
     state = with_raises(adapter.read(now), pool, raises)
+    state = run_time.enforce(  # jobs past their team's run-time limit: noticed, then stopped, before planning
+        pool,
+        state,
+        adapter,
+        ledger,
+        grace_s=settings.grace_s,
+        acting=acting,
+        emit=emit,
+        act=lambda job_id, action, reason, call: _act(
+            ledger, adapter, pool, job_id, action, reason, now, acting, call, time_left
+        ),
+    )
     if settings.usage_half_life_s is not None:  # recorded in dry run too: it is a reading, not an action
         past = fair_share.advance(
             ledger, pool, state, half_life_s=settings.usage_half_life_s, tick_seconds=tick_seconds
