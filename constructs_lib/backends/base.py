@@ -129,6 +129,9 @@ class Backend:
     """Why a declared ``max_run_minutes`` does not stop a job there (``{where}`` is filled in); None:
     the backend stops a job at its limit (Slurm QoS ``MaxWall``; a quota share's jobs, whose
     ``StoppingCondition.MaxRuntimeInSeconds`` the submission guard holds to it)."""
+    max_run_held_for: str = ""
+    """The workloads whose run time the backend does hold where ``max_run_caveat`` names the rest
+    (``explain`` shows the limit as held for them only); empty: the caveat is the whole story."""
     user_limit_caveat: str | None = None
     """Why a team's ``user_limits`` do not hold there (``{where}`` is filled in); None: the scheduler
     sees each member and limits them (Slurm user associations)."""

@@ -29,7 +29,7 @@ from constructs import Construct
 
 from constructs_lib.backends import backend_of
 from constructs_lib.controllers.base import GovernanceController
-from constructs_lib.controllers.reclaim import _ssm_target_arn
+from constructs_lib.controllers.reclaim_policy import ssm_target_arn
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
 from constructs_lib.core.errors import GovernanceError, Problem
@@ -481,7 +481,7 @@ class CapacityController(GovernanceController):
                     actions=["ssm:SendCommand"],
                     resources=[
                         document,
-                        *(_ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items())),
+                        *(ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items())),
                     ],
                 ),
                 iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),

@@ -141,9 +141,12 @@ def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
     return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
 
 
-def _unless(text: str, caveat: str | None) -> str:
-    """A declared limit as `explain` shows it, saying where the backend does not hold it."""
-    return f"{text} (not enforced here)" if text != "-" and caveat else text
+def _unless(text: str, caveat: str | None, held_for: str = "") -> str:
+    """A declared limit as `explain` shows it, saying where the backend does not hold it (or holds
+    it for ``held_for`` only)."""
+    if text == "-" or not caveat:
+        return text
+    return f"{text} (enforced for {held_for} only)" if held_for else f"{text} (not enforced here)"
 
 
 def deals(model: GovernanceModel) -> list[Deal]:
@@ -154,7 +157,9 @@ def deals(model: GovernanceModel) -> list[Deal]:
             project=projects.get(team.name, "-"),
             group=group_place(model, team, pool_name),
             max_run=_unless(
-                max_run_text(model, team, model.pool(pool_name)), backend_of(model.pool(pool_name)).max_run_caveat
+                max_run_text(model, team, model.pool(pool_name)),
+                backend_of(model.pool(pool_name)).max_run_caveat,
+                backend_of(model.pool(pool_name)).max_run_held_for,
             ),
             user_limits=_unless(
                 team.user_limits.shown() if team.user_limits else "-",
@@ -289,6 +294,13 @@ def caveats(model: GovernanceModel) -> list[str]:
     return lines + _limit_caveats(model)
 
 
+_GUARD_REPORTS = (
+    "the submission guard only reports service jobs asking for longer than their run-time limit "
+    "(StoppingCondition.MaxRuntimeInSeconds); act stops them"
+)
+_RECLAIM_REPORTS = "the reclaim controller only reports jobs that run past their run-time limit; act stops them"
+
+
 def _limit_caveats(model: GovernanceModel) -> list[str]:
     """Where a run-time or per-member limit is not held (docs/governance-file.md, Run-time and
     per-member limits): per pool, then per team and pool."""
@@ -296,15 +308,18 @@ def _limit_caveats(model: GovernanceModel) -> list[str]:
     for index, pool in enumerate(model.pools):
         backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
         teams = model.teams_in(pool.name)
-        if (
-            backend.guards_submissions
-            and model.guard_mode == "dry_run"
-            and any(max_run_limited(model, team, pool) for team in teams)
-        ):
-            lines.append(
-                f"guard_mode: dry_run: {where} the submission guard only reports service jobs asking for longer than "
-                "their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
-            )
+        # Where a controller holds the limit, it only reports in dry run: the guard on quota-share
+        # queues, the reclaim controller on fair-share ones.
+        reporters = (
+            (backend.guards_submissions, "guard_mode", model.guard_mode, _GUARD_REPORTS),
+            (backend.reclaim_terminates_jobs, "reclaim_mode", model.reclaim_mode, _RECLAIM_REPORTS),
+        )
+        if any(max_run_limited(model, team, pool) for team in teams):
+            lines += [
+                f"{field}: dry_run: {where} {what}"
+                for held, field, mode, what in reporters
+                if held and mode == "dry_run"
+            ]
         if backend.max_run_caveat and teams:
             if pool.max_run_minutes is not None:
                 lines.append(f"pools[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")

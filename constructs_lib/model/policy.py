@@ -12,10 +12,11 @@ from typing import Any
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, Team
 from constructs_lib.model.quota import borrow_instances, instance_quota
+from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_by_weight
 from gpu_governance_runtime.contract import POLICY_VERSION
 
 
-def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
+def _share(model: GovernanceModel, team: Team, pool: AnyPool) -> dict[str, Any]:
     sharing = team.sharing
     return {
         "name": team.name,
@@ -37,6 +38,24 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value}
         if team.gpu_hour_limit
         else None,
+    } | _max_run(model, team, pool)
+
+
+def _max_run(model: GovernanceModel, team: Team, pool: AnyPool) -> dict[str, Any]:
+    """A team's run-time limits where the reclaim controller stops its jobs at them (reclaim/run_time.py):
+    ``max_run``, the seconds of a job of any class and, by scheduling priority (a class's weight), those
+    whose limit differs (none where the team has no limit there, or its backend holds limits itself)."""
+    if not backend_of(pool).reclaim_terminates_jobs:
+        return {}
+    overall = any_class_max_run_minutes(team, pool, model.priority_classes)
+    by_weight = max_run_by_weight(model, team, pool)
+    if overall is None and not by_weight:
+        return {}
+    return {
+        "max_run": {
+            "seconds": None if overall is None else overall * 60,
+            "by_priority": {str(weight): minutes * 60 for weight, minutes in sorted(by_weight.items())},
+        }
     }
 
 
@@ -79,7 +98,7 @@ def compile_policy(model: GovernanceModel) -> dict[str, Any]:
                 "name": pool.name,
                 "backend": pool.backend,
                 "capacity": dict(pool.capacity),
-                "shares": [_share(team, pool) for team in model.teams_in(pool.name)],
+                "shares": [_share(model, team, pool) for team in model.teams_in(pool.name)],
                 **_reclaim(pool),
                 **_groups(model, pool),
             }

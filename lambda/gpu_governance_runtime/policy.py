@@ -265,7 +265,10 @@ class _Reader:
         paused = data.get("paused", False)
         self.expect(paused, bool, f"{path}.paused", "true or false")
         self.expect(data.get("name"), str, f"{path}.name", "a string")
+        max_run, by_priority = self.max_run(data.get("max_run"), f"{path}.max_run")
         return Share(
+            max_run_s=max_run,
+            max_run_by_priority=by_priority,
             gpu_hour_limit=self.gpu_hour_limit(data.get("gpu_hour_limit"), f"{path}.gpu_hour_limit"),
             name=str(data.get("name")),
             quota=self.counts(data.get("quota"), f"{path}.quota", 0),
@@ -281,6 +284,23 @@ class _Reader:
                 data.get("borrow_limit_instances", {}), f"{path}.borrow_limit_instances", 0
             ),
         )
+
+    def max_run(self, value: Any, path: str) -> tuple[float | None, dict[int, float]]:
+        """A share's run-time limits (``{seconds, by_priority}``, absent: none): any job's, and by priority."""
+        if value is None or not self.expect(value, dict, path, "{seconds, by_priority} or absent"):
+            return None, {}
+        seconds = value.get("seconds")
+        overall = None if seconds is None else self.seconds(seconds, f"{path}.seconds", positive=True)
+        by_priority = value.get("by_priority", {})
+        if not self.expect(by_priority, dict, f"{path}.by_priority", "a mapping of priority to seconds"):
+            return overall, {}
+        limits = {}
+        for priority, limit in by_priority.items():
+            if not str(priority).lstrip("-").isdigit():
+                self.problems.append(f"{path}.by_priority: {priority!r} - a whole-number scheduling priority")
+                continue
+            limits[int(priority)] = self.seconds(limit, f"{path}.by_priority.{priority}", positive=True)
+        return overall, limits
 
     def gpu_hour_limit(self, value: Any, path: str) -> tuple[int, str] | None:
         if value is None:

@@ -67,6 +67,7 @@ LAYERS = {
         "reclaim/gpu_hours.py",
         "reclaim/fair_share.py",
         "reclaim/reports.py",
+        "reclaim/run_time.py",
         "capacity/ledger.py",
         "capacity/aws.py",
         "capacity/block_jobs.py",

@@ -43,6 +43,7 @@ from constructs_lib.tenancy.kubernetes import (
     pod_security_labels,
     workload_priority_class,
 )
+from constructs_lib.tenancy.run_time import KUEUE_MAX_EXEC_TIME, run_time_admission, run_time_limits
 from gpu_governance_runtime.backends.eks_kueue import GROUP_SUFFIX, NAMESPACE_PREFIX
 from gpu_governance_runtime.contract import GPU_RESOURCE, borrow_ceiling, lendable
 
@@ -264,4 +265,5 @@ def team_objects(
         cluster_queue_object(pool, team, cohort_of(pool, team, groups)),
         local_queue(pool, team.name),
         *tenants(pool).team_objects(team.name, tenancy, tenancy.granted_priority_classes(classes)),
+        *run_time_admission(tenants(pool), KUEUE_MAX_EXEC_TIME, team.name, run_time_limits(team, pool, classes)),
     ]

@@ -94,6 +94,14 @@ class Share:
     borrow_limit_instances: Mapping[str, int] = field(default_factory=dict)
     # (GPU hours, "day" | "week" | "month"): the team's hard GPU-hour limit (reclaim.gpu_hours), if any
     gpu_hour_limit: tuple[int, str] | None = None
+    # The longest one of its jobs may run, in seconds, where the reclaim controller stops it then
+    # (reclaim.run_time): any job's (None: no limit), and by scheduling priority where it differs.
+    max_run_s: float | None = None
+    max_run_by_priority: Mapping[int, float] = field(default_factory=dict)
+
+    def max_run_of(self, priority: int) -> float | None:
+        """The run-time limit of one of its jobs of scheduling priority ``priority``; None: none."""
+        return self.max_run_by_priority.get(priority, self.max_run_s)
 
     def held_idle(self, instance_type: str, in_use: int) -> int:
         """Instances of the share's idle quota never lent: a reserve share's whole idle quota, a

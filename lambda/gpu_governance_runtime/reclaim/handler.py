@@ -77,7 +77,7 @@ from ..planners.reclaim import (
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
 from ..usage import usage_records
-from . import fair_share, gpu_hours
+from . import fair_share, gpu_hours, run_time
 from .reports import promise_records, share_metrics
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
@@ -390,9 +390,22 @@ def _resume(tick: _Tick) -> None:
 
 
 def _read(tick: _Tick, raises: Iterable[Mapping[str, Any]], tick_seconds: float) -> PoolState:
-    """The pool as read, raised by the capacity controller, with its decayed past usage."""
+    """The pool as read, raised by the capacity controller, its jobs past their run-time limit
+    stopped, with its decayed past usage."""
     settings = tick.settings
     state = raised_guarantees.with_raises(tick.adapter.read(tick.now), tick.pool, raises)
+    state = run_time.enforce(  # jobs past their team's run-time limit: noticed, then stopped, before planning
+        tick.pool,
+        state,
+        tick.adapter,
+        tick.ledger,
+        grace_s=settings.grace_s,
+        acting=tick.acting,
+        emit=tick.emit,
+        act=lambda job_id, action, reason, call: _act(
+            tick.ledger, tick.adapter, tick.pool, job_id, action, reason, tick.now, tick.acting, call, tick.time_left
+        ),
+    )
     if settings.usage_half_life_s is not None:  # recorded in dry run too: it is a reading, not an action
         past = fair_share.advance(
             tick.ledger, tick.pool, state, half_life_s=settings.usage_half_life_s, tick_seconds=tick_seconds

@@ -22,6 +22,7 @@ from ...common.action_ledger import (
     FAILED,
     FUNCTION_TIMEOUT_SECONDS,
     SKIPPED,
+    STOPPED_FOR_GOOD,
     SUBMITTING,
     TERMINATED,
     TERMINATING,
@@ -327,10 +328,6 @@ class BatchFairShareAdapter:
 
     def start(self, start: Start, progress: Callable[..., None] = unrecorded) -> ActionResult:
         raise RuntimeError("Batch starts fair-share jobs itself")
-
-
-# The ledger field of a preemption whose victim gets no copy, and why (``_not_brought_back``).
-STOPPED_FOR_GOOD = "stopped_for_good"
 
 
 def _stopped_for_good(job_id: str, why: str) -> ActionResult:
