@@ -218,13 +218,9 @@ class BatchFairShareAdapter:
         return str(len(self._jobs.get(job_id, {}).get("attempts", [])))
 
     def preempt(self, preemption: Preemption, progress: Callable[..., None] = unrecorded) -> ActionResult:
-        (current,) = self.batch.describe_jobs(jobs=[preemption.job_id])["jobs"] or ({},)
-        if current.get("status") not in ("STARTING", "RUNNING") or self.attempt_of(preemption.job_id) != str(
-            len(current.get("attempts", []))
-        ):
-            return ActionResult(
-                job_id=preemption.job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}"
-            )
+        current, skipped = self._as_read(preemption.job_id)
+        if skipped is not None:
+            return skipped
         for_good = self._not_brought_back(current)
         # Recorded before the call: an answer lost after Batch stopped the job (a timeout, a 5xx)
         # leaves the action open, and the next tick reads what happened (``resume``), and whether
@@ -247,6 +243,28 @@ class BatchFairShareAdapter:
             return _stopped_for_good(preemption.job_id, for_good)
         progress(TERMINATED)
         return self._bring_back(current, None, progress)
+
+    def stop(self, job: RunningJob, reason: str, progress: Callable[..., None] = unrecorded) -> ActionResult:
+        """Terminate a job for good at its team's run-time limit (reclaim/run_time.py) while it is still
+        the attempt the tick read; recorded ``terminating`` (with why it gets no copy) before the call.
+        A failed call raises: the handler leaves the action open at that step and the next tick reads
+        what happened (``resume``: stopped for good, it owes no copy) [aws: batch.terminate-job-ends-failed]."""
+        _, skipped = self._as_read(job.job_id)
+        if skipped is not None:
+            return skipped
+        progress(TERMINATING, **{STOPPED_FOR_GOOD: "it ran as long as its run-time limit allows"})
+        self.batch.terminate_job(jobId=job.job_id, reason=f"{REASON_PREFIX} {reason}"[:1024])
+        return ActionResult(job_id=job.job_id, outcome=DONE, detail=f"stopped for good at its run-time limit: {reason}")
+
+    def _as_read(self, job_id: str) -> tuple[dict, ActionResult | None]:
+        """The job as Batch has it now, and, unless it still runs as the attempt the tick read, the
+        ``skipped`` result of an action on it."""
+        (current,) = self.batch.describe_jobs(jobs=[job_id])["jobs"] or ({},)
+        if current.get("status") in ("STARTING", "RUNNING") and self.attempt_of(job_id) == str(
+            len(current.get("attempts", []))
+        ):
+            return current, None
+        return current, ActionResult(job_id=job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}")
 
     def _not_brought_back(self, job: dict) -> str | None:
         """Why ``job``, stopped, gets no copy (None: it does): it cannot be submitted again as it
