@@ -47,12 +47,13 @@ DOCUMENT = {
 
 
 def test_the_example_groups_are_compiled_for_the_pools_the_controller_plans():
+    # a document without limits: no borrowing limit, no lending limit (the group tree of issue 43)
     policy = parse_policy(compile_policy(load_model(EXAMPLE)))
     assert policy.pool("ec2-gpu").groups == (
-        ShareGroup(name="vision", shares=("perception", "mapping"), quota={"g6e.12xlarge": 8}),
+        ShareGroup(name="vision", shares=("perception", "mapping"), quota={"g6e.12xlarge": 8}, borrowing_limit={}),
     )
     assert policy.pool("hyperpod-slurm").groups == (
-        ShareGroup(name="vision", shares=("perception", "mapping"), quota={"ml.p5.48xlarge": 4}),
+        ShareGroup(name="vision", shares=("perception", "mapping"), quota={"ml.p5.48xlarge": 4}, borrowing_limit={}),
     )
 
 
