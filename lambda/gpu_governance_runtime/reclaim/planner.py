@@ -626,12 +626,17 @@ def breached_shares(
     waited_before: float,
     usage: Mapping[tuple[str, str], int] | None = None,
     waiting_since: Callable[[PendingJob], float] = lambda job: job.submitted_at,
+    groups: Iterable[ShareGroup] = (),
+    borrows: Callable[[PendingJob], bool] = lambda job: True,
 ) -> set[str]:
     """The one definition of a broken guarantee (the simulator's breach count and kept share, the
     controller's ``GuaranteeBreachedHours``): shares with a guarantee job (``is_guarantee_job``)
     waiting since before ``waited_before`` (now less ``breach_tolerance``) while another share
-    runs above its quota on the job's type - lent capacity not taken back in time. ``usage``:
-    the instances of ``running`` per (share, type), where the caller keeps it."""
+    runs above its quota on the job's type - lent capacity not taken back in time; in a group
+    tree also a job beyond its share's quota that a group's quota covers (``group_guaranteed``)
+    waiting while a share outside that group borrows. ``usage``: the instances of ``running`` per
+    (share, type), where the caller keeps it; ``borrows``: whether a job may borrow now
+    (``may_borrow``, a group's guarantee being borrowing for its share)."""
     shares = tuple(shares)
     quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
     if usage is None:
@@ -645,7 +650,46 @@ def breached_shares(
     waited = [job for job in pending if job.instance_type in borrowing and waiting_since(job) <= waited_before]
     if not waited:
         return set()
-    return {job.share for job in pending_guarantee_jobs(shares, running, waited)}
+    breached = {job.share for job in pending_guarantee_jobs(shares, running, waited)}
+    groups = tuple(groups)
+    if groups:
+        breached |= {
+            job.share
+            for job in waited
+            if job.share not in breached and borrows(job) and group_guaranteed(job, shares, groups, usage)
+        }
+    return breached
+
+
+def group_guaranteed(
+    job: PendingJob, shares: tuple[Share, ...], groups: tuple[ShareGroup, ...], usage: Mapping[tuple[str, str], int]
+) -> bool:
+    """Whether a group's quota covers ``job`` (the nearest with room, as the planner's
+    ``guaranteed_by``, within its share's ceiling and every nearer group's) while a share outside
+    that group runs above its quota, not kept by a group of its own within its quota."""
+    t, by_name = job.instance_type, {s.name: s for s in shares}
+    share = by_name[job.share]
+    used = usage.get((job.share, t), 0) + usage.get((job.share, ANY_TYPE), 0)
+    # the ceiling with the pool's size left out: only a share that may borrow this much passes
+    if share.paused or used + job.count > share.ceiling(t, used + job.count):
+        return False
+    tree = _GroupTree(groups, shares, t)
+    in_use = {s.name: usage.get((s.name, t), 0) + usage.get((s.name, ANY_TYPE), 0) for s in shares}
+    group_use = {g: sum(in_use[s] for s, chain in tree.chain.items() if g in chain) for g in tree.quota}
+    for group in tree.chain[job.share]:
+        if group_use[group] + job.count <= tree.quota[group]:
+            return any(
+                in_use[other.name] > other.quota.get(t, 0)
+                and group not in tree.chain[other.name]
+                and not any(
+                    group_use[g] <= tree.quota[g] for g in tree.chain[other.name] if g not in tree.chain[job.share]
+                )
+                for other in shares
+            )
+        cap = tree.cap[group]
+        if cap is not None and group_use[group] + job.count > cap:
+            return False
+    return False
 
 
 def asking_shares(
