@@ -5,8 +5,12 @@ that waits while a team outside it borrows is a breach."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 from dataclasses import replace
+from pathlib import Path
 
+from constructs_lib.model.loader import load_model
+from constructs_lib.model.policy import compile_policy
 from constructs_lib.simulator.engine import simulate
 from constructs_lib.simulator.traces import TraceJob
 from gpu_governance_runtime.policy import parse_policy
@@ -106,3 +110,20 @@ def test_the_replay_plans_the_tree_the_controller_reads_from_its_document():
     assert off.guarantee_breaches > 0
     assert 0 < off.guarantee_breached_s["training"] <= off.guarantee_asked_s["training"]  # a breached team asks
     assert _replay(ONE_LEVEL, Settings(max_preemptions_per_tick=0)).guarantee_breaches == 0
+
+
+def test_the_openb_benchmark_plans_the_tree_the_reader_reads_from_the_compiled_document():
+    """benchmarks/tree_replay.py (docs/performance.md): its tree reaches the planner through the
+    controller's reader, over the library's compiled document."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tree_replay.py"
+    spec = importlib.util.spec_from_file_location("tree_replay", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model = load_model(bench.CONFIG)
+    pool = bench.pool(compile_policy(model), quotas=bench.HEADROOM_QUOTAS, groups=bench.TREE)
+    g5 = bench.G5
+    assert pool.groups == (
+        ShareGroup(name="lab", shares=("research",), quota={g5: 20}, borrowing_limit={}),
+        ShareGroup(name="infra", shares=("platform",), quota={g5: 8}, parent="lab", borrowing_limit={}),
+    )
+    assert {s.name: s.quota[g5] for s in pool.shares} == {"serving": 20, "platform": 6, "research": 10}
