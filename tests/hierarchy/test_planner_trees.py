@@ -24,6 +24,7 @@ from gpu_governance_runtime.reclaim.planner import (
     plan_tick,
     preemptible_in_share,
 )
+from tests.hierarchy import test_planner_groups as one_level
 from tests.hierarchy.test_groups_policy import DOCUMENT
 from tests.hierarchy.test_planner_groups import UNCAPPED, T, borrower, pending, running
 from tests.reclaim.strategies import NOW, PROPERTY_SETTINGS, pool_states
@@ -32,12 +33,12 @@ from tests.reclaim.strategies import NOW, PROPERTY_SETTINGS, pool_states
 NO_ANTI_THRASH = Settings(min_run_time_s=0, max_preemptions_per_tick=10_000, max_preemption_searches_per_tick=10_000)
 
 
-def org(*, ai: int = 6, research_borrowing: dict | None = None, lending: dict | None = None) -> tuple[ShareGroup, ...]:
+def org(*, ai: int = 6, vision_borrowing: dict | None = None, lending: dict | None = None) -> tuple[ShareGroup, ...]:
     """ai (quota 6) holds vision (quota 4: zeta, beta) and the share nlp; omega is outside."""
     return (
         ShareGroup(name="ai", shares=("nlp",), quota={T: ai}, borrowing_limit={}, lending_limit=lending or {}),
         ShareGroup(
-            name="vision", shares=("zeta", "beta"), quota={T: 4}, parent="ai", borrowing_limit=research_borrowing or {}
+            name="vision", shares=("zeta", "beta"), quota={T: 4}, parent="ai", borrowing_limit=vision_borrowing or {}
         ),
     )
 
@@ -79,7 +80,7 @@ def test_a_groups_borrowing_limit_is_its_members_ceiling():
         capacity={T: 8},
         shares=SHARES,
         now=NOW,
-        groups=org(research_borrowing={T: 1}),
+        groups=org(vision_borrowing={T: 1}),
         running=(running("z1", "zeta", 2), running("b1", "beta", 3)),
         pending=(pending("zeta-more", "zeta"), pending("beta-more", "beta", submitted_at=NOW - 30)),
     )
@@ -310,17 +311,13 @@ def test_a_second_tick_over_a_trees_applied_plan_preempts_nothing_more(state):
     # in the borrowing phase is preempted in-share on the next tick by a larger job of its team
     # that found no room before it: two shares of quota 0, 13 of 16 in use; left for its own fix).
     state = replace(state, shares=tuple(replace(s, in_share_preemption=False) for s in state.shares))
-    plan = plan_tick(state, UNCAPPED)
-    assert plan_tick(apply_plan(state, plan), UNCAPPED).preemptions == ()
+    one_level.test_a_second_tick_over_the_applied_plan_preempts_nothing_more.hypothesis.inner_test(state)
 
 
 @PROPERTY_SETTINGS
 @given(tree_states(), st.randoms(use_true_random=False))
 def test_the_same_tree_input_always_gives_the_same_plan(state, random):
-    running, pending_jobs = list(state.running), list(state.pending)
-    random.shuffle(running)
-    random.shuffle(pending_jobs)
-    assert plan_tick(replace(state, running=tuple(running), pending=tuple(pending_jobs))) == plan_tick(state)
+    one_level.test_the_same_grouped_input_always_gives_the_same_plan.hypothesis.inner_test(state, random)
 
 
 @PROPERTY_SETTINGS
