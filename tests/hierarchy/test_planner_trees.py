@@ -65,6 +65,24 @@ def parent_guarantee() -> PoolState:
     )
 
 
+def within_every_guarantee() -> PoolState:
+    """zeta borrows 1 inside vision (4, holding 3), ai (7) holds 5, omega borrows 2 of the full pool:
+    zeta's next job is within both groups' quotas."""
+    return PoolState(
+        capacity={T: 9},
+        shares=SHARES,
+        now=NOW,
+        groups=org(ai=7),
+        running=(
+            running("z1", "zeta", 2),
+            running("b1", "beta"),
+            running("n1", "nlp", 2),
+            running("o1", "omega", 4, started_at=NOW - 600),
+        ),
+        pending=(pending("zeta-more", "zeta"),),
+    )
+
+
 def test_a_job_within_the_parents_guarantee_reclaims_from_outside_the_parent_only():
     state = parent_guarantee()
     plan = plan_tick(state, UNCAPPED)
@@ -260,6 +278,7 @@ def test_no_group_is_ever_beyond_its_quota_and_borrowing_limit_after_a_plan(stat
 @PROPERTY_SETTINGS
 @given(tree_states())
 @example(parent_guarantee())
+@example(within_every_guarantee())
 def test_a_member_within_every_ancestors_guarantee_never_waits_while_an_outsider_borrows(state):
     """After the plan: a waiting job that its share may start (its guarantee, or a borrow within
     its ceiling), that every one of its groups' quotas still covers, does not wait while shares

@@ -633,7 +633,7 @@ def breached_shares(
     controller's ``GuaranteeBreachedHours``): shares with a guarantee job (``is_guarantee_job``)
     waiting since before ``waited_before`` (now less ``breach_tolerance``) while another share
     runs above its quota on the job's type - lent capacity not taken back in time; in a group
-    tree also a job beyond its share's quota that a group's quota covers (``group_guaranteed``)
+    tree also a job beyond its share's quota that a group's quota covers (``_TreeUse.guaranteed``)
     waiting while a share outside that group borrows. ``usage``: the instances of ``running`` per
     (share, type), where the caller keeps it; ``borrows``: whether a job may borrow now
     (``may_borrow``, a group's guarantee being borrowing for its share)."""
@@ -652,44 +652,51 @@ def breached_shares(
         return set()
     breached = {job.share for job in pending_guarantee_jobs(shares, running, waited)}
     groups = tuple(groups)
-    if groups:
-        breached |= {
-            job.share
-            for job in waited
-            if job.share not in breached and borrows(job) and group_guaranteed(job, shares, groups, usage)
-        }
+    trees: dict[str, _TreeUse] = {}  # per instance type, built once
+    for job in waited:
+        if groups and job.share not in breached and borrows(job):
+            t = job.instance_type
+            tree = trees.get(t) or trees.setdefault(t, _TreeUse(groups, shares, usage, t))
+            if tree.guaranteed(job):
+                breached.add(job.share)
     return breached
 
 
-def group_guaranteed(
-    job: PendingJob, shares: tuple[Share, ...], groups: tuple[ShareGroup, ...], usage: Mapping[tuple[str, str], int]
-) -> bool:
-    """Whether a group's quota covers ``job`` (the nearest with room, as the planner's
-    ``guaranteed_by``, within its share's ceiling and every nearer group's) while a share outside
-    that group runs above its quota, not kept by a group of its own within its quota."""
-    t, by_name = job.instance_type, {s.name: s for s in shares}
-    share = by_name[job.share]
-    used = usage.get((job.share, t), 0) + usage.get((job.share, ANY_TYPE), 0)
-    # the ceiling with the pool's size left out: only a share that may borrow this much passes
-    if share.paused or used + job.count > share.ceiling(t, used + job.count):
-        return False
-    tree = _GroupTree(groups, shares, t)
-    in_use = {s.name: usage.get((s.name, t), 0) + usage.get((s.name, ANY_TYPE), 0) for s in shares}
-    group_use = {g: sum(in_use[s] for s, chain in tree.chain.items() if g in chain) for g in tree.quota}
-    for group in tree.chain[job.share]:
-        if group_use[group] + job.count <= tree.quota[group]:
-            return any(
-                in_use[other.name] > other.quota.get(t, 0)
-                and group not in tree.chain[other.name]
-                and not any(
-                    group_use[g] <= tree.quota[g] for g in tree.chain[other.name] if g not in tree.chain[job.share]
-                )
-                for other in shares
-            )
-        cap = tree.cap[group]
-        if cap is not None and group_use[group] + job.count > cap:
+class _TreeUse:
+    """The group tree on one instance type with what each share and group holds of it now (the
+    breach count's view of ``_TypePlanner.guaranteed_by``)."""
+
+    def __init__(
+        self, groups: tuple[ShareGroup, ...], shares: tuple[Share, ...], usage: Mapping[tuple[str, str], int], t: str
+    ) -> None:
+        self.tree, self.shares = _GroupTree(groups, shares, t), {s.name: s for s in shares}
+        self.in_use = {s.name: usage.get((s.name, t), 0) + usage.get((s.name, ANY_TYPE), 0) for s in shares}
+        self.group_use = dict.fromkeys(self.tree.quota, 0)
+        for name, chain in self.tree.chain.items():
+            for group in chain:
+                self.group_use[group] += self.in_use[name]
+
+    def guaranteed(self, job: PendingJob) -> bool:
+        """Whether a group's quota covers ``job`` (the nearest with room, within its share's
+        ceiling and every nearer group's) while a share outside that group runs above its quota,
+        not kept by a group of its own within its quota."""
+        tree, share, used = self.tree, self.shares[job.share], self.in_use[job.share]
+        # the ceiling with the pool's size left out: only a share that may borrow this much passes
+        if share.paused or used + job.count > share.ceiling(job.instance_type, used + job.count):
             return False
-    return False
+        mine = tree.chain[job.share]
+        for group in mine:
+            if self.group_use[group] + job.count <= tree.quota[group]:
+                return any(
+                    self.in_use[other.name] > other.quota.get(job.instance_type, 0)
+                    and group not in tree.chain[other.name]
+                    and not any(self.group_use[g] <= tree.quota[g] for g in tree.chain[other.name] if g not in mine)
+                    for other in self.shares.values()
+                )
+            cap = tree.cap[group]
+            if cap is not None and self.group_use[group] + job.count > cap:
+                return False
+        return False
 
 
 def asking_shares(
