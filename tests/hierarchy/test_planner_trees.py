@@ -16,6 +16,7 @@ from gpu_governance_runtime.policy import PolicyError, parse_policy
 from gpu_governance_runtime.reclaim.planner import (
     RECLAIM,
     PoolState,
+    RunningJob,
     Settings,
     ShareGroup,
     apply_plan,
@@ -46,40 +47,33 @@ def org(*, ai: int = 6, vision_borrowing: dict | None = None, lending: dict | No
 SHARES = (borrower("zeta", 1), borrower("beta", 1), borrower("nlp", 1), borrower("omega", 2))
 
 
-def parent_guarantee() -> PoolState:
-    """vision is at its quota (4), ai (quota 7) has 1 idle; omega and nlp (inside ai) borrow 1 each."""
+def zeta_asks_for_one_more(*jobs: RunningJob) -> PoolState:
+    """A full pool of 9: ai (7) holds vision (4: zeta, beta) and nlp; omega outside; zeta waits for 1."""
     return PoolState(
-        capacity={T: 9},
-        shares=SHARES,
-        now=NOW,
-        groups=org(ai=7),
-        running=(
-            running("z1", "zeta", 2),
-            running("b1", "beta", 2),
-            running("n1", "nlp"),
-            running("n2", "nlp", started_at=NOW - 100),  # the cheapest victim, but inside ai
-            running("o1", "omega", 2),
-            running("o2", "omega", started_at=NOW - 600),
-        ),
-        pending=(pending("zeta-more", "zeta"),),
+        capacity={T: 9}, shares=SHARES, now=NOW, groups=org(ai=7), running=jobs, pending=(pending("zeta-more", "zeta"),)
+    )
+
+
+def parent_guarantee() -> PoolState:
+    """vision is at its quota (4), ai has 1 idle; omega and nlp (inside ai) borrow 1 each."""
+    return zeta_asks_for_one_more(
+        running("z1", "zeta", 2),
+        running("b1", "beta", 2),
+        running("n1", "nlp"),
+        running("n2", "nlp", started_at=NOW - 100),  # the cheapest victim, but inside ai
+        running("o1", "omega", 2),
+        running("o2", "omega", started_at=NOW - 600),
     )
 
 
 def within_every_guarantee() -> PoolState:
-    """zeta borrows 1 inside vision (4, holding 3), ai (7) holds 5, omega borrows 2 of the full pool:
-    zeta's next job is within both groups' quotas."""
-    return PoolState(
-        capacity={T: 9},
-        shares=SHARES,
-        now=NOW,
-        groups=org(ai=7),
-        running=(
-            running("z1", "zeta", 2),
-            running("b1", "beta"),
-            running("n1", "nlp", 2),
-            running("o1", "omega", 4, started_at=NOW - 600),
-        ),
-        pending=(pending("zeta-more", "zeta"),),
+    """zeta borrows 1 inside vision (holding 3), ai holds 5, omega borrows 2: zeta's next job is
+    within both groups' quotas."""
+    return zeta_asks_for_one_more(
+        running("z1", "zeta", 2),
+        running("b1", "beta"),
+        running("n1", "nlp", 2),
+        running("o1", "omega", 4, started_at=NOW - 600),
     )
 
 
