@@ -28,6 +28,9 @@ BACKEND = Backend(
     # Kueue weighs ClusterQueues by fairSharing.weight only when its configuration enables fair sharing.
     gpu_hour_limit_caveat="Kueue has no consumption limit, and the reclaim controller does not switch a "
     "ClusterQueue's stopPolicy at the limit (it only reads the cluster there)",
+    # A Cohort per group, its spec.parentName its parent group's Cohort [aws: eks.kueue-cohort-tree].
+    group_tree="Kueue's hierarchical cohorts (a Cohort per group under its parent group's, with the group's "
+    "borrowingLimit and lendingLimit)",
     kubernetes_tenancy=True,
     window_feeds=(CONSUMER_EKS_NODE_GROUP,),
     team_resources=6,
