@@ -231,7 +231,7 @@ def cohorts(pool: EksKueuePool, teams: Sequence[Team], groups: Sequence[TeamGrou
             instance_type: {
                 "nominalQuota": headroom,
                 "borrowingLimit": borrowing.get(instance_type, 0),
-                "lendingLimit": lending.get(instance_type),
+                "lendingLimit": lending.get(instance_type),  # [aws: eks.kueue-cohort-lending-limit]
             }
             for instance_type, headroom in nominal[group.name].items()
         }
