@@ -98,7 +98,7 @@ def _explain(args: argparse.Namespace) -> int:
         w.name: {"team": w.team, "summary": w.summary(now), "ended": w.ended(now)} for w in model.capacity_windows
     }
     if args.json:
-        print(json.dumps(as_json(deals(model), windows, caveats(model)), indent=2))
+        print(json.dumps(as_json(deals(model), windows, [*caveats(model), *group_notes(model)]), indent=2))
         return EXIT_OK
     width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 120)
     print(render(deals(model), [f"{name}: {w['summary']}" for name, w in windows.items()], width))

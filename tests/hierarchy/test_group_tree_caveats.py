@@ -4,6 +4,7 @@ level's parent or limits are not held (Batch quota shares, HyperPod EKS; a lendi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,13 @@ def test_the_three_level_example_is_valid_and_validate_says_who_holds_each_pools
         "an account has no lending limit, and the group's idle nodes are in the borrow partition for every borrower; "
         "only the reclaim controller's planner holds it, where it governs the pool (head_node)"
     ]
+
+
+def test_explain_json_carries_the_notes_too(capsys):
+    assert main(["explain", "--config", str(TREE), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(n.startswith("pools[1] ec2-gpu (batch_fair_share): groups research-division") for n in notes)
+    assert any(n.startswith("groups[1].lending_limits.hyperpod-slurm: not held by Slurm") for n in notes)
 
 
 def test_explain_shows_each_teams_place_up_the_tree():
