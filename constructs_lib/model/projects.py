@@ -208,17 +208,19 @@ def group_in_pool(groups: Sequence[TeamGroup], team_name: str, pool_name: str) -
 def groups_in_pool(groups: Sequence[TeamGroup], pool_name: str) -> list[tuple[TeamGroup, TeamGroup | None]]:
     """The groups with a quota in the pool, each with its nearest ancestor that has one, parents
     before their children (the order the policy document, Kueue and Slurm create them in)."""
-    placed = [(g, parent_in_pool(groups, g, pool_name)) for g in groups if pool_name in g.quotas]
-    depth = {g.name: _depth(groups, g) for g, _ in placed}
-    return sorted(placed, key=lambda entry: depth[entry[0].name])  # stable: file order within a level
-
-
-def _depth(groups: Sequence[TeamGroup], group: TeamGroup) -> int:
     by_name = {g.name: g for g in groups}
-    depth = 0
-    while group.parent is not None:
-        group, depth = by_name[group.parent], depth + 1
-    return depth
+    placed = [(g, parent_in_pool(groups, g, pool_name)) for g in groups if pool_name in g.quotas]
+    return sorted(placed, key=lambda entry: len(_ancestors(by_name, entry[0])))  # stable: file order within a level
+
+
+def _ancestors(by_name: dict[str, TeamGroup], group: TeamGroup) -> list[str]:
+    """The names above ``group``, nearest first, up to a root, an undeclared parent or a repeat (a cycle)."""
+    chain: list[str] = []
+    parent = by_name.get(group.parent or "")
+    while parent is not None and parent.name not in chain:
+        chain.append(parent.name)
+        parent = by_name.get(parent.parent or "")
+    return chain
 
 
 def check_groups(model: OrganisationView) -> list[Problem]:
@@ -270,7 +272,7 @@ def check_groups(model: OrganisationView) -> list[Problem]:
         return problems + tree
     for index, group in enumerate(model.groups):
         problems += _group_quota_problems(model, group, f"groups[{index}]", pools)
-        problems += _group_limit_problems(group, f"groups[{index}]", pools)
+        problems += _group_limit_problems(group, f"groups[{index}]")
     return problems or _group_capacity_problems(model)
 
 
@@ -281,13 +283,11 @@ def _tree_problems(groups: Sequence[TeamGroup]) -> list[Problem]:
     by_name = {g.name: g for g in groups}
     for index, group in enumerate(groups):
         path = f"groups[{index}]"
-        if group.parent is None:
-            pass
-        elif group.parent == group.name:
+        if group.parent == group.name:
             problems.append(
                 Problem(path=f"{path}.parent", wrong="the group itself", value=group.parent, allowed="another group")
             )
-        elif group.parent not in by_name:
+        elif group.parent is not None and group.parent not in by_name:
             problems.append(
                 Problem(
                     path=f"{path}.parent",
@@ -296,20 +296,16 @@ def _tree_problems(groups: Sequence[TeamGroup]) -> list[Problem]:
                     allowed=f"one of {sorted(set(names) - {group.name})}",
                 )
             )
-        else:
-            chain, parent = [group.name], by_name[group.parent]
-            while parent is not None and parent.name not in chain:
-                chain.append(parent.name)
-                parent = by_name.get(parent.parent or "")
-            if parent is not None and parent.name == group.name:
-                problems.append(
-                    Problem(
-                        path=f"{path}.parent",
-                        wrong=f"makes a cycle ({' -> '.join([*chain, group.name])})",
-                        value=group.parent,
-                        allowed="a group that is not one of its own descendants",
-                    )
+        elif group.name in (chain := _ancestors(by_name, group)):
+            cycle = chain[: chain.index(group.name) + 1]
+            problems.append(
+                Problem(
+                    path=f"{path}.parent",
+                    wrong=f"makes a cycle ({' -> '.join([group.name, *cycle])})",
+                    value=group.parent,
+                    allowed="a group that is not one of its own descendants",
                 )
+            )
         if not group.teams and not any(g.parent == group.name for g in groups):
             problems.append(
                 Problem(
@@ -366,7 +362,7 @@ def _group_quota_problems(model: OrganisationView, group: Any, path: str, pools:
     return problems
 
 
-def _group_limit_problems(group: TeamGroup, path: str, pools: dict[str, Any]) -> list[Problem]:
+def _group_limit_problems(group: TeamGroup, path: str) -> list[Problem]:
     """A borrowing or lending limit is of a pool and instance type the group has a quota of, and a
     lending limit lends at most that quota."""
     problems: list[Problem] = []
