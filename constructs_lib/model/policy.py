@@ -46,9 +46,9 @@ def _groups(model: GovernanceModel, pool: AnyPool) -> dict[str, Any]:
     plans or the scheduler holds it (Slurm holds its own as parent accounts too; Batch quota shares
     and HyperPod EKS have no level above the team and the controller does not schedule there:
     `validate` says so). Each names its nearest ancestor with a quota in the pool (``parent``); its
-    ``shares`` are the pool's teams whose nearest such group it is. ``borrowing_limit`` (absent: the
-    quota is the group's ceiling) names every type of the quota, 0 where the file declares none;
-    ``lending_limit`` (absent, or a type without one: all its idle quota) what the file declares."""
+    ``shares`` are the pool's teams whose nearest such group it is; ``borrowing_limit`` names every
+    type of the quota, 0 where the file declares none; ``lending_limit`` (absent, or a type without
+    one: all its idle quota) what the file declares."""
     if not backend_of(pool).holds_lending_limits:
         return {}
     pooled = [t.name for t in model.teams_in(pool.name)]
@@ -64,9 +64,10 @@ def _groups(model: GovernanceModel, pool: AnyPool) -> dict[str, Any]:
         }
         if parent is not None:
             entry["parent"] = parent.name
-        if pool.name in group.borrowing_limits:
-            declared = group.borrowing_limits[pool.name]
-            entry["borrowing_limit"] = {t: declared.get(t, 0) for t in quota}
+        # Written for every type, 0 where the file declares none (its default: the quota is the
+        # ceiling): the reader takes an absent limit as none.
+        declared = group.borrowing_limits.get(pool.name, {})
+        entry["borrowing_limit"] = {t: declared.get(t, 0) for t in quota}
         if pool.name in group.lending_limits:
             entry["lending_limit"] = dict(group.lending_limits[pool.name])
         groups.append(entry)

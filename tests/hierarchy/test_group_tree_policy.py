@@ -1,6 +1,8 @@
 """The group tree in the policy document (SESSION wire format, issue 43 item 1): per pool, the
 groups with a quota there, parents first, each naming its nearest ancestor in the list, its
-direct member teams, and its limits; a one-level file's document is unchanged."""
+direct member teams, and its limits; a borrowing limit for every type of the quota, 0 where the
+file declares none (the reader takes an absent limit as none, the file's default is the quota as
+the ceiling)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from tests.hierarchy.test_group_tree_model import quota, tree
 from tests.hierarchy.test_groups_model import data
 from tests.slurm.models import INSTANCE_TYPE
 
+NONE = {INSTANCE_TYPE: 0}  # the quota is the ceiling
+
 
 def groups(model_groups) -> list[dict]:
     return compile_policy(GovernanceModel.from_dict(data(model_groups)))["pools"][0]["groups"]
@@ -18,7 +22,7 @@ def groups(model_groups) -> list[dict]:
 def test_three_levels_parents_first_with_their_limits():
     # Listed children first: the document still lists each parent before its children.
     assert groups(list(reversed(tree()))) == [
-        {"name": "lab", "shares": ["critical"], "quota": {INSTANCE_TYPE: 3}},
+        {"name": "lab", "shares": ["critical"], "quota": {INSTANCE_TYPE: 3}, "borrowing_limit": NONE},
         {
             "name": "vision",
             "shares": ["steady"],
@@ -31,6 +35,7 @@ def test_three_levels_parents_first_with_their_limits():
             "shares": ["burst"],
             "quota": {INSTANCE_TYPE: 1},
             "parent": "vision",
+            "borrowing_limit": NONE,
             "lending_limit": {INSTANCE_TYPE: 0},
         },
     ]
@@ -39,12 +44,13 @@ def test_three_levels_parents_first_with_their_limits():
 def test_a_level_without_a_quota_in_the_pool_is_skipped_and_its_teams_move_up():
     # vision has no quota here: perception's parent is lab, and steady is one of lab's shares.
     assert groups(tree(vision={"quotas": {}, "borrowing_limits": {}})) == [
-        {"name": "lab", "shares": ["critical", "steady"], "quota": {INSTANCE_TYPE: 3}},
+        {"name": "lab", "shares": ["critical", "steady"], "quota": {INSTANCE_TYPE: 3}, "borrowing_limit": NONE},
         {
             "name": "perception",
             "shares": ["burst"],
             "quota": {INSTANCE_TYPE: 1},
             "parent": "lab",
+            "borrowing_limit": NONE,
             "lending_limit": {INSTANCE_TYPE: 0},
         },
     ]
@@ -55,12 +61,11 @@ def test_a_group_of_groups_has_no_share_of_its_own():
         "name": "lab",
         "shares": [],
         "quota": {INSTANCE_TYPE: 3},
+        "borrowing_limit": NONE,
     }
 
 
 def test_a_declared_borrowing_limit_names_every_type_of_the_quota():
-    """The reader takes a type missing from a present borrowing_limit as unlimited: the file's
-    default there is 0 (the quota is the ceiling), so the document says 0 rather than leave it out."""
     two_types = {"ml.g5.12xlarge": 2, "ml.p5.48xlarge": 1}
     model = data(tree(vision={"quotas": {"research-slurm": two_types}, "borrowing_limits": quota(1)}))
     model["pools"][0]["capacity"]["ml.p5.48xlarge"] = 1
@@ -70,6 +75,9 @@ def test_a_declared_borrowing_limit_names_every_type_of_the_quota():
     assert vision["borrowing_limit"] == {INSTANCE_TYPE: 1, "ml.p5.48xlarge": 0}
 
 
-def test_a_one_level_group_writes_no_new_key():
+def test_a_one_level_group_says_its_quota_is_its_ceiling():
+    """A file written before trees: its group keeps the quota as its ceiling, now said explicitly."""
     one = groups([{"name": "vision", "teams": ["steady", "burst"], "quotas": quota(2)}])
-    assert one == [{"name": "vision", "shares": ["steady", "burst"], "quota": {INSTANCE_TYPE: 2}}]
+    assert one == [
+        {"name": "vision", "shares": ["steady", "burst"], "quota": {INSTANCE_TYPE: 2}, "borrowing_limit": NONE}
+    ]
