@@ -8,6 +8,7 @@ from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
+from constructs_lib.model.projects import group_in_pool, groups_in_pool, parent_in_pool
 from constructs_lib.model.quota import (
     ResourceQuota,
     borrow_instances,
@@ -129,16 +130,24 @@ def deal(team: Team, pool: AnyPool) -> Deal:
 
 
 def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
-    """Where ``team`` sits above itself in a pool: its group, what the group is guaranteed and holds
-    at most there, and the teams it shares that with; "-" for a team in no group."""
-    group = model.group_of(team.name)
-    if group is None:
+    """Where ``team`` sits above itself in a pool: its nearest group with a quota there, what that
+    group is guaranteed there, the teams and child groups it shares that with, and the groups above
+    it; "-" for a team in no group."""
+    own = model.group_of(team.name)
+    group = group_in_pool(model.groups, team.name, pool_name)
+    if own is None:
         return "-"
-    if pool_name not in group.quotas:
-        return f"{group.name}: no group quota in this pool"
+    if group is None:
+        return f"{own.name}: no group quota in this pool"
     quotas = {t.name: t.quotas for t in model.teams}
     others = [name for name in group.teams if name != team.name and pool_name in quotas[name]]
-    return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
+    others += [g.name for g, parent in groups_in_pool(model.groups, pool_name) if parent is group]
+    place = f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
+    ancestors = []
+    while (parent := parent_in_pool(model.groups, group, pool_name)) is not None:
+        ancestors.append(f"{parent.name} ({_counts(parent.quotas[pool_name])})")
+        group = parent
+    return f"{place}; within {' within '.join(ancestors)}" if ancestors else place
 
 
 def _unless(text: str, caveat: str | None, held_for: str = "") -> str:
@@ -242,15 +251,7 @@ def caveats(model: GovernanceModel) -> list[str]:
             lines.append(
                 f"pools[{index}].reclaim.fair_share: {fair_share_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
-    for index, group in enumerate(model.groups):
-        for pool_name in group.quotas:
-            pool = model.pool(pool_name)
-            group_caveat = backend_of(pool).group_caveat
-            if group_caveat:
-                lines.append(
-                    f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {group_caveat}; "
-                    "each team there holds its own quota and borrow limit only"
-                )
+    lines += _group_caveats(model)
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)
@@ -299,6 +300,49 @@ _GUARD_REPORTS = (
     "(StoppingCondition.MaxRuntimeInSeconds); act stops them"
 )
 _RECLAIM_REPORTS = "the reclaim controller only reports jobs that run past their run-time limit; act stops them"
+
+
+def _group_caveats(model: GovernanceModel) -> list[str]:
+    """Where a group's quota, parent or limits are not held, per group and pool."""
+    lines = []
+    for index, group in enumerate(model.groups):
+        for pool_name in group.quotas:
+            pool = model.pool(pool_name)
+            backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
+            if backend.group_caveat:
+                lines.append(
+                    f"groups[{index}].quotas.{pool_name}: not enforced {where}: {backend.group_caveat}; "
+                    "each team there holds its own quota and borrow limit only"
+                )
+                unheld = [
+                    f"groups[{index}].{field}"
+                    for field, declared in (
+                        ("parent", group.parent is not None),
+                        (f"borrowing_limits.{pool_name}", pool_name in group.borrowing_limits),
+                        (f"lending_limits.{pool_name}", pool_name in group.lending_limits),
+                    )
+                    if declared
+                ]
+                lines += [f"{field}: not enforced {where}: {backend.group_caveat}" for field in unheld]
+            elif pool_name in group.lending_limits and backend.group_lending_limit_caveat:
+                lines.append(
+                    f"groups[{index}].lending_limits.{pool_name}: {backend.group_lending_limit_caveat.format(where=where)}"
+                )
+    return lines
+
+
+def group_notes(model: GovernanceModel) -> list[str]:
+    """Per pool with groups, who holds its group tree: the scheduler, the reclaim controller, or
+    nobody (then ``caveats`` warns). ``validate`` and ``explain`` print them as notes."""
+    lines = []
+    for index, pool in enumerate(model.pools):
+        tree = groups_in_pool(model.groups, pool.name)
+        if not tree:
+            continue
+        names = ", ".join(g.name if parent is None else f"{g.name} (in {parent.name})" for g, parent in tree)
+        holder = backend_of(pool).group_tree or "nobody (see the warnings)"
+        lines.append(f"pools[{index}] {pool.name} ({pool.backend}): groups {names} are held by {holder}")
+    return lines
 
 
 def _limit_caveats(model: GovernanceModel) -> list[str]:

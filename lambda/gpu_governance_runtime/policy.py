@@ -25,7 +25,7 @@ from .contract import (
 )
 from .limits import PERIODS
 from .planners.capacity import Market, Mode, Window
-from .planners.reclaim import Settings, Share, ShareGroup
+from .planners.reclaim import Settings, Share, ShareGroup, group_tree_problems
 
 
 class PolicyError(ValueError):
@@ -189,7 +189,7 @@ class _Reader:
         )
         horizon = reclaim.get("borrow_horizon_s")
         half_life = reclaim.get("usage_half_life_s")
-        return PoolPolicy(
+        pool = PoolPolicy(
             name=str(data.get("name")),
             backend=str(data.get("backend")),
             capacity=self.counts(data.get("capacity"), f"{path}.capacity", 1),
@@ -208,17 +208,31 @@ class _Reader:
             else self.seconds(half_life, f"{path}.reclaim.usage_half_life_s", positive=True),
             groups=self.groups(data.get("groups", []), f"{path}.groups"),
         )
+        if not self.problems:  # the tree against the pool's shares and capacity, named as the planner names it
+            self.problems += [
+                f"{path}.{problem}" for problem in group_tree_problems(pool.capacity, pool.shares, pool.groups)
+            ]
+        return pool
 
     def groups(self, value: Any, path: str) -> tuple[ShareGroup, ...]:
-        if not self.expect(value, list, path, "a list of {name, shares, quota}"):
+        """The pool's group tree (docs/reclaim.md#groups): each entry ``{name, shares, quota,
+        parent?, borrowing_limit?, lending_limit?}``, a parent listed before its children; an
+        absent limit is no limit."""
+        if not self.expect(
+            value, list, path, "a list of {name, shares, quota, parent?, borrowing_limit?, lending_limit?}"
+        ):
             return ()
-        groups = []
+        groups: list[ShareGroup] = []
         for i, data in enumerate(value):
             where = f"{path}[{i}]"
             if not self.expect(data, dict, where, "an object") or not self.expect(
                 data.get("name"), str, f"{where}.name", "a string"
             ):
                 continue
+            parent = data.get("parent")
+            earlier = [g.name for g in groups]
+            if parent is not None and parent not in earlier:
+                self.problems.append(f"{where}.parent: {parent!r} - the name of a group listed before it {earlier}")
             shares = data.get("shares")
             if self.expect(shares, list, f"{where}.shares", "a list of share names") and all(
                 self.expect(n, str, f"{where}.shares", "share names") for n in shares
@@ -228,6 +242,9 @@ class _Reader:
                         name=data["name"],
                         shares=tuple(shares),
                         quota=self.counts(data.get("quota"), f"{where}.quota", 1),
+                        parent=parent if isinstance(parent, str) else None,
+                        borrowing_limit=self.counts(data.get("borrowing_limit", {}), f"{where}.borrowing_limit", 0),
+                        lending_limit=self.counts(data.get("lending_limit", {}), f"{where}.lending_limit", 0),
                     )
                 )
         return tuple(groups)

@@ -38,6 +38,9 @@ BACKEND = Backend(
     # https://docs.aws.amazon.com/batch/latest/userguide/fair-share-scheduling.html
     fair_share_caveat="by usage orders the teams a reclaim takes from {where}; Batch, not the reclaim controller, starts jobs "
     "there, in its own fair-share order, which decays usage over the pool's share_decay_seconds",
+    # Share identifiers are flat (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
+    group_tree="the reclaim controller's planner (fair-share identifiers are flat: Batch has no level above the team); "
+    "in dry_run it only records what it would do",
     refine_deal=_never_preempts,
     max_teams_per_pool=MAX_SHARES_PER_FAIR_SHARE_QUEUE,
     too_many_teams="too many teams (fair-share identifiers) on pool {pool}'s Batch job queue",

@@ -34,6 +34,9 @@ BACKEND = Backend(
     user_limit_caveat="not enforced {where}: Kueue counts the team's namespace as one (its ClusterQueue), a Kubernetes "
     "ResourceQuota limits a namespace and never a user, and every member acts in the team's group; one member may use "
     "the team's whole quota",
+    # A Cohort per group, its spec.parentName its parent group's Cohort [aws: eks.kueue-cohort-tree].
+    group_tree="Kueue's hierarchical cohorts (a Cohort per group under its parent group's, with the group's "
+    "borrowingLimit and lendingLimit)",
     kubernetes_tenancy=True,
     window_feeds=(CONSUMER_EKS_NODE_GROUP,),
     team_resources=6,

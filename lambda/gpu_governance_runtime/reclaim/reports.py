@@ -25,6 +25,7 @@ from ..planners.reclaim import (
     breached_shares,
     comes_back,
     in_use_by_share,
+    may_borrow,
     share_usage,
     starved_shares,
 )
@@ -42,7 +43,12 @@ def promise_records(
         state.shares, in_use_by_share(state.running), ((j.share, j.instance_type, j.count) for j in state.pending)
     )
     breached = breached_shares(
-        state.shares, state.running, state.pending, waited_before=state.now - breach_tolerance(tick_seconds, settings)
+        state.shares,
+        state.running,
+        state.pending,
+        waited_before=state.now - breach_tolerance(tick_seconds, settings),
+        groups=state.groups,
+        borrows=lambda job: may_borrow(job, state.now, settings),
     )
     hours = tick_seconds / 3600
     return [
@@ -56,7 +62,7 @@ def promise_records(
             },
             timestamp=state.now,
         )
-        for share in sorted(asking)
+        for share in sorted(asking | breached)  # a job a group's quota covers asks beyond its team's quota
     ]
 
 
