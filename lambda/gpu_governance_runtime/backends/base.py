@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..planners.reclaim import PoolState
+
 if TYPE_CHECKING:  # the capacity function reads the registry too: it loads no reclaim code (see the backends)
     from ..common.action_ledger import Ledger
-    from ..planners.reclaim import PoolState, Preemption, Start
+    from ..planners.reclaim import PendingJob, Preemption, RunningJob, Start
     from ..policy import Policy, PoolPolicy
 
 DEFAULT_TICK_SECONDS = 60.0
@@ -123,6 +125,18 @@ class Adapter(Protocol):
     def start(self, start: Start, progress: Callable[..., None] = unrecorded) -> ActionResult: ...
 
     def attempt_of(self, job_id: str) -> str: ...
+
+
+def pool_state(pool: PoolPolicy, running: Iterable[RunningJob], pending: Iterable[PendingJob], now: float) -> PoolState:
+    """The pool as an adapter read it: the policy's capacity, shares and groups, and the jobs read."""
+    return PoolState(
+        capacity=pool.capacity,
+        shares=pool.shares,
+        running=tuple(running),
+        pending=tuple(pending),
+        now=now,
+        groups=pool.groups,
+    )
 
 
 class Switch(Protocol):

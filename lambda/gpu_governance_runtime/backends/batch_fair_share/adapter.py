@@ -43,7 +43,7 @@ from ...common.batch_jobs import declared_seconds
 from ...contract import TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE
 from ...planners.reclaim import ANY_TYPE, PendingJob, PoolState, Preemption, RunningJob, Start
 from ...policy import PoolPolicy
-from ..base import ActionResult, unrecorded
+from ..base import ActionResult, pool_state, unrecorded
 
 # https://docs.aws.amazon.com/batch/latest/userguide/job_states.html: a job moves only forward.
 LIFECYCLE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED")
@@ -90,14 +90,7 @@ class BatchFairShareAdapter:
                 pending.append(PendingJob(submitted_at=job["createdAt"] / 1000, **fields))
             else:
                 running.append(RunningJob(started_at=job.get("startedAt", job["createdAt"]) / 1000, **fields))
-        return PoolState(
-            capacity=self.pool.capacity,
-            shares=self.pool.shares,
-            running=tuple(running),
-            pending=tuple(pending),
-            now=now,
-            groups=self.pool.groups,
-        )
+        return pool_state(self.pool, running, pending, now)
 
     def _current(self, statuses: Iterable[str]) -> list[dict]:
         """Each job listed under one of ``statuses``, once, as DescribeJobs has it now. Listings

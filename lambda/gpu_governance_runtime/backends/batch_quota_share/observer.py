@@ -13,7 +13,7 @@ from ...common.action_ledger import Ledger
 from ...common.batch_jobs import job_id_of, service_job_size, service_job_time_limit
 from ...planners.reclaim import PendingJob, PoolState, Preemption, RunningJob, Start
 from ...policy import PoolPolicy
-from ..base import ActionResult, unrecorded
+from ..base import ActionResult, pool_state, unrecorded
 
 
 class BatchQuotaShareObserver:
@@ -103,14 +103,7 @@ class BatchQuotaShareObserver:
                             max_run_time_s=service_job_time_limit(job),
                         )
                     )
-        return PoolState(
-            capacity=self.pool.capacity,
-            shares=self.pool.shares,
-            running=tuple(running),
-            pending=tuple(pending),
-            now=now,
-            groups=self.pool.groups,
-        )
+        return pool_state(self.pool, running, pending, now)
 
     def _runnable(self, share: str) -> list[dict]:
         """The share's RUNNABLE jobs, each once: newest first, so a job submitted while paging

@@ -19,7 +19,7 @@ from ...planners.reclaim import PendingJob, PoolState, Preemption, RunningJob, S
 from ...policy import Policy, PoolPolicy
 from ...slurm.plan import BORROW_PARTITION, borrow_qos_name
 from ...slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
-from ..base import ActionResult, unrecorded
+from ..base import ActionResult, pool_state, unrecorded
 
 # Longest wait for one SSM command's result; with the read and one action, within the function's
 # timeout (common.action_ledger.FUNCTION_TIMEOUT_SECONDS).
@@ -89,14 +89,7 @@ class SlurmAdapter:
         output = self.run([squeue_command(s.name for s in self.pool.shares)])
         running, pending = parse_squeue(output, self.pool, self.policy, self.instance_type)
         self._restarts = {job.job_id: job.times_preempted for job in (*running, *pending)}
-        return PoolState(
-            capacity=self.pool.capacity,
-            shares=self.pool.shares,
-            running=tuple(running),
-            pending=tuple(pending),
-            now=now,
-            groups=self.pool.groups,
-        )
+        return pool_state(self.pool, running, pending, now)
 
     def attempt_of(self, job_id: str) -> str:
         return str(self._restarts.get(job_id, 0))
