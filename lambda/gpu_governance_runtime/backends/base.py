@@ -5,9 +5,10 @@ Each backend package here (``backends/<name>/``) declares one :class:`Backend` a
 reaches its pools (its reclaim adapter, its usage observer, its GPU-hour switch); the registry
 (``gpu_governance_runtime.backends``) lists them. What they share is here, below them: the
 protocols the reclaim controller reaches a pool through (:class:`Adapter`, :class:`Switch`,
-:class:`QueuedJobs`) and an action's :class:`ActionResult`. The controllers ask it what a pool's backend does (how a reclaim tick reaches the pool,
-the teams' GPU-hour switch there, which capacity window raises its quotas) instead of comparing
-``pool.backend`` with a name (docs/architecture.md, "Adding a backend").
+:class:`QueuedJobs`), an action's :class:`ActionResult` and the :func:`pool_state` an adapter
+reads. The controllers ask the registry what a pool's backend does (how a reclaim tick reaches the
+pool, the teams' GPU-hour switch there, which capacity window raises its quotas) instead of
+comparing ``pool.backend`` with a name (docs/architecture.md, "Adding a backend").
 """
 
 from __future__ import annotations
