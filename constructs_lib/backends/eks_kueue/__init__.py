@@ -4,7 +4,7 @@ by ClusterQueues, cohorts, LocalQueues and WorkloadPriorityClasses made from the
 
 from __future__ import annotations
 
-from gpu_governance_runtime.contract import CONSUMER_EKS_NODE_GROUP, EKS_KUEUE
+from gpu_governance_runtime.contract import CONSUMER_EKS_NODE_GROUP, CONSUMER_KARPENTER_NODE_POOL, EKS_KUEUE
 
 from ..base import EC2, Backend
 from .pool import EksKueuePool
@@ -35,7 +35,7 @@ BACKEND = Backend(
     "ResourceQuota limits a namespace and never a user, and every member acts in the team's group; one member may use "
     "the team's whole quota",
     kubernetes_tenancy=True,
-    window_feeds=(CONSUMER_EKS_NODE_GROUP,),
+    window_feeds=(CONSUMER_EKS_NODE_GROUP, CONSUMER_KARPENTER_NODE_POOL),
     team_resources=6,
     shared_resources=8,
     reclaim_dashboard_widgets=6,

@@ -9,6 +9,8 @@ from constructs_lib.core.errors import Problem
 from constructs_lib.model import KubernetesTenancy
 from constructs_lib.model.base import HYPERPOD_TEAM_NAME
 
+from . import karpenter
+
 DNS_LABEL = "a lowercase DNS label: a-z, 0-9 and '-', at most 40"
 _PER_INSTANCE = ("gpus_per_instance", "vcpus_per_instance", "memory_gib_per_instance")
 
@@ -90,4 +92,4 @@ def problems(model, pool) -> list[Problem]:
                     allowed=DNS_LABEL,
                 )
             )
-    return found
+    return found + karpenter.problems(model, pool)
