@@ -23,6 +23,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import capacity_controller_id
 from constructs_lib.model.policy import compile_policy
+from gpu_governance_runtime.capacity import rotation
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.planner import Offering
 from gpu_governance_runtime.policy import parse_policy
@@ -215,6 +216,16 @@ def test_only_the_pools_kueue_flavor_of_the_blocks_type_tolerates_the_taint():
     assert "tolerations" not in plain["spec"]
     other = made("inference")["NodePool"]["spec"]["template"]["spec"]["taints"][0]
     assert other["value"] != taint["value"]
+
+
+def test_the_capacity_controller_moves_and_drains_nothing_for_a_karpenter_window():
+    """Karpenter finds the block by its tags and drains its nodes before it ends
+    [aws: eks.karpenter-drains-before-block-end]: the rotation has no consumer of the window's to move,
+    and the planner buys as many blocks at once as the window needs."""
+    windows = parse_policy(compile_policy(MODEL)).capacity_windows
+    assert {w.consumer["kind"] for w in windows} == {"karpenter_node_pool"}
+    assert rotation.by_consumer(windows) == []
+    assert all(w.reservations_at_once is None for w in windows)
 
 
 def test_the_policy_carries_the_pool_the_purchase_is_tagged_with():

@@ -4,7 +4,8 @@ Per pool fed that way, one EC2NodeClass and one NodePool, both ``gpu-governance-
 
 * the EC2NodeClass selects capacity reservations by the tags the capacity controller puts on every
   purchase for the pool (``gpu-governance:pool`` and ``gpu-governance:managed-by``) and the capacity
-  account as owner, so a block bought later is found without a deploy, and no other pool's block
+  account as owner, so a block bought later is found without a deploy
+  [aws: eks.karpenter-finds-later-reservations], and no other pool's block
   (Karpenter: capacity blocks are selected "in the same way you would for a default ODCR"
   [aws: eks.karpenter-selects-blocks-by-tags]);
 * the NodePool launches only capacity type ``reserved`` (and ``on-demand`` when the windows fall

@@ -178,7 +178,7 @@ def namespace_object(pool: EksKueuePool, team: Team, tenancy: KubernetesTenancy)
 
 def resource_flavors(pool: EksKueuePool, blocks: KarpenterBlocks | None = None) -> list[Manifest]:
     """A flavor per instance type; one whose blocks Karpenter launches tolerates their taint, which Kueue
-    adds to the pods it admits in the flavor's quota (and to no other pod)."""
+    adds to the pods it admits in the flavor's quota, and to no other pod [aws: eks.kueue-flavor-tolerations]."""
     return [
         {
             "apiVersion": API_VERSION,
