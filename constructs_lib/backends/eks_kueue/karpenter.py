@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from constructs_lib.core.errors import Problem
 from constructs_lib.model.capacity import capacity_controller_id
 from constructs_lib.tenancy.kubernetes import object_meta
-from gpu_governance_runtime.contract import CONSUMER_KARPENTER_NODE_POOL, TAG_MANAGED_BY, TAG_POOL
+from gpu_governance_runtime.contract import TAG_MANAGED_BY, TAG_POOL
 
+from .checks import karpenter_windows
 from .pool import EksKueuePool
 
 TAINT_KEY = "gpu-governance/capacity-block"  # also the nodes' label, valued with the pool's name
@@ -60,17 +60,9 @@ class KarpenterBlocks:
         return {"key": TAINT_KEY, "operator": "Equal", "value": self.pool, "effect": "NoSchedule"}
 
 
-def _windows(model, pool: EksKueuePool) -> list[tuple[int, Any]]:
-    return [
-        (index, w)
-        for index, w in enumerate(model.capacity_windows)
-        if w.feeds.kind == CONSUMER_KARPENTER_NODE_POOL and w.feeds.pool == pool.name
-    ]
-
-
 def blocks_of(model, pool: EksKueuePool) -> KarpenterBlocks | None:
     """The pool's Karpenter feed, or None when no window feeds it through Karpenter."""
-    windows = [w for _, w in _windows(model, pool)]
+    windows = [w for _, w in karpenter_windows(model, pool)]
     if not windows:
         return None
     feed = windows[0].feeds
@@ -133,42 +125,3 @@ def objects(blocks: KarpenterBlocks) -> list[dict[str, Any]]:
         },
     }
     return [node_class, node_pool]
-
-
-def problems(model, pool: EksKueuePool) -> list[Problem]:
-    """What one EC2NodeClass and NodePool per pool cannot do: windows that disagree on the node
-    class or the fallback, or a window whose zones are not said (a block bought in a zone none of
-    the nodes' subnets is in would be paid and idle: the controller cannot read Karpenter's subnets)."""
-    found = []
-    windows = _windows(model, pool)
-    for index, window in windows:
-        path = f"capacity_windows[{index}]"
-        if not window.availability_zones:
-            found.append(
-                Problem(
-                    path=f"{path}.availability_zones",
-                    wrong="a window fed through Karpenter must name its zones",
-                    value=[],
-                    allowed="the zones of the subnets the EC2NodeClass selects (its discovery_tags)",
-                )
-            )
-        first_index, first = windows[0]
-        if window.feeds != first.feeds:
-            found.append(
-                Problem(
-                    path=f"{path}.feeds",
-                    wrong=f"pool {pool.name} has one Karpenter EC2NodeClass, which window {first.name} declares otherwise",
-                    value=window.feeds.model_dump(exclude={"kind"}),
-                    allowed=f"the same node_role, ami_alias and discovery_tags as capacity_windows[{first_index}]",
-                )
-            )
-        if window.fallback != first.fallback:
-            found.append(
-                Problem(
-                    path=f"{path}.fallback",
-                    wrong=f"pool {pool.name} has one Karpenter NodePool, which window {first.name} falls back otherwise",
-                    value=window.fallback,
-                    allowed=f"{first.fallback}, as capacity_windows[{first_index}]",
-                )
-            )
-    return found
