@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 from aws_cdk import Stack
-from aws_cdk.assertions import Template
 
 from constructs_lib.backends.eks_kueue import karpenter, kueue
 from constructs_lib.cli.report import summarise
@@ -27,10 +26,9 @@ from gpu_governance_runtime.capacity import rotation
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.planner import Offering
 from gpu_governance_runtime.policy import parse_policy
-from tests.foundation.org import synthesize_reference
 
 from .crd import KARPENTER, KUEUE
-from .test_construct import unpruned
+from .test_construct import synthesize, unpruned
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "org-eks-kueue-karpenter.yaml"
 SINGLE = GovernanceModel.from_dict(yaml.safe_load(EXAMPLE.read_text()))
@@ -291,10 +289,7 @@ def test_a_karpenter_feed_names_an_eks_kueue_pool_of_the_windows_type():
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory):
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    stacks = synthesize_reference(SINGLE, outdir)  # raises on any unacknowledged finding of the packs
-    [capacity] = [s for s in stacks if hasattr(s, "eks_kueue_clusters")]
-    return capacity, Template.from_stack(capacity), outdir
+    return synthesize(SINGLE, tmp_path_factory.mktemp("cdk.out"))
 
 
 def test_the_example_applies_the_node_pool_with_the_flavors_and_buys_with_the_pool_tag(synthesized):
