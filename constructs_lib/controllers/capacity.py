@@ -37,7 +37,7 @@ from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster,
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.capacity import BatchComputeEnvironmentFeed, raising_windows
+from constructs_lib.model.capacity import BatchComputeEnvironmentFeed, capacity_controller_id, raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.nag import declare_capacity_controller
 from gpu_governance_runtime.contract import (
@@ -128,7 +128,7 @@ class CapacityController(GovernanceController):
         super().__init__(
             scope,
             id,
-            controller_id=f"{model.organisation}-capacity",
+            controller_id=capacity_controller_id(model.organisation),
             ledger_key="pk",
             ledger_backup_reason="Point-in-time recovery (35 days) is the ledger's backup; it is small and every purchase is "
             "also tagged on the reservation itself, so it can be rebuilt from AWS.",

@@ -94,6 +94,33 @@ class EksNodeGroupFeed(_Feed):
     nodegroup_name: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,62}$")]
 
 
+class KarpenterNodePoolFeed(_Feed):
+    """A Karpenter NodePool and EC2NodeClass the library makes on the cluster of ``pool`` (of a
+    backend whose ``window_feeds`` take it): the EC2NodeClass selects every block bought for the pool
+    by the purchase's tags, so a block bought later is found without a deploy, and the controller
+    moves nothing (docs/eks-kueue.md, "Capacity windows")."""
+
+    kind: Literal["karpenter_node_pool"]
+    pool: str
+    node_role: Annotated[str, StringConstraints(pattern=r"^[\w+=,.@-]{1,64}$")] = Field(
+        description="The IAM role (name) the block's nodes assume, which has an EKS access entry of type EC2_LINUX "
+        "(the EC2NodeClass's role)"
+    )
+    ami_alias: Annotated[str, StringConstraints(pattern=r"^(al2023|bottlerocket)@(v[0-9][0-9.]*|latest)$")] = Field(
+        description="The EKS optimized AMI, family@version (al2023@v20250505); Karpenter picks the accelerated "
+        "variant for a GPU instance type"
+    )
+    discovery_tags: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=128)],
+        Annotated[str, StringConstraints(min_length=1, max_length=256)],
+    ] = Field(
+        default_factory=dict,
+        max_length=20,
+        description="Tags of the subnets and security groups the nodes use (default karpenter.sh/discovery: "
+        "<the pool's cluster name>, as Karpenter's getting-started guide tags them)",
+    )
+
+
 class HyperPodInstanceGroupFeed(_Feed):
     """A HyperPod instance group of a declared pool (which names its ``cluster_arn``), through a
     training plan the controller points the group at while it is active. On a ``hyperpod_slurm``
@@ -113,7 +140,11 @@ class TrainingJobsFeed(_Feed):
 
 
 Feed = Annotated[
-    BatchComputeEnvironmentFeed | EksNodeGroupFeed | HyperPodInstanceGroupFeed | TrainingJobsFeed,
+    BatchComputeEnvironmentFeed
+    | EksNodeGroupFeed
+    | KarpenterNodePoolFeed
+    | HyperPodInstanceGroupFeed
+    | TrainingJobsFeed,
     Field(discriminator="kind"),
 ]
 TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS)
@@ -293,6 +324,11 @@ class CapacityWindow(_Frozen):
                 a.model_dump(exclude={"metric"}) for a in self.alarm_requests
             ],  # what the alarm watches: for validate only
         }
+
+
+def capacity_controller_id(organisation: str) -> str:
+    """The capacity controller's id: the managed-by tag on every purchase it makes."""
+    return f"{organisation}-capacity"
 
 
 def tenant_driven(metric: str) -> str | None:

@@ -33,6 +33,9 @@ CONSUMER_BATCH_COMPUTE_ENVIRONMENT = "batch_compute_environment"
 CONSUMER_EKS_NODE_GROUP = "eks_node_group"
 CONSUMER_HYPERPOD_INSTANCE_GROUP = "hyperpod_instance_group"
 CONSUMER_SAGEMAKER_TRAINING_JOBS = "sagemaker_training_jobs"
+# A Karpenter NodePool the library makes for an EKS pool: Karpenter finds each block by the pool tag
+# on the purchase (TAG_POOL), so the controller moves nothing.
+CONSUMER_KARPENTER_NODE_POOL = "karpenter_node_pool"
 CONSUMER_FIELDS = {
     CONSUMER_BATCH_COMPUTE_ENVIRONMENT: (
         "launch_template_name",
@@ -43,6 +46,7 @@ CONSUMER_FIELDS = {
     CONSUMER_EKS_NODE_GROUP: ("launch_template_name", "cluster_name", "nodegroup_name"),
     CONSUMER_HYPERPOD_INSTANCE_GROUP: ("pool", "instance_group", "cluster_arn"),
     CONSUMER_SAGEMAKER_TRAINING_JOBS: (),
+    CONSUMER_KARPENTER_NODE_POOL: ("pool",),
 }
 
 
@@ -146,9 +150,11 @@ TAG_MANAGED_BY = "gpu-governance:managed-by"  # the controller id that bought it
 TAG_COST_CENTRE = (
     "gpu-governance:cost-centre"  # a team's declared cost centre, and the one a window's purchases are charged to
 )
+TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one pool
 # Every tag a purchase carries, no more: the intent, its window, its controller, and the window's
-# owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one).
-PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE)
+# owner (TAG_TEAM, and TAG_COST_CENTRE when the window names one), and the pool a Karpenter
+# NodePool feeds (TAG_POOL: its EC2NodeClass selects the pool's blocks by it).
+PURCHASE_TAG_KEYS = (TAG_INTENT, TAG_WINDOW, TAG_MANAGED_BY, TAG_TEAM, TAG_COST_CENTRE, TAG_POOL)
 TAG_REQUEUED_FROM = "gpu-governance:requeued-from"  # a requeued Batch job's predecessor
 # How often the controllers stopped the work a requeued Batch job carries, along its whole chain of
 # copies (original -> copy -> copy's copy): the planner's protection and re-borrow backoff read it.
@@ -158,8 +164,8 @@ TAG_TIMES_PREEMPTED = "gpu-governance:times-preempted"
 TAG_INSTANCES = "gpu-governance:instances"  # read by the simulator's trace importer only
 TAG_INSTANCE_TYPE = "gpu-governance:instance-type"
 TAG_CHECKPOINTABLE = "gpu-governance:checkpointable"
-# Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team.
-TAG_POOL = "gpu-governance:pool"  # on a team's resources that belong to one pool
+# Cost allocation (docs/chargeback.md): with TAG_TEAM on every resource the library makes for a team,
+# TAG_POOL (above) on those that belong to one pool.
 # Keys only the platform writes (purchases, requeues, cost allocation by pool): a member's job never
 # carries one (the queues' submit statements refuse them in aws:TagKeys); every other key, the team
 # and cost centre (fixed to the team's own) included, is the member's to set.

@@ -77,6 +77,19 @@ def windows_of_every_feed() -> list[dict]:
         },
         {
             **base,
+            "name": "karpenter-blocks",
+            "team": "inference",  # the team of the eks_kueue pool (with_eks_kueue)
+            "instance_type": "p5.48xlarge",
+            "availability_zones": ["us-east-1b"],
+            "feeds": {
+                "kind": "karpenter_node_pool",
+                "pool": "eks-kueue",
+                "node_role": "KarpenterNodeRole-acme-gpu",
+                "ami_alias": "al2023@v20251117",
+            },
+        },
+        {
+            **base,
             "name": "slurm-group",
             "instance_type": "ml.p5.48xlarge",
             "mode": "approval",

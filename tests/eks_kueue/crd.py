@@ -1,18 +1,22 @@
 """An offline stand-in for the API server's validation of a custom resource against its CRD, so
-the Kueue objects the library makes are checked against Kueue's own CRDs.
+the Kueue and Karpenter objects the library makes are checked against their projects' own CRDs.
 
-The CRDs are Kueue's files, not this project's, so they are not in the repository: the five
+The CRDs are those projects' files, not this one's, so they are not in the repository: the five
 ``config/components/crd/bases/kueue.x-k8s.io_<plural>.yaml`` of Kueue's release ``KUEUE_RELEASE``
 (clusterqueues, cohorts, localqueues, resourceflavors, workloadpriorityclasses) are read from
-``$KUEUE_CRDS``, else ``../shared/kueue-crds`` beside the checkout (as the openb trace is); the
-tests that need them say so when they are missing (docs/eks-kueue.md, "Kueue's schemas").
+``$KUEUE_CRDS``, else ``../shared/kueue-crds`` beside the checkout (as the openb trace is), and
+Karpenter's ``pkg/apis/crds/karpenter.sh_nodepools.yaml`` and
+``karpenter.k8s.aws_ec2nodeclasses.yaml`` of its release ``KARPENTER.release`` from
+``$KARPENTER_CRDS``, else ``../shared/karpenter-crds``; the tests that need them say so when they
+are missing (docs/eks-kueue.md, "Kueue's schemas").
 
 What it reproduces, for a create: the structural schema of the served version (type, properties,
 required, enum, pattern, lengths and counts, minimum and maximum, int-or-string, maps, list types
 ``set`` and ``map`` with their keys) with strict field validation (an unknown field is an error,
 as ``kubectl apply --validate=strict`` makes it; the API server would otherwise drop it silently),
 and the ``x-kubernetes-validations`` CEL rules, evaluated with a real CEL implementation
-(cel-expr-python) with ``self`` bound to the value at the rule's place. Transition rules (those
+(cel-expr-python, with the strings extension and the regex ``find`` of Kubernetes' CEL libraries)
+with ``self`` bound to the value at the rule's place. Transition rules (those
 naming ``oldSelf``) do not run on a create, as in Kubernetes, and are skipped.
 """
 
@@ -20,59 +24,106 @@ from __future__ import annotations
 
 import os
 import re
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_optional
+from cel_expr_python.ext import ext_optional, ext_strings
 
 ROOT = Path(__file__).resolve().parents[2]
-KUEUE_RELEASE = "v0.15.8"
-"""The Kueue release the CRDs come from (the oldest minor that serves v1beta2)."""
-CRDS = next(
-    (
-        path
-        for path in (
-            Path(os.environ.get("KUEUE_CRDS", "/nonexistent")),
-            *(base / "shared" / "kueue-crds" for base in (ROOT.parent, ROOT.parent.parent)),
+
+
+@dataclass(frozen=True)
+class CrdRelease:
+    """One project's CRDs at a release: where they are read from, and the objects they validate."""
+
+    project: str
+    release: str
+    env: str  # the variable naming their folder
+    shared: str  # else this folder under ../shared beside the checkout
+    marker: str  # a file the folder must hold
+    groups: tuple[str, ...]  # the API groups the CRDs serve
+
+    @cached_property
+    def directory(self) -> Path | None:
+        candidates = (
+            Path(os.environ.get(self.env, "/nonexistent")),
+            *(base / "shared" / self.shared for base in (ROOT.parent, ROOT.parent.parent)),
         )
-        if (path / "kueue.x-k8s.io_clusterqueues.yaml").exists()
-    ),
-    None,
-)
-needs_kueue_crds = pytest.mark.skipif(
-    CRDS is None,
-    reason=f"needs Kueue {KUEUE_RELEASE}'s CRDs in $KUEUE_CRDS or ../shared/kueue-crds (docs/eks-kueue.md)",
-)
+        return next((path for path in candidates if (path / self.marker).exists()), None)
 
-_ENV = cel.NewEnv(variables={"self": cel.Type.DYN}, extensions=[ext_optional.ExtOptional()])
+    @property
+    def needed(self) -> pytest.MarkDecorator:
+        return pytest.mark.skipif(
+            self.directory is None,
+            reason=f"needs {self.project} {self.release}'s CRDs in ${self.env} or ../shared/{self.shared} (docs/eks-kueue.md)",
+        )
+
+    @cache  # noqa: B019 - the releases are module constants
+    def schema_of(self, kind: str, version: str) -> dict[str, Any]:
+        """The openAPIV3Schema of ``kind`` at ``version``, from its CRD; a version not served raises."""
+        for path in sorted(self.directory.glob("*.yaml")) if self.directory else ():
+            crd = yaml.safe_load(path.read_text())
+            if crd["spec"]["names"]["kind"] == kind:
+                served = {v["name"]: v for v in crd["spec"]["versions"] if v.get("served")}
+                if version not in served:
+                    raise LookupError(
+                        f"{kind} {version} is not served by {self.project} {self.release}: {sorted(served)}"
+                    )
+                return served[version]["schema"]["openAPIV3Schema"]
+        raise LookupError(f"no CRD for kind {kind} in {self.directory}")
+
+    def validate(self, manifest: dict[str, Any]) -> list[str]:
+        """What the API server would refuse in ``manifest`` (an object of the project's), as ``path: reason``."""
+        group, _, version = manifest["apiVersion"].partition("/")
+        if group not in self.groups:
+            return [f"apiVersion: {manifest['apiVersion']} is not {self.project}'s"]
+        errors: list[str] = []
+        _check(manifest, self.schema_of(manifest["kind"], version), "", errors, top=True)
+        return errors
+
+
+KUEUE = CrdRelease(
+    "Kueue", "v0.15.8", "KUEUE_CRDS", "kueue-crds", "kueue.x-k8s.io_clusterqueues.yaml", ("kueue.x-k8s.io",)
+)
+"""The Kueue release the CRDs come from (the oldest minor that serves v1beta2)."""
+KARPENTER = CrdRelease(
+    "Karpenter",
+    "v1.14.1",
+    "KARPENTER_CRDS",
+    "karpenter-crds",
+    "karpenter.sh_nodepools.yaml",
+    ("karpenter.sh", "karpenter.k8s.aws"),
+)
+"""A current Karpenter v1 release (capacity blocks are selected since v1.6)."""
+KUEUE_RELEASE = KUEUE.release
+CRDS = KUEUE.directory
+needs_kueue_crds = KUEUE.needed
+schema_of = KUEUE.schema_of
+validate = KUEUE.validate
+
+
+def _find(text: str, pattern: str) -> str:
+    """Kubernetes' regex library: the first match of ``pattern`` in ``text``, or ""."""
+    match = re.search(pattern, text)
+    return match.group(0) if match else ""
+
+
+_ENV = cel.NewEnv(
+    variables={"self": cel.Type.DYN},
+    extensions=[ext_optional.ExtOptional(), ext_strings.ExtStrings()],
+    functions=[
+        cel.FunctionDecl(
+            "find",
+            [cel.Overload("string_find_string", cel.Type.STRING, [cel.Type.STRING] * 2, is_member=True, impl=_find)],
+        )
+    ],
+)
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
-
-
-@cache
-def schema_of(kind: str, version: str) -> dict[str, Any]:
-    """The openAPIV3Schema of ``kind`` at ``version``, from its CRD; a version not served raises."""
-    for path in sorted(CRDS.glob("*.yaml")) if CRDS else ():
-        crd = yaml.safe_load(path.read_text())
-        if crd["spec"]["names"]["kind"] == kind:
-            served = {v["name"]: v for v in crd["spec"]["versions"] if v.get("served")}
-            if version not in served:
-                raise LookupError(f"{kind} {version} is not served by Kueue {KUEUE_RELEASE}: {sorted(served)}")
-            return served[version]["schema"]["openAPIV3Schema"]
-    raise LookupError(f"no CRD for kind {kind} in {CRDS}")
-
-
-def validate(manifest: dict[str, Any]) -> list[str]:
-    """What the API server would refuse in ``manifest`` (a Kueue object), as ``path: reason``."""
-    group, _, version = manifest["apiVersion"].partition("/")
-    if group != "kueue.x-k8s.io":
-        return [f"apiVersion: {manifest['apiVersion']} is not Kueue's"]
-    errors: list[str] = []
-    _check(manifest, schema_of(manifest["kind"], version), "", errors, top=True)
-    return errors
 
 
 @cache

@@ -26,12 +26,17 @@ TEAMS = [t.name for t in MODEL.teams_in(POOL)]
 CLUSTER = "acme-gpu"
 
 
-@pytest.fixture(scope="module")
-def synthesized(tmp_path_factory):
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    stacks = synthesize_reference(MODEL, outdir)  # raises on any unacknowledged finding of the packs
+def synthesize(model, outdir):
+    """The stack holding ``model``'s eks_kueue pools, its template and ``outdir``; synthesis raises on
+    any unacknowledged finding of the standard packs."""
+    stacks = synthesize_reference(model, outdir)
     [capacity] = [s for s in stacks if hasattr(s, "eks_kueue_clusters")]
     return capacity, Template.from_stack(capacity), outdir
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    return synthesize(MODEL, tmp_path_factory.mktemp("cdk.out"))
 
 
 def of_type(template, kind) -> list[dict]:

@@ -4,7 +4,7 @@ by ClusterQueues, cohorts, LocalQueues and WorkloadPriorityClasses made from the
 
 from __future__ import annotations
 
-from gpu_governance_runtime.contract import CONSUMER_EKS_NODE_GROUP, EKS_KUEUE
+from gpu_governance_runtime.contract import CONSUMER_EKS_NODE_GROUP, CONSUMER_KARPENTER_NODE_POOL, EKS_KUEUE
 
 from ..base import EC2, Backend
 from .pool import EksKueuePool
@@ -38,7 +38,7 @@ BACKEND = Backend(
     group_tree="Kueue's hierarchical cohorts (a Cohort per group under its parent group's, with the group's "
     "borrowingLimit and lendingLimit)",
     kubernetes_tenancy=True,
-    window_feeds=(CONSUMER_EKS_NODE_GROUP,),
+    window_feeds=(CONSUMER_EKS_NODE_GROUP, CONSUMER_KARPENTER_NODE_POOL),
     team_resources=6,
     shared_resources=8,
     reclaim_dashboard_widgets=6,

@@ -1,13 +1,17 @@
 """What ``validate`` refuses on an ``eks_kueue`` pool: names Kubernetes and Kueue would refuse, an
 instance type whose node Kueue cannot count, settings that hold only on HyperPod, and two pools on
-one cluster (their cluster-wide objects would overwrite each other's)."""
+one cluster (their cluster-wide objects would overwrite each other's), and Karpenter windows of one pool
+that its one EC2NodeClass and NodePool cannot hold."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.core.errors import Problem
 from constructs_lib.model import KubernetesTenancy
 from constructs_lib.model.base import HYPERPOD_TEAM_NAME
+from gpu_governance_runtime.contract import CONSUMER_KARPENTER_NODE_POOL
 
 DNS_LABEL = "a lowercase DNS label: a-z, 0-9 and '-', at most 40"
 _PER_INSTANCE = ("gpus_per_instance", "vcpus_per_instance", "memory_gib_per_instance")
@@ -88,6 +92,54 @@ def problems(model, pool) -> list[Problem]:
                     wrong=f"not a Kueue Cohort name, which the group has on pool {pool.name}",
                     value=group.name,
                     allowed=DNS_LABEL,
+                )
+            )
+    return found + _karpenter_problems(model, pool)
+
+
+def karpenter_windows(model, pool) -> list[tuple[int, Any]]:
+    """(index, window) of each window feeding ``pool`` through Karpenter (karpenter.py makes their NodePool)."""
+    return [
+        (index, w)
+        for index, w in enumerate(model.capacity_windows)
+        if w.feeds.kind == CONSUMER_KARPENTER_NODE_POOL and w.feeds.pool == pool.name
+    ]
+
+
+def _karpenter_problems(model, pool) -> list[Problem]:
+    """What one EC2NodeClass and NodePool per pool cannot do: windows that disagree on the node
+    class or the fallback, or a window whose zones are not said (a block bought in a zone none of
+    the nodes' subnets is in would be paid and idle: the controller cannot read Karpenter's subnets)."""
+    found = []
+    windows = karpenter_windows(model, pool)
+    for index, window in windows:
+        path = f"capacity_windows[{index}]"
+        if not window.availability_zones:
+            found.append(
+                Problem(
+                    path=f"{path}.availability_zones",
+                    wrong="a window fed through Karpenter must name its zones",
+                    value=[],
+                    allowed="the zones of the subnets the EC2NodeClass selects (its discovery_tags)",
+                )
+            )
+        first_index, first = windows[0]
+        if window.feeds != first.feeds:
+            found.append(
+                Problem(
+                    path=f"{path}.feeds",
+                    wrong=f"pool {pool.name} has one Karpenter EC2NodeClass, which window {first.name} declares otherwise",
+                    value=window.feeds.model_dump(exclude={"kind"}),
+                    allowed=f"the same node_role, ami_alias and discovery_tags as capacity_windows[{first_index}]",
+                )
+            )
+        if window.fallback != first.fallback:
+            found.append(
+                Problem(
+                    path=f"{path}.fallback",
+                    wrong=f"pool {pool.name} has one Karpenter NodePool, which window {first.name} falls back otherwise",
+                    value=window.fallback,
+                    allowed=f"{first.fallback}, as capacity_windows[{first_index}]",
                 )
             )
     return found

@@ -27,7 +27,7 @@ from constructs_lib.tenancy import TeamTenancy
 from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
 from constructs_lib.tenancy.kubernetes import usage_reader_objects
 
-from . import BACKEND, kueue
+from . import BACKEND, karpenter, kueue
 from .pool import EksKueuePool
 
 
@@ -46,6 +46,7 @@ class EksKueueGovernanceProps(PoolGovernanceProps):
     platform_admins: Sequence[str]
     tenants: Mapping[str, TeamTenancy]
     kubectl_provider: eks.IKubectlProvider | None = None
+    karpenter_blocks: karpenter.KarpenterBlocks | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -100,6 +101,7 @@ class EksKueueGovernance(EksTenantsConstruct):
         platform_admins: Sequence[str],
         tenants: Mapping[str, TeamTenancy],
         kubectl_provider: eks.IKubectlProvider | None = None,
+        karpenter_blocks: karpenter.KarpenterBlocks | None = None,
     ) -> None:
         props = EksKueueGovernanceProps(
             pool=pool,
@@ -109,6 +111,7 @@ class EksKueueGovernance(EksTenantsConstruct):
             platform_admins=platform_admins,
             tenants=tenants,
             kubectl_provider=kubectl_provider,
+            karpenter_blocks=karpenter_blocks,
         )
         self._check(scope, props)  # before any construct exists: nothing half-built on bad props
         super().__init__(scope, id)
@@ -143,8 +146,22 @@ class EksKueueGovernance(EksTenantsConstruct):
             self,
             "Kueue",
             cluster=self.cluster,
-            manifest=kueue.cluster_objects(pool, self.teams, props.groups, props.priority_classes),
+            manifest=kueue.cluster_objects(
+                pool, self.teams, props.groups, props.priority_classes, props.karpenter_blocks
+            ),
             overwrite=True,
+        )
+        # The NodePool and EC2NodeClass of the pool's capacity windows fed through Karpenter (karpenter.py).
+        self.karpenter_objects = (
+            eks.KubernetesManifest(
+                self,
+                "KarpenterBlocks",
+                cluster=self.cluster,
+                manifest=karpenter.objects(props.karpenter_blocks),
+                overwrite=True,
+            )
+            if props.karpenter_blocks
+            else None
         )
         # Pod security and the queue policy before any tenant namespace exists.
         self.pod_security = eks.KubernetesManifest(
@@ -162,7 +179,9 @@ class EksKueueGovernance(EksTenantsConstruct):
             manifest=usage_reader_objects(),
             overwrite=True,
         )
-        shared = (self.kueue_objects, self.pod_security, self.usage_reader)
+        shared = tuple(
+            m for m in (self.kueue_objects, self.pod_security, self.usage_reader, self.karpenter_objects) if m
+        )
         if provider_access is not None:
             for manifest in shared:
                 manifest.node.add_dependency(provider_access)
@@ -192,4 +211,5 @@ def build_pool(
         groups=model.groups,
         platform_admins=model.platform_admins,
         tenants=tenants,
+        karpenter_blocks=karpenter.blocks_of(model, pool),
     )

@@ -48,6 +48,7 @@ from constructs_lib.tenancy.run_time import KUEUE_MAX_EXEC_TIME, run_time_admiss
 from gpu_governance_runtime.backends.eks_kueue import GROUP_SUFFIX, NAMESPACE_PREFIX
 from gpu_governance_runtime.contract import GPU_RESOURCE, borrow_ceiling, lendable
 
+from .karpenter import KarpenterBlocks
 from .pool import EksKueuePool
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -176,13 +177,18 @@ def namespace_object(pool: EksKueuePool, team: Team, tenancy: KubernetesTenancy)
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
-def resource_flavors(pool: EksKueuePool) -> list[Manifest]:
+def resource_flavors(pool: EksKueuePool, blocks: KarpenterBlocks | None = None) -> list[Manifest]:
+    """A flavor per instance type; one whose blocks Karpenter launches tolerates their taint, which Kueue
+    adds to the pods it admits in the flavor's quota, and to no other pod [aws: eks.kueue-flavor-tolerations]."""
     return [
         {
             "apiVersion": API_VERSION,
             "kind": "ResourceFlavor",
             "metadata": object_meta(instance_type, None),
-            "spec": {"nodeLabels": {INSTANCE_TYPE_LABEL: instance_type}},
+            "spec": {
+                "nodeLabels": {INSTANCE_TYPE_LABEL: instance_type},
+                **({"tolerations": [blocks.toleration]} if blocks and instance_type in blocks.instance_types else {}),
+            },
         }
         for instance_type in sorted(pool.capacity)
     ]
@@ -265,10 +271,14 @@ def cohort_of(pool: EksKueuePool, team: Team, groups: Sequence[TeamGroup]) -> st
 
 
 def cluster_objects(
-    pool: EksKueuePool, teams: Sequence[Team], groups: Sequence[TeamGroup], classes: Sequence[PriorityClass]
+    pool: EksKueuePool,
+    teams: Sequence[Team],
+    groups: Sequence[TeamGroup],
+    classes: Sequence[PriorityClass],
+    blocks: KarpenterBlocks | None = None,
 ) -> list[Manifest]:
     """Cluster-wide, applied once before any team's objects: flavors, priority classes, cohorts."""
-    return [*resource_flavors(pool), *workload_priority_classes(classes), *cohorts(pool, teams, groups)]
+    return [*resource_flavors(pool, blocks), *workload_priority_classes(classes), *cohorts(pool, teams, groups)]
 
 
 def team_objects(

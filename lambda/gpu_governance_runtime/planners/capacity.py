@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
-from ..contract import TAG_COST_CENTRE, TAG_TEAM
+from ..contract import CONSUMER_KARPENTER_NODE_POOL, TAG_COST_CENTRE, TAG_POOL, TAG_TEAM
 from . import market
 
 Market = Literal["capacity_block", "training_plan"]
@@ -124,9 +124,11 @@ class Window:
 
     @property
     def owner_tags(self) -> dict[str, str]:
-        """The owner's tags on every purchase for this window (contract.PURCHASE_TAG_KEYS)."""
+        """The owner's tags on every purchase for this window (contract.PURCHASE_TAG_KEYS), and the pool a
+        Karpenter NodePool feeds, whose EC2NodeClass selects the purchase by it (docs/eks-kueue.md)."""
         keys = {"team": TAG_TEAM, "cost_centre": TAG_COST_CENTRE}
-        return {keys[name]: value for name, value in self.owner_fields.items()}
+        pool = {TAG_POOL: self.consumer["pool"]} if self.consumer.get("kind") == CONSUMER_KARPENTER_NODE_POOL else {}
+        return {**{keys[name]: value for name, value in self.owner_fields.items()}, **pool}
 
     @property
     def owner(self) -> str:
