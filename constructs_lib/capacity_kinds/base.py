@@ -1,17 +1,18 @@
 """What the library knows about one kind of capacity a window buys (a Capacity Block, a training
 plan): the descriptor each kind's module declares and the registry (``capacity_kinds``) lists.
 
-Pure Python but for the IAM statements it builds; imports only ``core``, aws_cdk's IAM and the
-runtime's contract.
+Pure Python: a kind's IAM statements import aws_cdk when they are built, so the model and the
+commands that synthesize nothing load no CDK.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_cdk import aws_iam as iam
+if TYPE_CHECKING:
+    from aws_cdk import aws_iam as iam
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,13 +3,14 @@ an EKS node group) buys (docs/capacity.md)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_cdk import aws_iam as iam
+from typing import TYPE_CHECKING, Any
 
 from gpu_governance_runtime.contract import CONSUMER_BATCH_COMPUTE_ENVIRONMENT, CONSUMER_EKS_NODE_GROUP
 
 from .base import CapacityKind, KindGrant
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_iam as iam
 
 
 def _window_problem(window: Any) -> str | None:
@@ -19,6 +20,8 @@ def _window_problem(window: Any) -> str | None:
 
 
 def _statements(grant: KindGrant) -> list[iam.PolicyStatement]:
+    from aws_cdk import aws_iam as iam  # here: the model loads this module, and no CDK
+
     reservations = grant.arn("ec2", "capacity-reservation")
     return [
         # No instance-type condition key exists for these actions: region (via the ARN) and our

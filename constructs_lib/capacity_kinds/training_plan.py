@@ -3,14 +3,15 @@ jobs) buys (docs/capacity.md)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_cdk import aws_iam as iam
-
-from gpu_governance_runtime.capacity.market import TRAINING_PLAN_COUNTS
+from gpu_governance_runtime.capacity.kinds.training_plan import TRAINING_PLAN_COUNTS
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
 
 from .base import CapacityKind, KindGrant
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_iam as iam
 
 
 def _window_problem(window: Any) -> str | None:
@@ -28,6 +29,8 @@ def _window_problem(window: Any) -> str | None:
 
 
 def _statements(grant: KindGrant) -> list[iam.PolicyStatement]:
+    from aws_cdk import aws_iam as iam  # here: the model loads this module, and no CDK
+
     plans = grant.arn("sagemaker", "training-plan")
     return [
         iam.PolicyStatement(

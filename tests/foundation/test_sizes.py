@@ -52,7 +52,6 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/reclaim/handler.py:handler": "settings apart from the call",
     "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
     "constructs_lib/backends/hyperpod_eks/construct.py:HyperPodEksGovernance.__init__": "quotas apart from tenancy",
-    "lambda/gpu_governance_runtime/capacity/planner.py:plan": "one occurrence per call",
     "lambda/gpu_governance_runtime/capacity/planner.py:_cheapest_cover": "candidates apart from the ranking",
     "constructs_lib/simulator/report.py:figure": "one function per panel",
     "lambda/gpu_governance_runtime/reclaim/planner.py:_TypePlanner._choose_victims": "other work extends the planner",

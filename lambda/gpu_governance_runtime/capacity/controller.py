@@ -200,7 +200,7 @@ def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservati
     return owned + [
         replace(_as_reservation(i), id=i.reservation_id, state="scheduled")
         for i in ledger.intents("purchased")
-        if i.reservation_id and i.reservation_id not in listed and i.offering.kind in ("block", "training_plan")
+        if i.reservation_id and i.reservation_id not in listed and not i.offering.extends
     ]
 
 

@@ -65,8 +65,10 @@ from . import (
     slurm_window,
     spend,
 )
-from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation, reservation_from_api
+from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation
+from .kinds import KINDS
 from .ledger import Ledger
+from .offers import reservation_from_api
 from .planner import Window
 
 METRIC_NAMESPACE = CAPACITY_NAMESPACE
@@ -79,33 +81,24 @@ EVENTS = (
     EventKind(BLOCK, "aws.ec2", "Capacity Block", prefix=True),  # the documented names differ between versions
     EventKind(SCHEDULED, *chargeback.SCHEDULED),
 )
-# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
-REQUIRED_OPERATIONS = {
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code:
+# the run's own, and those of every kind of capacity (``CapacityKind.operations``).
+OWN_OPERATIONS = {
     "ec2": (
         "CreateLaunchTemplateVersion",
-        "DescribeCapacityBlockExtensionHistory",
-        "DescribeCapacityBlockExtensionOfferings",
-        "DescribeCapacityBlockOfferings",
         "DescribeCapacityReservations",
         "DescribeInstanceTypes",
         "DescribeInstances",
         "DescribeLaunchTemplateVersions",
         "DescribeSubnets",
-        "PurchaseCapacityBlock",
-        "PurchaseCapacityBlockExtension",
     ),
     "sagemaker": (
-        "CreateTrainingPlan",
         "DescribeCluster",
         "DescribeClusterNode",
         "DescribeComputeQuota",
         "DescribeTrainingPlan",
-        "DescribeTrainingPlanExtensionHistory",
-        "ExtendTrainingPlan",
         "ListClusterNodes",
         "ListComputeQuotas",
-        "ListTrainingPlans",
-        "SearchTrainingPlanOfferings",
         "UpdateCluster",
         "UpdateComputeQuota",
     ),
@@ -131,6 +124,10 @@ REQUIRED_OPERATIONS = {
     "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
     "ce": ("GetCostAndUsage",),
+}
+REQUIRED_OPERATIONS = {
+    service: tuple(sorted({*own, *(op for kind in KINDS.values() for op in kind.operations.get(service, ()))}))
+    for service, own in {**{s: () for kind in KINDS.values() for s in kind.operations}, **OWN_OPERATIONS}.items()
 }
 
 

@@ -15,16 +15,14 @@ from typing import Any, Literal
 
 from ..contract import TAG_COST_CENTRE, TAG_TEAM
 from . import market
+from .kinds import KINDS, kind_named, kind_of_offering
+from .offers import HOUR, Offering, Reservation
 
-Market = Literal["capacity_block", "training_plan"]
 Mode = Literal["dry_run", "approval", "auto"]
-OfferingKind = Literal["block", "extension", "training_plan", "training_plan_extension"]
-EXTENSION_KINDS = ("extension", "training_plan_extension")  # keep the reservation (plan) id, extend its end
 
 # A window rarely needs more than a chain of three blocks (e.g. 14 days + 7 days + an
 # extension); the bound keeps the exhaustive search small and the plan easy to read.
 MAX_PURCHASES_PER_OCCURRENCE = 3
-HOUR = timedelta(hours=1)
 
 # How many reservations (blocks, plans) one consumer can launch into at the same time; a kind not
 # named here (SageMaker training jobs: each job names its own ``ResourceConfig.TrainingPlanArn``)
@@ -46,7 +44,7 @@ class Window:
     """One capacity window as the compiled policy describes it (see constructs_lib.model.capacity)."""
 
     name: str
-    market: Market
+    market: str  # the kind of capacity it buys (kinds.KINDS)
     instance_type: str
     instance_count: int
     start: datetime
@@ -184,59 +182,6 @@ class Occurrence:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Reservation:
-    """A Capacity Block (or training plan) this controller bought for a window."""
-
-    id: str
-    window: str
-    instance_type: str
-    count: int
-    availability_zone: str
-    start: datetime
-    end: datetime
-    state: str
-
-    @property
-    def is_block(self) -> bool:
-        """A Capacity Block (EC2 reservation ids are ``cr-...``), not a training plan (an ARN)."""
-        return self.id.startswith("cr-")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Offering:
-    id: str
-    kind: OfferingKind
-    instance_type: str
-    count: int
-    availability_zone: str
-    start: datetime
-    end: datetime
-    duration_hours: int
-    upfront_fee: Decimal
-    currency: str = "USD"
-    reservation_id: str | None = None  # the block an extension extends
-    duration_minutes: int = 0  # on top of duration_hours: blocks end at 11:30 UTC, whenever they start
-    requested_hours: int | None = None  # the duration searched for that found it (None: read from a file)
-    segments: int = 1  # reservations one purchase creates (CapacityBlockOfferingSegments)
-
-    @property
-    def extends(self) -> bool:
-        return self.kind in EXTENSION_KINDS
-
-    @property
-    def hours(self) -> Decimal:
-        return self.duration_hours + Decimal(self.duration_minutes) / 60
-
-    @property
-    def price_per_instance_hour(self) -> Decimal:
-        return self.upfront_fee / (self.count * self.hours)
-
-    @property
-    def instance_hours(self) -> Decimal:
-        return self.count * self.hours
-
-
-@dataclass(frozen=True, kw_only=True)
 class Purchase:
     """Buy (or extend with) ``offering`` for ``occurrence``; ``expected_yield``: of the cover it is a piece of."""
 
@@ -370,56 +315,106 @@ def plan(
     reservations = tuple(reservations)
     by_id = {r.id: r for r in reservations}
     sound, ignored = _sound_offerings(offerings, by_id, now)
-    of_type: dict[str, list[Offering]] = {}  # an occurrence looks only at offerings of its type
-    for offering in sound:
-        of_type.setdefault(offering.instance_type, []).append(offering)
     windows = {w.name: w for w in windows}
-    committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
-    for name, w in windows.items():
-        committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
-    # Every block not yet ended counts against the account's 256 instances, overlapping or not [aws: ec2-cb.instance-limits].
-    block_instances = sum(
-        r.count for r in reservations if r.is_block and r.state in market.COVERING_STATES and r.end > now
-    )
-    purchases: list[Purchase] = []
-    uncovered: list[Uncovered] = []
-    declined: list[Declined] = []
-    covered: list[Occurrence] = []
-    purchased: set[str] = set()
-
+    planning = _Planning(reservations=reservations, by_id=by_id, now=now)
+    for offering in sound:  # an occurrence looks only at offerings of its type
+        planning.of_type.setdefault(offering.instance_type, []).append(offering)
+    for name, w in windows.items():  # by budget: a requested window spends its declared window's
+        planning.committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
     # Declared windows first, then requests: a request counts what its declared window holds or
     # buys in this very plan (Window.serves_with), so it is planned once that is known.
     for occurrence in sorted(
         (o for w in windows.values() for o in w.occurrences(now)),
         key=lambda o: (windows[o.window].budget_window is not None, o),
     ):
-        window = windows[occurrence.window]
-        own = [r for r in reservations if window.serves_with(r.window) and _fits(r, window)]
+        planning.cover(windows[occurrence.window], occurrence)
+    return Plan(
+        purchases=tuple(planning.purchases),
+        uncovered=tuple(planning.uncovered),
+        covered=tuple(planning.covered),
+        ignored_offerings=tuple(ignored),
+        declined=tuple(planning.declined),
+    )
+
+
+@dataclass(kw_only=True)
+class _Planning:
+    """One plan as it is made, occurrence by occurrence: what is bought so far and what it commits."""
+
+    reservations: tuple[Reservation, ...]
+    by_id: Mapping[str, Reservation]
+    now: datetime
+    of_type: dict[str, list[Offering]] = field(default_factory=dict)
+    committed: dict[str, Decimal] = field(default_factory=dict)
+    purchases: list[Purchase] = field(default_factory=list)
+    uncovered: list[Uncovered] = field(default_factory=list)
+    declined: list[Declined] = field(default_factory=list)
+    covered: list[Occurrence] = field(default_factory=list)
+    purchased: set[str] = field(default_factory=set)
+    limited: dict[str, int] = field(default_factory=dict)  # instances held per kind with an account limit
+
+    def __post_init__(self) -> None:
+        # Every reservation not yet ended counts against its kind's limit, overlapping or not [aws: ec2-cb.instance-limits].
+        self.limited = {
+            kind.name: sum(
+                r.count
+                for r in self.reservations
+                if kind.holds(r) and r.state in market.COVERING_STATES and r.end > self.now
+            )
+            for kind in KINDS.values()
+            if kind.instance_limit
+        }
+
+    def cover(self, window: Window, occurrence: Occurrence) -> None:
+        """Plan the cheapest usable cover of what ``occurrence`` lacks, or say why there is none."""
+        own = [r for r in self.reservations if window.serves_with(r.window) and _fits(r, window)]
         held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
+        ours = [p for p in self.purchases if window.serves_with(p.window)]
         gaps = shortfall(
-            coverable(occurrence, now),
+            coverable(occurrence, self.now),
             window.instance_count,
-            held + [_interval(p.offering, by_id) for p in purchases if window.serves_with(p.window)],
+            held + [_interval(p.offering, self.by_id) for p in ours],
         )
         if not gaps:
-            covered.append(occurrence)
-            continue
+            self.covered.append(occurrence)
+            return
         own_ids = {r.id for r in own}
         candidates = [
             o
-            for o in of_type.get(window.instance_type, ())
+            for o in self.of_type.get(window.instance_type, ())
             if _fits(o, window)
             and _serves(o, window, own_ids)
-            and _overlaps(_interval(o, by_id), gaps)
-            and o.id not in purchased
+            and _overlaps(_interval(o, self.by_id), gaps)
+            and o.id not in self.purchased
         ]
         spans = {r.id: (r.start, r.end) for r in own if r.state in market.COVERING_STATES}
-        spans.update(
-            {p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if window.serves_with(p.window)}
-        )
-        budget_left = window.budget - committed[window.budget_key]
-        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=budget_left, held=spans)
-        if choice is not None and expected_yield(gaps, choice, by_id) < window.min_yield and window.mode != "approval":
+        spans.update({p.offering.id: _interval(p.offering, self.by_id)[:2] for p in ours})
+        choice, reason = self._choice(window, occurrence, gaps, candidates, spans)
+        if choice is None:
+            if reason:
+                self.uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
+            return
+        share = expected_yield(gaps, choice, self.by_id)
+        for offering in choice:
+            self.purchases.append(
+                Purchase(
+                    window=window.name, occurrence=occurrence, offering=offering, mode=window.mode, expected_yield=share
+                )
+            )
+            self.purchased.add(offering.id)
+            self.committed[window.budget_key] += offering.upfront_fee
+        for kind in self.limited:
+            self.limited[kind] += _new_instances(choice, kind)
+
+    def _choice(self, window: Window, occurrence: Occurrence, gaps, candidates, spans):
+        """(cover, "") or (None, why it is uncovered); (None, "") when it is declined for its yield (recorded)."""
+        budget_left = window.budget - self.committed[window.budget_key]
+        choice, reason = _choose(window, gaps, candidates, self.by_id, budget_left=budget_left, held=spans)
+        if (
+            choice is not None
+            and expected_yield(gaps, choice, self.by_id) < window.min_yield
+            and window.mode != "approval"
+        ):
             # Another cover the window's hours use enough of (a shorter block, an instant start), if any; else none.
             cheapest, choice = (
                 choice,
@@ -427,44 +422,29 @@ def plan(
                     window,
                     gaps,
                     candidates,
-                    by_id,
+                    self.by_id,
                     budget_left=budget_left,
                     held=spans,
-                    accept=lambda combo: expected_yield(gaps, combo, by_id) >= window.min_yield,
+                    accept=lambda combo: expected_yield(gaps, combo, self.by_id) >= window.min_yield,
                 )[0],
             )
             if choice is None:
-                declined.append(_declined(window, occurrence, gaps, cheapest, by_id))
-                continue
-        added = sum(o.count for o in (choice or ()) if o.kind == "block")
-        if choice is not None and block_instances + added > market.MAX_INSTANCES_ACROSS_BLOCKS:
-            choice, reason = (
-                None,
-                (
-                    f"at most {market.MAX_INSTANCES_ACROSS_BLOCKS} instances across Capacity Blocks: {block_instances} held "
-                    f"or being bought, this cover adds {added}"
-                ),
-            )
+                self.declined.append(_declined(window, occurrence, gaps, cheapest, self.by_id))
+                return None, ""
         if choice is None:
-            uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
-            continue
-        block_instances += added
-        share = expected_yield(gaps, choice, by_id)
-        for offering in choice:
-            purchases.append(
-                Purchase(
-                    window=window.name, occurrence=occurrence, offering=offering, mode=window.mode, expected_yield=share
+            return None, reason
+        for name, held in self.limited.items():
+            limit, what = KINDS[name].instance_limit
+            if held + (added := _new_instances(choice, name)) > limit:
+                return None, (
+                    f"at most {limit} instances across {what}: {held} held or being bought, this cover adds {added}"
                 )
-            )
-            purchased.add(offering.id)
-            committed[window.budget_key] += offering.upfront_fee
-    return Plan(
-        purchases=tuple(purchases),
-        uncovered=tuple(uncovered),
-        covered=tuple(covered),
-        ignored_offerings=tuple(ignored),
-        declined=tuple(declined),
-    )
+        return choice, ""
+
+
+def _new_instances(cover: Iterable[Offering], kind: str) -> int:
+    """Instances of the new reservations of ``kind`` in ``cover`` (an extension adds none)."""
+    return sum(o.count for o in cover if KINDS[kind].offers(o) and not o.extends)
 
 
 def _declined(
@@ -492,28 +472,9 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
             problem = f"extends {offering.reservation_id}, which this controller did not buy"
         elif offering.extends and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
             problem = f"extends {offering.reservation_id}, which is {reservations[offering.reservation_id].state}"
-        elif offering.kind in ("training_plan", "training_plan_extension"):
-            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
         else:
-            problem = market.block_offering_problem(
-                start=offering.start,
-                end=offering.end,
-                duration_hours=offering.duration_hours,
-                count=offering.count,
-                now=now,
-                duration_minutes=offering.duration_minutes,
-            )
-        if problem is None and offering.segments > 1:  # [aws: ec2-cb.offering-segments]
-            problem = (
-                f"one purchase would create {offering.segments} reservations (segments, each with a zone, type and "
-                "schedule of its own): a consumer launches into one reservation at a time, so the others would be "
-                "paid and idle"
-            )
-        if problem is None and offering.kind == "extension":
-            extended = reservations[offering.reservation_id]
-            problem = market.extension_offering_problem(
-                block_start=extended.start, block_end=extended.end, end=offering.end, now=now
-            )
+            extended = reservations[offering.reservation_id] if offering.extends else None
+            problem = kind_of_offering(offering).offering_problem(offering, extended, now)
         if problem is None and offering.start < now - HOUR and not offering.extends:
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
         if problem:
@@ -534,11 +495,8 @@ def _fits(item: Reservation | Offering, window: Window) -> bool:
 
 
 def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
-    if window.market == "training_plan":
-        return offering.kind == "training_plan" or (
-            offering.kind == "training_plan_extension" and offering.reservation_id in own_ids
-        )
-    return offering.kind == "block" or (offering.kind == "extension" and offering.reservation_id in own_ids)
+    """Of the kind the window buys: a new reservation, or an extension of one the window holds."""
+    return kind_named(window.market).offers(offering) and (not offering.extends or offering.reservation_id in own_ids)
 
 
 def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
