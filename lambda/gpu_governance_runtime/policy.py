@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from .capacity.kinds import KINDS
-from .capacity.planner import Mode, Window
+from .capacity.window import Mode, Window
 from .contract import (
     BACKENDS,
     CONSUMER_FIELDS,

@@ -51,6 +51,7 @@ LAYERS = {
     "planners": (
         "reclaim/planner.py",
         "capacity/planner.py",
+        "capacity/window.py",
         "capacity/grid.py",
         "guard/checks.py",
         "guard/members.py",
@@ -72,6 +73,7 @@ LAYERS = {
         "capacity/block_jobs.py",
         "capacity/chargeback.py",
         "capacity/consumers.py",
+        "capacity/consumer_steps.py",
         "capacity/controller.py",
         "capacity/delivery.py",
         "capacity/fill.py",

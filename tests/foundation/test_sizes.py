@@ -30,15 +30,12 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/reclaim/adapters.py": "each backend's adapter into its runtime backend module",
     "constructs_lib/simulator/engine.py": "_replay's event handling apart from its loop",
     "constructs_lib/controllers/reclaim.py": "the role's policy apart from the construct",
-    "lambda/gpu_governance_runtime/capacity/handler.py": "block events and rotation apart from the run",
     "constructs_lib/backends/hyperpod_slurm/plan.py": "the pool's checks apart from the plan",
-    "lambda/gpu_governance_runtime/capacity/planner.py": "Window and the offerings' cover apart",
     "lambda/gpu_governance_runtime/reclaim/handler.py": "settings and metrics apart from the tick",
     # functions
     "constructs_lib/simulator/engine.py:_replay": "one function per event kind",
     "constructs_lib/tenancy/team.py:TeamTenancy.__init__": "role, key, repository, secrets, parameters",
     "constructs_lib/controllers/reclaim.py:ReclaimController._grant": "one statement group per backend",
-    "lambda/gpu_governance_runtime/capacity/handler.py:process": "reading, planning and buying apart",
     "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
     "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
     "constructs_lib/controllers/guard.py:SubmissionGuard.__init__": "function, topics, rules apart",
@@ -52,11 +49,9 @@ TO_SPLIT = {
     "lambda/gpu_governance_runtime/reclaim/handler.py:handler": "settings apart from the call",
     "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
     "constructs_lib/backends/hyperpod_eks/construct.py:HyperPodEksGovernance.__init__": "quotas apart from tenancy",
-    "lambda/gpu_governance_runtime/capacity/planner.py:_cheapest_cover": "candidates apart from the ranking",
     "constructs_lib/simulator/report.py:figure": "one function per panel",
     "lambda/gpu_governance_runtime/reclaim/planner.py:_TypePlanner._choose_victims": "other work extends the planner",
     "constructs_lib/organisation/chargeback.py:Chargeback._team_dashboard": "one function per widget row",
-    "lambda/gpu_governance_runtime/capacity/rotation.py:_batch_step": "one function per phase",
 }
 
 

@@ -29,8 +29,9 @@ from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
 from . import market
 from .consumers import launch_zones
 from .kinds import KINDS, kind_named, kind_of_offering
-from .offers import reservation_from_api
-from .planner import Offering, Reservation, Window, coverable, shortfall
+from .offers import Offering, Reservation, reservation_from_api
+from .planner import coverable, shortfall
+from .window import Window
 
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40

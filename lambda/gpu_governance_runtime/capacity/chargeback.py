@@ -43,8 +43,8 @@ from ..contract import (
     TAG_WINDOW,
 )
 from .ledger import Intent
-from .offers import all_items, tags_of
-from .planner import Reservation, Window
+from .offers import Reservation, all_items, tags_of
+from .window import Window
 
 # The Team of a fee or a block whose window is no longer declared and that names no team (or the
 # Window of a block without its window tag): the figure is still published (the money was spent),

@@ -30,7 +30,9 @@ from ..common import log as logs
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
-from .planner import Declined, Plan, Purchase, Reservation, Window, plan
+from .offers import Reservation
+from .planner import Declined, Plan, Purchase, plan
+from .window import Window
 
 # DescribeCapacityReservations is eventually consistent
 # (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an attempt with no

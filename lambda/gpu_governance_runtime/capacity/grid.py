@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from .kinds import kind_named
 from .offers import Placement
-from .planner import Window
+from .window import Window
 
 
 def placements(window: Window) -> tuple[Placement, ...]:
