@@ -129,6 +129,9 @@ class Backend:
     """Why a declared ``max_run_minutes`` does not stop a job there (``{where}`` is filled in); None:
     the backend stops a job at its limit (Slurm QoS ``MaxWall``; a quota share's jobs, whose
     ``StoppingCondition.MaxRuntimeInSeconds`` the submission guard holds to it)."""
+    max_run_held_for: str = ""
+    """The workloads whose run time the backend does hold where ``max_run_caveat`` names the rest
+    (``explain`` shows the limit as held for them only); empty: the caveat is the whole story."""
     user_limit_caveat: str | None = None
     """Why a team's ``user_limits`` do not hold there (``{where}`` is filled in); None: the scheduler
     sees each member and limits them (Slurm user associations)."""
@@ -150,7 +153,13 @@ class Backend:
     instance groups dedicated to it, no two teams the same)."""
     group_caveat: str | None = None
     """Why a group's quota does not hold there (no level above the team in the API, and the reclaim
-    controller does not plan the pool)."""
+    controller does not plan the pool): nor do its parent and limits."""
+    group_tree: str = ""
+    """Who holds a group tree there (its quotas, parents and borrowing limits), for ``validate`` and
+    ``explain``; empty where :attr:`group_caveat` says nobody does."""
+    group_lending_limit_caveat: str | None = None
+    """Why a group's ``lending_limits`` do not hold there, where the rest of its tree does
+    (``{where}`` is filled in)."""
     refine_deal: Callable[[Any, Any, Any], Any] = _unchanged
     """``(deal, team, pool) -> deal``: where the backend's semantics differ from the model's."""
     team_resources: int = 0

@@ -28,7 +28,7 @@ from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.core.wording import counted
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.explain import as_json, caveats, deals, render, wrapped_note
+from constructs_lib.model.explain import as_json, caveats, deals, group_notes, render, wrapped_note
 from constructs_lib.model.loader import default_config_text
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
@@ -74,7 +74,7 @@ def _validate(args: argparse.Namespace) -> int:
     # Settings a backend ignores, and what IAM leaves to the accounts: part of the report, not an error.
     for line in [*caveats(model), *shared_account_warnings(model)]:
         print(f"warning: {line}")
-    for line in grid_notes(model):  # what AWS's grid makes each capacity window pay
+    for line in [*grid_notes(model), *group_notes(model)]:  # what the grid makes windows pay; who holds each tree
         print(f"note: {line}")
     return EXIT_OK
 
@@ -98,11 +98,11 @@ def _explain(args: argparse.Namespace) -> int:
         w.name: {"team": w.team, "summary": w.summary(now), "ended": w.ended(now)} for w in model.capacity_windows
     }
     if args.json:
-        print(json.dumps(as_json(deals(model), windows, caveats(model)), indent=2))
+        print(json.dumps(as_json(deals(model), windows, [*caveats(model), *group_notes(model)]), indent=2))
         return EXIT_OK
     width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 120)
     print(render(deals(model), [f"{name}: {w['summary']}" for name, w in windows.items()], width))
-    for line in caveats(model):  # beside the deals, on stderr
+    for line in [*caveats(model), *group_notes(model)]:  # beside the deals, on stderr
         print(wrapped_note(line, width), file=sys.stderr)
     return EXIT_OK
 

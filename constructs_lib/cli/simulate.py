@@ -291,6 +291,7 @@ def _run_sweep(args: argparse.Namespace, pool: PoolPolicy, classes: dict[str, in
         shares=pool.shares,
         capacity=pool.capacity,
         tick_s=args.tick,
+        groups=pool.groups,
         processes=args.processes,
         classes=classes,
     )

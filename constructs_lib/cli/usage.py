@@ -417,43 +417,64 @@ def render(
             indent=2,
         )
     if fmt == "csv":
-        # one header for every record: a guarantee row fills team and pool, then its own columns
-        usage_fields, purchase_fields = list(TeamUsage.__dataclass_fields__), list(PurchaseLine.__dataclass_fields__)
-        kept_fields = [f for f in GuaranteeKept.__dataclass_fields__ if f not in ("team", "pool")]
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["record", *usage_fields, *purchase_fields, *kept_fields])
-        blanks_usage, blanks_purchase, blanks_kept = (
-            [""] * len(f) for f in (usage_fields, purchase_fields, kept_fields)
-        )
-        writer.writerows(["usage", *asdict(r).values(), *blanks_purchase, *blanks_kept] for r in rows)
-        writer.writerows(["purchase", *blanks_usage, *asdict(p).values(), *blanks_kept] for p in purchases)
-        writer.writerows(
-            [
-                "guarantee",
-                k.team,
-                k.pool,
-                *blanks_usage[2:],
-                *blanks_purchase,
-                *(_cell(getattr(k, f)) for f in kept_fields),
-            ]
-            for k in kept
-        )
-        if blocks:  # a section of its own: its own header row
-            writer.writerow(["record", *BlockLine.__dataclass_fields__])
-            writer.writerows(["block", *asdict(b).values()] for b in blocks)
-        return out.getvalue().rstrip("\n")
+        return _csv(rows, purchases, kept, blocks)
+    return "\n".join(
+        [
+            *_usage_table(rows, start, end),
+            *_guarantees_table(kept, unrecorded),
+            *_purchases_table(purchases),
+            *(_blocks_table(blocks) if blocks else []),
+        ]
+    )
+
+
+def _csv(
+    rows: Sequence[TeamUsage],
+    purchases: Sequence[PurchaseLine],
+    kept: Sequence[GuaranteeKept],
+    blocks: Sequence[BlockLine],
+) -> str:
+    # one header for every record: a guarantee row fills team and pool, then its own columns
+    usage_fields, purchase_fields = list(TeamUsage.__dataclass_fields__), list(PurchaseLine.__dataclass_fields__)
+    kept_fields = [f for f in GuaranteeKept.__dataclass_fields__ if f not in ("team", "pool")]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["record", *usage_fields, *purchase_fields, *kept_fields])
+    blanks_usage, blanks_purchase, blanks_kept = ([""] * len(f) for f in (usage_fields, purchase_fields, kept_fields))
+    writer.writerows(["usage", *asdict(r).values(), *blanks_purchase, *blanks_kept] for r in rows)
+    writer.writerows(["purchase", *blanks_usage, *asdict(p).values(), *blanks_kept] for p in purchases)
+    writer.writerows(
+        [
+            "guarantee",
+            k.team,
+            k.pool,
+            *blanks_usage[2:],
+            *blanks_purchase,
+            *(_cell(getattr(k, f)) for f in kept_fields),
+        ]
+        for k in kept
+    )
+    if blocks:  # a section of its own: its own header row
+        writer.writerow(["record", *BlockLine.__dataclass_fields__])
+        writer.writerows(["block", *asdict(b).values()] for b in blocks)
+    return out.getvalue().rstrip("\n")
+
+
+def _usage_table(rows: Sequence[TeamUsage], start: datetime, end: datetime) -> list[str]:
     lines = [
         f"# GPU usage {start.date()} to {end.date()} (exclusive), instance-hours",
         "",
         "| team | pool | used | guaranteed | borrowed | lent | idle guaranteed |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    lines += [
+    return lines + [
         f"| {r.team} | {r.pool} | {r.used:.2f} | {r.guaranteed:.2f} | {r.borrowed:.2f} | {r.lent:.2f} | {r.idle_guaranteed:.2f} |"
         for r in rows
     ]
-    lines += [
+
+
+def _guarantees_table(kept: Sequence[GuaranteeKept], unrecorded: Sequence[str]) -> list[str]:
+    lines = [
         "",
         "## Guarantees kept",
         "",
@@ -477,30 +498,34 @@ def render(
             "",
             f"Not recorded in pools {', '.join(unrecorded)}: their controller tick sees no job's size or age.",
         ]
-    lines += ["", "## Purchases", ""]
-    if purchases:
-        lines += ["| intent | window | instances | start | end | fee |", "| --- | --- | --- | --- | --- | ---: |"]
-        lines += [
-            f"| {p.intent} | {p.window} | {p.count} x {p.instance_type} | {p.start} | {p.end} | {p.fee} {p.currency} |"
-            for p in purchases
-        ]
-        lines += ["", "Total fees: " + ", ".join(f"{t} {c}" for c, t in _fees(purchases).items())]
-    else:
-        lines.append("none in the period (or no --ledger-table)")
-    if blocks:
-        lines += [
-            "",
-            "## Capacity Blocks, by the jobs on them",
-            "",
-            "| window | blocks | paid | with a job | cut at the end | idle, work waited or on demand | idle, no work | not measured |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        lines += [
-            f"| {b.window} | {b.blocks} | {b.paid:.2f} | {b.with_job:.2f} | {b.cut:.2f} | {b.idle_waited:.2f} | "
-            f"{b.idle_no_work:.2f} | {b.not_measured:.2f} |"
-            for b in blocks
-        ]
-    return "\n".join(lines)
+    return lines
+
+
+def _purchases_table(purchases: Sequence[PurchaseLine]) -> list[str]:
+    lines = ["", "## Purchases", ""]
+    if not purchases:
+        return [*lines, "none in the period (or no --ledger-table)"]
+    lines += ["| intent | window | instances | start | end | fee |", "| --- | --- | --- | --- | --- | ---: |"]
+    lines += [
+        f"| {p.intent} | {p.window} | {p.count} x {p.instance_type} | {p.start} | {p.end} | {p.fee} {p.currency} |"
+        for p in purchases
+    ]
+    return [*lines, "", "Total fees: " + ", ".join(f"{t} {c}" for c, t in _fees(purchases).items())]
+
+
+def _blocks_table(blocks: Sequence[BlockLine]) -> list[str]:
+    lines = [
+        "",
+        "## Capacity Blocks, by the jobs on them",
+        "",
+        "| window | blocks | paid | with a job | cut at the end | idle, work waited or on demand | idle, no work | not measured |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    return lines + [
+        f"| {b.window} | {b.blocks} | {b.paid:.2f} | {b.with_job:.2f} | {b.cut:.2f} | {b.idle_waited:.2f} | "
+        f"{b.idle_no_work:.2f} | {b.not_measured:.2f} |"
+        for b in blocks
+    ]
 
 
 def _cell(value: object) -> object:

@@ -72,11 +72,26 @@ class GovernanceController(Construct):
             else {}
         )
         self.alarms: list[cloudwatch.Alarm] = []
-        # The account administers the key; only the controller role and the services named use it.
-        key = kms.Key(
+        self.key = self._key()
+        self.ledger = self._ledger(ledger_key, ledger_expiry_attribute, ledger_backup_reason)
+        self.topic = sns.Topic(self, "Topic", display_name=topic_name, master_key=self.key, enforce_ssl=True)
+        self.dead_letters = self._dead_letters()
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            role_name=role_name,
+            description=role_description,
+        )
+        self._let_use_key()
+
+    def _key(self) -> kms.Key:
+        # The account administers the key; only the controller role and the services named use it
+        # (_let_use_key).
+        return kms.Key(
             self,
             "Key",
-            description=f"{controller_id}: ledger, topic, logs, function environment and dead letters",
+            description=f"{self.controller_id}: ledger, topic, logs, function environment and dead letters",
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
             policy=iam.PolicyDocument(
@@ -87,27 +102,31 @@ class GovernanceController(Construct):
                 ]
             ),
         )
+
+    def _ledger(self, key: str, expiry_attribute: str | None, backup_reason: str) -> dynamodb.Table:
         ledger = dynamodb.Table(
             self,
             "Ledger",
-            partition_key=dynamodb.Attribute(name=ledger_key, type=dynamodb.AttributeType.STRING),
-            time_to_live_attribute=ledger_expiry_attribute,
+            partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
+            time_to_live_attribute=expiry_attribute,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=key,
+            encryption_key=self.key,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
             deletion_protection=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        acknowledge(ledger, ledger_backup_reason, "DynamoDBInBackupPlan")
-        topic = sns.Topic(self, "Topic", display_name=topic_name, master_key=key, enforce_ssl=True)
+        acknowledge(ledger, backup_reason, "DynamoDBInBackupPlan")
+        return ledger
+
+    def _dead_letters(self) -> sqs.Queue:
         dead_letters = sqs.Queue(
             self,
             "DeadLetters",
             encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
+            encryption_master_key=self.key,
             enforce_ssl=True,
             retention_period=Duration.days(14),
         )
@@ -117,14 +136,13 @@ class GovernanceController(Construct):
             "AwsSolutions-SQS3",
             "Serverless-SQSRedrivePolicy",
         )
-        role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            role_name=role_name,
-            description=role_description,
+        return dead_letters
+
+    def _let_use_key(self) -> None:
+        """The key's users: the controller's role, and the services that encrypt with it."""
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(principals=[self.role], actions=KEY_USE_ACTIONS, resources=["*"])
         )
-        key.add_to_resource_policy(iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"]))
         # cloudwatch: alarm actions publish to the topic; logs and events encrypt with the key too -
         # each only for this account's own resources (no confused deputy), logs only for this
         # account's log groups in this region.
@@ -139,7 +157,7 @@ class GovernanceController(Construct):
             ("events.amazonaws.com", own_account),
             ("cloudwatch.amazonaws.com", own_account),
         ):
-            key.add_to_resource_policy(
+            self.key.add_to_resource_policy(
                 iam.PolicyStatement(
                     principals=[iam.ServicePrincipal(service)],
                     actions=KEY_USE_ACTIONS,
@@ -147,7 +165,6 @@ class GovernanceController(Construct):
                     conditions=conditions,
                 )
             )
-        self.key, self.ledger, self.topic, self.dead_letters, self.role = key, ledger, topic, dead_letters, role
 
     def _add_function(
         self,

@@ -9,7 +9,7 @@ from typing import Any
 from aws_cdk import ArnFormat, Stack, aws_iam as iam
 
 from constructs_lib.capacity_kinds import KINDS, KindGrant, kind_of
-from constructs_lib.controllers.reclaim import _ssm_target_arn
+from constructs_lib.controllers.reclaim_policy import ssm_target_arn
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.model import GovernanceModel
@@ -250,7 +250,7 @@ def _slurm_statements(stack: Stack, model: GovernanceModel, head_nodes: dict[str
     return [
         iam.PolicyStatement(
             actions=["ssm:SendCommand"],
-            resources=[document, *(_ssm_target_arn(stack, node) for _, node in sorted(head_nodes.items()))],
+            resources=[document, *(ssm_target_arn(stack, node) for _, node in sorted(head_nodes.items()))],
         ),
         iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
         iam.PolicyStatement(

@@ -14,7 +14,7 @@ Dry run by default: it records and alerts, and stops jobs (``TerminateServiceJob
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from aws_cdk import (
     ArnFormat,
@@ -25,6 +25,7 @@ from aws_cdk import (
     aws_events as events,
     aws_events_targets as event_targets,
     aws_iam as iam,
+    aws_sns as sns,
 )
 from constructs import Construct
 
@@ -97,13 +98,25 @@ class SubmissionGuard(GovernanceController):
         )
         stack = Stack.of(self)
         self.model, self.job_queues = model, dict(job_queues)
-        guarded = {team.name: team for pool in sorted(job_queues) for team in model.teams_in(pool)}
-        teams = sorted(guarded)
+        self.team_topics = self._team_topics()
+        team_topic_pattern = stack.format_arn(
+            service="sns", resource=guard_topic_name(model.organisation, TEAM_PLACEHOLDER)
+        )
+        self._add_guard_function(stack, team_topic_pattern, dry_run)
+        self.rule = self._rules()
+        self._grant(stack, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
+        subscribe_alerts(self.topic, model)
+        self._alarms(model)
+
+    def _team_topics(self) -> dict[str, sns.Topic]:
+        """Each guarded team's alert topic, where its owner hears of its stopped jobs."""
+        model = self.model
+        guarded = {team.name: team for pool in sorted(self.job_queues) for team in model.teams_in(pool)}
         # Named, and referred to by ARN: with stack_layout per_team they are in the team stacks, which
         # depend on this one (a reference to them from here would be a dependency cycle).
-        self.team_topics = {
+        return {
             name: topic
-            for name in teams
+            for name in sorted(guarded)
             if (
                 topic := team_alert_topic(
                     self, guarded[name], self.key, topic_name=guard_topic_name(model.organisation, name)
@@ -111,34 +124,17 @@ class SubmissionGuard(GovernanceController):
             )
             is not None
         }
-        team_topic_pattern = stack.format_arn(
-            service="sns", resource=guard_topic_name(model.organisation, TEAM_PLACEHOLDER)
-        )
-        # What grows with the teams goes into the package (Lambda allows 4 KB of environment in all);
-        # the environment keeps what only the deployment resolves (contract.GUARD_FILE_NAME).
-        document = {
-            "shared_repositories": [_repository_uri(arn) for arn in model.shared_image_repositories],
-            "pools": {
-                pool: {
-                    "teams": {
-                        team.name: {
-                            "repository_name": repository_name(model.organisation, team.name),
-                            "cost_centre": team.cost_centre,
-                            "owner": team.name in self.team_topics,
-                            **_runtime_limits(model, team, model.pool(pool)),
-                        }
-                        for team in model.teams_in(pool)
-                    }
-                }
-                for pool in sorted(job_queues)
-            },
-        }
+
+    def _add_guard_function(self, stack: Stack, team_topic_pattern: str, dry_run: bool) -> None:
+        """The function, its package's guard file and its environment, and how its events are retried."""
+        model, job_queues = self.model, self.job_queues
         names = {
             "execution_role_arn": team_role_arn(stack.account, TEAM_PLACEHOLDER, TRAINING_ROLE_SUFFIX, stack.partition),
             "registry": f"{stack.account}.dkr.ecr.{stack.region}.{stack.url_suffix}",
             "team_topic": team_topic_pattern,
         }
         queues = [{"job_queue": arn, "pool": pool} for pool, arn in sorted(job_queues.items())]
+        document = _guard_document(model, job_queues, owners=self.team_topics)
         self._add_function(
             handler="gpu_governance_runtime.guard.handler.handler",
             code=runtime_code(policy_json(model), {GUARD_FILE_NAME: json.dumps(document, indent=2, sort_keys=True)}),
@@ -167,11 +163,14 @@ class SubmissionGuard(GovernanceController):
             "guard's scheduled redrive checks again; an on-failure destination would add a second copy in another shape.",
             "Serverless-LambdaAsyncFailureDestination",
         )
+
+    def _rules(self) -> events.Rule:
+        """The service jobs' state changes, and the redrive of what was dead-lettered."""
         # Every state before the training job runs, and RUNNING as the last chance; a repeated event finds the
         # ledger's claim. EventBridge's own retries cover only handing the event to Lambda
         # [aws: events.eventbridge-retries-delivery-only]: as long and as often as it allows.
         source, detail_type = SERVICE_JOB_EVENT
-        self.rule = events.Rule(
+        rule = events.Rule(
             self,
             "ServiceJobStates",
             targets=[
@@ -185,7 +184,10 @@ class SubmissionGuard(GovernanceController):
             event_pattern=events.EventPattern(
                 source=[source],
                 detail_type=[detail_type],
-                detail={"jobQueue": [arn for _, arn in sorted(job_queues.items())], "status": list(GUARDED_STATES)},
+                detail={
+                    "jobQueue": [arn for _, arn in sorted(self.job_queues.items())],
+                    "status": list(GUARDED_STATES),
+                },
             ),
         )
         # The dead-lettered events, checked again until they are read (handler.redrive).
@@ -199,9 +201,7 @@ class SubmissionGuard(GovernanceController):
                 )
             ],
         )
-        self._grant(stack, team_topic_pattern.replace(TEAM_PLACEHOLDER, "*") if self.team_topics else None)
-        subscribe_alerts(self.topic, model)
-        self._alarms(model)
+        return rule
 
     def _alarms(self, model: GovernanceModel) -> None:
         """Every way an event waits, fails or is lost: the metrics of the asynchronous path
@@ -324,6 +324,29 @@ class SubmissionGuard(GovernanceController):
             "training plan a payload names, to tell whose it is, and of the training jobs Batch creates (named by Batch); sns:Publish reaches the guard's own team owner topics by their "
             "name prefix (one ARN per team would outgrow the inline policy limit).",
         )
+
+
+def _guard_document(model: GovernanceModel, job_queues: Mapping[str, str], owners: Container[str]) -> dict:
+    """The package's guard file: what grows with the teams (Lambda allows 4 KB of environment in
+    all); the environment keeps what only the deployment resolves (contract.GUARD_FILE_NAME).
+    ``owners``: the teams with an alert topic."""
+    return {
+        "shared_repositories": [_repository_uri(arn) for arn in model.shared_image_repositories],
+        "pools": {
+            pool: {
+                "teams": {
+                    team.name: {
+                        "repository_name": repository_name(model.organisation, team.name),
+                        "cost_centre": team.cost_centre,
+                        "owner": team.name in owners,
+                        **_runtime_limits(model, team, model.pool(pool)),
+                    }
+                    for team in model.teams_in(pool)
+                }
+            }
+            for pool in sorted(job_queues)
+        },
+    }
 
 
 def _runtime_limits(model: GovernanceModel, team, pool) -> dict:

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import (
-    ArnFormat,
     Duration,
     Stack,
     Token,
@@ -33,16 +32,14 @@ from aws_cdk import (
     aws_eks_v2 as eks,
     aws_events as events,
     aws_events_targets as event_targets,
-    aws_iam as iam,
     aws_lambda_destinations as lambda_destinations,
     aws_sns as sns,
 )
 from constructs import Construct
 
 from constructs_lib.backends import backend_of, backends_where
-from constructs_lib.backends.base import limited_quota_shares
+from constructs_lib.controllers import reclaim_policy
 from constructs_lib.controllers.base import GovernanceController, vpc_problems
-from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.chargeback import (
     reclaim_dashboard_name,
     route_alarm,
@@ -72,8 +69,6 @@ from gpu_governance_runtime.contract import (
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
     SHARE_DIMENSIONS,
-    TAG_REQUEUED_FROM,
-    TAG_TEAM as TEAM_TAG,
     raised_guarantees_parameter,
 )
 from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
@@ -163,11 +158,6 @@ class ReclaimController(GovernanceController):
             tuple(usage_targets),
             schedule,
         )
-        slurm_usage = [
-            _usage_entry(model, t)
-            for t in (*targets, *usage_targets)
-            if backend_of(model.pool(t.pool)).reached_on_head_node
-        ]
         # A capacity window raising a share of a governed pool: plan and report with the raise (capacity/raised.py).
         self.raised_guarantees = (
             raised_guarantees_parameter(model.organisation)
@@ -180,23 +170,42 @@ class ReclaimController(GovernanceController):
             # The handler never starts an action it cannot finish within this (the runtime's contract).
             timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS),
             memory_size=1024,
-            environment={
-                ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t, model) for t in targets], sort_keys=True),
-                ENV_LEDGER_TABLE: self.ledger.table_name,
-                ENV_DRY_RUN: "true" if dry_run else "false",
-                ENV_METRICS_NAMESPACE: NAMESPACE,
-                ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()),
-                ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
-                ENV_TICK_SECONDS: str(int(schedule.to_seconds())),
-                **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
-                **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
-                **({ENV_IN_VPC: "true"} if vpc is not None else {}),  # private EKS endpoints are then worth trying
-            },
+            environment=self._environment(dry_run, min_run_time, max_preemptions_per_tick, in_vpc=vpc is not None),
             vpc_reason="The controller calls public AWS APIs (Batch, SSM, DynamoDB, EKS) and the public API endpoints of "
             "observed HyperPod EKS clusters (docs/hyperpod-eks.md, Usage metrics); a VPC would add NAT cost and no isolation.",
         )
         self._grant()
+        self._schedule_ticks()
+        subscribe_alerts(self.topic, model)
+        self.team_topics: dict[str, sns.Topic | None] = {}  # per team with alarms: its owner's topic
+        self._alarms(starved_ticks)
+        self.dashboards = {target.pool: self._dashboard(target.pool) for target in self.targets}
 
+    def _environment(
+        self, dry_run: bool, min_run_time: Duration, max_preemptions_per_tick: int, *, in_vpc: bool
+    ) -> dict[str, str]:
+        """The handler's settings: its targets, the Slurm pools it reads usage of, and its limits."""
+        model = self.model
+        slurm_usage = [
+            _usage_entry(model, t)
+            for t in (*self.targets, *self.usage_targets)
+            if backend_of(model.pool(t.pool)).reached_on_head_node
+        ]
+        return {
+            ENV_RECLAIM_TARGETS: json.dumps([_target_entry(t, model) for t in self.targets], sort_keys=True),
+            ENV_LEDGER_TABLE: self.ledger.table_name,
+            ENV_DRY_RUN: "true" if dry_run else "false",
+            ENV_METRICS_NAMESPACE: NAMESPACE,
+            ENV_MIN_RUN_TIME_S: str(min_run_time.to_seconds()),
+            ENV_MAX_PREEMPTIONS_PER_TICK: str(max_preemptions_per_tick),
+            ENV_TICK_SECONDS: str(int(self.schedule.to_seconds())),
+            **({ENV_USAGE_TARGETS: json.dumps(slurm_usage, sort_keys=True)} if slurm_usage else {}),
+            **({ENV_RAISED_GUARANTEES: self.raised_guarantees} if self.raised_guarantees else {}),
+            **({ENV_IN_VPC: "true"} if in_vpc else {}),  # private EKS endpoints are then worth trying
+        }
+
+    def _schedule_ticks(self) -> None:
+        """One tick per ``schedule``, never retried."""
         # A missed tick is not worth retrying: the next one reads the queue afresh. Neither is a
         # failed one: Lambda retries a failed asynchronous invocation twice by default, which would
         # run two ticks within a minute (the ledger also caps preemptions per pool and minute).
@@ -208,11 +217,7 @@ class ReclaimController(GovernanceController):
         target = event_targets.LambdaFunction(
             self.function, dead_letter_queue=self.dead_letters, retry_attempts=0, max_event_age=Duration.minutes(1)
         )
-        events.Rule(self, "Schedule", schedule=events.Schedule.rate(schedule), targets=[target])
-        subscribe_alerts(self.topic, model)
-        self.team_topics: dict[str, sns.Topic | None] = {}  # per team with alarms: its owner's topic
-        self._alarms(starved_ticks)
-        self.dashboards = {target.pool: self._dashboard(target.pool) for target in self.targets}
+        events.Rule(self, "Schedule", schedule=events.Schedule.rate(self.schedule), targets=[target])
 
     def metric_share(
         self, pool: str, share: str, metric_name: str, *, statistic: str = "Maximum", period: Duration | None = None
@@ -243,88 +248,16 @@ class ReclaimController(GovernanceController):
         return cloudwatch.MathExpression(expression=search, using_metrics={}, label="", period=self.schedule)
 
     def _grant(self) -> None:
-        stack = Stack.of(self)
-        statements = [
-            iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-                resources=[self.ledger.table_arn],
-            )
-        ]
-        backends = {t.pool: backend_of(self.model.pool(t.pool)) for t in self.targets}
-        if any(b.family == "batch" for b in backends.values()):
-            statements.append(iam.PolicyStatement(actions=["batch:ListJobs", "batch:DescribeJobs"], resources=["*"]))
-        if any(b.reclaim_terminates_jobs for b in backends.values()):
-            # TerminateJob authorizes on the job only, with no queue condition key: the jobs of
-            # this account and region that carry a team tag, as every job of a governed queue does
-            # (backends/batch_queue.py _team_tag_statements). Not a list of the teams: it reached IAM's
-            # 10,240 characters per role at about 420 fair-share teams.
-            jobs = stack.format_arn(
-                service="batch", resource="job", resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
-            )
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["batch:TerminateJob"],
-                    resources=[jobs],
-                    conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
-                )
-            )
-            # Batch does not retry a terminated job: the handler submits each victim's copy to the
-            # victim's queue (a governed pool's, whose shares are its teams) under a share, with its
-            # tags (common/batch_copy.py): the team tag among them, so every job of a governed queue
-            # carries one [aws: batch-iam.tag-on-create-context]. No team is named: a team list would
-            # grow this inline policy past IAM's 10,240 characters.
-            fair_share_queues = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_terminates_jobs]
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["batch:SubmitJob"],
-                    resources=[
-                        *fair_share_queues,
-                        stack.format_arn(
-                            service="batch",
-                            resource="job-definition",
-                            resource_name="*",
-                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                        ),
-                        jobs,
-                    ],
-                    # batch:ShareIdentifier [aws: batch-iam.submit-job-share-identifier]
-                    conditions={"Null": {"batch:ShareIdentifier": "false", f"aws:RequestTag/{TEAM_TAG}": "false"}},
-                )
-            )
-            # The copy's tags, authorised as batch:TagResource inside SubmitJob: documented keys only
-            # (backends/batch_queue.py _team_tag_statements), a copy's tag set (a team and the requeue mark).
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["batch:TagResource"],
-                    resources=[jobs],
-                    conditions={"Null": {f"aws:RequestTag/{key}": "false" for key in (TEAM_TAG, TAG_REQUEUED_FROM)}},
-                )
-            )
-        observed = [t.job_queue_arn for t in self.targets if backends[t.pool].reclaim_reads_snapshot]
-        if observed:
-            statements.append(iam.PolicyStatement(actions=["batch:GetJobQueueSnapshot"], resources=observed))
-            # each share's waiting jobs; these two support no resource-level permission
-            statements.append(
-                iam.PolicyStatement(actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"], resources=["*"])
-            )
-        eks_clusters = sorted(
-            {
-                self.model.pool(t.pool).eks_cluster_name
-                for t in self.targets
-                if backend_of(self.model.pool(t.pool)).eks_access_entries
-            }
+        """The role's policy (controllers/reclaim_policy.py), and its Kubernetes identity on each
+        observed EKS cluster: a group that may only get and list ClusterQueues."""
+        statements = reclaim_policy.statements(
+            Stack.of(self),
+            self.model,
+            self.targets,
+            self.usage_targets,
+            ledger_arn=self.ledger.table_arn,
+            raised_guarantees=self.raised_guarantees,
         )
-        if eks_clusters:
-            # The usage observer finds each cluster's endpoint and CA; Kubernetes RBAC decides the rest.
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["eks:DescribeCluster"],
-                    resources=[
-                        stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in eks_clusters
-                    ],
-                )
-            )
-        # The role's Kubernetes identity on each cluster: a group that may only get and list ClusterQueues.
         self.usage_access_entries = {
             name: eks.CfnAccessEntry(
                 self,
@@ -334,155 +267,14 @@ class ReclaimController(GovernanceController):
                 type="STANDARD",
                 kubernetes_groups=[EKS_USAGE_READER_GROUP],
             )
-            for name in eks_clusters
+            for name in reclaim_policy.observed_eks_clusters(self.model, self.targets)
         }
-        head_nodes = [
-            t.head_node_instance_id
-            for t in (*self.targets, *self.usage_targets)
-            if backend_of(self.model.pool(t.pool)).reached_on_head_node
-        ]
-        if head_nodes:
-            document = stack.format_arn(
-                service="ssm",
-                account="",
-                resource="document",
-                resource_name="AWS-RunShellScript",
-                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-            )
-            statements += [
-                iam.PolicyStatement(
-                    actions=["ssm:SendCommand"], resources=[document, *(_ssm_target_arn(stack, n) for n in head_nodes)]
-                ),
-                iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
-            ]
-        statements += self._gpu_hour_limit_statements()
-        if any(
-            team.gpu_hour_limit or team.paused
-            for t in self.targets
-            if backends[t.pool].gpu_hour_switch == "quota_share"
-            for team in self.model.teams_in(t.pool)
-        ):
-            # A disabled quota share still starts the jobs submitted to it [aws: batch.quota-share-disabled]: the
-            # controller terminates a limited or paused team's queued service jobs (reclaim/gpu_hours.py, hold). Any
-            # governed team's (a team tag), not a list of the teams, which would outgrow IAM's inline policy limit.
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["batch:TerminateServiceJob"],
-                    resources=[
-                        stack.format_arn(
-                            service="batch",
-                            resource="service-job",
-                            resource_name="*",
-                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                    ],
-                    conditions={"Null": {f"aws:ResourceTag/{TEAM_TAG}": "false"}},
-                )
-            )
-        if self.raised_guarantees:  # read-only, that one parameter
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["ssm:GetParameter"],
-                    resources=[
-                        stack.format_arn(
-                            service="ssm", resource="parameter", resource_name=self.raised_guarantees.lstrip("/")
-                        )
-                    ],
-                )
-            )
         for statement in statements:
             self.role.add_to_policy(statement)
         self.key.grant_encrypt_decrypt(self.role)
-        policy = self.role.node.find_child("DefaultPolicy")
-        acknowledge(
-            policy,
-            "An inline policy keeps the preemption permission with this one role; a managed policy could be "
-            "attached to other principals.",
-            "IAMNoInlinePolicy",
+        reclaim_policy.acknowledge_policy(
+            self.role.node.find_child("DefaultPolicy"), statements, self.model, self.targets
         )
-        acknowledge(
-            policy,
-            "The CDK KMS grant names these wildcards; the key is this controller's own and its policy lets "
-            "this role only encrypt, decrypt and generate data keys.",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-        )
-        if any(b.reclaim_terminates_jobs for b in backends.values()):
-            acknowledge(
-                policy,
-                "The controller tags only the copy it submits of a job it stopped, with that job's tags (a team and "
-                "gpu-governance:requeued-from). No documented condition key tells a job being submitted from an "
-                "existing one (docs/aws-behaviour.md, batch-iam.tag-on-create-context), and a team list would grow "
-                "this policy past IAM's size: it is trusted here as far as its TerminateJob already trusts it.",
-                "GpuGovernance-JobControlWithoutShare[Action::batch:TagResource]",
-            )
-        acknowledge_wildcard_resources(
-            policy,
-            [r for s in statements for r in s.resources],
-            "batch:ListJobs, batch:DescribeJobs, batch:ListServiceJobs, batch:DescribeServiceJob, ssm:GetCommandInvocation and ssm:CancelCommand "
-            "support no resource-level permission; "
-            "batch:TerminateJob authorizes only on the job ARN (no queue condition key): it is limited to this account "
-            "and region's jobs tagged with a governed team, and the controller terminates only jobs it planned. "
-            "A victim's copy is submitted with the victim's own job definition (any revision a team used, hence "
-            "job-definition/*; job/* is the copy about to exist) to a governed queue under a share, with a team tag, and "
-            "tagged with a copy's tags: a team and gpu-governance:requeued-from. "
-            "sagemaker:ListComputeQuotas supports no resource-level permission, and a compute quota's ARN ends in an id SageMaker "
-            "generates: the controller finds a team's by cluster and name and changes only its ActivationState at a GPU-hour limit. "
-            "A service job's id does not exist before submission: batch:TerminateServiceJob is limited to service jobs tagged "
-            "with a governed team, and the controller terminates only the queued jobs of a team over its GPU-hour limit or paused. "
-            "Beyond MAX_NAMED_QUOTA_SHARES teams with a GPU-hour limit, a limited team's queue's quota-share/* (at most 20 shares a queue) "
-            "keeps the inline policy within IAM's size.",
-        )
-        if "*" not in {r for s in statements for r in s.resources}:
-            # Active tracing's xray:PutTraceSegments and xray:PutTelemetryRecords are on every controller's role.
-            acknowledge_wildcard_resources(
-                policy,
-                ["*"],
-                "xray:PutTraceSegments and xray:PutTelemetryRecords (the function's active tracing) support no "
-                "resource-level permission.",
-            )
-
-    def _gpu_hour_limit_statements(self) -> list[iam.PolicyStatement]:
-        """The admission switches of exactly the teams with a GPU-hour limit (reclaim/gpu_hours.py):
-        their quota shares, their compute quotas' clusters, and the default bus for the 80 % event."""
-        stack = Stack.of(self)
-        switch = {t.pool: backend_of(self.model.pool(t.pool)).gpu_hour_switch for t in self.targets}
-        limited = {
-            t.pool: [team.name for team in self.model.teams_in(t.pool) if team.gpu_hour_limit]
-            for t in self.targets
-            if switch[t.pool]
-        }
-        limited = {pool: teams for pool, teams in limited.items() if teams}
-        if not limited:
-            return []
-        queues = {
-            t.pool: t.job_queue_arn for t in self.targets if t.pool in limited and switch[t.pool] == "quota_share"
-        }
-        statements = [
-            iam.PolicyStatement(
-                actions=["events:PutEvents"],
-                resources=[stack.format_arn(service="events", resource="event-bus", resource_name="default")],
-            )
-        ]
-        if queues:
-            statements += [
-                iam.PolicyStatement(actions=["batch:ListQuotaShares"], resources=sorted(queues.values())),
-                iam.PolicyStatement(
-                    actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
-                    resources=limited_quota_shares(queues, self.model),
-                ),
-            ]
-        clusters = sorted({self.model.pool(pool).cluster_arn for pool in limited if switch[pool] == "compute_quota"})
-        if clusters:
-            # Compute quota ARNs end in an id SageMaker generates: the quotas of the clusters' account and region.
-            quotas = sorted({"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in clusters})
-            statements += [
-                iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
-                iam.PolicyStatement(
-                    actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas
-                ),
-            ]
-        return statements
 
     def _alarms(self, starved_ticks: int) -> None:
         specs = (
@@ -658,16 +450,6 @@ def eks_cluster_problems(path: str, target: ReclaimTarget, pool, stack: Stack) -
 def _usage_entry(model: GovernanceModel, target: ReclaimTarget) -> dict:
     gpus = model.pool(target.pool).gpus_per_instance[target.instance_type]  # slurm_problems requires it for every type
     return {**_target_entry(target, model), "gpus_per_instance": gpus}
-
-
-def _ssm_target_arn(stack: Stack, target_id: str) -> str:
-    if target_id.startswith("i-"):
-        return stack.format_arn(
-            service="ec2", resource="instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME
-        )
-    return stack.format_arn(
-        service="ssm", resource="managed-instance", resource_name=target_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME
-    )
 
 
 def _pascal(name: str) -> str:

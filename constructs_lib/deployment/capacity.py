@@ -39,9 +39,18 @@ class CapacityAccountStack(Stack):
         # owners ask team_scope for every team (docs/performance.md, round trips).
         self._owner_paths: dict[str, tuple[str, ...]] = {}
         self._depth = len(self.node.path.split("/"))
-        self.access_logs = hardened_bucket(self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED)
+        self.access_logs = self._access_log_bucket()
+        if self.team_stacks:
+            self._let_team_buckets_log()
+        self.tenants = self._tenancies(model)
+        self._build_pools(model)
+        self._add_controllers(model)
+
+    def _access_log_bucket(self) -> s3.Bucket:
+        """Where every tenant bucket's server access logs go."""
+        access_logs = hardened_bucket(self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED)
         acknowledge(
-            self.access_logs,
+            access_logs,
             "This bucket is the server access log destination; logging it to itself would loop.",
             "AwsSolutions-S1",
             "NIST.800.53.R5-S3BucketLoggingEnabled",
@@ -49,19 +58,20 @@ class CapacityAccountStack(Stack):
             "PCI.DSS.321-S3BucketLoggingEnabled",
         )
         acknowledge(
-            self.access_logs,
+            access_logs,
             "S3 server access logs can only be delivered to buckets encrypted with SSE-S3.",
             "S3DefaultEncryptionKMS",
         )
         acknowledge(
-            self.access_logs,
+            access_logs,
             "Access logs stay in the account that produced them; replicating them is a platform decision.",
             "S3BucketReplicationEnabled",
         )
+        return access_logs
 
-        if self.team_stacks:
-            self._let_team_buckets_log()
-        self.tenants = {
+    def _tenancies(self, model: GovernanceModel) -> dict[str, TeamTenancy]:
+        """Each team's tenancy, in its own stack with stack_layout per_team, and its discovery."""
+        tenants = {
             team.name: TeamTenancy(
                 self.team_stacks.get(team.name, self),
                 f"Team{team.name}",
@@ -76,15 +86,18 @@ class CapacityAccountStack(Stack):
             )
             for team in model.teams
         }
-        for tenancy in self.tenants.values():
+        for tenancy in tenants.values():
             publish_discovery(tenancy, model)  # discovery parameters and outputs, in the team's stack with per_team
         for name in self.team_stacks:
             # The bucket policy that aws-cdk-lib cannot add to an imported log bucket is
             # _let_team_buckets_log's statement.
-            Annotations.of(self.tenants[name].bucket).acknowledge_warning(
+            Annotations.of(tenants[name].bucket).acknowledge_warning(
                 "@aws-cdk/aws-s3:accessLogsPolicyNotAdded",
                 "the capacity stack's log bucket admits this account's buckets",
             )
+        return tenants
+
+    def _build_pools(self, model: GovernanceModel) -> None:
         # Each backend's construct module builds its pools; each joins its backend's dictionary.
         for attribute in self._pool_attributes:
             setattr(self, attribute, {})
@@ -93,6 +106,10 @@ class CapacityAccountStack(Stack):
             getattr(self, backend.stack_attribute)[pool.name] = backend.part("construct").build_pool(
                 self, model, pool, self.tenants
             )
+
+    def _add_controllers(self, model: GovernanceModel) -> None:
+        """The controllers of the pools built: reclaim, submission guard, capacity; Unified Studio
+        projects and chargeback."""
         # Each backend's reclaim module says whether and how the controller governs a pool.
         targets = [
             target

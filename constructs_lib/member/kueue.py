@@ -20,6 +20,7 @@ from constructs_lib.member.setup import TeamSetup, check_job_name
 from constructs_lib.member.status import timestamp
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
 from constructs_lib.tenancy.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL, Tenants, cost_metadata
+from constructs_lib.tenancy.run_time import MAX_EXEC_TIME_LABEL
 from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_COST_CENTRE
 from gpu_governance_runtime.dedicated_nodes import DEDICATED_NODE_KEY
 from gpu_governance_runtime.policy import PoolPolicy
@@ -38,11 +39,15 @@ def training_job_manifest(
     instance_type: str,
     gpus: int,
     dedicated_team_nodes: bool = False,
+    max_runtime_seconds: int | None = None,
 ) -> dict[str, Any]:
     """A suspended-until-admitted ``batch/v1`` Job in the team's namespace with the local queue
     and priority-class labels, running as the team's workload service account (its pod identity
     role reads the team's bucket). ``dedicated_team_nodes``: the team owns dedicated instance
-    groups, and its pods must select and tolerate them."""
+    groups, and its pods must select and tolerate them. ``max_runtime_seconds``: how long it may
+    run, by default its class's run-time limit where it has one (refused above it); the Job says
+    it both as Kueue's maximum execution time and as its ``activeDeadlineSeconds``, which the
+    team's admission policy requires on EKS with Kueue and on HyperPod EKS respectively."""
     setup.require("namespace", "local_queue", "service_account")
     check_job_name(setup.team, job_name)
     kueue_class = setup.priority(priority_class)
@@ -76,17 +81,19 @@ def training_job_manifest(
         ]
     # The team and its cost centre on the Job and its pods, which cost tools allocate by.
     cost = cost_metadata(setup.team, setup.submission_tags.get(TAG_COST_CENTRE))
+    labels = {QUEUE_LABEL: setup.local_queue, PRIORITY_CLASS_LABEL: kueue_class, **cost["labels"]}
+    # Kueue unsuspends the job when it admits it; created suspended, no pod starts before.
+    spec: dict[str, Any] = {"suspend": True, "backoffLimit": 0, "template": {"metadata": cost, "spec": pod_spec}}
+    seconds = max_runtime_seconds if max_runtime_seconds is not None else setup.run_time_limit(priority_class)
+    if seconds is not None:
+        seconds = setup.max_runtime_seconds(priority_class, seconds, seconds)
+        labels[MAX_EXEC_TIME_LABEL] = str(seconds)
+        spec["activeDeadlineSeconds"] = seconds
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            **cost,
-            "name": job_name,
-            "namespace": setup.namespace,
-            "labels": {QUEUE_LABEL: setup.local_queue, PRIORITY_CLASS_LABEL: kueue_class, **cost["labels"]},
-        },
-        # Kueue unsuspends the job when it admits it; created suspended, no pod starts before.
-        "spec": {"suspend": True, "backoffLimit": 0, "template": {"metadata": cost, "spec": pod_spec}},
+        "metadata": {**cost, "name": job_name, "namespace": setup.namespace, "labels": labels},
+        "spec": spec,
     }
 
 

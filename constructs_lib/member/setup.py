@@ -173,13 +173,18 @@ class TeamSetup:
             f"one of {[c['name'] for c in self.priority_classes]}",
         )
 
+    def run_time_limit(self, priority_class: str) -> int | None:
+        """The class's run-time limit in this pool, in seconds (the discovery document's
+        ``max_run_minutes``); None: none. An unknown class is refused naming the classes."""
+        self.priority(priority_class)
+        minutes = next(c for c in self.priority_classes if c["name"] == priority_class).get("max_run_minutes")
+        return minutes * 60 if isinstance(minutes, int) else None
+
     def max_runtime_seconds(self, priority_class: str, asked: int | None, default: int) -> int:
         """How long a job of the class asks to run: ``asked``, or ``default`` cut to the class's
         run-time limit in this pool (the discovery document's ``max_run_minutes``); refused above it,
         as the submission guard would stop the job."""
-        self.priority(priority_class)  # an unknown class is refused naming the classes
-        minutes = next(c for c in self.priority_classes if c["name"] == priority_class).get("max_run_minutes")
-        limit = minutes * 60 if isinstance(minutes, int) else None
+        limit = self.run_time_limit(priority_class)
         if asked is None:
             return default if limit is None else min(default, limit)
         if limit is not None and asked > limit:

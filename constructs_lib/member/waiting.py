@@ -141,22 +141,6 @@ def explain(
 ) -> Status:
     """``gpu_hour_limit``: the team's (hours, period), which a job waiting for it is told with its reset."""
     share = next(s for s in policy.shares if s.name == team)
-    mine = observation.in_use.get(team, {})
-    quota = share.quota if observation.guaranteed is None else observation.guaranteed
-    # Kueue's figures are GPUs, and no lending limit holds there (HyperPod compute quotas have none)
-    lending_limit = share.lending_limit if observation.guaranteed is None else None
-    usage = tuple(
-        Usage(
-            instance_type=t,
-            in_use=mine.get(t, 0),
-            guaranteed=quota.get(t, 0),
-            borrowed=max(0, mine.get(t, 0) - quota.get(t, 0)),
-            lent=min(
-                max(0, quota.get(t, 0) - mine.get(t, 0)), lendable(share.strategy, quota.get(t, 0), lending_limit)
-            ),
-        )
-        for t in sorted({*quota, *mine})
-    )
     waiting = sorted(
         (j for j in observation.jobs if j.team == team and j.state == WAITING),
         key=lambda j: (-j.priority, j.submitted_at, j.job_id),
@@ -169,18 +153,7 @@ def explain(
         key=lambda j: (j.state != RUNNING, position.get(j.job_id, 0), j.job_id),
     ):
         if job.state != WAITING:
-            code = "running" if job.state == RUNNING else "backend"
-            explanations.append(
-                Explanation(
-                    job_id=job.job_id,
-                    name=job.name,
-                    state=job.state,
-                    reason=code,
-                    text=REASONS[code] if job.state == RUNNING else job.backend_reason or job.state.lower(),
-                    backend_reason=job.backend_reason,
-                    training_plan=on_plan(job, observation.training_plans, now) if job.state == RUNNING else "",
-                )
-            )
+            explanations.append(_not_waiting(job, observation, now))
             continue
         # only jobs that could start count as ahead: a held or impossible job holds no one back
         ahead = [
@@ -188,36 +161,17 @@ def explain(
             for a in waiting[: position[job.job_id] - 1]
             if a.instance_type == job.instance_type and a.reason not in NOT_STARTABLE
         ]
-        code, details = job.reason, _figures(policy, share, observation, job)
-        if code is None and observation.admission_off and gpu_hour_limit and not share.paused:
-            code = "gpu_hour_limit"  # the share was disabled at the limit: nothing else matters until it resets
-        if code is None:
-            code, found = _computed(policy, share, observation, job, ahead, windows, now)
-            details.update(found)
+        code, details = _waiting_reason(policy, share, observation, job, ahead, windows, now, gpu_hour_limit)
         details.update(
             unit=observation.unit, strategy=strategy, ahead=len(ahead), count=job.count, instance_type=job.instance_type
         )
-        if gpu_hour_limit:
-            hours, period = gpu_hour_limit
-            details.update(hours=hours, period=period, resets=f"{next_reset(period, now):%Y-%m-%d %H:%M} UTC")
-        details.setdefault(
-            "limit",
-            f"your team holds {details['used']} {observation.unit}, and this job would pass its ceiling of {details['ceiling']}",
-        )
-        text = REASONS[code].format_map(_Figures(details))
-        if job.backend_reason:  # the scheduler's own words, for searching its documentation
-            text = (
-                f"{text}: {job.backend_reason}"
-                if code in ("misconfigured", "backend", "preempted")
-                else f"{text} (scheduler: {job.backend_reason})"
-            )
         explanations.append(
             Explanation(
                 job_id=job.job_id,
                 name=job.name,
                 state=job.state,
                 reason=code,
-                text=text,
+                text=_waiting_text(code, details, job, observation, now, gpu_hour_limit),
                 position=position[job.job_id],
                 backend_reason=job.backend_reason,
             )
@@ -227,10 +181,91 @@ def explain(
         pool=observation.pool,
         backend=observation.backend,
         unit=observation.unit,
-        usage=usage,
+        usage=_usage(share, observation),
         jobs=tuple(explanations),
         notes=observation.notes,
     )
+
+
+def _usage(share, observation: Observation) -> tuple[Usage, ...]:
+    """The team's instances per type: in use, guaranteed, borrowed and lent."""
+    mine = observation.in_use.get(share.name, {})
+    quota = share.quota if observation.guaranteed is None else observation.guaranteed
+    # Kueue's figures are GPUs, and no lending limit holds there (HyperPod compute quotas have none)
+    lending_limit = share.lending_limit if observation.guaranteed is None else None
+    return tuple(
+        Usage(
+            instance_type=t,
+            in_use=mine.get(t, 0),
+            guaranteed=quota.get(t, 0),
+            borrowed=max(0, mine.get(t, 0) - quota.get(t, 0)),
+            lent=min(
+                max(0, quota.get(t, 0) - mine.get(t, 0)), lendable(share.strategy, quota.get(t, 0), lending_limit)
+            ),
+        )
+        for t in sorted({*quota, *mine})
+    )
+
+
+def _not_waiting(job: ObservedJob, observation: Observation, now: datetime) -> Explanation:
+    """A running job (and the training plan it runs on), or one in a state only the backend explains."""
+    code = "running" if job.state == RUNNING else "backend"
+    return Explanation(
+        job_id=job.job_id,
+        name=job.name,
+        state=job.state,
+        reason=code,
+        text=REASONS[code] if job.state == RUNNING else job.backend_reason or job.state.lower(),
+        backend_reason=job.backend_reason,
+        training_plan=on_plan(job, observation.training_plans, now) if job.state == RUNNING else "",
+    )
+
+
+def _waiting_reason(
+    policy: PoolPolicy,
+    share,
+    observation: Observation,
+    job: ObservedJob,
+    ahead: list[ObservedJob],
+    windows: Iterable[Window],
+    now: datetime,
+    gpu_hour_limit: tuple[int, str] | None,
+) -> tuple[str, dict]:
+    """Why a waiting job waits: the backend's reason, else the GPU-hour limit, else what the
+    policy and the pool's figures say (_computed); with the figures its text quotes."""
+    code, details = job.reason, _figures(policy, share, observation, job)
+    if code is None and observation.admission_off and gpu_hour_limit and not share.paused:
+        code = "gpu_hour_limit"  # the share was disabled at the limit: nothing else matters until it resets
+    if code is None:
+        code, found = _computed(policy, share, observation, job, ahead, windows, now)
+        details.update(found)
+    return code, details
+
+
+def _waiting_text(
+    code: str,
+    details: dict,
+    job: ObservedJob,
+    observation: Observation,
+    now: datetime,
+    gpu_hour_limit: tuple[int, str] | None,
+) -> str:
+    """The reason's sentence with its figures, and the scheduler's own words after it."""
+    details = dict(details)
+    if gpu_hour_limit:
+        hours, period = gpu_hour_limit
+        details.update(hours=hours, period=period, resets=f"{next_reset(period, now):%Y-%m-%d %H:%M} UTC")
+    details.setdefault(
+        "limit",
+        f"your team holds {details['used']} {observation.unit}, and this job would pass its ceiling of {details['ceiling']}",
+    )
+    text = REASONS[code].format_map(_Figures(details))
+    if not job.backend_reason:
+        return text
+    # the scheduler's own words, for searching its documentation
+    if code in ("misconfigured", "backend", "preempted"):
+        return f"{text}: {job.backend_reason}"
+    return f"{text} (scheduler: {job.backend_reason})"
 
 
 def on_plan(job: ObservedJob, plans: Iterable[Mapping[str, str]] | None, now: datetime) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, SharingStrategy, Team
+from constructs_lib.model.projects import group_in_pool, groups_in_pool, parent_in_pool
 from constructs_lib.model.quota import (
     ResourceQuota,
     borrow_instances,
@@ -129,21 +130,32 @@ def deal(team: Team, pool: AnyPool) -> Deal:
 
 
 def group_place(model: GovernanceModel, team: Team, pool_name: str) -> str:
-    """Where ``team`` sits above itself in a pool: its group, what the group is guaranteed and holds
-    at most there, and the teams it shares that with; "-" for a team in no group."""
-    group = model.group_of(team.name)
-    if group is None:
+    """Where ``team`` sits above itself in a pool: its nearest group with a quota there, what that
+    group is guaranteed there, the teams and child groups it shares that with, and the groups above
+    it; "-" for a team in no group."""
+    own = model.group_of(team.name)
+    group = group_in_pool(model.groups, team.name, pool_name)
+    if own is None:
         return "-"
-    if pool_name not in group.quotas:
-        return f"{group.name}: no group quota in this pool"
+    if group is None:
+        return f"{own.name}: no group quota in this pool"
     quotas = {t.name: t.quotas for t in model.teams}
     others = [name for name in group.teams if name != team.name and pool_name in quotas[name]]
-    return f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
+    others += [g.name for g, parent in groups_in_pool(model.groups, pool_name) if parent is group]
+    place = f"{group.name}: {_counts(group.quotas[pool_name])} shared with {', '.join(others) or 'no other team'}"
+    ancestors = []
+    while (parent := parent_in_pool(model.groups, group, pool_name)) is not None:
+        ancestors.append(f"{parent.name} ({_counts(parent.quotas[pool_name])})")
+        group = parent
+    return f"{place}; within {' within '.join(ancestors)}" if ancestors else place
 
 
-def _unless(text: str, caveat: str | None) -> str:
-    """A declared limit as `explain` shows it, saying where the backend does not hold it."""
-    return f"{text} (not enforced here)" if text != "-" and caveat else text
+def _unless(text: str, caveat: str | None, held_for: str = "") -> str:
+    """A declared limit as `explain` shows it, saying where the backend does not hold it (or holds
+    it for ``held_for`` only)."""
+    if text == "-" or not caveat:
+        return text
+    return f"{text} (enforced for {held_for} only)" if held_for else f"{text} (not enforced here)"
 
 
 def deals(model: GovernanceModel) -> list[Deal]:
@@ -154,7 +166,9 @@ def deals(model: GovernanceModel) -> list[Deal]:
             project=projects.get(team.name, "-"),
             group=group_place(model, team, pool_name),
             max_run=_unless(
-                max_run_text(model, team, model.pool(pool_name)), backend_of(model.pool(pool_name)).max_run_caveat
+                max_run_text(model, team, model.pool(pool_name)),
+                backend_of(model.pool(pool_name)).max_run_caveat,
+                backend_of(model.pool(pool_name)).max_run_held_for,
             ),
             user_limits=_unless(
                 team.user_limits.shown() if team.user_limits else "-",
@@ -237,15 +251,7 @@ def caveats(model: GovernanceModel) -> list[str]:
             lines.append(
                 f"pools[{index}].reclaim.fair_share: {fair_share_caveat.format(where=f'on pool {pool.name} ({pool.backend})')}"
             )
-    for index, group in enumerate(model.groups):
-        for pool_name in group.quotas:
-            pool = model.pool(pool_name)
-            group_caveat = backend_of(pool).group_caveat
-            if group_caveat:
-                lines.append(
-                    f"groups[{index}].quotas.{pool_name}: not enforced on pool {pool.name} ({pool.backend}): {group_caveat}; "
-                    "each team there holds its own quota and borrow limit only"
-                )
+    lines += _group_caveats(model)
     for index, team in enumerate(model.teams):
         for pool_name in team.quotas:
             pool = model.pool(pool_name)
@@ -289,6 +295,56 @@ def caveats(model: GovernanceModel) -> list[str]:
     return lines + _limit_caveats(model)
 
 
+_GUARD_REPORTS = (
+    "the submission guard only reports service jobs asking for longer than their run-time limit "
+    "(StoppingCondition.MaxRuntimeInSeconds); act stops them"
+)
+_RECLAIM_REPORTS = "the reclaim controller only reports jobs that run past their run-time limit; act stops them"
+
+
+def _group_caveats(model: GovernanceModel) -> list[str]:
+    """Where a group's quota, parent or limits are not held, per group and pool."""
+    lines = []
+    for index, group in enumerate(model.groups):
+        for pool_name in group.quotas:
+            pool = model.pool(pool_name)
+            backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
+            if backend.group_caveat:
+                lines.append(
+                    f"groups[{index}].quotas.{pool_name}: not enforced {where}: {backend.group_caveat}; "
+                    "each team there holds its own quota and borrow limit only"
+                )
+                unheld = [
+                    f"groups[{index}].{field}"
+                    for field, declared in (
+                        ("parent", group.parent is not None),
+                        (f"borrowing_limits.{pool_name}", pool_name in group.borrowing_limits),
+                        (f"lending_limits.{pool_name}", pool_name in group.lending_limits),
+                    )
+                    if declared
+                ]
+                lines += [f"{field}: not enforced {where}: {backend.group_caveat}" for field in unheld]
+            elif pool_name in group.lending_limits and backend.group_lending_limit_caveat:
+                lines.append(
+                    f"groups[{index}].lending_limits.{pool_name}: {backend.group_lending_limit_caveat.format(where=where)}"
+                )
+    return lines
+
+
+def group_notes(model: GovernanceModel) -> list[str]:
+    """Per pool with groups, who holds its group tree: the scheduler, the reclaim controller, or
+    nobody (then ``caveats`` warns). ``validate`` and ``explain`` print them as notes."""
+    lines = []
+    for index, pool in enumerate(model.pools):
+        tree = groups_in_pool(model.groups, pool.name)
+        if not tree:
+            continue
+        names = ", ".join(g.name if parent is None else f"{g.name} (in {parent.name})" for g, parent in tree)
+        holder = backend_of(pool).group_tree or "nobody (see the warnings)"
+        lines.append(f"pools[{index}] {pool.name} ({pool.backend}): groups {names} are held by {holder}")
+    return lines
+
+
 def _limit_caveats(model: GovernanceModel) -> list[str]:
     """Where a run-time or per-member limit is not held (docs/governance-file.md, Run-time and
     per-member limits): per pool, then per team and pool."""
@@ -296,15 +352,18 @@ def _limit_caveats(model: GovernanceModel) -> list[str]:
     for index, pool in enumerate(model.pools):
         backend, where = backend_of(pool), f"on pool {pool.name} ({pool.backend})"
         teams = model.teams_in(pool.name)
-        if (
-            backend.guards_submissions
-            and model.guard_mode == "dry_run"
-            and any(max_run_limited(model, team, pool) for team in teams)
-        ):
-            lines.append(
-                f"guard_mode: dry_run: {where} the submission guard only reports service jobs asking for longer than "
-                "their run-time limit (StoppingCondition.MaxRuntimeInSeconds); act stops them"
-            )
+        # Where a controller holds the limit, it only reports in dry run: the guard on quota-share
+        # queues, the reclaim controller on fair-share ones.
+        reporters = (
+            (backend.guards_submissions, "guard_mode", model.guard_mode, _GUARD_REPORTS),
+            (backend.reclaim_terminates_jobs, "reclaim_mode", model.reclaim_mode, _RECLAIM_REPORTS),
+        )
+        if any(max_run_limited(model, team, pool) for team in teams):
+            lines += [
+                f"{field}: dry_run: {where} {what}"
+                for held, field, mode, what in reporters
+                if held and mode == "dry_run"
+            ]
         if backend.max_run_caveat and teams:
             if pool.max_run_minutes is not None:
                 lines.append(f"pools[{index}].max_run_minutes: {backend.max_run_caveat.format(where=where)}")

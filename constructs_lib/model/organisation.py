@@ -214,14 +214,20 @@ class GovernanceModel(_Frozen):
         return next((g for g in self.groups if team_name in g.teams), None)
 
     def members_quota(self, group: TeamGroup, pool_name: str) -> dict[str, int]:
-        """The sum of the quotas of ``group``'s teams in a pool, per instance type."""
+        """What ``group``'s direct members hold in a pool, per instance type: its teams' quotas (in
+        whole instances) and each child group's quota there, or, for a child group without one,
+        what that child's members hold."""
+        pool = self.pool(pool_name)
         total: dict[str, int] = {}
-        for team in self.teams:
-            if team.name in group.teams and pool_name in team.quotas:
-                for instance_type, count in instance_quota(
-                    team, self.pool(pool_name)
-                ).items():  # a GPU quota in whole instances
-                    total[instance_type] = total.get(instance_type, 0) + count
+        held = [instance_quota(t, pool) for t in self.teams if t.name in group.teams and pool_name in t.quotas]
+        for child in self.groups:
+            if child.parent == group.name:
+                held.append(
+                    dict(child.quotas[pool_name]) if pool_name in child.quotas else self.members_quota(child, pool_name)
+                )
+        for quota in held:
+            for instance_type, count in quota.items():
+                total[instance_type] = total.get(instance_type, 0) + count
         return total
 
     def project_of(self, team_name: str) -> Project | None:

@@ -11,11 +11,13 @@ from typing import Any
 
 from constructs_lib.backends import backend_of
 from constructs_lib.model import AnyPool, GovernanceModel, Team
+from constructs_lib.model.projects import group_in_pool, groups_in_pool
 from constructs_lib.model.quota import borrow_instances, instance_quota
+from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_by_weight
 from gpu_governance_runtime.contract import POLICY_VERSION
 
 
-def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
+def _share(model: GovernanceModel, team: Team, pool: AnyPool) -> dict[str, Any]:
     sharing = team.sharing
     return {
         "name": team.name,
@@ -37,21 +39,57 @@ def _share(team: Team, pool: AnyPool) -> dict[str, Any]:
         "gpu_hour_limit": {"hours": team.gpu_hour_limit.hours, "period": team.gpu_hour_limit.period.value}
         if team.gpu_hour_limit
         else None,
+    } | _max_run(model, team, pool)
+
+
+def _max_run(model: GovernanceModel, team: Team, pool: AnyPool) -> dict[str, Any]:
+    """A team's run-time limits where the reclaim controller stops its jobs at them (reclaim/run_time.py):
+    ``max_run``, the seconds of a job of any class and, by scheduling priority (a class's weight), those
+    whose limit differs (none where the team has no limit there, or its backend holds limits itself)."""
+    if not backend_of(pool).reclaim_terminates_jobs:
+        return {}
+    overall = any_class_max_run_minutes(team, pool, model.priority_classes)
+    by_weight = max_run_by_weight(model, team, pool)
+    if overall is None and not by_weight:
+        return {}
+    return {
+        "max_run": {
+            "seconds": None if overall is None else overall * 60,
+            "by_priority": {str(weight): minutes * 60 for weight, minutes in sorted(by_weight.items())},
+        }
     }
 
 
 def _groups(model: GovernanceModel, pool: AnyPool) -> dict[str, Any]:
-    """The groups with a quota in the pool, where the reclaim controller plans (Slurm holds its
-    own as a parent account too; Batch quota shares and HyperPod EKS have no level above the team
-    and the controller does not schedule there: `validate` says so)."""
+    """The tree of groups with a quota in the pool, parents first, where the reclaim controller
+    plans or the scheduler holds it (Slurm holds its own as parent accounts too; Batch quota shares
+    and HyperPod EKS have no level above the team and the controller does not schedule there:
+    `validate` says so). Each names its nearest ancestor with a quota in the pool (``parent``); its
+    ``shares`` are the pool's teams whose nearest such group it is; ``borrowing_limit`` names every
+    type of the quota, 0 where the file declares none; ``lending_limit`` (absent, or a type without
+    one: all its idle quota) what the file declares."""
     if not backend_of(pool).holds_lending_limits:
         return {}
-    pooled = {t.name for t in model.teams_in(pool.name)}
-    groups = [
-        {"name": g.name, "shares": [t for t in g.teams if t in pooled], "quota": dict(g.quotas[pool.name])}
-        for g in model.groups
-        if pool.name in g.quotas
-    ]
+    pooled = [t.name for t in model.teams_in(pool.name)]
+    groups = []
+    for group, parent in groups_in_pool(model.groups, pool.name):
+        placed = {t for t in pooled if group_in_pool(model.groups, t, pool.name) is group}
+        quota = dict(group.quotas[pool.name])
+        entry: dict[str, Any] = {
+            "name": group.name,
+            # its own teams in the file's order, then those of child groups without a quota here
+            "shares": [t for t in group.teams if t in placed] + [t for t in pooled if t in placed - set(group.teams)],
+            "quota": quota,
+        }
+        if parent is not None:
+            entry["parent"] = parent.name
+        # Written for every type, 0 where the file declares none (its default: the quota is the
+        # ceiling): the reader takes an absent limit as none.
+        declared = group.borrowing_limits.get(pool.name, {})
+        entry["borrowing_limit"] = {t: declared.get(t, 0) for t in quota}
+        if pool.name in group.lending_limits:
+            entry["lending_limit"] = dict(group.lending_limits[pool.name])
+        groups.append(entry)
     return {"groups": groups} if groups else {}
 
 
@@ -79,7 +117,7 @@ def compile_policy(model: GovernanceModel) -> dict[str, Any]:
                 "name": pool.name,
                 "backend": pool.backend,
                 "capacity": dict(pool.capacity),
-                "shares": [_share(team, pool) for team in model.teams_in(pool.name)],
+                "shares": [_share(model, team, pool) for team in model.teams_in(pool.name)],
                 **_reclaim(pool),
                 **_groups(model, pool),
             }

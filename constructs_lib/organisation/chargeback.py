@@ -407,69 +407,11 @@ class Chargeback(Construct):
         scope = team_scope(self, team.name)
         name = team_dashboard_name(self.model.organisation, team.name)
         dashboard = cloudwatch.Dashboard(scope, f"TeamDashboard{team.name}", dashboard_name=name)
-        day = Duration.days(1)
         for pool in pools:
-            backend = backend_of(
-                self.model.pool(pool)
-            )  # Kueue: waiting workloads, not instances, and preemptions unseen
             dashboard.add_widgets(
                 cloudwatch.TextWidget(markdown=f"## Team {team.name} in pool {pool}", width=24, height=1)
             )
-            dashboard.add_widgets(
-                cloudwatch.GraphWidget(
-                    title="guarantee vs use vs borrowed vs lent (instances)",
-                    width=12,
-                    left=[
-                        self.reclaim.metric_share(pool, team.name, m)
-                        for m in ("Guaranteed", "InUse", "Borrowed", "Lent")
-                    ],
-                ),
-                cloudwatch.GraphWidget(
-                    title="instance-hours per day",
-                    width=12,
-                    left=[
-                        self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=day)
-                        for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
-                    ],
-                ),
-                cloudwatch.GraphWidget(
-                    title=f"waiting ({backend.pending_unit}) and starved below guarantee",
-                    width=12,
-                    left=[self.reclaim.metric_share(pool, team.name, "Pending")],
-                    right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")],
-                ),
-                *(
-                    [
-                        cloudwatch.GraphWidget(
-                            title=KEPT_TITLE,
-                            width=12,
-                            left=[
-                                self.reclaim.metric_share(
-                                    pool, team.name, GUARANTEE_KEPT_PERCENT, statistic="Average", period=FEE_PERIOD
-                                )
-                            ],
-                            left_y_axis=PERCENT_AXIS,
-                            start=FEE_RANGE,
-                        )
-                    ]
-                    if backend.guarantee_recorded
-                    else []
-                ),
-                *(
-                    [
-                        cloudwatch.GraphWidget(
-                            title="reclaims and preemptions",
-                            width=12,
-                            left=[
-                                self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1))
-                                for m in ("Preemptions", "LostCapacitySeconds")
-                            ],
-                        )
-                    ]
-                    if backend.preemptions_seen
-                    else []
-                ),
-            )
+            dashboard.add_widgets(*self._pool_widgets(team, pool))
         if buys:
             dashboard.add_widgets(
                 cloudwatch.TextWidget(markdown=f"## Capacity bought for team {team.name}", width=24, height=1)
@@ -484,6 +426,60 @@ class Chargeback(Construct):
                 )
             )
         return dashboard
+
+    def _pool_widgets(self, team: Team, pool: str) -> list[cloudwatch.IWidget]:
+        """One row of the team's dashboard per pool: its share, its instance-hours, its wait; the
+        guarantee kept and the preemptions where the pool's backend records them."""
+        backend = backend_of(self.model.pool(pool))  # Kueue: waiting workloads, not instances, and preemptions unseen
+        widgets = [
+            cloudwatch.GraphWidget(
+                title="guarantee vs use vs borrowed vs lent (instances)",
+                width=12,
+                left=[
+                    self.reclaim.metric_share(pool, team.name, m) for m in ("Guaranteed", "InUse", "Borrowed", "Lent")
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="instance-hours per day",
+                width=12,
+                left=[
+                    self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.days(1))
+                    for m in (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title=f"waiting ({backend.pending_unit}) and starved below guarantee",
+                width=12,
+                left=[self.reclaim.metric_share(pool, team.name, "Pending")],
+                right=[self.reclaim.metric_share(pool, team.name, "StarvedBelowGuarantee")],
+            ),
+        ]
+        if backend.guarantee_recorded:
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title=KEPT_TITLE,
+                    width=12,
+                    left=[
+                        self.reclaim.metric_share(
+                            pool, team.name, GUARANTEE_KEPT_PERCENT, statistic="Average", period=FEE_PERIOD
+                        )
+                    ],
+                    left_y_axis=PERCENT_AXIS,
+                    start=FEE_RANGE,
+                )
+            )
+        if backend.preemptions_seen:
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="reclaims and preemptions",
+                    width=12,
+                    left=[
+                        self.reclaim.metric_share(pool, team.name, m, statistic="Sum", period=Duration.hours(1))
+                        for m in ("Preemptions", "LostCapacitySeconds")
+                    ],
+                )
+            )
+        return widgets
 
 
 def _budget_label(teams: Sequence[str]) -> str:

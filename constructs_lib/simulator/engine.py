@@ -39,6 +39,7 @@ from gpu_governance_runtime.reclaim.planner import (
     asking_shares,
     breach_tolerance,
     breached_shares,
+    may_borrow,
     next_change_at,
     plan_tick,
     unchecked_state,
@@ -421,7 +422,8 @@ def _replay(
                 asked_s[team] = asked_s.get(team, 0.0) + tick - since
             for team in breached_since:
                 breached_s[team] = breached_s.get(team, 0.0) + tick - since
-            asked_since, breached_since, since = decider.asking(), breached, tick
+            # a team breached asks (a job its group's quota covers asks beyond its team's own quota)
+            asked_since, breached_since, since = decider.asking() | breached, breached, tick
         # A capped plan that moved nothing looks again next tick only while a job waits inside its
         # guarantee with others borrowing (each such tick may count a breach; the borrowers end):
         # otherwise the pool is as it was and every later tick would plan the same, for ever
@@ -603,6 +605,8 @@ class _Planner:
             waited_before=waited_before,
             usage=self.usage,
             waiting_since=lambda job: progress[job.job_id].waiting_since,
+            groups=self.state.groups,
+            borrows=lambda job: may_borrow(job, self.state.now, self.settings),  # as planned at the last tick
         )
 
     def asking(self) -> set[str]:

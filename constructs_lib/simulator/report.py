@@ -157,52 +157,11 @@ def figure(
     column_axes: dict[str, object] = {}
     legend: dict[str, object] = {}
     for row, (name, metrics) in enumerate(results.items()):
-        hours = [t / 3600 for t, _ in metrics.usage_timeline]
         run = {s.name: s for s in shares.get(name, ())}
         for column, kind in enumerate(types):
             axis = chart.add_subplot(grid[row, column], sharex=column_axes.get(types[0]), sharey=column_axes.get(kind))
             column_axes.setdefault(kind, axis)
-            if hours:
-                stacks = [[usage.get((team, kind), 0) for _, usage in metrics.usage_timeline] for team in teams]
-                held = [
-                    sum(share.held_idle(kind, usage.get((share.name, kind), 0)) for share in run.values())
-                    for _, usage in metrics.usage_timeline
-                ]
-                axis.stackplot(hours, stacks, labels=teams, colors=[team_colours[t] for t in teams], step="post")
-                used = [sum(column) for column in zip(*stacks, strict=True)] if stacks else [0] * len(hours)
-                if any(held):
-                    axis.fill_between(
-                        hours,
-                        used,
-                        [u + h for u, h in zip(used, held, strict=True)],
-                        step="post",
-                        facecolor="none",
-                        edgecolor="#606060",
-                        hatch="///",
-                        linewidth=0,
-                        label="reserved, idle: never lent",
-                        gid=f"{name}/{kind}/held-idle",
-                    )
-            for share in run.values():
-                if share.quota.get(kind):
-                    axis.axhline(
-                        share.quota[kind],
-                        color=team_colours[share.name],
-                        linestyle=":",
-                        linewidth=1.5,
-                        label=f"guarantee of {share.name}",
-                        gid=f"{name}/{kind}/guarantee/{share.name}",
-                    )
-            axis.axhline(
-                capacity[kind], color="black", linestyle="--", linewidth=1, label=f"pool capacity ({capacity[kind]})"
-            )
-            axis.set_ylim(0, capacity[kind] * 1.15)
-            axis.set_title(
-                f"{name}: {kind} in use (utilization {metrics.utilization:.2f})\n{RUNS_EXPLAINED.get(name, '')}",
-                fontsize="medium",
-            )
-            axis.set_ylabel(f"{kind} instances")
-            axis.set_xlabel("hours since the first submission")
+            _usage_panel(axis, name, metrics, kind, capacity[kind], teams, run, team_colours)
             handles, labels = axis.get_legend_handles_labels()
             legend |= dict(zip(labels, handles, strict=True))
     chart.axes[len(types) - 1].legend(  # the first row's last panel: one legend for every panel
@@ -215,6 +174,60 @@ def figure(
     )
     _waits_panel(chart.add_subplot(grid[len(results), :]), results, teams)
     return chart
+
+
+def _usage_panel(
+    axis,
+    name: str,
+    metrics: RunMetrics,
+    kind: str,
+    capacity: int,
+    teams: Sequence[str],
+    run: Mapping[str, Share],
+    team_colours: Mapping[str, str],
+) -> None:
+    """One run's instances of one type: each team's (stacked), the idle quota reserving shares
+    hold (hatched), each guarantee (dotted) and the pool's capacity (dashed)."""
+    hours = [t / 3600 for t, _ in metrics.usage_timeline]
+    if hours:
+        stacks = [[usage.get((team, kind), 0) for _, usage in metrics.usage_timeline] for team in teams]
+        held = [
+            sum(share.held_idle(kind, usage.get((share.name, kind), 0)) for share in run.values())
+            for _, usage in metrics.usage_timeline
+        ]
+        axis.stackplot(hours, stacks, labels=teams, colors=[team_colours[t] for t in teams], step="post")
+        used = [sum(column) for column in zip(*stacks, strict=True)] if stacks else [0] * len(hours)
+        if any(held):
+            axis.fill_between(
+                hours,
+                used,
+                [u + h for u, h in zip(used, held, strict=True)],
+                step="post",
+                facecolor="none",
+                edgecolor="#606060",
+                hatch="///",
+                linewidth=0,
+                label="reserved, idle: never lent",
+                gid=f"{name}/{kind}/held-idle",
+            )
+    for share in run.values():
+        if share.quota.get(kind):
+            axis.axhline(
+                share.quota[kind],
+                color=team_colours[share.name],
+                linestyle=":",
+                linewidth=1.5,
+                label=f"guarantee of {share.name}",
+                gid=f"{name}/{kind}/guarantee/{share.name}",
+            )
+    axis.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"pool capacity ({capacity})")
+    axis.set_ylim(0, capacity * 1.15)
+    axis.set_title(
+        f"{name}: {kind} in use (utilization {metrics.utilization:.2f})\n{RUNS_EXPLAINED.get(name, '')}",
+        fontsize="medium",
+    )
+    axis.set_ylabel(f"{kind} instances")
+    axis.set_xlabel("hours since the first submission")
 
 
 def _waits_panel(waits, results: Mapping[str, RunMetrics], teams: Sequence[str]) -> None:

@@ -9,6 +9,7 @@ independent, so a process pool runs them side by side."""
 from __future__ import annotations
 
 import itertools
+import math
 import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -17,13 +18,19 @@ from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.pools import MAX_GRACE_SECONDS
-from gpu_governance_runtime.reclaim.planner import Settings, Share
+from gpu_governance_runtime.reclaim.planner import Settings, Share, ShareGroup
 
 from .engine import RunMetrics, pooled_share, simulate
 from .traces import TraceJob, read_trace
 
 # --grid KEY=V1,V2,...: what each key sets, and the planner setting it overrides
-SETTING_KEYS = {"reborrow_backoff": "reborrow_backoff_s", "min_run_time": "min_run_time_s", "grace": "grace_s"}
+SETTING_KEYS = {
+    "reborrow_backoff": "reborrow_backoff_s",
+    "min_run_time": "min_run_time_s",
+    "grace": "grace_s",
+    "usage_half_life": "usage_half_life_s",
+}
+BY_BORROWED = "none"  # usage_half_life=none: borrowers ordered by what they borrow now
 GRID_KEYS = ("size", "split", *SETTING_KEYS)
 _ALLOWED = {
     "size": "whole numbers of instances >= 1, e.g. size=32,40,48",
@@ -31,6 +38,7 @@ _ALLOWED = {
     "reborrow_backoff": "seconds >= 0",
     "min_run_time": "seconds > 0",
     "grace": f"seconds from 0 to {MAX_GRACE_SECONDS}",
+    "usage_half_life": "seconds > 0 (fair share by decayed usage), or none (by what each team borrows now)",
 }
 
 
@@ -114,7 +122,11 @@ def parse_grid(entries: Sequence[str], *, teams: Sequence[str], size: int, base:
     settings = [base]
     for key, field_name in SETTING_KEYS.items():
         if key in given:
-            settings = [replace(s, **{field_name: value}) for s in settings for value in given[key]]
+            settings = [
+                replace(s, **{field_name: None if value == BY_BORROWED else value})
+                for s in settings
+                for value in given[key]
+            ]
     return Grid(
         sizes=tuple(given.get("size", [size])), splits=tuple(given.get("split", [None])), settings=tuple(settings)
     )
@@ -131,13 +143,15 @@ def _value(key: str, word: str, teams: int) -> Any:
             return (
                 percents if len(percents) == teams and all(p >= 0 for p in percents) and sum(percents) <= 100 else None
             )
+        if key == "usage_half_life" and word == BY_BORROWED:
+            return BY_BORROWED
         number = float(word)
     except ValueError:
         return None
     if key == "grace":
         return number if 0 <= number <= MAX_GRACE_SECONDS else None
-    if key == "min_run_time":
-        return number if number > 0 else None
+    if key in ("min_run_time", "usage_half_life"):
+        return number if number > 0 and math.isfinite(number) else None
     return number if number >= 0 else None
 
 
@@ -157,6 +171,34 @@ def shares_at(
     }
 
 
+def groups_at(
+    point: Point, groups: Sequence[ShareGroup], shares: Sequence[Share], capacity: Mapping[str, int]
+) -> tuple[ShareGroup, ...]:
+    """The pool's group tree at ``point``: each group's quota and limits of the pool's one type
+    scaled to the size (rounded down), and a quota at least its children's there (``shares``:
+    the teams at ``point``, a split may give them more than the file)."""
+    ((instance_type, pool_size),) = capacity.items()
+    scale = lambda n: n * point.size // pool_size  # noqa: E731
+    quotas = {s.name: s.quota.get(instance_type, 0) for s in shares}
+    scaled: dict[str, ShareGroup] = {}
+    for group in reversed(groups):  # children (listed after their parents) first
+        if instance_type not in group.quota:
+            scaled[group.name] = group
+            continue
+        children = sum(quotas[name] for name in group.shares) + sum(
+            g.quota.get(instance_type, 0) for g in scaled.values() if g.parent == group.name
+        )
+        scaled[group.name] = replace(
+            group,
+            quota={instance_type: max(scale(group.quota[instance_type]), children)},
+            borrowing_limit=None
+            if group.borrowing_limit is None
+            else {t: scale(n) for t, n in group.borrowing_limit.items()},
+            lending_limit={t: scale(n) for t, n in group.lending_limit.items()},
+        )
+    return tuple(scaled[g.name] for g in groups)
+
+
 # --- the parallel run -------------------------------------------------------------------------
 
 _jobs: Sequence[TraceJob] = ()  # the trace, read once per worker process
@@ -167,11 +209,13 @@ def _load(trace: str, classes: Mapping[str, int] | None) -> None:
     _jobs = read_trace(trace, classes)
 
 
-def _replay(task: tuple[Point | int, tuple[Share, ...], dict[str, int], float]) -> RunMetrics:
-    what, shares, capacity, tick_s = task
+def _replay(
+    task: tuple[Point | int, tuple[Share, ...], dict[str, int], float, tuple[ShareGroup, ...]],
+) -> RunMetrics:
+    what, shares, capacity, tick_s, groups = task
     if isinstance(what, int):  # the pooled baseline of one pool size
         return simulate(_jobs, shares=shares, capacity=capacity, tick_s=tick_s, pooled=True)
-    return simulate(_jobs, shares=shares, capacity=capacity, tick_s=tick_s, settings=what.settings)
+    return simulate(_jobs, shares=shares, capacity=capacity, tick_s=tick_s, settings=what.settings, groups=groups)
 
 
 def process_pool(processes: int, trace: str, classes: Mapping[str, int] | None = None) -> Any:
@@ -187,12 +231,13 @@ def run_sweep(
     shares: Sequence[Share],
     capacity: Mapping[str, int],
     tick_s: float,
+    groups: Sequence[ShareGroup] = (),
     processes: int | None = None,
     classes: Mapping[str, int] | None = None,
     pool_factory: Callable[[int, str, Mapping[str, int] | None], Any] = process_pool,
 ) -> list[Outcome]:
     """Every point of ``grid`` and each size's pooled baseline, ``processes`` at a time (default:
-    one per core), in grid order."""
+    one per core), in grid order; the pool's ``groups`` (its tree) planned at each point."""
     if len(capacity) != 1:
         raise GovernanceError.single(
             "--pool",
@@ -203,8 +248,11 @@ def run_sweep(
     jobs = read_trace(trace, classes)  # a bad trace fails here, once, not in every worker
     points = grid.points()
     (instance_type,) = capacity
-    tasks: list[tuple[Any, ...]] = [(point, *shares_at(point, shares, capacity), tick_s) for point in points]
-    tasks += [(size, pooled_share({instance_type: size}), {instance_type: size}, tick_s) for size in grid.sizes]
+    tasks: list[tuple[Any, ...]] = []
+    for point in points:
+        at, pool = shares_at(point, shares, capacity)
+        tasks.append((point, at, pool, tick_s, groups_at(point, groups, at, capacity)))
+    tasks += [(size, pooled_share({instance_type: size}), {instance_type: size}, tick_s, ()) for size in grid.sizes]
     total_work = sum(job.duration * job.count for job in jobs)
     with pool_factory(processes or os.cpu_count() or 1, trace, classes) as workers:
         results = workers.map(_replay, tasks, chunksize=1)
@@ -274,7 +322,8 @@ def settings_frontier(summaries: Sequence[SettingSummary]) -> list[SettingSummar
 
 
 def _setting_cells(settings: Settings) -> list[str]:
-    return [f"{settings.reborrow_backoff_s:g}", f"{settings.min_run_time_s:g}", f"{settings.grace_s:g}"]
+    half_life = BY_BORROWED if settings.usage_half_life_s is None else f"{settings.usage_half_life_s:g}"
+    return [f"{settings.reborrow_backoff_s:g}", f"{settings.min_run_time_s:g}", f"{settings.grace_s:g}", half_life]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -313,6 +362,7 @@ def sweep_table(outcomes: Sequence[Outcome]) -> str:
             "backoff s",
             "min run s",
             "grace s",
+            "half-life s",
             "goodput",
             "pooled",
             "x pooled",
@@ -343,6 +393,7 @@ def sweep_table(outcomes: Sequence[Outcome]) -> str:
             "backoff s",
             "min run s",
             "grace s",
+            "half-life s",
             "worst x pooled",
             "mean x pooled",
             "worst lost %",
@@ -365,6 +416,7 @@ def sweep_json(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                 "reborrow_backoff_s": o.point.settings.reborrow_backoff_s,
                 "min_run_time_s": o.point.settings.min_run_time_s,
                 "grace_s": o.point.settings.grace_s,
+                "usage_half_life_s": o.point.settings.usage_half_life_s,
                 "goodput": round(o.policy.goodput, 4),
                 "pooled_goodput": round(o.pooled.goodput, 4),
                 "goodput_vs_pooled": round(o.goodput_vs_pooled, 4),
@@ -380,6 +432,7 @@ def sweep_json(outcomes: Sequence[Outcome]) -> dict[str, Any]:
                 "reborrow_backoff_s": s.settings.reborrow_backoff_s,
                 "min_run_time_s": s.settings.min_run_time_s,
                 "grace_s": s.settings.grace_s,
+                "usage_half_life_s": s.settings.usage_half_life_s,
                 "worst_goodput_vs_pooled": round(s.worst_goodput_vs_pooled, 4),
                 "mean_goodput_vs_pooled": round(s.mean_goodput_vs_pooled, 4),
                 "worst_lost_percent": round(s.worst_lost_percent, 3),

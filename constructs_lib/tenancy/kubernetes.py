@@ -12,7 +12,7 @@ and volume policies.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -381,10 +381,12 @@ def _pod_templates(workloads: dict[tuple[str, str], str] = TEAM_WORKLOADS) -> st
     return _by_resource(dict(cases), last)  # the last matched resource needs no test of its own
 
 
-def _workload_rules(operations: Sequence[str]) -> list[dict[str, Any]]:
-    """Pods and every kind of ``QUEUED_WORKLOADS``, one rule per API group."""
+def _workload_rules(
+    operations: Sequence[str], workloads: Iterable[tuple[str, str]] = QUEUED_WORKLOADS
+) -> list[dict[str, Any]]:
+    """Pods and every kind of ``workloads`` (API group, resource), one rule per API group."""
     groups: dict[str, list[str]] = {}
-    for group, resource in QUEUED_WORKLOADS:
+    for group, resource in workloads:
         groups.setdefault(group, []).append(resource)
     return [
         {**PODS, "operations": list(operations)},
@@ -757,7 +759,7 @@ class Tenants:
             match_conditions=[("tenant-namespace", f"request.namespace.startsWith('{self.namespace_prefix}')")],
             validations=[
                 (
-                    f"({self._platform_request}) || ('{QUEUE_LABEL}' in variables.queueLabels && variables.queueLabels['{QUEUE_LABEL}'] == {own_queue})",
+                    f"({self.platform_request}) || ('{QUEUE_LABEL}' in variables.queueLabels && variables.queueLabels['{QUEUE_LABEL}'] == {own_queue})",
                     f"every workload and pod in {self.namespace_prefix}<team> must name its team's local queue: "
                     f"label {QUEUE_LABEL}: {self.namespace_prefix}<team>{LOCAL_QUEUE_SUFFIX} "
                     "(on a CronJob, in spec.jobTemplate.metadata.labels)",
@@ -779,7 +781,7 @@ class Tenants:
         )
 
     @property
-    def _platform_request(self) -> str:
+    def platform_request(self) -> str:
         """CEL: the cluster's own controllers make the request. They make pods and child jobs from
         templates the policies have checked (job, CronJob and ReplicaSet controllers, the training
         operators, Kueue itself): service accounts of the platform's namespaces, or the controller

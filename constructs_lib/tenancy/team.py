@@ -154,6 +154,25 @@ def member_trust(
     return trusted[0] if len(trusted) == 1 else iam.CompositePrincipal(*trusted)
 
 
+def _check_props(team: Team, members: Sequence[str], platform_admins: Sequence[str], key_account: str) -> None:
+    """Refused before any resource exists: a team nobody may submit for, and administrators of
+    another account (whose own administrators could then operate the key)."""
+    if not members:
+        raise GovernanceError.single(
+            "submitters", f"team {team.name} has nobody who may submit", [], "at least one IAM role or user ARN"
+        )
+    strangers = [
+        arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account
+    ]
+    if strangers:
+        raise GovernanceError.single(
+            "platform_admins",
+            "not in the account of the tenant key",
+            strangers,
+            f"roles or users of account {key_account}",
+        )
+
+
 class SubmissionTarget(Protocol):
     """A queue a team submits to (both Batch queue constructs are): it writes the team's
     submission policy, so tenancy needs no backend module."""
@@ -191,27 +210,44 @@ class TeamTenancy(Construct):
         shared_image_repositories: Sequence[str] = (),
     ) -> None:
         members = list(submitters if submitters is not None else team.members)
-        if not members:
-            raise GovernanceError.single(
-                "submitters", f"team {team.name} has nobody who may submit", [], "at least one IAM role or user ARN"
-            )
-        key_account = Stack.of(scope).account
-        strangers = [
-            arn for arn in platform_admins if not Token.is_unresolved(key_account) and account_of(arn) != key_account
-        ]
-        if strangers:  # the administrators of that other account could then operate the key
-            raise GovernanceError.single(
-                "platform_admins",
-                "not in the account of the tenant key",
-                strangers,
-                f"roles or users of account {key_account}",
-            )
+        _check_props(team, members, platform_admins, Stack.of(scope).account)
         repository = repository_name(organisation, team.name)  # before any resource: refuses a name ECR cannot take
         super().__init__(scope, id)
         self.team = team
         self.organisation = organisation
         tag_for_cost_allocation(self, team)
-        stack = self._stack = Stack.of(self)  # kept: each Stack.of is a round trip through jsii
+        self._stack = Stack.of(self)  # kept: each Stack.of is a round trip through jsii
+        self.key = self._key(platform_admins)
+        self.bucket = self._bucket(access_log_bucket)
+        self.repository = self._repository(repository)
+        self.execution_role = self._execution_role()
+        self.submission_role = iam.Role(
+            self,
+            "SubmissionRole",
+            role_name=submission_role_name(team.name),
+            path=ROLE_PATH,
+            description=f"Submits and manages the GPU jobs of team {team.name}",
+            assumed_by=member_trust(members, organization_id, external_accounts),
+            max_session_duration=Duration.hours(4),
+        )
+        self._admit_only_the_teams_roles()
+        self.data_policy = self._data_access()
+        training_log_group = self._stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=TRAINING_LOG_GROUP,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        # SageMaker names each stream <training-job-name>/algo-N-<time>: writing only to streams
+        # of the team's job names keeps one team from forging or polluting another's job logs.
+        team_log_streams = [f"{training_log_group}:log-stream:{name}" for name in training_job_name_patterns(team.name)]
+        self.training_policy = self._training_runtime(training_log_group, team_log_streams, shared_image_repositories)
+        self.member_policy = self._member_access(training_log_group, team_log_streams)
+        self.pass_role_policy = self._pass_training_role()
+
+    def _key(self, platform_admins: Sequence[str]) -> kms.Key:
+        """The team's data key; its policy names the administrators (the deployment role among
+        them) and, later, the team's roles (:meth:`_admit_only_the_teams_roles`, :meth:`admit_to_data`)."""
         # No admins (an app that operates keys only by deployment): no statement, since a key
         # policy statement without a principal is refused.
         administration = [
@@ -233,27 +269,29 @@ class TeamTenancy(Construct):
                     resources=["*"],
                 )
             )
-
-        self.key = kms.Key(
+        return kms.Key(
             self,
             "Key",
-            description=f"Data key of GPU tenant {team.name}",
-            alias=team_key_alias(organisation, team.name),
+            description=f"Data key of GPU tenant {self.team.name}",
+            alias=team_key_alias(self.organisation, self.team.name),
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
             policy=iam.PolicyDocument(statements=administration),
         )
-        self.bucket = hardened_bucket(
+
+    def _bucket(self, access_log_bucket: s3.IBucket) -> s3.Bucket:
+        return hardened_bucket(
             self,
             "Bucket",
             encryption=s3.BucketEncryption.KMS,
             encryption_key=self.key,
             bucket_key_enabled=True,
             server_access_logs_bucket=access_log_bucket,
-            server_access_logs_prefix=f"{team.name}/",
+            server_access_logs_prefix=f"{self.team.name}/",
         )
 
-        self.repository = ecr.Repository(
+    def _repository(self, name: str) -> ecr.Repository:
+        repository = ecr.Repository(
             self,
             "Repository",
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
@@ -276,36 +314,33 @@ class TeamTenancy(Construct):
         )
         # Named on the L1: aws-cdk-lib checks a narrower pattern than the ECR API (one '-' between
         # characters), which would refuse valid team names such as "nlp--v2".
-        self.repository.node.default_child.repository_name = repository
-        self.execution_role = iam.Role(
+        repository.node.default_child.repository_name = name
+        return repository
+
+    def _execution_role(self) -> iam.Role:
+        return iam.Role(
             self,
             "ExecutionRole",
-            role_name=f"{team.name}{TRAINING_ROLE_SUFFIX}",
+            role_name=f"{self.team.name}{TRAINING_ROLE_SUFFIX}",
             path=ROLE_PATH,
-            description=f"SageMaker training jobs of team {team.name}",
+            description=f"SageMaker training jobs of team {self.team.name}",
             # Only training jobs named after the team may run as its role: the name then tells
             # whose job it is, and its log streams fall under the team's log scope below.
             assumed_by=iam.ServicePrincipal(
                 "sagemaker.amazonaws.com",
                 conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "StringEquals": {"aws:SourceAccount": self._stack.account},
                     "ArnLike": {
                         "aws:SourceArn": [
-                            self._training_job_arn(name) for name in training_job_name_patterns(team.name)
+                            self._training_job_arn(name) for name in training_job_name_patterns(self.team.name)
                         ]
                     },
                 },
             ),
         )
-        self.submission_role = iam.Role(
-            self,
-            "SubmissionRole",
-            role_name=submission_role_name(team.name),
-            path=ROLE_PATH,
-            description=f"Submits and manages the GPU jobs of team {team.name}",
-            assumed_by=member_trust(members, organization_id, external_accounts),
-            max_session_duration=Duration.hours(4),
-        )
+
+    def _admit_only_the_teams_roles(self) -> None:
+        """The repository refuses every other principal; the key lets the team's roles use it."""
         # Identity policies of other roles in this account could allow the images; this cannot be
         # outweighed by any Allow: only the team's roles read, write or delete them.
         self.repository.add_to_resource_policy(
@@ -323,15 +358,18 @@ class TeamTenancy(Construct):
             self.key.add_to_resource_policy(
                 iam.PolicyStatement(principals=[role], actions=KEY_USE_ACTIONS, resources=["*"])
             )
-        self.data_policy = iam.ManagedPolicy(
+
+    def _data_access(self) -> iam.ManagedPolicy:
+        """The team's bucket, key, secrets and discovery parameters, for both of its roles."""
+        policy = iam.ManagedPolicy(
             self,
             "DataAccess",
-            description=f"Read and write the data of team {team.name}",
+            description=f"Read and write the data of team {self.team.name}",
             statements=self.data_statements(),
             roles=[self.execution_role, self.submission_role],
         )
         acknowledge_wildcard_resources(
-            self.data_policy,
+            policy,
             [self.bucket.arn_for_objects("*"), self._secrets_arn(), self._discovery_arn("/*")],
             "Objects of the team's own bucket, secrets under the team's own name prefix (Secrets Manager appends a random "
             "suffix to every secret ARN) and the team's own discovery parameters, one per pool.",
@@ -342,19 +380,16 @@ class TeamTenancy(Construct):
             "region and key); versioning and RETAIN protect the data in place.",
             "S3BucketReplicationEnabled",
         )
-        training_log_group = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=TRAINING_LOG_GROUP,
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        # SageMaker names each stream <training-job-name>/algo-N-<time>: writing only to streams
-        # of the team's job names keeps one team from forging or polluting another's job logs.
-        team_log_streams = [f"{training_log_group}:log-stream:{name}" for name in training_job_name_patterns(team.name)]
-        self.training_policy = iam.ManagedPolicy(
+        return policy
+
+    def _training_runtime(
+        self, training_log_group: str, team_log_streams: list[str], shared_image_repositories: Sequence[str]
+    ) -> iam.ManagedPolicy:
+        """What the team's training jobs need at run time: their logs, images and metrics."""
+        policy = iam.ManagedPolicy(
             self,
             "TrainingRuntime",
-            description=f"What SageMaker training jobs of team {team.name} need at run time",
+            description=f"What SageMaker training jobs of team {self.team.name} need at run time",
             statements=[
                 iam.PolicyStatement(
                     actions=["logs:CreateLogGroup", "logs:DescribeLogStreams"], resources=[training_log_group]
@@ -374,23 +409,25 @@ class TeamTenancy(Construct):
             roles=[self.execution_role],
         )
         acknowledge_wildcard_resources(
-            self.training_policy,
+            policy,
             team_log_streams,
             "SageMaker names one log stream per training job inside this fixed log group; the team writes only "
             "to streams of training jobs named after it.",
         )
         acknowledge_wildcard_resources(
-            self.training_policy,
+            policy,
             ["*"],
             "cloudwatch:PutMetricData has no resource-level permissions (the namespace condition limits it), nor has "
             "ecr:GetAuthorizationToken (a registry login; the repository ARNs limit what it pulls).",
         )
-        self.member_policy = self._member_access(training_log_group, team_log_streams)
+        return policy
+
+    def _pass_training_role(self) -> iam.ManagedPolicy:
         # SubmitServiceJob authorises the submitter's iam:PassRole for the payload's RoleArn [aws: batch-iam.submitter-pass-role]
-        self.pass_role_policy = iam.ManagedPolicy(
+        return iam.ManagedPolicy(
             self,
             "PassTrainingRole",
-            description=f"Pass the training role of team {team.name} to SageMaker",
+            description=f"Pass the training role of team {self.team.name} to SageMaker",
             statements=[
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],

@@ -26,7 +26,7 @@ from .contract import (
     SharingStrategy,
 )
 from .limits import PERIODS
-from .reclaim.planner import Settings, Share, ShareGroup
+from .reclaim.planner import Settings, Share, ShareGroup, group_tree_problems
 
 
 class PolicyError(ValueError):
@@ -190,7 +190,7 @@ class _Reader:
         )
         horizon = reclaim.get("borrow_horizon_s")
         half_life = reclaim.get("usage_half_life_s")
-        return PoolPolicy(
+        pool = PoolPolicy(
             name=str(data.get("name")),
             backend=str(data.get("backend")),
             capacity=self.counts(data.get("capacity"), f"{path}.capacity", 1),
@@ -209,17 +209,31 @@ class _Reader:
             else self.seconds(half_life, f"{path}.reclaim.usage_half_life_s", positive=True),
             groups=self.groups(data.get("groups", []), f"{path}.groups"),
         )
+        if not self.problems:  # the tree against the pool's shares and capacity, named as the planner names it
+            self.problems += [
+                f"{path}.{problem}" for problem in group_tree_problems(pool.capacity, pool.shares, pool.groups)
+            ]
+        return pool
 
     def groups(self, value: Any, path: str) -> tuple[ShareGroup, ...]:
-        if not self.expect(value, list, path, "a list of {name, shares, quota}"):
+        """The pool's group tree (docs/reclaim.md#groups): each entry ``{name, shares, quota,
+        parent?, borrowing_limit?, lending_limit?}``, a parent listed before its children; an
+        absent limit is no limit."""
+        if not self.expect(
+            value, list, path, "a list of {name, shares, quota, parent?, borrowing_limit?, lending_limit?}"
+        ):
             return ()
-        groups = []
+        groups: list[ShareGroup] = []
         for i, data in enumerate(value):
             where = f"{path}[{i}]"
             if not self.expect(data, dict, where, "an object") or not self.expect(
                 data.get("name"), str, f"{where}.name", "a string"
             ):
                 continue
+            parent = data.get("parent")
+            earlier = [g.name for g in groups]
+            if parent is not None and parent not in earlier:
+                self.problems.append(f"{where}.parent: {parent!r} - the name of a group listed before it {earlier}")
             shares = data.get("shares")
             if self.expect(shares, list, f"{where}.shares", "a list of share names") and all(
                 self.expect(n, str, f"{where}.shares", "share names") for n in shares
@@ -229,6 +243,9 @@ class _Reader:
                         name=data["name"],
                         shares=tuple(shares),
                         quota=self.counts(data.get("quota"), f"{where}.quota", 1),
+                        parent=parent if isinstance(parent, str) else None,
+                        borrowing_limit=self.counts(data.get("borrowing_limit", {}), f"{where}.borrowing_limit", 0),
+                        lending_limit=self.counts(data.get("lending_limit", {}), f"{where}.lending_limit", 0),
                     )
                 )
         return tuple(groups)
@@ -266,7 +283,10 @@ class _Reader:
         paused = data.get("paused", False)
         self.expect(paused, bool, f"{path}.paused", "true or false")
         self.expect(data.get("name"), str, f"{path}.name", "a string")
+        max_run, by_priority = self.max_run(data.get("max_run"), f"{path}.max_run")
         return Share(
+            max_run_s=max_run,
+            max_run_by_priority=by_priority,
             gpu_hour_limit=self.gpu_hour_limit(data.get("gpu_hour_limit"), f"{path}.gpu_hour_limit"),
             name=str(data.get("name")),
             quota=self.counts(data.get("quota"), f"{path}.quota", 0),
@@ -282,6 +302,23 @@ class _Reader:
                 data.get("borrow_limit_instances", {}), f"{path}.borrow_limit_instances", 0
             ),
         )
+
+    def max_run(self, value: Any, path: str) -> tuple[float | None, dict[int, float]]:
+        """A share's run-time limits (``{seconds, by_priority}``, absent: none): any job's, and by priority."""
+        if value is None or not self.expect(value, dict, path, "{seconds, by_priority} or absent"):
+            return None, {}
+        seconds = value.get("seconds")
+        overall = None if seconds is None else self.seconds(seconds, f"{path}.seconds", positive=True)
+        by_priority = value.get("by_priority", {})
+        if not self.expect(by_priority, dict, f"{path}.by_priority", "a mapping of priority to seconds"):
+            return overall, {}
+        limits = {}
+        for priority, limit in by_priority.items():
+            if not str(priority).lstrip("-").isdigit():
+                self.problems.append(f"{path}.by_priority: {priority!r} - a whole-number scheduling priority")
+                continue
+            limits[int(priority)] = self.seconds(limit, f"{path}.by_priority.{priority}", positive=True)
+        return overall, limits
 
     def gpu_hour_limit(self, value: Any, path: str) -> tuple[int, str] | None:
         if value is None:

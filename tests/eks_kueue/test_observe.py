@@ -203,4 +203,12 @@ def test_the_policy_carries_the_lending_limits_and_groups_kueue_holds():
         "training": 50,
         "production": None,
     }
-    assert pool["groups"] == [{"name": "vision", "shares": ["research", "training"], "quota": {P5: 5, G6E: 4}}]
+    assert pool["groups"] == [
+        # the group's quota is its ceiling, as the Cohort's borrowingLimit 0 holds it
+        {
+            "name": "vision",
+            "shares": ["research", "training"],
+            "quota": {P5: 5, G6E: 4},
+            "borrowing_limit": {P5: 0, G6E: 0},
+        }
+    ]

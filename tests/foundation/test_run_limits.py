@@ -9,6 +9,7 @@ import pytest
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.explain import caveats, deals
+from constructs_lib.model.run_limits import UserLimits
 from constructs_lib.slurm import slurm_plan
 from gpu_governance_runtime.slurm import render_apply_script
 
@@ -107,22 +108,27 @@ def test_user_limits_become_each_members_association_under_the_team_account():
 
 
 def test_validate_names_each_pool_where_a_wall_time_limit_is_not_enforced():
-    model = model_with(classes={"standard": 120}, pools={"ec2-gpu": 600}, t1={"max_run_minutes": 60})
+    model = model_with(classes={"standard": 120}, pools={"hyperpod-eks": 600}, t1={"max_run_minutes": 60})
     lines = [line for line in caveats(model) if "max_run_minutes" in line]
     pool_lines = [line for line in lines if line.startswith("pools[")]
     assert len(pool_lines) == 1
-    assert pool_lines[0].startswith("pools[1].max_run_minutes: not enforced on pool ec2-gpu (batch_fair_share)")
+    assert pool_lines[0].startswith(
+        "pools[2].max_run_minutes: not enforced on pool hyperpod-eks (hyperpod_eks) for a HyperPodPyTorchJob"
+    )
     team = [line for line in lines if line.startswith("teams[1].max_run_minutes")]
-    assert [line.split(": not enforced on pool ")[1].split(" ")[0] for line in team] == ["ec2-gpu", "hyperpod-eks"]
-    assert "timeout.attemptDurationSeconds" in team[0] and "no run-time setting" in team[1]
+    assert [line.split(": not enforced on pool ")[1].split(" ")[0] for line in team] == ["hyperpod-eks"]
+    assert "no run-time setting" in team[0] and "activeDeadlineSeconds" in team[0]
     classes = [line for line in lines if line.startswith("priority_classes[1]")]
-    assert len(classes) == 2 and not any("hyperpod-slurm" in line for line in lines)
-    # the quota-share pool's limit is the submission guard's, which in dry run only reports
+    assert len(classes) == 1 and not any("hyperpod-slurm" in line or "ec2-gpu" in line for line in lines)
+    # the quota-share pool's limit is the submission guard's, which in dry run only reports; the
+    # fair-share pool's the reclaim controller's, likewise
     (dry,) = [line for line in caveats(model) if line.startswith("guard_mode")]
     assert "on pool sagemaker-training (batch_quota_share) the submission guard only reports" in dry
-    acting = model.model_copy(update={"guard_mode": "act"})
-    assert not [line for line in caveats(acting) if line.startswith("guard_mode")]
-    assert not [line for line in caveats(model_with()) if "max_run_minutes" in line]
+    (reclaim,) = [line for line in caveats(model) if line.startswith("reclaim_mode")]
+    assert "on pool ec2-gpu (batch_fair_share) the reclaim controller only reports jobs" in reclaim
+    acting = model.model_copy(update={"guard_mode": "act", "reclaim_mode": "act"})
+    assert not [line for line in caveats(acting) if line.startswith(("guard_mode", "reclaim_mode"))]
+    assert not [line for line in caveats(model_with()) if "max_run_minutes" in line or "reclaim_mode" in line]
 
 
 def test_validate_names_each_pool_where_a_user_limit_is_not_enforced():
@@ -148,10 +154,10 @@ def test_explain_shows_the_limits_and_where_they_do_not_hold():
     )
     assert shown["research", "hyperpod-slurm"] == ("600 min per job; opportunistic 30 min", "-")
     assert shown["training", "hyperpod-eks"] == (
-        "60 min per job; opportunistic 30 min (not enforced here)",
+        "60 min per job; opportunistic 30 min (enforced for Jobs, CronJobs, pods and Kubeflow jobs only)",
         "1 running job, 8 GPUs per member (not enforced here)",
     )
-    assert shown["research", "ec2-gpu"] == ("none per job; opportunistic 30 min (not enforced here)", "-")
+    assert shown["research", "ec2-gpu"] == ("none per job; opportunistic 30 min", "-")  # the reclaim controller's
     assert {(d.max_run, d.user_limits) for d in deals(model_with())} == {("-", "-")}
 
 
@@ -165,7 +171,8 @@ def test_validate_warns_and_explain_shows_the_limits_through_the_cli(capsys, tmp
     code, out, err = run(capsys, "validate", "--config", path)
     assert code == 0
     assert "warning: teams[1].user_limits: not enforced on pool hyperpod-eks (hyperpod_eks)" in out + err
-    assert "warning: teams[1].max_run_minutes: not enforced on pool ec2-gpu (batch_fair_share)" in out + err
+    assert "warning: teams[1].max_run_minutes: not enforced on pool hyperpod-eks (hyperpod_eks)" in out + err
+    assert "warning: reclaim_mode: dry_run: on pool ec2-gpu (batch_fair_share)" in out + err
     rows = {(d["team"], d["pool"]): d for d in explained(capsys, "--config", path)["deals"]}
     assert rows["training", "hyperpod-slurm"]["max_run"] == "90 min per job"
     assert rows["training", "hyperpod-slurm"]["user_limits"] == "2 running jobs per member"
@@ -189,3 +196,25 @@ def test_status_tells_a_member_whose_job_waits_for_their_own_limit():
     jobs = {j.job_id: j for j in explain(SLURM, "research", slurm_observation(squeue, SLURM, "research"), now=NOW).jobs}
     assert "you run the most jobs one member of your team may (user_limits)" in jobs["32"].text
     assert "the GPUs one member may hold (user_limits)" in jobs["33"].text
+
+
+def test_an_eks_kueue_pool_holds_run_time_limits_and_is_named_where_user_limits_do_not_hold():
+    """Kueue stops a workload at its maximum execution time, which the team's admission policy
+    requires (tests/hyperpod_eks/test_run_time_admission.py); nothing there sees a member."""
+    from tests.eks_kueue.org import POOL, reference_with_eks_kueue
+
+    reference = reference_with_eks_kueue()
+    teams = [
+        t.model_copy(update={"max_run_minutes": 60, "user_limits": UserLimits(max_running_jobs=1)})
+        if t.name == "inference"
+        else t
+        for t in reference.teams
+    ]
+    pools = [p.model_copy(update={"max_run_minutes": 600}) if p.name == POOL else p for p in reference.pools]
+    model = reference.model_copy(update={"teams": teams, "pools": pools})
+    team = [t.name for t in teams].index("inference")
+    lines = [line for line in caveats(model) if f"pool {POOL} " in line]
+    assert [line.split(":")[0] for line in lines] == [f"teams[{team}].user_limits"]
+    assert lines[0].startswith(f"teams[{team}].user_limits: not enforced on pool {POOL} (eks_kueue)")
+    (shown,) = [(d.max_run, d.user_limits) for d in deals(model) if d.pool == POOL and d.team == "inference"]
+    assert shown == ("60 min per job", "1 running job per member (not enforced here)")

@@ -68,6 +68,7 @@ LAYERS = {
         "reclaim/slurm_usage.py",
         "reclaim/gpu_hours.py",
         "reclaim/fair_share.py",
+        "reclaim/run_time.py",
         "capacity/ledger.py",
         "capacity/aws.py",
         "capacity/block_jobs.py",

@@ -58,7 +58,7 @@ def test_group_quota_below_its_teams_quotas_is_refused():
     assert len(found) == 1
     assert (
         f"groups[0].quotas.{POOL}.{INSTANCE_TYPE}" in found[0]
-        and "less than its teams' quotas together (2)" in found[0]
+        and "less than its teams' and child groups' quotas together (2)" in found[0]
         and "at least 2" in found[0]
     )
 
@@ -145,5 +145,5 @@ def test_a_group_quota_missing_a_type_its_teams_hold_is_refused():
     assert (
         len(found) == 1
         and "groups[0].quotas.ec2-gpu" in found[0]
-        and "no quota of g6e.12xlarge, which its teams hold (6)" in found[0]
+        and "no quota of g6e.12xlarge, which its teams or child groups hold (6)" in found[0]
     )

@@ -5,6 +5,7 @@ definition (``asking_shares``, ``breached_shares``), which the simulator's breac
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
@@ -29,6 +30,7 @@ from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
     in_use_by_share,
 )
 from gpu_governance_runtime.usage import kept_percent  # noqa: E402
+from tests.hierarchy.test_planner_trees import parent_guarantee  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402
 from tests.reclaim.test_grace_ticks import QUEUE, contended  # noqa: E402
@@ -138,3 +140,19 @@ def test_every_tick_publishes_the_promise_of_each_team_that_asks():
     ]
     assert [(r["Share"], r[GUARANTEE_BREACHED_HOURS]) for r in later] == [("research", 0.0), ("training", 1 / 60)]
     assert later[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Pool", "Share"]]
+
+
+def test_a_job_within_a_parent_groups_guarantee_waiting_while_an_outsider_borrows_is_recorded_breached():
+    # a two-level tree (issue 43): zeta's job, within ai's quota, has waited an hour while omega borrows
+    state = parent_guarantee()
+    later = replace(state, now=state.now + HOUR)
+    breached = {
+        r["Share"]: r[GUARANTEE_BREACHED_HOURS]
+        for r in controller.promise_records("gpu", later, Settings(), tick_seconds=60, namespace="Test")
+    }
+    assert breached.get("zeta") == 60 / 3600
+    flat = replace(later, groups=())
+    assert not any(
+        r[GUARANTEE_BREACHED_HOURS]
+        for r in controller.promise_records("gpu", flat, Settings(), tick_seconds=60, namespace="Test")
+    )

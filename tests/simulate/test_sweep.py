@@ -17,12 +17,14 @@ from constructs_lib.simulator.sweep import (
     Grid,
     Point,
     frontier,
+    groups_at,
     parse_grid,
     run_sweep,
     shares_at,
+    sweep_json,
 )
 from constructs_lib.simulator.traces import write_trace
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.reclaim.planner import Settings, Share, ShareGroup, Strategy
 
 from .test_simulate import G5, job
 
@@ -72,6 +74,11 @@ def test_a_split_gives_each_team_its_percent_of_the_size_and_no_split_scales_the
         ("grace=3601", "--grid grace: not a valid value ('3601') - seconds from 0 to 3600"),
         ("min_run_time=0", "--grid min_run_time: not a valid value ('0') - seconds > 0"),
         ("reborrow_backoff=-1", "--grid reborrow_backoff: not a valid value ('-1') - seconds >= 0"),
+        (
+            "usage_half_life=0",
+            "--grid usage_half_life: not a valid value ('0') - seconds > 0 (fair share by decayed usage), or none",
+        ),
+        ("usage_half_life=inf", "--grid usage_half_life: not a valid value ('inf')"),
         ("tick=30", "--grid tick: not KEY=VALUES with a known key ('tick=30')"),
         ("size", "--grid: not KEY=VALUES with a known key ('size')"),
     ],
@@ -236,3 +243,42 @@ def test_a_sweep_reads_a_trace_that_names_the_files_priority_classes(trace, caps
         assert main([*argv, "--processes", "2"]) == 0
         results.append(json.loads(capsys.readouterr().out))
     assert results[0] == results[1]
+
+
+def test_the_usage_half_life_is_a_grid_key_and_none_orders_by_what_is_borrowed_now():
+    grid = parse_grid(["usage_half_life=none,86400"], teams=TEAMS, size=8, base=Settings(usage_half_life_s=3_600))
+    assert [s.usage_half_life_s for s in grid.settings] == [None, 86_400]
+    assert (
+        parse_grid([], teams=TEAMS, size=8, base=Settings(usage_half_life_s=3_600)).settings[0].usage_half_life_s
+        == 3_600
+    )
+
+
+# platform and research in a group of 5 inside a group of 6 (the file's 8-instance pool)
+TREE = (
+    ShareGroup(name="org", shares=(), quota={G5: 6}, borrowing_limit={}),
+    ShareGroup(name="lab", shares=("platform", "research"), quota={G5: 5}, parent="org", lending_limit={G5: 2}),
+)
+
+
+def test_the_tree_is_scaled_to_each_point_and_covers_its_teams_there():
+    point = Point(size=16, split=None, settings=Settings())
+    org, lab = groups_at(point, TREE, shares_at(point, SHARES, CAPACITY)[0], CAPACITY)
+    assert (org.quota, lab.quota, lab.lending_limit, lab.borrowing_limit) == ({G5: 12}, {G5: 10}, {G5: 4}, None)
+    # a split that gives the group's teams more than the scaled quota: the quota covers them
+    split = Point(size=8, split=(10, 45, 45), settings=Settings())
+    org, lab = groups_at(split, TREE, shares_at(split, SHARES, CAPACITY)[0], CAPACITY)
+    assert (lab.quota, org.quota) == ({G5: 6}, {G5: 6})
+
+
+def test_the_sweep_replays_the_pools_tree_and_its_half_lives(trace):
+    path, jobs = trace
+    grid = parse_grid(["usage_half_life=none,3600"], teams=TEAMS, size=8, base=Settings(min_run_time_s=1))
+    outcomes = run_sweep(str(path), grid, shares=SHARES, capacity=CAPACITY, tick_s=60, groups=TREE, processes=1)
+    for outcome in outcomes:
+        assert outcome.policy == simulate(
+            jobs, shares=SHARES, capacity=CAPACITY, tick_s=60, settings=outcome.point.settings, groups=TREE
+        )
+    flat = run_sweep(str(path), grid, shares=SHARES, capacity=CAPACITY, tick_s=60, processes=1)
+    assert [o.policy for o in outcomes] != [o.policy for o in flat]  # the tree changes the replay
+    assert [c["usage_half_life_s"] for c in sweep_json(outcomes)["configurations"]] == [None, 3_600]

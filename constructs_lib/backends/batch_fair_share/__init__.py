@@ -29,11 +29,8 @@ BACKEND = Backend(
     gpu_hour_limit_caveat="a fair-share queue has no consumption limit nor a per-share state, and Batch, not the reclaim controller, starts jobs there",
     lending_limit_caveat="{where} Batch may start borrowers on the part held back; the reclaim controller takes it back as soon as the team's job waits for it",
     paused_caveat="not enforced {where}: a fair-share queue has no per-share state and Batch, not the reclaim controller, starts jobs there; the team's jobs still start",
-    # SubmitJob and RegisterJobDefinition take timeout.attemptDurationSeconds, after which Batch terminates the job
-    # [aws: batch.job-timeout]: the submitter's to set, not the library's.
-    max_run_caveat="not enforced {where}: Batch stops a job at its timeout (timeout.attemptDurationSeconds), but the "
-    "timeout is set by whoever submits the job or registers its job definition, and the library neither writes nor "
-    "checks it; the reclaim controller stops no job for its run time",
+    # No max_run_caveat: Batch stops a job at its own timeout, which whoever submits it sets [aws: batch.job-timeout],
+    # so the reclaim controller stops a job of a limited team at its limit, after a notice (reclaim/run_time.py).
     # Shares are by share identifier (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
     user_limit_caveat="not enforced {where}: Batch fair share schedules by share identifier (the team), and who "
     "submitted a job is no scheduling dimension there; one member may use the team's whole share",
@@ -41,6 +38,9 @@ BACKEND = Backend(
     # https://docs.aws.amazon.com/batch/latest/userguide/fair-share-scheduling.html
     fair_share_caveat="by usage orders the teams a reclaim takes from {where}; Batch, not the reclaim controller, starts jobs "
     "there, in its own fair-share order, which decays usage over the pool's share_decay_seconds",
+    # Share identifiers are flat (https://docs.aws.amazon.com/batch/latest/APIReference/API_ShareAttributes.html).
+    group_tree="the reclaim controller's planner (fair-share identifiers are flat: Batch has no level above the team); "
+    "in dry_run it only records what it would do",
     refine_deal=_never_preempts,
     max_teams_per_pool=MAX_SHARES_PER_FAIR_SHARE_QUEUE,
     too_many_teams="too many teams (fair-share identifiers) on pool {pool}'s Batch job queue",

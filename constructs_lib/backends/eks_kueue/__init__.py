@@ -28,6 +28,15 @@ BACKEND = Backend(
     # Kueue weighs ClusterQueues by fairSharing.weight only when its configuration enables fair sharing.
     gpu_hour_limit_caveat="Kueue has no consumption limit, and the reclaim controller does not switch a "
     "ClusterQueue's stopPolicy at the limit (it only reads the cluster there)",
+    # No max_run_caveat: the team's admission policy requires Kueue's maximum execution time on each of its
+    # workloads, at most its limit, and Kueue deactivates a workload admitted that long (constructs_lib/tenancy/run_time.py).
+    # A ClusterQueue admits from namespaces (spec.namespaceSelector); nothing in Kueue's API names a user.
+    user_limit_caveat="not enforced {where}: Kueue counts the team's namespace as one (its ClusterQueue), a Kubernetes "
+    "ResourceQuota limits a namespace and never a user, and every member acts in the team's group; one member may use "
+    "the team's whole quota",
+    # A Cohort per group, its spec.parentName its parent group's Cohort [aws: eks.kueue-cohort-tree].
+    group_tree="Kueue's hierarchical cohorts (a Cohort per group under its parent group's, with the group's "
+    "borrowingLimit and lendingLimit)",
     kubernetes_tenancy=True,
     window_feeds=(CONSUMER_EKS_NODE_GROUP,),
     team_resources=6,

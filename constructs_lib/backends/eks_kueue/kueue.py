@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from constructs_lib.model import KubernetesTenancy, PriorityClass, Team, TeamGroup
+from constructs_lib.model.projects import group_in_pool, groups_in_pool
 from constructs_lib.model.quota import borrow_instances, instance_quota
 from constructs_lib.tenancy.kubernetes import (
     NAME_LABEL,
@@ -43,6 +44,7 @@ from constructs_lib.tenancy.kubernetes import (
     pod_security_labels,
     workload_priority_class,
 )
+from constructs_lib.tenancy.run_time import KUEUE_MAX_EXEC_TIME, run_time_admission, run_time_limits
 from gpu_governance_runtime.backends.eks_kueue import GROUP_SUFFIX, NAMESPACE_PREFIX
 from gpu_governance_runtime.contract import GPU_RESOURCE, borrow_ceiling, lendable
 
@@ -199,37 +201,53 @@ def workload_priority_classes(classes: Sequence[PriorityClass]) -> list[Manifest
     ]
 
 
-def _groups_here(pool: EksKueuePool, groups: Sequence[TeamGroup]) -> list[TeamGroup]:
-    return [g for g in groups if pool.name in g.quotas]
-
-
 def cohorts(pool: EksKueuePool, teams: Sequence[Team], groups: Sequence[TeamGroup]) -> list[Manifest]:
-    """The pool's Cohort, holding what no team or group is guaranteed, and one per group with a
-    quota in the pool, holding the group's headroom and borrowing nothing from the rest."""
-    grouped = _groups_here(pool, groups)
-    in_a_group = {name for g in grouped for name in g.teams}
+    """The pool's Cohort, holding what no team or top group is guaranteed, and one per group with a
+    quota in the pool, parents first, under its nearest ancestor's with one (else the pool's):
+    its nominal quota is the group's headroom above its teams' and child groups' quotas, its
+    borrowingLimit what the group may hold beyond its quota (0 unless declared: the quota is its
+    ceiling) and its lendingLimit, where declared, what of its quota it lends outside itself. Kueue
+    counts a Cohort's subtree (its nominal quota and what its children lend it) against both."""
+    tree = groups_in_pool(groups, pool.name)
     held = dict.fromkeys(pool.capacity, 0)
-    manifests = []
-    for group in grouped:
-        members = [t for t in teams if t.name in group.teams]
-        headroom = {}
+    nominal = {g.name: dict(g.quotas[pool.name]) for g, _ in tree}
+    for group, parent in tree:  # a top group's quota is held in the pool, a child's in its parent's
         for instance_type, count in group.quotas[pool.name].items():
-            teams_hold = sum(instance_quota(t, pool).get(instance_type, 0) for t in members)
-            headroom[instance_type] = {"nominalQuota": count - teams_hold, "borrowingLimit": 0}
-            held[instance_type] += count
+            if parent is None:
+                held[instance_type] += count
+            else:
+                nominal[parent.name][instance_type] -= count
+    for team in teams:
+        group = group_in_pool(groups, team.name, pool.name)
+        for instance_type, count in instance_quota(team, pool).items():
+            if group is None:
+                held[instance_type] += count
+            else:
+                nominal[group.name][instance_type] -= count
+    manifests = []
+    for group, parent in tree:
+        borrowing = group.borrowing_limits.get(pool.name, {})
+        lending = group.lending_limits.get(pool.name, {})
+        limits = {
+            instance_type: {
+                "nominalQuota": headroom,
+                "borrowingLimit": borrowing.get(instance_type, 0),
+                "lendingLimit": lending.get(instance_type),  # [aws: eks.kueue-cohort-lending-limit]
+            }
+            for instance_type, headroom in nominal[group.name].items()
+        }
         manifests.append(
             {
                 "apiVersion": API_VERSION,
                 "kind": "Cohort",
                 "metadata": object_meta(group_cohort(pool, group), None),
                 # [aws: eks.kueue-cohort-tree]
-                "spec": {"parentName": cohort(pool), "resourceGroups": [_flavor_quotas(pool, headroom)]},
+                "spec": {
+                    "parentName": cohort(pool) if parent is None else group_cohort(pool, parent),
+                    "resourceGroups": [_flavor_quotas(pool, limits)],
+                },
             }
         )
-    for team in teams:
-        if team.name not in in_a_group:
-            for instance_type, count in instance_quota(team, pool).items():
-                held[instance_type] += count
     unassigned = {t: {"nominalQuota": pool.capacity[t] - held[t]} for t in sorted(pool.capacity)}
     root = {
         "apiVersion": API_VERSION,
@@ -241,8 +259,8 @@ def cohorts(pool: EksKueuePool, teams: Sequence[Team], groups: Sequence[TeamGrou
 
 
 def cohort_of(pool: EksKueuePool, team: Team, groups: Sequence[TeamGroup]) -> str:
-    """The Cohort the team's ClusterQueue joins: its group's, where the group has a quota in the pool."""
-    group = next((g for g in _groups_here(pool, groups) if team.name in g.teams), None)
+    """The Cohort the team's ClusterQueue joins: its nearest group's with a quota in the pool, else the pool's."""
+    group = group_in_pool(groups, team.name, pool.name)
     return cohort(pool) if group is None else group_cohort(pool, group)
 
 
@@ -264,4 +282,5 @@ def team_objects(
         cluster_queue_object(pool, team, cohort_of(pool, team, groups)),
         local_queue(pool, team.name),
         *tenants(pool).team_objects(team.name, tenancy, tenancy.granted_priority_classes(classes)),
+        *run_time_admission(tenants(pool), KUEUE_MAX_EXEC_TIME, team.name, run_time_limits(team, pool, classes)),
     ]

@@ -89,9 +89,12 @@ BACKEND = Backend(
     # ResourceSharingConfig and PreemptTeamTasks (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_SchedulerConfig.html,
     # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ComputeQuotaConfig.html): no run time
     # [aws: hyperpod.no-run-time-setting].
-    max_run_caveat="not enforced {where}: HyperPod task governance has no run-time setting (a cluster policy holds "
-    "priority classes, fair share and idle sharing; a compute quota resources, sharing and preemption) and the library "
-    "sets no deadline on the team's workloads; they run until they end",
+    # The team's admission policy requires activeDeadlineSeconds, at most the limit, where Kubernetes stops the
+    # whole workload at it (constructs_lib/tenancy/run_time.py, ACTIVE_DEADLINE); the other kinds have no such field.
+    max_run_caveat="not enforced {where} for a HyperPodPyTorchJob, a JobSet, a Deployment or a StatefulSet: task "
+    "governance has no run-time setting and those kinds no deadline that stops the whole workload; the team's Jobs, "
+    "CronJobs, pods and Kubeflow jobs must declare activeDeadlineSeconds at most their limit",
+    max_run_held_for="Jobs, CronJobs, pods and Kubeflow jobs",
     user_limit_caveat="not enforced {where}: task governance and Kueue count the team's namespace as one (its compute "
     "quota, its ClusterQueue), a Kubernetes ResourceQuota limits a namespace and never a user, and every member acts "
     "in the team's group; one member may use the team's whole quota",

@@ -46,6 +46,7 @@ from constructs_lib.model import (
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.tenancy import TeamTenancy
 from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
+from constructs_lib.tenancy.run_time import run_time_limits
 
 from . import BACKEND, absolute_borrow_limits, compute_quota_resource, kubernetes, kueue
 
@@ -168,44 +169,56 @@ class HyperPodEksGovernance(EksTenantsConstruct):
         self.priority_classes = props.priority_classes
         self.cluster_account = Arn.split(pool.cluster_arn, _SAGEMAKER_CLUSTER_ARN).account
 
-        self.scheduler_config = sagemaker.CfnClusterSchedulerConfig(
+        self.scheduler_config = self._scheduler_config()
+        self.compute_quotas: dict[str, CfnResource] = {team.name: self._compute_quota(team) for team in self.teams}
+        self._admit_tenants(platform_admins, tenants)
+        self._apply_kubernetes_objects(kubectl_provider)
+
+    # --- AWS side -------------------------------------------------------------------------
+
+    def _scheduler_config(self) -> sagemaker.CfnClusterSchedulerConfig:
+        """The cluster's priority classes and sharing, which the teams' compute quotas rely on."""
+        return sagemaker.CfnClusterSchedulerConfig(
             self,
             "SchedulerConfig",
             name=SCHEDULER_CONFIG_NAME,
-            cluster_arn=pool.cluster_arn,
+            cluster_arn=self.pool.cluster_arn,
             scheduler_config=sagemaker.CfnClusterSchedulerConfig.SchedulerConfigProperty(
                 priority_classes=[
                     sagemaker.CfnClusterSchedulerConfig.PriorityClassProperty(name=p.name, weight=p.weight)
-                    for p in priority_classes
+                    for p in self.priority_classes
                 ],
-                fair_share=_enabled(pool.fair_share),
-                idle_resource_sharing=_enabled(pool.idle_resource_sharing),
+                fair_share=_enabled(self.pool.fair_share),
+                idle_resource_sharing=_enabled(self.pool.idle_resource_sharing),
             ),
         )
-        self.compute_quotas: dict[str, CfnResource] = {}
-        for team in self.teams:
-            # Tags.of does not reach a CfnResource of a type aws-cdk-lib does not know: set them here
-            # (they update in place, docs/chargeback.md).
-            tags = [{"Key": key, "Value": value} for key, value in cost_allocation_tags(team, pool.name).items()]
-            quota = CfnResource(
-                team_scope(self, team.name),
-                f"Quota{team.name}",
-                type="AWS::SageMaker::ComputeQuota",
-                properties={**compute_quota_properties(pool, team), "Tags": tags},
-            )
-            quota.add_metadata(
-                GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None}
-            )
-            # Priority classes named by the teams' jobs exist before any team can submit.
-            quota.node.add_dependency(self.scheduler_config)
-            acknowledge(
-                quota,
-                "aws-cdk-lib's own schema list has no L1 for this CloudFormation type; cfn-lint knows it and "
-                "checks these properties (tests/hyperpod_eks).",
-                "CloudFormation-Validate::F3006",
-            )
-            self.compute_quotas[team.name] = quota
 
+    def _compute_quota(self, team: Team) -> CfnResource:
+        # Tags.of does not reach a CfnResource of a type aws-cdk-lib does not know: set them here
+        # (they update in place, docs/chargeback.md).
+        tags = [{"Key": key, "Value": value} for key, value in cost_allocation_tags(team, self.pool.name).items()]
+        quota = CfnResource(
+            team_scope(self, team.name),
+            f"Quota{team.name}",
+            type="AWS::SageMaker::ComputeQuota",
+            properties={**compute_quota_properties(self.pool, team), "Tags": tags},
+        )
+        quota.add_metadata(
+            GOVERNANCE_METADATA, {"team": team.name, "preset": team.preset.value if team.preset else None}
+        )
+        # Priority classes named by the teams' jobs exist before any team can submit.
+        quota.node.add_dependency(self.scheduler_config)
+        acknowledge(
+            quota,
+            "aws-cdk-lib's own schema list has no L1 for this CloudFormation type; cfn-lint knows it and "
+            "checks these properties (tests/hyperpod_eks).",
+            "CloudFormation-Validate::F3006",
+        )
+        return quota
+
+    def _admit_tenants(self, platform_admins: Sequence[str], tenants: Mapping[str, TeamTenancy]) -> None:
+        """The cluster's access entries (the platform admins', each team's), and each team's
+        workload identity."""
         self.admin_access_entries = [
             self._admin_access_entry(f"Admin{index}", arn) for index, arn in enumerate(platform_admins)
         ]
@@ -220,10 +233,6 @@ class HyperPodEksGovernance(EksTenantsConstruct):
             self.workload_roles[team.name], self.pod_identity_associations[team.name] = self._workload_identity(
                 team, tenancy
             )
-
-        self._apply_kubernetes_objects(kubectl_provider)
-
-    # --- AWS side -------------------------------------------------------------------------
 
     # --- Kubernetes side ------------------------------------------------------------------
 
@@ -248,67 +257,86 @@ class HyperPodEksGovernance(EksTenantsConstruct):
         self.pod_security_labels: dict[str, eks.KubernetesPatch] = {}
         for team in self.teams:
             tenancy = team.kubernetes.get(self.pool.name, KubernetesTenancy())
-            # Nothing is applied before HyperPod has made the team's namespace from its quota.
-            namespace_ready = eks.KubernetesObjectValue(
-                team_scope(self, team.name),
-                f"Namespace{team.name}",
-                cluster=self.cluster,
-                object_type="namespace",
-                object_name=kueue.namespace(team.name),
-                json_path=".metadata.name",
-                timeout=_NAMESPACE_WAIT,
-            )
-            namespace_ready.node.add_dependency(self.compute_quotas[team.name])
-            manifest = eks.KubernetesManifest(
-                team_scope(self, team.name),
-                f"Objects{team.name}",
-                cluster=self.cluster,
-                manifest=kubernetes.team_objects(
-                    team.name, tenancy, tenancy.granted_priority_classes(self.priority_classes)
-                ),
-                overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
-            )
-            manifest.node.add_dependency(namespace_ready, self.pod_security)
-            if provider_access is not None:
-                namespace_ready.node.add_dependency(provider_access)
-            self.manifests[team.name] = manifest
-            # Kubernetes' own Pod Security admission as well, on the namespace HyperPod owns: a
-            # patch (not a manifest) so that deleting the stack removes the labels, not the namespace.
-            # With them, the team and cost-centre labels cost tools allocate the namespace's spend by.
-            cost = kubernetes.cost_metadata(team.name, team.cost_centre)
-            metadata = {
-                **cost,
-                "labels": {
-                    **kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version),
-                    **cost["labels"],
-                },
-            }
-            patch = eks.KubernetesPatch(
-                team_scope(self, team.name),
-                f"PodSecurityLabels{team.name}",
-                cluster=self.cluster,
-                resource_name=f"namespace/{kueue.namespace(team.name)}",
-                apply_patch={"metadata": metadata},
-                restore_patch={},
-                patch_type=eks.PatchType.MERGE,
-            )
-            # A JSON merge patch removes a label set to null; jsii drops None from maps, so the
-            # restore patch goes in as JSON.
-            patch.node.find_child("Resource").node.default_child.add_property_override(
-                "RestorePatchJson",
-                json.dumps(
-                    {"metadata": {key: dict.fromkeys(values) for key, values in metadata.items()}},
-                    separators=(",", ":"),
-                ),
-            )
-            patch.node.add_dependency(namespace_ready)
-            self.pod_security_labels[team.name] = patch
+            namespace_ready = self._namespace_ready(team, provider_access)
+            self.manifests[team.name] = self._team_objects(team, tenancy, namespace_ready)
+            self.pod_security_labels[team.name] = self._label_namespace(team, tenancy, namespace_ready)
         dedicated = {
             group: team.name
             for team in self.teams
             for group in team.kubernetes.get(self.pool.name, KubernetesTenancy()).dedicated_instance_groups
         }
         self.dedicated_nodes = self._dedicate_instance_groups(dedicated) if dedicated else None
+
+    def _namespace_ready(self, team: Team, provider_access: Construct | None) -> eks.KubernetesObjectValue:
+        """Waits for the namespace HyperPod makes from the team's compute quota: nothing of the
+        team's is applied before it exists."""
+        namespace_ready = eks.KubernetesObjectValue(
+            team_scope(self, team.name),
+            f"Namespace{team.name}",
+            cluster=self.cluster,
+            object_type="namespace",
+            object_name=kueue.namespace(team.name),
+            json_path=".metadata.name",
+            timeout=_NAMESPACE_WAIT,
+        )
+        namespace_ready.node.add_dependency(self.compute_quotas[team.name])
+        if provider_access is not None:
+            namespace_ready.node.add_dependency(provider_access)
+        return namespace_ready
+
+    def _team_objects(
+        self, team: Team, tenancy: KubernetesTenancy, namespace_ready: Construct
+    ) -> eks.KubernetesManifest:
+        """The team's isolation objects in its namespace (tenancy/kubernetes.py team_objects)."""
+        manifest = eks.KubernetesManifest(
+            team_scope(self, team.name),
+            f"Objects{team.name}",
+            cluster=self.cluster,
+            manifest=kubernetes.team_objects(
+                team.name,
+                tenancy,
+                tenancy.granted_priority_classes(self.priority_classes),
+                run_time_limits(team, self.pool, self.priority_classes),
+            ),
+            overwrite=True,  # kubectl apply: safe to repeat after a failed or retried deploy
+        )
+        manifest.node.add_dependency(namespace_ready, self.pod_security)
+        return manifest
+
+    def _label_namespace(
+        self, team: Team, tenancy: KubernetesTenancy, namespace_ready: Construct
+    ) -> eks.KubernetesPatch:
+        """Kubernetes' own Pod Security admission as well, on the namespace HyperPod owns: a
+        patch (not a manifest) so that deleting the stack removes the labels, not the namespace.
+        With them, the team and cost-centre labels cost tools allocate the namespace's spend by."""
+        cost = kubernetes.cost_metadata(team.name, team.cost_centre)
+        metadata = {
+            **cost,
+            "labels": {
+                **kubernetes.pod_security_labels(tenancy.pod_security, self.pool.kubernetes_version),
+                **cost["labels"],
+            },
+        }
+        patch = eks.KubernetesPatch(
+            team_scope(self, team.name),
+            f"PodSecurityLabels{team.name}",
+            cluster=self.cluster,
+            resource_name=f"namespace/{kueue.namespace(team.name)}",
+            apply_patch={"metadata": metadata},
+            restore_patch={},
+            patch_type=eks.PatchType.MERGE,
+        )
+        # A JSON merge patch removes a label set to null; jsii drops None from maps, so the
+        # restore patch goes in as JSON.
+        patch.node.find_child("Resource").node.default_child.add_property_override(
+            "RestorePatchJson",
+            json.dumps(
+                {"metadata": {key: dict.fromkeys(values) for key, values in metadata.items()}},
+                separators=(",", ":"),
+            ),
+        )
+        patch.node.add_dependency(namespace_ready)
+        return patch
 
     # --- dedicated instance groups --------------------------------------------------------
 

@@ -34,6 +34,7 @@ from constructs_lib.tenancy.kubernetes import (  # noqa: F401 - this backend's n
     usage_reader_objects,
     workload_priority_class,
 )
+from constructs_lib.tenancy.run_time import ACTIVE_DEADLINE, RunTimeLimits, run_time_admission
 from gpu_governance_runtime.contract import HYPERPOD_NAMESPACE_PREFIX
 
 # The same key and KubernetesConfig the deploy-time handler sets on the dedicated instance groups.
@@ -118,9 +119,13 @@ def dedicated_node_admission(team: str, system_namespaces: Sequence[str] = SYSTE
     return [policy, binding]
 
 
-def team_objects(team: str, tenancy: KubernetesTenancy, priority_classes: Sequence[str]) -> list[Manifest]:
+def team_objects(
+    team: str, tenancy: KubernetesTenancy, priority_classes: Sequence[str], run_time: RunTimeLimits | None = None
+) -> list[Manifest]:
     """Everything the team gets on the cluster, in apply order; all of it needs the team's
     namespace (created by HyperPod with the compute quota) to exist first. ``priority_classes``:
-    the names it may use (``tenancy.granted_priority_classes``)."""
+    the names it may use (``tenancy.granted_priority_classes``); ``run_time``: its run-time limits
+    there, held by Kubernetes' activeDeadlineSeconds (``tenancy.run_time``)."""
     placement = dedicated_node_admission(team) if tenancy.dedicated_instance_groups else ()
-    return TENANTS.team_objects(team, tenancy, priority_classes, placement)
+    objects = TENANTS.team_objects(team, tenancy, priority_classes, placement)
+    return objects + run_time_admission(TENANTS, ACTIVE_DEADLINE, team, run_time)

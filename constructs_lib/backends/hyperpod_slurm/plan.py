@@ -18,6 +18,7 @@ from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.base import HYPERPOD_TEAM_NAME, SAGEMAKER_NAME_PATTERN, OrganisationView
+from constructs_lib.model.projects import group_in_pool, groups_in_pool, parent_in_pool
 from constructs_lib.model.quota import borrow_instances, instance_quota
 from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_limited, max_run_minutes
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP
@@ -294,7 +295,7 @@ def _build_slurm_plan(model: OrganisationView, pool_name: str, data_root: str) -
     qos, accounts, users, partitions, posix_groups, data_paths = [], [], [], [], [], []
     gids = team_gids(model)
     group_accounts = _group_accounts(model, pool, teams)
-    group_of = {team: g.name for g in model.groups if g.name in {a.name for a in group_accounts} for team in g.teams}
+    group_of = {t.name: g.name for t in teams if (g := group_in_pool(model.groups, t.name, pool.name)) is not None}
     for team in teams:
         own_qos = [class_qos_name(team.name, c.name) for c in classes]
         # Refuse at submission what no limit would ever let run: wall time, a member's GPUs (tests/slurm/test_limits_real_slurm.py).
@@ -403,19 +404,30 @@ def _slurm_half_life(seconds: int | None) -> str | None:
 
 
 def _group_accounts(model: OrganisationView, pool: Any, teams: tuple[Any, ...]) -> tuple[SlurmGroupAccount, ...]:
-    """A parent account per group with a quota in the pool, capped at that quota in GPUs. Its share
-    among its siblings is its teams' weights together, so grouping teams moves no share between them
-    and the rest."""
-    weights = {t.name: t.fair_share_weight for t in teams}
-    return tuple(
-        SlurmGroupAccount(
-            name=g.name,
-            fairshare=max(1, sum(weights.get(n, 0) for n in g.teams)),
-            grp_gpus=sum(count * pool.gpus_per_instance[t] for t, count in g.quotas[pool.name].items()),
+    """A parent account per group with a quota in the pool, parents first, under its nearest
+    ancestor's with one, capped at the group's quota plus its borrowing limit in GPUs. Its share
+    among its siblings is the weights of the teams below it together, so grouping teams moves no
+    share between them and the rest."""
+    tree = groups_in_pool(model.groups, pool.name)
+    below: dict[str, int] = {}
+    for team in teams:
+        group = group_in_pool(model.groups, team.name, pool.name)
+        while group is not None:
+            below[group.name] = below.get(group.name, 0) + team.fair_share_weight
+            group = parent_in_pool(model.groups, group, pool.name)
+    accounts = []
+    for group, parent in tree:
+        borrowing = group.borrowing_limits.get(pool.name, {})
+        ceiling = {t: count + borrowing.get(t, 0) for t, count in group.quotas[pool.name].items()}
+        accounts.append(
+            SlurmGroupAccount(
+                name=group.name,
+                fairshare=max(1, below.get(group.name, 0)),
+                grp_gpus=sum(count * pool.gpus_per_instance[t] for t, count in ceiling.items()),
+                parent=None if parent is None else parent.name,
+            )
         )
-        for g in model.groups
-        if pool.name in g.quotas
-    )
+    return tuple(accounts)
 
 
 def data_root_problems(data_root: str) -> list[Problem]:

@@ -40,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..common.clients import WITHIN_A_TICK
-from ..common.handler import Environment, EventKind, recognise, time_left
+from ..common.handler import Environment, Event, EventKind, recognise, time_left
 from ..common.log import write as log
 from ..contract import (
     ENV_DEAD_LETTERS_URL,
@@ -205,22 +205,10 @@ def guard(
     stop that failed (its claim is recorded failed, so the retry claims it again)."""
     recognised = recognise(event, EVENTS)
     detail = recognised.detail
-    if recognised.kind != SERVICE_JOB_STATE_CHANGE or not isinstance(detail, dict):
-        return _logged(
-            {"event": "guard_ignored", "reason": "not a Batch service job state change", "id": recognised.id}
-        )
-    job_id, queue, status = detail.get("jobId"), detail.get("jobQueue"), detail.get("status")
-    if queue not in queues or status not in GUARDED_STATES or not isinstance(job_id, str):
-        return _logged(
-            {
-                "event": "guard_ignored",
-                "job_id": job_id,
-                "queue": queue,
-                "status": status,
-                "reason": "not a governed queue, a guarded state or a job id",
-            }
-        )
-    settings = queues[queue]
+    ignored = _ignored(recognised, queues)
+    if ignored is not None:
+        return _logged(ignored)
+    job_id, settings = detail["jobId"], queues[detail["jobQueue"]]
     admitted_key = ActionKey(pool=settings["pool"], job_id=job_id, attempt="0", action=ADMITTED_ACTION)
     admitted = ledger.get(admitted_key.id)
     if admitted is not None and _still_admitted(admitted, detail):
@@ -235,39 +223,8 @@ def guard(
         training_job_tags=None if ended else lambda arn: _training_job_tags(sagemaker, arn),
     )
     if not found:
-        training_jobs = [] if ended else checks.training_jobs(job)  # only those whose tags were read
-        ledger.put(
-            admitted_key.id,
-            pool=settings["pool"],
-            job_id=job_id,
-            action=ADMITTED_ACTION,
-            status="admitted",
-            team=team,
-            training_jobs=training_jobs,
-            expires_at=int(now) + RETENTION_SECONDS,
-        )
-        return _logged(
-            {
-                "event": "guard_admitted",
-                "job_id": job_id,
-                "team": team,
-                "pool": settings["pool"],
-                "training_jobs": training_jobs,
-            }
-        )
-    # Who submitted what: the team (its submit permission forces the tag), the job, the share and the payload as sent.
-    record = {
-        "team": team,
-        "job_id": job_id,
-        "job_name": job.get("jobName"),
-        "job_arn": job.get("jobArn"),
-        "status": job.get("status"),
-        "pool": settings["pool"],
-        "quota_share": job.get("quotaShareName"),
-        "violations": found,
-        "tags": job.get("tags") or {},
-        "payload": (job.get(checks.PAYLOAD) or "")[:2000],
-    }
+        return _admit(ledger, admitted_key.id, job_id, job, team, pool=settings["pool"], ended=ended, now=now)
+    record = _violation_record(job, job_id, team, settings["pool"], found)
     key = ActionKey(pool=settings["pool"], job_id=job_id, attempt="0", action=DRY_RUN_ACTION if dry_run else ACTION)
     # The ledger keeps one line (the log, a year, and the alerts keep the whole record with the payload).
     said = (
@@ -279,22 +236,7 @@ def guard(
             # lost and the client's retry refused by its own write. Retried once the claim is stale, never dropped.
             raise _unread("claim", key.id, RuntimeError("claimed and not finished"))
         return _logged({"event": "guard_already_handled", **record})
-    error = None
-    if dry_run:
-        outcome, detail_text = "planned", "dry run: the job was left running"
-    elif ended:
-        outcome, detail_text = (
-            ENDED,
-            f"the job was {job.get('status')} (terminated: {job.get('isTerminated')}) when read",
-        )
-    else:
-        try:
-            batch.terminate_service_job(
-                jobId=job_id, reason=f"gpu-governance submission guard: {'; '.join(found)}"[:1000]
-            )
-            outcome, detail_text = DONE, "terminated"
-        except (ClientError, BotoCoreError) as failure:  # recorded failed: the retried event claims it again
-            outcome, detail_text, error = FAILED, str(failure), failure
+    outcome, detail_text, error = _stop(batch, job, job_id, found, dry_run=dry_run, ended=ended)
     ledger.record(key, status=outcome, detail=detail_text)
     _alert(sns, [platform_topic, settings.get("team_topics", {}).get(team)], record, outcome)
     result = _logged(
@@ -303,6 +245,84 @@ def guard(
     if error is not None:
         raise checks.Unread(f"TerminateServiceJob {job_id}: {error}") from error
     return result
+
+
+def _ignored(recognised: Event, queues: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Why the event is none of the guard's business, or None for a guarded state of a job of a governed queue."""
+    detail = recognised.detail
+    if recognised.kind != SERVICE_JOB_STATE_CHANGE or not isinstance(detail, dict):
+        return {"event": "guard_ignored", "reason": "not a Batch service job state change", "id": recognised.id}
+    job_id, queue, status = detail.get("jobId"), detail.get("jobQueue"), detail.get("status")
+    if queue not in queues or status not in GUARDED_STATES or not isinstance(job_id, str):
+        return {
+            "event": "guard_ignored",
+            "job_id": job_id,
+            "queue": queue,
+            "status": status,
+            "reason": "not a governed queue, a guarded state or a job id",
+        }
+    return None
+
+
+def _admit(
+    ledger: Ledger,
+    key: str,
+    job_id: str,
+    job: Mapping[str, Any],
+    team: str | None,
+    *,
+    pool: str,
+    ended: bool,
+    now: float,
+) -> dict[str, Any]:
+    """A job within its team's rules: recorded admitted with the training jobs whose tags were read."""
+    training_jobs = [] if ended else checks.training_jobs(job)  # only those whose tags were read
+    ledger.put(
+        key,
+        pool=pool,
+        job_id=job_id,
+        action=ADMITTED_ACTION,
+        status="admitted",
+        team=team,
+        training_jobs=training_jobs,
+        expires_at=int(now) + RETENTION_SECONDS,
+    )
+    return _logged(
+        {"event": "guard_admitted", "job_id": job_id, "team": team, "pool": pool, "training_jobs": training_jobs}
+    )
+
+
+def _violation_record(
+    job: Mapping[str, Any], job_id: str, team: str | None, pool: str, found: list[str]
+) -> dict[str, Any]:
+    """Who submitted what: the team (its submit permission forces the tag), the job, the share and the payload as sent."""
+    return {
+        "team": team,
+        "job_id": job_id,
+        "job_name": job.get("jobName"),
+        "job_arn": job.get("jobArn"),
+        "status": job.get("status"),
+        "pool": pool,
+        "quota_share": job.get("quotaShareName"),
+        "violations": found,
+        "tags": job.get("tags") or {},
+        "payload": (job.get(checks.PAYLOAD) or "")[:2000],
+    }
+
+
+def _stop(
+    batch: Any, job: Mapping[str, Any], job_id: str, found: list[str], *, dry_run: bool, ended: bool
+) -> tuple[str, str, Exception | None]:
+    """Terminates the violating job unless dry run or already ended: (outcome, detail, the error of a failed stop)."""
+    if dry_run:
+        return "planned", "dry run: the job was left running", None
+    if ended:
+        return ENDED, f"the job was {job.get('status')} (terminated: {job.get('isTerminated')}) when read", None
+    try:
+        batch.terminate_service_job(jobId=job_id, reason=f"gpu-governance submission guard: {'; '.join(found)}"[:1000])
+    except (ClientError, BotoCoreError) as failure:  # recorded failed: the retried event claims it again
+        return FAILED, str(failure), failure
+    return DONE, "terminated", None
 
 
 def _still_admitted(admitted: Mapping[str, Any], detail: Mapping[str, Any]) -> bool:

@@ -61,7 +61,7 @@ from ..contract import (
 )
 from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
 from ..usage import usage_records
-from . import fair_share, gpu_hours
+from . import fair_share, gpu_hours, run_time
 from .adapters import Adapter
 from .ledger import (
     ABANDONED,
@@ -86,6 +86,7 @@ from .planner import (
     breached_shares,
     comes_back,
     in_use_by_share,
+    may_borrow,
     plan_tick,
     share_usage,
     starved_shares,
@@ -346,6 +347,18 @@ def run_tick(
                 }
             )
     state = with_raises(adapter.read(now), pool, raises)
+    state = run_time.enforce(  # jobs past their team's run-time limit: noticed, then stopped, before planning
+        pool,
+        state,
+        adapter,
+        ledger,
+        grace_s=settings.grace_s,
+        acting=acting,
+        emit=emit,
+        act=lambda job_id, action, reason, call: _act(
+            ledger, adapter, pool, job_id, action, reason, now, acting, call, time_left
+        ),
+    )
     if settings.usage_half_life_s is not None:  # recorded in dry run too: it is a reading, not an action
         past = fair_share.advance(
             ledger, pool, state, half_life_s=settings.usage_half_life_s, tick_seconds=tick_seconds
@@ -560,7 +573,12 @@ def promise_records(
         state.shares, in_use_by_share(state.running), ((j.share, j.instance_type, j.count) for j in state.pending)
     )
     breached = breached_shares(
-        state.shares, state.running, state.pending, waited_before=state.now - breach_tolerance(tick_seconds, settings)
+        state.shares,
+        state.running,
+        state.pending,
+        waited_before=state.now - breach_tolerance(tick_seconds, settings),
+        groups=state.groups,
+        borrows=lambda job: may_borrow(job, state.now, settings),
     )
     hours = tick_seconds / 3600
     return [
@@ -574,7 +592,7 @@ def promise_records(
             },
             timestamp=state.now,
         )
-        for share in sorted(asking)
+        for share in sorted(asking | breached)  # a job a group's quota covers asks beyond its team's quota
     ]
 
 

@@ -36,15 +36,22 @@ Semantics (docs/reclaim.md explains them with examples):
   usage per unit of weight first. Candidates are taken in that order until the job fits, then a reverse pass
   drops every victim not actually needed. A reclaim only takes jobs from the share's *borrowed
   set*: the shortest run of its jobs, in ``borrow_order``, whose removal brings it back to quota.
-* Groups (``ShareGroup``, a level above the share, docs/governance-file.md#groups): where a group
-  has a quota of the type, its shares together never start beyond it. Its shares borrow first (in
-  the borrowing phase they take their turns before shares outside groups under their quota), and
-  its headroom is guaranteed to the group: a share's job beyond its own quota that the group's
-  quota still covers reclaims from borrowers outside the group, never from a sibling, and is
-  planned after the jobs within their own share's quota. A group
-  within its quota is never reclaimed from by a share outside it; a share's guarantee job whose
-  group is at its quota reclaims from its siblings' borrowed sets (outside borrowers first
-  wherever either would do).
+* Groups (``ShareGroup``, levels above the share to any depth: a forest of groups, Kueue's
+  hierarchical cohorts, docs/governance-file.md#groups). On each instance type only the groups
+  with a quota of it count (a share belongs to its nearest such group, a group to its nearest such
+  ancestor). A group's members (its shares and its child groups' members) together never start
+  beyond its quota plus its ``borrowing_limit`` (none: no bound on that type; a group of the
+  one-level model, ``borrowing_limit`` None, holds its quota at most). Its members borrow first
+  (in the borrowing phase shares with a group under its quota take their turns before the others),
+  and its quota is guaranteed to them: a share's job beyond its own quota that a group's quota
+  still covers (the nearest such group, ``guaranteed_by``) reclaims from borrowers outside that
+  group, never from one of its members, and is planned after the jobs within their own share's
+  quota. A group within its quota is never reclaimed from by a share outside it. A reclaim
+  leaves no group borrowing from the level that guarantees the job up: a share's guarantee job
+  whose group is at its quota reclaims from its relatives' borrowed sets. Among borrowers a reclaim
+  takes from the most distant first (outside all of the job's groups, then those sharing one
+  group with it, ...). A group's ``lending_limit`` bounds how much of its unused quota members
+  outside it may hold: the rest is held idle for its members like a reserve share's.
 * Nothing a team submits makes its job unreclaimable (docs/reclaim.md, *Jobs that cannot come
   back*). A job its backend cannot bring back as it was once stopped (``RunningJob.restartable``
   False: a Batch array job, a job others depend on) counts against its share's quota before the
@@ -94,6 +101,14 @@ class Share:
     borrow_limit_instances: Mapping[str, int] = field(default_factory=dict)
     # (GPU hours, "day" | "week" | "month"): the team's hard GPU-hour limit (reclaim.gpu_hours), if any
     gpu_hour_limit: tuple[int, str] | None = None
+    # The longest one of its jobs may run, in seconds, where the reclaim controller stops it then
+    # (reclaim.run_time): any job's (None: no limit), and by scheduling priority where it differs.
+    max_run_s: float | None = None
+    max_run_by_priority: Mapping[int, float] = field(default_factory=dict)
+
+    def max_run_of(self, priority: int) -> float | None:
+        """The run-time limit of one of its jobs of scheduling priority ``priority``; None: none."""
+        return self.max_run_by_priority.get(priority, self.max_run_s)
 
     def held_idle(self, instance_type: str, in_use: int) -> int:
         """Instances of the share's idle quota never lent: a reserve share's whole idle quota, a
@@ -116,12 +131,21 @@ class Share:
 
 @dataclass(frozen=True, kw_only=True)
 class ShareGroup:
-    """Shares that hold ``quota`` (per instance type) at most together, and are guaranteed it: a
-    team group of the governance model. A type without a quota does not bound the group."""
+    """A team group of the governance model, a node of the pool's group tree: its members (its
+    ``shares`` and its child groups' members) are guaranteed ``quota`` together (per instance
+    type); a type without a quota does not bound the group, and a group without a quota of a
+    type is skipped on it (its members belong to its nearest ancestor with one).
+    ``borrowing_limit``: instances beyond the quota its members together may hold at most (a type
+    not in it: no limit); None: the quota is also the group's ceiling on every type (a group of the
+    one-level model). ``lending_limit``: instances of its unused quota members outside it may hold
+    at most (a type not in it: all of it)."""
 
     name: str
     shares: tuple[str, ...]
     quota: Mapping[str, int]
+    parent: str | None = None
+    borrowing_limit: Mapping[str, int] | None = None
+    lending_limit: Mapping[str, int] = field(default_factory=dict)
 
 
 # The instance type of a running job its backend does not report (a single-node Batch job in a
@@ -394,20 +418,7 @@ def _state_problems(state: PoolState) -> list[str]:
                 f"shares.{share.name}.lending_limit: {share.lending_limit} - a percent 0-100, and only for a share that lends"
             )
     known = set(names)
-    grouped: set[str] = set()
-    for group in state.groups:
-        for name in group.shares:
-            if name not in known or name in grouped:
-                problems.append(
-                    f"groups.{group.name}.shares: {name!r} is not a share of the pool or is in another group"
-                )
-            grouped.add(name)
-        for instance_type, quota in group.quota.items():
-            members = sum(s.quota.get(instance_type, 0) for s in state.shares if s.name in group.shares)
-            if instance_type not in state.capacity or quota < members:
-                problems.append(
-                    f"groups.{group.name}.quota.{instance_type}: {quota} - a type of the pool, at least its shares' quotas ({members})"
-                )
+    problems += group_tree_problems(state.capacity, state.shares, state.groups)
     seen: set[str] = set()
     for kind, jobs, types in (
         ("running", state.running, {*state.capacity, ANY_TYPE}),
@@ -419,6 +430,89 @@ def _state_problems(state: PoolState) -> list[str]:
                 problems += _job_problems(f"{kind}.{job.job_id}", job, seen, known, types)
             seen.add(job.job_id)
     return problems
+
+
+def group_tree_problems(
+    capacity: Mapping[str, int], shares: Iterable[Share], groups: Iterable[ShareGroup]
+) -> list[str]:
+    """What is wrong with a pool's group tree (``path: what - allowed``; the policy reader and
+    ``PoolState`` ask): each share in at most one group, each parent a group of the pool and no
+    cycle, limits of the pool's types, and each quota at least what its children are guaranteed."""
+    problems = []
+    shares, groups = tuple(shares), tuple(groups)
+    known = {s.name for s in shares}
+    by_name = {g.name: g for g in groups}
+    if len(by_name) != len(groups):
+        problems.append(f"groups: duplicate group names in {sorted(g.name for g in groups)}")
+    grouped: set[str] = set()
+    for group in groups:
+        where = f"groups.{group.name}"
+        for name in group.shares:
+            if name not in known or name in grouped:
+                problems.append(f"{where}.shares: {name!r} is not a share of the pool or is in another group")
+            grouped.add(name)
+        if group.parent is not None and group.parent not in by_name:
+            problems.append(f"{where}.parent: {group.parent!r} - one of the pool's groups {sorted(by_name)}")
+        elif group.name in _ancestors(group.parent, by_name):
+            problems.append(f"{where}.parent: {group.parent!r} - a group that is not its own descendant (a cycle)")
+        for kind, limits in (("borrowing_limit", group.borrowing_limit or {}), ("lending_limit", group.lending_limit)):
+            for instance_type, limit in limits.items():
+                if instance_type not in capacity or limit < 0:
+                    problems.append(f"{where}.{kind}.{instance_type}: {limit} - instances >= 0 of a type of the pool")
+    if problems:  # the tree below is walked only when it is one
+        return problems
+    for instance_type in capacity:
+        tree = _GroupTree(groups, shares, instance_type)
+        for group, quota in tree.quota.items():
+            children = sum(s.quota.get(instance_type, 0) for s in shares if tree.parent_of(s.name) == group)
+            children += sum(tree.quota[g] for g in tree.quota if tree.parent.get(g) == group)
+            if quota < children:
+                problems.append(
+                    f"groups.{group}.quota.{instance_type}: {quota} - at least its shares' and child groups' quotas ({children})"
+                )
+    for group in groups:
+        for instance_type in group.quota:
+            if instance_type not in capacity:
+                problems.append(f"groups.{group.name}.quota.{instance_type}: not in the pool (has {sorted(capacity)})")
+    return problems
+
+
+def _ancestors(name: str | None, by_name: Mapping[str, ShareGroup]) -> list[str]:
+    """``name`` and its ancestors, nearest first; stops at a cycle or an unknown parent."""
+    chain: list[str] = []
+    while name is not None and name in by_name and name not in chain:
+        chain.append(name)
+        name = by_name[name].parent
+    return chain
+
+
+class _GroupTree:
+    """The pool's group tree on one instance type: the groups with a quota of it, each under its
+    nearest ancestor with one (``parent``), and each share under its nearest group with one."""
+
+    def __init__(self, groups: tuple[ShareGroup, ...], shares: tuple[Share, ...], instance_type: str) -> None:
+        by_name = {g.name: g for g in groups}
+        bounded = {g.name: g for g in groups if instance_type in g.quota}
+        self.quota = {name: g.quota[instance_type] for name, g in bounded.items()}
+        # quota + borrowing limit; None: no limit
+        self.cap: dict[str, int | None] = {}
+        self.lending_limit: dict[str, int | None] = {}
+        for name, g in bounded.items():
+            borrowing = 0 if g.borrowing_limit is None else g.borrowing_limit.get(instance_type)
+            self.cap[name] = None if borrowing is None else g.quota[instance_type] + borrowing
+            self.lending_limit[name] = g.lending_limit.get(instance_type)
+        self.parent = {name: self._nearest(by_name[name].parent, by_name, bounded) for name in bounded}
+        direct = {share: g.name for g in groups for share in g.shares}
+        # share -> its groups with a quota of the type, nearest first
+        self.chain = {s.name: tuple(g for g in _ancestors(direct.get(s.name), by_name) if g in bounded) for s in shares}
+
+    @staticmethod
+    def _nearest(name: str | None, by_name: Mapping[str, ShareGroup], bounded: Mapping[str, ShareGroup]) -> str | None:
+        return next((g for g in _ancestors(name, by_name) if g in bounded), None)
+
+    def parent_of(self, share: str) -> str | None:
+        chain = self.chain[share]
+        return chain[0] if chain else None
 
 
 def _job_problems(
@@ -540,12 +634,17 @@ def breached_shares(
     waited_before: float,
     usage: Mapping[tuple[str, str], int] | None = None,
     waiting_since: Callable[[PendingJob], float] = lambda job: job.submitted_at,
+    groups: Iterable[ShareGroup] = (),
+    borrows: Callable[[PendingJob], bool] = lambda job: True,
 ) -> set[str]:
     """The one definition of a broken guarantee (the simulator's breach count and kept share, the
     controller's ``GuaranteeBreachedHours``): shares with a guarantee job (``is_guarantee_job``)
     waiting since before ``waited_before`` (now less ``breach_tolerance``) while another share
-    runs above its quota on the job's type - lent capacity not taken back in time. ``usage``:
-    the instances of ``running`` per (share, type), where the caller keeps it."""
+    runs above its quota on the job's type - lent capacity not taken back in time; in a group
+    tree also a job beyond its share's quota that a group's quota covers (``_TreeUse.guaranteed``)
+    waiting while a share outside that group borrows. ``usage``: the instances of ``running`` per
+    (share, type), where the caller keeps it; ``borrows``: whether a job may borrow now
+    (``may_borrow``, a group's guarantee being borrowing for its share)."""
     shares = tuple(shares)
     quotas = {(s.name, t): quota for s in shares for t, quota in s.quota.items()}
     if usage is None:
@@ -559,7 +658,53 @@ def breached_shares(
     waited = [job for job in pending if job.instance_type in borrowing and waiting_since(job) <= waited_before]
     if not waited:
         return set()
-    return {job.share for job in pending_guarantee_jobs(shares, running, waited)}
+    breached = {job.share for job in pending_guarantee_jobs(shares, running, waited)}
+    groups = tuple(groups)
+    trees: dict[str, _TreeUse] = {}  # per instance type, built once
+    for job in waited:
+        if groups and job.share not in breached and borrows(job):
+            t = job.instance_type
+            tree = trees.get(t) or trees.setdefault(t, _TreeUse(groups, shares, usage, t))
+            if tree.guaranteed(job):
+                breached.add(job.share)
+    return breached
+
+
+class _TreeUse:
+    """The group tree on one instance type with what each share and group holds of it now (the
+    breach count's view of ``_TypePlanner.guaranteed_by``)."""
+
+    def __init__(
+        self, groups: tuple[ShareGroup, ...], shares: tuple[Share, ...], usage: Mapping[tuple[str, str], int], t: str
+    ) -> None:
+        self.tree, self.shares = _GroupTree(groups, shares, t), {s.name: s for s in shares}
+        self.in_use = {s.name: usage.get((s.name, t), 0) + usage.get((s.name, ANY_TYPE), 0) for s in shares}
+        self.group_use = dict.fromkeys(self.tree.quota, 0)
+        for name, chain in self.tree.chain.items():
+            for group in chain:
+                self.group_use[group] += self.in_use[name]
+
+    def guaranteed(self, job: PendingJob) -> bool:
+        """Whether a group's quota covers ``job`` (the nearest with room, within its share's
+        ceiling and every nearer group's) while a share outside that group runs above its quota,
+        not kept by a group of its own within its quota."""
+        tree, share, used = self.tree, self.shares[job.share], self.in_use[job.share]
+        # the ceiling with the pool's size left out: only a share that may borrow this much passes
+        if share.paused or used + job.count > share.ceiling(job.instance_type, used + job.count):
+            return False
+        mine = tree.chain[job.share]
+        for group in mine:
+            if self.group_use[group] + job.count <= tree.quota[group]:
+                return any(
+                    self.in_use[other.name] > other.quota.get(job.instance_type, 0)
+                    and group not in tree.chain[other.name]
+                    and not any(self.group_use[g] <= tree.quota[g] for g in tree.chain[other.name] if g not in mine)
+                    for other in self.shares.values()
+                )
+            cap = tree.cap[group]
+            if cap is not None and self.group_use[group] + job.count > cap:
+                return False
+        return False
 
 
 def asking_shares(
@@ -711,12 +856,20 @@ class _TypePlanner:
                 if job.instance_type == ANY_TYPE:
                     self.unplaced[job.share][job.job_id] = job
         self.used = sum(self.usage.values())
-        # Groups with a quota of this type: share -> group, and each group's quota and use.
-        bounded = [g for g in self.state.groups if t in g.quota]
-        self.group_of = {name: g.name for g in bounded for name in g.shares}
-        self.group_quota = {g.name: g.quota[t] for g in bounded}
-        self.group_usage = {g.name: sum(self.usage[name] for name in g.shares) for g in bounded}
-        self.reserved_idle = sum(self.reserved_idle_of(name) for name in self.shares)
+        # The group tree on this type: each share's groups (nearest first), each group's quota and use.
+        self.tree = _GroupTree(self.state.groups, self.state.shares, t)
+        self.chain = self.tree.chain
+        self.group_usage = dict.fromkeys(self.tree.quota, 0)
+        for name, groups in self.chain.items():
+            for group in groups:
+                self.group_usage[group] += self.usage[name]
+        # Idle quota never lent outside a node: a share's (``held_idle``), a group's (its children's,
+        # or more under a lending limit); ``reserved_idle`` sums the top level's (outside every group).
+        self.held_by_children = dict.fromkeys(self.tree.quota, 0)
+        self.group_held = dict.fromkeys(self.tree.quota, 0)
+        self.reserved_idle = 0
+        for name in self.shares:
+            self._hold(name, self.reserved_idle_of(name))
         self.held = 0  # free capacity held for guaranteed jobs that could not start yet
         self._started_now: dict[str, PendingJob] = {}
         self._victims: dict[str, tuple[RunningJob, str]] = {}  # preempted this tick: job and kind
@@ -737,7 +890,23 @@ class _TypePlanner:
         return self.state.past_usage.get(share, 0.0) / self.shares[share].fair_share_weight
 
     def free_for(self, share: str) -> int:
-        return self.capacity - self.used - self.reserved_idle + self.reserved_idle_of(share)
+        """Free capacity ``share`` may use: not the idle quota held by a node it is not in."""
+        blocked = self.reserved_idle
+        held = self.reserved_idle_of(share)  # what the node on the share's path holds, level by level
+        for group in self.chain[share]:
+            blocked += self.held_by_children[group] - held
+            held = self.group_held[group]
+        return self.capacity - self.used - blocked + held
+
+    def _hold(self, share: str, delta: int) -> None:
+        """Carry a change of ``share``'s held idle quota (and of its groups' use) up its groups."""
+        for group in self.chain[share]:
+            self.held_by_children[group] += delta
+            limit = self.tree.lending_limit[group]
+            own = 0 if limit is None else self.tree.quota[group] - limit - self.group_usage[group]
+            held = max(self.held_by_children[group], own)
+            delta, self.group_held[group] = held - self.group_held[group], held
+        self.reserved_idle += delta
 
     def within_guarantee(self, job: PendingJob) -> bool:
         share = job.share
@@ -756,9 +925,9 @@ class _TypePlanner:
     def _change_usage(self, share: str, delta: int) -> None:
         before = self.reserved_idle_of(share)
         self.usage[share] += delta
-        if share in self.group_of:
-            self.group_usage[self.group_of[share]] += delta
-        self.reserved_idle += self.reserved_idle_of(share) - before
+        for group in self.chain[share]:
+            self.group_usage[group] += delta
+        self._hold(share, self.reserved_idle_of(share) - before)
         self.used += delta
         self._borrowed_sets.pop(share, None)
         self._preemptible.pop(share, None)
@@ -787,31 +956,48 @@ class _TypePlanner:
             self._borrowed_sets[share] = tuple(chosen)
         return self._borrowed_sets[share]
 
-    def beyond_group(self, share: str, count: int) -> int:
-        """Instances by which ``count`` more of ``share`` would take its group past the group's
-        quota; 0 or less when it fits or the share is in no group."""
-        group = self.group_of.get(share)
-        return 0 if group is None else self.group_usage[group] + count - self.group_quota[group]
+    def beyond_groups(self, share: str, count: int, *, guaranteed_from: str | None = None) -> dict[str, int]:
+        """Instances by which ``count`` more of ``share`` would take each of its groups past its
+        ceiling (quota + borrowing limit; a group without one is left out), or, from the group
+        ``guaranteed_from`` up (the share itself when ``guaranteed_from`` is the share), past its
+        quota: a reclaim serves a guarantee, so above the level that guarantees the job no group
+        may be left borrowing. 0 or less where it fits."""
+        beyond = {}
+        guarantee = guaranteed_from == share
+        for group in self.chain[share]:
+            guarantee = guarantee or group == guaranteed_from
+            cap = self.tree.quota[group] if guarantee else self.tree.cap[group]
+            if cap is not None:
+                beyond[group] = self.group_usage[group] + count - cap
+        return beyond
 
-    def within_group_guarantee(self, job: PendingJob) -> bool:
-        """A job beyond its share's quota that the group's quota still covers, and that the share
-        may borrow: the group's headroom is guaranteed to the group."""
+    def guaranteed_by(self, job: PendingJob) -> str | None:
+        """The nearest group whose quota still covers a job beyond its share's quota, where the
+        share may borrow and every group below it has room under its ceiling: the group's quota is
+        guaranteed to its members. None: no group does."""
         share = job.share
-        return (
-            share in self.group_of
-            and self.beyond_group(share, job.count) <= 0
-            and self.usage[share] + job.count <= self.ceiling[share]
-            and may_borrow(job, self.state.now, self.settings)
-        )
+        if self.usage[share] + job.count > self.ceiling[share] or not may_borrow(job, self.state.now, self.settings):
+            return None
+        for group in self.chain[share]:
+            if self.group_usage[group] + job.count <= self.tree.quota[group]:
+                return group
+            cap = self.tree.cap[group]
+            if cap is not None and self.group_usage[group] + job.count > cap:
+                return None
+        return None
 
     def group_keeps(self, other: str, share: str) -> bool:
-        """``other``'s borrowed jobs are within its group's guarantee against ``share`` (outside it)."""
-        group = self.group_of.get(other)
-        return (
-            group is not None
-            and group != self.group_of.get(share)
-            and self.group_usage[group] <= self.group_quota[group]
+        """``other``'s borrowed jobs are within the guarantee of one of its groups that ``share``
+        is outside of (a group within its quota is not reclaimed from by a share outside it)."""
+        mine = self.chain[share]
+        return any(
+            group not in mine and self.group_usage[group] <= self.tree.quota[group] for group in self.chain[other]
         )
+
+    def kinship(self, other: str, share: str) -> int:
+        """How many groups ``other`` shares with ``share``: a reclaim takes from the most distant first."""
+        mine = self.chain[share]
+        return sum(1 for group in self.chain[other] if group in mine)
 
     def protected(self, job: RunningJob) -> bool:
         """Preempted by the controller before and not yet run ``min_run_time_s`` again."""
@@ -834,7 +1020,7 @@ class _TypePlanner:
         # borrowed jobs: then the set-aside jobs are planned once more, before the group's are
         # (the borrowing phase reclaims nothing, so within a group's quota it could not start).
         group_covered = self._guarantee_phase(queue, rest, defer_group_covered=True)
-        if self.preemptions and self.group_quota and any(rest.values()):
+        if self.preemptions and self.tree.quota and any(rest.values()):
             set_aside = sorted((entry for entries in rest.values() for entry in entries), key=itemgetter(0))
             rest.clear()
             group_covered = sorted(
@@ -865,13 +1051,13 @@ class _TypePlanner:
             if self.shares[job.share].paused:
                 continue  # a paused team starts nothing, not even a victim requeued this tick
             if not self.within_guarantee(job):
-                covered_by_group = self.within_group_guarantee(job)
-                if covered_by_group and defer_group_covered:
+                covered_by = self.guaranteed_by(job)
+                if covered_by is not None and defer_group_covered:
                     deferred.append(entry)
                     continue
                 victims = (
-                    self.admit(job, self.free_for(job.share), reclaim=True, group_guarantee=True)
-                    if covered_by_group
+                    self.admit(job, self.free_for(job.share), reclaim=True, guaranteed_by=covered_by)
+                    if covered_by is not None
                     else None
                 )
                 if victims is None:
@@ -900,7 +1086,9 @@ class _TypePlanner:
         def key(share: str) -> tuple:
             borrowed = max(0, self.usage[share] - self.quota[share])
             weight = self.shares[share].fair_share_weight
-            return (self.beyond_group(share, 0) >= 0, self.past_usage(share), borrowed / weight, share)
+            # shares of a group with idle quota first: they borrow it before the rest
+            idle_group = any(self.group_usage[g] < self.tree.quota[g] for g in self.chain[share])
+            return (not idle_group, self.past_usage(share), borrowed / weight, share)
 
         turns = [(key(name), name) for name in rest]
         heapq.heapify(turns)
@@ -919,11 +1107,11 @@ class _TypePlanner:
                 heapq.heappush(turns, (key(name), name))
 
     def admit(
-        self, job: PendingJob, available: int, *, reclaim: bool, group_guarantee: bool = False
+        self, job: PendingJob, available: int, *, reclaim: bool, guaranteed_by: str | None = None
     ) -> list[PendingJob] | None:
         """Start ``job`` on ``available`` free capacity, preempting if needed and allowed.
         Returns the requeued victims, or None when the job cannot start this tick.
-        ``group_guarantee``: the job is within its group's guarantee only (``within_group_guarantee``)."""
+        ``guaranteed_by``: the job is within that group's guarantee only (``guaranteed_by``)."""
         share = job.share
         # A job that may not borrow (backed off, or no short declared run time) is held to its
         # share's quota: it still starts, or preempts in-share, inside its own guarantee.
@@ -934,10 +1122,10 @@ class _TypePlanner:
         )
         need_capacity = job.count - available
         need_own = self.usage[share] + job.count - ceiling
-        need_group = self.beyond_group(share, job.count)
+        need_group = self.beyond_groups(share, job.count)
         if not reclaim:
-            need_own = max(need_own, need_group)  # only its own jobs can make room in its group
-        if need_capacity <= 0 and need_own <= 0 and need_group <= 0:
+            need_own = max([need_own, *need_group.values()])  # only its own jobs can make room in its groups
+        if need_capacity <= 0 and need_own <= 0 and all(n <= 0 for n in need_group.values()):
             self._start(job)
             return []
         self._why_not = NO_VICTIM
@@ -950,8 +1138,10 @@ class _TypePlanner:
             return None
         self.budget.searches += 1
         beyond_quota = self.usage[share] + job.count - self.quota[share]
+        if reclaim:  # a reclaim leaves no group borrowing from the level that guarantees the job up
+            need_group = self.beyond_groups(share, job.count, guaranteed_from=guaranteed_by or share)
         victims = None
-        if reclaim and beyond_quota > 0 and not group_guarantee:
+        if reclaim and beyond_quota > 0 and guaranteed_by is None:
             # A guarantee job that fits its quota only once its share's lower-priority jobs are set
             # aside. A share already at or above its quota is owed nothing: those jobs alone make
             # room, even if the share then still borrows (Kueue preempts only inside a
@@ -959,11 +1149,11 @@ class _TypePlanner:
             # queue is exhausted ..."). Otherwise, and when they cannot, a reclaim may help, and
             # then the job must land inside its quota: capacity is reclaimed only for a guarantee.
             if self.usage[share] >= self.quota[share]:
-                victims = self._choose_victims(job, need_capacity, max(need_own, need_group), reclaim=False)
+                victims = self._choose_victims(job, need_capacity, max([need_own, *need_group.values()]), reclaim=False)
             need_own = max(need_own, beyond_quota)
         if victims is None:
             victims = self._choose_victims(
-                job, need_capacity, need_own, reclaim, need_group=need_group, outside_only=group_guarantee
+                job, need_capacity, need_own, reclaim, need_group=need_group, outside=guaranteed_by
             )
         if victims is None:
             return None
@@ -980,24 +1170,25 @@ class _TypePlanner:
         need_own: int,
         reclaim: bool,
         *,
-        need_group: int = 0,
-        outside_only: bool = False,
+        need_group: Mapping[str, int] | None = None,
+        outside: str | None = None,
     ) -> list[tuple[RunningJob, str]] | None:
-        """``need_group``: instances the victims must free inside the job's group (its quota is
-        reached); ``outside_only``: reclaim from no sibling (a job within its group's guarantee only)."""
+        """``need_group``: instances the victims must free inside each of the job's groups (past
+        its ceiling, or its quota for a reclaim, ``beyond_groups``); ``outside``: reclaim from no
+        member of this group (a job within that group's guarantee only)."""
         candidates: list[tuple[tuple, RunningJob, str]] = []
         protected = False  # a victim left out as protected: the anti-thrash reason if none is found
-        group = self.group_of.get(job.share)
+        need_group = {g: n for g, n in (need_group or {}).items() if n > 0}
         if reclaim:
             for other in self.shares:
-                sibling = group is not None and self.group_of.get(other) == group
                 unplaced = self.unplaced[other]
                 if (
                     other == job.share
-                    or (sibling and outside_only)
+                    or outside in self.chain[other]
                     or (self.usage[other] <= self.quota[other] and not unplaced)
                 ):
                     continue
+                kin = self.kinship(other, job.share)
                 # jobs of ANY_TYPE first, whatever their share's (or group's) guarantee: theirs cannot be established
                 borrowed = [*unplaced.values()]
                 if not self.group_keeps(other, job.share):
@@ -1005,9 +1196,9 @@ class _TypePlanner:
                 for v in borrowed:
                     if self.protected(v):
                         protected = True
-                    else:  # borrowers outside the group before siblings
+                    else:  # borrowers outside the job's groups before its relatives, the nearest last
                         placed = v.instance_type != ANY_TYPE
-                        order = (placed, sibling, -self.past_usage(other), *reclaim_order(v, self.state.now))
+                        order = (placed, kin, -self.past_usage(other), *reclaim_order(v, self.state.now))
                         candidates.append((order, v, RECLAIM))
         if self.shares[job.share].in_share_preemption:
             for v in self.jobs[job.share].values():
@@ -1027,31 +1218,39 @@ class _TypePlanner:
         candidates.sort(key=lambda c: c[0])
         room = self.settings.max_preemptions_per_tick - self.budget.preemptions
         chosen: list[tuple[RunningJob, str]] = []
-        freed = freed_own = freed_group = 0
+        freed = freed_own = 0
+        freed_group = dict.fromkeys(need_group, 0)
 
-        def in_group(victim: RunningJob) -> int:
-            return victim.count if group is not None and self.group_of.get(victim.share) == group else 0
+        def short(capacity: int, own: int, victim: RunningJob | None = None) -> bool:
+            """Whether freeing ``capacity`` (``own`` of it the job's share's), and in its groups what
+            the chosen victims free there less ``victim``'s, is not enough."""
+            less = self.chain[victim.share] if victim is not None else ()
+            return (
+                capacity < need_capacity
+                or own < need_own
+                or any(freed_group[g] - (victim.count if g in less else 0) < n for g, n in need_group.items())
+            )
 
         for _, victim, kind in candidates:
-            if freed >= need_capacity and freed_own >= need_own and freed_group >= need_group:
+            if not short(freed, freed_own):
                 break
             chosen.append((victim, kind))
             freed += victim.count
             freed_own += victim.count if kind == IN_SHARE else 0
-            freed_group += in_group(victim)
-        if freed < need_capacity or freed_own < need_own or freed_group < need_group:
+            for g in self.chain[victim.share]:
+                if g in freed_group:
+                    freed_group[g] += victim.count
+        if short(freed, freed_own):
             return None
         for victim, kind in reversed(list(chosen)):  # drop every victim the start does not need
             own = victim.count if kind == IN_SHARE else 0
-            if (
-                freed - victim.count >= need_capacity
-                and freed_own - own >= need_own
-                and freed_group - in_group(victim) >= need_group
-            ):
+            if not short(freed - victim.count, freed_own - own, victim):
                 chosen.remove((victim, kind))
                 freed -= victim.count
                 freed_own -= own
-                freed_group -= in_group(victim)
+                for g in self.chain[victim.share]:
+                    if g in freed_group:
+                        freed_group[g] -= victim.count
         if len(chosen) > room:
             self.budget.capped = True
             self._why_not = PREEMPTION_CAP

@@ -11,7 +11,7 @@ GrpTRES is the team's borrow limit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Partition spanning every lent node; borrowing jobs run here and nowhere else.
 BORROW_PARTITION = "borrow"
@@ -19,6 +19,9 @@ BORROW_PARTITION = "borrow"
 # apply script; anything else in the database is left alone.
 MANAGED_MARKER = "gpu-governance"
 BORROW_TIER = "borrow"
+# Metadata of a field added after plans were deployed: left out of the plan's digest while at its
+# default, so a plan that does not use it keeps the digest (and the script) it had.
+SINCE_TREES = {"digest_omits_default": True}
 
 
 def class_qos_name(team: str, priority_class: str) -> str:
@@ -70,13 +73,15 @@ class SlurmAccount:
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmGroupAccount:
-    """A group of teams: an account under the organisation's, parent of its teams' accounts.
-    ``grp_gpus`` (GrpTRES=gres/gpu) caps the GPUs its teams' jobs hold together: Slurm counts a
-    child's jobs against every ancestor's Grp limits (https://slurm.schedmd.com/resource_limits.html)."""
+    """A group of teams and groups: an account under its parent group's (None: the organisation's),
+    parent of its members' accounts. ``grp_gpus`` (GrpTRES=gres/gpu) caps the GPUs its members'
+    jobs hold together: Slurm counts a child's jobs against every ancestor's Grp limits
+    (https://slurm.schedmd.com/resource_limits.html), so each level of the tree holds its own cap."""
 
     name: str
     fairshare: int
     grp_gpus: int
+    parent: str | None = field(default=None, metadata=SINCE_TREES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,7 +155,7 @@ class SlurmPlan:
             | {f"account {u.account}" for u in self.users if u.account not in accounts}
             | {
                 f"account {a.parent}"
-                for a in self.accounts
+                for a in (*self.accounts, *self.group_accounts)
                 if a.parent is not None and a.parent not in {g.name for g in self.group_accounts}
             }
             | {f"account {n}" for p in self.partitions for n in p.allow_accounts if n not in accounts}

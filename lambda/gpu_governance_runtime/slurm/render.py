@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import fields, is_dataclass
 from graphlib import TopologicalSorter
 from importlib import resources
 from shlex import quote
+from typing import Any
 
 from .plan import BORROW_PARTITION, MANAGED_MARKER, SlurmAccount, SlurmPlan, SlurmQos
 
@@ -49,8 +50,22 @@ def decay_half_life_settings(half_life: str) -> tuple[tuple[str, str], ...]:
 
 def plan_digest(plan: SlurmPlan) -> str:
     """Short, stable fingerprint of a plan: names the policy version in logs and fragments."""
-    canonical = json.dumps(asdict(plan), sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(_digested(plan), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _digested(value: Any) -> Any:
+    """``value`` as plain data, as ``dataclasses.asdict`` gives it, without the fields marked
+    ``digest_omits_default`` that hold their default."""
+    if is_dataclass(value):
+        return {
+            f.name: _digested(getattr(value, f.name))
+            for f in fields(value)
+            if not (f.metadata.get("digest_omits_default") and getattr(value, f.name) == f.default)
+        }
+    if isinstance(value, (tuple, list)):
+        return [_digested(v) for v in value]
+    return value
 
 
 def _csv(names: tuple[str, ...] | list[str]) -> str:
@@ -135,9 +150,9 @@ def render_apply_script(plan: SlurmPlan) -> str:
     ]
     lines += [_call("gg_qos_preempts", q.name, _csv(q.preempts)) for q in _preempt_order(plan.qos)]
     lines.append(_call("gg_account", plan.organisation, "root", 1))
-    for group in plan.group_accounts:  # parents before the teams under them
+    for group in plan.group_accounts:  # parents before the groups and teams under them
         lines += [
-            _call("gg_account", group.name, plan.organisation, group.fairshare),
+            _call("gg_account", group.name, group.parent or plan.organisation, group.fairshare),
             _call("gg_account_gpus", group.name, group.grp_gpus),
         ]
     lines += [
