@@ -14,7 +14,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, get_args
 
-from .capacity.planner import Market, Mode, Window
+from .capacity.kinds import KINDS
+from .capacity.window import Mode, Window
 from .contract import (
     BACKENDS,
     CONSUMER_FIELDS,
@@ -348,7 +349,7 @@ class _Reader:
             ),
             "cost_centre": lambda v, p: v is None or self.expect(v, str, p, "a string or null"),
             "instance_type": lambda v, p: self.expect(v, str, p, "an instance type"),
-            "market": lambda v, p: self.one_of(v, p, get_args(Market)),
+            "market": lambda v, p: self.one_of(v, p, tuple(KINDS)),
             "mode": lambda v, p: self.one_of(v, p, get_args(Mode)),
             "budget_period": lambda v, p: self.one_of(v, p, ("week", "month")),
             "fallback": lambda v, p: self.one_of(v, p, ("on_demand", "none")),

@@ -10,8 +10,10 @@ import pytest
 from botocore.stub import ANY
 from moto import mock_aws
 
-from gpu_governance_runtime.capacity import controller, market
-from gpu_governance_runtime.capacity.aws import block_offering as read_block_offering, training_plan_offering
+from gpu_governance_runtime.capacity import controller
+from gpu_governance_runtime.capacity.kinds import capacity_block
+from gpu_governance_runtime.capacity.kinds.capacity_block import block_offering as read_block_offering
+from gpu_governance_runtime.capacity.kinds.training_plan import training_plan_offering
 from gpu_governance_runtime.capacity.planner import Offering, plan
 
 from .builders import NOW, at, block, window
@@ -97,7 +99,7 @@ def test_a_block_lasts_within_a_day_of_a_duration_one_may_search_for(length, sou
     end = at(20)
     start = end - length
     hours, rest = divmod(length, timedelta(hours=1))
-    problem = market.block_offering_problem(
+    problem = capacity_block.block_offering_problem(
         start=start,
         end=end,
         duration_hours=hours,
@@ -109,7 +111,7 @@ def test_a_block_lasts_within_a_day_of_a_duration_one_may_search_for(length, sou
 
 
 def test_minutes_outside_an_hour_are_refused():
-    problem = market.block_offering_problem(
+    problem = capacity_block.block_offering_problem(
         start=at(10, 4, 0), end=at(10), duration_hours=6, duration_minutes=90, count=4, now=NOW
     )
     assert problem.startswith("duration 6 h 90 min is not within a day")

@@ -9,7 +9,8 @@ from decimal import Decimal
 import boto3
 from botocore.stub import Stubber
 
-from gpu_governance_runtime.capacity.aws import CapacityMarket, block_offering
+from gpu_governance_runtime.capacity.aws import CapacityMarket
+from gpu_governance_runtime.capacity.kinds.capacity_block import block_offering
 from gpu_governance_runtime.capacity.planner import plan
 
 from .builders import NOW, at, block, reservation, window

@@ -22,7 +22,7 @@ LAYERS = {
     "contract": ("contract.py", "__init__.py"),
     # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, the
     # Slurm plan and its head-node commands, request shapes, HyperPod groups, usage records, the
-    # cold-start API check, the Capacity Block market's published rules, the GPU-hour limit calendar,
+    # cold-start API check, the capacity market's shared rules, what it sells and holds (offers), the GPU-hour limit calendar,
     # finding a team's quota share or compute quota
     "common": (
         "common/__init__.py",
@@ -43,6 +43,7 @@ LAYERS = {
         "quotas.py",
         "capacity/__init__.py",
         "capacity/market.py",
+        "capacity/offers.py",
         "reclaim/__init__.py",
         "guard/__init__.py",
     ),
@@ -50,6 +51,7 @@ LAYERS = {
     "planners": (
         "reclaim/planner.py",
         "capacity/planner.py",
+        "capacity/window.py",
         "capacity/grid.py",
         "guard/checks.py",
         "guard/members.py",
@@ -72,6 +74,7 @@ LAYERS = {
         "capacity/block_jobs.py",
         "capacity/chargeback.py",
         "capacity/consumers.py",
+        "capacity/consumer_steps.py",
         "capacity/controller.py",
         "capacity/delivery.py",
         "capacity/fill.py",
@@ -91,6 +94,12 @@ BACKEND_LAYER = "adapters"
 RANK = {module: LAYER_NAMES.index(layer) for layer, modules in LAYERS.items() for module in modules}
 for _path in (RUNTIME / "backends").rglob("*.py"):
     RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(BACKEND_LAYER))
+# Every module of capacity/kinds/: each kind's market rules and its search, purchase and description, made through
+# the clients of the CapacityMarket it is handed (it holds none), below the planner that asks its rules. A new kind's
+# module needs no line here.
+KIND_LAYER = "common"
+for _path in (RUNTIME / "capacity" / "kinds").rglob("*.py"):
+    RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(KIND_LAYER))
 # The controllers' packages. Capacity and reclaim are siblings; the guard records its actions in
 # the reclaim controller's ledger table (the same ``Ledger`` and states), so it may use that.
 CONTROLLERS = ("capacity", "reclaim", "guard")

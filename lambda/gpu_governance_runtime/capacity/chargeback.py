@@ -42,9 +42,9 @@ from ..contract import (
     TAG_TEAM,
     TAG_WINDOW,
 )
-from .aws import _all, _tags
 from .ledger import Intent
-from .planner import Reservation, Window
+from .offers import Reservation, all_items, tags_of
+from .window import Window
 
 # The Team of a fee or a block whose window is no longer declared and that names no team (or the
 # Window of a block without its window tag): the figure is still published (the money was spent),
@@ -87,7 +87,7 @@ class Held:
 
 def read_blocks(ec2: Any, controller_id: str, windows: Mapping[str, Window]) -> list[Held]:
     """Every active Capacity Block this controller bought: in use = total - available."""
-    items = _all(
+    items = all_items(
         ec2,
         "describe_capacity_reservations",
         "CapacityReservations",
@@ -95,7 +95,7 @@ def read_blocks(ec2: Any, controller_id: str, windows: Mapping[str, Window]) -> 
     )
     held = []
     for item in items:
-        tags = _tags(item.get("Tags", []))
+        tags = tags_of(item.get("Tags", []))
         window = tags.get(TAG_WINDOW, "")
         total = item["TotalInstanceCount"]
         held.append(

@@ -30,7 +30,9 @@ from ..common import log as logs
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
-from .planner import Declined, Plan, Purchase, Reservation, Window, plan
+from .offers import Reservation
+from .planner import Declined, Plan, Purchase, plan
+from .window import Window
 
 # DescribeCapacityReservations is eventually consistent
 # (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an attempt with no
@@ -200,7 +202,7 @@ def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservati
     return owned + [
         replace(_as_reservation(i), id=i.reservation_id, state="scheduled")
         for i in ledger.intents("purchased")
-        if i.reservation_id and i.reservation_id not in listed and i.offering.kind in ("block", "training_plan")
+        if i.reservation_id and i.reservation_id not in listed and not i.offering.extends
     ]
 
 

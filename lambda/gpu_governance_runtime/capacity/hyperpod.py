@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from ..hyperpod_cluster import MissingInstanceGroup, described_groups, group_specification  # noqa: F401 (the handler catches it here)
 from .ledger import Ledger
-from .planner import Reservation
+from .offers import Reservation
 
 
 def desired_plan(

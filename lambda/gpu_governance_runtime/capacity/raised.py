@@ -31,7 +31,8 @@ from botocore.exceptions import ClientError
 
 from . import shares
 from .delivery import put_if_changed
-from .planner import Reservation, Window
+from .offers import Reservation
+from .window import Window
 
 
 def applied(

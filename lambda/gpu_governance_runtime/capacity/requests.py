@@ -45,7 +45,8 @@ from typing import Any
 from ..contract import ALARM_STATE
 from . import market
 from .ledger import OPEN_STATUSES, Ledger
-from .planner import HOUR, Reservation, Window
+from .offers import HOUR, Reservation
+from .window import Window
 
 ACTION_PREFIX = "request#"
 MAX_HOURS = 182 * 24

@@ -34,7 +34,8 @@ from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAI
 from ..quotas import MissingQuota, describe_team_compute_quota, quota_share_arn
 from . import market
 from .ledger import Ledger
-from .planner import Reservation, Window
+from .offers import Reservation
+from .window import Window
 
 # Lowered when EC2/SageMaker warn of the end: work above the declared quota becomes preemptible
 # before the capacity goes away. Batch stops such a job only for another share's RUNNABLE job, never
