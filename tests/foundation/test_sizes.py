@@ -28,14 +28,12 @@ TO_SPLIT = {
     # modules
     "lambda/gpu_governance_runtime/reclaim/planner.py": "other work extends it now; _TypePlanner apart",
     "lambda/gpu_governance_runtime/reclaim/adapters.py": "each backend's adapter into its runtime backend module",
-    "constructs_lib/simulator/engine.py": "_replay's event handling apart from its loop",
     "constructs_lib/controllers/capacity.py": "the role's policy apart from the construct",
     "lambda/gpu_governance_runtime/capacity/handler.py": "block events and rotation apart from the run",
     "lambda/gpu_governance_runtime/capacity/planner.py": "Window and the offerings' cover apart",
     "lambda/gpu_governance_runtime/reclaim/handler.py": "settings and metrics apart from the tick",
     # functions
     "constructs_lib/controllers/capacity.py:CapacityController._grant_capacity": "one statement group per service",
-    "constructs_lib/simulator/engine.py:_replay": "one function per event kind",
     "lambda/gpu_governance_runtime/capacity/handler.py:process": "reading, planning and buying apart",
     "constructs_lib/controllers/capacity.py:CapacityController.__init__": "function, ledger, triggers apart",
     "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
