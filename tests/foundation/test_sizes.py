@@ -28,15 +28,10 @@ TO_SPLIT = {
     # modules
     "lambda/gpu_governance_runtime/reclaim/planner.py": "other work extends it now; _TypePlanner apart",
     "lambda/gpu_governance_runtime/reclaim/adapters.py": "each backend's adapter into its runtime backend module",
-    "constructs_lib/simulator/engine.py": "_replay's event handling apart from its loop",
-    "constructs_lib/backends/hyperpod_slurm/plan.py": "the pool's checks apart from the plan",
     "lambda/gpu_governance_runtime/reclaim/handler.py": "settings and metrics apart from the tick",
     # functions
-    "constructs_lib/simulator/engine.py:_replay": "one function per event kind",
-    "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
     "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
     "lambda/gpu_governance_runtime/reclaim/handler.py:handler": "settings apart from the call",
-    "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
     "lambda/gpu_governance_runtime/reclaim/planner.py:_TypePlanner._choose_victims": "other work extends the planner",
 }
 
