@@ -23,12 +23,21 @@ from constructs_lib.cli.config import add_config_arguments, model_from
 from constructs_lib.core.errors import GovernanceError, Problem
 
 LEDGER_TABLE_VARIABLE = "GPU_GOVERNANCE_CAPACITY_TABLE"
-OFFERING_LISTS = (
-    "CapacityBlockOfferings",
-    "CapacityBlockExtensionOfferings",
-    "TrainingPlanOfferings",
-    "CapacityReservations",
-)
+RESERVATION_LIST = "CapacityReservations"  # `aws ec2 describe-capacity-reservations`
+
+
+def _listings() -> tuple[str, ...]:
+    """The AWS CLI listings ``--offerings`` reads: each kind's offerings and extension offerings, then reservations."""
+    from gpu_governance_runtime.planners.kinds import KINDS
+
+    return (
+        *(
+            key
+            for kind in KINDS.values()
+            for key in (*kind.offering_lists, *([kind.extension_listing.key] if kind.extension_listing else []))
+        ),
+        RESERVATION_LIST,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,7 +122,7 @@ def _plan(args: argparse.Namespace) -> int:
         found_offerings, found_reservations, found_extensions = _read_market(path)
         offerings += found_offerings
         reservations += found_reservations
-        extensions += [(path, index, item) for index, item in found_extensions]
+        extensions += [(path, listing, index, item) for listing, index, item in found_extensions]
     offerings += _extensions_of(extensions, reservations)
     windows = list(
         parse_policy(compile_policy(model)).capacity_windows
@@ -269,7 +278,8 @@ def _requests(args: argparse.Namespace) -> int:
 
 
 def _read_market(path: str):
-    from gpu_governance_runtime.capacity.aws import _when, block_offering, reservation_from_api, training_plan_offering
+    from gpu_governance_runtime.planners.kinds import KINDS
+    from gpu_governance_runtime.planners.offers import reservation_from_api
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -281,21 +291,25 @@ def _read_market(path: str):
         raise GovernanceError.single(
             path, f"not valid JSON at line {error.lineno}, column {error.colno}", error.msg, "AWS CLI JSON output"
         ) from None
-    if not isinstance(data, dict) or not any(key in data for key in OFFERING_LISTS):
+    listings = _listings()
+    if not isinstance(data, dict) or not any(key in data for key in listings):
         raise GovernanceError.single(
             path,
             "no offerings or reservations found",
             type(data).__name__,
-            f"a mapping with one of {list(OFFERING_LISTS)}",
+            f"a mapping with one of {list(listings)}",
         )
+    extension_listings = [kind.extension_listing for kind in KINDS.values() if kind.extension_listing]
     parsers = {
-        "CapacityBlockOfferings": block_offering,
-        "TrainingPlanOfferings": training_plan_offering,
-        "CapacityReservations": reservation_from_api,
-        # Read whole here; which block each extends is known once every file's reservations are (_extensions_of).
-        "CapacityBlockExtensionOfferings": lambda item: (item, _when(item["CapacityBlockExtensionStartDate"])),
+        **{key: read for kind in KINDS.values() for key, read in kind.offering_lists.items()},
+        RESERVATION_LIST: reservation_from_api,
+        # Read whole here; which reservation each extends is known once every file's reservations are (_extensions_of).
+        **{
+            listing.key: (lambda item, listing=listing: (listing, item, listing.start(item)))
+            for listing in extension_listings
+        },
     }
-    parsed: dict[str, list] = {key: [] for key in OFFERING_LISTS}
+    parsed: dict[str, list] = {key: [] for key in listings}
     problems = []
     for key, parse in parsers.items():
         items = data.get(key, [])
@@ -324,21 +338,23 @@ def _read_market(path: str):
     if problems:
         raise GovernanceError(problems)
     return (
-        parsed["CapacityBlockOfferings"] + parsed["TrainingPlanOfferings"],
-        parsed["CapacityReservations"],
-        list(enumerate(item for item, _ in parsed["CapacityBlockExtensionOfferings"])),
+        [o for kind in KINDS.values() for key in kind.offering_lists for o in parsed[key]],
+        parsed[RESERVATION_LIST],
+        [
+            (listing, index, item)
+            for listing in extension_listings
+            for index, (_, item, _) in enumerate(parsed[listing.key])
+        ],
     )
 
 
 def _extensions_of(extensions, reservations):
-    """Extension offerings with the block each extends: DescribeCapacityBlockExtensionOfferings
+    """Extension offerings with the reservation each extends: their listing (``ExtensionListing``)
     does not name it, so it is the listed reservation of the same type, zone and count that ends
-    where the extension starts (an extension starts at its block's end)."""
-    from gpu_governance_runtime.capacity.aws import _when, extension_offering
-
+    where the extension starts (an extension starts at its reservation's end)."""
     offerings, problems = [], []
-    for path, index, item in extensions:
-        start = _when(item["CapacityBlockExtensionStartDate"])
+    for path, listing, index, item in extensions:
+        start = listing.start(item)
         extended = [
             r
             for r in reservations
@@ -350,20 +366,20 @@ def _extensions_of(extensions, reservations):
         if len(extended) != 1:
             problems.append(
                 Problem(
-                    path=f"{path}: CapacityBlockExtensionOfferings[{index}]",
+                    path=f"{path}: {listing.key}[{index}]",
                     wrong="extends no one listed block",
-                    value=item.get("CapacityBlockExtensionOfferingId"),
+                    value=item.get(listing.id_key),
                     allowed=f"exactly one reservation (--offerings from `aws ec2 describe-capacity-reservations`) of the same type, "
                     f"zone and count ending {start:%Y-%m-%d %H:%M} UTC; found {len(extended)}",
                 )
             )
             continue
         try:
-            offerings.append(extension_offering(item, extended[0].id))
+            offerings.append(listing.offering(item, extended[0].id))
         except (KeyError, TypeError, ValueError, InvalidOperation) as error:
             problems.append(
                 Problem(
-                    path=f"{path}: CapacityBlockExtensionOfferings[{index}]",
+                    path=f"{path}: {listing.key}[{index}]",
                     wrong=f"unreadable ({type(error).__name__}: {error})",
                     value=item,
                     allowed="an item as the AWS CLI prints it",

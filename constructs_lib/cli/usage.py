@@ -344,11 +344,12 @@ def block_lines(cloudwatch: Any, ledger: Any, bought: Iterable[Any], start: date
     at their end (the requeue's ledger records: the hours a job that does not checkpoint had run when the controller
     stopped it)."""
     from gpu_governance_runtime.capacity.requeue import OPEN_STATUSES
+    from gpu_governance_runtime.planners.kinds import kind_of_offering
 
-    bought = [i for i in bought if i.reservation_id and i.offering.kind in ("block", "extension")]
+    bought = [i for i in bought if i.reservation_id and kind_of_offering(i.offering).ec2_capacity_reservation]
     # Each block's window: the one that bought it (its extensions are bought for the window whose block they extend).
-    window_of = {i.reservation_id: i.window for i in bought if i.offering.kind == "extension"}
-    window_of |= {i.reservation_id: i.window for i in bought if i.offering.kind == "block"}
+    window_of = {i.reservation_id: i.window for i in bought if i.offering.extends}
+    window_of |= {i.reservation_id: i.window for i in bought if not i.offering.extends}
     paid: dict[str, float] = {}
     for i in bought:
         paid[i.reservation_id] = paid.get(i.reservation_id, 0.0) + i.offering.count * _overlap_hours(

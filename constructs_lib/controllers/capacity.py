@@ -29,15 +29,13 @@ from constructs import Construct
 
 from constructs_lib.backends import backend_of
 from constructs_lib.controllers.base import GovernanceController
-from constructs_lib.controllers.reclaim_policy import ssm_target_arn
-from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
+from constructs_lib.controllers.capacity_policy import grant_capacity, polls_team_spend
 from constructs_lib.core.chargeback import route_alarm, subscribe_alerts
 from constructs_lib.core.errors import GovernanceError, Problem
-from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.core.placement import team_scope
 from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel
-from constructs_lib.model.capacity import BatchComputeEnvironmentFeed, capacity_controller_id, raising_windows
+from constructs_lib.model.capacity import capacity_controller_id, raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.nag import declare_capacity_controller
 from gpu_governance_runtime.contract import (
@@ -48,9 +46,7 @@ from gpu_governance_runtime.contract import (
     CAPACITY_NAMESPACE,
     CAPACITY_REQUEST_DETAIL_TYPE,
     CONSUMER_BATCH_COMPUTE_ENVIRONMENT,
-    CONSUMER_EKS_NODE_GROUP,
     CONSUMER_HYPERPOD_INSTANCE_GROUP,
-    CONSUMER_SAGEMAKER_TRAINING_JOBS,
     ENV_BUDGET,
     ENV_CONTROLLER_ID,
     ENV_LEDGER_TABLE,
@@ -61,21 +57,59 @@ from gpu_governance_runtime.contract import (
     ENV_TEAM_SPEND,
     ENV_TICK_SECONDS,
     ENV_TOPIC_ARN,
-    PURCHASE_TAG_KEYS,
     STACK_EVENT_SOURCE,
     STACK_STATUS_CHANGE_DETAIL_TYPE,
     STACK_UPDATED_STATUSES,
-    TAG_MANAGED_BY,
-    TAG_REQUEUED_FROM,
     raised_guarantees_parameter,
-    team_training_plans_parameter,
 )
 from gpu_governance_runtime.planners.market import SCHEDULE_LIMIT
 
-TAG_KEYS = list(PURCHASE_TAG_KEYS)
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
 # An SSM Run Command target: an EC2 instance or a hybrid managed instance.
 SSM_TARGET = re.compile(r"(i-[0-9a-f]{8}|i-[0-9a-f]{17}|mi-[0-9a-f]{17})")
+
+
+# Alarms on what the function publishes, each above 0: (metric, statistic (None: the metric's default),
+# periods that must breach in a row, description).
+PUBLISHED_METRIC_ALARMS = (
+    ("WindowsUncovered", None, 1, "a capacity window cannot be covered (price cap, budget or no offering)"),
+    ("PurchaseFailures", "Sum", 1, "a capacity purchase failed"),
+    (
+        "ConsumerErrors",
+        "Sum",
+        1,
+        "a requeue or HyperPod instance-group update failed, the declared instance group is missing, or the day's read of "
+        "the teams' spend from Cost Explorer failed",
+    ),
+    (
+        "RunErrors",
+        "Sum",
+        1,
+        "a step of a capacity controller run failed (a window's offerings, an intent or a purchase); the other windows "
+        "were served and the next run retries: see the 'Capacity controller step failed' message or ERROR log line",
+    ),
+    (
+        "PurchasesFoundLate",
+        "Sum",
+        1,
+        "a capacity purchase settled as failed was listed after all: its fee is counted again and the occurrence may "
+        "have been bought twice; check the 'Capacity purchase found after it was settled as failed' message",
+    ),
+    # One deferral is caught up by the next run; deferrals two periods running mean runs keep
+    # running out of time and purchases are not being made.
+    (
+        "PurchasesDeferred",
+        "Sum",
+        2,
+        "capacity purchases were deferred for lack of invocation time in two periods running",
+    ),
+    (
+        "MissingApiOperations",
+        None,
+        1,
+        "the Lambda runtime's boto3 lacks operations the capacity controller calls; it refuses to start (see its ERROR log line)",
+    ),
+)
 
 
 def capacity_controller_role_name(organisation: str) -> str:
@@ -136,17 +170,27 @@ class CapacityController(GovernanceController):
             role_name=capacity_controller_role_name(model.organisation),
             role_description="The only role allowed to buy GPU capacity (Capacity Blocks, training plans)",
         )
-        windows = model.capacity_windows
         self.slurm_head_nodes = head_nodes
         # The raises it applies, published for the reclaim controller (capacity/raised.py); None when no window raises a quota.
         self.raised_guarantees = raised_guarantees_parameter(model.organisation) if raising_windows(model) else None
+        schedule = self._run_schedule(model, schedule)
+        declare_capacity_controller(self.role)
+        self._add_controller_function(model, schedule)
+        self.ledger.grant_read_write_data(self.role)
+        self.topic.grant_publish(self.role)
+        grant_capacity(self, model)
+        self._add_triggers(model, schedule)
+        subscribe_alerts(self.topic, model)
+        self._alarms(model)
+
+    def _run_schedule(self, model: GovernanceModel, schedule: Duration) -> Duration:
+        """``schedule``, shortened to ``market.SCHEDULE_LIMIT`` when the controller drains Slurm nodes or
+        requeues Batch jobs (the drain and requeue come with the runs); warns of fed Slurm pools with no head node."""
         limit = Duration.minutes(int(SCHEDULE_LIMIT.total_seconds() // 60))
-        feeds_batch = any(w.feeds.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT for w in windows)
-        if (
-            head_nodes or feeds_batch
-        ) and schedule.to_seconds() > limit.to_seconds():  # the drain and requeue come with the runs
+        feeds_batch = any(w.feeds.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT for w in model.capacity_windows)
+        if (self.slurm_head_nodes or feeds_batch) and schedule.to_seconds() > limit.to_seconds():
             schedule = limit
-        unreached = [pool for pool in _slurm_pools_fed(model) if pool not in head_nodes]
+        unreached = [pool for pool in _slurm_pools_fed(model) if pool not in self.slurm_head_nodes]
         if unreached:  # deployable (the head node may not be known yet), but the window's nodes are left as they are
             Annotations.of(self).add_warning_v2(
                 "gpu-governance:slurm-head-node",
@@ -155,7 +199,10 @@ class CapacityController(GovernanceController):
                     "neither drained before a plan ends nor resumed after (the controller reports it every run, ConsumerErrors)"
                 ),
             )
-        declare_capacity_controller(self.role)
+        return schedule
+
+    def _add_controller_function(self, model: GovernanceModel, schedule: Duration) -> None:
+        windows = model.capacity_windows
         self._add_function(
             handler="gpu_governance_runtime.capacity.handler.handle",
             code=runtime_code(policy_json(model)),
@@ -193,10 +240,11 @@ class CapacityController(GovernanceController):
                 ),  # each team's spend from Cost Explorer (capacity/spend.py)
             }
         )
-        self.ledger.grant_read_write_data(self.role)
-        self.topic.grant_publish(self.role)
-        self._grant_capacity(model)
 
+    def _add_triggers(self, model: GovernanceModel, schedule: Duration) -> None:
+        """What runs the function: its schedule, EC2's Capacity Block events, capacity requests, the
+        windows' alarms and updates of the stacks holding a raised quota."""
+        windows = model.capacity_windows
         target = targets.LambdaFunction(
             self.function, dead_letter_queue=self.dead_letters, retry_attempts=2, max_event_age=Duration.hours(1)
         )
@@ -251,8 +299,6 @@ class CapacityController(GovernanceController):
                 ),
                 targets=[target],
             )
-        subscribe_alerts(self.topic, model)
-        self._alarms(model)
 
     def grant_read_raised_guarantees(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` (the reclaim controller's role) decrypt the raised guarantees: a
@@ -295,335 +341,27 @@ class CapacityController(GovernanceController):
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
 
-    def _grant_capacity(self, model: GovernanceModel) -> None:
-        stack = Stack.of(self)
-        arn = lambda service, resource: stack.format_arn(
-            service=service, resource=resource, resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME
-        )  # noqa: E731
-        tagged_by_us = {
-            "StringEquals": {f"aws:RequestTag/{TAG_MANAGED_BY}": self.controller_id},
-            "ForAllValues:StringEquals": {"aws:TagKeys": TAG_KEYS},
-        }
-        reservations = arn("ec2", "capacity-reservation")
-        statements = [
-            # No instance-type condition key exists for these actions: region (via the ARN) and our
-            # own tags are as tight as IAM allows; the price cap and budget live in the controller.
-            iam.PolicyStatement(
-                actions=["ec2:PurchaseCapacityBlock"], resources=[reservations], conditions=tagged_by_us
-            ),
-            iam.PolicyStatement(
-                actions=["ec2:CreateTags"],
-                resources=[reservations],
-                conditions={"StringEquals": {"ec2:CreateAction": "PurchaseCapacityBlock"}},
-            ),
-            iam.PolicyStatement(
-                actions=["ec2:PurchaseCapacityBlockExtension"],
-                resources=[reservations],
-                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}},
-            ),
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:DescribeCapacityReservations",
-                    "ec2:DescribeCapacityBlockOfferings",
-                    "ec2:DescribeCapacityBlockExtensionOfferings",
-                    "ec2:DescribeCapacityBlockExtensionHistory",
-                    "ec2:DescribeLaunchTemplateVersions",
-                ],
-                resources=["*"],
-            ),
-            iam.PolicyStatement(
-                actions=["events:PutEvents"],
-                resources=[stack.format_arn(service="events", resource="event-bus", resource_name="default")],
-            ),
-        ]
-        feeds = [w.feeds for w in model.capacity_windows]
-        templates = [f for f in feeds if hasattr(f, "launch_template_name")]
-        if templates:
-            statements += [
-                iam.PolicyStatement(
-                    actions=["ec2:CreateLaunchTemplateVersion"], resources=[arn("ec2", "launch-template")]
-                ),
-                # consumers.py: the zones of the consumer's subnets, where a block can be used (no resource-level permission).
-                iam.PolicyStatement(actions=["ec2:DescribeSubnets"], resources=["*"]),
-            ]
-        batch_feeds = [f for f in feeds if f.kind == CONSUMER_BATCH_COMPUTE_ENVIRONMENT]
-        requeue_statements = []
-        if batch_feeds:
-            statements += [
-                # rotation.py: only the block compute environments are updated and only their queues reordered; the on-demand
-                # compute environments, where running work stays, are never touched.
-                iam.PolicyStatement(
-                    actions=["batch:UpdateComputeEnvironment"],
-                    resources=sorted({f.block_compute_environment for f in batch_feeds}),
-                ),
-                iam.PolicyStatement(
-                    actions=list(BatchComputeEnvironmentFeed.queue_reorders),
-                    resources=sorted({f.job_queue for f in batch_feeds}),
-                ),
-                iam.PolicyStatement(
-                    actions=[
-                        "batch:DescribeComputeEnvironments",
-                        "batch:DescribeJobQueues",
-                        "batch:ListJobs",
-                        "batch:DescribeJobs",
-                        "ec2:DescribeInstances",
-                        "ec2:DescribeInstanceTypes",
-                    ],
-                    resources=["*"],
-                ),
-            ]
-            # Requeue at drain: the queue, job definition and ECS cluster are Batch's, known at run time only.
-            # A copy carries its original's tags and the requeue mark (common/batch_copy.py), which its
-            # submission and the tagging inside it must name: documented keys only [aws: batch-iam.tag-on-create-context].
-            copy = {"Null": {f"aws:RequestTag/{TAG_REQUEUED_FROM}": "false"}}
-            requeue_statements = [
-                iam.PolicyStatement(actions=["ecs:ListContainerInstances"], resources=[arn("ecs", "cluster")]),
-                iam.PolicyStatement(actions=["batch:TerminateJob"], resources=[arn("batch", "job")]),
-                iam.PolicyStatement(actions=["batch:TagResource"], resources=[arn("batch", "job")], conditions=copy),
-                iam.PolicyStatement(
-                    actions=["batch:SubmitJob"],
-                    resources=[arn("batch", "job-queue"), arn("batch", "job-definition"), arn("batch", "job")],
-                    conditions=copy,
-                ),
-            ]
-        node_groups = sorted(
-            {
-                stack.format_arn(
-                    service="eks", resource="nodegroup", resource_name=f"{f.cluster_name}/{f.nodegroup_name}/*"
-                )
-                for f in feeds
-                if f.kind == CONSUMER_EKS_NODE_GROUP
-            }
-        )
-        if node_groups:
-            # rotation.py: read the node group, move its version, scale it up at a block's start and to zero before its end.
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:UpdateNodegroupVersion"],
-                    resources=node_groups,
-                )
-            )
-        pools = {p.name: p for p in model.pools}
-        clusters = sorted({pools[f.pool].cluster_arn for f in feeds if f.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP})
-        cluster_statements = update_cluster_statements(self, clusters) if clusters else []
-        if any(w.market == "training_plan" for w in model.capacity_windows):
-            plans = arn("sagemaker", "training-plan")
-            statements += [
-                iam.PolicyStatement(
-                    actions=["sagemaker:CreateTrainingPlan", "sagemaker:AddTags"],
-                    resources=[plans],
-                    conditions=tagged_by_us,
-                ),
-                iam.PolicyStatement(
-                    actions=["sagemaker:CreateReservedCapacity"], resources=[arn("sagemaker", "reserved-capacity")]
-                ),
-                iam.PolicyStatement(
-                    actions=["sagemaker:DescribeTrainingPlan", "sagemaker:DescribeTrainingPlanExtensionHistory"],
-                    resources=[plans],
-                ),
-                iam.PolicyStatement(
-                    actions=["sagemaker:ExtendTrainingPlan"],
-                    resources=[plans],
-                    conditions={"StringEquals": {f"aws:ResourceTag/{TAG_MANAGED_BY}": self.controller_id}},
-                ),
-                iam.PolicyStatement(
-                    actions=["sagemaker:SearchTrainingPlanOfferings", "sagemaker:ListTrainingPlans"], resources=["*"]
-                ),
-            ]
-        raising = raising_windows(model)
-        raised = sorted({(w.feeds.pool, w.team) for w in raising if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS})
-        if raised:  # the owner's quota share raised while its plan is active (capacity/shares.py)
-            queue = lambda pool: stack.format_arn(service="batch", resource="job-queue", resource_name=pool)  # noqa: E731
-            environment = lambda pool: stack.format_arn(
-                service="batch", resource="service-environment", resource_name=pool
-            )  # noqa: E731
-            statements += [
-                iam.PolicyStatement(
-                    actions=["batch:ListQuotaShares"], resources=sorted({queue(pool) for pool, _ in raised})
-                ),
-                # The pool's service environment holds the raised guarantees (the environment is named after the pool).
-                iam.PolicyStatement(
-                    actions=["batch:UpdateServiceEnvironment"],
-                    resources=sorted({environment(pool) for pool, _ in raised}),
-                ),
-                iam.PolicyStatement(actions=["batch:DescribeServiceEnvironments"], resources=["*"]),
-                iam.PolicyStatement(
-                    actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"],
-                    resources=[f"{queue(pool)}/quota-share/{team}" for pool, team in raised],
-                ),
-            ]
-        quota_clusters = sorted(
-            {pools[w.feeds.pool].cluster_arn for w in raising if w.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP}
-        )
-        if quota_clusters:  # the owner's HyperPod compute quota raised while its plan is active (capacity/shares.py)
-            # Compute quota ARNs end in an id SageMaker generates; the controller finds each team's by cluster and name.
-            quotas = sorted(
-                {"{}:{}:{}:{}:{}:compute-quota/*".format(*cluster.split(":")[:5]) for cluster in quota_clusters}
-            )
-            statements += [
-                iam.PolicyStatement(actions=["sagemaker:ListComputeQuotas"], resources=["*"]),
-                iam.PolicyStatement(
-                    actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=quotas
-                ),
-            ]
-        slurm_statements = []
-        if self.slurm_head_nodes:  # the window's nodes drained and resumed on the head node (capacity/slurm_window.py)
-            document = stack.format_arn(
-                service="ssm",
-                account="",
-                resource="document",
-                resource_name="AWS-RunShellScript",
-                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-            )
-            slurm_clusters = sorted({pools[pool].cluster_arn for pool in self.slurm_head_nodes})
-            slurm_statements = [
-                iam.PolicyStatement(
-                    actions=["ssm:SendCommand"],
-                    resources=[
-                        document,
-                        *(ssm_target_arn(stack, node) for _, node in sorted(self.slurm_head_nodes.items())),
-                    ],
-                ),
-                iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
-                iam.PolicyStatement(
-                    actions=["sagemaker:ListClusterNodes", "sagemaker:DescribeClusterNode"], resources=slurm_clusters
-                ),
-            ]
-        plan_teams = sorted(
-            {w.team for w in model.capacity_windows if w.feeds.kind == CONSUMER_SAGEMAKER_TRAINING_JOBS}
-        )
-        if plan_teams:  # each team's active training plans, published by the controller (capacity/delivery.py)
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["ssm:GetParameter", "ssm:PutParameter"],
-                    resources=[
-                        stack.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=team_training_plans_parameter(model.organisation, team).lstrip("/"),
-                        )
-                        for team in plan_teams
-                    ],
-                )
-            )
-        if raising_windows(model):  # the raises applied, for the reclaim controller (capacity/raised.py)
-            statements.append(
-                iam.PolicyStatement(
-                    actions=["ssm:GetParameter", "ssm:PutParameter"],
-                    resources=[
-                        stack.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=raised_guarantees_parameter(model.organisation).lstrip("/"),
-                        )
-                    ],
-                )
-            )
-        if polls_team_spend(model):
-            statements.append(iam.PolicyStatement(actions=["ce:GetCostAndUsage"], resources=["*"]))
-        for statement in statements + requeue_statements + cluster_statements + slurm_statements:
-            self.role.add_to_policy(statement)
-        policy = self.role.node.find_child("DefaultPolicy")
-        acknowledge(
-            policy,
-            "The purchase permission must stay with this one role: an inline policy cannot be attached to "
-            "any other principal, a managed policy could.",
-            "IAMNoInlinePolicy",
-        )
-        acknowledge(
-            policy,
-            "DynamoDB and SNS grants name these KMS wildcards; the key policy itself allows this role only "
-            "Encrypt, Decrypt, GenerateDataKey and DescribeKey on this one key.",
-            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
-            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-        )
-        acknowledge_wildcard_resources(
-            policy,
-            [r for s in statements for r in s.resources] + ["*"],
-            "Describe/List/Search calls and Cost Explorer's GetCostAndUsage (granted when a team declares a monthly budget) "
-            "support no resource-level permission; purchases are limited to this region's "
-            "capacity-reservation / training-plan ARNs carrying the controller's tags (no instance-type condition key exists); "
-            "launch template and compute quota ARNs carry ids, not the names the governance file declares."
-            + (
-                " ssm:GetCommandInvocation and ssm:CancelCommand support none either: they read and cancel commands this role sent, and ssm:SendCommand "
-                "is limited to AWS-RunShellScript on the declared Slurm head nodes."
-                if slurm_statements
-                else ""
-            ),
-        )
-        if cluster_statements:
-            acknowledge_update_cluster(policy)
-        if requeue_statements:
-            acknowledge_wildcard_resources(
-                policy,
-                [r for s in requeue_statements for r in s.resources],
-                "Requeueing a Batch job at drain terminates it and submits a copy to the queue that ran it with its own job "
-                "definition; queue, job definition and the compute environment's ECS cluster are named by Batch at run time. "
-                "The controller only touches jobs of the window's job queue: on its own Capacity Block, or running on demand, "
-                "tagged checkpointable, moved onto the block.",
-            )
-            acknowledge(
-                policy,
-                "At drain the controller requeues whichever team's job runs on its own expiring Capacity Block (and "
-                "moves a checkpointing job from on demand onto the block, or one that would be cut off it): it stops the "
-                "job and submits an identical copy with the job's own share identifier and tags, so no team takes "
-                "another's place.",
-                "GpuGovernance-JobControlWithoutShare[Action::batch:SubmitJob]",
-                "GpuGovernance-JobControlWithoutShare[Action::batch:TerminateJob]",
-                "GpuGovernance-JobControlWithoutShare[Action::batch:TagResource]",
-            )
-
     def _alarms(self, model: GovernanceModel) -> None:
-        # (name, metric, threshold, periods that must breach in a row, description)
-        specs = [
-            (
-                "WindowsUncovered",
-                self.metric("WindowsUncovered"),
-                0,
-                1,
-                "a capacity window cannot be covered (price cap, budget or no offering)",
-            ),
-            ("PurchaseFailures", self.metric("PurchaseFailures", statistic="Sum"), 0, 1, "a capacity purchase failed"),
-            (
-                "ConsumerErrors",
-                self.metric("ConsumerErrors", statistic="Sum"),
-                0,
-                1,
-                "a requeue or HyperPod instance-group update failed, the declared instance group is missing, or the day's read of "
-                "the teams' spend from Cost Explorer failed",
-            ),
-            (
-                "RunErrors",
-                self.metric("RunErrors", statistic="Sum"),
-                0,
-                1,
-                "a step of a capacity controller run failed (a window's offerings, an intent or a purchase); the other windows "
-                "were served and the next run retries: see the 'Capacity controller step failed' message or ERROR log line",
-            ),
-            (
-                "PurchasesFoundLate",
-                self.metric("PurchasesFoundLate", statistic="Sum"),
-                0,
-                1,
-                "a capacity purchase settled as failed was listed after all: its fee is counted again and the occurrence may "
-                "have been bought twice; check the 'Capacity purchase found after it was settled as failed' message",
-            ),
-            # One deferral is caught up by the next run; deferrals two periods running mean runs keep
-            # running out of time and purchases are not being made.
-            (
-                "PurchasesDeferred",
-                self.metric("PurchasesDeferred", statistic="Sum"),
-                0,
-                2,
-                "capacity purchases were deferred for lack of invocation time in two periods running",
-            ),
-            (
-                "MissingApiOperations",
-                self.metric("MissingApiOperations"),
-                0,
-                1,
-                "the Lambda runtime's boto3 lacks operations the capacity controller calls; it refuses to start (see its ERROR log line)",
-            ),
+        for name, source, threshold, periods, description in self._alarm_specs(model):
+            alarm = self._add_alarm(
+                self,
+                name,
+                source,
+                threshold=threshold,
+                periods=periods,
+                description=description,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            )
+            route_alarm(alarm, model)
+
+    def _alarm_specs(self, model: GovernanceModel) -> list[tuple[str, cloudwatch.IMetric, int, int, str]]:
+        """(name, metric, threshold, periods that must breach in a row, description) of every alarm."""
+        published = [
+            (name, self.metric(name, **({"statistic": statistic} if statistic else {})), 0, periods, description)
+            for name, statistic, periods, description in PUBLISHED_METRIC_ALARMS
+        ]
+        return [
+            *published,
             (
                 "ControllerErrors",
                 self.function.metric_errors(period=Duration.minutes(15)),
@@ -648,23 +386,6 @@ class CapacityController(GovernanceController):
             )
             for w in model.capacity_windows
         ]
-        for name, source, threshold, periods, description in specs:
-            alarm = self._add_alarm(
-                self,
-                name,
-                source,
-                threshold=threshold,
-                periods=periods,
-                description=description,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            )
-            route_alarm(alarm, model)
-
-
-def polls_team_spend(model: GovernanceModel) -> bool:
-    """Whether the capacity controller reads each team's spend from Cost Explorer once a day:
-    when a team declares a monthly budget, which needs the team tag activated for cost allocation anyway."""
-    return any(team.monthly_budget_usd is not None for team in model.teams)
 
 
 def _slurm_pools_fed(model: GovernanceModel) -> list[str]:

@@ -14,14 +14,13 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
 
 from constructs_lib.backends import backend_of, backends_where
+from constructs_lib.capacity_kinds import kind_of
 from constructs_lib.core.errors import Problem
 from constructs_lib.core.vocabulary import TENANT_METRIC_NAMESPACES
 from gpu_governance_runtime.contract import (
     CONSUMER_EKS_NODE_GROUP,
     CONSUMER_HYPERPOD_INSTANCE_GROUP,
-    CONSUMER_SAGEMAKER_TRAINING_JOBS,
 )
-from gpu_governance_runtime.planners.market import TRAINING_PLAN_COUNTS
 
 from .base import (
     ComputeEnvironmentArn,
@@ -147,7 +146,6 @@ Feed = Annotated[
     | TrainingJobsFeed,
     Field(discriminator="kind"),
 ]
-TRAINING_PLAN_FEEDS = (CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS)
 
 
 # A CloudWatch alarm name: 1-255 characters, no control characters (PutMetricAlarm).
@@ -238,21 +236,8 @@ class CapacityWindow(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> CapacityWindow:
-        sagemaker_type = self.instance_type.startswith("ml.")
-        if self.market == "training_plan" and not sagemaker_type:
-            raise ValueError(
-                f"{self.feeds.kind} is bought as a training plan: instance_type must be ml.*, not {self.instance_type}"
-            )
-        if self.market == "training_plan" and self.instance_count not in TRAINING_PLAN_COUNTS:
-            # [aws: sm-plan.instance-counts]: "The reservation instance quantity options are 1, 2, 4, 8, 16, 32 or 64"
-            raise ValueError(
-                f"instance_count: a training plan holds 1, 2, 4, 8, 16, 32 or 64 instances ({self.instance_count}) - "
-                "one of those"
-            )
-        if self.market == "capacity_block" and sagemaker_type:
-            raise ValueError(
-                f"{self.feeds.kind} launches EC2 instances: instance_type must not be ml.*, got {self.instance_type}"
-            )
+        if problem := kind_of(self).window_problem(self):
+            raise ValueError(problem)
         if (
             self.feeds.kind == CONSUMER_EKS_NODE_GROUP
             and "fallback" in self.model_fields_set
@@ -270,8 +255,9 @@ class CapacityWindow(_Frozen):
         return self
 
     @property
-    def market(self) -> Literal["capacity_block", "training_plan"]:
-        return "training_plan" if self.feeds.kind in TRAINING_PLAN_FEEDS else "capacity_block"
+    def market(self) -> str:
+        """The kind of capacity the window buys (``capacity_kinds``), as the policy document names it."""
+        return kind_of(self).name
 
     def ended(self, now: datetime) -> bool:
         """Whether the window is entirely in the past: one occurrence only, over by ``now``."""
@@ -288,7 +274,7 @@ class CapacityWindow(_Frozen):
         feeds = f" into pool {self.feeds.pool}" if getattr(self.feeds, "pool", None) else f" ({self.feeds.kind})"
         line = (
             f"{self.instance_count} x {self.instance_type} for {self.duration_hours} h {when}, for team {self.team}"
-            f"{feeds}; {self.market.replace('_', ' ')}, mode {self.mode}, at most {self.max_price_per_instance_hour} "
+            f"{feeds}; {kind_of(self).label}, mode {self.mode}, at most {self.max_price_per_instance_hour} "
             f"per instance-hour, budget {self.budget.amount} per {self.budget.period}"
         )
         return line + ("; ENDED: entirely in the past, buys nothing" if self.ended(now) else "")
@@ -377,13 +363,10 @@ def window_warnings(model: OrganisationView, now: datetime) -> list[str]:
 
 
 def check_windows(model: OrganisationView) -> list[Problem]:
-    """Cross-checks between windows and the organisation (called by ``check_organisation``)."""
+    """Cross-checks between windows and the organisation (called by ``check_organisation``), window by window."""
     problems: list[Problem] = []
     seen: set[str] = set()
     alarms: dict[str, str] = {}
-    pools = {p.name: p for p in model.pools}
-    teams = sorted(t.name for t in model.teams)
-    region = model.capacity_account.region
     for index, window in enumerate(model.capacity_windows):
         path = f"capacity_windows[{index}]"
         if window.name in seen:
@@ -407,56 +390,71 @@ def check_windows(model: OrganisationView) -> list[Problem]:
                     )
                 )
             alarms.setdefault(request.alarm_name, window.name)
-        if window.team not in teams:
-            problems.append(
-                Problem(path=f"{path}.team", wrong="undeclared team", value=window.team, allowed=f"one of {teams}")
-            )
-        for zone_index, zone in enumerate(window.availability_zones):
-            if not zone.startswith(region):
-                problems.append(
-                    Problem(
-                        path=f"{path}.availability_zones[{zone_index}]",
-                        wrong="zone outside the capacity account's region",
-                        value=zone,
-                        allowed=f"a zone of {region}",
-                    )
-                )
-        pool_name = getattr(window.feeds, "pool", None)
-        if pool_name is None:
-            continue
-        wanted = backends_where(lambda b: window.feeds.kind in b.window_feeds)
-        pool = pools.get(pool_name)
-        if pool is None or pool.backend not in wanted:
-            choices = sorted(p.name for p in model.pools if p.backend in wanted)
+        problems += _owner_and_zone_problems(model, window, path)
+        problems += _fed_pool_problems(model, window, path)
+    return problems
+
+
+def _owner_and_zone_problems(model: OrganisationView, window: CapacityWindow, path: str) -> list[Problem]:
+    """The window's team is declared and its zones are in the capacity account's region."""
+    teams = sorted(t.name for t in model.teams)
+    region = model.capacity_account.region
+    problems = []
+    if window.team not in teams:
+        problems.append(
+            Problem(path=f"{path}.team", wrong="undeclared team", value=window.team, allowed=f"one of {teams}")
+        )
+    for zone_index, zone in enumerate(window.availability_zones):
+        if not zone.startswith(region):
             problems.append(
                 Problem(
-                    path=f"{path}.feeds.pool",
-                    wrong="undeclared pool"
-                    if pool is None
-                    else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
-                    value=pool_name,
-                    allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
-                )
-            )
-        elif window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and pool.cluster_arn is None:
-            problems.append(
-                Problem(
-                    path=f"{path}.feeds.pool",
-                    wrong="the pool declares no cluster_arn, which re-pointing its instance group needs",
-                    value=pool_name,
-                    allowed=f"set cluster_arn (arn:aws:sagemaker:{region}:<account>:cluster/<id>) on pool {pool_name}",
-                )
-            )
-        elif window.instance_type not in pool.capacity:
-            problems.append(
-                Problem(
-                    path=f"{path}.instance_type",
-                    wrong="the pool has no capacity of this instance type",
-                    value=window.instance_type,
-                    allowed=f"one of {sorted(pool.capacity)}",
+                    path=f"{path}.availability_zones[{zone_index}]",
+                    wrong="zone outside the capacity account's region",
+                    value=zone,
+                    allowed=f"a zone of {region}",
                 )
             )
     return problems
+
+
+def _fed_pool_problems(model: OrganisationView, window: CapacityWindow, path: str) -> list[Problem]:
+    """The pool a window feeds: declared, of a backend that takes what it feeds, with a cluster ARN
+    where its instance group is re-pointed, and capacity of the window's instance type."""
+    pool_name = getattr(window.feeds, "pool", None)
+    if pool_name is None:
+        return []
+    wanted = backends_where(lambda b: window.feeds.kind in b.window_feeds)
+    pool = {p.name: p for p in model.pools}.get(pool_name)
+    if pool is None or pool.backend not in wanted:
+        choices = sorted(p.name for p in model.pools if p.backend in wanted)
+        return [
+            Problem(
+                path=f"{path}.feeds.pool",
+                wrong="undeclared pool" if pool is None else f"a {pool.backend} pool cannot take a {window.feeds.kind}",
+                value=pool_name,
+                allowed=f"one of {choices}" if choices else f"declare a {' or '.join(wanted)} pool first",
+            )
+        ]
+    if window.feeds.kind == CONSUMER_HYPERPOD_INSTANCE_GROUP and pool.cluster_arn is None:
+        return [
+            Problem(
+                path=f"{path}.feeds.pool",
+                wrong="the pool declares no cluster_arn, which re-pointing its instance group needs",
+                value=pool_name,
+                allowed=f"set cluster_arn (arn:aws:sagemaker:{model.capacity_account.region}:<account>:cluster/<id>) "
+                f"on pool {pool_name}",
+            )
+        ]
+    if window.instance_type not in pool.capacity:
+        return [
+            Problem(
+                path=f"{path}.instance_type",
+                wrong="the pool has no capacity of this instance type",
+                value=window.instance_type,
+                allowed=f"one of {sorted(pool.capacity)}",
+            )
+        ]
+    return []
 
 
 def raising_windows(model: OrganisationView) -> list[CapacityWindow]:

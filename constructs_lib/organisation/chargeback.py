@@ -19,7 +19,7 @@ from aws_cdk import Duration, Stack, aws_budgets as budgets, aws_cloudwatch as c
 from constructs import Construct
 
 from constructs_lib.backends import backend_of
-from constructs_lib.controllers.capacity import polls_team_spend
+from constructs_lib.controllers.capacity_policy import polls_team_spend
 from constructs_lib.core.chargeback import (
     alert_emails,
     organisation_dashboard_name,

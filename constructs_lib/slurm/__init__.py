@@ -8,16 +8,13 @@ from constructs_lib.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from constructs_lib.backends.hyperpod_slurm.construct import HyperPodSlurmGovernance, HyperPodSlurmGovernanceProps
-    from constructs_lib.backends.hyperpod_slurm.plan import (
-        InstanceGroup,
-        hyperpod_instance_groups,
-        posix_user_name,
-        slurm_plan,
-    )
+    from constructs_lib.backends.hyperpod_slurm.layout import InstanceGroup, hyperpod_instance_groups, posix_user_name
+    from constructs_lib.backends.hyperpod_slurm.plan import slurm_plan
 
 _DEFINED_IN = {
     ".backends.hyperpod_slurm.construct": ("HyperPodSlurmGovernance", "HyperPodSlurmGovernanceProps"),
-    ".backends.hyperpod_slurm.plan": ("InstanceGroup", "hyperpod_instance_groups", "posix_user_name", "slurm_plan"),
+    ".backends.hyperpod_slurm.layout": ("InstanceGroup", "hyperpod_instance_groups", "posix_user_name"),
+    ".backends.hyperpod_slurm.plan": ("slurm_plan",),
 }
 __all__ = [
     "HyperPodSlurmGovernance",

@@ -24,8 +24,9 @@ from .contract import (
     SharingStrategy,
 )
 from .limits import PERIODS
-from .planners.capacity import Market, Mode, Window
+from .planners.kinds import KINDS
 from .planners.reclaim import Settings, Share, ShareGroup, group_tree_problems
+from .planners.window import Mode, Window
 
 
 class PolicyError(ValueError):
@@ -348,7 +349,7 @@ class _Reader:
             ),
             "cost_centre": lambda v, p: v is None or self.expect(v, str, p, "a string or null"),
             "instance_type": lambda v, p: self.expect(v, str, p, "an instance type"),
-            "market": lambda v, p: self.one_of(v, p, get_args(Market)),
+            "market": lambda v, p: self.one_of(v, p, tuple(KINDS)),
             "mode": lambda v, p: self.one_of(v, p, get_args(Mode)),
             "budget_period": lambda v, p: self.one_of(v, p, ("week", "month")),
             "fallback": lambda v, p: self.one_of(v, p, ("on_demand", "none")),

@@ -240,7 +240,7 @@ def _run(world: tuple, report: Report, dry_run: bool, warned: Block | None) -> b
         requeue.resume(ledger=ledger, batch=batch, submit=batch, now=now)
         if warned is not None:
             drain(warned)
-        for block in blocks:  # every run, as handler._drain_batch_blocks: a failed listing is the next run's
+        for block in blocks:  # every run, as consumer_steps.drain_batch_blocks: a failed listing is the next run's
             if (
                 block is not warned
                 and block.start <= clock.now

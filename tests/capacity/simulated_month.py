@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from constructs_lib.model.capacity import DEFAULT_BUY_AHEAD_DAYS, DEFAULT_MIN_YIELD
-from gpu_governance_runtime.capacity import controller, handler, requests, requeue, rotation
+from gpu_governance_runtime.capacity import consumer_steps, controller, handler, requests, requeue, rotation
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import Ledger
 from gpu_governance_runtime.common.batch_copy import REASON_PREFIX
@@ -458,7 +458,7 @@ class Month:
             return
         self.runs += 1
         blocks = controller.known_blocks(report.owned, self.ledger)
-        fills = handler._fill_batch_blocks(every, blocks, self.clients, self.ledger, now)
+        fills = consumer_steps.fill_batch_blocks(every, blocks, self.clients, self.ledger, now)
         closing = {f["window"] for f in fills if f.get("closing")}
         for w, sharing in rotation.by_consumer(every.values()):
             if w.consumer["kind"] == "batch_compute_environment":  # the real rotation, on the Batch model
@@ -481,7 +481,9 @@ class Month:
                 self.scaled_on[w.consumer["nodegroup_name"]] = None if block is None else block.id
         if any(f.get("taken_off") for f in fills):
             requeue.resume(ledger=self.ledger, batch=self.batch, submit=self.batch, now=now)
-        handler._drain_batch_blocks(every, blocks, self.clients, self.ledger, now, lambda: float("inf"), handled=None)
+        consumer_steps.drain_batch_blocks(
+            every, blocks, self.clients, self.ledger, now, lambda: float("inf"), handled=None
+        )
         self._check_targets(now)
 
     def _check_targets(self, now):

@@ -11,9 +11,10 @@ from botocore.stub import ANY
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import controller
-from gpu_governance_runtime.capacity.aws import block_offering as read_block_offering, training_plan_offering
-from gpu_governance_runtime.planners import market
 from gpu_governance_runtime.planners.capacity import Offering, plan
+from gpu_governance_runtime.planners.kinds import capacity_block
+from gpu_governance_runtime.planners.kinds.capacity_block import block_offering as read_block_offering
+from gpu_governance_runtime.planners.kinds.training_plan import training_plan_offering
 
 from .builders import NOW, at, block, window
 from .stubbed_aws import StubbedAws, block_offering, create_ledger_table
@@ -98,7 +99,7 @@ def test_a_block_lasts_within_a_day_of_a_duration_one_may_search_for(length, sou
     end = at(20)
     start = end - length
     hours, rest = divmod(length, timedelta(hours=1))
-    problem = market.block_offering_problem(
+    problem = capacity_block.block_offering_problem(
         start=start,
         end=end,
         duration_hours=hours,
@@ -110,7 +111,7 @@ def test_a_block_lasts_within_a_day_of_a_duration_one_may_search_for(length, sou
 
 
 def test_minutes_outside_an_hour_are_refused():
-    problem = market.block_offering_problem(
+    problem = capacity_block.block_offering_problem(
         start=at(10, 4, 0), end=at(10), duration_hours=6, duration_minutes=90, count=4, now=NOW
     )
     assert problem.startswith("duration 6 h 90 min is not within a day")

@@ -31,6 +31,7 @@ import boto3
 import pytest
 
 import gpu_governance_runtime
+from gpu_governance_runtime.planners.kinds import KINDS
 
 from .shape_examples import example, problems
 
@@ -205,7 +206,7 @@ class Checker:
                     if paginator.func.attr == "get_paginator" and _client(paginator.func.value):
                         op = operation(CLIENT_NAMES[_client(paginator.func.value)], _const(paginator.args[0]))
                         return _Pages(op.output_shape) if op else None
-            if isinstance(func, ast.Name) and func.id == "_all" and len(node.args) >= 3:
+            if isinstance(func, ast.Name) and func.id == "all_items" and len(node.args) >= 3:
                 op = operation(
                     CLIENT_NAMES.get(getattr(node.args[0], "attr", getattr(node.args[0], "id", "")), "ec2"),
                     _const(node.args[1]),
@@ -342,8 +343,10 @@ class Checker:
                     op = operation(service, _const(paginator.args[0]))
                     if op is not None:
                         self.request(node, service, op, resource=False, where=where)
-        for node in ast.walk(self.tree):  # the _all(client, "operation", "Key", **params) helper pages through
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_all":
+        for node in ast.walk(
+            self.tree
+        ):  # the all_items(client, "operation", "Key", **params) helper (offers.py) pages through
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "all_items":
                 service = CLIENT_NAMES[getattr(node.args[0], "attr", getattr(node.args[0], "id", ""))]
                 op = operation(service, _const(node.args[1]))
                 self.calls.add((service, op.name))
@@ -401,7 +404,7 @@ def test_the_checker_catches_what_it_claims_to(tmp_path):
         "    for item in r['CapacityReservations']:\n"
         "        item['Size']\n"
         "    batch.terminate_job(jobId='j')\n"
-        "    return [o['Price'] for o in _all(ec2, 'describe_capacity_block_extension_offerings', 'CapacityBlockExtensionOfferings')]\n"
+        "    return [o['Price'] for o in all_items(ec2, 'describe_capacity_block_extension_offerings', 'CapacityBlockExtensionOfferings')]\n"
         "def block_offering(o):\n"
         "    return o.get('Fee')\n"
     )
@@ -462,7 +465,7 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
     [
         (
             "gpu_governance_runtime.capacity.handler",
-            ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py"),
+            ("capacity", "planners/kinds", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py"),
         ),
         (
             "gpu_governance_runtime.reclaim.handler",
@@ -487,6 +490,11 @@ def test_each_function_declares_exactly_the_operations_its_code_calls(handler, m
 
     declared = importlib.import_module(handler).REQUIRED_OPERATIONS
     assert {s: set(ops) for s, ops in declared.items()} == _calls_in(*modules)
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_each_capacity_kind_declares_exactly_the_operations_its_module_calls(name):
+    assert {s: set(ops) for s, ops in KINDS[name].operations.items()} == _calls_in(f"planners/kinds/{name}.py")
 
 
 def test_a_runtime_boto3_without_an_operation_stops_the_function_loudly(capsys):

@@ -157,11 +157,13 @@ def test_a_page_now_is_covered_by_the_shortest_instant_block_not_one_a_day_longe
     """An occurrence that has begun (06:30 to 15:00) is searched for the days after which an instant block ends at an
     11:30 that covers it (the 11:30 nearest its start plus the days asked): one day, a 29-hour block, not the 53-hour
     one the two-day search found before issue 40."""
-    from gpu_governance_runtime.planners import market
+    from gpu_governance_runtime.planners.kinds import capacity_block
 
-    assert market.block_search_days(at(2, 6, 30), at(2, 15, 0), at(2, 6, 0)) == 1
-    assert market.shortest_block_days(at(2, 6, 30), at(2, 15, 0)) == 2  # what was searched before
-    assert market.block_search_days(at(10, 14, 0), at(10, 22, 0), NOW) == 1  # bought ahead: whole days from 11:30
+    assert capacity_block.block_search_days(at(2, 6, 30), at(2, 15, 0), at(2, 6, 0)) == 1
+    assert capacity_block.shortest_block_days(at(2, 6, 30), at(2, 15, 0)) == 2  # what was searched before
+    assert (
+        capacity_block.block_search_days(at(10, 14, 0), at(10, 22, 0), NOW) == 1
+    )  # bought ahead: whole days from 11:30
     from .simulated_month import BATCH, Market
 
     page = replace(WORKSHOP, start=at(2, 6, 0), duration_hours=9, min_yield=Decimal(0), consumer=BATCH)

@@ -5,6 +5,7 @@ import pytest
 
 from gpu_governance_runtime.planners import market
 from gpu_governance_runtime.planners.capacity import Occurrence, plan, shortfall
+from gpu_governance_runtime.planners.kinds import capacity_block
 
 from .builders import NOW, at, block, reservation, window
 
@@ -35,15 +36,15 @@ def test_offering_that_does_not_end_at_1130_utc_is_ignored_with_the_reason():
 
 
 def test_window_crossing_1130_needs_two_days():
-    assert market.shortest_block_days(at(10, 10, 0), at(10, 13, 0)) == 2
-    assert market.shortest_block_days(at(10, 12, 0), at(10, 18, 0)) == 1
-    assert market.shortest_block_days(at(1), at(16)) == 21  # 15 days rounds up to the 7-day step
-    assert market.shortest_block_days(at(1, month=1), at(1, month=9)) is None  # beyond 182 days
+    assert capacity_block.shortest_block_days(at(10, 10, 0), at(10, 13, 0)) == 2
+    assert capacity_block.shortest_block_days(at(10, 12, 0), at(10, 18, 0)) == 1
+    assert capacity_block.shortest_block_days(at(1), at(16)) == 21  # 15 days rounds up to the 7-day step
+    assert capacity_block.shortest_block_days(at(1, month=1), at(1, month=9)) is None  # beyond 182 days
 
 
 @pytest.mark.parametrize("days, allowed", [(14, True), (15, False), (21, True), (22, False), (182, True), (189, False)])
 def test_duration_rules(days, allowed):
-    problem = market.block_offering_problem(
+    problem = capacity_block.block_offering_problem(
         start=at(10), end=at(10) + timedelta(days=days), duration_hours=days * 24, count=1, now=NOW
     )
     assert (problem is None) is allowed
@@ -52,7 +53,7 @@ def test_duration_rules(days, allowed):
 def test_start_more_than_eight_weeks_ahead_is_refused():
     start = NOW + timedelta(weeks=8, days=1)
     start = market.next_block_end(start)
-    assert "8 weeks" in market.block_offering_problem(
+    assert "8 weeks" in capacity_block.block_offering_problem(
         start=start, end=start + timedelta(days=1), duration_hours=24, count=1, now=NOW
     )
 

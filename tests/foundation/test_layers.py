@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "constructs_lib"
 LAYERS = (
     ("core",),
     ("model.base", "model.quota", "model.pools", "model.run_limits"),  # what every pool is made of
-    ("backends",),  # the registry, the descriptor and each backend's declaration (and pool class)
+    # the registry, the descriptor and each backend's declaration (and pool class); the registry of capacity kinds
+    ("backends", "capacity_kinds"),
     ("model",),
     ("nag",),
     ("tenancy",),

@@ -22,8 +22,9 @@ LAYER_NAMES = ("contract", "common", "planners", "policy", "adapters", "handlers
 LAYERS = {
     "contract": ("contract.py", "__init__.py"),
     # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, what a
-    # Batch job record says, the actions' ledger of the reclaim controller and the guard, the Slurm plan and its head-node commands, request shapes, HyperPod groups, usage records, the
-    # cold-start API check, the Capacity Block market's published rules, the GPU-hour limit calendar,
+    # Batch job record says, the actions' ledger of the reclaim controller and the guard, the Slurm plan and its
+    # head-node commands, request shapes, HyperPod groups, usage records, the cold-start API check, the capacity
+    # market's shared rules, what it sells and holds (offers), the GPU-hour limit calendar,
     # finding a team's quota share or compute quota
     "common": (
         "common/__init__.py",
@@ -47,6 +48,7 @@ LAYERS = {
         "capacity/__init__.py",
         "planners/__init__.py",
         "planners/market.py",
+        "planners/offers.py",
         "reclaim/__init__.py",
         "guard/__init__.py",
     ),
@@ -54,6 +56,7 @@ LAYERS = {
     "planners": (
         "planners/reclaim.py",
         "planners/capacity.py",
+        "planners/window.py",
         "capacity/grid.py",
         "guard/checks.py",
         "guard/members.py",
@@ -73,6 +76,7 @@ LAYERS = {
         "capacity/block_jobs.py",
         "capacity/chargeback.py",
         "capacity/consumers.py",
+        "capacity/consumer_steps.py",
         "capacity/controller.py",
         "capacity/delivery.py",
         "capacity/fill.py",
@@ -92,6 +96,12 @@ BACKEND_LAYER = "adapters"
 RANK = {module: LAYER_NAMES.index(layer) for layer, modules in LAYERS.items() for module in modules}
 for _path in (RUNTIME / "backends").rglob("*.py"):
     RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(BACKEND_LAYER))
+# Every module of planners/kinds/: each kind's market rules and its search, purchase and description, made through
+# the clients of the CapacityMarket it is handed (it holds none), below the planner that asks its rules. A new kind's
+# module needs no line here.
+KIND_LAYER = "common"
+for _path in (RUNTIME / "planners" / "kinds").rglob("*.py"):
+    RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(KIND_LAYER))
 # The controllers' packages: siblings that meet only in the modules below them (the guard records its
 # actions in the reclaim controller's ledger table through the same ``common/action_ledger.py``).
 CONTROLLERS = ("capacity", "reclaim", "guard")

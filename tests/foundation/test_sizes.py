@@ -27,24 +27,8 @@ REASONS = {
 TO_SPLIT = {
     # modules
     "lambda/gpu_governance_runtime/planners/reclaim.py": "other work extends it now; _TypePlanner apart",
-    "constructs_lib/simulator/engine.py": "_replay's event handling apart from its loop",
-    "constructs_lib/controllers/capacity.py": "the role's policy apart from the construct",
-    "lambda/gpu_governance_runtime/capacity/handler.py": "block events and rotation apart from the run",
-    "constructs_lib/backends/hyperpod_slurm/plan.py": "the pool's checks apart from the plan",
-    "lambda/gpu_governance_runtime/planners/capacity.py": "Window and the offerings' cover apart",
     # functions
-    "constructs_lib/controllers/capacity.py:CapacityController._grant_capacity": "one statement group per service",
-    "constructs_lib/simulator/engine.py:_replay": "one function per event kind",
-    "lambda/gpu_governance_runtime/capacity/handler.py:process": "reading, planning and buying apart",
-    "constructs_lib/backends/hyperpod_slurm/plan.py:slurm_problems": "one check per Slurm rule",
-    "constructs_lib/controllers/capacity.py:CapacityController.__init__": "function, ledger, triggers apart",
-    "constructs_lib/backends/hyperpod_slurm/plan.py:_build_slurm_plan": "partitions apart from QoS",
-    "lambda/gpu_governance_runtime/planners/capacity.py:plan": "one occurrence per call",
-    "lambda/gpu_governance_runtime/planners/capacity.py:_cheapest_cover": "candidates apart from the ranking",
-    "constructs_lib/controllers/capacity.py:CapacityController._alarms": "one function per alarm",
     "lambda/gpu_governance_runtime/planners/reclaim.py:_TypePlanner._choose_victims": "other work extends the planner",
-    "lambda/gpu_governance_runtime/capacity/rotation.py:_batch_step": "one function per phase",
-    "constructs_lib/model/capacity.py:check_windows": "one check per kind of cross-reference",
 }
 
 

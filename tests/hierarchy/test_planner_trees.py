@@ -320,10 +320,6 @@ def _kept(state: PoolState, after: PoolState, other: str, share: str, instance_t
 @PROPERTY_SETTINGS
 @given(tree_states())
 def test_a_second_tick_over_a_trees_applied_plan_preempts_nothing_more(state):
-    # Without in-share preemption: with it the flat planner is no fixed point either (a job started
-    # in the borrowing phase is preempted in-share on the next tick by a larger job of its team
-    # that found no room before it: two shares of quota 0, 13 of 16 in use; left for its own fix).
-    state = replace(state, shares=tuple(replace(s, in_share_preemption=False) for s in state.shares))
     one_level.test_a_second_tick_over_the_applied_plan_preempts_nothing_more.hypothesis.inner_test(state)
 
 

@@ -519,3 +519,32 @@ def test_a_job_that_borrows_never_takes_the_place_of_one_that_reclaimed_in_the_s
     plan = plan_tick(state)
     assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("v-borrowed", "p0")]
     assert [s.job_id for s in plan.starts] == ["p0"]
+
+
+# Reported from the tree properties: a's p-high finds no room (3 free, one lower-priority instance
+# of its own); vision's in-share preemption then frees more than it takes, and a's later
+# lower-priority jobs used to start on it, only for p-high to preempt them in-share next tick.
+_BORROWER = {"strategy": Strategy.LEND_AND_BORROW, "borrow_limit": None, "in_share_preemption": True}
+ROOM_FREED_AFTER_A_JOB_FOUND_NONE = pool(
+    [share("a", 0, **_BORROWER), share("vision", 0, **_BORROWER)],
+    [
+        running("a-low", "a", 1, priority=1),
+        running("a-top", "a", 5, priority=3),
+        running("v-low", "vision", 6, priority=0),
+        running("v-top", "vision", 1, priority=3),
+    ],
+    [
+        pending("p-high", "a", 5, priority=2),
+        pending("p-low1", "a", 2, priority=0),
+        pending("p-low2", "a", 2, priority=0),
+        pending("v-more", "vision", 3, priority=1),
+    ],
+)
+
+
+def test_a_job_that_found_no_room_is_planned_again_once_another_share_frees_room():
+    state = ROOM_FREED_AFTER_A_JOB_FOUND_NONE
+    plan = plan_tick(state)
+    assert [(p.job_id, p.for_job) for p in plan.preemptions] == [("v-low", "v-more")]
+    assert sorted(s.job_id for s in plan.starts) == ["p-high", "v-more"]
+    assert plan_tick(apply_plan(state, plan)).preemptions == ()

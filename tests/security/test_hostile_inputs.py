@@ -475,7 +475,7 @@ def longest(model_class: type, field: str) -> int:
 def longest_organisation() -> dict[str, Any]:
     """The base organisation with every name at the longest its fields (and Slurm, HyperPod)
     allow, and members full of ARN punctuation."""
-    from constructs_lib.backends.hyperpod_slurm.plan import GROUP_PREFIX
+    from constructs_lib.backends.hyperpod_slurm.layout import GROUP_PREFIX
     from constructs_lib.model import PriorityClass, Team
     from constructs_lib.model.capacity import CapacityWindow
     from constructs_lib.model.pools import BasePool as Pool

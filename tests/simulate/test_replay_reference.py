@@ -15,7 +15,7 @@ import pytest
 
 from constructs_lib.cli.simulate import pool_shares
 from constructs_lib.model.loader import load_model
-from constructs_lib.simulator import engine
+from constructs_lib.simulator import deciders
 from constructs_lib.simulator.engine import compare, pooled_share, simulate, static_shares
 from constructs_lib.simulator.traces import TraceJob, convert_openb
 from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
@@ -173,7 +173,7 @@ def test_seeded_random_traces_with_two_instance_types(seed):
         ),
         Share(name="c", quota={"ml.g5.xlarge": 3, "ml.p4d.24xlarge": 2}, strategy=Strategy.RESERVE),
     )
-    assert engine._independent_queues(static_shares(shares), TYPES) == (seed != 4)
+    assert deciders.independent_queues(static_shares(shares), TYPES) == (seed != 4)
     policy = assert_replays_as_reference(random_trace(seed, 600), shares, TYPES, SETTINGS[seed - 1])
     assert policy.preemptions > 0 if seed != 5 else policy.guarantee_breaches > 0  # breaches are compared too
 
@@ -193,9 +193,9 @@ def test_jobs_stopped_for_good_replay_as_the_reference(seed):
 
 def test_shares_that_lend_or_overbook_the_pool_take_the_general_path():
     a = Share(name="a", quota={"t": 3}, strategy=Strategy.RESERVE)
-    assert engine._independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.RESERVE)), {"t": 4})
-    assert not engine._independent_queues((a, Share(name="b", quota={"t": 2}, strategy=Strategy.RESERVE)), {"t": 4})
-    assert not engine._independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.LEND)), {"t": 4})
-    assert not engine._independent_queues(
+    assert deciders.independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.RESERVE)), {"t": 4})
+    assert not deciders.independent_queues((a, Share(name="b", quota={"t": 2}, strategy=Strategy.RESERVE)), {"t": 4})
+    assert not deciders.independent_queues((a, Share(name="b", quota={"t": 1}, strategy=Strategy.LEND)), {"t": 4})
+    assert not deciders.independent_queues(
         (a, Share(name="b", quota={"t": 1}, strategy=Strategy.RESERVE, in_share_preemption=True)), {"t": 4}
     )

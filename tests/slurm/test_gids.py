@@ -6,7 +6,8 @@ from itertools import count
 
 import pytest
 
-from constructs_lib.backends.hyperpod_slurm.plan import GID_BASE, GID_SPAN, slurm_problems, team_gid, team_gids
+from constructs_lib.backends.hyperpod_slurm.checks import slurm_problems
+from constructs_lib.backends.hyperpod_slurm.layout import GID_BASE, GID_SPAN, team_gid, team_gids
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.slurm import slurm_plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from constructs_lib.backends.hyperpod_slurm.plan import team_gid
+from constructs_lib.backends.hyperpod_slurm.layout import team_gid
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.slurm import hyperpod_instance_groups, posix_user_name, slurm_plan
 
@@ -249,7 +249,7 @@ def test_members_mapping_to_system_users_or_other_paths_are_refused(arn: str, wr
 def test_docs_list_every_reserved_name_and_system_directory() -> None:
     from pathlib import Path
 
-    from constructs_lib.backends.hyperpod_slurm.plan import (
+    from constructs_lib.backends.hyperpod_slurm.checks import (
         RESERVED_USER_PREFIXES,
         RESERVED_USERS,
         SHARED_PARENTS,

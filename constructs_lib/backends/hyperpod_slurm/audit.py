@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from constructs_lib.organisation.access import Access
 
-from .plan import GROUP_PREFIX, slurm_plan
+from .layout import GROUP_PREFIX
+from .plan import slurm_plan
 
 
 def cluster(model, team, pool) -> list[Access]:

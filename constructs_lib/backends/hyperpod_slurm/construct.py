@@ -24,7 +24,8 @@ from gpu_governance_runtime.slurm import render_apply_script
 from gpu_governance_runtime.slurm.render import plan_digest
 
 from . import BACKEND
-from .plan import DEFAULT_DATA_ROOT, InstanceGroup, hyperpod_instance_groups, slurm_plan
+from .layout import InstanceGroup, hyperpod_instance_groups
+from .plan import DEFAULT_DATA_ROOT, slurm_plan
 
 SCRIPT_NAME = "gpu-governance-slurm.sh"
 # Where the lifecycle step and the SSM document put the script on a node.

@@ -42,8 +42,8 @@ from ..contract import (
     TAG_TEAM,
     TAG_WINDOW,
 )
-from ..planners.capacity import Reservation, Window
-from .aws import _all, _tags
+from ..planners.offers import Reservation, all_items, tags_of
+from ..planners.window import Window
 from .ledger import Intent
 
 # The Team of a fee or a block whose window is no longer declared and that names no team (or the
@@ -87,7 +87,7 @@ class Held:
 
 def read_blocks(ec2: Any, controller_id: str, windows: Mapping[str, Window]) -> list[Held]:
     """Every active Capacity Block this controller bought: in use = total - available."""
-    items = _all(
+    items = all_items(
         ec2,
         "describe_capacity_reservations",
         "CapacityReservations",
@@ -95,7 +95,7 @@ def read_blocks(ec2: Any, controller_id: str, windows: Mapping[str, Window]) -> 
     )
     held = []
     for item in items:
-        tags = _tags(item.get("Tags", []))
+        tags = tags_of(item.get("Tags", []))
         window = tags.get(TAG_WINDOW, "")
         total = item["TotalInstanceCount"]
         held.append(

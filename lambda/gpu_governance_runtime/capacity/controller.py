@@ -27,7 +27,9 @@ from datetime import datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common import log as logs
-from ..planners.capacity import Declined, Plan, Purchase, Reservation, Window, plan
+from ..planners.capacity import Declined, Plan, Purchase, plan
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
@@ -200,7 +202,7 @@ def known_blocks(owned: Iterable[Reservation], ledger: Ledger) -> list[Reservati
     return owned + [
         replace(_as_reservation(i), id=i.reservation_id, state="scheduled")
         for i in ledger.intents("purchased")
-        if i.reservation_id and i.reservation_id not in listed and i.offering.kind in ("block", "training_plan")
+        if i.reservation_id and i.reservation_id not in listed and not i.offering.extends
     ]
 
 

@@ -17,7 +17,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
-from ..planners.capacity import Reservation, Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 
 
 def publish(

@@ -30,7 +30,8 @@ from typing import Any
 from ..common.batch_copy import REASON_PREFIX, restartable
 from ..contract import CAPACITY_EVENT_SOURCE, TAG_REQUEUED_FROM
 from ..planners import market
-from ..planners.capacity import Reservation, Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from . import requeue
 from .block_jobs import ON_AN_INSTANCE, block_instances, container_instances, jobs_in
 from .ledger import Ledger

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
 from ..backends import backend_of
@@ -50,14 +49,15 @@ from ..contract import (
     ENV_TOPIC_ARN,
     STACK_EVENT_SOURCE,
 )
-from ..planners.capacity import Window
+from ..planners.kinds import KINDS
+from ..planners.offers import reservation_from_api
+from ..planners.window import Window
 from ..policy import Policy, PolicyError, policy_path, read_policy_file
 from . import (
     chargeback,
+    consumer_steps,
     controller,
     delivery,
-    fill,
-    hyperpod,
     raised,
     requests,
     requeue,
@@ -66,7 +66,7 @@ from . import (
     slurm_window,
     spend,
 )
-from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation, reservation_from_api
+from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation
 from .ledger import Ledger
 
 METRIC_NAMESPACE = CAPACITY_NAMESPACE
@@ -79,33 +79,24 @@ EVENTS = (
     EventKind(BLOCK, "aws.ec2", "Capacity Block", prefix=True),  # the documented names differ between versions
     EventKind(SCHEDULED, *chargeback.SCHEDULED),
 )
-# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code.
-REQUIRED_OPERATIONS = {
+# Checked against the runtime's boto3 at cold start (api_check); a test keeps it equal to the calls in the code:
+# the run's own, and those of every kind of capacity (``CapacityKind.operations``).
+OWN_OPERATIONS = {
     "ec2": (
         "CreateLaunchTemplateVersion",
-        "DescribeCapacityBlockExtensionHistory",
-        "DescribeCapacityBlockExtensionOfferings",
-        "DescribeCapacityBlockOfferings",
         "DescribeCapacityReservations",
         "DescribeInstanceTypes",
         "DescribeInstances",
         "DescribeLaunchTemplateVersions",
         "DescribeSubnets",
-        "PurchaseCapacityBlock",
-        "PurchaseCapacityBlockExtension",
     ),
     "sagemaker": (
-        "CreateTrainingPlan",
         "DescribeCluster",
         "DescribeClusterNode",
         "DescribeComputeQuota",
         "DescribeTrainingPlan",
-        "DescribeTrainingPlanExtensionHistory",
-        "ExtendTrainingPlan",
         "ListClusterNodes",
         "ListComputeQuotas",
-        "ListTrainingPlans",
-        "SearchTrainingPlanOfferings",
         "UpdateCluster",
         "UpdateComputeQuota",
     ),
@@ -131,6 +122,10 @@ REQUIRED_OPERATIONS = {
     "ecs": ("ListContainerInstances",),
     "ssm": ("CancelCommand", "GetCommandInvocation", "GetParameter", "PutParameter", "SendCommand"),
     "ce": ("GetCostAndUsage",),
+}
+REQUIRED_OPERATIONS = {
+    service: tuple(sorted({*own, *(op for kind in KINDS.values() for op in kind.operations.get(service, ()))}))
+    for service, own in {**{s: () for kind in KINDS.values() for s in kind.operations}, **OWN_OPERATIONS}.items()
 }
 
 
@@ -295,52 +290,64 @@ def process(
         clock=clock,
         time_left=time_left,
     )
-    result["hyperpod"] = _repoint_instance_groups(windows, report.owned, clients, ledger, notify, now, time_left)
-    known = controller.known_blocks(report.owned, ledger)
-    result["fill"] = _fill_batch_blocks(windows, known, clients, ledger, now)
-    closing = {f["window"] for f in result["fill"] if f.get("closing")}
-    result["rotation"] = _rotate_consumers(windows, known, clients, ledger, now, time_left, closing)
-    if any(f.get("taken_off") for f in result["fill"]):  # off the block now, once it is closed to their copies
-        result["taken_off"] = requeue.resume(
-            ledger=ledger, batch=clients.batch, submit=clients.submit_batch, now=now, time_left=time_left
-        )
-    result["draining_blocks"] = _drain_batch_blocks(
-        windows,
-        known,
-        clients,
-        ledger,
-        now,
-        time_left,
-        handled=result.get("block_event", {}).get("capacity_reservation_id"),
-    )
+    handled = result.get("block_event", {}).get("capacity_reservation_id")
+    result.update(consumer_steps.run(windows, report.owned, clients, ledger, notify, now, time_left, handled=handled))
     result["training_plans"] = delivery.publish(
         windows=windows, owned=report.owned, ssm=clients.ssm, organisation=policy.organisation
     )
-    raising = {  # by the kind of window consumer whose purchase raises the pools' quotas
+    raising = _raising(policy)
+    result.update(_raise_quotas(windows, report.owned, raising, policy, environment, clients, ledger, now, time_left))
+    result["closed_requests"] = requests.close_ended(
+        ledger, requested, owned=report.owned, now=now, unsettled=_unsettled(requested, result, raising, now)
+    )
+    if event.kind == SCHEDULED:  # only scheduled runs count instance-hours (chargeback.py says why)
+        result.update(
+            _scheduled_reports(result, report.owned, windows, environment, policy, clients, ledger, now, time_left)
+        )
+    spent = {name: ledger.spent(window, now) for name, window in windows.items()}
+    _emit_metrics(report, windows, spent)
+    _metric({}, ConsumerErrors=(len(_consumer_errors(result)), "Count"))
+    result["run"] = _run_summary(report)
+    log.info("capacity controller run", **result)
+    return result
+
+
+def _raising(policy: Policy) -> dict[str, dict[str, Any]]:
+    """By the kind of window consumer whose purchase raises the pools' quotas, the pools it raises them in."""
+    return {
         kind: {p.name: p for p in policy.pools if backend_of(p).quota_raised_by == kind}
         for kind in (shares.TRAINING_JOBS, shares.INSTANCE_GROUP)
     }
+
+
+def _raise_quotas(
+    windows, owned, raising, policy: Policy, environment, clients: Clients, ledger: Ledger, now, time_left
+):
+    """The owners' quotas raised while their capacity is active (shares.py), their Slurm partitions (slurm_window.py)
+    and the raises published for the reclaim controller (raised.py)."""
     quota_shares = raising[shares.TRAINING_JOBS]
     acting = {name: w for name, w in windows.items() if not w.dry_run}  # a dry-run window's raise is only reported
     wanted = {
-        kind: shares.desired_limits(windows=windows, owned=report.owned, now=now, kind=kind, pools=raising[kind])
+        kind: shares.desired_limits(windows=windows, owned=owned, now=now, kind=kind, pools=raising[kind])
         for kind in raising
     }
     applied = {
-        kind: shares.desired_limits(windows=acting, owned=report.owned, now=now, kind=kind, pools=raising[kind])
+        kind: shares.desired_limits(windows=acting, owned=owned, now=now, kind=kind, pools=raising[kind])
         for kind in raising
     }
-    result["shares"] = shares.apply_batch(
-        desired=applied[shares.TRAINING_JOBS], pools=quota_shares, batch=clients.batch, ledger=ledger, now=now
-    )
-    result["shares"] += shares.apply_compute_quotas(
+    found: dict[str, Any] = {
+        "shares": shares.apply_batch(
+            desired=applied[shares.TRAINING_JOBS], pools=quota_shares, batch=clients.batch, ledger=ledger, now=now
+        )
+    }
+    found["shares"] += shares.apply_compute_quotas(
         desired=applied[shares.INSTANCE_GROUP], sagemaker=clients.sagemaker, ledger=ledger, now=now
     )
-    result["shares"] += [note for kind in raising for note in shares.would(wanted[kind], applied[kind], kind)]
-    result["slurm_nodes"] = (
+    found["shares"] += [note for kind in raising for note in shares.would(wanted[kind], applied[kind], kind)]
+    found["slurm_nodes"] = (
         slurm_window.apply(  # the owner's Slurm partition: joined, drained before the plan ends, resumed at the next
             windows=windows,
-            owned=report.owned,
+            owned=owned,
             slurm_pools={p.name: [s.name for s in p.shares] for p in policy.pools if backend_of(p).drains_on_head_node},
             head_nodes=environment.slurm_head_nodes,
             sagemaker=clients.sagemaker,
@@ -351,35 +358,39 @@ def process(
         )
     )
     if environment.raised_guarantees:  # the reclaim controller counts what is raised now (raised.py)
-        result["raised_guarantees"] = raised.publish(
-            raised.applied(windows=acting, owned=report.owned, pools=raising, results=result["shares"], now=now),
+        found["raised_guarantees"] = raised.publish(
+            raised.applied(windows=acting, owned=owned, pools=raising, results=found["shares"], now=now),
             ssm=clients.ssm,
             name=environment.raised_guarantees,
             key_id=environment.raised_guarantees_key,
         )
-    result["closed_requests"] = requests.close_ended(
-        ledger, requested, owned=report.owned, now=now, unsettled=_unsettled(requested, result, raising, now)
-    )
-    if event.kind == SCHEDULED:  # only scheduled runs count instance-hours (chargeback.py says why)
-        result["utilisation"] = chargeback.publish_utilisation(
-            owned=report.owned,
+    return found
+
+
+def _scheduled_reports(
+    result, owned, windows, environment, policy: Policy, clients: Clients, ledger: Ledger, now, time_left
+):
+    """What only scheduled runs publish: the purchases' utilisation and the blocks' use, and once a day the teams' spend."""
+    found: dict[str, Any] = {
+        "utilisation": chargeback.publish_utilisation(
+            owned=owned,
             windows=windows,
             ec2=clients.ec2,
             sagemaker=clients.sagemaker,
             controller_id=environment.controller_id,
             tick_seconds=environment.tick_seconds,
             now=now,
-        )
-        result["block_use"] = chargeback.publish_block_use(
-            result["fill"], tick_seconds=environment.tick_seconds, now=now
-        )
-        if environment.team_spend:  # once a day, not every run (spend.py says why)
-            result["spend"] = spend.publish_daily(
-                ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left
-            )
-    spent = {name: ledger.spent(window, now) for name, window in windows.items()}
-    _emit_metrics(report, windows, spent)
-    consumer_errors = (
+        ),
+        "block_use": chargeback.publish_block_use(result["fill"], tick_seconds=environment.tick_seconds, now=now),
+    }
+    if environment.team_spend:  # once a day, not every run (spend.py says why)
+        found["spend"] = spend.publish_daily(ce=clients.ce, ledger=ledger, policy=policy, now=now, time_left=time_left)
+    return found
+
+
+def _consumer_errors(result: dict[str, Any]) -> list[Any]:
+    """Every consumer step of the run that failed (the ConsumerErrors metric)."""
+    return (
         result["resumed_requeues"]["errors"]
         + result.get("taken_off", {}).get("errors", [])
         + result.get("block_event", {}).get("requeue", {}).get("errors", [])
@@ -402,8 +413,11 @@ def process(
             if "error" in r
         ]
     )
-    _metric({}, ConsumerErrors=(len(consumer_errors), "Count"))
-    result["run"] = {
+
+
+def _run_summary(report: controller.RunReport) -> dict[str, Any]:
+    """What the controller did this run, as the run's log line and answer name it."""
+    return {
         "bought": [i.id for i in report.bought],
         "awaiting_approval": [i.id for i in report.awaiting_approval],
         "failed": [list(f) for f in report.failed],
@@ -419,8 +433,6 @@ def process(
             for p in report.plan.purchases
         ],
     }
-    log.info("capacity controller run", **result)
-    return result
 
 
 def load_windows(settings: Mapping[str, str]) -> dict[str, Window]:
@@ -463,7 +475,7 @@ def _on_block_event(
         drained = {
             "window": window.name,
             "capacity_reservation_id": reservation_id,
-            **_drain_batch_block(window, reservation_id, ends_at, clients, ledger, now, time_left),
+            **consumer_steps.drain_batch_block(window, reservation_id, ends_at, clients, ledger, now, time_left),
         }
     else:
         drained = (
@@ -478,7 +490,7 @@ def _on_block_event(
                 window=window.name,
                 reservation_id=reservation_id,
                 ends_at=ends_at,
-                moved_to=_moved_to(window),
+                moved_to=consumer_steps.moved_to(window),
                 events=clients.events,
             )
         )
@@ -489,130 +501,6 @@ def _on_block_event(
         JobsRequeued=(len(drained.get("requeue", {}).get("requeued", [])), "Count"),
     )
     return drained
-
-
-def _moved_to(window: Window) -> str | None:
-    """Where the window's work goes when its block ends, as the drain event says."""
-    return window.fallback if window.fallback == "on_demand" else None
-
-
-def _drain_batch_block(
-    window: Window, reservation_id: str, ends_at: datetime, clients: Clients, ledger: Ledger, now: datetime, time_left
-) -> dict[str, Any]:
-    return requeue.drain(
-        window=window.name,
-        compute_environment=window.consumer["block_compute_environment"],
-        reservation_id=reservation_id,
-        ends_at=ends_at,
-        moved_to=_moved_to(window),
-        dry_run=window.dry_run,
-        ledger=ledger,
-        ec2=clients.ec2,
-        ecs=clients.ecs,
-        batch=clients.batch,
-        submit=clients.submit_batch,
-        events=clients.events,
-        now=now,
-        time_left=time_left,
-    )
-
-
-def _drain_batch_blocks(
-    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left, handled: str | None
-) -> list[dict[str, Any]]:
-    """Every run, not only at the expiration warning: each block a window's Batch compute
-    environment runs on, within ``requeue.SIGNAL_LEAD`` of its end, is drained (``requeue.drain``),
-    so its jobs are told first and get two runs to be stopped before the instances go.
-    ``handled``: the block this run's expiration warning already drained."""
-    results = []
-    for window in windows.values():
-        if window.consumer.get("kind") != "batch_compute_environment":
-            continue
-        for block in owned:
-            if (
-                block.window != window.name
-                or block.state != "active"
-                or block.id == handled
-                or not requeue.draining(block.end, now)
-            ):
-                continue
-            try:
-                results.append(
-                    {
-                        "window": window.name,
-                        "capacity_reservation_id": block.id,
-                        **_drain_batch_block(window, block.id, block.end, clients, ledger, now, time_left),
-                    }
-                )
-            except (
-                ClientError,
-                BotoCoreError,
-            ) as error:  # the listing failed: the next run (one more before the stops) reads again
-                results.append(
-                    {
-                        "window": window.name,
-                        "capacity_reservation_id": block.id,
-                        "error": str(error),
-                        "retry": "next run",
-                    }
-                )
-    return results
-
-
-def _fill_batch_blocks(windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime):
-    """Every Batch consumer's active block: what to take off it, whether it is closing, what to move onto it."""
-    results = []
-    for window, sharing in rotation.by_consumer(windows.values()):
-        block = rotation.active_block(window, owned, now, sharing)
-        if window.consumer["kind"] != "batch_compute_environment" or block is None:
-            continue
-        try:
-            results.append(
-                fill.fill(
-                    window=window,
-                    block=block,
-                    dry_run=window.dry_run,
-                    ledger=ledger,
-                    ec2=clients.ec2,
-                    ecs=clients.ecs,
-                    batch=clients.batch,
-                    events=clients.events,
-                    now=now,
-                )
-            )
-        except (ClientError, BotoCoreError) as error:  # a read or the event failed: the next run looks again
-            results.append({"window": window.name, "error": str(error), "retry": "next run"})
-    return results
-
-
-def _rotate_consumers(
-    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, now: datetime, time_left, closing=frozenset()
-) -> list[dict[str, Any]]:
-    """Every launch-template consumer one step toward its phase (rotation.reconcile), every run; ``closing``: the
-    windows whose active block takes no new job now (fill.py)."""
-    results = []
-    for window, sharing in rotation.by_consumer(windows.values()):
-        if time_left() < REPOINT_SECONDS:
-            results.append(
-                {"window": window.name, "deferred": "too little of the invocation left; the next run does it"}
-            )
-            continue
-        results.append(
-            rotation.reconcile(
-                window=window,
-                owned=owned,
-                dry_run=window.dry_run,
-                ec2=clients.ec2,
-                batch=clients.batch,
-                eks=clients.eks,
-                ecs=clients.ecs,
-                ledger=ledger,
-                now=now,
-                sharing=sharing,
-                closing=window.name in closing,
-            )
-        )
-    return results
 
 
 def _on_request(event, windows: dict[str, Window], ledger: Ledger, notify, now: datetime, arguments) -> dict[str, Any]:
@@ -646,10 +534,6 @@ def _unsettled(
     return names
 
 
-# DescribeCluster, UpdateCluster and the ledger record of one instance group.
-REPOINT_SECONDS = 20
-
-
 def _block_of(reservation_id: str, ec2: Any, ledger: Ledger) -> tuple[str, datetime | None]:
     """(window, end) of a block: from its listing, or, while EC2 does not list it yet (eventually
     consistent), from the purchased intent that recorded it; ("", None) when it is not ours."""
@@ -659,38 +543,6 @@ def _block_of(reservation_id: str, ec2: Any, ledger: Ledger) -> tuple[str, datet
         return tagged, reservation_from_api(item).end
     recorded = next((i for i in ledger.intents("purchased") if i.reservation_id == reservation_id), None)
     return (recorded.window, recorded.offering.end) if recorded else ("", None)
-
-
-def _repoint_instance_groups(
-    windows: dict[str, Window], owned, clients: Clients, ledger: Ledger, notify, now: datetime, time_left
-) -> list[dict[str, Any]]:
-    results = []
-    for window in windows.values():
-        if window.consumer.get("kind") != "hyperpod_instance_group":
-            continue
-        if time_left() < REPOINT_SECONDS:
-            results.append(
-                {"window": window.name, "deferred": "too little of the invocation left; the next run does it"}
-            )
-            continue
-        try:
-            results.append(
-                hyperpod.repoint(
-                    window=window.name,
-                    cluster_arn=window.consumer["cluster_arn"],
-                    instance_group=window.consumer["instance_group"],
-                    plans=owned,
-                    fallback=window.fallback,
-                    dry_run=window.dry_run,
-                    sagemaker=clients.sagemaker,
-                    ledger=ledger,
-                    now=now,
-                )
-            )
-        except hyperpod.MissingInstanceGroup as error:
-            results.append({"window": window.name, "error": str(error)})
-            notify("HyperPod instance group not found", {"window": window.name, "error": str(error)})
-    return results
 
 
 def _notifier(sns, topic_arn: str):

@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..hyperpod_cluster import MissingInstanceGroup, described_groups, group_specification  # noqa: F401 (the handler catches it here)
-from ..planners.capacity import Reservation
+from ..planners.offers import Reservation
 from .ledger import Ledger
 
 

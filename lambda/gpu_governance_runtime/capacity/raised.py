@@ -29,7 +29,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..planners.capacity import Reservation, Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from . import shares
 from .delivery import put_if_changed
 

@@ -44,7 +44,8 @@ from typing import Any
 
 from ..contract import ALARM_STATE
 from ..planners import market
-from ..planners.capacity import HOUR, Reservation, Window
+from ..planners.offers import HOUR, Reservation
+from ..planners.window import Window
 from .ledger import OPEN_STATUSES, Ledger
 
 ACTION_PREFIX = "request#"

@@ -44,7 +44,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..contract import CAPACITY_EVENT_SOURCE
 from ..planners import market
-from ..planners.capacity import Reservation, Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from ..request_shapes import conform
 from .block_jobs import ON_AN_INSTANCE, jobs_on
 from .consumers import subnet_zones
@@ -218,6 +219,41 @@ BATCH_STEPS = (
 )
 
 
+def _move_onto_block(window, environment, target, wanted, version, size, ec2, batch, ecs, update):
+    """The step that moves the block compute environment's launch template onto ``target``: a reason to wait,
+    or (description, action); ConsumerRefused when it cannot be moved."""
+    consumer = window.consumer
+    block_ce, resources = consumer["block_compute_environment"], environment.get("computeResources", {})
+    if environment.get("status") == "UPDATING":
+        return "waiting: the block compute environment is UPDATING"
+    problems = _block_problems(resources, window, target, ec2)
+    if problems:
+        raise ConsumerRefused(
+            f"block compute environment {block_ce} cannot be moved onto {target.id}: {'; '.join(problems)}; nothing moved"
+        )
+    # An infrastructure update replaces the environment's instances after jobExecutionTimeoutMinutes
+    # [aws: batch-ce.infrastructure-update-grace]: only with no job on it, or it would end that job. A job of the
+    # block before ends with that block's instances [aws: batch-ce.jobs-fail-with-block-instances].
+    still_on = jobs_on(compute_environment=block_ce, batch=batch, ecs=ecs, statuses=ON_AN_INSTANCE)
+    if still_on:
+        return f"waiting: {len(still_on)} job(s) still on the block compute environment"
+
+    def launch_into_block() -> None:
+        # New instances launch from the new version, into the block [aws: batch-ce.infrastructure-update-into-block].
+        created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
+        # An infrastructure update of an environment that is DISABLED, behind the on-demand one and has no job.
+        update(
+            computeResources={
+                "launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)},
+                "minvCpus": 0,
+                "maxvCpus": size,
+            },
+            updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30},
+        )
+
+    return (f"{BATCH_STEPS[2]} {target.id} ({size} vCPUs)", launch_into_block)
+
+
 def _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing=False):
     """What the block compute environment shows, and the next step toward the phase: None when in
     place, a reason to wait, or (description, action)."""
@@ -263,34 +299,7 @@ def _batch_step(window, owned, ec2, batch, ecs, ledger, now, closing=False):
         if enabled:
             return found, (BATCH_STEPS[1], lambda: update(state="DISABLED"))
     if current != wanted:
-        if environment.get("status") == "UPDATING":
-            return found, "waiting: the block compute environment is UPDATING"
-        problems = _block_problems(resources, window, target, ec2)
-        if problems:
-            raise ConsumerRefused(
-                f"block compute environment {block_ce} cannot be moved onto {target.id}: {'; '.join(problems)}; nothing moved"
-            )
-        # An infrastructure update replaces the environment's instances after jobExecutionTimeoutMinutes
-        # [aws: batch-ce.infrastructure-update-grace]: only with no job on it, or it would end that job. A job of the
-        # block before ends with that block's instances [aws: batch-ce.jobs-fail-with-block-instances].
-        still_on = jobs_on(compute_environment=block_ce, batch=batch, ecs=ecs, statuses=ON_AN_INSTANCE)
-        if still_on:
-            return found, f"waiting: {len(still_on)} job(s) still on the block compute environment"
-
-        def launch_into_block() -> None:
-            # New instances launch from the new version, into the block [aws: batch-ce.infrastructure-update-into-block].
-            created = _create_version(ec2, consumer["launch_template_name"], version, wanted)
-            # An infrastructure update of an environment that is DISABLED, behind the on-demand one and has no job.
-            update(
-                computeResources={
-                    "launchTemplate": {"launchTemplateName": consumer["launch_template_name"], "version": str(created)},
-                    "minvCpus": 0,
-                    "maxvCpus": size,
-                },
-                updatePolicy={"terminateJobsOnUpdate": False, "jobExecutionTimeoutMinutes": 30},
-            )
-
-        return found, (f"{BATCH_STEPS[2]} {target.id} ({size} vCPUs)", launch_into_block)
+        return found, _move_onto_block(window, environment, target, wanted, version, size, ec2, batch, ecs, update)
     if block is None:
         if upcoming is None and resources.get("maxvCpus", 0) != 0 and not _instances_live(window, owned, now):
             return found, (BATCH_STEPS[5], lambda: update(computeResources={"minvCpus": 0, "maxvCpus": 0}))

@@ -32,7 +32,8 @@ from botocore.exceptions import ClientError
 
 from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
 from ..planners import market
-from ..planners.capacity import Reservation, Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from ..quotas import MissingQuota, describe_team_compute_quota, quota_share_arn
 from .ledger import Ledger
 

@@ -55,7 +55,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..planners.capacity import Reservation, Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from ..slurm.plan import BORROW_PARTITION
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from .ledger import Ledger

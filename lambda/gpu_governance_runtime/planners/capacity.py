@@ -6,236 +6,19 @@ plan, so the Lambda controller, the tests and ``gpu-governance capacity plan`` s
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
 
-from ..contract import CONSUMER_KARPENTER_NODE_POOL, TAG_COST_CENTRE, TAG_POOL, TAG_TEAM
 from . import market
-
-Market = Literal["capacity_block", "training_plan"]
-Mode = Literal["dry_run", "approval", "auto"]
-OfferingKind = Literal["block", "extension", "training_plan", "training_plan_extension"]
-EXTENSION_KINDS = ("extension", "training_plan_extension")  # keep the reservation (plan) id, extend its end
+from .kinds import KINDS, kind_named, kind_of_offering
+from .offers import HOUR, Offering, Reservation
+from .window import Mode, Occurrence, Window
 
 # A window rarely needs more than a chain of three blocks (e.g. 14 days + 7 days + an
 # extension); the bound keeps the exhaustive search small and the plan easy to read.
 MAX_PURCHASES_PER_OCCURRENCE = 3
-HOUR = timedelta(hours=1)
-
-# How many reservations (blocks, plans) one consumer can launch into at the same time; a kind not
-# named here (SageMaker training jobs: each job names its own ``ResourceConfig.TrainingPlanArn``)
-# can use any number. A launch template targets one ``CapacityReservationId``
-# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html). EC2 launches
-# into Capacity Blocks in a Capacity Reservation group
-# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-groups-launch.html#cr-groups-launch-cb),
-# but the EKS managed node group guide names only ``CapacityReservationId`` for a Capacity Block
-# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html), and so do AWS's blog and
-# sample for Batch [aws: batch-ce.capacity-block-launch-template]: no group is used (docs/capacity.md,
-# *What each consumer can use*). A HyperPod instance group
-# names one ``TrainingPlanArn``
-# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
-RESERVATIONS_AT_ONCE = {"batch_compute_environment": 1, "eks_node_group": 1, "hyperpod_instance_group": 1}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Window:
-    """One capacity window as the compiled policy describes it (see constructs_lib.model.capacity)."""
-
-    name: str
-    market: Market
-    instance_type: str
-    instance_count: int
-    start: datetime
-    duration_hours: int
-    repeat_every_days: int | None
-    availability_zones: tuple[str, ...]  # empty: any zone
-    max_price_per_instance_hour: Decimal
-    budget: Decimal
-    budget_period: Literal["week", "month"]
-    buy_ahead_days: int
-    prefer_extension: bool
-    mode: Mode
-    consumer: Mapping[str, Any] = field(default_factory=dict)
-    # The least share of a cover's instance-hours the window's own hours may use (``expected_yield``); 0: any.
-    min_yield: Decimal = Decimal(0)
-    fallback: Literal["on_demand", "none"] = "on_demand"
-    # The owner: the compiled policy always names the team; the defaults serve tests and what-if runs.
-    team: str = ""
-    cost_centre: str | None = None
-    # Set only on a requested window (capacity/requests.py): the declared window whose budget it spends.
-    budget_window: str | None = None
-    # CloudWatch alarms that request capacity for this window: {"alarm_name", "count", "hours"} each.
-    alarm_requests: tuple[Mapping[str, Any], ...] = ()
-    # Read from AWS each run, not from the policy (consumers.launch_zones): the zones the consumer's subnets are in,
-    # where a block's instances can launch. None: not known or not bounded (what the declared zones allow).
-    launch_zones: frozenset[str] | None = None
-
-    def allows_zone(self, zone: str, *, launchable: bool = True) -> bool:
-        """Whether a block or plan in ``zone`` serves the window: a zone it declares (any, when it declares none)
-        that, with ``launchable``, its consumer can launch in."""
-        declared = not self.availability_zones or zone in self.availability_zones
-        return declared and (not launchable or self.launch_zones is None or zone in self.launch_zones)
-
-    @property
-    def zones_described(self) -> str:
-        """The zones the window may buy in, as reasons name them."""
-        if self.launch_zones is None:
-            return ", ".join(self.availability_zones) or "any zone"
-        usable = sorted(z for z in self.launch_zones if self.allows_zone(z))
-        return (
-            ", ".join(usable)
-            if usable
-            else (
-                f"no zone: the consumer's subnets are in {', '.join(sorted(self.launch_zones)) or 'none'}"
-                + (f", the window allows {', '.join(self.availability_zones)}" if self.availability_zones else "")
-            )
-        )
-
-    @property
-    def dry_run(self) -> bool:
-        """``mode: dry_run``: every step of the window is planned and reported, none done."""
-        return self.mode == "dry_run"
-
-    @property
-    def budget_key(self) -> str:
-        """Whose budget a purchase for this window counts against."""
-        return self.budget_window or self.name
-
-    def serves_with(self, bought_for: str) -> bool:
-        """Whether what was bought for window ``bought_for`` covers this window: its own, and, for a
-        requested window, its declared window's too. A request overlapping the declared window's
-        occurrence (pending or active) is served by the block or plan bought for that occurrence,
-        extended or added to only for the hours and instances it leaves uncovered."""
-        return bought_for in (self.name, self.budget_window)
-
-    @property
-    def reservations_at_once(self) -> int | None:
-        """How many reservations the consumer can launch into at the same time (None: any number)."""
-        return RESERVATIONS_AT_ONCE.get(self.consumer.get("kind", ""))
-
-    @property
-    def owner_fields(self) -> dict[str, str]:
-        """Whom the window serves, as notifications and ``--json`` name it (unset fields left out)."""
-        return {key: value for key, value in (("team", self.team), ("cost_centre", self.cost_centre)) if value}
-
-    @property
-    def owner_tags(self) -> dict[str, str]:
-        """The owner's tags on every purchase for this window (contract.PURCHASE_TAG_KEYS), and the pool a
-        Karpenter NodePool feeds, whose EC2NodeClass selects the purchase by it (docs/eks-kueue.md)."""
-        keys = {"team": TAG_TEAM, "cost_centre": TAG_COST_CENTRE}
-        pool = {TAG_POOL: self.consumer["pool"]} if self.consumer.get("kind") == CONSUMER_KARPENTER_NODE_POOL else {}
-        return {**{keys[name]: value for name, value in self.owner_fields.items()}, **pool}
-
-    @property
-    def owner(self) -> str:
-        """Whom the window serves, as reports name it."""
-        return f"team {self.team or '?'}" + (f", cost centre {self.cost_centre}" if self.cost_centre else "")
-
-    @classmethod
-    def from_policy(cls, data: Mapping[str, Any]) -> Window:
-        """A window from a compiled one; ``policy.read_policy`` validates it first."""
-        return cls(
-            **{
-                **data,
-                "start": market.utc(datetime.fromisoformat(data["start"])),
-                "availability_zones": tuple(data["availability_zones"]),
-                "alarm_requests": tuple(dict(a) for a in data.get("alarm_requests", ())),
-                "max_price_per_instance_hour": Decimal(str(data["max_price_per_instance_hour"])),
-                "budget": Decimal(str(data["budget"])),
-                "min_yield": Decimal(str(data["min_yield"])),
-            }
-        )
-
-    def occurrences(self, now: datetime) -> tuple[Occurrence, ...]:
-        """Occurrences not yet over whose start is within the buying horizon."""
-        horizon = now + min(timedelta(days=self.buy_ahead_days), market.MAX_START_AHEAD)
-        length = self.duration_hours * HOUR
-        if self.repeat_every_days is None:
-            starts: Iterable[datetime] = [self.start]
-        else:
-            step = timedelta(days=self.repeat_every_days)
-            skipped = max(0, (now - length - self.start) // step)  # occurrences long over
-            starts = itertools.takewhile(
-                lambda s: s <= horizon, (self.start + (skipped + i) * step for i in itertools.count())
-            )
-        return tuple(
-            Occurrence(window=self.name, start=s, end=s + length) for s in starts if s + length > now and s <= horizon
-        )
-
-    def period_key(self, moment: datetime) -> str:
-        """The budget period a purchase made at ``moment`` counts against."""
-        if self.budget_period == "month":
-            return f"{moment:%Y-%m}"
-        year, week, _ = moment.isocalendar()
-        return f"{year}-W{week:02d}"
-
-
-@dataclass(frozen=True, kw_only=True, order=True)
-class Occurrence:
-    start: datetime
-    end: datetime
-    window: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.window}@{self.start:%Y%m%dT%H%MZ}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Reservation:
-    """A Capacity Block (or training plan) this controller bought for a window."""
-
-    id: str
-    window: str
-    instance_type: str
-    count: int
-    availability_zone: str
-    start: datetime
-    end: datetime
-    state: str
-
-    @property
-    def is_block(self) -> bool:
-        """A Capacity Block (EC2 reservation ids are ``cr-...``), not a training plan (an ARN)."""
-        return self.id.startswith("cr-")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Offering:
-    id: str
-    kind: OfferingKind
-    instance_type: str
-    count: int
-    availability_zone: str
-    start: datetime
-    end: datetime
-    duration_hours: int
-    upfront_fee: Decimal
-    currency: str = "USD"
-    reservation_id: str | None = None  # the block an extension extends
-    duration_minutes: int = 0  # on top of duration_hours: blocks end at 11:30 UTC, whenever they start
-    requested_hours: int | None = None  # the duration searched for that found it (None: read from a file)
-    segments: int = 1  # reservations one purchase creates (CapacityBlockOfferingSegments)
-
-    @property
-    def extends(self) -> bool:
-        return self.kind in EXTENSION_KINDS
-
-    @property
-    def hours(self) -> Decimal:
-        return self.duration_hours + Decimal(self.duration_minutes) / 60
-
-    @property
-    def price_per_instance_hour(self) -> Decimal:
-        return self.upfront_fee / (self.count * self.hours)
-
-    @property
-    def instance_hours(self) -> Decimal:
-        return self.count * self.hours
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -372,56 +155,106 @@ def plan(
     reservations = tuple(reservations)
     by_id = {r.id: r for r in reservations}
     sound, ignored = _sound_offerings(offerings, by_id, now)
-    of_type: dict[str, list[Offering]] = {}  # an occurrence looks only at offerings of its type
-    for offering in sound:
-        of_type.setdefault(offering.instance_type, []).append(offering)
     windows = {w.name: w for w in windows}
-    committed: dict[str, Decimal] = {}  # by budget: a requested window spends its declared window's
-    for name, w in windows.items():
-        committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
-    # Every block not yet ended counts against the account's 256 instances, overlapping or not [aws: ec2-cb.instance-limits].
-    block_instances = sum(
-        r.count for r in reservations if r.is_block and r.state in market.COVERING_STATES and r.end > now
-    )
-    purchases: list[Purchase] = []
-    uncovered: list[Uncovered] = []
-    declined: list[Declined] = []
-    covered: list[Occurrence] = []
-    purchased: set[str] = set()
-
+    planning = _Planning(reservations=reservations, by_id=by_id, now=now)
+    for offering in sound:  # an occurrence looks only at offerings of its type
+        planning.of_type.setdefault(offering.instance_type, []).append(offering)
+    for name, w in windows.items():  # by budget: a requested window spends its declared window's
+        planning.committed.setdefault(w.budget_key, Decimal(spent.get(name, 0)))
     # Declared windows first, then requests: a request counts what its declared window holds or
     # buys in this very plan (Window.serves_with), so it is planned once that is known.
     for occurrence in sorted(
         (o for w in windows.values() for o in w.occurrences(now)),
         key=lambda o: (windows[o.window].budget_window is not None, o),
     ):
-        window = windows[occurrence.window]
-        own = [r for r in reservations if window.serves_with(r.window) and _fits(r, window)]
+        planning.cover(windows[occurrence.window], occurrence)
+    return Plan(
+        purchases=tuple(planning.purchases),
+        uncovered=tuple(planning.uncovered),
+        covered=tuple(planning.covered),
+        ignored_offerings=tuple(ignored),
+        declined=tuple(planning.declined),
+    )
+
+
+@dataclass(kw_only=True)
+class _Planning:
+    """One plan as it is made, occurrence by occurrence: what is bought so far and what it commits."""
+
+    reservations: tuple[Reservation, ...]
+    by_id: Mapping[str, Reservation]
+    now: datetime
+    of_type: dict[str, list[Offering]] = field(default_factory=dict)
+    committed: dict[str, Decimal] = field(default_factory=dict)
+    purchases: list[Purchase] = field(default_factory=list)
+    uncovered: list[Uncovered] = field(default_factory=list)
+    declined: list[Declined] = field(default_factory=list)
+    covered: list[Occurrence] = field(default_factory=list)
+    purchased: set[str] = field(default_factory=set)
+    limited: dict[str, int] = field(default_factory=dict)  # instances held per kind with an account limit
+
+    def __post_init__(self) -> None:
+        # Every reservation not yet ended counts against its kind's limit, overlapping or not [aws: ec2-cb.instance-limits].
+        self.limited = {
+            kind.name: sum(
+                r.count
+                for r in self.reservations
+                if kind.holds(r) and r.state in market.COVERING_STATES and r.end > self.now
+            )
+            for kind in KINDS.values()
+            if kind.instance_limit
+        }
+
+    def cover(self, window: Window, occurrence: Occurrence) -> None:
+        """Plan the cheapest usable cover of what ``occurrence`` lacks, or say why there is none."""
+        own = [r for r in self.reservations if window.serves_with(r.window) and _fits(r, window)]
         held = [(r.start, r.end, r.count) for r in own if r.state in market.COVERING_STATES]
+        ours = [p for p in self.purchases if window.serves_with(p.window)]
         gaps = shortfall(
-            coverable(occurrence, now),
+            coverable(occurrence, self.now),
             window.instance_count,
-            held + [_interval(p.offering, by_id) for p in purchases if window.serves_with(p.window)],
+            held + [_interval(p.offering, self.by_id) for p in ours],
         )
         if not gaps:
-            covered.append(occurrence)
-            continue
+            self.covered.append(occurrence)
+            return
         own_ids = {r.id for r in own}
         candidates = [
             o
-            for o in of_type.get(window.instance_type, ())
+            for o in self.of_type.get(window.instance_type, ())
             if _fits(o, window)
             and _serves(o, window, own_ids)
-            and _overlaps(_interval(o, by_id), gaps)
-            and o.id not in purchased
+            and _overlaps(_interval(o, self.by_id), gaps)
+            and o.id not in self.purchased
         ]
         spans = {r.id: (r.start, r.end) for r in own if r.state in market.COVERING_STATES}
-        spans.update(
-            {p.offering.id: _interval(p.offering, by_id)[:2] for p in purchases if window.serves_with(p.window)}
-        )
-        budget_left = window.budget - committed[window.budget_key]
-        choice, reason = _choose(window, gaps, candidates, by_id, budget_left=budget_left, held=spans)
-        if choice is not None and expected_yield(gaps, choice, by_id) < window.min_yield and window.mode != "approval":
+        spans.update({p.offering.id: _interval(p.offering, self.by_id)[:2] for p in ours})
+        choice, reason = self._choice(window, occurrence, gaps, candidates, spans)
+        if choice is None:
+            if reason:
+                self.uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
+            return
+        share = expected_yield(gaps, choice, self.by_id)
+        for offering in choice:
+            self.purchases.append(
+                Purchase(
+                    window=window.name, occurrence=occurrence, offering=offering, mode=window.mode, expected_yield=share
+                )
+            )
+            self.purchased.add(offering.id)
+            self.committed[window.budget_key] += offering.upfront_fee
+        for kind in self.limited:
+            self.limited[kind] += _new_instances(choice, kind)
+
+    def _choice(self, window: Window, occurrence: Occurrence, gaps, candidates, spans):
+        """(cover, "") or (None, why it is uncovered); (None, "") when it is declined for its yield (recorded)."""
+        budget_left = window.budget - self.committed[window.budget_key]
+        choice, reason = _choose(window, gaps, candidates, self.by_id, budget_left=budget_left, held=spans)
+        if (
+            choice is not None
+            and expected_yield(gaps, choice, self.by_id) < window.min_yield
+            and window.mode != "approval"
+        ):
             # Another cover the window's hours use enough of (a shorter block, an instant start), if any; else none.
             cheapest, choice = (
                 choice,
@@ -429,44 +262,29 @@ def plan(
                     window,
                     gaps,
                     candidates,
-                    by_id,
+                    self.by_id,
                     budget_left=budget_left,
                     held=spans,
-                    accept=lambda combo: expected_yield(gaps, combo, by_id) >= window.min_yield,
+                    accept=lambda combo: expected_yield(gaps, combo, self.by_id) >= window.min_yield,
                 )[0],
             )
             if choice is None:
-                declined.append(_declined(window, occurrence, gaps, cheapest, by_id))
-                continue
-        added = sum(o.count for o in (choice or ()) if o.kind == "block")
-        if choice is not None and block_instances + added > market.MAX_INSTANCES_ACROSS_BLOCKS:
-            choice, reason = (
-                None,
-                (
-                    f"at most {market.MAX_INSTANCES_ACROSS_BLOCKS} instances across Capacity Blocks: {block_instances} held "
-                    f"or being bought, this cover adds {added}"
-                ),
-            )
+                self.declined.append(_declined(window, occurrence, gaps, cheapest, self.by_id))
+                return None, ""
         if choice is None:
-            uncovered.append(Uncovered(window=window.name, occurrence=occurrence, reason=reason))
-            continue
-        block_instances += added
-        share = expected_yield(gaps, choice, by_id)
-        for offering in choice:
-            purchases.append(
-                Purchase(
-                    window=window.name, occurrence=occurrence, offering=offering, mode=window.mode, expected_yield=share
+            return None, reason
+        for name, held in self.limited.items():
+            limit, what = KINDS[name].instance_limit
+            if held + (added := _new_instances(choice, name)) > limit:
+                return None, (
+                    f"at most {limit} instances across {what}: {held} held or being bought, this cover adds {added}"
                 )
-            )
-            purchased.add(offering.id)
-            committed[window.budget_key] += offering.upfront_fee
-    return Plan(
-        purchases=tuple(purchases),
-        uncovered=tuple(uncovered),
-        covered=tuple(covered),
-        ignored_offerings=tuple(ignored),
-        declined=tuple(declined),
-    )
+        return choice, ""
+
+
+def _new_instances(cover: Iterable[Offering], kind: str) -> int:
+    """Instances of the new reservations of ``kind`` in ``cover`` (an extension adds none)."""
+    return sum(o.count for o in cover if KINDS[kind].offers(o) and not o.extends)
 
 
 def _declined(
@@ -494,28 +312,9 @@ def _sound_offerings(offerings: Iterable[Offering], reservations: Mapping[str, R
             problem = f"extends {offering.reservation_id}, which this controller did not buy"
         elif offering.extends and reservations[offering.reservation_id].state not in market.EXTENDABLE_STATES:
             problem = f"extends {offering.reservation_id}, which is {reservations[offering.reservation_id].state}"
-        elif offering.kind in ("training_plan", "training_plan_extension"):
-            problem = market.training_plan_offering_problem(start=offering.start, end=offering.end, now=now)
         else:
-            problem = market.block_offering_problem(
-                start=offering.start,
-                end=offering.end,
-                duration_hours=offering.duration_hours,
-                count=offering.count,
-                now=now,
-                duration_minutes=offering.duration_minutes,
-            )
-        if problem is None and offering.segments > 1:  # [aws: ec2-cb.offering-segments]
-            problem = (
-                f"one purchase would create {offering.segments} reservations (segments, each with a zone, type and "
-                "schedule of its own): a consumer launches into one reservation at a time, so the others would be "
-                "paid and idle"
-            )
-        if problem is None and offering.kind == "extension":
-            extended = reservations[offering.reservation_id]
-            problem = market.extension_offering_problem(
-                block_start=extended.start, block_end=extended.end, end=offering.end, now=now
-            )
+            extended = reservations[offering.reservation_id] if offering.extends else None
+            problem = kind_of_offering(offering).offering_problem(offering, extended, now)
         if problem is None and offering.start < now - HOUR and not offering.extends:
             problem = f"started {offering.start:%Y-%m-%d %H:%M} UTC, in the past"
         if problem:
@@ -536,11 +335,8 @@ def _fits(item: Reservation | Offering, window: Window) -> bool:
 
 
 def _serves(offering: Offering, window: Window, own_ids: set[str]) -> bool:
-    if window.market == "training_plan":
-        return offering.kind == "training_plan" or (
-            offering.kind == "training_plan_extension" and offering.reservation_id in own_ids
-        )
-    return offering.kind == "block" or (offering.kind == "extension" and offering.reservation_id in own_ids)
+    """Of the kind the window buys: a new reservation, or an extension of one the window holds."""
+    return kind_named(window.market).offers(offering) and (not offering.extends or offering.reservation_id in own_ids)
 
 
 def _overlaps(interval: Interval, gaps: list[Interval]) -> bool:
@@ -659,21 +455,7 @@ def _cheapest_cover(
     at_once = None if held is None else window.reservations_at_once
 
     def usable(combo: tuple[Offering, ...]) -> bool:
-        if at_once is None:
-            return True
-        spans = dict(held)
-        for o in combo:  # an extension moves its block's end; a block is one more reservation
-            key = o.reservation_id if o.extends else o.id
-            spans[key] = (spans.get(key, intervals[o.id][:2])[0], intervals[o.id][1])
-        return _most_at_once(spans.values(), within=[intervals[o.id][:2] for o in combo]) <= at_once
-
-    def rank(combo: tuple[Offering, ...]):
-        return (
-            sum(o.upfront_fee for o in combo),
-            sum(o.instance_hours for o in combo),
-            len(combo),
-            tuple(sorted(o.id for o in combo)),
-        )
+        return at_once is None or _launchable_together(combo, held, intervals, at_once)
 
     def search(need_extension: bool):
         best, best_rank = None, None
@@ -704,8 +486,8 @@ def _cheapest_cover(
                     continue  # adding pieces never lowers how many run at once
                 qualifies = not need_extension or any(o.extends for o in chosen)
                 if qualifies and _first_missing(gaps, [intervals[o.id] for o in chosen]) is None:
-                    if (best_rank is None or rank(chosen) < best_rank) and (accept is None or accept(chosen)):
-                        best, best_rank = chosen, rank(chosen)
+                    if (best_rank is None or _rank(chosen) < best_rank) and (accept is None or accept(chosen)):
+                        best, best_rank = chosen, _rank(chosen)
                 elif len(chosen) < MAX_PURCHASES_PER_OCCURRENCE:
                     extend(chosen, total)
 
@@ -718,6 +500,31 @@ def _cheapest_cover(
             return tuple(sorted(extending, key=lambda o: (o.upfront_fee, o.id)))
     best = search(need_extension=False)
     return None if best is None else tuple(sorted(best, key=lambda o: (o.upfront_fee, o.id)))
+
+
+def _launchable_together(
+    combo: tuple[Offering, ...],
+    held: Mapping[str, tuple[datetime, datetime]],
+    intervals: Mapping[str, Interval],
+    at_once: int,
+) -> bool:
+    """Whether the consumer can launch into ``combo`` with what it holds: never more than ``at_once`` reservations
+    at one moment while the pieces run."""
+    spans = dict(held)
+    for o in combo:  # an extension moves its block's end; a block is one more reservation
+        key = o.reservation_id if o.extends else o.id
+        spans[key] = (spans.get(key, intervals[o.id][:2])[0], intervals[o.id][1])
+    return _most_at_once(spans.values(), within=[intervals[o.id][:2] for o in combo]) <= at_once
+
+
+def _rank(combo: tuple[Offering, ...]) -> tuple:
+    """Cheapest, then fewest purchased instance-hours (least unused time), then fewest purchases, then by id."""
+    return (
+        sum(o.upfront_fee for o in combo),
+        sum(o.instance_hours for o in combo),
+        len(combo),
+        tuple(sorted(o.id for o in combo)),
+    )
 
 
 def _most_at_once(spans: Iterable[tuple[datetime, datetime]], *, within: Iterable[tuple[datetime, datetime]]) -> int:

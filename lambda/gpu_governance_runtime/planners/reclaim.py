@@ -68,7 +68,11 @@ Semantics (docs/reclaim.md explains them with examples):
   quota it restarts at once); with ``borrow_horizon_s`` only jobs that checkpoint or declare a
   run time within it borrow. Victims that come back (``comes_back``) are
   requeued at once and planned again in the same tick, so the plan is a fixed point: planning
-  the applied state again preempts nothing more (unless a cap cut the tick short).
+  the applied state again preempts nothing more (unless a cap cut the tick short). For the same
+  reason a borrowing job that found no room is planned again once an in-share preemption frees
+  more than it takes, before its team's lower-priority jobs start on that room: otherwise the next
+  tick would start it by preempting them (retrying it is what the next tick would do, one tick
+  sooner and without starting work only to stop it).
 """
 
 from __future__ import annotations
@@ -1092,19 +1096,46 @@ class _TypePlanner:
 
         turns = [(key(name), name) for name in rest]
         heapq.heapify(turns)
+        in_turns = set(rest)
+        # Jobs that found no room, per share, with the share's reach when they did (``_reach``).
+        no_room: dict[str, tuple[int, list[tuple[tuple, PendingJob]]]] = {}
         while turns:
             _, name = heapq.heappop(turns)
-            _, job = heapq.heappop(rest[name])
-            available = self.free_for(name) - self.held
-            victims = self.admit(job, available, reclaim=False)
+            in_turns.discard(name)
+            entry = heapq.heappop(rest[name])
+            available, used = self.free_for(name) - self.held, self.used
+            victims = self.admit(entry[1], available, reclaim=False)
+            if victims is None:
+                no_room.setdefault(name, (self._reach(name), []))[1].append(entry)
             for victim in victims or ():
                 heapq.heappush(rest[name], (queue_order(victim), victim))
+            if victims is not None and self.used - used < entry[1].count:
+                # An in-share preemption freed more than it took: the jobs that found no room are
+                # planned again where it grew their share's reach, or the next tick would start
+                # them by preempting what this one starts after them (the plan is a fixed point).
+                for other, (reach, entries) in list(no_room.items()):
+                    if self._reach(other) > reach:
+                        del no_room[other]
+                        for again in entries:
+                            heapq.heappush(rest[other], again)
+                        if other not in in_turns and other != name:
+                            heapq.heappush(turns, (key(other), other))
+                            in_turns.add(other)
             if victims is None and min(available, self.ceiling[name] - self.usage[name]) <= 0:
                 # No room at all and no in-share victim for this job: the share's later jobs have
-                # no higher priority, so none of them can start this tick either.
+                # no higher priority, so none of them can start this tick until room grows.
                 continue
             if rest[name]:
                 heapq.heappush(turns, (key(name), name))
+                in_turns.add(name)
+
+    def _reach(self, share: str) -> int:
+        """The most instances the share could hold in the borrowing phase now, its lower-priority
+        jobs counted as room (its own starts and in-share preemptions leave it unchanged): a job
+        of the share that found no room can find some only once this grows."""
+        usage = self.usage[share]
+        caps = [self.tree.cap[g] - self.group_usage[g] for g in self.chain[share] if self.tree.cap[g] is not None]
+        return usage + min(self.free_for(share) - self.held, self.ceiling[share] - usage, *caps)
 
     def admit(
         self, job: PendingJob, available: int, *, reclaim: bool, guaranteed_by: str | None = None

@@ -10,8 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 from botocore.exceptions import ClientError
 
-from gpu_governance_runtime.capacity.aws import TRAINING_PLAN_TARGETS, training_plan_offering  # plain Python
-from gpu_governance_runtime.planners.market import training_plan_search
+from gpu_governance_runtime.planners.kinds.training_plan import (  # plain Python
+    TRAINING_PLAN_TARGETS,
+    training_plan_offering,
+    training_plan_search,
+)
 
 from ..framework import Cleanup, Context, Option, Probe, Verdict, failed, inconclusive, passed
 
