@@ -14,8 +14,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from gpu_governance_runtime.capacity import market
-from gpu_governance_runtime.capacity.planner import Offering, Window, plan
+from gpu_governance_runtime.planners import market
+from gpu_governance_runtime.planners.capacity import Offering, Window, plan
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 TYPES = (

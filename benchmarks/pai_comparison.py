@@ -59,7 +59,7 @@ from constructs_lib.cli.simulate import pool_policy  # noqa: E402
 from constructs_lib.model.loader import load_model  # noqa: E402
 from constructs_lib.simulator import compare, read_trace  # noqa: E402
 from constructs_lib.simulator.traces import TraceJob  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Settings  # noqa: E402
 
 PAI_ENTRY = "run_simulator.py"
 PAI_TRACE = Path("traces") / "pai" / "pai_job_duration_estimate_100K.csv"  # where PAI_ENTRY reads it

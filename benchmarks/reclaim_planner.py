@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambda"))
 
-from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import (  # noqa: E402
     PendingJob,
     PoolState,
     RunningJob,

@@ -27,7 +27,7 @@ from constructs_lib.cli.simulate import pool_shares  # noqa: E402
 from constructs_lib.model.loader import load_model  # noqa: E402
 from constructs_lib.simulator import compare, read_trace  # noqa: E402
 from constructs_lib.simulator.traces import TraceJob  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Settings  # noqa: E402
 
 TEAMS = (("serving", 90, False, 0.5), ("platform", 50, False, 0.2), ("research", 10, True, 0.3))
 

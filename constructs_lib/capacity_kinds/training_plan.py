@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpu_governance_runtime.capacity.kinds.training_plan import TRAINING_PLAN_COUNTS
 from gpu_governance_runtime.contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
+from gpu_governance_runtime.planners.kinds.training_plan import TRAINING_PLAN_COUNTS
 
 from .base import CapacityKind, KindGrant
 

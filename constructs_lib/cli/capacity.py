@@ -28,7 +28,7 @@ RESERVATION_LIST = "CapacityReservations"  # `aws ec2 describe-capacity-reservat
 
 def _listings() -> tuple[str, ...]:
     """The AWS CLI listings ``--offerings`` reads: each kind's offerings and extension offerings, then reservations."""
-    from gpu_governance_runtime.capacity.kinds import KINDS
+    from gpu_governance_runtime.planners.kinds import KINDS
 
     return (
         *(
@@ -108,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from constructs_lib.model.policy import compile_policy
-    from gpu_governance_runtime.capacity.planner import plan
+    from gpu_governance_runtime.planners.capacity import plan
     from gpu_governance_runtime.policy import parse_policy
 
     model = model_from(args)
@@ -278,8 +278,8 @@ def _requests(args: argparse.Namespace) -> int:
 
 
 def _read_market(path: str):
-    from gpu_governance_runtime.capacity.kinds import KINDS
-    from gpu_governance_runtime.capacity.offers import reservation_from_api
+    from gpu_governance_runtime.planners.kinds import KINDS
+    from gpu_governance_runtime.planners.offers import reservation_from_api
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))

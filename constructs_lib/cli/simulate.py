@@ -26,8 +26,8 @@ from constructs_lib.simulator.importers import (
 from constructs_lib.simulator.report import COMPARED, comparison_json, load_pyplot, run_shares, table, write_plot
 from constructs_lib.simulator.sweep import GRID_KEYS, parse_grid, run_sweep, sweep_json, sweep_table
 from constructs_lib.simulator.traces import TRACE_COLUMNS, OpenbMapping, convert_openb, read_trace, write_trace
+from gpu_governance_runtime.planners.reclaim import Settings, Share
 from gpu_governance_runtime.policy import PoolPolicy, parse_policy
-from gpu_governance_runtime.reclaim.planner import Settings, Share
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

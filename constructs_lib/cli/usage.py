@@ -73,7 +73,7 @@ class TeamUsage:
 class GuaranteeKept:
     """One team's guarantee in one pool and UTC month: the hours it asked for it (it ran within
     it, or a job it covers waited) and those it was breached (such a job waited longer than a
-    tick and the pool's grace while another team borrowed its type: reclaim.planner.breached_shares)."""
+    tick and the pool's grace while another team borrowed its type: planners.reclaim.breached_shares)."""
 
     team: str
     pool: str
@@ -343,8 +343,8 @@ def block_lines(cloudwatch: Any, ledger: Any, bought: Iterable[Any], start: date
     the jobs on them (the capacity controller's BLOCK_USE_METRICS per window and block, GetMetricData), and the work cut
     at their end (the requeue's ledger records: the hours a job that does not checkpoint had run when the controller
     stopped it)."""
-    from gpu_governance_runtime.capacity.kinds import kind_of_offering
     from gpu_governance_runtime.capacity.requeue import OPEN_STATUSES
+    from gpu_governance_runtime.planners.kinds import kind_of_offering
 
     bought = [i for i in bought if i.reservation_id and kind_of_offering(i.offering).ec2_capacity_reservation]
     # Each block's window: the one that bought it (its extensions are bought for the window whose block they extend).

@@ -38,7 +38,6 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import capacity_controller_id, raising_windows
 from constructs_lib.model.policy import policy_json
 from constructs_lib.nag import declare_capacity_controller
-from gpu_governance_runtime.capacity.market import SCHEDULE_LIMIT
 from gpu_governance_runtime.contract import (
     ALARM_EVENT_SOURCE,
     ALARM_STATE,
@@ -63,6 +62,7 @@ from gpu_governance_runtime.contract import (
     STACK_UPDATED_STATUSES,
     raised_guarantees_parameter,
 )
+from gpu_governance_runtime.planners.market import SCHEDULE_LIMIT
 
 BLOCK_EVENT_PREFIX = "Capacity Block"  # "... Delivered", "... (Reservation) Expiration Warning"
 # An SSM Run Command target: an EC2 instance or a hybrid managed instance.

@@ -38,6 +38,7 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import TRAINING_ROLE_SUFFIX, GovernanceModel, repository_name, team_role_arn
 from constructs_lib.model.policy import policy_json
 from constructs_lib.model.run_limits import any_class_max_run_minutes, max_run_by_weight
+from gpu_governance_runtime.common.action_ledger import FUNCTION_TIMEOUT_SECONDS
 from gpu_governance_runtime.contract import (
     ENV_DEAD_LETTERS_URL,
     ENV_DRY_RUN,
@@ -53,7 +54,6 @@ from gpu_governance_runtime.contract import (
     TAG_TEAM,
     TEAM_PLACEHOLDER,
 )
-from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 GUARDED = backends_where(lambda b: b.guards_submissions)  # the backends whose queues the guard watches
 # How many events it checks at once (docs/security.md, "Beyond IAM, row 4"). Batch accepts 5

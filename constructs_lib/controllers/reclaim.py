@@ -53,6 +53,7 @@ from constructs_lib.core.runtime_asset import runtime_code
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import raising_windows
 from constructs_lib.model.policy import policy_json
+from gpu_governance_runtime.common.action_ledger import FUNCTION_TIMEOUT_SECONDS
 from gpu_governance_runtime.contract import (
     EKS_USAGE_READER_GROUP,
     ENV_DRY_RUN,
@@ -71,7 +72,6 @@ from gpu_governance_runtime.contract import (
     SHARE_DIMENSIONS,
     raised_guarantees_parameter,
 )
-from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
 
 NAMESPACE = RECLAIM_NAMESPACE
 POOL_ERROR_TICKS = 3

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from gpu_governance_runtime.capacity.planner import Window
 from gpu_governance_runtime.contract import SharingStrategy, lendable
 from gpu_governance_runtime.limits import next_reset
+from gpu_governance_runtime.planners.capacity import Window
+from gpu_governance_runtime.planners.reclaim import is_guarantee_job, preemptible_in_share
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.planner import is_guarantee_job, preemptible_in_share
 
 RUNNING, WAITING = "running", "waiting"
 NOT_STARTABLE = frozenset(

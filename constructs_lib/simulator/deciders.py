@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     PendingJob,
     PoolState,
     RunningJob,

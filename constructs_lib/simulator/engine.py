@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from gpu_governance_runtime.reclaim.planner import Settings, Share, ShareGroup, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, ShareGroup, Strategy
 from gpu_governance_runtime.usage import kept_percent
 
 from .deciders import Planner, Queues, independent_queues

@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from constructs_lib.member.waiting import NOT_STARTABLE, RUNNING, WAITING, Observation, Status
 from constructs_lib.simulator.engine import Resume, RunMetrics, simulate
 from constructs_lib.simulator.traces import TraceJob
+from gpu_governance_runtime.planners.reclaim import Settings
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.planner import Settings
 
 LEVELS = (0.25, 0.5, 0.75)  # percentiles of an unknown run time: earliest, likely, latest
 LIKELY = LEVELS[1]

@@ -21,8 +21,8 @@ from constructs_lib.backends import BACKENDS
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.core.wording import counted
 from gpu_governance_runtime.common.batch_copy import restartable
+from gpu_governance_runtime.common.batch_jobs import service_job_usage
 from gpu_governance_runtime.contract import GPU_RESOURCE, TAG_CHECKPOINTABLE, TAG_INSTANCE_TYPE, TAG_INSTANCES
-from gpu_governance_runtime.reclaim.adapters import service_job_usage
 
 from .traces import TraceJob
 
@@ -329,7 +329,7 @@ def from_kueue(path: str | Path, options: ImportOptions) -> Imported:
     Kueue names them (its ``kueue`` module; task governance's ``hyperpod-ns-<team>-clusterqueue``
     and ``hyperpod-ns-<team>``); instance type = the ResourceFlavor
     admission assigned its GPUs (task governance names each flavor after its instance type, as the
-    reclaim controller reads ClusterQueues in reclaim/eks_usage.py);
+    reclaim controller reads ClusterQueues in backends/kueue_usage.py);
     instances = pods admitted, over all pod sets; submit = creation; run = from the Admitted to
     the Finished condition; priority = spec.priority, else the priority class looked up in
     --priority, else 0; declared run time = spec.maximumExecutionTimeSeconds. Fields as

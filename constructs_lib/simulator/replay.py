@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpu_governance_runtime.planners.reclaim import Settings, breach_tolerance
 from gpu_governance_runtime.reclaim.fair_share import decayed_usage
-from gpu_governance_runtime.reclaim.planner import Settings, breach_tolerance
 
 from .traces import TraceJob
 

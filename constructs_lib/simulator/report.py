@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
-from gpu_governance_runtime.reclaim.planner import Share
+from gpu_governance_runtime.planners.reclaim import Share
 
 from .engine import RunMetrics, TeamStats, static_shares
 

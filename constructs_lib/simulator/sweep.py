@@ -18,7 +18,7 @@ from typing import Any
 
 from constructs_lib.core.errors import GovernanceError, Problem
 from constructs_lib.model.pools import MAX_GRACE_SECONDS
-from gpu_governance_runtime.reclaim.planner import Settings, Share, ShareGroup
+from gpu_governance_runtime.planners.reclaim import Settings, Share, ShareGroup
 
 from .engine import RunMetrics, pooled_share, simulate
 from .traces import TraceJob, read_trace

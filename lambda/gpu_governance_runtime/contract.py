@@ -201,12 +201,12 @@ SHARE_METRICS = (
     "StarvedBelowGuarantee",
 )
 # Pending is in instances, except on hyperpod_eks pools: there the workloads waiting (Kueue's status counts
-# workloads, not what they ask for; reclaim/eks_usage.py). StarvedBelowGuarantee means the same on every backend.
+# workloads, not what they ask for; backends/kueue_usage.py). StarvedBelowGuarantee means the same on every backend.
 SHARE_DIMENSIONS = ("Pool", "Share")  # Share is the team's name
 # Per (Pool, Share), published by the reclaim handler every tick (gpu_governance_runtime.usage):
 # instance-hours over the tick, so a Sum over any period is that period's instance-hours. For
 # hyperpod_slurm pools once per hour instead, from Slurm accounting, stamped with the hour's start
-# (gpu_governance_runtime.reclaim.slurm_usage).
+# (gpu_governance_runtime.backends.hyperpod_slurm.usage).
 USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS = (
     "UsedInstanceHours",
     "GuaranteedInstanceHours",
@@ -215,9 +215,9 @@ USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS = (
 )
 USAGE_METRICS = (USED_HOURS, GUARANTEED_HOURS, BORROWED_HOURS, LENT_HOURS)
 # Per (Pool, Share), published by the reclaim handler on every tick that plans the pool: the tick's
-# hours in which the team asked for its guarantee (reclaim.planner.asking_shares: it ran instances
+# hours in which the team asked for its guarantee (planners.reclaim.asking_shares: it ran instances
 # within its quota, or a guarantee job of its waited) and those in which its guarantee was broken
-# (reclaim.planner.breached_shares, the definition the simulator's breach count uses). A Sum over a
+# (planners.reclaim.breached_shares, the definition the simulator's breach count uses). A Sum over a
 # month is that month's hours; usage.kept_percent the share of them kept. GuaranteeKeptPercent is
 # the same per tick that asked (100 kept, 0 breached; no data point otherwise): its Average over
 # any period is that period's kept share, which one search expression draws for every team.

@@ -14,8 +14,6 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, get_args
 
-from .capacity.kinds import KINDS
-from .capacity.window import Mode, Window
 from .contract import (
     BACKENDS,
     CONSUMER_FIELDS,
@@ -26,7 +24,9 @@ from .contract import (
     SharingStrategy,
 )
 from .limits import PERIODS
-from .reclaim.planner import Settings, Share, ShareGroup, group_tree_problems
+from .planners.kinds import KINDS
+from .planners.reclaim import Settings, Share, ShareGroup, group_tree_problems
+from .planners.window import Mode, Window
 
 
 class PolicyError(ValueError):

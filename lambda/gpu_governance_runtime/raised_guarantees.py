@@ -10,11 +10,15 @@ long), so a forged or broken document cannot make a guarantee unbounded."""
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from .capacity.market import ALLOWED_DURATION_DAYS, MAX_INSTANCES_PER_BLOCK, MAX_START_AHEAD
 from .contract import RAISED_GUARANTEE_KEYS
+from .planners.market import ALLOWED_DURATION_DAYS, MAX_INSTANCES_PER_BLOCK, MAX_START_AHEAD
+from .planners.reclaim import PoolState
 
 LONGEST_RAISE = MAX_START_AHEAD + timedelta(days=max(ALLOWED_DURATION_DAYS))
 
@@ -54,3 +58,28 @@ def read(*, ssm: Any, name: str, now: datetime) -> list[dict[str, Any]]:
         return [e for e in entries if datetime.fromisoformat(e["until"]) > now]
     except (ValueError, TypeError) as error:
         raise RuntimeError(f"{problem} ({error})") from None
+
+
+def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]) -> PoolState:
+    """The pool as the capacity controller has raised it (``capacity/raised.py``, entries still in
+    force): each raised share's guarantee holds the bought instances, and so does the pool's
+    capacity (the service environment is raised by as much), so the planner never reclaims the
+    owner's jobs on them and ``Guaranteed`` / ``GuaranteedInstanceHours`` count them."""
+    names = {s.name for s in state.shares}
+    extra = Counter()
+    for entry in raises:
+        if entry["pool"] == pool and entry["team"] in names:
+            extra[entry["team"], entry["instance_type"]] += entry["instances"]
+    if not extra:
+        return state
+    capacity = Counter(state.capacity)
+    for (_, instance_type), instances in extra.items():
+        capacity[instance_type] += instances
+    shares = tuple(
+        replace(
+            share,
+            quota=dict(Counter(share.quota) + Counter({t: n for (team, t), n in extra.items() if team == share.name})),
+        )
+        for share in state.shares
+    )
+    return replace(state, capacity=dict(capacity), shares=shares)

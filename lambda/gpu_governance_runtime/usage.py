@@ -1,5 +1,5 @@
 """GPU usage for chargeback: one observation of a pool (its shares' guaranteed, used, borrowed and
-lent instances, as :func:`gpu_governance_runtime.reclaim.planner.share_usage` attributes them)
+lent instances, as :func:`gpu_governance_runtime.planners.reclaim.share_usage` attributes them)
 turned into instance-hours over one tick, as CloudWatch embedded-metric-format records.
 
 Each record covers ``tick_seconds`` (the schedule's interval): a Sum of the metric over any period

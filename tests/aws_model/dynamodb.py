@@ -1,5 +1,5 @@
 """A small in-memory model of the DynamoDB calls the two ledgers make
-(``reclaim/ledger.py`` through a boto3 ``Table``, ``capacity/ledger.py`` through a client):
+(``common/action_ledger.py`` through a boto3 ``Table``, ``capacity/ledger.py`` through a client):
 ``GetItem``, ``PutItem``, ``UpdateItem``, ``Scan`` and ``TransactWriteItems`` on tables with a
 partition key only, with the expressions they use. moto's DynamoDB takes ~70 ms a call, which
 makes a simulated month take hours; this takes microseconds.

@@ -43,10 +43,10 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from gpu_governance_runtime.backends.kueue_usage import EksShareUsage
+from gpu_governance_runtime.planners.reclaim import Settings
 from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim import handler
-from gpu_governance_runtime.reclaim.eks_usage import EksShareUsage
-from gpu_governance_runtime.reclaim.planner import Settings
 
 from . import sdk
 from .batch import Clock, Crash, FakeBatch, Faults

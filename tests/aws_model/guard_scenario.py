@@ -43,6 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_governance_runtime.common.action_ledger import Ledger
 from gpu_governance_runtime.contract import (
     SERVICE_JOB_EVENT,
     TAG_COST_CENTRE,
@@ -50,7 +51,6 @@ from gpu_governance_runtime.contract import (
     TAG_TEAM,
 )
 from gpu_governance_runtime.guard import handler
-from gpu_governance_runtime.reclaim.ledger import Ledger
 
 from . import sdk
 from .batch import ACCOUNT, Clock, Crash, FakeBatch, Faults

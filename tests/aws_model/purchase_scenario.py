@@ -33,9 +33,9 @@ from typing import Any
 from gpu_governance_runtime.capacity import controller
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import ClaimRefused, Ledger
-from gpu_governance_runtime.capacity.planner import Window
 from gpu_governance_runtime.common.clients import CAPACITY_READS, PURCHASE
 from gpu_governance_runtime.contract import TAG_WINDOW
+from gpu_governance_runtime.planners.capacity import Window
 
 from . import sdk
 from .batch import Clock, Crash, Faults

@@ -46,11 +46,11 @@ from unittest import mock
 
 import botocore.session
 
+from gpu_governance_runtime.common.action_ledger import Ledger
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM, TAG_TIMES_PREEMPTED
+from gpu_governance_runtime.planners.reclaim import Settings
 from gpu_governance_runtime.policy import parse_policy
 from gpu_governance_runtime.reclaim import handler
-from gpu_governance_runtime.reclaim.ledger import Ledger
-from gpu_governance_runtime.reclaim.planner import Settings
 
 from . import sdk
 from .batch import Clock, Crash, FakeBatch, Faults, _public

@@ -29,10 +29,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gpu_governance_runtime.capacity import market, slurm_window
+from gpu_governance_runtime.capacity import slurm_window
 from gpu_governance_runtime.capacity.ledger import Ledger
-from gpu_governance_runtime.capacity.planner import Reservation
 from gpu_governance_runtime.capacity.requeue import STOP_LEAD
+from gpu_governance_runtime.planners import market
+from gpu_governance_runtime.planners.capacity import Reservation
 from gpu_governance_runtime.slurm.ssm import DELIVERY_SECONDS, EXECUTION_SECONDS
 from tests.capacity.builders import window
 

@@ -1,7 +1,7 @@
 """The in-memory DynamoDB model (tests/aws_model/dynamodb.py) answers as moto does: the same call
 sequences, including failing conditions and cancelled transactions, run on both and must give
 identical results and errors, and the same table contents after. The sequences use the
-expressions both ledgers send (reclaim/ledger.py, capacity/ledger.py), and the ledgers
+expressions both ledgers send (common/action_ledger.py, capacity/ledger.py), and the ledgers
 themselves run on both."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from moto import mock_aws
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 from gpu_governance_runtime.capacity.ledger import Ledger as CapacityLedger
-from gpu_governance_runtime.reclaim.ledger import ActionKey, Ledger as ReclaimLedger
+from gpu_governance_runtime.common.action_ledger import ActionKey, Ledger as ReclaimLedger
 from tests.aws_model.batch import Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 

@@ -17,11 +17,12 @@ from decimal import Decimal  # noqa: E402
 
 import pytest  # noqa: E402
 
+from gpu_governance_runtime.backends.batch_quota_share.gpu_hours import QuotaShareQueue, QuotaShareSwitch  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.contract import SharingStrategy  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Share  # noqa: E402
 from gpu_governance_runtime.policy import PoolPolicy  # noqa: E402
 from gpu_governance_runtime.reclaim import gpu_hours  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Share  # noqa: E402
 from tests.aws_model.batch import Clock, FakeBatch  # noqa: E402
 from tests.aws_model.dynamodb import FakeDynamoDB  # noqa: E402
 from tests.aws_model.ssm import FakeSsm  # noqa: E402
@@ -160,12 +161,12 @@ def _enforce(batch: FakeBatch, ledger: Ledger, pool: PoolPolicy, *, dry_run: boo
         pool,
         [("research", TYPE, 2.0)],  # 2 p5 for an hour: 16 GPU hours, the day's limit
         ledger=ledger,
-        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, TRAINING, team),
+        switch=lambda team: QuotaShareSwitch(batch, TRAINING, team),
         notify=lambda detail: None,
         now=batch.clock.now,
         tick_seconds=3600.0,
         dry_run=dry_run,
-        queue=lambda team: gpu_hours.QuotaShareQueue(batch, TRAINING, team),
+        queue=lambda team: QuotaShareQueue(batch, TRAINING, team),
     )
 
 
@@ -300,7 +301,7 @@ def test_a_notice_whose_claim_was_answered_too_late_is_still_sent():
 
 def test_a_notice_whose_sender_died_after_its_claim_is_sent_by_a_later_tick():
     """A tick killed between the claim and the send (a Lambda timeout) left the notice claimed for good."""
-    from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+    from gpu_governance_runtime.common.action_ledger import FUNCTION_TIMEOUT_SECONDS
     from tests.aws_model.batch import Crash
 
     ledger = _notice_ledger(lambda operation, phase: None)
@@ -366,7 +367,7 @@ def test_one_teams_failed_notice_does_not_keep_another_team_over_its_limit_switc
             pool,
             [("inference", TYPE, 1.75), ("research", TYPE, 2.0)],  # 14 of 16 (a notice), 16 of 16 (off)
             ledger=ledger,
-            switch=lambda team: gpu_hours.QuotaShareSwitch(batch, TRAINING, team),
+            switch=lambda team: QuotaShareSwitch(batch, TRAINING, team),
             notify=throttled,
             now=batch.clock.now,
             tick_seconds=3600.0,
@@ -415,7 +416,7 @@ def test_an_approved_purchase_whose_start_was_answered_too_late_is_still_bought_
     purchasing without a call and settled it failed (an approved purchase never made). A second run that
     starts the same approval is still refused: one purchase."""
     from gpu_governance_runtime.capacity.ledger import ClaimRefused
-    from gpu_governance_runtime.capacity.planner import Occurrence, Purchase
+    from gpu_governance_runtime.planners.capacity import Occurrence, Purchase
     from tests.aws_model import sdk
     from tests.aws_model.batch import LoseAnswer
     from tests.capacity.builders import NOW, at, block, window

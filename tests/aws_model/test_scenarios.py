@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
-from gpu_governance_runtime.reclaim.planner import Settings
+from gpu_governance_runtime.planners.reclaim import Settings
 from tests.aws_model import scenario
 
 NO_FAULTS = {"throttle": 0, "timeout": 0, "crash": 0}
@@ -58,12 +58,12 @@ def test_reclaim_with_a_grace_stops_no_job_before_its_notice_is_the_grace_old():
 
 def test_the_checks_catch_a_controller_that_loses_jobs(monkeypatch):
     """The invariants are not vacuous: a controller that terminates and never resubmits is caught."""
-    from gpu_governance_runtime.reclaim import adapters
+    from gpu_governance_runtime.backends.batch_fair_share import adapter
 
     monkeypatch.setattr(
-        adapters.BatchFairShareAdapter,
+        adapter.BatchFairShareAdapter,
         "_bring_back",
-        lambda self, job, uncertain_since, progress: adapters.ActionResult(job_id=job["jobId"], outcome="done"),
+        lambda self, job, uncertain_since, progress: adapter.ActionResult(job_id=job["jobId"], outcome="done"),
     )
     with pytest.raises(scenario.InvariantBroken, match="lost|not brought back"):
         scenario.run(days=0.25, seed=3, workload=scenario.BUSY, fault_rates=NO_FAULTS)
@@ -74,9 +74,9 @@ def test_a_preemption_whose_close_was_lost_is_not_brought_back_twice_by_a_retrie
     write that takes it off the pool's open list is throttled and the tick fails. Lambda retries it
     [aws: events.lambda-async-retries] before Batch lists the copy [aws: batch.listing-lags]: the
     retry must not submit a second copy."""
+    from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter
+    from gpu_governance_runtime.common.action_ledger import Ledger
     from gpu_governance_runtime.reclaim import handler
-    from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
-    from gpu_governance_runtime.reclaim.ledger import Ledger
     from tests.aws_model.batch import Clock, FakeBatch, Faults
     from tests.aws_model.dynamodb import FakeDynamoDB
 

@@ -8,7 +8,7 @@ import random
 import time
 from decimal import Decimal
 
-from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.planners.capacity import plan
 
 from .builders import NOW, at, block, window
 

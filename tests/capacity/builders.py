@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from gpu_governance_runtime.capacity.planner import Offering, Reservation, Window
+from gpu_governance_runtime.planners.capacity import Offering, Reservation, Window
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

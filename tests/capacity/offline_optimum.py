@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpu_governance_runtime.capacity import market
+from gpu_governance_runtime.planners import market
 
 from .workload import Job
 

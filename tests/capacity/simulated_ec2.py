@@ -34,7 +34,7 @@ from gpu_governance_runtime.capacity.aws import (
     TAG_WINDOW,
     CapacityMarket,
 )
-from gpu_governance_runtime.capacity.planner import Offering
+from gpu_governance_runtime.planners.capacity import Offering
 
 from .stubbed_aws import CONTROLLER, REGION, block_offering
 

@@ -40,12 +40,13 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from constructs_lib.model.capacity import DEFAULT_BUY_AHEAD_DAYS, DEFAULT_MIN_YIELD
-from gpu_governance_runtime.capacity import consumer_steps, controller, handler, market, requests, requeue, rotation
+from gpu_governance_runtime.capacity import consumer_steps, controller, handler, requests, requeue, rotation
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.ledger import Ledger
-from gpu_governance_runtime.capacity.planner import Offering, Window
 from gpu_governance_runtime.common.batch_copy import REASON_PREFIX
 from gpu_governance_runtime.contract import TAG_CHECKPOINTABLE, TAG_REQUEUED_FROM
+from gpu_governance_runtime.planners import market
+from gpu_governance_runtime.planners.capacity import Offering, Window
 from tests.aws_model.batch import REPLACED, BlockInstances, Clock, ClusterInstances, FakeBatch, Faults
 from tests.aws_model.dynamodb import FakeDynamoDB
 

@@ -165,7 +165,7 @@ def test_an_alarm_no_window_declares_is_refused_and_reported(alarmed):
 
 
 def test_the_token_of_a_long_alarm_name_stays_within_the_ledgers_limit():
-    from gpu_governance_runtime.capacity.planner import Window
+    from gpu_governance_runtime.planners.capacity import Window
 
     name = "x" * 255
     declared = Window.from_policy({**WINDOW, "alarm_requests": [{"alarm_name": name, "count": 1, "hours": 1}]})

@@ -11,10 +11,10 @@ from botocore.stub import ANY
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import controller
-from gpu_governance_runtime.capacity.kinds import capacity_block
-from gpu_governance_runtime.capacity.kinds.capacity_block import block_offering as read_block_offering
-from gpu_governance_runtime.capacity.kinds.training_plan import training_plan_offering
-from gpu_governance_runtime.capacity.planner import Offering, plan
+from gpu_governance_runtime.planners.capacity import Offering, plan
+from gpu_governance_runtime.planners.kinds import capacity_block
+from gpu_governance_runtime.planners.kinds.capacity_block import block_offering as read_block_offering
+from gpu_governance_runtime.planners.kinds.training_plan import training_plan_offering
 
 from .builders import NOW, at, block, window
 from .stubbed_aws import StubbedAws, block_offering, create_ledger_table

@@ -31,7 +31,7 @@ import boto3
 import pytest
 
 import gpu_governance_runtime
-from gpu_governance_runtime.capacity.kinds import KINDS
+from gpu_governance_runtime.planners.kinds import KINDS
 
 from .shape_examples import example, problems
 
@@ -465,14 +465,22 @@ def _calls_in(*modules: str) -> dict[str, set[str]]:
     [
         (
             "gpu_governance_runtime.capacity.handler",
-            ("capacity", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py"),
+            ("capacity", "planners/kinds", "hyperpod_cluster.py", "slurm/ssm.py", "common/batch_copy.py", "quotas.py"),
         ),
         (
             "gpu_governance_runtime.reclaim.handler",
-            ("reclaim", "slurm/ssm.py", "raised_guarantees.py", "common/batch_copy.py", "quotas.py"),
+            (
+                "reclaim",
+                "backends",
+                "common/action_ledger.py",
+                "slurm/ssm.py",
+                "raised_guarantees.py",
+                "common/batch_copy.py",
+                "quotas.py",
+            ),
         ),
         ("gpu_governance_runtime.dedicated_nodes", ("dedicated_nodes.py", "hyperpod_cluster.py")),
-        ("gpu_governance_runtime.guard.handler", ("guard", "reclaim/ledger.py")),
+        ("gpu_governance_runtime.guard.handler", ("guard", "common/action_ledger.py")),
     ],
 )
 def test_each_function_declares_exactly_the_operations_its_code_calls(handler, modules, monkeypatch):
@@ -486,7 +494,7 @@ def test_each_function_declares_exactly_the_operations_its_code_calls(handler, m
 
 @pytest.mark.parametrize("name", list(KINDS))
 def test_each_capacity_kind_declares_exactly_the_operations_its_module_calls(name):
-    assert {s: set(ops) for s, ops in KINDS[name].operations.items()} == _calls_in(f"capacity/kinds/{name}.py")
+    assert {s: set(ops) for s, ops in KINDS[name].operations.items()} == _calls_in(f"planners/kinds/{name}.py")
 
 
 def test_a_runtime_boto3_without_an_operation_stops_the_function_loudly(capsys):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gpu_governance_runtime.capacity import controller, grid
-from gpu_governance_runtime.capacity.planner import Offering, plan
+from gpu_governance_runtime.planners.capacity import Offering, plan
 
 from .builders import NOW, at, block, window
 from .simulated_ec2 import SimulatedEc2
@@ -157,7 +157,7 @@ def test_a_page_now_is_covered_by_the_shortest_instant_block_not_one_a_day_longe
     """An occurrence that has begun (06:30 to 15:00) is searched for the days after which an instant block ends at an
     11:30 that covers it (the 11:30 nearest its start plus the days asked): one day, a 29-hour block, not the 53-hour
     one the two-day search found before issue 40."""
-    from gpu_governance_runtime.capacity.kinds import capacity_block
+    from gpu_governance_runtime.planners.kinds import capacity_block
 
     assert capacity_block.block_search_days(at(2, 6, 30), at(2, 15, 0), at(2, 6, 0)) == 1
     assert capacity_block.shortest_block_days(at(2, 6, 30), at(2, 15, 0)) == 2  # what was searched before

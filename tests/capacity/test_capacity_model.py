@@ -8,7 +8,7 @@ from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.capacity import CapacityWindow
 from constructs_lib.model.loader import default_config_text
-from gpu_governance_runtime.capacity.planner import Window
+from gpu_governance_runtime.planners.capacity import Window
 from tests.foundation.org import with_raisable_compute_quota
 
 BASE = yaml.safe_load(default_config_text())

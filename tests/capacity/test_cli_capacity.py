@@ -6,7 +6,7 @@ from moto import mock_aws
 
 from constructs_lib.cli import main
 from constructs_lib.model.loader import default_config_text
-from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.planners.capacity import plan
 
 from .builders import NOW, at, block, window
 from .stubbed_aws import TABLE, create_ledger_table

@@ -613,7 +613,7 @@ def test_a_delivered_event_arriving_after_the_expiration_warning_moves_nothing_o
 
 def test_a_delivered_block_ec2_does_not_list_yet_is_found_in_the_ledger_and_rotated(env):
     from gpu_governance_runtime.capacity.ledger import Ledger
-    from gpu_governance_runtime.capacity.planner import Window, plan
+    from gpu_governance_runtime.planners.capacity import Window, plan
 
     stubbed, clients, settings, eks_stub = env
     ledger = Ledger(client=clients.dynamodb, table_name=TABLE)

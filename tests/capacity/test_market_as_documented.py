@@ -10,8 +10,8 @@ import boto3
 from botocore.stub import Stubber
 
 from gpu_governance_runtime.capacity.aws import CapacityMarket
-from gpu_governance_runtime.capacity.kinds.capacity_block import block_offering
-from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.planners.capacity import plan
+from gpu_governance_runtime.planners.kinds.capacity_block import block_offering
 
 from .builders import NOW, at, block, reservation, window
 from .stubbed_aws import block_offering as offering_as_listed

@@ -3,9 +3,9 @@ from decimal import Decimal
 
 import pytest
 
-from gpu_governance_runtime.capacity import market
-from gpu_governance_runtime.capacity.kinds import capacity_block
-from gpu_governance_runtime.capacity.planner import Occurrence, plan, shortfall
+from gpu_governance_runtime.planners import market
+from gpu_governance_runtime.planners.capacity import Occurrence, plan, shortfall
+from gpu_governance_runtime.planners.kinds import capacity_block
 
 from .builders import NOW, at, block, reservation, window
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from hypothesis import given, settings, strategies as st
 
-from gpu_governance_runtime.capacity.planner import _interval, plan, shortfall
+from gpu_governance_runtime.planners.capacity import _interval, plan, shortfall
 
 from .builders import NOW, at, block, reservation, window
 

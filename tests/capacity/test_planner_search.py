@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from hypothesis import given, settings, strategies as st
 
-from gpu_governance_runtime.capacity.planner import (
+from gpu_governance_runtime.planners.capacity import (
     MAX_PURCHASES_PER_OCCURRENCE,
     Occurrence,
     _cheapest_cover,

@@ -15,7 +15,7 @@ from constructs_lib.cli import main
 from constructs_lib.model.loader import default_config_text, load_model
 from constructs_lib.model.policy import compile_policy
 from gpu_governance_runtime.capacity import requests
-from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.planners.capacity import plan
 from gpu_governance_runtime.policy import parse_policy
 
 from .builders import at, block, reservation, window

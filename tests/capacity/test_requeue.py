@@ -16,7 +16,6 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity.aws import PURCHASE_CLIENT_CONFIG
-from gpu_governance_runtime.capacity.market import TERMINATION_LEAD
 from gpu_governance_runtime.capacity.requeue import (
     JOB_SECONDS,
     SIGNAL_LEAD,
@@ -28,6 +27,7 @@ from gpu_governance_runtime.capacity.requeue import (
 )
 from gpu_governance_runtime.common.batch_copy import copy_request
 from gpu_governance_runtime.contract import TAG_REQUEUED_FROM
+from gpu_governance_runtime.planners.market import TERMINATION_LEAD
 
 from .stubbed_aws import create_ledger_table
 from .stubbed_batch import (

@@ -13,8 +13,8 @@ from moto import mock_aws
 
 from gpu_governance_runtime.capacity import shares
 from gpu_governance_runtime.contract import SharingStrategy
+from gpu_governance_runtime.planners.reclaim import Share
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.planner import Share
 
 from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table

@@ -16,8 +16,8 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from gpu_governance_runtime.capacity import slurm_window
-from gpu_governance_runtime.capacity.market import SCHEDULE_LIMIT, TERMINATION_LEAD
 from gpu_governance_runtime.capacity.requeue import SIGNAL_LEAD, STOP_LEAD
+from gpu_governance_runtime.planners.market import SCHEDULE_LIMIT, TERMINATION_LEAD
 
 from .builders import at, reservation, window
 from .stubbed_aws import create_ledger_table

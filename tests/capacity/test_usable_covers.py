@@ -9,7 +9,7 @@ from moto import mock_aws
 
 from gpu_governance_runtime.capacity.aws import CapacityMarket
 from gpu_governance_runtime.capacity.consumers import launch_zones
-from gpu_governance_runtime.capacity.planner import plan
+from gpu_governance_runtime.planners.capacity import plan
 from tests.aws_model.batch import Clock, FakeBatch
 
 from .builders import NOW, at, block, reservation, window

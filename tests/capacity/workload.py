@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gpu_governance_runtime.capacity.planner import Window
+from gpu_governance_runtime.planners.capacity import Window
 
 HOUR = timedelta(hours=1)
 BACKGROUND_HOURS = (1, 2, 3, 4, 6, 8, 12)

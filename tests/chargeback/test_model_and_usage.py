@@ -8,7 +8,7 @@ import pytest
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.contract import BORROWED_HOURS, GUARANTEED_HOURS, LENT_HOURS, USED_HOURS
-from gpu_governance_runtime.reclaim.planner import ShareUsage
+from gpu_governance_runtime.planners.reclaim import ShareUsage
 from gpu_governance_runtime.usage import idle_guaranteed_hours, instance_hours, usage_records
 from tests.foundation.org import default_data
 

@@ -21,7 +21,7 @@ from constructs_lib.model.loader import default_config_text
 from constructs_lib.organisation.chargeback import Chargeback
 from constructs_lib.organisation.compliance import apply_standard_packs
 from gpu_governance_runtime import contract
-from gpu_governance_runtime.reclaim.slurm_usage import SlurmUsageObserver
+from gpu_governance_runtime.backends.hyperpod_slurm.usage import SlurmUsageObserver
 
 P5, G5 = "ml.p5.48xlarge", "ml.g5.12xlarge"
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-fair-share"

@@ -420,8 +420,8 @@ def _drawn(body: str) -> set[tuple[str, str, tuple[str, ...]]]:
 
 def _emitted_by_a_reclaim_tick() -> set[tuple[str, str, tuple[str, ...]]]:
     """What the reclaim handler writes for one pool in one tick (namespace, name, dimensions)."""
+    from gpu_governance_runtime.planners.reclaim import PendingJob, PoolState, RunningJob, Settings, Share, Strategy
     from gpu_governance_runtime.reclaim import handler
-    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, Strategy
 
     class Observed:  # an observe-only backend: the tick reads, plans nothing, publishes
         acts, reroutes_borrowers, usage_from_queue, action_seconds, preemptions_seen = False, False, True, 1.0, {}
@@ -595,7 +595,7 @@ def _read_for_pool(alarms, dashboards, pool: str) -> set[tuple[str, str]]:
 def _emitted_by_eks_ticks(pool, directory: Path) -> set[tuple[str, str]]:
     """What HyperPod EKS ticks write (namespace, metric) against the local Kubernetes API server:
     one that reads every team's ClusterQueue, and one the server refuses."""
-    from gpu_governance_runtime.reclaim import eks_usage
+    from gpu_governance_runtime.backends import kueue_usage
     from tests.hyperpod_eks.kube_api import Reply, cluster_queue, pages, serve, status_object
     from tests.hyperpod_eks.test_usage_observer import CREDENTIALS, eks_client
 
@@ -623,7 +623,7 @@ def _emitted_by_eks_ticks(pool, directory: Path) -> set[tuple[str, str]]:
             api.respond = respond
             eks, _ = eks_client(api)
             assert (
-                eks_usage.tick(
+                kueue_usage.tick(
                     target,
                     pool,
                     eks=eks,

@@ -24,7 +24,7 @@ from constructs_lib.model.capacity import capacity_controller_id
 from constructs_lib.model.policy import compile_policy
 from gpu_governance_runtime.capacity import rotation
 from gpu_governance_runtime.capacity.aws import CapacityMarket
-from gpu_governance_runtime.capacity.planner import Offering
+from gpu_governance_runtime.planners.capacity import Offering
 from gpu_governance_runtime.policy import parse_policy
 
 from .crd import KARPENTER, KUEUE

@@ -14,11 +14,10 @@ from constructs_lib.backends.eks_kueue import kueue
 from constructs_lib.cli.usage import queries
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.simulator.importers import ImportOptions, from_kueue
-from gpu_governance_runtime.backends import BACKENDS as RUNTIME_BACKENDS
+from gpu_governance_runtime.backends import BACKENDS as RUNTIME_BACKENDS, kueue_usage
 from gpu_governance_runtime.backends.eks_kueue import cluster_queue
 from gpu_governance_runtime.contract import EKS_KUEUE, RECLAIM_NAMESPACE
 from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim import eks_usage
 from gpu_governance_runtime.usage import usage_records
 
 from .org import EXAMPLE, POOL, example_model
@@ -67,17 +66,17 @@ def test_usage_is_read_from_the_queues_the_library_writes_under_the_runtimes_nam
         backend_of(EKS).part("reclaim").entry(backend_of(EKS).part("reclaim").target(EKS, None), EKS)
     )  # RECLAIM_TARGETS as the capacity stack writes it
     assert entry == {"pool": POOL, "eks_cluster": "acme-gpu", "gpus_per_instance": {G6E: 4, P5: 8}}
-    rows = eks_usage.share_usage(QUEUES, POLICY.pool(POOL), entry["gpus_per_instance"], cluster_queue)
+    rows = kueue_usage.share_usage(QUEUES, POLICY.pool(POOL), entry["gpus_per_instance"], cluster_queue)
     by_team = {(r.share, r.instance_type): (r.guaranteed, r.in_use, r.borrowed, r.lent) for r in rows}
     assert by_team[("research", P5)] == (2, 3, 1, 0)
     assert by_team[("training", P5)] == (2, 1, 0, 1)  # what research borrowed is training's lending
     assert by_team[("production", P5)] == (2, 2, 0, 0)
     # under HyperPod's names no queue is a team's: the runtime reads this backend's
-    assert eks_usage.share_usage(QUEUES, POLICY.pool(POOL), entry["gpus_per_instance"]) == ()
+    assert kueue_usage.share_usage(QUEUES, POLICY.pool(POOL), entry["gpus_per_instance"]) == ()
 
 
 def test_chargeback_queries_every_series_the_observer_publishes():
-    rows = eks_usage.share_usage(QUEUES, POLICY.pool(POOL), {G6E: 4, P5: 8}, cluster_queue)
+    rows = kueue_usage.share_usage(QUEUES, POLICY.pool(POOL), {G6E: 4, P5: 8}, cluster_queue)
     records = [
         r for r in usage_records(POOL, rows, tick_seconds=60, namespace=RECLAIM_NAMESPACE, now=1.8e9) if "_aws" in r
     ]

@@ -19,6 +19,7 @@ import pytest
 
 from constructs_lib.backends import BACKENDS
 from gpu_governance_runtime import contract
+from gpu_governance_runtime.backends import BACKENDS as RUNTIME_BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "constructs_lib"
@@ -159,3 +160,45 @@ def test_every_backend_of_the_registry_has_its_packages():
         library, runtime = owned_by(name)
         assert (ROOT / library / "__init__.py").is_file(), name
         assert (ROOT / runtime).with_suffix(".py").is_file() or (ROOT / runtime / "__init__.py").is_file(), name
+
+
+# What reaches a pool (the protocols of the runtime's backends/base.py): a class with these methods
+# is one backend's adapter, observer, GPU-hour switch or queue.
+REACHES_A_POOL = ({"read", "preempt", "resume", "start"}, {"enabled", "set"}, {"queued", "terminate"}, {"observe"})
+
+
+def _reaching_classes(source: str) -> list[str]:
+    """The classes of a runtime file (protocols apart) that reach a pool."""
+    return [
+        node.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef)
+        and not any(isinstance(base, ast.Name) and base.id == "Protocol" for base in node.bases)
+        and any(methods <= {n.name for n in node.body if isinstance(n, ast.FunctionDef)} for methods in REACHES_A_POOL)
+    ]
+
+
+def test_what_reaches_a_pool_is_in_its_backends_runtime_package():
+    # a backend's adapter, usage observer and GPU-hour switch are its own (issue 42): none in reclaim/
+    outside = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in RUNTIME.rglob("*.py")
+        if not any(str(path.relative_to(ROOT)).startswith(f"{owned_by(b)[1]}/") for b in contract.BACKENDS)
+        for name in _reaching_classes(path.read_text())
+    }
+    assert sorted(outside) == []
+    # and what the runtime's declarations hand the reclaim controller is defined in their packages
+    # (or below them all, in backends/: the Kueue usage tick both Kueue backends share)
+    for name, backend in RUNTIME_BACKENDS.items():
+        limits = backend.gpu_hour_limits
+        given = [backend.reclaim_adapter, backend.observe_usage, backend.usage_from_accounting]
+        given += [limits.switch, limits.in_use, limits.queue] if limits else []
+        for function in filter(None, given):
+            assert function.__module__.startswith(
+                (f"gpu_governance_runtime.backends.{name}", "gpu_governance_runtime.backends.base")
+            ), (name, function)
+
+
+def test_the_rule_sees_a_class_that_reaches_a_pool():
+    assert _reaching_classes("class A:\n    def enabled(self): ...\n    def set(self, on): ...\n") == ["A"]
+    assert _reaching_classes("class S(Protocol):\n    def enabled(self): ...\n    def set(self, on): ...\n") == []

@@ -19,8 +19,8 @@ from constructs_lib.model.explain import caveats, deals
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.organisation.audit import audit
 from gpu_governance_runtime.contract import HYPERPOD_EKS, SharingStrategy
+from gpu_governance_runtime.planners.reclaim import Share
 from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim.planner import Share
 
 from .org import default_data
 

@@ -1,5 +1,5 @@
 """A capacity kind is its modules (issue 42): ``constructs_lib/capacity_kinds/<name>.py`` in the
-library and ``gpu_governance_runtime/capacity/kinds/<name>.py`` in the runtime. No other file of
+library and ``gpu_governance_runtime/planners/kinds/<name>.py`` in the runtime. No other file of
 the library or the runtime names it: not its name (the window's ``market``), not the kind of an
 offering it sells (a new reservation or an extension, compared or set as ``kind=``), not its
 modules (imported, relative or absolute, or spelt as a string). The rest asks the registries
@@ -16,15 +16,15 @@ import pytest
 
 from constructs_lib.capacity_kinds import KINDS as LIBRARY_KINDS
 from gpu_governance_runtime import contract
-from gpu_governance_runtime.capacity.kinds import KINDS as RUNTIME_KINDS
+from gpu_governance_runtime.planners.kinds import KINDS as RUNTIME_KINDS
 from tests.foundation.test_backend_ownership import LIBRARY, ROOT, SOURCES, _imported
 
-LISTS = ("constructs_lib/capacity_kinds/__init__.py", "lambda/gpu_governance_runtime/capacity/kinds/__init__.py")
+LISTS = ("constructs_lib/capacity_kinds/__init__.py", "lambda/gpu_governance_runtime/planners/kinds/__init__.py")
 
 
 def owned_by(name: str) -> tuple[str, ...]:
     """The kind's own modules (relative to the repository)."""
-    return (f"constructs_lib/capacity_kinds/{name}.py", f"lambda/gpu_governance_runtime/capacity/kinds/{name}.py")
+    return (f"constructs_lib/capacity_kinds/{name}.py", f"lambda/gpu_governance_runtime/planners/kinds/{name}.py")
 
 
 def _compared_or_set(tree: ast.AST) -> set[int]:
@@ -45,7 +45,7 @@ def _compared_or_set(tree: ast.AST) -> set[int]:
 def namings(path: Path, source: str, name: str, offering_kinds: tuple[str, ...]) -> list[str]:
     """Where ``source`` (the file at ``path``) names kind ``name``: ``line: how``."""
     tree = ast.parse(source)
-    modules = (f"constructs_lib.capacity_kinds.{name}", f"gpu_governance_runtime.capacity.kinds.{name}")
+    modules = (f"constructs_lib.capacity_kinds.{name}", f"gpu_governance_runtime.planners.kinds.{name}")
     spelt = re.compile(rf"\b(capacity_kinds|kinds)[./]{re.escape(name)}\b")
     found = [
         f"{line}: imports {target}"
@@ -73,8 +73,8 @@ def namings(path: Path, source: str, name: str, offering_kinds: tuple[str, ...])
         ('ok = offering.kind in ("training_plan_extension", "x")', ["1: the offering kind 'training_plan_extension'"]),
         ('o = Offering(kind="training_plan_extension")', ["1: the offering kind 'training_plan_extension'"]),
         (
-            "from gpu_governance_runtime.capacity.kinds.training_plan import TRAINING_PLAN_COUNTS",
-            ["1: imports gpu_governance_runtime.capacity.kinds.training_plan.TRAINING_PLAN_COUNTS"],
+            "from gpu_governance_runtime.planners.kinds.training_plan import TRAINING_PLAN_COUNTS",
+            ["1: imports gpu_governance_runtime.planners.kinds.training_plan.TRAINING_PLAN_COUNTS"],
         ),
         (
             "from ..capacity_kinds import training_plan",

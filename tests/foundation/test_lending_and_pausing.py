@@ -151,7 +151,7 @@ def test_the_preset_table_and_the_critical_reading_in_the_docs_match_the_code():
 
 def test_a_critical_team_is_interrupted_only_by_its_own_strictly_more_urgent_job():
     from constructs_lib.model.teams import Preset
-    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
+    from gpu_governance_runtime.planners.reclaim import PendingJob, PoolState, RunningJob, Share, Strategy, plan_tick
 
     critical = Preset.CRITICAL.sharing
     shares = (

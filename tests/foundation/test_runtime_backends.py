@@ -1,5 +1,5 @@
 """The Lambda runtime's backend registry (issue 27, item 1, runtime side): what each controller
-does with a pool of each backend is declared once, in ``gpu_governance_runtime/backends/<name>.py``,
+does with a pool of each backend is declared once, in ``gpu_governance_runtime/backends/<name>/``,
 and no other runtime module compares ``pool.backend`` with a backend's name."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_the_rule_sees_a_backend_named_as_a_constant_or_a_string():
     }
     assert _names_a_backend("if pool.backend == HYPERPOD_EKS:\n") == ["HYPERPOD_EKS"]
     assert _names_a_backend("x = pool.backend in ('batch_fair_share',)\n") == ["'batch_fair_share'"]
-    assert _names_a_backend("from ..contract import BACKENDS\nimport reclaim.eks_usage\n") == []
+    assert _names_a_backend("from ..contract import BACKENDS\nimport backends.kueue_usage\n") == []
 
 
 def test_outside_the_registry_no_runtime_module_names_a_backend():
@@ -90,18 +90,27 @@ def test_the_runtime_registry_agrees_with_the_librarys():
 
 def test_the_capacity_function_loads_no_reclaim_adapter_through_the_registry():
     # Both handlers ask the registry; the reclaim side of a declaration loads only when the reclaim
-    # function calls it, so the capacity function's cold start reads none of reclaim's adapters.
+    # function calls it, so the capacity function's cold start reads none of reclaim's modules and
+    # none of the backends' adapters, observers and switches (only their declarations and base.py).
     loaded = subprocess.run(
         [
             sys.executable,
             "-c",
             "import sys, gpu_governance_runtime.capacity.handler\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('gpu_governance_runtime.reclaim'))))",
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('gpu_governance_runtime.'))))",
         ],
         env={**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONPATH": str(RUNTIME.parent)},
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    # the policy document is parsed into the reclaim planner's types (policy.py), nothing else of reclaim
-    assert loaded == ["gpu_governance_runtime.reclaim", "gpu_governance_runtime.reclaim.planner"]
+    declarations = {"gpu_governance_runtime.backends", "gpu_governance_runtime.backends.base"}
+    declarations |= {f"gpu_governance_runtime.backends.{name}" for name in BACKENDS}
+    reclaim_side = [
+        module
+        for module in loaded
+        if module.startswith("gpu_governance_runtime.reclaim")
+        or (module.startswith("gpu_governance_runtime.backends") and module not in declarations)
+    ]
+    assert reclaim_side == []
+    assert declarations <= set(loaded)  # it did ask the registry

@@ -2,8 +2,9 @@
 contract -> common -> planners -> policy -> adapters -> handlers. A module imports only from its
 own layer or a layer below, the module graph has no cycle, and the controllers' packages meet
 only in the shared modules: ``capacity`` and ``reclaim`` never import each other (both ask the
-backend registry, ``backends/``, which declares what each backend's pools take of them). Every import
-counts, relative or absolute, inside a function or under ``if TYPE_CHECKING:``."""
+backend registry, ``backends/``, which declares what each backend's pools take of them), and the
+folders import one way: no two top-level folders import each other. Every import counts, relative
+or absolute, inside a function or under ``if TYPE_CHECKING:``."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ LAYER_NAMES = ("contract", "common", "planners", "policy", "adapters", "handlers
 # lowest layer of what it re-exports.
 LAYERS = {
     "contract": ("contract.py", "__init__.py"),
-    # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, the
-    # Slurm plan and its head-node commands, request shapes, HyperPod groups, usage records, the
-    # cold-start API check, the capacity market's shared rules, what it sells and holds (offers), the GPU-hour limit calendar,
+    # shared helpers that decide nothing: logging, metrics, retry settings, the Batch copy, what a
+    # Batch job record says, the actions' ledger of the reclaim controller and the guard, the Slurm plan and its
+    # head-node commands, request shapes, HyperPod groups, usage records, the cold-start API check, the capacity
+    # market's shared rules, what it sells and holds (offers), the GPU-hour limit calendar,
     # finding a team's quota share or compute quota
     "common": (
         "common/__init__.py",
@@ -30,6 +32,8 @@ LAYERS = {
         "common/metrics.py",
         "common/clients.py",
         "common/batch_copy.py",
+        "common/action_ledger.py",
+        "common/batch_jobs.py",
         "common/handler.py",
         "slurm/__init__.py",
         "slurm/plan.py",
@@ -42,32 +46,30 @@ LAYERS = {
         "limits.py",
         "quotas.py",
         "capacity/__init__.py",
-        "capacity/market.py",
-        "capacity/offers.py",
+        "planners/__init__.py",
+        "planners/market.py",
+        "planners/offers.py",
         "reclaim/__init__.py",
         "guard/__init__.py",
     ),
     # pure decisions: no AWS call, no clock
     "planners": (
-        "reclaim/planner.py",
-        "capacity/planner.py",
-        "capacity/window.py",
+        "planners/reclaim.py",
+        "planners/capacity.py",
+        "planners/window.py",
         "capacity/grid.py",
         "guard/checks.py",
         "guard/members.py",
     ),
     # what the controllers are told: the policy document, the guarantees the capacity controller raised
     "policy": ("policy.py", "raised_guarantees.py"),
-    # what reads and changes AWS (ledgers, backends, purchases, rotations) for a handler, and the
-    # backend registry that says which of them a pool's backend takes (every module of backends/,
-    # BACKEND_LAYER: a new backend's runtime module needs no line here)
+    # what reads and changes AWS (ledgers, purchases, rotations, GPU-hour limits) for a handler, and
+    # the backends' packages with their adapters and the registry that says which a pool's backend
+    # takes (every module of backends/, BACKEND_LAYER: a new backend's runtime package needs no line here)
     "adapters": (
-        "reclaim/ledger.py",
-        "reclaim/adapters.py",
-        "reclaim/eks_usage.py",
-        "reclaim/slurm_usage.py",
         "reclaim/gpu_hours.py",
         "reclaim/fair_share.py",
+        "reclaim/reports.py",
         "reclaim/run_time.py",
         "capacity/ledger.py",
         "capacity/aws.py",
@@ -94,16 +96,15 @@ BACKEND_LAYER = "adapters"
 RANK = {module: LAYER_NAMES.index(layer) for layer, modules in LAYERS.items() for module in modules}
 for _path in (RUNTIME / "backends").rglob("*.py"):
     RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(BACKEND_LAYER))
-# Every module of capacity/kinds/: each kind's market rules and its search, purchase and description, made through
+# Every module of planners/kinds/: each kind's market rules and its search, purchase and description, made through
 # the clients of the CapacityMarket it is handed (it holds none), below the planner that asks its rules. A new kind's
 # module needs no line here.
 KIND_LAYER = "common"
-for _path in (RUNTIME / "capacity" / "kinds").rglob("*.py"):
+for _path in (RUNTIME / "planners" / "kinds").rglob("*.py"):
     RANK.setdefault(_path.relative_to(RUNTIME).as_posix(), LAYER_NAMES.index(KIND_LAYER))
-# The controllers' packages. Capacity and reclaim are siblings; the guard records its actions in
-# the reclaim controller's ledger table (the same ``Ledger`` and states), so it may use that.
+# The controllers' packages: siblings that meet only in the modules below them (the guard records its
+# actions in the reclaim controller's ledger table through the same ``common/action_ledger.py``).
 CONTROLLERS = ("capacity", "reclaim", "guard")
-MAY_USE = {"guard": {"reclaim/ledger.py"}}
 
 
 def _module(path: Path) -> str:
@@ -155,7 +156,7 @@ def _wrong_way(module: str, source: str) -> list[str]:
         if RANK[target] > RANK[module]:
             wrong.append(f"line {line}: {target} ({LAYER_NAMES[RANK[target]]}) from {LAYER_NAMES[RANK[module]]}")
         other = _controller(target)
-        if own and other and other != own and target not in MAY_USE.get(own, ()):
+        if own and other and other != own:
             wrong.append(f"line {line}: {target} (the {other} controller's) from the {own} controller")
     return wrong
 
@@ -174,6 +175,37 @@ def test_runtime_imports_run_one_way(path: Path):
     assert _wrong_way(_module(path), path.read_text()) == []
 
 
+def _folder(module: str) -> str:
+    """A module's place in the folder graph: its top-level folder, or, at the top, the module itself
+    (a top-level module is a folder of one: ``contract.py`` under everything, ``dedicated_nodes.py``,
+    a Lambda entry point the template names, over ``common``)."""
+    return module.split("/")[0] if "/" in module else module
+
+
+def two_way_folders(sources: dict[str, str]) -> list[str]:
+    """Each pair of folders importing each other both ways, with one import line each way."""
+    arrows: dict[tuple[str, str], str] = {}
+    for module, source in sorted(sources.items()):
+        for target, line in _imports(module, source):
+            pair = (_folder(module), _folder(target))
+            if pair[0] != pair[1]:
+                arrows.setdefault(pair, f"{module}:{line} imports {target}")
+    return [f"{a} <-> {b}: {arrows[a, b]}; {arrows[b, a]}" for a, b in sorted(arrows) if a < b and (b, a) in arrows]
+
+
+def test_runtime_folders_import_one_way():
+    assert two_way_folders({_module(p): p.read_text() for p in SOURCES}) == []
+
+
+def test_the_folder_rule_sees_a_pair():
+    found = two_way_folders(
+        {"backends/base.py": "from ..reclaim import handler\n", "reclaim/handler.py": "from ..backends import base\n"}
+    )
+    assert found == [
+        "backends <-> reclaim: backends/base.py:1 imports reclaim/handler.py; reclaim/handler.py:1 imports backends/base.py"
+    ]
+
+
 def test_the_runtime_has_no_import_cycle():
     graph = {_module(p): {t for t, _ in _imports(_module(p), p.read_text()) if t != _module(p)} for p in SOURCES}
     try:
@@ -185,14 +217,14 @@ def test_the_runtime_has_no_import_cycle():
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("policy.py", "from .reclaim.adapters import SlurmAdapter\n"),  # policy on an adapter
-        ("reclaim/planner.py", "def f():\n    from ..policy import Policy\n"),  # upward, inside a function
+        ("policy.py", "from .backends.base import Adapter\n"),  # policy on an adapter
+        ("planners/reclaim.py", "def f():\n    from ..policy import Policy\n"),  # upward, inside a function
         (
             "common/log.py",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..policy import Policy\n",
         ),  # type-only upward
         ("reclaim/handler.py", "from ..capacity import raised\n"),  # one controller on the other
-        ("capacity/spend.py", "from gpu_governance_runtime.reclaim.ledger import DONE\n"),  # the same, absolute
+        ("capacity/spend.py", "from gpu_governance_runtime.reclaim.gpu_hours import enforce\n"),  # the same, absolute
         ("contract.py", "import gpu_governance_runtime.common.log\n"),
     ],
 )

@@ -26,13 +26,9 @@ REASONS = {
 
 TO_SPLIT = {
     # modules
-    "lambda/gpu_governance_runtime/reclaim/planner.py": "other work extends it now; _TypePlanner apart",
-    "lambda/gpu_governance_runtime/reclaim/adapters.py": "each backend's adapter into its runtime backend module",
-    "lambda/gpu_governance_runtime/reclaim/handler.py": "settings and metrics apart from the tick",
+    "lambda/gpu_governance_runtime/planners/reclaim.py": "other work extends it now; _TypePlanner apart",
     # functions
-    "lambda/gpu_governance_runtime/reclaim/handler.py:run_tick": "reading the pool apart from acting",
-    "lambda/gpu_governance_runtime/reclaim/handler.py:handler": "settings apart from the call",
-    "lambda/gpu_governance_runtime/reclaim/planner.py:_TypePlanner._choose_victims": "other work extends the planner",
+    "lambda/gpu_governance_runtime/planners/reclaim.py:_TypePlanner._choose_victims": "other work extends the planner",
 }
 
 

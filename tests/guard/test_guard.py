@@ -25,11 +25,11 @@ from botocore.stub import ANY, Stubber
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
 
 from gpu_governance_runtime import contract  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.common.clients import WITHIN_A_TICK  # noqa: E402
 from gpu_governance_runtime.guard import handler as guard_handler  # noqa: E402
 from gpu_governance_runtime.guard.checks import TeamRules, Unread, violations  # noqa: E402
 from gpu_governance_runtime.guard.members import MEMBERS, REFUSED  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 
 from ..capacity.shape_examples import example, problems  # noqa: E402
 from ..reclaim.tables import reclaim_ledger_table  # noqa: E402

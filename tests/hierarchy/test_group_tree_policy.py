@@ -11,8 +11,8 @@ from pathlib import Path
 from constructs_lib.model import GovernanceModel
 from constructs_lib.model.loader import load_model
 from constructs_lib.model.policy import compile_policy
+from gpu_governance_runtime.planners.reclaim import ShareGroup
 from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim.planner import ShareGroup
 from tests.hierarchy.test_group_tree_model import quota, tree
 from tests.hierarchy.test_groups_model import data
 from tests.slurm.models import INSTANCE_TYPE

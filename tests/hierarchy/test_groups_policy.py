@@ -13,9 +13,9 @@ from constructs_lib.model import GovernanceModel
 from constructs_lib.model.explain import caveats
 from constructs_lib.model.loader import default_config_text, load_model
 from constructs_lib.model.policy import compile_policy
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter
+from gpu_governance_runtime.planners.reclaim import ShareGroup
 from gpu_governance_runtime.policy import PolicyError, parse_policy
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
-from gpu_governance_runtime.reclaim.planner import ShareGroup
 from tests.hierarchy.test_groups_model import EXAMPLE
 from tests.reclaim.test_controller import G6E, NOW, POLICY, QUEUE, expect_read, stubbed
 

@@ -12,8 +12,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import assume, example, given, strategies as st
 
-from gpu_governance_runtime.policy import PolicyError, parse_policy
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     RECLAIM,
     PoolState,
     RunningJob,
@@ -25,6 +24,7 @@ from gpu_governance_runtime.reclaim.planner import (
     plan_tick,
     preemptible_in_share,
 )
+from gpu_governance_runtime.policy import PolicyError, parse_policy
 from tests.hierarchy import test_planner_groups as one_level
 from tests.hierarchy.test_groups_policy import DOCUMENT
 from tests.hierarchy.test_planner_groups import UNCAPPED, T, borrower, pending, running

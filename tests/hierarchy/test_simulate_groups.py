@@ -9,7 +9,7 @@ import sys
 
 from constructs_lib.simulator.engine import compare, simulate
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import Settings, Share, ShareGroup, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, ShareGroup, Strategy
 from tests.hierarchy.test_groups_model import EXAMPLE
 
 T = "ml.p5.48xlarge"

@@ -13,8 +13,8 @@ from constructs_lib.model.loader import load_model
 from constructs_lib.model.policy import compile_policy
 from constructs_lib.simulator.engine import simulate
 from constructs_lib.simulator.traces import TraceJob
+from gpu_governance_runtime.planners.reclaim import Settings, ShareGroup, breached_shares
 from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim.planner import Settings, ShareGroup, breached_shares
 from tests.hierarchy.test_groups_policy import DOCUMENT
 from tests.hierarchy.test_planner_trees import parent_guarantee
 

@@ -1,4 +1,4 @@
-"""The HyperPod EKS usage observer (gpu_governance_runtime.reclaim.eks_usage) against a real local
+"""The HyperPod EKS usage observer (gpu_governance_runtime.backends.kueue_usage) against a real local
 HTTPS server speaking the Kubernetes API (tests/hyperpod_eks/kube_api.py), with DescribeCluster
 stubbed by botocore's Stubber (which checks request and response against the EKS model)."""
 
@@ -17,9 +17,9 @@ from botocore.credentials import Credentials
 from botocore.stub import Stubber
 
 from gpu_governance_runtime import contract
+from gpu_governance_runtime.backends import kueue_usage
+from gpu_governance_runtime.planners.reclaim import Share, Strategy
 from gpu_governance_runtime.policy import PoolPolicy, parse_policy
-from gpu_governance_runtime.reclaim import eks_usage
-from gpu_governance_runtime.reclaim.planner import Share, Strategy
 
 from .kube_api import Reply, cluster_queue, pages, serve, status_object
 
@@ -134,7 +134,7 @@ def eks_client(api, *, ca=None, public=True, error=None):
 def run(api, **options):
     eks, stubber = eks_client(api, **{k: options.pop(k) for k in ("ca", "public", "error") if k in options})
     records = []
-    published = eks_usage.tick(
+    published = kueue_usage.tick(
         TARGET,
         options.pop("pool", POOL),
         eks=eks,
@@ -154,7 +154,7 @@ def metric_records(records):
 
 
 def rows_by_share():
-    return {(r.share, r.instance_type): r for r in eks_usage.share_usage(queues(), POOL, GPUS)}
+    return {(r.share, r.instance_type): r for r in kueue_usage.share_usage(queues(), POOL, GPUS)}
 
 
 # --- the token -------------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def _signature_for(url: str, cluster_header: str) -> str:
 
 
 def test_the_token_is_a_presigned_get_caller_identity_that_signs_the_cluster_name_in():
-    token = eks_usage.eks_token(CLUSTER, CREDENTIALS, "us-east-1", "https://sts.us-east-1.amazonaws.com")
+    token = kueue_usage.eks_token(CLUSTER, CREDENTIALS, "us-east-1", "https://sts.us-east-1.amazonaws.com")
     assert token.startswith("k8s-aws-v1.") and "=" not in token
     encoded = token.removeprefix("k8s-aws-v1.")
     assert set(encoded) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")  # base64url
@@ -223,7 +223,7 @@ def test_the_token_goes_to_the_sts_endpoint_of_the_clusters_region_and_partition
     url = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
     assert url.startswith("https://sts.us-east-1.amazonaws.com/?Action=GetCallerIdentity")
     china = boto3.client("eks", region_name="cn-north-1", aws_access_key_id="x", aws_secret_access_key="x")
-    assert eks_usage.sts_endpoint(china) == "https://sts.cn-north-1.amazonaws.com.cn"
+    assert kueue_usage.sts_endpoint(china) == "https://sts.cn-north-1.amazonaws.com.cn"
 
 
 # --- reading the cluster -------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def test_lent_is_bounded_as_share_usage_expects_whatever_kueue_says():
                 "platform-clusterqueue", cohort="c", flavors={P5: {"nominal": platform_idle, "total": 0, "borrowed": 0}}
             ),
         ]
-        rows = {r.share: r for r in eks_usage.share_usage(items, POOL, GPUS)}
+        rows = {r.share: r for r in kueue_usage.share_usage(items, POOL, GPUS)}
         for row in rows.values():
             assert 0 <= row.lent <= max(0.0, row.guaranteed - row.in_use)
         assert rows["prod"].lent <= (prod_limit if prod_limit is not None else 16) / 8
@@ -325,7 +325,7 @@ def test_the_tick_emits_gauges_and_instance_hours_per_team_and_nothing_for_teams
         2,
         0,
     )  # p5 + g5, in instances
-    assert set(eks_usage.GAUGES) <= set(contract.SHARE_METRICS)
+    assert set(kueue_usage.GAUGES) <= set(contract.SHARE_METRICS)
     assert not [r for r in records if r.get("event") == "pool_failed"]
 
 
@@ -379,7 +379,7 @@ WAITING_POOL = PoolPolicy(
 
 
 def test_waiting_work_counts_workloads_and_starvation_is_waiting_for_quota_below_guarantee():
-    waiting = {w.share: (w.pending, w.starved) for w in eks_usage.waiting_work(waiting_queues(), WAITING_POOL)}
+    waiting = {w.share: (w.pending, w.starved) for w in kueue_usage.waiting_work(waiting_queues(), WAITING_POOL)}
     assert waiting == {
         "vision": (3, False),  # waits, but uses all it is guaranteed on every flavor
         "speech": (2, False),  # 2 workloads hold their quota, admission checks pending: waiting, not for quota
@@ -392,7 +392,7 @@ def test_a_kueue_without_flavors_reservation_reserves_what_it_admits():
     items = waiting_queues()
     for queue in items:
         queue["status"].pop("flavorsReservation")
-    waiting = {w.share: w.starved for w in eks_usage.waiting_work(items, WAITING_POOL)}
+    waiting = {w.share: w.starved for w in kueue_usage.waiting_work(items, WAITING_POOL)}
     assert waiting == {
         "vision": False,
         "speech": False,
@@ -481,7 +481,7 @@ def test_a_server_that_repeats_its_continue_token_is_not_followed_forever(api):
 
 
 def test_a_timeout_reports_an_error_and_no_usage(api, monkeypatch):
-    monkeypatch.setattr(eks_usage, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(kueue_usage, "REQUEST_TIMEOUT_S", 0.3)
     api.respond = lambda path, query, headers: Reply(200, {"items": []}, delay=1.0)
     published, records = run(api)
     assert not published
@@ -559,7 +559,7 @@ def test_with_too_little_time_left_the_pool_waits_for_the_next_tick(api):
     eks = boto3.client("eks", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     records = []
     with Stubber(eks):  # no call expected: the stubber would refuse one
-        assert not eks_usage.tick(
+        assert not kueue_usage.tick(
             TARGET,
             POOL,
             eks=eks,
@@ -567,7 +567,7 @@ def test_with_too_little_time_left_the_pool_waits_for_the_next_tick(api):
             now=0,
             tick_seconds=60,
             emit=records.append,
-            time_left=lambda: eks_usage.READ_SECONDS - 1,
+            time_left=lambda: kueue_usage.READ_SECONDS - 1,
             credentials=CREDENTIALS,
         )
     assert [r["event"] for r in records] == ["pool_deferred"] and api.requests == []
@@ -584,13 +584,13 @@ def test_running_out_of_time_between_pages_is_an_error(api):
     "text, gpus", [("8", 8), (8, 8), ("8000m", 8), ("1e1", 10), ("0", 0), ("1Ki", 1024), ("0.5", 0.5)]
 )
 def test_quantities_are_read_as_kubernetes_writes_them(text, gpus):
-    assert eks_usage.quantity(text, "x") == gpus
+    assert kueue_usage.quantity(text, "x") == gpus
 
 
 @pytest.mark.parametrize("text", ["-1", "eight", "8 GPUs", True, None, 8.5, "1e"])
 def test_anything_else_is_refused(text):
-    with pytest.raises(eks_usage.EksUsageError, match="x: .* - a non-negative Kubernetes quantity"):
-        eks_usage.quantity(text, "x")
+    with pytest.raises(kueue_usage.EksUsageError, match="x: .* - a non-negative Kubernetes quantity"):
+        kueue_usage.quantity(text, "x")
 
 
 # --- the reclaim handler runs it for every HyperPod EKS pool ---------------------------------------

@@ -20,7 +20,7 @@ pending job of its instance type (every conformance case; ``pool_states(pending=
 
 from __future__ import annotations
 
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     ANTI_THRASH,
     IN_SHARE,
     MIN_RUN_TIME,

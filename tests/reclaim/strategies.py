@@ -7,7 +7,7 @@ import os
 
 from hypothesis import HealthCheck, settings, strategies as st
 
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import PendingJob, PoolState, RunningJob, Share, Strategy
 
 # A few hundred examples keep CI quick; PLANNER_EXAMPLES=5000 runs the thorough check.
 PROPERTY_SETTINGS = settings(

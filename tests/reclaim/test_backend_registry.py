@@ -14,9 +14,9 @@ import pytest
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
 from gpu_governance_runtime import backends, contract  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import PendingJob, PoolState  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState  # noqa: E402
 from tests.reclaim.test_controller import G6E, QUEUE  # noqa: E402
 
 SHARE = {"name": "research", "quota": {G6E: 2}, "strategy": "lend_and_borrow", "borrow_limit": None}

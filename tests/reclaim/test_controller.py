@@ -19,17 +19,14 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
+from gpu_governance_runtime.backends.batch_quota_share.observer import BatchQuotaShareObserver  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_slurm.adapter import SlurmAdapter, parse_squeue, slurm_time_limit  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import ActionKey, Ledger  # noqa: E402
+from gpu_governance_runtime.contract import SHARE_METRICS  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Settings  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import (  # noqa: E402
-    BatchFairShareAdapter,
-    BatchQuotaShareObserver,
-    SlurmAdapter,
-    parse_squeue,
-    slurm_time_limit,
-)
-from gpu_governance_runtime.reclaim.ledger import ActionKey, Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"
@@ -317,7 +314,7 @@ def test_emf_metrics_per_share(ledger_table):
     research, training = metrics["research"], metrics["training"]
     definition = research["_aws"]["CloudWatchMetrics"][0]
     assert definition["Namespace"] == "Test" and definition["Dimensions"] == [["Pool", "Share"]]
-    assert {m["Name"] for m in definition["Metrics"]} == set(controller.SHARE_METRICS)
+    assert {m["Name"] for m in definition["Metrics"]} == set(SHARE_METRICS)
     assert (research["Guaranteed"], research["InUse"], research["Borrowed"], research["Preemptions"]) == (2, 8, 6, 2)
     assert research["LostCapacitySeconds"] == 4 * 600 + 2 * 300  # neither victim checkpoints
     # training waits inside its guarantee right now: starved until the reclaim takes effect
@@ -509,7 +506,7 @@ def test_a_cut_short_squeue_output_is_never_planned_on(ledger_table):
 
 
 def test_slurm_refuses_identifiers_that_could_inject_shell():
-    from gpu_governance_runtime.reclaim.planner import Preemption
+    from gpu_governance_runtime.planners.reclaim import Preemption
 
     adapter = SlurmAdapter(
         object(), instance_id="i-1", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY
@@ -682,8 +679,8 @@ def test_hyperpod_eks_pools_are_refused_as_targets():
 
 
 def test_the_slurm_wait_and_every_action_fit_the_functions_timeout():
-    from gpu_governance_runtime.reclaim.adapters import SSM_WAIT_SECONDS
-    from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+    from gpu_governance_runtime.backends.hyperpod_slurm.adapter import SSM_WAIT_SECONDS
+    from gpu_governance_runtime.common.action_ledger import FUNCTION_TIMEOUT_SECONDS
 
     adapter = SlurmAdapter(
         object(), instance_id="i-1", instance_type="ml.p5.48xlarge", pool=POLICY.pool("slurm"), policy=POLICY
@@ -758,7 +755,7 @@ def test_an_action_without_time_left_is_deferred_unclaimed(ledger_table):
 
 
 def test_a_claim_left_by_a_killed_invocation_is_taken_again_after_the_timeout(ledger_table):
-    from gpu_governance_runtime.reclaim.ledger import FUNCTION_TIMEOUT_SECONDS
+    from gpu_governance_runtime.common.action_ledger import FUNCTION_TIMEOUT_SECONDS
 
     ledger = Ledger(ledger_table)
     key = ActionKey(pool="ec2-gpu", job_id="borrow-big", attempt="0", action="preempt")

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
+from gpu_governance_runtime.common.action_ledger import Ledger
+from gpu_governance_runtime.planners.reclaim import RECLAIM, Settings, Strategy, plan_tick
 from gpu_governance_runtime.reclaim.fair_share import advance, decayed_usage
-from gpu_governance_runtime.reclaim.ledger import Ledger
-from gpu_governance_runtime.reclaim.planner import RECLAIM, Settings, Strategy, plan_tick
 
 from .safety import check_safety
 from .strategies import PROPERTY_SETTINGS, pool_states
@@ -257,9 +257,9 @@ def test_the_controller_reclaims_from_the_team_its_record_shows_used_most(ledger
     """End to end on the model of Batch: heavy and light each borrow one instance, light's the
     more recent; the lender's job takes one back. By borrowed now light's goes (least work
     lost); with the ledger's record showing heavy used most, heavy's goes."""
+    from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter
     from gpu_governance_runtime.policy import parse_policy
     from gpu_governance_runtime.reclaim import handler as controller
-    from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
     from tests.aws_model.batch import Clock, FakeBatch
 
     queue = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu"

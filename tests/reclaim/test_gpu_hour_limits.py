@@ -20,12 +20,14 @@ from botocore.stub import Stubber  # noqa: E402
 
 from constructs_lib.core.errors import GovernanceError  # noqa: E402
 from constructs_lib.model import GovernanceModel  # noqa: E402
+from gpu_governance_runtime.backends.batch_quota_share.gpu_hours import QuotaShareSwitch  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_eks.gpu_hours import ComputeQuotaSwitch  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE, SharingStrategy  # noqa: E402
 from gpu_governance_runtime.limits import next_reset, period_start  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Share  # noqa: E402
 from gpu_governance_runtime.policy import PolicyError, PoolPolicy, parse_policy  # noqa: E402
 from gpu_governance_runtime.reclaim import gpu_hours  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Share  # noqa: E402
 from tests.foundation.org import default_data  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
@@ -130,7 +132,7 @@ def tick(
         policy or pool(),
         [("research", TYPE, instances), ("inference", TYPE, 2)],
         ledger=ledger,
-        switch=lambda team: gpu_hours.QuotaShareSwitch(batch, QUEUE, team),
+        switch=lambda team: QuotaShareSwitch(batch, QUEUE, team),
         notify=gpu_hours.event_sender(events),
         now=now,
         tick_seconds=tick_seconds,
@@ -331,7 +333,7 @@ def test_a_hyperpod_compute_quota_is_deactivated_at_the_version_read():
                 pool(backend="hyperpod_eks"),
                 [("research", TYPE, 2)],
                 ledger=Ledger(table),
-                switch=lambda team: gpu_hours.ComputeQuotaSwitch(sagemaker, CLUSTER, team),
+                switch=lambda team: ComputeQuotaSwitch(sagemaker, CLUSTER, team),
                 notify=gpu_hours.event_sender(events),
                 now=MORNING,
                 tick_seconds=3600,
@@ -409,8 +411,8 @@ def test_a_limit_on_a_hyperpod_eks_pool_needs_its_gpus_per_instance():
 
 
 def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick_read(aws, monkeypatch):
+    from gpu_governance_runtime.planners.reclaim import PoolState, RunningJob
     from gpu_governance_runtime.reclaim import handler as controller
-    from gpu_governance_runtime.reclaim.planner import PoolState, RunningJob
 
     ledger, batch, batch_stub, events, events_stub = aws
     monkeypatch.setattr(controller, "batch", batch)
@@ -445,8 +447,8 @@ def test_the_controller_counts_a_quota_share_pool_from_the_running_jobs_its_tick
 
 
 def test_the_controller_counts_a_hyperpod_eks_pool_from_the_gpus_kueue_shows_in_instances(aws, monkeypatch):
+    from gpu_governance_runtime.backends.kueue_usage import EksShareUsage
     from gpu_governance_runtime.reclaim import handler as controller
-    from gpu_governance_runtime.reclaim.eks_usage import EksShareUsage
 
     ledger, _, _, events, _ = aws
     monkeypatch.setattr(controller, "events", events)

@@ -8,10 +8,10 @@ import os
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import NOTICE_VALID_SECONDS, Ledger  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Settings  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import NOTICE_VALID_SECONDS, Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 from tests.aws_model.batch import Clock, FakeBatch  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import POLICY  # noqa: E402

@@ -9,15 +9,14 @@ from dataclasses import replace
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.contract import (  # noqa: E402
     GUARANTEE_ASKED_HOURS,
     GUARANTEE_BREACHED_HOURS,
     GUARANTEE_KEPT_PERCENT,
 )
-from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import (  # noqa: E402
     ANY_TYPE,
     PendingJob,
     PoolState,
@@ -29,6 +28,7 @@ from gpu_governance_runtime.reclaim.planner import (  # noqa: E402
     breached_shares,
     in_use_by_share,
 )
+from gpu_governance_runtime.reclaim import handler as controller, reports  # noqa: E402
 from gpu_governance_runtime.usage import kept_percent  # noqa: E402
 from tests.hierarchy.test_planner_trees import parent_guarantee  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
@@ -73,7 +73,7 @@ def test_a_team_that_waited_below_its_guarantee_for_2_of_10_hours_is_recorded_as
     totals = {GUARANTEE_ASKED_HOURS: 0.0, GUARANTEE_BREACHED_HOURS: 0.0}
     kept_per_tick = []
     for observed in hourly_states():
-        records = controller.promise_records("gpu", observed, Settings(), tick_seconds=HOUR, namespace="Test")
+        records = reports.promise_records("gpu", observed, Settings(), tick_seconds=HOUR, namespace="Test")
         assert [r["Share"] for r in records] == ["a"]  # b has no guarantee: it never asks
         for metric in totals:
             totals[metric] += records[0][metric]

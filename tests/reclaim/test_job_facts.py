@@ -10,10 +10,10 @@ import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
 
+from gpu_governance_runtime.backends.batch_fair_share import adapter
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter
+from gpu_governance_runtime.planners.reclaim import ANY_TYPE, Settings, plan_tick
 from gpu_governance_runtime.policy import parse_policy
-from gpu_governance_runtime.reclaim import adapters
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
-from gpu_governance_runtime.reclaim.planner import ANY_TYPE, Settings, plan_tick
 from tests.aws_model.batch import Clock, FakeBatch
 from tests.reclaim.tables import reclaim_ledger_table
 from tests.reclaim.test_controller import G6E, POLICY
@@ -78,7 +78,7 @@ def submit(batch, share, *, nodes=1, tags=None, node_type=None, priority=0):
 @pytest.fixture
 def logged(monkeypatch):
     records = []
-    monkeypatch.setattr(adapters.log, "write", records.append)
+    monkeypatch.setattr(adapter.log, "write", records.append)
     return records
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import pytest
 
 from gpu_governance_runtime.contract import lendable
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     PendingJob,
     PoolState,
     RunningJob,

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     IN_SHARE,
     RECLAIM,
     PendingJob,

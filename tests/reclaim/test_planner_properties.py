@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import assume, example, given, strategies as st
 
 from gpu_governance_runtime.contract import lendable
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     RECLAIM,
     PendingJob,
     PoolState,

@@ -9,8 +9,8 @@ import pytest
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.model.loader import load_model, parse_config
 from constructs_lib.model.policy import compile_policy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 from gpu_governance_runtime.policy import PolicyError, parse_policy, read_policy_file
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 
 def test_reads_the_policy_compiled_from_the_default_organisation(tmp_path):

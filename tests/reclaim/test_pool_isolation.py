@@ -12,8 +12,8 @@ import boto3
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
 from tests.aws_model.batch import Clock, FakeBatch  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 from tests.reclaim.test_controller import G6E, POLICY  # noqa: E402

@@ -13,11 +13,11 @@ import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.common.batch_copy import LISTING_GRACE_SECONDS  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Settings, reborrow_at  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings, reborrow_at  # noqa: E402
 from tests.aws_model.batch import Clock, Crash, FakeBatch, Faults  # noqa: E402
 from tests.aws_model.batch_arrays import ArrayBatch  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402

@@ -29,11 +29,11 @@ from constructs_lib.controllers.reclaim import ReclaimController, ReclaimTarget 
 from constructs_lib.model import GovernanceModel  # noqa: E402
 from constructs_lib.model.loader import default_config_text  # noqa: E402
 from constructs_lib.model.policy import compile_policy  # noqa: E402
+from gpu_governance_runtime.backends.batch_quota_share.observer import DESCRIBED_PER_SHARE, BatchQuotaShareObserver  # noqa: E402
 from gpu_governance_runtime.contract import ENV_METRICS_NAMESPACE, ENV_RECLAIM_TARGETS  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import Settings  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import DESCRIBED_PER_SHARE, BatchQuotaShareObserver  # noqa: E402
 from gpu_governance_runtime.reclaim.handler import run_tick  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import Settings  # noqa: E402
 
 MODEL = GovernanceModel.from_dict(yaml.safe_load(default_config_text()))
 POOL = (

@@ -19,9 +19,9 @@ from gpu_governance_runtime import (
     contract,  # noqa: E402
     raised_guarantees,  # noqa: E402
 )
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 
 from .test_controller import G6E, NOW, POLICY, QUEUE, SETTINGS, expect_read, ledger_table, stubbed  # noqa: E402,F401 - the fixture
 

@@ -14,10 +14,10 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler 
 
 from moto import mock_aws  # noqa: E402
 
+from gpu_governance_runtime.backends.hyperpod_slurm.adapter import SlurmAdapter  # noqa: E402
 from gpu_governance_runtime.capacity import slurm_window  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.reclaim import handler as controller  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.slurm.ssm import HeadNode  # noqa: E402
 from tests.aws_model.batch import Clock  # noqa: E402
 from tests.aws_model.ssm import FakeSsm  # noqa: E402

@@ -23,16 +23,14 @@ from hypothesis import given, strategies as st
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the handler builds its clients on import
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import BatchFairShareAdapter
 from gpu_governance_runtime.contract import (
     TAG_CHECKPOINTABLE,
     TAG_INSTANCE_TYPE,
     TAG_REQUEUED_FROM,
     TAG_TIMES_PREEMPTED,
 )
-from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.adapters import BatchFairShareAdapter
-from gpu_governance_runtime.reclaim.handler import share_metrics
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     ANTI_THRASH,
     ANY_TYPE,
     IN_SHARE,
@@ -50,6 +48,8 @@ from gpu_governance_runtime.reclaim.planner import (
     plan_tick,
     starved_shares,
 )
+from gpu_governance_runtime.policy import PoolPolicy
+from gpu_governance_runtime.reclaim.reports import share_metrics
 
 from .safety import check_safety, in_share_victims_of_lower_priority, reclaim_only_borrowed_capacity
 from .strategies import NOW, PROPERTY_SETTINGS, pool_states

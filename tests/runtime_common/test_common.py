@@ -178,8 +178,8 @@ def test_the_handlers_documents_are_valid_emf(capsys, monkeypatch):
     the one of a runtime that lacks an operation at cold start."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler builds its clients on import
     from gpu_governance_runtime.capacity import handler as capacity
-    from gpu_governance_runtime.reclaim.handler import share_metrics
-    from gpu_governance_runtime.reclaim.planner import PendingJob, PoolState, RunningJob, Settings, Share, plan_tick
+    from gpu_governance_runtime.planners.reclaim import PendingJob, PoolState, RunningJob, Settings, Share, plan_tick
+    from gpu_governance_runtime.reclaim.reports import share_metrics
 
     shares = (
         Share(name="training", quota={"p5": 4}, strategy=contract.SharingStrategy.LEND),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from constructs_lib.simulator.engine import POOLED_SHARE, RunMetrics, never_runnable, team_stats
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import (
+from gpu_governance_runtime.planners.reclaim import (
     PendingJob,
     PoolState,
     Settings,

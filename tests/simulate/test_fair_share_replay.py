@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from constructs_lib.simulator.engine import Resume, simulate
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
 HOUR = 3600.0

@@ -19,8 +19,8 @@ from constructs_lib.simulator.forecast import (
     next_start,
 )
 from constructs_lib.simulator.traces import TraceJob
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
 NOW = 10_000.0  # not on a tick: the first tick after it is 10,020 (ticks of 60 s)

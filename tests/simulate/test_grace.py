@@ -13,7 +13,7 @@ from hypothesis import given, settings as hypothesis_settings, strategies as st
 from constructs_lib.cli import main
 from constructs_lib.simulator import simulate
 from constructs_lib.simulator.traces import write_trace
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 
 from .test_simulate import CAPACITY, G5, SHARES, job
 

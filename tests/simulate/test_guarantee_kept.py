@@ -9,7 +9,7 @@ import json
 from constructs_lib.simulator import simulate
 from constructs_lib.simulator.report import comparison_json, table
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
 SHARES = (

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from constructs_lib.simulator.engine import simulate
 from constructs_lib.simulator.traces import TraceJob
-from gpu_governance_runtime.reclaim.planner import Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Share, Strategy
 
 P5 = "ml.p5.48xlarge"
 LENDER = Share(name="vision", quota={P5: 4}, strategy=Strategy.LEND)

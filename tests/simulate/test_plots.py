@@ -18,7 +18,7 @@ from constructs_lib.simulator import compare
 from constructs_lib.simulator.report import RUN_COLOURS, RUNS_EXPLAINED, figure, load_pyplot, run_shares, table
 from constructs_lib.simulator.traces import TraceJob, write_trace
 from gpu_governance_runtime.contract import USAGE_METRICS
-from gpu_governance_runtime.reclaim.planner import Settings
+from gpu_governance_runtime.planners.reclaim import Settings
 
 CONFIG = "constructs_lib/data/default-governance.yaml"
 P5, G6E = "ml.p5.48xlarge", "ml.g6e.12xlarge"

@@ -18,7 +18,7 @@ from constructs_lib.model.loader import load_model
 from constructs_lib.simulator import deciders
 from constructs_lib.simulator.engine import compare, pooled_share, simulate, static_shares
 from constructs_lib.simulator.traces import TraceJob, convert_openb
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 
 from .reference_replay import reference_replay
 

@@ -23,7 +23,7 @@ from constructs_lib.simulator.traces import (
     read_trace,
     write_trace,
 )
-from gpu_governance_runtime.reclaim.planner import Settings, Share, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, Strategy
 
 G5 = "ml.g5.xlarge"
 SHARES = (

@@ -24,7 +24,7 @@ from constructs_lib.simulator.sweep import (
     sweep_json,
 )
 from constructs_lib.simulator.traces import write_trace
-from gpu_governance_runtime.reclaim.planner import Settings, Share, ShareGroup, Strategy
+from gpu_governance_runtime.planners.reclaim import Settings, Share, ShareGroup, Strategy
 
 from .test_simulate import G5, job
 

@@ -27,8 +27,8 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from constructs_lib.model import GovernanceModel  # noqa: E402
 from gpu_governance_runtime.capacity import slurm_window  # noqa: E402
-from gpu_governance_runtime.capacity.planner import Window  # noqa: E402
 from gpu_governance_runtime.capacity.requeue import SIGNAL_LEAD, STOP_LEAD  # noqa: E402
+from gpu_governance_runtime.planners.capacity import Window  # noqa: E402
 
 from ..capacity.builders import at, reservation  # noqa: E402
 from ..capacity.stubbed_aws import create_ledger_table  # noqa: E402

@@ -24,11 +24,11 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from constructs_lib.model.policy import compile_policy  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_slurm.adapter import SlurmAdapter  # noqa: E402
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
+from gpu_governance_runtime.planners.reclaim import PoolState, Settings, plan_tick  # noqa: E402
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
 from gpu_governance_runtime.reclaim.handler import TickResult, run_tick  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.planner import PoolState, Settings, plan_tick  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 from .cluster import HEAD_NODE, Cluster, LocalRunCommand, governed_cluster, run  # noqa: E402

@@ -1,4 +1,4 @@
-"""Slurm usage from accounting (gpu_governance_runtime.reclaim.slurm_usage), without a cluster.
+"""Slurm usage from accounting (gpu_governance_runtime.backends.hyperpod_slurm.usage), without a cluster.
 
 The head node is replaced by stand-in `sinfo`, `sdiag` and `sacct` programs that print what the
 real ones print (the shapes recorded on tests/slurm/slurm-up.sh's Slurm 22.05); the controller's
@@ -23,6 +23,19 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from constructs_lib.model.policy import compile_policy  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_slurm import usage as slurm_usage  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_slurm.adapter import SlurmAdapter  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_slurm.usage import (  # noqa: E402
+    END_OF_USAGE,
+    HOUR,
+    HOURS_PER_COMMAND,
+    LOOKBACK_HOURS,
+    SETTLE_SECONDS,
+    SlurmUsageObserver,
+    accounting_command,
+    expand_hostlist,
+)
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
 from gpu_governance_runtime.contract import (  # noqa: E402
     BORROWED_HOURS,
     GUARANTEED_HOURS,
@@ -33,19 +46,6 @@ from gpu_governance_runtime.contract import (  # noqa: E402
     USED_HOURS,
 )
 from gpu_governance_runtime.policy import parse_policy  # noqa: E402
-from gpu_governance_runtime.reclaim import slurm_usage  # noqa: E402
-from gpu_governance_runtime.reclaim.adapters import SlurmAdapter  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
-    END_OF_USAGE,
-    HOUR,
-    HOURS_PER_COMMAND,
-    LOOKBACK_HOURS,
-    SETTLE_SECONDS,
-    SlurmUsageObserver,
-    accounting_command,
-    expand_hostlist,
-)
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 from .models import GPUS_PER_NODE, INSTANCE_TYPE, POOL, governance_model  # noqa: E402
@@ -399,7 +399,7 @@ def test_the_handler_reads_every_usage_target_and_a_slurm_reclaim_tick_no_longer
         acts, reroutes_borrowers, usage_from_queue, action_seconds, preemptions_seen = False, False, True, 1.0, {}
 
         def read(self, now):
-            from gpu_governance_runtime.reclaim.planner import PoolState, RunningJob
+            from gpu_governance_runtime.planners.reclaim import PoolState, RunningJob
 
             pool = POLICY.pool(POOL)
             return PoolState(

@@ -26,10 +26,7 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from constructs_lib.model.policy import compile_policy  # noqa: E402
-from gpu_governance_runtime.contract import BORROWED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, USED_HOURS  # noqa: E402
-from gpu_governance_runtime.policy import parse_policy  # noqa: E402
-from gpu_governance_runtime.reclaim.ledger import Ledger  # noqa: E402
-from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
+from gpu_governance_runtime.backends.hyperpod_slurm.usage import (  # noqa: E402
     HOUR,
     LOOKBACK_HOURS,
     SETTLE_SECONDS,
@@ -38,6 +35,9 @@ from gpu_governance_runtime.reclaim.slurm_usage import (  # noqa: E402
     parse_accounting,
     share_hours,
 )
+from gpu_governance_runtime.common.action_ledger import Ledger  # noqa: E402
+from gpu_governance_runtime.contract import BORROWED_HOURS, LENT_HOURS, RECLAIM_NAMESPACE, USED_HOURS  # noqa: E402
+from gpu_governance_runtime.policy import parse_policy  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
 from .cluster import Cluster, accounting, run  # noqa: E402

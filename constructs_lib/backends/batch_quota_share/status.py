@@ -19,9 +19,9 @@ from typing import Any
 from constructs_lib.cli.status import Unreadable
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member.waiting import RUNNING, WAITING, Observation, ObservedJob
+from gpu_governance_runtime.common.batch_jobs import job_id_of, service_job_size, service_job_time_limit
 from gpu_governance_runtime.contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
 from gpu_governance_runtime.policy import PoolPolicy
-from gpu_governance_runtime.reclaim.adapters import job_id_of, service_job_size, service_job_time_limit
 
 from .member import parse_training_plans, read_training_plans
 

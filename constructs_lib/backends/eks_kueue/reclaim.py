@@ -13,7 +13,7 @@ __all__ = ["entry", "problems", "target"]
 
 
 def entry(target: ReclaimTarget, pool) -> dict:
-    """The handler's RECLAIM_TARGETS entry (reclaim/eks_usage.py reads the cluster's ClusterQueues)."""
+    """The handler's RECLAIM_TARGETS entry (backends/kueue_usage.py reads the cluster's ClusterQueues)."""
     return {
         "pool": target.pool,
         "eks_cluster": pool.eks_cluster_name,

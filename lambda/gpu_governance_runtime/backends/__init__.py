@@ -1,11 +1,12 @@
 """The runtime's registry of execution backends: what each backend does in the Lambda runtime,
 asked by name (the runtime side of ``constructs_lib.backends``).
 
-No runtime module outside these backend modules compares ``pool.backend`` with a backend's name;
-the handlers ask ``backend_of(pool)`` or ``backends_where(test)``. A new backend is one module here
-declaring its :class:`Backend` (docs/architecture.md, "Adding a backend"). A declaration imports
-its reclaim adapter inside the function that builds it: the capacity function asks the registry
-too and loads none of them.
+No runtime module outside these backend packages compares ``pool.backend`` with a backend's name;
+the handlers ask ``backend_of(pool)`` or ``backends_where(test)``. A new backend is one package here
+(``backends/<name>/``) declaring its :class:`Backend` in its ``__init__`` and holding its adapter
+and usage observer (docs/architecture.md, "Adding a backend"). A declaration imports its reclaim
+adapter inside the function that builds it: the capacity function asks the registry too and loads
+none of them.
 """
 
 from __future__ import annotations

@@ -1,23 +1,28 @@
 """What the Lambda runtime knows about one execution backend, in one frozen descriptor: the
 runtime side of the library's ``constructs_lib.backends``.
 
-Each backend module here (``batch_quota_share``, ``batch_fair_share``, ``hyperpod_eks``,
-``hyperpod_slurm``) declares one :class:`Backend`; the registry (``gpu_governance_runtime.backends``)
-lists them. The controllers ask it what a pool's backend does (how a reclaim tick reaches the pool,
-the teams' GPU-hour switch there, which capacity window raises its quotas) instead of comparing
-``pool.backend`` with a name (docs/architecture.md, "Adding a backend").
+Each backend package here (``backends/<name>/``) declares one :class:`Backend` and holds what
+reaches its pools (its reclaim adapter, its usage observer, its GPU-hour switch); the registry
+(``gpu_governance_runtime.backends``) lists them. What they share is here, below them: the
+protocols the reclaim controller reaches a pool through (:class:`Adapter`, :class:`Switch`,
+:class:`QueuedJobs`), an action's :class:`ActionResult` and the :func:`pool_state` an adapter
+reads. The controllers ask the registry what a pool's backend does (how a reclaim tick reaches the
+pool, the teams' GPU-hour switch there, which capacity window raises its quotas) instead of
+comparing ``pool.backend`` with a name (docs/architecture.md, "Adding a backend").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..planners.reclaim import PoolState
 
 if TYPE_CHECKING:  # the capacity function reads the registry too: it loads no reclaim code (see the backends)
+    from ..common.action_ledger import Ledger
+    from ..planners.reclaim import PendingJob, Preemption, RunningJob, Start
     from ..policy import Policy, PoolPolicy
-    from ..reclaim.adapters import Adapter
-    from ..reclaim.gpu_hours import Switch
 
 DEFAULT_TICK_SECONDS = 60.0
 Target = Mapping[str, Any]  # one entry of RECLAIM_TARGETS or USAGE_TARGETS (reclaim/handler.py lists their fields)
@@ -60,14 +65,14 @@ class UsageTick:
     hour_limits: Callable[[Any], Any] | None  # given what the tick read, counts and enforces the GPU-hour limits
 
 
-def kueue_usage(cluster_queue: Callable[[str], str]) -> Callable[[Target, PoolPolicy, UsageTick], bool]:
+def kueue_observer(cluster_queue: Callable[[str], str]) -> Callable[[Target, PoolPolicy, UsageTick], bool]:
     """The usage-only tick of a pool on EKS where Kueue reclaims: read the teams' ClusterQueues,
-    named ``cluster_queue(team)`` by the backend (reclaim/eks_usage.py, loaded only when it ticks)."""
+    named ``cluster_queue(team)`` by the backend (backends/kueue_usage.py, loaded only when it ticks)."""
 
     def observe(target: Target, pool: PoolPolicy, tick: UsageTick) -> bool:
-        from ..reclaim import eks_usage
+        from . import kueue_usage
 
-        return eks_usage.tick(
+        return kueue_usage.tick(
             target,
             pool,
             eks=tick.clients.eks,
@@ -81,6 +86,74 @@ def kueue_usage(cluster_queue: Callable[[str], str]) -> Callable[[Target, PoolPo
         )
 
     return observe
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionResult:
+    job_id: str
+    # "done", "skipped" (finished meanwhile or no longer as planned), "failed"; for a stopped job
+    # not yet back: "terminated" (its copy is still to be submitted) or "submitting" (a copy may be
+    # in flight); the next tick finishes it (``resume``)
+    outcome: str
+    detail: str = ""
+    copy: str | None = None  # the job submitted in the stopped one's place
+
+
+def unrecorded(status: str, **fields: Any) -> None:
+    """Progress of an action nobody records (tests, dry runs)."""
+
+
+class Adapter(Protocol):
+    acts: bool  # False: observe and publish metrics only
+    reroutes_borrowers: bool  # True: a borrowing start needs an action (Slurm partition/QoS)
+    # True: each tick's usage metrics come from the queue read; False: from the backend's own
+    # accounting (Slurm: backends/hyperpod_slurm/usage.py, hourly), which would otherwise be counted twice
+    usage_from_queue: bool
+    action_seconds: float  # the longest one read or action can take: none starts with less time left
+    # share -> preemptions the backend itself made over the last tick, as read by ``read``; the
+    # controller's own preemptions are counted from its plan
+    preemptions_seen: Mapping[str, int]
+
+    def read(self, now: float) -> PoolState: ...
+
+    # ``progress(status, **fields)`` records a step of the preemption in the ledger as it happens
+    def preempt(self, preemption: Preemption, progress: Callable[..., None] = unrecorded) -> ActionResult: ...
+
+    def resume(self, ledger: Ledger, now: float) -> list[ActionResult]:
+        """Finish the pool's preemptions an earlier tick left open (``Ledger.open_actions``)."""
+        ...
+
+    def start(self, start: Start, progress: Callable[..., None] = unrecorded) -> ActionResult: ...
+
+    def attempt_of(self, job_id: str) -> str: ...
+
+
+def pool_state(pool: PoolPolicy, running: Iterable[RunningJob], pending: Iterable[PendingJob], now: float) -> PoolState:
+    """The pool as an adapter read it: the policy's capacity, shares and groups, and the jobs read."""
+    return PoolState(
+        capacity=pool.capacity,
+        shares=pool.shares,
+        running=tuple(running),
+        pending=tuple(pending),
+        now=now,
+        groups=pool.groups,
+    )
+
+
+class Switch(Protocol):
+    """A team's admission in one pool: on, or off (no new job starts; running ones go on)."""
+
+    def enabled(self) -> bool: ...
+
+    def set(self, enabled: bool) -> None: ...
+
+
+class QueuedJobs(Protocol):
+    """A team's jobs submitted and not started in one pool, and the call that ends one."""
+
+    def queued(self) -> list[str]: ...
+
+    def terminate(self, job_id: str, reason: str) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)

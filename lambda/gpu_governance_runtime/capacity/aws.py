@@ -26,12 +26,12 @@ from botocore.exceptions import (
 
 from ..common.clients import PURCHASE as PURCHASE_CLIENT_CONFIG  # noqa: F401  (the name its callers use)
 from ..contract import TAG_INTENT, TAG_MANAGED_BY, TAG_WINDOW
-from . import market
+from ..planners import market
+from ..planners.capacity import coverable, shortfall
+from ..planners.kinds import KINDS, kind_named, kind_of_offering
+from ..planners.offers import Offering, Reservation, reservation_from_api
+from ..planners.window import Window
 from .consumers import launch_zones
-from .kinds import KINDS, kind_named, kind_of_offering
-from .offers import Offering, Reservation, reservation_from_api
-from .planner import coverable, shortfall
-from .window import Window
 
 # The longest one purchase call can take with that client (connect, then wait for the answer).
 PURCHASE_CALL_SECONDS = 40

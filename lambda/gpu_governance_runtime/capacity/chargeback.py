@@ -42,9 +42,9 @@ from ..contract import (
     TAG_TEAM,
     TAG_WINDOW,
 )
+from ..planners.offers import Reservation, all_items, tags_of
+from ..planners.window import Window
 from .ledger import Intent
-from .offers import Reservation, all_items, tags_of
-from .window import Window
 
 # The Team of a fee or a block whose window is no longer declared and that names no team (or the
 # Window of a block without its window tag): the figure is still published (the money was spent),

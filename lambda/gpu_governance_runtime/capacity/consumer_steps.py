@@ -11,9 +11,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..planners.window import Window
 from . import controller, fill, hyperpod, requeue, rotation
 from .ledger import Ledger
-from .window import Window
 
 
 def run(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .window import Window
+from ..planners.window import Window
 
 
 def subnet_zones(ec2: Any, subnet_ids: Iterable[str]) -> frozenset[str]:

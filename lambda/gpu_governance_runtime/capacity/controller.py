@@ -27,12 +27,12 @@ from datetime import datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common import log as logs
+from ..planners.capacity import Declined, Plan, Purchase, plan
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from . import chargeback
 from .aws import PURCHASE_CALL_SECONDS, CapacityMarket
 from .ledger import OPEN_STATUSES, ClaimRefused, Intent, Ledger
-from .offers import Reservation
-from .planner import Declined, Plan, Purchase, plan
-from .window import Window
 
 # DescribeCapacityReservations is eventually consistent
 # (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): an attempt with no

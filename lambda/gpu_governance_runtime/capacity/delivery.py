@@ -17,8 +17,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..contract import CONSUMER_SAGEMAKER_TRAINING_JOBS, team_training_plans_parameter
-from .offers import Reservation
-from .window import Window
+from ..planners.offers import Reservation
+from ..planners.window import Window
 
 
 def publish(

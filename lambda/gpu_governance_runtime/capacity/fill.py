@@ -29,11 +29,12 @@ from typing import Any
 
 from ..common.batch_copy import REASON_PREFIX, restartable
 from ..contract import CAPACITY_EVENT_SOURCE, TAG_REQUEUED_FROM
-from . import market, requeue
+from ..planners import market
+from ..planners.offers import Reservation
+from ..planners.window import Window
+from . import requeue
 from .block_jobs import ON_AN_INSTANCE, block_instances, container_instances, jobs_in
 from .ledger import Ledger
-from .offers import Reservation
-from .window import Window
 
 MOVE_EVENT_TYPE = "Capacity Jobs Moving"
 # A job is moved onto a block only while the block's instances run at least this much longer: less, and the move's

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from .kinds import kind_named
-from .offers import Placement
-from .window import Window
+from ..planners.kinds import kind_named
+from ..planners.offers import Placement
+from ..planners.window import Window
 
 
 def placements(window: Window) -> tuple[Placement, ...]:

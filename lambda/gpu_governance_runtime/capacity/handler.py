@@ -49,6 +49,9 @@ from ..contract import (
     ENV_TOPIC_ARN,
     STACK_EVENT_SOURCE,
 )
+from ..planners.kinds import KINDS
+from ..planners.offers import reservation_from_api
+from ..planners.window import Window
 from ..policy import Policy, PolicyError, policy_path, read_policy_file
 from . import (
     chargeback,
@@ -64,10 +67,7 @@ from . import (
     spend,
 )
 from .aws import PURCHASE_CLIENT_CONFIG, TAG_WINDOW, CapacityMarket, described_reservation
-from .kinds import KINDS
 from .ledger import Ledger
-from .offers import reservation_from_api
-from .window import Window
 
 METRIC_NAMESPACE = CAPACITY_NAMESPACE
 # The events a run acts on beyond its schedule: one row each, matched in order (``recognise``).

@@ -13,8 +13,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..hyperpod_cluster import MissingInstanceGroup, described_groups, group_specification  # noqa: F401 (the handler catches it here)
+from ..planners.offers import Reservation
 from .ledger import Ledger
-from .offers import Reservation
 
 
 def desired_plan(

@@ -29,9 +29,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from .offers import Offering
-from .planner import Purchase
-from .window import Window
+from ..planners.capacity import Purchase
+from ..planners.offers import Offering
+from ..planners.window import Window
 
 Status = Literal["awaiting_approval", "approved", "purchasing", "purchased", "failed"]
 # Statuses in which money may be (or may become) spent: the slot stays locked and the fee

@@ -29,10 +29,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from . import shares
 from .delivery import put_if_changed
-from .offers import Reservation
-from .window import Window
 
 
 def applied(

@@ -43,10 +43,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..contract import ALARM_STATE
-from . import market
+from ..planners import market
+from ..planners.offers import HOUR, Reservation
+from ..planners.window import Window
 from .ledger import OPEN_STATUSES, Ledger
-from .offers import HOUR, Reservation
-from .window import Window
 
 ACTION_PREFIX = "request#"
 MAX_HOURS = 182 * 24

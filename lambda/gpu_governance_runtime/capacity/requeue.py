@@ -46,7 +46,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..common.batch_copy import REASON_PREFIX, SubmitRefused, copy_request, describe, stopped_by_us, submit_once
 from ..contract import TAG_CHECKPOINTABLE, TAG_REQUEUED_FROM
-from . import market, rotation
+from ..planners import market
+from . import rotation
 from .block_jobs import block_instances, jobs_on
 from .ledger import Ledger
 

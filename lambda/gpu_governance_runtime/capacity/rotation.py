@@ -43,13 +43,13 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..contract import CAPACITY_EVENT_SOURCE
+from ..planners import market
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from ..request_shapes import conform
-from . import market
 from .block_jobs import ON_AN_INSTANCE, jobs_on
 from .consumers import subnet_zones
 from .ledger import Ledger
-from .offers import Reservation
-from .window import Window
 
 DRAIN_EVENT_SOURCE = CAPACITY_EVENT_SOURCE
 DRAIN_EVENT_TYPE = "Capacity Window Draining"

@@ -31,11 +31,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, CONSUMER_SAGEMAKER_TRAINING_JOBS
+from ..planners import market
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from ..quotas import MissingQuota, describe_team_compute_quota, quota_share_arn
-from . import market
 from .ledger import Ledger
-from .offers import Reservation
-from .window import Window
 
 # Lowered when EC2/SageMaker warn of the end: work above the declared quota becomes preemptible
 # before the capacity goes away. Batch stops such a job only for another share's RUNNABLE job, never

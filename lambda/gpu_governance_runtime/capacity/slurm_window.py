@@ -55,13 +55,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..planners.offers import Reservation
+from ..planners.window import Window
 from ..slurm.plan import BORROW_PARTITION
 from ..slurm.ssm import FINAL_STATUSES, SLURM_JOB_ID, SLURM_NAME, CommandAbandoned, HeadNode, checked, if_unchanged
 from .ledger import Ledger
-from .offers import Reservation
 from .requeue import SIGNAL_LEAD, STOP_LEAD
 from .shares import INSTANCE_GROUP
-from .window import Window
 
 # The reason the controller gives a node it drains; only nodes whose reason starts with it are resumed.
 MARKER = "gpu-governance: capacity window"

@@ -39,6 +39,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check
+from ..common.action_ledger import CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, RETENTION_SECONDS, ActionKey, Ledger
 from ..common.clients import WITHIN_A_TICK
 from ..common.handler import Environment, Event, EventKind, recognise, time_left
 from ..common.log import write as log
@@ -55,7 +56,6 @@ from ..contract import (
     TAG_TEAM,
     TEAM_PLACEHOLDER,
 )
-from ..reclaim.ledger import CLAIMED, DONE, FAILED, FUNCTION_TIMEOUT_SECONDS, RETENTION_SECONDS, ActionKey, Ledger
 from . import checks
 
 ACTION = "guard-terminate"

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from .ledger import PERIOD_RETENTION_SECONDS, Ledger
-from .planner import PoolState, in_use_by_share
+from ..common.action_ledger import PERIOD_RETENTION_SECONDS, Ledger
+from ..planners.reclaim import PoolState, in_use_by_share
 
 
 def decayed_usage(

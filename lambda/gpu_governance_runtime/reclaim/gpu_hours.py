@@ -34,114 +34,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..backends.base import QueuedJobs, Switch
+from ..common.action_ledger import Ledger
 from ..common.log import write as log
 from ..contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE
 from ..limits import TRAINING_INSTANCE_GPUS, next_reset, period_start
+from ..planners.reclaim import Share
 from ..policy import PoolPolicy
-from ..quotas import describe_team_compute_quota, quota_share_arn
-from .ledger import Ledger
-from .planner import Share
 
 NOTICE_FRACTION = 0.8
 DISABLING, DISABLED, ENABLING, ENABLED = "disabling", "disabled", "enabling", "enabled"
 LEFT_OFF = "left_off"  # a new period began while the team is paused (or was off before its limit): not turned on
 TERMINATING, TERMINATED = "terminating", "terminated"
-QUEUED_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE")  # a service job not started yet
-REASON_LIMIT = 1024  # TerminateServiceJob's reason, as TerminateJob's
-
-
-class Switch(Protocol):
-    """A team's admission in one pool: on, or off (no new job starts; running ones go on)."""
-
-    def enabled(self) -> bool: ...
-
-    def set(self, enabled: bool) -> None: ...
-
-
-@dataclass
-class QuotaShareSwitch:
-    """A Batch quota share's ``state`` (ENABLED / DISABLED)."""
-
-    batch: Any
-    job_queue: str
-    share: str
-
-    @cached_property
-    def _arn(self) -> str:
-        return quota_share_arn(self.batch, self.job_queue, self.share)
-
-    def enabled(self) -> bool:
-        return self.batch.describe_quota_share(quotaShareArn=self._arn).get("state", "ENABLED") == "ENABLED"
-
-    def set(self, enabled: bool) -> None:
-        self.batch.update_quota_share(quotaShareArn=self._arn, state="ENABLED" if enabled else "DISABLED")
-
-
-@dataclass
-class ComputeQuotaSwitch:
-    """A HyperPod compute quota's ``ActivationState``, updated at the version read (``TargetVersion``)."""
-
-    sagemaker: Any
-    cluster_arn: str
-    team: str
-
-    @cached_property
-    def _described(self) -> dict[str, Any]:
-        return describe_team_compute_quota(self.sagemaker, self.cluster_arn, self.team)
-
-    def enabled(self) -> bool:
-        return self._described.get("ActivationState", "Enabled") == "Enabled"
-
-    def set(self, enabled: bool) -> None:
-        # the version read: a change made since is refused (and read again next tick), not overwritten
-        # [aws: hyperpod.compute-quota-target-version]
-        self.sagemaker.update_compute_quota(
-            ComputeQuotaId=self._described["ComputeQuotaId"],
-            TargetVersion=self._described["ComputeQuotaVersion"],
-            ActivationState="Enabled" if enabled else "Disabled",
-        )
-
-
-class QueuedJobs(Protocol):
-    """A team's jobs submitted and not started in one pool, and the call that ends one."""
-
-    def queued(self) -> list[str]: ...
-
-    def terminate(self, job_id: str, reason: str) -> None: ...
-
-
-@dataclass
-class QuotaShareQueue:
-    """A Batch quota share's service jobs not started yet [aws: batch.list-service-jobs-by-share],
-    ended with ``TerminateServiceJob`` [aws: batch.terminate-service-job]."""
-
-    batch: Any
-    job_queue: str
-    share: str
-
-    def queued(self) -> list[str]:
-        ids = [
-            job["jobId"]
-            for status in QUEUED_STATUSES
-            for page in self.batch.get_paginator("list_service_jobs").paginate(
-                jobQueue=self.job_queue,
-                jobStatus=status,
-                filters=[{"name": "QUOTA_SHARE_NAME", "values": [self.share]}],
-            )
-            for job in page["jobSummaryList"]
-            if job.get("quotaShareName", self.share) == self.share
-        ]
-        return list(dict.fromkeys(ids))  # a job that moved on while paging is listed twice
-
-    def terminate(self, job_id: str, reason: str) -> None:
-        self.batch.terminate_service_job(jobId=job_id, reason=reason[:REASON_LIMIT])
 
 
 def gpus_per_instance(pool_gpus: Mapping[str, int], instance_type: str) -> int:

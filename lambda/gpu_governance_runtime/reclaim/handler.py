@@ -7,14 +7,14 @@ Environment:
                      {"pool": NAME, "job_queue": ARN}                       batch_fair_share / batch_quota_share
                      {"pool": NAME, "instance_id": ID, "instance_type": T}  hyperpod_slurm (head node)
                      {"pool": NAME, "eks_cluster": NAME, "cluster_arn": ARN, "gpus_per_instance": {T: N}}  hyperpod_eks
-                     (usage, and the teams' GPU-hour limits on their compute quotas: eks_usage, gpu_hours)
+                     (usage, and the teams' GPU-hour limits on their compute quotas: backends/kueue_usage.py, gpu_hours)
   LEDGER_TABLE       DynamoDB table of actions (partition key ``action_id``)
   DRY_RUN            "false" to act; anything else plans, logs and publishes metrics only
   METRICS_NAMESPACE  CloudWatch namespace (default GpuGovernance/Reclaim)
   MIN_RUN_TIME_S, MAX_PREEMPTIONS_PER_TICK   planner anti-thrash settings (a pool's re-borrow backoff and
                      borrow horizon are in the policy document, from the governance file's ``reclaim``)
   TICK_SECONDS       the schedule's interval: the time each tick's usage (instance-hours) covers (default 60)
-  USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (reclaim.slurm_usage):
+  USAGE_TARGETS      JSON list of hyperpod_slurm pools whose usage is read hourly from Slurm accounting (the backend's usage observer):
                      {"pool": NAME, "instance_id": ID, "instance_type": T, "gpus_per_instance": N}
   RAISED_GUARANTEES_PARAMETER  optional: the SSM parameter of the guarantees the capacity controller has
                      raised (capacity/raised.py, read by raised_guarantees.py); each tick plans and reports with them added
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -36,8 +35,21 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import api_check, raised_guarantees
 from ..backends import Invocation, ReclaimClients, UsageTick, backend_of
-from ..backends.base import DEFAULT_TICK_SECONDS, NO_DEADLINE
+from ..backends.base import DEFAULT_TICK_SECONDS, NO_DEADLINE, Adapter
 from ..common import metrics
+from ..common.action_ledger import (
+    ABANDONED,
+    CAPPED,
+    DONE,
+    FAILED,
+    IN_GRACE,
+    NOTICE,
+    SUBMITTING,
+    TERMINATED,
+    TERMINATING,
+    ActionKey,
+    Ledger,
+)
 from ..common.clients import SEND_ONCE, SUBMIT_ONCE, WITHIN_A_TICK
 from ..common.handler import Environment, time_left as time_left_of
 from ..common.log import write as log
@@ -51,46 +63,22 @@ from ..contract import (
     ENV_RECLAIM_TARGETS,
     ENV_TICK_SECONDS,
     ENV_USAGE_TARGETS,
-    GUARANTEE_ASKED_HOURS,
-    GUARANTEE_BREACHED_HOURS,
-    GUARANTEE_KEPT_PERCENT,
     POOL_ERRORS,
     RECLAIM_NAMESPACE,
-    SHARE_DIMENSIONS,
-    SHARE_METRICS,
 )
-from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
-from ..usage import usage_records
-from . import fair_share, gpu_hours, run_time
-from .adapters import Adapter
-from .ledger import (
-    ABANDONED,
-    CAPPED,
-    DONE,
-    FAILED,
-    IN_GRACE,
-    NOTICE,
-    SUBMITTING,
-    TERMINATED,
-    TERMINATING,
-    ActionKey,
-    Ledger,
-)
-from .planner import (
+from ..planners.reclaim import (
     Plan,
     PoolState,
     Preemption,
     Settings,
-    asking_shares,
-    breach_tolerance,
-    breached_shares,
     comes_back,
-    in_use_by_share,
-    may_borrow,
     plan_tick,
     share_usage,
-    starved_shares,
 )
+from ..policy import Policy, PoolPolicy, policy_path, read_policy_file
+from ..usage import usage_records
+from . import fair_share, gpu_hours, run_time
+from .reports import promise_records, share_metrics
 
 DEFERRED = "deferred"  # too little of the invocation left to start the action
 
@@ -185,91 +173,116 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     environment = ReclaimSettings.from_environ(os.environ)
     policy = read_policy_file(environment.policy_path)
     ledger = Ledger(dynamodb.Table(environment.ledger_table))
-    dry_run, namespace = environment.dry_run, environment.namespace
-    time_left = time_left_of(context)
-    invocation = Invocation(time_left, environment.tick_seconds)
+    invocation = Invocation(time_left_of(context), environment.tick_seconds)
+    raises = _read_once(environment.raised_guarantees)
     results = []
-    raises = None  # read once, by the first pool's tick (a failed read fails that pool and is tried again by the next)
     for target in environment.reclaim_targets:
         try:
-            pool = policy.pool(target["pool"])
-            observe_usage = backend_of(pool).observe_usage
-            if observe_usage is not None:  # usage only: the backend's scheduler reclaims natively
-                now = time.time()
-                observe_usage(
-                    target,
-                    pool,
-                    UsageTick(
-                        clients=_clients(),
-                        namespace=namespace,
-                        now=now,
-                        tick_seconds=environment.tick_seconds,
-                        time_left=time_left,
-                        in_vpc=environment.in_vpc,
-                        hour_limits=gpu_hour_limits(
-                            target, pool, ledger, now=now, tick_seconds=environment.tick_seconds, dry_run=dry_run
-                        ),
-                    ),
-                )
-                continue
-            adapter = build_adapter(target, policy, invocation)
-            if time_left() < adapter.action_seconds:
-                log(
-                    {
-                        "event": "pool_deferred",
-                        "pool": target["pool"],
-                        "reason": f"{time_left():.0f} s left; the next tick reads it",
-                    }
-                )
-                continue
-            now = time.time()
-            if raises is None:
-                name = environment.raised_guarantees
-                raises = (
-                    raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, UTC)) if name else []
-                )
-            # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
-            results.append(
-                run_tick(
-                    target["pool"],
-                    adapter,
-                    ledger,
-                    settings=pool.settings(environment.planner),
-                    dry_run=dry_run,
-                    namespace=namespace,
-                    now=now,
-                    time_left=time_left,
-                    raises=raises,
-                    tick_seconds=environment.tick_seconds,
-                    hour_limits=gpu_hour_limits(
-                        target, pool, ledger, now=now, tick_seconds=environment.tick_seconds, dry_run=dry_run
-                    ),
-                )
-            )
+            result = _tick_target(target, policy, environment, ledger, invocation, raises)
+            results += [result] if result is not None else []
         except Exception as error:  # noqa: BLE001 - one pool's bad day is its own: every other pool still gets its tick
-            _pool_failed(target.get("pool", "?"), error, namespace)
+            _pool_failed(target.get("pool", "?"), error, environment.namespace)
     for target in environment.usage_targets:
         try:
-            pool = policy.pool(target["pool"])
-            from_accounting = backend_of(pool).usage_from_accounting
-            if from_accounting is None:
-                raise ValueError(
-                    f"USAGE_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; its usage is not read from accounting"
-                )
-            head_node = build_adapter(target, policy, invocation)
-            if time_left() < head_node.action_seconds:
-                log(
-                    {
-                        "event": "usage_deferred",
-                        "pool": target["pool"],
-                        "reason": f"{time_left():.0f} s left; the next tick reads it",
-                    }
-                )
-                continue
-            from_accounting(target, pool, head_node, ledger=ledger, namespace=namespace).observe(time.time())
+            _read_usage(target, policy, environment, ledger, invocation)
         except Exception as error:  # noqa: BLE001 - as above
-            _pool_failed(target.get("pool", "?"), error, namespace)
-    return {"dry_run": dry_run, "pools": [vars(r) for r in results]}
+            _pool_failed(target.get("pool", "?"), error, environment.namespace)
+    return {"dry_run": environment.dry_run, "pools": [vars(r) for r in results]}
+
+
+def _read_once(name: str | None) -> Callable[[float], list[Mapping[str, Any]]]:
+    """The raised guarantees, read by the first pool's tick that needs them (a failed read fails
+    that pool and is tried again by the next)."""
+    read: list[list[Mapping[str, Any]]] = []
+
+    def raises(now: float) -> list[Mapping[str, Any]]:
+        if not read:
+            read.append(
+                raised_guarantees.read(ssm=ssm, name=name, now=datetime.fromtimestamp(now, UTC)) if name else []
+            )
+        return read[0]
+
+    return raises
+
+
+def _tick_target(
+    target: Mapping[str, Any],
+    policy: Policy,
+    environment: ReclaimSettings,
+    ledger: Ledger,
+    invocation: Invocation,
+    raises: Callable[[float], list[Mapping[str, Any]]],
+) -> TickResult | None:
+    """One RECLAIM_TARGETS entry's tick: its usage only where the backend's scheduler reclaims
+    natively, else read, plan and act through its adapter; None when it is not ticked now."""
+    pool = policy.pool(target["pool"])
+    time_left, tick_seconds, dry_run = invocation.time_left, environment.tick_seconds, environment.dry_run
+    observe_usage = backend_of(pool).observe_usage
+    if observe_usage is not None:  # usage only: the backend's scheduler reclaims natively
+        now = time.time()
+        observe_usage(
+            target,
+            pool,
+            UsageTick(
+                clients=_clients(),
+                namespace=environment.namespace,
+                now=now,
+                tick_seconds=tick_seconds,
+                time_left=time_left,
+                in_vpc=environment.in_vpc,
+                hour_limits=gpu_hour_limits(target, pool, ledger, now=now, tick_seconds=tick_seconds, dry_run=dry_run),
+            ),
+        )
+        return None
+    adapter = build_adapter(target, policy, invocation)
+    if time_left() < adapter.action_seconds:
+        log(
+            {
+                "event": "pool_deferred",
+                "pool": target["pool"],
+                "reason": f"{time_left():.0f} s left; the next tick reads it",
+            }
+        )
+        return None
+    now = time.time()
+    # the pool's re-borrow backoff and borrow horizon come from the policy (governance file ``reclaim``)
+    return run_tick(
+        target["pool"],
+        adapter,
+        ledger,
+        settings=pool.settings(environment.planner),
+        dry_run=dry_run,
+        namespace=environment.namespace,
+        now=now,
+        time_left=time_left,
+        raises=raises(now),
+        tick_seconds=tick_seconds,
+        hour_limits=gpu_hour_limits(target, pool, ledger, now=now, tick_seconds=tick_seconds, dry_run=dry_run),
+    )
+
+
+def _read_usage(
+    target: Mapping[str, Any], policy: Policy, environment: ReclaimSettings, ledger: Ledger, invocation: Invocation
+) -> None:
+    """One USAGE_TARGETS entry: its usage read from the backend's accounting through its head node."""
+    pool = policy.pool(target["pool"])
+    from_accounting = backend_of(pool).usage_from_accounting
+    if from_accounting is None:
+        raise ValueError(
+            f"USAGE_TARGETS: pool {pool.name!r} has backend {pool.backend!r}; its usage is not read from accounting"
+        )
+    head_node = build_adapter(target, policy, invocation)
+    time_left = invocation.time_left
+    if time_left() < head_node.action_seconds:
+        log(
+            {
+                "event": "usage_deferred",
+                "pool": target["pool"],
+                "reason": f"{time_left():.0f} s left; the next tick reads it",
+            }
+        )
+        return
+    from_accounting(target, pool, head_node, ledger=ledger, namespace=environment.namespace).observe(time.time())
 
 
 def gpu_hour_limits(
@@ -333,70 +346,112 @@ def run_tick(
     hour_limits: Callable[[PoolState], Any] | None = None,
 ) -> TickResult:
     """``hour_limits``: given the pool as read, counts and enforces its teams' GPU-hour limits (reclaim.gpu_hours)."""
-    acting = adapter.acts and not dry_run
-    if acting:  # jobs earlier ticks stopped come back before anything else is stopped
-        for resumed in adapter.resume(ledger, now):
-            emit(
-                {
-                    "event": "preemption_resumed",
-                    "pool": pool,
-                    "job_id": resumed.job_id,
-                    "outcome": resumed.outcome,
-                    "detail": resumed.detail,
-                    "copy": resumed.copy,
-                }
-            )
-    state = with_raises(adapter.read(now), pool, raises)
+    tick = _Tick(pool, adapter, ledger, settings, now, adapter.acts and not dry_run, time_left, emit)
+    if tick.acting:  # jobs earlier ticks stopped come back before anything else is stopped
+        _resume(tick)
+    state = _read(tick, raises, tick_seconds)
+    plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
+    acted, failed, blocked = _preempt(tick, plan, state)
+    _start(tick, plan, blocked)
+    _report(tick, state, plan, namespace=namespace, tick_seconds=tick_seconds)
+    if (
+        hour_limits is not None
+    ):  # after the tick's metrics: a limit that cannot be counted fails the pool, not its metrics
+        hour_limits(state)
+    return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """What one pool's tick reads and acts with."""
+
+    pool: str
+    adapter: Adapter
+    ledger: Ledger
+    settings: Settings
+    now: float
+    acting: bool  # the adapter acts and the function is not in dry run
+    time_left: Callable[[], float]
+    emit: Callable[[Mapping[str, Any]], None]
+
+
+def _resume(tick: _Tick) -> None:
+    for resumed in tick.adapter.resume(tick.ledger, tick.now):
+        tick.emit(
+            {
+                "event": "preemption_resumed",
+                "pool": tick.pool,
+                "job_id": resumed.job_id,
+                "outcome": resumed.outcome,
+                "detail": resumed.detail,
+                "copy": resumed.copy,
+            }
+        )
+
+
+def _read(tick: _Tick, raises: Iterable[Mapping[str, Any]], tick_seconds: float) -> PoolState:
+    """The pool as read, raised by the capacity controller, its jobs past their run-time limit
+    stopped, with its decayed past usage."""
+    settings = tick.settings
+    state = raised_guarantees.with_raises(tick.adapter.read(tick.now), tick.pool, raises)
     state = run_time.enforce(  # jobs past their team's run-time limit: noticed, then stopped, before planning
-        pool,
+        tick.pool,
         state,
-        adapter,
-        ledger,
+        tick.adapter,
+        tick.ledger,
         grace_s=settings.grace_s,
-        acting=acting,
-        emit=emit,
+        acting=tick.acting,
+        emit=tick.emit,
         act=lambda job_id, action, reason, call: _act(
-            ledger, adapter, pool, job_id, action, reason, now, acting, call, time_left
+            tick.ledger, tick.adapter, tick.pool, job_id, action, reason, tick.now, tick.acting, call, tick.time_left
         ),
     )
     if settings.usage_half_life_s is not None:  # recorded in dry run too: it is a reading, not an action
         past = fair_share.advance(
-            ledger, pool, state, half_life_s=settings.usage_half_life_s, tick_seconds=tick_seconds
+            tick.ledger, tick.pool, state, half_life_s=settings.usage_half_life_s, tick_seconds=tick_seconds
         )
         state = replace(state, past_usage=past)
-        emit(
-            {"event": "decayed_usage", "pool": pool, "half_life_s": settings.usage_half_life_s, "instance_hours": past}
+        tick.emit(
+            {
+                "event": "decayed_usage",
+                "pool": tick.pool,
+                "half_life_s": settings.usage_half_life_s,
+                "instance_hours": past,
+            }
         )
-    plan = plan_tick(state, settings) if adapter.acts else Plan(starts=(), preemptions=(), capped=False)
+    return state
+
+
+def _preempt(tick: _Tick, plan: Plan, state: PoolState) -> tuple[int, int, set[str]]:
+    """The plan's preemptions: (victims stopped, failed, the jobs they were for that must not start)."""
     acted = failed = 0
     blocked: set[str] = set()  # jobs whose victims were not all preempted: do not start them
     victims = {j.job_id: j for j in state.running}
+    grace, now = tick.settings.grace_s, tick.now
     for preemption in plan.preemptions:
         stop_after = (
-            _grace_ends(ledger, adapter, pool, preemption, settings.grace_s, now)
-            if acting and settings.grace_s
-            else now
+            _grace_ends(tick.ledger, tick.adapter, tick.pool, preemption, grace, now) if tick.acting and grace else now
         )
         if now < stop_after:
             outcome = IN_GRACE  # recorded; the tick at or after stop_after stops it, if the plan still needs it
         else:
             outcome = _act(
-                ledger,
-                adapter,
-                pool,
+                tick.ledger,
+                tick.adapter,
+                tick.pool,
                 preemption.job_id,
                 "preempt",
                 preemption.reason,
                 now,
-                acting,
-                lambda progress: adapter.preempt(preemption, progress),
-                time_left,
-                cap=settings.max_preemptions_per_tick,
+                tick.acting,
+                lambda progress: tick.adapter.preempt(preemption, progress),
+                tick.time_left,
+                cap=tick.settings.max_preemptions_per_tick,
             )
-        emit(
+        tick.emit(
             {
                 "event": "preemption",
-                "pool": pool,
+                "pool": tick.pool,
                 "job_id": preemption.job_id,
                 "share": preemption.share,
                 "kind": preemption.kind,
@@ -406,9 +461,9 @@ def run_tick(
                 "reason": preemption.reason,
                 # no copy follows (planner.comes_back): its work is lost, its owner reads why on the job
                 "stopped_for_good": not comes_back(victims[preemption.job_id]),
-                "dry_run": not acting,
+                "dry_run": not tick.acting,
                 "outcome": outcome,
-                "grace_s": settings.grace_s,
+                "grace_s": grace,
                 **({"stop_after": stop_after} if outcome == IN_GRACE else {}),
             }
         )
@@ -420,62 +475,67 @@ def run_tick(
         failed += outcome == FAILED
         if outcome in (FAILED, ABANDONED, CAPPED, TERMINATING, "already_claimed", DEFERRED, IN_GRACE):
             blocked.add(preemption.for_job)
+    return acted, failed, blocked
+
+
+def _start(tick: _Tick, plan: Plan, blocked: set[str]) -> None:
+    """The plan's starts: a borrowing start where the adapter re-routes borrowers, else the scheduler's."""
     for start in plan.starts:
         if start.job_id in blocked:
             outcome = "blocked"
-        elif acting and start.borrowed and adapter.reroutes_borrowers:
+        elif tick.acting and start.borrowed and tick.adapter.reroutes_borrowers:
             outcome = _act(
-                ledger,
-                adapter,
-                pool,
+                tick.ledger,
+                tick.adapter,
+                tick.pool,
                 start.job_id,
                 "start",
                 f"borrowing start of {start.job_id}",
-                now,
+                tick.now,
                 True,
-                lambda progress: adapter.start(start, progress),
-                time_left,
+                lambda progress: tick.adapter.start(start, progress),
+                tick.time_left,
             )
         else:
-            outcome = "left_to_scheduler" if acting else "planned"
-        emit(
+            outcome = "left_to_scheduler" if tick.acting else "planned"
+        tick.emit(
             {
                 "event": "start",
-                "pool": pool,
+                "pool": tick.pool,
                 "job_id": start.job_id,
                 "share": start.share,
                 "count": start.count,
                 "instance_type": start.instance_type,
                 "borrowed": start.borrowed,
-                "dry_run": not acting,
+                "dry_run": not tick.acting,
                 "outcome": outcome,
             }
         )
+
+
+def _report(tick: _Tick, state: PoolState, plan: Plan, *, namespace: str, tick_seconds: float) -> None:
+    """The guarantee jobs kept waiting, and the tick's metrics (reclaim/reports.py, usage records)."""
     for wait in plan.waits:  # a guarantee job kept waiting by an anti-thrash limit: its team is starved
-        emit(
+        tick.emit(
             {
                 "event": "guarantee_wait",
-                "pool": pool,
+                "pool": tick.pool,
                 "job_id": wait.job_id,
                 "share": wait.share,
                 "count": wait.count,
                 "instance_type": wait.instance_type,
                 "reason": wait.reason,
-                "dry_run": not acting,
+                "dry_run": not tick.acting,
             }
         )
-    for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=adapter.preemptions_seen):
-        emit(record)
-    for record in promise_records(pool, state, settings, tick_seconds=tick_seconds, namespace=namespace):
-        emit(record)
-    if adapter.usage_from_queue:
+    pool, now, seen = tick.pool, tick.now, tick.adapter.preemptions_seen
+    for record in share_metrics(pool, state, plan, namespace=namespace, now=now, seen=seen):
+        tick.emit(record)
+    for record in promise_records(pool, state, tick.settings, tick_seconds=tick_seconds, namespace=namespace):
+        tick.emit(record)
+    if tick.adapter.usage_from_queue:
         for record in usage_records(pool, share_usage(state), tick_seconds=tick_seconds, namespace=namespace, now=now):
-            emit(record)
-    if (
-        hour_limits is not None
-    ):  # after the tick's metrics: a limit that cannot be counted fails the pool, not its metrics
-        hour_limits(state)
-    return TickResult(pool=pool, preemptions=len(plan.preemptions), starts=len(plan.starts), acted=acted, failed=failed)
+            tick.emit(record)
 
 
 def _grace_ends(ledger: Ledger, adapter: Adapter, pool: str, preemption: Preemption, grace: float, now: float) -> float:
@@ -485,31 +545,6 @@ def _grace_ends(ledger: Ledger, adapter: Adapter, pool: str, preemption: Preempt
     is the ledger item and the ``preemption`` event with ``stop_after``."""
     key = ActionKey(pool=pool, job_id=preemption.job_id, attempt=adapter.attempt_of(preemption.job_id), action=NOTICE)
     return ledger.give_notice(key, now=now, grace=grace, reason=preemption.reason) + grace
-
-
-def with_raises(state: PoolState, pool: str, raises: Iterable[Mapping[str, Any]]) -> PoolState:
-    """The pool as the capacity controller has raised it (``capacity/raised.py``, entries still in
-    force): each raised share's guarantee holds the bought instances, and so does the pool's
-    capacity (the service environment is raised by as much), so the planner never reclaims the
-    owner's jobs on them and ``Guaranteed`` / ``GuaranteedInstanceHours`` count them."""
-    names = {s.name for s in state.shares}
-    extra = Counter()
-    for entry in raises:
-        if entry["pool"] == pool and entry["team"] in names:
-            extra[entry["team"], entry["instance_type"]] += entry["instances"]
-    if not extra:
-        return state
-    capacity = Counter(state.capacity)
-    for (_, instance_type), instances in extra.items():
-        capacity[instance_type] += instances
-    shares = tuple(
-        replace(
-            share,
-            quota=dict(Counter(share.quota) + Counter({t: n for (team, t), n in extra.items() if team == share.name})),
-        )
-        for share in state.shares
-    )
-    return replace(state, capacity=dict(capacity), shares=shares)
 
 
 def _act(
@@ -559,77 +594,3 @@ def _act(
     if result.outcome not in (TERMINATED, SUBMITTING):
         ledger.close(key)
     return result.outcome
-
-
-def promise_records(
-    pool: str, state: PoolState, settings: Settings, *, tick_seconds: float, namespace: str
-) -> list[dict[str, Any]]:
-    """Per share that asks for its guarantee now (``planner.asking_shares``): the tick's hours
-    asked, and breached (``planner.breached_shares``: a guarantee job has waited longer than a tick
-    and the pool's grace while another team borrows its type), and the tick's kept percent (100 or
-    0). A job's wait is counted from its submission (or requeue) as the backend reports it. Read
-    from the queue as it is, not as planned."""
-    asking = asking_shares(
-        state.shares, in_use_by_share(state.running), ((j.share, j.instance_type, j.count) for j in state.pending)
-    )
-    breached = breached_shares(
-        state.shares,
-        state.running,
-        state.pending,
-        waited_before=state.now - breach_tolerance(tick_seconds, settings),
-        groups=state.groups,
-        borrows=lambda job: may_borrow(job, state.now, settings),
-    )
-    hours = tick_seconds / 3600
-    return [
-        metrics.document(
-            namespace,
-            dict(zip(SHARE_DIMENSIONS, (pool, share), strict=True)),
-            {
-                GUARANTEE_ASKED_HOURS: (hours, "None"),
-                GUARANTEE_BREACHED_HOURS: (hours if share in breached else 0.0, "None"),
-                GUARANTEE_KEPT_PERCENT: (0.0 if share in breached else 100.0, "Percent"),
-            },
-            timestamp=state.now,
-        )
-        for share in sorted(asking | breached)  # a job a group's quota covers asks beyond its team's quota
-    ]
-
-
-def share_metrics(
-    pool: str, state: PoolState, plan: Plan, *, namespace: str, now: float, seen: Mapping[str, int] = {}
-) -> list[dict[str, Any]]:
-    """One CloudWatch embedded-metric-format record per share (summed over instance types).
-    ``Preemptions`` counts the plan's and those the backend made itself (``seen``, per share).
-    Starvation is read from the queue as it is, not as planned: a reclaim that works clears it by
-    the next tick, one that does not (dry run, failures, protected victims) keeps it raised."""
-    started_by = {j.job_id: j for j in state.running}
-    totals: dict[str, dict[str, float]] = {s.name: dict.fromkeys(SHARE_METRICS, 0) for s in state.shares}
-    for row in share_usage(state):
-        for metric, value in (
-            ("Guaranteed", row.guaranteed),
-            ("InUse", row.in_use),
-            ("Borrowed", row.borrowed),
-            ("Lent", row.lent),
-            ("Pending", row.pending),
-        ):
-            totals[row.share][metric] += value
-    for preemption in plan.preemptions:
-        victim = started_by[preemption.job_id]
-        totals[preemption.share]["Preemptions"] += 1
-        if not victim.checkpointable or not comes_back(victim):  # a checkpointing job resumes, if it comes back
-            totals[preemption.share]["LostCapacitySeconds"] += max(0.0, now - victim.started_at) * victim.count
-    for share, count in seen.items():
-        if share in totals:
-            totals[share]["Preemptions"] += count
-    for share in starved_shares(state):
-        totals[share]["StarvedBelowGuarantee"] = 1
-    return [
-        metrics.document(
-            namespace,
-            {"Pool": pool, "Share": share},
-            {m: (v, "Seconds" if m == "LostCapacitySeconds" else "Count") for m, v in values.items()},
-            timestamp=now,
-        )
-        for share, values in totals.items()
-    ]

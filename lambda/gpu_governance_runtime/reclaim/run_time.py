@@ -27,10 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..common.batch_copy import REASON_PREFIX
-from .adapters import STOPPED_FOR_GOOD, ActionResult
-from .ledger import DONE, IN_GRACE, SKIPPED, TERMINATING, ActionKey, Ledger
-from .planner import PoolState, RunningJob
+from ..backends.base import ActionResult
+from ..common.action_ledger import DONE, IN_GRACE, TERMINATING, ActionKey, Ledger
+from ..planners.reclaim import PoolState
 
 NOTICE_ACTION, STOP_ACTION = "run-time-notice", "run-time-stop"
 STOPPING = frozenset({DONE, TERMINATING, "already_claimed"})
@@ -43,7 +42,7 @@ Act = Callable[[str, str, str, Callable[[Callable[..., None]], ActionResult]], s
 def enforce(
     pool: str,
     state: PoolState,
-    adapter: Any,
+    adapter: Any,  # the pool's adapter: one that stops a job for good (``stop``), where a team has a limit
     ledger: Ledger,
     *,
     grace_s: float,
@@ -75,7 +74,7 @@ def enforce(
             outcome = "would_stop"
         else:
             outcome = act(
-                job.job_id, STOP_ACTION, reason, lambda progress, j=job, r=reason: stop(adapter, j, r, progress)
+                job.job_id, STOP_ACTION, reason, lambda progress, j=job, r=reason: adapter.stop(j, r, progress)
             )
         if outcome in STOPPING:
             stopping.add(job.job_id)
@@ -97,17 +96,3 @@ def enforce(
     if not stopping:
         return state
     return replace(state, running=tuple(j for j in state.running if j.job_id not in stopping))
-
-
-def stop(adapter: Any, job: RunningJob, reason: str, progress: Callable[..., None]) -> ActionResult:
-    """Terminate a Batch job for good while it is still the attempt the tick read; recorded
-    ``terminating`` (with why it gets no copy) before the call. A failed call raises: the handler
-    leaves the action open at that step and the next tick reads what happened."""
-    (current,) = adapter.batch.describe_jobs(jobs=[job.job_id])["jobs"] or ({},)
-    if current.get("status") not in ("STARTING", "RUNNING") or adapter.attempt_of(job.job_id) != str(
-        len(current.get("attempts", []))
-    ):
-        return ActionResult(job_id=job.job_id, outcome=SKIPPED, detail=f"now {current.get('status', 'gone')}")
-    progress(TERMINATING, **{STOPPED_FOR_GOOD: "it ran as long as its run-time limit allows"})
-    adapter.batch.terminate_job(jobId=job.job_id, reason=f"{REASON_PREFIX} {reason}"[:1024])
-    return ActionResult(job_id=job.job_id, outcome=DONE, detail=f"stopped for good at its run-time limit: {reason}")

@@ -27,7 +27,7 @@ from typing import Any
 
 from gpu_governance_runtime.capacity import rotation  # plain Python: no aws_cdk
 from gpu_governance_runtime.capacity.ledger import Ledger
-from gpu_governance_runtime.capacity.planner import Reservation, Window
+from gpu_governance_runtime.planners.capacity import Reservation, Window
 from tests.aws_model.dynamodb import FakeDynamoDB
 
 from ..framework import Cleanup, Context, Option, Probe, Verdict, failed, inconclusive, passed

@@ -1,6 +1,6 @@
 """EC2 Capacity Blocks for ML (register section ``ec2-cb.*``): what an ordinary offering search
 answers now, read-only (``DescribeCapacityBlockOfferings`` buys nothing). The market the planner
-plans against (``capacity/market.py``) expects instant blocks, starting shortly after the search
+plans against (``planners/market.py``) expects instant blocks, starting shortly after the search
 and ending at an 11:30 UTC, and offerings of several ``CapacityBlockOfferingSegments``, each a
 reservation of its own, which it never buys.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from gpu_governance_runtime.capacity.market import BLOCK_END_TIME, INSTANT_START_LEAD  # plain Python
+from gpu_governance_runtime.planners.market import BLOCK_END_TIME, INSTANT_START_LEAD  # plain Python
 
 from ..framework import Cleanup, Context, Option, Probe, Verdict, inconclusive, passed
 

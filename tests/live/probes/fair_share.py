@@ -4,7 +4,7 @@ attempt limited to 60 seconds) and terminated whatever happens.
 
 - array-children-listing: which listings hold an array job's children. The reclaim adapter lists
   the queue by status and, for each array parent, its children by ``arrayJobId``
-  (``reclaim/adapters.py``); either way it must see them.
+  (``backends/batch_fair_share/adapter.py``); either way it must see them.
 - array-children-terminable: whether an array child carries its parent's share and tags, and
   above all whether the reclaim controller's role may stop one: its ``TerminateJob`` needs a team
   tag on the job (``constructs_lib/controllers/reclaim.py``), and a child it cannot stop is a
@@ -20,9 +20,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from gpu_governance_runtime.backends.batch_fair_share.adapter import CHILD_STATUSES, LIFECYCLE, LISTED_STATUSES
 from gpu_governance_runtime.common.batch_copy import LISTING_GRACE_SECONDS  # plain Python: no aws_cdk
 from gpu_governance_runtime.contract import TAG_TEAM
-from gpu_governance_runtime.reclaim.adapters import CHILD_STATUSES, LIFECYCLE, LISTED_STATUSES
 
 from ..framework import Cleanup, Context, Probe, Verdict, failed, inconclusive, passed
 from ._batch import (

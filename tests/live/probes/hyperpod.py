@@ -19,8 +19,8 @@ from typing import Any
 
 from constructs_lib.backends.hyperpod_eks.kubernetes import PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from constructs_lib.backends.hyperpod_eks.kueue import local_queue, namespace
+from gpu_governance_runtime.backends.hyperpod_eks.gpu_hours import ComputeQuotaSwitch
 from gpu_governance_runtime.quotas import describe_team_compute_quota  # plain Python: no aws_cdk
-from gpu_governance_runtime.reclaim.gpu_hours import ComputeQuotaSwitch
 
 from ..framework import Cleanup, Context, Option, Probe, Verdict, failed, inconclusive, passed
 from ._batch import TEAM_A, TIMEOUT

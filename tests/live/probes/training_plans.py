@@ -1,6 +1,6 @@
 """SageMaker training plans (register section ``sm-plan.*``): that SearchTrainingPlanOfferings takes
 a duration in hours, as the capacity planner now searches (the gap's whole hours, not whole days;
-``capacity/market.py`` ``training_plan_search``), and what durations it answers. Read-only: a
+``planners/market.py`` ``training_plan_search``), and what durations it answers. Read-only: a
 search buys nothing.
 """
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from botocore.exceptions import ClientError
 
-from gpu_governance_runtime.capacity.kinds.training_plan import (  # plain Python
+from gpu_governance_runtime.planners.kinds.training_plan import (  # plain Python
     TRAINING_PLAN_TARGETS,
     training_plan_offering,
     training_plan_search,

@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..common.log import write as log
-from ..policy import PoolPolicy
-from ..slurm.ssm import SLURM_NAME, checked  # the one check of names that go into a head node's shell
-from ..usage import usage_records
-from .ledger import CLAIMED, DONE, ActionKey, Ledger
+from ...common.action_ledger import CLAIMED, DONE, ActionKey, Ledger
+from ...common.log import write as log
+from ...policy import PoolPolicy
+from ...slurm.ssm import SLURM_NAME, checked  # the one check of names that go into a head node's shell
+from ...usage import usage_records
 
 HOUR = 3600
 # Slurm sends a job's start and end to slurmdbd as they happen; an hour is read this long after it

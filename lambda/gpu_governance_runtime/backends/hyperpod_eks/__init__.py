@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, hyperpod_cluster_queue
-from .base import Backend, GpuHourLimits, ReclaimClients, Target, kueue_usage
+from ...contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, hyperpod_cluster_queue
+from ..base import Backend, GpuHourLimits, ReclaimClients, Target, kueue_observer
 
 if TYPE_CHECKING:
-    from ..reclaim.eks_usage import EksShareUsage
-    from ..reclaim.gpu_hours import ComputeQuotaSwitch
+    from ..kueue_usage import EksShareUsage
+    from .gpu_hours import ComputeQuotaSwitch
 
 
 def _switch(clients: ReclaimClients, target: Target, team: str) -> ComputeQuotaSwitch:
-    from ..reclaim.gpu_hours import ComputeQuotaSwitch
+    from .gpu_hours import ComputeQuotaSwitch
 
     return ComputeQuotaSwitch(clients.sagemaker, target["cluster_arn"], team)
 
@@ -29,7 +29,7 @@ BACKEND = Backend(
     name=HYPERPOD_EKS,
     # Task governance's Kueue preempts borrowers itself: a borrowed pod is evicted when the lender reclaims
     # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-task-gov.html).
-    observe_usage=kueue_usage(hyperpod_cluster_queue),
+    observe_usage=kueue_observer(hyperpod_cluster_queue),
     why_no_adapter="HyperPod EKS reclaims natively (Kueue)",
     # No consumption limit in the API: the reclaim controller deactivates the team's compute quota at its limit
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).

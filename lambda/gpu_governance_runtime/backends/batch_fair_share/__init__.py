@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..contract import BATCH_FAIR_SHARE
-from .base import Backend, Invocation, ReclaimClients, Target
+from ...contract import BATCH_FAIR_SHARE
+from ..base import Backend, Invocation, ReclaimClients, Target
 
 if TYPE_CHECKING:
-    from ..policy import Policy, PoolPolicy
-    from ..reclaim.adapters import BatchFairShareAdapter
+    from ...policy import Policy, PoolPolicy
+    from .adapter import BatchFairShareAdapter
 
 
 def _adapter(
     target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
 ) -> BatchFairShareAdapter:
-    from ..reclaim.adapters import BatchFairShareAdapter
+    from .adapter import BatchFairShareAdapter
 
     return BatchFairShareAdapter(clients.batch, job_queue=target["job_queue"], pool=pool, submit=clients.batch_submit)
 

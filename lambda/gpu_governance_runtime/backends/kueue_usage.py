@@ -1,5 +1,7 @@
-"""The usage observer of a HyperPod EKS pool: each reclaim tick reads the Kueue ClusterQueues
-task governance made from the teams' compute quotas and publishes each team's guaranteed, used,
+"""The usage observer of a pool on EKS where Kueue reclaims, shared by the backends that have one
+(``backends/base.py`` ``kueue_observer``, given each backend's ClusterQueue names). Shown here for
+HyperPod EKS: each reclaim tick reads the Kueue ClusterQueues task governance made from the teams'
+compute quotas and publishes each team's guaranteed, used,
 borrowed and lent instances and instance-hours. It never acts: Kueue reclaims natively.
 
 One tick, for one pool (a ``RECLAIM_TARGETS`` entry ``{"pool", "eks_cluster", "gpus_per_instance"}``):

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..contract import HYPERPOD_SLURM
-from .base import Backend, Invocation, ReclaimClients, Target
+from ...contract import HYPERPOD_SLURM
+from ..base import Backend, Invocation, ReclaimClients, Target
 
 if TYPE_CHECKING:
-    from ..policy import Policy, PoolPolicy
-    from ..reclaim.adapters import SlurmAdapter
-    from ..reclaim.ledger import Ledger
-    from ..reclaim.slurm_usage import SlurmUsageObserver
+    from ...common.action_ledger import Ledger
+    from ...policy import Policy, PoolPolicy
+    from .adapter import SlurmAdapter
+    from .usage import SlurmUsageObserver
 
 
 def _adapter(
     target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
 ) -> SlurmAdapter:
-    from ..reclaim.adapters import SlurmAdapter
+    from .adapter import SlurmAdapter
 
     return SlurmAdapter(
         clients.ssm,
@@ -33,7 +33,7 @@ def _adapter(
 def _accounting(
     target: Target, pool: PoolPolicy, head_node: SlurmAdapter, *, ledger: Ledger, namespace: str
 ) -> SlurmUsageObserver:
-    from ..reclaim.slurm_usage import SlurmUsageObserver
+    from .usage import SlurmUsageObserver
 
     # the head node's SSM runner reads the pool's accounting
     return SlurmUsageObserver(

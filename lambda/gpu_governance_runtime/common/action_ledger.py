@@ -28,6 +28,9 @@ CLAIMED, DONE, SKIPPED, FAILED = "claimed", "done", "skipped", "failed"
 # a stopped job not yet back: TerminateJob sent, its answer not (yet) seen; stopped, copy not
 # submitted; copy submitted, not yet seen
 TERMINATING, TERMINATED, SUBMITTING = "terminating", "terminated", "submitting"
+# The field of a stop whose job gets no copy, and why (a victim that cannot come back as it was, a
+# job stopped at its run-time limit): read back by ``resume``, which then submits none.
+STOPPED_FOR_GOOD = "stopped_for_good"
 # A victim's grace (the pool's ``reclaim.grace_seconds``): action ``notice`` is recorded the first
 # time a tick chooses the victim; it is stopped only by a tick at least the grace later. A notice
 # older than its grace plus NOTICE_VALID_SECONDS is out of date (the plan let the job be and came

@@ -6,20 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
-from .base import Backend, GpuHourLimits, Invocation, ReclaimClients, Target
+from ...contract import BATCH_QUOTA_SHARE, CONSUMER_SAGEMAKER_TRAINING_JOBS
+from ..base import Backend, GpuHourLimits, Invocation, ReclaimClients, Target
 
 if TYPE_CHECKING:
-    from ..policy import Policy, PoolPolicy
-    from ..reclaim.adapters import BatchQuotaShareObserver
-    from ..reclaim.gpu_hours import QuotaShareQueue, QuotaShareSwitch
-    from ..reclaim.planner import PoolState
+    from ...planners.reclaim import PoolState
+    from ...policy import Policy, PoolPolicy
+    from .gpu_hours import QuotaShareQueue, QuotaShareSwitch
+    from .observer import BatchQuotaShareObserver
 
 
 def _observer(
     target: Target, pool: PoolPolicy, policy: Policy, clients: ReclaimClients, invocation: Invocation
 ) -> BatchQuotaShareObserver:
-    from ..reclaim.adapters import BatchQuotaShareObserver
+    from .observer import BatchQuotaShareObserver
 
     # preemptions that stopped within one tick's interval count on this tick
     return BatchQuotaShareObserver(
@@ -28,13 +28,13 @@ def _observer(
 
 
 def _switch(clients: ReclaimClients, target: Target, team: str) -> QuotaShareSwitch:
-    from ..reclaim.gpu_hours import QuotaShareSwitch
+    from .gpu_hours import QuotaShareSwitch
 
     return QuotaShareSwitch(clients.batch, target["job_queue"], team)
 
 
 def _queue(clients: ReclaimClients, target: Target, team: str) -> QuotaShareQueue:
-    from ..reclaim.gpu_hours import QuotaShareQueue
+    from .gpu_hours import QuotaShareQueue
 
     return QuotaShareQueue(clients.batch, target["job_queue"], team)
 
