@@ -101,7 +101,7 @@ class KarpenterNodePoolFeed(_Feed):
 
     kind: Literal["karpenter_node_pool"]
     pool: str
-    node_role: Annotated[str, StringConstraints(pattern=r"^[\w+=,.@-]{1,64}$")] = Field(
+    node_role: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_+=,.@-]{1,64}$")] = Field(
         description="The IAM role (name) the block's nodes assume, which has an EKS access entry of type EC2_LINUX "
         "(the EC2NodeClass's role)"
     )

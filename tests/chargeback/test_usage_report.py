@@ -78,8 +78,8 @@ def recorded_pages(model) -> list[dict]:
 
 def ledger_item(intent_id: str, start: str, end: str, fee: str, status: str = "purchased") -> dict:
     offering = {
-        "id": f"cb-{intent_id}",
-        "kind": "capacity_block",
+        "id": f"tp-{intent_id}",
+        "kind": "training_plan",  # an ml.* type: a SageMaker training plan
         "instance_type": "ml.p5.48xlarge",
         "count": 2,
         "availability_zone": "us-east-1a",

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from constructs_lib.capacity_kinds import KINDS as LIBRARY_KINDS
 from gpu_governance_runtime import contract
-from gpu_governance_runtime.planners.kinds import KINDS as RUNTIME_KINDS
+from gpu_governance_runtime.planners.kinds import KINDS as RUNTIME_KINDS, kind_of_offering
+from gpu_governance_runtime.planners.offers import Offering
 from tests.foundation.test_backend_ownership import LIBRARY, ROOT, SOURCES, _imported
 
 LISTS = ("constructs_lib/capacity_kinds/__init__.py", "lambda/gpu_governance_runtime/planners/kinds/__init__.py")
@@ -119,3 +123,18 @@ def test_every_consumer_a_window_feeds_is_bought_as_exactly_one_kind():
 def test_offering_kinds_are_one_kinds_each():
     offering_kinds = [k for kind in RUNTIME_KINDS.values() for k in kind.offering_kinds]
     assert len(offering_kinds) == len(set(offering_kinds)) == 2 * len(RUNTIME_KINDS)
+
+
+def test_an_offering_no_kind_sells_is_refused_by_name():
+    """A ledger record whose offering kind no registered kind sells (written by hand, or by a kind
+    since removed) is named with the kinds allowed, never a bare StopIteration from `usage report`."""
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    offering = Offering(
+        id="cb-1", kind="capacity_block", instance_type="p5.48xlarge", count=1, availability_zone="us-east-1a",
+        start=now, end=now, duration_hours=24, upfront_fee=Decimal(1),
+    )  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"offering cb-1: kind 'capacity_block' is no capacity kind's - one of \['block'"
+    ):
+        kind_of_offering(offering)
+    assert kind_of_offering(replace(offering, kind="block")).name == "capacity_block"

@@ -24,8 +24,13 @@ def kind_named(market: str) -> CapacityKind:
 
 
 def kind_of_offering(offering: Any) -> CapacityKind:
-    """The kind ``offering`` (an ``Offering``) buys or extends."""
-    return next(k for k in KINDS.values() if k.offers(offering))
+    """The kind ``offering`` (an ``Offering``) buys or extends; a ValueError naming the offering kinds
+    the registered kinds take for any other (a ledger record no kind wrote)."""
+    kind = next((k for k in KINDS.values() if k.offers(offering)), None)
+    if kind is None:
+        allowed = sorted({o for k in KINDS.values() for o in k.offering_kinds})
+        raise ValueError(f"offering {offering.id}: kind {offering.kind!r} is no capacity kind's - one of {allowed}")
+    return kind
 
 
 __all__ = ["KINDS", "CapacityKind", "ExtensionListing", "kind_named", "kind_of_offering"]
