@@ -7,7 +7,7 @@ The Lambda controller, the tests and the ``gpu-governance simulate`` replay all 
 Where each part lives: the value types (``Share``, ``ShareGroup``, ``RunningJob``, ``PendingJob``,
 ``Settings``, ``PoolState``, ``Start``, ``Preemption``, ``GuaranteeWait``, ``Plan``, ``ShareUsage``)
 and the state checks in planners/reclaim_state.py; the rules (the semantics, set out in its
-docstring: guarantees, orders, borrowing again, the anti-thrash budget) in
+docstring: guarantees, orders, borrowing again, the anti-thrash budget, the fewest victims) in
 planners/reclaim_rules.py; here the planner itself (``plan_tick``, ``apply_plan``, ``_TypePlanner``).
 Every public name of the three is importable from here (``__all__``).
 """
@@ -23,6 +23,8 @@ from . import reclaim_rules, reclaim_state
 from .reclaim_rules import *  # noqa: F403 - re-exported: __all__
 from .reclaim_rules import (
     _Budget,
+    _fewest_victims,
+    _Freed,
     _requeued,
     _started,
     borrow_order,
@@ -472,86 +474,70 @@ class _TypePlanner:
         """``need_group``: instances the victims must free inside each of the job's groups (past
         its ceiling, or its quota for a reclaim, ``beyond_groups``); ``outside``: reclaim from no
         member of this group (a job within that group's guarantee only)."""
-        candidates: list[tuple[tuple, RunningJob, str]] = []
-        protected = False  # a victim left out as protected: the anti-thrash reason if none is found
-        need_group = {g: n for g, n in (need_group or {}).items() if n > 0}
-        if reclaim:
-            for other in self.shares:
-                unplaced = self.unplaced[other]
-                if (
-                    other == job.share
-                    or outside in self.chain[other]
-                    or (self.usage[other] <= self.quota[other] and not unplaced)
-                ):
-                    continue
-                kin = self.kinship(other, job.share)
-                # jobs of ANY_TYPE first, whatever their share's (or group's) guarantee: theirs cannot be established
-                borrowed = [*unplaced.values()]
-                if not self.group_keeps(other, job.share):
-                    borrowed += self.borrowed_set(other)
-                for v in borrowed:
-                    if self.protected(v):
-                        protected = True
-                    else:  # borrowers outside the job's groups before its relatives, the nearest last
-                        placed = v.instance_type != ANY_TYPE
-                        order = (placed, kin, -self.past_usage(other), *reclaim_order(v, self.state.now))
-                        candidates.append((order, v, RECLAIM))
+        candidates, protected = self._reclaim_candidates(job, outside) if reclaim else ([], False)
         if self.shares[job.share].in_share_preemption:
-            for v in self.jobs[job.share].values():
-                if v.priority >= job.priority or not v.restartable:
-                    continue  # in-share preemption never stops the team's own work for good
-                if not reclaim and v.job_id in self._reclaimed_for:
-                    # started this tick on capacity reclaimed for it: taking its place would hand
-                    # that capacity to a job that borrows (a reclaim serves a guarantee only)
-                    continue
-                if self.protected(v):
-                    protected = True
-                else:
-                    candidates.append(((2, True, 0.0, *victim_order(v, self.state.now)), v, IN_SHARE))
+            own, own_protected = self._in_share_candidates(job, reclaim)
+            candidates += own
+            protected = protected or own_protected
         self._why_not = MIN_RUN_TIME if protected else NO_VICTIM
         if sum(v.count for _, v, _ in candidates) < need_capacity:
             return None
-        candidates.sort(key=lambda c: c[0])
-        room = self.settings.max_preemptions_per_tick - self.budget.preemptions
-        chosen: list[tuple[RunningJob, str]] = []
-        freed = freed_own = 0
-        freed_group = dict.fromkeys(need_group, 0)
-
-        def short(capacity: int, own: int, victim: RunningJob | None = None) -> bool:
-            """Whether freeing ``capacity`` (``own`` of it the job's share's), and in its groups what
-            the chosen victims free there less ``victim``'s, is not enough."""
-            less = self.chain[victim.share] if victim is not None else ()
-            return (
-                capacity < need_capacity
-                or own < need_own
-                or any(freed_group[g] - (victim.count if g in less else 0) < n for g, n in need_group.items())
-            )
-
-        for _, victim, kind in candidates:
-            if not short(freed, freed_own):
-                break
-            chosen.append((victim, kind))
-            freed += victim.count
-            freed_own += victim.count if kind == IN_SHARE else 0
-            for g in self.chain[victim.share]:
-                if g in freed_group:
-                    freed_group[g] += victim.count
-        if short(freed, freed_own):
-            return None
-        for victim, kind in reversed(list(chosen)):  # drop every victim the start does not need
-            own = victim.count if kind == IN_SHARE else 0
-            if not short(freed - victim.count, freed_own - own, victim):
-                chosen.remove((victim, kind))
-                freed -= victim.count
-                freed_own -= own
-                for g in self.chain[victim.share]:
-                    if g in freed_group:
-                        freed_group[g] -= victim.count
-        if len(chosen) > room:
+        candidates.sort(key=itemgetter(0))
+        need_group = {g: n for g, n in (need_group or {}).items() if n > 0}
+        freed = _Freed(need_capacity, need_own, need_group, self.chain)
+        chosen = _fewest_victims([(v, kind) for _, v, kind in candidates], freed)
+        if chosen is not None and len(chosen) > self.settings.max_preemptions_per_tick - self.budget.preemptions:
             self.budget.capped = True
             self._why_not = PREEMPTION_CAP
             return None
         return chosen
+
+    def _reclaim_candidates(
+        self, job: PendingJob, outside: str | None
+    ) -> tuple[list[tuple[tuple, RunningJob, str]], bool]:
+        """Other shares' jobs a reclaim for ``job`` may take, each with its order, and whether one
+        was left out as protected."""
+        candidates: list[tuple[tuple, RunningJob, str]] = []
+        protected = False
+        for other in self.shares:
+            unplaced = self.unplaced[other]
+            if (
+                other == job.share
+                or outside in self.chain[other]
+                or (self.usage[other] <= self.quota[other] and not unplaced)
+            ):
+                continue
+            kin = self.kinship(other, job.share)
+            # jobs of ANY_TYPE first, whatever their share's (or group's) guarantee: theirs cannot be established
+            borrowed = [*unplaced.values()]
+            if not self.group_keeps(other, job.share):
+                borrowed += self.borrowed_set(other)
+            for v in borrowed:
+                if self.protected(v):
+                    protected = True
+                else:  # borrowers outside the job's groups before its relatives, the nearest last
+                    placed = v.instance_type != ANY_TYPE
+                    order = (placed, kin, -self.past_usage(other), *reclaim_order(v, self.state.now))
+                    candidates.append((order, v, RECLAIM))
+        return candidates, protected
+
+    def _in_share_candidates(self, job: PendingJob, reclaim: bool) -> tuple[list[tuple[tuple, RunningJob, str]], bool]:
+        """The share's own lower-priority jobs an in-share preemption for ``job`` may take, each
+        with its order, and whether one was left out as protected."""
+        candidates: list[tuple[tuple, RunningJob, str]] = []
+        protected = False
+        for v in self.jobs[job.share].values():
+            if v.priority >= job.priority or not v.restartable:
+                continue  # in-share preemption never stops the team's own work for good
+            if not reclaim and v.job_id in self._reclaimed_for:
+                # started this tick on capacity reclaimed for it: taking its place would hand
+                # that capacity to a job that borrows (a reclaim serves a guarantee only)
+                continue
+            if self.protected(v):
+                protected = True
+            else:
+                candidates.append(((2, True, 0.0, *victim_order(v, self.state.now)), v, IN_SHARE))
+        return candidates, protected
 
     def _start(self, job: PendingJob) -> None:
         self.jobs[job.share][job.job_id] = _started(job, self.state.now)

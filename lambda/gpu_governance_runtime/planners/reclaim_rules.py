@@ -2,7 +2,8 @@
 what (``is_guarantee_job``, ``pending_guarantee_jobs``, ``breached_shares``, ``asking_shares``), the
 orders jobs are taken in (``victim_order``, ``borrow_order``, ``reclaim_order``, ``queue_order``),
 when a preempted job borrows again (``may_borrow``, ``reborrow_at``, ``next_change_at``), what a
-share uses (``share_usage``) and the anti-thrash budget of a tick (``_Budget``).
+share uses (``share_usage``), the anti-thrash budget of a tick (``_Budget``) and the choice of the
+fewest victims among ordered candidates (``_fewest_victims``: taken in order, then the reverse pass).
 
 Semantics (docs/reclaim.md explains them with examples):
 
@@ -78,10 +79,11 @@ Semantics (docs/reclaim.md explains them with examples):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .reclaim_state import (
     ANY_TYPE,
+    IN_SHARE,
     PREEMPTION_CAP,
     SEARCH_CAP,
     PendingJob,
@@ -442,3 +444,69 @@ class _Budget:
             self.capped = True
             return SEARCH_CAP
         return None
+
+
+@dataclass
+class _Freed:
+    """What the victims chosen so far free (in all, of the job's own share, inside each of the job's
+    groups that must free some) against what the job needs to start."""
+
+    need_capacity: int
+    need_own: int
+    need_group: Mapping[str, int]
+    chain: Mapping[str, tuple[str, ...]]  # each share's groups on this type, nearest first
+    capacity: int = 0
+    own: int = 0
+    group: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.group = dict.fromkeys(self.need_group, 0)
+
+    def short(self, without: tuple[RunningJob, str] | None = None) -> bool:
+        """Whether what is freed (less what victim ``without`` frees) is not enough."""
+        count, own, groups = 0, 0, ()
+        if without is not None:
+            victim, kind = without
+            count, own, groups = victim.count, victim.count if kind == IN_SHARE else 0, self.chain[victim.share]
+        return (
+            self.capacity - count < self.need_capacity
+            or self.own - own < self.need_own
+            or any(self.group[g] - (count if g in groups else 0) < n for g, n in self.need_group.items())
+        )
+
+    def add(self, victim: RunningJob, kind: str, sign: int = 1) -> None:
+        """Count ``victim`` in (``sign`` 1) or out (-1)."""
+        self.capacity += sign * victim.count
+        self.own += sign * victim.count if kind == IN_SHARE else 0
+        for g in self.chain[victim.share]:
+            if g in self.group:
+                self.group[g] += sign * victim.count
+
+
+def _fewest_victims(candidates: list[tuple[RunningJob, str]], freed: _Freed) -> list[tuple[RunningJob, str]] | None:
+    """The victims the job needs among ``candidates`` (in order, each with its kind): taken in
+    order until the job fits, then the reverse pass drops every one not actually needed. None: all
+    of them are not enough."""
+    chosen = _take_until_enough(candidates, freed)
+    if freed.short():
+        return None
+    _drop_unneeded(chosen, freed)
+    return chosen
+
+
+def _take_until_enough(candidates: list[tuple[RunningJob, str]], freed: _Freed) -> list[tuple[RunningJob, str]]:
+    chosen = []
+    for victim, kind in candidates:
+        if not freed.short():
+            break
+        chosen.append((victim, kind))
+        freed.add(victim, kind)
+    return chosen
+
+
+def _drop_unneeded(chosen: list[tuple[RunningJob, str]], freed: _Freed) -> None:
+    """The reverse pass: the last taken first, drop every victim the start does not need."""
+    for victim, kind in reversed(list(chosen)):
+        if not freed.short(without=(victim, kind)):
+            chosen.remove((victim, kind))
+            freed.add(victim, kind, -1)
