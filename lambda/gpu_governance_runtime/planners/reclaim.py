@@ -60,7 +60,7 @@ from .reclaim_state import (
 __all__ = ["apply_plan", "plan_tick", *reclaim_state.__all__, *reclaim_rules.__all__]
 
 
-def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:  # noqa: B008 - frozen: sharing one is safe
+def plan_tick(state: PoolState, settings: Settings = Settings()) -> Plan:
     """Plan one tick. Deterministic: the same state and settings always give the same plan."""
     budget = _Budget(settings)
     starts: list[Start] = []
