@@ -55,6 +55,8 @@ LAYERS = {
     # pure decisions: no AWS call, no clock
     "planners": (
         "planners/reclaim.py",
+        "planners/reclaim_rules.py",
+        "planners/reclaim_state.py",
         "planners/capacity.py",
         "planners/window.py",
         "capacity/grid.py",
