@@ -171,12 +171,15 @@ class EksKueueGovernance(EksTenantsConstruct):
             manifest=self.kubernetes_tenants.pod_security_objects(),
             overwrite=True,
         )
-        # Lets the reclaim controller's role (mapped by its own access entry) read the ClusterQueues.
+        # Lets the reclaim controller's role (mapped by its own access entry) read the ClusterQueues, and
+        # hold a limited team's at its GPU-hour limit (runtime backends/eks_kueue/gpu_hours.py); a paused
+        # team's is Hold as deployed, and the controller may not change it.
+        holds = [self.kubernetes_tenants.cluster_queue(t.name) for t in self.teams if t.gpu_hour_limit and not t.paused]
         self.usage_reader = eks.KubernetesManifest(
             self,
             "UsageReader",
             cluster=self.cluster,
-            manifest=usage_reader_objects(),
+            manifest=usage_reader_objects(holds),
             overwrite=True,
         )
         shared = tuple(

@@ -39,7 +39,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..backends.base import QueuedJobs, Switch
+from ..backends.base import QueuedJobs, Switch, SwitchError
 from ..common.action_ledger import Ledger
 from ..common.log import write as log
 from ..contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE
@@ -174,6 +174,7 @@ def _enforce_team(
     except (
         ClientError,
         BotoCoreError,
+        SwitchError,
     ) as error:  # the item stays in its -ing state: the next tick reads and tries again
         record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
     if used >= hours and queue is not None and not share.paused:  # a paused team's are held above
