@@ -19,6 +19,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")  # the reclaim handler 
 import pytest  # noqa: E402
 
 from constructs_lib.backends.eks_kueue import kueue  # noqa: E402
+from constructs_lib.model import GovernanceModel  # noqa: E402
 from gpu_governance_runtime.backends import BACKENDS as RUNTIME_BACKENDS  # noqa: E402
 from gpu_governance_runtime.backends.base import ReclaimClients  # noqa: E402
 from gpu_governance_runtime.backends.eks_kueue import cluster_queue  # noqa: E402
@@ -31,7 +32,7 @@ from gpu_governance_runtime.policy import PoolPolicy  # noqa: E402
 from gpu_governance_runtime.reclaim import gpu_hours  # noqa: E402
 from tests.reclaim.tables import reclaim_ledger_table  # noqa: E402
 
-from .org import POOL, example_model  # noqa: E402
+from .org import POOL, example_data, example_model  # noqa: E402
 
 MODEL = example_model()
 EKS = MODEL.pool(POOL)
@@ -58,7 +59,8 @@ def _merge(target: Any, patch: Any) -> Any:
 
 class KubernetesApi:
     """ClusterQueues as the API server serves them: GET by name, PATCH as a JSON merge patch whose
-    ``metadata.resourceVersion``, when given, must be the stored one (else 409 Conflict)."""
+    ``metadata.resourceVersion``, when given, must be the stored one (else 409 Conflict)
+    [aws: eks.kubernetes-patch-resource-version]."""
 
     def __init__(self, queues: list[dict[str, Any]]):
         self.version = 5000
@@ -292,3 +294,45 @@ def test_a_cluster_queue_without_a_resource_version_is_not_patched(cluster):
     record = tick(cluster, MORNING, 2)["research"]
     assert record["switch"] == "retry_next_tick" and "resourceVersion" in record["error"]
     assert not [entry for entry in api.log if entry[0] == "PATCH"]
+
+
+# --- the Kubernetes RBAC that lets the controller hold a ClusterQueue -----------------------------
+
+
+def test_the_controllers_group_may_patch_only_the_limited_unpaused_teams_cluster_queues():
+    from constructs_lib.tenancy.kubernetes import usage_reader_objects
+    from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP
+
+    data = example_data()
+    for team in data["teams"]:
+        if team["name"] in ("research", "training"):
+            team["gpu_hour_limit"] = {"hours": 100, "period": "week"}
+        team["paused"] = team["name"] == "training"  # limited and paused: its ClusterQueue is Hold as deployed
+    teams = GovernanceModel.from_dict(data).teams_in(POOL)
+    production = next(t for t in teams if t.name == "production")  # no limit
+    role, binding = kueue.usage_reader(EKS, teams)
+    (read_only, _) = usage_reader_objects()
+    assert binding == usage_reader_objects()[1] and binding["subjects"][0]["name"] == EKS_USAGE_READER_GROUP
+    first, *new = role["rules"]
+    assert first == read_only["rules"][0]  # get and list, as before
+    assert new == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues"],
+            "resourceNames": ["gpu-team-research-clusterqueue"],
+            "verbs": ["patch"],
+        }
+    ]
+    assert kueue.usage_reader(EKS, [production])[0] == read_only  # no limit: nothing new
+
+
+def test_a_teams_own_roles_still_cannot_change_any_cluster_queue():
+    for team in MODEL.teams:
+        for manifest in kueue.team_objects(EKS, team, MODEL.groups, MODEL.priority_classes):
+            if manifest["kind"] not in ("Role", "ClusterRole"):
+                continue
+            for rule in manifest["rules"]:
+                if {"clusterqueues", "*"} & set(rule.get("resources", ())) and {"kueue.x-k8s.io", "*"} & set(
+                    rule.get("apiGroups", ())
+                ):
+                    assert set(rule["verbs"]) <= {"get", "list", "watch"}, (team.name, manifest["metadata"]["name"])

@@ -25,7 +25,6 @@ from constructs_lib.model import (
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.tenancy import TeamTenancy
 from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
-from constructs_lib.tenancy.kubernetes import usage_reader_objects
 
 from . import BACKEND, karpenter, kueue
 from .pool import EksKueuePool
@@ -172,14 +171,12 @@ class EksKueueGovernance(EksTenantsConstruct):
             overwrite=True,
         )
         # Lets the reclaim controller's role (mapped by its own access entry) read the ClusterQueues, and
-        # hold a limited team's at its GPU-hour limit (runtime backends/eks_kueue/gpu_hours.py); a paused
-        # team's is Hold as deployed, and the controller may not change it.
-        holds = [self.kubernetes_tenants.cluster_queue(t.name) for t in self.teams if t.gpu_hour_limit and not t.paused]
+        # hold a limited team's at its GPU-hour limit (runtime backends/eks_kueue/gpu_hours.py).
         self.usage_reader = eks.KubernetesManifest(
             self,
             "UsageReader",
             cluster=self.cluster,
-            manifest=usage_reader_objects(holds),
+            manifest=kueue.usage_reader(pool, self.teams),
             overwrite=True,
         )
         shared = tuple(
