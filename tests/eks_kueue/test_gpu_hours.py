@@ -336,3 +336,43 @@ def test_a_teams_own_roles_still_cannot_change_any_cluster_queue():
                     rule.get("apiGroups", ())
                 ):
                     assert set(rule["verbs"]) <= {"get", "list", "watch"}, (team.name, manifest["metadata"]["name"])
+
+
+# --- on the wire: the switch against a real HTTPS server shaped as the API server ------------------
+
+
+def test_the_switch_reads_and_patches_over_https_as_a_merge_patch_at_the_version_read(tmp_path, monkeypatch):
+    from gpu_governance_runtime.backends.base import SwitchError
+    from gpu_governance_runtime.backends.eks_kueue.gpu_hours import connect
+    from tests.hyperpod_eks.kube_api import Reply, serve, status_object
+    from tests.hyperpod_eks.test_usage_observer import CLUSTER, eks_client
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    kube, stop = serve(tmp_path)
+    try:
+        stored = {
+            **library_queue("research"),
+            "metadata": {**library_queue("research")["metadata"], "resourceVersion": "7"},
+        }
+        conflict = status_object(
+            409, "Conflict", f'Operation cannot be fulfilled on clusterqueues.kueue.x-k8s.io "{RESEARCH}"'
+        )
+        answers = iter([Reply(200, stored), Reply(409, conflict), Reply(200, stored), Reply(200, stored)])
+        kube.respond = lambda path, query, headers: next(answers)
+        # a private endpoint: the tick that just read the cluster reached it, so the switch does too
+        refused = ClusterQueueSwitch(connect(eks_client(kube, public=False)[0], CLUSTER), RESEARCH)
+        assert refused.enabled()
+        with pytest.raises(SwitchError, match="PATCH .*: HTTP 409 Operation cannot be fulfilled"):
+            refused.set(False)
+        held = ClusterQueueSwitch(connect(eks_client(kube)[0], CLUSTER), RESEARCH)
+        held.set(False)
+        path = f"{KUEUE_CLUSTER_QUEUES_PATH}/{RESEARCH}"
+        patch = {"metadata": {"resourceVersion": "7"}, "spec": {"stopPolicy": "Hold"}}
+        assert kube.bodies == [("PATCH", path, patch), ("PATCH", path, patch)]
+        assert [p for p, _, _ in kube.requests] == [path] * 4
+        for _, _, headers in kube.requests:
+            assert headers["authorization"].startswith("Bearer k8s-aws-v1.")
+        assert [h.get("content-type") for _, _, h in kube.requests] == [None, "application/merge-patch+json"] * 2
+    finally:
+        stop()
