@@ -11,7 +11,7 @@ One tick, for one pool (a ``RECLAIM_TARGETS`` entry ``{"pool", "eks_cluster", "g
    an STS ``GetCallerIdentity`` URL presigned with header ``x-k8s-aws-id: <cluster>`` signed in,
    ``k8s-aws-v1.`` + base64url without padding. The role's EKS access entry maps it into
    ``EKS_USAGE_READER_GROUP``, which may get and list ClusterQueues (and patch the limited teams'
-   on a pool whose GPU-hour switch is their ``stopPolicy``: backends/eks_kueue/gpu_hours.py);
+   where a backend's GPU-hour switch is their ``stopPolicy``);
 3. ``GET /apis/kueue.x-k8s.io/v1beta1/clusterqueues`` page by page (``limit`` / ``continue``),
    with plain urllib verifying the cluster's CA (no Kubernetes client in the Lambda asset);
 4. per team ClusterQueue and flavor (the flavor is the instance type, as task governance names
