@@ -135,10 +135,11 @@ class Backend:
     user_limit_caveat: str | None = None
     """Why a team's ``user_limits`` do not hold there (``{where}`` is filled in); None: the scheduler
     sees each member and limits them (Slurm user associations)."""
-    gpu_hour_switch: Literal["quota_share", "compute_quota", ""] = ""
+    gpu_hour_switch: Literal["quota_share", "compute_quota", "cluster_queue", ""] = ""
     """The per-team admission switch the reclaim controller turns off at a team's GPU-hour limit and
-    on again next period (reclaim/gpu_hours.py): a Batch quota share's state or a HyperPod compute
-    quota's activation state; empty: it does not enforce limits there."""
+    on again next period (reclaim/gpu_hours.py): a Batch quota share's state, a HyperPod compute
+    quota's activation state or a Kueue ClusterQueue's stopPolicy (Kubernetes RBAC, no IAM action:
+    ``tenancy.kubernetes.usage_reader_objects``); empty: it does not enforce limits there."""
     max_teams_per_pool: int | None = None
     """Most teams one pool may hold there (each is one share of the pool's queue; None: no such limit)."""
     too_many_teams: str = ""

@@ -103,15 +103,28 @@ def object_meta(name: str, team: str | None, namespace: str | None = None) -> di
 USAGE_READER = "gpu-governance-usage-reader"
 
 
-def usage_reader_objects() -> list[Manifest]:
+def usage_reader_objects(holds: Sequence[str] = ()) -> list[Manifest]:
     """Cluster-wide, applied once per cluster: group ``EKS_USAGE_READER_GROUP`` (the reclaim
     function's role, through its EKS access entry) may get and list Kueue ClusterQueues, which
-    carry each team's quota and use in GPUs, and nothing else: no workload, pod or secret."""
+    carry each team's quota and use in GPUs, and nothing else: no workload, pod or secret.
+    ``holds``: the teams' ClusterQueues it may also patch (their stopPolicy, at a GPU-hour limit)."""
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}
+    ]
+    if holds:
+        rules.append(
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["clusterqueues"],
+                "resourceNames": sorted(holds),
+                "verbs": ["patch"],
+            }
+        )
     cluster_role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": object_meta(USAGE_READER, None),
-        "rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["get", "list"]}],
+        "rules": rules,
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",

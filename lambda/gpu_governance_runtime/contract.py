@@ -135,7 +135,8 @@ def hyperpod_cluster_queue(team: str) -> str:
 KUEUE_CLUSTER_QUEUES_PATH = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"  # listed by the reclaim function
 GPU_RESOURCE = "nvidia.com/gpu"  # the Kubernetes resource Kueue counts GPUs in
 # The Kubernetes group an EKS access entry maps the reclaim function's role into; a ClusterRole
-# bound to it may only get and list ClusterQueues (constructs_lib/backends/hyperpod_eks/kubernetes.py).
+# bound to it may get and list ClusterQueues, and patch those a backend holds at a team's GPU-hour
+# limit, by name (constructs_lib/tenancy/kubernetes.py usage_reader_objects).
 EKS_USAGE_READER_GROUP = "gpu-governance-usage-readers"
 # reclaim: a pool's default re-borrow backoff (governance file ``reclaim.reborrow_backoff_seconds``,
 # policy document ``reclaim.reborrow_backoff_s``, planner ``Settings``); docs/performance.md measures it

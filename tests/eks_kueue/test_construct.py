@@ -15,10 +15,11 @@ from constructs_lib.backends.eks_kueue import kueue
 from constructs_lib.backends.eks_kueue.construct import EksKueueGovernance
 from constructs_lib.cli.report import summarise
 from constructs_lib.core.errors import GovernanceError
+from constructs_lib.model import GovernanceModel
 from gpu_governance_runtime.contract import EKS_USAGE_READER_GROUP, ENV_RECLAIM_TARGETS
 from tests.foundation.org import synthesize_reference
 
-from .org import POOL, example_model
+from .org import POOL, example_data, example_model
 
 MODEL = example_model()
 EKS = MODEL.pool(POOL)
@@ -134,3 +135,41 @@ def test_a_cluster_of_another_account_or_region_is_refused_before_anything_is_ma
         )
     assert f"pool.cluster_arn: cluster is in another {field} than the stack" in str(raised.value)
     assert stack.node.children == []  # nothing half-built
+
+
+def test_a_limited_team_lets_the_reclaim_controller_hold_its_queue_and_send_the_notice(tmp_path):
+    """A team with a GPU-hour limit: the reclaim group's ClusterRole may patch its ClusterQueue (and no
+    other team's), and the reclaim function may send the 80 % notice (events:PutEvents)."""
+    data = example_data()
+    data["teams"][0]["gpu_hour_limit"] = {"hours": 100, "period": "week"}
+    model = GovernanceModel.from_dict(data)
+    limited = data["teams"][0]["name"]
+    [capacity] = [s for s in synthesize_reference(model, tmp_path, packs=False) if hasattr(s, "eks_kueue_clusters")]
+    template = Template.from_stack(capacity)
+    construct = capacity.eks_kueue_clusters[POOL]
+    reader = template.to_json()["Resources"][
+        Stack.of(capacity).get_logical_id(construct.usage_reader.node.default_child)
+    ]
+    role, _ = unpruned(json.loads(reader["Properties"]["Manifest"]))
+    assert role["rules"][1:] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues"],
+            "resourceNames": [f"gpu-team-{limited}-clusterqueue"],
+            "verbs": ["patch"],
+        }
+    ]
+    [function] = [
+        f
+        for f in of_type(template, "AWS::Lambda::Function")
+        if ENV_RECLAIM_TARGETS in f.get("Environment", {}).get("Variables", {})
+    ]
+    role_id = function["Role"]["Fn::GetAtt"][0]
+    actions = {
+        action
+        for policy in of_type(template, "AWS::IAM::Policy")
+        if {"Ref": role_id} in policy["Roles"]
+        for statement in policy["PolicyDocument"]["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert "events:PutEvents" in actions

@@ -10,6 +10,7 @@ import yaml
 from constructs_lib.core.errors import GovernanceError
 from constructs_lib.member.discovery import describe
 from constructs_lib.model import GovernanceModel
+from constructs_lib.model.explain import caveats, deals
 from constructs_lib.model.loader import default_config_text
 from constructs_lib.model.policy import compile_policy
 from tests.foundation.test_backend_ownership import CONTRACT, LISTS, ROOT, SOURCES, namings, owned_by
@@ -25,7 +26,7 @@ def test_only_its_packages_the_two_lists_and_the_contract_name_it():
     naming = {str(path.relative_to(ROOT)) for path in SOURCES if namings(path, path.read_text(), NAME)}
     library, runtime = owned_by(NAME)
     assert {path for path in naming if not path.startswith((library, runtime))} == {*LISTS, CONTRACT}
-    assert f"{library}__init__.py" in naming and f"{runtime}.py" in naming
+    assert f"{library}__init__.py" in naming and f"{runtime}/__init__.py" in naming
     assert (ROOT / "docs" / "eks-kueue.md").is_file()
     assert "(eks-kueue.md)" in (ROOT / "docs" / "architecture.md").read_text()
 
@@ -101,14 +102,18 @@ def test_a_capacity_block_node_group_of_the_pools_cluster_feeds_a_window():
     assert any("cannot be moved to an on-demand launch template" in line for line in problems_of(data))
 
 
-def test_a_gpu_hour_limit_is_published_as_not_enforced_there():
-    """Kueue has no consumption limit and the reclaim controller turns no switch there: the team's
-    discovery document says so (docs/discovery.md), and explain warns."""
+def test_a_gpu_hour_limit_is_published_as_enforced_there():
+    """Kueue has no consumption limit; the reclaim controller holds the team's ClusterQueue at it
+    (runtime backends/eks_kueue/gpu_hours.py): the team's discovery document says it is enforced
+    (docs/discovery.md), and neither validate nor explain warns that it is not."""
     data = example_data()
     data["teams"][0]["gpu_hour_limit"] = {"hours": 100, "period": "week"}
     model = GovernanceModel.from_dict(data)
     document = describe(model, "research", POOL, bucket="bucket", kms_key_arn="key")
-    assert document["gpu_hour_limit"] == {"hours": 100, "period": "week", "enforced": False}
+    assert document["gpu_hour_limit"] == {"hours": 100, "period": "week", "enforced": True}
+    assert not [line for line in caveats(model) if "gpu_hour_limit" in line and "not enforced" in line]
+    shown = {(d.team, d.pool): d.gpu_hour_limit for d in deals(model)}
+    assert shown["research", POOL] == "100 GPU h per week"
     assert document["namespace"] == "gpu-team-research"
     assert [c["kueue_priority_class"] for c in document["priority_classes"]] == [
         "urgent-priority",

@@ -88,7 +88,9 @@ def test_the_kind_of_gpu_hour_switch_is_one_field_of_the_descriptor():
     assert {name: b.gpu_hour_switch for name, b in BACKENDS.items() if b.gpu_hour_switch} == {
         contract.BATCH_QUOTA_SHARE: "quota_share",
         contract.HYPERPOD_EKS: "compute_quota",
+        contract.EKS_KUEUE: "cluster_queue",  # Kubernetes RBAC, no IAM action
     }
+    assert BACKENDS[contract.EKS_KUEUE].gpu_hour_limit_switch == ()
     assert all(b.gpu_hour_limit_switch == GPU_HOUR_SWITCH_ACTIONS.get(b.gpu_hour_switch, ()) for b in BACKENDS.values())
     # The reclaim controller's IAM and validate's policy-size estimate looked for an action in the switch.
     action_in = re.compile(

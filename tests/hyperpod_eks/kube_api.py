@@ -118,6 +118,7 @@ class KubeApi:
     ca: Authority
     respond: Callable[[str, dict[str, str], dict[str, str]], Reply]
     requests: list[tuple[str, dict[str, str], dict[str, str]]] = field(default_factory=list)
+    bodies: list[tuple[str, str, Any]] = field(default_factory=list)  # (method, path, JSON body) of each write
 
 
 def serve(directory: Path) -> tuple[KubeApi, Callable[[], None]]:
@@ -126,6 +127,11 @@ def serve(directory: Path) -> tuple[KubeApi, Callable[[], None]]:
     api = KubeApi(url="", ca=ca, respond=lambda path, query, headers: Reply(404, {}))
 
     class Handler(BaseHTTPRequestHandler):
+        def do_PATCH(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            api.bodies.append(("PATCH", urllib.parse.urlsplit(self.path).path, body))
+            self.do_GET()
+
         def do_GET(self):
             parts = urllib.parse.urlsplit(self.path)
             query = dict(urllib.parse.parse_qsl(parts.query))

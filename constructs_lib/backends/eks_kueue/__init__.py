@@ -26,8 +26,9 @@ BACKEND = Backend(
     # lending limit (lendingLimit) and a group's quota (a Cohort with a parent) natively.
     holds_limits_natively=True,
     # Kueue weighs ClusterQueues by fairSharing.weight only when its configuration enables fair sharing.
-    gpu_hour_limit_caveat="Kueue has no consumption limit, and the reclaim controller does not switch a "
-    "ClusterQueue's stopPolicy at the limit (it only reads the cluster there)",
+    # Kueue has no consumption limit: the reclaim controller sets the team's ClusterQueue's stopPolicy to Hold
+    # at it and back next period (runtime backends/eks_kueue/gpu_hours.py) [aws: eks.kueue-stop-policy-hold].
+    gpu_hour_switch="cluster_queue",
     # No max_run_caveat: the team's admission policy requires Kueue's maximum execution time on each of its
     # workloads, at most its limit, and Kueue deactivates a workload admitted that long (constructs_lib/tenancy/run_time.py).
     # A ClusterQueue admits from namespaces (spec.namespaceSelector); nothing in Kueue's API names a user.

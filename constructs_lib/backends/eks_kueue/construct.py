@@ -25,7 +25,6 @@ from constructs_lib.model import (
 from constructs_lib.model.props import PoolGovernanceProps, list_problems
 from constructs_lib.tenancy import TeamTenancy
 from constructs_lib.tenancy.eks import EksTenantsConstruct, tenant_props_problems
-from constructs_lib.tenancy.kubernetes import usage_reader_objects
 
 from . import BACKEND, karpenter, kueue
 from .pool import EksKueuePool
@@ -171,12 +170,13 @@ class EksKueueGovernance(EksTenantsConstruct):
             manifest=self.kubernetes_tenants.pod_security_objects(),
             overwrite=True,
         )
-        # Lets the reclaim controller's role (mapped by its own access entry) read the ClusterQueues.
+        # Lets the reclaim controller's role (mapped by its own access entry) read the ClusterQueues, and
+        # hold a limited team's at its GPU-hour limit (runtime backends/eks_kueue/gpu_hours.py).
         self.usage_reader = eks.KubernetesManifest(
             self,
             "UsageReader",
             cluster=self.cluster,
-            manifest=usage_reader_objects(),
+            manifest=kueue.usage_reader(pool, self.teams),
             overwrite=True,
         )
         shared = tuple(

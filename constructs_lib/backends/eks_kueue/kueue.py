@@ -42,6 +42,7 @@ from constructs_lib.tenancy.kubernetes import (
     cost_metadata,
     object_meta,
     pod_security_labels,
+    usage_reader_objects,
     workload_priority_class,
 )
 from constructs_lib.tenancy.run_time import KUEUE_MAX_EXEC_TIME, run_time_admission, run_time_limits
@@ -279,6 +280,14 @@ def cluster_objects(
 ) -> list[Manifest]:
     """Cluster-wide, applied once before any team's objects: flavors, priority classes, cohorts."""
     return [*resource_flavors(pool, blocks), *workload_priority_classes(classes), *cohorts(pool, teams, groups)]
+
+
+def usage_reader(pool: EksKueuePool, teams: Sequence[Team]) -> list[Manifest]:
+    """What the reclaim controller's group may do on the cluster: read every ClusterQueue, and patch
+    (its stopPolicy, at a GPU-hour limit) those of the teams with a limit, except a paused team's,
+    which is Hold as deployed and not the controller's to change."""
+    names = tenants(pool)
+    return usage_reader_objects([names.cluster_queue(t.name) for t in teams if t.gpu_hour_limit and not t.paused])
 
 
 def team_objects(

@@ -148,6 +148,17 @@ class Switch(Protocol):
     def set(self, enabled: bool) -> None: ...
 
 
+class SwitchError(RuntimeError):
+    """A switch's read or change was refused or its answer lost (a Kubernetes API's 409 Conflict, a
+    timeout): reclaim/gpu_hours.py leaves the change to the next tick, which reads it again."""
+
+
+def kueue_rows(rows: Iterable[Any]) -> Iterable[tuple[str, str, float]]:
+    """A team's GPU hours where Kueue admits: counted from the instances Kueue shows it using (part-instances
+    too), from the usage observer's rows (``kueue_usage.EksShareUsage``)."""
+    return ((row.share, row.instance_type, row.in_use) for row in rows)
+
+
 class QueuedJobs(Protocol):
     """A team's jobs submitted and not started in one pool, and the call that ends one."""
 

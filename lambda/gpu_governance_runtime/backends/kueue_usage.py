@@ -10,7 +10,8 @@ One tick, for one pool (a ``RECLAIM_TARGETS`` entry ``{"pool", "eks_cluster", "g
 2. a bearer token is made as ``aws eks get-token`` makes it (the aws-iam-authenticator scheme):
    an STS ``GetCallerIdentity`` URL presigned with header ``x-k8s-aws-id: <cluster>`` signed in,
    ``k8s-aws-v1.`` + base64url without padding. The role's EKS access entry maps it into
-   ``EKS_USAGE_READER_GROUP``, which may only get and list ClusterQueues;
+   ``EKS_USAGE_READER_GROUP``, which may get and list ClusterQueues (and patch the limited teams'
+   where a backend's GPU-hour switch is their ``stopPolicy``);
 3. ``GET /apis/kueue.x-k8s.io/v1beta1/clusterqueues`` page by page (``limit`` / ``continue``),
    with plain urllib verifying the cluster's CA (no Kubernetes client in the Lambda asset);
 4. per team ClusterQueue and flavor (the flavor is the instance type, as task governance names
@@ -128,7 +129,7 @@ def list_cluster_queues(
         if time_left() < REQUEST_TIMEOUT_S + 1:
             raise EksUsageError(f"{len(items)} ClusterQueues read when the invocation ran out of time")
         query = urllib.parse.urlencode({"limit": PAGE_SIZE, **({"continue": after} if after else {})})
-        page = _get_json(f"{api.endpoint}{KUEUE_CLUSTER_QUEUES_PATH}?{query}", token, api.context)
+        page = request_json("GET", f"{api.endpoint}{KUEUE_CLUSTER_QUEUES_PATH}?{query}", token, api.context)
         if not isinstance(page, dict) or not isinstance(page.get("items"), list):
             raise EksUsageError(f"GET {KUEUE_CLUSTER_QUEUES_PATH}: not a ClusterQueueList ({str(page)[:200]})")
         items += page["items"]
@@ -142,21 +143,26 @@ def list_cluster_queues(
         seen.add(after)
 
 
-def _get_json(url: str, token: str, context: ssl.SSLContext) -> Any:
+def request_json(method: str, url: str, token: str, context: ssl.SSLContext, patch: Any = None) -> Any:
+    """One request to the cluster's API; ``patch``: a JSON merge patch (RFC 7386) sent with PATCH."""
     path = urllib.parse.urlsplit(url).path  # never the token, nor a continue token, in a message
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    if patch is not None:
+        headers["Content-Type"] = "application/merge-patch+json"
+    body = None if patch is None else json.dumps(patch).encode()
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, context=context, timeout=REQUEST_TIMEOUT_S) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
-        raise EksUsageError(f"GET {path}: HTTP {error.code} {_status_message(error)}") from None
+        raise EksUsageError(f"{method} {path}: HTTP {error.code} {_status_message(error)}") from None
     except (
         urllib.error.URLError,
         OSError,
         http.client.HTTPException,
         ValueError,
     ) as error:  # refused, TLS, timeout, not JSON
-        raise EksUsageError(f"GET {path}: {getattr(error, 'reason', None) or error!r}") from None
+        raise EksUsageError(f"{method} {path}: {getattr(error, 'reason', None) or error!r}") from None
 
 
 def _status_message(error: urllib.error.HTTPError) -> str:

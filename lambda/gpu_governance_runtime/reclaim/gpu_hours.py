@@ -1,5 +1,5 @@
-"""GPU-hour limits where the backend has none of its own: Batch quota-share pools and HyperPod EKS
-pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick, per team with a
+"""GPU-hour limits where the backend has none of its own: Batch quota-share pools, HyperPod EKS
+pools and EKS pools with Kueue (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick, per team with a
 ``gpu_hour_limit`` in such a pool:
 
 1. the GPU hours its running instances used over the tick (instances x GPUs per instance x the
@@ -12,7 +12,9 @@ pools (Slurm counts a team's GPU minutes itself, GrpTRESMins). Each reclaim tick
 3. at 100 % the team's admission switch is turned off, as a paused team's is: the Batch quota
    share's ``state`` DISABLED, which refuses new jobs but lets the jobs already submitted start and
    finish [aws: batch.quota-share-disabled], or the HyperPod compute quota's ``ActivationState``
-   Disabled, whose effect on queued and running tasks no page states [aws: hyperpod.compute-quota-disabled];
+   Disabled, whose effect on queued and running tasks no page states [aws: hyperpod.compute-quota-disabled],
+   or the Kueue ClusterQueue's ``stopPolicy`` Hold, which admits nothing new and lets admitted
+   workloads finish [aws: eks.kueue-stop-policy-hold];
 4. while a Batch team is over its limit, or paused, its queued service jobs (SUBMITTED, PENDING,
    RUNNABLE) are terminated (:func:`hold`): a disabled share would start them otherwise. Each is
    recorded before and after in its own ``held#`` ledger item, terminated once (a listing that shows
@@ -39,7 +41,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..backends.base import QueuedJobs, Switch
+from ..backends.base import QueuedJobs, Switch, SwitchError
 from ..common.action_ledger import Ledger
 from ..common.log import write as log
 from ..contract import GPU_HOUR_LIMIT_EVENT_TYPE, RECLAIM_EVENT_SOURCE
@@ -174,6 +176,7 @@ def _enforce_team(
     except (
         ClientError,
         BotoCoreError,
+        SwitchError,
     ) as error:  # the item stays in its -ing state: the next tick reads and tries again
         record["switch"], record["error"] = "retry_next_tick", f"{type(error).__name__}: {error}"
     if used >= hours and queue is not None and not share.paused:  # a paused team's are held above

@@ -3,14 +3,12 @@ teams' usage from the cluster and switches a team's compute quota at its GPU-hou
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...contract import CONSUMER_HYPERPOD_INSTANCE_GROUP, HYPERPOD_EKS, hyperpod_cluster_queue
-from ..base import Backend, GpuHourLimits, ReclaimClients, Target, kueue_observer
+from ..base import Backend, GpuHourLimits, ReclaimClients, Target, kueue_observer, kueue_rows
 
 if TYPE_CHECKING:
-    from ..kueue_usage import EksShareUsage
     from .gpu_hours import ComputeQuotaSwitch
 
 
@@ -18,11 +16,6 @@ def _switch(clients: ReclaimClients, target: Target, team: str) -> ComputeQuotaS
     from .gpu_hours import ComputeQuotaSwitch
 
     return ComputeQuotaSwitch(clients.sagemaker, target["cluster_arn"], team)
-
-
-def _kueue_rows(rows: Iterable[EksShareUsage]) -> Iterable[tuple[str, str, float]]:
-    """A team's GPU hours are counted from the instances Kueue shows it using (part-instances too)."""
-    return ((row.share, row.instance_type, row.in_use) for row in rows)
 
 
 BACKEND = Backend(
@@ -35,7 +28,7 @@ BACKEND = Backend(
     # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateComputeQuota.html, ActivationState).
     gpu_hour_limits=GpuHourLimits(
         switch=_switch,
-        in_use=_kueue_rows,
+        in_use=kueue_rows,
         pool_gpus=lambda target: target["gpus_per_instance"],
     ),
     quota_raised_by=CONSUMER_HYPERPOD_INSTANCE_GROUP,
