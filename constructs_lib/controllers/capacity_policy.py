@@ -9,7 +9,7 @@ from typing import Any
 from aws_cdk import ArnFormat, Stack, aws_iam as iam
 
 from constructs_lib.capacity_kinds import KINDS, KindGrant, kind_of
-from constructs_lib.controllers.reclaim_policy import ssm_target_arn
+from constructs_lib.controllers.reclaim_policy import run_shell_script_arn, ssm_target_arn
 from constructs_lib.core.acknowledgements import acknowledge, acknowledge_wildcard_resources
 from constructs_lib.core.hyperpod_cluster_iam import acknowledge_update_cluster, update_cluster_statements
 from constructs_lib.model import GovernanceModel
@@ -239,13 +239,7 @@ def _slurm_statements(stack: Stack, model: GovernanceModel, head_nodes: dict[str
     """The window's nodes drained and resumed on the head node (capacity/slurm_window.py)."""
     if not head_nodes:
         return []
-    document = stack.format_arn(
-        service="ssm",
-        account="",
-        resource="document",
-        resource_name="AWS-RunShellScript",
-        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-    )
+    document = run_shell_script_arn(stack)
     pools = {p.name: p for p in model.pools}
     return [
         iam.PolicyStatement(

@@ -153,19 +153,24 @@ def _head_node_statements(
     head_nodes = [t.head_node_instance_id for t in targets if backend_of(model.pool(t.pool)).reached_on_head_node]
     if not head_nodes:
         return []
-    document = stack.format_arn(
-        service="ssm",
-        account="",
-        resource="document",
-        resource_name="AWS-RunShellScript",
-        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-    )
+    document = run_shell_script_arn(stack)
     return [
         iam.PolicyStatement(
             actions=["ssm:SendCommand"], resources=[document, *(ssm_target_arn(stack, n) for n in head_nodes)]
         ),
         iam.PolicyStatement(actions=["ssm:CancelCommand", "ssm:GetCommandInvocation"], resources=["*"]),
     ]
+
+
+def run_shell_script_arn(stack: Stack) -> str:
+    """The AWS-owned SSM document both controllers run on Slurm head nodes (no account in its ARN)."""
+    return stack.format_arn(
+        service="ssm",
+        account="",
+        resource="document",
+        resource_name="AWS-RunShellScript",
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
 
 
 def ssm_target_arn(stack: Stack, target_id: str) -> str:
